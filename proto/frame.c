@@ -1,0 +1,106 @@
+/*
+ * Frame header codec and the message type table.
+ *
+ * The table is the one place that binds a type number to its payloads; the
+ * master's dispatcher, the clients and the fuzz targets all go through it,
+ * so a type cannot be decoded with the wrong descriptor.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "frame.h"
+
+#define MSG(type, nm, rq, rp, mut)                                          \
+	[SW_MSG_##type] = { .name = nm, .req = &sweepfs__##rq##__descriptor, \
+			    .reply = &sweepfs__##rp##__descriptor,           \
+			    .mutating = mut }
+
+static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
+	MSG(HELLO, "hello", hello, hello_reply, 0),
+	MSG(PING, "ping", ping_req, ping_reply, 0),
+	MSG(LOOKUP, "lookup", lookup_req, entry_reply, 0),
+	MSG(GETATTR, "getattr", getattr_req, attr_reply, 0),
+	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1),
+	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1),
+	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1),
+	MSG(CREATE, "create", create_req, entry_reply, 1),
+	MSG(UNLINK, "unlink", name_req, status_reply, 1),
+	MSG(RMDIR, "rmdir", name_req, status_reply, 1),
+	MSG(RENAME, "rename", rename_req, status_reply, 1),
+	MSG(LINK, "link", link_req, entry_reply, 1),
+	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1),
+	MSG(READLINK, "readlink", ino_req, readlink_reply, 0),
+	MSG(STATFS, "statfs", ino_req, statfs_reply, 0),
+	MSG(OPEN, "open", open_req, open_reply, 0),
+	MSG(RELEASE, "release", ino_req, status_reply, 0),
+	MSG(ACCESS, "access", access_req, status_reply, 0),
+	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1),
+	MSG(GETXATTR, "getxattr", getxattr_req, xattr_reply, 0),
+	MSG(LISTXATTR, "listxattr", getxattr_req, xattr_reply, 0),
+	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1),
+	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0),
+};
+
+const struct sw_msg_info *sw_msg_info(uint16_t type)
+{
+	if (type >= SW_MSG__COUNT || !msg_table[type].name)
+		return NULL;
+	return &msg_table[type];
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+void sw_frame_put_hdr(uint8_t *out, const struct sw_frame_hdr *hdr)
+{
+	put_be32(out, hdr->len);
+	out[4] = hdr->type >> 8;
+	out[5] = hdr->type;
+	out[6] = hdr->flags >> 8;
+	out[7] = hdr->flags;
+	put_be32(out + 8, hdr->id >> 32);
+	put_be32(out + 12, (uint32_t)hdr->id);
+}
+
+int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
+		     struct sw_frame_hdr *hdr)
+{
+	if (avail < SW_FRAME_HDR)
+		return 0;
+	hdr->len = get_be32(in);
+	hdr->type = (uint16_t)(in[4] << 8 | in[5]);
+	hdr->flags = (uint16_t)(in[6] << 8 | in[7]);
+	hdr->id = (uint64_t)get_be32(in + 8) << 32 | get_be32(in + 12);
+	if (hdr->len > max_payload)
+		return -EMSGSIZE;
+	if (hdr->flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY))
+		return -EPROTO;
+	return 1;
+}
+
+size_t sw_frame_size(const ProtobufCMessage *msg)
+{
+	return SW_FRAME_HDR + (msg ? protobuf_c_message_get_packed_size(msg) : 0);
+}
+
+size_t sw_frame_pack(uint8_t *out, uint16_t type, uint16_t flags, uint64_t id,
+		     const ProtobufCMessage *msg)
+{
+	struct sw_frame_hdr hdr = { .type = type, .flags = flags, .id = id };
+
+	hdr.len = msg ? (uint32_t)protobuf_c_message_pack(msg, out + SW_FRAME_HDR)
+		      : 0;
+	sw_frame_put_hdr(out, &hdr);
+	return SW_FRAME_HDR + hdr.len;
+}

@@ -1,0 +1,129 @@
+/*
+ * Framing of the sweepfs wire protocol: a fixed 16-byte header in front of
+ * every protobuf-c payload, and the table of message types.
+ *
+ * Header, all big-endian:
+ *
+ *   0       4       6       8                      16
+ *   +-------+-------+-------+-----------------------+
+ *   |  len  | type  | flags |      request id       |  payload (len bytes)
+ *   +-------+-------+-------+-----------------------+
+ *
+ * A reply carries the type and id of its request and SW_FRAME_REPLY in
+ * flags; requests are pipelined and replies may come in any order. A frame
+ * with SW_FRAME_NOTIFY is sent unasked (master to mount) and has id 0.
+ *
+ * Nothing here allocates or prints; decoding returns negative errno.
+ */
+#ifndef SWEEPFS_PROTO_FRAME_H
+#define SWEEPFS_PROTO_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "sweepfs.pb-c.h"
+
+/* Bumped on any incompatible change; the hello refuses other versions. */
+#define SW_PROTO_VERSION 1
+
+#define SW_FRAME_HDR 16u
+
+/*
+ * Largest payload a metadata connection accepts. The largest legitimate
+ * metadata frames are readdir pages (bounded by the request's max_bytes,
+ * which the master caps at SW_READDIR_MAX_BYTES) and xattr values (64 KiB
+ * at most, as Linux allows); 1 MiB leaves room for both with margin and
+ * bounds what a hostile peer can make us buffer.
+ */
+#define SW_FRAME_MAX_META (1u << 20)
+
+#define SW_FRAME_REPLY 0x1
+#define SW_FRAME_NOTIFY 0x2
+
+/* Largest listing payload the master sends in one readdir reply. */
+#define SW_READDIR_MAX_BYTES (256u << 10)
+#define SW_READDIR_MAX_ENTRIES 8192u
+
+/* POSIX limits the protocol enforces. */
+#define SW_NAME_MAX 255u
+#define SW_PATH_MAX 4096u
+#define SW_XATTR_NAME_MAX 255u
+#define SW_XATTR_SIZE_MAX 65536u
+#define SW_GROUPS_MAX 65536u
+
+enum sw_msg_type {
+	SW_MSG_HELLO = 1,
+	SW_MSG_PING = 2,
+	SW_MSG_LOOKUP = 3,
+	SW_MSG_GETATTR = 4,
+	SW_MSG_SETATTR = 5,
+	SW_MSG_MKNOD = 6,
+	SW_MSG_MKDIR = 7,
+	SW_MSG_CREATE = 8,
+	SW_MSG_UNLINK = 9,
+	SW_MSG_RMDIR = 10,
+	SW_MSG_RENAME = 11,
+	SW_MSG_LINK = 12,
+	SW_MSG_SYMLINK = 13,
+	SW_MSG_READLINK = 14,
+	SW_MSG_STATFS = 15,
+	SW_MSG_OPEN = 16,
+	SW_MSG_RELEASE = 17,
+	SW_MSG_ACCESS = 18,
+	SW_MSG_SETXATTR = 19,
+	SW_MSG_GETXATTR = 20,
+	SW_MSG_LISTXATTR = 21,
+	SW_MSG_REMOVEXATTR = 22,
+	SW_MSG_READDIR = 23,
+	SW_MSG__COUNT
+};
+
+struct sw_frame_hdr {
+	uint32_t len;   /* payload bytes after the header */
+	uint16_t type;  /* enum sw_msg_type */
+	uint16_t flags; /* SW_FRAME_* */
+	uint64_t id;    /* request id, echoed in the reply */
+};
+
+/* What a message type carries. */
+struct sw_msg_info {
+	const char *name;                         /* "lookup", for logs */
+	const ProtobufCMessageDescriptor *req;    /* request payload */
+	const ProtobufCMessageDescriptor *reply;  /* reply payload */
+	unsigned mutating : 1;                    /* changes the namespace */
+};
+
+/*
+ * The description of message type @type, or NULL if the type is unknown.
+ */
+const struct sw_msg_info *sw_msg_info(uint16_t type);
+
+/* Write @hdr into the 16 bytes at @out. */
+void sw_frame_put_hdr(uint8_t *out, const struct sw_frame_hdr *hdr);
+
+/*
+ * Read a header from the @avail bytes at @in.
+ *
+ * Returns 0 when fewer than SW_FRAME_HDR bytes are available, 1 when @hdr
+ * was filled, -EMSGSIZE when the payload would exceed @max_payload and
+ * -EPROTO when flags has unknown bits.
+ */
+int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
+		     struct sw_frame_hdr *hdr);
+
+/*
+ * Size of the frame that sw_frame_pack() writes for @msg: header plus
+ * packed payload. @msg may be NULL for an empty payload.
+ */
+size_t sw_frame_size(const ProtobufCMessage *msg);
+
+/*
+ * Write a complete frame for @msg into @out, which must hold
+ * sw_frame_size(@msg) bytes; returns the bytes written.
+ */
+size_t sw_frame_pack(uint8_t *out, uint16_t type, uint16_t flags, uint64_t id,
+		     const ProtobufCMessage *msg);
+
+#endif
