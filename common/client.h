@@ -1,0 +1,69 @@
+/*
+ * A blocking connection to a sweepfs master for tools, tests and
+ * benchmarks: connect, hello, then calls that send one request and wait for
+ * its reply. Not thread-safe: one caller at a time per connection. (The
+ * mount, which needs many requests in flight from many threads, has its own
+ * connection in mount/master_conn.c.)
+ */
+#ifndef SWEEPFS_COMMON_CLIENT_H
+#define SWEEPFS_COMMON_CLIENT_H
+
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "buf.h"
+#include "frame.h"
+#include "net.h"
+
+struct sw_client {
+	int fd;
+	uint64_t next_id;    /* id of the next request */
+	uint64_t session_id; /* from the hello reply */
+	uint64_t root_ino;   /* inode of the exported root */
+	int timeout_ms;	     /* per call; 0 waits forever */
+	struct sw_buf in;    /* bytes received, not yet parsed */
+	uint32_t max_payload;
+};
+
+/*
+ * Connect to the master named by @t, say hello as @role (SWEEPFS__ROLE__*)
+ * for subtree @t->subdir, and return the connection in *@out. @timeout_ms
+ * bounds the connect and every later call. Returns 0, -errno from the
+ * connection, -EPROTO for a reply that makes no sense, or the master's
+ * refusal as -errno (-EACCES, -EPROTONOSUPPORT, ...).
+ * On success the caller owns *@out and frees it with sw_client_close().
+ */
+int sw_client_open(const struct sw_target *t, int role, const char *name,
+		   int timeout_ms, struct sw_client **out);
+
+/* Close the connection and free @c (NULL is fine). */
+void sw_client_close(struct sw_client *c);
+
+/*
+ * Send request @req of @type and wait for its reply, which is unpacked into
+ * *@reply with the reply descriptor of @type. The caller frees *@reply with
+ * protobuf_c_message_free_unpacked(*@reply, NULL). Notifications that
+ * arrive meanwhile are dropped. Returns 0 (the reply's own err field is the
+ * caller's to read, see sw_reply_err()), or -errno for a transport failure,
+ * after which the connection is unusable.
+ */
+int sw_client_call(struct sw_client *c, uint16_t type,
+		   const ProtobufCMessage *req, ProtobufCMessage **reply);
+
+/*
+ * Pipelining: queue @req without waiting and return its id in *@id;
+ * sw_client_recv() then returns replies as they come, with their header in
+ * *@hdr. Same returns and ownership as sw_client_call().
+ */
+int sw_client_send(struct sw_client *c, uint16_t type,
+		   const ProtobufCMessage *req, uint64_t *id);
+int sw_client_recv(struct sw_client *c, struct sw_frame_hdr *hdr,
+		   ProtobufCMessage **reply);
+
+/*
+ * The err field (field 1) of any reply message, as a negative errno, or 0.
+ */
+int sw_reply_err(const ProtobufCMessage *reply);
+
+#endif

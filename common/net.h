@@ -1,0 +1,40 @@
+/*
+ * Addresses and plain blocking sockets for clients: parsing the
+ * "HOST[:PORT][:/subdir]" form every sweepfs command takes, and connecting
+ * with a time limit. The daemons' listening side is libuv's.
+ */
+#ifndef SWEEPFS_COMMON_NET_H
+#define SWEEPFS_COMMON_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define SW_MASTER_PORT 9521
+#define SW_CHUNKSERVER_PORT 9522
+
+struct sw_target {
+	char host[256];	   /* name or address, without IPv6 brackets */
+	uint16_t port;	   /* default port when the string had none */
+	char subdir[4096]; /* "/" when the string had none */
+};
+
+/*
+ * Parse "HOST", "HOST:PORT", "HOST:/sub/dir", "HOST:PORT:/sub/dir" or the
+ * same with "[v6addr]" as HOST. Returns 0 or -EINVAL.
+ */
+int sw_target_parse(const char *s, uint16_t default_port,
+		    struct sw_target *out);
+
+/*
+ * Connect a TCP socket to @host:@port, trying each resolved address, within
+ * @timeout_ms in all. Returns a blocking, close-on-exec descriptor with
+ * TCP_NODELAY set, or -errno (-EHOSTUNREACH when the name does not resolve,
+ * -ETIMEDOUT when time ran out).
+ */
+int sw_tcp_connect(const char *host, uint16_t port, int timeout_ms);
+
+/* Format @sa as "addr:port" ("[v6]:port") into @buf of @len bytes. */
+void sw_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif
