@@ -1,0 +1,723 @@
+/*
+ * Changelog writer and reader.
+ *
+ * The loop thread owns `pending` (records not yet written) and writes them
+ * with one write(2) per loop iteration. The sync thread owns fdatasync and
+ * fallocate on the current file; it and the loop share only the fields
+ * marked "under mu". Rotation, rare, waits for the thread to be idle and
+ * swaps the file under mu.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "changelog.h"
+#include "crc32c.h"
+#include "log.h"
+#include "util.h"
+
+#define TAG "changelog"
+#define SEG_MAGIC "SWCL"
+#define SEG_FORMAT 1u
+#define SEG_HDR 16u
+#define REC_HDR 16u
+/* Keep this much preallocated ahead of the writer. */
+#define PREALLOC_LOW (4u << 20)
+/* Refuse mutations when less than this is left and the disk is full:
+ * room for the records already admitted in this loop iteration. */
+#define RESERVE_MIN (256u << 10)
+
+struct changelog {
+	uv_loop_t *loop;
+	struct changelog_opts o;
+	char dir[4096];
+
+	/* Loop thread only. */
+	struct sw_buf pending; /* encoded records not yet written */
+	uint64_t last;	       /* last version appended */
+	uint64_t written_ver;  /* last version written to the file */
+	uint64_t written;      /* bytes in the current file */
+	uint64_t durable;      /* last version durable per policy */
+	uv_async_t async;      /* sync thread -> loop */
+
+	/* Under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;	 /* wakes the thread */
+	pthread_cond_t idle_cond; /* thread went idle (for rotation) */
+	int fd;
+	uint64_t sync_req;	 /* version to fdatasync up to */
+	uint64_t synced;	 /* version fdatasync'd */
+	uint64_t alloc_end;	 /* bytes preallocated in the file */
+	uint64_t alloc_want;	 /* preallocate up to here */
+	bool nospace;		 /* the last fallocate hit ENOSPC */
+	int64_t retry_at;	 /* monotonic ns: try fallocate again */
+	bool busy;		 /* the thread is in a syscall */
+	bool stop;
+
+	pthread_t thread;
+};
+
+/* ---- encoding ------------------------------------------------------- */
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void seg_name(char *buf, size_t len, const char *dir, uint64_t first)
+{
+	snprintf(buf, len, "%s/changelog.%020" PRIu64, dir, first);
+}
+
+/* ---- sync thread ---------------------------------------------------- */
+
+static void lower_io_priority(void)
+{
+	/* ioprio_set(IOPRIO_WHO_PROCESS, this thread, class BE, level 7):
+	 * the changelog is latency-critical, but its fallocate must not
+	 * get ahead of client-facing work; best effort, lowest level. */
+	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
+}
+
+static void *sync_main(void *arg)
+{
+	struct changelog *cl = arg;
+	int64_t interval_ns = (int64_t)cl->o.interval_ms * 1000000;
+	int64_t next_periodic = sw_mono_ns() + interval_ns;
+
+	lower_io_priority();
+	pthread_mutex_lock(&cl->mu);
+	for (;;) {
+		int64_t now = sw_mono_ns();
+		bool want_sync, want_alloc, periodic;
+		uint64_t ver, from, len;
+		int fd, rc = 0;
+
+		want_sync = cl->sync_req > cl->synced;
+		want_alloc = cl->alloc_want > cl->alloc_end &&
+			     (!cl->nospace || now >= cl->retry_at);
+		periodic = cl->o.sync == CL_SYNC_INTERVAL &&
+			   now >= next_periodic;
+		if (!want_sync && !want_alloc && !periodic) {
+			int64_t wake = now + SW_NSEC_PER_SEC;
+			struct timespec ts;
+
+			if (cl->stop)
+				break;
+			if (cl->o.sync == CL_SYNC_INTERVAL &&
+			    next_periodic < wake)
+				wake = next_periodic;
+			if (cl->nospace && cl->retry_at < wake)
+				wake = cl->retry_at;
+			/* The condition variable uses CLOCK_MONOTONIC. */
+			ts = sw_ns_to_timespec(wake);
+			pthread_cond_timedwait(&cl->cond, &cl->mu, &ts);
+			continue;
+		}
+		if (periodic)
+			next_periodic = now + interval_ns;
+		fd = cl->fd;
+		ver = cl->sync_req;
+		from = cl->alloc_end;
+		len = cl->alloc_want - cl->alloc_end;
+		cl->busy = true;
+		pthread_mutex_unlock(&cl->mu);
+
+		if (want_alloc &&
+		    fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)len) <
+			    0)
+			rc = -errno;
+		if (want_sync || periodic)
+			fdatasync(fd);
+
+		pthread_mutex_lock(&cl->mu);
+		cl->busy = false;
+		if (want_alloc && fd == cl->fd) {
+			if (rc == 0) {
+				cl->alloc_end = from + len;
+				cl->nospace = false;
+			} else if (rc == -ENOSPC) {
+				cl->nospace = true;
+				cl->retry_at = sw_mono_ns() + SW_NSEC_PER_SEC;
+			} else {
+				/* No fallocate on this filesystem: writes
+				 * will allocate; nothing to reserve. */
+				cl->alloc_end = UINT64_MAX / 2;
+				cl->nospace = false;
+			}
+		}
+		if (want_sync && ver > cl->synced)
+			cl->synced = ver;
+		pthread_cond_broadcast(&cl->idle_cond);
+		pthread_mutex_unlock(&cl->mu);
+		uv_async_send(&cl->async);
+		pthread_mutex_lock(&cl->mu);
+	}
+	pthread_mutex_unlock(&cl->mu);
+	return NULL;
+}
+
+static void on_async(uv_async_t *h)
+{
+	struct changelog *cl = h->data;
+	uint64_t synced;
+
+	pthread_mutex_lock(&cl->mu);
+	synced = cl->synced;
+	pthread_mutex_unlock(&cl->mu);
+	if (cl->o.sync == CL_SYNC_ALWAYS && synced > cl->durable) {
+		cl->durable = synced;
+		cl->o.on_durable(cl->o.arg, synced);
+	}
+}
+
+/* ---- files ---------------------------------------------------------- */
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Create the file for records from @first on; returns its fd or -errno. */
+static int seg_create(const char *dir, uint64_t first)
+{
+	char path[4200];
+	uint8_t hdr[SEG_HDR];
+	int fd, rc;
+
+	seg_name(path, sizeof(path), dir, first);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return -errno;
+	memcpy(hdr, SEG_MAGIC, 4);
+	put_le32(hdr + 4, SEG_FORMAT);
+	put_le64(hdr + 8, first);
+	rc = write_all(fd, hdr, sizeof(hdr));
+	if (rc == 0 && fdatasync(fd) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = fsync_dir(dir);
+	if (rc < 0) {
+		close(fd);
+		unlink(path);
+		return rc;
+	}
+	return fd;
+}
+
+int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
+		   uint64_t last, struct changelog **out)
+{
+	struct changelog *cl = calloc(1, sizeof(*cl));
+	pthread_condattr_t ca;
+	int rc;
+
+	if (!cl)
+		return -ENOMEM;
+	cl->loop = loop;
+	cl->o = *o;
+	if (!cl->o.prealloc)
+		cl->o.prealloc = 16u << 20;
+	if (!cl->o.interval_ms)
+		cl->o.interval_ms = 100;
+	snprintf(cl->dir, sizeof(cl->dir), "%s", o->dir);
+	cl->o.dir = cl->dir;
+	cl->last = cl->written_ver = cl->durable = cl->synced = last;
+	cl->sync_req = last;
+	cl->fd = seg_create(cl->dir, last + 1);
+	if (cl->fd < 0) {
+		rc = cl->fd;
+		goto out_free;
+	}
+	cl->written = SEG_HDR;
+	cl->alloc_end = 0;
+	cl->alloc_want = cl->o.prealloc;
+	pthread_mutex_init(&cl->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cl->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&cl->idle_cond, NULL);
+	rc = uv_async_init(loop, &cl->async, on_async);
+	if (rc < 0)
+		goto out_close;
+	cl->async.data = cl;
+	rc = -pthread_create(&cl->thread, NULL, sync_main, cl);
+	if (rc < 0) {
+		uv_close((uv_handle_t *)&cl->async, NULL);
+		goto out_close;
+	}
+	*out = cl;
+	return 0;
+
+out_close:
+	close(cl->fd);
+out_free:
+	free(cl);
+	return rc;
+}
+
+int changelog_admit(const struct changelog *cl)
+{
+	uint64_t alloc_end, used;
+	bool nospace;
+
+	pthread_mutex_lock((pthread_mutex_t *)&cl->mu);
+	alloc_end = cl->alloc_end;
+	nospace = cl->nospace;
+	pthread_mutex_unlock((pthread_mutex_t *)&cl->mu);
+	if (!nospace)
+		return 0;
+	used = cl->written + sw_buf_used(&cl->pending);
+	return alloc_end > used && alloc_end - used >= RESERVE_MIN ? 0
+								   : -ENOSPC;
+}
+
+int changelog_prepare(struct changelog *cl, const Sweepfs__Meta__Mutation *m)
+{
+	return sw_buf_reserve(&cl->pending,
+			      REC_HDR + protobuf_c_message_get_packed_size(
+						&m->base));
+}
+
+void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
+		      uint64_t version)
+{
+	uint8_t *rec;
+	size_t len;
+	uint32_t crc;
+
+	/* The caller prepared: this cannot fail. */
+	if (sw_buf_reserve(&cl->pending,
+			   REC_HDR + protobuf_c_message_get_packed_size(
+					     &m->base)) < 0) {
+		sw_crit(TAG, "out of memory appending version %" PRIu64,
+			version);
+		abort();
+	}
+	rec = cl->pending.data + cl->pending.len;
+	len = protobuf_c_message_pack(&m->base, rec + REC_HDR);
+	put_le32(rec, (uint32_t)len);
+	put_le64(rec + 8, version);
+	crc = sw_crc32c(0, rec + 8, 8 + len);
+	put_le32(rec + 4, crc);
+	cl->pending.len += REC_HDR + len;
+	cl->last = version;
+}
+
+void changelog_flush(struct changelog *cl)
+{
+	size_t n = sw_buf_used(&cl->pending);
+	bool wake;
+	int rc;
+
+	if (n == 0)
+		return;
+	rc = write_all(cl->fd, sw_buf_head(&cl->pending), n);
+	if (rc < 0) {
+		sw_crit(TAG, "write failed: %s; exiting so that a restart "
+			     "replays what is on disk", strerror(-rc));
+		exit(70);
+	}
+	sw_buf_reset(&cl->pending);
+	cl->written += n;
+	cl->written_ver = cl->last;
+
+	pthread_mutex_lock(&cl->mu);
+	wake = false;
+	if (cl->o.sync == CL_SYNC_ALWAYS) {
+		cl->sync_req = cl->written_ver;
+		wake = true;
+	}
+	if (cl->written + PREALLOC_LOW > cl->alloc_end &&
+	    cl->alloc_want <= cl->alloc_end) {
+		cl->alloc_want = cl->alloc_end + cl->o.prealloc;
+		while (cl->alloc_want < cl->written + PREALLOC_LOW)
+			cl->alloc_want += cl->o.prealloc;
+		wake = true;
+	}
+	if (wake)
+		pthread_cond_signal(&cl->cond);
+	pthread_mutex_unlock(&cl->mu);
+
+	if (cl->o.sync != CL_SYNC_ALWAYS && cl->written_ver > cl->durable) {
+		cl->durable = cl->written_ver;
+		cl->o.on_durable(cl->o.arg, cl->durable);
+	}
+}
+
+uint64_t changelog_durable(const struct changelog *cl)
+{
+	return cl->durable;
+}
+
+uint64_t changelog_last(const struct changelog *cl)
+{
+	return cl->last;
+}
+
+/* Wait until the thread is out of its syscalls; called with mu held. */
+static void wait_idle(struct changelog *cl)
+{
+	while (cl->busy)
+		pthread_cond_wait(&cl->idle_cond, &cl->mu);
+}
+
+/* Finish the current file: data synced, preallocation past EOF freed. */
+static int seg_finish(struct changelog *cl, int fd)
+{
+	int rc = 0;
+
+	if (ftruncate(fd, (off_t)cl->written) < 0)
+		rc = -errno;
+	if (fdatasync(fd) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+int changelog_rotate(struct changelog *cl)
+{
+	int fd, old, rc;
+
+	changelog_flush(cl);
+	fd = seg_create(cl->dir, cl->last + 1);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&cl->mu);
+	wait_idle(cl);
+	old = cl->fd;
+	rc = seg_finish(cl, old);
+	cl->fd = fd;
+	cl->alloc_end = 0;
+	cl->alloc_want = cl->o.prealloc;
+	cl->nospace = false;
+	cl->synced = cl->written_ver;
+	pthread_cond_signal(&cl->cond);
+	pthread_mutex_unlock(&cl->mu);
+	close(old);
+	cl->written = SEG_HDR;
+	if (rc < 0)
+		sw_err(TAG, "finishing the previous file: %s", strerror(-rc));
+	if (cl->written_ver > cl->durable) {
+		cl->durable = cl->written_ver;
+		cl->o.on_durable(cl->o.arg, cl->durable);
+	}
+	return 0;
+}
+
+static void on_async_closed(uv_handle_t *h)
+{
+	struct changelog *cl = h->data;
+
+	sw_buf_release(&cl->pending);
+	pthread_mutex_destroy(&cl->mu);
+	pthread_cond_destroy(&cl->cond);
+	pthread_cond_destroy(&cl->idle_cond);
+	free(cl);
+}
+
+void changelog_close(struct changelog *cl)
+{
+	int rc;
+
+	changelog_flush(cl);
+	pthread_mutex_lock(&cl->mu);
+	cl->stop = true;
+	pthread_cond_signal(&cl->cond);
+	pthread_mutex_unlock(&cl->mu);
+	pthread_join(cl->thread, NULL);
+	rc = seg_finish(cl, cl->fd);
+	if (rc < 0)
+		sw_err(TAG, "closing: %s", strerror(-rc));
+	close(cl->fd);
+	uv_close((uv_handle_t *)&cl->async, on_async_closed);
+}
+
+/* ---- reading -------------------------------------------------------- */
+
+struct seg {
+	uint64_t first;
+	char path[4200];
+};
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The changelog files in @dir, sorted by first version. */
+static int seg_list(const char *dir, struct seg **out, size_t *count)
+{
+	struct seg *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t first;
+		char tail;
+
+		if (sscanf(de->d_name, "changelog.%20" SCNu64 "%c", &first,
+			   &tail) != 1 ||
+		    strlen(de->d_name) != strlen("changelog.") + 20)
+			continue;
+		if (n == cap) {
+			struct seg *nv;
+
+			cap = cap ? cap * 2 : 16;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[n].first = first;
+		snprintf(v[n].path, sizeof(v[n].path), "%s/%s", dir,
+			 de->d_name);
+		n++;
+	}
+	closedir(d);
+	qsort(v, n, sizeof(*v), seg_cmp);
+	*out = v;
+	*count = n;
+	return 0;
+}
+
+int changelog_prune(const char *dir, uint64_t upto)
+{
+	struct seg *v;
+	size_t n;
+	int rc = seg_list(dir, &v, &n), deleted = 0;
+
+	if (rc < 0)
+		return rc;
+	/* File i holds versions [first_i, first_{i+1}). */
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (v[i + 1].first > upto + 1)
+			break;
+		if (unlink(v[i].path) == 0)
+			deleted++;
+	}
+	free(v);
+	return deleted;
+}
+
+static int read_file(const char *path, uint8_t **data, size_t *len)
+{
+	struct stat st;
+	uint8_t *p;
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	p = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!p) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, p + got, (size_t)st.st_size - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rc = r < 0 ? -errno : -EIO;
+			free(p);
+			goto out;
+		}
+		got += (size_t)r;
+	}
+	*data = p;
+	*len = got;
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * Replay one file. Returns 0, or -EUCLEAN with *@bad_off set to where the
+ * first unreadable record starts.
+ */
+static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
+		      changelog_apply_fn fn, void *arg, size_t *bad_off,
+		      size_t *size)
+{
+	uint8_t *data = NULL;
+	size_t len = 0, off;
+	int rc = read_file(s->path, &data, &len);
+
+	if (rc < 0)
+		return rc;
+	*size = len;
+	*bad_off = 0;
+	if (len < SEG_HDR) {
+		rc = -ENODATA; /* created, never written: a crash at start */
+		goto out;
+	}
+	if (memcmp(data, SEG_MAGIC, 4) ||
+	    get_le32(data + 4) != SEG_FORMAT ||
+	    get_le64(data + 8) != s->first) {
+		rc = -EUCLEAN;
+		goto out;
+	}
+	for (off = SEG_HDR; off < len;) {
+		uint32_t plen, crc;
+		uint64_t ver;
+
+		if (len - off < REC_HDR)
+			break;
+		plen = get_le32(data + off);
+		crc = get_le32(data + off + 4);
+		ver = get_le64(data + off + 8);
+		if (plen > len - off - REC_HDR ||
+		    sw_crc32c(0, data + off + 8, 8 + (size_t)plen) != crc)
+			break;
+		if (ver > after) {
+			if (ver != *expect) {
+				sw_crit(TAG, "%s: version %" PRIu64
+					     " where %" PRIu64 " was expected",
+					s->path, ver, *expect);
+				rc = -EUCLEAN;
+				goto out;
+			}
+			rc = fn(arg, ver, data + off + REC_HDR, plen);
+			if (rc < 0) {
+				sw_crit(TAG, "%s: replaying version %" PRIu64
+					     " failed: %s",
+					s->path, ver, strerror(-rc));
+				goto out;
+			}
+			*expect = ver + 1;
+		}
+		off += REC_HDR + plen;
+	}
+	if (off < len) {
+		*bad_off = off;
+		rc = -EUCLEAN;
+	}
+out:
+	free(data);
+	return rc;
+}
+
+int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
+		     void *arg, uint64_t *last)
+{
+	struct seg *v;
+	size_t n, bad_off = 0, size = 0;
+	uint64_t expect = after + 1;
+	int rc = seg_list(dir, &v, &n);
+
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		/* Files that end before @after + 1 hold nothing for us. */
+		if (i + 1 < n && v[i + 1].first <= after + 1)
+			continue;
+		rc = replay_seg(&v[i], after, &expect, fn, arg, &bad_off,
+				&size);
+		if (rc == -ENODATA && i + 1 == n) {
+			sw_notice(TAG, "%s: removing a file with no header",
+				  v[i].path);
+			unlink(v[i].path);
+			rc = 0;
+		} else if (rc == -ENODATA) {
+			sw_crit(TAG, "%s: truncated header", v[i].path);
+			rc = -EUCLEAN;
+		} else if (rc == -EUCLEAN && bad_off && i + 1 == n) {
+			/* A torn tail from a crash mid-write: cut it. */
+			sw_notice(TAG, "%s: cutting %zu bytes of torn tail at "
+				       "offset %zu",
+				  v[i].path, size - bad_off, bad_off);
+			if (truncate(v[i].path, (off_t)bad_off) < 0) {
+				rc = -errno;
+				sw_crit(TAG, "cannot cut %s: %s", v[i].path,
+					strerror(errno));
+				break;
+			}
+			rc = 0;
+		} else if (rc == -EUCLEAN && bad_off) {
+			sw_crit(TAG, "%s: corrupt record at offset %zu in a file "
+				     "that is not the newest",
+				v[i].path, bad_off);
+		} else if (rc == -EUCLEAN) {
+			sw_crit(TAG, "%s: bad file header", v[i].path);
+		}
+		if (rc < 0)
+			break;
+	}
+	free(v);
+	if (rc == 0)
+		*last = expect - 1;
+	return rc;
+}

@@ -1,0 +1,132 @@
+/*
+ * The changelog: every mutation, appended to disk before it is
+ * acknowledged, so a restart (checkpoint + replay) restores every
+ * acknowledged change.
+ *
+ * Files: data_dir/changelog.<first version, 20 digits>, each starting with
+ * a 16-byte header ("SWCL", format, first version) followed by records:
+ *
+ *   u32 payload length | u32 crc32c(version, payload) | u64 version | payload
+ *
+ * all little-endian; the payload is a packed Sweepfs__Meta__Mutation.
+ * Versions increase by one from record to record across files. A new file
+ * starts at every checkpoint, so files wholly older than the newest
+ * checkpoint can be deleted.
+ *
+ * Durability policies (config "changelog_sync"):
+ *  - always:   a reply waits until its record is written and fdatasync'd;
+ *              concurrent requests share one fdatasync (group commit).
+ *  - interval: a reply waits until its record is written (it survives the
+ *              master's death, kill -9 included); fdatasync runs every
+ *              changelog_sync_interval.
+ *  - never:    written before the reply; fdatasync only at rotation.
+ * In every policy the record reaches the kernel before the reply leaves.
+ *
+ * Threads: appends and write(2) happen on the loop thread; fdatasync and
+ * fallocate run on the changelog's own thread (at low I/O priority), which
+ * reports back through a uv_async_t. Space is preallocated ahead of the
+ * writer; when the disk is full, changelog_admit() refuses new mutations
+ * with -ENOSPC before they change anything, and admits them again once
+ * preallocation succeeds.
+ */
+#ifndef SWEEPFS_MASTER_CHANGELOG_H
+#define SWEEPFS_MASTER_CHANGELOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "meta.pb-c.h"
+
+enum cl_sync {
+	CL_SYNC_ALWAYS,
+	CL_SYNC_INTERVAL,
+	CL_SYNC_NEVER,
+};
+
+struct changelog_opts {
+	const char *dir;       /* data directory */
+	enum cl_sync sync;
+	uint64_t interval_ms;  /* fdatasync period for CL_SYNC_INTERVAL */
+	uint64_t prealloc;     /* bytes allocated per fallocate step */
+	/* Called on the loop thread when records up to @version are as
+	 * durable as the policy requires. */
+	void (*on_durable)(void *arg, uint64_t version);
+	void *arg;
+};
+
+struct changelog;
+
+/*
+ * Start a new changelog file after version @last (the state the namespace
+ * is in) and the sync thread. Returns 0 with *@out, or -errno.
+ */
+int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
+		   uint64_t last, struct changelog **out);
+
+/*
+ * Whether a mutation may be appended now: 0, or -ENOSPC while the disk
+ * has no room for more records.
+ */
+int changelog_admit(const struct changelog *cl);
+
+/*
+ * Make room to append @m (so the append after applying it cannot fail).
+ * Returns 0 or -ENOMEM.
+ */
+int changelog_prepare(struct changelog *cl, const Sweepfs__Meta__Mutation *m);
+
+/*
+ * Append @m as version @version, which must be the last version + 1. Does
+ * not fail after a successful changelog_prepare() for the same @m.
+ */
+void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
+		      uint64_t version);
+
+/*
+ * Write what was appended since the last flush, and start making it
+ * durable. Call once per loop iteration, after request handling. A write
+ * error is fatal: memory is ahead of disk and only a restart can reconcile
+ * them, so this logs and exits.
+ */
+void changelog_flush(struct changelog *cl);
+
+/* The highest version as durable as the policy requires. */
+uint64_t changelog_durable(const struct changelog *cl);
+
+/* The highest version appended. */
+uint64_t changelog_last(const struct changelog *cl);
+
+/*
+ * End the current file (flushed and fdatasync'd) and start the next one at
+ * last + 1. Returns 0 or -errno (the old file stays in use on failure).
+ */
+int changelog_rotate(struct changelog *cl);
+
+/*
+ * Flush, fdatasync, stop the thread and close. @cl is freed once the loop
+ * has run the close callbacks.
+ */
+void changelog_close(struct changelog *cl);
+
+/*
+ * Delete files all of whose records have versions <= @upto. Returns the
+ * number deleted or -errno.
+ */
+int changelog_prune(const char *dir, uint64_t upto);
+
+typedef int (*changelog_apply_fn)(void *arg, uint64_t version,
+				  const uint8_t *payload, size_t len);
+
+/*
+ * Feed every record with version > @after, in order, to @fn. A torn or
+ * corrupt tail of the newest file is cut off (truncated) and logged; a bad
+ * record anywhere else, a gap in versions, or an error from @fn stops the
+ * replay with -EUCLEAN (or @fn's error). On success *@last is the last
+ * version seen (@after if none).
+ */
+int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
+		     void *arg, uint64_t *last);
+
+#endif

@@ -1,0 +1,738 @@
+/*
+ * Checkpoint format (little-endian):
+ *
+ *   header   "SWCP" u32 format u64 version u64 next_ino u64 next_edge
+ *   'N' node u64 ino u32 mode u32 uid u32 gid u32 nlink u32 flags
+ *            i64 atime i64 mtime i64 ctime u64 size
+ *            [u64 rdev: devices] [size bytes: symlink target]
+ *   'D' dir  u64 ino u64 count, then count x
+ *            { u64 edge u64 child u8 namelen name }   in edge-id order
+ *   'X'      u64 ino u8 namelen u32 valuelen name value
+ *   'Z'      u64 records u32 crc32c(everything before the crc)
+ *
+ * All 'N' records come before any 'D' record, so every edge's child
+ * exists when the edge is loaded. Tombstones are not written.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "crc32c.h"
+#include "log.h"
+#include "util.h"
+
+#define TAG "checkpoint"
+#define CP_MAGIC "SWCP"
+#define CP_FORMAT 1u
+#define IOBUF (1u << 20)
+
+/* ---- writing -------------------------------------------------------- */
+
+struct writer {
+	int fd;
+	uint8_t *buf;
+	size_t len;
+	uint32_t crc;
+	uint64_t records;
+	int err;
+};
+
+static void w_flush(struct writer *w)
+{
+	size_t off = 0;
+
+	if (w->err)
+		return;
+	w->crc = sw_crc32c(w->crc, w->buf, w->len);
+	while (off < w->len) {
+		ssize_t n = write(w->fd, w->buf + off, w->len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			w->err = -errno;
+			return;
+		}
+		off += (size_t)n;
+	}
+	w->len = 0;
+}
+
+static void w_bytes(struct writer *w, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+
+	while (n) {
+		size_t k = SW_MIN(n, IOBUF - w->len);
+
+		memcpy(w->buf + w->len, s, k);
+		w->len += k;
+		s += k;
+		n -= k;
+		if (w->len == IOBUF)
+			w_flush(w);
+	}
+}
+
+static void w_u8(struct writer *w, uint8_t v)
+{
+	w_bytes(w, &v, 1);
+}
+
+static void w_u32(struct writer *w, uint32_t v)
+{
+	uint8_t b[4];
+
+	for (int i = 0; i < 4; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	w_bytes(w, b, 4);
+}
+
+static void w_u64(struct writer *w, uint64_t v)
+{
+	uint8_t b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	w_bytes(w, b, 8);
+}
+
+static int write_node(void *elem, void *arg)
+{
+	const struct node *n = elem;
+	struct writer *w = arg;
+
+	w_u8(w, 'N');
+	w_u64(w, n->ino);
+	w_u32(w, n->mode);
+	w_u32(w, n->uid);
+	w_u32(w, n->gid);
+	w_u32(w, n->nlink);
+	w_u32(w, n->flags);
+	w_u64(w, (uint64_t)n->atime);
+	w_u64(w, (uint64_t)n->mtime);
+	w_u64(w, (uint64_t)n->ctime);
+	w_u64(w, n->size);
+	if (S_ISCHR(n->mode) || S_ISBLK(n->mode))
+		w_u64(w, n->u.rdev);
+	else if (S_ISLNK(n->mode))
+		w_bytes(w, n->u.target, n->size);
+	w->records++;
+	return w->err;
+}
+
+static int write_dir(void *elem, void *arg)
+{
+	const struct node *n = elem;
+	struct writer *w = arg;
+
+	if (!S_ISDIR(n->mode) || n->u.dir->nentries == 0)
+		return 0;
+	w_u8(w, 'D');
+	w_u64(w, n->ino);
+	w_u64(w, n->u.dir->nentries);
+	for (const struct edge *e = n->u.dir->head; e; e = e->next) {
+		if (!e->child)
+			continue;
+		w_u64(w, e->id);
+		w_u64(w, e->child->ino);
+		w_u8(w, e->namelen);
+		w_bytes(w, e->name, e->namelen);
+	}
+	w->records++;
+	return w->err;
+}
+
+struct xattr_ctx {
+	struct writer *w;
+	uint64_t ino;
+};
+
+static int write_one_xattr(const void *name, size_t nlen, const void *value,
+			   size_t vlen, void *arg)
+{
+	struct xattr_ctx *x = arg;
+
+	w_u8(x->w, 'X');
+	w_u64(x->w, x->ino);
+	w_u8(x->w, (uint8_t)nlen);
+	w_u32(x->w, (uint32_t)vlen);
+	w_bytes(x->w, name, nlen);
+	w_bytes(x->w, value, vlen);
+	x->w->records++;
+	return x->w->err;
+}
+
+struct xattr_walk {
+	const struct ns *ns;
+	struct writer *w;
+};
+
+static int write_xattrs(void *elem, void *arg)
+{
+	const struct node *n = elem;
+	struct xattr_walk *xw = arg;
+	struct xattr_ctx x = { xw->w, n->ino };
+
+	if (!(n->flags & NODE_XATTR))
+		return 0;
+	return ns_xattr_foreach(xw->ns, n, write_one_xattr, &x);
+}
+
+static void cp_name(char *buf, size_t len, const char *dir, uint64_t version,
+		    const char *suffix)
+{
+	snprintf(buf, len, "%s/checkpoint.%020" PRIu64 "%s", dir, version,
+		 suffix);
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
+{
+	char tmp[4200], final[4200];
+	struct writer w = { .fd = -1 };
+	struct xattr_walk xw = { ns, &w };
+	uint8_t crcbuf[4];
+	int rc;
+
+	cp_name(tmp, sizeof(tmp), dir, version, ".tmp");
+	cp_name(final, sizeof(final), dir, version, "");
+	w.buf = malloc(IOBUF);
+	if (!w.buf)
+		return -ENOMEM;
+	w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (w.fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	w_bytes(&w, CP_MAGIC, 4);
+	w_u32(&w, CP_FORMAT);
+	w_u64(&w, version);
+	w_u64(&w, ns->next_ino);
+	w_u64(&w, ns->next_edge);
+	ns_foreach_node(ns, write_node, &w);
+	ns_foreach_node(ns, write_dir, &w);
+	ns_foreach_node(ns, write_xattrs, &xw);
+	w_u8(&w, 'Z');
+	w_u64(&w, w.records);
+	w_flush(&w);
+	for (int i = 0; i < 4; i++)
+		crcbuf[i] = (uint8_t)(w.crc >> (8 * i));
+	w_bytes(&w, crcbuf, 4);
+	/* The crc must not cover itself: write it past the running sum. */
+	if (!w.err) {
+		ssize_t n = write(w.fd, w.buf, w.len);
+
+		if (n != (ssize_t)w.len)
+			w.err = n < 0 ? -errno : -EIO;
+	}
+	rc = w.err;
+	if (rc == 0 && fdatasync(w.fd) < 0)
+		rc = -errno;
+	if (close(w.fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, final) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = fsync_dir(dir);
+	if (rc < 0)
+		unlink(tmp);
+out_free:
+	free(w.buf);
+	return rc;
+}
+
+/* ---- reading -------------------------------------------------------- */
+
+struct reader {
+	int fd;
+	uint8_t *buf;
+	size_t len, off;
+	uint32_t crc; /* over bytes consumed */
+	int err;
+	bool eof;
+};
+
+static bool r_fill(struct reader *r, size_t need)
+{
+	if (r->len - r->off >= need)
+		return true;
+	if (r->err)
+		return false;
+	r->crc = sw_crc32c(r->crc, r->buf, r->off);
+	memmove(r->buf, r->buf + r->off, r->len - r->off);
+	r->len -= r->off;
+	r->off = 0;
+	while (r->len < need) {
+		ssize_t n = read(r->fd, r->buf + r->len, IOBUF - r->len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r->err = n < 0 ? -errno : -EUCLEAN;
+			return false;
+		}
+		r->len += (size_t)n;
+	}
+	return true;
+}
+
+static int r_bytes(struct reader *r, void *p, size_t n)
+{
+	uint8_t *d = p;
+
+	while (n) {
+		size_t k;
+
+		if (!r_fill(r, 1))
+			return r->err;
+		k = SW_MIN(n, r->len - r->off);
+		memcpy(d, r->buf + r->off, k);
+		r->off += k;
+		d += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static int r_u8(struct reader *r, uint8_t *v)
+{
+	return r_bytes(r, v, 1);
+}
+
+static int r_u32(struct reader *r, uint32_t *v)
+{
+	uint8_t b[4];
+	int rc = r_bytes(r, b, 4);
+
+	*v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+	     (uint32_t)b[3] << 24;
+	return rc;
+}
+
+static int r_u64(struct reader *r, uint64_t *v)
+{
+	uint32_t lo = 0, hi = 0;
+	int rc = r_u32(r, &lo);
+
+	if (rc == 0)
+		rc = r_u32(r, &hi);
+	*v = (uint64_t)hi << 32 | lo;
+	return rc;
+}
+
+static int load_node(struct ns *ns, struct reader *r)
+{
+	struct node t = { 0 };
+	uint32_t nlink, flags;
+	uint64_t at, mt, ct;
+	char *target = NULL;
+	struct node *n;
+	int rc = 0;
+
+	rc |= r_u64(r, &t.ino);
+	rc |= r_u32(r, &t.mode);
+	rc |= r_u32(r, &t.uid);
+	rc |= r_u32(r, &t.gid);
+	rc |= r_u32(r, &nlink);
+	rc |= r_u32(r, &flags);
+	rc |= r_u64(r, &at);
+	rc |= r_u64(r, &mt);
+	rc |= r_u64(r, &ct);
+	rc |= r_u64(r, &t.size);
+	if (rc)
+		return -EUCLEAN;
+	if (nlink > NS_LINK_MAX || flags > UINT16_MAX)
+		return -EUCLEAN;
+	t.nlink = (uint16_t)nlink;
+	t.flags = (uint16_t)flags;
+	t.atime = (int64_t)at;
+	t.mtime = (int64_t)mt;
+	t.ctime = (int64_t)ct;
+	if (S_ISCHR(t.mode) || S_ISBLK(t.mode)) {
+		if (r_u64(r, &t.u.rdev))
+			return -EUCLEAN;
+	} else if (S_ISLNK(t.mode)) {
+		if (t.size > 4096)
+			return -EUCLEAN;
+		target = malloc(t.size + 1);
+		if (!target)
+			return -ENOMEM;
+		rc = r_bytes(r, target, t.size) ? -EUCLEAN : 0;
+	}
+	if (rc == 0)
+		rc = ns_load_node(ns, &t, target, &n);
+	free(target);
+	return rc;
+}
+
+static int load_dir(struct ns *ns, struct reader *r)
+{
+	uint64_t ino, count;
+	struct node *dir;
+
+	if (r_u64(r, &ino) || r_u64(r, &count))
+		return -EUCLEAN;
+	dir = ns_get(ns, ino);
+	if (!dir || !S_ISDIR(dir->mode))
+		return -EUCLEAN;
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t edge, child_ino;
+		struct node *child;
+		char name[256];
+		uint8_t len;
+		int rc;
+
+		if (r_u64(r, &edge) || r_u64(r, &child_ino) || r_u8(r, &len) ||
+		    r_bytes(r, name, len))
+			return -EUCLEAN;
+		child = ns_get(ns, child_ino);
+		if (!child || !sw_name_valid(name, len))
+			return -EUCLEAN;
+		rc = ns_load_edge(ns, dir, child, name, len, edge);
+		if (rc < 0)
+			return rc == -ENOMEM ? rc : -EUCLEAN;
+	}
+	return 0;
+}
+
+static int load_xattr(struct ns *ns, struct reader *r)
+{
+	uint64_t ino;
+	uint8_t nlen;
+	uint32_t vlen;
+	char name[256];
+	struct node *n;
+	void *value;
+	int rc;
+
+	if (r_u64(r, &ino) || r_u8(r, &nlen) || r_u32(r, &vlen) ||
+	    r_bytes(r, name, nlen) || vlen > (1u << 20))
+		return -EUCLEAN;
+	n = ns_get(ns, ino);
+	if (!n)
+		return -EUCLEAN;
+	value = malloc(vlen ? vlen : 1);
+	if (!value)
+		return -ENOMEM;
+	rc = r_bytes(r, value, vlen) ? -EUCLEAN : 0;
+	if (rc == 0)
+		rc = ns_xattr_set(ns, n, name, nlen, value, vlen, n->ctime);
+	free(value);
+	return rc;
+}
+
+static int load_file(struct ns *ns, const char *path, uint64_t expect)
+{
+	struct reader r = { 0 };
+	uint64_t version, next_ino, next_edge, records = 0, want;
+	uint32_t format, crc_file, crc_calc;
+	char magic[4];
+	int rc = 0;
+
+	r.buf = malloc(IOBUF);
+	if (!r.buf)
+		return -ENOMEM;
+	r.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r.fd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	if (r_bytes(&r, magic, 4) || memcmp(magic, CP_MAGIC, 4) ||
+	    r_u32(&r, &format) || format != CP_FORMAT || r_u64(&r, &version) ||
+	    version != expect || r_u64(&r, &next_ino) ||
+	    r_u64(&r, &next_edge)) {
+		rc = -EUCLEAN;
+		goto out_close;
+	}
+	for (;;) {
+		uint8_t tag;
+
+		if (r_u8(&r, &tag)) {
+			rc = -EUCLEAN;
+			break;
+		}
+		if (tag == 'Z')
+			break;
+		switch (tag) {
+		case 'N':
+			rc = load_node(ns, &r);
+			break;
+		case 'D':
+			rc = load_dir(ns, &r);
+			break;
+		case 'X':
+			rc = load_xattr(ns, &r);
+			break;
+		default:
+			rc = -EUCLEAN;
+		}
+		if (rc < 0)
+			break;
+		records++;
+	}
+	if (rc == 0 && (r_u64(&r, &want) || want != records))
+		rc = -EUCLEAN;
+	if (rc == 0) {
+		/* Everything consumed so far is covered by the crc. */
+		crc_calc = sw_crc32c(r.crc, r.buf, r.off);
+		if (r_u32(&r, &crc_file) || crc_file != crc_calc)
+			rc = -EUCLEAN;
+	}
+	if (rc == 0)
+		rc = ns_load_finish(ns) ? -EUCLEAN : 0;
+	if (rc == 0) {
+		if (next_ino > ns->next_ino)
+			ns->next_ino = next_ino;
+		if (next_edge > ns->next_edge)
+			ns->next_edge = next_edge;
+		ns->version = version;
+	}
+out_close:
+	close(r.fd);
+out_free:
+	free(r.buf);
+	return rc;
+}
+
+/* Versions of the checkpoints in @dir, newest first. */
+static int list_versions(const char *dir, uint64_t **out, size_t *count)
+{
+	uint64_t *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t ver;
+
+		if (strlen(de->d_name) != strlen("checkpoint.") + 20 ||
+		    sscanf(de->d_name, "checkpoint.%20" SCNu64, &ver) != 1)
+			continue;
+		if (n == cap) {
+			uint64_t *nv;
+
+			cap = cap ? cap * 2 : 8;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[n++] = ver;
+	}
+	closedir(d);
+	/* Insertion sort, newest first: there are only a few. */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && v[j - 1] < v[j]; j--) {
+			uint64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	*out = v;
+	*count = n;
+	return 0;
+}
+
+int checkpoint_load(struct ns *ns, const char *dir, uint64_t *version)
+{
+	uint64_t *v;
+	size_t n;
+	int rc = list_versions(dir, &v, &n);
+
+	if (rc < 0)
+		return rc;
+	*version = 0;
+	rc = n ? -EUCLEAN : 0;
+	for (size_t i = 0; i < n; i++) {
+		char path[4200];
+
+		cp_name(path, sizeof(path), dir, v[i], "");
+		rc = load_file(ns, path, v[i]);
+		if (rc == 0) {
+			*version = v[i];
+			sw_notice(TAG, "loaded %s: %" PRIu64 " nodes, %" PRIu64
+				       " names",
+				  path, ns->nnodes, ns->nedges);
+			break;
+		}
+		sw_err(TAG, "%s: %s; trying an older one", path,
+		       rc == -EUCLEAN ? "corrupt" : strerror(-rc));
+		ns_release(ns);
+		rc = ns_init(ns, 0);
+		if (rc < 0)
+			break;
+		rc = -EUCLEAN;
+	}
+	free(v);
+	return rc;
+}
+
+int64_t checkpoint_prune(const char *dir, unsigned keep)
+{
+	uint64_t *v, oldest = 0;
+	size_t n;
+	int rc = list_versions(dir, &v, &n);
+
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		char path[4200];
+
+		if (i < keep) {
+			oldest = v[i];
+			continue;
+		}
+		cp_name(path, sizeof(path), dir, v[i], "");
+		unlink(path);
+	}
+	free(v);
+	return (int64_t)oldest;
+}
+
+/* ---- background ----------------------------------------------------- */
+
+struct checkpointer {
+	uv_pipe_t pipe; /* read end: EOF when the child is gone */
+	pid_t pid;
+	void (*done)(void *arg, int rc);
+	void *arg;
+};
+
+static bool running;
+
+static void on_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void on_child_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct checkpointer *ck = s->data;
+	int status = 0, rc;
+
+	free(buf->base);
+	if (nread >= 0)
+		return; /* the child writes nothing; wait for EOF */
+	uv_read_stop(s);
+	while (waitpid(ck->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status))
+		rc = -WEXITSTATUS(status);
+	else
+		rc = -EINTR;
+	running = false;
+	ck->done(ck->arg, rc);
+	uv_close((uv_handle_t *)&ck->pipe, on_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	buf->base = malloc(64);
+	buf->len = buf->base ? 64 : 0;
+}
+
+static void child_main(const struct ns *ns, const char *dir, uint64_t version,
+		       int keep_fd)
+{
+	int rc;
+
+	/* Drop the parent's sockets so that clients see their own closes. */
+	if (keep_fd > 3)
+		syscall(SYS_close_range, 3, keep_fd - 1, 0);
+	syscall(SYS_close_range, keep_fd + 1, ~0U, 0);
+	setpriority(PRIO_PROCESS, 0, 10);
+	/* ioprio: best effort, lowest level. */
+	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
+	rc = checkpoint_write(ns, dir, version);
+	_exit(rc < 0 ? (-rc & 0xff) : 0);
+}
+
+int checkpoint_start(uv_loop_t *loop, const struct ns *ns, const char *dir,
+		     uint64_t version, void (*done)(void *arg, int rc),
+		     void *arg)
+{
+	struct checkpointer *ck;
+	int fds[2], rc;
+	pid_t pid;
+
+	if (running)
+		return -EBUSY;
+	ck = calloc(1, sizeof(*ck));
+	if (!ck)
+		return -ENOMEM;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	rc = uv_pipe_init(loop, &ck->pipe, 0);
+	if (rc < 0)
+		goto out_pipe;
+	ck->pipe.data = ck;
+	rc = uv_pipe_open(&ck->pipe, fds[0]);
+	if (rc < 0) {
+		close(fds[1]);
+		uv_close((uv_handle_t *)&ck->pipe, on_closed);
+		close(fds[0]);
+		return rc;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(fds[1]);
+		uv_close((uv_handle_t *)&ck->pipe, on_closed);
+		return rc;
+	}
+	if (pid == 0)
+		child_main(ns, dir, version, fds[1]);
+	close(fds[1]);
+	ck->pid = pid;
+	ck->done = done;
+	ck->arg = arg;
+	running = true;
+	rc = uv_read_start((uv_stream_t *)&ck->pipe, on_alloc, on_child_read);
+	if (rc < 0) {
+		/* Cannot watch it: wait for it here; it is at most a while. */
+		int status;
+
+		waitpid(pid, &status, 0);
+		running = false;
+		uv_close((uv_handle_t *)&ck->pipe, on_closed);
+		return rc;
+	}
+	return 0;
+
+out_pipe:
+	close(fds[0]);
+	close(fds[1]);
+out_free:
+	free(ck);
+	return rc;
+}

@@ -1,0 +1,61 @@
+/*
+ * Checkpoints: the whole namespace in one file, so that start-up replays
+ * only the changelog written since.
+ *
+ * data_dir/checkpoint.<version, 20 digits> holds the namespace as it was
+ * after changelog version <version>. Writing goes to a ".tmp" name,
+ * fdatasync, rename, fsync of the directory: a checkpoint file either is
+ * complete or does not exist under its final name. Its trailer carries a
+ * CRC-32C of everything before it.
+ *
+ * A checkpoint of a live master is written by a forked child, which sees
+ * the namespace frozen at the fork (copy-on-write) while the parent's loop
+ * goes on serving; the child runs at low CPU and I/O priority. Forking a
+ * process that has threads is safe here because the child touches only
+ * memory the loop thread owns, plus malloc and stdio, which glibc makes
+ * fork-safe, and then _exit()s without running anything else.
+ */
+#ifndef SWEEPFS_MASTER_CHECKPOINT_H
+#define SWEEPFS_MASTER_CHECKPOINT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "namespace.h"
+
+/*
+ * Write @ns as the checkpoint of @version into @dir, synchronously.
+ * Returns 0 or -errno (the temporary file is removed on failure).
+ */
+int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version);
+
+/*
+ * Load the newest readable checkpoint in @dir into @ns, which must be
+ * freshly ns_init()ed. A checkpoint that fails its checks is logged and
+ * the next older one tried (@ns is reset in between). Returns 0 with its
+ * version in *@version (0 and an untouched @ns when there is none), or
+ * -errno when checkpoints exist but none loads.
+ */
+int checkpoint_load(struct ns *ns, const char *dir, uint64_t *version);
+
+/*
+ * Delete all but the @keep newest checkpoints (and stale ".tmp" files).
+ * Returns the version of the oldest one kept (0 if none), or -errno.
+ */
+int64_t checkpoint_prune(const char *dir, unsigned keep);
+
+struct checkpointer;
+
+/*
+ * Fork a child that writes the checkpoint of @version from @ns. When the
+ * child has exited, @done runs on the loop with 0 or a negative errno.
+ * Returns 0 or -errno (-EBUSY while one is already running). The
+ * checkpointer frees itself after @done.
+ */
+int checkpoint_start(uv_loop_t *loop, const struct ns *ns, const char *dir,
+		     uint64_t version, void (*done)(void *arg, int rc),
+		     void *arg);
+
+#endif

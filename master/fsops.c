@@ -1,0 +1,1144 @@
+/*
+ * Namespace requests: check the request, check permissions, decide the
+ * change, commit it, reply.
+ *
+ * Permission rules are Linux's, because the mount does not use the
+ * kernel's default_permissions (the master is the one place that sees the
+ * current state of every node, and tools reach it without a kernel):
+ * lookup needs search permission on the directory; creating and removing
+ * need write and search permission on the directory, and the sticky bit
+ * limits removal to the owners of the entry or the directory; renaming a
+ * directory to a new parent needs write permission on it (its ".."
+ * changes); chmod and explicit times are for the owner; chown is for root,
+ * chgrp for an owner who is in the new group; set-group-ID directories pass
+ * their group and, to subdirectories, the bit.
+ *
+ * Every handler either replies once or sends an error once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+
+#include "entries.h"
+#include "log.h"
+#include "master_i.h"
+#include "mutation.h"
+#include "util.h"
+
+#define TAG "fsops"
+
+/* Largest file size: 2^47 bytes, 128 TiB, as MooseFS allows. */
+#define SW_FILE_MAX (1ull << 47)
+
+#define REQ(type, r, msg) const type *q = (const type *)(msg)
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+static void cred_from(struct cred *c, const Sweepfs__Cred *p)
+{
+	c->uid = p->uid;
+	c->gid = p->gid;
+	c->ngroups = p->n_groups;
+	c->groups = p->groups;
+}
+
+static void fill_attr(Sweepfs__Attr *a, const struct node *n)
+{
+	sweepfs__attr__init(a);
+	a->ino = n->ino;
+	a->mode = n->mode;
+	a->nlink = ns_nlink(n);
+	a->uid = n->uid;
+	a->gid = n->gid;
+	if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
+		a->has_rdev = 1;
+		a->rdev = n->u.rdev;
+	}
+	if (S_ISDIR(n->mode))
+		a->size = 4096;
+	else
+		a->size = n->size;
+	a->atime = n->atime;
+	a->mtime = n->mtime;
+	a->ctime = n->ctime;
+}
+
+static void reply_entry(struct req *r, const struct node *n)
+{
+	Sweepfs__EntryReply reply = SWEEPFS__ENTRY_REPLY__INIT;
+	Sweepfs__Attr attr;
+
+	fill_attr(&attr, n);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
+}
+
+static void reply_ok(struct req *r)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+
+	req_reply(r, &reply.base);
+}
+
+static int get_node(struct req *r, uint64_t ino, struct node **out)
+{
+	*out = ns_get(&r->m->ns, ino);
+	return *out ? 0 : -ENOENT;
+}
+
+static int get_dir(struct req *r, uint64_t ino, struct node **out)
+{
+	int rc = get_node(r, ino, out);
+
+	if (rc == 0 && !S_ISDIR((*out)->mode))
+		rc = -ENOTDIR;
+	return rc;
+}
+
+/* A name to create or remove: 1..255 bytes, no '/' or NUL, not . or ..*/
+static int check_name(const ProtobufCBinaryData *name)
+{
+	if (name->len > SW_NAME_MAX)
+		return -ENAMETOOLONG;
+	return sw_name_valid(name->data, name->len) ? 0 : -EINVAL;
+}
+
+static const char *name_of(const ProtobufCBinaryData *b)
+{
+	return (const char *)b->data;
+}
+
+/* Search and write permission on @dir, to add or remove a name. */
+static int may_modify_dir(const struct cred *c, const struct node *dir)
+{
+	return perm_check(c, dir, PERM_W | PERM_X);
+}
+
+int master_commit(struct master *m, struct req *r,
+		  const Sweepfs__Meta__Mutation *mut)
+{
+	uint64_t version = m->ns.version + 1;
+	int rc = changelog_admit(m->cl);
+
+	if (rc < 0)
+		return rc;
+	rc = changelog_prepare(m->cl, mut);
+	if (rc < 0)
+		return rc;
+	rc = mutation_apply(&m->ns, mut, version);
+	if (rc < 0)
+		return rc;
+	changelog_append(m->cl, mut, version);
+	if (r)
+		r->version = version;
+	return 0;
+}
+
+/* ---- lookup and attributes ------------------------------------------ */
+
+static void op_ping(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__PingReq, r, msg);
+	Sweepfs__PingReply reply = SWEEPFS__PING_REPLY__INIT;
+
+	reply.has_token = q->has_token;
+	reply.token = q->token;
+	req_reply(r, &reply.base);
+}
+
+static void op_lookup(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__LookupReq, r, msg);
+	struct node *dir, *n;
+	struct cred cred;
+	struct edge *e;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_dir(r, q->parent, &dir);
+	if (rc == 0)
+		rc = perm_check(&cred, dir, PERM_X);
+	if (rc < 0)
+		goto out_err;
+	if (q->name.len == 1 && q->name.data[0] == '.') {
+		n = dir;
+	} else if (q->name.len == 2 && !memcmp(q->name.data, "..", 2)) {
+		/* Never above the session's root. */
+		n = dir->ino == r->s->root_ino ? dir : dir->u.dir->parent;
+	} else {
+		rc = check_name(&q->name);
+		if (rc < 0)
+			goto out_err;
+		e = ns_lookup(&r->m->ns, dir, name_of(&q->name), q->name.len);
+		if (!e) {
+			rc = -ENOENT;
+			goto out_err;
+		}
+		n = e->child;
+	}
+	reply_entry(r, n);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+static void op_getattr(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__GetattrReq, r, msg);
+	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+	Sweepfs__Attr attr;
+	struct node *n;
+	int rc = get_node(r, q->ino, &n);
+
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	fill_attr(&attr, n);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
+}
+
+/* Mode bits a change of owner or a write by another user clears. */
+static uint32_t kill_suidgid(uint32_t mode)
+{
+	mode &= ~(uint32_t)S_ISUID;
+	if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		mode &= ~(uint32_t)S_ISGID;
+	return mode;
+}
+
+static int setattr_times(const struct cred *c, const struct node *n,
+			 unsigned v)
+{
+	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
+		 SWEEPFS__SETATTR_VALID__SET_MTIME)) {
+		/* Explicit times: the owner only. */
+		if (!cred_owns(c, n))
+			return -EPERM;
+	} else if (!cred_owns(c, n) && !(v & SWEEPFS__SETATTR_VALID__SET_VIA_FD)) {
+		/* "Now": the owner, or whoever may write. */
+		return perm_check(c, n, PERM_W);
+	}
+	return 0;
+}
+
+static void op_setattr(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__SetattrReq, r, msg);
+	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	unsigned v = q->valid, out = 0;
+	int64_t now = sw_now_ns();
+	uint32_t mode, newuid, newgid;
+	struct cred cred;
+	struct node *n;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc < 0)
+		goto out_err;
+	mode = n->mode & 07777;
+	newuid = (v & SWEEPFS__SETATTR_VALID__SET_UID) ? q->uid : n->uid;
+	newgid = (v & SWEEPFS__SETATTR_VALID__SET_GID) ? q->gid : n->gid;
+
+	if (v & SWEEPFS__SETATTR_VALID__SET_SIZE) {
+		if (S_ISDIR(n->mode))
+			rc = -EISDIR;
+		else if (!S_ISREG(n->mode))
+			rc = -EINVAL;
+		else if (q->size > SW_FILE_MAX)
+			rc = -EFBIG;
+		else if (!(v & SWEEPFS__SETATTR_VALID__SET_VIA_FD))
+			rc = perm_check(&cred, n, PERM_W);
+		if (rc < 0)
+			goto out_err;
+		out |= NS_SET_SIZE;
+		sa.size = q->size;
+		if (q->size != n->size && !(v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
+						 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW))) {
+			out |= NS_SET_MTIME;
+			sa.mtime = now;
+		}
+	}
+	if (v & (SWEEPFS__SETATTR_VALID__SET_UID | SWEEPFS__SETATTR_VALID__SET_GID)) {
+		if (!cred_is_root(&cred) &&
+		    (cred.uid != n->uid || newuid != n->uid ||
+		     (newgid != n->gid && !cred_in_group(&cred, newgid)))) {
+			rc = -EPERM;
+			goto out_err;
+		}
+		out |= v & (NS_SET_UID | NS_SET_GID);
+		sa.uid = newuid;
+		sa.gid = newgid;
+		if (!S_ISDIR(n->mode) && kill_suidgid(mode) != mode) {
+			mode = kill_suidgid(mode);
+			out |= NS_SET_MODE;
+		}
+	}
+	if (v & SWEEPFS__SETATTR_VALID__SET_MODE) {
+		if (!cred_owns(&cred, n)) {
+			rc = -EPERM;
+			goto out_err;
+		}
+		mode = q->mode & 07777;
+		if (!cred_is_root(&cred) && !cred_in_group(&cred, newgid))
+			mode &= ~(uint32_t)S_ISGID;
+		out |= NS_SET_MODE;
+	}
+	if (v & SWEEPFS__SETATTR_VALID__SET_KILL_SUIDGID) {
+		if (kill_suidgid(mode) != mode) {
+			mode = kill_suidgid(mode);
+			out |= NS_SET_MODE;
+		}
+	}
+	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME | SWEEPFS__SETATTR_VALID__SET_MTIME |
+		 SWEEPFS__SETATTR_VALID__SET_ATIME_NOW |
+		 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
+		rc = setattr_times(&cred, n, v);
+		if (rc < 0)
+			goto out_err;
+		if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME | SWEEPFS__SETATTR_VALID__SET_ATIME_NOW)) {
+			out |= NS_SET_ATIME;
+			sa.atime = (v & SWEEPFS__SETATTR_VALID__SET_ATIME_NOW) ? now : q->atime;
+		}
+		if (v & (SWEEPFS__SETATTR_VALID__SET_MTIME | SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
+			out |= NS_SET_MTIME;
+			sa.mtime = (v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) ? now : q->mtime;
+		}
+	}
+	sa.ino = n->ino;
+	sa.valid = out;
+	sa.mode = mode;
+	sa.has_mode = sa.has_uid = sa.has_gid = sa.has_size = 1;
+	sa.has_atime = sa.has_mtime = 1;
+	mut.time = now;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
+	mut.setattr = &sa;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	{
+		Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+		Sweepfs__Attr attr;
+
+		fill_attr(&attr, n);
+		reply.attr = &attr;
+		req_reply(r, &reply.base);
+	}
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+/* ---- creating ------------------------------------------------------- */
+
+struct new_node {
+	const Sweepfs__Cred *cred;
+	uint64_t parent;
+	const ProtobufCBinaryData *name;
+	uint32_t mode; /* type and permission bits, umask applied */
+	uint64_t rdev;
+	const ProtobufCBinaryData *target;
+};
+
+static int create_node(struct req *r, const struct new_node *nn,
+		       struct node **out)
+{
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct ns *ns = &r->m->ns;
+	uint32_t type = nn->mode & S_IFMT, perms = nn->mode & 07777, gid;
+	struct node *dir = NULL;
+	struct cred cred;
+	int rc;
+
+	cred_from(&cred, nn->cred);
+	rc = check_name(nn->name);
+	if (rc == 0)
+		rc = get_dir(r, nn->parent, &dir);
+	if (rc == 0)
+		rc = may_modify_dir(&cred, dir);
+	if (rc < 0)
+		return rc;
+	if (ns_lookup(ns, dir, name_of(nn->name), nn->name->len))
+		return -EEXIST;
+	if ((type == S_IFCHR || type == S_IFBLK) && !cred_is_root(&cred))
+		return -EPERM;
+
+	gid = (dir->mode & S_ISGID) ? dir->gid : cred.gid;
+	if (type == S_IFDIR) {
+		if (dir->mode & S_ISGID)
+			perms |= S_ISGID;
+	} else if ((perms & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
+		   !cred_is_root(&cred) && !cred_in_group(&cred, gid)) {
+		perms &= ~(uint32_t)S_ISGID;
+	}
+	if (type == S_IFLNK)
+		perms = 0777;
+
+	c.parent = dir->ino;
+	c.name = *nn->name;
+	c.ino = ns->next_ino;
+	c.edge = ns->next_edge;
+	c.mode = type | perms;
+	c.uid = cred.uid;
+	c.gid = gid;
+	if (type == S_IFCHR || type == S_IFBLK) {
+		c.has_rdev = 1;
+		c.rdev = nn->rdev;
+	}
+	if (nn->target) {
+		c.has_target = 1;
+		c.target = *nn->target;
+	}
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+	mut.create = &c;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		return rc;
+	*out = ns_get(ns, c.ino);
+	return 0;
+}
+
+static void op_mknod(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__MknodReq, r, msg);
+	struct new_node nn = { q->cred, q->parent, &q->name, q->mode, q->rdev,
+			       NULL };
+	struct node *n;
+	int rc;
+
+	switch (q->mode & S_IFMT) {
+	case 0:
+		nn.mode |= S_IFREG;
+		break;
+	case S_IFREG:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	case S_IFDIR:
+		rc = -EPERM;
+		goto out_err;
+	default:
+		rc = -EINVAL;
+		goto out_err;
+	}
+	rc = create_node(r, &nn, &n);
+	if (rc < 0)
+		goto out_err;
+	reply_entry(r, n);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+static void op_mkdir(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__MknodReq, r, msg);
+	struct new_node nn = { q->cred, q->parent, &q->name,
+			       S_IFDIR | (q->mode & 07777), 0, NULL };
+	struct node *n;
+	int rc = create_node(r, &nn, &n);
+
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_entry(r, n);
+}
+
+static void op_symlink(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__SymlinkReq, r, msg);
+	struct new_node nn = { q->cred, q->parent, &q->name, S_IFLNK | 0777,
+			       0, &q->target };
+	struct node *n;
+	int rc;
+
+	if (q->target.len == 0)
+		rc = -ENOENT;
+	else if (q->target.len >= SW_PATH_MAX ||
+		 memchr(q->target.data, '\0', q->target.len))
+		rc = q->target.len >= SW_PATH_MAX ? -ENAMETOOLONG : -EINVAL;
+	else
+		rc = create_node(r, &nn, &n);
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_entry(r, n);
+}
+
+/* Access an open with @flags needs. */
+static int open_mask(uint32_t flags)
+{
+	int mask;
+
+	switch (flags & O_ACCMODE) {
+	case O_WRONLY:
+		mask = PERM_W;
+		break;
+	case O_RDWR:
+		mask = PERM_R | PERM_W;
+		break;
+	default:
+		mask = PERM_R;
+	}
+	if (flags & O_TRUNC)
+		mask |= PERM_W;
+	return mask;
+}
+
+/* Open existing @n for session @r->s; the reply is the caller's. */
+static int open_node(struct req *r, const struct cred *c, struct node *n,
+		     uint32_t flags)
+{
+	int rc;
+
+	if (S_ISDIR(n->mode)) {
+		if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+			return -EISDIR;
+		return perm_check(c, n, PERM_R);
+	}
+	rc = perm_check(c, n, open_mask(flags));
+	if (rc == 0 && S_ISREG(n->mode))
+		rc = session_open(r->m, r->s, n);
+	return rc;
+}
+
+static void op_create(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__CreateReq, r, msg);
+	struct new_node nn = { q->cred, q->parent, &q->name,
+			       S_IFREG | (q->mode & 07777), 0, NULL };
+	struct cred cred;
+	struct node *n;
+	int rc = create_node(r, &nn, &n);
+
+	cred_from(&cred, q->cred);
+	if (rc == -EEXIST && !(q->flags & O_EXCL)) {
+		/* Lost a race with another creator: open theirs. */
+		struct node *dir = ns_get(&r->m->ns, q->parent);
+		struct edge *e = dir ? ns_lookup(&r->m->ns, dir,
+						 name_of(&q->name), q->name.len)
+				     : NULL;
+
+		rc = e ? open_node(r, &cred, e->child, q->flags) : -ENOENT;
+		if (rc == 0) {
+			reply_entry(r, e->child);
+			return;
+		}
+	} else if (rc == 0) {
+		/* The creator may open what it created, whatever the mode. */
+		rc = session_open(r->m, r->s, n);
+		if (rc == 0) {
+			reply_entry(r, n);
+			return;
+		}
+	}
+	req_error(r, rc);
+}
+
+static void op_link(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__LinkReq, r, msg);
+	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct node *n = NULL, *dir = NULL;
+	struct cred cred;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc == 0 && S_ISDIR(n->mode))
+		rc = -EPERM;
+	if (rc == 0)
+		rc = check_name(&q->newname);
+	if (rc == 0)
+		rc = get_dir(r, q->newparent, &dir);
+	if (rc == 0)
+		rc = may_modify_dir(&cred, dir);
+	if (rc < 0)
+		goto out_err;
+	l.ino = n->ino;
+	l.parent = dir->ino;
+	l.name = q->newname;
+	l.edge = r->m->ns.next_edge;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_LINK;
+	mut.link = &l;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	reply_entry(r, n);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+/* ---- removing and renaming ------------------------------------------ */
+
+static void remove_entry(struct req *r, const Sweepfs__NameReq *q,
+			 bool rmdir)
+{
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct node *dir = NULL, *n;
+	struct cred cred;
+	struct edge *e;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = check_name(&q->name);
+	if (rc == 0)
+		rc = get_dir(r, q->parent, &dir);
+	if (rc == 0)
+		rc = may_modify_dir(&cred, dir);
+	if (rc < 0)
+		goto out_err;
+	e = ns_lookup(&r->m->ns, dir, name_of(&q->name), q->name.len);
+	if (!e) {
+		rc = -ENOENT;
+		goto out_err;
+	}
+	n = e->child;
+	if (rmdir && !S_ISDIR(n->mode))
+		rc = -ENOTDIR;
+	else if (!rmdir && S_ISDIR(n->mode))
+		rc = -EISDIR;
+	else if (rmdir && n->u.dir->nentries)
+		rc = -ENOTEMPTY;
+	else
+		rc = perm_sticky(&cred, dir, n);
+	if (rc < 0)
+		goto out_err;
+	u.parent = dir->ino;
+	u.name = q->name;
+	u.has_keep = 1;
+	u.keep = !rmdir && n->nlink == 1 && (n->flags & NODE_OPEN);
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+	mut.unlink = &u;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	reply_ok(r);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+static void op_unlink(struct req *r, const ProtobufCMessage *msg)
+{
+	remove_entry(r, (const Sweepfs__NameReq *)msg, false);
+}
+
+static void op_rmdir(struct req *r, const ProtobufCMessage *msg)
+{
+	remove_entry(r, (const Sweepfs__NameReq *)msg, true);
+}
+
+static void op_rename(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__RenameReq, r, msg);
+	Sweepfs__Meta__Rename rn = SWEEPFS__META__RENAME__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct ns *ns = &r->m->ns;
+	struct node *sdir = NULL, *ddir = NULL, *src, *dst = NULL;
+	bool exchange = q->flags & RENAME_EXCHANGE;
+	struct edge *se, *de;
+	struct cred cred;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = check_name(&q->name);
+	if (rc == 0)
+		rc = check_name(&q->newname);
+	if (rc == 0)
+		rc = get_dir(r, q->parent, &sdir);
+	if (rc == 0)
+		rc = get_dir(r, q->newparent, &ddir);
+	if (rc == 0)
+		rc = may_modify_dir(&cred, sdir);
+	if (rc == 0)
+		rc = may_modify_dir(&cred, ddir);
+	if (rc < 0)
+		goto out_err;
+	se = ns_lookup(ns, sdir, name_of(&q->name), q->name.len);
+	if (!se) {
+		rc = -ENOENT;
+		goto out_err;
+	}
+	src = se->child;
+	de = ns_lookup(ns, ddir, name_of(&q->newname), q->newname.len);
+	if (de)
+		dst = de->child;
+	rc = perm_sticky(&cred, sdir, src);
+	if (rc == 0 && dst)
+		rc = perm_sticky(&cred, ddir, dst);
+	/* A directory changing parent gets a new "..": write access. */
+	if (rc == 0 && S_ISDIR(src->mode) && sdir != ddir)
+		rc = perm_check(&cred, src, PERM_W);
+	if (rc == 0 && exchange && dst && S_ISDIR(dst->mode) && sdir != ddir)
+		rc = perm_check(&cred, dst, PERM_W);
+	if (rc < 0)
+		goto out_err;
+	if (dst == src && !exchange) {
+		/* Two names of one file: POSIX says do nothing. */
+		reply_ok(r);
+		return;
+	}
+	rn.parent = sdir->ino;
+	rn.name = q->name;
+	rn.newparent = ddir->ino;
+	rn.newname = q->newname;
+	rn.has_flags = 1;
+	rn.flags = q->flags;
+	rn.edge = ns->next_edge;
+	rn.has_keep = 1;
+	rn.keep = !exchange && dst && !S_ISDIR(dst->mode) && dst->nlink == 1 &&
+		  (dst->flags & NODE_OPEN);
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
+	mut.rename = &rn;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	reply_ok(r);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+/* ---- misc ----------------------------------------------------------- */
+
+static void op_readlink(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__InoReq, r, msg);
+	Sweepfs__ReadlinkReply reply = SWEEPFS__READLINK_REPLY__INIT;
+	struct node *n;
+	int rc = get_node(r, q->ino, &n);
+
+	if (rc == 0 && !S_ISLNK(n->mode))
+		rc = -EINVAL;
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	reply.has_target = 1;
+	reply.target.data = (uint8_t *)n->u.target;
+	reply.target.len = n->size;
+	req_reply(r, &reply.base);
+}
+
+static void op_statfs(struct req *r, const ProtobufCMessage *msg)
+{
+	Sweepfs__StatfsReply reply = SWEEPFS__STATFS_REPLY__INIT;
+	struct statvfs sv;
+
+	/* Until chunkservers report space, the metadata disk stands in. */
+	if (statvfs(r->m->cfg.data_dir, &sv) == 0) {
+		reply.has_total_bytes = reply.has_avail_bytes = 1;
+		reply.total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
+		reply.avail_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	}
+	reply.has_files = reply.has_files_free = 1;
+	reply.files = r->m->ns.nnodes;
+	reply.files_free = (1ull << 32) - SW_MIN(r->m->ns.nnodes, 1ull << 31);
+	req_reply(r, &reply.base);
+}
+
+static void op_open(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__OpenReq, r, msg);
+	Sweepfs__OpenReply reply = SWEEPFS__OPEN_REPLY__INIT;
+	Sweepfs__Attr attr;
+	struct cred cred;
+	struct node *n;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc == 0)
+		rc = open_node(r, &cred, n, q->flags);
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	fill_attr(&attr, n);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
+}
+
+static void op_release(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__InoReq, r, msg);
+
+	session_release(r->m, r->s, q->ino);
+	reply_ok(r);
+}
+
+static void op_access(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__AccessReq, r, msg);
+	struct cred cred;
+	struct node *n;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc == 0 && (q->mask & 7))
+		rc = perm_check(&cred, n, (int)(q->mask & 7));
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_ok(r);
+}
+
+/* ---- extended attributes -------------------------------------------- */
+
+static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return name->len > n && !memcmp(name->data, prefix, n);
+}
+
+/* Linux's xattr_permission(), for the namespaces sweepfs stores. */
+static int xattr_check(const struct cred *c, const struct node *n,
+		       const ProtobufCBinaryData *name, bool write)
+{
+	if (name->len == 0 || memchr(name->data, '\0', name->len))
+		return -EINVAL;
+	if (name->len > SW_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (has_prefix(name, "user.")) {
+		if (!S_ISREG(n->mode) && !S_ISDIR(n->mode))
+			return write ? -EPERM : -ENODATA;
+		if (write && S_ISDIR(n->mode) && (n->mode & S_ISVTX) &&
+		    !cred_owns(c, n))
+			return -EPERM;
+		return perm_check(c, n, write ? PERM_W : PERM_R);
+	}
+	if (has_prefix(name, "trusted.")) {
+		if (!cred_is_root(c))
+			return write ? -EPERM : -ENODATA;
+		return 0;
+	}
+	if (has_prefix(name, "security.")) {
+		if (write && !cred_owns(c, n))
+			return -EPERM;
+		return 0;
+	}
+	/* system.* (ACLs) and anything unknown. */
+	return -EOPNOTSUPP;
+}
+
+static int commit_xattr(struct req *r, struct node *n,
+			const ProtobufCBinaryData *name,
+			const ProtobufCBinaryData *value)
+{
+	Sweepfs__Meta__Setxattr x = SWEEPFS__META__SETXATTR__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	x.ino = n->ino;
+	x.name = *name;
+	if (value) {
+		x.has_value = 1;
+		x.value = *value;
+	} else {
+		x.has_remove = 1;
+		x.remove = 1;
+	}
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SETXATTR;
+	mut.setxattr = &x;
+	return master_commit(r->m, r, &mut);
+}
+
+static void op_setxattr(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__SetxattrReq, r, msg);
+	struct cred cred;
+	struct node *n;
+	const void *old;
+	size_t oldlen;
+	bool exists;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc == 0)
+		rc = xattr_check(&cred, n, &q->name, true);
+	if (rc == 0 && q->value.len > SW_XATTR_SIZE_MAX)
+		rc = -E2BIG;
+	if (rc == 0 && (q->flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE)))
+		rc = -EINVAL;
+	if (rc < 0)
+		goto out_err;
+	exists = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len, &old,
+			      &oldlen) == 0;
+	if ((q->flags & XATTR_CREATE) && exists)
+		rc = -EEXIST;
+	else if ((q->flags & XATTR_REPLACE) && !exists)
+		rc = -ENODATA;
+	else
+		rc = commit_xattr(r, n, &q->name, &q->value);
+	if (rc < 0)
+		goto out_err;
+	reply_ok(r);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+static void reply_xattr_bytes(struct req *r, const void *data, size_t len,
+			      uint32_t size)
+{
+	Sweepfs__XattrReply reply = SWEEPFS__XATTR_REPLY__INIT;
+
+	reply.has_size = 1;
+	reply.size = (uint32_t)len;
+	if (size == 0) {
+		req_reply(r, &reply.base);
+		return;
+	}
+	if (len > size) {
+		req_error(r, -ERANGE);
+		return;
+	}
+	reply.has_value = 1;
+	reply.value.data = (uint8_t *)data;
+	reply.value.len = len;
+	req_reply(r, &reply.base);
+}
+
+static void op_getxattr(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__GetxattrReq, r, msg);
+	struct cred cred;
+	const void *value;
+	struct node *n;
+	size_t vlen;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc == 0 && !q->has_name)
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = xattr_check(&cred, n, &q->name, false);
+	if (rc == 0)
+		rc = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len,
+				  &value, &vlen);
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	reply_xattr_bytes(r, value, vlen, q->size);
+}
+
+static void op_listxattr(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__GetxattrReq, r, msg);
+	struct cred cred;
+	struct node *n;
+	char *buf, *p, *out;
+	long len;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	len = ns_xattr_list(&r->m->ns, n, NULL, 0);
+	buf = malloc(len ? (size_t)len : 1);
+	if (!buf) {
+		req_error(r, -ENOMEM);
+		return;
+	}
+	ns_xattr_list(&r->m->ns, n, buf, (size_t)len);
+	/* Only root sees trusted.* names, as on a local filesystem. */
+	for (p = out = buf; p < buf + len;) {
+		size_t l = strlen(p) + 1;
+
+		if (cred_is_root(&cred) || strncmp(p, "trusted.", 8)) {
+			memmove(out, p, l);
+			out += l;
+		}
+		p += l;
+	}
+	reply_xattr_bytes(r, buf, (size_t)(out - buf), q->size);
+	free(buf);
+}
+
+static void op_removexattr(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__RemovexattrReq, r, msg);
+	struct cred cred;
+	const void *v;
+	struct node *n;
+	size_t vlen;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_node(r, q->ino, &n);
+	if (rc == 0)
+		rc = xattr_check(&cred, n, &q->name, true);
+	if (rc == 0)
+		rc = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len, &v,
+				  &vlen);
+	if (rc == 0)
+		rc = commit_xattr(r, n, &q->name, NULL);
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_ok(r);
+}
+
+/* ---- readdir -------------------------------------------------------- */
+
+/*
+ * Entries after the cookie, from the session's cursor when it rests on
+ * that cookie (O(1)), else from the directory's index (O(log n)). The
+ * cursor then rests on the last entry sent, so the next page, and a
+ * reopen that continues where the last listing stopped, cost O(page).
+ */
+static void op_readdir(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__ReaddirReq, r, msg);
+	Sweepfs__ReaddirReply reply = SWEEPFS__READDIR_REPLY__INIT;
+	struct master *m = r->m;
+	uint32_t max_entries, max_bytes, count = 0;
+	struct edge *e, *last = NULL;
+	Sweepfs__Attr *attrs = NULL, **attrp = NULL;
+	struct sw_buf out = SW_BUF_INIT;
+	struct cursor *c;
+	struct cred cred;
+	struct node *dir = NULL;
+	int rc;
+
+	cred_from(&cred, q->cred);
+	rc = get_dir(r, q->ino, &dir);
+	if (rc == 0)
+		rc = perm_check(&cred, dir, PERM_R);
+	if (rc == 0 && (q->max_entries == 0 || q->max_bytes < SW_DIRENT_MAX))
+		rc = -EINVAL;
+	if (rc < 0)
+		goto out_err;
+	max_entries = SW_MIN(q->max_entries, SW_READDIR_MAX_ENTRIES);
+	max_bytes = SW_MIN(q->max_bytes, SW_READDIR_MAX_BYTES);
+
+	c = session_cursor(m, r->s, dir, false);
+	if (q->cookie == 0)
+		e = dir->u.dir->head;
+	else if (c && c->pos && c->pos->id == q->cookie)
+		e = c->pos->next;
+	else
+		e = ns_dir_seek(dir, q->cookie);
+	e = ns_edge_live(e);
+
+	rc = -ENOMEM;
+	if (sw_buf_reserve(&out, max_bytes) < 0)
+		goto out_err;
+	if (q->plus) {
+		attrs = malloc(max_entries * sizeof(*attrs));
+		attrp = malloc(max_entries * sizeof(*attrp));
+		if (!attrs || !attrp)
+			goto out_err;
+	}
+	for (; e && count < max_entries; e = ns_edge_live(e->next)) {
+		struct sw_dirent d = {
+			.cookie = e->id,
+			.ino = e->child->ino,
+			.type = (uint8_t)((e->child->mode >> 12) & 15),
+			.namelen = e->namelen,
+			.name = e->name,
+		};
+		/* Attributes count against the budget too. */
+		size_t need = SW_DIRENT_MAX + (q->plus ? 64 : 0);
+
+		if (out.len + need > max_bytes)
+			break;
+		out.len += sw_dirent_put(out.data + out.len, &d);
+		if (q->plus) {
+			fill_attr(&attrs[count], e->child);
+			attrp[count] = &attrs[count];
+		}
+		count++;
+		last = e;
+	}
+	reply.has_entries = reply.has_count = reply.has_eof = 1;
+	reply.entries.data = out.data;
+	reply.entries.len = out.len;
+	reply.count = count;
+	reply.eof = e == NULL;
+	if (q->plus) {
+		reply.n_attrs = count;
+		reply.attrs = attrp;
+	}
+	if (last && e) {
+		c = session_cursor(m, r->s, dir, true);
+		ns_cursor_set(&m->ns, c, dir, last);
+	} else if (c) {
+		ns_cursor_clear(&m->ns, c);
+	}
+	r->s->ctr.readdir_entries += count;
+	m->total.readdir_entries += count;
+	req_reply(r, &reply.base);
+	rc = 0;
+out_err:
+	if (rc < 0)
+		req_error(r, rc);
+	free(attrs);
+	free(attrp);
+	sw_buf_release(&out);
+}
+
+static const req_handler handlers[SW_MSG__COUNT] = {
+	[SW_MSG_PING] = op_ping,
+	[SW_MSG_LOOKUP] = op_lookup,
+	[SW_MSG_GETATTR] = op_getattr,
+	[SW_MSG_SETATTR] = op_setattr,
+	[SW_MSG_MKNOD] = op_mknod,
+	[SW_MSG_MKDIR] = op_mkdir,
+	[SW_MSG_CREATE] = op_create,
+	[SW_MSG_UNLINK] = op_unlink,
+	[SW_MSG_RMDIR] = op_rmdir,
+	[SW_MSG_RENAME] = op_rename,
+	[SW_MSG_LINK] = op_link,
+	[SW_MSG_SYMLINK] = op_symlink,
+	[SW_MSG_READLINK] = op_readlink,
+	[SW_MSG_STATFS] = op_statfs,
+	[SW_MSG_OPEN] = op_open,
+	[SW_MSG_RELEASE] = op_release,
+	[SW_MSG_ACCESS] = op_access,
+	[SW_MSG_SETXATTR] = op_setxattr,
+	[SW_MSG_GETXATTR] = op_getxattr,
+	[SW_MSG_LISTXATTR] = op_listxattr,
+	[SW_MSG_REMOVEXATTR] = op_removexattr,
+	[SW_MSG_READDIR] = op_readdir,
+};
+
+req_handler fsops_handler(uint16_t type)
+{
+	return type < SW_MSG__COUNT ? handlers[type] : NULL;
+}

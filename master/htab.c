@@ -1,0 +1,250 @@
+/*
+ * Incremental resize, and why lookups in the old array stay correct:
+ * migration starts just after an empty old slot and always moves whole
+ * clusters (maximal runs of occupied slots), leaving them empty. An element
+ * still in the old array therefore sits in an untouched cluster together
+ * with every slot between its home and itself, so probing the old array
+ * from its home finds it; an element already moved is searched for in a
+ * cluster that is now empty and is found in the new array instead.
+ * Removal from the old array shifts elements only within their own cluster,
+ * which keeps that property.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "htab.h"
+
+#define MIN_SLOTS 16u
+#define STEP_BUDGET 64u
+
+void htab_init(struct htab *t, htab_hash_fn hash_fn)
+{
+	*t = (struct htab){ .hash_fn = hash_fn };
+}
+
+void htab_release(struct htab *t)
+{
+	free(t->slots);
+	free(t->old);
+	htab_init(t, t->hash_fn);
+}
+
+size_t htab_bytes(const struct htab *t)
+{
+	size_t n = t->slots ? t->mask + 1 : 0;
+
+	if (t->old)
+		n += t->oldmask + 1;
+	return n * sizeof(void *);
+}
+
+static void *probe(void *const *slots, size_t mask, uint64_t h, htab_eq_fn eq,
+		   const void *key)
+{
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		void *e = slots[i];
+
+		if (!e)
+			return NULL;
+		if (eq(e, key))
+			return e;
+	}
+}
+
+void *htab_find(const struct htab *t, uint64_t h, htab_eq_fn eq,
+		const void *key)
+{
+	void *e = NULL;
+
+	if (t->slots)
+		e = probe(t->slots, t->mask, h, eq, key);
+	if (!e && t->old)
+		e = probe(t->old, t->oldmask, h, eq, key);
+	return e;
+}
+
+static void place(void **slots, size_t mask, uint64_t h, void *elem)
+{
+	size_t i = h & mask;
+
+	while (slots[i])
+		i = (i + 1) & mask;
+	slots[i] = elem;
+}
+
+/* Backward-shift deletion of slot @i. */
+static void delete_at(void **slots, size_t mask, size_t i, htab_hash_fn hf)
+{
+	size_t j = i;
+
+	slots[i] = NULL;
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & mask;
+		if (!slots[j])
+			return;
+		k = hf(slots[j]) & mask;
+		/* Move slots[j] into the hole unless its home lies in (i, j]. */
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			slots[i] = slots[j];
+			slots[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+static bool remove_from(void **slots, size_t mask, uint64_t h,
+			const void *elem, htab_hash_fn hf)
+{
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		if (!slots[i])
+			return false;
+		if (slots[i] == elem) {
+			delete_at(slots, mask, i, hf);
+			return true;
+		}
+	}
+}
+
+static void finish_migration(struct htab *t)
+{
+	free(t->old);
+	t->old = NULL;
+	t->oldcount = 0;
+	t->mig_left = 0;
+}
+
+bool htab_step(struct htab *t, size_t budget)
+{
+	if (!t->old)
+		return false;
+	/* Visit at least @budget slots, then stop at the end of a cluster. */
+	while (t->mig_left) {
+		void *e = t->old[t->mig_pos];
+
+		if (!e && budget == 0)
+			break;
+		if (e) {
+			t->old[t->mig_pos] = NULL;
+			place(t->slots, t->mask, t->hash_fn(e), e);
+			t->count++;
+			t->oldcount--;
+		}
+		t->mig_pos = (t->mig_pos + 1) & t->oldmask;
+		t->mig_left--;
+		if (budget)
+			budget--;
+	}
+	if (t->mig_left == 0 || t->oldcount == 0)
+		finish_migration(t);
+	return t->old != NULL;
+}
+
+/* Start moving everything into a fresh array of @nslots. */
+static int start_resize(struct htab *t, size_t nslots)
+{
+	void **fresh = calloc(nslots, sizeof(void *));
+
+	if (!fresh)
+		return -ENOMEM;
+	if (!t->slots || t->count == 0) {
+		free(t->slots);
+		t->slots = fresh;
+		t->mask = nslots - 1;
+		t->count = 0;
+		return 0;
+	}
+	t->old = t->slots;
+	t->oldmask = t->mask;
+	t->oldcount = t->count;
+	t->slots = fresh;
+	t->mask = nslots - 1;
+	t->count = 0;
+	/* Begin right after an empty slot so that clusters move whole. */
+	t->mig_pos = 0;
+	while (t->old[t->mig_pos])
+		t->mig_pos++;
+	t->mig_left = t->oldmask + 1;
+	return 0;
+}
+
+static size_t fit_slots(size_t n)
+{
+	size_t s = MIN_SLOTS;
+
+	while (s / 2 < n)
+		s *= 2;
+	return s;
+}
+
+int htab_insert(struct htab *t, uint64_t h, void *elem)
+{
+	size_t total = htab_count(t) + 1;
+	int rc;
+
+	if (t->old)
+		htab_step(t, STEP_BUDGET);
+	if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3) {
+		/* Never start a resize on top of one: finish it first. */
+		if (t->old)
+			htab_step(t, SIZE_MAX);
+		if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3) {
+			rc = start_resize(t, fit_slots(total));
+			if (rc < 0)
+				return rc;
+		}
+	}
+	place(t->slots, t->mask, h, elem);
+	t->count++;
+	return 0;
+}
+
+bool htab_remove(struct htab *t, uint64_t h, const void *elem)
+{
+	bool found = false;
+
+	if (t->slots && remove_from(t->slots, t->mask, h, elem, t->hash_fn)) {
+		t->count--;
+		found = true;
+	} else if (t->old &&
+		   remove_from(t->old, t->oldmask, h, elem, t->hash_fn)) {
+		t->oldcount--;
+		found = true;
+	}
+	if (!found)
+		return false;
+	if (t->old) {
+		htab_step(t, STEP_BUDGET);
+	} else if (t->count == 0) {
+		free(t->slots);
+		t->slots = NULL;
+		t->mask = 0;
+	} else if (t->mask + 1 > MIN_SLOTS && t->count * 8 < t->mask + 1) {
+		/* Shrinking is an optimisation: on ENOMEM keep the big array. */
+		start_resize(t, fit_slots(t->count));
+	}
+	return true;
+}
+
+int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
+		 void *arg)
+{
+	void **arrays[2] = { t->slots, t->old };
+	size_t masks[2] = { t->mask, t->oldmask };
+
+	for (int a = 0; a < 2; a++) {
+		if (!arrays[a])
+			continue;
+		for (size_t i = 0; i <= masks[a]; i++) {
+			int rc;
+
+			if (!arrays[a][i])
+				continue;
+			rc = fn(arrays[a][i], arg);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}

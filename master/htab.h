@@ -1,0 +1,82 @@
+/*
+ * htab: an open-addressing hash table of pointers that resizes a little at
+ * a time.
+ *
+ * The master keeps every inode in one table and every large directory's
+ * names in another; with 100 million entries, rehashing at once would stop
+ * the loop for seconds. Here a resize allocates the new array and then
+ * moves a few clusters of the old one on each insert and remove (and on
+ * htab_step()), while lookups search both arrays, as valkey's dict does.
+ *
+ * Slots hold only the element pointer (8 bytes per slot, load factor kept
+ * between 1/8 and 3/4). The table does not own its elements; it asks
+ * @hash_fn for an element's hash when it moves or deletes. Linear probing
+ * with backward-shift deletion: no tombstones.
+ *
+ * Not thread-safe.
+ */
+#ifndef SWEEPFS_MASTER_HTAB_H
+#define SWEEPFS_MASTER_HTAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t (*htab_hash_fn)(const void *elem);
+typedef bool (*htab_eq_fn)(const void *elem, const void *key);
+
+struct htab {
+	void **slots;	      /* current array, NULL when empty */
+	size_t mask;	      /* slots - 1 */
+	size_t count;	      /* elements in slots */
+	void **old;	      /* array being drained, or NULL */
+	size_t oldmask;
+	size_t oldcount;      /* elements still in old */
+	size_t mig_pos;	      /* next old slot to move (absolute index) */
+	size_t mig_left;      /* old slots not yet visited */
+	htab_hash_fn hash_fn;
+};
+
+void htab_init(struct htab *t, htab_hash_fn hash_fn);
+
+/* Free the arrays (not the elements). */
+void htab_release(struct htab *t);
+
+static inline size_t htab_count(const struct htab *t)
+{
+	return t->count + t->oldcount;
+}
+
+/* Bytes the arrays take. */
+size_t htab_bytes(const struct htab *t);
+
+/*
+ * The element with hash @h for which @eq(elem, @key) is true, or NULL.
+ */
+void *htab_find(const struct htab *t, uint64_t h, htab_eq_fn eq,
+		const void *key);
+
+/*
+ * Add @elem with hash @h (== hash_fn(elem)). Duplicates are the caller's to
+ * avoid. Returns 0 or -ENOMEM (the table is unchanged).
+ */
+int htab_insert(struct htab *t, uint64_t h, void *elem);
+
+/* Remove @elem (compared by address); false if it was not there. */
+bool htab_remove(struct htab *t, uint64_t h, const void *elem);
+
+/*
+ * Move up to about @budget slots of a pending resize; true while a resize
+ * is still in progress. The owner calls this from idle time so that a
+ * table nobody touches still finishes.
+ */
+bool htab_step(struct htab *t, size_t budget);
+
+/*
+ * Call @fn for every element; @fn must not change the table. Stops and
+ * returns @fn's value when it is non-zero.
+ */
+int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
+		 void *arg);
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * Internals shared by the master's files: the master context, connections,
+ * sessions and requests. Everything here lives on the loop thread.
+ *
+ * Map:
+ *   main.c       configuration, start-up (checkpoint + replay), signals
+ *   server.c     TCP, framing, dispatch, reply queues, group commit
+ *   session.c    sessions, open files, orphans, readdir cursors
+ *   fsops.c      one handler per namespace request
+ *   mutation.c   apply a journaled change (live and replay)
+ *   namespace.c  nodes and edges
+ *   changelog.c  checkpoint.c   persistence
+ */
+#ifndef SWEEPFS_MASTER_MASTER_I_H
+#define SWEEPFS_MASTER_MASTER_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "buf.h"
+#include "changelog.h"
+#include "frame.h"
+#include "htab.h"
+#include "meta.pb-c.h"
+#include "namespace.h"
+#include "perm.h"
+
+struct master;
+struct session;
+
+struct master_config {
+	char listen_host[256];
+	uint64_t listen_port;
+	char data_dir[4096];
+	int changelog_sync;	       /* enum cl_sync */
+	uint64_t sync_interval_ms;
+	uint64_t checkpoint_interval_ms;
+	uint64_t checkpoint_changes;   /* also checkpoint after this many */
+	uint64_t keep_checkpoints;
+	uint64_t session_timeout_ms;   /* keep a disconnected session */
+	uint64_t frame_timeout_ms;     /* drop a peer stuck mid-frame */
+	uint64_t max_connections;
+	char log_level[16];
+};
+
+/* A reply waiting for the changelog to be durable up to its version. */
+struct held_mark {
+	uint64_t version;
+	size_t size; /* bytes of this reply at the head of conn->held */
+};
+
+/* One TCP connection. Freed in its close callback. */
+struct conn {
+	uv_tcp_t tcp;
+	struct master *m;
+	struct session *s;	/* after a successful hello */
+	char peer[64];		/* "addr:port" */
+	struct sw_buf in;	/* received, not yet parsed */
+	struct sw_buf out;	/* replies ready to send */
+	struct sw_buf wbuf;	/* being written by uv_write */
+	uv_write_t wreq;
+	bool writing;		/* wreq in flight */
+	bool closing;
+	bool paused;		/* reading stopped: too much output queued */
+	bool in_flush_list;
+	struct sw_buf held;	/* replies waiting for durability */
+	struct held_mark *marks;
+	size_t nmarks, marks_cap, marks_head;
+	int64_t partial_since;	/* mono ns: start of an incomplete frame */
+	struct conn *next, *prev;       /* all connections */
+	struct conn *flush_next;	/* conns with output to flush */
+};
+
+/* Counters kept per session and in total (sweepfs stats). */
+struct op_counters {
+	uint64_t requests[SW_MSG__COUNT];
+	uint64_t errors;
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	uint64_t readdir_entries;
+};
+
+/* A readdir position a session keeps per directory (DESIGN: cursor cache). */
+struct sess_cursor {
+	uint64_t dir_ino;
+	uint64_t last_used; /* session-local clock for LRU */
+	struct cursor c;
+};
+
+#define SESSION_CURSORS 64
+
+struct session {
+	uint64_t id;
+	int role;		  /* SWEEPFS__ROLE__* */
+	struct conn *conn;	  /* NULL while disconnected */
+	uint64_t root_ino;	  /* the exported subtree's root */
+	char peer[64];
+	char name[128];		  /* client host/process, from the hello */
+	int64_t connected_at;	  /* wall ns */
+	int64_t detached_at;	  /* mono ns, while disconnected */
+	struct htab opens;	  /* struct sess_open by ino */
+	struct sess_cursor cursors[SESSION_CURSORS];
+	uint64_t cursor_clock;
+	struct op_counters ctr;
+	struct session *next, *prev;
+};
+
+struct master {
+	uv_loop_t *loop;
+	struct master_config cfg;
+	struct ns ns;
+	struct changelog *cl;
+	uv_tcp_t listener;
+	uv_check_t check;	/* end of each loop iteration: flush */
+	uv_timer_t tick;	/* housekeeping, once a second */
+	uv_idle_t idle;		/* background steps while there is work */
+	uv_signal_t sig[4];
+	int lock_fd;		/* flock on data_dir/lock */
+
+	struct conn *conns;
+	uint64_t nconns;
+	struct conn *flush_list;
+	struct htab sessions;	/* by id */
+	struct session *session_list;
+	uint64_t nsessions;
+	struct htab openers;	/* struct opener by ino: sessions holding it */
+	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
+
+	struct op_counters total;
+	int64_t started_at;	/* wall ns */
+	int64_t started_mono;
+
+	bool checkpoint_running;
+	uint64_t checkpoint_version;  /* version of the newest checkpoint */
+	int64_t last_checkpoint;      /* mono ns */
+	bool stopping;
+};
+
+/* ---- server.c ------------------------------------------------------- */
+
+/* A request being handled. */
+struct req {
+	struct master *m;
+	struct conn *conn;
+	struct session *s;
+	struct sw_frame_hdr hdr;
+	uint64_t version; /* journaled change the reply must wait for */
+};
+
+int server_start(struct master *m);
+void server_stop(struct master *m);
+
+/* Queue @reply for @r's request (after @r->version is durable). */
+void req_reply(struct req *r, const ProtobufCMessage *reply);
+
+/* Reply with StatusReply{err = -@rc}. */
+void req_error(struct req *r, int rc);
+
+/* Records up to @version are durable: release held replies. */
+void server_durable(struct master *m, uint64_t version);
+
+/* Flush pending output of every connection that has some. */
+void server_flush(struct master *m);
+
+/* Close connections stuck in the middle of a frame. */
+void server_reap_stalled(struct master *m);
+
+/* ---- session.c ------------------------------------------------------ */
+
+int sessions_init(struct master *m);
+void sessions_release(struct master *m);
+
+/*
+ * Handle a hello on @c: create or resume a session and reply. Returns 0,
+ * or -errno after which the connection is closed.
+ */
+int session_hello(struct req *r, const Sweepfs__Hello *h);
+
+/* @c is gone: detach its session, which then times out. */
+void session_detach(struct master *m, struct conn *c);
+
+/* Free sessions detached for longer than the timeout. */
+void sessions_expire(struct master *m);
+
+/* Record that session @s opened @n; -ENOMEM. */
+int session_open(struct master *m, struct session *s, struct node *n);
+
+/* @s closed @n once; frees an orphan on the last close anywhere. */
+void session_release(struct master *m, struct session *s, uint64_t ino);
+
+/* Release orphans nobody reclaimed after a restart. */
+void orphans_expire(struct master *m);
+
+/* The session's cursor for @dir (NULL if none); @create makes one,
+ * evicting the least recently used. */
+struct cursor *session_cursor(struct master *m, struct session *s,
+			      struct node *dir, bool create);
+
+/* ---- fsops.c -------------------------------------------------------- */
+
+typedef void (*req_handler)(struct req *r, const ProtobufCMessage *msg);
+
+/* The handler for request type @type, or NULL. */
+req_handler fsops_handler(uint16_t type);
+
+/*
+ * Apply @mut and journal it as the next version; the reply of @r (may be
+ * NULL for internal changes) waits for it. Returns 0 or -errno (nothing
+ * changed).
+ */
+int master_commit(struct master *m, struct req *r,
+		  const Sweepfs__Meta__Mutation *mut);
+
+/* ---- main.c --------------------------------------------------------- */
+
+/* Start a checkpoint now if none is running. */
+void master_checkpoint(struct master *m);
+
+#endif

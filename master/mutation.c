@@ -1,0 +1,167 @@
+#include <errno.h>
+
+#include "mutation.h"
+
+static struct node *get_dir(struct ns *ns, uint64_t ino)
+{
+	struct node *n = ns_get(ns, ino);
+
+	return n && S_ISDIR(n->mode) ? n : NULL;
+}
+
+static int apply_create(struct ns *ns, const Sweepfs__Meta__Create *c,
+			int64_t now)
+{
+	struct ns_create_args a = {
+		.ino = c->ino,
+		.edge = c->edge,
+		.mode = c->mode,
+		.uid = c->uid,
+		.gid = c->gid,
+		.rdev = c->rdev,
+		.target = (const char *)c->target.data,
+		.target_len = c->target.len,
+		.now = now,
+	};
+	struct node *dir = get_dir(ns, c->parent);
+
+	if (!dir)
+		return -ENOENT;
+	return ns_create(ns, dir, (const char *)c->name.data, c->name.len, &a,
+			 NULL);
+}
+
+static int apply_link(struct ns *ns, const Sweepfs__Meta__Link *l,
+		      int64_t now)
+{
+	struct node *n = ns_get(ns, l->ino);
+	struct node *dir = get_dir(ns, l->parent);
+
+	if (!n || !dir)
+		return -ENOENT;
+	return ns_link(ns, n, dir, (const char *)l->name.data, l->name.len,
+		       l->edge, now);
+}
+
+static int apply_unlink(struct ns *ns, const Sweepfs__Meta__Unlink *u,
+			int64_t now)
+{
+	struct node *dir = get_dir(ns, u->parent);
+
+	if (!dir)
+		return -ENOENT;
+	return ns_unlink(ns, dir, (const char *)u->name.data, u->name.len,
+			 u->keep, now);
+}
+
+static int apply_rename(struct ns *ns, const Sweepfs__Meta__Rename *r,
+			int64_t now)
+{
+	struct node *sdir = get_dir(ns, r->parent);
+	struct node *ddir = get_dir(ns, r->newparent);
+
+	if (!sdir || !ddir)
+		return -ENOENT;
+	return ns_rename(ns, sdir, (const char *)r->name.data, r->name.len,
+			 ddir, (const char *)r->newname.data, r->newname.len,
+			 r->flags, r->edge, r->keep, now);
+}
+
+static int apply_setattr(struct ns *ns, const Sweepfs__Meta__Setattr *s,
+			 int64_t now)
+{
+	struct node *n = ns_get(ns, s->ino);
+	struct ns_setattr_args a = {
+		.valid = s->valid,
+		.mode = s->mode,
+		.uid = s->uid,
+		.gid = s->gid,
+		.size = s->size,
+		.atime = s->atime,
+		.mtime = s->mtime,
+		.now = now,
+	};
+
+	if (!n)
+		return -ENOENT;
+	return ns_setattr(ns, n, &a);
+}
+
+static int apply_setxattr(struct ns *ns, const Sweepfs__Meta__Setxattr *x,
+			  int64_t now)
+{
+	struct node *n = ns_get(ns, x->ino);
+
+	if (!n)
+		return -ENOENT;
+	if (x->remove)
+		return ns_xattr_remove(ns, n, x->name.data, x->name.len, now);
+	return ns_xattr_set(ns, n, x->name.data, x->name.len, x->value.data,
+			    x->value.len, now);
+}
+
+static int apply_release(struct ns *ns, const Sweepfs__Meta__Release *r)
+{
+	struct node *n = ns_get(ns, r->ino);
+
+	if (!n)
+		return -ENOENT;
+	return ns_release_orphan(ns, n);
+}
+
+int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
+		   uint64_t version)
+{
+	int rc;
+
+	switch (m->op_case) {
+	case SWEEPFS__META__MUTATION__OP_CREATE:
+		rc = apply_create(ns, m->create, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_LINK:
+		rc = apply_link(ns, m->link, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_UNLINK:
+		rc = apply_unlink(ns, m->unlink, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_RENAME:
+		rc = apply_rename(ns, m->rename, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_SETATTR:
+		rc = apply_setattr(ns, m->setattr, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_SETXATTR:
+		rc = apply_setxattr(ns, m->setxattr, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_RELEASE:
+		rc = apply_release(ns, m->release);
+		break;
+	default:
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		ns->version = version;
+	return rc;
+}
+
+const char *mutation_name(const Sweepfs__Meta__Mutation *m)
+{
+	switch (m->op_case) {
+	case SWEEPFS__META__MUTATION__OP_CREATE:
+		return "create";
+	case SWEEPFS__META__MUTATION__OP_LINK:
+		return "link";
+	case SWEEPFS__META__MUTATION__OP_UNLINK:
+		return "unlink";
+	case SWEEPFS__META__MUTATION__OP_RENAME:
+		return "rename";
+	case SWEEPFS__META__MUTATION__OP_SETATTR:
+		return "setattr";
+	case SWEEPFS__META__MUTATION__OP_SETXATTR:
+		return "setxattr";
+	case SWEEPFS__META__MUTATION__OP_RELEASE:
+		return "release";
+	default:
+		return "unknown";
+	}
+}

@@ -1,0 +1,27 @@
+/*
+ * Mutations: the one way the namespace changes.
+ *
+ * A request handler decides everything about a change (inode number, edge
+ * id, time, final mode and owner) and describes it as a
+ * Sweepfs__Meta__Mutation (proto/meta.proto). mutation_apply() performs it
+ * on the namespace; the same function replays the changelog at start-up,
+ * so what was acknowledged is what comes back.
+ */
+#ifndef SWEEPFS_MASTER_MUTATION_H
+#define SWEEPFS_MASTER_MUTATION_H
+
+#include "meta.pb-c.h"
+#include "namespace.h"
+
+/*
+ * Apply @m to @ns. On success ns->version becomes @version. Returns 0 or
+ * the namespace's -errno; on failure nothing changed. During replay a
+ * failure means the changelog and the namespace disagree.
+ */
+int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
+		   uint64_t version);
+
+/* Name of @m's operation, for logs. */
+const char *mutation_name(const Sweepfs__Meta__Mutation *m);
+
+#endif

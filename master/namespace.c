@@ -1,0 +1,1185 @@
+/*
+ * The namespace in memory.
+ *
+ * Layout and cost per file (64-byte node + 36-byte edge header + name, all
+ * from slabs, plus one slot in the inode table and, in a big directory, one
+ * in its name table; slots are 8 bytes at a load of 3/8..3/4): about
+ * 64 + 48 + 2 * 8 / 0.55 = 141 bytes for a 12-byte name. See bench/.
+ *
+ * A directory keeps its edges twice:
+ *  - a doubly linked list in edge-id order. Ids come from one global
+ *    counter, so appending keeps the order and readdir is a list walk;
+ *  - a hash table by name (struct htab), but only once it has more than
+ *    NS_DIR_HASH_MIN entries: small directories are scanned.
+ * Plus a sparse index, every NS_INDEX_STRIDE-th edge in id order, so that a
+ * cookie that no cursor remembers is found by binary search and a short
+ * walk. The index never grows gaps: when an indexed edge goes, its slot
+ * moves to the next live edge in the same gap, or disappears when the gap
+ * is empty.
+ *
+ * Tombstones: a cursor pins the edge it rests on. Unlinking a pinned edge
+ * removes it from the name table and the index but leaves it in the list
+ * with child == NULL; the last unpin frees it. Freeing a directory frees
+ * its tombstones and unsets the cursors resting there.
+ *
+ * Atomicity: every operation makes all allocations that can fail before
+ * its first visible change, so a failure leaves nothing behind.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "namespace.h"
+#include "util.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define EDGE_HDR offsetof(struct edge, name)
+
+static_assert(sizeof(struct node) == 64, "struct node grew: see its comment");
+static_assert(EDGE_HDR == 36, "struct edge header grew");
+
+struct name_key {
+	const char *name;
+	size_t len;
+};
+
+struct xattr {
+	uint8_t nlen;
+	uint32_t vlen;
+	char *data; /* name, then value */
+};
+
+struct xattr_set {
+	uint64_t ino;
+	uint32_t n;
+	uint32_t cap;
+	struct xattr *v;
+};
+
+static uint64_t node_hash(const void *elem)
+{
+	return sw_hash_u64(((const struct node *)elem)->ino);
+}
+
+static bool node_eq(const void *elem, const void *key)
+{
+	return ((const struct node *)elem)->ino == *(const uint64_t *)key;
+}
+
+static uint64_t xset_hash(const void *elem)
+{
+	return sw_hash_u64(((const struct xattr_set *)elem)->ino);
+}
+
+static bool xset_eq(const void *elem, const void *key)
+{
+	return ((const struct xattr_set *)elem)->ino == *(const uint64_t *)key;
+}
+
+static uint64_t edge_hash(const void *elem)
+{
+	const struct edge *e = elem;
+
+	return sw_hash_bytes(e->name, e->namelen);
+}
+
+static bool edge_eq(const void *elem, const void *key)
+{
+	const struct edge *e = elem;
+	const struct name_key *k = key;
+
+	return e->namelen == k->len && !memcmp(e->name, k->name, k->len);
+}
+
+static unsigned edge_class(size_t namelen)
+{
+	size_t size = (EDGE_HDR + namelen + 7) & ~(size_t)7;
+
+	return size <= 40 ? 0 : (unsigned)((size - 40) / 8);
+}
+
+static struct edge *edge_new(struct ns *ns, const char *name, size_t len,
+			     uint64_t id, struct node *child)
+{
+	struct edge *e = slab_alloc(&ns->edge_slab[edge_class(len)]);
+
+	if (!e)
+		return NULL;
+	e->next = e->prev = NULL;
+	e->child = child;
+	e->id = id;
+	e->pins = 0;
+	e->flags = 0;
+	e->namelen = (uint8_t)len;
+	memcpy(e->name, name, len);
+	return e;
+}
+
+static void edge_free(struct ns *ns, struct edge *e)
+{
+	slab_free(&ns->edge_slab[edge_class(e->namelen)], e);
+}
+
+/* ---- directories ---------------------------------------------------- */
+
+static struct dir *dir_new(struct ns *ns, struct node *parent)
+{
+	struct dir *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->parent = parent;
+	htab_init(&d->names, edge_hash);
+	ns->dir_bytes += sizeof(*d);
+	return d;
+}
+
+static void list_unlink(struct dir *d, struct edge *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		d->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		d->tail = e->prev;
+}
+
+/* Build the name table of @d from its live edges. */
+static int names_build(struct dir *d)
+{
+	for (struct edge *e = d->head; e; e = e->next) {
+		int rc;
+
+		if (!e->child)
+			continue;
+		rc = htab_insert(&d->names, edge_hash(e), e);
+		if (rc < 0) {
+			htab_release(&d->names);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void index_push(struct ns *ns, struct dir *d, struct edge *e)
+{
+	if (d->index_len == d->index_cap) {
+		uint32_t cap = d->index_cap ? d->index_cap * 2 : 8;
+		struct edge **v = realloc(d->index, cap * sizeof(*v));
+
+		if (!v)
+			return; /* the index is an accelerator; go without */
+		ns->dir_bytes += (cap - d->index_cap) * sizeof(*v);
+		d->index = v;
+		d->index_cap = cap;
+	}
+	d->index[d->index_len++] = e;
+	e->flags |= EDGE_INDEXED;
+	d->since_index = 0;
+}
+
+/* Position of indexed edge @e in d->index. */
+static uint32_t index_find(const struct dir *d, const struct edge *e)
+{
+	uint32_t lo = 0, hi = d->index_len;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (d->index[mid]->id < e->id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	assert(lo < d->index_len && d->index[lo] == e);
+	return lo;
+}
+
+static void index_drop(struct dir *d, struct edge *e)
+{
+	uint32_t i = index_find(d, e);
+	struct edge *next = ns_edge_live(e->next);
+
+	e->flags &= (uint8_t)~EDGE_INDEXED;
+	if (next && (i + 1 == d->index_len || d->index[i + 1] != next)) {
+		d->index[i] = next;
+		next->flags |= EDGE_INDEXED;
+		return;
+	}
+	memmove(&d->index[i], &d->index[i + 1],
+		(d->index_len - i - 1) * sizeof(*d->index));
+	d->index_len--;
+}
+
+/*
+ * Append live edge @e to @d. Fails (-ENOMEM) only before changing
+ * anything.
+ */
+static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
+{
+	size_t before = htab_bytes(&d->names);
+	int rc = 0;
+
+	assert(!d->tail || d->tail->id < e->id);
+	if (htab_count(&d->names))
+		rc = htab_insert(&d->names, edge_hash(e), e);
+	else if (d->nentries + 1 > NS_DIR_HASH_MIN) {
+		rc = names_build(d);
+		if (rc == 0)
+			rc = htab_insert(&d->names, edge_hash(e), e);
+		if (rc < 0)
+			htab_release(&d->names);
+	}
+	ns->dir_bytes += htab_bytes(&d->names) - before;
+	if (rc < 0)
+		return rc;
+	e->prev = d->tail;
+	e->next = NULL;
+	if (d->tail)
+		d->tail->next = e;
+	else
+		d->head = e;
+	d->tail = e;
+	if (++d->since_index >= NS_INDEX_STRIDE)
+		index_push(ns, d, e);
+	d->nentries++;
+	if (ns_is_dir(e->child))
+		d->nsubdirs++;
+	ns->nedges++;
+	return 0;
+}
+
+/* Unlink live edge @e from @d: freed, or a tombstone while pinned. */
+static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
+{
+	size_t before = htab_bytes(&d->names);
+
+	if (htab_count(&d->names)) {
+		htab_remove(&d->names, edge_hash(e), e);
+		if (d->nentries - 1 < NS_DIR_HASH_MIN / 2)
+			htab_release(&d->names);
+	}
+	ns->dir_bytes += htab_bytes(&d->names) - before;
+	if (e->flags & EDGE_INDEXED)
+		index_drop(d, e);
+	d->nentries--;
+	if (ns_is_dir(e->child))
+		d->nsubdirs--;
+	ns->nedges--;
+	e->child = NULL;
+	if (e->pins) {
+		d->tombstones++;
+		return;
+	}
+	list_unlink(d, e);
+	edge_free(ns, e);
+}
+
+static void edge_unpin(struct ns *ns, struct dir *d, struct edge *e)
+{
+	if (--e->pins || e->child)
+		return;
+	d->tombstones--;
+	list_unlink(d, e);
+	edge_free(ns, e);
+}
+
+/* Free an empty directory's own parts; cursors resting there are unset. */
+static void dir_free(struct ns *ns, struct dir *d)
+{
+	struct edge *e, *next;
+
+	assert(d->nentries == 0);
+	while (d->cursors) {
+		struct cursor *c = d->cursors;
+
+		d->cursors = c->dnext;
+		ns_cursor_init(c);
+	}
+	for (e = d->head; e; e = next) {
+		next = e->next;
+		edge_free(ns, e);
+	}
+	ns->dir_bytes -= htab_bytes(&d->names) + sizeof(*d) +
+			 d->index_cap * sizeof(*d->index);
+	htab_release(&d->names);
+	free(d->index);
+	free(d);
+}
+
+/* ---- nodes ---------------------------------------------------------- */
+
+static void xattrs_free(struct ns *ns, struct node *n)
+{
+	struct xattr_set *xs;
+
+	xs = htab_find(&ns->xattrs, sw_hash_u64(n->ino), xset_eq, &n->ino);
+	if (!xs)
+		return;
+	htab_remove(&ns->xattrs, sw_hash_u64(n->ino), xs);
+	for (uint32_t i = 0; i < xs->n; i++) {
+		ns->misc_bytes -= xs->v[i].nlen + xs->v[i].vlen;
+		free(xs->v[i].data);
+	}
+	ns->misc_bytes -= sizeof(*xs) + xs->cap * sizeof(*xs->v);
+	free(xs->v);
+	free(xs);
+}
+
+static void node_free(struct ns *ns, struct node *n)
+{
+	uint64_t h = sw_hash_u64(n->ino);
+
+	htab_remove(&ns->inodes, h, n);
+	if (n->flags & NODE_ORPHAN)
+		htab_remove(&ns->orphans, h, n);
+	if (n->flags & NODE_XATTR)
+		xattrs_free(ns, n);
+	if (S_ISDIR(n->mode)) {
+		dir_free(ns, n->u.dir);
+		ns->ndirs--;
+	} else if (S_ISLNK(n->mode)) {
+		ns->misc_bytes -= n->size;
+		free(n->u.target);
+	}
+	ns->nnodes--;
+	slab_free(&ns->node_slab, n);
+}
+
+/*
+ * @n lost a name. A directory is gone with its only name; anything else
+ * goes with its last one, unless @keep (the caller made room in the
+ * orphan table already).
+ */
+static void node_unlinked(struct ns *ns, struct node *n, bool keep,
+			  int64_t now)
+{
+	if (!S_ISDIR(n->mode) && n->nlink > 1) {
+		n->nlink--;
+		n->ctime = now;
+		return;
+	}
+	if (keep && !S_ISDIR(n->mode)) {
+		n->nlink = 0;
+		n->ctime = now;
+		return;
+	}
+	node_free(ns, n);
+}
+
+/*
+ * Make room for @n in the orphan table if removing a name of it would
+ * leave it nameless and @keep asks to keep it. Done first so that nothing
+ * fails after the visible change.
+ */
+static int orphan_prepare(struct ns *ns, struct node *n, bool keep)
+{
+	int rc;
+
+	if (!keep || S_ISDIR(n->mode) || n->nlink > 1)
+		return 0;
+	rc = htab_insert(&ns->orphans, sw_hash_u64(n->ino), n);
+	if (rc < 0)
+		return rc;
+	n->flags |= NODE_ORPHAN;
+	return 0;
+}
+
+static void orphan_cancel(struct ns *ns, struct node *n)
+{
+	if (!(n->flags & NODE_ORPHAN) || n->nlink == 0)
+		return;
+	htab_remove(&ns->orphans, sw_hash_u64(n->ino), n);
+	n->flags &= (uint16_t)~NODE_ORPHAN;
+}
+
+static void touch_dir(struct node *dir, int64_t now)
+{
+	dir->mtime = dir->ctime = now;
+}
+
+static void note_ids(struct ns *ns, uint64_t ino, uint64_t edge)
+{
+	if (ino >= ns->next_ino)
+		ns->next_ino = ino + 1;
+	if (edge >= ns->next_edge)
+		ns->next_edge = edge + 1;
+}
+
+/* ---- public --------------------------------------------------------- */
+
+int ns_init(struct ns *ns, int64_t now)
+{
+	struct node *root;
+
+	memset(ns, 0, sizeof(*ns));
+	htab_init(&ns->inodes, node_hash);
+	htab_init(&ns->orphans, node_hash);
+	htab_init(&ns->xattrs, xset_hash);
+	slab_init(&ns->node_slab, sizeof(struct node));
+	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
+		slab_init(&ns->edge_slab[i], 40 + 8 * i);
+	ns->next_ino = NS_ROOT_INO + 1;
+	ns->next_edge = 16; /* cookies below are the mount's ("." and "..") */
+
+	root = slab_alloc(&ns->node_slab);
+	if (!root)
+		return -ENOMEM;
+	memset(root, 0, sizeof(*root));
+	root->ino = NS_ROOT_INO;
+	root->mode = S_IFDIR | 0755;
+	root->nlink = 1;
+	root->atime = root->mtime = root->ctime = now;
+	root->u.dir = dir_new(ns, root);
+	if (!root->u.dir ||
+	    htab_insert(&ns->inodes, sw_hash_u64(root->ino), root) < 0) {
+		free(root->u.dir);
+		slab_free(&ns->node_slab, root);
+		return -ENOMEM;
+	}
+	ns->root = root;
+	ns->nnodes = 1;
+	ns->ndirs = 1;
+	return 0;
+}
+
+static int free_node_cb(void *elem, void *arg)
+{
+	struct ns *ns = arg;
+	struct node *n = elem;
+
+	if (S_ISDIR(n->mode)) {
+		struct dir *d = n->u.dir;
+
+		while (d->cursors) {
+			struct cursor *c = d->cursors;
+
+			d->cursors = c->dnext;
+			ns_cursor_init(c);
+		}
+		for (struct edge *e = d->head, *next; e; e = next) {
+			next = e->next;
+			edge_free(ns, e);
+		}
+		htab_release(&d->names);
+		free(d->index);
+		free(d);
+	} else if (S_ISLNK(n->mode)) {
+		free(n->u.target);
+	}
+	if (n->flags & NODE_XATTR)
+		xattrs_free(ns, n);
+	slab_free(&ns->node_slab, n);
+	return 0;
+}
+
+void ns_release(struct ns *ns)
+{
+	htab_foreach(&ns->inodes, free_node_cb, ns);
+	htab_release(&ns->inodes);
+	htab_release(&ns->orphans);
+	htab_release(&ns->xattrs);
+	slab_release(&ns->node_slab);
+	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
+		slab_release(&ns->edge_slab[i]);
+	memset(ns, 0, sizeof(*ns));
+}
+
+struct node *ns_get(const struct ns *ns, uint64_t ino)
+{
+	return htab_find(&ns->inodes, sw_hash_u64(ino), node_eq, &ino);
+}
+
+struct edge *ns_lookup(const struct ns *ns, const struct node *dir,
+		       const char *name, size_t len)
+{
+	const struct dir *d = dir->u.dir;
+	struct name_key key = { name, len };
+
+	if (htab_count(&d->names))
+		return htab_find(&d->names, sw_hash_bytes(name, len), edge_eq,
+				 &key);
+	for (struct edge *e = d->head; e; e = e->next)
+		if (e->child && edge_eq(e, &key))
+			return e;
+	return NULL;
+}
+
+uint32_t ns_nlink(const struct node *n)
+{
+	if (!S_ISDIR(n->mode))
+		return n->nlink;
+	if (n->u.dir->nsubdirs >= NS_LINK_MAX)
+		return 1;
+	return (uint32_t)n->u.dir->nsubdirs + 2;
+}
+
+bool ns_is_ancestor(const struct node *a, const struct node *b)
+{
+	for (;;) {
+		if (a == b)
+			return true;
+		if (b->u.dir->parent == b)
+			return false;
+		b = b->u.dir->parent;
+	}
+}
+
+static int type_valid(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK:
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      const struct ns_create_args *a, struct node **out)
+{
+	struct node *n;
+	struct edge *e;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (type_valid(a->mode) < 0)
+		return -EINVAL;
+	if (ns_lookup(ns, dir, name, len) || ns_get(ns, a->ino))
+		return -EEXIST;
+
+	n = slab_alloc(&ns->node_slab);
+	if (!n)
+		return -ENOMEM;
+	memset(n, 0, sizeof(*n));
+	n->ino = a->ino;
+	n->mode = a->mode;
+	n->uid = a->uid;
+	n->gid = a->gid;
+	n->nlink = 1;
+	n->atime = n->mtime = n->ctime = a->now;
+	rc = -ENOMEM;
+	switch (a->mode & S_IFMT) {
+	case S_IFDIR:
+		n->u.dir = dir_new(ns, dir);
+		if (!n->u.dir)
+			goto out_node;
+		break;
+	case S_IFLNK:
+		n->u.target = malloc(a->target_len ? a->target_len : 1);
+		if (!n->u.target)
+			goto out_node;
+		memcpy(n->u.target, a->target, a->target_len);
+		n->size = a->target_len;
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		n->u.rdev = a->rdev;
+		break;
+	}
+	e = edge_new(ns, name, len, a->edge, n);
+	if (!e)
+		goto out_parts;
+	rc = htab_insert(&ns->inodes, sw_hash_u64(n->ino), n);
+	if (rc < 0)
+		goto out_edge;
+	rc = dir_add(ns, dir->u.dir, e);
+	if (rc < 0)
+		goto out_unhash;
+
+	touch_dir(dir, a->now);
+	note_ids(ns, a->ino, a->edge);
+	ns->nnodes++;
+	if (S_ISDIR(n->mode))
+		ns->ndirs++;
+	if (S_ISLNK(n->mode))
+		ns->misc_bytes += n->size;
+	if (out)
+		*out = n;
+	return 0;
+
+out_unhash:
+	htab_remove(&ns->inodes, sw_hash_u64(n->ino), n);
+out_edge:
+	edge_free(ns, e);
+out_parts:
+	if (S_ISDIR(n->mode) && n->u.dir) {
+		ns->dir_bytes -= sizeof(struct dir);
+		free(n->u.dir);
+	} else if (S_ISLNK(n->mode)) {
+		free(n->u.target);
+	}
+out_node:
+	slab_free(&ns->node_slab, n);
+	return rc;
+}
+
+int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
+	    size_t len, uint64_t edge, int64_t now)
+{
+	struct edge *e;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (S_ISDIR(n->mode))
+		return -EPERM;
+	if (n->nlink == 0)
+		return -ENOENT;
+	if (n->nlink >= NS_LINK_MAX)
+		return -EMLINK;
+	if (ns_lookup(ns, dir, name, len))
+		return -EEXIST;
+	e = edge_new(ns, name, len, edge, n);
+	if (!e)
+		return -ENOMEM;
+	rc = dir_add(ns, dir->u.dir, e);
+	if (rc < 0) {
+		edge_free(ns, e);
+		return rc;
+	}
+	n->nlink++;
+	n->ctime = now;
+	touch_dir(dir, now);
+	note_ids(ns, 0, edge);
+	return 0;
+}
+
+int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      bool keep, int64_t now)
+{
+	struct edge *e;
+	struct node *n;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	e = ns_lookup(ns, dir, name, len);
+	if (!e)
+		return -ENOENT;
+	n = e->child;
+	if (S_ISDIR(n->mode) && n->u.dir->nentries)
+		return -ENOTEMPTY;
+	rc = orphan_prepare(ns, n, keep);
+	if (rc < 0)
+		return rc;
+	dir_remove(ns, dir->u.dir, e);
+	touch_dir(dir, now);
+	node_unlinked(ns, n, keep, now);
+	return 0;
+}
+
+static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
+			   struct node *ddir, struct edge *de, int64_t now)
+{
+	struct node *src = se->child, *dst = de->child;
+
+	if (src == dst)
+		return 0;
+	if (S_ISDIR(src->mode) && ns_is_ancestor(src, ddir))
+		return -EINVAL;
+	if (S_ISDIR(dst->mode) && ns_is_ancestor(dst, sdir))
+		return -EINVAL;
+	se->child = dst;
+	de->child = src;
+	if (sdir != ddir) {
+		if (S_ISDIR(src->mode)) {
+			sdir->u.dir->nsubdirs--;
+			ddir->u.dir->nsubdirs++;
+			src->u.dir->parent = ddir;
+		}
+		if (S_ISDIR(dst->mode)) {
+			ddir->u.dir->nsubdirs--;
+			sdir->u.dir->nsubdirs++;
+			dst->u.dir->parent = sdir;
+		}
+	}
+	src->ctime = dst->ctime = now;
+	touch_dir(sdir, now);
+	touch_dir(ddir, now);
+	return 0;
+}
+
+int ns_rename(struct ns *ns, struct node *sdir, const char *sname,
+	      size_t slen, struct node *ddir, const char *dname, size_t dlen,
+	      unsigned flags, uint64_t edge, bool keep, int64_t now)
+{
+	struct edge *se, *de, *ne;
+	struct node *src, *dst;
+	int rc;
+
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	if (!S_ISDIR(sdir->mode) || !S_ISDIR(ddir->mode))
+		return -ENOTDIR;
+	se = ns_lookup(ns, sdir, sname, slen);
+	if (!se)
+		return -ENOENT;
+	de = ns_lookup(ns, ddir, dname, dlen);
+	if (flags & RENAME_EXCHANGE) {
+		if (!de)
+			return -ENOENT;
+		return rename_exchange(ns, sdir, se, ddir, de, now);
+	}
+	src = se->child;
+	dst = de ? de->child : NULL;
+	if (dst == src)
+		return 0;
+	if (dst && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (S_ISDIR(src->mode)) {
+		if (ns_is_ancestor(src, ddir))
+			return -EINVAL;
+		if (dst && !S_ISDIR(dst->mode))
+			return -ENOTDIR;
+		if (dst && dst->u.dir->nentries)
+			return -ENOTEMPTY;
+	} else if (dst && S_ISDIR(dst->mode)) {
+		return -EISDIR;
+	}
+
+	if (dst) {
+		rc = orphan_prepare(ns, dst, keep);
+		if (rc < 0)
+			return rc;
+	}
+	ne = edge_new(ns, dname, dlen, edge, src);
+	if (!ne) {
+		rc = -ENOMEM;
+		goto out_orphan;
+	}
+	rc = dir_add(ns, ddir->u.dir, ne);
+	if (rc < 0) {
+		edge_free(ns, ne);
+		goto out_orphan;
+	}
+	/* Past this point nothing fails. */
+	if (dst) {
+		dir_remove(ns, ddir->u.dir, de);
+		node_unlinked(ns, dst, keep, now);
+	}
+	dir_remove(ns, sdir->u.dir, se);
+	if (S_ISDIR(src->mode))
+		src->u.dir->parent = ddir;
+	src->ctime = now;
+	touch_dir(sdir, now);
+	touch_dir(ddir, now);
+	note_ids(ns, 0, edge);
+	return 0;
+
+out_orphan:
+	if (dst)
+		orphan_cancel(ns, dst);
+	return rc;
+}
+
+int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a)
+{
+	if (a->valid & NS_SET_SIZE) {
+		if (S_ISDIR(n->mode))
+			return -EISDIR;
+		if (!S_ISREG(n->mode))
+			return -EINVAL;
+	}
+	if (a->valid & NS_SET_MODE)
+		n->mode = (n->mode & S_IFMT) | (a->mode & 07777);
+	if (a->valid & NS_SET_UID)
+		n->uid = a->uid;
+	if (a->valid & NS_SET_GID)
+		n->gid = a->gid;
+	if (a->valid & NS_SET_SIZE)
+		n->size = a->size;
+	if (a->valid & NS_SET_ATIME)
+		n->atime = a->atime;
+	if (a->valid & NS_SET_MTIME)
+		n->mtime = a->mtime;
+	n->ctime = a->now;
+	return 0;
+}
+
+int ns_release_orphan(struct ns *ns, struct node *n)
+{
+	if (!(n->flags & NODE_ORPHAN) || n->nlink)
+		return -EINVAL;
+	node_free(ns, n);
+	return 0;
+}
+
+/* ---- xattrs --------------------------------------------------------- */
+
+static struct xattr_set *xset_get(const struct ns *ns, const struct node *n)
+{
+	if (!(n->flags & NODE_XATTR))
+		return NULL;
+	return htab_find(&ns->xattrs, sw_hash_u64(n->ino), xset_eq, &n->ino);
+}
+
+static struct xattr *xattr_find(struct xattr_set *xs, const void *name,
+				size_t nlen)
+{
+	for (uint32_t i = 0; xs && i < xs->n; i++)
+		if (xs->v[i].nlen == nlen && !memcmp(xs->v[i].data, name, nlen))
+			return &xs->v[i];
+	return NULL;
+}
+
+int ns_xattr_set(struct ns *ns, struct node *n, const void *name,
+		 size_t nlen, const void *value, size_t vlen, int64_t now)
+{
+	struct xattr_set *xs = xset_get(ns, n);
+	struct xattr *x = xattr_find(xs, name, nlen);
+	char *data = malloc(nlen + vlen ? nlen + vlen : 1);
+
+	if (!data)
+		return -ENOMEM;
+	memcpy(data, name, nlen);
+	if (vlen)
+		memcpy(data + nlen, value, vlen);
+	if (!xs) {
+		xs = calloc(1, sizeof(*xs));
+		if (!xs)
+			goto out_data;
+		xs->ino = n->ino;
+		if (htab_insert(&ns->xattrs, sw_hash_u64(n->ino), xs) < 0) {
+			free(xs);
+			goto out_data;
+		}
+		ns->misc_bytes += sizeof(*xs);
+		n->flags |= NODE_XATTR;
+	}
+	if (!x) {
+		if (xs->n == xs->cap) {
+			uint32_t cap = xs->cap ? xs->cap * 2 : 2;
+			struct xattr *v = realloc(xs->v, cap * sizeof(*v));
+
+			if (!v)
+				goto out_data; /* an empty set is harmless */
+			ns->misc_bytes += (cap - xs->cap) * sizeof(*v);
+			xs->v = v;
+			xs->cap = cap;
+		}
+		x = &xs->v[xs->n++];
+	} else {
+		ns->misc_bytes -= x->nlen + x->vlen;
+		free(x->data);
+	}
+	x->nlen = (uint8_t)nlen;
+	x->vlen = (uint32_t)vlen;
+	x->data = data;
+	ns->misc_bytes += nlen + vlen;
+	n->ctime = now;
+	return 0;
+
+out_data:
+	free(data);
+	return -ENOMEM;
+}
+
+int ns_xattr_get(const struct ns *ns, const struct node *n, const void *name,
+		 size_t nlen, const void **value, size_t *vlen)
+{
+	struct xattr *x = xattr_find(xset_get(ns, n), name, nlen);
+
+	if (!x)
+		return -ENODATA;
+	*value = x->data + x->nlen;
+	*vlen = x->vlen;
+	return 0;
+}
+
+int ns_xattr_remove(struct ns *ns, struct node *n, const void *name,
+		    size_t nlen, int64_t now)
+{
+	struct xattr_set *xs = xset_get(ns, n);
+	struct xattr *x = xattr_find(xs, name, nlen);
+
+	if (!x)
+		return -ENODATA;
+	ns->misc_bytes -= x->nlen + x->vlen;
+	free(x->data);
+	*x = xs->v[--xs->n];
+	if (xs->n == 0) {
+		n->flags &= (uint16_t)~NODE_XATTR;
+		htab_remove(&ns->xattrs, sw_hash_u64(n->ino), xs);
+		ns->misc_bytes -= sizeof(*xs) + xs->cap * sizeof(*xs->v);
+		free(xs->v);
+		free(xs);
+	}
+	n->ctime = now;
+	return 0;
+}
+
+long ns_xattr_list(const struct ns *ns, const struct node *n, char *buf,
+		   size_t size)
+{
+	struct xattr_set *xs = xset_get(ns, n);
+	size_t need = 0;
+
+	for (uint32_t i = 0; xs && i < xs->n; i++)
+		need += xs->v[i].nlen + 1u;
+	if (!buf)
+		return (long)need;
+	if (need > size)
+		return -ERANGE;
+	for (uint32_t i = 0; xs && i < xs->n; i++) {
+		memcpy(buf, xs->v[i].data, xs->v[i].nlen);
+		buf += xs->v[i].nlen;
+		*buf++ = '\0';
+	}
+	return (long)need;
+}
+
+int ns_xattr_foreach(const struct ns *ns, const struct node *n,
+		     int (*fn)(const void *name, size_t nlen,
+			       const void *value, size_t vlen, void *arg),
+		     void *arg)
+{
+	struct xattr_set *xs = xset_get(ns, n);
+
+	for (uint32_t i = 0; xs && i < xs->n; i++) {
+		const struct xattr *x = &xs->v[i];
+		int rc = fn(x->data, x->nlen, x->data + x->nlen, x->vlen, arg);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- readdir -------------------------------------------------------- */
+
+struct edge *ns_dir_seek(const struct node *dir, uint64_t cookie)
+{
+	const struct dir *d = dir->u.dir;
+	struct edge *e = d->head;
+
+	if (!d->tail || cookie >= d->tail->id)
+		return NULL;
+	if (d->index_len && d->index[0]->id <= cookie) {
+		uint32_t lo = 0, hi = d->index_len - 1;
+
+		/* The last index entry with id <= cookie. */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo + 1) / 2;
+
+			if (d->index[mid]->id <= cookie)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		e = d->index[lo];
+	}
+	while (e && e->id <= cookie)
+		e = e->next;
+	return e;
+}
+
+void ns_cursor_set(struct ns *ns, struct cursor *c, struct node *dir,
+		   struct edge *pos)
+{
+	struct edge *old;
+
+	if (pos && pos->pins == UINT16_MAX) {
+		/* Absurdly many cursors on one edge: this one seeks instead. */
+		ns_cursor_clear(ns, c);
+		return;
+	}
+	if (c->dir != dir) {
+		struct dir *d = dir->u.dir;
+
+		ns_cursor_clear(ns, c);
+		c->dir = dir;
+		c->dprev = NULL;
+		c->dnext = d->cursors;
+		if (d->cursors)
+			d->cursors->dprev = c;
+		d->cursors = c;
+	}
+	if (pos)
+		pos->pins++;
+	old = c->pos;
+	c->pos = pos;
+	if (old)
+		edge_unpin(ns, dir->u.dir, old);
+}
+
+void ns_cursor_clear(struct ns *ns, struct cursor *c)
+{
+	struct dir *d;
+
+	if (!c->dir)
+		return;
+	d = c->dir->u.dir;
+	if (c->dprev)
+		c->dprev->dnext = c->dnext;
+	else
+		d->cursors = c->dnext;
+	if (c->dnext)
+		c->dnext->dprev = c->dprev;
+	if (c->pos)
+		edge_unpin(ns, d, c->pos);
+	ns_cursor_init(c);
+}
+
+/* ---- accounting, iteration, loading --------------------------------- */
+
+size_t ns_memory(const struct ns *ns)
+{
+	size_t n = slab_bytes(&ns->node_slab) + htab_bytes(&ns->inodes) +
+		   htab_bytes(&ns->orphans) + htab_bytes(&ns->xattrs) +
+		   ns->dir_bytes + ns->misc_bytes;
+
+	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
+		n += slab_bytes(&ns->edge_slab[i]);
+	return n;
+}
+
+int ns_foreach_node(const struct ns *ns, int (*fn)(void *node, void *arg),
+		    void *arg)
+{
+	return htab_foreach(&ns->inodes, fn, arg);
+}
+
+int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
+		 struct node **out)
+{
+	struct node *n;
+	int rc;
+
+	if (type_valid(tmpl->mode) < 0)
+		return -EINVAL;
+	if (tmpl->ino == NS_ROOT_INO) {
+		if (!S_ISDIR(tmpl->mode))
+			return -EINVAL;
+		n = ns->root;
+		n->mode = tmpl->mode;
+		n->uid = tmpl->uid;
+		n->gid = tmpl->gid;
+		n->atime = tmpl->atime;
+		n->mtime = tmpl->mtime;
+		n->ctime = tmpl->ctime;
+		n->flags = tmpl->flags & (uint16_t)~(NODE_OPEN | NODE_XATTR);
+		*out = n;
+		return 0;
+	}
+	if (ns_get(ns, tmpl->ino))
+		return -EEXIST;
+	n = slab_alloc(&ns->node_slab);
+	if (!n)
+		return -ENOMEM;
+	*n = *tmpl;
+	n->flags &= (uint16_t)~(NODE_OPEN | NODE_XATTR);
+	memset(&n->u, 0, sizeof(n->u));
+	rc = -ENOMEM;
+	if (S_ISDIR(n->mode)) {
+		n->u.dir = dir_new(ns, NULL);
+		if (!n->u.dir)
+			goto out_node;
+	} else if (S_ISLNK(n->mode)) {
+		n->u.target = malloc(n->size ? n->size : 1);
+		if (!n->u.target)
+			goto out_node;
+		memcpy(n->u.target, target, n->size);
+	} else if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
+		n->u.rdev = tmpl->u.rdev;
+	}
+	rc = htab_insert(&ns->inodes, sw_hash_u64(n->ino), n);
+	if (rc < 0)
+		goto out_parts;
+	if ((n->flags & NODE_ORPHAN) &&
+	    htab_insert(&ns->orphans, sw_hash_u64(n->ino), n) < 0) {
+		htab_remove(&ns->inodes, sw_hash_u64(n->ino), n);
+		goto out_parts;
+	}
+	note_ids(ns, n->ino, 0);
+	ns->nnodes++;
+	if (S_ISDIR(n->mode))
+		ns->ndirs++;
+	if (S_ISLNK(n->mode))
+		ns->misc_bytes += n->size;
+	*out = n;
+	return 0;
+
+out_parts:
+	if (S_ISDIR(n->mode)) {
+		ns->dir_bytes -= sizeof(struct dir);
+		free(n->u.dir);
+	} else if (S_ISLNK(n->mode)) {
+		free(n->u.target);
+	}
+out_node:
+	slab_free(&ns->node_slab, n);
+	return rc;
+}
+
+int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
+		 const char *name, size_t len, uint64_t edge)
+{
+	struct dir *d = dir->u.dir;
+	struct edge *e;
+	int rc;
+
+	if (!S_ISDIR(dir->mode) || child == ns->root)
+		return -EINVAL;
+	if (d->tail && d->tail->id >= edge)
+		return -EINVAL;
+	if (S_ISDIR(child->mode) && child->u.dir->parent)
+		return -EINVAL; /* a second name for a directory */
+	e = edge_new(ns, name, len, edge, child);
+	if (!e)
+		return -ENOMEM;
+	rc = dir_add(ns, d, e);
+	if (rc < 0) {
+		edge_free(ns, e);
+		return rc;
+	}
+	if (S_ISDIR(child->mode))
+		child->u.dir->parent = dir;
+	note_ids(ns, 0, edge);
+	return 0;
+}
+
+static int check_loaded(void *elem, void *arg)
+{
+	struct node *n = elem;
+
+	(void)arg;
+	if (S_ISDIR(n->mode))
+		return n->u.dir->parent ? 0 : -EINVAL;
+	if (n->nlink == 0 && !(n->flags & NODE_ORPHAN))
+		return -EINVAL;
+	return 0;
+}
+
+int ns_load_finish(struct ns *ns)
+{
+	return htab_foreach(&ns->inodes, check_loaded, NULL);
+}
+
+bool ns_housekeep(struct ns *ns)
+{
+	bool more = htab_step(&ns->inodes, 1024);
+
+	more |= htab_step(&ns->orphans, 1024);
+	return more;
+}

@@ -1,0 +1,337 @@
+/*
+ * The master's namespace: every inode ("node") and every directory entry
+ * ("edge") of the filesystem, in memory, and the primitive changes to them.
+ *
+ * This layer knows structure, not policy: it refuses what would corrupt the
+ * tree (a name that exists, a directory that is not empty, a rename into
+ * its own subtree) but checks no permission and decides no inode number,
+ * edge id or time; master/fsops.c does that and master/mutation.c journals
+ * the result. Every change function either succeeds completely or changes
+ * nothing, and the same call with the same arguments has the same effect,
+ * so a changelog replay rebuilds exactly the state that was acknowledged.
+ *
+ * All functions run on the master's loop thread; nothing here locks.
+ */
+#ifndef SWEEPFS_MASTER_NAMESPACE_H
+#define SWEEPFS_MASTER_NAMESPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "htab.h"
+#include "slab.h"
+
+#define NS_ROOT_INO 1
+
+/* Hard links per inode, as ext4 allows. */
+#define NS_LINK_MAX 65000u
+
+/* node.flags */
+#define NODE_ORPHAN 0x0001   /* no name left; kept while a session has it open */
+#define NODE_OPEN 0x0002     /* some session has it open (see session.c) */
+#define NODE_XATTR 0x0004    /* has extended attributes in ns.xattrs */
+#define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
+
+/*
+ * An inode: 64 bytes, from a slab. Sizes matter here: at 100 million files
+ * every byte of this struct is 100 MB of RAM.
+ */
+struct node {
+	uint64_t ino;
+	int64_t atime; /* nanoseconds since the epoch */
+	int64_t mtime;
+	int64_t ctime;
+	uint64_t size; /* regular file: bytes; symlink: target length */
+	union {
+		struct dir *dir;   /* S_IFDIR */
+		char *target;	   /* S_IFLNK: size bytes, not NUL-terminated */
+		uint64_t rdev;	   /* S_IFCHR, S_IFBLK */
+		void *chunks;	   /* S_IFREG: chunk table (data path) */
+	} u;
+	uint32_t mode; /* S_IFMT | permission bits */
+	uint32_t uid;
+	uint32_t gid;
+	uint16_t nlink; /* names of a non-directory; see ns_nlink() */
+	uint16_t flags; /* NODE_* */
+};
+
+/* edge.flags */
+#define EDGE_INDEXED 0x01 /* in its directory's cookie index */
+
+/*
+ * A name in a directory. Edges of a directory form a list ordered by id;
+ * ids come from one counter that only grows, so a new edge is always the
+ * last. The id is the readdir cookie. An edge that is unlinked while a
+ * readdir cursor rests on it stays in the list as a tombstone (child NULL)
+ * until the cursor moves on, so resuming from it is O(1).
+ */
+struct edge {
+	struct edge *next;  /* higher ids */
+	struct edge *prev;  /* lower ids */
+	struct node *child; /* NULL for a tombstone */
+	uint64_t id;
+	uint16_t pins;	    /* cursors resting on this edge */
+	uint8_t flags;	    /* EDGE_* */
+	uint8_t namelen;
+	char name[];	    /* namelen bytes, no NUL */
+};
+
+struct cursor;
+
+/* What a directory node holds besides the node itself. */
+struct dir {
+	struct node *parent;	 /* ".."; the root is its own parent */
+	struct edge *head;	 /* lowest id, may be a tombstone */
+	struct edge *tail;	 /* highest id */
+	struct htab names;	 /* live edges by name, once the dir is big */
+	struct edge **index;	 /* every NS_INDEX_STRIDE-th edge, by id */
+	uint32_t index_len;
+	uint32_t index_cap;
+	uint32_t since_index;	 /* edges appended since the last index entry */
+	uint32_t tombstones;	 /* tombstones in the list */
+	uint64_t nentries;	 /* live edges */
+	uint64_t nsubdirs;	 /* live edges to directories */
+	struct cursor *cursors;	 /* cursors resting in this directory */
+};
+
+/* Directories with more entries than this get a hash table of names. */
+#define NS_DIR_HASH_MIN 8
+/* Sampling interval of the cookie index (see ns_dir_seek()). */
+#define NS_INDEX_STRIDE 64
+
+/*
+ * A readdir position: "after edge pos" in directory dir. Cursors belong to
+ * sessions; the namespace pins their edge and, when a directory goes away,
+ * clears them (dir becomes NULL).
+ */
+struct cursor {
+	struct node *dir;     /* NULL: not set, or the directory is gone */
+	struct edge *pos;     /* last edge served; NULL: before the first */
+	struct cursor *dnext; /* in dir->u.dir->cursors */
+	struct cursor *dprev;
+};
+
+#define NS_EDGE_CLASSES 33 /* edge sizes 40..296 in steps of 8 */
+
+struct xattr_set;
+
+struct ns {
+	struct htab inodes;    /* all nodes by ino */
+	struct htab orphans;   /* nodes with NODE_ORPHAN, by ino */
+	struct htab xattrs;    /* struct xattr_set by ino */
+	struct slab node_slab;
+	struct slab edge_slab[NS_EDGE_CLASSES];
+	struct node *root;
+	uint64_t next_ino;     /* lowest inode number never used */
+	uint64_t next_edge;    /* lowest edge id never used */
+	uint64_t version;      /* changelog version of the last change */
+	uint64_t nnodes;       /* all live nodes, orphans included */
+	uint64_t ndirs;        /* of which directories */
+	uint64_t nedges;       /* live edges */
+	size_t dir_bytes;      /* struct dir and index arrays */
+	size_t misc_bytes;     /* symlink targets, xattrs */
+};
+
+/*
+ * Set up an empty namespace whose root directory (inode 1, mode 0755, owned
+ * by root) has all three times @now. Returns 0 or -ENOMEM.
+ */
+int ns_init(struct ns *ns, int64_t now);
+
+/* Free everything @ns holds. */
+void ns_release(struct ns *ns);
+
+/* The node numbered @ino, or NULL. */
+struct node *ns_get(const struct ns *ns, uint64_t ino);
+
+/* The live edge named @name (@len bytes) in directory @dir, or NULL. */
+struct edge *ns_lookup(const struct ns *ns, const struct node *dir,
+		       const char *name, size_t len);
+
+static inline bool ns_is_dir(const struct node *n)
+{
+	return S_ISDIR(n->mode);
+}
+
+/* st_nlink as reported: 2 + subdirectories for a directory (1 past the
+ * 16-bit range, as ext4 does), the name count otherwise. */
+uint32_t ns_nlink(const struct node *n);
+
+/* Whether @a is @b or one of @b's ancestors. Both are directories. */
+bool ns_is_ancestor(const struct node *a, const struct node *b);
+
+/*
+ * Everything a new node needs. @mode carries the type: S_IFREG, S_IFDIR,
+ * S_IFLNK (with @target/@target_len), S_IFCHR/S_IFBLK (with @rdev),
+ * S_IFIFO or S_IFSOCK.
+ */
+struct ns_create_args {
+	uint64_t ino;
+	uint64_t edge;
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t rdev;
+	const char *target;
+	size_t target_len;
+	int64_t now;
+};
+
+/*
+ * Create node @a->ino named @name in directory @dir. Returns 0 with the
+ * node in *@out (may be NULL), -EEXIST if the name exists, -ENOTDIR if @dir
+ * is not a directory, -EEXIST if @a->ino is taken, -EINVAL for an unknown
+ * type, -ENOMEM.
+ */
+int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      const struct ns_create_args *a, struct node **out);
+
+/*
+ * Give @n another name. Returns 0, -EEXIST, -ENOTDIR, -EPERM (@n is a
+ * directory), -EMLINK, -ENOMEM.
+ */
+int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
+	    size_t len, uint64_t edge, int64_t now);
+
+/*
+ * Remove name @name from @dir. A directory must be empty. The node loses a
+ * link; when none is left it is freed, or with @keep becomes an orphan.
+ * Returns 0, -ENOENT, -ENOTDIR, -ENOTEMPTY, -EBUSY (the root).
+ */
+int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      bool keep, int64_t now);
+
+/*
+ * rename(2) with RENAME_NOREPLACE / RENAME_EXCHANGE (@flags). The moved
+ * entry gets the new edge id @edge (unused for an exchange, which swaps
+ * the nodes behind two existing names). A replaced node that loses its
+ * last name is freed, or with @keep kept as an orphan. Returns 0 (also when
+ * both names already refer to the same node: nothing happens), -ENOENT,
+ * -EEXIST, -ENOTDIR, -EISDIR, -ENOTEMPTY, -EINVAL (a directory into its own
+ * subtree, or bad flags), -EBUSY (the root), -ENOMEM.
+ */
+int ns_rename(struct ns *ns, struct node *sdir, const char *sname,
+	      size_t slen, struct node *ddir, const char *dname, size_t dlen,
+	      unsigned flags, uint64_t edge, bool keep, int64_t now);
+
+/* Bits of ns_setattr's @valid, the same as SetattrValid on the wire. */
+#define NS_SET_MODE 1u
+#define NS_SET_UID 2u
+#define NS_SET_GID 4u
+#define NS_SET_SIZE 8u
+#define NS_SET_ATIME 16u
+#define NS_SET_MTIME 32u
+
+struct ns_setattr_args {
+	unsigned valid;
+	uint32_t mode; /* permission bits only; the type is kept */
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	int64_t atime;
+	int64_t mtime;
+	int64_t now; /* the new ctime */
+};
+
+/*
+ * Set what @a->valid names, and ctime. Returns 0, -EISDIR (size of a
+ * directory), -EINVAL (size of something that is neither file nor
+ * directory).
+ */
+int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a);
+
+/* Free orphan @n. Returns 0 or -EINVAL when @n is not an orphan. */
+int ns_release_orphan(struct ns *ns, struct node *n);
+
+/*
+ * Extended attributes. Names and values are byte strings; the caller has
+ * checked their sizes and the create/replace flags.
+ *
+ * ns_xattr_set() replaces or adds, and ns_xattr_remove() deletes (-ENODATA
+ * if absent); both set ctime to @now. ns_xattr_get() points *@value at the
+ * stored bytes, valid until the next change to @n. ns_xattr_list() writes
+ * the NUL-terminated names into @buf (@size bytes, NULL to measure) and
+ * returns the length needed, or -ERANGE if @buf is too small.
+ */
+int ns_xattr_set(struct ns *ns, struct node *n, const void *name,
+		 size_t nlen, const void *value, size_t vlen, int64_t now);
+int ns_xattr_get(const struct ns *ns, const struct node *n, const void *name,
+		 size_t nlen, const void **value, size_t *vlen);
+int ns_xattr_remove(struct ns *ns, struct node *n, const void *name,
+		    size_t nlen, int64_t now);
+long ns_xattr_list(const struct ns *ns, const struct node *n, char *buf,
+		   size_t size);
+
+/*
+ * Readdir positions.
+ *
+ * ns_dir_seek() returns the first edge (live or tombstone) whose id is
+ * greater than @cookie, or NULL at the end: O(log n) through the sparse
+ * index, plus at most NS_INDEX_STRIDE steps. ns_edge_live() skips
+ * tombstones from @e on.
+ */
+struct edge *ns_dir_seek(const struct node *dir, uint64_t cookie);
+
+static inline struct edge *ns_edge_live(struct edge *e)
+{
+	while (e && !e->child)
+		e = e->next;
+	return e;
+}
+
+/* An unset cursor. */
+static inline void ns_cursor_init(struct cursor *c)
+{
+	c->dir = NULL;
+	c->pos = NULL;
+	c->dnext = c->dprev = NULL;
+}
+
+/*
+ * Rest cursor @c on edge @pos of @dir (NULL: before the first entry),
+ * pinning it and unpinning where @c rested before.
+ */
+void ns_cursor_set(struct ns *ns, struct cursor *c, struct node *dir,
+		   struct edge *pos);
+
+/* Unpin and unset @c. */
+void ns_cursor_clear(struct ns *ns, struct cursor *c);
+
+/* Bytes of memory the namespace holds. */
+size_t ns_memory(const struct ns *ns);
+
+/*
+ * Call @fn for every node (order unspecified); stops at and returns the
+ * first non-zero value @fn returns. @fn must not change the namespace.
+ */
+int ns_foreach_node(const struct ns *ns, int (*fn)(void *node, void *arg),
+		    void *arg);
+
+/*
+ * Call @fn for every xattr of @n, with name and value; stops at a non-zero
+ * return. For the checkpoint.
+ */
+int ns_xattr_foreach(const struct ns *ns, const struct node *n,
+		     int (*fn)(const void *name, size_t nlen,
+			       const void *value, size_t vlen, void *arg),
+		     void *arg);
+
+/*
+ * Loading a checkpoint: add node @n (all fields set; a directory's dir
+ * part empty) with no name, then its names with ns_load_edge() in id order
+ * per directory. The checkpoint loader checks the result with
+ * ns_load_finish(), which links orphans and checks counts.
+ */
+int ns_load_node(struct ns *ns, const struct node *n, const char *target,
+		 struct node **out);
+int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
+		 const char *name, size_t len, uint64_t edge);
+int ns_load_finish(struct ns *ns);
+
+/* Advance internal housekeeping (hash table resizes) by a bounded step;
+ * true while work is left. */
+bool ns_housekeep(struct ns *ns);
+
+#endif

@@ -1,0 +1,490 @@
+/*
+ * The master's network side: accept, read frames, dispatch, queue replies.
+ *
+ * Each loop iteration reads whatever arrived on every connection and runs
+ * the handlers; handlers append changelog records and queue replies. Then,
+ * in the check phase, the changelog is written (one write(2) for all
+ * records of the iteration) and every connection's replies go out with one
+ * write each. A reply to a mutation is held on its connection until the
+ * changelog reports its version durable (server_durable()); replies that
+ * changed nothing go out at once.
+ *
+ * Connections and their buffers are freed only in the uv_close callback.
+ * A frame that cannot be parsed, or a peer that sends too much or stalls
+ * mid-frame, costs that connection and nothing else.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "master_i.h"
+#include "net.h"
+#include "util.h"
+
+#define TAG "server"
+
+/* Stop reading from a peer with this much output it has not taken. */
+#define OUT_PAUSE (16u << 20)
+#define OUT_RESUME (4u << 20)
+#define READ_CHUNK (64u << 10)
+
+static void conn_close(struct conn *c);
+static void conn_write(struct conn *c);
+
+static void flush_add(struct conn *c)
+{
+	if (c->in_flush_list || c->closing)
+		return;
+	c->in_flush_list = true;
+	c->flush_next = c->m->flush_list;
+	c->m->flush_list = c;
+}
+
+/* ---- replies -------------------------------------------------------- */
+
+static int held_push(struct conn *c, uint64_t version, size_t size)
+{
+	if (c->marks_head == c->nmarks) {
+		c->marks_head = c->nmarks = 0;
+	}
+	if (c->nmarks == c->marks_cap) {
+		size_t cap = c->marks_cap ? c->marks_cap * 2 : 16;
+		struct held_mark *v = realloc(c->marks, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		c->marks = v;
+		c->marks_cap = cap;
+	}
+	c->marks[c->nmarks++] =
+		(struct held_mark){ .version = version, .size = size };
+	return 0;
+}
+
+void req_reply(struct req *r, const ProtobufCMessage *reply)
+{
+	struct conn *c = r->conn;
+	struct sw_buf *b;
+	size_t before;
+	int rc;
+
+	if (!c || c->closing)
+		return;
+	b = r->version > changelog_durable(r->m->cl) ? &c->held : &c->out;
+	before = b->len;
+	rc = sw_buf_add_frame(b, r->hdr.type, SW_FRAME_REPLY, r->hdr.id, reply);
+	if (rc == 0 && b == &c->held)
+		rc = held_push(c, r->version, b->len - before);
+	if (rc < 0) {
+		sw_err(TAG, "%s: out of memory queueing a reply; closing",
+		       c->peer);
+		conn_close(c);
+		return;
+	}
+	if (r->s)
+		r->s->ctr.bytes_out += b->len - before;
+	r->m->total.bytes_out += b->len - before;
+	if (b == &c->out)
+		flush_add(c);
+}
+
+void req_error(struct req *r, int rc)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+
+	reply.has_err = 1;
+	reply.err = -rc;
+	if (r->s)
+		r->s->ctr.errors++;
+	r->m->total.errors++;
+	req_reply(r, &reply.base);
+}
+
+/* Move held replies with versions up to @version to the output. */
+static void release_held(struct conn *c, uint64_t version)
+{
+	size_t n = 0;
+
+	while (c->marks_head < c->nmarks &&
+	       c->marks[c->marks_head].version <= version)
+		n += c->marks[c->marks_head++].size;
+	if (n == 0)
+		return;
+	if (sw_buf_add(&c->out, sw_buf_head(&c->held), n) < 0) {
+		sw_err(TAG, "%s: out of memory releasing replies; closing",
+		       c->peer);
+		conn_close(c);
+		return;
+	}
+	sw_buf_consume(&c->held, n);
+	flush_add(c);
+}
+
+void server_durable(struct master *m, uint64_t version)
+{
+	for (struct conn *c = m->conns; c; c = c->next)
+		if (c->marks_head < c->nmarks && !c->closing)
+			release_held(c, version);
+}
+
+/* ---- writing -------------------------------------------------------- */
+
+static void on_written(uv_write_t *w, int status)
+{
+	struct conn *c = w->data;
+
+	c->writing = false;
+	sw_buf_reset(&c->wbuf);
+	if (status < 0) {
+		if (!c->closing)
+			sw_info(TAG, "%s: write failed: %s", c->peer,
+				uv_strerror(status));
+		conn_close(c);
+		return;
+	}
+	if (c->closing)
+		return;
+	conn_write(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+
+static void conn_write(struct conn *c)
+{
+	struct sw_buf tmp;
+	uv_buf_t b;
+	int n, rc;
+
+	if (c->writing || c->closing || !sw_buf_used(&c->out))
+		goto out_pause;
+	b = uv_buf_init((char *)sw_buf_head(&c->out),
+			(unsigned)SW_MIN(sw_buf_used(&c->out), 1u << 30));
+	n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+	if (n > 0)
+		sw_buf_consume(&c->out, (size_t)n);
+	else if (n != UV_EAGAIN && n < 0) {
+		sw_info(TAG, "%s: write failed: %s", c->peer, uv_strerror(n));
+		conn_close(c);
+		return;
+	}
+	if (!sw_buf_used(&c->out))
+		goto out_pause;
+	/* The kernel is full: hand the rest to libuv. */
+	tmp = c->wbuf;
+	c->wbuf = c->out;
+	c->out = tmp;
+	sw_buf_reset(&c->out);
+	b = uv_buf_init((char *)sw_buf_head(&c->wbuf),
+			(unsigned)sw_buf_used(&c->wbuf));
+	c->wreq.data = c;
+	rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written);
+	if (rc < 0) {
+		conn_close(c);
+		return;
+	}
+	c->writing = true;
+out_pause:
+	if (c->closing)
+		return;
+	if (!c->paused && sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) >
+				  OUT_PAUSE) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->paused = true;
+	} else if (c->paused && sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) <
+					OUT_RESUME) {
+		c->paused = false;
+		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	}
+}
+
+void server_flush(struct master *m)
+{
+	while (m->flush_list) {
+		struct conn *c = m->flush_list;
+
+		m->flush_list = c->flush_next;
+		c->in_flush_list = false;
+		conn_write(c);
+	}
+}
+
+/* ---- connections ---------------------------------------------------- */
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+	struct master *m = c->m;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		m->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	m->nconns--;
+	sw_buf_release(&c->in);
+	sw_buf_release(&c->out);
+	sw_buf_release(&c->wbuf);
+	sw_buf_release(&c->held);
+	free(c->marks);
+	free(c);
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	session_detach(c->m, c);
+	if (c->in_flush_list) {
+		/* Unlink so the flush list never holds a freed conn. */
+		struct conn **pp = &c->m->flush_list;
+
+		while (*pp != c)
+			pp = &(*pp)->flush_next;
+		*pp = c->flush_next;
+		c->in_flush_list = false;
+	}
+	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct conn *c = h->data;
+
+	if (sw_buf_reserve(&c->in, READ_CHUNK) < 0) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	buf->base = (char *)c->in.data + c->in.len;
+	buf->len = c->in.cap - c->in.len;
+}
+
+static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
+			 const uint8_t *payload)
+{
+	struct master *m = c->m;
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	struct req r = { .m = m, .conn = c, .s = c->s, .hdr = *hdr };
+	ProtobufCMessage *msg;
+	req_handler handler;
+
+	if (hdr->flags) {
+		sw_notice(TAG, "%s: sent a frame flagged as reply or "
+			       "notification; closing",
+			  c->peer);
+		conn_close(c);
+		return;
+	}
+	if (!c->s && hdr->type != SW_MSG_HELLO) {
+		sw_notice(TAG, "%s: request before hello; closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	if (!info) {
+		sw_info(TAG, "%s: unknown request type %u", c->peer,
+			hdr->type);
+		req_error(&r, -ENOSYS);
+		return;
+	}
+	msg = protobuf_c_message_unpack(info->req, NULL, hdr->len, payload);
+	if (!msg) {
+		sw_notice(TAG, "%s: unparsable %s request (%u bytes); closing",
+			  c->peer, info->name, hdr->len);
+		conn_close(c);
+		return;
+	}
+	if (c->s) {
+		c->s->ctr.requests[hdr->type]++;
+		c->s->ctr.bytes_in += SW_FRAME_HDR + hdr->len;
+	}
+	m->total.requests[hdr->type]++;
+	m->total.bytes_in += SW_FRAME_HDR + hdr->len;
+
+	if (hdr->type == SW_MSG_HELLO) {
+		if (c->s) {
+			req_error(&r, -EISCONN);
+		} else if (session_hello(&r, (Sweepfs__Hello *)msg) < 0) {
+			server_flush(m);
+			conn_close(c);
+		}
+	} else {
+		handler = fsops_handler(hdr->type);
+		if (handler)
+			handler(&r, msg);
+		else
+			req_error(&r, -ENOSYS);
+	}
+	protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = s->data;
+
+	if (nread < 0) {
+		if (nread != UV_EOF)
+			sw_info(TAG, "%s: read failed: %s", c->peer,
+				uv_strerror((int)nread));
+		conn_close(c);
+		return;
+	}
+	if (!buf->base) {
+		sw_err(TAG, "%s: out of memory for input; closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	c->in.len += (size_t)nread;
+	while (!c->closing) {
+		struct sw_frame_hdr hdr;
+		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
+					  sw_buf_used(&c->in),
+					  SW_FRAME_MAX_META, &hdr);
+
+		if (rc < 0) {
+			sw_notice(TAG, "%s: %s; closing", c->peer,
+				  rc == -EMSGSIZE ? "frame too large"
+						  : "bad frame header");
+			conn_close(c);
+			return;
+		}
+		if (rc == 0 || sw_buf_used(&c->in) < SW_FRAME_HDR + hdr.len)
+			break;
+		handle_frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR);
+		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
+	}
+	if (sw_buf_used(&c->in) == 0)
+		c->partial_since = 0;
+	else if (!c->partial_since)
+		c->partial_since = sw_mono_ns();
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct master *m = server->data;
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	struct conn *c;
+
+	if (status < 0) {
+		sw_err(TAG, "accept: %s", uv_strerror(status));
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->m = m;
+	uv_tcp_init(m->loop, &c->tcp);
+	c->tcp.data = c;
+	c->next = m->conns;
+	if (m->conns)
+		m->conns->prev = c;
+	m->conns = c;
+	m->nconns++;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+		conn_close(c);
+		return;
+	}
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+		sw_sockaddr_str((struct sockaddr *)&ss, c->peer,
+				sizeof(c->peer));
+	else
+		strcpy(c->peer, "unknown");
+	if (m->nconns > m->cfg.max_connections || m->stopping) {
+		sw_warn(TAG, "%s: refused: %" PRIu64 " connections open",
+			c->peer, m->nconns - 1);
+		conn_close(c);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+void server_reap_stalled(struct master *m)
+{
+	int64_t limit = (int64_t)m->cfg.frame_timeout_ms * 1000000;
+	int64_t now = sw_mono_ns();
+
+	for (struct conn *c = m->conns; c; c = c->next) {
+		if (c->closing || !c->partial_since)
+			continue;
+		if (now - c->partial_since > limit) {
+			sw_notice(TAG, "%s: stalled mid-frame for %" PRIu64
+				       " ms; closing",
+				  c->peer, m->cfg.frame_timeout_ms);
+			conn_close(c);
+		}
+	}
+}
+
+static void on_check(uv_check_t *h)
+{
+	struct master *m = h->data;
+
+	changelog_flush(m->cl);
+	server_flush(m);
+}
+
+static int resolve(const char *host, uint16_t port,
+		   struct sockaddr_storage *out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *res;
+	char service[8];
+	int rc;
+
+	snprintf(service, sizeof(service), "%u", port);
+	rc = getaddrinfo(*host ? host : NULL, service, &hints, &res);
+	if (rc)
+		return -EADDRNOTAVAIL;
+	memcpy(out, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	return 0;
+}
+
+int server_start(struct master *m)
+{
+	struct sockaddr_storage ss;
+	int rc;
+
+	rc = resolve(m->cfg.listen_host, (uint16_t)m->cfg.listen_port, &ss);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot resolve listen address %s",
+			m->cfg.listen_host);
+		return rc;
+	}
+	uv_tcp_init(m->loop, &m->listener);
+	m->listener.data = m;
+	rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&ss, 0);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&m->listener, 1024,
+			       on_connection);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot listen on %s:%" PRIu64 ": %s",
+			m->cfg.listen_host, m->cfg.listen_port,
+			uv_strerror(rc));
+		uv_close((uv_handle_t *)&m->listener, NULL);
+		return rc;
+	}
+	uv_check_init(m->loop, &m->check);
+	m->check.data = m;
+	uv_check_start(&m->check, on_check);
+	return 0;
+}
+
+void server_stop(struct master *m)
+{
+	uv_close((uv_handle_t *)&m->listener, NULL);
+	uv_check_stop(&m->check);
+	uv_close((uv_handle_t *)&m->check, NULL);
+	for (struct conn *c = m->conns; c; c = c->next) {
+		conn_write(c);
+		conn_close(c);
+	}
+}
