@@ -1,0 +1,180 @@
+#include <errno.h>
+#include <stdlib.h>
+
+#include "hash.h"
+#include "inode.h"
+
+struct minode {
+	uint64_t ino;
+	uint64_t nlookup;
+	uint32_t nopen;
+	struct minode *next;
+};
+
+int itable_init(struct itable *t)
+{
+	pthread_mutex_init(&t->mu, NULL);
+	t->nbuckets = 1024;
+	t->count = 0;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	return t->buckets ? 0 : -ENOMEM;
+}
+
+void itable_release(struct itable *t)
+{
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct minode *n, *next;
+
+		for (n = t->buckets[i]; n; n = next) {
+			next = n->next;
+			free(n);
+		}
+	}
+	free(t->buckets);
+	pthread_mutex_destroy(&t->mu);
+}
+
+static struct minode **slot(struct itable *t, uint64_t ino)
+{
+	struct minode **pp = &t->buckets[sw_hash_u64(ino) & (t->nbuckets - 1)];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void grow(struct itable *t)
+{
+	size_t n = t->nbuckets * 2;
+	struct minode **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct minode *e, *next;
+
+		for (e = t->buckets[i]; e; e = next) {
+			size_t h = sw_hash_u64(e->ino) & (n - 1);
+
+			next = e->next;
+			e->next = b[h];
+			b[h] = e;
+		}
+	}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = n;
+}
+
+static struct minode *get(struct itable *t, uint64_t ino)
+{
+	struct minode **pp = slot(t, ino);
+
+	if (*pp)
+		return *pp;
+	*pp = calloc(1, sizeof(**pp));
+	if (!*pp)
+		return NULL;
+	(*pp)->ino = ino;
+	if (++t->count > t->nbuckets)
+		grow(t);
+	return *slot(t, ino);
+}
+
+static void put(struct itable *t, uint64_t ino)
+{
+	struct minode **pp = slot(t, ino), *n = *pp;
+
+	if (!n || n->nlookup || n->nopen)
+		return;
+	*pp = n->next;
+	free(n);
+	t->count--;
+}
+
+int itable_ref(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = get(t, ino);
+	if (n)
+		n->nlookup++;
+	pthread_mutex_unlock(&t->mu);
+	return n ? 0 : -ENOMEM;
+}
+
+void itable_forget(struct itable *t, uint64_t ino, uint64_t count)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n) {
+		n->nlookup = count > n->nlookup ? 0 : n->nlookup - count;
+		put(t, ino);
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+int itable_open(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = get(t, ino);
+	if (n)
+		n->nopen++;
+	pthread_mutex_unlock(&t->mu);
+	return n ? 0 : -ENOMEM;
+}
+
+void itable_close(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n && n->nopen) {
+		n->nopen--;
+		put(t, ino);
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *count)
+{
+	size_t n = 0, cap = 64;
+	uint64_t *v = malloc(cap * sizeof(*v));
+
+	pthread_mutex_lock(&t->mu);
+	for (size_t i = 0; v && i < t->nbuckets; i++) {
+		for (struct minode *e = t->buckets[i]; e; e = e->next) {
+			if (!e->nopen)
+				continue;
+			if (n == cap) {
+				uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
+
+				if (!nv)
+					goto out;
+				v = nv;
+				cap *= 2;
+			}
+			v[n++] = e->ino;
+		}
+	}
+out:
+	pthread_mutex_unlock(&t->mu);
+	*inos = v;
+	*count = v ? n : 0;
+}
+
+size_t itable_count(struct itable *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->mu);
+	n = t->count;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}

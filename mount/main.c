@@ -1,0 +1,215 @@
+/*
+ * sweepfs-mount HOST[:PORT][:/subdir] MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
+ *
+ * Connects to the master first, so that a wrong address or a refusal is
+ * reported on the command line, then mounts, detaches (unless -f), starts
+ * the connection's receiver thread and serves FUSE requests on a pool of
+ * threads. Run as root it adds allow_other, as mfsmount does, so that every
+ * user of the machine sees the filesystem.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mount_i.h"
+#include "util.h"
+
+#define TAG "mount"
+
+struct cli {
+	char *attr_timeout;
+	char *entry_timeout;
+	char *negative_timeout;
+	char *master_timeout;
+	int help;
+	int version;
+};
+
+#define CLI_OPT(t, p) { t, offsetof(struct cli, p), 1 }
+
+static const struct fuse_opt cli_opts[] = {
+	CLI_OPT("attr_timeout=%s", attr_timeout),
+	CLI_OPT("entry_timeout=%s", entry_timeout),
+	CLI_OPT("negative_timeout=%s", negative_timeout),
+	CLI_OPT("master_timeout=%s", master_timeout),
+	CLI_OPT("-h", help),
+	CLI_OPT("--help", help),
+	CLI_OPT("-V", version),
+	CLI_OPT("--version", version),
+	FUSE_OPT_END
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sweepfs-mount HOST[:PORT][:/subdir] MOUNTPOINT [options]\n"
+		"\n"
+		"  -f                      stay in the foreground\n"
+		"  -d                      debug: foreground, log every request\n"
+		"  -s                      one thread\n"
+		"  -o attr_timeout=SEC     cache attributes this long (1.0)\n"
+		"  -o entry_timeout=SEC    cache names this long (1.0)\n"
+		"  -o negative_timeout=SEC cache absent names this long (0)\n"
+		"  -o master_timeout=SEC   fail requests with EIO after the "
+		"master\n"
+		"                          has been unreachable this long (30)\n"
+		"  -o OPT                  any FUSE mount option (ro, "
+		"allow_other, ...)\n");
+}
+
+static int parse_seconds(const char *s, double def, double *out)
+{
+	char *end;
+
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	*out = strtod(s, &end);
+	return (*end || *out < 0 || *out > 86400) ? -EINVAL : 0;
+}
+
+static void open_inodes_cb(void *arg, uint64_t **inos, size_t *n)
+{
+	struct mount *m = arg;
+
+	itable_open_inodes(&m->inodes, inos, n);
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts fo = { 0 };
+	struct fuse_loop_config *lc = NULL;
+	struct mconn_opts mo = { 0 };
+	struct cli cli = { 0 };
+	static struct mount m;
+	char fsname[300], host[256], client[400];
+	double master_timeout;
+	int rc, ret = 1;
+
+	if (argc < 2 || argv[1][0] == '-') {
+		if (argc >= 2 && (!strcmp(argv[1], "-V") ||
+				  !strcmp(argv[1], "--version"))) {
+			printf("sweepfs-mount %s (libfuse %s)\n",
+			       SWEEPFS_VERSION, fuse_pkgversion());
+			return 0;
+		}
+		usage(argc >= 2 && (!strcmp(argv[1], "-h") ||
+				    !strcmp(argv[1], "--help"))
+			      ? stdout
+			      : stderr);
+		return argc >= 2 && argv[1][1] == 'h' ? 0 : 2;
+	}
+	if (sw_target_parse(argv[1], SW_MASTER_PORT, &mo.target) < 0) {
+		fprintf(stderr, "sweepfs-mount: bad master address '%s'\n",
+			argv[1]);
+		return 2;
+	}
+	/* Everything after the address is FUSE's command line. */
+	fuse_opt_add_arg(&args, argv[0]);
+	for (int i = 2; i < argc; i++)
+		fuse_opt_add_arg(&args, argv[i]);
+	if (fuse_opt_parse(&args, &cli, cli_opts, NULL) < 0)
+		return 2;
+	if (cli.help) {
+		usage(stdout);
+		return 0;
+	}
+	if (parse_seconds(cli.attr_timeout, 1.0, &m.attr_timeout) < 0 ||
+	    parse_seconds(cli.entry_timeout, 1.0, &m.entry_timeout) < 0 ||
+	    parse_seconds(cli.negative_timeout, 0.0, &m.negative_timeout) < 0 ||
+	    parse_seconds(cli.master_timeout, 30.0, &master_timeout) < 0) {
+		fprintf(stderr, "sweepfs-mount: bad timeout value\n");
+		return 2;
+	}
+	snprintf(fsname, sizeof(fsname), "-ofsname=sweepfs:%s", argv[1]);
+	fuse_opt_add_arg(&args, fsname);
+	fuse_opt_add_arg(&args, "-osubtype=sweepfs");
+	if (getuid() == 0)
+		fuse_opt_add_arg(&args, "-oallow_other");
+	if (fuse_parse_cmdline(&args, &fo) != 0)
+		return 2;
+	if (!fo.mountpoint) {
+		fprintf(stderr, "sweepfs-mount: no mount point\n");
+		usage(stderr);
+		goto out_args;
+	}
+
+	sw_log_set_ident("sweepfs-mount");
+	if (fo.debug)
+		sw_log_level = LOG_DEBUG;
+	if (!fo.foreground)
+		sw_log_to_syslog("sweepfs-mount");
+
+	if (gethostname(host, sizeof(host)) < 0)
+		strcpy(host, "?");
+	snprintf(client, sizeof(client), "%s:%s", host, fo.mountpoint);
+	mo.client_name = client;
+	mo.timeout_ms = (int)(master_timeout * 1000);
+	mo.open_inodes = open_inodes_cb;
+	mo.arg = &m;
+	if (itable_init(&m.inodes) < 0)
+		goto out_args;
+	rc = mconn_open(&mo, &m.mc);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs-mount: cannot reach the master at %s: "
+				"%s\n",
+			argv[1], strerror(-rc));
+		goto out_inodes;
+	}
+	m.root_ino = mconn_root_ino(m.mc);
+
+	m.se = fuse_session_new(&args, &sw_mount_ops, sizeof(sw_mount_ops), &m);
+	if (!m.se)
+		goto out_conn;
+	if (fuse_set_signal_handlers(m.se) != 0)
+		goto out_session;
+	if (fuse_session_mount(m.se, fo.mountpoint) != 0)
+		goto out_signals;
+	if (fuse_daemonize(fo.foreground) != 0)
+		goto out_unmount;
+	/* Threads only now: they do not survive the fork in daemonize. */
+	rc = mconn_start(m.mc);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot start: %s", strerror(-rc));
+		goto out_unmount;
+	}
+	sw_notice(TAG, "%s mounted on %s (session %016llx)", argv[1],
+		  fo.mountpoint, (unsigned long long)mconn_session_id(m.mc));
+	if (fo.singlethread) {
+		ret = fuse_session_loop(m.se);
+	} else {
+		lc = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, 32);
+		fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
+		ret = fuse_session_loop_mt(m.se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	ret = ret ? 1 : 0;
+
+out_unmount:
+	fuse_session_unmount(m.se);
+out_signals:
+	fuse_remove_signal_handlers(m.se);
+out_session:
+	fuse_session_destroy(m.se);
+out_conn:
+	mconn_close(m.mc);
+out_inodes:
+	itable_release(&m.inodes);
+out_args:
+	free(fo.mountpoint);
+	fuse_opt_free_args(&args);
+	free(cli.attr_timeout);
+	free(cli.entry_timeout);
+	free(cli.negative_timeout);
+	free(cli.master_timeout);
+	return ret;
+}
