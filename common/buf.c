@@ -26,7 +26,7 @@ int sw_buf_reserve(struct sw_buf *b, size_t extra)
 		b->len = live;
 		return 0;
 	}
-	if (live > SIZE_MAX / 2 - extra)
+	if (extra > SIZE_MAX / 2 - live)
 		return -ENOMEM;
 	want = live + extra;
 	cap = b->cap ? b->cap : 256;

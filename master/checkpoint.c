@@ -62,7 +62,7 @@ static void w_flush(struct writer *w)
 			continue;
 		if (n < 0) {
 			w->err = -errno;
-			return;
+			break;
 		}
 		off += (size_t)n;
 	}
@@ -73,7 +73,9 @@ static void w_bytes(struct writer *w, const void *p, size_t n)
 {
 	const uint8_t *s = p;
 
-	while (n) {
+	/* After a write error nothing more is written: the caller sees
+	 * w->err at the end. */
+	while (n && !w->err) {
 		size_t k = SW_MIN(n, IOBUF - w->len);
 
 		memcpy(w->buf + w->len, s, k);
@@ -595,12 +597,37 @@ int checkpoint_load(struct ns *ns, const char *dir, uint64_t *version)
 	return rc;
 }
 
+/* Remove "checkpoint.*.tmp": leftovers of writers that died. */
+static void remove_stale_tmp(const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char path[4200];
+
+		if (strncmp(de->d_name, "checkpoint.", 11) || len < 4 ||
+		    strcmp(de->d_name + len - 4, ".tmp"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
 int64_t checkpoint_prune(const char *dir, unsigned keep)
 {
 	uint64_t *v, oldest = 0;
 	size_t n;
-	int rc = list_versions(dir, &v, &n);
+	int rc;
 
+	/* Called when no writer runs (after one finished), so every .tmp
+	 * is stale. */
+	remove_stale_tmp(dir);
+	rc = list_versions(dir, &v, &n);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {

@@ -873,7 +873,7 @@ int ns_xattr_set(struct ns *ns, struct node *n, const void *name,
 			struct xattr *v = realloc(xs->v, cap * sizeof(*v));
 
 			if (!v)
-				goto out_data; /* an empty set is harmless */
+				goto out_set;
 			ns->misc_bytes += (cap - xs->cap) * sizeof(*v);
 			xs->v = v;
 			xs->cap = cap;
@@ -890,6 +890,15 @@ int ns_xattr_set(struct ns *ns, struct node *n, const void *name,
 	n->ctime = now;
 	return 0;
 
+out_set:
+	if (xs->n == 0) {
+		/* Created above for this attribute: take it back. */
+		htab_remove(&ns->xattrs, sw_hash_u64(n->ino), xs);
+		ns->misc_bytes -= sizeof(*xs) + xs->cap * sizeof(*xs->v);
+		n->flags &= (uint16_t)~NODE_XATTR;
+		free(xs->v);
+		free(xs);
+	}
 out_data:
 	free(data);
 	return -ENOMEM;

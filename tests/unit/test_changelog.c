@@ -1,0 +1,857 @@
+/*
+ * changelog.h: the writer under each sync policy on a real libuv loop, and
+ * the reader: exact replay, torn tails cut, corruption elsewhere refused,
+ * gaps refused, rotation and pruning.
+ *
+ * Each test writes into its own temporary directory. The expected payload
+ * of every version is kept as the packed bytes of the mutation appended,
+ * and replay must hand back exactly those.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "changelog.h"
+#include "log.h"
+#include "meta.pb-c.h"
+#include "unit.h"
+
+#define MAXV 2000
+
+struct fixture {
+	char dir[256];
+	uv_loop_t loop;
+	bool loop_inited;
+	struct changelog *cl;
+	struct rng rng;
+
+	/* on_durable */
+	uint64_t durable;
+	unsigned durable_calls;
+
+	/* Packed mutation per version, as appended. */
+	uint8_t *payload[MAXV + 1];
+	size_t plen[MAXV + 1];
+
+	/* replay */
+	uint64_t next; /* version the callback expects next */
+	unsigned seen; /* records delivered */
+	uint64_t fail_at; /* the callback fails at this version (0: never) */
+
+	unsigned log_lines; /* captured log messages */
+};
+
+static void quiet_sink(int level, const char *tag, const char *msg,
+		       void *opaque)
+{
+	struct fixture *f = opaque;
+
+	(void)level;
+	(void)tag;
+	(void)msg;
+	f->log_lines++;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	if (unit_mkdtemp(f->dir, sizeof(f->dir), "changelog") < 0 ||
+	    uv_loop_init(&f->loop) < 0) {
+		free(f);
+		return -1;
+	}
+	f->loop_inited = true;
+	rng_seed(&f->rng, 99);
+	sw_log_set_sink(quiet_sink, f);
+	*state = f;
+	return 0;
+}
+
+static void cl_close(struct fixture *f)
+{
+	if (!f->cl)
+		return;
+	changelog_close(f->cl);
+	f->cl = NULL;
+	/* The changelog frees itself in its close callback. */
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	cl_close(f);
+	if (f->loop_inited) {
+		uv_run(&f->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&f->loop);
+	}
+	sw_log_set_sink(NULL, NULL);
+	for (size_t v = 0; v <= MAXV; v++)
+		free(f->payload[v]);
+	unit_rm_rf(f->dir);
+	free(f);
+	return 0;
+}
+
+static void on_durable(void *arg, uint64_t version)
+{
+	struct fixture *f = arg;
+
+	/* Durability only moves forward. */
+	assert_true(version > f->durable);
+	f->durable = version;
+	f->durable_calls++;
+}
+
+static void cl_open(struct fixture *f, enum cl_sync sync, uint64_t last)
+{
+	struct changelog_opts o = {
+		.dir = f->dir,
+		.sync = sync,
+		.interval_ms = 5,
+		.prealloc = 64 << 10,
+		.on_durable = on_durable,
+		.arg = f,
+	};
+
+	assert_int_equal(changelog_open(&f->loop, &o, last, &f->cl), 0);
+	assert_int_equal(changelog_last(f->cl), last);
+	assert_int_equal(changelog_durable(f->cl), last);
+	assert_int_equal(changelog_admit(f->cl), 0);
+	f->durable = last;
+}
+
+/*
+ * Append version @v: a mutation of a kind and size that vary with @v,
+ * packed and remembered as the expected payload.
+ */
+static void append_one(struct fixture *f, uint64_t v)
+{
+	Sweepfs__Meta__Mutation m = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Rename r = SWEEPFS__META__RENAME__INIT;
+	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
+	Sweepfs__Meta__Setxattr sx = SWEEPFS__META__SETXATTR__INIT;
+	char name[64], target[600];
+	size_t n;
+
+	assert_true(v <= MAXV);
+	snprintf(name, sizeof(name), "name-%" PRIu64, v);
+	m.time = (int64_t)v * 1000 - 7;
+	switch (v % 5) {
+	case 0:
+		m.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+		m.create = &c;
+		c.parent = 1;
+		c.name.data = (uint8_t *)name;
+		c.name.len = strlen(name);
+		c.ino = v + 100;
+		c.edge = v + 1000;
+		c.mode = S_IFLNK | 0777;
+		/* A long target now and then: records of many sizes. */
+		memset(target, 'a' + (int)(v % 26), sizeof(target));
+		c.has_target = 1;
+		c.target.data = (uint8_t *)target;
+		c.target.len = (size_t)rng_below(&f->rng, sizeof(target));
+		break;
+	case 1:
+		m.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+		m.unlink = &u;
+		u.parent = v;
+		u.name.data = (uint8_t *)name;
+		u.name.len = strlen(name);
+		u.has_keep = 1;
+		u.keep = v % 2;
+		break;
+	case 2:
+		m.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
+		m.rename = &r;
+		r.parent = 1;
+		r.name.data = (uint8_t *)name;
+		r.name.len = strlen(name);
+		r.newparent = 2;
+		r.newname.data = (uint8_t *)"x";
+		r.newname.len = 1;
+		r.edge = v;
+		break;
+	case 3:
+		m.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
+		m.setattr = &sa;
+		sa.ino = v;
+		sa.valid = 8;
+		sa.has_size = 1;
+		sa.size = v << 20;
+		break;
+	default:
+		m.op_case = SWEEPFS__META__MUTATION__OP_SETXATTR;
+		m.setxattr = &sx;
+		sx.ino = v;
+		sx.name.data = (uint8_t *)"user.k";
+		sx.name.len = 6;
+		sx.has_value = 1;
+		sx.value.data = (uint8_t *)name;
+		sx.value.len = strlen(name);
+		break;
+	}
+	n = sweepfs__meta__mutation__get_packed_size(&m);
+	free(f->payload[v]);
+	f->payload[v] = malloc(n ? n : 1);
+	assert_non_null(f->payload[v]);
+	assert_int_equal(sweepfs__meta__mutation__pack(&m, f->payload[v]), n);
+	f->plen[v] = n;
+	assert_int_equal(changelog_prepare(f->cl, &m), 0);
+	changelog_append(f->cl, &m, v);
+	assert_int_equal(changelog_last(f->cl), v);
+}
+
+/* Append versions @from..@to, flushing now and then. */
+static void append_range(struct fixture *f, uint64_t from, uint64_t to)
+{
+	for (uint64_t v = from; v <= to; v++) {
+		append_one(f, v);
+		if (rng_below(&f->rng, 7) == 0)
+			changelog_flush(f->cl);
+	}
+	changelog_flush(f->cl);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	*(bool *)t->data = true;
+}
+
+/* Run the loop until on_durable has reported @v (at most 10 s). */
+static void wait_durable(struct fixture *f, uint64_t v)
+{
+	uv_timer_t timer;
+	bool expired = false;
+
+	assert_int_equal(uv_timer_init(&f->loop, &timer), 0);
+	timer.data = &expired;
+	assert_int_equal(uv_timer_start(&timer, on_timeout, 10000, 0), 0);
+	while (f->durable < v && !expired)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&timer, NULL);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	if (f->durable < v)
+		fail_msg("durable %" PRIu64 " after 10 s, want %" PRIu64,
+			 f->durable, v);
+}
+
+static int apply(void *arg, uint64_t version, const uint8_t *payload,
+		 size_t len)
+{
+	struct fixture *f = arg;
+	Sweepfs__Meta__Mutation *m;
+
+	if (version != f->next)
+		fail_msg("replayed version %" PRIu64 ", expected %" PRIu64,
+			 version, f->next);
+	if (f->fail_at && version == f->fail_at)
+		return -EIO;
+	assert_true(version <= MAXV);
+	assert_non_null(f->payload[version]);
+	assert_int_equal(len, f->plen[version]);
+	assert_memory_equal(payload, f->payload[version], len);
+	/* And it is the mutation that was appended. */
+	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
+	assert_non_null(m);
+	assert_int_equal(m->time, (int64_t)version * 1000 - 7);
+	sweepfs__meta__mutation__free_unpacked(m, NULL);
+	f->next++;
+	f->seen++;
+	return 0;
+}
+
+/* Replay after @after; returns its result, with *@last. */
+static int replay(struct fixture *f, uint64_t after, uint64_t *last)
+{
+	f->next = after + 1;
+	f->seen = 0;
+	*last = 0xdead;
+	return changelog_replay(f->dir, after, apply, f, last);
+}
+
+static void seg_path(struct fixture *f, uint64_t first, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/changelog.%020" PRIu64, f->dir, first);
+}
+
+static long long seg_size(struct fixture *f, uint64_t first)
+{
+	char path[512];
+
+	seg_path(f, first, path, sizeof(path));
+	return unit_file_size(path);
+}
+
+/* Bytes a file with records @from..@to takes. */
+static long long expected_size(struct fixture *f, uint64_t from, uint64_t to)
+{
+	long long n = 16;
+
+	for (uint64_t v = from; v <= to; v++)
+		n += 16 + (long long)f->plen[v];
+	return n;
+}
+
+static void read_seg(struct fixture *f, uint64_t first, uint8_t **data,
+		     size_t *len)
+{
+	char path[512];
+	long long size;
+	FILE *fp;
+
+	seg_path(f, first, path, sizeof(path));
+	size = unit_file_size(path);
+	assert_true(size >= 0);
+	*data = malloc((size_t)size + 1);
+	assert_non_null(*data);
+	fp = fopen(path, "rb");
+	assert_non_null(fp);
+	assert_int_equal(fread(*data, 1, (size_t)size, fp), (size_t)size);
+	fclose(fp);
+	*len = (size_t)size;
+}
+
+static void write_path(const char *path, const uint8_t *data, size_t len)
+{
+	FILE *fp = fopen(path, "wb");
+
+	assert_non_null(fp);
+	assert_int_equal(fwrite(data, 1, len, fp), len);
+	assert_int_equal(fclose(fp), 0);
+}
+
+static void write_seg(struct fixture *f, uint64_t first, const uint8_t *data,
+		      size_t len)
+{
+	char path[512];
+
+	seg_path(f, first, path, sizeof(path));
+	write_path(path, data, len);
+}
+
+/* Offset of version @v's record in a file whose first version is @first. */
+static size_t rec_off(struct fixture *f, uint64_t first, uint64_t v)
+{
+	return (size_t)expected_size(f, first, v - 1);
+}
+
+/* ---- writing under each policy -------------------------------------- */
+
+static void write_and_replay(struct fixture *f, enum cl_sync sync)
+{
+	enum { N = 300 };
+	uint64_t last;
+
+	cl_open(f, sync, 0);
+	append_range(f, 1, N);
+	assert_int_equal(changelog_last(f->cl), N);
+	if (sync == CL_SYNC_ALWAYS)
+		wait_durable(f, N);
+	/* Written before the reply: durable per policy right away. */
+	assert_int_equal(f->durable, N);
+	assert_int_equal(changelog_durable(f->cl), N);
+	assert_true(f->durable_calls >= 1);
+	cl_close(f);
+	/* Preallocation beyond the end is given back at close. */
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, N));
+
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, N);
+	/* From the middle, and from the end. */
+	assert_int_equal(replay(f, 123, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, N - 123);
+	assert_int_equal(replay(f, N, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, 0);
+	/* Replay cuts nothing from a clean file. */
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, N));
+}
+
+static void test_changelog_replay_sync_always(void **state)
+{
+	write_and_replay(*state, CL_SYNC_ALWAYS);
+}
+
+static void test_changelog_replay_sync_interval(void **state)
+{
+	write_and_replay(*state, CL_SYNC_INTERVAL);
+}
+
+static void test_changelog_replay_sync_never(void **state)
+{
+	write_and_replay(*state, CL_SYNC_NEVER);
+}
+
+/* Starting after a checkpoint: the file and the versions start there. */
+static void test_changelog_open_after_last(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 500);
+	assert_true(seg_size(f, 501) >= 16);
+	append_range(f, 501, 520);
+	cl_close(f);
+	assert_int_equal(seg_size(f, 501), expected_size(f, 501, 520));
+	assert_int_equal(replay(f, 500, &last), 0);
+	assert_int_equal(last, 520);
+	assert_int_equal(f->seen, 20);
+	assert_int_equal(replay(f, 510, &last), 0);
+	assert_int_equal(f->seen, 10);
+}
+
+static void test_changelog_open_bad_dir(void **state)
+{
+	struct fixture *f = *state;
+	struct changelog_opts o = { .on_durable = on_durable, .arg = f };
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/nosuch", f->dir);
+	o.dir = path;
+	assert_int_equal(changelog_open(&f->loop, &o, 0, &f->cl), -ENOENT);
+	f->cl = NULL;
+}
+
+static void test_changelog_replay_empty(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+	uint64_t last;
+
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 0);
+	assert_int_equal(replay(f, 77, &last), 0);
+	assert_int_equal(last, 77);
+	assert_int_equal(f->seen, 0);
+	snprintf(path, sizeof(path), "%s/nosuch", f->dir);
+	assert_int_equal(changelog_replay(path, 0, apply, f, &last), -ENOENT);
+	/* Files with other names are not changelogs. */
+	snprintf(path, sizeof(path), "%s/changelog.1", f->dir);
+	write_path(path, (const uint8_t *)"x", 1);
+	snprintf(path, sizeof(path), "%s/changelog.%020d.tmp", f->dir, 1);
+	write_path(path, (const uint8_t *)"x", 1);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(f->seen, 0);
+	assert_int_equal(last, 0);
+}
+
+/* ---- damage --------------------------------------------------------- */
+
+enum damage {
+	CUT_MID_PAYLOAD,
+	CUT_MID_HEADER,
+	CUT_ONE_BYTE,
+	FLIP_PAYLOAD,
+	FLIP_CRC,
+	FLIP_VERSION,
+	FLIP_LENGTH,
+	ZEROS_AFTER,
+	GARBAGE_AFTER,
+	NDAMAGE,
+};
+
+static const char *const damage_names[] = {
+	"cut mid payload", "cut mid header", "cut one byte",
+	"flip payload",	   "flip crc",	     "flip version",
+	"flip length",	   "zeros after",    "garbage after",
+};
+
+/*
+ * Copy @orig (@len bytes of a changelog file) to @buf (room for 100 more)
+ * and damage its last record, which starts at @off, as @d says. Returns
+ * the new length.
+ */
+static size_t damage(struct fixture *f, uint8_t *buf, const uint8_t *orig,
+		     size_t len, size_t off, enum damage d)
+{
+	size_t rec = len - off;
+
+	memcpy(buf, orig, len);
+	switch (d) {
+	case CUT_MID_PAYLOAD:
+		return off + 16 + (rec - 16) / 2;
+	case CUT_MID_HEADER:
+		return off + 7;
+	case CUT_ONE_BYTE:
+		return len - 1;
+	case FLIP_PAYLOAD:
+		buf[off + 16 + rng_below(&f->rng, rec - 16)] ^= 0x20;
+		return len;
+	case FLIP_CRC:
+		buf[off + 5] ^= 0x01;
+		return len;
+	case FLIP_VERSION:
+		buf[off + 8] ^= 0x04;
+		return len;
+	case FLIP_LENGTH:
+		buf[off + 1] ^= 0x01;
+		return len;
+	case ZEROS_AFTER:
+		memset(buf + len, 0, 100);
+		return len + 100;
+	case GARBAGE_AFTER:
+		rng_fill(&f->rng, buf + len, 100);
+		return len + 100;
+	default:
+		fail();
+	}
+	return 0;
+}
+
+/* A torn or corrupt last record of the newest file: cut off, replay ends
+ * one record early, and a second replay sees the same. */
+static void test_changelog_replay_torn_tail(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 25 };
+	uint8_t *orig, *buf;
+	size_t len, off;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, N);
+	cl_close(f);
+	read_seg(f, 1, &orig, &len);
+	assert_int_equal(len, expected_size(f, 1, N));
+	off = rec_off(f, 1, N);
+	buf = malloc(len + 100);
+	assert_non_null(buf);
+	for (int d = 0; d < NDAMAGE; d++) {
+		size_t dlen = damage(f, buf, orig, len, off, (enum damage)d);
+		/* Extra bytes after a whole last record cost nothing else. */
+		bool after = d == ZEROS_AFTER || d == GARBAGE_AFTER;
+		unsigned lines = f->log_lines;
+
+		write_seg(f, 1, buf, dlen);
+		if (replay(f, 0, &last) != 0)
+			fail_msg("%s: replay failed", damage_names[d]);
+		assert_int_equal(last, after ? N : N - 1);
+		assert_int_equal(f->seen, after ? N : N - 1);
+		/* The file was cut at the bad record. */
+		assert_int_equal(seg_size(f, 1),
+				 after ? (long long)len : (long long)off);
+		assert_true(f->log_lines > lines);
+		/* Idempotent. */
+		assert_int_equal(replay(f, 0, &last), 0);
+		assert_int_equal(last, after ? N : N - 1);
+		assert_int_equal(seg_size(f, 1),
+				 after ? (long long)len : (long long)off);
+	}
+	free(buf);
+	free(orig);
+}
+
+/* A torn tail in the newest of several files; earlier files are intact. */
+static void test_changelog_replay_torn_tail_newest_file(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 10);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	append_range(f, 11, 20);
+	cl_close(f);
+	{
+		char path[512];
+
+		seg_path(f, 11, path, sizeof(path));
+		assert_int_equal(truncate(path, seg_size(f, 11) - 2), 0);
+	}
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 19);
+	assert_int_equal(f->seen, 19);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 10));
+	assert_int_equal(seg_size(f, 11), expected_size(f, 11, 19));
+}
+
+/* The same damage in a file that is not the newest: -EUCLEAN, and the
+ * file is left alone for a human to look at. */
+static void test_changelog_replay_corrupt_older_file(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *orig, *buf;
+	size_t len, off;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 10);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	append_range(f, 11, 20);
+	cl_close(f);
+	read_seg(f, 1, &orig, &len);
+	buf = malloc(len + 100);
+	assert_non_null(buf);
+	/* Any damage to the file's last record. */
+	off = rec_off(f, 1, 10);
+	for (int d = 0; d < NDAMAGE; d++) {
+		bool after = d == ZEROS_AFTER || d == GARBAGE_AFTER;
+		size_t dlen = damage(f, buf, orig, len, off, (enum damage)d);
+
+		write_seg(f, 1, buf, dlen);
+		if (replay(f, 0, &last) != -EUCLEAN)
+			fail_msg("%s: not refused", damage_names[d]);
+		assert_int_equal(f->seen, after ? 10 : 9);
+		assert_int_equal(seg_size(f, 1), (long long)dlen);
+		assert_int_equal(seg_size(f, 11), expected_size(f, 11, 20));
+	}
+	/* A flipped byte in a record in the middle. */
+	for (int i = 0; i < 20; i++) {
+		off = rec_off(f, 1, 5);
+		memcpy(buf, orig, len);
+		buf[off + (size_t)rng_below(&f->rng, 16 + f->plen[5])] ^=
+			(uint8_t)(1u << rng_below(&f->rng, 8));
+		write_seg(f, 1, buf, len);
+		assert_int_equal(replay(f, 0, &last), -EUCLEAN);
+		assert_int_equal(f->seen, 4);
+		assert_int_equal(seg_size(f, 1), (long long)len);
+	}
+	free(buf);
+	free(orig);
+}
+
+/* Versions must follow on from one another, within and across files. */
+static void test_changelog_replay_gap(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+	long long size;
+
+	/* A missing file: 1..5, then a file starting at 8. */
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 5);
+	cl_close(f);
+	cl_open(f, CL_SYNC_NEVER, 7);
+	append_range(f, 8, 10);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), -EUCLEAN);
+	assert_int_equal(f->seen, 5);
+	/* Starting after the gap is fine. */
+	assert_int_equal(replay(f, 7, &last), 0);
+	assert_int_equal(last, 10);
+	assert_int_equal(f->seen, 3);
+	unit_rm_rf(f->dir);
+	assert_int_equal(mkdir(f->dir, 0700), 0);
+
+	/* A skipped version inside the newest file is not a torn tail. */
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_one(f, 1);
+	append_one(f, 2);
+	append_one(f, 4);
+	append_one(f, 5);
+	changelog_flush(f->cl);
+	cl_close(f);
+	size = seg_size(f, 1);
+	assert_int_equal(replay(f, 0, &last), -EUCLEAN);
+	assert_int_equal(f->seen, 2);
+	assert_int_equal(seg_size(f, 1), size);
+	/* Nor is a repeated one. */
+	cl_open(f, CL_SYNC_NEVER, 10);
+	append_one(f, 11);
+	append_one(f, 12);
+	append_one(f, 12);
+	changelog_flush(f->cl);
+	cl_close(f);
+	assert_int_equal(replay(f, 10, &last), -EUCLEAN);
+	assert_int_equal(f->seen, 2);
+}
+
+/* A file whose header names another first version than its file name. */
+static void test_changelog_replay_bad_header(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *data;
+	size_t len;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 5);
+	cl_close(f);
+	read_seg(f, 1, &data, &len);
+	data[8] = 2;
+	write_seg(f, 1, data, len);
+	assert_int_equal(replay(f, 0, &last), -EUCLEAN);
+	assert_int_equal(seg_size(f, 1), (long long)len);
+	data[8] = 1;
+	data[0] = 'X';
+	write_seg(f, 1, data, len);
+	assert_int_equal(replay(f, 0, &last), -EUCLEAN);
+	assert_int_equal(f->seen, 0);
+	free(data);
+}
+
+/* A newest file cut inside its header (a crash right after creating it)
+ * is removed; an older one is refused. */
+static void test_changelog_replay_headerless_file(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 5);
+	cl_close(f);
+	write_seg(f, 6, (const uint8_t *)"SWCL\1", 5);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 5);
+	assert_int_equal(seg_size(f, 6), -1);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 5));
+
+	write_seg(f, 1, (const uint8_t *)"SW", 2);
+	cl_open(f, CL_SYNC_NEVER, 5);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), -EUCLEAN);
+}
+
+static void test_changelog_replay_callback_error(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 12);
+	cl_close(f);
+	f->fail_at = 7;
+	assert_int_equal(replay(f, 0, &last), -EIO);
+	assert_int_equal(f->seen, 6);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 12));
+	f->fail_at = 0;
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 12);
+}
+
+/* ---- rotation and pruning ------------------------------------------- */
+
+static void test_changelog_rotate_new_file(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_ALWAYS, 0);
+	append_range(f, 1, 7);
+	assert_int_equal(seg_size(f, 8), -1);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	/* Everything before the rotation is durable, the new file exists. */
+	assert_int_equal(changelog_durable(f->cl), 7);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 7));
+	assert_int_equal(seg_size(f, 8), 16);
+	append_range(f, 8, 30);
+	wait_durable(f, 30);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	assert_int_equal(seg_size(f, 31), 16);
+	append_range(f, 31, 40);
+	wait_durable(f, 40);
+	cl_close(f);
+	assert_int_equal(seg_size(f, 8), expected_size(f, 8, 30));
+	assert_int_equal(seg_size(f, 31), expected_size(f, 31, 40));
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 40);
+	assert_int_equal(f->seen, 40);
+	/* Starting in the middle of the second file skips the first. */
+	assert_int_equal(replay(f, 20, &last), 0);
+	assert_int_equal(f->seen, 20);
+	assert_int_equal(replay(f, 30, &last), 0);
+	assert_int_equal(f->seen, 10);
+}
+
+static void test_changelog_prune_whole_files(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	/* Files 1..5, 6..10, 11..15 and the current 16..17. */
+	cl_open(f, CL_SYNC_NEVER, 0);
+	for (uint64_t first = 1; first <= 11; first += 5) {
+		append_range(f, first, first + 4);
+		assert_int_equal(changelog_rotate(f->cl), 0);
+	}
+	append_range(f, 16, 17);
+	cl_close(f);
+	assert_int_equal(changelog_prune(f->dir, 0), 0);
+	assert_int_equal(changelog_prune(f->dir, 4), 0);
+	assert_true(seg_size(f, 1) > 0);
+	assert_int_equal(changelog_prune(f->dir, 5), 1);
+	assert_int_equal(seg_size(f, 1), -1);
+	assert_true(seg_size(f, 6) > 0);
+	assert_int_equal(changelog_prune(f->dir, 9), 0);
+	assert_int_equal(changelog_prune(f->dir, 15), 2);
+	assert_int_equal(seg_size(f, 6), -1);
+	assert_int_equal(seg_size(f, 11), -1);
+	/* The newest file is the one being written: always kept. */
+	assert_int_equal(changelog_prune(f->dir, 1000), 0);
+	assert_true(seg_size(f, 16) > 0);
+	/* What is left replays from the newest checkpoint on. */
+	assert_int_equal(replay(f, 15, &last), 0);
+	assert_int_equal(last, 17);
+	assert_int_equal(f->seen, 2);
+	/* But not from before what was pruned. */
+	assert_int_equal(replay(f, 3, &last), -EUCLEAN);
+	{
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/nosuch", f->dir);
+		assert_int_equal(changelog_prune(path, 5), -ENOENT);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_sync_always, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_sync_interval, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_sync_never, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_open_after_last,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_open_bad_dir,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_replay_empty,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_replay_torn_tail,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_torn_tail_newest_file, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_corrupt_older_file, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_replay_gap,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_bad_header, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_headerless_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_callback_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_rotate_new_file,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_prune_whole_files, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

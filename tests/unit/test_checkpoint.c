@@ -1,0 +1,868 @@
+/*
+ * checkpoint.h: a namespace with every kind of node written and loaded
+ * back identical; damaged checkpoints fall back to older ones or fail with
+ * -EUCLEAN; pruning keeps the newest; write errors are reported.
+ *
+ * "Identical" is checked by rendering both namespaces as text (every node,
+ * every live name in id order, every xattr) and comparing, and by using
+ * the loaded one: lookups, seeks and further changes must work on it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "namespace.h"
+#include "unit.h"
+#include "util.h"
+
+struct fixture {
+	char dir[256];
+	struct ns a; /* written */
+	struct ns b; /* loaded */
+	bool a_init, b_init;
+	int64_t now;
+	struct rng rng;
+	struct cursor cur;
+	unsigned log_lines;
+};
+
+static void quiet_sink(int level, const char *tag, const char *msg,
+		       void *opaque)
+{
+	struct fixture *f = opaque;
+
+	(void)level;
+	(void)tag;
+	(void)msg;
+	f->log_lines++;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	if (unit_mkdtemp(f->dir, sizeof(f->dir), "checkpoint") < 0)
+		goto out_free;
+	f->now = 1700000000LL * 1000000000LL;
+	if (ns_init(&f->a, f->now) < 0)
+		goto out_rm;
+	f->a_init = true;
+	if (ns_init(&f->b, 0) < 0) {
+		ns_release(&f->a);
+		goto out_rm;
+	}
+	f->b_init = true;
+	ns_cursor_init(&f->cur);
+	rng_seed(&f->rng, 2024);
+	sw_log_set_sink(quiet_sink, f);
+	*state = f;
+	return 0;
+
+out_rm:
+	unit_rm_rf(f->dir);
+out_free:
+	free(f);
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	if (f->a_init)
+		ns_release(&f->a);
+	if (f->b_init)
+		ns_release(&f->b);
+	sw_log_set_sink(NULL, NULL);
+	unit_rm_rf(f->dir);
+	free(f);
+	return 0;
+}
+
+/* A fresh, empty f->b to load into. */
+static void reset_b(struct fixture *f)
+{
+	ns_release(&f->b);
+	f->b_init = false;
+	assert_int_equal(ns_init(&f->b, 0), 0);
+	f->b_init = true;
+}
+
+/* ---- building a namespace ------------------------------------------- */
+
+static struct node *mk_full(struct fixture *f, struct node *dir,
+			    const void *name, size_t len, uint32_t mode,
+			    const char *target, size_t tlen)
+{
+	struct ns_create_args a = {
+		.ino = f->a.next_ino,
+		.edge = f->a.next_edge,
+		.mode = mode,
+		.uid = (uint32_t)rng_below(&f->rng, 70000),
+		.gid = (uint32_t)rng_below(&f->rng, 70000),
+		.rdev = rng_next(&f->rng),
+		.target = target,
+		.target_len = tlen,
+		.now = ++f->now,
+	};
+	struct node *n = NULL;
+
+	assert_int_equal(ns_create(&f->a, dir, name, len, &a, &n), 0);
+	return n;
+}
+
+static struct node *mk(struct fixture *f, struct node *dir, const char *name,
+		       uint32_t mode)
+{
+	return mk_full(f, dir, name, strlen(name), mode, "t", 1);
+}
+
+static void set_xattr(struct fixture *f, struct node *n, const char *name,
+		      const void *value, size_t vlen)
+{
+	assert_int_equal(ns_xattr_set(&f->a, n, name, strlen(name), value, vlen,
+				      ++f->now),
+			 0);
+}
+
+/*
+ * Every node type, hard links across directories, xattrs (binary, empty,
+ * 64 KiB), an orphan, a deep chain of directories, a directory big enough
+ * to be hashed and indexed, names of every length and byte, a tombstone,
+ * gaps in edge ids, and odd attributes.
+ */
+static void build_rich(struct fixture *f)
+{
+	struct ns *ns = &f->a;
+	struct node *r = ns->root, *d, *big, *file, *orphan, *deep;
+	struct ns_setattr_args sa;
+	char name[256], *value;
+	uint32_t types[] = { S_IFREG, S_IFDIR, S_IFLNK, S_IFCHR,
+			     S_IFBLK, S_IFIFO, S_IFSOCK };
+
+	d = mk(f, r, "types", S_IFDIR | 0755);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(types); i++) {
+		snprintf(name, sizeof(name), "t%zu", i);
+		mk(f, d, name, types[i] | 0640);
+	}
+	/* Symlinks: empty, ordinary, at the largest size. */
+	mk_full(f, d, "empty-link", 10, S_IFLNK | 0777, "", 0);
+	value = malloc(65536);
+	assert_non_null(value);
+	for (int i = 0; i < 65536; i++)
+		value[i] = (char)('a' + i % 23);
+	mk_full(f, d, "long-link", 9, S_IFLNK | 0777, value, 4096);
+
+	/* Hard links in three directories. */
+	file = mk(f, d, "linked", S_IFREG | 0600);
+	assert_int_equal(ns_link(ns, file, r, "linked-root", 11, ns->next_edge,
+				 ++f->now),
+			 0);
+	big = mk(f, r, "big", S_IFDIR | 0711);
+	assert_int_equal(ns_link(ns, file, big, "linked-big", 10, ns->next_edge,
+				 ++f->now),
+			 0);
+	/* A big directory with holes in its ids. */
+	for (int i = 0; i < 700; i++) {
+		snprintf(name, sizeof(name), "entry-%04d", i);
+		mk(f, big, name, i % 50 ? S_IFREG | 0644 : S_IFDIR | 0755);
+	}
+	for (int i = 0; i < 700; i += 3) {
+		snprintf(name, sizeof(name), "entry-%04d", i);
+		if (i % 50)
+			assert_int_equal(ns_unlink(ns, big, name, strlen(name),
+						   false, ++f->now),
+					 0);
+	}
+	/* A tombstone: pinned, unlinked; not part of the checkpoint. */
+	ns_cursor_set(ns, &f->cur, big, ns_lookup(ns, big, "entry-0001", 10));
+	assert_int_equal(ns_unlink(ns, big, "entry-0001", 10, false, ++f->now),
+			 0);
+	/* Names of every length, with every byte allowed. */
+	for (size_t len = 1; len <= 255; len += 17) {
+		for (size_t i = 0; i < len; i++) {
+			uint8_t c = (uint8_t)(1 + rng_below(&f->rng, 255));
+
+			name[i] = (char)(c == '/' ? '_' : c);
+		}
+		if (len <= 2)
+			name[0] = 'n';
+		mk_full(f, d, name, len, S_IFREG | 0644, NULL, 0);
+	}
+	/* A deep chain. */
+	deep = r;
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "level%d", i);
+		deep = mk(f, deep, name, S_IFDIR | 0700);
+		if (i % 10 == 0)
+			mk(f, deep, "file", S_IFREG | 0644);
+	}
+	/* Extended attributes, on several kinds of node. */
+	set_xattr(f, r, "user.root", "r", 1);
+	set_xattr(f, d, "user.empty", "", 0);
+	set_xattr(f, d, "trusted.bin", "\0\1\2\377", 4);
+	set_xattr(f, file, "user.big", value, 65536);
+	set_xattr(f, file, "security.selinux", "system_u:object_r", 17);
+	set_xattr(f, deep, "user.deep", "x", 1);
+	set_xattr(f, ns_lookup(ns, d, "t2", 2)->child, "user.onlink", "l", 1);
+	free(value);
+	/* An orphan with an attribute. */
+	orphan = mk(f, d, "orphan", S_IFREG | 0644);
+	set_xattr(f, orphan, "user.o", "gone", 4);
+	sa = (struct ns_setattr_args){ .valid = NS_SET_SIZE,
+				       .size = 12345,
+				       .now = ++f->now };
+	assert_int_equal(ns_setattr(ns, orphan, &sa), 0);
+	assert_int_equal(ns_unlink(ns, d, "orphan", 6, true, ++f->now), 0);
+	/* Odd attributes: the root's, set-id bits, old and negative times,
+	 * a huge size. */
+	sa = (struct ns_setattr_args){
+		.valid = NS_SET_MODE | NS_SET_UID | NS_SET_GID | NS_SET_ATIME |
+			 NS_SET_MTIME,
+		.mode = 01777,
+		.uid = 4000000000u,
+		.gid = 7,
+		.atime = -1,
+		.mtime = INT64_MAX,
+		.now = ++f->now,
+	};
+	assert_int_equal(ns_setattr(ns, r, &sa), 0);
+	sa = (struct ns_setattr_args){ .valid = NS_SET_MODE | NS_SET_SIZE,
+				       .mode = 06755,
+				       .size = UINT64_MAX - 1,
+				       .now = INT64_MIN };
+	assert_int_equal(ns_setattr(ns, file, &sa), 0);
+}
+
+/* A small namespace (a few hundred bytes of checkpoint). */
+static void build_small(struct fixture *f)
+{
+	struct node *r = f->a.root, *d = mk(f, r, "d", S_IFDIR | 0755);
+	struct node *file = mk(f, d, "f", S_IFREG | 0644), *o;
+
+	mk(f, d, "l", S_IFLNK | 0777);
+	mk(f, r, "c", S_IFCHR | 0600);
+	assert_int_equal(ns_link(&f->a, file, r, "hard", 4, f->a.next_edge,
+				 ++f->now),
+			 0);
+	set_xattr(f, file, "user.a", "value", 5);
+	o = mk(f, r, "o", S_IFREG | 0644);
+	assert_int_equal(ns_unlink(&f->a, r, "o", 1, true, ++f->now), 0);
+	assert_true(o->flags & NODE_ORPHAN);
+}
+
+/* ---- comparing ------------------------------------------------------ */
+
+struct nodevec {
+	struct node **v;
+	size_t n, cap;
+};
+
+static int collect_node(void *node, void *arg)
+{
+	struct nodevec *nv = arg;
+
+	if (nv->n == nv->cap)
+		return -ENOSPC;
+	nv->v[nv->n++] = node;
+	return 0;
+}
+
+static int cmp_ino(const void *a, const void *b)
+{
+	const struct node *x = *(struct node *const *)a;
+	const struct node *y = *(struct node *const *)b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void all_nodes(const struct ns *ns, struct nodevec *nv)
+{
+	nv->cap = htab_count(&ns->inodes) + 1;
+	nv->n = 0;
+	nv->v = malloc(nv->cap * sizeof(*nv->v));
+	assert_non_null(nv->v);
+	assert_int_equal(ns_foreach_node(ns, collect_node, nv), 0);
+	qsort(nv->v, nv->n, sizeof(*nv->v), cmp_ino);
+}
+
+static void put_hex(FILE *fp, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(fp, "%02x", ((const uint8_t *)p)[i]);
+}
+
+struct xlines {
+	char **v;
+	size_t n;
+};
+
+static int collect_xattr(const void *name, size_t nlen, const void *value,
+			 size_t vlen, void *arg)
+{
+	struct xlines *xl = arg;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+
+	assert_non_null(fp);
+	put_hex(fp, name, nlen);
+	fputc('=', fp);
+	put_hex(fp, value, vlen);
+	assert_int_equal(fclose(fp), 0);
+	xl->v = realloc(xl->v, (xl->n + 1) * sizeof(*xl->v));
+	assert_non_null(xl->v);
+	xl->v[xl->n++] = text;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * What a checkpoint must preserve, as text: counters, every node, the live
+ * names of every directory in id order, xattrs. Not tombstones, cursors,
+ * or NODE_OPEN.
+ */
+static char *dump_ns(const struct ns *ns)
+{
+	struct nodevec nv;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+
+	assert_non_null(fp);
+	all_nodes(ns, &nv);
+	fprintf(fp,
+		"nodes %" PRIu64 " dirs %" PRIu64 " edges %" PRIu64
+		" next %" PRIu64 "/%" PRIu64 " orphans %zu\n",
+		ns->nnodes, ns->ndirs, ns->nedges, ns->next_ino, ns->next_edge,
+		htab_count(&ns->orphans));
+	for (size_t i = 0; i < nv.n; i++) {
+		const struct node *n = nv.v[i];
+		struct xlines xl = { NULL, 0 };
+
+		fprintf(fp,
+			"N %" PRIu64 " %o %u %u nlink %u flags %x %" PRId64
+			" %" PRId64 " %" PRId64 " size %" PRIu64,
+			n->ino, n->mode, n->uid, n->gid, n->nlink,
+			n->flags & ~(NODE_OPEN | NODE_XATTR), n->atime,
+			n->mtime, n->ctime, n->size);
+		if (S_ISCHR(n->mode) || S_ISBLK(n->mode))
+			fprintf(fp, " rdev %" PRIx64, n->u.rdev);
+		if (S_ISLNK(n->mode)) {
+			fputs(" -> ", fp);
+			put_hex(fp, n->u.target, n->size);
+		}
+		fputc('\n', fp);
+		ns_xattr_foreach(ns, n, collect_xattr, &xl);
+		if (xl.n)
+			qsort(xl.v, xl.n, sizeof(*xl.v), cmp_str);
+		for (size_t k = 0; k < xl.n; k++) {
+			fprintf(fp, "  X %s\n", xl.v[k]);
+			free(xl.v[k]);
+		}
+		free(xl.v);
+		if (!ns_is_dir(n))
+			continue;
+		fprintf(fp,
+			"  D parent %" PRIu64 " entries %" PRIu64
+			" subdirs %" PRIu64 "\n",
+			n->u.dir->parent->ino, n->u.dir->nentries,
+			n->u.dir->nsubdirs);
+		for (const struct edge *e = n->u.dir->head; e; e = e->next) {
+			if (!e->child)
+				continue;
+			fprintf(fp, "  E %" PRIu64 " ", e->id);
+			put_hex(fp, e->name, e->namelen);
+			fprintf(fp, " -> %" PRIu64 "\n", e->child->ino);
+		}
+	}
+	free(nv.v);
+	assert_int_equal(fclose(fp), 0);
+	return text;
+}
+
+static void assert_same(const struct ns *a, const struct ns *b)
+{
+	char *da = dump_ns(a), *db = dump_ns(b);
+
+	if (strcmp(da, db)) {
+		/* Print the first difference, with some context. */
+		size_t i = 0;
+
+		while (da[i] && da[i] == db[i])
+			i++;
+		while (i && da[i - 1] != '\n')
+			i--;
+		fprintf(stderr, "written:\n%.400s\nloaded:\n%.400s\n", da + i,
+			db + i);
+		free(da);
+		free(db);
+		fail_msg("the loaded namespace differs");
+	}
+	free(da);
+	free(db);
+}
+
+/* The loaded namespace works: names are found, seeks land right. */
+static void check_usable(struct ns *ns)
+{
+	struct nodevec nv;
+
+	all_nodes(ns, &nv);
+	for (size_t i = 0; i < nv.n; i++) {
+		const struct node *n = nv.v[i];
+		const struct edge *prev = NULL;
+
+		if (!ns_is_dir(n))
+			continue;
+		if (n->u.dir->nentries > NS_DIR_HASH_MIN)
+			assert_true(htab_count(&n->u.dir->names) > 0);
+		for (const struct edge *e = n->u.dir->head; e; e = e->next) {
+			assert_non_null(e->child);
+			assert_ptr_equal(ns_lookup(ns, n, e->name, e->namelen),
+					 e);
+			if (ns_is_dir(e->child))
+				assert_ptr_equal(e->child->u.dir->parent, n);
+			/* Seeking to just before each edge finds it. */
+			assert_ptr_equal(ns_dir_seek(n, e->id - 1), e);
+			if (prev)
+				assert_ptr_equal(ns_dir_seek(n, prev->id), e);
+			prev = e;
+		}
+	}
+	free(nv.v);
+}
+
+static void cp_path(struct fixture *f, uint64_t version, const char *suffix,
+		    char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/checkpoint.%020" PRIu64 "%s", f->dir, version,
+		 suffix);
+}
+
+static long long cp_size(struct fixture *f, uint64_t version)
+{
+	char path[512];
+
+	cp_path(f, version, "", path, sizeof(path));
+	return unit_file_size(path);
+}
+
+static void read_cp(struct fixture *f, uint64_t version, uint8_t **data,
+		    size_t *len)
+{
+	char path[512];
+	long long size;
+	FILE *fp;
+
+	cp_path(f, version, "", path, sizeof(path));
+	size = unit_file_size(path);
+	assert_true(size > 0);
+	*data = malloc((size_t)size);
+	assert_non_null(*data);
+	fp = fopen(path, "rb");
+	assert_non_null(fp);
+	assert_int_equal(fread(*data, 1, (size_t)size, fp), (size_t)size);
+	fclose(fp);
+	*len = (size_t)size;
+}
+
+static void write_cp(struct fixture *f, uint64_t version, const uint8_t *data,
+		     size_t len)
+{
+	char path[512];
+	FILE *fp;
+
+	cp_path(f, version, "", path, sizeof(path));
+	fp = fopen(path, "wb");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(data, 1, len, fp), len);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* ---- tests ---------------------------------------------------------- */
+
+static void test_checkpoint_load_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+	char path[512];
+	struct node *big;
+
+	build_rich(f);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 4242), 0);
+	assert_true(cp_size(f, 4242) > 65536);
+	/* No temporary left behind. */
+	cp_path(f, 4242, ".tmp", path, sizeof(path));
+	assert_int_equal(unit_file_size(path), -1);
+
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 4242);
+	assert_int_equal(f->b.version, 4242);
+	assert_same(&f->a, &f->b);
+	assert_int_equal(htab_count(&f->b.orphans), 1);
+	check_usable(&f->b);
+
+	/* Work goes on in the loaded namespace: new numbers do not clash. */
+	big = ns_lookup(&f->b, f->b.root, "big", 3)->child;
+	{
+		struct ns_create_args a = { .ino = f->b.next_ino,
+					    .edge = f->b.next_edge,
+					    .mode = S_IFREG | 0644,
+					    .now = 1 };
+
+		assert_int_equal(
+			ns_create(&f->b, big, "after-load", 10, &a, NULL), 0);
+		assert_ptr_equal(ns_dir_seek(big, a.edge - 1),
+				 big->u.dir->tail);
+	}
+	assert_int_equal(ns_unlink(&f->b, big, "entry-0002", 10, false, 2), 0);
+	check_usable(&f->b);
+	/* A second write/load of the loaded namespace is the same again. */
+	assert_int_equal(checkpoint_write(&f->b, f->dir, 5000), 0);
+	ns_release(&f->a);
+	f->a_init = false;
+	assert_int_equal(ns_init(&f->a, 0), 0);
+	f->a_init = true;
+	assert_int_equal(checkpoint_load(&f->a, f->dir, &version), 0);
+	assert_int_equal(version, 5000);
+	assert_same(&f->b, &f->a);
+}
+
+/* Only the root: the smallest checkpoint. */
+static void test_checkpoint_load_empty_namespace(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 1), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 1);
+	assert_same(&f->a, &f->b);
+}
+
+/* No checkpoint at all: 0, version 0, the namespace untouched. */
+static void test_checkpoint_load_none(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 77;
+	char path[512];
+	FILE *fp;
+
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 0);
+	assert_int_equal(f->b.nnodes, 1);
+	/* A leftover temporary is not a checkpoint. */
+	cp_path(f, 9, ".tmp", path, sizeof(path));
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs("SWCP", fp);
+	fclose(fp);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 0);
+	snprintf(path, sizeof(path), "%s/nosuch", f->dir);
+	assert_int_equal(checkpoint_load(&f->b, path, &version), -ENOENT);
+}
+
+/*
+ * Every single damaged byte of the newest checkpoint is caught: the load
+ * falls back to the older one, whole and exact.
+ */
+static void test_checkpoint_load_falls_back(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *orig, *buf;
+	size_t len;
+	char *older;
+	uint64_t version;
+
+	build_small(f);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 10), 0);
+	older = dump_ns(&f->a);
+	mk(f, f->a.root, "newer", S_IFDIR | 0755);
+	set_xattr(f, f->a.root, "user.newer", "1", 1);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 20), 0);
+	read_cp(f, 20, &orig, &len);
+	buf = malloc(len);
+	assert_non_null(buf);
+
+	/* Intact, the newest wins. */
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 20);
+	assert_same(&f->a, &f->b);
+
+	for (size_t off = 0; off < len; off++) {
+		char *got;
+
+		memcpy(buf, orig, len);
+		buf[off] ^= (uint8_t)(1u << (off % 8));
+		write_cp(f, 20, buf, len);
+		reset_b(f);
+		if (checkpoint_load(&f->b, f->dir, &version) != 0 ||
+		    version != 10)
+			fail_msg("byte %zu of %zu flipped: version %" PRIu64,
+				 off, len, version);
+		got = dump_ns(&f->b);
+		if (strcmp(got, older))
+			fail_msg("byte %zu flipped: fell back to a different "
+				 "namespace",
+				 off);
+		free(got);
+	}
+	/* Cut short anywhere: the same. */
+	for (size_t cut = 0; cut < len; cut += 1 + cut / 8) {
+		write_cp(f, 20, orig, cut);
+		reset_b(f);
+		assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+		if (version != 10)
+			fail_msg(
+				"cut to %zu of %zu bytes: loaded version %" PRIu64,
+				cut, len, version);
+	}
+	free(older);
+	free(buf);
+	free(orig);
+}
+
+/* With every checkpoint damaged: -EUCLEAN and an empty namespace. */
+static void test_checkpoint_load_all_corrupt(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *data;
+	size_t len;
+	uint64_t version = 5;
+
+	build_small(f);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 10), 0);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 20), 0);
+	for (uint64_t v = 10; v <= 20; v += 10) {
+		read_cp(f, v, &data, &len);
+		data[len / 2] ^= 0x40;
+		write_cp(f, v, data, len);
+		free(data);
+	}
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), -EUCLEAN);
+	assert_int_equal(f->b.nnodes, 1);
+	assert_int_equal(f->b.nedges, 0);
+
+	/* A checkpoint under another version's name is refused too. */
+	reset_b(f);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 30), 0);
+	read_cp(f, 30, &data, &len);
+	write_cp(f, 40, data, len);
+	free(data);
+	{
+		char path[512];
+
+		cp_path(f, 30, "", path, sizeof(path));
+		assert_int_equal(unlink(path), 0);
+	}
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), -EUCLEAN);
+}
+
+static void test_checkpoint_prune_keeps_newest(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version;
+
+	build_small(f);
+	for (uint64_t v = 1; v <= 6; v++)
+		assert_int_equal(checkpoint_write(&f->a, f->dir, v * 100), 0);
+	assert_int_equal(checkpoint_prune(f->dir, 10), 100);
+	assert_true(cp_size(f, 100) > 0);
+	assert_int_equal(checkpoint_prune(f->dir, 3), 400);
+	for (uint64_t v = 1; v <= 6; v++)
+		assert_int_equal(cp_size(f, v * 100) > 0, v >= 4);
+	assert_int_equal(checkpoint_prune(f->dir, 3), 400);
+	assert_int_equal(checkpoint_prune(f->dir, 1), 600);
+	assert_int_equal(cp_size(f, 500), -1);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 600);
+	assert_int_equal(checkpoint_prune(f->dir, 0), 0);
+	assert_int_equal(cp_size(f, 600), -1);
+	{
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/nosuch", f->dir);
+		assert_int_equal(checkpoint_prune(path, 1), -ENOENT);
+	}
+}
+
+/* checkpoint.h: prune deletes "stale .tmp files" as well. */
+static void test_checkpoint_prune_removes_tmp(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+	FILE *fp;
+
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 100), 0);
+	cp_path(f, 50, ".tmp", path, sizeof(path));
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs("half a checkpoint", fp);
+	fclose(fp);
+	assert_int_equal(checkpoint_prune(f->dir, 1), 100);
+	assert_true(cp_size(f, 100) > 0);
+	assert_int_equal(unit_file_size(path), -1);
+}
+
+static void test_checkpoint_write_bad_dir(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/nosuch", f->dir);
+	assert_int_equal(checkpoint_write(&f->a, path, 1), -ENOENT);
+}
+
+struct write_ctx {
+	struct fixture *f;
+	rlim_t limit;
+};
+
+static int write_limited(void *arg)
+{
+	struct write_ctx *w = arg;
+	struct rlimit rl = { w->limit, w->limit };
+	char path[512];
+	int rc;
+
+	signal(SIGXFSZ, SIG_IGN);
+	if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+		return 100;
+	rc = checkpoint_write(&w->f->a, w->f->dir, 77);
+	if (rc != -EFBIG)
+		return 101;
+	cp_path(w->f, 77, ".tmp", path, sizeof(path));
+	if (unit_file_size(path) != -1)
+		return 102;
+	if (cp_size(w->f, 77) != -1)
+		return 103;
+	return 0;
+}
+
+/*
+ * A write error (here: the file size limit) fails the write with its
+ * errno and removes the temporary file. In a child process with a time
+ * limit: the limit must not affect the test runner, and a bug may hang.
+ */
+static void test_checkpoint_write_error(void **state)
+{
+	struct fixture *f = *state;
+	struct write_ctx w = { f, 0 };
+	static const rlim_t limits[] = { 1000, 300 << 10, 1500 << 10 };
+	char *big;
+	int rc;
+
+	/* Over 2 MiB of checkpoint: several buffer flushes. */
+	big = malloc(65536);
+	assert_non_null(big);
+	memset(big, 'x', 65536);
+	for (int i = 0; i < 36; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "user.%d", i);
+		set_xattr(f, f->a.root, name, big, 65536);
+	}
+	free(big);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(limits); i++) {
+		w.limit = limits[i];
+		rc = unit_run_child(write_limited, &w, 1500);
+		if (rc != 0)
+			fail_msg("limit %lu: %s (%d)", (unsigned long)limits[i],
+				 rc == -ETIMEDOUT ? "checkpoint_write hangs" :
+				 rc == 101	  ? "wrong error" :
+				 rc == 102	  ? "temporary file left" :
+						    "failed",
+				 rc);
+	}
+	/* Without a limit, it works. */
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 77), 0);
+}
+
+struct start_ctx {
+	int rc;
+	int calls;
+};
+
+static void on_done(void *arg, int rc)
+{
+	struct start_ctx *c = arg;
+
+	c->rc = rc;
+	c->calls++;
+}
+
+/* The forked writer: the file appears, and one at a time. */
+static void test_checkpoint_start_background(void **state)
+{
+	struct fixture *f = *state;
+	struct start_ctx c = { -1, 0 };
+	uv_loop_t loop;
+	uint64_t version;
+
+	build_small(f);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	assert_int_equal(
+		checkpoint_start(&loop, &f->a, f->dir, 31, on_done, &c), 0);
+	assert_int_equal(checkpoint_start(&loop, &f->a, f->dir, 32, on_done,
+					  &c),
+			 -EBUSY);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(c.calls, 1);
+	assert_int_equal(c.rc, 0);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 31);
+	assert_same(&f->a, &f->b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_checkpoint_load_round_trip,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_empty_namespace, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_load_none,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_load_falls_back,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_all_corrupt, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_prune_keeps_newest, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_prune_removes_tmp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_write_bad_dir,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_write_error,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_start_background, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

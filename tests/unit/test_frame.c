@@ -1,0 +1,1039 @@
+/*
+ * The wire and the small common helpers: proto/frame.h, proto/entries.h,
+ * common/buf.h, common/crc32c.h, common/cfg.h, sw_target_parse() of
+ * common/net.h and the parsers of common/util.h.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "cfg.h"
+#include "crc32c.h"
+#include "entries.h"
+#include "frame.h"
+#include "net.h"
+#include "unit.h"
+#include "util.h"
+
+/*
+ * test_sw_buf_reserve_huge asks for absurd sizes on purpose; under ASan
+ * malloc must then return NULL instead of aborting.
+ */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+
+struct fixture {
+	struct rng rng;
+	struct sw_buf buf;
+	char dir[256];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	rng_seed(&f->rng, 7);
+	sw_buf_init(&f->buf);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	sw_buf_release(&f->buf);
+	if (f->dir[0])
+		unit_rm_rf(f->dir);
+	free(f);
+	return 0;
+}
+
+/* ---- crc32c --------------------------------------------------------- */
+
+static void test_sw_crc32c_known_vectors(void **state)
+{
+	uint8_t b[32];
+
+	(void)state;
+	assert_int_equal(sw_crc32c(0, "123456789", 9), 0xe3069283);
+	assert_int_equal(sw_crc32c_portable(0, "123456789", 9), 0xe3069283);
+	assert_int_equal(sw_crc32c(0, "", 0), 0);
+	/* RFC 3720, B.4. */
+	memset(b, 0, sizeof(b));
+	assert_int_equal(sw_crc32c(0, b, 32), 0x8a9136aa);
+	assert_int_equal(sw_crc32c_portable(0, b, 32), 0x8a9136aa);
+	memset(b, 0xff, sizeof(b));
+	assert_int_equal(sw_crc32c(0, b, 32), 0x62a8ab43);
+	assert_int_equal(sw_crc32c_portable(0, b, 32), 0x62a8ab43);
+	for (int i = 0; i < 32; i++)
+		b[i] = (uint8_t)i;
+	assert_int_equal(sw_crc32c(0, b, 32), 0x46dd794e);
+	assert_int_equal(sw_crc32c_portable(0, b, 32), 0x46dd794e);
+	for (int i = 0; i < 32; i++)
+		b[i] = (uint8_t)(31 - i);
+	assert_int_equal(sw_crc32c(0, b, 32), 0x113fdb5c);
+	assert_int_equal(sw_crc32c_portable(0, b, 32), 0x113fdb5c);
+}
+
+/* Whatever the CPU path, both give the same value, at every length and
+ * alignment, and extending a crc equals computing it at once. */
+static void test_sw_crc32c_matches_portable(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[300 + 8];
+
+	for (size_t len = 0; len <= 300; len++) {
+		for (size_t align = 0; align < 8; align++) {
+			uint8_t *p = buf + align;
+			uint32_t whole, part;
+			size_t cut;
+
+			rng_fill(&f->rng, p, len);
+			whole = sw_crc32c(0, p, len);
+			assert_int_equal(whole, sw_crc32c_portable(0, p, len));
+			cut = len ? (size_t)rng_below(&f->rng, len + 1) : 0;
+			part = sw_crc32c(0, p, cut);
+			assert_int_equal(sw_crc32c(part, p + cut, len - cut),
+					 whole);
+			part = sw_crc32c_portable(0, p, cut);
+			assert_int_equal(sw_crc32c_portable(part, p + cut,
+							    len - cut),
+					 whole);
+			/* A flipped bit changes the value. */
+			if (len) {
+				p[cut % len] ^= 0x10;
+				assert_int_not_equal(sw_crc32c(0, p, len),
+						     whole);
+			}
+		}
+	}
+}
+
+/* ---- frame header --------------------------------------------------- */
+
+static void test_sw_frame_get_hdr_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	static const uint8_t want[SW_FRAME_HDR] = {
+		0x00, 0x01, 0x02, 0x03, 0x00, 0x17, 0x00, 0x01,
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+	};
+	struct sw_frame_hdr in = { .len = 0x010203,
+				   .type = SW_MSG_READDIR,
+				   .flags = SW_FRAME_REPLY,
+				   .id = 0x0102030405060708ULL };
+	struct sw_frame_hdr out;
+	uint8_t b[SW_FRAME_HDR + 1];
+
+	/* Big-endian, as documented. */
+	sw_frame_put_hdr(b, &in);
+	assert_memory_equal(b, want, SW_FRAME_HDR);
+	assert_int_equal(
+		sw_frame_get_hdr(b, SW_FRAME_HDR, SW_FRAME_MAX_META, &out), 1);
+	assert_int_equal(out.len, in.len);
+	assert_int_equal(out.type, in.type);
+	assert_int_equal(out.flags, in.flags);
+	assert_int_equal(out.id, in.id);
+
+	for (int i = 0; i < 1000; i++) {
+		in.len = (uint32_t)rng_below(&f->rng, SW_FRAME_MAX_META + 1);
+		in.type = (uint16_t)rng_next(&f->rng);
+		in.flags = (uint16_t)rng_below(&f->rng, 4);
+		in.id = rng_next(&f->rng);
+		if (i == 0)
+			in.id = UINT64_MAX;
+		sw_frame_put_hdr(b, &in);
+		b[SW_FRAME_HDR] = 0xee; /* beyond the header: ignored */
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(sw_frame_get_hdr(b, sizeof(b),
+						  SW_FRAME_MAX_META, &out),
+				 1);
+		assert_memory_equal(&out, &in, sizeof(in));
+	}
+}
+
+static void test_sw_frame_get_hdr_limits(void **state)
+{
+	struct sw_frame_hdr in = { .len = 1000, .type = SW_MSG_PING }, out;
+	uint8_t b[SW_FRAME_HDR];
+
+	(void)state;
+	/* Short input: not an error, just not yet. */
+	sw_frame_put_hdr(b, &in);
+	for (size_t avail = 0; avail < SW_FRAME_HDR; avail++)
+		assert_int_equal(sw_frame_get_hdr(b, avail, 1000, &out), 0);
+	/* Exactly the maximum passes; one more does not. */
+	assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR, 1000, &out), 1);
+	assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR, 999, &out),
+			 -EMSGSIZE);
+	in.len = UINT32_MAX;
+	sw_frame_put_hdr(b, &in);
+	assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR, SW_FRAME_MAX_META,
+					  &out),
+			 -EMSGSIZE);
+	/* Every unknown flag bit on its own. */
+	in.len = 0;
+	for (int bit = 0; bit < 16; bit++) {
+		in.flags = (uint16_t)(1u << bit);
+		sw_frame_put_hdr(b, &in);
+		assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR,
+						  SW_FRAME_MAX_META, &out),
+				 in.flags & ~(SW_FRAME_REPLY |
+					      SW_FRAME_NOTIFY) ?
+					 -EPROTO :
+					 1);
+	}
+}
+
+static void test_sw_frame_pack_round_trip(void **state)
+{
+	Sweepfs__PingReply msg = SWEEPFS__PING_REPLY__INIT, *back;
+	struct sw_frame_hdr hdr;
+	uint8_t b[256];
+	size_t n;
+
+	(void)state;
+	msg.has_token = 1;
+	msg.token = 0xdeadbeefcafeULL;
+	msg.has_err = 1;
+	msg.err = -5;
+	n = sw_frame_size(&msg.base);
+	assert_true(n > SW_FRAME_HDR && n < sizeof(b));
+	assert_int_equal(sw_frame_pack(b, SW_MSG_PING, SW_FRAME_REPLY, 99,
+				       &msg.base),
+			 n);
+	assert_int_equal(sw_frame_get_hdr(b, n, SW_FRAME_MAX_META, &hdr), 1);
+	assert_int_equal(hdr.len, n - SW_FRAME_HDR);
+	assert_int_equal(hdr.type, SW_MSG_PING);
+	assert_int_equal(hdr.flags, SW_FRAME_REPLY);
+	assert_int_equal(hdr.id, 99);
+	back = sweepfs__ping_reply__unpack(NULL, hdr.len, b + SW_FRAME_HDR);
+	assert_non_null(back);
+	assert_int_equal(back->token, msg.token);
+	assert_int_equal(back->err, -5);
+	sweepfs__ping_reply__free_unpacked(back, NULL);
+
+	/* No message: a bare header. */
+	assert_int_equal(sw_frame_size(NULL), SW_FRAME_HDR);
+	assert_int_equal(sw_frame_pack(b, SW_MSG_PING, 0, 1, NULL),
+			 SW_FRAME_HDR);
+	assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR, 0, &hdr), 1);
+	assert_int_equal(hdr.len, 0);
+}
+
+static void test_sw_msg_info_table(void **state)
+{
+	(void)state;
+	assert_null(sw_msg_info(0));
+	assert_null(sw_msg_info(SW_MSG__COUNT));
+	assert_null(sw_msg_info(UINT16_MAX));
+	for (uint16_t t = 1; t < SW_MSG__COUNT; t++) {
+		const struct sw_msg_info *i = sw_msg_info(t);
+
+		assert_non_null(i);
+		assert_non_null(i->name);
+		assert_non_null(i->req);
+		assert_non_null(i->reply);
+		assert_int_equal(i->req->magic,
+				 PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
+		assert_int_equal(i->reply->magic,
+				 PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC);
+	}
+	assert_string_equal(sw_msg_info(SW_MSG_LOOKUP)->name, "lookup");
+	assert_false(sw_msg_info(SW_MSG_LOOKUP)->mutating);
+	assert_false(sw_msg_info(SW_MSG_READDIR)->mutating);
+	assert_true(sw_msg_info(SW_MSG_RENAME)->mutating);
+	assert_true(sw_msg_info(SW_MSG_SETXATTR)->mutating);
+	assert_true(sw_msg_info(SW_MSG_MKDIR)->mutating);
+}
+
+/* ---- directory entries ---------------------------------------------- */
+
+static void test_sw_dirent_get_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	static const uint64_t nums[] = {
+		0,	    1,
+		127,	    128,
+		16383,	    16384,
+		UINT32_MAX, (uint64_t)1 << 56,
+		INT64_MAX,  UINT64_MAX - 1,
+		UINT64_MAX,
+	};
+	char name[256];
+	uint8_t b[4 * SW_DIRENT_MAX];
+
+	for (size_t i = 0; i < sizeof(name); i++)
+		name[i] = (char)('a' + i % 26);
+	for (size_t c = 0; c < SW_ARRAY_SIZE(nums); c++) {
+		for (size_t k = 0; k < SW_ARRAY_SIZE(nums); k++) {
+			struct sw_dirent in = {
+				.cookie = nums[c],
+				.ino = nums[k],
+				.type = (uint8_t)rng_next(&f->rng),
+				.namelen =
+					(uint8_t)(1 + rng_below(&f->rng, 255)),
+				.name = name,
+			};
+			struct sw_dirent out;
+			size_t n;
+
+			if (c == 0)
+				in.namelen = 255;
+			n = sw_dirent_put(b, &in);
+			assert_true(n <= SW_DIRENT_MAX);
+			assert_int_equal(sw_dirent_get(b, n, &out), (int)n);
+			assert_int_equal(out.cookie, in.cookie);
+			assert_int_equal(out.ino, in.ino);
+			assert_int_equal(out.type, in.type);
+			assert_int_equal(out.namelen, in.namelen);
+			assert_ptr_equal(out.name,
+					 (const char *)b + n - in.namelen);
+			assert_memory_equal(out.name, name, in.namelen);
+			/* Trailing bytes are the next entry's business. */
+			assert_int_equal(sw_dirent_get(b, sizeof(b), &out),
+					 (int)n);
+		}
+	}
+}
+
+/* Every truncation of an encoded entry is -EPROTO, never a partial read. */
+static void test_sw_dirent_get_truncated(void **state)
+{
+	struct fixture *f = *state;
+
+	for (int round = 0; round < 200; round++) {
+		char name[255];
+		uint8_t b[SW_DIRENT_MAX];
+		struct sw_dirent in = {
+			.cookie = rng_next(&f->rng) >> rng_below(&f->rng, 64),
+			.ino = rng_next(&f->rng) >> rng_below(&f->rng, 64),
+			.type = 4,
+			.namelen = (uint8_t)(1 + rng_below(&f->rng, 255)),
+			.name = name,
+		};
+		struct sw_dirent out;
+		size_t n;
+
+		rng_fill(&f->rng, name, sizeof(name));
+		n = sw_dirent_put(b, &in);
+		for (size_t len = 0; len < n; len++) {
+			/* Copy so that ASan sees a read past the end. */
+			uint8_t *p = malloc(len ? len : 1);
+
+			assert_non_null(p);
+			memcpy(p, b, len);
+			assert_int_equal(sw_dirent_get(p, len, &out), -EPROTO);
+			free(p);
+		}
+		assert_int_equal(sw_dirent_get(b, n, &out), (int)n);
+	}
+}
+
+static void test_sw_dirent_get_malformed(void **state)
+{
+	struct sw_dirent out;
+	uint8_t b[32];
+
+	(void)state;
+	/* An empty name. */
+	memcpy(b, "\x05\x07\x04\x00", 4);
+	assert_int_equal(sw_dirent_get(b, 4, &out), -EPROTO);
+	memcpy(b, "\x05\x07\x04\x01x", 5);
+	assert_int_equal(sw_dirent_get(b, 5, &out), 5);
+	/* A varint longer than ten bytes. */
+	memset(b, 0x80, sizeof(b));
+	assert_int_equal(sw_dirent_get(b, sizeof(b), &out), -EPROTO);
+	b[10] = 0x01;
+	assert_int_equal(sw_dirent_get(b, sizeof(b), &out), -EPROTO);
+}
+
+/* ---- sw_buf --------------------------------------------------------- */
+
+static void test_sw_buf_add_consume(void **state)
+{
+	struct fixture *f = *state;
+	struct sw_buf *b = &f->buf;
+	uint8_t data[5000], out[5000];
+	size_t written = 0, read = 0;
+
+	rng_fill(&f->rng, data, sizeof(data));
+	assert_int_equal(sw_buf_used(b), 0);
+	/* A stream through the buffer in random pieces. */
+	for (int i = 0; i < 20000 && read < sizeof(data); i++) {
+		/* SW_MIN evaluates its arguments twice: draw first. */
+		size_t r = (size_t)rng_below(&f->rng, 300);
+
+		if (written < sizeof(data) && rng_below(&f->rng, 2)) {
+			size_t n = SW_MIN(sizeof(data) - written, r);
+
+			assert_int_equal(sw_buf_add(b, data + written, n), 0);
+			written += n;
+		} else {
+			size_t n = SW_MIN(sw_buf_used(b), r);
+
+			memcpy(out + read, sw_buf_head(b), n);
+			sw_buf_consume(b, n);
+			read += n;
+		}
+		assert_int_equal(sw_buf_used(b), written - read);
+		assert_true(b->off <= b->len && b->len <= b->cap);
+	}
+	assert_int_equal(read, sizeof(data));
+	assert_memory_equal(out, data, sizeof(data));
+	/* Drained: compacted. */
+	assert_int_equal(b->off, 0);
+	assert_int_equal(b->len, 0);
+	sw_buf_reset(b);
+	assert_int_equal(sw_buf_used(b), 0);
+	sw_buf_release(b);
+	assert_null(b->data);
+	assert_int_equal(b->cap, 0);
+	/* Usable again after release. */
+	assert_int_equal(sw_buf_add(b, "xy", 2), 0);
+	assert_memory_equal(sw_buf_head(b), "xy", 2);
+}
+
+static void test_sw_buf_reserve_keeps_bytes(void **state)
+{
+	struct fixture *f = *state;
+	struct sw_buf *b = &f->buf;
+
+	assert_int_equal(sw_buf_add(b, "0123456789", 10), 0);
+	sw_buf_consume(b, 6);
+	for (size_t extra = 1; extra < 100000; extra = extra * 3 + 1) {
+		assert_int_equal(sw_buf_reserve(b, extra), 0);
+		assert_true(b->cap - b->len >= extra);
+		assert_int_equal(sw_buf_used(b), 4);
+		assert_memory_equal(sw_buf_head(b), "6789", 4);
+	}
+	assert_int_equal(sw_buf_add(b, NULL, 0), 0);
+	assert_int_equal(sw_buf_used(b), 4);
+}
+
+static int reserve_huge(void *arg)
+{
+	struct sw_buf b = SW_BUF_INIT;
+	int rc = 0;
+
+	if (sw_buf_add(&b, "abc", 3) < 0)
+		return 10;
+	if (sw_buf_reserve(&b, *(const size_t *)arg) != -ENOMEM)
+		rc = 1;
+	else if (sw_buf_used(&b) != 3 || memcmp(sw_buf_head(&b), "abc", 3))
+		rc = 2;
+	sw_buf_release(&b);
+	return rc;
+}
+
+/*
+ * An impossible size fails with -ENOMEM and leaves the buffer as it was.
+ * Each size runs in a child: a bug here can mean an endless loop.
+ */
+static void test_sw_buf_reserve_huge(void **state)
+{
+	static const size_t sizes[] = {
+		(size_t)1 << 62,
+		SIZE_MAX / 2 + 2,
+		SIZE_MAX - 100,
+		SIZE_MAX,
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(sizes); i++) {
+		size_t size = sizes[i];
+		int rc = unit_run_child(reserve_huge, &size, 1000);
+
+		if (rc == 0)
+			continue;
+		print_error("sw_buf_reserve(%zu): %s\n", size,
+			    rc == -ETIMEDOUT ? "does not return" :
+			    rc == 1	     ? "does not fail with -ENOMEM" :
+					       "changed the buffer");
+		bad++;
+	}
+	assert_int_equal(bad, 0);
+}
+
+static void test_sw_buf_add_frame(void **state)
+{
+	struct fixture *f = *state;
+	struct sw_buf *b = &f->buf;
+	Sweepfs__PingReq req = SWEEPFS__PING_REQ__INIT;
+	struct sw_frame_hdr hdr;
+
+	assert_int_equal(sw_buf_add(b, "junk", 4), 0);
+	sw_buf_consume(b, 4);
+	for (uint64_t id = 1; id <= 100; id++) {
+		req.has_token = 1;
+		req.token = id * 1000;
+		assert_int_equal(sw_buf_add_frame(b, SW_MSG_PING, 0, id,
+						  id % 2 ? &req.base : NULL),
+				 0);
+	}
+	for (uint64_t id = 1; id <= 100; id++) {
+		assert_int_equal(sw_frame_get_hdr(sw_buf_head(b),
+						  sw_buf_used(b),
+						  SW_FRAME_MAX_META, &hdr),
+				 1);
+		assert_int_equal(hdr.id, id);
+		assert_int_equal(hdr.type, SW_MSG_PING);
+		if (id % 2) {
+			Sweepfs__PingReq *m = sweepfs__ping_req__unpack(
+				NULL, hdr.len, sw_buf_head(b) + SW_FRAME_HDR);
+
+			assert_non_null(m);
+			assert_int_equal(m->token, id * 1000);
+			sweepfs__ping_req__free_unpacked(m, NULL);
+		} else {
+			assert_int_equal(hdr.len, 0);
+		}
+		sw_buf_consume(b, SW_FRAME_HDR + hdr.len);
+	}
+	assert_int_equal(sw_buf_used(b), 0);
+}
+
+/* ---- cfg ------------------------------------------------------------ */
+
+static const char *const colours[] = { "red", "green", "blue", NULL };
+
+struct cfg_vals {
+	char name[8];
+	uint64_t port;
+	uint64_t size;
+	uint64_t timeout;
+	bool flag;
+	int colour;
+};
+
+#define NOPTS 7
+
+static void make_opts(struct sw_opt *o, struct cfg_vals *v)
+{
+	o[0] = (struct sw_opt){ .name = "name",
+				.type = SW_OPT_STRING,
+				.value = v->name,
+				.max = sizeof(v->name),
+				.help = "a name" };
+	o[1] = (struct sw_opt){ .name = "port",
+				.type = SW_OPT_UINT,
+				.value = &v->port,
+				.min = 1,
+				.max = 65535,
+				.help = "a port" };
+	o[2] = (struct sw_opt){ .name = "size",
+				.type = SW_OPT_SIZE,
+				.value = &v->size,
+				.min = 4096,
+				.max = (uint64_t)1 << 40 };
+	o[3] = (struct sw_opt){ .name = "timeout",
+				.type = SW_OPT_DURATION,
+				.value = &v->timeout,
+				.min = 10,
+				.max = 86400000 };
+	o[4] = (struct sw_opt){ .name = "flag",
+				.type = SW_OPT_BOOL,
+				.value = &v->flag };
+	o[5] = (struct sw_opt){ .name = "colour",
+				.type = SW_OPT_ENUM,
+				.value = &v->colour,
+				.choices = colours };
+	o[6] = (struct sw_opt){ .name = NULL };
+}
+
+static void test_sw_opt_set_types(void **state)
+{
+	struct cfg_vals v = { .name = "x", .port = 7 };
+	struct sw_opt opts[NOPTS];
+
+	(void)state;
+	make_opts(opts, &v);
+	assert_int_equal(sw_opt_set(opts, "name", "abcdefg"), 0);
+	assert_string_equal(v.name, "abcdefg");
+	assert_int_equal(sw_opt_set(opts, "name", ""), 0);
+	assert_string_equal(v.name, "");
+	assert_int_equal(sw_opt_set(opts, "port", "9521"), 0);
+	assert_int_equal(v.port, 9521);
+	assert_int_equal(sw_opt_set(opts, "size", "64M"), 0);
+	assert_int_equal(v.size, 64u << 20);
+	assert_int_equal(sw_opt_set(opts, "size", "1GiB"), 0);
+	assert_int_equal(v.size, 1u << 30);
+	assert_int_equal(sw_opt_set(opts, "size", "8192"), 0);
+	assert_int_equal(v.size, 8192);
+	assert_int_equal(sw_opt_set(opts, "timeout", "30s"), 0);
+	assert_int_equal(v.timeout, 30000);
+	assert_int_equal(sw_opt_set(opts, "timeout", "250ms"), 0);
+	assert_int_equal(v.timeout, 250);
+	assert_int_equal(sw_opt_set(opts, "timeout", "2"), 0);
+	assert_int_equal(v.timeout, 2000);
+	assert_int_equal(sw_opt_set(opts, "flag", "yes"), 0);
+	assert_true(v.flag);
+	assert_int_equal(sw_opt_set(opts, "flag", "off"), 0);
+	assert_false(v.flag);
+	assert_int_equal(sw_opt_set(opts, "colour", "blue"), 0);
+	assert_int_equal(v.colour, 2);
+	assert_int_equal(sw_opt_set(opts, "colour", "red"), 0);
+	assert_int_equal(v.colour, 0);
+}
+
+/* Bad values fail and leave the old value alone. */
+static void test_sw_opt_set_bad_values(void **state)
+{
+	struct cfg_vals v = { .name = "keep",
+			      .port = 7,
+			      .size = 8192,
+			      .timeout = 100,
+			      .flag = true,
+			      .colour = 1 };
+	struct sw_opt opts[NOPTS];
+
+	(void)state;
+	make_opts(opts, &v);
+	assert_int_equal(sw_opt_set(opts, "nosuch", "1"), -ENOENT);
+	assert_int_equal(sw_opt_set(opts, "", "1"), -ENOENT);
+	/* A string needs room for its NUL. */
+	assert_int_equal(sw_opt_set(opts, "name", "abcdefgh"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "port", "0"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "port", "65536"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "port", "1k"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "port", ""), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "port", "-1"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "port", "12x"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "port", "99999999999999999999"),
+			 -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "size", "4095"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "size", "2T"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "size", "5Q"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "timeout", "9ms"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "timeout", "2d"), -ERANGE);
+	assert_int_equal(sw_opt_set(opts, "timeout", "5 s"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "flag", "maybe"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "colour", "purple"), -EINVAL);
+	assert_int_equal(sw_opt_set(opts, "colour", "RED"), -EINVAL);
+	assert_string_equal(v.name, "keep");
+	assert_int_equal(v.port, 7);
+	assert_int_equal(v.size, 8192);
+	assert_int_equal(v.timeout, 100);
+	assert_true(v.flag);
+	assert_int_equal(v.colour, 1);
+	/* The bounds themselves are inside. */
+	assert_int_equal(sw_opt_set(opts, "port", "1"), 0);
+	assert_int_equal(sw_opt_set(opts, "port", "65535"), 0);
+	assert_int_equal(sw_opt_set(opts, "size", "1T"), 0);
+	assert_int_equal(sw_opt_set(opts, "timeout", "1d"), 0);
+}
+
+static void test_sw_opt_set_kv_split(void **state)
+{
+	struct cfg_vals v = { .port = 7 };
+	struct sw_opt opts[NOPTS];
+	char longname[100];
+
+	(void)state;
+	make_opts(opts, &v);
+	assert_int_equal(sw_opt_set_kv(opts, "port=80"), 0);
+	assert_int_equal(v.port, 80);
+	assert_int_equal(sw_opt_set_kv(opts, "name=a=b"), 0);
+	assert_string_equal(v.name, "a=b");
+	assert_int_equal(sw_opt_set_kv(opts, "port"), -EINVAL);
+	assert_int_equal(sw_opt_set_kv(opts, "nosuch=1"), -ENOENT);
+	memset(longname, 'p', sizeof(longname));
+	memcpy(longname + sizeof(longname) - 3, "=1", 3);
+	assert_int_equal(sw_opt_set_kv(opts, longname), -ENOENT);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fputs(text, fp) >= 0, 1);
+	assert_int_equal(fclose(fp), 0);
+}
+
+static void test_sw_cfg_load_lines(void **state)
+{
+	struct fixture *f = *state;
+	struct cfg_vals v = { .port = 7 };
+	struct sw_opt opts[NOPTS];
+	struct sw_cfg_error where;
+	char path[300];
+
+	make_opts(opts, &v);
+	assert_int_equal(unit_mkdtemp(f->dir, sizeof(f->dir), "cfg"), 0);
+	snprintf(path, sizeof(path), "%s/a.cfg", f->dir);
+	write_file(path, "# comment\n"
+			 "\n"
+			 "   port = 9000   # trailing comment\n"
+			 "size=1M\n"
+			 "\tflag =yes\n"
+			 "colour= green\n"
+			 "timeout = 5m\n"
+			 "name = n1\n");
+	assert_int_equal(sw_cfg_load(path, opts, &where), 0);
+	assert_int_equal(where.line, 0);
+	assert_int_equal(v.port, 9000);
+	assert_int_equal(v.size, 1u << 20);
+	assert_true(v.flag);
+	assert_int_equal(v.colour, 1);
+	assert_int_equal(v.timeout, 300000);
+	assert_string_equal(v.name, "n1");
+
+	/* The first bad line is named, with its key. */
+	write_file(path, "port = 1\n# x\n\nsize = 8K\ncolour = mauve\n"
+			 "port = 2\n");
+	assert_int_equal(sw_cfg_load(path, opts, &where), -EINVAL);
+	assert_int_equal(where.line, 5);
+	assert_string_equal(where.key, "colour");
+	assert_int_equal(v.port, 1);
+
+	write_file(path, "port = 3\n\n\nbogus = 1\n");
+	assert_int_equal(sw_cfg_load(path, opts, &where), -ENOENT);
+	assert_int_equal(where.line, 4);
+	assert_string_equal(where.key, "bogus");
+
+	write_file(path, "port = 4\njust words\n");
+	assert_int_equal(sw_cfg_load(path, opts, &where), -EINVAL);
+	assert_int_equal(where.line, 2);
+
+	write_file(path, "port = 70000\n");
+	assert_int_equal(sw_cfg_load(path, opts, &where), -ERANGE);
+	assert_int_equal(where.line, 1);
+	assert_string_equal(where.key, "port");
+
+	snprintf(path, sizeof(path), "%s/missing.cfg", f->dir);
+	assert_int_equal(sw_cfg_load(path, opts, &where), -ENOENT);
+	assert_int_equal(where.line, 0);
+}
+
+static void test_sw_opt_dump_values(void **state)
+{
+	struct cfg_vals v = { .name = "nm",
+			      .port = 80,
+			      .size = 4096,
+			      .timeout = 1500,
+			      .flag = true,
+			      .colour = 2 };
+	struct sw_opt opts[NOPTS];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+
+	(void)state;
+	make_opts(opts, &v);
+	assert_non_null(fp);
+	sw_opt_dump(fp, opts);
+	assert_int_equal(fclose(fp), 0);
+	assert_non_null(strstr(text, "name = nm\t# a name\n"));
+	assert_non_null(strstr(text, "port = 80\t# a port\n"));
+	assert_non_null(strstr(text, "size = 4096\n"));
+	assert_non_null(strstr(text, "timeout = 1500ms\n"));
+	assert_non_null(strstr(text, "flag = yes\n"));
+	assert_non_null(strstr(text, "colour = blue\n"));
+	free(text);
+}
+
+/* ---- sw_target_parse ------------------------------------------------ */
+
+static void expect_target(const char *s, const char *host, uint16_t port,
+			  const char *subdir)
+{
+	struct sw_target t;
+
+	memset(&t, 0x55, sizeof(t));
+	if (sw_target_parse(s, SW_MASTER_PORT, &t) != 0)
+		fail_msg("\"%s\" did not parse", s);
+	assert_string_equal(t.host, host);
+	assert_int_equal(t.port, port);
+	assert_string_equal(t.subdir, subdir);
+}
+
+static void test_sw_target_parse_forms(void **state)
+{
+	char big[300];
+
+	(void)state;
+	expect_target("m1", "m1", SW_MASTER_PORT, "/");
+	expect_target("m1:9600", "m1", 9600, "/");
+	expect_target("m1:/sub/dir", "m1", SW_MASTER_PORT, "/sub/dir");
+	expect_target("m1:9600:/x", "m1", 9600, "/x");
+	expect_target("m1:/", "m1", SW_MASTER_PORT, "/");
+	expect_target("10.0.0.1:1", "10.0.0.1", 1, "/");
+	expect_target("m1:65535", "m1", 65535, "/");
+	expect_target("[::1]", "::1", SW_MASTER_PORT, "/");
+	expect_target("[::1]:9521:/x", "::1", 9521, "/x");
+	expect_target("[fe80::1%eth0]:7", "fe80::1%eth0", 7, "/");
+	expect_target("[::1]:/a:b", "::1", SW_MASTER_PORT, "/a:b");
+	/* 255 bytes of host fit. */
+	memset(big, 'h', 255);
+	big[255] = '\0';
+	expect_target(big, big, SW_MASTER_PORT, "/");
+}
+
+static void test_sw_target_parse_bad(void **state)
+{
+	static const char *const bad[] = {
+		"",	    ":9521",	 ":/x",	    "m1:",     "m1:0",
+		"m1:65536", "m1:123456", "m1:9x",   "m1:-1",   "m1::/x",
+		"m1:12:",   "m1:12:x",	 "m1:x:/y", "[::1",    "[]",
+		"[]:1",	    "[::1]x",	 "[::1]:",  "[::1]:0", "::1",
+	};
+	struct sw_target t;
+	char big[300];
+
+	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(bad); i++) {
+		int rc = sw_target_parse(bad[i], SW_MASTER_PORT, &t);
+
+		if (rc != -EINVAL)
+			fail_msg("\"%s\" parsed (%d)", bad[i], rc);
+	}
+	memset(big, 'h', 256);
+	big[256] = '\0';
+	assert_int_equal(sw_target_parse(big, SW_MASTER_PORT, &t), -EINVAL);
+}
+
+/* The subdirectory fills the 4096-byte field at most with its NUL. */
+static void test_sw_target_parse_long_subdir(void **state)
+{
+	char *s = malloc(8200);
+	struct sw_target t;
+
+	(void)state;
+	assert_non_null(s);
+	memcpy(s, "m1:9:/", 6);
+	memset(s + 6, 'd', 8000);
+	s[5 + 4095] = '\0'; /* the subdir starts at s[5] */
+	assert_int_equal(sw_target_parse(s, 1, &t), 0);
+	assert_int_equal(strlen(t.subdir), 4095);
+	s[5 + 4095] = 'd';
+	s[5 + 4096] = '\0';
+	assert_int_equal(sw_target_parse(s, 1, &t), -EINVAL);
+	s[5 + 4096] = 'd';
+	s[8000] = '\0';
+	assert_int_equal(sw_target_parse(s, 1, &t), -EINVAL);
+	free(s);
+}
+
+/* ---- util ----------------------------------------------------------- */
+
+static void test_sw_parse_size_suffixes(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} ok[] = {
+		{ "0", 0 },
+		{ "42", 42 },
+		{ "1k", 1024 },
+		{ "1K", 1024 },
+		{ "3KiB", 3072 },
+		{ "3kib", 3072 },
+		{ "2kB", 2048 },
+		{ "64M", 64ull << 20 },
+		{ "5G", 5ull << 30 },
+		{ "7T", 7ull << 40 },
+		{ "18446744073709551615", UINT64_MAX },
+		{ "16777215T", 16777215ull << 40 },
+	};
+	static const char *const bad[] = {
+		"",
+		"k",
+		"-1",
+		" 1",
+		"1 ",
+		"1x",
+		"1KB2",
+		"1Ki",
+		"1.5M",
+		"0x10",
+		"1P",
+		"1KiBs",
+		"18446744073709551616",
+		"16777216T",
+		"17179869184G",
+	};
+	uint64_t v;
+
+	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(ok); i++) {
+		v = 12345;
+		if (sw_parse_size(ok[i].s, &v) != 0)
+			fail_msg("\"%s\" refused", ok[i].s);
+		assert_int_equal(v, ok[i].v);
+	}
+	for (size_t i = 0; i < SW_ARRAY_SIZE(bad); i++) {
+		v = 12345;
+		if (sw_parse_size(bad[i], &v) != -EINVAL)
+			fail_msg("\"%s\" accepted", bad[i]);
+		assert_int_equal(v, 12345);
+	}
+}
+
+static void test_sw_parse_duration_ms_units(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} ok[] = {
+		{ "0", 0 },	    { "5", 5000 },    { "5s", 5000 },
+		{ "250ms", 250 },   { "2m", 120000 }, { "3h", 10800000 },
+		{ "1d", 86400000 }, { "0ms", 0 },
+	};
+	static const char *const bad[] = {
+		"",
+		"s",
+		"5x",
+		"5 s",
+		"5sec",
+		"-5s",
+		"1.5s",
+		"5mss",
+		"18446744073709551615s",
+		"213503982335d",
+	};
+	uint64_t v;
+
+	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(ok); i++) {
+		v = 12345;
+		if (sw_parse_duration_ms(ok[i].s, &v) != 0)
+			fail_msg("\"%s\" refused", ok[i].s);
+		assert_int_equal(v, ok[i].v);
+	}
+	for (size_t i = 0; i < SW_ARRAY_SIZE(bad); i++) {
+		v = 12345;
+		if (sw_parse_duration_ms(bad[i], &v) != -EINVAL)
+			fail_msg("\"%s\" accepted", bad[i]);
+		assert_int_equal(v, 12345);
+	}
+	/* The largest that fits. */
+	assert_int_equal(sw_parse_duration_ms("18446744073709551ms", &v), 0);
+}
+
+static void test_sw_parse_bool_words(void **state)
+{
+	bool b;
+
+	(void)state;
+	for (const char *const *s =
+		     (const char *const[]){ "1", "yes", "YES", "true", "True",
+					    "on", NULL };
+	     *s; s++) {
+		b = false;
+		assert_int_equal(sw_parse_bool(*s, &b), 0);
+		assert_true(b);
+	}
+	for (const char *const *s =
+		     (const char *const[]){ "0", "no", "false", "OFF", NULL };
+	     *s; s++) {
+		b = true;
+		assert_int_equal(sw_parse_bool(*s, &b), 0);
+		assert_false(b);
+	}
+	assert_int_equal(sw_parse_bool("", &b), -EINVAL);
+	assert_int_equal(sw_parse_bool("2", &b), -EINVAL);
+	assert_int_equal(sw_parse_bool("yes ", &b), -EINVAL);
+}
+
+static void test_sw_name_valid_rules(void **state)
+{
+	char name[257];
+
+	(void)state;
+	assert_true(sw_name_valid("a", 1));
+	assert_true(sw_name_valid("...", 3));
+	assert_true(sw_name_valid(".a", 2));
+	assert_true(sw_name_valid("..a", 3));
+	assert_true(sw_name_valid("a b\x01\xff", 4));
+	assert_false(sw_name_valid("", 0));
+	assert_false(sw_name_valid(".", 1));
+	assert_false(sw_name_valid("..", 2));
+	assert_false(sw_name_valid("a/b", 3));
+	assert_false(sw_name_valid("/", 1));
+	assert_false(sw_name_valid("ab/", 3));
+	assert_false(sw_name_valid("a\0b", 3));
+	assert_false(sw_name_valid("ab\0", 3));
+	/* Only @len bytes count. */
+	assert_true(sw_name_valid("ab/", 2));
+	assert_false(sw_name_valid("..x", 1));
+	memset(name, 'n', sizeof(name));
+	assert_true(sw_name_valid(name, 255));
+	assert_false(sw_name_valid(name, 256));
+	name[254] = '/';
+	assert_false(sw_name_valid(name, 255));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_sw_crc32c_known_vectors,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_crc32c_matches_portable,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_sw_frame_get_hdr_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_frame_get_hdr_limits,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_frame_pack_round_trip,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_msg_info_table, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_dirent_get_round_trip,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_dirent_get_truncated,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_dirent_get_malformed,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_buf_add_consume, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_buf_reserve_keeps_bytes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_buf_reserve_huge, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_buf_add_frame, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_opt_set_types, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_opt_set_bad_values,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_opt_set_kv_split, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_cfg_load_lines, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_opt_dump_values, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_parse_forms,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_parse_bad, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_sw_target_parse_long_subdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_parse_size_suffixes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_parse_duration_ms_units,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_parse_bool_words, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sw_name_valid_rules, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

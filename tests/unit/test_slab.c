@@ -1,0 +1,366 @@
+/*
+ * slab.h: objects of several sizes, reuse, live counts, and pages going
+ * back when their objects are freed.
+ *
+ * Under AddressSanitizer the slab is malloc() per object and holds no
+ * pages; the page assertions are skipped there and the rest still runs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "slab.h"
+#include "unit.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SLAB_PAGES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLAB_PAGES 0
+#endif
+#endif
+#ifndef SLAB_PAGES
+#define SLAB_PAGES 1
+#endif
+
+#define NOBJ 20000
+
+struct fixture {
+	struct slab s;
+	void **objs;
+	struct rng rng;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->objs = calloc(NOBJ, sizeof(void *));
+	if (!f->objs) {
+		free(f);
+		return -1;
+	}
+	rng_seed(&f->rng, 42);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	/* Objects a failed test left behind. */
+	for (size_t i = 0; i < NOBJ; i++)
+		if (f->objs[i])
+			slab_free(&f->s, f->objs[i]);
+	if (f->s.objsize)
+		slab_release(&f->s);
+	free(f->objs);
+	free(f);
+	return 0;
+}
+
+/* Fill object @i with a pattern derived from @i, and check it. */
+static void fill(void *obj, size_t size, size_t i)
+{
+	uint8_t *p = obj;
+
+	for (size_t k = 0; k < size; k++)
+		p[k] = (uint8_t)(i * 31 + k);
+}
+
+static void check(const void *obj, size_t size, size_t i)
+{
+	const uint8_t *p = obj;
+
+	for (size_t k = 0; k < size; k++)
+		if (p[k] != (uint8_t)(i * 31 + k))
+			fail_msg("object %zu byte %zu overwritten", i, k);
+}
+
+static void shuffle(struct rng *r, size_t *v, size_t n)
+{
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)rng_below(r, i), t = v[i - 1];
+
+		v[i - 1] = v[j];
+		v[j] = t;
+	}
+}
+
+/* Allocate @n objects, check they do not overlap, free them in random
+ * order, and check the counters on the way. */
+static void cycle(struct fixture *f, size_t objsize, size_t n)
+{
+	struct slab *s = &f->s;
+	size_t *order = malloc(n * sizeof(*order));
+	size_t pages_full;
+
+	assert_non_null(order);
+	slab_init(s, objsize);
+	assert_int_equal(s->objsize % 8, 0);
+	assert_true(s->objsize >= objsize && s->objsize < objsize + 8);
+	assert_true(s->per_page >= 1);
+	assert_true((size_t)s->per_page * s->objsize <= SLAB_PAGE);
+	for (size_t i = 0; i < n; i++) {
+		f->objs[i] = slab_alloc(s);
+		assert_non_null(f->objs[i]);
+		assert_int_equal((uintptr_t)f->objs[i] % 8, 0);
+		fill(f->objs[i], s->objsize, i);
+		assert_int_equal(s->live, i + 1);
+	}
+	for (size_t i = 0; i < n; i++)
+		check(f->objs[i], s->objsize, i);
+	pages_full = s->pages;
+	if (SLAB_PAGES) {
+		size_t need = (n + s->per_page - 1) / s->per_page;
+
+		assert_int_equal(pages_full, need);
+		assert_int_equal(slab_bytes(s), need * SLAB_PAGE);
+	}
+
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	shuffle(&f->rng, order, n);
+	for (size_t k = 0; k < n; k++) {
+		size_t i = order[k];
+
+		check(f->objs[i], s->objsize, i);
+		slab_free(s, f->objs[i]);
+		f->objs[i] = NULL;
+		assert_int_equal(s->live, n - k - 1);
+		assert_true(s->pages <= pages_full);
+	}
+	/* At most one empty page is kept against churn. */
+	assert_int_equal(s->live, 0);
+	if (SLAB_PAGES)
+		assert_true(s->pages <= 1);
+	else
+		assert_int_equal(s->pages, 0);
+	slab_release(s);
+	assert_int_equal(s->pages, 0);
+	assert_int_equal(s->live, 0);
+	free(order);
+}
+
+static void test_slab_alloc_small(void **state)
+{
+	cycle(*state, 8, NOBJ);
+}
+
+static void test_slab_alloc_node_sized(void **state)
+{
+	cycle(*state, 64, NOBJ);
+}
+
+static void test_slab_alloc_odd_size(void **state)
+{
+	/* Rounded up to a multiple of 8. */
+	cycle(*state, 45, NOBJ);
+}
+
+static void test_slab_alloc_large(void **state)
+{
+	cycle(*state, 4096, 2000);
+}
+
+static void test_slab_free_null(void **state)
+{
+	struct fixture *f = *state;
+
+	slab_init(&f->s, 32);
+	f->objs[0] = slab_alloc(&f->s);
+	assert_non_null(f->objs[0]);
+	slab_free(&f->s, NULL);
+	assert_int_equal(f->s.live, 1);
+	slab_free(&f->s, f->objs[0]);
+	f->objs[0] = NULL;
+	assert_int_equal(f->s.live, 0);
+}
+
+/* Freed objects are handed out again before a new page is taken. */
+static void test_slab_alloc_reuse(void **state)
+{
+	struct fixture *f = *state;
+	struct slab *s = &f->s;
+	size_t n, pages;
+
+	slab_init(s, 48);
+	n = (size_t)s->per_page * 3;
+	for (size_t i = 0; i < n; i++)
+		assert_non_null(f->objs[i] = slab_alloc(s));
+	pages = s->pages;
+	/* Free every other object, then allocate as many again. */
+	for (size_t i = 0; i < n; i += 2) {
+		slab_free(s, f->objs[i]);
+		f->objs[i] = NULL;
+	}
+	assert_int_equal(s->live, n / 2);
+	for (size_t i = 0; i < n; i += 2) {
+		assert_non_null(f->objs[i] = slab_alloc(s));
+		fill(f->objs[i], s->objsize, i);
+	}
+	assert_int_equal(s->live, n);
+	assert_int_equal(s->pages, pages);
+	/* No object was handed out twice. */
+	for (size_t i = 0; i < n; i++)
+		if (i % 2 == 0)
+			check(f->objs[i], s->objsize, i);
+	for (size_t i = 0; i < n; i++) {
+		slab_free(s, f->objs[i]);
+		f->objs[i] = NULL;
+	}
+	assert_int_equal(s->live, 0);
+}
+
+/*
+ * Freeing everything but one object per page keeps the pages; freeing the
+ * last object of a page returns it, and a second slab of another size
+ * reuses the memory.
+ */
+static void test_slab_free_returns_pages(void **state)
+{
+	struct fixture *f = *state;
+	struct slab *s = &f->s, other;
+	size_t n, per;
+
+	slab_init(s, 128);
+	per = s->per_page;
+	n = per * 10;
+	for (size_t i = 0; i < n; i++)
+		assert_non_null(f->objs[i] = slab_alloc(s));
+	if (SLAB_PAGES)
+		assert_int_equal(s->pages, 10);
+	/* Objects are carved in order: object i is on page i / per. Keep
+	 * the first object of every page. */
+	for (size_t i = 0; i < n; i++) {
+		if (i % per == 0)
+			continue;
+		slab_free(s, f->objs[i]);
+		f->objs[i] = NULL;
+	}
+	assert_int_equal(s->live, 10);
+	if (SLAB_PAGES)
+		assert_int_equal(s->pages, 10);
+	for (size_t p = 0; p < 10; p++) {
+		slab_free(s, f->objs[p * per]);
+		f->objs[p * per] = NULL;
+		if (SLAB_PAGES)
+			assert_int_equal(s->pages, p < 9 ? 9 - p : 1);
+	}
+	assert_int_equal(s->live, 0);
+
+	/* The pages went back to a shared pool: another slab takes them. */
+	slab_init(&other, 256);
+	for (size_t i = 0; i < 1000; i++) {
+		void *o = slab_alloc(&other);
+
+		assert_non_null(o);
+		memset(o, 0xa5, other.objsize);
+		slab_free(&other, o);
+	}
+	assert_int_equal(other.live, 0);
+	slab_release(&other);
+}
+
+/*
+ * slab.h: slab_release() gives back every page once every object was
+ * freed: pages that were full, partial or empty, none may be left.
+ */
+static void test_slab_release_after_free(void **state)
+{
+	struct fixture *f = *state;
+	struct slab *s = &f->s;
+	size_t n;
+
+	slab_init(s, 256);
+	n = (size_t)s->per_page * 3 + 5; /* three full pages and a partial */
+	assert_true(n <= NOBJ);
+	for (size_t i = 0; i < n; i++) {
+		f->objs[i] = slab_alloc(s);
+		assert_non_null(f->objs[i]);
+	}
+	if (SLAB_PAGES)
+		assert_int_equal(s->pages, 4);
+	for (size_t i = 0; i < n; i++)
+		slab_free(s, f->objs[i]);
+	slab_release(s);
+	assert_int_equal(s->live, 0);
+	assert_int_equal(s->pages, 0);
+	assert_int_equal(slab_bytes(s), 0);
+}
+
+/* Interleaved allocations and frees against a list of live objects. */
+static void test_slab_alloc_random(void **state)
+{
+	struct fixture *f = *state;
+	struct slab *s = &f->s;
+	size_t live = 0, peak = 0;
+
+	slab_init(s, 72);
+	for (int step = 0; step < 200000; step++) {
+		bool grow = live == 0 ||
+			    (live < NOBJ && rng_below(&f->rng, 100) < 52);
+
+		if (grow) {
+			f->objs[live] = slab_alloc(s);
+			assert_non_null(f->objs[live]);
+			fill(f->objs[live], 16, (size_t)f->objs[live]);
+			live++;
+		} else {
+			size_t i = (size_t)rng_below(&f->rng, live);
+
+			check(f->objs[i], 16, (size_t)f->objs[i]);
+			slab_free(s, f->objs[i]);
+			f->objs[i] = f->objs[--live];
+			f->objs[live] = NULL;
+		}
+		assert_int_equal(s->live, live);
+		if (live > peak)
+			peak = live;
+		if (SLAB_PAGES)
+			assert_true(s->pages * s->per_page >= live);
+	}
+	while (live) {
+		slab_free(s, f->objs[--live]);
+		f->objs[live] = NULL;
+	}
+	assert_int_equal(s->live, 0);
+	assert_true(peak > 1000);
+	if (SLAB_PAGES)
+		assert_true(s->pages <= 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_slab_alloc_small, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_alloc_node_sized,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slab_alloc_odd_size, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_alloc_large, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_free_null, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_alloc_reuse, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_free_returns_pages,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slab_alloc_random, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_release_after_free,
+						setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

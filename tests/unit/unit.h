@@ -1,0 +1,124 @@
+/*
+ * Helpers shared by the unit tests: a seeded random generator (every test
+ * is deterministic), temporary directories, a quiet log sink, and running
+ * a piece of a test in a child process with a time limit, for code that
+ * might hang.
+ *
+ * Everything is static inline: each test program includes this once.
+ */
+#ifndef SWEEPFS_TESTS_UNIT_H
+#define SWEEPFS_TESTS_UNIT_H
+
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* xorshift64*: small, fast, and the same sequence on every platform. */
+struct rng {
+	uint64_t s;
+};
+
+static inline void rng_seed(struct rng *r, uint64_t seed)
+{
+	r->s = seed ? seed : 0x9e3779b97f4a7c15ULL;
+}
+
+static inline uint64_t rng_next(struct rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return r->s * 0x2545f4914f6cdd1dULL;
+}
+
+/* Uniform in [0, n), n > 0 (the modulo bias is irrelevant here). */
+static inline uint64_t rng_below(struct rng *r, uint64_t n)
+{
+	return rng_next(r) % n;
+}
+
+static inline void rng_fill(struct rng *r, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)rng_next(r);
+}
+
+/* A fresh directory under $TMPDIR (or /tmp) into @buf (at least 64 bytes). */
+static inline int unit_mkdtemp(char *buf, size_t len, const char *what)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(buf, len, "%s/sweepfs-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+		 what);
+	return mkdtemp(buf) ? 0 : -errno;
+}
+
+static inline int unit_rm_one(const char *path, const struct stat *st, int flag,
+			      struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* rm -rf @dir. */
+static inline void unit_rm_rf(const char *dir)
+{
+	nftw(dir, unit_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Size of @path in bytes, or -1. */
+static inline long long unit_file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) < 0 ? -1 : (long long)st.st_size;
+}
+
+/*
+ * Run @fn(@arg) in a child process and return its exit status (0..255), or
+ * -ETIMEDOUT when it did not finish within @ms milliseconds (it is then
+ * killed), or -EINTR when it died of a signal. For code that may hang or
+ * that changes process state (rlimits).
+ */
+static inline int unit_run_child(int (*fn)(void *arg), void *arg, int ms)
+{
+	pid_t pid;
+	int status;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		_exit(fn(arg) & 0xff);
+	for (int waited = 0;; waited += 10) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		if (r == pid)
+			break;
+		if (waited >= ms) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -ETIMEDOUT;
+		}
+		nanosleep(&ts, NULL);
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return -EINTR;
+}
+
+#endif
