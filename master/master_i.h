@@ -7,6 +7,7 @@
  *   server.c     TCP, framing, dispatch, reply queues, group commit
  *   session.c    sessions, open files, orphans, readdir cursors
  *   fsops.c      one handler per namespace request
+ *   admin.c      status and counters
  *   mutation.c   apply a journaled change (live and replay)
  *   namespace.c  nodes and edges
  *   changelog.c  checkpoint.c   persistence
@@ -212,6 +213,11 @@ req_handler fsops_handler(uint16_t type);
  */
 int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut);
+
+/* ---- admin.c -------------------------------------------------------- */
+
+/* The handler for administrative request @type, or NULL. */
+req_handler admin_handler(uint16_t type);
 
 /* ---- main.c --------------------------------------------------------- */
 

@@ -315,6 +315,8 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		}
 	} else {
 		handler = fsops_handler(hdr->type);
+		if (!handler)
+			handler = admin_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);
 		else

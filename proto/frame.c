@@ -10,35 +10,37 @@
 
 #include "frame.h"
 
-#define MSG(type, nm, rq, rp, mut)                                          \
+/* mut: changes the namespace; rs: safe to resend (see frame.h). */
+#define MSG(type, nm, rq, rp, mut, rs)                                      \
 	[SW_MSG_##type] = { .name = nm, .req = &sweepfs__##rq##__descriptor, \
 			    .reply = &sweepfs__##rp##__descriptor,           \
-			    .mutating = mut }
+			    .mutating = mut, .resend = rs }
 
 static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
-	MSG(HELLO, "hello", hello, hello_reply, 0),
-	MSG(PING, "ping", ping_req, ping_reply, 0),
-	MSG(LOOKUP, "lookup", lookup_req, entry_reply, 0),
-	MSG(GETATTR, "getattr", getattr_req, attr_reply, 0),
-	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1),
-	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1),
-	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1),
-	MSG(CREATE, "create", create_req, entry_reply, 1),
-	MSG(UNLINK, "unlink", name_req, status_reply, 1),
-	MSG(RMDIR, "rmdir", name_req, status_reply, 1),
-	MSG(RENAME, "rename", rename_req, status_reply, 1),
-	MSG(LINK, "link", link_req, entry_reply, 1),
-	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1),
-	MSG(READLINK, "readlink", ino_req, readlink_reply, 0),
-	MSG(STATFS, "statfs", ino_req, statfs_reply, 0),
-	MSG(OPEN, "open", open_req, open_reply, 0),
-	MSG(RELEASE, "release", ino_req, status_reply, 0),
-	MSG(ACCESS, "access", access_req, status_reply, 0),
-	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1),
-	MSG(GETXATTR, "getxattr", getxattr_req, xattr_reply, 0),
-	MSG(LISTXATTR, "listxattr", getxattr_req, xattr_reply, 0),
-	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1),
-	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0),
+	MSG(HELLO, "hello", hello, hello_reply, 0, 0),
+	MSG(PING, "ping", ping_req, ping_reply, 0, 1),
+	MSG(LOOKUP, "lookup", lookup_req, entry_reply, 0, 1),
+	MSG(GETATTR, "getattr", getattr_req, attr_reply, 0, 1),
+	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1, 0),
+	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1, 0),
+	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1, 0),
+	MSG(CREATE, "create", create_req, entry_reply, 1, 0),
+	MSG(UNLINK, "unlink", name_req, status_reply, 1, 0),
+	MSG(RMDIR, "rmdir", name_req, status_reply, 1, 0),
+	MSG(RENAME, "rename", rename_req, status_reply, 1, 0),
+	MSG(LINK, "link", link_req, entry_reply, 1, 0),
+	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1, 0),
+	MSG(READLINK, "readlink", ino_req, readlink_reply, 0, 1),
+	MSG(STATFS, "statfs", ino_req, statfs_reply, 0, 1),
+	MSG(OPEN, "open", open_req, open_reply, 0, 0),
+	MSG(RELEASE, "release", ino_req, status_reply, 0, 0),
+	MSG(ACCESS, "access", access_req, status_reply, 0, 1),
+	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1, 0),
+	MSG(GETXATTR, "getxattr", getxattr_req, xattr_reply, 0, 1),
+	MSG(LISTXATTR, "listxattr", getxattr_req, xattr_reply, 0, 1),
+	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1, 0),
+	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0, 1),
+	MSG(INFO, "info", info_req, info_reply, 0, 1),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

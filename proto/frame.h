@@ -77,6 +77,7 @@ enum sw_msg_type {
 	SW_MSG_LISTXATTR = 21,
 	SW_MSG_REMOVEXATTR = 22,
 	SW_MSG_READDIR = 23,
+	SW_MSG_INFO = 24,
 	SW_MSG__COUNT
 };
 
@@ -93,6 +94,10 @@ struct sw_msg_info {
 	const ProtobufCMessageDescriptor *req;    /* request payload */
 	const ProtobufCMessageDescriptor *reply;  /* reply payload */
 	unsigned mutating : 1;                    /* changes the namespace */
+	/* Changes nothing at all: safe to send again when a connection
+	 * broke before its reply came. (open and release change a
+	 * session's open files; a reconnect reconciles those instead.) */
+	unsigned resend : 1;
 };
 
 /*

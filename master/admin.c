@@ -1,0 +1,132 @@
+/*
+ * Administrative requests: status and counters for `sweepfs status` and
+ * `sweepfs stats`, and for benchmarks, which read the master's own
+ * counters (requests by type, bytes, readdir entries, CPU, memory) rather
+ * than guess them from the outside.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "master_i.h"
+#include "util.h"
+
+static const char *const sync_names[] = { "always", "interval", "never" };
+
+static uint64_t rss_bytes(void)
+{
+	unsigned long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void fill_counters(Sweepfs__Counters *out, uint64_t *reqs,
+			  const struct op_counters *c)
+{
+	sweepfs__counters__init(out);
+	memcpy(reqs, c->requests, sizeof(c->requests));
+	out->n_requests = SW_MSG__COUNT;
+	out->requests = reqs;
+	out->has_errors = out->has_bytes_in = out->has_bytes_out = 1;
+	out->has_readdir_entries = 1;
+	out->errors = c->errors;
+	out->bytes_in = c->bytes_in;
+	out->bytes_out = c->bytes_out;
+	out->readdir_entries = c->readdir_entries;
+}
+
+static void op_info(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__InfoReq *q = (const void *)msg;
+	Sweepfs__InfoReply reply = SWEEPFS__INFO_REPLY__INIT;
+	struct master *m = r->m;
+	uint64_t total_reqs[SW_MSG__COUNT];
+	Sweepfs__Counters total;
+	Sweepfs__SessionInfo *infos = NULL, **ptrs = NULL;
+	Sweepfs__Counters *ctrs = NULL;
+	uint64_t *reqs = NULL;
+	struct rusage ru;
+	size_t n = 0;
+
+	reply.server_version = SWEEPFS_VERSION;
+	reply.has_started_at = reply.has_uptime_ms = 1;
+	reply.started_at = m->started_at;
+	reply.uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+	reply.has_meta_version = reply.has_durable_version = 1;
+	reply.has_checkpoint_version = 1;
+	reply.meta_version = m->ns.version;
+	reply.durable_version = changelog_durable(m->cl);
+	reply.checkpoint_version = m->checkpoint_version;
+	reply.changelog_sync = (char *)sync_names[m->cfg.changelog_sync];
+	reply.has_nodes = reply.has_dirs = reply.has_names = 1;
+	reply.has_orphans = reply.has_meta_bytes = reply.has_rss_bytes = 1;
+	reply.nodes = m->ns.nnodes;
+	reply.dirs = m->ns.ndirs;
+	reply.names = m->ns.nedges;
+	reply.orphans = htab_count(&m->ns.orphans);
+	reply.meta_bytes = ns_memory(&m->ns);
+	reply.rss_bytes = rss_bytes();
+	reply.has_connections = 1;
+	reply.connections = m->nconns;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		reply.has_cpu_user_ms = reply.has_cpu_system_ms = 1;
+		reply.cpu_user_ms = (uint64_t)ru.ru_utime.tv_sec * 1000 +
+				    (uint64_t)ru.ru_utime.tv_usec / 1000;
+		reply.cpu_system_ms = (uint64_t)ru.ru_stime.tv_sec * 1000 +
+				      (uint64_t)ru.ru_stime.tv_usec / 1000;
+	}
+	fill_counters(&total, total_reqs, &m->total);
+	reply.total = &total;
+
+	if (q->sessions && m->nsessions) {
+		infos = calloc(m->nsessions, sizeof(*infos));
+		ptrs = calloc(m->nsessions, sizeof(*ptrs));
+		ctrs = calloc(m->nsessions, sizeof(*ctrs));
+		reqs = calloc(m->nsessions * SW_MSG__COUNT, sizeof(*reqs));
+		if (!infos || !ptrs || !ctrs || !reqs) {
+			req_error(r, -ENOMEM);
+			goto out;
+		}
+		for (struct session *s = m->session_list; s; s = s->next, n++) {
+			Sweepfs__SessionInfo *si = &infos[n];
+
+			sweepfs__session_info__init(si);
+			si->has_id = si->has_role = si->has_root_ino = 1;
+			si->has_connected = si->has_connected_at = 1;
+			si->has_open_files = 1;
+			si->id = s->id;
+			si->role = s->role;
+			si->peer = s->peer;
+			si->name = s->name;
+			si->root_ino = s->root_ino;
+			si->connected = s->conn != NULL;
+			si->connected_at = s->connected_at;
+			si->open_files = htab_count(&s->opens);
+			fill_counters(&ctrs[n], reqs + n * SW_MSG__COUNT, &s->ctr);
+			si->counters = &ctrs[n];
+			ptrs[n] = si;
+		}
+		reply.n_sessions = n;
+		reply.sessions = ptrs;
+	}
+	req_reply(r, &reply.base);
+out:
+	free(infos);
+	free(ptrs);
+	free(ctrs);
+	free(reqs);
+}
+
+req_handler admin_handler(uint16_t type)
+{
+	return type == SW_MSG_INFO ? op_info : NULL;
+}

@@ -1,0 +1,238 @@
+/*
+ * sweepfs status [--json] [PATH]: the master's state at a glance.
+ * sweepfs stats [--json] [--sessions] [PATH]: request counters, in total
+ * and per session.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tool.h"
+
+static int fetch_status(const char *path, bool sessions,
+			Sweepfs__InfoReply **out)
+{
+	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	ProtobufCMessage *reply;
+	struct sw_client *c;
+	int rc = tool_connect(path, &c);
+
+	if (rc < 0)
+		return rc;
+	q.has_sessions = 1;
+	q.sessions = sessions;
+	rc = sw_client_call(c, SW_MSG_INFO, &q.base, &reply);
+	sw_client_close(c);
+	if (rc == 0) {
+		rc = sw_reply_err(reply);
+		if (rc < 0)
+			protobuf_c_message_free_unpacked(reply, NULL);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs: status: %s\n", strerror(-rc));
+		return rc;
+	}
+	*out = (Sweepfs__InfoReply *)reply;
+	return 0;
+}
+
+static const char *role_name(int role)
+{
+	switch (role) {
+	case SWEEPFS__ROLE__ROLE_MOUNT:
+		return "mount";
+	case SWEEPFS__ROLE__ROLE_TOOL:
+		return "tool";
+	case SWEEPFS__ROLE__ROLE_CHUNKSERVER:
+		return "chunkserver";
+	default:
+		return "?";
+	}
+}
+
+static void json_counters(struct json *j, const char *key,
+			  const Sweepfs__Counters *c)
+{
+	json_obj_begin(j, key);
+	json_obj_begin(j, "requests");
+	for (size_t t = 0; t < c->n_requests; t++) {
+		const struct sw_msg_info *info = sw_msg_info((uint16_t)t);
+
+		if (info && c->requests[t])
+			json_u64(j, info->name, c->requests[t]);
+	}
+	json_obj_end(j);
+	json_u64(j, "errors", c->errors);
+	json_u64(j, "bytes_in", c->bytes_in);
+	json_u64(j, "bytes_out", c->bytes_out);
+	json_u64(j, "readdir_entries", c->readdir_entries);
+	json_obj_end(j);
+}
+
+static void json_status(const Sweepfs__InfoReply *s, bool counters)
+{
+	struct json j;
+
+	json_init(&j, stdout);
+	json_obj_begin(&j, NULL);
+	json_str(&j, "server_version", s->server_version);
+	json_u64(&j, "uptime_ms", s->uptime_ms);
+	json_u64(&j, "meta_version", s->meta_version);
+	json_u64(&j, "durable_version", s->durable_version);
+	json_u64(&j, "checkpoint_version", s->checkpoint_version);
+	json_str(&j, "changelog_sync", s->changelog_sync);
+	json_u64(&j, "nodes", s->nodes);
+	json_u64(&j, "dirs", s->dirs);
+	json_u64(&j, "names", s->names);
+	json_u64(&j, "orphans", s->orphans);
+	json_u64(&j, "meta_bytes", s->meta_bytes);
+	json_u64(&j, "rss_bytes", s->rss_bytes);
+	json_u64(&j, "cpu_user_ms", s->cpu_user_ms);
+	json_u64(&j, "cpu_system_ms", s->cpu_system_ms);
+	json_u64(&j, "connections", s->connections);
+	if (counters && s->total)
+		json_counters(&j, "total", s->total);
+	json_arr_begin(&j, "sessions");
+	for (size_t i = 0; i < s->n_sessions; i++) {
+		const Sweepfs__SessionInfo *si = s->sessions[i];
+		char id[20];
+
+		snprintf(id, sizeof(id), "%016" PRIx64, si->id);
+		json_obj_begin(&j, NULL);
+		json_str(&j, "id", id);
+		json_str(&j, "role", role_name(si->role));
+		json_str(&j, "peer", si->peer);
+		json_str(&j, "name", si->name);
+		json_bool(&j, "connected", si->connected);
+		json_u64(&j, "root_ino", si->root_ino);
+		json_u64(&j, "open_files", si->open_files);
+		if (counters && si->counters)
+			json_counters(&j, "counters", si->counters);
+		json_obj_end(&j);
+	}
+	json_arr_end(&j);
+	json_obj_end(&j);
+}
+
+static void parse_common(int argc, char **argv, bool *json, bool *sessions,
+			 const char **path)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "sessions", no_argument, NULL, 's' },
+		{ 0 },
+	};
+	int opt;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "js", longopts, NULL)) != -1) {
+		if (opt == 'j')
+			*json = true;
+		else if (opt == 's')
+			*sessions = true;
+		else
+			exit(2);
+	}
+	*path = optind < argc ? argv[optind] : NULL;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	Sweepfs__InfoReply *s;
+	bool json = false, sessions = true;
+	const char *path;
+	char b1[32], b2[32];
+	uint64_t up;
+
+	parse_common(argc, argv, &json, &sessions, &path);
+	if (fetch_status(path, true, &s) < 0)
+		return 1;
+	if (json) {
+		json_status(s, false);
+		goto out;
+	}
+	up = s->uptime_ms / 1000;
+	printf("master %s, up %" PRIu64 "d %02" PRIu64 ":%02" PRIu64
+	       ":%02" PRIu64 "\n",
+	       s->server_version, up / 86400, up / 3600 % 24, up / 60 % 60,
+	       up % 60);
+	printf("metadata version %" PRIu64 " (durable %" PRIu64
+	       ", checkpoint %" PRIu64 "), changelog_sync %s\n",
+	       s->meta_version, s->durable_version, s->checkpoint_version,
+	       s->changelog_sync);
+	printf("%" PRIu64 " nodes (%" PRIu64 " directories), %" PRIu64
+	       " names, %" PRIu64 " open-unlinked\n",
+	       s->nodes, s->dirs, s->names, s->orphans);
+	printf("memory: %s in namespace structures, %s resident",
+	       fmt_bytes(s->meta_bytes, b1, sizeof(b1)),
+	       fmt_bytes(s->rss_bytes, b2, sizeof(b2)));
+	if (s->nodes)
+		printf(" (%.0f bytes per node)",
+		       (double)s->rss_bytes / (double)s->nodes);
+	printf("\ncpu: %.2f s user, %.2f s system\n",
+	       (double)s->cpu_user_ms / 1000, (double)s->cpu_system_ms / 1000);
+	printf("%zu sessions, %" PRIu64 " connections\n", s->n_sessions,
+	       s->connections);
+	for (size_t i = 0; i < s->n_sessions; i++) {
+		const Sweepfs__SessionInfo *si = s->sessions[i];
+
+		printf("  %016" PRIx64 " %-5s %-22s %-9s %" PRIu64
+		       " open  %s\n",
+		       si->id, role_name(si->role), si->peer,
+		       si->connected ? "connected" : "detached", si->open_files,
+		       si->name);
+	}
+out:
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	return 0;
+}
+
+static void print_counters(const char *title, const Sweepfs__Counters *c)
+{
+	char b1[32], b2[32];
+
+	printf("%s: %s in, %s out, %" PRIu64 " readdir entries, %" PRIu64
+	       " errors\n",
+	       title, fmt_bytes(c->bytes_in, b1, sizeof(b1)),
+	       fmt_bytes(c->bytes_out, b2, sizeof(b2)), c->readdir_entries,
+	       c->errors);
+	for (size_t t = 0; t < c->n_requests; t++) {
+		const struct sw_msg_info *info = sw_msg_info((uint16_t)t);
+
+		if (info && c->requests[t])
+			printf("  %-12s %12" PRIu64 "\n", info->name,
+			       c->requests[t]);
+	}
+}
+
+int cmd_stats(int argc, char **argv)
+{
+	Sweepfs__InfoReply *s;
+	bool json = false, sessions = false;
+	const char *path;
+
+	parse_common(argc, argv, &json, &sessions, &path);
+	if (fetch_status(path, sessions, &s) < 0)
+		return 1;
+	if (json) {
+		json_status(s, true);
+	} else {
+		if (s->total)
+			print_counters("total", s->total);
+		for (size_t i = 0; i < s->n_sessions; i++) {
+			const Sweepfs__SessionInfo *si = s->sessions[i];
+			char title[300];
+
+			snprintf(title, sizeof(title),
+				 "session %016" PRIx64 " (%s)", si->id,
+				 si->name);
+			if (si->counters)
+				print_counters(title, si->counters);
+		}
+	}
+	protobuf_c_message_free_unpacked(&s->base, NULL);
+	return 0;
+}

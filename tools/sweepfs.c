@@ -1,0 +1,65 @@
+/*
+ * sweepfs: the administration command. `sweepfs [-m MASTER] COMMAND ...`;
+ * each command lives in its own file as cmd_<name>() (the git builtin
+ * layout).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tool.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct command commands[] = {
+	{ "status", cmd_status, "the master's state, sessions, memory" },
+	{ "stats", cmd_stats, "request counters, total and per session" },
+	{ 0 },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sweepfs [-m HOST[:PORT]] COMMAND [ARGS]\n\n"
+		   "The master is -m, else $SWEEPFS_MASTER, else the master "
+		   "of the sweepfs\nmount the path (or working directory) is "
+		   "on, else 127.0.0.1.\n\ncommands:\n");
+	for (const struct command *c = commands; c->name; c++)
+		fprintf(f, "  %-16s %s\n", c->name, c->help);
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	while (i < argc && argv[i][0] == '-') {
+		if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--master")) &&
+		    i + 1 < argc) {
+			tool_opts.master = argv[i + 1];
+			i += 2;
+		} else if (!strcmp(argv[i], "-h") ||
+			   !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "-V") ||
+			   !strcmp(argv[i], "--version")) {
+			printf("sweepfs %s\n", SWEEPFS_VERSION);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (i == argc) {
+		usage(stderr);
+		return 2;
+	}
+	for (const struct command *c = commands; c->name; c++)
+		if (!strcmp(c->name, argv[i]))
+			return c->fn(argc - i, argv + i);
+	fprintf(stderr, "sweepfs: unknown command '%s'\n\n", argv[i]);
+	usage(stderr);
+	return 2;
+}
