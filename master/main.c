@@ -44,7 +44,7 @@ static void config_defaults(struct master_config *c)
 	strcpy(c->listen_host, "0.0.0.0");
 	c->listen_port = SW_MASTER_PORT;
 	strcpy(c->data_dir, "/var/lib/sweepfs/master");
-	c->changelog_sync = CL_SYNC_ALWAYS;
+	c->changelog_sync = CL_SYNC_INTERVAL;
 	c->sync_interval_ms = 100;
 	c->checkpoint_interval_ms = 3600 * 1000;
 	c->checkpoint_changes = 10 * 1000 * 1000;

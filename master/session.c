@@ -232,6 +232,77 @@ static struct session *session_new(struct master *m, uint64_t id)
 	return s;
 }
 
+static int collect_open(void *e, void *arg)
+{
+	struct sess_open *so = e;
+
+	return sw_buf_add(arg, &so->ino, sizeof(so->ino));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Make @s's open files exactly @inos (an inode appears once per open).
+ * Inodes that no longer exist are skipped.
+ */
+static void session_reclaim(struct master *m, struct session *s,
+			    const uint64_t *inos, size_t n)
+{
+	struct sw_buf have = SW_BUF_INIT;
+	uint64_t *want = NULL, *cur;
+	size_t ncur;
+
+	if (n) {
+		want = malloc(n * sizeof(*want));
+		if (!want)
+			return;
+		memcpy(want, inos, n * sizeof(*want));
+		qsort(want, n, sizeof(*want), cmp_u64);
+	}
+	/* Drop what the client no longer has open. */
+	if (htab_foreach(&s->opens, collect_open, &have) == 0) {
+		cur = (uint64_t *)have.data;
+		ncur = sw_buf_used(&have) / sizeof(uint64_t);
+		for (size_t i = 0; i < ncur; i++) {
+			struct sess_open *so;
+
+			if (n && bsearch(&cur[i], want, n, sizeof(*want),
+					 cmp_u64))
+				continue;
+			so = htab_find(&s->opens, sw_hash_u64(cur[i]), ino_eq,
+				       &cur[i]);
+			so->count = 1;
+			session_release(m, s, cur[i]);
+		}
+	}
+	sw_buf_release(&have);
+	/* Set the count of each listed inode. */
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		struct sess_open *so;
+		struct node *node = ns_get(&m->ns, want[i]);
+
+		while (j < n && want[j] == want[i])
+			j++;
+		if (node && !S_ISDIR(node->mode)) {
+			so = htab_find(&s->opens, sw_hash_u64(want[i]), ino_eq,
+				       &want[i]);
+			if (so)
+				so->count = (uint32_t)(j - i);
+			else
+				for (size_t k = i; k < j; k++)
+					session_open(m, s, node);
+		}
+		i = j;
+	}
+	free(want);
+}
+
 /* Walk @path ("/a/b") from the root; the directory's inode or -errno. */
 static int64_t resolve_subdir(struct master *m, const uint8_t *path,
 			      size_t len)
@@ -320,14 +391,11 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 			rc = -ENOMEM;
 			goto out_err;
 		}
-		/* After a restart: take back what the client has open. */
-		for (size_t i = 0; i < h->n_open_inodes; i++) {
-			struct node *n = ns_get(&m->ns, h->open_inodes[i]);
-
-			if (n && !S_ISDIR(n->mode))
-				session_open(m, s, n);
-		}
 	}
+	/* After a restart, or requests lost with the old connection: the
+	 * client's list of open files is the truth. */
+	if (!resumed || h->reclaim)
+		session_reclaim(m, s, h->open_inodes, h->n_open_inodes);
 	s->role = h->role;
 	s->conn = r->conn;
 	s->root_ino = (uint64_t)root;

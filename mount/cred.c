@@ -41,6 +41,10 @@ void cred_fill(fuse_req_t req, Sweepfs__Cred *c, uint32_t *groups,
 	c->groups = groups;
 	c->n_groups = 0;
 
+	/* Requests the kernel makes on its own (release, forget) have no
+	 * process: no groups to look up. */
+	if (ctx->pid == 0)
+		return;
 	pthread_mutex_lock(&cache_mu);
 	if (e->pid == ctx->pid && e->uid == ctx->uid && e->gid == ctx->gid &&
 	    e->expires > now) {

@@ -150,17 +150,18 @@ void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *count)
 	pthread_mutex_lock(&t->mu);
 	for (size_t i = 0; v && i < t->nbuckets; i++) {
 		for (struct minode *e = t->buckets[i]; e; e = e->next) {
-			if (!e->nopen)
-				continue;
-			if (n == cap) {
-				uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
+			for (uint32_t k = 0; k < e->nopen; k++) {
+				if (n == cap) {
+					uint64_t *nv = realloc(
+						v, 2 * cap * sizeof(*v));
 
-				if (!nv)
-					goto out;
-				v = nv;
-				cap *= 2;
+					if (!nv)
+						goto out;
+					v = nv;
+					cap *= 2;
+				}
+				v[n++] = e->ino;
 			}
-			v[n++] = e->ino;
 		}
 	}
 out:

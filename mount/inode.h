@@ -36,7 +36,8 @@ void itable_forget(struct itable *t, uint64_t ino, uint64_t n);
 int itable_open(struct itable *t, uint64_t ino);
 void itable_close(struct itable *t, uint64_t ino);
 
-/* Inodes with open handles, in a malloc'd array the caller frees. */
+/* Inodes with open handles, each once per handle, in a malloc'd array
+ * the caller frees. */
 void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *n);
 
 /* Inodes in the table (for tests and statistics). */

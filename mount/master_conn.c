@@ -1,21 +1,27 @@
 /*
- * Locks: `mu` guards the pending calls and the connection state; `wmu`
- * serialises writes to the socket. They are separate so that a writer
- * blocked on a full socket never stops the receiver from taking replies
- * (which is what unblocks the master, and then the writer).
+ * Threads and locks. FUSE workers call mconn_send(): they encode the
+ * frame, register it under `mu`, and write it under `wmu` (taken first;
+ * the order is always wmu, then mu). The receiver thread reads replies,
+ * takes the matching request out under `mu` and runs its callback with no
+ * lock held. Writing and reading are separate so that a writer blocked on
+ * a full socket never stops replies from being taken.
  *
- * Each call lives on its caller's stack with its own condition variable;
- * the receiver fills it in and signals. A broken connection bumps `epoch`;
- * a call sent in an older epoch is settled by the receiver before it
- * reconnects: resent later or failed, as master_conn.h explains.
+ * A request may complete (on the receiver) while its sender is still
+ * inside write(2): requests are reference-counted, one reference for the
+ * table and one for the sender.
+ *
+ * Reconnection, expiry of requests waiting for the master, and sending
+ * what waited all happen on the receiver thread.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,37 +33,61 @@
 #include "util.h"
 
 #define TAG "mconn"
+#define TABLE_SLOTS 1024u /* in-flight table buckets (ids are sequential) */
+/* Lazy requests wait at most this long for a request to ride along. */
+#define LAZY_NS (2 * 1000 * 1000)
 
-struct mcall {
+struct pending {
 	uint64_t id;
 	uint16_t type;
-	bool done;
-	int err;		  /* -errno when done without a reply */
-	ProtobufCMessage *reply;
-	pthread_cond_t cond;
-	struct mcall *next;	  /* pending list */
+	bool resend;	   /* safe to send again after a broken connection */
+	int refs;	   /* atomic: table + sender */
+	int64_t deadline;  /* while waiting for a connection */
+	mconn_cb cb;
+	void *arg;
+	struct pending *next;
+	size_t len;
+	uint8_t frame[];   /* header + payload, id patched at each send */
 };
 
 struct mconn {
 	struct mconn_opts o;
 	char client_name[256];
 
+	pthread_mutex_t wmu;	       /* socket writes; taken before mu */
 	pthread_mutex_t mu;
-	pthread_cond_t conn_cond; /* connection (re)established */
-	int fd;			  /* -1 while disconnected */
-	uint64_t epoch;		  /* bumped at each disconnect */
+	int fd;			       /* -1 while disconnected */
+	uint64_t next_id;
 	uint64_t session_id;
 	uint64_t root_ino;
-	struct mcall *pending;
+	struct pending *table[TABLE_SLOTS]; /* in flight, by id */
+	struct pending *waiting;       /* not sent: no connection */
+	struct pending **waiting_tail;
+	struct sw_buf lazy;	       /* frames of mconn_send_lazy(), unsent */
+	int64_t lazy_since;	       /* mono ns of the oldest */
+	bool rx_idle;		       /* receiver sleeps with no timeout */
 	bool stop;
 
-	pthread_mutex_t wmu;	  /* taken before mu, never after */
-	uint64_t next_id;	  /* under mu */
-
+	int wake_fd;		       /* eventfd: wakes the receiver */
 	pthread_t rx;
 	bool rx_started;
-	struct sw_buf in;	  /* receiver thread only */
+	struct sw_buf in;	       /* receiver thread only */
 };
+
+static void pending_put(struct pending *p)
+{
+	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(p);
+}
+
+static void complete(struct pending *p, int rc, ProtobufCMessage *reply)
+{
+	if (p->cb)
+		p->cb(p->arg, rc, &reply);
+	if (reply)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	pending_put(p);
+}
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -73,6 +103,211 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+static void wake_rx(struct mconn *mc)
+{
+	uint64_t one = 1;
+
+	if (write(mc->wake_fd, &one, sizeof(one)) < 0)
+		sw_debug(TAG, "wake: %s", strerror(errno));
+}
+
+/* ---- in-flight table (under mu) ------------------------------------- */
+
+static void table_add(struct mconn *mc, struct pending *p)
+{
+	struct pending **b = &mc->table[p->id % TABLE_SLOTS];
+
+	p->next = *b;
+	*b = p;
+}
+
+static struct pending *table_take(struct mconn *mc, uint64_t id)
+{
+	for (struct pending **pp = &mc->table[id % TABLE_SLOTS]; *pp;
+	     pp = &(*pp)->next) {
+		struct pending *p = *pp;
+
+		if (p->id == id) {
+			*pp = p->next;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+/* Give @p an id and put it in the table; mu held. */
+static void assign(struct mconn *mc, struct pending *p)
+{
+	struct sw_frame_hdr hdr = {
+		.len = (uint32_t)(p->len - SW_FRAME_HDR),
+		.type = p->type,
+		.id = mc->next_id++,
+	};
+
+	p->id = hdr.id;
+	sw_frame_put_hdr(p->frame, &hdr);
+	table_add(mc, p);
+}
+
+static void wait_add(struct mconn *mc, struct pending *p)
+{
+	p->next = NULL;
+	p->deadline = sw_mono_ns() + (int64_t)mc->o.timeout_ms * 1000000;
+	*mc->waiting_tail = p;
+	mc->waiting_tail = &p->next;
+}
+
+/* ---- sending -------------------------------------------------------- */
+
+/* Write the lazy frames, giving them ids nobody waits for. wmu held. */
+static int flush_lazy(struct mconn *mc, int fd)
+{
+	uint8_t *f = sw_buf_head(&mc->lazy), *end = f + sw_buf_used(&mc->lazy);
+	int rc;
+
+	pthread_mutex_lock(&mc->mu);
+	for (; f < end; f += SW_FRAME_HDR + (f[0] << 24 | f[1] << 16 |
+					      f[2] << 8 | f[3])) {
+		struct sw_frame_hdr hdr;
+
+		sw_frame_get_hdr(f, SW_FRAME_HDR, UINT32_MAX, &hdr);
+		hdr.id = mc->next_id++;
+		sw_frame_put_hdr(f, &hdr);
+	}
+	pthread_mutex_unlock(&mc->mu);
+	rc = write_all(fd, sw_buf_head(&mc->lazy), sw_buf_used(&mc->lazy));
+	sw_buf_reset(&mc->lazy);
+	return rc;
+}
+
+
+void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
+		mconn_cb cb, void *arg)
+{
+	const struct sw_msg_info *info = sw_msg_info(type);
+	size_t size = sw_frame_size(req);
+	struct pending *p = malloc(sizeof(*p) + size);
+	int fd, rc = 0;
+
+	if (!p) {
+		ProtobufCMessage *none = NULL;
+
+		if (cb)
+			cb(arg, -ENOMEM, &none);
+		return;
+	}
+	p->type = type;
+	p->resend = info && info->resend;
+	p->refs = 2;
+	p->cb = cb;
+	p->arg = arg;
+	p->len = sw_frame_pack(p->frame, type, 0, 0, req);
+
+	pthread_mutex_lock(&mc->wmu);
+	pthread_mutex_lock(&mc->mu);
+	fd = mc->fd;
+	if (fd >= 0) {
+		assign(mc, p);
+	} else {
+		wait_add(mc, p);
+		wake_rx(mc); /* so that it expires on time */
+	}
+	pthread_mutex_unlock(&mc->mu);
+	if (fd >= 0 && sw_buf_used(&mc->lazy))
+		rc = flush_lazy(mc, fd);
+	if (fd >= 0 && rc == 0)
+		rc = write_all(fd, p->frame, p->len);
+	if (rc < 0)
+		shutdown(fd, SHUT_RDWR); /* the receiver settles the rest */
+	pthread_mutex_unlock(&mc->wmu);
+	pending_put(p);
+}
+
+void mconn_send_lazy(struct mconn *mc, uint16_t type,
+		     const ProtobufCMessage *req)
+{
+	bool first, poke;
+
+	pthread_mutex_lock(&mc->wmu);
+	first = sw_buf_used(&mc->lazy) == 0;
+	if (sw_buf_add_frame(&mc->lazy, type, 0, 0, req) < 0) {
+		pthread_mutex_unlock(&mc->wmu);
+		return; /* bookkeeping only; a reconnect reconciles it */
+	}
+	if (first)
+		mc->lazy_since = sw_mono_ns();
+	pthread_mutex_unlock(&mc->wmu);
+	pthread_mutex_lock(&mc->mu);
+	poke = first && mc->rx_idle;
+	pthread_mutex_unlock(&mc->mu);
+	if (poke)
+		wake_rx(mc); /* so that it sends them in time */
+}
+
+/* Receiver thread: send lazy frames that waited long enough. Returns the
+ * poll timeout in ms until the next check (-1: nothing waits). */
+static int lazy_tick(struct mconn *mc, int fd)
+{
+	int64_t left;
+	int rc = 0, timeout = -1;
+
+	pthread_mutex_lock(&mc->wmu);
+	if (sw_buf_used(&mc->lazy)) {
+		left = mc->lazy_since + LAZY_NS - sw_mono_ns();
+		if (left <= 0)
+			rc = flush_lazy(mc, fd);
+		else
+			timeout = (int)(left / 1000000) + 1;
+	}
+	pthread_mutex_unlock(&mc->wmu);
+	if (rc < 0)
+		shutdown(fd, SHUT_RDWR);
+	return timeout;
+}
+
+struct sync_call {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	int rc;
+	ProtobufCMessage *reply;
+};
+
+static void sync_cb(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct sync_call *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	s->rc = rc;
+	s->reply = *reply;
+	*reply = NULL; /* ours now */
+	s->done = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
+int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
+	       ProtobufCMessage **reply)
+{
+	struct sync_call s = { .done = false };
+
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	mconn_send(mc, type, req, sync_cb, &s);
+	pthread_mutex_lock(&s.mu);
+	while (!s.done)
+		pthread_cond_wait(&s.cond, &s.mu);
+	pthread_mutex_unlock(&s.mu);
+	pthread_mutex_destroy(&s.mu);
+	pthread_cond_destroy(&s.cond);
+	if (s.rc < 0 && s.reply) {
+		protobuf_c_message_free_unpacked(s.reply, NULL);
+		s.reply = NULL;
+	}
+	*reply = s.reply;
+	return s.rc;
 }
 
 /* ---- hello ---------------------------------------------------------- */
@@ -109,6 +344,8 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		mc->o.open_inodes(mc->o.arg, &inos, &ninos);
 		hello.n_open_inodes = ninos;
 		hello.open_inodes = inos;
+		hello.has_reclaim = 1;
+		hello.reclaim = 1;
 	}
 	rc = sw_buf_add_frame(&b, SW_MSG_HELLO, 0, 0, &hello.base);
 	free(inos);
@@ -117,6 +354,7 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	sw_buf_reset(&b);
 	/* Read exactly the hello reply; nothing else comes before it. */
 	while (rc == 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 
 		rc = sw_frame_get_hdr(sw_buf_head(&b), sw_buf_used(&b),
@@ -128,6 +366,10 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		rc = sw_buf_reserve(&b, 4096);
 		if (rc < 0)
 			break;
+		if (poll(&pfd, 1, 10000) <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
 		n = read(fd, b.data + b.len, b.cap - b.len);
 		if (n <= 0) {
 			rc = n < 0 ? -errno : -ECONNRESET;
@@ -163,100 +405,169 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 
 /* ---- receiving ------------------------------------------------------ */
 
-static struct mcall *take_pending(struct mconn *mc, uint64_t id)
-{
-	for (struct mcall **pp = &mc->pending; *pp; pp = &(*pp)->next) {
-		struct mcall *c = *pp;
-
-		if (c->id == id) {
-			*pp = c->next;
-			return c;
-		}
-	}
-	return NULL;
-}
-
 static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 		    const uint8_t *payload)
 {
 	const struct sw_msg_info *info = sw_msg_info(hdr->type);
 	ProtobufCMessage *reply = NULL;
-	struct mcall *c;
+	struct pending *p;
+	int rc;
 
 	if (hdr->flags & SW_FRAME_NOTIFY) {
 		if (mc->o.notify)
 			mc->o.notify(mc->o.arg, hdr->type, payload, hdr->len);
 		return;
 	}
-	if (info)
+	pthread_mutex_lock(&mc->mu);
+	p = table_take(mc, hdr->id);
+	pthread_mutex_unlock(&mc->mu);
+	if (!p)
+		return; /* nobody asked: a reply from before a reconnect */
+	if (info && hdr->type == p->type)
 		reply = protobuf_c_message_unpack(info->reply, NULL, hdr->len,
 						  payload);
-	pthread_mutex_lock(&mc->mu);
-	c = take_pending(mc, hdr->id);
-	if (c) {
-		c->done = true;
-		c->reply = reply;
-		c->err = reply ? 0 : -EPROTO;
-		pthread_cond_signal(&c->cond);
-		reply = NULL;
-	}
-	pthread_mutex_unlock(&mc->mu);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
+	rc = reply ? sw_reply_err(reply) : -EIO;
+	complete(p, rc, reply);
 }
 
-/* Read frames until the connection fails; returns why. */
+/* Read and deliver what arrived. Returns 0, or why the connection ended. */
 static int receive(struct mconn *mc, int fd)
 {
+	ssize_t n;
+	int rc;
+
+	rc = sw_buf_reserve(&mc->in, 64 << 10);
+	if (rc < 0)
+		return rc;
+	n = read(fd, mc->in.data + mc->in.len, mc->in.cap - mc->in.len);
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN ? 0 : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	mc->in.len += (size_t)n;
 	for (;;) {
 		struct sw_frame_hdr hdr;
-		ssize_t n;
-		int rc;
 
 		rc = sw_frame_get_hdr(sw_buf_head(&mc->in), sw_buf_used(&mc->in),
 				      SW_FRAME_MAX_META, &hdr);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && sw_buf_used(&mc->in) >= SW_FRAME_HDR + hdr.len) {
-			deliver(mc, &hdr, sw_buf_head(&mc->in) + SW_FRAME_HDR);
-			sw_buf_consume(&mc->in, SW_FRAME_HDR + hdr.len);
-			continue;
-		}
-		rc = sw_buf_reserve(&mc->in, 64 << 10);
-		if (rc < 0)
-			return rc;
-		n = read(fd, mc->in.data + mc->in.len, mc->in.cap - mc->in.len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -ECONNRESET;
-		mc->in.len += (size_t)n;
+		if (rc == 0 || sw_buf_used(&mc->in) < SW_FRAME_HDR + hdr.len)
+			return 0;
+		deliver(mc, &hdr, sw_buf_head(&mc->in) + SW_FRAME_HDR);
+		sw_buf_consume(&mc->in, SW_FRAME_HDR + hdr.len);
 	}
 }
 
-/* The connection broke: wake every pending call to settle itself. */
+/*
+ * The connection broke. What was in flight either waits to be sent again
+ * (if harmless) or fails now.
+ */
 static void disconnected(struct mconn *mc)
 {
-	/* Unblock a writer, then close only once no writer holds the fd. */
-	shutdown(mc->fd, SHUT_RDWR);
+	struct pending *fail = NULL, *p, *next;
+
+	shutdown(mc->fd, SHUT_RDWR); /* unblock a writer */
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
-	if (mc->fd >= 0) {
-		close(mc->fd);
-		mc->fd = -1;
-	}
-	mc->epoch++;
-	while (mc->pending) {
-		struct mcall *c = mc->pending;
-
-		mc->pending = c->next;
-		c->done = true;
-		c->err = -ECONNRESET;
-		pthread_cond_signal(&c->cond);
+	close(mc->fd);
+	mc->fd = -1;
+	for (unsigned i = 0; i < TABLE_SLOTS; i++) {
+		for (p = mc->table[i]; p; p = next) {
+			next = p->next;
+			if (p->resend) {
+				wait_add(mc, p);
+			} else {
+				p->next = fail;
+				fail = p;
+			}
+		}
+		mc->table[i] = NULL;
 	}
 	pthread_mutex_unlock(&mc->mu);
+	sw_buf_reset(&mc->lazy); /* a reconnect's reclaim covers these */
 	pthread_mutex_unlock(&mc->wmu);
 	sw_buf_reset(&mc->in);
+	for (p = fail; p; p = next) {
+		next = p->next;
+		complete(p, -EIO, NULL);
+	}
+}
+
+/* Fail requests that waited for a connection longer than allowed. */
+static void expire_waiting(struct mconn *mc, bool all)
+{
+	int64_t now = sw_mono_ns();
+	struct pending *expired = NULL, **pp, *p;
+
+	pthread_mutex_lock(&mc->mu);
+	for (pp = &mc->waiting; (p = *pp);) {
+		if (all || p->deadline <= now) {
+			*pp = p->next;
+			p->next = expired;
+			expired = p;
+		} else {
+			pp = &p->next;
+		}
+	}
+	mc->waiting_tail = pp;
+	pthread_mutex_unlock(&mc->mu);
+	while (expired) {
+		p = expired;
+		expired = p->next;
+		complete(p, -EIO, NULL);
+	}
+}
+
+/* Connected again: send everything that waited, in order. */
+static void connected(struct mconn *mc, int fd)
+{
+	struct pending **v, *p;
+	size_t n = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&mc->wmu);
+	pthread_mutex_lock(&mc->mu);
+	for (p = mc->waiting; p; p = p->next)
+		n++;
+	v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v) {
+		/* Leave them waiting; they expire if this persists. */
+		pthread_mutex_unlock(&mc->mu);
+		pthread_mutex_unlock(&mc->wmu);
+		close(fd);
+		return;
+	}
+	n = 0;
+	for (p = mc->waiting; p; p = p->next)
+		v[n++] = p;
+	mc->waiting = NULL;
+	mc->waiting_tail = &mc->waiting;
+	mc->fd = fd;
+	/* Ids and table entries first: replies may come as soon as sent.
+	 * Each gets a sender's reference for the write below. */
+	for (size_t i = 0; i < n; i++) {
+		v[i]->refs++;
+		assign(mc, v[i]);
+	}
+	pthread_mutex_unlock(&mc->mu);
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0)
+			rc = write_all(fd, v[i]->frame, v[i]->len);
+		pending_put(v[i]);
+	}
+	if (rc < 0)
+		shutdown(fd, SHUT_RDWR);
+	pthread_mutex_unlock(&mc->wmu);
+	free(v);
+}
+
+static void drain_wake(struct mconn *mc)
+{
+	uint64_t v;
+
+	if (read(mc->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		sw_debug(TAG, "wake read: %s", strerror(errno));
 }
 
 static void *rx_main(void *arg)
@@ -265,47 +576,62 @@ static void *rx_main(void *arg)
 	int delay_ms = 50;
 
 	for (;;) {
+		struct pollfd pfd[2];
+		bool stop;
 		int fd, rc;
 
 		pthread_mutex_lock(&mc->mu);
 		fd = mc->fd;
+		stop = mc->stop;
 		pthread_mutex_unlock(&mc->mu);
+		if (stop)
+			break;
 		if (fd >= 0) {
-			rc = receive(mc, fd);
+			int timeout = lazy_tick(mc, fd);
+
+			pfd[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
+			pfd[1] = (struct pollfd){ .fd = mc->wake_fd,
+						  .events = POLLIN };
 			pthread_mutex_lock(&mc->mu);
-			if (mc->stop) {
-				pthread_mutex_unlock(&mc->mu);
-				break;
-			}
+			mc->rx_idle = timeout < 0;
 			pthread_mutex_unlock(&mc->mu);
-			sw_warn(TAG, "connection to the master lost: %s; "
-				     "reconnecting",
-				strerror(-rc));
+			rc = poll(pfd, 2, timeout);
+			pthread_mutex_lock(&mc->mu);
+			mc->rx_idle = false;
+			pthread_mutex_unlock(&mc->mu);
+			if (rc < 0 && errno != EINTR)
+				break;
+			if (rc > 0 && pfd[1].revents)
+				drain_wake(mc);
+			if (rc <= 0 || !pfd[0].revents)
+				continue;
+			rc = receive(mc, fd);
+			if (rc == 0)
+				continue;
+			pthread_mutex_lock(&mc->mu);
+			stop = mc->stop;
+			pthread_mutex_unlock(&mc->mu);
+			if (!stop)
+				sw_warn(TAG, "connection to the master lost: "
+					     "%s; reconnecting",
+					strerror(-rc));
 			disconnected(mc);
 			delay_ms = 50;
 			continue;
 		}
-		pthread_mutex_lock(&mc->mu);
-		if (mc->stop) {
-			pthread_mutex_unlock(&mc->mu);
-			break;
-		}
-		pthread_mutex_unlock(&mc->mu);
 
+		expire_waiting(mc, false);
 		{
 			uint64_t sid = mc->session_id, root = 0;
 
 			fd = connect_hello(mc, &sid, &root);
 			if (fd >= 0) {
-				pthread_mutex_lock(&mc->mu);
-				mc->fd = fd;
 				if (sid != mc->session_id)
-					sw_warn(TAG, "the master gave a new "
-						     "session");
+					sw_warn(TAG, "the master started a new "
+						     "session for us");
 				mc->session_id = sid;
-				pthread_cond_broadcast(&mc->conn_cond);
-				pthread_mutex_unlock(&mc->mu);
 				sw_notice(TAG, "reconnected to the master");
+				connected(mc, fd);
 				continue;
 			}
 			if (fd == -EACCES || fd == -EPROTONOSUPPORT ||
@@ -313,113 +639,13 @@ static void *rx_main(void *arg)
 				sw_err(TAG, "the master refuses us: %s",
 				       strerror(-fd));
 		}
-		usleep((useconds_t)delay_ms * 1000);
+		expire_waiting(mc, false);
+		pfd[0] = (struct pollfd){ .fd = mc->wake_fd, .events = POLLIN };
+		if (poll(pfd, 1, delay_ms) > 0)
+			drain_wake(mc);
 		delay_ms = SW_MIN(delay_ms * 2, 1000);
 	}
 	return NULL;
-}
-
-/* ---- calls ---------------------------------------------------------- */
-
-/*
- * Wait until connected or the deadline passes; called and returns with
- * mu held. Returns the epoch, or -EIO.
- */
-static int64_t wait_connected(struct mconn *mc, int64_t deadline)
-{
-	while (mc->fd < 0 && !mc->stop) {
-		struct timespec ts;
-
-		if (sw_mono_ns() >= deadline)
-			return -EIO;
-		ts = sw_ns_to_timespec(deadline);
-		pthread_cond_timedwait(&mc->conn_cond, &mc->mu, &ts);
-	}
-	return mc->stop ? -EIO : (int64_t)mc->epoch;
-}
-
-int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
-	       ProtobufCMessage **reply)
-{
-	const struct sw_msg_info *info = sw_msg_info(type);
-	int64_t deadline = sw_mono_ns() + (int64_t)mc->o.timeout_ms * 1000000;
-	size_t size = sw_frame_size(req);
-	uint8_t stackbuf[1024], *frame = stackbuf;
-	struct mcall c = { .type = type };
-	pthread_condattr_t ca;
-	int rc;
-
-	*reply = NULL;
-	if (size > sizeof(stackbuf)) {
-		frame = malloc(size);
-		if (!frame)
-			return -ENOMEM;
-	}
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c.cond, &ca);
-	pthread_condattr_destroy(&ca);
-
-	for (;;) {
-		int64_t epoch;
-		int fd;
-
-		pthread_mutex_lock(&mc->mu);
-		epoch = wait_connected(mc, deadline);
-		pthread_mutex_unlock(&mc->mu);
-		if (epoch < 0) {
-			rc = -EIO;
-			break;
-		}
-		/* Lock order: wmu, then mu. */
-		pthread_mutex_lock(&mc->wmu);
-		pthread_mutex_lock(&mc->mu);
-		if (mc->fd < 0 || (int64_t)mc->epoch != epoch) {
-			pthread_mutex_unlock(&mc->mu);
-			pthread_mutex_unlock(&mc->wmu);
-			continue;
-		}
-		fd = mc->fd;
-		/* Register before sending: the reply may beat us back. */
-		c.id = mc->next_id++;
-		c.done = false;
-		c.next = mc->pending;
-		mc->pending = &c;
-		pthread_mutex_unlock(&mc->mu);
-		sw_frame_pack(frame, type, 0, c.id, req);
-		rc = write_all(fd, frame, size);
-		if (rc < 0)
-			shutdown(fd, SHUT_RDWR); /* the receiver settles us */
-		pthread_mutex_unlock(&mc->wmu);
-
-		pthread_mutex_lock(&mc->mu);
-		while (!c.done)
-			pthread_cond_wait(&c.cond, &mc->mu);
-		pthread_mutex_unlock(&mc->mu);
-
-		if (c.err == 0) {
-			rc = sw_reply_err(c.reply);
-			if (rc < 0) {
-				protobuf_c_message_free_unpacked(c.reply, NULL);
-				c.reply = NULL;
-			}
-			*reply = c.reply;
-			break;
-		}
-		if (c.err != -ECONNRESET) {
-			rc = c.err;
-			break;
-		}
-		/* Lost with the connection. Resend only what is harmless. */
-		if (info && info->mutating) {
-			rc = -EIO;
-			break;
-		}
-	}
-	pthread_cond_destroy(&c.cond);
-	if (frame != stackbuf)
-		free(frame);
-	return rc;
 }
 
 /* ---- lifecycle ------------------------------------------------------ */
@@ -427,7 +653,6 @@ int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 int mconn_open(const struct mconn_opts *o, struct mconn **out)
 {
 	struct mconn *mc = calloc(1, sizeof(*mc));
-	pthread_condattr_t ca;
 	int fd;
 
 	if (!mc)
@@ -437,17 +662,19 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 		 o->client_name ? o->client_name : "");
 	mc->o.client_name = mc->client_name;
 	mc->next_id = 1;
+	mc->waiting_tail = &mc->waiting;
+	mc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mc->wake_fd < 0) {
+		free(mc);
+		return -errno;
+	}
 	pthread_mutex_init(&mc->mu, NULL);
 	pthread_mutex_init(&mc->wmu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&mc->conn_cond, &ca);
-	pthread_condattr_destroy(&ca);
 	fd = connect_hello(mc, &mc->session_id, &mc->root_ino);
 	if (fd < 0) {
+		close(mc->wake_fd);
 		pthread_mutex_destroy(&mc->mu);
 		pthread_mutex_destroy(&mc->wmu);
-		pthread_cond_destroy(&mc->conn_cond);
 		free(mc);
 		return fd;
 	}
@@ -480,17 +707,17 @@ void mconn_close(struct mconn *mc)
 {
 	pthread_mutex_lock(&mc->mu);
 	mc->stop = true;
-	if (mc->fd >= 0)
-		shutdown(mc->fd, SHUT_RDWR);
-	pthread_cond_broadcast(&mc->conn_cond);
 	pthread_mutex_unlock(&mc->mu);
+	wake_rx(mc);
 	if (mc->rx_started)
 		pthread_join(mc->rx, NULL);
 	if (mc->fd >= 0)
-		close(mc->fd);
+		disconnected(mc);
+	expire_waiting(mc, true);
 	sw_buf_release(&mc->in);
+	sw_buf_release(&mc->lazy);
+	close(mc->wake_fd);
 	pthread_mutex_destroy(&mc->mu);
 	pthread_mutex_destroy(&mc->wmu);
-	pthread_cond_destroy(&mc->conn_cond);
 	free(mc);
 }

@@ -1,14 +1,20 @@
 /*
  * The mount's connection to the master: one TCP connection shared by all
- * FUSE worker threads, with many requests in flight (pipelined, matched by
- * request id), a receiver thread, and reconnection.
+ * FUSE worker threads, many requests in flight (pipelined, matched by
+ * request id), and reconnection.
+ *
+ * Requests are asynchronous: mconn_send() writes the request and returns;
+ * the receiver thread calls the request's callback with the reply. A FUSE
+ * worker thus never waits for the master, and the reply reaches the
+ * kernel straight from the receiver thread: one thread handoff fewer per
+ * round trip than a worker that sleeps until woken.
  *
  * When the connection breaks, the receiver thread reconnects with backoff
  * and resumes the session (hello with the session id and the inodes this
- * mount has open). Calls made while it is down wait for it, up to the
- * master timeout, then fail with -EIO. Calls that were in flight when it
- * broke are sent again if they change nothing; if they could have changed
- * something, nobody can tell whether they did, so they fail with -EIO
+ * mount has open). Requests made while it is down wait, up to the master
+ * timeout, then complete with -EIO. Requests in flight when it broke are
+ * sent again if they change nothing; if they could have changed
+ * something, nobody can tell whether they did, so they complete with -EIO
  * rather than risk doing it twice. Nothing waits forever.
  */
 #ifndef SWEEPFS_MOUNT_MASTER_CONN_H
@@ -25,7 +31,7 @@ struct mconn;
 struct mconn_opts {
 	struct sw_target target;
 	const char *client_name;
-	int timeout_ms;	     /* how long calls wait for a dead master */
+	int timeout_ms;	     /* how long requests wait for a dead master */
 	/*
 	 * The inodes to reclaim on reconnect: fills *@inos (malloc'd, the
 	 * connection frees it) and *@n. Called on the receiver thread.
@@ -36,6 +42,16 @@ struct mconn_opts {
 		       size_t len);
 	void *arg;
 };
+
+/*
+ * A request's completion: @rc is 0 with the unpacked *@reply, or the
+ * reply's own error as -errno (*@reply still valid, for its other
+ * fields), or -EIO/-ENOMEM with *@reply NULL. The connection frees *@reply
+ * after the callback returns, unless the callback takes it by setting
+ * *@reply to NULL. Runs on the receiver thread (or, for a request that
+ * fails before it is sent, on the caller's) and may send further requests.
+ */
+typedef void (*mconn_cb)(void *arg, int rc, ProtobufCMessage **reply);
 
 /*
  * Connect and say hello synchronously (no thread yet), so that a mount
@@ -55,15 +71,32 @@ uint64_t mconn_session_id(const struct mconn *mc);
 int mconn_start(struct mconn *mc);
 
 /*
- * Send @req as @type and wait for the reply, unpacked into *@reply (free
- * with protobuf_c_message_free_unpacked). Thread-safe. Returns 0, or the
- * reply's own error as -errno (*@reply is then NULL), or -EIO when the
- * master could not be reached in time.
+ * Send @req as @type; @cb(@arg, ...) runs exactly once when it completes.
+ * @cb may be NULL for a request whose outcome nobody needs. Thread-safe.
+ * The request is encoded before this returns: @req may go at once.
+ */
+void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
+		mconn_cb cb, void *arg);
+
+/*
+ * Send @req as @type without wanting a reply, not necessarily now: it is
+ * written before the next request, or within a few milliseconds. For
+ * bookkeeping nobody waits for (release), it saves the master a wakeup.
+ * Lost if the connection breaks first; a reconnect's reclaim makes up
+ * for it.
+ */
+void mconn_send_lazy(struct mconn *mc, uint16_t type,
+		     const ProtobufCMessage *req);
+
+/*
+ * The same, waiting for the reply: 0 with *@reply (free it with
+ * protobuf_c_message_free_unpacked), or -errno with *@reply NULL. Not to
+ * be called on the receiver thread.
  */
 int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	       ProtobufCMessage **reply);
 
-/* Stop the thread, close, free. */
+/* Stop the thread, complete what is pending with -EIO, close, free. */
 void mconn_close(struct mconn *mc);
 
 #endif

@@ -20,6 +20,12 @@
 #include "master_conn.h"
 #include "sweepfs.pb-c.h"
 
+enum rdplus {
+	RDPLUS_AUTO,   /* the kernel decides per page */
+	RDPLUS_ALWAYS, /* every listing carries attributes */
+	RDPLUS_NEVER,
+};
+
 struct mount {
 	struct mconn *mc;
 	struct itable inodes;
@@ -27,6 +33,7 @@ struct mount {
 	double attr_timeout;	 /* seconds the kernel may cache attributes */
 	double entry_timeout;	 /* ... and names */
 	double negative_timeout; /* ... and the absence of names */
+	enum rdplus readdirplus;
 	struct fuse_session *se;
 };
 

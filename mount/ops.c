@@ -2,6 +2,12 @@
  * FUSE low-level callbacks: each turns one kernel request into one master
  * request (none costs more than one round trip) and the reply back.
  *
+ * Requests go out with mconn_send() and a completion; the completion
+ * replies to the kernel from the connection's receiver thread, so FUSE
+ * workers never wait for the master. Anything a completion needs beyond
+ * the fuse_req_t (a copy of the fuse_file_info, a size) travels in a
+ * small malloc'd context.
+ *
  * Inode numbers are the master's, except that the exported root is
  * FUSE_ROOT_ID; a subtree export's root never contains the master's inode
  * 1, so the mapping is one-to-one.
@@ -22,6 +28,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "entries.h"
 #include "frame.h"
@@ -104,23 +111,66 @@ static void reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
 		itable_forget(&m->inodes, a->ino, 1);
 }
 
-/* Finish a request whose reply is an EntryReply, or an error. */
-static void finish_entry(fuse_req_t req, int rc, ProtobufCMessage *reply)
+/* Completions for replies that are an entry, attributes, or a status. */
+static void entry_done(void *arg, int rc, ProtobufCMessage **reply)
 {
+	fuse_req_t req = arg;
+
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
-		reply_entry(req, ((Sweepfs__EntryReply *)reply)->attr);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
+		reply_entry(req, ((Sweepfs__EntryReply *)*reply)->attr);
 }
 
-/* Finish a request whose reply carries nothing but a status. */
-static void finish_status(fuse_req_t req, int rc, ProtobufCMessage *reply)
+static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	fuse_reply_err(req, -rc);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
+	fuse_req_t req = arg;
+	struct mount *m = mnt(req);
+	const Sweepfs__Attr *a;
+	struct stat st;
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* AttrReply and OpenReply both carry the attributes as field 2. */
+	a = ((Sweepfs__AttrReply *)*reply)->attr;
+	if (!a) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	attr_to_stat(m, a, &st);
+	fuse_reply_attr(req, &st, m->attr_timeout);
+}
+
+static void status_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	fuse_reply_err(arg, -rc);
+}
+
+/* A request's context when the completion needs more than the req. */
+struct opctx {
+	fuse_req_t req;
+	uint64_t ino;
+	size_t size;
+	off_t off;
+	struct fuse_file_info fi; /* libfuse's is gone once the op returns */
+};
+
+static struct opctx *opctx_new(fuse_req_t req, uint64_t ino,
+			       const struct fuse_file_info *fi)
+{
+	struct opctx *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		fuse_reply_err(req, ENOMEM);
+		return NULL;
+	}
+	c->req = req;
+	c->ino = ino;
+	if (fi)
+		c->fi = *fi;
+	return c;
 }
 
 #define CRED(req, cred)                                      \
@@ -132,39 +182,56 @@ static void finish_status(fuse_req_t req, int rc, ProtobufCMessage *reply)
 
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
-	/* Readdirplus when the kernel expects lookups to follow (ls -l),
-	 * plain readdir when it does not (rm -rf, find). */
-	if (conn->capable & FUSE_CAP_READDIRPLUS)
-		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+	struct mount *m = userdata;
+
+	if ((conn->capable & FUSE_CAP_READDIRPLUS) &&
+	    m->readdirplus != RDPLUS_NEVER) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		/* auto: the kernel asks for attributes when lookups follow
+		 * (ls -l); always: every page carries them, so that the
+		 * names a reader goes on to unlink or stat are known to the
+		 * kernel without a lookup each. */
+		if (m->readdirplus == RDPLUS_AUTO)
+			conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+		else
+			conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	} else {
+		conn->want &= ~(unsigned)(FUSE_CAP_READDIRPLUS |
+					  FUSE_CAP_READDIRPLUS_AUTO);
+	}
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	/* The master does the permission checks, including for setuid
-	 * bits after writes and chown: the kernel tells us what it wants
-	 * cleared. */
+	/* The master applies the setuid rules; the kernel tells us what it
+	 * wants cleared after writes and chown. */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
+}
+
+static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	fuse_req_t req = arg;
+	struct mount *m = mnt(req);
+
+	if (rc == -ENOENT && m->negative_timeout > 0) {
+		struct fuse_entry_param e = {
+			.ino = 0, .entry_timeout = m->negative_timeout
+		};
+
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	entry_done(arg, rc, reply);
 }
 
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.parent = to_master(m, parent);
 	q.name = bytes(name);
-	rc = mconn_call(m->mc, SW_MSG_LOOKUP, &q.base, &reply);
-	if (rc == -ENOENT && m->negative_timeout > 0) {
-		struct fuse_entry_param e = { .ino = 0,
-					      .entry_timeout =
-						      m->negative_timeout };
-
-		fuse_reply_entry(req, &e);
-		return;
-	}
-	finish_entry(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_LOOKUP, &q.base, lookup_done, req);
 }
 
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -186,36 +253,14 @@ static void ll_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-static void reply_attr(fuse_req_t req, int rc, ProtobufCMessage *reply,
-		       const Sweepfs__Attr *a)
-{
-	struct mount *m = mnt(req);
-	struct stat st;
-
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-	} else if (!a) {
-		fuse_reply_err(req, EIO);
-	} else {
-		attr_to_stat(m, a, &st);
-		fuse_reply_attr(req, &st, m->attr_timeout);
-	}
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
-}
-
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 
 	q.ino = to_master(m, ino);
-	rc = mconn_call(m->mc, SW_MSG_GETATTR, &q.base, &reply);
-	reply_attr(req, rc, reply,
-		   rc == 0 ? ((Sweepfs__AttrReply *)reply)->attr : NULL);
+	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, attr_done, req);
 }
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -223,9 +268,7 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
-	ProtobufCMessage *reply;
 	unsigned v = 0;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
@@ -269,37 +312,38 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (fi)
 		v |= SWEEPFS__SETATTR_VALID__SET_VIA_FD;
 	q.valid = v;
-	rc = mconn_call(m->mc, SW_MSG_SETATTR, &q.base, &reply);
-	reply_attr(req, rc, reply,
-		   rc == 0 ? ((Sweepfs__AttrReply *)reply)->attr : NULL);
+	mconn_send(m->mc, SW_MSG_SETATTR, &q.base, attr_done, req);
+}
+
+static void readlink_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	fuse_req_t req = arg;
+	Sweepfs__ReadlinkReply *r;
+	char buf[SW_PATH_MAX + 1];
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	r = (Sweepfs__ReadlinkReply *)*reply;
+	if (!r->has_target || r->target.len > SW_PATH_MAX) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	memcpy(buf, r->target.data, r->target.len);
+	buf[r->target.len] = '\0';
+	fuse_reply_readlink(req, buf);
 }
 
 static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
-	Sweepfs__ReadlinkReply *r;
-	ProtobufCMessage *reply;
-	char buf[SW_PATH_MAX + 1];
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.ino = to_master(m, ino);
-	rc = mconn_call(m->mc, SW_MSG_READLINK, &q.base, &reply);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	r = (Sweepfs__ReadlinkReply *)reply;
-	if (!r->has_target || r->target.len > SW_PATH_MAX) {
-		fuse_reply_err(req, EIO);
-	} else {
-		memcpy(buf, r->target.data, r->target.len);
-		buf[r->target.len] = '\0';
-		fuse_reply_readlink(req, buf);
-	}
-	protobuf_c_message_free_unpacked(reply, NULL);
+	mconn_send(m->mc, SW_MSG_READLINK, &q.base, readlink_done, req);
 }
 
 static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
@@ -307,8 +351,6 @@ static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
@@ -319,8 +361,7 @@ static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 		q.has_rdev = 1;
 		q.rdev = rdev;
 	}
-	rc = mconn_call(m->mc, type, &q.base, &reply);
-	finish_entry(req, rc, reply);
+	mconn_send(m->mc, type, &q.base, entry_done, req);
 }
 
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -340,15 +381,12 @@ static void remove_name(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.parent = to_master(m, parent);
 	q.name = bytes(name);
-	rc = mconn_call(m->mc, type, &q.base, &reply);
-	finish_status(req, rc, reply);
+	mconn_send(m->mc, type, &q.base, status_done, req);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -366,16 +404,13 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SymlinkReq q = SWEEPFS__SYMLINK_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.parent = to_master(m, parent);
 	q.name = bytes(name);
 	q.target = bytes(link);
-	rc = mconn_call(m->mc, SW_MSG_SYMLINK, &q.base, &reply);
-	finish_entry(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_SYMLINK, &q.base, entry_done, req);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -384,8 +419,6 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__RenameReq q = SWEEPFS__RENAME_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
@@ -395,8 +428,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	q.newname = bytes(newname);
 	q.has_flags = flags != 0;
 	q.flags = flags;
-	rc = mconn_call(m->mc, SW_MSG_RENAME, &q.base, &reply);
-	finish_status(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_RENAME, &q.base, status_done, req);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -404,66 +436,98 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__LinkReq q = SWEEPFS__LINK_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.ino = to_master(m, ino);
 	q.newparent = to_master(m, newparent);
 	q.newname = bytes(newname);
-	rc = mconn_call(m->mc, SW_MSG_LINK, &q.base, &reply);
-	finish_entry(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_LINK, &q.base, entry_done, req);
 }
 
 /* ---- files ---------------------------------------------------------- */
 
-static int send_open(fuse_req_t req, uint64_t ino, uint32_t flags)
+static void send_open(fuse_req_t req, uint64_t ino, uint32_t flags,
+		      mconn_cb done, void *arg)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__OpenReq q = SWEEPFS__OPEN_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.ino = ino;
 	q.flags = flags;
-	rc = mconn_call(m->mc, SW_MSG_OPEN, &q.base, &reply);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
-	return rc;
+	mconn_send(m->mc, SW_MSG_OPEN, &q.base, done, arg);
 }
 
-static void send_release(fuse_req_t req, uint64_t ino)
+/*
+ * Tell the master a handle is closed. Nobody waits: the kernel does not
+ * need the answer, and requests on the connection stay in order, so a
+ * later unlink from this mount sees the file closed. It rides along with
+ * the next request (or goes within 2 ms).
+ */
+static void send_release(struct mount *m, uint64_t ino)
 {
-	struct mount *m = mnt(req);
 	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
-	ProtobufCMessage *reply;
-	CRED(req, cred);
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
 
 	q.cred = &cred;
 	q.ino = ino;
-	if (mconn_call(m->mc, SW_MSG_RELEASE, &q.base, &reply) == 0)
-		protobuf_c_message_free_unpacked(reply, NULL);
+	itable_close(&m->inodes, ino);
+	mconn_send_lazy(m->mc, SW_MSG_RELEASE, &q.base);
+}
+
+static void open_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct opctx *c = arg;
+	struct mount *m = mnt(c->req);
+
+	if (rc < 0) {
+		fuse_reply_err(c->req, -rc);
+	} else {
+		itable_open(&m->inodes, c->ino);
+		c->fi.fh = 0;
+		if (fuse_reply_open(c->req, &c->fi) < 0)
+			send_release(m, c->ino);
+	}
+	free(c);
 }
 
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
-	uint64_t mino = to_master(m, ino);
-	int rc = send_open(req, mino, (uint32_t)fi->flags);
+	struct opctx *c = opctx_new(req, to_master(m, ino), fi);
+
+	if (c)
+		send_open(req, c->ino, (uint32_t)fi->flags, open_done, c);
+}
+
+static void create_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct opctx *c = arg;
+	struct mount *m = mnt(c->req);
+	struct fuse_entry_param e;
+	Sweepfs__Attr *a;
 
 	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
+		fuse_reply_err(c->req, -rc);
+		goto out;
 	}
-	itable_open(&m->inodes, mino);
-	fi->fh = 0;
-	if (fuse_reply_open(req, fi) < 0) {
-		itable_close(&m->inodes, mino);
-		send_release(req, mino);
+	a = ((Sweepfs__EntryReply *)*reply)->attr;
+	if (!a) {
+		fuse_reply_err(c->req, EIO);
+		goto out;
 	}
+	fill_entry(m, a, &e);
+	itable_ref(&m->inodes, a->ino);
+	itable_open(&m->inodes, a->ino);
+	c->fi.fh = 0;
+	if (fuse_reply_create(c->req, &e, &c->fi) < 0) {
+		itable_forget(&m->inodes, a->ino, 1);
+		send_release(m, a->ino);
+	}
+out:
+	free(c);
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -471,93 +535,75 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
-	struct fuse_entry_param e;
-	ProtobufCMessage *reply;
-	Sweepfs__Attr *a;
-	int rc;
+	struct opctx *c = opctx_new(req, 0, fi);
 	CRED(req, cred);
 
+	if (!c)
+		return;
 	q.cred = &cred;
 	q.parent = to_master(m, parent);
 	q.name = bytes(name);
 	q.mode = mode;
 	q.flags = (uint32_t)fi->flags;
-	rc = mconn_call(m->mc, SW_MSG_CREATE, &q.base, &reply);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	a = ((Sweepfs__EntryReply *)reply)->attr;
-	if (!a) {
-		fuse_reply_err(req, EIO);
-		goto out_free;
-	}
-	fill_entry(m, a, &e);
-	itable_ref(&m->inodes, a->ino);
-	itable_open(&m->inodes, a->ino);
-	fi->fh = 0;
-	if (fuse_reply_create(req, &e, fi) < 0) {
-		itable_forget(&m->inodes, a->ino, 1);
-		itable_close(&m->inodes, a->ino);
-		send_release(req, a->ino);
-	}
-out_free:
-	protobuf_c_message_free_unpacked(reply, NULL);
+	mconn_send(m->mc, SW_MSG_CREATE, &q.base, create_done, c);
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
-	uint64_t mino = to_master(m, ino);
 
-	send_release(req, mino);
-	itable_close(&m->inodes, mino);
+	send_release(m, to_master(m, ino));
 	fuse_reply_err(req, 0);
 }
 
 /* Until the data path exists a file reads as zeros up to its size. */
+static void read_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct opctx *c = arg;
+	Sweepfs__Attr *a;
+	uint64_t fsize;
+	size_t n = 0;
+	char *zeros;
+
+	if (rc < 0) {
+		fuse_reply_err(c->req, -rc);
+		goto out;
+	}
+	a = ((Sweepfs__AttrReply *)*reply)->attr;
+	fsize = a ? a->size : 0;
+	if ((uint64_t)c->off < fsize)
+		n = (size_t)SW_MIN((uint64_t)c->size, fsize - (uint64_t)c->off);
+	zeros = calloc(1, n ? n : 1);
+	if (!zeros) {
+		fuse_reply_err(c->req, ENOMEM);
+		goto out;
+	}
+	fuse_reply_buf(c->req, zeros, n);
+	free(zeros);
+out:
+	free(c);
+}
+
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
-	ProtobufCMessage *reply;
-	Sweepfs__Attr *a;
-	uint64_t fsize;
-	char *zeros;
-	size_t n = 0;
-	int rc;
+	struct opctx *c = opctx_new(req, to_master(m, ino), NULL);
 
-	q.ino = to_master(m, ino);
-	rc = mconn_call(m->mc, SW_MSG_GETATTR, &q.base, &reply);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
+	if (!c)
 		return;
-	}
-	a = ((Sweepfs__AttrReply *)reply)->attr;
-	fsize = a ? a->size : 0;
-	protobuf_c_message_free_unpacked(reply, NULL);
-	if ((uint64_t)off < fsize)
-		n = (size_t)SW_MIN((uint64_t)size, fsize - (uint64_t)off);
-	zeros = calloc(1, n ? n : 1);
-	if (!zeros) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	fuse_reply_buf(req, zeros, n);
-	free(zeros);
+	c->size = size;
+	c->off = off;
+	q.ino = c->ino;
+	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, read_done, c);
 }
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, EOPNOTSUPP);
-}
-
-static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, 0);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -572,6 +618,10 @@ static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 /*
  * An open directory: the last page fetched from the master, decoded.
  * Offsets the kernel passes are entry cookies; 1 and 2 are "." and "..".
+ * The kernel serialises reads of one open directory, but a handle may be
+ * shared by threads of a process: a reader owns the handle (busy) from
+ * its start until its reply, which may be sent from the receiver thread
+ * after a fetch; others wait for it.
  */
 struct dent {
 	uint64_t cookie;
@@ -583,6 +633,9 @@ struct dent {
 
 struct dirhandle {
 	pthread_mutex_t mu;
+	pthread_cond_t idle;
+	bool busy;	      /* a readdir owns the page */
+	uint64_t ino;
 	uint64_t after;	      /* the page holds entries after this cookie */
 	struct dent *ents;
 	uint32_t n;
@@ -601,32 +654,17 @@ static void dh_clear(struct dirhandle *dh)
 	dh->page_msg = NULL;
 }
 
-static int fetch_page(fuse_req_t req, uint64_t ino, struct dirhandle *dh,
+/* Install a page from reply @r (taken over) fetched after @after. */
+static int dh_install(struct dirhandle *dh, ProtobufCMessage *msg,
 		      uint64_t after, bool plus)
 {
-	struct mount *m = mnt(req);
-	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
-	Sweepfs__ReaddirReply *r;
-	ProtobufCMessage *reply;
+	Sweepfs__ReaddirReply *r = (Sweepfs__ReaddirReply *)msg;
 	size_t off = 0;
-	int rc;
-	CRED(req, cred);
 
-	q.cred = &cred;
-	q.ino = ino;
-	q.cookie = after;
-	q.max_entries = PAGE_ENTRIES;
-	q.max_bytes = PAGE_BYTES;
-	q.has_plus = plus;
-	q.plus = plus;
-	rc = mconn_call(m->mc, SW_MSG_READDIR, &q.base, &reply);
-	if (rc < 0)
-		return rc;
-	r = (Sweepfs__ReaddirReply *)reply;
 	dh_clear(dh);
 	dh->ents = calloc(r->count ? r->count : 1, sizeof(*dh->ents));
 	if (!dh->ents) {
-		protobuf_c_message_free_unpacked(reply, NULL);
+		protobuf_c_message_free_unpacked(msg, NULL);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < r->count; i++) {
@@ -635,7 +673,7 @@ static int fetch_page(fuse_req_t req, uint64_t ino, struct dirhandle *dh,
 					 r->entries.len - off, &d);
 
 		if (used < 0 || (plus && i >= r->n_attrs)) {
-			protobuf_c_message_free_unpacked(reply, NULL);
+			protobuf_c_message_free_unpacked(msg, NULL);
 			dh_clear(dh);
 			return -EIO;
 		}
@@ -651,90 +689,8 @@ static int fetch_page(fuse_req_t req, uint64_t ino, struct dirhandle *dh,
 	dh->eof = r->eof;
 	dh->after = after;
 	dh->plus = plus;
-	dh->page_msg = reply;
+	dh->page_msg = msg;
 	return 0;
-}
-
-static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	struct mount *m = mnt(req);
-	struct dirhandle *dh;
-	int rc = send_open(req, to_master(m, ino), O_RDONLY | O_DIRECTORY);
-
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	dh = calloc(1, sizeof(*dh));
-	if (!dh) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	pthread_mutex_init(&dh->mu, NULL);
-	dh->after = UINT64_MAX; /* no page yet */
-	fi->fh = (uintptr_t)dh;
-	if (fuse_reply_open(req, fi) < 0) {
-		pthread_mutex_destroy(&dh->mu);
-		free(dh);
-	}
-}
-
-/* Lookups handed to the kernel by one readdirplus reply, to take back
- * if the reply cannot be sent. */
-struct plus_refs {
-	uint64_t *inos;
-	size_t n, cap;
-};
-
-/* Add one entry to the reply buffer; returns false when it did not fit. */
-static bool add_entry(fuse_req_t req, char *buf, size_t size, size_t *pos,
-		      const char *name, uint64_t ino, uint8_t type,
-		      const Sweepfs__Attr *attr, uint64_t next_off,
-		      struct plus_refs *refs)
-{
-	struct mount *m = mnt(req);
-	size_t need;
-
-	if (refs) {
-		struct fuse_entry_param e;
-
-		if (attr) {
-			fill_entry(m, attr, &e);
-		} else {
-			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = to_fuse(m, ino);
-			e.attr.st_mode = (mode_t)type << 12;
-		}
-		if (attr && refs->n == refs->cap) {
-			size_t cap = refs->cap ? refs->cap * 2 : 64;
-			uint64_t *v = realloc(refs->inos, cap * sizeof(*v));
-
-			if (!v)
-				return false;
-			refs->inos = v;
-			refs->cap = cap;
-		}
-		need = fuse_add_direntry_plus(req, buf + *pos, size - *pos,
-					      name, &e, (off_t)next_off);
-		if (need > size - *pos)
-			return false;
-		/* The kernel takes a lookup for every entry but . and .. */
-		if (attr) {
-			itable_ref(&m->inodes, attr->ino);
-			refs->inos[refs->n++] = attr->ino;
-		}
-	} else {
-		struct stat st = { .st_ino = to_fuse(m, ino),
-				   .st_mode = (mode_t)type << 12 };
-
-		need = fuse_add_direntry(req, buf + *pos, size - *pos, name,
-					 &st, (off_t)next_off);
-		if (need > size - *pos)
-			return false;
-	}
-	*pos += need;
-	return true;
 }
 
 /* Index just past the entry with @cookie in the page, or -1. */
@@ -750,60 +706,182 @@ static int64_t page_after(const struct dirhandle *dh, uint64_t cookie)
 	return -1;
 }
 
+/* One readdir request in progress: the reply buffer being filled. */
+struct rdctx {
+	fuse_req_t req;
+	struct dirhandle *dh;
+	bool plus;
+	size_t size;	  /* the kernel's buffer */
+	size_t pos;	  /* bytes filled */
+	uint64_t cookie;  /* last entry placed */
+	char *buf;
+	uint64_t *refs;	  /* readdirplus: lookups handed out */
+	size_t nrefs, cap;
+};
+
+/* Add one entry to the reply buffer; returns false when it did not fit. */
+static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
+		      uint8_t type, const Sweepfs__Attr *attr,
+		      uint64_t next_off)
+{
+	struct mount *m = mnt(c->req);
+	size_t room = c->size - c->pos, need;
+
+	if (c->plus) {
+		struct fuse_entry_param e;
+
+		if (attr) {
+			fill_entry(m, attr, &e);
+		} else {
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = to_fuse(m, ino);
+			e.attr.st_mode = (mode_t)type << 12;
+		}
+		if (attr && c->nrefs == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 64;
+			uint64_t *v = realloc(c->refs, cap * sizeof(*v));
+
+			if (!v)
+				return false;
+			c->refs = v;
+			c->cap = cap;
+		}
+		need = fuse_add_direntry_plus(c->req, c->buf + c->pos, room,
+					      name, &e, (off_t)next_off);
+		if (need > room)
+			return false;
+		/* The kernel takes a lookup for every entry but . and .. */
+		if (attr) {
+			itable_ref(&m->inodes, attr->ino);
+			c->refs[c->nrefs++] = attr->ino;
+		}
+	} else {
+		struct stat st = { .st_ino = to_fuse(m, ino),
+				   .st_mode = (mode_t)type << 12 };
+
+		need = fuse_add_direntry(c->req, c->buf + c->pos, room, name,
+					 &st, (off_t)next_off);
+		if (need > room)
+			return false;
+	}
+	c->pos += need;
+	return true;
+}
+
+static void rd_finish(struct rdctx *c, int rc)
+{
+	struct mount *m = mnt(c->req);
+
+	pthread_mutex_lock(&c->dh->mu);
+	c->dh->busy = false;
+	pthread_cond_signal(&c->dh->idle);
+	pthread_mutex_unlock(&c->dh->mu);
+	if (rc < 0 && c->pos == 0)
+		fuse_reply_err(c->req, -rc);
+	else if (fuse_reply_buf(c->req, c->buf, c->pos) < 0)
+		for (size_t k = 0; k < c->nrefs; k++)
+			itable_forget(&m->inodes, c->refs[k], 1);
+	free(c->refs);
+	free(c->buf);
+	free(c);
+}
+
+static void rd_fetch(struct rdctx *c);
+
+/*
+ * Fill from the page, starting at entry @i; fetch the next page when the
+ * page runs out before the buffer does. The caller owns the handle
+ * (busy); this either finishes the request or sends a fetch that
+ * continues it.
+ */
+static void rd_fill(struct rdctx *c, int64_t i)
+{
+	struct dirhandle *dh = c->dh;
+
+	for (; i < dh->n; i++) {
+		struct dent *d = &dh->ents[i];
+
+		if (!add_entry(c, d->name, d->ino, d->type, d->attr, d->cookie)) {
+			rd_finish(c, 0);
+			return;
+		}
+		c->cookie = d->cookie;
+	}
+	if (dh->eof || dh->n == 0) {
+		rd_finish(c, 0);
+		return;
+	}
+	rd_fetch(c);
+}
+
+static void rd_fetched(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct rdctx *c = arg;
+
+	if (rc == 0) {
+		rc = dh_install(c->dh, *reply, c->cookie, c->plus);
+		*reply = NULL; /* the page owns it (or it was freed) */
+	}
+	if (rc < 0)
+		rd_finish(c, rc);
+	else
+		rd_fill(c, 0);
+}
+
+static void rd_fetch(struct rdctx *c)
+{
+	struct mount *m = mnt(c->req);
+	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
+	CRED(c->req, cred);
+
+	q.cred = &cred;
+	q.ino = c->dh->ino;
+	q.cookie = c->cookie;
+	q.max_entries = PAGE_ENTRIES;
+	q.max_bytes = PAGE_BYTES;
+	q.has_plus = c->plus;
+	q.plus = c->plus;
+	mconn_send(m->mc, SW_MSG_READDIR, &q.base, rd_fetched, c);
+}
+
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		       off_t off, struct fuse_file_info *fi, bool plus)
 {
-	struct mount *m = mnt(req);
 	struct dirhandle *dh = (struct dirhandle *)(uintptr_t)fi->fh;
-	struct plus_refs prefs = { 0 }, *refs = plus ? &prefs : NULL;
-	uint64_t mino = to_master(m, ino), cookie;
-	size_t pos = 0;
+	struct rdctx *c = calloc(1, sizeof(*c));
 	int64_t i;
-	char *buf;
-	int rc = 0;
 
-	buf = malloc(size);
-	if (!buf) {
+	if (c)
+		c->buf = malloc(size);
+	if (!c || !c->buf) {
+		free(c);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	c->req = req;
+	c->dh = dh;
+	c->plus = plus;
+	c->size = size;
+	/* Owned until the request finishes, across a fetch if need be. */
 	pthread_mutex_lock(&dh->mu);
-	if (off == 0 && !add_entry(req, buf, size, &pos, ".", ino, DT_DIR,
-				   NULL, 1, refs))
-		goto out_reply;
-	if (off <= 1 && !add_entry(req, buf, size, &pos, "..", ino, DT_DIR,
-				   NULL, 2, refs))
-		goto out_reply;
-	cookie = off <= 2 ? 0 : (uint64_t)off;
-	i = dh->plus == plus ? page_after(dh, cookie) : -1;
-	if (i < 0) {
-		rc = fetch_page(req, mino, dh, cookie, plus);
-		i = 0;
-	}
-	while (rc == 0) {
-		for (; i < dh->n; i++) {
-			struct dent *d = &dh->ents[i];
-
-			if (!add_entry(req, buf, size, &pos, d->name, d->ino,
-				       d->type, d->attr, d->cookie, refs))
-				goto out_reply;
-			cookie = d->cookie;
-		}
-		if (dh->eof || dh->n == 0)
-			break;
-		/* The page is used up and the buffer is not: next page. */
-		rc = fetch_page(req, mino, dh, cookie, plus);
-		i = 0;
-	}
-out_reply:
+	while (dh->busy)
+		pthread_cond_wait(&dh->idle, &dh->mu);
+	dh->busy = true;
 	pthread_mutex_unlock(&dh->mu);
-	if (rc < 0 && pos == 0)
-		fuse_reply_err(req, -rc);
-	else if (fuse_reply_buf(req, buf, pos) < 0)
-		for (size_t k = 0; k < prefs.n; k++)
-			itable_forget(&m->inodes, prefs.inos[k], 1);
-	free(prefs.inos);
-	free(buf);
+	if (off == 0 && !add_entry(c, ".", dh->ino, DT_DIR, NULL, 1)) {
+		rd_finish(c, 0);
+		return;
+	}
+	if (off <= 1 && !add_entry(c, "..", dh->ino, DT_DIR, NULL, 2)) {
+		rd_finish(c, 0);
+		return;
+	}
+	c->cookie = off <= 2 ? 0 : (uint64_t)off;
+	i = dh->plus == plus ? page_after(dh, c->cookie) : -1;
+	if (i < 0)
+		rd_fetch(c);
+	else
+		rd_fill(c, i);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -818,6 +896,45 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	do_readdir(req, ino, size, off, fi, true);
 }
 
+static void opendir_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct opctx *c = arg;
+	struct dirhandle *dh;
+
+	if (rc < 0) {
+		fuse_reply_err(c->req, -rc);
+		goto out;
+	}
+	dh = calloc(1, sizeof(*dh));
+	if (!dh) {
+		fuse_reply_err(c->req, ENOMEM);
+		goto out;
+	}
+	pthread_mutex_init(&dh->mu, NULL);
+	pthread_cond_init(&dh->idle, NULL);
+	dh->ino = c->ino;
+	dh->after = UINT64_MAX; /* no page yet */
+	c->fi.fh = (uintptr_t)dh;
+	if (fuse_reply_open(c->req, &c->fi) < 0) {
+		pthread_mutex_destroy(&dh->mu);
+		pthread_cond_destroy(&dh->idle);
+		free(dh);
+	}
+out:
+	free(c);
+}
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mount *m = mnt(req);
+	struct opctx *c = opctx_new(req, to_master(m, ino), fi);
+
+	/* The master checks read permission; nothing is held open there. */
+	if (c)
+		send_open(req, c->ino, O_RDONLY | O_DIRECTORY, opendir_done, c);
+}
+
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
@@ -825,6 +942,7 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
 
 	dh_clear(dh);
 	pthread_mutex_destroy(&dh->mu);
+	pthread_cond_destroy(&dh->idle);
 	free(dh);
 	fuse_reply_err(req, 0);
 }
@@ -837,24 +955,17 @@ static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 /* ---- the rest ------------------------------------------------------- */
 
-static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+static void statfs_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct mount *m = mnt(req);
-	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
+	fuse_req_t req = arg;
 	Sweepfs__StatfsReply *r;
-	ProtobufCMessage *reply;
 	struct statvfs sv = { 0 };
-	int rc;
-	CRED(req, cred);
 
-	q.cred = &cred;
-	q.ino = to_master(m, ino);
-	rc = mconn_call(m->mc, SW_MSG_STATFS, &q.base, &reply);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	r = (Sweepfs__StatfsReply *)reply;
+	r = (Sweepfs__StatfsReply *)*reply;
 	sv.f_bsize = sv.f_frsize = 65536;
 	sv.f_blocks = r->total_bytes / sv.f_frsize;
 	sv.f_bfree = sv.f_bavail = r->avail_bytes / sv.f_frsize;
@@ -862,7 +973,17 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_ffree = sv.f_favail = r->files_free;
 	sv.f_namemax = SW_NAME_MAX;
 	fuse_reply_statfs(req, &sv);
-	protobuf_c_message_free_unpacked(reply, NULL);
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct mount *m = mnt(req);
+	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
+	CRED(req, cred);
+
+	q.cred = &cred;
+	q.ino = to_master(m, ino);
+	mconn_send(m->mc, SW_MSG_STATFS, &q.base, statfs_done, req);
 }
 
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -870,8 +991,6 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SetxattrReq q = SWEEPFS__SETXATTR_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
@@ -881,8 +1000,25 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	q.value.len = size;
 	q.has_flags = 1;
 	q.flags = (uint32_t)flags;
-	rc = mconn_call(m->mc, SW_MSG_SETXATTR, &q.base, &reply);
-	finish_status(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_SETXATTR, &q.base, status_done, req);
+}
+
+static void xattr_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct opctx *c = arg;
+	Sweepfs__XattrReply *r;
+
+	if (rc < 0) {
+		fuse_reply_err(c->req, -rc);
+	} else {
+		r = (Sweepfs__XattrReply *)*reply;
+		if (c->size == 0)
+			fuse_reply_xattr(c->req, r->size);
+		else
+			fuse_reply_buf(c->req, (const char *)r->value.data,
+				       r->value.len);
+	}
+	free(c);
 }
 
 static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino,
@@ -890,30 +1026,21 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;
-	Sweepfs__XattrReply *r;
-	ProtobufCMessage *reply;
-	int rc;
+	struct opctx *c = opctx_new(req, to_master(m, ino), NULL);
 	CRED(req, cred);
 
+	if (!c)
+		return;
+	c->size = size;
 	q.cred = &cred;
-	q.ino = to_master(m, ino);
+	q.ino = c->ino;
 	if (name) {
 		q.has_name = 1;
 		q.name = bytes(name);
 	}
 	q.size = (uint32_t)SW_MIN(size, (size_t)UINT32_MAX);
-	rc = mconn_call(m->mc, name ? SW_MSG_GETXATTR : SW_MSG_LISTXATTR,
-			&q.base, &reply);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	r = (Sweepfs__XattrReply *)reply;
-	if (size == 0)
-		fuse_reply_xattr(req, r->size);
-	else
-		fuse_reply_buf(req, (const char *)r->value.data, r->value.len);
-	protobuf_c_message_free_unpacked(reply, NULL);
+	mconn_send(m->mc, name ? SW_MSG_GETXATTR : SW_MSG_LISTXATTR, &q.base,
+		   xattr_done, c);
 }
 
 static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -931,30 +1058,24 @@ static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__RemovexattrReq q = SWEEPFS__REMOVEXATTR_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.ino = to_master(m, ino);
 	q.name = bytes(name);
-	rc = mconn_call(m->mc, SW_MSG_REMOVEXATTR, &q.base, &reply);
-	finish_status(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_REMOVEXATTR, &q.base, status_done, req);
 }
 
 static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__AccessReq q = SWEEPFS__ACCESS_REQ__INIT;
-	ProtobufCMessage *reply;
-	int rc;
 	CRED(req, cred);
 
 	q.cred = &cred;
 	q.ino = to_master(m, ino);
 	q.mask = (uint32_t)mask;
-	rc = mconn_call(m->mc, SW_MSG_ACCESS, &q.base, &reply);
-	finish_status(req, rc, reply);
+	mconn_send(m->mc, SW_MSG_ACCESS, &q.base, status_done, req);
 }
 
 const struct fuse_lowlevel_ops sw_mount_ops = {
@@ -976,7 +1097,8 @@ const struct fuse_lowlevel_ops sw_mount_ops = {
 	.create = ll_create,
 	.read = ll_read,
 	.write = ll_write,
-	.flush = ll_flush,
+	/* No flush: the mount keeps nothing to push at close, and without
+	 * it the kernel stops sending FLUSH, one round trip per close. */
 	.release = ll_release,
 	.fsync = ll_fsync,
 	.opendir = ll_opendir,
