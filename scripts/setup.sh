@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install what sweepfs needs from Debian's packages (only what is missing)
+# and build it. Used by demo.sh and test.sh; safe to run again.
+#
+#   scripts/setup.sh [BUILD_DIR [MESON_OPTIONS...]]
+#
+# BUILD_DIR defaults to ./build. Needs root (or sudo) only when packages
+# are missing.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/build}
+shift || true
+
+packages=(
+	build-essential pkg-config meson ninja-build
+	libfuse3-dev fuse3 libuv1-dev
+	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
+	python3 util-linux procps psmisc
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing+=("$p")
+done
+if ((${#missing[@]})); then
+	echo "setup: installing ${missing[*]}"
+	sudo=""
+	[[ $(id -u) -eq 0 ]] || sudo=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -f $build/build.ninja ]]; then
+	meson setup "$build" "$top" "$@"
+elif (($#)); then
+	meson configure "$build" "$@"
+fi
+ninja -C "$build"
