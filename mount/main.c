@@ -153,6 +153,15 @@ int main(int argc, char **argv)
 	fuse_opt_add_arg(&args, "-osubtype=sweepfs");
 	if (getuid() == 0)
 		fuse_opt_add_arg(&args, "-oallow_other");
+	/*
+	 * Without default_permissions the kernel checks no permission itself
+	 * and relies on LOOKUP, which a cached dentry skips: a directory
+	 * made unsearchable would still be walked through. With it, the
+	 * kernel checks mode bits against the attributes it caches
+	 * (attr_timeout), and the master checks every request again against
+	 * the current state.
+	 */
+	fuse_opt_add_arg(&args, "-odefault_permissions");
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		return 2;
 	if (!fo.mountpoint) {
