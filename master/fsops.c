@@ -69,20 +69,62 @@ static void fill_attr(Sweepfs__Attr *a, const struct node *n)
 	a->ctime = n->ctime;
 }
 
-static void reply_entry(struct req *r, const struct node *n)
+/*
+ * Nodes a request changed besides the one it returns, by inode number:
+ * looked up only when replying, since the change may have freed some.
+ */
+struct changed {
+	uint64_t ino[4];
+	unsigned n;
+};
+
+static void changed_add(struct changed *c, uint64_t ino)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->ino[i] == ino)
+			return;
+	if (c->n < SW_ARRAY_SIZE(c->ino))
+		c->ino[c->n++] = ino;
+}
+
+/* Fill @attrs/@ptrs from @c; returns how many nodes still exist. */
+static size_t changed_fill(struct req *r, const struct changed *c,
+			   Sweepfs__Attr *attrs, Sweepfs__Attr **ptrs)
+{
+	size_t k = 0;
+
+	for (unsigned i = 0; c && i < c->n; i++) {
+		const struct node *n = ns_get(&r->m->ns, c->ino[i]);
+
+		if (!n)
+			continue;
+		fill_attr(&attrs[k], n);
+		ptrs[k] = &attrs[k];
+		k++;
+	}
+	return k;
+}
+
+static void reply_entry(struct req *r, const struct node *n,
+			const struct changed *c)
 {
 	Sweepfs__EntryReply reply = SWEEPFS__ENTRY_REPLY__INIT;
-	Sweepfs__Attr attr;
+	Sweepfs__Attr attr, attrs[4], *ptrs[4];
 
 	fill_attr(&attr, n);
 	reply.attr = &attr;
+	reply.n_changed = changed_fill(r, c, attrs, ptrs);
+	reply.changed = ptrs;
 	req_reply(r, &reply.base);
 }
 
-static void reply_ok(struct req *r)
+static void reply_ok(struct req *r, const struct changed *c)
 {
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+	Sweepfs__Attr attrs[4], *ptrs[4];
 
+	reply.n_changed = changed_fill(r, c, attrs, ptrs);
+	reply.changed = ptrs;
 	req_reply(r, &reply.base);
 }
 
@@ -182,7 +224,7 @@ static void op_lookup(struct req *r, const ProtobufCMessage *msg)
 		}
 		n = e->child;
 	}
-	reply_entry(r, n);
+	reply_entry(r, n, NULL);
 	return;
 
 out_err:
@@ -352,7 +394,7 @@ struct new_node {
 };
 
 static int create_node(struct req *r, const struct new_node *nn,
-		       struct node **out)
+		       struct node **out, struct changed *ch)
 {
 	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
@@ -408,6 +450,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 	if (rc < 0)
 		return rc;
 	*out = ns_get(ns, c.ino);
+	changed_add(ch, dir->ino);
 	return 0;
 }
 
@@ -416,6 +459,7 @@ static void op_mknod(struct req *r, const ProtobufCMessage *msg)
 	REQ(Sweepfs__MknodReq, r, msg);
 	struct new_node nn = { q->cred, q->parent, &q->name, q->mode, q->rdev,
 			       NULL };
+	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc;
 
@@ -436,10 +480,10 @@ static void op_mknod(struct req *r, const ProtobufCMessage *msg)
 		rc = -EINVAL;
 		goto out_err;
 	}
-	rc = create_node(r, &nn, &n);
+	rc = create_node(r, &nn, &n, &ch);
 	if (rc < 0)
 		goto out_err;
-	reply_entry(r, n);
+	reply_entry(r, n, &ch);
 	return;
 
 out_err:
@@ -451,13 +495,14 @@ static void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 	REQ(Sweepfs__MknodReq, r, msg);
 	struct new_node nn = { q->cred, q->parent, &q->name,
 			       S_IFDIR | (q->mode & 07777), 0, NULL };
+	struct changed ch = { .n = 0 };
 	struct node *n;
-	int rc = create_node(r, &nn, &n);
+	int rc = create_node(r, &nn, &n, &ch);
 
 	if (rc < 0)
 		req_error(r, rc);
 	else
-		reply_entry(r, n);
+		reply_entry(r, n, &ch);
 }
 
 static void op_symlink(struct req *r, const ProtobufCMessage *msg)
@@ -465,6 +510,7 @@ static void op_symlink(struct req *r, const ProtobufCMessage *msg)
 	REQ(Sweepfs__SymlinkReq, r, msg);
 	struct new_node nn = { q->cred, q->parent, &q->name, S_IFLNK | 0777,
 			       0, &q->target };
+	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc;
 
@@ -474,11 +520,11 @@ static void op_symlink(struct req *r, const ProtobufCMessage *msg)
 		 memchr(q->target.data, '\0', q->target.len))
 		rc = q->target.len >= SW_PATH_MAX ? -ENAMETOOLONG : -EINVAL;
 	else
-		rc = create_node(r, &nn, &n);
+		rc = create_node(r, &nn, &n, &ch);
 	if (rc < 0)
 		req_error(r, rc);
 	else
-		reply_entry(r, n);
+		reply_entry(r, n, &ch);
 }
 
 /* Access an open with @flags needs. */
@@ -523,9 +569,10 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 	REQ(Sweepfs__CreateReq, r, msg);
 	struct new_node nn = { q->cred, q->parent, &q->name,
 			       S_IFREG | (q->mode & 07777), 0, NULL };
+	struct changed ch = { .n = 0 };
 	struct cred cred;
 	struct node *n;
-	int rc = create_node(r, &nn, &n);
+	int rc = create_node(r, &nn, &n, &ch);
 
 	cred_from(&cred, q->cred);
 	if (rc == -EEXIST && !(q->flags & O_EXCL)) {
@@ -537,14 +584,14 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 
 		rc = e ? open_node(r, &cred, e->child, q->flags) : -ENOENT;
 		if (rc == 0) {
-			reply_entry(r, e->child);
+			reply_entry(r, e->child, NULL);
 			return;
 		}
 	} else if (rc == 0) {
 		/* The creator may open what it created, whatever the mode. */
 		rc = session_open(r->m, r->s, n);
 		if (rc == 0) {
-			reply_entry(r, n);
+			reply_entry(r, n, &ch);
 			return;
 		}
 	}
@@ -556,6 +603,7 @@ static void op_link(struct req *r, const ProtobufCMessage *msg)
 	REQ(Sweepfs__LinkReq, r, msg);
 	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct changed ch = { .n = 0 };
 	struct node *n = NULL, *dir = NULL;
 	struct cred cred;
 	int rc;
@@ -582,7 +630,8 @@ static void op_link(struct req *r, const ProtobufCMessage *msg)
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out_err;
-	reply_entry(r, n);
+	changed_add(&ch, dir->ino);
+	reply_entry(r, n, &ch);
 	return;
 
 out_err:
@@ -596,7 +645,9 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q,
 {
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct changed ch = { .n = 0 };
 	struct node *dir = NULL, *n;
+	uint64_t victim;
 	struct cred cred;
 	struct edge *e;
 	int rc;
@@ -632,10 +683,13 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q,
 	mut.time = sw_now_ns();
 	mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
 	mut.unlink = &u;
+	victim = n->ino;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out_err;
-	reply_ok(r);
+	changed_add(&ch, dir->ino);
+	changed_add(&ch, victim); /* if it still exists: fewer links */
+	reply_ok(r, &ch);
 	return;
 
 out_err:
@@ -659,6 +713,7 @@ static void op_rename(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct ns *ns = &r->m->ns;
 	struct node *sdir = NULL, *ddir = NULL, *src, *dst = NULL;
+	struct changed ch = { .n = 0 };
 	bool exchange = q->flags & RENAME_EXCHANGE;
 	struct edge *se, *de;
 	struct cred cred;
@@ -699,9 +754,14 @@ static void op_rename(struct req *r, const ProtobufCMessage *msg)
 		goto out_err;
 	if (dst == src && !exchange) {
 		/* Two names of one file: POSIX says do nothing. */
-		reply_ok(r);
+		reply_ok(r, NULL);
 		return;
 	}
+	changed_add(&ch, sdir->ino);
+	changed_add(&ch, ddir->ino);
+	changed_add(&ch, src->ino);
+	if (dst)
+		changed_add(&ch, dst->ino);
 	rn.parent = sdir->ino;
 	rn.name = q->name;
 	rn.newparent = ddir->ino;
@@ -718,7 +778,7 @@ static void op_rename(struct req *r, const ProtobufCMessage *msg)
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out_err;
-	reply_ok(r);
+	reply_ok(r, &ch);
 	return;
 
 out_err:
@@ -790,7 +850,7 @@ static void op_release(struct req *r, const ProtobufCMessage *msg)
 	REQ(Sweepfs__InoReq, r, msg);
 
 	session_release(r->m, r->s, q->ino);
-	reply_ok(r);
+	reply_ok(r, NULL);
 }
 
 static void op_access(struct req *r, const ProtobufCMessage *msg)
@@ -807,7 +867,7 @@ static void op_access(struct req *r, const ProtobufCMessage *msg)
 	if (rc < 0)
 		req_error(r, rc);
 	else
-		reply_ok(r);
+		reply_ok(r, NULL);
 }
 
 /* ---- extended attributes -------------------------------------------- */
@@ -901,7 +961,7 @@ static void op_setxattr(struct req *r, const ProtobufCMessage *msg)
 		rc = commit_xattr(r, n, &q->name, &q->value);
 	if (rc < 0)
 		goto out_err;
-	reply_ok(r);
+	reply_ok(r, NULL);
 	return;
 
 out_err:
@@ -1011,7 +1071,7 @@ static void op_removexattr(struct req *r, const ProtobufCMessage *msg)
 	if (rc < 0)
 		req_error(r, rc);
 	else
-		reply_ok(r);
+		reply_ok(r, NULL);
 }
 
 /* ---- readdir -------------------------------------------------------- */

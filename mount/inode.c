@@ -3,11 +3,21 @@
 
 #include "hash.h"
 #include "inode.h"
+#include "util.h"
+
+/* Attributes as a reply gave them (the inode number is the entry's). */
+struct mattr {
+	uint32_t mode, nlink, uid, gid;
+	uint64_t rdev, size;
+	int64_t atime, mtime, ctime;
+};
 
 struct minode {
 	uint64_t ino;
 	uint64_t nlookup;
 	uint32_t nopen;
+	int64_t attr_expires; /* mono ns; 0: no attributes */
+	struct mattr attr;
 	struct minode *next;
 };
 
@@ -168,6 +178,51 @@ out:
 	pthread_mutex_unlock(&t->mu);
 	*inos = v;
 	*count = v ? n : 0;
+}
+
+void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
+		     int64_t expires)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, a->ino);
+	if (n) {
+		n->attr = (struct mattr){
+			.mode = a->mode, .nlink = a->nlink, .uid = a->uid,
+			.gid = a->gid, .rdev = a->rdev, .size = a->size,
+			.atime = a->atime, .mtime = a->mtime, .ctime = a->ctime,
+		};
+		n->attr_expires = expires;
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
+		     int64_t *expires)
+{
+	struct minode *n;
+	bool fresh = false;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n && n->attr_expires > sw_mono_ns()) {
+		sweepfs__attr__init(a);
+		a->ino = ino;
+		a->mode = n->attr.mode;
+		a->nlink = n->attr.nlink;
+		a->uid = n->attr.uid;
+		a->gid = n->attr.gid;
+		a->rdev = n->attr.rdev;
+		a->size = n->attr.size;
+		a->atime = n->attr.atime;
+		a->mtime = n->attr.mtime;
+		a->ctime = n->attr.ctime;
+		*expires = n->attr_expires;
+		fresh = true;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return fresh;
 }
 
 size_t itable_count(struct itable *t)

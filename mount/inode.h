@@ -6,13 +6,22 @@
  *
  * Entries are created by itable_ref() and freed when both counts reach
  * zero. Thread-safe (one mutex; every operation is O(1)).
+ *
+ * Each entry can also hold the inode's attributes as the last reply that
+ * carried them said, until an expiry: the kernel drops its own copy of a
+ * directory's attributes after every create or unlink in it and asks
+ * again, and the reply to that create or unlink already told us the
+ * answer.
  */
 #ifndef SWEEPFS_MOUNT_INODE_H
 #define SWEEPFS_MOUNT_INODE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "sweepfs.pb-c.h"
 
 struct minode;
 
@@ -35,6 +44,20 @@ void itable_forget(struct itable *t, uint64_t ino, uint64_t n);
 /* A file handle on @ino was opened / released. */
 int itable_open(struct itable *t, uint64_t ino);
 void itable_close(struct itable *t, uint64_t ino);
+
+/*
+ * Remember @a as @a->ino's attributes until @expires (monotonic ns), if
+ * the kernel knows that inode; otherwise nothing happens.
+ */
+void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
+		     int64_t expires);
+
+/*
+ * Copy @ino's remembered attributes into @a and their expiry into
+ * *@expires if they have not expired; false otherwise.
+ */
+bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
+		     int64_t *expires);
 
 /* Inodes with open handles, each once per handle, in a malloc'd array
  * the caller frees. */

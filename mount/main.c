@@ -193,6 +193,8 @@ int main(int argc, char **argv)
 		goto out_inodes;
 	}
 	m.root_ino = mconn_root_ino(m.mc);
+	/* The kernel knows the root from the start and never forgets it. */
+	itable_ref(&m.inodes, m.root_ino);
 
 	m.se = fuse_session_new(&args, &sw_mount_ops, sizeof(sw_mount_ops), &m);
 	if (!m.se)

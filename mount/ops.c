@@ -92,6 +92,18 @@ static void fill_entry(const struct mount *m, const Sweepfs__Attr *a,
 	e->entry_timeout = m->entry_timeout;
 }
 
+/* Remember the attributes a reply carried (see inode.h). */
+static void cache_attrs(struct mount *m, const Sweepfs__Attr *a,
+			Sweepfs__Attr *const *changed, size_t n)
+{
+	int64_t expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
+
+	if (a)
+		itable_set_attr(&m->inodes, a, expires);
+	for (size_t i = 0; i < n; i++)
+		itable_set_attr(&m->inodes, changed[i], expires);
+}
+
 /* Reply with an entry and count the lookup the kernel now holds. */
 static void reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
 {
@@ -115,11 +127,16 @@ static void reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
 static void entry_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	fuse_req_t req = arg;
+	struct mount *m = mnt(req); /* req is gone once replied to */
+	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
 
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, ((Sweepfs__EntryReply *)*reply)->attr);
+		return;
+	}
+	/* The entry first: the table only caches what the kernel knows. */
+	reply_entry(req, r->attr);
+	cache_attrs(m, r->attr, r->changed, r->n_changed);
 }
 
 static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -139,13 +156,21 @@ static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
 		fuse_reply_err(req, EIO);
 		return;
 	}
+	cache_attrs(m, a, NULL, 0);
 	attr_to_stat(m, a, &st);
 	fuse_reply_attr(req, &st, m->attr_timeout);
 }
 
 static void status_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	fuse_reply_err(arg, -rc);
+	fuse_req_t req = arg;
+
+	if (rc == 0) {
+		Sweepfs__StatusReply *r = (Sweepfs__StatusReply *)*reply;
+
+		cache_attrs(mnt(req), NULL, r->changed, r->n_changed);
+	}
+	fuse_reply_err(req, -rc);
 }
 
 /* A request's context when the completion needs more than the req. */
@@ -258,8 +283,20 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+	Sweepfs__Attr a;
+	int64_t expires;
 
 	q.ino = to_master(m, ino);
+	/* Known from a reply that changed it (a create in this directory,
+	 * say): no need to ask. */
+	if (itable_get_attr(&m->inodes, q.ino, &a, &expires)) {
+		struct stat st;
+
+		attr_to_stat(m, &a, &st);
+		fuse_reply_attr(req, &st,
+				(double)(expires - sw_mono_ns()) / 1e9);
+		return;
+	}
 	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, attr_done, req);
 }
 
@@ -525,6 +562,10 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	if (fuse_reply_create(c->req, &e, &c->fi) < 0) {
 		itable_forget(&m->inodes, a->ino, 1);
 		send_release(m, a->ino);
+	} else {
+		Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
+
+		cache_attrs(m, a, r->changed, r->n_changed);
 	}
 out:
 	free(c);
