@@ -1,6 +1,7 @@
 /*
- * SipHash-1-3 (one compression round, three finalisation rounds), after the
- * reference description by Aumasson and Bernstein. The per-process key
+ * SipHash-1-3 (one compression round, three finalisation rounds) for hash
+ * tables and SipHash-2-4 as a MAC, after the reference description by
+ * Aumasson and Bernstein. The per-process key
  * comes from getrandom(2) on first use.
  */
 #include <pthread.h>
@@ -48,7 +49,8 @@ static uint64_t le64(const uint8_t *p)
 }
 #endif
 
-uint64_t sw_siphash13(const uint8_t key[16], const void *data, size_t len)
+static uint64_t siphash(const uint8_t key[16], const void *data, size_t len,
+		       int crounds, int drounds)
 {
 	const uint8_t *p = data;
 	uint64_t k0 = le64(key), k1 = le64(key + 8);
@@ -64,19 +66,30 @@ uint64_t sw_siphash13(const uint8_t key[16], const void *data, size_t len)
 		uint64_t m = le64(p);
 
 		v3 ^= m;
-		SIPROUND;
+		for (int r = 0; r < crounds; r++)
+			SIPROUND;
 		v0 ^= m;
 	}
 	for (size_t i = 0; i < left; i++)
 		b |= (uint64_t)p[i] << (8 * i);
 	v3 ^= b;
-	SIPROUND;
+	for (int r = 0; r < crounds; r++)
+		SIPROUND;
 	v0 ^= b;
 	v2 ^= 0xff;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
+	for (int r = 0; r < drounds; r++)
+		SIPROUND;
 	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t sw_siphash13(const uint8_t key[16], const void *data, size_t len)
+{
+	return siphash(key, data, len, 1, 3);
+}
+
+uint64_t sw_siphash24(const uint8_t key[16], const void *data, size_t len)
+{
+	return siphash(key, data, len, 2, 4);
 }
 
 static uint8_t process_key[16];

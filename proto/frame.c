@@ -41,6 +41,17 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1, 0),
 	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0, 1),
 	MSG(INFO, "info", info_req, info_reply, 0, 1),
+	MSG(CHUNK, "chunk", chunk_req, chunk_reply, 1, 0),
+	MSG(WRITE_END, "write_end", write_end_req, attr_reply, 1, 0),
+	MSG(CS_READ, "cs_read", cs_read_req, cs_read_reply, 0, 1),
+	MSG(CS_WRITE, "cs_write", cs_write_req, status_reply, 0, 0),
+	MSG(CS_SYNC, "cs_sync", cs_sync_req, status_reply, 0, 1),
+	MSG(CS_REGISTER, "cs_register", cs_register_req, cs_register_reply, 0,
+	    0),
+	MSG(CS_HEARTBEAT, "cs_heartbeat", cs_heartbeat_req, status_reply, 0, 0),
+	MSG(CS_COMMAND, "cs_command", cs_command, status_reply, 0, 0),
+	MSG(CS_DONE, "cs_done", cs_done_req, status_reply, 0, 0),
+	MSG(CS_DAMAGED, "cs_damaged", cs_damaged_req, status_reply, 0, 0),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -42,6 +42,19 @@
 #define SW_FRAME_REPLY 0x1
 #define SW_FRAME_NOTIFY 0x2
 
+/*
+ * Largest payload a chunkserver connection accepts: a 1 MiB data block
+ * with its request around it. Reads and writes are at most
+ * SW_IO_MAX bytes.
+ */
+#define SW_FRAME_MAX_DATA ((1u << 20) + 4096)
+#define SW_IO_MAX (1u << 20)
+
+/* Chunks: 64 MiB of file data each, checksummed in 64 KiB blocks. */
+#define SW_CHUNK_SIZE (64u << 20)
+#define SW_BLOCK_SIZE (64u << 10)
+#define SW_CHUNK_BLOCKS (SW_CHUNK_SIZE / SW_BLOCK_SIZE)
+
 /* Largest listing payload the master sends in one readdir reply. */
 #define SW_READDIR_MAX_BYTES (256u << 10)
 #define SW_READDIR_MAX_ENTRIES 8192u
@@ -78,6 +91,19 @@ enum sw_msg_type {
 	SW_MSG_REMOVEXATTR = 22,
 	SW_MSG_READDIR = 23,
 	SW_MSG_INFO = 24,
+	/* data: client <-> master */
+	SW_MSG_CHUNK = 25,
+	SW_MSG_WRITE_END = 26,
+	/* data: client <-> chunkserver */
+	SW_MSG_CS_READ = 27,
+	SW_MSG_CS_WRITE = 28,
+	SW_MSG_CS_SYNC = 29,
+	/* chunkserver <-> master */
+	SW_MSG_CS_REGISTER = 30,
+	SW_MSG_CS_HEARTBEAT = 31,
+	SW_MSG_CS_COMMAND = 32, /* notification, master -> chunkserver */
+	SW_MSG_CS_DONE = 33,
+	SW_MSG_CS_DAMAGED = 34,
 	SW_MSG__COUNT
 };
 
