@@ -2,16 +2,20 @@
  * Checkpoint format (little-endian):
  *
  *   header   "SWCP" u32 format u64 version u64 next_ino u64 next_edge
+ *            u64 next_chunk
  *   'N' node u64 ino u32 mode u32 uid u32 gid u32 nlink u32 flags
  *            i64 atime i64 mtime i64 ctime u64 size
  *            [u64 rdev: devices] [size bytes: symlink target]
+ *   'K'      u64 chunk id u32 version
+ *   'F'      u64 ino u32 count, then count x u64 chunk id (0: hole)
  *   'D' dir  u64 ino u64 count, then count x
  *            { u64 edge u64 child u8 namelen name }   in edge-id order
  *   'X'      u64 ino u8 namelen u32 valuelen name value
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
- * All 'N' records come before any 'D' record, so every edge's child
- * exists when the edge is loaded. Tombstones are not written.
+ * All 'N' records come before any 'K', those before any 'F' and 'D', so
+ * whatever a record names is loaded before it. Tombstones are not
+ * written; chunk reference counts are recounted from the slots.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -34,7 +38,7 @@
 
 #define TAG "checkpoint"
 #define CP_MAGIC "SWCP"
-#define CP_FORMAT 1u
+#define CP_FORMAT 2u
 #define IOBUF (1u << 20)
 
 /* ---- writing -------------------------------------------------------- */
@@ -156,6 +160,34 @@ static int write_dir(void *elem, void *arg)
 	return w->err;
 }
 
+static int write_chunk(void *elem, void *arg)
+{
+	const struct chunk *c = elem;
+	struct writer *w = arg;
+
+	w_u8(w, 'K');
+	w_u64(w, c->id);
+	w_u32(w, c->version);
+	w->records++;
+	return w->err;
+}
+
+static int write_slots(void *elem, void *arg)
+{
+	const struct node *n = elem;
+	struct writer *w = arg;
+	uint32_t count = ns_chunk_slots(n);
+
+	if (!count)
+		return 0;
+	w_u8(w, 'F');
+	w_u64(w, n->ino);
+	w_u32(w, count);
+	w_bytes(w, n->u.chunks->id, (size_t)count * sizeof(uint64_t));
+	w->records++;
+	return w->err;
+}
+
 struct xattr_ctx {
 	struct writer *w;
 	uint64_t ino;
@@ -234,7 +266,10 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 	w_u64(&w, version);
 	w_u64(&w, ns->next_ino);
 	w_u64(&w, ns->next_edge);
+	w_u64(&w, ns->next_chunk);
 	ns_foreach_node(ns, write_node, &w);
+	chunks_foreach(ns, write_chunk, &w);
+	ns_foreach_node(ns, write_slots, &w);
 	ns_foreach_node(ns, write_dir, &w);
 	ns_foreach_node(ns, write_xattrs, &xw);
 	w_u8(&w, 'Z');
@@ -420,6 +455,40 @@ static int load_dir(struct ns *ns, struct reader *r)
 	return 0;
 }
 
+static int load_chunk(struct ns *ns, struct reader *r)
+{
+	uint64_t id;
+	uint32_t version;
+
+	if (r_u64(r, &id) || r_u32(r, &version) || id == 0)
+		return -EUCLEAN;
+	return ns_load_chunk(ns, id, version) ? -EUCLEAN : 0;
+}
+
+static int load_slots(struct ns *ns, struct reader *r)
+{
+	uint64_t ino, *ids;
+	uint32_t count;
+	struct node *n;
+	int rc;
+
+	/* 2^26 slots of 64 MiB: the 2^52-byte ceiling of a file. */
+	if (r_u64(r, &ino) || r_u32(r, &count) || count == 0 ||
+	    count > (1u << 26))
+		return -EUCLEAN;
+	n = ns_get(ns, ino);
+	if (!n)
+		return -EUCLEAN;
+	ids = malloc((size_t)count * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	rc = r_bytes(r, ids, (size_t)count * sizeof(*ids)) ? -EUCLEAN : 0;
+	if (rc == 0)
+		rc = ns_load_slots(ns, n, count, ids);
+	free(ids);
+	return rc == -ENOMEM ? rc : rc ? -EUCLEAN : 0;
+}
+
 static int load_xattr(struct ns *ns, struct reader *r)
 {
 	uint64_t ino;
@@ -449,7 +518,7 @@ static int load_xattr(struct ns *ns, struct reader *r)
 static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
-	uint64_t version, next_ino, next_edge, records = 0, want;
+	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
 	uint32_t format, crc_file, crc_calc;
 	char magic[4];
 	int rc = 0;
@@ -465,7 +534,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	if (r_bytes(&r, magic, 4) || memcmp(magic, CP_MAGIC, 4) ||
 	    r_u32(&r, &format) || format != CP_FORMAT || r_u64(&r, &version) ||
 	    version != expect || r_u64(&r, &next_ino) ||
-	    r_u64(&r, &next_edge)) {
+	    r_u64(&r, &next_edge) || r_u64(&r, &next_chunk)) {
 		rc = -EUCLEAN;
 		goto out_close;
 	}
@@ -484,6 +553,12 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'D':
 			rc = load_dir(ns, &r);
+			break;
+		case 'K':
+			rc = load_chunk(ns, &r);
+			break;
+		case 'F':
+			rc = load_slots(ns, &r);
 			break;
 		case 'X':
 			rc = load_xattr(ns, &r);
@@ -510,6 +585,8 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			ns->next_ino = next_ino;
 		if (next_edge > ns->next_edge)
 			ns->next_edge = next_edge;
+		if (next_chunk > ns->next_chunk)
+			ns->next_chunk = next_chunk;
 		ns->version = version;
 	}
 out_close:

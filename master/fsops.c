@@ -48,7 +48,7 @@ static void cred_from(struct cred *c, const Sweepfs__Cred *p)
 	c->groups = p->groups;
 }
 
-static void fill_attr(Sweepfs__Attr *a, const struct node *n)
+void attr_fill(Sweepfs__Attr *a, const struct node *n)
 {
 	sweepfs__attr__init(a);
 	a->ino = n->ino;
@@ -98,7 +98,7 @@ static size_t changed_fill(struct req *r, const struct changed *c,
 
 		if (!n)
 			continue;
-		fill_attr(&attrs[k], n);
+		attr_fill(&attrs[k], n);
 		ptrs[k] = &attrs[k];
 		k++;
 	}
@@ -111,7 +111,7 @@ static void reply_entry(struct req *r, const struct node *n,
 	Sweepfs__EntryReply reply = SWEEPFS__ENTRY_REPLY__INIT;
 	Sweepfs__Attr attr, attrs[4], *ptrs[4];
 
-	fill_attr(&attr, n);
+	attr_fill(&attr, n);
 	reply.attr = &attr;
 	reply.n_changed = changed_fill(r, c, attrs, ptrs);
 	reply.changed = ptrs;
@@ -243,7 +243,7 @@ static void op_getattr(struct req *r, const ProtobufCMessage *msg)
 		req_error(r, rc);
 		return;
 	}
-	fill_attr(&attr, n);
+	attr_fill(&attr, n);
 	reply.attr = &attr;
 	req_reply(r, &reply.base);
 }
@@ -279,6 +279,7 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	unsigned v = q->valid, out = 0;
 	int64_t now = sw_now_ns();
+	uint64_t old_size;
 	uint32_t mode, newuid, newgid;
 	struct cred cred;
 	struct node *n;
@@ -365,14 +366,20 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	mut.time = now;
 	mut.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
 	mut.setattr = &sa;
+	old_size = n->size;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out_err;
+	rc = data_truncated(r, n, old_size);
+	if (rc < 0)
+		goto out_err;
+	if (rc == 0)
+		return; /* chunkservers cut the last chunk, then the reply */
 	{
 		Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 		Sweepfs__Attr attr;
 
-		fill_attr(&attr, n);
+		attr_fill(&attr, n);
 		reply.attr = &attr;
 		req_reply(r, &reply.base);
 	}
@@ -811,12 +818,19 @@ static void op_statfs(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__StatfsReply reply = SWEEPFS__STATFS_REPLY__INIT;
 	struct statvfs sv;
 
-	/* Until chunkservers report space, the metadata disk stands in. */
-	if (statvfs(r->m->cfg.data_dir, &sv) == 0) {
-		reply.has_total_bytes = reply.has_avail_bytes = 1;
-		reply.total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
-		reply.avail_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	uint64_t total, avail, pending;
+
+	/* The chunkservers' space; with none, the metadata disk's. */
+	csrvs_space(r->m, &total, &avail, &pending);
+	if (!total && statvfs(r->m->cfg.data_dir, &sv) == 0) {
+		total = (uint64_t)sv.f_blocks * sv.f_frsize;
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	}
+	reply.has_total_bytes = reply.has_avail_bytes = 1;
+	reply.total_bytes = total;
+	reply.avail_bytes = avail;
+	reply.has_pending_delete_bytes = 1;
+	reply.pending_delete_bytes = pending * SW_CHUNK_SIZE / 2;
 	reply.has_files = reply.has_files_free = 1;
 	reply.files = r->m->ns.nnodes;
 	reply.files_free = (1ull << 32) - SW_MIN(r->m->ns.nnodes, 1ull << 31);
@@ -840,7 +854,7 @@ static void op_open(struct req *r, const ProtobufCMessage *msg)
 		req_error(r, rc);
 		return;
 	}
-	fill_attr(&attr, n);
+	attr_fill(&attr, n);
 	reply.attr = &attr;
 	req_reply(r, &reply.base);
 }
@@ -1140,7 +1154,7 @@ static void op_readdir(struct req *r, const ProtobufCMessage *msg)
 			break;
 		out.len += sw_dirent_put(out.data + out.len, &d);
 		if (q->plus) {
-			fill_attr(&attrs[count], e->child);
+			attr_fill(&attrs[count], e->child);
 			attrp[count] = &attrs[count];
 		}
 		count++;

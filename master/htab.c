@@ -248,3 +248,21 @@ int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
 	}
 	return 0;
 }
+
+void htab_scan(const struct htab *t, uint64_t *cursor, size_t budget,
+	       int (*fn)(void *elem, void *arg), void *arg)
+{
+	size_t size = t->slots ? t->mask + 1 : 0;
+
+	if (!size)
+		return;
+	if (*cursor >= size)
+		*cursor = 0;
+	while (budget--) {
+		void *e = t->slots[*cursor];
+
+		*cursor = (*cursor + 1) & t->mask;
+		if (e && fn(e, arg))
+			return;
+	}
+}

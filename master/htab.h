@@ -73,6 +73,16 @@ bool htab_remove(struct htab *t, uint64_t h, const void *elem);
 bool htab_step(struct htab *t, size_t budget);
 
 /*
+ * Visit up to @budget slots from *@cursor on, calling @fn for each
+ * element, and leave *@cursor where to go on next time (it wraps). For
+ * background scans in slices: an element may be missed or seen twice
+ * while the table resizes. @fn must not change the table; a non-zero
+ * return stops the scan.
+ */
+void htab_scan(const struct htab *t, uint64_t *cursor, size_t budget,
+	       int (*fn)(void *elem, void *arg), void *arg);
+
+/*
  * Call @fn for every element; @fn must not change the table. Stops and
  * returns @fn's value when it is non-zero.
  */

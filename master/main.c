@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@ static void config_defaults(struct master_config *c)
 	c->frame_timeout_ms = 30 * 1000;
 	c->max_connections = 10000;
 	strcpy(c->log_level, "notice");
+	c->goal = 1;
+	c->delete_rate = 2000;
 }
 
 static void config_table(struct master_config *c, struct sw_opt *o)
@@ -91,13 +94,17 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		{ "log_level", SW_OPT_STRING, c->log_level, 0,
 		  sizeof(c->log_level), NULL,
 		  "err, warning, notice, info or debug" },
+		{ "goal", SW_OPT_UINT, &c->goal, 1, 8, NULL,
+		  "copies kept of each chunk" },
+		{ "delete_rate", SW_OPT_UINT, &c->delete_rate, 1, 1000000, NULL,
+		  "chunk deletions per second sent to each chunkserver" },
 		{ 0 },
 	};
 
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 13
+#define NOPTS 15
 
 static void usage(FILE *f)
 {
@@ -229,6 +236,45 @@ static void on_durable(void *arg, uint64_t version)
 	server_durable(arg, version);
 }
 
+/*
+ * The key that signs chunk access tokens, kept in data_dir/token.key so
+ * that tokens mounts hold stay valid across a master restart.
+ */
+static int load_token_key(struct master *m)
+{
+	char path[4200];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/token.key", m->cfg.data_dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, m->token_key, sizeof(m->token_key));
+		close(fd);
+		if (n == (ssize_t)sizeof(m->token_key))
+			return 0;
+		sw_warn(TAG, "%s is short; making a new key", path);
+	}
+	if (getrandom(m->token_key, sizeof(m->token_key), 0) !=
+	    (ssize_t)sizeof(m->token_key))
+		return -EIO;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, m->token_key, sizeof(m->token_key));
+	if (n != (ssize_t)sizeof(m->token_key) || fsync(fd) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	return 0;
+}
+
+static void on_cs_tick(uv_timer_t *t)
+{
+	csrvs_tick(t->data);
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	struct master *m = t->data;
@@ -257,6 +303,8 @@ static void shutdown_master(struct master *m)
 	server_stop(m);
 	uv_timer_stop(&m->tick);
 	uv_close((uv_handle_t *)&m->tick, NULL);
+	uv_timer_stop(&m->cs_tick);
+	uv_close((uv_handle_t *)&m->cs_tick, NULL);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(m->sig); i++)
 		uv_close((uv_handle_t *)&m->sig[i], NULL);
 }
@@ -519,8 +567,15 @@ int main(int argc, char **argv)
 	m.loop = uv_default_loop();
 	m.started_at = sw_now_ns();
 	m.started_mono = m.last_checkpoint = sw_mono_ns();
+	if (load_token_key(&m) < 0) {
+		sw_crit(TAG, "cannot make %s/token.key", m.cfg.data_dir);
+		goto out_fail;
+	}
+	/* Replay drops chunks too; their copies are found orphaned when the
+	 * chunkservers register, so the deletion hook starts only now. */
 	if (load_metadata(&m) < 0)
 		goto out_fail;
+	csrvs_init(&m);
 	clo = (struct changelog_opts){
 		.dir = m.cfg.data_dir,
 		.sync = (enum cl_sync)m.cfg.changelog_sync,
@@ -540,6 +595,9 @@ int main(int argc, char **argv)
 	uv_timer_init(m.loop, &m.tick);
 	m.tick.data = &m;
 	uv_timer_start(&m.tick, on_tick, 1000, 1000);
+	uv_timer_init(m.loop, &m.cs_tick);
+	m.cs_tick.data = &m;
+	uv_timer_start(&m.cs_tick, on_cs_tick, 100, 100);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
 		uv_signal_init(m.loop, &m.sig[i]);
 		m.sig[i].data = &m;
@@ -569,6 +627,7 @@ int main(int argc, char **argv)
 	}
 	sw_notice(TAG, "stopped at version %" PRIu64, m.ns.version);
 	sessions_release(&m);
+	csrvs_release(&m);
 	ns_release(&m.ns);
 	uv_loop_close(m.loop);
 	if (pidfile)

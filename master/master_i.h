@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "changelog.h"
+#include "csrv.h"
 #include "frame.h"
 #include "htab.h"
 #include "meta.pb-c.h"
@@ -44,6 +45,8 @@ struct master_config {
 	uint64_t frame_timeout_ms;     /* drop a peer stuck mid-frame */
 	uint64_t max_connections;
 	char log_level[16];
+	uint64_t goal;		       /* copies of each chunk */
+	uint64_t delete_rate;	       /* chunk deletions/s per server */
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -70,6 +73,8 @@ struct conn {
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
 	int64_t partial_since;	/* mono ns: start of an incomplete frame */
+	int refs;		/* 1 while open, +1 per deferred request */
+	uint32_t csrv;		/* chunkserver id, for that role */
 	struct conn *next, *prev;       /* all connections */
 	struct conn *flush_next;	/* conns with output to flush */
 };
@@ -116,6 +121,7 @@ struct master {
 	uv_tcp_t listener;
 	uv_check_t check;	/* end of each loop iteration: flush */
 	uv_timer_t tick;	/* housekeeping, once a second */
+	uv_timer_t cs_tick;	/* chunkserver pacing, every 100 ms */
 	uv_idle_t idle;		/* background steps while there is work */
 	uv_signal_t sig[4];
 	int lock_fd;		/* flock on data_dir/lock */
@@ -128,6 +134,15 @@ struct master {
 	uint64_t nsessions;
 	struct htab openers;	/* struct opener by ino: sessions holding it */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
+
+	/* chunkservers (csrv.c) */
+	struct csrv *csrvs[1025];
+	uint32_t ncsrvs;
+	struct htab cs_cmds;	/* commands in flight, by id */
+	uint64_t next_cmd;
+	uint8_t token_key[16];	/* signs chunk access tokens */
+	uint64_t pending_deletes;
+	uint64_t repl_cursor;
 
 	struct op_counters total;
 	int64_t started_at;	/* wall ns */
@@ -155,6 +170,18 @@ void server_stop(struct master *m);
 
 /* Queue @reply for @r's request (after @r->version is durable). */
 void req_reply(struct req *r, const ProtobufCMessage *reply);
+
+/*
+ * Keep request @r to answer later (it waits for chunkservers): returns a
+ * heap copy that holds the connection (a reply to a connection closed
+ * meanwhile goes nowhere), or NULL for ENOMEM. Answer it with
+ * req_reply()/req_error(), then req_done().
+ */
+struct req *req_defer(const struct req *r);
+void req_done(struct req *d);
+
+/* Queue an unasked notification frame to @c. */
+void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg);
 
 /* Reply with StatusReply{err = -@rc}. */
 void req_error(struct req *r, int rc);
@@ -188,6 +215,9 @@ void sessions_expire(struct master *m);
 /* Record that session @s opened @n; -ENOMEM. */
 int session_open(struct master *m, struct session *s, struct node *n);
 
+/* Whether session @s has @ino open. */
+bool session_has_open(struct session *s, uint64_t ino);
+
 /* @s closed @n once; frees an orphan on the last close anywhere. */
 void session_release(struct master *m, struct session *s, uint64_t ino);
 
@@ -213,6 +243,22 @@ req_handler fsops_handler(uint16_t type);
  */
 int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut);
+
+/* Fill @a with the attributes of @n, as replies carry them. */
+void attr_fill(Sweepfs__Attr *a, const struct node *n);
+
+/* ---- dataops.c ------------------------------------------------------ */
+
+/* The handler for data request @type (mount or chunkserver), or NULL. */
+req_handler data_handler(uint16_t type);
+
+/*
+ * @r's setattr changed @n's size from @old_size (already committed). If
+ * chunkservers must cut the last chunk, the reply waits for them: returns
+ * 0 and answers @r later. Returns 1 when the caller should reply now, or
+ * -errno.
+ */
+int data_truncated(struct req *r, struct node *n, uint64_t old_size);
 
 /* ---- admin.c -------------------------------------------------------- */
 

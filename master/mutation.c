@@ -100,6 +100,15 @@ static int apply_setxattr(struct ns *ns, const Sweepfs__Meta__Setxattr *x,
 			    x->value.len, now);
 }
 
+static int apply_chunk_set(struct ns *ns, const Sweepfs__Meta__ChunkSet *c)
+{
+	struct node *n = ns_get(ns, c->ino);
+
+	if (!n)
+		return -ENOENT;
+	return ns_chunk_set(ns, n, c->index, c->chunk_id, c->version);
+}
+
 static int apply_release(struct ns *ns, const Sweepfs__Meta__Release *r)
 {
 	struct node *n = ns_get(ns, r->ino);
@@ -136,6 +145,13 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	case SWEEPFS__META__MUTATION__OP_RELEASE:
 		rc = apply_release(ns, m->release);
 		break;
+	case SWEEPFS__META__MUTATION__OP_CHUNK_SET:
+		rc = apply_chunk_set(ns, m->chunk_set);
+		break;
+	case SWEEPFS__META__MUTATION__OP_CHUNK_VERSION:
+		rc = chunk_set_version(ns, m->chunk_version->chunk_id,
+				       m->chunk_version->version);
+		break;
 	default:
 		rc = -EINVAL;
 	}
@@ -161,6 +177,10 @@ const char *mutation_name(const Sweepfs__Meta__Mutation *m)
 		return "setxattr";
 	case SWEEPFS__META__MUTATION__OP_RELEASE:
 		return "release";
+	case SWEEPFS__META__MUTATION__OP_CHUNK_SET:
+		return "chunk_set";
+	case SWEEPFS__META__MUTATION__OP_CHUNK_VERSION:
+		return "chunk_version";
 	default:
 		return "unknown";
 	}

@@ -352,6 +352,8 @@ static void node_free(struct ns *ns, struct node *n)
 	} else if (S_ISLNK(n->mode)) {
 		ns->misc_bytes -= n->size;
 		free(n->u.target);
+	} else if (S_ISREG(n->mode)) {
+		ns_chunks_drop(ns, n);
 	}
 	ns->nnodes--;
 	slab_free(&ns->node_slab, n);
@@ -432,6 +434,7 @@ int ns_init(struct ns *ns, int64_t now)
 		slab_init(&ns->edge_slab[i], 40 + 8 * i);
 	ns->next_ino = NS_ROOT_INO + 1;
 	ns->next_edge = 16; /* cookies below are the mount's ("." and "..") */
+	chunks_init(ns);
 
 	root = slab_alloc(&ns->node_slab);
 	if (!root)
@@ -477,6 +480,8 @@ static int free_node_cb(void *elem, void *arg)
 		free(d);
 	} else if (S_ISLNK(n->mode)) {
 		free(n->u.target);
+	} else if (S_ISREG(n->mode)) {
+		free(n->u.chunks); /* the chunks go with the whole table */
 	}
 	if (n->flags & NODE_XATTR)
 		xattrs_free(ns, n);
@@ -487,6 +492,7 @@ static int free_node_cb(void *elem, void *arg)
 void ns_release(struct ns *ns)
 {
 	htab_foreach(&ns->inodes, free_node_cb, ns);
+	chunks_release(ns);
 	htab_release(&ns->inodes);
 	htab_release(&ns->orphans);
 	htab_release(&ns->xattrs);
@@ -807,8 +813,11 @@ int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a)
 		n->uid = a->uid;
 	if (a->valid & NS_SET_GID)
 		n->gid = a->gid;
-	if (a->valid & NS_SET_SIZE)
+	if (a->valid & NS_SET_SIZE) {
+		if (a->size < n->size)
+			ns_chunks_truncate(ns, n, a->size);
 		n->size = a->size;
+	}
 	if (a->valid & NS_SET_ATIME)
 		n->atime = a->atime;
 	if (a->valid & NS_SET_MTIME)
@@ -1056,6 +1065,7 @@ size_t ns_memory(const struct ns *ns)
 {
 	size_t n = slab_bytes(&ns->node_slab) + htab_bytes(&ns->inodes) +
 		   htab_bytes(&ns->orphans) + htab_bytes(&ns->xattrs) +
+		   slab_bytes(&ns->chunk_slab) + htab_bytes(&ns->chunks) +
 		   ns->dir_bytes + ns->misc_bytes;
 
 	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
@@ -1182,6 +1192,7 @@ static int check_loaded(void *elem, void *arg)
 
 int ns_load_finish(struct ns *ns)
 {
+	chunks_drop_unreferenced(ns);
 	return htab_foreach(&ns->inodes, check_loaded, NULL);
 }
 

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "chunks.h"
 #include "htab.h"
 #include "slab.h"
 
@@ -48,7 +49,7 @@ struct node {
 		struct dir *dir;   /* S_IFDIR */
 		char *target;	   /* S_IFLNK: size bytes, not NUL-terminated */
 		uint64_t rdev;	   /* S_IFCHR, S_IFBLK */
-		void *chunks;	   /* S_IFREG: chunk table (data path) */
+		struct ctab *chunks; /* S_IFREG: chunk slots, NULL: none */
 	} u;
 	uint32_t mode; /* S_IFMT | permission bits */
 	uint32_t uid;
@@ -131,7 +132,17 @@ struct ns {
 	uint64_t ndirs;        /* of which directories */
 	uint64_t nedges;       /* live edges */
 	size_t dir_bytes;      /* struct dir and index arrays */
-	size_t misc_bytes;     /* symlink targets, xattrs */
+	size_t misc_bytes;     /* symlink targets, xattrs, chunk slots */
+
+	/* File data (chunks.h). */
+	struct htab chunks;    /* struct chunk by id */
+	struct slab chunk_slab;
+	uint64_t next_chunk;   /* lowest chunk id never used */
+	uint64_t nchunks;
+	/* Told when a chunk loses its last reference, just before it is
+	 * freed, so that its copies are deleted from the chunkservers. */
+	void (*chunk_gone)(void *arg, const struct chunk *c);
+	void *hook_arg;
 };
 
 /*

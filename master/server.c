@@ -84,11 +84,45 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 		conn_close(c);
 		return;
 	}
-	if (r->s)
-		r->s->ctr.bytes_out += b->len - before;
+	/* The connection's session, not r->s: a deferred request may
+	 * outlive the session it started in. */
+	if (c->s)
+		c->s->ctr.bytes_out += b->len - before;
 	r->m->total.bytes_out += b->len - before;
 	if (b == &c->out)
 		flush_add(c);
+}
+
+struct req *req_defer(const struct req *r)
+{
+	struct req *d = malloc(sizeof(*d));
+
+	if (!d)
+		return NULL;
+	*d = *r;
+	d->conn->refs++;
+	return d;
+}
+
+static void conn_put(struct conn *c);
+
+void req_done(struct req *d)
+{
+	conn_put(d->conn);
+	free(d);
+}
+
+void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
+{
+	if (c->closing)
+		return;
+	if (sw_buf_add_frame(&c->out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
+		sw_err(TAG, "%s: out of memory queueing a notification; "
+			    "closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	flush_add(c);
 }
 
 void req_error(struct req *r, int rc)
@@ -97,8 +131,8 @@ void req_error(struct req *r, int rc)
 
 	reply.has_err = 1;
 	reply.err = -rc;
-	if (r->s)
-		r->s->ctr.errors++;
+	if (r->conn && !r->conn->closing && r->conn->s)
+		r->conn->s->ctr.errors++;
 	r->m->total.errors++;
 	req_reply(r, &reply.base);
 }
@@ -214,11 +248,13 @@ void server_flush(struct master *m)
 
 /* ---- connections ---------------------------------------------------- */
 
-static void on_conn_closed(uv_handle_t *h)
+/* Free @c once it is closed and no deferred request holds it. */
+static void conn_put(struct conn *c)
 {
-	struct conn *c = h->data;
 	struct master *m = c->m;
 
+	if (--c->refs)
+		return;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -232,6 +268,11 @@ static void on_conn_closed(uv_handle_t *h)
 	sw_buf_release(&c->held);
 	free(c->marks);
 	free(c);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	conn_put(h->data);
 }
 
 static void conn_close(struct conn *c)
@@ -316,6 +357,8 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	} else {
 		handler = fsops_handler(hdr->type);
 		if (!handler)
+			handler = data_handler(hdr->type);
+		if (!handler)
 			handler = admin_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);
@@ -381,6 +424,7 @@ static void on_connection(uv_stream_t *server, int status)
 	if (!c)
 		return;
 	c->m = m;
+	c->refs = 1;
 	uv_tcp_init(m->loop, &c->tcp);
 	c->tcp.data = c;
 	c->next = m->conns;

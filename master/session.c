@@ -152,6 +152,11 @@ out_so:
 	return -ENOMEM;
 }
 
+bool session_has_open(struct session *s, uint64_t ino)
+{
+	return s && htab_find(&s->opens, sw_hash_u64(ino), ino_eq, &ino);
+}
+
 void session_release(struct master *m, struct session *s, uint64_t ino)
 {
 	uint64_t h = sw_hash_u64(ino);
@@ -362,7 +367,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		goto out_err;
 	}
 	if (h->role != SWEEPFS__ROLE__ROLE_MOUNT &&
-	    h->role != SWEEPFS__ROLE__ROLE_TOOL) {
+	    h->role != SWEEPFS__ROLE__ROLE_TOOL &&
+	    h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
 		rc = -EINVAL;
 		goto out_err;
 	}
@@ -426,13 +432,14 @@ void session_detach(struct master *m, struct conn *c)
 {
 	struct session *s = c->s;
 
+	csrv_detach(m, c);
 	if (!s || s->conn != c)
 		return;
 	s->conn = NULL;
 	s->detached_at = sw_mono_ns();
 	c->s = NULL;
-	/* Tools hold nothing worth waiting for. */
-	if (s->role == SWEEPFS__ROLE__ROLE_TOOL)
+	/* Tools and chunkservers hold nothing worth waiting for. */
+	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT)
 		session_free(m, s);
 }
 

@@ -1,0 +1,254 @@
+/*
+ * Chunks: a hash table by id of struct chunk (from a slab), and per file a
+ * ctab array of ids. References are counted per slot; ns_chunks_drop()
+ * and ns_chunks_truncate() give them back, and a chunk whose count reaches
+ * zero is handed to ns->chunk_gone() and freed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunks.h"
+#include "hash.h"
+#include "namespace.h"
+#include "frame.h"
+#include "util.h"
+
+static uint64_t chunk_hash(const void *e)
+{
+	return sw_hash_u64(((const struct chunk *)e)->id);
+}
+
+static bool chunk_eq(const void *e, const void *key)
+{
+	return ((const struct chunk *)e)->id == *(const uint64_t *)key;
+}
+
+void chunks_init(struct ns *ns)
+{
+	htab_init(&ns->chunks, chunk_hash);
+	slab_init(&ns->chunk_slab, sizeof(struct chunk));
+	ns->next_chunk = 1;
+}
+
+static int free_chunk_cb(void *e, void *arg)
+{
+	struct ns *ns = arg;
+
+	slab_free(&ns->chunk_slab, e);
+	return 0;
+}
+
+void chunks_release(struct ns *ns)
+{
+	htab_foreach(&ns->chunks, free_chunk_cb, ns);
+	htab_release(&ns->chunks);
+	slab_release(&ns->chunk_slab);
+}
+
+struct chunk *chunk_get(const struct ns *ns, uint64_t id)
+{
+	return htab_find(&ns->chunks, sw_hash_u64(id), chunk_eq, &id);
+}
+
+int chunks_foreach(const struct ns *ns, int (*fn)(void *chunk, void *arg),
+		   void *arg)
+{
+	return htab_foreach(&ns->chunks, fn, arg);
+}
+
+static struct chunk *chunk_alloc(struct ns *ns, uint64_t id, uint32_t version)
+{
+	struct chunk *c;
+
+	if (id == 0 || chunk_get(ns, id))
+		return NULL;
+	c = slab_alloc(&ns->chunk_slab);
+	if (!c)
+		return NULL;
+	memset(c, 0, sizeof(*c));
+	c->id = id;
+	c->version = version;
+	if (htab_insert(&ns->chunks, sw_hash_u64(id), c) < 0) {
+		slab_free(&ns->chunk_slab, c);
+		return NULL;
+	}
+	if (id >= ns->next_chunk)
+		ns->next_chunk = id + 1;
+	ns->nchunks++;
+	return c;
+}
+
+static void chunk_unref(struct ns *ns, uint64_t id)
+{
+	struct chunk *c = chunk_get(ns, id);
+
+	if (!c || --c->refs)
+		return;
+	if (ns->chunk_gone)
+		ns->chunk_gone(ns->hook_arg, c);
+	htab_remove(&ns->chunks, sw_hash_u64(id), c);
+	ns->nchunks--;
+	slab_free(&ns->chunk_slab, c);
+}
+
+int chunk_set_version(struct ns *ns, uint64_t id, uint32_t version)
+{
+	struct chunk *c = chunk_get(ns, id);
+
+	if (!c)
+		return -ENOENT;
+	c->version = version;
+	return 0;
+}
+
+uint64_t ns_chunk_at(const struct node *n, uint32_t index)
+{
+	const struct ctab *t = S_ISREG(n->mode) ? n->u.chunks : NULL;
+
+	return t && index < t->n ? t->id[index] : 0;
+}
+
+uint32_t ns_chunk_slots(const struct node *n)
+{
+	const struct ctab *t = S_ISREG(n->mode) ? n->u.chunks : NULL;
+
+	return t ? t->n : 0;
+}
+
+/* Make room for slot @index; -ENOMEM leaves the table as it was. */
+static int ctab_grow(struct ns *ns, struct node *n, uint32_t index)
+{
+	struct ctab *t = n->u.chunks, *nt;
+	uint32_t old = t ? t->n : 0, want;
+
+	if (index < old)
+		return 0;
+	want = SW_MAX(index + 1, old + old / 2);
+	nt = realloc(t, sizeof(*nt) + (size_t)want * sizeof(nt->id[0]));
+	if (!nt)
+		return -ENOMEM;
+	memset(&nt->id[old], 0, (size_t)(want - old) * sizeof(nt->id[0]));
+	nt->n = want;
+	ns->misc_bytes += (size_t)(want - old) * sizeof(nt->id[0]) +
+			  (t ? 0 : sizeof(*nt));
+	n->u.chunks = nt;
+	return 0;
+}
+
+int ns_chunk_set(struct ns *ns, struct node *n, uint32_t index, uint64_t id,
+		 uint32_t version)
+{
+	struct ctab *t;
+	struct chunk *c;
+	uint64_t old;
+
+	if (!S_ISREG(n->mode))
+		return -EINVAL;
+	if (chunk_get(ns, id))
+		return -EEXIST;
+	if (ctab_grow(ns, n, index) < 0)
+		return -ENOMEM;
+	c = chunk_alloc(ns, id, version);
+	if (!c)
+		return -ENOMEM;
+	t = n->u.chunks;
+	old = t->id[index];
+	t->id[index] = id;
+	c->refs = 1;
+	if (old)
+		chunk_unref(ns, old);
+	return 0;
+}
+
+static void ctab_shrink(struct ns *ns, struct node *n, uint32_t keep)
+{
+	struct ctab *t = n->u.chunks;
+
+	if (!t || keep >= t->n)
+		return;
+	for (uint32_t i = keep; i < t->n; i++)
+		if (t->id[i])
+			chunk_unref(ns, t->id[i]);
+	ns->misc_bytes -= (size_t)(t->n - keep) * sizeof(t->id[0]);
+	if (keep == 0) {
+		ns->misc_bytes -= sizeof(*t);
+		free(t);
+		n->u.chunks = NULL;
+		return;
+	}
+	t->n = keep;
+	/* Shrinking realloc cannot fail in a way that matters: keep the
+	 * bigger block if it does. */
+	t = realloc(t, sizeof(*t) + (size_t)keep * sizeof(t->id[0]));
+	if (t)
+		n->u.chunks = t;
+}
+
+void ns_chunks_truncate(struct ns *ns, struct node *n, uint64_t size)
+{
+	uint64_t keep = (size + SW_CHUNK_SIZE - 1) / SW_CHUNK_SIZE;
+
+	if (S_ISREG(n->mode) && keep < UINT32_MAX)
+		ctab_shrink(ns, n, (uint32_t)keep);
+}
+
+void ns_chunks_drop(struct ns *ns, struct node *n)
+{
+	if (S_ISREG(n->mode))
+		ctab_shrink(ns, n, 0);
+}
+
+int ns_load_chunk(struct ns *ns, uint64_t id, uint32_t version)
+{
+	return chunk_alloc(ns, id, version) ? 0 : -EEXIST;
+}
+
+int ns_load_slots(struct ns *ns, struct node *n, uint32_t count,
+		  const uint64_t *ids)
+{
+	struct ctab *t;
+
+	if (!S_ISREG(n->mode) || n->u.chunks || count == 0)
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if (ids[i] && !chunk_get(ns, ids[i]))
+			return -ENOENT;
+	t = malloc(sizeof(*t) + (size_t)count * sizeof(t->id[0]));
+	if (!t)
+		return -ENOMEM;
+	t->n = count;
+	memcpy(t->id, ids, (size_t)count * sizeof(t->id[0]));
+	for (uint32_t i = 0; i < count; i++)
+		if (ids[i])
+			chunk_get(ns, ids[i])->refs++;
+	ns->misc_bytes += sizeof(*t) + (size_t)count * sizeof(t->id[0]);
+	n->u.chunks = t;
+	return 0;
+}
+
+static int collect_unreferenced(void *e, void *arg)
+{
+	struct chunk *c = e;
+	struct chunk ***v = arg;
+
+	if (c->refs == 0)
+		*(*v)++ = c;
+	return 0;
+}
+
+void chunks_drop_unreferenced(struct ns *ns)
+{
+	struct chunk **v = malloc((ns->nchunks ? ns->nchunks : 1) * sizeof(*v));
+	struct chunk **end = v;
+
+	if (!v)
+		return; /* they stay, harmless: nothing points at them */
+	htab_foreach(&ns->chunks, collect_unreferenced, &end);
+	for (struct chunk **p = v; p < end; p++) {
+		htab_remove(&ns->chunks, sw_hash_u64((*p)->id), *p);
+		ns->nchunks--;
+		slab_free(&ns->chunk_slab, *p);
+	}
+	free(v);
+}

@@ -1,0 +1,103 @@
+/*
+ * Chunks in the namespace: which chunk holds each 64 MiB slot of a file,
+ * each chunk's version and reference count, and (not journaled, rebuilt
+ * from chunkserver registrations) which servers hold a copy.
+ *
+ * A file's slots live in a struct ctab hanging off its node. A chunk is
+ * referenced once per slot that names it; snapshots make several slots
+ * share one chunk, and a write to a shared chunk first copies it. When
+ * the last reference goes, ns->chunk_gone() is told (so that the copies
+ * get deleted on their chunkservers) and the chunk is freed.
+ *
+ * Like the rest of the namespace: loop thread only, no policy, every
+ * change either completes or changes nothing, and replays identically.
+ */
+#ifndef SWEEPFS_MASTER_CHUNKS_H
+#define SWEEPFS_MASTER_CHUNKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ns;
+struct node;
+
+#define CHUNK_COPIES_MAX 8
+
+/* chunk_copy.state */
+#define COPY_VALID 1   /* has the chunk's current version */
+#define COPY_STALE 2   /* an older version: to be deleted */
+#define COPY_DAMAGED 3 /* failed a checksum: to be deleted */
+#define COPY_PENDING 4 /* being created or replicated */
+
+struct chunk_copy {
+	uint32_t srv;	  /* chunkserver id (master/csrv.c) */
+	uint32_t version; /* the version that server has */
+	uint8_t state;	  /* COPY_* */
+};
+
+struct chunk_wait;
+
+struct chunk {
+	uint64_t id;
+	uint32_t version;
+	uint32_t refs;		  /* file slots naming this chunk */
+	uint8_t ncopies;
+	uint8_t busy;		  /* chunkserver commands in flight */
+	uint64_t lease_session;	  /* writer holding the write lease, or 0 */
+	int64_t lease_until;	  /* mono ns */
+	struct chunk_copy copies[CHUNK_COPIES_MAX];
+	struct chunk_wait *waiters; /* requests waiting for busy == 0 */
+};
+
+/* A file's chunk slots; id 0 is a hole. */
+struct ctab {
+	uint32_t n;
+	uint64_t id[];
+};
+
+/* Chunk-id space and table; called by ns_init/ns_release. */
+void chunks_init(struct ns *ns);
+void chunks_release(struct ns *ns);
+
+struct chunk *chunk_get(const struct ns *ns, uint64_t id);
+
+/* Set chunk @id's version. -ENOENT if there is no such chunk. */
+int chunk_set_version(struct ns *ns, uint64_t id, uint32_t version);
+
+/* The chunk id in slot @index of file @n, 0 for a hole. */
+uint64_t ns_chunk_at(const struct node *n, uint32_t index);
+
+/* Number of slots of file @n (past the last: holes). */
+uint32_t ns_chunk_slots(const struct node *n);
+
+/*
+ * Point slot @index of file @n at a new chunk @id at @version (one
+ * reference); the chunk the slot held loses one. Returns 0, -EEXIST if
+ * chunk @id exists, -EINVAL if @n is not a regular file, -ENOMEM.
+ */
+int ns_chunk_set(struct ns *ns, struct node *n, uint32_t index, uint64_t id,
+		 uint32_t version);
+
+/* Drop the slots wholly past @size bytes. */
+void ns_chunks_truncate(struct ns *ns, struct node *n, uint64_t size);
+
+/* Drop every slot of @n (it is being freed). */
+void ns_chunks_drop(struct ns *ns, struct node *n);
+
+/*
+ * Checkpoint loading: chunk @id at @version with no references yet, then
+ * ns_load_slots() gives files their slots (and the chunks references).
+ */
+int ns_load_chunk(struct ns *ns, uint64_t id, uint32_t version);
+int ns_load_slots(struct ns *ns, struct node *n, uint32_t count,
+		  const uint64_t *ids);
+
+/* After loading: forget chunks no slot names (nothing references them;
+ * their copies are deleted as orphans when their servers register). */
+void chunks_drop_unreferenced(struct ns *ns);
+
+/* For the checkpoint: call @fn for every chunk. */
+int chunks_foreach(const struct ns *ns, int (*fn)(void *chunk, void *arg),
+		   void *arg);
+
+#endif

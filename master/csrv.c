@@ -1,0 +1,621 @@
+/*
+ * Chunkserver bookkeeping.
+ *
+ * Registration reconciles a server's inventory with the namespace: a copy
+ * of a chunk nobody references, or of an older version, or reported
+ * damaged, is queued for deletion; a copy at the current version is
+ * valid. Copies are not journaled: after a master restart every server
+ * registers again and the picture is rebuilt.
+ *
+ * Deletions leave each server's queue at delete_rate per second (a token
+ * bucket refilled every tick), with at most DELQ_INFLIGHT in flight, so a
+ * purge of millions of files turns into a steady trickle per server.
+ *
+ * Replication walks the chunk table in slices each tick and gives chunks
+ * with fewer valid copies than the goal a new one, a few at a time per
+ * server.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "csrv.h"
+#include "hash.h"
+#include "log.h"
+#include "master_i.h"
+#include "util.h"
+
+#define TAG "csrv"
+#define TICK_MS 100
+#define DELQ_INFLIGHT 64       /* deletions in flight per server */
+#define REPL_PER_SERVER 2      /* replications in flight per server */
+#define REPL_TOTAL 16
+#define REPL_SCAN_BUDGET 4096  /* chunks examined per tick */
+#define TOKEN_TTL_MS (10 * 60 * 1000)
+
+struct cs_cmd {
+	uint64_t id;
+	uint32_t srv;
+	bool replicate;
+	csrv_cb cb;
+	void *arg;
+	int64_t deadline;
+};
+
+static uint64_t cmd_hash(const void *e)
+{
+	return sw_hash_u64(((const struct cs_cmd *)e)->id);
+}
+
+static bool cmd_eq(const void *e, const void *key)
+{
+	return ((const struct cs_cmd *)e)->id == *(const uint64_t *)key;
+}
+
+int csrvs_init(struct master *m)
+{
+	htab_init(&m->cs_cmds, cmd_hash);
+	m->next_cmd = 1;
+	m->ns.chunk_gone = csrv_chunk_gone;
+	m->ns.hook_arg = m;
+	return 0;
+}
+
+static int free_cmd(void *e, void *arg)
+{
+	free(e);
+	return 0;
+}
+
+void csrvs_release(struct master *m)
+{
+	htab_foreach(&m->cs_cmds, free_cmd, NULL);
+	htab_release(&m->cs_cmds);
+	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+		free(m->csrvs[i]->delq);
+		free(m->csrvs[i]);
+	}
+	m->ncsrvs = 0;
+}
+
+struct csrv *csrv_get(struct master *m, uint32_t id)
+{
+	return id && id <= m->ncsrvs ? m->csrvs[id] : NULL;
+}
+
+void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
+		enum sw_token_mode mode, uint8_t out[SW_TOKEN_LEN],
+		uint64_t *expires_ms)
+{
+	*expires_ms = (uint64_t)(sw_now_ns() / 1000000) + TOKEN_TTL_MS;
+	sw_token_make(m->token_key, chunk, version, mode, *expires_ms, out);
+}
+
+/* ---- copies --------------------------------------------------------- */
+
+static struct chunk_copy *copy_find(struct chunk *c, uint32_t srv)
+{
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].srv == srv)
+			return &c->copies[i];
+	return NULL;
+}
+
+static void copy_remove(struct chunk *c, uint32_t srv)
+{
+	for (int i = 0; i < c->ncopies; i++) {
+		if (c->copies[i].srv != srv)
+			continue;
+		c->copies[i] = c->copies[--c->ncopies];
+		return;
+	}
+}
+
+int csrv_valid_copies(struct master *m, const struct chunk *c)
+{
+	int n = 0;
+
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].state == COPY_VALID &&
+		    csrv_up(csrv_get(m, c->copies[i].srv)))
+			n++;
+	return n;
+}
+
+void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,
+		       uint32_t version)
+{
+	struct csrv *s = csrv_get(m, srv);
+
+	if (!s)
+		return;
+	if (s->delq_head && s->delq_head * 2 >= s->delq_len) {
+		memmove(s->delq, s->delq + s->delq_head,
+			(s->delq_len - s->delq_head) * sizeof(*s->delq));
+		s->delq_len -= s->delq_head;
+		s->delq_head = 0;
+	}
+	if (s->delq_len + 2 > s->delq_cap) {
+		size_t cap = s->delq_cap ? s->delq_cap * 2 : 1024;
+		uint64_t *v = realloc(s->delq, cap * sizeof(*v));
+
+		if (!v) {
+			/* The copy stays; the next registration finds it
+			 * orphaned and queues it again. */
+			sw_err(TAG, "out of memory queueing a deletion");
+			return;
+		}
+		s->delq = v;
+		s->delq_cap = cap;
+	}
+	s->delq[s->delq_len++] = chunk;
+	s->delq[s->delq_len++] = version;
+	m->pending_deletes++;
+}
+
+void csrv_chunk_gone(void *arg, const struct chunk *c)
+{
+	struct master *m = arg;
+
+	for (int i = 0; i < c->ncopies; i++)
+		csrv_queue_delete(m, c->copies[i].srv, c->id,
+				  SW_MAX(c->version, c->copies[i].version));
+}
+
+/* ---- commands ------------------------------------------------------- */
+
+int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
+		 csrv_cb cb, void *arg)
+{
+	struct csrv *s = csrv_get(m, srv);
+	struct cs_cmd *k;
+
+	if (!csrv_up(s))
+		return -ENOTCONN;
+	k = malloc(sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->id = m->next_cmd++;
+	k->srv = srv;
+	k->replicate = cmd->op == SWEEPFS__CS_COMMAND__OP__REPLICATE;
+	k->cb = cb;
+	k->arg = arg;
+	k->deadline = sw_mono_ns() + (int64_t)CSRV_CMD_TIMEOUT_MS * 1000000;
+	if (htab_insert(&m->cs_cmds, sw_hash_u64(k->id), k) < 0) {
+		free(k);
+		return -ENOMEM;
+	}
+	cmd->id = k->id;
+	conn_notify(s->conn, SW_MSG_CS_COMMAND, &cmd->base);
+	s->inflight++;
+	if (k->replicate)
+		s->replicating++;
+	return 0;
+}
+
+/* Take command @id out of the table and run its callback with @rc. */
+static void cmd_finish(struct master *m, struct cs_cmd *k, int rc)
+{
+	struct csrv *s = csrv_get(m, k->srv);
+
+	htab_remove(&m->cs_cmds, sw_hash_u64(k->id), k);
+	if (s) {
+		s->inflight--;
+		if (k->replicate)
+			s->replicating--;
+	}
+	if (k->cb)
+		k->cb(m, k->arg, k->srv, rc);
+	free(k);
+}
+
+struct cmd_sweep {
+	struct cs_cmd **v;
+	size_t n, cap;
+	uint32_t srv;	/* 0: by deadline */
+	int64_t now;
+};
+
+static int collect_cmd(void *e, void *arg)
+{
+	struct cs_cmd *k = e;
+	struct cmd_sweep *sw = arg;
+
+	if (sw->srv ? k->srv != sw->srv : k->deadline > sw->now)
+		return 0;
+	if (sw->n == sw->cap) {
+		size_t cap = sw->cap ? sw->cap * 2 : 64;
+		struct cs_cmd **v = realloc(sw->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		sw->v = v;
+		sw->cap = cap;
+	}
+	sw->v[sw->n++] = k;
+	return 0;
+}
+
+/* Fail the commands of server @srv (0: those past their deadline). */
+static void fail_cmds(struct master *m, uint32_t srv, int rc)
+{
+	struct cmd_sweep sw = { .srv = srv, .now = sw_mono_ns() };
+
+	htab_foreach(&m->cs_cmds, collect_cmd, &sw);
+	for (size_t i = 0; i < sw.n; i++)
+		cmd_finish(m, sw.v[i], rc);
+	free(sw.v);
+}
+
+/* ---- handlers ------------------------------------------------------- */
+
+static struct csrv *server_of(struct req *r)
+{
+	struct csrv *s = csrv_get(r->m, r->conn->csrv);
+
+	return s && s->conn == r->conn ? s : NULL;
+}
+
+static struct csrv *find_or_add(struct master *m, uint64_t server_id,
+				const char *listen)
+{
+	struct csrv *s;
+
+	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+		s = m->csrvs[i];
+		if (server_id ? s->server_id == server_id
+			      : !strcmp(s->listen, listen))
+			return s;
+	}
+	if (m->ncsrvs == CSRV_MAX)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->id = ++m->ncsrvs;
+	s->server_id = server_id;
+	while (!s->server_id &&
+	       getrandom(&s->server_id, sizeof(s->server_id), 0) < 0)
+		;
+	m->csrvs[s->id] = s;
+	return s;
+}
+
+/* One entry of a server's inventory against the namespace. */
+static void reconcile(struct master *m, struct csrv *s,
+		      const Sweepfs__ChunkInfo *ci)
+{
+	struct chunk *c = chunk_get(&m->ns, ci->chunk_id);
+	struct chunk_copy *cp;
+
+	if (!c) {
+		csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
+		return;
+	}
+	if (ci->damaged || ci->version < c->version) {
+		if (ci->damaged)
+			sw_warn(TAG, "%s: chunk %016" PRIx64 " is damaged",
+				s->listen, ci->chunk_id);
+		copy_remove(c, s->id);
+		csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
+		return;
+	}
+	if (ci->version > c->version)
+		sw_warn(TAG, "%s: chunk %016" PRIx64 " at version %u, newer "
+			     "than the namespace's %u; keeping it",
+			s->listen, ci->chunk_id, ci->version, c->version);
+	cp = copy_find(c, s->id);
+	if (!cp) {
+		if (c->ncopies == CHUNK_COPIES_MAX) {
+			csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
+			return;
+		}
+		cp = &c->copies[c->ncopies++];
+		cp->srv = s->id;
+	}
+	cp->version = ci->version;
+	cp->state = COPY_VALID;
+	s->chunks++;
+}
+
+void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q)
+{
+	Sweepfs__CsRegisterReply reply = SWEEPFS__CS_REGISTER_REPLY__INIT;
+	struct master *m = r->m;
+	struct csrv *s = server_of(r);
+
+	if (r->s->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+		req_error(r, -EPERM);
+		return;
+	}
+	if (!s) {
+		s = find_or_add(m, q->server_id, q->listen);
+		if (!s) {
+			req_error(r, -ENOSPC);
+			return;
+		}
+		if (s->conn && s->conn != r->conn) {
+			/* A reconnect before we saw the old one go. */
+			fail_cmds(m, s->id, -ECONNRESET);
+			s->conn->csrv = 0;
+		}
+		s->conn = r->conn;
+		r->conn->csrv = s->id;
+		s->chunks = 0;
+		snprintf(s->listen, sizeof(s->listen), "%s", q->listen);
+		sw_notice(TAG, "chunkserver %s (%016" PRIx64 ") registered",
+			  s->listen, s->server_id);
+	}
+	s->total_bytes = q->total_bytes;
+	s->used_bytes = q->used_bytes;
+	s->last_seen = sw_mono_ns();
+	for (size_t i = 0; i < q->n_chunks; i++)
+		reconcile(m, s, q->chunks[i]);
+	reply.has_server_id = 1;
+	reply.server_id = s->server_id;
+	reply.has_token_key = 1;
+	reply.token_key.data = m->token_key;
+	reply.token_key.len = SW_TOKEN_KEY;
+	req_reply(r, &reply.base);
+}
+
+void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+	struct csrv *s = server_of(r);
+
+	if (!s) {
+		req_error(r, -ENOTCONN);
+		return;
+	}
+	s->total_bytes = q->total_bytes;
+	s->used_bytes = q->used_bytes;
+	s->last_seen = sw_mono_ns();
+	req_reply(r, &reply.base);
+}
+
+void csrv_op_done(struct req *r, const Sweepfs__CsDoneReq *q)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+	struct csrv *s = server_of(r);
+	struct cs_cmd *k = htab_find(&r->m->cs_cmds, sw_hash_u64(q->id),
+				     cmd_eq, &q->id);
+
+	req_reply(r, &reply.base);
+	if (!s || !k || k->srv != s->id)
+		return; /* timed out already, or not this server's */
+	cmd_finish(r->m, k, q->has_err && q->err ? -abs(q->err) : 0);
+}
+
+void csrv_op_damaged(struct req *r, const Sweepfs__CsDamagedReq *q)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+	struct csrv *s = server_of(r);
+	struct chunk *c = chunk_get(&r->m->ns, q->chunk_id);
+
+	req_reply(r, &reply.base);
+	if (!s || !c || !copy_find(c, s->id))
+		return;
+	sw_warn(TAG, "%s: chunk %016" PRIx64 " version %u failed a checksum",
+		s->listen, q->chunk_id, q->version);
+	copy_remove(c, s->id);
+	csrv_queue_delete(r->m, s->id, q->chunk_id, q->version);
+}
+
+void csrv_detach(struct master *m, struct conn *c)
+{
+	struct csrv *s = csrv_get(m, c->csrv);
+
+	if (!s || s->conn != c)
+		return;
+	sw_notice(TAG, "chunkserver %s disconnected", s->listen);
+	s->conn = NULL;
+	c->csrv = 0;
+	fail_cmds(m, s->id, -ECONNRESET);
+}
+
+/* ---- choosing, space ------------------------------------------------ */
+
+static double free_ratio(const struct csrv *s)
+{
+	if (!s->total_bytes)
+		return 0;
+	return (double)(s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes)) /
+	       (double)s->total_bytes;
+}
+
+int csrv_choose(struct master *m, uint32_t *out, int n,
+		const uint32_t *exclude, int nx)
+{
+	int got = 0;
+
+	while (got < n) {
+		struct csrv *best = NULL;
+
+		for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+			struct csrv *s = m->csrvs[i];
+			bool skip = !csrv_up(s) ||
+				    s->used_bytes + SW_CHUNK_SIZE > s->total_bytes;
+
+			for (int k = 0; !skip && k < nx; k++)
+				skip = exclude[k] == s->id;
+			for (int k = 0; !skip && k < got; k++)
+				skip = out[k] == s->id;
+			if (!skip && (!best || free_ratio(s) > free_ratio(best)))
+				best = s;
+		}
+		if (!best)
+			break;
+		out[got++] = best->id;
+	}
+	return got;
+}
+
+void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
+		 uint64_t *pending_delete)
+{
+	*total = *avail = 0;
+	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+		struct csrv *s = m->csrvs[i];
+
+		if (!csrv_up(s))
+			continue;
+		*total += s->total_bytes;
+		*avail += s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes);
+	}
+	*pending_delete = m->pending_deletes;
+}
+
+/* ---- background: deletions, replication ----------------------------- */
+
+static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc)
+{
+	struct csrv *s = csrv_get(m, srv);
+
+	if (s && (rc == 0 || rc == -ENOENT))
+		s->deleted++;
+	/* Failures: the copy stays and the next registration finds it. */
+}
+
+static void drain_deletions(struct master *m, struct csrv *s)
+{
+	double rate = (double)m->cfg.delete_rate;
+
+	s->delete_credit = SW_MIN(s->delete_credit + rate * TICK_MS / 1000,
+				  rate / 2 + 1);
+	while (s->delete_credit >= 1 && s->delq_head < s->delq_len &&
+	       s->inflight < DELQ_INFLIGHT) {
+		Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+
+		cmd.op = SWEEPFS__CS_COMMAND__OP__DELETE;
+		cmd.chunk_id = s->delq[s->delq_head];
+		cmd.version = (uint32_t)s->delq[s->delq_head + 1];
+		if (csrv_command(m, s->id, &cmd, deleted_cb, NULL) < 0)
+			break;
+		s->delq_head += 2;
+		m->pending_deletes--;
+		s->delete_credit -= 1;
+	}
+	if (s->delq_head == s->delq_len)
+		s->delq_head = s->delq_len = 0;
+}
+
+struct repl {
+	uint64_t chunk;
+	uint32_t version;
+};
+
+static void replicated_cb(struct master *m, void *arg, uint32_t srv, int rc)
+{
+	struct repl *rp = arg;
+	struct chunk *c = chunk_get(&m->ns, rp->chunk);
+	struct chunk_copy *cp;
+
+	if (c && (cp = copy_find(c, srv)) && cp->state == COPY_PENDING) {
+		if (rc == 0 && c->version == rp->version) {
+			cp->state = COPY_VALID;
+			cp->version = rp->version;
+		} else {
+			copy_remove(c, srv);
+			if (rc == 0)
+				csrv_queue_delete(m, srv, rp->chunk,
+						  rp->version);
+		}
+	}
+	free(rp);
+}
+
+static void replicate(struct master *m, struct chunk *c, uint32_t goal)
+{
+	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+	uint32_t have[CHUNK_COPIES_MAX], target, source = 0;
+	uint8_t token[SW_TOKEN_LEN];
+	struct csrv *src;
+	struct repl *rp;
+	int nvalid = 0;
+
+	for (int i = 0; i < c->ncopies; i++) {
+		have[i] = c->copies[i].srv;
+		if (c->copies[i].state == COPY_PENDING)
+			return; /* one at a time */
+		if (c->copies[i].state == COPY_VALID &&
+		    csrv_up(csrv_get(m, c->copies[i].srv))) {
+			nvalid++;
+			if (!source)
+				source = c->copies[i].srv;
+		}
+	}
+	if (!source || nvalid >= (int)goal || c->ncopies == CHUNK_COPIES_MAX ||
+	    c->busy || c->lease_session)
+		return;
+	src = csrv_get(m, source);
+	if (src->replicating >= REPL_PER_SERVER ||
+	    csrv_choose(m, &target, 1, have, c->ncopies) != 1 ||
+	    csrv_get(m, target)->replicating >= REPL_PER_SERVER)
+		return;
+	rp = malloc(sizeof(*rp));
+	if (!rp)
+		return;
+	rp->chunk = c->id;
+	rp->version = c->version;
+	cmd.op = SWEEPFS__CS_COMMAND__OP__REPLICATE;
+	cmd.chunk_id = c->id;
+	cmd.version = c->version;
+	cmd.source = src->listen;
+	csrv_token(m, c->id, c->version, SW_TOKEN_READ, token, &cmd.expires);
+	cmd.has_expires = 1;
+	cmd.has_token = 1;
+	cmd.token.data = token;
+	cmd.token.len = SW_TOKEN_LEN;
+	if (csrv_command(m, target, &cmd, replicated_cb, rp) < 0) {
+		free(rp);
+		return;
+	}
+	c->copies[c->ncopies].srv = target;
+	c->copies[c->ncopies].version = c->version;
+	c->copies[c->ncopies].state = COPY_PENDING;
+	c->ncopies++;
+}
+
+struct repl_scan {
+	struct master *m;
+	uint32_t inflight;
+};
+
+static int scan_chunk(void *e, void *arg)
+{
+	struct repl_scan *rs = arg;
+	struct chunk *c = e;
+
+	if (rs->inflight >= REPL_TOTAL)
+		return 1;
+	if (csrv_valid_copies(rs->m, c) < (int)rs->m->cfg.goal) {
+		replicate(rs->m, c, (uint32_t)rs->m->cfg.goal);
+		rs->inflight++;
+	}
+	return 0;
+}
+
+void csrvs_tick(struct master *m)
+{
+	struct repl_scan rs = { .m = m };
+	static int64_t last_timeout_scan;
+	int64_t now = sw_mono_ns();
+
+	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+		struct csrv *s = m->csrvs[i];
+
+		if (csrv_up(s))
+			drain_deletions(m, s);
+		rs.inflight += s->replicating;
+	}
+	if (now - last_timeout_scan > SW_NSEC_PER_SEC) {
+		last_timeout_scan = now;
+		fail_cmds(m, 0, -ETIMEDOUT);
+	}
+	if (m->ncsrvs > 1)
+		htab_scan(&m->ns.chunks, &m->repl_cursor, REPL_SCAN_BUDGET,
+			  scan_chunk, &rs);
+}

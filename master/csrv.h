@@ -1,0 +1,107 @@
+/*
+ * Chunkservers as the master sees them: who is connected, their space,
+ * which chunk copies they hold (kept in struct chunk), commands sent to
+ * them, and the queue of copies to delete, which is drained at a bounded
+ * rate per server so that removing millions of files floods nobody.
+ *
+ * Commands go out as notification frames (SW_MSG_CS_COMMAND) and complete
+ * when the server answers with a done request carrying the command's id,
+ * or fail when the server disconnects or takes longer than
+ * CSRV_CMD_TIMEOUT. Nothing here blocks.
+ */
+#ifndef SWEEPFS_MASTER_CSRV_H
+#define SWEEPFS_MASTER_CSRV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chunks.h"
+#include "sweepfs.pb-c.h"
+#include "token.h"
+
+struct master;
+struct conn;
+struct req;
+struct csrv;
+
+#define CSRV_MAX 1024
+#define CSRV_CMD_TIMEOUT_MS 30000
+
+/* Per-server state; servers are never freed, only disconnected. */
+struct csrv {
+	uint32_t id;		/* index in the master's table, from 1 */
+	uint64_t server_id;	/* the server's persistent identity */
+	char listen[128];	/* "host:port" clients connect to */
+	struct conn *conn;	/* NULL while disconnected */
+	uint64_t total_bytes;
+	uint64_t used_bytes;
+	uint64_t chunks;	/* copies it holds, by our count */
+	int64_t last_seen;	/* mono ns */
+	uint64_t *delq;		/* (chunk id, version) pairs to delete */
+	size_t delq_len, delq_cap, delq_head;
+	uint64_t deleted;	/* deletions acknowledged */
+	uint32_t inflight;	/* commands not yet done */
+	uint32_t replicating;	/* of which replications */
+	double delete_credit;	/* token bucket for paced deletions */
+};
+
+typedef void (*csrv_cb)(struct master *m, void *arg, uint32_t srv, int rc);
+
+int csrvs_init(struct master *m);
+void csrvs_release(struct master *m);
+
+/* The server with table id @id, or NULL. */
+struct csrv *csrv_get(struct master *m, uint32_t id);
+
+static inline bool csrv_up(const struct csrv *s)
+{
+	return s && s->conn;
+}
+
+/* Request handlers for connections with the chunkserver role. */
+void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q);
+void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q);
+void csrv_op_done(struct req *r, const Sweepfs__CsDoneReq *q);
+void csrv_op_damaged(struct req *r, const Sweepfs__CsDamagedReq *q);
+
+/* @c, a chunkserver's connection, closed: fail its commands. */
+void csrv_detach(struct master *m, struct conn *c);
+
+/*
+ * Send @cmd (its id is set here) to server @srv; @cb runs once with the
+ * outcome. Returns 0, or -errno (-ENOTCONN: server down) and @cb does not
+ * run.
+ */
+int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
+		 csrv_cb cb, void *arg);
+
+/*
+ * Pick up to @n connected servers for new copies, most free space first,
+ * none of the @nx in @exclude. Returns how many were put in @out.
+ */
+int csrv_choose(struct master *m, uint32_t *out, int n,
+		const uint32_t *exclude, int nx);
+
+/* Queue deletion of @chunk at @version (and older) on server @srv. */
+void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,
+		       uint32_t version);
+
+/* ns->chunk_gone hook: queue deletion of every copy of @c. */
+void csrv_chunk_gone(void *arg, const struct chunk *c);
+
+/* Paced deletions, command timeouts, replication; every 100 ms. */
+void csrvs_tick(struct master *m);
+
+/* A token for @mode access to @chunk at @version, with its expiry. */
+void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
+		enum sw_token_mode mode, uint8_t out[SW_TOKEN_LEN],
+		uint64_t *expires_ms);
+
+/* Space over connected servers, and bytes waiting to be deleted. */
+void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
+		 uint64_t *pending_delete);
+
+/* Copies that hold @c's current version on connected servers. */
+int csrv_valid_copies(struct master *m, const struct chunk *c);
+
+#endif

@@ -1,0 +1,570 @@
+/*
+ * Data requests: where a file's chunks are, and getting a chunk ready for
+ * writing.
+ *
+ * Reading needs nothing but the copies that hold the chunk's current
+ * version. Writing needs a chunk that is this file's alone and whose
+ * copies all agree:
+ *  - an empty slot gets a new chunk, created on `goal` servers;
+ *  - a chunk shared with a snapshot is first duplicated on the servers
+ *    that hold it (copy-on-write), and the slot points at the copy;
+ *  - otherwise the writer takes a write lease: the version is bumped on
+ *    every reachable copy, so a copy on a server that is away misses the
+ *    bump and is recognised as stale when it comes back. While the lease
+ *    is held the same session writes on without asking again.
+ * Each of these journals its change first, then commands the chunkservers
+ * and answers the client when they are done (a deferred reply). Requests
+ * for a chunk with commands in flight wait for them.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "master_i.h"
+#include "util.h"
+
+#define TAG "data"
+#define LEASE_NS (60 * SW_NSEC_PER_SEC)
+
+/* A chunk request, kept while it waits (deferred reply included). */
+struct job {
+	struct req *req;	/* deferred */
+	uint64_t ino;
+	uint32_t index;
+	bool write;
+	uint64_t chunk;
+	uint32_t version;	/* the version the commands establish */
+	int pending;		/* commands outstanding */
+	int nok;
+	uint32_t ok[CHUNK_COPIES_MAX];
+	uint64_t src;		/* duplicate: source chunk (kept busy) */
+	bool truncate;		/* a setattr's: reply with attributes */
+	struct job *next;	/* in a chunk's waiters */
+};
+
+struct chunk_wait {
+	struct job *first;
+};
+
+static void job_run(struct master *m, struct job *j);
+
+static void job_free(struct job *j)
+{
+	if (j->req)
+		req_done(j->req);
+	free(j);
+}
+
+static void reply_loc(struct master *m, struct job *j, const struct node *n,
+		      const struct chunk *c)
+{
+	Sweepfs__ChunkReply reply = SWEEPFS__CHUNK_REPLY__INIT;
+	Sweepfs__ChunkLoc loc = SWEEPFS__CHUNK_LOC__INIT;
+	uint8_t token[SW_TOKEN_LEN];
+	char *servers[CHUNK_COPIES_MAX];
+	size_t ns = 0;
+
+	reply.has_file_size = 1;
+	reply.file_size = n->size;
+	if (c) {
+		for (int i = 0; i < c->ncopies; i++) {
+			struct csrv *s = csrv_get(m, c->copies[i].srv);
+
+			if (c->copies[i].state == COPY_VALID && csrv_up(s))
+				servers[ns++] = s->listen;
+		}
+		if (!ns) {
+			req_error(j->req, -EIO);
+			return;
+		}
+		loc.has_chunk_id = loc.has_version = 1;
+		loc.chunk_id = c->id;
+		loc.version = c->version;
+		loc.n_servers = ns;
+		loc.servers = servers;
+		csrv_token(m, c->id, c->version,
+			   j->write ? SW_TOKEN_WRITE : SW_TOKEN_READ, token,
+			   &loc.expires);
+		loc.has_expires = 1;
+		loc.has_token = 1;
+		loc.token.data = token;
+		loc.token.len = SW_TOKEN_LEN;
+		reply.loc = &loc;
+	}
+	req_reply(j->req, &reply.base);
+}
+
+/* Commands on @c finished: let the requests that waited run. */
+static void chunk_idle(struct master *m, struct chunk *c)
+{
+	struct chunk_wait *w = c->waiters;
+	struct job *j;
+
+	if (!w || c->busy)
+		return;
+	c->waiters = NULL;
+	for (j = w->first; j;) {
+		struct job *next = j->next;
+
+		job_run(m, j);
+		j = next;
+	}
+	free(w);
+}
+
+static int chunk_wait(struct chunk *c, struct job *j)
+{
+	if (!c->waiters) {
+		c->waiters = calloc(1, sizeof(*c->waiters));
+		if (!c->waiters)
+			return -ENOMEM;
+	}
+	j->next = c->waiters->first;
+	c->waiters->first = j;
+	return 0;
+}
+
+static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
+{
+	struct job *j = arg;
+	struct chunk *c = chunk_get(&m->ns, j->chunk);
+	struct chunk_copy *cp = NULL;
+	struct node *n;
+
+	if (c) {
+		for (int i = 0; i < c->ncopies; i++)
+			if (c->copies[i].srv == srv)
+				cp = &c->copies[i];
+	}
+	if (rc == 0) {
+		j->ok[j->nok++] = srv;
+		if (cp) {
+			cp->state = COPY_VALID;
+			cp->version = j->version;
+		}
+	} else {
+		sw_warn(TAG, "chunk %016" PRIx64 " on server %u: %s", j->chunk,
+			srv, strerror(-rc));
+		if (cp)
+			cp->state = COPY_STALE;
+		csrv_queue_delete(m, srv, j->chunk, j->version);
+	}
+	if (--j->pending)
+		return;
+
+	if (j->src) {
+		struct chunk *src = chunk_get(&m->ns, j->src);
+
+		if (src && src->busy && !--src->busy)
+			chunk_idle(m, src);
+	}
+	n = ns_get(&m->ns, j->ino);
+	if (!c || !n) {
+		req_error(j->req, -ENOENT);
+	} else {
+		/* Drop the copies that failed. */
+		for (int i = 0; i < c->ncopies;) {
+			if (c->copies[i].state == COPY_STALE)
+				c->copies[i] = c->copies[--c->ncopies];
+			else
+				i++;
+		}
+		c->busy = 0;
+		if (j->nok && j->write) {
+			c->lease_session = j->req->conn->s ? j->req->conn->s->id
+							   : 0;
+			c->lease_until = sw_mono_ns() + LEASE_NS;
+		}
+		if (!j->nok) {
+			req_error(j->req, -EIO);
+		} else if (j->truncate) {
+			Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+			Sweepfs__Attr attr;
+
+			attr_fill(&attr, n);
+			reply.attr = &attr;
+			req_reply(j->req, &reply.base);
+		} else {
+			reply_loc(m, j, n, c);
+		}
+		chunk_idle(m, c);
+	}
+	job_free(j);
+}
+
+/* Send @op for chunk @c to each server in @srv; the job waits for all. */
+static void send_commands(struct master *m, struct job *j, struct chunk *c,
+			  const Sweepfs__CsCommand *tmpl, const uint32_t *srv,
+			  int n)
+{
+	/* Count first: a command may fail at once and finish the job. */
+	j->pending = n + 1;
+	c->busy = 1;
+	for (int i = 0; i < n; i++) {
+		Sweepfs__CsCommand cmd = *tmpl;
+
+		if (csrv_command(m, srv[i], &cmd, command_done, j) < 0)
+			command_done(m, j, srv[i], -ENOTCONN);
+	}
+	command_done(m, j, 0, 0); /* the +1 above */
+}
+
+static int commit(struct master *m, struct job *j,
+		  Sweepfs__Meta__Mutation *mut)
+{
+	mut->time = sw_now_ns();
+	return master_commit(m, j->req, mut);
+}
+
+/* A new chunk in an empty slot (or one whose every copy is gone). */
+static int start_create(struct master *m, struct job *j, struct node *n,
+			struct chunk *old)
+{
+	Sweepfs__Meta__ChunkSet cs = SWEEPFS__META__CHUNK_SET__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+	uint32_t srv[CHUNK_COPIES_MAX];
+	int goal = (int)SW_MIN(m->cfg.goal, CHUNK_COPIES_MAX);
+	int nsrv = csrv_choose(m, srv, goal, NULL, 0);
+	struct chunk *c;
+	int rc;
+
+	if (nsrv == 0)
+		return -ENOSPC;
+	cs.ino = n->ino;
+	cs.index = j->index;
+	cs.chunk_id = m->ns.next_chunk;
+	cs.version = 1;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_SET;
+	mut.chunk_set = &cs;
+	rc = commit(m, j, &mut);
+	if (rc < 0)
+		return rc;
+	(void)old;
+	c = chunk_get(&m->ns, cs.chunk_id);
+	for (int i = 0; i < nsrv; i++) {
+		c->copies[i].srv = srv[i];
+		c->copies[i].version = 1;
+		c->copies[i].state = COPY_PENDING;
+	}
+	c->ncopies = (uint8_t)nsrv;
+	j->chunk = c->id;
+	j->version = 1;
+	cmd.op = SWEEPFS__CS_COMMAND__OP__CREATE;
+	cmd.chunk_id = c->id;
+	cmd.version = 1;
+	send_commands(m, j, c, &cmd, srv, nsrv);
+	return 0;
+}
+
+/* Copy-on-write of a chunk shared with a snapshot. */
+static int start_duplicate(struct master *m, struct job *j, struct node *n,
+			   struct chunk *src)
+{
+	Sweepfs__Meta__ChunkSet cs = SWEEPFS__META__CHUNK_SET__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+	uint32_t srv[CHUNK_COPIES_MAX];
+	uint64_t src_id = src->id;
+	uint32_t src_version = src->version;
+	int nsrv = 0;
+	struct chunk *c;
+	int rc;
+
+	/* Duplicate where the data is: no copying across the network. */
+	for (int i = 0; i < src->ncopies && nsrv < (int)m->cfg.goal; i++)
+		if (src->copies[i].state == COPY_VALID &&
+		    csrv_up(csrv_get(m, src->copies[i].srv)))
+			srv[nsrv++] = src->copies[i].srv;
+	if (nsrv == 0)
+		return -EIO;
+	cs.ino = n->ino;
+	cs.index = j->index;
+	cs.chunk_id = m->ns.next_chunk;
+	cs.version = 1;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_SET;
+	mut.chunk_set = &cs;
+	rc = commit(m, j, &mut);
+	if (rc < 0)
+		return rc;
+	src = chunk_get(&m->ns, src_id); /* still referenced elsewhere */
+	src->busy++;
+	j->src = src_id;
+	c = chunk_get(&m->ns, cs.chunk_id);
+	for (int i = 0; i < nsrv; i++) {
+		c->copies[i].srv = srv[i];
+		c->copies[i].version = 1;
+		c->copies[i].state = COPY_PENDING;
+	}
+	c->ncopies = (uint8_t)nsrv;
+	j->chunk = c->id;
+	j->version = 1;
+	cmd.op = SWEEPFS__CS_COMMAND__OP__DUPLICATE;
+	cmd.chunk_id = c->id;
+	cmd.version = 1;
+	cmd.has_src_chunk_id = cmd.has_src_version = 1;
+	cmd.src_chunk_id = src_id;
+	cmd.src_version = src_version;
+	send_commands(m, j, c, &cmd, srv, nsrv);
+	return 0;
+}
+
+/*
+ * Move @c to the next version on every reachable valid copy, optionally
+ * truncating it to @length (bytes within the chunk; UINT64_MAX: no).
+ */
+static int start_bump(struct master *m, struct job *j, struct chunk *c,
+		      uint64_t length)
+{
+	Sweepfs__Meta__ChunkVersion cv = SWEEPFS__META__CHUNK_VERSION__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+	uint32_t srv[CHUNK_COPIES_MAX], old = c->version;
+	int nsrv = 0, rc;
+
+	for (int i = 0; i < c->ncopies; i++) {
+		struct chunk_copy *cp = &c->copies[i];
+
+		if (cp->state == COPY_VALID &&
+		    csrv_up(csrv_get(m, cp->srv)))
+			srv[nsrv++] = cp->srv;
+		else if (cp->state == COPY_VALID)
+			cp->state = COPY_STALE; /* misses the bump */
+	}
+	if (nsrv == 0)
+		return -EIO;
+	cv.chunk_id = c->id;
+	cv.version = old + 1;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_VERSION;
+	mut.chunk_version = &cv;
+	rc = commit(m, j, &mut);
+	if (rc < 0)
+		return rc;
+	j->chunk = c->id;
+	j->version = old + 1;
+	cmd.op = length == UINT64_MAX ? SWEEPFS__CS_COMMAND__OP__SET_VERSION
+				      : SWEEPFS__CS_COMMAND__OP__TRUNCATE;
+	cmd.chunk_id = c->id;
+	cmd.version = old + 1;
+	cmd.has_old_version = 1;
+	cmd.old_version = old;
+	if (length != UINT64_MAX) {
+		cmd.has_length = 1;
+		cmd.length = length;
+	}
+	send_commands(m, j, c, &cmd, srv, nsrv);
+	return 0;
+}
+
+static bool any_copy(const struct chunk *c)
+{
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].state == COPY_VALID)
+			return true;
+	return false;
+}
+
+/* Run (or re-run, after waiting) chunk request @j. */
+static void job_run(struct master *m, struct job *j)
+{
+	struct node *n = ns_get(&m->ns, j->ino);
+	struct session *s = j->req->conn->s;
+	struct chunk *c;
+	uint64_t id;
+	int rc;
+
+	if (!n || !S_ISREG(n->mode)) {
+		req_error(j->req, n ? -EINVAL : -ENOENT);
+		goto out_free;
+	}
+	id = ns_chunk_at(n, j->index);
+	c = id ? chunk_get(&m->ns, id) : NULL;
+	if (c && c->busy) {
+		if (chunk_wait(c, j) == 0)
+			return;
+		req_error(j->req, -ENOMEM);
+		goto out_free;
+	}
+	if (!j->write) {
+		reply_loc(m, j, n, c);
+		goto out_free;
+	}
+	if (!c || !any_copy(c))
+		rc = start_create(m, j, n, c);
+	else if (c->refs > 1)
+		rc = start_duplicate(m, j, n, c);
+	else if (s && c->lease_session == s->id &&
+		 c->lease_until > sw_mono_ns()) {
+		c->lease_until = sw_mono_ns() + LEASE_NS;
+		reply_loc(m, j, n, c);
+		goto out_free;
+	} else {
+		rc = start_bump(m, j, c, UINT64_MAX);
+	}
+	if (rc == 0)
+		return; /* the commands finish it */
+	req_error(j->req, rc);
+out_free:
+	job_free(j);
+}
+
+static void op_chunk(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__ChunkReq *q = (const void *)msg;
+	struct job *j;
+	struct node *n = ns_get(&r->m->ns, q->ino);
+	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
+			     q->cred->groups };
+	int rc = 0;
+
+	if (!n)
+		rc = -ENOENT;
+	else if (!S_ISREG(n->mode))
+		rc = S_ISDIR(n->mode) ? -EISDIR : -EINVAL;
+	else if ((uint64_t)q->index * SW_CHUNK_SIZE >= (1ull << 47))
+		rc = -EFBIG;
+	else if (!session_has_open(r->s, n->ino))
+		rc = perm_check(&cred, n, q->write ? PERM_W : PERM_R);
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j)
+		j->req = req_defer(r);
+	if (!j || !j->req) {
+		free(j);
+		req_error(r, -ENOMEM);
+		return;
+	}
+	j->ino = q->ino;
+	j->index = q->index;
+	j->write = q->write;
+	job_run(r->m, j);
+}
+
+/* The file grew, or its data changed: size and mtime. */
+static void op_write_end(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__WriteEndReq *q = (const void *)msg;
+	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+	Sweepfs__Attr attr;
+	struct node *n = ns_get(&r->m->ns, q->ino);
+	int rc = 0;
+
+	if (!n || !S_ISREG(n->mode)) {
+		req_error(r, n ? -EINVAL : -ENOENT);
+		return;
+	}
+	if (q->size > (1ull << 47)) {
+		req_error(r, -EFBIG);
+		return;
+	}
+	sa.ino = n->ino;
+	sa.has_size = sa.has_mtime = 1;
+	sa.mtime = q->has_mtime ? q->mtime : sw_now_ns();
+	sa.valid = NS_SET_MTIME;
+	if (q->size > n->size) {
+		sa.valid |= NS_SET_SIZE;
+		sa.size = q->size;
+	}
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
+	mut.setattr = &sa;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	attr_fill(&attr, n);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
+}
+
+/*
+ * After a size change committed by setattr: a shrink that ends inside a
+ * chunk cuts that chunk on its servers too (under a new version, so a
+ * copy that misses the cut is stale), before the reply goes out; bytes
+ * past the end must read as zeros if the file grows again.
+ */
+int data_truncated(struct req *r, struct node *n, uint64_t old_size)
+{
+	uint64_t size = n->size;
+	uint32_t index = (uint32_t)(size / SW_CHUNK_SIZE);
+	struct chunk *c;
+	struct job *j;
+	int rc;
+
+	if (size >= old_size || size % SW_CHUNK_SIZE == 0)
+		return 1;
+	c = chunk_get(&r->m->ns, ns_chunk_at(n, index));
+	if (!c || !any_copy(c))
+		return 1;
+	j = calloc(1, sizeof(*j));
+	if (j)
+		j->req = req_defer(r);
+	if (!j || !j->req) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->ino = n->ino;
+	j->index = index;
+	j->truncate = true;
+	/* A chunk with commands in flight: truncate it afterwards. The
+	 * reply of a shared chunk's truncation leaves the shared data as
+	 * it is: the file's view past its size reads as zeros anyway. */
+	if (c->busy || c->refs > 1) {
+		job_free(j);
+		return 1;
+	}
+	rc = start_bump(r->m, j, c, size % SW_CHUNK_SIZE);
+	if (rc < 0) {
+		job_free(j);
+		return rc;
+	}
+	return 0; /* the reply waits for the servers */
+}
+
+static void op_cs_register(struct req *r, const ProtobufCMessage *msg)
+{
+	csrv_op_register(r, (const Sweepfs__CsRegisterReq *)msg);
+}
+
+static void op_cs_heartbeat(struct req *r, const ProtobufCMessage *msg)
+{
+	csrv_op_heartbeat(r, (const Sweepfs__CsHeartbeatReq *)msg);
+}
+
+static void op_cs_done(struct req *r, const ProtobufCMessage *msg)
+{
+	csrv_op_done(r, (const Sweepfs__CsDoneReq *)msg);
+}
+
+static void op_cs_damaged(struct req *r, const ProtobufCMessage *msg)
+{
+	csrv_op_damaged(r, (const Sweepfs__CsDamagedReq *)msg);
+}
+
+req_handler data_handler(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_CHUNK:
+		return op_chunk;
+	case SW_MSG_WRITE_END:
+		return op_write_end;
+	case SW_MSG_CS_REGISTER:
+		return op_cs_register;
+	case SW_MSG_CS_HEARTBEAT:
+		return op_cs_heartbeat;
+	case SW_MSG_CS_DONE:
+		return op_cs_done;
+	case SW_MSG_CS_DAMAGED:
+		return op_cs_damaged;
+	default:
+		return NULL;
+	}
+}
