@@ -59,6 +59,7 @@ int csrvs_init(struct master *m)
 	htab_init(&m->cs_cmds, cmd_hash);
 	m->next_cmd = 1;
 	m->ns.chunk_gone = csrv_chunk_gone;
+	m->ns.dir_gone = watch_dir_gone;
 	m->ns.hook_arg = m;
 	return 0;
 }

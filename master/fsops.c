@@ -76,6 +76,7 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n)
 struct changed {
 	uint64_t ino[4];
 	unsigned n;
+	uint64_t cookie; /* the new entry's, 0: none */
 };
 
 static void changed_add(struct changed *c, uint64_t ino)
@@ -115,6 +116,10 @@ static void reply_entry(struct req *r, const struct node *n,
 	reply.attr = &attr;
 	reply.n_changed = changed_fill(r, c, attrs, ptrs);
 	reply.changed = ptrs;
+	if (c && c->cookie) {
+		reply.has_cookie = 1;
+		reply.cookie = c->cookie;
+	}
 	req_reply(r, &reply.base);
 }
 
@@ -125,6 +130,10 @@ static void reply_ok(struct req *r, const struct changed *c)
 
 	reply.n_changed = changed_fill(r, c, attrs, ptrs);
 	reply.changed = ptrs;
+	if (c && c->cookie) {
+		reply.has_cookie = 1;
+		reply.cookie = c->cookie;
+	}
 	req_reply(r, &reply.base);
 }
 
@@ -458,6 +467,11 @@ static int create_node(struct req *r, const struct new_node *nn,
 		return rc;
 	*out = ns_get(ns, c.ino);
 	changed_add(ch, dir->ino);
+	ch->cookie = c.edge;
+	watch_changed(r->m, dir, c.name.data, c.name.len, r->s);
+	/* The creator of a directory knows its (empty) listing. */
+	if (type == S_IFDIR)
+		watch_add(r->m, r->s, *out);
 	return 0;
 }
 
@@ -638,6 +652,8 @@ static void op_link(struct req *r, const ProtobufCMessage *msg)
 	if (rc < 0)
 		goto out_err;
 	changed_add(&ch, dir->ino);
+	ch.cookie = l.edge;
+	watch_changed(r->m, dir, q->newname.data, q->newname.len, r->s);
 	reply_entry(r, n, &ch);
 	return;
 
@@ -696,6 +712,7 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q,
 		goto out_err;
 	changed_add(&ch, dir->ino);
 	changed_add(&ch, victim); /* if it still exists: fewer links */
+	watch_changed(r->m, dir, q->name.data, q->name.len, r->s);
 	reply_ok(r, &ch);
 	return;
 
@@ -785,6 +802,11 @@ static void op_rename(struct req *r, const ProtobufCMessage *msg)
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out_err;
+	/* An exchange keeps both edges; a move makes a new one. */
+	if (!exchange)
+		ch.cookie = rn.edge;
+	watch_changed(r->m, sdir, q->name.data, q->name.len, r->s);
+	watch_changed(r->m, ddir, q->newname.data, q->newname.len, r->s);
 	reply_ok(r, &ch);
 	return;
 
@@ -1177,6 +1199,7 @@ static void op_readdir(struct req *r, const ProtobufCMessage *msg)
 	}
 	r->s->ctr.readdir_entries += count;
 	m->total.readdir_entries += count;
+	watch_add(m, r->s, dir);
 	req_reply(r, &reply.base);
 	rc = 0;
 out_err:

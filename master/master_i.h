@@ -28,6 +28,7 @@
 #include "meta.pb-c.h"
 #include "namespace.h"
 #include "perm.h"
+#include "watch.h"
 
 struct master;
 struct session;
@@ -86,6 +87,7 @@ struct op_counters {
 	uint64_t bytes_in;
 	uint64_t bytes_out;
 	uint64_t readdir_entries;
+	uint64_t invalidations;	/* listings invalidated (sent) */
 };
 
 /* A readdir position a session keeps per directory (DESIGN: cursor cache). */
@@ -109,6 +111,9 @@ struct session {
 	struct htab opens;	  /* struct sess_open by ino */
 	struct sess_cursor cursors[SESSION_CURSORS];
 	uint64_t cursor_clock;
+	struct watch *watches;	  /* directories it caches, newest first */
+	struct watch *watches_tail;
+	uint32_t nwatches;
 	struct op_counters ctr;
 	struct session *next, *prev;
 };

@@ -296,11 +296,14 @@ static void edge_unpin(struct ns *ns, struct dir *d, struct edge *e)
 }
 
 /* Free an empty directory's own parts; cursors resting there are unset. */
-static void dir_free(struct ns *ns, struct dir *d)
+static void dir_free(struct ns *ns, struct node *n)
 {
+	struct dir *d = n->u.dir;
 	struct edge *e, *next;
 
 	assert(d->nentries == 0);
+	if (d->watchers && ns->dir_gone)
+		ns->dir_gone(ns->hook_arg, n);
 	while (d->cursors) {
 		struct cursor *c = d->cursors;
 
@@ -347,7 +350,7 @@ static void node_free(struct ns *ns, struct node *n)
 	if (n->flags & NODE_XATTR)
 		xattrs_free(ns, n);
 	if (S_ISDIR(n->mode)) {
-		dir_free(ns, n->u.dir);
+		dir_free(ns, n);
 		ns->ndirs--;
 	} else if (S_ISLNK(n->mode)) {
 		ns->misc_bytes -= n->size;

@@ -80,6 +80,7 @@ struct edge {
 };
 
 struct cursor;
+struct watch;
 
 /* What a directory node holds besides the node itself. */
 struct dir {
@@ -95,6 +96,7 @@ struct dir {
 	uint64_t nentries;	 /* live edges */
 	uint64_t nsubdirs;	 /* live edges to directories */
 	struct cursor *cursors;	 /* cursors resting in this directory */
+	struct watch *watchers;	 /* sessions caching the listing (watch.c) */
 };
 
 /* Directories with more entries than this get a hash table of names. */
@@ -142,6 +144,8 @@ struct ns {
 	/* Told when a chunk loses its last reference, just before it is
 	 * freed, so that its copies are deleted from the chunkservers. */
 	void (*chunk_gone)(void *arg, const struct chunk *c);
+	/* Told when a directory is about to be freed (watches go). */
+	void (*dir_gone)(void *arg, struct node *dir);
 	void *hook_arg;
 };
 

@@ -183,6 +183,7 @@ static void session_free(struct master *m, struct session *s)
 {
 	for (int i = 0; i < SESSION_CURSORS; i++)
 		ns_cursor_clear(&m->ns, &s->cursors[i].c);
+	watch_drop_session(m, s);
 	htab_foreach(&s->opens, drop_open, m);
 	htab_release(&s->opens);
 	htab_remove(&m->sessions, sw_hash_u64(s->id), s);

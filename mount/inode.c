@@ -198,6 +198,17 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
 	pthread_mutex_unlock(&t->mu);
 }
 
+void itable_set_attr_expired(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n)
+		n->attr_expires = 0;
+	pthread_mutex_unlock(&t->mu);
+}
+
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 		     int64_t *expires)
 {

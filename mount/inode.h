@@ -52,6 +52,9 @@ void itable_close(struct itable *t, uint64_t ino);
 void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
 		     int64_t expires);
 
+/* Forget @ino's remembered attributes (they changed elsewhere). */
+void itable_set_attr_expired(struct itable *t, uint64_t ino);
+
 /*
  * Copy @ino's remembered attributes into @a and their expiry into
  * *@expires if they have not expired; false otherwise.

@@ -15,6 +15,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cspool.h"
+#include "data.h"
+#include "dircache.h"
+#include "frame.h"
+#include "inval.h"
 #include "log.h"
 #include "mount_i.h"
 #include "util.h"
@@ -27,6 +32,7 @@ struct cli {
 	char *negative_timeout;
 	char *master_timeout;
 	char *readdirplus;
+	char *dircache_entries;
 	int help;
 	int version;
 };
@@ -39,6 +45,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("negative_timeout=%s", negative_timeout),
 	CLI_OPT("master_timeout=%s", master_timeout),
 	CLI_OPT("readdirplus=%s", readdirplus),
+	CLI_OPT("dircache_entries=%s", dircache_entries),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -62,6 +69,8 @@ static void usage(FILE *f)
 		"                          has been unreachable this long (30)\n"
 		"  -o readdirplus=MODE     always (default), auto (the kernel "
 		"decides), never\n"
+		"  -o dircache_entries=N   directory entries cached, in all "
+		"(2000000)\n"
 		"  -o OPT                  any FUSE mount option (ro, "
 		"allow_other, ...)\n");
 }
@@ -76,6 +85,41 @@ static int parse_seconds(const char *s, double def, double *out)
 	}
 	*out = strtod(s, &end);
 	return (*end || *out < 0 || *out > 86400) ? -EINVAL : 0;
+}
+
+/* Another client changed directories whose listings we cache. */
+static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
+		      size_t len)
+{
+	struct mount *m = arg;
+	Sweepfs__InvalNotify *n;
+
+	if (type != SW_MSG_INVAL)
+		return;
+	n = sweepfs__inval_notify__unpack(NULL, len, payload);
+	if (!n)
+		return;
+	for (size_t i = 0; i < n->n_items; i++) {
+		const Sweepfs__Inval *it = n->items[i];
+		fuse_ino_t dir = mount_to_fuse(m, it->dir);
+
+		dircache_drop(m->dcache, it->dir);
+		itable_set_attr_expired(&m->inodes, it->dir);
+		if (it->has_name && it->name.len && it->name.len <= SW_NAME_MAX &&
+		    !memchr(it->name.data, '\0', it->name.len))
+			inval_queue(m->inval, dir, (const char *)it->name.data,
+				    it->name.len);
+		inval_queue(m->inval, dir, NULL, 0);
+	}
+	sweepfs__inval_notify__free_unpacked(n, NULL);
+}
+
+/* Invalidations sent while we were away are lost: forget all listings. */
+static void reconnected_cb(void *arg)
+{
+	struct mount *m = arg;
+
+	dircache_clear(m->dcache);
 }
 
 static void open_inodes_cb(void *arg, uint64_t **inos, size_t *n)
@@ -182,9 +226,17 @@ int main(int argc, char **argv)
 	mo.client_name = client;
 	mo.timeout_ms = (int)(master_timeout * 1000);
 	mo.open_inodes = open_inodes_cb;
+	mo.notify = notify_cb;
+	mo.reconnected = reconnected_cb;
 	mo.arg = &m;
+	m.dircache_entries = cli.dircache_entries
+				     ? strtoull(cli.dircache_entries, NULL, 10)
+				     : 2000000;
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;
+	if (cspool_new(&m.cs) < 0 || data_new(&m, &m.data) < 0 ||
+	    dircache_new(m.dircache_entries, &m.dcache) < 0)
+		goto out_inodes;
 	rc = mconn_open(&mo, &m.mc);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs-mount: cannot reach the master at %s: "
@@ -206,7 +258,9 @@ int main(int argc, char **argv)
 	if (fuse_daemonize(fo.foreground) != 0)
 		goto out_unmount;
 	/* Threads only now: they do not survive the fork in daemonize. */
-	rc = mconn_start(m.mc);
+	rc = inval_start(m.se, &m.inval);
+	if (rc == 0)
+		rc = mconn_start(m.mc);
 	if (rc < 0) {
 		sw_crit(TAG, "cannot start: %s", strerror(-rc));
 		goto out_unmount;
@@ -226,6 +280,8 @@ int main(int argc, char **argv)
 	ret = ret ? 1 : 0;
 
 out_unmount:
+	if (m.inval)
+		inval_stop(m.inval);
 	fuse_session_unmount(m.se);
 out_signals:
 	fuse_remove_signal_handlers(m.se);
@@ -234,6 +290,12 @@ out_session:
 out_conn:
 	mconn_close(m.mc);
 out_inodes:
+	if (m.data)
+		data_free(m.data);
+	if (m.dcache)
+		dircache_free(m.dcache);
+	if (m.cs)
+		cspool_free(m.cs);
 	itable_release(&m.inodes);
 out_args:
 	free(fo.mountpoint);
@@ -243,5 +305,6 @@ out_args:
 	free(cli.negative_timeout);
 	free(cli.master_timeout);
 	free(cli.readdirplus);
+	free(cli.dircache_entries);
 	return ret;
 }

@@ -631,6 +631,8 @@ static void *rx_main(void *arg)
 						     "session for us");
 				mc->session_id = sid;
 				sw_notice(TAG, "reconnected to the master");
+				if (mc->o.reconnected)
+					mc->o.reconnected(mc->o.arg);
 				connected(mc, fd);
 				continue;
 			}

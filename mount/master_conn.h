@@ -40,6 +40,9 @@ struct mconn_opts {
 	/* A notification frame; called on the receiver thread. */
 	void (*notify)(void *arg, uint16_t type, const uint8_t *payload,
 		       size_t len);
+	/* Connected again after a break: whatever the master said while we
+	 * were away (invalidations) is lost. Receiver thread. */
+	void (*reconnected)(void *arg);
 	void *arg;
 };
 

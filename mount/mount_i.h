@@ -4,8 +4,13 @@
  * Map:
  *   main.c         command line, FUSE session, daemon
  *   ops.c          the FUSE low-level callbacks (only those)
+ *   readdir.c      directory handles, listings for the kernel
+ *   dircache.c     cached listings, kept coherent by the master
+ *   inval.c        telling the kernel what others changed
+ *   data.c         file contents, through cspool.c to chunkservers
  *   master_conn.c  the pipelined connection to the master
- *   inode.c        lookup and open counts per inode
+ *   inode.c        lookup and open counts per inode, attributes
+ *   entry.c        attributes as the kernel wants them
  *   cred.c         the caller's credentials, supplementary groups cached
  */
 #ifndef SWEEPFS_MOUNT_MOUNT_I_H
@@ -14,7 +19,9 @@
 #define FUSE_USE_VERSION 312
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "inode.h"
 #include "master_conn.h"
@@ -26,8 +33,18 @@ enum rdplus {
 	RDPLUS_NEVER,
 };
 
+struct cspool;
+struct data;
+struct dircache;
+struct inval;
+
 struct mount {
 	struct mconn *mc;
+	struct cspool *cs;	 /* chunkserver connections */
+	struct data *data;	 /* chunk locations, committed sizes */
+	struct dircache *dcache; /* directory listings */
+	struct inval *inval;	 /* kernel invalidations, queued */
+	uint64_t dircache_entries; /* bound of dcache */
 	struct itable inodes;
 	uint64_t root_ino;	 /* master inode of FUSE_ROOT_ID */
 	double attr_timeout;	 /* seconds the kernel may cache attributes */
@@ -36,6 +53,53 @@ struct mount {
 	enum rdplus readdirplus;
 	struct fuse_session *se;
 };
+
+/*
+ * Inode numbers are the master's, except that the exported root is
+ * FUSE_ROOT_ID; a subtree export's root never contains the master's
+ * inode 1, so the mapping is one-to-one.
+ */
+static inline uint64_t mount_to_master(const struct mount *m, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? m->root_ino : ino;
+}
+
+static inline fuse_ino_t mount_to_fuse(const struct mount *m, uint64_t ino)
+{
+	return ino == m->root_ino ? FUSE_ROOT_ID : ino;
+}
+
+/* A request's context when its completion needs more than the req. */
+struct mount_opctx {
+	fuse_req_t req;
+	uint64_t ino;
+	size_t size;
+	struct fuse_file_info fi; /* libfuse's is gone once the op returns */
+};
+
+/* entry.c: @a as struct stat, and as an entry reply with the timeouts. */
+void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
+			struct stat *st);
+void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,
+		      struct fuse_entry_param *e);
+
+/* Seconds left of attr_timeout for attributes fetched at @fetched_at. */
+double mount_attr_left(const struct mount *m, int64_t fetched_at);
+
+/* Remember the attributes a reply carried (inode.h). */
+void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
+		       Sweepfs__Attr *const *changed, size_t n);
+
+/* Reply to @req with the entry @a and count the lookup the kernel holds
+ * from then on. */
+void mount_reply_entry(fuse_req_t req, const Sweepfs__Attr *a);
+
+/* readdir.c: open directories for the kernel. */
+void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
+		  struct fuse_file_info *fi);
+void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
+		  struct fuse_file_info *fi, bool plus);
+void readdir_release(struct fuse_file_info *fi);
 
 /* The FUSE operations table (ops.c). */
 extern const struct fuse_lowlevel_ops sw_mount_ops;

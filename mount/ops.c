@@ -17,19 +17,20 @@
  * and "..") counts one in the inode table before it is sent, and is
  * uncounted if sending fails, so the table matches the kernel's.
  *
- * File contents come with the data path: until then a regular file has a
- * size (truncate works), reads return zeros, and write fails with
- * EOPNOTSUPP.
+ * File contents are data.c's: reads and writes go to the chunkservers.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "data.h"
+#include "dircache.h"
 #include "entries.h"
 #include "frame.h"
 #include "log.h"
@@ -38,10 +39,6 @@
 
 #define TAG "ops"
 
-/* Master readdir page: entries per request and bytes. */
-#define PAGE_ENTRIES 1024u
-#define PAGE_BYTES (128u << 10)
-
 static struct mount *mnt(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
@@ -49,12 +46,7 @@ static struct mount *mnt(fuse_req_t req)
 
 static uint64_t to_master(const struct mount *m, fuse_ino_t ino)
 {
-	return ino == FUSE_ROOT_ID ? m->root_ino : ino;
-}
-
-static fuse_ino_t to_fuse(const struct mount *m, uint64_t ino)
-{
-	return ino == m->root_ino ? FUSE_ROOT_ID : ino;
+	return mount_to_master(m, ino);
 }
 
 static ProtobufCBinaryData bytes(const char *s)
@@ -62,65 +54,6 @@ static ProtobufCBinaryData bytes(const char *s)
 	ProtobufCBinaryData b = { strlen(s), (uint8_t *)s };
 
 	return b;
-}
-
-static void attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
-			 struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = to_fuse(m, a->ino);
-	st->st_mode = a->mode;
-	st->st_nlink = a->nlink;
-	st->st_uid = a->uid;
-	st->st_gid = a->gid;
-	st->st_rdev = a->rdev;
-	st->st_size = (off_t)a->size;
-	st->st_blksize = 65536;
-	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
-	st->st_atim = sw_ns_to_timespec(a->atime);
-	st->st_mtim = sw_ns_to_timespec(a->mtime);
-	st->st_ctim = sw_ns_to_timespec(a->ctime);
-}
-
-static void fill_entry(const struct mount *m, const Sweepfs__Attr *a,
-		       struct fuse_entry_param *e)
-{
-	memset(e, 0, sizeof(*e));
-	e->ino = to_fuse(m, a->ino);
-	attr_to_stat(m, a, &e->attr);
-	e->attr_timeout = m->attr_timeout;
-	e->entry_timeout = m->entry_timeout;
-}
-
-/* Remember the attributes a reply carried (see inode.h). */
-static void cache_attrs(struct mount *m, const Sweepfs__Attr *a,
-			Sweepfs__Attr *const *changed, size_t n)
-{
-	int64_t expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
-
-	if (a)
-		itable_set_attr(&m->inodes, a, expires);
-	for (size_t i = 0; i < n; i++)
-		itable_set_attr(&m->inodes, changed[i], expires);
-}
-
-/* Reply with an entry and count the lookup the kernel now holds. */
-static void reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
-{
-	struct mount *m = mnt(req);
-	struct fuse_entry_param e;
-
-	if (!a) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	fill_entry(m, a, &e);
-	if (itable_ref(&m->inodes, a->ino) < 0) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	if (fuse_reply_entry(req, &e) < 0)
-		itable_forget(&m->inodes, a->ino, 1);
 }
 
 /* Completions for replies that are an entry, attributes, or a status. */
@@ -135,8 +68,8 @@ static void entry_done(void *arg, int rc, ProtobufCMessage **reply)
 		return;
 	}
 	/* The entry first: the table only caches what the kernel knows. */
-	reply_entry(req, r->attr);
-	cache_attrs(m, r->attr, r->changed, r->n_changed);
+	mount_reply_entry(req, r->attr);
+	mount_cache_attrs(m, r->attr, r->changed, r->n_changed);
 }
 
 static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -156,8 +89,8 @@ static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	cache_attrs(m, a, NULL, 0);
-	attr_to_stat(m, a, &st);
+	mount_cache_attrs(m, a, NULL, 0);
+	mount_attr_to_stat(m, a, &st);
 	fuse_reply_attr(req, &st, m->attr_timeout);
 }
 
@@ -168,24 +101,90 @@ static void status_done(void *arg, int rc, ProtobufCMessage **reply)
 	if (rc == 0) {
 		Sweepfs__StatusReply *r = (Sweepfs__StatusReply *)*reply;
 
-		cache_attrs(mnt(req), NULL, r->changed, r->n_changed);
+		mount_cache_attrs(mnt(req), NULL, r->changed, r->n_changed);
 	}
 	fuse_reply_err(req, -rc);
 }
 
-/* A request's context when the completion needs more than the req. */
-struct opctx {
+/* A name this mount adds or removes: what its listing cache must learn. */
+struct namectx {
 	fuse_req_t req;
-	uint64_t ino;
-	size_t size;
-	off_t off;
-	struct fuse_file_info fi; /* libfuse's is gone once the op returns */
+	uint64_t parent;
+	uint64_t newparent; /* rename */
+	unsigned flags;	    /* rename */
+	char name[SW_NAME_MAX + 1];
+	char newname[SW_NAME_MAX + 1];
 };
 
-static struct opctx *opctx_new(fuse_req_t req, uint64_t ino,
-			       const struct fuse_file_info *fi)
+static struct namectx *namectx_new(fuse_req_t req, uint64_t parent,
+				   const char *name)
 {
-	struct opctx *c = calloc(1, sizeof(*c));
+	struct namectx *c = malloc(sizeof(*c));
+
+	if (!c) {
+		fuse_reply_err(req, ENOMEM);
+		return NULL;
+	}
+	c->req = req;
+	c->parent = parent;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	return c;
+}
+
+/* A new name: reply, then add it to the cached listing. */
+static void added_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct namectx *c = arg;
+	struct mount *m = mnt(c->req); /* the req goes with the reply */
+	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
+	const Sweepfs__Attr *a = rc == 0 ? r->attr : NULL;
+
+	entry_done(c->req, rc, reply);
+	if (a && r->has_cookie)
+		dircache_add(m->dcache, c->parent, c->name, r->cookie, a->ino,
+			     (uint8_t)((a->mode >> 12) & 15), a);
+	if (a && S_ISDIR(a->mode))
+		dircache_new_empty(m->dcache, a->ino);
+	free(c);
+}
+
+/* A name removed: reply, then drop it from the cached listing. */
+static void removed_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct namectx *c = arg;
+	struct mount *m = mnt(c->req);
+
+	status_done(c->req, rc, reply);
+	if (rc == 0)
+		dircache_remove(m->dcache, c->parent, c->name);
+	free(c);
+}
+
+static void renamed_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct namectx *c = arg;
+	struct mount *m = mnt(c->req);
+	Sweepfs__StatusReply *r = (Sweepfs__StatusReply *)*reply;
+	struct dc_entry de;
+
+	if (rc == 0 && !(c->flags & RENAME_EXCHANGE) && r->has_cookie &&
+	    dircache_lookup(m->dcache, c->parent, c->name, &de) == DC_FOUND) {
+		dircache_remove(m->dcache, c->parent, c->name);
+		dircache_remove(m->dcache, c->newparent, c->newname);
+		dircache_add(m->dcache, c->newparent, c->newname, r->cookie,
+			     de.ino, de.type, de.has_attr ? &de.attr : NULL);
+	} else if (rc == 0) {
+		dircache_drop(m->dcache, c->parent);
+		dircache_drop(m->dcache, c->newparent);
+	}
+	status_done(c->req, rc, reply);
+	free(c);
+}
+
+static struct mount_opctx *opctx_new(fuse_req_t req, uint64_t ino,
+				     const struct fuse_file_info *fi)
+{
+	struct mount_opctx *c = calloc(1, sizeof(*c));
 
 	if (!c) {
 		fuse_reply_err(req, ENOMEM);
@@ -197,6 +196,10 @@ static struct opctx *opctx_new(fuse_req_t req, uint64_t ino,
 		c->fi = *fi;
 	return c;
 }
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
 
 #define CRED(req, cred)                                      \
 	Sweepfs__Cred cred;                                  \
@@ -226,6 +229,12 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* The kernel's page cache buffers writes (and gathers small ones)
+	 * and reads ahead; requests carry up to 1 MiB. */
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_write = SW_IO_MAX;
+	conn->max_readahead = SW_IO_MAX;
 	/* The master applies the setuid rules; the kernel tells us what it
 	 * wants cleared after writes and chown. */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
@@ -247,12 +256,52 @@ static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
 	entry_done(arg, rc, reply);
 }
 
+/*
+ * A name in a listing this mount caches (and the master keeps coherent)
+ * needs no round trip: found, with the attributes the listing brought
+ * (valid for what is left of attr_timeout, possibly nothing, in which
+ * case the kernel asks for fresh ones when it needs them), or absent
+ * from a complete listing.
+ */
+static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
+{
+	struct mount *m = mnt(req);
+	struct fuse_entry_param e;
+	struct dc_entry de;
+
+	switch (dircache_lookup(m->dcache, parent, name, &de)) {
+	case DC_FOUND:
+		if (!de.has_attr)
+			return false;
+		mount_fill_entry(m, &de.attr, &e);
+		e.attr_timeout = mount_attr_left(m, de.attr_at);
+		if (itable_ref(&m->inodes, de.attr.ino) < 0)
+			return false;
+		if (fuse_reply_entry(req, &e) < 0)
+			itable_forget(&m->inodes, de.attr.ino, 1);
+		return true;
+	case DC_ABSENT:
+		if (m->negative_timeout > 0) {
+			memset(&e, 0, sizeof(e));
+			e.entry_timeout = m->negative_timeout;
+			fuse_reply_entry(req, &e);
+		} else {
+			fuse_reply_err(req, ENOENT);
+		}
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
 	CRED(req, cred);
 
+	if (lookup_cached(req, to_master(m, parent), name))
+		return;
 	q.cred = &cred;
 	q.parent = to_master(m, parent);
 	q.name = bytes(name);
@@ -292,7 +341,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (itable_get_attr(&m->inodes, q.ino, &a, &expires)) {
 		struct stat st;
 
-		attr_to_stat(m, &a, &st);
+		mount_attr_to_stat(m, &a, &st);
 		fuse_reply_attr(req, &st,
 				(double)(expires - sw_mono_ns()) / 1e9);
 		return;
@@ -349,6 +398,9 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (fi)
 		v |= SWEEPFS__SETATTR_VALID__SET_VIA_FD;
 	q.valid = v;
+	/* A new size: locations and the committed size we knew are off. */
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		data_forget(m, q.ino);
 	mconn_send(m->mc, SW_MSG_SETATTR, &q.base, attr_done, req);
 }
 
@@ -388,17 +440,20 @@ static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
+	struct namectx *c = namectx_new(req, to_master(m, parent), name);
 	CRED(req, cred);
 
+	if (!c)
+		return;
 	q.cred = &cred;
-	q.parent = to_master(m, parent);
+	q.parent = c->parent;
 	q.name = bytes(name);
 	q.mode = mode;
 	if (rdev) {
 		q.has_rdev = 1;
 		q.rdev = rdev;
 	}
-	mconn_send(m->mc, type, &q.base, entry_done, req);
+	mconn_send(m->mc, type, &q.base, added_done, c);
 }
 
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -418,12 +473,15 @@ static void remove_name(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
+	struct namectx *c = namectx_new(req, to_master(m, parent), name);
 	CRED(req, cred);
 
+	if (!c)
+		return;
 	q.cred = &cred;
-	q.parent = to_master(m, parent);
+	q.parent = c->parent;
 	q.name = bytes(name);
-	mconn_send(m->mc, type, &q.base, status_done, req);
+	mconn_send(m->mc, type, &q.base, removed_done, c);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -441,13 +499,16 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SymlinkReq q = SWEEPFS__SYMLINK_REQ__INIT;
+	struct namectx *c = namectx_new(req, to_master(m, parent), name);
 	CRED(req, cred);
 
+	if (!c)
+		return;
 	q.cred = &cred;
-	q.parent = to_master(m, parent);
+	q.parent = c->parent;
 	q.name = bytes(name);
 	q.target = bytes(link);
-	mconn_send(m->mc, SW_MSG_SYMLINK, &q.base, entry_done, req);
+	mconn_send(m->mc, SW_MSG_SYMLINK, &q.base, added_done, c);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -456,16 +517,22 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__RenameReq q = SWEEPFS__RENAME_REQ__INIT;
+	struct namectx *c = namectx_new(req, to_master(m, parent), name);
 	CRED(req, cred);
 
+	if (!c)
+		return;
+	c->newparent = to_master(m, newparent);
+	c->flags = flags;
+	snprintf(c->newname, sizeof(c->newname), "%s", newname);
 	q.cred = &cred;
-	q.parent = to_master(m, parent);
+	q.parent = c->parent;
 	q.name = bytes(name);
-	q.newparent = to_master(m, newparent);
+	q.newparent = c->newparent;
 	q.newname = bytes(newname);
 	q.has_flags = flags != 0;
 	q.flags = flags;
-	mconn_send(m->mc, SW_MSG_RENAME, &q.base, status_done, req);
+	mconn_send(m->mc, SW_MSG_RENAME, &q.base, renamed_done, c);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -473,13 +540,16 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__LinkReq q = SWEEPFS__LINK_REQ__INIT;
+	struct namectx *c = namectx_new(req, to_master(m, newparent), newname);
 	CRED(req, cred);
 
+	if (!c)
+		return;
 	q.cred = &cred;
 	q.ino = to_master(m, ino);
-	q.newparent = to_master(m, newparent);
+	q.newparent = c->parent;
 	q.newname = bytes(newname);
-	mconn_send(m->mc, SW_MSG_LINK, &q.base, entry_done, req);
+	mconn_send(m->mc, SW_MSG_LINK, &q.base, added_done, c);
 }
 
 /* ---- files ---------------------------------------------------------- */
@@ -516,7 +586,7 @@ static void send_release(struct mount *m, uint64_t ino)
 
 static void open_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct opctx *c = arg;
+	struct mount_opctx *c = arg;
 	struct mount *m = mnt(c->req);
 
 	if (rc < 0) {
@@ -533,40 +603,49 @@ static void open_done(void *arg, int rc, ProtobufCMessage **reply)
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
-	struct opctx *c = opctx_new(req, to_master(m, ino), fi);
+	struct mount_opctx *c = opctx_new(req, to_master(m, ino), fi);
 
 	if (c)
 		send_open(req, c->ino, (uint32_t)fi->flags, open_done, c);
 }
 
+/* create: the new name and the open file handle it comes with. */
+struct createctx {
+	struct namectx n;
+	struct fuse_file_info fi;
+};
+
 static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct opctx *c = arg;
-	struct mount *m = mnt(c->req);
+	struct createctx *c = arg;
+	fuse_req_t req = c->n.req;
+	struct mount *m = mnt(req);
+	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
 	struct fuse_entry_param e;
 	Sweepfs__Attr *a;
 
 	if (rc < 0) {
-		fuse_reply_err(c->req, -rc);
+		fuse_reply_err(req, -rc);
 		goto out;
 	}
-	a = ((Sweepfs__EntryReply *)*reply)->attr;
+	a = r->attr;
 	if (!a) {
-		fuse_reply_err(c->req, EIO);
+		fuse_reply_err(req, EIO);
 		goto out;
 	}
-	fill_entry(m, a, &e);
+	mount_fill_entry(m, a, &e);
 	itable_ref(&m->inodes, a->ino);
 	itable_open(&m->inodes, a->ino);
 	c->fi.fh = 0;
-	if (fuse_reply_create(c->req, &e, &c->fi) < 0) {
+	if (fuse_reply_create(req, &e, &c->fi) < 0) {
 		itable_forget(&m->inodes, a->ino, 1);
 		send_release(m, a->ino);
-	} else {
-		Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
-
-		cache_attrs(m, a, r->changed, r->n_changed);
+		goto out;
 	}
+	mount_cache_attrs(m, a, r->changed, r->n_changed);
+	if (r->has_cookie)
+		dircache_add(m->dcache, c->n.parent, c->n.name, r->cookie,
+			     a->ino, DT_REG, a);
 out:
 	free(c);
 }
@@ -576,13 +655,19 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
-	struct opctx *c = opctx_new(req, 0, fi);
+	struct createctx *c = malloc(sizeof(*c));
 	CRED(req, cred);
 
-	if (!c)
+	if (!c) {
+		fuse_reply_err(req, ENOMEM);
 		return;
+	}
+	c->n.req = req;
+	c->n.parent = to_master(m, parent);
+	snprintf(c->n.name, sizeof(c->n.name), "%s", name);
+	c->fi = *fi;
 	q.cred = &cred;
-	q.parent = to_master(m, parent);
+	q.parent = c->n.parent;
 	q.name = bytes(name);
 	q.mode = mode;
 	q.flags = (uint32_t)fi->flags;
@@ -598,393 +683,58 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
-/* Until the data path exists a file reads as zeros up to its size. */
-static void read_done(void *arg, int rc, ProtobufCMessage **reply)
-{
-	struct opctx *c = arg;
-	Sweepfs__Attr *a;
-	uint64_t fsize;
-	size_t n = 0;
-	char *zeros;
-
-	if (rc < 0) {
-		fuse_reply_err(c->req, -rc);
-		goto out;
-	}
-	a = ((Sweepfs__AttrReply *)*reply)->attr;
-	fsize = a ? a->size : 0;
-	if ((uint64_t)c->off < fsize)
-		n = (size_t)SW_MIN((uint64_t)c->size, fsize - (uint64_t)c->off);
-	zeros = calloc(1, n ? n : 1);
-	if (!zeros) {
-		fuse_reply_err(c->req, ENOMEM);
-		goto out;
-	}
-	fuse_reply_buf(c->req, zeros, n);
-	free(zeros);
-out:
-	free(c);
-}
-
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
-	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
-	struct opctx *c = opctx_new(req, to_master(m, ino), NULL);
 
-	if (!c)
-		return;
-	c->size = size;
-	c->off = off;
-	q.ino = c->ino;
-	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, read_done, c);
+	data_read(m, req, to_master(m, ino), size, off);
 }
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, EOPNOTSUPP);
+	struct mount *m = mnt(req);
+
+	data_write(m, req, to_master(m, ino), buf, size, off);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
-	/* Metadata is journaled before the master replies: nothing to do. */
-	fuse_reply_err(req, 0);
+	struct mount *m = mnt(req);
+
+	/* The kernel has written its dirty pages; make them durable on the
+	 * chunkservers. Metadata is journaled before the master replies. */
+	data_fsync(m, req, to_master(m, ino));
 }
 
 /* ---- directories ---------------------------------------------------- */
-
-/*
- * An open directory: the last page fetched from the master, decoded.
- * Offsets the kernel passes are entry cookies; 1 and 2 are "." and "..".
- * The kernel serialises reads of one open directory, but a handle may be
- * shared by threads of a process: a reader owns the handle (busy) from
- * its start until its reply, which may be sent from the receiver thread
- * after a fetch; others wait for it.
- */
-struct dent {
-	uint64_t cookie;
-	uint64_t ino;
-	uint8_t type;
-	char name[SW_NAME_MAX + 1];
-	Sweepfs__Attr *attr; /* readdirplus: points into page_msg */
-};
-
-struct dirhandle {
-	pthread_mutex_t mu;
-	pthread_cond_t idle;
-	bool busy;	      /* a readdir owns the page */
-	uint64_t ino;
-	uint64_t after;	      /* the page holds entries after this cookie */
-	struct dent *ents;
-	uint32_t n;
-	bool eof;	      /* nothing after the page */
-	bool plus;	      /* the page has attributes */
-	ProtobufCMessage *page_msg;
-};
-
-static void dh_clear(struct dirhandle *dh)
-{
-	free(dh->ents);
-	dh->ents = NULL;
-	dh->n = 0;
-	if (dh->page_msg)
-		protobuf_c_message_free_unpacked(dh->page_msg, NULL);
-	dh->page_msg = NULL;
-}
-
-/* Install a page from reply @r (taken over) fetched after @after. */
-static int dh_install(struct dirhandle *dh, ProtobufCMessage *msg,
-		      uint64_t after, bool plus)
-{
-	Sweepfs__ReaddirReply *r = (Sweepfs__ReaddirReply *)msg;
-	size_t off = 0;
-
-	dh_clear(dh);
-	dh->ents = calloc(r->count ? r->count : 1, sizeof(*dh->ents));
-	if (!dh->ents) {
-		protobuf_c_message_free_unpacked(msg, NULL);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < r->count; i++) {
-		struct sw_dirent d;
-		int used = sw_dirent_get(r->entries.data + off,
-					 r->entries.len - off, &d);
-
-		if (used < 0 || (plus && i >= r->n_attrs)) {
-			protobuf_c_message_free_unpacked(msg, NULL);
-			dh_clear(dh);
-			return -EIO;
-		}
-		off += (size_t)used;
-		dh->ents[i].cookie = d.cookie;
-		dh->ents[i].ino = d.ino;
-		dh->ents[i].type = d.type;
-		memcpy(dh->ents[i].name, d.name, d.namelen);
-		dh->ents[i].name[d.namelen] = '\0';
-		dh->ents[i].attr = plus ? r->attrs[i] : NULL;
-	}
-	dh->n = r->count;
-	dh->eof = r->eof;
-	dh->after = after;
-	dh->plus = plus;
-	dh->page_msg = msg;
-	return 0;
-}
-
-/* Index just past the entry with @cookie in the page, or -1. */
-static int64_t page_after(const struct dirhandle *dh, uint64_t cookie)
-{
-	if (!dh->page_msg)
-		return -1;
-	if (dh->after == cookie)
-		return 0;
-	for (uint32_t i = 0; i < dh->n; i++)
-		if (dh->ents[i].cookie == cookie)
-			return i + 1;
-	return -1;
-}
-
-/* One readdir request in progress: the reply buffer being filled. */
-struct rdctx {
-	fuse_req_t req;
-	struct dirhandle *dh;
-	bool plus;
-	size_t size;	  /* the kernel's buffer */
-	size_t pos;	  /* bytes filled */
-	uint64_t cookie;  /* last entry placed */
-	char *buf;
-	uint64_t *refs;	  /* readdirplus: lookups handed out */
-	size_t nrefs, cap;
-};
-
-/* Add one entry to the reply buffer; returns false when it did not fit. */
-static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
-		      uint8_t type, const Sweepfs__Attr *attr,
-		      uint64_t next_off)
-{
-	struct mount *m = mnt(c->req);
-	size_t room = c->size - c->pos, need;
-
-	if (c->plus) {
-		struct fuse_entry_param e;
-
-		if (attr) {
-			fill_entry(m, attr, &e);
-		} else {
-			memset(&e, 0, sizeof(e));
-			e.attr.st_ino = to_fuse(m, ino);
-			e.attr.st_mode = (mode_t)type << 12;
-		}
-		if (attr && c->nrefs == c->cap) {
-			size_t cap = c->cap ? c->cap * 2 : 64;
-			uint64_t *v = realloc(c->refs, cap * sizeof(*v));
-
-			if (!v)
-				return false;
-			c->refs = v;
-			c->cap = cap;
-		}
-		need = fuse_add_direntry_plus(c->req, c->buf + c->pos, room,
-					      name, &e, (off_t)next_off);
-		if (need > room)
-			return false;
-		/* The kernel takes a lookup for every entry but . and .. */
-		if (attr) {
-			itable_ref(&m->inodes, attr->ino);
-			c->refs[c->nrefs++] = attr->ino;
-		}
-	} else {
-		struct stat st = { .st_ino = to_fuse(m, ino),
-				   .st_mode = (mode_t)type << 12 };
-
-		need = fuse_add_direntry(c->req, c->buf + c->pos, room, name,
-					 &st, (off_t)next_off);
-		if (need > room)
-			return false;
-	}
-	c->pos += need;
-	return true;
-}
-
-static void rd_finish(struct rdctx *c, int rc)
-{
-	struct mount *m = mnt(c->req);
-
-	pthread_mutex_lock(&c->dh->mu);
-	c->dh->busy = false;
-	pthread_cond_signal(&c->dh->idle);
-	pthread_mutex_unlock(&c->dh->mu);
-	if (rc < 0 && c->pos == 0)
-		fuse_reply_err(c->req, -rc);
-	else if (fuse_reply_buf(c->req, c->buf, c->pos) < 0)
-		for (size_t k = 0; k < c->nrefs; k++)
-			itable_forget(&m->inodes, c->refs[k], 1);
-	free(c->refs);
-	free(c->buf);
-	free(c);
-}
-
-static void rd_fetch(struct rdctx *c);
-
-/*
- * Fill from the page, starting at entry @i; fetch the next page when the
- * page runs out before the buffer does. The caller owns the handle
- * (busy); this either finishes the request or sends a fetch that
- * continues it.
- */
-static void rd_fill(struct rdctx *c, int64_t i)
-{
-	struct dirhandle *dh = c->dh;
-
-	for (; i < dh->n; i++) {
-		struct dent *d = &dh->ents[i];
-
-		if (!add_entry(c, d->name, d->ino, d->type, d->attr, d->cookie)) {
-			rd_finish(c, 0);
-			return;
-		}
-		c->cookie = d->cookie;
-	}
-	if (dh->eof || dh->n == 0) {
-		rd_finish(c, 0);
-		return;
-	}
-	rd_fetch(c);
-}
-
-static void rd_fetched(void *arg, int rc, ProtobufCMessage **reply)
-{
-	struct rdctx *c = arg;
-
-	if (rc == 0) {
-		rc = dh_install(c->dh, *reply, c->cookie, c->plus);
-		*reply = NULL; /* the page owns it (or it was freed) */
-	}
-	if (rc < 0)
-		rd_finish(c, rc);
-	else
-		rd_fill(c, 0);
-}
-
-static void rd_fetch(struct rdctx *c)
-{
-	struct mount *m = mnt(c->req);
-	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
-	CRED(c->req, cred);
-
-	q.cred = &cred;
-	q.ino = c->dh->ino;
-	q.cookie = c->cookie;
-	q.max_entries = PAGE_ENTRIES;
-	q.max_bytes = PAGE_BYTES;
-	q.has_plus = c->plus;
-	q.plus = c->plus;
-	mconn_send(m->mc, SW_MSG_READDIR, &q.base, rd_fetched, c);
-}
-
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-		       off_t off, struct fuse_file_info *fi, bool plus)
-{
-	struct dirhandle *dh = (struct dirhandle *)(uintptr_t)fi->fh;
-	struct rdctx *c = calloc(1, sizeof(*c));
-	int64_t i;
-
-	if (c)
-		c->buf = malloc(size);
-	if (!c || !c->buf) {
-		free(c);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	c->req = req;
-	c->dh = dh;
-	c->plus = plus;
-	c->size = size;
-	/* Owned until the request finishes, across a fetch if need be. */
-	pthread_mutex_lock(&dh->mu);
-	while (dh->busy)
-		pthread_cond_wait(&dh->idle, &dh->mu);
-	dh->busy = true;
-	pthread_mutex_unlock(&dh->mu);
-	if (off == 0 && !add_entry(c, ".", dh->ino, DT_DIR, NULL, 1)) {
-		rd_finish(c, 0);
-		return;
-	}
-	if (off <= 1 && !add_entry(c, "..", dh->ino, DT_DIR, NULL, 2)) {
-		rd_finish(c, 0);
-		return;
-	}
-	c->cookie = off <= 2 ? 0 : (uint64_t)off;
-	i = dh->plus == plus ? page_after(dh, c->cookie) : -1;
-	if (i < 0)
-		rd_fetch(c);
-	else
-		rd_fill(c, i);
-}
-
-static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
-{
-	do_readdir(req, ino, size, off, fi, false);
-}
-
-static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-			   off_t off, struct fuse_file_info *fi)
-{
-	do_readdir(req, ino, size, off, fi, true);
-}
-
-static void opendir_done(void *arg, int rc, ProtobufCMessage **reply)
-{
-	struct opctx *c = arg;
-	struct dirhandle *dh;
-
-	if (rc < 0) {
-		fuse_reply_err(c->req, -rc);
-		goto out;
-	}
-	dh = calloc(1, sizeof(*dh));
-	if (!dh) {
-		fuse_reply_err(c->req, ENOMEM);
-		goto out;
-	}
-	pthread_mutex_init(&dh->mu, NULL);
-	pthread_cond_init(&dh->idle, NULL);
-	dh->ino = c->ino;
-	dh->after = UINT64_MAX; /* no page yet */
-	c->fi.fh = (uintptr_t)dh;
-	if (fuse_reply_open(c->req, &c->fi) < 0) {
-		pthread_mutex_destroy(&dh->mu);
-		pthread_cond_destroy(&dh->idle);
-		free(dh);
-	}
-out:
-	free(c);
-}
 
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
-	struct opctx *c = opctx_new(req, to_master(m, ino), fi);
 
-	/* The master checks read permission; nothing is held open there. */
-	if (c)
-		send_open(req, c->ino, O_RDONLY | O_DIRECTORY, opendir_done, c);
+	readdir_open(m, req, to_master(m, ino), fi);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	readdir_read(mnt(req), req, size, off, fi, false);
+}
+
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	readdir_read(mnt(req), req, size, off, fi, true);
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	struct dirhandle *dh = (struct dirhandle *)(uintptr_t)fi->fh;
-
-	dh_clear(dh);
-	pthread_mutex_destroy(&dh->mu);
-	pthread_cond_destroy(&dh->idle);
-	free(dh);
+	readdir_release(fi);
 	fuse_reply_err(req, 0);
 }
 
@@ -1046,7 +796,7 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void xattr_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct opctx *c = arg;
+	struct mount_opctx *c = arg;
 	Sweepfs__XattrReply *r;
 
 	if (rc < 0) {
@@ -1067,7 +817,7 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;
-	struct opctx *c = opctx_new(req, to_master(m, ino), NULL);
+	struct mount_opctx *c = opctx_new(req, to_master(m, ino), NULL);
 	CRED(req, cred);
 
 	if (!c)

@@ -104,6 +104,8 @@ enum sw_msg_type {
 	SW_MSG_CS_COMMAND = 32, /* notification, master -> chunkserver */
 	SW_MSG_CS_DONE = 33,
 	SW_MSG_CS_DAMAGED = 34,
+	/* cache coherence, master -> mount notifications */
+	SW_MSG_INVAL = 35,
 	SW_MSG__COUNT
 };
 

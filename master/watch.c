@@ -1,0 +1,110 @@
+#include <stdlib.h>
+
+#include "master_i.h"
+#include "watch.h"
+
+static void unlink_watch(struct watch *w)
+{
+	struct dir *d = w->dir->u.dir;
+
+	if (w->dprev)
+		w->dprev->dnext = w->dnext;
+	else
+		d->watchers = w->dnext;
+	if (w->dnext)
+		w->dnext->dprev = w->dprev;
+	if (w->sprev)
+		w->sprev->snext = w->snext;
+	else
+		w->s->watches = w->snext;
+	if (w->snext)
+		w->snext->sprev = w->sprev;
+	else
+		w->s->watches_tail = w->sprev;
+	w->s->nwatches--;
+	free(w);
+}
+
+static void send_inval(struct session *s, uint64_t dir, const void *name,
+		       size_t len)
+{
+	Sweepfs__InvalNotify note = SWEEPFS__INVAL_NOTIFY__INIT;
+	Sweepfs__Inval item = SWEEPFS__INVAL__INIT;
+	Sweepfs__Inval *items[1] = { &item };
+
+	/* A detached session drops every listing when it reconnects. */
+	if (!s->conn)
+		return;
+	item.dir = dir;
+	if (name) {
+		item.has_name = 1;
+		item.name.data = (uint8_t *)name;
+		item.name.len = len;
+	}
+	note.n_items = 1;
+	note.items = items;
+	conn_notify(s->conn, SW_MSG_INVAL, &note.base);
+	s->ctr.invalidations++;
+}
+
+void watch_add(struct master *m, struct session *s, struct node *dir)
+{
+	struct dir *d = dir->u.dir;
+	struct watch *w;
+
+	for (w = d->watchers; w; w = w->dnext)
+		if (w->s == s)
+			return;
+	if (s->nwatches >= WATCH_MAX_PER_SESSION && s->watches_tail) {
+		struct watch *old = s->watches_tail;
+
+		send_inval(s, old->dir->ino, NULL, 0);
+		unlink_watch(old);
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return; /* not watched: the mount is not told it is */
+	w->s = s;
+	w->dir = dir;
+	w->dnext = d->watchers;
+	if (d->watchers)
+		d->watchers->dprev = w;
+	d->watchers = w;
+	w->snext = s->watches;
+	if (s->watches)
+		s->watches->sprev = w;
+	else
+		s->watches_tail = w;
+	s->watches = w;
+	s->nwatches++;
+}
+
+void watch_changed(struct master *m, struct node *dir, const void *name,
+		   size_t len, const struct session *by)
+{
+	struct watch *w, *next;
+
+	for (w = dir->u.dir->watchers; w; w = next) {
+		next = w->dnext;
+		if (w->s == by)
+			continue;
+		send_inval(w->s, dir->ino, name, len);
+		unlink_watch(w);
+	}
+}
+
+void watch_drop_session(struct master *m, struct session *s)
+{
+	while (s->watches)
+		unlink_watch(s->watches);
+}
+
+void watch_dir_gone(void *arg, struct node *dir)
+{
+	while (dir->u.dir->watchers) {
+		struct watch *w = dir->u.dir->watchers;
+
+		send_inval(w->s, dir->ino, NULL, 0);
+		unlink_watch(w);
+	}
+}

@@ -1,0 +1,737 @@
+/*
+ * State: a table of chunk locations by (inode, chunk index), each marked
+ * read or write (a write location carries a write token and means this
+ * mount holds the chunk's write lease), and per inode the size last
+ * committed to the master and the chunks written since the last fsync.
+ * One mutex guards it all; no I/O happens under it.
+ *
+ * A request is split at chunk boundaries into parts. Each part finds its
+ * location (table, else the master), then talks to chunkservers:
+ *  - read: one copy after another until one answers; if all fail, the
+ *    location is dropped and fetched again once;
+ *  - write: all copies at once; if any fails, the location is dropped and
+ *    fetched again once (the master then moves the chunk to a new version
+ *    on the copies that are still there).
+ * A part that fails twice fails the request with EIO.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cspool.h"
+#include "data.h"
+#include "frame.h"
+#include "hash.h"
+#include "log.h"
+#include "mount_i.h"
+#include "util.h"
+
+#define TAG "data"
+#define LOC_SLOTS 4096u
+#define LOC_MAX 65536u	   /* cached locations before the table is reset */
+#define FILE_SLOTS 1024u
+#define CHUNK_SERVERS_MAX 8  /* copies a location lists */
+
+struct loc {
+	uint64_t ino;
+	uint32_t index;
+	bool write;		 /* fetched for writing */
+	bool hole;
+	uint64_t chunk_id;
+	uint32_t version;
+	uint32_t nservers;
+	char servers[CHUNK_SERVERS_MAX][64];
+	uint8_t token[16];
+	size_t token_len;
+	uint64_t expires;	 /* token, ms since the epoch */
+	uint64_t file_size;	 /* as the master said */
+	struct loc *next;
+};
+
+/* A chunk written since the last fsync. */
+struct dirty {
+	uint64_t chunk_id;
+	uint32_t version;
+	uint32_t nservers;
+	char servers[CHUNK_SERVERS_MAX][64];
+	uint8_t token[16];
+	size_t token_len;
+	uint64_t expires;
+	struct dirty *next;
+};
+
+struct dfile {
+	uint64_t ino;
+	uint64_t committed;	 /* size the master has recorded */
+	struct dirty *dirty;
+	struct dfile *next;
+};
+
+struct data {
+	pthread_mutex_t mu;
+	struct loc *locs[LOC_SLOTS];
+	size_t nlocs;
+	struct dfile *files[FILE_SLOTS];
+};
+
+static uint32_t loc_slot(uint64_t ino, uint32_t index)
+{
+	return (uint32_t)(sw_hash_u64(ino * 131 + index) % LOC_SLOTS);
+}
+
+static struct loc **loc_find(struct data *d, uint64_t ino, uint32_t index)
+{
+	struct loc **pp = &d->locs[loc_slot(ino, index)];
+
+	while (*pp && ((*pp)->ino != ino || (*pp)->index != index))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void locs_clear(struct data *d)
+{
+	for (unsigned i = 0; i < LOC_SLOTS; i++) {
+		while (d->locs[i]) {
+			struct loc *l = d->locs[i];
+
+			d->locs[i] = l->next;
+			free(l);
+		}
+	}
+	d->nlocs = 0;
+}
+
+static struct dfile *file_get(struct data *d, uint64_t ino, bool create)
+{
+	struct dfile **pp = &d->files[sw_hash_u64(ino) % FILE_SLOTS];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	if (!*pp && create && (*pp = calloc(1, sizeof(**pp))))
+		(*pp)->ino = ino;
+	return *pp;
+}
+
+int data_new(struct mount *m, struct data **out)
+{
+	struct data *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	pthread_mutex_init(&d->mu, NULL);
+	*out = d;
+	return 0;
+}
+
+static void file_free(struct dfile *f)
+{
+	while (f->dirty) {
+		struct dirty *x = f->dirty;
+
+		f->dirty = x->next;
+		free(x);
+	}
+	free(f);
+}
+
+void data_free(struct data *d)
+{
+	locs_clear(d);
+	for (unsigned i = 0; i < FILE_SLOTS; i++) {
+		while (d->files[i]) {
+			struct dfile *f = d->files[i];
+
+			d->files[i] = f->next;
+			file_free(f);
+		}
+	}
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+void data_forget(struct mount *m, uint64_t ino)
+{
+	struct data *d = m->data;
+	struct dfile **pp;
+
+	pthread_mutex_lock(&d->mu);
+	for (unsigned i = 0; i < LOC_SLOTS; i++) {
+		for (struct loc **lp = &d->locs[i]; *lp;) {
+			struct loc *l = *lp;
+
+			if (l->ino == ino) {
+				*lp = l->next;
+				free(l);
+				d->nlocs--;
+			} else {
+				lp = &l->next;
+			}
+		}
+	}
+	pp = &d->files[sw_hash_u64(ino) % FILE_SLOTS];
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	if (*pp && !(*pp)->dirty) {
+		struct dfile *f = *pp;
+
+		*pp = f->next;
+		file_free(f);
+	} else if (*pp) {
+		(*pp)->committed = 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Copy a valid cached location for (@ino, @index) into @out. */
+static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index,
+		       bool write, struct loc *out)
+{
+	uint64_t now_ms = (uint64_t)(sw_now_ns() / 1000000);
+	struct loc *l;
+	bool ok = false;
+
+	pthread_mutex_lock(&d->mu);
+	l = *loc_find(d, ino, index);
+	/* A token that runs out within a minute is not worth the risk. */
+	if (l && (l->write || !write) &&
+	    (l->hole || l->expires > now_ms + 60000)) {
+		*out = *l;
+		ok = true;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return ok;
+}
+
+static void loc_store(struct data *d, const struct loc *src)
+{
+	struct loc **pp, *l;
+
+	pthread_mutex_lock(&d->mu);
+	pp = loc_find(d, src->ino, src->index);
+	if (!*pp) {
+		if (d->nlocs >= LOC_MAX)
+			locs_clear(d);
+		pp = loc_find(d, src->ino, src->index);
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp)
+			goto out;
+		d->nlocs++;
+	}
+	l = *pp;
+	{
+		struct loc *next = l->next;
+
+		*l = *src;
+		l->next = next;
+	}
+out:
+	pthread_mutex_unlock(&d->mu);
+}
+
+static void loc_drop(struct data *d, uint64_t ino, uint32_t index)
+{
+	struct loc **pp, *l;
+
+	pthread_mutex_lock(&d->mu);
+	pp = loc_find(d, ino, index);
+	if ((l = *pp)) {
+		*pp = l->next;
+		free(l);
+		d->nlocs--;
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- the master: locations and sizes -------------------------------- */
+
+/* A part of a read or write: the bytes of one chunk. */
+struct part {
+	struct op *op;
+	uint32_t index;
+	uint32_t offset;	/* within the chunk */
+	uint32_t size;
+	size_t pos;		/* within the request's buffer */
+	struct loc loc;
+	bool refetched;		/* the location was fetched again once */
+	uint32_t next_server;	/* read: the copy to try next */
+	int pending;		/* write: copies not yet answered */
+	int failed;		/* write: copies that failed */
+	int last_err;
+};
+
+struct op {
+	fuse_req_t req;
+	struct mount *m;
+	uint64_t ino;
+	bool write;
+	off_t off;
+	size_t size;
+	char *buf;		/* read: the reply; write: a copy of the data */
+	size_t got;		/* read: bytes past off that came back */
+	uint64_t file_size;	/* largest size any location reported */
+	int parts_left;
+	int err;
+	int nparts;
+	struct part parts[];	/* each within one chunk and SW_IO_MAX */
+};
+
+static void part_go(struct part *p);
+static void op_part_done(struct op *o, int rc);
+
+static void loc_from_reply(struct part *p, const Sweepfs__ChunkReply *r)
+{
+	struct loc *l = &p->loc;
+	const Sweepfs__ChunkLoc *cl = r->loc;
+
+	memset(l, 0, sizeof(*l));
+	l->ino = p->op->ino;
+	l->index = p->index;
+	l->write = p->op->write;
+	l->file_size = r->file_size;
+	if (!cl) {
+		l->hole = true;
+		return;
+	}
+	l->chunk_id = cl->chunk_id;
+	l->version = cl->version;
+	for (size_t i = 0; i < cl->n_servers && i < CHUNK_SERVERS_MAX; i++)
+		snprintf(l->servers[l->nservers++], sizeof(l->servers[0]),
+			 "%s", cl->servers[i]);
+	l->token_len = SW_MIN(cl->token.len, sizeof(l->token));
+	memcpy(l->token, cl->token.data, l->token_len);
+	l->expires = cl->expires;
+}
+
+static void located(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct part *p = arg;
+
+	if (rc < 0) {
+		op_part_done(p->op, rc);
+		return;
+	}
+	loc_from_reply(p, (Sweepfs__ChunkReply *)*reply);
+	if (!p->loc.hole || !p->op->write)
+		loc_store(p->op->m->data, &p->loc);
+	p->next_server = 0;
+	part_go(p);
+}
+
+static void locate(struct part *p)
+{
+	struct op *o = p->op;
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	const struct fuse_ctx *ctx = fuse_req_ctx(o->req);
+
+	/* The file is open, which the master checks; the ids are for its
+	 * fallback permission check only. */
+	cred.uid = ctx->uid;
+	cred.gid = ctx->gid;
+	q.cred = &cred;
+	q.ino = o->ino;
+	q.index = p->index;
+	q.has_write = 1;
+	q.write = o->write;
+	mconn_send(o->m->mc, SW_MSG_CHUNK, &q.base, located, p);
+}
+
+/* The location failed us: forget it and ask the master once more. */
+static void relocate(struct part *p, int rc)
+{
+	loc_drop(p->op->m->data, p->op->ino, p->index);
+	if (p->refetched) {
+		op_part_done(p->op, rc == -ENOSPC ? rc : -EIO);
+		return;
+	}
+	p->refetched = true;
+	locate(p);
+}
+
+/* ---- reads ---------------------------------------------------------- */
+
+static void read_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct part *p = arg;
+	struct op *o = p->op;
+	Sweepfs__CsReadReply *r;
+
+	if (rc < 0) {
+		/* Another copy, or a fresh location. */
+		if (p->next_server < p->loc.nservers)
+			part_go(p);
+		else
+			relocate(p, rc);
+		return;
+	}
+	r = (Sweepfs__CsReadReply *)*reply;
+	if (r->data.len > p->size) {
+		op_part_done(o, -EIO);
+		return;
+	}
+	memcpy(o->buf + p->pos, r->data.data, r->data.len);
+	/* Short: the chunk ends there; the rest of the part is zeros. */
+	op_part_done(o, 0);
+}
+
+static void read_part(struct part *p)
+{
+	Sweepfs__CsReadReq q = SWEEPFS__CS_READ_REQ__INIT;
+	struct op *o = p->op;
+
+	o->file_size = SW_MAX(o->file_size, p->loc.file_size);
+	if (p->loc.hole || !p->loc.nservers) {
+		if (p->loc.hole)
+			op_part_done(o, 0);
+		else
+			relocate(p, -EIO);
+		return;
+	}
+	q.chunk_id = p->loc.chunk_id;
+	q.version = p->loc.version;
+	q.offset = p->offset;
+	q.size = p->size;
+	q.has_token = 1;
+	q.token.data = p->loc.token;
+	q.token.len = p->loc.token_len;
+	q.has_expires = 1;
+	q.expires = p->loc.expires;
+	cspool_send(o->m->cs, p->loc.servers[p->next_server++],
+		    SW_MSG_CS_READ, &q.base, read_done, p);
+}
+
+/* ---- writes --------------------------------------------------------- */
+
+static void mark_dirty(struct data *d, uint64_t ino, const struct loc *l)
+{
+	struct dfile *f;
+	struct dirty *x;
+
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, ino, true);
+	if (!f)
+		goto out;
+	for (x = f->dirty; x; x = x->next)
+		if (x->chunk_id == l->chunk_id && x->version == l->version)
+			goto out;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		goto out;
+	x->chunk_id = l->chunk_id;
+	x->version = l->version;
+	x->nservers = l->nservers;
+	memcpy(x->servers, l->servers, sizeof(x->servers));
+	memcpy(x->token, l->token, sizeof(x->token));
+	x->token_len = l->token_len;
+	x->expires = l->expires;
+	x->next = f->dirty;
+	f->dirty = x;
+out:
+	pthread_mutex_unlock(&d->mu);
+}
+
+static void write_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct part *p = arg;
+
+	if (rc < 0) {
+		p->failed++;
+		p->last_err = rc;
+	}
+	if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (p->failed) {
+		relocate(p, p->last_err);
+		return;
+	}
+	mark_dirty(p->op->m->data, p->op->ino, &p->loc);
+	op_part_done(p->op, 0);
+}
+
+static void write_part(struct part *p)
+{
+	Sweepfs__CsWriteReq q = SWEEPFS__CS_WRITE_REQ__INIT;
+	struct op *o = p->op;
+	uint32_t n = p->loc.nservers;
+
+	if (p->loc.hole || !n) {
+		relocate(p, -EIO);
+		return;
+	}
+	q.chunk_id = p->loc.chunk_id;
+	q.version = p->loc.version;
+	q.offset = p->offset;
+	q.data.data = (uint8_t *)o->buf + p->pos;
+	q.data.len = p->size;
+	q.has_token = 1;
+	q.token.data = p->loc.token;
+	q.token.len = p->loc.token_len;
+	q.has_expires = 1;
+	q.expires = p->loc.expires;
+	p->failed = 0;
+	p->pending = (int)n;
+	/* The location may be replaced by a relocation while copies are
+	 * still answering; send from a copy of the server list. */
+	for (uint32_t i = 0; i < n; i++) {
+		char server[64];
+
+		memcpy(server, p->loc.servers[i], sizeof(server));
+		cspool_send(o->m->cs, server, SW_MSG_CS_WRITE, &q.base,
+			    write_done, p);
+	}
+}
+
+static void part_go(struct part *p)
+{
+	if (p->op->write)
+		write_part(p);
+	else
+		read_part(p);
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+static void op_free(struct op *o)
+{
+	free(o->buf);
+	free(o);
+}
+
+static void size_committed(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct op *o = arg;
+	struct data *d = o->m->data;
+	struct dfile *f;
+
+	if (rc < 0) {
+		fuse_reply_err(o->req, -rc);
+	} else {
+		pthread_mutex_lock(&d->mu);
+		f = file_get(d, o->ino, true);
+		if (f && f->committed < (uint64_t)o->off + o->size)
+			f->committed = (uint64_t)o->off + o->size;
+		pthread_mutex_unlock(&d->mu);
+		fuse_reply_write(o->req, o->size);
+	}
+	op_free(o);
+}
+
+/* Every part of a write landed: record the size if it grew. */
+static void write_finish(struct op *o)
+{
+	struct data *d = o->m->data;
+	uint64_t end = (uint64_t)o->off + o->size, committed;
+	Sweepfs__WriteEndReq q = SWEEPFS__WRITE_END_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct dfile *f;
+
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, o->ino, false);
+	committed = f ? f->committed : 0;
+	pthread_mutex_unlock(&d->mu);
+	if (end <= committed || end <= o->file_size) {
+		fuse_reply_write(o->req, o->size);
+		op_free(o);
+		return;
+	}
+	q.cred = &cred;
+	q.ino = o->ino;
+	q.size = end;
+	q.has_mtime = 1;
+	q.mtime = sw_now_ns();
+	mconn_send(o->m->mc, SW_MSG_WRITE_END, &q.base, size_committed, o);
+}
+
+static void read_finish(struct op *o)
+{
+	struct data *d = o->m->data;
+	uint64_t size = o->file_size, end;
+	struct dfile *f;
+	size_t n;
+
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, o->ino, false);
+	if (f && f->committed > size)
+		size = f->committed;
+	pthread_mutex_unlock(&d->mu);
+	end = (uint64_t)o->off + o->size;
+	if ((uint64_t)o->off >= size)
+		n = 0;
+	else
+		n = (size_t)(SW_MIN(end, size) - (uint64_t)o->off);
+	fuse_reply_buf(o->req, o->buf, n);
+	op_free(o);
+}
+
+static void op_part_done(struct op *o, int rc)
+{
+	bool last;
+
+	if (rc < 0)
+		__atomic_store_n(&o->err, rc, __ATOMIC_RELEASE);
+	last = __atomic_sub_fetch(&o->parts_left, 1, __ATOMIC_ACQ_REL) == 0;
+	if (!last)
+		return;
+	rc = __atomic_load_n(&o->err, __ATOMIC_ACQUIRE);
+	if (rc < 0) {
+		fuse_reply_err(o->req, -rc);
+		op_free(o);
+	} else if (o->write) {
+		write_finish(o);
+	} else {
+		read_finish(o);
+	}
+}
+
+/* Pieces of [@off, @off + @size): within one chunk and SW_IO_MAX each. */
+static int count_parts(uint64_t off, size_t size)
+{
+	int n = 0;
+
+	for (uint64_t pos = off; pos < off + size; n++) {
+		uint64_t end = SW_MIN((pos / SW_CHUNK_SIZE + 1) * SW_CHUNK_SIZE,
+				      pos + SW_IO_MAX);
+
+		pos = SW_MIN(end, off + size);
+	}
+	return n;
+}
+
+static void op_start(struct mount *m, fuse_req_t req, uint64_t ino,
+		     const char *wbuf, size_t size, off_t off)
+{
+	uint64_t pos = (uint64_t)off;
+	struct op *o;
+	int nparts;
+
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (size == 0) {
+		if (wbuf)
+			fuse_reply_write(req, 0);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	nparts = count_parts((uint64_t)off, size);
+	o = calloc(1, sizeof(*o) + (size_t)nparts * sizeof(o->parts[0]));
+	if (o)
+		o->buf = wbuf ? malloc(size) : calloc(1, size);
+	if (!o || !o->buf) {
+		free(o);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (wbuf)
+		memcpy(o->buf, wbuf, size);
+	o->req = req;
+	o->m = m;
+	o->ino = ino;
+	o->write = wbuf != NULL;
+	o->off = off;
+	o->size = size;
+	o->nparts = nparts;
+	o->parts_left = nparts;
+	for (int i = 0; i < nparts; i++) {
+		struct part *p = &o->parts[i];
+		uint64_t end = SW_MIN((pos / SW_CHUNK_SIZE + 1) * SW_CHUNK_SIZE,
+				      pos + SW_IO_MAX);
+
+		end = SW_MIN(end, (uint64_t)off + size);
+		p->op = o;
+		p->index = (uint32_t)(pos / SW_CHUNK_SIZE);
+		p->offset = (uint32_t)(pos % SW_CHUNK_SIZE);
+		p->size = (uint32_t)(end - pos);
+		p->pos = (size_t)(pos - (uint64_t)off);
+		pos = end;
+	}
+	/* Parts may finish (and free o) as soon as they start. */
+	for (int i = 0; i < nparts; i++) {
+		struct part *p = &o->parts[i];
+
+		if (loc_lookup(m->data, ino, p->index, wbuf != NULL, &p->loc))
+			part_go(p);
+		else
+			locate(p);
+	}
+}
+
+void data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
+	       off_t off)
+{
+	op_start(m, req, ino, NULL, size, off);
+}
+
+void data_write(struct mount *m, fuse_req_t req, uint64_t ino,
+		const char *buf, size_t size, off_t off)
+{
+	op_start(m, req, ino, buf, size, off);
+}
+
+/* ---- fsync ---------------------------------------------------------- */
+
+struct syncop {
+	fuse_req_t req;
+	int pending;
+	int err;
+};
+
+static void synced(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct syncop *s = arg;
+
+	if (rc < 0)
+		__atomic_store_n(&s->err, rc, __ATOMIC_RELEASE);
+	if (__atomic_sub_fetch(&s->pending, 1, __ATOMIC_ACQ_REL))
+		return;
+	fuse_reply_err(s->req, -__atomic_load_n(&s->err, __ATOMIC_ACQUIRE));
+	free(s);
+}
+
+void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
+{
+	struct data *d = m->data;
+	struct syncop *s = calloc(1, sizeof(*s));
+	struct dirty *list = NULL, *x;
+	struct dfile *f;
+	int n = 1;
+
+	if (!s) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, ino, false);
+	if (f) {
+		list = f->dirty;
+		f->dirty = NULL;
+	}
+	pthread_mutex_unlock(&d->mu);
+	for (x = list; x; x = x->next)
+		n += (int)x->nservers;
+	s->req = req;
+	s->pending = n;
+	for (x = list; x;) {
+		Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
+		struct dirty *next = x->next;
+
+		q.chunk_id = x->chunk_id;
+		q.version = x->version;
+		q.has_token = 1;
+		q.token.data = x->token;
+		q.token.len = x->token_len;
+		q.has_expires = 1;
+		q.expires = x->expires;
+		for (uint32_t i = 0; i < x->nservers; i++)
+			cspool_send(m->cs, x->servers[i], SW_MSG_CS_SYNC,
+				    &q.base, synced, s);
+		free(x);
+		x = next;
+	}
+	synced(s, 0, NULL); /* the 1 above */
+}

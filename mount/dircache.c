@@ -1,0 +1,489 @@
+/*
+ * Layout: directories in a hash table by inode, and on an LRU list. A
+ * directory's entries are an array of pointers in cookie order (removed
+ * entries stay, marked, until the array is compacted, so that positions
+ * found by cookie stay right) and a chained hash of the live ones by
+ * name. A listing is cached only from the directory's first entry on, so
+ * any cookie up to the last cached one is covered.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dircache.h"
+#include "entries.h"
+#include "hash.h"
+#include "util.h"
+
+#define DIR_SLOTS 4096u
+
+struct dent {
+	uint64_t cookie;
+	uint64_t ino;
+	struct dent *hnext;	/* name hash chain */
+	int64_t attr_at;
+	Sweepfs__Attr attr;	/* has_attr: attr.ino != 0 */
+	uint8_t type;
+	uint8_t namelen;
+	bool removed;
+	char name[];		/* NUL-terminated */
+};
+
+struct cdir {
+	uint64_t ino;
+	struct cdir *next;	/* hash chain */
+	struct cdir *lprev, *lnext; /* LRU, most recent first */
+	struct dent **v;	/* cookie order */
+	size_t n, cap;
+	size_t live;
+	struct dent **buckets;
+	size_t nbuckets;
+	bool from_head;
+	bool eof;
+};
+
+struct dircache {
+	pthread_mutex_t mu;
+	struct cdir *slots[DIR_SLOTS];
+	struct cdir *lru_head, *lru_tail;
+	size_t entries;		/* in all arrays, removed ones included */
+	size_t max_entries;
+};
+
+/* ---- directories ---------------------------------------------------- */
+
+static struct cdir **dir_slot(struct dircache *dc, uint64_t ino)
+{
+	struct cdir **pp = &dc->slots[sw_hash_u64(ino) % DIR_SLOTS];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void lru_unlink(struct dircache *dc, struct cdir *d)
+{
+	if (d->lprev)
+		d->lprev->lnext = d->lnext;
+	else
+		dc->lru_head = d->lnext;
+	if (d->lnext)
+		d->lnext->lprev = d->lprev;
+	else
+		dc->lru_tail = d->lprev;
+	d->lprev = d->lnext = NULL;
+}
+
+static void lru_front(struct dircache *dc, struct cdir *d)
+{
+	if (dc->lru_head == d)
+		return;
+	if (d->lprev || d->lnext || dc->lru_tail == d)
+		lru_unlink(dc, d);
+	d->lnext = dc->lru_head;
+	if (dc->lru_head)
+		dc->lru_head->lprev = d;
+	else
+		dc->lru_tail = d;
+	dc->lru_head = d;
+}
+
+static void dir_free(struct dircache *dc, struct cdir *d)
+{
+	struct cdir **pp = dir_slot(dc, d->ino);
+
+	*pp = d->next;
+	lru_unlink(dc, d);
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i]);
+	dc->entries -= d->n;
+	free(d->v);
+	free(d->buckets);
+	free(d);
+}
+
+static struct cdir *dir_get(struct dircache *dc, uint64_t ino, bool create)
+{
+	struct cdir **pp = dir_slot(dc, ino);
+
+	if (!*pp && create) {
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp)
+			return NULL;
+		(*pp)->ino = ino;
+	}
+	if (*pp)
+		lru_front(dc, *pp);
+	return *pp;
+}
+
+/* Keep the cache within its bound, sparing @keep. */
+static void shrink(struct dircache *dc, struct cdir *keep)
+{
+	while (dc->entries > dc->max_entries && dc->lru_tail &&
+	       dc->lru_tail != keep)
+		dir_free(dc, dc->lru_tail);
+}
+
+/* ---- entries -------------------------------------------------------- */
+
+static size_t bucket(const struct cdir *d, const char *name, size_t len)
+{
+	return sw_hash_bytes(name, len) & (d->nbuckets - 1);
+}
+
+static struct dent *name_find(const struct cdir *d, const char *name,
+			      size_t len)
+{
+	if (!d->nbuckets)
+		return NULL;
+	for (struct dent *e = d->buckets[bucket(d, name, len)]; e;
+	     e = e->hnext)
+		if (e->namelen == len && !memcmp(e->name, name, len))
+			return e;
+	return NULL;
+}
+
+static void name_unhash(struct cdir *d, struct dent *e)
+{
+	struct dent **pp = &d->buckets[bucket(d, e->name, e->namelen)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+}
+
+static int name_hash(struct cdir *d, struct dent *e)
+{
+	size_t b;
+
+	if (d->live + 1 > d->nbuckets) {
+		size_t nb = d->nbuckets ? d->nbuckets * 2 : 16;
+		struct dent **v = calloc(nb, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < d->nbuckets; i++) {
+			while (d->buckets[i]) {
+				struct dent *x = d->buckets[i];
+
+				d->buckets[i] = x->hnext;
+				x->hnext = v[sw_hash_bytes(x->name, x->namelen) &
+					     (nb - 1)];
+				v[sw_hash_bytes(x->name, x->namelen) &
+				  (nb - 1)] = x;
+			}
+		}
+		free(d->buckets);
+		d->buckets = v;
+		d->nbuckets = nb;
+	}
+	b = bucket(d, e->name, e->namelen);
+	e->hnext = d->buckets[b];
+	d->buckets[b] = e;
+	return 0;
+}
+
+/* Drop removed entries from the array once they are half of it. */
+static void compact(struct dircache *dc, struct cdir *d)
+{
+	size_t k = 0;
+
+	if (d->n < 64 || d->live * 2 > d->n)
+		return;
+	for (size_t i = 0; i < d->n; i++) {
+		if (d->v[i]->removed) {
+			free(d->v[i]);
+			dc->entries--;
+		} else {
+			d->v[k++] = d->v[i];
+		}
+	}
+	d->n = k;
+}
+
+static int push(struct dircache *dc, struct cdir *d, const char *name,
+		size_t len, uint64_t cookie, uint64_t ino, uint8_t type,
+		const Sweepfs__Attr *attr, int64_t now)
+{
+	struct dent *e;
+
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct dent **v = realloc(d->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		d->v = v;
+		d->cap = cap;
+	}
+	e = malloc(sizeof(*e) + len + 1);
+	if (!e)
+		return -ENOMEM;
+	e->cookie = cookie;
+	e->ino = ino;
+	e->type = type;
+	e->namelen = (uint8_t)len;
+	e->removed = false;
+	memcpy(e->name, name, len);
+	e->name[len] = '\0';
+	if (attr) {
+		e->attr = *attr;
+		/* Nothing may point into the reply this came from. */
+		e->attr.base.n_unknown_fields = 0;
+		e->attr.base.unknown_fields = NULL;
+		e->attr_at = now;
+	} else {
+		memset(&e->attr, 0, sizeof(e->attr));
+	}
+	if (name_hash(d, e) < 0) {
+		free(e);
+		return -ENOMEM;
+	}
+	d->v[d->n++] = e;
+	d->live++;
+	dc->entries++;
+	return 0;
+}
+
+/* First array position whose cookie is greater than @cookie. */
+static size_t position_after(const struct cdir *d, uint64_t cookie)
+{
+	size_t lo = 0, hi = d->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->v[mid]->cookie <= cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void copy_out(const struct dent *e, struct dc_entry *out)
+{
+	out->cookie = e->cookie;
+	out->ino = e->ino;
+	out->type = e->type;
+	out->has_attr = e->attr.ino != 0;
+	out->attr_at = e->attr_at;
+	if (out->has_attr)
+		out->attr = e->attr;
+	memcpy(out->name, e->name, (size_t)e->namelen + 1);
+}
+
+/* ---- public --------------------------------------------------------- */
+
+int dircache_new(size_t max_entries, struct dircache **out)
+{
+	struct dircache *dc = calloc(1, sizeof(*dc));
+
+	if (!dc)
+		return -ENOMEM;
+	pthread_mutex_init(&dc->mu, NULL);
+	dc->max_entries = max_entries;
+	*out = dc;
+	return 0;
+}
+
+void dircache_clear(struct dircache *dc)
+{
+	pthread_mutex_lock(&dc->mu);
+	while (dc->lru_head)
+		dir_free(dc, dc->lru_head);
+	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_free(struct dircache *dc)
+{
+	dircache_clear(dc);
+	pthread_mutex_destroy(&dc->mu);
+	free(dc);
+}
+
+size_t dircache_read(struct dircache *dc, uint64_t dir, uint64_t cookie,
+		     struct dc_entry *out, size_t max, enum dc_state *state,
+		     uint64_t *fetch_after)
+{
+	struct cdir *d;
+	size_t i, k = 0;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (!d || !d->from_head) {
+		*state = DC_MISS;
+		goto out;
+	}
+	for (i = position_after(d, cookie); i < d->n && k < max; i++) {
+		if (!d->v[i]->removed)
+			copy_out(d->v[i], &out[k++]);
+	}
+	while (i < d->n && d->v[i]->removed)
+		i++;
+	if (i < d->n) {
+		*state = DC_MORE;
+	} else if (d->eof) {
+		*state = DC_EOF;
+	} else {
+		*state = DC_FETCH;
+		*fetch_after = d->n ? d->v[d->n - 1]->cookie : 0;
+	}
+out:
+	pthread_mutex_unlock(&dc->mu);
+	return k;
+}
+
+bool dircache_append(struct dircache *dc, uint64_t dir, uint64_t after,
+		     const Sweepfs__ReaddirReply *r)
+{
+	int64_t now = sw_mono_ns();
+	bool taken = false;
+	struct cdir *d;
+	size_t off = 0;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, after == 0);
+	if (!d)
+		goto out;
+	if (after == 0 && !d->from_head) {
+		/* A fresh start: whatever was cached is superseded. */
+		for (size_t i = 0; i < d->n; i++) {
+			if (!d->v[i]->removed)
+				name_unhash(d, d->v[i]);
+			free(d->v[i]);
+		}
+		dc->entries -= d->n;
+		d->n = d->live = 0;
+		d->from_head = true;
+		d->eof = false;
+	} else if (d->eof || (after != 0 && (d->n == 0 ||
+					     d->v[d->n - 1]->cookie != after))) {
+		goto out; /* does not continue what we have */
+	}
+	for (uint32_t i = 0; i < r->count; i++) {
+		struct sw_dirent e;
+		int used = sw_dirent_get(r->entries.data + off,
+					 r->entries.len - off, &e);
+
+		if (used < 0 || name_find(d, e.name, e.namelen)) {
+			dir_free(dc, d); /* malformed: trust nothing */
+			goto out;
+		}
+		off += (size_t)used;
+		if (push(dc, d, e.name, e.namelen, e.cookie, e.ino, e.type,
+			 i < r->n_attrs ? r->attrs[i] : NULL, now) < 0) {
+			dir_free(dc, d);
+			goto out;
+		}
+	}
+	d->eof = r->eof;
+	if (d->n > dc->max_entries) {
+		/* Bigger than the whole cache: not worth keeping. */
+		dir_free(dc, d);
+		goto out;
+	}
+	taken = true;
+	shrink(dc, d);
+out:
+	pthread_mutex_unlock(&dc->mu);
+	return taken;
+}
+
+enum dc_lookup dircache_lookup(struct dircache *dc, uint64_t dir,
+			       const char *name, struct dc_entry *e)
+{
+	enum dc_lookup res = DC_UNKNOWN;
+	struct cdir *d;
+	struct dent *x;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (d) {
+		x = name_find(d, name, strlen(name));
+		if (x) {
+			copy_out(x, e);
+			res = DC_FOUND;
+		} else if (d->from_head && d->eof) {
+			res = DC_ABSENT;
+		}
+	}
+	pthread_mutex_unlock(&dc->mu);
+	return res;
+}
+
+void dircache_remove(struct dircache *dc, uint64_t dir, const char *name)
+{
+	struct cdir *d;
+	struct dent *x;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (d && (x = name_find(d, name, strlen(name)))) {
+		name_unhash(d, x);
+		x->removed = true;
+		d->live--;
+		compact(dc, d);
+	}
+	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_add(struct dircache *dc, uint64_t dir, const char *name,
+		  uint64_t cookie, uint64_t ino, uint8_t type,
+		  const Sweepfs__Attr *attr)
+{
+	struct cdir *d;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (!d || !d->eof)
+		goto out;
+	if ((d->n && d->v[d->n - 1]->cookie >= cookie) ||
+	    name_find(d, name, strlen(name)) ||
+	    push(dc, d, name, strlen(name), cookie, ino, type, attr,
+		 sw_mono_ns()) < 0)
+		dir_free(dc, d); /* not what we thought: start over */
+	else
+		shrink(dc, d);
+out:
+	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_new_empty(struct dircache *dc, uint64_t dir)
+{
+	struct cdir *d;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (d)
+		dir_free(dc, d);
+	d = dir_get(dc, dir, true);
+	if (d) {
+		d->from_head = true;
+		d->eof = true;
+	}
+	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_drop(struct dircache *dc, uint64_t dir)
+{
+	struct cdir *d;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (d)
+		dir_free(dc, d);
+	pthread_mutex_unlock(&dc->mu);
+}
+
+size_t dircache_entries(struct dircache *dc)
+{
+	size_t n;
+
+	pthread_mutex_lock(&dc->mu);
+	n = dc->entries;
+	pthread_mutex_unlock(&dc->mu);
+	return n;
+}

@@ -1,0 +1,74 @@
+/*
+ * Turning the master's attributes into what the kernel is told, and
+ * remembering them (see mount_i.h).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "mount_i.h"
+#include "util.h"
+
+void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
+			struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = mount_to_fuse(m, a->ino);
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size;
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	st->st_atim = sw_ns_to_timespec(a->atime);
+	st->st_mtim = sw_ns_to_timespec(a->mtime);
+	st->st_ctim = sw_ns_to_timespec(a->ctime);
+}
+
+void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,
+		      struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = mount_to_fuse(m, a->ino);
+	mount_attr_to_stat(m, a, &e->attr);
+	e->attr_timeout = m->attr_timeout;
+	e->entry_timeout = m->entry_timeout;
+}
+
+double mount_attr_left(const struct mount *m, int64_t fetched_at)
+{
+	double left = m->attr_timeout -
+		      (double)(sw_mono_ns() - fetched_at) / 1e9;
+
+	return left > 0 ? left : 0;
+}
+
+void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
+		       Sweepfs__Attr *const *changed, size_t n)
+{
+	int64_t expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
+
+	if (a)
+		itable_set_attr(&m->inodes, a, expires);
+	for (size_t i = 0; i < n; i++)
+		itable_set_attr(&m->inodes, changed[i], expires);
+}
+
+void mount_reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
+{
+	struct mount *m = fuse_req_userdata(req);
+	struct fuse_entry_param e;
+
+	if (!a) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	mount_fill_entry(m, a, &e);
+	if (itable_ref(&m->inodes, a->ino) < 0) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (fuse_reply_entry(req, &e) < 0)
+		itable_forget(&m->inodes, a->ino, 1);
+}

@@ -1,0 +1,123 @@
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inval.h"
+#include "log.h"
+
+#define TAG "inval"
+
+struct item {
+	fuse_ino_t parent;
+	size_t len;		/* 0: the inode itself */
+	struct item *next;
+	char name[];
+};
+
+struct inval {
+	struct fuse_session *se;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct item *head, **tail;
+	bool stop;
+	pthread_t thread;
+};
+
+static void *inval_main(void *arg)
+{
+	struct inval *iv = arg;
+
+	pthread_mutex_lock(&iv->mu);
+	for (;;) {
+		struct item *it;
+
+		while (!iv->head && !iv->stop)
+			pthread_cond_wait(&iv->cond, &iv->mu);
+		if (!iv->head)
+			break;
+		it = iv->head;
+		iv->head = it->next;
+		if (!iv->head)
+			iv->tail = &iv->head;
+		pthread_mutex_unlock(&iv->mu);
+		/* -ENOENT: the kernel had nothing cached. */
+		if (it->len)
+			fuse_lowlevel_notify_inval_entry(iv->se, it->parent,
+							 it->name, it->len);
+		else
+			fuse_lowlevel_notify_inval_inode(iv->se, it->parent,
+							 0, 0);
+		free(it);
+		pthread_mutex_lock(&iv->mu);
+	}
+	pthread_mutex_unlock(&iv->mu);
+	return NULL;
+}
+
+int inval_start(struct fuse_session *se, struct inval **out)
+{
+	struct inval *iv = calloc(1, sizeof(*iv));
+	int rc;
+
+	if (!iv)
+		return -ENOMEM;
+	iv->se = se;
+	iv->tail = &iv->head;
+	pthread_mutex_init(&iv->mu, NULL);
+	pthread_cond_init(&iv->cond, NULL);
+	rc = pthread_create(&iv->thread, NULL, inval_main, iv);
+	if (rc) {
+		free(iv);
+		return -rc;
+	}
+	*out = iv;
+	return 0;
+}
+
+void inval_stop(struct inval *iv)
+{
+	pthread_mutex_lock(&iv->mu);
+	iv->stop = true;
+	while (iv->head) {
+		struct item *it = iv->head;
+
+		iv->head = it->next;
+		free(it);
+	}
+	pthread_cond_signal(&iv->cond);
+	pthread_mutex_unlock(&iv->mu);
+	pthread_join(iv->thread, NULL);
+	pthread_mutex_destroy(&iv->mu);
+	pthread_cond_destroy(&iv->cond);
+	free(iv);
+}
+
+void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
+		 size_t len)
+{
+	struct item *it;
+
+	if (!iv)
+		return;
+	it = malloc(sizeof(*it) + (name ? len + 1 : 1));
+	if (!it)
+		return;
+	it->parent = parent;
+	it->len = name ? len : 0;
+	if (name)
+		memcpy(it->name, name, len);
+	it->name[it->len] = '\0';
+	it->next = NULL;
+	pthread_mutex_lock(&iv->mu);
+	if (iv->stop) {
+		pthread_mutex_unlock(&iv->mu);
+		free(it);
+		return;
+	}
+	*iv->tail = it;
+	iv->tail = &it->next;
+	pthread_cond_signal(&iv->cond);
+	pthread_mutex_unlock(&iv->mu);
+}

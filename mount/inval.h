@@ -1,0 +1,30 @@
+/*
+ * Telling the kernel to forget names and attributes another client
+ * changed. The kernel takes the directory's lock to do that, and a
+ * request that holds the lock may be waiting for a reply that only the
+ * master connection's receiver thread can deliver; so the receiver only
+ * queues, and a thread of its own here talks to the kernel.
+ */
+#ifndef SWEEPFS_MOUNT_INVAL_H
+#define SWEEPFS_MOUNT_INVAL_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <stddef.h>
+
+struct inval;
+
+int inval_start(struct fuse_session *se, struct inval **out);
+void inval_stop(struct inval *iv);
+
+/*
+ * Queue: forget @name (@len bytes) in directory @parent, or with @name
+ * NULL, @parent's cached attributes and contents. Never blocks; on
+ * memory pressure the request is dropped (the kernel's timeouts still
+ * bound how long it believes stale entries).
+ */
+void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
+		 size_t len);
+
+#endif
