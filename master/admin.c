@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "master_i.h"
+#include "namespace_i.h"
 #include "util.h"
 
 static const char *const sync_names[] = { "always", "interval", "never" };
@@ -54,6 +55,7 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__SessionInfo *infos = NULL, **ptrs = NULL;
 	Sweepfs__Counters *ctrs = NULL;
 	uint64_t *reqs = NULL;
+	void *servers_mem[2] = { NULL, NULL };
 	struct rusage ru;
 	size_t n = 0;
 
@@ -86,6 +88,46 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	}
 	fill_counters(&total, total_reqs, &m->total);
 	reply.total = &total;
+	reply.has_purge_roots = reply.has_purge_left = 1;
+	reply.has_purge_oldest = reply.has_purged = 1;
+	reply.has_purge_busy_ms = reply.has_chunk_deletes_pending = 1;
+	reply.has_chunks = 1;
+	reply.purge_roots = m->ns.purge_roots;
+	reply.purge_left = purge_left(m);
+	reply.purge_oldest = m->ns.purge_head ? m->ns.purge_head->id : 0;
+	reply.purged = m->ns.purged;
+	reply.purge_busy_ms = m->purge_busy_ns / 1000000;
+	reply.chunk_deletes_pending = m->pending_deletes;
+	reply.chunks = m->ns.nchunks;
+	{
+		Sweepfs__ServerInfo *si = calloc(m->ncsrvs + 1, sizeof(*si));
+		Sweepfs__ServerInfo **sp = calloc(m->ncsrvs + 1, sizeof(*sp));
+
+		if (si && sp) {
+			for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+				struct csrv *s = m->csrvs[i];
+				Sweepfs__ServerInfo *x = &si[i - 1];
+
+				sweepfs__server_info__init(x);
+				x->listen = s->listen;
+				x->has_connected = x->has_total_bytes = 1;
+				x->has_used_bytes = x->has_chunks = 1;
+				x->has_deletes_pending = x->has_deleted = 1;
+				x->connected = csrv_up(s);
+				x->total_bytes = s->total_bytes;
+				x->used_bytes = s->used_bytes;
+				x->chunks = s->chunks;
+				x->deletes_pending =
+					(s->delq_len - s->delq_head) / 2;
+				x->deleted = s->deleted;
+				sp[i - 1] = x;
+			}
+			reply.n_servers = m->ncsrvs;
+			reply.servers = sp;
+		}
+		servers_mem[0] = si;
+		servers_mem[1] = sp;
+	}
 
 	if (q->sessions && m->nsessions) {
 		infos = calloc(m->nsessions, sizeof(*infos));
@@ -120,6 +162,8 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	}
 	req_reply(r, &reply.base);
 out:
+	free(servers_mem[0]);
+	free(servers_mem[1]);
 	free(infos);
 	free(ptrs);
 	free(ctrs);

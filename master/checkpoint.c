@@ -11,6 +11,8 @@
  *   'D' dir  u64 ino u64 count, then count x
  *            { u64 edge u64 child u8 namelen name }   in edge-id order
  *   'X'      u64 ino u8 namelen u32 valuelen name value
+ *   'P'      u64 root ino u64 purge id u64 nodes left: a detached subtree
+ *            still being purged (its directories are in 'D' records)
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
  * All 'N' records come before any 'K', those before any 'F' and 'D', so
@@ -33,6 +35,7 @@
 
 #include "checkpoint.h"
 #include "crc32c.h"
+#include "namespace_i.h"
 #include "log.h"
 #include "util.h"
 
@@ -272,6 +275,13 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 	ns_foreach_node(ns, write_slots, &w);
 	ns_foreach_node(ns, write_dir, &w);
 	ns_foreach_node(ns, write_xattrs, &xw);
+	for (const struct purge_root *pr = ns->purge_head; pr; pr = pr->next) {
+		w_u8(&w, 'P');
+		w_u64(&w, pr->root->ino);
+		w_u64(&w, pr->id);
+		w_u64(&w, pr->total - SW_MIN(pr->freed, pr->total));
+		w.records++;
+	}
 	w_u8(&w, 'Z');
 	w_u64(&w, w.records);
 	w_flush(&w);
@@ -515,6 +525,20 @@ static int load_xattr(struct ns *ns, struct reader *r)
 	return rc;
 }
 
+static int load_purge(struct ns *ns, struct reader *r)
+{
+	uint64_t ino, id, left;
+	struct node *n;
+
+	if (r_u64(r, &ino) || r_u64(r, &id) || r_u64(r, &left))
+		return -EUCLEAN;
+	n = ns_get(ns, ino);
+	if (!n || !S_ISDIR(n->mode) || n->u.dir->parent ||
+	    !(n->flags & NODE_DETACHED))
+		return -EUCLEAN;
+	return nsi_purge_add(ns, n, id, left) ? -ENOMEM : 0;
+}
+
 static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
@@ -559,6 +583,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'F':
 			rc = load_slots(ns, &r);
+			break;
+		case 'P':
+			rc = load_purge(ns, &r);
 			break;
 		case 'X':
 			rc = load_xattr(ns, &r);

@@ -56,6 +56,8 @@ static void config_defaults(struct master_config *c)
 	strcpy(c->log_level, "notice");
 	c->goal = 1;
 	c->delete_rate = 2000;
+	c->purge_slice_us = 200;
+	c->purge_duty = 50;
 }
 
 static void config_table(struct master_config *c, struct sw_opt *o)
@@ -98,13 +100,17 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  "copies kept of each chunk" },
 		{ "delete_rate", SW_OPT_UINT, &c->delete_rate, 1, 1000000, NULL,
 		  "chunk deletions per second sent to each chunkserver" },
+		{ "purge_slice", SW_OPT_UINT, &c->purge_slice_us, 10, 100000,
+		  NULL, "longest run of the purge between requests, in us" },
+		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,
+		  "percent of the master's time the purge may take" },
 		{ 0 },
 	};
 
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 15
+#define NOPTS 17
 
 static void usage(FILE *f)
 {
@@ -305,6 +311,7 @@ static void shutdown_master(struct master *m)
 	uv_close((uv_handle_t *)&m->tick, NULL);
 	uv_timer_stop(&m->cs_tick);
 	uv_close((uv_handle_t *)&m->cs_tick, NULL);
+	purge_stop(m);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(m->sig); i++)
 		uv_close((uv_handle_t *)&m->sig[i], NULL);
 }
@@ -598,6 +605,8 @@ int main(int argc, char **argv)
 	uv_timer_init(m.loop, &m.cs_tick);
 	m.cs_tick.data = &m;
 	uv_timer_start(&m.cs_tick, on_cs_tick, 100, 100);
+	purge_init(&m);
+	purge_kick(&m); /* a purge interrupted by a restart goes on */
 	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
 		uv_signal_init(m.loop, &m.sig[i]);
 		m.sig[i].data = &m;

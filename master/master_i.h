@@ -48,6 +48,8 @@ struct master_config {
 	char log_level[16];
 	uint64_t goal;		       /* copies of each chunk */
 	uint64_t delete_rate;	       /* chunk deletions/s per server */
+	uint64_t purge_slice_us;       /* longest purge slice */
+	uint64_t purge_duty;	       /* percent of the loop's time */
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -139,6 +141,13 @@ struct master {
 	uint64_t nsessions;
 	struct htab openers;	/* struct opener by ino: sessions holding it */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
+
+	/* purge (purge.c) */
+	uv_idle_t purge_idle;
+	uv_timer_t purge_timer;
+	double purge_credit;	/* ns of purge time earned */
+	int64_t purge_last;	/* mono ns of the last slice */
+	uint64_t purge_busy_ns;	/* spent purging, in all */
 
 	/* chunkservers (csrv.c) */
 	struct csrv *csrvs[1025];
@@ -264,6 +273,22 @@ req_handler data_handler(uint16_t type);
  * -errno.
  */
 int data_truncated(struct req *r, struct node *n, uint64_t old_size);
+
+/* ---- rmr.c ---------------------------------------------------------- */
+
+/* The handler for removal request @type, or NULL. */
+req_handler rmr_handler(uint16_t type);
+
+/* ---- purge.c -------------------------------------------------------- */
+
+void purge_init(struct master *m);
+void purge_stop(struct master *m);
+
+/* There may be something to purge: start the slices if they are idle. */
+void purge_kick(struct master *m);
+
+/* Nodes the purge has yet to free. */
+uint64_t purge_left(const struct master *m);
 
 /* ---- admin.c -------------------------------------------------------- */
 

@@ -109,6 +109,17 @@ static int apply_chunk_set(struct ns *ns, const Sweepfs__Meta__ChunkSet *c)
 	return ns_chunk_set(ns, n, c->index, c->chunk_id, c->version);
 }
 
+static int apply_detach(struct ns *ns, const Sweepfs__Meta__Detach *d,
+			int64_t now, uint64_t version)
+{
+	struct node *dir = get_dir(ns, d->parent);
+
+	if (!dir)
+		return -ENOENT;
+	return ns_detach(ns, dir, (const char *)d->name.data, d->name.len,
+			 version, now);
+}
+
 static int apply_release(struct ns *ns, const Sweepfs__Meta__Release *r)
 {
 	struct node *n = ns_get(ns, r->ino);
@@ -152,6 +163,9 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		rc = chunk_set_version(ns, m->chunk_version->chunk_id,
 				       m->chunk_version->version);
 		break;
+	case SWEEPFS__META__MUTATION__OP_DETACH:
+		rc = apply_detach(ns, m->detach, m->time, version);
+		break;
 	default:
 		rc = -EINVAL;
 	}
@@ -181,6 +195,8 @@ const char *mutation_name(const Sweepfs__Meta__Mutation *m)
 		return "chunk_set";
 	case SWEEPFS__META__MUTATION__OP_CHUNK_VERSION:
 		return "chunk_version";
+	case SWEEPFS__META__MUTATION__OP_DETACH:
+		return "detach";
 	default:
 		return "unknown";
 	}

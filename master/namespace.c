@@ -33,6 +33,7 @@
 
 #include "hash.h"
 #include "namespace.h"
+#include "namespace_i.h"
 #include "util.h"
 
 #ifndef RENAME_NOREPLACE
@@ -495,6 +496,12 @@ static int free_node_cb(void *elem, void *arg)
 void ns_release(struct ns *ns)
 {
 	htab_foreach(&ns->inodes, free_node_cb, ns);
+	while (ns->purge_head) {
+		struct purge_root *pr = ns->purge_head;
+
+		ns->purge_head = pr->next;
+		free(pr);
+	}
 	chunks_release(ns);
 	htab_release(&ns->inodes);
 	htab_release(&ns->orphans);
@@ -539,7 +546,8 @@ bool ns_is_ancestor(const struct node *a, const struct node *b)
 	for (;;) {
 		if (a == b)
 			return true;
-		if (b->u.dir->parent == b)
+		/* The root is its own parent; a detached subtree's has none. */
+		if (!b->u.dir->parent || b->u.dir->parent == b)
 			return false;
 		b = b->u.dir->parent;
 	}
@@ -1187,7 +1195,8 @@ static int check_loaded(void *elem, void *arg)
 
 	(void)arg;
 	if (S_ISDIR(n->mode))
-		return n->u.dir->parent ? 0 : -EINVAL;
+		return n->u.dir->parent || (n->flags & NODE_DETACHED) ? 0
+									: -EINVAL;
 	if (n->nlink == 0 && !(n->flags & NODE_ORPHAN))
 		return -EINVAL;
 	return 0;
@@ -1205,4 +1214,118 @@ bool ns_housekeep(struct ns *ns)
 
 	more |= htab_step(&ns->orphans, 1024);
 	return more;
+}
+
+/* ---- for the purge (namespace_i.h) ------------------------------------ */
+
+void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e)
+{
+	dir_remove(ns, dir->u.dir, e);
+}
+
+void nsi_node_unlinked(struct ns *ns, struct node *n, bool keep, int64_t now)
+{
+	node_unlinked(ns, n, keep, now);
+}
+
+void nsi_node_free(struct ns *ns, struct node *n)
+{
+	node_free(ns, n);
+}
+
+int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
+		  uint64_t total)
+{
+	struct purge_root *pr = calloc(1, sizeof(*pr));
+
+	if (!pr)
+		return -ENOMEM;
+	pr->id = id;
+	pr->root = pr->cur = root;
+	pr->total = total;
+	if (ns->purge_tail)
+		ns->purge_tail->next = pr;
+	else
+		ns->purge_head = pr;
+	ns->purge_tail = pr;
+	ns->purge_roots++;
+	ns->misc_bytes += sizeof(*pr);
+	return 0;
+}
+
+/*
+ * Mark every directory below @root detached; returns the node count, or
+ * -ENOMEM (some directories marked: harmless, the caller fails anyway).
+ * Walks directories only, with an explicit stack of the edge to resume
+ * after at each level.
+ */
+static int64_t mark_detached(struct node *root)
+{
+	struct edge **stack = NULL;
+	size_t depth = 0, cap = 0;
+	struct node *d = root;
+	struct edge *e = NULL;
+	int64_t count = 1;
+
+	root->flags |= NODE_DETACHED;
+	for (;;) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !(e->child && S_ISDIR(e->child->mode)))
+			e = e->next;
+		if (e) {
+			if (depth == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				struct edge **ns = realloc(stack,
+							   nc * sizeof(*ns));
+
+				if (!ns) {
+					free(stack);
+					return -ENOMEM;
+				}
+				stack = ns;
+				cap = nc;
+			}
+			stack[depth++] = e;
+			d = e->child;
+			d->flags |= NODE_DETACHED;
+			count++;
+			e = NULL;
+			continue;
+		}
+		count += (int64_t)(d->u.dir->nentries - d->u.dir->nsubdirs);
+		if (depth == 0)
+			break;
+		e = stack[--depth];
+		d = d->u.dir->parent;
+	}
+	free(stack);
+	return count;
+}
+
+int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      uint64_t id, int64_t now)
+{
+	struct edge *e;
+	struct node *n;
+	int64_t total;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	e = ns_lookup(ns, dir, name, len);
+	if (!e)
+		return -ENOENT;
+	n = e->child;
+	if (!S_ISDIR(n->mode))
+		return -ENOTDIR;
+	total = mark_detached(n);
+	if (total < 0)
+		return (int)total;
+	rc = nsi_purge_add(ns, n, id, (uint64_t)total);
+	if (rc < 0)
+		return rc;
+	dir_remove(ns, dir->u.dir, e);
+	n->u.dir->parent = NULL;
+	touch_dir(dir, now);
+	return 0;
 }

@@ -34,6 +34,7 @@
 #define NODE_OPEN 0x0002     /* some session has it open (see session.c) */
 #define NODE_XATTR 0x0004    /* has extended attributes in ns.xattrs */
 #define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
+#define NODE_DETACHED 0x0010 /* a directory in a subtree being purged */
 
 /*
  * An inode: 64 bytes, from a slab. Sizes matter here: at 100 million files
@@ -81,6 +82,7 @@ struct edge {
 
 struct cursor;
 struct watch;
+struct purge_root;
 
 /* What a directory node holds besides the node itself. */
 struct dir {
@@ -135,6 +137,12 @@ struct ns {
 	uint64_t nedges;       /* live edges */
 	size_t dir_bytes;      /* struct dir and index arrays */
 	size_t misc_bytes;     /* symlink targets, xattrs, chunk slots */
+
+	/* Detached subtrees waiting to be freed (purge.c), oldest first. */
+	struct purge_root *purge_head;
+	struct purge_root *purge_tail;
+	uint64_t purge_roots;
+	uint64_t purged;       /* nodes freed by purges since start */
 
 	/* File data (chunks.h). */
 	struct htab chunks;    /* struct chunk by id */
@@ -256,6 +264,16 @@ struct ns_setattr_args {
  * directory).
  */
 int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a);
+
+/*
+ * Take directory @name out of @dir with its whole subtree, which joins the
+ * purge queue as purge @id: invisible at once, freed by the purge later.
+ * Every directory in it gets NODE_DETACHED (nothing new goes in).
+ * Returns 0, -ENOENT, -ENOTDIR (@dir or the entry is not a directory),
+ * -ENOMEM. O(directories in the subtree).
+ */
+int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      uint64_t id, int64_t now);
 
 /* Free orphan @n. Returns 0 or -EINVAL when @n is not an orphan. */
 int ns_release_orphan(struct ns *ns, struct node *n);

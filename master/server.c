@@ -359,6 +359,8 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		if (!handler)
 			handler = data_handler(hdr->type);
 		if (!handler)
+			handler = rmr_handler(hdr->type);
+		if (!handler)
 			handler = admin_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);

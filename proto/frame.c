@@ -54,6 +54,7 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(CS_DAMAGED, "cs_damaged", cs_damaged_req, status_reply, 0, 0),
 	/* A notification: "req" is its payload; nobody replies. */
 	MSG(INVAL, "inval", inval_notify, status_reply, 0, 0),
+	MSG(RMR, "rmr", rmr_req, rmr_reply, 1, 0),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

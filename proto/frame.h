@@ -106,6 +106,8 @@ enum sw_msg_type {
 	SW_MSG_CS_DAMAGED = 34,
 	/* cache coherence, master -> mount notifications */
 	SW_MSG_INVAL = 35,
+	/* removal */
+	SW_MSG_RMR = 36,
 	SW_MSG__COUNT
 };
 

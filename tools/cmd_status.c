@@ -93,6 +93,28 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "cpu_user_ms", s->cpu_user_ms);
 	json_u64(&j, "cpu_system_ms", s->cpu_system_ms);
 	json_u64(&j, "connections", s->connections);
+	json_u64(&j, "chunks", s->chunks);
+	json_u64(&j, "purge_roots", s->purge_roots);
+	json_u64(&j, "purge_left", s->purge_left);
+	json_u64(&j, "purge_oldest", s->purge_oldest);
+	json_u64(&j, "purged", s->purged);
+	json_u64(&j, "purge_busy_ms", s->purge_busy_ms);
+	json_u64(&j, "chunk_deletes_pending", s->chunk_deletes_pending);
+	json_arr_begin(&j, "servers");
+	for (size_t i = 0; i < s->n_servers; i++) {
+		const Sweepfs__ServerInfo *si = s->servers[i];
+
+		json_obj_begin(&j, NULL);
+		json_str(&j, "listen", si->listen);
+		json_bool(&j, "connected", si->connected);
+		json_u64(&j, "total_bytes", si->total_bytes);
+		json_u64(&j, "used_bytes", si->used_bytes);
+		json_u64(&j, "chunks", si->chunks);
+		json_u64(&j, "deletes_pending", si->deletes_pending);
+		json_u64(&j, "deleted", si->deleted);
+		json_obj_end(&j);
+	}
+	json_arr_end(&j);
 	if (counters && s->total)
 		json_counters(&j, "total", s->total);
 	json_arr_begin(&j, "sessions");
@@ -174,6 +196,27 @@ int cmd_status(int argc, char **argv)
 		       (double)s->rss_bytes / (double)s->nodes);
 	printf("\ncpu: %.2f s user, %.2f s system\n",
 	       (double)s->cpu_user_ms / 1000, (double)s->cpu_system_ms / 1000);
+	printf("purge: %" PRIu64 " trees, %" PRIu64 " nodes left, %" PRIu64
+	       " freed since start (%.1f s busy)",
+	       s->purge_roots, s->purge_left, s->purged,
+	       (double)s->purge_busy_ms / 1000);
+	if (s->purge_left && s->purge_busy_ms && s->purged)
+		printf(", done in ~%.0f s",
+		       (double)s->purge_left * (double)s->purge_busy_ms /
+			       1000 / (double)s->purged * 2);
+	printf("\n%" PRIu64 " chunks, %" PRIu64 " chunk deletions queued\n",
+	       s->chunks, s->chunk_deletes_pending);
+	for (size_t i = 0; i < s->n_servers; i++) {
+		const Sweepfs__ServerInfo *si = s->servers[i];
+		char u[32], t[32];
+
+		printf("  chunkserver %-22s %-12s %s used of %s, %" PRIu64
+		       " chunks, %" PRIu64 " deletions pending\n",
+		       si->listen, si->connected ? "connected" : "down",
+		       fmt_bytes(si->used_bytes, u, sizeof(u)),
+		       fmt_bytes(si->total_bytes, t, sizeof(t)), si->chunks,
+		       si->deletes_pending);
+	}
 	printf("%zu sessions, %" PRIu64 " connections\n", s->n_sessions,
 	       s->connections);
 	for (size_t i = 0; i < s->n_sessions; i++) {

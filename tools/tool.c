@@ -6,19 +6,25 @@
 #include <unistd.h>
 
 #include "tool.h"
+#include "util.h"
 
 struct tool_opts tool_opts;
 
 /*
- * Find the sweepfs mount containing @path in /proc/self/mountinfo: the
- * longest mount point that prefixes the resolved path, if its type is
- * fuse.sweepfs. Its source is "sweepfs:HOST[:PORT][:/sub]".
+ * The sweepfs mount holding @path: the longest mount point in
+ * /proc/self/mountinfo that prefixes the resolved path, if its type is
+ * fuse.sweepfs (its source is "sweepfs:HOST[:PORT][:/sub]"). Fills the
+ * master's address and, in @rel (may be NULL), the path below the mount
+ * point ("" for the mount point itself).
  */
-static int target_from_mounts(const char *path, struct sw_target *t)
+static int find_mount(const char *path, struct sw_target *t, char *rel,
+		      size_t rellen)
 {
 	char real[PATH_MAX], line[8192], best_src[4096] = "";
+	char best_mnt[4096] = "";
 	size_t best_len = 0;
 	FILE *f;
+	int rc;
 
 	if (!realpath(path, real))
 		return -errno;
@@ -41,6 +47,7 @@ static int target_from_mounts(const char *path, struct sw_target *t)
 		if (n < best_len)
 			continue;
 		best_len = n;
+		snprintf(best_mnt, sizeof(best_mnt), "%s", mnt);
 		if (!strcmp(fstype, "fuse.sweepfs") &&
 		    !strncmp(src, "sweepfs:", 8))
 			snprintf(best_src, sizeof(best_src), "%s", src + 8);
@@ -50,7 +57,92 @@ static int target_from_mounts(const char *path, struct sw_target *t)
 	fclose(f);
 	if (!best_src[0])
 		return -ENOENT;
-	return sw_target_parse(best_src, SW_MASTER_PORT, t);
+	rc = sw_target_parse(best_src, SW_MASTER_PORT, t);
+	if (rc == 0 && rel) {
+		const char *r = real + (best_len > 1 ? best_len : 0);
+
+		while (*r == '/')
+			r++;
+		snprintf(rel, rellen, "%s", r);
+	}
+	return rc;
+}
+
+static int target_from_mounts(const char *path, struct sw_target *t)
+{
+	return find_mount(path, t, NULL, 0);
+}
+
+int tool_locate(const char *path, struct sw_target *t, char *rel,
+		size_t rellen)
+{
+	int rc = find_mount(path, t, rel, rellen);
+
+	if (rc == 0 && (tool_opts.master || getenv("SWEEPFS_MASTER"))) {
+		char sub[sizeof(t->subdir)];
+
+		/* An explicit master, same export path. */
+		snprintf(sub, sizeof(sub), "%s", t->subdir);
+		rc = tool_target(path, t);
+		if (rc == 0)
+			snprintf(t->subdir, sizeof(t->subdir), "%s", sub);
+	}
+	return rc;
+}
+
+void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap)
+{
+	gid_t list[256];
+	int n = getgroups((int)SW_MIN(cap, SW_ARRAY_SIZE(list)), list);
+
+	sweepfs__cred__init(c);
+	c->uid = (uint32_t)geteuid();
+	c->gid = (uint32_t)getegid();
+	c->groups = groups;
+	for (int i = 0; i < n; i++)
+		groups[i] = (uint32_t)list[i];
+	c->n_groups = n > 0 ? (size_t)n : 0;
+}
+
+int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
+	      char *name, size_t namelen)
+{
+	char copy[PATH_MAX], *save, *tok, *next;
+	uint64_t dir = c->root_ino;
+	uint32_t groups[256];
+	Sweepfs__Cred cred;
+
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	snprintf(copy, sizeof(copy), "%s", rel);
+	tok = strtok_r(copy, "/", &save);
+	if (!tok)
+		return -EINVAL; /* the export's root itself */
+	for (;;) {
+		Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+		ProtobufCMessage *reply;
+		int rc;
+
+		next = strtok_r(NULL, "/", &save);
+		if (!next) {
+			*parent = dir;
+			snprintf(name, namelen, "%s", tok);
+			return strlen(tok) < namelen ? 0 : -ENAMETOOLONG;
+		}
+		q.cred = &cred;
+		q.parent = dir;
+		q.name.data = (uint8_t *)tok;
+		q.name.len = strlen(tok);
+		rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
+		if (rc < 0)
+			return rc;
+		rc = sw_reply_err(reply);
+		if (rc == 0)
+			dir = ((Sweepfs__EntryReply *)reply)->attr->ino;
+		protobuf_c_message_free_unpacked(reply, NULL);
+		if (rc < 0)
+			return rc;
+		tok = next;
+	}
 }
 
 int tool_target(const char *path, struct sw_target *t)
@@ -69,13 +161,21 @@ int tool_target(const char *path, struct sw_target *t)
 int tool_connect(const char *path, struct sw_client **out)
 {
 	struct sw_target t;
-	char name[300], host[256];
 	int rc = tool_target(path, &t);
 
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs: bad master address\n");
 		return rc;
 	}
+	return tool_connect_target(&t, out);
+}
+
+int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
+{
+	struct sw_target t = *tp;
+	char name[300], host[256];
+	int rc;
+
 	if (gethostname(host, sizeof(host)) < 0)
 		strcpy(host, "?");
 	snprintf(name, sizeof(name), "%s:sweepfs[%d]", host, (int)getpid());
@@ -192,4 +292,25 @@ const char *fmt_bytes(uint64_t v, char *buf, size_t len)
 	}
 	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", d, units[u]);
 	return buf;
+}
+
+void tool_progress(const char *label, uint64_t done, uint64_t total)
+{
+	static int64_t last;
+	int64_t now = sw_mono_ns();
+	int width = 40, fill;
+
+	if (!isatty(STDERR_FILENO) || (now - last < 100000000 && done < total))
+		return;
+	last = now;
+	fill = total ? (int)((double)width * (double)SW_MIN(done, total) /
+			     (double)total)
+		     : width;
+	fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%% ", label, fill,
+		"########################################", width - fill, "",
+		total ? (int)(100.0 * (double)SW_MIN(done, total) /
+			      (double)total)
+		      : 100);
+	if (done >= total)
+		fputc('\n', stderr);
 }

@@ -27,10 +27,37 @@ extern struct tool_opts tool_opts;
 int tool_target(const char *path, struct sw_target *t);
 
 /*
+ * Where @path lives on sweepfs: the master's address and export (as for
+ * tool_target(), but @path must be on a sweepfs mount) and, in @rel, the
+ * path below the mount point. Returns 0, -ENOENT if @path is not on a
+ * sweepfs mount, or -errno from resolving it.
+ */
+int tool_locate(const char *path, struct sw_target *t, char *rel,
+		size_t rellen);
+
+/* The calling process's credentials, groups into @groups (room @cap). */
+void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap);
+
+/*
+ * Look up the directories of @rel (relative to the export root) on the
+ * master with the caller's credentials: its last component's directory
+ * inode into *@parent and the component into @name. -EINVAL for an empty
+ * path (the root itself has no parent here).
+ */
+int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
+	      char *name, size_t namelen);
+
+/*
  * Connect to the master for @path as a tool. Prints why on failure.
  * Returns 0 with *@out (close with sw_client_close) or -errno.
  */
 int tool_connect(const char *path, struct sw_client **out);
+
+/* Connect to the master @t names, as a tool (prints why on failure). */
+int tool_connect_target(const struct sw_target *t, struct sw_client **out);
+
+/* A progress bar on stderr when it is a terminal, at most 10 a second. */
+void tool_progress(const char *label, uint64_t done, uint64_t total);
 
 /* Minimal JSON writer: objects and arrays nest; commas are automatic. */
 struct json {
@@ -56,5 +83,7 @@ const char *fmt_bytes(uint64_t v, char *buf, size_t len);
 /* The subcommands. */
 int cmd_status(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_rmr(int argc, char **argv);
 
 #endif

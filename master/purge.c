@@ -1,0 +1,192 @@
+/*
+ * The purge: freeing detached subtrees in the background.
+ *
+ * Freeing goes deepest first: from the subtree's current directory, take
+ * its first entry; a non-empty directory is entered, anything else is
+ * unlinked (freed when it was its last name); an empty directory is freed
+ * and its parent becomes current. Only the purge changes a detached
+ * subtree (nothing can be created in it), so the current directory's
+ * first entry is always the one the walk came down by.
+ *
+ * Slices: each runs at most purge_slice microseconds and the loop handles
+ * whatever requests arrived before the next one, so a request waits for
+ * one slice at worst. A token bucket keeps the purge to purge_duty
+ * percent of the loop's time, leaving the rest to requests and to the
+ * machine.
+ *
+ * Persistence: steps are not journaled. A checkpoint holds the subtrees as
+ * far as they are freed, replay re-applies the Detach, and the purge goes
+ * on after a restart from wherever that left it. The exception is a file
+ * some client still has open: it is unlinked through the changelog (it
+ * becomes an orphan, kept until closed), because later changes to it
+ * depend on that.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "master_i.h"
+#include "namespace_i.h"
+#include "util.h"
+
+#define TAG "purge"
+
+/* Unlink open file @e->child from @dir through the changelog. */
+static int unlink_open(struct master *m, struct node *dir, struct edge *e)
+{
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	u.parent = dir->ino;
+	u.name.data = (uint8_t *)e->name;
+	u.name.len = e->namelen;
+	u.has_keep = 1;
+	u.keep = true;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+	mut.unlink = &u;
+	return master_commit(m, NULL, &mut);
+}
+
+/*
+ * Free nodes of the oldest subtrees until @deadline (checked every few
+ * nodes). Returns how many were freed, or -errno when the changelog
+ * refused an unlink (the purge waits for it).
+ */
+static int64_t purge_slice(struct master *m, int64_t deadline)
+{
+	struct ns *ns = &m->ns;
+	int64_t now = sw_now_ns(), freed = 0;
+
+	while (ns->purge_head) {
+		struct purge_root *pr = ns->purge_head;
+		struct node *d = pr->cur, *c;
+		struct edge *e;
+
+		if ((freed & 31) == 0 && sw_mono_ns() > deadline)
+			break;
+		e = ns_edge_live(d->u.dir->head);
+		if (!e) {
+			struct node *parent = d->u.dir->parent;
+
+			if (d == pr->root) {
+				ns->purge_head = pr->next;
+				if (!ns->purge_head)
+					ns->purge_tail = NULL;
+				ns->purge_roots--;
+				ns->misc_bytes -= sizeof(*pr);
+				sw_info(TAG, "purge %" PRIu64 " done: %" PRIu64
+					     " nodes",
+					pr->id, pr->freed + 1);
+				free(pr);
+			} else {
+				nsi_edge_remove(ns, parent,
+						ns_edge_live(parent->u.dir->head));
+				pr->cur = parent;
+				pr->freed++;
+			}
+			nsi_node_free(ns, d);
+			freed++;
+			continue;
+		}
+		c = e->child;
+		if (S_ISDIR(c->mode)) {
+			pr->cur = c;
+			continue;
+		}
+		if (c->nlink == 1 && (c->flags & NODE_OPEN)) {
+			int rc = unlink_open(m, d, e);
+
+			if (rc < 0)
+				return rc;
+		} else {
+			nsi_edge_remove(ns, d, e);
+			nsi_node_unlinked(ns, c, false, now);
+		}
+		pr->freed++;
+		freed++;
+	}
+	ns->purged += (uint64_t)freed;
+	return freed;
+}
+
+uint64_t purge_left(const struct master *m)
+{
+	uint64_t left = 0;
+
+	/* Each tree's count was taken when it was detached; what the
+	 * changelog removed from it since (an open file's unlink) makes
+	 * the difference, hence the clamp. */
+	for (const struct purge_root *pr = m->ns.purge_head; pr; pr = pr->next)
+		left += pr->total > pr->freed ? pr->total - pr->freed : 1;
+	return left;
+}
+
+static void purge_run(uv_idle_t *h);
+
+static void purge_resume(uv_timer_t *t)
+{
+	struct master *m = t->data;
+
+	uv_idle_start(&m->purge_idle, purge_run);
+}
+
+static void purge_run(uv_idle_t *h)
+{
+	struct master *m = h->data;
+	int64_t now = sw_mono_ns(), t0, spent;
+	double duty = (double)m->cfg.purge_duty / 100;
+	int64_t rc;
+
+	if (!m->ns.purge_head || m->stopping) {
+		uv_idle_stop(h);
+		return;
+	}
+	/* Earn time at the duty rate, capped at one second's worth. */
+	m->purge_credit += (double)(now - m->purge_last) * duty;
+	m->purge_credit = SW_MIN(m->purge_credit, 1e9 * duty);
+	m->purge_last = now;
+	if (m->purge_credit <= 0) {
+		uv_idle_stop(h);
+		uv_timer_start(&m->purge_timer, purge_resume, 1, 0);
+		return;
+	}
+	t0 = sw_mono_ns();
+	rc = purge_slice(m, t0 + (int64_t)m->cfg.purge_slice_us * 1000);
+	spent = sw_mono_ns() - t0;
+	m->purge_credit -= (double)spent;
+	m->purge_busy_ns += (uint64_t)spent;
+	if (rc < 0) {
+		/* The changelog is full: try again in a second. */
+		uv_idle_stop(h);
+		uv_timer_start(&m->purge_timer, purge_resume, 1000, 0);
+	}
+}
+
+void purge_kick(struct master *m)
+{
+	if (!m->ns.purge_head || m->stopping ||
+	    uv_is_active((uv_handle_t *)&m->purge_idle) ||
+	    uv_is_active((uv_handle_t *)&m->purge_timer))
+		return;
+	m->purge_last = sw_mono_ns();
+	uv_idle_start(&m->purge_idle, purge_run);
+}
+
+void purge_init(struct master *m)
+{
+	uv_idle_init(m->loop, &m->purge_idle);
+	m->purge_idle.data = m;
+	uv_timer_init(m->loop, &m->purge_timer);
+	m->purge_timer.data = m;
+}
+
+void purge_stop(struct master *m)
+{
+	uv_idle_stop(&m->purge_idle);
+	uv_close((uv_handle_t *)&m->purge_idle, NULL);
+	uv_timer_stop(&m->purge_timer);
+	uv_close((uv_handle_t *)&m->purge_timer, NULL);
+}

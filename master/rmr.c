@@ -1,0 +1,157 @@
+/*
+ * Server-side recursive removal: one request takes a whole tree out of
+ * the namespace (ns_detach, one changelog record) and the purge frees it
+ * in the background.
+ *
+ * Permissions are those of rm -rf run by the caller: write and search on
+ * the parent (and the sticky rule for the tree's root), and in every
+ * directory of the tree that has entries, read, write and search (and the
+ * sticky rule for each entry of a sticky directory). Root may remove
+ * anything. The check walks the tree's directories before anything
+ * changes, so a refusal removes nothing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "master_i.h"
+#include "namespace_i.h"
+#include "util.h"
+
+/* Whether @c may empty directory @d as rm -rf would. */
+static int may_empty(const struct cred *c, const struct node *d)
+{
+	const struct dir *dd = d->u.dir;
+	int rc;
+
+	if (!dd->nentries)
+		return 0;
+	rc = perm_check(c, d, PERM_R | PERM_W | PERM_X);
+	if (rc < 0 || !(d->mode & S_ISVTX))
+		return rc;
+	for (struct edge *e = dd->head; e; e = e->next)
+		if (e->child && (rc = perm_sticky(c, d, e->child)) < 0)
+			return rc;
+	return 0;
+}
+
+/* may_empty() for every directory of the tree under @root. */
+static int may_remove_tree(const struct cred *c, struct node *root)
+{
+	struct edge **stack = NULL, *e = NULL;
+	size_t depth = 0, cap = 0;
+	struct node *d = root;
+	int rc = may_empty(c, d);
+
+	while (rc == 0) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !(e->child && S_ISDIR(e->child->mode)))
+			e = e->next;
+		if (e) {
+			if (depth == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				struct edge **v = realloc(stack,
+							  nc * sizeof(*v));
+
+				if (!v) {
+					rc = -ENOMEM;
+					break;
+				}
+				stack = v;
+				cap = nc;
+			}
+			stack[depth++] = e;
+			d = e->child;
+			rc = may_empty(c, d);
+			e = NULL;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		e = stack[--depth];
+		d = d->u.dir->parent;
+	}
+	free(stack);
+	return rc;
+}
+
+static void op_rmr(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__RmrReq *q = (const void *)msg;
+	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Detach det = SWEEPFS__META__DETACH__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
+			     q->cred->groups };
+	struct master *m = r->m;
+	struct node *dir, *n;
+	struct edge *e;
+	int rc;
+
+	if (q->name.len > SW_NAME_MAX || !sw_name_valid(q->name.data,
+							q->name.len)) {
+		rc = q->name.len > SW_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+		goto out_err;
+	}
+	dir = ns_get(&m->ns, q->parent);
+	if (!dir || (dir->flags & NODE_DETACHED)) {
+		rc = -ENOENT;
+		goto out_err;
+	}
+	if (!S_ISDIR(dir->mode)) {
+		rc = -ENOTDIR;
+		goto out_err;
+	}
+	rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	if (rc < 0)
+		goto out_err;
+	e = ns_lookup(&m->ns, dir, (const char *)q->name.data, q->name.len);
+	if (!e) {
+		rc = -ENOENT;
+		goto out_err;
+	}
+	n = e->child;
+	rc = perm_sticky(&cred, dir, n);
+	if (rc == 0 && S_ISDIR(n->mode) && !cred_is_root(&cred))
+		rc = may_remove_tree(&cred, n);
+	if (rc < 0)
+		goto out_err;
+
+	mut.time = sw_now_ns();
+	if (S_ISDIR(n->mode)) {
+		det.parent = dir->ino;
+		det.name = q->name;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
+		mut.detach = &det;
+	} else {
+		/* A single name: that is an unlink. */
+		u.parent = dir->ino;
+		u.name = q->name;
+		u.has_keep = 1;
+		u.keep = n->nlink == 1 && (n->flags & NODE_OPEN);
+		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+		mut.unlink = &u;
+	}
+	rc = master_commit(m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	watch_changed(m, dir, q->name.data, q->name.len, NULL);
+	reply.has_nodes = 1;
+	reply.nodes = 1;
+	if (S_ISDIR(n->mode)) {
+		reply.has_purge_id = 1;
+		reply.purge_id = m->ns.purge_tail->id;
+		reply.nodes = m->ns.purge_tail->total;
+		purge_kick(m);
+	}
+	req_reply(r, &reply.base);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+req_handler rmr_handler(uint16_t type)
+{
+	return type == SW_MSG_RMR ? op_rmr : NULL;
+}

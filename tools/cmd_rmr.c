@@ -1,0 +1,144 @@
+/*
+ * sweepfs rmr [-w] PATH...: remove trees on the master. Each PATH leaves
+ * the namespace in one request, whatever its size; the master's purge
+ * frees it afterwards. With --wait, follow the purge until the tree is
+ * gone, with a progress bar.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tool.h"
+#include "util.h"
+
+static int wait_purge(struct sw_client *c, const char *path, uint64_t id,
+		      uint64_t nodes)
+{
+	for (;;) {
+		Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+		Sweepfs__InfoReply *s;
+		ProtobufCMessage *reply;
+		bool done;
+		int rc = sw_client_call(c, SW_MSG_INFO, &q.base, &reply);
+
+		if (rc < 0)
+			return rc;
+		s = (Sweepfs__InfoReply *)reply;
+		done = s->purge_roots == 0 || s->purge_oldest > id;
+		/* Our purge is the oldest or behind others: progress is what
+		 * is left of everything up to it. */
+		tool_progress(path, done ? nodes
+					 : nodes - SW_MIN(s->purge_left, nodes),
+			      nodes);
+		protobuf_c_message_free_unpacked(reply, NULL);
+		if (done)
+			return 0;
+		usleep(100 * 1000);
+	}
+}
+
+static int rmr_one(const char *path, bool wait, bool skip_trash,
+		   bool verbose)
+{
+	Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
+	Sweepfs__RmrReply *r;
+	ProtobufCMessage *reply;
+	char rel[PATH_MAX], name[256];
+	uint32_t groups[256];
+	struct sw_client *c;
+	struct sw_target t;
+	Sweepfs__Cred cred;
+	uint64_t parent;
+	int64_t t0;
+	int rc;
+
+	rc = tool_locate(path, &t, rel, sizeof(rel));
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
+			rc == -ENOENT ? "not on a sweepfs mount"
+				      : strerror(-rc));
+		return rc;
+	}
+	rc = tool_connect_target(&t, &c);
+	if (rc < 0)
+		return rc;
+	rc = tool_walk(c, rel, &parent, name, sizeof(name));
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
+			rc == -EINVAL ? "cannot remove a mount's root"
+				      : strerror(-rc));
+		goto out;
+	}
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.parent = parent;
+	q.name.data = (uint8_t *)name;
+	q.name.len = strlen(name);
+	q.has_skip_trash = 1;
+	q.skip_trash = skip_trash;
+	t0 = sw_mono_ns();
+	rc = sw_client_call(c, SW_MSG_RMR, &q.base, &reply);
+	if (rc == 0) {
+		rc = sw_reply_err(reply);
+		r = (Sweepfs__RmrReply *)reply;
+		if (rc == 0 && verbose)
+			printf("removed %s: %" PRIu64 " nodes in %.3f ms%s\n",
+			       path, r->nodes,
+			       (double)(sw_mono_ns() - t0) / 1e6,
+			       r->purge_id ? ", purging" : "");
+		if (rc == 0 && wait && r->purge_id)
+			rc = wait_purge(c, path, r->purge_id, r->nodes);
+		protobuf_c_message_free_unpacked(reply, NULL);
+	}
+	if (rc < 0)
+		fprintf(stderr, "sweepfs rmr: cannot remove '%s': %s\n", path,
+			strerror(-rc));
+out:
+	sw_client_close(c);
+	return rc;
+}
+
+int cmd_rmr(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "wait", no_argument, NULL, 'w' },
+		{ "skip-trash", no_argument, NULL, 's' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool wait = false, skip_trash = false, verbose = false;
+	int opt, status = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "wsvh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'w':
+			wait = true;
+			break;
+		case 's':
+			skip_trash = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		default:
+			fprintf(opt == 'h' ? stdout : stderr,
+				"usage: sweepfs rmr [-w|--wait] [--skip-trash] "
+				"[-v] PATH...\n");
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (optind == argc) {
+		fprintf(stderr, "usage: sweepfs rmr [-w] PATH...\n");
+		return 2;
+	}
+	for (int i = optind; i < argc; i++)
+		if (rmr_one(argv[i], wait, skip_trash, verbose) < 0)
+			status = 1;
+	return status;
+}
