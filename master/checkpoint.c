@@ -8,11 +8,13 @@
  *            [u64 rdev: devices] [size bytes: symlink target]
  *   'K'      u64 chunk id u32 version
  *   'F'      u64 ino u32 count, then count x u64 chunk id (0: hole)
- *   'D' dir  u64 ino u64 count, then count x
- *            { u64 edge u64 child u8 namelen name }   in edge-id order
+ *   'D' dir  u64 ino u64 count u32 trashtime, then count x
+ *            { u64 edge u64 child u8 flags u8 namelen name } in id order
  *   'X'      u64 ino u8 namelen u32 valuelen name value
  *   'P'      u64 root ino u64 purge id u64 nodes left: a detached subtree
  *            still being purged (its directories are in 'D' records)
+ *   'T'      u64 id u64 ino u64 parent u32 len path i64 deleted
+ *            i64 expires u64 nodes: an item in the trash
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
  * All 'N' records come before any 'K', those before any 'F' and 'D', so
@@ -36,12 +38,13 @@
 #include "checkpoint.h"
 #include "crc32c.h"
 #include "namespace_i.h"
+#include "trash.h"
 #include "log.h"
 #include "util.h"
 
 #define TAG "checkpoint"
 #define CP_MAGIC "SWCP"
-#define CP_FORMAT 2u
+#define CP_FORMAT 3u
 #define IOBUF (1u << 20)
 
 /* ---- writing -------------------------------------------------------- */
@@ -146,16 +149,19 @@ static int write_dir(void *elem, void *arg)
 	const struct node *n = elem;
 	struct writer *w = arg;
 
-	if (!S_ISDIR(n->mode) || n->u.dir->nentries == 0)
+	if (!S_ISDIR(n->mode) ||
+	    (n->u.dir->nentries == 0 && !n->u.dir->trashtime))
 		return 0;
 	w_u8(w, 'D');
 	w_u64(w, n->ino);
 	w_u64(w, n->u.dir->nentries);
+	w_u32(w, n->u.dir->trashtime);
 	for (const struct edge *e = n->u.dir->head; e; e = e->next) {
 		if (!e->child)
 			continue;
 		w_u64(w, e->id);
 		w_u64(w, e->child->ino);
+		w_u8(w, e->flags & EDGE_SNAPSHOT);
 		w_u8(w, e->namelen);
 		w_bytes(w, e->name, e->namelen);
 	}
@@ -187,6 +193,27 @@ static int write_slots(void *elem, void *arg)
 	w_u64(w, n->ino);
 	w_u32(w, count);
 	w_bytes(w, n->u.chunks->id, (size_t)count * sizeof(uint64_t));
+	w->records++;
+	return w->err;
+}
+
+static int write_trash(const struct trash_item *t, void *arg)
+{
+	struct writer *w = arg;
+	uint64_t id, ino, parent, nodes;
+	int64_t deleted, expires;
+	const char *path;
+
+	ns_trash_item(t, &id, &ino, &parent, &path, &deleted, &expires, &nodes);
+	w_u8(w, 'T');
+	w_u64(w, id);
+	w_u64(w, ino);
+	w_u64(w, parent);
+	w_u32(w, (uint32_t)strlen(path));
+	w_bytes(w, path, strlen(path));
+	w_u64(w, (uint64_t)deleted);
+	w_u64(w, (uint64_t)expires);
+	w_u64(w, nodes);
 	w->records++;
 	return w->err;
 }
@@ -282,6 +309,7 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 		w_u64(&w, pr->total - SW_MIN(pr->freed, pr->total));
 		w.records++;
 	}
+	ns_trash_foreach(ns, write_trash, &w);
 	w_u8(&w, 'Z');
 	w_u64(&w, w.records);
 	w_flush(&w);
@@ -438,27 +466,30 @@ static int load_node(struct ns *ns, struct reader *r)
 static int load_dir(struct ns *ns, struct reader *r)
 {
 	uint64_t ino, count;
+	uint32_t trashtime;
 	struct node *dir;
 
-	if (r_u64(r, &ino) || r_u64(r, &count))
+	if (r_u64(r, &ino) || r_u64(r, &count) || r_u32(r, &trashtime))
 		return -EUCLEAN;
 	dir = ns_get(ns, ino);
 	if (!dir || !S_ISDIR(dir->mode))
 		return -EUCLEAN;
+	dir->u.dir->trashtime = trashtime;
 	for (uint64_t i = 0; i < count; i++) {
 		uint64_t edge, child_ino;
 		struct node *child;
 		char name[256];
-		uint8_t len;
+		uint8_t len, flags;
 		int rc;
 
-		if (r_u64(r, &edge) || r_u64(r, &child_ino) || r_u8(r, &len) ||
-		    r_bytes(r, name, len))
+		if (r_u64(r, &edge) || r_u64(r, &child_ino) ||
+		    r_u8(r, &flags) || r_u8(r, &len) || r_bytes(r, name, len))
 			return -EUCLEAN;
 		child = ns_get(ns, child_ino);
-		if (!child || !sw_name_valid(name, len))
+		if (!child || !sw_name_valid(name, len) ||
+		    (flags & ~EDGE_SNAPSHOT))
 			return -EUCLEAN;
-		rc = ns_load_edge(ns, dir, child, name, len, edge);
+		rc = ns_load_edge(ns, dir, child, name, len, edge, flags);
 		if (rc < 0)
 			return rc == -ENOMEM ? rc : -EUCLEAN;
 	}
@@ -539,6 +570,20 @@ static int load_purge(struct ns *ns, struct reader *r)
 	return nsi_purge_add(ns, n, id, left) ? -ENOMEM : 0;
 }
 
+static int load_trash(struct ns *ns, struct reader *r)
+{
+	uint64_t id, ino, parent, deleted, expires, nodes;
+	char path[4096 + 256 + 2];
+	uint32_t len;
+
+	if (r_u64(r, &id) || r_u64(r, &ino) || r_u64(r, &parent) ||
+	    r_u32(r, &len) || len >= sizeof(path) || r_bytes(r, path, len) ||
+	    r_u64(r, &deleted) || r_u64(r, &expires) || r_u64(r, &nodes))
+		return -EUCLEAN;
+	return ns_trash_load(ns, id, ino, parent, path, len, (int64_t)deleted,
+			     (int64_t)expires, nodes);
+}
+
 static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
@@ -586,6 +631,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'P':
 			rc = load_purge(ns, &r);
+			break;
+		case 'T':
+			rc = load_trash(ns, &r);
 			break;
 		case 'X':
 			rc = load_xattr(ns, &r);

@@ -704,6 +704,13 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q,
 	u.has_keep = 1;
 	u.keep = !rmdir && n->nlink == 1 && (n->flags & NODE_OPEN);
 	mut.time = sw_now_ns();
+	/* A file's last name in a directory with a trash time: to the
+	 * trash rather than gone. */
+	if (!rmdir && n->nlink == 1 && dir->u.dir->trashtime) {
+		u.has_trash_until = 1;
+		u.trash_until = mut.time + (int64_t)dir->u.dir->trashtime *
+						   SW_NSEC_PER_SEC;
+	}
 	mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
 	mut.unlink = &u;
 	victim = n->ino;

@@ -288,6 +288,7 @@ static void on_tick(uv_timer_t *t)
 
 	sessions_expire(m);
 	orphans_expire(m);
+	trash_expire(m);
 	server_reap_stalled(m);
 	if (m->ns.version - m->checkpoint_version >= m->cfg.checkpoint_changes ||
 	    now - m->last_checkpoint >=

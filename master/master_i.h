@@ -279,6 +279,35 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size);
 /* The handler for removal request @type, or NULL. */
 req_handler rmr_handler(uint16_t type);
 
+/*
+ * Whether @c may remove everything under directory @root, as rm -rf
+ * would need (read, write, search on every non-empty directory; the
+ * sticky rule). 0, -EACCES, -EPERM or -ENOMEM.
+ */
+int may_remove_tree(const struct cred *c, struct node *root);
+
+/*
+ * Commit the removal of @e from @dir: a directory is detached (and the
+ * purge kicked), anything else unlinked; with @trash, into the trash if
+ * @dir has a trash time. Adds to @reply's counts and purge id. The
+ * permissions are the caller's to have checked.
+ */
+int remove_entry_now(struct master *m, struct req *r, struct node *dir,
+		     struct edge *e, bool trash, Sweepfs__RmrReply *reply);
+
+/* ---- trash.c -------------------------------------------------------- */
+
+/* The handler for trash request @type, or NULL. */
+req_handler trash_handler(uint16_t type);
+
+/* Drop trash items whose time is up (once a second). */
+void trash_expire(struct master *m);
+
+/* ---- snapshot.c ----------------------------------------------------- */
+
+/* The handler for snapshot request @type (eattr, snapshot, rmsnapshot). */
+req_handler snapshot_handler(uint16_t type);
+
 /* ---- purge.c -------------------------------------------------------- */
 
 void purge_init(struct master *m);

@@ -1,6 +1,7 @@
 #include <errno.h>
 
 #include "mutation.h"
+#include "trash.h"
 
 static struct node *get_dir(struct ns *ns, uint64_t ino)
 {
@@ -44,12 +45,16 @@ static int apply_link(struct ns *ns, const Sweepfs__Meta__Link *l,
 }
 
 static int apply_unlink(struct ns *ns, const Sweepfs__Meta__Unlink *u,
-			int64_t now)
+			int64_t now, uint64_t version)
 {
 	struct node *dir = get_dir(ns, u->parent);
 
 	if (!dir)
 		return -ENOENT;
+	if (u->trash_until > 0)
+		return ns_trash_unlink(ns, dir, (const char *)u->name.data,
+				       u->name.len, version, u->trash_until,
+				       now);
 	return ns_unlink(ns, dir, (const char *)u->name.data, u->name.len,
 			 u->keep, now);
 }
@@ -116,8 +121,63 @@ static int apply_detach(struct ns *ns, const Sweepfs__Meta__Detach *d,
 
 	if (!dir)
 		return -ENOENT;
+	if (d->trash_until > 0)
+		return ns_trash_detach(ns, dir, (const char *)d->name.data,
+				       d->name.len, version, d->trash_until,
+				       now);
 	return ns_detach(ns, dir, (const char *)d->name.data, d->name.len,
 			 version, now);
+}
+
+static int apply_set_eattr(struct ns *ns, const Sweepfs__Meta__SetEattr *e)
+{
+	struct node *dir = get_dir(ns, e->parent);
+	int64_t rc;
+
+	if (!dir)
+		return -ENOENT;
+	rc = ns_set_eattr(ns, dir, (const char *)e->name.data, e->name.len,
+			  e->snapshot, e->recursive);
+	return rc < 0 ? (int)rc : 0;
+}
+
+static int apply_snapshot(struct ns *ns, const Sweepfs__Meta__Snapshot *s,
+			  int64_t now)
+{
+	struct node *src = ns_get(ns, s->src), *dir = get_dir(ns, s->parent);
+	int64_t rc;
+
+	if (!src || !dir)
+		return -ENOENT;
+	rc = ns_snapshot(ns, src, dir, (const char *)s->name.data, s->name.len,
+			 s->ino_base, s->edge_base, now);
+	return rc < 0 ? (int)rc : 0;
+}
+
+static int apply_trash(struct ns *ns, const Sweepfs__Meta__Mutation *m)
+{
+	const Sweepfs__Meta__TrashRestore *tr = m->trash_restore;
+	struct node *n;
+	int64_t rc;
+
+	switch (m->op_case) {
+	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
+		n = get_dir(ns, m->set_trashtime->ino);
+		if (!n)
+			return -ENOENT;
+		rc = ns_set_trashtime(ns, n, m->set_trashtime->seconds,
+				      m->set_trashtime->recursive);
+		return rc < 0 ? (int)rc : 0;
+	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
+		n = get_dir(ns, tr->parent);
+		if (!n)
+			return -ENOENT;
+		return ns_trash_restore(ns, tr->id, n, (const char *)tr->name.data,
+					tr->name.len, tr->edge, m->time);
+	default:
+		return ns_trash_drop(ns, m->trash_drop->id,
+				     m->trash_drop->keep, m->time);
+	}
 }
 
 static int apply_release(struct ns *ns, const Sweepfs__Meta__Release *r)
@@ -142,7 +202,7 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		rc = apply_link(ns, m->link, m->time);
 		break;
 	case SWEEPFS__META__MUTATION__OP_UNLINK:
-		rc = apply_unlink(ns, m->unlink, m->time);
+		rc = apply_unlink(ns, m->unlink, m->time, version);
 		break;
 	case SWEEPFS__META__MUTATION__OP_RENAME:
 		rc = apply_rename(ns, m->rename, m->time);
@@ -165,6 +225,17 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		break;
 	case SWEEPFS__META__MUTATION__OP_DETACH:
 		rc = apply_detach(ns, m->detach, m->time, version);
+		break;
+	case SWEEPFS__META__MUTATION__OP_SET_EATTR:
+		rc = apply_set_eattr(ns, m->set_eattr);
+		break;
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT:
+		rc = apply_snapshot(ns, m->snapshot, m->time);
+		break;
+	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
+	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
+	case SWEEPFS__META__MUTATION__OP_TRASH_DROP:
+		rc = apply_trash(ns, m);
 		break;
 	default:
 		rc = -EINVAL;
@@ -197,6 +268,16 @@ const char *mutation_name(const Sweepfs__Meta__Mutation *m)
 		return "chunk_version";
 	case SWEEPFS__META__MUTATION__OP_DETACH:
 		return "detach";
+	case SWEEPFS__META__MUTATION__OP_SET_EATTR:
+		return "set_eattr";
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT:
+		return "snapshot";
+	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
+		return "set_trashtime";
+	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
+		return "trash_restore";
+	case SWEEPFS__META__MUTATION__OP_TRASH_DROP:
+		return "trash_drop";
 	default:
 		return "unknown";
 	}

@@ -34,6 +34,7 @@
 #include "hash.h"
 #include "namespace.h"
 #include "namespace_i.h"
+#include "trash.h"
 #include "util.h"
 
 #ifndef RENAME_NOREPLACE
@@ -257,6 +258,8 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 	d->nentries++;
 	if (ns_is_dir(e->child))
 		d->nsubdirs++;
+	if (!(e->flags & EDGE_SNAPSHOT))
+		d->nplain++;
 	ns->nedges++;
 	return 0;
 }
@@ -275,8 +278,12 @@ static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 	if (e->flags & EDGE_INDEXED)
 		index_drop(d, e);
 	d->nentries--;
-	if (ns_is_dir(e->child))
+	if (ns_is_dir(e->child)) {
 		d->nsubdirs--;
+		ns->dir_moves++;
+	}
+	if (!(e->flags & EDGE_SNAPSHOT))
+		d->nplain--;
 	ns->nedges--;
 	e->child = NULL;
 	if (e->pins) {
@@ -502,6 +509,7 @@ void ns_release(struct ns *ns)
 		ns->purge_head = pr->next;
 		free(pr);
 	}
+	ns_trash_release(ns);
 	chunks_release(ns);
 	htab_release(&ns->inodes);
 	htab_release(&ns->orphans);
@@ -599,6 +607,8 @@ int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
 		n->u.dir = dir_new(ns, dir);
 		if (!n->u.dir)
 			goto out_node;
+		/* A new directory keeps its parent's trash time. */
+		n->u.dir->trashtime = dir->u.dir->trashtime;
 		break;
 	case S_IFLNK:
 		n->u.target = malloc(a->target_len ? a->target_len : 1);
@@ -785,6 +795,8 @@ int ns_rename(struct ns *ns, struct node *sdir, const char *sname,
 		rc = -ENOMEM;
 		goto out_orphan;
 	}
+	/* The flag goes where the object goes. */
+	ne->flags |= se->flags & EDGE_SNAPSHOT;
 	rc = dir_add(ns, ddir->u.dir, ne);
 	if (rc < 0) {
 		edge_free(ns, ne);
@@ -1163,7 +1175,7 @@ out_node:
 }
 
 int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
-		 const char *name, size_t len, uint64_t edge)
+		 const char *name, size_t len, uint64_t edge, uint8_t flags)
 {
 	struct dir *d = dir->u.dir;
 	struct edge *e;
@@ -1178,6 +1190,7 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 	e = edge_new(ns, name, len, edge, child);
 	if (!e)
 		return -ENOMEM;
+	e->flags = flags & EDGE_SNAPSHOT;
 	rc = dir_add(ns, d, e);
 	if (rc < 0) {
 		edge_free(ns, e);
@@ -1197,7 +1210,7 @@ static int check_loaded(void *elem, void *arg)
 	if (S_ISDIR(n->mode))
 		return n->u.dir->parent || (n->flags & NODE_DETACHED) ? 0
 									: -EINVAL;
-	if (n->nlink == 0 && !(n->flags & NODE_ORPHAN))
+	if (n->nlink == 0 && !(n->flags & (NODE_ORPHAN | NODE_TRASHED)))
 		return -EINVAL;
 	return 0;
 }
@@ -1254,20 +1267,16 @@ int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
 }
 
 /*
- * Mark every directory below @root detached; returns the node count, or
- * -ENOMEM (some directories marked: harmless, the caller fails anyway).
- * Walks directories only, with an explicit stack of the edge to resume
- * after at each level.
+ * A stack deep enough for a walk over the directories under @root: the
+ * tree's depth is measured first, read-only, so that the walk that
+ * changes things cannot fail half way. NULL on ENOMEM. Free it.
  */
-static int64_t mark_detached(struct node *root)
+static struct edge **walk_stack(struct node *root)
 {
-	struct edge **stack = NULL;
-	size_t depth = 0, cap = 0;
+	struct edge **stack = NULL, *e = NULL;
+	size_t depth = 0, cap = 0, max = 0;
 	struct node *d = root;
-	struct edge *e = NULL;
-	int64_t count = 1;
 
-	root->flags |= NODE_DETACHED;
 	for (;;) {
 		e = e ? e->next : d->u.dir->head;
 		while (e && !(e->child && S_ISDIR(e->child->mode)))
@@ -1275,19 +1284,53 @@ static int64_t mark_detached(struct node *root)
 		if (e) {
 			if (depth == cap) {
 				size_t nc = cap ? cap * 2 : 64;
-				struct edge **ns = realloc(stack,
-							   nc * sizeof(*ns));
+				struct edge **v = realloc(stack,
+							  nc * sizeof(*v));
 
-				if (!ns) {
+				if (!v) {
 					free(stack);
-					return -ENOMEM;
+					return NULL;
 				}
-				stack = ns;
+				stack = v;
 				cap = nc;
 			}
 			stack[depth++] = e;
+			max = SW_MAX(max, depth);
 			d = e->child;
-			d->flags |= NODE_DETACHED;
+			e = NULL;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		e = stack[--depth];
+		d = d->u.dir->parent;
+	}
+	free(stack);
+	return malloc((max + 1) * sizeof(*stack));
+}
+
+struct edge **nsi_walk_stack(struct node *root)
+{
+	return walk_stack(root);
+}
+
+int64_t nsi_walk_dirs(struct node *root, struct edge **stack,
+		      void (*fn)(struct node *d, void *arg), void *arg)
+{
+	struct node *d = root;
+	struct edge *e = NULL;
+	int64_t count = 1;
+	size_t depth = 0;
+
+	fn(root, arg);
+	for (;;) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !(e->child && S_ISDIR(e->child->mode)))
+			e = e->next;
+		if (e) {
+			stack[depth++] = e;
+			d = e->child;
+			fn(d, arg);
 			count++;
 			e = NULL;
 			continue;
@@ -1298,6 +1341,29 @@ static int64_t mark_detached(struct node *root)
 		e = stack[--depth];
 		d = d->u.dir->parent;
 	}
+	return count;
+}
+
+struct flag_change {
+	uint16_t set, clear;
+};
+
+static void change_flags(struct node *d, void *arg)
+{
+	const struct flag_change *fc = arg;
+
+	d->flags = (uint16_t)((d->flags | fc->set) & ~fc->clear);
+}
+
+int64_t nsi_mark_dirs(struct node *root, uint16_t set, uint16_t clear)
+{
+	struct edge **stack = walk_stack(root);
+	struct flag_change fc = { set, clear };
+	int64_t count;
+
+	if (!stack)
+		return -ENOMEM;
+	count = nsi_walk_dirs(root, stack, change_flags, &fc);
 	free(stack);
 	return count;
 }
@@ -1318,7 +1384,7 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	n = e->child;
 	if (!S_ISDIR(n->mode))
 		return -ENOTDIR;
-	total = mark_detached(n);
+	total = nsi_mark_dirs(n, NODE_DETACHED, 0);
 	if (total < 0)
 		return (int)total;
 	rc = nsi_purge_add(ns, n, id, (uint64_t)total);
@@ -1328,4 +1394,172 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	n->u.dir->parent = NULL;
 	touch_dir(dir, now);
 	return 0;
+}
+
+/* ---- the snapshot flag ------------------------------------------------ */
+
+void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot)
+{
+	bool was = e->flags & EDGE_SNAPSHOT;
+
+	if (was == snapshot)
+		return;
+	if (snapshot) {
+		e->flags |= EDGE_SNAPSHOT;
+		dir->u.dir->nplain--;
+	} else {
+		e->flags &= (uint8_t)~EDGE_SNAPSHOT;
+		dir->u.dir->nplain++;
+	}
+}
+
+int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
+		     size_t len, bool snapshot, bool recursive)
+{
+	struct edge *top = ns_lookup(ns, dir, name, len), **stack, *e = NULL;
+	struct node *d;
+	size_t depth = 0;
+	int64_t changed;
+
+	if (!top)
+		return -ENOENT;
+	if (!recursive || !S_ISDIR(top->child->mode)) {
+		changed = !(top->flags & EDGE_SNAPSHOT) != !snapshot;
+		ns_edge_flag(dir, top, snapshot);
+		return changed;
+	}
+	stack = walk_stack(top->child);
+	if (!stack)
+		return -ENOMEM;
+	changed = !(top->flags & EDGE_SNAPSHOT) != !snapshot;
+	ns_edge_flag(dir, top, snapshot);
+	d = top->child;
+	for (;;) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !e->child)
+			e = e->next;
+		if (!e) {
+			if (depth == 0)
+				break;
+			e = stack[--depth];
+			d = d->u.dir->parent;
+			continue;
+		}
+		changed += !(e->flags & EDGE_SNAPSHOT) != !snapshot;
+		ns_edge_flag(d, e, snapshot);
+		if (S_ISDIR(e->child->mode)) {
+			stack[depth++] = e;
+			d = e->child;
+			e = NULL;
+		}
+	}
+	free(stack);
+	return changed;
+}
+
+struct xcopy {
+	struct ns *ns;
+	struct node *n;
+};
+
+static int copy_xattr_cb(const void *name, size_t nlen, const void *value,
+			 size_t vlen, void *arg)
+{
+	struct xcopy *x = arg;
+
+	return ns_xattr_set(x->ns, x->n, name, nlen, value, vlen,
+			    x->n->ctime);
+}
+
+struct node *nsi_node_copy(struct ns *ns, const struct node *src,
+			   uint64_t ino, struct node *parent)
+{
+	struct node *n;
+	struct xcopy xc;
+
+	if (ns_get(ns, ino))
+		return NULL;
+	n = slab_alloc(&ns->node_slab);
+	if (!n)
+		return NULL;
+	*n = *src;
+	n->ino = ino;
+	n->nlink = 0;
+	n->flags &= (uint16_t)~(NODE_OPEN | NODE_ORPHAN | NODE_DETACHED |
+				NODE_XATTR);
+	memset(&n->u, 0, sizeof(n->u));
+	if (S_ISDIR(n->mode)) {
+		n->u.dir = dir_new(ns, parent);
+		if (!n->u.dir)
+			goto out_node;
+		n->u.dir->trashtime = src->u.dir->trashtime;
+	} else if (S_ISLNK(n->mode)) {
+		n->u.target = malloc(n->size ? n->size : 1);
+		if (!n->u.target)
+			goto out_node;
+		memcpy(n->u.target, src->u.target, n->size);
+		ns->misc_bytes += n->size;
+	} else if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
+		n->u.rdev = src->u.rdev;
+	} else if (S_ISREG(n->mode) && ns_chunk_slots(src) &&
+		   ns_load_slots(ns, n, ns_chunk_slots(src),
+				 src->u.chunks->id) < 0) {
+		goto out_node;
+	}
+	if (htab_insert(&ns->inodes, sw_hash_u64(ino), n) < 0)
+		goto out_parts;
+	xc.ns = ns;
+	xc.n = n;
+	if ((src->flags & NODE_XATTR) &&
+	    ns_xattr_foreach(ns, src, copy_xattr_cb, &xc) < 0) {
+		htab_remove(&ns->inodes, sw_hash_u64(ino), n);
+		goto out_parts;
+	}
+	ns->nnodes++;
+	if (S_ISDIR(n->mode))
+		ns->ndirs++;
+	return n;
+
+out_parts:
+	if (S_ISDIR(n->mode)) {
+		ns->dir_bytes -= sizeof(struct dir);
+		free(n->u.dir);
+	} else if (S_ISLNK(n->mode)) {
+		ns->misc_bytes -= n->size;
+		free(n->u.target);
+	} else if (S_ISREG(n->mode)) {
+		ns_chunks_drop(ns, n);
+	}
+	if (n->flags & NODE_XATTR)
+		xattrs_free(ns, n);
+out_node:
+	slab_free(&ns->node_slab, n);
+	return NULL;
+}
+
+int nsi_edge_add(struct ns *ns, struct node *dir, const char *name,
+		 size_t len, uint64_t id, uint8_t flags, struct node *child)
+{
+	struct edge *e = edge_new(ns, name, len, id, child);
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	e->flags = flags & EDGE_SNAPSHOT;
+	rc = dir_add(ns, dir->u.dir, e);
+	if (rc < 0) {
+		edge_free(ns, e);
+		return rc;
+	}
+	if (!S_ISDIR(child->mode))
+		child->nlink++;
+	else
+		child->u.dir->parent = dir;
+	note_ids(ns, 0, id);
+	return 0;
+}
+
+void nsi_note_ids(struct ns *ns, uint64_t ino, uint64_t edge)
+{
+	note_ids(ns, ino, edge);
 }

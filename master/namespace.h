@@ -34,7 +34,8 @@
 #define NODE_OPEN 0x0002     /* some session has it open (see session.c) */
 #define NODE_XATTR 0x0004    /* has extended attributes in ns.xattrs */
 #define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
-#define NODE_DETACHED 0x0010 /* a directory in a subtree being purged */
+#define NODE_DETACHED 0x0010 /* a directory of a removed (detached) tree */
+#define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
 
 /*
  * An inode: 64 bytes, from a slab. Sizes matter here: at 100 million files
@@ -60,7 +61,8 @@ struct node {
 };
 
 /* edge.flags */
-#define EDGE_INDEXED 0x01 /* in its directory's cookie index */
+#define EDGE_INDEXED 0x01  /* in its directory's cookie index */
+#define EDGE_SNAPSHOT 0x02 /* eattr "snapshot", on the name (see below) */
 
 /*
  * A name in a directory. Edges of a directory form a list ordered by id;
@@ -83,6 +85,7 @@ struct edge {
 struct cursor;
 struct watch;
 struct purge_root;
+struct trash_item;
 
 /* What a directory node holds besides the node itself. */
 struct dir {
@@ -97,6 +100,8 @@ struct dir {
 	uint32_t tombstones;	 /* tombstones in the list */
 	uint64_t nentries;	 /* live edges */
 	uint64_t nsubdirs;	 /* live edges to directories */
+	uint64_t nplain;	 /* live edges without EDGE_SNAPSHOT */
+	uint32_t trashtime;	 /* seconds removed entries stay in trash */
 	struct cursor *cursors;	 /* cursors resting in this directory */
 	struct watch *watchers;	 /* sessions caching the listing (watch.c) */
 };
@@ -135,12 +140,17 @@ struct ns {
 	uint64_t nnodes;       /* all live nodes, orphans included */
 	uint64_t ndirs;        /* of which directories */
 	uint64_t nedges;       /* live edges */
+	uint64_t dir_moves;    /* directory names removed: paths may differ */
 	size_t dir_bytes;      /* struct dir and index arrays */
 	size_t misc_bytes;     /* symlink targets, xattrs, chunk slots */
 
 	/* Detached subtrees waiting to be freed (purge.c), oldest first. */
 	struct purge_root *purge_head;
 	struct purge_root *purge_tail;
+	/* Removed files and trees kept until they expire (trash.c). */
+	struct trash_item *trash_head;
+	struct trash_item *trash_tail;
+	uint64_t ntrash;
 	uint64_t purge_roots;
 	uint64_t purged;       /* nodes freed by purges since start */
 
@@ -275,6 +285,35 @@ int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a);
 int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      uint64_t id, int64_t now);
 
+/*
+ * The snapshot flag lives on names (edges), not inodes, so that each
+ * directory can count its unflagged entries and "is this whole tree
+ * flagged" costs a walk over directories only (rmsnapshot). It differs
+ * from a flag on the inode only for hard links, each name of which is
+ * flagged on its own.
+ */
+void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot);
+
+/*
+ * Set or clear the snapshot flag of @name in @dir and, with @recursive,
+ * of every name below it. Returns the number of names changed, or
+ * -ENOENT / -ENOTDIR. O(names in the tree).
+ */
+int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
+		     size_t len, bool snapshot, bool recursive);
+
+/*
+ * Make @name in @dir an atomic copy of @src (metadata; files share their
+ * chunks), numbering the new inodes from @ino_base and the new edges from
+ * @edge_base in a fixed order, so that the same call on the same
+ * namespace makes the same copy. Returns the number of nodes copied, or
+ * -EEXIST, -ENOENT (either side removed), -EINVAL (a directory into
+ * itself), -ENOTDIR, -ENOMEM (nothing named; what was copied is purged).
+ */
+int64_t ns_snapshot(struct ns *ns, struct node *src, struct node *dir,
+		    const char *name, size_t len, uint64_t ino_base,
+		    uint64_t edge_base, int64_t now);
+
 /* Free orphan @n. Returns 0 or -EINVAL when @n is not an orphan. */
 int ns_release_orphan(struct ns *ns, struct node *n);
 
@@ -360,7 +399,7 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
 int ns_load_node(struct ns *ns, const struct node *n, const char *target,
 		 struct node **out);
 int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
-		 const char *name, size_t len, uint64_t edge);
+		 const char *name, size_t len, uint64_t edge, uint8_t flags);
 int ns_load_finish(struct ns *ns);
 
 /* Advance internal housekeeping (hash table resizes) by a bounded step;

@@ -27,6 +27,39 @@ void nsi_node_unlinked(struct ns *ns, struct node *n, bool keep, int64_t now);
 /* Free node @n outright (a directory must have no live entries). */
 void nsi_node_free(struct ns *ns, struct node *n);
 
+/*
+ * Add a copy of @src (attributes, chunk slots shared, symlink target,
+ * device number, xattrs; not open/orphan state) numbered @ino, with no
+ * name yet. A directory gets an empty listing whose parent is @parent.
+ * Returns the node or NULL (ENOMEM, nothing added).
+ */
+struct node *nsi_node_copy(struct ns *ns, const struct node *src,
+			   uint64_t ino, struct node *parent);
+
+/*
+ * Name @child @name in @dir with edge id @id (the highest yet) and
+ * @flags (EDGE_SNAPSHOT). Returns 0 or -ENOMEM (nothing changed).
+ */
+int nsi_edge_add(struct ns *ns, struct node *dir, const char *name,
+		 size_t len, uint64_t id, uint8_t flags, struct node *child);
+
+/* Advance the inode and edge counters past @ino and @edge. */
+void nsi_note_ids(struct ns *ns, uint64_t ino, uint64_t edge);
+
+/*
+ * Walks over the directories of a tree that cannot fail half way: first
+ * a stack deep enough (NULL: ENOMEM; free it), then the walk, calling
+ * @fn on directory @root and every directory below it. Returns the
+ * number of nodes in the tree. O(directories).
+ */
+struct edge **nsi_walk_stack(struct node *root);
+int64_t nsi_walk_dirs(struct node *root, struct edge **stack,
+		      void (*fn)(struct node *d, void *arg), void *arg);
+
+/* Set @set and clear @clear in the flags of every directory of the tree
+ * under @root: the node count, or -ENOMEM with nothing changed. */
+int64_t nsi_mark_dirs(struct node *root, uint16_t set, uint16_t clear);
+
 /* Queue the detached directory @root as purge @id of @total nodes. */
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
 		  uint64_t total);

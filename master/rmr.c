@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "master_i.h"
 #include "namespace_i.h"
@@ -34,8 +35,7 @@ static int may_empty(const struct cred *c, const struct node *d)
 	return 0;
 }
 
-/* may_empty() for every directory of the tree under @root. */
-static int may_remove_tree(const struct cred *c, struct node *root)
+int may_remove_tree(const struct cred *c, struct node *root)
 {
 	struct edge **stack = NULL, *e = NULL;
 	size_t depth = 0, cap = 0;
@@ -74,13 +74,71 @@ static int may_remove_tree(const struct cred *c, struct node *root)
 	return rc;
 }
 
+int remove_entry_now(struct master *m, struct req *r, struct node *dir,
+		     struct edge *e, bool trash, Sweepfs__RmrReply *reply)
+{
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Detach det = SWEEPFS__META__DETACH__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	struct node *n = e->child;
+	bool is_dir = S_ISDIR(n->mode);
+	ProtobufCBinaryData name;
+	uint8_t namebuf[SW_NAME_MAX];
+	int rc;
+
+	/* The edge goes with the change: keep its name. */
+	memcpy(namebuf, e->name, e->namelen);
+	name.data = namebuf;
+	name.len = e->namelen;
+	mut.time = sw_now_ns();
+	/* The trash time of the directory it leaves, unless skipped. */
+	trash = trash && dir->u.dir->trashtime &&
+		(is_dir || n->nlink == 1);
+	if (is_dir) {
+		det.parent = dir->ino;
+		det.name = name;
+		if (trash) {
+			det.has_trash_until = 1;
+			det.trash_until = mut.time +
+					  (int64_t)dir->u.dir->trashtime *
+						  SW_NSEC_PER_SEC;
+		}
+		mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
+		mut.detach = &det;
+	} else {
+		/* A single name: that is an unlink. */
+		u.parent = dir->ino;
+		u.name = name;
+		u.has_keep = 1;
+		u.keep = n->nlink == 1 && (n->flags & NODE_OPEN);
+		if (trash) {
+			u.has_trash_until = 1;
+			u.trash_until = mut.time +
+					(int64_t)dir->u.dir->trashtime *
+						SW_NSEC_PER_SEC;
+		}
+		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+		mut.unlink = &u;
+	}
+	rc = master_commit(m, r, &mut);
+	if (rc < 0)
+		return rc;
+	watch_changed(m, dir, name.data, name.len, NULL);
+	reply->has_nodes = 1;
+	reply->nodes += 1;
+	if (is_dir && !trash) {
+		reply->has_purge_id = 1;
+		reply->purge_id = m->ns.purge_tail->id;
+		reply->nodes += m->ns.purge_tail->total - 1;
+		purge_kick(m);
+	}
+	return 0;
+}
+
 static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmrReq *q = (const void *)msg;
 	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
-	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	Sweepfs__Meta__Detach det = SWEEPFS__META__DETACH__INIT;
-	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
 			     q->cred->groups };
 	struct master *m = r->m;
@@ -117,33 +175,9 @@ static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 	if (rc < 0)
 		goto out_err;
 
-	mut.time = sw_now_ns();
-	if (S_ISDIR(n->mode)) {
-		det.parent = dir->ino;
-		det.name = q->name;
-		mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
-		mut.detach = &det;
-	} else {
-		/* A single name: that is an unlink. */
-		u.parent = dir->ino;
-		u.name = q->name;
-		u.has_keep = 1;
-		u.keep = n->nlink == 1 && (n->flags & NODE_OPEN);
-		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
-		mut.unlink = &u;
-	}
-	rc = master_commit(m, r, &mut);
+	rc = remove_entry_now(m, r, dir, e, !q->skip_trash, &reply);
 	if (rc < 0)
 		goto out_err;
-	watch_changed(m, dir, q->name.data, q->name.len, NULL);
-	reply.has_nodes = 1;
-	reply.nodes = 1;
-	if (S_ISDIR(n->mode)) {
-		reply.has_purge_id = 1;
-		reply.purge_id = m->ns.purge_tail->id;
-		reply.nodes = m->ns.purge_tail->total;
-		purge_kick(m);
-	}
 	req_reply(r, &reply.base);
 	return;
 

@@ -361,6 +361,10 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		if (!handler)
 			handler = rmr_handler(hdr->type);
 		if (!handler)
+			handler = snapshot_handler(hdr->type);
+		if (!handler)
+			handler = trash_handler(hdr->type);
+		if (!handler)
 			handler = admin_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);

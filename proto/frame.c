@@ -55,6 +55,11 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	/* A notification: "req" is its payload; nobody replies. */
 	MSG(INVAL, "inval", inval_notify, status_reply, 0, 0),
 	MSG(RMR, "rmr", rmr_req, rmr_reply, 1, 0),
+	MSG(EATTR, "eattr", eattr_req, eattr_reply, 1, 0),
+	MSG(SNAPSHOT, "snapshot", snapshot_req, snapshot_reply, 1, 0),
+	MSG(RMSNAPSHOT, "rmsnapshot", rmsnapshot_req, rmr_reply, 1, 0),
+	MSG(TRASHTIME, "trashtime", trashtime_req, trashtime_reply, 1, 0),
+	MSG(TRASH, "trash", trash_req, trash_reply, 1, 0),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -108,6 +108,11 @@ enum sw_msg_type {
 	SW_MSG_INVAL = 35,
 	/* removal */
 	SW_MSG_RMR = 36,
+	SW_MSG_EATTR = 37,
+	SW_MSG_SNAPSHOT = 38,
+	SW_MSG_RMSNAPSHOT = 39,
+	SW_MSG_TRASHTIME = 40,
+	SW_MSG_TRASH = 41,
 	SW_MSG__COUNT
 };
 

@@ -17,6 +17,15 @@ struct command {
 static const struct command commands[] = {
 	{ "status", cmd_status, "the master's state, sessions, memory" },
 	{ "stats", cmd_stats, "request counters, total and per session" },
+	{ "rmr", cmd_rmr, "remove trees on the master, in one request each" },
+	{ "snapshot", cmd_snapshot, "copy a tree at once, sharing its data" },
+	{ "rmsnapshot", cmd_rmsnapshot, "remove a tree of snapshot objects" },
+	{ "seteattr", cmd_seteattr, "set the snapshot flag (-f snapshot)" },
+	{ "geteattr", cmd_geteattr, "show the snapshot flag" },
+	{ "deleattr", cmd_deleattr, "clear the snapshot flag" },
+	{ "settrashtime", cmd_settrashtime, "how long removed files stay" },
+	{ "gettrashtime", cmd_gettrashtime, "show a directory's trash time" },
+	{ "trash", cmd_trash, "list, restore or purge removed files" },
 	{ 0 },
 };
 

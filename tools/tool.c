@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tool.h"
@@ -313,4 +314,116 @@ void tool_progress(const char *label, uint64_t done, uint64_t total)
 		      : 100);
 	if (done >= total)
 		fputc('\n', stderr);
+}
+
+int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
+		   char *name, size_t namelen)
+{
+	char rel[PATH_MAX];
+	struct sw_target t;
+	int rc = tool_locate(path, &t, rel, sizeof(rel));
+
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs: %s: %s\n", path,
+			rc == -ENOENT ? "not on a sweepfs mount"
+				      : strerror(-rc));
+		return rc;
+	}
+	rc = tool_connect_target(&t, c);
+	if (rc < 0)
+		return rc;
+	rc = tool_walk(*c, rel, parent, name, namelen);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs: %s: %s\n", path,
+			rc == -EINVAL ? "the root of a mount" : strerror(-rc));
+		sw_client_close(*c);
+		*c = NULL;
+	}
+	return rc;
+}
+
+int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
+		Sweepfs__Attr *out)
+{
+	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+	ProtobufCMessage *reply;
+	uint32_t groups[256];
+	Sweepfs__Cred cred;
+	int rc;
+
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.parent = parent;
+	q.name.data = (uint8_t *)name;
+	q.name.len = strlen(name);
+	rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
+	if (rc < 0)
+		return rc;
+	rc = sw_reply_err(reply);
+	if (rc == 0)
+		*out = *((Sweepfs__EntryReply *)reply)->attr;
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
+	      ProtobufCMessage **reply)
+{
+	int rc = sw_client_call(c, type, req, reply);
+
+	if (rc == 0) {
+		rc = sw_reply_err(*reply);
+		if (rc < 0) {
+			protobuf_c_message_free_unpacked(*reply, NULL);
+			*reply = NULL;
+		}
+	}
+	return rc;
+}
+
+int tool_resolve(struct sw_client *c, const char *rel, uint64_t *ino,
+		 uint32_t *mode)
+{
+	char name[256];
+	Sweepfs__Attr a;
+	uint64_t parent;
+	int rc = tool_walk(c, rel, &parent, name, sizeof(name));
+
+	if (rc == -EINVAL) {
+		*ino = c->root_ino;
+		*mode = S_IFDIR;
+		return 0;
+	}
+	if (rc == 0)
+		rc = tool_lookup(c, parent, name, &a);
+	if (rc == 0) {
+		*ino = a.ino;
+		*mode = a.mode;
+	}
+	return rc;
+}
+
+int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
+		  uint32_t *mode)
+{
+	char rel[PATH_MAX];
+	struct sw_target t;
+	int rc = tool_locate(path, &t, rel, sizeof(rel));
+
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs: %s: %s\n", path,
+			rc == -ENOENT ? "not on a sweepfs mount"
+				      : strerror(-rc));
+		return rc;
+	}
+	rc = tool_connect_target(&t, c);
+	if (rc < 0)
+		return rc;
+	rc = tool_resolve(*c, rel, ino, mode);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
+		sw_client_close(*c);
+		*c = NULL;
+	}
+	return rc;
 }

@@ -53,6 +53,33 @@ int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
  */
 int tool_connect(const char *path, struct sw_client **out);
 
+/*
+ * For a path on a sweepfs mount: connect to its master (*@c, close with
+ * sw_client_close) and look up its directory (*@parent) and last
+ * component (@name). Prints why on failure. Returns 0 or -errno.
+ */
+int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
+		   char *name, size_t namelen);
+
+/* LOOKUP @name in @parent with the caller's credentials; *@out gets the
+ * attributes (scalars only: no pointers into the reply). */
+int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
+		Sweepfs__Attr *out);
+
+/* The inode and mode of @rel (relative to the export root; "" is the
+ * root) on @c. */
+int tool_resolve(struct sw_client *c, const char *rel, uint64_t *ino,
+		 uint32_t *mode);
+
+/* tool_open_path() for the object itself: its inode and mode. */
+int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
+		  uint32_t *mode);
+
+/* sw_client_call() plus the reply's own error: 0 with *@reply, or -errno
+ * with *@reply NULL. */
+int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
+	      ProtobufCMessage **reply);
+
 /* Connect to the master @t names, as a tool (prints why on failure). */
 int tool_connect_target(const struct sw_target *t, struct sw_client **out);
 
@@ -85,5 +112,13 @@ int cmd_status(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_rmr(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_seteattr(int argc, char **argv);
+int cmd_geteattr(int argc, char **argv);
+int cmd_deleattr(int argc, char **argv);
+int cmd_rmsnapshot(int argc, char **argv);
+int cmd_settrashtime(int argc, char **argv);
+int cmd_gettrashtime(int argc, char **argv);
+int cmd_trash(int argc, char **argv);
 
 #endif

@@ -1,0 +1,279 @@
+/*
+ * Snapshots and the snapshot flag, as MooseFS users know them:
+ *   sweepfs snapshot SRC DST            (mfsmakesnapshot)
+ *   sweepfs seteattr -f snapshot [-r]   (mfsseteattr)
+ *   sweepfs rmsnapshot [-f] PATH        (mfsrmsnapshot)
+ *
+ * rmsnapshot without -f removes the tree only if every name in it
+ * carries the flag, checked by walking directories (each counts its
+ * unflagged names), then detaches it like rmr, so it answers in time
+ * independent of the number of files. With -f it removes what is flagged
+ * and keeps the rest: fully flagged subtrees are detached whole, flagged
+ * files in mixed directories are unlinked one by one.
+ *
+ * Who may: root, or the owner of the object named (for a snapshot, of the
+ * source), with write and search permission on the directory changed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master_i.h"
+#include "util.h"
+
+static struct cred cred_of(const Sweepfs__Cred *p)
+{
+	struct cred c = { p->uid, p->gid, p->n_groups, p->groups };
+
+	return c;
+}
+
+/* Directory @parent (not detached) and its entry @name. */
+static int find_entry(struct master *m, uint64_t parent,
+		      const ProtobufCBinaryData *name, struct node **dir,
+		      struct edge **e)
+{
+	if (name->len > SW_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!sw_name_valid(name->data, name->len))
+		return -EINVAL;
+	*dir = ns_get(&m->ns, parent);
+	if (!*dir || ((*dir)->flags & NODE_DETACHED))
+		return -ENOENT;
+	if (!S_ISDIR((*dir)->mode))
+		return -ENOTDIR;
+	*e = ns_lookup(&m->ns, *dir, (const char *)name->data, name->len);
+	return *e ? 0 : -ENOENT;
+}
+
+static void op_eattr(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__EattrReq *q = (const void *)msg;
+	Sweepfs__EattrReply reply = SWEEPFS__EATTR_REPLY__INIT;
+	Sweepfs__Meta__SetEattr se = SWEEPFS__META__SET_EATTR__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct cred cred = cred_of(q->cred);
+	struct node *dir;
+	struct edge *e;
+	int rc = find_entry(r->m, q->parent, &q->name, &dir, &e);
+
+	if (rc == 0 && q->set && q->clear)
+		rc = -EINVAL;
+	if (rc == 0 && (q->set || q->clear) && !cred_owns(&cred, e->child))
+		rc = -EPERM;
+	if (rc < 0)
+		goto out_err;
+	if (q->set || q->clear) {
+		se.parent = dir->ino;
+		se.name = q->name;
+		se.snapshot = q->set;
+		se.has_recursive = 1;
+		se.recursive = q->recursive;
+		mut.time = sw_now_ns();
+		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_EATTR;
+		mut.set_eattr = &se;
+		rc = master_commit(r->m, r, &mut);
+		if (rc < 0)
+			goto out_err;
+		e = ns_lookup(&r->m->ns, dir, (const char *)q->name.data,
+			      q->name.len);
+	}
+	reply.has_snapshot = 1;
+	reply.snapshot = e && (e->flags & EDGE_SNAPSHOT);
+	req_reply(r, &reply.base);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__SnapshotReq *q = (const void *)msg;
+	Sweepfs__SnapshotReply reply = SWEEPFS__SNAPSHOT_REPLY__INIT;
+	Sweepfs__Meta__Snapshot sn = SWEEPFS__META__SNAPSHOT__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct cred cred = cred_of(q->cred);
+	struct master *m = r->m;
+	struct node *src = ns_get(&m->ns, q->src), *dir;
+	uint64_t before;
+	int rc;
+
+	if (q->name.len > SW_NAME_MAX)
+		rc = -ENAMETOOLONG;
+	else if (!sw_name_valid(q->name.data, q->name.len))
+		rc = -EINVAL;
+	else if (!src || (src->flags & (NODE_DETACHED | NODE_ORPHAN)))
+		rc = -ENOENT;
+	else if (!(dir = ns_get(&m->ns, q->parent)) ||
+		 (dir->flags & NODE_DETACHED))
+		rc = -ENOENT;
+	else if (!S_ISDIR(dir->mode))
+		rc = -ENOTDIR;
+	else if (!cred_owns(&cred, src))
+		rc = -EPERM;
+	else
+		rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	if (rc < 0)
+		goto out_err;
+	before = m->ns.nnodes;
+	sn.src = src->ino;
+	sn.parent = dir->ino;
+	sn.name = q->name;
+	sn.ino_base = m->ns.next_ino;
+	sn.edge_base = m->ns.next_edge;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SNAPSHOT;
+	mut.snapshot = &sn;
+	rc = master_commit(m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	watch_changed(m, dir, q->name.data, q->name.len, NULL);
+	reply.has_nodes = reply.has_ino = 1;
+	reply.nodes = m->ns.nnodes - before;
+	reply.ino = sn.ino_base;
+	req_reply(r, &reply.base);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+/* Whether every name in the tree under directory @root is flagged:
+ * directories only, each counting its unflagged names. */
+static int tree_flagged(struct node *root)
+{
+	struct edge **stack = NULL, *e = NULL;
+	size_t depth = 0, cap = 0;
+	struct node *d = root;
+	int rc = d->u.dir->nplain ? 0 : 1;
+
+	while (rc == 1) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !(e->child && S_ISDIR(e->child->mode)))
+			e = e->next;
+		if (e) {
+			if (depth == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				struct edge **v = realloc(stack,
+							  nc * sizeof(*v));
+
+				if (!v) {
+					rc = -ENOMEM;
+					break;
+				}
+				stack = v;
+				cap = nc;
+			}
+			stack[depth++] = e;
+			d = e->child;
+			rc = d->u.dir->nplain ? 0 : 1;
+			e = NULL;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		e = stack[--depth];
+		d = d->u.dir->parent;
+	}
+	free(stack);
+	return rc;
+}
+
+/*
+ * rmsnapshot -f below @dir: remove the flagged names, keep the rest. A
+ * flagged directory whose tree is all flagged goes whole; a flagged one
+ * with unflagged names inside stays and is gone through.
+ */
+static int remove_flagged(struct master *m, struct req *r, struct node *dir,
+			  Sweepfs__RmrReply *reply, int depth)
+{
+	struct edge *e, *next;
+	int rc = 0;
+
+	if (depth > 4096)
+		return -ELOOP; /* deeper than anything PATH_MAX allows */
+	for (e = ns_edge_live(dir->u.dir->head); e && rc == 0; e = next) {
+		struct node *c = e->child;
+		bool flagged = e->flags & EDGE_SNAPSHOT;
+
+		next = ns_edge_live(e->next);
+		if (S_ISDIR(c->mode)) {
+			int all = tree_flagged(c);
+
+			if (all < 0)
+				return all;
+			if (flagged && all)
+				rc = remove_entry_now(m, r, dir, e, false, reply);
+			else
+				rc = remove_flagged(m, r, c, reply, depth + 1);
+		} else if (flagged) {
+			rc = remove_entry_now(m, r, dir, e, false, reply);
+		}
+	}
+	return rc;
+}
+
+static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__RmsnapshotReq *q = (const void *)msg;
+	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
+	struct cred cred = cred_of(q->cred);
+	struct node *dir, *n;
+	struct edge *e;
+	int rc = find_entry(r->m, q->parent, &q->name, &dir, &e);
+
+	if (rc < 0)
+		goto out_err;
+	n = e->child;
+	rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	if (rc == 0)
+		rc = perm_sticky(&cred, dir, n);
+	if (rc == 0 && S_ISDIR(n->mode) && !cred_is_root(&cred))
+		rc = may_remove_tree(&cred, n);
+	if (rc < 0)
+		goto out_err;
+	if (!q->force) {
+		int all = S_ISDIR(n->mode) ? tree_flagged(n) : 1;
+
+		if (all < 0 || !(e->flags & EDGE_SNAPSHOT) || !all) {
+			rc = all < 0 ? all : -EPERM;
+			goto out_err;
+		}
+		rc = remove_entry_now(r->m, r, dir, e, false, &reply);
+	} else if (!S_ISDIR(n->mode)) {
+		rc = (e->flags & EDGE_SNAPSHOT)
+			     ? remove_entry_now(r->m, r, dir, e, false, &reply)
+			     : 0;
+	} else {
+		int all = tree_flagged(n);
+
+		if (all < 0)
+			rc = all;
+		else if ((e->flags & EDGE_SNAPSHOT) && all)
+			rc = remove_entry_now(r->m, r, dir, e, false, &reply);
+		else
+			rc = remove_flagged(r->m, r, n, &reply, 0);
+	}
+	if (rc < 0)
+		goto out_err;
+	req_reply(r, &reply.base);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+req_handler snapshot_handler(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_EATTR:
+		return op_eattr;
+	case SW_MSG_SNAPSHOT:
+		return op_snapshot;
+	case SW_MSG_RMSNAPSHOT:
+		return op_rmsnapshot;
+	default:
+		return NULL;
+	}
+}

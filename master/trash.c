@@ -1,0 +1,614 @@
+/*
+ * The trash: removed files and trees kept for a while, restorable.
+ *
+ * A directory has a trash time (sweepfs settrashtime; new directories
+ * inherit their parent's). When the last name of a file in such a
+ * directory goes, the file is kept in the trash (NODE_TRASHED, no name)
+ * until the trash time passes; `sweepfs rmr` of a tree under such a
+ * directory puts the whole tree there (detached, not purged). When an
+ * item expires, or is purged by hand, a file is freed (kept as an orphan
+ * if open) and a tree goes to the purge queue. Restoring gives the item
+ * its name back, where it was or where asked.
+ *
+ * Items are journaled (Unlink or Detach with trash_until, TrashRestore,
+ * TrashDrop) and checkpointed; expiry is checked every second and drops
+ * go through the changelog too.
+ *
+ * The namespace half (ns_trash_*) is structure only, like namespace.c;
+ * the request half checks permissions and decides.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "log.h"
+#include "master_i.h"
+#include "namespace_i.h"
+#include "trash.h"
+#include "util.h"
+
+#define TAG "trash"
+
+struct trash_item {
+	uint64_t id;		/* changelog version of the removal */
+	struct node *node;	/* a file (TRASHED) or a tree's root (DETACHED) */
+	uint64_t parent;	/* where it was */
+	char *path;		/* and its full path then ("/a/b/name") */
+	const char *name;	/* the last component, in path */
+	int64_t deleted_at;
+	int64_t expires_at;
+	uint64_t nodes;
+	struct trash_item *next;
+};
+
+/* ---- namespace side ------------------------------------------------- */
+
+/*
+ * The path of directory @dir from the root into @buf ending at @end
+ * (written backwards); returns its start, or NULL if it does not fit or
+ * @dir hangs off no root (a detached tree). Directories know their parent
+ * but not their own name, which takes a scan of the parent's entries, so
+ * the last answer is remembered: removing many files from one directory
+ * names it once. Any directory losing a name (ns->dir_moves) forgets it.
+ */
+static char *dir_path(const struct ns *ns, const struct node *dir,
+		      char *buf, char *end)
+{
+	static struct {
+		const struct ns *ns;
+		const struct node *dir;
+		uint64_t moves;
+		size_t len;
+		char path[4096];
+	} cache;
+	const struct node *d = dir;
+	char *pos = end;
+
+	if (cache.ns == ns && cache.dir == dir && cache.moves == ns->dir_moves &&
+	    (size_t)(end - buf) >= cache.len) {
+		pos -= cache.len;
+		memcpy(pos, cache.path, cache.len);
+		return pos;
+	}
+	while (d->u.dir->parent != d) {
+		const struct node *p = d->u.dir->parent;
+		const struct edge *e;
+
+		if (!p)
+			return NULL;
+		for (e = p->u.dir->head; e && e->child != d; e = e->next)
+			;
+		if (!e || (size_t)(pos - buf) < (size_t)e->namelen + 1)
+			return NULL;
+		pos -= e->namelen;
+		memcpy(pos, e->name, e->namelen);
+		*--pos = '/';
+		d = p;
+	}
+	if ((size_t)(end - pos) <= sizeof(cache.path)) {
+		cache.ns = ns;
+		cache.dir = dir;
+		cache.moves = ns->dir_moves;
+		cache.len = (size_t)(end - pos);
+		memcpy(cache.path, pos, cache.len);
+	}
+	return pos;
+}
+
+static int item_add(struct ns *ns, uint64_t id, struct node *n,
+		    uint64_t parent, const char *path, size_t pathlen,
+		    int64_t now, int64_t until, uint64_t nodes)
+{
+	struct trash_item *t = calloc(1, sizeof(*t));
+	const char *slash;
+
+	if (!t || !(t->path = malloc(pathlen + 1))) {
+		free(t);
+		return -ENOMEM;
+	}
+	memcpy(t->path, path, pathlen);
+	t->path[pathlen] = '\0';
+	slash = strrchr(t->path, '/');
+	t->name = slash ? slash + 1 : t->path;
+	t->id = id;
+	t->node = n;
+	t->parent = parent;
+	t->deleted_at = now;
+	t->expires_at = until;
+	t->nodes = nodes;
+	if (ns->trash_tail)
+		ns->trash_tail->next = t;
+	else
+		ns->trash_head = t;
+	ns->trash_tail = t;
+	ns->ntrash++;
+	ns->misc_bytes += sizeof(*t) + pathlen + 1;
+	return 0;
+}
+
+/* item_add() for @name in @dir, its path worked out. */
+static int item_add_at(struct ns *ns, uint64_t id, struct node *n,
+		       const struct node *dir, const char *name, size_t len,
+		       int64_t now, int64_t until, uint64_t nodes)
+{
+	char buf[4096 + SW_NAME_MAX + 2], *end = buf + sizeof(buf);
+	char *start = end - len;
+
+	memcpy(start, name, len);
+	*--start = '/';
+	{
+		char *p = dir_path(ns, dir, buf, start);
+
+		/* Unnameable (too deep): the name alone, still restorable
+		 * by parent inode. */
+		if (p)
+			start = p;
+		else
+			start++;
+	}
+	return item_add(ns, id, n, dir->ino, start, (size_t)(end - start), now,
+			until, nodes);
+}
+
+static void item_free(struct ns *ns, struct trash_item *t)
+{
+	if (!t)
+		return;
+	ns->misc_bytes -= sizeof(*t) + strlen(t->path) + 1;
+	free(t->path);
+	free(t);
+}
+
+static struct trash_item *item_take(struct ns *ns, uint64_t id)
+{
+	for (struct trash_item **pp = &ns->trash_head; *pp;
+	     pp = &(*pp)->next) {
+		struct trash_item *t = *pp;
+
+		if (t->id != id)
+			continue;
+		*pp = t->next;
+		if (ns->trash_tail == t) {
+			struct trash_item *last = ns->trash_head;
+
+			while (last && last->next)
+				last = last->next;
+			ns->trash_tail = last;
+		}
+		ns->ntrash--;
+		return t;
+	}
+	return NULL;
+}
+
+int ns_trash_unlink(struct ns *ns, struct node *dir, const char *name,
+		    size_t len, uint64_t id, int64_t until, int64_t now)
+{
+	struct edge *e;
+	struct node *n;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	e = ns_lookup(ns, dir, name, len);
+	if (!e)
+		return -ENOENT;
+	n = e->child;
+	if (S_ISDIR(n->mode))
+		return -EISDIR;
+	if (n->nlink > 1)
+		return ns_unlink(ns, dir, name, len, false, now);
+	rc = item_add_at(ns, id, n, dir, name, len, now, until, 1);
+	if (rc < 0)
+		return rc;
+	nsi_edge_remove(ns, dir, e);
+	n->nlink = 0;
+	n->ctime = now;
+	n->flags |= NODE_TRASHED;
+	dir->mtime = dir->ctime = now;
+	return 0;
+}
+
+static void set_detached(struct node *d, void *arg)
+{
+	d->flags |= NODE_DETACHED;
+}
+
+static void clear_detached(struct node *d, void *arg)
+{
+	d->flags &= (uint16_t)~NODE_DETACHED;
+}
+
+static void set_trashtime(struct node *d, void *arg)
+{
+	d->u.dir->trashtime = *(const uint32_t *)arg;
+}
+
+int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
+		    size_t len, uint64_t id, int64_t until, int64_t now)
+{
+	struct edge *e, **stack;
+	struct node *n;
+	int64_t total;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	e = ns_lookup(ns, dir, name, len);
+	if (!e)
+		return -ENOENT;
+	n = e->child;
+	if (!S_ISDIR(n->mode))
+		return -ENOTDIR;
+	stack = nsi_walk_stack(n);
+	if (!stack)
+		return -ENOMEM;
+	rc = item_add_at(ns, id, n, dir, name, len, now, until, 0);
+	if (rc < 0) {
+		free(stack);
+		return rc;
+	}
+	total = nsi_walk_dirs(n, stack, set_detached, NULL);
+	free(stack);
+	ns->trash_tail->nodes = (uint64_t)total;
+	nsi_edge_remove(ns, dir, e);
+	n->u.dir->parent = NULL;
+	dir->mtime = dir->ctime = now;
+	return 0;
+}
+
+int ns_trash_restore(struct ns *ns, uint64_t id, struct node *dir,
+		     const char *name, size_t len, uint64_t edge, int64_t now)
+{
+	struct trash_item *t;
+	struct node *n;
+	int rc;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (dir->flags & NODE_DETACHED)
+		return -ENOENT;
+	if (ns_lookup(ns, dir, name, len))
+		return -EEXIST;
+	for (t = ns->trash_head; t && t->id != id; t = t->next)
+		;
+	if (!t)
+		return -ENOENT;
+	n = t->node;
+	if (S_ISDIR(n->mode) && ns_is_ancestor(n, dir))
+		return -EINVAL;
+	if (S_ISDIR(n->mode)) {
+		struct edge **stack = nsi_walk_stack(n);
+
+		if (!stack)
+			return -ENOMEM;
+		rc = nsi_edge_add(ns, dir, name, len, edge, 0, n);
+		if (rc == 0)
+			nsi_walk_dirs(n, stack, clear_detached, NULL);
+		free(stack);
+		if (rc < 0)
+			return rc;
+	} else {
+		n->flags &= (uint16_t)~NODE_TRASHED;
+		rc = nsi_edge_add(ns, dir, name, len, edge, 0, n);
+		if (rc < 0) {
+			n->flags |= NODE_TRASHED;
+			return rc;
+		}
+	}
+	item_free(ns, item_take(ns, id));
+	n->ctime = now;
+	dir->mtime = dir->ctime = now;
+	return 0;
+}
+
+int ns_trash_drop(struct ns *ns, uint64_t id, bool keep, int64_t now)
+{
+	struct trash_item *t;
+	struct node *n;
+	int rc;
+
+	for (t = ns->trash_head; t && t->id != id; t = t->next)
+		;
+	if (!t)
+		return -ENOENT;
+	n = t->node;
+	if (S_ISDIR(n->mode)) {
+		rc = nsi_purge_add(ns, n, id, t->nodes);
+		if (rc < 0)
+			return rc;
+	} else if (keep) {
+		rc = htab_insert(&ns->orphans, sw_hash_u64(n->ino), n);
+		if (rc < 0)
+			return rc;
+		n->flags = (uint16_t)((n->flags | NODE_ORPHAN) & ~NODE_TRASHED);
+	} else {
+		nsi_node_free(ns, n);
+	}
+	item_free(ns, item_take(ns, id));
+	return 0;
+}
+
+int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
+			 bool recursive)
+{
+	struct edge **stack;
+	int64_t count;
+
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (!recursive) {
+		dir->u.dir->trashtime = seconds;
+		return 1;
+	}
+	stack = nsi_walk_stack(dir);
+	if (!stack)
+		return -ENOMEM;
+	count = nsi_walk_dirs(dir, stack, set_trashtime, &seconds);
+	free(stack);
+	return count;
+}
+
+/* For the checkpoint. */
+int ns_trash_foreach(const struct ns *ns,
+		     int (*fn)(const struct trash_item *t, void *arg),
+		     void *arg)
+{
+	for (const struct trash_item *t = ns->trash_head; t; t = t->next) {
+		int rc = fn(t, arg);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void ns_trash_release(struct ns *ns)
+{
+	while (ns->trash_head) {
+		struct trash_item *t = ns->trash_head;
+
+		ns->trash_head = t->next;
+		free(t->path);
+		free(t);
+	}
+	ns->trash_tail = NULL;
+	ns->ntrash = 0;
+}
+
+int ns_trash_load(struct ns *ns, uint64_t id, uint64_t ino, uint64_t parent,
+		  const char *path, size_t len, int64_t deleted,
+		  int64_t expires, uint64_t nodes)
+{
+	struct node *n = ns_get(ns, ino);
+
+	if (!n || len < 2 || path[0] != '/' || memchr(path, '\0', len))
+		return -EUCLEAN;
+	if (S_ISDIR(n->mode) ? n->u.dir->parent || !(n->flags & NODE_DETACHED)
+			     : n->nlink || !(n->flags & NODE_TRASHED))
+		return -EUCLEAN;
+	return item_add(ns, id, n, parent, path, len, deleted, expires,
+			nodes);
+}
+
+/* The item's data for the checkpoint writer. */
+void ns_trash_item(const struct trash_item *t, uint64_t *id, uint64_t *ino,
+		   uint64_t *parent, const char **path, int64_t *deleted,
+		   int64_t *expires, uint64_t *nodes)
+{
+	*id = t->id;
+	*ino = t->node->ino;
+	*parent = t->parent;
+	*path = t->path;
+	*deleted = t->deleted_at;
+	*expires = t->expires_at;
+	*nodes = t->nodes;
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+static struct cred cred_of(const Sweepfs__Cred *p)
+{
+	struct cred c = { p->uid, p->gid, p->n_groups, p->groups };
+
+	return c;
+}
+
+static void op_trashtime(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__TrashtimeReq *q = (const void *)msg;
+	Sweepfs__TrashtimeReply reply = SWEEPFS__TRASHTIME_REPLY__INIT;
+	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct cred cred = cred_of(q->cred);
+	struct node *n = ns_get(&r->m->ns, q->ino);
+	int rc = 0;
+
+	if (!n || (n->flags & NODE_DETACHED))
+		rc = -ENOENT;
+	else if (!S_ISDIR(n->mode))
+		rc = -ENOTDIR;
+	else if (q->has_seconds && !cred_owns(&cred, n))
+		rc = -EPERM;
+	if (rc == 0 && q->has_seconds) {
+		uint64_t before = 0;
+
+		st.ino = n->ino;
+		st.seconds = q->seconds;
+		st.has_recursive = 1;
+		st.recursive = q->recursive;
+		mut.time = sw_now_ns();
+		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_TRASHTIME;
+		mut.set_trashtime = &st;
+		rc = master_commit(r->m, r, &mut);
+		(void)before;
+	}
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	reply.has_seconds = 1;
+	reply.seconds = n->u.dir->trashtime;
+	req_reply(r, &reply.base);
+}
+
+/* Root sees every item; anyone else the items they own. */
+static void op_trash_list(struct req *r, const struct cred *cred)
+{
+	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
+	struct ns *ns = &r->m->ns;
+	Sweepfs__TrashItem *items, **ptrs;
+	size_t n = 0, max = SW_MIN(ns->ntrash, 10000);
+
+	items = calloc(max ? max : 1, sizeof(*items));
+	ptrs = calloc(max ? max : 1, sizeof(*ptrs));
+	if (!items || !ptrs) {
+		req_error(r, -ENOMEM);
+		goto out;
+	}
+	for (struct trash_item *t = ns->trash_head; t && n < max; t = t->next) {
+		Sweepfs__TrashItem *it = &items[n];
+
+		if (!cred_owns(cred, t->node))
+			continue;
+		sweepfs__trash_item__init(it);
+		it->has_id = it->has_parent = it->has_name = 1;
+		it->has_deleted_at = it->has_expires_at = it->has_nodes = 1;
+		it->has_dir = it->has_uid = 1;
+		it->id = t->id;
+		it->path = t->path;
+		it->parent = t->parent;
+		it->name.data = (uint8_t *)t->name;
+		it->name.len = strlen(t->name);
+		it->deleted_at = t->deleted_at;
+		it->expires_at = t->expires_at;
+		it->nodes = t->nodes;
+		it->dir = S_ISDIR(t->node->mode);
+		it->uid = t->node->uid;
+		ptrs[n] = it;
+		n++;
+	}
+	reply.n_items = n;
+	reply.items = ptrs;
+	req_reply(r, &reply.base);
+out:
+	free(items);
+	free(ptrs);
+}
+
+static struct trash_item *item_find(struct ns *ns, uint64_t id)
+{
+	struct trash_item *t = ns->trash_head;
+
+	while (t && t->id != id)
+		t = t->next;
+	return t;
+}
+
+static int drop(struct master *m, struct req *r, struct trash_item *t)
+{
+	Sweepfs__Meta__TrashDrop td = SWEEPFS__META__TRASH_DROP__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	bool dir = S_ISDIR(t->node->mode);
+	int rc;
+
+	td.id = t->id;
+	td.has_keep = 1;
+	td.keep = !dir && (t->node->flags & NODE_OPEN);
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_TRASH_DROP;
+	mut.trash_drop = &td;
+	rc = master_commit(m, r, &mut);
+	if (rc == 0 && dir)
+		purge_kick(m);
+	return rc;
+}
+
+static void op_trash(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__TrashReq *q = (const void *)msg;
+	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
+	Sweepfs__Meta__TrashRestore tr = SWEEPFS__META__TRASH_RESTORE__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct cred cred = cred_of(q->cred);
+	struct master *m = r->m;
+	struct trash_item *t;
+	struct node *dir;
+	int rc;
+
+	if (q->op == 1) {
+		op_trash_list(r, &cred);
+		return;
+	}
+	t = q->has_id ? item_find(&m->ns, q->id) : NULL;
+	if (!t || (q->op != 2 && q->op != 3)) {
+		req_error(r, t ? -EINVAL : -ENOENT);
+		return;
+	}
+	if (!cred_owns(&cred, t->node)) {
+		req_error(r, -EPERM);
+		return;
+	}
+	if (q->op == 3) {
+		rc = drop(m, r, t);
+		goto out;
+	}
+	tr.id = t->id;
+	tr.parent = q->has_parent ? q->parent : t->parent;
+	if (q->has_name) {
+		tr.name = q->name;
+	} else {
+		tr.name.data = (uint8_t *)t->name;
+		tr.name.len = strlen(t->name);
+	}
+	dir = ns_get(&m->ns, tr.parent);
+	if (tr.name.len > SW_NAME_MAX || !sw_name_valid(tr.name.data,
+							 tr.name.len))
+		rc = -EINVAL;
+	else if (!dir || (dir->flags & NODE_DETACHED))
+		rc = -ENOENT;
+	else
+		rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	if (rc == 0) {
+		tr.edge = m->ns.next_edge;
+		mut.time = sw_now_ns();
+		mut.op_case = SWEEPFS__META__MUTATION__OP_TRASH_RESTORE;
+		mut.trash_restore = &tr;
+		rc = master_commit(m, r, &mut);
+		if (rc == 0)
+			watch_changed(m, dir, tr.name.data, tr.name.len, NULL);
+	}
+out:
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		req_reply(r, &reply.base);
+}
+
+void trash_expire(struct master *m)
+{
+	int64_t now = sw_now_ns();
+	struct trash_item *t, *next;
+
+	for (t = m->ns.trash_head; t; t = next) {
+		next = t->next;
+		if (t->expires_at > now)
+			continue;
+		if (drop(m, NULL, t) < 0)
+			break; /* the changelog is full: next second */
+	}
+}
+
+req_handler trash_handler(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_TRASHTIME:
+		return op_trashtime;
+	case SW_MSG_TRASH:
+		return op_trash;
+	default:
+		return NULL;
+	}
+}

@@ -1,0 +1,302 @@
+/*
+ * Snapshots and the snapshot flag, in the MooseFS tools' words:
+ *
+ *   sweepfs snapshot SRC DST              copy SRC to DST, atomically
+ *   sweepfs seteattr -f snapshot [-r] PATH...
+ *   sweepfs geteattr PATH...
+ *   sweepfs deleattr -f snapshot [-r] PATH...
+ *   sweepfs rmsnapshot [-f] PATH...       remove a flagged tree at once
+ *
+ * A snapshot shares file data with its source until either side writes
+ * it; the master copies the metadata in the background and attaches the
+ * copy when it is complete, so DST appears in one step. As with
+ * mfsmakesnapshot, a DST that is an existing directory receives the copy
+ * under SRC's name.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tool.h"
+#include "util.h"
+
+static bool same_master(const struct sw_target *a, const struct sw_target *b)
+{
+	return !strcmp(a->host, b->host) && a->port == b->port &&
+	       !strcmp(a->subdir, b->subdir);
+}
+
+static int snapshot_one(const char *src, const char *dst)
+{
+	Sweepfs__SnapshotReq q = SWEEPFS__SNAPSHOT_REQ__INIT;
+	char srel[PATH_MAX], drel[PATH_MAX], name[256], base[PATH_MAX];
+	struct sw_target st, dt;
+	struct sw_client *c;
+	ProtobufCMessage *reply;
+	uint64_t src_ino, dst_ino, parent;
+	uint32_t groups[256], mode, dmode;
+	Sweepfs__Cred cred;
+	int rc;
+
+	if ((rc = tool_locate(src, &st, srel, sizeof(srel))) < 0) {
+		fprintf(stderr, "sweepfs snapshot: %s: %s\n", src,
+			rc == -ENOENT ? "not on a sweepfs mount"
+				      : strerror(-rc));
+		return rc;
+	}
+	/* DST need not exist: locate its directory. */
+	snprintf(base, sizeof(base), "%s", dst);
+	if (tool_locate(dst, &dt, drel, sizeof(drel)) < 0) {
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s", dst);
+		rc = tool_locate(dirname(dir), &dt, drel, sizeof(drel));
+		if (rc < 0) {
+			fprintf(stderr, "sweepfs snapshot: %s: %s\n", dst,
+				rc == -ENOENT ? "not on a sweepfs mount"
+					      : strerror(-rc));
+			return rc;
+		}
+		snprintf(base, sizeof(base), "%s", dst);
+		snprintf(drel + strlen(drel), sizeof(drel) - strlen(drel),
+			 "%s%s", drel[0] ? "/" : "", basename(base));
+	}
+	if (!same_master(&st, &dt)) {
+		fprintf(stderr, "sweepfs snapshot: %s and %s are on different "
+				"filesystems\n", src, dst);
+		return -EXDEV;
+	}
+	if ((rc = tool_connect_target(&st, &c)) < 0)
+		return rc;
+	rc = tool_resolve(c, srel, &src_ino, &mode);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs snapshot: %s: %s\n", src,
+			strerror(-rc));
+		goto out;
+	}
+	/* An existing directory DST receives the copy under SRC's name. */
+	if (tool_resolve(c, drel, &dst_ino, &dmode) == 0 && S_ISDIR(dmode)) {
+		snprintf(base, sizeof(base), "%s", srel);
+		parent = dst_ino;
+		snprintf(name, sizeof(name), "%s",
+			 srel[0] ? basename(base) : "root");
+	} else {
+		rc = tool_walk(c, drel, &parent, name, sizeof(name));
+		if (rc < 0) {
+			fprintf(stderr, "sweepfs snapshot: %s: %s\n", dst,
+				strerror(-rc));
+			goto out;
+		}
+	}
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.src = src_ino;
+	q.parent = parent;
+	q.name.data = (uint8_t *)name;
+	q.name.len = strlen(name);
+	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs snapshot: %s -> %s: %s\n", src, dst,
+			strerror(-rc));
+		goto out;
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+out:
+	sw_client_close(c);
+	return rc;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	if (argc != 3 || argv[1][0] == '-') {
+		bool help = argc == 2 && !strcmp(argv[1], "--help");
+
+		fprintf(help ? stdout : stderr,
+			"usage: sweepfs snapshot SRC DST\n");
+		return help ? 0 : 2;
+	}
+	return snapshot_one(argv[1], argv[2]) < 0 ? 1 : 0;
+}
+
+/* ---- the snapshot flag ------------------------------------------------ */
+
+enum eattr_op { EATTR_GET, EATTR_SET, EATTR_DEL };
+
+static int eattr_one(const char *path, enum eattr_op op, bool recursive)
+{
+	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
+	ProtobufCMessage *reply;
+	uint32_t groups[256];
+	struct sw_client *c;
+	Sweepfs__Cred cred;
+	uint64_t parent;
+	char name[256];
+	int rc = tool_open_path(path, &c, &parent, name, sizeof(name));
+
+	if (rc < 0)
+		return rc;
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.parent = parent;
+	q.name.data = (uint8_t *)name;
+	q.name.len = strlen(name);
+	q.has_set = q.has_clear = q.has_recursive = 1;
+	q.set = op == EATTR_SET;
+	q.clear = op == EATTR_DEL;
+	q.recursive = recursive;
+	rc = tool_call(c, SW_MSG_EATTR, &q.base, &reply);
+	if (rc == 0) {
+		if (op == EATTR_GET)
+			printf("%s: %s\n", path,
+			       ((Sweepfs__EattrReply *)reply)->snapshot
+				       ? "snapshot"
+				       : "-");
+		protobuf_c_message_free_unpacked(reply, NULL);
+	} else {
+		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
+	}
+	sw_client_close(c);
+	return rc;
+}
+
+static int eattr_main(int argc, char **argv, enum eattr_op op)
+{
+	static const struct option longopts[] = {
+		{ "flag", required_argument, NULL, 'f' },
+		{ "recursive", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool recursive = false, flag = op == EATTR_GET;
+	int opt, status = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, op == EATTR_GET ? "h" : "f:rh",
+				  longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'f':
+			if (strcmp(optarg, "snapshot")) {
+				fprintf(stderr, "sweepfs %s: unknown flag "
+						"'%s' (there is one: snapshot)\n",
+					argv[0], optarg);
+				return 2;
+			}
+			flag = true;
+			break;
+		case 'r':
+			recursive = true;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (!flag || optind == argc)
+		goto usage;
+	for (int i = optind; i < argc; i++)
+		if (eattr_one(argv[i], op, recursive) < 0)
+			status = 1;
+	return status;
+usage:
+	fprintf(opt == 'h' ? stdout : stderr,
+		op == EATTR_GET ? "usage: sweepfs geteattr PATH...\n"
+				: "usage: sweepfs %s -f snapshot [-r] PATH...\n",
+		argv[0]);
+	return opt == 'h' ? 0 : 2;
+}
+
+int cmd_seteattr(int argc, char **argv)
+{
+	return eattr_main(argc, argv, EATTR_SET);
+}
+
+int cmd_geteattr(int argc, char **argv)
+{
+	return eattr_main(argc, argv, EATTR_GET);
+}
+
+int cmd_deleattr(int argc, char **argv)
+{
+	return eattr_main(argc, argv, EATTR_DEL);
+}
+
+/* ---- rmsnapshot ------------------------------------------------------- */
+
+static int rmsnapshot_one(const char *path, bool force, bool verbose)
+{
+	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	ProtobufCMessage *reply;
+	uint32_t groups[256];
+	struct sw_client *c;
+	Sweepfs__Cred cred;
+	uint64_t parent;
+	char name[256];
+	int64_t t0;
+	int rc = tool_open_path(path, &c, &parent, name, sizeof(name));
+
+	if (rc < 0)
+		return rc;
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.parent = parent;
+	q.name.data = (uint8_t *)name;
+	q.name.len = strlen(name);
+	q.has_force = 1;
+	q.force = force;
+	t0 = sw_mono_ns();
+	rc = tool_call(c, SW_MSG_RMSNAPSHOT, &q.base, &reply);
+	if (rc == 0) {
+		if (verbose)
+			printf("removed %s: %" PRIu64 " nodes in %.3f ms\n",
+			       path, ((Sweepfs__RmrReply *)reply)->nodes,
+			       (double)(sw_mono_ns() - t0) / 1e6);
+		protobuf_c_message_free_unpacked(reply, NULL);
+	} else if (rc == -EPERM && !force) {
+		fprintf(stderr, "sweepfs rmsnapshot: %s: not removed: not "
+				"every object in it has the snapshot flag "
+				"(or you may not remove it); -f removes the "
+				"flagged ones\n", path);
+	} else {
+		fprintf(stderr, "sweepfs rmsnapshot: %s: %s\n", path,
+			strerror(-rc));
+	}
+	sw_client_close(c);
+	return rc;
+}
+
+int cmd_rmsnapshot(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool force = false, verbose = false;
+	int opt, status = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "fvh", longopts, NULL)) != -1) {
+		if (opt == 'f') {
+			force = true;
+		} else if (opt == 'v') {
+			verbose = true;
+		} else {
+			fprintf(opt == 'h' ? stdout : stderr,
+				"usage: sweepfs rmsnapshot [-f] [-v] PATH...\n");
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (optind == argc) {
+		fprintf(stderr, "usage: sweepfs rmsnapshot [-f] [-v] PATH...\n");
+		return 2;
+	}
+	for (int i = optind; i < argc; i++)
+		if (rmsnapshot_one(argv[i], force, verbose) < 0)
+			status = 1;
+	return status;
+}

@@ -1,0 +1,370 @@
+/*
+ * The trash: removed files and trees kept for a directory's trash time.
+ *
+ *   sweepfs settrashtime [-r] TIME PATH...   TIME: seconds, or 30m, 12h, 7d
+ *   sweepfs gettrashtime PATH...
+ *   sweepfs trash ls [--json] [PATH]
+ *   sweepfs trash restore ID [DEST]          back where it was, or to DEST
+ *   sweepfs trash purge ID...                free it now
+ *
+ * rmr --skip-trash and rmsnapshot never use the trash.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tool.h"
+#include "util.h"
+
+/* "90", "30m", "12h", "7d" into seconds; -1 when malformed. */
+static int64_t parse_duration(const char *s)
+{
+	char *end;
+	unsigned long long v;
+	int64_t mul = 1;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case '\0':
+	case 's':
+		break;
+	case 'm':
+		mul = 60;
+		break;
+	case 'h':
+		mul = 3600;
+		break;
+	case 'd':
+		mul = 86400;
+		break;
+	case 'w':
+		mul = 7 * 86400;
+		break;
+	default:
+		return -1;
+	}
+	if (*end && end[1])
+		return -1;
+	if (v > UINT32_MAX / (unsigned long long)mul)
+		return -1;
+	return (int64_t)v * mul;
+}
+
+static int trashtime_one(const char *path, int64_t seconds, bool recursive)
+{
+	Sweepfs__TrashtimeReq q = SWEEPFS__TRASHTIME_REQ__INIT;
+	ProtobufCMessage *reply;
+	uint32_t groups[256], mode;
+	struct sw_client *c;
+	Sweepfs__Cred cred;
+	uint64_t ino;
+	int rc = tool_open_ino(path, &c, &ino, &mode);
+
+	if (rc < 0)
+		return rc;
+	if (!S_ISDIR(mode)) {
+		fprintf(stderr, "sweepfs: %s: %s (trash time belongs to "
+				"directories)\n", path, strerror(ENOTDIR));
+		sw_client_close(c);
+		return -ENOTDIR;
+	}
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.ino = ino;
+	if (seconds >= 0) {
+		q.has_seconds = q.has_recursive = 1;
+		q.seconds = (uint32_t)seconds;
+		q.recursive = recursive;
+	}
+	rc = tool_call(c, SW_MSG_TRASHTIME, &q.base, &reply);
+	if (rc == 0) {
+		const Sweepfs__TrashtimeReply *r = (const void *)reply;
+
+		if (seconds < 0)
+			printf("%s: %u\n", path, r->seconds);
+		else if (recursive)
+			printf("%s: %" PRIu64 " directories set to %" PRId64
+			       "\n", path, r->changed, seconds);
+		protobuf_c_message_free_unpacked(reply, NULL);
+	} else {
+		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
+	}
+	sw_client_close(c);
+	return rc;
+}
+
+int cmd_settrashtime(int argc, char **argv)
+{
+	bool recursive = false;
+	int64_t seconds;
+	int opt, status = 0;
+
+	optind = 1;
+	while ((opt = getopt(argc, argv, "rh")) != -1) {
+		if (opt != 'r')
+			goto usage;
+		recursive = true;
+	}
+	if (argc - optind < 2)
+		goto usage;
+	seconds = parse_duration(argv[optind]);
+	if (seconds < 0) {
+		fprintf(stderr, "sweepfs settrashtime: bad time '%s' "
+				"(seconds, or a number with s, m, h, d or w)\n",
+			argv[optind]);
+		return 2;
+	}
+	for (int i = optind + 1; i < argc; i++)
+		if (trashtime_one(argv[i], seconds, recursive) < 0)
+			status = 1;
+	return status;
+usage:
+	fprintf(opt == 'h' ? stdout : stderr,
+		"usage: sweepfs settrashtime [-r] TIME PATH...\n");
+	return opt == 'h' ? 0 : 2;
+}
+
+int cmd_gettrashtime(int argc, char **argv)
+{
+	int status = 0;
+
+	if (argc < 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: sweepfs gettrashtime PATH...\n");
+		return 2;
+	}
+	for (int i = 1; i < argc; i++)
+		if (trashtime_one(argv[i], -1, false) < 0)
+			status = 1;
+	return status;
+}
+
+/* ---- sweepfs trash ---------------------------------------------------- */
+
+static int trash_call(struct sw_client *c, uint32_t op, uint64_t id,
+		      const uint64_t *parent, const char *name,
+		      Sweepfs__TrashReply **out)
+{
+	Sweepfs__TrashReq q = SWEEPFS__TRASH_REQ__INIT;
+	ProtobufCMessage *reply;
+	uint32_t groups[256];
+	Sweepfs__Cred cred;
+	int rc;
+
+	*out = NULL;
+	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	q.cred = &cred;
+	q.op = op;
+	if (id) {
+		q.has_id = 1;
+		q.id = id;
+	}
+	if (parent) {
+		q.has_parent = q.has_name = 1;
+		q.parent = *parent;
+		q.name.data = (uint8_t *)name;
+		q.name.len = strlen(name);
+	}
+	rc = tool_call(c, SW_MSG_TRASH, &q.base, &reply);
+	if (rc == 0)
+		*out = (Sweepfs__TrashReply *)reply;
+	return rc;
+}
+
+static void fmt_time(int64_t ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static int trash_ls(struct sw_client *c, bool json)
+{
+	Sweepfs__TrashReply *r;
+	int rc = trash_call(c, 1, 0, NULL, NULL, &r);
+
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs trash ls: %s\n", strerror(-rc));
+		return rc;
+	}
+	if (json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		json_obj_begin(&j, NULL);
+		json_arr_begin(&j, "items");
+		for (size_t i = 0; i < r->n_items; i++) {
+			const Sweepfs__TrashItem *it = r->items[i];
+
+			json_obj_begin(&j, NULL);
+			json_u64(&j, "id", it->id);
+			json_str(&j, "path", it->path);
+			json_bool(&j, "dir", it->dir);
+			json_u64(&j, "nodes", it->nodes);
+			json_u64(&j, "uid", it->uid);
+			json_dbl(&j, "deleted_at", (double)it->deleted_at / 1e9);
+			json_dbl(&j, "expires_at", (double)it->expires_at / 1e9);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_obj_end(&j);
+	} else {
+		if (r->n_items)
+			printf("%-8s %-19s %-19s %10s  %s\n", "ID", "DELETED",
+			       "EXPIRES", "OBJECTS", "PATH");
+		for (size_t i = 0; i < r->n_items; i++) {
+			const Sweepfs__TrashItem *it = r->items[i];
+			char del[32], exp[32];
+
+			fmt_time(it->deleted_at, del, sizeof(del));
+			fmt_time(it->expires_at, exp, sizeof(exp));
+			printf("%-8" PRIu64 " %-19s %-19s %10" PRIu64 "  %s%s\n",
+			       it->id, del, exp, it->nodes, it->path,
+			       it->dir ? "/" : "");
+		}
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static int parse_id(const char *s, uint64_t *id)
+{
+	char *end;
+
+	errno = 0;
+	*id = strtoull(s, &end, 10);
+	if (errno || *end || !*s || !*id) {
+		fprintf(stderr, "sweepfs trash: bad id '%s'\n", s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int trash_restore(struct sw_client *c, const char *idstr,
+			 const char *dest)
+{
+	Sweepfs__TrashReply *r;
+	char rel[PATH_MAX], name[256];
+	uint64_t id, parent;
+	struct sw_target t;
+	int rc = parse_id(idstr, &id);
+
+	if (rc < 0)
+		return rc;
+	if (dest) {
+		/* DEST names the new entry; its directory must exist. */
+		char tmp[PATH_MAX];
+
+		snprintf(tmp, sizeof(tmp), "%s", dest);
+		rc = tool_locate(dirname(tmp), &t, rel, sizeof(rel));
+		if (rc == 0) {
+			uint32_t mode;
+
+			snprintf(tmp, sizeof(tmp), "%s", dest);
+			snprintf(name, sizeof(name), "%s", basename(tmp));
+			rc = tool_resolve(c, rel, &parent, &mode);
+			if (rc == 0 && !S_ISDIR(mode))
+				rc = -ENOTDIR;
+		}
+		if (rc < 0) {
+			fprintf(stderr, "sweepfs trash restore: %s: %s\n", dest,
+				rc == -ENOENT ? "no such directory on sweepfs"
+					      : strerror(-rc));
+			return rc;
+		}
+	}
+	rc = trash_call(c, 2, id, dest ? &parent : NULL, name, &r);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs trash restore: %s: %s%s\n", idstr,
+			strerror(-rc),
+			rc == -EEXIST ? " (give a new name: restore ID DEST)"
+			: rc == -ENOENT && !dest
+				? " (no such item, or its directory is gone: "
+				  "restore ID DEST)"
+				: "");
+		return rc;
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+int cmd_trash(int argc, char **argv)
+{
+	const char *path = NULL;
+	struct sw_client *c;
+	bool json = false;
+	int rc, status = 0;
+
+	if (argc < 2)
+		goto usage;
+	if (!strcmp(argv[1], "ls") || !strcmp(argv[1], "list")) {
+		for (int i = 2; i < argc; i++) {
+			if (!strcmp(argv[i], "--json"))
+				json = true;
+			else if (argv[i][0] != '-' && !path)
+				path = argv[i];
+			else
+				goto usage;
+		}
+		if ((rc = tool_connect(path, &c)) < 0)
+			return 1;
+		rc = trash_ls(c, json);
+		sw_client_close(c);
+		return rc < 0;
+	}
+	if (!strcmp(argv[1], "restore")) {
+		if (argc != 3 && argc != 4)
+			goto usage;
+		char dir[PATH_MAX];
+
+		/* The master of DEST's mount when given, else the cwd's. */
+		snprintf(dir, sizeof(dir), "%s", argc == 4 ? argv[3] : ".");
+		if ((rc = tool_connect(argc == 4 ? dirname(dir) : NULL, &c)) < 0)
+			return 1;
+		rc = trash_restore(c, argv[2], argc == 4 ? argv[3] : NULL);
+		sw_client_close(c);
+		return rc < 0;
+	}
+	if (!strcmp(argv[1], "purge")) {
+		if (argc < 3)
+			goto usage;
+		if ((rc = tool_connect(NULL, &c)) < 0)
+			return 1;
+		for (int i = 2; i < argc; i++) {
+			Sweepfs__TrashReply *r;
+			uint64_t id;
+
+			if (parse_id(argv[i], &id) < 0) {
+				status = 1;
+				continue;
+			}
+			rc = trash_call(c, 3, id, NULL, NULL, &r);
+			if (rc < 0) {
+				fprintf(stderr, "sweepfs trash purge: %s: %s\n",
+					argv[i], strerror(-rc));
+				status = 1;
+				continue;
+			}
+			protobuf_c_message_free_unpacked(&r->base, NULL);
+		}
+		sw_client_close(c);
+		return status;
+	}
+usage:
+	fprintf(stderr, "usage: sweepfs trash ls [--json] [PATH]\n"
+			"       sweepfs trash restore ID [DEST]\n"
+			"       sweepfs trash purge ID...\n");
+	return 2;
+}
