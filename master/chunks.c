@@ -79,17 +79,35 @@ static struct chunk *chunk_alloc(struct ns *ns, uint64_t id, uint32_t version)
 	return c;
 }
 
+static void chunk_free(struct ns *ns, struct chunk *c)
+{
+	uint64_t id = c->id;
+
+	if (ns->chunk_gone)
+		ns->chunk_gone(ns->hook_arg, c);
+	htab_remove(&ns->chunks, sw_hash_u64(id), c);
+	ns->nchunks--;
+	slab_free(&ns->chunk_slab, c);
+}
+
 static void chunk_unref(struct ns *ns, uint64_t id)
 {
 	struct chunk *c = chunk_get(ns, id);
 
 	if (!c || --c->refs)
 		return;
-	if (ns->chunk_gone)
-		ns->chunk_gone(ns->hook_arg, c);
-	htab_remove(&ns->chunks, sw_hash_u64(id), c);
-	ns->nchunks--;
-	slab_free(&ns->chunk_slab, c);
+	/* A snapshot being copied may still name it (nscopy.c). */
+	if (id < ns->copy_chunk_start && ns_copy_hold(ns, id) == 0)
+		return;
+	chunk_free(ns, c);
+}
+
+void ns_chunk_unhold(struct ns *ns, uint64_t id)
+{
+	struct chunk *c = chunk_get(ns, id);
+
+	if (c && c->refs == 0)
+		chunk_free(ns, c);
 }
 
 int chunk_set_version(struct ns *ns, uint64_t id, uint32_t version)

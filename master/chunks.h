@@ -92,6 +92,15 @@ int ns_load_chunk(struct ns *ns, uint64_t id, uint32_t version);
 int ns_load_slots(struct ns *ns, struct node *n, uint32_t count,
 		  const uint64_t *ids);
 
+/*
+ * Snapshots in progress (nscopy.c): a chunk numbered below the copy's
+ * start is frozen (ns_chunk_frozen(), namespace.h), i.e. the image being copied may name it, so it must
+ * not be written in place (the data path duplicates it first). A frozen
+ * chunk losing its last reference is held until the copy ends, then
+ * ns_chunk_unhold() frees it if nothing took it.
+ */
+void ns_chunk_unhold(struct ns *ns, uint64_t id);
+
 /* After loading: forget chunks no slot names (nothing references them;
  * their copies are deleted as orphans when their servers register). */
 void chunks_drop_unreferenced(struct ns *ns);

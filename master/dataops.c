@@ -41,6 +41,7 @@ struct job {
 	uint32_t ok[CHUNK_COPIES_MAX];
 	uint64_t src;		/* duplicate: source chunk (kept busy) */
 	bool truncate;		/* a setattr's: reply with attributes */
+	bool revoke;		/* no request: a lease taken back */
 	struct job *next;	/* in a chunk's waiters */
 };
 
@@ -49,6 +50,42 @@ struct chunk_wait {
 };
 
 static void job_run(struct master *m, struct job *j);
+
+/*
+ * Chunks with a write lease, so that a snapshot can take the leases back
+ * without looking at every chunk. Entries go stale when a lease ends;
+ * they are dropped when the list is next full.
+ */
+static struct {
+	uint64_t *id;
+	size_t n, cap;
+} leased;
+
+static void lease_note(const struct ns *ns, uint64_t id)
+{
+	if (leased.n == leased.cap) {
+		size_t keep = 0;
+		int64_t now = sw_mono_ns();
+
+		for (size_t i = 0; i < leased.n; i++) {
+			const struct chunk *c = chunk_get(ns, leased.id[i]);
+
+			if (c && c->lease_session && c->lease_until > now)
+				leased.id[keep++] = leased.id[i];
+		}
+		leased.n = keep;
+	}
+	if (leased.n == leased.cap) {
+		size_t cap = leased.cap ? leased.cap * 2 : 64;
+		uint64_t *v = realloc(leased.id, cap * sizeof(*v));
+
+		if (!v)
+			return; /* then it cannot be revoked: see data_revoke_leases() */
+		leased.id = v;
+		leased.cap = cap;
+	}
+	leased.id[leased.n++] = id;
+}
 
 static void job_free(struct job *j)
 {
@@ -126,6 +163,17 @@ static int chunk_wait(struct chunk *c, struct job *j)
 	return 0;
 }
 
+/* Forget the copies a command failed on. */
+static void drop_stale(struct chunk *c)
+{
+	for (int i = 0; i < c->ncopies;) {
+		if (c->copies[i].state == COPY_STALE)
+			c->copies[i] = c->copies[--c->ncopies];
+		else
+			i++;
+	}
+}
+
 static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 {
 	struct job *j = arg;
@@ -160,22 +208,37 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		if (src && src->busy && !--src->busy)
 			chunk_idle(m, src);
 	}
+	if (j->revoke) {
+		if (c) {
+			drop_stale(c);
+			c->busy = 0;
+			chunk_idle(m, c);
+		}
+		m->revoking--;
+		job_free(j);
+		return;
+	}
 	n = ns_get(&m->ns, j->ino);
 	if (!c || !n) {
 		req_error(j->req, -ENOENT);
 	} else {
-		/* Drop the copies that failed. */
-		for (int i = 0; i < c->ncopies;) {
-			if (c->copies[i].state == COPY_STALE)
-				c->copies[i] = c->copies[--c->ncopies];
-			else
-				i++;
-		}
+		drop_stale(c);
 		c->busy = 0;
+		if (j->nok && j->write && !j->truncate &&
+		    ns_chunk_frozen(&m->ns, c)) {
+			/* A snapshot began meanwhile and may share it: ask
+			 * again, which duplicates it. */
+			j->nok = 0;
+			j->src = 0;
+			chunk_idle(m, c);
+			job_run(m, j);
+			return;
+		}
 		if (j->nok && j->write) {
 			c->lease_session = j->req->conn->s ? j->req->conn->s->id
 							   : 0;
 			c->lease_until = sw_mono_ns() + LEASE_NS;
+			lease_note(&m->ns, c->id);
 		}
 		if (!j->nok) {
 			req_error(j->req, -EIO);
@@ -393,7 +456,7 @@ static void job_run(struct master *m, struct job *j)
 	}
 	if (!c || !any_copy(c))
 		rc = start_create(m, j, n, c);
-	else if (c->refs > 1)
+	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c))
 		rc = start_duplicate(m, j, n, c);
 	else if (s && c->lease_session == s->id &&
 		 c->lease_until > sw_mono_ns()) {
@@ -517,7 +580,7 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
 	/* A chunk with commands in flight: truncate it afterwards. The
 	 * reply of a shared chunk's truncation leaves the shared data as
 	 * it is: the file's view past its size reads as zeros anyway. */
-	if (c->busy || c->refs > 1) {
+	if (c->busy || c->refs > 1 || ns_chunk_frozen(&r->m->ns, c)) {
 		job_free(j);
 		return 1;
 	}
@@ -527,6 +590,40 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
 		return rc;
 	}
 	return 0; /* the reply waits for the servers */
+}
+
+/*
+ * A snapshot begins: every write lease ends, by moving its chunk to a new
+ * version, so that no writer goes on writing in place into a chunk the
+ * snapshot now shares; the writer's next request duplicates it. A chunk
+ * busy with commands for a writer is dealt with when they finish
+ * (command_done() runs the request again, which then duplicates).
+ * m->revoking counts the bumps in flight.
+ */
+void data_revoke_leases(struct master *m)
+{
+	int64_t now = sw_mono_ns();
+
+	for (size_t i = 0; i < leased.n; i++) {
+		struct chunk *c = chunk_get(&m->ns, leased.id[i]);
+		struct job *j;
+
+		if (!c || !c->lease_session || c->lease_until <= now)
+			continue;
+		c->lease_session = 0;
+		if (c->busy)
+			continue;
+		j = calloc(1, sizeof(*j));
+		if (!j)
+			continue;
+		j->revoke = true;
+		m->revoking++;
+		if (start_bump(m, j, c, UINT64_MAX) < 0) {
+			m->revoking--;
+			free(j);
+		}
+	}
+	leased.n = 0;
 }
 
 static void op_cs_register(struct req *r, const ProtobufCMessage *msg)

@@ -143,12 +143,20 @@ static int get_node(struct req *r, uint64_t ino, struct node **out)
 	return *out ? 0 : -ENOENT;
 }
 
+/*
+ * A directory to look in or change. One of a removed tree (detached,
+ * being purged, or a snapshot copy not yet named) is gone, as a removed
+ * directory is on a local filesystem: a process whose working directory
+ * it is gets ENOENT for anything it creates there.
+ */
 static int get_dir(struct req *r, uint64_t ino, struct node **out)
 {
 	int rc = get_node(r, ino, out);
 
 	if (rc == 0 && !S_ISDIR((*out)->mode))
 		rc = -ENOTDIR;
+	if (rc == 0 && ((*out)->flags & NODE_DETACHED))
+		rc = -ENOENT;
 	return rc;
 }
 

@@ -58,6 +58,7 @@ static void config_defaults(struct master_config *c)
 	c->delete_rate = 2000;
 	c->purge_slice_us = 200;
 	c->purge_duty = 50;
+	c->snapshot_sync_max = 20000;
 }
 
 static void config_table(struct master_config *c, struct sw_opt *o)
@@ -104,13 +105,17 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  NULL, "longest run of the purge between requests, in us" },
 		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,
 		  "percent of the master's time the purge may take" },
+		{ "snapshot_sync_max", SW_OPT_UINT, &c->snapshot_sync_max, 0,
+		  UINT64_MAX, NULL,
+		  "snapshots of at most this many nodes are copied at once; "
+		  "bigger ones by a forked child, in the background" },
 		{ 0 },
 	};
 
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 17
+#define NOPTS 18
 
 static void usage(FILE *f)
 {
@@ -214,7 +219,9 @@ void master_checkpoint(struct master *m)
 {
 	int rc;
 
-	if (m->checkpoint_running || m->stopping)
+	/* Half a snapshot copy is not something to checkpoint: the
+	 * changelog holds it until it is done (snapjob.c). */
+	if (m->checkpoint_running || m->stopping || ns_copy_active(&m->ns, NULL))
 		return;
 	m->last_checkpoint = sw_mono_ns();
 	if (m->ns.version == m->checkpoint_version)
@@ -304,6 +311,7 @@ static void shutdown_master(struct master *m)
 		return;
 	m->stopping = true;
 	sw_notice(TAG, "shutting down");
+	snapjob_stop(m);
 	/* Flushed and synced first, so that held replies go out below. */
 	changelog_close(m->cl);
 	m->cl = NULL;
@@ -607,6 +615,10 @@ int main(int argc, char **argv)
 	m.cs_tick.data = &m;
 	uv_timer_start(&m.cs_tick, on_cs_tick, 100, 100);
 	purge_init(&m);
+	if (snapjob_init(&m) < 0) {
+		sw_crit(TAG, "cannot give up an interrupted snapshot");
+		goto out_fail;
+	}
 	purge_kick(&m); /* a purge interrupted by a restart goes on */
 	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
 		uv_signal_init(m.loop, &m.sig[i]);
@@ -621,7 +633,8 @@ int main(int argc, char **argv)
 	uv_run(m.loop, UV_RUN_DEFAULT);
 
 	/* Stopped: make the state on disk complete and quick to load. */
-	if (m.ns.version != m.checkpoint_version) {
+	if (m.ns.version != m.checkpoint_version &&
+	    !ns_copy_active(&m.ns, NULL)) {
 		rc = checkpoint_write(&m.ns, m.cfg.data_dir, m.ns.version);
 		if (rc < 0) {
 			sw_err(TAG, "final checkpoint failed: %s",
@@ -636,6 +649,7 @@ int main(int argc, char **argv)
 		}
 	}
 	sw_notice(TAG, "stopped at version %" PRIu64, m.ns.version);
+	snapjob_release(&m);
 	sessions_release(&m);
 	csrvs_release(&m);
 	ns_release(&m.ns);

@@ -50,6 +50,7 @@ struct master_config {
 	uint64_t delete_rate;	       /* chunk deletions/s per server */
 	uint64_t purge_slice_us;       /* longest purge slice */
 	uint64_t purge_duty;	       /* percent of the loop's time */
+	uint64_t snapshot_sync_max;    /* nodes a snapshot copies at once */
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -149,6 +150,8 @@ struct master {
 	int64_t purge_last;	/* mono ns of the last slice */
 	uint64_t purge_busy_ns;	/* spent purging, in all */
 
+	struct snapper *snap;	/* snapshots being made (snapjob.c) */
+
 	/* chunkservers (csrv.c) */
 	struct csrv *csrvs[1025];
 	uint32_t ncsrvs;
@@ -156,6 +159,7 @@ struct master {
 	uint64_t next_cmd;
 	uint8_t token_key[16];	/* signs chunk access tokens */
 	uint64_t pending_deletes;
+	uint64_t revoking;	/* lease revocations in flight */
 	uint64_t repl_cursor;
 
 	struct op_counters total;
@@ -274,6 +278,10 @@ req_handler data_handler(uint16_t type);
  */
 int data_truncated(struct req *r, struct node *n, uint64_t old_size);
 
+/* End every write lease (a snapshot begins); m->revoking counts the
+ * version bumps this starts until they finish. */
+void data_revoke_leases(struct master *m);
+
 /* ---- rmr.c ---------------------------------------------------------- */
 
 /* The handler for removal request @type, or NULL. */
@@ -307,6 +315,24 @@ void trash_expire(struct master *m);
 
 /* The handler for snapshot request @type (eattr, snapshot, rmsnapshot). */
 req_handler snapshot_handler(uint16_t type);
+
+/* ---- snapjob.c ------------------------------------------------------ */
+
+/*
+ * Make @name in @parent a snapshot of @src: queued, copied in the
+ * background, and @r answered when the copy is named. 0, or -errno with
+ * nothing queued.
+ */
+int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
+		   uint64_t parent, const void *name, size_t len);
+/* Whether a copy is running (checkpoints wait). */
+bool snapjob_busy(const struct master *m);
+/* Start-up, after the changelog opened: gives up a copy cut short by a
+ * restart. Shutdown, with the changelog still open: gives up a running
+ * copy and refuses the waiting ones. */
+int snapjob_init(struct master *m);
+void snapjob_stop(struct master *m);
+void snapjob_release(struct master *m);
 
 /* ---- purge.c -------------------------------------------------------- */
 

@@ -141,17 +141,38 @@ static int apply_set_eattr(struct ns *ns, const Sweepfs__Meta__SetEattr *e)
 	return rc < 0 ? (int)rc : 0;
 }
 
-static int apply_snapshot(struct ns *ns, const Sweepfs__Meta__Snapshot *s,
-			  int64_t now)
+/*
+ * Snapshot copies. A part or an end that fails to copy still changed
+ * the namespace the same way on replay, so it applies (the copy keeps the
+ * error and fails at its end); only a record for no such copy is refused.
+ */
+static int apply_snapshot(struct ns *ns, const Sweepfs__Meta__Mutation *m)
 {
-	struct node *src = ns_get(ns, s->src), *dir = get_dir(ns, s->parent);
-	int64_t rc;
+	const Sweepfs__Meta__SnapshotBegin *b = m->snapshot_begin;
+	const Sweepfs__Meta__SnapshotPart *p = m->snapshot_part;
+	const Sweepfs__Meta__SnapshotEnd *e = m->snapshot_end;
+	uint64_t id;
+	int rc;
 
-	if (!src || !dir)
-		return -ENOENT;
-	rc = ns_snapshot(ns, src, dir, (const char *)s->name.data, s->name.len,
-			 s->ino_base, s->edge_base, now);
-	return rc < 0 ? (int)rc : 0;
+	switch (m->op_case) {
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_BEGIN:
+		return ns_copy_begin(ns, b->id, b->parent,
+				     (const char *)b->name.data, b->name.len,
+				     b->chunk_start);
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_PART:
+		if (!ns_copy_active(ns, &id) || id != p->id)
+			return -ENOENT;
+		rc = ns_copy_part(ns, p->id, p->records.data, p->records.len,
+				  p->ino_base, p->edge_base);
+		(void)rc; /* kept by the copy */
+		return 0;
+	default:
+		if (!ns_copy_active(ns, &id) || id != e->id)
+			return -ENOENT;
+		ns_copy_end(ns, e->id, e->edge, e->has_abort ? e->abort : 0,
+			    m->time, NULL);
+		return 0;
+	}
 }
 
 static int apply_trash(struct ns *ns, const Sweepfs__Meta__Mutation *m)
@@ -229,8 +250,10 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	case SWEEPFS__META__MUTATION__OP_SET_EATTR:
 		rc = apply_set_eattr(ns, m->set_eattr);
 		break;
-	case SWEEPFS__META__MUTATION__OP_SNAPSHOT:
-		rc = apply_snapshot(ns, m->snapshot, m->time);
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_BEGIN:
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_PART:
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_END:
+		rc = apply_snapshot(ns, m);
 		break;
 	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
 	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
@@ -270,8 +293,12 @@ const char *mutation_name(const Sweepfs__Meta__Mutation *m)
 		return "detach";
 	case SWEEPFS__META__MUTATION__OP_SET_EATTR:
 		return "set_eattr";
-	case SWEEPFS__META__MUTATION__OP_SNAPSHOT:
-		return "snapshot";
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_BEGIN:
+		return "snapshot_begin";
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_PART:
+		return "snapshot_part";
+	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_END:
+		return "snapshot_end";
 	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
 		return "set_trashtime";
 	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:

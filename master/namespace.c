@@ -502,6 +502,7 @@ static int free_node_cb(void *elem, void *arg)
 
 void ns_release(struct ns *ns)
 {
+	ns_copy_release(ns);
 	htab_foreach(&ns->inodes, free_node_cb, ns);
 	while (ns->purge_head) {
 		struct purge_root *pr = ns->purge_head;

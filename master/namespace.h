@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "chunks.h"
 #include "htab.h"
@@ -147,6 +148,12 @@ struct ns {
 	/* Detached subtrees waiting to be freed (purge.c), oldest first. */
 	struct purge_root *purge_head;
 	struct purge_root *purge_tail;
+	/* The snapshot being copied, if any (nscopy.c); chunks numbered
+	 * below copy_chunk_start are held for it. */
+	struct ns_copy *copy;
+	uint64_t copy_chunk_start;
+	int64_t copy_last_rc;	/* how the last one ended: nodes or -errno */
+	uint64_t copy_last_ino;	/* and its root */
 	/* Removed files and trees kept until they expire (trash.c). */
 	struct trash_item *trash_head;
 	struct trash_item *trash_tail;
@@ -166,6 +173,13 @@ struct ns {
 	void (*dir_gone)(void *arg, struct node *dir);
 	void *hook_arg;
 };
+
+/* Whether @c must not be written in place: a snapshot being copied may
+ * name it (chunks.h). */
+static inline bool ns_chunk_frozen(const struct ns *ns, const struct chunk *c)
+{
+	return c->id < ns->copy_chunk_start;
+}
 
 /*
  * Set up an empty namespace whose root directory (inode 1, mode 0755, owned
@@ -303,16 +317,44 @@ int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
 		     size_t len, bool snapshot, bool recursive);
 
 /*
- * Make @name in @dir an atomic copy of @src (metadata; files share their
- * chunks), numbering the new inodes from @ino_base and the new edges from
- * @edge_base in a fixed order, so that the same call on the same
- * namespace makes the same copy. Returns the number of nodes copied, or
- * -EEXIST, -ENOENT (either side removed), -EINVAL (a directory into
- * itself), -ENOTDIR, -ENOMEM (nothing named; what was copied is purged).
+ * Snapshots (nscopy.c): a copy made from an image of the source tree, in
+ * slices. ns_copy_image() writes the image of the tree at @src into @out
+ * (in memory), ns_copy_write() to @fd (from a forked child); both return
+ * 0 or -errno. ns_copy_record() measures the first record of @len bytes:
+ * its length, 0 if it is not all there yet, or -EUCLEAN.
+ *
+ * ns_copy_begin() starts copy @id, to be named @name in directory
+ * @parent; chunks numbered below @chunk_start are held for it (see
+ * ns_chunk_frozen()). -EBUSY while another copy is under way.
+ * ns_copy_part() applies whole records, numbering new inodes from
+ * @ino_base and new edges from @edge_base; an error sticks (returned, and
+ * the copy fails at its end). ns_copy_end() names the copy (new edge
+ * @edge), unless @abort_rc or an earlier error or the name being taken
+ * since: then the copy is given to the purge. Returns the number of nodes
+ * copied with the root's inode in *@ino, or -errno. Deterministic, like
+ * everything here: the same records on the same namespace make the same
+ * copy.
  */
-int64_t ns_snapshot(struct ns *ns, struct node *src, struct node *dir,
-		    const char *name, size_t len, uint64_t ino_base,
-		    uint64_t edge_base, int64_t now);
+#define NS_COPY_RECORD_MAX (1u << 25) /* bytes a record may take, at most */
+struct sw_buf;
+int ns_copy_image(const struct ns *ns, const struct node *src,
+		  struct sw_buf *out);
+int ns_copy_write(const struct ns *ns, const struct node *src, int fd);
+ssize_t ns_copy_record(const uint8_t *p, size_t len);
+int ns_copy_begin(struct ns *ns, uint64_t id, uint64_t parent,
+		  const char *name, size_t len, uint64_t chunk_start);
+int ns_copy_part(struct ns *ns, uint64_t id, const uint8_t *data, size_t len,
+		 uint64_t ino_base, uint64_t edge_base);
+int64_t ns_copy_end(struct ns *ns, uint64_t id, uint64_t edge, int abort_rc,
+		    int64_t now, uint64_t *ino);
+/* Whether a copy is under way (its id into *@id, if not NULL); the nodes
+ * it has so far. */
+bool ns_copy_active(const struct ns *ns, uint64_t *id);
+uint64_t ns_copy_nodes(const struct ns *ns);
+/* Free a copy's state without finishing it (ns_release()). */
+void ns_copy_release(struct ns *ns);
+/* Keep chunk @chunk, which lost its last reference, for the copy. */
+int ns_copy_hold(struct ns *ns, uint64_t chunk);
 
 /* Free orphan @n. Returns 0 or -EINVAL when @n is not an orphan. */
 int ns_release_orphan(struct ns *ns, struct node *n);

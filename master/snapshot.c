@@ -90,53 +90,38 @@ out_err:
 static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SnapshotReq *q = (const void *)msg;
-	Sweepfs__SnapshotReply reply = SWEEPFS__SNAPSHOT_REPLY__INIT;
-	Sweepfs__Meta__Snapshot sn = SWEEPFS__META__SNAPSHOT__INIT;
-	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct cred cred = cred_of(q->cred);
 	struct master *m = r->m;
 	struct node *src = ns_get(&m->ns, q->src), *dir;
-	uint64_t before;
 	int rc;
 
 	if (q->name.len > SW_NAME_MAX)
 		rc = -ENAMETOOLONG;
 	else if (!sw_name_valid(q->name.data, q->name.len))
 		rc = -EINVAL;
-	else if (!src || (src->flags & (NODE_DETACHED | NODE_ORPHAN)))
+	else if (!src || (src->flags & (NODE_DETACHED | NODE_ORPHAN |
+					NODE_TRASHED)))
 		rc = -ENOENT;
 	else if (!(dir = ns_get(&m->ns, q->parent)) ||
 		 (dir->flags & NODE_DETACHED))
 		rc = -ENOENT;
 	else if (!S_ISDIR(dir->mode))
 		rc = -ENOTDIR;
+	else if (ns_lookup(&m->ns, dir, (const char *)q->name.data,
+			   q->name.len))
+		rc = -EEXIST;
+	else if (S_ISDIR(src->mode) && ns_is_ancestor(src, dir))
+		rc = -EINVAL;
 	else if (!cred_owns(&cred, src))
 		rc = -EPERM;
 	else
 		rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	/* Queued; answered when the copy has its name (snapjob.c). */
+	if (rc == 0)
+		rc = snapjob_submit(m, r, src->ino, dir->ino, q->name.data,
+				    q->name.len);
 	if (rc < 0)
-		goto out_err;
-	before = m->ns.nnodes;
-	sn.src = src->ino;
-	sn.parent = dir->ino;
-	sn.name = q->name;
-	sn.ino_base = m->ns.next_ino;
-	sn.edge_base = m->ns.next_edge;
-	mut.time = sw_now_ns();
-	mut.op_case = SWEEPFS__META__MUTATION__OP_SNAPSHOT;
-	mut.snapshot = &sn;
-	rc = master_commit(m, r, &mut);
-	if (rc < 0)
-		goto out_err;
-	watch_changed(m, dir, q->name.data, q->name.len, NULL);
-	reply.has_nodes = reply.has_ino = 1;
-	reply.nodes = m->ns.nnodes - before;
-	reply.ino = sn.ino_base;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+		req_error(r, rc);
 }
 
 /* Whether every name in the tree under directory @root is flagged:

@@ -1,0 +1,650 @@
+/*
+ * Making snapshots without stopping the master.
+ *
+ * A snapshot is a copy of a tree as it was at one instant (nscopy.c).
+ * Copying a big tree takes a while, and the master must go on serving
+ * everyone meanwhile, while clients change that very tree. So the
+ * instant is taken with fork(): the child sees the namespace exactly as
+ * it was, walks the source tree at its leisure (at low CPU and IO
+ * priority) and streams its image through a pipe. The loop applies the
+ * image in slices on the purge's budget (purge_slice long, purge_duty of
+ * the loop's time between them, shared with the purge), journaling each
+ * slice, and names the copy when the stream ends. Requests are handled
+ * between slices; nothing waits for the copy but its own request.
+ *
+ * A tree of at most snapshot_sync_max nodes is not worth a fork: its
+ * image is taken on the loop and applied at once.
+ *
+ * File data: chunks are shared, not copied. While the copy is under way,
+ * chunks older than it are frozen: a write to one duplicates it first,
+ * and one that loses its last reference is held for the copy (chunks.h).
+ * Write leases are taken back when the snapshot begins, so that nobody
+ * goes on writing in place with a lease granted before (dataops.c); the
+ * reply waits until they are.
+ *
+ * One snapshot is copied at a time; others wait in order. A copy
+ * interrupted by a restart is given up at start-up (its request's
+ * client saw the connection go and gets no success), and shutdown gives
+ * up a running one, so that the final checkpoint never holds half a copy.
+ * Checkpoints wait while a copy runs (main.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "master_i.h"
+#include "util.h"
+
+#define TAG "snapshot"
+#define PART_BYTES (256u << 10)	 /* records per journaled part, at most */
+#define READ_CHUNK (256u << 10)
+#define IN_HIGH (8u << 20)	 /* stop reading the child above this */
+#define IN_LOW (1u << 20)	 /* and go on below this */
+
+struct snapjob {
+	struct req *req;	/* deferred until the copy is named */
+	uint64_t src;
+	uint64_t parent;
+	uint8_t len;
+	char name[SW_NAME_MAX];
+	struct snapjob *next;
+};
+
+struct snapper {
+	struct master *m;
+	struct snapjob *head;	/* head: the one being copied, if running */
+	struct snapjob *tail;
+	bool running;
+	uint64_t id;		/* the copy's id: its Begin's version */
+	pid_t pid;		/* the child, 0 when none */
+	int child_rc;
+	uv_pipe_t pipe;
+	bool pipe_open;
+	bool reading;
+	bool eof;		/* the image is complete (or cut short) */
+	struct sw_buf in;	/* image bytes not yet applied */
+	uv_idle_t idle;
+	uv_timer_t timer;
+	int64_t started;	/* mono ns */
+	uint64_t bytes;		/* image bytes applied */
+	uint64_t parts;
+};
+
+static void next_job(struct snapper *s);
+static void kick(struct snapper *s);
+static void on_timer(uv_timer_t *t);
+
+/* ---- the child -------------------------------------------------------- */
+
+static void child_main(const struct ns *ns, const struct node *src, int fd)
+{
+	int rc;
+
+	/* Drop the parent's sockets so that clients see their own closes. */
+	if (fd > 3)
+		syscall(SYS_close_range, 3, fd - 1, 0);
+	syscall(SYS_close_range, fd + 1, ~0U, 0);
+	setpriority(PRIO_PROCESS, 0, 10);
+	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7); /* best effort, last */
+	rc = ns_copy_write(ns, src, fd);
+	_exit(rc < 0 ? 1 : 0);
+}
+
+static void on_pipe_closed(uv_handle_t *h)
+{
+	struct snapper *s = h->data;
+
+	s->pipe_open = false;
+}
+
+/* Wait for the child (it is done or killed) and close the pipe. */
+static void child_reap(struct snapper *s, bool kill_it)
+{
+	int status = 0;
+
+	if (s->pid > 0) {
+		if (kill_it)
+			kill(s->pid, SIGKILL);
+		while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			s->child_rc = -EIO;
+		s->pid = 0;
+	}
+	if (s->pipe_open && !uv_is_closing((uv_handle_t *)&s->pipe)) {
+		if (s->reading)
+			uv_read_stop((uv_stream_t *)&s->pipe);
+		s->reading = false;
+		uv_close((uv_handle_t *)&s->pipe, on_pipe_closed);
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct snapper *s = h->data;
+
+	(void)hint;
+	if (sw_buf_reserve(&s->in, READ_CHUNK) < 0) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	buf->base = (char *)s->in.data + s->in.len;
+	buf->len = s->in.cap - s->in.len;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct snapper *s = st->data;
+
+	(void)buf;
+	if (nread > 0) {
+		s->in.len += (size_t)nread;
+		if (sw_buf_used(&s->in) > IN_HIGH) {
+			uv_read_stop(st);
+			s->reading = false;
+		}
+	} else if (nread < 0) {
+		/* EOF, or ENOBUFS from on_alloc: either way no more. */
+		if (nread != UV_EOF)
+			s->child_rc = -EIO;
+		s->eof = true;
+		child_reap(s, nread != UV_EOF);
+	}
+	kick(s);
+}
+
+static int child_start(struct snapper *s, const struct node *src)
+{
+	struct master *m = s->m;
+	int fds[2], rc;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	rc = uv_pipe_init(m->loop, &s->pipe, 0);
+	if (rc < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return rc;
+	}
+	s->pipe.data = s;
+	s->pipe_open = true;
+	rc = uv_pipe_open(&s->pipe, fds[0]);
+	if (rc < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		uv_close((uv_handle_t *)&s->pipe, on_pipe_closed);
+		return rc;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(fds[1]);
+		uv_close((uv_handle_t *)&s->pipe, on_pipe_closed);
+		return rc;
+	}
+	if (pid == 0)
+		child_main(&m->ns, src, fds[1]);
+	close(fds[1]);
+	s->pid = pid;
+	rc = uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+	if (rc < 0) {
+		child_reap(s, true);
+		return rc;
+	}
+	s->reading = true;
+	return 0;
+}
+
+/* ---- journaled steps -------------------------------------------------- */
+
+static int commit_begin(struct snapper *s, const struct snapjob *j)
+{
+	Sweepfs__Meta__SnapshotBegin b = SWEEPFS__META__SNAPSHOT_BEGIN__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct master *m = s->m;
+
+	b.id = m->ns.version + 1; /* this record's version */
+	b.src = j->src;
+	b.parent = j->parent;
+	b.name.data = (uint8_t *)j->name;
+	b.name.len = j->len;
+	b.chunk_start = m->ns.next_chunk;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SNAPSHOT_BEGIN;
+	mut.snapshot_begin = &b;
+	s->id = b.id;
+	return master_commit(m, NULL, &mut);
+}
+
+static int commit_part(struct snapper *s, const uint8_t *p, size_t len)
+{
+	Sweepfs__Meta__SnapshotPart pt = SWEEPFS__META__SNAPSHOT_PART__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct master *m = s->m;
+
+	pt.id = s->id;
+	pt.records.data = (uint8_t *)p;
+	pt.records.len = len;
+	pt.ino_base = m->ns.next_ino;
+	pt.edge_base = m->ns.next_edge;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SNAPSHOT_PART;
+	mut.snapshot_part = &pt;
+	return master_commit(m, NULL, &mut);
+}
+
+static int commit_end(struct snapper *s, int abort_rc)
+{
+	Sweepfs__Meta__SnapshotEnd e = SWEEPFS__META__SNAPSHOT_END__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct master *m = s->m;
+
+	e.id = s->id;
+	e.edge = m->ns.next_edge;
+	if (abort_rc) {
+		e.has_abort = 1;
+		e.abort = abort_rc;
+	}
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SNAPSHOT_END;
+	mut.snapshot_end = &e;
+	return master_commit(m, NULL, &mut);
+}
+
+/*
+ * Apply whole records from the buffer as one part. Returns bytes applied
+ * (0: no whole record yet), or -errno: -EUCLEAN for a bad image, else the
+ * changelog refused (full disk: try later).
+ */
+static ssize_t apply_part(struct snapper *s)
+{
+	const uint8_t *p = sw_buf_head(&s->in);
+	size_t avail = sw_buf_used(&s->in), len = 0;
+	int rc;
+
+	while (len < avail) {
+		ssize_t r = ns_copy_record(p + len, avail - len);
+
+		if (r < 0)
+			return r;
+		if (r == 0 || (len && len + (size_t)r > PART_BYTES))
+			break;
+		len += (size_t)r;
+	}
+	if (len == 0)
+		return 0;
+	rc = commit_part(s, p, len);
+	if (rc < 0)
+		return rc;
+	sw_buf_consume(&s->in, len);
+	s->bytes += len;
+	s->parts++;
+	return (ssize_t)len;
+}
+
+/*
+ * The copy is done or given up: name it or not, and answer. Returns false
+ * when it has to wait (for lease revocations, or room in the changelog)
+ * and will be called again; true when the next job may start.
+ */
+static bool finish(struct snapper *s, int abort_rc)
+{
+	struct master *m = s->m;
+	struct snapjob *j = s->head;
+	struct node *dir;
+	int64_t rc;
+
+	if (m->revoking && !abort_rc) {
+		/* The reply waits until no old lease can write in place. */
+		uv_idle_stop(&s->idle);
+		uv_timer_start(&s->timer, on_timer, 5, 0);
+		return false;
+	}
+	child_reap(s, abort_rc != 0);
+	if (!abort_rc && s->child_rc)
+		abort_rc = s->child_rc;
+	rc = commit_end(s, abort_rc);
+	if (rc < 0) {
+		/* The changelog is full: the End must go in; try again. */
+		sw_warn(TAG, "cannot journal the end of snapshot %" PRIu64
+			     ": %s", s->id, strerror((int)-rc));
+		uv_idle_stop(&s->idle);
+		uv_timer_start(&s->timer, on_timer, 1000, 0);
+		return false;
+	}
+	rc = m->ns.copy_last_rc;
+	dir = ns_get(&m->ns, j->parent);
+	if (rc >= 0 && dir)
+		watch_changed(m, dir, j->name, j->len, NULL);
+	sw_info(TAG, "snapshot %" PRIu64 " %s: %" PRId64 " nodes, %" PRIu64
+		     " bytes in %" PRIu64 " parts, %.3f s",
+		s->id, rc >= 0 ? "done" : strerror((int)-rc),
+		rc >= 0 ? rc : (int64_t)ns_copy_nodes(&m->ns), s->bytes,
+		s->parts, (double)(sw_mono_ns() - s->started) / 1e9);
+	if (j->req) {
+		if (rc >= 0) {
+			Sweepfs__SnapshotReply reply =
+				SWEEPFS__SNAPSHOT_REPLY__INIT;
+
+			reply.has_nodes = reply.has_ino = 1;
+			reply.nodes = (uint64_t)rc;
+			reply.ino = m->ns.copy_last_ino;
+			/* Answered once the End is durable. */
+			j->req->version = m->ns.version;
+			req_reply(j->req, &reply.base);
+		} else {
+			req_error(j->req, (int)rc);
+		}
+		req_done(j->req);
+	}
+	s->head = j->next;
+	if (!s->head)
+		s->tail = NULL;
+	free(j);
+	sw_buf_release(&s->in);
+	s->running = false;
+	s->eof = false;
+	s->child_rc = 0;
+	uv_idle_stop(&s->idle);
+	return true;
+}
+
+/* A slice: parts until the deadline, or until the image runs dry. */
+static void run(uv_idle_t *h)
+{
+	struct snapper *s = h->data;
+	struct master *m = s->m;
+	double duty = (double)m->cfg.purge_duty / 100;
+	int64_t now = sw_mono_ns(), t0, deadline;
+	ssize_t rc = 0;
+
+	if (!s->running) {
+		uv_idle_stop(h);
+		return;
+	}
+	/* The purge's budget, shared: both are background work. */
+	m->purge_credit += (double)(now - m->purge_last) * duty;
+	m->purge_credit = SW_MIN(m->purge_credit, 1e9 * duty);
+	m->purge_last = now;
+	if (m->purge_credit <= 0) {
+		uv_idle_stop(h);
+		uv_timer_start(&s->timer, on_timer, 1, 0);
+		return;
+	}
+	t0 = sw_mono_ns();
+	deadline = t0 + (int64_t)m->cfg.purge_slice_us * 1000;
+	do {
+		rc = apply_part(s);
+	} while (rc > 0 && sw_mono_ns() < deadline);
+	m->purge_credit -= (double)(sw_mono_ns() - t0);
+	if (rc == -EUCLEAN) {
+		sw_err(TAG, "snapshot %" PRIu64 ": the image is malformed",
+		       s->id);
+		if (finish(s, -EIO))
+			next_job(s);
+		return;
+	}
+	if (rc < 0) {
+		uv_idle_stop(h);
+		uv_timer_start(&s->timer, on_timer, 1000, 0);
+		return;
+	}
+	if (!s->reading && !s->eof && s->pipe_open &&
+	    sw_buf_used(&s->in) < IN_LOW &&
+	    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) == 0)
+		s->reading = true;
+	if (rc == 0 && s->eof) {
+		bool cut = sw_buf_used(&s->in) != 0;
+
+		if (cut)
+			sw_err(TAG, "snapshot %" PRIu64 ": the image ends "
+				    "inside a record", s->id);
+		if (finish(s, cut ? -EIO : 0))
+			next_job(s);
+		return;
+	}
+	if (rc == 0)
+		uv_idle_stop(h); /* wait for the child: on_read kicks */
+}
+
+static void kick(struct snapper *s)
+{
+	if (s->running && !uv_is_active((uv_handle_t *)&s->idle)) {
+		uv_timer_stop(&s->timer);
+		uv_idle_start(&s->idle, run);
+	}
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	kick(t->data);
+}
+
+/* Fewer than @limit nodes under @root? Looks at directories only. */
+static bool tree_small(const struct node *root, uint64_t limit)
+{
+	const struct edge **stack = NULL, *e = NULL;
+	const struct node *d = root;
+	size_t depth = 0, cap = 0;
+	uint64_t count = 1;
+	bool small = true;
+
+	if (!S_ISDIR(root->mode))
+		return true;
+	count += d->u.dir->nentries;
+	while (count <= limit) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !(e->child && S_ISDIR(e->child->mode)))
+			e = e->next;
+		if (e) {
+			if (depth == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				const struct edge **v =
+					realloc(stack, nc * sizeof(*v));
+
+				if (!v)
+					break;
+				stack = v;
+				cap = nc;
+			}
+			stack[depth++] = e;
+			d = e->child;
+			count += d->u.dir->nentries;
+			e = NULL;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		e = stack[--depth];
+		d = d->u.dir->parent;
+	}
+	small = count <= limit;
+	free(stack);
+	return small;
+}
+
+/* Why job @j cannot start now, or 0. */
+static int check_job(struct master *m, const struct snapjob *j,
+		     struct node **src)
+{
+	struct node *dir = ns_get(&m->ns, j->parent);
+
+	*src = ns_get(&m->ns, j->src);
+	if (!*src || ((*src)->flags & (NODE_DETACHED | NODE_ORPHAN |
+				       NODE_TRASHED)))
+		return -ENOENT;
+	if (!dir || (dir->flags & NODE_DETACHED))
+		return -ENOENT;
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	if (ns_lookup(&m->ns, dir, j->name, j->len))
+		return -EEXIST;
+	if (S_ISDIR((*src)->mode) && ns_is_ancestor(*src, dir))
+		return -EINVAL;
+	return 0;
+}
+
+static void next_job(struct snapper *s)
+{
+	struct master *m = s->m;
+
+	while (s->head && !s->running && !m->stopping) {
+		struct snapjob *j = s->head;
+		struct node *src;
+		int rc = check_job(m, j, &src);
+
+		if (rc == 0)
+			rc = commit_begin(s, j);
+		if (rc == 0) {
+			s->running = true;
+			s->started = sw_mono_ns();
+			s->bytes = s->parts = 0;
+			data_revoke_leases(m);
+			if (tree_small(src, m->cfg.snapshot_sync_max)) {
+				/* Taken and applied right here. */
+				rc = ns_copy_image(&m->ns, src, &s->in);
+				s->eof = true;
+				while (rc == 0 && apply_part(s) > 0)
+					;
+				/* Whatever is left was refused by the
+				 * changelog (full) or is malformed. */
+				if (rc == 0 && sw_buf_used(&s->in))
+					rc = -ENOSPC;
+				finish(s, rc);
+				continue;
+			}
+			rc = child_start(s, src);
+			if (rc < 0) {
+				sw_err(TAG, "cannot fork for a snapshot: %s",
+				       strerror(-rc));
+				s->eof = true;
+				finish(s, rc);
+				continue;
+			}
+			sw_info(TAG, "snapshot %" PRIu64 " of inode %" PRIu64
+				     " started (child %d)",
+				s->id, j->src, (int)s->pid);
+			kick(s);
+			return;
+		}
+		/* Refused before it began. */
+		if (j->req) {
+			req_error(j->req, rc);
+			req_done(j->req);
+		}
+		s->head = j->next;
+		if (!s->head)
+			s->tail = NULL;
+		free(j);
+	}
+}
+
+/* ---- interface ---------------------------------------------------------- */
+
+int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
+		   uint64_t parent, const void *name, size_t len)
+{
+	struct snapper *s = m->snap;
+	struct snapjob *j;
+
+	if (len == 0 || len > SW_NAME_MAX)
+		return -EINVAL;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->req = req_defer(r);
+	if (!j->req) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->src = src;
+	j->parent = parent;
+	j->len = (uint8_t)len;
+	memcpy(j->name, name, len);
+	if (s->tail)
+		s->tail->next = j;
+	else
+		s->head = j;
+	s->tail = j;
+	next_job(s);
+	return 0;
+}
+
+bool snapjob_busy(const struct master *m)
+{
+	return m->snap && m->snap->running;
+}
+
+int snapjob_init(struct master *m)
+{
+	struct snapper *s = calloc(1, sizeof(*s));
+	uint64_t id;
+
+	if (!s)
+		return -ENOMEM;
+	s->m = m;
+	uv_idle_init(m->loop, &s->idle);
+	s->idle.data = s;
+	uv_timer_init(m->loop, &s->timer);
+	s->timer.data = s;
+	m->snap = s;
+	if (ns_copy_active(&m->ns, &id)) {
+		/* Cut short by a restart: the child and its image are gone. */
+		s->id = id;
+		if (commit_end(s, -ECANCELED) < 0)
+			return -EIO;
+		sw_notice(TAG, "snapshot %" PRIu64 " was interrupted by the "
+			       "restart; its partial copy is purged", id);
+		purge_kick(m);
+	}
+	return 0;
+}
+
+void snapjob_stop(struct master *m)
+{
+	struct snapper *s = m->snap;
+
+	if (!s)
+		return;
+	if (s->running) {
+		sw_notice(TAG, "shutdown: snapshot %" PRIu64 " given up",
+			  s->id);
+		child_reap(s, true);
+		if (commit_end(s, -ECANCELED) < 0)
+			sw_err(TAG, "cannot journal the end of snapshot %" PRIu64
+				    "; it is given up at the next start",
+			       s->id);
+		s->running = false;
+	}
+	while (s->head) {
+		struct snapjob *j = s->head;
+
+		s->head = j->next;
+		if (j->req) {
+			req_error(j->req, -ECANCELED);
+			req_done(j->req);
+		}
+		free(j);
+	}
+	s->tail = NULL;
+	sw_buf_release(&s->in);
+	uv_idle_stop(&s->idle);
+	uv_close((uv_handle_t *)&s->idle, NULL);
+	uv_timer_stop(&s->timer);
+	uv_close((uv_handle_t *)&s->timer, NULL);
+}
+
+void snapjob_release(struct master *m)
+{
+	free(m->snap);
+	m->snap = NULL;
+}
