@@ -45,6 +45,36 @@ static void fill_counters(Sweepfs__Counters *out, uint64_t *reqs,
 	out->readdir_entries = c->readdir_entries;
 }
 
+void admin_sample(struct master *m)
+{
+	struct rate_sample *s = &m->rates[m->nrates++ % SW_ARRAY_SIZE(m->rates)];
+
+	s->t = sw_mono_ns();
+	s->requests = 0;
+	for (size_t i = 0; i < SW_MSG__COUNT; i++)
+		s->requests += m->total.requests[i];
+	s->purged = m->ns.purged;
+}
+
+/* Requests and purged nodes per second over the samples kept. */
+static void rates(const struct master *m, double *ops, double *purge)
+{
+	size_t cap = SW_ARRAY_SIZE(m->rates);
+	const struct rate_sample *new, *old;
+	double dt;
+
+	*ops = *purge = 0;
+	if (m->nrates < 2)
+		return;
+	new = &m->rates[(m->nrates - 1) % cap];
+	old = &m->rates[m->nrates > cap ? m->nrates % cap : 0];
+	dt = (double)(new->t - old->t) / 1e9;
+	if (dt <= 0)
+		return;
+	*ops = (double)(new->requests - old->requests) / dt;
+	*purge = (double)(new->purged - old->purged) / dt;
+}
+
 static void op_info(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__InfoReq *q = (const void *)msg;
@@ -99,6 +129,35 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.purge_busy_ms = m->purge_busy_ns / 1000000;
 	reply.chunk_deletes_pending = m->pending_deletes;
 	reply.chunks = m->ns.nchunks;
+	{
+		double ops, rate;
+
+		rates(m, &ops, &rate);
+		reply.has_ops_per_sec = reply.has_purge_rate = 1;
+		reply.ops_per_sec = ops;
+		reply.purge_rate = rate;
+		if (reply.purge_left) {
+			/* At the recent pace, or else at what the purge did
+			 * per second of its budget so far. */
+			double per_s = rate;
+
+			if (per_s <= 0 && m->purge_busy_ns && m->ns.purged)
+				per_s = (double)m->ns.purged /
+					((double)m->purge_busy_ns / 1e9) *
+					(double)m->cfg.purge_duty / 100;
+			if (per_s > 0) {
+				reply.has_purge_eta_ms = 1;
+				reply.purge_eta_ms = (uint64_t)(
+					(double)reply.purge_left / per_s * 1000);
+			}
+		}
+	}
+	reply.has_snapshot_id = reply.has_snapshot_nodes = 1;
+	reply.has_snapshots_waiting = reply.has_trash_items = 1;
+	ns_copy_active(&m->ns, &reply.snapshot_id);
+	reply.snapshot_nodes = ns_copy_nodes(&m->ns);
+	reply.snapshots_waiting = snapjob_waiting(m);
+	reply.trash_items = m->ns.ntrash;
 	{
 		Sweepfs__ServerInfo *si = calloc(m->ncsrvs + 1, sizeof(*si));
 		Sweepfs__ServerInfo **sp = calloc(m->ncsrvs + 1, sizeof(*sp));

@@ -373,6 +373,8 @@ void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q)
 	}
 	s->total_bytes = q->total_bytes;
 	s->used_bytes = q->used_bytes;
+	if (q->has_chunks)
+		s->reported_chunks = q->chunks;
 	s->last_seen = sw_mono_ns();
 	req_reply(r, &reply.base);
 }

@@ -293,6 +293,7 @@ static void on_tick(uv_timer_t *t)
 	struct master *m = t->data;
 	int64_t now = sw_mono_ns();
 
+	admin_sample(m);
 	sessions_expire(m);
 	orphans_expire(m);
 	trash_expire(m);

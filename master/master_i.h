@@ -7,9 +7,16 @@
  *   server.c     TCP, framing, dispatch, reply queues, group commit
  *   session.c    sessions, open files, orphans, readdir cursors
  *   fsops.c      one handler per namespace request
+ *   watch.c      listings mounts cache, and their invalidation
+ *   dataops.c    chunk requests: locations, create, copy-on-write, leases
+ *   csrv.c       chunkservers: registration, commands, paced deletion
+ *   rmr.c        purge.c        instant removal and the background purge
+ *   snapshot.c   snapjob.c      snapshots, the snapshot flag, rmsnapshot
+ *   trash.c      the trash
  *   admin.c      status and counters
+ *   fsck.c       the consistency check
  *   mutation.c   apply a journaled change (live and replay)
- *   namespace.c  nodes and edges
+ *   namespace.c  nscopy.c  chunks.c   nodes, edges, copies, chunk table
  *   changelog.c  checkpoint.c   persistence
  */
 #ifndef SWEEPFS_MASTER_MASTER_I_H
@@ -163,6 +170,13 @@ struct master {
 	uint64_t repl_cursor;
 
 	struct op_counters total;
+	/* Once a second (on_tick): for rates over the last few seconds. */
+	struct rate_sample {
+		int64_t t;	/* mono ns */
+		uint64_t requests;
+		uint64_t purged;
+	} rates[11];
+	unsigned nrates;	/* samples taken, in all */
 	int64_t started_at;	/* wall ns */
 	int64_t started_mono;
 
@@ -325,8 +339,9 @@ req_handler snapshot_handler(uint16_t type);
  */
 int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
 		   uint64_t parent, const void *name, size_t len);
-/* Whether a copy is running (checkpoints wait). */
+/* Whether a copy is running (checkpoints wait); how many wait. */
 bool snapjob_busy(const struct master *m);
+uint64_t snapjob_waiting(const struct master *m);
 /* Start-up, after the changelog opened: gives up a copy cut short by a
  * restart. Shutdown, with the changelog still open: gives up a running
  * copy and refuses the waiting ones. */
@@ -345,10 +360,26 @@ void purge_kick(struct master *m);
 /* Nodes the purge has yet to free. */
 uint64_t purge_left(const struct master *m);
 
+/* ---- fsck.c --------------------------------------------------------- */
+
+req_handler fsck_handler(uint16_t type);
+
+/*
+ * The check itself, in this process, reporting at most @max problems
+ * (NULL: ENOMEM). It scribbles on scratch fields of every node and chunk
+ * (atime, a flag bit, lease times): only for a forked child, or a test.
+ * Free the report with fsck_free().
+ */
+Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max);
+void fsck_free(Sweepfs__FsckReply *r);
+
 /* ---- admin.c -------------------------------------------------------- */
 
 /* The handler for administrative request @type, or NULL. */
 req_handler admin_handler(uint16_t type);
+
+/* Take this second's sample for the rates status reports. */
+void admin_sample(struct master *m);
 
 /* ---- main.c --------------------------------------------------------- */
 

@@ -351,6 +351,9 @@ int64_t ns_copy_end(struct ns *ns, uint64_t id, uint64_t edge, int abort_rc,
  * it has so far. */
 bool ns_copy_active(const struct ns *ns, uint64_t *id);
 uint64_t ns_copy_nodes(const struct ns *ns);
+/* The copy's root so far (NULL: none), and the chunks held for it. */
+struct node *ns_copy_root(const struct ns *ns);
+size_t ns_copy_held(const struct ns *ns, const uint64_t **ids);
 /* Free a copy's state without finishing it (ns_release()). */
 void ns_copy_release(struct ns *ns);
 /* Keep chunk @chunk, which lost its last reference, for the copy. */

@@ -720,6 +720,17 @@ int ns_copy_part(struct ns *ns, uint64_t id, const uint8_t *data, size_t len,
 	return c->err;
 }
 
+struct node *ns_copy_root(const struct ns *ns)
+{
+	return ns->copy ? ns->copy->root : NULL;
+}
+
+size_t ns_copy_held(const struct ns *ns, const uint64_t **ids)
+{
+	*ids = ns->copy ? ns->copy->held : NULL;
+	return ns->copy ? ns->copy->nheld : 0;
+}
+
 uint64_t ns_copy_nodes(const struct ns *ns)
 {
 	return ns->copy ? ns->copy->nodes : 0;

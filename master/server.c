@@ -366,6 +366,8 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			handler = trash_handler(hdr->type);
 		if (!handler)
 			handler = admin_handler(hdr->type);
+		if (!handler)
+			handler = fsck_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);
 		else

@@ -584,6 +584,16 @@ bool snapjob_busy(const struct master *m)
 	return m->snap && m->snap->running;
 }
 
+uint64_t snapjob_waiting(const struct master *m)
+{
+	uint64_t n = 0;
+
+	for (const struct snapjob *j = m->snap ? m->snap->head : NULL; j;
+	     j = j->next)
+		n++;
+	return n && m->snap->running ? n - 1 : n;
+}
+
 int snapjob_init(struct master *m)
 {
 	struct snapper *s = calloc(1, sizeof(*s));

@@ -100,6 +100,14 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "purged", s->purged);
 	json_u64(&j, "purge_busy_ms", s->purge_busy_ms);
 	json_u64(&j, "chunk_deletes_pending", s->chunk_deletes_pending);
+	json_dbl(&j, "ops_per_sec", s->ops_per_sec);
+	json_dbl(&j, "purge_rate", s->purge_rate);
+	if (s->has_purge_eta_ms)
+		json_u64(&j, "purge_eta_ms", s->purge_eta_ms);
+	json_u64(&j, "snapshot_id", s->snapshot_id);
+	json_u64(&j, "snapshot_nodes", s->snapshot_nodes);
+	json_u64(&j, "snapshots_waiting", s->snapshots_waiting);
+	json_u64(&j, "trash_items", s->trash_items);
 	json_arr_begin(&j, "servers");
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
@@ -194,17 +202,23 @@ int cmd_status(int argc, char **argv)
 	if (s->nodes)
 		printf(" (%.0f bytes per node)",
 		       (double)s->rss_bytes / (double)s->nodes);
-	printf("\ncpu: %.2f s user, %.2f s system\n",
-	       (double)s->cpu_user_ms / 1000, (double)s->cpu_system_ms / 1000);
-	printf("purge: %" PRIu64 " trees, %" PRIu64 " nodes left, %" PRIu64
-	       " freed since start (%.1f s busy)",
-	       s->purge_roots, s->purge_left, s->purged,
+	printf("\ncpu: %.2f s user, %.2f s system; %.0f requests/s\n",
+	       (double)s->cpu_user_ms / 1000, (double)s->cpu_system_ms / 1000,
+	       s->ops_per_sec);
+	printf("purge: %" PRIu64 " trees, %" PRIu64 " nodes left, %.0f "
+	       "nodes/s, %" PRIu64 " freed since start (%.1f s busy)",
+	       s->purge_roots, s->purge_left, s->purge_rate, s->purged,
 	       (double)s->purge_busy_ms / 1000);
-	if (s->purge_left && s->purge_busy_ms && s->purged)
-		printf(", done in ~%.0f s",
-		       (double)s->purge_left * (double)s->purge_busy_ms /
-			       1000 / (double)s->purged * 2);
-	printf("\n%" PRIu64 " chunks, %" PRIu64 " chunk deletions queued\n",
+	if (s->has_purge_eta_ms)
+		printf(", done in ~%.1f s", (double)s->purge_eta_ms / 1000);
+	printf("\n");
+	if (s->snapshot_id || s->snapshots_waiting)
+		printf("snapshot: %" PRIu64 " being copied (%" PRIu64
+		       " nodes so far), %" PRIu64 " waiting\n",
+		       s->snapshot_id, s->snapshot_nodes, s->snapshots_waiting);
+	if (s->trash_items)
+		printf("trash: %" PRIu64 " items\n", s->trash_items);
+	printf("%" PRIu64 " chunks, %" PRIu64 " chunk deletions queued\n",
 	       s->chunks, s->chunk_deletes_pending);
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];

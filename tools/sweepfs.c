@@ -26,6 +26,7 @@ static const struct command commands[] = {
 	{ "settrashtime", cmd_settrashtime, "how long removed files stay" },
 	{ "gettrashtime", cmd_gettrashtime, "show a directory's trash time" },
 	{ "trash", cmd_trash, "list, restore or purge removed files" },
+	{ "fsck", cmd_fsck, "check the master's namespace and chunks" },
 	{ 0 },
 };
 

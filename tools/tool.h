@@ -120,5 +120,6 @@ int cmd_rmsnapshot(int argc, char **argv);
 int cmd_settrashtime(int argc, char **argv);
 int cmd_gettrashtime(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
+int cmd_fsck(int argc, char **argv);
 
 #endif

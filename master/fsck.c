@@ -1,0 +1,595 @@
+/*
+ * sweepfs fsck: the master checks its own state.
+ *
+ * The check runs in a forked child, which sees the state of one instant
+ * and may scribble on its private copy of memory (it reuses each node's
+ * atime as a name counter and a spare flag bit as "reached", and each
+ * chunk's lease time as a reference counter), so the master goes on
+ * serving while it runs and nothing needs a lock or a slice. The child
+ * sends its report back through a pipe.
+ *
+ * What is checked:
+ *  - every node is reachable from the root, a tree being purged, the
+ *    trash, the open-but-unlinked files, or a snapshot being copied;
+ *  - each node has as many names as its link count says (a directory
+ *    one, or none for the root of a tree out of the namespace), and each
+ *    directory's parent is the directory naming it;
+ *  - each directory's entry, subdirectory, unflagged-name and tombstone
+ *    counts;
+ *  - each chunk's reference count is the number of slots naming it
+ *    (plus one if a snapshot copy holds it), every slot names a chunk,
+ *    and no chunk is left with no reference;
+ *  - each chunk has a valid copy on a connected server, and as many as
+ *    the goal;
+ *  - each chunkserver reports as many chunk files as the master knows
+ *    copies there (deletions still queued included).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "master_i.h"
+#include "namespace_i.h"
+#include "trash.h"
+#include "util.h"
+
+#define TAG "fsck"
+#define REACHED 0x8000 /* node flag, in the child's copy only */
+
+struct check {
+	struct master *m;
+	Sweepfs__FsckReply *r;
+	char **problems;
+	size_t nproblems, max;
+};
+
+static void problem(struct check *k, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	if (k->nproblems >= k->max)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	k->problems[k->nproblems] = strdup(line);
+	if (k->problems[k->nproblems])
+		k->nproblems++;
+}
+
+/* ---- names and directories ------------------------------------------ */
+
+static int reset_node(void *elem, void *arg)
+{
+	struct node *n = elem;
+
+	(void)arg;
+	n->atime = 0;
+	n->flags &= (uint16_t)~REACHED;
+	return 0;
+}
+
+static int count_names(void *elem, void *arg)
+{
+	struct check *k = arg;
+	struct node *d = elem;
+	uint64_t entries = 0, subdirs = 0, plain = 0, tombs = 0;
+
+	k->r->nodes++;
+	if (!S_ISDIR(d->mode))
+		return 0;
+	k->r->dirs++;
+	for (struct edge *e = d->u.dir->head; e; e = e->next) {
+		if (!e->child) {
+			tombs++;
+			continue;
+		}
+		entries++;
+		plain += !(e->flags & EDGE_SNAPSHOT);
+		e->child->atime++;
+		if (S_ISDIR(e->child->mode)) {
+			subdirs++;
+			if (e->child->u.dir->parent != d) {
+				k->r->bad_dirs++;
+				problem(k, "directory %" PRIu64 " (%.*s in %"
+					   PRIu64 ") has another parent",
+					e->child->ino, e->namelen, e->name,
+					d->ino);
+			}
+		}
+	}
+	if (entries != d->u.dir->nentries || subdirs != d->u.dir->nsubdirs ||
+	    plain != d->u.dir->nplain || tombs != d->u.dir->tombstones) {
+		k->r->bad_dirs++;
+		problem(k, "directory %" PRIu64 ": counts %" PRIu64 "/%" PRIu64
+			   "/%" PRIu64 "/%" PRIu64 ", found %" PRIu64
+			   "/%" PRIu64 "/%" PRIu64 "/%" PRIu64,
+			d->ino, d->u.dir->nentries, d->u.dir->nsubdirs,
+			d->u.dir->nplain, (uint64_t)d->u.dir->tombstones,
+			entries, subdirs, plain, tombs);
+	}
+	return 0;
+}
+
+/* Mark everything under @root reached (directories through a stack). */
+static int reach(struct node *root)
+{
+	struct node **stack;
+	size_t depth = 0, cap = 256;
+
+	if (root->flags & REACHED)
+		return 0;
+	root->flags |= REACHED;
+	if (!S_ISDIR(root->mode))
+		return 0;
+	stack = malloc(cap * sizeof(*stack));
+	if (!stack)
+		return -ENOMEM;
+	stack[depth++] = root;
+	while (depth) {
+		struct node *d = stack[--depth];
+
+		for (struct edge *e = d->u.dir->head; e; e = e->next) {
+			struct node *c = e->child;
+
+			if (!c || (c->flags & REACHED))
+				continue;
+			c->flags |= REACHED;
+			if (!S_ISDIR(c->mode))
+				continue;
+			if (depth == cap) {
+				struct node **v = realloc(stack, 2 * cap *
+								 sizeof(*v));
+
+				if (!v) {
+					free(stack);
+					return -ENOMEM;
+				}
+				stack = v;
+				cap *= 2;
+			}
+			stack[depth++] = c;
+		}
+	}
+	free(stack);
+	return 0;
+}
+
+static int reach_orphan(void *elem, void *arg)
+{
+	(void)arg;
+	return reach(elem);
+}
+
+static int reach_trash(const struct trash_item *t, void *arg)
+{
+	struct master *m = arg;
+	uint64_t id, ino, parent, nodes;
+	int64_t deleted, expires;
+	const char *path;
+	struct node *n;
+
+	ns_trash_item(t, &id, &ino, &parent, &path, &deleted, &expires, &nodes);
+	n = ns_get(&m->ns, ino);
+	return n ? reach(n) : 0;
+}
+
+/* Roots of trees out of the namespace: named nowhere, by design. */
+static bool unnamed_root(const struct master *m, const struct node *n)
+{
+	if (n == m->ns.root || n == ns_copy_root(&m->ns))
+		return true;
+	if (S_ISDIR(n->mode) && !n->u.dir->parent &&
+	    (n->flags & NODE_DETACHED))
+		return true; /* purged, or a tree in the trash */
+	return false;
+}
+
+static int check_node(void *elem, void *arg)
+{
+	struct check *k = arg;
+	struct node *n = elem;
+	uint64_t names = (uint64_t)n->atime;
+
+	if (!(n->flags & REACHED)) {
+		k->r->leaked_nodes++;
+		problem(k, "inode %" PRIu64 " is reachable from nothing",
+			n->ino);
+	}
+	if (S_ISDIR(n->mode)) {
+		uint64_t want = unnamed_root(k->m, n) ? 0 : 1;
+
+		if (names != want) {
+			k->r->bad_links++;
+			problem(k, "directory %" PRIu64 " has %" PRIu64
+				   " names",
+				n->ino, names);
+		}
+	} else if (names != n->nlink) {
+		k->r->bad_links++;
+		problem(k, "inode %" PRIu64 ": link count %u, %" PRIu64
+			   " names",
+			n->ino, n->nlink, names);
+	} else if (!names && !(n->flags & (NODE_ORPHAN | NODE_TRASHED))) {
+		k->r->bad_links++;
+		problem(k, "inode %" PRIu64 " has no name and is neither open "
+			   "nor in the trash",
+			n->ino);
+	}
+	return 0;
+}
+
+/* ---- chunks ------------------------------------------------------------ */
+
+static int reset_chunk(void *elem, void *arg)
+{
+	(void)arg;
+	((struct chunk *)elem)->lease_until = 0;
+	return 0;
+}
+
+static int count_slots(void *elem, void *arg)
+{
+	struct check *k = arg;
+	struct node *n = elem;
+
+	for (uint32_t i = 0; i < ns_chunk_slots(n); i++) {
+		uint64_t id = ns_chunk_at(n, i);
+		struct chunk *c;
+
+		if (!id)
+			continue;
+		c = chunk_get(&k->m->ns, id);
+		if (c) {
+			c->lease_until++;
+			continue;
+		}
+		k->r->missing_chunks++;
+		problem(k, "inode %" PRIu64 " slot %u names chunk %016" PRIx64
+			   ", which does not exist",
+			n->ino, i, id);
+	}
+	return 0;
+}
+
+static int check_chunk(void *elem, void *arg)
+{
+	struct check *k = arg;
+	struct chunk *c = elem;
+	struct master *m = k->m;
+	int valid = 0;
+
+	k->r->chunks++;
+	if ((uint64_t)c->lease_until != c->refs) {
+		k->r->bad_refs++;
+		problem(k, "chunk %016" PRIx64 ": %u references, %" PRId64
+			   " slots",
+			c->id, c->refs, c->lease_until);
+	} else if (c->refs == 0) {
+		k->r->unreferenced_chunks++;
+		problem(k, "chunk %016" PRIx64 " is referenced by nothing",
+			c->id);
+	}
+	for (int i = 0; i < c->ncopies; i++) {
+		struct csrv *s = csrv_get(m, c->copies[i].srv);
+
+		if (c->copies[i].state == COPY_VALID && csrv_up(s))
+			valid++;
+	}
+	if (valid == 0 && !c->busy) {
+		k->r->lost_chunks++;
+		problem(k, "chunk %016" PRIx64 " has no valid copy on a "
+			   "connected server",
+			c->id);
+	} else if (valid < (int)m->cfg.goal && !c->busy) {
+		k->r->undergoal_chunks++;
+	}
+	return 0;
+}
+
+struct tally {
+	uint64_t *known;
+	uint32_t n;
+};
+
+static int tally_copies(void *elem, void *arg)
+{
+	struct tally *t = arg;
+	struct chunk *c = elem;
+
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].srv <= t->n &&
+		    c->copies[i].state != COPY_PENDING)
+			t->known[c->copies[i].srv]++;
+	return 0;
+}
+
+static int check_servers(struct check *k, Sweepfs__FsckServer **out)
+{
+	struct master *m = k->m;
+	struct tally t = { calloc(m->ncsrvs + 1, sizeof(uint64_t)),
+			   m->ncsrvs };
+
+	if (!t.known)
+		return -ENOMEM;
+	chunks_foreach(&m->ns, tally_copies, &t);
+	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+		struct csrv *s = m->csrvs[i];
+		Sweepfs__FsckServer *x = out[i - 1];
+		uint64_t queued = (s->delq_len - s->delq_head) / 2;
+
+		x->listen = s->listen;
+		x->has_connected = x->has_known = x->has_reported = 1;
+		x->has_deletes_pending = 1;
+		x->connected = csrv_up(s);
+		x->known = t.known[i];
+		x->deletes_pending = queued;
+		x->reported = s->reported_chunks;
+		/* Stale and damaged copies are in the chunk table until their
+		 * deletion is queued; queued ones left it. */
+		if (x->connected && s->reported_chunks != t.known[i] + queued) {
+			k->r->inventory_mismatches++;
+			problem(k, "chunkserver %s reports %" PRIu64
+				   " chunk files; the master knows %" PRIu64
+				   " copies there and %" PRIu64
+				   " queued deletions",
+				s->listen, s->reported_chunks, t.known[i],
+				queued);
+		}
+	}
+	free(t.known);
+	return 0;
+}
+
+void fsck_free(Sweepfs__FsckReply *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n_problems; i++)
+		free(r->problems[i]);
+	free(r->problems);
+	free(r->servers); /* the structs follow the pointers */
+	free(r);
+}
+
+Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
+{
+	Sweepfs__FsckReply *r = calloc(1, sizeof(*r));
+	Sweepfs__FsckServer **srvp = calloc(
+		m->ncsrvs + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
+	Sweepfs__FsckServer *srv =
+		srvp ? (Sweepfs__FsckServer *)(srvp + m->ncsrvs + 1) : NULL;
+	struct check k = { m, r, calloc(max + 1, sizeof(char *)), 0, max };
+	struct ns *ns = &m->ns;
+	int64_t t0 = sw_mono_ns();
+	const uint64_t *held;
+	size_t nheld;
+
+	if (!r || !srvp || !k.problems) {
+		free(r);
+		free(srvp);
+		free(k.problems);
+		return NULL;
+	}
+	sweepfs__fsck_reply__init(r);
+	r->has_nodes = r->has_dirs = r->has_chunks = r->has_leaked_nodes = 1;
+	r->has_bad_links = r->has_bad_dirs = r->has_missing_chunks = 1;
+	r->has_bad_refs = r->has_unreferenced_chunks = 1;
+	r->has_lost_chunks = r->has_undergoal_chunks = 1;
+	r->has_inventory_mismatches = r->has_elapsed_us = 1;
+	r->problems = k.problems;
+	r->servers = srvp;
+	for (uint32_t i = 0; i < m->ncsrvs; i++) {
+		sweepfs__fsck_server__init(&srv[i]);
+		srvp[i] = &srv[i];
+	}
+	r->n_servers = m->ncsrvs;
+
+	htab_foreach(&ns->inodes, reset_node, NULL);
+	htab_foreach(&ns->inodes, count_names, &k);
+	if (reach(ns->root) < 0)
+		goto fail;
+	for (struct purge_root *pr = ns->purge_head; pr; pr = pr->next)
+		if (reach(pr->root) < 0)
+			goto fail;
+	if (ns_copy_root(ns) && reach(ns_copy_root(ns)) < 0)
+		goto fail;
+	if (ns_trash_foreach(ns, reach_trash, m) < 0 ||
+	    htab_foreach(&ns->orphans, reach_orphan, NULL) < 0)
+		goto fail;
+	htab_foreach(&ns->inodes, check_node, &k);
+
+	chunks_foreach(ns, reset_chunk, NULL);
+	htab_foreach(&ns->inodes, count_slots, &k);
+	nheld = ns_copy_held(ns, &held);
+	for (size_t i = 0; i < nheld; i++) {
+		struct chunk *c = chunk_get(ns, held[i]);
+
+		if (c)
+			c->lease_until++;
+	}
+	chunks_foreach(ns, check_chunk, &k);
+	if (check_servers(&k, srvp) < 0)
+		goto fail;
+	r->n_problems = k.nproblems;
+	r->elapsed_us = (uint64_t)(sw_mono_ns() - t0) / 1000;
+	return r;
+
+fail:
+	r->n_problems = k.nproblems;
+	fsck_free(r);
+	return NULL;
+}
+
+/* The child: check, pack, write, exit. */
+static void child_main(struct master *m, int fd, uint32_t max)
+{
+	Sweepfs__FsckReply *r;
+	size_t len;
+	uint8_t *buf;
+
+	if (fd > 3)
+		syscall(SYS_close_range, 3, fd - 1, 0);
+	syscall(SYS_close_range, fd + 1, ~0U, 0);
+	setpriority(PRIO_PROCESS, 0, 10);
+	r = fsck_check(m, max);
+	if (!r)
+		_exit(1);
+	len = sweepfs__fsck_reply__get_packed_size(r);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		_exit(1);
+	sweepfs__fsck_reply__pack(r, buf);
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(fd, buf + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(1);
+		off += (size_t)n;
+	}
+	_exit(0);
+}
+
+/* ---- the parent -------------------------------------------------------- */
+
+struct fsck_run {
+	uv_pipe_t pipe;
+	pid_t pid;
+	struct req *req;
+	struct sw_buf in;
+};
+
+static bool running;
+
+static void on_closed(uv_handle_t *h)
+{
+	struct fsck_run *f = h->data;
+
+	sw_buf_release(&f->in);
+	free(f);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct fsck_run *f = h->data;
+
+	(void)hint;
+	if (sw_buf_reserve(&f->in, 64 << 10) < 0) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	buf->base = (char *)f->in.data + f->in.len;
+	buf->len = f->in.cap - f->in.len;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct fsck_run *f = st->data;
+	Sweepfs__FsckReply *r = NULL;
+	int status = 0;
+
+	(void)buf;
+	if (nread >= 0) {
+		f->in.len += (size_t)nread;
+		return;
+	}
+	uv_read_stop(st);
+	if (nread != UV_EOF)
+		kill(f->pid, SIGKILL);
+	while (waitpid(f->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (nread == UV_EOF && WIFEXITED(status) && !WEXITSTATUS(status))
+		r = sweepfs__fsck_reply__unpack(NULL, sw_buf_used(&f->in),
+						sw_buf_head(&f->in));
+	if (r) {
+		sw_notice(TAG, "%" PRIu64 " nodes, %" PRIu64 " chunks checked "
+			       "in %.3f s: %zu problems",
+			  r->nodes, r->chunks, (double)r->elapsed_us / 1e6,
+			  (size_t)(r->leaked_nodes + r->bad_links + r->bad_dirs +
+				   r->missing_chunks + r->bad_refs +
+				   r->unreferenced_chunks + r->lost_chunks +
+				   r->inventory_mismatches));
+		req_reply(f->req, &r->base);
+		sweepfs__fsck_reply__free_unpacked(r, NULL);
+	} else {
+		sw_err(TAG, "the check did not finish (status %d)", status);
+		req_error(f->req, -EIO);
+	}
+	req_done(f->req);
+	running = false;
+	uv_close((uv_handle_t *)&f->pipe, on_closed);
+}
+
+static void op_fsck(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__FsckReq *q = (const void *)msg;
+	uint32_t max = q->has_max_problems ? q->max_problems : 100;
+	struct fsck_run *f;
+	int fds[2], rc;
+	pid_t pid;
+
+	if (running) {
+		req_error(r, -EBUSY);
+		return;
+	}
+	max = SW_MIN(max, 10000);
+	f = calloc(1, sizeof(*f));
+	if (!f || pipe2(fds, O_CLOEXEC) < 0) {
+		free(f);
+		req_error(r, -errno);
+		return;
+	}
+	f->req = req_defer(r);
+	if (!f->req || uv_pipe_init(r->m->loop, &f->pipe, 0) < 0) {
+		if (f->req)
+			req_done(f->req);
+		close(fds[0]);
+		close(fds[1]);
+		free(f);
+		req_error(r, -ENOMEM);
+		return;
+	}
+	f->pipe.data = f;
+	rc = uv_pipe_open(&f->pipe, fds[0]);
+	pid = rc == 0 ? fork() : -1;
+	if (pid == 0)
+		child_main(r->m, fds[1], max);
+	close(fds[1]);
+	if (pid < 0) {
+		req_error(f->req, rc < 0 ? rc : -errno);
+		req_done(f->req);
+		if (rc < 0)
+			close(fds[0]);
+		uv_close((uv_handle_t *)&f->pipe, on_closed);
+		return;
+	}
+	f->pid = pid;
+	running = true;
+	rc = uv_read_start((uv_stream_t *)&f->pipe, on_alloc, on_read);
+	if (rc < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		running = false;
+		req_error(f->req, rc);
+		req_done(f->req);
+		uv_close((uv_handle_t *)&f->pipe, on_closed);
+	}
+}
+
+req_handler fsck_handler(uint16_t type)
+{
+	return type == SW_MSG_FSCK ? op_fsck : NULL;
+}

@@ -1,0 +1,260 @@
+/*
+ * fsck.c: the consistency check finds each kind of damage, and calls a
+ * healthy namespace (trash, open-unlinked files, trees being purged and
+ * snapshot copies included) consistent.
+ *
+ * The check runs in-process here (fsck_check()); the master runs the same
+ * function in a forked child.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "master_i.h"
+#include "namespace_i.h"
+#include "trash.h"
+#include "unit.h"
+
+struct fixture {
+	struct master m;
+	struct csrv srv;
+	int64_t now;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f || ns_init(&f->m.ns, 1000) < 0) {
+		free(f);
+		return -1;
+	}
+	f->now = 1000;
+	f->m.cfg.goal = 1;
+	/* One chunkserver, "connected" (csrv_up() looks at conn only). */
+	f->srv.id = 1;
+	snprintf(f->srv.listen, sizeof(f->srv.listen), "cs1:9522");
+	f->srv.conn = (struct conn *)&f->srv;
+	f->m.csrvs[1] = &f->srv;
+	f->m.ncsrvs = 1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	ns_release(&f->m.ns);
+	free(f);
+	return 0;
+}
+
+static struct node *mk(struct fixture *f, struct node *dir, const char *name,
+		       uint32_t mode)
+{
+	struct ns_create_args a = {
+		.ino = f->m.ns.next_ino,
+		.edge = f->m.ns.next_edge,
+		.mode = mode,
+		.now = ++f->now,
+	};
+	struct node *n = NULL;
+
+	assert_int_equal(ns_create(&f->m.ns, dir, name, strlen(name), &a, &n),
+			 0);
+	return n;
+}
+
+/* A chunk for slot @index of @n, with a valid copy on the server. */
+static struct chunk *give_chunk(struct fixture *f, struct node *n,
+				uint32_t index)
+{
+	uint64_t id = f->m.ns.next_chunk;
+	struct chunk *c;
+
+	assert_int_equal(ns_chunk_set(&f->m.ns, n, index, id, 1), 0);
+	c = chunk_get(&f->m.ns, id);
+	c->copies[0].srv = 1;
+	c->copies[0].version = 1;
+	c->copies[0].state = COPY_VALID;
+	c->ncopies = 1;
+	f->srv.reported_chunks++;
+	return c;
+}
+
+static Sweepfs__FsckReply *check(struct fixture *f)
+{
+	Sweepfs__FsckReply *r = fsck_check(&f->m, 100);
+
+	assert_non_null(r);
+	return r;
+}
+
+static uint64_t problems(const Sweepfs__FsckReply *r)
+{
+	return r->leaked_nodes + r->bad_links + r->bad_dirs +
+	       r->missing_chunks + r->bad_refs + r->unreferenced_chunks +
+	       r->lost_chunks + r->inventory_mismatches;
+}
+
+/* A namespace with one of every legitimate unusual state. */
+static struct node *healthy(struct fixture *f)
+{
+	struct ns *ns = &f->m.ns;
+	struct node *a = mk(f, ns->root, "a", S_IFDIR | 0755);
+	struct node *file = mk(f, a, "file", S_IFREG | 0644);
+	struct node *gone = mk(f, a, "gone", S_IFDIR | 0755);
+	struct node *t = mk(f, ns->root, "t", S_IFDIR | 0755);
+	struct node *open = mk(f, a, "open", S_IFREG | 0644);
+
+	give_chunk(f, file, 0);
+	give_chunk(f, file, 2);
+	assert_int_equal(ns_link(ns, file, ns->root, "hard", 4, ns->next_edge,
+				 ++f->now),
+			 0);
+	mk(f, gone, "x", S_IFREG | 0644);
+	/* A tree being purged, a file in the trash, an open orphan. */
+	assert_int_equal(ns_detach(ns, a, "gone", 4, 77, ++f->now), 0);
+	mk(f, t, "trashed", S_IFREG | 0644);
+	f->now++;
+	assert_int_equal(ns_trash_unlink(ns, t, "trashed", 7, 78, f->now + 1000,
+					 f->now),
+			 0);
+	give_chunk(f, open, 0);
+	assert_int_equal(ns_unlink(ns, a, "open", 4, true, ++f->now), 0);
+	(void)gone;
+	return a;
+}
+
+static void test_fsck_healthy(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__FsckReply *r;
+
+	healthy(f);
+	r = check(f);
+	for (size_t i = 0; i < r->n_problems; i++)
+		print_message("%s\n", r->problems[i]);
+	assert_int_equal(problems(r), 0);
+	assert_int_equal(r->nodes, f->m.ns.nnodes);
+	assert_int_equal(r->chunks, 3);
+	assert_int_equal(r->n_servers, 1);
+	assert_int_equal(r->servers[0]->known, 3);
+	assert_int_equal(r->servers[0]->reported, 3);
+	fsck_free(r);
+}
+
+static void test_fsck_finds_each_kind(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = healthy(f), *file, *lost;
+	struct node tmpl = { 0 };
+	struct chunk *c;
+	Sweepfs__FsckReply *r;
+
+	file = ns_lookup(ns, a, "file", 4)->child;
+
+	/* Each damage alone, then undone. */
+	file->nlink++;
+	r = check(f);
+	assert_int_equal(r->bad_links, 1);
+	assert_int_equal(problems(r), 1);
+	assert_true(r->n_problems == 1 && strstr(r->problems[0], "link"));
+	fsck_free(r);
+	file->nlink--;
+
+	a->u.dir->nentries++;
+	r = check(f);
+	assert_int_equal(r->bad_dirs, 1);
+	assert_int_equal(problems(r), 1);
+	fsck_free(r);
+	a->u.dir->nentries--;
+
+	c = chunk_get(ns, ns_chunk_at(file, 0));
+	c->refs++;
+	r = check(f);
+	assert_int_equal(r->bad_refs, 1);
+	assert_int_equal(problems(r), 1);
+	fsck_free(r);
+	c->refs--;
+
+	c->copies[0].state = COPY_STALE;
+	r = check(f);
+	assert_int_equal(r->lost_chunks, 1);
+	fsck_free(r);
+	c->copies[0].state = COPY_VALID;
+
+	f->srv.reported_chunks += 5; /* chunk files nobody knows of */
+	r = check(f);
+	assert_int_equal(r->inventory_mismatches, 1);
+	assert_int_equal(problems(r), 1);
+	fsck_free(r);
+	f->srv.reported_chunks -= 5;
+
+	/* A node nothing names. */
+	tmpl.ino = ns->next_ino;
+	tmpl.mode = S_IFREG | 0644;
+	tmpl.nlink = 1;
+	assert_int_equal(ns_load_node(ns, &tmpl, NULL, &lost), 0);
+	r = check(f);
+	assert_int_equal(r->leaked_nodes, 1);
+	assert_int_equal(r->bad_links, 1); /* and named 0 times, not 1 */
+	fsck_free(r);
+	nsi_node_free(ns, lost);
+
+	/* A chunk nothing references, and a slot naming no chunk. */
+	assert_int_equal(ns_load_chunk(ns, ns->next_chunk, 1), 0);
+	r = check(f);
+	assert_int_equal(r->unreferenced_chunks, 1);
+	fsck_free(r);
+
+	file->u.chunks->id[1] = 0xdead;
+	r = check(f);
+	assert_int_equal(r->missing_chunks, 1);
+	fsck_free(r);
+	file->u.chunks->id[1] = 0;
+}
+
+/* Problems listed stop at the maximum; the counts do not. */
+static void test_fsck_max_problems(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	Sweepfs__FsckReply *r;
+
+	for (int i = 0; i < 20; i++) {
+		char name[8];
+		struct node *n;
+
+		snprintf(name, sizeof(name), "f%d", i);
+		n = mk(f, ns->root, name, S_IFREG | 0644);
+		n->nlink = 5;
+	}
+	r = fsck_check(&f->m, 3);
+	assert_non_null(r);
+	assert_int_equal(r->bad_links, 20);
+	assert_int_equal(r->n_problems, 3);
+	fsck_free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_fsck_healthy, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fsck_finds_each_kind,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fsck_max_problems, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

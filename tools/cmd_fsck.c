@@ -1,0 +1,139 @@
+/*
+ * sweepfs fsck [--json] [-n MAX] [PATH]: have the master check its state
+ * (namespace, chunk references, chunkserver inventories) as of one
+ * instant. Exit status 0: consistent; 1: problems found (listed); 2:
+ * could not check.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+struct count {
+	const char *key;
+	const char *what;
+	uint64_t v;
+};
+
+int cmd_fsck(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "max-problems", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	Sweepfs__FsckReq q = SWEEPFS__FSCK_REQ__INIT;
+	Sweepfs__FsckReply *r;
+	ProtobufCMessage *reply;
+	struct sw_client *c;
+	bool json = false;
+	uint64_t total = 0;
+	int opt, rc;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "jn:h", longopts, NULL)) != -1) {
+		if (opt == 'j') {
+			json = true;
+		} else if (opt == 'n') {
+			q.has_max_problems = 1;
+			q.max_problems = (uint32_t)strtoul(optarg, NULL, 10);
+		} else {
+			fprintf(opt == 'h' ? stdout : stderr,
+				"usage: sweepfs fsck [--json] [-n MAX] [PATH]\n");
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (tool_connect(optind < argc ? argv[optind] : NULL, &c) < 0)
+		return 2;
+	rc = tool_call(c, SW_MSG_FSCK, &q.base, &reply);
+	sw_client_close(c);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs fsck: %s\n", strerror(-rc));
+		return 2;
+	}
+	r = (Sweepfs__FsckReply *)reply;
+
+	struct count counts[] = {
+		{ "leaked_nodes", "nodes reachable from nothing",
+		  r->leaked_nodes },
+		{ "bad_links", "link counts that are wrong", r->bad_links },
+		{ "bad_dirs", "directories with wrong counts", r->bad_dirs },
+		{ "missing_chunks", "slots naming no chunk", r->missing_chunks },
+		{ "bad_refs", "chunk reference counts that are wrong",
+		  r->bad_refs },
+		{ "unreferenced_chunks", "chunks nothing references",
+		  r->unreferenced_chunks },
+		{ "lost_chunks", "chunks with no valid copy", r->lost_chunks },
+		{ "inventory_mismatches", "chunkservers off the master's count",
+		  r->inventory_mismatches },
+	};
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		total += counts[i].v;
+
+	if (json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		json_obj_begin(&j, NULL);
+		json_bool(&j, "ok", total == 0);
+		json_u64(&j, "nodes", r->nodes);
+		json_u64(&j, "dirs", r->dirs);
+		json_u64(&j, "chunks", r->chunks);
+		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+			json_u64(&j, counts[i].key, counts[i].v);
+		json_u64(&j, "undergoal_chunks", r->undergoal_chunks);
+		json_u64(&j, "elapsed_us", r->elapsed_us);
+		json_arr_begin(&j, "servers");
+		for (size_t i = 0; i < r->n_servers; i++) {
+			const Sweepfs__FsckServer *s = r->servers[i];
+
+			json_obj_begin(&j, NULL);
+			json_str(&j, "listen", s->listen);
+			json_bool(&j, "connected", s->connected);
+			json_u64(&j, "known", s->known);
+			json_u64(&j, "deletes_pending", s->deletes_pending);
+			json_u64(&j, "reported", s->reported);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+		json_arr_begin(&j, "problems");
+		for (size_t i = 0; i < r->n_problems; i++)
+			json_str(&j, NULL, r->problems[i]);
+		json_arr_end(&j);
+		json_obj_end(&j);
+	} else {
+		printf("checked %" PRIu64 " nodes (%" PRIu64
+		       " directories) and %" PRIu64 " chunks in %.3f s\n",
+		       r->nodes, r->dirs, r->chunks,
+		       (double)r->elapsed_us / 1e6);
+		for (size_t i = 0; i < r->n_servers; i++) {
+			const Sweepfs__FsckServer *s = r->servers[i];
+
+			printf("  chunkserver %-22s %-9s %" PRIu64
+			       " chunk files, %" PRIu64 " copies known, %" PRIu64
+			       " deletions queued\n",
+			       s->listen, s->connected ? "connected" : "down",
+			       s->reported, s->known, s->deletes_pending);
+		}
+		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+			if (counts[i].v)
+				printf("%" PRIu64 " %s\n", counts[i].v,
+				       counts[i].what);
+		if (r->undergoal_chunks)
+			printf("%" PRIu64 " chunks with fewer copies than the "
+			       "goal (being replicated)\n",
+			       r->undergoal_chunks);
+		for (size_t i = 0; i < r->n_problems; i++)
+			printf("  %s\n", r->problems[i]);
+		if (r->n_problems < total)
+			printf("  ... and %" PRIu64 " more\n",
+			       total - r->n_problems);
+		printf("%s\n", total ? "PROBLEMS FOUND" : "consistent");
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return total ? 1 : 0;
+}
