@@ -43,6 +43,7 @@ class Cluster:
         self.mount_opts = mount_opts
         self.master = None
         self.mounted = False
+        self.extra_mounts = []
         atexit.register(self.stop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._on_signal)
@@ -83,12 +84,40 @@ class Cluster:
         self.mounted = True
         return self
 
+    def mount_extra(self, name, opts=""):
+        """Another mount of the same master (another client session)."""
+        mnt = os.path.join(self.dir, name)
+        os.makedirs(mnt)
+        margs = [self.bin("mount", "sweepfs-mount"), self.address, mnt]
+        if opts:
+            margs += ["-o", opts]
+        subprocess.check_call(margs)
+        self.extra_mounts.append(mnt)
+        return mnt
+
+    def tool(self, *args, check=True):
+        """Run `sweepfs -m MASTER ARGS`; returns its stdout."""
+        r = subprocess.run([self.bin("tools", "sweepfs"), "-m",
+                            self.address] + list(args),
+                           stdout=subprocess.PIPE, text=True)
+        if check and r.returncode:
+            raise SystemExit("sweepfs %s failed (%d)" % (" ".join(args),
+                                                         r.returncode))
+        return r.stdout
+
+    def info(self):
+        return json.loads(self.tool("status", "--json"))
+
     def status(self):
         out = subprocess.check_output([self.bin("tools", "sweepfs"), "-m",
                                        self.address, "stats", "--json"])
         return json.loads(out)
 
     def stop(self):
+        for mnt in self.extra_mounts:
+            subprocess.call(["fusermount3", "-u", "-z", mnt],
+                            stderr=subprocess.DEVNULL)
+        self.extra_mounts = []
         if self.mounted:
             subprocess.call(["fusermount3", "-u", "-z", self.mnt],
                             stderr=subprocess.DEVNULL)

@@ -15,7 +15,7 @@
  *    one, or none for the root of a tree out of the namespace), and each
  *    directory's parent is the directory naming it;
  *  - each directory's entry, subdirectory, unflagged-name and tombstone
- *    counts;
+ *    counts, and its subtree's name counts (from its subdirectories');
  *  - each chunk's reference count is the number of slots naming it
  *    (plus one if a snapshot copy holds it), every slot names a chunk,
  *    and no chunk is left with no reference;
@@ -84,6 +84,7 @@ static int count_names(void *elem, void *arg)
 	struct check *k = arg;
 	struct node *d = elem;
 	uint64_t entries = 0, subdirs = 0, plain = 0, tombs = 0;
+	uint64_t tree_names = 0, tree_plain = 0;
 
 	k->r->nodes++;
 	if (!S_ISDIR(d->mode))
@@ -96,9 +97,13 @@ static int count_names(void *elem, void *arg)
 		}
 		entries++;
 		plain += !(e->flags & EDGE_SNAPSHOT);
+		tree_names++;
+		tree_plain += !(e->flags & EDGE_SNAPSHOT);
 		e->child->atime++;
 		if (S_ISDIR(e->child->mode)) {
 			subdirs++;
+			tree_names += e->child->u.dir->tree_names;
+			tree_plain += e->child->u.dir->tree_plain;
 			if (e->child->u.dir->parent != d) {
 				k->r->bad_dirs++;
 				problem(k, "directory %" PRIu64 " (%.*s in %"
@@ -117,6 +122,14 @@ static int count_names(void *elem, void *arg)
 			d->ino, d->u.dir->nentries, d->u.dir->nsubdirs,
 			d->u.dir->nplain, (uint64_t)d->u.dir->tombstones,
 			entries, subdirs, plain, tombs);
+	}
+	if (tree_names != d->u.dir->tree_names ||
+	    tree_plain != d->u.dir->tree_plain) {
+		k->r->bad_dirs++;
+		problem(k, "directory %" PRIu64 ": subtree counts %" PRIu64
+			   "/%" PRIu64 ", found %" PRIu64 "/%" PRIu64,
+			d->ino, d->u.dir->tree_names, d->u.dir->tree_plain,
+			tree_names, tree_plain);
 	}
 	return 0;
 }

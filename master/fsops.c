@@ -155,7 +155,7 @@ static int get_dir(struct req *r, uint64_t ino, struct node **out)
 
 	if (rc == 0 && !S_ISDIR((*out)->mode))
 		rc = -ENOTDIR;
-	if (rc == 0 && ((*out)->flags & NODE_DETACHED))
+	if (rc == 0 && ns_detached(*out))
 		rc = -ENOENT;
 	return rc;
 }

@@ -357,6 +357,11 @@ void purge_stop(struct master *m);
 /* There may be something to purge: start the slices if they are idle. */
 void purge_kick(struct master *m);
 
+/* The time budget background work shares (purge, snapshot copies): may
+ * a slice run now; and what one took. */
+bool background_may_run(struct master *m);
+void background_spent(struct master *m, int64_t ns);
+
 /* Nodes the purge has yet to free. */
 uint64_t purge_left(const struct master *m);
 

@@ -225,6 +225,35 @@ static void index_drop(struct dir *d, struct edge *e)
 }
 
 /*
+ * Add @names and @plain to the subtree counts of @d and of every
+ * directory above it, up to the root (its own parent) or the root of a
+ * detached tree (no parent). O(depth).
+ */
+static void tree_count(struct dir *d, int64_t names, int64_t plain)
+{
+	for (;;) {
+		d->tree_names += (uint64_t)names;
+		d->tree_plain += (uint64_t)plain;
+		if (!d->parent || d->parent->u.dir == d)
+			return;
+		d = d->parent->u.dir;
+	}
+}
+
+/* What edge @e adds to its directory's subtree counts. */
+static void edge_weight(const struct edge *e, int64_t *names, int64_t *plain)
+{
+	const struct node *c = e->child;
+
+	*names = 1;
+	*plain = !(e->flags & EDGE_SNAPSHOT);
+	if (ns_is_dir(c)) {
+		*names += (int64_t)c->u.dir->tree_names;
+		*plain += (int64_t)c->u.dir->tree_plain;
+	}
+}
+
+/*
  * Append live edge @e to @d. Fails (-ENOMEM) only before changing
  * anything.
  */
@@ -261,6 +290,12 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 	if (!(e->flags & EDGE_SNAPSHOT))
 		d->nplain++;
 	ns->nedges++;
+	{
+		int64_t names, plain;
+
+		edge_weight(e, &names, &plain);
+		tree_count(d, names, plain);
+	}
 	return 0;
 }
 
@@ -268,6 +303,10 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 {
 	size_t before = htab_bytes(&d->names);
+	int64_t names, plain;
+
+	edge_weight(e, &names, &plain);
+	tree_count(d, -names, -plain);
 
 	if (htab_count(&d->names)) {
 		htab_remove(&d->names, edge_hash(e), e);
@@ -726,6 +765,15 @@ static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
 		return -EINVAL;
 	if (S_ISDIR(dst->mode) && ns_is_ancestor(dst, sdir))
 		return -EINVAL;
+	if (sdir != ddir) {
+		int64_t sn, sp, dn, dp;
+
+		/* Names stay, with their flags; the objects swap. */
+		edge_weight(se, &sn, &sp);
+		edge_weight(de, &dn, &dp);
+		tree_count(sdir->u.dir, dn - sn, dp - sp);
+		tree_count(ddir->u.dir, sn - dn, sp - dp);
+	}
 	se->child = dst;
 	de->child = src;
 	if (sdir != ddir) {
@@ -1216,9 +1264,22 @@ static int check_loaded(void *elem, void *arg)
 	return 0;
 }
 
+/* Checkpoints before format 4 marked every directory of a detached tree;
+ * only a tree's root carries the mark now. */
+static int unmark_inner(void *elem, void *arg)
+{
+	struct node *n = elem;
+
+	(void)arg;
+	if (S_ISDIR(n->mode) && n->u.dir->parent)
+		n->flags &= (uint16_t)~NODE_DETACHED;
+	return 0;
+}
+
 int ns_load_finish(struct ns *ns)
 {
 	chunks_drop_unreferenced(ns);
+	htab_foreach(&ns->inodes, unmark_inner, NULL);
 	return htab_foreach(&ns->inodes, check_loaded, NULL);
 }
 
@@ -1345,30 +1406,6 @@ int64_t nsi_walk_dirs(struct node *root, struct edge **stack,
 	return count;
 }
 
-struct flag_change {
-	uint16_t set, clear;
-};
-
-static void change_flags(struct node *d, void *arg)
-{
-	const struct flag_change *fc = arg;
-
-	d->flags = (uint16_t)((d->flags | fc->set) & ~fc->clear);
-}
-
-int64_t nsi_mark_dirs(struct node *root, uint16_t set, uint16_t clear)
-{
-	struct edge **stack = walk_stack(root);
-	struct flag_change fc = { set, clear };
-	int64_t count;
-
-	if (!stack)
-		return -ENOMEM;
-	count = nsi_walk_dirs(root, stack, change_flags, &fc);
-	free(stack);
-	return count;
-}
-
 int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      uint64_t id, int64_t now)
 {
@@ -1385,16 +1422,38 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	n = e->child;
 	if (!S_ISDIR(n->mode))
 		return -ENOTDIR;
-	total = nsi_mark_dirs(n, NODE_DETACHED, 0);
-	if (total < 0)
-		return (int)total;
+	/* The tree's size is kept, so this costs the same for any tree. */
+	total = 1 + (int64_t)n->u.dir->tree_names;
 	rc = nsi_purge_add(ns, n, id, (uint64_t)total);
 	if (rc < 0)
 		return rc;
 	dir_remove(ns, dir->u.dir, e);
 	n->u.dir->parent = NULL;
+	n->flags |= NODE_DETACHED;
 	touch_dir(dir, now);
 	return 0;
+}
+
+bool ns_gone(const struct node *n)
+{
+	if (S_ISDIR(n->mode))
+		return ns_detached(n);
+	return n->flags & (NODE_ORPHAN | NODE_TRASHED);
+}
+
+bool ns_detached(const struct node *dir)
+{
+	const struct node *d = dir;
+
+	for (;;) {
+		const struct node *p = d->u.dir->parent;
+
+		if (!p || (d->flags & NODE_DETACHED))
+			return true;
+		if (p == d)
+			return false;
+		d = p;
+	}
 }
 
 /* ---- the snapshot flag ------------------------------------------------ */
@@ -1408,9 +1467,11 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot)
 	if (snapshot) {
 		e->flags |= EDGE_SNAPSHOT;
 		dir->u.dir->nplain--;
+		tree_count(dir->u.dir, 0, -1);
 	} else {
 		e->flags &= (uint8_t)~EDGE_SNAPSHOT;
 		dir->u.dir->nplain++;
+		tree_count(dir->u.dir, 0, 1);
 	}
 }
 

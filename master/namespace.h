@@ -35,7 +35,7 @@
 #define NODE_OPEN 0x0002     /* some session has it open (see session.c) */
 #define NODE_XATTR 0x0004    /* has extended attributes in ns.xattrs */
 #define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
-#define NODE_DETACHED 0x0010 /* a directory of a removed (detached) tree */
+#define NODE_DETACHED 0x0010 /* the root of a removed (detached) tree */
 #define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
 
 /*
@@ -102,6 +102,11 @@ struct dir {
 	uint64_t nentries;	 /* live edges */
 	uint64_t nsubdirs;	 /* live edges to directories */
 	uint64_t nplain;	 /* live edges without EDGE_SNAPSHOT */
+	/* The whole subtree below: names, and names without the snapshot
+	 * flag. Kept up to date along the parent chain by every change, so
+	 * that a tree's size and "all flagged" cost O(1) (rmr, rmsnapshot). */
+	uint64_t tree_names;
+	uint64_t tree_plain;
 	uint32_t trashtime;	 /* seconds removed entries stay in trash */
 	struct cursor *cursors;	 /* cursors resting in this directory */
 	struct watch *watchers;	 /* sessions caching the listing (watch.c) */
@@ -206,6 +211,18 @@ static inline bool ns_is_dir(const struct node *n)
  * 16-bit range, as ext4 does), the name count otherwise. */
 uint32_t ns_nlink(const struct node *n);
 
+/*
+ * Whether directory @dir is out of the namespace: in a tree removed by
+ * rmr (being purged, or in the trash) or in a snapshot copy not yet
+ * named. Walks up to the root: O(depth). Such a directory takes no new
+ * names.
+ */
+bool ns_detached(const struct node *dir);
+
+/* Whether @n is out of the namespace as far as it can tell: a detached
+ * directory, or a file that is open-unlinked or in the trash. */
+bool ns_gone(const struct node *n);
+
 /* Whether @a is @b or one of @b's ancestors. Both are directories. */
 bool ns_is_ancestor(const struct node *a, const struct node *b);
 
@@ -292,9 +309,10 @@ int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a);
 /*
  * Take directory @name out of @dir with its whole subtree, which joins the
  * purge queue as purge @id: invisible at once, freed by the purge later.
- * Every directory in it gets NODE_DETACHED (nothing new goes in).
- * Returns 0, -ENOENT, -ENOTDIR (@dir or the entry is not a directory),
- * -ENOMEM. O(directories in the subtree).
+ * Its root gets NODE_DETACHED and no parent, which makes every directory
+ * in it ns_detached() (nothing new goes in). Returns 0, -ENOENT, -ENOTDIR
+ * (@dir or the entry is not a directory), -ENOMEM. O(1) whatever the
+ * tree's size.
  */
 int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      uint64_t id, int64_t now);

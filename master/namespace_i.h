@@ -56,10 +56,6 @@ struct edge **nsi_walk_stack(struct node *root);
 int64_t nsi_walk_dirs(struct node *root, struct edge **stack,
 		      void (*fn)(struct node *d, void *arg), void *arg);
 
-/* Set @set and clear @clear in the flags of every directory of the tree
- * under @root: the node count, or -ENOMEM with nothing changed. */
-int64_t nsi_mark_dirs(struct node *root, uint16_t set, uint16_t clear);
-
 /* Queue the detached directory @root as purge @id of @total nodes. */
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
 		  uint64_t total);

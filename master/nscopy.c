@@ -20,9 +20,9 @@
  * as it goes, so replay makes exactly the same copy: inode numbers and
  * edge ids come from bases each slice's record carries.
  *
- * Until ns_copy_end() names it, the copy hangs from no directory: its
- * directories are marked detached so that no request can change them,
- * and a copy that cannot be finished is given to the purge.
+ * Until ns_copy_end() names it, the copy hangs from no directory, which
+ * makes its directories ns_detached(): no request can change them. A
+ * copy that cannot be finished is given to the purge.
  *
  * Chunks: the image names the chunks files had at the instant it was
  * taken. While a copy is under way, a chunk older than the copy that
@@ -63,8 +63,6 @@ struct ns_copy {
 	struct node *root;	/* NULL until the first record */
 	struct node **path;	/* directories open in the stream */
 	size_t depth, path_cap;
-	struct node **dirs;	/* every directory made, to undo the marks */
-	size_t ndirs, dirs_cap;
 	struct htab links;	/* struct link by key */
 	uint64_t nodes;
 	bool ended;		/* saw 'E' */
@@ -590,7 +588,7 @@ static int make_node(struct ns *ns, struct ns_copy *c, const struct rec *x,
 
 	tmpl.ino = ino;
 	tmpl.nlink = 1;
-	tmpl.flags = S_ISDIR(tmpl.mode) ? NODE_DETACHED : 0;
+	tmpl.flags = 0;
 	if (S_ISCHR(tmpl.mode) || S_ISBLK(tmpl.mode))
 		tmpl.u.rdev = x->rdev;
 	rc = ns_load_node(ns, &tmpl, x->target, &n);
@@ -598,15 +596,12 @@ static int make_node(struct ns *ns, struct ns_copy *c, const struct rec *x,
 		return rc;
 	if (S_ISDIR(n->mode)) {
 		n->u.dir->trashtime = x->trashtime;
-		rc = push(&c->dirs, &c->ndirs, &c->dirs_cap, n);
 	} else if (S_ISREG(n->mode)) {
 		rc = add_slots(ns, n, x);
 	}
 	if (rc == 0)
 		rc = add_xattrs(ns, n, x);
 	if (rc < 0) {
-		if (S_ISDIR(n->mode) && c->ndirs && c->dirs[c->ndirs - 1] == n)
-			c->ndirs--;
 		nsi_node_free(ns, n);
 		return rc;
 	}
@@ -659,8 +654,6 @@ static int apply_node(struct ns *ns, struct ns_copy *c, const struct rec *x,
 		rc = ns_load_edge(ns, dir, n, x->name, x->namelen, (*edge)++,
 				  x->eflags);
 		if (rc < 0) {
-			if (S_ISDIR(n->mode))
-				c->ndirs--;
 			c->nodes--;
 			nsi_node_free(ns, n);
 		}
@@ -743,7 +736,10 @@ static void discard(struct ns *ns, struct ns_copy *c)
 		return;
 	if (!S_ISDIR(c->root->mode)) {
 		nsi_node_free(ns, c->root);
-	} else if (nsi_purge_add(ns, c->root, c->id, c->nodes) < 0) {
+		return;
+	}
+	c->root->flags |= NODE_DETACHED;
+	if (nsi_purge_add(ns, c->root, c->id, c->nodes) < 0) {
 		/* Out of memory: leaked until the next restart, where the
 		 * checkpoint has it as a directory without a parent. */
 	}
@@ -755,7 +751,6 @@ static void copy_free(struct ns_copy *c)
 	htab_release(&c->links);
 	free(c->held);
 	free(c->path);
-	free(c->dirs);
 	free(c);
 }
 
@@ -773,16 +768,13 @@ int64_t ns_copy_end(struct ns *ns, uint64_t id, uint64_t edge, int abort_rc,
 		rc = c->err;
 	if (rc == 0 && !c->ended)
 		rc = -EUCLEAN;
-	if (rc == 0 && (!dir || !S_ISDIR(dir->mode) ||
-			(dir->flags & NODE_DETACHED)))
+	if (rc == 0 && (!dir || !S_ISDIR(dir->mode) || ns_detached(dir)))
 		rc = -ENOENT;
 	if (rc == 0 && ns_lookup(ns, dir, c->name, c->len))
 		rc = -EEXIST;
 	if (rc == 0) {
 		rc = ns_load_edge(ns, dir, c->root, c->name, c->len, edge, 0);
 		if (rc == 0) {
-			for (size_t i = 0; i < c->ndirs; i++)
-				c->dirs[i]->flags &= (uint16_t)~NODE_DETACHED;
 			dir->mtime = dir->ctime = now;
 			if (ino)
 				*ino = c->root->ino;

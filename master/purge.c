@@ -133,22 +133,42 @@ static void purge_resume(uv_timer_t *t)
 	uv_idle_start(&m->purge_idle, purge_run);
 }
 
+/*
+ * The budget background work (the purge, snapshot copies) shares: time is
+ * earned at purge_duty of the clock and spent by slices. Savings are
+ * capped at a few slices, so that the work comes in short runs with the
+ * loop (and the CPU) left to others in between, at every time scale
+ * above a few milliseconds; a big saving would let it run flat out for
+ * as long. Returns whether a slice may run now.
+ */
+bool background_may_run(struct master *m)
+{
+	int64_t now = sw_mono_ns();
+	double duty = (double)m->cfg.purge_duty / 100;
+	double cap = 4.0 * (double)m->cfg.purge_slice_us * 1000;
+
+	m->purge_credit += (double)(now - m->purge_last) * duty;
+	m->purge_credit = SW_MIN(m->purge_credit, cap);
+	m->purge_last = now;
+	return m->purge_credit > 0;
+}
+
+void background_spent(struct master *m, int64_t ns)
+{
+	m->purge_credit -= (double)ns;
+}
+
 static void purge_run(uv_idle_t *h)
 {
 	struct master *m = h->data;
-	int64_t now = sw_mono_ns(), t0, spent;
-	double duty = (double)m->cfg.purge_duty / 100;
+	int64_t t0, spent;
 	int64_t rc;
 
 	if (!m->ns.purge_head || m->stopping) {
 		uv_idle_stop(h);
 		return;
 	}
-	/* Earn time at the duty rate, capped at one second's worth. */
-	m->purge_credit += (double)(now - m->purge_last) * duty;
-	m->purge_credit = SW_MIN(m->purge_credit, 1e9 * duty);
-	m->purge_last = now;
-	if (m->purge_credit <= 0) {
+	if (!background_may_run(m)) {
 		uv_idle_stop(h);
 		uv_timer_start(&m->purge_timer, purge_resume, 1, 0);
 		return;
@@ -156,7 +176,7 @@ static void purge_run(uv_idle_t *h)
 	t0 = sw_mono_ns();
 	rc = purge_slice(m, t0 + (int64_t)m->cfg.purge_slice_us * 1000);
 	spent = sw_mono_ns() - t0;
-	m->purge_credit -= (double)spent;
+	background_spent(m, spent);
 	m->purge_busy_ns += (uint64_t)spent;
 	if (rc < 0) {
 		/* The changelog is full: try again in a second. */

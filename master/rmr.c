@@ -82,6 +82,7 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	struct node *n = e->child;
 	bool is_dir = S_ISDIR(n->mode);
+	uint64_t size = is_dir ? 1 + n->u.dir->tree_names : 1;
 	ProtobufCBinaryData name;
 	uint8_t namebuf[SW_NAME_MAX];
 	int rc;
@@ -125,11 +126,10 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 		return rc;
 	watch_changed(m, dir, name.data, name.len, NULL);
 	reply->has_nodes = 1;
-	reply->nodes += 1;
+	reply->nodes += size;
 	if (is_dir && !trash) {
 		reply->has_purge_id = 1;
 		reply->purge_id = m->ns.purge_tail->id;
-		reply->nodes += m->ns.purge_tail->total - 1;
 		purge_kick(m);
 	}
 	return 0;
@@ -152,7 +152,7 @@ static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 		goto out_err;
 	}
 	dir = ns_get(&m->ns, q->parent);
-	if (!dir || (dir->flags & NODE_DETACHED)) {
+	if (!dir || (S_ISDIR(dir->mode) && ns_detached(dir))) {
 		rc = -ENOENT;
 		goto out_err;
 	}

@@ -363,8 +363,7 @@ static void run(uv_idle_t *h)
 {
 	struct snapper *s = h->data;
 	struct master *m = s->m;
-	double duty = (double)m->cfg.purge_duty / 100;
-	int64_t now = sw_mono_ns(), t0, deadline;
+	int64_t t0, deadline;
 	ssize_t rc = 0;
 
 	if (!s->running) {
@@ -372,10 +371,7 @@ static void run(uv_idle_t *h)
 		return;
 	}
 	/* The purge's budget, shared: both are background work. */
-	m->purge_credit += (double)(now - m->purge_last) * duty;
-	m->purge_credit = SW_MIN(m->purge_credit, 1e9 * duty);
-	m->purge_last = now;
-	if (m->purge_credit <= 0) {
+	if (!background_may_run(m)) {
 		uv_idle_stop(h);
 		uv_timer_start(&s->timer, on_timer, 1, 0);
 		return;
@@ -385,7 +381,7 @@ static void run(uv_idle_t *h)
 	do {
 		rc = apply_part(s);
 	} while (rc > 0 && sw_mono_ns() < deadline);
-	m->purge_credit -= (double)(sw_mono_ns() - t0);
+	background_spent(m, sw_mono_ns() - t0);
 	if (rc == -EUCLEAN) {
 		sw_err(TAG, "snapshot %" PRIu64 ": the image is malformed",
 		       s->id);
@@ -429,47 +425,10 @@ static void on_timer(uv_timer_t *t)
 	kick(t->data);
 }
 
-/* Fewer than @limit nodes under @root? Looks at directories only. */
+/* At most @limit nodes in the tree at @root? */
 static bool tree_small(const struct node *root, uint64_t limit)
 {
-	const struct edge **stack = NULL, *e = NULL;
-	const struct node *d = root;
-	size_t depth = 0, cap = 0;
-	uint64_t count = 1;
-	bool small = true;
-
-	if (!S_ISDIR(root->mode))
-		return true;
-	count += d->u.dir->nentries;
-	while (count <= limit) {
-		e = e ? e->next : d->u.dir->head;
-		while (e && !(e->child && S_ISDIR(e->child->mode)))
-			e = e->next;
-		if (e) {
-			if (depth == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				const struct edge **v =
-					realloc(stack, nc * sizeof(*v));
-
-				if (!v)
-					break;
-				stack = v;
-				cap = nc;
-			}
-			stack[depth++] = e;
-			d = e->child;
-			count += d->u.dir->nentries;
-			e = NULL;
-			continue;
-		}
-		if (depth == 0)
-			break;
-		e = stack[--depth];
-		d = d->u.dir->parent;
-	}
-	small = count <= limit;
-	free(stack);
-	return small;
+	return !S_ISDIR(root->mode) || root->u.dir->tree_names + 1 <= limit;
 }
 
 /* Why job @j cannot start now, or 0. */
@@ -479,13 +438,12 @@ static int check_job(struct master *m, const struct snapjob *j,
 	struct node *dir = ns_get(&m->ns, j->parent);
 
 	*src = ns_get(&m->ns, j->src);
-	if (!*src || ((*src)->flags & (NODE_DETACHED | NODE_ORPHAN |
-				       NODE_TRASHED)))
-		return -ENOENT;
-	if (!dir || (dir->flags & NODE_DETACHED))
+	if (!*src || ns_gone(*src) || !dir)
 		return -ENOENT;
 	if (!S_ISDIR(dir->mode))
 		return -ENOTDIR;
+	if (ns_detached(dir))
+		return -ENOENT;
 	if (ns_lookup(&m->ns, dir, j->name, j->len))
 		return -EEXIST;
 	if (S_ISDIR((*src)->mode) && ns_is_ancestor(*src, dir))

@@ -5,9 +5,9 @@
  *   sweepfs rmsnapshot [-f] PATH        (mfsrmsnapshot)
  *
  * rmsnapshot without -f removes the tree only if every name in it
- * carries the flag, checked by walking directories (each counts its
- * unflagged names), then detaches it like rmr, so it answers in time
- * independent of the number of files. With -f it removes what is flagged
+ * carries the flag (each directory counts the unflagged names below it),
+ * then detaches it like rmr: it answers in the same time whatever the
+ * number of files. With -f it removes what is flagged
  * and keeps the rest: fully flagged subtrees are detached whole, flagged
  * files in mixed directories are unlinked one by one.
  *
@@ -38,10 +38,12 @@ static int find_entry(struct master *m, uint64_t parent,
 	if (!sw_name_valid(name->data, name->len))
 		return -EINVAL;
 	*dir = ns_get(&m->ns, parent);
-	if (!*dir || ((*dir)->flags & NODE_DETACHED))
+	if (!*dir)
 		return -ENOENT;
 	if (!S_ISDIR((*dir)->mode))
 		return -ENOTDIR;
+	if (ns_detached(*dir))
+		return -ENOENT;
 	*e = ns_lookup(&m->ns, *dir, (const char *)name->data, name->len);
 	return *e ? 0 : -ENOENT;
 }
@@ -99,14 +101,14 @@ static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = -ENAMETOOLONG;
 	else if (!sw_name_valid(q->name.data, q->name.len))
 		rc = -EINVAL;
-	else if (!src || (src->flags & (NODE_DETACHED | NODE_ORPHAN |
-					NODE_TRASHED)))
+	else if (!src || ns_gone(src))
 		rc = -ENOENT;
-	else if (!(dir = ns_get(&m->ns, q->parent)) ||
-		 (dir->flags & NODE_DETACHED))
+	else if (!(dir = ns_get(&m->ns, q->parent)))
 		rc = -ENOENT;
 	else if (!S_ISDIR(dir->mode))
 		rc = -ENOTDIR;
+	else if (ns_detached(dir))
+		rc = -ENOENT;
 	else if (ns_lookup(&m->ns, dir, (const char *)q->name.data,
 			   q->name.len))
 		rc = -EEXIST;
@@ -124,45 +126,16 @@ static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 		req_error(r, rc);
 }
 
-/* Whether every name in the tree under directory @root is flagged:
- * directories only, each counting its unflagged names. */
-static int tree_flagged(struct node *root)
+/* Whether every name in the tree under directory @root is flagged, or
+ * none is: directories keep count, so O(1) whatever the tree's size. */
+static bool all_flagged(const struct node *root)
 {
-	struct edge **stack = NULL, *e = NULL;
-	size_t depth = 0, cap = 0;
-	struct node *d = root;
-	int rc = d->u.dir->nplain ? 0 : 1;
+	return root->u.dir->tree_plain == 0;
+}
 
-	while (rc == 1) {
-		e = e ? e->next : d->u.dir->head;
-		while (e && !(e->child && S_ISDIR(e->child->mode)))
-			e = e->next;
-		if (e) {
-			if (depth == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				struct edge **v = realloc(stack,
-							  nc * sizeof(*v));
-
-				if (!v) {
-					rc = -ENOMEM;
-					break;
-				}
-				stack = v;
-				cap = nc;
-			}
-			stack[depth++] = e;
-			d = e->child;
-			rc = d->u.dir->nplain ? 0 : 1;
-			e = NULL;
-			continue;
-		}
-		if (depth == 0)
-			break;
-		e = stack[--depth];
-		d = d->u.dir->parent;
-	}
-	free(stack);
-	return rc;
+static bool none_flagged(const struct node *root)
+{
+	return root->u.dir->tree_plain == root->u.dir->tree_names;
 }
 
 /*
@@ -184,13 +157,9 @@ static int remove_flagged(struct master *m, struct req *r, struct node *dir,
 
 		next = ns_edge_live(e->next);
 		if (S_ISDIR(c->mode)) {
-			int all = tree_flagged(c);
-
-			if (all < 0)
-				return all;
-			if (flagged && all)
+			if (flagged && all_flagged(c))
 				rc = remove_entry_now(m, r, dir, e, false, reply);
-			else
+			else if (!none_flagged(c))
 				rc = remove_flagged(m, r, c, reply, depth + 1);
 		} else if (flagged) {
 			rc = remove_entry_now(m, r, dir, e, false, reply);
@@ -218,28 +187,13 @@ static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = may_remove_tree(&cred, n);
 	if (rc < 0)
 		goto out_err;
-	if (!q->force) {
-		int all = S_ISDIR(n->mode) ? tree_flagged(n) : 1;
-
-		if (all < 0 || !(e->flags & EDGE_SNAPSHOT) || !all) {
-			rc = all < 0 ? all : -EPERM;
-			goto out_err;
-		}
+	if ((e->flags & EDGE_SNAPSHOT) &&
+	    (!S_ISDIR(n->mode) || all_flagged(n)))
 		rc = remove_entry_now(r->m, r, dir, e, false, &reply);
-	} else if (!S_ISDIR(n->mode)) {
-		rc = (e->flags & EDGE_SNAPSHOT)
-			     ? remove_entry_now(r->m, r, dir, e, false, &reply)
-			     : 0;
-	} else {
-		int all = tree_flagged(n);
-
-		if (all < 0)
-			rc = all;
-		else if ((e->flags & EDGE_SNAPSHOT) && all)
-			rc = remove_entry_now(r->m, r, dir, e, false, &reply);
-		else
-			rc = remove_flagged(r->m, r, n, &reply, 0);
-	}
+	else if (!q->force)
+		rc = -EPERM; /* something in it lacks the flag */
+	else if (S_ISDIR(n->mode) && !none_flagged(n))
+		rc = remove_flagged(r->m, r, n, &reply, 0);
 	if (rc < 0)
 		goto out_err;
 	req_reply(r, &reply.base);

@@ -211,16 +211,6 @@ int ns_trash_unlink(struct ns *ns, struct node *dir, const char *name,
 	return 0;
 }
 
-static void set_detached(struct node *d, void *arg)
-{
-	d->flags |= NODE_DETACHED;
-}
-
-static void clear_detached(struct node *d, void *arg)
-{
-	d->flags &= (uint16_t)~NODE_DETACHED;
-}
-
 static void set_trashtime(struct node *d, void *arg)
 {
 	d->u.dir->trashtime = *(const uint32_t *)arg;
@@ -229,7 +219,7 @@ static void set_trashtime(struct node *d, void *arg)
 int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
 		    size_t len, uint64_t id, int64_t until, int64_t now)
 {
-	struct edge *e, **stack;
+	struct edge *e;
 	struct node *n;
 	int64_t total;
 	int rc;
@@ -242,19 +232,14 @@ int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
 	n = e->child;
 	if (!S_ISDIR(n->mode))
 		return -ENOTDIR;
-	stack = nsi_walk_stack(n);
-	if (!stack)
-		return -ENOMEM;
-	rc = item_add_at(ns, id, n, dir, name, len, now, until, 0);
-	if (rc < 0) {
-		free(stack);
+	total = 1 + (int64_t)n->u.dir->tree_names;
+	rc = item_add_at(ns, id, n, dir, name, len, now, until,
+			 (uint64_t)total);
+	if (rc < 0)
 		return rc;
-	}
-	total = nsi_walk_dirs(n, stack, set_detached, NULL);
-	free(stack);
-	ns->trash_tail->nodes = (uint64_t)total;
 	nsi_edge_remove(ns, dir, e);
 	n->u.dir->parent = NULL;
+	n->flags |= NODE_DETACHED;
 	dir->mtime = dir->ctime = now;
 	return 0;
 }
@@ -268,7 +253,7 @@ int ns_trash_restore(struct ns *ns, uint64_t id, struct node *dir,
 
 	if (!S_ISDIR(dir->mode))
 		return -ENOTDIR;
-	if (dir->flags & NODE_DETACHED)
+	if (ns_detached(dir))
 		return -ENOENT;
 	if (ns_lookup(ns, dir, name, len))
 		return -EEXIST;
@@ -280,16 +265,10 @@ int ns_trash_restore(struct ns *ns, uint64_t id, struct node *dir,
 	if (S_ISDIR(n->mode) && ns_is_ancestor(n, dir))
 		return -EINVAL;
 	if (S_ISDIR(n->mode)) {
-		struct edge **stack = nsi_walk_stack(n);
-
-		if (!stack)
-			return -ENOMEM;
 		rc = nsi_edge_add(ns, dir, name, len, edge, 0, n);
-		if (rc == 0)
-			nsi_walk_dirs(n, stack, clear_detached, NULL);
-		free(stack);
 		if (rc < 0)
 			return rc;
+		n->flags &= (uint16_t)~NODE_DETACHED;
 	} else {
 		n->flags &= (uint16_t)~NODE_TRASHED;
 		rc = nsi_edge_add(ns, dir, name, len, edge, 0, n);
@@ -426,10 +405,12 @@ static void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	struct node *n = ns_get(&r->m->ns, q->ino);
 	int rc = 0;
 
-	if (!n || (n->flags & NODE_DETACHED))
+	if (!n)
 		rc = -ENOENT;
 	else if (!S_ISDIR(n->mode))
 		rc = -ENOTDIR;
+	else if (ns_detached(n))
+		rc = -ENOENT;
 	else if (q->has_seconds && !cred_owns(&cred, n))
 		rc = -EPERM;
 	if (rc == 0 && q->has_seconds) {
@@ -567,7 +548,7 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 	if (tr.name.len > SW_NAME_MAX || !sw_name_valid(tr.name.data,
 							 tr.name.len))
 		rc = -EINVAL;
-	else if (!dir || (dir->flags & NODE_DETACHED))
+	else if (!dir || !S_ISDIR(dir->mode) || ns_detached(dir))
 		rc = -ENOENT;
 	else
 		rc = perm_check(&cred, dir, PERM_W | PERM_X);

@@ -287,6 +287,7 @@ static void check_dir(const struct ns *ns, const struct nodevec *nv,
 {
 	const struct dir *d = n->u.dir;
 	uint64_t live = 0, subdirs = 0, tomb = 0, indexed = 0;
+	uint64_t plain = 0, tree_names = 0, tree_plain = 0;
 	const struct edge *prev = NULL;
 
 	*dir_bytes += sizeof(struct dir) + htab_bytes(&d->names) +
@@ -314,9 +315,14 @@ static void check_dir(const struct ns *ns, const struct nodevec *nv,
 
 			live++;
 			links[i]++;
+			plain += !(e->flags & EDGE_SNAPSHOT);
+			tree_names++;
+			tree_plain += !(e->flags & EDGE_SNAPSHOT);
 			if (ns_is_dir(e->child)) {
 				subdirs++;
 				assert_ptr_equal(e->child->u.dir->parent, n);
+				tree_names += e->child->u.dir->tree_names;
+				tree_plain += e->child->u.dir->tree_plain;
 			}
 			/* Found by name, whichever way the dir looks up. */
 			assert_ptr_equal(ns_lookup(ns, n, e->name, e->namelen),
@@ -327,6 +333,10 @@ static void check_dir(const struct ns *ns, const struct nodevec *nv,
 	assert_ptr_equal(d->tail, prev);
 	assert_int_equal(d->nentries, live);
 	assert_int_equal(d->nsubdirs, subdirs);
+	assert_int_equal(d->nplain, plain);
+	/* Subtree counts: each directory's, from its children's. */
+	assert_int_equal(d->tree_names, tree_names);
+	assert_int_equal(d->tree_plain, tree_plain);
 	assert_int_equal(d->tombstones, tomb);
 	*nedges += live;
 	/* Name table: all live edges or none; there past the threshold,

@@ -322,9 +322,9 @@ static void test_copy_reproduces_tree(void **state)
 	/* Chunks shared, one more reference each. */
 	assert_int_equal(chunk_get(&f->ns, ns_chunk_at(file, 0))->refs,
 			 refs_before + 1);
-	/* No directory of the copy is left marked. */
-	assert_false(copy->flags & NODE_DETACHED);
-	assert_false(child(f, copy, "a")->flags & NODE_DETACHED);
+	/* Named: in reach. */
+	assert_false(ns_detached(copy));
+	assert_false(ns_detached(child(f, child(f, copy, "a"), "b")));
 	assert_false(ns_copy_active(&f->ns, NULL));
 	free(want);
 	free(got);
@@ -504,7 +504,9 @@ static void test_copy_end_refusals(void **state)
 				      sw_buf_used(&img), f->ns.next_ino,
 				      f->ns.next_edge),
 			 0);
-	assert_true(ns_get(&f->ns, first)->flags & NODE_DETACHED);
+	/* Out of reach until named: every directory of it detached. */
+	assert_true(ns_detached(ns_get(&f->ns, first)));
+	assert_true(ns_detached(child(f, ns_get(&f->ns, first), "a")));
 	mk(f, f->ns.root, "snap", S_IFREG | 0644);
 	assert_int_equal(ns_copy_end(&f->ns, id, f->ns.next_edge, 0, ++f->now,
 				     &ino),
