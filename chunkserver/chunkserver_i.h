@@ -1,0 +1,106 @@
+/*
+ * Internals shared by the chunkserver's files: the daemon's context and
+ * the entry points of its parts. Everything here lives on the loop
+ * thread unless a field says otherwise.
+ *
+ * Map:
+ *   main.c         configuration, data directory locks, start-up, signals
+ *   server.c       clients and peer chunkservers: TCP, framing, CS_READ,
+ *                  CS_WRITE, CS_SYNC on libuv's thread pool
+ *   master_link.c  the master: registration, heartbeats, commands
+ *   store.c        the chunks on disk (store.h), chunkfile.c their format
+ *   bgwork.c       low-priority threads for deletion and replication
+ */
+#ifndef SWEEPFS_CHUNKSERVER_CHUNKSERVER_I_H
+#define SWEEPFS_CHUNKSERVER_CHUNKSERVER_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "bgwork.h"
+#include "store.h"
+#include "token.h"
+
+struct cs_config {
+	char data_dirs[4096]; /* comma-separated */
+	char listen[300]; /* HOST:PORT */
+	char advertise[300]; /* HOST:PORT for clients; "" derives it */
+	char master[300]; /* HOST[:PORT] */
+	uint64_t heartbeat_ms; /* CS_HEARTBEAT period */
+	uint64_t frame_timeout_ms; /* drop a peer stuck mid-frame */
+	uint64_t send_timeout_ms; /* drop a peer that takes no replies */
+	uint64_t max_connections;
+	uint64_t workers; /* libuv pool threads (disk I/O) */
+	uint64_t bg_threads; /* deletion and replication threads */
+	uint64_t open_files; /* idle chunk files kept open */
+	uint64_t reserve; /* bytes left free in each data dir */
+	uint64_t max_inflight; /* request bytes held at once, all peers */
+	char log_level[16];
+};
+
+struct server;
+struct mlink;
+
+struct cs {
+	uv_loop_t *loop;
+	struct cs_config cfg;
+	struct store *store;
+	struct bg *bg; /* deletion and replication */
+	char *const *dirs; /* the data directories */
+	size_t ndirs;
+	char listen_host[256];
+	uint16_t listen_port;
+	char advertise[300]; /* what the master tells clients */
+	char name[128]; /* host name, in hellos */
+	/* The master's key for clients' tokens. Written by master_link.c
+	 * on the loop; requests copy it when they are queued. */
+	bool has_key;
+	uint8_t key[SW_TOKEN_KEY];
+	struct server *srv;
+	struct mlink *ml;
+	bool stopping; /* read by worker threads: atomics */
+};
+
+static inline bool cs_stopping(const struct cs *cs)
+{
+	return __atomic_load_n(&cs->stopping, __ATOMIC_RELAXED);
+}
+
+/* ---- server.c ------------------------------------------------------- */
+
+/* Listen on cs->listen_host:listen_port. 0 or -errno (logged). */
+int server_start(struct cs *cs);
+
+/*
+ * Stop accepting and reading; requests in progress finish and their
+ * replies are sent, then each connection closes (at the latest after a
+ * few seconds, see server_tick()).
+ */
+void server_stop(struct cs *cs);
+
+/* Whether server_stop() has finished: every connection is closed. */
+bool server_stopped(struct cs *cs);
+
+/* Once a second: drop stalled peers. */
+void server_tick(struct cs *cs);
+
+/* ---- master_link.c -------------------------------------------------- */
+
+/* Start connecting to the master (and keep reconnecting). 0 or -errno. */
+int mlink_start(struct cs *cs);
+
+/* Disconnect for good; commands not started are dropped. */
+void mlink_stop(struct cs *cs);
+
+/* Free the link, once the loop has stopped. */
+void mlink_release(struct cs *cs);
+
+/* Once a second: heartbeats, reconnection, timeouts. */
+void mlink_tick(struct cs *cs);
+
+/* Tell the master chunk @id at @version failed a checksum. */
+void mlink_damaged(struct cs *cs, uint64_t id, uint32_t version);
+
+#endif

@@ -1,0 +1,647 @@
+/*
+ * sweepfs-chunkserver: configuration, start-up, signals.
+ *
+ * Start-up: lock every data directory (flock on <dir>/.lock, so that two
+ * chunkservers never share one), scan them into the inventory, listen,
+ * then connect to the master, which may be down: clients are served
+ * anyway once a token key has been received. In daemon mode the parent
+ * process waits on a pipe until the chunkserver listens (or has failed).
+ *
+ * SIGTERM/SIGINT: stop accepting and reading requests, let the ones in
+ * progress finish and answer, leave the master, then flush every data
+ * directory to disk (syncfs) and exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cfg.h"
+#include "chunkserver_i.h"
+#include "log.h"
+#include "net.h"
+#include "util.h"
+
+#define TAG "chunkserver"
+#define DEFAULT_CONFIG "/etc/sweepfs/chunkserver.cfg"
+#define MAX_DIRS 64
+
+struct daemon {
+	struct cs cs;
+	uv_timer_t tick; /* housekeeping, once a second */
+	uv_signal_t sig[4];
+	char *dirs[MAX_DIRS]; /* split data_dirs */
+	size_t ndirs;
+	int lock_fds[MAX_DIRS];
+	bool shutting_down;
+};
+
+static void config_defaults(struct cs_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->data_dirs, "/var/lib/sweepfs/chunks");
+	snprintf(c->listen, sizeof(c->listen), "0.0.0.0:%u",
+		 SW_CHUNKSERVER_PORT);
+	snprintf(c->master, sizeof(c->master), "127.0.0.1:%u", SW_MASTER_PORT);
+	c->heartbeat_ms = 5000;
+	c->frame_timeout_ms = 30 * 1000;
+	c->send_timeout_ms = 120 * 1000;
+	c->max_connections = 10000;
+	c->workers = 16;
+	c->bg_threads = 2;
+	c->open_files = 256;
+	c->reserve = 256ull << 20;
+	c->max_inflight = 128ull << 20;
+	strcpy(c->log_level, "notice");
+}
+
+static void config_table(struct cs_config *c, struct sw_opt *o)
+{
+	const struct sw_opt t[] = {
+		{ "data_dirs", SW_OPT_STRING, c->data_dirs, 0,
+		  sizeof(c->data_dirs), NULL,
+		  "chunk directories, comma-separated (one per disk)" },
+		{ "listen", SW_OPT_STRING, c->listen, 0, sizeof(c->listen),
+		  NULL,
+		  "HOST:PORT to listen on for clients and other chunkservers" },
+		{ "advertise", SW_OPT_STRING, c->advertise, 0,
+		  sizeof(c->advertise), NULL,
+		  "HOST:PORT clients are told to use (default: the listen "
+		  "address; 127.0.0.1 if that is 0.0.0.0)" },
+		{ "master", SW_OPT_STRING, c->master, 0, sizeof(c->master),
+		  NULL, "the master, HOST[:PORT]" },
+		{ "heartbeat_interval", SW_OPT_DURATION, &c->heartbeat_ms, 100,
+		  3600 * 1000, NULL, "report space to the master this often" },
+		{ "frame_timeout", SW_OPT_DURATION, &c->frame_timeout_ms, 100,
+		  UINT64_MAX, NULL,
+		  "drop a peer that stops in the middle of a frame" },
+		{ "send_timeout", SW_OPT_DURATION, &c->send_timeout_ms, 100,
+		  UINT64_MAX, NULL,
+		  "drop a peer that takes no replies this long" },
+		{ "max_connections", SW_OPT_UINT, &c->max_connections, 1,
+		  1000000, NULL, "connections accepted at once" },
+		{ "workers", SW_OPT_UINT, &c->workers, 1, 1024, NULL,
+		  "threads doing disk I/O for clients (ignored when "
+		  "UV_THREADPOOL_SIZE is set)" },
+		{ "bg_threads", SW_OPT_UINT, &c->bg_threads, 1, 64, NULL,
+		  "low-priority threads for deletion and replication" },
+		{ "open_files", SW_OPT_UINT, &c->open_files, 1, 1000000, NULL,
+		  "idle chunk files kept open" },
+		{ "reserve", SW_OPT_SIZE, &c->reserve, 0, UINT64_MAX, NULL,
+		  "free space no new chunk may take, per data directory" },
+		{ "max_inflight", SW_OPT_SIZE, &c->max_inflight, 1 << 20,
+		  UINT64_MAX, NULL,
+		  "request bytes in progress at once before reading pauses" },
+		{ "log_level", SW_OPT_STRING, c->log_level, 0,
+		  sizeof(c->log_level), NULL,
+		  "err, warning, notice, info or debug" },
+		{ 0 },
+	};
+
+	memcpy(o, t, sizeof(t));
+}
+
+#define NOPTS 15
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sweepfs-chunkserver [options]\n"
+		"\n"
+		"  -c, --config FILE      configuration file (default %s, if "
+		"it exists)\n"
+		"  -d, --data-dir DIR     a chunk directory (repeat, or DIR,DIR)\n"
+		"  -l, --listen HOST:PORT address to listen on\n"
+		"  -m, --master HOST[:PORT] the master\n"
+		"  -s, --set KEY=VALUE    set a configuration key\n"
+		"  -f, --foreground       do not detach; log to stderr\n"
+		"      --syslog           log to syslog even in the foreground\n"
+		"  -p, --pidfile FILE     write the daemon's pid here\n"
+		"  -v, --log-level LEVEL  err, warning, notice, info, debug\n"
+		"      --dump-config      print the configuration and exit\n"
+		"  -V, --version          print the version and exit\n"
+		"  -h, --help             this text\n",
+		DEFAULT_CONFIG);
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+/* Split cfg.data_dirs at commas into d->dirs. */
+static int split_dirs(struct daemon *d)
+{
+	char *s = d->cs.cfg.data_dirs, *tok, *save = NULL;
+
+	for (tok = strtok_r(s, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		if (!*tok)
+			continue;
+		if (d->ndirs == MAX_DIRS) {
+			fprintf(stderr, "more than %d data directories\n",
+				MAX_DIRS);
+			return -E2BIG;
+		}
+		d->dirs[d->ndirs++] = tok;
+	}
+	if (!d->ndirs) {
+		fprintf(stderr, "no data directory\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Listen and advertised addresses from the configuration. */
+static int addresses(struct cs *cs)
+{
+	struct sw_target t;
+	const char *h;
+
+	if (sw_target_parse(cs->cfg.listen, SW_CHUNKSERVER_PORT, &t) < 0) {
+		fprintf(stderr, "bad listen address: %s\n", cs->cfg.listen);
+		return -EINVAL;
+	}
+	snprintf(cs->listen_host, sizeof(cs->listen_host), "%s", t.host);
+	cs->listen_port = t.port;
+	if (cs->cfg.advertise[0]) {
+		if (sw_target_parse(cs->cfg.advertise, t.port, &t) < 0) {
+			fprintf(stderr, "bad advertised address: %s\n",
+				cs->cfg.advertise);
+			return -EINVAL;
+		}
+	} else if (!strcmp(t.host, "0.0.0.0") || !strcmp(t.host, "::")) {
+		strcpy(t.host, "127.0.0.1");
+	}
+	h = t.host;
+	snprintf(cs->advertise, sizeof(cs->advertise),
+		 strchr(h, ':') ? "[%s]:%u" : "%s:%u", h, t.port);
+	return 0;
+}
+
+/* Apply -d/-l/-m/-v/--set in order; -d accumulates. */
+static int apply_sets(struct sw_opt *opts, struct cs_config *c, char **sets,
+		      int nsets)
+{
+	bool dirs_given = false;
+
+	for (int i = 0; i < nsets; i++) {
+		int rc;
+
+		if (!strncmp(sets[i], "+data_dirs=", 11)) {
+			size_t len = strlen(c->data_dirs);
+
+			if (!dirs_given)
+				c->data_dirs[0] = '\0', len = 0;
+			dirs_given = true;
+			if (len + strlen(sets[i] + 11) + 2 >
+			    sizeof(c->data_dirs))
+				return -ERANGE;
+			snprintf(c->data_dirs + len, sizeof(c->data_dirs) - len,
+				 "%s%s", len ? "," : "", sets[i] + 11);
+			continue;
+		}
+		rc = sw_opt_set_kv(opts, sets[i]);
+		if (rc < 0) {
+			fprintf(stderr, "%s: %s\n", sets[i],
+				rc == -ENOENT ? "unknown key" : "bad value");
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int load_config(const char *config, struct sw_opt *opts)
+{
+	struct sw_cfg_error where;
+	int rc = sw_cfg_load(config, opts, &where);
+
+	if (rc == 0)
+		return 0;
+	if (where.line)
+		fprintf(stderr, "%s:%u: %s: %s\n", config, where.line,
+			where.key, rc == -ENOENT ? "unknown key" : "bad value");
+	else
+		fprintf(stderr, "%s: %s\n", config, strerror(-rc));
+	return rc;
+}
+
+/* ---- process -------------------------------------------------------------- */
+
+static int lock_dirs(struct daemon *d)
+{
+	char path[4200];
+
+	for (size_t i = 0; i < d->ndirs; i++) {
+		int fd;
+
+		if (mkdir(d->dirs[i], 0750) < 0 && errno != EEXIST) {
+			sw_crit(TAG, "cannot create %s: %s", d->dirs[i],
+				strerror(errno));
+			return -errno;
+		}
+		snprintf(path, sizeof(path), "%s/.lock", d->dirs[i]);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+		if (fd < 0) {
+			sw_crit(TAG, "cannot open %s: %s", path,
+				strerror(errno));
+			return -errno;
+		}
+		d->lock_fds[i] = fd;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			sw_crit(TAG, "%s is in use by another chunkserver",
+				d->dirs[i]);
+			return -EBUSY;
+		}
+	}
+	return 0;
+}
+
+static void unlock_dirs(struct daemon *d)
+{
+	for (size_t i = 0; i < d->ndirs; i++)
+		if (d->lock_fds[i] >= 0)
+			close(d->lock_fds[i]);
+}
+
+/*
+ * Detach from the terminal. Returns in the daemon with the write end of a
+ * pipe on which to report readiness; the original process waits on the
+ * read end and exits with the daemon's status.
+ */
+static int daemonize(void)
+{
+	int fds[2], null;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		char status = 1;
+
+		close(fds[1]);
+		if (read(fds[0], &status, 1) != 1)
+			status = 1;
+		_exit(status);
+	}
+	close(fds[0]);
+	setsid();
+	if (chdir("/") < 0)
+		return -errno;
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+	return fds[1];
+}
+
+static void report_ready(int fd, char status)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, &status, 1) < 0)
+		status = 1;
+	close(fd);
+}
+
+static int write_pidfile(const char *path)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n", (int)getpid());
+	return fclose(f) ? -errno : 0;
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static void on_tick(uv_timer_t *t)
+{
+	struct daemon *d = t->data;
+
+	server_tick(&d->cs);
+	mlink_tick(&d->cs);
+	if (d->shutting_down && server_stopped(&d->cs)) {
+		uv_timer_stop(&d->tick);
+		uv_close((uv_handle_t *)&d->tick, NULL);
+	}
+}
+
+static void shutdown_cs(struct daemon *d)
+{
+	struct cs *cs = &d->cs;
+
+	if (d->shutting_down)
+		return;
+	d->shutting_down = true;
+	__atomic_store_n(&cs->stopping, true, __ATOMIC_RELAXED);
+	sw_notice(TAG, "shutting down");
+	server_stop(cs);
+	mlink_stop(cs);
+	/* Waits for the deletion or replication in progress, if any. */
+	bg_stop(cs->bg);
+	cs->bg = NULL;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(d->sig); i++)
+		uv_close((uv_handle_t *)&d->sig[i], NULL);
+	/* The tick closes itself once the connections are gone. */
+	uv_timer_start(&d->tick, on_tick, 100, 100);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct daemon *d = h->data;
+
+	if (signum == SIGHUP) {
+		sw_notice(TAG, "SIGHUP: nothing to reload");
+		return;
+	}
+	shutdown_cs(d);
+}
+
+/* Open the store, listen, start the master link and the loop's timers. */
+static int start(struct daemon *d)
+{
+	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
+	struct cs *cs = &d->cs;
+	struct store_opts so = {
+		.dirs = (const char *const *)d->dirs,
+		.ndirs = d->ndirs,
+		.max_open = (unsigned)cs->cfg.open_files,
+		.reserve = cs->cfg.reserve,
+	};
+	int rc;
+
+	cs->dirs = d->dirs;
+	cs->ndirs = d->ndirs;
+	rc = store_open(&so, &cs->store);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot open the chunk store: %s", strerror(-rc));
+		return rc;
+	}
+	rc = bg_start(cs->loop, (unsigned)cs->cfg.bg_threads, &cs->bg);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot start background threads: %s",
+			strerror(-rc));
+		return rc;
+	}
+	rc = mlink_start(cs);
+	if (rc == 0)
+		rc = server_start(cs);
+	if (rc < 0)
+		return rc;
+	uv_timer_init(cs->loop, &d->tick);
+	d->tick.data = d;
+	uv_timer_start(&d->tick, on_tick, 1000, 1000);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
+		uv_signal_init(cs->loop, &d->sig[i]);
+		d->sig[i].data = d;
+		uv_signal_start(&d->sig[i], on_signal, sigs[i]);
+	}
+	return 0;
+}
+
+/* start() failed: undo what it did (the server, last, did not start). */
+static void abort_start(struct daemon *d)
+{
+	struct cs *cs = &d->cs;
+
+	__atomic_store_n(&cs->stopping, true, __ATOMIC_RELAXED);
+	mlink_stop(cs);
+	if (cs->bg)
+		bg_stop(cs->bg);
+	uv_run(cs->loop, UV_RUN_DEFAULT);
+	mlink_release(cs);
+	store_close(cs->store);
+	uv_loop_close(cs->loop);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+struct args {
+	const char *config;
+	const char *pidfile;
+	char *sets[64];
+	int nsets;
+	bool foreground, use_syslog, dump;
+};
+
+/* Turn a flag into a setting ("+data_dirs=" accumulates). */
+static int add_flag_set(struct args *a, int opt, const char *arg)
+{
+	const char *key = opt == 'd' ? "+data_dirs=" :
+			  opt == 'v' ? "log_level=" :
+			  opt == 'l' ? "listen=" :
+			  opt == 'm' ? "master=" :
+				       "";
+	char *kv;
+
+	if (a->nsets == (int)SW_ARRAY_SIZE(a->sets)) {
+		fprintf(stderr, "too many settings\n");
+		return -E2BIG;
+	}
+	kv = malloc(strlen(key) + strlen(arg) + 1);
+	if (!kv)
+		return -ENOMEM;
+	sprintf(kv, "%s%s", key, arg);
+	a->sets[a->nsets++] = kv;
+	return 0;
+}
+
+/* Returns -1 to go on, or an exit status. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "data-dir", required_argument, NULL, 'd' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "master", required_argument, NULL, 'm' },
+		{ "set", required_argument, NULL, 's' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "syslog", no_argument, NULL, 'S' },
+		{ "pidfile", required_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'v' },
+		{ "dump-config", no_argument, NULL, 'D' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "c:d:l:m:s:fp:v:Vh", longopts,
+				  NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			a->config = optarg;
+			break;
+		case 'd':
+		case 'l':
+		case 'm':
+		case 'v':
+		case 's':
+			if (add_flag_set(a, opt, optarg) < 0)
+				return 2;
+			break;
+		case 'f':
+			a->foreground = true;
+			break;
+		case 'S':
+			a->use_syslog = true;
+			break;
+		case 'p':
+			a->pidfile = optarg;
+			break;
+		case 'D':
+			a->dump = true;
+			break;
+		case 'V':
+			printf("sweepfs-chunkserver %s\n", SWEEPFS_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+/* Configuration from file and flags into @d; -1 to go on, or a status. */
+static int configure(struct daemon *d, struct args *a)
+{
+	struct sw_opt opts[NOPTS];
+	struct sw_target t;
+	int level;
+
+	config_defaults(&d->cs.cfg);
+	config_table(&d->cs.cfg, opts);
+	if (!a->config && access(DEFAULT_CONFIG, R_OK) == 0)
+		a->config = DEFAULT_CONFIG;
+	if (a->config && load_config(a->config, opts) < 0)
+		return 2;
+	if (apply_sets(opts, &d->cs.cfg, a->sets, a->nsets) < 0)
+		return 2;
+	level = sw_log_parse_level(d->cs.cfg.log_level);
+	if (level < 0) {
+		fprintf(stderr, "bad log level: %s\n", d->cs.cfg.log_level);
+		return 2;
+	}
+	if (a->dump) {
+		sw_opt_dump(stdout, opts);
+		return 0;
+	}
+	if (addresses(&d->cs) < 0 || split_dirs(d) < 0)
+		return 2;
+	if (sw_target_parse(d->cs.cfg.master, SW_MASTER_PORT, &t) < 0) {
+		fprintf(stderr, "bad master address: %s\n", d->cs.cfg.master);
+		return 2;
+	}
+	sw_log_level = level;
+	return -1;
+}
+
+static void set_pool_size(const struct cs_config *c)
+{
+	char n[32];
+
+	/* libuv reads it when the pool starts: before the first work. */
+	snprintf(n, sizeof(n), "%" PRIu64, c->workers);
+	setenv("UV_THREADPOOL_SIZE", n, 0);
+}
+
+int main(int argc, char **argv)
+{
+	static struct daemon d;
+	struct args a = { 0 };
+	int rc, ready_fd = -1;
+
+	for (size_t i = 0; i < MAX_DIRS; i++)
+		d.lock_fds[i] = -1;
+	rc = parse_args(argc, argv, &a);
+	if (rc < 0)
+		rc = configure(&d, &a);
+	if (rc >= 0)
+		goto out_sets;
+	sw_log_set_ident("sweepfs-chunkserver");
+	if (!a.foreground || a.use_syslog)
+		sw_log_to_syslog("sweepfs-chunkserver");
+	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
+	set_pool_size(&d.cs.cfg);
+	gethostname(d.cs.name, sizeof(d.cs.name) - 1);
+	if (!a.foreground) {
+		ready_fd = daemonize();
+		if (ready_fd < 0) {
+			fprintf(stderr, "cannot daemonize: %s\n",
+				strerror(-ready_fd));
+			rc = 1;
+			goto out_sets;
+		}
+	}
+	rc = 1;
+	if (lock_dirs(&d) < 0)
+		goto out_fail;
+	if (a.pidfile && write_pidfile(a.pidfile) < 0)
+		sw_err(TAG, "cannot write %s: %s", a.pidfile, strerror(errno));
+	d.cs.loop = uv_default_loop();
+	if (start(&d) < 0) {
+		abort_start(&d);
+		goto out_fail;
+	}
+	sw_notice(TAG,
+		  "listening on %s:%u (clients are told %s), master %s, "
+		  "%zu chunks",
+		  d.cs.listen_host, d.cs.listen_port, d.cs.advertise,
+		  d.cs.cfg.master, store_count(d.cs.store));
+	report_ready(ready_fd, 0);
+
+	uv_run(d.cs.loop, UV_RUN_DEFAULT);
+
+	mlink_release(&d.cs);
+	store_close(d.cs.store);
+	uv_loop_close(d.cs.loop);
+	sw_notice(TAG, "stopped");
+	if (a.pidfile)
+		unlink(a.pidfile);
+	unlock_dirs(&d);
+	rc = 0;
+	goto out_sets;
+
+out_fail:
+	report_ready(ready_fd, 1);
+	unlock_dirs(&d);
+out_sets:
+	for (int i = 0; i < a.nsets; i++)
+		free(a.sets[i]);
+	return rc;
+}

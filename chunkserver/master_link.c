@@ -1,0 +1,1237 @@
+/*
+ * The chunkserver's connection to the master.
+ *
+ * States: IDLE -> RESOLVING -> CONNECTING -> HELLO -> REGISTERING ->
+ * READY. Any failure (refusal, broken connection, unparsable frame, no
+ * answer for ANSWER_TIMEOUT, a frame stuck half-way) closes the
+ * connection and goes back to IDLE, to reconnect after a backoff (1 s,
+ * doubling to 30 s, reset by a successful registration). Clients are
+ * served throughout with the last token key the master gave.
+ *
+ * Registration: the whole inventory, snapshotted and packed on the thread
+ * pool, in parts of at most REG_MAX_CHUNKS chunks (and REG_MAX_BYTES), sent
+ * one after the other, each waiting for its reply; `more` is set on all
+ * but the last. The server id the master assigns is kept (in
+ * <data dir>/.server_id, so that it survives restarts) and sent again on
+ * every re-registration. Every reply may carry the token key.
+ *
+ * Commands arrive as SW_MSG_CS_COMMAND notifications and are answered
+ * with a CS_DONE request {id, err}. They run in arrival order per chunk:
+ * a command waits while an earlier one for the same chunk (or, for
+ * DUPLICATE, its source) is running. CREATE, SET_VERSION, TRUNCATE and
+ * DUPLICATE run on libuv's pool (at most FG_MAX at once, so that clients'
+ * I/O keeps most of it); DELETE and REPLICATE on the low-priority
+ * background threads (bgwork.h). A command that finishes after its
+ * connection broke is not answered: the re-registration's inventory
+ * tells the master the outcome.
+ *
+ * A generation number, bumped at every disconnection, lets callbacks
+ * that outlive their connection recognise it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "chunkserver_i.h"
+#include "client.h"
+#include "frame.h"
+#include "idmap.h"
+#include "log.h"
+#include "net.h"
+#include "util.h"
+
+#define TAG "master"
+
+#define REG_MAX_CHUNKS 50000u
+#define REG_MAX_BYTES (SW_FRAME_MAX_META - (64u << 10))
+#define BACKOFF_MIN_MS 1000u
+#define BACKOFF_MAX_MS 30000u
+#define ANSWER_TIMEOUT_NS (60 * SW_NSEC_PER_SEC)
+#define FG_MAX 2u
+#define READ_CHUNK (64u << 10)
+#define PEER_TIMEOUT_MS 30000
+
+enum ml_state {
+	ML_IDLE,
+	ML_RESOLVING,
+	ML_CONNECTING,
+	ML_HELLO,
+	ML_REGISTERING,
+	ML_READY,
+};
+
+/* One connection attempt; freed in its close callback. */
+struct mconn {
+	uv_tcp_t tcp;
+	uv_connect_t creq;
+	uv_write_t wreq;
+	struct mlink *ml; /* NULL once abandoned */
+	struct sw_buf in; /* received, not yet framed */
+	struct sw_buf out; /* frames to send */
+	struct sw_buf wbuf; /* being written */
+	bool writing;
+};
+
+/* A registration message, packed. */
+struct reg_part {
+	uint8_t *data;
+	size_t len;
+};
+
+struct cmd {
+	struct cmd *next; /* waiting list */
+	struct mlink *ml;
+	uint64_t gen; /* connection it came on */
+	uint64_t id;
+	int op; /* SWEEPFS__CS_COMMAND__OP__* */
+	uint64_t chunk_id, src_id;
+	uint32_t version, old_version, src_version;
+	bool has_old_version, has_length, bg;
+	uint64_t length;
+	char source[300];
+	uint8_t token[SW_TOKEN_LEN];
+	uint64_t expires;
+	int rc;
+	uv_work_t work;
+	struct bg_job job;
+};
+
+struct mlink {
+	struct cs *cs;
+	struct sw_target master;
+	enum ml_state st;
+	uint64_t gen;
+	struct mconn *mc; /* the current connection, or NULL */
+	uv_getaddrinfo_t gai;
+	uint64_t next_id;
+	uint64_t server_id; /* 0 until the master gives one */
+	struct reg_part *parts; /* registration being sent */
+	size_t nparts, next_part;
+	uint64_t reg_id; /* request id of the part sent */
+	bool hb_busy; /* heartbeat space refresh in the pool */
+	bool logged_down; /* failures are logged once, then quietly */
+	int64_t since; /* mono ns: entered the current state */
+	int64_t last_rx; /* mono ns: last frame from the master */
+	int64_t partial_since; /* mono ns: an incomplete frame */
+	int64_t next_hb; /* mono ns */
+	int64_t retry_at; /* mono ns, in IDLE */
+	uint64_t backoff_ms;
+	struct cmd *wait, *wait_tail; /* commands not started */
+	struct idmap busy; /* chunk id -> running commands (count) */
+	struct idmap reported; /* chunk id -> version + 1 sent damaged */
+	unsigned fg_running;
+	bool stopping;
+};
+
+static const char *const op_names[] = {
+	[SWEEPFS__CS_COMMAND__OP__CREATE] = "create",
+	[SWEEPFS__CS_COMMAND__OP__DELETE] = "delete",
+	[SWEEPFS__CS_COMMAND__OP__SET_VERSION] = "set_version",
+	[SWEEPFS__CS_COMMAND__OP__DUPLICATE] = "duplicate",
+	[SWEEPFS__CS_COMMAND__OP__REPLICATE] = "replicate",
+	[SWEEPFS__CS_COMMAND__OP__TRUNCATE] = "truncate",
+};
+
+static void ml_fail(struct mlink *ml, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void pump(struct mlink *ml);
+static void save_server_id(struct mlink *ml);
+
+/* ---- the connection ---------------------------------------------------- */
+
+static void on_mc_closed(uv_handle_t *h)
+{
+	struct mconn *mc = h->data;
+
+	sw_buf_release(&mc->in);
+	sw_buf_release(&mc->out);
+	sw_buf_release(&mc->wbuf);
+	free(mc);
+}
+
+static void mc_close(struct mconn *mc)
+{
+	mc->ml = NULL;
+	uv_close((uv_handle_t *)&mc->tcp, on_mc_closed);
+}
+
+static void free_parts(struct mlink *ml)
+{
+	for (size_t i = 0; i < ml->nparts; i++)
+		free(ml->parts[i].data);
+	free(ml->parts);
+	ml->parts = NULL;
+	ml->nparts = ml->next_part = 0;
+}
+
+static void drop_waiting(struct mlink *ml)
+{
+	while (ml->wait) {
+		struct cmd *k = ml->wait;
+
+		ml->wait = k->next;
+		free(k);
+	}
+	ml->wait_tail = NULL;
+}
+
+static void set_state(struct mlink *ml, enum ml_state st)
+{
+	ml->st = st;
+	ml->since = sw_mono_ns();
+}
+
+/* Drop the connection and schedule a new one. */
+static void ml_fail(struct mlink *ml, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (!ml->logged_down)
+		sw_notice(TAG, "%s:%u: %s; retrying in %" PRIu64 " ms",
+			  ml->master.host, ml->master.port, why,
+			  ml->backoff_ms);
+	else
+		sw_info(TAG, "%s:%u: %s", ml->master.host, ml->master.port,
+			why);
+	ml->logged_down = true;
+	if (ml->mc)
+		mc_close(ml->mc);
+	ml->mc = NULL;
+	ml->gen++;
+	free_parts(ml);
+	drop_waiting(ml);
+	idmap_release(&ml->reported);
+	ml->partial_since = 0;
+	set_state(ml, ML_IDLE);
+	ml->retry_at = sw_mono_ns() + (int64_t)ml->backoff_ms * 1000000;
+	ml->backoff_ms = SW_MIN(ml->backoff_ms * 2, BACKOFF_MAX_MS);
+}
+
+static void mc_write(struct mconn *mc);
+
+static void on_mc_written(uv_write_t *w, int status)
+{
+	struct mconn *mc = w->data;
+
+	mc->writing = false;
+	sw_buf_reset(&mc->wbuf);
+	if (!mc->ml)
+		return;
+	if (status < 0) {
+		ml_fail(mc->ml, "write failed: %s", uv_strerror(status));
+		return;
+	}
+	mc_write(mc);
+}
+
+static void mc_write(struct mconn *mc)
+{
+	struct sw_buf tmp;
+	uv_buf_t b;
+	int rc;
+
+	if (mc->writing || !sw_buf_used(&mc->out))
+		return;
+	tmp = mc->wbuf;
+	mc->wbuf = mc->out;
+	mc->out = tmp;
+	b = uv_buf_init((char *)sw_buf_head(&mc->wbuf),
+			(unsigned)sw_buf_used(&mc->wbuf));
+	mc->wreq.data = mc;
+	rc = uv_write(&mc->wreq, (uv_stream_t *)&mc->tcp, &b, 1, on_mc_written);
+	if (rc < 0) {
+		ml_fail(mc->ml, "write failed: %s", uv_strerror(rc));
+		return;
+	}
+	mc->writing = true;
+}
+
+/* Queue a frame to the master (dropped when not connected). */
+static void ml_send(struct mlink *ml, uint16_t type, uint16_t flags,
+		    uint64_t id, const ProtobufCMessage *msg)
+{
+	if (!ml->mc || ml->st < ML_HELLO)
+		return;
+	if (sw_buf_add_frame(&ml->mc->out, type, flags, id, msg) < 0) {
+		ml_fail(ml, "out of memory");
+		return;
+	}
+	mc_write(ml->mc);
+}
+
+static void send_request(struct mlink *ml, uint16_t type,
+			 const ProtobufCMessage *msg)
+{
+	ml_send(ml, type, 0, ml->next_id++, msg);
+}
+
+/* ---- registration --------------------------------------------------------- */
+
+struct reg_work {
+	uv_work_t work;
+	struct mlink *ml;
+	uint64_t gen;
+	uint64_t server_id;
+	const char *listen;
+	struct reg_part *parts;
+	size_t nparts;
+	size_t nchunks;
+	int rc;
+};
+
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/* Bytes ChunkInfo @ci adds to a CsRegisterReq. */
+static size_t entry_size(const struct store_chunk_info *ci)
+{
+	size_t n = 1 + varint_len(ci->chunk_id) + 1 + varint_len(ci->version) +
+		   (ci->damaged ? 2 : 0);
+
+	return 1 + varint_len(n) + n;
+}
+
+/* Pack the @n entries at @v as one registration message. */
+static int pack_part(struct reg_work *rw, const struct store_chunk_info *v,
+		     size_t n, bool more, uint64_t total, uint64_t used)
+{
+	Sweepfs__CsRegisterReq q = SWEEPFS__CS_REGISTER_REQ__INIT;
+	Sweepfs__ChunkInfo *infos = calloc(SW_MAX(n, 1u), sizeof(*infos));
+	Sweepfs__ChunkInfo **ptrs = calloc(SW_MAX(n, 1u), sizeof(*ptrs));
+	struct reg_part *p = &rw->parts[rw->nparts];
+	int rc = -ENOMEM;
+
+	if (!infos || !ptrs)
+		goto out_free;
+	for (size_t i = 0; i < n; i++) {
+		sweepfs__chunk_info__init(&infos[i]);
+		infos[i].chunk_id = v[i].chunk_id;
+		infos[i].version = v[i].version;
+		infos[i].has_damaged = v[i].damaged;
+		infos[i].damaged = v[i].damaged;
+		ptrs[i] = &infos[i];
+	}
+	q.listen = (char *)rw->listen;
+	q.has_total_bytes = q.has_used_bytes = 1;
+	q.total_bytes = total;
+	q.used_bytes = used;
+	q.n_chunks = n;
+	q.chunks = ptrs;
+	q.has_more = more;
+	q.more = more;
+	q.has_server_id = rw->server_id != 0;
+	q.server_id = rw->server_id;
+	p->len = sweepfs__cs_register_req__get_packed_size(&q);
+	p->data = malloc(SW_MAX(p->len, 1u));
+	if (p->data) {
+		sweepfs__cs_register_req__pack(&q, p->data);
+		rw->nparts++;
+		rc = 0;
+	}
+out_free:
+	free(infos);
+	free(ptrs);
+	return rc;
+}
+
+/* Thread pool: snapshot the inventory and pack it in parts. */
+static void reg_work(uv_work_t *w)
+{
+	struct reg_work *rw = w->data;
+	struct store *st = rw->ml->cs->store;
+	struct store_chunk_info *v;
+	uint64_t total, used;
+	size_t n, i = 0;
+
+	store_refresh_space(st);
+	store_space(st, &total, &used, NULL);
+	rw->rc = store_inventory(st, &v, &n);
+	if (rw->rc < 0)
+		return;
+	rw->nchunks = n;
+	/* Each part holds at least one chunk: n + 1 parts at most. */
+	/* A part holds REG_MAX_CHUNKS, or REG_MAX_BYTES of entries of at
+	 * most 32 bytes: this many parts are always enough. */
+	rw->parts = calloc(n / SW_MIN(REG_MAX_CHUNKS, REG_MAX_BYTES / 32) + 2,
+			   sizeof(*rw->parts));
+	if (!rw->parts)
+		rw->rc = -ENOMEM;
+	while (rw->rc == 0) {
+		size_t j = i, bytes = 0;
+
+		while (j < n && j - i < REG_MAX_CHUNKS &&
+		       bytes + entry_size(&v[j]) <= REG_MAX_BYTES)
+			bytes += entry_size(&v[j++]);
+		rw->rc = pack_part(rw, v + i, j - i, j < n, total, used);
+		i = j;
+		if (i >= n)
+			break;
+	}
+	free(v);
+}
+
+static void send_part(struct mlink *ml)
+{
+	const struct reg_part *p = &ml->parts[ml->next_part];
+	struct sw_frame_hdr hdr = { .len = (uint32_t)p->len,
+				    .type = SW_MSG_CS_REGISTER };
+	uint8_t h[SW_FRAME_HDR];
+
+	ml->reg_id = hdr.id = ml->next_id++;
+	sw_frame_put_hdr(h, &hdr);
+	if (sw_buf_add(&ml->mc->out, h, sizeof(h)) < 0 ||
+	    sw_buf_add(&ml->mc->out, p->data, p->len) < 0) {
+		ml_fail(ml, "out of memory");
+		return;
+	}
+	mc_write(ml->mc);
+}
+
+static void reg_after(uv_work_t *w, int status)
+{
+	struct reg_work *rw = w->data;
+	struct mlink *ml = rw->ml;
+
+	if (rw->gen == ml->gen && !ml->stopping && ml->st == ML_REGISTERING) {
+		if (rw->rc < 0) {
+			ml_fail(ml, "cannot build the registration: %s",
+				strerror(-rw->rc));
+		} else {
+			ml->parts = rw->parts;
+			ml->nparts = rw->nparts;
+			ml->next_part = 0;
+			rw->parts = NULL;
+			rw->nparts = 0;
+			sw_info(TAG, "registering %zu chunks in %zu message(s)",
+				rw->nchunks, ml->nparts);
+			send_part(ml);
+		}
+	}
+	for (size_t i = 0; i < rw->nparts; i++)
+		free(rw->parts[i].data);
+	free(rw->parts);
+	free(rw);
+}
+
+static void start_register(struct mlink *ml)
+{
+	struct reg_work *rw = calloc(1, sizeof(*rw));
+
+	if (!rw) {
+		ml_fail(ml, "out of memory");
+		return;
+	}
+	set_state(ml, ML_REGISTERING);
+	rw->ml = ml;
+	rw->gen = ml->gen;
+	rw->server_id = ml->server_id;
+	rw->listen = ml->cs->advertise;
+	rw->work.data = rw;
+	if (uv_queue_work(ml->cs->loop, &rw->work, reg_work, reg_after) < 0) {
+		free(rw);
+		ml_fail(ml, "cannot queue the registration");
+	}
+}
+
+static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
+			      const Sweepfs__CsRegisterReply *r)
+{
+	struct cs *cs = ml->cs;
+	int rc = sw_reply_err(&r->base);
+
+	if (ml->st != ML_REGISTERING || hdr->id != ml->reg_id)
+		return;
+	if (rc < 0) {
+		ml_fail(ml, "registration refused: %s", strerror(-rc));
+		return;
+	}
+	if (r->has_token_key && r->token_key.len != SW_TOKEN_KEY) {
+		ml_fail(ml, "token key of %zu bytes", r->token_key.len);
+		return;
+	}
+	if (r->has_token_key) {
+		memcpy(cs->key, r->token_key.data, SW_TOKEN_KEY);
+		cs->has_key = true;
+	}
+	if (r->has_server_id && r->server_id && r->server_id != ml->server_id) {
+		ml->server_id = r->server_id;
+		save_server_id(ml);
+	}
+	if (++ml->next_part < ml->nparts) {
+		send_part(ml);
+		return;
+	}
+	free_parts(ml);
+	set_state(ml, ML_READY);
+	ml->backoff_ms = BACKOFF_MIN_MS;
+	ml->logged_down = false;
+	ml->next_hb = sw_mono_ns() + (int64_t)cs->cfg.heartbeat_ms * 1000000;
+	sw_notice(TAG,
+		  "registered with %s:%u as server %016" PRIx64
+		  " (%zu chunks)%s",
+		  ml->master.host, ml->master.port, ml->server_id,
+		  store_count(cs->store),
+		  cs->has_key ? "" : "; no token key yet");
+}
+
+/* ---- the server id on disk ------------------------------------------------ */
+
+#define ID_FILE ".server_id"
+
+struct id_work {
+	uv_work_t work;
+	struct cs *cs;
+	uint64_t id;
+};
+
+/* Thread pool: write the id into every data directory. */
+static void id_save(uv_work_t *w)
+{
+	struct id_work *iw = w->data;
+	char path[4200], tmp[4300];
+
+	for (size_t i = 0; i < iw->cs->ndirs; i++) {
+		FILE *f;
+		int bad;
+
+		snprintf(path, sizeof(path), "%s/" ID_FILE, iw->cs->dirs[i]);
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		f = fopen(tmp, "we");
+		if (!f) {
+			bad = 1;
+		} else {
+			bad = fprintf(f, "%016" PRIx64 "\n", iw->id) < 0 ||
+			      fflush(f) || fdatasync(fileno(f));
+			bad |= fclose(f) != 0;
+		}
+		if (bad || rename(tmp, path) < 0)
+			sw_err(TAG, "cannot save the server id in %s: %s", path,
+			       strerror(errno));
+	}
+}
+
+static void id_saved(uv_work_t *w, int status)
+{
+	free(w->data);
+}
+
+static void save_server_id(struct mlink *ml)
+{
+	struct id_work *iw = calloc(1, sizeof(*iw));
+
+	if (!iw)
+		return;
+	iw->cs = ml->cs;
+	iw->id = ml->server_id;
+	iw->work.data = iw;
+	if (uv_queue_work(ml->cs->loop, &iw->work, id_save, id_saved) < 0)
+		free(iw);
+}
+
+/* At start-up (before the loop): the id saved in a data directory. */
+static uint64_t load_server_id(const struct cs *cs)
+{
+	for (size_t i = 0; i < cs->ndirs; i++) {
+		char path[4200];
+		unsigned long long id;
+		FILE *f;
+		int n;
+
+		snprintf(path, sizeof(path), "%s/" ID_FILE, cs->dirs[i]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		n = fscanf(f, "%llx", &id);
+		fclose(f);
+		if (n == 1 && id)
+			return id;
+	}
+	return 0;
+}
+
+/* ---- heartbeats ------------------------------------------------------------- */
+
+struct hb_work {
+	uv_work_t work;
+	struct mlink *ml;
+	uint64_t gen;
+	uint64_t total, used;
+	size_t chunks;
+};
+
+static void hb_work(uv_work_t *w)
+{
+	struct hb_work *hw = w->data;
+	struct store *st = hw->ml->cs->store;
+
+	store_refresh_space(st);
+	store_space(st, &hw->total, &hw->used, NULL);
+	hw->chunks = store_count(st);
+}
+
+static void hb_after(uv_work_t *w, int status)
+{
+	struct hb_work *hw = w->data;
+	struct mlink *ml = hw->ml;
+	Sweepfs__CsHeartbeatReq q = SWEEPFS__CS_HEARTBEAT_REQ__INIT;
+
+	ml->hb_busy = false;
+	if (hw->gen == ml->gen && ml->st == ML_READY) {
+		q.has_total_bytes = q.has_used_bytes = q.has_chunks = 1;
+		q.total_bytes = hw->total;
+		q.used_bytes = hw->used;
+		q.chunks = (uint32_t)SW_MIN(hw->chunks, UINT32_MAX);
+		send_request(ml, SW_MSG_CS_HEARTBEAT, &q.base);
+	}
+	free(hw);
+}
+
+static void heartbeat(struct mlink *ml)
+{
+	struct hb_work *hw;
+
+	ml->next_hb =
+		sw_mono_ns() + (int64_t)ml->cs->cfg.heartbeat_ms * 1000000;
+	if (ml->hb_busy)
+		return;
+	hw = calloc(1, sizeof(*hw));
+	if (!hw)
+		return;
+	hw->ml = ml;
+	hw->gen = ml->gen;
+	hw->work.data = hw;
+	if (uv_queue_work(ml->cs->loop, &hw->work, hb_work, hb_after) < 0) {
+		free(hw);
+		return;
+	}
+	ml->hb_busy = true;
+}
+
+/* ---- commands ------------------------------------------------------------------ */
+
+/* Fetch from a peer chunkserver for REPLICATE (a background thread). */
+struct fetch_ctx {
+	struct sw_client *c;
+	const struct cmd *k;
+	const struct cs *cs;
+};
+
+static int fetch(void *arg, uint32_t off, uint8_t *buf, uint32_t size)
+{
+	struct fetch_ctx *fc = arg;
+	Sweepfs__CsReadReq q = SWEEPFS__CS_READ_REQ__INIT;
+	Sweepfs__CsReadReply *r;
+	ProtobufCMessage *reply;
+	int rc;
+
+	if (cs_stopping(fc->cs))
+		return -ECANCELED;
+	q.chunk_id = fc->k->chunk_id;
+	q.version = fc->k->version;
+	q.offset = off;
+	q.size = size;
+	q.has_token = q.has_expires = 1;
+	q.token.data = (uint8_t *)fc->k->token;
+	q.token.len = SW_TOKEN_LEN;
+	q.expires = fc->k->expires;
+	rc = sw_client_call(fc->c, SW_MSG_CS_READ, &q.base, &reply);
+	if (rc < 0)
+		return rc;
+	r = (Sweepfs__CsReadReply *)reply;
+	rc = sw_reply_err(reply);
+	if (rc == 0 && r->has_data && r->data.len > size)
+		rc = -EPROTO;
+	if (rc == 0 && r->has_data) {
+		memcpy(buf, r->data.data, r->data.len);
+		rc = (int)r->data.len;
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+static int replicate(struct cs *cs, const struct cmd *k)
+{
+	struct fetch_ctx fc = { .k = k, .cs = cs };
+	struct sw_target t;
+	int rc;
+
+	if (sw_target_parse(k->source, SW_CHUNKSERVER_PORT, &t) < 0)
+		return -EINVAL;
+	rc = sw_client_open(&t, SWEEPFS__ROLE__ROLE_CHUNKSERVER, cs->name,
+			    PEER_TIMEOUT_MS, &fc.c);
+	if (rc < 0)
+		return rc;
+	fc.c->max_payload = SW_FRAME_MAX_DATA;
+	rc = store_import(cs->store, k->chunk_id, k->version, fetch, &fc);
+	sw_client_close(fc.c);
+	return rc;
+}
+
+/* Run command @k (a pool or background thread). */
+static int cmd_exec(struct cs *cs, const struct cmd *k)
+{
+	struct store *st = cs->store;
+	int64_t len = k->has_length ? (int64_t)k->length : -1;
+
+	switch (k->op) {
+	case SWEEPFS__CS_COMMAND__OP__CREATE:
+		return store_create(st, k->chunk_id, k->version);
+	case SWEEPFS__CS_COMMAND__OP__DELETE:
+		return store_delete(st, k->chunk_id, k->version);
+	case SWEEPFS__CS_COMMAND__OP__SET_VERSION:
+		return store_set_version(st, k->chunk_id, k->old_version,
+					 k->version, len);
+	case SWEEPFS__CS_COMMAND__OP__DUPLICATE:
+		return store_duplicate(st, k->src_id, k->src_version,
+				       k->chunk_id, k->version);
+	case SWEEPFS__CS_COMMAND__OP__REPLICATE:
+		return replicate(cs, k);
+	case SWEEPFS__CS_COMMAND__OP__TRUNCATE:
+		if (k->has_old_version)
+			return store_set_version(st, k->chunk_id,
+						 k->old_version, k->version,
+						 len);
+		return store_truncate(st, k->chunk_id, k->version,
+				      (uint32_t)k->length);
+	default:
+		return -EINVAL;
+	}
+}
+
+static void send_done(struct mlink *ml, uint64_t gen, uint64_t id, int rc)
+{
+	Sweepfs__CsDoneReq q = SWEEPFS__CS_DONE_REQ__INIT;
+
+	if (gen != ml->gen)
+		return;
+	q.id = id;
+	q.has_err = rc < 0;
+	q.err = -rc;
+	send_request(ml, SW_MSG_CS_DONE, &q.base);
+}
+
+static void busy_add(struct idmap *m, uint64_t id, long delta)
+{
+	uintptr_t n = (uintptr_t)idmap_get(m, id) + (uintptr_t)delta;
+
+	if (n)
+		idmap_put(m, id, (void *)n);
+	else
+		idmap_del(m, id);
+}
+
+/* A command failed on a bad checksum: of which chunk copy? */
+static void report_damaged(struct mlink *ml, const struct cmd *k)
+{
+	if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
+		mlink_damaged(ml->cs, k->src_id, k->src_version);
+	else
+		mlink_damaged(ml->cs, k->chunk_id,
+			      k->has_old_version ? k->old_version : k->version);
+}
+
+/* Back on the loop: answer, let waiting commands go. */
+static void cmd_finish(struct cmd *k, bool cancelled)
+{
+	struct mlink *ml = k->ml;
+
+	busy_add(&ml->busy, k->chunk_id, -1);
+	if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
+		busy_add(&ml->busy, k->src_id, -1);
+	if (!k->bg)
+		ml->fg_running--;
+	if (k->rc == -EBADMSG)
+		report_damaged(ml, k);
+	if (cancelled)
+		k->rc = -ECANCELED;
+	if (k->rc < 0)
+		sw_info(TAG,
+			"command %" PRIu64 " (%s chunk %016" PRIx64 " v%u): %s",
+			k->id, op_names[k->op], k->chunk_id, k->version,
+			strerror(-k->rc));
+	else
+		sw_debug(TAG,
+			 "command %" PRIu64 " (%s chunk %016" PRIx64
+			 " v%u) done",
+			 k->id, op_names[k->op], k->chunk_id, k->version);
+	if (!ml->stopping && !cancelled)
+		send_done(ml, k->gen, k->id, k->rc);
+	free(k);
+	if (!ml->stopping)
+		pump(ml);
+}
+
+static void cmd_work(uv_work_t *w)
+{
+	struct cmd *k = w->data;
+
+	k->rc = cmd_exec(k->ml->cs, k);
+}
+
+static void cmd_after(uv_work_t *w, int status)
+{
+	cmd_finish(w->data, false);
+}
+
+static void cmd_bg_work(struct bg_job *j)
+{
+	struct cmd *k = (struct cmd *)((char *)j - offsetof(struct cmd, job));
+
+	k->rc = cmd_exec(k->ml->cs, k);
+}
+
+static void cmd_bg_done(struct bg_job *j, bool cancelled)
+{
+	cmd_finish((struct cmd *)((char *)j - offsetof(struct cmd, job)),
+		   cancelled);
+}
+
+static void cmd_start(struct mlink *ml, struct cmd *k)
+{
+	int rc;
+
+	busy_add(&ml->busy, k->chunk_id, 1);
+	if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
+		busy_add(&ml->busy, k->src_id, 1);
+	if (k->bg) {
+		k->job.work = cmd_bg_work;
+		k->job.done = cmd_bg_done;
+		bg_submit(ml->cs->bg, &k->job);
+		return;
+	}
+	ml->fg_running++;
+	k->work.data = k;
+	rc = uv_queue_work(ml->cs->loop, &k->work, cmd_work, cmd_after);
+	if (rc < 0) {
+		/* Not cmd_finish(): pump() is iterating the list. */
+		busy_add(&ml->busy, k->chunk_id, -1);
+		if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
+			busy_add(&ml->busy, k->src_id, -1);
+		ml->fg_running--;
+		send_done(ml, k->gen, k->id, rc);
+		free(k);
+	}
+}
+
+static bool blocked(const struct idmap *busy, const struct idmap *skipped,
+		    const struct cmd *k)
+{
+	bool dup = k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE;
+
+	return idmap_get(busy, k->chunk_id) ||
+	       idmap_get(skipped, k->chunk_id) ||
+	       (dup &&
+		(idmap_get(busy, k->src_id) || idmap_get(skipped, k->src_id)));
+}
+
+/*
+ * Start every waiting command that may run now, in order: one that must
+ * wait also holds back later commands for its chunks (@skipped).
+ */
+static void pump(struct mlink *ml)
+{
+	struct cmd **pp = &ml->wait, *k;
+	struct idmap skipped;
+
+	idmap_init(&skipped);
+	ml->wait_tail = NULL;
+	while ((k = *pp)) {
+		if (blocked(&ml->busy, &skipped, k) ||
+		    (!k->bg && ml->fg_running >= FG_MAX)) {
+			idmap_put(&skipped, k->chunk_id, k);
+			if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
+				idmap_put(&skipped, k->src_id, k);
+			ml->wait_tail = k;
+			pp = &k->next;
+			continue;
+		}
+		*pp = k->next;
+		cmd_start(ml, k);
+	}
+	idmap_release(&skipped);
+}
+
+static int cmd_check(const Sweepfs__CsCommand *q)
+{
+	switch (q->op) {
+	case SWEEPFS__CS_COMMAND__OP__CREATE:
+	case SWEEPFS__CS_COMMAND__OP__DELETE:
+		return 0;
+	case SWEEPFS__CS_COMMAND__OP__SET_VERSION:
+		return q->has_old_version && (!q->has_length ||
+					      q->length <= SW_CHUNK_SIZE) ?
+			       0 :
+			       -EINVAL;
+	case SWEEPFS__CS_COMMAND__OP__DUPLICATE:
+		return q->has_src_chunk_id && q->has_src_version ? 0 : -EINVAL;
+	case SWEEPFS__CS_COMMAND__OP__REPLICATE:
+		return q->source && *q->source && strlen(q->source) < 300 &&
+				       q->has_token &&
+				       q->token.len == SW_TOKEN_LEN &&
+				       q->has_expires ?
+			       0 :
+			       -EINVAL;
+	case SWEEPFS__CS_COMMAND__OP__TRUNCATE:
+		return q->has_length && q->length <= SW_CHUNK_SIZE ? 0 :
+								     -EINVAL;
+	default:
+		return -EINVAL;
+	}
+}
+
+static void on_command(struct mlink *ml, const Sweepfs__CsCommand *q)
+{
+	int rc = cmd_check(q);
+	struct cmd *k;
+
+	if (rc == 0 && !(k = calloc(1, sizeof(*k))))
+		rc = -ENOMEM;
+	if (rc < 0) {
+		sw_info(TAG, "command %" PRIu64 " (op %d): %s", q->id, q->op,
+			strerror(-rc));
+		send_done(ml, ml->gen, q->id, rc);
+		return;
+	}
+	*k = (struct cmd){
+		.ml = ml,
+		.gen = ml->gen,
+		.id = q->id,
+		.op = q->op,
+		.chunk_id = q->chunk_id,
+		.version = q->version,
+		.old_version = q->old_version,
+		.has_old_version = q->has_old_version,
+		.src_id = q->src_chunk_id,
+		.src_version = q->src_version,
+		.has_length = q->has_length,
+		.length = q->length,
+		.expires = q->expires,
+		.bg = q->op == SWEEPFS__CS_COMMAND__OP__DELETE ||
+		      q->op == SWEEPFS__CS_COMMAND__OP__REPLICATE,
+	};
+	if (q->source)
+		snprintf(k->source, sizeof(k->source), "%s", q->source);
+	if (q->has_token && q->token.len == SW_TOKEN_LEN)
+		memcpy(k->token, q->token.data, SW_TOKEN_LEN);
+	if (ml->wait_tail)
+		ml->wait_tail->next = k;
+	else
+		ml->wait = k;
+	ml->wait_tail = k;
+	pump(ml);
+}
+
+void mlink_damaged(struct cs *cs, uint64_t id, uint32_t version)
+{
+	Sweepfs__CsDamagedReq q = SWEEPFS__CS_DAMAGED_REQ__INIT;
+	struct mlink *ml = cs->ml;
+
+	if (!ml || ml->st < ML_REGISTERING)
+		return;
+	if ((uintptr_t)idmap_get(&ml->reported, id) == (uintptr_t)version + 1)
+		return;
+	idmap_put(&ml->reported, id, (void *)((uintptr_t)version + 1));
+	sw_warn(TAG, "reporting chunk %016" PRIx64 " v%u as damaged", id,
+		version);
+	q.chunk_id = id;
+	q.version = version;
+	send_request(ml, SW_MSG_CS_DAMAGED, &q.base);
+}
+
+/* ---- frames from the master ------------------------------------------------------ */
+
+static void on_hello_reply(struct mlink *ml, const Sweepfs__HelloReply *r)
+{
+	int rc = sw_reply_err(&r->base);
+
+	if (ml->st != ML_HELLO)
+		return;
+	if (rc < 0) {
+		ml_fail(ml, "hello refused: %s", strerror(-rc));
+		return;
+	}
+	start_register(ml);
+}
+
+static void handle_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
+			 ProtobufCMessage *msg)
+{
+	int rc;
+
+	switch (hdr->type) {
+	case SW_MSG_HELLO:
+		on_hello_reply(ml, (Sweepfs__HelloReply *)msg);
+		break;
+	case SW_MSG_CS_REGISTER:
+		on_register_reply(ml, hdr, (Sweepfs__CsRegisterReply *)msg);
+		break;
+	default:
+		rc = sw_reply_err(msg);
+		if (rc < 0)
+			sw_info(TAG, "%s refused: %s",
+				sw_msg_info(hdr->type)->name, strerror(-rc));
+		break;
+	}
+}
+
+/* One frame; false when the connection was dropped because of it. */
+static bool handle_frame(struct mlink *ml, const struct sw_frame_hdr *hdr,
+			 const uint8_t *payload)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	const ProtobufCMessageDescriptor *d;
+	ProtobufCMessage *msg;
+	uint64_t gen = ml->gen;
+
+	if (!info || !(hdr->flags & (SW_FRAME_REPLY | SW_FRAME_NOTIFY))) {
+		sw_info(TAG, "ignoring a frame of type %u flags %u", hdr->type,
+			hdr->flags);
+		return true;
+	}
+	if ((hdr->flags & SW_FRAME_NOTIFY) && hdr->type != SW_MSG_CS_COMMAND)
+		return true;
+	d = hdr->flags & SW_FRAME_NOTIFY ? info->req : info->reply;
+	msg = protobuf_c_message_unpack(d, NULL, hdr->len, payload);
+	if (!msg) {
+		ml_fail(ml, "unparsable %s frame (%u bytes)", info->name,
+			hdr->len);
+		return false;
+	}
+	if (hdr->flags & SW_FRAME_NOTIFY)
+		on_command(ml, (Sweepfs__CsCommand *)msg);
+	else
+		handle_reply(ml, hdr, msg);
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return gen == ml->gen;
+}
+
+static void on_mc_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct mconn *mc = h->data;
+
+	if (sw_buf_reserve(&mc->in, READ_CHUNK) < 0) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	buf->base = (char *)mc->in.data + mc->in.len;
+	buf->len = mc->in.cap - mc->in.len;
+}
+
+static void on_mc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct mconn *mc = s->data;
+	struct mlink *ml = mc->ml;
+
+	if (!ml)
+		return;
+	if (nread < 0 || !buf->base) {
+		ml_fail(ml, "connection lost: %s",
+			nread < 0 ? uv_strerror((int)nread) : "out of memory");
+		return;
+	}
+	mc->in.len += (size_t)nread;
+	ml->last_rx = sw_mono_ns();
+	for (;;) {
+		struct sw_frame_hdr hdr;
+		int rc = sw_frame_get_hdr(sw_buf_head(&mc->in),
+					  sw_buf_used(&mc->in),
+					  SW_FRAME_MAX_META, &hdr);
+
+		if (rc < 0) {
+			ml_fail(ml, "bad frame from the master");
+			return;
+		}
+		if (rc == 0 || sw_buf_used(&mc->in) < SW_FRAME_HDR + hdr.len)
+			break;
+		if (!handle_frame(ml, &hdr,
+				  sw_buf_head(&mc->in) + SW_FRAME_HDR))
+			return;
+		sw_buf_consume(&mc->in, SW_FRAME_HDR + hdr.len);
+	}
+	if (!sw_buf_used(&mc->in))
+		ml->partial_since = 0;
+	else if (!ml->partial_since)
+		ml->partial_since = sw_mono_ns();
+}
+
+/* ---- connecting ---------------------------------------------------------------- */
+
+static void send_hello(struct mlink *ml)
+{
+	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
+
+	h.version = SW_PROTO_VERSION;
+	h.role = SWEEPFS__ROLE__ROLE_CHUNKSERVER;
+	h.has_client_name = 1;
+	h.client_name.data = (uint8_t *)ml->cs->name;
+	h.client_name.len = strlen(ml->cs->name);
+	send_request(ml, SW_MSG_HELLO, &h.base);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+	struct mconn *mc = req->data;
+	struct mlink *ml = mc->ml;
+
+	if (!ml)
+		return;
+	if (status < 0) {
+		ml_fail(ml, "cannot connect: %s", uv_strerror(status));
+		return;
+	}
+	uv_tcp_nodelay(&mc->tcp, 1);
+	uv_read_start((uv_stream_t *)&mc->tcp, on_mc_alloc, on_mc_read);
+	set_state(ml, ML_HELLO);
+	ml->last_rx = sw_mono_ns();
+	sw_info(TAG, "connected to %s:%u", ml->master.host, ml->master.port);
+	send_hello(ml);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct mlink *ml = req->data;
+	struct mconn *mc;
+	int rc;
+
+	if (ml->stopping) {
+		uv_freeaddrinfo(res);
+		set_state(ml, ML_IDLE);
+		return;
+	}
+	if (status < 0) {
+		uv_freeaddrinfo(res);
+		ml_fail(ml, "cannot resolve: %s", uv_strerror(status));
+		return;
+	}
+	mc = calloc(1, sizeof(*mc));
+	if (!mc) {
+		uv_freeaddrinfo(res);
+		ml_fail(ml, "out of memory");
+		return;
+	}
+	mc->ml = ml;
+	uv_tcp_init(ml->cs->loop, &mc->tcp);
+	mc->tcp.data = mc;
+	mc->creq.data = mc;
+	ml->mc = mc;
+	set_state(ml, ML_CONNECTING);
+	rc = uv_tcp_connect(&mc->creq, &mc->tcp, res->ai_addr, on_connected);
+	uv_freeaddrinfo(res);
+	if (rc < 0)
+		ml_fail(ml, "cannot connect: %s", uv_strerror(rc));
+}
+
+static void ml_connect(struct mlink *ml)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	char port[8];
+	int rc;
+
+	snprintf(port, sizeof(port), "%u", ml->master.port);
+	set_state(ml, ML_RESOLVING);
+	ml->gai.data = ml;
+	rc = uv_getaddrinfo(ml->cs->loop, &ml->gai, on_resolved,
+			    ml->master.host, port, &hints);
+	if (rc < 0)
+		ml_fail(ml, "cannot resolve: %s", uv_strerror(rc));
+}
+
+/* ---- entry points ---------------------------------------------------------------- */
+
+void mlink_tick(struct cs *cs)
+{
+	struct mlink *ml = cs->ml;
+	int64_t now = sw_mono_ns();
+	int64_t silent = SW_MAX(ANSWER_TIMEOUT_NS,
+				4 * (int64_t)cs->cfg.heartbeat_ms * 1000000);
+
+	if (!ml || ml->stopping)
+		return;
+	if (ml->st == ML_IDLE && now >= ml->retry_at)
+		ml_connect(ml);
+	else if (ml->st >= ML_CONNECTING && ml->st < ML_READY &&
+		 now - ml->since > ANSWER_TIMEOUT_NS)
+		ml_fail(ml, "no answer for %d s",
+			(int)(ANSWER_TIMEOUT_NS / SW_NSEC_PER_SEC));
+	else if (ml->st == ML_READY && now - ml->last_rx > silent)
+		ml_fail(ml, "silent for %d s", (int)(silent / SW_NSEC_PER_SEC));
+	else if (ml->partial_since &&
+		 now - ml->partial_since >
+			 (int64_t)cs->cfg.frame_timeout_ms * 1000000)
+		ml_fail(ml, "stalled in the middle of a frame");
+	else if (ml->st == ML_READY && now >= ml->next_hb)
+		heartbeat(ml);
+}
+
+int mlink_start(struct cs *cs)
+{
+	struct mlink *ml = calloc(1, sizeof(*ml));
+	int rc;
+
+	if (!ml)
+		return -ENOMEM;
+	rc = sw_target_parse(cs->cfg.master, SW_MASTER_PORT, &ml->master);
+	if (rc < 0) {
+		sw_crit(TAG, "bad master address: %s", cs->cfg.master);
+		free(ml);
+		return rc;
+	}
+	ml->cs = cs;
+	ml->next_id = 1;
+	ml->backoff_ms = BACKOFF_MIN_MS;
+	ml->server_id = load_server_id(cs);
+	idmap_init(&ml->busy);
+	idmap_init(&ml->reported);
+	cs->ml = ml;
+	ml_connect(ml);
+	return 0;
+}
+
+void mlink_stop(struct cs *cs)
+{
+	struct mlink *ml = cs->ml;
+
+	if (!ml || ml->stopping)
+		return;
+	ml->stopping = true;
+	if (ml->st == ML_RESOLVING)
+		uv_cancel((uv_req_t *)&ml->gai);
+	if (ml->mc)
+		mc_close(ml->mc);
+	ml->mc = NULL;
+	ml->gen++;
+	free_parts(ml);
+	drop_waiting(ml);
+}
+
+void mlink_release(struct cs *cs)
+{
+	struct mlink *ml = cs->ml;
+
+	if (!ml)
+		return;
+	idmap_release(&ml->busy);
+	idmap_release(&ml->reported);
+	free(ml);
+	cs->ml = NULL;
+}

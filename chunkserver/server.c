@@ -1,0 +1,924 @@
+/*
+ * The chunkserver's network side for clients (mounts, tools) and peer
+ * chunkservers: accept, frame, dispatch to the thread pool, send replies.
+ *
+ * A connection starts with a hello, answered here on the loop, as are
+ * pings; other metadata requests get ENOSYS. CS_READ, CS_WRITE and
+ * CS_SYNC go to libuv's thread pool as they arrive:
+ * many per connection at once, each with its own reply, in whatever
+ * order they finish. The worker unpacks the request (a parse failure
+ * closes the connection), checks the token and the fields, runs the store
+ * operation and packs the reply frame; the loop only moves bytes.
+ *
+ * Input: frames are cut out of a read buffer; a large frame (a write)
+ * gets a buffer of its own once its header is known, and the socket is
+ * read straight into it, so that the loop copies at most READ_CHUNK bytes
+ * of any frame. Output: each reply is its own allocation, queued on its
+ * connection and written with one uv_write per loop iteration for all
+ * that are ready (the check phase).
+ *
+ * Backpressure: a connection stops being read while it has too many
+ * requests in the pool, or too many bytes of them, or too many reply
+ * bytes it has not taken; and all connections stop while the requests in
+ * the pool hold more than cfg.max_inflight bytes in all. A peer stuck in
+ * the middle of a frame for frame_timeout, or not taking replies for
+ * send_timeout, is dropped.
+ *
+ * Lifetime: a connection is freed when it is closed and no request in
+ * the pool refers to it any more (refs).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkserver_i.h"
+#include "frame.h"
+#include "buf.h"
+#include "log.h"
+#include "net.h"
+#include "util.h"
+
+#define TAG "server"
+
+#define READ_CHUNK (64u << 10)
+/* A frame larger than this gets a buffer of its own. */
+#define BIG_FRAME (16u << 10)
+/* Per connection: stop reading past these... */
+#define CONN_MAX_REQS 64u
+#define CONN_MAX_REQ_BYTES (32u << 20)
+#define CONN_MAX_OUT (16u << 20)
+/* ...bytes per uv_write. */
+#define WRITE_MAX (4u << 20)
+/* After server_stop(), connections get this long to finish. */
+#define STOP_GRACE_NS (10 * SW_NSEC_PER_SEC)
+
+struct outframe {
+	struct outframe *next;
+	size_t len;
+	uint8_t data[];
+};
+
+struct conn {
+	uv_tcp_t tcp;
+	struct server *srv;
+	char peer[64];
+	struct sw_buf in; /* received, not yet framed */
+	struct sw_frame_hdr big_hdr; /* the large frame being read */
+	uint8_t *big; /* its payload buffer, or NULL */
+	size_t big_have; /* bytes of it received */
+	struct outframe *out, *out_tail; /* replies not yet written */
+	struct outframe *wlist; /* replies in the uv_write */
+	size_t out_bytes; /* bytes of both lists */
+	uv_write_t wreq;
+	unsigned reqs; /* requests in the pool */
+	size_t req_bytes; /* their payload bytes */
+	int refs; /* 1 until closed, +1 per request */
+	int64_t partial_since; /* mono ns: an incomplete frame */
+	int64_t write_since; /* mono ns: the uv_write began */
+	bool hello; /* hello done */
+	bool reading; /* uv_read_start in effect */
+	bool writing; /* wreq in flight */
+	bool closing;
+	bool close_after_write; /* a refused hello: say why, then go */
+	bool in_flush; /* on srv->flush */
+	struct conn *next, *prev; /* all connections */
+	struct conn *flush_next;
+};
+
+struct server {
+	struct cs *cs;
+	uv_tcp_t listener;
+	uv_check_t check; /* end of each loop iteration: write */
+	struct conn *conns;
+	uint64_t nconns;
+	struct conn *flush; /* connections with replies to write */
+	size_t req_bytes; /* payload bytes of all requests in the pool */
+	bool throttled; /* req_bytes went over cfg.max_inflight */
+	bool stopping;
+	bool listener_closed;
+	int64_t stop_deadline; /* mono ns */
+};
+
+/* A request on its way through the pool. */
+struct req {
+	uv_work_t work;
+	struct conn *c;
+	struct store *store;
+	struct sw_frame_hdr hdr;
+	uint8_t *payload; /* freed by the worker once unpacked */
+	bool has_key;
+	uint8_t key[SW_TOKEN_KEY];
+	/* results */
+	struct outframe *reply;
+	bool unparsable;
+	bool damaged; /* report chunk_id/version to the master */
+	uint64_t chunk_id;
+	uint32_t version;
+};
+
+static void conn_close(struct conn *c);
+static void conn_update_reading(struct conn *c);
+static void parse_frames(struct conn *c);
+
+/* ---- replies ---------------------------------------------------------- */
+
+static struct outframe *frame_new(uint16_t type, uint16_t flags, uint64_t id,
+				  const ProtobufCMessage *msg)
+{
+	size_t size = sw_frame_size(msg);
+	struct outframe *f = malloc(sizeof(*f) + size);
+
+	if (!f)
+		return NULL;
+	f->next = NULL;
+	f->len = sw_frame_pack(f->data, type, flags, id, msg);
+	return f;
+}
+
+static struct outframe *status_frame(const struct sw_frame_hdr *hdr, int rc)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+
+	if (rc < 0) {
+		reply.has_err = 1;
+		reply.err = -rc;
+	}
+	return frame_new(hdr->type, SW_FRAME_REPLY, hdr->id, &reply.base);
+}
+
+static void flush_add(struct conn *c)
+{
+	if (c->in_flush || c->closing)
+		return;
+	c->in_flush = true;
+	c->flush_next = c->srv->flush;
+	c->srv->flush = c;
+}
+
+static void queue_reply(struct conn *c, struct outframe *f)
+{
+	if (!f) {
+		sw_err(TAG, "%s: out of memory for a reply; closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	if (c->out_tail)
+		c->out_tail->next = f;
+	else
+		c->out = f;
+	c->out_tail = f;
+	c->out_bytes += f->len;
+	flush_add(c);
+}
+
+static void free_frames(struct outframe *f)
+{
+	while (f) {
+		struct outframe *next = f->next;
+
+		free(f);
+		f = next;
+	}
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void conn_write(struct conn *c);
+
+/* Close a stopping connection that has nothing left to do. */
+static void maybe_finish(struct conn *c)
+{
+	if (c->closing)
+		return;
+	if ((c->srv->stopping || c->close_after_write) && !c->reqs &&
+	    !c->out_bytes)
+		conn_close(c);
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+	struct conn *c = w->data;
+
+	c->writing = false;
+	for (struct outframe *f = c->wlist; f; f = f->next)
+		c->out_bytes -= f->len;
+	free_frames(c->wlist);
+	c->wlist = NULL;
+	if (c->closing)
+		return;
+	if (status < 0) {
+		sw_info(TAG, "%s: write failed: %s", c->peer,
+			uv_strerror(status));
+		conn_close(c);
+		return;
+	}
+	conn_write(c);
+	conn_update_reading(c);
+	maybe_finish(c);
+}
+
+static void conn_write(struct conn *c)
+{
+	uv_buf_t bufs[64];
+	struct outframe *f, *last = NULL;
+	unsigned n = 0;
+	size_t bytes = 0;
+	int rc;
+
+	if (c->writing || c->closing || !c->out)
+		return;
+	for (f = c->out; f && n < SW_ARRAY_SIZE(bufs) &&
+			 (n == 0 || bytes + f->len <= WRITE_MAX);
+	     f = f->next) {
+		bufs[n++] = uv_buf_init((char *)f->data, (unsigned)f->len);
+		bytes += f->len;
+		last = f;
+	}
+	c->wlist = c->out;
+	c->out = last->next;
+	if (!c->out)
+		c->out_tail = NULL;
+	last->next = NULL;
+	c->wreq.data = c;
+	rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, n, on_written);
+	if (rc < 0) {
+		sw_info(TAG, "%s: write failed: %s", c->peer, uv_strerror(rc));
+		conn_close(c);
+		return;
+	}
+	c->writing = true;
+	c->write_since = sw_mono_ns();
+}
+
+static void on_check(uv_check_t *h)
+{
+	struct server *srv = h->data;
+
+	while (srv->flush) {
+		struct conn *c = srv->flush;
+
+		srv->flush = c->flush_next;
+		c->in_flush = false;
+		conn_write(c);
+	}
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void conn_put(struct conn *c)
+{
+	struct server *srv = c->srv;
+
+	if (--c->refs)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	srv->nconns--;
+	sw_buf_release(&c->in);
+	free(c->big);
+	free_frames(c->out);
+	free_frames(c->wlist);
+	free(c);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	conn_put(h->data);
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->in_flush) {
+		struct conn **pp = &c->srv->flush;
+
+		while (*pp != c)
+			pp = &(*pp)->flush_next;
+		*pp = c->flush_next;
+		c->in_flush = false;
+	}
+	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static bool over_limits(const struct conn *c)
+{
+	return c->reqs >= CONN_MAX_REQS || c->req_bytes >= CONN_MAX_REQ_BYTES ||
+	       c->out_bytes >= CONN_MAX_OUT || c->srv->throttled;
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/*
+ * Keep the clock of an incomplete frame: it runs only while we read, so
+ * a peer we paused is not taken for one that stalled.
+ */
+static void note_partial(struct conn *c)
+{
+	if (!c->reading || (!c->big && !sw_buf_used(&c->in)))
+		c->partial_since = 0;
+	else if (!c->partial_since)
+		c->partial_since = sw_mono_ns();
+}
+
+/* Start or stop reading @c as its limits say; parse what waits. */
+static void conn_update_reading(struct conn *c)
+{
+	if (c->closing || c->close_after_write)
+		return;
+	if (c->srv->stopping || over_limits(c)) {
+		if (c->reading) {
+			uv_read_stop((uv_stream_t *)&c->tcp);
+			c->reading = false;
+			c->partial_since = 0;
+		}
+		return;
+	}
+	/* Frames that arrived before the pause come first. */
+	parse_frames(c);
+	if (c->closing)
+		return;
+	if (!c->reading && !over_limits(c)) {
+		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+		c->reading = true;
+	}
+	note_partial(c);
+}
+
+/* The global limit: throttle everyone, or let everyone go again. */
+static void update_throttle(struct server *srv)
+{
+	bool over = srv->req_bytes >= srv->cs->cfg.max_inflight;
+
+	if (over == srv->throttled)
+		return;
+	srv->throttled = over;
+	if (over)
+		sw_info(TAG, "%zu request bytes in progress: reading paused",
+			srv->req_bytes);
+	for (struct conn *c = srv->conns; c; c = c->next)
+		conn_update_reading(c);
+}
+
+/* ---- requests in the pool --------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+	return (uint64_t)(sw_now_ns() / 1000000);
+}
+
+static bool token_ok(const struct req *r, uint64_t id, uint32_t version,
+		     enum sw_token_mode mode, const ProtobufCBinaryData *tok,
+		     bool has_tok, bool has_expires, uint64_t expires)
+{
+	return has_tok && has_expires &&
+	       sw_token_check(r->key, id, version, mode, expires, now_ms(),
+			      tok->data, tok->len);
+}
+
+/* The reply for a failed operation; -EBADMSG is the client's EIO. */
+static struct outframe *error_frame(struct req *r, int rc)
+{
+	if (rc == -EBADMSG) {
+		r->damaged = true;
+		rc = -EIO;
+	}
+	return status_frame(&r->hdr, rc);
+}
+
+static void do_read(struct req *r, const Sweepfs__CsReadReq *q)
+{
+	Sweepfs__CsReadReply reply = SWEEPFS__CS_READ_REPLY__INIT;
+	uint8_t *buf;
+	int n;
+
+	r->chunk_id = q->chunk_id;
+	r->version = q->version;
+	if (!r->has_key)
+		n = -EAGAIN;
+	else if (!token_ok(r, q->chunk_id, q->version, SW_TOKEN_READ, &q->token,
+			   q->has_token, q->has_expires, q->expires))
+		n = -EACCES;
+	else if (q->size > SW_IO_MAX || q->offset > SW_CHUNK_SIZE ||
+		 q->size > SW_CHUNK_SIZE - q->offset)
+		n = -EINVAL;
+	else
+		n = 0;
+	if (n < 0) {
+		r->reply = error_frame(r, n);
+		return;
+	}
+	buf = malloc(SW_MAX(q->size, 1u));
+	if (!buf) {
+		r->reply = error_frame(r, -ENOMEM);
+		return;
+	}
+	n = store_read(r->store, q->chunk_id, q->version, q->offset, q->size,
+		       buf);
+	if (n < 0) {
+		r->reply = error_frame(r, n);
+	} else {
+		reply.has_data = 1;
+		reply.data.data = buf;
+		reply.data.len = (size_t)n;
+		r->reply = frame_new(r->hdr.type, SW_FRAME_REPLY, r->hdr.id,
+				     &reply.base);
+	}
+	free(buf);
+}
+
+static void do_write(struct req *r, const Sweepfs__CsWriteReq *q)
+{
+	int rc;
+
+	r->chunk_id = q->chunk_id;
+	r->version = q->version;
+	if (!r->has_key)
+		rc = -EAGAIN;
+	else if (!token_ok(r, q->chunk_id, q->version, SW_TOKEN_WRITE,
+			   &q->token, q->has_token, q->has_expires, q->expires))
+		rc = -EACCES;
+	else if (q->data.len > SW_IO_MAX || q->offset > SW_CHUNK_SIZE ||
+		 q->data.len > SW_CHUNK_SIZE - q->offset)
+		rc = -EINVAL;
+	else
+		rc = store_write(r->store, q->chunk_id, q->version, q->offset,
+				 q->data.data, (uint32_t)q->data.len);
+	r->reply = rc < 0 ? error_frame(r, rc) : status_frame(&r->hdr, 0);
+}
+
+static void do_sync(struct req *r, const Sweepfs__CsSyncReq *q)
+{
+	int rc;
+
+	r->chunk_id = q->chunk_id;
+	r->version = q->version;
+	if (!r->has_key)
+		rc = -EAGAIN;
+	else if (!token_ok(r, q->chunk_id, q->version, SW_TOKEN_READ, &q->token,
+			   q->has_token, q->has_expires, q->expires))
+		rc = -EACCES;
+	else
+		rc = store_sync(r->store, q->chunk_id, q->version);
+	r->reply = rc < 0 ? error_frame(r, rc) : status_frame(&r->hdr, 0);
+}
+
+/* Thread pool: everything that touches the disk or parses a payload. */
+static void req_work(uv_work_t *w)
+{
+	struct req *r = w->data;
+	const struct sw_msg_info *info = sw_msg_info(r->hdr.type);
+	ProtobufCMessage *msg;
+
+	msg = protobuf_c_message_unpack(info->req, NULL, r->hdr.len,
+					r->payload);
+	free(r->payload);
+	r->payload = NULL;
+	if (!msg) {
+		r->unparsable = true;
+		return;
+	}
+	switch (r->hdr.type) {
+	case SW_MSG_CS_READ:
+		do_read(r, (Sweepfs__CsReadReq *)msg);
+		break;
+	case SW_MSG_CS_WRITE:
+		do_write(r, (Sweepfs__CsWriteReq *)msg);
+		break;
+	default:
+		do_sync(r, (Sweepfs__CsSyncReq *)msg);
+		break;
+	}
+	protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+static void req_after(uv_work_t *w, int status)
+{
+	struct req *r = w->data;
+	struct conn *c = r->c;
+	struct server *srv = c->srv;
+
+	c->reqs--;
+	c->req_bytes -= r->hdr.len;
+	srv->req_bytes -= r->hdr.len;
+	if (r->damaged)
+		mlink_damaged(srv->cs, r->chunk_id, r->version);
+	if (c->closing) {
+		free(r->reply);
+	} else if (r->unparsable) {
+		sw_notice(TAG, "%s: unparsable %s request (%u bytes); closing",
+			  c->peer, sw_msg_info(r->hdr.type)->name, r->hdr.len);
+		conn_close(c);
+	} else {
+		queue_reply(c, r->reply);
+	}
+	free(r->payload);
+	free(r);
+	update_throttle(srv);
+	conn_update_reading(c);
+	maybe_finish(c);
+	conn_put(c);
+}
+
+static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
+		      uint8_t *payload)
+{
+	struct server *srv = c->srv;
+	struct req *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r) {
+		free(payload);
+		queue_reply(c, status_frame(hdr, -ENOMEM));
+		return;
+	}
+	r->c = c;
+	r->store = srv->cs->store;
+	r->hdr = *hdr;
+	r->payload = payload;
+	r->has_key = srv->cs->has_key;
+	memcpy(r->key, srv->cs->key, SW_TOKEN_KEY);
+	r->work.data = r;
+	rc = uv_queue_work(srv->cs->loop, &r->work, req_work, req_after);
+	if (rc < 0) {
+		free(payload);
+		free(r);
+		queue_reply(c, status_frame(hdr, rc));
+		return;
+	}
+	c->refs++;
+	c->reqs++;
+	c->req_bytes += hdr->len;
+	srv->req_bytes += hdr->len;
+	update_throttle(srv);
+}
+
+/* ---- frames ------------------------------------------------------------------ */
+
+static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
+			 const uint8_t *payload)
+{
+	Sweepfs__HelloReply reply = SWEEPFS__HELLO_REPLY__INIT;
+	Sweepfs__Hello *h;
+	int rc = 0;
+
+	h = sweepfs__hello__unpack(NULL, hdr->len, payload);
+	if (!h) {
+		sw_notice(TAG, "%s: unparsable hello; closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	if (c->hello)
+		rc = -EISCONN;
+	else if (h->version != SW_PROTO_VERSION)
+		rc = -EPROTONOSUPPORT;
+	else if (h->role != SWEEPFS__ROLE__ROLE_MOUNT &&
+		 h->role != SWEEPFS__ROLE__ROLE_TOOL &&
+		 h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+		rc = -EINVAL;
+	reply.has_version = 1;
+	reply.version = SW_PROTO_VERSION;
+	if (rc < 0) {
+		sw_notice(TAG, "%s: hello refused: %s", c->peer, strerror(-rc));
+		reply.has_err = 1;
+		reply.err = -rc;
+		c->close_after_write = !c->hello;
+	} else {
+		/* sw_client_open() wants both; a chunkserver has no
+		 * sessions and no namespace. */
+		reply.has_session_id = 1;
+		reply.has_root_ino = 1;
+		c->hello = true;
+	}
+	sweepfs__hello__free_unpacked(h, NULL);
+	queue_reply(c,
+		    frame_new(hdr->type, SW_FRAME_REPLY, hdr->id, &reply.base));
+	if (c->close_after_write && c->reading) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = false;
+	}
+}
+
+/* A ping: the token comes back (clients check that we are alive). */
+static void handle_ping(struct conn *c, const struct sw_frame_hdr *hdr,
+			const uint8_t *payload)
+{
+	Sweepfs__PingReply reply = SWEEPFS__PING_REPLY__INIT;
+	Sweepfs__PingReq *q =
+		sweepfs__ping_req__unpack(NULL, hdr->len, payload);
+
+	if (!q) {
+		sw_notice(TAG, "%s: unparsable ping; closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	reply.has_token = q->has_token;
+	reply.token = q->token;
+	sweepfs__ping_req__free_unpacked(q, NULL);
+	queue_reply(c,
+		    frame_new(hdr->type, SW_FRAME_REPLY, hdr->id, &reply.base));
+}
+
+/* One whole frame; takes @payload (malloc'd). */
+static void dispatch(struct conn *c, const struct sw_frame_hdr *hdr,
+		     uint8_t *payload)
+{
+	if (hdr->flags) {
+		sw_notice(TAG,
+			  "%s: sent a reply or notification frame; "
+			  "closing",
+			  c->peer);
+		conn_close(c);
+	} else if (hdr->type == SW_MSG_HELLO) {
+		handle_hello(c, hdr, payload);
+	} else if (!c->hello) {
+		sw_notice(TAG, "%s: request before hello; closing", c->peer);
+		conn_close(c);
+	} else if (hdr->type == SW_MSG_PING) {
+		handle_ping(c, hdr, payload);
+	} else if (hdr->type == SW_MSG_CS_READ ||
+		   hdr->type == SW_MSG_CS_WRITE ||
+		   hdr->type == SW_MSG_CS_SYNC) {
+		queue_req(c, hdr, payload);
+		return;
+	} else {
+		sw_info(TAG, "%s: request type %u is not served here", c->peer,
+			hdr->type);
+		queue_reply(c, status_frame(hdr, -ENOSYS));
+	}
+	free(payload);
+}
+
+/* Cut whole frames out of c->in while the limits allow. */
+static void parse_frames(struct conn *c)
+{
+	while (!c->closing && !c->close_after_write && !c->big &&
+	       !over_limits(c)) {
+		struct sw_frame_hdr hdr;
+		size_t avail;
+		uint8_t *p;
+		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
+					  sw_buf_used(&c->in),
+					  SW_FRAME_MAX_DATA, &hdr);
+
+		if (rc < 0) {
+			sw_notice(TAG, "%s: %s; closing", c->peer,
+				  rc == -EMSGSIZE ? "frame too large" :
+						    "bad frame header");
+			conn_close(c);
+			return;
+		}
+		if (rc == 0)
+			break;
+		avail = sw_buf_used(&c->in) - SW_FRAME_HDR;
+		if (avail < hdr.len && hdr.len <= BIG_FRAME)
+			break;
+		p = malloc(SW_MAX(hdr.len, 1u));
+		if (!p) {
+			sw_err(TAG, "%s: out of memory for a request; closing",
+			       c->peer);
+			conn_close(c);
+			return;
+		}
+		avail = SW_MIN(avail, hdr.len);
+		memcpy(p, sw_buf_head(&c->in) + SW_FRAME_HDR, avail);
+		sw_buf_consume(&c->in, SW_FRAME_HDR + avail);
+		if (avail < hdr.len) {
+			/* The rest is read straight into p. */
+			c->big = p;
+			c->big_hdr = hdr;
+			c->big_have = avail;
+			break;
+		}
+		dispatch(c, &hdr, p);
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct conn *c = h->data;
+
+	if (c->big) {
+		buf->base = (char *)c->big + c->big_have;
+		buf->len = c->big_hdr.len - c->big_have;
+		return;
+	}
+	if (sw_buf_reserve(&c->in, READ_CHUNK) < 0) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	buf->base = (char *)c->in.data + c->in.len;
+	buf->len = SW_MIN(c->in.cap - c->in.len, READ_CHUNK);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = s->data;
+
+	if (nread < 0) {
+		if (nread != UV_EOF)
+			sw_info(TAG, "%s: read failed: %s", c->peer,
+				uv_strerror((int)nread));
+		conn_close(c);
+		return;
+	}
+	if (!buf->base) {
+		sw_err(TAG, "%s: out of memory for input; closing", c->peer);
+		conn_close(c);
+		return;
+	}
+	if (c->big) {
+		c->big_have += (size_t)nread;
+		if (c->big_have == c->big_hdr.len) {
+			uint8_t *p = c->big;
+
+			c->big = NULL;
+			dispatch(c, &c->big_hdr, p);
+		}
+	} else {
+		c->in.len += (size_t)nread;
+	}
+	parse_frames(c);
+	if (c->closing)
+		return;
+	conn_update_reading(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct server *srv = server->data;
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	struct conn *c;
+
+	if (status < 0) {
+		sw_err(TAG, "accept: %s", uv_strerror(status));
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->srv = srv;
+	c->refs = 1;
+	uv_tcp_init(srv->cs->loop, &c->tcp);
+	c->tcp.data = c;
+	c->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = c;
+	srv->conns = c;
+	srv->nconns++;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+		conn_close(c);
+		return;
+	}
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+		sw_sockaddr_str((struct sockaddr *)&ss, c->peer,
+				sizeof(c->peer));
+	else
+		strcpy(c->peer, "unknown");
+	if (srv->nconns > srv->cs->cfg.max_connections || srv->stopping) {
+		sw_warn(TAG, "%s: refused: %" PRIu64 " connections open",
+			c->peer, srv->nconns - 1);
+		conn_close(c);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	conn_update_reading(c);
+}
+
+/* ---- the server ----------------------------------------------------------------- */
+
+void server_tick(struct cs *cs)
+{
+	struct server *srv = cs->srv;
+	int64_t now = sw_mono_ns();
+	int64_t frame_limit = (int64_t)cs->cfg.frame_timeout_ms * 1000000;
+	int64_t send_limit = (int64_t)cs->cfg.send_timeout_ms * 1000000;
+
+	if (!srv)
+		return;
+	for (struct conn *c = srv->conns; c; c = c->next) {
+		if (c->closing)
+			continue;
+		if (srv->stopping && now > srv->stop_deadline) {
+			sw_notice(TAG, "%s: still busy at shutdown; closing",
+				  c->peer);
+			conn_close(c);
+		} else if (c->partial_since &&
+			   now - c->partial_since > frame_limit) {
+			sw_notice(TAG,
+				  "%s: stalled mid-frame for %" PRIu64
+				  " ms; closing",
+				  c->peer, cs->cfg.frame_timeout_ms);
+			conn_close(c);
+		} else if (c->writing && now - c->write_since > send_limit) {
+			sw_notice(TAG,
+				  "%s: took no replies for %" PRIu64
+				  " ms; closing",
+				  c->peer, cs->cfg.send_timeout_ms);
+			conn_close(c);
+		}
+	}
+}
+
+static int resolve(const char *host, uint16_t port,
+		   struct sockaddr_storage *out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *res;
+	char service[8];
+
+	snprintf(service, sizeof(service), "%u", port);
+	if (getaddrinfo(*host ? host : NULL, service, &hints, &res))
+		return -EADDRNOTAVAIL;
+	memcpy(out, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* The last handle of a server closed: free it. */
+static void on_handle_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+int server_start(struct cs *cs)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	struct sockaddr_storage ss;
+	int rc;
+
+	if (!srv)
+		return -ENOMEM;
+	srv->cs = cs;
+	rc = resolve(cs->listen_host, cs->listen_port, &ss);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot resolve listen address %s",
+			cs->listen_host);
+		free(srv);
+		return rc;
+	}
+	uv_tcp_init(cs->loop, &srv->listener);
+	srv->listener.data = srv;
+	rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&srv->listener, 1024,
+			       on_connection);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot listen on %s:%u: %s", cs->listen_host,
+			cs->listen_port, uv_strerror(rc));
+		uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
+		return rc;
+	}
+	uv_check_init(cs->loop, &srv->check);
+	srv->check.data = srv;
+	uv_check_start(&srv->check, on_check);
+	cs->srv = srv;
+	return 0;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+	struct server *srv = h->data;
+
+	srv->listener_closed = true;
+}
+
+void server_stop(struct cs *cs)
+{
+	struct server *srv = cs->srv;
+
+	if (!srv || srv->stopping)
+		return;
+	srv->stopping = true;
+	srv->stop_deadline = sw_mono_ns() + STOP_GRACE_NS;
+	uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+	for (struct conn *c = srv->conns; c; c = c->next) {
+		conn_update_reading(c);
+		maybe_finish(c);
+	}
+}
+
+bool server_stopped(struct cs *cs)
+{
+	struct server *srv = cs->srv;
+
+	if (!srv)
+		return true;
+	if (!srv->stopping || srv->conns || !srv->listener_closed)
+		return false;
+	uv_check_stop(&srv->check);
+	uv_close((uv_handle_t *)&srv->check, on_handle_closed);
+	cs->srv = NULL;
+	return true;
+}
