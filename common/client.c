@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "client.h"
 #include "util.h"
 
@@ -143,14 +144,34 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 	}
 }
 
+void sw_target_password(struct sw_target *t, const char *password)
+{
+	sw_auth_key(password, t->key);
+	t->has_key = true;
+}
+
+int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
+		    Sweepfs__Hello *hello, uint8_t tag[16])
+{
+	if (!hr->has_challenge || hr->challenge.len != SW_AUTH_NONCE ||
+	    !t->has_key)
+		return -EACCES;
+	sw_auth_response(t->key, hr->challenge.data, t->subdir, tag);
+	hello->has_auth = 1;
+	hello->auth.data = tag;
+	hello->auth.len = SW_AUTH_TAG;
+	return 0;
+}
+
 int sw_client_open(const struct sw_target *t, int role, const char *name,
 		   int timeout_ms, struct sw_client **out)
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *hr;
 	ProtobufCMessage *reply;
+	uint8_t tag[SW_AUTH_TAG];
 	struct sw_client *c;
-	int rc;
+	int rc, tries = 0;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -174,11 +195,17 @@ int sw_client_open(const struct sw_target *t, int role, const char *name,
 		hello.client_name.len = strlen(name);
 		hello.has_client_name = 1;
 	}
+again:
 	rc = sw_client_call(c, SW_MSG_HELLO, &hello.base, &reply);
 	if (rc < 0)
 		goto out_close;
 	hr = (Sweepfs__HelloReply *)reply;
 	rc = sw_reply_err(reply);
+	if (rc == -EACCES && tries++ == 0 &&
+	    sw_hello_answer(t, hr, &hello, tag) == 0) {
+		protobuf_c_message_free_unpacked(reply, NULL);
+		goto again;
+	}
 	if (rc == 0 && (!hr->has_session_id || !hr->has_root_ino))
 		rc = -EPROTO;
 	if (rc == 0) {

@@ -37,6 +37,20 @@ struct sw_client {
 int sw_client_open(const struct sw_target *t, int role, const char *name,
 		   int timeout_ms, struct sw_client **out);
 
+/*
+ * Remember @password for @t: a master whose export asks for one gets the
+ * answer to its challenge (common/auth.h). The key is derived here, once.
+ */
+void sw_target_password(struct sw_target *t, const char *password);
+
+/*
+ * For a hello that came back refused with a challenge: fill @hello's auth
+ * (into @tag) so that it can be sent again. Returns 0, or the refusal
+ * (-EACCES) when there is no challenge or no password to answer it.
+ */
+int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
+		    Sweepfs__Hello *hello, uint8_t tag[16]);
+
 /* Close the connection and free @c (NULL is fine). */
 void sw_client_close(struct sw_client *c);
 

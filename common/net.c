@@ -80,6 +80,8 @@ int sw_target_parse(const char *s, uint16_t default_port,
 	return 0;
 }
 
+const char *sw_net_bind;
+
 static int connect_one(const struct addrinfo *ai, int64_t deadline)
 {
 	int fd, rc, one = 1;
@@ -90,6 +92,25 @@ static int connect_one(const struct addrinfo *ai, int64_t deadline)
 		    ai->ai_protocol);
 	if (fd < 0)
 		return -errno;
+	if (sw_net_bind && *sw_net_bind) {
+		struct sockaddr_storage ss = { .ss_family = ai->ai_family };
+		void *a = ai->ai_family == AF_INET
+				  ? (void *)&((struct sockaddr_in *)&ss)->sin_addr
+				  : (void *)&((struct sockaddr_in6 *)&ss)
+					    ->sin6_addr;
+
+		if (inet_pton(ai->ai_family, sw_net_bind, a) != 1) {
+			rc = -EADDRNOTAVAIL;
+			goto out_close;
+		}
+		if (bind(fd, (struct sockaddr *)&ss,
+			 ai->ai_family == AF_INET
+				 ? sizeof(struct sockaddr_in)
+				 : sizeof(struct sockaddr_in6)) < 0) {
+			rc = -errno;
+			goto out_close;
+		}
+	}
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 		if (errno != EINPROGRESS) {
 			rc = -errno;

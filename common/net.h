@@ -7,6 +7,7 @@
 #define SWEEPFS_COMMON_NET_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -17,6 +18,8 @@ struct sw_target {
 	char host[256];	   /* name or address, without IPv6 brackets */
 	uint16_t port;	   /* default port when the string had none */
 	char subdir[4096]; /* "/" when the string had none */
+	bool has_key;	   /* a password for exports that ask (auth.h) */
+	uint8_t key[16];
 };
 
 /*
@@ -25,6 +28,10 @@ struct sw_target {
  */
 int sw_target_parse(const char *s, uint16_t default_port,
 		    struct sw_target *out);
+
+/* The local address outgoing connections bind to (NULL: the kernel
+ * chooses): a client machine with several addresses picks one. */
+extern const char *sw_net_bind;
 
 /*
  * Connect a TCP socket to @host:@port, trying each resolved address, within

@@ -212,6 +212,12 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 			si->connected = s->conn != NULL;
 			si->connected_at = s->connected_at;
 			si->open_files = htab_count(&s->opens);
+			if (s->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+				si->export = s->export_text;
+				si->has_read_only = si->has_admin = 1;
+				si->read_only = !s->rw;
+				si->admin = s->admin;
+			}
 			fill_counters(&ctrs[n], reqs + n * SW_MSG__COUNT, &s->ctr);
 			si->counters = &ctrs[n];
 			ptrs[n] = si;

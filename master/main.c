@@ -45,6 +45,7 @@ static void config_defaults(struct master_config *c)
 	strcpy(c->listen_host, "0.0.0.0");
 	c->listen_port = SW_MASTER_PORT;
 	strcpy(c->data_dir, "/var/lib/sweepfs/master");
+	strcpy(c->exports_file, "/etc/sweepfs/exports.cfg");
 	c->changelog_sync = CL_SYNC_INTERVAL;
 	c->sync_interval_ms = 100;
 	c->checkpoint_interval_ms = 3600 * 1000;
@@ -105,6 +106,9 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  NULL, "longest run of the purge between requests, in us" },
 		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,
 		  "percent of the master's time the purge may take" },
+		{ "exports_file", SW_OPT_STRING, c->exports_file, 0,
+		  sizeof(c->exports_file), NULL,
+		  "who may mount what (missing: everyone, everything)" },
 		{ "snapshot_sync_max", SW_OPT_UINT, &c->snapshot_sync_max, 0,
 		  UINT64_MAX, NULL,
 		  "snapshots of at most this many nodes are copied at once; "
@@ -115,7 +119,7 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 18
+#define NOPTS 19
 
 static void usage(FILE *f)
 {
@@ -242,6 +246,35 @@ void master_checkpoint(struct master *m)
 	m->checkpoint_running = true;
 }
 
+/* ---- exports --------------------------------------------------------- */
+
+/*
+ * (Re)load the exports file. A missing file means the open policy; a
+ * broken one keeps what was in force (at start-up: refuses to start).
+ */
+static int load_exports(struct master *m)
+{
+	char err[512] = "";
+	int rc = exports_load(m->cfg.exports_file, &m->exports, err,
+			      sizeof(err));
+
+	if (rc == -ENOENT) {
+		if (!m->exports.open)
+			sw_notice(TAG, "%s does not exist: every client may "
+				       "mount everything, read-write, as admin",
+				  m->cfg.exports_file);
+		exports_open(&m->exports);
+		return 0;
+	}
+	if (rc < 0) {
+		sw_err(TAG, "exports not (re)loaded: %s",
+		       err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	sw_notice(TAG, "%s: %zu exports", m->cfg.exports_file, m->exports.n);
+	return 0;
+}
+
 /* ---- loop callbacks ------------------------------------------------- */
 
 static void on_durable(void *arg, uint64_t version)
@@ -331,7 +364,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	struct master *m = h->data;
 
 	if (signum == SIGHUP) {
-		sw_notice(TAG, "SIGHUP: nothing to reload yet");
+		if (load_exports(m) == 0)
+			sessions_reexport(m);
 		return;
 	}
 	shutdown_master(m);
@@ -607,6 +641,8 @@ int main(int argc, char **argv)
 		goto out_fail;
 	}
 	sessions_init(&m);
+	if (load_exports(&m) < 0)
+		goto out_fail;
 	if (server_start(&m) < 0)
 		goto out_fail;
 	uv_timer_init(m.loop, &m.tick);
@@ -651,6 +687,7 @@ int main(int argc, char **argv)
 	}
 	sw_notice(TAG, "stopped at version %" PRIu64, m.ns.version);
 	snapjob_release(&m);
+	exports_free(&m.exports);
 	sessions_release(&m);
 	csrvs_release(&m);
 	ns_release(&m.ns);

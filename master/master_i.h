@@ -30,6 +30,7 @@
 #include "buf.h"
 #include "changelog.h"
 #include "csrv.h"
+#include "exports.h"
 #include "frame.h"
 #include "htab.h"
 #include "meta.pb-c.h"
@@ -58,6 +59,7 @@ struct master_config {
 	uint64_t purge_slice_us;       /* longest purge slice */
 	uint64_t purge_duty;	       /* percent of the loop's time */
 	uint64_t snapshot_sync_max;    /* nodes a snapshot copies at once */
+	char exports_file[4096];       /* exports.h; absent: open to all */
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -72,6 +74,9 @@ struct conn {
 	struct master *m;
 	struct session *s;	/* after a successful hello */
 	char peer[64];		/* "addr:port" */
+	struct sockaddr_storage addr; /* the peer's, for the exports */
+	uint8_t nonce[16];	/* password challenge sent, if nonce_set */
+	bool nonce_set;
 	struct sw_buf in;	/* received, not yet parsed */
 	struct sw_buf out;	/* replies ready to send */
 	struct sw_buf wbuf;	/* being written by uv_write */
@@ -116,6 +121,16 @@ struct session {
 	uint64_t root_ino;	  /* the exported subtree's root */
 	char peer[64];
 	char name[128];		  /* client host/process, from the hello */
+	/* What its export allows (exports.h); set at each hello. */
+	struct sockaddr_storage addr;
+	char subdir[4096];	  /* as asked for, normalized */
+	bool rw;
+	bool admin;
+	uint32_t maproot_uid, maproot_gid;
+	uint32_t mapall_uid, mapall_gid;
+	bool authed;		  /* proved the export's password */
+	uint8_t key[16];	  /* the one it proved */
+	char export_text[200];	  /* "PATH OPTIONS" for status */
 	int64_t connected_at;	  /* wall ns */
 	int64_t detached_at;	  /* mono ns, while disconnected */
 	struct htab opens;	  /* struct sess_open by ino */
@@ -144,6 +159,7 @@ struct master {
 	struct conn *conns;
 	uint64_t nconns;
 	struct conn *flush_list;
+	struct exports exports;
 	struct htab sessions;	/* by id */
 	struct session *session_list;
 	uint64_t nsessions;
@@ -212,6 +228,9 @@ void req_reply(struct req *r, const ProtobufCMessage *reply);
 struct req *req_defer(const struct req *r);
 void req_done(struct req *d);
 
+/* Close @c (its session detaches; deferred requests finish unanswered). */
+void conn_close(struct conn *c);
+
 /* Queue an unasked notification frame to @c. */
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg);
 
@@ -236,7 +255,37 @@ void sessions_release(struct master *m);
  * Handle a hello on @c: create or resume a session and reply. Returns 0,
  * or -errno after which the connection is closed.
  */
+/*
+ * A hello on @r's connection: 0 with a session, 1 when a password
+ * challenge went out (the client says hello again on the same
+ * connection), -errno refused (answered; close the connection).
+ */
 int session_hello(struct req *r, const Sweepfs__Hello *h);
+
+/*
+ * Apply the session's export to request @msg before it is handled: the
+ * credentials it carries are mapped (maproot, mapall), and it is refused
+ * with -EROFS when it would write through a read-only export, -EPERM
+ * when it needs admin rights the export does not give (fsck). 0: go on.
+ */
+int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg);
+
+/* The exports file changed (SIGHUP): keep the sessions still allowed,
+ * with their new options; disconnect the others. */
+void sessions_reexport(struct master *m);
+
+/* Whether @c is root with admin rights on @r's session (exports.h). */
+static inline bool req_admin(const struct req *r, const struct cred *c)
+{
+	return cred_is_root(c) && (!r->s || r->s->admin);
+}
+
+/* Whether @c owns @n, or may act as its owner (root with admin rights). */
+static inline bool req_owns(const struct req *r, const struct cred *c,
+			    const struct node *n)
+{
+	return c->uid == n->uid || req_admin(r, c);
+}
 
 /* @c is gone: detach its session, which then times out. */
 void session_detach(struct master *m, struct conn *c);

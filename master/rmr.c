@@ -170,7 +170,7 @@ static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 	}
 	n = e->child;
 	rc = perm_sticky(&cred, dir, n);
-	if (rc == 0 && S_ISDIR(n->mode) && !cred_is_root(&cred))
+	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, &cred))
 		rc = may_remove_tree(&cred, n);
 	if (rc < 0)
 		goto out_err;

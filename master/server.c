@@ -31,7 +31,6 @@
 #define OUT_RESUME (4u << 20)
 #define READ_CHUNK (64u << 10)
 
-static void conn_close(struct conn *c);
 static void conn_write(struct conn *c);
 
 static void flush_add(struct conn *c)
@@ -275,7 +274,7 @@ static void on_conn_closed(uv_handle_t *h)
 	conn_put(h->data);
 }
 
-static void conn_close(struct conn *c)
+void conn_close(struct conn *c)
 {
 	if (c->closing)
 		return;
@@ -314,6 +313,7 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	struct req r = { .m = m, .conn = c, .s = c->s, .hdr = *hdr };
 	ProtobufCMessage *msg;
 	req_handler handler;
+	int rc;
 
 	if (hdr->flags) {
 		sw_notice(TAG, "%s: sent a frame flagged as reply or "
@@ -354,6 +354,8 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			server_flush(m);
 			conn_close(c);
 		}
+	} else if ((rc = session_admit(c->s, hdr->type, msg)) < 0) {
+		req_error(&r, rc);
 	} else {
 		handler = fsops_handler(hdr->type);
 		if (!handler)
@@ -444,11 +446,13 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(c);
 		return;
 	}
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
 		sw_sockaddr_str((struct sockaddr *)&ss, c->peer,
 				sizeof(c->peer));
-	else
+		c->addr = ss;
+	} else {
 		strcpy(c->peer, "unknown");
+	}
 	if (m->nconns > m->cfg.max_connections || m->stopping) {
 		sw_warn(TAG, "%s: refused: %" PRIu64 " connections open",
 			c->peer, m->nconns - 1);

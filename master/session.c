@@ -19,11 +19,13 @@
  * evicted; see DESIGN "Readdir cursor cache".
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include "auth.h"
 #include "hash.h"
 #include "log.h"
 #include "master_i.h"
@@ -350,13 +352,81 @@ static void copy_bytes(char *dst, size_t cap, const ProtobufCBinaryData *b)
 	dst[n] = '\0';
 }
 
+/*
+ * The export for a client at @c asking for @subdir: its rule, or NULL
+ * after answering. A password-protected export answers the first hello
+ * with a challenge (*@challenged) and checks the response on the second.
+ */
+static const struct export_rule *check_export(struct req *r,
+					      const Sweepfs__Hello *h,
+					      const char *subdir,
+					      bool *challenged, int *err)
+{
+	struct conn *c = r->conn;
+	const struct export_rule *rule;
+	uint8_t want[SW_AUTH_TAG];
+	int why = 0;
+
+	*challenged = false;
+	rule = exports_match(&r->m->exports, (struct sockaddr *)&c->addr,
+			     subdir, &why);
+	if (!rule) {
+		sw_warn(TAG, "%s: refused: %s %s", c->peer,
+			why == -EPERM ? "no export of" : "no export at all for "
+							 "this address, asked for",
+			subdir);
+		*err = why == -EPERM ? -EPERM : -EACCES;
+		return NULL;
+	}
+	if (!rule->has_password)
+		return rule;
+	if (!c->nonce_set || !h->has_auth) {
+		if (getrandom(c->nonce, sizeof(c->nonce), 0) !=
+		    (ssize_t)sizeof(c->nonce)) {
+			*err = -EAGAIN;
+			return NULL;
+		}
+		c->nonce_set = true;
+		*challenged = true;
+		*err = -EACCES;
+		return NULL;
+	}
+	c->nonce_set = false; /* one answer per challenge */
+	sw_auth_response(rule->key, c->nonce, subdir, want);
+	if (h->auth.len != SW_AUTH_TAG ||
+	    !sw_auth_equal(h->auth.data, want, SW_AUTH_TAG)) {
+		sw_warn(TAG, "%s: refused: wrong password for %s", c->peer,
+			subdir);
+		*err = -EACCES;
+		return NULL;
+	}
+	return rule;
+}
+
+static void session_apply(struct session *s, const struct export_rule *e)
+{
+	s->rw = e->rw;
+	s->admin = e->admin;
+	s->maproot_uid = e->maproot_uid;
+	s->maproot_gid = e->maproot_gid;
+	s->mapall_uid = e->mapall_uid;
+	s->mapall_gid = e->mapall_gid;
+	s->authed = e->has_password;
+	if (e->has_password)
+		memcpy(s->key, e->key, sizeof(s->key));
+	snprintf(s->export_text, sizeof(s->export_text), "%.100s %.90s", e->path,
+		 e->text);
+}
+
 int session_hello(struct req *r, const Sweepfs__Hello *h)
 {
 	Sweepfs__HelloReply reply = SWEEPFS__HELLO_REPLY__INIT;
 	struct master *m = r->m;
+	const struct export_rule *rule = NULL;
 	struct session *s = NULL;
+	char subdir[4096];
+	bool resumed = false, challenged = false;
 	int64_t root;
-	bool resumed = false;
 	int rc;
 
 	reply.has_version = 1;
@@ -373,8 +443,31 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		rc = -EINVAL;
 		goto out_err;
 	}
-	root = h->has_subdir ? resolve_subdir(m, h->subdir.data, h->subdir.len)
-			     : NS_ROOT_INO;
+	{
+		char raw[4096];
+
+		snprintf(raw, sizeof(raw), "%.*s",
+			 h->has_subdir ? (int)SW_MIN(h->subdir.len, 4095) : 1,
+			 h->has_subdir ? (const char *)h->subdir.data : "/");
+		if ((h->has_subdir &&
+		     memchr(h->subdir.data, '\0', h->subdir.len)) ||
+		    exports_norm_path(raw, subdir, sizeof(subdir)) < 0) {
+			rc = -EINVAL;
+			goto out_err;
+		}
+	}
+	if (h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+		rule = check_export(r, h, subdir, &challenged, &rc);
+		if (!rule) {
+			if (challenged) {
+				reply.has_challenge = 1;
+				reply.challenge.data = r->conn->nonce;
+				reply.challenge.len = sizeof(r->conn->nonce);
+			}
+			goto out_err;
+		}
+	}
+	root = resolve_subdir(m, (const uint8_t *)subdir, strlen(subdir));
 	if (root < 0) {
 		sw_notice(TAG, "%s: export path not usable: %s", r->conn->peer,
 			  strerror((int)-root));
@@ -406,6 +499,12 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	s->role = h->role;
 	s->conn = r->conn;
 	s->root_ino = (uint64_t)root;
+	s->addr = r->conn->addr;
+	snprintf(s->subdir, sizeof(s->subdir), "%s", subdir);
+	if (rule)
+		session_apply(s, rule);
+	else
+		s->rw = true; /* a chunkserver */
 	s->connected_at = sw_now_ns();
 	s->detached_at = 0;
 	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->peer);
@@ -419,6 +518,9 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	reply.session_id = s->id;
 	reply.has_root_ino = 1;
 	reply.root_ino = s->root_ino;
+	reply.has_read_only = reply.has_admin = 1;
+	reply.read_only = !s->rw;
+	reply.admin = s->admin;
 	req_reply(r, &reply.base);
 	return 0;
 
@@ -426,7 +528,109 @@ out_err:
 	reply.has_err = 1;
 	reply.err = -rc;
 	req_reply(r, &reply.base);
-	return rc;
+	return challenged ? 1 : rc;
+}
+
+/* Map the credentials @msg carries, if it has any. */
+static void map_cred(const struct session *s, ProtobufCMessage *msg)
+{
+	const ProtobufCFieldDescriptor *f;
+	Sweepfs__Cred *c;
+
+	if (s->mapall_uid == EXPORT_NO_MAP && s->maproot_uid == EXPORT_NO_MAP)
+		return;
+	f = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor,
+							     "cred");
+	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
+	    f->descriptor != &sweepfs__cred__descriptor)
+		return;
+	c = *(Sweepfs__Cred **)((char *)msg + f->offset);
+	if (!c)
+		return;
+	if (s->mapall_uid != EXPORT_NO_MAP) {
+		c->uid = s->mapall_uid;
+		c->gid = s->mapall_gid;
+		c->n_groups = 0;
+	} else if (c->uid == 0) {
+		c->uid = s->maproot_uid;
+		c->gid = s->maproot_gid;
+		c->n_groups = 0;
+	}
+}
+
+/* Whether request @type (@msg) would change anything. */
+static bool writes(uint16_t type, const ProtobufCMessage *msg)
+{
+	const struct sw_msg_info *info = sw_msg_info(type);
+
+	switch (type) {
+	case SW_MSG_CHUNK:
+		return ((const Sweepfs__ChunkReq *)msg)->write;
+	case SW_MSG_EATTR:
+		return ((const Sweepfs__EattrReq *)msg)->set ||
+		       ((const Sweepfs__EattrReq *)msg)->clear;
+	case SW_MSG_TRASHTIME:
+		return ((const Sweepfs__TrashtimeReq *)msg)->has_seconds;
+	case SW_MSG_TRASH:
+		return ((const Sweepfs__TrashReq *)msg)->op != 1;
+	case SW_MSG_OPEN: {
+		uint32_t fl = ((const Sweepfs__OpenReq *)msg)->flags;
+
+		return (fl & O_ACCMODE) != O_RDONLY || (fl & O_TRUNC);
+	}
+	default:
+		return info && info->mutating;
+	}
+}
+
+int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg)
+{
+	if (s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+		return 0;
+	map_cred(s, msg);
+	if (!s->rw && writes(type, msg))
+		return -EROFS;
+	if (type == SW_MSG_FSCK && !s->admin)
+		return -EPERM;
+	return 0;
+}
+
+void sessions_reexport(struct master *m)
+{
+	struct session *s, *next;
+
+	for (s = m->session_list; s; s = next) {
+		const struct export_rule *rule;
+		int why;
+
+		next = s->next;
+		if (s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+			continue;
+		rule = exports_match(&m->exports, (struct sockaddr *)&s->addr,
+				     s->subdir, &why);
+		/* A changed password is a different export: prove it. */
+		if (rule && rule->has_password &&
+		    (!s->authed || !sw_auth_equal(s->key, rule->key,
+						  sizeof(s->key))))
+			rule = NULL;
+		if (rule) {
+			session_apply(s, rule);
+			continue;
+		}
+		sw_notice(TAG, "session %016" PRIx64 " (%s, %s): no longer "
+			       "exported; disconnected",
+			  s->id, s->peer, s->subdir);
+		/* Tools' sessions go with their connection; a mount's
+		 * expires at the next tick, its open files with it. */
+		if (s->role != SWEEPFS__ROLE__ROLE_MOUNT) {
+			if (s->conn)
+				conn_close(s->conn);
+			continue;
+		}
+		if (s->conn)
+			conn_close(s->conn);
+		s->detached_at = 1;
+	}
 }
 
 void session_detach(struct master *m, struct conn *c)

@@ -61,7 +61,7 @@ static void op_eattr(struct req *r, const ProtobufCMessage *msg)
 
 	if (rc == 0 && q->set && q->clear)
 		rc = -EINVAL;
-	if (rc == 0 && (q->set || q->clear) && !cred_owns(&cred, e->child))
+	if (rc == 0 && (q->set || q->clear) && !req_owns(r, &cred, e->child))
 		rc = -EPERM;
 	if (rc < 0)
 		goto out_err;
@@ -114,7 +114,7 @@ static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = -EEXIST;
 	else if (S_ISDIR(src->mode) && ns_is_ancestor(src, dir))
 		rc = -EINVAL;
-	else if (!cred_owns(&cred, src))
+	else if (!req_owns(r, &cred, src))
 		rc = -EPERM;
 	else
 		rc = perm_check(&cred, dir, PERM_W | PERM_X);
@@ -183,7 +183,7 @@ static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc == 0)
 		rc = perm_sticky(&cred, dir, n);
-	if (rc == 0 && S_ISDIR(n->mode) && !cred_is_root(&cred))
+	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, &cred))
 		rc = may_remove_tree(&cred, n);
 	if (rc < 0)
 		goto out_err;

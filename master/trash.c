@@ -411,7 +411,7 @@ static void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 		rc = -ENOTDIR;
 	else if (ns_detached(n))
 		rc = -ENOENT;
-	else if (q->has_seconds && !cred_owns(&cred, n))
+	else if (q->has_seconds && !req_owns(r, &cred, n))
 		rc = -EPERM;
 	if (rc == 0 && q->has_seconds) {
 		uint64_t before = 0;
@@ -452,7 +452,7 @@ static void op_trash_list(struct req *r, const struct cred *cred)
 	for (struct trash_item *t = ns->trash_head; t && n < max; t = t->next) {
 		Sweepfs__TrashItem *it = &items[n];
 
-		if (!cred_owns(cred, t->node))
+		if (!req_owns(r, cred, t->node))
 			continue;
 		sweepfs__trash_item__init(it);
 		it->has_id = it->has_parent = it->has_name = 1;
@@ -528,7 +528,7 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 		req_error(r, t ? -EINVAL : -ENOENT);
 		return;
 	}
-	if (!cred_owns(&cred, t->node)) {
+	if (!req_owns(r, &cred, t->node)) {
 		req_error(r, -EPERM);
 		return;
 	}

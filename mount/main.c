@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "client.h"
 #include "cspool.h"
 #include "data.h"
 #include "dircache.h"
@@ -33,6 +35,9 @@ struct cli {
 	char *master_timeout;
 	char *readdirplus;
 	char *dircache_entries;
+	char *password;
+	char *passwordfile;
+	char *bind;
 	int help;
 	int version;
 };
@@ -46,6 +51,9 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("master_timeout=%s", master_timeout),
 	CLI_OPT("readdirplus=%s", readdirplus),
 	CLI_OPT("dircache_entries=%s", dircache_entries),
+	CLI_OPT("password=%s", password),
+	CLI_OPT("passwordfile=%s", passwordfile),
+	CLI_OPT("bind=%s", bind),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -71,6 +79,12 @@ static void usage(FILE *f)
 		"decides), never\n"
 		"  -o dircache_entries=N   directory entries cached, in all "
 		"(2000000)\n"
+		"  -o bind=ADDR            connect from this local address\n"
+		"  -o passwordfile=FILE    the export's password, first line "
+		"of FILE\n"
+		"                          (also $SWEEPFS_PASSWORD; password=PASS "
+		"works\n"
+		"                          too but shows in ps)\n"
 		"  -o OPT                  any FUSE mount option (ro, "
 		"allow_other, ...)\n");
 }
@@ -192,6 +206,23 @@ int main(int argc, char **argv)
 				"or never\n");
 		return 2;
 	}
+	{
+		char pw[256];
+		int got = cli.password ? (snprintf(pw, sizeof(pw), "%s",
+						   cli.password), 1)
+				       : sw_auth_password(cli.passwordfile, pw,
+							  sizeof(pw));
+
+		if (got < 0) {
+			fprintf(stderr, "sweepfs-mount: %s: %s\n",
+				cli.passwordfile, strerror(-got));
+			return 2;
+		}
+		if (got > 0)
+			sw_target_password(&mo.target, pw);
+		explicit_bzero(pw, sizeof(pw));
+	}
+	sw_net_bind = cli.bind;
 	snprintf(fsname, sizeof(fsname), "-ofsname=sweepfs:%s", argv[1]);
 	fuse_opt_add_arg(&args, fsname);
 	fuse_opt_add_arg(&args, "-osubtype=sweepfs");

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "client.h"
 #include "frame.h"
@@ -312,20 +313,49 @@ int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 
 /* ---- hello ---------------------------------------------------------- */
 
+/* Read exactly one frame from @fd into @b (its header in *@hdr). */
+static int read_frame(int fd, struct sw_buf *b, struct sw_frame_hdr *hdr)
+{
+	int rc = 0;
+
+	sw_buf_reset(b);
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		rc = sw_frame_get_hdr(sw_buf_head(b), sw_buf_used(b),
+				      SW_FRAME_MAX_META, hdr);
+		if (rc < 0)
+			return rc;
+		if (rc == 1 && sw_buf_used(b) >= SW_FRAME_HDR + hdr->len)
+			return 0;
+		rc = sw_buf_reserve(b, 4096);
+		if (rc < 0)
+			return rc;
+		if (poll(&pfd, 1, 10000) <= 0)
+			return -ETIMEDOUT;
+		n = read(fd, b->data + b->len, b->cap - b->len);
+		if (n <= 0)
+			return n < 0 ? -errno : -ECONNRESET;
+		b->len += (size_t)n;
+	}
+}
+
 /*
- * Connect and exchange hellos on a fresh socket, synchronously. Returns
- * the socket, or -errno.
+ * Connect and exchange hellos on a fresh socket, synchronously (twice
+ * when the export asks for a password). Returns the socket, or -errno.
  */
 static int connect_hello(struct mconn *mc, uint64_t *session_id,
 			 uint64_t *root_ino)
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
-	Sweepfs__HelloReply *hr;
+	Sweepfs__HelloReply *hr = NULL;
 	struct sw_frame_hdr hdr;
 	struct sw_buf b = SW_BUF_INIT;
+	uint8_t tag[SW_AUTH_TAG];
 	uint64_t *inos = NULL;
 	size_t ninos = 0;
-	int fd, rc;
+	int fd, rc, tries = 0;
 
 	fd = sw_tcp_connect(mc->o.target.host, mc->o.target.port, 5000);
 	if (fd < 0)
@@ -347,54 +377,36 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		hello.has_reclaim = 1;
 		hello.reclaim = 1;
 	}
+again:
+	sw_buf_reset(&b);
 	rc = sw_buf_add_frame(&b, SW_MSG_HELLO, 0, 0, &hello.base);
-	free(inos);
 	if (rc == 0)
 		rc = write_all(fd, sw_buf_head(&b), sw_buf_used(&b));
-	sw_buf_reset(&b);
-	/* Read exactly the hello reply; nothing else comes before it. */
-	while (rc == 0) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		rc = sw_frame_get_hdr(sw_buf_head(&b), sw_buf_used(&b),
-				      SW_FRAME_MAX_META, &hdr);
-		if (rc < 0)
-			break;
-		if (rc == 1 && sw_buf_used(&b) >= SW_FRAME_HDR + hdr.len)
-			break;
-		rc = sw_buf_reserve(&b, 4096);
-		if (rc < 0)
-			break;
-		if (poll(&pfd, 1, 10000) <= 0) {
-			rc = -ETIMEDOUT;
-			break;
-		}
-		n = read(fd, b.data + b.len, b.cap - b.len);
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -ECONNRESET;
-			break;
-		}
-		b.len += (size_t)n;
-		rc = 0;
-	}
-	if (rc == 1) {
+	/* Nothing else comes before the hello reply. */
+	if (rc == 0)
+		rc = read_frame(fd, &b, &hdr);
+	if (rc == 0) {
+		if (hr)
+			sweepfs__hello_reply__free_unpacked(hr, NULL);
 		hr = sweepfs__hello_reply__unpack(NULL, hdr.len,
 						  sw_buf_head(&b) + SW_FRAME_HDR);
 		if (!hr || hdr.type != SW_MSG_HELLO) {
 			rc = -EPROTO;
 		} else if (hr->has_err && hr->err) {
 			rc = -hr->err;
+			if (rc == -EACCES && tries++ == 0 &&
+			    sw_hello_answer(&mc->o.target, hr, &hello, tag) == 0)
+				goto again;
 		} else if (!hr->has_session_id || !hr->has_root_ino) {
 			rc = -EPROTO;
 		} else {
 			*session_id = hr->session_id;
 			*root_ino = hr->root_ino;
-			rc = 0;
 		}
-		if (hr)
-			sweepfs__hello_reply__free_unpacked(hr, NULL);
 	}
+	if (hr)
+		sweepfs__hello_reply__free_unpacked(hr, NULL);
+	free(inos);
 	sw_buf_release(&b);
 	if (rc < 0) {
 		close(fd);

@@ -139,6 +139,12 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		json_bool(&j, "connected", si->connected);
 		json_u64(&j, "root_ino", si->root_ino);
 		json_u64(&j, "open_files", si->open_files);
+		if (si->export)
+			json_str(&j, "export", si->export);
+		if (si->has_read_only)
+			json_bool(&j, "read_only", si->read_only);
+		if (si->has_admin)
+			json_bool(&j, "admin", si->admin);
 		if (counters && si->counters)
 			json_counters(&j, "counters", si->counters);
 		json_obj_end(&j);
@@ -237,10 +243,11 @@ int cmd_status(int argc, char **argv)
 		const Sweepfs__SessionInfo *si = s->sessions[i];
 
 		printf("  %016" PRIx64 " %-5s %-22s %-9s %" PRIu64
-		       " open  %s\n",
+		       " open  %s%s%s%s\n",
 		       si->id, role_name(si->role), si->peer,
 		       si->connected ? "connected" : "detached", si->open_files,
-		       si->name);
+		       si->name, si->export ? "  [" : "",
+		       si->export ? si->export : "", si->export ? "]" : "");
 	}
 out:
 	protobuf_c_message_free_unpacked(&s->base, NULL);

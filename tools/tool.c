@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "tool.h"
 #include "util.h"
 
@@ -174,9 +175,21 @@ int tool_connect(const char *path, struct sw_client **out)
 int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
 {
 	struct sw_target t = *tp;
-	char name[300], host[256];
+	char name[300], host[256], pw[256];
 	int rc;
 
+	sw_net_bind = getenv("SWEEPFS_BIND");
+	/* For exports with a password: $SWEEPFS_PASSWORD_FILE, else
+	 * $SWEEPFS_PASSWORD. */
+	rc = sw_auth_password(getenv("SWEEPFS_PASSWORD_FILE"), pw, sizeof(pw));
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs: $SWEEPFS_PASSWORD_FILE: %s\n",
+			strerror(-rc));
+		return rc;
+	}
+	if (rc > 0)
+		sw_target_password(&t, pw);
+	explicit_bzero(pw, sizeof(pw));
 	if (gethostname(host, sizeof(host)) < 0)
 		strcpy(host, "?");
 	snprintf(name, sizeof(name), "%s:sweepfs[%d]", host, (int)getpid());
