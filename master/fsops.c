@@ -139,7 +139,7 @@ static void reply_ok(struct req *r, const struct changed *c)
 
 static int get_node(struct req *r, uint64_t ino, struct node **out)
 {
-	*out = ns_get(&r->m->ns, ino);
+	*out = req_node(r, ino);
 	return *out ? 0 : -ENOENT;
 }
 
@@ -606,7 +606,7 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 	cred_from(&cred, q->cred);
 	if (rc == -EEXIST && !(q->flags & O_EXCL)) {
 		/* Lost a race with another creator: open theirs. */
-		struct node *dir = ns_get(&r->m->ns, q->parent);
+		struct node *dir = req_node(r, q->parent);
 		struct edge *e = dir ? ns_lookup(&r->m->ns, dir,
 						 name_of(&q->name), q->name.len)
 				     : NULL;

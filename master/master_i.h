@@ -274,6 +274,13 @@ int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg);
  * with their new options; disconnect the others. */
 void sessions_reexport(struct master *m);
 
+/*
+ * Node @ino as @r's session may see it: NULL when there is none, or when
+ * it is a directory outside the subtree the session's export gives it.
+ * (Files have no parent to check: see exports.h.)
+ */
+struct node *req_node(const struct req *r, uint64_t ino);
+
 /* Whether @c is root with admin rights on @r's session (exports.h). */
 static inline bool req_admin(const struct req *r, const struct cred *c)
 {

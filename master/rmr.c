@@ -151,7 +151,7 @@ static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 		rc = q->name.len > SW_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
 		goto out_err;
 	}
-	dir = ns_get(&m->ns, q->parent);
+	dir = req_node(r, q->parent);
 	if (!dir || (S_ISDIR(dir->mode) && ns_detached(dir))) {
 		rc = -ENOENT;
 		goto out_err;

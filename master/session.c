@@ -531,6 +531,16 @@ out_err:
 	return challenged ? 1 : rc;
 }
 
+struct node *req_node(const struct req *r, uint64_t ino)
+{
+	struct node *n = ns_get(&r->m->ns, ino), *root;
+
+	if (!n || !r->s || r->s->root_ino == NS_ROOT_INO || !S_ISDIR(n->mode))
+		return n;
+	root = ns_get(&r->m->ns, r->s->root_ino);
+	return root && ns_is_ancestor(root, n) ? n : NULL;
+}
+
 /* Map the credentials @msg carries, if it has any. */
 static void map_cred(const struct session *s, ProtobufCMessage *msg)
 {

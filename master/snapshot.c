@@ -29,7 +29,7 @@ static struct cred cred_of(const Sweepfs__Cred *p)
 }
 
 /* Directory @parent (not detached) and its entry @name. */
-static int find_entry(struct master *m, uint64_t parent,
+static int find_entry(struct req *r, uint64_t parent,
 		      const ProtobufCBinaryData *name, struct node **dir,
 		      struct edge **e)
 {
@@ -37,14 +37,14 @@ static int find_entry(struct master *m, uint64_t parent,
 		return -ENAMETOOLONG;
 	if (!sw_name_valid(name->data, name->len))
 		return -EINVAL;
-	*dir = ns_get(&m->ns, parent);
+	*dir = req_node(r, parent);
 	if (!*dir)
 		return -ENOENT;
 	if (!S_ISDIR((*dir)->mode))
 		return -ENOTDIR;
 	if (ns_detached(*dir))
 		return -ENOENT;
-	*e = ns_lookup(&m->ns, *dir, (const char *)name->data, name->len);
+	*e = ns_lookup(&r->m->ns, *dir, (const char *)name->data, name->len);
 	return *e ? 0 : -ENOENT;
 }
 
@@ -57,7 +57,7 @@ static void op_eattr(struct req *r, const ProtobufCMessage *msg)
 	struct cred cred = cred_of(q->cred);
 	struct node *dir;
 	struct edge *e;
-	int rc = find_entry(r->m, q->parent, &q->name, &dir, &e);
+	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
 
 	if (rc == 0 && q->set && q->clear)
 		rc = -EINVAL;
@@ -94,7 +94,7 @@ static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__SnapshotReq *q = (const void *)msg;
 	struct cred cred = cred_of(q->cred);
 	struct master *m = r->m;
-	struct node *src = ns_get(&m->ns, q->src), *dir;
+	struct node *src = req_node(r, q->src), *dir;
 	int rc;
 
 	if (q->name.len > SW_NAME_MAX)
@@ -103,7 +103,7 @@ static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = -EINVAL;
 	else if (!src || ns_gone(src))
 		rc = -ENOENT;
-	else if (!(dir = ns_get(&m->ns, q->parent)))
+	else if (!(dir = req_node(r, q->parent)))
 		rc = -ENOENT;
 	else if (!S_ISDIR(dir->mode))
 		rc = -ENOTDIR;
@@ -175,7 +175,7 @@ static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	struct cred cred = cred_of(q->cred);
 	struct node *dir, *n;
 	struct edge *e;
-	int rc = find_entry(r->m, q->parent, &q->name, &dir, &e);
+	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
 
 	if (rc < 0)
 		goto out_err;

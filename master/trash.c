@@ -402,7 +402,7 @@ static void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct cred cred = cred_of(q->cred);
-	struct node *n = ns_get(&r->m->ns, q->ino);
+	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
 	if (!n)
@@ -544,7 +544,7 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 		tr.name.data = (uint8_t *)t->name;
 		tr.name.len = strlen(t->name);
 	}
-	dir = ns_get(&m->ns, tr.parent);
+	dir = req_node(r, tr.parent);
 	if (tr.name.len > SW_NAME_MAX || !sw_name_valid(tr.name.data,
 							 tr.name.len))
 		rc = -EINVAL;

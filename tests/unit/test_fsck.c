@@ -4,7 +4,8 @@
  * snapshot copies included) consistent.
  *
  * The check runs in-process here (fsck_check()); the master runs the same
- * function in a forked child.
+ * function in a forked child. Also here, on the same fixture: req_node(),
+ * which keeps a session inside the subtree its export gives it.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -245,6 +246,34 @@ static void test_fsck_max_problems(void **state)
 	fsck_free(r);
 }
 
+/* A session exported a subtree sees no directory outside it. */
+static void test_req_node_confined(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = mk(f, ns->root, "a", S_IFDIR | 0755);
+	struct node *ab = mk(f, a, "b", S_IFDIR | 0755);
+	struct node *c = mk(f, ns->root, "c", S_IFDIR | 0755);
+	struct node *file = mk(f, c, "f", S_IFREG | 0644);
+	struct session s = { .root_ino = a->ino };
+	struct req r = { .m = &f->m, .s = &s };
+
+	assert_ptr_equal(req_node(&r, a->ino), a);
+	assert_ptr_equal(req_node(&r, ab->ino), ab);
+	assert_null(req_node(&r, NS_ROOT_INO));
+	assert_null(req_node(&r, c->ino));
+	assert_null(req_node(&r, 999999));
+	/* Files cannot be placed (no parent pointer): see exports.h. */
+	assert_ptr_equal(req_node(&r, file->ino), file);
+	/* The whole namespace for a session exported "/". */
+	s.root_ino = NS_ROOT_INO;
+	assert_ptr_equal(req_node(&r, c->ino), c);
+	/* A removed directory is nobody's. */
+	s.root_ino = a->ino;
+	assert_int_equal(ns_detach(ns, a, "b", 1, 5, ++f->now), 0);
+	assert_null(req_node(&r, ab->ino));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,6 +282,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fsck_finds_each_kind,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_max_problems, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_req_node_confined, setup,
 						teardown),
 	};
 
