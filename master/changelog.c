@@ -542,7 +542,8 @@ static int seg_list(const char *dir, struct seg **out, size_t *count)
 		n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), seg_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), seg_cmp);
 	*out = v;
 	*count = n;
 	return 0;

@@ -403,8 +403,27 @@ void csrv_op_damaged(struct req *r, const Sweepfs__CsDamagedReq *q)
 		return;
 	sw_warn(TAG, "%s: chunk %016" PRIx64 " version %u failed a checksum",
 		s->listen, q->chunk_id, q->version);
-	copy_remove(c, s->id);
-	csrv_queue_delete(r->m, s->id, q->chunk_id, q->version);
+	/*
+	 * With a good copy elsewhere the damaged one goes, and replication
+	 * makes up the goal. Without, it stays (marked): its other blocks
+	 * are still readable, which beats deleting the last copy of 64 MiB
+	 * for one bad block.
+	 */
+	for (int i = 0; i < c->ncopies; i++) {
+		struct chunk_copy *cp = &c->copies[i];
+
+		if (cp->srv != s->id && cp->state == COPY_VALID &&
+		    csrv_up(csrv_get(r->m, cp->srv))) {
+			copy_remove(c, s->id);
+			csrv_queue_delete(r->m, s->id, q->chunk_id,
+					  q->version);
+			return;
+		}
+	}
+	copy_find(c, s->id)->state = COPY_DAMAGED;
+	sw_err(TAG, "chunk %016" PRIx64 ": no good copy left; the damaged "
+		    "one is kept and read from as far as it goes",
+	       q->chunk_id);
 }
 
 void csrv_detach(struct master *m, struct conn *c)
@@ -550,8 +569,9 @@ static void replicate(struct master *m, struct chunk *c, uint32_t goal)
 				source = c->copies[i].srv;
 		}
 	}
+	/* Not while a writer holds the lease: it is changing the data. */
 	if (!source || nvalid >= (int)goal || c->ncopies == CHUNK_COPIES_MAX ||
-	    c->busy || c->lease_session)
+	    c->busy || (c->lease_session && c->lease_until > sw_mono_ns()))
 		return;
 	src = csrv_get(m, source);
 	if (src->replicating >= REPL_PER_SERVER ||

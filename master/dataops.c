@@ -112,6 +112,14 @@ static void reply_loc(struct master *m, struct job *j, const struct node *n,
 			if (c->copies[i].state == COPY_VALID && csrv_up(s))
 				servers[ns++] = s->listen;
 		}
+		/* Only a damaged copy left: what it has is better than
+		 * nothing (its bad blocks fail on their own), for reading. */
+		for (int i = 0; !ns && !j->write && i < c->ncopies; i++) {
+			struct csrv *s = csrv_get(m, c->copies[i].srv);
+
+			if (c->copies[i].state == COPY_DAMAGED && csrv_up(s))
+				servers[ns++] = s->listen;
+		}
 		if (!ns) {
 			req_error(j->req, -EIO);
 			return;
@@ -336,11 +344,16 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	struct chunk *c;
 	int rc;
 
-	/* Duplicate where the data is: no copying across the network. */
-	for (int i = 0; i < src->ncopies && nsrv < (int)m->cfg.goal; i++)
-		if (src->copies[i].state == COPY_VALID &&
-		    csrv_up(csrv_get(m, src->copies[i].srv)))
-			srv[nsrv++] = src->copies[i].srv;
+	/* Duplicate where the data is: no copying across the network.
+	 * A chunk with only a damaged copy is duplicated from it (its bad
+	 * blocks stay bad; the rest of its data is kept). */
+	for (int pass = 0; pass < 2 && nsrv == 0; pass++)
+		for (int i = 0; i < src->ncopies && nsrv < (int)m->cfg.goal;
+		     i++)
+			if (src->copies[i].state ==
+				    (pass ? COPY_DAMAGED : COPY_VALID) &&
+			    csrv_up(csrv_get(m, src->copies[i].srv)))
+				srv[nsrv++] = src->copies[i].srv;
 	if (nsrv == 0)
 		return -EIO;
 	cs.ino = n->ino;
@@ -421,10 +434,10 @@ static int start_bump(struct master *m, struct job *j, struct chunk *c,
 	return 0;
 }
 
-static bool any_copy(const struct chunk *c)
+static bool any_copy(const struct chunk *c, int state)
 {
 	for (int i = 0; i < c->ncopies; i++)
-		if (c->copies[i].state == COPY_VALID)
+		if (c->copies[i].state == state)
 			return true;
 	return false;
 }
@@ -454,9 +467,10 @@ static void job_run(struct master *m, struct job *j)
 		reply_loc(m, j, n, c);
 		goto out_free;
 	}
-	if (!c || !any_copy(c))
+	if (!c || (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED)))
 		rc = start_create(m, j, n, c);
-	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c))
+	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c) ||
+		 !any_copy(c, COPY_VALID))
 		rc = start_duplicate(m, j, n, c);
 	else if (s && c->lease_session == s->id &&
 		 c->lease_until > sw_mono_ns()) {
@@ -565,7 +579,7 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
 	if (size >= old_size || size % SW_CHUNK_SIZE == 0)
 		return 1;
 	c = chunk_get(&r->m->ns, ns_chunk_at(n, index));
-	if (!c || !any_copy(c))
+	if (!c || !any_copy(c, COPY_VALID))
 		return 1;
 	j = calloc(1, sizeof(*j));
 	if (j)

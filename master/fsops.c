@@ -372,7 +372,12 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 		}
 		if (v & (SWEEPFS__SETATTR_VALID__SET_MTIME | SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
 			out |= NS_SET_MTIME;
-			sa.mtime = (v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) ? now : q->mtime;
+			/* "Now" may come with the client's value for it:
+			 * its kernel keeps that one (writeback cache). */
+			if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) && !q->has_mtime)
+				sa.mtime = now;
+			else
+				sa.mtime = q->mtime;
 		}
 	}
 	sa.ino = n->ino;

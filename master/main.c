@@ -485,6 +485,7 @@ int main(int argc, char **argv)
 	struct sw_opt opts[NOPTS];
 	const char *config = NULL, *pidfile = NULL;
 	char *sets[64];
+	bool owned[64] = { false }; /* sets[i] was allocated here */
 	int nsets = 0, opt, rc, ready_fd = -1, level;
 	bool foreground = false, use_syslog = false, dump = false;
 	struct changelog_opts clo;
@@ -518,6 +519,7 @@ int main(int argc, char **argv)
 				if (!kv)
 					return 1;
 				sprintf(kv, "%s%s", key, optarg);
+				owned[nsets] = true;
 				sets[nsets++] = kv;
 			}
 			break;
@@ -566,13 +568,15 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	for (int i = 0; i < nsets; i++) {
+	rc = 0;
+	for (int i = 0; i < nsets && rc == 0; i++) {
 		if (!strncmp(sets[i], "listen=", 7)) {
 			if (sw_target_parse(sets[i] + 7, SW_MASTER_PORT,
 					    &listen) < 0) {
 				fprintf(stderr, "bad listen address: %s\n",
 					sets[i] + 7);
-				return 2;
+				rc = -EINVAL;
+				break;
 			}
 			snprintf(m.cfg.listen_host, sizeof(m.cfg.listen_host),
 				 "%s", listen.host);
@@ -580,12 +584,15 @@ int main(int argc, char **argv)
 			continue;
 		}
 		rc = sw_opt_set_kv(opts, sets[i]);
-		if (rc < 0) {
+		if (rc < 0)
 			fprintf(stderr, "%s: %s\n", sets[i],
 				rc == -ENOENT ? "unknown key" : "bad value");
-			return 2;
-		}
 	}
+	for (int i = 0; i < nsets; i++)
+		if (owned[i])
+			free(sets[i]);
+	if (rc < 0)
+		return 2;
 	level = sw_log_parse_level(m.cfg.log_level);
 	if (level < 0) {
 		fprintf(stderr, "bad log level: %s\n", m.cfg.log_level);

@@ -154,6 +154,25 @@ out_so:
 	return -ENOMEM;
 }
 
+/*
+ * @s closed @ino for good: the write leases it holds on the file's chunks
+ * end (the mount drops its write locations on release too), so that
+ * replication need not wait for them to run out.
+ */
+static void leases_end(struct master *m, struct session *s, uint64_t ino)
+{
+	struct node *n = ns_get(&m->ns, ino);
+
+	if (!n || !S_ISREG(n->mode))
+		return;
+	for (uint32_t i = 0; i < ns_chunk_slots(n); i++) {
+		struct chunk *c = chunk_get(&m->ns, ns_chunk_at(n, i));
+
+		if (c && c->lease_session == s->id)
+			c->lease_session = 0;
+	}
+}
+
 bool session_has_open(struct session *s, uint64_t ino)
 {
 	return s && htab_find(&s->opens, sw_hash_u64(ino), ino_eq, &ino);
@@ -168,6 +187,7 @@ void session_release(struct master *m, struct session *s, uint64_t ino)
 		return;
 	htab_remove(&s->opens, h, so);
 	free(so);
+	leases_end(m, s, ino);
 	opener_drop(m, ino);
 }
 

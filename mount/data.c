@@ -185,6 +185,27 @@ void data_forget(struct mount *m, uint64_t ino)
 	pthread_mutex_unlock(&d->mu);
 }
 
+void data_release(struct mount *m, uint64_t ino)
+{
+	struct data *d = m->data;
+
+	pthread_mutex_lock(&d->mu);
+	for (unsigned i = 0; i < LOC_SLOTS; i++) {
+		for (struct loc **lp = &d->locs[i]; *lp;) {
+			struct loc *l = *lp;
+
+			if (l->ino == ino && l->write) {
+				*lp = l->next;
+				free(l);
+				d->nlocs--;
+			} else {
+				lp = &l->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* Copy a valid cached location for (@ino, @index) into @out. */
 static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index,
 		       bool write, struct loc *out)

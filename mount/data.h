@@ -39,4 +39,10 @@ void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino);
  */
 void data_forget(struct mount *m, uint64_t ino);
 
+/*
+ * The file was closed (release): forget its write locations, whose
+ * leases the master ends on release; a later write asks again.
+ */
+void data_release(struct mount *m, uint64_t ino);
+
 #endif

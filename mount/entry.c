@@ -44,6 +44,20 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at)
 	return left > 0 ? left : 0;
 }
 
+void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
+{
+	Sweepfs__Attr t;
+	int64_t expires, fetched;
+
+	if (!itable_get_attr(&m->inodes, a->ino, &t, &expires))
+		return;
+	fetched = expires - (int64_t)(m->attr_timeout * 1e9);
+	if (fetched > *at) {
+		*a = t;
+		*at = fetched;
+	}
+}
+
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 		       Sweepfs__Attr *const *changed, size_t n)
 {

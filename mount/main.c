@@ -38,6 +38,7 @@ struct cli {
 	char *password;
 	char *passwordfile;
 	char *bind;
+	int writeback;
 	int help;
 	int version;
 };
@@ -54,6 +55,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("password=%s", password),
 	CLI_OPT("passwordfile=%s", passwordfile),
 	CLI_OPT("bind=%s", bind),
+	CLI_OPT("writeback_cache", writeback),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -80,6 +82,12 @@ static void usage(FILE *f)
 		"  -o dircache_entries=N   directory entries cached, in all "
 		"(2000000)\n"
 		"  -o bind=ADDR            connect from this local address\n"
+		"  -o writeback_cache      let the kernel buffer writes (faster "
+		"small\n"
+		"                          writes; a file's size and mtime as "
+		"this client\n"
+		"                          sees them no longer follow other "
+		"clients)\n"
 		"  -o passwordfile=FILE    the export's password, first line "
 		"of FILE\n"
 		"                          (also $SWEEPFS_PASSWORD; password=PASS "
@@ -223,6 +231,7 @@ int main(int argc, char **argv)
 		explicit_bzero(pw, sizeof(pw));
 	}
 	sw_net_bind = cli.bind;
+	m.writeback = cli.writeback;
 	snprintf(fsname, sizeof(fsname), "-ofsname=sweepfs:%s", argv[1]);
 	fuse_opt_add_arg(&args, fsname);
 	fuse_opt_add_arg(&args, "-osubtype=sweepfs");
@@ -304,7 +313,10 @@ int main(int argc, char **argv)
 		lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
 		fuse_loop_cfg_set_max_threads(lc, 32);
-		fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
+		/* UINT_MAX: not given on the command line; keep libfuse's
+		 * default rather than have it warn about the value. */
+		if (fo.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
 		ret = fuse_session_loop_mt(m.se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}

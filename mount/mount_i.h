@@ -48,6 +48,7 @@ struct mount {
 	struct itable inodes;
 	uint64_t root_ino;	 /* master inode of FUSE_ROOT_ID */
 	double attr_timeout;	 /* seconds the kernel may cache attributes */
+	bool writeback;		 /* the kernel's writeback cache (-o) */
 	double entry_timeout;	 /* ... and names */
 	double negative_timeout; /* ... and the absence of names */
 	enum rdplus readdirplus;
@@ -85,6 +86,14 @@ void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,
 
 /* Seconds left of attr_timeout for attributes fetched at @fetched_at. */
 double mount_attr_left(const struct mount *m, int64_t fetched_at);
+
+/*
+ * The freshest attributes this mount has for @ino: @a (fetched at @at,
+ * mono ns) from a listing, unless a later reply (a chmod, a link, a
+ * getattr) left newer ones in the inode table; those go into *@a and
+ * *@at instead.
+ */
+void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
 
 /* Remember the attributes a reply carried (inode.h). */
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

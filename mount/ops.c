@@ -67,9 +67,13 @@ static void entry_done(void *arg, int rc, ProtobufCMessage **reply)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	/* The entry first: the table only caches what the kernel knows. */
+	/* The parents' new attributes before the reply: once it has the
+	 * reply the kernel may ask for them (stat, the next path walk), and
+	 * must not get the ones from before. The entry's own after: the
+	 * table only caches what the kernel knows. */
+	mount_cache_attrs(m, NULL, r->changed, r->n_changed);
 	mount_reply_entry(req, r->attr);
-	mount_cache_attrs(m, r->attr, r->changed, r->n_changed);
+	mount_cache_attrs(m, r->attr, NULL, 0);
 }
 
 static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -229,10 +233,17 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	/* The kernel's page cache buffers writes (and gathers small ones)
-	 * and reads ahead; requests carry up to 1 MiB. */
-	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+	/*
+	 * The kernel's writeback cache buffers and gathers small writes, but
+	 * then trusts its own size and mtime of a cached file for good,
+	 * whatever another client does to the file: only on request
+	 * (-o writeback_cache), for files one client writes. Requests carry
+	 * up to 1 MiB, and the kernel reads ahead as far.
+	 */
+	if (m->writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_write = SW_IO_MAX;
 	conn->max_readahead = SW_IO_MAX;
 	/* The master applies the setuid rules; the kernel tells us what it
@@ -273,6 +284,7 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 	case DC_FOUND:
 		if (!de.has_attr)
 			return false;
+		mount_fresher_attr(m, &de.attr, &de.attr_at);
 		mount_fill_entry(m, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
 		if (itable_ref(&m->inodes, de.attr.ino) < 0)
@@ -386,7 +398,19 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		q.has_atime = 1;
 		q.atime = sw_timespec_to_ns(&attr->st_atim);
 	}
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+	/* With the writeback cache the kernel sends "now" for mtime (touch,
+	 * a write's mtime) as an explicit time, the same as the ctime it
+	 * sends along, and keeps that value. Explicit times are for the
+	 * owner, "now" for anyone who may write: send it as "now", with
+	 * the kernel's value, which the master then stores. */
+	if ((to_set & FUSE_SET_ATTR_MTIME) && (to_set & FUSE_SET_ATTR_CTIME) &&
+	    !(to_set & FUSE_SET_ATTR_MTIME_NOW) &&
+	    attr->st_mtim.tv_sec == attr->st_ctim.tv_sec &&
+	    attr->st_mtim.tv_nsec == attr->st_ctim.tv_nsec) {
+		v |= SWEEPFS__SETATTR_VALID__SET_MTIME_NOW;
+		q.has_mtime = 1;
+		q.mtime = sw_timespec_to_ns(&attr->st_mtim);
+	} else if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
 		v |= SWEEPFS__SETATTR_VALID__SET_MTIME_NOW;
 	} else if (to_set & FUSE_SET_ATTR_MTIME) {
 		v |= SWEEPFS__SETATTR_VALID__SET_MTIME;
@@ -637,12 +661,14 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	itable_ref(&m->inodes, a->ino);
 	itable_open(&m->inodes, a->ino);
 	c->fi.fh = 0;
+	/* The parent's new attributes before the reply (see entry_done). */
+	mount_cache_attrs(m, NULL, r->changed, r->n_changed);
 	if (fuse_reply_create(req, &e, &c->fi) < 0) {
 		itable_forget(&m->inodes, a->ino, 1);
 		send_release(m, a->ino);
 		goto out;
 	}
-	mount_cache_attrs(m, a, r->changed, r->n_changed);
+	mount_cache_attrs(m, a, NULL, 0);
 	if (r->has_cookie)
 		dircache_add(m->dcache, c->n.parent, c->n.name, r->cookie,
 			     a->ino, DT_REG, a);
@@ -679,6 +705,9 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino,
 {
 	struct mount *m = mnt(req);
 
+	/* Before the release goes out: no write after it uses a lease the
+	 * master has ended. */
+	data_release(m, to_master(m, ino));
 	send_release(m, to_master(m, ino));
 	fuse_reply_err(req, 0);
 }

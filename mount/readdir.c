@@ -254,6 +254,8 @@ static void rd_fill_cache(struct rdctx *c)
 		for (size_t i = 0; i < n; i++) {
 			struct dc_entry *e = &ents[i];
 
+			if (e->has_attr)
+				mount_fresher_attr(c->m, &e->attr, &e->attr_at);
 			if (!add_entry(c, e->name, e->ino, e->type,
 				       e->has_attr ? &e->attr : NULL,
 				       e->attr_at, e->cookie)) {
