@@ -1,0 +1,589 @@
+# Shared helpers for the integration scenarios (tests/integration/*.sh).
+#
+# A scenario sources this file, calls sw_init, then starts a real master
+# and a real mount on temporary directories:
+#
+#   . "$(dirname "$0")/lib.sh"
+#   sw_init posix_basic
+#   start_master
+#   start_mount
+#   ... workload, assert_* ...
+#   sw_pass
+#
+# Everything started here (mounts, daemons, the temporary directory) is
+# torn down by an EXIT trap, also when the scenario fails or is
+# interrupted: mounts are unmounted (lazily if need be), daemons stopped by
+# pid, first gently so that sanitizer builds report leaks, then with
+# SIGKILL. The temporary directory is removed unless SWEEPFS_KEEP_TMP=1.
+#
+# Environment:
+#   SWEEPFS_BUILD     meson build root holding master/sweepfs-master and
+#                     mount/sweepfs-mount (meson passes it; required)
+#   SWEEPFS_KEEP_TMP  1: keep the temporary directory for inspection
+#   PYTHON            python3 interpreter (default: python3 on PATH)
+#
+# Exit status: 0 pass, 1 fail, 77 skip (no /dev/fuse, no fusermount3, or a
+# scenario's own requirement missing), as meson and libfuse's
+# test/cases/README.md expect.
+#
+# Sanitizers: ASAN_OPTIONS/UBSAN_OPTIONS are set so that a sanitizer build
+# of the daemons reports errors and leaks into their logs; a log that
+# contains an AddressSanitizer, LeakSanitizer or UBSan report fails the
+# scenario even if everything else passed.
+
+set -eEu -o pipefail
+
+SW_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PYTHON=${PYTHON:-python3}
+SW_TMP=
+SW_NAME=
+SW_FAILED=0
+
+# What to clean up: the master, and the mounts with their clients' pids.
+SW_MASTER_PID=
+SW_MOUNTS=()       # mount points
+SW_MOUNT_PIDS=()   # their sweepfs-mount processes, our children
+SW_ADOPTED_PIDS=() # clients that are not our children (mount.sweepfs)
+SW_MNT=            # the first mount point start_mount made
+
+# Sanitizer reports go to the daemons' stderr, which is their log.
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:${UBSAN_OPTIONS:-}"
+export LC_ALL=C
+
+# ---- messages and assertions --------------------------------------------
+
+log() {
+	printf '%s [%s] %s\n' "$(date +%H:%M:%S.%N | cut -c1-12)" \
+		"${SW_NAME:-it}" "$*" >&2
+}
+
+# Fail the scenario with a message; the EXIT trap cleans up.
+fail() {
+	printf 'FAIL [%s]: %s\n' "${SW_NAME:-it}" "$*" >&2
+	SW_FAILED=1
+	exit 1
+}
+
+skip() {
+	printf 'SKIP [%s]: %s\n' "${SW_NAME:-it}" "$*" >&2
+	exit 77
+}
+
+# assert_eq EXPECTED ACTUAL WHAT
+assert_eq() {
+	if [[ "$1" != "$2" ]]; then
+		fail "$3: expected '$1', got '$2'"
+	fi
+}
+
+# assert_ne UNEXPECTED ACTUAL WHAT
+assert_ne() {
+	if [[ "$1" == "$2" ]]; then
+		fail "$3: did not expect '$2'"
+	fi
+}
+
+# assert_ge MIN ACTUAL WHAT (integers)
+assert_ge() {
+	if ! (($2 >= $1)); then
+		fail "$3: expected >= $1, got $2"
+	fi
+}
+
+# assert_le MAX ACTUAL WHAT (integers)
+assert_le() {
+	if ! (($2 <= $1)); then
+		fail "$3: expected <= $1, got $2"
+	fi
+}
+
+# assert_exists PATH... / assert_missing PATH... (lstat, not following links)
+assert_exists() {
+	local p
+	for p in "$@"; do
+		[[ -e "$p" || -L "$p" ]] || fail "expected $p to exist"
+	done
+}
+
+assert_missing() {
+	local p
+	for p in "$@"; do
+		if [[ -e "$p" || -L "$p" ]]; then
+			fail "expected $p not to exist"
+		fi
+	done
+}
+
+# assert_same_text EXPECTED_FILE ACTUAL_FILE WHAT: fail with a unified diff.
+assert_same_text() {
+	local d
+	if ! d=$(diff -u "$1" "$2"); then
+		printf '%s\n' "$d" | head -n 60 >&2 || true
+		fail "$3: differs from the expected text (diff above)"
+	fi
+}
+
+# assert_stat FORMAT EXPECTED PATH [WHAT]: `stat -c FORMAT PATH` (lstat).
+assert_stat() {
+	local got
+	got=$(stat -c "$1" -- "$3" 2>&1) || fail "stat $3: $got"
+	assert_eq "$2" "$got" "${4:-stat -c '$1' $3}"
+}
+
+# assert_fails CMD...: CMD must exit non-zero.
+assert_fails() {
+	if "$@" >/dev/null 2>&1; then
+		fail "expected to fail: $*"
+	fi
+}
+
+# fsop OP ARGS...: one system call through tests/integration/fsop.py; prints
+# "OK [result]" or the errno name ("EACCES").
+fsop() {
+	"$PYTHON" "$SW_SRC/fsop.py" "$@"
+}
+
+# as_user UID GID GROUPS CMD...: run CMD with those credentials; GROUPS is
+# a comma-separated list of supplementary gids, or "" for none.
+as_user() {
+	local uid=$1 gid=$2 groups=$3
+	shift 3
+	if [[ -n "$groups" ]]; then
+		setpriv --reuid="$uid" --regid="$gid" --groups="$groups" -- "$@"
+	else
+		setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"
+	fi
+}
+
+# ufsop UID GID GROUPS OP ARGS...: fsop as another user (needs
+# sw_user_python first).
+ufsop() {
+	local uid=$1 gid=$2 groups=$3
+	shift 3
+	as_user "$uid" "$gid" "$groups" "$SW_USER_PYTHON" "$SW_TMP/fsop.py" "$@"
+}
+
+# sw_user_python: find a python3 that other users may run (a pyenv one
+# under /root is not) and put fsop.py where they can read it; skip the
+# scenario if there is none.
+sw_user_python() {
+	local py
+	cp "$SW_SRC/fsop.py" "$SW_TMP/fsop.py"
+	chmod 644 "$SW_TMP/fsop.py"
+	for py in "$("$PYTHON" -c 'import sys; print(sys.executable)')" \
+		/usr/bin/python3 /usr/local/bin/python3; do
+		[[ -x "$py" ]] || continue
+		if as_user 65534 65534 "" "$py" -c pass 2>/dev/null; then
+			SW_USER_PYTHON=$py
+			return 0
+		fi
+	done
+	skip "no python3 that an unprivileged user can run"
+}
+
+# expect_errno EXPECTED CMD...: CMD (fsop or ufsop) must print EXPECTED
+# as its first word ("OK" or an errno name such as "EACCES").
+expect_errno() {
+	local want=$1 got
+	shift
+	got=$("$@" 2>&1) || true
+	got=${got%%$'\n'*}
+	got=${got%% *}
+	[[ "$got" == "$want" ]] || fail "$*: expected $want, got '$got'"
+}
+
+# expect_ok CMD...: the same as expect_errno OK CMD...
+expect_ok() {
+	expect_errno OK "$@"
+}
+
+# ---- processes ----------------------------------------------------------
+
+# Whether @pid is a live process (a zombie child is not).
+alive() {
+	local st
+	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n "$st" && "$st" != Z ]]
+}
+
+# wait_dead PID SECONDS: wait for the process to end; reap it if it is our
+# child. Returns 0 if it ended, 1 on timeout. Sets SW_EXIT_STATUS.
+wait_dead() {
+	local pid=$1 limit=$(($2 * 20)) i
+	SW_EXIT_STATUS=
+	for ((i = 0; i < limit; i++)); do
+		alive "$pid" || break
+		sleep 0.05
+	done
+	alive "$pid" && return 1
+	SW_EXIT_STATUS=0
+	wait "$pid" 2>/dev/null || SW_EXIT_STATUS=$?
+	return 0
+}
+
+# wait_until SECONDS WHAT CMD...: poll CMD every 50 ms until it succeeds.
+wait_until() {
+	local limit=$(($1 * 20)) what=$2 i
+	shift 2
+	for ((i = 0; i < limit; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	fail "timed out after $1 s waiting for: $what"
+}
+
+# A TCP port nobody listens on, outside the usual ephemeral range so that
+# outgoing connections do not take it between the pick and the bind.
+pick_port() {
+	"$PYTHON" - <<'EOF'
+import random, socket
+r = random.SystemRandom()
+for _ in range(200):
+    p = r.randrange(20000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("no free port")
+EOF
+}
+
+# ---- master -------------------------------------------------------------
+
+# Variables of the current master.
+SW_PORT=
+SW_META=
+SW_MASTER_LOG=
+SW_MASTER_ARGS=()
+
+# start_master [ARGS...]: start a master on SW_META (default $SW_TMP/meta)
+# listening on 127.0.0.1:SW_PORT (picked if unset), in the foreground as
+# our child, logging to SW_MASTER_LOG; returns once it listens. ARGS (e.g.
+# --set changelog_sync=interval) are remembered for restart_master.
+start_master() {
+	local tries n0
+	SW_META=${SW_META:-$SW_TMP/meta}
+	SW_MASTER_LOG=${SW_MASTER_LOG:-$SW_TMP/master.log}
+	SW_MASTER_ARGS=("$@")
+	mkdir -p "$SW_META"
+	touch "$SW_MASTER_LOG"
+	for tries in 1 2 3 4 5; do
+		[[ -n "$SW_PORT" ]] || SW_PORT=$(pick_port)
+		if _launch_master; then
+			return 0
+		fi
+		if tail -n 5 "$SW_MASTER_LOG" | grep -q 'address already in use'; then
+			log "port $SW_PORT taken, picking another"
+			SW_PORT=
+			continue
+		fi
+		break
+	done
+	tail -n 30 "$SW_MASTER_LOG" >&2 || true
+	fail "the master did not start"
+}
+
+# Start the master on the current SW_PORT; 0 once it listens, 1 if it died.
+_launch_master() {
+	local n0 i
+	n0=$(grep -c 'listening on' "$SW_MASTER_LOG" || true)
+	echo "==== start $(date +%T.%N) port $SW_PORT" >>"$SW_MASTER_LOG"
+	"$SW_MASTER_BIN" -f -d "$SW_META" -l "127.0.0.1:$SW_PORT" -v info \
+		${SW_MASTER_ARGS[@]+"${SW_MASTER_ARGS[@]}"} \
+		>>"$SW_MASTER_LOG" 2>&1 </dev/null &
+	SW_MASTER_PID=$!
+	for ((i = 0; i < 600; i++)); do
+		if (($(grep -c 'listening on' "$SW_MASTER_LOG" || true) > n0)); then
+			return 0
+		fi
+		if ! alive "$SW_MASTER_PID"; then
+			wait_dead "$SW_MASTER_PID" 1 || true
+			SW_MASTER_PID=
+			return 1
+		fi
+		sleep 0.05
+	done
+	kill -KILL "$SW_MASTER_PID" 2>/dev/null || true
+	wait_dead "$SW_MASTER_PID" 5 || true
+	SW_MASTER_PID=
+	return 1
+}
+
+# stop_master: SIGTERM (clean shutdown with a checkpoint); fails the
+# scenario if the master does not exit with status 0 within 30 s.
+stop_master() {
+	local pid=$SW_MASTER_PID
+	[[ -n "$pid" ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_dead "$pid" 30; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_dead "$pid" 5 || true
+		SW_MASTER_PID=
+		fail "the master did not stop within 30 s of SIGTERM"
+	fi
+	SW_MASTER_PID=
+	[[ "$SW_EXIT_STATUS" == 0 ]] ||
+		fail "the master exited with status $SW_EXIT_STATUS after SIGTERM"
+}
+
+# kill_master: SIGKILL, a crash.
+kill_master() {
+	local pid=$SW_MASTER_PID
+	[[ -n "$pid" ]] || return 0
+	# (stderr off: bash would report the job "Killed")
+	{
+		kill -KILL "$pid" || true
+		wait_dead "$pid" 10
+	} 2>/dev/null || fail "the master survived SIGKILL"
+	SW_MASTER_PID=
+	echo "==== killed $(date +%T.%N)" >>"$SW_MASTER_LOG"
+}
+
+# restart_master [kill|term|start]: stop the master (default: SIGKILL;
+# "start": it is stopped already) and start it again on the same
+# directory, port and arguments (SW_MASTER_ARGS).
+restart_master() {
+	case "${1:-kill}" in
+	kill) kill_master ;;
+	term) stop_master ;;
+	start) [[ -z "$SW_MASTER_PID" ]] || fail "the master is running" ;;
+	*) fail "restart_master: bad mode $1" ;;
+	esac
+	_launch_master || {
+		tail -n 30 "$SW_MASTER_LOG" >&2 || true
+		fail "the master did not restart"
+	}
+}
+
+# ---- mounts -------------------------------------------------------------
+
+# Whether PATH is a mount point of a sweepfs mount.
+is_sweepfs_mount() {
+	local t
+	t=$(findmnt -n -M "$1" -o FSTYPE 2>/dev/null | tail -n 1) || return 1
+	[[ "$t" == fuse.sweepfs ]]
+}
+
+# start_mount [MOUNTPOINT [SPEC [OPTIONS]]]: mount SPEC (default
+# 127.0.0.1:SW_PORT) on MOUNTPOINT (default $SW_TMP/mnt) in the foreground
+# as our child, logging to MOUNTPOINT.log; returns once mounted. OPTIONS
+# is a -o list. The first mount is SW_MNT.
+start_mount() {
+	local mnt=${1:-$SW_TMP/mnt} spec=${2:-127.0.0.1:$SW_PORT} opts=${3:-}
+	local logf="$mnt.log" pid i
+	mkdir -p "$mnt"
+	echo "==== mount $(date +%T.%N) $spec" >>"$logf"
+	"$SW_MOUNT_BIN" "$spec" "$mnt" -f ${opts:+-o "$opts"} \
+		>>"$logf" 2>&1 </dev/null &
+	pid=$!
+	SW_MOUNTS+=("$mnt")
+	SW_MOUNT_PIDS+=("$pid")
+	for ((i = 0; i < 400; i++)); do
+		if is_sweepfs_mount "$mnt"; then
+			SW_MNT=${SW_MNT:-$mnt}
+			return 0
+		fi
+		alive "$pid" || break
+		sleep 0.05
+	done
+	tail -n 20 "$logf" >&2 || true
+	fail "mounting $spec on $mnt failed"
+}
+
+# adopt_mount MOUNTPOINT: a sweepfs mount some other program started (the
+# mount.sweepfs helper, which daemonizes): find its client's pid, put it
+# in SW_ADOPTED_PID and have it cleaned up with the others.
+adopt_mount() {
+	local mnt=$1 pid
+	pid=$(pgrep -f -x -- "[^ ]*sweepfs-mount [^ ]+ $mnt( .*)?" | head -n 1) || true
+	SW_MOUNTS+=("$mnt")
+	[[ -n "$pid" ]] || fail "no sweepfs-mount process for $mnt"
+	SW_ADOPTED_PIDS+=("$pid")
+	SW_ADOPTED_PID=$pid
+}
+
+# stop_adopted MOUNTPOINT PID: unmount an adopted mount and wait for its
+# client to exit.
+stop_adopted() {
+	local mnt=$1 pid=$2 i
+	_unmount "$mnt"
+	for ((i = 0; i < 400; i++)); do
+		[[ -e "/proc/$pid" ]] || return 0
+		sleep 0.05
+	done
+	fail "sweepfs-mount $pid for $mnt did not exit after unmount"
+}
+
+# stop_mount [MOUNTPOINT]: unmount and wait for the client to exit;
+# fails the scenario if it does not exit with status 0.
+stop_mount() {
+	local mnt=${1:-$SW_MNT} i pid=
+	for i in "${!SW_MOUNTS[@]}"; do
+		if [[ "${SW_MOUNTS[$i]}" == "$mnt" ]]; then
+			pid=${SW_MOUNT_PIDS[$i]}
+			unset 'SW_MOUNTS[i]' 'SW_MOUNT_PIDS[i]'
+		fi
+	done
+	_unmount "$mnt"
+	[[ -n "$pid" ]] || return 0
+	if ! wait_dead "$pid" 20; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_dead "$pid" 5 || true
+		fail "sweepfs-mount for $mnt did not exit after unmount"
+	fi
+	[[ "$SW_EXIT_STATUS" == 0 ]] ||
+		fail "sweepfs-mount for $mnt exited with status $SW_EXIT_STATUS"
+}
+
+# Unmount, lazily when a plain unmount does not work.
+_unmount() {
+	local mnt=$1 i
+	for i in 1 2 3 4 5; do
+		findmnt -n -M "$mnt" >/dev/null 2>&1 || return 0
+		timeout 10 fusermount3 -u "$mnt" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	timeout 10 fusermount3 -u -z "$mnt" 2>/dev/null ||
+		timeout 10 umount -l "$mnt" 2>/dev/null || true
+}
+
+# ---- sanitizers ---------------------------------------------------------
+
+# Print sanitizer reports found in the daemons' logs (*.log, and
+# *.log.PID that a sanitizer's log_path writes); 1 if any.
+sanitizer_reports() {
+	local f found=0
+	[[ -n "$SW_TMP" && -d "$SW_TMP" ]] || return 0
+	for f in "$SW_TMP"/*.log "$SW_TMP"/*.log.*; do
+		[[ -f "$f" ]] || continue
+		if grep -Eq 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$f"; then
+			printf '==== sanitizer report in %s:\n' "$f" >&2
+			grep -E -A 30 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+				"$f" | head -n 80 >&2 || true
+			found=1
+		fi
+	done
+	return $found
+}
+
+# ---- set-up and tear-down -----------------------------------------------
+
+_cleanup() {
+	local rc=$? i
+	trap - EXIT INT TERM ERR
+	set +eE
+	cd / # a working directory in a mount would keep it busy
+	if ((rc != 0 && rc != 77)); then
+		SW_FAILED=1
+	fi
+	for i in "${!SW_MOUNTS[@]}"; do
+		_unmount "${SW_MOUNTS[$i]}"
+	done
+	for i in "${!SW_ADOPTED_PIDS[@]}"; do
+		wait_dead "${SW_ADOPTED_PIDS[$i]}" 10 ||
+			kill -KILL "${SW_ADOPTED_PIDS[$i]}" 2>/dev/null
+	done
+	for i in "${!SW_MOUNT_PIDS[@]}"; do
+		wait_dead "${SW_MOUNT_PIDS[$i]}" 10 || {
+			kill -KILL "${SW_MOUNT_PIDS[$i]}" 2>/dev/null
+			wait_dead "${SW_MOUNT_PIDS[$i]}" 5
+		}
+	done
+	if [[ -n "$SW_MASTER_PID" ]]; then
+		kill -TERM "$SW_MASTER_PID" 2>/dev/null
+		wait_dead "$SW_MASTER_PID" 30 || {
+			kill -KILL "$SW_MASTER_PID" 2>/dev/null
+			wait_dead "$SW_MASTER_PID" 5
+		}
+	fi
+	[[ -n "$(type -t sw_scenario_cleanup)" ]] && sw_scenario_cleanup
+	if ! sanitizer_reports; then
+		echo "FAIL [$SW_NAME]: sanitizer reports in the daemon logs" >&2
+		SW_FAILED=1
+		((rc == 0 || rc == 77)) && rc=1
+	fi
+	if ((SW_FAILED)) && [[ -n "$SW_TMP" ]]; then
+		for i in "$SW_TMP"/*.log; do
+			[[ -f "$i" ]] || continue
+			echo "==== last lines of $i" >&2
+			tail -n 25 "$i" >&2
+		done
+	fi
+	if [[ -n "$SW_TMP" && -d "$SW_TMP" ]]; then
+		if grep -q " $SW_TMP" /proc/self/mountinfo; then
+			echo "WARNING: mounts left under $SW_TMP; not removing it" >&2
+		elif [[ "${SWEEPFS_KEEP_TMP:-0}" == 1 ]]; then
+			echo "kept $SW_TMP" >&2
+		else
+			rm -rf --one-file-system "$SW_TMP"
+		fi
+	fi
+	exit "$rc"
+}
+
+_on_err() {
+	local rc=$? line=$1 cmd=$2
+	# Only the scenario's own shell: a failure inside $(...) is the
+	# caller's to judge.
+	[[ "$BASHPID" == "$$" ]] || return 0
+	printf 'FAIL [%s]: line %s: command failed (status %s): %s\n' \
+		"${SW_NAME:-it}" "$line" "$rc" "$cmd" >&2
+	SW_FAILED=1
+}
+
+# sw_init NAME [--root]: check the requirements (skip without them), make
+# the temporary directory and install the traps.
+sw_init() {
+	SW_NAME=$1
+	[[ -n "${SWEEPFS_BUILD:-}" ]] ||
+		{ echo "SWEEPFS_BUILD is not set (meson sets it)" >&2; exit 1; }
+	SW_MASTER_BIN=$SWEEPFS_BUILD/master/sweepfs-master
+	SW_MOUNT_BIN=$SWEEPFS_BUILD/mount/sweepfs-mount
+	SW_HELPER_BIN=$SWEEPFS_BUILD/mount/mount.sweepfs
+	[[ -x "$SW_MASTER_BIN" && -x "$SW_MOUNT_BIN" ]] ||
+		{ echo "no binaries in $SWEEPFS_BUILD" >&2; exit 1; }
+	[[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
+	command -v fusermount3 >/dev/null || skip "fusermount3 is not installed"
+	command -v "$PYTHON" >/dev/null || skip "$PYTHON is not installed"
+	if [[ "${2:-}" == --root ]] && ((EUID != 0)); then
+		skip "needs root"
+	fi
+	if ((EUID != 0)) && ! [[ -u "$(command -v fusermount3)" ]]; then
+		skip "not root and fusermount3 is not setuid"
+	fi
+	SW_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweepfs-it.$SW_NAME.XXXXXX")
+	# Other users (permission tests) must reach the mount points.
+	chmod 755 "$SW_TMP"
+	trap _cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	trap '_on_err "$LINENO" "$BASH_COMMAND"' ERR
+	log "temporary directory $SW_TMP"
+}
+
+# sw_prog NAME: path of a helper program from tests/integration/progs/,
+# built by meson; compiled here when the build dir has no tests.
+sw_prog() {
+	local exe=$SWEEPFS_BUILD/tests/integration/progs/$1
+	if [[ -x "$exe" ]]; then
+		echo "$exe"
+		return
+	fi
+	exe=$SW_TMP/$1
+	if [[ ! -x "$exe" ]]; then
+		${CC:-cc} -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -o "$exe" \
+			"$SW_SRC/progs/$1.c" >&2 || fail "cannot compile $1.c"
+	fi
+	echo "$exe"
+}
+
+sw_pass() {
+	log "PASS"
+}
