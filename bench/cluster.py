@@ -31,7 +31,8 @@ def default_build():
 
 
 class Cluster:
-    def __init__(self, build=None, master_set=(), mount_opts="", base=None):
+    def __init__(self, build=None, master_set=(), mount_opts="", base=None,
+                 chunkservers=0, cs_set=()):
         self.build = build or default_build()
         self.dir = tempfile.mkdtemp(prefix="sweepfs-bench-", dir=base)
         self.meta = os.path.join(self.dir, "meta")
@@ -44,6 +45,9 @@ class Cluster:
         self.master = None
         self.mounted = False
         self.extra_mounts = []
+        self.nchunkservers = chunkservers
+        self.cs_set = list(cs_set)
+        self.chunkservers = []  # (Popen, data dir, port)
         atexit.register(self.stop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._on_signal)
@@ -77,12 +81,39 @@ class Cluster:
                     raise SystemExit("master did not start; see " +
                                      self.master_log.name)
                 time.sleep(0.05)
+        for i in range(self.nchunkservers):
+            self.start_chunkserver(i)
+        self.wait_chunkservers(self.nchunkservers)
         margs = [self.bin("mount", "sweepfs-mount"), self.address, self.mnt]
         if self.mount_opts:
             margs += ["-o", self.mount_opts]
         subprocess.check_call(margs)
         self.mounted = True
         return self
+
+    def start_chunkserver(self, i):
+        data = os.path.join(self.dir, "cs%d" % i)
+        os.makedirs(data, exist_ok=True)
+        port = free_port()
+        args = [self.bin("chunkserver", "sweepfs-chunkserver"), "-f",
+                "-d", data, "-l", "127.0.0.1:%d" % port, "-m", self.address]
+        for kv in self.cs_set:
+            args += ["--set", kv]
+        log = open(os.path.join(self.dir, "cs%d.log" % i), "w")
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.chunkservers.append((p, data, port))
+        return p
+
+    def wait_chunkservers(self, n, timeout=20):
+        deadline = time.time() + timeout
+        while n:
+            up = sum(1 for s in self.info().get("servers", [])
+                     if s["connected"])
+            if up >= n:
+                return
+            if time.time() > deadline:
+                raise SystemExit("chunkservers did not register")
+            time.sleep(0.1)
 
     def mount_extra(self, name, opts=""):
         """Another mount of the same master (another client session)."""
@@ -122,6 +153,14 @@ class Cluster:
             subprocess.call(["fusermount3", "-u", "-z", self.mnt],
                             stderr=subprocess.DEVNULL)
             self.mounted = False
+        for p, _, _ in self.chunkservers:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        self.chunkservers = []
         if self.master and self.master.poll() is None:
             self.master.terminate()
             try:
