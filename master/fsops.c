@@ -67,6 +67,8 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n)
 	a->atime = n->atime;
 	a->mtime = n->mtime;
 	a->ctime = n->ctime;
+	a->has_xattrs = 1;
+	a->xattrs = (n->flags & NODE_XATTR) != 0;
 }
 
 /*
@@ -1063,6 +1065,19 @@ static void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 	if (rc == 0)
 		rc = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len,
 				  &value, &vlen);
+	if (rc == -ENODATA && !(n->flags & NODE_XATTR)) {
+		/* None at all: the client may answer the next ones. */
+		Sweepfs__XattrReply reply = SWEEPFS__XATTR_REPLY__INIT;
+
+		reply.has_err = reply.has_none = 1;
+		reply.err = ENODATA;
+		reply.none = 1;
+		if (r->conn && r->conn->s)
+			r->conn->s->ctr.errors++;
+		r->m->total.errors++;
+		req_reply(r, &reply.base);
+		return;
+	}
 	if (rc < 0) {
 		req_error(r, rc);
 		return;

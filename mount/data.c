@@ -63,9 +63,33 @@ struct dirty {
 	struct dirty *next;
 };
 
+/* Someone waiting for a file's size and mtime to reach the master. */
+struct flushwait {
+	void (*cb)(void *arg, int rc);
+	void *arg;
+	struct flushwait *next;
+};
+
+/*
+ * A file this mount writes. Its size and mtime reach the master after the
+ * data: a write is answered once the chunkservers have it, and the new
+ * size and mtime follow in a WRITE_END, one at a time per file, the
+ * latest values each time (writes meanwhile are gathered into the next).
+ * Until the master has them, attributes this mount hands the kernel are
+ * overlaid with them (data_local_attr()).
+ */
 struct dfile {
 	uint64_t ino;
 	uint64_t committed;	 /* size the master has recorded */
+	uint64_t local_size;	 /* size as this mount's writes made it */
+	int64_t mtime;		 /* of the last write here, 0: none */
+	uint64_t gen;		 /* writes done here */
+	uint64_t sent_gen;	 /* of them, told to the master */
+	bool sending;		 /* a WRITE_END in flight */
+	bool closing;		 /* last handle closed: free when idle */
+	uint32_t max_index;	 /* highest chunk fetched for writing */
+	int err;		 /* a WRITE_END failed: for fsync */
+	struct flushwait *waiters;
 	struct dirty *dirty;
 	struct dfile *next;
 };
@@ -137,6 +161,23 @@ static void file_free(struct dfile *f)
 	free(f);
 }
 
+/* Free @f if its last handle is closed and nothing is left to do. */
+static void file_maybe_free(struct data *d, struct dfile *f)
+{
+	struct dfile **pp;
+
+	if (!f->closing || f->sending || f->waiters || f->dirty ||
+	    f->gen != f->sent_gen)
+		return;
+	pp = &d->files[sw_hash_u64(f->ino) % FILE_SLOTS];
+	while (*pp && *pp != f)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = f->next;
+		file_free(f);
+	}
+}
+
 void data_free(struct data *d)
 {
 	locs_clear(d);
@@ -174,36 +215,85 @@ void data_forget(struct mount *m, uint64_t ino)
 	pp = &d->files[sw_hash_u64(ino) % FILE_SLOTS];
 	while (*pp && (*pp)->ino != ino)
 		pp = &(*pp)->next;
-	if (*pp && !(*pp)->dirty) {
+	if (*pp && !(*pp)->dirty && !(*pp)->sending && !(*pp)->waiters &&
+	    (*pp)->gen == (*pp)->sent_gen) {
 		struct dfile *f = *pp;
 
 		*pp = f->next;
 		file_free(f);
 	} else if (*pp) {
-		(*pp)->committed = 0;
+		(*pp)->committed = (*pp)->local_size = 0;
 	}
 	pthread_mutex_unlock(&d->mu);
 }
 
-void data_release(struct mount *m, uint64_t ino)
+static void nothing(void *arg, int rc)
+{
+	(void)arg;
+	(void)rc;
+}
+
+static void synced_nowhere(void *arg, int rc, ProtobufCMessage **reply)
+{
+	(void)arg;
+	(void)reply;
+	if (rc < 0)
+		sw_warn(TAG, "sync after close: %s", strerror(-rc));
+}
+
+void data_release(struct mount *m, uint64_t ino, bool last)
 {
 	struct data *d = m->data;
+	struct dirty *list = NULL;
+	struct dfile *f;
 
+	/* The size and mtime go out ahead of the release (one connection,
+	 * in order): who opens the file next, anywhere, sees them. */
+	data_flush(m, ino, nothing, NULL);
 	pthread_mutex_lock(&d->mu);
-	for (unsigned i = 0; i < LOC_SLOTS; i++) {
-		for (struct loc **lp = &d->locs[i]; *lp;) {
-			struct loc *l = *lp;
+	f = file_get(d, ino, false);
+	if (f) {
+		for (uint32_t i = 0; i <= f->max_index; i++) {
+			struct loc **pp = loc_find(d, ino, i), *l = *pp;
 
-			if (l->ino == ino && l->write) {
-				*lp = l->next;
+			if (l && l->write) {
+				*pp = l->next;
 				free(l);
 				d->nlocs--;
-			} else {
-				lp = &l->next;
 			}
+		}
+		if (last) {
+			list = f->dirty;
+			f->dirty = NULL;
+			f->closing = true;
+			file_maybe_free(d, f);
 		}
 	}
 	pthread_mutex_unlock(&d->mu);
+	/*
+	 * The last handle: what was written goes to disk on its copies now,
+	 * in the background, as a local filesystem's writeback would, and
+	 * this mount forgets the file (a mount writing millions of files
+	 * keeps nothing for each). An fsync through a later handle covers
+	 * what is written through it.
+	 */
+	while (list) {
+		Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
+		struct dirty *x = list;
+
+		list = x->next;
+		q.chunk_id = x->chunk_id;
+		q.version = x->version;
+		q.has_token = 1;
+		q.token.data = x->token;
+		q.token.len = x->token_len;
+		q.has_expires = 1;
+		q.expires = x->expires;
+		for (uint32_t i = 0; i < x->nservers; i++)
+			cspool_send(m->cs, x->servers[i], SW_MSG_CS_SYNC,
+				    &q.base, synced_nowhere, NULL);
+		free(x);
+	}
 }
 
 /* Copy a valid cached location for (@ino, @index) into @out. */
@@ -231,6 +321,14 @@ static void loc_store(struct data *d, const struct loc *src)
 	struct loc **pp, *l;
 
 	pthread_mutex_lock(&d->mu);
+	if (src->write) {
+		struct dfile *f = file_get(d, src->ino, true);
+
+		if (f) {
+			f->max_index = SW_MAX(f->max_index, src->index);
+			f->closing = false;
+		}
+	}
 	pp = loc_find(d, src->ino, src->index);
 	if (!*pp) {
 		if (d->nlocs >= LOC_MAX)
@@ -521,50 +619,170 @@ static void op_free(struct op *o)
 	free(o);
 }
 
-static void size_committed(void *arg, int rc, ProtobufCMessage **reply)
+/* A WRITE_END in flight for one file. */
+struct commit {
+	struct mount *m;
+	uint64_t ino;
+	uint64_t size;
+	uint64_t gen;
+};
+
+static void commit_send(struct mount *m, struct dfile *f);
+
+
+/* The master has a file's size and mtime as of write @c->gen. */
+static void committed(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct op *o = arg;
-	struct data *d = o->m->data;
+	struct commit *c = arg;
+	struct mount *m = c->m;
+	struct data *d = m->data;
+	struct flushwait *done = NULL;
 	struct dfile *f;
 
-	if (rc < 0) {
-		fuse_reply_err(o->req, -rc);
-	} else {
-		pthread_mutex_lock(&d->mu);
-		f = file_get(d, o->ino, true);
-		if (f && f->committed < (uint64_t)o->off + o->size)
-			f->committed = (uint64_t)o->off + o->size;
-		pthread_mutex_unlock(&d->mu);
-		fuse_reply_write(o->req, o->size);
+	(void)reply;
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, c->ino, false);
+	if (f) {
+		f->sending = false;
+		if (rc < 0) {
+			f->err = rc;
+		} else {
+			f->committed = SW_MAX(f->committed, c->size);
+			f->sent_gen = SW_MAX(f->sent_gen, c->gen);
+		}
+		if (f->gen != f->sent_gen && rc == 0) {
+			commit_send(m, f);
+		} else {
+			/* Up to date (or failed): release the waiters. */
+			done = f->waiters;
+			f->waiters = NULL;
+			if (rc < 0)
+				f->sent_gen = f->gen;
+			file_maybe_free(d, f);
+		}
 	}
-	op_free(o);
+	pthread_mutex_unlock(&d->mu);
+	while (done) {
+		struct flushwait *w = done;
+
+		done = w->next;
+		w->cb(w->arg, rc);
+		free(w);
+	}
+	free(c);
 }
 
-/* Every part of a write landed: record the size if it grew. */
-static void write_finish(struct op *o)
+/*
+ * Tell the master @f's size and mtime as of now. Called with the lock
+ * held and nothing in flight for @f.
+ */
+static void commit_send(struct mount *m, struct dfile *f)
 {
-	struct data *d = o->m->data;
-	uint64_t end = (uint64_t)o->off + o->size, committed;
 	Sweepfs__WriteEndReq q = SWEEPFS__WRITE_END_REQ__INIT;
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct commit *c = malloc(sizeof(*c));
+
+	if (!c) {
+		f->err = -ENOMEM;
+		return;
+	}
+	c->m = m;
+	c->ino = f->ino;
+	c->size = f->local_size;
+	c->gen = f->gen;
+	f->sending = true;
+	q.cred = &cred;
+	q.ino = f->ino;
+	q.size = f->local_size;
+	q.has_mtime = 1;
+	q.mtime = f->mtime;
+	/* mconn_send() may answer at once (master gone): never under our
+	 * lock, which committed() takes. */
+	pthread_mutex_unlock(&m->data->mu);
+	mconn_send(m->mc, SW_MSG_WRITE_END, &q.base, committed, c);
+	pthread_mutex_lock(&m->data->mu);
+}
+
+/*
+ * Every part of a write landed: answer it, and have the master learn the
+ * new size and mtime (now, or after the commit in flight for this file).
+ * The kernel drops its attributes after a write; so does the inode
+ * table, whose cached ones are now old.
+ */
+static void write_finish(struct op *o)
+{
+	struct mount *m = o->m;
+	struct data *d = m->data;
+	uint64_t end = (uint64_t)o->off + o->size;
 	struct dfile *f;
 
 	pthread_mutex_lock(&d->mu);
-	f = file_get(d, o->ino, false);
-	committed = f ? f->committed : 0;
-	pthread_mutex_unlock(&d->mu);
-	if (end <= committed || end <= o->file_size) {
-		fuse_reply_write(o->req, o->size);
-		op_free(o);
-		return;
+	f = file_get(d, o->ino, true);
+	if (f) {
+		f->local_size = SW_MAX(SW_MAX(f->local_size, end),
+				       SW_MAX(f->committed, o->file_size));
+		f->mtime = sw_now_ns();
+		f->gen++;
+		f->closing = false;
+		if (!f->sending)
+			commit_send(m, f);
 	}
-	q.cred = &cred;
-	q.ino = o->ino;
-	q.size = end;
-	q.has_mtime = 1;
-	q.mtime = sw_now_ns();
-	mconn_send(o->m->mc, SW_MSG_WRITE_END, &q.base, size_committed, o);
+	pthread_mutex_unlock(&d->mu);
+	itable_set_attr_expired(&m->inodes, o->ino);
+	if (!f)
+		fuse_reply_err(o->req, ENOMEM);
+	else
+		fuse_reply_write(o->req, o->size);
+	op_free(o);
 }
+
+void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
+		void *arg)
+{
+	struct data *d = m->data;
+	struct flushwait *w = NULL;
+	struct dfile *f;
+	int err = 0;
+
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, ino, false);
+	if (f && (f->sending || f->gen != f->sent_gen)) {
+		w = malloc(sizeof(*w));
+		if (w) {
+			w->cb = cb;
+			w->arg = arg;
+			w->next = f->waiters;
+			f->waiters = w;
+			if (!f->sending)
+				commit_send(m, f);
+		}
+	}
+	if (f && !w) {
+		err = f->err;
+		f->err = 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (!w)
+		cb(arg, err);
+}
+
+bool data_local_attr(struct data *d, uint64_t ino, uint64_t *size,
+		     int64_t *mtime)
+{
+	struct dfile *f;
+	bool got = false;
+
+	pthread_mutex_lock(&d->mu);
+	f = file_get(d, ino, false);
+	if (f && (f->sending || f->gen != f->sent_gen)) {
+		*size = SW_MAX(*size, f->local_size);
+		*mtime = SW_MAX(*mtime, f->mtime);
+		got = true;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return got;
+}
+
 
 static void read_finish(struct op *o)
 {
@@ -575,8 +793,8 @@ static void read_finish(struct op *o)
 
 	pthread_mutex_lock(&d->mu);
 	f = file_get(d, o->ino, false);
-	if (f && f->committed > size)
-		size = f->committed;
+	if (f && f->local_size > size)
+		size = f->local_size;
 	pthread_mutex_unlock(&d->mu);
 	end = (uint64_t)o->off + o->size;
 	if ((uint64_t)o->off >= size)
@@ -714,13 +932,55 @@ static void synced(void *arg, int rc, ProtobufCMessage **reply)
 	free(s);
 }
 
+static void sync_flushed(void *arg, int rc)
+{
+	synced(arg, rc, NULL);
+}
+
+struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int rc;
+};
+
+static void wake(void *arg, int rc)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	w->done = true;
+	w->rc = rc;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int data_flush_wait(struct mount *m, uint64_t ino)
+{
+	struct waiter w = { .mu = PTHREAD_MUTEX_INITIALIZER,
+			    .cv = PTHREAD_COND_INITIALIZER };
+
+	data_flush(m, ino, wake, &w);
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cv, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	return w.rc;
+}
+
+/*
+ * fsync: every chunk written since the last one is synced on each of its
+ * copies, and the size and mtime have reached the master.
+ */
 void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 {
 	struct data *d = m->data;
 	struct syncop *s = calloc(1, sizeof(*s));
 	struct dirty *list = NULL, *x;
 	struct dfile *f;
-	int n = 1;
+	int n = 2;
 
 	if (!s) {
 		fuse_reply_err(req, ENOMEM);
@@ -754,5 +1014,6 @@ void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 		free(x);
 		x = next;
 	}
-	synced(s, 0, NULL); /* the 1 above */
+	data_flush(m, ino, sync_flushed, s);
+	synced(s, 0, NULL); /* the 2 above: one for the flush */
 }

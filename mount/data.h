@@ -3,12 +3,12 @@
  * chunkservers; the master only says where a chunk is (and grants
  * access), and learns a file's new size after an extending write.
  *
- * The kernel's page cache does the buffering (FUSE writeback cache): it
- * gathers small writes into large WRITE requests, reads ahead, and pushes
- * dirty pages at close and fsync. Each WRITE here is sent to every copy of
- * its chunk and answered when all have it; an extending write also waits
- * for the master to record the size, so what close() returned is what the
- * next open anywhere sees.
+ * Each WRITE is sent to every copy of its chunk and answered when all
+ * have it. The file's new size and mtime follow to the master (one
+ * WRITE_END in flight per file, gathering the writes made meanwhile);
+ * until they are there, attributes this mount reports are overlaid with
+ * them. fsync waits for them, and a release sends them ahead of itself,
+ * so what close() returned is what the next open anywhere sees.
  *
  * All functions answer @req themselves (asynchronously) and are
  * thread-safe.
@@ -19,6 +19,7 @@
 #define FUSE_USE_VERSION 312
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct mount;
@@ -40,9 +41,29 @@ void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino);
 void data_forget(struct mount *m, uint64_t ino);
 
 /*
- * The file was closed (release): forget its write locations, whose
- * leases the master ends on release; a later write asks again.
+ * A handle on the file was closed (release; @last: the last one here):
+ * its size and mtime go to the master, its write locations are
+ * forgotten (the master ends their leases on release; a later write asks
+ * again), and after the last one its written chunks are synced in the
+ * background and the file forgotten.
  */
-void data_release(struct mount *m, uint64_t ino);
+void data_release(struct mount *m, uint64_t ino, bool last);
+
+/*
+ * When @ino's size and mtime have reached the master (at once if they
+ * have), call @cb with 0 or the error a commit met; data_flush_wait()
+ * blocks the caller (a FUSE worker, never the master connection's
+ * thread) until then.
+ */
+void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
+		void *arg);
+int data_flush_wait(struct mount *m, uint64_t ino);
+
+/*
+ * Size and mtime of @ino as this mount's writes left them, if the master
+ * may not have them yet: *@size and *@mtime raised to them, true.
+ */
+bool data_local_attr(struct data *d, uint64_t ino, uint64_t *size,
+		     int64_t *mtime);
 
 #endif

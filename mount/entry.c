@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "data.h"
 #include "mount_i.h"
 #include "util.h"
 
@@ -24,6 +25,17 @@ void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
 	st->st_atim = sw_ns_to_timespec(a->atime);
 	st->st_mtim = sw_ns_to_timespec(a->mtime);
 	st->st_ctim = sw_ns_to_timespec(a->ctime);
+	if (S_ISREG(a->mode) && m->data) {
+		uint64_t size = a->size;
+		int64_t mtime = a->mtime;
+
+		/* Writes of ours the master has not heard of yet. */
+		if (data_local_attr(m->data, a->ino, &size, &mtime)) {
+			st->st_size = (off_t)size;
+			st->st_blocks = (blkcnt_t)((size + 511) / 512);
+			st->st_mtim = sw_ns_to_timespec(mtime);
+		}
+	}
 }
 
 void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,

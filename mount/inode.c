@@ -17,6 +17,7 @@ struct minode {
 	uint64_t nlookup;
 	uint32_t nopen;
 	int64_t attr_expires; /* mono ns; 0: no attributes */
+	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
 	struct minode *next;
 };
@@ -139,6 +140,18 @@ int itable_open(struct itable *t, uint64_t ino)
 	return n ? 0 : -ENOMEM;
 }
 
+uint32_t itable_nopen(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+	uint32_t k;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	k = n ? n->nopen : 0;
+	pthread_mutex_unlock(&t->mu);
+	return k;
+}
+
 void itable_close(struct itable *t, uint64_t ino)
 {
 	struct minode *n;
@@ -194,7 +207,44 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
 			.atime = a->atime, .mtime = a->mtime, .ctime = a->ctime,
 		};
 		n->attr_expires = expires;
+		/* Writes expire the attributes, not this: they do not
+		 * change a file's xattrs. */
+		n->noxattr_until = a->has_xattrs && !a->xattrs ? expires : 0;
 	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+bool itable_noxattr(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+	bool none;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	none = n && n->noxattr_until > sw_mono_ns();
+	pthread_mutex_unlock(&t->mu);
+	return none;
+}
+
+void itable_set_noxattr(struct itable *t, uint64_t ino, int64_t until)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n)
+		n->noxattr_until = until;
+	pthread_mutex_unlock(&t->mu);
+}
+
+void itable_xattr_changed(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n)
+		n->noxattr_until = 0;
 	pthread_mutex_unlock(&t->mu);
 }
 

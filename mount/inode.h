@@ -45,12 +45,25 @@ void itable_forget(struct itable *t, uint64_t ino, uint64_t n);
 int itable_open(struct itable *t, uint64_t ino);
 void itable_close(struct itable *t, uint64_t ino);
 
+/* Handles open on @ino. */
+uint32_t itable_nopen(struct itable *t, uint64_t ino);
+
 /*
  * Remember @a as @a->ino's attributes until @expires (monotonic ns), if
  * the kernel knows that inode; otherwise nothing happens.
  */
 void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
 		     int64_t expires);
+
+/*
+ * Whether @ino is known, as of attributes still fresh, to have no
+ * extended attributes at all; itable_xattr_changed() forgets that (this
+ * mount is setting one).
+ */
+bool itable_noxattr(struct itable *t, uint64_t ino);
+void itable_xattr_changed(struct itable *t, uint64_t ino);
+/* The master said @ino has none: so until @until (mono ns). */
+void itable_set_noxattr(struct itable *t, uint64_t ino, int64_t until);
 
 /* Forget @ino's remembered attributes (they changed elsewhere). */
 void itable_set_attr_expired(struct itable *t, uint64_t ino);

@@ -422,9 +422,14 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (fi)
 		v |= SWEEPFS__SETATTR_VALID__SET_VIA_FD;
 	q.valid = v;
-	/* A new size: locations and the committed size we knew are off. */
-	if (to_set & FUSE_SET_ATTR_SIZE)
+	/* A new size: our writes' size and mtime go first (so that none
+	 * reaches the master after the truncation and undoes it), and the
+	 * locations and sizes we knew are off. This worker waits; replies
+	 * come on another thread. */
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		data_flush_wait(m, q.ino);
 		data_forget(m, q.ino);
+	}
 	mconn_send(m->mc, SW_MSG_SETATTR, &q.base, attr_done, req);
 }
 
@@ -707,7 +712,8 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino,
 
 	/* Before the release goes out: no write after it uses a lease the
 	 * master has ended. */
-	data_release(m, to_master(m, ino));
+	data_release(m, to_master(m, ino),
+		     itable_nopen(&m->inodes, to_master(m, ino)) <= 1);
 	send_release(m, to_master(m, ino));
 	fuse_reply_err(req, 0);
 }
@@ -815,6 +821,7 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 	q.cred = &cred;
 	q.ino = to_master(m, ino);
+	itable_xattr_changed(&m->inodes, q.ino);
 	q.name = bytes(name);
 	q.value.data = (uint8_t *)value;
 	q.value.len = size;
@@ -828,6 +835,12 @@ static void xattr_done(void *arg, int rc, ProtobufCMessage **reply)
 	struct mount_opctx *c = arg;
 	Sweepfs__XattrReply *r;
 
+	if (rc == -ENODATA && *reply &&
+	    ((Sweepfs__XattrReply *)*reply)->none)
+		itable_set_noxattr(&mnt(c->req)->inodes, c->ino,
+				   sw_mono_ns() +
+					   (int64_t)(mnt(c->req)->attr_timeout *
+						     1e9));
 	if (rc < 0) {
 		fuse_reply_err(c->req, -rc);
 	} else {
@@ -846,9 +859,21 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;
-	struct mount_opctx *c = opctx_new(req, to_master(m, ino), NULL);
+	struct mount_opctx *c;
 	CRED(req, cred);
 
+	/*
+	 * The kernel asks for security.capability before every write (to
+	 * drop it): a file known, as of fresh attributes, to have no xattrs
+	 * at all needs no round trip for that. Other names always go to the
+	 * master, so that one client sees another's xattrs at once.
+	 */
+	if (name && !strcmp(name, "security.capability") &&
+	    itable_noxattr(&m->inodes, to_master(m, ino))) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	c = opctx_new(req, to_master(m, ino), NULL);
 	if (!c)
 		return;
 	c->size = size;
