@@ -700,9 +700,17 @@ static int cmd_exec(struct cs *cs, const struct cmd *k)
 	case SWEEPFS__CS_COMMAND__OP__SET_VERSION:
 		return store_set_version(st, k->chunk_id, k->old_version,
 					 k->version, len);
-	case SWEEPFS__CS_COMMAND__OP__DUPLICATE:
-		return store_duplicate(st, k->src_id, k->src_version,
-				       k->chunk_id, k->version);
+	case SWEEPFS__CS_COMMAND__OP__DUPLICATE: {
+		int rc = store_duplicate(st, k->src_id, k->src_version,
+					 k->chunk_id, k->version);
+
+		/* With a length: the copy of a shared chunk being cut
+		 * (the master duplicates rather than cut what others see). */
+		if (rc == 0 && k->has_length)
+			rc = store_truncate(st, k->chunk_id, k->version,
+					    (uint32_t)k->length);
+		return rc;
+	}
 	case SWEEPFS__CS_COMMAND__OP__REPLICATE:
 		return replicate(cs, k);
 	case SWEEPFS__CS_COMMAND__OP__TRUNCATE:

@@ -174,6 +174,7 @@ int ns_chunk_set(struct ns *ns, struct node *n, uint32_t index, uint64_t id,
 	old = t->id[index];
 	t->id[index] = id;
 	c->refs = 1;
+	chunk_goal_add(c, ns_goal(n));
 	if (old)
 		chunk_unref(ns, old);
 	return 0;
@@ -237,9 +238,14 @@ int ns_load_slots(struct ns *ns, struct node *n, uint32_t count,
 		return -ENOMEM;
 	t->n = count;
 	memcpy(t->id, ids, (size_t)count * sizeof(t->id[0]));
-	for (uint32_t i = 0; i < count; i++)
-		if (ids[i])
-			chunk_get(ns, ids[i])->refs++;
+	for (uint32_t i = 0; i < count; i++) {
+		if (ids[i]) {
+			struct chunk *c = chunk_get(ns, ids[i]);
+
+			c->refs++;
+			chunk_goal_add(c, ns_goal(n));
+		}
+	}
 	ns->misc_bytes += sizeof(*t) + (size_t)count * sizeof(t->id[0]);
 	n->u.chunks = t;
 	return 0;

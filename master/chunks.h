@@ -43,11 +43,36 @@ struct chunk {
 	uint32_t refs;		  /* file slots naming this chunk */
 	uint8_t ncopies;
 	uint8_t busy;		  /* chunkserver commands in flight */
+	/* Copies wanted: the highest goal of the files naming it, and
+	 * CHUNK_GOAL_DEFAULT if one of them has the default. While shared
+	 * it only goes up; loading a checkpoint works it out afresh. */
+	uint8_t goal;
 	uint64_t lease_session;	  /* writer holding the write lease, or 0 */
 	int64_t lease_until;	  /* mono ns */
 	struct chunk_copy copies[CHUNK_COPIES_MAX];
 	struct chunk_wait *waiters; /* requests waiting for busy == 0 */
 };
+
+#define CHUNK_GOAL_DEFAULT 0x80
+
+/* A file with goal @goal (0: the default) names @c now. */
+static inline void chunk_goal_add(struct chunk *c, unsigned goal)
+{
+	if (!goal)
+		c->goal |= CHUNK_GOAL_DEFAULT;
+	else if (goal > (c->goal & 0x7fu))
+		c->goal = (uint8_t)((c->goal & CHUNK_GOAL_DEFAULT) | goal);
+}
+
+/* Copies wanted of @c, given the master's default goal @dflt. */
+static inline unsigned chunk_goal(const struct chunk *c, unsigned dflt)
+{
+	unsigned g = c->goal & 0x7fu;
+
+	if ((c->goal & CHUNK_GOAL_DEFAULT) && dflt > g)
+		g = dflt;
+	return g ? g : dflt;
+}
 
 /* A file's chunk slots; id 0 is a hole. */
 struct ctab {

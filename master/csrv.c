@@ -602,6 +602,45 @@ static void replicate(struct master *m, struct chunk *c, uint32_t goal)
 	c->ncopies++;
 }
 
+/*
+ * @c has more valid copies than it needs (its goal went down): one goes,
+ * from the fullest server. Not while anything is in flight for it or a
+ * writer holds its lease (the writer writes to the copies it was told).
+ */
+static void trim(struct master *m, struct chunk *c, unsigned goal)
+{
+	int victim = -1;
+	double fullest = -1;
+
+	if (c->busy || (c->lease_session && c->lease_until > sw_mono_ns()))
+		return;
+	for (int i = 0; i < c->ncopies; i++) {
+		struct csrv *s = csrv_get(m, c->copies[i].srv);
+		double used;
+
+		if (c->copies[i].state != COPY_VALID || !csrv_up(s))
+			continue;
+		used = s->total_bytes ? (double)s->used_bytes /
+						(double)s->total_bytes
+				      : 0;
+		if (used > fullest) {
+			fullest = used;
+			victim = i;
+		}
+	}
+	if (victim < 0 || csrv_valid_copies(m, c) <= (int)goal)
+		return;
+	{
+		uint32_t srv = c->copies[victim].srv;
+
+		sw_info(TAG, "chunk %016" PRIx64 ": over its goal of %u, "
+			     "dropping the copy on %s",
+			c->id, goal, csrv_get(m, srv)->listen);
+		copy_remove(c, srv);
+		csrv_queue_delete(m, srv, c->id, c->version);
+	}
+}
+
 struct repl_scan {
 	struct master *m;
 	uint32_t inflight;
@@ -614,9 +653,14 @@ static int scan_chunk(void *e, void *arg)
 
 	if (rs->inflight >= REPL_TOTAL)
 		return 1;
-	if (csrv_valid_copies(rs->m, c) < (int)rs->m->cfg.goal) {
-		replicate(rs->m, c, (uint32_t)rs->m->cfg.goal);
+	unsigned goal = chunk_goal(c, (unsigned)rs->m->cfg.goal);
+	int valid = csrv_valid_copies(rs->m, c);
+
+	if (valid < (int)goal) {
+		replicate(rs->m, c, goal);
 		rs->inflight++;
+	} else if (valid > (int)goal) {
+		trim(rs->m, c, goal);
 	}
 	return 0;
 }

@@ -289,6 +289,12 @@ static int commit(struct master *m, struct job *j,
 	return master_commit(m, j->req, mut);
 }
 
+/* Copies wanted of @n's chunks. */
+static unsigned file_goal(const struct master *m, const struct node *n)
+{
+	return ns_goal(n) ? ns_goal(n) : (unsigned)m->cfg.goal;
+}
+
 /* A new chunk in an empty slot (or one whose every copy is gone). */
 static int start_create(struct master *m, struct job *j, struct node *n,
 			struct chunk *old)
@@ -297,7 +303,7 @@ static int start_create(struct master *m, struct job *j, struct node *n,
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
 	uint32_t srv[CHUNK_COPIES_MAX];
-	int goal = (int)SW_MIN(m->cfg.goal, CHUNK_COPIES_MAX);
+	int goal = (int)SW_MIN(file_goal(m, n), CHUNK_COPIES_MAX);
 	int nsrv = csrv_choose(m, srv, goal, NULL, 0);
 	struct chunk *c;
 	int rc;
@@ -330,9 +336,12 @@ static int start_create(struct master *m, struct job *j, struct node *n,
 	return 0;
 }
 
-/* Copy-on-write of a chunk shared with a snapshot. */
+/*
+ * Copy-on-write of a chunk shared with a snapshot; cut to @length bytes
+ * when that is not UINT64_MAX (a truncation of the shared chunk).
+ */
 static int start_duplicate(struct master *m, struct job *j, struct node *n,
-			   struct chunk *src)
+			   struct chunk *src, uint64_t length)
 {
 	Sweepfs__Meta__ChunkSet cs = SWEEPFS__META__CHUNK_SET__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
@@ -348,7 +357,7 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	 * A chunk with only a damaged copy is duplicated from it (its bad
 	 * blocks stay bad; the rest of its data is kept). */
 	for (int pass = 0; pass < 2 && nsrv == 0; pass++)
-		for (int i = 0; i < src->ncopies && nsrv < (int)m->cfg.goal;
+		for (int i = 0; i < src->ncopies && nsrv < (int)file_goal(m, n);
 		     i++)
 			if (src->copies[i].state ==
 				    (pass ? COPY_DAMAGED : COPY_VALID) &&
@@ -383,6 +392,10 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	cmd.has_src_chunk_id = cmd.has_src_version = 1;
 	cmd.src_chunk_id = src_id;
 	cmd.src_version = src_version;
+	if (length != UINT64_MAX) {
+		cmd.has_length = 1;
+		cmd.length = length;
+	}
 	send_commands(m, j, c, &cmd, srv, nsrv);
 	return 0;
 }
@@ -471,7 +484,7 @@ static void job_run(struct master *m, struct job *j)
 		rc = start_create(m, j, n, c);
 	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c) ||
 		 !any_copy(c, COPY_VALID))
-		rc = start_duplicate(m, j, n, c);
+		rc = start_duplicate(m, j, n, c, UINT64_MAX);
 	else if (s && c->lease_session == s->id &&
 		 c->lease_until > sw_mono_ns()) {
 		c->lease_until = sw_mono_ns() + LEASE_NS;
@@ -591,14 +604,18 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
 	j->ino = n->ino;
 	j->index = index;
 	j->truncate = true;
-	/* A chunk with commands in flight: truncate it afterwards. The
-	 * reply of a shared chunk's truncation leaves the shared data as
-	 * it is: the file's view past its size reads as zeros anyway. */
-	if (c->busy || c->refs > 1 || ns_chunk_frozen(&r->m->ns, c)) {
+	/* A chunk with commands in flight: left as it is (the bytes past
+	 * the end are the writer's, and reads stop at the size). A shared
+	 * one is not cut under the others: this file gets a copy cut to
+	 * the size, so that bytes past it are zeros if it grows again. */
+	if (c->busy) {
 		job_free(j);
 		return 1;
 	}
-	rc = start_bump(r->m, j, c, size % SW_CHUNK_SIZE);
+	if (c->refs > 1 || ns_chunk_frozen(&r->m->ns, c))
+		rc = start_duplicate(r->m, j, n, c, size % SW_CHUNK_SIZE);
+	else
+		rc = start_bump(r->m, j, c, size % SW_CHUNK_SIZE);
 	if (rc < 0) {
 		job_free(j);
 		return rc;
@@ -640,6 +657,48 @@ void data_revoke_leases(struct master *m)
 	leased.n = 0;
 }
 
+/*
+ * GOAL: read or set a node's goal. Who may set it: its owner, or root
+ * with admin rights. A chunk short of its new goal is replicated by the
+ * chunkservers' scan, one over it trimmed.
+ */
+static void op_goal(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__GoalReq *q = (const void *)msg;
+	Sweepfs__GoalReply reply = SWEEPFS__GOAL_REPLY__INIT;
+	Sweepfs__Meta__SetGoal sg = SWEEPFS__META__SET_GOAL__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
+			     q->cred->groups };
+	struct node *n = req_node(r, q->ino);
+	int rc = 0;
+
+	if (!n)
+		rc = -ENOENT;
+	else if (q->has_goal && q->goal > NS_GOAL_MAX)
+		rc = -EINVAL;
+	else if (q->has_goal && !req_owns(r, &cred, n))
+		rc = -EPERM;
+	if (rc == 0 && q->has_goal) {
+		sg.ino = n->ino;
+		sg.goal = q->goal;
+		sg.has_recursive = 1;
+		sg.recursive = q->recursive;
+		mut.time = sw_now_ns();
+		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_GOAL;
+		mut.set_goal = &sg;
+		rc = master_commit(r->m, r, &mut);
+	}
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	reply.has_goal = reply.has_effective = 1;
+	reply.goal = ns_goal(n);
+	reply.effective = file_goal(r->m, n);
+	req_reply(r, &reply.base);
+}
+
 static void op_cs_register(struct req *r, const ProtobufCMessage *msg)
 {
 	csrv_op_register(r, (const Sweepfs__CsRegisterReq *)msg);
@@ -667,6 +726,8 @@ req_handler data_handler(uint16_t type)
 		return op_chunk;
 	case SW_MSG_WRITE_END:
 		return op_write_end;
+	case SW_MSG_GOAL:
+		return op_goal;
 	case SW_MSG_CS_REGISTER:
 		return op_cs_register;
 	case SW_MSG_CS_HEARTBEAT:

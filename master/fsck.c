@@ -52,7 +52,8 @@ struct check {
 	size_t nproblems, max;
 };
 
-static void problem(struct check *k, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void problem(struct check *k,
+							  const char *fmt, ...)
 {
 	char line[256];
 	va_list ap;
@@ -304,7 +305,8 @@ static int check_chunk(void *elem, void *arg)
 		problem(k, "chunk %016" PRIx64 " has no valid copy on a "
 			   "connected server",
 			c->id);
-	} else if (valid < (int)m->cfg.goal && !c->busy) {
+	} else if (valid < (int)chunk_goal(c, (unsigned)m->cfg.goal) &&
+		   !c->busy) {
 		k->r->undergoal_chunks++;
 	}
 	return 0;

@@ -347,7 +347,17 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 		}
 	}
 	if (v & SWEEPFS__SETATTR_VALID__SET_MODE) {
-		if (!cred_owns(&cred, n)) {
+		uint32_t want = q->mode & 07777, ids = S_ISUID | S_ISGID;
+		/*
+		 * A write by someone else drops the set-id bits, and the
+		 * kernel does it with a chmod that clears only them: allowed
+		 * to whoever may write, as a write itself would be.
+		 */
+		bool drop_only = (want & ~ids) == (mode & ~ids) &&
+				 (want & ids & ~mode) == 0 && want != mode;
+
+		if (!cred_owns(&cred, n) &&
+		    !(drop_only && perm_check(&cred, n, PERM_W) == 0)) {
 			rc = -EPERM;
 			goto out_err;
 		}
@@ -583,6 +593,27 @@ static int open_mask(uint32_t flags)
 	return mask;
 }
 
+/*
+ * O_TRUNC: the kernel leaves it to us (atomic open-and-truncate). To
+ * size 0 with new mtime and ctime, journaled like a setattr; whole
+ * chunks go with the size, so nothing waits for chunkservers.
+ */
+static int open_truncate(struct req *r, struct node *n)
+{
+	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	sa.ino = n->ino;
+	sa.valid = NS_SET_SIZE | NS_SET_MTIME;
+	sa.has_size = sa.has_mtime = 1;
+	sa.size = 0;
+	sa.mtime = sw_now_ns();
+	mut.time = sa.mtime;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
+	mut.setattr = &sa;
+	return master_commit(r->m, r, &mut);
+}
+
 /* Open existing @n for session @r->s; the reply is the caller's. */
 static int open_node(struct req *r, const struct cred *c, struct node *n,
 		     uint32_t flags)
@@ -595,6 +626,8 @@ static int open_node(struct req *r, const struct cred *c, struct node *n,
 		return perm_check(c, n, PERM_R);
 	}
 	rc = perm_check(c, n, open_mask(flags));
+	if (rc == 0 && S_ISREG(n->mode) && (flags & O_TRUNC))
+		rc = open_truncate(r, n);
 	if (rc == 0 && S_ISREG(n->mode))
 		rc = session_open(r->m, r->s, n);
 	return rc;

@@ -255,6 +255,19 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_END:
 		rc = apply_snapshot(ns, m);
 		break;
+	case SWEEPFS__META__MUTATION__OP_SET_GOAL: {
+		struct node *n = ns_get(ns, m->set_goal->ino);
+		int64_t r;
+
+		if (!n || m->set_goal->goal > NS_GOAL_MAX) {
+			rc = n ? -EINVAL : -ENOENT;
+			break;
+		}
+		r = ns_set_goal(ns, n, m->set_goal->goal,
+				m->set_goal->recursive);
+		rc = r < 0 ? (int)r : 0;
+		break;
+	}
 	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
 	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
 	case SWEEPFS__META__MUTATION__OP_TRASH_DROP:
@@ -299,6 +312,8 @@ const char *mutation_name(const Sweepfs__Meta__Mutation *m)
 		return "snapshot_part";
 	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_END:
 		return "snapshot_end";
+	case SWEEPFS__META__MUTATION__OP_SET_GOAL:
+		return "set_goal";
 	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
 		return "set_trashtime";
 	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:

@@ -641,6 +641,7 @@ int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
 	n->gid = a->gid;
 	n->nlink = 1;
 	n->atime = n->mtime = n->ctime = a->now;
+	n->flags = dir->flags & NODE_GOAL_MASK;
 	rc = -ENOMEM;
 	switch (a->mode & S_IFMT) {
 	case S_IFDIR:
@@ -1509,6 +1510,64 @@ int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
 		}
 		changed += !(e->flags & EDGE_SNAPSHOT) != !snapshot;
 		ns_edge_flag(d, e, snapshot);
+		if (S_ISDIR(e->child->mode)) {
+			stack[depth++] = e;
+			d = e->child;
+			e = NULL;
+		}
+	}
+	free(stack);
+	return changed;
+}
+
+/* @n's goal becomes @goal; its chunks follow: a chunk only @n names
+ * takes the new goal, a shared one keeps the highest. */
+static void node_goal(struct ns *ns, struct node *n, unsigned goal)
+{
+	n->flags = (uint16_t)((n->flags & ~NODE_GOAL_MASK) |
+			      (goal << NODE_GOAL_SHIFT));
+	if (!S_ISREG(n->mode))
+		return;
+	for (uint32_t i = 0; i < ns_chunk_slots(n); i++) {
+		struct chunk *c = chunk_get(ns, ns_chunk_at(n, i));
+
+		if (!c)
+			continue;
+		if (c->refs == 1)
+			c->goal = (uint8_t)(goal ? goal : CHUNK_GOAL_DEFAULT);
+		else
+			chunk_goal_add(c, goal);
+	}
+}
+
+int64_t ns_set_goal(struct ns *ns, struct node *n, unsigned goal,
+		    bool recursive)
+{
+	struct edge **stack = NULL, *e = NULL;
+	struct node *d;
+	size_t depth = 0;
+	int64_t changed = ns_goal(n) != goal;
+
+	recursive = recursive && S_ISDIR(n->mode);
+	if (recursive && !(stack = walk_stack(n)))
+		return -ENOMEM; /* before anything changed */
+	node_goal(ns, n, goal);
+	if (!recursive)
+		return changed;
+	d = n;
+	for (;;) {
+		e = e ? e->next : d->u.dir->head;
+		while (e && !e->child)
+			e = e->next;
+		if (!e) {
+			if (depth == 0)
+				break;
+			e = stack[--depth];
+			d = d->u.dir->parent;
+			continue;
+		}
+		changed += ns_goal(e->child) != goal;
+		node_goal(ns, e->child, goal);
 		if (S_ISDIR(e->child->mode)) {
 			stack[depth++] = e;
 			d = e->child;

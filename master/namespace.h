@@ -37,6 +37,14 @@
 #define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
 #define NODE_DETACHED 0x0010 /* the root of a removed (detached) tree */
 #define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
+/*
+ * Copies wanted of a file's chunks (1..15; 0: the master's default goal).
+ * A new node takes its directory's; a directory's is only that default
+ * for what is made in it. Kept in the flags: the node has no room left.
+ */
+#define NODE_GOAL_MASK 0x0F00
+#define NODE_GOAL_SHIFT 8
+#define NS_GOAL_MAX 8
 
 /*
  * An inode: 64 bytes, from a slab. Sizes matter here: at 100 million files
@@ -178,6 +186,20 @@ struct ns {
 	void (*dir_gone)(void *arg, struct node *dir);
 	void *hook_arg;
 };
+
+static inline unsigned ns_goal(const struct node *n)
+{
+	return (n->flags & NODE_GOAL_MASK) >> NODE_GOAL_SHIFT;
+}
+
+/*
+ * Set @n's goal (0: the default) and, with @recursive and a directory,
+ * that of everything below; files' chunks follow (chunk_goal_add()).
+ * Returns nodes changed, or -ENOMEM (for the walk's stack) with nothing
+ * changed. O(names below).
+ */
+int64_t ns_set_goal(struct ns *ns, struct node *n, unsigned goal,
+		    bool recursive);
 
 /* Whether @c must not be written in place: a snapshot being copied may
  * name it (chunks.h). */

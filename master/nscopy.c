@@ -191,7 +191,8 @@ static void img_node(struct img *w, const struct ns *ns, const struct node *n,
 	img_u8(w, 'N');
 	img_u8(w, namelen);
 	img_put(w, name, namelen);
-	img_u8(w, eflags & EDGE_SNAPSHOT);
+	/* The name's flag, and the node's goal in the high bits. */
+	img_u8(w, (uint8_t)((eflags & EDGE_SNAPSHOT) | (ns_goal(n) << 4)));
 	img_u32(w, n->mode);
 	img_u32(w, n->uid);
 	img_u32(w, n->gid);
@@ -338,6 +339,7 @@ struct rec {
 	const char *name;
 	uint8_t namelen;
 	uint8_t eflags;
+	uint8_t goal;
 	struct node tmpl;	/* attributes; ino, nlink, flags, u unset */
 	uint64_t key;
 	uint32_t trashtime;
@@ -391,6 +393,9 @@ static int rd_node(struct rd *r, struct rec *x)
 	for (int i = 4; i < 9; i++)
 		rd_uint(&h, 8, &v[i]);
 	x->eflags = (uint8_t)(v[0] & EDGE_SNAPSHOT);
+	x->goal = (uint8_t)(v[0] >> 4);
+	if (x->goal > NS_GOAL_MAX)
+		return -EUCLEAN;
 	x->tmpl.mode = (uint32_t)v[1];
 	x->tmpl.uid = (uint32_t)v[2];
 	x->tmpl.gid = (uint32_t)v[3];
@@ -588,7 +593,7 @@ static int make_node(struct ns *ns, struct ns_copy *c, const struct rec *x,
 
 	tmpl.ino = ino;
 	tmpl.nlink = 1;
-	tmpl.flags = 0;
+	tmpl.flags = (uint16_t)(x->goal << NODE_GOAL_SHIFT);
 	if (S_ISCHR(tmpl.mode) || S_ISBLK(tmpl.mode))
 		tmpl.u.rdev = x->rdev;
 	rc = ns_load_node(ns, &tmpl, x->target, &n);

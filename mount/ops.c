@@ -135,32 +135,37 @@ static struct namectx *namectx_new(fuse_req_t req, uint64_t parent,
 	return c;
 }
 
-/* A new name: reply, then add it to the cached listing. */
+/*
+ * A new name: into the cached listing, then the reply (a readdir right
+ * after mkdir must list it).
+ */
 static void added_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct namectx *c = arg;
-	struct mount *m = mnt(c->req); /* the req goes with the reply */
+	struct mount *m = mnt(c->req);
 	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
 	const Sweepfs__Attr *a = rc == 0 ? r->attr : NULL;
 
-	entry_done(c->req, rc, reply);
 	if (a && r->has_cookie)
 		dircache_add(m->dcache, c->parent, c->name, r->cookie, a->ino,
 			     (uint8_t)((a->mode >> 12) & 15), a);
 	if (a && S_ISDIR(a->mode))
 		dircache_new_empty(m->dcache, a->ino);
+	entry_done(c->req, rc, reply);
 	free(c);
 }
 
-/* A name removed: reply, then drop it from the cached listing. */
+/* A name removed: dropped from the cached listing, then the reply. */
 static void removed_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct namectx *c = arg;
 	struct mount *m = mnt(c->req);
 
-	status_done(c->req, rc, reply);
+	/* Out of the cache before the kernel hears of it: its next lookup
+	 * of the name (mkdir right after rmdir) must not find it here. */
 	if (rc == 0)
 		dircache_remove(m->dcache, c->parent, c->name);
+	status_done(c->req, rc, reply);
 	free(c);
 }
 
@@ -280,11 +285,20 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 	struct fuse_entry_param e;
 	struct dc_entry de;
 
+	/* Longer than a name can be: the master says ENAMETOOLONG, not the
+	 * cache ENOENT. */
+	if (strlen(name) > SW_NAME_MAX)
+		return false;
 	switch (dircache_lookup(m->dcache, parent, name, &de)) {
 	case DC_FOUND:
 		if (!de.has_attr)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
+		/* Attributes past attr_timeout are not to be handed out:
+		 * the kernel would take them over newer ones it has (a
+		 * chown's, say). Ask the master. */
+		if (mount_attr_left(m, de.attr_at) <= 0)
+			return false;
 		mount_fill_entry(m, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
 		if (itable_ref(&m->inodes, de.attr.ino) < 0)
@@ -621,6 +635,11 @@ static void open_done(void *arg, int rc, ProtobufCMessage **reply)
 	if (rc < 0) {
 		fuse_reply_err(c->req, -rc);
 	} else {
+		const Sweepfs__OpenReply *r = (const void *)*reply;
+
+		/* O_TRUNC changed them; the kernel asks again anyway. */
+		if (r->attr)
+			mount_cache_attrs(m, r->attr, NULL, 0);
 		itable_open(&m->inodes, c->ino);
 		c->fi.fh = 0;
 		if (fuse_reply_open(c->req, &c->fi) < 0)
@@ -634,8 +653,15 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct mount *m = mnt(req);
 	struct mount_opctx *c = opctx_new(req, to_master(m, ino), fi);
 
-	if (c)
-		send_open(req, c->ino, (uint32_t)fi->flags, open_done, c);
+	if (!c)
+		return;
+	/* The master truncates at open (atomic O_TRUNC): our writes' size
+	 * must get there first, and what we knew of the chunks is off. */
+	if (fi->flags & O_TRUNC) {
+		data_flush_wait(m, c->ino);
+		data_forget(m, c->ino);
+	}
+	send_open(req, c->ino, (uint32_t)fi->flags, open_done, c);
 }
 
 /* create: the new name and the open file handle it comes with. */
@@ -666,17 +692,17 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	itable_ref(&m->inodes, a->ino);
 	itable_open(&m->inodes, a->ino);
 	c->fi.fh = 0;
-	/* The parent's new attributes before the reply (see entry_done). */
-	mount_cache_attrs(m, NULL, r->changed, r->n_changed);
-	if (fuse_reply_create(req, &e, &c->fi) < 0) {
-		itable_forget(&m->inodes, a->ino, 1);
-		send_release(m, a->ino);
-		goto out;
-	}
-	mount_cache_attrs(m, a, NULL, 0);
+	/* The parent's new attributes and listing before the reply (see
+	 * entry_done, added_done); the file's own attributes also, now that
+	 * the table knows the inode. */
+	mount_cache_attrs(m, a, r->changed, r->n_changed);
 	if (r->has_cookie)
 		dircache_add(m->dcache, c->n.parent, c->n.name, r->cookie,
 			     a->ino, DT_REG, a);
+	if (fuse_reply_create(req, &e, &c->fi) < 0) {
+		itable_forget(&m->inodes, a->ino, 1);
+		send_release(m, a->ino);
+	}
 out:
 	free(c);
 }

@@ -256,6 +256,11 @@ static void rd_fill_cache(struct rdctx *c)
 
 			if (e->has_attr)
 				mount_fresher_attr(c->m, &e->attr, &e->attr_at);
+			/* Stale attributes would overwrite newer ones the
+			 * kernel has: a plain entry instead. */
+			if (e->has_attr &&
+			    mount_attr_left(c->m, e->attr_at) <= 0)
+				e->has_attr = false;
 			if (!add_entry(c, e->name, e->ino, e->type,
 				       e->has_attr ? &e->attr : NULL,
 				       e->attr_at, e->cookie)) {

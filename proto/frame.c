@@ -61,6 +61,7 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(TRASHTIME, "trashtime", trashtime_req, trashtime_reply, 1, 0),
 	MSG(TRASH, "trash", trash_req, trash_reply, 1, 0),
 	MSG(FSCK, "fsck", fsck_req, fsck_reply, 0, 1),
+	MSG(GOAL, "goal", goal_req, goal_reply, 1, 0),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

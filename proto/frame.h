@@ -114,6 +114,7 @@ enum sw_msg_type {
 	SW_MSG_TRASHTIME = 40,
 	SW_MSG_TRASH = 41,
 	SW_MSG_FSCK = 42,
+	SW_MSG_GOAL = 43,
 	SW_MSG__COUNT
 };
 

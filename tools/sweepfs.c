@@ -26,6 +26,8 @@ static const struct command commands[] = {
 	{ "settrashtime", cmd_settrashtime, "how long removed files stay" },
 	{ "gettrashtime", cmd_gettrashtime, "show a directory's trash time" },
 	{ "trash", cmd_trash, "list, restore or purge removed files" },
+	{ "setgoal", cmd_setgoal, "copies kept of files' data" },
+	{ "getgoal", cmd_getgoal, "show a file's or directory's goal" },
 	{ "fsck", cmd_fsck, "check the master's namespace and chunks" },
 	{ 0 },
 };

@@ -674,6 +674,67 @@ static void test_copy_write_fd(void **state)
 	sw_buf_release(&got);
 }
 
+/* Goals: inherited, set recursively, carried by copies, and the chunks'
+ * goals follow the files naming them. */
+static void test_goals(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->ns;
+	struct node *d = mk(f, ns->root, "d", S_IFDIR | 0755), *a, *b, *sub;
+	struct chunk *ca, *cb;
+	struct sw_buf img;
+	uint64_t ino;
+
+	assert_int_equal(ns_set_goal(ns, d, 3, false), 1);
+	a = mk(f, d, "a", S_IFREG | 0644);
+	sub = mk(f, d, "sub", S_IFDIR | 0755);
+	b = mk(f, sub, "b", S_IFREG | 0644);
+	assert_int_equal(ns_goal(a), 3); /* inherited */
+	assert_int_equal(ns_goal(sub), 3);
+	assert_int_equal(ns_goal(b), 3);
+	give_chunks(f, a, 1);
+	give_chunks(f, b, 1);
+	ca = chunk_get(ns, ns_chunk_at(a, 0));
+	cb = chunk_get(ns, ns_chunk_at(b, 0));
+	assert_int_equal(chunk_goal(ca, 1), 3);
+	/* A copy shares the chunks, and the goal goes with the files. */
+	image_of(f, d, &img);
+	assert_true(copy_from(f, sw_buf_head(&img), sw_buf_used(&img), 0,
+			      "copy", &ino) > 0);
+	assert_int_equal(ns_goal(child(f, ns_get(ns, ino), "a")), 3);
+	/* Lowering one file's goal: its shared chunk keeps the highest. */
+	assert_int_equal(ns_set_goal(ns, a, 1, false), 1);
+	assert_int_equal(chunk_goal(ca, 1), 3);
+	/* Both names lowered, recursively: a chunk named by files of goal 1
+	 * and 2 wants 2, whatever the default. */
+	assert_int_equal(ns_set_goal(ns, ns_get(ns, ino), 2, true), 4);
+	assert_int_equal(ns_goal(child(f, child(f, ns_get(ns, ino), "sub"),
+				       "b")),
+			 2);
+	/* Recursion reached the directory and the file below it. */
+	assert_int_equal(ns_set_goal(ns, d, 0, true), 4);
+	assert_int_equal(ns_goal(b), 0);
+	/* cb: named by b (default now) and by the copy's b (2); a shared
+	 * chunk's goal only goes up while the master runs (it is worked out
+	 * afresh from the files when a checkpoint loads): still 3. The
+	 * default counts as soon as a file with it names the chunk. */
+	assert_int_equal(chunk_goal(cb, 1), 3);
+	assert_int_equal(chunk_goal(cb, 5), 5);
+	/* A chunk only one file names takes that file's goal exactly. */
+	{
+		struct node *solo = mk(f, ns->root, "solo", S_IFREG | 0644);
+		struct chunk *cs;
+
+		give_chunks(f, solo, 1);
+		cs = chunk_get(ns, ns_chunk_at(solo, 0));
+		assert_int_equal(ns_set_goal(ns, solo, 4, false), 1);
+		assert_int_equal(chunk_goal(cs, 1), 4);
+		assert_int_equal(ns_set_goal(ns, solo, 1, false), 1);
+		assert_int_equal(chunk_goal(cs, 3), 1);
+	}
+	sw_buf_release(&img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -695,6 +756,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_copy_write_fd, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_goals, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
