@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{ "status", cmd_status, "the master's state, sessions, memory" },
 	{ "stats", cmd_stats, "request counters, total and per session" },
 	{ "rmr", cmd_rmr, "remove trees on the master, in one request each" },
+	{ "rm", cmd_rm, "remove trees, fast, on any filesystem" },
 	{ "snapshot", cmd_snapshot, "copy a tree at once, sharing its data" },
 	{ "rmsnapshot", cmd_rmsnapshot, "remove a tree of snapshot objects" },
 	{ "seteattr", cmd_seteattr, "set the snapshot flag (-f snapshot)" },

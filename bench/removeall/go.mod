@@ -1,0 +1,3 @@
+module sweepfs/bench/removeall
+
+go 1.21
