@@ -94,8 +94,21 @@ struct dfile {
 	struct dfile *next;
 };
 
+/* A file this mount wrote lately (data_written_after()). */
+struct recent {
+	uint64_t ino;
+	int64_t at;		 /* mono ns of the last write */
+	struct recent *next;
+};
+
+#define RECENT_SLOTS 1024u
+#define RECENT_KEEP (10 * SW_NSEC_PER_SEC) /* longer than any attr_timeout */
+
 struct data {
 	pthread_mutex_t mu;
+	struct recent *recent[RECENT_SLOTS];
+	size_t nrecent;
+	int64_t recent_pruned;	 /* mono ns */
 	struct loc *locs[LOC_SLOTS];
 	size_t nlocs;
 	struct dfile *files[FILE_SLOTS];
@@ -178,9 +191,68 @@ static void file_maybe_free(struct data *d, struct dfile *f)
 	}
 }
 
+/*
+ * Remember that @ino was written now (lock held). Old entries go when
+ * the table has grown, at most once a second: it holds what was written
+ * in the last RECENT_KEEP, however fast files are written.
+ */
+static void recent_note(struct data *d, uint64_t ino)
+{
+	struct recent **pp = &d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
+	int64_t now = sw_mono_ns();
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	if (!*pp && (*pp = calloc(1, sizeof(**pp)))) {
+		(*pp)->ino = ino;
+		d->nrecent++;
+	}
+	if (*pp)
+		(*pp)->at = now;
+	if (d->nrecent > RECENT_SLOTS &&
+	    now - d->recent_pruned > SW_NSEC_PER_SEC) {
+		d->recent_pruned = now;
+		for (unsigned i = 0; i < RECENT_SLOTS; i++) {
+			for (pp = &d->recent[i]; *pp;) {
+				struct recent *r = *pp;
+
+				if (now - r->at > RECENT_KEEP && r->ino != ino) {
+					*pp = r->next;
+					free(r);
+					d->nrecent--;
+				} else {
+					pp = &r->next;
+				}
+			}
+		}
+	}
+}
+
+bool data_written_after(struct data *d, uint64_t ino, int64_t at)
+{
+	struct recent *r;
+	bool yes;
+
+	pthread_mutex_lock(&d->mu);
+	r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
+	while (r && r->ino != ino)
+		r = r->next;
+	yes = r && r->at >= at;
+	pthread_mutex_unlock(&d->mu);
+	return yes;
+}
+
 void data_free(struct data *d)
 {
 	locs_clear(d);
+	for (unsigned i = 0; i < RECENT_SLOTS; i++) {
+		while (d->recent[i]) {
+			struct recent *r = d->recent[i];
+
+			d->recent[i] = r->next;
+			free(r);
+		}
+	}
 	for (unsigned i = 0; i < FILE_SLOTS; i++) {
 		while (d->files[i]) {
 			struct dfile *f = d->files[i];
@@ -296,9 +368,16 @@ void data_release(struct mount *m, uint64_t ino, bool last)
 	}
 }
 
-/* Copy a valid cached location for (@ino, @index) into @out. */
+/*
+ * Copy a valid cached location for (@ino, @index) into @out; a read needs
+ * the file's bytes up to @end. A read location is a picture of the past:
+ * other clients may have grown the file since (its file_size, which reads
+ * are cut at, is stale) or written into a hole, so a read past the size
+ * it knew, or in a hole, asks the master again. A write location is this
+ * mount's own lease: its writes are in local_size.
+ */
 static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index,
-		       bool write, struct loc *out)
+		       bool write, uint64_t end, struct loc *out)
 {
 	uint64_t now_ms = (uint64_t)(sw_now_ns() / 1000000);
 	struct loc *l;
@@ -307,8 +386,9 @@ static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index,
 	pthread_mutex_lock(&d->mu);
 	l = *loc_find(d, ino, index);
 	/* A token that runs out within a minute is not worth the risk. */
-	if (l && (l->write || !write) &&
-	    (l->hole || l->expires > now_ms + 60000)) {
+	if (l && (l->write || !write) && !l->hole &&
+	    (l->write || end <= l->file_size) &&
+	    l->expires > now_ms + 60000) {
 		*out = *l;
 		ok = true;
 	}
@@ -433,7 +513,7 @@ static void located(void *arg, int rc, ProtobufCMessage **reply)
 		return;
 	}
 	loc_from_reply(p, (Sweepfs__ChunkReply *)*reply);
-	if (!p->loc.hole || !p->op->write)
+	if (!p->loc.hole) /* a hole may be written by anyone, any time */
 		loc_store(p->op->m->data, &p->loc);
 	p->next_server = 0;
 	part_go(p);
@@ -724,6 +804,7 @@ static void write_finish(struct op *o)
 		f->mtime = sw_now_ns();
 		f->gen++;
 		f->closing = false;
+		recent_note(d, o->ino);
 		if (!f->sending)
 			commit_send(m, f);
 	}
@@ -893,7 +974,11 @@ static void op_start(struct mount *m, fuse_req_t req, uint64_t ino,
 	for (int i = 0; i < nparts; i++) {
 		struct part *p = &o->parts[i];
 
-		if (loc_lookup(m->data, ino, p->index, wbuf != NULL, &p->loc))
+		uint64_t end = (uint64_t)p->index * SW_CHUNK_SIZE + p->offset +
+			       p->size;
+
+		if (loc_lookup(m->data, ino, p->index, wbuf != NULL, end,
+			       &p->loc))
 			part_go(p);
 		else
 			locate(p);

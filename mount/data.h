@@ -59,6 +59,9 @@ void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
 		void *arg);
 int data_flush_wait(struct mount *m, uint64_t ino);
 
+/* Whether this mount wrote to @ino at or after @at (mono ns), lately. */
+bool data_written_after(struct data *d, uint64_t ino, int64_t at);
+
 /*
  * Size and mtime of @ino as this mount's writes left them, if the master
  * may not have them yet: *@size and *@mtime raised to them, true.

@@ -61,13 +61,16 @@ void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 	Sweepfs__Attr t;
 	int64_t expires, fetched;
 
-	if (!itable_get_attr(&m->inodes, a->ino, &t, &expires))
-		return;
-	fetched = expires - (int64_t)(m->attr_timeout * 1e9);
-	if (fetched > *at) {
-		*a = t;
-		*at = fetched;
+	if (itable_get_attr(&m->inodes, a->ino, &t, &expires)) {
+		fetched = expires - (int64_t)(m->attr_timeout * 1e9);
+		if (fetched > *at) {
+			*a = t;
+			*at = fetched;
+		}
 	}
+	/* Written here since: as good as expired. */
+	if (S_ISREG(a->mode) && data_written_after(m->data, a->ino, *at))
+		*at = 0;
 }
 
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

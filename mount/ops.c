@@ -696,6 +696,10 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	 * entry_done, added_done); the file's own attributes also, now that
 	 * the table knows the inode. */
 	mount_cache_attrs(m, a, r->changed, r->n_changed);
+	/* With the attributes: a remover needs no lookup for it later. The
+	 * writes that usually follow make them old; the mount remembers
+	 * which files it wrote lately, so that they are not handed out
+	 * then (mount_fresher_attr()). */
 	if (r->has_cookie)
 		dircache_add(m->dcache, c->n.parent, c->n.name, r->cookie,
 			     a->ino, DT_REG, a);

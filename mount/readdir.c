@@ -256,11 +256,24 @@ static void rd_fill_cache(struct rdctx *c)
 
 			if (e->has_attr)
 				mount_fresher_attr(c->m, &e->attr, &e->attr_at);
-			/* Stale attributes would overwrite newer ones the
-			 * kernel has: a plain entry instead. */
-			if (e->has_attr &&
-			    mount_attr_left(c->m, e->attr_at) <= 0)
-				e->has_attr = false;
+			/*
+			 * Attributes past attr_timeout would overwrite newer
+			 * ones the kernel has (a chown's); entries without
+			 * them cost the kernel a lookup each. So the listing
+			 * is fetched again from here, once, with fresh ones.
+			 */
+			if (c->plus && e->has_attr &&
+			    mount_attr_left(c->m, e->attr_at) <= 0) {
+				free(ents);
+				if (c->pos) {
+					rd_finish(c, 0); /* what we have */
+					return;
+				}
+				dircache_drop(c->m->dcache, c->dh->ino);
+				c->uncached = true;
+				rd_fetch(c, c->cookie);
+				return;
+			}
 			if (!add_entry(c, e->name, e->ino, e->type,
 				       e->has_attr ? &e->attr : NULL,
 				       e->attr_at, e->cookie)) {
