@@ -175,7 +175,7 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 				x->connected = csrv_up(s);
 				x->total_bytes = s->total_bytes;
 				x->used_bytes = s->used_bytes;
-				x->chunks = s->chunks;
+				x->chunks = s->reported_chunks;
 				x->deletes_pending =
 					(s->delq_len - s->delq_head) / 2;
 				x->deleted = s->deleted;

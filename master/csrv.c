@@ -190,6 +190,7 @@ int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
 	}
 	cmd->id = k->id;
 	conn_notify(s->conn, SW_MSG_CS_COMMAND, &cmd->base);
+	s->changed_at = sw_mono_ns();
 	s->inflight++;
 	if (k->replicate)
 		s->replicating++;
@@ -206,6 +207,7 @@ static void cmd_finish(struct master *m, struct cs_cmd *k, int rc)
 		s->inflight--;
 		if (k->replicate)
 			s->replicating--;
+		s->changed_at = sw_mono_ns();
 	}
 	if (k->cb)
 		k->cb(m, k->arg, k->srv, rc);
@@ -373,8 +375,10 @@ void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q)
 	}
 	s->total_bytes = q->total_bytes;
 	s->used_bytes = q->used_bytes;
-	if (q->has_chunks)
+	if (q->has_chunks) {
 		s->reported_chunks = q->chunks;
+		s->reported_at = sw_mono_ns();
+	}
 	s->last_seen = sw_mono_ns();
 	req_reply(r, &reply.base);
 }

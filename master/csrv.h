@@ -37,6 +37,8 @@ struct csrv {
 	uint64_t used_bytes;
 	uint64_t chunks;	/* copies it holds, by our count */
 	uint64_t reported_chunks; /* chunk files it says it has */
+	int64_t reported_at;	/* mono ns of that report (heartbeat) */
+	int64_t changed_at;	/* mono ns of the last command sent or done */
 	int64_t last_seen;	/* mono ns */
 	uint64_t *delq;		/* (chunk id, version) pairs to delete */
 	size_t delq_len, delq_cap, delq_head;

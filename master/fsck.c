@@ -6,7 +6,9 @@
  * atime as a name counter and a spare flag bit as "reached", and each
  * chunk's lease time as a reference counter), so the master goes on
  * serving while it runs and nothing needs a lock or a slice. The child
- * sends its report back through a pipe.
+ * sends its report back through a pipe. Before forking it waits
+ * (FSCK_WAIT at most) until every chunkserver has reported its chunk
+ * count since the last command it got, so that the counts compare.
  *
  * What is checked:
  *  - every node is reachable from the root, a tree being purged, the
@@ -351,8 +353,12 @@ static int check_servers(struct check *k, Sweepfs__FsckServer **out)
 		x->deletes_pending = queued;
 		x->reported = s->reported_chunks;
 		/* Stale and damaged copies are in the chunk table until their
-		 * deletion is queued; queued ones left it. */
-		if (x->connected && s->reported_chunks != t.known[i] + queued) {
+		 * deletion is queued; queued ones left it. A count from before
+		 * the server's last command cannot be compared. */
+		x->has_in_motion = 1;
+		x->in_motion = s->reported_at <= s->changed_at;
+		if (x->connected && !x->in_motion &&
+		    s->reported_chunks != t.known[i] + queued) {
 			k->r->inventory_mismatches++;
 			problem(k, "chunkserver %s reports %" PRIu64
 				   " chunk files; the master knows %" PRIu64
@@ -480,11 +486,19 @@ static void child_main(struct master *m, int fd, uint32_t max)
 /* ---- the parent -------------------------------------------------------- */
 
 struct fsck_run {
+	struct master *m;
 	uv_pipe_t pipe;
+	uv_timer_t timer;	/* waiting for chunkserver reports */
+	int64_t deadline;	/* mono ns: then check anyway */
+	uint32_t max;		/* problems to list */
 	pid_t pid;
 	struct req *req;
 	struct sw_buf in;
 };
+
+/* How long a check waits for chunkservers to report their counts after
+ * their last command (they do with every heartbeat, 5 s apart). */
+#define FSCK_WAIT (12 * SW_NSEC_PER_SEC)
 
 static bool running;
 
@@ -548,60 +562,119 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	uv_close((uv_handle_t *)&f->pipe, on_closed);
 }
 
-static void op_fsck(struct req *r, const ProtobufCMessage *msg)
+/* Fork the check for @f (its request deferred); answers on failure. */
+static void start_child(struct master *m, struct fsck_run *f)
 {
-	const Sweepfs__FsckReq *q = (const void *)msg;
-	uint32_t max = q->has_max_problems ? q->max_problems : 100;
-	struct fsck_run *f;
 	int fds[2], rc;
 	pid_t pid;
 
-	if (running) {
-		req_error(r, -EBUSY);
-		return;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		req_error(f->req, -errno);
+		goto out_fail;
 	}
-	max = SW_MIN(max, 10000);
-	f = calloc(1, sizeof(*f));
-	if (!f || pipe2(fds, O_CLOEXEC) < 0) {
-		free(f);
-		req_error(r, -errno);
-		return;
-	}
-	f->req = req_defer(r);
-	if (!f->req || uv_pipe_init(r->m->loop, &f->pipe, 0) < 0) {
-		if (f->req)
-			req_done(f->req);
+	rc = uv_pipe_init(m->loop, &f->pipe, 0);
+	if (rc < 0) {
 		close(fds[0]);
 		close(fds[1]);
-		free(f);
-		req_error(r, -ENOMEM);
-		return;
+		req_error(f->req, rc);
+		goto out_fail;
 	}
 	f->pipe.data = f;
 	rc = uv_pipe_open(&f->pipe, fds[0]);
 	pid = rc == 0 ? fork() : -1;
 	if (pid == 0)
-		child_main(r->m, fds[1], max);
+		child_main(m, fds[1], f->max);
 	close(fds[1]);
 	if (pid < 0) {
 		req_error(f->req, rc < 0 ? rc : -errno);
 		req_done(f->req);
 		if (rc < 0)
 			close(fds[0]);
+		running = false;
 		uv_close((uv_handle_t *)&f->pipe, on_closed);
 		return;
 	}
 	f->pid = pid;
-	running = true;
 	rc = uv_read_start((uv_stream_t *)&f->pipe, on_alloc, on_read);
 	if (rc < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		running = false;
 		req_error(f->req, rc);
 		req_done(f->req);
+		running = false;
 		uv_close((uv_handle_t *)&f->pipe, on_closed);
 	}
+	return;
+
+out_fail:
+	req_done(f->req);
+	running = false;
+	sw_buf_release(&f->in);
+	free(f);
+}
+
+/* Whether every connected chunkserver has reported since its last
+ * command: then its count can be compared with ours. */
+static bool reports_fresh(struct master *m)
+{
+	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
+		struct csrv *s = m->csrvs[i];
+
+		if (csrv_up(s) && s->reported_at <= s->changed_at)
+			return false;
+	}
+	return true;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct fsck_run *f = h->data;
+
+	start_child(f->m, f);
+}
+
+/* Waiting for the chunkservers' next reports (a heartbeat each, at most
+ * FSCK_WAIT): then the check. */
+static void on_wait(uv_timer_t *t)
+{
+	struct fsck_run *f = t->data;
+
+	if (!reports_fresh(f->m) && sw_mono_ns() < f->deadline &&
+	    !f->m->stopping)
+		return;
+	uv_timer_stop(t);
+	uv_close((uv_handle_t *)t, on_timer_closed);
+}
+
+static void op_fsck(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__FsckReq *q = (const void *)msg;
+	uint32_t max = q->has_max_problems ? q->max_problems : 100;
+	struct fsck_run *f;
+
+	if (running) {
+		req_error(r, -EBUSY);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (f)
+		f->req = req_defer(r);
+	if (!f || !f->req) {
+		free(f);
+		req_error(r, -ENOMEM);
+		return;
+	}
+	f->m = r->m;
+	f->max = SW_MIN(max, 10000);
+	running = true;
+	if (reports_fresh(r->m)) {
+		start_child(r->m, f);
+		return;
+	}
+	f->deadline = sw_mono_ns() + FSCK_WAIT;
+	uv_timer_init(r->m->loop, &f->timer);
+	f->timer.data = f;
+	uv_timer_start(&f->timer, on_wait, 100, 100);
 }
 
 req_handler fsck_handler(uint16_t type)

@@ -97,6 +97,7 @@ int cmd_fsck(int argc, char **argv)
 			json_u64(&j, "known", s->known);
 			json_u64(&j, "deletes_pending", s->deletes_pending);
 			json_u64(&j, "reported", s->reported);
+			json_bool(&j, "in_motion", s->in_motion);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
@@ -115,9 +116,11 @@ int cmd_fsck(int argc, char **argv)
 
 			printf("  chunkserver %-22s %-9s %" PRIu64
 			       " chunk files, %" PRIu64 " copies known, %" PRIu64
-			       " deletions queued\n",
+			       " deletions queued%s\n",
 			       s->listen, s->connected ? "connected" : "down",
-			       s->reported, s->known, s->deletes_pending);
+			       s->reported, s->known, s->deletes_pending,
+			       s->in_motion ? " (busy: counts not compared)"
+					    : "");
 		}
 		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 			if (counts[i].v)

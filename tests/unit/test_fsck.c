@@ -42,6 +42,9 @@ static int setup(void **state)
 	f->srv.id = 1;
 	snprintf(f->srv.listen, sizeof(f->srv.listen), "cs1:9522");
 	f->srv.conn = (struct conn *)&f->srv;
+	/* It has reported since its last command: counts compare. */
+	f->srv.reported_at = 2;
+	f->srv.changed_at = 1;
 	f->m.csrvs[1] = &f->srv;
 	f->m.ncsrvs = 1;
 	*state = f;
@@ -199,6 +202,16 @@ static void test_fsck_finds_each_kind(void **state)
 	assert_int_equal(problems(r), 1);
 	fsck_free(r);
 	f->srv.reported_chunks -= 5;
+
+	/* A report older than the server's last command is not compared. */
+	f->srv.reported_chunks += 5;
+	f->srv.changed_at = 3;
+	r = check(f);
+	assert_int_equal(r->inventory_mismatches, 0);
+	assert_true(r->servers[0]->in_motion);
+	fsck_free(r);
+	f->srv.reported_chunks -= 5;
+	f->srv.changed_at = 1;
 
 	/* A node nothing names. */
 	tmpl.ino = ns->next_ino;
