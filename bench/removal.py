@@ -179,10 +179,15 @@ def main():
 
     busy, (wall, freed, busy_ms) = run_probe(probe_mnt, "busy", 10 ** 9,
                                              purge_it)
+    bg = cl.info()
     results["probe"] = {
         "idle": idle, "during_purge": busy,
         "purge": {"seconds": wall, "nodes": freed, "busy_ms": busy_ms},
         "idle_getattr_requests_at_master": getattrs,
+        # The loop's side: the longest background slice is the most a
+        # request can have waited behind the purge.
+        "background": {k: bg.get(k) for k in (
+            "bg_slices", "bg_slice_max_us", "bg_slices_over_1ms")},
         "ratio_p99": {
             k: busy[k]["p99_us"] / idle[k]["p99_us"] for k in ("stat",
                                                                "create")},
@@ -215,6 +220,10 @@ def main():
             print("%-8s %-6s %10.1f %10.1f %10.1f" % (
                 op, label, s["p50_us"], s["p99_us"], s["max_us"]))
         print("%-8s p99 ratio %.2f" % (op, results["probe"]["ratio_p99"][op]))
+    b = results["probe"]["background"]
+    print("master: %s background slices, longest %.3f ms, %s over 1 ms" % (
+        b["bg_slices"], (b["bg_slice_max_us"] or 0) / 1000,
+        b["bg_slices_over_1ms"]))
 
     ctx = cluster.context(build, {"benchmark": "removal", "sizes": sizes,
                                   "master_config": a.set,

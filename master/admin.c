@@ -158,6 +158,11 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.snapshot_nodes = ns_copy_nodes(&m->ns);
 	reply.snapshots_waiting = snapjob_waiting(m);
 	reply.trash_items = m->ns.ntrash;
+	reply.has_bg_slices = reply.has_bg_slice_max_us = 1;
+	reply.has_bg_slices_over_1ms = 1;
+	reply.bg_slices = m->bg_slices;
+	reply.bg_slice_max_us = (uint64_t)m->bg_slice_max_ns / 1000;
+	reply.bg_slices_over_1ms = m->bg_slices_over_1ms;
 	{
 		Sweepfs__ServerInfo *si = calloc(m->ncsrvs + 1, sizeof(*si));
 		Sweepfs__ServerInfo **sp = calloc(m->ncsrvs + 1, sizeof(*sp));

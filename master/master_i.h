@@ -3,7 +3,8 @@
  * sessions and requests. Everything here lives on the loop thread.
  *
  * Map:
- *   main.c       configuration, start-up (checkpoint + replay), signals
+ *   main.c       options, daemon, signals
+ *   master.c     start-up (checkpoint + replay), housekeeping, stop
  *   server.c     TCP, framing, dispatch, reply queues, group commit
  *   session.c    sessions, open files, orphans, readdir cursors
  *   fsops.c      one handler per namespace request
@@ -60,6 +61,8 @@ struct master_config {
 	uint64_t purge_duty;	       /* percent of the loop's time */
 	uint64_t snapshot_sync_max;    /* nodes a snapshot copies at once */
 	char exports_file[4096];       /* exports.h; absent: open to all */
+	uint64_t changelog_prealloc;   /* not a key: 0 is changelog.c's
+					* default; tests take less */
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -172,6 +175,11 @@ struct master {
 	double purge_credit;	/* ns of purge time earned */
 	int64_t purge_last;	/* mono ns of the last slice */
 	uint64_t purge_busy_ns;	/* spent purging, in all */
+	/* Background slices (purge, snapshot copies): how many, the
+	 * longest, and how many took over a millisecond. */
+	uint64_t bg_slices;
+	int64_t bg_slice_max_ns;
+	uint64_t bg_slices_over_1ms;
 
 	struct snapper *snap;	/* snapshots being made (snapjob.c) */
 
@@ -442,7 +450,37 @@ req_handler admin_handler(uint16_t type);
 /* Take this second's sample for the rates status reports. */
 void admin_sample(struct master *m);
 
-/* ---- main.c --------------------------------------------------------- */
+/* ---- master.c ------------------------------------------------------- */
+
+/* Fill @c with the defaults of every configuration key. */
+void master_config_defaults(struct master_config *c);
+
+/*
+ * Start the master described by m->cfg on @loop (the rest of @m zeroed):
+ * load the newest checkpoint and replay the changelog in cfg.data_dir,
+ * open a new changelog file, load the exports, listen, start the timers,
+ * the purge and the clean-up of an interrupted snapshot. The caller holds
+ * the data directory's lock. Returns 0, or -errno (logged); after a
+ * failure @m is half-started and good only for exiting.
+ */
+int master_start(struct master *m, uv_loop_t *loop);
+
+/*
+ * Begin a clean stop: give up snapshot copies, flush and close the
+ * changelog, send what replies remain and close every connection, stop
+ * the timers and the purge. The loop runs out once they are closed; then
+ * master_release(). A second call does nothing.
+ */
+void master_stop(struct master *m);
+
+/* Free what master_start() built, once the loop has run out. */
+void master_release(struct master *m);
+
+/*
+ * (Re)load cfg.exports_file: a missing file opens everything to everyone;
+ * a broken one keeps the exports in force. 0 or -errno (logged).
+ */
+int master_load_exports(struct master *m);
 
 /* Start a checkpoint now if none is running. */
 void master_checkpoint(struct master *m);

@@ -156,6 +156,12 @@ bool background_may_run(struct master *m)
 void background_spent(struct master *m, int64_t ns)
 {
 	m->purge_credit -= (double)ns;
+	/* What a request arriving meanwhile waited for, at worst. */
+	m->bg_slices++;
+	if (ns > m->bg_slice_max_ns)
+		m->bg_slice_max_ns = ns;
+	if (ns > 1000000)
+		m->bg_slices_over_1ms++;
 }
 
 static void purge_run(uv_idle_t *h)

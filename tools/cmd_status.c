@@ -108,6 +108,9 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "snapshot_nodes", s->snapshot_nodes);
 	json_u64(&j, "snapshots_waiting", s->snapshots_waiting);
 	json_u64(&j, "trash_items", s->trash_items);
+	json_u64(&j, "bg_slices", s->bg_slices);
+	json_u64(&j, "bg_slice_max_us", s->bg_slice_max_us);
+	json_u64(&j, "bg_slices_over_1ms", s->bg_slices_over_1ms);
 	json_arr_begin(&j, "servers");
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
@@ -218,6 +221,11 @@ int cmd_status(int argc, char **argv)
 	if (s->has_purge_eta_ms)
 		printf(", done in ~%.1f s", (double)s->purge_eta_ms / 1000);
 	printf("\n");
+	if (s->bg_slices)
+		printf("background: %" PRIu64 " slices, longest %.3f ms, %" PRIu64
+		       " over 1 ms\n",
+		       s->bg_slices, (double)s->bg_slice_max_us / 1000,
+		       s->bg_slices_over_1ms);
 	if (s->snapshot_id || s->snapshots_waiting)
 		printf("snapshot: %" PRIu64 " being copied (%" PRIu64
 		       " nodes so far), %" PRIu64 " waiting\n",
