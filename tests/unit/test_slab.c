@@ -290,8 +290,10 @@ static void test_slab_release_after_free(void **state)
 	}
 	if (SLAB_PAGES)
 		assert_int_equal(s->pages, 4);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		slab_free(s, f->objs[i]);
+		f->objs[i] = NULL;
+	}
 	slab_release(s);
 	assert_int_equal(s->live, 0);
 	assert_int_equal(s->pages, 0);
