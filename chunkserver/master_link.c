@@ -661,7 +661,8 @@ static int fetch(void *arg, uint32_t off, uint8_t *buf, uint32_t size)
 	if (rc == 0 && r->has_data && r->data.len > size)
 		rc = -EPROTO;
 	if (rc == 0 && r->has_data) {
-		memcpy(buf, r->data.data, r->data.len);
+		if (r->data.len) /* an empty one has no buffer at all */
+			memcpy(buf, r->data.data, r->data.len);
 		rc = (int)r->data.len;
 	}
 	protobuf_c_message_free_unpacked(reply, NULL);

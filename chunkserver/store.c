@@ -523,6 +523,7 @@ static int reserve(struct store *s, uint64_t id, uint32_t version, int prefer,
 		   bool replace, struct newfile *nf)
 {
 	struct chunk *e, *c = calloc(1, sizeof(*c));
+	bool refreshed = false;
 	int d, rc = 0;
 
 	if (!c)
@@ -530,6 +531,7 @@ static int reserve(struct store *s, uint64_t id, uint32_t version, int prefer,
 	nf->c = c;
 	nf->old = NULL;
 	nf->fd = -1;
+retry:
 	pthread_mutex_lock(&s->lock);
 	e = idmap_get(&s->map, id);
 	if (e && (!replace || e->state != CHUNK_READY ||
@@ -538,6 +540,16 @@ static int reserve(struct store *s, uint64_t id, uint32_t version, int prefer,
 		goto out_unlock;
 	}
 	d = pick_dir(s, prefer);
+	if (d == -ENOSPC && !refreshed) {
+		/* The free space left is an estimate that takes
+		 * PLACE_ESTIMATE off per new chunk until the next refresh,
+		 * so many small chunks in a row exhaust it long before the
+		 * disk fills: ask the filesystems before refusing. */
+		pthread_mutex_unlock(&s->lock);
+		store_refresh_space(s);
+		refreshed = true;
+		goto retry;
+	}
 	if (d < 0) {
 		rc = d;
 		goto out_unlock;

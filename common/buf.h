@@ -49,7 +49,8 @@ static inline size_t sw_buf_used(const struct sw_buf *b)
 
 static inline uint8_t *sw_buf_head(const struct sw_buf *b)
 {
-	return b->data + b->off;
+	/* NULL + 0 is undefined behaviour: a buffer never filled. */
+	return b->data ? b->data + b->off : NULL;
 }
 
 /*

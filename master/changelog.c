@@ -49,6 +49,10 @@ struct changelog {
 	uint64_t written;      /* bytes in the current file */
 	uint64_t durable;      /* last version durable per policy */
 	uv_async_t async;      /* sync thread -> loop */
+	/* The payload changelog_prepare() packed at the end of pending
+	 * (not yet counted in its len), and for which mutation. */
+	const Sweepfs__Meta__Mutation *prepared;
+	size_t prepared_len;
 
 	/* Under mu. */
 	pthread_mutex_t mu;
@@ -334,9 +338,18 @@ int changelog_admit(const struct changelog *cl)
 
 int changelog_prepare(struct changelog *cl, const Sweepfs__Meta__Mutation *m)
 {
-	return sw_buf_reserve(&cl->pending,
-			      REC_HDR + protobuf_c_message_get_packed_size(
-						&m->base));
+	int rc = sw_buf_reserve(
+		&cl->pending,
+		REC_HDR + protobuf_c_message_get_packed_size(&m->base));
+
+	if (rc < 0)
+		return rc;
+	/* Packed now: applying @m may free what it points to (names of
+	 * entries it removes) before the append. */
+	cl->prepared_len = protobuf_c_message_pack(
+		&m->base, cl->pending.data + cl->pending.len + REC_HDR);
+	cl->prepared = m;
+	return 0;
 }
 
 void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
@@ -346,16 +359,21 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 	size_t len;
 	uint32_t crc;
 
-	/* The caller prepared: this cannot fail. */
-	if (sw_buf_reserve(&cl->pending,
-			   REC_HDR + protobuf_c_message_get_packed_size(
-					     &m->base)) < 0) {
-		sw_crit(TAG, "out of memory appending version %" PRIu64,
-			version);
-		abort();
+	if (cl->prepared != m) {
+		/* Not prepared, which the caller promised it was. */
+		if (sw_buf_reserve(&cl->pending,
+				   REC_HDR + protobuf_c_message_get_packed_size(
+						     &m->base)) < 0) {
+			sw_crit(TAG, "out of memory appending version %" PRIu64,
+				version);
+			abort();
+		}
+		cl->prepared_len = protobuf_c_message_pack(
+			&m->base, cl->pending.data + cl->pending.len + REC_HDR);
 	}
+	cl->prepared = NULL;
 	rec = cl->pending.data + cl->pending.len;
-	len = protobuf_c_message_pack(&m->base, rec + REC_HDR);
+	len = cl->prepared_len;
 	put_le32(rec, (uint32_t)len);
 	put_le64(rec + 8, version);
 	crc = sw_crc32c(0, rec + 8, 8 + len);

@@ -72,14 +72,18 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 int changelog_admit(const struct changelog *cl);
 
 /*
- * Make room to append @m (so the append after applying it cannot fail).
- * Returns 0 or -ENOMEM.
+ * Make room to append @m and encode it there, so that the append after
+ * applying it cannot fail, and so that what @m points to may be freed in
+ * between (applying an unlink frees the name it carries). Returns 0 or
+ * -ENOMEM. A prepare not followed by its append is forgotten at the next.
  */
 int changelog_prepare(struct changelog *cl, const Sweepfs__Meta__Mutation *m);
 
 /*
- * Append @m as version @version, which must be the last version + 1. Does
- * not fail after a successful changelog_prepare() for the same @m.
+ * Append @m as version @version, which must be the last version + 1: the
+ * encoding changelog_prepare() made of @m, if it was the last prepared;
+ * otherwise @m as it is now (and then ENOMEM aborts). Does not fail after
+ * a successful changelog_prepare() for the same @m.
  */
 void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 		      uint64_t version);

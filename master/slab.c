@@ -31,8 +31,6 @@ struct slab_page {
 
 #define PAGE_HDR ((sizeof(struct slab_page) + 15) & ~(size_t)15)
 
-static struct slab_page *pool;
-
 #if defined(__SANITIZE_ADDRESS__)
 #define SLAB_USE_MALLOC 1
 #elif defined(__has_feature)
@@ -40,6 +38,10 @@ static struct slab_page *pool;
 #define SLAB_USE_MALLOC 1
 #endif
 #endif
+
+#ifndef SLAB_USE_MALLOC
+
+static struct slab_page *pool;
 
 static struct slab_page *region_carve(void)
 {
@@ -109,6 +111,8 @@ static void page_put(struct slab *s, struct slab_page *p)
 	p->next = pool;
 	pool = p;
 }
+
+#endif
 
 void slab_init(struct slab *s, size_t objsize)
 {

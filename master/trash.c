@@ -517,6 +517,7 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 	struct master *m = r->m;
 	struct trash_item *t;
 	struct node *dir;
+	char name[SW_NAME_MAX];
 	int rc;
 
 	if (q->op == 1) {
@@ -541,8 +542,11 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 	if (q->has_name) {
 		tr.name = q->name;
 	} else {
-		tr.name.data = (uint8_t *)t->name;
-		tr.name.len = strlen(t->name);
+		/* A copy: the restore frees the item, its name with it,
+		 * before the record is packed. */
+		tr.name.len = SW_MIN(strlen(t->name), sizeof(name));
+		memcpy(name, t->name, tr.name.len);
+		tr.name.data = (uint8_t *)name;
 	}
 	dir = req_node(r, tr.parent);
 	if (tr.name.len > SW_NAME_MAX || !sw_name_valid(tr.name.data,

@@ -571,7 +571,8 @@ static void read_done(void *arg, int rc, ProtobufCMessage **reply)
 		op_part_done(o, -EIO);
 		return;
 	}
-	memcpy(o->buf + p->pos, r->data.data, r->data.len);
+	if (r->data.len) /* an empty one has no buffer at all */
+		memcpy(o->buf + p->pos, r->data.data, r->data.len);
 	/* Short: the chunk ends there; the rest of the part is zeros. */
 	op_part_done(o, 0);
 }

@@ -742,6 +742,51 @@ static void test_changelog_replay_callback_error(void **state)
 	assert_int_equal(last, 12);
 }
 
+/*
+ * What a mutation points to may go between prepare and append (applying
+ * an unlink frees the name it carries): the record holds what was there
+ * at prepare. A prepare without its append is forgotten.
+ */
+static void test_changelog_prepare_encodes(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Meta__Mutation m = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	char *name = strdup("going-away");
+	uint64_t last;
+	size_t n;
+
+	assert_non_null(name);
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_one(f, 1);
+	m.time = 2 * 1000 - 7;
+	m.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+	m.unlink = &u;
+	u.parent = 1;
+	u.name.data = (uint8_t *)name;
+	u.name.len = strlen(name);
+	/* Prepared, never appended (say the apply failed). */
+	assert_int_equal(changelog_prepare(f->cl, &m), 0);
+	u.parent = 2;
+	n = sweepfs__meta__mutation__get_packed_size(&m);
+	f->payload[2] = malloc(n);
+	assert_non_null(f->payload[2]);
+	sweepfs__meta__mutation__pack(&m, f->payload[2]);
+	f->plen[2] = n;
+	assert_int_equal(changelog_prepare(f->cl, &m), 0);
+	memset(name, 'x', strlen(name));
+	free(name);
+	u.name.data = NULL;
+	u.name.len = 0;
+	changelog_append(f->cl, &m, 2);
+	append_one(f, 3);
+	changelog_flush(f->cl);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 3);
+	assert_int_equal(f->seen, 3);
+}
+
 /* ---- rotation and pruning ------------------------------------------- */
 
 static void test_changelog_rotate_new_file(void **state)
@@ -847,6 +892,8 @@ int main(void)
 			test_changelog_replay_headerless_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_replay_callback_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_prepare_encodes,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_rotate_new_file,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
