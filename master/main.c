@@ -1,5 +1,6 @@
 /*
- * sweepfs-master: configuration, start-up, signals, housekeeping.
+ * sweepfs-master: options, the process, signals; the master itself starts,
+ * keeps house and stops in master.c.
  *
  * Start-up: lock the data directory, load the newest checkpoint, replay
  * the changelog after it (cutting a torn tail), start a new changelog
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,7 +29,6 @@
 #include "checkpoint.h"
 #include "log.h"
 #include "master_i.h"
-#include "mutation.h"
 #include "net.h"
 #include "util.h"
 
@@ -38,29 +37,6 @@
 
 static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
-
-static void config_defaults(struct master_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	strcpy(c->listen_host, "0.0.0.0");
-	c->listen_port = SW_MASTER_PORT;
-	strcpy(c->data_dir, "/var/lib/sweepfs/master");
-	strcpy(c->exports_file, "/etc/sweepfs/exports.cfg");
-	c->changelog_sync = CL_SYNC_INTERVAL;
-	c->sync_interval_ms = 100;
-	c->checkpoint_interval_ms = 3600 * 1000;
-	c->checkpoint_changes = 10 * 1000 * 1000;
-	c->keep_checkpoints = 2;
-	c->session_timeout_ms = 120 * 1000;
-	c->frame_timeout_ms = 30 * 1000;
-	c->max_connections = 10000;
-	strcpy(c->log_level, "notice");
-	c->goal = 1;
-	c->delete_rate = 2000;
-	c->purge_slice_us = 200;
-	c->purge_duty = 50;
-	c->snapshot_sync_max = 20000;
-}
 
 static void config_table(struct master_config *c, struct sw_opt *o)
 {
@@ -141,220 +117,13 @@ static void usage(FILE *f)
 		DEFAULT_CONFIG);
 }
 
-/* ---- replay --------------------------------------------------------- */
-
-static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
-		      size_t len)
-{
-	struct ns *ns = arg;
-	Sweepfs__Meta__Mutation *m;
-	int rc;
-
-	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
-	if (!m)
-		return -EUCLEAN;
-	rc = mutation_apply(ns, m, version);
-	sweepfs__meta__mutation__free_unpacked(m, NULL);
-	return rc;
-}
-
-static int load_metadata(struct master *m)
-{
-	uint64_t cp_version, last;
-	int64_t t0 = sw_mono_ns();
-	int rc;
-
-	rc = ns_init(&m->ns, sw_now_ns());
-	if (rc < 0)
-		return rc;
-	rc = checkpoint_load(&m->ns, m->cfg.data_dir, &cp_version);
-	if (rc < 0) {
-		sw_crit(TAG, "no usable checkpoint in %s: %s",
-			m->cfg.data_dir, strerror(-rc));
-		return rc;
-	}
-	m->checkpoint_version = cp_version;
-	rc = changelog_replay(m->cfg.data_dir, cp_version, replay_one, &m->ns,
-			      &last);
-	if (rc < 0) {
-		sw_crit(TAG, "changelog replay failed: %s", strerror(-rc));
-		return rc;
-	}
-	m->ns.version = last;
-	sw_notice(TAG, "metadata at version %" PRIu64 " (checkpoint %" PRIu64
-		       ", %" PRIu64 " changes replayed): %" PRIu64
-		       " nodes in %.3f s",
-		  last, cp_version, last - cp_version, m->ns.nnodes,
-		  (double)(sw_mono_ns() - t0) / 1e9);
-	if (htab_count(&m->ns.orphans)) {
-		m->orphan_deadline = sw_mono_ns() +
-				     (int64_t)m->cfg.session_timeout_ms * 1000000;
-		sw_notice(TAG, "%zu open-but-unlinked files wait for their "
-			       "clients to reclaim them",
-			  htab_count(&m->ns.orphans));
-	}
-	return 0;
-}
-
-/* ---- checkpoints ---------------------------------------------------- */
-
-static uint64_t checkpoint_target;
-
-static void on_checkpoint_done(void *arg, int rc)
-{
-	struct master *m = arg;
-	int64_t oldest;
-
-	m->checkpoint_running = false;
-	if (rc < 0) {
-		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s",
-		       checkpoint_target, strerror(-rc));
-		return;
-	}
-	m->checkpoint_version = checkpoint_target;
-	oldest = checkpoint_prune(m->cfg.data_dir,
-				  (unsigned)m->cfg.keep_checkpoints);
-	if (oldest > 0)
-		changelog_prune(m->cfg.data_dir, (uint64_t)oldest);
-	sw_info(TAG, "checkpoint %" PRIu64 " written", checkpoint_target);
-}
-
-void master_checkpoint(struct master *m)
-{
-	int rc;
-
-	/* Half a snapshot copy is not something to checkpoint: the
-	 * changelog holds it until it is done (snapjob.c). */
-	if (m->checkpoint_running || m->stopping || ns_copy_active(&m->ns, NULL))
-		return;
-	m->last_checkpoint = sw_mono_ns();
-	if (m->ns.version == m->checkpoint_version)
-		return;
-	rc = changelog_rotate(m->cl);
-	if (rc < 0) {
-		sw_err(TAG, "cannot start a new changelog file: %s",
-		       strerror(-rc));
-		return;
-	}
-	checkpoint_target = m->ns.version;
-	rc = checkpoint_start(m->loop, &m->ns, m->cfg.data_dir,
-			      checkpoint_target, on_checkpoint_done, m);
-	if (rc < 0) {
-		sw_err(TAG, "cannot start a checkpoint: %s", strerror(-rc));
-		return;
-	}
-	m->checkpoint_running = true;
-}
-
-/* ---- exports --------------------------------------------------------- */
-
-/*
- * (Re)load the exports file. A missing file means the open policy; a
- * broken one keeps what was in force (at start-up: refuses to start).
- */
-static int load_exports(struct master *m)
-{
-	char err[512] = "";
-	int rc = exports_load(m->cfg.exports_file, &m->exports, err,
-			      sizeof(err));
-
-	if (rc == -ENOENT) {
-		if (!m->exports.open)
-			sw_notice(TAG, "%s does not exist: every client may "
-				       "mount everything, read-write, as admin",
-				  m->cfg.exports_file);
-		exports_open(&m->exports);
-		return 0;
-	}
-	if (rc < 0) {
-		sw_err(TAG, "exports not (re)loaded: %s",
-		       err[0] ? err : strerror(-rc));
-		return rc;
-	}
-	sw_notice(TAG, "%s: %zu exports", m->cfg.exports_file, m->exports.n);
-	return 0;
-}
-
-/* ---- loop callbacks ------------------------------------------------- */
-
-static void on_durable(void *arg, uint64_t version)
-{
-	server_durable(arg, version);
-}
-
-/*
- * The key that signs chunk access tokens, kept in data_dir/token.key so
- * that tokens mounts hold stay valid across a master restart.
- */
-static int load_token_key(struct master *m)
-{
-	char path[4200];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/token.key", m->cfg.data_dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, m->token_key, sizeof(m->token_key));
-		close(fd);
-		if (n == (ssize_t)sizeof(m->token_key))
-			return 0;
-		sw_warn(TAG, "%s is short; making a new key", path);
-	}
-	if (getrandom(m->token_key, sizeof(m->token_key), 0) !=
-	    (ssize_t)sizeof(m->token_key))
-		return -EIO;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, m->token_key, sizeof(m->token_key));
-	if (n != (ssize_t)sizeof(m->token_key) || fsync(fd) < 0) {
-		close(fd);
-		return -EIO;
-	}
-	close(fd);
-	return 0;
-}
-
-static void on_cs_tick(uv_timer_t *t)
-{
-	csrvs_tick(t->data);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-	struct master *m = t->data;
-	int64_t now = sw_mono_ns();
-
-	admin_sample(m);
-	sessions_expire(m);
-	orphans_expire(m);
-	trash_expire(m);
-	server_reap_stalled(m);
-	if (m->ns.version - m->checkpoint_version >= m->cfg.checkpoint_changes ||
-	    now - m->last_checkpoint >=
-		    (int64_t)m->cfg.checkpoint_interval_ms * 1000000)
-		master_checkpoint(m);
-	while (ns_housekeep(&m->ns) && sw_mono_ns() - now < 1000000)
-		;
-}
+/* ---- signals ------------------------------------------------------- */
 
 static void shutdown_master(struct master *m)
 {
 	if (m->stopping)
 		return;
-	m->stopping = true;
-	sw_notice(TAG, "shutting down");
-	snapjob_stop(m);
-	/* Flushed and synced first, so that held replies go out below. */
-	changelog_close(m->cl);
-	m->cl = NULL;
-	server_stop(m);
-	uv_timer_stop(&m->tick);
-	uv_close((uv_handle_t *)&m->tick, NULL);
-	uv_timer_stop(&m->cs_tick);
-	uv_close((uv_handle_t *)&m->cs_tick, NULL);
-	purge_stop(m);
+	master_stop(m);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(m->sig); i++)
 		uv_close((uv_handle_t *)&m->sig[i], NULL);
 }
@@ -364,7 +133,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	struct master *m = h->data;
 
 	if (signum == SIGHUP) {
-		if (load_exports(m) == 0)
+		if (master_load_exports(m) == 0)
 			sessions_reexport(m);
 		return;
 	}
@@ -488,11 +257,10 @@ int main(int argc, char **argv)
 	bool owned[64] = { false }; /* sets[i] was allocated here */
 	int nsets = 0, opt, rc, ready_fd = -1, level;
 	bool foreground = false, use_syslog = false, dump = false;
-	struct changelog_opts clo;
 	struct sw_target listen;
 	const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
 
-	config_defaults(&m.cfg);
+	master_config_defaults(&m.cfg);
 	config_table(&m.cfg, opts);
 	while ((opt = getopt_long(argc, argv, "c:d:l:s:fp:v:Vh", longopts,
 				  NULL)) != -1) {
@@ -622,48 +390,8 @@ int main(int argc, char **argv)
 	if (pidfile && write_pidfile(pidfile) < 0)
 		sw_err(TAG, "cannot write %s: %s", pidfile, strerror(errno));
 
-	m.loop = uv_default_loop();
-	m.started_at = sw_now_ns();
-	m.started_mono = m.last_checkpoint = sw_mono_ns();
-	if (load_token_key(&m) < 0) {
-		sw_crit(TAG, "cannot make %s/token.key", m.cfg.data_dir);
+	if (master_start(&m, uv_default_loop()) < 0)
 		goto out_fail;
-	}
-	/* Replay drops chunks too; their copies are found orphaned when the
-	 * chunkservers register, so the deletion hook starts only now. */
-	if (load_metadata(&m) < 0)
-		goto out_fail;
-	csrvs_init(&m);
-	clo = (struct changelog_opts){
-		.dir = m.cfg.data_dir,
-		.sync = (enum cl_sync)m.cfg.changelog_sync,
-		.interval_ms = m.cfg.sync_interval_ms,
-		.on_durable = on_durable,
-		.arg = &m,
-	};
-	rc = changelog_open(m.loop, &clo, m.ns.version, &m.cl);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot open the changelog in %s: %s",
-			m.cfg.data_dir, strerror(-rc));
-		goto out_fail;
-	}
-	sessions_init(&m);
-	if (load_exports(&m) < 0)
-		goto out_fail;
-	if (server_start(&m) < 0)
-		goto out_fail;
-	uv_timer_init(m.loop, &m.tick);
-	m.tick.data = &m;
-	uv_timer_start(&m.tick, on_tick, 1000, 1000);
-	uv_timer_init(m.loop, &m.cs_tick);
-	m.cs_tick.data = &m;
-	uv_timer_start(&m.cs_tick, on_cs_tick, 100, 100);
-	purge_init(&m);
-	if (snapjob_init(&m) < 0) {
-		sw_crit(TAG, "cannot give up an interrupted snapshot");
-		goto out_fail;
-	}
-	purge_kick(&m); /* a purge interrupted by a restart goes on */
 	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
 		uv_signal_init(m.loop, &m.sig[i]);
 		m.sig[i].data = &m;
@@ -693,11 +421,7 @@ int main(int argc, char **argv)
 		}
 	}
 	sw_notice(TAG, "stopped at version %" PRIu64, m.ns.version);
-	snapjob_release(&m);
-	exports_free(&m.exports);
-	sessions_release(&m);
-	csrvs_release(&m);
-	ns_release(&m.ns);
+	master_release(&m);
 	uv_loop_close(m.loop);
 	if (pidfile)
 		unlink(pidfile);

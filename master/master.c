@@ -1,0 +1,337 @@
+/*
+ * The master's life cycle, for main.c and for programs that run a master
+ * in-process (the fuzz targets): configuration defaults, start-up
+ * (checkpoint + replay, changelog, exports, listening, timers),
+ * housekeeping, checkpoints and shutdown. What belongs to the process
+ * (options, daemonizing, the data directory's lock, signals) stays in
+ * main.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "master_i.h"
+#include "mutation.h"
+#include "net.h"
+#include "util.h"
+
+#define TAG "master"
+
+void master_config_defaults(struct master_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->listen_host, "0.0.0.0");
+	c->listen_port = SW_MASTER_PORT;
+	strcpy(c->data_dir, "/var/lib/sweepfs/master");
+	strcpy(c->exports_file, "/etc/sweepfs/exports.cfg");
+	c->changelog_sync = CL_SYNC_INTERVAL;
+	c->sync_interval_ms = 100;
+	c->checkpoint_interval_ms = 3600 * 1000;
+	c->checkpoint_changes = 10 * 1000 * 1000;
+	c->keep_checkpoints = 2;
+	c->session_timeout_ms = 120 * 1000;
+	c->frame_timeout_ms = 30 * 1000;
+	c->max_connections = 10000;
+	strcpy(c->log_level, "notice");
+	c->goal = 1;
+	c->delete_rate = 2000;
+	c->purge_slice_us = 200;
+	c->purge_duty = 50;
+	c->snapshot_sync_max = 20000;
+}
+
+/* ---- replay --------------------------------------------------------- */
+
+static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
+		      size_t len)
+{
+	struct ns *ns = arg;
+	Sweepfs__Meta__Mutation *m;
+	int rc;
+
+	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
+	if (!m)
+		return -EUCLEAN;
+	rc = mutation_apply(ns, m, version);
+	sweepfs__meta__mutation__free_unpacked(m, NULL);
+	return rc;
+}
+
+static int load_metadata(struct master *m)
+{
+	uint64_t cp_version, last;
+	int64_t t0 = sw_mono_ns();
+	int rc;
+
+	rc = ns_init(&m->ns, sw_now_ns());
+	if (rc < 0)
+		return rc;
+	rc = checkpoint_load(&m->ns, m->cfg.data_dir, &cp_version);
+	if (rc < 0) {
+		sw_crit(TAG, "no usable checkpoint in %s: %s", m->cfg.data_dir,
+			strerror(-rc));
+		return rc;
+	}
+	m->checkpoint_version = cp_version;
+	rc = changelog_replay(m->cfg.data_dir, cp_version, replay_one, &m->ns,
+			      &last);
+	if (rc < 0) {
+		sw_crit(TAG, "changelog replay failed: %s", strerror(-rc));
+		return rc;
+	}
+	m->ns.version = last;
+	sw_notice(TAG,
+		  "metadata at version %" PRIu64 " (checkpoint %" PRIu64
+		  ", %" PRIu64 " changes replayed): %" PRIu64
+		  " nodes in %.3f s",
+		  last, cp_version, last - cp_version, m->ns.nnodes,
+		  (double)(sw_mono_ns() - t0) / 1e9);
+	if (htab_count(&m->ns.orphans)) {
+		m->orphan_deadline =
+			sw_mono_ns() +
+			(int64_t)m->cfg.session_timeout_ms * 1000000;
+		sw_notice(TAG,
+			  "%zu open-but-unlinked files wait for their "
+			  "clients to reclaim them",
+			  htab_count(&m->ns.orphans));
+	}
+	return 0;
+}
+
+/* ---- checkpoints ---------------------------------------------------- */
+
+static uint64_t checkpoint_target;
+
+static void on_checkpoint_done(void *arg, int rc)
+{
+	struct master *m = arg;
+	int64_t oldest;
+
+	m->checkpoint_running = false;
+	if (rc < 0) {
+		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s",
+		       checkpoint_target, strerror(-rc));
+		return;
+	}
+	m->checkpoint_version = checkpoint_target;
+	oldest = checkpoint_prune(m->cfg.data_dir,
+				  (unsigned)m->cfg.keep_checkpoints);
+	if (oldest > 0)
+		changelog_prune(m->cfg.data_dir, (uint64_t)oldest);
+	sw_info(TAG, "checkpoint %" PRIu64 " written", checkpoint_target);
+}
+
+void master_checkpoint(struct master *m)
+{
+	int rc;
+
+	/* Half a snapshot copy is not something to checkpoint: the
+	 * changelog holds it until it is done (snapjob.c). */
+	if (m->checkpoint_running || m->stopping ||
+	    ns_copy_active(&m->ns, NULL))
+		return;
+	m->last_checkpoint = sw_mono_ns();
+	if (m->ns.version == m->checkpoint_version)
+		return;
+	rc = changelog_rotate(m->cl);
+	if (rc < 0) {
+		sw_err(TAG, "cannot start a new changelog file: %s",
+		       strerror(-rc));
+		return;
+	}
+	checkpoint_target = m->ns.version;
+	rc = checkpoint_start(m->loop, &m->ns, m->cfg.data_dir,
+			      checkpoint_target, on_checkpoint_done, m);
+	if (rc < 0) {
+		sw_err(TAG, "cannot start a checkpoint: %s", strerror(-rc));
+		return;
+	}
+	m->checkpoint_running = true;
+}
+
+/* ---- exports --------------------------------------------------------- */
+
+/*
+ * (Re)load the exports file. A missing file means the open policy; a
+ * broken one keeps what was in force (at start-up: refuses to start).
+ */
+int master_load_exports(struct master *m)
+{
+	char err[512] = "";
+	int rc = exports_load(m->cfg.exports_file, &m->exports, err,
+			      sizeof(err));
+
+	if (rc == -ENOENT) {
+		if (!m->exports.open)
+			sw_notice(TAG,
+				  "%s does not exist: every client may "
+				  "mount everything, read-write, as admin",
+				  m->cfg.exports_file);
+		exports_open(&m->exports);
+		return 0;
+	}
+	if (rc < 0) {
+		sw_err(TAG, "exports not (re)loaded: %s",
+		       err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	sw_notice(TAG, "%s: %zu exports", m->cfg.exports_file, m->exports.n);
+	return 0;
+}
+
+/* ---- loop callbacks ------------------------------------------------- */
+
+static void on_durable(void *arg, uint64_t version)
+{
+	server_durable(arg, version);
+}
+
+/*
+ * The key that signs chunk access tokens, kept in data_dir/token.key so
+ * that tokens mounts hold stay valid across a master restart.
+ */
+static int load_token_key(struct master *m)
+{
+	char path[4200];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/token.key", m->cfg.data_dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, m->token_key, sizeof(m->token_key));
+		close(fd);
+		if (n == (ssize_t)sizeof(m->token_key))
+			return 0;
+		sw_warn(TAG, "%s is short; making a new key", path);
+	}
+	if (getrandom(m->token_key, sizeof(m->token_key), 0) !=
+	    (ssize_t)sizeof(m->token_key))
+		return -EIO;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, m->token_key, sizeof(m->token_key));
+	if (n != (ssize_t)sizeof(m->token_key) || fsync(fd) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	close(fd);
+	return 0;
+}
+
+static void on_cs_tick(uv_timer_t *t)
+{
+	csrvs_tick(t->data);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct master *m = t->data;
+	int64_t now = sw_mono_ns();
+
+	admin_sample(m);
+	sessions_expire(m);
+	orphans_expire(m);
+	trash_expire(m);
+	server_reap_stalled(m);
+	if (m->ns.version - m->checkpoint_version >=
+		    m->cfg.checkpoint_changes ||
+	    now - m->last_checkpoint >=
+		    (int64_t)m->cfg.checkpoint_interval_ms * 1000000)
+		master_checkpoint(m);
+	while (ns_housekeep(&m->ns) && sw_mono_ns() - now < 1000000)
+		;
+}
+
+/* ---- start and stop ------------------------------------------------- */
+
+int master_start(struct master *m, uv_loop_t *loop)
+{
+	struct changelog_opts clo;
+	int rc;
+
+	m->loop = loop;
+	m->started_at = sw_now_ns();
+	m->started_mono = m->last_checkpoint = sw_mono_ns();
+	rc = load_token_key(m);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot make %s/token.key", m->cfg.data_dir);
+		return rc;
+	}
+	/* Replay drops chunks too; their copies are found orphaned when the
+	 * chunkservers register, so the deletion hook starts only now. */
+	rc = load_metadata(m);
+	if (rc < 0)
+		return rc;
+	csrvs_init(m);
+	clo = (struct changelog_opts){
+		.dir = m->cfg.data_dir,
+		.sync = (enum cl_sync)m->cfg.changelog_sync,
+		.interval_ms = m->cfg.sync_interval_ms,
+		.prealloc = m->cfg.changelog_prealloc,
+		.on_durable = on_durable,
+		.arg = m,
+	};
+	rc = changelog_open(m->loop, &clo, m->ns.version, &m->cl);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot open the changelog in %s: %s",
+			m->cfg.data_dir, strerror(-rc));
+		return rc;
+	}
+	sessions_init(m);
+	rc = master_load_exports(m);
+	if (rc < 0)
+		return rc;
+	rc = server_start(m);
+	if (rc < 0)
+		return rc;
+	uv_timer_init(m->loop, &m->tick);
+	m->tick.data = m;
+	uv_timer_start(&m->tick, on_tick, 1000, 1000);
+	uv_timer_init(m->loop, &m->cs_tick);
+	m->cs_tick.data = m;
+	uv_timer_start(&m->cs_tick, on_cs_tick, 100, 100);
+	purge_init(m);
+	rc = snapjob_init(m);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot give up an interrupted snapshot");
+		return rc;
+	}
+	purge_kick(m); /* a purge interrupted by a restart goes on */
+	return 0;
+}
+
+void master_stop(struct master *m)
+{
+	if (m->stopping)
+		return;
+	m->stopping = true;
+	sw_notice(TAG, "shutting down");
+	snapjob_stop(m);
+	/* Flushed and synced first, so that held replies go out below. */
+	changelog_close(m->cl);
+	m->cl = NULL;
+	server_stop(m);
+	uv_timer_stop(&m->tick);
+	uv_close((uv_handle_t *)&m->tick, NULL);
+	uv_timer_stop(&m->cs_tick);
+	uv_close((uv_handle_t *)&m->cs_tick, NULL);
+	purge_stop(m);
+}
+
+void master_release(struct master *m)
+{
+	snapjob_release(m);
+	exports_free(&m->exports);
+	sessions_release(m);
+	csrvs_release(m);
+	ns_release(&m->ns);
+}
