@@ -5,7 +5,9 @@
 #   scripts/setup.sh [BUILD_DIR [MESON_OPTIONS...]]
 #
 # BUILD_DIR defaults to ./build. Needs root (or sudo) only when packages
-# are missing.
+# are missing. A fuzzing build (-Dfuzz=enabled, with CC=clang) also gets
+# clang, its libFuzzer runtime and llvm-symbolizer; a test build
+# (-Dtests=enabled) the programs the integration tests run.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +20,18 @@ packages=(
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
 	python3 util-linux procps psmisc
 )
+for opt in "$@"; do
+	case $opt in
+	-Dfuzz=enabled)
+		packages+=(clang libclang-rt-dev llvm) ;;
+	-Dtests=enabled)
+		# What the integration tests drive besides the mount: fio
+		# (data), strace (system call counts), ip (client machines
+		# in network namespaces), chattr (rm_compare), gnuplot
+		# (compare-delete's plot).
+		packages+=(fio strace iproute2 e2fsprogs gnuplot-nox) ;;
+	esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
