@@ -123,5 +123,6 @@ int cmd_trash(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 int cmd_setgoal(int argc, char **argv);
 int cmd_getgoal(int argc, char **argv);
+int cmd_compare_delete(int argc, char **argv);
 
 #endif
