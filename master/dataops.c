@@ -455,6 +455,16 @@ static bool any_copy(const struct chunk *c, int state)
 	return false;
 }
 
+/* Whether a copy of @c that is valid sits on a server that is away. */
+static bool copy_away(struct master *m, const struct chunk *c)
+{
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].state == COPY_VALID &&
+		    !csrv_up(csrv_get(m, c->copies[i].srv)))
+			return true;
+	return false;
+}
+
 /* Run (or re-run, after waiting) chunk request @j. */
 static void job_run(struct master *m, struct job *j)
 {
@@ -486,7 +496,10 @@ static void job_run(struct master *m, struct job *j)
 		 !any_copy(c, COPY_VALID))
 		rc = start_duplicate(m, j, n, c, UINT64_MAX);
 	else if (s && c->lease_session == s->id &&
-		 c->lease_until > sw_mono_ns()) {
+		 c->lease_until > sw_mono_ns() && !copy_away(m, c)) {
+		/* (A copy gone away under the lease misses the writes from
+		 * now on: the bump below leaves it behind as stale, or it
+		 * would come back as valid with old data.) */
 		c->lease_until = sw_mono_ns() + LEASE_NS;
 		reply_loc(m, j, n, c);
 		goto out_free;

@@ -1,7 +1,8 @@
 # Shared helpers for the integration scenarios (tests/integration/*.sh).
 #
 # A scenario sources this file, calls sw_init, then starts a real master
-# and a real mount on temporary directories:
+# (with SW_CHUNKSERVERS real chunkservers, one by default) and a real
+# mount on temporary directories:
 #
 #   . "$(dirname "$0")/lib.sh"
 #   sw_init posix_basic
@@ -10,6 +11,9 @@
 #   ... workload, assert_* ...
 #   sw_pass
 #
+# A scenario that wants no chunkserver, or several, sets SW_CHUNKSERVERS
+# (0, 2, ...) before start_master; start_chunkservers adds more later.
+#
 # Everything started here (mounts, daemons, the temporary directory) is
 # torn down by an EXIT trap, also when the scenario fails or is
 # interrupted: mounts are unmounted (lazily if need be), daemons stopped by
@@ -17,8 +21,9 @@
 # SIGKILL. The temporary directory is removed unless SWEEPFS_KEEP_TMP=1.
 #
 # Environment:
-#   SWEEPFS_BUILD     meson build root holding master/sweepfs-master and
-#                     mount/sweepfs-mount (meson passes it; required)
+#   SWEEPFS_BUILD     meson build root holding master/sweepfs-master,
+#                     chunkserver/sweepfs-chunkserver, mount/sweepfs-mount
+#                     and tools/sweepfs (meson passes it; required)
 #   SWEEPFS_KEEP_TMP  1: keep the temporary directory for inspection
 #   PYTHON            python3 interpreter (default: python3 on PATH)
 #
@@ -39,11 +44,14 @@ SW_TMP=
 SW_NAME=
 SW_FAILED=0
 
-# What to clean up: the master, and the mounts with their clients' pids.
+# What to clean up: the master, the chunkservers, and the mounts with
+# their clients' pids.
 SW_MASTER_PID=
+SW_CS_PIDS=()      # chunkserver I's pid ("" while it is stopped)
 SW_MOUNTS=()       # mount points
 SW_MOUNT_PIDS=()   # their sweepfs-mount processes, our children
 SW_ADOPTED_PIDS=() # clients that are not our children (mount.sweepfs)
+SW_TMPFS=()        # tmpfs mounts sw_tmpfs made, unmounted after the daemons
 SW_MNT=            # the first mount point start_mount made
 
 # Sanitizer reports go to the daemons' stderr, which is their log.
@@ -257,16 +265,21 @@ EOF
 
 # ---- master -------------------------------------------------------------
 
-# Variables of the current master.
+# Variables of the current master. SW_MASTER_HOST is the address it
+# listens on, and the one mounts, chunkservers and tools use (a scenario
+# may set it before start_master, e.g. to a veth address).
+SW_MASTER_HOST=${SW_MASTER_HOST:-127.0.0.1}
 SW_PORT=
 SW_META=
 SW_MASTER_LOG=
 SW_MASTER_ARGS=()
 
 # start_master [ARGS...]: start a master on SW_META (default $SW_TMP/meta)
-# listening on 127.0.0.1:SW_PORT (picked if unset), in the foreground as
-# our child, logging to SW_MASTER_LOG; returns once it listens. ARGS (e.g.
-# --set changelog_sync=interval) are remembered for restart_master.
+# listening on SW_MASTER_HOST:SW_PORT (port picked if unset), in the
+# foreground as our child, logging to SW_MASTER_LOG; returns once it
+# listens. ARGS (e.g. --set changelog_sync=interval) are remembered for
+# restart_master. The first time, it also starts SW_CHUNKSERVERS
+# chunkservers (default 1) and waits until they are registered.
 start_master() {
 	local tries n0
 	SW_META=${SW_META:-$SW_TMP/meta}
@@ -277,6 +290,11 @@ start_master() {
 	for tries in 1 2 3 4 5; do
 		[[ -n "$SW_PORT" ]] || SW_PORT=$(pick_port)
 		if _launch_master; then
+			if ((${#SW_CS_PIDS[@]} == 0 && SW_CHUNKSERVERS > 0)); then
+				start_chunkservers "$SW_CHUNKSERVERS"
+			else
+				wait_chunkservers
+			fi
 			return 0
 		fi
 		if tail -n 5 "$SW_MASTER_LOG" | grep -q 'address already in use'; then
@@ -295,7 +313,7 @@ _launch_master() {
 	local n0 i
 	n0=$(grep -c 'listening on' "$SW_MASTER_LOG" || true)
 	echo "==== start $(date +%T.%N) port $SW_PORT" >>"$SW_MASTER_LOG"
-	"$SW_MASTER_BIN" -f -d "$SW_META" -l "127.0.0.1:$SW_PORT" -v info \
+	"$SW_MASTER_BIN" -f -d "$SW_META" -l "$SW_MASTER_HOST:$SW_PORT" -v info \
 		${SW_MASTER_ARGS[@]+"${SW_MASTER_ARGS[@]}"} \
 		>>"$SW_MASTER_LOG" 2>&1 </dev/null &
 	SW_MASTER_PID=$!
@@ -348,7 +366,8 @@ kill_master() {
 
 # restart_master [kill|term|start]: stop the master (default: SIGKILL;
 # "start": it is stopped already) and start it again on the same
-# directory, port and arguments (SW_MASTER_ARGS).
+# directory, port and arguments (SW_MASTER_ARGS); returns once it listens
+# and the running chunkservers have registered again.
 restart_master() {
 	case "${1:-kill}" in
 	kill) kill_master ;;
@@ -360,6 +379,229 @@ restart_master() {
 		tail -n 30 "$SW_MASTER_LOG" >&2 || true
 		fail "the master did not restart"
 	}
+	wait_chunkservers
+}
+
+
+# ---- the admin tool -------------------------------------------------------
+
+# sw_tool ARGS...: the sweepfs command against the current master.
+sw_tool() {
+	"$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" "$@"
+}
+
+# sw_status EXPR: evaluate the Python expression EXPR on the master's
+# `sweepfs status --json` (bound to d) and print the result, e.g.
+# sw_status 'd["chunks"]' or sw_status 'sum(s["chunks"] for s in d["servers"])'.
+sw_status() {
+	local j
+	j=$(sw_tool status --json) || return 1
+	"$PYTHON" -c 'import json, sys; d = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' \
+		"$j" "$1"
+}
+
+# fsck_ok: `sweepfs fsck` finds nothing wrong (exit status 0).
+fsck_ok() {
+	sw_tool fsck >/dev/null 2>&1
+}
+
+# wait_fsck_clean [SECONDS] [WHAT]: wait (default 30 s) until fsck is
+# clean: chunkserver inventories reach the master with their heartbeats
+# and replication takes its time. Fails with fsck's report.
+wait_fsck_clean() {
+	local limit=$((${1:-30} * 10)) i
+	for ((i = 0; i < limit; i++)); do
+		fsck_ok && return 0
+		sleep 0.1
+	done
+	sw_tool fsck >&2 || true
+	fail "fsck is not clean after ${1:-30} s${2:+ ($2)}"
+}
+
+# fsck_json EXPR: evaluate EXPR on `sweepfs fsck --json` (bound to d).
+fsck_json() {
+	local j
+	j=$(sw_tool fsck --json) || true
+	[[ -n "$j" ]] || return 1
+	"$PYTHON" -c 'import json, sys; d = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' \
+		"$j" "$1"
+}
+
+# drop_caches: write back and drop the kernel's page, dentry and inode
+# caches, so that the next reads go through the mounts to the servers.
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# ---- chunkservers -------------------------------------------------------
+
+# How many chunkservers start_master starts the first time (0: none).
+SW_CHUNKSERVERS=${SW_CHUNKSERVERS:-1}
+# Arguments every chunkserver gets: a short heartbeat, so that the
+# master's picture of their inventories (fsck compares it) and free space
+# is fresh within a second.
+SW_CS_DEFAULT_ARGS=(--set heartbeat_interval=500ms)
+SW_CS_HOST=${SW_CS_HOST:-127.0.0.1} # address chunkservers listen on
+SW_CS_DIRS=()  # chunkserver I's data directory ($SW_TMP/csI)
+SW_CS_PORTS=() # its port
+SW_CS_LOGS=()  # its log ($SW_TMP/csI.log)
+SW_CS_ARGS=()  # its extra arguments, one string (word-split on use)
+
+# start_chunkservers N [ARGS...]: start N more chunkservers, each on its
+# own data directory $SW_TMP/csI (I counts from 1 over the scenario) and
+# a free port, pointed at the current master, in the foreground as our
+# children logging to $SW_TMP/csI.log; returns once all of them listen
+# and the master lists them as connected. ARGS (no spaces inside one)
+# are remembered for restart_chunkserver.
+start_chunkservers() {
+	local n=$1 k i
+	shift
+	[[ -n "$SW_PORT" ]] || fail "start_chunkservers: no master yet"
+	[[ -x "$SW_CS_BIN" ]] || fail "no $SW_CS_BIN"
+	for ((k = 0; k < n; k++)); do
+		i=$((${#SW_CS_DIRS[@]} + 1))
+		SW_CS_DIRS[i]=$SW_TMP/cs$i
+		SW_CS_LOGS[i]=$SW_TMP/cs$i.log
+		SW_CS_ARGS[i]="$*"
+		SW_CS_PORTS[i]=
+		SW_CS_PIDS[i]=
+		mkdir -p "${SW_CS_DIRS[i]}"
+		touch "${SW_CS_LOGS[i]}"
+		_start_chunkserver "$i"
+	done
+	wait_chunkservers
+}
+
+# _start_chunkserver I: launch chunkserver I (picking another port if
+# its own is taken); returns once it listens.
+_start_chunkserver() {
+	local i=$1 tries
+	for tries in 1 2 3 4 5; do
+		[[ -n "${SW_CS_PORTS[i]}" ]] || SW_CS_PORTS[i]=$(pick_port)
+		_launch_chunkserver "$i" && return 0
+		if tail -n 5 "${SW_CS_LOGS[i]}" | grep -q 'address already in use'; then
+			log "chunkserver $i: port ${SW_CS_PORTS[i]} taken, picking another"
+			SW_CS_PORTS[i]=
+			continue
+		fi
+		break
+	done
+	tail -n 30 "${SW_CS_LOGS[i]}" >&2 || true
+	fail "chunkserver $i did not start"
+}
+
+# Start chunkserver I on its port; 0 once it listens, 1 if it died.
+_launch_chunkserver() {
+	local i=$1 n0 k pid
+	n0=$(grep -c 'listening on' "${SW_CS_LOGS[i]}" || true)
+	echo "==== start $(date +%T.%N) port ${SW_CS_PORTS[i]}" >>"${SW_CS_LOGS[i]}"
+	# shellcheck disable=SC2086 # SW_CS_ARGS[i] is a word list
+	"$SW_CS_BIN" -f -d "${SW_CS_DIRS[i]}" \
+		-l "$SW_CS_HOST:${SW_CS_PORTS[i]}" \
+		-m "$SW_MASTER_HOST:$SW_PORT" -v info \
+		"${SW_CS_DEFAULT_ARGS[@]}" ${SW_CS_ARGS[i]} \
+		>>"${SW_CS_LOGS[i]}" 2>&1 </dev/null &
+	pid=$!
+	SW_CS_PIDS[i]=$pid
+	for ((k = 0; k < 600; k++)); do
+		if (($(grep -c 'listening on' "${SW_CS_LOGS[i]}" || true) > n0)); then
+			return 0
+		fi
+		if ! alive "$pid"; then
+			wait_dead "$pid" 1 || true
+			SW_CS_PIDS[i]=
+			return 1
+		fi
+		sleep 0.05
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait_dead "$pid" 5 || true
+	SW_CS_PIDS[i]=
+	return 1
+}
+
+# The chunkservers the master lists as connected, as "HOST:PORT" lines.
+connected_chunkservers() {
+	sw_status '"\n".join(s["listen"] for s in d["servers"] if s["connected"])'
+}
+
+# Whether every running chunkserver is connected to the master.
+_chunkservers_connected() {
+	local list i
+	list=$(connected_chunkservers) || return 1
+	for i in "${!SW_CS_PIDS[@]}"; do
+		[[ -n "${SW_CS_PIDS[i]}" ]] || continue
+		grep -qx "$SW_CS_HOST:${SW_CS_PORTS[i]}" <<<"$list" || return 1
+	done
+}
+
+# wait_chunkservers [SECONDS]: wait (default 30 s) until the master lists
+# every running chunkserver as connected (after start, or after a master
+# restart: they reconnect by themselves within their backoff).
+wait_chunkservers() {
+	wait_until "${1:-30}" "the chunkservers to register with the master" \
+		_chunkservers_connected
+}
+
+# kill_chunkserver I: SIGKILL chunkserver I, a crash.
+kill_chunkserver() {
+	local i=$1 pid=${SW_CS_PIDS[$1]:-}
+	[[ -n "$pid" ]] || return 0
+	{
+		kill -KILL "$pid" || true
+		wait_dead "$pid" 10
+	} 2>/dev/null || fail "chunkserver $i survived SIGKILL"
+	SW_CS_PIDS[i]=
+	echo "==== killed $(date +%T.%N)" >>"${SW_CS_LOGS[i]}"
+}
+
+# stop_chunkserver I: SIGTERM; fails the scenario unless chunkserver I
+# exits with status 0 within 30 s.
+stop_chunkserver() {
+	local i=$1 pid=${SW_CS_PIDS[$1]:-}
+	[[ -n "$pid" ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_dead "$pid" 30; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_dead "$pid" 5 || true
+		SW_CS_PIDS[i]=
+		fail "chunkserver $i did not stop within 30 s of SIGTERM"
+	fi
+	SW_CS_PIDS[i]=
+	[[ "$SW_EXIT_STATUS" == 0 ]] ||
+		fail "chunkserver $i exited with status $SW_EXIT_STATUS after SIGTERM"
+}
+
+# restart_chunkserver I [kill|term|start]: stop chunkserver I (default
+# SIGKILL; "start": it is stopped already), start it again on the same
+# directory, port and arguments, and wait until it is registered.
+restart_chunkserver() {
+	local i=$1
+	case "${2:-kill}" in
+	kill) kill_chunkserver "$i" ;;
+	term) stop_chunkserver "$i" ;;
+	start) [[ -z "${SW_CS_PIDS[i]}" ]] || fail "chunkserver $i is running" ;;
+	*) fail "restart_chunkserver: bad mode $2" ;;
+	esac
+	_launch_chunkserver "$i" || {
+		tail -n 30 "${SW_CS_LOGS[i]}" >&2 || true
+		fail "chunkserver $i did not restart"
+	}
+	wait_chunkservers
+}
+
+# chunk_files [I...]: the number of chunk files on the disks of
+# chunkservers I... (default: all of them).
+chunk_files() {
+	local i dirs=()
+	if (($# == 0)); then
+		set -- "${!SW_CS_DIRS[@]}"
+	fi
+	for i in "$@"; do
+		dirs+=("${SW_CS_DIRS[i]}")
+	done
+	find "${dirs[@]}" -name 'chunk_*.swc' -type f | wc -l
 }
 
 # ---- mounts -------------------------------------------------------------
@@ -372,11 +614,11 @@ is_sweepfs_mount() {
 }
 
 # start_mount [MOUNTPOINT [SPEC [OPTIONS]]]: mount SPEC (default
-# 127.0.0.1:SW_PORT) on MOUNTPOINT (default $SW_TMP/mnt) in the foreground
+# SW_MASTER_HOST:SW_PORT) on MOUNTPOINT (default $SW_TMP/mnt) in the foreground
 # as our child, logging to MOUNTPOINT.log; returns once mounted. OPTIONS
 # is a -o list. The first mount is SW_MNT.
 start_mount() {
-	local mnt=${1:-$SW_TMP/mnt} spec=${2:-127.0.0.1:$SW_PORT} opts=${3:-}
+	local mnt=${1:-$SW_TMP/mnt} spec=${2:-$SW_MASTER_HOST:$SW_PORT} opts=${3:-}
 	local logf="$mnt.log" pid i
 	mkdir -p "$mnt"
 	echo "==== mount $(date +%T.%N) $spec" >>"$logf"
@@ -454,6 +696,17 @@ _unmount() {
 		timeout 10 umount -l "$mnt" 2>/dev/null || true
 }
 
+# sw_tmpfs DIR SIZE: mount a tmpfs of SIZE (e.g. 1g) on DIR (made if
+# need be), unmounted by the EXIT trap after every daemon has stopped;
+# e.g. chunkserver data directories whose space only this scenario uses,
+# or a small metadata directory that fills up.
+sw_tmpfs() {
+	mkdir -p "$1"
+	mount -t tmpfs -o "size=$2,mode=0755" tmpfs "$1" ||
+		skip "cannot mount a tmpfs on $1"
+	SW_TMPFS+=("$1")
+}
+
 # ---- sanitizers ---------------------------------------------------------
 
 # Print sanitizer reports found in the daemons' logs (*.log, and
@@ -496,6 +749,17 @@ _cleanup() {
 			wait_dead "${SW_MOUNT_PIDS[$i]}" 5
 		}
 	done
+	for i in "${!SW_CS_PIDS[@]}"; do
+		[[ -n "${SW_CS_PIDS[i]}" ]] || continue
+		kill -TERM "${SW_CS_PIDS[i]}" 2>/dev/null
+	done
+	for i in "${!SW_CS_PIDS[@]}"; do
+		[[ -n "${SW_CS_PIDS[i]}" ]] || continue
+		wait_dead "${SW_CS_PIDS[i]}" 30 || {
+			kill -KILL "${SW_CS_PIDS[i]}" 2>/dev/null
+			wait_dead "${SW_CS_PIDS[i]}" 5
+		}
+	done
 	if [[ -n "$SW_MASTER_PID" ]]; then
 		kill -TERM "$SW_MASTER_PID" 2>/dev/null
 		wait_dead "$SW_MASTER_PID" 30 || {
@@ -504,6 +768,10 @@ _cleanup() {
 		}
 	fi
 	[[ -n "$(type -t sw_scenario_cleanup)" ]] && sw_scenario_cleanup
+	for i in "${!SW_TMPFS[@]}"; do
+		umount "${SW_TMPFS[$i]}" 2>/dev/null ||
+			umount -l "${SW_TMPFS[$i]}" 2>/dev/null
+	done
 	if ! sanitizer_reports; then
 		echo "FAIL [$SW_NAME]: sanitizer reports in the daemon logs" >&2
 		SW_FAILED=1
@@ -547,6 +815,8 @@ sw_init() {
 	SW_MASTER_BIN=$SWEEPFS_BUILD/master/sweepfs-master
 	SW_MOUNT_BIN=$SWEEPFS_BUILD/mount/sweepfs-mount
 	SW_HELPER_BIN=$SWEEPFS_BUILD/mount/mount.sweepfs
+	SW_CS_BIN=$SWEEPFS_BUILD/chunkserver/sweepfs-chunkserver
+	SW_TOOL_BIN=$SWEEPFS_BUILD/tools/sweepfs
 	[[ -x "$SW_MASTER_BIN" && -x "$SW_MOUNT_BIN" ]] ||
 		{ echo "no binaries in $SWEEPFS_BUILD" >&2; exit 1; }
 	[[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
