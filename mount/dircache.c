@@ -37,6 +37,7 @@ struct cdir {
 	struct dent **v;	/* cookie order */
 	size_t n, cap;
 	size_t live;
+	uint64_t last;		/* cookie of the last entry fetched, removed or not */
 	struct dent **buckets;
 	size_t nbuckets;
 	bool from_head;
@@ -242,6 +243,7 @@ static int push(struct dircache *dc, struct cdir *d, const char *name,
 		return -ENOMEM;
 	}
 	d->v[d->n++] = e;
+	d->last = cookie;
 	d->live++;
 	dc->entries++;
 	return 0;
@@ -329,7 +331,7 @@ size_t dircache_read(struct dircache *dc, uint64_t dir, uint64_t cookie,
 		*state = DC_EOF;
 	} else {
 		*state = DC_FETCH;
-		*fetch_after = d->n ? d->v[d->n - 1]->cookie : 0;
+		*fetch_after = d->last;
 	}
 out:
 	pthread_mutex_unlock(&dc->mu);
@@ -357,11 +359,16 @@ bool dircache_append(struct dircache *dc, uint64_t dir, uint64_t after,
 		}
 		dc->entries -= d->n;
 		d->n = d->live = 0;
+		d->last = 0;
 		d->from_head = true;
 		d->eof = false;
-	} else if (d->eof || (after != 0 && (d->n == 0 ||
-					     d->v[d->n - 1]->cookie != after))) {
-		goto out; /* does not continue what we have */
+	} else if (d->eof || (after != 0 && d->last != after)) {
+		/* Does not continue what we have. (Compared with the last
+		 * cookie fetched, not the last entry kept: this client may
+		 * have removed the entries at the end, and RemoveAll's
+		 * close-reopen-read-again must go on from there, not from
+		 * the start.) */
+		goto out;
 	}
 	for (uint32_t i = 0; i < r->count; i++) {
 		struct sw_dirent e;
@@ -440,8 +447,7 @@ void dircache_add(struct dircache *dc, uint64_t dir, const char *name,
 	d = dir_get(dc, dir, false);
 	if (!d || !d->eof)
 		goto out;
-	if ((d->n && d->v[d->n - 1]->cookie >= cookie) ||
-	    name_find(d, name, strlen(name)) ||
+	if (d->last >= cookie || name_find(d, name, strlen(name)) ||
 	    push(dc, d, name, strlen(name), cookie, ino, type, attr,
 		 sw_mono_ns()) < 0)
 		dir_free(dc, d); /* not what we thought: start over */

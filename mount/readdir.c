@@ -270,7 +270,9 @@ static void rd_fill_cache(struct rdctx *c)
 					return;
 				}
 				dircache_drop(c->m->dcache, c->dh->ino);
-				c->uncached = true;
+				/* From the start, the fresh listing is cached
+				 * anew; from the middle it cannot be. */
+				c->uncached = c->cookie != 0;
 				rd_fetch(c, c->cookie);
 				return;
 			}
@@ -295,8 +297,14 @@ static void rd_fill_cache(struct rdctx *c)
 		rd_fetch(c, fetch_after);
 		break;
 	default:
-		/* Not cached: serve from the handle's own pages. */
-		c->uncached = true;
+		/*
+		 * Not cached. A read from the start fetches into a new
+		 * cached listing (the master watches the directory for this
+		 * session from that READDIR on, and its replies and
+		 * invalidations arrive in order); one from the middle is
+		 * served from the handle's own pages.
+		 */
+		c->uncached = c->cookie != 0;
 		rd_fetch(c, c->cookie);
 	}
 }

@@ -232,13 +232,13 @@ wait_dead() {
 
 # wait_until SECONDS WHAT CMD...: poll CMD every 50 ms until it succeeds.
 wait_until() {
-	local limit=$(($1 * 20)) what=$2 i
+	local secs=$1 limit=$(($1 * 20)) what=$2 i
 	shift 2
 	for ((i = 0; i < limit; i++)); do
 		"$@" >/dev/null 2>&1 && return 0
 		sleep 0.05
 	done
-	fail "timed out after $1 s waiting for: $what"
+	fail "timed out after $secs s waiting for: $what"
 }
 
 # A TCP port nobody listens on, outside the usual ephemeral range so that

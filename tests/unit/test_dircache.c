@@ -1,0 +1,210 @@
+/*
+ * mount/dircache.c: the mount's cache of directory listings, which makes
+ * Go's os.RemoveAll (read 1024 names, close, unlink them, reopen, read
+ * from the start) cost each name once on the wire.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dircache.h"
+#include "entries.h"
+#include "unit.h"
+
+#define DIR_INO 7
+#define MAXN 512
+
+struct fixture {
+	struct dircache *dc;
+	uint8_t buf[MAXN * SW_DIRENT_MAX];
+	struct dc_entry out[MAXN];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(dircache_new(100000, &f->dc), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	dircache_free(f->dc);
+	free(f);
+	return 0;
+}
+
+static void name_of(uint64_t cookie, char *name, size_t len)
+{
+	snprintf(name, len, "f%llu", (unsigned long long)cookie);
+}
+
+/* A page as the master sends it: cookies first..last, names f<cookie>. */
+static bool append(struct fixture *f, uint64_t after, uint64_t first,
+		   uint64_t last, bool eof)
+{
+	Sweepfs__ReaddirReply r = SWEEPFS__READDIR_REPLY__INIT;
+	char names[MAXN][24];
+	size_t off = 0;
+
+	assert_true(last - first < MAXN);
+	for (uint64_t c = first; c <= last; c++) {
+		struct sw_dirent e = { .cookie = c, .ino = 1000 + c,
+				       .type = DT_REG };
+		char *name = names[c - first];
+
+		name_of(c, name, sizeof(names[0]));
+		e.name = name;
+		e.namelen = (uint8_t)strlen(name);
+		off += sw_dirent_put(f->buf + off, &e);
+	}
+	r.has_entries = r.has_count = r.has_eof = true;
+	r.entries.data = f->buf;
+	r.entries.len = off;
+	r.count = (uint32_t)(last - first + 1);
+	r.eof = eof;
+	return dircache_append(f->dc, DIR_INO, after, &r);
+}
+
+static size_t read_all(struct fixture *f, uint64_t cookie,
+		       enum dc_state *state, uint64_t *fetch_after)
+{
+	return dircache_read(f->dc, DIR_INO, cookie, f->out, MAXN, state,
+			     fetch_after);
+}
+
+static void remove_range(struct fixture *f, uint64_t first, uint64_t last)
+{
+	char name[24];
+
+	for (uint64_t c = first; c <= last; c++) {
+		name_of(c, name, sizeof(name));
+		dircache_remove(f->dc, DIR_INO, name);
+	}
+}
+
+/* Pages append in order; a read hands out what is cached, then FETCH. */
+static void test_dircache_pages(void **state)
+{
+	struct fixture *f = *state;
+	enum dc_state st;
+	uint64_t after = 0;
+
+	assert_int_equal(read_all(f, 0, &st, &after), 0);
+	assert_int_equal(st, DC_MISS);
+	assert_true(append(f, 0, 1, 100, false));
+	assert_int_equal(read_all(f, 0, &st, &after), 100);
+	assert_int_equal(st, DC_FETCH);
+	assert_int_equal(after, 100);
+	assert_string_equal(f->out[0].name, "f1");
+	assert_int_equal(f->out[99].cookie, 100);
+	/* Not a continuation of what is cached: refused. */
+	assert_false(append(f, 50, 51, 60, false));
+	assert_true(append(f, 100, 101, 150, true));
+	assert_int_equal(read_all(f, 120, &st, &after), 30);
+	assert_int_equal(st, DC_EOF);
+	assert_int_equal(f->out[0].cookie, 121);
+}
+
+/*
+ * RemoveAll: this client removes every entry it was handed, the cache
+ * compacts them away, and the reopened listing must go on after the last
+ * cookie fetched, not start over (which sent each name twice).
+ */
+static void test_dircache_removeall_resumes(void **state)
+{
+	struct fixture *f = *state;
+	enum dc_state st;
+	uint64_t after = 0;
+
+	assert_true(append(f, 0, 1, 200, false));
+	assert_int_equal(read_all(f, 0, &st, &after), 200);
+	/* The second half first: compaction drops the entries at the end. */
+	remove_range(f, 101, 200);
+	assert_true(dircache_entries(f->dc) <= 100);
+	remove_range(f, 1, 100);
+	/* Reopen, read from the start: nothing cached, fetch after 200. */
+	assert_int_equal(read_all(f, 0, &st, &after), 0);
+	assert_int_equal(st, DC_FETCH);
+	assert_int_equal(after, 200);
+	assert_true(append(f, after, 201, 400, false));
+	assert_int_equal(read_all(f, 0, &st, &after), 200);
+	assert_int_equal(f->out[0].cookie, 201);
+	/* Half consumed and removed, then reopened: the rest, then FETCH. */
+	remove_range(f, 201, 300);
+	assert_int_equal(read_all(f, 0, &st, &after), 100);
+	assert_int_equal(f->out[0].cookie, 301);
+	assert_int_equal(st, DC_FETCH);
+	assert_int_equal(after, 400);
+	assert_true(append(f, 400, 401, 410, true));
+	remove_range(f, 301, 410);
+	assert_int_equal(read_all(f, 0, &st, &after), 0);
+	assert_int_equal(st, DC_EOF);
+}
+
+/* Lookups: found, absent only from a complete listing, gone once removed. */
+static void test_dircache_lookup(void **state)
+{
+	struct fixture *f = *state;
+	struct dc_entry e;
+
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "f5", &e),
+			 DC_UNKNOWN);
+	assert_true(append(f, 0, 1, 10, false));
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "f5", &e), DC_FOUND);
+	assert_int_equal(e.ino, 1005);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "zz", &e),
+			 DC_UNKNOWN);
+	assert_true(append(f, 10, 11, 12, true));
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "zz", &e), DC_ABSENT);
+	dircache_remove(f->dc, DIR_INO, "f5");
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "f5", &e), DC_ABSENT);
+}
+
+/* A create after a complete listing joins it; a stale cookie drops it. */
+static void test_dircache_add(void **state)
+{
+	struct fixture *f = *state;
+	enum dc_state st;
+	uint64_t after = 0;
+	struct dc_entry e;
+
+	assert_true(append(f, 0, 1, 100, true));
+	remove_range(f, 90, 100); /* the last ones go */
+	dircache_add(f->dc, DIR_INO, "new", 101, 5000, DT_REG, NULL);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "new", &e), DC_FOUND);
+	assert_int_equal(read_all(f, 0, &st, &after), 90);
+	assert_int_equal(st, DC_EOF);
+	assert_string_equal(f->out[89].name, "new");
+	/* A cookie not past the last one: the cache no longer knows. */
+	dircache_add(f->dc, DIR_INO, "old", 95, 5001, DT_REG, NULL);
+	assert_int_equal(read_all(f, 0, &st, &after), 0);
+	assert_int_equal(st, DC_MISS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_dircache_pages, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dircache_removeall_resumes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dircache_lookup, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dircache_add, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
