@@ -175,6 +175,26 @@ int sw_tcp_connect(const char *host, uint16_t port, int timeout_ms)
 	return fd;
 }
 
+int sw_tcp_dead_peer_timeout(int fd, unsigned timeout_ms)
+{
+	/* Idle for half the time, then 3 probes over the other half:
+	 * whole seconds, at least 1 each (the kernel's unit). */
+	int on = 1, cnt = 3;
+	int idle = (int)SW_MAX(timeout_ms / 2000, 1u);
+	int intvl = (int)SW_MAX(timeout_ms / 6000, 1u);
+	unsigned user = timeout_ms;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
+		       sizeof(intvl)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user,
+		       sizeof(user)) < 0)
+		return -errno;
+	return 0;
+}
+
 void sw_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char addr[INET6_ADDRSTRLEN] = "?";

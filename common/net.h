@@ -41,6 +41,18 @@ extern const char *sw_net_bind;
  */
 int sw_tcp_connect(const char *host, uint16_t port, int timeout_ms);
 
+/*
+ * Give up on a TCP peer that stopped answering after about @timeout_ms:
+ * keepalive probes while the connection is idle (TCP_KEEPIDLE, _KEEPINTVL,
+ * _KEEPCNT) and TCP_USER_TIMEOUT while sent data goes unacknowledged.
+ * Without this a peer whose network vanished (a cable, a cut namespace: no
+ * FIN, no RST) leaves the connection up for tcp_retries2 (~15 minutes) when
+ * there is data in flight, and for ever when it is idle. A live peer's
+ * kernel answers probes and acks data whatever its process does, so a slow
+ * peer is not cut. Returns 0 or -errno.
+ */
+int sw_tcp_dead_peer_timeout(int fd, unsigned timeout_ms);
+
 /* Format @sa as "addr:port" ("[v6]:port") into @buf of @len bytes. */
 void sw_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
 

@@ -295,6 +295,20 @@ static unsigned file_goal(const struct master *m, const struct node *n)
 	return ns_goal(n) ? ns_goal(n) : (unsigned)m->cfg.goal;
 }
 
+/*
+ * Whether any chunkserver is connected. With none, a new chunk fails with
+ * EIO, not ENOSPC: the servers are unreachable (just after a restart of
+ * the master, before they register again; or down), which is not a full
+ * disk, and an application must not be told that it is.
+ */
+static bool any_server_up(struct master *m)
+{
+	for (uint32_t i = 1; i <= m->ncsrvs; i++)
+		if (csrv_up(m->csrvs[i]))
+			return true;
+	return false;
+}
+
 /* A new chunk in an empty slot (or one whose every copy is gone). */
 static int start_create(struct master *m, struct job *j, struct node *n,
 			struct chunk *old)
@@ -309,7 +323,7 @@ static int start_create(struct master *m, struct job *j, struct node *n,
 	int rc;
 
 	if (nsrv == 0)
-		return -ENOSPC;
+		return any_server_up(m) ? -ENOSPC : -EIO;
 	cs.ino = n->ino;
 	cs.index = j->index;
 	cs.chunk_id = m->ns.next_chunk;

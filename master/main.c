@@ -69,6 +69,11 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		{ "frame_timeout", SW_OPT_DURATION, &c->frame_timeout_ms, 100,
 		  UINT64_MAX, NULL,
 		  "drop a peer that stops in the middle of a frame" },
+		{ "peer_timeout", SW_OPT_DURATION, &c->peer_timeout_ms, 1000,
+		  3600 * 1000, NULL,
+		  "close a connection whose peer's network is gone (no "
+		  "answer to TCP keepalives or data) after this long; its "
+		  "session then waits session_timeout" },
 		{ "max_connections", SW_OPT_UINT, &c->max_connections, 1,
 		  1000000, NULL, "connections accepted at once" },
 		{ "log_level", SW_OPT_STRING, c->log_level, 0,
@@ -95,7 +100,7 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 19
+#define NOPTS 20
 
 static void usage(FILE *f)
 {

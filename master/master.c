@@ -38,6 +38,7 @@ void master_config_defaults(struct master_config *c)
 	c->keep_checkpoints = 2;
 	c->session_timeout_ms = 120 * 1000;
 	c->frame_timeout_ms = 30 * 1000;
+	c->peer_timeout_ms = 30 * 1000;
 	c->max_connections = 10000;
 	strcpy(c->log_level, "notice");
 	c->goal = 1;

@@ -53,6 +53,7 @@ struct master_config {
 	uint64_t keep_checkpoints;
 	uint64_t session_timeout_ms;   /* keep a disconnected session */
 	uint64_t frame_timeout_ms;     /* drop a peer stuck mid-frame */
+	uint64_t peer_timeout_ms;      /* drop a peer whose network died */
 	uint64_t max_connections;
 	char log_level[16];
 	uint64_t goal;		       /* copies of each chunk */

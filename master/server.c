@@ -425,6 +425,7 @@ static void on_connection(uv_stream_t *server, int status)
 	struct sockaddr_storage ss;
 	int len = sizeof(ss);
 	struct conn *c;
+	uv_os_fd_t fd;
 
 	if (status < 0) {
 		sw_err(TAG, "accept: %s", uv_strerror(status));
@@ -460,6 +461,12 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	/* A mount whose network vanished sends no FIN or RST: without
+	 * keepalives its connection, and so its session with its open
+	 * files, would never end (session_timeout counts from the
+	 * disconnection). */
+	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+		sw_tcp_dead_peer_timeout(fd, (unsigned)m->cfg.peer_timeout_ms);
 	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 

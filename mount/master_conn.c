@@ -360,6 +360,10 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	fd = sw_tcp_connect(mc->o.target.host, mc->o.target.port, 5000);
 	if (fd < 0)
 		return fd;
+	/* A master whose network vanished sends no FIN or RST: without
+	 * this, requests in flight on the dead connection would wait for
+	 * TCP to give up (~15 minutes), not master_timeout. */
+	sw_tcp_dead_peer_timeout(fd, (unsigned)mc->o.timeout_ms);
 	hello.version = SW_PROTO_VERSION;
 	hello.role = SWEEPFS__ROLE__ROLE_MOUNT;
 	hello.has_session_id = *session_id != 0;
