@@ -7,6 +7,7 @@
  *   master.c     start-up (checkpoint + replay), housekeeping, stop
  *   server.c     TCP, framing, dispatch, reply queues, group commit
  *   session.c    sessions, open files, orphans, readdir cursors
+ *   lockops.c    locks.c    file locks: requests, and the lock table
  *   fsops.c      one handler per namespace request
  *   watch.c      listings mounts cache, and their invalidation
  *   dataops.c    chunk requests: locations, create, copy-on-write, leases
@@ -34,6 +35,7 @@
 #include "exports.h"
 #include "frame.h"
 #include "htab.h"
+#include "locks.h"
 #include "meta.pb-c.h"
 #include "namespace.h"
 #include "perm.h"
@@ -168,6 +170,7 @@ struct master {
 	struct session *session_list;
 	uint64_t nsessions;
 	struct htab openers;	/* struct opener by ino: sessions holding it */
+	struct locks locks;	/* file locks (memory only: see locks.h) */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
 
 	/* purge (purge.c) */
@@ -343,6 +346,18 @@ int master_commit(struct master *m, struct req *r,
 
 /* Fill @a with the attributes of @n, as replies carry them. */
 void attr_fill(Sweepfs__Attr *a, const struct node *n);
+
+/* ---- lockops.c ------------------------------------------------------ */
+
+/* The handler for lock request @type, or NULL. */
+req_handler lock_handler(uint16_t type);
+
+/* The lock table's wake callback: answer the deferred request @waiter
+ * (granted with @rc 0, or failed) and let it go. */
+void lockops_wake(void *m, void *waiter, int rc);
+
+/* The namespace's node_gone hook: the locks of a freed node go. */
+void lockops_node_gone(void *m, uint64_t ino);
 
 /* ---- dataops.c ------------------------------------------------------ */
 

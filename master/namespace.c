@@ -405,6 +405,8 @@ static void node_free(struct ns *ns, struct node *n)
 	} else if (S_ISREG(n->mode)) {
 		ns_chunks_drop(ns, n);
 	}
+	if (ns->node_gone)
+		ns->node_gone(ns->hook_arg, n->ino);
 	ns->nnodes--;
 	slab_free(&ns->node_slab, n);
 }

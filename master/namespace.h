@@ -184,6 +184,9 @@ struct ns {
 	void (*chunk_gone)(void *arg, const struct chunk *c);
 	/* Told when a directory is about to be freed (watches go). */
 	void (*dir_gone)(void *arg, struct node *dir);
+	/* Told when any node is about to be freed (its file locks go);
+	 * NULL during start-up. */
+	void (*node_gone)(void *arg, uint64_t ino);
 	void *hook_arg;
 };
 

@@ -370,6 +370,8 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			handler = admin_handler(hdr->type);
 		if (!handler)
 			handler = fsck_handler(hdr->type);
+		if (!handler)
+			handler = lock_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);
 		else

@@ -17,6 +17,11 @@
  *
  * Readdir cursors: SESSION_CURSORS per session, least recently used
  * evicted; see DESIGN "Readdir cursor cache".
+ *
+ * File locks (locks.h) belong to sessions too: they survive a reconnect
+ * and go when the session is freed. Blocked lock requests belong to a
+ * connection: they are given up when it goes (the mount asks again on
+ * its next one).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +73,9 @@ int sessions_init(struct master *m)
 {
 	htab_init(&m->sessions, session_hash);
 	htab_init(&m->openers, ino_hash);
+	locks_init(&m->locks, lockops_wake, m);
+	/* Only now: replaying the changelog frees nodes nobody locked. */
+	m->ns.node_gone = lockops_node_gone;
 	return 0;
 }
 
@@ -206,6 +214,7 @@ static void session_free(struct master *m, struct session *s)
 	for (int i = 0; i < SESSION_CURSORS; i++)
 		ns_cursor_clear(&m->ns, &s->cursors[i].c);
 	watch_drop_session(m, s);
+	locks_drop_session(&m->locks, s->id);
 	htab_foreach(&s->opens, drop_open, m);
 	htab_release(&s->opens);
 	htab_remove(&m->sessions, sw_hash_u64(s->id), s);
@@ -225,6 +234,8 @@ void sessions_release(struct master *m)
 		session_free(m, m->session_list);
 	htab_release(&m->sessions);
 	htab_release(&m->openers);
+	locks_release(&m->locks);
+	m->ns.node_gone = NULL;
 }
 
 static uint64_t new_session_id(struct master *m)
@@ -498,6 +509,9 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		s = session_find(m, h->session_id);
 	if (s) {
 		resumed = true;
+		/* Requests blocked on a lock came on an old connection: no
+		 * answer reaches them; the mount sends them again. */
+		locks_cancel_session(&m->locks, s->id);
 		if (s->conn) {
 			/* The client knows its old connection is dead
 			 * before we do; that connection now has no session
@@ -673,6 +687,7 @@ void session_detach(struct master *m, struct conn *c)
 	s->conn = NULL;
 	s->detached_at = sw_mono_ns();
 	c->s = NULL;
+	locks_cancel_session(&m->locks, s->id);
 	/* Tools and chunkservers hold nothing worth waiting for. */
 	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT)
 		session_free(m, s);

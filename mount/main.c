@@ -275,7 +275,8 @@ int main(int argc, char **argv)
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;
 	if (cspool_new(&m.cs) < 0 || data_new(&m, &m.data) < 0 ||
-	    dircache_new(m.dircache_entries, &m.dcache) < 0)
+	    dircache_new(m.dircache_entries, &m.dcache) < 0 ||
+	    lock_table_new(&m.locks) < 0)
 		goto out_inodes;
 	rc = mconn_open(&mo, &m.mc);
 	if (rc < 0) {
@@ -339,6 +340,8 @@ out_inodes:
 		dircache_free(m.dcache);
 	if (m.cs)
 		cspool_free(m.cs);
+	if (m.locks)
+		lock_table_free(m.locks); /* its waits ended with mconn */
 	itable_release(&m.inodes);
 out_args:
 	free(fo.mountpoint);

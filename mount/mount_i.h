@@ -12,6 +12,7 @@
  *   inode.c        lookup and open counts per inode, attributes
  *   entry.c        attributes as the kernel wants them
  *   cred.c         the caller's credentials, supplementary groups cached
+ *   lock.c         file locks (fcntl, flock), held by the master
  */
 #ifndef SWEEPFS_MOUNT_MOUNT_I_H
 #define SWEEPFS_MOUNT_MOUNT_I_H
@@ -37,6 +38,7 @@ struct cspool;
 struct data;
 struct dircache;
 struct inval;
+struct lock_table;
 
 struct mount {
 	struct mconn *mc;
@@ -44,6 +46,7 @@ struct mount {
 	struct data *data;	 /* chunk locations, committed sizes */
 	struct dircache *dcache; /* directory listings */
 	struct inval *inval;	 /* kernel invalidations, queued */
+	struct lock_table *locks; /* blocked lock requests (lock.c) */
 	uint64_t dircache_entries; /* bound of dcache */
 	struct itable inodes;
 	uint64_t root_ino;	 /* master inode of FUSE_ROOT_ID */
@@ -110,6 +113,27 @@ void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
 void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 		  struct fuse_file_info *fi, bool plus);
 void readdir_release(struct fuse_file_info *fi);
+
+/*
+ * lock.c: file locks. Each answers @req (@ino is the master's), now or
+ * from the receiver thread; a blocking one (@sleep, flock without
+ * LOCK_NB) is answered when the master grants it or when the kernel
+ * interrupts it. lock_flush() drops @fi's owner's fcntl locks on @ino
+ * (close); lock_release() its flock if fi->flock_release, and with @last
+ * (the mount's last handle on @ino) forgets that @ino had fcntl locks.
+ */
+int lock_table_new(struct lock_table **out);
+void lock_table_free(struct lock_table *t); /* after mconn_close() */
+void lock_getlk(struct mount *m, fuse_req_t req, uint64_t ino,
+		struct fuse_file_info *fi, struct flock *lock);
+void lock_setlk(struct mount *m, fuse_req_t req, uint64_t ino,
+		struct fuse_file_info *fi, struct flock *lock, bool sleep);
+void lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
+		struct fuse_file_info *fi, int op);
+void lock_flush(struct mount *m, fuse_req_t req, uint64_t ino,
+		struct fuse_file_info *fi);
+void lock_release(struct mount *m, uint64_t ino,
+		  const struct fuse_file_info *fi, bool last);
 
 /* The FUSE operations table (ops.c). */
 extern const struct fuse_lowlevel_ops sw_mount_ops;

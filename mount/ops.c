@@ -254,6 +254,12 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	/* The master applies the setuid rules; the kernel tells us what it
 	 * wants cleared after writes and chown. */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
+	/* Locks go to the master, so that they hold across machines
+	 * (lock.c); without these the kernel keeps them to itself. */
+	if (conn->capable & FUSE_CAP_POSIX_LOCKS)
+		conn->want |= FUSE_CAP_POSIX_LOCKS;
+	if (conn->capable & FUSE_CAP_FLOCK_LOCKS)
+		conn->want |= FUSE_CAP_FLOCK_LOCKS;
 }
 
 static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -739,13 +745,49 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
+	bool last = itable_nopen(&m->inodes, to_master(m, ino)) <= 1;
 
 	/* Before the release goes out: no write after it uses a lease the
 	 * master has ended. */
-	data_release(m, to_master(m, ino),
-		     itable_nopen(&m->inodes, to_master(m, ino)) <= 1);
+	data_release(m, to_master(m, ino), last);
+	lock_release(m, to_master(m, ino), fi, last);
 	send_release(m, to_master(m, ino));
 	fuse_reply_err(req, 0);
+}
+
+/*
+ * Every close(2) of a descriptor: the process's fcntl locks on the file
+ * go (POSIX), which the kernel leaves to us once the locks are ours.
+ */
+static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mount *m = mnt(req);
+
+	lock_flush(m, req, to_master(m, ino), fi);
+}
+
+static void ll_getlk(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi, struct flock *lock)
+{
+	struct mount *m = mnt(req);
+
+	lock_getlk(m, req, to_master(m, ino), fi, lock);
+}
+
+static void ll_setlk(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi, struct flock *lock, int sleep)
+{
+	struct mount *m = mnt(req);
+
+	lock_setlk(m, req, to_master(m, ino), fi, lock, sleep != 0);
+}
+
+static void ll_flock(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi, int op)
+{
+	struct mount *m = mnt(req);
+
+	lock_flock(m, req, to_master(m, ino), fi, op);
 }
 
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -972,8 +1014,9 @@ const struct fuse_lowlevel_ops sw_mount_ops = {
 	.create = ll_create,
 	.read = ll_read,
 	.write = ll_write,
-	/* No flush: the mount keeps nothing to push at close, and without
-	 * it the kernel stops sending FLUSH, one round trip per close. */
+	/* Flush only for locks: the mount keeps no data to push at close,
+	 * and a file never fcntl-locked here is answered at once. */
+	.flush = ll_flush,
 	.release = ll_release,
 	.fsync = ll_fsync,
 	.opendir = ll_opendir,
@@ -987,4 +1030,7 @@ const struct fuse_lowlevel_ops sw_mount_ops = {
 	.listxattr = ll_listxattr,
 	.removexattr = ll_removexattr,
 	.access = ll_access,
+	.getlk = ll_getlk,
+	.setlk = ll_setlk,
+	.flock = ll_flock,
 };

@@ -62,6 +62,9 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(TRASH, "trash", trash_req, trash_reply, 1, 0),
 	MSG(FSCK, "fsck", fsck_req, fsck_reply, 0, 1),
 	MSG(GOAL, "goal", goal_req, goal_reply, 1, 0),
+	/* Resent after a reconnect: every lock op is idempotent for its
+	 * owner (sweepfs.proto). */
+	MSG(LOCK, "lock", lock_req, lock_reply, 0, 1),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -115,6 +115,8 @@ enum sw_msg_type {
 	SW_MSG_TRASH = 41,
 	SW_MSG_FSCK = 42,
 	SW_MSG_GOAL = 43,
+	/* file locks (LockReq) */
+	SW_MSG_LOCK = 44,
 	SW_MSG__COUNT
 };
 

@@ -111,6 +111,8 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "bg_slices", s->bg_slices);
 	json_u64(&j, "bg_slice_max_us", s->bg_slice_max_us);
 	json_u64(&j, "bg_slices_over_1ms", s->bg_slices_over_1ms);
+	json_u64(&j, "locks", s->locks);
+	json_u64(&j, "lock_waiters", s->lock_waiters);
 	json_arr_begin(&j, "servers");
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
@@ -232,6 +234,10 @@ int cmd_status(int argc, char **argv)
 		       s->snapshot_id, s->snapshot_nodes, s->snapshots_waiting);
 	if (s->trash_items)
 		printf("trash: %" PRIu64 " items\n", s->trash_items);
+	if (s->locks || s->lock_waiters)
+		printf("file locks: %" PRIu64 " held, %" PRIu64
+		       " requests waiting\n",
+		       s->locks, s->lock_waiters);
 	printf("%" PRIu64 " chunks, %" PRIu64 " chunk deletions queued\n",
 	       s->chunks, s->chunk_deletes_pending);
 	for (size_t i = 0; i < s->n_servers; i++) {
