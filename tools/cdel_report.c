@@ -290,7 +290,9 @@ static void json_fs(struct json *j, const struct cdel_fs *fs)
 		json_str(j, "probe_note", fs->probe_note);
 	if (fs->sweepfs) {
 		const Sweepfs__InfoReply *s = fs->info0;
-		char master[300];
+		/* host:port/subdir, each part as long as sw_target allows */
+		char master[sizeof(fs->target.host) + 8 +
+			    sizeof(fs->target.subdir)];
 
 		snprintf(master, sizeof(master), "%s:%u%s", fs->target.host,
 			 fs->target.port, fs->target.subdir);
