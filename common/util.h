@@ -27,6 +27,15 @@ static inline int64_t sw_now_ns(void)
 }
 
 /* Monotonic time in nanoseconds, for intervals and timeouts. */
+/* CPU time this thread has used, in nanoseconds. */
+static inline int64_t sw_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static inline int64_t sw_mono_ns(void)
 {
 	struct timespec ts;

@@ -183,6 +183,7 @@ struct master {
 	 * longest, and how many took over a millisecond. */
 	uint64_t bg_slices;
 	int64_t bg_slice_max_ns;
+	int64_t bg_slice_max_cpu_ns;
 	uint64_t bg_slices_over_1ms;
 
 	struct snapper *snap;	/* snapshots being made (snapjob.c) */
@@ -440,7 +441,8 @@ void purge_kick(struct master *m);
 /* The time budget background work shares (purge, snapshot copies): may
  * a slice run now; and what one took. */
 bool background_may_run(struct master *m);
-void background_spent(struct master *m, int64_t ns);
+/* A background slice ran @ns of wall time, @cpu_ns of it on the CPU. */
+void background_spent(struct master *m, int64_t ns, int64_t cpu_ns);
 
 /* Nodes the purge has yet to free. */
 uint64_t purge_left(const struct master *m);

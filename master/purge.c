@@ -153,13 +153,15 @@ bool background_may_run(struct master *m)
 	return m->purge_credit > 0;
 }
 
-void background_spent(struct master *m, int64_t ns)
+void background_spent(struct master *m, int64_t ns, int64_t cpu_ns)
 {
 	m->purge_credit -= (double)ns;
 	/* What a request arriving meanwhile waited for, at worst. */
 	m->bg_slices++;
 	if (ns > m->bg_slice_max_ns)
 		m->bg_slice_max_ns = ns;
+	if (cpu_ns > m->bg_slice_max_cpu_ns)
+		m->bg_slice_max_cpu_ns = cpu_ns;
 	if (ns > 1000000)
 		m->bg_slices_over_1ms++;
 }
@@ -167,7 +169,7 @@ void background_spent(struct master *m, int64_t ns)
 static void purge_run(uv_idle_t *h)
 {
 	struct master *m = h->data;
-	int64_t t0, spent;
+	int64_t t0, cpu0, spent;
 	int64_t rc;
 
 	if (!m->ns.purge_head || m->stopping) {
@@ -180,9 +182,10 @@ static void purge_run(uv_idle_t *h)
 		return;
 	}
 	t0 = sw_mono_ns();
+	cpu0 = sw_thread_cpu_ns();
 	rc = purge_slice(m, t0 + (int64_t)m->cfg.purge_slice_us * 1000);
 	spent = sw_mono_ns() - t0;
-	background_spent(m, spent);
+	background_spent(m, spent, sw_thread_cpu_ns() - cpu0);
 	m->purge_busy_ns += (uint64_t)spent;
 	if (rc < 0) {
 		/* The changelog is full: try again in a second. */

@@ -363,7 +363,7 @@ static void run(uv_idle_t *h)
 {
 	struct snapper *s = h->data;
 	struct master *m = s->m;
-	int64_t t0, deadline;
+	int64_t t0, cpu0, deadline;
 	ssize_t rc = 0;
 
 	if (!s->running) {
@@ -377,11 +377,12 @@ static void run(uv_idle_t *h)
 		return;
 	}
 	t0 = sw_mono_ns();
+	cpu0 = sw_thread_cpu_ns();
 	deadline = t0 + (int64_t)m->cfg.purge_slice_us * 1000;
 	do {
 		rc = apply_part(s);
 	} while (rc > 0 && sw_mono_ns() < deadline);
-	background_spent(m, sw_mono_ns() - t0);
+	background_spent(m, sw_mono_ns() - t0, sw_thread_cpu_ns() - cpu0);
 	if (rc == -EUCLEAN) {
 		sw_err(TAG, "snapshot %" PRIu64 ": the image is malformed",
 		       s->id);

@@ -111,6 +111,7 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "bg_slices", s->bg_slices);
 	json_u64(&j, "bg_slice_max_us", s->bg_slice_max_us);
 	json_u64(&j, "bg_slices_over_1ms", s->bg_slices_over_1ms);
+	json_u64(&j, "bg_slice_max_cpu_us", s->bg_slice_max_cpu_us);
 	json_u64(&j, "locks", s->locks);
 	json_u64(&j, "lock_waiters", s->lock_waiters);
 	json_arr_begin(&j, "servers");
@@ -224,9 +225,10 @@ int cmd_status(int argc, char **argv)
 		printf(", done in ~%.1f s", (double)s->purge_eta_ms / 1000);
 	printf("\n");
 	if (s->bg_slices)
-		printf("background: %" PRIu64 " slices, longest %.3f ms, %" PRIu64
-		       " over 1 ms\n",
+		printf("background: %" PRIu64 " slices, longest %.3f ms "
+		       "(%.3f ms on the CPU), %" PRIu64 " over 1 ms\n",
 		       s->bg_slices, (double)s->bg_slice_max_us / 1000,
+		       (double)s->bg_slice_max_cpu_us / 1000,
 		       s->bg_slices_over_1ms);
 	if (s->snapshot_id || s->snapshots_waiting)
 		printf("snapshot: %" PRIu64 " being copied (%" PRIu64

@@ -404,6 +404,14 @@ assert_ge 1 "$left_restart" "nodes left to purge after the restart"
 wait_until 120 "the purge to finish after the restart" status_is purge_left 0
 assert_eq 0 "$(sw_status 'd["purge_roots"]')" "trees being purged"
 assert_eq "$n_base" "$(nodes)" "nodes after the purge"
+# The purge ran in slices of purge_slice (200 us) of the loop's time:
+# none took more than a few milliseconds on the CPU, even under ASan
+# (wall time would also count the moments the kernel ran others).
+slices=$(sw_status 'd["bg_slices"]')
+slice_cpu=$(sw_status 'd["bg_slice_max_cpu_us"]')
+log "purge: $slices background slices, longest $slice_cpu us on the CPU"
+assert_ge 100 "$slices" "background slices of a 101,000-node purge"
+assert_le 20000 "$slice_cpu" "the longest background slice's CPU time (us)"
 assert_eq 0 "$(chunks)" "chunks after the purge"
 no_chunk_files() { (($(chunk_files) == 0)); }
 wait_until 60 "the chunk files to leave the disk" no_chunk_files
