@@ -254,6 +254,38 @@ static void edge_weight(const struct edge *e, int64_t *names, int64_t *plain)
 }
 
 /*
+ * Note that @d's name table is being resized (its inserts and removes
+ * move it along; ns_housekeep() finishes it when they stop). A failed
+ * allocation only leaves the old array for the directory's own changes
+ * to drain.
+ */
+static void resizing_note(struct ns *ns, struct dir *d)
+{
+	for (size_t i = 0; i < ns->nresizing; i++)
+		if (ns->resizing[i] == d)
+			return;
+	if (ns->nresizing == ns->resizing_cap) {
+		size_t cap = ns->resizing_cap ? ns->resizing_cap * 2 : 8;
+		struct dir **v = realloc(ns->resizing, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		ns->resizing = v;
+		ns->resizing_cap = cap;
+	}
+	ns->resizing[ns->nresizing++] = d;
+}
+
+static void resizing_forget(struct ns *ns, const struct dir *d)
+{
+	for (size_t i = 0; i < ns->nresizing; i++)
+		if (ns->resizing[i] == d) {
+			ns->resizing[i] = ns->resizing[--ns->nresizing];
+			return;
+		}
+}
+
+/*
  * Append live edge @e to @d. Fails (-ENOMEM) only before changing
  * anything.
  */
@@ -273,6 +305,8 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 			htab_release(&d->names);
 	}
 	ns->dir_bytes += htab_bytes(&d->names) - before;
+	if (d->names.old)
+		resizing_note(ns, d);
 	if (rc < 0)
 		return rc;
 	e->prev = d->tail;
@@ -314,6 +348,8 @@ static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 			htab_release(&d->names);
 	}
 	ns->dir_bytes += htab_bytes(&d->names) - before;
+	if (d->names.old)
+		resizing_note(ns, d);
 	if (e->flags & EDGE_INDEXED)
 		index_drop(d, e);
 	d->nentries--;
@@ -363,6 +399,7 @@ static void dir_free(struct ns *ns, struct node *n)
 	}
 	ns->dir_bytes -= htab_bytes(&d->names) + sizeof(*d) +
 			 d->index_cap * sizeof(*d->index);
+	resizing_forget(ns, d);
 	htab_release(&d->names);
 	free(d->index);
 	free(d);
@@ -556,6 +593,7 @@ void ns_release(struct ns *ns)
 	htab_release(&ns->inodes);
 	htab_release(&ns->orphans);
 	htab_release(&ns->xattrs);
+	free(ns->resizing);
 	slab_release(&ns->node_slab);
 	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
 		slab_release(&ns->edge_slab[i]);
@@ -1291,6 +1329,21 @@ bool ns_housekeep(struct ns *ns)
 	bool more = htab_step(&ns->inodes, 1024);
 
 	more |= htab_step(&ns->orphans, 1024);
+	more |= htab_step(&ns->xattrs, 1024);
+	more |= htab_step(&ns->chunks, 1024);
+	for (size_t i = 0; i < ns->nresizing;) {
+		struct dir *d = ns->resizing[i];
+		size_t before = htab_bytes(&d->names);
+
+		htab_step(&d->names, 1024);
+		ns->dir_bytes += htab_bytes(&d->names) - before;
+		if (d->names.old) {
+			more = true;
+			i++;
+		} else {
+			ns->resizing[i] = ns->resizing[--ns->nresizing];
+		}
+	}
 	return more;
 }
 

@@ -156,6 +156,11 @@ struct ns {
 	uint64_t nedges;       /* live edges */
 	uint64_t dir_moves;    /* directory names removed: paths may differ */
 	size_t dir_bytes;      /* struct dir and index arrays */
+	/* Directories whose name table is being resized: ns_housekeep()
+	 * moves them on, so that the old array does not stay allocated
+	 * for as long as nothing else touches the directory. */
+	struct dir **resizing;
+	size_t nresizing, resizing_cap;
 	size_t misc_bytes;     /* symlink targets, xattrs, chunk slots */
 
 	/* Detached subtrees waiting to be freed (purge.c), oldest first. */

@@ -2180,6 +2180,58 @@ static void test_ns_memory_returns_to_baseline(void **state)
 	check_ns(&f->ns);
 }
 
+/*
+ * A directory's name table that started growing finishes through
+ * ns_housekeep() alone, when no more entries come: the old array must not
+ * stay allocated (and counted) for as long as nobody touches the
+ * directory.
+ */
+static void test_ns_housekeep_finishes_name_resize(void **state)
+{
+	struct fixture *f = *state;
+	struct node *r = root(f), *d = mk(f, r, "d", S_IFDIR | 0755);
+	struct htab *names = &d->u.dir->names;
+	size_t during, after;
+	char name[32];
+	int i;
+
+	/* Create until a resize is under way, then stop. */
+	for (i = 0; i < 200000 && !names->old; i++) {
+		snprintf(name, sizeof(name), "entry%d", i);
+		mk(f, d, name, S_IFREG | 0644);
+	}
+	assert_non_null(names->old);
+	during = ns_memory(&f->ns);
+	while (ns_housekeep(&f->ns))
+		;
+	assert_null(names->old);
+	after = ns_memory(&f->ns);
+	/* The old array (at least half the new one) is gone from the
+	 * accounting too. */
+	assert_true(after + htab_bytes(names) / 2 <= during);
+	assert_int_equal(htab_count(names), (size_t)i);
+	for (int k = 0; k < i; k += 97) {
+		snprintf(name, sizeof(name), "entry%d", k);
+		assert_non_null(child(f, d, name));
+	}
+	check_ns(&f->ns);
+	/* A directory freed in the middle of a resize is forgotten. */
+	for (int k = i; !names->old; k++) {
+		snprintf(name, sizeof(name), "entry%d", k);
+		mk(f, d, name, S_IFREG | 0644);
+		i = k + 1;
+	}
+	for (int k = 0; k < i; k++) {
+		snprintf(name, sizeof(name), "entry%d", k);
+		assert_int_equal(unlink_rc(f, d, name, false), 0);
+	}
+	assert_int_equal(unlink_rc(f, r, "d", false), 0);
+	while (ns_housekeep(&f->ns))
+		;
+	assert_int_equal(f->ns.nresizing, 0);
+	check_ns(&f->ns);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2241,6 +2293,9 @@ int main(void)
 			test_ns_rename_random_invariants, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_ns_memory_returns_to_baseline, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_ns_housekeep_finishes_name_resize, setup,
+			teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
