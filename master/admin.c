@@ -163,6 +163,8 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.bg_slices = m->bg_slices;
 	reply.bg_slice_max_us = (uint64_t)m->bg_slice_max_ns / 1000;
 	reply.bg_slices_over_1ms = m->bg_slices_over_1ms;
+	reply.has_tables_resizing = 1;
+	reply.tables_resizing = ns_resizing(&m->ns);
 	reply.has_bg_slice_max_cpu_us = 1;
 	reply.bg_slice_max_cpu_us = (uint64_t)m->bg_slice_max_cpu_ns / 1000;
 	reply.has_locks = reply.has_lock_waiters = 1;

@@ -233,6 +233,30 @@ static void on_cs_tick(uv_timer_t *t)
 	csrvs_tick(t->data);
 }
 
+static void on_resize_timer(uv_timer_t *t);
+
+/*
+ * Move hash tables that are growing along (master/htab.h), for at most a
+ * millisecond; again in 10 ms while any is not done, so that the old
+ * arrays go within a fraction of a second of the burst that made the
+ * tables grow, at a few percent of the loop.
+ */
+static void resize_step(struct master *m)
+{
+	int64_t t0 = sw_mono_ns();
+	bool more;
+
+	while ((more = ns_housekeep(&m->ns)) && sw_mono_ns() - t0 < 1000000)
+		;
+	if (more && !m->stopping)
+		uv_timer_start(&m->resize_timer, on_resize_timer, 10, 0);
+}
+
+static void on_resize_timer(uv_timer_t *t)
+{
+	resize_step(t->data);
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	struct master *m = t->data;
@@ -248,8 +272,8 @@ static void on_tick(uv_timer_t *t)
 	    now - m->last_checkpoint >=
 		    (int64_t)m->cfg.checkpoint_interval_ms * 1000000)
 		master_checkpoint(m);
-	while (ns_housekeep(&m->ns) && sw_mono_ns() - now < 1000000)
-		;
+	if (!uv_is_active((uv_handle_t *)&m->resize_timer))
+		resize_step(m);
 }
 
 /* ---- start and stop ------------------------------------------------- */
@@ -297,6 +321,8 @@ int master_start(struct master *m, uv_loop_t *loop)
 	uv_timer_init(m->loop, &m->tick);
 	m->tick.data = m;
 	uv_timer_start(&m->tick, on_tick, 1000, 1000);
+	uv_timer_init(m->loop, &m->resize_timer);
+	m->resize_timer.data = m;
 	uv_timer_init(m->loop, &m->cs_tick);
 	m->cs_tick.data = m;
 	uv_timer_start(&m->cs_tick, on_cs_tick, 100, 100);
@@ -323,6 +349,8 @@ void master_stop(struct master *m)
 	server_stop(m);
 	uv_timer_stop(&m->tick);
 	uv_close((uv_handle_t *)&m->tick, NULL);
+	uv_timer_stop(&m->resize_timer);
+	uv_close((uv_handle_t *)&m->resize_timer, NULL);
 	uv_timer_stop(&m->cs_tick);
 	uv_close((uv_handle_t *)&m->cs_tick, NULL);
 	purge_stop(m);

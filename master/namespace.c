@@ -1347,6 +1347,13 @@ bool ns_housekeep(struct ns *ns)
 	return more;
 }
 
+size_t ns_resizing(const struct ns *ns)
+{
+	return (ns->inodes.old != NULL) + (ns->orphans.old != NULL) +
+	       (ns->xattrs.old != NULL) + (ns->chunks.old != NULL) +
+	       ns->nresizing;
+}
+
 /* ---- for the purge (namespace_i.h) ------------------------------------ */
 
 void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e)

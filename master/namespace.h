@@ -499,4 +499,7 @@ int ns_load_finish(struct ns *ns);
  * true while work is left. */
 bool ns_housekeep(struct ns *ns);
 
+/* Hash tables whose resize is under way (ns_housekeep() ends them). */
+size_t ns_resizing(const struct ns *ns);
+
 #endif

@@ -112,6 +112,7 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "bg_slice_max_us", s->bg_slice_max_us);
 	json_u64(&j, "bg_slices_over_1ms", s->bg_slices_over_1ms);
 	json_u64(&j, "bg_slice_max_cpu_us", s->bg_slice_max_cpu_us);
+	json_u64(&j, "tables_resizing", s->tables_resizing);
 	json_u64(&j, "locks", s->locks);
 	json_u64(&j, "lock_waiters", s->lock_waiters);
 	json_arr_begin(&j, "servers");
