@@ -87,6 +87,10 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  NULL, "longest run of the purge between requests, in us" },
 		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,
 		  "percent of the master's time the purge may take" },
+		{ "purge_duty_busy", SW_OPT_UINT, &c->purge_duty_busy, 1, 100,
+		  NULL,
+		  "... while mounts' requests come in (within the last "
+		  "100 ms): the purge's CPU competes with theirs" },
 		{ "exports_file", SW_OPT_STRING, c->exports_file, 0,
 		  sizeof(c->exports_file), NULL,
 		  "who may mount what (missing: everyone, everything)" },
@@ -100,7 +104,7 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 20
+#define NOPTS 21
 
 static void usage(FILE *f)
 {

@@ -45,6 +45,7 @@ void master_config_defaults(struct master_config *c)
 	c->delete_rate = 2000;
 	c->purge_slice_us = 200;
 	c->purge_duty = 50;
+	c->purge_duty_busy = 10;
 	c->snapshot_sync_max = 20000;
 }
 

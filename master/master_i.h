@@ -62,6 +62,7 @@ struct master_config {
 	uint64_t delete_rate;	       /* chunk deletions/s per server */
 	uint64_t purge_slice_us;       /* longest purge slice */
 	uint64_t purge_duty;	       /* percent of the loop's time */
+	uint64_t purge_duty_busy;      /* ... while clients are served */
 	uint64_t snapshot_sync_max;    /* nodes a snapshot copies at once */
 	char exports_file[4096];       /* exports.h; absent: open to all */
 	uint64_t changelog_prealloc;   /* not a key: 0 is changelog.c's
@@ -182,6 +183,7 @@ struct master {
 	uint64_t purge_busy_ns;	/* spent purging, in all */
 	/* Background slices (purge, snapshot copies): how many, the
 	 * longest, and how many took over a millisecond. */
+	int64_t last_client_request; /* mono ns, from a mount */
 	uint64_t bg_slices;
 	int64_t bg_slice_max_ns;
 	int64_t bg_slice_max_cpu_ns;

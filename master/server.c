@@ -357,6 +357,10 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	} else if ((rc = session_admit(c->s, hdr->type, msg)) < 0) {
 		req_error(&r, rc);
 	} else {
+		/* Mounts at work: background work steps back (purge.c).
+		 * (Not for tools: a status poll is no load.) */
+		if (c->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
+			m->last_client_request = sw_mono_ns();
 		handler = fsops_handler(hdr->type);
 		if (!handler)
 			handler = data_handler(hdr->type);
