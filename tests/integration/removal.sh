@@ -46,6 +46,7 @@ M=$SW_MNT
 nodes() { sw_status 'd["nodes"]'; }
 chunks() { sw_status 'd["chunks"]'; }
 status_is() { [[ "$(sw_status "d[\"$1\"]")" == "$2" ]]; }
+gone() { [[ ! -e "$1" ]]; }
 # chunk files on disk = chunks the master knows, and nothing queued
 chunks_settled() {
 	status_is chunk_deletes_pending 0 &&
@@ -229,6 +230,10 @@ assert_same_text "$SW_TMP/t.before" "$SW_TMP/t.after" "the tree after a refused 
 n0=$(nodes)
 sw_tool rmsnapshot -f t
 printf '%s\n' t t/d2 t/d2/new t/f6 | sort >"$SW_TMP/t.expect"
+# The master tells the mount, which tells the kernel, after the tool has
+# its answer: the mount's view follows within moments, not at once.
+tree_is() { find t | sort | cmp -s - "$SW_TMP/t.expect"; }
+wait_until 3 "the mount to see the tree after rmsnapshot -f" tree_is
 find t | sort >"$SW_TMP/t.after"
 assert_same_text "$SW_TMP/t.expect" "$SW_TMP/t.after" "the tree after rmsnapshot -f"
 assert_eq 6 "$(cat t/d2/new)" "an unflagged file's content after rmsnapshot -f"
@@ -251,7 +256,7 @@ sw_tool rmsnapshot u >/dev/null 2>&1 || st=$?
 assert_ne 0 "$st" "rmsnapshot of a tree with one object unflagged by deleattr"
 sw_tool seteattr -f snapshot u/g
 sw_tool rmsnapshot u
-assert_missing u
+wait_until 3 "the removed tree to disappear from the mount" gone u
 cd /
 rm -rf "$M/t"
 wait_until 30 "the flag tests' chunks to go" chunks_settled
@@ -297,7 +302,6 @@ wait_until 30 "the holder to open its file" test -e "$SW_TMP/held.open"
 sw_tool rmr "$M/held"
 # the master tells the mount, which drops the kernel's entry (at once,
 # give or take the invalidation thread)
-gone() { [[ ! -e "$1" ]]; }
 wait_until 3 "the removed tree to disappear from the mount" gone "$M/held"
 wait_until 30 "the purge of the rest of the tree" status_is purge_left 0
 assert_eq 1 "$(sw_status 'd["orphans"]')" "open-unlinked files while the holder has it open"
