@@ -26,9 +26,9 @@
 #define BG_NICE 19
 
 struct bg {
-	uv_async_t async; /* wakes the loop: jobs finished */
+	uv_async_t async;     /* wakes the loop: jobs finished */
 	pthread_mutex_t lock; /* protects everything below */
-	pthread_cond_t cond; /* signalled: a job queued, or stop */
+	pthread_cond_t cond;  /* signalled: a job queued, or stop */
 	struct bg_job *todo, *todo_tail;
 	struct bg_job *done, *done_tail;
 	bool stop;

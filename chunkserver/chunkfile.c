@@ -349,12 +349,12 @@ int cf_read(struct cf_file *f, const struct cf_meta *m, uint32_t off,
 
 /* A write cut into whole blocks: the partial first and last are copies. */
 struct wplan {
-	uint32_t b0, b1; /* first and last block touched */
-	uint8_t *head; /* block b0 after the write, if partially covered */
-	uint8_t *tail; /* block b1 after the write, if partially covered */
+	uint32_t b0, b1;    /* first and last block touched */
+	uint8_t *head;	    /* block b0 after the write, if partially covered */
+	uint8_t *tail;	    /* block b1 after the write, if partially covered */
 	const uint8_t *mid; /* the request's bytes of the whole blocks */
-	uint32_t mid_b0; /* first whole block */
-	uint32_t mid_n; /* whole blocks */
+	uint32_t mid_b0;    /* first whole block */
+	uint32_t mid_n;	    /* whole blocks */
 };
 
 /* The contents of block @b after the write. */
@@ -473,7 +473,7 @@ out_free:
 static int shrink(struct cf_file *f, const struct cf_meta *m, uint32_t length,
 		  struct cf_report *r)
 {
-	uint32_t first = length / BS; /* first block changed */
+	uint32_t first = length / BS;		  /* first block changed */
 	uint32_t end = (m->length + BS - 1) / BS; /* after the last used */
 	uint32_t z = cf_zero_crc();
 	uint8_t *blk = NULL;

@@ -65,7 +65,7 @@ struct cf_file {
 /* What an operation found, for the caller to log. */
 struct cf_report {
 	uint32_t repaired; /* committed slots fixed from the pending one */
-	uint32_t torn; /* blocks accepted after an interrupted write */
+	uint32_t torn;	   /* blocks accepted after an interrupted write */
 	int32_t bad_block; /* a block that failed verification, or -1 */
 };
 

@@ -24,18 +24,18 @@
 #include "token.h"
 
 struct cs_config {
-	char data_dirs[4096]; /* comma-separated */
-	char listen[300]; /* HOST:PORT */
-	char advertise[300]; /* HOST:PORT for clients; "" derives it */
-	char master[300]; /* HOST[:PORT] */
-	uint64_t heartbeat_ms; /* CS_HEARTBEAT period */
+	char data_dirs[4096];	   /* comma-separated */
+	char listen[300];	   /* HOST:PORT */
+	char advertise[300];	   /* HOST:PORT for clients; "" derives it */
+	char master[300];	   /* HOST[:PORT] */
+	uint64_t heartbeat_ms;	   /* CS_HEARTBEAT period */
 	uint64_t frame_timeout_ms; /* drop a peer stuck mid-frame */
-	uint64_t send_timeout_ms; /* drop a peer that takes no replies */
+	uint64_t send_timeout_ms;  /* drop a peer that takes no replies */
 	uint64_t max_connections;
-	uint64_t workers; /* libuv pool threads (disk I/O) */
-	uint64_t bg_threads; /* deletion and replication threads */
-	uint64_t open_files; /* idle chunk files kept open */
-	uint64_t reserve; /* bytes left free in each data dir */
+	uint64_t workers;      /* libuv pool threads (disk I/O) */
+	uint64_t bg_threads;   /* deletion and replication threads */
+	uint64_t open_files;   /* idle chunk files kept open */
+	uint64_t reserve;      /* bytes left free in each data dir */
 	uint64_t max_inflight; /* request bytes held at once, all peers */
 	char log_level[16];
 };
@@ -47,13 +47,13 @@ struct cs {
 	uv_loop_t *loop;
 	struct cs_config cfg;
 	struct store *store;
-	struct bg *bg; /* deletion and replication */
+	struct bg *bg;	   /* deletion and replication */
 	char *const *dirs; /* the data directories */
 	size_t ndirs;
 	char listen_host[256];
 	uint16_t listen_port;
 	char advertise[300]; /* what the master tells clients */
-	char name[128]; /* host name, in hellos */
+	char name[128];	     /* host name, in hellos */
 	/* The master's key for clients' tokens. Written by master_link.c
 	 * on the loop; requests copy it when they are queued. */
 	bool has_key;

@@ -23,8 +23,8 @@ struct idmap_slot {
 
 struct idmap {
 	struct idmap_slot *slots; /* NULL while empty */
-	size_t mask; /* slots - 1 */
-	size_t count; /* values stored */
+	size_t mask;		  /* slots - 1 */
+	size_t count;		  /* values stored */
 };
 
 static inline void idmap_init(struct idmap *m)

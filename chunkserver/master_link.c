@@ -72,9 +72,9 @@ struct mconn {
 	uv_tcp_t tcp;
 	uv_connect_t creq;
 	uv_write_t wreq;
-	struct mlink *ml; /* NULL once abandoned */
-	struct sw_buf in; /* received, not yet framed */
-	struct sw_buf out; /* frames to send */
+	struct mlink *ml;   /* NULL once abandoned */
+	struct sw_buf in;   /* received, not yet framed */
+	struct sw_buf out;  /* frames to send */
 	struct sw_buf wbuf; /* being written */
 	bool writing;
 };
@@ -111,21 +111,21 @@ struct mlink {
 	struct mconn *mc; /* the current connection, or NULL */
 	uv_getaddrinfo_t gai;
 	uint64_t next_id;
-	uint64_t server_id; /* 0 until the master gives one */
+	uint64_t server_id;	/* 0 until the master gives one */
 	struct reg_part *parts; /* registration being sent */
 	size_t nparts, next_part;
-	uint64_t reg_id; /* request id of the part sent */
-	bool hb_busy; /* heartbeat space refresh in the pool */
-	bool logged_down; /* failures are logged once, then quietly */
-	int64_t since; /* mono ns: entered the current state */
-	int64_t last_rx; /* mono ns: last frame from the master */
+	uint64_t reg_id;       /* request id of the part sent */
+	bool hb_busy;	       /* heartbeat space refresh in the pool */
+	bool logged_down;      /* failures are logged once, then quietly */
+	int64_t since;	       /* mono ns: entered the current state */
+	int64_t last_rx;       /* mono ns: last frame from the master */
 	int64_t partial_since; /* mono ns: an incomplete frame */
-	int64_t next_hb; /* mono ns */
-	int64_t retry_at; /* mono ns, in IDLE */
+	int64_t next_hb;       /* mono ns */
+	int64_t retry_at;      /* mono ns, in IDLE */
 	uint64_t backoff_ms;
 	struct cmd *wait, *wait_tail; /* commands not started */
-	struct idmap busy; /* chunk id -> running commands (count) */
-	struct idmap reported; /* chunk id -> version + 1 sent damaged */
+	struct idmap busy;	      /* chunk id -> running commands (count) */
+	struct idmap reported;	      /* chunk id -> version + 1 sent damaged */
 	unsigned fg_running;
 	bool stopping;
 };

@@ -64,25 +64,25 @@ struct conn {
 	uv_tcp_t tcp;
 	struct server *srv;
 	char peer[64];
-	struct sw_buf in; /* received, not yet framed */
-	struct sw_frame_hdr big_hdr; /* the large frame being read */
-	uint8_t *big; /* its payload buffer, or NULL */
-	size_t big_have; /* bytes of it received */
+	struct sw_buf in;		 /* received, not yet framed */
+	struct sw_frame_hdr big_hdr;	 /* the large frame being read */
+	uint8_t *big;			 /* its payload buffer, or NULL */
+	size_t big_have;		 /* bytes of it received */
 	struct outframe *out, *out_tail; /* replies not yet written */
-	struct outframe *wlist; /* replies in the uv_write */
-	size_t out_bytes; /* bytes of both lists */
+	struct outframe *wlist;		 /* replies in the uv_write */
+	size_t out_bytes;		 /* bytes of both lists */
 	uv_write_t wreq;
-	unsigned reqs; /* requests in the pool */
-	size_t req_bytes; /* their payload bytes */
-	int refs; /* 1 until closed, +1 per request */
+	unsigned reqs;	       /* requests in the pool */
+	size_t req_bytes;      /* their payload bytes */
+	int refs;	       /* 1 until closed, +1 per request */
 	int64_t partial_since; /* mono ns: an incomplete frame */
-	int64_t write_since; /* mono ns: the uv_write began */
-	bool hello; /* hello done */
-	bool reading; /* uv_read_start in effect */
-	bool writing; /* wreq in flight */
+	int64_t write_since;   /* mono ns: the uv_write began */
+	bool hello;	       /* hello done */
+	bool reading;	       /* uv_read_start in effect */
+	bool writing;	       /* wreq in flight */
 	bool closing;
-	bool close_after_write; /* a refused hello: say why, then go */
-	bool in_flush; /* on srv->flush */
+	bool close_after_write;	  /* a refused hello: say why, then go */
+	bool in_flush;		  /* on srv->flush */
 	struct conn *next, *prev; /* all connections */
 	struct conn *flush_next;
 };
@@ -94,8 +94,8 @@ struct server {
 	struct conn *conns;
 	uint64_t nconns;
 	struct conn *flush; /* connections with replies to write */
-	size_t req_bytes; /* payload bytes of all requests in the pool */
-	bool throttled; /* req_bytes went over cfg.max_inflight */
+	size_t req_bytes;   /* payload bytes of all requests in the pool */
+	bool throttled;	    /* req_bytes went over cfg.max_inflight */
 	bool stopping;
 	bool listener_closed;
 	int64_t stop_deadline; /* mono ns */

@@ -472,10 +472,10 @@ out_unlock:
 
 /* A new chunk file being built under its .tmp name. */
 struct newfile {
-	struct chunk *c; /* the reservation (state CREATING) */
+	struct chunk *c;   /* the reservation (state CREATING) */
 	struct chunk *old; /* an older version to replace, held, or NULL */
-	int fd; /* the .tmp file */
-	char tmp[64]; /* its name relative to the directory */
+	int fd;		   /* the .tmp file */
+	char tmp[64];	   /* its name relative to the directory */
 };
 
 /* The directory with the most free space over the reserve; lock held. */

@@ -31,7 +31,7 @@ struct store_opts {
 	const char *const *dirs; /* data directories; they must exist */
 	size_t ndirs;
 	unsigned max_open; /* chunk files kept open when idle */
-	uint64_t reserve; /* free bytes to leave in each directory */
+	uint64_t reserve;  /* free bytes to leave in each directory */
 };
 
 /* One chunk, as the inventory has it. */

@@ -22,7 +22,7 @@
 #define STORE_STRIPES 1024u
 
 struct stripe {
-	pthread_rwlock_t rw; /* reads share, everything else excludes */
+	pthread_rwlock_t rw;  /* reads share, everything else excludes */
 	pthread_mutex_t open; /* opening a chunk's file lazily */
 };
 
@@ -47,31 +47,31 @@ enum chunk_state {
  */
 struct chunk {
 	struct cf_meta meta;
-	uint16_t dir; /* index in store->dirs */
+	uint16_t dir;  /* index in store->dirs */
 	uint8_t state; /* enum chunk_state */
-	bool gone; /* deleted or replaced */
+	bool gone;     /* deleted or replaced */
 	bool damaged;
-	uint32_t users; /* operations holding the chunk */
-	struct cf_file *f; /* open file, or NULL */
+	uint32_t users;			   /* operations holding the chunk */
+	struct cf_file *f;		   /* open file, or NULL */
 	struct chunk *lru_prev, *lru_next; /* idle chunks with a file open */
 };
 
 struct store_dir {
 	char *path;
-	int fd; /* O_DIRECTORY, for the *at() calls */
+	int fd;	   /* O_DIRECTORY, for the *at() calls */
 	dev_t dev; /* file systems are counted once */
 	/* store lock: */
-	uint64_t total; /* bytes, as of the last statvfs */
-	uint64_t avail; /* bytes free for us, minus placements since */
+	uint64_t total;	 /* bytes, as of the last statvfs */
+	uint64_t avail;	 /* bytes free for us, minus placements since */
 	uint64_t chunks; /* chunks in this directory */
-	uint64_t bytes; /* their logical bytes */
+	uint64_t bytes;	 /* their logical bytes */
 };
 
 struct store {
 	pthread_mutex_t lock; /* the store lock: see struct chunk */
-	struct idmap map; /* chunk id -> struct chunk */
+	struct idmap map;     /* chunk id -> struct chunk */
 	struct chunk *lru_head, *lru_tail; /* most recently used first */
-	unsigned nopen; /* chunks with f set */
+	unsigned nopen;			   /* chunks with f set */
 	unsigned max_open;
 	uint64_t reserve;
 	struct store_dir *dirs;

@@ -42,7 +42,7 @@ struct found {
 
 struct scan_dir {
 	struct store *s;
-	size_t idx; /* index in s->dirs */
+	size_t idx;	 /* index in s->dirs */
 	struct found *v; /* chunks found */
 	size_t n, cap;
 	int rc;

@@ -43,8 +43,8 @@ int sw_opt_set(const struct sw_opt *opts, const char *name, const char *value)
 	case SW_OPT_UINT:
 	case SW_OPT_SIZE:
 		rc = sw_parse_size(value, &v);
-		if (rc == 0 && o->type == SW_OPT_UINT && !isdigit(
-			(unsigned char)value[strlen(value) - 1]))
+		if (rc == 0 && o->type == SW_OPT_UINT &&
+		    !isdigit((unsigned char)value[strlen(value) - 1]))
 			rc = -EINVAL;
 		break;
 	case SW_OPT_DURATION:

@@ -179,8 +179,8 @@ int sw_client_open(const struct sw_target *t, int role, const char *name,
 	c->next_id = 1;
 	c->timeout_ms = timeout_ms;
 	c->max_payload = SW_FRAME_MAX_META;
-	c->fd = sw_tcp_connect(t->host, t->port, timeout_ms > 0 ? timeout_ms
-								: 30000);
+	c->fd = sw_tcp_connect(t->host, t->port,
+			       timeout_ms > 0 ? timeout_ms : 30000);
 	if (c->fd < 0) {
 		rc = c->fd;
 		goto out_free;

@@ -13,22 +13,22 @@
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
-#define SIPROUND                        \
-	do {                            \
-		v0 += v1;               \
-		v1 = ROTL(v1, 13);      \
-		v1 ^= v0;               \
-		v0 = ROTL(v0, 32);      \
-		v2 += v3;               \
-		v3 = ROTL(v3, 16);      \
-		v3 ^= v2;               \
-		v0 += v3;               \
-		v3 = ROTL(v3, 21);      \
-		v3 ^= v0;               \
-		v2 += v1;               \
-		v1 = ROTL(v1, 17);      \
-		v1 ^= v2;               \
-		v2 = ROTL(v2, 32);      \
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
 	} while (0)
 
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -50,7 +50,7 @@ static uint64_t le64(const uint8_t *p)
 #endif
 
 static uint64_t siphash(const uint8_t key[16], const void *data, size_t len,
-		       int crounds, int drounds)
+			int crounds, int drounds)
 {
 	const uint8_t *p = data;
 	uint64_t k0 = le64(key), k1 = le64(key + 8);

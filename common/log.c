@@ -16,9 +16,10 @@ static void *log_opaque;
 static const char *log_ident = "sweepfs";
 
 static const char *const level_names[] = {
-	[LOG_EMERG] = "emerg", [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",
-	[LOG_ERR] = "err",     [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
-	[LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
+	[LOG_EMERG] = "emerg",	   [LOG_ALERT] = "alert",
+	[LOG_CRIT] = "crit",	   [LOG_ERR] = "err",
+	[LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info",	   [LOG_DEBUG] = "debug",
 };
 
 static void stderr_sink(int level, const char *tag, const char *msg,

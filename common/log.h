@@ -35,13 +35,12 @@ void sw_log_set_ident(const char *ident);
 /* Parse "err", "warning", "notice", "info" or "debug"; -EINVAL if none. */
 int sw_log_parse_level(const char *s);
 
-__attribute__((format(printf, 3, 4))) void sw_log_emit(int level,
-						       const char *tag,
-						       const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void
+sw_log_emit(int level, const char *tag, const char *fmt, ...);
 
-#define sw_log(level, tag, ...)                            \
-	do {                                               \
-		if ((level) <= sw_log_level)               \
+#define sw_log(level, tag, ...)                               \
+	do {                                                  \
+		if ((level) <= sw_log_level)                  \
 			sw_log_emit(level, tag, __VA_ARGS__); \
 	} while (0)
 

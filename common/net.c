@@ -30,8 +30,7 @@ static int parse_port(const char *s, size_t n, uint16_t *out)
 	return 0;
 }
 
-int sw_target_parse(const char *s, uint16_t default_port,
-		    struct sw_target *out)
+int sw_target_parse(const char *s, uint16_t default_port, struct sw_target *out)
 {
 	const char *host = s, *rest;
 	size_t hlen;
@@ -88,25 +87,26 @@ static int connect_one(const struct addrinfo *ai, int64_t deadline)
 	struct pollfd pfd;
 	socklen_t len = sizeof(rc);
 
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	fd = socket(ai->ai_family,
+		    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
 		    ai->ai_protocol);
 	if (fd < 0)
 		return -errno;
 	if (sw_net_bind && *sw_net_bind) {
 		struct sockaddr_storage ss = { .ss_family = ai->ai_family };
-		void *a = ai->ai_family == AF_INET
-				  ? (void *)&((struct sockaddr_in *)&ss)->sin_addr
-				  : (void *)&((struct sockaddr_in6 *)&ss)
-					    ->sin6_addr;
+		void *a =
+			ai->ai_family == AF_INET ?
+				(void *)&((struct sockaddr_in *)&ss)->sin_addr :
+				(void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
 
 		if (inet_pton(ai->ai_family, sw_net_bind, a) != 1) {
 			rc = -EADDRNOTAVAIL;
 			goto out_close;
 		}
 		if (bind(fd, (struct sockaddr *)&ss,
-			 ai->ai_family == AF_INET
-				 ? sizeof(struct sockaddr_in)
-				 : sizeof(struct sockaddr_in6)) < 0) {
+			 ai->ai_family == AF_INET ?
+				 sizeof(struct sockaddr_in) :
+				 sizeof(struct sockaddr_in6)) < 0) {
 			rc = -errno;
 			goto out_close;
 		}
@@ -185,12 +185,13 @@ int sw_tcp_dead_peer_timeout(int fd, unsigned timeout_ms)
 	unsigned user = timeout_ms;
 
 	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) < 0 ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
-		       sizeof(intvl)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) <
+		    0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) <
+		    0 ||
 	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0 ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user,
-		       sizeof(user)) < 0)
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user)) <
+		    0)
 		return -errno;
 	return 0;
 }

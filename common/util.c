@@ -53,8 +53,8 @@ int sw_parse_duration_ms(const char *s, uint64_t *out)
 	static const struct {
 		const char *suffix;
 		uint64_t ms;
-	} units[] = { { "", 1000 },	   { "ms", 1 },	       { "s", 1000 },
-		      { "m", 60000 },	   { "h", 3600000 },   { "d", 86400000 } };
+	} units[] = { { "", 1000 },   { "ms", 1 },	{ "s", 1000 },
+		      { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 } };
 	const char *e;
 	uint64_t v;
 

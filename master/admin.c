@@ -47,7 +47,8 @@ static void fill_counters(Sweepfs__Counters *out, uint64_t *reqs,
 
 void admin_sample(struct master *m)
 {
-	struct rate_sample *s = &m->rates[m->nrates++ % SW_ARRAY_SIZE(m->rates)];
+	struct rate_sample *s =
+		&m->rates[m->nrates++ % SW_ARRAY_SIZE(m->rates)];
 
 	s->t = sw_mono_ns();
 	s->requests = 0;
@@ -147,8 +148,9 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 					(double)m->cfg.purge_duty / 100;
 			if (per_s > 0) {
 				reply.has_purge_eta_ms = 1;
-				reply.purge_eta_ms = (uint64_t)(
-					(double)reply.purge_left / per_s * 1000);
+				reply.purge_eta_ms =
+					(uint64_t)((double)reply.purge_left /
+						   per_s * 1000);
 			}
 		}
 	}
@@ -230,7 +232,8 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 				si->read_only = !s->rw;
 				si->admin = s->admin;
 			}
-			fill_counters(&ctrs[n], reqs + n * SW_MSG__COUNT, &s->ctr);
+			fill_counters(&ctrs[n], reqs + n * SW_MSG__COUNT,
+				      &s->ctr);
 			si->counters = &ctrs[n];
 			ptrs[n] = si;
 		}

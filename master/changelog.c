@@ -56,16 +56,16 @@ struct changelog {
 
 	/* Under mu. */
 	pthread_mutex_t mu;
-	pthread_cond_t cond;	 /* wakes the thread */
+	pthread_cond_t cond;	  /* wakes the thread */
 	pthread_cond_t idle_cond; /* thread went idle (for rotation) */
 	int fd;
-	uint64_t sync_req;	 /* version to fdatasync up to */
-	uint64_t synced;	 /* version fdatasync'd */
-	uint64_t alloc_end;	 /* bytes preallocated in the file */
-	uint64_t alloc_want;	 /* preallocate up to here */
-	bool nospace;		 /* the last fallocate hit ENOSPC */
-	int64_t retry_at;	 /* monotonic ns: try fallocate again */
-	bool busy;		 /* the thread is in a syscall */
+	uint64_t sync_req;   /* version to fdatasync up to */
+	uint64_t synced;     /* version fdatasync'd */
+	uint64_t alloc_end;  /* bytes preallocated in the file */
+	uint64_t alloc_want; /* preallocate up to here */
+	bool nospace;	     /* the last fallocate hit ENOSPC */
+	int64_t retry_at;    /* monotonic ns: try fallocate again */
+	bool busy;	     /* the thread is in a syscall */
 	bool stop;
 
 	pthread_t thread;
@@ -162,9 +162,8 @@ static void *sync_main(void *arg)
 		cl->busy = true;
 		pthread_mutex_unlock(&cl->mu);
 
-		if (want_alloc &&
-		    fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)len) <
-			    0)
+		if (want_alloc && fallocate(fd, FALLOC_FL_KEEP_SIZE,
+					    (off_t)from, (off_t)len) < 0)
 			rc = -errno;
 		if (want_sync || periodic)
 			fdatasync(fd);
@@ -332,8 +331,8 @@ int changelog_admit(const struct changelog *cl)
 	if (!nospace)
 		return 0;
 	used = cl->written + sw_buf_used(&cl->pending);
-	return alloc_end > used && alloc_end - used >= RESERVE_MIN ? 0
-								   : -ENOSPC;
+	return alloc_end > used && alloc_end - used >= RESERVE_MIN ? 0 :
+								     -ENOSPC;
 }
 
 int changelog_prepare(struct changelog *cl, const Sweepfs__Meta__Mutation *m)
@@ -392,8 +391,10 @@ void changelog_flush(struct changelog *cl)
 		return;
 	rc = write_all(cl->fd, sw_buf_head(&cl->pending), n);
 	if (rc < 0) {
-		sw_crit(TAG, "write failed: %s; exiting so that a restart "
-			     "replays what is on disk", strerror(-rc));
+		sw_crit(TAG,
+			"write failed: %s; exiting so that a restart "
+			"replays what is on disk",
+			strerror(-rc));
 		exit(70);
 	}
 	sw_buf_reset(&cl->pending);
@@ -643,8 +644,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		rc = -ENODATA; /* created, never written: a crash at start */
 		goto out;
 	}
-	if (memcmp(data, SEG_MAGIC, 4) ||
-	    get_le32(data + 4) != SEG_FORMAT ||
+	if (memcmp(data, SEG_MAGIC, 4) || get_le32(data + 4) != SEG_FORMAT ||
 	    get_le64(data + 8) != s->first) {
 		rc = -EUCLEAN;
 		goto out;
@@ -663,16 +663,18 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 			break;
 		if (ver > after) {
 			if (ver != *expect) {
-				sw_crit(TAG, "%s: version %" PRIu64
-					     " where %" PRIu64 " was expected",
+				sw_crit(TAG,
+					"%s: version %" PRIu64 " where %" PRIu64
+					" was expected",
 					s->path, ver, *expect);
 				rc = -EUCLEAN;
 				goto out;
 			}
 			rc = fn(arg, ver, data + off + REC_HDR, plen);
 			if (rc < 0) {
-				sw_crit(TAG, "%s: replaying version %" PRIu64
-					     " failed: %s",
+				sw_crit(TAG,
+					"%s: replaying version %" PRIu64
+					" failed: %s",
 					s->path, ver, strerror(-rc));
 				goto out;
 			}
@@ -715,8 +717,9 @@ int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 			rc = -EUCLEAN;
 		} else if (rc == -EUCLEAN && bad_off && i + 1 == n) {
 			/* A torn tail from a crash mid-write: cut it. */
-			sw_notice(TAG, "%s: cutting %zu bytes of torn tail at "
-				       "offset %zu",
+			sw_notice(TAG,
+				  "%s: cutting %zu bytes of torn tail at "
+				  "offset %zu",
 				  v[i].path, size - bad_off, bad_off);
 			if (truncate(v[i].path, (off_t)bad_off) < 0) {
 				rc = -errno;
@@ -726,8 +729,9 @@ int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 			}
 			rc = 0;
 		} else if (rc == -EUCLEAN && bad_off) {
-			sw_crit(TAG, "%s: corrupt record at offset %zu in a file "
-				     "that is not the newest",
+			sw_crit(TAG,
+				"%s: corrupt record at offset %zu in a file "
+				"that is not the newest",
 				v[i].path, bad_off);
 		} else if (rc == -EUCLEAN) {
 			sw_crit(TAG, "%s: bad file header", v[i].path);

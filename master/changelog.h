@@ -46,10 +46,10 @@ enum cl_sync {
 };
 
 struct changelog_opts {
-	const char *dir;       /* data directory */
+	const char *dir; /* data directory */
 	enum cl_sync sync;
-	uint64_t interval_ms;  /* fdatasync period for CL_SYNC_INTERVAL */
-	uint64_t prealloc;     /* bytes allocated per fallocate step */
+	uint64_t interval_ms; /* fdatasync period for CL_SYNC_INTERVAL */
+	uint64_t prealloc;    /* bytes allocated per fallocate step */
 	/* Called on the loop thread when records up to @version are as
 	 * durable as the policy requires. */
 	void (*on_durable)(void *arg, uint64_t version);

@@ -732,8 +732,9 @@ int checkpoint_load(struct ns *ns, const char *dir, uint64_t *version)
 		rc = load_file(ns, path, v[i]);
 		if (rc == 0) {
 			*version = v[i];
-			sw_notice(TAG, "loaded %s: %" PRIu64 " nodes, %" PRIu64
-				       " names",
+			sw_notice(TAG,
+				  "loaded %s: %" PRIu64 " nodes, %" PRIu64
+				  " names",
 				  path, ns->nnodes, ns->nedges);
 			break;
 		}

@@ -40,15 +40,15 @@ struct chunk_wait;
 struct chunk {
 	uint64_t id;
 	uint32_t version;
-	uint32_t refs;		  /* file slots naming this chunk */
+	uint32_t refs; /* file slots naming this chunk */
 	uint8_t ncopies;
-	uint8_t busy;		  /* chunkserver commands in flight */
+	uint8_t busy; /* chunkserver commands in flight */
 	/* Copies wanted: the highest goal of the files naming it, and
 	 * CHUNK_GOAL_DEFAULT if one of them has the default. While shared
 	 * it only goes up; loading a checkpoint works it out afresh. */
 	uint8_t goal;
-	uint64_t lease_session;	  /* writer holding the write lease, or 0 */
-	int64_t lease_until;	  /* mono ns */
+	uint64_t lease_session; /* writer holding the write lease, or 0 */
+	int64_t lease_until;	/* mono ns */
 	struct chunk_copy copies[CHUNK_COPIES_MAX];
 	struct chunk_wait *waiters; /* requests waiting for busy == 0 */
 };

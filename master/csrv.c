@@ -29,10 +29,10 @@
 
 #define TAG "csrv"
 #define TICK_MS 100
-#define DELQ_INFLIGHT 64       /* deletions in flight per server */
-#define REPL_PER_SERVER 2      /* replications in flight per server */
+#define DELQ_INFLIGHT 64  /* deletions in flight per server */
+#define REPL_PER_SERVER 2 /* replications in flight per server */
 #define REPL_TOTAL 16
-#define REPL_SCAN_BUDGET 4096  /* chunks examined per tick */
+#define REPL_SCAN_BUDGET 4096 /* chunks examined per tick */
 #define TOKEN_TTL_MS (10 * 60 * 1000)
 
 struct cs_cmd {
@@ -217,7 +217,7 @@ static void cmd_finish(struct master *m, struct cs_cmd *k, int rc)
 struct cmd_sweep {
 	struct cs_cmd **v;
 	size_t n, cap;
-	uint32_t srv;	/* 0: by deadline */
+	uint32_t srv; /* 0: by deadline */
 	int64_t now;
 };
 
@@ -268,8 +268,8 @@ static struct csrv *find_or_add(struct master *m, uint64_t server_id,
 
 	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
 		s = m->csrvs[i];
-		if (server_id ? s->server_id == server_id
-			      : !strcmp(s->listen, listen))
+		if (server_id ? s->server_id == server_id :
+				!strcmp(s->listen, listen))
 			return s;
 	}
 	if (m->ncsrvs == CSRV_MAX)
@@ -306,8 +306,9 @@ static void reconcile(struct master *m, struct csrv *s,
 		return;
 	}
 	if (ci->version > c->version)
-		sw_warn(TAG, "%s: chunk %016" PRIx64 " at version %u, newer "
-			     "than the namespace's %u; keeping it",
+		sw_warn(TAG,
+			"%s: chunk %016" PRIx64 " at version %u, newer "
+			"than the namespace's %u; keeping it",
 			s->listen, ci->chunk_id, ci->version, c->version);
 	cp = copy_find(c, s->id);
 	if (!cp) {
@@ -387,8 +388,8 @@ void csrv_op_done(struct req *r, const Sweepfs__CsDoneReq *q)
 {
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct csrv *s = server_of(r);
-	struct cs_cmd *k = htab_find(&r->m->cs_cmds, sw_hash_u64(q->id),
-				     cmd_eq, &q->id);
+	struct cs_cmd *k =
+		htab_find(&r->m->cs_cmds, sw_hash_u64(q->id), cmd_eq, &q->id);
 
 	req_reply(r, &reply.base);
 	if (!s || !k || k->srv != s->id)
@@ -419,14 +420,14 @@ void csrv_op_damaged(struct req *r, const Sweepfs__CsDamagedReq *q)
 		if (cp->srv != s->id && cp->state == COPY_VALID &&
 		    csrv_up(csrv_get(r->m, cp->srv))) {
 			copy_remove(c, s->id);
-			csrv_queue_delete(r->m, s->id, q->chunk_id,
-					  q->version);
+			csrv_queue_delete(r->m, s->id, q->chunk_id, q->version);
 			return;
 		}
 	}
 	copy_find(c, s->id)->state = COPY_DAMAGED;
-	sw_err(TAG, "chunk %016" PRIx64 ": no good copy left; the damaged "
-		    "one is kept and read from as far as it goes",
+	sw_err(TAG,
+	       "chunk %016" PRIx64 ": no good copy left; the damaged "
+	       "one is kept and read from as far as it goes",
 	       q->chunk_id);
 }
 
@@ -448,12 +449,13 @@ static double free_ratio(const struct csrv *s)
 {
 	if (!s->total_bytes)
 		return 0;
-	return (double)(s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes)) /
+	return (double)(s->total_bytes -
+			SW_MIN(s->used_bytes, s->total_bytes)) /
 	       (double)s->total_bytes;
 }
 
-int csrv_choose(struct master *m, uint32_t *out, int n,
-		const uint32_t *exclude, int nx)
+int csrv_choose(struct master *m, uint32_t *out, int n, const uint32_t *exclude,
+		int nx)
 {
 	int got = 0;
 
@@ -463,13 +465,15 @@ int csrv_choose(struct master *m, uint32_t *out, int n,
 		for (uint32_t i = 1; i <= m->ncsrvs; i++) {
 			struct csrv *s = m->csrvs[i];
 			bool skip = !csrv_up(s) ||
-				    s->used_bytes + SW_CHUNK_SIZE > s->total_bytes;
+				    s->used_bytes + SW_CHUNK_SIZE >
+					    s->total_bytes;
 
 			for (int k = 0; !skip && k < nx; k++)
 				skip = exclude[k] == s->id;
 			for (int k = 0; !skip && k < got; k++)
 				skip = out[k] == s->id;
-			if (!skip && (!best || free_ratio(s) > free_ratio(best)))
+			if (!skip &&
+			    (!best || free_ratio(s) > free_ratio(best)))
 				best = s;
 		}
 		if (!best)
@@ -489,7 +493,8 @@ void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
 		if (!csrv_up(s))
 			continue;
 		*total += s->total_bytes;
-		*avail += s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes);
+		*avail +=
+			s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes);
 	}
 	*pending_delete = m->pending_deletes;
 }
@@ -509,8 +514,8 @@ static void drain_deletions(struct master *m, struct csrv *s)
 {
 	double rate = (double)m->cfg.delete_rate;
 
-	s->delete_credit = SW_MIN(s->delete_credit + rate * TICK_MS / 1000,
-				  rate / 2 + 1);
+	s->delete_credit =
+		SW_MIN(s->delete_credit + rate * TICK_MS / 1000, rate / 2 + 1);
 	while (s->delete_credit >= 1 && s->delq_head < s->delq_len &&
 	       s->inflight < DELQ_INFLIGHT) {
 		Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
@@ -624,9 +629,9 @@ static void trim(struct master *m, struct chunk *c, unsigned goal)
 
 		if (c->copies[i].state != COPY_VALID || !csrv_up(s))
 			continue;
-		used = s->total_bytes ? (double)s->used_bytes /
-						(double)s->total_bytes
-				      : 0;
+		used = s->total_bytes ?
+			       (double)s->used_bytes / (double)s->total_bytes :
+			       0;
 		if (used > fullest) {
 			fullest = used;
 			victim = i;
@@ -637,8 +642,9 @@ static void trim(struct master *m, struct chunk *c, unsigned goal)
 	{
 		uint32_t srv = c->copies[victim].srv;
 
-		sw_info(TAG, "chunk %016" PRIx64 ": over its goal of %u, "
-			     "dropping the copy on %s",
+		sw_info(TAG,
+			"chunk %016" PRIx64 ": over its goal of %u, "
+			"dropping the copy on %s",
 			c->id, goal, csrv_get(m, srv)->listen);
 		copy_remove(c, srv);
 		csrv_queue_delete(m, srv, c->id, c->version);

@@ -29,23 +29,23 @@ struct csrv;
 
 /* Per-server state; servers are never freed, only disconnected. */
 struct csrv {
-	uint32_t id;		/* index in the master's table, from 1 */
-	uint64_t server_id;	/* the server's persistent identity */
-	char listen[128];	/* "host:port" clients connect to */
-	struct conn *conn;	/* NULL while disconnected */
+	uint32_t id;	    /* index in the master's table, from 1 */
+	uint64_t server_id; /* the server's persistent identity */
+	char listen[128];   /* "host:port" clients connect to */
+	struct conn *conn;  /* NULL while disconnected */
 	uint64_t total_bytes;
 	uint64_t used_bytes;
-	uint64_t chunks;	/* copies it holds, by our count */
+	uint64_t chunks;	  /* copies it holds, by our count */
 	uint64_t reported_chunks; /* chunk files it says it has */
-	int64_t reported_at;	/* mono ns of that report (heartbeat) */
-	int64_t changed_at;	/* mono ns of the last command sent or done */
-	int64_t last_seen;	/* mono ns */
-	uint64_t *delq;		/* (chunk id, version) pairs to delete */
+	int64_t reported_at;	  /* mono ns of that report (heartbeat) */
+	int64_t changed_at;	  /* mono ns of the last command sent or done */
+	int64_t last_seen;	  /* mono ns */
+	uint64_t *delq;		  /* (chunk id, version) pairs to delete */
 	size_t delq_len, delq_cap, delq_head;
-	uint64_t deleted;	/* deletions acknowledged */
-	uint32_t inflight;	/* commands not yet done */
-	uint32_t replicating;	/* of which replications */
-	double delete_credit;	/* token bucket for paced deletions */
+	uint64_t deleted;     /* deletions acknowledged */
+	uint32_t inflight;    /* commands not yet done */
+	uint32_t replicating; /* of which replications */
+	double delete_credit; /* token bucket for paced deletions */
 };
 
 typedef void (*csrv_cb)(struct master *m, void *arg, uint32_t srv, int rc);
@@ -82,8 +82,8 @@ int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
  * Pick up to @n connected servers for new copies, most free space first,
  * none of the @nx in @exclude. Returns how many were put in @out.
  */
-int csrv_choose(struct master *m, uint32_t *out, int n,
-		const uint32_t *exclude, int nx);
+int csrv_choose(struct master *m, uint32_t *out, int n, const uint32_t *exclude,
+		int nx);
 
 /* Queue deletion of @chunk at @version (and older) on server @srv. */
 void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,

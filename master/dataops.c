@@ -30,19 +30,19 @@
 
 /* A chunk request, kept while it waits (deferred reply included). */
 struct job {
-	struct req *req;	/* deferred */
+	struct req *req; /* deferred */
 	uint64_t ino;
 	uint32_t index;
 	bool write;
 	uint64_t chunk;
-	uint32_t version;	/* the version the commands establish */
-	int pending;		/* commands outstanding */
+	uint32_t version; /* the version the commands establish */
+	int pending;	  /* commands outstanding */
 	int nok;
 	uint32_t ok[CHUNK_COPIES_MAX];
-	uint64_t src;		/* duplicate: source chunk (kept busy) */
-	bool truncate;		/* a setattr's: reply with attributes */
-	bool revoke;		/* no request: a lease taken back */
-	struct job *next;	/* in a chunk's waiters */
+	uint64_t src;	  /* duplicate: source chunk (kept busy) */
+	bool truncate;	  /* a setattr's: reply with attributes */
+	bool revoke;	  /* no request: a lease taken back */
+	struct job *next; /* in a chunk's waiters */
 };
 
 struct chunk_wait {
@@ -243,8 +243,8 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			return;
 		}
 		if (j->nok && j->write) {
-			c->lease_session = j->req->conn->s ? j->req->conn->s->id
-							   : 0;
+			c->lease_session =
+				j->req->conn->s ? j->req->conn->s->id : 0;
 			c->lease_until = sw_mono_ns() + LEASE_NS;
 			lease_note(&m->ns, c->id);
 		}
@@ -282,8 +282,7 @@ static void send_commands(struct master *m, struct job *j, struct chunk *c,
 	command_done(m, j, 0, 0); /* the +1 above */
 }
 
-static int commit(struct master *m, struct job *j,
-		  Sweepfs__Meta__Mutation *mut)
+static int commit(struct master *m, struct job *j, Sweepfs__Meta__Mutation *mut)
 {
 	mut->time = sw_now_ns();
 	return master_commit(m, j->req, mut);
@@ -430,8 +429,7 @@ static int start_bump(struct master *m, struct job *j, struct chunk *c,
 	for (int i = 0; i < c->ncopies; i++) {
 		struct chunk_copy *cp = &c->copies[i];
 
-		if (cp->state == COPY_VALID &&
-		    csrv_up(csrv_get(m, cp->srv)))
+		if (cp->state == COPY_VALID && csrv_up(csrv_get(m, cp->srv)))
 			srv[nsrv++] = cp->srv;
 		else if (cp->state == COPY_VALID)
 			cp->state = COPY_STALE; /* misses the bump */
@@ -447,8 +445,8 @@ static int start_bump(struct master *m, struct job *j, struct chunk *c,
 		return rc;
 	j->chunk = c->id;
 	j->version = old + 1;
-	cmd.op = length == UINT64_MAX ? SWEEPFS__CS_COMMAND__OP__SET_VERSION
-				      : SWEEPFS__CS_COMMAND__OP__TRUNCATE;
+	cmd.op = length == UINT64_MAX ? SWEEPFS__CS_COMMAND__OP__SET_VERSION :
+					SWEEPFS__CS_COMMAND__OP__TRUNCATE;
 	cmd.chunk_id = c->id;
 	cmd.version = old + 1;
 	cmd.has_old_version = 1;

@@ -170,11 +170,10 @@ static int parse_opts(char *s, struct export_rule *r, const char **bad)
 				      &r->maproot_gid) < 0)
 				return -EINVAL;
 			if (r->maproot_uid == 0)
-				r->maproot_uid = r->maproot_gid =
-					EXPORT_NO_MAP;
+				r->maproot_uid = r->maproot_gid = EXPORT_NO_MAP;
 		} else if (!strncmp(opt, "mapall=", 7)) {
-			if (parse_ids(opt + 7, &r->mapall_uid,
-				      &r->mapall_gid) < 0)
+			if (parse_ids(opt + 7, &r->mapall_uid, &r->mapall_gid) <
+			    0)
 				return -EINVAL;
 		} else if (!strncmp(opt, "password=", 9)) {
 			if (!opt[9])
@@ -224,8 +223,10 @@ int exports_load(const char *path, struct exports *out, char *err,
 		rule_defaults(&r);
 		r.line = lineno;
 		if (nf < 2 || nf > 3) {
-			snprintf(err, errlen, "%s:%d: want ADDRESS DIRECTORY "
-					      "[OPTIONS]", path, lineno);
+			snprintf(err, errlen,
+				 "%s:%d: want ADDRESS DIRECTORY "
+				 "[OPTIONS]",
+				 path, lineno);
 			rc = -EINVAL;
 			break;
 		}
@@ -237,8 +238,9 @@ int exports_load(const char *path, struct exports *out, char *err,
 		}
 		if (fields[1][0] != '/' ||
 		    exports_norm_path(fields[1], r.path, sizeof(r.path)) < 0) {
-			snprintf(err, errlen, "%s:%d: bad directory '%s' "
-					      "(absolute, no '..')",
+			snprintf(err, errlen,
+				 "%s:%d: bad directory '%s' "
+				 "(absolute, no '..')",
 				 path, lineno, fields[1]);
 			rc = -EINVAL;
 			break;

@@ -43,24 +43,24 @@
 #define EXPORT_NO_MAP UINT32_MAX
 
 struct export_rule {
-	bool any_addr;		/* "*" */
-	uint32_t lo, hi;	/* IPv4 range, host order, inclusive */
-	char path[4096];	/* "/" or "/a/b", normalized */
+	bool any_addr;	 /* "*" */
+	uint32_t lo, hi; /* IPv4 range, host order, inclusive */
+	char path[4096]; /* "/" or "/a/b", normalized */
 	bool alldirs;
 	bool rw;
 	bool admin;
 	uint32_t maproot_uid, maproot_gid; /* EXPORT_NO_MAP: keep root */
 	uint32_t mapall_uid, mapall_gid;   /* EXPORT_NO_MAP: no mapping */
 	bool has_password;
-	uint8_t key[16];	/* derived from the password */
-	int line;		/* in the file, for logs */
-	char text[160];		/* the line's options, for status */
+	uint8_t key[16]; /* derived from the password */
+	int line;	 /* in the file, for logs */
+	char text[160];	 /* the line's options, for status */
 };
 
 struct exports {
 	struct export_rule *rules;
 	size_t n;
-	bool open;		/* no file: everything allowed */
+	bool open; /* no file: everything allowed */
 };
 
 /*

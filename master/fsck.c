@@ -109,8 +109,10 @@ static int count_names(void *elem, void *arg)
 			tree_plain += e->child->u.dir->tree_plain;
 			if (e->child->u.dir->parent != d) {
 				k->r->bad_dirs++;
-				problem(k, "directory %" PRIu64 " (%.*s in %"
-					   PRIu64 ") has another parent",
+				problem(k,
+					"directory %" PRIu64
+					" (%.*s in %" PRIu64
+					") has another parent",
 					e->child->ino, e->namelen, e->name,
 					d->ino);
 			}
@@ -119,9 +121,10 @@ static int count_names(void *elem, void *arg)
 	if (entries != d->u.dir->nentries || subdirs != d->u.dir->nsubdirs ||
 	    plain != d->u.dir->nplain || tombs != d->u.dir->tombstones) {
 		k->r->bad_dirs++;
-		problem(k, "directory %" PRIu64 ": counts %" PRIu64 "/%" PRIu64
-			   "/%" PRIu64 "/%" PRIu64 ", found %" PRIu64
-			   "/%" PRIu64 "/%" PRIu64 "/%" PRIu64,
+		problem(k,
+			"directory %" PRIu64 ": counts %" PRIu64 "/%" PRIu64
+			"/%" PRIu64 "/%" PRIu64 ", found %" PRIu64 "/%" PRIu64
+			"/%" PRIu64 "/%" PRIu64,
 			d->ino, d->u.dir->nentries, d->u.dir->nsubdirs,
 			d->u.dir->nplain, (uint64_t)d->u.dir->tombstones,
 			entries, subdirs, plain, tombs);
@@ -129,8 +132,9 @@ static int count_names(void *elem, void *arg)
 	if (tree_names != d->u.dir->tree_names ||
 	    tree_plain != d->u.dir->tree_plain) {
 		k->r->bad_dirs++;
-		problem(k, "directory %" PRIu64 ": subtree counts %" PRIu64
-			   "/%" PRIu64 ", found %" PRIu64 "/%" PRIu64,
+		problem(k,
+			"directory %" PRIu64 ": subtree counts %" PRIu64
+			"/%" PRIu64 ", found %" PRIu64 "/%" PRIu64,
 			d->ino, d->u.dir->tree_names, d->u.dir->tree_plain,
 			tree_names, tree_plain);
 	}
@@ -164,8 +168,8 @@ static int reach(struct node *root)
 			if (!S_ISDIR(c->mode))
 				continue;
 			if (depth == cap) {
-				struct node **v = realloc(stack, 2 * cap *
-								 sizeof(*v));
+				struct node **v =
+					realloc(stack, 2 * cap * sizeof(*v));
 
 				if (!v) {
 					free(stack);
@@ -205,8 +209,7 @@ static bool unnamed_root(const struct master *m, const struct node *n)
 {
 	if (n == m->ns.root || n == ns_copy_root(&m->ns))
 		return true;
-	if (S_ISDIR(n->mode) && !n->u.dir->parent &&
-	    (n->flags & NODE_DETACHED))
+	if (S_ISDIR(n->mode) && !n->u.dir->parent && (n->flags & NODE_DETACHED))
 		return true; /* purged, or a tree in the trash */
 	return false;
 }
@@ -227,19 +230,20 @@ static int check_node(void *elem, void *arg)
 
 		if (names != want) {
 			k->r->bad_links++;
-			problem(k, "directory %" PRIu64 " has %" PRIu64
-				   " names",
+			problem(k,
+				"directory %" PRIu64 " has %" PRIu64 " names",
 				n->ino, names);
 		}
 	} else if (names != n->nlink) {
 		k->r->bad_links++;
-		problem(k, "inode %" PRIu64 ": link count %u, %" PRIu64
-			   " names",
+		problem(k,
+			"inode %" PRIu64 ": link count %u, %" PRIu64 " names",
 			n->ino, n->nlink, names);
 	} else if (!names && !(n->flags & (NODE_ORPHAN | NODE_TRASHED))) {
 		k->r->bad_links++;
-		problem(k, "inode %" PRIu64 " has no name and is neither open "
-			   "nor in the trash",
+		problem(k,
+			"inode %" PRIu64 " has no name and is neither open "
+			"nor in the trash",
 			n->ino);
 	}
 	return 0;
@@ -271,8 +275,9 @@ static int count_slots(void *elem, void *arg)
 			continue;
 		}
 		k->r->missing_chunks++;
-		problem(k, "inode %" PRIu64 " slot %u names chunk %016" PRIx64
-			   ", which does not exist",
+		problem(k,
+			"inode %" PRIu64 " slot %u names chunk %016" PRIx64
+			", which does not exist",
 			n->ino, i, id);
 	}
 	return 0;
@@ -288,8 +293,9 @@ static int check_chunk(void *elem, void *arg)
 	k->r->chunks++;
 	if ((uint64_t)c->lease_until != c->refs) {
 		k->r->bad_refs++;
-		problem(k, "chunk %016" PRIx64 ": %u references, %" PRId64
-			   " slots",
+		problem(k,
+			"chunk %016" PRIx64 ": %u references, %" PRId64
+			" slots",
 			c->id, c->refs, c->lease_until);
 	} else if (c->refs == 0) {
 		k->r->unreferenced_chunks++;
@@ -304,8 +310,9 @@ static int check_chunk(void *elem, void *arg)
 	}
 	if (valid == 0 && !c->busy) {
 		k->r->lost_chunks++;
-		problem(k, "chunk %016" PRIx64 " has no valid copy on a "
-			   "connected server",
+		problem(k,
+			"chunk %016" PRIx64 " has no valid copy on a "
+			"connected server",
 			c->id);
 	} else if (valid < (int)chunk_goal(c, (unsigned)m->cfg.goal) &&
 		   !c->busy) {
@@ -334,8 +341,7 @@ static int tally_copies(void *elem, void *arg)
 static int check_servers(struct check *k, Sweepfs__FsckServer **out)
 {
 	struct master *m = k->m;
-	struct tally t = { calloc(m->ncsrvs + 1, sizeof(uint64_t)),
-			   m->ncsrvs };
+	struct tally t = { calloc(m->ncsrvs + 1, sizeof(uint64_t)), m->ncsrvs };
 
 	if (!t.known)
 		return -ENOMEM;
@@ -360,10 +366,11 @@ static int check_servers(struct check *k, Sweepfs__FsckServer **out)
 		if (x->connected && !x->in_motion &&
 		    s->reported_chunks != t.known[i] + queued) {
 			k->r->inventory_mismatches++;
-			problem(k, "chunkserver %s reports %" PRIu64
-				   " chunk files; the master knows %" PRIu64
-				   " copies there and %" PRIu64
-				   " queued deletions",
+			problem(k,
+				"chunkserver %s reports %" PRIu64
+				" chunk files; the master knows %" PRIu64
+				" copies there and %" PRIu64
+				" queued deletions",
 				s->listen, s->reported_chunks, t.known[i],
 				queued);
 		}
@@ -488,9 +495,9 @@ static void child_main(struct master *m, int fd, uint32_t max)
 struct fsck_run {
 	struct master *m;
 	uv_pipe_t pipe;
-	uv_timer_t timer;	/* waiting for chunkserver reports */
-	int64_t deadline;	/* mono ns: then check anyway */
-	uint32_t max;		/* problems to list */
+	uv_timer_t timer; /* waiting for chunkserver reports */
+	int64_t deadline; /* mono ns: then check anyway */
+	uint32_t max;	  /* problems to list */
 	pid_t pid;
 	struct req *req;
 	struct sw_buf in;
@@ -544,13 +551,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		r = sweepfs__fsck_reply__unpack(NULL, sw_buf_used(&f->in),
 						sw_buf_head(&f->in));
 	if (r) {
-		sw_notice(TAG, "%" PRIu64 " nodes, %" PRIu64 " chunks checked "
-			       "in %.3f s: %zu problems",
+		sw_notice(TAG,
+			  "%" PRIu64 " nodes, %" PRIu64 " chunks checked "
+			  "in %.3f s: %zu problems",
 			  r->nodes, r->chunks, (double)r->elapsed_us / 1e6,
-			  (size_t)(r->leaked_nodes + r->bad_links + r->bad_dirs +
-				   r->missing_chunks + r->bad_refs +
-				   r->unreferenced_chunks + r->lost_chunks +
-				   r->inventory_mismatches));
+			  (size_t)(r->leaked_nodes + r->bad_links +
+				   r->bad_dirs + r->missing_chunks +
+				   r->bad_refs + r->unreferenced_chunks +
+				   r->lost_chunks + r->inventory_mismatches));
 		req_reply(f->req, &r->base);
 		sweepfs__fsck_reply__free_unpacked(r, NULL);
 	} else {

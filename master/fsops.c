@@ -276,15 +276,15 @@ static uint32_t kill_suidgid(uint32_t mode)
 	return mode;
 }
 
-static int setattr_times(const struct cred *c, const struct node *n,
-			 unsigned v)
+static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
 {
 	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
 		 SWEEPFS__SETATTR_VALID__SET_MTIME)) {
 		/* Explicit times: the owner only. */
 		if (!cred_owns(c, n))
 			return -EPERM;
-	} else if (!cred_owns(c, n) && !(v & SWEEPFS__SETATTR_VALID__SET_VIA_FD)) {
+	} else if (!cred_owns(c, n) &&
+		   !(v & SWEEPFS__SETATTR_VALID__SET_VIA_FD)) {
 		/* "Now": the owner, or whoever may write. */
 		return perm_check(c, n, PERM_W);
 	}
@@ -325,13 +325,15 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 			goto out_err;
 		out |= NS_SET_SIZE;
 		sa.size = q->size;
-		if (q->size != n->size && !(v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
-						 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW))) {
+		if (q->size != n->size &&
+		    !(v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
+			   SWEEPFS__SETATTR_VALID__SET_MTIME_NOW))) {
 			out |= NS_SET_MTIME;
 			sa.mtime = now;
 		}
 	}
-	if (v & (SWEEPFS__SETATTR_VALID__SET_UID | SWEEPFS__SETATTR_VALID__SET_GID)) {
+	if (v & (SWEEPFS__SETATTR_VALID__SET_UID |
+		 SWEEPFS__SETATTR_VALID__SET_GID)) {
 		if (!cred_is_root(&cred) &&
 		    (cred.uid != n->uid || newuid != n->uid ||
 		     (newgid != n->gid && !cred_in_group(&cred, newgid)))) {
@@ -372,21 +374,27 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 			out |= NS_SET_MODE;
 		}
 	}
-	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME | SWEEPFS__SETATTR_VALID__SET_MTIME |
+	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
+		 SWEEPFS__SETATTR_VALID__SET_MTIME |
 		 SWEEPFS__SETATTR_VALID__SET_ATIME_NOW |
 		 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
 		rc = setattr_times(&cred, n, v);
 		if (rc < 0)
 			goto out_err;
-		if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME | SWEEPFS__SETATTR_VALID__SET_ATIME_NOW)) {
+		if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
+			 SWEEPFS__SETATTR_VALID__SET_ATIME_NOW)) {
 			out |= NS_SET_ATIME;
-			sa.atime = (v & SWEEPFS__SETATTR_VALID__SET_ATIME_NOW) ? now : q->atime;
+			sa.atime = (v & SWEEPFS__SETATTR_VALID__SET_ATIME_NOW) ?
+					   now :
+					   q->atime;
 		}
-		if (v & (SWEEPFS__SETATTR_VALID__SET_MTIME | SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
+		if (v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
+			 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
 			out |= NS_SET_MTIME;
 			/* "Now" may come with the client's value for it:
 			 * its kernel keeps that one (writeback cache). */
-			if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) && !q->has_mtime)
+			if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) &&
+			    !q->has_mtime)
 				sa.mtime = now;
 			else
 				sa.mtime = q->mtime;
@@ -503,8 +511,8 @@ static int create_node(struct req *r, const struct new_node *nn,
 static void op_mknod(struct req *r, const ProtobufCMessage *msg)
 {
 	REQ(Sweepfs__MknodReq, r, msg);
-	struct new_node nn = { q->cred, q->parent, &q->name, q->mode, q->rdev,
-			       NULL };
+	struct new_node nn = { q->cred, q->parent, &q->name,
+			       q->mode, q->rdev,   NULL };
 	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc;
@@ -539,8 +547,9 @@ out_err:
 static void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 {
 	REQ(Sweepfs__MknodReq, r, msg);
-	struct new_node nn = { q->cred, q->parent, &q->name,
-			       S_IFDIR | (q->mode & 07777), 0, NULL };
+	struct new_node nn = { q->cred,	 q->parent,
+			       &q->name, S_IFDIR | (q->mode & 07777),
+			       0,	 NULL };
 	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc = create_node(r, &nn, &n, &ch);
@@ -554,8 +563,8 @@ static void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 static void op_symlink(struct req *r, const ProtobufCMessage *msg)
 {
 	REQ(Sweepfs__SymlinkReq, r, msg);
-	struct new_node nn = { q->cred, q->parent, &q->name, S_IFLNK | 0777,
-			       0, &q->target };
+	struct new_node nn = { q->cred,	       q->parent, &q->name,
+			       S_IFLNK | 0777, 0,	  &q->target };
 	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc;
@@ -636,8 +645,9 @@ static int open_node(struct req *r, const struct cred *c, struct node *n,
 static void op_create(struct req *r, const ProtobufCMessage *msg)
 {
 	REQ(Sweepfs__CreateReq, r, msg);
-	struct new_node nn = { q->cred, q->parent, &q->name,
-			       S_IFREG | (q->mode & 07777), 0, NULL };
+	struct new_node nn = { q->cred,	 q->parent,
+			       &q->name, S_IFREG | (q->mode & 07777),
+			       0,	 NULL };
 	struct changed ch = { .n = 0 };
 	struct cred cred;
 	struct node *n;
@@ -648,8 +658,9 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 		/* Lost a race with another creator: open theirs. */
 		struct node *dir = req_node(r, q->parent);
 		struct edge *e = dir ? ns_lookup(&r->m->ns, dir,
-						 name_of(&q->name), q->name.len)
-				     : NULL;
+						 name_of(&q->name),
+						 q->name.len) :
+				       NULL;
 
 		rc = e ? open_node(r, &cred, e->child, q->flags) : -ENOENT;
 		if (rc == 0) {
@@ -711,8 +722,7 @@ out_err:
 
 /* ---- removing and renaming ------------------------------------------ */
 
-static void remove_entry(struct req *r, const Sweepfs__NameReq *q,
-			 bool rmdir)
+static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
 {
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;

@@ -94,8 +94,8 @@ static void delete_at(void **slots, size_t mask, size_t i, htab_hash_fn hf)
 	}
 }
 
-static bool remove_from(void **slots, size_t mask, uint64_t h,
-			const void *elem, htab_hash_fn hf)
+static bool remove_from(void **slots, size_t mask, uint64_t h, const void *elem,
+			htab_hash_fn hf)
 {
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		if (!slots[i])

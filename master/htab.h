@@ -26,14 +26,14 @@ typedef uint64_t (*htab_hash_fn)(const void *elem);
 typedef bool (*htab_eq_fn)(const void *elem, const void *key);
 
 struct htab {
-	void **slots;	      /* current array, NULL when empty */
-	size_t mask;	      /* slots - 1 */
-	size_t count;	      /* elements in slots */
-	void **old;	      /* array being drained, or NULL */
+	void **slots; /* current array, NULL when empty */
+	size_t mask;  /* slots - 1 */
+	size_t count; /* elements in slots */
+	void **old;   /* array being drained, or NULL */
 	size_t oldmask;
-	size_t oldcount;      /* elements still in old */
-	size_t mig_pos;	      /* next old slot to move (absolute index) */
-	size_t mig_left;      /* old slots not yet visited */
+	size_t oldcount; /* elements still in old */
+	size_t mig_pos;	 /* next old slot to move (absolute index) */
+	size_t mig_left; /* old slots not yet visited */
 	htab_hash_fn hash_fn;
 };
 

@@ -43,21 +43,21 @@ enum lock_type {
 struct lock_desc {
 	uint64_t ino;
 	uint64_t session;
-	uint64_t owner;	   /* lock owner within the session (FUSE's) */
-	uint64_t start;	   /* first byte */
-	uint64_t end;	   /* last byte, inclusive; flock: ignored */
-	uint32_t pid;	   /* of the process, as its kernel told it */
-	uint8_t kind;	   /* enum lock_kind */
-	uint8_t type;	   /* enum lock_type */
+	uint64_t owner; /* lock owner within the session (FUSE's) */
+	uint64_t start; /* first byte */
+	uint64_t end;	/* last byte, inclusive; flock: ignored */
+	uint32_t pid;	/* of the process, as its kernel told it */
+	uint8_t kind;	/* enum lock_kind */
+	uint8_t type;	/* enum lock_type */
 };
 
 typedef void (*locks_wake_fn)(void *wake_arg, void *waiter, int rc);
 
 struct locks {
-	struct htab inodes;	/* struct lock_inode by ino: only inodes
+	struct htab inodes; /* struct lock_inode by ino: only inodes
 				 * with locks or waiters */
-	uint64_t nlocks;	/* held, in all (a split range counts two) */
-	uint64_t nwaiters;	/* blocked requests */
+	uint64_t nlocks;    /* held, in all (a split range counts two) */
+	uint64_t nwaiters;  /* blocked requests */
 	locks_wake_fn wake;
 	void *wake_arg;
 };

@@ -288,10 +288,11 @@ int main(int argc, char **argv)
 			if (opt == 's') {
 				sets[nsets++] = optarg;
 			} else {
-				const char *key = opt == 'd'   ? "data_dir="
-						  : opt == 'v' ? "log_level="
-							       : "listen=";
-				char *kv = malloc(strlen(key) + strlen(optarg) + 1);
+				const char *key = opt == 'd' ? "data_dir=" :
+						  opt == 'v' ? "log_level=" :
+							       "listen=";
+				char *kv = malloc(strlen(key) + strlen(optarg) +
+						  1);
 
 				if (!kv)
 					return 1;
@@ -337,8 +338,8 @@ int main(int argc, char **argv)
 			if (where.line)
 				fprintf(stderr, "%s:%u: %s: %s\n", config,
 					where.line, where.key,
-					rc == -ENOENT ? "unknown key"
-						      : "bad value");
+					rc == -ENOENT ? "unknown key" :
+							"bad value");
 			else
 				fprintf(stderr, "%s: %s\n", config,
 					strerror(-rc));
@@ -422,7 +423,8 @@ int main(int argc, char **argv)
 			       strerror(-rc));
 		} else {
 			int64_t oldest = checkpoint_prune(
-				m.cfg.data_dir, (unsigned)m.cfg.keep_checkpoints);
+				m.cfg.data_dir,
+				(unsigned)m.cfg.keep_checkpoints);
 
 			if (oldest > 0)
 				changelog_prune(m.cfg.data_dir,

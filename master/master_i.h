@@ -48,24 +48,24 @@ struct master_config {
 	char listen_host[256];
 	uint64_t listen_port;
 	char data_dir[4096];
-	int changelog_sync;	       /* enum cl_sync */
+	int changelog_sync; /* enum cl_sync */
 	uint64_t sync_interval_ms;
 	uint64_t checkpoint_interval_ms;
-	uint64_t checkpoint_changes;   /* also checkpoint after this many */
+	uint64_t checkpoint_changes; /* also checkpoint after this many */
 	uint64_t keep_checkpoints;
-	uint64_t session_timeout_ms;   /* keep a disconnected session */
-	uint64_t frame_timeout_ms;     /* drop a peer stuck mid-frame */
-	uint64_t peer_timeout_ms;      /* drop a peer whose network died */
+	uint64_t session_timeout_ms; /* keep a disconnected session */
+	uint64_t frame_timeout_ms;   /* drop a peer stuck mid-frame */
+	uint64_t peer_timeout_ms;    /* drop a peer whose network died */
 	uint64_t max_connections;
 	char log_level[16];
-	uint64_t goal;		       /* copies of each chunk */
-	uint64_t delete_rate;	       /* chunk deletions/s per server */
-	uint64_t purge_slice_us;       /* longest purge slice */
-	uint64_t purge_duty;	       /* percent of the loop's time */
-	uint64_t purge_duty_busy;      /* ... while clients are served */
-	uint64_t snapshot_sync_max;    /* nodes a snapshot copies at once */
-	char exports_file[4096];       /* exports.h; absent: open to all */
-	uint64_t changelog_prealloc;   /* not a key: 0 is changelog.c's
+	uint64_t goal;		     /* copies of each chunk */
+	uint64_t delete_rate;	     /* chunk deletions/s per server */
+	uint64_t purge_slice_us;     /* longest purge slice */
+	uint64_t purge_duty;	     /* percent of the loop's time */
+	uint64_t purge_duty_busy;    /* ... while clients are served */
+	uint64_t snapshot_sync_max;  /* nodes a snapshot copies at once */
+	char exports_file[4096];     /* exports.h; absent: open to all */
+	uint64_t changelog_prealloc; /* not a key: 0 is changelog.c's
 					* default; tests take less */
 };
 
@@ -79,27 +79,27 @@ struct held_mark {
 struct conn {
 	uv_tcp_t tcp;
 	struct master *m;
-	struct session *s;	/* after a successful hello */
-	char peer[64];		/* "addr:port" */
+	struct session *s;	      /* after a successful hello */
+	char peer[64];		      /* "addr:port" */
 	struct sockaddr_storage addr; /* the peer's, for the exports */
-	uint8_t nonce[16];	/* password challenge sent, if nonce_set */
+	uint8_t nonce[16]; /* password challenge sent, if nonce_set */
 	bool nonce_set;
-	struct sw_buf in;	/* received, not yet parsed */
-	struct sw_buf out;	/* replies ready to send */
-	struct sw_buf wbuf;	/* being written by uv_write */
+	struct sw_buf in;   /* received, not yet parsed */
+	struct sw_buf out;  /* replies ready to send */
+	struct sw_buf wbuf; /* being written by uv_write */
 	uv_write_t wreq;
-	bool writing;		/* wreq in flight */
+	bool writing; /* wreq in flight */
 	bool closing;
-	bool paused;		/* reading stopped: too much output queued */
+	bool paused; /* reading stopped: too much output queued */
 	bool in_flush_list;
-	struct sw_buf held;	/* replies waiting for durability */
+	struct sw_buf held; /* replies waiting for durability */
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
-	int64_t partial_since;	/* mono ns: start of an incomplete frame */
-	int refs;		/* 1 while open, +1 per deferred request */
-	uint32_t csrv;		/* chunkserver id, for that role */
-	struct conn *next, *prev;       /* all connections */
-	struct conn *flush_next;	/* conns with output to flush */
+	int64_t partial_since;	  /* mono ns: start of an incomplete frame */
+	int refs;		  /* 1 while open, +1 per deferred request */
+	uint32_t csrv;		  /* chunkserver id, for that role */
+	struct conn *next, *prev; /* all connections */
+	struct conn *flush_next;  /* conns with output to flush */
 };
 
 /* Counters kept per session and in total (sweepfs stats). */
@@ -109,7 +109,7 @@ struct op_counters {
 	uint64_t bytes_in;
 	uint64_t bytes_out;
 	uint64_t readdir_entries;
-	uint64_t invalidations;	/* listings invalidated (sent) */
+	uint64_t invalidations; /* listings invalidated (sent) */
 };
 
 /* A readdir position a session keeps per directory (DESIGN: cursor cache). */
@@ -123,27 +123,27 @@ struct sess_cursor {
 
 struct session {
 	uint64_t id;
-	int role;		  /* SWEEPFS__ROLE__* */
-	struct conn *conn;	  /* NULL while disconnected */
-	uint64_t root_ino;	  /* the exported subtree's root */
+	int role;	   /* SWEEPFS__ROLE__* */
+	struct conn *conn; /* NULL while disconnected */
+	uint64_t root_ino; /* the exported subtree's root */
 	char peer[64];
-	char name[128];		  /* client host/process, from the hello */
+	char name[128]; /* client host/process, from the hello */
 	/* What its export allows (exports.h); set at each hello. */
 	struct sockaddr_storage addr;
-	char subdir[4096];	  /* as asked for, normalized */
+	char subdir[4096]; /* as asked for, normalized */
 	bool rw;
 	bool admin;
 	uint32_t maproot_uid, maproot_gid;
 	uint32_t mapall_uid, mapall_gid;
-	bool authed;		  /* proved the export's password */
-	uint8_t key[16];	  /* the one it proved */
-	char export_text[200];	  /* "PATH OPTIONS" for status */
-	int64_t connected_at;	  /* wall ns */
-	int64_t detached_at;	  /* mono ns, while disconnected */
-	struct htab opens;	  /* struct sess_open by ino */
+	bool authed;	       /* proved the export's password */
+	uint8_t key[16];       /* the one it proved */
+	char export_text[200]; /* "PATH OPTIONS" for status */
+	int64_t connected_at;  /* wall ns */
+	int64_t detached_at;   /* mono ns, while disconnected */
+	struct htab opens;     /* struct sess_open by ino */
 	struct sess_cursor cursors[SESSION_CURSORS];
 	uint64_t cursor_clock;
-	struct watch *watches;	  /* directories it caches, newest first */
+	struct watch *watches; /* directories it caches, newest first */
 	struct watch *watches_tail;
 	uint32_t nwatches;
 	struct op_counters ctr;
@@ -156,23 +156,23 @@ struct master {
 	struct ns ns;
 	struct changelog *cl;
 	uv_tcp_t listener;
-	uv_check_t check;	/* end of each loop iteration: flush */
-	uv_timer_t tick;	/* housekeeping, once a second */
-	uv_timer_t cs_tick;	/* chunkserver pacing, every 100 ms */
+	uv_check_t check;	 /* end of each loop iteration: flush */
+	uv_timer_t tick;	 /* housekeeping, once a second */
+	uv_timer_t cs_tick;	 /* chunkserver pacing, every 100 ms */
 	uv_timer_t resize_timer; /* hash tables growing: every 10 ms */
-	uv_idle_t idle;		/* background steps while there is work */
+	uv_idle_t idle;		 /* background steps while there is work */
 	uv_signal_t sig[4];
-	int lock_fd;		/* flock on data_dir/lock */
+	int lock_fd; /* flock on data_dir/lock */
 
 	struct conn *conns;
 	uint64_t nconns;
 	struct conn *flush_list;
 	struct exports exports;
-	struct htab sessions;	/* by id */
+	struct htab sessions; /* by id */
 	struct session *session_list;
 	uint64_t nsessions;
-	struct htab openers;	/* struct opener by ino: sessions holding it */
-	struct locks locks;	/* file locks (memory only: see locks.h) */
+	struct htab openers;	 /* struct opener by ino: sessions holding it */
+	struct locks locks;	 /* file locks (memory only: see locks.h) */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
 
 	/* purge (purge.c) */
@@ -180,7 +180,7 @@ struct master {
 	uv_timer_t purge_timer;
 	double purge_credit;	/* ns of purge time earned */
 	int64_t purge_last;	/* mono ns of the last slice */
-	uint64_t purge_busy_ns;	/* spent purging, in all */
+	uint64_t purge_busy_ns; /* spent purging, in all */
 	/* Background slices (purge, snapshot copies): how many, the
 	 * longest, and how many took over a millisecond. */
 	int64_t last_client_request; /* mono ns, from a mount */
@@ -189,32 +189,32 @@ struct master {
 	int64_t bg_slice_max_cpu_ns;
 	uint64_t bg_slices_over_1ms;
 
-	struct snapper *snap;	/* snapshots being made (snapjob.c) */
+	struct snapper *snap; /* snapshots being made (snapjob.c) */
 
 	/* chunkservers (csrv.c) */
 	struct csrv *csrvs[1025];
 	uint32_t ncsrvs;
-	struct htab cs_cmds;	/* commands in flight, by id */
+	struct htab cs_cmds; /* commands in flight, by id */
 	uint64_t next_cmd;
-	uint8_t token_key[16];	/* signs chunk access tokens */
+	uint8_t token_key[16]; /* signs chunk access tokens */
 	uint64_t pending_deletes;
-	uint64_t revoking;	/* lease revocations in flight */
+	uint64_t revoking; /* lease revocations in flight */
 	uint64_t repl_cursor;
 
 	struct op_counters total;
 	/* Once a second (on_tick): for rates over the last few seconds. */
 	struct rate_sample {
-		int64_t t;	/* mono ns */
+		int64_t t; /* mono ns */
 		uint64_t requests;
 		uint64_t purged;
 	} rates[11];
-	unsigned nrates;	/* samples taken, in all */
-	int64_t started_at;	/* wall ns */
+	unsigned nrates;    /* samples taken, in all */
+	int64_t started_at; /* wall ns */
 	int64_t started_mono;
 
 	bool checkpoint_running;
-	uint64_t checkpoint_version;  /* version of the newest checkpoint */
-	int64_t last_checkpoint;      /* mono ns */
+	uint64_t checkpoint_version; /* version of the newest checkpoint */
+	int64_t last_checkpoint;     /* mono ns */
 	bool stopping;
 };
 

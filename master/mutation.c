@@ -32,8 +32,7 @@ static int apply_create(struct ns *ns, const Sweepfs__Meta__Create *c,
 			 NULL);
 }
 
-static int apply_link(struct ns *ns, const Sweepfs__Meta__Link *l,
-		      int64_t now)
+static int apply_link(struct ns *ns, const Sweepfs__Meta__Link *l, int64_t now)
 {
 	struct node *n = ns_get(ns, l->ino);
 	struct node *dir = get_dir(ns, l->parent);
@@ -193,11 +192,12 @@ static int apply_trash(struct ns *ns, const Sweepfs__Meta__Mutation *m)
 		n = get_dir(ns, tr->parent);
 		if (!n)
 			return -ENOENT;
-		return ns_trash_restore(ns, tr->id, n, (const char *)tr->name.data,
+		return ns_trash_restore(ns, tr->id, n,
+					(const char *)tr->name.data,
 					tr->name.len, tr->edge, m->time);
 	default:
-		return ns_trash_drop(ns, m->trash_drop->id,
-				     m->trash_drop->keep, m->time);
+		return ns_trash_drop(ns, m->trash_drop->id, m->trash_drop->keep,
+				     m->time);
 	}
 }
 

@@ -453,8 +453,7 @@ static void node_free(struct ns *ns, struct node *n)
  * goes with its last one, unless @keep (the caller made room in the
  * orphan table already).
  */
-static void node_unlinked(struct ns *ns, struct node *n, bool keep,
-			  int64_t now)
+static void node_unlinked(struct ns *ns, struct node *n, bool keep, int64_t now)
 {
 	if (!S_ISDIR(n->mode) && n->nlink > 1) {
 		n->nlink--;
@@ -835,9 +834,9 @@ static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
 	return 0;
 }
 
-int ns_rename(struct ns *ns, struct node *sdir, const char *sname,
-	      size_t slen, struct node *ddir, const char *dname, size_t dlen,
-	      unsigned flags, uint64_t edge, bool keep, int64_t now)
+int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
+	      struct node *ddir, const char *dname, size_t dlen, unsigned flags,
+	      uint64_t edge, bool keep, int64_t now)
 {
 	struct edge *se, *de, *ne;
 	struct node *src, *dst;
@@ -965,8 +964,8 @@ static struct xattr *xattr_find(struct xattr_set *xs, const void *name,
 	return NULL;
 }
 
-int ns_xattr_set(struct ns *ns, struct node *n, const void *name,
-		 size_t nlen, const void *value, size_t vlen, int64_t now)
+int ns_xattr_set(struct ns *ns, struct node *n, const void *name, size_t nlen,
+		 const void *value, size_t vlen, int64_t now)
 {
 	struct xattr_set *xs = xset_get(ns, n);
 	struct xattr *x = xattr_find(xs, name, nlen);
@@ -1081,8 +1080,8 @@ long ns_xattr_list(const struct ns *ns, const struct node *n, char *buf,
 }
 
 int ns_xattr_foreach(const struct ns *ns, const struct node *n,
-		     int (*fn)(const void *name, size_t nlen,
-			       const void *value, size_t vlen, void *arg),
+		     int (*fn)(const void *name, size_t nlen, const void *value,
+			       size_t vlen, void *arg),
 		     void *arg)
 {
 	struct xattr_set *xs = xset_get(ns, n);
@@ -1210,7 +1209,7 @@ int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
 		n->atime = tmpl->atime;
 		n->mtime = tmpl->mtime;
 		n->ctime = tmpl->ctime;
-		n->flags = tmpl->flags & (uint16_t)~(NODE_OPEN | NODE_XATTR);
+		n->flags = tmpl->flags & (uint16_t) ~(NODE_OPEN | NODE_XATTR);
 		*out = n;
 		return 0;
 	}
@@ -1220,7 +1219,7 @@ int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
 	if (!n)
 		return -ENOMEM;
 	*n = *tmpl;
-	n->flags &= (uint16_t)~(NODE_OPEN | NODE_XATTR);
+	n->flags &= (uint16_t) ~(NODE_OPEN | NODE_XATTR);
 	memset(&n->u, 0, sizeof(n->u));
 	rc = -ENOMEM;
 	if (S_ISDIR(n->mode)) {
@@ -1298,8 +1297,8 @@ static int check_loaded(void *elem, void *arg)
 
 	(void)arg;
 	if (S_ISDIR(n->mode))
-		return n->u.dir->parent || (n->flags & NODE_DETACHED) ? 0
-									: -EINVAL;
+		return n->u.dir->parent || (n->flags & NODE_DETACHED) ? 0 :
+									-EINVAL;
 	if (n->nlink == 0 && !(n->flags & (NODE_ORPHAN | NODE_TRASHED)))
 		return -EINVAL;
 	return 0;
@@ -1371,8 +1370,7 @@ void nsi_node_free(struct ns *ns, struct node *n)
 	node_free(ns, n);
 }
 
-int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
-		  uint64_t total)
+int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id, uint64_t total)
 {
 	struct purge_root *pr = calloc(1, sizeof(*pr));
 
@@ -1409,8 +1407,8 @@ static struct edge **walk_stack(struct node *root)
 		if (e) {
 			if (depth == cap) {
 				size_t nc = cap ? cap * 2 : 64;
-				struct edge **v = realloc(stack,
-							  nc * sizeof(*v));
+				struct edge **v =
+					realloc(stack, nc * sizeof(*v));
 
 				if (!v) {
 					free(stack);
@@ -1650,12 +1648,11 @@ static int copy_xattr_cb(const void *name, size_t nlen, const void *value,
 {
 	struct xcopy *x = arg;
 
-	return ns_xattr_set(x->ns, x->n, name, nlen, value, vlen,
-			    x->n->ctime);
+	return ns_xattr_set(x->ns, x->n, name, nlen, value, vlen, x->n->ctime);
 }
 
-struct node *nsi_node_copy(struct ns *ns, const struct node *src,
-			   uint64_t ino, struct node *parent)
+struct node *nsi_node_copy(struct ns *ns, const struct node *src, uint64_t ino,
+			   struct node *parent)
 {
 	struct node *n;
 	struct xcopy xc;
@@ -1668,8 +1665,8 @@ struct node *nsi_node_copy(struct ns *ns, const struct node *src,
 	*n = *src;
 	n->ino = ino;
 	n->nlink = 0;
-	n->flags &= (uint16_t)~(NODE_OPEN | NODE_ORPHAN | NODE_DETACHED |
-				NODE_XATTR);
+	n->flags &= (uint16_t) ~(NODE_OPEN | NODE_ORPHAN | NODE_DETACHED |
+				 NODE_XATTR);
 	memset(&n->u, 0, sizeof(n->u));
 	if (S_ISDIR(n->mode)) {
 		n->u.dir = dir_new(ns, parent);
@@ -1720,8 +1717,8 @@ out_node:
 	return NULL;
 }
 
-int nsi_edge_add(struct ns *ns, struct node *dir, const char *name,
-		 size_t len, uint64_t id, uint8_t flags, struct node *child)
+int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
+		 uint64_t id, uint8_t flags, struct node *child)
 {
 	struct edge *e = edge_new(ns, name, len, id, child);
 	int rc;

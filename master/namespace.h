@@ -31,9 +31,9 @@
 #define NS_LINK_MAX 65000u
 
 /* node.flags */
-#define NODE_ORPHAN 0x0001   /* no name left; kept while a session has it open */
-#define NODE_OPEN 0x0002     /* some session has it open (see session.c) */
-#define NODE_XATTR 0x0004    /* has extended attributes in ns.xattrs */
+#define NODE_ORPHAN 0x0001 /* no name left; kept while a session has it open */
+#define NODE_OPEN 0x0002   /* some session has it open (see session.c) */
+#define NODE_XATTR 0x0004  /* has extended attributes in ns.xattrs */
 #define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
 #define NODE_DETACHED 0x0010 /* the root of a removed (detached) tree */
 #define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
@@ -57,9 +57,9 @@ struct node {
 	int64_t ctime;
 	uint64_t size; /* regular file: bytes; symlink: target length */
 	union {
-		struct dir *dir;   /* S_IFDIR */
-		char *target;	   /* S_IFLNK: size bytes, not NUL-terminated */
-		uint64_t rdev;	   /* S_IFCHR, S_IFBLK */
+		struct dir *dir; /* S_IFDIR */
+		char *target;	 /* S_IFLNK: size bytes, not NUL-terminated */
+		uint64_t rdev;	 /* S_IFCHR, S_IFBLK */
 		struct ctab *chunks; /* S_IFREG: chunk slots, NULL: none */
 	} u;
 	uint32_t mode; /* S_IFMT | permission bits */
@@ -85,10 +85,10 @@ struct edge {
 	struct edge *prev;  /* lower ids */
 	struct node *child; /* NULL for a tombstone */
 	uint64_t id;
-	uint16_t pins;	    /* cursors resting on this edge */
-	uint8_t flags;	    /* EDGE_* */
+	uint16_t pins; /* cursors resting on this edge */
+	uint8_t flags; /* EDGE_* */
 	uint8_t namelen;
-	char name[];	    /* namelen bytes, no NUL */
+	char name[]; /* namelen bytes, no NUL */
 };
 
 struct cursor;
@@ -98,26 +98,26 @@ struct trash_item;
 
 /* What a directory node holds besides the node itself. */
 struct dir {
-	struct node *parent;	 /* ".."; the root is its own parent */
-	struct edge *head;	 /* lowest id, may be a tombstone */
-	struct edge *tail;	 /* highest id */
-	struct htab names;	 /* live edges by name, once the dir is big */
-	struct edge **index;	 /* every NS_INDEX_STRIDE-th edge, by id */
+	struct node *parent; /* ".."; the root is its own parent */
+	struct edge *head;   /* lowest id, may be a tombstone */
+	struct edge *tail;   /* highest id */
+	struct htab names;   /* live edges by name, once the dir is big */
+	struct edge **index; /* every NS_INDEX_STRIDE-th edge, by id */
 	uint32_t index_len;
 	uint32_t index_cap;
-	uint32_t since_index;	 /* edges appended since the last index entry */
-	uint32_t tombstones;	 /* tombstones in the list */
-	uint64_t nentries;	 /* live edges */
-	uint64_t nsubdirs;	 /* live edges to directories */
-	uint64_t nplain;	 /* live edges without EDGE_SNAPSHOT */
+	uint32_t since_index; /* edges appended since the last index entry */
+	uint32_t tombstones;  /* tombstones in the list */
+	uint64_t nentries;    /* live edges */
+	uint64_t nsubdirs;    /* live edges to directories */
+	uint64_t nplain;      /* live edges without EDGE_SNAPSHOT */
 	/* The whole subtree below: names, and names without the snapshot
 	 * flag. Kept up to date along the parent chain by every change, so
 	 * that a tree's size and "all flagged" cost O(1) (rmr, rmsnapshot). */
 	uint64_t tree_names;
 	uint64_t tree_plain;
-	uint32_t trashtime;	 /* seconds removed entries stay in trash */
-	struct cursor *cursors;	 /* cursors resting in this directory */
-	struct watch *watchers;	 /* sessions caching the listing (watch.c) */
+	uint32_t trashtime;	/* seconds removed entries stay in trash */
+	struct cursor *cursors; /* cursors resting in this directory */
+	struct watch *watchers; /* sessions caching the listing (watch.c) */
 };
 
 /* Directories with more entries than this get a hash table of names. */
@@ -142,26 +142,26 @@ struct cursor {
 struct xattr_set;
 
 struct ns {
-	struct htab inodes;    /* all nodes by ino */
-	struct htab orphans;   /* nodes with NODE_ORPHAN, by ino */
-	struct htab xattrs;    /* struct xattr_set by ino */
+	struct htab inodes;  /* all nodes by ino */
+	struct htab orphans; /* nodes with NODE_ORPHAN, by ino */
+	struct htab xattrs;  /* struct xattr_set by ino */
 	struct slab node_slab;
 	struct slab edge_slab[NS_EDGE_CLASSES];
 	struct node *root;
-	uint64_t next_ino;     /* lowest inode number never used */
-	uint64_t next_edge;    /* lowest edge id never used */
-	uint64_t version;      /* changelog version of the last change */
-	uint64_t nnodes;       /* all live nodes, orphans included */
-	uint64_t ndirs;        /* of which directories */
-	uint64_t nedges;       /* live edges */
-	uint64_t dir_moves;    /* directory names removed: paths may differ */
-	size_t dir_bytes;      /* struct dir and index arrays */
+	uint64_t next_ino;  /* lowest inode number never used */
+	uint64_t next_edge; /* lowest edge id never used */
+	uint64_t version;   /* changelog version of the last change */
+	uint64_t nnodes;    /* all live nodes, orphans included */
+	uint64_t ndirs;	    /* of which directories */
+	uint64_t nedges;    /* live edges */
+	uint64_t dir_moves; /* directory names removed: paths may differ */
+	size_t dir_bytes;   /* struct dir and index arrays */
 	/* Directories whose name table is being resized: ns_housekeep()
 	 * moves them on, so that the old array does not stay allocated
 	 * for as long as nothing else touches the directory. */
 	struct dir **resizing;
 	size_t nresizing, resizing_cap;
-	size_t misc_bytes;     /* symlink targets, xattrs, chunk slots */
+	size_t misc_bytes; /* symlink targets, xattrs, chunk slots */
 
 	/* Detached subtrees waiting to be freed (purge.c), oldest first. */
 	struct purge_root *purge_head;
@@ -171,18 +171,18 @@ struct ns {
 	struct ns_copy *copy;
 	uint64_t copy_chunk_start;
 	int64_t copy_last_rc;	/* how the last one ended: nodes or -errno */
-	uint64_t copy_last_ino;	/* and its root */
+	uint64_t copy_last_ino; /* and its root */
 	/* Removed files and trees kept until they expire (trash.c). */
 	struct trash_item *trash_head;
 	struct trash_item *trash_tail;
 	uint64_t ntrash;
 	uint64_t purge_roots;
-	uint64_t purged;       /* nodes freed by purges since start */
+	uint64_t purged; /* nodes freed by purges since start */
 
 	/* File data (chunks.h). */
-	struct htab chunks;    /* struct chunk by id */
+	struct htab chunks; /* struct chunk by id */
 	struct slab chunk_slab;
-	uint64_t next_chunk;   /* lowest chunk id never used */
+	uint64_t next_chunk; /* lowest chunk id never used */
 	uint64_t nchunks;
 	/* Told when a chunk loses its last reference, just before it is
 	 * freed, so that its copies are deleted from the chunkservers. */
@@ -306,9 +306,9 @@ int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
  * -EEXIST, -ENOTDIR, -EISDIR, -ENOTEMPTY, -EINVAL (a directory into its own
  * subtree, or bad flags), -EBUSY (the root), -ENOMEM.
  */
-int ns_rename(struct ns *ns, struct node *sdir, const char *sname,
-	      size_t slen, struct node *ddir, const char *dname, size_t dlen,
-	      unsigned flags, uint64_t edge, bool keep, int64_t now);
+int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
+	      struct node *ddir, const char *dname, size_t dlen, unsigned flags,
+	      uint64_t edge, bool keep, int64_t now);
 
 /* Bits of ns_setattr's @valid, the same as SetattrValid on the wire. */
 #define NS_SET_MODE 1u
@@ -389,8 +389,8 @@ int ns_copy_image(const struct ns *ns, const struct node *src,
 		  struct sw_buf *out);
 int ns_copy_write(const struct ns *ns, const struct node *src, int fd);
 ssize_t ns_copy_record(const uint8_t *p, size_t len);
-int ns_copy_begin(struct ns *ns, uint64_t id, uint64_t parent,
-		  const char *name, size_t len, uint64_t chunk_start);
+int ns_copy_begin(struct ns *ns, uint64_t id, uint64_t parent, const char *name,
+		  size_t len, uint64_t chunk_start);
 int ns_copy_part(struct ns *ns, uint64_t id, const uint8_t *data, size_t len,
 		 uint64_t ino_base, uint64_t edge_base);
 int64_t ns_copy_end(struct ns *ns, uint64_t id, uint64_t edge, int abort_rc,
@@ -420,8 +420,8 @@ int ns_release_orphan(struct ns *ns, struct node *n);
  * the NUL-terminated names into @buf (@size bytes, NULL to measure) and
  * returns the length needed, or -ERANGE if @buf is too small.
  */
-int ns_xattr_set(struct ns *ns, struct node *n, const void *name,
-		 size_t nlen, const void *value, size_t vlen, int64_t now);
+int ns_xattr_set(struct ns *ns, struct node *n, const void *name, size_t nlen,
+		 const void *value, size_t vlen, int64_t now);
 int ns_xattr_get(const struct ns *ns, const struct node *n, const void *name,
 		 size_t nlen, const void **value, size_t *vlen);
 int ns_xattr_remove(struct ns *ns, struct node *n, const void *name,
@@ -479,8 +479,8 @@ int ns_foreach_node(const struct ns *ns, int (*fn)(void *node, void *arg),
  * return. For the checkpoint.
  */
 int ns_xattr_foreach(const struct ns *ns, const struct node *n,
-		     int (*fn)(const void *name, size_t nlen,
-			       const void *value, size_t vlen, void *arg),
+		     int (*fn)(const void *name, size_t nlen, const void *value,
+			       size_t vlen, void *arg),
 		     void *arg);
 
 /*

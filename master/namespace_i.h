@@ -9,10 +9,10 @@
 
 /* A detached subtree waiting to be freed. */
 struct purge_root {
-	uint64_t id;		/* the changelog version of its Detach */
-	struct node *root;	/* a directory with no parent */
-	struct node *cur;	/* where freeing goes on (deepest first) */
-	uint64_t total;		/* nodes in it when detached */
+	uint64_t id;	   /* the changelog version of its Detach */
+	struct node *root; /* a directory with no parent */
+	struct node *cur;  /* where freeing goes on (deepest first) */
+	uint64_t total;	   /* nodes in it when detached */
 	uint64_t freed;
 	struct purge_root *next;
 };
@@ -33,15 +33,15 @@ void nsi_node_free(struct ns *ns, struct node *n);
  * name yet. A directory gets an empty listing whose parent is @parent.
  * Returns the node or NULL (ENOMEM, nothing added).
  */
-struct node *nsi_node_copy(struct ns *ns, const struct node *src,
-			   uint64_t ino, struct node *parent);
+struct node *nsi_node_copy(struct ns *ns, const struct node *src, uint64_t ino,
+			   struct node *parent);
 
 /*
  * Name @child @name in @dir with edge id @id (the highest yet) and
  * @flags (EDGE_SNAPSHOT). Returns 0 or -ENOMEM (nothing changed).
  */
-int nsi_edge_add(struct ns *ns, struct node *dir, const char *name,
-		 size_t len, uint64_t id, uint8_t flags, struct node *child);
+int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
+		 uint64_t id, uint8_t flags, struct node *child);
 
 /* Advance the inode and edge counters past @ino and @edge. */
 void nsi_note_ids(struct ns *ns, uint64_t ino, uint64_t edge);

@@ -43,8 +43,8 @@
 #include "namespace_i.h"
 #include "util.h"
 
-#define TARGET_MAX 4096u	  /* symlink target bytes */
-#define SLOTS_MAX (1u << 21)	  /* chunk slots: 2^47 bytes of file */
+#define TARGET_MAX 4096u     /* symlink target bytes */
+#define SLOTS_MAX (1u << 21) /* chunk slots: 2^47 bytes of file */
 
 /* Fixed part of an 'N' record after its name. */
 #define NODE_FIXED (1 + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 8)
@@ -57,17 +57,17 @@ struct link {
 
 struct ns_copy {
 	uint64_t id;
-	uint64_t parent;	/* directory the copy gets its name in */
+	uint64_t parent; /* directory the copy gets its name in */
 	uint8_t len;
 	char name[SW_NAME_MAX];
-	struct node *root;	/* NULL until the first record */
-	struct node **path;	/* directories open in the stream */
+	struct node *root;  /* NULL until the first record */
+	struct node **path; /* directories open in the stream */
 	size_t depth, path_cap;
-	struct htab links;	/* struct link by key */
+	struct htab links; /* struct link by key */
 	uint64_t nodes;
-	bool ended;		/* saw 'E' */
-	int err;		/* the first error; the rest is ignored */
-	uint64_t *held;		/* chunks kept for the copy (see above) */
+	bool ended;	/* saw 'E' */
+	int err;	/* the first error; the rest is ignored */
+	uint64_t *held; /* chunks kept for the copy (see above) */
 	size_t nheld, held_cap;
 };
 
@@ -91,8 +91,8 @@ static int free_link(void *e, void *arg)
 /* ---- the image ------------------------------------------------------ */
 
 struct img {
-	struct sw_buf *buf;	/* into memory, or ... */
-	int fd;			/* ... to this descriptor */
+	struct sw_buf *buf; /* into memory, or ... */
+	int fd;		    /* ... to this descriptor */
 	uint8_t out[1 << 16];
 	size_t n;
 	int err;
@@ -340,15 +340,15 @@ struct rec {
 	uint8_t namelen;
 	uint8_t eflags;
 	uint8_t goal;
-	struct node tmpl;	/* attributes; ino, nlink, flags, u unset */
+	struct node tmpl; /* attributes; ino, nlink, flags, u unset */
 	uint64_t key;
 	uint32_t trashtime;
 	const char *target;
 	uint64_t rdev;
 	uint32_t nslots;
-	const uint8_t *slots;	/* nslots little-endian ids */
+	const uint8_t *slots; /* nslots little-endian ids */
 	uint32_t nxattrs;
-	const uint8_t *xattrs;	/* nxattrs x (u8 nlen, u32 vlen, name, value) */
+	const uint8_t *xattrs; /* nxattrs x (u8 nlen, u32 vlen, name, value) */
 };
 
 static int type_ok(uint32_t mode)
@@ -474,8 +474,8 @@ ssize_t ns_copy_record(const uint8_t *p, size_t len)
 
 /* ---- applying records ------------------------------------------------- */
 
-int ns_copy_begin(struct ns *ns, uint64_t id, uint64_t parent,
-		  const char *name, size_t len, uint64_t chunk_start)
+int ns_copy_begin(struct ns *ns, uint64_t id, uint64_t parent, const char *name,
+		  size_t len, uint64_t chunk_start)
 {
 	struct ns_copy *c;
 
@@ -630,9 +630,9 @@ static int apply_node(struct ns *ns, struct ns_copy *c, const struct rec *x,
 		if (rc < 0)
 			return rc;
 		c->root = n;
-		return S_ISDIR(n->mode)
-			       ? push(&c->path, &c->depth, &c->path_cap, n)
-			       : 0;
+		return S_ISDIR(n->mode) ?
+			       push(&c->path, &c->depth, &c->path_cap, n) :
+			       0;
 	}
 	if (c->depth == 0 || x->namelen == 0 ||
 	    !sw_name_valid((const uint8_t *)x->name, x->namelen))

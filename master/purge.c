@@ -81,13 +81,15 @@ static int64_t purge_slice(struct master *m, int64_t deadline)
 					ns->purge_tail = NULL;
 				ns->purge_roots--;
 				ns->misc_bytes -= sizeof(*pr);
-				sw_info(TAG, "purge %" PRIu64 " done: %" PRIu64
-					     " nodes",
+				sw_info(TAG,
+					"purge %" PRIu64 " done: %" PRIu64
+					" nodes",
 					pr->id, pr->freed + 1);
 				free(pr);
 			} else {
-				nsi_edge_remove(ns, parent,
-						ns_edge_live(parent->u.dir->head));
+				nsi_edge_remove(
+					ns, parent,
+					ns_edge_live(parent->u.dir->head));
 				pr->cur = parent;
 				pr->freed++;
 			}
@@ -149,9 +151,9 @@ bool background_may_run(struct master *m)
 {
 	int64_t now = sw_mono_ns();
 	bool busy = now - m->last_client_request < 100 * 1000000LL;
-	double duty = (double)(busy ? m->cfg.purge_duty_busy
-				    : m->cfg.purge_duty) /
-		      100;
+	double duty =
+		(double)(busy ? m->cfg.purge_duty_busy : m->cfg.purge_duty) /
+		100;
 	double cap = 4.0 * (double)m->cfg.purge_slice_us * 1000;
 
 	m->purge_credit += (double)(now - m->purge_last) * duty;

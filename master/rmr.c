@@ -49,8 +49,8 @@ int may_remove_tree(const struct cred *c, struct node *root)
 		if (e) {
 			if (depth == cap) {
 				size_t nc = cap ? cap * 2 : 64;
-				struct edge **v = realloc(stack,
-							  nc * sizeof(*v));
+				struct edge **v =
+					realloc(stack, nc * sizeof(*v));
 
 				if (!v) {
 					rc = -ENOMEM;
@@ -93,16 +93,15 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 	name.len = e->namelen;
 	mut.time = sw_now_ns();
 	/* The trash time of the directory it leaves, unless skipped. */
-	trash = trash && dir->u.dir->trashtime &&
-		(is_dir || n->nlink == 1);
+	trash = trash && dir->u.dir->trashtime && (is_dir || n->nlink == 1);
 	if (is_dir) {
 		det.parent = dir->ino;
 		det.name = name;
 		if (trash) {
 			det.has_trash_until = 1;
-			det.trash_until = mut.time +
-					  (int64_t)dir->u.dir->trashtime *
-						  SW_NSEC_PER_SEC;
+			det.trash_until =
+				mut.time + (int64_t)dir->u.dir->trashtime *
+						   SW_NSEC_PER_SEC;
 		}
 		mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
 		mut.detach = &det;
@@ -114,9 +113,9 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 		u.keep = n->nlink == 1 && (n->flags & NODE_OPEN);
 		if (trash) {
 			u.has_trash_until = 1;
-			u.trash_until = mut.time +
-					(int64_t)dir->u.dir->trashtime *
-						SW_NSEC_PER_SEC;
+			u.trash_until =
+				mut.time + (int64_t)dir->u.dir->trashtime *
+						   SW_NSEC_PER_SEC;
 		}
 		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
 		mut.unlink = &u;
@@ -146,8 +145,8 @@ static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 	struct edge *e;
 	int rc;
 
-	if (q->name.len > SW_NAME_MAX || !sw_name_valid(q->name.data,
-							q->name.len)) {
+	if (q->name.len > SW_NAME_MAX ||
+	    !sw_name_valid(q->name.data, q->name.len)) {
 		rc = q->name.len > SW_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
 		goto out_err;
 	}

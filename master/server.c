@@ -116,8 +116,10 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 	if (c->closing)
 		return;
 	if (sw_buf_add_frame(&c->out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
-		sw_err(TAG, "%s: out of memory queueing a notification; "
-			    "closing", c->peer);
+		sw_err(TAG,
+		       "%s: out of memory queueing a notification; "
+		       "closing",
+		       c->peer);
 		conn_close(c);
 		return;
 	}
@@ -223,12 +225,12 @@ static void conn_write(struct conn *c)
 out_pause:
 	if (c->closing)
 		return;
-	if (!c->paused && sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) >
-				  OUT_PAUSE) {
+	if (!c->paused &&
+	    sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) > OUT_PAUSE) {
 		uv_read_stop((uv_stream_t *)&c->tcp);
 		c->paused = true;
-	} else if (c->paused && sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) <
-					OUT_RESUME) {
+	} else if (c->paused &&
+		   sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) < OUT_RESUME) {
 		c->paused = false;
 		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 	}
@@ -316,8 +318,9 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	int rc;
 
 	if (hdr->flags) {
-		sw_notice(TAG, "%s: sent a frame flagged as reply or "
-			       "notification; closing",
+		sw_notice(TAG,
+			  "%s: sent a frame flagged as reply or "
+			  "notification; closing",
 			  c->peer);
 		conn_close(c);
 		return;
@@ -328,8 +331,7 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		return;
 	}
 	if (!info) {
-		sw_info(TAG, "%s: unknown request type %u", c->peer,
-			hdr->type);
+		sw_info(TAG, "%s: unknown request type %u", c->peer, hdr->type);
 		req_error(&r, -ENOSYS);
 		return;
 	}
@@ -409,8 +411,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 		if (rc < 0) {
 			sw_notice(TAG, "%s: %s; closing", c->peer,
-				  rc == -EMSGSIZE ? "frame too large"
-						  : "bad frame header");
+				  rc == -EMSGSIZE ? "frame too large" :
+						    "bad frame header");
 			conn_close(c);
 			return;
 		}
@@ -485,8 +487,9 @@ void server_reap_stalled(struct master *m)
 		if (c->closing || !c->partial_since)
 			continue;
 		if (now - c->partial_since > limit) {
-			sw_notice(TAG, "%s: stalled mid-frame for %" PRIu64
-				       " ms; closing",
+			sw_notice(TAG,
+				  "%s: stalled mid-frame for %" PRIu64
+				  " ms; closing",
 				  c->peer, m->cfg.frame_timeout_ms);
 			conn_close(c);
 		}

@@ -87,8 +87,8 @@ static struct session *session_find(struct master *m, uint64_t id)
 /* One fewer session holds @ino. */
 static void opener_drop(struct master *m, uint64_t ino)
 {
-	struct opener *op = htab_find(&m->openers, sw_hash_u64(ino), ino_eq,
-				      &ino);
+	struct opener *op =
+		htab_find(&m->openers, sw_hash_u64(ino), ino_eq, &ino);
 	struct node *n;
 
 	if (!op || --op->sessions)
@@ -111,8 +111,9 @@ static void opener_drop(struct master *m, uint64_t ino)
 		mut.release = &rel;
 		rc = master_commit(m, NULL, &mut);
 		if (rc < 0)
-			sw_err(TAG, "releasing orphan %" PRIu64 ": %s; it "
-				    "goes at the next restart",
+			sw_err(TAG,
+			       "releasing orphan %" PRIu64 ": %s; it "
+			       "goes at the next restart",
 			       ino, strerror(-rc));
 	}
 }
@@ -310,8 +311,8 @@ static void session_reclaim(struct master *m, struct session *s,
 		for (size_t i = 0; i < ncur; i++) {
 			struct sess_open *so;
 
-			if (n && bsearch(&cur[i], want, n, sizeof(*want),
-					 cmp_u64))
+			if (n &&
+			    bsearch(&cur[i], want, n, sizeof(*want), cmp_u64))
 				continue;
 			so = htab_find(&s->opens, sw_hash_u64(cur[i]), ino_eq,
 				       &cur[i]);
@@ -343,8 +344,7 @@ static void session_reclaim(struct master *m, struct session *s,
 }
 
 /* Walk @path ("/a/b") from the root; the directory's inode or -errno. */
-static int64_t resolve_subdir(struct master *m, const uint8_t *path,
-			      size_t len)
+static int64_t resolve_subdir(struct master *m, const uint8_t *path, size_t len)
 {
 	struct node *n = m->ns.root;
 	size_t i = 0;
@@ -377,9 +377,9 @@ static void copy_bytes(char *dst, size_t cap, const ProtobufCBinaryData *b)
 	size_t n = SW_MIN(b->len, cap - 1);
 
 	for (size_t i = 0; i < n; i++)
-		dst[i] = b->data[i] >= 0x20 && b->data[i] < 0x7f
-				 ? (char)b->data[i]
-				 : '?';
+		dst[i] = b->data[i] >= 0x20 && b->data[i] < 0x7f ?
+				 (char)b->data[i] :
+				 '?';
 	dst[n] = '\0';
 }
 
@@ -403,8 +403,9 @@ static const struct export_rule *check_export(struct req *r,
 			     subdir, &why);
 	if (!rule) {
 		sw_warn(TAG, "%s: refused: %s %s", c->peer,
-			why == -EPERM ? "no export of" : "no export at all for "
-							 "this address, asked for",
+			why == -EPERM ? "no export of" :
+					"no export at all for "
+					"this address, asked for",
 			subdir);
 		*err = why == -EPERM ? -EPERM : -EACCES;
 		return NULL;
@@ -445,8 +446,8 @@ static void session_apply(struct session *s, const struct export_rule *e)
 	s->authed = e->has_password;
 	if (e->has_password)
 		memcpy(s->key, e->key, sizeof(s->key));
-	snprintf(s->export_text, sizeof(s->export_text), "%.100s %.90s", e->path,
-		 e->text);
+	snprintf(s->export_text, sizeof(s->export_text), "%.100s %.90s",
+		 e->path, e->text);
 }
 
 int session_hello(struct req *r, const Sweepfs__Hello *h)
@@ -546,8 +547,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		copy_bytes(s->name, sizeof(s->name), &h->client_name);
 	r->conn->s = s;
 	r->s = s;
-	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->peer,
-		s->id, resumed ? "resumed" : "started", s->name);
+	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->peer, s->id,
+		resumed ? "resumed" : "started", s->name);
 	reply.has_session_id = 1;
 	reply.session_id = s->id;
 	reply.has_root_ino = 1;
@@ -584,7 +585,7 @@ static void map_cred(const struct session *s, ProtobufCMessage *msg)
 	if (s->mapall_uid == EXPORT_NO_MAP && s->maproot_uid == EXPORT_NO_MAP)
 		return;
 	f = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor,
-							     "cred");
+							    "cred");
 	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
 	    f->descriptor != &sweepfs__cred__descriptor)
 		return;
@@ -654,15 +655,16 @@ void sessions_reexport(struct master *m)
 				     s->subdir, &why);
 		/* A changed password is a different export: prove it. */
 		if (rule && rule->has_password &&
-		    (!s->authed || !sw_auth_equal(s->key, rule->key,
-						  sizeof(s->key))))
+		    (!s->authed ||
+		     !sw_auth_equal(s->key, rule->key, sizeof(s->key))))
 			rule = NULL;
 		if (rule) {
 			session_apply(s, rule);
 			continue;
 		}
-		sw_notice(TAG, "session %016" PRIx64 " (%s, %s): no longer "
-			       "exported; disconnected",
+		sw_notice(TAG,
+			  "session %016" PRIx64 " (%s, %s): no longer "
+			  "exported; disconnected",
 			  s->id, s->peer, s->subdir);
 		/* Tools' sessions go with their connection; a mount's
 		 * expires at the next tick, its open files with it. */

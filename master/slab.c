@@ -23,9 +23,9 @@ struct slab_page {
 	struct slab *owner;	/* NULL while in the global pool */
 	struct slab_page *next; /* partial list or pool */
 	struct slab_page *prev; /* partial list */
-	void *free;		/* free objects, linked through their first word */
-	unsigned used;		/* objects allocated from this page */
-	unsigned carved;	/* objects carved so far (lazy carving) */
+	void *free;	 /* free objects, linked through their first word */
+	unsigned used;	 /* objects allocated from this page */
+	unsigned carved; /* objects carved so far (lazy carving) */
 	bool on_partial;
 };
 
@@ -59,7 +59,8 @@ static struct slab_page *region_carve(void)
 		munmap(raw, lead);
 	munmap(base + REGION, SLAB_PAGE - lead);
 	for (size_t off = REGION; off > 0; off -= SLAB_PAGE) {
-		struct slab_page *p = (struct slab_page *)(base + off - SLAB_PAGE);
+		struct slab_page *p =
+			(struct slab_page *)(base + off - SLAB_PAGE);
 
 		p->owner = NULL;
 		p->next = pool;

@@ -21,11 +21,11 @@
 struct slab_page;
 
 struct slab {
-	size_t objsize;		  /* bytes per object, multiple of 8 */
-	unsigned per_page;	  /* objects that fit in one page */
+	size_t objsize;		   /* bytes per object, multiple of 8 */
+	unsigned per_page;	   /* objects that fit in one page */
 	struct slab_page *partial; /* pages with at least one free object */
-	size_t live;		  /* objects allocated */
-	size_t pages;		  /* pages held */
+	size_t live;		   /* objects allocated */
+	size_t pages;		   /* pages held */
 };
 
 /* Page size: objects never span pages, and a page is found by masking. */

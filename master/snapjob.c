@@ -43,13 +43,13 @@
 #include "util.h"
 
 #define TAG "snapshot"
-#define PART_BYTES (256u << 10)	 /* records per journaled part, at most */
+#define PART_BYTES (256u << 10) /* records per journaled part, at most */
 #define READ_CHUNK (256u << 10)
-#define IN_HIGH (8u << 20)	 /* stop reading the child above this */
-#define IN_LOW (1u << 20)	 /* and go on below this */
+#define IN_HIGH (8u << 20) /* stop reading the child above this */
+#define IN_LOW (1u << 20)  /* and go on below this */
 
 struct snapjob {
-	struct req *req;	/* deferred until the copy is named */
+	struct req *req; /* deferred until the copy is named */
 	uint64_t src;
 	uint64_t parent;
 	uint8_t len;
@@ -59,21 +59,21 @@ struct snapjob {
 
 struct snapper {
 	struct master *m;
-	struct snapjob *head;	/* head: the one being copied, if running */
+	struct snapjob *head; /* head: the one being copied, if running */
 	struct snapjob *tail;
 	bool running;
-	uint64_t id;		/* the copy's id: its Begin's version */
-	pid_t pid;		/* the child, 0 when none */
+	uint64_t id; /* the copy's id: its Begin's version */
+	pid_t pid;   /* the child, 0 when none */
 	int child_rc;
 	uv_pipe_t pipe;
 	bool pipe_open;
 	bool reading;
-	bool eof;		/* the image is complete (or cut short) */
-	struct sw_buf in;	/* image bytes not yet applied */
+	bool eof;	  /* the image is complete (or cut short) */
+	struct sw_buf in; /* image bytes not yet applied */
 	uv_idle_t idle;
 	uv_timer_t timer;
-	int64_t started;	/* mono ns */
-	uint64_t bytes;		/* image bytes applied */
+	int64_t started; /* mono ns */
+	uint64_t bytes;	 /* image bytes applied */
 	uint64_t parts;
 };
 
@@ -315,8 +315,9 @@ static bool finish(struct snapper *s, int abort_rc)
 	rc = commit_end(s, abort_rc);
 	if (rc < 0) {
 		/* The changelog is full: the End must go in; try again. */
-		sw_warn(TAG, "cannot journal the end of snapshot %" PRIu64
-			     ": %s", s->id, strerror((int)-rc));
+		sw_warn(TAG,
+			"cannot journal the end of snapshot %" PRIu64 ": %s",
+			s->id, strerror((int)-rc));
 		uv_idle_stop(&s->idle);
 		uv_timer_start(&s->timer, on_timer, 1000, 0);
 		return false;
@@ -325,8 +326,9 @@ static bool finish(struct snapper *s, int abort_rc)
 	dir = ns_get(&m->ns, j->parent);
 	if (rc >= 0 && dir)
 		watch_changed(m, dir, j->name, j->len, NULL);
-	sw_info(TAG, "snapshot %" PRIu64 " %s: %" PRId64 " nodes, %" PRIu64
-		     " bytes in %" PRIu64 " parts, %.3f s",
+	sw_info(TAG,
+		"snapshot %" PRIu64 " %s: %" PRId64 " nodes, %" PRIu64
+		" bytes in %" PRIu64 " parts, %.3f s",
 		s->id, rc >= 0 ? "done" : strerror((int)-rc),
 		rc >= 0 ? rc : (int64_t)ns_copy_nodes(&m->ns), s->bytes,
 		s->parts, (double)(sw_mono_ns() - s->started) / 1e9);
@@ -403,8 +405,10 @@ static void run(uv_idle_t *h)
 		bool cut = sw_buf_used(&s->in) != 0;
 
 		if (cut)
-			sw_err(TAG, "snapshot %" PRIu64 ": the image ends "
-				    "inside a record", s->id);
+			sw_err(TAG,
+			       "snapshot %" PRIu64 ": the image ends "
+			       "inside a record",
+			       s->id);
 		if (finish(s, cut ? -EIO : 0))
 			next_job(s);
 		return;
@@ -489,8 +493,9 @@ static void next_job(struct snapper *s)
 				finish(s, rc);
 				continue;
 			}
-			sw_info(TAG, "snapshot %" PRIu64 " of inode %" PRIu64
-				     " started (child %d)",
+			sw_info(TAG,
+				"snapshot %" PRIu64 " of inode %" PRIu64
+				" started (child %d)",
 				s->id, j->src, (int)s->pid);
 			kick(s);
 			return;
@@ -571,8 +576,10 @@ int snapjob_init(struct master *m)
 		s->id = id;
 		if (commit_end(s, -ECANCELED) < 0)
 			return -EIO;
-		sw_notice(TAG, "snapshot %" PRIu64 " was interrupted by the "
-			       "restart; its partial copy is purged", id);
+		sw_notice(TAG,
+			  "snapshot %" PRIu64 " was interrupted by the "
+			  "restart; its partial copy is purged",
+			  id);
 		purge_kick(m);
 	}
 	return 0;
@@ -589,8 +596,9 @@ void snapjob_stop(struct master *m)
 			  s->id);
 		child_reap(s, true);
 		if (commit_end(s, -ECANCELED) < 0)
-			sw_err(TAG, "cannot journal the end of snapshot %" PRIu64
-				    "; it is given up at the next start",
+			sw_err(TAG,
+			       "cannot journal the end of snapshot %" PRIu64
+			       "; it is given up at the next start",
 			       s->id);
 		s->running = false;
 	}

@@ -158,7 +158,8 @@ static int remove_flagged(struct master *m, struct req *r, struct node *dir,
 		next = ns_edge_live(e->next);
 		if (S_ISDIR(c->mode)) {
 			if (flagged && all_flagged(c))
-				rc = remove_entry_now(m, r, dir, e, false, reply);
+				rc = remove_entry_now(m, r, dir, e, false,
+						      reply);
 			else if (!none_flagged(c))
 				rc = remove_flagged(m, r, c, reply, depth + 1);
 		} else if (flagged) {
@@ -187,8 +188,7 @@ static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = may_remove_tree(&cred, n);
 	if (rc < 0)
 		goto out_err;
-	if ((e->flags & EDGE_SNAPSHOT) &&
-	    (!S_ISDIR(n->mode) || all_flagged(n)))
+	if ((e->flags & EDGE_SNAPSHOT) && (!S_ISDIR(n->mode) || all_flagged(n)))
 		rc = remove_entry_now(r->m, r, dir, e, false, &reply);
 	else if (!q->force)
 		rc = -EPERM; /* something in it lacks the flag */

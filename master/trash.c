@@ -32,11 +32,11 @@
 #define TAG "trash"
 
 struct trash_item {
-	uint64_t id;		/* changelog version of the removal */
-	struct node *node;	/* a file (TRASHED) or a tree's root (DETACHED) */
-	uint64_t parent;	/* where it was */
-	char *path;		/* and its full path then ("/a/b/name") */
-	const char *name;	/* the last component, in path */
+	uint64_t id;	   /* changelog version of the removal */
+	struct node *node; /* a file (TRASHED) or a tree's root (DETACHED) */
+	uint64_t parent;   /* where it was */
+	char *path;	   /* and its full path then ("/a/b/name") */
+	const char *name;  /* the last component, in path */
 	int64_t deleted_at;
 	int64_t expires_at;
 	uint64_t nodes;
@@ -53,8 +53,8 @@ struct trash_item {
  * the last answer is remembered: removing many files from one directory
  * names it once. Any directory losing a name (ns->dir_moves) forgets it.
  */
-static char *dir_path(const struct ns *ns, const struct node *dir,
-		      char *buf, char *end)
+static char *dir_path(const struct ns *ns, const struct node *dir, char *buf,
+		      char *end)
 {
 	static struct {
 		const struct ns *ns;
@@ -66,8 +66,8 @@ static char *dir_path(const struct ns *ns, const struct node *dir,
 	const struct node *d = dir;
 	char *pos = end;
 
-	if (cache.ns == ns && cache.dir == dir && cache.moves == ns->dir_moves &&
-	    (size_t)(end - buf) >= cache.len) {
+	if (cache.ns == ns && cache.dir == dir &&
+	    cache.moves == ns->dir_moves && (size_t)(end - buf) >= cache.len) {
 		pos -= cache.len;
 		memcpy(pos, cache.path, cache.len);
 		return pos;
@@ -97,9 +97,9 @@ static char *dir_path(const struct ns *ns, const struct node *dir,
 	return pos;
 }
 
-static int item_add(struct ns *ns, uint64_t id, struct node *n,
-		    uint64_t parent, const char *path, size_t pathlen,
-		    int64_t now, int64_t until, uint64_t nodes)
+static int item_add(struct ns *ns, uint64_t id, struct node *n, uint64_t parent,
+		    const char *path, size_t pathlen, int64_t now,
+		    int64_t until, uint64_t nodes)
 {
 	struct trash_item *t = calloc(1, sizeof(*t));
 	const char *slash;
@@ -163,8 +163,7 @@ static void item_free(struct ns *ns, struct trash_item *t)
 
 static struct trash_item *item_take(struct ns *ns, uint64_t id)
 {
-	for (struct trash_item **pp = &ns->trash_head; *pp;
-	     pp = &(*pp)->next) {
+	for (struct trash_item **pp = &ns->trash_head; *pp; pp = &(*pp)->next) {
 		struct trash_item *t = *pp;
 
 		if (t->id != id)
@@ -365,11 +364,10 @@ int ns_trash_load(struct ns *ns, uint64_t id, uint64_t ino, uint64_t parent,
 
 	if (!n || len < 2 || path[0] != '/' || memchr(path, '\0', len))
 		return -EUCLEAN;
-	if (S_ISDIR(n->mode) ? n->u.dir->parent || !(n->flags & NODE_DETACHED)
-			     : n->nlink || !(n->flags & NODE_TRASHED))
+	if (S_ISDIR(n->mode) ? n->u.dir->parent || !(n->flags & NODE_DETACHED) :
+			       n->nlink || !(n->flags & NODE_TRASHED))
 		return -EUCLEAN;
-	return item_add(ns, id, n, parent, path, len, deleted, expires,
-			nodes);
+	return item_add(ns, id, n, parent, path, len, deleted, expires, nodes);
 }
 
 /* The item's data for the checkpoint writer. */
@@ -549,8 +547,8 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 		tr.name.data = (uint8_t *)name;
 	}
 	dir = req_node(r, tr.parent);
-	if (tr.name.len > SW_NAME_MAX || !sw_name_valid(tr.name.data,
-							 tr.name.len))
+	if (tr.name.len > SW_NAME_MAX ||
+	    !sw_name_valid(tr.name.data, tr.name.len))
 		rc = -EINVAL;
 	else if (!dir || !S_ISDIR(dir->mode) || ns_detached(dir))
 		rc = -ENOENT;

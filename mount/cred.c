@@ -26,8 +26,7 @@ struct groups_entry {
 static struct groups_entry cache[CACHE_SLOTS];
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void cred_fill(fuse_req_t req, Sweepfs__Cred *c, uint32_t *groups,
-	       size_t cap)
+void cred_fill(fuse_req_t req, Sweepfs__Cred *c, uint32_t *groups, size_t cap)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct groups_entry *e = &cache[(unsigned)ctx->pid % CACHE_SLOTS];

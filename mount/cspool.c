@@ -42,7 +42,7 @@ struct csconn {
 	char addr[128];
 	pthread_mutex_t wmu; /* taken before mu */
 	pthread_mutex_t mu;
-	int fd;		     /* -1: closed */
+	int fd; /* -1: closed */
 	uint64_t next_id;
 	struct csreq *table[SLOTS];
 	pthread_t rx;
@@ -136,8 +136,8 @@ static void *rx_main(void *arg)
 					sw_buf_head(&in) + SW_FRAME_HDR);
 			sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
 			if (q)
-				req_complete(q, reply ? sw_reply_err(reply)
-						      : -EIO,
+				req_complete(q,
+					     reply ? sw_reply_err(reply) : -EIO,
 					     reply);
 			rc = 0;
 			continue;

@@ -31,14 +31,14 @@
 
 #define TAG "data"
 #define LOC_SLOTS 4096u
-#define LOC_MAX 65536u	   /* cached locations before the table is reset */
+#define LOC_MAX 65536u /* cached locations before the table is reset */
 #define FILE_SLOTS 1024u
-#define CHUNK_SERVERS_MAX 8  /* copies a location lists */
+#define CHUNK_SERVERS_MAX 8 /* copies a location lists */
 
 struct loc {
 	uint64_t ino;
 	uint32_t index;
-	bool write;		 /* fetched for writing */
+	bool write; /* fetched for writing */
 	bool hole;
 	uint64_t chunk_id;
 	uint32_t version;
@@ -46,8 +46,8 @@ struct loc {
 	char servers[CHUNK_SERVERS_MAX][64];
 	uint8_t token[16];
 	size_t token_len;
-	uint64_t expires;	 /* token, ms since the epoch */
-	uint64_t file_size;	 /* as the master said */
+	uint64_t expires;   /* token, ms since the epoch */
+	uint64_t file_size; /* as the master said */
 	struct loc *next;
 };
 
@@ -80,15 +80,15 @@ struct flushwait {
  */
 struct dfile {
 	uint64_t ino;
-	uint64_t committed;	 /* size the master has recorded */
-	uint64_t local_size;	 /* size as this mount's writes made it */
-	int64_t mtime;		 /* of the last write here, 0: none */
-	uint64_t gen;		 /* writes done here */
-	uint64_t sent_gen;	 /* of them, told to the master */
-	bool sending;		 /* a WRITE_END in flight */
-	bool closing;		 /* last handle closed: free when idle */
-	uint32_t max_index;	 /* highest chunk fetched for writing */
-	int err;		 /* a WRITE_END failed: for fsync */
+	uint64_t committed;  /* size the master has recorded */
+	uint64_t local_size; /* size as this mount's writes made it */
+	int64_t mtime;	     /* of the last write here, 0: none */
+	uint64_t gen;	     /* writes done here */
+	uint64_t sent_gen;   /* of them, told to the master */
+	bool sending;	     /* a WRITE_END in flight */
+	bool closing;	     /* last handle closed: free when idle */
+	uint32_t max_index;  /* highest chunk fetched for writing */
+	int err;	     /* a WRITE_END failed: for fsync */
 	struct flushwait *waiters;
 	struct dirty *dirty;
 	struct dfile *next;
@@ -97,7 +97,7 @@ struct dfile {
 /* A file this mount wrote lately (data_written_after()). */
 struct recent {
 	uint64_t ino;
-	int64_t at;		 /* mono ns of the last write */
+	int64_t at; /* mono ns of the last write */
 	struct recent *next;
 };
 
@@ -108,7 +108,7 @@ struct data {
 	pthread_mutex_t mu;
 	struct recent *recent[RECENT_SLOTS];
 	size_t nrecent;
-	int64_t recent_pruned;	 /* mono ns */
+	int64_t recent_pruned; /* mono ns */
 	struct loc *locs[LOC_SLOTS];
 	size_t nlocs;
 	struct dfile *files[FILE_SLOTS];
@@ -216,7 +216,8 @@ static void recent_note(struct data *d, uint64_t ino)
 			for (pp = &d->recent[i]; *pp;) {
 				struct recent *r = *pp;
 
-				if (now - r->at > RECENT_KEEP && r->ino != ino) {
+				if (now - r->at > RECENT_KEEP &&
+				    r->ino != ino) {
 					*pp = r->next;
 					free(r);
 					d->nrecent--;
@@ -376,8 +377,8 @@ void data_release(struct mount *m, uint64_t ino, bool last)
  * it knew, or in a hole, asks the master again. A write location is this
  * mount's own lease: its writes are in local_size.
  */
-static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index,
-		       bool write, uint64_t end, struct loc *out)
+static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index, bool write,
+		       uint64_t end, struct loc *out)
 {
 	uint64_t now_ms = (uint64_t)(sw_now_ns() / 1000000);
 	struct loc *l;
@@ -387,8 +388,7 @@ static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index,
 	l = *loc_find(d, ino, index);
 	/* A token that runs out within a minute is not worth the risk. */
 	if (l && (l->write || !write) && !l->hole &&
-	    (l->write || end <= l->file_size) &&
-	    l->expires > now_ms + 60000) {
+	    (l->write || end <= l->file_size) && l->expires > now_ms + 60000) {
 		*out = *l;
 		ok = true;
 	}
@@ -450,14 +450,14 @@ static void loc_drop(struct data *d, uint64_t ino, uint32_t index)
 struct part {
 	struct op *op;
 	uint32_t index;
-	uint32_t offset;	/* within the chunk */
+	uint32_t offset; /* within the chunk */
 	uint32_t size;
-	size_t pos;		/* within the request's buffer */
+	size_t pos; /* within the request's buffer */
 	struct loc loc;
-	bool refetched;		/* the location was fetched again once */
-	uint32_t next_server;	/* read: the copy to try next */
-	int pending;		/* write: copies not yet answered */
-	int failed;		/* write: copies that failed */
+	bool refetched;	      /* the location was fetched again once */
+	uint32_t next_server; /* read: the copy to try next */
+	int pending;	      /* write: copies not yet answered */
+	int failed;	      /* write: copies that failed */
 	int last_err;
 };
 
@@ -468,13 +468,13 @@ struct op {
 	bool write;
 	off_t off;
 	size_t size;
-	char *buf;		/* read: the reply; write: a copy of the data */
-	size_t got;		/* read: bytes past off that came back */
-	uint64_t file_size;	/* largest size any location reported */
+	char *buf;	    /* read: the reply; write: a copy of the data */
+	size_t got;	    /* read: bytes past off that came back */
+	uint64_t file_size; /* largest size any location reported */
 	int parts_left;
 	int err;
 	int nparts;
-	struct part parts[];	/* each within one chunk and SW_IO_MAX */
+	struct part parts[]; /* each within one chunk and SW_IO_MAX */
 };
 
 static void part_go(struct part *p);
@@ -497,8 +497,8 @@ static void loc_from_reply(struct part *p, const Sweepfs__ChunkReply *r)
 	l->chunk_id = cl->chunk_id;
 	l->version = cl->version;
 	for (size_t i = 0; i < cl->n_servers && i < CHUNK_SERVERS_MAX; i++)
-		snprintf(l->servers[l->nservers++], sizeof(l->servers[0]),
-			 "%s", cl->servers[i]);
+		snprintf(l->servers[l->nservers++], sizeof(l->servers[0]), "%s",
+			 cl->servers[i]);
 	l->token_len = SW_MIN(cl->token.len, sizeof(l->token));
 	memcpy(l->token, cl->token.data, l->token_len);
 	l->expires = cl->expires;
@@ -599,8 +599,8 @@ static void read_part(struct part *p)
 	q.token.len = p->loc.token_len;
 	q.has_expires = 1;
 	q.expires = p->loc.expires;
-	cspool_send(o->m->cs, p->loc.servers[p->next_server++],
-		    SW_MSG_CS_READ, &q.base, read_done, p);
+	cspool_send(o->m->cs, p->loc.servers[p->next_server++], SW_MSG_CS_READ,
+		    &q.base, read_done, p);
 }
 
 /* ---- writes --------------------------------------------------------- */
@@ -709,7 +709,6 @@ struct commit {
 };
 
 static void commit_send(struct mount *m, struct dfile *f);
-
 
 /* The master has a file's size and mtime as of write @c->gen. */
 static void committed(void *arg, int rc, ProtobufCMessage **reply)
@@ -865,7 +864,6 @@ bool data_local_attr(struct data *d, uint64_t ino, uint64_t *size,
 	return got;
 }
 
-
 static void read_finish(struct op *o)
 {
 	struct data *d = o->m->data;
@@ -992,8 +990,8 @@ void data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
 	op_start(m, req, ino, NULL, size, off);
 }
 
-void data_write(struct mount *m, fuse_req_t req, uint64_t ino,
-		const char *buf, size_t size, off_t off)
+void data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
+		size_t size, off_t off)
 {
 	op_start(m, req, ino, buf, size, off);
 }

@@ -30,8 +30,8 @@ void data_free(struct data *d);
 
 void data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
 	       off_t off);
-void data_write(struct mount *m, fuse_req_t req, uint64_t ino,
-		const char *buf, size_t size, off_t off);
+void data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
+		size_t size, off_t off);
 void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino);
 
 /*

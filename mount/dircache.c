@@ -21,23 +21,23 @@
 struct dent {
 	uint64_t cookie;
 	uint64_t ino;
-	struct dent *hnext;	/* name hash chain */
+	struct dent *hnext; /* name hash chain */
 	int64_t attr_at;
-	Sweepfs__Attr attr;	/* has_attr: attr.ino != 0 */
+	Sweepfs__Attr attr; /* has_attr: attr.ino != 0 */
 	uint8_t type;
 	uint8_t namelen;
 	bool removed;
-	char name[];		/* NUL-terminated */
+	char name[]; /* NUL-terminated */
 };
 
 struct cdir {
 	uint64_t ino;
-	struct cdir *next;	/* hash chain */
+	struct cdir *next;	    /* hash chain */
 	struct cdir *lprev, *lnext; /* LRU, most recent first */
-	struct dent **v;	/* cookie order */
+	struct dent **v;	    /* cookie order */
 	size_t n, cap;
 	size_t live;
-	uint64_t last;		/* cookie of the last entry fetched, removed or not */
+	uint64_t last; /* cookie of the last entry fetched, removed or not */
 	struct dent **buckets;
 	size_t nbuckets;
 	bool from_head;
@@ -48,7 +48,7 @@ struct dircache {
 	pthread_mutex_t mu;
 	struct cdir *slots[DIR_SLOTS];
 	struct cdir *lru_head, *lru_tail;
-	size_t entries;		/* in all arrays, removed ones included */
+	size_t entries; /* in all arrays, removed ones included */
 	size_t max_entries;
 };
 
@@ -139,8 +139,7 @@ static struct dent *name_find(const struct cdir *d, const char *name,
 {
 	if (!d->nbuckets)
 		return NULL;
-	for (struct dent *e = d->buckets[bucket(d, name, len)]; e;
-	     e = e->hnext)
+	for (struct dent *e = d->buckets[bucket(d, name, len)]; e; e = e->hnext)
 		if (e->namelen == len && !memcmp(e->name, name, len))
 			return e;
 	return NULL;
@@ -170,8 +169,9 @@ static int name_hash(struct cdir *d, struct dent *e)
 				struct dent *x = d->buckets[i];
 
 				d->buckets[i] = x->hnext;
-				x->hnext = v[sw_hash_bytes(x->name, x->namelen) &
-					     (nb - 1)];
+				x->hnext =
+					v[sw_hash_bytes(x->name, x->namelen) &
+					  (nb - 1)];
 				v[sw_hash_bytes(x->name, x->namelen) &
 				  (nb - 1)] = x;
 			}

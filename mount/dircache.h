@@ -30,10 +30,10 @@ struct dircache;
 struct dc_entry {
 	uint64_t cookie;
 	uint64_t ino;
-	uint8_t type;		/* DT_* */
+	uint8_t type; /* DT_* */
 	bool has_attr;
-	int64_t attr_at;	/* mono ns when the attributes were fetched */
-	Sweepfs__Attr attr;	/* valid when has_attr */
+	int64_t attr_at;    /* mono ns when the attributes were fetched */
+	Sweepfs__Attr attr; /* valid when has_attr */
 	char name[256];
 };
 

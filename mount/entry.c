@@ -50,8 +50,8 @@ void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,
 
 double mount_attr_left(const struct mount *m, int64_t fetched_at)
 {
-	double left = m->attr_timeout -
-		      (double)(sw_mono_ns() - fetched_at) / 1e9;
+	double left =
+		m->attr_timeout - (double)(sw_mono_ns() - fetched_at) / 1e9;
 
 	return left > 0 ? left : 0;
 }

@@ -16,7 +16,7 @@ struct minode {
 	uint64_t ino;
 	uint64_t nlookup;
 	uint32_t nopen;
-	int64_t attr_expires; /* mono ns; 0: no attributes */
+	int64_t attr_expires;  /* mono ns; 0: no attributes */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
 	struct minode *next;
@@ -193,8 +193,7 @@ out:
 	*count = v ? n : 0;
 }
 
-void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
-		     int64_t expires)
+void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 {
 	struct minode *n;
 
@@ -202,9 +201,15 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
 	n = *slot(t, a->ino);
 	if (n) {
 		n->attr = (struct mattr){
-			.mode = a->mode, .nlink = a->nlink, .uid = a->uid,
-			.gid = a->gid, .rdev = a->rdev, .size = a->size,
-			.atime = a->atime, .mtime = a->mtime, .ctime = a->ctime,
+			.mode = a->mode,
+			.nlink = a->nlink,
+			.uid = a->uid,
+			.gid = a->gid,
+			.rdev = a->rdev,
+			.size = a->size,
+			.atime = a->atime,
+			.mtime = a->mtime,
+			.ctime = a->ctime,
 		};
 		n->attr_expires = expires;
 		/* Writes expire the attributes, not this: they do not

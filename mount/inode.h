@@ -52,8 +52,7 @@ uint32_t itable_nopen(struct itable *t, uint64_t ino);
  * Remember @a as @a->ino's attributes until @expires (monotonic ns), if
  * the kernel knows that inode; otherwise nothing happens.
  */
-void itable_set_attr(struct itable *t, const Sweepfs__Attr *a,
-		     int64_t expires);
+void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires);
 
 /*
  * Whether @ino is known, as of attributes still fresh, to have no

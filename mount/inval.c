@@ -11,7 +11,7 @@
 
 struct item {
 	fuse_ino_t parent;
-	size_t len;		/* 0: the inode itself */
+	size_t len; /* 0: the inode itself */
 	struct item *next;
 	char name[];
 };
@@ -47,8 +47,8 @@ static void *inval_main(void *arg)
 			fuse_lowlevel_notify_inval_entry(iv->se, it->parent,
 							 it->name, it->len);
 		else
-			fuse_lowlevel_notify_inval_inode(iv->se, it->parent,
-							 0, 0);
+			fuse_lowlevel_notify_inval_inode(iv->se, it->parent, 0,
+							 0);
 		free(it);
 		pthread_mutex_lock(&iv->mu);
 	}

@@ -46,8 +46,8 @@ struct lock_wait {
 	uint64_t id;
 	fuse_req_t req;
 	uint64_t ino, owner;
-	int kind; /* SWEEPFS__LOCK_KIND__* */
-	bool sent; /* mconn_send() returned */
+	int kind;	  /* SWEEPFS__LOCK_KIND__* */
+	bool sent;	  /* mconn_send() returned */
 	bool interrupted; /* the kernel interrupted it */
 	struct lock_wait *next;
 };

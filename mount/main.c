@@ -43,7 +43,10 @@ struct cli {
 	int version;
 };
 
-#define CLI_OPT(t, p) { t, offsetof(struct cli, p), 1 }
+#define CLI_OPT(t, p)                         \
+	{                                     \
+		t, offsetof(struct cli, p), 1 \
+	}
 
 static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("attr_timeout=%s", attr_timeout),
@@ -127,7 +130,8 @@ static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 
 		dircache_drop(m->dcache, it->dir);
 		itable_set_attr_expired(&m->inodes, it->dir);
-		if (it->has_name && it->name.len && it->name.len <= SW_NAME_MAX &&
+		if (it->has_name && it->name.len &&
+		    it->name.len <= SW_NAME_MAX &&
 		    !memchr(it->name.data, '\0', it->name.len))
 			inval_queue(m->inval, dir, (const char *)it->name.data,
 				    it->name.len);
@@ -164,16 +168,16 @@ int main(int argc, char **argv)
 	int rc, ret = 1;
 
 	if (argc < 2 || argv[1][0] == '-') {
-		if (argc >= 2 && (!strcmp(argv[1], "-V") ||
-				  !strcmp(argv[1], "--version"))) {
+		if (argc >= 2 &&
+		    (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))) {
 			printf("sweepfs-mount %s (libfuse %s)\n",
 			       SWEEPFS_VERSION, fuse_pkgversion());
 			return 0;
 		}
 		usage(argc >= 2 && (!strcmp(argv[1], "-h") ||
-				    !strcmp(argv[1], "--help"))
-			      ? stdout
-			      : stderr);
+				    !strcmp(argv[1], "--help")) ?
+			      stdout :
+			      stderr);
 		return argc >= 2 && argv[1][1] == 'h' ? 0 : 2;
 	}
 	if (sw_target_parse(argv[1], SW_MASTER_PORT, &mo.target) < 0) {
@@ -216,10 +220,11 @@ int main(int argc, char **argv)
 	}
 	{
 		char pw[256];
-		int got = cli.password ? (snprintf(pw, sizeof(pw), "%s",
-						   cli.password), 1)
-				       : sw_auth_password(cli.passwordfile, pw,
-							  sizeof(pw));
+		int got = cli.password ?
+				  (snprintf(pw, sizeof(pw), "%s", cli.password),
+				   1) :
+				  sw_auth_password(cli.passwordfile, pw,
+						   sizeof(pw));
 
 		if (got < 0) {
 			fprintf(stderr, "sweepfs-mount: %s: %s\n",
@@ -269,9 +274,9 @@ int main(int argc, char **argv)
 	mo.notify = notify_cb;
 	mo.reconnected = reconnected_cb;
 	mo.arg = &m;
-	m.dircache_entries = cli.dircache_entries
-				     ? strtoull(cli.dircache_entries, NULL, 10)
-				     : 2000000;
+	m.dircache_entries = cli.dircache_entries ?
+				     strtoull(cli.dircache_entries, NULL, 10) :
+				     2000000;
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;
 	if (cspool_new(&m.cs) < 0 || data_new(&m, &m.data) < 0 ||
@@ -280,8 +285,9 @@ int main(int argc, char **argv)
 		goto out_inodes;
 	rc = mconn_open(&mo, &m.mc);
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs-mount: cannot reach the master at %s: "
-				"%s\n",
+		fprintf(stderr,
+			"sweepfs-mount: cannot reach the master at %s: "
+			"%s\n",
 			argv[1], strerror(-rc));
 		goto out_inodes;
 	}

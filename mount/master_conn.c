@@ -41,38 +41,38 @@
 struct pending {
 	uint64_t id;
 	uint16_t type;
-	bool resend;	   /* safe to send again after a broken connection */
-	int refs;	   /* atomic: table + sender */
-	int64_t deadline;  /* while waiting for a connection */
+	bool resend;	  /* safe to send again after a broken connection */
+	int refs;	  /* atomic: table + sender */
+	int64_t deadline; /* while waiting for a connection */
 	mconn_cb cb;
 	void *arg;
 	struct pending *next;
 	size_t len;
-	uint8_t frame[];   /* header + payload, id patched at each send */
+	uint8_t frame[]; /* header + payload, id patched at each send */
 };
 
 struct mconn {
 	struct mconn_opts o;
 	char client_name[256];
 
-	pthread_mutex_t wmu;	       /* socket writes; taken before mu */
+	pthread_mutex_t wmu; /* socket writes; taken before mu */
 	pthread_mutex_t mu;
-	int fd;			       /* -1 while disconnected */
+	int fd; /* -1 while disconnected */
 	uint64_t next_id;
 	uint64_t session_id;
 	uint64_t root_ino;
 	struct pending *table[TABLE_SLOTS]; /* in flight, by id */
-	struct pending *waiting;       /* not sent: no connection */
+	struct pending *waiting;	    /* not sent: no connection */
 	struct pending **waiting_tail;
-	struct sw_buf lazy;	       /* frames of mconn_send_lazy(), unsent */
-	int64_t lazy_since;	       /* mono ns of the oldest */
-	bool rx_idle;		       /* receiver sleeps with no timeout */
+	struct sw_buf lazy; /* frames of mconn_send_lazy(), unsent */
+	int64_t lazy_since; /* mono ns of the oldest */
+	bool rx_idle;	    /* receiver sleeps with no timeout */
 	bool stop;
 
-	int wake_fd;		       /* eventfd: wakes the receiver */
+	int wake_fd; /* eventfd: wakes the receiver */
 	pthread_t rx;
 	bool rx_started;
-	struct sw_buf in;	       /* receiver thread only */
+	struct sw_buf in; /* receiver thread only */
 };
 
 static void pending_put(struct pending *p)
@@ -169,8 +169,8 @@ static int flush_lazy(struct mconn *mc, int fd)
 	int rc;
 
 	pthread_mutex_lock(&mc->mu);
-	for (; f < end; f += SW_FRAME_HDR + (f[0] << 24 | f[1] << 16 |
-					      f[2] << 8 | f[3])) {
+	for (; f < end;
+	     f += SW_FRAME_HDR + (f[0] << 24 | f[1] << 16 | f[2] << 8 | f[3])) {
 		struct sw_frame_hdr hdr;
 
 		sw_frame_get_hdr(f, SW_FRAME_HDR, UINT32_MAX, &hdr);
@@ -182,7 +182,6 @@ static int flush_lazy(struct mconn *mc, int fd)
 	sw_buf_reset(&mc->lazy);
 	return rc;
 }
-
 
 void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		mconn_cb cb, void *arg)
@@ -392,14 +391,15 @@ again:
 	if (rc == 0) {
 		if (hr)
 			sweepfs__hello_reply__free_unpacked(hr, NULL);
-		hr = sweepfs__hello_reply__unpack(NULL, hdr.len,
-						  sw_buf_head(&b) + SW_FRAME_HDR);
+		hr = sweepfs__hello_reply__unpack(
+			NULL, hdr.len, sw_buf_head(&b) + SW_FRAME_HDR);
 		if (!hr || hdr.type != SW_MSG_HELLO) {
 			rc = -EPROTO;
 		} else if (hr->has_err && hr->err) {
 			rc = -hr->err;
 			if (rc == -EACCES && tries++ == 0 &&
-			    sw_hello_answer(&mc->o.target, hr, &hello, tag) == 0)
+			    sw_hello_answer(&mc->o.target, hr, &hello, tag) ==
+				    0)
 				goto again;
 		} else if (!hr->has_session_id || !hr->has_root_ino) {
 			rc = -EPROTO;
@@ -464,8 +464,9 @@ static int receive(struct mconn *mc, int fd)
 	for (;;) {
 		struct sw_frame_hdr hdr;
 
-		rc = sw_frame_get_hdr(sw_buf_head(&mc->in), sw_buf_used(&mc->in),
-				      SW_FRAME_MAX_META, &hdr);
+		rc = sw_frame_get_hdr(sw_buf_head(&mc->in),
+				      sw_buf_used(&mc->in), SW_FRAME_MAX_META,
+				      &hdr);
 		if (rc < 0)
 			return rc;
 		if (rc == 0 || sw_buf_used(&mc->in) < SW_FRAME_HDR + hdr.len)
@@ -628,8 +629,9 @@ static void *rx_main(void *arg)
 			stop = mc->stop;
 			pthread_mutex_unlock(&mc->mu);
 			if (!stop)
-				sw_warn(TAG, "connection to the master lost: "
-					     "%s; reconnecting",
+				sw_warn(TAG,
+					"connection to the master lost: "
+					"%s; reconnecting",
 					strerror(-rc));
 			disconnected(mc);
 			delay_ms = 50;

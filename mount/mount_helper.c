@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 static const char *const dropped[] = {
-	"defaults", "auto", "noauto", "user", "nouser", "users", "owner",
-	"group", "_netdev", "nofail", "rw", NULL,
+	"defaults", "auto",  "noauto",	"user",	  "nouser", "users",
+	"owner",    "group", "_netdev", "nofail", "rw",	    NULL,
 };
 
 static int keep_option(const char *o)

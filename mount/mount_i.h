@@ -42,11 +42,11 @@ struct lock_table;
 
 struct mount {
 	struct mconn *mc;
-	struct cspool *cs;	 /* chunkserver connections */
-	struct data *data;	 /* chunk locations, committed sizes */
-	struct dircache *dcache; /* directory listings */
-	struct inval *inval;	 /* kernel invalidations, queued */
-	struct lock_table *locks; /* blocked lock requests (lock.c) */
+	struct cspool *cs;	   /* chunkserver connections */
+	struct data *data;	   /* chunk locations, committed sizes */
+	struct dircache *dcache;   /* directory listings */
+	struct inval *inval;	   /* kernel invalidations, queued */
+	struct lock_table *locks;  /* blocked lock requests (lock.c) */
 	uint64_t dircache_entries; /* bound of dcache */
 	struct itable inodes;
 	uint64_t root_ino;	 /* master inode of FUSE_ROOT_ID */
@@ -143,8 +143,7 @@ extern const struct fuse_lowlevel_ops sw_mount_ops;
  * receives the supplementary groups, which @c then points to. Groups are
  * cached per process for a second: reading them costs a /proc read.
  */
-void cred_fill(fuse_req_t req, Sweepfs__Cred *c, uint32_t *groups,
-	       size_t cap);
+void cred_fill(fuse_req_t req, Sweepfs__Cred *c, uint32_t *groups, size_t cap);
 
 #define CRED_GROUPS_MAX 256
 

@@ -210,9 +210,9 @@ static struct mount_opctx *opctx_new(fuse_req_t req, uint64_t ino,
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 
-#define CRED(req, cred)                                      \
-	Sweepfs__Cred cred;                                  \
-	uint32_t cred##_groups[CRED_GROUPS_MAX];             \
+#define CRED(req, cred)                          \
+	Sweepfs__Cred cred;                      \
+	uint32_t cred##_groups[CRED_GROUPS_MAX]; \
 	cred_fill(req, &cred, cred##_groups, CRED_GROUPS_MAX)
 
 /* ---- names ---------------------------------------------------------- */
@@ -766,24 +766,24 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	lock_flush(m, req, to_master(m, ino), fi);
 }
 
-static void ll_getlk(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, struct flock *lock)
+static void ll_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
 {
 	struct mount *m = mnt(req);
 
 	lock_getlk(m, req, to_master(m, ino), fi, lock);
 }
 
-static void ll_setlk(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, struct flock *lock, int sleep)
+static void ll_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
 {
 	struct mount *m = mnt(req);
 
 	lock_setlk(m, req, to_master(m, ino), fi, lock, sleep != 0);
 }
 
-static void ll_flock(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, int op)
+static void ll_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
 {
 	struct mount *m = mnt(req);
 
@@ -907,12 +907,11 @@ static void xattr_done(void *arg, int rc, ProtobufCMessage **reply)
 	struct mount_opctx *c = arg;
 	Sweepfs__XattrReply *r;
 
-	if (rc == -ENODATA && *reply &&
-	    ((Sweepfs__XattrReply *)*reply)->none)
-		itable_set_noxattr(&mnt(c->req)->inodes, c->ino,
-				   sw_mono_ns() +
-					   (int64_t)(mnt(c->req)->attr_timeout *
-						     1e9));
+	if (rc == -ENODATA && *reply && ((Sweepfs__XattrReply *)*reply)->none)
+		itable_set_noxattr(
+			&mnt(c->req)->inodes, c->ino,
+			sw_mono_ns() +
+				(int64_t)(mnt(c->req)->attr_timeout * 1e9));
 	if (rc < 0) {
 		fuse_reply_err(c->req, -rc);
 	} else {
@@ -926,8 +925,8 @@ static void xattr_done(void *arg, int rc, ProtobufCMessage **reply)
 	free(c);
 }
 
-static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino,
-			      const char *name, size_t size)
+static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			      size_t size)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;

@@ -42,10 +42,10 @@ struct hentry {
 struct dirhandle {
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
-	bool busy;	      /* a read owns the handle */
+	bool busy; /* a read owns the handle */
 	uint64_t ino;
 	/* The handle's own page, for positions the cache does not cover. */
-	uint64_t after;	      /* the page holds entries after this cookie */
+	uint64_t after; /* the page holds entries after this cookie */
 	struct hentry *ents;
 	uint32_t n;
 	bool eof;
@@ -131,13 +131,13 @@ struct rdctx {
 	struct mount *m;
 	struct dirhandle *dh;
 	bool plus;
-	bool uncached;	  /* the cache does not cover this read */
-	size_t size;	  /* the kernel's buffer */
-	size_t pos;	  /* bytes filled */
-	uint64_t cookie;  /* last entry placed */
+	bool uncached;	 /* the cache does not cover this read */
+	size_t size;	 /* the kernel's buffer */
+	size_t pos;	 /* bytes filled */
+	uint64_t cookie; /* last entry placed */
 	uint64_t fetched_after;
 	char *buf;
-	uint64_t *refs;	  /* readdirplus: lookups handed out */
+	uint64_t *refs; /* readdirplus: lookups handed out */
 	size_t nrefs, cap;
 };
 
@@ -318,9 +318,8 @@ static void rd_fetched(void *arg, int rc, ProtobufCMessage **reply)
 		rd_finish(c, rc);
 		return;
 	}
-	if (!c->uncached &&
-	    dircache_append(c->m->dcache, c->dh->ino, after,
-			    (Sweepfs__ReaddirReply *)*reply)) {
+	if (!c->uncached && dircache_append(c->m->dcache, c->dh->ino, after,
+					    (Sweepfs__ReaddirReply *)*reply)) {
 		rd_fill_cache(c);
 		return;
 	}
@@ -380,8 +379,7 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	dh->busy = true;
 	pthread_mutex_unlock(&dh->mu);
 	self = mount_to_fuse(m, dh->ino);
-	if (off == 0 &&
-	    !add_entry(c, ".", self, DT_DIR, NULL, 0, 1)) {
+	if (off == 0 && !add_entry(c, ".", self, DT_DIR, NULL, 0, 1)) {
 		rd_finish(c, 0);
 		return;
 	}

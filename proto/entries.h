@@ -17,7 +17,7 @@
 struct sw_dirent {
 	uint64_t cookie;
 	uint64_t ino;
-	uint8_t type;	  /* DT_* */
+	uint8_t type; /* DT_* */
 	uint8_t namelen;
 	const char *name; /* points into the buffer; not NUL-terminated */
 };

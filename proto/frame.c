@@ -11,10 +11,12 @@
 #include "frame.h"
 
 /* mut: changes the namespace; rs: safe to resend (see frame.h). */
-#define MSG(type, nm, rq, rp, mut, rs)                                      \
-	[SW_MSG_##type] = { .name = nm, .req = &sweepfs__##rq##__descriptor, \
-			    .reply = &sweepfs__##rp##__descriptor,           \
-			    .mutating = mut, .resend = rs }
+#define MSG(type, nm, rq, rp, mut, rs)                             \
+	[SW_MSG_##type] = { .name = nm,                            \
+			    .req = &sweepfs__##rq##__descriptor,   \
+			    .reply = &sweepfs__##rp##__descriptor, \
+			    .mutating = mut,                       \
+			    .resend = rs }
 
 static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(HELLO, "hello", hello, hello_reply, 0, 0),
@@ -117,7 +119,8 @@ int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
 
 size_t sw_frame_size(const ProtobufCMessage *msg)
 {
-	return SW_FRAME_HDR + (msg ? protobuf_c_message_get_packed_size(msg) : 0);
+	return SW_FRAME_HDR +
+	       (msg ? protobuf_c_message_get_packed_size(msg) : 0);
 }
 
 size_t sw_frame_pack(uint8_t *out, uint16_t type, uint16_t flags, uint64_t id,
@@ -125,8 +128,9 @@ size_t sw_frame_pack(uint8_t *out, uint16_t type, uint16_t flags, uint64_t id,
 {
 	struct sw_frame_hdr hdr = { .type = type, .flags = flags, .id = id };
 
-	hdr.len = msg ? (uint32_t)protobuf_c_message_pack(msg, out + SW_FRAME_HDR)
-		      : 0;
+	hdr.len = msg ? (uint32_t)protobuf_c_message_pack(msg,
+							  out + SW_FRAME_HDR) :
+			0;
 	sw_frame_put_hdr(out, &hdr);
 	return SW_FRAME_HDR + hdr.len;
 }

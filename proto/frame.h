@@ -121,18 +121,18 @@ enum sw_msg_type {
 };
 
 struct sw_frame_hdr {
-	uint32_t len;   /* payload bytes after the header */
-	uint16_t type;  /* enum sw_msg_type */
+	uint32_t len;	/* payload bytes after the header */
+	uint16_t type;	/* enum sw_msg_type */
 	uint16_t flags; /* SW_FRAME_* */
-	uint64_t id;    /* request id, echoed in the reply */
+	uint64_t id;	/* request id, echoed in the reply */
 };
 
 /* What a message type carries. */
 struct sw_msg_info {
-	const char *name;                         /* "lookup", for logs */
-	const ProtobufCMessageDescriptor *req;    /* request payload */
-	const ProtobufCMessageDescriptor *reply;  /* reply payload */
-	unsigned mutating : 1;                    /* changes the namespace */
+	const char *name;			 /* "lookup", for logs */
+	const ProtobufCMessageDescriptor *req;	 /* request payload */
+	const ProtobufCMessageDescriptor *reply; /* reply payload */
+	unsigned mutating : 1;			 /* changes the namespace */
 	/* Changes nothing at all: safe to send again when a connection
 	 * broke before its reply came. (open and release change a
 	 * session's open files; a reconnect reconciles those instead.) */

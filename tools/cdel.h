@@ -48,10 +48,10 @@ enum cdel_method_id {
 };
 
 struct cdel_method {
-	const char *name; /* as in --methods and the table */
-	const char *what; /* one line for --help */
+	const char *name;  /* as in --methods and the table */
+	const char *what;  /* one line for --help */
 	bool sweepfs_only; /* needs the master: not applicable elsewhere */
-	bool external; /* a program we spawn: syscalls from strace */
+	bool external;	   /* a program we spawn: syscalls from strace */
 };
 
 extern const struct cdel_method cdel_methods[CDEL_NMETHODS];
@@ -63,7 +63,7 @@ int cdel_method_find(const char *name);
 struct cdel_wire {
 	uint64_t requests[SW_MSG__COUNT]; /* by message type */
 	uint64_t errors;
-	uint64_t bytes_in; /* master's view: received */
+	uint64_t bytes_in;  /* master's view: received */
 	uint64_t bytes_out; /* sent */
 	uint64_t readdir_entries;
 };
@@ -75,7 +75,7 @@ struct cdel_counters {
 	uint64_t purge_roots;
 	struct cdel_wire total;
 	struct cdel_wire session; /* of the session asked for */
-	bool has_session; /* it was found */
+	bool has_session;	  /* it was found */
 };
 
 /* System calls by name, from strace -c or counted in-process. */
@@ -100,54 +100,54 @@ enum cdel_status {
 /* One method on one filesystem for one size. */
 struct cdel_result {
 	uint64_t size; /* N asked for */
-	int fs; /* index in run->fs */
+	int fs;	       /* index in run->fs */
 	enum cdel_method_id method;
 	enum cdel_status status;
 	char note[512]; /* why NA or FAILED; warnings otherwise */
 	uint64_t files; /* in the tree */
 	uint64_t dirs;
-	double wall_s; /* until the deleter returned */
-	double flag_s; /* snapshot: the seteattr -r part of wall_s */
+	double wall_s;	/* until the deleter returned */
+	double flag_s;	/* snapshot: the seteattr -r part of wall_s */
 	double purge_s; /* rmr, snapshot: until purged; < 0: n/a */
-	double cpu_s; /* master CPU, user + system; < 0: n/a */
+	double cpu_s;	/* master CPU, user + system; < 0: n/a */
 	bool has_wire;
 	const char *wire_source; /* "session" or "total" (with the probe's) */
-	struct cdel_wire wire; /* the deleting client's session, delta */
-	struct cdel_wire total; /* all sessions, delta */
+	struct cdel_wire wire;	 /* the deleting client's session, delta */
+	struct cdel_wire total;	 /* all sessions, delta */
 	struct cdel_syscalls sys;
 	double strace_wall_s; /* of the separate counting run; < 0: none */
 	bool has_probe;
 	struct statprobe_result probe;
-	int exit_status; /* spawned programs: their status, or -1 */
-	uint64_t passes; /* removeall: directory passes (opens) */
+	int exit_status;       /* spawned programs: their status, or -1 */
+	uint64_t passes;       /* removeall: directory passes (opens) */
 	uint64_t names_listed; /* removeall: names getdents64 returned */
-	uint64_t nodes; /* rmr, snapshot: nodes the master detached */
+	uint64_t nodes;	       /* rmr, snapshot: nodes the master detached */
 };
 
 /* A filesystem under test. */
 struct cdel_fs {
-	const char *arg; /* as given */
+	const char *arg;	  /* as given */
 	char root[PATH_MAX - 64]; /* realpath(arg): room for work's name */
 	char work[PATH_MAX]; /* our directory in it, root/compare-delete.* */
-	char label[32]; /* "sweepfs", "ext4", ... (unique) */
-	char fstype[64]; /* from mountinfo */
-	char mnt[PATH_MAX]; /* its mount point */
+	char label[32];	     /* "sweepfs", "ext4", ... (unique) */
+	char fstype[64];     /* from mountinfo */
+	char mnt[PATH_MAX];  /* its mount point */
 	char mnt_source[PATH_MAX];
-	char mnt_opts[1024]; /* mount and super options */
+	char mnt_opts[1024];	  /* mount and super options */
 	char mount_cmdline[4096]; /* sweepfs: the client's command line */
 	bool sweepfs;
 	/* sweepfs only: */
 	struct sw_target target;
 	char work_rel[PATH_MAX]; /* work below the export's root */
-	struct sw_client *ctl; /* main thread: info, snapshots, purges */
-	struct sw_client *mon; /* the progress thread's own */
-	uint64_t mount_session; /* the mount's session id, 0: not found */
+	struct sw_client *ctl;	 /* main thread: info, snapshots, purges */
+	struct sw_client *mon;	 /* the progress thread's own */
+	uint64_t mount_session;	 /* the mount's session id, 0: not found */
 	char session_name[PATH_MAX + 300];
 	char probe_mnt[PATH_MAX]; /* second mount point ("" none) */
-	pid_t probe_pid; /* our sweepfs-mount there, or 0 */
+	pid_t probe_pid;	  /* our sweepfs-mount there, or 0 */
 	char probe_opts[256];
 	Sweepfs__InfoReply *info0; /* the master at the start */
-	uint32_t trashtime0; /* of work's parent, before */
+	uint32_t trashtime0;	   /* of work's parent, before */
 	/* both: */
 	char probe_dir[PATH_MAX]; /* work, as the probe sees it */
 	bool probe_ok;
@@ -156,7 +156,7 @@ struct cdel_fs {
 
 enum cdel_strace {
 	CDEL_STRACE_SEPARATE, /* time a run, count another under strace */
-	CDEL_STRACE_SAME, /* time the run under strace */
+	CDEL_STRACE_SAME,     /* time the run under strace */
 	CDEL_STRACE_OFF,
 };
 
@@ -171,7 +171,7 @@ struct cdel_run {
 	enum cdel_strace strace_mode;
 	unsigned probe_pause_us;
 	const char *probe_mount; /* --probe-mount */
-	double timeout_s; /* per method */
+	double timeout_s;	 /* per method */
 	bool drop_caches;
 	char json_path[PATH_MAX];
 	char plot_path[PATH_MAX];
@@ -184,17 +184,17 @@ struct cdel_run {
 
 	/* Found at set-up. */
 	char tmp[CDEL_TMP_MAX]; /* our temporary directory */
-	char rm[PATH_MAX]; /* rm, or "" */
+	char rm[PATH_MAX];	/* rm, or "" */
 	char rm_version[128];
 	char strace[PATH_MAX]; /* strace, or "" */
 	char strace_version[128];
 	char go_bin[PATH_MAX]; /* the built bench/removeall, or "" */
 	char go_version[128];
-	char go_note[256]; /* why there is no go_bin */
+	char go_note[256];	  /* why there is no go_bin */
 	char mount_bin[PATH_MAX]; /* sweepfs-mount, or "" */
-	bool caches_dropped; /* we could and did */
-	int64_t started; /* wall clock, ns */
-	char loadavg[64]; /* /proc/loadavg at the start */
+	bool caches_dropped;	  /* we could and did */
+	int64_t started;	  /* wall clock, ns */
+	char loadavg[64];	  /* /proc/loadavg at the start */
 
 	/* Results, in run order. */
 	struct cdel_result *res;
@@ -335,7 +335,7 @@ void cdel_fs_settle(struct cdel_run *r, struct cdel_fs *fs);
 /* ---- cdel_method.c ------------------------------------------------------ */
 
 enum cdel_pass {
-	CDEL_PASS_TIMED, /* the measured deletion */
+	CDEL_PASS_TIMED,  /* the measured deletion */
 	CDEL_PASS_STRACE, /* only to count system calls under strace */
 };
 

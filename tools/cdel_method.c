@@ -327,7 +327,7 @@ struct monitor {
 	struct cdel_fs *fs;
 	char label[96];
 	uint64_t total; /* entries in the tree */
-	uint64_t base; /* nodes or used inodes at the start */
+	uint64_t base;	/* nodes or used inodes at the start */
 };
 
 static int monitor_sample(struct monitor *m, uint64_t *used)

@@ -62,7 +62,8 @@ int cmd_fsck(int argc, char **argv)
 		  r->leaked_nodes },
 		{ "bad_links", "link counts that are wrong", r->bad_links },
 		{ "bad_dirs", "directories with wrong counts", r->bad_dirs },
-		{ "missing_chunks", "slots naming no chunk", r->missing_chunks },
+		{ "missing_chunks", "slots naming no chunk",
+		  r->missing_chunks },
 		{ "bad_refs", "chunk reference counts that are wrong",
 		  r->bad_refs },
 		{ "unreferenced_chunks", "chunks nothing references",
@@ -115,12 +116,13 @@ int cmd_fsck(int argc, char **argv)
 			const Sweepfs__FsckServer *s = r->servers[i];
 
 			printf("  chunkserver %-22s %-9s %" PRIu64
-			       " chunk files, %" PRIu64 " copies known, %" PRIu64
+			       " chunk files, %" PRIu64
+			       " copies known, %" PRIu64
 			       " deletions queued%s\n",
 			       s->listen, s->connected ? "connected" : "down",
 			       s->reported, s->known, s->deletes_pending,
-			       s->in_motion ? " (busy: counts not compared)"
-					    : "");
+			       s->in_motion ? " (busy: counts not compared)" :
+					      "");
 		}
 		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 			if (counts[i].v)

@@ -31,8 +31,9 @@ static int wait_purge(struct sw_client *c, const char *path, uint64_t id,
 		done = s->purge_roots == 0 || s->purge_oldest > id;
 		/* Our purge is the oldest or behind others: progress is what
 		 * is left of everything up to it. */
-		tool_progress(path, done ? nodes
-					 : nodes - SW_MIN(s->purge_left, nodes),
+		tool_progress(path,
+			      done ? nodes :
+				     nodes - SW_MIN(s->purge_left, nodes),
 			      nodes);
 		protobuf_c_message_free_unpacked(reply, NULL);
 		if (done)
@@ -41,8 +42,7 @@ static int wait_purge(struct sw_client *c, const char *path, uint64_t id,
 	}
 }
 
-static int rmr_one(const char *path, bool wait, bool skip_trash,
-		   bool verbose)
+static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 {
 	Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
 	Sweepfs__RmrReply *r;
@@ -59,8 +59,8 @@ static int rmr_one(const char *path, bool wait, bool skip_trash,
 	rc = tool_locate(path, &t, rel, sizeof(rel));
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount"
-				      : strerror(-rc));
+			rc == -ENOENT ? "not on a sweepfs mount" :
+					strerror(-rc));
 		return rc;
 	}
 	rc = tool_connect_target(&t, &c);
@@ -69,8 +69,8 @@ static int rmr_one(const char *path, bool wait, bool skip_trash,
 	rc = tool_walk(c, rel, &parent, name, sizeof(name));
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
-			rc == -EINVAL ? "cannot remove a mount's root"
-				      : strerror(-rc));
+			rc == -EINVAL ? "cannot remove a mount's root" :
+					strerror(-rc));
 		goto out;
 	}
 	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));

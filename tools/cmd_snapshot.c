@@ -45,8 +45,8 @@ static int snapshot_one(const char *src, const char *dst)
 
 	if ((rc = tool_locate(src, &st, srel, sizeof(srel))) < 0) {
 		fprintf(stderr, "sweepfs snapshot: %s: %s\n", src,
-			rc == -ENOENT ? "not on a sweepfs mount"
-				      : strerror(-rc));
+			rc == -ENOENT ? "not on a sweepfs mount" :
+					strerror(-rc));
 		return rc;
 	}
 	/* DST need not exist: locate its directory. */
@@ -58,8 +58,8 @@ static int snapshot_one(const char *src, const char *dst)
 		rc = tool_locate(dirname(dir), &dt, drel, sizeof(drel));
 		if (rc < 0) {
 			fprintf(stderr, "sweepfs snapshot: %s: %s\n", dst,
-				rc == -ENOENT ? "not on a sweepfs mount"
-					      : strerror(-rc));
+				rc == -ENOENT ? "not on a sweepfs mount" :
+						strerror(-rc));
 			return rc;
 		}
 		snprintf(base, sizeof(base), "%s", dst);
@@ -67,8 +67,10 @@ static int snapshot_one(const char *src, const char *dst)
 			 "%s%s", drel[0] ? "/" : "", basename(base));
 	}
 	if (!same_master(&st, &dt)) {
-		fprintf(stderr, "sweepfs snapshot: %s and %s are on different "
-				"filesystems\n", src, dst);
+		fprintf(stderr,
+			"sweepfs snapshot: %s and %s are on different "
+			"filesystems\n",
+			src, dst);
 		return -EXDEV;
 	}
 	if ((rc = tool_connect_target(&st, &c)) < 0)
@@ -153,9 +155,9 @@ static int eattr_one(const char *path, enum eattr_op op, bool recursive)
 	if (rc == 0) {
 		if (op == EATTR_GET)
 			printf("%s: %s\n", path,
-			       ((Sweepfs__EattrReply *)reply)->snapshot
-				       ? "snapshot"
-				       : "-");
+			       ((Sweepfs__EattrReply *)reply)->snapshot ?
+				       "snapshot" :
+				       "-");
 		protobuf_c_message_free_unpacked(reply, NULL);
 	} else {
 		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
@@ -181,8 +183,9 @@ static int eattr_main(int argc, char **argv, enum eattr_op op)
 		switch (opt) {
 		case 'f':
 			if (strcmp(optarg, "snapshot")) {
-				fprintf(stderr, "sweepfs %s: unknown flag "
-						"'%s' (there is one: snapshot)\n",
+				fprintf(stderr,
+					"sweepfs %s: unknown flag "
+					"'%s' (there is one: snapshot)\n",
 					argv[0], optarg);
 				return 2;
 			}
@@ -203,8 +206,9 @@ static int eattr_main(int argc, char **argv, enum eattr_op op)
 	return status;
 usage:
 	fprintf(opt == 'h' ? stdout : stderr,
-		op == EATTR_GET ? "usage: sweepfs geteattr PATH...\n"
-				: "usage: sweepfs %s -f snapshot [-r] PATH...\n",
+		op == EATTR_GET ?
+			"usage: sweepfs geteattr PATH...\n" :
+			"usage: sweepfs %s -f snapshot [-r] PATH...\n",
 		argv[0]);
 	return opt == 'h' ? 0 : 2;
 }
@@ -256,10 +260,12 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 			       (double)(sw_mono_ns() - t0) / 1e6);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	} else if (rc == -EPERM && !force) {
-		fprintf(stderr, "sweepfs rmsnapshot: %s: not removed: not "
-				"every object in it has the snapshot flag "
-				"(or you may not remove it); -f removes the "
-				"flagged ones\n", path);
+		fprintf(stderr,
+			"sweepfs rmsnapshot: %s: not removed: not "
+			"every object in it has the snapshot flag "
+			"(or you may not remove it); -f removes the "
+			"flagged ones\n",
+			path);
 	} else {
 		fprintf(stderr, "sweepfs rmsnapshot: %s: %s\n", path,
 			strerror(-rc));
@@ -292,7 +298,8 @@ int cmd_rmsnapshot(int argc, char **argv)
 		}
 	}
 	if (optind == argc) {
-		fprintf(stderr, "usage: sweepfs rmsnapshot [-f] [-v] PATH...\n");
+		fprintf(stderr,
+			"usage: sweepfs rmsnapshot [-f] [-v] PATH...\n");
 		return 2;
 	}
 	for (int i = optind; i < argc; i++)

@@ -74,8 +74,10 @@ static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 	if (rc < 0)
 		return rc;
 	if (!S_ISDIR(mode)) {
-		fprintf(stderr, "sweepfs: %s: %s (trash time belongs to "
-				"directories)\n", path, strerror(ENOTDIR));
+		fprintf(stderr,
+			"sweepfs: %s: %s (trash time belongs to "
+			"directories)\n",
+			path, strerror(ENOTDIR));
 		sw_client_close(c);
 		return -ENOTDIR;
 	}
@@ -95,7 +97,8 @@ static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 			printf("%s: %u\n", path, r->seconds);
 		else if (recursive)
 			printf("%s: %" PRIu64 " directories set to %" PRId64
-			       "\n", path, r->changed, seconds);
+			       "\n",
+			       path, r->changed, seconds);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	} else {
 		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
@@ -120,8 +123,9 @@ int cmd_settrashtime(int argc, char **argv)
 		goto usage;
 	seconds = parse_duration(argv[optind]);
 	if (seconds < 0) {
-		fprintf(stderr, "sweepfs settrashtime: bad time '%s' "
-				"(seconds, or a number with s, m, h, d or w)\n",
+		fprintf(stderr,
+			"sweepfs settrashtime: bad time '%s' "
+			"(seconds, or a number with s, m, h, d or w)\n",
 			argv[optind]);
 		return 2;
 	}
@@ -214,8 +218,10 @@ static int trash_ls(struct sw_client *c, bool json)
 			json_bool(&j, "dir", it->dir);
 			json_u64(&j, "nodes", it->nodes);
 			json_u64(&j, "uid", it->uid);
-			json_dbl(&j, "deleted_at", (double)it->deleted_at / 1e9);
-			json_dbl(&j, "expires_at", (double)it->expires_at / 1e9);
+			json_dbl(&j, "deleted_at",
+				 (double)it->deleted_at / 1e9);
+			json_dbl(&j, "expires_at",
+				 (double)it->expires_at / 1e9);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);
@@ -230,7 +236,8 @@ static int trash_ls(struct sw_client *c, bool json)
 
 			fmt_time(it->deleted_at, del, sizeof(del));
 			fmt_time(it->expires_at, exp, sizeof(exp));
-			printf("%-8" PRIu64 " %-19s %-19s %10" PRIu64 "  %s%s\n",
+			printf("%-8" PRIu64 " %-19s %-19s %10" PRIu64
+			       "  %s%s\n",
 			       it->id, del, exp, it->nodes, it->path,
 			       it->dir ? "/" : "");
 		}
@@ -280,8 +287,8 @@ static int trash_restore(struct sw_client *c, const char *idstr,
 		}
 		if (rc < 0) {
 			fprintf(stderr, "sweepfs trash restore: %s: %s\n", dest,
-				rc == -ENOENT ? "no such directory on sweepfs"
-					      : strerror(-rc));
+				rc == -ENOENT ? "no such directory on sweepfs" :
+						strerror(-rc));
 			return rc;
 		}
 	}
@@ -289,11 +296,12 @@ static int trash_restore(struct sw_client *c, const char *idstr,
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs trash restore: %s: %s%s\n", idstr,
 			strerror(-rc),
-			rc == -EEXIST ? " (give a new name: restore ID DEST)"
-			: rc == -ENOENT && !dest
-				? " (no such item, or its directory is gone: "
-				  "restore ID DEST)"
-				: "");
+			rc == -EEXIST ?
+				" (give a new name: restore ID DEST)" :
+			rc == -ENOENT && !dest ?
+				" (no such item, or its directory is gone: "
+				"restore ID DEST)" :
+				"");
 		return rc;
 	}
 	protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -331,7 +339,8 @@ int cmd_trash(int argc, char **argv)
 
 		/* The master of DEST's mount when given, else the cwd's. */
 		snprintf(dir, sizeof(dir), "%s", argc == 4 ? argv[3] : ".");
-		if ((rc = tool_connect(argc == 4 ? dirname(dir) : NULL, &c)) < 0)
+		if ((rc = tool_connect(argc == 4 ? dirname(dir) : NULL, &c)) <
+		    0)
 			return 1;
 		rc = trash_restore(c, argv[2], argc == 4 ? argv[3] : NULL);
 		sw_client_close(c);

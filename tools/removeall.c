@@ -182,7 +182,7 @@ static void prefix_err(struct removeall_error *e, const char *prefix)
 /* An open directory: Go's *File with its dirInfo. */
 struct ra_dir {
 	int fd;
-	char *buf; /* REMOVEALL_BUFSIZE bytes, as d.buf */
+	char *buf;    /* REMOVEALL_BUFSIZE bytes, as d.buf */
 	ssize_t nbuf; /* bytes in buf from the last getdents64 (d.nbuf) */
 	ssize_t bufp; /* next record (d.bufp) */
 };

@@ -70,7 +70,7 @@ struct removeall_stats {
 	uint64_t sys_openat;
 	uint64_t sys_getdents64;
 	uint64_t sys_unlinkat; /* flags 0: files, and directories tried */
-	uint64_t sys_rmdir; /* unlinkat(AT_REMOVEDIR) */
+	uint64_t sys_rmdir;    /* unlinkat(AT_REMOVEDIR) */
 	uint64_t sys_readlinkat;
 	uint64_t sys_fcntl;
 	uint64_t sys_close;

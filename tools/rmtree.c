@@ -111,7 +111,7 @@ struct linux_dirent64 {
 /* Names of entries that could not be removed, skipped by a second pass. */
 struct name_set {
 	char **slot; /* open addressing, NULL = empty */
-	size_t cap; /* power of two */
+	size_t cap;  /* power of two */
 	size_t n;
 };
 
@@ -128,40 +128,40 @@ struct lru_link {
  */
 struct rm_node {
 	struct rm_node *parent; /* holds a pending count for us; NULL: top */
-	struct rm_node *next; /* in the queue or a pass's list of children */
-	struct lru_link lru; /* in eng->lru iff fd >= 0 && !users */
+	struct rm_node *next;	/* in the queue or a pass's list of children */
+	struct lru_link lru;	/* in eng->lru iff fd >= 0 && !users */
 	struct name_set failed_names; /* entries left behind */
-	dev_t dev; /* identity, when have_id */
+	dev_t dev;		      /* identity, when have_id */
 	ino_t ino;
-	int fd; /* cached descriptor or -1 */
-	unsigned users; /* pins on fd */
+	int fd;		  /* cached descriptor or -1 */
+	unsigned users;	  /* pins on fd */
 	unsigned pending; /* own pass + unfinished children */
-	unsigned depth; /* root: 0 */
-	int err; /* a reopen failed: children give up */
-	bool have_id; /* dev and ino are valid */
-	bool failed; /* something below remains: do not rmdir */
-	bool gone; /* vanished (ENOENT): nothing to do below */
-	bool more; /* subdirectories were left for another pass */
-	bool rescan; /* the next pass is a second one */
-	bool reported; /* err was reported */
+	unsigned depth;	  /* root: 0 */
+	int err;	  /* a reopen failed: children give up */
+	bool have_id;	  /* dev and ino are valid */
+	bool failed;	  /* something below remains: do not rmdir */
+	bool gone;	  /* vanished (ENOENT): nothing to do below */
+	bool more;	  /* subdirectories were left for another pass */
+	bool rescan;	  /* the next pass is a second one */
+	bool reported;	  /* err was reported */
 	bool chmod_tried; /* the one permission fix was attempted */
-	bool chmod_ok; /* ... and it changed the mode */
-	char name[]; /* in parent; "" for the top */
+	bool chmod_ok;	  /* ... and it changed the mode */
+	char name[];	  /* in parent; "" for the top */
 };
 
 struct rm_engine {
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* queue not empty, or done */
-	struct rm_node *queue; /* LIFO; locked */
-	struct lru_link lru; /* list head, oldest first; locked */
-	unsigned open_fds; /* open or being opened; locked */
-	unsigned max_open; /* high-water mark; locked */
-	bool done; /* the top's pending reached 0; locked */
+	pthread_cond_t cond;	     /* queue not empty, or done */
+	struct rm_node *queue;	     /* LIFO; locked */
+	struct lru_link lru;	     /* list head, oldest first; locked */
+	unsigned open_fds;	     /* open or being opened; locked */
+	unsigned max_open;	     /* high-water mark; locked */
+	bool done;		     /* the top's pending reached 0; locked */
 	pthread_mutex_t report_lock; /* serializes callbacks, first_err */
-	int first_err; /* report_lock */
-	unsigned max_fds; /* all workers together */
-	unsigned max_pending; /* subdirectories per pass */
-	unsigned id_depth; /* fstat at open from this depth on */
+	int first_err;		     /* report_lock */
+	unsigned max_fds;	     /* all workers together */
+	unsigned max_pending;	     /* subdirectories per pass */
+	unsigned id_depth;	     /* fstat at open from this depth on */
 	dev_t root_dev; /* one_file_system; set before any child opens */
 	const struct rmtree_opts *opts;
 	const struct rmtree_sys *sys;
@@ -172,7 +172,7 @@ struct rm_engine {
 struct rm_worker {
 	struct rm_engine *eng;
 	struct rmtree_stats st; /* summed after the join */
-	char *buf; /* RMTREE_BUF bytes for getdents64 */
+	char *buf;		/* RMTREE_BUF bytes for getdents64 */
 	pthread_t thread;
 };
 
@@ -181,7 +181,7 @@ struct pass {
 	struct rm_node *kids; /* subdirectories to queue */
 	unsigned nkids;
 	bool failed; /* an entry of this directory remains */
-	bool more; /* subdirectories beyond max_pending */
+	bool more;   /* subdirectories beyond max_pending */
 };
 
 static void complete(struct rm_worker *w, struct rm_node *x);

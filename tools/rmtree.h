@@ -88,12 +88,12 @@ struct rmtree_opts {
 	 * would not leave 32 descriptors to the caller.
 	 */
 	unsigned max_fds;
-	unsigned max_pending; /* 0: RMTREE_MAX_PENDING; at least 1 */
-	bool one_file_system; /* do not enter other devices */
-	bool force; /* a missing root is success, not an error */
+	unsigned max_pending;	   /* 0: RMTREE_MAX_PENDING; at least 1 */
+	bool one_file_system;	   /* do not enter other devices */
+	bool force;		   /* a missing root is success, not an error */
 	rmtree_removed_fn removed; /* NULL: no path strings are built */
-	rmtree_error_fn error; /* NULL: failures are only counted */
-	void *arg; /* passed to the callbacks */
+	rmtree_error_fn error;	   /* NULL: failures are only counted */
+	void *arg;		   /* passed to the callbacks */
 	const struct rmtree_sys *sys; /* NULL: rmtree_sys_default */
 };
 
@@ -106,17 +106,17 @@ struct rmtree_stats {
 	uint64_t sys_openat; /* including O_PATH and ".." reopens */
 	uint64_t sys_getdents64;
 	uint64_t sys_unlinkat; /* without AT_REMOVEDIR */
-	uint64_t sys_rmdir; /* unlinkat(AT_REMOVEDIR) */
-	uint64_t sys_fstatat; /* DT_UNKNOWN entries */
-	uint64_t sys_fstat; /* one_file_system, fd eviction, chmod */
-	uint64_t sys_fchmod; /* fchmod and fchmodat */
+	uint64_t sys_rmdir;    /* unlinkat(AT_REMOVEDIR) */
+	uint64_t sys_fstatat;  /* DT_UNKNOWN entries */
+	uint64_t sys_fstat;    /* one_file_system, fd eviction, chmod */
+	uint64_t sys_fchmod;   /* fchmod and fchmodat */
 	uint64_t sys_close;
 	uint64_t sys_lseek; /* rewinds for a second pass */
-	uint64_t files; /* non-directories removed */
-	uint64_t dirs; /* directories removed */
-	uint64_t errors; /* failures reported */
+	uint64_t files;	    /* non-directories removed */
+	uint64_t dirs;	    /* directories removed */
+	uint64_t errors;    /* failures reported */
 	uint64_t evictions; /* directory fds closed to stay in bounds */
-	uint64_t reopens; /* directories opened again after eviction */
+	uint64_t reopens;   /* directories opened again after eviction */
 	/* High-water mark of open directory fds, the root's parent included. */
 	uint64_t max_open_fds;
 };

@@ -20,8 +20,8 @@ struct statprobe;
 
 struct statprobe_result {
 	uint64_t samples; /* stat() calls made */
-	uint64_t errors; /* of which failed (the latency still counts) */
-	int first_error; /* errno of the first failure, or 0 */
+	uint64_t errors;  /* of which failed (the latency still counts) */
+	int first_error;  /* errno of the first failure, or 0 */
 	double p50_ms;
 	double p99_ms;
 	double max_ms;

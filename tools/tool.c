@@ -75,8 +75,7 @@ static int target_from_mounts(const char *path, struct sw_target *t)
 	return find_mount(path, t, NULL, 0);
 }
 
-int tool_locate(const char *path, struct sw_target *t, char *rel,
-		size_t rellen)
+int tool_locate(const char *path, struct sw_target *t, char *rel, size_t rellen)
 {
 	int rc = find_mount(path, t, rel, rellen);
 
@@ -195,7 +194,8 @@ int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
 	snprintf(name, sizeof(name), "%s:sweepfs[%d]", host, (int)getpid());
 	rc = sw_client_open(&t, SWEEPFS__ROLE__ROLE_TOOL, name, 30000, out);
 	if (rc < 0)
-		fprintf(stderr, "sweepfs: cannot reach the master at %s:%u: %s\n",
+		fprintf(stderr,
+			"sweepfs: cannot reach the master at %s:%u: %s\n",
 			t.host, t.port, strerror(-rc));
 	return rc;
 }
@@ -318,13 +318,13 @@ void tool_progress(const char *label, uint64_t done, uint64_t total)
 		return;
 	last = now;
 	fill = total ? (int)((double)width * (double)SW_MIN(done, total) /
-			     (double)total)
-		     : width;
+			     (double)total) :
+		       width;
 	fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%% ", label, fill,
 		"########################################", width - fill, "",
 		total ? (int)(100.0 * (double)SW_MIN(done, total) /
-			      (double)total)
-		      : 100);
+			      (double)total) :
+			100);
 	if (done >= total)
 		fputc('\n', stderr);
 }
@@ -338,8 +338,8 @@ int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
 
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount"
-				      : strerror(-rc));
+			rc == -ENOENT ? "not on a sweepfs mount" :
+					strerror(-rc));
 		return rc;
 	}
 	rc = tool_connect_target(&t, c);
@@ -425,8 +425,8 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount"
-				      : strerror(-rc));
+			rc == -ENOENT ? "not on a sweepfs mount" :
+					strerror(-rc));
 		return rc;
 	}
 	rc = tool_connect_target(&t, c);

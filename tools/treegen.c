@@ -127,7 +127,7 @@ static const char *const sub_files[] = { "package.json", "index.js",
 					 "lib/x.js" };
 
 struct nm_gen {
-	uint64_t n; /* files wanted */
+	uint64_t n;    /* files wanted */
 	uint64_t made; /* files emitted */
 	emit_fn emit;
 	void *ctx;
@@ -240,8 +240,8 @@ void treegen_count(enum treegen_shape shape, uint64_t n,
 /* ---- building -------------------------------------------------------- */
 
 struct builder {
-	int root; /* the tree's root */
-	int fd; /* the directory created into last, or -1 */
+	int root;	       /* the tree's root */
+	int fd;		       /* the directory created into last, or -1 */
 	char dir[TG_PATH_MAX]; /* its path below the root */
 	uint64_t files;
 	uint64_t total;

@@ -23,7 +23,7 @@
 
 struct fz_server {
 	uv_loop_t *loop;
-	uint16_t port; /* on 127.0.0.1 */
+	uint16_t port;	    /* on 127.0.0.1 */
 	uint32_t max_reply; /* largest payload a client accepts from it */
 	/* Whether the server has freed every connection. */
 	bool (*idle)(void *arg);

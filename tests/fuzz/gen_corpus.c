@@ -550,9 +550,9 @@ enum { M_MOUNT = 0, M_TOOL = 1, M_CS = 2, M_RAW = 3 };
 
 static void namespace_ops(void)
 {
-	mkdir_(ROOT, "a"); /* 2 */
-	mkdir_(2, "b"); /* 3 */
-	create_(2, "f"); /* 4 */
+	mkdir_(ROOT, "a");				/* 2 */
+	mkdir_(2, "b");					/* 3 */
+	create_(2, "f");				/* 4 */
 	mknod_(SW_MSG_MKNOD, 2, bytes("fifo"), 010644); /* 5 */
 	lookup(ROOT, "a");
 	lookup(2, "nope");
@@ -608,9 +608,9 @@ static void master_seeds(void)
 
 	begin(M_MOUNT);
 	mkdir_(ROOT, "t"); /* 2 */
-	mkdir_(2, "u"); /* 3 */
-	create_(3, "v"); /* 4 */
-	create_(2, "w"); /* 5 */
+	mkdir_(2, "u");	   /* 3 */
+	create_(3, "v");   /* 4 */
+	create_(2, "w");   /* 5 */
 	trashtime(ROOT, 3600, true);
 	trashtime(2, -1, false);
 	name_req(SW_MSG_UNLINK, 2, bytes("w"));
@@ -626,9 +626,9 @@ static void master_seeds(void)
 
 	begin(M_MOUNT);
 	mkdir_(ROOT, "d"); /* 2 */
-	create_(2, "f1"); /* 3 */
-	mkdir_(2, "sub"); /* 4 */
-	create_(4, "f2"); /* 5 */
+	create_(2, "f1");  /* 3 */
+	mkdir_(2, "sub");  /* 4 */
+	create_(4, "f2");  /* 5 */
 	snapshot(2, ROOT, "snap");
 	eattr(ROOT, "snap", true, true);
 	eattr(ROOT, "snap", false, false);
@@ -894,7 +894,7 @@ static void chunkserver_seeds(void)
 		frame(SW_MSG_CS_WRITE, &q.base);
 	}
 	cs_write(1, 1, 0, hi, 4, R, FAR_EXPIRY); /* read token */
-	cs_write(1, 1, 0, hi, 4, W, 1000); /* expired */
+	cs_write(1, 1, 0, hi, 4, W, 1000);	 /* expired */
 	cs_write(9, 1, 0, hi, 4, W, FAR_EXPIRY); /* no chunk 9 */
 	cs_write(1, 2, 0, hi, 4, W, FAR_EXPIRY); /* wrong version */
 	cs_read(2, 1, 0, 10, W, 1000);

@@ -47,8 +47,8 @@ struct fixture {
 	size_t plen[MAXV + 1];
 
 	/* replay */
-	uint64_t next; /* version the callback expects next */
-	unsigned seen; /* records delivered */
+	uint64_t next;	  /* version the callback expects next */
+	unsigned seen;	  /* records delivered */
 	uint64_t fail_at; /* the callback fails at this version (0: never) */
 
 	unsigned log_lines; /* captured log messages */

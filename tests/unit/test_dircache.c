@@ -60,7 +60,8 @@ static bool append(struct fixture *f, uint64_t after, uint64_t first,
 
 	assert_true(last - first < MAXN);
 	for (uint64_t c = first; c <= last; c++) {
-		struct sw_dirent e = { .cookie = c, .ino = 1000 + c,
+		struct sw_dirent e = { .cookie = c,
+				       .ino = 1000 + c,
 				       .type = DT_REG };
 		char *name = names[c - first];
 
@@ -77,8 +78,8 @@ static bool append(struct fixture *f, uint64_t after, uint64_t first,
 	return dircache_append(f->dc, DIR_INO, after, &r);
 }
 
-static size_t read_all(struct fixture *f, uint64_t cookie,
-		       enum dc_state *state, uint64_t *fetch_after)
+static size_t read_all(struct fixture *f, uint64_t cookie, enum dc_state *state,
+		       uint64_t *fetch_after)
 {
 	return dircache_read(f->dc, DIR_INO, cookie, f->out, MAXN, state,
 			     fetch_after);
@@ -159,13 +160,11 @@ static void test_dircache_lookup(void **state)
 	struct fixture *f = *state;
 	struct dc_entry e;
 
-	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "f5", &e),
-			 DC_UNKNOWN);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "f5", &e), DC_UNKNOWN);
 	assert_true(append(f, 0, 1, 10, false));
 	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "f5", &e), DC_FOUND);
 	assert_int_equal(e.ino, 1005);
-	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "zz", &e),
-			 DC_UNKNOWN);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "zz", &e), DC_UNKNOWN);
 	assert_true(append(f, 10, 11, 12, true));
 	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "zz", &e), DC_ABSENT);
 	dircache_remove(f->dc, DIR_INO, "f5");

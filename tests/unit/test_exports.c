@@ -190,7 +190,8 @@ static void test_exports_errors(void **state)
 		{ "10.0.0.9-10.0.0.1 / rw\n", "bad address" },
 		{ "10.0.0.1 relative rw\n", "bad directory" },
 		{ "10.0.0.1 /a/../b rw\n", "bad directory" },
-		{ "\n\n10.0.0.1 / rw,frobnicate\n", ":3: bad option 'frobnicate'" },
+		{ "\n\n10.0.0.1 / rw,frobnicate\n",
+		  ":3: bad option 'frobnicate'" },
 		{ "10.0.0.1 / maproot=no-such-user-here\n", "bad option" },
 		{ "10.0.0.1 / password=\n", "bad option" },
 		{ "10.0.0.1 / rw extra\n", "want ADDRESS" },
@@ -238,8 +239,7 @@ static void test_exports_norm_path(void **state)
 	assert_string_equal(out, "/");
 	assert_int_equal(exports_norm_path("//a/./b//", out, sizeof(out)), 0);
 	assert_string_equal(out, "/a/b");
-	assert_int_equal(exports_norm_path("/a/..", out, sizeof(out)),
-			 -EINVAL);
+	assert_int_equal(exports_norm_path("/a/..", out, sizeof(out)), -EINVAL);
 	assert_int_equal(exports_norm_path("/..x", out, sizeof(out)), 0);
 	assert_string_equal(out, "/..x");
 	assert_int_equal(exports_norm_path("/0123456789abcdef", out,
@@ -305,8 +305,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_exports_errors, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_exports_open_policy,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exports_open_policy, setup,
+						teardown),
 		cmocka_unit_test(test_exports_norm_path),
 		cmocka_unit_test(test_auth_response),
 		cmocka_unit_test_setup_teardown(test_auth_password_sources,

@@ -85,13 +85,11 @@ static struct node *mk(struct fixture *f, struct node *dir, const char *name,
 	}
 	if (S_ISCHR(mode) || S_ISBLK(mode))
 		a.rdev = 0x0801;
-	assert_int_equal(ns_create(&f->ns, dir, name, strlen(name), &a, &n),
-			 0);
+	assert_int_equal(ns_create(&f->ns, dir, name, strlen(name), &a, &n), 0);
 	return n;
 }
 
-static struct node *child(struct fixture *f, struct node *dir,
-			  const char *name)
+static struct node *child(struct fixture *f, struct node *dir, const char *name)
 {
 	struct edge *e = ns_lookup(&f->ns, dir, name, strlen(name));
 
@@ -138,16 +136,16 @@ static int dump_xattr(const void *name, size_t nlen, const void *value,
 	return 0;
 }
 
-static void dump_node(struct dump *d, const struct ns *ns,
-		      const struct node *n, int depth, const char *name,
-		      int namelen, uint8_t flags)
+static void dump_node(struct dump *d, const struct ns *ns, const struct node *n,
+		      int depth, const char *name, int namelen, uint8_t flags)
 {
-	dprintf_(d, "%*s%.*s%s mode=%o uid=%u gid=%u t=%lld/%lld/%lld "
-		    "size=%llu",
+	dprintf_(d,
+		 "%*s%.*s%s mode=%o uid=%u gid=%u t=%lld/%lld/%lld "
+		 "size=%llu",
 		 depth * 2, "", namelen, name,
 		 flags & EDGE_SNAPSHOT ? "[s]" : "", n->mode, n->uid, n->gid,
-		 (long long)n->atime, (long long)n->mtime,
-		 (long long)n->ctime, (unsigned long long)n->size);
+		 (long long)n->atime, (long long)n->mtime, (long long)n->ctime,
+		 (unsigned long long)n->size);
 	if (S_ISDIR(n->mode)) {
 		dprintf_(d, " trash=%u", n->u.dir->trashtime);
 	} else {
@@ -156,7 +154,8 @@ static void dump_node(struct dump *d, const struct ns *ns,
 		if (S_ISLNK(n->mode))
 			dprintf_(d, " ->%.*s", (int)n->size, n->u.target);
 		if (S_ISCHR(n->mode) || S_ISBLK(n->mode))
-			dprintf_(d, " rdev=%llx", (unsigned long long)n->u.rdev);
+			dprintf_(d, " rdev=%llx",
+				 (unsigned long long)n->u.rdev);
 		for (uint32_t s = 0; s < ns_chunk_slots(n); s++)
 			dprintf_(d, " c%u=%llu", s,
 				 (unsigned long long)ns_chunk_at(n, s));
@@ -231,9 +230,8 @@ static struct node *build_tree(struct fixture *f)
 	assert_int_equal(ns_xattr_set(&f->ns, big, "user.k", 6, "value", 5,
 				      ++f->now),
 			 0);
-	assert_int_equal(ns_xattr_set(&f->ns, a, "user.empty", 10, "", 0,
-				      ++f->now),
-			 0);
+	assert_int_equal(
+		ns_xattr_set(&f->ns, a, "user.empty", 10, "", 0, ++f->now), 0);
 	assert_true(ns_set_eattr(&f->ns, src, "a", 1, true, false) == 1);
 	a->u.dir->trashtime = 3600;
 	for (int i = 0; i < 40; i++) {
@@ -372,8 +370,8 @@ static void test_copy_deterministic(void **state)
 	image_of(f, src, &img);
 	assert_true(copy_from(f, sw_buf_head(&img), sw_buf_used(&img), 1, "c",
 			      &a) > 0);
-	assert_true(copy_from(&g, sw_buf_head(&img), sw_buf_used(&img), 4,
-			      "c", &b) > 0);
+	assert_true(copy_from(&g, sw_buf_head(&img), sw_buf_used(&img), 4, "c",
+			      &b) > 0);
 	assert_int_equal(a, b);
 	assert_int_equal(f->ns.next_ino, g.ns.next_ino);
 	assert_int_equal(f->ns.next_edge, g.ns.next_edge);
@@ -407,9 +405,8 @@ static void test_copy_is_point_in_time(void **state)
 	file = child(f, b, "file");
 	chunk = ns_chunk_at(file, 0);
 	assert_int_equal(ns_unlink(&f->ns, b, "file", 4, false, ++f->now), 0);
-	assert_int_equal(ns_unlink(&f->ns, src, "file-again", 10, false,
-				   ++f->now),
-			 0);
+	assert_int_equal(
+		ns_unlink(&f->ns, src, "file-again", 10, false, ++f->now), 0);
 	assert_int_equal(ns_unlink(&f->ns, f->ns.root, "outside", 7, false,
 				   ++f->now),
 			 0);
@@ -460,17 +457,15 @@ static void test_copy_releases_untaken_chunks(void **state)
 	assert_int_equal(ns_copy_begin(&f->ns, id, NS_ROOT_INO, "snap", 4,
 				       f->ns.next_chunk),
 			 0);
-	assert_int_equal(ns_unlink(&f->ns, f->ns.root, "other", 5, false,
-				   ++f->now),
-			 0);
+	assert_int_equal(
+		ns_unlink(&f->ns, f->ns.root, "other", 5, false, ++f->now), 0);
 	assert_non_null(chunk_get(&f->ns, chunk));
 	assert_int_equal(ns_copy_part(&f->ns, id, sw_buf_head(&img),
 				      sw_buf_used(&img), f->ns.next_ino,
 				      f->ns.next_edge),
 			 0);
-	assert_int_equal(ns_copy_end(&f->ns, id, f->ns.next_edge, 0, ++f->now,
-				     &ino),
-			 2);
+	assert_int_equal(
+		ns_copy_end(&f->ns, id, f->ns.next_edge, 0, ++f->now, &ino), 2);
 	assert_null(chunk_get(&f->ns, chunk));
 	assert_int_equal(f->ngone, 1);
 	assert_int_equal(f->gone[0], chunk);
@@ -596,16 +591,16 @@ static void test_copy_malformed(void **state)
 		give_chunks(f, g, 1);
 		cid = ns_chunk_at(g, 0);
 		image_of(f, g, &one);
-		assert_int_equal(ns_copy_begin(&f->ns, id, NS_ROOT_INO, "gc",
-					       2, cid), /* not frozen */
+		assert_int_equal(ns_copy_begin(&f->ns, id, NS_ROOT_INO, "gc", 2,
+					       cid), /* not frozen */
 				 0);
 		assert_int_equal(ns_unlink(&f->ns, f->ns.root, "g", 1, false,
 					   ++f->now),
 				 0);
 		assert_null(chunk_get(&f->ns, cid));
 		assert_int_equal(ns_copy_part(&f->ns, id, sw_buf_head(&one),
-					      sw_buf_used(&one),
-					      f->ns.next_ino, f->ns.next_edge),
+					      sw_buf_used(&one), f->ns.next_ino,
+					      f->ns.next_edge),
 				 -ENOENT);
 		assert_int_equal(ns_copy_end(&f->ns, id, f->ns.next_edge, 0,
 					     ++f->now, &ino),
@@ -708,9 +703,8 @@ static void test_goals(void **state)
 	/* Both names lowered, recursively: a chunk named by files of goal 1
 	 * and 2 wants 2, whatever the default. */
 	assert_int_equal(ns_set_goal(ns, ns_get(ns, ino), 2, true), 4);
-	assert_int_equal(ns_goal(child(f, child(f, ns_get(ns, ino), "sub"),
-				       "b")),
-			 2);
+	assert_int_equal(
+		ns_goal(child(f, child(f, ns_get(ns, ino), "sub"), "b")), 2);
 	/* Recursion reached the directory and the file below it. */
 	assert_int_equal(ns_set_goal(ns, d, 0, true), 4);
 	assert_int_equal(ns_goal(b), 0);

@@ -14,12 +14,12 @@
 
 struct fixture {
 	struct node file; /* owner 100, group 200 */
-	struct node dir; /* owner 100, group 200 */
+	struct node dir;  /* owner 100, group 200 */
 	uint32_t groups[3];
-	struct cred owner; /* uid 100, gid 999 */
+	struct cred owner;  /* uid 100, gid 999 */
 	struct cred member; /* uid 101, primary gid 200 */
-	struct cred suppl; /* uid 102, 200 among its supplementary groups */
-	struct cred other; /* uid 103, unrelated groups */
+	struct cred suppl;  /* uid 102, 200 among its supplementary groups */
+	struct cred other;  /* uid 103, unrelated groups */
 	struct cred root;
 };
 

@@ -85,11 +85,11 @@ void *__wrap_realloc(void *p, size_t n)
 
 /* One pass over a directory: from its openat() to its close(). */
 struct pass {
-	int calls; /* getdents64 */
-	int names; /* names returned, "." and ".." aside */
+	int calls;	       /* getdents64 */
+	int names;	       /* names returned, "." and ".." aside */
 	int names_before_last; /* before the last call */
-	ssize_t last; /* what the last call returned */
-	bool bad_len; /* a buffer other than REMOVEALL_BUFSIZE */
+	ssize_t last;	       /* what the last call returned */
+	bool bad_len;	       /* a buffer other than REMOVEALL_BUFSIZE */
 };
 
 static struct hooks {
@@ -98,7 +98,7 @@ static struct hooks {
 	struct pass *done; /* finished passes, in order */
 	int ndone;
 	const char *eacces_prefix; /* unlinkat(0) of names so starting */
-	int eintr_unlinks; /* the next so many unlinkat calls: EINTR */
+	int eintr_unlinks;	   /* the next so many unlinkat calls: EINTR */
 } hk;
 
 static int names_in(const void *buf, ssize_t n)
@@ -207,7 +207,7 @@ struct result {
 struct fx {
 	char dir[256]; /* mkdtemp, removed in teardown */
 	int dfd;
-	char outside[300]; /* dir/outside: must survive */
+	char outside[300];  /* dir/outside: must survive */
 	struct result *res; /* MAP_SHARED */
 };
 

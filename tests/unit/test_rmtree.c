@@ -42,14 +42,14 @@
 struct result {
 	int rc;
 	struct rmtree_stats st;
-	size_t len; /* of log */
+	size_t len;	 /* of log */
 	char log[65536]; /* "E <errno> <path>\n" and "R <path>\n" lines */
 };
 
 struct fx {
-	char dir[256]; /* mkdtemp, removed in teardown */
-	int dfd; /* open on dir */
-	char mnt[512]; /* a tmpfs mounted here, or "" */
+	char dir[256];			    /* mkdtemp, removed in teardown */
+	int dfd;			    /* open on dir */
+	char mnt[512];			    /* a tmpfs mounted here, or "" */
 	char immutable[MAX_IMMUTABLE][512]; /* files made immutable */
 	int nimm;
 	struct result *res; /* MAP_SHARED */
@@ -60,7 +60,7 @@ struct fx {
 static struct hooks {
 	bool count_fds; /* count /proc/self/fd at each openat */
 	int max_fds_seen;
-	bool unknown_types; /* getdents64 says DT_UNKNOWN */
+	bool unknown_types;	  /* getdents64 says DT_UNKNOWN */
 	const char *eperm_prefix; /* unlinkat of names so starting: EPERM */
 	/* openat of this name (not O_PATH): call swap() first, once */
 	const char *swap_name;

@@ -56,15 +56,15 @@
 
 /* Per name: what the test knows about it. */
 struct ent {
-	bool exists;	/* now */
-	bool stable;	/* existed all through the pass */
-	int seen;	/* times readdir returned it in the current pass */
-	long pos;	/* telldir() just before it was returned, or -1 */
+	bool exists; /* now */
+	bool stable; /* existed all through the pass */
+	int seen;    /* times readdir returned it in the current pass */
+	long pos;    /* telldir() just before it was returned, or -1 */
 };
 
 struct cls {
 	char prefix;
-	int n;		/* names 0 .. n-1 were ever made */
+	int n; /* names 0 .. n-1 were ever made */
 	int cap;
 	struct ent *v;
 };
@@ -417,7 +417,8 @@ static void list_names(DIR *d, char *buf, size_t len)
 	rewinddir(d);
 	while ((de = readdir(d)) && n < 64)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+			snprintf(names[n++], sizeof(names[0]), "%s",
+				 de->d_name);
 	qsort(names, (size_t)n, sizeof(names[0]), cmp_names);
 	buf[0] = '\0';
 	for (int i = 0; i < n; i++)
