@@ -189,18 +189,20 @@ int main(int argc, char **argv)
 	fuse_opt_add_arg(&args, argv[0]);
 	for (int i = 2; i < argc; i++)
 		fuse_opt_add_arg(&args, argv[i]);
+	ret = 2; /* a bad command line, until it is parsed */
 	if (fuse_opt_parse(&args, &cli, cli_opts, NULL) < 0)
-		return 2;
+		goto out_args;
 	if (cli.help) {
 		usage(stdout);
-		return 0;
+		ret = 0;
+		goto out_args;
 	}
 	if (parse_seconds(cli.attr_timeout, 1.0, &m.attr_timeout) < 0 ||
 	    parse_seconds(cli.entry_timeout, 1.0, &m.entry_timeout) < 0 ||
 	    parse_seconds(cli.negative_timeout, 0.0, &m.negative_timeout) < 0 ||
 	    parse_seconds(cli.master_timeout, 30.0, &master_timeout) < 0) {
 		fprintf(stderr, "sweepfs-mount: bad timeout value\n");
-		return 2;
+		goto out_args;
 	}
 	/*
 	 * always by default: a reader that goes on to unlink or stat what it
@@ -216,7 +218,7 @@ int main(int argc, char **argv)
 	} else {
 		fprintf(stderr, "sweepfs-mount: readdirplus is auto, always "
 				"or never\n");
-		return 2;
+		goto out_args;
 	}
 	{
 		char pw[256];
@@ -229,7 +231,7 @@ int main(int argc, char **argv)
 		if (got < 0) {
 			fprintf(stderr, "sweepfs-mount: %s: %s\n",
 				cli.passwordfile, strerror(-got));
-			return 2;
+			goto out_args;
 		}
 		if (got > 0)
 			sw_target_password(&mo.target, pw);
@@ -252,12 +254,13 @@ int main(int argc, char **argv)
 	 */
 	fuse_opt_add_arg(&args, "-odefault_permissions");
 	if (fuse_parse_cmdline(&args, &fo) != 0)
-		return 2;
+		goto out_args;
 	if (!fo.mountpoint) {
 		fprintf(stderr, "sweepfs-mount: no mount point\n");
 		usage(stderr);
 		goto out_args;
 	}
+	ret = 1;
 
 	sw_log_set_ident("sweepfs-mount");
 	if (fo.debug)
@@ -358,5 +361,10 @@ out_args:
 	free(cli.master_timeout);
 	free(cli.readdirplus);
 	free(cli.dircache_entries);
+	if (cli.password)
+		explicit_bzero(cli.password, strlen(cli.password));
+	free(cli.password);
+	free(cli.passwordfile);
+	free(cli.bind);
 	return ret;
 }
