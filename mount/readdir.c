@@ -395,6 +395,14 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 		rd_fill_page(c, i);
 		return;
 	}
+	/*
+	 * The cache serves this read. A page of the handle's own, from an
+	 * earlier stretch read around the cache, is older than it: were a
+	 * later read to land on one of its cookies, it would go on from
+	 * there, and its end-of-directory would hide what was created
+	 * since (telldir.sh caught 30 new names missing after rewinddir).
+	 */
+	dh_clear(dh);
 	rd_fill_cache(c);
 }
 

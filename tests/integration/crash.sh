@@ -35,6 +35,7 @@ sw_init crash --root
 ROUNDS=${CRASH_ROUNDS:-3}
 ENTRIES=${CRASH_ENTRIES:-10000}
 SEED=${CRASH_SEED:-$(date +%s%N | cut -c10-18)}
+SEED=$((10#$SEED)) # digits from the clock may start with 0: not octal
 THREADS=4
 POLICIES=(always interval never)
 log "seed $SEED (CRASH_SEED=$SEED to repeat), $ROUNDS rounds of $ENTRIES entries"

@@ -32,6 +32,7 @@ sw_init data --root
 command -v fio >/dev/null || skip "fio is not installed"
 
 SEED=${DATA_SEED:-$(date +%s%N | cut -c10-18)}
+SEED=$((10#$SEED)) # digits from the clock may start with 0: not octal
 RATE=1000 # delete_rate: chunk deletions per second per chunkserver
 log "seed $SEED (DATA_SEED=$SEED to repeat)"
 RANDOM=$SEED

@@ -51,6 +51,7 @@ command -v nsenter >/dev/null || skip "nsenter is not installed"
 command -v ip >/dev/null || skip "ip (iproute2) is not installed"
 
 SEED=${FAULTS_SEED:-$(date +%s%N | cut -c10-18)}
+SEED=$((10#$SEED)) # digits from the clock may start with 0: not octal
 log "seed $SEED (FAULTS_SEED=$SEED to repeat)"
 RANDOM=$SEED
 FP=$SW_SRC/faults.py

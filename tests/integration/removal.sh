@@ -33,6 +33,7 @@
 sw_init removal --root
 
 SEED=${REMOVAL_SEED:-$(date +%s%N | cut -c10-18)}
+SEED=$((10#$SEED)) # digits from the clock may start with 0: not octal
 log "seed $SEED (REMOVAL_SEED=$SEED to repeat)"
 RANDOM=$SEED
 DF=$SW_SRC/datafile.py
