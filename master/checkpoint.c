@@ -7,6 +7,9 @@
  *            i64 atime i64 mtime i64 ctime u64 size
  *            [u64 rdev: devices] [size bytes: symlink target]
  *   'K'      u64 chunk id u32 version
+ *   'I'      u64 chunk id u32 version u8 kind u64 src u32 src version
+ *            u64 length (UINT64_MAX: none): a chunk change not yet done
+ *            (chunks.h; written after the 'K' records)
  *   'F'      u64 ino u32 count, then count x u64 chunk id (0: hole)
  *   'D' dir  u64 ino u64 count u32 trashtime, then count x
  *            { u64 edge u64 child u8 flags u8 namelen name } in id order
@@ -37,6 +40,7 @@
 
 #include "checkpoint.h"
 #include "crc32c.h"
+#include "frame.h"
 #include "namespace_i.h"
 #include "trash.h"
 #include "log.h"
@@ -181,6 +185,21 @@ static int write_chunk(void *elem, void *arg)
 	return w->err;
 }
 
+static int write_intent(const struct chunk_intent *in, void *arg)
+{
+	struct writer *w = arg;
+
+	w_u8(w, 'I');
+	w_u64(w, in->id);
+	w_u32(w, in->version);
+	w_u8(w, in->kind);
+	w_u64(w, in->src);
+	w_u32(w, in->src_version);
+	w_u64(w, in->length < 0 ? UINT64_MAX : (uint64_t)in->length);
+	w->records++;
+	return w->err;
+}
+
 static int write_slots(void *elem, void *arg)
 {
 	const struct node *n = elem;
@@ -299,6 +318,7 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 	w_u64(&w, ns->next_chunk);
 	ns_foreach_node(ns, write_node, &w);
 	chunks_foreach(ns, write_chunk, &w);
+	ns_intents_foreach(ns, write_intent, &w);
 	ns_foreach_node(ns, write_slots, &w);
 	ns_foreach_node(ns, write_dir, &w);
 	ns_foreach_node(ns, write_xattrs, &xw);
@@ -506,6 +526,20 @@ static int load_chunk(struct ns *ns, struct reader *r)
 	return ns_load_chunk(ns, id, version) ? -EUCLEAN : 0;
 }
 
+static int load_intent(struct ns *ns, struct reader *r)
+{
+	struct chunk_intent in;
+	uint64_t length;
+
+	if (r_u64(r, &in.id) || r_u32(r, &in.version) || r_u8(r, &in.kind) ||
+	    r_u64(r, &in.src) || r_u32(r, &in.src_version) ||
+	    r_u64(r, &length) || in.kind < INTENT_CREATE ||
+	    in.kind > INTENT_BUMP || !chunk_get(ns, in.id))
+		return -EUCLEAN;
+	in.length = length > SW_CHUNK_SIZE ? -1 : (int64_t)length;
+	return ns_intent_note(ns, &in);
+}
+
 static int load_slots(struct ns *ns, struct reader *r)
 {
 	uint64_t ino, *ids;
@@ -625,6 +659,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'K':
 			rc = load_chunk(ns, &r);
+			break;
+		case 'I':
+			rc = load_intent(ns, &r);
 			break;
 		case 'F':
 			rc = load_slots(ns, &r);

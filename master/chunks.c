@@ -24,9 +24,20 @@ static bool chunk_eq(const void *e, const void *key)
 	return ((const struct chunk *)e)->id == *(const uint64_t *)key;
 }
 
+static uint64_t intent_hash(const void *e)
+{
+	return sw_hash_u64(((const struct chunk_intent *)e)->id);
+}
+
+static bool intent_eq(const void *e, const void *key)
+{
+	return ((const struct chunk_intent *)e)->id == *(const uint64_t *)key;
+}
+
 void chunks_init(struct ns *ns)
 {
 	htab_init(&ns->chunks, chunk_hash);
+	htab_init(&ns->intents, intent_hash);
 	slab_init(&ns->chunk_slab, sizeof(struct chunk));
 	ns->next_chunk = 1;
 }
@@ -39,8 +50,16 @@ static int free_chunk_cb(void *e, void *arg)
 	return 0;
 }
 
+static int free_intent_cb(void *e, void *arg)
+{
+	free(e);
+	return 0;
+}
+
 void chunks_release(struct ns *ns)
 {
+	htab_foreach(&ns->intents, free_intent_cb, NULL);
+	htab_release(&ns->intents);
 	htab_foreach(&ns->chunks, free_chunk_cb, ns);
 	htab_release(&ns->chunks);
 	slab_release(&ns->chunk_slab);
@@ -49,6 +68,70 @@ void chunks_release(struct ns *ns)
 struct chunk *chunk_get(const struct ns *ns, uint64_t id)
 {
 	return htab_find(&ns->chunks, sw_hash_u64(id), chunk_eq, &id);
+}
+
+const struct chunk_intent *ns_intent_get(const struct ns *ns, uint64_t id)
+{
+	return htab_find(&ns->intents, sw_hash_u64(id), intent_eq, &id);
+}
+
+int ns_intent_note(struct ns *ns, const struct chunk_intent *in)
+{
+	struct chunk_intent *e =
+		(struct chunk_intent *)ns_intent_get(ns, in->id);
+
+	if (e) {
+		*e = *in;
+		return 0;
+	}
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	*e = *in;
+	if (htab_insert(&ns->intents, sw_hash_u64(in->id), e) < 0) {
+		free(e);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void intent_drop(struct ns *ns, uint64_t id)
+{
+	struct chunk_intent *e = (struct chunk_intent *)ns_intent_get(ns, id);
+
+	if (e) {
+		htab_remove(&ns->intents, sw_hash_u64(id), e);
+		free(e);
+	}
+}
+
+void ns_intent_done(struct ns *ns, uint64_t id, uint32_t version)
+{
+	const struct chunk_intent *e = ns_intent_get(ns, id);
+
+	if (e && e->version <= version)
+		intent_drop(ns, id);
+}
+
+struct intent_walk {
+	int (*fn)(const struct chunk_intent *in, void *arg);
+	void *arg;
+};
+
+static int intent_walk_cb(void *e, void *arg)
+{
+	struct intent_walk *w = arg;
+
+	return w->fn(e, w->arg);
+}
+
+int ns_intents_foreach(const struct ns *ns,
+		       int (*fn)(const struct chunk_intent *in, void *arg),
+		       void *arg)
+{
+	struct intent_walk w = { fn, arg };
+
+	return htab_foreach(&ns->intents, intent_walk_cb, &w);
 }
 
 int chunks_foreach(const struct ns *ns, int (*fn)(void *chunk, void *arg),
@@ -86,6 +169,7 @@ static void chunk_free(struct ns *ns, struct chunk *c)
 	if (ns->chunk_gone)
 		ns->chunk_gone(ns->hook_arg, c);
 	htab_remove(&ns->chunks, sw_hash_u64(id), c);
+	intent_drop(ns, id);
 	ns->nchunks--;
 	slab_free(&ns->chunk_slab, c);
 }

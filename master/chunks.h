@@ -28,6 +28,7 @@ struct node;
 #define COPY_STALE 2   /* an older version: to be deleted */
 #define COPY_DAMAGED 3 /* failed a checksum: to be deleted */
 #define COPY_PENDING 4 /* being created or replicated */
+#define COPY_BEHIND 5  /* one version behind a change not done: kept */
 
 struct chunk_copy {
 	uint32_t srv;	  /* chunkserver id (master/csrv.c) */
@@ -79,6 +80,41 @@ struct ctab {
 	uint32_t n;
 	uint64_t id[];
 };
+
+/*
+ * A chunk change journaled before the chunkservers made it (dataops.c):
+ * a new chunk (ChunkSet), or a new version (ChunkVersion), until the
+ * record that says it was done. No data has been written under it, so
+ * after a crash it can be made again from what the servers still have:
+ * copies one version behind are moved forward, a new chunk that reached
+ * no server is made afresh. Entries are few (the jobs in flight) and
+ * live beside the chunks, not in them.
+ */
+#define INTENT_CREATE 1
+#define INTENT_DUPLICATE 2
+#define INTENT_BUMP 3
+
+struct chunk_intent {
+	uint64_t id;
+	uint32_t version; /* what the change establishes */
+	uint8_t kind;	  /* INTENT_* */
+	uint32_t src_version;
+	uint64_t src;	/* INTENT_DUPLICATE: the chunk copied */
+	int64_t length; /* cut to this many bytes, or -1 */
+};
+
+/* Record @in (replacing the chunk's previous one). -ENOMEM. */
+int ns_intent_note(struct ns *ns, const struct chunk_intent *in);
+
+/* Chunk @id's change to @version was made: forget its intent. */
+void ns_intent_done(struct ns *ns, uint64_t id, uint32_t version);
+
+const struct chunk_intent *ns_intent_get(const struct ns *ns, uint64_t id);
+
+/* Call @fn for every intent (it must not add or remove any). */
+int ns_intents_foreach(const struct ns *ns,
+		       int (*fn)(const struct chunk_intent *in, void *arg),
+		       void *arg);
 
 /* Chunk-id space and table; called by ns_init/ns_release. */
 void chunks_init(struct ns *ns);

@@ -286,18 +286,58 @@ static struct csrv *find_or_add(struct master *m, uint64_t server_id,
 	return s;
 }
 
+/*
+ * A copy of @c newer than the namespace: the master journaled nothing of
+ * that version (it stopped before the record reached the disk, after
+ * the servers had it), so nothing was written under it and its data is
+ * the namespace version's. It becomes the chunk's version; copies at the
+ * older one are stale.
+ */
+static void take_newer(struct master *m, struct csrv *s, struct chunk *c,
+		       uint32_t version)
+{
+	sw_notice(TAG,
+		  "%s: chunk %016" PRIx64 " at version %u, the journal's is "
+		  "%u (a change the master made as it stopped); taking %u",
+		  s->listen, c->id, version, c->version, version);
+	c->version = version;
+	ns_intent_done(&m->ns, c->id, version);
+	for (int i = 0; i < c->ncopies;) {
+		struct chunk_copy *cp = &c->copies[i];
+
+		if (cp->version < version && cp->state != COPY_PENDING) {
+			csrv_queue_delete(m, cp->srv, c->id, cp->version);
+			*cp = c->copies[--c->ncopies];
+		} else {
+			i++;
+		}
+	}
+}
+
 /* One entry of a server's inventory against the namespace. */
 static void reconcile(struct master *m, struct csrv *s,
 		      const Sweepfs__ChunkInfo *ci)
 {
 	struct chunk *c = chunk_get(&m->ns, ci->chunk_id);
+	const struct chunk_intent *in;
 	struct chunk_copy *cp;
+	uint8_t state = COPY_VALID;
 
 	if (!c) {
+		/* Made by a master that stopped before journaling it: its
+		 * id must not be handed out again while this is around. */
+		if (ci->chunk_id >= m->ns.next_chunk)
+			m->ns.next_chunk = ci->chunk_id + 1;
 		csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
 		return;
 	}
-	if (ci->damaged || ci->version < c->version) {
+	in = ns_intent_get(&m->ns, c->id);
+	if (!ci->damaged && ci->version < c->version && in &&
+	    in->kind == INTENT_BUMP && in->version == c->version &&
+	    ci->version + 1 == c->version) {
+		/* A change not done yet: this may be the newest data. */
+		state = COPY_BEHIND;
+	} else if (ci->damaged || ci->version < c->version) {
 		if (ci->damaged)
 			sw_warn(TAG, "%s: chunk %016" PRIx64 " is damaged",
 				s->listen, ci->chunk_id);
@@ -305,11 +345,8 @@ static void reconcile(struct master *m, struct csrv *s,
 		csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
 		return;
 	}
-	if (ci->version > c->version)
-		sw_warn(TAG,
-			"%s: chunk %016" PRIx64 " at version %u, newer "
-			"than the namespace's %u; keeping it",
-			s->listen, ci->chunk_id, ci->version, c->version);
+	if (ci->version > c->version && !c->busy)
+		take_newer(m, s, c, ci->version);
 	cp = copy_find(c, s->id);
 	if (!cp) {
 		if (c->ncopies == CHUNK_COPIES_MAX) {
@@ -320,8 +357,10 @@ static void reconcile(struct master *m, struct csrv *s,
 		cp->srv = s->id;
 	}
 	cp->version = ci->version;
-	cp->state = COPY_VALID;
+	cp->state = state;
 	s->chunks++;
+	if (ns_intent_get(&m->ns, c->id))
+		data_redo(m, c);
 }
 
 void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q)
@@ -357,6 +396,7 @@ void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q)
 	s->last_seen = sw_mono_ns();
 	for (size_t i = 0; i < q->n_chunks; i++)
 		reconcile(m, s, q->chunks[i]);
+	data_registered(m);
 	reply.has_server_id = 1;
 	reply.server_id = s->server_id;
 	reply.has_token_key = 1;
@@ -681,6 +721,7 @@ void csrvs_tick(struct master *m)
 	static int64_t last_timeout_scan;
 	int64_t now = sw_mono_ns();
 
+	data_tick(m);
 	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
 		struct csrv *s = m->csrvs[i];
 

@@ -12,9 +12,18 @@
  *    every reachable copy, so a copy on a server that is away misses the
  *    bump and is recognised as stale when it comes back. While the lease
  *    is held the same session writes on without asking again.
- * Each of these journals its change first, then commands the chunkservers
- * and answers the client when they are done (a deferred reply). Requests
- * for a chunk with commands in flight wait for them.
+ * Each of these journals its change first (an intent, chunks.h), then
+ * commands the chunkservers, and when they are done journals that it was
+ * done and answers the client (a deferred reply, sent once that record is
+ * durable). Requests for a chunk with commands in flight wait for them.
+ *
+ * So no data is ever written under a change that is not recorded done,
+ * and a master killed in between can redo it after restarting: copies
+ * one version behind are moved forward instead of being deleted as
+ * stale, and a new chunk that reached no server is made afresh. That
+ * waits for the chunkservers to register again (the grace period after
+ * start-up, cfg.chunkserver_grace), and so do requests for chunks no
+ * server has reported yet, instead of failing with EIO.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,12 +46,14 @@ struct job {
 	uint64_t chunk;
 	uint32_t version; /* the version the commands establish */
 	int pending;	  /* commands outstanding */
-	int nok;
-	uint32_t ok[CHUNK_COPIES_MAX];
+	int nok;	  /* commands that succeeded */
 	uint64_t src;	  /* duplicate: source chunk (kept busy) */
 	bool truncate;	  /* a setattr's: reply with attributes */
 	bool revoke;	  /* no request: a lease taken back */
-	struct job *next; /* in a chunk's waiters */
+	bool redo;	  /* no request: a change a crash cut short */
+	int nbad;
+	uint32_t bad[CHUNK_COPIES_MAX]; /* servers the commands failed on */
+	struct job *next;		/* in a chunk's waiters, or held */
 };
 
 struct chunk_wait {
@@ -86,6 +97,9 @@ static void lease_note(const struct ns *ns, uint64_t id)
 	}
 	leased.id[leased.n++] = id;
 }
+
+/* Requests waiting for chunkservers to register after start-up. */
+static struct job *held;
 
 static void job_free(struct job *j)
 {
@@ -182,20 +196,55 @@ static void drop_stale(struct chunk *c)
 	}
 }
 
+/* @c's change is done: copies left behind it go. */
+static void drop_behind(struct master *m, struct chunk *c)
+{
+	for (int i = 0; i < c->ncopies;) {
+		if (c->copies[i].state == COPY_BEHIND) {
+			csrv_queue_delete(m, c->copies[i].srv, c->id,
+					  c->copies[i].version);
+			c->copies[i] = c->copies[--c->ncopies];
+		} else {
+			i++;
+		}
+	}
+}
+
+/*
+ * Journal that @j's change was made; a request's reply waits until that
+ * is durable, so nothing is written under a change not recorded done.
+ */
+static int commit_done(struct master *m, struct job *j)
+{
+	Sweepfs__Meta__ChunkVersion cv = SWEEPFS__META__CHUNK_VERSION__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	cv.chunk_id = j->chunk;
+	cv.version = j->version;
+	cv.has_done = cv.done = 1;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_VERSION;
+	mut.chunk_version = &cv;
+	return master_commit(m, j->req, &mut);
+}
+
 static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 {
 	struct job *j = arg;
 	struct chunk *c = chunk_get(&m->ns, j->chunk);
 	struct chunk_copy *cp = NULL;
 	struct node *n;
+	int done_rc = 0;
 
 	if (c) {
 		for (int i = 0; i < c->ncopies; i++)
 			if (c->copies[i].srv == srv)
 				cp = &c->copies[i];
 	}
-	if (rc == 0) {
-		j->ok[j->nok++] = srv;
+	if (srv == 0) {
+		/* send_commands()' own count */
+	} else if (rc == 0) {
+		j->nok++;
 		if (cp) {
 			cp->state = COPY_VALID;
 			cp->version = j->version;
@@ -205,10 +254,26 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			srv, strerror(-rc));
 		if (cp)
 			cp->state = COPY_STALE;
-		csrv_queue_delete(m, srv, j->chunk, j->version);
+		j->bad[j->nbad++] = srv;
 	}
 	if (--j->pending)
 		return;
+
+	/*
+	 * The copies the commands failed on are deleted if the change was
+	 * made elsewhere. If it was made nowhere they are all the data
+	 * there is, whatever version they are at: they stay on their
+	 * servers, and the next registration finds them (and the change's
+	 * intent, still open, lets them be brought forward).
+	 */
+	if (j->nok) {
+		for (int i = 0; i < j->nbad; i++)
+			csrv_queue_delete(m, j->bad[i], j->chunk, j->version);
+		if (c)
+			done_rc = commit_done(m, j);
+		if (c && done_rc == 0)
+			drop_behind(m, c);
+	}
 
 	if (j->src) {
 		struct chunk *src = chunk_get(&m->ns, j->src);
@@ -216,13 +281,26 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		if (src && src->busy && !--src->busy)
 			chunk_idle(m, src);
 	}
-	if (j->revoke) {
+	if (j->revoke || j->redo) {
 		if (c) {
 			drop_stale(c);
 			c->busy = 0;
 			chunk_idle(m, c);
 		}
-		m->revoking--;
+		if (j->revoke)
+			m->revoking--;
+		else if (j->nok && c && done_rc == 0)
+			sw_notice(TAG,
+				  "chunk %016" PRIx64
+				  ": redone at version %u on "
+				  "%d server(s)",
+				  j->chunk, j->version, j->nok);
+		else
+			sw_warn(TAG,
+				"chunk %016" PRIx64 ": could not redo the "
+				"change to version %u: %s",
+				j->chunk, j->version,
+				strerror(j->nok ? -done_rc : EIO));
 		job_free(j);
 		return;
 	}
@@ -240,6 +318,14 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			j->src = 0;
 			chunk_idle(m, c);
 			job_run(m, j);
+			return;
+		}
+		if (j->nok && done_rc < 0) {
+			/* Made, but not recorded as done: no writing under
+			 * it (the disk holding the journal is full, say). */
+			req_error(j->req, done_rc);
+			chunk_idle(m, c);
+			job_free(j);
 			return;
 		}
 		if (j->nok && j->write) {
@@ -477,6 +563,30 @@ static bool copy_away(struct master *m, const struct chunk *c)
 	return false;
 }
 
+/* Whether a copy of @c that can be read from is on a connected server. */
+static bool any_copy_up(struct master *m, const struct chunk *c)
+{
+	for (int i = 0; i < c->ncopies; i++)
+		if ((c->copies[i].state == COPY_VALID ||
+		     c->copies[i].state == COPY_DAMAGED) &&
+		    csrv_up(csrv_get(m, c->copies[i].srv)))
+			return true;
+	return false;
+}
+
+/*
+ * Whether @c is a new chunk whose making a crash cut short before it
+ * reached any server: it never held data, and a write may replace it.
+ * (A chunk with no copy otherwise has its data on servers that are away,
+ * and replacing it would throw that data away when they come back.)
+ */
+static bool unplaced(struct master *m, const struct chunk *c)
+{
+	const struct chunk_intent *in = ns_intent_get(&m->ns, c->id);
+
+	return c->ncopies == 0 && in && in->kind == INTENT_CREATE;
+}
+
 /* Run (or re-run, after waiting) chunk request @j. */
 static void job_run(struct master *m, struct job *j)
 {
@@ -498,12 +608,21 @@ static void job_run(struct master *m, struct job *j)
 		req_error(j->req, -ENOMEM);
 		goto out_free;
 	}
+	if (!m->settled &&
+	    (c ? !any_copy_up(m, c) : j->write && !any_server_up(m))) {
+		/* Its servers may not have registered again yet. */
+		j->next = held;
+		held = j;
+		return;
+	}
 	if (!j->write) {
 		reply_loc(m, j, n, c);
 		goto out_free;
 	}
-	if (!c || (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED)))
+	if (!c || unplaced(m, c))
 		rc = start_create(m, j, n, c);
+	else if (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED))
+		rc = -EIO; /* its data is on servers that are away */
 	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c) ||
 		 !any_copy(c, COPY_VALID))
 		rc = start_duplicate(m, j, n, c, UINT64_MAX);
@@ -680,6 +799,203 @@ void data_revoke_leases(struct master *m)
 		}
 	}
 	leased.n = 0;
+}
+
+/* ---- after a restart ----------------------------------------------- */
+
+/* Run the requests held for chunkservers to register. */
+static void release_held(struct master *m)
+{
+	struct job *j = held;
+
+	held = NULL;
+	while (j) {
+		struct job *next = j->next;
+
+		j->next = NULL;
+		job_run(m, j);
+		j = next;
+	}
+}
+
+void data_registered(struct master *m)
+{
+	release_held(m);
+}
+
+/* Start a redo job for @c: commands @tmpl to the @n servers in @srv. */
+static void redo_start(struct master *m, struct chunk *c, uint32_t version,
+		       const Sweepfs__CsCommand *tmpl, const uint32_t *srv,
+		       int n, uint64_t src)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return;
+	j->redo = true;
+	j->chunk = c->id;
+	j->version = version;
+	if (src) {
+		chunk_get(&m->ns, src)->busy++;
+		j->src = src;
+	}
+	for (int i = 0; i < n; i++) {
+		struct chunk_copy *cp = NULL;
+
+		for (int k = 0; k < c->ncopies && !cp; k++)
+			if (c->copies[k].srv == srv[i])
+				cp = &c->copies[k];
+		if (!cp) {
+			cp = &c->copies[c->ncopies++];
+			cp->srv = srv[i];
+		}
+		cp->version = version;
+		cp->state = COPY_PENDING;
+	}
+	send_commands(m, j, c, tmpl, srv, n);
+}
+
+/* Bring the copies of @c one version behind @in forward. */
+static void redo_bump(struct master *m, struct chunk *c,
+		      const struct chunk_intent *in)
+{
+	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+	uint32_t srv[CHUNK_COPIES_MAX];
+	int n = 0;
+
+	for (int i = 0; i < c->ncopies; i++)
+		if (c->copies[i].state == COPY_BEHIND &&
+		    csrv_up(csrv_get(m, c->copies[i].srv)))
+			srv[n++] = c->copies[i].srv;
+	if (!n)
+		return; /* when a server with a copy registers */
+	cmd.op = in->length < 0 ? SWEEPFS__CS_COMMAND__OP__SET_VERSION :
+				  SWEEPFS__CS_COMMAND__OP__TRUNCATE;
+	cmd.chunk_id = c->id;
+	cmd.version = in->version;
+	cmd.has_old_version = 1;
+	cmd.old_version = in->version - 1;
+	if (in->length >= 0) {
+		cmd.has_length = 1;
+		cmd.length = (uint64_t)in->length;
+	}
+	sw_notice(TAG,
+		  "chunk %016" PRIx64 ": moving %d cop%s from version %u to "
+		  "%u, a change the master was making when it stopped",
+		  c->id, n, n == 1 ? "y" : "ies", in->version - 1, in->version);
+	redo_start(m, c, in->version, &cmd, srv, n, 0);
+}
+
+/* Make @c, a new chunk that reached no server, again. */
+static void redo_make(struct master *m, struct chunk *c,
+		      const struct chunk_intent *in)
+{
+	Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
+	uint32_t srv[CHUNK_COPIES_MAX];
+	int n = 0;
+
+	cmd.chunk_id = c->id;
+	cmd.version = in->version;
+	if (in->kind == INTENT_CREATE) {
+		n = csrv_choose(
+			m, srv,
+			(int)SW_MIN(chunk_goal(c, (unsigned)m->cfg.goal),
+				    CHUNK_COPIES_MAX),
+			NULL, 0);
+		cmd.op = SWEEPFS__CS_COMMAND__OP__CREATE;
+	} else {
+		struct chunk *src = chunk_get(&m->ns, in->src);
+
+		/* The source as it was: a copy of anything else would
+		 * not be this chunk's data. */
+		if (!src || src->busy || src->version != in->src_version)
+			return;
+		for (int i = 0; i < src->ncopies && n < CHUNK_COPIES_MAX; i++)
+			if (src->copies[i].state == COPY_VALID &&
+			    csrv_up(csrv_get(m, src->copies[i].srv)))
+				srv[n++] = src->copies[i].srv;
+		cmd.op = SWEEPFS__CS_COMMAND__OP__DUPLICATE;
+		cmd.has_src_chunk_id = cmd.has_src_version = 1;
+		cmd.src_chunk_id = in->src;
+		cmd.src_version = in->src_version;
+		if (in->length >= 0) {
+			cmd.has_length = 1;
+			cmd.length = (uint64_t)in->length;
+		}
+	}
+	if (!n)
+		return;
+	sw_notice(TAG,
+		  "chunk %016" PRIx64 ": making it again on %d server(s); the "
+		  "master stopped before it reached any",
+		  c->id, n);
+	redo_start(m, c, in->version, &cmd, srv, n,
+		   in->kind == INTENT_DUPLICATE ? in->src : 0);
+}
+
+void data_redo(struct master *m, struct chunk *c)
+{
+	const struct chunk_intent *in = ns_intent_get(&m->ns, c->id);
+
+	if (!in || c->busy || !m->settled || in->version != c->version)
+		return;
+	if (any_copy(c, COPY_VALID)) {
+		/* Made on some server after all; copies left behind hold
+		 * the same data but go, for those that made it. */
+		struct job j = { .chunk = c->id, .version = c->version };
+
+		if (commit_done(m, &j) == 0)
+			drop_behind(m, c);
+	} else if (in->kind == INTENT_BUMP) {
+		redo_bump(m, c, in);
+	} else if (c->ncopies == 0) {
+		redo_make(m, c, in);
+	}
+}
+
+struct redo_scan {
+	uint64_t *id;
+	size_t n, cap;
+};
+
+static int collect_intent(const struct chunk_intent *in, void *arg)
+{
+	struct redo_scan *rs = arg;
+
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 64;
+		uint64_t *v = realloc(rs->id, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		rs->id = v;
+		rs->cap = cap;
+	}
+	rs->id[rs->n++] = in->id;
+	return 0;
+}
+
+void data_tick(struct master *m)
+{
+	struct redo_scan rs = { 0 };
+
+	if (m->settled || sw_mono_ns() < m->settle_at)
+		return;
+	m->settled = true;
+	ns_intents_foreach(&m->ns, collect_intent, &rs);
+	if (rs.n)
+		sw_notice(TAG,
+			  "%zu chunk change(s) were in flight when the "
+			  "master stopped; redoing them",
+			  rs.n);
+	for (size_t i = 0; i < rs.n; i++) {
+		struct chunk *c = chunk_get(&m->ns, rs.id[i]);
+
+		if (c)
+			data_redo(m, c);
+	}
+	free(rs.id);
+	release_held(m);
 }
 
 /*

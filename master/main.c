@@ -38,6 +38,8 @@
 static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
+#define NOPTS 22 /* options, and the terminating { 0 } */
+
 static void config_table(struct master_config *c, struct sw_opt *o)
 {
 	const struct sw_opt t[] = {
@@ -83,6 +85,10 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  "copies kept of each chunk" },
 		{ "delete_rate", SW_OPT_UINT, &c->delete_rate, 1, 1000000, NULL,
 		  "chunk deletions per second sent to each chunkserver" },
+		{ "chunkserver_grace", SW_OPT_DURATION,
+		  &c->chunkserver_grace_ms, 0, 3600 * 1000, NULL,
+		  "after start-up, requests for a chunk no chunkserver has "
+		  "reported yet wait this long for it to register again" },
 		{ "purge_slice", SW_OPT_UINT, &c->purge_slice_us, 10, 100000,
 		  NULL, "longest run of the purge between requests, in us" },
 		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,
@@ -101,10 +107,10 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		{ 0 },
 	};
 
+	_Static_assert(sizeof(t) == NOPTS * sizeof(t[0]),
+		       "NOPTS must count the options");
 	memcpy(o, t, sizeof(t));
 }
-
-#define NOPTS 21
 
 static void usage(FILE *f)
 {

@@ -43,6 +43,7 @@ void master_config_defaults(struct master_config *c)
 	strcpy(c->log_level, "notice");
 	c->goal = 1;
 	c->delete_rate = 2000;
+	c->chunkserver_grace_ms = 5000;
 	c->purge_slice_us = 200;
 	c->purge_duty = 50;
 	c->purge_duty_busy = 10;
@@ -287,6 +288,8 @@ int master_start(struct master *m, uv_loop_t *loop)
 	m->loop = loop;
 	m->started_at = sw_now_ns();
 	m->started_mono = m->last_checkpoint = sw_mono_ns();
+	m->settle_at = m->started_mono +
+		       (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
 	rc = load_token_key(m);
 	if (rc < 0) {
 		sw_crit(TAG, "cannot make %s/token.key", m->cfg.data_dir);

@@ -58,14 +58,15 @@ struct master_config {
 	uint64_t peer_timeout_ms;    /* drop a peer whose network died */
 	uint64_t max_connections;
 	char log_level[16];
-	uint64_t goal;		     /* copies of each chunk */
-	uint64_t delete_rate;	     /* chunk deletions/s per server */
-	uint64_t purge_slice_us;     /* longest purge slice */
-	uint64_t purge_duty;	     /* percent of the loop's time */
-	uint64_t purge_duty_busy;    /* ... while clients are served */
-	uint64_t snapshot_sync_max;  /* nodes a snapshot copies at once */
-	char exports_file[4096];     /* exports.h; absent: open to all */
-	uint64_t changelog_prealloc; /* not a key: 0 is changelog.c's
+	uint64_t goal;		       /* copies of each chunk */
+	uint64_t delete_rate;	       /* chunk deletions/s per server */
+	uint64_t chunkserver_grace_ms; /* after start-up: wait for them */
+	uint64_t purge_slice_us;       /* longest purge slice */
+	uint64_t purge_duty;	       /* percent of the loop's time */
+	uint64_t purge_duty_busy;      /* ... while clients are served */
+	uint64_t snapshot_sync_max;    /* nodes a snapshot copies at once */
+	char exports_file[4096];       /* exports.h; absent: open to all */
+	uint64_t changelog_prealloc;   /* not a key: 0 is changelog.c's
 					* default; tests take less */
 };
 
@@ -199,6 +200,12 @@ struct master {
 	uint8_t token_key[16]; /* signs chunk access tokens */
 	uint64_t pending_deletes;
 	uint64_t revoking; /* lease revocations in flight */
+	/* Until then (mono ns) a chunk with no copy may still be reported
+	 * by a chunkserver that has not registered again since start-up:
+	 * requests for it wait, and changes a crash cut short are redone
+	 * only after (dataops.c). */
+	int64_t settle_at;
+	bool settled;
 	uint64_t repl_cursor;
 
 	struct op_counters total;
@@ -379,6 +386,19 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size);
 /* End every write lease (a snapshot begins); m->revoking counts the
  * version bumps this starts until they finish. */
 void data_revoke_leases(struct master *m);
+
+/* A chunkserver registered: requests waiting for copies look again. */
+void data_registered(struct master *m);
+
+/* Every tick: the end of the grace period after start-up. */
+void data_tick(struct master *m);
+
+/*
+ * A server reported a copy of @c, which has a change in flight that was
+ * not done (chunks.h) and no commands running: redo it if it can be. At
+ * once after the grace period; before, data_tick() does it.
+ */
+void data_redo(struct master *m, struct chunk *c);
 
 /* ---- rmr.c ---------------------------------------------------------- */
 

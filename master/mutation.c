@@ -104,13 +104,62 @@ static int apply_setxattr(struct ns *ns, const Sweepfs__Meta__Setxattr *x,
 			    x->value.len, now);
 }
 
+/*
+ * The intent that goes with a chunk change (chunks.h). Failing to keep it
+ * (out of memory) does not undo the change: it only means that a crash
+ * before the change is done leaves the chunk to fsck instead of redoing it.
+ */
+static void note_intent(struct ns *ns, const struct chunk_intent *in)
+{
+	(void)ns_intent_note(ns, in);
+}
+
 static int apply_chunk_set(struct ns *ns, const Sweepfs__Meta__ChunkSet *c)
 {
 	struct node *n = ns_get(ns, c->ino);
+	struct chunk_intent in = { .id = c->chunk_id,
+				   .version = c->version,
+				   .kind = INTENT_CREATE,
+				   .length = -1 };
+	int rc;
 
 	if (!n)
 		return -ENOENT;
-	return ns_chunk_set(ns, n, c->index, c->chunk_id, c->version);
+	rc = ns_chunk_set(ns, n, c->index, c->chunk_id, c->version);
+	if (rc < 0)
+		return rc;
+	if (c->has_src_chunk_id) {
+		in.kind = INTENT_DUPLICATE;
+		in.src = c->src_chunk_id;
+		in.src_version = c->src_version;
+	}
+	if (c->has_length)
+		in.length = (int64_t)c->length;
+	note_intent(ns, &in);
+	return 0;
+}
+
+static int apply_chunk_version(struct ns *ns,
+			       const Sweepfs__Meta__ChunkVersion *v)
+{
+	struct chunk_intent in = { .id = v->chunk_id,
+				   .version = v->version,
+				   .kind = INTENT_BUMP,
+				   .length = v->has_length ?
+						     (int64_t)v->length :
+						     -1 };
+	int rc;
+
+	if (v->has_done && v->done) {
+		if (!chunk_get(ns, v->chunk_id))
+			return -ENOENT;
+		ns_intent_done(ns, v->chunk_id, v->version);
+		return 0;
+	}
+	rc = chunk_set_version(ns, v->chunk_id, v->version);
+	if (rc == 0)
+		note_intent(ns, &in);
+	return rc;
 }
 
 static int apply_detach(struct ns *ns, const Sweepfs__Meta__Detach *d,
@@ -241,8 +290,7 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		rc = apply_chunk_set(ns, m->chunk_set);
 		break;
 	case SWEEPFS__META__MUTATION__OP_CHUNK_VERSION:
-		rc = chunk_set_version(ns, m->chunk_version->chunk_id,
-				       m->chunk_version->version);
+		rc = apply_chunk_version(ns, m->chunk_version);
 		break;
 	case SWEEPFS__META__MUTATION__OP_DETACH:
 		rc = apply_detach(ns, m->detach, m->time, version);

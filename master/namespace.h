@@ -184,6 +184,7 @@ struct ns {
 	struct slab chunk_slab;
 	uint64_t next_chunk; /* lowest chunk id never used */
 	uint64_t nchunks;
+	struct htab intents; /* struct chunk_intent by chunk id */
 	/* Told when a chunk loses its last reference, just before it is
 	 * freed, so that its copies are deleted from the chunkservers. */
 	void (*chunk_gone)(void *arg, const struct chunk *c);

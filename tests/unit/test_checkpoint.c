@@ -27,6 +27,7 @@
 
 #include "checkpoint.h"
 #include "log.h"
+#include "mutation.h"
 #include "namespace.h"
 #include "unit.h"
 #include "util.h"
@@ -839,6 +840,135 @@ static void test_checkpoint_start_background(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/*
+ * Chunk changes in flight (chunks.h): each ChunkSet and ChunkVersion
+ * leaves an intent until a ChunkVersion with done; a freed chunk takes
+ * its intent along; the checkpoint carries the open ones.
+ */
+static void apply(struct ns *ns, Sweepfs__Meta__Mutation *mut)
+{
+	mut->time = 1;
+	assert_int_equal(mutation_apply(ns, mut, ns->version + 1), 0);
+}
+
+static void chunk_set(struct ns *ns, uint64_t ino, uint32_t index, uint64_t id,
+		      uint64_t src, uint32_t src_version, int64_t length)
+{
+	Sweepfs__Meta__ChunkSet cs = SWEEPFS__META__CHUNK_SET__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	cs.ino = ino;
+	cs.index = index;
+	cs.chunk_id = id;
+	cs.version = 1;
+	if (src) {
+		cs.has_src_chunk_id = cs.has_src_version = 1;
+		cs.src_chunk_id = src;
+		cs.src_version = src_version;
+	}
+	if (length >= 0) {
+		cs.has_length = 1;
+		cs.length = (uint64_t)length;
+	}
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_SET;
+	mut.chunk_set = &cs;
+	apply(ns, &mut);
+}
+
+static void chunk_version(struct ns *ns, uint64_t id, uint32_t version,
+			  int64_t length, bool done)
+{
+	Sweepfs__Meta__ChunkVersion cv = SWEEPFS__META__CHUNK_VERSION__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	cv.chunk_id = id;
+	cv.version = version;
+	if (length >= 0) {
+		cv.has_length = 1;
+		cv.length = (uint64_t)length;
+	}
+	cv.has_done = cv.done = done;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_VERSION;
+	mut.chunk_version = &cv;
+	apply(ns, &mut);
+}
+
+static void assert_intent(const struct ns *ns, uint64_t id, uint8_t kind,
+			  uint32_t version, uint64_t src, int64_t length)
+{
+	const struct chunk_intent *in = ns_intent_get(ns, id);
+
+	assert_non_null(in);
+	assert_int_equal(in->kind, kind);
+	assert_int_equal(in->version, version);
+	assert_int_equal(in->src, src);
+	assert_int_equal(in->length, length);
+}
+
+static void test_checkpoint_chunk_intents(void **state)
+{
+	struct fixture *f = *state;
+	struct ns_create_args a = { .mode = S_IFREG | 0644, .now = 1 };
+	uint64_t version = 0;
+	struct node *file;
+
+	a.ino = f->a.next_ino;
+	a.edge = f->a.next_edge;
+	assert_int_equal(ns_create(&f->a, f->a.root, "f", 1, &a, &file), 0);
+
+	chunk_set(&f->a, a.ino, 0, 10, 0, 0, -1); /* made */
+	chunk_version(&f->a, 10, 1, -1, true);
+	assert_null(ns_intent_get(&f->a, 10));
+	chunk_version(&f->a, 10, 2, 4096, false); /* a cut, not done */
+	assert_intent(&f->a, 10, INTENT_BUMP, 2, 0, 4096);
+	assert_int_equal(chunk_get(&f->a, 10)->version, 2);
+	/* A done record for an older version leaves the newer intent. */
+	chunk_version(&f->a, 10, 1, -1, true);
+	assert_intent(&f->a, 10, INTENT_BUMP, 2, 0, 4096);
+	assert_int_equal(chunk_get(&f->a, 10)->version, 2);
+
+	chunk_set(&f->a, a.ino, 1, 11, 0, 0, -1); /* never made */
+	assert_intent(&f->a, 11, INTENT_CREATE, 1, 0, -1);
+	chunk_set(&f->a, a.ino, 2, 12, 10, 2, 100); /* a copy, cut */
+	assert_intent(&f->a, 12, INTENT_DUPLICATE, 1, 10, 100);
+	chunk_set(&f->a, a.ino, 3, 13, 0, 0, -1);
+	/* Replacing slot 3 frees chunk 13, and its intent with it. */
+	chunk_set(&f->a, a.ino, 3, 14, 0, 0, -1);
+	assert_null(chunk_get(&f->a, 13));
+	assert_null(ns_intent_get(&f->a, 13));
+	chunk_version(&f->a, 14, 1, -1, true);
+	assert_null(ns_intent_get(&f->a, 14));
+	assert_int_equal(htab_count(&f->a.intents), 3);
+
+	/* A done record for a chunk that is not there is an error. */
+	{
+		Sweepfs__Meta__ChunkVersion cv =
+			SWEEPFS__META__CHUNK_VERSION__INIT;
+		Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+		cv.chunk_id = 99;
+		cv.version = 1;
+		cv.has_done = cv.done = 1;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_VERSION;
+		mut.chunk_version = &cv;
+		assert_int_equal(mutation_apply(&f->a, &mut, 1000), -ENOENT);
+	}
+
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 300), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(htab_count(&f->b.intents), 3);
+	assert_intent(&f->b, 10, INTENT_BUMP, 2, 0, 4096);
+	assert_intent(&f->b, 11, INTENT_CREATE, 1, 0, -1);
+	assert_intent(&f->b, 12, INTENT_DUPLICATE, 1, 10, 100);
+	assert_int_equal(ns_intent_get(&f->b, 12)->src_version, 2);
+	assert_int_equal(chunk_get(&f->b, 10)->version, 2);
+	/* Replaying the rest on the loaded namespace closes them. */
+	chunk_version(&f->b, 10, 2, -1, true);
+	chunk_version(&f->b, 11, 1, -1, true);
+	chunk_version(&f->b, 12, 1, -1, true);
+	assert_int_equal(htab_count(&f->b.intents), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -862,6 +992,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_start_background, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_chunk_intents,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
