@@ -648,13 +648,13 @@ static void op_chunk(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__ChunkReq *q = (const void *)msg;
 	struct job *j;
-	struct node *n = ns_get(&r->m->ns, q->ino);
+	struct node *n = req_node(r, q->ino);
 	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
 			     q->cred->groups };
 	int rc = 0;
 
 	if (!n)
-		rc = -ENOENT;
+		rc = req_node_err(r, q->ino);
 	else if (!S_ISREG(n->mode))
 		rc = S_ISDIR(n->mode) ? -EISDIR : -EINVAL;
 	else if ((uint64_t)q->index * SW_CHUNK_SIZE >= (1ull << 47))
@@ -687,11 +687,11 @@ static void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 	Sweepfs__Attr attr;
-	struct node *n = ns_get(&r->m->ns, q->ino);
+	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
 	if (!n || !S_ISREG(n->mode)) {
-		req_error(r, n ? -EINVAL : -ENOENT);
+		req_error(r, n ? -EINVAL : req_node_err(r, q->ino));
 		return;
 	}
 	if (q->size > (1ull << 47)) {

@@ -114,6 +114,7 @@ static void reply_entry(struct req *r, const struct node *n,
 	Sweepfs__EntryReply reply = SWEEPFS__ENTRY_REPLY__INIT;
 	Sweepfs__Attr attr, attrs[4], *ptrs[4];
 
+	session_grant(r->s, n);
 	attr_fill(&attr, n);
 	reply.attr = &attr;
 	reply.n_changed = changed_fill(r, c, attrs, ptrs);
@@ -142,7 +143,7 @@ static void reply_ok(struct req *r, const struct changed *c)
 static int get_node(struct req *r, uint64_t ino, struct node **out)
 {
 	*out = req_node(r, ino);
-	return *out ? 0 : -ENOENT;
+	return *out ? 0 : req_node_err(r, ino);
 }
 
 /*
@@ -1254,6 +1255,7 @@ static void op_readdir(struct req *r, const ProtobufCMessage *msg)
 			break;
 		out.len += sw_dirent_put(out.data + out.len, &d);
 		if (q->plus) {
+			session_grant(r->s, e->child);
 			attr_fill(&attrs[count], e->child);
 			attrp[count] = &attrs[count];
 		}

@@ -109,7 +109,7 @@ static void op_lock(struct req *r, const ProtobufCMessage *msg)
 
 	rc = lock_desc_from(q, &d);
 	if (rc == 0 && !req_node(r, q->ino))
-		rc = -ENOENT;
+		rc = req_node_err(r, q->ino);
 	if (rc < 0) {
 		req_error(r, rc);
 		return;

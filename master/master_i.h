@@ -142,6 +142,10 @@ struct session {
 	int64_t connected_at;  /* wall ns */
 	int64_t detached_at;   /* mono ns, while disconnected */
 	struct htab opens;     /* struct sess_open by ino */
+	/* A session confined to a subtree: the non-directories a reply
+	 * has named to it, which it may use (req_node()). Inode numbers
+	 * stored as the pointers themselves. */
+	struct htab granted;
 	struct sess_cursor cursors[SESSION_CURSORS];
 	uint64_t cursor_clock;
 	struct watch *watches; /* directories it caches, newest first */
@@ -299,10 +303,20 @@ void sessions_reexport(struct master *m);
 
 /*
  * Node @ino as @r's session may see it: NULL when there is none, or when
- * it is a directory outside the subtree the session's export gives it.
- * (Files have no parent to check: see exports.h.)
+ * its export confines the session to a subtree and the node is not in
+ * it. A directory is checked by its parents; a non-directory has none
+ * to check (64 bytes a node), so a confined session may use only those
+ * it was told of by a reply (session_grant()): a lookup, a create,
+ * readdirplus. Guessing numbers gets it nothing.
  */
 struct node *req_node(const struct req *r, uint64_t ino);
+
+/* get_node() and friends: -ENOENT, or -ESTALE for a node that exists but
+ * was not granted (the kernel then looks the name up again). */
+int req_node_err(const struct req *r, uint64_t ino);
+
+/* A reply names @n to session @s: a confined session may use it. */
+void session_grant(struct session *s, const struct node *n);
 
 /* Whether @c is root with admin rights on @r's session (exports.h). */
 static inline bool req_admin(const struct req *r, const struct cred *c)

@@ -628,6 +628,72 @@ uint32_t ns_nlink(const struct node *n)
 	return (uint32_t)n->u.dir->nsubdirs + 2;
 }
 
+static int cmp_ino(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Mark every entry of @want equal to @ino; how many were new. */
+static size_t mark_found(uint64_t ino, const uint64_t *want, size_t n,
+			 bool *found)
+{
+	const uint64_t *p = bsearch(&ino, want, n, sizeof(*want), cmp_ino);
+	size_t i, marked = 0;
+
+	if (!p)
+		return 0;
+	i = (size_t)(p - want);
+	while (i > 0 && want[i - 1] == ino)
+		i--;
+	for (; i < n && want[i] == ino; i++) {
+		if (!found[i])
+			marked++;
+		found[i] = true;
+	}
+	return marked;
+}
+
+size_t ns_subtree_find(const struct node *root, const uint64_t *want, size_t n,
+		       bool *found)
+{
+	const struct node **stack;
+	size_t top = 0, cap = 64, nfound = 0;
+
+	stack = malloc(cap * sizeof(*stack));
+	if (!stack)
+		return 0;
+	stack[top++] = root;
+	while (top && nfound < n) {
+		const struct node *dir = stack[--top];
+
+		for (const struct edge *e = dir->u.dir->head; e; e = e->next) {
+			const struct node *c = e->child;
+
+			if (!c)
+				continue; /* a tombstone */
+			if (S_ISDIR(c->mode)) {
+				if (top == cap) {
+					const struct node **v = realloc(
+						stack, 2 * cap * sizeof(*v));
+
+					if (!v)
+						goto out;
+					stack = v;
+					cap *= 2;
+				}
+				stack[top++] = c;
+				continue;
+			}
+			nfound += mark_found(c->ino, want, n, found);
+		}
+	}
+out:
+	free(stack);
+	return nfound;
+}
+
 bool ns_is_ancestor(const struct node *a, const struct node *b)
 {
 	for (;;) {

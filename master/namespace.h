@@ -254,6 +254,14 @@ bool ns_detached(const struct node *dir);
  * directory, or a file that is open-unlinked or in the trash. */
 bool ns_gone(const struct node *n);
 
+/*
+ * Set found[i] for each of the @n inodes @want (sorted) that a
+ * non-directory reached by names below directory @root has; returns how
+ * many were found. O(subtree) at most: it stops once all are found.
+ */
+size_t ns_subtree_find(const struct node *root, const uint64_t *want, size_t n,
+		       bool *found);
+
 /* Whether @a is @b or one of @b's ancestors. Both are directories. */
 bool ns_is_ancestor(const struct node *a, const struct node *b);
 

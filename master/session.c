@@ -69,6 +69,38 @@ static bool ino_eq(const void *e, const void *key)
 	return *(const uint64_t *)e == *(const uint64_t *)key;
 }
 
+static uint64_t granted_hash(const void *e)
+{
+	return sw_hash_u64((uint64_t)(uintptr_t)e);
+}
+
+static bool granted_eq(const void *e, const void *key)
+{
+	return (uint64_t)(uintptr_t)e == *(const uint64_t *)key;
+}
+
+static bool confined(const struct session *s)
+{
+	return s && s->root_ino != NS_ROOT_INO;
+}
+
+static bool granted(const struct session *s, uint64_t ino)
+{
+	return htab_find(&s->granted, sw_hash_u64(ino), granted_eq, &ino);
+}
+
+void session_grant(struct session *s, const struct node *n)
+{
+	uint64_t ino = n->ino;
+
+	if (!confined(s) || S_ISDIR(n->mode) || granted(s, ino))
+		return;
+	/* Out of memory: its next use fails with ESTALE, and the lookup
+	 * the kernel then makes grants it again. */
+	(void)htab_insert(&s->granted, sw_hash_u64(ino),
+			  (void *)(uintptr_t)ino);
+}
+
 int sessions_init(struct master *m)
 {
 	htab_init(&m->sessions, session_hash);
@@ -218,6 +250,7 @@ static void session_free(struct master *m, struct session *s)
 	locks_drop_session(&m->locks, s->id);
 	htab_foreach(&s->opens, drop_open, m);
 	htab_release(&s->opens);
+	htab_release(&s->granted);
 	htab_remove(&m->sessions, sw_hash_u64(s->id), s);
 	if (s->prev)
 		s->prev->next = s->next;
@@ -258,6 +291,7 @@ static struct session *session_new(struct master *m, uint64_t id)
 		return NULL;
 	s->id = id ? id : new_session_id(m);
 	htab_init(&s->opens, ino_hash);
+	htab_init(&s->granted, granted_hash);
 	for (int i = 0; i < SESSION_CURSORS; i++)
 		ns_cursor_init(&s->cursors[i].c);
 	if (htab_insert(&m->sessions, sw_hash_u64(s->id), s) < 0) {
@@ -290,6 +324,50 @@ static int cmp_u64(const void *a, const void *b)
  * Make @s's open files exactly @inos (an inode appears once per open).
  * Inodes that no longer exist are skipped.
  */
+/*
+ * A confined session (after a master restart, or after it timed out)
+ * says it has files open that it was not told of in this life: grant
+ * those found below its root, by walking the subtree once. The walk
+ * costs what a `find` over the export would, in one go; it stops when
+ * everything is found. An open file without a name left (unlinked) is
+ * not found, and is not reclaimed.
+ */
+static void grant_reclaimed(struct master *m, struct session *s,
+			    const uint64_t *want, size_t n)
+{
+	struct node *root = ns_get(&m->ns, s->root_ino);
+	size_t missing = 0;
+	bool *found;
+
+	for (size_t i = 0; i < n; i++)
+		if (!granted(s, want[i]))
+			missing++;
+	if (!missing || !root || !S_ISDIR(root->mode))
+		return;
+	found = calloc(n, sizeof(*found));
+	if (!found)
+		return;
+	ns_subtree_find(root, want, n, found);
+	for (size_t i = 0; i < n; i++) {
+		struct node *node = ns_get(&m->ns, want[i]);
+
+		if (found[i] && node)
+			session_grant(s, node);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct node *node = ns_get(&m->ns, want[i]);
+
+		if (node && !S_ISDIR(node->mode) && !granted(s, want[i]) &&
+		    (i == 0 || want[i - 1] != want[i]))
+			sw_notice(TAG,
+				  "session %016" PRIx64 " (%s): open inode "
+				  "%" PRIu64 " is not below its export's root; "
+				  "not reclaimed",
+				  s->id, s->peer, want[i]);
+	}
+	free(found);
+}
+
 static void session_reclaim(struct master *m, struct session *s,
 			    const uint64_t *inos, size_t n)
 {
@@ -321,6 +399,8 @@ static void session_reclaim(struct master *m, struct session *s,
 		}
 	}
 	sw_buf_release(&have);
+	if (n && confined(s))
+		grant_reclaimed(m, s, want, n);
 	/* Set the count of each listed inode. */
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
@@ -329,7 +409,8 @@ static void session_reclaim(struct master *m, struct session *s,
 
 		while (j < n && want[j] == want[i])
 			j++;
-		if (node && !S_ISDIR(node->mode)) {
+		if (node && !S_ISDIR(node->mode) &&
+		    (!confined(s) || granted(s, want[i]))) {
 			so = htab_find(&s->opens, sw_hash_u64(want[i]), ino_eq,
 				       &want[i]);
 			if (so)
@@ -527,13 +608,18 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 			goto out_err;
 		}
 	}
+	s->role = h->role;
+	s->conn = r->conn;
+	if (s->root_ino != (uint64_t)root) {
+		/* (Its subdirectory is another directory now.) */
+		htab_release(&s->granted);
+		htab_init(&s->granted, granted_hash);
+	}
+	s->root_ino = (uint64_t)root;
 	/* After a restart, or requests lost with the old connection: the
 	 * client's list of open files is the truth. */
 	if (!resumed || h->reclaim)
 		session_reclaim(m, s, h->open_inodes, h->n_open_inodes);
-	s->role = h->role;
-	s->conn = r->conn;
-	s->root_ino = (uint64_t)root;
 	s->addr = r->conn->addr;
 	snprintf(s->subdir, sizeof(s->subdir), "%s", subdir);
 	if (rule)
@@ -570,10 +656,17 @@ struct node *req_node(const struct req *r, uint64_t ino)
 {
 	struct node *n = ns_get(&r->m->ns, ino), *root;
 
-	if (!n || !r->s || r->s->root_ino == NS_ROOT_INO || !S_ISDIR(n->mode))
+	if (!n || !confined(r->s))
 		return n;
+	if (!S_ISDIR(n->mode))
+		return granted(r->s, ino) ? n : NULL;
 	root = ns_get(&r->m->ns, r->s->root_ino);
 	return root && ns_is_ancestor(root, n) ? n : NULL;
+}
+
+int req_node_err(const struct req *r, uint64_t ino)
+{
+	return confined(r->s) && ns_get(&r->m->ns, ino) ? -ESTALE : -ENOENT;
 }
 
 /* Map the credentials @msg carries, if it has any. */

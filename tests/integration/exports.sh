@@ -14,7 +14,8 @@
 #     sessions with their addresses and exports;
 #  2. the /proj client sees /proj as its root and cannot mount anything
 #     else, its root works as nobody, and rmr does not let it remove
-#     what nobody could not;
+#     what nobody could not; a file it has open survives a restart of
+#     the master (files outside by inode number: hostile.sh, confine);
 #  3. the read-only client reads and gets EROFS for every change;
 #  4. /vault: no password or a wrong one is refused (logged with the
 #     peer's address), the right one from a password file mounts;
@@ -118,6 +119,21 @@ expect_fail() { ! "$@" >/dev/null 2>&1; }
 expect_fail as 127.0.0.3 rmr "$P/sub" ||
 	fail "a non-admin, squashed client removed root's tree with rmr"
 assert_exists "$A/proj/sub/f"
+# Its files are the ones it was told of (the master cannot tell where a
+# file is from its number alone): after a master restart, a file it has
+# open comes back (found below /proj), and the kernel's cached names are
+# looked up again.
+exec {fd}<"$P/readme"
+stat "$P/sub/f" >/dev/null
+restart_master kill
+drop_caches
+assert_eq "project data" \
+	"$("$PYTHON" -c 'import os, sys; print(os.pread(int(sys.argv[1]), 100, 0).decode().strip())' "$fd")" \
+	"reading a file the confined client had open across a master restart"
+exec {fd}<&-
+assert_eq "made-by-root readme sub" "$(ls "$P" | tr '\n' ' ' | sed 's/ $//')" \
+	"the export's root after the restart"
+assert_eq "" "$(cat "$P/sub/f")" "a file below it after the restart"
 
 # ---- 3. read-only ----------------------------------------------------------------
 log "the read-only client"

@@ -2232,6 +2232,59 @@ static void test_ns_housekeep_finishes_name_resize(void **state)
 	check_ns(&f->ns);
 }
 
+/*
+ * ns_subtree_find(): files reached by names below a directory, hard links
+ * from elsewhere included, duplicates in the list all marked; nothing
+ * outside, no directory, and an unlinked name is not reached.
+ */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void test_ns_subtree_find(void **state)
+{
+	struct fixture *f = *state;
+	struct node *r = root(f), *jail = mk(f, r, "jail", S_IFDIR | 0755);
+	struct node *deep =
+		mk(f, mk(f, jail, "a", S_IFDIR | 0755), "b", S_IFDIR | 0755);
+	struct node *in1 = mk(f, jail, "in1", S_IFREG | 0644);
+	struct node *in2 = mk(f, deep, "in2", S_IFREG | 0644);
+	struct node *out = mk(f, r, "out", S_IFREG | 0644);
+	struct node *linked = mk(f, r, "linked", S_IFREG | 0644);
+	struct node *gone = mk(f, deep, "gone", S_IFREG | 0644);
+	uint64_t want[8];
+	bool found[8] = { false };
+	size_t n = 0;
+
+	assert_int_equal(ns_link(&f->ns, linked, deep, "hard", 4,
+				 f->ns.next_edge, ++f->now),
+			 0);
+	assert_int_equal(ns_unlink(&f->ns, deep, "gone", 4, false, ++f->now),
+			 0);
+	want[n++] = in1->ino;
+	want[n++] = in1->ino;
+	want[n++] = in2->ino;
+	want[n++] = out->ino;
+	want[n++] = linked->ino;
+	want[n++] = deep->ino;
+	want[n++] = gone->ino;
+	qsort(want, n, sizeof(want[0]), cmp_u64);
+	assert_int_equal(ns_subtree_find(jail, want, n, found), 4);
+	for (size_t i = 0; i < n; i++) {
+		bool inside = want[i] == in1->ino || want[i] == in2->ino ||
+			      want[i] == linked->ino;
+
+		assert_int_equal(found[i], inside);
+	}
+	/* The root covers everything but the directory and the unlinked. */
+	memset(found, 0, sizeof(found));
+	assert_int_equal(ns_subtree_find(r, want, n, found), 5);
+	check_ns(&f->ns);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2296,6 +2349,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_ns_housekeep_finishes_name_resize, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(test_ns_subtree_find, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,6 +39,14 @@
  *               another client throughout; afterwards its descriptor
  *               count and connection count are back where they were
  *   csflood=N   the same against the chunkserver (all answered)
+ *   confine     a session confined to a subdirectory (/jail) cannot use
+ *               a file outside it by its inode number: getattr, open,
+ *               setattr, getxattr, link into the subtree, lock, chunk
+ *               (read and write) and write-end all fail with ESTALE and
+ *               change nothing, while the same on a file inside works
+ *               once a lookup named it; a new session claiming both
+ *               files open in its hello gets the inside one back (found
+ *               below its root) and still not the outside one
  *
  * Prints "ok - ..." per check and the seed; exit status 0 when every
  * check held, 1 at the first that did not.
@@ -1455,6 +1463,248 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* ---- confinement ---------------------------------------------------------- */
+
+/* Hello as a mount confined to @subdir, claiming @open (n) open; the
+ * session's root inode. */
+static uint64_t confined_hello(struct peer *p, const char *subdir,
+			       uint64_t *open, size_t n)
+{
+	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
+	Sweepfs__HelloReply *r;
+	uint64_t id, root;
+	int err;
+
+	peer_connect(p, m_port);
+	h.version = SW_PROTO_VERSION;
+	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
+	h.has_subdir = 1;
+	h.subdir = bin(subdir, strlen(subdir));
+	h.n_open_inodes = n;
+	h.open_inodes = open;
+	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
+	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
+	if (err || !r->has_root_ino)
+		fail("hello for %s: %s", subdir, strerror(err));
+	root = r->root_ino;
+	sweepfs__hello_reply__free_unpacked(r, NULL);
+	return root;
+}
+
+/* What each request about inode @ino gets from @p's session: 0 or the
+ * errno; "" (ok) or the first request's name whose answer was not @want. */
+static const char *try_all(struct peer *p, uint64_t ino, uint64_t root,
+			   int want)
+{
+	char name[32];
+	int err;
+
+	{
+		Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+
+		q.ino = ino;
+		if (peer_call(p, SW_MSG_GETATTR, &q.base) != want)
+			return "getattr";
+	}
+	{
+		Sweepfs__OpenReq q = SWEEPFS__OPEN_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.ino = ino;
+		q.flags = O_RDONLY;
+		if (peer_call(p, SW_MSG_OPEN, &q.base) != want)
+			return "open";
+	}
+	{
+		Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.ino = ino;
+		q.valid = 1; /* mode */
+		q.has_mode = 1;
+		q.mode = 0644;
+		if (peer_call(p, SW_MSG_SETATTR, &q.base) != want)
+			return "setattr";
+	}
+	{
+		Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.ino = ino;
+		q.has_name = 1;
+		q.name = bin("user.k", 6);
+		q.size = 100;
+		err = peer_call(p, SW_MSG_GETXATTR, &q.base);
+		/* Inside, the file has no such attribute. */
+		if (err != (want ? want : ENODATA))
+			return "getxattr";
+	}
+	{
+		Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
+
+		q.ino = ino;
+		q.op = SWEEPFS__LOCK_OP__LOCK_OP_GET;
+		q.kind = SWEEPFS__LOCK_KIND__LOCK_POSIX;
+		q.owner = 7;
+		q.has_type = 1;
+		q.type = SWEEPFS__LOCK_TYPE__LOCK_WRITE;
+		q.has_start = q.has_end = 1;
+		q.start = 0;
+		q.end = 10;
+		if (peer_call(p, SW_MSG_LOCK, &q.base) != want)
+			return "lock";
+	}
+	for (int w = 0; w < 2; w++) {
+		Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.ino = ino;
+		q.has_write = 1;
+		q.write = w;
+		if (peer_call(p, SW_MSG_CHUNK, &q.base) != want)
+			return w ? "chunk (write)" : "chunk (read)";
+	}
+	{
+		Sweepfs__WriteEndReq q = SWEEPFS__WRITE_END_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.ino = ino;
+		q.size = 5;
+		if (peer_call(p, SW_MSG_WRITE_END, &q.base) != want)
+			return "write_end";
+	}
+	{
+		Sweepfs__LinkReq q = SWEEPFS__LINK_REQ__INIT;
+
+		snprintf(name, sizeof(name), "link-%" PRIu64, ino);
+		q.cred = &root_cred;
+		q.ino = ino;
+		q.newparent = root;
+		q.newname = bin(name, strlen(name));
+		if (peer_call(p, SW_MSG_LINK, &q.base) != want)
+			return "link";
+	}
+	return "";
+}
+
+static void check_confine(void)
+{
+	struct peer adm, p;
+	const char *bad;
+	uint64_t jail, in, out, root, open[2];
+	Sweepfs__Attr before;
+
+	peer_open(&adm, m_port);
+	if (make_entry(&adm, SW_MSG_MKDIR, bin("jail", 4), 0, 0))
+		fail("mkdir /jail");
+	jail = lookup_ino(&adm, "jail");
+	out = create_open(&adm, "outside");
+	{
+		Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
+		Sweepfs__EntryReply *r;
+		uint64_t id;
+		int err;
+
+		q.cred = &root_cred;
+		q.parent = jail;
+		q.name = bin("inside", 6);
+		q.mode = 0100644;
+		q.flags = O_RDWR | O_CREAT;
+		id = peer_send(&adm, SW_MSG_CREATE, 0, &q.base);
+		r = (Sweepfs__EntryReply *)peer_reply(&adm, SW_MSG_CREATE, id,
+						      &err);
+		if (err || !r->attr)
+			fail("create /jail/inside: %s", strerror(err));
+		in = r->attr->ino;
+		sweepfs__entry_reply__free_unpacked(r, NULL);
+	}
+	{
+		Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+		Sweepfs__AttrReply *r;
+		uint64_t id;
+		int err;
+
+		q.ino = out;
+		id = peer_send(&adm, SW_MSG_GETATTR, 0, &q.base);
+		r = (Sweepfs__AttrReply *)peer_reply(&adm, SW_MSG_GETATTR, id,
+						     &err);
+		if (err || !r->attr)
+			fail("getattr /outside: %s", strerror(err));
+		before = *r->attr;
+		sweepfs__attr_reply__free_unpacked(r, NULL);
+	}
+
+	root = confined_hello(&p, "/jail", NULL, 0);
+	if (root != jail)
+		fail("the /jail session's root is %" PRIu64 ", not %" PRIu64,
+		     root, jail);
+	bad = try_all(&p, out, root, ESTALE);
+	if (*bad)
+		fail("%s of a file outside the export, by its number, was "
+		     "not refused with ESTALE",
+		     bad);
+	/* Not named to it yet: the inside file is refused too. */
+	bad = try_all(&p, in, root, ESTALE);
+	if (*bad)
+		fail("%s of a file inside, never looked up, was not refused",
+		     bad);
+	{
+		Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.parent = root;
+		q.name = bin("inside", 6);
+		if (peer_call(&p, SW_MSG_LOOKUP, &q.base))
+			fail("lookup inside from the /jail session");
+	}
+	bad = try_all(&p, in, root, 0);
+	if (*bad)
+		fail("%s of the file inside, after its lookup, failed", bad);
+	peer_close(&p);
+	ok("confine: a /jail session gets ESTALE for a file outside by "
+	   "number (getattr, open, setattr, getxattr, lock, chunk, "
+	   "write_end, link), and the inside file after its lookup");
+
+	/* A new session says it has both open (as after a restart). */
+	open[0] = in < out ? in : out;
+	open[1] = in < out ? out : in;
+	root = confined_hello(&p, "/jail", open, 2);
+	{
+		Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+
+		q.ino = in;
+		if (peer_call(&p, SW_MSG_GETATTR, &q.base))
+			fail("the inside file, claimed open, was not given "
+			     "back");
+		q.ino = out;
+		if (peer_call(&p, SW_MSG_GETATTR, &q.base) != ESTALE)
+			fail("the outside file, claimed open, was given");
+	}
+	peer_close(&p);
+	/* Nothing changed outside. */
+	{
+		Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+		Sweepfs__AttrReply *r;
+		uint64_t id;
+		int err;
+
+		q.ino = out;
+		id = peer_send(&adm, SW_MSG_GETATTR, 0, &q.base);
+		r = (Sweepfs__AttrReply *)peer_reply(&adm, SW_MSG_GETATTR, id,
+						     &err);
+		if (err || !r->attr || r->attr->mode != before.mode ||
+		    r->attr->size != before.size ||
+		    r->attr->nlink != before.nlink ||
+		    r->attr->mtime != before.mtime)
+			fail("the outside file changed");
+		sweepfs__attr_reply__free_unpacked(r, NULL);
+	}
+	peer_close(&adm);
+	ok("confine: a new /jail session claiming both files open gets "
+	   "the inside one and not the outside one; the outside file is "
+	   "unchanged");
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t seed = 0;
@@ -1513,6 +1763,8 @@ int main(int argc, char **argv)
 			check_tokens();
 		else if (!strcmp(argv[i], "stall"))
 			check_stall();
+		else if (!strcmp(argv[i], "confine"))
+			check_confine();
 		else if (sscanf(argv[i], "flood=%u/%u", &n, &max) >= 1)
 			check_flood(m_port, m_pid, "master", n, max);
 		else if (sscanf(argv[i], "csflood=%u", &n) == 1 && c_port)
