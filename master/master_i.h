@@ -318,6 +318,9 @@ int req_node_err(const struct req *r, uint64_t ino);
 /* A reply names @n to session @s: a confined session may use it. */
 void session_grant(struct session *s, const struct node *n);
 
+/* Forget what @s was granted (also: make the set, on a new session). */
+void session_grants_reset(struct session *s);
+
 /* Whether @c is root with admin rights on @r's session (exports.h). */
 static inline bool req_admin(const struct req *r, const struct cred *c)
 {

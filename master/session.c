@@ -89,6 +89,12 @@ static bool granted(const struct session *s, uint64_t ino)
 	return htab_find(&s->granted, sw_hash_u64(ino), granted_eq, &ino);
 }
 
+void session_grants_reset(struct session *s)
+{
+	htab_release(&s->granted);
+	htab_init(&s->granted, granted_hash);
+}
+
 void session_grant(struct session *s, const struct node *n)
 {
 	uint64_t ino = n->ino;
@@ -291,7 +297,7 @@ static struct session *session_new(struct master *m, uint64_t id)
 		return NULL;
 	s->id = id ? id : new_session_id(m);
 	htab_init(&s->opens, ino_hash);
-	htab_init(&s->granted, granted_hash);
+	session_grants_reset(s);
 	for (int i = 0; i < SESSION_CURSORS; i++)
 		ns_cursor_init(&s->cursors[i].c);
 	if (htab_insert(&m->sessions, sw_hash_u64(s->id), s) < 0) {
@@ -612,8 +618,7 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	s->conn = r->conn;
 	if (s->root_ino != (uint64_t)root) {
 		/* (Its subdirectory is another directory now.) */
-		htab_release(&s->granted);
-		htab_init(&s->granted, granted_hash);
+		session_grants_reset(s);
 	}
 	s->root_ino = (uint64_t)root;
 	/* After a restart, or requests lost with the old connection: the

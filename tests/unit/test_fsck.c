@@ -259,7 +259,10 @@ static void test_fsck_max_problems(void **state)
 	fsck_free(r);
 }
 
-/* A session exported a subtree sees no directory outside it. */
+/*
+ * A session exported a subtree sees no directory outside it, and of the
+ * files only those the master named to it (session_grant()).
+ */
 static void test_req_node_confined(void **state)
 {
 	struct fixture *f = *state;
@@ -268,23 +271,37 @@ static void test_req_node_confined(void **state)
 	struct node *ab = mk(f, a, "b", S_IFDIR | 0755);
 	struct node *c = mk(f, ns->root, "c", S_IFDIR | 0755);
 	struct node *file = mk(f, c, "f", S_IFREG | 0644);
+	struct node *mine = mk(f, ab, "g", S_IFREG | 0644);
 	struct session s = { .root_ino = a->ino };
 	struct req r = { .m = &f->m, .s = &s };
 
+	session_grants_reset(&s);
 	assert_ptr_equal(req_node(&r, a->ino), a);
 	assert_ptr_equal(req_node(&r, ab->ino), ab);
 	assert_null(req_node(&r, NS_ROOT_INO));
 	assert_null(req_node(&r, c->ino));
 	assert_null(req_node(&r, 999999));
-	/* Files cannot be placed (no parent pointer): see exports.h. */
-	assert_ptr_equal(req_node(&r, file->ino), file);
-	/* The whole namespace for a session exported "/". */
+	assert_int_equal(req_node_err(&r, 999999), -ENOENT);
+	/* Files: only once named to the session. */
+	assert_null(req_node(&r, file->ino));
+	assert_int_equal(req_node_err(&r, file->ino), -ESTALE);
+	assert_null(req_node(&r, mine->ino));
+	session_grant(&s, mine);
+	assert_ptr_equal(req_node(&r, mine->ino), mine);
+	assert_null(req_node(&r, file->ino));
+	/* The whole namespace for a session exported "/", files too. */
 	s.root_ino = NS_ROOT_INO;
 	assert_ptr_equal(req_node(&r, c->ino), c);
+	assert_ptr_equal(req_node(&r, file->ino), file);
+	session_grant(&s, file); /* nothing to remember */
+	assert_int_equal(htab_count(&s.granted), 1);
 	/* A removed directory is nobody's. */
 	s.root_ino = a->ino;
 	assert_int_equal(ns_detach(ns, a, "b", 1, 5, ++f->now), 0);
 	assert_null(req_node(&r, ab->ino));
+	session_grants_reset(&s);
+	assert_null(req_node(&r, mine->ino));
+	htab_release(&s.granted);
 }
 
 int main(void)
