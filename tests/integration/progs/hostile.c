@@ -830,7 +830,8 @@ struct loc {
 	char server[64];
 };
 
-static uint64_t create_open(struct peer *p, const char *name)
+/* Create @name in directory @parent, open; its inode. */
+static uint64_t create_in(struct peer *p, uint64_t parent, const char *name)
 {
 	Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
 	Sweepfs__EntryReply *r;
@@ -838,7 +839,7 @@ static uint64_t create_open(struct peer *p, const char *name)
 	int err;
 
 	q.cred = &root_cred;
-	q.parent = ROOT;
+	q.parent = parent;
 	q.name = bin(name, strlen(name));
 	q.mode = 0100644;
 	q.flags = O_RDWR | O_CREAT;
@@ -849,6 +850,11 @@ static uint64_t create_open(struct peer *p, const char *name)
 	ino = r->attr->ino;
 	sweepfs__entry_reply__free_unpacked(r, NULL);
 	return ino;
+}
+
+static uint64_t create_open(struct peer *p, const char *name)
+{
+	return create_in(p, ROOT, name);
 }
 
 static void chunk_loc(struct peer *p, uint64_t ino, bool write, struct loc *l)
@@ -1491,6 +1497,23 @@ static uint64_t confined_hello(struct peer *p, const char *subdir,
 	return root;
 }
 
+/* The attributes of inode @ino, as @p's session sees them. */
+static void attr_of(struct peer *p, uint64_t ino, Sweepfs__Attr *out)
+{
+	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+	Sweepfs__AttrReply *r;
+	uint64_t id;
+	int err;
+
+	q.ino = ino;
+	id = peer_send(p, SW_MSG_GETATTR, 0, &q.base);
+	r = (Sweepfs__AttrReply *)peer_reply(p, SW_MSG_GETATTR, id, &err);
+	if (err || !r->attr)
+		fail("getattr of inode %" PRIu64 ": %s", ino, strerror(err));
+	*out = *r->attr;
+	sweepfs__attr_reply__free_unpacked(r, NULL);
+}
+
 /* What each request about inode @ino gets from @p's session: 0 or the
  * errno; "" (ok) or the first request's name whose answer was not @want. */
 static const char *try_all(struct peer *p, uint64_t ino, uint64_t root,
@@ -1592,47 +1615,15 @@ static void check_confine(void)
 	struct peer adm, p;
 	const char *bad;
 	uint64_t jail, in, out, root, open[2];
-	Sweepfs__Attr before;
+	Sweepfs__Attr before, after;
 
 	peer_open(&adm, m_port);
 	if (make_entry(&adm, SW_MSG_MKDIR, bin("jail", 4), 0, 0))
 		fail("mkdir /jail");
 	jail = lookup_ino(&adm, "jail");
 	out = create_open(&adm, "outside");
-	{
-		Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
-		Sweepfs__EntryReply *r;
-		uint64_t id;
-		int err;
-
-		q.cred = &root_cred;
-		q.parent = jail;
-		q.name = bin("inside", 6);
-		q.mode = 0100644;
-		q.flags = O_RDWR | O_CREAT;
-		id = peer_send(&adm, SW_MSG_CREATE, 0, &q.base);
-		r = (Sweepfs__EntryReply *)peer_reply(&adm, SW_MSG_CREATE, id,
-						      &err);
-		if (err || !r->attr)
-			fail("create /jail/inside: %s", strerror(err));
-		in = r->attr->ino;
-		sweepfs__entry_reply__free_unpacked(r, NULL);
-	}
-	{
-		Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
-		Sweepfs__AttrReply *r;
-		uint64_t id;
-		int err;
-
-		q.ino = out;
-		id = peer_send(&adm, SW_MSG_GETATTR, 0, &q.base);
-		r = (Sweepfs__AttrReply *)peer_reply(&adm, SW_MSG_GETATTR, id,
-						     &err);
-		if (err || !r->attr)
-			fail("getattr /outside: %s", strerror(err));
-		before = *r->attr;
-		sweepfs__attr_reply__free_unpacked(r, NULL);
-	}
+	in = create_in(&adm, jail, "inside");
+	attr_of(&adm, out, &before);
 
 	root = confined_hello(&p, "/jail", NULL, 0);
 	if (root != jail)
@@ -1682,23 +1673,10 @@ static void check_confine(void)
 	}
 	peer_close(&p);
 	/* Nothing changed outside. */
-	{
-		Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
-		Sweepfs__AttrReply *r;
-		uint64_t id;
-		int err;
-
-		q.ino = out;
-		id = peer_send(&adm, SW_MSG_GETATTR, 0, &q.base);
-		r = (Sweepfs__AttrReply *)peer_reply(&adm, SW_MSG_GETATTR, id,
-						     &err);
-		if (err || !r->attr || r->attr->mode != before.mode ||
-		    r->attr->size != before.size ||
-		    r->attr->nlink != before.nlink ||
-		    r->attr->mtime != before.mtime)
-			fail("the outside file changed");
-		sweepfs__attr_reply__free_unpacked(r, NULL);
-	}
+	attr_of(&adm, out, &after);
+	if (after.mode != before.mode || after.size != before.size ||
+	    after.nlink != before.nlink || after.mtime != before.mtime)
+		fail("the outside file changed");
 	peer_close(&adm);
 	ok("confine: a new /jail session claiming both files open gets "
 	   "the inside one and not the outside one; the outside file is "
