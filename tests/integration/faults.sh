@@ -315,8 +315,8 @@ assert_missing "$SW_TMP/v/s2/big"
 stop_mount "$SW_TMP/v"
 # the purge goes on by itself; then a clean restart (a checkpoint in the
 # middle of it) with a faster pace, to drain it
-wait_until 30 "the purge to go on after the restart" \
-	test "$(sw_status 'd["purge_left"]')" -lt "$left_restart"
+purge_below() { (($(sw_status 'd["purge_left"]') < $1)); }
+wait_until 30 "the purge to go on after the restart" purge_below "$left_restart"
 SW_MASTER_ARGS=("${MASTER_BASE[@]}")
 restart_master term
 start_mount "$SW_TMP/v" "" master_timeout=$MASTER_TIMEOUT

@@ -231,6 +231,8 @@ wait_dead() {
 }
 
 # wait_until SECONDS WHAT CMD...: poll CMD every 50 ms until it succeeds.
+# CMD's arguments are expanded once, by the caller: a condition that reads
+# something anew each time, like test "$(nodes)" = 5, must be a function.
 wait_until() {
 	local secs=$1 limit=$(($1 * 20)) what=$2 i
 	shift 2

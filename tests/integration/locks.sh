@@ -88,6 +88,7 @@ HOLD_SH="touch $SW_TMP/f.held; for i in \$(seq 2400); do [ -e $SW_TMP/f.go ] && 
 locks_held() {
 	sw_status 'd["locks"]'
 }
+no_locks() { [[ $(locks_held) == 0 ]]; }
 
 # ---- flock: exclusive across mounts ----------------------------------------
 log "flock across mounts"
@@ -134,8 +135,8 @@ alive "$WAITER" || fail "the second flock did not block"
 assert_eq 1 "$(sw_status 'd["lock_waiters"]')" "lock requests waiting"
 { kill -KILL "$WAITER"; wait_dead "$WAITER" 10; } 2>/dev/null ||
 	fail "a flock blocked on the master survived SIGKILL"
-wait_until 10 "the cancelled request to leave the master's queue" \
-	test "$(sw_status 'd["lock_waiters"]')" = 0
+no_waiters() { [[ $(sw_status 'd["lock_waiters"]') == 0 ]]; }
+wait_until 10 "the cancelled request to leave the master's queue" no_waiters
 touch "$SW_TMP/f.go"
 wait_dead "$HOLDER" 10 || fail "the flock holder did not finish"
 # Had the dead waiter been granted the lock, nobody could take it now.
@@ -182,9 +183,9 @@ assert_fails flock -n "$B/f" true
 { kill -KILL "$H1" "$H2"; wait_dead "$H1" 10 && wait_dead "$H2" 10; } \
 	2>/dev/null || fail "a holder survived SIGKILL"
 wait_until 10 "the killed process's flock to go" flock -n "$B/f" true
-wait_until 10 "the killed process's fcntl lock to go" \
-	test "$("$PYTHON" "$LK" try "$B/r" 1000 1)" = OK
-wait_until 10 "no locks left on the master" test "$(locks_held)" = 0
+range_free() { [[ $("$PYTHON" "$LK" try "$B/r" 1000 1) == OK ]]; }
+wait_until 10 "the killed process's fcntl lock to go" range_free
+wait_until 10 "no locks left on the master" no_locks
 
 # ---- SIGKILL of mount A: its locks last for session_timeout -----------------
 log "a killed mount's locks go with its session"
@@ -214,7 +215,7 @@ T1=$(date +%s%N)
 assert_ge $(((SESSION_TIMEOUT - 1) * 1000)) $(((T1 - T0) / 1000000)) \
 	"ms until A's locks went"
 assert_eq "OK" "$("$PYTHON" "$LK" try "$B/r" 5 1)" "lockf after A's session expired"
-wait_until 10 "no locks left on the master" test "$(locks_held)" = 0
+wait_until 10 "no locks left on the master" no_locks
 grep -q "timed out" "$SW_MASTER_LOG" || fail "the master did not expire A's session"
 
 sw_pass

@@ -111,7 +111,8 @@ restart_master kill
 wait_until 10 "the mount to reconnect" stat "$M/d"
 touch "$SW_TMP/held.restarted"
 wait "$holder" || fail "the open file did not survive the master's restart"
-wait_until 10 "the unlinked file to go after close" test "$(nodes)" = $((n0 - 1))
+unlinked_gone() { [[ $(nodes) == $((n0 - 1)) ]]; }
+wait_until 10 "the unlinked file to go after close" unlinked_gone
 if grep -q 'orphans nobody reclaimed' "$SW_MASTER_LOG"; then
 	fail "the master dropped an orphan the mount had open"
 fi

@@ -146,8 +146,8 @@ for _ in range(3):
 os.close(fd)
 EOF
 assert_stat %s 0 openme "the new file under the name"
-wait_until 5 "the replaced file to be freed after close" \
-	test "$(free_inodes)" = $((before + 1))
+freed_one() { [[ $(free_inodes) == $((before + 1)) ]]; }
+wait_until 5 "the replaced file to be freed after close" freed_one
 
 # ---- the same after a crash: replay of renames and exchanges -----------------------
 log "replay"
