@@ -608,7 +608,7 @@ static void job_run(struct master *m, struct job *j)
 		req_error(j->req, -ENOMEM);
 		goto out_free;
 	}
-	if (!m->settled &&
+	if (!m->settled && sw_mono_ns() < m->settle_at &&
 	    (c ? !any_copy_up(m, c) : j->write && !any_server_up(m))) {
 		/* Its servers may not have registered again yet. */
 		j->next = held;
@@ -821,6 +821,24 @@ static void release_held(struct master *m)
 void data_registered(struct master *m)
 {
 	release_held(m);
+}
+
+void data_stop(struct master *m)
+{
+	struct job *j = held;
+
+	(void)m;
+	held = NULL;
+	while (j) {
+		struct job *next = j->next;
+
+		req_error(j->req, -EIO);
+		job_free(j);
+		j = next;
+	}
+	free(leased.id);
+	leased.id = NULL;
+	leased.n = leased.cap = 0;
 }
 
 /* Start a redo job for @c: commands @tmpl to the @n servers in @srv. */

@@ -347,6 +347,7 @@ void master_stop(struct master *m)
 	m->stopping = true;
 	sw_notice(TAG, "shutting down");
 	snapjob_stop(m);
+	data_stop(m);
 	/* Flushed and synced first, so that held replies go out below. */
 	changelog_close(m->cl);
 	m->cl = NULL;

@@ -407,6 +407,9 @@ void data_revoke_leases(struct master *m);
 /* A chunkserver registered: requests waiting for copies look again. */
 void data_registered(struct master *m);
 
+/* Shutting down: requests held for chunkservers fail with EIO. */
+void data_stop(struct master *m);
+
 /* Every tick: the end of the grace period after start-up. */
 void data_tick(struct master *m);
 

@@ -102,6 +102,8 @@ static void master_up(void)
 	m.cfg.session_timeout_ms = 0; /* expired by hand after each input */
 	m.cfg.snapshot_sync_max = UINT64_MAX;
 	m.cfg.purge_duty = 100;
+	/* No chunkserver will come: chunk requests are answered at once. */
+	m.cfg.chunkserver_grace_ms = 0;
 	/* Restarted after every input that changed something: 16 MiB of
 	 * fallocate each time would dominate. */
 	m.cfg.changelog_prealloc = 64u << 10;
