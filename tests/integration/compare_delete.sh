@@ -16,9 +16,11 @@
 #     computed.
 #  2. With Go: the C removeall and Go's os.RemoveAll (bench/removeall,
 #     under strace) issue the same system calls per entry on the same
-#     trees: the same unlinkat and getdents64 counts, and openat, close and
-#     fcntl within what Go's runtime adds at start-up (runtime-only calls,
-#     futex, mmap, rt_sigaction, ..., are not compared).
+#     trees: the same unlinkat counts, getdents64 counts within one per
+#     directory on the local disk (a hashed directory may end a listing
+#     call short), and openat, close and fcntl within what Go's runtime
+#     adds at start-up (runtime-only calls, futex, mmap, rt_sigaction,
+#     ..., are not compared).
 #  3. Robustness: a method that fails (an `rm` that exits 1 first on
 #     $PATH) is reported in the table and the JSON, the others still run,
 #     and the exit status is 1; a PATH that is not on sweepfs is refused
@@ -189,6 +191,14 @@ if have_go and have_strace:
         for name in sorted((set(cs) | set(gs)) - RUNTIME):
             a, b = cs.get(name, 0), gs.get(name, 0)
             slack = STARTUP.get(name, 0)
+            if name == "getdents64":
+                # Each method deletes its own copy of the tree, and a
+                # hashed (ext4 htree) directory may end a getdents64
+                # short at a hash boundary: the same names can take one
+                # call more or less per directory (the flat tree has 3).
+                check(abs(a - b) <= 3,
+                      "%s: getdents64: C removeall %d, Go %d" % (fs, a, b))
+                continue
             check(a <= b <= a + slack,
                   "%s: %s: C removeall %d, Go %d" % (fs, name, a, b))
         per_c = sum(v for k, v in cs.items() if k not in RUNTIME) / n
