@@ -468,6 +468,14 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	cs.index = j->index;
 	cs.chunk_id = m->ns.next_chunk;
 	cs.version = 1;
+	/* What a redo after a crash needs to make it again. */
+	cs.has_src_chunk_id = cs.has_src_version = 1;
+	cs.src_chunk_id = src_id;
+	cs.src_version = src_version;
+	if (length != UINT64_MAX) {
+		cs.has_length = 1;
+		cs.length = length;
+	}
 	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_SET;
 	mut.chunk_set = &cs;
 	rc = commit(m, j, &mut);
@@ -524,6 +532,10 @@ static int start_bump(struct master *m, struct job *j, struct chunk *c,
 		return -EIO;
 	cv.chunk_id = c->id;
 	cv.version = old + 1;
+	if (length != UINT64_MAX) {
+		cv.has_length = 1;
+		cv.length = length;
+	}
 	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_VERSION;
 	mut.chunk_version = &cv;
 	rc = commit(m, j, &mut);

@@ -14,6 +14,9 @@
 #  - the copy of the first file's chunk at version 1 is brought to
 #    version 2, not deleted as stale (which would lose its data);
 #  - the new file's chunk, which reached no server, is made again;
+#  - a third writer writes into a file whose chunk a snapshot shares:
+#    its copy (duplicate) that reached no server is made again from the
+#    shared chunk, with the data fsync'd before the snapshot;
 #  - a read of the first file issued before the chunkserver is back
 #    waits for it and returns the fsync'd data;
 #  - the writers either succeed (their retry after the restart) or fail;
@@ -37,6 +40,9 @@ head -c $((4 << 10)) /dev/urandom >"$SW_TMP/a.patch"
 head -c $((64 << 10)) /dev/urandom >"$SW_TMP/b.new"
 dd if="$SW_TMP/a.orig" of="$M/a" bs=1M conv=fsync status=none
 touch "$M/b"
+mkdir "$M/d"
+dd if="$SW_TMP/a.orig" of="$M/d/c" bs=1M conv=fsync status=none
+sw_tool snapshot "$M/d" "$M/d-snap" >/dev/null
 wait_fsck_clean 30 "before the crash"
 
 W=$SW_TMP/w
@@ -50,8 +56,11 @@ wa=$!
 dd if="$SW_TMP/b.new" of="$W/b" bs=64k conv=fsync status=none \
 	2>"$SW_TMP/wb.err" &
 wb=$!
-wait_until 30 "both writers' chunk requests at the master" \
-	eval '(($(chunk_requests) >= before + 2))'
+dd if="$SW_TMP/a.patch" of="$W/d/c" bs=4k seek=256 conv=notrunc,fsync \
+	status=none 2>"$SW_TMP/wc.err" &
+wc=$!
+wait_until 30 "the writers' chunk requests at the master" \
+	eval '(($(chunk_requests) >= before + 3))'
 sleep 0.3 # the commands are sent right after the journal record
 log "SIGKILL to the master and to the stopped chunkserver"
 kill_master
@@ -68,15 +77,16 @@ alive "$ra" || fail "the read did not wait for the chunkserver: $(cat "$SW_TMP/r
 restart_chunkserver 1 start
 
 wait "$ra" || fail "reading the fsync'd file after the restart: $(cat "$SW_TMP/ra.err")"
-wa_rc=0 wb_rc=0
+wa_rc=0 wb_rc=0 wc_rc=0
 wait "$wa" || wa_rc=$?
 wait "$wb" || wb_rc=$?
-log "writers: patch exit $wa_rc, new file exit $wb_rc"
+wait "$wc" || wc_rc=$?
+log "writers: patch exit $wa_rc, new file exit $wb_rc, shared file exit $wc_rc"
 
 grep -q 'chunk [0-9a-f]*: moving 1 copy from version 1 to 2' "$SW_MASTER_LOG" ||
 	fail "the master did not bring the copy left behind forward"
-grep -q 'chunk [0-9a-f]*: making it again on 1 server' "$SW_MASTER_LOG" ||
-	fail "the master did not make the new chunk again"
+(($(grep -c 'chunk [0-9a-f]*: making it again on 1 server' "$SW_MASTER_LOG") == 2)) ||
+	fail "the master did not make the new chunk and the copy again"
 wait_fsck_clean 30 "after the restart"
 
 # What the read saw: the fsync'd data, with the patch or without it.
@@ -101,6 +111,16 @@ acked = sys.argv[4] == "0"
 sys.exit(0 if got == new or (not acked and got == orig) else 1)
 EOF
 	fail "the first file lost data (writer exit $wa_rc)"
+"$PYTHON" - "$SW_TMP/a.orig" "$SW_TMP/a.patch" "$R/d/c" "$wc_rc" <<'EOF' ||
+import sys
+orig, patch, got = (open(p, "rb").read() for p in sys.argv[1:4])
+off = 1 << 20
+new = orig[:off] + patch + orig[off + len(patch):]
+acked = sys.argv[4] == "0"
+sys.exit(0 if got == new or (not acked and got == orig) else 1)
+EOF
+	fail "the file sharing its chunk with a snapshot lost data (writer exit $wc_rc)"
+cmp "$SW_TMP/a.orig" "$R/d-snap/c" || fail "the snapshot's copy changed"
 if ((wb_rc == 0)); then
 	cmp "$SW_TMP/b.new" "$R/b" || fail "the new file's acknowledged data"
 else
