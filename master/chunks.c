@@ -95,13 +95,12 @@ int ns_intent_note(struct ns *ns, const struct chunk_intent *in)
 	return 0;
 }
 
-static void intent_drop(struct ns *ns, uint64_t id)
+/* Forget the intent @e, if any. */
+static void intent_drop(struct ns *ns, const struct chunk_intent *e)
 {
-	struct chunk_intent *e = (struct chunk_intent *)ns_intent_get(ns, id);
-
 	if (e) {
-		htab_remove(&ns->intents, sw_hash_u64(id), e);
-		free(e);
+		htab_remove(&ns->intents, sw_hash_u64(e->id), e);
+		free((void *)e);
 	}
 }
 
@@ -110,7 +109,7 @@ void ns_intent_done(struct ns *ns, uint64_t id, uint32_t version)
 	const struct chunk_intent *e = ns_intent_get(ns, id);
 
 	if (e && e->version <= version)
-		intent_drop(ns, id);
+		intent_drop(ns, e);
 }
 
 struct intent_walk {
@@ -169,7 +168,7 @@ static void chunk_free(struct ns *ns, struct chunk *c)
 	if (ns->chunk_gone)
 		ns->chunk_gone(ns->hook_arg, c);
 	htab_remove(&ns->chunks, sw_hash_u64(id), c);
-	intent_drop(ns, id);
+	intent_drop(ns, ns_intent_get(ns, id));
 	ns->nchunks--;
 	slab_free(&ns->chunk_slab, c);
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "log.h"
 #include "master_i.h"
 #include "util.h"
@@ -214,18 +215,19 @@ static void drop_behind(struct master *m, struct chunk *c)
  * Journal that @j's change was made; a request's reply waits until that
  * is durable, so nothing is written under a change not recorded done.
  */
-static int commit_done(struct master *m, struct job *j)
+static int commit_done(struct master *m, struct req *r, uint64_t chunk,
+		       uint32_t version)
 {
 	Sweepfs__Meta__ChunkVersion cv = SWEEPFS__META__CHUNK_VERSION__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 
-	cv.chunk_id = j->chunk;
-	cv.version = j->version;
+	cv.chunk_id = chunk;
+	cv.version = version;
 	cv.has_done = cv.done = 1;
 	mut.time = sw_now_ns();
 	mut.op_case = SWEEPFS__META__MUTATION__OP_CHUNK_VERSION;
 	mut.chunk_version = &cv;
-	return master_commit(m, j->req, &mut);
+	return master_commit(m, r, &mut);
 }
 
 static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
@@ -270,7 +272,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		for (int i = 0; i < j->nbad; i++)
 			csrv_queue_delete(m, j->bad[i], j->chunk, j->version);
 		if (c)
-			done_rc = commit_done(m, j);
+			done_rc = commit_done(m, j->req, j->chunk, j->version);
 		if (c && done_rc == 0)
 			drop_behind(m, c);
 	}
@@ -351,6 +353,25 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 	job_free(j);
 }
 
+/* The copies of @c on the @n servers @srv are being made at @version. */
+static void mark_pending(struct chunk *c, const uint32_t *srv, int n,
+			 uint32_t version)
+{
+	for (int i = 0; i < n; i++) {
+		struct chunk_copy *cp = NULL;
+
+		for (int k = 0; k < c->ncopies && !cp; k++)
+			if (c->copies[k].srv == srv[i])
+				cp = &c->copies[k];
+		if (!cp) {
+			cp = &c->copies[c->ncopies++];
+			cp->srv = srv[i];
+		}
+		cp->version = version;
+		cp->state = COPY_PENDING;
+	}
+}
+
 /* Send @op for chunk @c to each server in @srv; the job waits for all. */
 static void send_commands(struct master *m, struct job *j, struct chunk *c,
 			  const Sweepfs__CsCommand *tmpl, const uint32_t *srv,
@@ -395,8 +416,7 @@ static bool any_server_up(struct master *m)
 }
 
 /* A new chunk in an empty slot (or one whose every copy is gone). */
-static int start_create(struct master *m, struct job *j, struct node *n,
-			struct chunk *old)
+static int start_create(struct master *m, struct job *j, struct node *n)
 {
 	Sweepfs__Meta__ChunkSet cs = SWEEPFS__META__CHUNK_SET__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
@@ -418,14 +438,8 @@ static int start_create(struct master *m, struct job *j, struct node *n,
 	rc = commit(m, j, &mut);
 	if (rc < 0)
 		return rc;
-	(void)old;
 	c = chunk_get(&m->ns, cs.chunk_id);
-	for (int i = 0; i < nsrv; i++) {
-		c->copies[i].srv = srv[i];
-		c->copies[i].version = 1;
-		c->copies[i].state = COPY_PENDING;
-	}
-	c->ncopies = (uint8_t)nsrv;
+	mark_pending(c, srv, nsrv, 1);
 	j->chunk = c->id;
 	j->version = 1;
 	cmd.op = SWEEPFS__CS_COMMAND__OP__CREATE;
@@ -485,12 +499,7 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	src->busy++;
 	j->src = src_id;
 	c = chunk_get(&m->ns, cs.chunk_id);
-	for (int i = 0; i < nsrv; i++) {
-		c->copies[i].srv = srv[i];
-		c->copies[i].version = 1;
-		c->copies[i].state = COPY_PENDING;
-	}
-	c->ncopies = (uint8_t)nsrv;
+	mark_pending(c, srv, nsrv, 1);
 	j->chunk = c->id;
 	j->version = 1;
 	cmd.op = SWEEPFS__CS_COMMAND__OP__DUPLICATE;
@@ -505,6 +514,23 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	}
 	send_commands(m, j, c, &cmd, srv, nsrv);
 	return 0;
+}
+
+/* A command moving copies of chunk @id from @old to @version, cut to
+ * @length bytes unless it is negative. */
+static void version_cmd(Sweepfs__CsCommand *cmd, uint64_t id, uint32_t old,
+			uint32_t version, int64_t length)
+{
+	cmd->op = length < 0 ? SWEEPFS__CS_COMMAND__OP__SET_VERSION :
+			       SWEEPFS__CS_COMMAND__OP__TRUNCATE;
+	cmd->chunk_id = id;
+	cmd->version = version;
+	cmd->has_old_version = 1;
+	cmd->old_version = old;
+	if (length >= 0) {
+		cmd->has_length = 1;
+		cmd->length = (uint64_t)length;
+	}
 }
 
 /*
@@ -543,16 +569,8 @@ static int start_bump(struct master *m, struct job *j, struct chunk *c,
 		return rc;
 	j->chunk = c->id;
 	j->version = old + 1;
-	cmd.op = length == UINT64_MAX ? SWEEPFS__CS_COMMAND__OP__SET_VERSION :
-					SWEEPFS__CS_COMMAND__OP__TRUNCATE;
-	cmd.chunk_id = c->id;
-	cmd.version = old + 1;
-	cmd.has_old_version = 1;
-	cmd.old_version = old;
-	if (length != UINT64_MAX) {
-		cmd.has_length = 1;
-		cmd.length = length;
-	}
+	version_cmd(&cmd, c->id, old, old + 1,
+		    length == UINT64_MAX ? -1 : (int64_t)length);
 	send_commands(m, j, c, &cmd, srv, nsrv);
 	return 0;
 }
@@ -620,7 +638,7 @@ static void job_run(struct master *m, struct job *j)
 		req_error(j->req, -ENOMEM);
 		goto out_free;
 	}
-	if (!m->settled && sw_mono_ns() < m->settle_at &&
+	if (sw_mono_ns() < m->settle_at &&
 	    (c ? !any_copy_up(m, c) : j->write && !any_server_up(m))) {
 		/* Its servers may not have registered again yet. */
 		j->next = held;
@@ -632,7 +650,7 @@ static void job_run(struct master *m, struct job *j)
 		goto out_free;
 	}
 	if (!c || unplaced(m, c))
-		rc = start_create(m, j, n, c);
+		rc = start_create(m, j, n);
 	else if (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED))
 		rc = -EIO; /* its data is on servers that are away */
 	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c) ||
@@ -816,7 +834,7 @@ void data_revoke_leases(struct master *m)
 /* ---- after a restart ----------------------------------------------- */
 
 /* Run the requests held for chunkservers to register. */
-static void release_held(struct master *m)
+void data_registered(struct master *m)
 {
 	struct job *j = held;
 
@@ -828,11 +846,6 @@ static void release_held(struct master *m)
 		job_run(m, j);
 		j = next;
 	}
-}
-
-void data_registered(struct master *m)
-{
-	release_held(m);
 }
 
 void data_stop(struct master *m)
@@ -869,19 +882,7 @@ static void redo_start(struct master *m, struct chunk *c, uint32_t version,
 		chunk_get(&m->ns, src)->busy++;
 		j->src = src;
 	}
-	for (int i = 0; i < n; i++) {
-		struct chunk_copy *cp = NULL;
-
-		for (int k = 0; k < c->ncopies && !cp; k++)
-			if (c->copies[k].srv == srv[i])
-				cp = &c->copies[k];
-		if (!cp) {
-			cp = &c->copies[c->ncopies++];
-			cp->srv = srv[i];
-		}
-		cp->version = version;
-		cp->state = COPY_PENDING;
-	}
+	mark_pending(c, srv, n, version);
 	send_commands(m, j, c, tmpl, srv, n);
 }
 
@@ -899,16 +900,7 @@ static void redo_bump(struct master *m, struct chunk *c,
 			srv[n++] = c->copies[i].srv;
 	if (!n)
 		return; /* when a server with a copy registers */
-	cmd.op = in->length < 0 ? SWEEPFS__CS_COMMAND__OP__SET_VERSION :
-				  SWEEPFS__CS_COMMAND__OP__TRUNCATE;
-	cmd.chunk_id = c->id;
-	cmd.version = in->version;
-	cmd.has_old_version = 1;
-	cmd.old_version = in->version - 1;
-	if (in->length >= 0) {
-		cmd.has_length = 1;
-		cmd.length = (uint64_t)in->length;
-	}
+	version_cmd(&cmd, c->id, in->version - 1, in->version, in->length);
 	sw_notice(TAG,
 		  "chunk %016" PRIx64 ": moving %d cop%s from version %u to "
 		  "%u, a change the master was making when it stopped",
@@ -972,9 +964,7 @@ void data_redo(struct master *m, struct chunk *c)
 	if (any_copy(c, COPY_VALID)) {
 		/* Made on some server after all; copies left behind hold
 		 * the same data but go, for those that made it. */
-		struct job j = { .chunk = c->id, .version = c->version };
-
-		if (commit_done(m, &j) == 0)
+		if (commit_done(m, NULL, c->id, c->version) == 0)
 			drop_behind(m, c);
 	} else if (in->kind == INTENT_BUMP) {
 		redo_bump(m, c, in);
@@ -983,49 +973,36 @@ void data_redo(struct master *m, struct chunk *c)
 	}
 }
 
-struct redo_scan {
-	uint64_t *id;
-	size_t n, cap;
-};
-
 static int collect_intent(const struct chunk_intent *in, void *arg)
 {
-	struct redo_scan *rs = arg;
-
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? rs->cap * 2 : 64;
-		uint64_t *v = realloc(rs->id, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		rs->id = v;
-		rs->cap = cap;
-	}
-	rs->id[rs->n++] = in->id;
-	return 0;
+	return sw_buf_add(arg, &in->id, sizeof(in->id));
 }
 
 void data_tick(struct master *m)
 {
-	struct redo_scan rs = { 0 };
+	struct sw_buf ids = SW_BUF_INIT;
+	const uint64_t *id;
+	size_t n;
 
 	if (m->settled || sw_mono_ns() < m->settle_at)
 		return;
 	m->settled = true;
-	ns_intents_foreach(&m->ns, collect_intent, &rs);
-	if (rs.n)
+	ns_intents_foreach(&m->ns, collect_intent, &ids);
+	id = (const uint64_t *)ids.data;
+	n = sw_buf_used(&ids) / sizeof(*id);
+	if (n)
 		sw_notice(TAG,
 			  "%zu chunk change(s) were in flight when the "
 			  "master stopped; redoing them",
-			  rs.n);
-	for (size_t i = 0; i < rs.n; i++) {
-		struct chunk *c = chunk_get(&m->ns, rs.id[i]);
+			  n);
+	for (size_t i = 0; i < n; i++) {
+		struct chunk *c = chunk_get(&m->ns, id[i]);
 
 		if (c)
 			data_redo(m, c);
 	}
-	free(rs.id);
-	release_held(m);
+	sw_buf_release(&ids);
+	data_registered(m);
 }
 
 /*

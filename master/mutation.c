@@ -104,16 +104,6 @@ static int apply_setxattr(struct ns *ns, const Sweepfs__Meta__Setxattr *x,
 			    x->value.len, now);
 }
 
-/*
- * The intent that goes with a chunk change (chunks.h). Failing to keep it
- * (out of memory) does not undo the change: it only means that a crash
- * before the change is done leaves the chunk to fsck instead of redoing it.
- */
-static void note_intent(struct ns *ns, const struct chunk_intent *in)
-{
-	(void)ns_intent_note(ns, in);
-}
-
 static int apply_chunk_set(struct ns *ns, const Sweepfs__Meta__ChunkSet *c)
 {
 	struct node *n = ns_get(ns, c->ino);
@@ -135,7 +125,10 @@ static int apply_chunk_set(struct ns *ns, const Sweepfs__Meta__ChunkSet *c)
 	}
 	if (c->has_length)
 		in.length = (int64_t)c->length;
-	note_intent(ns, &in);
+	/* Failing to keep the intent (out of memory) does not undo the
+	 * change: a crash before it is done leaves the chunk to fsck
+	 * instead of redoing it. */
+	(void)ns_intent_note(ns, &in);
 	return 0;
 }
 
@@ -158,7 +151,7 @@ static int apply_chunk_version(struct ns *ns,
 	}
 	rc = chunk_set_version(ns, v->chunk_id, v->version);
 	if (rc == 0)
-		note_intent(ns, &in);
+		(void)ns_intent_note(ns, &in); /* as in apply_chunk_set() */
 	return rc;
 }
 
