@@ -1,0 +1,63 @@
+/*
+ * fsio.h: whole writes, directory fsync, array growth.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsio.h"
+
+int sw_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int sw_fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int sw_grow(void *pp, size_t *cap, size_t need, size_t size, size_t min)
+{
+	void **p = pp;
+	size_t n = *cap;
+	void *v;
+
+	if (need <= n)
+		return 0;
+	n = n ? n : (min ? min : 1);
+	while (n < need)
+		n = n > SIZE_MAX / 2 ? need : n * 2;
+	if (size && n > SIZE_MAX / size)
+		return -ENOMEM;
+	v = realloc(*p, n * size);
+	if (!v)
+		return -ENOMEM;
+	*p = v;
+	*cap = n;
+	return 0;
+}

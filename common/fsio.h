@@ -1,0 +1,36 @@
+/*
+ * File and memory helpers that several programs would otherwise each write
+ * again: writing a whole buffer, making a directory's entries durable, and
+ * growing an array. Nothing here logs; errors are negative errno.
+ */
+#ifndef SWEEPFS_COMMON_FSIO_H
+#define SWEEPFS_COMMON_FSIO_H
+
+#include <stddef.h>
+
+/*
+ * Write all @n bytes at @p to @fd, going on after short writes and EINTR.
+ * Returns 0, or -errno from write(2) (some bytes may have been written).
+ */
+int sw_write_all(int fd, const void *p, size_t n);
+
+/*
+ * fsync(2) directory @path, so that names created, renamed or removed in it
+ * survive a crash. Returns 0 or -errno.
+ */
+int sw_fsync_dir(const char *path);
+
+/*
+ * Make room for at least @need elements of @size bytes in the array *@pp
+ * of capacity *@cap (elements): doubles the capacity (starting from @min),
+ * or grows it to @need if doubling is not enough. Existing elements are
+ * kept; *@pp and *@cap change only on success. Returns 0, or -ENOMEM
+ * (also when the byte count would overflow) with the array untouched.
+ *
+ *	if (sw_grow(&v, &cap, n + 1, sizeof(*v), 16) < 0)
+ *		return -ENOMEM;
+ *	v[n++] = x;
+ */
+int sw_grow(void *pp, size_t *cap, size_t need, size_t size, size_t min);
+
+#endif
