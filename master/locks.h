@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "htab.h"
+#include "itree.h"
 
 /* What a lock is: fcntl() byte ranges, or flock() on the whole file.
  * The two kinds never conflict with each other, as on Linux. */
@@ -53,17 +54,40 @@ struct lock_desc {
 
 typedef void (*locks_wake_fn)(void *wake_arg, void *waiter, int rc);
 
+/*
+ * Caps on what one session, and all sessions on one file, may hold: held
+ * locks (a split range counts two) and blocked requests. A request that
+ * would pass one fails with -ENOLCK, as fcntl(2) does for a full lock
+ * table. 0: no cap.
+ */
+struct locks_limits {
+	uint64_t per_session;
+	uint64_t per_file;
+	uint64_t waiters_per_session;
+	uint64_t waiters_per_file;
+};
+
 struct locks {
-	struct htab inodes; /* struct lock_inode by ino: only inodes
-				 * with locks or waiters */
-	uint64_t nlocks;    /* held, in all (a split range counts two) */
-	uint64_t nwaiters;  /* blocked requests */
+	struct htab inodes;   /* struct lock_inode by ino: only inodes
+			       * with locks or waiters */
+	struct htab owners;   /* struct lk_owner by (ino, session, owner):
+			       * only owners holding locks */
+	struct htab sessions; /* struct lk_sess by session: only those
+			       * holding locks or waiting */
+	uint64_t nlocks;      /* held, in all (a split range counts two) */
+	uint64_t nwaiters;    /* blocked requests */
+	struct locks_limits limits;
+	uint64_t key; /* secret of the trees' priorities (itree.h) */
 	locks_wake_fn wake;
 	void *wake_arg;
 };
 
-/* An empty table that reports to @wake(@wake_arg, ...). */
+/* An empty table without caps that reports to @wake(@wake_arg, ...). */
 void locks_init(struct locks *t, locks_wake_fn wake, void *wake_arg);
+
+/* Set the caps (the next requests are held to them; nothing held now is
+ * taken back). */
+void locks_set_limits(struct locks *t, const struct locks_limits *l);
 
 /* Free everything; each waiter is woken with -ENOLCK first. */
 void locks_release(struct locks *t);
@@ -78,7 +102,12 @@ void locks_release(struct locks *t);
  * Returns 0 when done, -EAGAIN when a lock of another owner conflicts
  * and !@wait, 1 when @wait and the request was queued (@waiter is later
  * passed to wake(), exactly once), or -ENOMEM / -ENOLCK (nothing
- * changed). Waiters blocked by locks this call removed are woken.
+ * changed; -ENOLCK also when a cap of locks_set_limits() would be
+ * passed). Waiters blocked by locks this call removed are woken.
+ *
+ * Costs O(log n + k) for the n locks on the file and the k of the owner's
+ * own locks the request replaces, cuts or merges (and, while it waits,
+ * O(waiters) each time the file's locks change).
  */
 int locks_set(struct locks *t, const struct lock_desc *d, bool wait,
 	      void *waiter);
@@ -110,7 +139,7 @@ unsigned locks_cancel(struct locks *t, uint64_t ino, uint64_t session,
 void locks_cancel_session(struct locks *t, uint64_t session);
 
 /* @session ended: drop its locks and its queued requests (-EINTR).
- * O(inodes with locks). */
+ * O(what the session holds and waits for). */
 void locks_drop_session(struct locks *t, uint64_t session);
 
 /* Node @ino was freed: drop its locks; its waiters get -ENOENT. */

@@ -436,6 +436,95 @@ static void test_locks_random_model(void **state)
 	assert_int_equal(f->nwakes, 0);
 }
 
+static void test_locks_caps(void **state)
+{
+	struct fixture *f = *state;
+	struct locks_limits l = { .per_session = 4,
+				  .per_file = 6,
+				  .waiters_per_session = 1,
+				  .waiters_per_file = 2 };
+
+	locks_set_limits(&f->t, &l);
+	/* Session 1: four disjoint ranges, then no fifth. */
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_READ, i * 10,
+					      i * 10 + 1)),
+				 0);
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_READ, 100, 101)),
+			 -ENOLCK);
+	/* Merging or replacing does not add: allowed at the cap. */
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_READ, 2, 9)), 0);
+	assert_int_equal(f->t.nlocks, 3);
+	/* An unlock that would split past the cap fails, and changes
+	 * nothing; one that does not split goes. */
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_READ, 100, 101)), 0);
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_UNLOCK, 4, 5)),
+			 -ENOLCK);
+	assert_int_equal(f->t.nlocks, 4);
+	assert_true(busy(f, 1, LOCK_TYPE_WRITE, 4, 5));
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_UNLOCK, 0, 31)), 0);
+	assert_int_equal(f->t.nlocks, 1);
+	/* Per file: six in all, whoever holds them. */
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(set(f, posix(1, 2, 1, LOCK_TYPE_READ,
+					      200 + i * 10, 200 + i * 10)),
+				 0);
+	assert_int_equal(set(f, posix(1, 3, 1, LOCK_TYPE_READ, 500, 500)), 0);
+	assert_int_equal(f->t.nlocks, 6);
+	assert_int_equal(set(f, posix(1, 3, 1, LOCK_TYPE_READ, 600, 600)),
+			 -ENOLCK);
+	assert_int_equal(set(f, flk(1, 3, 1, LOCK_TYPE_READ)), -ENOLCK);
+	/* Another file is another count. */
+	assert_int_equal(set(f, posix(2, 3, 1, LOCK_TYPE_READ, 500, 500)), 0);
+	/* Waiters: one per session, two per file. */
+	assert_int_equal(set(f, posix(3, 3, 1, LOCK_TYPE_WRITE, 0, 0)), 0);
+	assert_int_equal(set_wait(f, posix(3, 4, 1, LOCK_TYPE_WRITE, 0, 0), 1),
+			 1);
+	assert_int_equal(set_wait(f, posix(3, 4, 2, LOCK_TYPE_WRITE, 0, 0), 2),
+			 -ENOLCK);
+	assert_int_equal(set_wait(f, posix(3, 5, 1, LOCK_TYPE_WRITE, 0, 0), 3),
+			 1);
+	assert_int_equal(set_wait(f, posix(3, 6, 1, LOCK_TYPE_WRITE, 0, 0), 4),
+			 -ENOLCK);
+	assert_int_equal(f->t.nwaiters, 2);
+	assert_int_equal(f->nwakes, 0);
+}
+
+/*
+ * Many locks on one file must not make each request walk them all: with
+ * 200,000 ranges held, 200,000 probes and as many changes by other owners
+ * run in well under the test's time limit (a list walked per request
+ * would need some 10^10 steps).
+ */
+static void test_locks_many_ranges_scale(void **state)
+{
+	struct fixture *f = *state;
+	enum { M = 200000 };
+	struct lock_desc out;
+
+	for (uint64_t i = 0; i < M; i++)
+		assert_int_equal(
+			set(f, posix(1, 1, 1, LOCK_TYPE_WRITE, 2 * i, 2 * i)),
+			0);
+	assert_int_equal(f->t.nlocks, M);
+	for (uint64_t i = 0; i < M; i++) {
+		struct lock_desc d =
+			posix(1, 2, 1, LOCK_TYPE_READ, 2 * i + 1, 2 * i + 1);
+
+		assert_false(locks_get(&f->t, &d, &out));
+		assert_int_equal(set(f, d), 0);
+	}
+	assert_int_equal(f->t.nlocks, 2 * M);
+	/* The one owner's writes conflict everywhere with the other's. */
+	assert_int_equal(set(f, posix(1, 2, 1, LOCK_TYPE_READ, 0, 2 * M)),
+			 -EAGAIN);
+	/* Session 1's end takes its 200,000 ranges in one go. */
+	locks_drop_session(&f->t, 1);
+	assert_int_equal(f->t.nlocks, M);
+	assert_int_equal(set(f, posix(1, 2, 1, LOCK_TYPE_READ, 0, 2 * M)), 0);
+	assert_int_equal(f->t.nlocks, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -464,6 +553,10 @@ int main(void)
 			test_locks_release_wakes_waiters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_locks_random_model, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_locks_caps, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_locks_many_ranges_scale,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
