@@ -105,9 +105,11 @@ static int count_names(void *elem, void *arg)
 		e->child->atime++;
 		if (S_ISDIR(e->child->mode)) {
 			subdirs++;
-			tree_names += e->child->u.dir->tree_names;
-			tree_plain += e->child->u.dir->tree_plain;
-			if (e->child->u.dir->parent != d) {
+			tree_names += ns_tree_names(e->child);
+			tree_plain += ns_tree_plain(e->child);
+			if (e->child->u.dir->parent != d ||
+			    lct_parent(&e->child->u.dir->lct) !=
+				    &d->u.dir->lct) {
 				k->r->bad_dirs++;
 				problem(k,
 					"directory %" PRIu64
@@ -129,14 +131,13 @@ static int count_names(void *elem, void *arg)
 			d->u.dir->nplain, (uint64_t)d->u.dir->tombstones,
 			entries, subdirs, plain, tombs);
 	}
-	if (tree_names != d->u.dir->tree_names ||
-	    tree_plain != d->u.dir->tree_plain) {
+	if (tree_names != ns_tree_names(d) || tree_plain != ns_tree_plain(d)) {
 		k->r->bad_dirs++;
 		problem(k,
 			"directory %" PRIu64 ": subtree counts %" PRIu64
 			"/%" PRIu64 ", found %" PRIu64 "/%" PRIu64,
-			d->ino, d->u.dir->tree_names, d->u.dir->tree_plain,
-			tree_names, tree_plain);
+			d->ino, ns_tree_names(d), ns_tree_plain(d), tree_names,
+			tree_plain);
 	}
 	return 0;
 }

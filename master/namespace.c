@@ -140,6 +140,7 @@ static struct dir *dir_new(struct ns *ns, struct node *parent)
 	if (!d)
 		return NULL;
 	d->parent = parent;
+	lct_init(&d->lct);
 	htab_init(&d->names, edge_hash);
 	ns->dir_bytes += sizeof(*d);
 	return d;
@@ -224,33 +225,10 @@ static void index_drop(struct dir *d, struct edge *e)
 	d->index_len--;
 }
 
-/*
- * Add @names and @plain to the subtree counts of @d and of every
- * directory above it, up to the root (its own parent) or the root of a
- * detached tree (no parent). O(depth).
- */
-static void tree_count(struct dir *d, int64_t names, int64_t plain)
+/* @d's entry counts changed: tell the directory forest. */
+static void counts_changed(struct dir *d)
 {
-	for (;;) {
-		d->tree_names += (uint64_t)names;
-		d->tree_plain += (uint64_t)plain;
-		if (!d->parent || d->parent->u.dir == d)
-			return;
-		d = d->parent->u.dir;
-	}
-}
-
-/* What edge @e adds to its directory's subtree counts. */
-static void edge_weight(const struct edge *e, int64_t *names, int64_t *plain)
-{
-	const struct node *c = e->child;
-
-	*names = 1;
-	*plain = !(e->flags & EDGE_SNAPSHOT);
-	if (ns_is_dir(c)) {
-		*names += (int64_t)c->u.dir->tree_names;
-		*plain += (int64_t)c->u.dir->tree_plain;
-	}
+	lct_set(&d->lct, d->nentries, d->nplain);
 }
 
 /*
@@ -324,12 +302,11 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 	if (!(e->flags & EDGE_SNAPSHOT))
 		d->nplain++;
 	ns->nedges++;
-	{
-		int64_t names, plain;
-
-		edge_weight(e, &names, &plain);
-		tree_count(d, names, plain);
-	}
+	counts_changed(d);
+	/* A new name for a directory hangs it here; ns_rename() moves
+	 * the one it renames itself. */
+	if (ns_is_dir(e->child) && e->child != ns->moving)
+		lct_link(&e->child->u.dir->lct, &d->lct);
 	return 0;
 }
 
@@ -337,10 +314,9 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 {
 	size_t before = htab_bytes(&d->names);
-	int64_t names, plain;
 
-	edge_weight(e, &names, &plain);
-	tree_count(d, -names, -plain);
+	if (ns_is_dir(e->child) && e->child != ns->moving)
+		lct_cut(&e->child->u.dir->lct);
 
 	if (htab_count(&d->names)) {
 		htab_remove(&d->names, edge_hash(e), e);
@@ -360,6 +336,7 @@ static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 	if (!(e->flags & EDGE_SNAPSHOT))
 		d->nplain--;
 	ns->nedges--;
+	counts_changed(d);
 	e->child = NULL;
 	if (e->pins) {
 		d->tombstones++;
@@ -385,6 +362,7 @@ static void dir_free(struct ns *ns, struct node *n)
 	struct edge *e, *next;
 
 	assert(d->nentries == 0);
+	lct_cut(&d->lct); /* a purged tree's top hangs nowhere already */
 	if (d->watchers && ns->dir_gone)
 		ns->dir_gone(ns->hook_arg, n);
 	while (d->cursors) {
@@ -694,16 +672,32 @@ out:
 	return nfound;
 }
 
+/* The forest restructures itself on queries too: a logically const
+ * directory is still changed. */
+static struct lct_node *lct_of(const struct node *dir)
+{
+	return &((struct node *)dir)->u.dir->lct;
+}
+
 bool ns_is_ancestor(const struct node *a, const struct node *b)
 {
-	for (;;) {
-		if (a == b)
-			return true;
-		/* The root is its own parent; a detached subtree's has none. */
-		if (!b->u.dir->parent || b->u.dir->parent == b)
-			return false;
-		b = b->u.dir->parent;
-	}
+	return lct_is_ancestor(lct_of(a), lct_of(b));
+}
+
+uint64_t ns_tree_names(const struct node *dir)
+{
+	uint64_t s[LCT_VALUES];
+
+	lct_subtree(lct_of(dir), s);
+	return s[0];
+}
+
+uint64_t ns_tree_plain(const struct node *dir)
+{
+	uint64_t s[LCT_VALUES];
+
+	lct_subtree(lct_of(dir), s);
+	return s[1];
 }
 
 static int type_valid(uint32_t mode)
@@ -871,15 +865,8 @@ static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
 		return -EINVAL;
 	if (S_ISDIR(dst->mode) && ns_is_ancestor(dst, sdir))
 		return -EINVAL;
-	if (sdir != ddir) {
-		int64_t sn, sp, dn, dp;
-
-		/* Names stay, with their flags; the objects swap. */
-		edge_weight(se, &sn, &sp);
-		edge_weight(de, &dn, &dp);
-		tree_count(sdir->u.dir, dn - sn, dp - sp);
-		tree_count(ddir->u.dir, sn - dn, sp - dp);
-	}
+	/* Names stay, with their flags (so the counts do); the objects
+	 * swap. */
 	se->child = dst;
 	de->child = src;
 	if (sdir != ddir) {
@@ -887,12 +874,18 @@ static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
 			sdir->u.dir->nsubdirs--;
 			ddir->u.dir->nsubdirs++;
 			src->u.dir->parent = ddir;
+			lct_cut(&src->u.dir->lct);
 		}
 		if (S_ISDIR(dst->mode)) {
 			ddir->u.dir->nsubdirs--;
 			sdir->u.dir->nsubdirs++;
 			dst->u.dir->parent = sdir;
+			lct_cut(&dst->u.dir->lct);
 		}
+		if (S_ISDIR(src->mode))
+			lct_link(&src->u.dir->lct, &ddir->u.dir->lct);
+		if (S_ISDIR(dst->mode))
+			lct_link(&dst->u.dir->lct, &sdir->u.dir->lct);
 	}
 	src->ctime = dst->ctime = now;
 	touch_dir(sdir, now);
@@ -952,8 +945,10 @@ int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
 	}
 	/* The flag goes where the object goes. */
 	ne->flags |= se->flags & EDGE_SNAPSHOT;
+	ns->moving = src;
 	rc = dir_add(ns, ddir->u.dir, ne);
 	if (rc < 0) {
+		ns->moving = NULL;
 		edge_free(ns, ne);
 		goto out_orphan;
 	}
@@ -963,8 +958,12 @@ int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
 		node_unlinked(ns, dst, keep, now);
 	}
 	dir_remove(ns, sdir->u.dir, se);
-	if (S_ISDIR(src->mode))
+	ns->moving = NULL;
+	if (S_ISDIR(src->mode) && sdir != ddir) {
 		src->u.dir->parent = ddir;
+		lct_cut(&src->u.dir->lct);
+		lct_link(&src->u.dir->lct, &ddir->u.dir->lct);
+	}
 	src->ctime = now;
 	touch_dir(sdir, now);
 	touch_dir(ddir, now);
@@ -1550,7 +1549,7 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	if (!S_ISDIR(n->mode))
 		return -ENOTDIR;
 	/* The tree's size is kept, so this costs the same for any tree. */
-	total = 1 + (int64_t)n->u.dir->tree_names;
+	total = 1 + (int64_t)ns_tree_names(n);
 	rc = nsi_purge_add(ns, n, id, (uint64_t)total);
 	if (rc < 0)
 		return rc;
@@ -1570,17 +1569,12 @@ bool ns_gone(const struct node *n)
 
 bool ns_detached(const struct node *dir)
 {
-	const struct node *d = dir;
+	struct lct_node *top = lct_root(lct_of(dir));
+	struct dir *d = (struct dir *)((char *)top - offsetof(struct dir, lct));
 
-	for (;;) {
-		const struct node *p = d->u.dir->parent;
-
-		if (!p || (d->flags & NODE_DETACHED))
-			return true;
-		if (p == d)
-			return false;
-		d = p;
-	}
+	/* Only the root is its own parent; a detached tree's top has
+	 * none, a snapshot copy's top the directory it will be named in. */
+	return !d->parent || d->parent->u.dir != d;
 }
 
 /* ---- the snapshot flag ------------------------------------------------ */
@@ -1594,12 +1588,11 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot)
 	if (snapshot) {
 		e->flags |= EDGE_SNAPSHOT;
 		dir->u.dir->nplain--;
-		tree_count(dir->u.dir, 0, -1);
 	} else {
 		e->flags &= (uint8_t)~EDGE_SNAPSHOT;
 		dir->u.dir->nplain++;
-		tree_count(dir->u.dir, 0, 1);
 	}
+	counts_changed(dir->u.dir);
 }
 
 int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,

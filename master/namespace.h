@@ -23,6 +23,7 @@
 
 #include "chunks.h"
 #include "htab.h"
+#include "lct.h"
 #include "slab.h"
 
 #define NS_ROOT_INO 1
@@ -110,11 +111,12 @@ struct dir {
 	uint64_t nentries;    /* live edges */
 	uint64_t nsubdirs;    /* live edges to directories */
 	uint64_t nplain;      /* live edges without EDGE_SNAPSHOT */
-	/* The whole subtree below: names, and names without the snapshot
-	 * flag. Kept up to date along the parent chain by every change, so
-	 * that a tree's size and "all flagged" cost O(1) (rmr, rmsnapshot). */
-	uint64_t tree_names;
-	uint64_t tree_plain;
+	/* This directory in the link-cut forest of all directories (lct.h),
+	 * its counters nentries and nplain: which tree it is in, whether
+	 * it is below another, and the names below it cost O(log n),
+	 * whatever the depth (ns_detached(), ns_is_ancestor(),
+	 * ns_tree_names()). */
+	struct lct_node lct;
 	uint32_t trashtime;	/* seconds removed entries stay in trash */
 	struct cursor *cursors; /* cursors resting in this directory */
 	struct watch *watchers; /* sessions caching the listing (watch.c) */
@@ -148,6 +150,10 @@ struct ns {
 	struct slab node_slab;
 	struct slab edge_slab[NS_EDGE_CLASSES];
 	struct node *root;
+	/* The directory ns_rename() is moving, while it is: dir_add() and
+	 * dir_remove() leave its place in the directory forest (lct.h) to
+	 * the rename. */
+	struct node *moving;
 	uint64_t next_ino;  /* lowest inode number never used */
 	uint64_t next_edge; /* lowest edge id never used */
 	uint64_t version;   /* changelog version of the last change */
@@ -245,10 +251,15 @@ uint32_t ns_nlink(const struct node *n);
 /*
  * Whether directory @dir is out of the namespace: in a tree removed by
  * rmr (being purged, or in the trash) or in a snapshot copy not yet
- * named. Walks up to the root: O(depth). Such a directory takes no new
- * names.
+ * named: its tree's top is not the root. O(log n) amortized, whatever
+ * the depth. Such a directory takes no new names.
  */
 bool ns_detached(const struct node *dir);
+
+/* Names in directory @dir and below it, and of them those without the
+ * snapshot flag. O(log n) amortized (rmr, rmsnapshot, snapshots). */
+uint64_t ns_tree_names(const struct node *dir);
+uint64_t ns_tree_plain(const struct node *dir);
 
 /* Whether @n is out of the namespace as far as it can tell: a detached
  * directory, or a file that is open-unlinked or in the trash. */
@@ -262,7 +273,8 @@ bool ns_gone(const struct node *n);
 size_t ns_subtree_find(const struct node *root, const uint64_t *want, size_t n,
 		       bool *found);
 
-/* Whether @a is @b or one of @b's ancestors. Both are directories. */
+/* Whether @a is @b or one of @b's ancestors. Both are directories.
+ * O(log n) amortized. */
 bool ns_is_ancestor(const struct node *a, const struct node *b);
 
 /*

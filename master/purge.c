@@ -56,20 +56,23 @@ static int unlink_open(struct master *m, struct node *dir, struct edge *e)
 
 /*
  * Free nodes of the oldest subtrees until @deadline (checked every few
- * nodes). Returns how many were freed, or -errno when the changelog
+ * steps, going down included). Returns how many were freed, or -errno when the changelog
  * refused an unlink (the purge waits for it).
  */
 static int64_t purge_slice(struct master *m, int64_t deadline)
 {
 	struct ns *ns = &m->ns;
 	int64_t now = sw_now_ns(), freed = 0;
+	uint64_t steps = 0;
 
 	while (ns->purge_head) {
 		struct purge_root *pr = ns->purge_head;
 		struct node *d = pr->cur, *c;
 		struct edge *e;
 
-		if ((freed & 31) == 0 && sw_mono_ns() > deadline)
+		/* Every few steps, whatever each cost: a step is O(log n)
+		 * (directories' counts, lct.h), but the slice is a time. */
+		if ((steps++ & 7) == 0 && sw_mono_ns() > deadline)
 			break;
 		e = ns_edge_live(d->u.dir->head);
 		if (!e) {

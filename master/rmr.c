@@ -82,7 +82,7 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	struct node *n = e->child;
 	bool is_dir = S_ISDIR(n->mode);
-	uint64_t size = is_dir ? 1 + n->u.dir->tree_names : 1;
+	uint64_t size = is_dir ? 1 + ns_tree_names(n) : 1;
 	ProtobufCBinaryData name;
 	uint8_t namebuf[SW_NAME_MAX];
 	int rc;

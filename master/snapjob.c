@@ -43,7 +43,10 @@
 #include "util.h"
 
 #define TAG "snapshot"
-#define PART_BYTES (256u << 10) /* records per journaled part, at most */
+/* Records per journaled part, at most: a part is applied whole, in one
+ * background slice, so this bounds a slice (~1 ms for 32 KiB, some 500
+ * nodes) as much as purge_slice does. */
+#define PART_BYTES (32u << 10)
 #define READ_CHUNK (256u << 10)
 #define IN_HIGH (8u << 20) /* stop reading the child above this */
 #define IN_LOW (1u << 20)  /* and go on below this */
@@ -433,7 +436,7 @@ static void on_timer(uv_timer_t *t)
 /* At most @limit nodes in the tree at @root? */
 static bool tree_small(const struct node *root, uint64_t limit)
 {
-	return !S_ISDIR(root->mode) || root->u.dir->tree_names + 1 <= limit;
+	return !S_ISDIR(root->mode) || ns_tree_names(root) + 1 <= limit;
 }
 
 /* Why job @j cannot start now, or 0. */

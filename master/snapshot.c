@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "master_i.h"
 #include "util.h"
 
@@ -127,45 +128,67 @@ static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 }
 
 /* Whether every name in the tree under directory @root is flagged, or
- * none is: directories keep count, so O(1) whatever the tree's size. */
+ * none is: directories keep count, so O(log n) whatever the tree. */
 static bool all_flagged(const struct node *root)
 {
-	return root->u.dir->tree_plain == 0;
+	return ns_tree_plain(root) == 0;
 }
 
 static bool none_flagged(const struct node *root)
 {
-	return root->u.dir->tree_plain == root->u.dir->tree_names;
+	return ns_tree_plain(root) == ns_tree_names(root);
 }
 
 /*
- * rmsnapshot -f below @dir: remove the flagged names, keep the rest. A
+ * rmsnapshot -f below @top: remove the flagged names, keep the rest. A
  * flagged directory whose tree is all flagged goes whole; a flagged one
- * with unflagged names inside stays and is gone through.
+ * with unflagged names inside stays and is gone through. Only directories
+ * with flagged names below are entered (the counts say which), on a stack
+ * of our own: any depth, no recursion.
  */
-static int remove_flagged(struct master *m, struct req *r, struct node *dir,
-			  Sweepfs__RmrReply *reply, int depth)
+struct rf_frame {
+	struct node *dir;
+	struct edge *next; /* the next entry to look at */
+};
+
+static int remove_flagged(struct master *m, struct req *r, struct node *top,
+			  Sweepfs__RmrReply *reply)
 {
-	struct edge *e, *next;
+	struct rf_frame *st = NULL;
+	size_t n = 0, cap = 0;
 	int rc = 0;
 
-	if (depth > 4096)
-		return -ELOOP; /* deeper than anything PATH_MAX allows */
-	for (e = ns_edge_live(dir->u.dir->head); e && rc == 0; e = next) {
-		struct node *c = e->child;
-		bool flagged = e->flags & EDGE_SNAPSHOT;
+	if (sw_grow(&st, &cap, 1, sizeof(*st), 16) < 0)
+		return -ENOMEM;
+	st[n++] = (struct rf_frame){ top, ns_edge_live(top->u.dir->head) };
+	while (n && rc == 0) {
+		struct rf_frame *f = &st[n - 1];
+		struct edge *e = f->next;
+		struct node *dir = f->dir, *c;
+		bool flagged;
 
-		next = ns_edge_live(e->next);
-		if (S_ISDIR(c->mode)) {
-			if (flagged && all_flagged(c))
+		if (!e) {
+			n--;
+			continue;
+		}
+		f->next = ns_edge_live(e->next);
+		c = e->child;
+		flagged = e->flags & EDGE_SNAPSHOT;
+		if (!S_ISDIR(c->mode)) {
+			if (flagged)
 				rc = remove_entry_now(m, r, dir, e, false,
 						      reply);
-			else if (!none_flagged(c))
-				rc = remove_flagged(m, r, c, reply, depth + 1);
-		} else if (flagged) {
+		} else if (flagged && all_flagged(c)) {
 			rc = remove_entry_now(m, r, dir, e, false, reply);
+		} else if (!none_flagged(c)) {
+			rc = sw_grow(&st, &cap, n + 1, sizeof(*st), 16);
+			if (rc == 0)
+				st[n++] = (struct rf_frame){
+					c, ns_edge_live(c->u.dir->head)
+				};
 		}
 	}
+	free(st);
 	return rc;
 }
 
@@ -193,7 +216,7 @@ static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	else if (!q->force)
 		rc = -EPERM; /* something in it lacks the flag */
 	else if (S_ISDIR(n->mode) && !none_flagged(n))
-		rc = remove_flagged(r->m, r, n, &reply, 0);
+		rc = remove_flagged(r->m, r, n, &reply);
 	if (rc < 0)
 		goto out_err;
 	req_reply(r, &reply.base);

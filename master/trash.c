@@ -231,7 +231,7 @@ int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
 	n = e->child;
 	if (!S_ISDIR(n->mode))
 		return -ENOTDIR;
-	total = 1 + (int64_t)n->u.dir->tree_names;
+	total = 1 + (int64_t)ns_tree_names(n);
 	rc = item_add_at(ns, id, n, dir, name, len, now, until,
 			 (uint64_t)total);
 	if (rc < 0)

@@ -321,8 +321,12 @@ static void check_dir(const struct ns *ns, const struct nodevec *nv,
 			if (ns_is_dir(e->child)) {
 				subdirs++;
 				assert_ptr_equal(e->child->u.dir->parent, n);
-				tree_names += e->child->u.dir->tree_names;
-				tree_plain += e->child->u.dir->tree_plain;
+				/* The directory forest agrees. */
+				assert_ptr_equal(
+					lct_parent(&e->child->u.dir->lct),
+					&d->lct);
+				tree_names += ns_tree_names(e->child);
+				tree_plain += ns_tree_plain(e->child);
 			}
 			/* Found by name, whichever way the dir looks up. */
 			assert_ptr_equal(ns_lookup(ns, n, e->name, e->namelen),
@@ -335,8 +339,8 @@ static void check_dir(const struct ns *ns, const struct nodevec *nv,
 	assert_int_equal(d->nsubdirs, subdirs);
 	assert_int_equal(d->nplain, plain);
 	/* Subtree counts: each directory's, from its children's. */
-	assert_int_equal(d->tree_names, tree_names);
-	assert_int_equal(d->tree_plain, tree_plain);
+	assert_int_equal(ns_tree_names(n), tree_names);
+	assert_int_equal(ns_tree_plain(n), tree_plain);
 	assert_int_equal(d->tombstones, tomb);
 	*nedges += live;
 	/* Name table: all live edges or none; there past the threshold,
