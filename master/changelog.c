@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "changelog.h"
 #include "crc32c.h"
+#include "fsio.h"
 #include "log.h"
 #include "util.h"
 
@@ -211,35 +212,6 @@ static void on_async(uv_async_t *h)
 
 /* ---- files ---------------------------------------------------------- */
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Create the file for records from @first on; returns its fd or -errno. */
 static int seg_create(const char *dir, uint64_t first)
 {
@@ -248,17 +220,29 @@ static int seg_create(const char *dir, uint64_t first)
 	int fd, rc;
 
 	seg_name(path, sizeof(path), dir, first);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	if (fd < 0 && errno == EEXIST) {
+		/* A file of that name was not replayed (replay stopped
+		 * before it): never truncate what may hold acknowledged
+		 * records; keep it aside for whoever investigates. */
+		char aside[4300];
+
+		snprintf(aside, sizeof(aside), "%s.unreplayed-%" PRId64, path,
+			 sw_now_ns());
+		if (rename(path, aside) < 0)
+			return -errno;
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	}
 	if (fd < 0)
 		return -errno;
 	memcpy(hdr, SEG_MAGIC, 4);
 	put_le32(hdr + 4, SEG_FORMAT);
 	put_le64(hdr + 8, first);
-	rc = write_all(fd, hdr, sizeof(hdr));
+	rc = sw_write_all(fd, hdr, sizeof(hdr));
 	if (rc == 0 && fdatasync(fd) < 0)
 		rc = -errno;
 	if (rc == 0)
-		rc = fsync_dir(dir);
+		rc = sw_fsync_dir(dir);
 	if (rc < 0) {
 		close(fd);
 		unlink(path);
@@ -389,7 +373,7 @@ void changelog_flush(struct changelog *cl)
 
 	if (n == 0)
 		return;
-	rc = write_all(cl->fd, sw_buf_head(&cl->pending), n);
+	rc = sw_write_all(cl->fd, sw_buf_head(&cl->pending), n);
 	if (rc < 0) {
 		sw_crit(TAG,
 			"write failed: %s; exiting so that a restart "

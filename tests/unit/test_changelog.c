@@ -7,6 +7,7 @@
  * of every version is kept as the packed bytes of the mutation appended,
  * and replay must hand back exactly those.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -421,6 +422,42 @@ static void test_changelog_open_after_last(void **state)
 	assert_int_equal(f->seen, 20);
 	assert_int_equal(replay(f, 510, &last), 0);
 	assert_int_equal(f->seen, 10);
+}
+
+/*
+ * A file already named for the records after @last (replay stopped before
+ * it) is moved aside whole, never truncated: it may hold acknowledged
+ * records someone wants back.
+ */
+static void test_changelog_open_keeps_existing_file(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], aside[600];
+	long long size;
+	DIR *d;
+	struct dirent *de;
+	int found = 0;
+
+	cl_open(f, CL_SYNC_NEVER, 500);
+	append_range(f, 501, 520);
+	cl_close(f);
+	size = seg_size(f, 501);
+	/* Open again after 500, as if replay had stopped there. */
+	cl_open(f, CL_SYNC_NEVER, 500);
+	cl_close(f);
+	snprintf(path, sizeof(path), "changelog.%020d", 501);
+	d = opendir(f->dir);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, path, strlen(path)) ||
+		    !strstr(de->d_name, ".unreplayed-"))
+			continue;
+		snprintf(aside, sizeof(aside), "%s/%s", f->dir, de->d_name);
+		assert_int_equal(unit_file_size(aside), size);
+		found++;
+	}
+	closedir(d);
+	assert_int_equal(found, 1);
 }
 
 static void test_changelog_open_bad_dir(void **state)
@@ -872,6 +909,9 @@ int main(void)
 			test_changelog_replay_sync_never, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_open_after_last,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_open_keeps_existing_file, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_open_bad_dir,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_replay_empty,
