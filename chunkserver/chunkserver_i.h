@@ -19,18 +19,20 @@
 
 #include <uv.h>
 
+#include "auth.h"
 #include "bgwork.h"
 #include "store.h"
 #include "token.h"
 
 struct cs_config {
-	char data_dirs[4096];	   /* comma-separated */
-	char listen[300];	   /* HOST:PORT */
-	char advertise[300];	   /* HOST:PORT for clients; "" derives it */
-	char master[300];	   /* HOST[:PORT] */
-	uint64_t heartbeat_ms;	   /* CS_HEARTBEAT period */
-	uint64_t frame_timeout_ms; /* drop a peer stuck mid-frame */
-	uint64_t send_timeout_ms;  /* drop a peer that takes no replies */
+	char data_dirs[4096];	    /* comma-separated */
+	char listen[300];	    /* HOST:PORT */
+	char advertise[300];	    /* HOST:PORT for clients; "" derives it */
+	char master[300];	    /* HOST[:PORT] */
+	char master_key_file[4096]; /* the master's chunkserver.key */
+	uint64_t heartbeat_ms;	    /* CS_HEARTBEAT period */
+	uint64_t frame_timeout_ms;  /* drop a peer stuck mid-frame */
+	uint64_t send_timeout_ms;   /* drop a peer that takes no replies */
 	uint64_t max_connections;
 	uint64_t workers;      /* libuv pool threads (disk I/O) */
 	uint64_t bg_threads;   /* deletion and replication threads */
@@ -58,6 +60,9 @@ struct cs {
 	 * on the loop; requests copy it when they are queued. */
 	bool has_key;
 	uint8_t key[SW_TOKEN_KEY];
+	/* Proves to the master that we are one of its chunkservers, and
+	 * lets it prove that it is our master (auth.h). */
+	uint8_t master_key[SW_AUTH_KEY];
 	struct server *srv;
 	struct mlink *ml;
 	bool stopping; /* read by worker threads: atomics */

@@ -51,6 +51,7 @@ static void config_defaults(struct cs_config *c)
 	snprintf(c->listen, sizeof(c->listen), "0.0.0.0:%u",
 		 SW_CHUNKSERVER_PORT);
 	snprintf(c->master, sizeof(c->master), "127.0.0.1:%u", SW_MASTER_PORT);
+	strcpy(c->master_key_file, "/etc/sweepfs/chunkserver.key");
 	c->heartbeat_ms = 5000;
 	c->frame_timeout_ms = 30 * 1000;
 	c->send_timeout_ms = 120 * 1000;
@@ -78,6 +79,11 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		  "address; 127.0.0.1 if that is 0.0.0.0)" },
 		{ "master", SW_OPT_STRING, c->master, 0, sizeof(c->master),
 		  NULL, "the master, HOST[:PORT]" },
+		{ "master_key_file", SW_OPT_STRING, c->master_key_file, 0,
+		  sizeof(c->master_key_file), NULL,
+		  "a copy of the master's chunkserver key (its data_dir/"
+		  "chunkserver.key, or its chunkserver_key_file), mode 0600: "
+		  "the master takes only chunkservers that hold it" },
 		{ "heartbeat_interval", SW_OPT_DURATION, &c->heartbeat_ms, 100,
 		  3600 * 1000, NULL, "report space to the master this often" },
 		{ "frame_timeout", SW_OPT_DURATION, &c->frame_timeout_ms, 100,
@@ -109,7 +115,7 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 15
+#define NOPTS 16
 
 static void usage(FILE *f)
 {
@@ -398,6 +404,18 @@ static int start(struct daemon *d)
 
 	cs->dirs = d->dirs;
 	cs->ndirs = d->ndirs;
+	rc = sw_auth_key_load(cs->cfg.master_key_file, cs->master_key);
+	if (rc < 0) {
+		sw_crit(TAG,
+			"cannot use the master's chunkserver key %s: %s (copy "
+			"the master's data_dir/chunkserver.key there, mode "
+			"0600, or set master_key_file)",
+			cs->cfg.master_key_file,
+			rc == -EPERM  ? "others may read it" :
+			rc == -EINVAL ? "not a key" :
+					strerror(-rc));
+		return rc;
+	}
 	rc = store_open(&so, &cs->store);
 	if (rc < 0) {
 		sw_crit(TAG, "cannot open the chunk store: %s", strerror(-rc));

@@ -128,6 +128,11 @@ struct mlink {
 	struct idmap reported;	      /* chunk id -> version + 1 sent damaged */
 	unsigned fg_running;
 	bool stopping;
+	/* The hello of the current connection: our challenge to the
+	 * master, and our answer to its challenge (auth.h). */
+	uint8_t cs_nonce[SW_AUTH_NONCE];
+	uint8_t answer[SW_AUTH_TAG];
+	bool answered;
 };
 
 static const char *const op_names[] = {
@@ -968,14 +973,39 @@ void mlink_damaged(struct cs *cs, uint64_t id, uint32_t version)
 
 /* ---- frames from the master ------------------------------------------------------ */
 
+static void send_hello(struct mlink *ml, const Sweepfs__HelloReply *ch);
+
+/*
+ * The master's answer to our hello. The first asks us to prove that we
+ * hold the chunkserver key (a challenge); the second must prove that it
+ * holds it too, before we take its token key or any command from it.
+ */
 static void on_hello_reply(struct mlink *ml, const Sweepfs__HelloReply *r)
 {
 	int rc = sw_reply_err(&r->base);
+	uint8_t want[SW_AUTH_TAG];
 
 	if (ml->st != ML_HELLO)
 		return;
+	if (rc == -EACCES && r->has_challenge && !ml->answered &&
+	    r->challenge.len == SW_AUTH_NONCE) {
+		send_hello(ml, r);
+		return;
+	}
 	if (rc < 0) {
-		ml_fail(ml, "hello refused: %s", strerror(-rc));
+		ml_fail(ml, "hello refused: %s%s", strerror(-rc),
+			rc == -EACCES ? " (is master_key_file the master's "
+					"chunkserver key, and this address in "
+					"its chunkserver_allow?)" :
+					"");
+		return;
+	}
+	sw_auth_tag(ml->cs->master_key, SW_AUTH_MASTER, ml->cs_nonce,
+		    sizeof(ml->cs_nonce), NULL, 0, want);
+	if (!r->has_cs_proof || r->cs_proof.len != SW_AUTH_TAG ||
+	    !sw_auth_equal(r->cs_proof.data, want, SW_AUTH_TAG)) {
+		ml_fail(ml, "the master did not prove it holds our key; "
+			    "not registering with it");
 		return;
 	}
 	start_register(ml);
@@ -1085,10 +1115,27 @@ static void on_mc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- connecting ---------------------------------------------------------------- */
 
-static void send_hello(struct mlink *ml)
+/* Say hello: first with our challenge only, then (@ch) with the answer
+ * to the master's. */
+static void send_hello(struct mlink *ml, const Sweepfs__HelloReply *ch)
 {
 	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
 
+	if (!ch) {
+		sw_auth_random(ml->cs_nonce, sizeof(ml->cs_nonce));
+		ml->answered = false;
+	} else {
+		sw_auth_tag(ml->cs->master_key, SW_AUTH_CHUNKSERVER,
+			    ch->challenge.data, ch->challenge.len, NULL, 0,
+			    ml->answer);
+		ml->answered = true;
+		h.has_auth = 1;
+		h.auth.data = ml->answer;
+		h.auth.len = sizeof(ml->answer);
+	}
+	h.has_cs_nonce = 1;
+	h.cs_nonce.data = ml->cs_nonce;
+	h.cs_nonce.len = sizeof(ml->cs_nonce);
 	h.version = SW_PROTO_VERSION;
 	h.role = SWEEPFS__ROLE__ROLE_CHUNKSERVER;
 	h.has_client_name = 1;
@@ -1113,7 +1160,7 @@ static void on_connected(uv_connect_t *req, int status)
 	set_state(ml, ML_HELLO);
 	ml->last_rx = sw_mono_ns();
 	sw_info(TAG, "connected to %s:%u", ml->master.host, ml->master.port);
-	send_hello(ml);
+	send_hello(ml, NULL);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)

@@ -45,6 +45,14 @@
 #define READ_CHUNK (64u << 10)
 /* A frame larger than this gets a buffer of its own. */
 #define BIG_FRAME (16u << 10)
+/*
+ * Before its hello a peer is nobody: its frames are at most
+ * PRE_HELLO_FRAME bytes (a hello is a few dozen), so it never gets a big
+ * buffer, and what all such peers have sent but not completed is at most
+ * PRE_HELLO_TOTAL; the peer that would pass it is closed.
+ */
+#define PRE_HELLO_FRAME 4096u
+#define PRE_HELLO_TOTAL (8u << 20)
 /* Per connection: stop reading past these... */
 #define CONN_MAX_REQS 64u
 #define CONN_MAX_REQ_BYTES (32u << 20)
@@ -78,6 +86,7 @@ struct conn {
 	int64_t partial_since; /* mono ns: an incomplete frame */
 	int64_t write_since;   /* mono ns: the uv_write began */
 	bool hello;	       /* hello done */
+	size_t unauth_counted; /* in srv->unauth_bytes */
 	bool reading;	       /* uv_read_start in effect */
 	bool writing;	       /* wreq in flight */
 	bool closing;
@@ -93,9 +102,10 @@ struct server {
 	uv_check_t check; /* end of each loop iteration: write */
 	struct conn *conns;
 	uint64_t nconns;
-	struct conn *flush; /* connections with replies to write */
-	size_t req_bytes;   /* payload bytes of all requests in the pool */
-	bool throttled;	    /* req_bytes went over cfg.max_inflight */
+	struct conn *flush;  /* connections with replies to write */
+	size_t req_bytes;    /* payload bytes of all requests in the pool */
+	size_t unauth_bytes; /* buffered from peers before their hello */
+	bool throttled;	     /* req_bytes went over cfg.max_inflight */
 	bool stopping;
 	bool listener_closed;
 	int64_t stop_deadline; /* mono ns */
@@ -292,11 +302,22 @@ static void on_conn_closed(uv_handle_t *h)
 	conn_put(h->data);
 }
 
+/* Count @c's buffered bytes against PRE_HELLO_TOTAL while it has not
+ * said hello. */
+static void conn_account(struct conn *c)
+{
+	size_t now = c->hello || c->closing ? 0 : sw_buf_used(&c->in);
+
+	c->srv->unauth_bytes += now - c->unauth_counted;
+	c->unauth_counted = now;
+}
+
 static void conn_close(struct conn *c)
 {
 	if (c->closing)
 		return;
 	c->closing = true;
+	conn_account(c);
 	if (c->in_flush) {
 		struct conn **pp = &c->srv->flush;
 
@@ -665,9 +686,9 @@ static void parse_frames(struct conn *c)
 		struct sw_frame_hdr hdr;
 		size_t avail;
 		uint8_t *p;
-		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
-					  sw_buf_used(&c->in),
-					  SW_FRAME_MAX_DATA, &hdr);
+		int rc = sw_frame_get_hdr(
+			sw_buf_head(&c->in), sw_buf_used(&c->in),
+			c->hello ? SW_FRAME_MAX_DATA : PRE_HELLO_FRAME, &hdr);
 
 		if (rc < 0) {
 			sw_notice(TAG, "%s: %s; closing", c->peer,
@@ -711,13 +732,17 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 		buf->len = c->big_hdr.len - c->big_have;
 		return;
 	}
-	if (sw_buf_reserve(&c->in, READ_CHUNK) < 0) {
+	if (sw_buf_reserve(&c->in, c->hello ? READ_CHUNK :
+					      PRE_HELLO_FRAME + SW_FRAME_HDR) <
+	    0) {
 		buf->base = NULL;
 		buf->len = 0;
 		return;
 	}
 	buf->base = (char *)c->in.data + c->in.len;
-	buf->len = SW_MIN(c->in.cap - c->in.len, READ_CHUNK);
+	buf->len =
+		SW_MIN(c->in.cap - c->in.len,
+		       c->hello ? READ_CHUNK : PRE_HELLO_FRAME + SW_FRAME_HDR);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -746,10 +771,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		}
 	} else {
 		c->in.len += (size_t)nread;
+		if (!c->hello &&
+		    c->srv->unauth_bytes + (size_t)nread > PRE_HELLO_TOTAL) {
+			sw_notice(TAG,
+				  "%s: unfinished frames before hello pass "
+				  "%u bytes in all; closing",
+				  c->peer, PRE_HELLO_TOTAL);
+			conn_close(c);
+			return;
+		}
 	}
 	parse_frames(c);
 	if (c->closing)
 		return;
+	conn_account(c);
 	conn_update_reading(c);
 }
 

@@ -1,15 +1,22 @@
 /*
- * Password checks between clients and the master (exports with
- * password=...), by challenge and response, so that nothing secret
- * crosses the wire: the master sends a random nonce, the client answers
- * with a MAC over it (and the subtree it asked for) keyed by a key
- * derived from the password, the master computes the same and compares.
+ * Proofs between sweepfs peers, so that nothing secret crosses the wire:
+ * - a client of a password-protected export (exports with password=...)
+ *   answers the master's random nonce with a MAC over it and the subtree
+ *   it asked for, keyed by a key derived from the password;
+ * - a chunkserver and the master prove to each other that they hold the
+ *   same key file (the master's chunkserver.key), each answering the
+ *   other's nonce;
+ * - a session's secret, which only its client holds, lets the client
+ *   resume it after a reconnect (a MAC of the session id under a key the
+ *   master keeps on disk, so it holds across a master restart).
  *
- * The MAC is SipHash-2-4 (a keyed PRF designed for exactly this), two
- * halves with different inputs for a 128-bit tag. The key is stretched
- * from the password by SW_AUTH_ROUNDS chained SipHash computations, which
- * makes every guess against a recorded exchange cost that many hashes;
- * like any scheme without a PAKE it cannot make a weak password strong.
+ * The primitives are libsodium's (no home-made cryptography): Argon2id
+ * (crypto_pwhash) makes a password's key, so each guess against a
+ * recorded exchange costs a real memory-hard hash; HMAC-SHA-512-256
+ * (crypto_auth) makes every tag; randombytes_buf() every nonce and key.
+ * Like any scheme without a PAKE it cannot make a weak password strong.
+ *
+ * Functions return 0 or -errno and never print.
  */
 #ifndef SWEEPFS_COMMON_AUTH_H
 #define SWEEPFS_COMMON_AUTH_H
@@ -18,13 +25,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SW_AUTH_KEY 16
-#define SW_AUTH_NONCE 16
-#define SW_AUTH_TAG 16
-#define SW_AUTH_ROUNDS 65536
+#define SW_AUTH_KEY 32	 /* crypto_auth_KEYBYTES */
+#define SW_AUTH_NONCE 16 /* random, fresh per challenge */
+#define SW_AUTH_TAG 32	 /* crypto_auth_BYTES */
 
-/* The key for @password (NUL-terminated). Deterministic. */
-void sw_auth_key(const char *password, uint8_t key[SW_AUTH_KEY]);
+/* What a tag proves: domain separation between the uses above. */
+enum sw_auth_use {
+	SW_AUTH_EXPORT = 1,  /* a client, for an export's subtree */
+	SW_AUTH_CHUNKSERVER, /* a chunkserver, to the master */
+	SW_AUTH_MASTER,	     /* the master, to a chunkserver */
+	SW_AUTH_SESSION,     /* a session's secret */
+};
+
+/* Set libsodium up (idempotent, thread-safe). 0 or -EIO. */
+int sw_auth_init(void);
+
+/* The key for @password (NUL-terminated): deterministic, ~0.1 s and
+ * 64 MiB of work. 0, -ENOMEM or -EIO. */
+int sw_auth_key(const char *password, uint8_t key[SW_AUTH_KEY]);
+
+/*
+ * The tag for @use over @a (@alen bytes) then @b (@blen bytes; may be
+ * NULL with 0) under @key.
+ */
+void sw_auth_tag(const uint8_t key[SW_AUTH_KEY], enum sw_auth_use use,
+		 const void *a, size_t alen, const void *b, size_t blen,
+		 uint8_t tag[SW_AUTH_TAG]);
 
 /* The response to @nonce for a client asking for @subdir. */
 void sw_auth_response(const uint8_t key[SW_AUTH_KEY],
@@ -32,7 +58,24 @@ void sw_auth_response(const uint8_t key[SW_AUTH_KEY],
 		      uint8_t tag[SW_AUTH_TAG]);
 
 /* @n bytes equal, in time independent of where they differ. */
-bool sw_auth_equal(const uint8_t *a, const uint8_t *b, size_t n);
+bool sw_auth_equal(const void *a, const void *b, size_t n);
+
+/* Fill @p with @n unpredictable bytes. */
+void sw_auth_random(void *p, size_t n);
+
+/*
+ * Read a key file: SW_AUTH_KEY bytes written as hexadecimal, white space
+ * around them ignored. 0, -errno from open/read, -EINVAL for contents that
+ * are not such a key, -EPERM when others may read it (mode & 077).
+ */
+int sw_auth_key_load(const char *path, uint8_t key[SW_AUTH_KEY]);
+
+/*
+ * Make a new random key file at @path (mode 0600), atomically (a
+ * temporary file, fsync, rename, fsync of the directory); an existing
+ * file is kept and -EEXIST returned. The key is also put in @key.
+ */
+int sw_auth_key_create(const char *path, uint8_t key[SW_AUTH_KEY]);
 
 /*
  * The password for a client: the contents of @file (first line) if

@@ -144,14 +144,16 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 	}
 }
 
-void sw_target_password(struct sw_target *t, const char *password)
+int sw_target_password(struct sw_target *t, const char *password)
 {
-	sw_auth_key(password, t->key);
-	t->has_key = true;
+	int rc = sw_auth_key(password, t->key);
+
+	t->has_key = rc == 0;
+	return rc;
 }
 
 int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
-		    Sweepfs__Hello *hello, uint8_t tag[16])
+		    Sweepfs__Hello *hello, uint8_t tag[SW_AUTH_TAG])
 {
 	if (!hr->has_challenge || hr->challenge.len != SW_AUTH_NONCE ||
 	    !t->has_key)

@@ -19,7 +19,7 @@ struct sw_target {
 	uint16_t port;	   /* default port when the string had none */
 	char subdir[4096]; /* "/" when the string had none */
 	bool has_key;	   /* a password for exports that ask (auth.h) */
-	uint8_t key[16];
+	uint8_t key[32];   /* SW_AUTH_KEY */
 };
 
 /*

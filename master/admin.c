@@ -76,6 +76,34 @@ static void rates(const struct master *m, double *ops, double *purge)
 	*purge = (double)(new->purged - old->purged) / dt;
 }
 
+/* Sessions one INFO reply lists at most (a page; about 1 KiB each). */
+#define INFO_SESSIONS_MAX 1000
+
+static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
+			 uint64_t *reqs, const struct session *s)
+{
+	sweepfs__session_info__init(si);
+	si->has_id = si->has_role = si->has_root_ino = 1;
+	si->has_connected = si->has_connected_at = 1;
+	si->has_open_files = 1;
+	si->id = s->id;
+	si->role = s->role;
+	si->peer = (char *)s->peer;
+	si->name = (char *)s->name;
+	si->root_ino = s->root_ino;
+	si->connected = s->conn != NULL;
+	si->connected_at = s->connected_at;
+	si->open_files = htab_count(&s->opens);
+	if (s->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+		si->export = (char *)s->export_text;
+		si->has_read_only = si->has_admin = 1;
+		si->read_only = !s->rw;
+		si->admin = s->admin;
+	}
+	fill_counters(ctr, reqs, &s->ctr);
+	si->counters = ctr;
+}
+
 static void op_info(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__InfoReq *q = (const void *)msg;
@@ -202,40 +230,39 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 		servers_mem[1] = sp;
 	}
 
-	if (q->sessions && m->nsessions) {
-		infos = calloc(m->nsessions, sizeof(*infos));
-		ptrs = calloc(m->nsessions, sizeof(*ptrs));
-		ctrs = calloc(m->nsessions, sizeof(*ctrs));
-		reqs = calloc(m->nsessions * SW_MSG__COUNT, sizeof(*reqs));
+	if (q->sessions) {
+		/* Only an admin session sees the others: ids, peers and
+		 * counters are not every client's business. A page at a
+		 * time, so that the reply fits a frame however many there
+		 * are. */
+		bool all = r->s->admin;
+		uint64_t skip = q->has_session_offset ? q->session_offset : 0;
+		size_t cap = q->has_session_limit && q->session_limit &&
+					     q->session_limit <
+						     INFO_SESSIONS_MAX ?
+				     q->session_limit :
+				     INFO_SESSIONS_MAX;
+
+		reply.has_sessions_total = 1;
+		reply.sessions_total = all ? m->nsessions : 1;
+		infos = calloc(cap, sizeof(*infos));
+		ptrs = calloc(cap, sizeof(*ptrs));
+		ctrs = calloc(cap, sizeof(*ctrs));
+		reqs = calloc(cap * SW_MSG__COUNT, sizeof(*reqs));
 		if (!infos || !ptrs || !ctrs || !reqs) {
 			req_error(r, -ENOMEM);
 			goto out;
 		}
-		for (struct session *s = m->session_list; s; s = s->next, n++) {
-			Sweepfs__SessionInfo *si = &infos[n];
-
-			sweepfs__session_info__init(si);
-			si->has_id = si->has_role = si->has_root_ino = 1;
-			si->has_connected = si->has_connected_at = 1;
-			si->has_open_files = 1;
-			si->id = s->id;
-			si->role = s->role;
-			si->peer = s->peer;
-			si->name = s->name;
-			si->root_ino = s->root_ino;
-			si->connected = s->conn != NULL;
-			si->connected_at = s->connected_at;
-			si->open_files = htab_count(&s->opens);
-			if (s->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
-				si->export = s->export_text;
-				si->has_read_only = si->has_admin = 1;
-				si->read_only = !s->rw;
-				si->admin = s->admin;
+		for (struct session *s = all ? m->session_list : r->s;
+		     s && n < cap; s = all ? s->next : NULL) {
+			if (skip) {
+				skip--;
+				continue;
 			}
-			fill_counters(&ctrs[n], reqs + n * SW_MSG__COUNT,
-				      &s->ctr);
-			si->counters = &ctrs[n];
-			ptrs[n] = si;
+			session_info(&infos[n], &ctrs[n],
+				     reqs + n * SW_MSG__COUNT, s);
+			ptrs[n] = &infos[n];
+			n++;
 		}
 		reply.n_sessions = n;
 		reply.sessions = ptrs;

@@ -689,7 +689,10 @@ static void op_chunk(struct req *r, const ProtobufCMessage *msg)
 		rc = S_ISDIR(n->mode) ? -EISDIR : -EINVAL;
 	else if ((uint64_t)q->index * SW_CHUNK_SIZE >= (1ull << 47))
 		rc = -EFBIG;
-	else if (!session_has_open(r->s, n->ino))
+	/* An open for reading does not let a client write (the kernel
+	 * would not, but the master cannot take a client's word). */
+	else if (q->write ? !session_has_writable(r->s, n->ino) :
+			    !session_has_open(r->s, n->ino))
 		rc = perm_check(&cred, n, q->write ? PERM_W : PERM_R);
 	if (rc < 0) {
 		req_error(r, rc);
@@ -723,6 +726,21 @@ static void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	if (!n || !S_ISREG(n->mode)) {
 		req_error(r, n ? -EINVAL : req_node_err(r, q->ino));
 		return;
+	}
+	/*
+	 * Only a writer ends a write: an open for writing, or write
+	 * permission for who wrote (the mount's last commit may come after
+	 * the file's release; a master restart forgets how it was opened).
+	 */
+	if (!session_has_writable(r->s, n->ino)) {
+		struct cred cred = { q->cred->uid, q->cred->gid,
+				     q->cred->n_groups, q->cred->groups };
+
+		rc = perm_check(&cred, n, PERM_W);
+		if (rc < 0) {
+			req_error(r, rc);
+			return;
+		}
 	}
 	if (q->size > (1ull << 47)) {
 		req_error(r, -EFBIG);

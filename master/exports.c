@@ -56,13 +56,13 @@ static int parse_v4(const char *s, uint32_t *out)
 }
 
 /* "*", A.B.C.D, A.B.C.D/BITS, A.B.C.D/MASK, A.B.C.D-E.F.G.H */
-static int parse_addr(char *s, struct export_rule *r)
+static int parse_addr(char *s, struct export_addr *r)
 {
 	char *sep;
 	uint32_t a, b;
 
 	if (!strcmp(s, "*")) {
-		r->any_addr = true;
+		r->any = true;
 		return 0;
 	}
 	if ((sep = strchr(s, '-'))) {
@@ -97,6 +97,25 @@ static int parse_addr(char *s, struct export_rule *r)
 	if (parse_v4(s, &a) < 0)
 		return -EINVAL;
 	r->lo = r->hi = a;
+	return 0;
+}
+
+int exports_addrs_parse(const char *list, struct export_addr *out, size_t cap,
+			size_t *n)
+{
+	char buf[4096], *save, *tok;
+
+	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+		return -EINVAL;
+	*n = 0;
+	for (tok = strtok_r(buf, ", \t", &save); tok;
+	     tok = strtok_r(NULL, ", \t", &save)) {
+		struct export_addr a = { 0 };
+
+		if (*n == cap || parse_addr(tok, &a) < 0)
+			return -EINVAL;
+		out[(*n)++] = a;
+	}
 	return 0;
 }
 
@@ -139,6 +158,7 @@ static int parse_ids(const char *s, uint32_t *uid, uint32_t *gid)
 static int parse_opts(char *s, struct export_rule *r, const char **bad)
 {
 	char *save, *opt;
+	int rc;
 
 	snprintf(r->text, sizeof(r->text), "%s", s);
 	/* Do not show a password in status: cut it out of the text. */
@@ -178,7 +198,9 @@ static int parse_opts(char *s, struct export_rule *r, const char **bad)
 		} else if (!strncmp(opt, "password=", 9)) {
 			if (!opt[9])
 				return -EINVAL;
-			sw_auth_key(opt + 9, r->key);
+			rc = sw_auth_key(opt + 9, r->key);
+			if (rc < 0)
+				return rc;
 			r->has_password = true;
 		} else {
 			return -EINVAL;
@@ -230,7 +252,7 @@ int exports_load(const char *path, struct exports *out, char *err,
 			rc = -EINVAL;
 			break;
 		}
-		if (parse_addr(fields[0], &r) < 0) {
+		if (parse_addr(fields[0], &r.addr) < 0) {
 			snprintf(err, errlen, "%s:%d: bad address '%s'", path,
 				 lineno, fields[0]);
 			rc = -EINVAL;
@@ -290,11 +312,11 @@ void exports_free(struct exports *ex)
 	memset(ex, 0, sizeof(*ex));
 }
 
-static bool addr_fits(const struct export_rule *r, const struct sockaddr *sa)
+bool exports_addr_fits(const struct export_addr *r, const struct sockaddr *sa)
 {
 	uint32_t a;
 
-	if (r->any_addr)
+	if (r->any)
 		return true;
 	if (sa->sa_family == AF_INET) {
 		a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
@@ -332,7 +354,7 @@ const struct export_rule *exports_match(const struct exports *ex,
 					const char *subdir, int *why)
 {
 	static const struct export_rule open_rule = {
-		.any_addr = true,
+		.addr.any = true,
 		.path = "/",
 		.alldirs = true,
 		.rw = true,
@@ -356,7 +378,7 @@ const struct export_rule *exports_match(const struct exports *ex,
 	for (size_t i = 0; i < ex->n; i++) {
 		const struct export_rule *r = &ex->rules[i];
 
-		if (!addr_fits(r, peer))
+		if (!exports_addr_fits(&r->addr, peer))
 			continue;
 		addr_known = true;
 		if (path_fits(r, want))

@@ -40,11 +40,18 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "auth.h"
+
 #define EXPORT_NO_MAP UINT32_MAX
 
-struct export_rule {
-	bool any_addr;	 /* "*" */
+/* Addresses a rule (or chunkserver_allow) admits. */
+struct export_addr {
+	bool any;	 /* "*" */
 	uint32_t lo, hi; /* IPv4 range, host order, inclusive */
+};
+
+struct export_rule {
+	struct export_addr addr;
 	char path[4096]; /* "/" or "/a/b", normalized */
 	bool alldirs;
 	bool rw;
@@ -52,9 +59,9 @@ struct export_rule {
 	uint32_t maproot_uid, maproot_gid; /* EXPORT_NO_MAP: keep root */
 	uint32_t mapall_uid, mapall_gid;   /* EXPORT_NO_MAP: no mapping */
 	bool has_password;
-	uint8_t key[16]; /* derived from the password */
-	int line;	 /* in the file, for logs */
-	char text[160];	 /* the line's options, for status */
+	uint8_t key[SW_AUTH_KEY]; /* derived from the password */
+	int line;		  /* in the file, for logs */
+	char text[160];		  /* the line's options, for status */
 };
 
 struct exports {
@@ -85,6 +92,17 @@ void exports_free(struct exports *ex);
 const struct export_rule *exports_match(const struct exports *ex,
 					const struct sockaddr *peer,
 					const char *subdir, int *why);
+
+/*
+ * Parse a list of addresses in the forms of ADDRESS above, separated by
+ * commas or blanks ("127.0.0.1, 10.0.0.0/8"), into at most @cap entries
+ * of @out; *@n says how many. 0, or -EINVAL (also for more than @cap).
+ */
+int exports_addrs_parse(const char *list, struct export_addr *out, size_t cap,
+			size_t *n);
+
+/* Whether @sa is one of the addresses @a stands for. */
+bool exports_addr_fits(const struct export_addr *a, const struct sockaddr *sa);
 
 /* Normalize @in ("a//b/", "/a/./b") into @out ("/a/b"); -EINVAL for
  * "..", -ENAMETOOLONG. */

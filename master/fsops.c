@@ -639,7 +639,8 @@ static int open_node(struct req *r, const struct cred *c, struct node *n,
 	if (rc == 0 && S_ISREG(n->mode) && (flags & O_TRUNC))
 		rc = open_truncate(r, n);
 	if (rc == 0 && S_ISREG(n->mode))
-		rc = session_open(r->m, r->s, n);
+		rc = session_open(r->m, r->s, n,
+				  (open_mask(flags) & PERM_W) != 0);
 	return rc;
 }
 
@@ -670,7 +671,8 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 		}
 	} else if (rc == 0) {
 		/* The creator may open what it created, whatever the mode. */
-		rc = session_open(r->m, r->s, n);
+		rc = session_open(r->m, r->s, n,
+				  (q->flags & O_ACCMODE) != O_RDONLY);
 		if (rc == 0) {
 			reply_entry(r, n, &ch);
 			return;
@@ -1272,8 +1274,10 @@ static void op_readdir(struct req *r, const ProtobufCMessage *msg)
 		reply.attrs = attrp;
 	}
 	if (last && e) {
+		/* No memory for the cursor: the next page seeks instead. */
 		c = session_cursor(m, r->s, dir, true);
-		ns_cursor_set(&m->ns, c, dir, last);
+		if (c)
+			ns_cursor_set(&m->ns, c, dir, last);
 	} else if (c) {
 		ns_cursor_clear(&m->ns, c);
 	}

@@ -115,6 +115,21 @@ static void op_lock(struct req *r, const ProtobufCMessage *msg)
 		return;
 	}
 	d.session = r->s->id;
+	/* Locks belong to open files; a POSIX write lock to one open for
+	 * writing (fcntl(2): EBADF otherwise). Dropping and cancelling
+	 * need neither: they come also after the last close. */
+	if ((q->op == SWEEPFS__LOCK_OP__LOCK_OP_SET ||
+	     q->op == SWEEPFS__LOCK_OP__LOCK_OP_GET) &&
+	    !session_has_open(r->s, q->ino))
+		rc = -EBADF;
+	else if (q->op == SWEEPFS__LOCK_OP__LOCK_OP_SET &&
+		 d.kind == LOCK_KIND_POSIX && d.type == LOCK_TYPE_WRITE &&
+		 !session_has_writable(r->s, q->ino))
+		rc = -EBADF;
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
 	switch (q->op) {
 	case SWEEPFS__LOCK_OP__LOCK_OP_SET:
 		wait = q->has_wait && q->wait && d.type != LOCK_TYPE_UNLOCK;

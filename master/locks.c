@@ -840,6 +840,11 @@ static void cancel_session(struct locks *t, struct lk_sess *s)
 	}
 }
 
+bool locks_session_holds(const struct locks *t, uint64_t session)
+{
+	return sess_find(t, session) != NULL;
+}
+
 void locks_cancel_session(struct locks *t, uint64_t session)
 {
 	struct lk_sess *s = sess_find(t, session);

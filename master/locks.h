@@ -142,6 +142,9 @@ void locks_cancel_session(struct locks *t, uint64_t session);
  * O(what the session holds and waits for). */
 void locks_drop_session(struct locks *t, uint64_t session);
 
+/* Whether @session holds a lock or waits for one. O(1). */
+bool locks_session_holds(const struct locks *t, uint64_t session);
+
 /* Node @ino was freed: drop its locks; its waiters get -ENOENT. */
 void locks_drop_inode(struct locks *t, uint64_t ino);
 

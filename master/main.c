@@ -38,7 +38,7 @@
 static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
-#define NOPTS 22 /* options, and the terminating { 0 } */
+#define NOPTS 33 /* options, and the terminating { 0 } */
 
 static void config_table(struct master_config *c, struct sw_opt *o)
 {
@@ -104,6 +104,48 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  UINT64_MAX, NULL,
 		  "snapshots of at most this many nodes are copied at once; "
 		  "bigger ones by a forked child, in the background" },
+		{ "chunkserver_key_file", SW_OPT_STRING,
+		  c->chunkserver_key_file, 0, sizeof(c->chunkserver_key_file),
+		  NULL,
+		  "the key chunkservers must prove they hold (give each "
+		  "chunkserver a copy, mode 0600); empty: "
+		  "data_dir/chunkserver.key, made at first start" },
+		{ "chunkserver_allow", SW_OPT_STRING, c->chunkserver_allow, 0,
+		  sizeof(c->chunkserver_allow), NULL,
+		  "addresses chunkservers may register from, as in the "
+		  "exports file, comma-separated (* for any)" },
+		{ "max_sessions", SW_OPT_UINT, &c->max_sessions, 1, UINT64_MAX,
+		  NULL, "client sessions at once, in all" },
+		{ "max_sessions_per_address", SW_OPT_UINT,
+		  &c->max_sessions_per_address, 1, UINT64_MAX, NULL,
+		  "... from one address" },
+		{ "session_idle_timeout", SW_OPT_DURATION,
+		  &c->session_idle_timeout_ms, 0, UINT64_MAX, NULL,
+		  "keep a disconnected session that holds no open file and "
+		  "no lock this long (not session_timeout)" },
+		{ "output_max", SW_OPT_SIZE, &c->output_max, 64 << 10,
+		  UINT64_MAX, NULL,
+		  "stop reading a client's requests while this many bytes of "
+		  "its replies are unsent" },
+		{ "grants_max", SW_OPT_UINT, &c->grants_max, 1024, UINT64_MAX,
+		  NULL,
+		  "files a session confined to a subtree may know by number "
+		  "at once (the oldest are forgotten; it looks them up "
+		  "again)" },
+		{ "locks_per_session", SW_OPT_UINT, &c->locks_per_session, 1,
+		  UINT64_MAX, NULL,
+		  "file locks one session may hold (a split byte range counts "
+		  "two); more fail with ENOLCK" },
+		{ "locks_per_file", SW_OPT_UINT, &c->locks_per_file, 1,
+		  UINT64_MAX, NULL,
+		  "file locks all sessions may hold on one "
+		  "file" },
+		{ "lock_waiters_per_session", SW_OPT_UINT,
+		  &c->lock_waiters_per_session, 1, UINT64_MAX, NULL,
+		  "blocked lock requests of one session" },
+		{ "lock_waiters_per_file", SW_OPT_UINT,
+		  &c->lock_waiters_per_file, 1, UINT64_MAX, NULL,
+		  "blocked lock requests on one file" },
 		{ 0 },
 	};
 

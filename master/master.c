@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "master_i.h"
@@ -48,6 +49,16 @@ void master_config_defaults(struct master_config *c)
 	c->purge_duty = 50;
 	c->purge_duty_busy = 10;
 	c->snapshot_sync_max = 20000;
+	strcpy(c->chunkserver_allow, "*");
+	c->max_sessions = 100000;
+	c->max_sessions_per_address = 4096;
+	c->session_idle_timeout_ms = 5000;
+	c->output_max = 16u << 20;
+	c->grants_max = 4u << 20;
+	c->locks_per_session = 100000;
+	c->locks_per_file = 100000;
+	c->lock_waiters_per_session = 10000;
+	c->lock_waiters_per_file = 10000;
 }
 
 /* ---- replay --------------------------------------------------------- */
@@ -197,37 +208,65 @@ static void on_durable(void *arg, uint64_t version)
 }
 
 /*
- * The key that signs chunk access tokens, kept in data_dir/token.key so
- * that tokens mounts hold stay valid across a master restart.
+ * The key in @path into @key: read it, or (@make) make it at first start
+ * (hex, mode 0600, written atomically: auth.h). 0 or -errno (logged).
  */
-static int load_token_key(struct master *m)
+static int data_key(const char *path, uint8_t key[SW_AUTH_KEY], bool make)
 {
+	int rc = sw_auth_key_load(path, key);
+
+	if (rc == -ENOENT && make) {
+		rc = sw_auth_key_create(path, key);
+		if (rc == 0)
+			sw_notice(TAG, "made a new key, %s", path);
+		else if (rc == -EEXIST)
+			rc = sw_auth_key_load(path, key);
+	}
+	if (rc < 0)
+		sw_crit(TAG, "cannot use the key %s: %s", path,
+			rc == -EPERM  ? "others may read it (chmod 600)" :
+			rc == -EINVAL ? "not a key (64 hex digits)" :
+					strerror(-rc));
+	return rc;
+}
+
+/*
+ * The master's keys: token.key signs chunk access tokens (so that tokens
+ * mounts hold stay valid across a restart), session.key makes sessions'
+ * secrets (so that a mount resumes its session after a restart), and the
+ * chunkserver key, which chunkservers must hold. Also who may register as
+ * a chunkserver.
+ */
+static int load_keys(struct master *m)
+{
+	uint8_t token[SW_AUTH_KEY];
 	char path[4200];
-	ssize_t n;
-	int fd;
+	int rc;
 
 	snprintf(path, sizeof(path), "%s/token.key", m->cfg.data_dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, m->token_key, sizeof(m->token_key));
-		close(fd);
-		if (n == (ssize_t)sizeof(m->token_key))
-			return 0;
-		sw_warn(TAG, "%s is short; making a new key", path);
+	rc = data_key(path, token, true);
+	if (rc < 0)
+		return rc;
+	memcpy(m->token_key, token, sizeof(m->token_key));
+	snprintf(path, sizeof(path), "%s/session.key", m->cfg.data_dir);
+	rc = data_key(path, m->session_key, true);
+	if (rc < 0)
+		return rc;
+	if (m->cfg.chunkserver_key_file[0])
+		rc = data_key(m->cfg.chunkserver_key_file, m->cs_key, false);
+	else {
+		snprintf(path, sizeof(path), "%s/chunkserver.key",
+			 m->cfg.data_dir);
+		rc = data_key(path, m->cs_key, true);
 	}
-	if (getrandom(m->token_key, sizeof(m->token_key), 0) !=
-	    (ssize_t)sizeof(m->token_key))
-		return -EIO;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, m->token_key, sizeof(m->token_key));
-	if (n != (ssize_t)sizeof(m->token_key) || fsync(fd) < 0) {
-		close(fd);
-		return -EIO;
-	}
-	close(fd);
-	return 0;
+	if (rc < 0)
+		return rc;
+	rc = exports_addrs_parse(m->cfg.chunkserver_allow, m->cs_allow,
+				 SW_ARRAY_SIZE(m->cs_allow), &m->ncs_allow);
+	if (rc < 0)
+		sw_crit(TAG, "chunkserver_allow: not a list of addresses: %s",
+			m->cfg.chunkserver_allow);
+	return rc;
 }
 
 static void on_cs_tick(uv_timer_t *t)
@@ -290,11 +329,9 @@ int master_start(struct master *m, uv_loop_t *loop)
 	m->started_mono = m->last_checkpoint = sw_mono_ns();
 	m->settle_at = m->started_mono +
 		       (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
-	rc = load_token_key(m);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot make %s/token.key", m->cfg.data_dir);
+	rc = load_keys(m);
+	if (rc < 0)
 		return rc;
-	}
 	/* Replay drops chunks too; their copies are found orphaned when the
 	 * chunkservers register, so the deletion hook starts only now. */
 	rc = load_metadata(m);

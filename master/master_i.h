@@ -68,6 +68,21 @@ struct master_config {
 	char exports_file[4096];       /* exports.h; absent: open to all */
 	uint64_t changelog_prealloc;   /* not a key: 0 is changelog.c's
 					* default; tests take less */
+	/* Chunkservers prove they hold this key (auth.h); "": the one in
+	 * data_dir, made at first start. Only these addresses may try. */
+	char chunkserver_key_file[4096];
+	char chunkserver_allow[1024];
+	/* Caps against a client that would grow the master without bound
+	 * (see each key's text in main.c). */
+	uint64_t max_sessions;
+	uint64_t max_sessions_per_address;
+	uint64_t session_idle_timeout_ms; /* a session holding nothing */
+	uint64_t output_max;		  /* unsent replies per connection */
+	uint64_t grants_max;		  /* files a confined session knows */
+	uint64_t locks_per_session;
+	uint64_t locks_per_file;
+	uint64_t lock_waiters_per_session;
+	uint64_t lock_waiters_per_file;
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -93,14 +108,17 @@ struct conn {
 	bool closing;
 	bool paused; /* reading stopped: too much output queued */
 	bool in_flush_list;
-	struct sw_buf held; /* replies waiting for durability */
+	bool in_consume_list;  /* holds a reference */
+	size_t unauth_counted; /* in m->unauth_bytes */
+	struct sw_buf held;    /* replies waiting for durability */
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
-	int64_t partial_since;	  /* mono ns: start of an incomplete frame */
-	int refs;		  /* 1 while open, +1 per deferred request */
-	uint32_t csrv;		  /* chunkserver id, for that role */
-	struct conn *next, *prev; /* all connections */
-	struct conn *flush_next;  /* conns with output to flush */
+	int64_t partial_since;	   /* mono ns: start of an incomplete frame */
+	int refs;		   /* 1 while open, +1 per deferred request */
+	uint32_t csrv;		   /* chunkserver id, for that role */
+	struct conn *next, *prev;  /* all connections */
+	struct conn *flush_next;   /* conns with output to flush */
+	struct conn *consume_next; /* conns with requests to resume */
 };
 
 /* Counters kept per session and in total (sweepfs stats). */
@@ -131,23 +149,28 @@ struct session {
 	char name[128]; /* client host/process, from the hello */
 	/* What its export allows (exports.h); set at each hello. */
 	struct sockaddr_storage addr;
-	char subdir[4096]; /* as asked for, normalized */
+	char *subdir; /* as asked for, normalized (malloc'd) */
 	bool rw;
 	bool admin;
 	uint32_t maproot_uid, maproot_gid;
 	uint32_t mapall_uid, mapall_gid;
-	bool authed;	       /* proved the export's password */
-	uint8_t key[16];       /* the one it proved */
-	char export_text[200]; /* "PATH OPTIONS" for status */
-	int64_t connected_at;  /* wall ns */
-	int64_t detached_at;   /* mono ns, while disconnected */
-	struct htab opens;     /* struct sess_open by ino */
+	bool authed;		  /* proved the export's password */
+	uint8_t key[SW_AUTH_KEY]; /* the one it proved */
+	char export_text[200];	  /* "PATH OPTIONS" for status */
+	int64_t connected_at;	  /* wall ns */
+	int64_t detached_at;	  /* mono ns, while disconnected */
+	struct htab opens;	  /* struct sess_open by ino */
 	/* A session confined to a subtree: the non-directories a reply
 	 * has named to it, which it may use (req_node()). Inode numbers
 	 * stored as the pointers themselves. */
 	struct htab granted;
-	struct sess_cursor cursors[SESSION_CURSORS];
+	uint64_t grants_max; /* cfg.grants_max when it began */
+	/* SESSION_CURSORS of them, allocated by the first listing: a
+	 * session that never lists costs nothing for them. */
+	struct sess_cursor *cursors;
 	uint64_t cursor_clock;
+	bool may_reclaim;      /* proved its secret: may claim open files */
+	bool reclaim_walked;   /* grant_reclaimed() ran in this life */
 	struct watch *watches; /* directories it caches, newest first */
 	struct watch *watches_tail;
 	uint32_t nwatches;
@@ -172,10 +195,23 @@ struct master {
 	struct conn *conns;
 	uint64_t nconns;
 	struct conn *flush_list;
+	/* Connections whose reading resumed with requests still buffered:
+	 * the idle handle handles them in the next loop turn. */
+	struct conn *consume_list;
+	uv_idle_t consume_idle;
+	size_t unauth_bytes; /* buffered from peers without a session */
 	struct exports exports;
 	struct htab sessions; /* by id */
 	struct session *session_list;
 	uint64_t nsessions;
+	struct htab session_addrs;	  /* struct addr_count by address */
+	uint8_t session_key[SW_AUTH_KEY]; /* makes sessions' secrets */
+	uint8_t cs_key[SW_AUTH_KEY];	  /* chunkservers prove it */
+	struct export_addr cs_allow[64];  /* and come from these */
+	size_t ncs_allow;
+	double reclaim_tokens;	   /* reclaim walks allowed now */
+	int64_t reclaim_refill;	   /* mono ns of the last refill */
+	uint64_t freed_since_trim; /* sessions freed: malloc_trim() */
 	struct htab openers;	 /* struct opener by ino: sessions holding it */
 	struct locks locks;	 /* file locks (memory only: see locks.h) */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
@@ -341,10 +377,15 @@ void session_detach(struct master *m, struct conn *c);
 void sessions_expire(struct master *m);
 
 /* Record that session @s opened @n; -ENOMEM. */
-int session_open(struct master *m, struct session *s, struct node *n);
+/* Record that session @s opened @n (@writable: for writing); -ENOMEM. */
+int session_open(struct master *m, struct session *s, struct node *n,
+		 bool writable);
 
 /* Whether session @s has @ino open. */
 bool session_has_open(struct session *s, uint64_t ino);
+
+/* Whether @s has @ino open, and opened it for writing (session.c). */
+bool session_has_writable(struct session *s, uint64_t ino);
 
 /* @s closed @n once; frees an orphan on the last close anywhere. */
 void session_release(struct master *m, struct session *s, uint64_t ino);

@@ -26,12 +26,27 @@
 
 #define TAG "server"
 
-/* Stop reading from a peer with this much output it has not taken. */
-#define OUT_PAUSE (16u << 20)
-#define OUT_RESUME (4u << 20)
+/*
+ * What a peer may make us hold. A connection's unsent replies (out, being
+ * written, and held for durability) are checked before each request is
+ * handled: past cfg.output_max no further request is read until they fall
+ * below a quarter of it, so a client that pipelines requests and never
+ * reads the replies costs at most that, plus one reply.
+ *
+ * Before its hello a peer is nobody: its frames are at most
+ * PRE_HELLO_FRAME bytes (a hello listing tens of thousands of open files
+ * fits), and what all such peers have sent us but not completed is at
+ * most PRE_HELLO_TOTAL; the peer that would pass it is closed.
+ */
+#define PRE_HELLO_FRAME (256u << 10)
+#define PRE_HELLO_TOTAL (16u << 20)
 #define READ_CHUNK (64u << 10)
 
 static void conn_write(struct conn *c);
+static void conn_consume(struct conn *c);
+static void conn_put(struct conn *c);
+static void conn_account(struct conn *c);
+static void on_consume_idle(uv_idle_t *h);
 
 static void flush_add(struct conn *c)
 {
@@ -40,6 +55,18 @@ static void flush_add(struct conn *c)
 	c->in_flush_list = true;
 	c->flush_next = c->m->flush_list;
 	c->m->flush_list = c;
+}
+
+/* Handle @c's buffered requests in the next loop turn (it holds @c). */
+static void consume_add(struct conn *c)
+{
+	if (c->in_consume_list)
+		return;
+	c->in_consume_list = true;
+	c->refs++;
+	c->consume_next = c->m->consume_list;
+	c->m->consume_list = c;
+	uv_idle_start(&c->m->consume_idle, on_consume_idle);
 }
 
 /* ---- replies -------------------------------------------------------- */
@@ -102,8 +129,6 @@ struct req *req_defer(const struct req *r)
 	d->conn->refs++;
 	return d;
 }
-
-static void conn_put(struct conn *c);
 
 void req_done(struct req *d)
 {
@@ -188,6 +213,13 @@ static void on_written(uv_write_t *w, int status)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 
+/* Bytes of replies @c has not taken yet. */
+static size_t conn_backlog(const struct conn *c)
+{
+	return sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) +
+	       sw_buf_used(&c->held);
+}
+
 static void conn_write(struct conn *c)
 {
 	struct sw_buf tmp;
@@ -223,17 +255,16 @@ static void conn_write(struct conn *c)
 	}
 	c->writing = true;
 out_pause:
-	if (c->closing)
+	if (c->closing || !c->paused ||
+	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
-	if (!c->paused &&
-	    sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) > OUT_PAUSE) {
-		uv_read_stop((uv_stream_t *)&c->tcp);
-		c->paused = true;
-	} else if (c->paused &&
-		   sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) < OUT_RESUME) {
-		c->paused = false;
-		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-	}
+	c->paused = false;
+	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	/* Requests read before the pause are still waiting: handle them
+	 * in the next loop turn, whose check phase flushes what they
+	 * journal and reply (not now: this may be that flush). */
+	if (sw_buf_used(&c->in))
+		consume_add(c);
 }
 
 void server_flush(struct master *m)
@@ -281,6 +312,7 @@ void conn_close(struct conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	conn_account(c);
 	session_detach(c->m, c);
 	if (c->in_flush_list) {
 		/* Unlink so the flush list never holds a freed conn. */
@@ -294,17 +326,20 @@ void conn_close(struct conn *c)
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
+/*
+ * Reads land in one buffer of the loop's and are copied into the
+ * connection's own only as far as they go: a thousand idle peers then
+ * hold no 64 KiB buffer each. (The loop has one thread, and on_read
+ * takes the bytes before the next read is allocated.)
+ */
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
-	struct conn *c = h->data;
+	static char chunk[READ_CHUNK];
 
-	if (sw_buf_reserve(&c->in, READ_CHUNK) < 0) {
-		buf->base = NULL;
-		buf->len = 0;
-		return;
-	}
-	buf->base = (char *)c->in.data + c->in.len;
-	buf->len = c->in.cap - c->in.len;
+	(void)h;
+	(void)hint;
+	buf->base = chunk;
+	buf->len = sizeof(chunk);
 }
 
 static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
@@ -386,6 +421,73 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	protobuf_c_message_free_unpacked(msg, NULL);
 }
 
+/*
+ * Count what @c has sent us unfinished while it has no session, against
+ * PRE_HELLO_TOTAL over all such peers (m->unauth_bytes).
+ */
+static void conn_account(struct conn *c)
+{
+	size_t now = c->s || c->closing ? 0 : sw_buf_used(&c->in);
+
+	c->m->unauth_bytes += now - c->unauth_counted;
+	c->unauth_counted = now;
+}
+
+/* Handle the complete requests in @c's input, while its replies are
+ * within budget; with too much unsent, stop reading it (conn_write()
+ * resumes). */
+static void conn_consume(struct conn *c)
+{
+	while (!c->closing) {
+		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
+		struct sw_frame_hdr hdr;
+		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
+					  sw_buf_used(&c->in), max, &hdr);
+
+		if (rc < 0) {
+			sw_notice(TAG, "%s: %s; closing", c->peer,
+				  rc == -EMSGSIZE ? "frame too large" :
+						    "bad frame header");
+			conn_close(c);
+			return;
+		}
+		if (rc == 0 || sw_buf_used(&c->in) < SW_FRAME_HDR + hdr.len)
+			break;
+		if (conn_backlog(c) > c->m->cfg.output_max) {
+			if (!c->paused) {
+				uv_read_stop((uv_stream_t *)&c->tcp);
+				c->paused = true;
+			}
+			break;
+		}
+		handle_frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR);
+		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
+	}
+	if (c->closing)
+		return;
+	conn_account(c);
+	if (sw_buf_used(&c->in) == 0)
+		c->partial_since = 0;
+	else if (!c->partial_since)
+		c->partial_since = sw_mono_ns();
+}
+
+static void on_consume_idle(uv_idle_t *h)
+{
+	struct master *m = h->data;
+
+	uv_idle_stop(h);
+	while (m->consume_list) {
+		struct conn *c = m->consume_list;
+
+		m->consume_list = c->consume_next;
+		c->in_consume_list = false;
+		if (!c->closing && !c->paused)
+			conn_consume(c);
+		conn_put(c);
+	}
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct conn *c = s->data;
@@ -397,34 +499,22 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		conn_close(c);
 		return;
 	}
-	if (!buf->base) {
+	if (nread == 0)
+		return;
+	if (!c->s && c->m->unauth_bytes + (size_t)nread > PRE_HELLO_TOTAL) {
+		sw_notice(TAG,
+			  "%s: unfinished frames before hello pass %u bytes "
+			  "in all; closing",
+			  c->peer, PRE_HELLO_TOTAL);
+		conn_close(c);
+		return;
+	}
+	if (sw_buf_add(&c->in, buf->base, (size_t)nread) < 0) {
 		sw_err(TAG, "%s: out of memory for input; closing", c->peer);
 		conn_close(c);
 		return;
 	}
-	c->in.len += (size_t)nread;
-	while (!c->closing) {
-		struct sw_frame_hdr hdr;
-		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
-					  sw_buf_used(&c->in),
-					  SW_FRAME_MAX_META, &hdr);
-
-		if (rc < 0) {
-			sw_notice(TAG, "%s: %s; closing", c->peer,
-				  rc == -EMSGSIZE ? "frame too large" :
-						    "bad frame header");
-			conn_close(c);
-			return;
-		}
-		if (rc == 0 || sw_buf_used(&c->in) < SW_FRAME_HDR + hdr.len)
-			break;
-		handle_frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR);
-		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
-	}
-	if (sw_buf_used(&c->in) == 0)
-		c->partial_since = 0;
-	else if (!c->partial_since)
-		c->partial_since = sw_mono_ns();
+	conn_consume(c);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -549,6 +639,8 @@ int server_start(struct master *m)
 	uv_check_init(m->loop, &m->check);
 	m->check.data = m;
 	uv_check_start(&m->check, on_check);
+	uv_idle_init(m->loop, &m->consume_idle);
+	m->consume_idle.data = m;
 	return 0;
 }
 
@@ -557,6 +649,7 @@ void server_stop(struct master *m)
 	uv_close((uv_handle_t *)&m->listener, NULL);
 	uv_check_stop(&m->check);
 	uv_close((uv_handle_t *)&m->check, NULL);
+	uv_close((uv_handle_t *)&m->consume_idle, NULL);
 	for (struct conn *c = m->conns; c; c = c->next) {
 		conn_write(c);
 		conn_close(c);

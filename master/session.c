@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/random.h>
 
 #include "auth.h"
@@ -41,6 +42,10 @@
 struct sess_open {
 	uint64_t ino;
 	uint32_t count;
+	/* Opened for writing at least once since it was first opened:
+	 * releases do not say which open they close, so this stays until
+	 * the last one (writes, write locks and write-ends need it). */
+	bool writable;
 };
 
 struct opener {
@@ -79,6 +84,93 @@ static bool granted_eq(const void *e, const void *key)
 	return (uint64_t)(uintptr_t)e == *(const uint64_t *)key;
 }
 
+/* Sessions per client address (max_sessions_per_address). */
+struct addr_count {
+	uint8_t addr[16]; /* IPv6, or IPv4 mapped into it */
+	uint64_t count;
+};
+
+static void addr_key(const struct sockaddr_storage *ss, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12,
+		       &((const struct sockaddr_in *)ss)->sin_addr.s_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	}
+}
+
+static uint64_t addr_hash_key(const uint8_t a[16])
+{
+	uint64_t x, y;
+
+	memcpy(&x, a, 8);
+	memcpy(&y, a + 8, 8);
+	return sw_hash_u64(x ^ sw_hash_u64(y));
+}
+
+static uint64_t addr_hash(const void *e)
+{
+	return addr_hash_key(((const struct addr_count *)e)->addr);
+}
+
+static bool addr_eq(const void *e, const void *key)
+{
+	return !memcmp(((const struct addr_count *)e)->addr, key, 16);
+}
+
+static struct addr_count *addr_find(struct master *m,
+				    const struct sockaddr_storage *ss)
+{
+	uint8_t k[16];
+
+	addr_key(ss, k);
+	return htab_find(&m->session_addrs, addr_hash_key(k), addr_eq, k);
+}
+
+/* Count one more session at @ss; -ENOMEM. */
+static int addr_add(struct master *m, const struct sockaddr_storage *ss)
+{
+	struct addr_count *a = addr_find(m, ss);
+
+	if (a) {
+		a->count++;
+		return 0;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	addr_key(ss, a->addr);
+	a->count = 1;
+	if (htab_insert(&m->session_addrs, addr_hash_key(a->addr), a) < 0) {
+		free(a);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void addr_drop(struct master *m, const struct sockaddr_storage *ss)
+{
+	struct addr_count *a = addr_find(m, ss);
+
+	if (!a || --a->count)
+		return;
+	htab_remove(&m->session_addrs, addr_hash_key(a->addr), a);
+	free(a);
+}
+
+static bool addr_key_differs(const struct sockaddr_storage *a,
+			     const struct sockaddr_storage *b)
+{
+	uint8_t x[16], y[16];
+
+	addr_key(a, x);
+	addr_key(b, y);
+	return memcmp(x, y, 16) != 0;
+}
+
 static bool confined(const struct session *s)
 {
 	return s && s->root_ino != NS_ROOT_INO;
@@ -101,6 +193,11 @@ void session_grant(struct session *s, const struct node *n)
 
 	if (!confined(s) || S_ISDIR(n->mode) || granted(s, ino))
 		return;
+	/* Bounded: a client that makes us name millions of files would
+	 * otherwise grow the set for as long as it lives. Emptied, the
+	 * set fills again as the kernel looks names up after ESTALE. */
+	if (htab_count(&s->granted) >= s->grants_max)
+		session_grants_reset(s);
 	/* Out of memory: its next use fails with ESTALE, and the lookup
 	 * the kernel then makes grants it again. */
 	(void)htab_insert(&s->granted, sw_hash_u64(ino),
@@ -109,9 +206,18 @@ void session_grant(struct session *s, const struct node *n)
 
 int sessions_init(struct master *m)
 {
+	struct locks_limits ll = {
+		.per_session = m->cfg.locks_per_session,
+		.per_file = m->cfg.locks_per_file,
+		.waiters_per_session = m->cfg.lock_waiters_per_session,
+		.waiters_per_file = m->cfg.lock_waiters_per_file,
+	};
+
 	htab_init(&m->sessions, session_hash);
+	htab_init(&m->session_addrs, addr_hash);
 	htab_init(&m->openers, ino_hash);
 	locks_init(&m->locks, lockops_wake, m);
+	locks_set_limits(&m->locks, &ll);
 	/* Only now: replaying the changelog frees nodes nobody locked. */
 	m->ns.node_gone = lockops_node_gone;
 	return 0;
@@ -156,7 +262,8 @@ static void opener_drop(struct master *m, uint64_t ino)
 	}
 }
 
-int session_open(struct master *m, struct session *s, struct node *n)
+int session_open(struct master *m, struct session *s, struct node *n,
+		 bool writable)
 {
 	uint64_t h = sw_hash_u64(n->ino);
 	struct sess_open *so = htab_find(&s->opens, h, ino_eq, &n->ino);
@@ -166,6 +273,7 @@ int session_open(struct master *m, struct session *s, struct node *n)
 		if (so->count == UINT32_MAX)
 			return -EMFILE;
 		so->count++;
+		so->writable |= writable;
 		return 0;
 	}
 	so = malloc(sizeof(*so));
@@ -173,6 +281,7 @@ int session_open(struct master *m, struct session *s, struct node *n)
 		return -ENOMEM;
 	so->ino = n->ino;
 	so->count = 1;
+	so->writable = writable;
 	op = htab_find(&m->openers, h, ino_eq, &n->ino);
 	if (!op) {
 		op = malloc(sizeof(*op));
@@ -225,6 +334,14 @@ bool session_has_open(struct session *s, uint64_t ino)
 	return s && htab_find(&s->opens, sw_hash_u64(ino), ino_eq, &ino);
 }
 
+bool session_has_writable(struct session *s, uint64_t ino)
+{
+	const struct sess_open *so =
+		s ? htab_find(&s->opens, sw_hash_u64(ino), ino_eq, &ino) : NULL;
+
+	return so && so->writable;
+}
+
 void session_release(struct master *m, struct session *s, uint64_t ino)
 {
 	uint64_t h = sw_hash_u64(ino);
@@ -250,8 +367,11 @@ static int drop_open(void *e, void *arg)
 
 static void session_free(struct master *m, struct session *s)
 {
-	for (int i = 0; i < SESSION_CURSORS; i++)
+	for (int i = 0; s->cursors && i < SESSION_CURSORS; i++)
 		ns_cursor_clear(&m->ns, &s->cursors[i].c);
+	free(s->cursors);
+	free(s->subdir);
+	addr_drop(m, &s->addr);
 	watch_drop_session(m, s);
 	locks_drop_session(&m->locks, s->id);
 	htab_foreach(&s->opens, drop_open, m);
@@ -265,6 +385,7 @@ static void session_free(struct master *m, struct session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	m->nsessions--;
+	m->freed_since_trim++;
 	free(s);
 }
 
@@ -273,6 +394,7 @@ void sessions_release(struct master *m)
 	while (m->session_list)
 		session_free(m, m->session_list);
 	htab_release(&m->sessions);
+	htab_release(&m->session_addrs);
 	htab_release(&m->openers);
 	locks_release(&m->locks);
 	m->ns.node_gone = NULL;
@@ -289,18 +411,25 @@ static uint64_t new_session_id(struct master *m)
 	return id;
 }
 
-static struct session *session_new(struct master *m, uint64_t id)
+/* A new session for a client at @addr: id @id, or (0) a new one. */
+static struct session *session_new(struct master *m, uint64_t id,
+				   const struct sockaddr_storage *addr)
 {
 	struct session *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
 	s->id = id ? id : new_session_id(m);
+	s->addr = *addr;
+	s->grants_max = m->cfg.grants_max;
 	htab_init(&s->opens, ino_hash);
 	session_grants_reset(s);
-	for (int i = 0; i < SESSION_CURSORS; i++)
-		ns_cursor_init(&s->cursors[i].c);
+	if (addr_add(m, addr) < 0) {
+		free(s);
+		return NULL;
+	}
 	if (htab_insert(&m->sessions, sw_hash_u64(s->id), s) < 0) {
+		addr_drop(m, addr);
 		free(s);
 		return NULL;
 	}
@@ -338,6 +467,25 @@ static int cmp_u64(const void *a, const void *b)
  * everything is found. An open file without a name left (unlinked) is
  * not found, and is not reclaimed.
  */
+/*
+ * Whether a reclaim walk may run now: one per second on average, 64 at
+ * once (every confined mount reconnecting after a master restart), so
+ * that clients reconnecting on purpose cannot keep the loop walking.
+ */
+static bool reclaim_token(struct master *m)
+{
+	int64_t now = sw_mono_ns();
+
+	m->reclaim_tokens += (double)(now - m->reclaim_refill) / 1e9;
+	if (m->reclaim_tokens > 64 || !m->reclaim_refill)
+		m->reclaim_tokens = 64;
+	m->reclaim_refill = now;
+	if (m->reclaim_tokens < 1)
+		return false;
+	m->reclaim_tokens -= 1;
+	return true;
+}
+
 static void grant_reclaimed(struct master *m, struct session *s,
 			    const uint64_t *want, size_t n)
 {
@@ -350,6 +498,16 @@ static void grant_reclaimed(struct master *m, struct session *s,
 			missing++;
 	if (!missing || !root || !S_ISDIR(root->mode))
 		return;
+	/* Only a client that proved the session is its own, once per
+	 * session, and within the rate above. */
+	if (!s->may_reclaim || s->reclaim_walked || !reclaim_token(m)) {
+		sw_notice(TAG,
+			  "session %016" PRIx64 " (%s): %zu open files it was "
+			  "not told of; not looked for",
+			  s->id, s->peer, missing);
+		return;
+	}
+	s->reclaim_walked = true;
 	found = calloc(n, sizeof(*found));
 	if (!found)
 		return;
@@ -423,7 +581,7 @@ static void session_reclaim(struct master *m, struct session *s,
 				so->count = (uint32_t)(j - i);
 			else
 				for (size_t k = i; k < j; k++)
-					session_open(m, s, node);
+					session_open(m, s, node, s->rw);
 		}
 		i = j;
 	}
@@ -537,14 +695,174 @@ static void session_apply(struct session *s, const struct export_rule *e)
 		 e->path, e->text);
 }
 
+/* The secret of session @id: only the client it was given to has it. */
+static void session_secret(const struct master *m, uint64_t id,
+			   uint8_t out[SW_AUTH_TAG])
+{
+	uint8_t b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(id >> (8 * i));
+	sw_auth_tag(m->session_key, SW_AUTH_SESSION, b, sizeof(b), NULL, 0,
+		    out);
+}
+
+/* Whether @h proves it is session @h->session_id's own client. */
+static bool owns_session(const struct master *m, const Sweepfs__Hello *h)
+{
+	uint8_t want[SW_AUTH_TAG];
+
+	if (!h->session_id || !h->has_session_secret ||
+	    h->session_secret.len != SW_AUTH_TAG)
+		return false;
+	session_secret(m, h->session_id, want);
+	return sw_auth_equal(h->session_secret.data, want, SW_AUTH_TAG);
+}
+
+/*
+ * A chunkserver's hello: it must come from a chunkserver_allow address,
+ * answer our challenge with the chunkserver key, and gets our answer to
+ * its own (HelloReply.cs_proof, into @proof). 0, 1 when the challenge
+ * went out (*@challenged), or -errno.
+ */
+static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
+			     bool *challenged, uint8_t proof[SW_AUTH_TAG])
+{
+	struct master *m = r->m;
+	struct conn *c = r->conn;
+	uint8_t want[SW_AUTH_TAG];
+	bool allowed = false;
+
+	*challenged = false;
+	for (size_t i = 0; i < m->ncs_allow && !allowed; i++)
+		allowed = exports_addr_fits(&m->cs_allow[i],
+					    (struct sockaddr *)&c->addr);
+	if (!allowed) {
+		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
+			c->peer);
+		return -EACCES;
+	}
+	if (!h->has_cs_nonce || h->cs_nonce.len != SW_AUTH_NONCE) {
+		sw_warn(TAG, "%s: refused: chunkserver hello without a nonce",
+			c->peer);
+		return -EPROTO;
+	}
+	if (!c->nonce_set || !h->has_auth) {
+		sw_auth_random(c->nonce, sizeof(c->nonce));
+		c->nonce_set = true;
+		*challenged = true;
+		return -EACCES;
+	}
+	c->nonce_set = false; /* one answer per challenge */
+	sw_auth_tag(m->cs_key, SW_AUTH_CHUNKSERVER, c->nonce, sizeof(c->nonce),
+		    NULL, 0, want);
+	if (h->auth.len != SW_AUTH_TAG ||
+	    !sw_auth_equal(h->auth.data, want, SW_AUTH_TAG)) {
+		sw_warn(TAG, "%s: refused: wrong chunkserver key", c->peer);
+		return -EACCES;
+	}
+	sw_auth_tag(m->cs_key, SW_AUTH_MASTER, h->cs_nonce.data,
+		    h->cs_nonce.len, NULL, 0, proof);
+	return 0;
+}
+
+/* Whether one more session may start for a client at @addr. */
+static int session_room(struct master *m, const struct conn *c)
+{
+	const struct addr_count *a = addr_find(m, &c->addr);
+
+	if (m->nsessions >= m->cfg.max_sessions) {
+		sw_warn(TAG, "%s: refused: %" PRIu64 " sessions (max_sessions)",
+			c->peer, m->nsessions);
+		return -EUSERS;
+	}
+	if (a && a->count >= m->cfg.max_sessions_per_address) {
+		sw_warn(TAG,
+			"%s: refused: %" PRIu64 " sessions from this address "
+			"(max_sessions_per_address)",
+			c->peer, a->count);
+		return -EUSERS;
+	}
+	return 0;
+}
+
+/* The subdirectory @h asks for, normalized into @out; 0 or -EINVAL. */
+static int hello_subdir(const Sweepfs__Hello *h, char *out, size_t len)
+{
+	char raw[4096];
+
+	snprintf(raw, sizeof(raw), "%.*s",
+		 h->has_subdir ? (int)SW_MIN(h->subdir.len, 4095) : 1,
+		 h->has_subdir ? (const char *)h->subdir.data : "/");
+	if ((h->has_subdir && memchr(h->subdir.data, '\0', h->subdir.len)) ||
+	    exports_norm_path(raw, out, len) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Find the session @h resumes, or make a new one. A client resumes only a
+ * session whose secret it proves; one that says an id without it gets a
+ * new session (and a new id). A proven id the master does not know (it
+ * restarted, or the session expired) is made again under that id, with
+ * the open files the client lists. -errno when none can be had.
+ */
+static int hello_session(struct req *r, const Sweepfs__Hello *h,
+			 struct session **out, bool *resumed)
+{
+	struct master *m = r->m;
+	bool proven = owns_session(m, h);
+	struct session *s = proven ? session_find(m, h->session_id) : NULL;
+	int rc;
+
+	*resumed = s != NULL;
+	if (s) {
+		/* Requests blocked on a lock came on an old connection: no
+		 * answer reaches them; the mount sends them again. */
+		locks_cancel_session(&m->locks, s->id);
+		if (s->conn) {
+			/* The client knows its old connection is dead
+			 * before we do; that connection now has no session
+			 * and is closed at its next request. */
+			s->conn->s = NULL;
+			s->conn = NULL;
+		}
+		if (addr_key_differs(&s->addr, &r->conn->addr)) {
+			addr_drop(m, &s->addr);
+			if (addr_add(m, &r->conn->addr) < 0)
+				return -ENOMEM;
+			s->addr = r->conn->addr;
+		}
+		s->may_reclaim = true;
+		*out = s;
+		return 0;
+	}
+	if (h->session_id && !proven)
+		sw_info(TAG,
+			"%s: asked for session %016" PRIx64 " without its "
+			"secret; a new session instead",
+			r->conn->peer, h->session_id);
+	rc = session_room(m, r->conn);
+	if (rc < 0)
+		return rc;
+	s = session_new(m, proven ? h->session_id : 0, &r->conn->addr);
+	if (!s)
+		return -ENOMEM;
+	s->may_reclaim = proven;
+	*out = s;
+	return 0;
+}
+
 int session_hello(struct req *r, const Sweepfs__Hello *h)
 {
 	Sweepfs__HelloReply reply = SWEEPFS__HELLO_REPLY__INIT;
 	struct master *m = r->m;
 	const struct export_rule *rule = NULL;
 	struct session *s = NULL;
-	char subdir[4096];
+	uint8_t secret[SW_AUTH_TAG], proof[SW_AUTH_TAG];
+	bool cs = h->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER;
 	bool resumed = false, challenged = false;
+	char subdir[4096], *sub;
 	int64_t root;
 	int rc;
 
@@ -557,34 +875,24 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		goto out_err;
 	}
 	if (h->role != SWEEPFS__ROLE__ROLE_MOUNT &&
-	    h->role != SWEEPFS__ROLE__ROLE_TOOL &&
-	    h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+	    h->role != SWEEPFS__ROLE__ROLE_TOOL && !cs) {
 		rc = -EINVAL;
 		goto out_err;
 	}
-	{
-		char raw[4096];
-
-		snprintf(raw, sizeof(raw), "%.*s",
-			 h->has_subdir ? (int)SW_MIN(h->subdir.len, 4095) : 1,
-			 h->has_subdir ? (const char *)h->subdir.data : "/");
-		if ((h->has_subdir &&
-		     memchr(h->subdir.data, '\0', h->subdir.len)) ||
-		    exports_norm_path(raw, subdir, sizeof(subdir)) < 0) {
-			rc = -EINVAL;
-			goto out_err;
+	rc = hello_subdir(h, subdir, sizeof(subdir));
+	if (rc < 0)
+		goto out_err;
+	if (cs)
+		rc = check_chunkserver(r, h, &challenged, proof);
+	else if (!(rule = check_export(r, h, subdir, &challenged, &rc)))
+		rc = rc < 0 ? rc : -EACCES;
+	if (rc < 0) {
+		if (challenged) {
+			reply.has_challenge = 1;
+			reply.challenge.data = r->conn->nonce;
+			reply.challenge.len = sizeof(r->conn->nonce);
 		}
-	}
-	if (h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
-		rule = check_export(r, h, subdir, &challenged, &rc);
-		if (!rule) {
-			if (challenged) {
-				reply.has_challenge = 1;
-				reply.challenge.data = r->conn->nonce;
-				reply.challenge.len = sizeof(r->conn->nonce);
-			}
-			goto out_err;
-		}
+		goto out_err;
 	}
 	root = resolve_subdir(m, (const uint8_t *)subdir, strlen(subdir));
 	if (root < 0) {
@@ -593,26 +901,15 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		rc = (int)root;
 		goto out_err;
 	}
-	if (h->session_id)
-		s = session_find(m, h->session_id);
-	if (s) {
-		resumed = true;
-		/* Requests blocked on a lock came on an old connection: no
-		 * answer reaches them; the mount sends them again. */
-		locks_cancel_session(&m->locks, s->id);
-		if (s->conn) {
-			/* The client knows its old connection is dead
-			 * before we do; that connection now has no session
-			 * and is closed at its next request. */
-			s->conn->s = NULL;
-			s->conn = NULL;
-		}
-	} else {
-		s = session_new(m, h->session_id);
-		if (!s) {
-			rc = -ENOMEM;
-			goto out_err;
-		}
+	sub = strdup(subdir);
+	if (!sub) {
+		rc = -ENOMEM;
+		goto out_err;
+	}
+	rc = hello_session(r, h, &s, &resumed);
+	if (rc < 0) {
+		free(sub);
+		goto out_err;
 	}
 	s->role = h->role;
 	s->conn = r->conn;
@@ -621,16 +918,16 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		session_grants_reset(s);
 	}
 	s->root_ino = (uint64_t)root;
-	/* After a restart, or requests lost with the old connection: the
-	 * client's list of open files is the truth. */
-	if (!resumed || h->reclaim)
-		session_reclaim(m, s, h->open_inodes, h->n_open_inodes);
-	s->addr = r->conn->addr;
-	snprintf(s->subdir, sizeof(s->subdir), "%s", subdir);
+	free(s->subdir);
+	s->subdir = sub;
 	if (rule)
 		session_apply(s, rule);
 	else
 		s->rw = true; /* a chunkserver */
+	/* After a restart, or requests lost with the old connection: the
+	 * client's list of open files is the truth. */
+	if (!resumed || h->reclaim)
+		session_reclaim(m, s, h->open_inodes, h->n_open_inodes);
 	s->connected_at = sw_now_ns();
 	s->detached_at = 0;
 	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->peer);
@@ -640,8 +937,17 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	r->s = s;
 	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->peer, s->id,
 		resumed ? "resumed" : "started", s->name);
+	session_secret(m, s->id, secret);
 	reply.has_session_id = 1;
 	reply.session_id = s->id;
+	reply.has_session_secret = 1;
+	reply.session_secret.data = secret;
+	reply.session_secret.len = sizeof(secret);
+	if (cs) {
+		reply.has_cs_proof = 1;
+		reply.cs_proof.data = proof;
+		reply.cs_proof.len = sizeof(proof);
+	}
 	reply.has_root_ino = 1;
 	reply.root_ino = s->root_ino;
 	reply.has_read_only = reply.has_admin = 1;
@@ -726,10 +1032,30 @@ static bool writes(uint16_t type, const ProtobufCMessage *msg)
 	}
 }
 
+/* Messages only a chunkserver sends (and a chunkserver sends no other). */
+static bool chunkserver_msg(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_CS_REGISTER:
+	case SW_MSG_CS_HEARTBEAT:
+	case SW_MSG_CS_DONE:
+	case SW_MSG_CS_DAMAGED:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg)
 {
+	/* A role reaches only its own messages: a chunkserver's session
+	 * has no export (no subtree, no squashing), so namespace requests
+	 * through it would bypass them all. */
 	if (s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
-		return 0;
+		return chunkserver_msg(type) || type == SW_MSG_PING ? 0 :
+								      -EPERM;
+	if (chunkserver_msg(type))
+		return -EPERM;
 	map_cred(s, msg);
 	if (!s->rw && writes(type, msg))
 		return -EROFS;
@@ -793,19 +1119,38 @@ void session_detach(struct master *m, struct conn *c)
 		session_free(m, s);
 }
 
+/*
+ * Whether @s holds something a reconnect must find: open files or locks.
+ * A session that holds nothing is worth keeping only for a moment (a
+ * quick reconnect keeps its id and caches); otherwise any client could
+ * park sessions by the thousand for session_timeout each.
+ */
+static bool session_holds(const struct master *m, const struct session *s)
+{
+	return htab_count(&s->opens) || locks_session_holds(&m->locks, s->id);
+}
+
 void sessions_expire(struct master *m)
 {
 	int64_t limit = (int64_t)m->cfg.session_timeout_ms * 1000000;
+	int64_t idle = (int64_t)m->cfg.session_idle_timeout_ms * 1000000;
 	int64_t now = sw_mono_ns();
 	struct session *s, *next;
 
 	for (s = m->session_list; s; s = next) {
 		next = s->next;
-		if (s->conn || now - s->detached_at < limit)
+		if (s->conn ||
+		    now - s->detached_at < (session_holds(m, s) ? limit : idle))
 			continue;
 		sw_info(TAG, "session %016" PRIx64 " (%s) timed out", s->id,
 			s->peer);
 		session_free(m, s);
+	}
+	/* Many small frees leave the heap's top pinned by a few live
+	 * blocks; give what can be given back to the system. */
+	if (m->freed_since_trim >= 1024) {
+		malloc_trim(0);
+		m->freed_since_trim = 0;
 	}
 }
 
@@ -853,7 +1198,18 @@ out:
 struct cursor *session_cursor(struct master *m, struct session *s,
 			      struct node *dir, bool create)
 {
-	struct sess_cursor *victim = &s->cursors[0];
+	struct sess_cursor *victim;
+
+	if (!s->cursors) {
+		if (!create)
+			return NULL;
+		s->cursors = calloc(SESSION_CURSORS, sizeof(*s->cursors));
+		if (!s->cursors)
+			return NULL;
+		for (int i = 0; i < SESSION_CURSORS; i++)
+			ns_cursor_init(&s->cursors[i].c);
+	}
+	victim = &s->cursors[0];
 
 	for (int i = 0; i < SESSION_CURSORS; i++) {
 		struct sess_cursor *sc = &s->cursors[i];

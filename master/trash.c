@@ -434,6 +434,19 @@ static void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 }
 
 /* Root sees every item; anyone else the items they own. */
+/*
+ * Whether @r's session may see trash item @t: one confined to a subtree
+ * sees only what was removed inside it (the directory it was removed from
+ * is still there, below the session's root), whoever owned it; the owner
+ * check comes on top.
+ */
+static bool item_visible(const struct req *r, const struct trash_item *t)
+{
+	if (!r->s || r->s->root_ino == NS_ROOT_INO)
+		return true;
+	return req_node(r, t->parent) != NULL;
+}
+
 static void op_trash_list(struct req *r, const struct cred *cred)
 {
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
@@ -450,7 +463,7 @@ static void op_trash_list(struct req *r, const struct cred *cred)
 	for (struct trash_item *t = ns->trash_head; t && n < max; t = t->next) {
 		Sweepfs__TrashItem *it = &items[n];
 
-		if (!req_owns(r, cred, t->node))
+		if (!item_visible(r, t) || !req_owns(r, cred, t->node))
 			continue;
 		sweepfs__trash_item__init(it);
 		it->has_id = it->has_parent = it->has_name = 1;
@@ -523,6 +536,8 @@ static void op_trash(struct req *r, const ProtobufCMessage *msg)
 		return;
 	}
 	t = q->has_id ? item_find(&m->ns, q->id) : NULL;
+	if (t && !item_visible(r, t))
+		t = NULL;
 	if (!t || (q->op != 2 && q->op != 3)) {
 		req_error(r, t ? -EINVAL : -ENOENT);
 		return;

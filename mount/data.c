@@ -89,6 +89,9 @@ struct dfile {
 	bool closing;	     /* last handle closed: free when idle */
 	uint32_t max_index;  /* highest chunk fetched for writing */
 	int err;	     /* a WRITE_END failed: for fsync */
+	/* Who wrote last: a WRITE_END that reaches the master after the
+	 * file's release is checked against their write permission. */
+	uint32_t uid, gid;
 	struct flushwait *waiters;
 	struct dirty *dirty;
 	struct dfile *next;
@@ -771,6 +774,8 @@ static void commit_send(struct mount *m, struct dfile *f)
 	c->size = f->local_size;
 	c->gen = f->gen;
 	f->sending = true;
+	cred.uid = f->uid;
+	cred.gid = f->gid;
 	q.cred = &cred;
 	q.ino = f->ino;
 	q.size = f->local_size;
@@ -801,9 +806,13 @@ static void write_finish(struct op *o)
 	if (f) {
 		f->local_size = SW_MAX(SW_MAX(f->local_size, end),
 				       SW_MAX(f->committed, o->file_size));
+		const struct fuse_ctx *ctx = fuse_req_ctx(o->req);
+
 		f->mtime = sw_now_ns();
 		f->gen++;
 		f->closing = false;
+		f->uid = ctx->uid;
+		f->gid = ctx->gid;
 		recent_note(d, o->ino);
 		if (!f->sending)
 			commit_send(m, f);

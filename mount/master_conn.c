@@ -61,6 +61,10 @@ struct mconn {
 	uint64_t next_id;
 	uint64_t session_id;
 	uint64_t root_ino;
+	/* The session's secret, which proves to the master on a reconnect
+	 * that the session is ours (receiver thread, or before it runs). */
+	uint8_t secret[SW_AUTH_TAG];
+	bool has_secret;
 	struct pending *table[TABLE_SLOTS]; /* in flight, by id */
 	struct pending *waiting;	    /* not sent: no connection */
 	struct pending **waiting_tail;
@@ -367,6 +371,11 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	hello.role = SWEEPFS__ROLE__ROLE_MOUNT;
 	hello.has_session_id = *session_id != 0;
 	hello.session_id = *session_id;
+	if (*session_id && mc->has_secret) {
+		hello.has_session_secret = 1;
+		hello.session_secret.data = mc->secret;
+		hello.session_secret.len = sizeof(mc->secret);
+	}
 	hello.has_subdir = 1;
 	hello.subdir.data = (uint8_t *)mc->o.target.subdir;
 	hello.subdir.len = strlen(mc->o.target.subdir);
@@ -406,6 +415,12 @@ again:
 		} else {
 			*session_id = hr->session_id;
 			*root_ino = hr->root_ino;
+			mc->has_secret = hr->has_session_secret &&
+					 hr->session_secret.len ==
+						 sizeof(mc->secret);
+			if (mc->has_secret)
+				memcpy(mc->secret, hr->session_secret.data,
+				       sizeof(mc->secret));
 		}
 	}
 	if (hr)

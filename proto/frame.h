@@ -26,7 +26,7 @@
 #include "sweepfs.pb-c.h"
 
 /* Bumped on any incompatible change; the hello refuses other versions. */
-#define SW_PROTO_VERSION 1
+#define SW_PROTO_VERSION 2
 
 #define SW_FRAME_HDR 16u
 

@@ -16,7 +16,7 @@ shift || true
 
 packages=(
 	build-essential pkg-config meson ninja-build
-	libfuse3-dev fuse3 libuv1-dev
+	libfuse3-dev fuse3 libuv1-dev libsodium-dev
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
 	python3 util-linux procps psmisc
 )

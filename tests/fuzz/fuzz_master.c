@@ -23,6 +23,12 @@
  * then restarted on an empty directory, so that every input starts from
  * the same fresh state and a crash reproduces from its input alone.
  *
+ * A chunkserver proves it holds the master's chunkserver key by
+ * answering a random challenge, which a prelude written in advance
+ * cannot: the target links with --wrap=sw_auth_random, whose nonces are
+ * all zeros here, so the prelude's second hello answers the challenge
+ * the first one gets, and inputs reach the chunkserver role.
+ *
  * Requests that would fork stay in-process: snapshots are always copied
  * by the loop (snapshot_sync_max is unlimited), and fork() itself fails
  * (the target links with --wrap=fork), so fsck requests are answered
@@ -60,6 +66,13 @@ static const char *const exports_text[4] = {
 };
 
 pid_t __wrap_fork(void);
+void __wrap_sw_auth_random(void *p, size_t n);
+
+/* Nonces the prelude can answer in advance (see the top). */
+void __wrap_sw_auth_random(void *p, size_t n)
+{
+	memset(p, 0, n);
+}
 
 /* fork() for the master's objects: a fuzzer that forks is slow and
  * checks nothing in the child. */
@@ -100,6 +113,7 @@ static void master_up(void)
 		 exports[exports_in_force]);
 	m.cfg.changelog_sync = CL_SYNC_NEVER;
 	m.cfg.session_timeout_ms = 0; /* expired by hand after each input */
+	m.cfg.session_idle_timeout_ms = 0;
 	m.cfg.snapshot_sync_max = UINT64_MAX;
 	m.cfg.purge_duty = 100;
 	/* No chunkserver will come: chunk requests are answered at once. */
@@ -189,6 +203,23 @@ static size_t prelude(uint8_t *out, size_t cap, int role)
 	h.has_client_name = 1;
 	h.client_name.data = (uint8_t *)"fuzz";
 	h.client_name.len = 4;
+	if (role == SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+		/* Challenged (the nonce is zeros), then the answer. */
+		static const uint8_t zeros[SW_AUTH_NONCE];
+		uint8_t tag[SW_AUTH_TAG];
+
+		h.has_cs_nonce = 1;
+		h.cs_nonce.data = (uint8_t *)zeros;
+		h.cs_nonce.len = sizeof(zeros);
+		fz_put_frame(out, cap, &n, SW_MSG_HELLO, 1, &h.base);
+		sw_auth_tag(m.cs_key, SW_AUTH_CHUNKSERVER, zeros, sizeof(zeros),
+			    NULL, 0, tag);
+		h.has_auth = 1;
+		h.auth.data = tag;
+		h.auth.len = sizeof(tag);
+		fz_put_frame(out, cap, &n, SW_MSG_HELLO, 2, &h.base);
+		return n;
+	}
 	fz_put_frame(out, cap, &n, SW_MSG_HELLO, 1, &h.base);
 	return n;
 }

@@ -79,18 +79,30 @@ st=0
 "$CS_BIN" -l 'not an address:' -d "$SW_TMP/x" -f >/dev/null 2>&1 || st=$?
 assert_eq 2 "$st" "exit status for a bad listen address"
 
-log "daemon mode, pid file, one chunkserver per data directory"
+log "no start without the master's chunkserver key, or with a bad one"
 port=$(pick_port)
 mport=$(pick_port)
+for bad in "$SW_TMP/no-such.key" "$SW_TMP/open.key"; do
+	[[ $bad == */open.key ]] && cp "$SW_TMP/cs.key" "$bad" && chmod 644 "$bad"
+	st=0
+	"$CS_BIN" -f -d "$SW_TMP/nokey" -l "127.0.0.1:$port" -m "127.0.0.1:$mport" \
+		--set "master_key_file=$bad" >"$SW_TMP/cs-nokey.log" 2>&1 || st=$?
+	assert_ne 0 "$st" "exit status without a usable key ($bad)"
+	grep -q "cannot use the master's chunkserver key $bad" "$SW_TMP/cs-nokey.log" ||
+		fail "no clear message: $(cat "$SW_TMP/cs-nokey.log")"
+done
+
+log "daemon mode, pid file, one chunkserver per data directory"
+KEY=(--set "master_key_file=$SW_TMP/cs.key")
 "$CS_BIN" -d "$SW_TMP/locked" -l "127.0.0.1:$port" -m "127.0.0.1:$mport" \
-	-p "$SW_TMP/cs.pid" ||
+	"${KEY[@]}" -p "$SW_TMP/cs.pid" ||
 	fail "the daemon did not report readiness"
 [[ -s "$SW_TMP/cs.pid" ]] || fail "no pid file"
 CS_PID=$(cat "$SW_TMP/cs.pid")
 alive "$CS_PID" || fail "the daemon is not running"
 st=0
 "$CS_BIN" -f -d "$SW_TMP/other,$SW_TMP/locked" -l "127.0.0.1:$(pick_port)" \
-	-m "127.0.0.1:$mport" >"$SW_TMP/cs-second.log" 2>&1 || st=$?
+	-m "127.0.0.1:$mport" "${KEY[@]}" >"$SW_TMP/cs-second.log" 2>&1 || st=$?
 assert_ne 0 "$st" "a second chunkserver on a locked data directory"
 grep -q 'in use by another chunkserver' "$SW_TMP/cs-second.log" ||
 	fail "no message about the lock: $(cat "$SW_TMP/cs-second.log")"

@@ -502,6 +502,7 @@ _launch_chunkserver() {
 	"$SW_CS_BIN" -f -d "${SW_CS_DIRS[i]}" \
 		-l "$SW_CS_HOST:${SW_CS_PORTS[i]}" \
 		-m "$SW_MASTER_HOST:$SW_PORT" -v info \
+		--set "master_key_file=$SW_META/chunkserver.key" \
 		"${SW_CS_DEFAULT_ARGS[@]}" ${SW_CS_ARGS[i]} \
 		>>"${SW_CS_LOGS[i]}" 2>&1 </dev/null &
 	pid=$!

@@ -247,53 +247,6 @@ static void test_exports_norm_path(void **state)
 			 -ENAMETOOLONG);
 }
 
-static void test_auth_response(void **state)
-{
-	uint8_t k1[SW_AUTH_KEY], k2[SW_AUTH_KEY], k3[SW_AUTH_KEY];
-	uint8_t nonce[SW_AUTH_NONCE] = { 1, 2, 3 }, t1[16], t2[16];
-
-	(void)state;
-	sw_auth_key("hunter2", k1);
-	sw_auth_key("hunter2", k2);
-	sw_auth_key("hunter3", k3);
-	assert_memory_equal(k1, k2, sizeof(k1));
-	assert_memory_not_equal(k1, k3, sizeof(k1));
-	sw_auth_response(k1, nonce, "/sec", t1);
-	sw_auth_response(k2, nonce, "/sec", t2);
-	assert_true(sw_auth_equal(t1, t2, sizeof(t1)));
-	/* Another nonce, subtree or key: another answer. */
-	sw_auth_response(k1, nonce, "/other", t2);
-	assert_false(sw_auth_equal(t1, t2, sizeof(t1)));
-	nonce[15] ^= 1;
-	sw_auth_response(k1, nonce, "/sec", t2);
-	assert_false(sw_auth_equal(t1, t2, sizeof(t1)));
-	nonce[15] ^= 1;
-	sw_auth_response(k3, nonce, "/sec", t2);
-	assert_false(sw_auth_equal(t1, t2, sizeof(t1)));
-}
-
-static void test_auth_password_sources(void **state)
-{
-	struct fixture *f = *state;
-	char pw[64], file[320];
-	FILE *fp;
-
-	snprintf(file, sizeof(file), "%s/pw", f->dir);
-	fp = fopen(file, "w");
-	assert_non_null(fp);
-	fputs("from-file\nsecond line\n", fp);
-	fclose(fp);
-	setenv("SWEEPFS_PASSWORD", "from-env", 1);
-	assert_int_equal(sw_auth_password(file, pw, sizeof(pw)), 1);
-	assert_string_equal(pw, "from-file");
-	assert_int_equal(sw_auth_password(NULL, pw, sizeof(pw)), 1);
-	assert_string_equal(pw, "from-env");
-	unsetenv("SWEEPFS_PASSWORD");
-	assert_int_equal(sw_auth_password(NULL, pw, sizeof(pw)), 0);
-	assert_int_equal(sw_auth_password("/nonexistent/pw", pw, sizeof(pw)),
-			 -ENOENT);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,9 +261,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exports_open_policy, setup,
 						teardown),
 		cmocka_unit_test(test_exports_norm_path),
-		cmocka_unit_test(test_auth_response),
-		cmocka_unit_test_setup_teardown(test_auth_password_sources,
-						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "frame.h"
 #include "net.h"
@@ -418,6 +419,9 @@ struct chunk_rec {
 struct fmaster {
 	int lfd;
 	uint16_t port;
+	char key_file[4200];	  /* the chunkserver key we give them */
+	uint8_t key[SW_AUTH_KEY]; /* its contents */
+	bool wrong_proof;	  /* prove with another key (a fake master) */
 };
 
 /* What a chunkserver's master connection saw. */
@@ -550,13 +554,30 @@ static void master_idle(struct mconn *m)
  * @hold the last registration part is left unanswered; its id is
  * returned for reply_register().
  */
+/* The next frame on @m, which must be a chunkserver's hello. */
+static Sweepfs__Hello *hello_from(struct mconn *m, struct sw_frame_hdr *hdr)
+{
+	Sweepfs__Hello *h;
+	uint8_t *payload;
+	int rc = peer_recv(&m->p, hdr, &payload, TIMEOUT_MS);
+
+	if (rc < 0 || hdr->type != SW_MSG_HELLO)
+		fail("no hello from the chunkserver");
+	h = sweepfs__hello__unpack(NULL, hdr->len, payload);
+	free(payload);
+	if (!h || h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
+	    h->version != SW_PROTO_VERSION)
+		fail("bad hello from the chunkserver");
+	return h;
+}
+
 static uint64_t master_accept(struct mconn *m, bool hold)
 {
 	struct pollfd pfd = { .fd = master.lfd, .events = POLLIN };
 	Sweepfs__HelloReply hr = SWEEPFS__HELLO_REPLY__INIT;
+	uint8_t nonce[SW_AUTH_NONCE], want[SW_AUTH_TAG];
 	Sweepfs__Hello *h;
 	struct sw_frame_hdr hdr;
-	uint8_t *payload;
 	uint64_t held = 0;
 	int rc;
 
@@ -567,19 +588,39 @@ static uint64_t master_accept(struct mconn *m, bool hold)
 	m->p.fd = accept4(master.lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (m->p.fd < 0)
 		fail("accept: %s", strerror(errno));
-	rc = peer_recv(&m->p, &hdr, &payload, TIMEOUT_MS);
-	if (rc < 0 || hdr.type != SW_MSG_HELLO)
-		fail("no hello from the chunkserver");
-	h = sweepfs__hello__unpack(NULL, hdr.len, payload);
-	free(payload);
-	if (!h || h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
-	    h->version != SW_PROTO_VERSION)
-		fail("bad hello from the chunkserver");
+	h = hello_from(m, &hdr);
+	if (!h->has_cs_nonce || h->cs_nonce.len != SW_AUTH_NONCE)
+		fail("the chunkserver's hello has no challenge for us");
+	/* Challenge it; it must answer with the key. */
+	fill(nonce, sizeof(nonce));
+	hr.has_err = hr.has_challenge = 1;
+	hr.err = EACCES;
+	hr.challenge.data = nonce;
+	hr.challenge.len = sizeof(nonce);
+	peer_send(&m->p, SW_MSG_HELLO, SW_FRAME_REPLY, hdr.id, &hr.base);
 	sweepfs__hello__free_unpacked(h, NULL);
+	h = hello_from(m, &hdr);
+	sw_auth_tag(master.key, SW_AUTH_CHUNKSERVER, nonce, sizeof(nonce), NULL,
+		    0, want);
+	if (!h->has_auth || h->auth.len != SW_AUTH_TAG ||
+	    memcmp(h->auth.data, want, SW_AUTH_TAG))
+		fail("the chunkserver's answer does not prove the key");
+	/* And prove ours (or, as a fake master, fail to). */
+	sw_auth_tag(master.key, SW_AUTH_MASTER, h->cs_nonce.data,
+		    h->cs_nonce.len, NULL, 0, want);
+	if (master.wrong_proof)
+		want[0] ^= 1;
+	sweepfs__hello__free_unpacked(h, NULL);
+	hr = (Sweepfs__HelloReply)SWEEPFS__HELLO_REPLY__INIT;
 	hr.has_version = hr.has_session_id = hr.has_root_ino = 1;
+	hr.has_cs_proof = 1;
+	hr.cs_proof.data = want;
+	hr.cs_proof.len = sizeof(want);
 	hr.version = SW_PROTO_VERSION;
 	hr.session_id = 77;
 	peer_send(&m->p, SW_MSG_HELLO, SW_FRAME_REPLY, hdr.id, &hr.base);
+	if (master.wrong_proof)
+		return 0;
 	while ((rc = master_pump(m, TIMEOUT_MS, hold, &held)) !=
 	       SW_MSG_CS_REGISTER) {
 		if (rc < 0)
@@ -642,12 +683,14 @@ static void cs_setup(struct daemon *d, int ndirs)
 
 static void cs_start(struct daemon *d)
 {
-	char listen[64], mst[64], *argv[32];
+	char listen[64], mst[64], *argv[32], key_opt[4300];
 	posix_spawn_file_actions_t fa;
 	int argc = 0, rc;
 
 	snprintf(listen, sizeof(listen), "127.0.0.1:%u", d->port);
 	snprintf(mst, sizeof(mst), "127.0.0.1:%u", master.port);
+	snprintf(key_opt, sizeof(key_opt), "master_key_file=%s",
+		 master.key_file);
 	argv[argc++] = (char *)cs_bin;
 	argv[argc++] = "-f";
 	for (int i = 0; i < d->ndirs; i++) {
@@ -666,6 +709,8 @@ static void cs_start(struct daemon *d)
 	argv[argc++] = "heartbeat_interval=1s";
 	argv[argc++] = "--set";
 	argv[argc++] = "open_files=4";
+	argv[argc++] = "--set";
+	argv[argc++] = key_opt;
 	argv[argc] = NULL;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, d->log,
@@ -877,6 +922,22 @@ static void t_register(void)
 
 	cs_setup(&cs_a, 2);
 	cs_start(&cs_a);
+	/* A master that cannot prove it holds the chunkserver key gets no
+	 * registration (it could hand out a token key and commands). */
+	master.wrong_proof = true;
+	master_accept(&ma, false);
+	{
+		struct sw_frame_hdr hdr;
+		uint8_t *payload;
+
+		/* It closes the connection (and tries again later). */
+		if (peer_recv(&ma.p, &hdr, &payload, TIMEOUT_MS) != -ECONNRESET)
+			fail("the chunkserver went on with a master that did "
+			     "not prove the key");
+	}
+	peer_close(&ma.p);
+	master.wrong_proof = false;
+	step("a master without the chunkserver key is refused");
 	held = master_accept(&ma, true);
 	snprintf(want, sizeof(want), "127.0.0.1:%u", cs_a.port);
 	if (strcmp(ma.listen, want) || ma.ninv || ma.server_id)
@@ -1380,6 +1441,11 @@ int main(int argc, char **argv)
 	rng_state = seed | 1;
 	fill(key, sizeof(key));
 	signal(SIGPIPE, SIG_IGN);
+	snprintf(master.key_file, sizeof(master.key_file), "%s/cs.key",
+		 work_dir);
+	unlink(master.key_file);
+	if (sw_auth_key_create(master.key_file, master.key) < 0)
+		fail("cannot make %s", master.key_file);
 	master_listen();
 	t_register();
 	t_create();

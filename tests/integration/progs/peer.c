@@ -1,0 +1,288 @@
+/*
+ * peer.h: raw framed connections for the hostile test clients.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "net.h"
+#include "peer.h"
+#include "util.h"
+
+/* ---- failing ----------------------------------------------------------- */
+
+void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "FAIL: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+void ok(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("ok - ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+uint64_t rng_state;
+
+uint64_t rnd(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+int64_t now_ms(void)
+{
+	return sw_mono_ns() / 1000000;
+}
+
+void alive(pid_t pid, const char *who)
+{
+	if (kill(pid, 0) < 0)
+		fail("the %s (pid %d) is gone", who, (int)pid);
+}
+
+/* ---- raw connections ------------------------------------------------------ */
+
+void peer_connect(struct peer *p, uint16_t port)
+{
+	memset(p, 0, sizeof(*p));
+	p->fd = sw_tcp_connect("127.0.0.1", port, TIMEOUT_MS);
+	if (p->fd < 0)
+		fail("connect to port %u: %s", port, strerror(-p->fd));
+	p->next_id = 1;
+	p->port = port;
+	p->max = SW_FRAME_MAX_DATA;
+}
+
+void peer_close(struct peer *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	sw_buf_release(&p->in);
+}
+
+int write_all(int fd, const void *buf, size_t n)
+{
+	const uint8_t *q = buf;
+
+	while (n) {
+		ssize_t w = send(fd, q, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		q += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+void peer_raw(struct peer *p, const void *buf, size_t n)
+{
+	int rc = write_all(p->fd, buf, n);
+
+	if (rc < 0)
+		fail("send to port %u: %s", p->port, strerror(-rc));
+}
+
+/* Send a frame; returns its id. */
+uint64_t peer_send(struct peer *p, uint16_t type, uint16_t flags,
+		   const ProtobufCMessage *msg)
+{
+	uint64_t id = p->next_id++;
+	size_t size = sw_frame_size(msg);
+	uint8_t *buf = malloc(size);
+
+	if (!buf)
+		fail("out of memory");
+	sw_frame_pack(buf, type, flags, id, msg);
+	peer_raw(p, buf, size);
+	free(buf);
+	return id;
+}
+
+/*
+ * The next frame from @p within @timeout_ms: 1 with its header and a
+ * copy of its payload in *@payload (free it), 0 when the peer closed the
+ * connection (EOF or reset), -ETIMEDOUT.
+ */
+int peer_recv(struct peer *p, struct sw_frame_hdr *hdr, uint8_t **payload,
+	      int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = p->fd, .events = POLLIN };
+		int rc = sw_frame_get_hdr(sw_buf_head(&p->in),
+					  sw_buf_used(&p->in), p->max, hdr);
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (rc < 0)
+			fail("port %u sent a bad frame header", p->port);
+		if (rc > 0 && sw_buf_used(&p->in) >= SW_FRAME_HDR + hdr->len) {
+			*payload = malloc(hdr->len + 1);
+			if (!*payload)
+				fail("out of memory");
+			memcpy(*payload, sw_buf_head(&p->in) + SW_FRAME_HDR,
+			       hdr->len);
+			sw_buf_consume(&p->in, SW_FRAME_HDR + hdr->len);
+			return 1;
+		}
+		if (left <= 0)
+			return -ETIMEDOUT;
+		rc = poll(&pfd, 1, (int)left);
+		if (rc < 0 && errno != EINTR)
+			fail("poll: %s", strerror(errno));
+		if (rc <= 0)
+			continue;
+		if (sw_buf_reserve(&p->in, 1 << 20) < 0)
+			fail("out of memory");
+		n = recv(p->fd, p->in.data + p->in.len, p->in.cap - p->in.len,
+			 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == ECONNRESET)
+			return 0;
+		if (n < 0)
+			fail("recv from port %u: %s", p->port, strerror(errno));
+		if (n == 0) {
+			if (sw_buf_used(&p->in))
+				fail("port %u closed in the middle of a frame",
+				     p->port);
+			return 0;
+		}
+		p->in.len += (size_t)n;
+	}
+}
+
+/*
+ * The reply to request @id of @type: unpacked, its error in *@err.
+ * Notifications (the master's cache invalidations) are checked and
+ * skipped.
+ */
+ProtobufCMessage *peer_reply(struct peer *p, uint16_t type, uint64_t id,
+			     int *err)
+{
+	const struct sw_msg_info *info = sw_msg_info(type);
+	struct sw_frame_hdr hdr;
+	ProtobufCMessage *m;
+	uint8_t *payload;
+	int rc;
+
+	while ((rc = peer_recv(p, &hdr, &payload, TIMEOUT_MS)) == 1 &&
+	       hdr.flags == SW_FRAME_NOTIFY && sw_msg_info(hdr.type)) {
+		m = protobuf_c_message_unpack(sw_msg_info(hdr.type)->req, NULL,
+					      hdr.len, payload);
+		free(payload);
+		if (!m)
+			fail("an unparsable notification from port %u",
+			     p->port);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	if (rc == 0)
+		fail("port %u closed the connection instead of answering "
+		     "type %u",
+		     p->port, type);
+	if (rc < 0)
+		fail("no answer from port %u to type %u: %s", p->port, type,
+		     strerror(-rc));
+	if (hdr.flags != SW_FRAME_REPLY || hdr.type != type || hdr.id != id)
+		fail("port %u answered type %u id %" PRIu64 " with type %u id "
+		     "%" PRIu64 " flags %#x",
+		     p->port, type, id, hdr.type, hdr.id, hdr.flags);
+	m = protobuf_c_message_unpack(info ? info->reply :
+					     &sweepfs__status_reply__descriptor,
+				      NULL, hdr.len, payload);
+	free(payload);
+	if (!m)
+		fail("unparsable reply to type %u from port %u", type, p->port);
+	*err = -sw_reply_err(m);
+	return m;
+}
+
+/* Send a request and return its reply's error (positive errno or 0). */
+int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q)
+{
+	uint64_t id = peer_send(p, type, 0, q);
+	int err;
+
+	protobuf_c_message_free_unpacked(peer_reply(p, type, id, &err), NULL);
+	return err;
+}
+
+void peer_hello(struct peer *p, int role)
+{
+	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
+	int err;
+
+	h.version = SW_PROTO_VERSION;
+	h.role = role;
+	err = peer_call(p, SW_MSG_HELLO, &h.base);
+	if (err)
+		fail("hello to port %u: %s", p->port, strerror(err));
+}
+
+void peer_open(struct peer *p, uint16_t port)
+{
+	peer_connect(p, port);
+	peer_hello(p, SWEEPFS__ROLE__ROLE_MOUNT);
+}
+
+void peer_ping(struct peer *p)
+{
+	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;
+	Sweepfs__PingReply *r;
+	uint64_t token = rnd(), id;
+	int err;
+
+	q.has_token = 1;
+	q.token = token;
+	id = peer_send(p, SW_MSG_PING, 0, &q.base);
+	r = (Sweepfs__PingReply *)peer_reply(p, SW_MSG_PING, id, &err);
+	if (err || !r->has_token || r->token != token)
+		fail("ping on port %u: wrong answer", p->port);
+	sweepfs__ping_reply__free_unpacked(r, NULL);
+}
+
+/* The connection must be closed within @timeout_ms with nothing sent. */
+void expect_closed(struct peer *p, const char *what, int timeout_ms)
+{
+	struct sw_frame_hdr hdr;
+	uint8_t *payload;
+	int rc = peer_recv(p, &hdr, &payload, timeout_ms);
+
+	if (rc > 0)
+		fail("%s: port %u answered (type %u, flags %#x) instead of "
+		     "closing the connection",
+		     what, p->port, hdr.type, hdr.flags);
+	if (rc < 0)
+		fail("%s: port %u kept the connection open for %d ms", what,
+		     p->port, timeout_ms);
+	peer_close(p);
+}

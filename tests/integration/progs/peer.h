@@ -1,0 +1,66 @@
+/*
+ * Raw framed connections for the hostile test clients (hostile.c,
+ * attack.c): connect, send any frame, read frames with a deadline, and
+ * fail the whole test at once with a message when something is off.
+ * Blocking, one thread.
+ */
+#ifndef SWEEPFS_TESTS_PEER_H
+#define SWEEPFS_TESTS_PEER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "frame.h"
+
+#define TIMEOUT_MS 20000
+#define ROOT 1
+
+/* Print "FAIL: ..." to stderr and exit 1. */
+__attribute__((format(printf, 1, 2), noreturn)) void fail(const char *fmt, ...);
+/* Print "ok - ..." to stdout. */
+__attribute__((format(printf, 1, 2))) void ok(const char *fmt, ...);
+
+/* xorshift64*, seeded by setting rng_state. */
+extern uint64_t rng_state;
+uint64_t rnd(void);
+
+int64_t now_ms(void);
+
+/* fail() unless process @pid still exists. */
+void alive(pid_t pid, const char *who);
+
+struct peer {
+	int fd;
+	struct sw_buf in;
+	uint64_t next_id;
+	uint16_t port;
+	uint32_t max; /* payload limit of what we accept */
+};
+
+void peer_connect(struct peer *p, uint16_t port);
+void peer_close(struct peer *p);
+int write_all(int fd, const void *buf, size_t n);
+void peer_raw(struct peer *p, const void *buf, size_t n);
+/* Send a frame; returns its id. */
+uint64_t peer_send(struct peer *p, uint16_t type, uint16_t flags,
+		   const ProtobufCMessage *msg);
+/* The next frame within @timeout_ms: 1 (payload malloc'd), 0 closed,
+ * -ETIMEDOUT. */
+int peer_recv(struct peer *p, struct sw_frame_hdr *hdr, uint8_t **payload,
+	      int timeout_ms);
+/* The reply to request @id of @type (notifications skipped); its error,
+ * as a positive errno, in *@err. */
+ProtobufCMessage *peer_reply(struct peer *p, uint16_t type, uint64_t id,
+			     int *err);
+/* Send a request; its reply's error (positive errno or 0). */
+int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q);
+void peer_hello(struct peer *p, int role);
+/* Connect and say hello as a mount. */
+void peer_open(struct peer *p, uint16_t port);
+void peer_ping(struct peer *p);
+/* The connection must be closed within @timeout_ms with nothing sent. */
+void expect_closed(struct peer *p, const char *what, int timeout_ms);
+
+#endif
