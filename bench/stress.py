@@ -17,7 +17,8 @@ Workloads:
           `flat` tree (N empty files in two directories; one tree is
           built, then copied with `sweepfs snapshot` once per client)
           with --method rm-rf (GNU rm -rf), removeall (Go's os.RemoveAll:
-          bench/removeall/main.go, built with `go build`) or sweepfs-rm
+          tools/compare_delete/go-removeall/main.go, built with `go
+          build`) or sweepfs-rm
           (`sweepfs rm`). Rate: files per second.
   create  a create storm: every client creates N empty files in a
           directory of its own, or with --shared all in one directory.
@@ -74,6 +75,8 @@ import cluster  # noqa: E402
 import machines  # noqa: E402
 
 AGENT = os.path.join(HERE, "stress_agent.py")
+GO_REMOVEALL = os.path.join(HERE, "..", "tools", "compare_delete",
+                            "go-removeall")
 MASTER_PORT = 9521
 DEFAULT_SUBNET = "10.213.0.0/24"
 MIXED_WEIGHTS = "read:35,write:20,rewrite:10,stat:10,list:5,delete:20"
@@ -328,10 +331,10 @@ class Stress:
     def build_removeall(self):
         self.removeall = os.path.join(self.dir, "removeall")
         try:
-            machines.run(["go", "-C", os.path.join(HERE, "removeall"),
+            machines.run(["go", "-C", GO_REMOVEALL,
                           "build", "-o", self.removeall, "."], timeout=300)
         except (OSError, RuntimeError) as e:
-            raise machines.HostError("cannot build bench/removeall (Go's "
+            raise machines.HostError("cannot build go-removeall (Go's "
                                      "os.RemoveAll): %s" % e)
 
     def daemon(self, name, argv):

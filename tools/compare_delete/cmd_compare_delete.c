@@ -33,11 +33,16 @@
 #include <unistd.h>
 
 #include "cdel.h"
+#include "cdel_go.h"
 #include "rmtree.h"
 #include "util.h"
 
-#ifndef CDEL_SOURCE_DIR
-#define CDEL_SOURCE_DIR "."
+/* Where an installed tree keeps the Go program (meson sets both). */
+#ifndef CDEL_GO_REL
+#define CDEL_GO_REL ""
+#endif
+#ifndef CDEL_GO_DIR
+#define CDEL_GO_DIR ""
 #endif
 
 #define DEFAULT_SIZE 100000
@@ -101,11 +106,15 @@ static void usage(FILE *f)
 		"compare-delete-DATE-TIME.json here\n"
 		"      --plot FILE.svg  files/s by size (default with "
 		"--sizes: the JSON's name)\n"
-		"      --go-src DIR     the Go program (default %s/bench/"
-		"removeall)\n"
+		"      --go-bin PROG    go-removeall: this built program\n"
+		"      --go-src DIR     go-removeall: build DIR/main.go (default:"
+		" $SWEEPFS_GO_REMOVEALL,\n"
+		"                       a program or a directory; else the copy"
+		" installed with\n"
+		"                       sweepfs)\n"
 		"      --no-drop-caches  do not drop the kernel's caches "
 		"before each deletion\n",
-		DEFAULT_PROBE_PAUSE_US, DEFAULT_TIMEOUT_S, CDEL_SOURCE_DIR);
+		DEFAULT_PROBE_PAUSE_US, DEFAULT_TIMEOUT_S);
 }
 
 /* "100000", "10k", "1M": decimal, since these count files. */
@@ -187,6 +196,7 @@ static int parse_args(struct cdel_run *r, int argc, char **argv)
 		O_JSON,
 		O_PLOT,
 		O_GO_SRC,
+		O_GO_BIN,
 		O_NO_DROP
 	};
 	static const struct option longopts[] = {
@@ -202,6 +212,7 @@ static int parse_args(struct cdel_run *r, int argc, char **argv)
 		{ "json", required_argument, NULL, O_JSON },
 		{ "plot", required_argument, NULL, O_PLOT },
 		{ "go-src", required_argument, NULL, O_GO_SRC },
+		{ "go-bin", required_argument, NULL, O_GO_BIN },
 		{ "no-drop-caches", no_argument, NULL, O_NO_DROP },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -283,6 +294,9 @@ static int parse_args(struct cdel_run *r, int argc, char **argv)
 		case O_GO_SRC:
 			r->go_src = optarg;
 			break;
+		case O_GO_BIN:
+			r->go_bin_opt = optarg;
+			break;
 		case O_NO_DROP:
 			r->drop_caches = false;
 			break;
@@ -358,27 +372,46 @@ static void find_mount_bin(struct cdel_run *r)
 	cdel_which("sweepfs-mount", r->mount_bin, sizeof(r->mount_bin));
 }
 
-/* Build bench/removeall with the installed Go, into our temp dir. */
+/* Where the go-removeall program is (cdel_go.h), into @loc; the reason
+ * into r->go_note if it is nowhere. */
+static int locate_go(struct cdel_run *r, struct cdel_go_loc *loc)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	struct cdel_go_hints h = {
+		.bin = r->go_bin_opt,
+		.src = r->go_src,
+		.env = getenv("SWEEPFS_GO_REMOVEALL"),
+		.exe = n > 0 ? self : NULL,
+		.rel = CDEL_GO_REL,
+		.dir = CDEL_GO_DIR,
+	};
+
+	self[n > 0 ? n : 0] = '\0';
+	return cdel_go_find(&h, loc, r->go_note, sizeof(r->go_note));
+}
+
+/* Build the Go program with the installed Go, into our temp dir; or take
+ * the one already built. */
 static void build_go(struct cdel_run *r)
 {
-	char go[PATH_MAX], src[PATH_MAX], main_go[PATH_MAX + 16];
-	char out[PATH_MAX], log[PATH_MAX], cache[PATH_MAX + 16];
+	char go[PATH_MAX], out[PATH_MAX], log[PATH_MAX], cache[PATH_MAX + 16];
 	char gopath[PATH_MAX + 16], line[200];
 	char *argv[6], *env[5];
+	struct cdel_go_loc loc;
 	int e = 0, rc;
 	FILE *f;
 
+	if (locate_go(r, &loc) < 0)
+		return;
+	if (loc.prebuilt) {
+		snprintf(r->go_bin, sizeof(r->go_bin), "%s", loc.path);
+		snprintf(r->go_version, sizeof(r->go_version), "prebuilt");
+		return;
+	}
 	if (!cdel_which("go", go, sizeof(go)) &&
 	    !cdel_which("/usr/local/go/bin/go", go, sizeof(go))) {
 		snprintf(r->go_note, sizeof(r->go_note), "Go is not installed");
-		return;
-	}
-	snprintf(src, sizeof(src), "%s",
-		 r->go_src ? r->go_src : CDEL_SOURCE_DIR "/bench/removeall");
-	snprintf(main_go, sizeof(main_go), "%s/main.go", src);
-	if (access(main_go, R_OK) < 0) {
-		snprintf(r->go_note, sizeof(r->go_note),
-			 "no Go program at %.200s (--go-src)", src);
 		return;
 	}
 	argv[0] = go;
@@ -403,8 +436,9 @@ static void build_go(struct cdel_run *r)
 	argv[3] = out;
 	argv[4] = ".";
 	argv[5] = NULL;
-	fprintf(stderr, "building %s with %s\n", src, go);
-	rc = cdel_run_prog(argv, src, log, env);
+	fprintf(stderr, "building %s (found in %s) with %s\n", loc.path,
+		loc.how, go);
+	rc = cdel_run_prog(argv, loc.path, log, env);
 	if (rc == 0 && access(out, X_OK) == 0) {
 		snprintf(r->go_bin, sizeof(r->go_bin), "%s", out);
 		return;

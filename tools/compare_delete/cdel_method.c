@@ -47,7 +47,7 @@ const struct cdel_method cdel_methods[CDEL_NMETHODS] = {
 			     "Go's os.RemoveAll algorithm, in C, in-process",
 			     false, false },
 	[CDEL_GO_REMOVEALL] = { "go-removeall",
-				"the real os.RemoveAll (bench/removeall)",
+				"the real os.RemoveAll (go-removeall/main.go)",
 				false, true },
 	[CDEL_SWEEPFS_RM] = { "sweepfs-rm",
 			      "sweepfs rm's engine (rmtree.h), in-process",
