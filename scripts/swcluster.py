@@ -704,7 +704,7 @@ class Cluster:
             self.wait_registered()
         return recs
 
-    def tool(self, *args, timeout=120, check=True):
+    def run_tool(self, *args, timeout=120, check=True):
         """`sweepfs -m MASTER ARGS`: (status, stdout, stderr)."""
         return run([self.bins.tool, "-m", self.master_address()] +
                    list(args), timeout=timeout, check=check)
@@ -717,8 +717,8 @@ class Cluster:
         if not want:
             return True
         try:
-            st, out, _ = self.tool("status", "--json", timeout=10,
-                                   check=False)
+            st, out, _ = self.run_tool("status", "--json", timeout=10,
+                                       check=False)
             got = {s["listen"] for s in json.loads(out)["servers"]
                    if s["connected"]} if st == 0 else set()
         except (RuntimeError, ValueError, KeyError):
