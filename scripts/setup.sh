@@ -18,6 +18,7 @@ packages=(
 	build-essential pkg-config meson ninja-build
 	libfuse3-dev fuse3 libuv1-dev
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
+	libsystemd-dev scdoc
 	python3 util-linux procps psmisc
 )
 for opt in "$@"; do
