@@ -58,19 +58,24 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 
 	rc = tool_locate(path, &t, rel, sizeof(rel));
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount" :
-					strerror(-rc));
+		tool_path_error("rmr", path, rc);
 		return rc;
 	}
 	rc = tool_connect_target(&t, &c);
 	if (rc < 0)
 		return rc;
 	rc = tool_walk(c, rel, &parent, name, sizeof(name));
+	if (rc == -EINVAL) {
+		fprintf(stderr,
+			"sweepfs rmr: %s: is the root of a sweepfs mount, "
+			"which stays; remove what is in it (sweepfs rmr "
+			"%s/*)\n",
+			path, path);
+		tool_record(TOOL_MOUNT_ROOT);
+		goto out;
+	}
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
-			rc == -EINVAL ? "cannot remove a mount's root" :
-					strerror(-rc));
+		tool_path_error("rmr", path, rc);
 		goto out;
 	}
 	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
@@ -96,7 +101,7 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	}
 	if (rc < 0)
 		fprintf(stderr, "sweepfs rmr: cannot remove '%s': %s\n", path,
-			strerror(-rc));
+			strerror(-tool_record_errno(rc)));
 out:
 	sw_client_close(c);
 	return rc;

@@ -45,8 +45,8 @@ static int snapshot_one(const char *src, const char *dst)
 
 	if ((rc = tool_locate(src, &st, srel, sizeof(srel))) < 0) {
 		fprintf(stderr, "sweepfs snapshot: %s: %s\n", src,
-			rc == -ENOENT ? "not on a sweepfs mount" :
-					strerror(-rc));
+			rc == -EXDEV ? "not on a sweepfs mount" :
+				       strerror(-rc));
 		return rc;
 	}
 	/* DST need not exist: locate its directory. */
@@ -58,8 +58,8 @@ static int snapshot_one(const char *src, const char *dst)
 		rc = tool_locate(dirname(dir), &dt, drel, sizeof(drel));
 		if (rc < 0) {
 			fprintf(stderr, "sweepfs snapshot: %s: %s\n", dst,
-				rc == -ENOENT ? "not on a sweepfs mount" :
-						strerror(-rc));
+				rc == -EXDEV ? "not on a sweepfs mount" :
+					       strerror(-rc));
 			return rc;
 		}
 		snprintf(base, sizeof(base), "%s", dst);

@@ -288,6 +288,7 @@ static int trash_restore(struct sw_client *c, const char *idstr,
 		if (rc < 0) {
 			fprintf(stderr, "sweepfs trash restore: %s: %s\n", dest,
 				rc == -ENOENT ? "no such directory on sweepfs" :
+				rc == -EXDEV  ? "not on a sweepfs mount" :
 						strerror(-rc));
 			return rc;
 		}

@@ -243,7 +243,7 @@ log "a path that is not on sweepfs is refused"
 rc=0
 "$SWEEPFS" compare-delete -n 10 --json "$SW_TMP/no.json" "$SW_TMP/local" \
 	>/dev/null 2>"$SW_TMP/no.err" || rc=$?
-assert_eq 1 "$rc" "exit status for a local PATH"
+assert_eq 5 "$rc" "exit status for a local PATH (not on sweepfs)"
 grep -q 'is not on a sweepfs mount' "$SW_TMP/no.err" ||
 	fail "unclear error: $(cat "$SW_TMP/no.err")"
 assert_missing "$SW_TMP/no.json"

@@ -411,6 +411,7 @@ int cdel_fs_setup(struct cdel_run *r, struct cdel_fs *fs, bool sweepfs_required)
 			"sweepfs compare-delete: %s is not on a sweepfs "
 			"mount (it is on %s, %s); give that with --also\n",
 			fs->arg, fs->fstype, fs->mnt);
+		tool_record(TOOL_NOT_SWEEPFS);
 		return -EINVAL;
 	}
 	make_label(r, fs);
