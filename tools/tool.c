@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "progress.h"
 #include "tool.h"
 #include "util.h"
 
@@ -438,25 +439,48 @@ const char *fmt_bytes(uint64_t v, char *buf, size_t len)
 	return buf;
 }
 
-void tool_progress(const char *label, uint64_t done, uint64_t total)
+int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
+		    uint64_t nodes)
 {
-	static int64_t last;
-	int64_t now = sw_mono_ns();
-	int width = 40, fill;
+	struct progress p;
+	char label[64];
+	uint64_t done = 0;
 
-	if (!isatty(STDERR_FILENO) || (now - last < 100000000 && done < total))
-		return;
-	last = now;
-	fill = total ? (int)((double)width * (double)SW_MIN(done, total) /
-			     (double)total) :
-		       width;
-	fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%% ", label, fill,
-		"########################################", width - fill, "",
-		total ? (int)(100.0 * (double)SW_MIN(done, total) /
-			      (double)total) :
-			100);
-	if (done >= total)
-		fputc('\n', stderr);
+	snprintf(label, sizeof(label), "purging %s", what);
+	progress_start(&p, label, "nodes", nodes);
+	for (;;) {
+		Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+		Sweepfs__InfoReply *s;
+		ProtobufCMessage *reply;
+		bool finished;
+		int rc = tool_call(c, SW_MSG_INFO, &q.base, &reply);
+
+		if (rc < 0) {
+			progress_end(&p, done);
+			return rc;
+		}
+		s = (Sweepfs__InfoReply *)reply;
+		if (id) {
+			finished = s->purge_roots == 0 || s->purge_oldest > id;
+			/* Ours is the oldest or behind others: what is left
+			 * of everything up to it. */
+			done = nodes - SW_MIN(s->purge_left, nodes);
+		} else {
+			finished = s->purge_roots == 0;
+			if (!nodes) {
+				nodes = s->purge_left;
+				progress_set_total(&p, nodes);
+			}
+			done = nodes - SW_MIN(s->purge_left, nodes);
+		}
+		protobuf_c_message_free_unpacked(reply, NULL);
+		if (finished) {
+			progress_end(&p, nodes);
+			return 0;
+		}
+		progress_update(&p, done);
+		usleep(100 * 1000);
+	}
 }
 
 void tool_path_error(const char *cmd, const char *path, int rc)

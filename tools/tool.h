@@ -125,8 +125,14 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
  * unreachable) or TOOL_DENIED (the exports refuse this client). */
 int tool_connect_target(const struct sw_target *t, struct sw_client **out);
 
-/* A progress bar on stderr when it is a terminal, at most 10 a second. */
-void tool_progress(const char *label, uint64_t done, uint64_t total);
+/*
+ * Wait until the purge with id @id is done (0: until the master's purge
+ * queue is empty), polling the master 10 times a second; on a terminal,
+ * a progress line (progress.h) of the @nodes it frees (0: as many as are
+ * queued when it starts), labelled with @what. Returns 0 or -errno.
+ */
+int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
+		    uint64_t nodes);
 
 /* Minimal JSON writer: objects and arrays nest; commas are automatic. */
 struct json {
