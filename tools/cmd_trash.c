@@ -344,16 +344,15 @@ static int trash_purge(int argc, char **argv)
 		}
 		rc = trash_call(c, 3, id, NULL, NULL, &r);
 		if (rc < 0) {
-			fprintf(stderr, "sweepfs trash purge: %s: %s\n", argv[i],
-				strerror(-rc));
+			fprintf(stderr, "sweepfs trash purge: %s: %s\n",
+				argv[i], strerror(-rc));
 			status = 1;
 			continue;
 		}
 		protobuf_c_message_free_unpacked(&r->base, NULL);
 	}
 	progress_end(&p, (uint64_t)n);
-	if (wait && status == 0 &&
-	    tool_wait_purge(c, "the trash", 0, 0) < 0)
+	if (wait && status == 0 && tool_wait_purge(c, "the trash", 0, 0) < 0)
 		status = 1;
 	sw_client_close(c);
 	return status;

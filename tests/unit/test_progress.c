@@ -118,8 +118,7 @@ static void test_progress_start_long_label(void **state)
 	struct progress p;
 
 	(void)state;
-	progress_start(&p, "purging /tmp/a/very/long/path/to/the/tree", "n",
-		       0);
+	progress_start(&p, "purging /tmp/a/very/long/path/to/the/tree", "n", 0);
 	assert_string_equal(p.label, "...long/path/to/the/tree");
 	assert_int_equal(strlen(p.label), 24);
 	progress_start(&p, "short", "n", 0);
