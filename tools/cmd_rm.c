@@ -118,7 +118,6 @@ static void rm_error(void *arg, const char *path, int err)
 	(void)arg;
 	if (rm_line.drawn) /* the message replaces the progress line */
 		fputs("\r\033[K", stderr);
-	tool_record_errno(err);
 	if (err == -EXDEV)
 		fprintf(stderr,
 			"sweepfs rm: skipping '%s', since it's on a different "
