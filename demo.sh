@@ -13,45 +13,36 @@ top=$(cd "$(dirname "$0")" && pwd)
 bin=$top/build
 
 work=$(mktemp -d /tmp/sweepfs-demo.XXXXXX)
-meta=$work/meta mnt=$work/mnt chunks=$work/chunks
-mkdir -p "$meta" "$mnt" "$chunks"
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+mnt=$work/mnt
+# The cluster launcher the tests and benchmarks use too: it picks free
+# ports, waits until each daemon is ready, and stops everything in order;
+# should this script die without its trap, its watchers clean up.
+cluster() {
+	python3 "$top/scripts/swcluster.py" -w "$work" --build "$bin" \
+		--log-level default "$@"
 }
-port=$(free_port) cs_port=$(free_port)
-master_pid= cs_pid=
+export SWCLUSTER_OWNER=$$
 
 cleanup() {
 	set +e
-	mountpoint -q "$mnt" && fusermount3 -u -z "$mnt"
-	[[ -n $cs_pid ]] && kill "$cs_pid" 2>/dev/null && wait "$cs_pid"
-	[[ -n $master_pid ]] && kill "$master_pid" 2>/dev/null && wait "$master_pid"
-	rm -rf "$work"
+	cd /
+	cluster down
+	rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; eval "$@"; }
 
-echo "== starting a master on 127.0.0.1:$port (metadata in $meta)"
-"$bin/master/sweepfs-master" -f -d "$meta" -l "127.0.0.1:$port" \
-	>"$work/master.log" 2>&1 &
-master_pid=$!
-for _ in $(seq 50); do
-	"$bin/tools/sweepfs" -m "127.0.0.1:$port" status >/dev/null 2>&1 && break
-	sleep 0.1
-done
-echo "== starting a chunkserver on 127.0.0.1:$cs_port (chunks in $chunks)"
-"$bin/chunkserver/sweepfs-chunkserver" -f -d "$chunks" \
-	-l "127.0.0.1:$cs_port" -m "127.0.0.1:$port" >"$work/cs.log" 2>&1 &
-cs_pid=$!
-for _ in $(seq 100); do
-	"$bin/tools/sweepfs" -m "127.0.0.1:$port" status --json 2>/dev/null |
-		grep -q '"connected":true' && break
-	sleep 0.1
-done
+out=$(cluster master start)
+read -r _ port <<<"$out"
+echo "== a master on 127.0.0.1:$port (metadata in $work/meta)"
+out=$(cluster chunkserver start)
+read -r _ _ cs_port <<<"$out"
+echo "== a chunkserver on 127.0.0.1:$cs_port (chunks in $work/cs1)"
+cluster wait-registered
 echo "== mounting it on $mnt"
-"$bin/mount/sweepfs-mount" "127.0.0.1:$port" "$mnt"
+cluster mount "$mnt" >/dev/null
 sweepfs() { "$bin/tools/sweepfs" "$@"; }
 
 cd "$mnt"
@@ -71,11 +62,8 @@ step "sweepfs status && sweepfs fsck"
 cd /
 echo
 echo "== kill -9 the master, restart it: the mount reconnects by itself"
-kill -9 "$master_pid"; wait "$master_pid" 2>/dev/null || true
-mkdir -p "$meta"
-"$bin/master/sweepfs-master" -f -d "$meta" -l "127.0.0.1:$port" \
-	>>"$work/master.log" 2>&1 &
-master_pid=$!
+cluster master kill >/dev/null
+cluster master start >/dev/null
 step "mkdir $mnt/after-restart && ls -la $mnt"
 # The chunkserver reconnects within a second or two; until it has, the
 # master holds requests for chunks nobody has reported yet, so this read

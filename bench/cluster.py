@@ -1,6 +1,8 @@
-"""A throwaway sweepfs cluster for benchmarks: a master and a mount on
-temporary directories, started from a build directory and torn down on
-exit, including on Ctrl-C. Also the run context every result records."""
+"""A throwaway sweepfs cluster for benchmarks: a master, chunkservers if
+asked, and a mount on temporary directories, started from a build
+directory with the cluster launcher (scripts/swcluster.py, which the
+tests and demo.sh use too) and torn down on exit, including on Ctrl-C.
+Also the run context every result records."""
 
 import atexit
 import json
@@ -8,16 +10,14 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "scripts"))
+import swcluster  # noqa: E402
 
 
 def default_build():
@@ -30,24 +30,26 @@ def default_build():
                      "ninja -C build, or pass --build")
 
 
-class Cluster:
+def _sets(kvs):
+    return [x for kv in kvs for x in ("--set", kv)]
+
+
+class Cluster(swcluster.Cluster):
+    """swcluster.Cluster with the benchmarks' conveniences: one call to
+    start it all, the tool's output, and removal of its directory."""
+
     def __init__(self, build=None, master_set=(), mount_opts="", base=None,
                  chunkservers=0, cs_set=()):
         self.build = build or default_build()
         self.dir = tempfile.mkdtemp(prefix="sweepfs-bench-", dir=base)
-        self.meta = os.path.join(self.dir, "meta")
+        # The daemons' default log level: info lines cost time.
+        super().__init__(self.dir, swcluster.Binaries.find(self.build),
+                         log_level=None)
         self.mnt = os.path.join(self.dir, "mnt")
-        os.makedirs(self.meta)
-        os.makedirs(self.mnt)
-        self.port = free_port()
         self.master_set = list(master_set)
         self.mount_opts = mount_opts
-        self.master = None
-        self.mounted = False
-        self.extra_mounts = []
         self.nchunkservers = chunkservers
         self.cs_set = list(cs_set)
-        self.chunkservers = []  # (Popen, data dir, port)
         atexit.register(self.stop)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._on_signal)
@@ -61,112 +63,42 @@ class Cluster:
 
     @property
     def address(self):
-        return "127.0.0.1:%d" % self.port
+        return self.master_address()
 
     def start(self):
-        args = [self.bin("master", "sweepfs-master"), "-f", "-d", self.meta,
-                "-l", self.address]
-        for kv in self.master_set:
-            args += ["--set", kv]
-        self.master_log = open(os.path.join(self.dir, "master.log"), "w")
-        self.master = subprocess.Popen(args, stdout=self.master_log,
-                                       stderr=subprocess.STDOUT)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                break
-            except OSError:
-                if time.time() > deadline or self.master.poll() is not None:
-                    raise SystemExit("master did not start; see " +
-                                     self.master_log.name)
-                time.sleep(0.05)
-        for i in range(self.nchunkservers):
-            self.start_chunkserver(i)
-        self.wait_chunkservers(self.nchunkservers)
-        margs = [self.bin("mount", "sweepfs-mount"), self.address, self.mnt]
-        if self.mount_opts:
-            margs += ["-o", self.mount_opts]
-        subprocess.check_call(margs)
-        self.mounted = True
+        try:
+            self.start_master(args=_sets(self.master_set))
+            if self.nchunkservers:
+                self.start_chunkservers(self.nchunkservers,
+                                        args=_sets(self.cs_set))
+            self.mount(self.mnt, opts=self.mount_opts)
+        except swcluster.Error as e:
+            raise SystemExit(str(e))
         return self
 
-    def start_chunkserver(self, i):
-        data = os.path.join(self.dir, "cs%d" % i)
-        os.makedirs(data, exist_ok=True)
-        port = free_port()
-        args = [self.bin("chunkserver", "sweepfs-chunkserver"), "-f",
-                "-d", data, "-l", "127.0.0.1:%d" % port, "-m", self.address]
-        for kv in self.cs_set:
-            args += ["--set", kv]
-        log = open(os.path.join(self.dir, "cs%d.log" % i), "w")
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        self.chunkservers.append((p, data, port))
-        return p
-
-    def wait_chunkservers(self, n, timeout=20):
-        deadline = time.time() + timeout
-        while n:
-            up = sum(1 for s in self.info().get("servers", [])
-                     if s["connected"])
-            if up >= n:
-                return
-            if time.time() > deadline:
-                raise SystemExit("chunkservers did not register")
-            time.sleep(0.1)
+    def chunkserver_dirs(self):
+        return [self.records[n]["data"] for n in self.chunkserver_names()]
 
     def mount_extra(self, name, opts=""):
         """Another mount of the same master (another client session)."""
-        mnt = os.path.join(self.dir, name)
-        os.makedirs(mnt)
-        margs = [self.bin("mount", "sweepfs-mount"), self.address, mnt]
-        if opts:
-            margs += ["-o", opts]
-        subprocess.check_call(margs)
-        self.extra_mounts.append(mnt)
-        return mnt
+        return self.mount(os.path.join(self.dir, name), opts=opts)
 
     def tool(self, *args, check=True):
         """Run `sweepfs -m MASTER ARGS`; returns its stdout."""
-        r = subprocess.run([self.bin("tools", "sweepfs"), "-m",
-                            self.address] + list(args),
-                           stdout=subprocess.PIPE, text=True)
-        if check and r.returncode:
-            raise SystemExit("sweepfs %s failed (%d)" % (" ".join(args),
-                                                         r.returncode))
-        return r.stdout
+        st, out, err = self.run_tool(*args, check=False)
+        if check and st:
+            raise SystemExit("sweepfs %s failed (%d): %s" %
+                             (" ".join(args), st, err.strip()))
+        return out
 
     def info(self):
         return json.loads(self.tool("status", "--json"))
 
     def status(self):
-        out = subprocess.check_output([self.bin("tools", "sweepfs"), "-m",
-                                       self.address, "stats", "--json"])
-        return json.loads(out)
+        return json.loads(self.tool("stats", "--json"))
 
     def stop(self):
-        for mnt in self.extra_mounts:
-            subprocess.call(["fusermount3", "-u", "-z", mnt],
-                            stderr=subprocess.DEVNULL)
-        self.extra_mounts = []
-        if self.mounted:
-            subprocess.call(["fusermount3", "-u", "-z", self.mnt],
-                            stderr=subprocess.DEVNULL)
-            self.mounted = False
-        for p, _, _ in self.chunkservers:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        self.chunkservers = []
-        if self.master and self.master.poll() is None:
-            self.master.terminate()
-            try:
-                self.master.wait(30)
-            except subprocess.TimeoutExpired:
-                self.master.kill()
+        self.teardown()
         if os.path.isdir(self.dir):
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -75,7 +75,7 @@ def statfs_avail(path):
 
 def chunk_files(cl):
     n = 0
-    for _, data, _ in cl.chunkservers:
+    for data in cl.chunkserver_dirs():
         for root, _, files in os.walk(data):
             n += sum(1 for f in files if f.endswith(".swc"))
     return n

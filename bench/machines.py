@@ -25,7 +25,8 @@ mount on the host; killing every process of its namespaces is enough.
 
 Children are started with posix_spawn (DESIGN.md, "Priority"): Python
 3.11's subprocess would fork+exec whenever close_fds is true, so Child
-calls os.posix_spawnp itself. Descriptors Python opens are not inherited
+(from the cluster launcher, scripts/swcluster.py, as is run()) calls
+os.posix_spawnp itself. Descriptors Python opens are not inherited
 (PEP 446), which closes everything but stdin, stdout and stderr in the
 child; each child gets a process group of its own, so that a Ctrl-C on
 the terminal reaches the harness only, which then stops the children in
@@ -38,11 +39,15 @@ import ipaddress
 import json
 import os
 import re
-import select
 import shutil
 import signal
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "scripts"))
+from swcluster import Child, run  # noqa: E402,F401  (used by the harness)
 
 PREFIX_NS = "swstress-"
 PREFIX_LINK = "sws"
@@ -54,147 +59,12 @@ _NS_RE = re.compile(r"^swstress-([0-9]+)-([a-z0-9]+)$")
 _LINK_RE = re.compile(r"^sws([0-9]+)(br|srv|c[0-9]+)$")
 _DIR_RE = re.compile(r"^sweepfs-stress-([0-9]+)-")
 
-# Signals a child gets back at their default disposition.
-_SIGDEF = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE,
-           signal.SIGXFSZ, signal.SIGQUIT)
-
-
 class HostError(Exception):
     """Something this host lacks (root, ip, netns support): the message
     says what and how to get it."""
 
 
 # ---- processes --------------------------------------------------------------
-
-class Child:
-    """A process started with posix_spawn, in its own process group.
-
-    stdin, stdout and stderr are file descriptors or None (/dev/null);
-    the caller keeps ownership of those it passes. wait() reaps the child
-    and keeps its exit status (returncode: negative for a signal, as in
-    subprocess) and its resource usage (rusage)."""
-
-    def __init__(self, argv, stdin=None, stdout=None, stderr=None, env=None):
-        self.argv = list(argv)
-        actions = []
-        for target, fd, flags in ((0, stdin, os.O_RDONLY),
-                                  (1, stdout, os.O_WRONLY),
-                                  (2, stderr, os.O_WRONLY)):
-            if fd is None:
-                actions.append((os.POSIX_SPAWN_OPEN, target, os.devnull,
-                                flags, 0))
-            else:
-                actions.append((os.POSIX_SPAWN_DUP2, fd, target))
-        self.pid = os.posix_spawnp(self.argv[0], self.argv,
-                                   os.environ if env is None else env,
-                                   file_actions=actions, setpgroup=0,
-                                   setsigdef=_SIGDEF, setsigmask=())
-        # A pidfd: signals and waits that cannot hit a recycled pid.
-        self._pidfd = os.pidfd_open(self.pid)
-        self.returncode = None
-        self.rusage = None
-
-    def poll(self):
-        """The exit status if the child has ended (reaping it), else None."""
-        if self.returncode is None:
-            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
-            if pid:
-                self._reaped(status, ru)
-        return self.returncode
-
-    def _reaped(self, status, ru):
-        self.returncode = os.waitstatus_to_exitcode(status)
-        self.rusage = ru
-        os.close(self._pidfd)
-        self._pidfd = None
-
-    def wait(self, timeout=None):
-        """Wait at most @timeout seconds (None: for ever); the exit status,
-        or None if the child still runs."""
-        if self.returncode is not None:
-            return self.returncode
-        if timeout is not None:
-            r, _, _ = select.select([self._pidfd], [], [], max(0, timeout))
-            if not r:
-                return None
-        pid, status, ru = os.wait4(self.pid, 0)
-        self._reaped(status, ru)
-        return self.returncode
-
-    def send_signal(self, sig):
-        if self.returncode is None and self._pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self._pidfd, sig)
-            except ProcessLookupError:
-                pass
-
-    def stop(self, timeout=10, sig=signal.SIGTERM):
-        """@sig, then SIGKILL if it has not ended within @timeout s."""
-        if self.returncode is not None:
-            return self.returncode
-        self.send_signal(sig)
-        if self.wait(timeout) is None:
-            self.send_signal(signal.SIGKILL)
-            self.wait(10)
-        return self.returncode
-
-    def cpu_seconds(self):
-        """User + system CPU of the ended child (None while it runs)."""
-        if self.rusage is None:
-            return None
-        return self.rusage.ru_utime + self.rusage.ru_stime
-
-
-def run(argv, timeout=60, check=True, input_=None):
-    """Run @argv to completion (killed after @timeout s); returns
-    (status, stdout, stderr) as text. With @check, a non-zero status
-    raises RuntimeError with the command and its stderr."""
-    rin = win = None
-    if input_ is not None:
-        rin, win = os.pipe()
-    rout, wout = os.pipe()
-    rerr, werr = os.pipe()
-    try:
-        child = Child(argv, stdin=rin, stdout=wout, stderr=werr)
-    finally:
-        for fd in (rin, wout, werr):
-            if fd is not None:
-                os.close(fd)
-    if win is not None:
-        with os.fdopen(win, "w") as f:
-            f.write(input_)
-    out = {rout: [], rerr: []}
-    deadline = time.monotonic() + timeout
-    try:
-        open_fds = [rout, rerr]
-        while open_fds:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                child.stop(1, signal.SIGKILL)
-                raise RuntimeError("%s: no answer in %d s" %
-                                   (" ".join(argv), timeout))
-            r, _, _ = select.select(open_fds, [], [], left)
-            for fd in r:
-                b = os.read(fd, 65536)
-                if b:
-                    out[fd].append(b)
-                else:
-                    open_fds.remove(fd)
-        status = child.wait(max(0, deadline - time.monotonic()))
-        if status is None:
-            child.stop(1, signal.SIGKILL)
-            raise RuntimeError("%s: did not exit in %d s" %
-                               (" ".join(argv), timeout))
-    finally:
-        os.close(rout)
-        os.close(rerr)
-    stdout = b"".join(out[rout]).decode(errors="replace")
-    stderr = b"".join(out[rerr]).decode(errors="replace")
-    if check and status != 0:
-        raise RuntimeError("%s: exit status %d: %s" %
-                           (" ".join(argv), status, stderr.strip()))
-    return status, stdout, stderr
-
 
 def ip(*args, check=True):
     return run(["ip"] + list(args), timeout=30, check=check)

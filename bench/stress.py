@@ -17,7 +17,8 @@ Workloads:
           `flat` tree (N empty files in two directories; one tree is
           built, then copied with `sweepfs snapshot` once per client)
           with --method rm-rf (GNU rm -rf), removeall (Go's os.RemoveAll:
-          bench/removeall/main.go, built with `go build`) or sweepfs-rm
+          tools/compare_delete/go-removeall/main.go, built with `go
+          build`) or sweepfs-rm
           (`sweepfs rm`). Rate: files per second.
   create  a create storm: every client creates N empty files in a
           directory of its own, or with --shared all in one directory.
@@ -59,7 +60,6 @@ import atexit
 import ipaddress
 import json
 import os
-import re
 import select
 import shlex
 import signal
@@ -70,17 +70,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import cluster  # noqa: E402
+import cluster  # noqa: E402  (puts scripts/ on the path)
 import machines  # noqa: E402
+import swcluster  # noqa: E402
 
 AGENT = os.path.join(HERE, "stress_agent.py")
+GO_REMOVEALL = os.path.join(HERE, "..", "tools", "compare_delete",
+                            "go-removeall")
 MASTER_PORT = 9521
 DEFAULT_SUBNET = "10.213.0.0/24"
 MIXED_WEIGHTS = "read:35,write:20,rewrite:10,stat:10,list:5,delete:20"
 # Clients start together this long after the harness sends "run", so
 # that every agent has its request before the clock starts.
 START_DELAY_S = 0.5
-SANITIZER_RE = re.compile(r"ERROR: (Address|Leak)Sanitizer|runtime error:")
 QUICK = {"clients": "2", "files": 2000, "duration": 3.0, "timeout": 120,
          "mixed_files": 50}
 
@@ -276,6 +278,7 @@ class Stress:
         self.build = a.build
         self.dir = None
         self.net = None
+        self.cluster = None   # swcluster.Cluster: master, chunkservers
         self.master = None
         self.chunkservers = []
         self.admin = None
@@ -328,21 +331,11 @@ class Stress:
     def build_removeall(self):
         self.removeall = os.path.join(self.dir, "removeall")
         try:
-            machines.run(["go", "-C", os.path.join(HERE, "removeall"),
+            machines.run(["go", "-C", GO_REMOVEALL,
                           "build", "-o", self.removeall, "."], timeout=300)
         except (OSError, RuntimeError) as e:
-            raise machines.HostError("cannot build bench/removeall (Go's "
+            raise machines.HostError("cannot build go-removeall (Go's "
                                      "os.RemoveAll): %s" % e)
-
-    def daemon(self, name, argv):
-        logfd = os.open(os.path.join(self.dir, name + ".log"),
-                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            return machines.Child(
-                machines.in_netns(self.net.netns("srv"), argv),
-                stdout=logfd, stderr=logfd)
-        finally:
-            os.close(logfd)
 
     def start_master(self):
         a = self.a
@@ -355,50 +348,41 @@ class Stress:
                     "%s-%s\t/\trw,alldirs,admin,maproot=0\n"
                     "%s\t/\trw,alldirs,maproot=0\n" % (
                         self.net.host_address, self.srv, self.net.subnet))
-        self.master_addr = "%s:%d" % (self.srv, MASTER_PORT)
-        argv = [os.path.join(self.build, "master", "sweepfs-master"), "-f",
-                "-d", meta, "-l", self.master_addr,
-                "--set", "exports_file=" + exports]
+        # The cluster launcher runs the daemons in the server machine
+        # (ip netns exec), on fixed ports: nothing else is there.
+        self.cluster = swcluster.Cluster(
+            self.dir, swcluster.Binaries.find(self.build), log_level=None,
+            netns=self.net.netns("srv"))
+        args = ["--set", "exports_file=" + exports]
         for kv in a.set:
-            argv += ["--set", kv]
-        self.master = self.daemon("master", argv)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection((self.srv, MASTER_PORT), 0.5).close()
-                break
-            except OSError as e:
-                if self.master.poll() is not None:
-                    raise Failure("the master exited (status %d); see %s" %
-                                  (self.master.returncode,
-                                   os.path.join(self.dir, "master.log")))
-                if time.monotonic() > deadline:
-                    raise Failure(
-                        "cannot reach the master at %s over the bridge: "
-                        "%s (is bridged traffic filtered? see "
-                        "net.bridge.bridge-nf-call-iptables)" %
-                        (self.master_addr, e))
-                time.sleep(0.05)
+            args += ["--set", kv]
+        try:
+            self.cluster.start_master(args=args, host=self.srv,
+                                      port=MASTER_PORT, fixed_port=True,
+                                      data=meta)
+        except swcluster.Error as e:
+            raise Failure(str(e))
+        self.master = self.cluster.handles["master"]
+        self.master_addr = self.cluster.master_address()
+        try:
+            socket.create_connection((self.srv, MASTER_PORT), 5).close()
+        except OSError as e:
+            raise Failure(
+                "cannot reach the master at %s over the bridge: %s (is "
+                "bridged traffic filtered? see "
+                "net.bridge.bridge-nf-call-iptables)" % (self.master_addr, e))
 
     def start_chunkservers(self):
-        for i in range(self.a.chunkservers):
-            data = os.path.join(self.dir, "cs%d" % i)
-            os.mkdir(data)
-            self.chunkservers.append(self.daemon("cs%d" % i, [
-                os.path.join(self.build, "chunkserver", "sweepfs-chunkserver"),
-                "-f", "-d", data, "-l", "%s:%d" % (self.srv,
-                                                   MASTER_PORT + 1 + i),
-                "-m", self.master_addr]))
-        deadline = time.monotonic() + 30
-        while self.chunkservers:
-            up = sum(1 for s in self.stats().get("servers", [])
-                     if s["connected"])
-            if up >= len(self.chunkservers):
-                break
-            if time.monotonic() > deadline:
-                raise Failure("%d of %d chunkservers registered in 30 s" %
-                              (up, len(self.chunkservers)))
-            time.sleep(0.1)
+        try:
+            for i in range(self.a.chunkservers):
+                self.cluster.start_chunkserver(
+                    i + 1, args=[], port=MASTER_PORT + 1 + i,
+                    fixed_port=True)
+                self.chunkservers.append(self.cluster.handles["cs%d" %
+                                                              (i + 1)])
+            self.cluster.wait_registered(30)
+        except swcluster.Error as e:
+            raise Failure(str(e))
 
     def agent_argv(self, role, mnt):
         argv = [sys.executable, AGENT, "--role", role, "--master",
@@ -693,10 +677,8 @@ class Stress:
             ag.child.wait(max(0.1, deadline - time.monotonic()))
         for ag in agents:
             ag.close()
-        for cs in self.chunkservers:
-            cs.stop(30)
-        if self.master:
-            self.master.stop(30)
+        if self.cluster:
+            self.cluster.teardown()
         problems = []
         if self.net:
             problems += self.net.destroy(log=lambda m: None)
@@ -715,17 +697,8 @@ class Stress:
 def sanitizer_reports(d):
     """The first lines of every sanitizer report in the logs of run
     directory @d (a sanitizer build writes them to the daemons' stderr)."""
-    found = []
-    for name in sorted(os.listdir(d)):
-        if not name.endswith(".log"):
-            continue
-        with open(os.path.join(d, name), errors="replace") as f:
-            lines = f.readlines()
-        for i, line in enumerate(lines):
-            if SANITIZER_RE.search(line):
-                found.append("%s: %s" % (name, "".join(lines[i:i + 12])))
-                break
-    return found
+    return ["%s: %s" % (name, text)
+            for name, text in swcluster.sanitizer_reports(d, context=12)]
 
 
 # ---- report -----------------------------------------------------------------

@@ -32,7 +32,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import machines  # noqa: E402
+import machines  # noqa: E402  (puts scripts/ on the path)
+import swcluster  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 # A workload checks its deadline every this many operations.
@@ -58,16 +59,6 @@ def die_with_parent(parent):
         raise Stop("the harness is gone")
 
 
-def is_mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            fields = left.split()
-            if fields[4] == path and right.split()[0] == "fuse.sweepfs":
-                return True
-    return False
-
-
 def summary(ns):
     """Percentiles of latencies in ns, in us (nearest rank)."""
     if not ns:
@@ -91,6 +82,7 @@ class Agent:
         self.a = a
         self.role = a.role
         self.mnt = os.path.realpath(a.mnt)
+        self.cluster = None    # swcluster.Cluster holding our mount
         self.mount = None
         self.child = None      # the workload program running, if any
         self.mixed = None      # MixedLoad after prepare
@@ -106,42 +98,28 @@ class Agent:
     # ---- mount ----------------------------------------------------------
 
     def start_mount(self):
-        os.makedirs(self.mnt, exist_ok=True)
-        argv = [os.path.join(self.a.build, "mount", "sweepfs-mount"),
-                self.a.master, self.mnt, "-f"]
-        if self.a.mount_opts:
-            argv += ["-o", self.a.mount_opts]
-        logfd = os.open(os.path.join(self.a.run_dir, "mount-%s.log" %
-                                     self.role),
-                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        """Mount with the cluster launcher (scripts/swcluster.py), in this
+        machine: its mount namespace is ours (ip netns exec made it)."""
+        self.cluster = swcluster.Cluster(
+            self.a.run_dir, swcluster.Binaries.find(self.a.build),
+            log_level=None)
         try:
-            self.mount = machines.Child(argv, stdout=logfd, stderr=logfd)
-        finally:
-            os.close(logfd)
-        deadline = time.monotonic() + 30
-        while not is_mounted(self.mnt):
-            if self.mount.poll() is not None:
-                raise RuntimeError("sweepfs-mount exited with status %d; "
-                                   "see mount-%s.log" %
-                                   (self.mount.returncode, self.role))
-            if time.monotonic() > deadline:
-                raise RuntimeError("not mounted after 30 s")
-            time.sleep(0.02)
+            self.cluster.mount(self.mnt, spec=self.a.master,
+                               opts=self.a.mount_opts,
+                               log=os.path.join(self.a.run_dir, "mount-%s.log"
+                                                % self.role))
+        except swcluster.Error as e:
+            raise RuntimeError(str(e))
+        self.mount = self.cluster.handles["mount:" + self.mnt]
 
     def close(self):
         if self.child:
             self.child.stop(5)
             self.child = None
-        if self.mount and self.mount.poll() is None:
-            try:
-                machines.run(["fusermount3", "-u", self.mnt], timeout=15,
-                             check=False)
-            except RuntimeError:
-                pass
-            # A FUSE daemon ends when its mount goes; if the mount was
-            # busy, SIGTERM makes it unmount lazily.
-            if self.mount.wait(10) is None:
-                self.mount.stop(10)
+        if self.cluster:
+            # Unmounted (lazily if busy); the client then ends.
+            self.cluster.teardown()
+            self.cluster = None
 
     # ---- requests -------------------------------------------------------
 

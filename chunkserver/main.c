@@ -28,6 +28,7 @@
 #include "chunkserver_i.h"
 #include "log.h"
 #include "net.h"
+#include "sdnotify.h"
 #include "util.h"
 
 #define TAG "chunkserver"
@@ -365,6 +366,7 @@ static void shutdown_cs(struct daemon *d)
 	if (d->shutting_down)
 		return;
 	d->shutting_down = true;
+	sw_sdnotify_stopping();
 	__atomic_store_n(&cs->stopping, true, __ATOMIC_RELAXED);
 	sw_notice(TAG, "shutting down");
 	server_stop(cs);
@@ -642,6 +644,7 @@ int main(int argc, char **argv)
 		  d.cs.listen_host, d.cs.listen_port, d.cs.advertise,
 		  d.cs.cfg.master, store_count(d.cs.store));
 	report_ready(ready_fd, 0);
+	sw_sdnotify_ready(d.cs.loop, "listening");
 
 	uv_run(d.cs.loop, UV_RUN_DEFAULT);
 

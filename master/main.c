@@ -30,6 +30,7 @@
 #include "log.h"
 #include "master_i.h"
 #include "net.h"
+#include "sdnotify.h"
 #include "util.h"
 
 #define TAG "master"
@@ -180,6 +181,7 @@ static void shutdown_master(struct master *m)
 {
 	if (m->stopping)
 		return;
+	sw_sdnotify_stopping();
 	master_stop(m);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(m->sig); i++)
 		uv_close((uv_handle_t *)&m->sig[i], NULL);
@@ -459,6 +461,7 @@ int main(int argc, char **argv)
 		  m.cfg.listen_host, m.cfg.listen_port,
 		  sync_choices[m.cfg.changelog_sync]);
 	report_ready(ready_fd, 0);
+	sw_sdnotify_ready(m.loop, "listening");
 
 	uv_run(m.loop, UV_RUN_DEFAULT);
 

@@ -18,6 +18,7 @@ packages=(
 	build-essential pkg-config meson ninja-build
 	libfuse3-dev fuse3 libuv1-dev libsodium-dev
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
+	libsystemd-dev scdoc
 	python3 util-linux procps psmisc
 )
 for opt in "$@"; do
@@ -28,8 +29,11 @@ for opt in "$@"; do
 		# What the integration tests drive besides the mount: fio
 		# (data), strace (system call counts), ip (client machines
 		# in network namespaces), chattr (rm_compare), gnuplot
-		# (compare-delete's plot).
-		packages+=(fio strace iproute2 e2fsprogs gnuplot-nox) ;;
+		# (compare-delete's plot), script (progress), man and groff
+		# (install), systemd-analyze (units), dpkg-buildpackage and
+		# debhelper (package).
+		packages+=(fio strace iproute2 e2fsprogs gnuplot-nox bsdutils
+			man-db groff-base systemd dpkg-dev debhelper) ;;
 	esac
 done
 

@@ -1,8 +1,9 @@
 /*
  * sweepfs fsck [--json] [-n MAX] [PATH]: have the master check its state
  * (namespace, chunk references, chunkserver inventories) as of one
- * instant. Exit status 0: consistent; 1: problems found (listed); 2:
- * could not check.
+ * instant. Exit status 0: consistent; 1: problems found (listed), or
+ * the check failed (said on stderr); 2: usage; 3 to 6 as for every
+ * command (tool.h) when the master cannot be asked.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +19,101 @@ struct count {
 	uint64_t v;
 };
 
+#define NCOUNTS 8
+
+/* The counts of problems of @r, into @c (NCOUNTS); their sum. */
+static uint64_t fsck_counts(const Sweepfs__FsckReply *r, struct count *c)
+{
+	const struct count t[NCOUNTS] = {
+		{ "leaked_nodes", "nodes reachable from nothing",
+		  r->leaked_nodes },
+		{ "bad_links", "link counts that are wrong", r->bad_links },
+		{ "bad_dirs", "directories with wrong counts", r->bad_dirs },
+		{ "missing_chunks", "slots naming no chunk",
+		  r->missing_chunks },
+		{ "bad_refs", "chunk reference counts that are wrong",
+		  r->bad_refs },
+		{ "unreferenced_chunks", "chunks nothing references",
+		  r->unreferenced_chunks },
+		{ "lost_chunks", "chunks with no valid copy", r->lost_chunks },
+		{ "inventory_mismatches", "chunkservers off the master's count",
+		  r->inventory_mismatches },
+	};
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < NCOUNTS; i++) {
+		c[i] = t[i];
+		total += c[i].v;
+	}
+	return total;
+}
+
+static void fsck_json(const Sweepfs__FsckReply *r, const struct count *counts,
+		      uint64_t total)
+{
+	struct json j;
+
+	json_init(&j, stdout);
+	json_obj_begin(&j, NULL);
+	json_bool(&j, "ok", total == 0);
+	json_u64(&j, "nodes", r->nodes);
+	json_u64(&j, "dirs", r->dirs);
+	json_u64(&j, "chunks", r->chunks);
+	for (size_t i = 0; i < NCOUNTS; i++)
+		json_u64(&j, counts[i].key, counts[i].v);
+	json_u64(&j, "undergoal_chunks", r->undergoal_chunks);
+	json_u64(&j, "elapsed_us", r->elapsed_us);
+	json_arr_begin(&j, "servers");
+	for (size_t i = 0; i < r->n_servers; i++) {
+		const Sweepfs__FsckServer *s = r->servers[i];
+
+		json_obj_begin(&j, NULL);
+		json_str(&j, "listen", s->listen);
+		json_bool(&j, "connected", s->connected);
+		json_u64(&j, "known", s->known);
+		json_u64(&j, "deletes_pending", s->deletes_pending);
+		json_u64(&j, "reported", s->reported);
+		json_bool(&j, "in_motion", s->in_motion);
+		json_obj_end(&j);
+	}
+	json_arr_end(&j);
+	json_arr_begin(&j, "problems");
+	for (size_t i = 0; i < r->n_problems; i++)
+		json_str(&j, NULL, r->problems[i]);
+	json_arr_end(&j);
+	json_obj_end(&j);
+}
+
+static void fsck_text(const Sweepfs__FsckReply *r, const struct count *counts,
+		      uint64_t total)
+{
+	printf("checked %" PRIu64 " nodes (%" PRIu64
+	       " directories) and %" PRIu64 " chunks in %.3f s\n",
+	       r->nodes, r->dirs, r->chunks, (double)r->elapsed_us / 1e6);
+	for (size_t i = 0; i < r->n_servers; i++) {
+		const Sweepfs__FsckServer *s = r->servers[i];
+
+		printf("  chunkserver %-22s %-9s %" PRIu64
+		       " chunk files, %" PRIu64 " copies known, %" PRIu64
+		       " deletions queued%s\n",
+		       s->listen, s->connected ? "connected" : "down",
+		       s->reported, s->known, s->deletes_pending,
+		       s->in_motion ? " (busy: counts not compared)" : "");
+	}
+	for (size_t i = 0; i < NCOUNTS; i++)
+		if (counts[i].v)
+			printf("%" PRIu64 " %s\n", counts[i].v, counts[i].what);
+	if (r->undergoal_chunks)
+		printf("%" PRIu64 " chunks with fewer copies than the goal "
+		       "(being replicated)\n",
+		       r->undergoal_chunks);
+	for (size_t i = 0; i < r->n_problems; i++)
+		printf("  %s\n", r->problems[i]);
+	if (r->n_problems < total)
+		printf("  ... and %" PRIu64 " more\n", total - r->n_problems);
+	printf("%s\n", total ? "PROBLEMS FOUND" : "consistent");
+}
+
 int cmd_fsck(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -27,11 +123,12 @@ int cmd_fsck(int argc, char **argv)
 		{ 0 },
 	};
 	Sweepfs__FsckReq q = SWEEPFS__FSCK_REQ__INIT;
+	struct count counts[NCOUNTS];
 	Sweepfs__FsckReply *r;
 	ProtobufCMessage *reply;
 	struct sw_client *c;
 	bool json = false;
-	uint64_t total = 0;
+	uint64_t total;
 	int opt, rc;
 
 	optind = 1;
@@ -47,98 +144,22 @@ int cmd_fsck(int argc, char **argv)
 			return opt == 'h' ? 0 : 2;
 		}
 	}
+	/* Failures to ask are 1 and refined (tool_exit_status()); problems
+	 * found are 1 too. */
 	if (tool_connect(optind < argc ? argv[optind] : NULL, &c) < 0)
-		return 2;
+		return 1;
 	rc = tool_call(c, SW_MSG_FSCK, &q.base, &reply);
 	sw_client_close(c);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs fsck: %s\n", strerror(-rc));
-		return 2;
+		return 1;
 	}
 	r = (Sweepfs__FsckReply *)reply;
-
-	struct count counts[] = {
-		{ "leaked_nodes", "nodes reachable from nothing",
-		  r->leaked_nodes },
-		{ "bad_links", "link counts that are wrong", r->bad_links },
-		{ "bad_dirs", "directories with wrong counts", r->bad_dirs },
-		{ "missing_chunks", "slots naming no chunk",
-		  r->missing_chunks },
-		{ "bad_refs", "chunk reference counts that are wrong",
-		  r->bad_refs },
-		{ "unreferenced_chunks", "chunks nothing references",
-		  r->unreferenced_chunks },
-		{ "lost_chunks", "chunks with no valid copy", r->lost_chunks },
-		{ "inventory_mismatches", "chunkservers off the master's count",
-		  r->inventory_mismatches },
-	};
-	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
-		total += counts[i].v;
-
-	if (json) {
-		struct json j;
-
-		json_init(&j, stdout);
-		json_obj_begin(&j, NULL);
-		json_bool(&j, "ok", total == 0);
-		json_u64(&j, "nodes", r->nodes);
-		json_u64(&j, "dirs", r->dirs);
-		json_u64(&j, "chunks", r->chunks);
-		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
-			json_u64(&j, counts[i].key, counts[i].v);
-		json_u64(&j, "undergoal_chunks", r->undergoal_chunks);
-		json_u64(&j, "elapsed_us", r->elapsed_us);
-		json_arr_begin(&j, "servers");
-		for (size_t i = 0; i < r->n_servers; i++) {
-			const Sweepfs__FsckServer *s = r->servers[i];
-
-			json_obj_begin(&j, NULL);
-			json_str(&j, "listen", s->listen);
-			json_bool(&j, "connected", s->connected);
-			json_u64(&j, "known", s->known);
-			json_u64(&j, "deletes_pending", s->deletes_pending);
-			json_u64(&j, "reported", s->reported);
-			json_bool(&j, "in_motion", s->in_motion);
-			json_obj_end(&j);
-		}
-		json_arr_end(&j);
-		json_arr_begin(&j, "problems");
-		for (size_t i = 0; i < r->n_problems; i++)
-			json_str(&j, NULL, r->problems[i]);
-		json_arr_end(&j);
-		json_obj_end(&j);
-	} else {
-		printf("checked %" PRIu64 " nodes (%" PRIu64
-		       " directories) and %" PRIu64 " chunks in %.3f s\n",
-		       r->nodes, r->dirs, r->chunks,
-		       (double)r->elapsed_us / 1e6);
-		for (size_t i = 0; i < r->n_servers; i++) {
-			const Sweepfs__FsckServer *s = r->servers[i];
-
-			printf("  chunkserver %-22s %-9s %" PRIu64
-			       " chunk files, %" PRIu64
-			       " copies known, %" PRIu64
-			       " deletions queued%s\n",
-			       s->listen, s->connected ? "connected" : "down",
-			       s->reported, s->known, s->deletes_pending,
-			       s->in_motion ? " (busy: counts not compared)" :
-					      "");
-		}
-		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
-			if (counts[i].v)
-				printf("%" PRIu64 " %s\n", counts[i].v,
-				       counts[i].what);
-		if (r->undergoal_chunks)
-			printf("%" PRIu64 " chunks with fewer copies than the "
-			       "goal (being replicated)\n",
-			       r->undergoal_chunks);
-		for (size_t i = 0; i < r->n_problems; i++)
-			printf("  %s\n", r->problems[i]);
-		if (r->n_problems < total)
-			printf("  ... and %" PRIu64 " more\n",
-			       total - r->n_problems);
-		printf("%s\n", total ? "PROBLEMS FOUND" : "consistent");
-	}
+	total = fsck_counts(r, counts);
+	if (json)
+		fsck_json(r, counts, total);
+	else
+		fsck_text(r, counts, total);
 	protobuf_c_message_free_unpacked(reply, NULL);
 	return total ? 1 : 0;
 }

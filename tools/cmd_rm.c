@@ -14,12 +14,15 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "rmtree.h"
 #include "tool.h"
 
@@ -46,6 +49,64 @@ static void rm_usage(FILE *f)
 		RMTREE_MAX_FDS);
 }
 
+/*
+ * The progress line on a terminal (progress.h): the engine's unlinkat
+ * goes through a wrapper that counts what it removed, and a thread draws
+ * the count and the rate (the total is not known before the end).
+ */
+static atomic_uint_least64_t rm_count;
+static struct rmtree_sys rm_sys;
+static struct progress rm_line;
+
+static int counting_unlinkat(int dirfd, const char *name, int flags)
+{
+	int rc = rmtree_sys_default.unlinkat(dirfd, name, flags);
+
+	if (rc == 0)
+		atomic_fetch_add_explicit(&rm_count, 1, memory_order_relaxed);
+	return rc;
+}
+
+struct rm_watch {
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+};
+
+static void *rm_watch_main(void *arg)
+{
+	struct rm_watch *w = arg;
+
+	while (!atomic_load(&w->stop)) {
+		progress_update(&rm_line, atomic_load(&rm_count));
+		usleep(50 * 1000);
+	}
+	return NULL;
+}
+
+static void rm_watch_start(struct rm_watch *w, struct rmtree_opts *o)
+{
+	memset(w, 0, sizeof(*w));
+	progress_start(&rm_line, "sweepfs rm", "removed", 0);
+	/* -v prints every path: that is the progress then. */
+	if (!rm_line.on || o->removed)
+		return;
+	rm_sys = rmtree_sys_default;
+	rm_sys.unlinkat = counting_unlinkat;
+	o->sys = &rm_sys;
+	atomic_init(&w->stop, false);
+	w->started = pthread_create(&w->thread, NULL, rm_watch_main, w) == 0;
+}
+
+static void rm_watch_stop(struct rm_watch *w)
+{
+	if (!w->started)
+		return;
+	atomic_store(&w->stop, true);
+	pthread_join(w->thread, NULL);
+	progress_end(&rm_line, atomic_load(&rm_count));
+}
+
 static void rm_removed(void *arg, const char *path, bool dir)
 {
 	(void)arg;
@@ -55,6 +116,8 @@ static void rm_removed(void *arg, const char *path, bool dir)
 static void rm_error(void *arg, const char *path, int err)
 {
 	(void)arg;
+	if (rm_line.drawn) /* the message replaces the progress line */
+		fputs("\r\033[K", stderr);
 	if (err == -EXDEV)
 		fprintf(stderr,
 			"sweepfs rm: skipping '%s', since it's on a different "
@@ -153,6 +216,44 @@ static int parse_uint(const char *s, unsigned *out)
 	return 0;
 }
 
+/* Remove the @n trees of @argv; 0 if all are gone, else 1. */
+static int rm_paths(char **argv, int n, struct rmtree_opts *o,
+		    struct rmtree_stats *st)
+{
+	struct rm_watch w;
+	int status = 0;
+
+	rm_watch_start(&w, o);
+	for (int i = 0; i < n; i++) {
+		int rc;
+
+		if (!argv[i][0]) {
+			rm_error(NULL, argv[i], -ENOENT);
+			status = 1;
+			continue;
+		}
+		if (is_root_dir(argv[i])) {
+			fprintf(stderr,
+				"sweepfs rm: it is dangerous to operate "
+				"recursively on '%s'\n",
+				argv[i]);
+			status = 1;
+			continue;
+		}
+		rc = rmtree_remove(AT_FDCWD, argv[i], o, st);
+		if (rc == -EINVAL) {
+			fprintf(stderr,
+				"sweepfs rm: refusing to remove '.' or '..' "
+				"directory: skipping '%s'\n",
+				argv[i]);
+		}
+		if (rc < 0)
+			status = 1;
+	}
+	rm_watch_stop(&w);
+	return status;
+}
+
 int cmd_rm(int argc, char **argv)
 {
 	enum { OPT_ONE_FS = 256, OPT_STATS, OPT_JSON, OPT_MAX_FDS };
@@ -232,32 +333,7 @@ int cmd_rm(int argc, char **argv)
 		return 2;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int i = optind; i < argc; i++) {
-		int rc;
-
-		if (!argv[i][0]) {
-			rm_error(NULL, argv[i], -ENOENT);
-			status = 1;
-			continue;
-		}
-		if (is_root_dir(argv[i])) {
-			fprintf(stderr,
-				"sweepfs rm: it is dangerous to operate "
-				"recursively on '%s'\n",
-				argv[i]);
-			status = 1;
-			continue;
-		}
-		rc = rmtree_remove(AT_FDCWD, argv[i], &o, &st);
-		if (rc == -EINVAL) {
-			fprintf(stderr,
-				"sweepfs rm: refusing to remove '.' or '..' "
-				"directory: skipping '%s'\n",
-				argv[i]);
-		}
-		if (rc < 0)
-			status = 1;
-	}
+	status = rm_paths(argv + optind, argc - optind, &o, &st);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	fflush(stdout);
 	if (stats)

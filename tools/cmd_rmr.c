@@ -2,7 +2,7 @@
  * sweepfs rmr [-w] PATH...: remove trees on the master. Each PATH leaves
  * the namespace in one request, whatever its size; the master's purge
  * frees it afterwards. With --wait, follow the purge until the tree is
- * gone, with a progress bar.
+ * gone, with a progress line on a terminal (tool_wait_purge()).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,33 +14,6 @@
 
 #include "tool.h"
 #include "util.h"
-
-static int wait_purge(struct sw_client *c, const char *path, uint64_t id,
-		      uint64_t nodes)
-{
-	for (;;) {
-		Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
-		Sweepfs__InfoReply *s;
-		ProtobufCMessage *reply;
-		bool done;
-		int rc = sw_client_call(c, SW_MSG_INFO, &q.base, &reply);
-
-		if (rc < 0)
-			return rc;
-		s = (Sweepfs__InfoReply *)reply;
-		done = s->purge_roots == 0 || s->purge_oldest > id;
-		/* Our purge is the oldest or behind others: progress is what
-		 * is left of everything up to it. */
-		tool_progress(path,
-			      done ? nodes :
-				     nodes - SW_MIN(s->purge_left, nodes),
-			      nodes);
-		protobuf_c_message_free_unpacked(reply, NULL);
-		if (done)
-			return 0;
-		usleep(100 * 1000);
-	}
-}
 
 static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 {
@@ -58,19 +31,24 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 
 	rc = tool_locate(path, &t, rel, sizeof(rel));
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount" :
-					strerror(-rc));
+		tool_path_error("rmr", path, rc);
 		return rc;
 	}
 	rc = tool_connect_target(&t, &c);
 	if (rc < 0)
 		return rc;
 	rc = tool_walk(c, rel, &parent, name, sizeof(name));
+	if (rc == -EINVAL) {
+		fprintf(stderr,
+			"sweepfs rmr: %s: is the root of a sweepfs mount, "
+			"which stays; remove what is in it (sweepfs rmr "
+			"%s/*)\n",
+			path, path);
+		tool_record(TOOL_MOUNT_ROOT);
+		goto out;
+	}
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs rmr: %s: %s\n", path,
-			rc == -EINVAL ? "cannot remove a mount's root" :
-					strerror(-rc));
+		tool_path_error("rmr", path, rc);
 		goto out;
 	}
 	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
@@ -91,12 +69,12 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 			       (double)(sw_mono_ns() - t0) / 1e6,
 			       r->purge_id ? ", purging" : "");
 		if (rc == 0 && wait && r->purge_id)
-			rc = wait_purge(c, path, r->purge_id, r->nodes);
+			rc = tool_wait_purge(c, name, r->purge_id, r->nodes);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	}
 	if (rc < 0)
 		fprintf(stderr, "sweepfs rmr: cannot remove '%s': %s\n", path,
-			strerror(-rc));
+			strerror(-tool_record_errno(rc)));
 out:
 	sw_client_close(c);
 	return rc;

@@ -18,10 +18,14 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "progress.h"
 #include "tool.h"
 #include "util.h"
 
@@ -31,8 +35,81 @@ static bool same_master(const struct sw_target *a, const struct sw_target *b)
 	       !strcmp(a->subdir, b->subdir);
 }
 
+/*
+ * While a big snapshot is copied (the master answers the request once
+ * the copy is attached), a thread on a second connection polls the
+ * master's INFO for the copy's node count and draws a progress line; on
+ * a terminal only (progress.h), so nothing runs otherwise.
+ */
+struct snap_watch {
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+	struct sw_client *c; /* the second connection */
+	struct progress line;
+	uint64_t nodes; /* copied so far, as last seen */
+};
+
+static void *snap_watch_main(void *arg)
+{
+	struct snap_watch *w = arg;
+
+	while (!atomic_load(&w->stop)) {
+		Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+		ProtobufCMessage *reply;
+
+		if (sw_client_call(w->c, SW_MSG_INFO, &q.base, &reply) < 0)
+			break;
+		if (sw_reply_err(reply) == 0) {
+			Sweepfs__InfoReply *s = (Sweepfs__InfoReply *)reply;
+
+			if (s->snapshot_id && s->snapshot_nodes > w->nodes)
+				w->nodes = s->snapshot_nodes;
+			if (w->nodes)
+				progress_update(&w->line, w->nodes);
+		}
+		protobuf_c_message_free_unpacked(reply, NULL);
+		for (int i = 0; i < 5 && !atomic_load(&w->stop); i++)
+			usleep(20 * 1000);
+	}
+	return NULL;
+}
+
+static void snap_watch_start(struct snap_watch *w, const struct sw_target *t,
+			     const char *src)
+{
+	char label[64], copy[PATH_MAX];
+
+	memset(w, 0, sizeof(*w));
+	snprintf(copy, sizeof(copy), "%s", src);
+	snprintf(label, sizeof(label), "snapshot %s", basename(copy));
+	progress_start(&w->line, label, "nodes", 0);
+	atomic_init(&w->stop, false);
+	/* The same target as the main connection (password included),
+	 * which just worked. */
+	if (!w->line.on || tool_connect_target(t, &w->c) < 0)
+		return;
+	w->started = pthread_create(&w->thread, NULL, snap_watch_main, w) == 0;
+	if (!w->started)
+		sw_client_close(w->c);
+}
+
+/* Stop watching; @nodes: the copy's size from the reply (0: failed). */
+static void snap_watch_stop(struct snap_watch *w, uint64_t nodes)
+{
+	if (!w->started)
+		return;
+	atomic_store(&w->stop, true);
+	pthread_join(w->thread, NULL);
+	sw_client_close(w->c);
+	/* A line only if the copy took long enough to draw one. */
+	if (w->line.drawn)
+		progress_end(&w->line, nodes ? nodes : w->nodes);
+}
+
 static int snapshot_one(const char *src, const char *dst)
 {
+	struct snap_watch watch;
 	Sweepfs__SnapshotReq q = SWEEPFS__SNAPSHOT_REQ__INIT;
 	char srel[PATH_MAX], drel[PATH_MAX], name[256], base[PATH_MAX];
 	struct sw_target st, dt;
@@ -45,8 +122,8 @@ static int snapshot_one(const char *src, const char *dst)
 
 	if ((rc = tool_locate(src, &st, srel, sizeof(srel))) < 0) {
 		fprintf(stderr, "sweepfs snapshot: %s: %s\n", src,
-			rc == -ENOENT ? "not on a sweepfs mount" :
-					strerror(-rc));
+			rc == -EXDEV ? "not on a sweepfs mount" :
+				       strerror(-rc));
 		return rc;
 	}
 	/* DST need not exist: locate its directory. */
@@ -58,8 +135,8 @@ static int snapshot_one(const char *src, const char *dst)
 		rc = tool_locate(dirname(dir), &dt, drel, sizeof(drel));
 		if (rc < 0) {
 			fprintf(stderr, "sweepfs snapshot: %s: %s\n", dst,
-				rc == -ENOENT ? "not on a sweepfs mount" :
-						strerror(-rc));
+				rc == -EXDEV ? "not on a sweepfs mount" :
+					       strerror(-rc));
 			return rc;
 		}
 		snprintf(base, sizeof(base), "%s", dst);
@@ -101,7 +178,10 @@ static int snapshot_one(const char *src, const char *dst)
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
+	snap_watch_start(&watch, &st, src);
 	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
+	snap_watch_stop(&watch,
+			rc == 0 ? ((Sweepfs__SnapshotReply *)reply)->nodes : 0);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs snapshot: %s -> %s: %s\n", src, dst,
 			strerror(-rc));

@@ -32,7 +32,8 @@ static int fetch_status(const char *path, bool sessions,
 			protobuf_c_message_free_unpacked(reply, NULL);
 	}
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs: status: %s\n", strerror(-rc));
+		fprintf(stderr, "sweepfs: status: %s\n",
+			strerror(-tool_record_errno(rc)));
 		return rc;
 	}
 	*out = (Sweepfs__InfoReply *)reply;

@@ -5,7 +5,8 @@
  *   sweepfs gettrashtime PATH...
  *   sweepfs trash ls [--json] [PATH]
  *   sweepfs trash restore ID [DEST]          back where it was, or to DEST
- *   sweepfs trash purge ID...                free it now
+ *   sweepfs trash purge [--wait] ID...       free it now (--wait: until
+ *                                            the master's purge is done)
  *
  * rmr --skip-trash and rmsnapshot never use the trash.
  */
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "progress.h"
 #include "tool.h"
 #include "util.h"
 
@@ -288,6 +290,7 @@ static int trash_restore(struct sw_client *c, const char *idstr,
 		if (rc < 0) {
 			fprintf(stderr, "sweepfs trash restore: %s: %s\n", dest,
 				rc == -ENOENT ? "no such directory on sweepfs" :
+				rc == -EXDEV  ? "not on a sweepfs mount" :
 						strerror(-rc));
 			return rc;
 		}
@@ -308,12 +311,59 @@ static int trash_restore(struct sw_client *c, const char *idstr,
 	return 0;
 }
 
+/* trash purge [-w|--wait] ID...: with a progress line over the items, and
+ * with --wait another over the master's purge that frees them. */
+static int trash_purge(int argc, char **argv)
+{
+	struct progress p;
+	struct sw_client *c;
+	int rc, n = 0, status = 0;
+	bool wait = false;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-w") || !strcmp(argv[i], "--wait"))
+			wait = true;
+		else
+			argv[++n] = argv[i];
+	}
+	if (n == 0) {
+		fprintf(stderr, "usage: sweepfs trash purge [--wait] ID...\n");
+		return 2;
+	}
+	if (tool_connect(NULL, &c) < 0)
+		return 1;
+	progress_start(&p, "trash purge", "items", (uint64_t)n);
+	for (int i = 1; i <= n; i++) {
+		Sweepfs__TrashReply *r;
+		uint64_t id;
+
+		progress_update(&p, (uint64_t)i - 1);
+		if (parse_id(argv[i], &id) < 0) {
+			status = 1;
+			continue;
+		}
+		rc = trash_call(c, 3, id, NULL, NULL, &r);
+		if (rc < 0) {
+			fprintf(stderr, "sweepfs trash purge: %s: %s\n",
+				argv[i], strerror(-rc));
+			status = 1;
+			continue;
+		}
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	}
+	progress_end(&p, (uint64_t)n);
+	if (wait && status == 0 && tool_wait_purge(c, "the trash", 0, 0) < 0)
+		status = 1;
+	sw_client_close(c);
+	return status;
+}
+
 int cmd_trash(int argc, char **argv)
 {
 	const char *path = NULL;
 	struct sw_client *c;
 	bool json = false;
-	int rc, status = 0;
+	int rc;
 
 	if (argc < 2)
 		goto usage;
@@ -346,34 +396,11 @@ int cmd_trash(int argc, char **argv)
 		sw_client_close(c);
 		return rc < 0;
 	}
-	if (!strcmp(argv[1], "purge")) {
-		if (argc < 3)
-			goto usage;
-		if ((rc = tool_connect(NULL, &c)) < 0)
-			return 1;
-		for (int i = 2; i < argc; i++) {
-			Sweepfs__TrashReply *r;
-			uint64_t id;
-
-			if (parse_id(argv[i], &id) < 0) {
-				status = 1;
-				continue;
-			}
-			rc = trash_call(c, 3, id, NULL, NULL, &r);
-			if (rc < 0) {
-				fprintf(stderr, "sweepfs trash purge: %s: %s\n",
-					argv[i], strerror(-rc));
-				status = 1;
-				continue;
-			}
-			protobuf_c_message_free_unpacked(&r->base, NULL);
-		}
-		sw_client_close(c);
-		return status;
-	}
+	if (!strcmp(argv[1], "purge"))
+		return trash_purge(argc - 1, argv + 1);
 usage:
 	fprintf(stderr, "usage: sweepfs trash ls [--json] [PATH]\n"
 			"       sweepfs trash restore ID [DEST]\n"
-			"       sweepfs trash purge ID...\n");
+			"       sweepfs trash purge [--wait] ID...\n");
 	return 2;
 }

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 	}
 	for (const struct command *c = commands; c->name; c++)
 		if (!strcmp(c->name, argv[i]))
-			return c->fn(argc - i, argv + i);
+			return tool_exit_status(c->fn(argc - i, argv + i));
 	fprintf(stderr, "sweepfs: unknown command '%s'\n\n", argv[i]);
 	usage(stderr);
 	return 2;

@@ -1,5 +1,12 @@
+/*
+ * The sweepfs command's shared parts: finding the master (-m,
+ * $SWEEPFS_MASTER, the mount a path is on), connecting with reasons a
+ * person can act on, walking paths on the master, the exit statuses
+ * (tool.h), a progress line, JSON.
+ */
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +14,47 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "progress.h"
 #include "tool.h"
 #include "util.h"
 
 struct tool_opts tool_opts;
+
+/* The run's first precise failure (tool_record()), or TOOL_OK. */
+static enum tool_exit recorded;
+
+void tool_record(enum tool_exit st)
+{
+	if (recorded == TOOL_OK)
+		recorded = st;
+}
+
+int tool_record_errno(int rc)
+{
+	switch (-rc) {
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case EPIPE:
+	case ETIMEDOUT:
+	case ENOTCONN:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		tool_record(TOOL_MASTER_DOWN);
+		break;
+	case EACCES:
+	case EPERM:
+		tool_record(TOOL_DENIED);
+		break;
+	}
+	return rc;
+}
+
+int tool_exit_status(int rc)
+{
+	if (rc == TOOL_FAILED && recorded != TOOL_OK)
+		return recorded;
+	return rc;
+}
 
 /*
  * The sweepfs mount holding @path: the longest mount point in
@@ -58,7 +102,7 @@ static int find_mount(const char *path, struct sw_target *t, char *rel,
 	}
 	fclose(f);
 	if (!best_src[0])
-		return -ENOENT;
+		return -EXDEV;
 	rc = sw_target_parse(best_src, SW_MASTER_PORT, t);
 	if (rc == 0 && rel) {
 		const char *r = real + (best_len > 1 ? best_len : 0);
@@ -79,6 +123,8 @@ int tool_locate(const char *path, struct sw_target *t, char *rel, size_t rellen)
 {
 	int rc = find_mount(path, t, rel, rellen);
 
+	if (rc == -EXDEV)
+		tool_record(TOOL_NOT_SWEEPFS);
 	if (rc == 0 && (tool_opts.master || getenv("SWEEPFS_MASTER"))) {
 		char sub[sizeof(t->subdir)];
 
@@ -135,25 +181,45 @@ int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 		q.name.len = strlen(tok);
 		rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
 		if (rc < 0)
-			return rc;
+			return tool_record_errno(rc);
 		rc = sw_reply_err(reply);
 		if (rc == 0)
 			dir = ((Sweepfs__EntryReply *)reply)->attr->ino;
 		protobuf_c_message_free_unpacked(reply, NULL);
 		if (rc < 0)
-			return rc;
+			return tool_record_errno(rc);
 		tok = next;
 	}
+}
+
+/* One line for an address that does not parse; TOOL_BAD_MASTER. */
+static void tool_bad_address(const char *from, const char *addr)
+{
+	fprintf(stderr,
+		"sweepfs: bad master address '%s' (%s): expected "
+		"HOST[:PORT]\n",
+		addr, from);
+	tool_record(TOOL_BAD_MASTER);
 }
 
 int tool_target(const char *path, struct sw_target *t)
 {
 	const char *env = getenv("SWEEPFS_MASTER");
 
-	if (tool_opts.master)
-		return sw_target_parse(tool_opts.master, SW_MASTER_PORT, t);
-	if (env && *env)
-		return sw_target_parse(env, SW_MASTER_PORT, t);
+	int rc;
+
+	if (tool_opts.master) {
+		rc = sw_target_parse(tool_opts.master, SW_MASTER_PORT, t);
+		if (rc < 0)
+			tool_bad_address("-m", tool_opts.master);
+		return rc;
+	}
+	if (env && *env) {
+		rc = sw_target_parse(env, SW_MASTER_PORT, t);
+		if (rc < 0)
+			tool_bad_address("$SWEEPFS_MASTER", env);
+		return rc;
+	}
 	if (target_from_mounts(path ? path : ".", t) == 0)
 		return 0;
 	return sw_target_parse("127.0.0.1", SW_MASTER_PORT, t);
@@ -164,11 +230,75 @@ int tool_connect(const char *path, struct sw_client **out)
 	struct sw_target t;
 	int rc = tool_target(path, &t);
 
-	if (rc < 0) {
-		fprintf(stderr, "sweepfs: bad master address\n");
-		return rc;
-	}
+	if (rc < 0)
+		return rc; /* tool_target() said why */
 	return tool_connect_target(&t, out);
+}
+
+/*
+ * Whether the master's host name resolves: sw_client_open() reports an
+ * unknown host as -EHOSTUNREACH, like a host that does not answer, and
+ * the two call for different fixes. -ENXIO (said and recorded) if not.
+ */
+static int tool_resolve_host(const struct sw_target *t)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res;
+	int rc = getaddrinfo(t->host, NULL, &hints, &res);
+
+	if (rc == 0) {
+		freeaddrinfo(res);
+		return 0;
+	}
+	if (rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY)
+		return 0; /* not the address's fault: let connect say */
+	fprintf(stderr, "sweepfs: bad master address '%s': %s\n", t->host,
+		gai_strerror(rc));
+	tool_record(TOOL_BAD_MASTER);
+	return -ENXIO;
+}
+
+/* One line saying why connecting to @t failed with @rc, recorded. */
+static void tool_connect_failed(const struct sw_target *t, int rc)
+{
+	const char *hint = "";
+
+	switch (-rc) {
+	case ECONNREFUSED:
+		hint = " (is sweepfs-master running there, on that port?)";
+		tool_record(TOOL_MASTER_DOWN);
+		break;
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ECONNRESET:
+	case EPIPE:
+		hint = " (is the master up, and the network between?)";
+		tool_record(TOOL_MASTER_DOWN);
+		break;
+	case EACCES:
+	case EPERM:
+		fprintf(stderr,
+			"sweepfs: the master at %s:%u refuses this client: "
+			"no exports rule allows this address%s, or a wrong "
+			"password\n",
+			t->host, t->port,
+			t->subdir[0] && strcmp(t->subdir, "/") ?
+				" for this directory" :
+				"");
+		tool_record(TOOL_DENIED);
+		return;
+	default:
+		/* A frame we cannot read, a hello we do not understand. */
+		fprintf(stderr,
+			"sweepfs: %s:%u does not answer as a sweepfs master "
+			"(%s): a wrong address or port?\n",
+			t->host, t->port, strerror(-rc));
+		tool_record(TOOL_BAD_MASTER);
+		return;
+	}
+	fprintf(stderr, "sweepfs: cannot reach the master at %s:%u: %s%s\n",
+		t->host, t->port, strerror(-rc), hint);
 }
 
 int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
@@ -192,11 +322,12 @@ int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
 	if (gethostname(host, sizeof(host)) < 0)
 		strcpy(host, "?");
 	snprintf(name, sizeof(name), "%s:sweepfs[%d]", host, (int)getpid());
-	rc = sw_client_open(&t, SWEEPFS__ROLE__ROLE_TOOL, name, 30000, out);
-	if (rc < 0)
-		fprintf(stderr,
-			"sweepfs: cannot reach the master at %s:%u: %s\n",
-			t.host, t.port, strerror(-rc));
+	rc = tool_resolve_host(&t);
+	if (rc == 0)
+		rc = sw_client_open(&t, SWEEPFS__ROLE__ROLE_TOOL, name, 30000,
+				    out);
+	if (rc < 0 && rc != -ENXIO)
+		tool_connect_failed(&t, rc);
 	return rc;
 }
 
@@ -308,25 +439,64 @@ const char *fmt_bytes(uint64_t v, char *buf, size_t len)
 	return buf;
 }
 
-void tool_progress(const char *label, uint64_t done, uint64_t total)
+int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
+		    uint64_t nodes)
 {
-	static int64_t last;
-	int64_t now = sw_mono_ns();
-	int width = 40, fill;
+	struct progress p;
+	char label[64];
+	uint64_t done = 0;
 
-	if (!isatty(STDERR_FILENO) || (now - last < 100000000 && done < total))
-		return;
-	last = now;
-	fill = total ? (int)((double)width * (double)SW_MIN(done, total) /
-			     (double)total) :
-		       width;
-	fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%% ", label, fill,
-		"########################################", width - fill, "",
-		total ? (int)(100.0 * (double)SW_MIN(done, total) /
-			      (double)total) :
-			100);
-	if (done >= total)
-		fputc('\n', stderr);
+	snprintf(label, sizeof(label), "purging %s", what);
+	progress_start(&p, label, "nodes", nodes);
+	for (;;) {
+		Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+		Sweepfs__InfoReply *s;
+		ProtobufCMessage *reply;
+		bool finished;
+		int rc = tool_call(c, SW_MSG_INFO, &q.base, &reply);
+
+		if (rc < 0) {
+			progress_end(&p, done);
+			return rc;
+		}
+		s = (Sweepfs__InfoReply *)reply;
+		if (id) {
+			finished = s->purge_roots == 0 || s->purge_oldest > id;
+			/* Ours is the oldest or behind others: what is left
+			 * of everything up to it. */
+			done = nodes - SW_MIN(s->purge_left, nodes);
+		} else {
+			finished = s->purge_roots == 0;
+			if (!nodes) {
+				nodes = s->purge_left;
+				progress_set_total(&p, nodes);
+			}
+			done = nodes - SW_MIN(s->purge_left, nodes);
+		}
+		protobuf_c_message_free_unpacked(reply, NULL);
+		if (finished) {
+			progress_end(&p, nodes);
+			return 0;
+		}
+		progress_update(&p, done);
+		usleep(100 * 1000);
+	}
+}
+
+void tool_path_error(const char *cmd, const char *path, int rc)
+{
+	const char *why = strerror(-rc);
+
+	if (rc == -EXDEV) {
+		why = "not on a sweepfs mount";
+	} else if (rc == -EINVAL) {
+		why = "the root of a sweepfs mount (name what is below it)";
+		tool_record(TOOL_MOUNT_ROOT);
+	} else {
+		tool_record_errno(rc);
+	}
+	fprintf(stderr, "sweepfs%s%s: %s: %s\n", cmd ? " " : "", cmd ? cmd : "",
+		path, why);
 }
 
 int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
@@ -337,9 +507,7 @@ int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
 	int rc = tool_locate(path, &t, rel, sizeof(rel));
 
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount" :
-					strerror(-rc));
+		tool_path_error(NULL, path, rc);
 		return rc;
 	}
 	rc = tool_connect_target(&t, c);
@@ -347,8 +515,7 @@ int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
 		return rc;
 	rc = tool_walk(*c, rel, parent, name, namelen);
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs: %s: %s\n", path,
-			rc == -EINVAL ? "the root of a mount" : strerror(-rc));
+		tool_path_error(NULL, path, rc);
 		sw_client_close(*c);
 		*c = NULL;
 	}
@@ -371,12 +538,12 @@ int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 	q.name.len = strlen(name);
 	rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
 	if (rc < 0)
-		return rc;
+		return tool_record_errno(rc);
 	rc = sw_reply_err(reply);
 	if (rc == 0)
 		*out = *((Sweepfs__EntryReply *)reply)->attr;
 	protobuf_c_message_free_unpacked(reply, NULL);
-	return rc;
+	return tool_record_errno(rc);
 }
 
 int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
@@ -391,7 +558,7 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 			*reply = NULL;
 		}
 	}
-	return rc;
+	return tool_record_errno(rc);
 }
 
 int tool_resolve(struct sw_client *c, const char *rel, uint64_t *ino,
@@ -424,9 +591,7 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 	int rc = tool_locate(path, &t, rel, sizeof(rel));
 
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs: %s: %s\n", path,
-			rc == -ENOENT ? "not on a sweepfs mount" :
-					strerror(-rc));
+		tool_path_error(NULL, path, rc);
 		return rc;
 	}
 	rc = tool_connect_target(&t, c);
@@ -434,7 +599,7 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 		return rc;
 	rc = tool_resolve(*c, rel, ino, mode);
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
+		tool_path_error(NULL, path, tool_record_errno(rc));
 		sw_client_close(*c);
 		*c = NULL;
 	}

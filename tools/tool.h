@@ -11,6 +11,36 @@
 
 #include "client.h"
 
+/*
+ * Exit statuses of `sweepfs`, listed in sweepfs(1). A subcommand returns
+ * TOOL_OK, TOOL_FAILED or TOOL_USAGE; the dispatcher (tool_exit_status())
+ * turns TOOL_FAILED into the more precise status that the first failure
+ * of the run recorded with tool_record(), so that a script can tell a
+ * master that is down from a path that is not on sweepfs.
+ */
+enum tool_exit {
+	TOOL_OK = 0,
+	TOOL_FAILED = 1,      /* it ran and failed, or found problems */
+	TOOL_USAGE = 2,	      /* bad options or arguments */
+	TOOL_BAD_MASTER = 3,  /* no such master address, or not a master */
+	TOOL_MASTER_DOWN = 4, /* the master cannot be reached, or went away */
+	TOOL_NOT_SWEEPFS = 5, /* a path that is not on a sweepfs mount */
+	TOOL_DENIED = 6,      /* permission denied (mode bits, exports) */
+	TOOL_MOUNT_ROOT = 7,  /* rmr of a mount's root */
+};
+
+/* Remember @st as the run's exit status, unless a failure before it
+ * already did. */
+void tool_record(enum tool_exit st);
+
+/* tool_record() what a failed call's -errno @rc says: the master gone
+ * (ECONNREFUSED, ECONNRESET, EPIPE, ETIMEDOUT, ENOTCONN) or a permission
+ * refused (EACCES, EPERM); other errors record nothing. Returns @rc. */
+int tool_record_errno(int rc);
+
+/* The status `sweepfs` exits with after a subcommand returned @rc. */
+int tool_exit_status(int rc);
+
 /* Global options, parsed by the dispatcher before the subcommand. */
 struct tool_opts {
 	const char *master; /* -m HOST[:PORT], or NULL */
@@ -29,8 +59,9 @@ int tool_target(const char *path, struct sw_target *t);
 /*
  * Where @path lives on sweepfs: the master's address and export (as for
  * tool_target(), but @path must be on a sweepfs mount) and, in @rel, the
- * path below the mount point. Returns 0, -ENOENT if @path is not on a
- * sweepfs mount, or -errno from resolving it.
+ * path below the mount point. Returns 0, -EXDEV if @path is not on a
+ * sweepfs mount (recorded as TOOL_NOT_SWEEPFS), or -errno from resolving
+ * it (-ENOENT: it does not exist).
  */
 int tool_locate(const char *path, struct sw_target *t, char *rel,
 		size_t rellen);
@@ -42,7 +73,8 @@ void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap);
  * Look up the directories of @rel (relative to the export root) on the
  * master with the caller's credentials: its last component's directory
  * inode into *@parent and the component into @name. -EINVAL for an empty
- * path (the root itself has no parent here).
+ * path (the root itself has no parent here). Failures are recorded
+ * (tool_record_errno()).
  */
 int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 	      char *name, size_t namelen);
@@ -60,6 +92,13 @@ int tool_connect(const char *path, struct sw_client **out);
  */
 int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
 		   char *name, size_t namelen);
+
+/*
+ * One line on stderr for a failure on @path: "sweepfs[ CMD]: PATH: why"
+ * (-EXDEV: not on sweepfs; -EINVAL from tool_walk(): a mount's root,
+ * recorded as TOOL_MOUNT_ROOT; else strerror, recorded by errno).
+ */
+void tool_path_error(const char *cmd, const char *path, int rc);
 
 /* LOOKUP @name in @parent with the caller's credentials; *@out gets the
  * attributes (scalars only: no pointers into the reply). */
@@ -80,11 +119,20 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 	      ProtobufCMessage **reply);
 
-/* Connect to the master @t names, as a tool (prints why on failure). */
+/* Connect to the master @t names, as a tool. On failure prints one line
+ * saying why and records it: TOOL_BAD_MASTER (unknown host, or what
+ * answers is not a sweepfs master), TOOL_MASTER_DOWN (refused, timed out,
+ * unreachable) or TOOL_DENIED (the exports refuse this client). */
 int tool_connect_target(const struct sw_target *t, struct sw_client **out);
 
-/* A progress bar on stderr when it is a terminal, at most 10 a second. */
-void tool_progress(const char *label, uint64_t done, uint64_t total);
+/*
+ * Wait until the purge with id @id is done (0: until the master's purge
+ * queue is empty), polling the master 10 times a second; on a terminal,
+ * a progress line (progress.h) of the @nodes it frees (0: as many as are
+ * queued when it starts), labelled with @what. Returns 0 or -errno.
+ */
+int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
+		    uint64_t nodes);
 
 /* Minimal JSON writer: objects and arrays nest; commas are automatic. */
 struct json {

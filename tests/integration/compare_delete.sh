@@ -14,7 +14,7 @@
 #     rm's when strace is there; the stat probe took samples on both; the
 #     removeall/rm-rf ratios (wall on both, wire bytes on sweepfs) are
 #     computed.
-#  2. With Go: the C removeall and Go's os.RemoveAll (bench/removeall,
+#  2. With Go: the C removeall and Go's os.RemoveAll (go-removeall/,
 #     under strace) issue the same system calls per entry on the same
 #     trees: the same unlinkat counts, getdents64 counts within one per
 #     directory on the local disk (a hashed directory may end a listing
@@ -26,6 +26,10 @@
 #     and the exit status is 1; a PATH that is not on sweepfs is refused
 #     with a clear message; SIGINT during a run stops it with status 130
 #     and everything is cleaned up.
+#  4. No source path in the binary: a copy of `sweepfs` laid out as an
+#     installed tree (PREFIX/bin, PREFIX/share/sweepfs/go-removeall) finds
+#     its own Go program there (with Go), $SWEEPFS_GO_REMOVEALL overrides
+#     it, and a wrong one gives go-removeall "n/a" with the reason.
 #
 # Environment: SWEEPFS_BUILD, the meson build root (meson passes it).
 
@@ -239,7 +243,7 @@ log "a path that is not on sweepfs is refused"
 rc=0
 "$SWEEPFS" compare-delete -n 10 --json "$SW_TMP/no.json" "$SW_TMP/local" \
 	>/dev/null 2>"$SW_TMP/no.err" || rc=$?
-assert_eq 1 "$rc" "exit status for a local PATH"
+assert_eq 5 "$rc" "exit status for a local PATH (not on sweepfs)"
 grep -q 'is not on a sweepfs mount' "$SW_TMP/no.err" ||
 	fail "unclear error: $(cat "$SW_TMP/no.err")"
 assert_missing "$SW_TMP/no.json"
@@ -260,6 +264,40 @@ kill -INT "$pid"
 wait_dead "$pid" 120 || fail "compare-delete did not stop within 120 s"
 assert_eq 130 "$SW_EXIT_STATUS" "exit status after SIGINT"
 grep -q 'stopping; cleaning up' "$SW_TMP/int.err" || fail "no stop message"
+no_leftovers
+
+# ---- 4. the Go program, found without the source tree -----------------------
+
+log "an installed layout finds its own go-removeall"
+INST=$SW_TMP/inst
+mkdir -p "$INST/bin" "$INST/share/sweepfs"
+cp "$SWEEPFS" "$INST/bin/sweepfs"
+cp -r "$SWEEPFS_BUILD/tools/compare_delete/go-removeall" "$INST/share/sweepfs/"
+# go_field JSON KEY: KEY of the run's "programs" ("" when not set).
+go_field() {
+	"$PYTHON" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["programs"].get(sys.argv[2]) or "")' "$1" "$2"
+}
+if ((HAVE_GO)); then
+	rc=0
+	"$INST/bin/sweepfs" compare-delete -n 50 --methods go-removeall \
+		--strace off --json "$SW_TMP/inst.json" "$SW_MNT/bench" \
+		>"$SW_TMP/inst.out" 2>"$SW_TMP/inst.err" || rc=$?
+	((rc == 0)) || { cat "$SW_TMP/inst.err" >&2; fail "installed run: $rc"; }
+	grep -q "building $INST/bin/../share/sweepfs/go-removeall (found in the installed tree)" \
+		"$SW_TMP/inst.err" || fail "not the installed copy: $(cat "$SW_TMP/inst.err")"
+	assert_ne "" "$(go_field "$SW_TMP/inst.json" go)" "Go version recorded"
+	no_leftovers
+fi
+rc=0
+SWEEPFS_GO_REMOVEALL=$SW_TMP/nowhere "$INST/bin/sweepfs" compare-delete -n 50 \
+	--methods go-removeall --strace off --json "$SW_TMP/env.json" \
+	"$SW_MNT/bench" >"$SW_TMP/env.out" 2>"$SW_TMP/env.err" || rc=$?
+assert_eq 0 "$rc" "exit status when go-removeall does not apply"
+case $(go_field "$SW_TMP/env.json" go_note) in
+*SWEEPFS_GO_REMOVEALL=$SW_TMP/nowhere*) ;;
+*) fail "no reason for the missing Go program: $(go_field "$SW_TMP/env.json" go_note)" ;;
+esac
 no_leftovers
 
 sw_pass

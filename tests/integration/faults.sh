@@ -134,22 +134,8 @@ add_machine() {
 # in machine cK (network namespace only: the FUSE mount is the host's),
 # cleaned up like lib.sh's mounts.
 machine_mount() {
-	local k=$1 mnt=$2 opts=${3:-master_timeout=$MASTER_TIMEOUT} pid i
-	mkdir -p "$mnt"
-	echo "==== mount $(date +%T.%N) in c$k" >>"$mnt.log"
-	nsenter --net="/run/netns/swft-$$-c$k" -- "$SW_MOUNT_BIN" \
-		"$SW_MASTER_HOST:$SW_PORT" "$mnt" -f -o "$opts" \
-		>>"$mnt.log" 2>&1 </dev/null &
-	pid=$!
-	SW_MOUNTS+=("$mnt")
-	SW_MOUNT_PIDS+=("$pid")
-	for ((i = 0; i < 400; i++)); do
-		is_sweepfs_mount "$mnt" && return 0
-		alive "$pid" || break
-		sleep 0.05
-	done
-	tail -n 20 "$mnt.log" >&2 || true
-	fail "mounting in machine c$k failed"
+	local k=$1 mnt=$2 opts=${3:-master_timeout=$MASTER_TIMEOUT}
+	start_mount "$mnt" "" "$opts" "/run/netns/swft-$$-c$k"
 }
 
 for k in 1 2 3 4 5; do

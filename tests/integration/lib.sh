@@ -14,11 +14,17 @@
 # A scenario that wants no chunkserver, or several, sets SW_CHUNKSERVERS
 # (0, 2, ...) before start_master; start_chunkservers adds more later.
 #
+# Daemons and mounts are started and stopped by the cluster launcher,
+# scripts/swcluster.py (shared with demo.sh and the benchmarks); the
+# functions here wrap it and keep the variables the scenarios read.
+#
 # Everything started here (mounts, daemons, the temporary directory) is
 # torn down by an EXIT trap, also when the scenario fails or is
-# interrupted: mounts are unmounted (lazily if need be), daemons stopped by
-# pid, first gently so that sanitizer builds report leaks, then with
-# SIGKILL. The temporary directory is removed unless SWEEPFS_KEEP_TMP=1.
+# interrupted: mounts are unmounted (lazily if need be), daemons stopped,
+# first gently so that sanitizer builds report leaks, then with SIGKILL.
+# If this script is killed outright (SIGKILL, no trap), the launcher's
+# watchers do the same. The temporary directory is removed unless
+# SWEEPFS_KEEP_TMP=1.
 #
 # Environment:
 #   SWEEPFS_BUILD     meson build root holding master/sweepfs-master,
@@ -44,13 +50,12 @@ SW_TMP=
 SW_NAME=
 SW_FAILED=0
 
-# What to clean up: the master, the chunkservers, and the mounts with
-# their clients' pids.
+# What runs: the master, the chunkservers, and the mounts with their
+# clients' pids (the launcher's registry has them too, for the clean-up).
 SW_MASTER_PID=
 SW_CS_PIDS=()      # chunkserver I's pid ("" while it is stopped)
 SW_MOUNTS=()       # mount points
-SW_MOUNT_PIDS=()   # their sweepfs-mount processes, our children
-SW_ADOPTED_PIDS=() # clients that are not our children (mount.sweepfs)
+SW_MOUNT_PIDS=()   # their sweepfs-mount processes
 SW_TMPFS=()        # tmpfs mounts sw_tmpfs made, unmounted after the daemons
 SW_MNT=            # the first mount point start_mount made
 
@@ -243,26 +248,24 @@ wait_until() {
 	fail "timed out after $secs s waiting for: $what"
 }
 
+# ---- the cluster launcher -----------------------------------------------
+
+# scripts/swcluster.py starts, waits for, stops and cleans up the master,
+# the chunkservers and the mounts (the same code serves demo.sh and the
+# benchmarks); the functions below keep the variables the scenarios use
+# (SW_PORT, SW_MASTER_PID, SW_CS_PIDS, SW_MOUNT_PIDS, ...) in step with it.
+# Its registry lives in $SW_TMP/.swcluster; every daemon runs under a
+# watcher that stops it if this script dies without cleaning up.
+SW_CLUSTER_PY=$(cd "$SW_SRC/../../scripts" && pwd)/swcluster.py
+
+_swc() {
+	"$PYTHON" "$SW_CLUSTER_PY" -w "$SW_TMP" --build "$SWEEPFS_BUILD" "$@"
+}
+
 # A TCP port nobody listens on, outside the usual ephemeral range so that
 # outgoing connections do not take it between the pick and the bind.
 pick_port() {
-	"$PYTHON" - <<'EOF'
-import random, socket
-r = random.SystemRandom()
-for _ in range(200):
-    p = r.randrange(20000, 32000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break
-else:
-    raise SystemExit("no free port")
-EOF
+	"$PYTHON" "$SW_CLUSTER_PY" port
 }
 
 # ---- master -------------------------------------------------------------
@@ -277,93 +280,54 @@ SW_MASTER_LOG=
 SW_MASTER_ARGS=()
 
 # start_master [ARGS...]: start a master on SW_META (default $SW_TMP/meta)
-# listening on SW_MASTER_HOST:SW_PORT (port picked if unset), in the
-# foreground as our child, logging to SW_MASTER_LOG; returns once it
-# listens. ARGS (e.g. --set changelog_sync=interval) are remembered for
-# restart_master. The first time, it also starts SW_CHUNKSERVERS
-# chunkservers (default 1) and waits until they are registered.
+# listening on SW_MASTER_HOST:SW_PORT (port picked if unset, and another
+# if it is taken), in the foreground logging to SW_MASTER_LOG; returns
+# once it listens. ARGS (e.g. --set changelog_sync=interval) are
+# remembered for restart_master. The first time, it also starts
+# SW_CHUNKSERVERS chunkservers (default 1) and waits until they are
+# registered.
 start_master() {
-	local tries n0
 	SW_META=${SW_META:-$SW_TMP/meta}
 	SW_MASTER_LOG=${SW_MASTER_LOG:-$SW_TMP/master.log}
 	SW_MASTER_ARGS=("$@")
-	mkdir -p "$SW_META"
-	touch "$SW_MASTER_LOG"
-	for tries in 1 2 3 4 5; do
-		[[ -n "$SW_PORT" ]] || SW_PORT=$(pick_port)
-		if _launch_master; then
-			if ((${#SW_CS_PIDS[@]} == 0 && SW_CHUNKSERVERS > 0)); then
-				start_chunkservers "$SW_CHUNKSERVERS"
-			else
-				wait_chunkservers
-			fi
-			return 0
-		fi
-		if tail -n 5 "$SW_MASTER_LOG" | grep -q 'address already in use'; then
-			log "port $SW_PORT taken, picking another"
-			SW_PORT=
-			continue
-		fi
-		break
-	done
-	tail -n 30 "$SW_MASTER_LOG" >&2 || true
-	fail "the master did not start"
+	_launch_master || fail "the master did not start"
+	if ((${#SW_CS_PIDS[@]} == 0 && SW_CHUNKSERVERS > 0)); then
+		start_chunkservers "$SW_CHUNKSERVERS"
+	else
+		wait_chunkservers
+	fi
 }
 
-# Start the master on the current SW_PORT; 0 once it listens, 1 if it died.
+# _launch_master [--fixed-port]: start the master with the variables
+# above; sets SW_MASTER_PID and SW_PORT. 1 if it did not start (the
+# launcher printed why, with the end of the log).
 _launch_master() {
-	local n0 i
-	n0=$(grep -c 'listening on' "$SW_MASTER_LOG" || true)
-	echo "==== start $(date +%T.%N) port $SW_PORT" >>"$SW_MASTER_LOG"
-	"$SW_MASTER_BIN" -f -d "$SW_META" -l "$SW_MASTER_HOST:$SW_PORT" -v info \
-		${SW_MASTER_ARGS[@]+"${SW_MASTER_ARGS[@]}"} \
-		>>"$SW_MASTER_LOG" 2>&1 </dev/null &
-	SW_MASTER_PID=$!
-	for ((i = 0; i < 600; i++)); do
-		if (($(grep -c 'listening on' "$SW_MASTER_LOG" || true) > n0)); then
-			return 0
-		fi
-		if ! alive "$SW_MASTER_PID"; then
-			wait_dead "$SW_MASTER_PID" 1 || true
-			SW_MASTER_PID=
-			return 1
-		fi
-		sleep 0.05
-	done
-	kill -KILL "$SW_MASTER_PID" 2>/dev/null || true
-	wait_dead "$SW_MASTER_PID" 5 || true
-	SW_MASTER_PID=
-	return 1
+	local out
+	out=$(_swc master start --host "$SW_MASTER_HOST" \
+		${SW_PORT:+--port "$SW_PORT"} "$@" --data "$SW_META" \
+		--log "$SW_MASTER_LOG" -- \
+		${SW_MASTER_ARGS[@]+"${SW_MASTER_ARGS[@]}"}) || return 1
+	read -r SW_MASTER_PID SW_PORT <<<"$out"
 }
 
 # stop_master: SIGTERM (clean shutdown with a checkpoint); fails the
 # scenario if the master does not exit with status 0 within 30 s.
 stop_master() {
-	local pid=$SW_MASTER_PID
-	[[ -n "$pid" ]] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_dead "$pid" 30; then
-		kill -KILL "$pid" 2>/dev/null || true
-		wait_dead "$pid" 5 || true
-		SW_MASTER_PID=
-		fail "the master did not stop within 30 s of SIGTERM"
-	fi
+	[[ -n "$SW_MASTER_PID" ]] || return 0
+	SW_EXIT_STATUS=$(_swc master stop --timeout 30) ||
+		fail "the master did not stop after SIGTERM and SIGKILL"
 	SW_MASTER_PID=
+	[[ "$SW_EXIT_STATUS" != 137 ]] ||
+		fail "the master did not stop within 30 s of SIGTERM"
 	[[ "$SW_EXIT_STATUS" == 0 ]] ||
 		fail "the master exited with status $SW_EXIT_STATUS after SIGTERM"
 }
 
 # kill_master: SIGKILL, a crash.
 kill_master() {
-	local pid=$SW_MASTER_PID
-	[[ -n "$pid" ]] || return 0
-	# (stderr off: bash would report the job "Killed")
-	{
-		kill -KILL "$pid" || true
-		wait_dead "$pid" 10
-	} 2>/dev/null || fail "the master survived SIGKILL"
+	[[ -n "$SW_MASTER_PID" ]] || return 0
+	_swc master kill >/dev/null || fail "the master survived SIGKILL"
 	SW_MASTER_PID=
-	echo "==== killed $(date +%T.%N)" >>"$SW_MASTER_LOG"
 }
 
 # restart_master [kill|term|start]: stop the master (default: SIGKILL;
@@ -377,10 +341,7 @@ restart_master() {
 	start) [[ -z "$SW_MASTER_PID" ]] || fail "the master is running" ;;
 	*) fail "restart_master: bad mode $1" ;;
 	esac
-	_launch_master || {
-		tail -n 30 "$SW_MASTER_LOG" >&2 || true
-		fail "the master did not restart"
-	}
+	_launch_master --fixed-port || fail "the master did not restart"
 	wait_chunkservers
 }
 
@@ -452,10 +413,10 @@ SW_CS_ARGS=()  # its extra arguments, one string (word-split on use)
 
 # start_chunkservers N [ARGS...]: start N more chunkservers, each on its
 # own data directory $SW_TMP/csI (I counts from 1 over the scenario) and
-# a free port, pointed at the current master, in the foreground as our
-# children logging to $SW_TMP/csI.log; returns once all of them listen
-# and the master lists them as connected. ARGS (no spaces inside one)
-# are remembered for restart_chunkserver.
+# a free port, pointed at the current master, in the foreground logging
+# to $SW_TMP/csI.log; returns once all of them listen and the master
+# lists them as connected. ARGS (no spaces inside one) are remembered for
+# restart_chunkserver.
 start_chunkservers() {
 	local n=$1 k i
 	shift
@@ -468,60 +429,22 @@ start_chunkservers() {
 		SW_CS_ARGS[i]="$*"
 		SW_CS_PORTS[i]=
 		SW_CS_PIDS[i]=
-		mkdir -p "${SW_CS_DIRS[i]}"
-		touch "${SW_CS_LOGS[i]}"
-		_start_chunkserver "$i"
+		_launch_chunkserver "$i" || fail "chunkserver $i did not start"
 	done
 	wait_chunkservers
 }
 
-# _start_chunkserver I: launch chunkserver I (picking another port if
-# its own is taken); returns once it listens.
-_start_chunkserver() {
-	local i=$1 tries
-	for tries in 1 2 3 4 5; do
-		[[ -n "${SW_CS_PORTS[i]}" ]] || SW_CS_PORTS[i]=$(pick_port)
-		_launch_chunkserver "$i" && return 0
-		if tail -n 5 "${SW_CS_LOGS[i]}" | grep -q 'address already in use'; then
-			log "chunkserver $i: port ${SW_CS_PORTS[i]} taken, picking another"
-			SW_CS_PORTS[i]=
-			continue
-		fi
-		break
-	done
-	tail -n 30 "${SW_CS_LOGS[i]}" >&2 || true
-	fail "chunkserver $i did not start"
-}
-
-# Start chunkserver I on its port; 0 once it listens, 1 if it died.
+# _launch_chunkserver I [--fixed-port]: start chunkserver I with its
+# variables; sets its pid and port. 1 if it did not start.
 _launch_chunkserver() {
-	local i=$1 n0 k pid
-	n0=$(grep -c 'listening on' "${SW_CS_LOGS[i]}" || true)
-	echo "==== start $(date +%T.%N) port ${SW_CS_PORTS[i]}" >>"${SW_CS_LOGS[i]}"
+	local i=$1 out
+	shift
 	# shellcheck disable=SC2086 # SW_CS_ARGS[i] is a word list
-	"$SW_CS_BIN" -f -d "${SW_CS_DIRS[i]}" \
-		-l "$SW_CS_HOST:${SW_CS_PORTS[i]}" \
-		-m "$SW_MASTER_HOST:$SW_PORT" -v info \
-		--set "master_key_file=$SW_META/chunkserver.key" \
-		"${SW_CS_DEFAULT_ARGS[@]}" ${SW_CS_ARGS[i]} \
-		>>"${SW_CS_LOGS[i]}" 2>&1 </dev/null &
-	pid=$!
-	SW_CS_PIDS[i]=$pid
-	for ((k = 0; k < 600; k++)); do
-		if (($(grep -c 'listening on' "${SW_CS_LOGS[i]}" || true) > n0)); then
-			return 0
-		fi
-		if ! alive "$pid"; then
-			wait_dead "$pid" 1 || true
-			SW_CS_PIDS[i]=
-			return 1
-		fi
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait_dead "$pid" 5 || true
-	SW_CS_PIDS[i]=
-	return 1
+	out=$(_swc chunkserver start "$i" --host "$SW_CS_HOST" \
+		${SW_CS_PORTS[i]:+--port "${SW_CS_PORTS[i]}"} "$@" \
+		--data "${SW_CS_DIRS[i]}" --log "${SW_CS_LOGS[i]}" -- \
+		"${SW_CS_DEFAULT_ARGS[@]}" ${SW_CS_ARGS[i]}) || return 1
+	read -r _ "SW_CS_PIDS[i]" "SW_CS_PORTS[i]" <<<"$out"
 }
 
 # The chunkservers the master lists as connected, as "HOST:PORT" lines.
@@ -529,49 +452,33 @@ connected_chunkservers() {
 	sw_status '"\n".join(s["listen"] for s in d["servers"] if s["connected"])'
 }
 
-# Whether every running chunkserver is connected to the master.
-_chunkservers_connected() {
-	local list i
-	list=$(connected_chunkservers) || return 1
-	for i in "${!SW_CS_PIDS[@]}"; do
-		[[ -n "${SW_CS_PIDS[i]}" ]] || continue
-		grep -qx "$SW_CS_HOST:${SW_CS_PORTS[i]}" <<<"$list" || return 1
-	done
-}
-
 # wait_chunkservers [SECONDS]: wait (default 30 s) until the master lists
 # every running chunkserver as connected (after start, or after a master
 # restart: they reconnect by themselves within their backoff).
 wait_chunkservers() {
-	wait_until "${1:-30}" "the chunkservers to register with the master" \
-		_chunkservers_connected
+	_swc wait-registered --timeout "${1:-30}" ||
+		fail "timed out after ${1:-30} s waiting for the chunkservers to register with the master"
 }
 
 # kill_chunkserver I: SIGKILL chunkserver I, a crash.
 kill_chunkserver() {
-	local i=$1 pid=${SW_CS_PIDS[$1]:-}
-	[[ -n "$pid" ]] || return 0
-	{
-		kill -KILL "$pid" || true
-		wait_dead "$pid" 10
-	} 2>/dev/null || fail "chunkserver $i survived SIGKILL"
+	local i=$1
+	[[ -n "${SW_CS_PIDS[$1]:-}" ]] || return 0
+	_swc chunkserver kill "$i" >/dev/null ||
+		fail "chunkserver $i survived SIGKILL"
 	SW_CS_PIDS[i]=
-	echo "==== killed $(date +%T.%N)" >>"${SW_CS_LOGS[i]}"
 }
 
 # stop_chunkserver I: SIGTERM; fails the scenario unless chunkserver I
 # exits with status 0 within 30 s.
 stop_chunkserver() {
-	local i=$1 pid=${SW_CS_PIDS[$1]:-}
-	[[ -n "$pid" ]] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	if ! wait_dead "$pid" 30; then
-		kill -KILL "$pid" 2>/dev/null || true
-		wait_dead "$pid" 5 || true
-		SW_CS_PIDS[i]=
-		fail "chunkserver $i did not stop within 30 s of SIGTERM"
-	fi
+	local i=$1
+	[[ -n "${SW_CS_PIDS[$1]:-}" ]] || return 0
+	SW_EXIT_STATUS=$(_swc chunkserver stop "$i" --timeout 30) ||
+		fail "chunkserver $i did not stop after SIGTERM and SIGKILL"
 	SW_CS_PIDS[i]=
+	[[ "$SW_EXIT_STATUS" != 137 ]] ||
+		fail "chunkserver $i did not stop within 30 s of SIGTERM"
 	[[ "$SW_EXIT_STATUS" == 0 ]] ||
 		fail "chunkserver $i exited with status $SW_EXIT_STATUS after SIGTERM"
 }
@@ -587,10 +494,8 @@ restart_chunkserver() {
 	start) [[ -z "${SW_CS_PIDS[i]}" ]] || fail "chunkserver $i is running" ;;
 	*) fail "restart_chunkserver: bad mode $2" ;;
 	esac
-	_launch_chunkserver "$i" || {
-		tail -n 30 "${SW_CS_LOGS[i]}" >&2 || true
+	_launch_chunkserver "$i" --fixed-port ||
 		fail "chunkserver $i did not restart"
-	}
 	wait_chunkservers
 }
 
@@ -616,30 +521,19 @@ is_sweepfs_mount() {
 	[[ "$t" == fuse.sweepfs ]]
 }
 
-# start_mount [MOUNTPOINT [SPEC [OPTIONS]]]: mount SPEC (default
-# SW_MASTER_HOST:SW_PORT) on MOUNTPOINT (default $SW_TMP/mnt) in the foreground
-# as our child, logging to MOUNTPOINT.log; returns once mounted. OPTIONS
-# is a -o list. The first mount is SW_MNT.
+# start_mount [MOUNTPOINT [SPEC [OPTIONS [NETNS]]]]: mount SPEC (default
+# SW_MASTER_HOST:SW_PORT) on MOUNTPOINT (default $SW_TMP/mnt) in the
+# foreground, logging to MOUNTPOINT.log; returns once mounted. OPTIONS is
+# a -o list; NETNS a network namespace file (/run/netns/NAME) the client
+# runs in (the mount itself stays the host's). The first mount is SW_MNT.
 start_mount() {
-	local mnt=${1:-$SW_TMP/mnt} spec=${2:-$SW_MASTER_HOST:$SW_PORT} opts=${3:-}
-	local logf="$mnt.log" pid i
-	mkdir -p "$mnt"
-	echo "==== mount $(date +%T.%N) $spec" >>"$logf"
-	"$SW_MOUNT_BIN" "$spec" "$mnt" -f ${opts:+-o "$opts"} \
-		>>"$logf" 2>&1 </dev/null &
-	pid=$!
+	local mnt=${1:-$SW_TMP/mnt} spec=${2:-$SW_MASTER_HOST:$SW_PORT}
+	local opts=${3:-} net=${4:-} pid
+	pid=$(_swc mount "$mnt" --spec "$spec" ${opts:+-o "$opts"} \
+		${net:+--net "$net"}) || fail "mounting $spec on $mnt failed"
 	SW_MOUNTS+=("$mnt")
 	SW_MOUNT_PIDS+=("$pid")
-	for ((i = 0; i < 400; i++)); do
-		if is_sweepfs_mount "$mnt"; then
-			SW_MNT=${SW_MNT:-$mnt}
-			return 0
-		fi
-		alive "$pid" || break
-		sleep 0.05
-	done
-	tail -n 20 "$logf" >&2 || true
-	fail "mounting $spec on $mnt failed"
+	SW_MNT=${SW_MNT:-$mnt}
 }
 
 # adopt_mount MOUNTPOINT: a sweepfs mount some other program started (the
@@ -648,9 +542,8 @@ start_mount() {
 adopt_mount() {
 	local mnt=$1 pid
 	pid=$(pgrep -f -x -- "[^ ]*sweepfs-mount [^ ]+ $mnt( .*)?" | head -n 1) || true
-	SW_MOUNTS+=("$mnt")
 	[[ -n "$pid" ]] || fail "no sweepfs-mount process for $mnt"
-	SW_ADOPTED_PIDS+=("$pid")
+	_swc adopt "$mnt" "$pid"
 	SW_ADOPTED_PID=$pid
 }
 
@@ -658,7 +551,7 @@ adopt_mount() {
 # client to exit.
 stop_adopted() {
 	local mnt=$1 pid=$2 i
-	_unmount "$mnt"
+	_swc unmount "$mnt" >/dev/null || true
 	for ((i = 0; i < 400; i++)); do
 		[[ -e "/proc/$pid" ]] || return 0
 		sleep 0.05
@@ -669,34 +562,25 @@ stop_adopted() {
 # stop_mount [MOUNTPOINT]: unmount and wait for the client to exit;
 # fails the scenario if it does not exit with status 0.
 stop_mount() {
-	local mnt=${1:-$SW_MNT} i pid=
+	local mnt=${1:-$SW_MNT} i ours=0
 	for i in "${!SW_MOUNTS[@]}"; do
 		if [[ "${SW_MOUNTS[$i]}" == "$mnt" ]]; then
-			pid=${SW_MOUNT_PIDS[$i]}
+			ours=1
 			unset 'SW_MOUNTS[i]' 'SW_MOUNT_PIDS[i]'
 		fi
 	done
-	_unmount "$mnt"
-	[[ -n "$pid" ]] || return 0
-	if ! wait_dead "$pid" 20; then
-		kill -KILL "$pid" 2>/dev/null || true
-		wait_dead "$pid" 5 || true
+	SW_EXIT_STATUS=$(_swc unmount "$mnt") ||
 		fail "sweepfs-mount for $mnt did not exit after unmount"
-	fi
+	((ours)) || return 0
+	[[ "$SW_EXIT_STATUS" != 137 ]] ||
+		fail "sweepfs-mount for $mnt did not exit after unmount"
 	[[ "$SW_EXIT_STATUS" == 0 ]] ||
 		fail "sweepfs-mount for $mnt exited with status $SW_EXIT_STATUS"
 }
 
 # Unmount, lazily when a plain unmount does not work.
 _unmount() {
-	local mnt=$1 i
-	for i in 1 2 3 4 5; do
-		findmnt -n -M "$mnt" >/dev/null 2>&1 || return 0
-		timeout 10 fusermount3 -u "$mnt" 2>/dev/null && return 0
-		sleep 0.2
-	done
-	timeout 10 fusermount3 -u -z "$mnt" 2>/dev/null ||
-		timeout 10 umount -l "$mnt" 2>/dev/null || true
+	_swc unmount "$1" >/dev/null || true
 }
 
 # sw_tmpfs DIR SIZE: mount a tmpfs of SIZE (e.g. 1g) on DIR (made if
@@ -715,18 +599,8 @@ sw_tmpfs() {
 # Print sanitizer reports found in the daemons' logs (*.log, and
 # *.log.PID that a sanitizer's log_path writes); 1 if any.
 sanitizer_reports() {
-	local f found=0
 	[[ -n "$SW_TMP" && -d "$SW_TMP" ]] || return 0
-	for f in "$SW_TMP"/*.log "$SW_TMP"/*.log.*; do
-		[[ -f "$f" ]] || continue
-		if grep -Eq 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$f"; then
-			printf '==== sanitizer report in %s:\n' "$f" >&2
-			grep -E -A 30 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
-				"$f" | head -n 80 >&2 || true
-			found=1
-		fi
-	done
-	return $found
+	"$PYTHON" "$SW_CLUSTER_PY" sanitizer "$SW_TMP"
 }
 
 # ---- set-up and tear-down -----------------------------------------------
@@ -739,37 +613,9 @@ _cleanup() {
 	if ((rc != 0 && rc != 77)); then
 		SW_FAILED=1
 	fi
-	for i in "${!SW_MOUNTS[@]}"; do
-		_unmount "${SW_MOUNTS[$i]}"
-	done
-	for i in "${!SW_ADOPTED_PIDS[@]}"; do
-		wait_dead "${SW_ADOPTED_PIDS[$i]}" 10 ||
-			kill -KILL "${SW_ADOPTED_PIDS[$i]}" 2>/dev/null
-	done
-	for i in "${!SW_MOUNT_PIDS[@]}"; do
-		wait_dead "${SW_MOUNT_PIDS[$i]}" 10 || {
-			kill -KILL "${SW_MOUNT_PIDS[$i]}" 2>/dev/null
-			wait_dead "${SW_MOUNT_PIDS[$i]}" 5
-		}
-	done
-	for i in "${!SW_CS_PIDS[@]}"; do
-		[[ -n "${SW_CS_PIDS[i]}" ]] || continue
-		kill -TERM "${SW_CS_PIDS[i]}" 2>/dev/null
-	done
-	for i in "${!SW_CS_PIDS[@]}"; do
-		[[ -n "${SW_CS_PIDS[i]}" ]] || continue
-		wait_dead "${SW_CS_PIDS[i]}" 30 || {
-			kill -KILL "${SW_CS_PIDS[i]}" 2>/dev/null
-			wait_dead "${SW_CS_PIDS[i]}" 5
-		}
-	done
-	if [[ -n "$SW_MASTER_PID" ]]; then
-		kill -TERM "$SW_MASTER_PID" 2>/dev/null
-		wait_dead "$SW_MASTER_PID" 30 || {
-			kill -KILL "$SW_MASTER_PID" 2>/dev/null
-			wait_dead "$SW_MASTER_PID" 5
-		}
-	fi
+	# Mounts (ours and adopted ones), chunkservers, the master, in that
+	# order, gently first so that sanitizer builds report leaks.
+	[[ -n "$SW_TMP" && -d "$SW_TMP/.swcluster" ]] && _swc down
 	[[ -n "$(type -t sw_scenario_cleanup)" ]] && sw_scenario_cleanup
 	for i in "${!SW_TMPFS[@]}"; do
 		umount "${SW_TMPFS[$i]}" 2>/dev/null ||
@@ -832,6 +678,8 @@ sw_init() {
 		skip "not root and fusermount3 is not setuid"
 	fi
 	SW_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sweepfs-it.$SW_NAME.XXXXXX")
+	# The launcher's watchers stop what it started if we die untidily.
+	export SWCLUSTER_OWNER=$$
 	# Other users (permission tests) must reach the mount points.
 	chmod 755 "$SW_TMP"
 	trap _cleanup EXIT

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cdel.h"
+#include "progress.h"
 #include "rmtree.h"
 #include "util.h"
 
@@ -411,6 +412,7 @@ int cdel_fs_setup(struct cdel_run *r, struct cdel_fs *fs, bool sweepfs_required)
 			"sweepfs compare-delete: %s is not on a sweepfs "
 			"mount (it is on %s, %s); give that with --also\n",
 			fs->arg, fs->fstype, fs->mnt);
+		tool_record(TOOL_NOT_SWEEPFS);
 		return -EINVAL;
 	}
 	make_label(r, fs);
@@ -464,26 +466,24 @@ void cdel_fs_cleanup(struct cdel_run *r, struct cdel_fs *fs)
 
 /* ---- trees ----------------------------------------------------------- */
 
-struct build_progress {
-	const char *label;
-};
-
 static int build_progress(void *arg, uint64_t done, uint64_t total)
 {
-	const struct build_progress *p = arg;
+	struct progress *p = arg;
 
-	tool_progress(p->label, done, total);
+	progress_set_total(p, total);
+	progress_update(p, done);
 	return cdel_cancelled();
 }
 
 int cdel_fs_build(struct cdel_run *r, struct cdel_fs *fs, const char *path,
 		  uint64_t n, const char *label)
 {
-	struct build_progress p = { .label = label };
-	int rc = treegen_build(AT_FDCWD, path, r->shape, n, build_progress, &p);
+	struct progress p;
+	int rc;
 
-	if (rc < 0 && isatty(STDERR_FILENO))
-		fputc('\n', stderr);
+	progress_start(&p, label, "entries", 0);
+	rc = treegen_build(AT_FDCWD, path, r->shape, n, build_progress, &p);
+	progress_end(&p, rc < 0 ? p.rate_done : p.total);
 	(void)fs;
 	return rc;
 }

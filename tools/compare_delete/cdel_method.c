@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "cdel.h"
+#include "progress.h"
 #include "removeall.h"
 #include "rmtree.h"
 #include "util.h"
@@ -47,7 +48,7 @@ const struct cdel_method cdel_methods[CDEL_NMETHODS] = {
 			     "Go's os.RemoveAll algorithm, in C, in-process",
 			     false, false },
 	[CDEL_GO_REMOVEALL] = { "go-removeall",
-				"the real os.RemoveAll (bench/removeall)",
+				"the real os.RemoveAll (go-removeall/main.go)",
 				false, true },
 	[CDEL_SWEEPFS_RM] = { "sweepfs-rm",
 			      "sweepfs rm's engine (rmtree.h), in-process",
@@ -325,9 +326,10 @@ struct monitor {
 	atomic_bool stop;
 	bool started;
 	struct cdel_fs *fs;
-	char label[96];
-	uint64_t total; /* entries in the tree */
-	uint64_t base;	/* nodes or used inodes at the start */
+	struct progress line; /* drawn by the monitor's thread only */
+	uint64_t total;	      /* entries in the tree */
+	uint64_t base;	      /* nodes or used inodes at the start */
+	uint64_t gone;	      /* as last sampled */
 };
 
 static int monitor_sample(struct monitor *m, uint64_t *used)
@@ -357,9 +359,9 @@ static void *monitor_main(void *arg)
 		if (monitor_sample(m, &used) == 0) {
 			uint64_t gone = m->base > used ? m->base - used : 0;
 
-			/* Never 100% here: that line is the caller's. */
-			tool_progress(m->label, SW_MIN(gone, m->total - 1),
-				      m->total);
+			/* Never 100% here: that is the end's. */
+			m->gone = SW_MIN(gone, m->total - 1);
+			progress_update(&m->line, m->gone);
 		}
 		for (int i = 0; i < 10 && !atomic_load(&m->stop); i++)
 			usleep(20 * 1000);
@@ -373,7 +375,7 @@ static void monitor_start(struct monitor *m, struct cdel_fs *fs,
 	memset(m, 0, sizeof(*m));
 	m->fs = fs;
 	m->total = total;
-	snprintf(m->label, sizeof(m->label), "%s", label);
+	progress_start(&m->line, label, "entries", total);
 	if (total < 2 || monitor_sample(m, &m->base) < 0)
 		return;
 	atomic_init(&m->stop, false);
@@ -386,10 +388,7 @@ static void monitor_stop(struct monitor *m, bool done)
 		atomic_store(&m->stop, true);
 		pthread_join(m->thread, NULL);
 	}
-	if (done)
-		tool_progress(m->label, m->total, m->total);
-	else if (m->started && isatty(STDERR_FILENO))
-		fputc('\n', stderr);
+	progress_end(&m->line, done ? m->total : m->gone);
 }
 
 /* ---- the methods ----------------------------------------------------- */

@@ -33,11 +33,16 @@
 #include <unistd.h>
 
 #include "cdel.h"
+#include "cdel_go.h"
 #include "rmtree.h"
 #include "util.h"
 
-#ifndef CDEL_SOURCE_DIR
-#define CDEL_SOURCE_DIR "."
+/* Where an installed tree keeps the Go program (meson sets both). */
+#ifndef CDEL_GO_REL
+#define CDEL_GO_REL ""
+#endif
+#ifndef CDEL_GO_DIR
+#define CDEL_GO_DIR ""
 #endif
 
 #define DEFAULT_SIZE 100000
@@ -101,11 +106,15 @@ static void usage(FILE *f)
 		"compare-delete-DATE-TIME.json here\n"
 		"      --plot FILE.svg  files/s by size (default with "
 		"--sizes: the JSON's name)\n"
-		"      --go-src DIR     the Go program (default %s/bench/"
-		"removeall)\n"
+		"      --go-bin PROG    go-removeall: this built program\n"
+		"      --go-src DIR     go-removeall: build DIR/main.go (default:"
+		" $SWEEPFS_GO_REMOVEALL,\n"
+		"                       a program or a directory; else the copy"
+		" installed with\n"
+		"                       sweepfs)\n"
 		"      --no-drop-caches  do not drop the kernel's caches "
 		"before each deletion\n",
-		DEFAULT_PROBE_PAUSE_US, DEFAULT_TIMEOUT_S, CDEL_SOURCE_DIR);
+		DEFAULT_PROBE_PAUSE_US, DEFAULT_TIMEOUT_S);
 }
 
 /* "100000", "10k", "1M": decimal, since these count files. */
@@ -173,22 +182,118 @@ static int parse_methods(struct cdel_run *r, const char *arg)
 	return rc;
 }
 
+enum {
+	O_SIZES = 256,
+	O_SHAPE,
+	O_METHODS,
+	O_ALSO,
+	O_STRACE,
+	O_PROBE_MOUNT,
+	O_PROBE_PAUSE,
+	O_TIMEOUT,
+	O_JSON,
+	O_PLOT,
+	O_GO_SRC,
+	O_GO_BIN,
+	O_NO_DROP
+};
+
+/* --strace MODE. */
+static int parse_strace(struct cdel_run *r, const char *arg)
+{
+	if (!strcmp(arg, "separate"))
+		r->strace_mode = CDEL_STRACE_SEPARATE;
+	else if (!strcmp(arg, "same"))
+		r->strace_mode = CDEL_STRACE_SAME;
+	else if (!strcmp(arg, "off"))
+		r->strace_mode = CDEL_STRACE_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* The options that take a number. */
+static int parse_number(struct cdel_run *r, int opt, const char *arg)
+{
+	uint64_t v;
+	char *end;
+
+	switch (opt) {
+	case 'n':
+		r->nsizes = 1;
+		return parse_count(arg, &r->sizes[0]);
+	case 'j':
+		if (parse_count(arg, &v) < 0 || v > 256)
+			return -EINVAL;
+		r->jobs = (unsigned)v;
+		return 0;
+	case O_PROBE_PAUSE:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (errno || *end || arg[0] == '-' || v > 10000000)
+			return -EINVAL;
+		r->probe_pause_us = (unsigned)v;
+		return 0;
+	default: /* O_TIMEOUT */
+		r->timeout_s = strtod(arg, &end);
+		return *end || r->timeout_s <= 0 ? -EINVAL : 0;
+	}
+}
+
+/* One option: 0, -EINVAL for a bad value, or 2 (usage; said). */
+static int parse_opt(struct cdel_run *r, int opt, char *arg)
+{
+	switch (opt) {
+	case 'n':
+	case 'j':
+	case O_PROBE_PAUSE:
+	case O_TIMEOUT:
+		return parse_number(r, opt, arg);
+	case O_SIZES:
+		r->sweep = true;
+		return parse_sizes(r, arg);
+	case O_SHAPE:
+		return treegen_parse_shape(arg, &r->shape);
+	case O_METHODS:
+		return parse_methods(r, arg) < 0 ? 2 : 0;
+	case O_ALSO:
+		/* One place is PATH's. */
+		if (r->nfs == CDEL_MAX_FS - 1) {
+			fprintf(stderr,
+				"sweepfs compare-delete: at most %d --also\n",
+				CDEL_MAX_FS - 1);
+			return 2;
+		}
+		r->fs[r->nfs++].arg = arg;
+		return 0;
+	case O_STRACE:
+		return parse_strace(r, arg);
+	case O_PROBE_MOUNT:
+		r->probe_mount = arg;
+		return 0;
+	case O_JSON:
+		snprintf(r->json_path, sizeof(r->json_path), "%s", arg);
+		return 0;
+	case O_PLOT:
+		snprintf(r->plot_path, sizeof(r->plot_path), "%s", arg);
+		return 0;
+	case O_GO_SRC:
+		r->go_src = arg;
+		return 0;
+	case O_GO_BIN:
+		r->go_bin_opt = arg;
+		return 0;
+	case O_NO_DROP:
+		r->drop_caches = false;
+		return 0;
+	default:
+		usage(stderr);
+		return 2;
+	}
+}
+
 static int parse_args(struct cdel_run *r, int argc, char **argv)
 {
-	enum {
-		O_SIZES = 256,
-		O_SHAPE,
-		O_METHODS,
-		O_ALSO,
-		O_STRACE,
-		O_PROBE_MOUNT,
-		O_PROBE_PAUSE,
-		O_TIMEOUT,
-		O_JSON,
-		O_PLOT,
-		O_GO_SRC,
-		O_NO_DROP
-	};
 	static const struct option longopts[] = {
 		{ "sizes", required_argument, NULL, O_SIZES },
 		{ "shape", required_argument, NULL, O_SHAPE },
@@ -202,95 +307,32 @@ static int parse_args(struct cdel_run *r, int argc, char **argv)
 		{ "json", required_argument, NULL, O_JSON },
 		{ "plot", required_argument, NULL, O_PLOT },
 		{ "go-src", required_argument, NULL, O_GO_SRC },
+		{ "go-bin", required_argument, NULL, O_GO_BIN },
 		{ "no-drop-caches", no_argument, NULL, O_NO_DROP },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	uint64_t v;
-	char *end;
-	int opt;
+	int opt, rc;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "n:j:h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'n':
-			r->nsizes = 1;
-			if (parse_count(optarg, &r->sizes[0]) < 0)
-				goto bad;
-			break;
-		case O_SIZES:
-			if (parse_sizes(r, optarg) < 0)
-				goto bad;
-			r->sweep = true;
-			break;
-		case O_SHAPE:
-			if (treegen_parse_shape(optarg, &r->shape) < 0)
-				goto bad;
-			break;
-		case O_METHODS:
-			if (parse_methods(r, optarg) < 0)
-				return 2;
-			break;
-		case O_ALSO:
-			/* One place is PATH's. */
-			if (r->nfs == CDEL_MAX_FS - 1) {
-				fprintf(stderr,
-					"sweepfs compare-delete: at most %d "
-					"--also\n",
-					CDEL_MAX_FS - 1);
-				return 2;
-			}
-			r->fs[r->nfs++].arg = optarg;
-			break;
-		case 'j':
-			if (parse_count(optarg, &v) < 0 || v > 256)
-				goto bad;
-			r->jobs = (unsigned)v;
-			break;
-		case O_STRACE:
-			if (!strcmp(optarg, "separate"))
-				r->strace_mode = CDEL_STRACE_SEPARATE;
-			else if (!strcmp(optarg, "same"))
-				r->strace_mode = CDEL_STRACE_SAME;
-			else if (!strcmp(optarg, "off"))
-				r->strace_mode = CDEL_STRACE_OFF;
-			else
-				goto bad;
-			break;
-		case O_PROBE_MOUNT:
-			r->probe_mount = optarg;
-			break;
-		case O_PROBE_PAUSE:
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || *end || optarg[0] == '-' || v > 10000000)
-				goto bad;
-			r->probe_pause_us = (unsigned)v;
-			break;
-		case O_TIMEOUT:
-			r->timeout_s = strtod(optarg, &end);
-			if (*end || r->timeout_s <= 0)
-				goto bad;
-			break;
-		case O_JSON:
-			snprintf(r->json_path, sizeof(r->json_path), "%s",
-				 optarg);
-			break;
-		case O_PLOT:
-			snprintf(r->plot_path, sizeof(r->plot_path), "%s",
-				 optarg);
-			break;
-		case O_GO_SRC:
-			r->go_src = optarg;
-			break;
-		case O_NO_DROP:
-			r->drop_caches = false;
-			break;
-		case 'h':
+		if (opt == 'h') {
 			usage(stdout);
 			return 1;
-		default:
-			usage(stderr);
+		}
+		rc = parse_opt(r, opt, optarg);
+		if (rc == 2)
+			return 2;
+		if (rc < 0) {
+			/* "--opt VALUE" or "--opt=VALUE" / "-nVALUE". */
+			const char *o = argv[optind - 1] == optarg ?
+						argv[optind - 2] :
+						argv[optind - 1];
+
+			fprintf(stderr,
+				"sweepfs compare-delete: bad value '%s' for "
+				"%s\n",
+				optarg, o);
 			return 2;
 		}
 	}
@@ -304,10 +346,6 @@ static int parse_args(struct cdel_run *r, int argc, char **argv)
 	r->fs[0].arg = argv[optind];
 	r->nfs++;
 	return 0;
-bad:
-	fprintf(stderr, "sweepfs compare-delete: bad %s '%s'\n",
-		argv[optind - 1], optarg);
-	return 2;
 }
 
 /* ---- signals ----------------------------------------------------------- */
@@ -358,27 +396,46 @@ static void find_mount_bin(struct cdel_run *r)
 	cdel_which("sweepfs-mount", r->mount_bin, sizeof(r->mount_bin));
 }
 
-/* Build bench/removeall with the installed Go, into our temp dir. */
+/* Where the go-removeall program is (cdel_go.h), into @loc; the reason
+ * into r->go_note if it is nowhere. */
+static int locate_go(struct cdel_run *r, struct cdel_go_loc *loc)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	struct cdel_go_hints h = {
+		.bin = r->go_bin_opt,
+		.src = r->go_src,
+		.env = getenv("SWEEPFS_GO_REMOVEALL"),
+		.exe = n > 0 ? self : NULL,
+		.rel = CDEL_GO_REL,
+		.dir = CDEL_GO_DIR,
+	};
+
+	self[n > 0 ? n : 0] = '\0';
+	return cdel_go_find(&h, loc, r->go_note, sizeof(r->go_note));
+}
+
+/* Build the Go program with the installed Go, into our temp dir; or take
+ * the one already built. */
 static void build_go(struct cdel_run *r)
 {
-	char go[PATH_MAX], src[PATH_MAX], main_go[PATH_MAX + 16];
-	char out[PATH_MAX], log[PATH_MAX], cache[PATH_MAX + 16];
+	char go[PATH_MAX], out[PATH_MAX], log[PATH_MAX], cache[PATH_MAX + 16];
 	char gopath[PATH_MAX + 16], line[200];
 	char *argv[6], *env[5];
+	struct cdel_go_loc loc;
 	int e = 0, rc;
 	FILE *f;
 
+	if (locate_go(r, &loc) < 0)
+		return;
+	if (loc.prebuilt) {
+		snprintf(r->go_bin, sizeof(r->go_bin), "%s", loc.path);
+		snprintf(r->go_version, sizeof(r->go_version), "prebuilt");
+		return;
+	}
 	if (!cdel_which("go", go, sizeof(go)) &&
 	    !cdel_which("/usr/local/go/bin/go", go, sizeof(go))) {
 		snprintf(r->go_note, sizeof(r->go_note), "Go is not installed");
-		return;
-	}
-	snprintf(src, sizeof(src), "%s",
-		 r->go_src ? r->go_src : CDEL_SOURCE_DIR "/bench/removeall");
-	snprintf(main_go, sizeof(main_go), "%s/main.go", src);
-	if (access(main_go, R_OK) < 0) {
-		snprintf(r->go_note, sizeof(r->go_note),
-			 "no Go program at %.200s (--go-src)", src);
 		return;
 	}
 	argv[0] = go;
@@ -403,8 +460,9 @@ static void build_go(struct cdel_run *r)
 	argv[3] = out;
 	argv[4] = ".";
 	argv[5] = NULL;
-	fprintf(stderr, "building %s with %s\n", src, go);
-	rc = cdel_run_prog(argv, src, log, env);
+	fprintf(stderr, "building %s (found in %s) with %s\n", loc.path,
+		loc.how, go);
+	rc = cdel_run_prog(argv, loc.path, log, env);
 	if (rc == 0 && access(out, X_OK) == 0) {
 		snprintf(r->go_bin, sizeof(r->go_bin), "%s", out);
 		return;

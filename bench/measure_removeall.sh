@@ -1,12 +1,13 @@
 #!/bin/bash
 # Delete a flat directory of N empty files with `sweepfs rm`, GNU `rm -rf`
-# and Go's os.RemoveAll (main.go here), on a local filesystem: wall time
-# of each method (twice, interleaved; the machines are noisy), then system
-# calls per file from one more run of each under `strace -c -f` (sweepfs
-# rm's own counters as well, to cross-check).
+# and Go's os.RemoveAll (tools/compare_delete/go-removeall/main.go), on a
+# local filesystem: wall time of each method (twice, interleaved; the
+# machines are noisy), then system calls per file from one more run of
+# each under `strace -c -f` (sweepfs rm's own counters as well, to
+# cross-check).
 #
-#   bench/removeall/measure.sh SWEEPFS_BINARY DIR N...
-#   e.g. bench/removeall/measure.sh build/tools/sweepfs /var/tmp 100000 1000000
+#   bench/measure_removeall.sh SWEEPFS_BINARY DIR N...
+#   e.g. bench/measure_removeall.sh build/tools/sweepfs /var/tmp 100000 1000000
 #
 # Builds main.go into a temporary directory (go build, no network: it has
 # no dependencies). Prints one block per N; nothing is kept.
@@ -17,10 +18,10 @@ export LC_ALL=C
 SWEEPFS=$(realpath "$1")
 BASE=$2
 shift 2
-HERE=$(cd "$(dirname "$0")" && pwd)
+GO_SRC=$(cd "$(dirname "$0")/../tools/compare_delete/go-removeall" && pwd)
 WORK=$(mktemp -d "$BASE/sweepfs-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-(cd "$HERE" && go build -o "$WORK/removeall" .)
+(cd "$GO_SRC" && go build -o "$WORK/removeall" .)
 
 # mkflat DIR N: N empty files f0000000... in a new DIR, then sync.
 mkflat() {

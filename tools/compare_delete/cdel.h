@@ -175,7 +175,8 @@ struct cdel_run {
 	bool drop_caches;
 	char json_path[PATH_MAX];
 	char plot_path[PATH_MAX];
-	const char *go_src;
+	const char *go_src;	/* --go-src */
+	const char *go_bin_opt; /* --go-bin */
 	int argc;
 	char **argv;
 
@@ -188,7 +189,7 @@ struct cdel_run {
 	char rm_version[128];
 	char strace[PATH_MAX]; /* strace, or "" */
 	char strace_version[128];
-	char go_bin[PATH_MAX]; /* the built bench/removeall, or "" */
+	char go_bin[PATH_MAX]; /* the go-removeall program, or "" */
 	char go_version[128];
 	char go_note[256];	  /* why there is no go_bin */
 	char mount_bin[PATH_MAX]; /* sweepfs-mount, or "" */

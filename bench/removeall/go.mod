@@ -1,3 +1,0 @@
-module sweepfs/bench/removeall
-
-go 1.21
