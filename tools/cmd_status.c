@@ -10,33 +10,120 @@
 #include <string.h>
 #include <time.h>
 
+#include "fsio.h"
 #include "tool.h"
 
-static int fetch_status(const char *path, bool sessions,
-			Sweepfs__InfoReply **out)
+/*
+ * The master lists sessions a page at a time: the later pages' replies
+ * are kept here, and the first reply's list swapped for all of them
+ * until status_free() puts it back.
+ */
+struct pages {
+	Sweepfs__InfoReply **v;
+	size_t n, cap;
+	Sweepfs__SessionInfo **first_sessions;
+	size_t first_n;
+};
+
+static struct pages pages;
+
+static int info_call(struct sw_client *c, bool sessions, uint64_t offset,
+		     Sweepfs__InfoReply **out)
 {
 	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
 	ProtobufCMessage *reply;
-	struct sw_client *c;
-	int rc = tool_connect(path, &c);
+	int rc;
 
-	if (rc < 0)
-		return rc;
 	q.has_sessions = 1;
 	q.sessions = sessions;
+	q.has_session_offset = offset != 0;
+	q.session_offset = offset;
 	rc = sw_client_call(c, SW_MSG_INFO, &q.base, &reply);
-	sw_client_close(c);
 	if (rc == 0) {
 		rc = sw_reply_err(reply);
 		if (rc < 0)
 			protobuf_c_message_free_unpacked(reply, NULL);
 	}
+	if (rc == 0)
+		*out = (Sweepfs__InfoReply *)reply;
+	return rc;
+}
+
+/* Fetch the pages after @r's sessions and list them all in @r. */
+static int more_sessions(struct sw_client *c, Sweepfs__InfoReply *r)
+{
+	Sweepfs__SessionInfo **all = NULL;
+	size_t n = r->n_sessions, cap = 0;
+	int rc = 0;
+
+	if (!r->has_sessions_total || n >= r->sessions_total || !n)
+		return 0;
+	if (sw_grow(&all, &cap, n, sizeof(*all), 64) < 0)
+		return -ENOMEM;
+	memcpy(all, r->sessions, n * sizeof(*all));
+	while (n < r->sessions_total) {
+		Sweepfs__InfoReply *p;
+
+		rc = info_call(c, true, n, &p);
+		if (rc < 0 || !p->n_sessions) {
+			if (rc == 0)
+				protobuf_c_message_free_unpacked(&p->base,
+								 NULL);
+			break; /* sessions went meanwhile: what we have */
+		}
+		if (sw_grow(&pages.v, &pages.cap, pages.n + 1, sizeof(*pages.v),
+			    4) < 0 ||
+		    sw_grow(&all, &cap, n + p->n_sessions, sizeof(*all), 64) <
+			    0) {
+			protobuf_c_message_free_unpacked(&p->base, NULL);
+			rc = -ENOMEM;
+			break;
+		}
+		pages.v[pages.n++] = p;
+		memcpy(all + n, p->sessions, p->n_sessions * sizeof(*all));
+		n += p->n_sessions;
+	}
+	pages.first_sessions = r->sessions;
+	pages.first_n = r->n_sessions;
+	r->sessions = all;
+	r->n_sessions = n;
+	return rc;
+}
+
+static void status_free(Sweepfs__InfoReply *r)
+{
+	if (pages.first_sessions) {
+		free(r->sessions);
+		r->sessions = pages.first_sessions;
+		r->n_sessions = pages.first_n;
+	}
+	for (size_t i = 0; i < pages.n; i++)
+		protobuf_c_message_free_unpacked(&pages.v[i]->base, NULL);
+	free(pages.v);
+	memset(&pages, 0, sizeof(pages));
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static int fetch_status(const char *path, bool sessions,
+			Sweepfs__InfoReply **out)
+{
+	struct sw_client *c;
+	int rc = tool_connect(path, &c);
+
+	*out = NULL;
+	if (rc < 0)
+		return rc;
+	rc = info_call(c, sessions, 0, out);
+	if (rc == 0 && sessions)
+		rc = more_sessions(c, *out);
+	sw_client_close(c);
 	if (rc < 0) {
+		if (*out && rc == -ENOMEM)
+			status_free(*out);
 		fprintf(stderr, "sweepfs: status: %s\n",
 			strerror(-tool_record_errno(rc)));
 		return rc;
 	}
-	*out = (Sweepfs__InfoReply *)reply;
 	return 0;
 }
 
@@ -268,7 +355,7 @@ int cmd_status(int argc, char **argv)
 		       si->export ? si->export : "", si->export ? "]" : "");
 	}
 out:
-	protobuf_c_message_free_unpacked(&s->base, NULL);
+	status_free(s);
 	return 0;
 }
 
@@ -315,6 +402,6 @@ int cmd_stats(int argc, char **argv)
 				print_counters(title, si->counters);
 		}
 	}
-	protobuf_c_message_free_unpacked(&s->base, NULL);
+	status_free(s);
 	return 0;
 }

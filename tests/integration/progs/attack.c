@@ -65,6 +65,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "client.h"
+#include "fsio.h"
 #include "frame.h"
 #include "net.h"
 #include "peer.h"
@@ -747,6 +748,47 @@ static uint64_t sessions_now(struct peer *adm)
 	return n;
 }
 
+/* Page through the sessions as @adm, @limit at a time: how many, all
+ * distinct. */
+static uint64_t page_sessions(struct peer *adm, uint32_t limit)
+{
+	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	uint64_t seen = 0, total = 0, *ids = NULL;
+	size_t cap = 0;
+
+	do {
+		Sweepfs__InfoReply *r;
+		uint64_t id;
+		int err;
+
+		q.has_sessions = q.has_session_offset = q.has_session_limit = 1;
+		q.sessions = 1;
+		q.session_offset = seen;
+		q.session_limit = limit;
+		id = peer_send(adm, SW_MSG_INFO, 0, &q.base);
+		r = (Sweepfs__InfoReply *)peer_reply(adm, SW_MSG_INFO, id,
+						     &err);
+		must(err, "info page");
+		if (r->n_sessions > limit)
+			fail("a page of %zu sessions for a limit of %u",
+			     r->n_sessions, limit);
+		total = r->sessions_total;
+		if (sw_grow(&ids, &cap, seen + r->n_sessions, sizeof(*ids), 64))
+			fail("out of memory");
+		for (size_t i = 0; i < r->n_sessions; i++) {
+			for (uint64_t j = 0; j < seen; j++)
+				if (ids[j] == r->sessions[i]->id)
+					fail("session %016" PRIx64
+					     " listed twice",
+					     ids[j]);
+			ids[seen++] = r->sessions[i]->id;
+		}
+		sweepfs__info_reply__free_unpacked(r, NULL);
+	} while (seen < total);
+	free(ids);
+	return seen;
+}
+
 static void check_sessions(int per_address)
 {
 	struct hello o = { .subdir = "/pub" };
@@ -761,6 +803,18 @@ static void check_sessions(int per_address)
 	session(&adm, "/");
 	session(&other, "/pub");
 	before = sessions_now(&adm);
+	{
+		/* 300 more, listed 64 at a time. */
+		static struct peer held[300];
+
+		for (int i = 0; i < 300; i++)
+			session(&held[i], "/pub");
+		if (page_sessions(&adm, 64) != before + 300)
+			fail("paging listed another count than %" PRIu64,
+			     before + 300);
+		for (int i = 0; i < 300; i++)
+			peer_close(&held[i]);
+	}
 	for (int i = 0; i < 3000; i++) {
 		Sweepfs__HelloReply *r;
 
@@ -796,7 +850,8 @@ static void check_sessions(int per_address)
 		fail("another client's ping took %.1f ms", worst);
 	peer_close(&adm);
 	peer_close(&other);
-	ok("3000 sessions from one address: %d refused, gone when idle",
+	ok("sessions listed a page at a time; 3000 from one address: %d "
+	   "refused, gone when idle",
 	   refused);
 }
 
