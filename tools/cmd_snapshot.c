@@ -179,6 +179,11 @@ static int snapshot_one(const char *src, const char *dst)
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
 	snap_watch_start(&watch, &st, src);
+	/* A big tree's copy takes as long as it takes, in the master's
+	 * background slices: no time limit on this answer (a broken
+	 * connection still ends the wait). The copy would go on after a
+	 * time-out anyway, and "failed" would be a lie. */
+	c->timeout_ms = 0;
 	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
 	snap_watch_stop(&watch,
 			rc == 0 ? ((Sweepfs__SnapshotReply *)reply)->nodes : 0);
