@@ -44,9 +44,12 @@
 
 #define TAG "snapshot"
 /* Records per journaled part, at most: a part is applied whole, in one
- * background slice, so this bounds a slice (~1 ms for 32 KiB, some 500
- * nodes) as much as purge_slice does. */
-#define PART_BYTES (32u << 10)
+ * background slice, so this bounds a slice as much as purge_slice does.
+ * 4 KiB is some 65 nodes: 0.3 ms for most parts of a chain 100,000 deep
+ * (whose nodes cost the most); a few take up to 3 ms whatever their size,
+ * which a smaller part does not cure. The 1,550 parts of that chain's
+ * 6 MiB copy took no longer in all than 194 parts of 32 KiB did. */
+#define PART_BYTES (4u << 10)
 #define READ_CHUNK (256u << 10)
 #define IN_HIGH (8u << 20) /* stop reading the child above this */
 #define IN_LOW (1u << 20)  /* and go on below this */

@@ -71,6 +71,17 @@
 #include "peer.h"
 #include "util.h"
 
+/*
+ * The longest background slice the deep tree may cause, CPU time: the
+ * quadratic costs of issue 9 took 1.37 s; a normal build measures ~3 ms.
+ * Sanitizers make the master some seven times slower.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define SLICE_MAX_US 100000
+#else
+#define SLICE_MAX_US 20000
+#endif
+
 static uint16_t m_port, c_port;
 static pid_t m_pid, c_pid;
 static const char *cs_key_file, *admin_pw;
@@ -887,8 +898,8 @@ static void prehello_on(uint16_t port, pid_t pid, const char *who, uint32_t len,
 	for (int i = 0; i < N; i++) {
 		peer_connect(&ps[i], port);
 		if (send(ps[i].fd, hdr, sizeof(hdr), MSG_NOSIGNAL) < 0 ||
-		    send(ps[i].fd, junk, 64 << 10,
-			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		    send(ps[i].fd, junk, part, MSG_NOSIGNAL | MSG_DONTWAIT) <
+			    0) {
 			closed++; /* already closed on us */
 			continue;
 		}
@@ -1097,7 +1108,7 @@ static void check_deeptree(long depth)
 	Sweepfs__SnapshotReply *sr;
 	Sweepfs__InfoReply *in;
 	struct peer p;
-	uint64_t chain, id, slice_us = 0, left = 1;
+	uint64_t chain, id, slice_us = 0, slice_cpu_us = 0, left = 1;
 	int64_t end;
 	int err;
 
@@ -1146,15 +1157,20 @@ static void check_deeptree(long depth)
 		in = info(&p, false);
 		left = in->purge_left;
 		slice_us = in->bg_slice_max_us;
+		slice_cpu_us = in->bg_slice_max_cpu_us;
 		sweepfs__info_reply__free_unpacked(in, NULL);
 	}
 	printf("# deeptree: snapshot, rmsnapshot, rmr of %ld levels; purge "
-	       "done: %s; longest slice %" PRIu64 " us\n",
-	       depth, left ? "no" : "yes", slice_us);
+	       "done: %s; longest slice %" PRIu64 " us (%" PRIu64
+	       " us on the CPU)\n",
+	       depth, left ? "no" : "yes", slice_us, slice_cpu_us);
 	if (left)
 		fail("%" PRIu64 " nodes left to purge after a minute", left);
-	if (slice_us > 20000)
-		fail("a background slice ran %" PRIu64 " us", slice_us);
+	/* CPU time: the wall clock also counts the master being descheduled,
+	 * which on a 2-core machine running the tests is not its doing. */
+	if (slice_cpu_us > SLICE_MAX_US)
+		fail("a background slice ran %" PRIu64 " us on the CPU",
+		     slice_cpu_us);
 	peer_close(&p);
 	ok("a %ld-deep tree snapshotted, dropped, removed and purged", depth);
 }
