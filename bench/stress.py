@@ -238,12 +238,13 @@ def session_counters(stats, address):
     """The counters of the mount sessions from @address, summed (a
     client that reconnected has had more than one)."""
     out = {"bytes_in": 0, "bytes_out": 0, "requests": 0,
-           "readdir_entries": 0, "errors": 0, "by_type": {}}
+           "readdir_entries": 0, "errors": 0, "batch_ops": 0, "by_type": {}}
     for s in stats.get("sessions", []):
         if s["role"] != "mount" or s["peer"].rsplit(":", 1)[0] != address:
             continue
         c = s.get("counters") or {}
-        for k in ("bytes_in", "bytes_out", "readdir_entries", "errors"):
+        for k in ("bytes_in", "bytes_out", "readdir_entries", "errors",
+                  "batch_ops"):
             out[k] += c.get(k, 0)
         for op, n in c.get("requests", {}).items():
             out["requests"] += n

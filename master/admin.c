@@ -43,6 +43,8 @@ static void fill_counters(Sweepfs__Counters *out, uint64_t *reqs,
 	out->bytes_in = c->bytes_in;
 	out->bytes_out = c->bytes_out;
 	out->readdir_entries = c->readdir_entries;
+	out->has_batch_ops = 1;
+	out->batch_ops = c->batch_ops;
 }
 
 void admin_sample(struct master *m)
@@ -99,6 +101,8 @@ static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
 		si->has_read_only = si->has_admin = 1;
 		si->read_only = !s->rw;
 		si->admin = s->admin;
+		si->has_delegations = 1;
+		si->delegations = s->ndelegs;
 	}
 	fill_counters(ctr, reqs, &s->ctr);
 	si->counters = ctr;
@@ -200,6 +204,22 @@ static void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.has_locks = reply.has_lock_waiters = 1;
 	reply.locks = m->locks.nlocks;
 	reply.lock_waiters = m->locks.nwaiters;
+	{
+		struct deleg_stats ds;
+
+		deleg_stats(m, &ds);
+		reply.has_delegations = reply.has_deleg_granted = 1;
+		reply.has_deleg_refused = reply.has_deleg_recalls = 1;
+		reply.has_deleg_timeouts = reply.has_deleg_recall_max_us = 1;
+		reply.has_batch_ops = 1;
+		reply.delegations = ds.held;
+		reply.deleg_granted = ds.granted;
+		reply.deleg_refused = ds.refused;
+		reply.deleg_recalls = ds.recalls;
+		reply.deleg_timeouts = ds.timeouts;
+		reply.deleg_recall_max_us = ds.recall_max_ns / 1000;
+		reply.batch_ops = m->total.batch_ops;
+	}
 	{
 		Sweepfs__ServerInfo *si = calloc(m->ncsrvs + 1, sizeof(*si));
 		Sweepfs__ServerInfo **sp = calloc(m->ncsrvs + 1, sizeof(*sp));

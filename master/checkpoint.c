@@ -135,7 +135,7 @@ static int write_node(void *elem, void *arg)
 	w_u32(w, n->uid);
 	w_u32(w, n->gid);
 	w_u32(w, n->nlink);
-	w_u32(w, n->flags);
+	w_u32(w, n->flags & ~NODE_RUNTIME_FLAGS);
 	w_u64(w, (uint64_t)n->atime);
 	w_u64(w, (uint64_t)n->mtime);
 	w_u64(w, (uint64_t)n->ctime);

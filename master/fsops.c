@@ -202,6 +202,16 @@ int master_commit(struct master *m, struct req *r,
 	return 0;
 }
 
+/* A mount's kernel has dropped what invalidations up to q->seq named. */
+static void op_inval_ack(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__InvalAckReq, r, msg);
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+
+	server_inval_acked(r->m, r->s, q->seq);
+	req_reply(r, &reply.base);
+}
+
 /* ---- lookup and attributes ------------------------------------------ */
 
 static void op_ping(struct req *r, const ProtobufCMessage *msg)
@@ -228,6 +238,10 @@ static void op_lookup(struct req *r, const ProtobufCMessage *msg)
 		rc = perm_check(&cred, dir, PERM_X);
 	if (rc < 0)
 		goto out_err;
+	/* Its kernel keeps the answer, found or not, for a while: it is to
+	 * hear of the name's changes (watch.h). */
+	if (r->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
+		watch_add(r->m, r->s, dir);
 	if (q->name.len == 1 && q->name.data[0] == '.') {
 		n = dir;
 	} else if (q->name.len == 2 && !memcmp(q->name.data, "..", 2)) {
@@ -725,30 +739,34 @@ out_err:
 
 /* ---- removing and renaming ------------------------------------------ */
 
-static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
+/*
+ * Remove @name from directory @parent as @cp (mapped already) may: an
+ * unlink, or with @rmdir an rmdir. Notes what changed in @ch (may be
+ * NULL). Returns 0 or -errno; nothing is changed on an error.
+ */
+static int remove_one(struct req *r, const Sweepfs__Cred *cp, uint64_t parent,
+		      const ProtobufCBinaryData *name, bool rmdir,
+		      struct changed *ch)
 {
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct changed ch = { .n = 0 };
 	struct node *dir = NULL, *n;
 	uint64_t victim;
 	struct cred cred;
 	struct edge *e;
 	int rc;
 
-	cred_from(&cred, q->cred);
-	rc = check_name(&q->name);
+	cred_from(&cred, cp);
+	rc = check_name(name);
 	if (rc == 0)
-		rc = get_dir(r, q->parent, &dir);
+		rc = get_dir(r, parent, &dir);
 	if (rc == 0)
 		rc = may_modify_dir(&cred, dir);
 	if (rc < 0)
-		goto out_err;
-	e = ns_lookup(&r->m->ns, dir, name_of(&q->name), q->name.len);
-	if (!e) {
-		rc = -ENOENT;
-		goto out_err;
-	}
+		return rc;
+	e = ns_lookup(&r->m->ns, dir, name_of(name), name->len);
+	if (!e)
+		return -ENOENT;
 	n = e->child;
 	if (rmdir && !S_ISDIR(n->mode))
 		rc = -ENOTDIR;
@@ -759,9 +777,9 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
 	else
 		rc = perm_sticky(&cred, dir, n);
 	if (rc < 0)
-		goto out_err;
+		return rc;
 	u.parent = dir->ino;
-	u.name = q->name;
+	u.name = *name;
 	u.has_keep = 1;
 	u.keep = !rmdir && n->nlink == 1 && (n->flags & NODE_OPEN);
 	mut.time = sw_now_ns();
@@ -777,15 +795,24 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
 	victim = n->ino;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
-		goto out_err;
-	changed_add(&ch, dir->ino);
-	changed_add(&ch, victim); /* if it still exists: fewer links */
-	watch_changed(r->m, dir, q->name.data, q->name.len, r->s);
-	reply_ok(r, &ch);
-	return;
+		return rc;
+	if (ch) {
+		changed_add(ch, dir->ino);
+		changed_add(ch, victim); /* if it still exists: fewer links */
+	}
+	watch_changed(r->m, dir, name->data, name->len, r->s);
+	return 0;
+}
 
-out_err:
-	req_error(r, rc);
+static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
+{
+	struct changed ch = { .n = 0 };
+	int rc = remove_one(r, q->cred, q->parent, &q->name, rmdir, &ch);
+
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_ok(r, &ch);
 }
 
 static void op_unlink(struct req *r, const ProtobufCMessage *msg)
@@ -796,6 +823,44 @@ static void op_unlink(struct req *r, const ProtobufCMessage *msg)
 static void op_rmdir(struct req *r, const ProtobufCMessage *msg)
 {
 	remove_entry(r, (const Sweepfs__NameReq *)msg, true);
+}
+
+/*
+ * Operations a mount acknowledged under a delegation (deleg.h), in order,
+ * each checked as its own request would be: one error each, in one reply
+ * sent when the last is durable. Each goes into the changelog as it is
+ * applied; the changelog writes them out together at the end of the loop
+ * turn.
+ */
+static void op_batch(struct req *r, const ProtobufCMessage *msg)
+{
+	REQ(Sweepfs__BatchReq, r, msg);
+	Sweepfs__BatchReply reply = SWEEPFS__BATCH_REPLY__INIT;
+	int32_t *errs;
+
+	if (q->n_ops > SW_BATCH_OPS_MAX) {
+		req_error(r, -E2BIG);
+		return;
+	}
+	errs = calloc(q->n_ops ? q->n_ops : 1, sizeof(*errs));
+	if (!errs) {
+		req_error(r, -ENOMEM);
+		return;
+	}
+	for (size_t i = 0; i < q->n_ops; i++) {
+		const Sweepfs__BatchOp *op = q->ops[i];
+
+		session_map_cred(r->s, op->cred);
+		errs[i] = remove_one(
+			r, op->cred, op->parent, &op->name,
+			op->type == SWEEPFS__BATCH_TYPE__BATCH_RMDIR, NULL);
+	}
+	r->m->total.batch_ops += q->n_ops;
+	r->s->ctr.batch_ops += q->n_ops;
+	reply.n_errs = q->n_ops;
+	reply.errs = errs;
+	req_reply(r, &reply.base);
+	free(errs);
 }
 
 static void op_rename(struct req *r, const ProtobufCMessage *msg)
@@ -1317,6 +1382,8 @@ static const req_handler handlers[SW_MSG__COUNT] = {
 	[SW_MSG_LISTXATTR] = op_listxattr,
 	[SW_MSG_REMOVEXATTR] = op_removexattr,
 	[SW_MSG_READDIR] = op_readdir,
+	[SW_MSG_BATCH] = op_batch,
+	[SW_MSG_INVAL_ACK] = op_inval_ack,
 };
 
 req_handler fsops_handler(uint16_t type)

@@ -39,7 +39,7 @@
 static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
-#define NOPTS 33 /* options, and the terminating { 0 } */
+#define NOPTS 36 /* options, and the terminating { 0 } */
 
 static void config_table(struct master_config *c, struct sw_opt *o)
 {
@@ -147,6 +147,19 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		{ "lock_waiters_per_file", SW_OPT_UINT,
 		  &c->lock_waiters_per_file, 1, UINT64_MAX, NULL,
 		  "blocked lock requests on one file" },
+		{ "deleg_max", SW_OPT_UINT, &c->deleg_max, 0, UINT64_MAX, NULL,
+		  "directories one mount may hold delegated at once, to "
+		  "answer and change alone (0: none; each costs the master "
+		  "a few dozen bytes and a flag per entry)" },
+		{ "deleg_timeout", SW_OPT_DURATION, &c->deleg_timeout_ms, 1,
+		  UINT64_MAX, NULL,
+		  "a mount asked to give a delegation back that has not "
+		  "answered in this long loses it; others' requests wait "
+		  "for it meanwhile" },
+		{ "inval_timeout", SW_OPT_DURATION, &c->inval_timeout_ms, 1,
+		  UINT64_MAX, NULL,
+		  "a change another mount caches is answered once that mount "
+		  "has dropped it from its caches, or after this long" },
 		{ 0 },
 	};
 

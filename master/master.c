@@ -56,6 +56,9 @@ void master_config_defaults(struct master_config *c)
 	c->output_max = 16u << 20;
 	c->grants_max = 4u << 20;
 	c->locks_per_session = 100000;
+	c->deleg_max = 256;
+	c->deleg_timeout_ms = 10000;
+	c->inval_timeout_ms = 1000;
 	c->locks_per_file = 100000;
 	c->lock_waiters_per_session = 10000;
 	c->lock_waiters_per_file = 10000;
@@ -308,6 +311,8 @@ static void on_tick(uv_timer_t *t)
 	orphans_expire(m);
 	trash_expire(m);
 	server_reap_stalled(m);
+	deleg_tick(m);
+	server_inval_tick(m);
 	if (m->ns.version - m->checkpoint_version >=
 		    m->cfg.checkpoint_changes ||
 	    now - m->last_checkpoint >=
@@ -338,6 +343,9 @@ int master_start(struct master *m, uv_loop_t *loop)
 	if (rc < 0)
 		return rc;
 	csrvs_init(m);
+	rc = delegs_new(m);
+	if (rc < 0)
+		return rc;
 	clo = (struct changelog_opts){
 		.dir = m->cfg.data_dir,
 		.sync = (enum cl_sync)m->cfg.changelog_sync,
@@ -404,5 +412,6 @@ void master_release(struct master *m)
 	exports_free(&m->exports);
 	sessions_release(m);
 	csrvs_release(m);
+	delegs_free(m);
 	ns_release(&m->ns);
 }

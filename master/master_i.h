@@ -39,6 +39,7 @@
 #include "meta.pb-c.h"
 #include "namespace.h"
 #include "perm.h"
+#include "deleg.h"
 #include "watch.h"
 
 struct master;
@@ -83,12 +84,16 @@ struct master_config {
 	uint64_t locks_per_file;
 	uint64_t lock_waiters_per_session;
 	uint64_t lock_waiters_per_file;
+	uint64_t deleg_max;	   /* delegations one session may hold */
+	uint64_t deleg_timeout_ms; /* a recall unanswered this long: gone */
+	uint64_t inval_timeout_ms; /* an invalidation unacked: go on */
 };
 
 /* A reply waiting for the changelog to be durable up to its version. */
 struct held_mark {
 	uint64_t version;
-	size_t size; /* bytes of this reply at the head of conn->held */
+	uint64_t inval; /* invalidations sent up to this must be acked */
+	size_t size;	/* bytes of this reply at the head of conn->held */
 };
 
 /* One TCP connection. Freed in its close callback. */
@@ -119,6 +124,10 @@ struct conn {
 	struct conn *next, *prev;  /* all connections */
 	struct conn *flush_next;   /* conns with output to flush */
 	struct conn *consume_next; /* conns with requests to resume */
+	/* Waiting for a delegation to come back before its next request
+	 * (deleg.h): reading goes on, handling does not. */
+	struct deleg *parked;
+	struct conn *park_next;
 };
 
 /* Counters kept per session and in total (sweepfs stats). */
@@ -129,6 +138,7 @@ struct op_counters {
 	uint64_t bytes_out;
 	uint64_t readdir_entries;
 	uint64_t invalidations; /* listings invalidated (sent) */
+	uint64_t batch_ops;	/* operations applied from batches */
 };
 
 /* A readdir position a session keeps per directory (DESIGN: cursor cache). */
@@ -174,6 +184,14 @@ struct session {
 	struct watch *watches; /* directories it caches, newest first */
 	struct watch *watches_tail;
 	uint32_t nwatches;
+	uint32_t ndelegs; /* directories delegated to it (deleg.h) */
+	/* Invalidations (watch.c) sent to it and acknowledged, by the
+	 * master's sequence; while it owes some it is on m->owing. */
+	uint64_t inval_sent, inval_acked;
+	int64_t owing_since; /* mono ns */
+	struct session *owe_next, *owe_prev;
+	bool owing;
+	bool inval_lax; /* let an ack time out: never waited for again */
 	struct op_counters ctr;
 	struct session *next, *prev;
 };
@@ -249,6 +267,10 @@ struct master {
 	uint64_t repl_cursor;
 
 	struct op_counters total;
+	struct delegs *delegs;	 /* deleg.h */
+	uint64_t inval_seq;	 /* invalidations sent, numbered */
+	struct session *owing;	 /* sessions owing an ack of one */
+	uint64_t inval_timeouts; /* acks given up on */
 	/* Once a second (on_tick): for rates over the last few seconds. */
 	struct rate_sample {
 		int64_t t; /* mono ns */
@@ -274,6 +296,7 @@ struct req {
 	struct session *s;
 	struct sw_frame_hdr hdr;
 	uint64_t version; /* journaled change the reply must wait for */
+	uint64_t inval0;  /* m->inval_seq when it came */
 };
 
 int server_start(struct master *m);
@@ -332,6 +355,9 @@ int session_hello(struct req *r, const Sweepfs__Hello *h);
  * when it needs admin rights the export does not give (fsck). 0: go on.
  */
 int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg);
+
+/* Map credentials @c (NULL: none) as @s's export says (maproot, mapall). */
+void session_map_cred(const struct session *s, Sweepfs__Cred *c);
 
 /* The exports file changed (SIGHUP): keep the sessions still allowed,
  * with their new options; disconnect the others. */
@@ -420,6 +446,24 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n);
 
 /* The handler for lock request @type, or NULL. */
 req_handler lock_handler(uint16_t type);
+
+/* ---- deleg.c (deleg.h) ---------------------------------------------- */
+
+req_handler deleg_handler(uint16_t type);
+
+/* Handle @c's buffered requests again (after a wait, deleg.c). */
+void server_resume(struct conn *c);
+
+/*
+ * Invalidations (watch.c): server_inval_sent() numbers one sent to @s;
+ * server_inval_acked() takes @s's ack (INVAL_ACK) up to @seq, or with
+ * @seq UINT64_MAX forgets what it owes (it went, or did not answer in
+ * inval_timeout). Replies to requests that sent invalidations wait for
+ * the acks, as they wait for the changelog (server.c).
+ */
+uint64_t server_inval_sent(struct master *m, struct session *s);
+void server_inval_acked(struct master *m, struct session *s, uint64_t seq);
+void server_inval_tick(struct master *m);
 
 /* The lock table's wake callback: answer the deferred request @waiter
  * (granted with @rc 0, or failed) and let it go. */

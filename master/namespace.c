@@ -363,7 +363,7 @@ static void dir_free(struct ns *ns, struct node *n)
 
 	assert(d->nentries == 0);
 	lct_cut(&d->lct); /* a purged tree's top hangs nowhere already */
-	if (d->watchers && ns->dir_gone)
+	if ((d->watchers || (n->flags & NODE_DELEG)) && ns->dir_gone)
 		ns->dir_gone(ns->hook_arg, n);
 	while (d->cursors) {
 		struct cursor *c = d->cursors;

@@ -38,6 +38,10 @@
 #define NODE_SNAPSHOT 0x0008 /* eattr "snapshot" */
 #define NODE_DETACHED 0x0010 /* the root of a removed (detached) tree */
 #define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
+#define NODE_DELEG 0x0040    /* a directory delegated to a mount (deleg.h) */
+#define NODE_DELEG_IN 0x0080 /* an entry of one, when it was delegated */
+/* Flags of the running master only: not in checkpoints. */
+#define NODE_RUNTIME_FLAGS (NODE_DELEG | NODE_DELEG_IN)
 /*
  * Copies wanted of a file's chunks (1..15; 0: the master's default goal).
  * A new node takes its directory's; a directory's is only that default

@@ -69,9 +69,28 @@ static void consume_add(struct conn *c)
 	uv_idle_start(&c->m->consume_idle, on_consume_idle);
 }
 
+void server_resume(struct conn *c)
+{
+	if (!c->closing)
+		consume_add(c);
+}
+
 /* ---- replies -------------------------------------------------------- */
 
-static int held_push(struct conn *c, uint64_t version, size_t size)
+/* The lowest invalidation some session still owes an ack for, or
+ * UINT64_MAX. (Replies wait for all of them before it: a little longer,
+ * at times, than for their own; no longer than inval_timeout.) */
+static uint64_t inval_floor(const struct master *m)
+{
+	uint64_t floor = UINT64_MAX;
+
+	for (const struct session *s = m->owing; s; s = s->owe_next)
+		floor = SW_MIN(floor, s->inval_acked + 1);
+	return floor;
+}
+
+static int held_push(struct conn *c, uint64_t version, uint64_t inval,
+		     size_t size)
 {
 	if (c->marks_head == c->nmarks) {
 		c->marks_head = c->nmarks = 0;
@@ -85,25 +104,32 @@ static int held_push(struct conn *c, uint64_t version, size_t size)
 		c->marks = v;
 		c->marks_cap = cap;
 	}
-	c->marks[c->nmarks++] =
-		(struct held_mark){ .version = version, .size = size };
+	c->marks[c->nmarks++] = (struct held_mark){ .version = version,
+						    .inval = inval,
+						    .size = size };
 	return 0;
 }
 
 void req_reply(struct req *r, const ProtobufCMessage *reply)
 {
 	struct conn *c = r->conn;
+	struct master *m = r->m;
+	/* It sent invalidations: answered once they are acknowledged. */
+	uint64_t inval = m->inval_seq > r->inval0 ? m->inval_seq : 0;
 	struct sw_buf *b;
 	size_t before;
 	int rc;
 
 	if (!c || c->closing)
 		return;
-	b = r->version > changelog_durable(r->m->cl) ? &c->held : &c->out;
+	b = r->version > changelog_durable(m->cl) ||
+			    (inval && inval >= inval_floor(m)) ?
+		    &c->held :
+		    &c->out;
 	before = b->len;
 	rc = sw_buf_add_frame(b, r->hdr.type, SW_FRAME_REPLY, r->hdr.id, reply);
 	if (rc == 0 && b == &c->held)
-		rc = held_push(c, r->version, b->len - before);
+		rc = held_push(c, r->version, inval, b->len - before);
 	if (rc < 0) {
 		sw_err(TAG, "%s: out of memory queueing a reply; closing",
 		       c->peer);
@@ -163,13 +189,17 @@ void req_error(struct req *r, int rc)
 	req_reply(r, &reply.base);
 }
 
-/* Move held replies with versions up to @version to the output. */
+/* Move held replies with versions up to @version, whose invalidations
+ * are acknowledged, to the output (in order). */
 static void release_held(struct conn *c, uint64_t version)
 {
+	uint64_t floor = inval_floor(c->m);
 	size_t n = 0;
 
 	while (c->marks_head < c->nmarks &&
-	       c->marks[c->marks_head].version <= version)
+	       c->marks[c->marks_head].version <= version &&
+	       (!c->marks[c->marks_head].inval ||
+		c->marks[c->marks_head].inval < floor))
 		n += c->marks[c->marks_head++].size;
 	if (n == 0)
 		return;
@@ -181,6 +211,64 @@ static void release_held(struct conn *c, uint64_t version)
 	}
 	sw_buf_consume(&c->held, n);
 	flush_add(c);
+}
+
+uint64_t server_inval_sent(struct master *m, struct session *s)
+{
+	s->inval_sent = ++m->inval_seq;
+	if (!s->owing && !s->inval_lax) {
+		s->owing = true;
+		s->owing_since = sw_mono_ns();
+		s->owe_prev = NULL;
+		s->owe_next = m->owing;
+		if (m->owing)
+			m->owing->owe_prev = s;
+		m->owing = s;
+	}
+	return s->inval_sent;
+}
+
+void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
+{
+	if (!s->owing)
+		return;
+	s->inval_acked = SW_MAX(s->inval_acked, SW_MIN(seq, s->inval_sent));
+	if (s->inval_acked < s->inval_sent) {
+		s->owing_since = sw_mono_ns();
+		return;
+	}
+	s->owing = false;
+	if (s->owe_prev)
+		s->owe_prev->owe_next = s->owe_next;
+	else
+		m->owing = s->owe_next;
+	if (s->owe_next)
+		s->owe_next->owe_prev = s->owe_prev;
+	s->owe_next = s->owe_prev = NULL;
+	if (m->cl)
+		server_durable(m, changelog_durable(m->cl));
+}
+
+void server_inval_tick(struct master *m)
+{
+	int64_t limit = (int64_t)m->cfg.inval_timeout_ms * 1000000;
+	int64_t now = sw_mono_ns();
+	struct session *s, *next;
+
+	for (s = m->owing; s; s = next) {
+		next = s->owe_next;
+		if (now - s->owing_since <= limit)
+			continue;
+		/* Slow, stopped or hostile: others' changes are not to wait
+		 * for it again while this session lasts. */
+		sw_notice(TAG,
+			  "%s: did not acknowledge an invalidation in %" PRIu64
+			  " ms; not waited for again",
+			  s->peer, m->cfg.inval_timeout_ms);
+		m->inval_timeouts++;
+		s->inval_lax = true;
+		server_inval_acked(m, s, UINT64_MAX);
+	}
 }
 
 void server_durable(struct master *m, uint64_t version)
@@ -313,6 +401,7 @@ void conn_close(struct conn *c)
 		return;
 	c->closing = true;
 	conn_account(c);
+	deleg_unpark(c);
 	session_detach(c->m, c);
 	if (c->in_flush_list) {
 		/* Unlink so the flush list never holds a freed conn. */
@@ -342,12 +431,21 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	buf->len = sizeof(chunk);
 }
 
-static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
+/*
+ * Handle one request. Returns false when it must wait for a delegation
+ * to come back (deleg.h): it stays in @c's buffer, to be handled again
+ * when @c is resumed.
+ */
+static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			 const uint8_t *payload)
 {
 	struct master *m = c->m;
 	const struct sw_msg_info *info = sw_msg_info(hdr->type);
-	struct req r = { .m = m, .conn = c, .s = c->s, .hdr = *hdr };
+	struct req r = { .m = m,
+			 .conn = c,
+			 .s = c->s,
+			 .hdr = *hdr,
+			 .inval0 = m->inval_seq };
 	ProtobufCMessage *msg;
 	req_handler handler;
 	int rc;
@@ -358,24 +456,31 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			  "notification; closing",
 			  c->peer);
 		conn_close(c);
-		return;
+		return true;
 	}
 	if (!c->s && hdr->type != SW_MSG_HELLO) {
 		sw_notice(TAG, "%s: request before hello; closing", c->peer);
 		conn_close(c);
-		return;
+		return true;
 	}
 	if (!info) {
 		sw_info(TAG, "%s: unknown request type %u", c->peer, hdr->type);
 		req_error(&r, -ENOSYS);
-		return;
+		return true;
 	}
 	msg = protobuf_c_message_unpack(info->req, NULL, hdr->len, payload);
 	if (!msg) {
 		sw_notice(TAG, "%s: unparsable %s request (%u bytes); closing",
 			  c->peer, info->name, hdr->len);
 		conn_close(c);
-		return;
+		return true;
+	}
+	rc = 0;
+	if (hdr->type != SW_MSG_HELLO && c->s &&
+	    (rc = session_admit(c->s, hdr->type, msg)) == 0 &&
+	    deleg_wait(c, hdr->type, msg)) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return false;
 	}
 	if (c->s) {
 		c->s->ctr.requests[hdr->type]++;
@@ -391,7 +496,7 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			server_flush(m);
 			conn_close(c);
 		}
-	} else if ((rc = session_admit(c->s, hdr->type, msg)) < 0) {
+	} else if (rc < 0) {
 		req_error(&r, rc);
 	} else {
 		/* Mounts at work: background work steps back (purge.c).
@@ -413,12 +518,15 @@ static void handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			handler = fsck_handler(hdr->type);
 		if (!handler)
 			handler = lock_handler(hdr->type);
+		if (!handler)
+			handler = deleg_handler(hdr->type);
 		if (handler)
 			handler(&r, msg);
 		else
 			req_error(&r, -ENOSYS);
 	}
 	protobuf_c_message_free_unpacked(msg, NULL);
+	return true;
 }
 
 /*
@@ -433,12 +541,51 @@ static void conn_account(struct conn *c)
 	c->unauth_counted = now;
 }
 
+/*
+ * @c waits for a delegation (deleg.h): its batches and delegation returns
+ * go on past the waiting request, in their order, as long as they need
+ * not wait themselves. Two mounts that each wait for a directory the
+ * other holds would otherwise wait for deleg_timeout: each return sits
+ * behind the request that waits for the other's. (Handled early, what a
+ * mount acknowledged reaches the master sooner than a request it sent
+ * before: no one can have seen the difference.)
+ */
+static void consume_parked(struct conn *c)
+{
+	size_t off = 0;
+
+	while (!c->closing && c->parked) {
+		uint8_t *p = sw_buf_head(&c->in) + off;
+		size_t avail = sw_buf_used(&c->in) - off, flen;
+		struct sw_frame_hdr hdr;
+
+		if (sw_frame_get_hdr(p, avail, SW_FRAME_MAX_META, &hdr) <= 0 ||
+		    avail < SW_FRAME_HDR + hdr.len)
+			break; /* the usual path judges it, in its turn */
+		flen = SW_FRAME_HDR + hdr.len;
+		if (off == 0 || (hdr.type != SW_MSG_BATCH &&
+				 hdr.type != SW_MSG_DELEG_RETURN)) {
+			off += flen;
+			continue;
+		}
+		if (!handle_frame(c, &hdr, p + SW_FRAME_HDR))
+			break;
+		if (c->closing)
+			break;
+		/* Out of the buffer: what follows moves up. */
+		memmove(p, p + flen, avail - flen);
+		c->in.len -= flen;
+	}
+}
+
 /* Handle the complete requests in @c's input, while its replies are
  * within budget; with too much unsent, stop reading it (conn_write()
  * resumes). */
 static void conn_consume(struct conn *c)
 {
-	while (!c->closing) {
+	if (c->parked)
+		consume_parked(c);
+	while (!c->closing && !c->parked) {
 		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
 		struct sw_frame_hdr hdr;
 		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
@@ -460,13 +607,18 @@ static void conn_consume(struct conn *c)
 			}
 			break;
 		}
-		handle_frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR);
+		if (!handle_frame(c, &hdr,
+				  sw_buf_head(&c->in) + SW_FRAME_HDR)) {
+			consume_parked(c);
+			break;
+		}
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 	}
 	if (c->closing)
 		return;
 	conn_account(c);
-	if (sw_buf_used(&c->in) == 0)
+	/* Waiting, whole: not stalled mid-frame. */
+	if (sw_buf_used(&c->in) == 0 || c->parked)
 		c->partial_since = 0;
 	else if (!c->partial_since)
 		c->partial_since = sw_mono_ns();

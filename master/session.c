@@ -373,6 +373,8 @@ static void session_free(struct master *m, struct session *s)
 	free(s->subdir);
 	addr_drop(m, &s->addr);
 	watch_drop_session(m, s);
+	deleg_drop_session(m, s);
+	server_inval_acked(m, s, UINT64_MAX);
 	locks_drop_session(&m->locks, s->id);
 	htab_foreach(&s->opens, drop_open, m);
 	htab_release(&s->opens);
@@ -980,11 +982,25 @@ int req_node_err(const struct req *r, uint64_t ino)
 	return confined(r->s) && ns_get(&r->m->ns, ino) ? -ESTALE : -ENOENT;
 }
 
+void session_map_cred(const struct session *s, Sweepfs__Cred *c)
+{
+	if (!c)
+		return;
+	if (s->mapall_uid != EXPORT_NO_MAP) {
+		c->uid = s->mapall_uid;
+		c->gid = s->mapall_gid;
+		c->n_groups = 0;
+	} else if (c->uid == 0 && s->maproot_uid != EXPORT_NO_MAP) {
+		c->uid = s->maproot_uid;
+		c->gid = s->maproot_gid;
+		c->n_groups = 0;
+	}
+}
+
 /* Map the credentials @msg carries, if it has any. */
 static void map_cred(const struct session *s, ProtobufCMessage *msg)
 {
 	const ProtobufCFieldDescriptor *f;
-	Sweepfs__Cred *c;
 
 	if (s->mapall_uid == EXPORT_NO_MAP && s->maproot_uid == EXPORT_NO_MAP)
 		return;
@@ -993,18 +1009,7 @@ static void map_cred(const struct session *s, ProtobufCMessage *msg)
 	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
 	    f->descriptor != &sweepfs__cred__descriptor)
 		return;
-	c = *(Sweepfs__Cred **)((char *)msg + f->offset);
-	if (!c)
-		return;
-	if (s->mapall_uid != EXPORT_NO_MAP) {
-		c->uid = s->mapall_uid;
-		c->gid = s->mapall_gid;
-		c->n_groups = 0;
-	} else if (c->uid == 0) {
-		c->uid = s->maproot_uid;
-		c->gid = s->maproot_gid;
-		c->n_groups = 0;
-	}
+	session_map_cred(s, *(Sweepfs__Cred **)((char *)msg + f->offset));
 }
 
 /* Whether request @type (@msg) would change anything. */
@@ -1055,6 +1060,11 @@ int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg)
 		return chunkserver_msg(type) || type == SW_MSG_PING ? 0 :
 								      -EPERM;
 	if (chunkserver_msg(type))
+		return -EPERM;
+	/* Delegations and batches are a mount's. */
+	if ((type == SW_MSG_DELEG || type == SW_MSG_DELEG_RETURN ||
+	     type == SW_MSG_BATCH) &&
+	    s->role != SWEEPFS__ROLE__ROLE_MOUNT)
 		return -EPERM;
 	map_cred(s, msg);
 	if (!s->rw && writes(type, msg))
@@ -1114,6 +1124,14 @@ void session_detach(struct master *m, struct conn *c)
 	s->detached_at = sw_mono_ns();
 	c->s = NULL;
 	locks_cancel_session(&m->locks, s->id);
+	/* What it had queued under them is lost or comes as plain
+	 * requests after a reconnect: others need not wait for it. */
+	deleg_drop_session(m, s);
+	server_inval_acked(m, s, UINT64_MAX); /* it forgets all it had */
+	/* A mount that comes back forgets every listing it had (it cannot
+	 * know what changed meanwhile): its watches are of no use, and
+	 * would keep delegations from others. */
+	watch_drop_session(m, s);
 	/* Tools and chunkservers hold nothing worth waiting for. */
 	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT)
 		session_free(m, s);

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 
 #include "master_i.h"
+#include "util.h"
 #include "watch.h"
 
 static void unlink_watch(struct watch *w)
@@ -25,8 +26,8 @@ static void unlink_watch(struct watch *w)
 	free(w);
 }
 
-static void send_inval(struct session *s, uint64_t dir, const void *name,
-		       size_t len)
+static void send_inval(struct master *m, struct session *s, uint64_t dir,
+		       const void *name, size_t len)
 {
 	Sweepfs__InvalNotify note = SWEEPFS__INVAL_NOTIFY__INIT;
 	Sweepfs__Inval item = SWEEPFS__INVAL__INIT;
@@ -43,6 +44,8 @@ static void send_inval(struct session *s, uint64_t dir, const void *name,
 	}
 	note.n_items = 1;
 	note.items = items;
+	note.has_seq = 1;
+	note.seq = server_inval_sent(m, s);
 	conn_notify(s->conn, SW_MSG_INVAL, &note.base);
 	s->ctr.invalidations++;
 }
@@ -52,13 +55,28 @@ void watch_add(struct master *m, struct session *s, struct node *dir)
 	struct dir *d = dir->u.dir;
 	struct watch *w;
 
-	for (w = d->watchers; w; w = w->dnext)
-		if (w->s == s)
-			return;
+	for (w = d->watchers; w; w = w->dnext) {
+		if (w->s != s)
+			continue;
+		w->used = sw_mono_ns();
+		/* Used again: the newest of the session's, last to go. */
+		if (w != s->watches) {
+			w->sprev->snext = w->snext;
+			if (w->snext)
+				w->snext->sprev = w->sprev;
+			else
+				s->watches_tail = w->sprev;
+			w->sprev = NULL;
+			w->snext = s->watches;
+			s->watches->sprev = w;
+			s->watches = w;
+		}
+		return;
+	}
 	if (s->nwatches >= WATCH_MAX_PER_SESSION && s->watches_tail) {
 		struct watch *old = s->watches_tail;
 
-		send_inval(s, old->dir->ino, NULL, 0);
+		send_inval(m, s, old->dir->ino, NULL, 0);
 		unlink_watch(old);
 	}
 	w = calloc(1, sizeof(*w));
@@ -66,6 +84,7 @@ void watch_add(struct master *m, struct session *s, struct node *dir)
 		return; /* not watched: the mount is not told it is */
 	w->s = s;
 	w->dir = dir;
+	w->used = sw_mono_ns();
 	w->dnext = d->watchers;
 	if (d->watchers)
 		d->watchers->dprev = w;
@@ -88,9 +107,30 @@ void watch_changed(struct master *m, struct node *dir, const void *name,
 		next = w->dnext;
 		if (w->s == by)
 			continue;
-		send_inval(w->s, dir->ino, name, len);
+		/* The watch stays: the kernel there may hold other names of
+		 * this directory, each to be told of when it changes. */
+		send_inval(m, w->s, dir->ino, name, len);
+	}
+}
+
+bool watch_others(struct master *m, struct node *dir, const struct session *s)
+{
+	int64_t now = sw_mono_ns();
+	struct watch *w, *next;
+	bool others = false;
+
+	for (w = dir->u.dir->watchers; w; w = next) {
+		next = w->dnext;
+		if (w->s == s)
+			continue;
+		if (now - w->used < WATCH_IDLE_NS) {
+			others = true;
+			continue;
+		}
+		send_inval(m, w->s, dir->ino, NULL, 0);
 		unlink_watch(w);
 	}
+	return others;
 }
 
 void watch_drop_session(struct master *m, struct session *s)
@@ -104,7 +144,7 @@ void watch_dir_gone(void *arg, struct node *dir)
 	while (dir->u.dir->watchers) {
 		struct watch *w = dir->u.dir->watchers;
 
-		send_inval(w->s, dir->ino, NULL, 0);
+		send_inval(arg, w->s, dir->ino, NULL, 0);
 		unlink_watch(w);
 	}
 }

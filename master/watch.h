@@ -2,16 +2,23 @@
  * Directory watches: which sessions cache a directory's listing, so that
  * a change to it by anyone else reaches them as an invalidation.
  *
- * A session watches a directory from the moment it reads it (or creates
- * it) until the directory changes under another session, the directory
- * goes, the session goes, or the session watches too many directories
- * (the oldest watch is dropped, with an invalidation, so the client never
- * keeps a listing nobody will invalidate). The changing session itself
- * keeps its watch: the mount applies its own changes to its cache.
+ * A session watches a directory from the moment it reads it or looks a
+ * name up in it until the directory goes, the session goes (or loses its
+ * connection: a mount that comes back forgets its listings), or the
+ * session watches too many directories (the least recently used watch
+ * is dropped, with an invalidation of the whole directory, so the client
+ * never keeps a listing nobody will invalidate). Every change by another
+ * session reaches every watcher as an invalidation of the name changed:
+ * the kernel there may hold any name of the directory for entry_timeout,
+ * so one invalidation is not the last it needs. The changing session
+ * applies its own changes to its cache.
+ *
+ * A directory another session watches is not delegated (deleg.h).
  */
 #ifndef SWEEPFS_MASTER_WATCH_H
 #define SWEEPFS_MASTER_WATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct master;
@@ -23,12 +30,21 @@ struct watch {
 	struct node *dir;
 	struct watch *dnext, *dprev; /* the directory's watchers */
 	struct watch *snext, *sprev; /* the session's watches, newest first */
+	int64_t used; /* mono ns of the session's last lookup or listing */
 };
 
 /* Watches per session before the oldest is dropped. */
 #define WATCH_MAX_PER_SESSION 65536
 
-/* @s caches @dir's listing from now on. */
+/*
+ * A watch unused this long may be dropped (with an invalidation of the
+ * whole directory) when another session wants the directory delegated:
+ * the kernel's own entries from it are gone by then (entry_timeout, 1 s
+ * by default), and the mount drops its cached listing when told.
+ */
+#define WATCH_IDLE_NS (3 * 1000000000LL)
+
+/* @s caches @dir's listing or names in it from now on. */
 void watch_add(struct master *m, struct session *s, struct node *dir);
 
 /*
@@ -37,6 +53,12 @@ void watch_add(struct master *m, struct session *s, struct node *dir);
  */
 void watch_changed(struct master *m, struct node *dir, const void *name,
 		   size_t len, const struct session *by);
+
+/*
+ * Whether sessions other than @s watch @dir; those whose watch has been
+ * idle WATCH_IDLE_NS lose it (told, as when evicted) and do not count.
+ */
+bool watch_others(struct master *m, struct node *dir, const struct session *s);
 
 /* @s is going: drop its watches. */
 void watch_drop_session(struct master *m, struct session *s);

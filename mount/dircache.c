@@ -421,6 +421,19 @@ enum dc_lookup dircache_lookup(struct dircache *dc, uint64_t dir,
 	return res;
 }
 
+int64_t dircache_live(struct dircache *dc, uint64_t dir)
+{
+	int64_t n = -1;
+	struct cdir *d;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (d && d->from_head && d->eof)
+		n = (int64_t)d->live;
+	pthread_mutex_unlock(&dc->mu);
+	return n;
+}
+
 void dircache_remove(struct dircache *dc, uint64_t dir, const char *name)
 {
 	struct cdir *d;

@@ -72,6 +72,9 @@ enum dc_lookup dircache_lookup(struct dircache *dc, uint64_t dir,
 			       const char *name, struct dc_entry *e);
 
 /* This mount removed @name from @dir. */
+/* Entries in @dir's listing if it is whole, else -1. */
+int64_t dircache_live(struct dircache *dc, uint64_t dir);
+
 void dircache_remove(struct dircache *dc, uint64_t dir, const char *name);
 
 /*

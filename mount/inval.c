@@ -10,7 +10,8 @@
 #define TAG "inval"
 
 struct item {
-	fuse_ino_t parent;
+	fuse_ino_t parent; /* 0: an ack of seq */
+	uint64_t seq;
 	size_t len; /* 0: the inode itself */
 	struct item *next;
 	char name[];
@@ -18,6 +19,8 @@ struct item {
 
 struct inval {
 	struct fuse_session *se;
+	void (*ack)(void *arg, uint64_t seq);
+	void *arg;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct item *head, **tail;
@@ -43,7 +46,9 @@ static void *inval_main(void *arg)
 			iv->tail = &iv->head;
 		pthread_mutex_unlock(&iv->mu);
 		/* -ENOENT: the kernel had nothing cached. */
-		if (it->len)
+		if (!it->parent)
+			iv->ack(iv->arg, it->seq);
+		else if (it->len)
 			fuse_lowlevel_notify_inval_entry(iv->se, it->parent,
 							 it->name, it->len);
 		else
@@ -56,7 +61,8 @@ static void *inval_main(void *arg)
 	return NULL;
 }
 
-int inval_start(struct fuse_session *se, struct inval **out)
+int inval_start(struct fuse_session *se, void (*ack)(void *arg, uint64_t seq),
+		void *arg, struct inval **out)
 {
 	struct inval *iv = calloc(1, sizeof(*iv));
 	int rc;
@@ -64,6 +70,8 @@ int inval_start(struct fuse_session *se, struct inval **out)
 	if (!iv)
 		return -ENOMEM;
 	iv->se = se;
+	iv->ack = ack;
+	iv->arg = arg;
 	iv->tail = &iv->head;
 	pthread_mutex_init(&iv->mu, NULL);
 	pthread_cond_init(&iv->cond, NULL);
@@ -94,21 +102,8 @@ void inval_stop(struct inval *iv)
 	free(iv);
 }
 
-void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
-		 size_t len)
+static void push(struct inval *iv, struct item *it)
 {
-	struct item *it;
-
-	if (!iv)
-		return;
-	it = malloc(sizeof(*it) + (name ? len + 1 : 1));
-	if (!it)
-		return;
-	it->parent = parent;
-	it->len = name ? len : 0;
-	if (name)
-		memcpy(it->name, name, len);
-	it->name[it->len] = '\0';
 	it->next = NULL;
 	pthread_mutex_lock(&iv->mu);
 	if (iv->stop) {
@@ -120,4 +115,39 @@ void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
 	iv->tail = &it->next;
 	pthread_cond_signal(&iv->cond);
 	pthread_mutex_unlock(&iv->mu);
+}
+
+void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
+		 size_t len)
+{
+	struct item *it;
+
+	if (!iv)
+		return;
+	it = malloc(sizeof(*it) + (name ? len + 1 : 1));
+	if (!it)
+		return;
+	it->parent = parent;
+	it->seq = 0;
+	it->len = name ? len : 0;
+	if (name)
+		memcpy(it->name, name, len);
+	it->name[it->len] = '\0';
+	push(iv, it);
+}
+
+void inval_queue_ack(struct inval *iv, uint64_t seq)
+{
+	struct item *it;
+
+	if (!iv || !iv->ack)
+		return;
+	it = malloc(sizeof(*it) + 1);
+	if (!it)
+		return;
+	it->parent = 0;
+	it->seq = seq;
+	it->len = 0;
+	it->name[0] = '\0';
+	push(iv, it);
 }

@@ -15,7 +15,12 @@
 
 struct inval;
 
-int inval_start(struct fuse_session *se, struct inval **out);
+#include <stdint.h>
+
+/* @ack is called on the inval thread with what inval_queue_ack() gave,
+ * once everything queued before it is done. */
+int inval_start(struct fuse_session *se, void (*ack)(void *arg, uint64_t seq),
+		void *arg, struct inval **out);
 void inval_stop(struct inval *iv);
 
 /*
@@ -26,5 +31,9 @@ void inval_stop(struct inval *iv);
  */
 void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
 		 size_t len);
+
+/* Queue: acknowledge the master's invalidations up to @seq (a dropped
+ * one leaves the master to wait for its inval_timeout). */
+void inval_queue_ack(struct inval *iv, uint64_t seq);
 
 #endif

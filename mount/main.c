@@ -19,6 +19,7 @@
 #include "client.h"
 #include "cspool.h"
 #include "data.h"
+#include "deleg.h"
 #include "dircache.h"
 #include "frame.h"
 #include "inval.h"
@@ -39,6 +40,7 @@ struct cli {
 	char *passwordfile;
 	char *bind;
 	int writeback;
+	int wsync;
 	int help;
 	int version;
 };
@@ -59,6 +61,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("passwordfile=%s", passwordfile),
 	CLI_OPT("bind=%s", bind),
 	CLI_OPT("writeback_cache", writeback),
+	CLI_OPT("wsync", wsync),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -91,6 +94,10 @@ static void usage(FILE *f)
 		"this client\n"
 		"                          sees them no longer follow other "
 		"clients)\n"
+		"  -o wsync                every unlink and rmdir waits for the "
+		"master\n"
+		"                          (no directory delegations: see "
+		"README)\n"
 		"  -o passwordfile=FILE    the export's password, first line "
 		"of FILE\n"
 		"                          (also $SWEEPFS_PASSWORD; password=PASS "
@@ -119,6 +126,16 @@ static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 	struct mount *m = arg;
 	Sweepfs__InvalNotify *n;
 
+	if (type == SW_MSG_DELEG_RECALL) {
+		Sweepfs__DelegRecall *r =
+			sweepfs__deleg_recall__unpack(NULL, len, payload);
+
+		if (r) {
+			deleg_recall(m->deleg, r->dir);
+			sweepfs__deleg_recall__free_unpacked(r, NULL);
+		}
+		return;
+	}
 	if (type != SW_MSG_INVAL)
 		return;
 	n = sweepfs__inval_notify__unpack(NULL, len, payload);
@@ -137,6 +154,8 @@ static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 				    it->name.len);
 		inval_queue(m->inval, dir, NULL, 0);
 	}
+	if (n->has_seq)
+		inval_queue_ack(m->inval, n->seq);
 	sweepfs__inval_notify__free_unpacked(n, NULL);
 }
 
@@ -145,7 +164,28 @@ static void reconnected_cb(void *arg)
 {
 	struct mount *m = arg;
 
+	deleg_reconnected(m->deleg);
 	dircache_clear(m->dcache);
+}
+
+/* The kernel forgot what the master's invalidations up to @seq named. */
+static void inval_ack_cb(void *arg, uint64_t seq)
+{
+	struct mount *m = arg;
+	Sweepfs__InvalAckReq q = SWEEPFS__INVAL_ACK_REQ__INIT;
+
+	q.seq = seq;
+	mconn_send(m->mc, SW_MSG_INVAL_ACK, &q.base, NULL, NULL);
+}
+
+/* Whatever this mount acknowledged goes out before its next request. */
+static void before_send_cb(void *arg, uint16_t type)
+{
+	struct mount *m = arg;
+
+	if (type != SW_MSG_BATCH && type != SW_MSG_DELEG &&
+	    type != SW_MSG_DELEG_RETURN && type != SW_MSG_INVAL_ACK)
+		deleg_flush(m->deleg);
 }
 
 static void open_inodes_cb(void *arg, uint64_t **inos, size_t *n)
@@ -276,6 +316,7 @@ int main(int argc, char **argv)
 	mo.open_inodes = open_inodes_cb;
 	mo.notify = notify_cb;
 	mo.reconnected = reconnected_cb;
+	mo.before_send = before_send_cb;
 	mo.arg = &m;
 	m.dircache_entries = cli.dircache_entries ?
 				     strtoull(cli.dircache_entries, NULL, 10) :
@@ -284,6 +325,7 @@ int main(int argc, char **argv)
 		goto out_args;
 	if (cspool_new(&m.cs) < 0 || data_new(&m, &m.data) < 0 ||
 	    dircache_new(m.dircache_entries, &m.dcache) < 0 ||
+	    deleg_new(&m, !cli.wsync, &m.deleg) < 0 ||
 	    lock_table_new(&m.locks) < 0)
 		goto out_inodes;
 	rc = mconn_open(&mo, &m.mc);
@@ -308,7 +350,9 @@ int main(int argc, char **argv)
 	if (fuse_daemonize(fo.foreground) != 0)
 		goto out_unmount;
 	/* Threads only now: they do not survive the fork in daemonize. */
-	rc = inval_start(m.se, &m.inval);
+	rc = inval_start(m.se, inval_ack_cb, &m, &m.inval);
+	if (rc == 0)
+		rc = deleg_start(m.deleg);
 	if (rc == 0)
 		rc = mconn_start(m.mc);
 	if (rc < 0) {
@@ -333,6 +377,8 @@ int main(int argc, char **argv)
 	ret = ret ? 1 : 0;
 
 out_unmount:
+	/* What was acknowledged here reaches the master before we go. */
+	deleg_stop(m.deleg, (int)(master_timeout * 1000));
 	if (m.inval)
 		inval_stop(m.inval);
 	fuse_session_unmount(m.se);
@@ -347,6 +393,7 @@ out_inodes:
 		data_free(m.data);
 	if (m.dcache)
 		dircache_free(m.dcache);
+	deleg_free(m.deleg);
 	if (m.cs)
 		cspool_free(m.cs);
 	if (m.locks)

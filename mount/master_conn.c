@@ -192,9 +192,13 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 {
 	const struct sw_msg_info *info = sw_msg_info(type);
 	size_t size = sw_frame_size(req);
-	struct pending *p = malloc(sizeof(*p) + size);
+	struct pending *p;
 	int fd, rc = 0;
 
+	if (mc->o.before_send &&
+	    !(mc->rx_started && pthread_equal(pthread_self(), mc->rx)))
+		mc->o.before_send(mc->o.arg, type);
+	p = malloc(sizeof(*p) + size);
 	if (!p) {
 		ProtobufCMessage *none = NULL;
 

@@ -43,6 +43,9 @@ struct mconn_opts {
 	/* Connected again after a break: whatever the master said while we
 	 * were away (invalidations) is lost. Receiver thread. */
 	void (*reconnected)(void *arg);
+	/* Before a request of @type goes out (on the sending thread; not
+	 * on the receiver thread): deleg.c sends its queue first. */
+	void (*before_send)(void *arg, uint16_t type);
 	void *arg;
 };
 

@@ -6,6 +6,7 @@
  *   ops.c          the FUSE low-level callbacks (only those)
  *   readdir.c      directory handles, listings for the kernel
  *   dircache.c     cached listings, kept coherent by the master
+ *   deleg.c        directories delegated to us: removals answered here
  *   inval.c        telling the kernel what others changed
  *   data.c         file contents, through cspool.c to chunkservers
  *   master_conn.c  the pipelined connection to the master
@@ -36,6 +37,7 @@ enum rdplus {
 
 struct cspool;
 struct data;
+struct deleg;
 struct dircache;
 struct inval;
 struct lock_table;
@@ -45,6 +47,7 @@ struct mount {
 	struct cspool *cs;	   /* chunkserver connections */
 	struct data *data;	   /* chunk locations, committed sizes */
 	struct dircache *dcache;   /* directory listings */
+	struct deleg *deleg;	   /* delegated directories (deleg.h) */
 	struct inval *inval;	   /* kernel invalidations, queued */
 	struct lock_table *locks;  /* blocked lock requests (lock.c) */
 	uint64_t dircache_entries; /* bound of dcache */

@@ -30,6 +30,7 @@
 #include <sys/statvfs.h>
 
 #include "data.h"
+#include "deleg.h"
 #include "dircache.h"
 #include "entries.h"
 #include "frame.h"
@@ -290,6 +291,7 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 	struct mount *m = mnt(req);
 	struct fuse_entry_param e;
 	struct dc_entry de;
+	double t;
 
 	/* Longer than a name can be: the master says ENAMETOOLONG, not the
 	 * cache ENOENT. */
@@ -300,6 +302,11 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (!de.has_attr)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
+		/* In a directory delegated to us nobody else changes what
+		 * is in it: the listing's attributes are the truth, however
+		 * old, unless this mount wrote to the file since. */
+		if (de.attr_at && deleg_held(m->deleg, parent))
+			de.attr_at = sw_mono_ns();
 		/* Attributes past attr_timeout are not to be handed out:
 		 * the kernel would take them over newer ones it has (a
 		 * chown's, say). Ask the master. */
@@ -307,6 +314,9 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 			return false;
 		mount_fill_entry(m, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
+		t = deleg_entry_timeout(m->deleg, parent, name);
+		if (t > 0)
+			e.entry_timeout = t;
 		if (itable_ref(&m->inodes, de.attr.ino) < 0)
 			return false;
 		if (fuse_reply_entry(req, &e) < 0)
@@ -522,9 +532,13 @@ static void remove_name(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
-	struct namectx *c = namectx_new(req, to_master(m, parent), name);
+	struct namectx *c;
 	CRED(req, cred);
 
+	if (deleg_remove(m->deleg, req, to_master(m, parent), name,
+			 type == SW_MSG_RMDIR, &cred))
+		return;
+	c = namectx_new(req, to_master(m, parent), name);
 	if (!c)
 		return;
 	q.cred = &cred;
@@ -845,10 +859,11 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* Durable once what this mount acknowledged is (deleg.h). */
 static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, 0);
+	deleg_sync(mnt(req)->deleg, req);
 }
 
 /* ---- the rest ------------------------------------------------------- */

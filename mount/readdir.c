@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deleg.h"
 #include "dircache.h"
 #include "entries.h"
 #include "frame.h"
@@ -156,8 +157,13 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 		struct fuse_entry_param e;
 
 		if (attr) {
+			double t =
+				deleg_entry_timeout(m->deleg, c->dh->ino, name);
+
 			mount_fill_entry(m, attr, &e);
 			e.attr_timeout = mount_attr_left(m, attr_at);
+			if (t > 0)
+				e.entry_timeout = t;
 		} else {
 			/* No attributes: a plain entry (ino 0 in the entry
 			 * means "no lookup" to the kernel). */
@@ -454,6 +460,8 @@ void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
 	q.cred = &cred;
 	q.ino = ino;
 	q.flags = O_RDONLY | O_DIRECTORY;
+	/* Its answer comes before the open's: the listing then knows. */
+	deleg_want(m->deleg, ino);
 	mconn_send(m->mc, SW_MSG_OPEN, &q.base, opendir_done, c);
 }
 

@@ -67,6 +67,16 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	/* Resent after a reconnect: every lock op is idempotent for its
 	 * owner (sweepfs.proto). */
 	MSG(LOCK, "lock", lock_req, lock_reply, 0, 1),
+	/* A delegation asked for again after a reconnect would be one the
+	 * mount has already forgotten: neither is resent. */
+	MSG(DELEG, "deleg", deleg_req, deleg_reply, 0, 0),
+	MSG(DELEG_RECALL, "deleg_recall", deleg_recall, status_reply, 0, 0),
+	MSG(DELEG_RETURN, "deleg_return", deleg_return_req, status_reply, 0, 0),
+	/* Resent: what it had done already fails with ENOENT, which the
+	 * mount expects of a resent batch (mount/deleg.c). */
+	MSG(BATCH, "batch", batch_req, batch_reply, 1, 1),
+	/* An ack lost with a connection is owed no more (server.c). */
+	MSG(INVAL_ACK, "inval_ack", inval_ack_req, status_reply, 0, 0),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -61,6 +61,11 @@
 
 /* POSIX limits the protocol enforces. */
 #define SW_NAME_MAX 255u
+
+/* Operations in one BatchReq, at most; a sender also keeps a batch under
+ * SW_BATCH_BYTES_MAX (long names and many groups make big operations). */
+#define SW_BATCH_OPS_MAX 1024u
+#define SW_BATCH_BYTES_MAX (SW_FRAME_MAX_META / 2)
 #define SW_PATH_MAX 4096u
 #define SW_XATTR_NAME_MAX 255u
 #define SW_XATTR_SIZE_MAX 65536u
@@ -117,6 +122,12 @@ enum sw_msg_type {
 	SW_MSG_GOAL = 43,
 	/* file locks (LockReq) */
 	SW_MSG_LOCK = 44,
+	/* directory delegations and the batches sent under them */
+	SW_MSG_DELEG = 45,
+	SW_MSG_DELEG_RECALL = 46, /* notification, master -> mount */
+	SW_MSG_DELEG_RETURN = 47,
+	SW_MSG_BATCH = 48,
+	SW_MSG_INVAL_ACK = 49,
 	SW_MSG__COUNT
 };
 

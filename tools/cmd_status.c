@@ -157,6 +157,7 @@ static void json_counters(struct json *j, const char *key,
 	json_u64(j, "bytes_in", c->bytes_in);
 	json_u64(j, "bytes_out", c->bytes_out);
 	json_u64(j, "readdir_entries", c->readdir_entries);
+	json_u64(j, "batch_ops", c->batch_ops);
 	json_obj_end(j);
 }
 
@@ -203,6 +204,13 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "tables_resizing", s->tables_resizing);
 	json_u64(&j, "locks", s->locks);
 	json_u64(&j, "lock_waiters", s->lock_waiters);
+	json_u64(&j, "delegations", s->delegations);
+	json_u64(&j, "deleg_granted", s->deleg_granted);
+	json_u64(&j, "deleg_refused", s->deleg_refused);
+	json_u64(&j, "deleg_recalls", s->deleg_recalls);
+	json_u64(&j, "deleg_timeouts", s->deleg_timeouts);
+	json_u64(&j, "deleg_recall_max_us", s->deleg_recall_max_us);
+	json_u64(&j, "batch_ops", s->batch_ops);
 	json_arr_begin(&j, "servers");
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
@@ -234,6 +242,7 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		json_bool(&j, "connected", si->connected);
 		json_u64(&j, "root_ino", si->root_ino);
 		json_u64(&j, "open_files", si->open_files);
+		json_u64(&j, "delegations", si->delegations);
 		if (si->export)
 			json_str(&j, "export", si->export);
 		if (si->has_read_only)
@@ -329,6 +338,14 @@ int cmd_status(int argc, char **argv)
 		printf("file locks: %" PRIu64 " held, %" PRIu64
 		       " requests waiting\n",
 		       s->locks, s->lock_waiters);
+	if (s->deleg_granted)
+		printf("delegations: %" PRIu64 " held; %" PRIu64
+		       " granted, %" PRIu64 " refused, %" PRIu64
+		       " recalled (%" PRIu64 " timed out, slowest answer "
+		       "%.1f ms); %" PRIu64 " operations from batches\n",
+		       s->delegations, s->deleg_granted, s->deleg_refused,
+		       s->deleg_recalls, s->deleg_timeouts,
+		       (double)s->deleg_recall_max_us / 1000, s->batch_ops);
 	printf("%" PRIu64 " chunks, %" PRIu64 " chunk deletions queued\n",
 	       s->chunks, s->chunk_deletes_pending);
 	for (size_t i = 0; i < s->n_servers; i++) {
@@ -348,10 +365,10 @@ int cmd_status(int argc, char **argv)
 		const Sweepfs__SessionInfo *si = s->sessions[i];
 
 		printf("  %016" PRIx64 " %-5s %-22s %-9s %" PRIu64
-		       " open  %s%s%s%s\n",
+		       " open %" PRIu64 " deleg  %s%s%s%s\n",
 		       si->id, role_name(si->role), si->peer,
 		       si->connected ? "connected" : "detached", si->open_files,
-		       si->name, si->export ? "  [" : "",
+		       si->delegations, si->name, si->export ? "  [" : "",
 		       si->export ? si->export : "", si->export ? "]" : "");
 	}
 out:

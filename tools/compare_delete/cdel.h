@@ -66,6 +66,7 @@ struct cdel_wire {
 	uint64_t bytes_in;  /* master's view: received */
 	uint64_t bytes_out; /* sent */
 	uint64_t readdir_entries;
+	uint64_t batch_ops; /* removals sent in batches (delegations) */
 };
 
 /* The master at one moment. */

@@ -40,6 +40,7 @@ static void wire_from(const Sweepfs__Counters *c, struct cdel_wire *w)
 	w->bytes_in = c->bytes_in;
 	w->bytes_out = c->bytes_out;
 	w->readdir_entries = c->readdir_entries;
+	w->batch_ops = c->batch_ops;
 }
 
 int cdel_counters(struct sw_client *c, uint64_t session,
@@ -81,6 +82,7 @@ void cdel_wire_delta(const struct cdel_wire *a, const struct cdel_wire *b,
 	d->bytes_in = delta(a->bytes_in, b->bytes_in);
 	d->bytes_out = delta(a->bytes_out, b->bytes_out);
 	d->readdir_entries = delta(a->readdir_entries, b->readdir_entries);
+	d->batch_ops = delta(a->batch_ops, b->batch_ops);
 }
 
 uint64_t cdel_find_session(struct sw_client *c, const char *name)

@@ -332,6 +332,7 @@ static void json_wire(struct json *j, const char *key,
 		 files ? (double)(w->bytes_in + w->bytes_out) / (double)files :
 			 0);
 	json_u64(j, "readdir_entries", w->readdir_entries);
+	json_u64(j, "batch_ops", w->batch_ops);
 	json_u64(j, "errors", w->errors);
 	json_obj_begin(j, "requests");
 	for (unsigned t = 0; t < SW_MSG__COUNT; t++) {

@@ -1,0 +1,453 @@
+/*
+ * Directory delegations (deleg.h): granting, recalling, holding back the
+ * requests that must wait for a recall, and giving back.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "deleg.h"
+#include "exports.h"
+#include "frame.h"
+#include "hash.h"
+#include "log.h"
+#include "master_i.h"
+#include "util.h"
+#include "watch.h"
+
+#define TAG "deleg"
+
+/*
+ * Directories with more entries than this are not delegated: granting
+ * and giving back mark and unmark every entry, in one loop turn.
+ */
+#define DELEG_ENTRIES_MAX (1u << 20)
+
+struct deleg {
+	struct node *dir;
+	struct session *s;
+	int64_t recall_at;    /* mono ns the recall went out; 0: none */
+	struct conn *waiters; /* parked on it, through conn->park_next */
+	struct deleg *next, *prev;
+};
+
+struct delegs {
+	struct htab by_dir; /* struct deleg by dir->ino */
+	struct deleg *head;
+	struct deleg_stats st;
+};
+
+static uint64_t deleg_hash(const void *e)
+{
+	return sw_hash_u64(((const struct deleg *)e)->dir->ino);
+}
+
+static bool deleg_eq(const void *e, const void *key)
+{
+	return ((const struct deleg *)e)->dir->ino == *(const uint64_t *)key;
+}
+
+static struct deleg *find(const struct delegs *ds, uint64_t ino)
+{
+	return htab_find(&ds->by_dir, sw_hash_u64(ino), deleg_eq, &ino);
+}
+
+int delegs_new(struct master *m)
+{
+	struct delegs *ds = calloc(1, sizeof(*ds));
+
+	if (!ds)
+		return -ENOMEM;
+	htab_init(&ds->by_dir, deleg_hash);
+	m->delegs = ds;
+	return 0;
+}
+
+/* Mark or unmark @dir and its entries. */
+static void mark(struct node *dir, bool on)
+{
+	if (on)
+		dir->flags |= NODE_DELEG;
+	else
+		dir->flags &= (uint16_t)~NODE_DELEG;
+	for (struct edge *e = ns_edge_live(dir->u.dir->head); e;
+	     e = ns_edge_live(e->next)) {
+		if (on)
+			e->child->flags |= NODE_DELEG_IN;
+		else
+			e->child->flags &= (uint16_t)~NODE_DELEG_IN;
+	}
+}
+
+/* End @d: unmark, wake whoever waited for it, free it. */
+static void end(struct master *m, struct deleg *d, const char *why)
+{
+	struct delegs *ds = m->delegs;
+
+	if (d->recall_at) {
+		uint64_t ns = (uint64_t)(sw_mono_ns() - d->recall_at);
+
+		if (ns > ds->st.recall_max_ns)
+			ds->st.recall_max_ns = ns;
+	}
+	sw_debug(TAG, "session %" PRIu64 ": directory %" PRIu64 " %s", d->s->id,
+		 d->dir->ino, why);
+	mark(d->dir, false);
+	htab_remove(&ds->by_dir, deleg_hash(d), d);
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		ds->head = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	d->s->ndelegs--;
+	while (d->waiters) {
+		struct conn *c = d->waiters;
+
+		d->waiters = c->park_next;
+		c->park_next = NULL;
+		c->parked = NULL;
+		server_resume(c);
+	}
+	free(d);
+}
+
+void delegs_free(struct master *m)
+{
+	struct delegs *ds = m->delegs;
+
+	if (!ds)
+		return;
+	while (ds->head)
+		end(m, ds->head, "dropped at shutdown");
+	htab_release(&ds->by_dir);
+	free(ds);
+	m->delegs = NULL;
+}
+
+static void recall(struct master *m, struct deleg *d)
+{
+	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
+
+	if (d->recall_at)
+		return;
+	d->recall_at = sw_mono_ns();
+	m->delegs->st.recalls++;
+	note.dir = d->dir->ino;
+	conn_notify(d->s->conn, SW_MSG_DELEG_RECALL, &note.base);
+}
+
+/* Recall every delegation of a session other than @s; the first, or NULL. */
+static struct deleg *recall_others(struct master *m, const struct session *s)
+{
+	struct deleg *first = NULL;
+
+	for (struct deleg *d = m->delegs->head; d; d = d->next) {
+		if (d->s == s)
+			continue;
+		recall(m, d);
+		if (!first)
+			first = d;
+	}
+	return first;
+}
+
+/*
+ * Whether inode @ino, named by a request of @s, waits for a delegation;
+ * with @subtree (the request changes a tree: rmr, rename, snapshot) also
+ * for one below it. Recalls what it finds; returns one to wait for.
+ */
+static struct deleg *conflict_ino(struct master *m, const struct session *s,
+				  uint64_t ino, bool subtree)
+{
+	struct node *n = ns_get(&m->ns, ino);
+	struct deleg *d, *first = NULL;
+
+	if (!n)
+		return NULL;
+	if (n->flags & NODE_DELEG_IN)
+		return recall_others(m, s);
+	if (n->flags & NODE_DELEG) {
+		d = find(m->delegs, ino);
+		if (d && d->s != s) {
+			recall(m, d);
+			return d;
+		}
+	}
+	if (!subtree || !S_ISDIR(n->mode))
+		return NULL;
+	for (d = m->delegs->head; d; d = d->next) {
+		if (d->s == s || !ns_is_ancestor(n, d->dir))
+			continue;
+		recall(m, d);
+		if (!first)
+			first = d;
+	}
+	return first;
+}
+
+/* The inode-valued fields requests name their nodes by. */
+static bool names_node(const ProtobufCFieldDescriptor *f)
+{
+	static const char *const names[] = { "parent", "ino", "newparent",
+					     "src", "dir" };
+
+	if (f->type != PROTOBUF_C_TYPE_UINT64 ||
+	    f->label == PROTOBUF_C_LABEL_REPEATED)
+		return false;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(names); i++)
+		if (strcmp(f->name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool changes_tree(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_RMR:
+	case SW_MSG_RENAME:
+	case SW_MSG_SNAPSHOT:
+	case SW_MSG_RMSNAPSHOT:
+	case SW_MSG_TRASH:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static struct deleg *conflict(struct master *m, const struct session *s,
+			      uint16_t type, const ProtobufCMessage *msg)
+{
+	const ProtobufCMessageDescriptor *desc = msg->descriptor;
+	bool subtree = changes_tree(type);
+	struct deleg *d = NULL;
+
+	for (unsigned i = 0; i < desc->n_fields && !d; i++) {
+		const ProtobufCFieldDescriptor *f = &desc->fields[i];
+		const char *base = (const char *)msg;
+
+		if (!names_node(f))
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_OPTIONAL &&
+		    !*(const protobuf_c_boolean *)(base + f->quantifier_offset))
+			continue;
+		d = conflict_ino(m, s, *(const uint64_t *)(base + f->offset),
+				 subtree);
+	}
+	if (type == SW_MSG_BATCH) {
+		const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
+
+		for (size_t i = 0; i < q->n_ops && !d; i++)
+			d = conflict_ino(m, s, q->ops[i]->parent, false);
+	}
+	return d;
+}
+
+bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
+{
+	struct master *m = c->m;
+	struct deleg *d;
+
+	if (!m->delegs || !m->delegs->head || !c->s ||
+	    c->s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+		return false;
+	d = conflict(m, c->s, type, msg);
+	if (!d)
+		return false;
+	if (c->parked)
+		return true; /* a request past the parked one (server.c) */
+	c->parked = d;
+	c->park_next = d->waiters;
+	d->waiters = c;
+	return true;
+}
+
+void deleg_unpark(struct conn *c)
+{
+	struct conn **pp;
+
+	if (!c->parked)
+		return;
+	for (pp = &c->parked->waiters; *pp; pp = &(*pp)->park_next) {
+		if (*pp == c) {
+			*pp = c->park_next;
+			break;
+		}
+	}
+	c->parked = NULL;
+	c->park_next = NULL;
+}
+
+void deleg_drop_session(struct master *m, struct session *s)
+{
+	struct deleg *d, *next;
+
+	if (!m->delegs || !s->ndelegs)
+		return;
+	for (d = m->delegs->head; d; d = next) {
+		next = d->next;
+		if (d->s == s)
+			end(m, d, "dropped: its session is gone");
+	}
+}
+
+void deleg_dir_gone(struct master *m, struct node *dir)
+{
+	struct deleg *d;
+
+	if (!(dir->flags & NODE_DELEG) || !m->delegs)
+		return;
+	d = find(m->delegs, dir->ino);
+	if (d)
+		end(m, d, "gone");
+}
+
+void deleg_tick(struct master *m)
+{
+	int64_t limit = (int64_t)m->cfg.deleg_timeout_ms * 1000000;
+	int64_t now = sw_mono_ns();
+	struct deleg *d, *next;
+
+	if (!m->delegs)
+		return;
+	for (d = m->delegs->head; d; d = next) {
+		next = d->next;
+		if (!d->recall_at || now - d->recall_at <= limit)
+			continue;
+		sw_notice(TAG,
+			  "%s: did not give directory %" PRIu64
+			  " back in %" PRIu64 " ms; taken",
+			  d->s->peer, d->dir->ino, m->cfg.deleg_timeout_ms);
+		m->delegs->st.timeouts++;
+		d->recall_at = 0; /* not an answered recall */
+		end(m, d, "taken back");
+	}
+}
+
+void deleg_stats(const struct master *m, struct deleg_stats *st)
+{
+	if (!m->delegs) {
+		memset(st, 0, sizeof(*st));
+		return;
+	}
+	*st = m->delegs->st;
+	st->held = htab_count(&m->delegs->by_dir);
+}
+
+uint64_t deleg_count(const struct master *m, const struct session *s)
+{
+	(void)m;
+	return s->ndelegs;
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+/* Why @s may not have @dir delegated, or NULL. */
+static const char *refusal(struct master *m, const struct session *s,
+			   struct node *dir)
+{
+	const struct dir *d = dir->u.dir;
+
+	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT || !s->rw)
+		return "not a read-write mount";
+	/* The mount checks permissions with the caller's own credentials:
+	 * an export that maps them keeps every operation on the master. */
+	if (s->mapall_uid != EXPORT_NO_MAP || s->maproot_uid != EXPORT_NO_MAP)
+		return "its export maps credentials";
+	if (s->ndelegs >= m->cfg.deleg_max)
+		return "deleg_max";
+	if (ns_detached(dir))
+		return "removed";
+	if (d->nentries > DELEG_ENTRIES_MAX)
+		return "too many entries";
+	if (watch_others(m, dir, s))
+		return "another session caches it";
+	for (struct edge *e = ns_edge_live(d->head); e;
+	     e = ns_edge_live(e->next))
+		if (!S_ISDIR(e->child->mode) && e->child->nlink > 1)
+			return "an entry has other names";
+	return NULL;
+}
+
+static void op_deleg(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__DelegReq *q = (const Sweepfs__DelegReq *)msg;
+	Sweepfs__DelegReply reply = SWEEPFS__DELEG_REPLY__INIT;
+	struct master *m = r->m;
+	struct delegs *ds = m->delegs;
+	Sweepfs__Attr attr;
+	struct node *dir = req_node(r, q->dir);
+	const char *why;
+	struct deleg *d;
+
+	if (!dir) {
+		req_error(r, req_node_err(r, q->dir));
+		return;
+	}
+	if (!S_ISDIR(dir->mode)) {
+		req_error(r, -ENOTDIR);
+		return;
+	}
+	d = (dir->flags & NODE_DELEG) ? find(ds, dir->ino) : NULL;
+	if (d) {
+		/* Ours (another's would have made us wait); being recalled,
+		 * it is on its way back. */
+		why = d->s != r->s || d->recall_at ? "being given back" : NULL;
+	} else if ((why = refusal(m, r->s, dir)) == NULL) {
+		d = calloc(1, sizeof(*d));
+		if (!d || htab_insert(&ds->by_dir, sw_hash_u64(dir->ino), d)) {
+			free(d);
+			req_error(r, -ENOMEM);
+			return;
+		}
+		d->dir = dir;
+		d->s = r->s;
+		d->next = ds->head;
+		if (ds->head)
+			ds->head->prev = d;
+		ds->head = d;
+		r->s->ndelegs++;
+		mark(dir, true);
+		/* Its listing is the holder's: no one else's to invalidate,
+		 * and its own is told when the directory goes. */
+		watch_add(m, r->s, dir);
+		ds->st.granted++;
+	}
+	if (why) {
+		sw_debug(TAG,
+			 "session %" PRIu64 ": directory %" PRIu64
+			 " not delegated: %s",
+			 r->s->id, dir->ino, why);
+		ds->st.refused++;
+	}
+	reply.has_granted = 1;
+	reply.granted = why == NULL;
+	attr_fill(&attr, dir);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
+}
+
+static void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__DelegReturnReq *q = (const Sweepfs__DelegReturnReq *)msg;
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+	struct deleg *d = find(r->m->delegs, q->dir);
+
+	if (d && d->s == r->s)
+		end(r->m, d, "given back");
+	req_reply(r, &reply.base);
+}
+
+req_handler deleg_handler(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_DELEG:
+		return op_deleg;
+	case SW_MSG_DELEG_RETURN:
+		return op_deleg_return;
+	default:
+		return NULL;
+	}
+}

@@ -1,0 +1,70 @@
+/*
+ * Directory delegations: one mount session working alone in a directory
+ * may hold it, and then answers unlink and rmdir there itself, sending
+ * them later in batches (sweepfs.proto, "directory delegations").
+ *
+ * The master's side is a promise: while a session holds a delegation on
+ * directory D, no other session's request that names D, an entry of D
+ * (by inode), or a directory above D for a subtree operation (rmr,
+ * snapshot, rename, trash) is handled before the holder has given D
+ * back. Such a request recalls the delegation and its connection waits,
+ * its requests still read but not handled, until the holder returns D,
+ * loses its connection, or lets deleg_timeout run out. The holder's own
+ * requests are never held: they come in order on one connection, after
+ * the batches it sent before them.
+ *
+ * Flags mark the nodes concerned, so that a request that touches none
+ * costs one flag test per inode it names: NODE_DELEG on D, NODE_DELEG_IN
+ * on each entry D had when it was delegated. Files know no parent, so a
+ * request on a marked file recalls every other session's delegation;
+ * that is rare (another client using by number a file in a directory
+ * being removed) and errs the safe way.
+ */
+#ifndef SWEEPFS_MASTER_DELEG_H
+#define SWEEPFS_MASTER_DELEG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+struct master;
+struct session;
+struct conn;
+struct node;
+struct req;
+
+int delegs_new(struct master *m);
+void delegs_free(struct master *m);
+
+/*
+ * Whether @c's request @type (@msg, admitted) must wait for a delegation
+ * of another session: if so, the recall is sent, @c is parked (its
+ * requests are not handled until it is resumed) and true returned; the
+ * caller leaves the request in @c's buffer to be handled again.
+ */
+bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg);
+
+/* @c is closing: off any waiting list. */
+void deleg_unpark(struct conn *c);
+
+/* Session @s lost its connection or is gone: its delegations end. */
+void deleg_drop_session(struct master *m, struct session *s);
+
+/* Directory @dir left the namespace: a delegation on it ends. */
+void deleg_dir_gone(struct master *m, struct node *dir);
+
+/* Once a second: recalls past deleg_timeout end. */
+void deleg_tick(struct master *m);
+
+/* Figures for sweepfs status (InfoReply fields 43-48). */
+struct deleg_stats {
+	uint64_t held, granted, refused, recalls, timeouts;
+	uint64_t recall_max_ns;
+};
+void deleg_stats(const struct master *m, struct deleg_stats *st);
+uint64_t deleg_count(const struct master *m, const struct session *s);
+
+/* DELEG and DELEG_RETURN requests: see master_i.h, deleg_handler(). */
+
+#endif

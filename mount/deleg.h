@@ -1,0 +1,78 @@
+/*
+ * Directory delegations, the mount's side (the protocol is in
+ * sweepfs.proto, the master's side in master/deleg.h).
+ *
+ * Opening a directory asks the master for a delegation on it, in the same
+ * round trip as the open. While the mount holds one, it answers unlink
+ * and rmdir in that directory itself, after the checks the master would
+ * make, with the same errors; and lookups there from its listing, whose
+ * attributes nobody else can change meanwhile. The operations wait in a
+ * queue and go to the master in batches: when a batch is full, 20 ms
+ * after the first one queued, and before any other request this mount
+ * sends, so that whatever the mount asks afterwards sees them done.
+ *
+ * A recall (another session wants the directory) is handled on the
+ * flusher thread: the queue goes out, the delegation is forgotten, and
+ * DELEG_RETURN follows on the same connection. fsync on the directory,
+ * and unmounting, wait until every batch sent is durable on the master.
+ * An operation the master refused after the mount had acknowledged it is
+ * logged, and fsync on the directory returns its error.
+ *
+ * Locking: mu guards the directories and the queue and is never held
+ * while sending; smu orders the batches and returns on the wire and is
+ * held while sending; amu guards what the receiver thread reports (batch
+ * replies, recalls). The receiver thread takes mu and amu only, briefly,
+ * so it can always go on reading replies.
+ */
+#ifndef SWEEPFS_MOUNT_DELEG_H
+#define SWEEPFS_MOUNT_DELEG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mount_i.h"
+
+struct deleg;
+
+/* @enabled false (-o wsync): nothing is asked, everything synchronous. */
+int deleg_new(struct mount *m, bool enabled, struct deleg **out);
+int deleg_start(struct deleg *dg); /* the flusher thread */
+/* Send what is queued and wait (at most @wait_ms) for it to be durable;
+ * the flusher stops. Before mconn_close(). */
+void deleg_stop(struct deleg *dg, int wait_ms);
+void deleg_free(struct deleg *dg);
+
+/* Ask for a delegation on @dir, unless held or asked for already. */
+void deleg_want(struct deleg *dg, uint64_t dir);
+
+/*
+ * The entry timeout for @name in @dir, to be handed to the kernel now: a
+ * long one in a held directory (the name is remembered, to be taken back
+ * when the delegation ends), else 0: the usual one.
+ */
+double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name);
+
+/* Whether @dir is delegated to this mount now. */
+bool deleg_held(struct deleg *dg, uint64_t dir);
+
+/*
+ * unlink (or with @rmdir rmdir) of @name in @parent for @req's caller
+ * @cred: true when answered here (the reply is sent), false when it must
+ * go to the master as usual.
+ */
+bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
+		  const char *name, bool rmdir, const Sweepfs__Cred *cred);
+
+/* Before any other request to the master: send what is queued. */
+void deleg_flush(struct deleg *dg);
+
+/* fsync on a directory: answer @req once everything sent is durable. */
+void deleg_sync(struct deleg *dg, fuse_req_t req);
+
+/* From the master (receiver thread): give @dir back. */
+void deleg_recall(struct deleg *dg, uint64_t dir);
+
+/* Reconnected: the master has dropped every delegation of ours. */
+void deleg_reconnected(struct deleg *dg);
+
+#endif
