@@ -191,7 +191,8 @@ struct session {
 	int64_t owing_since; /* mono ns */
 	struct session *owe_next, *owe_prev;
 	bool owing;
-	bool inval_lax; /* let an ack time out: never waited for again */
+	bool inval_lax;	   /* let an ack time out: never waited for again */
+	uint32_t cache_ms; /* Hello.cache_ms: its kernel's name timeout */
 	struct op_counters ctr;
 	struct session *next, *prev;
 };

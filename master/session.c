@@ -935,6 +935,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->peer);
 	if (h->has_client_name)
 		copy_bytes(s->name, sizeof(s->name), &h->client_name);
+	/* Not said (an older or a bare client): the mount's default. */
+	s->cache_ms = h->has_cache_ms ? h->cache_ms : 1000;
 	r->conn->s = s;
 	r->s = s;
 	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->peer, s->id,

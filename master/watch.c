@@ -123,7 +123,8 @@ bool watch_others(struct master *m, struct node *dir, const struct session *s)
 		next = w->dnext;
 		if (w->s == s)
 			continue;
-		if (now - w->used < WATCH_IDLE_NS) {
+		if (now - w->used <=
+		    (int64_t)w->s->cache_ms * 1000000 + WATCH_IDLE_MARGIN_NS) {
 			others = true;
 			continue;
 		}

@@ -37,12 +37,13 @@ struct watch {
 #define WATCH_MAX_PER_SESSION 65536
 
 /*
- * A watch unused this long may be dropped (with an invalidation of the
- * whole directory) when another session wants the directory delegated:
- * the kernel's own entries from it are gone by then (entry_timeout, 1 s
- * by default), and the mount drops its cached listing when told.
+ * A watch unused for longer than its session's kernel keeps names
+ * (Hello.cache_ms), plus this margin, may be dropped (with an
+ * invalidation of the whole directory) when another session wants the
+ * directory delegated: the kernel's entries from it are gone by then,
+ * and the mount drops its cached listing when told.
  */
-#define WATCH_IDLE_NS (3 * 1000000000LL)
+#define WATCH_IDLE_MARGIN_NS (100 * 1000000LL)
 
 /* @s caches @dir's listing or names in it from now on. */
 void watch_add(struct master *m, struct session *s, struct node *dir);

@@ -37,12 +37,21 @@ enum dstate {
 	D_ASKED,     /* DELEG sent, no answer yet */
 	D_HELD,	     /* ours: unlink and rmdir answered here */
 	D_RETURNING, /* recalled or given up: the flusher gives it back */
+	D_REFUSED,   /* not granted: asked again after REASK_NS */
 };
+
+/*
+ * A refusal is often brief: another client's cache of the directory the
+ * master drops once it has been idle for that client's entry timeout.
+ * Removals in a refused directory ask again, at most this often.
+ */
+#define REASK_NS (1000 * 1000000LL)
 
 struct ddir {
 	uint64_t ino;
 	enum dstate st;
 	bool recalled;	    /* recalled while asked for */
+	int64_t asked_at;   /* mono ns */
 	uint64_t used;	    /* dg->clock when last used */
 	Sweepfs__Attr attr; /* the directory's, kept here while held */
 	char **names;	    /* handed out with LONG_ENTRY_TIMEOUT */
@@ -454,7 +463,7 @@ static void ask_done(void *arg, int rc, ProtobufCMessage **reply)
 				give = true;
 			}
 		} else {
-			forget(dg, c->dir, NULL);
+			d->st = D_REFUSED;
 		}
 	}
 	pthread_mutex_unlock(&dg->mu);
@@ -463,25 +472,54 @@ static void ask_done(void *arg, int rc, ProtobufCMessage **reply)
 	free(c);
 }
 
-/* Give back the least recently used held directory. mu held. */
+/*
+ * Make room: forget the least recently used refused directory, or give
+ * back the least recently used held one (returns it: the caller queues
+ * the return). mu held.
+ */
 static uint64_t evict(struct deleg *dg)
 {
 	struct ddir *old = NULL;
 
 	for (size_t i = 0; i < DIR_BUCKETS; i++)
 		for (struct ddir *d = dg->buckets[i]; d; d = d->next)
-			if (d->st == D_HELD && (!old || d->used < old->used))
+			if ((d->st == D_HELD || d->st == D_REFUSED) &&
+			    (!old || d->used < old->used))
 				old = d;
 	if (!old)
 		return 0;
+	if (old->st == D_REFUSED) {
+		forget(dg, old->ino, NULL);
+		return 0;
+	}
 	old->st = D_RETURNING;
 	return old->ino;
 }
 
-void deleg_want(struct deleg *dg, uint64_t dir)
+/* Send the DELEG for @dir (in state D_ASKED). */
+static void ask(struct deleg *dg, uint64_t dir)
 {
 	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
-	struct askctx *c;
+	struct askctx *c = malloc(sizeof(*c));
+
+	if (!c) {
+		struct ddir *d;
+
+		pthread_mutex_lock(&dg->mu);
+		d = find(dg, dir);
+		if (d && d->st == D_ASKED)
+			d->st = D_REFUSED; /* asked again later */
+		pthread_mutex_unlock(&dg->mu);
+		return;
+	}
+	c->dg = dg;
+	c->dir = dir;
+	q.dir = dir;
+	mconn_send(dg->m->mc, SW_MSG_DELEG, &q.base, ask_done, c);
+}
+
+void deleg_want(struct deleg *dg, uint64_t dir)
+{
 	uint64_t old = 0;
 	struct ddir *d;
 
@@ -490,24 +528,31 @@ void deleg_want(struct deleg *dg, uint64_t dir)
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	if (d) {
+		bool again = d->st == D_REFUSED &&
+			     sw_mono_ns() - d->asked_at >= REASK_NS;
+
 		d->used = ++dg->clock;
+		if (again) {
+			d->st = D_ASKED;
+			d->asked_at = sw_mono_ns();
+		}
 		pthread_mutex_unlock(&dg->mu);
+		if (again)
+			ask(dg, dir);
 		return;
 	}
 	if (dg->ndirs >= DIRS_MAX)
 		old = evict(dg);
 	d = calloc(1, sizeof(*d));
-	c = malloc(sizeof(*c));
-	if (!d || !c) {
+	if (!d) {
 		pthread_mutex_unlock(&dg->mu);
-		free(d);
-		free(c);
 		if (old)
 			want_return(dg, old);
 		return;
 	}
 	d->ino = dir;
 	d->st = D_ASKED;
+	d->asked_at = sw_mono_ns();
 	d->used = ++dg->clock;
 	d->next = dg->buckets[sw_hash_u64(dir) % DIR_BUCKETS];
 	dg->buckets[sw_hash_u64(dir) % DIR_BUCKETS] = d;
@@ -515,10 +560,7 @@ void deleg_want(struct deleg *dg, uint64_t dir)
 	pthread_mutex_unlock(&dg->mu);
 	if (old)
 		want_return(dg, old);
-	c->dg = dg;
-	c->dir = dir;
-	q.dir = dir;
-	mconn_send(dg->m->mc, SW_MSG_DELEG, &q.base, ask_done, c);
+	ask(dg, dir);
 }
 
 double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
@@ -568,16 +610,19 @@ void deleg_recall(struct deleg *dg, uint64_t dir)
 {
 	struct ddir *d;
 
+	bool give;
+
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	if (d && d->st == D_ASKED)
 		d->recalled = true; /* given back when the answer comes */
-	else if (d)
+	else if (d && d->st == D_HELD)
 		d->st = D_RETURNING;
-	pthread_mutex_unlock(&dg->mu);
 	/* Unknown here (forgotten, or asked before a reconnect): the
 	 * return costs nothing and ends the master's wait at once. */
-	if (!d || d->st == D_RETURNING)
+	give = !d || d->st == D_RETURNING;
+	pthread_mutex_unlock(&dg->mu);
+	if (give)
 		want_return(dg, dir);
 }
 
@@ -718,8 +763,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 
 	if (!dg || !dg->enabled || strlen(name) > SW_NAME_MAX)
 		return false;
-	if (!deleg_held(dg, parent))
+	if (!deleg_held(dg, parent)) {
+		deleg_want(dg, parent); /* now and then */
 		return false;
+	}
 	switch (dircache_lookup(m->dcache, parent, name, &de)) {
 	case DC_FOUND:
 		break;
@@ -780,6 +827,8 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	}
 	dircache_remove(m->dcache, parent, name);
 	if (rmdir) {
+		/* Gone with it: the master ends it when the rmdir lands. */
+		forget(dg, de.ino, NULL);
 		dircache_drop(m->dcache, de.ino);
 		if (d->attr.nlink > 2)
 			d->attr.nlink--;

@@ -313,6 +313,8 @@ int main(int argc, char **argv)
 	snprintf(client, sizeof(client), "%s:%s", host, fo.mountpoint);
 	mo.client_name = client;
 	mo.timeout_ms = (int)(master_timeout * 1000);
+	mo.cache_ms =
+		(uint32_t)(SW_MAX(m.entry_timeout, m.negative_timeout) * 1000);
 	mo.open_inodes = open_inodes_cb;
 	mo.notify = notify_cb;
 	mo.reconnected = reconnected_cb;

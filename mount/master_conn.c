@@ -383,6 +383,8 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	hello.has_subdir = 1;
 	hello.subdir.data = (uint8_t *)mc->o.target.subdir;
 	hello.subdir.len = strlen(mc->o.target.subdir);
+	hello.has_cache_ms = 1;
+	hello.cache_ms = mc->o.cache_ms;
 	hello.has_client_name = 1;
 	hello.client_name.data = (uint8_t *)mc->client_name;
 	hello.client_name.len = strlen(mc->client_name);

@@ -31,7 +31,8 @@ struct mconn;
 struct mconn_opts {
 	struct sw_target target;
 	const char *client_name;
-	int timeout_ms; /* how long requests wait for a dead master */
+	int timeout_ms;	   /* how long requests wait for a dead master */
+	uint32_t cache_ms; /* Hello.cache_ms */
 	/*
 	 * The inodes to reclaim on reconnect: fills *@inos (malloc'd, the
 	 * connection frees it) and *@n. Called on the receiver thread.

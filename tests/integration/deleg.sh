@@ -7,7 +7,10 @@
 #     requests reach the master; the status shows the delegations.
 #  2. Two mounts: what one removes is gone for the other at once (the
 #     other's listing, stat and open recall the delegation first); a file
-#     created on one is seen by the other at once.
+#     created on one is seen by the other at once. A tree one mount made
+#     and the other removes right away: delegated once the maker's cache
+#     of it has expired. Two mounts each wanting the directory the other
+#     holds: no wait for the timeout.
 #  3. One mount lists while the other rm -rf's the same tree: every
 #     listing is a state the tree went through, and the end is empty.
 #  4. `sweepfs rmr` of a tree a mount holds delegated: the same mount
@@ -96,6 +99,17 @@ recalls=$(info deleg_recalls)
 assert_ge 1 "$recalls" "recalls"
 rmax=$(info deleg_recall_max_us)
 log "recalls $recalls, slowest answered in $rmax us"
+
+# ---- 2a. made by one mount, removed by the other at once ----------------
+log "created on one mount, removed by the other right after"
+make_tree "$B/t2a" 20000
+ls "$A/t2a" >/dev/null # refused: B has it cached
+o0=$(info batch_ops)
+rm -rf "$A/t2a"
+o1=$(info batch_ops)
+log "$((o1 - o0)) of 20000 removals batched once B's cache of t2a expired"
+assert_ge 10000 $((o1 - o0)) "removals batched after asking again"
+[[ ! -e "$B/t2a" ]] || fail "t2a still on the mount that made it"
 
 # ---- 2b. crosswise ------------------------------------------------------
 log "two mounts, each wanting the directory the other holds"

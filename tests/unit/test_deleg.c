@@ -60,6 +60,7 @@ static void mk_session(struct fixture *f, struct session *s, struct conn *c,
 	s->role = SWEEPFS__ROLE__ROLE_MOUNT;
 	s->rw = true;
 	s->root_ino = NS_ROOT_INO;
+	s->cache_ms = 1000;
 	s->maproot_uid = s->maproot_gid = EXPORT_NO_MAP;
 	s->mapall_uid = s->mapall_gid = EXPORT_NO_MAP;
 	snprintf(s->peer, sizeof(s->peer), "client%" PRIu64, id);
@@ -280,7 +281,7 @@ static void test_refused_while_another_watches(void **state)
 	assert_int_equal(held(f), 0);
 	/* Its watch idle long enough: dropped, B told, A granted once B
 	 * has acknowledged. */
-	f->d->u.dir->watchers->used -= WATCH_IDLE_NS + 1;
+	f->d->u.dir->watchers->used -= 1000000000LL + WATCH_IDLE_MARGIN_NS + 1;
 	{
 		Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
 		Sweepfs__DelegReply *r;
