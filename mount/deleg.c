@@ -221,17 +221,27 @@ static void send_queued(struct deleg *dg)
 	if (!n)
 		return;
 	ops = malloc(n * sizeof(*ops));
-	if (ops) {
-		for (size_t i = 0; i < n; i++)
-			ops[i] = &q[i]->op;
-		req.n_ops = n;
+	if (!ops)
+		sw_err(TAG, "out of memory: %zu acknowledged removals lost", n);
+	/* Threads that queued past a full batch before it went: more
+	 * than one frame's worth, sent as several. */
+	for (size_t i = 0; ops && i < n;) {
+		size_t k = 0, bytes = 0;
+
+		while (i + k < n && k < SW_BATCH_OPS_MAX &&
+		       (k == 0 ||
+			bytes + q[i + k]->bytes <= SW_BATCH_BYTES_MAX)) {
+			bytes += q[i + k]->bytes;
+			ops[k] = &q[i + k]->op;
+			k++;
+		}
+		req.n_ops = k;
 		req.ops = ops;
 		pthread_mutex_lock(&dg->amu);
 		dg->inflight++;
 		pthread_mutex_unlock(&dg->amu);
 		mconn_send(dg->m->mc, SW_MSG_BATCH, &req.base, batch_done, dg);
-	} else {
-		sw_err(TAG, "out of memory: %zu acknowledged removals lost", n);
+		i += k;
 	}
 	for (size_t i = 0; i < n; i++)
 		free(q[i]);
@@ -759,7 +769,7 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	struct qop *o;
 	int64_t expires;
 	bool full, first;
-	int rc = 0;
+	int rc = 0, lrc;
 
 	if (!dg || !dg->enabled || strlen(name) > SW_NAME_MAX)
 		return false;
@@ -788,6 +798,9 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 				   dircache_live(m->dcache, de.ino) != 0))
 			return false; /* empty? only the master knows */
 	}
+	/* Refused for what the entry is, or not: the master's order of
+	 * checks, permission first. */
+	lrc = rc;
 	o = rc == 0 ? qop_new(parent, name, rmdir, cred) : NULL;
 	if (rc == 0 && !o)
 		return false;
@@ -808,8 +821,9 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		dattr.uid = now.uid;
 		dattr.gid = now.gid;
 	}
+	rc = may_modify(cred, &dattr);
 	if (rc == 0)
-		rc = may_modify(cred, &dattr);
+		rc = lrc;
 	if (rc == 0)
 		rc = may_remove(cred, &dattr, &de.attr);
 	if (rc < 0) {

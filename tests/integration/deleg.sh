@@ -25,7 +25,9 @@
 #  9. A holder that never answers: the recall times out (deleg_timeout)
 #     and the other mount's request goes through.
 . "$(dirname "$0")/lib.sh"
-sw_init deleg
+sw_init deleg --root
+command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+sw_user_python
 
 start_master --set deleg_timeout=2s --set session_timeout=5s
 start_mount "$SW_TMP/m1"
@@ -158,6 +160,31 @@ rm "$A/t4/sub/f000000" # a queued removal, and a held directory
 sw_tool rmr "$A/t4" >/dev/null || fail "rmr of a delegated tree"
 expect_errno ENOENT fsop stat "$A/t4"
 expect_errno ENOENT fsop listdir "$A/t4/sub"
+
+# ---- 4b. the master's errors, given by the mount -------------------------
+log "errors under a delegation"
+umask 022
+mkdir -p "$A/t11/d"
+touch "$A/t11/f" "$A/t11/d/x"
+install -d -m 1777 "$A/t11/sticky"
+install -m 0666 /dev/null "$A/t11/sticky/rootfile"
+ls "$A/t11" "$A/t11/d" "$A/t11/sticky" >/dev/null
+d0=$(info deleg_granted)
+expect_errno EACCES ufsop 4001 4001 "" unlink "$A/t11/f"
+expect_errno EPERM ufsop 4001 4001 "" unlink "$A/t11/sticky/rootfile"
+expect_errno EISDIR fsop unlink "$A/t11/d"
+expect_errno ENOTDIR fsop rmdir "$A/t11/f"
+expect_errno ENOTEMPTY fsop rmdir "$A/t11/d"
+expect_errno ENOENT fsop unlink "$A/t11/nothere"
+u0=$(counter unlink)
+r0=$(counter rmdir)
+expect_errno OK fsop unlink "$A/t11/d/x"
+expect_errno OK fsop rmdir "$A/t11/d"
+expect_errno ENOENT fsop rmdir "$A/t11/d"
+assert_eq "$u0 $r0" "$(counter unlink) $(counter rmdir)" \
+	"UNLINK and RMDIR requests for removals answered by the mount"
+assert_eq "$d0" "$(info deleg_granted)" "delegations granted (none lost)"
+[[ -e "$B/t11/f" && ! -e "$B/t11/d" ]] || fail "t11 as the other mount sees it"
 
 # ---- 5. -o wsync ----------------------------------------------------------
 log "-o wsync: every unlink waits for the master"
