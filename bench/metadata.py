@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Metadata benchmark: create, stat and unlink N empty files through a
-sweepfs mount and in a local directory, in the same run, with W writer
-processes; then `rm -rf` of an N-file tree on both. Prints ops/s and the
-sweepfs/local ratio per phase, the master's resident memory per file, and
-writes a JSON result with the run's context.
+sweepfs mount, through a second mount with -o wsync (no directory
+delegations: every operation waits for the master) and in a local
+directory, in the same run, with W writer processes; then `rm -rf` of an
+N-file tree on each, the sweepfs ones through a freshly started mount (as
+a user meets it: nothing cached). Prints ops/s and the ratios per phase,
+the master's CPU time per file removed by rm -rf, the stat latency
+another client sees on another directory meanwhile (p50/p99, beside the
+same figures idle), the master's resident memory per file, and writes a
+JSON result with the run's context.
 
-By default it starts its own master and mount from the build directory
-(--mount uses an existing mount instead, --master its master for the
-memory figures).
+By default it starts its own master and mounts from the build directory
+(--mount uses an existing mount instead, without the wsync side and the
+fresh mounts; --master its master for the memory figures).
 
-  bench/metadata.py -n 100000 -w 4
+  bench/metadata.py -n 200000 -w 4
 """
 
 import argparse
@@ -20,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,9 +100,49 @@ def tree_names(root, n, writers, per_writer_dirs):
     return [os.path.join(root, "f%07d" % i) for i in range(n)]
 
 
-def bench_fs(label, base, n, writers, per_writer_dirs, status=None):
+class StatProbe:
+    """stat() of one file in a loop, from another client, on a directory
+    nobody else uses: the latency others see while a removal runs."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lat = []
+        self.stop = threading.Event()
+        self.t = None
+
+    def _run(self):
+        while not self.stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                os.stat(self.path)
+            except OSError:
+                pass
+            self.lat.append(time.perf_counter() - t0)
+            time.sleep(0.001)
+
+    def __enter__(self):
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join()
+
+    def summary(self):
+        v = sorted(self.lat)
+        if not v:
+            return {"samples": 0}
+        return {"samples": len(v), "p50_us": v[len(v) // 2] * 1e6,
+                "p99_us": v[min(len(v) - 1, len(v) * 99 // 100)] * 1e6}
+
+
+def bench_fs(label, base, n, writers, per_writer_dirs, status=None,
+             fresh=None, probe=None):
+    """@fresh(): (path of @base on a mount started just now, a function
+    that unmounts it), for rm -rf; @probe: a file for StatProbe."""
     res = {}
-    root = os.path.join(base, "meta-bench")
+    root = os.path.join(base, "meta-bench-" + label)
     names = tree_names(root, n, writers, per_writer_dirs)
     before = status() if status else None
     res["create"] = run_phase("create", names, writers)
@@ -123,11 +169,32 @@ def bench_fs(label, base, n, writers, per_writer_dirs, status=None):
     # rm -rf of an N-file tree, as the MooseFS comparison does.
     run_phase("create", names, writers)
     drop_caches()
+    rm_root, done = root, None
+    if fresh:
+        fbase, done = fresh()
+        rm_root = os.path.join(fbase, os.path.basename(root))
+    if probe:
+        with StatProbe(probe) as idle:
+            time.sleep(1)
+        res["stat_idle"] = idle.summary()
+    cpu0 = status() if status else None
     t0 = time.perf_counter()
-    rc = subprocess.call(["rm", "-rf", root])
+    if probe:
+        with StatProbe(probe) as busy:
+            rc = subprocess.call(["rm", "-rf", rm_root])
+        res["stat_during_rm"] = busy.summary()
+    else:
+        rc = subprocess.call(["rm", "-rf", rm_root])
     wall = time.perf_counter() - t0
+    if done:
+        done()  # the unmount sends what is queued: counted below
     res["rm_rf"] = {"seconds": wall, "ops": n, "errors": int(rc != 0),
                     "ops_per_s": n / wall if wall > 0 else 0.0}
+    if cpu0:
+        cpu1 = status()
+        ms = (cpu1["cpu_user_ms"] + cpu1["cpu_system_ms"] -
+              cpu0["cpu_user_ms"] - cpu0["cpu_system_ms"])
+        res["rm_rf"]["master_cpu_us_per_file"] = ms * 1000.0 / n
     if os.path.exists(root):
         shutil.rmtree(root, ignore_errors=True)
     print("  %s done" % label, file=sys.stderr)
@@ -176,9 +243,36 @@ def main():
                                                        local),
           file=sys.stderr)
     cached = drop_caches()
-    sw = bench_fs("sweepfs", mnt, a.n, a.writers, a.per_writer_dirs,
-                  status if master else None)
+    probe = fresh = fresh_wsync = None
+    if cl:
+        # Another client, on a directory of its own, for the stat probe.
+        pm = cl.mount_extra("probe")
+        os.makedirs(os.path.join(pm, "probe-dir"), exist_ok=True)
+        probe = os.path.join(pm, "probe-dir", "f")
+        open(probe, "w").close()
+        count = [0]
+
+        def fresh_mount(opts):
+            def make():
+                count[0] += 1
+                m = cl.mount_extra("fresh%d" % count[0], opts=opts)
+                return m, lambda: cl.stop(m)
+            return make
+        fresh = fresh_mount(a.mount_opts)
+        fresh_wsync = fresh_mount(",".join(
+            o for o in (a.mount_opts, "wsync") if o))
+    sides = [("sweepfs", mnt, fresh)]
+    if cl:
+        wmnt = cl.mount_extra("mnt-wsync", opts=",".join(
+            o for o in (a.mount_opts, "wsync") if o))
+        sides.append(("wsync", wmnt, fresh_wsync))
+    res = {}
+    for label, base, fr in sides:
+        res[label] = bench_fs(label, base, a.n, a.writers,
+                              a.per_writer_dirs,
+                              status if master else None, fr, probe)
     lo = bench_fs("local", local, a.n, a.writers, a.per_writer_dirs)
+    sw = res["sweepfs"]
     master_status = status() if master else None
     if cl:
         cl.stop()
@@ -187,13 +281,37 @@ def main():
 
     phases = ["create", "stat", "unlink", "rm_rf"]
     results = {}
-    print("\n%-8s %14s %14s %10s" % ("phase", "sweepfs ops/s",
-                                       "local ops/s", "ratio"))
+    ws = res.get("wsync")
+    print("\n%-8s %14s %14s %14s %10s %10s" % (
+        "phase", "sweepfs ops/s", "wsync ops/s", "local ops/s",
+        "sw/wsync", "sw/local"))
     for ph in phases:
         ratio = sw[ph]["ops_per_s"] / lo[ph]["ops_per_s"]
         results[ph] = {"sweepfs": sw[ph], "local": lo[ph], "ratio": ratio}
-        print("%-8s %14.0f %14.0f %10.3f" % (ph, sw[ph]["ops_per_s"],
-                                           lo[ph]["ops_per_s"], ratio))
+        wr = None
+        if ws:
+            wr = sw[ph]["ops_per_s"] / ws[ph]["ops_per_s"]
+            results[ph]["wsync"] = ws[ph]
+            results[ph]["ratio_to_wsync"] = wr
+        print("%-8s %14.0f %14s %14.0f %10s %10.3f" % (
+            ph, sw[ph]["ops_per_s"],
+            "%.0f" % ws[ph]["ops_per_s"] if ws else "-",
+            lo[ph]["ops_per_s"], "%.2f" % wr if wr else "-", ratio))
+    for label, r in list(res.items()) + [("local", lo)]:
+        extra = []
+        if "master_cpu_us_per_file" in r["rm_rf"]:
+            extra.append("master CPU %.1f us/file" %
+                         r["rm_rf"]["master_cpu_us_per_file"])
+        if r.get("stat_idle", {}).get("samples") and \
+                r.get("stat_during_rm", {}).get("samples"):
+            extra.append("another client's stat p50/p99 %.0f/%.0f us "
+                         "(idle %.0f/%.0f)" % (
+                             r["stat_during_rm"]["p50_us"],
+                             r["stat_during_rm"]["p99_us"],
+                             r["stat_idle"]["p50_us"],
+                             r["stat_idle"]["p99_us"]))
+        if extra:
+            print("rm -rf %-7s: %s" % (label, "; ".join(extra)))
     mem = None
     if "master_after_create" in sw:
         b, c = sw["master_before"], sw["master_after_create"]
@@ -229,7 +347,10 @@ def main():
         "local_fs": subprocess.check_output(
             ["stat", "-f", "-c", "%T", "/var/tmp"], text=True).strip(),
     })
-    result = {"context": ctx, "results": results, "master_memory": mem}
+    result = {"context": ctx, "results": results, "master_memory": mem,
+              "rm_rf_details": {k: {x: v.get(x) for x in (
+                  "rm_rf", "stat_idle", "stat_during_rm")}
+                  for k, v in list(res.items()) + [("local", lo)]}}
     out = a.out
     if not out:
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)),
