@@ -563,6 +563,8 @@ static void consume_parked(struct conn *c)
 		    avail < SW_FRAME_HDR + hdr.len)
 			break; /* the usual path judges it, in its turn */
 		flen = SW_FRAME_HDR + hdr.len;
+		if (conn_backlog(c) > c->m->cfg.output_max)
+			break; /* its replies first (conn_write() resumes) */
 		if (off == 0 || (hdr.type != SW_MSG_BATCH &&
 				 hdr.type != SW_MSG_DELEG_RETURN)) {
 			off += flen;

@@ -469,6 +469,38 @@ static void test_batch_applies_in_order(void **state)
 	assert_int_equal(f->m.total.batch_ops, 6);
 }
 
+/* A batch sent again after a reconnect (its reply lost): what it did is
+ * not done twice, and each op says ENOENT, which the mount expects. */
+static void test_batch_sent_again(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o[2], *ops[2];
+	Sweepfs__BatchReply *r;
+	uint64_t v;
+
+	ops[0] = op(&o[0], &cred, f->sub->ino, "g", false);
+	ops[1] = op(&o[1], &cred, f->d->ino, "sub", true);
+	q.n_ops = 2;
+	q.ops = ops;
+	for (int round = 0; round < 2; round++) {
+		v = f->m.ns.version;
+		call(f, &f->ca, SW_MSG_BATCH, &q.base);
+		changelog_flush(f->m.cl);
+		while (changelog_durable(f->m.cl) < f->m.ns.version)
+			uv_run(&f->loop, UV_RUN_ONCE);
+		r = (Sweepfs__BatchReply *)take(&f->ca, SW_MSG_BATCH);
+		assert_non_null(r);
+		assert_int_equal(r->n_errs, 2);
+		assert_int_equal(r->errs[0], round ? -ENOENT : 0);
+		assert_int_equal(r->errs[1], round ? -ENOENT : 0);
+		sweepfs__batch_reply__free_unpacked(r, NULL);
+		assert_int_equal(f->m.ns.version, v + (round ? 0 : 2));
+	}
+	assert_int_equal(f->d->u.dir->nentries, 1); /* f */
+}
+
 static void test_batch_of_another_session_waits(void **state)
 {
 	struct fixture *f = *state;
@@ -508,6 +540,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_batch_applies_in_order,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_sent_again, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_batch_of_another_session_waits, setup, teardown),
 	};
