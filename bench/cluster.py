@@ -83,6 +83,10 @@ class Cluster(swcluster.Cluster):
         """Another mount of the same master (another client session)."""
         return self.mount(os.path.join(self.dir, name), opts=opts)
 
+    def unmount(self, mnt):
+        """Unmount @mnt and wait for its client (its exit status)."""
+        return swcluster.Cluster.stop(self, mnt)
+
     def tool(self, *args, check=True):
         """Run `sweepfs -m MASTER ARGS`; returns its stdout."""
         st, out, err = self.run_tool(*args, check=False)

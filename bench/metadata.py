@@ -10,6 +10,10 @@ another client sees on another directory meanwhile (p50/p99, beside the
 same figures idle), the master's resident memory per file, and writes a
 JSON result with the run's context.
 
+--fuse-yardstick BIN adds a side through BIN, libfuse's passthrough_ll
+example (over a local directory), for what FUSE itself costs on the
+machine; its rm -rf too goes through a freshly started instance.
+
 By default it starts its own master and mounts from the build directory
 (--mount uses an existing mount instead, without the wsync side and the
 fresh mounts; --master its master for the memory figures).
@@ -137,6 +141,36 @@ class StatProbe:
                 "p99_us": v[min(len(v) - 1, len(v) * 99 // 100)] * 1e6}
 
 
+class Passthrough:
+    """libfuse's passthrough_ll example over a local directory."""
+
+    def __init__(self, binary, src, mnt):
+        self.binary, self.src, self.mnt = binary, src, mnt
+        self.proc = None
+        os.makedirs(src, exist_ok=True)
+        os.makedirs(mnt, exist_ok=True)
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [self.binary, "-f", "-o", "source=" + self.src, self.mnt],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.ismount(self.mnt):
+                return self.mnt
+            time.sleep(0.05)
+        raise SystemExit("%s did not mount on %s" % (self.binary, self.mnt))
+
+    def stop(self):
+        if self.proc:
+            subprocess.call(["fusermount3", "-u", self.mnt])
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+    def fresh(self):
+        self.stop()
+        return self.start(), lambda: None
+
+
 def bench_fs(label, base, n, writers, per_writer_dirs, status=None,
              fresh=None, probe=None):
     """@fresh(): (path of @base on a mount started just now, a function
@@ -217,6 +251,8 @@ def main():
                     help="master config KEY=VALUE for the cluster started")
     ap.add_argument("--mount-opts", default="",
                     help="sweepfs-mount -o options for the cluster started")
+    ap.add_argument("--fuse-yardstick", metavar="BIN",
+                    help="also through libfuse's passthrough_ll BIN")
     ap.add_argument("--out", help="JSON result file (default: "
                     "bench/results/metadata-DATE.json)")
     a = ap.parse_args()
@@ -256,7 +292,7 @@ def main():
             def make():
                 count[0] += 1
                 m = cl.mount_extra("fresh%d" % count[0], opts=opts)
-                return m, lambda: cl.stop(m)
+                return m, lambda: cl.unmount(m)
             return make
         fresh = fresh_mount(a.mount_opts)
         fresh_wsync = fresh_mount(",".join(
@@ -271,6 +307,18 @@ def main():
         res[label] = bench_fs(label, base, a.n, a.writers,
                               a.per_writer_dirs,
                               status if master else None, fr, probe)
+    if a.fuse_yardstick:
+        pdir = tempfile.mkdtemp(prefix="sweepfs-passthrough-",
+                                dir="/var/tmp")
+        pt = Passthrough(os.path.abspath(a.fuse_yardstick),
+                         os.path.join(pdir, "src"), os.path.join(pdir, "mnt"))
+        try:
+            res["passthrough_ll"] = bench_fs(
+                "passthrough_ll", pt.start(), a.n, a.writers,
+                a.per_writer_dirs, fresh=pt.fresh)
+        finally:
+            pt.stop()
+            shutil.rmtree(pdir, ignore_errors=True)
     lo = bench_fs("local", local, a.n, a.writers, a.per_writer_dirs)
     sw = res["sweepfs"]
     master_status = status() if master else None
@@ -282,21 +330,28 @@ def main():
     phases = ["create", "stat", "unlink", "rm_rf"]
     results = {}
     ws = res.get("wsync")
-    print("\n%-8s %14s %14s %14s %10s %10s" % (
-        "phase", "sweepfs ops/s", "wsync ops/s", "local ops/s",
-        "sw/wsync", "sw/local"))
+    pt = res.get("passthrough_ll")
+    print("\n%-8s %14s %14s %14s %14s %9s %9s %9s" % (
+        "phase", "sweepfs ops/s", "wsync ops/s", "passthrough", "local ops/s",
+        "sw/wsync", "sw/pass", "sw/local"))
     for ph in phases:
         ratio = sw[ph]["ops_per_s"] / lo[ph]["ops_per_s"]
         results[ph] = {"sweepfs": sw[ph], "local": lo[ph], "ratio": ratio}
-        wr = None
+        wr = pr = None
         if ws:
             wr = sw[ph]["ops_per_s"] / ws[ph]["ops_per_s"]
             results[ph]["wsync"] = ws[ph]
             results[ph]["ratio_to_wsync"] = wr
-        print("%-8s %14.0f %14s %14.0f %10s %10.3f" % (
+        if pt:
+            pr = sw[ph]["ops_per_s"] / pt[ph]["ops_per_s"]
+            results[ph]["passthrough_ll"] = pt[ph]
+            results[ph]["ratio_to_passthrough_ll"] = pr
+        print("%-8s %14.0f %14s %14s %14.0f %9s %9s %9.3f" % (
             ph, sw[ph]["ops_per_s"],
             "%.0f" % ws[ph]["ops_per_s"] if ws else "-",
-            lo[ph]["ops_per_s"], "%.2f" % wr if wr else "-", ratio))
+            "%.0f" % pt[ph]["ops_per_s"] if pt else "-",
+            lo[ph]["ops_per_s"], "%.2f" % wr if wr else "-",
+            "%.2f" % pr if pr else "-", ratio))
     for label, r in list(res.items()) + [("local", lo)]:
         extra = []
         if "master_cpu_us_per_file" in r["rm_rf"]:
@@ -342,6 +397,7 @@ def main():
         "mount": mnt, "local": local, "caches_dropped": cached,
         "master_config": a.set,
         "mount_opts": a.mount_opts,
+        "fuse_yardstick": a.fuse_yardstick,
         "changelog_sync": master_status and master_status.get(
             "changelog_sync"),
         "local_fs": subprocess.check_output(
