@@ -258,7 +258,10 @@ static void flush(struct deleg *dg)
 
 void deleg_flush(struct deleg *dg)
 {
-	if (dg && __atomic_load_n(&dg->queued, __ATOMIC_ACQUIRE))
+	/* Always through smu: with the queue empty, a batch taken from it
+	 * may still be on its way to the wire, and must be ahead of the
+	 * request that follows (an rmdir of the directory it empties). */
+	if (dg && dg->enabled)
 		flush(dg);
 }
 
