@@ -25,6 +25,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -150,10 +151,20 @@ class Passthrough:
         os.makedirs(src, exist_ok=True)
         os.makedirs(mnt, exist_ok=True)
 
+    @staticmethod
+    def _many_files():
+        # It holds a descriptor for every inode the kernel knows.
+        try:  # root may go past the hard limit, up to fs.nr_open
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20))
+        except (ValueError, OSError):
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
     def start(self):
         self.proc = subprocess.Popen(
             [self.binary, "-f", "-o", "source=" + self.src, self.mnt],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=self._many_files)
         for _ in range(200):
             if os.path.ismount(self.mnt):
                 return self.mnt
@@ -352,6 +363,11 @@ def main():
             "%.0f" % pt[ph]["ops_per_s"] if pt else "-",
             lo[ph]["ops_per_s"], "%.2f" % wr if wr else "-",
             "%.2f" % pr if pr else "-", ratio))
+    for label, r in list(res.items()) + [("local", lo)]:
+        bad = {ph: r[ph]["errors"] for ph in phases if r[ph].get("errors")}
+        if bad:
+            print("WARNING: %s had errors (its figures do not count): %r" %
+                  (label, bad))
     for label, r in list(res.items()) + [("local", lo)]:
         extra = []
         if "master_cpu_us_per_file" in r["rm_rf"]:
