@@ -605,6 +605,20 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 	return t;
 }
 
+void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
+{
+	struct ddir *d;
+
+	if (!dg || !dg->enabled || !S_ISDIR(a->mode))
+		return;
+	pthread_mutex_lock(&dg->mu);
+	d = find(dg, a->ino);
+	/* Sent after what was queued (deleg_flush()): newer than ours. */
+	if (d && d->st == D_HELD)
+		d->attr = *a;
+	pthread_mutex_unlock(&dg->mu);
+}
+
 bool deleg_held(struct deleg *dg, uint64_t dir)
 {
 	struct ddir *d;
@@ -706,13 +720,16 @@ static int may_modify(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 	return (granted & 3) == 3 ? 0 : -EACCES;
 }
 
-static int may_remove(const Sweepfs__Cred *c, const Sweepfs__Attr *dir,
-		      const Sweepfs__Attr *victim)
+/*
+ * The sticky bit: 0, or 1 when only the master can tell (the victim's
+ * owner as the listing has it may be older than a chown this mount made
+ * since).
+ */
+static int may_remove(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 {
-	if (!(dir->mode & S_ISVTX) || c->uid == 0 || c->uid == dir->uid ||
-	    c->uid == victim->uid)
+	if (!(dir->mode & S_ISVTX) || c->uid == 0 || c->uid == dir->uid)
 		return 0;
-	return -EPERM;
+	return 1;
 }
 
 static struct qop *qop_new(uint64_t parent, const char *name, bool rmdir,
@@ -766,7 +783,7 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		  const char *name, bool rmdir, const Sweepfs__Cred *cred)
 {
 	struct mount *m = dg ? dg->m : NULL;
-	Sweepfs__Attr dattr, now;
+	Sweepfs__Attr dattr;
 	struct dc_entry de;
 	struct ddir *d;
 	struct qop *o;
@@ -797,6 +814,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 			rc = -ENOTDIR;
 		else if (!rmdir && S_ISDIR(de.attr.mode))
 			rc = -EISDIR;
+		else if (!rmdir && de.attr.nlink != 1)
+			/* A name it keeps elsewhere: its kernel expects the
+			 * file's new ctime and link count from the reply. */
+			return false;
 		else if (rmdir && (!deleg_held(dg, de.ino) ||
 				   dircache_live(m->dcache, de.ino) != 0))
 			return false; /* empty? only the master knows */
@@ -816,19 +837,15 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		return false;
 	}
 	d->used = ++dg->clock;
-	/* The directory's mode and owners: a chmod this mount made is in
-	 * the inode table, not in d->attr. */
-	dattr = d->attr;
-	if (itable_get_attr(&m->inodes, parent, &now, &expires)) {
-		dattr.mode = now.mode;
-		dattr.uid = now.uid;
-		dattr.gid = now.gid;
-	}
+	dattr = d->attr; /* the master's latest, with our changes since */
 	rc = may_modify(cred, &dattr);
 	if (rc == 0)
 		rc = lrc;
-	if (rc == 0)
-		rc = may_remove(cred, &dattr, &de.attr);
+	if (rc == 0 && may_remove(cred, &dattr) > 0) {
+		pthread_mutex_unlock(&dg->mu);
+		free(o);
+		return false;
+	}
 	if (rc < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
@@ -853,9 +870,11 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	d->attr.mtime = d->attr.ctime = sw_now_ns();
 	dattr = d->attr;
 	pthread_mutex_unlock(&dg->mu);
-	/* Its new attributes, for the kernel's next look at them. */
+	/* Its new attributes, for the kernel's next look at them; the
+	 * victim's (ctime, links) the master has once the batch is in. */
 	expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
 	itable_set_attr(&m->inodes, &dattr, expires);
+	itable_set_attr_expired(&m->inodes, de.ino);
 	fuse_reply_err(req, 0);
 	if (full) {
 		flush(dg);

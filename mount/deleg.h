@@ -52,6 +52,10 @@ void deleg_want(struct deleg *dg, uint64_t dir);
  */
 double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name);
 
+/* The master's attributes @a (a reply's): a held directory's own copy
+ * follows them (a chmod or chown this mount made there). */
+void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a);
+
 /* Whether @dir is delegated to this mount now. */
 bool deleg_held(struct deleg *dg, uint64_t dir);
 

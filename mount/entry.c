@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "data.h"
+#include "deleg.h"
 #include "mount_i.h"
 #include "util.h"
 
@@ -78,10 +79,14 @@ void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 {
 	int64_t expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
 
-	if (a)
+	if (a) {
 		itable_set_attr(&m->inodes, a, expires);
-	for (size_t i = 0; i < n; i++)
+		deleg_note_attr(m->deleg, a);
+	}
+	for (size_t i = 0; i < n; i++) {
 		itable_set_attr(&m->inodes, changed[i], expires);
+		deleg_note_attr(m->deleg, changed[i]);
+	}
 }
 
 void mount_reply_entry(fuse_req_t req, const Sweepfs__Attr *a)

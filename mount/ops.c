@@ -302,11 +302,6 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (!de.has_attr)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
-		/* In a directory delegated to us nobody else changes what
-		 * is in it: the listing's attributes are the truth, however
-		 * old, unless this mount wrote to the file since. */
-		if (de.attr_at && deleg_held(m->deleg, parent))
-			de.attr_at = sw_mono_ns();
 		/* Attributes past attr_timeout are not to be handed out:
 		 * the kernel would take them over newer ones it has (a
 		 * chown's, say). Ask the master. */
