@@ -27,6 +27,7 @@
 #include "log.h"
 #include "master_i.h"
 #include "unit.h"
+#include "unit_ns.h"
 
 struct fixture {
 	char dir[256];
@@ -75,17 +76,7 @@ static void mk_session(struct fixture *f, struct session *s, struct conn *c,
 static struct node *mk(struct fixture *f, struct node *dir, const char *name,
 		       uint32_t mode)
 {
-	struct ns_create_args a = {
-		.ino = f->m.ns.next_ino,
-		.edge = f->m.ns.next_edge,
-		.mode = mode,
-		.now = ++f->now,
-	};
-	struct node *n = NULL;
-
-	assert_int_equal(ns_create(&f->m.ns, dir, name, strlen(name), &a, &n),
-			 0);
-	return n;
+	return unit_mk(&f->m.ns, dir, name, mode, ++f->now);
 }
 
 static int setup(void **state)

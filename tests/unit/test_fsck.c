@@ -21,6 +21,7 @@
 #include "namespace_i.h"
 #include "trash.h"
 #include "unit.h"
+#include "unit_ns.h"
 
 struct fixture {
 	struct master m;
@@ -63,17 +64,7 @@ static int teardown(void **state)
 static struct node *mk(struct fixture *f, struct node *dir, const char *name,
 		       uint32_t mode)
 {
-	struct ns_create_args a = {
-		.ino = f->m.ns.next_ino,
-		.edge = f->m.ns.next_edge,
-		.mode = mode,
-		.now = ++f->now,
-	};
-	struct node *n = NULL;
-
-	assert_int_equal(ns_create(&f->m.ns, dir, name, strlen(name), &a, &n),
-			 0);
-	return n;
+	return unit_mk(&f->m.ns, dir, name, mode, ++f->now);
 }
 
 /* A chunk for slot @index of @n, with a valid copy on the server. */
