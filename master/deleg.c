@@ -336,12 +336,6 @@ void deleg_stats(const struct master *m, struct deleg_stats *st)
 	st->held = htab_count(&m->delegs->by_dir);
 }
 
-uint64_t deleg_count(const struct master *m, const struct session *s)
-{
-	(void)m;
-	return s->ndelegs;
-}
-
 /* ---- requests ------------------------------------------------------- */
 
 /* Why @s may not have @dir delegated, or NULL. */
@@ -362,12 +356,14 @@ static const char *refusal(struct master *m, const struct session *s,
 		return "removed";
 	if (d->nentries > DELEG_ENTRIES_MAX)
 		return "too many entries";
-	if (watch_others(m, dir, s))
-		return "another session caches it";
 	for (struct edge *e = ns_edge_live(d->head); e;
 	     e = ns_edge_live(e->next))
 		if (!S_ISDIR(e->child->mode) && e->child->nlink > 1)
 			return "an entry has other names";
+	/* Last: it drops idle watches of others (and tells them), which
+	 * is worth it only for a grant. */
+	if (watch_others(m, dir, s))
+		return "another session caches it";
 	return NULL;
 }
 

@@ -63,7 +63,6 @@ struct deleg_stats {
 	uint64_t recall_max_ns;
 };
 void deleg_stats(const struct master *m, struct deleg_stats *st);
-uint64_t deleg_count(const struct master *m, const struct session *s);
 
 /* DELEG and DELEG_RETURN requests: see master_i.h, deleg_handler(). */
 

@@ -93,7 +93,6 @@ struct deleg {
 	size_t nret, retcap;
 	unsigned inflight; /* batches sent, not answered */
 	int err;	   /* first refusal since the last fsyncdir */
-	uint64_t refused;
 	bool stop;
 	bool started;
 	pthread_t thread;
@@ -194,7 +193,6 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 			  "%zu removal(s) acknowledged here were refused by "
 			  "the master (first: %s)",
 			  bad, strerror(-first));
-		dg->refused += bad;
 	}
 	if (first && first != -ENOENT && !dg->err)
 		dg->err = first;
