@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "handlers.h"
 #include "master_i.h"
 #include "namespace_i.h"
 #include "util.h"
@@ -108,7 +109,7 @@ static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
 	si->counters = ctr;
 }
 
-static void op_info(struct req *r, const ProtobufCMessage *msg)
+void op_info(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__InfoReq *q = (const void *)msg;
 	Sweepfs__InfoReply reply = SWEEPFS__INFO_REPLY__INIT;
@@ -295,9 +296,4 @@ out:
 	free(ptrs);
 	free(ctrs);
 	free(reqs);
-}
-
-req_handler admin_handler(uint16_t type)
-{
-	return type == SW_MSG_INFO ? op_info : NULL;
 }

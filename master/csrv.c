@@ -24,6 +24,7 @@
 #include "csrv.h"
 #include "hash.h"
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "util.h"
 
@@ -370,8 +371,9 @@ static void reconcile(struct master *m, struct csrv *s,
 		data_redo(m, c);
 }
 
-void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q)
+void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 {
+	const Sweepfs__CsRegisterReq *q = (const Sweepfs__CsRegisterReq *)msg;
 	Sweepfs__CsRegisterReply reply = SWEEPFS__CS_REGISTER_REPLY__INIT;
 	struct master *m = r->m;
 	struct csrv *s = server_of(r);
@@ -412,8 +414,9 @@ void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q)
 	req_reply(r, &reply.base);
 }
 
-void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q)
+void csrv_op_heartbeat(struct req *r, const ProtobufCMessage *msg)
 {
+	const Sweepfs__CsHeartbeatReq *q = (const Sweepfs__CsHeartbeatReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct csrv *s = server_of(r);
 
@@ -431,8 +434,9 @@ void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q)
 	req_reply(r, &reply.base);
 }
 
-void csrv_op_done(struct req *r, const Sweepfs__CsDoneReq *q)
+void csrv_op_done(struct req *r, const ProtobufCMessage *msg)
 {
+	const Sweepfs__CsDoneReq *q = (const Sweepfs__CsDoneReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct csrv *s = server_of(r);
 	struct cs_cmd *k =
@@ -444,8 +448,9 @@ void csrv_op_done(struct req *r, const Sweepfs__CsDoneReq *q)
 	cmd_finish(r->m, k, q->has_err && q->err ? -abs(q->err) : 0);
 }
 
-void csrv_op_damaged(struct req *r, const Sweepfs__CsDamagedReq *q)
+void csrv_op_damaged(struct req *r, const ProtobufCMessage *msg)
 {
+	const Sweepfs__CsDamagedReq *q = (const Sweepfs__CsDamagedReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct csrv *s = server_of(r);
 	struct chunk *c = chunk_get(&r->m->ns, q->chunk_id);

@@ -61,11 +61,7 @@ static inline bool csrv_up(const struct csrv *s)
 	return s && s->conn;
 }
 
-/* Request handlers for connections with the chunkserver role. */
-void csrv_op_register(struct req *r, const Sweepfs__CsRegisterReq *q);
-void csrv_op_heartbeat(struct req *r, const Sweepfs__CsHeartbeatReq *q);
-void csrv_op_done(struct req *r, const Sweepfs__CsDoneReq *q);
-void csrv_op_damaged(struct req *r, const Sweepfs__CsDamagedReq *q);
+/* Its request handlers are in handlers.h. */
 
 /* @c, a chunkserver's connection, closed: fail its commands. */
 void csrv_detach(struct master *m, struct conn *c);

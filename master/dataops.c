@@ -32,6 +32,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "util.h"
 
@@ -674,13 +675,12 @@ out_free:
 	job_free(j);
 }
 
-static void op_chunk(struct req *r, const ProtobufCMessage *msg)
+void op_chunk(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__ChunkReq *q = (const void *)msg;
 	struct job *j;
 	struct node *n = req_node(r, q->ino);
-	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
-			     q->cred->groups };
+	struct cred cred = req_cred(q->cred);
 	int rc = 0;
 
 	if (!n)
@@ -713,7 +713,7 @@ static void op_chunk(struct req *r, const ProtobufCMessage *msg)
 }
 
 /* The file grew, or its data changed: size and mtime. */
-static void op_write_end(struct req *r, const ProtobufCMessage *msg)
+void op_write_end(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__WriteEndReq *q = (const void *)msg;
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
@@ -733,8 +733,7 @@ static void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	 * the file's release; a master restart forgets how it was opened).
 	 */
 	if (!session_has_writable(r->s, n->ino)) {
-		struct cred cred = { q->cred->uid, q->cred->gid,
-				     q->cred->n_groups, q->cred->groups };
+		struct cred cred = req_cred(q->cred);
 
 		rc = perm_check(&cred, n, PERM_W);
 		if (rc < 0) {
@@ -1028,14 +1027,13 @@ void data_tick(struct master *m)
  * with admin rights. A chunk short of its new goal is replicated by the
  * chunkservers' scan, one over it trimmed.
  */
-static void op_goal(struct req *r, const ProtobufCMessage *msg)
+void op_goal(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__GoalReq *q = (const void *)msg;
 	Sweepfs__GoalReply reply = SWEEPFS__GOAL_REPLY__INIT;
 	Sweepfs__Meta__SetGoal sg = SWEEPFS__META__SET_GOAL__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
-			     q->cred->groups };
+	struct cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
@@ -1063,46 +1061,4 @@ static void op_goal(struct req *r, const ProtobufCMessage *msg)
 	reply.goal = ns_goal(n);
 	reply.effective = file_goal(r->m, n);
 	req_reply(r, &reply.base);
-}
-
-static void op_cs_register(struct req *r, const ProtobufCMessage *msg)
-{
-	csrv_op_register(r, (const Sweepfs__CsRegisterReq *)msg);
-}
-
-static void op_cs_heartbeat(struct req *r, const ProtobufCMessage *msg)
-{
-	csrv_op_heartbeat(r, (const Sweepfs__CsHeartbeatReq *)msg);
-}
-
-static void op_cs_done(struct req *r, const ProtobufCMessage *msg)
-{
-	csrv_op_done(r, (const Sweepfs__CsDoneReq *)msg);
-}
-
-static void op_cs_damaged(struct req *r, const ProtobufCMessage *msg)
-{
-	csrv_op_damaged(r, (const Sweepfs__CsDamagedReq *)msg);
-}
-
-req_handler data_handler(uint16_t type)
-{
-	switch (type) {
-	case SW_MSG_CHUNK:
-		return op_chunk;
-	case SW_MSG_WRITE_END:
-		return op_write_end;
-	case SW_MSG_GOAL:
-		return op_goal;
-	case SW_MSG_CS_REGISTER:
-		return op_cs_register;
-	case SW_MSG_CS_HEARTBEAT:
-		return op_cs_heartbeat;
-	case SW_MSG_CS_DONE:
-		return op_cs_done;
-	case SW_MSG_CS_DAMAGED:
-		return op_cs_damaged;
-	default:
-		return NULL;
-	}
 }

@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "hash.h"
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "util.h"
 #include "watch.h"
@@ -367,7 +368,7 @@ static const char *refusal(struct master *m, const struct session *s,
 	return NULL;
 }
 
-static void op_deleg(struct req *r, const ProtobufCMessage *msg)
+void op_deleg(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__DelegReq *q = (const Sweepfs__DelegReq *)msg;
 	Sweepfs__DelegReply reply = SWEEPFS__DELEG_REPLY__INIT;
@@ -425,7 +426,7 @@ static void op_deleg(struct req *r, const ProtobufCMessage *msg)
 	req_reply(r, &reply.base);
 }
 
-static void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
+void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__DelegReturnReq *q = (const Sweepfs__DelegReturnReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
@@ -434,16 +435,4 @@ static void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 	if (d && d->s == r->s)
 		end(r->m, d, "given back");
 	req_reply(r, &reply.base);
-}
-
-req_handler deleg_handler(uint16_t type)
-{
-	switch (type) {
-	case SW_MSG_DELEG:
-		return op_deleg;
-	case SW_MSG_DELEG_RETURN:
-		return op_deleg_return;
-	default:
-		return NULL;
-	}
 }

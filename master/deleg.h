@@ -64,6 +64,4 @@ struct deleg_stats {
 };
 void deleg_stats(const struct master *m, struct deleg_stats *st);
 
-/* DELEG and DELEG_RETURN requests: see master_i.h, deleg_handler(). */
-
 #endif

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "namespace_i.h"
 #include "trash.h"
@@ -655,7 +656,7 @@ static void on_wait(uv_timer_t *t)
 	uv_close((uv_handle_t *)t, on_timer_closed);
 }
 
-static void op_fsck(struct req *r, const ProtobufCMessage *msg)
+void op_fsck(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__FsckReq *q = (const void *)msg;
 	uint32_t max = q->has_max_problems ? q->max_problems : 100;
@@ -684,9 +685,4 @@ static void op_fsck(struct req *r, const ProtobufCMessage *msg)
 	uv_timer_init(r->m->loop, &f->timer);
 	f->timer.data = f;
 	uv_timer_start(&f->timer, on_wait, 100, 100);
-}
-
-req_handler fsck_handler(uint16_t type)
-{
-	return type == SW_MSG_FSCK ? op_fsck : NULL;
 }

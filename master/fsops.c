@@ -25,6 +25,7 @@
 
 #include "entries.h"
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "mutation.h"
 #include "util.h"
@@ -34,42 +35,9 @@
 /* Largest file size: 2^47 bytes, 128 TiB, as MooseFS allows. */
 #define SW_FILE_MAX (1ull << 47)
 
-#define REQ(type, r, msg) const type *q = (const type *)(msg)
-
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif
-
-static void cred_from(struct cred *c, const Sweepfs__Cred *p)
-{
-	c->uid = p->uid;
-	c->gid = p->gid;
-	c->ngroups = p->n_groups;
-	c->groups = p->groups;
-}
-
-void attr_fill(Sweepfs__Attr *a, const struct node *n)
-{
-	sweepfs__attr__init(a);
-	a->ino = n->ino;
-	a->mode = n->mode;
-	a->nlink = ns_nlink(n);
-	a->uid = n->uid;
-	a->gid = n->gid;
-	if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
-		a->has_rdev = 1;
-		a->rdev = n->u.rdev;
-	}
-	if (S_ISDIR(n->mode))
-		a->size = 4096;
-	else
-		a->size = n->size;
-	a->atime = n->atime;
-	a->mtime = n->mtime;
-	a->ctime = n->ctime;
-	a->has_xattrs = 1;
-	a->xattrs = (n->flags & NODE_XATTR) != 0;
-}
 
 /*
  * Nodes a request changed besides the one it returns, by inode number:
@@ -163,14 +131,6 @@ static int get_dir(struct req *r, uint64_t ino, struct node **out)
 	return rc;
 }
 
-/* A name to create or remove: 1..255 bytes, no '/' or NUL, not . or ..*/
-static int check_name(const ProtobufCBinaryData *name)
-{
-	if (name->len > SW_NAME_MAX)
-		return -ENAMETOOLONG;
-	return sw_name_valid(name->data, name->len) ? 0 : -EINVAL;
-}
-
 static const char *name_of(const ProtobufCBinaryData *b)
 {
 	return (const char *)b->data;
@@ -182,30 +142,10 @@ static int may_modify_dir(const struct cred *c, const struct node *dir)
 	return perm_check(c, dir, PERM_W | PERM_X);
 }
 
-int master_commit(struct master *m, struct req *r,
-		  const Sweepfs__Meta__Mutation *mut)
-{
-	uint64_t version = m->ns.version + 1;
-	int rc = changelog_admit(m->cl);
-
-	if (rc < 0)
-		return rc;
-	rc = changelog_prepare(m->cl, mut);
-	if (rc < 0)
-		return rc;
-	rc = mutation_apply(&m->ns, mut, version);
-	if (rc < 0)
-		return rc;
-	changelog_append(m->cl, mut, version);
-	if (r)
-		r->version = version;
-	return 0;
-}
-
 /* A mount's kernel has dropped what invalidations up to q->seq named. */
-static void op_inval_ack(struct req *r, const ProtobufCMessage *msg)
+void op_inval_ack(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__InvalAckReq, r, msg);
+	const Sweepfs__InvalAckReq *q = (const Sweepfs__InvalAckReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 
 	server_inval_acked(r->m, r->s, q->seq);
@@ -214,9 +154,9 @@ static void op_inval_ack(struct req *r, const ProtobufCMessage *msg)
 
 /* ---- lookup and attributes ------------------------------------------ */
 
-static void op_ping(struct req *r, const ProtobufCMessage *msg)
+void op_ping(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__PingReq, r, msg);
+	const Sweepfs__PingReq *q = (const Sweepfs__PingReq *)msg;
 	Sweepfs__PingReply reply = SWEEPFS__PING_REPLY__INIT;
 
 	reply.has_token = q->has_token;
@@ -224,15 +164,15 @@ static void op_ping(struct req *r, const ProtobufCMessage *msg)
 	req_reply(r, &reply.base);
 }
 
-static void op_lookup(struct req *r, const ProtobufCMessage *msg)
+void op_lookup(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__LookupReq, r, msg);
+	const Sweepfs__LookupReq *q = (const Sweepfs__LookupReq *)msg;
 	struct node *dir, *n;
 	struct cred cred;
 	struct edge *e;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_dir(r, q->parent, &dir);
 	if (rc == 0)
 		rc = perm_check(&cred, dir, PERM_X);
@@ -248,7 +188,7 @@ static void op_lookup(struct req *r, const ProtobufCMessage *msg)
 		/* Never above the session's root. */
 		n = dir->ino == r->s->root_ino ? dir : dir->u.dir->parent;
 	} else {
-		rc = check_name(&q->name);
+		rc = req_check_name(&q->name);
 		if (rc < 0)
 			goto out_err;
 		e = ns_lookup(&r->m->ns, dir, name_of(&q->name), q->name.len);
@@ -265,9 +205,9 @@ out_err:
 	req_error(r, rc);
 }
 
-static void op_getattr(struct req *r, const ProtobufCMessage *msg)
+void op_getattr(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__GetattrReq, r, msg);
+	const Sweepfs__GetattrReq *q = (const Sweepfs__GetattrReq *)msg;
 	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 	Sweepfs__Attr attr;
 	struct node *n;
@@ -306,9 +246,9 @@ static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
 	return 0;
 }
 
-static void op_setattr(struct req *r, const ProtobufCMessage *msg)
+void op_setattr(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__SetattrReq, r, msg);
+	const Sweepfs__SetattrReq *q = (const Sweepfs__SetattrReq *)msg;
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	unsigned v = q->valid, out = 0;
@@ -319,7 +259,7 @@ static void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	struct node *n;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc < 0)
 		goto out_err;
@@ -468,8 +408,8 @@ static int create_node(struct req *r, const struct new_node *nn,
 	struct cred cred;
 	int rc;
 
-	cred_from(&cred, nn->cred);
-	rc = check_name(nn->name);
+	cred = req_cred(nn->cred);
+	rc = req_check_name(nn->name);
 	if (rc == 0)
 		rc = get_dir(r, nn->parent, &dir);
 	if (rc == 0)
@@ -523,9 +463,9 @@ static int create_node(struct req *r, const struct new_node *nn,
 	return 0;
 }
 
-static void op_mknod(struct req *r, const ProtobufCMessage *msg)
+void op_mknod(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__MknodReq, r, msg);
+	const Sweepfs__MknodReq *q = (const Sweepfs__MknodReq *)msg;
 	struct new_node nn = { q->cred, q->parent, &q->name,
 			       q->mode, q->rdev,   NULL };
 	struct changed ch = { .n = 0 };
@@ -559,9 +499,9 @@ out_err:
 	req_error(r, rc);
 }
 
-static void op_mkdir(struct req *r, const ProtobufCMessage *msg)
+void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__MknodReq, r, msg);
+	const Sweepfs__MknodReq *q = (const Sweepfs__MknodReq *)msg;
 	struct new_node nn = { q->cred,	 q->parent,
 			       &q->name, S_IFDIR | (q->mode & 07777),
 			       0,	 NULL };
@@ -575,9 +515,9 @@ static void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 		reply_entry(r, n, &ch);
 }
 
-static void op_symlink(struct req *r, const ProtobufCMessage *msg)
+void op_symlink(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__SymlinkReq, r, msg);
+	const Sweepfs__SymlinkReq *q = (const Sweepfs__SymlinkReq *)msg;
 	struct new_node nn = { q->cred,	       q->parent, &q->name,
 			       S_IFLNK | 0777, 0,	  &q->target };
 	struct changed ch = { .n = 0 };
@@ -658,9 +598,9 @@ static int open_node(struct req *r, const struct cred *c, struct node *n,
 	return rc;
 }
 
-static void op_create(struct req *r, const ProtobufCMessage *msg)
+void op_create(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__CreateReq, r, msg);
+	const Sweepfs__CreateReq *q = (const Sweepfs__CreateReq *)msg;
 	struct new_node nn = { q->cred,	 q->parent,
 			       &q->name, S_IFREG | (q->mode & 07777),
 			       0,	 NULL };
@@ -669,7 +609,7 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 	struct node *n;
 	int rc = create_node(r, &nn, &n, &ch);
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	if (rc == -EEXIST && !(q->flags & O_EXCL)) {
 		/* Lost a race with another creator: open theirs. */
 		struct node *dir = req_node(r, q->parent);
@@ -695,9 +635,9 @@ static void op_create(struct req *r, const ProtobufCMessage *msg)
 	req_error(r, rc);
 }
 
-static void op_link(struct req *r, const ProtobufCMessage *msg)
+void op_link(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__LinkReq, r, msg);
+	const Sweepfs__LinkReq *q = (const Sweepfs__LinkReq *)msg;
 	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct changed ch = { .n = 0 };
@@ -705,12 +645,12 @@ static void op_link(struct req *r, const ProtobufCMessage *msg)
 	struct cred cred;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0 && S_ISDIR(n->mode))
 		rc = -EPERM;
 	if (rc == 0)
-		rc = check_name(&q->newname);
+		rc = req_check_name(&q->newname);
 	if (rc == 0)
 		rc = get_dir(r, q->newparent, &dir);
 	if (rc == 0)
@@ -756,8 +696,8 @@ static int remove_one(struct req *r, const Sweepfs__Cred *cp, uint64_t parent,
 	struct edge *e;
 	int rc;
 
-	cred_from(&cred, cp);
-	rc = check_name(name);
+	cred = req_cred(cp);
+	rc = req_check_name(name);
 	if (rc == 0)
 		rc = get_dir(r, parent, &dir);
 	if (rc == 0)
@@ -815,12 +755,12 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
 		reply_ok(r, &ch);
 }
 
-static void op_unlink(struct req *r, const ProtobufCMessage *msg)
+void op_unlink(struct req *r, const ProtobufCMessage *msg)
 {
 	remove_entry(r, (const Sweepfs__NameReq *)msg, false);
 }
 
-static void op_rmdir(struct req *r, const ProtobufCMessage *msg)
+void op_rmdir(struct req *r, const ProtobufCMessage *msg)
 {
 	remove_entry(r, (const Sweepfs__NameReq *)msg, true);
 }
@@ -832,9 +772,9 @@ static void op_rmdir(struct req *r, const ProtobufCMessage *msg)
  * applied; the changelog writes them out together at the end of the loop
  * turn.
  */
-static void op_batch(struct req *r, const ProtobufCMessage *msg)
+void op_batch(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__BatchReq, r, msg);
+	const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
 	Sweepfs__BatchReply reply = SWEEPFS__BATCH_REPLY__INIT;
 	int32_t *errs;
 
@@ -863,9 +803,9 @@ static void op_batch(struct req *r, const ProtobufCMessage *msg)
 	free(errs);
 }
 
-static void op_rename(struct req *r, const ProtobufCMessage *msg)
+void op_rename(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__RenameReq, r, msg);
+	const Sweepfs__RenameReq *q = (const Sweepfs__RenameReq *)msg;
 	Sweepfs__Meta__Rename rn = SWEEPFS__META__RENAME__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct ns *ns = &r->m->ns;
@@ -876,10 +816,10 @@ static void op_rename(struct req *r, const ProtobufCMessage *msg)
 	struct cred cred;
 	int rc;
 
-	cred_from(&cred, q->cred);
-	rc = check_name(&q->name);
+	cred = req_cred(q->cred);
+	rc = req_check_name(&q->name);
 	if (rc == 0)
-		rc = check_name(&q->newname);
+		rc = req_check_name(&q->newname);
 	if (rc == 0)
 		rc = get_dir(r, q->parent, &sdir);
 	if (rc == 0)
@@ -949,9 +889,9 @@ out_err:
 
 /* ---- misc ----------------------------------------------------------- */
 
-static void op_readlink(struct req *r, const ProtobufCMessage *msg)
+void op_readlink(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__InoReq, r, msg);
+	const Sweepfs__InoReq *q = (const Sweepfs__InoReq *)msg;
 	Sweepfs__ReadlinkReply reply = SWEEPFS__READLINK_REPLY__INIT;
 	struct node *n;
 	int rc = get_node(r, q->ino, &n);
@@ -968,7 +908,7 @@ static void op_readlink(struct req *r, const ProtobufCMessage *msg)
 	req_reply(r, &reply.base);
 }
 
-static void op_statfs(struct req *r, const ProtobufCMessage *msg)
+void op_statfs(struct req *r, const ProtobufCMessage *msg)
 {
 	Sweepfs__StatfsReply reply = SWEEPFS__STATFS_REPLY__INIT;
 	struct statvfs sv;
@@ -992,16 +932,16 @@ static void op_statfs(struct req *r, const ProtobufCMessage *msg)
 	req_reply(r, &reply.base);
 }
 
-static void op_open(struct req *r, const ProtobufCMessage *msg)
+void op_open(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__OpenReq, r, msg);
+	const Sweepfs__OpenReq *q = (const Sweepfs__OpenReq *)msg;
 	Sweepfs__OpenReply reply = SWEEPFS__OPEN_REPLY__INIT;
 	Sweepfs__Attr attr;
 	struct cred cred;
 	struct node *n;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0)
 		rc = open_node(r, &cred, n, q->flags);
@@ -1014,22 +954,22 @@ static void op_open(struct req *r, const ProtobufCMessage *msg)
 	req_reply(r, &reply.base);
 }
 
-static void op_release(struct req *r, const ProtobufCMessage *msg)
+void op_release(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__InoReq, r, msg);
+	const Sweepfs__InoReq *q = (const Sweepfs__InoReq *)msg;
 
 	session_release(r->m, r->s, q->ino);
 	reply_ok(r, NULL);
 }
 
-static void op_access(struct req *r, const ProtobufCMessage *msg)
+void op_access(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__AccessReq, r, msg);
+	const Sweepfs__AccessReq *q = (const Sweepfs__AccessReq *)msg;
 	struct cred cred;
 	struct node *n;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0 && (q->mask & 7))
 		rc = perm_check(&cred, n, (int)(q->mask & 7));
@@ -1100,9 +1040,9 @@ static int commit_xattr(struct req *r, struct node *n,
 	return master_commit(r->m, r, &mut);
 }
 
-static void op_setxattr(struct req *r, const ProtobufCMessage *msg)
+void op_setxattr(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__SetxattrReq, r, msg);
+	const Sweepfs__SetxattrReq *q = (const Sweepfs__SetxattrReq *)msg;
 	struct cred cred;
 	struct node *n;
 	const void *old;
@@ -1110,7 +1050,7 @@ static void op_setxattr(struct req *r, const ProtobufCMessage *msg)
 	bool exists;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0)
 		rc = xattr_check(&cred, n, &q->name, true);
@@ -1158,16 +1098,16 @@ static void reply_xattr_bytes(struct req *r, const void *data, size_t len,
 	req_reply(r, &reply.base);
 }
 
-static void op_getxattr(struct req *r, const ProtobufCMessage *msg)
+void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__GetxattrReq, r, msg);
+	const Sweepfs__GetxattrReq *q = (const Sweepfs__GetxattrReq *)msg;
 	struct cred cred;
 	const void *value;
 	struct node *n;
 	size_t vlen;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0 && !q->has_name)
 		rc = -EINVAL;
@@ -1196,16 +1136,16 @@ static void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 	reply_xattr_bytes(r, value, vlen, q->size);
 }
 
-static void op_listxattr(struct req *r, const ProtobufCMessage *msg)
+void op_listxattr(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__GetxattrReq, r, msg);
+	const Sweepfs__GetxattrReq *q = (const Sweepfs__GetxattrReq *)msg;
 	struct cred cred;
 	struct node *n;
 	char *buf, *p, *out;
 	long len;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc < 0) {
 		req_error(r, rc);
@@ -1232,16 +1172,16 @@ static void op_listxattr(struct req *r, const ProtobufCMessage *msg)
 	free(buf);
 }
 
-static void op_removexattr(struct req *r, const ProtobufCMessage *msg)
+void op_removexattr(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__RemovexattrReq, r, msg);
+	const Sweepfs__RemovexattrReq *q = (const Sweepfs__RemovexattrReq *)msg;
 	struct cred cred;
 	const void *v;
 	struct node *n;
 	size_t vlen;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0)
 		rc = xattr_check(&cred, n, &q->name, true);
@@ -1264,9 +1204,9 @@ static void op_removexattr(struct req *r, const ProtobufCMessage *msg)
  * cursor then rests on the last entry sent, so the next page, and a
  * reopen that continues where the last listing stopped, cost O(page).
  */
-static void op_readdir(struct req *r, const ProtobufCMessage *msg)
+void op_readdir(struct req *r, const ProtobufCMessage *msg)
 {
-	REQ(Sweepfs__ReaddirReq, r, msg);
+	const Sweepfs__ReaddirReq *q = (const Sweepfs__ReaddirReq *)msg;
 	Sweepfs__ReaddirReply reply = SWEEPFS__READDIR_REPLY__INIT;
 	struct master *m = r->m;
 	uint32_t max_entries, max_bytes, count = 0;
@@ -1278,7 +1218,7 @@ static void op_readdir(struct req *r, const ProtobufCMessage *msg)
 	struct node *dir = NULL;
 	int rc;
 
-	cred_from(&cred, q->cred);
+	cred = req_cred(q->cred);
 	rc = get_dir(r, q->ino, &dir);
 	if (rc == 0)
 		rc = perm_check(&cred, dir, PERM_R);
@@ -1357,36 +1297,4 @@ out_err:
 	free(attrs);
 	free(attrp);
 	sw_buf_release(&out);
-}
-
-static const req_handler handlers[SW_MSG__COUNT] = {
-	[SW_MSG_PING] = op_ping,
-	[SW_MSG_LOOKUP] = op_lookup,
-	[SW_MSG_GETATTR] = op_getattr,
-	[SW_MSG_SETATTR] = op_setattr,
-	[SW_MSG_MKNOD] = op_mknod,
-	[SW_MSG_MKDIR] = op_mkdir,
-	[SW_MSG_CREATE] = op_create,
-	[SW_MSG_UNLINK] = op_unlink,
-	[SW_MSG_RMDIR] = op_rmdir,
-	[SW_MSG_RENAME] = op_rename,
-	[SW_MSG_LINK] = op_link,
-	[SW_MSG_SYMLINK] = op_symlink,
-	[SW_MSG_READLINK] = op_readlink,
-	[SW_MSG_STATFS] = op_statfs,
-	[SW_MSG_OPEN] = op_open,
-	[SW_MSG_RELEASE] = op_release,
-	[SW_MSG_ACCESS] = op_access,
-	[SW_MSG_SETXATTR] = op_setxattr,
-	[SW_MSG_GETXATTR] = op_getxattr,
-	[SW_MSG_LISTXATTR] = op_listxattr,
-	[SW_MSG_REMOVEXATTR] = op_removexattr,
-	[SW_MSG_READDIR] = op_readdir,
-	[SW_MSG_BATCH] = op_batch,
-	[SW_MSG_INVAL_ACK] = op_inval_ack,
-};
-
-req_handler fsops_handler(uint16_t type)
-{
-	return type < SW_MSG__COUNT ? handlers[type] : NULL;
 }

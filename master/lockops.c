@@ -18,6 +18,7 @@
 #include <inttypes.h>
 
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 
 #define TAG "locks"
@@ -96,7 +97,7 @@ static int lock_desc_from(const Sweepfs__LockReq *q, struct lock_desc *d)
 	return 0;
 }
 
-static void op_lock(struct req *r, const ProtobufCMessage *msg)
+void op_lock(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__LockReq *q = (const Sweepfs__LockReq *)msg;
 	Sweepfs__LockReply reply = SWEEPFS__LOCK_REPLY__INIT;
@@ -177,9 +178,4 @@ static void op_lock(struct req *r, const ProtobufCMessage *msg)
 		break;
 	}
 	req_reply(r, &reply.base);
-}
-
-req_handler lock_handler(uint16_t type)
-{
-	return type == SW_MSG_LOCK ? op_lock : NULL;
 }

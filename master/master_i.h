@@ -39,6 +39,7 @@
 #include "meta.pb-c.h"
 #include "namespace.h"
 #include "perm.h"
+#include "req.h"
 #include "deleg.h"
 #include "watch.h"
 
@@ -290,39 +291,14 @@ struct master {
 
 /* ---- server.c ------------------------------------------------------- */
 
-/* A request being handled. */
-struct req {
-	struct master *m;
-	struct conn *conn;
-	struct session *s;
-	struct sw_frame_hdr hdr;
-	uint64_t version; /* journaled change the reply must wait for */
-	uint64_t inval0;  /* m->inval_seq when it came */
-};
-
 int server_start(struct master *m);
 void server_stop(struct master *m);
-
-/* Queue @reply for @r's request (after @r->version is durable). */
-void req_reply(struct req *r, const ProtobufCMessage *reply);
-
-/*
- * Keep request @r to answer later (it waits for chunkservers): returns a
- * heap copy that holds the connection (a reply to a connection closed
- * meanwhile goes nowhere), or NULL for ENOMEM. Answer it with
- * req_reply()/req_error(), then req_done().
- */
-struct req *req_defer(const struct req *r);
-void req_done(struct req *d);
 
 /* Close @c (its session detaches; deferred requests finish unanswered). */
 void conn_close(struct conn *c);
 
 /* Queue an unasked notification frame to @c. */
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg);
-
-/* Reply with StatusReply{err = -@rc}. */
-void req_error(struct req *r, int rc);
 
 /* Records up to @version are durable: release held replies. */
 void server_durable(struct master *m, uint64_t version);
@@ -349,53 +325,21 @@ void sessions_release(struct master *m);
  */
 int session_hello(struct req *r, const Sweepfs__Hello *h);
 
-/*
- * Apply the session's export to request @msg before it is handled: the
- * credentials it carries are mapped (maproot, mapall), and it is refused
- * with -EROFS when it would write through a read-only export, -EPERM
- * when it needs admin rights the export does not give (fsck). 0: go on.
- */
-int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg);
-
 /* Map credentials @c (NULL: none) as @s's export says (maproot, mapall). */
 void session_map_cred(const struct session *s, Sweepfs__Cred *c);
+
+/* The same for the credentials request @msg carries, if any. */
+void session_map_msg(const struct session *s, ProtobufCMessage *msg);
 
 /* The exports file changed (SIGHUP): keep the sessions still allowed,
  * with their new options; disconnect the others. */
 void sessions_reexport(struct master *m);
-
-/*
- * Node @ino as @r's session may see it: NULL when there is none, or when
- * its export confines the session to a subtree and the node is not in
- * it. A directory is checked by its parents; a non-directory has none
- * to check (64 bytes a node), so a confined session may use only those
- * it was told of by a reply (session_grant()): a lookup, a create,
- * readdirplus. Guessing numbers gets it nothing.
- */
-struct node *req_node(const struct req *r, uint64_t ino);
-
-/* get_node() and friends: -ENOENT, or -ESTALE for a node that exists but
- * was not granted (the kernel then looks the name up again). */
-int req_node_err(const struct req *r, uint64_t ino);
 
 /* A reply names @n to session @s: a confined session may use it. */
 void session_grant(struct session *s, const struct node *n);
 
 /* Forget what @s was granted (also: make the set, on a new session). */
 void session_grants_reset(struct session *s);
-
-/* Whether @c is root with admin rights on @r's session (exports.h). */
-static inline bool req_admin(const struct req *r, const struct cred *c)
-{
-	return cred_is_root(c) && (!r->s || r->s->admin);
-}
-
-/* Whether @c owns @n, or may act as its owner (root with admin rights). */
-static inline bool req_owns(const struct req *r, const struct cred *c,
-			    const struct node *n)
-{
-	return c->uid == n->uid || req_admin(r, c);
-}
 
 /* @c is gone: detach its session, which then times out. */
 void session_detach(struct master *m, struct conn *c);
@@ -427,30 +371,9 @@ struct cursor *session_cursor(struct master *m, struct session *s,
 
 /* ---- fsops.c -------------------------------------------------------- */
 
-typedef void (*req_handler)(struct req *r, const ProtobufCMessage *msg);
-
-/* The handler for request type @type, or NULL. */
-req_handler fsops_handler(uint16_t type);
-
-/*
- * Apply @mut and journal it as the next version; the reply of @r (may be
- * NULL for internal changes) waits for it. Returns 0 or -errno (nothing
- * changed).
- */
-int master_commit(struct master *m, struct req *r,
-		  const Sweepfs__Meta__Mutation *mut);
-
-/* Fill @a with the attributes of @n, as replies carry them. */
-void attr_fill(Sweepfs__Attr *a, const struct node *n);
-
 /* ---- lockops.c ------------------------------------------------------ */
 
-/* The handler for lock request @type, or NULL. */
-req_handler lock_handler(uint16_t type);
-
 /* ---- deleg.c (deleg.h) ---------------------------------------------- */
-
-req_handler deleg_handler(uint16_t type);
 
 /* Handle @c's buffered requests again (after a wait, deleg.c). */
 void server_resume(struct conn *c);
@@ -474,9 +397,6 @@ void lockops_wake(void *m, void *waiter, int rc);
 void lockops_node_gone(void *m, uint64_t ino);
 
 /* ---- dataops.c ------------------------------------------------------ */
-
-/* The handler for data request @type (mount or chunkserver), or NULL. */
-req_handler data_handler(uint16_t type);
 
 /*
  * @r's setattr changed @n's size from @old_size (already committed). If
@@ -508,9 +428,6 @@ void data_redo(struct master *m, struct chunk *c);
 
 /* ---- rmr.c ---------------------------------------------------------- */
 
-/* The handler for removal request @type, or NULL. */
-req_handler rmr_handler(uint16_t type);
-
 /*
  * Whether @c may remove everything under directory @root, as rm -rf
  * would need (read, write, search on every non-empty directory; the
@@ -529,16 +446,10 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 
 /* ---- trash.c -------------------------------------------------------- */
 
-/* The handler for trash request @type, or NULL. */
-req_handler trash_handler(uint16_t type);
-
 /* Drop trash items whose time is up (once a second). */
 void trash_expire(struct master *m);
 
 /* ---- snapshot.c ----------------------------------------------------- */
-
-/* The handler for snapshot request @type (eattr, snapshot, rmsnapshot). */
-req_handler snapshot_handler(uint16_t type);
 
 /* ---- snapjob.c ------------------------------------------------------ */
 
@@ -578,8 +489,6 @@ uint64_t purge_left(const struct master *m);
 
 /* ---- fsck.c --------------------------------------------------------- */
 
-req_handler fsck_handler(uint16_t type);
-
 /*
  * The check itself, in this process, reporting at most @max problems
  * (NULL: ENOMEM). It scribbles on scratch fields of every node and chunk
@@ -590,9 +499,6 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max);
 void fsck_free(Sweepfs__FsckReply *r);
 
 /* ---- admin.c -------------------------------------------------------- */
-
-/* The handler for administrative request @type, or NULL. */
-req_handler admin_handler(uint16_t type);
 
 /* Take this second's sample for the rates status reports. */
 void admin_sample(struct master *m);

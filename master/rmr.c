@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "handlers.h"
 #include "master_i.h"
 #include "namespace_i.h"
 #include "util.h"
@@ -134,12 +135,11 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 	return 0;
 }
 
-static void op_rmr(struct req *r, const ProtobufCMessage *msg)
+void op_rmr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmrReq *q = (const void *)msg;
 	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
-	struct cred cred = { q->cred->uid, q->cred->gid, q->cred->n_groups,
-			     q->cred->groups };
+	struct cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct node *dir, *n;
 	struct edge *e;
@@ -182,9 +182,4 @@ static void op_rmr(struct req *r, const ProtobufCMessage *msg)
 
 out_err:
 	req_error(r, rc);
-}
-
-req_handler rmr_handler(uint16_t type)
-{
-	return type == SW_MSG_RMR ? op_rmr : NULL;
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "log.h"
 #include "master_i.h"
 #include "net.h"
@@ -447,7 +448,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			 .hdr = *hdr,
 			 .inval0 = m->inval_seq };
 	ProtobufCMessage *msg;
-	req_handler handler;
+	const struct route *rt;
 	int rc;
 
 	if (hdr->flags) {
@@ -475,9 +476,10 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		conn_close(c);
 		return true;
 	}
+	rt = dispatch_route(hdr->type);
 	rc = 0;
 	if (hdr->type != SW_MSG_HELLO && c->s &&
-	    (rc = session_admit(c->s, hdr->type, msg)) == 0 &&
+	    (rc = rt ? dispatch_admit(rt, c->s, msg) : -ENOSYS) == 0 &&
 	    deleg_wait(c, hdr->type, msg)) {
 		protobuf_c_message_free_unpacked(msg, NULL);
 		return false;
@@ -503,27 +505,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		 * (Not for tools: a status poll is no load.) */
 		if (c->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
 			m->last_client_request = sw_mono_ns();
-		handler = fsops_handler(hdr->type);
-		if (!handler)
-			handler = data_handler(hdr->type);
-		if (!handler)
-			handler = rmr_handler(hdr->type);
-		if (!handler)
-			handler = snapshot_handler(hdr->type);
-		if (!handler)
-			handler = trash_handler(hdr->type);
-		if (!handler)
-			handler = admin_handler(hdr->type);
-		if (!handler)
-			handler = fsck_handler(hdr->type);
-		if (!handler)
-			handler = lock_handler(hdr->type);
-		if (!handler)
-			handler = deleg_handler(hdr->type);
-		if (handler)
-			handler(&r, msg);
-		else
-			req_error(&r, -ENOSYS);
+		rt->fn(&r, msg);
 	}
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return true;

@@ -979,6 +979,11 @@ struct node *req_node(const struct req *r, uint64_t ino)
 	return root && ns_is_ancestor(root, n) ? n : NULL;
 }
 
+bool req_admin(const struct req *r, const struct cred *c)
+{
+	return cred_is_root(c) && (!r->s || r->s->admin);
+}
+
 int req_node_err(const struct req *r, uint64_t ino)
 {
 	return confined(r->s) && ns_get(&r->m->ns, ino) ? -ESTALE : -ENOENT;
@@ -999,8 +1004,7 @@ void session_map_cred(const struct session *s, Sweepfs__Cred *c)
 	}
 }
 
-/* Map the credentials @msg carries, if it has any. */
-static void map_cred(const struct session *s, ProtobufCMessage *msg)
+void session_map_msg(const struct session *s, ProtobufCMessage *msg)
 {
 	const ProtobufCFieldDescriptor *f;
 
@@ -1012,68 +1016,6 @@ static void map_cred(const struct session *s, ProtobufCMessage *msg)
 	    f->descriptor != &sweepfs__cred__descriptor)
 		return;
 	session_map_cred(s, *(Sweepfs__Cred **)((char *)msg + f->offset));
-}
-
-/* Whether request @type (@msg) would change anything. */
-static bool writes(uint16_t type, const ProtobufCMessage *msg)
-{
-	const struct sw_msg_info *info = sw_msg_info(type);
-
-	switch (type) {
-	case SW_MSG_CHUNK:
-		return ((const Sweepfs__ChunkReq *)msg)->write;
-	case SW_MSG_EATTR:
-		return ((const Sweepfs__EattrReq *)msg)->set ||
-		       ((const Sweepfs__EattrReq *)msg)->clear;
-	case SW_MSG_TRASHTIME:
-		return ((const Sweepfs__TrashtimeReq *)msg)->has_seconds;
-	case SW_MSG_TRASH:
-		return ((const Sweepfs__TrashReq *)msg)->op != 1;
-	case SW_MSG_OPEN: {
-		uint32_t fl = ((const Sweepfs__OpenReq *)msg)->flags;
-
-		return (fl & O_ACCMODE) != O_RDONLY || (fl & O_TRUNC);
-	}
-	default:
-		return info && info->mutating;
-	}
-}
-
-/* Messages only a chunkserver sends (and a chunkserver sends no other). */
-static bool chunkserver_msg(uint16_t type)
-{
-	switch (type) {
-	case SW_MSG_CS_REGISTER:
-	case SW_MSG_CS_HEARTBEAT:
-	case SW_MSG_CS_DONE:
-	case SW_MSG_CS_DAMAGED:
-		return true;
-	default:
-		return false;
-	}
-}
-
-int session_admit(struct session *s, uint16_t type, ProtobufCMessage *msg)
-{
-	/* A role reaches only its own messages: a chunkserver's session
-	 * has no export (no subtree, no squashing), so namespace requests
-	 * through it would bypass them all. */
-	if (s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
-		return chunkserver_msg(type) || type == SW_MSG_PING ? 0 :
-								      -EPERM;
-	if (chunkserver_msg(type))
-		return -EPERM;
-	/* Delegations and batches are a mount's. */
-	if ((type == SW_MSG_DELEG || type == SW_MSG_DELEG_RETURN ||
-	     type == SW_MSG_BATCH) &&
-	    s->role != SWEEPFS__ROLE__ROLE_MOUNT)
-		return -EPERM;
-	map_cred(s, msg);
-	if (!s->rw && writes(type, msg))
-		return -EROFS;
-	if (type == SW_MSG_FSCK && !s->admin)
-		return -EPERM;
-	return 0;
 }
 
 void sessions_reexport(struct master *m)

@@ -19,15 +19,9 @@
 #include <string.h>
 
 #include "fsio.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "util.h"
-
-static struct cred cred_of(const Sweepfs__Cred *p)
-{
-	struct cred c = { p->uid, p->gid, p->n_groups, p->groups };
-
-	return c;
-}
 
 /* Directory @parent (not detached) and its entry @name. */
 static int find_entry(struct req *r, uint64_t parent,
@@ -49,13 +43,13 @@ static int find_entry(struct req *r, uint64_t parent,
 	return *e ? 0 : -ENOENT;
 }
 
-static void op_eattr(struct req *r, const ProtobufCMessage *msg)
+void op_eattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__EattrReq *q = (const void *)msg;
 	Sweepfs__EattrReply reply = SWEEPFS__EATTR_REPLY__INIT;
 	Sweepfs__Meta__SetEattr se = SWEEPFS__META__SET_EATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = cred_of(q->cred);
+	struct cred cred = req_cred(q->cred);
 	struct node *dir;
 	struct edge *e;
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
@@ -90,10 +84,10 @@ out_err:
 	req_error(r, rc);
 }
 
-static void op_snapshot(struct req *r, const ProtobufCMessage *msg)
+void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SnapshotReq *q = (const void *)msg;
-	struct cred cred = cred_of(q->cred);
+	struct cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct node *src = req_node(r, q->src), *dir;
 	int rc;
@@ -192,11 +186,11 @@ static int remove_flagged(struct master *m, struct req *r, struct node *top,
 	return rc;
 }
 
-static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
+void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmsnapshotReq *q = (const void *)msg;
 	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
-	struct cred cred = cred_of(q->cred);
+	struct cred cred = req_cred(q->cred);
 	struct node *dir, *n;
 	struct edge *e;
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
@@ -224,18 +218,4 @@ static void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 
 out_err:
 	req_error(r, rc);
-}
-
-req_handler snapshot_handler(uint16_t type)
-{
-	switch (type) {
-	case SW_MSG_EATTR:
-		return op_eattr;
-	case SW_MSG_SNAPSHOT:
-		return op_snapshot;
-	case SW_MSG_RMSNAPSHOT:
-		return op_rmsnapshot;
-	default:
-		return NULL;
-	}
 }

@@ -24,6 +24,7 @@
 
 #include "hash.h"
 #include "log.h"
+#include "handlers.h"
 #include "master_i.h"
 #include "namespace_i.h"
 #include "trash.h"
@@ -386,20 +387,13 @@ void ns_trash_item(const struct trash_item *t, uint64_t *id, uint64_t *ino,
 
 /* ---- requests ------------------------------------------------------- */
 
-static struct cred cred_of(const Sweepfs__Cred *p)
-{
-	struct cred c = { p->uid, p->gid, p->n_groups, p->groups };
-
-	return c;
-}
-
-static void op_trashtime(struct req *r, const ProtobufCMessage *msg)
+void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__TrashtimeReq *q = (const void *)msg;
 	Sweepfs__TrashtimeReply reply = SWEEPFS__TRASHTIME_REPLY__INIT;
 	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = cred_of(q->cred);
+	struct cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
@@ -518,13 +512,13 @@ static int drop(struct master *m, struct req *r, struct trash_item *t)
 	return rc;
 }
 
-static void op_trash(struct req *r, const ProtobufCMessage *msg)
+void op_trash(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__TrashReq *q = (const void *)msg;
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
 	Sweepfs__Meta__TrashRestore tr = SWEEPFS__META__TRASH_RESTORE__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = cred_of(q->cred);
+	struct cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct trash_item *t;
 	struct node *dir;
@@ -596,17 +590,5 @@ void trash_expire(struct master *m)
 			continue;
 		if (drop(m, NULL, t) < 0)
 			break; /* the changelog is full: next second */
-	}
-}
-
-req_handler trash_handler(uint16_t type)
-{
-	switch (type) {
-	case SW_MSG_TRASHTIME:
-		return op_trashtime;
-	case SW_MSG_TRASH:
-		return op_trash;
-	default:
-		return NULL;
 	}
 }

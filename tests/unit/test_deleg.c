@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "dispatch.h"
 #include "exports.h"
 #include "frame.h"
 #include "log.h"
@@ -147,12 +148,10 @@ static void call(struct fixture *f, struct conn *c, uint16_t type,
 			 .s = c->s,
 			 .hdr = { .type = type, .id = ++f->id },
 			 .inval0 = f->m.inval_seq };
-	req_handler h = fsops_handler(type);
+	const struct route *rt = dispatch_route(type);
 
-	if (!h)
-		h = deleg_handler(type);
-	assert_non_null(h);
-	h(&r, msg);
+	assert_non_null(rt);
+	rt->fn(&r, msg);
 }
 
 /*

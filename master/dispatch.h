@@ -1,0 +1,49 @@
+/*
+ * The master's one dispatch table: for each message type, the handler
+ * (handlers.h), which roles of session may send it, whether it writes
+ * (refused through a read-only export) and whether it needs an export's
+ * admin rights. server.c asks it for every request after the hello.
+ */
+#ifndef SWEEPFS_MASTER_DISPATCH_H
+#define SWEEPFS_MASTER_DISPATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "req.h"
+
+struct session;
+
+#define ROUTE_ROLE(role) (1u << (role)) /* SWEEPFS__ROLE__ROLE_* */
+
+enum {
+	ROUTE_WRITES = 1, /* changes something: not through read-only */
+	ROUTE_ADMIN = 2,  /* only with an export's admin rights */
+};
+
+struct route {
+	req_handler fn;
+	uint8_t roles; /* ROUTE_ROLE()s that may send it */
+	uint8_t flags; /* ROUTE_* */
+	/* Set when whether it writes depends on the message (an open for
+	 * reading does not); ROUTE_WRITES says whether it can. */
+	bool (*writes)(const ProtobufCMessage *msg);
+};
+
+/* The route of message type @type, or NULL when the master serves no
+ * such request (the hello is server.c's own). */
+const struct route *dispatch_route(uint16_t type);
+
+/*
+ * Whether session @s may send @msg by route @rt: 0, or -EPERM (not its
+ * role's, or admin rights it lacks), -EROFS (it would write through a
+ * read-only export). Maps the credentials @msg carries as the export
+ * says (maproot, mapall) before the handler sees them.
+ */
+int dispatch_admit(const struct route *rt, struct session *s,
+		   ProtobufCMessage *msg);
+
+/* Whether @msg, sent by route @rt, would change anything. */
+bool dispatch_writes(const struct route *rt, const ProtobufCMessage *msg);
+
+#endif

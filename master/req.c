@@ -1,0 +1,62 @@
+/*
+ * The request layer's helpers every handler module shares (req.h): the
+ * commit of a change, the attributes replies carry, the name rules.
+ * Replying and deferring are server.c's, which owns the connections.
+ */
+#include <errno.h>
+
+#include "changelog.h"
+#include "master_i.h"
+#include "mutation.h"
+#include "req.h"
+#include "util.h"
+
+int req_check_name(const ProtobufCBinaryData *name)
+{
+	if (name->len > SW_NAME_MAX)
+		return -ENAMETOOLONG;
+	return sw_name_valid(name->data, name->len) ? 0 : -EINVAL;
+}
+
+void attr_fill(Sweepfs__Attr *a, const struct node *n)
+{
+	sweepfs__attr__init(a);
+	a->ino = n->ino;
+	a->mode = n->mode;
+	a->nlink = ns_nlink(n);
+	a->uid = n->uid;
+	a->gid = n->gid;
+	if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
+		a->has_rdev = 1;
+		a->rdev = n->u.rdev;
+	}
+	if (S_ISDIR(n->mode))
+		a->size = 4096;
+	else
+		a->size = n->size;
+	a->atime = n->atime;
+	a->mtime = n->mtime;
+	a->ctime = n->ctime;
+	a->has_xattrs = 1;
+	a->xattrs = (n->flags & NODE_XATTR) != 0;
+}
+
+int master_commit(struct master *m, struct req *r,
+		  const Sweepfs__Meta__Mutation *mut)
+{
+	uint64_t version = m->ns.version + 1;
+	int rc = changelog_admit(m->cl);
+
+	if (rc < 0)
+		return rc;
+	rc = changelog_prepare(m->cl, mut);
+	if (rc < 0)
+		return rc;
+	rc = mutation_apply(&m->ns, mut, version);
+	if (rc < 0)
+		return rc;
+	changelog_append(m->cl, mut, version);
+	if (r)
+		r->version = version;
+	return 0;
+}

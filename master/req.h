@@ -1,0 +1,102 @@
+/*
+ * The request layer: what a handler of a client's request sees and uses.
+ * A handler gets a struct req and the unpacked message, checks, decides,
+ * commits its change with master_commit() and answers exactly once with
+ * req_reply() or req_error() (or keeps the request with req_defer() and
+ * answers it later). It never touches connections: server.c owns those,
+ * and turns the answer into a frame once the change is durable.
+ *
+ * dispatch.c routes each message type to its handler (handlers.h).
+ */
+#ifndef SWEEPFS_MASTER_REQ_H
+#define SWEEPFS_MASTER_REQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frame.h"
+#include "meta.pb-c.h"
+#include "namespace.h"
+#include "perm.h"
+#include "sweepfs.pb-c.h"
+
+struct master;
+struct conn;
+struct session;
+
+/* A request being handled. */
+struct req {
+	struct master *m;
+	struct conn *conn;
+	struct session *s;
+	struct sw_frame_hdr hdr;
+	uint64_t version; /* journaled change the reply must wait for */
+	uint64_t inval0;  /* m->inval_seq when it came */
+};
+
+typedef void (*req_handler)(struct req *r, const ProtobufCMessage *msg);
+
+/* Queue @reply for @r's request (after @r->version is durable). */
+void req_reply(struct req *r, const ProtobufCMessage *reply);
+
+/* Reply with StatusReply{err = -@rc}. */
+void req_error(struct req *r, int rc);
+
+/*
+ * Keep request @r to answer later (it waits for chunkservers): returns a
+ * heap copy that holds the connection (a reply to a connection closed
+ * meanwhile goes nowhere), or NULL for ENOMEM. Answer it with
+ * req_reply()/req_error(), then req_done().
+ */
+struct req *req_defer(const struct req *r);
+void req_done(struct req *d);
+
+/*
+ * Node @ino as @r's session may see it: NULL when there is none, or when
+ * its export confines the session to a subtree and the node is not in
+ * it. A directory is checked by its parents; a non-directory has none
+ * to check (64 bytes a node), so a confined session may use only those
+ * it was told of by a reply (session_grant()): a lookup, a create,
+ * readdirplus. Guessing numbers gets it nothing. (session.c)
+ */
+struct node *req_node(const struct req *r, uint64_t ino);
+
+/* For req_node() failing: -ENOENT, or -ESTALE for a node that exists but
+ * was not granted (the kernel then looks the name up again). */
+int req_node_err(const struct req *r, uint64_t ino);
+
+/* Whether @c is root with admin rights on @r's session (exports.h). */
+bool req_admin(const struct req *r, const struct cred *c);
+
+/* Whether @c owns @n, or may act as its owner (root with admin rights). */
+static inline bool req_owns(const struct req *r, const struct cred *c,
+			    const struct node *n)
+{
+	return c->uid == n->uid || req_admin(r, c);
+}
+
+/* The credentials a request carries, as the permission checks take them
+ * (the groups stay the message's). */
+static inline struct cred req_cred(const Sweepfs__Cred *p)
+{
+	struct cred c = { p->uid, p->gid, p->n_groups, p->groups };
+
+	return c;
+}
+
+/* A name to create or remove: 1..255 bytes, no '/' or NUL, not . or ..;
+ * 0, -ENAMETOOLONG or -EINVAL. */
+int req_check_name(const ProtobufCBinaryData *name);
+
+/*
+ * Apply @mut and journal it as the next version; the reply of @r (may be
+ * NULL for internal changes) waits for it. Returns 0 or -errno (nothing
+ * changed).
+ */
+int master_commit(struct master *m, struct req *r,
+		  const Sweepfs__Meta__Mutation *mut);
+
+/* Fill @a with the attributes of @n, as replies carry them. */
+void attr_fill(Sweepfs__Attr *a, const struct node *n);
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * dispatch.c: the one table that routes requests. Every request a client
+ * or chunkserver sends has a route; a role reaches only its own; a
+ * read-only export writes nothing through any route; credentials are
+ * mapped before a handler sees them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dispatch.h"
+#include "master_i.h"
+
+/* Types a master receives no request of: notifications it sends, and
+ * the chunkservers' own data requests. */
+static bool not_a_master_request(uint16_t type)
+{
+	switch (type) {
+	case SW_MSG_HELLO: /* server.c's own */
+	case SW_MSG_CS_READ:
+	case SW_MSG_CS_WRITE:
+	case SW_MSG_CS_SYNC:
+	case SW_MSG_CS_COMMAND:
+	case SW_MSG_INVAL:
+	case SW_MSG_DELEG_RECALL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void session_as(struct session *s, int role, bool rw, bool admin)
+{
+	memset(s, 0, sizeof(*s));
+	s->role = role;
+	s->rw = rw;
+	s->admin = admin;
+	s->maproot_uid = s->maproot_gid = EXPORT_NO_MAP;
+	s->mapall_uid = s->mapall_gid = EXPORT_NO_MAP;
+}
+
+static void test_every_request_routed(void **state)
+{
+	(void)state;
+	for (uint16_t t = 0; t < SW_MSG__COUNT + 2; t++) {
+		const struct sw_msg_info *info = sw_msg_info(t);
+		const struct route *rt = dispatch_route(t);
+
+		if (!info || not_a_master_request(t)) {
+			assert_null(rt);
+			continue;
+		}
+		assert_non_null(rt);
+		assert_non_null(rt->fn);
+		assert_true(rt->roles != 0);
+		/* What the protocol calls a change, the table does; the
+		 * ones that depend on the message say so (open). */
+		if (!rt->writes)
+			assert_int_equal(!!(rt->flags & ROUTE_WRITES),
+					 info->mutating);
+		else
+			assert_true(rt->flags & ROUTE_WRITES);
+	}
+}
+
+static void test_roles(void **state)
+{
+	Sweepfs__LookupReq lookup = SWEEPFS__LOOKUP_REQ__INIT;
+	Sweepfs__CsHeartbeatReq hb = SWEEPFS__CS_HEARTBEAT_REQ__INIT;
+	Sweepfs__BatchReq batch = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__PingReq ping = SWEEPFS__PING_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct session cs, mount, tool;
+
+	(void)state;
+	lookup.cred = &cred;
+	session_as(&cs, SWEEPFS__ROLE__ROLE_CHUNKSERVER, true, true);
+	session_as(&mount, SWEEPFS__ROLE__ROLE_MOUNT, true, false);
+	session_as(&tool, SWEEPFS__ROLE__ROLE_TOOL, true, false);
+
+	/* A chunkserver has no export: no namespace requests through it. */
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_LOOKUP), &cs,
+					&lookup.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_CS_HEARTBEAT),
+					&cs, &hb.base),
+			 0);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_PING), &cs,
+					&ping.base),
+			 0);
+	/* ... and no one else claims to be one. */
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_CS_HEARTBEAT),
+					&mount, &hb.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_LOOKUP), &mount,
+					&lookup.base),
+			 0);
+	/* Batches are a mount's. */
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_BATCH), &tool,
+					&batch.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_BATCH), &mount,
+					&batch.base),
+			 0);
+	/* A role the hello never gives is refused everything. */
+	mount.role = 9;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_PING), &mount,
+					&ping.base),
+			 -EPERM);
+}
+
+static void test_read_only_and_admin(void **state)
+{
+	Sweepfs__NameReq unlink = SWEEPFS__NAME_REQ__INIT;
+	Sweepfs__OpenReq open = SWEEPFS__OPEN_REQ__INIT;
+	Sweepfs__TrashReq trash = SWEEPFS__TRASH_REQ__INIT;
+	Sweepfs__FsckReq fsck = SWEEPFS__FSCK_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct session ro, admin;
+
+	(void)state;
+	unlink.cred = open.cred = trash.cred = &cred;
+	session_as(&ro, SWEEPFS__ROLE__ROLE_MOUNT, false, false);
+	session_as(&admin, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_UNLINK), &ro,
+					&unlink.base),
+			 -EROFS);
+	open.flags = O_RDONLY;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_OPEN), &ro,
+					&open.base),
+			 0);
+	open.flags = O_RDONLY | O_TRUNC;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_OPEN), &ro,
+					&open.base),
+			 -EROFS);
+	open.flags = O_WRONLY;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_OPEN), &ro,
+					&open.base),
+			 -EROFS);
+	trash.op = 1; /* list */
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_TRASH), &ro,
+					&trash.base),
+			 0);
+	trash.op = 2;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_TRASH), &ro,
+					&trash.base),
+			 -EROFS);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &ro,
+					&fsck.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &admin,
+					&fsck.base),
+			 0);
+}
+
+static void test_creds_mapped(void **state)
+{
+	Sweepfs__NameReq unlink = SWEEPFS__NAME_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	uint32_t groups[2] = { 0, 7 };
+	struct session s;
+
+	(void)state;
+	session_as(&s, SWEEPFS__ROLE__ROLE_MOUNT, true, false);
+	s.maproot_uid = s.maproot_gid = 65534;
+	cred.uid = cred.gid = 0;
+	cred.n_groups = 2;
+	cred.groups = groups;
+	unlink.cred = &cred;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_UNLINK), &s,
+					&unlink.base),
+			 0);
+	assert_int_equal(cred.uid, 65534);
+	assert_int_equal(cred.gid, 65534);
+	assert_int_equal(cred.n_groups, 0);
+	/* Not root: kept. */
+	cred.uid = cred.gid = 1000;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_UNLINK), &s,
+					&unlink.base),
+			 0);
+	assert_int_equal(cred.uid, 1000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_every_request_routed),
+		cmocka_unit_test(test_roles),
+		cmocka_unit_test(test_read_only_and_admin),
+		cmocka_unit_test(test_creds_mapped),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
