@@ -55,20 +55,10 @@ static bool cmd_eq(const void *e, const void *key)
 	return ((const struct cs_cmd *)e)->id == *(const uint64_t *)key;
 }
 
-/* A directory leaves the namespace: whoever cached or held it is told. */
-static void dir_gone(void *arg, struct node *dir)
-{
-	watch_dir_gone(arg, dir);
-	deleg_dir_gone(arg, dir);
-}
-
 int csrvs_init(struct master *m)
 {
 	htab_init(&m->cs_cmds, cmd_hash);
 	m->next_cmd = 1;
-	m->ns.chunk_gone = csrv_chunk_gone;
-	m->ns.dir_gone = dir_gone;
-	m->ns.hook_arg = m;
 	return 0;
 }
 

@@ -324,6 +324,29 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- start and stop ------------------------------------------------- */
 
+/* A directory leaves the namespace: whoever cached or held it is told. */
+static void dir_gone(void *arg, struct node *dir)
+{
+	watch_dir_gone(arg, dir);
+	deleg_dir_gone(arg, dir);
+}
+
+/*
+ * The namespace core tells the layers above it what leaves it through
+ * these hooks, the only arrows upwards; they are wired here and nowhere
+ * else. Only once the changelog is replayed (replay frees nodes and
+ * chunks that nobody has locked, cached or stored yet: their copies are
+ * found orphaned when chunkservers register) and what they reach is
+ * built; unwired before it goes.
+ */
+static void hooks_wire(struct master *m, bool on)
+{
+	m->ns.hook_arg = on ? m : NULL;
+	m->ns.chunk_gone = on ? csrv_chunk_gone : NULL;
+	m->ns.dir_gone = on ? dir_gone : NULL;
+	m->ns.node_gone = on ? lockops_node_gone : NULL;
+}
+
 int master_start(struct master *m, uv_loop_t *loop)
 {
 	struct changelog_opts clo;
@@ -337,8 +360,6 @@ int master_start(struct master *m, uv_loop_t *loop)
 	rc = load_keys(m);
 	if (rc < 0)
 		return rc;
-	/* Replay drops chunks too; their copies are found orphaned when the
-	 * chunkservers register, so the deletion hook starts only now. */
 	rc = load_metadata(m);
 	if (rc < 0)
 		return rc;
@@ -361,6 +382,7 @@ int master_start(struct master *m, uv_loop_t *loop)
 		return rc;
 	}
 	sessions_init(m);
+	hooks_wire(m, true);
 	rc = master_load_exports(m);
 	if (rc < 0)
 		return rc;
@@ -408,6 +430,7 @@ void master_stop(struct master *m)
 
 void master_release(struct master *m)
 {
+	hooks_wire(m, false);
 	snapjob_release(m);
 	exports_free(&m->exports);
 	sessions_release(m);

@@ -218,8 +218,6 @@ int sessions_init(struct master *m)
 	htab_init(&m->openers, ino_hash);
 	locks_init(&m->locks, lockops_wake, m);
 	locks_set_limits(&m->locks, &ll);
-	/* Only now: replaying the changelog frees nodes nobody locked. */
-	m->ns.node_gone = lockops_node_gone;
 	return 0;
 }
 
@@ -399,7 +397,6 @@ void sessions_release(struct master *m)
 	htab_release(&m->session_addrs);
 	htab_release(&m->openers);
 	locks_release(&m->locks);
-	m->ns.node_gone = NULL;
 }
 
 static uint64_t new_session_id(struct master *m)

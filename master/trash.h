@@ -1,7 +1,8 @@
 /*
- * The trash, namespace side (see trash.c): removed files and trees kept
- * until they expire. Same rules as namespace.h: structure only, no
- * policy, all-or-nothing, deterministic for replay.
+ * The trash, namespace side (nstrash.c; the requests are trash.c's):
+ * removed files and trees kept until they expire. Same rules as
+ * namespace.h: structure only, no policy, all-or-nothing, deterministic
+ * for replay.
  */
 #ifndef SWEEPFS_MASTER_TRASH_H
 #define SWEEPFS_MASTER_TRASH_H
@@ -38,8 +39,23 @@ int ns_trash_drop(struct ns *ns, uint64_t id, bool keep, int64_t now);
 int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
 			 bool recursive);
 
+/* One item: the namespace's list, oldest first. */
+struct trash_item {
+	uint64_t id;	   /* changelog version of the removal */
+	struct node *node; /* a file (TRASHED) or a tree's root (DETACHED) */
+	uint64_t parent;   /* where it was */
+	char *path;	   /* and its full path then ("/a/b/name") */
+	const char *name;  /* the last component, in path */
+	int64_t deleted_at;
+	int64_t expires_at;
+	uint64_t nodes;
+	struct trash_item *next;
+};
+
+/* Item @id, or NULL. */
+struct trash_item *ns_trash_find(const struct ns *ns, uint64_t id);
+
 /* Checkpoint: iterate, read an item, load one, free them all. */
-struct trash_item;
 int ns_trash_foreach(const struct ns *ns,
 		     int (*fn)(const struct trash_item *t, void *arg),
 		     void *arg);
