@@ -11,8 +11,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "csrv.h"
+#include "deleg.h"
+#include "master.h"
+#include "purge.h"
+#include "req.h"
+#include "session.h"
+#include "snapjob.h"
 #include "namespace_i.h"
 #include "util.h"
 
@@ -131,7 +138,7 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.has_checkpoint_version = 1;
 	reply.meta_version = m->ns.version;
 	reply.durable_version = changelog_durable(m->cl);
-	reply.checkpoint_version = m->checkpoint_version;
+	reply.checkpoint_version = m->ckpt.version;
 	reply.changelog_sync = (char *)sync_names[m->cfg.changelog_sync];
 	reply.has_nodes = reply.has_dirs = reply.has_names = 1;
 	reply.has_orphans = reply.has_meta_bytes = reply.has_rss_bytes = 1;
@@ -160,8 +167,8 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.purge_left = purge_left(m);
 	reply.purge_oldest = m->ns.purge_head ? m->ns.purge_head->id : 0;
 	reply.purged = m->ns.purged;
-	reply.purge_busy_ms = m->purge_busy_ns / 1000000;
-	reply.chunk_deletes_pending = m->pending_deletes;
+	reply.purge_busy_ms = m->purge.busy_ns / 1000000;
+	reply.chunk_deletes_pending = m->cs.pending_deletes;
 	reply.chunks = m->ns.nchunks;
 	{
 		double ops, rate;
@@ -175,9 +182,9 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 			 * per second of its budget so far. */
 			double per_s = rate;
 
-			if (per_s <= 0 && m->purge_busy_ns && m->ns.purged)
+			if (per_s <= 0 && m->purge.busy_ns && m->ns.purged)
 				per_s = (double)m->ns.purged /
-					((double)m->purge_busy_ns / 1e9) *
+					((double)m->purge.busy_ns / 1e9) *
 					(double)m->cfg.purge_duty / 100;
 			if (per_s > 0) {
 				reply.has_purge_eta_ms = 1;
@@ -195,13 +202,13 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	reply.trash_items = m->ns.ntrash;
 	reply.has_bg_slices = reply.has_bg_slice_max_us = 1;
 	reply.has_bg_slices_over_1ms = 1;
-	reply.bg_slices = m->bg_slices;
-	reply.bg_slice_max_us = (uint64_t)m->bg_slice_max_ns / 1000;
-	reply.bg_slices_over_1ms = m->bg_slices_over_1ms;
+	reply.bg_slices = m->bg.slices;
+	reply.bg_slice_max_us = (uint64_t)m->bg.slice_max_ns / 1000;
+	reply.bg_slices_over_1ms = m->bg.slices_over_1ms;
 	reply.has_tables_resizing = 1;
 	reply.tables_resizing = ns_resizing(&m->ns);
 	reply.has_bg_slice_max_cpu_us = 1;
-	reply.bg_slice_max_cpu_us = (uint64_t)m->bg_slice_max_cpu_ns / 1000;
+	reply.bg_slice_max_cpu_us = (uint64_t)m->bg.slice_max_cpu_ns / 1000;
 	reply.has_locks = reply.has_lock_waiters = 1;
 	reply.locks = m->locks.nlocks;
 	reply.lock_waiters = m->locks.nwaiters;
@@ -222,12 +229,12 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 		reply.batch_ops = m->total.batch_ops;
 	}
 	{
-		Sweepfs__ServerInfo *si = calloc(m->ncsrvs + 1, sizeof(*si));
-		Sweepfs__ServerInfo **sp = calloc(m->ncsrvs + 1, sizeof(*sp));
+		Sweepfs__ServerInfo *si = calloc(m->cs.n + 1, sizeof(*si));
+		Sweepfs__ServerInfo **sp = calloc(m->cs.n + 1, sizeof(*sp));
 
 		if (si && sp) {
-			for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-				struct csrv *s = m->csrvs[i];
+			for (uint32_t i = 1; i <= m->cs.n; i++) {
+				struct csrv *s = m->cs.srv[i];
 				Sweepfs__ServerInfo *x = &si[i - 1];
 
 				sweepfs__server_info__init(x);
@@ -244,7 +251,7 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 				x->deleted = s->deleted;
 				sp[i - 1] = x;
 			}
-			reply.n_servers = m->ncsrvs;
+			reply.n_servers = m->cs.n;
 			reply.servers = sp;
 		}
 		servers_mem[0] = si;

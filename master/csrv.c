@@ -25,7 +25,11 @@
 #include "hash.h"
 #include "log.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "dataops.h"
+#include "master.h"
+#include "req.h"
+#include "server.h"
+#include "session.h"
 #include "util.h"
 
 #define TAG "csrv"
@@ -57,8 +61,8 @@ static bool cmd_eq(const void *e, const void *key)
 
 int csrvs_init(struct master *m)
 {
-	htab_init(&m->cs_cmds, cmd_hash);
-	m->next_cmd = 1;
+	htab_init(&m->cs.cmds, cmd_hash);
+	m->cs.next_cmd = 1;
 	return 0;
 }
 
@@ -70,18 +74,18 @@ static int free_cmd(void *e, void *arg)
 
 void csrvs_release(struct master *m)
 {
-	htab_foreach(&m->cs_cmds, free_cmd, NULL);
-	htab_release(&m->cs_cmds);
-	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-		free(m->csrvs[i]->delq);
-		free(m->csrvs[i]);
+	htab_foreach(&m->cs.cmds, free_cmd, NULL);
+	htab_release(&m->cs.cmds);
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		free(m->cs.srv[i]->delq);
+		free(m->cs.srv[i]);
 	}
-	m->ncsrvs = 0;
+	m->cs.n = 0;
 }
 
 struct csrv *csrv_get(struct master *m, uint32_t id)
 {
-	return id && id <= m->ncsrvs ? m->csrvs[id] : NULL;
+	return id && id <= m->cs.n ? m->cs.srv[id] : NULL;
 }
 
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
@@ -89,7 +93,7 @@ void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
 		uint64_t *expires_ms)
 {
 	*expires_ms = (uint64_t)(sw_now_ns() / 1000000) + TOKEN_TTL_MS;
-	sw_token_make(m->token_key, chunk, version, mode, *expires_ms, out);
+	sw_token_make(m->cs.token_key, chunk, version, mode, *expires_ms, out);
 }
 
 /* ---- copies --------------------------------------------------------- */
@@ -151,7 +155,7 @@ void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,
 	}
 	s->delq[s->delq_len++] = chunk;
 	s->delq[s->delq_len++] = version;
-	m->pending_deletes++;
+	m->cs.pending_deletes++;
 }
 
 void csrv_chunk_gone(void *arg, const struct chunk *c)
@@ -176,13 +180,13 @@ int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
 	k = malloc(sizeof(*k));
 	if (!k)
 		return -ENOMEM;
-	k->id = m->next_cmd++;
+	k->id = m->cs.next_cmd++;
 	k->srv = srv;
 	k->replicate = cmd->op == SWEEPFS__CS_COMMAND__OP__REPLICATE;
 	k->cb = cb;
 	k->arg = arg;
 	k->deadline = sw_mono_ns() + (int64_t)CSRV_CMD_TIMEOUT_MS * 1000000;
-	if (htab_insert(&m->cs_cmds, sw_hash_u64(k->id), k) < 0) {
+	if (htab_insert(&m->cs.cmds, sw_hash_u64(k->id), k) < 0) {
 		free(k);
 		return -ENOMEM;
 	}
@@ -200,7 +204,7 @@ static void cmd_finish(struct master *m, struct cs_cmd *k, int rc)
 {
 	struct csrv *s = csrv_get(m, k->srv);
 
-	htab_remove(&m->cs_cmds, sw_hash_u64(k->id), k);
+	htab_remove(&m->cs.cmds, sw_hash_u64(k->id), k);
 	if (s) {
 		s->inflight--;
 		if (k->replicate)
@@ -244,7 +248,7 @@ static void fail_cmds(struct master *m, uint32_t srv, int rc)
 {
 	struct cmd_sweep sw = { .srv = srv, .now = sw_mono_ns() };
 
-	htab_foreach(&m->cs_cmds, collect_cmd, &sw);
+	htab_foreach(&m->cs.cmds, collect_cmd, &sw);
 	for (size_t i = 0; i < sw.n; i++)
 		cmd_finish(m, sw.v[i], rc);
 	free(sw.v);
@@ -264,23 +268,23 @@ static struct csrv *find_or_add(struct master *m, uint64_t server_id,
 {
 	struct csrv *s;
 
-	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-		s = m->csrvs[i];
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		s = m->cs.srv[i];
 		if (server_id ? s->server_id == server_id :
 				!strcmp(s->listen, listen))
 			return s;
 	}
-	if (m->ncsrvs == CSRV_MAX)
+	if (m->cs.n == CSRV_MAX)
 		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->id = ++m->ncsrvs;
+	s->id = ++m->cs.n;
 	s->server_id = server_id;
 	while (!s->server_id &&
 	       getrandom(&s->server_id, sizeof(s->server_id), 0) < 0)
 		;
-	m->csrvs[s->id] = s;
+	m->cs.srv[s->id] = s;
 	return s;
 }
 
@@ -399,7 +403,7 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 	reply.has_server_id = 1;
 	reply.server_id = s->server_id;
 	reply.has_token_key = 1;
-	reply.token_key.data = m->token_key;
+	reply.token_key.data = m->cs.token_key;
 	reply.token_key.len = SW_TOKEN_KEY;
 	req_reply(r, &reply.base);
 }
@@ -430,7 +434,7 @@ void csrv_op_done(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct csrv *s = server_of(r);
 	struct cs_cmd *k =
-		htab_find(&r->m->cs_cmds, sw_hash_u64(q->id), cmd_eq, &q->id);
+		htab_find(&r->m->cs.cmds, sw_hash_u64(q->id), cmd_eq, &q->id);
 
 	req_reply(r, &reply.base);
 	if (!s || !k || k->srv != s->id)
@@ -504,8 +508,8 @@ int csrv_choose(struct master *m, uint32_t *out, int n, const uint32_t *exclude,
 	while (got < n) {
 		struct csrv *best = NULL;
 
-		for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-			struct csrv *s = m->csrvs[i];
+		for (uint32_t i = 1; i <= m->cs.n; i++) {
+			struct csrv *s = m->cs.srv[i];
 			bool skip = !csrv_up(s) ||
 				    s->used_bytes + SW_CHUNK_SIZE >
 					    s->total_bytes;
@@ -529,8 +533,8 @@ void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
 		 uint64_t *pending_delete)
 {
 	*total = *avail = 0;
-	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-		struct csrv *s = m->csrvs[i];
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		struct csrv *s = m->cs.srv[i];
 
 		if (!csrv_up(s))
 			continue;
@@ -538,7 +542,7 @@ void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
 		*avail +=
 			s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes);
 	}
-	*pending_delete = m->pending_deletes;
+	*pending_delete = m->cs.pending_deletes;
 }
 
 /* ---- background: deletions, replication ----------------------------- */
@@ -568,7 +572,7 @@ static void drain_deletions(struct master *m, struct csrv *s)
 		if (csrv_command(m, s->id, &cmd, deleted_cb, NULL) < 0)
 			break;
 		s->delq_head += 2;
-		m->pending_deletes--;
+		m->cs.pending_deletes--;
 		s->delete_credit -= 1;
 	}
 	if (s->delq_head == s->delq_len)
@@ -724,8 +728,8 @@ void csrvs_tick(struct master *m)
 	int64_t now = sw_mono_ns();
 
 	data_tick(m);
-	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-		struct csrv *s = m->csrvs[i];
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		struct csrv *s = m->cs.srv[i];
 
 		if (csrv_up(s))
 			drain_deletions(m, s);
@@ -735,7 +739,7 @@ void csrvs_tick(struct master *m)
 		last_timeout_scan = now;
 		fail_cmds(m, 0, -ETIMEDOUT);
 	}
-	if (m->ncsrvs > 1)
-		htab_scan(&m->ns.chunks, &m->repl_cursor, REPL_SCAN_BUDGET,
+	if (m->cs.n > 1)
+		htab_scan(&m->ns.chunks, &m->cs.repl_cursor, REPL_SCAN_BUDGET,
 			  scan_chunk, &rs);
 }

@@ -15,7 +15,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "chunks.h"
+#include "exports.h"
+#include "htab.h"
 #include "sweepfs.pb-c.h"
 #include "token.h"
 
@@ -46,6 +49,20 @@ struct csrv {
 	uint32_t inflight;    /* commands not yet done */
 	uint32_t replicating; /* of which replications */
 	double delete_credit; /* token bucket for paced deletions */
+};
+
+/* The master's chunkservers (struct master's cs). */
+struct csrv_table {
+	struct csrv *srv[CSRV_MAX + 1]; /* by id, 1..CSRV_MAX */
+	uint32_t n;			/* ids given out */
+	struct htab cmds;		/* commands in flight, by id */
+	uint64_t next_cmd;
+	uint8_t token_key[SW_TOKEN_KEY]; /* signs chunk access tokens */
+	uint64_t pending_deletes;
+	uint64_t repl_cursor;
+	uint8_t key[SW_AUTH_KEY];     /* chunkservers prove it */
+	struct export_addr allow[64]; /* and come from these */
+	size_t nallow;
 };
 
 typedef void (*csrv_cb)(struct master *m, void *arg, uint32_t srv, int rc);

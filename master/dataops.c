@@ -30,10 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataops.h"
 #include "buf.h"
 #include "log.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "csrv.h"
+#include "master.h"
+#include "req.h"
+#include "server.h"
+#include "session.h"
 #include "util.h"
 
 #define TAG "data"
@@ -65,43 +70,37 @@ struct chunk_wait {
 static void job_run(struct master *m, struct job *j);
 
 /*
- * Chunks with a write lease, so that a snapshot can take the leases back
- * without looking at every chunk. Entries go stale when a lease ends;
- * they are dropped when the list is next full.
+ * m->data.leased: chunks with a write lease, so that a snapshot can take
+ * the leases back without looking at every chunk. Entries go stale when
+ * a lease ends; they are dropped when the list is next full.
  */
-static struct {
-	uint64_t *id;
-	size_t n, cap;
-} leased;
-
-static void lease_note(const struct ns *ns, uint64_t id)
+static void lease_note(struct master *m, uint64_t id)
 {
-	if (leased.n == leased.cap) {
+	struct leased *l = &m->data.leased;
+
+	if (l->n == l->cap) {
 		size_t keep = 0;
 		int64_t now = sw_mono_ns();
 
-		for (size_t i = 0; i < leased.n; i++) {
-			const struct chunk *c = chunk_get(ns, leased.id[i]);
+		for (size_t i = 0; i < l->n; i++) {
+			const struct chunk *c = chunk_get(&m->ns, l->id[i]);
 
 			if (c && c->lease_session && c->lease_until > now)
-				leased.id[keep++] = leased.id[i];
+				l->id[keep++] = l->id[i];
 		}
-		leased.n = keep;
+		l->n = keep;
 	}
-	if (leased.n == leased.cap) {
-		size_t cap = leased.cap ? leased.cap * 2 : 64;
-		uint64_t *v = realloc(leased.id, cap * sizeof(*v));
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		uint64_t *v = realloc(l->id, cap * sizeof(*v));
 
 		if (!v)
 			return; /* then it cannot be revoked: see data_revoke_leases() */
-		leased.id = v;
-		leased.cap = cap;
+		l->id = v;
+		l->cap = cap;
 	}
-	leased.id[leased.n++] = id;
+	l->id[l->n++] = id;
 }
-
-/* Requests waiting for chunkservers to register after start-up. */
-static struct job *held;
 
 static void job_free(struct job *j)
 {
@@ -291,7 +290,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			chunk_idle(m, c);
 		}
 		if (j->revoke)
-			m->revoking--;
+			m->data.revoking--;
 		else if (j->nok && c && done_rc == 0)
 			sw_notice(TAG,
 				  "chunk %016" PRIx64
@@ -335,7 +334,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			c->lease_session =
 				j->req->conn->s ? j->req->conn->s->id : 0;
 			c->lease_until = sw_mono_ns() + LEASE_NS;
-			lease_note(&m->ns, c->id);
+			lease_note(m, c->id);
 		}
 		if (!j->nok) {
 			req_error(j->req, -EIO);
@@ -410,8 +409,8 @@ static unsigned file_goal(const struct master *m, const struct node *n)
  */
 static bool any_server_up(struct master *m)
 {
-	for (uint32_t i = 1; i <= m->ncsrvs; i++)
-		if (csrv_up(m->csrvs[i]))
+	for (uint32_t i = 1; i <= m->cs.n; i++)
+		if (csrv_up(m->cs.srv[i]))
 			return true;
 	return false;
 }
@@ -639,11 +638,11 @@ static void job_run(struct master *m, struct job *j)
 		req_error(j->req, -ENOMEM);
 		goto out_free;
 	}
-	if (sw_mono_ns() < m->settle_at &&
+	if (sw_mono_ns() < m->data.settle_at &&
 	    (c ? !any_copy_up(m, c) : j->write && !any_server_up(m))) {
 		/* Its servers may not have registered again yet. */
-		j->next = held;
-		held = j;
+		j->next = m->data.held;
+		m->data.held = j;
 		return;
 	}
 	if (!j->write) {
@@ -820,14 +819,14 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
  * snapshot now shares; the writer's next request duplicates it. A chunk
  * busy with commands for a writer is dealt with when they finish
  * (command_done() runs the request again, which then duplicates).
- * m->revoking counts the bumps in flight.
+ * m->data.revoking counts the bumps in flight.
  */
 void data_revoke_leases(struct master *m)
 {
 	int64_t now = sw_mono_ns();
 
-	for (size_t i = 0; i < leased.n; i++) {
-		struct chunk *c = chunk_get(&m->ns, leased.id[i]);
+	for (size_t i = 0; i < m->data.leased.n; i++) {
+		struct chunk *c = chunk_get(&m->ns, m->data.leased.id[i]);
 		struct job *j;
 
 		if (!c || !c->lease_session || c->lease_until <= now)
@@ -839,13 +838,13 @@ void data_revoke_leases(struct master *m)
 		if (!j)
 			continue;
 		j->revoke = true;
-		m->revoking++;
+		m->data.revoking++;
 		if (start_bump(m, j, c, UINT64_MAX) < 0) {
-			m->revoking--;
+			m->data.revoking--;
 			free(j);
 		}
 	}
-	leased.n = 0;
+	m->data.leased.n = 0;
 }
 
 /* ---- after a restart ----------------------------------------------- */
@@ -853,9 +852,9 @@ void data_revoke_leases(struct master *m)
 /* Run the requests held for chunkservers to register. */
 void data_registered(struct master *m)
 {
-	struct job *j = held;
+	struct job *j = m->data.held;
 
-	held = NULL;
+	m->data.held = NULL;
 	while (j) {
 		struct job *next = j->next;
 
@@ -867,10 +866,10 @@ void data_registered(struct master *m)
 
 void data_stop(struct master *m)
 {
-	struct job *j = held;
+	struct job *j = m->data.held;
 
 	(void)m;
-	held = NULL;
+	m->data.held = NULL;
 	while (j) {
 		struct job *next = j->next;
 
@@ -878,9 +877,9 @@ void data_stop(struct master *m)
 		job_free(j);
 		j = next;
 	}
-	free(leased.id);
-	leased.id = NULL;
-	leased.n = leased.cap = 0;
+	free(m->data.leased.id);
+	m->data.leased.id = NULL;
+	m->data.leased.n = m->data.leased.cap = 0;
 }
 
 /* Start a redo job for @c: commands @tmpl to the @n servers in @srv. */
@@ -976,7 +975,7 @@ void data_redo(struct master *m, struct chunk *c)
 {
 	const struct chunk_intent *in = ns_intent_get(&m->ns, c->id);
 
-	if (!in || c->busy || !m->settled || in->version != c->version)
+	if (!in || c->busy || !m->data.settled || in->version != c->version)
 		return;
 	if (any_copy(c, COPY_VALID)) {
 		/* Made on some server after all; copies left behind hold
@@ -1001,9 +1000,9 @@ void data_tick(struct master *m)
 	const uint64_t *id;
 	size_t n;
 
-	if (m->settled || sw_mono_ns() < m->settle_at)
+	if (m->data.settled || sw_mono_ns() < m->data.settle_at)
 		return;
-	m->settled = true;
+	m->data.settled = true;
 	ns_intents_foreach(&m->ns, collect_intent, &ids);
 	id = (const uint64_t *)ids.data;
 	n = sw_buf_used(&ids) / sizeof(*id);

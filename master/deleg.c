@@ -14,7 +14,10 @@
 #include "hash.h"
 #include "log.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "master.h"
+#include "req.h"
+#include "server.h"
+#include "session.h"
 #include "util.h"
 #include "watch.h"
 

@@ -9,7 +9,8 @@
 
 #include "dispatch.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "master.h"
+#include "session.h"
 
 #define MOUNT ROUTE_ROLE(SWEEPFS__ROLE__ROLE_MOUNT)
 #define TOOL ROUTE_ROLE(SWEEPFS__ROLE__ROLE_TOOL)

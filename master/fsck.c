@@ -38,9 +38,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "fsck.h"
 #include "log.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "csrv.h"
+#include "master.h"
+#include "req.h"
 #include "namespace_i.h"
 #include "trash.h"
 #include "util.h"
@@ -343,13 +347,13 @@ static int tally_copies(void *elem, void *arg)
 static int check_servers(struct check *k, Sweepfs__FsckServer **out)
 {
 	struct master *m = k->m;
-	struct tally t = { calloc(m->ncsrvs + 1, sizeof(uint64_t)), m->ncsrvs };
+	struct tally t = { calloc(m->cs.n + 1, sizeof(uint64_t)), m->cs.n };
 
 	if (!t.known)
 		return -ENOMEM;
 	chunks_foreach(&m->ns, tally_copies, &t);
-	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-		struct csrv *s = m->csrvs[i];
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		struct csrv *s = m->cs.srv[i];
 		Sweepfs__FsckServer *x = out[i - 1];
 		uint64_t queued = (s->delq_len - s->delq_head) / 2;
 
@@ -396,9 +400,9 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 {
 	Sweepfs__FsckReply *r = calloc(1, sizeof(*r));
 	Sweepfs__FsckServer **srvp = calloc(
-		m->ncsrvs + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
+		m->cs.n + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
 	Sweepfs__FsckServer *srv =
-		srvp ? (Sweepfs__FsckServer *)(srvp + m->ncsrvs + 1) : NULL;
+		srvp ? (Sweepfs__FsckServer *)(srvp + m->cs.n + 1) : NULL;
 	struct check k = { m, r, calloc(max + 1, sizeof(char *)), 0, max };
 	struct ns *ns = &m->ns;
 	int64_t t0 = sw_mono_ns();
@@ -419,11 +423,11 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 	r->has_inventory_mismatches = r->has_elapsed_us = 1;
 	r->problems = k.problems;
 	r->servers = srvp;
-	for (uint32_t i = 0; i < m->ncsrvs; i++) {
+	for (uint32_t i = 0; i < m->cs.n; i++) {
 		sweepfs__fsck_server__init(&srv[i]);
 		srvp[i] = &srv[i];
 	}
-	r->n_servers = m->ncsrvs;
+	r->n_servers = m->cs.n;
 
 	htab_foreach(&ns->inodes, reset_node, NULL);
 	htab_foreach(&ns->inodes, count_names, &k);
@@ -627,8 +631,8 @@ out_fail:
  * command: then its count can be compared with ours. */
 static bool reports_fresh(struct master *m)
 {
-	for (uint32_t i = 1; i <= m->ncsrvs; i++) {
-		struct csrv *s = m->csrvs[i];
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		struct csrv *s = m->cs.srv[i];
 
 		if (csrv_up(s) && s->reported_at <= s->changed_at)
 			return false;

@@ -17,9 +17,12 @@
 #include <errno.h>
 #include <inttypes.h>
 
+#include "lockops.h"
 #include "log.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "master.h"
+#include "req.h"
+#include "session.h"
 
 #define TAG "locks"
 

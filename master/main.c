@@ -28,7 +28,8 @@
 #include "cfg.h"
 #include "checkpoint.h"
 #include "log.h"
-#include "master_i.h"
+#include "master.h"
+#include "session.h"
 #include "net.h"
 #include "sdnotify.h"
 #include "util.h"
@@ -479,8 +480,7 @@ int main(int argc, char **argv)
 	uv_run(m.loop, UV_RUN_DEFAULT);
 
 	/* Stopped: make the state on disk complete and quick to load. */
-	if (m.ns.version != m.checkpoint_version &&
-	    !ns_copy_active(&m.ns, NULL)) {
+	if (m.ns.version != m.ckpt.version && !ns_copy_active(&m.ns, NULL)) {
 		rc = checkpoint_write(&m.ns, m.cfg.data_dir, m.ns.version);
 		if (rc < 0) {
 			sw_err(TAG, "final checkpoint failed: %s",

@@ -15,10 +15,21 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "lockops.h"
+#include "master.h"
 #include "auth.h"
 #include "checkpoint.h"
 #include "log.h"
-#include "master_i.h"
+#include "admin.h"
+#include "csrv.h"
+#include "dataops.h"
+#include "deleg.h"
+#include "purge.h"
+#include "server.h"
+#include "session.h"
+#include "snapjob.h"
+#include "trashops.h"
+#include "watch.h"
 #include "mutation.h"
 #include "net.h"
 #include "util.h"
@@ -96,7 +107,7 @@ static int load_metadata(struct master *m)
 			strerror(-rc));
 		return rc;
 	}
-	m->checkpoint_version = cp_version;
+	m->ckpt.version = cp_version;
 	rc = changelog_replay(m->cfg.data_dir, cp_version, replay_one, &m->ns,
 			      &last);
 	if (rc < 0) {
@@ -124,25 +135,23 @@ static int load_metadata(struct master *m)
 
 /* ---- checkpoints ---------------------------------------------------- */
 
-static uint64_t checkpoint_target;
-
 static void on_checkpoint_done(void *arg, int rc)
 {
 	struct master *m = arg;
 	int64_t oldest;
 
-	m->checkpoint_running = false;
+	m->ckpt.running = false;
 	if (rc < 0) {
-		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s",
-		       checkpoint_target, strerror(-rc));
+		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s", m->ckpt.target,
+		       strerror(-rc));
 		return;
 	}
-	m->checkpoint_version = checkpoint_target;
+	m->ckpt.version = m->ckpt.target;
 	oldest = checkpoint_prune(m->cfg.data_dir,
 				  (unsigned)m->cfg.keep_checkpoints);
 	if (oldest > 0)
 		changelog_prune(m->cfg.data_dir, (uint64_t)oldest);
-	sw_info(TAG, "checkpoint %" PRIu64 " written", checkpoint_target);
+	sw_info(TAG, "checkpoint %" PRIu64 " written", m->ckpt.target);
 }
 
 void master_checkpoint(struct master *m)
@@ -151,11 +160,10 @@ void master_checkpoint(struct master *m)
 
 	/* Half a snapshot copy is not something to checkpoint: the
 	 * changelog holds it until it is done (snapjob.c). */
-	if (m->checkpoint_running || m->stopping ||
-	    ns_copy_active(&m->ns, NULL))
+	if (m->ckpt.running || m->stopping || ns_copy_active(&m->ns, NULL))
 		return;
-	m->last_checkpoint = sw_mono_ns();
-	if (m->ns.version == m->checkpoint_version)
+	m->ckpt.last = sw_mono_ns();
+	if (m->ns.version == m->ckpt.version)
 		return;
 	rc = changelog_rotate(m->cl);
 	if (rc < 0) {
@@ -163,14 +171,14 @@ void master_checkpoint(struct master *m)
 		       strerror(-rc));
 		return;
 	}
-	checkpoint_target = m->ns.version;
-	rc = checkpoint_start(m->loop, &m->ns, m->cfg.data_dir,
-			      checkpoint_target, on_checkpoint_done, m);
+	m->ckpt.target = m->ns.version;
+	rc = checkpoint_start(m->loop, &m->ns, m->cfg.data_dir, m->ckpt.target,
+			      on_checkpoint_done, m);
 	if (rc < 0) {
 		sw_err(TAG, "cannot start a checkpoint: %s", strerror(-rc));
 		return;
 	}
-	m->checkpoint_running = true;
+	m->ckpt.running = true;
 }
 
 /* ---- exports --------------------------------------------------------- */
@@ -250,22 +258,22 @@ static int load_keys(struct master *m)
 	rc = data_key(path, token, true);
 	if (rc < 0)
 		return rc;
-	memcpy(m->token_key, token, sizeof(m->token_key));
+	memcpy(m->cs.token_key, token, sizeof(m->cs.token_key));
 	snprintf(path, sizeof(path), "%s/session.key", m->cfg.data_dir);
 	rc = data_key(path, m->session_key, true);
 	if (rc < 0)
 		return rc;
 	if (m->cfg.chunkserver_key_file[0])
-		rc = data_key(m->cfg.chunkserver_key_file, m->cs_key, false);
+		rc = data_key(m->cfg.chunkserver_key_file, m->cs.key, false);
 	else {
 		snprintf(path, sizeof(path), "%s/chunkserver.key",
 			 m->cfg.data_dir);
-		rc = data_key(path, m->cs_key, true);
+		rc = data_key(path, m->cs.key, true);
 	}
 	if (rc < 0)
 		return rc;
-	rc = exports_addrs_parse(m->cfg.chunkserver_allow, m->cs_allow,
-				 SW_ARRAY_SIZE(m->cs_allow), &m->ncs_allow);
+	rc = exports_addrs_parse(m->cfg.chunkserver_allow, m->cs.allow,
+				 SW_ARRAY_SIZE(m->cs.allow), &m->cs.nallow);
 	if (rc < 0)
 		sw_crit(TAG, "chunkserver_allow: not a list of addresses: %s",
 			m->cfg.chunkserver_allow);
@@ -313,9 +321,8 @@ static void on_tick(uv_timer_t *t)
 	server_reap_stalled(m);
 	deleg_tick(m);
 	server_inval_tick(m);
-	if (m->ns.version - m->checkpoint_version >=
-		    m->cfg.checkpoint_changes ||
-	    now - m->last_checkpoint >=
+	if (m->ns.version - m->ckpt.version >= m->cfg.checkpoint_changes ||
+	    now - m->ckpt.last >=
 		    (int64_t)m->cfg.checkpoint_interval_ms * 1000000)
 		master_checkpoint(m);
 	if (!uv_is_active((uv_handle_t *)&m->resize_timer))
@@ -354,9 +361,9 @@ int master_start(struct master *m, uv_loop_t *loop)
 
 	m->loop = loop;
 	m->started_at = sw_now_ns();
-	m->started_mono = m->last_checkpoint = sw_mono_ns();
-	m->settle_at = m->started_mono +
-		       (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
+	m->started_mono = m->ckpt.last = sw_mono_ns();
+	m->data.settle_at = m->started_mono +
+			    (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
 	rc = load_keys(m);
 	if (rc < 0)
 		return rc;

@@ -30,8 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "purge.h"
 #include "log.h"
-#include "master_i.h"
+#include "master.h"
+#include "req.h"
 #include "namespace_i.h"
 #include "util.h"
 
@@ -139,7 +141,7 @@ static void purge_resume(uv_timer_t *t)
 {
 	struct master *m = t->data;
 
-	uv_idle_start(&m->purge_idle, purge_run);
+	uv_idle_start(&m->purge.idle, purge_run);
 }
 
 /*
@@ -153,29 +155,29 @@ static void purge_resume(uv_timer_t *t)
 bool background_may_run(struct master *m)
 {
 	int64_t now = sw_mono_ns();
-	bool busy = now - m->last_client_request < 100 * 1000000LL;
+	bool busy = now - m->bg.last_client_request < 100 * 1000000LL;
 	double duty =
 		(double)(busy ? m->cfg.purge_duty_busy : m->cfg.purge_duty) /
 		100;
 	double cap = 4.0 * (double)m->cfg.purge_slice_us * 1000;
 
-	m->purge_credit += (double)(now - m->purge_last) * duty;
-	m->purge_credit = SW_MIN(m->purge_credit, cap);
-	m->purge_last = now;
-	return m->purge_credit > 0;
+	m->purge.credit += (double)(now - m->purge.last) * duty;
+	m->purge.credit = SW_MIN(m->purge.credit, cap);
+	m->purge.last = now;
+	return m->purge.credit > 0;
 }
 
 void background_spent(struct master *m, int64_t ns, int64_t cpu_ns)
 {
-	m->purge_credit -= (double)ns;
+	m->purge.credit -= (double)ns;
 	/* What a request arriving meanwhile waited for, at worst. */
-	m->bg_slices++;
-	if (ns > m->bg_slice_max_ns)
-		m->bg_slice_max_ns = ns;
-	if (cpu_ns > m->bg_slice_max_cpu_ns)
-		m->bg_slice_max_cpu_ns = cpu_ns;
+	m->bg.slices++;
+	if (ns > m->bg.slice_max_ns)
+		m->bg.slice_max_ns = ns;
+	if (cpu_ns > m->bg.slice_max_cpu_ns)
+		m->bg.slice_max_cpu_ns = cpu_ns;
 	if (ns > 1000000)
-		m->bg_slices_over_1ms++;
+		m->bg.slices_over_1ms++;
 }
 
 static void purge_run(uv_idle_t *h)
@@ -190,7 +192,7 @@ static void purge_run(uv_idle_t *h)
 	}
 	if (!background_may_run(m)) {
 		uv_idle_stop(h);
-		uv_timer_start(&m->purge_timer, purge_resume, 1, 0);
+		uv_timer_start(&m->purge.timer, purge_resume, 1, 0);
 		return;
 	}
 	t0 = sw_mono_ns();
@@ -198,36 +200,36 @@ static void purge_run(uv_idle_t *h)
 	rc = purge_slice(m, t0 + (int64_t)m->cfg.purge_slice_us * 1000);
 	spent = sw_mono_ns() - t0;
 	background_spent(m, spent, sw_thread_cpu_ns() - cpu0);
-	m->purge_busy_ns += (uint64_t)spent;
+	m->purge.busy_ns += (uint64_t)spent;
 	if (rc < 0) {
 		/* The changelog is full: try again in a second. */
 		uv_idle_stop(h);
-		uv_timer_start(&m->purge_timer, purge_resume, 1000, 0);
+		uv_timer_start(&m->purge.timer, purge_resume, 1000, 0);
 	}
 }
 
 void purge_kick(struct master *m)
 {
 	if (!m->ns.purge_head || m->stopping ||
-	    uv_is_active((uv_handle_t *)&m->purge_idle) ||
-	    uv_is_active((uv_handle_t *)&m->purge_timer))
+	    uv_is_active((uv_handle_t *)&m->purge.idle) ||
+	    uv_is_active((uv_handle_t *)&m->purge.timer))
 		return;
-	m->purge_last = sw_mono_ns();
-	uv_idle_start(&m->purge_idle, purge_run);
+	m->purge.last = sw_mono_ns();
+	uv_idle_start(&m->purge.idle, purge_run);
 }
 
 void purge_init(struct master *m)
 {
-	uv_idle_init(m->loop, &m->purge_idle);
-	m->purge_idle.data = m;
-	uv_timer_init(m->loop, &m->purge_timer);
-	m->purge_timer.data = m;
+	uv_idle_init(m->loop, &m->purge.idle);
+	m->purge.idle.data = m;
+	uv_timer_init(m->loop, &m->purge.timer);
+	m->purge.timer.data = m;
 }
 
 void purge_stop(struct master *m)
 {
-	uv_idle_stop(&m->purge_idle);
-	uv_close((uv_handle_t *)&m->purge_idle, NULL);
-	uv_timer_stop(&m->purge_timer);
-	uv_close((uv_handle_t *)&m->purge_timer, NULL);
+	uv_idle_stop(&m->purge.idle);
+	uv_close((uv_handle_t *)&m->purge.idle, NULL);
+	uv_timer_stop(&m->purge.timer);
+	uv_close((uv_handle_t *)&m->purge.timer, NULL);
 }

@@ -6,7 +6,7 @@
 #include <errno.h>
 
 #include "changelog.h"
-#include "master_i.h"
+#include "master.h"
 #include "mutation.h"
 #include "req.h"
 #include "util.h"

@@ -14,8 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rmr.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "master.h"
+#include "purge.h"
+#include "req.h"
+#include "watch.h"
 #include "namespace_i.h"
 #include "util.h"
 

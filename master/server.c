@@ -19,9 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server.h"
 #include "dispatch.h"
 #include "log.h"
-#include "master_i.h"
+#include "deleg.h"
+#include "master.h"
+#include "req.h"
+#include "session.h"
 #include "net.h"
 #include "util.h"
 
@@ -504,7 +508,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		/* Mounts at work: background work steps back (purge.c).
 		 * (Not for tools: a status poll is no load.) */
 		if (c->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
-			m->last_client_request = sw_mono_ns();
+			m->bg.last_client_request = sw_mono_ns();
 		rt->fn(&r, msg);
 	}
 	protobuf_c_message_free_unpacked(msg, NULL);

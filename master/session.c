@@ -31,10 +31,17 @@
 #include <malloc.h>
 #include <sys/random.h>
 
+#include "session.h"
 #include "auth.h"
 #include "hash.h"
 #include "log.h"
-#include "master_i.h"
+#include "csrv.h"
+#include "deleg.h"
+#include "lockops.h"
+#include "master.h"
+#include "req.h"
+#include "server.h"
+#include "watch.h"
 #include "util.h"
 
 #define TAG "session"
@@ -733,8 +740,8 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 	bool allowed = false;
 
 	*challenged = false;
-	for (size_t i = 0; i < m->ncs_allow && !allowed; i++)
-		allowed = exports_addr_fits(&m->cs_allow[i],
+	for (size_t i = 0; i < m->cs.nallow && !allowed; i++)
+		allowed = exports_addr_fits(&m->cs.allow[i],
 					    (struct sockaddr *)&c->addr);
 	if (!allowed) {
 		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
@@ -753,14 +760,14 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 		return -EACCES;
 	}
 	c->nonce_set = false; /* one answer per challenge */
-	sw_auth_tag(m->cs_key, SW_AUTH_CHUNKSERVER, c->nonce, sizeof(c->nonce),
+	sw_auth_tag(m->cs.key, SW_AUTH_CHUNKSERVER, c->nonce, sizeof(c->nonce),
 		    NULL, 0, want);
 	if (h->auth.len != SW_AUTH_TAG ||
 	    !sw_auth_equal(h->auth.data, want, SW_AUTH_TAG)) {
 		sw_warn(TAG, "%s: refused: wrong chunkserver key", c->peer);
 		return -EACCES;
 	}
-	sw_auth_tag(m->cs_key, SW_AUTH_MASTER, h->cs_nonce.data,
+	sw_auth_tag(m->cs.key, SW_AUTH_MASTER, h->cs_nonce.data,
 		    h->cs_nonce.len, NULL, 0, proof);
 	return 0;
 }

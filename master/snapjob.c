@@ -38,8 +38,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "snapjob.h"
 #include "log.h"
-#include "master_i.h"
+#include "dataops.h"
+#include "master.h"
+#include "purge.h"
+#include "req.h"
+#include "watch.h"
 #include "util.h"
 
 #define TAG "snapshot"
@@ -309,7 +315,7 @@ static bool finish(struct snapper *s, int abort_rc)
 	struct node *dir;
 	int64_t rc;
 
-	if (m->revoking && !abort_rc) {
+	if (m->data.revoking && !abort_rc) {
 		/* The reply waits until no old lease can write in place. */
 		uv_idle_stop(&s->idle);
 		uv_timer_start(&s->timer, on_timer, 5, 0);

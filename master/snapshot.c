@@ -20,7 +20,10 @@
 
 #include "fsio.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "master.h"
+#include "req.h"
+#include "rmr.h"
+#include "snapjob.h"
 #include "util.h"
 
 /* Directory @parent (not detached) and its entry @name. */

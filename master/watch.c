@@ -1,6 +1,8 @@
 #include <stdlib.h>
 
-#include "master_i.h"
+#include "master.h"
+#include "server.h"
+#include "session.h"
 #include "util.h"
 #include "watch.h"
 

@@ -18,6 +18,7 @@
 #ifndef SWEEPFS_MASTER_WATCH_H
 #define SWEEPFS_MASTER_WATCH_H
 
+#include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
 

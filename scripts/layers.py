@@ -20,7 +20,7 @@ import os
 import re
 import sys
 
-CORE = {"changelog", "checkpoint", "chunks", "htab", "lct", "mutation",
+CORE = {"trash", "changelog", "checkpoint", "chunks", "htab", "lct", "mutation",
         "namespace", "namespace_i", "nscopy", "nstrash", "perm", "slab"}
 
 

@@ -26,7 +26,12 @@
 #include "exports.h"
 #include "frame.h"
 #include "log.h"
-#include "master_i.h"
+#include "deleg.h"
+#include "master.h"
+#include "req.h"
+#include "server.h"
+#include "session.h"
+#include "watch.h"
 #include "unit.h"
 #include "unit_ns.h"
 

@@ -15,7 +15,8 @@
 #include <cmocka.h>
 
 #include "dispatch.h"
-#include "master_i.h"
+#include "master.h"
+#include "session.h"
 
 /* Types a master receives no request of: notifications it sends, and
  * the chunkservers' own data requests. */

@@ -17,7 +17,12 @@
 
 #include <cmocka.h>
 
-#include "master_i.h"
+#include "csrv.h"
+#include "fsck.h"
+#include "master.h"
+#include "req.h"
+#include "server.h"
+#include "session.h"
 #include "namespace_i.h"
 #include "trash.h"
 #include "unit.h"
@@ -46,8 +51,8 @@ static int setup(void **state)
 	/* It has reported since its last command: counts compare. */
 	f->srv.reported_at = 2;
 	f->srv.changed_at = 1;
-	f->m.csrvs[1] = &f->srv;
-	f->m.ncsrvs = 1;
+	f->m.cs.srv[1] = &f->srv;
+	f->m.cs.n = 1;
 	*state = f;
 	return 0;
 }

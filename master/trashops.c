@@ -22,9 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trashops.h"
 #include "log.h"
 #include "handlers.h"
-#include "master_i.h"
+#include "master.h"
+#include "purge.h"
+#include "req.h"
+#include "session.h"
+#include "watch.h"
 #include "trash.h"
 #include "util.h"
 

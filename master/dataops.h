@@ -1,0 +1,64 @@
+/*
+ * Chunk requests (dataops.c): locations, create, copy-on-write, write
+ * leases, truncation through the chunkservers.
+ */
+#ifndef SWEEPFS_MASTER_DATAOPS_H
+#define SWEEPFS_MASTER_DATAOPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chunks.h"
+#include "namespace.h"
+#include "req.h"
+
+struct master;
+struct job;
+
+/* What dataops.c keeps between requests. */
+struct data_state {
+	/* Chunks with a write lease out, to end them all at a snapshot. */
+	struct leased {
+		uint64_t *id;
+		size_t n, cap;
+	} leased;
+	struct job *held;  /* requests waiting for copies to appear */
+	uint64_t revoking; /* lease revocations in flight */
+	/* Until then (mono ns) a chunk with no copy may still be reported
+	 * by a chunkserver that has not registered again since start-up:
+	 * requests for it wait, and changes a crash cut short are redone
+	 * only after. */
+	int64_t settle_at;
+	bool settled;
+};
+
+/*
+ * @r's setattr changed @n's size from @old_size (already committed). If
+ * chunkservers must cut the last chunk, the reply waits for them: returns
+ * 0 and answers @r later. Returns 1 when the caller should reply now, or
+ * -errno.
+ */
+int data_truncated(struct req *r, struct node *n, uint64_t old_size);
+
+/* End every write lease (a snapshot begins); m->revoking counts the
+ * version bumps this starts until they finish. */
+void data_revoke_leases(struct master *m);
+
+/* A chunkserver registered: requests waiting for copies look again. */
+void data_registered(struct master *m);
+
+/* Shutting down: requests held for chunkservers fail with EIO. */
+void data_stop(struct master *m);
+
+/* Every tick: the end of the grace period after start-up. */
+void data_tick(struct master *m);
+
+/*
+ * A server reported a copy of @c, which has a change in flight that was
+ * not done (chunks.h) and no commands running: redo it if it can be. At
+ * once after the grace period; before, data_tick() does it.
+ */
+void data_redo(struct master *m, struct chunk *c);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * Connections (server.c): framing, the reply queues held back until
+ * the changelog is durable and invalidations are acknowledged, output
+ * budgets, and the handling of each request through dispatch.h.
+ */
+#ifndef SWEEPFS_MASTER_SERVER_H
+#define SWEEPFS_MASTER_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "frame.h"
+#include "sweepfs.pb-c.h"
+
+struct master;
+struct session;
+struct deleg;
+
+/* A reply waiting for the changelog to be durable up to its version. */
+struct held_mark {
+	uint64_t version;
+	uint64_t inval; /* invalidations sent up to this must be acked */
+	size_t size;	/* bytes of this reply at the head of conn->held */
+};
+
+/* One TCP connection. Freed in its close callback. */
+struct conn {
+	uv_tcp_t tcp;
+	struct master *m;
+	struct session *s;	      /* after a successful hello */
+	char peer[64];		      /* "addr:port" */
+	struct sockaddr_storage addr; /* the peer's, for the exports */
+	uint8_t nonce[16]; /* password challenge sent, if nonce_set */
+	bool nonce_set;
+	struct sw_buf in;   /* received, not yet parsed */
+	struct sw_buf out;  /* replies ready to send */
+	struct sw_buf wbuf; /* being written by uv_write */
+	uv_write_t wreq;
+	bool writing; /* wreq in flight */
+	bool closing;
+	bool paused; /* reading stopped: too much output queued */
+	bool in_flush_list;
+	bool in_consume_list;  /* holds a reference */
+	size_t unauth_counted; /* in m->unauth_bytes */
+	struct sw_buf held;    /* replies waiting for durability */
+	struct held_mark *marks;
+	size_t nmarks, marks_cap, marks_head;
+	int64_t partial_since;	   /* mono ns: start of an incomplete frame */
+	int refs;		   /* 1 while open, +1 per deferred request */
+	uint32_t csrv;		   /* chunkserver id, for that role */
+	struct conn *next, *prev;  /* all connections */
+	struct conn *flush_next;   /* conns with output to flush */
+	struct conn *consume_next; /* conns with requests to resume */
+	/* Waiting for a delegation to come back before its next request
+	 * (deleg.h): reading goes on, handling does not. */
+	struct deleg *parked;
+	struct conn *park_next;
+};
+
+int server_start(struct master *m);
+void server_stop(struct master *m);
+
+/* Close @c (its session detaches; deferred requests finish unanswered). */
+void conn_close(struct conn *c);
+
+/* Queue an unasked notification frame to @c. */
+void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg);
+
+/* Records up to @version are durable: release held replies. */
+void server_durable(struct master *m, uint64_t version);
+
+/* Flush pending output of every connection that has some. */
+void server_flush(struct master *m);
+
+/* Close connections stuck in the middle of a frame. */
+void server_reap_stalled(struct master *m);
+
+/* Handle @c's buffered requests again (after a wait, deleg.c). */
+void server_resume(struct conn *c);
+
+/*
+ * Invalidations (watch.c): server_inval_sent() numbers one sent to @s;
+ * server_inval_acked() takes @s's ack (INVAL_ACK) up to @seq, or with
+ * @seq UINT64_MAX forgets what it owes (it went, or did not answer in
+ * inval_timeout). Replies to requests that sent invalidations wait for
+ * the acks, as they wait for the changelog (server.c).
+ */
+uint64_t server_inval_sent(struct master *m, struct session *s);
+void server_inval_acked(struct master *m, struct session *s, uint64_t seq);
+void server_inval_tick(struct master *m);
+
+#endif
