@@ -28,14 +28,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -836,120 +832,35 @@ int64_t checkpoint_prune(const char *dir, unsigned keep)
 
 /* ---- background ----------------------------------------------------- */
 
-struct checkpointer {
-	uv_pipe_t pipe; /* read end: EOF when the child is gone */
-	pid_t pid;
-	void (*done)(void *arg, int rc);
-	void *arg;
-};
-
-static bool running;
-
-static void on_closed(uv_handle_t *h)
+static void on_child_exit(struct sw_child *c, int rc)
 {
-	free(h->data);
-}
+	struct checkpointer *ck = c->data;
 
-static void on_child_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-	struct checkpointer *ck = s->data;
-	int status = 0, rc;
-
-	free(buf->base);
-	if (nread >= 0)
-		return; /* the child writes nothing; wait for EOF */
-	uv_read_stop(s);
-	while (waitpid(ck->pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(status))
-		rc = -WEXITSTATUS(status);
-	else
-		rc = -EINTR;
-	running = false;
+	sw_buf_release(&c->out); /* the child writes nothing */
 	ck->done(ck->arg, rc);
-	uv_close((uv_handle_t *)&ck->pipe, on_closed);
 }
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+static int child_write(void *arg, int fd)
 {
-	buf->base = malloc(64);
-	buf->len = buf->base ? 64 : 0;
+	const struct checkpointer *ck = arg;
+
+	(void)fd;
+	return checkpoint_write(ck->ns, ck->dir, ck->version);
 }
 
-static void child_main(const struct ns *ns, const char *dir, uint64_t version,
-		       int keep_fd)
+int checkpoint_start(struct checkpointer *ck, uv_loop_t *loop,
+		     const struct ns *ns, const char *dir, uint64_t version,
+		     void (*done)(void *arg, int rc), void *arg)
 {
-	int rc;
-
-	/* Drop the parent's sockets so that clients see their own closes. */
-	if (keep_fd > 3)
-		syscall(SYS_close_range, 3, keep_fd - 1, 0);
-	syscall(SYS_close_range, keep_fd + 1, ~0U, 0);
-	setpriority(PRIO_PROCESS, 0, 10);
-	/* ioprio: best effort, lowest level. */
-	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
-	rc = checkpoint_write(ns, dir, version);
-	_exit(rc < 0 ? (-rc & 0xff) : 0);
-}
-
-int checkpoint_start(uv_loop_t *loop, const struct ns *ns, const char *dir,
-		     uint64_t version, void (*done)(void *arg, int rc),
-		     void *arg)
-{
-	struct checkpointer *ck;
-	int fds[2], rc;
-	pid_t pid;
-
-	if (running)
+	if (ck->child.active)
 		return -EBUSY;
-	ck = calloc(1, sizeof(*ck));
-	if (!ck)
-		return -ENOMEM;
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		rc = -errno;
-		goto out_free;
-	}
-	rc = uv_pipe_init(loop, &ck->pipe, 0);
-	if (rc < 0)
-		goto out_pipe;
-	ck->pipe.data = ck;
-	rc = uv_pipe_open(&ck->pipe, fds[0]);
-	if (rc < 0) {
-		close(fds[1]);
-		uv_close((uv_handle_t *)&ck->pipe, on_closed);
-		close(fds[0]);
-		return rc;
-	}
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
-		close(fds[1]);
-		uv_close((uv_handle_t *)&ck->pipe, on_closed);
-		return rc;
-	}
-	if (pid == 0)
-		child_main(ns, dir, version, fds[1]);
-	close(fds[1]);
-	ck->pid = pid;
+	ck->ns = ns;
+	ck->dir = dir;
+	ck->version = version;
 	ck->done = done;
 	ck->arg = arg;
-	running = true;
-	rc = uv_read_start((uv_stream_t *)&ck->pipe, on_alloc, on_child_read);
-	if (rc < 0) {
-		/* Cannot watch it: wait for it here; it is at most a while. */
-		int status;
-
-		waitpid(pid, &status, 0);
-		running = false;
-		uv_close((uv_handle_t *)&ck->pipe, on_closed);
-		return rc;
-	}
-	return 0;
-
-out_pipe:
-	close(fds[0]);
-	close(fds[1]);
-out_free:
-	free(ck);
-	return rc;
+	ck->child.data = ck;
+	ck->child.on_data = NULL;
+	ck->child.on_exit = on_child_exit;
+	return sw_child_start(&ck->child, loop, child_write, ck);
 }

@@ -18,11 +18,13 @@
 #ifndef SWEEPFS_MASTER_CHECKPOINT_H
 #define SWEEPFS_MASTER_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include <uv.h>
 
+#include "child.h"
 #include "namespace.h"
 
 /*
@@ -46,16 +48,29 @@ int checkpoint_load(struct ns *ns, const char *dir, uint64_t *version);
  */
 int64_t checkpoint_prune(const char *dir, unsigned keep);
 
-struct checkpointer;
+/* A checkpoint written in the background; zeroed before first use. */
+struct checkpointer {
+	struct sw_child child;
+	const struct ns *ns;
+	const char *dir;
+	uint64_t version;
+	void (*done)(void *arg, int rc);
+	void *arg;
+};
+
+/* Whether @ck's child is still at work. */
+static inline bool checkpoint_running(const struct checkpointer *ck)
+{
+	return ck->child.active;
+}
 
 /*
- * Fork a child that writes the checkpoint of @version from @ns. When the
- * child has exited, @done runs on the loop with 0 or a negative errno.
- * Returns 0 or -errno (-EBUSY while one is already running). The
- * checkpointer frees itself after @done.
+ * Fork a child (child.h) that writes the checkpoint of @version from
+ * @ns. When the child has exited, @done runs on the loop with 0 or a
+ * negative errno. Returns 0 or -errno (-EBUSY while @ck is running).
  */
-int checkpoint_start(uv_loop_t *loop, const struct ns *ns, const char *dir,
-		     uint64_t version, void (*done)(void *arg, int rc),
-		     void *arg);
+int checkpoint_start(struct checkpointer *ck, uv_loop_t *loop,
+		     const struct ns *ns, const char *dir, uint64_t version,
+		     void (*done)(void *arg, int rc), void *arg);
 
 #endif

@@ -28,17 +28,15 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "child.h"
+#include "fsio.h"
 #include "fsck.h"
 #include "log.h"
 #include "handlers.h"
@@ -465,97 +463,48 @@ fail:
 	return NULL;
 }
 
-/* The child: check, pack, write, exit. */
-static void child_main(struct master *m, int fd, uint32_t max)
-{
-	Sweepfs__FsckReply *r;
-	size_t len;
-	uint8_t *buf;
-
-	if (fd > 3)
-		syscall(SYS_close_range, 3, fd - 1, 0);
-	syscall(SYS_close_range, fd + 1, ~0U, 0);
-	setpriority(PRIO_PROCESS, 0, 10);
-	r = fsck_check(m, max);
-	if (!r)
-		_exit(1);
-	len = sweepfs__fsck_reply__get_packed_size(r);
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		_exit(1);
-	sweepfs__fsck_reply__pack(r, buf);
-	for (size_t off = 0; off < len;) {
-		ssize_t n = write(fd, buf + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			_exit(1);
-		off += (size_t)n;
-	}
-	_exit(0);
-}
-
 /* ---- the parent -------------------------------------------------------- */
 
 struct fsck_run {
 	struct master *m;
-	uv_pipe_t pipe;
 	uv_timer_t timer; /* waiting for chunkserver reports */
 	int64_t deadline; /* mono ns: then check anyway */
 	uint32_t max;	  /* problems to list */
-	pid_t pid;
 	struct req *req;
-	struct sw_buf in;
+	struct sw_child child;
 };
 
 /* How long a check waits for chunkservers to report their counts after
  * their last command (they do with every heartbeat, 5 s apart). */
 #define FSCK_WAIT (12 * SW_NSEC_PER_SEC)
 
-static bool running;
-
-static void on_closed(uv_handle_t *h)
+/* The child: check, pack, write. */
+static int child_check(void *arg, int fd)
 {
-	struct fsck_run *f = h->data;
+	struct fsck_run *f = arg;
+	Sweepfs__FsckReply *r = fsck_check(f->m, f->max);
+	size_t len;
+	uint8_t *buf;
 
-	sw_buf_release(&f->in);
-	free(f);
+	if (!r)
+		return -ENOMEM;
+	len = sweepfs__fsck_reply__get_packed_size(r);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	sweepfs__fsck_reply__pack(r, buf);
+	return sw_write_all(fd, buf, len);
 }
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* The check is over (@rc 0: its report is in the child's output). */
+static void finish(struct fsck_run *f, int rc)
 {
-	struct fsck_run *f = h->data;
-
-	(void)hint;
-	if (sw_buf_reserve(&f->in, 64 << 10) < 0) {
-		buf->base = NULL;
-		buf->len = 0;
-		return;
-	}
-	buf->base = (char *)f->in.data + f->in.len;
-	buf->len = f->in.cap - f->in.len;
-}
-
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
-{
-	struct fsck_run *f = st->data;
+	struct sw_buf *out = &f->child.out;
 	Sweepfs__FsckReply *r = NULL;
-	int status = 0;
 
-	(void)buf;
-	if (nread >= 0) {
-		f->in.len += (size_t)nread;
-		return;
-	}
-	uv_read_stop(st);
-	if (nread != UV_EOF)
-		kill(f->pid, SIGKILL);
-	while (waitpid(f->pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (nread == UV_EOF && WIFEXITED(status) && !WEXITSTATUS(status))
-		r = sweepfs__fsck_reply__unpack(NULL, sw_buf_used(&f->in),
-						sw_buf_head(&f->in));
+	if (rc == 0)
+		r = sweepfs__fsck_reply__unpack(NULL, sw_buf_used(out),
+						sw_buf_head(out));
 	if (r) {
 		sw_notice(TAG,
 			  "%" PRIu64 " nodes, %" PRIu64 " chunks checked "
@@ -568,63 +517,31 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		req_reply(f->req, &r->base);
 		sweepfs__fsck_reply__free_unpacked(r, NULL);
 	} else {
-		sw_err(TAG, "the check did not finish (status %d)", status);
+		sw_err(TAG, "the check did not finish: %s",
+		       strerror(rc < 0 ? -rc : EPROTO));
 		req_error(f->req, -EIO);
 	}
 	req_done(f->req);
-	running = false;
-	uv_close((uv_handle_t *)&f->pipe, on_closed);
+	f->m->fsck = NULL;
+	sw_buf_release(out);
+	free(f);
 }
 
-/* Fork the check for @f (its request deferred); answers on failure. */
+static void on_child_exit(struct sw_child *c, int rc)
+{
+	finish(c->data, rc);
+}
+
+/* Fork the check for @f (its request deferred). */
 static void start_child(struct master *m, struct fsck_run *f)
 {
-	int fds[2], rc;
-	pid_t pid;
+	int rc;
 
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		req_error(f->req, -errno);
-		goto out_fail;
-	}
-	rc = uv_pipe_init(m->loop, &f->pipe, 0);
-	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		req_error(f->req, rc);
-		goto out_fail;
-	}
-	f->pipe.data = f;
-	rc = uv_pipe_open(&f->pipe, fds[0]);
-	pid = rc == 0 ? fork() : -1;
-	if (pid == 0)
-		child_main(m, fds[1], f->max);
-	close(fds[1]);
-	if (pid < 0) {
-		req_error(f->req, rc < 0 ? rc : -errno);
-		req_done(f->req);
-		if (rc < 0)
-			close(fds[0]);
-		running = false;
-		uv_close((uv_handle_t *)&f->pipe, on_closed);
-		return;
-	}
-	f->pid = pid;
-	rc = uv_read_start((uv_stream_t *)&f->pipe, on_alloc, on_read);
-	if (rc < 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		req_error(f->req, rc);
-		req_done(f->req);
-		running = false;
-		uv_close((uv_handle_t *)&f->pipe, on_closed);
-	}
-	return;
-
-out_fail:
-	req_done(f->req);
-	running = false;
-	sw_buf_release(&f->in);
-	free(f);
+	f->child.data = f;
+	f->child.on_exit = on_child_exit;
+	rc = sw_child_start(&f->child, m->loop, child_check, f);
+	if (rc < 0)
+		finish(f, rc);
 }
 
 /* Whether every connected chunkserver has reported since its last
@@ -666,7 +583,7 @@ void op_fsck(struct req *r, const ProtobufCMessage *msg)
 	uint32_t max = q->has_max_problems ? q->max_problems : 100;
 	struct fsck_run *f;
 
-	if (running) {
+	if (r->m->fsck) {
 		req_error(r, -EBUSY);
 		return;
 	}
@@ -680,7 +597,7 @@ void op_fsck(struct req *r, const ProtobufCMessage *msg)
 	}
 	f->m = r->m;
 	f->max = SW_MIN(max, 10000);
-	running = true;
+	r->m->fsck = f;
 	if (reports_fresh(r->m)) {
 		start_child(r->m, f);
 		return;

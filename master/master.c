@@ -140,7 +140,6 @@ static void on_checkpoint_done(void *arg, int rc)
 	struct master *m = arg;
 	int64_t oldest;
 
-	m->ckpt.running = false;
 	if (rc < 0) {
 		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s", m->ckpt.target,
 		       strerror(-rc));
@@ -160,7 +159,8 @@ void master_checkpoint(struct master *m)
 
 	/* Half a snapshot copy is not something to checkpoint: the
 	 * changelog holds it until it is done (snapjob.c). */
-	if (m->ckpt.running || m->stopping || ns_copy_active(&m->ns, NULL))
+	if (checkpoint_running(&m->ckpt.writer) || m->stopping ||
+	    ns_copy_active(&m->ns, NULL))
 		return;
 	m->ckpt.last = sw_mono_ns();
 	if (m->ns.version == m->ckpt.version)
@@ -172,13 +172,10 @@ void master_checkpoint(struct master *m)
 		return;
 	}
 	m->ckpt.target = m->ns.version;
-	rc = checkpoint_start(m->loop, &m->ns, m->cfg.data_dir, m->ckpt.target,
-			      on_checkpoint_done, m);
-	if (rc < 0) {
+	rc = checkpoint_start(&m->ckpt.writer, m->loop, &m->ns, m->cfg.data_dir,
+			      m->ckpt.target, on_checkpoint_done, m);
+	if (rc < 0)
 		sw_err(TAG, "cannot start a checkpoint: %s", strerror(-rc));
-		return;
-	}
-	m->ckpt.running = true;
 }
 
 /* ---- exports --------------------------------------------------------- */

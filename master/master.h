@@ -34,6 +34,7 @@
 #include "admin.h"
 #include "auth.h"
 #include "changelog.h"
+#include "checkpoint.h"
 #include "csrv.h"
 #include "dataops.h"
 #include "exports.h"
@@ -93,7 +94,7 @@ struct master_config {
 
 /* Checkpoints in the background (master.c, checkpoint.h). */
 struct checkpoints {
-	bool running;
+	struct checkpointer writer;
 	uint64_t target;  /* the version the running one writes */
 	uint64_t version; /* version of the newest checkpoint */
 	int64_t last;	  /* mono ns */

@@ -30,15 +30,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "child.h"
 #include "snapjob.h"
 #include "log.h"
 #include "dataops.h"
@@ -56,7 +53,6 @@
  * which a smaller part does not cure. The 1,550 parts of that chain's
  * 6 MiB copy took no longer in all than 194 parts of 32 KiB did. */
 #define PART_BYTES (4u << 10)
-#define READ_CHUNK (256u << 10)
 #define IN_HIGH (8u << 20) /* stop reading the child above this */
 #define IN_LOW (1u << 20)  /* and go on below this */
 
@@ -75,13 +71,12 @@ struct snapper {
 	struct snapjob *tail;
 	bool running;
 	uint64_t id; /* the copy's id: its Begin's version */
-	pid_t pid;   /* the child, 0 when none */
+	/* The child that streams the image (child.h); its output buffer is
+	 * the image not yet applied, also when the image is taken here. */
+	struct sw_child child;
+	const struct node *src; /* what the child copies */
 	int child_rc;
-	uv_pipe_t pipe;
-	bool pipe_open;
-	bool reading;
-	bool eof;	  /* the image is complete (or cut short) */
-	struct sw_buf in; /* image bytes not yet applied */
+	bool eof; /* the image is complete (or cut short) */
 	uv_idle_t idle;
 	uv_timer_t timer;
 	int64_t started; /* mono ns */
@@ -95,125 +90,45 @@ static void on_timer(uv_timer_t *t);
 
 /* ---- the child -------------------------------------------------------- */
 
-static void child_main(const struct ns *ns, const struct node *src, int fd)
+static int child_copy(void *arg, int fd)
 {
-	int rc;
+	const struct snapper *s = arg;
 
-	/* Drop the parent's sockets so that clients see their own closes. */
-	if (fd > 3)
-		syscall(SYS_close_range, 3, fd - 1, 0);
-	syscall(SYS_close_range, fd + 1, ~0U, 0);
-	setpriority(PRIO_PROCESS, 0, 10);
-	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7); /* best effort, last */
-	rc = ns_copy_write(ns, src, fd);
-	_exit(rc < 0 ? 1 : 0);
+	return ns_copy_write(&s->m->ns, s->src, fd);
 }
 
-static void on_pipe_closed(uv_handle_t *h)
+static void on_child_data(struct sw_child *c)
 {
-	struct snapper *s = h->data;
+	struct snapper *s = c->data;
 
-	s->pipe_open = false;
+	if (sw_buf_used(&c->out) > IN_HIGH)
+		sw_child_pause(c);
+	kick(s);
 }
 
-/* Wait for the child (it is done or killed) and close the pipe. */
-static void child_reap(struct snapper *s, bool kill_it)
+/* The child is gone and its pipe closed: the image is complete or cut
+ * short. One killed when its copy was given up finds no copy running:
+ * the next may start. */
+static void on_child_exit(struct sw_child *c, int rc)
 {
-	int status = 0;
+	struct snapper *s = c->data;
 
-	if (s->pid > 0) {
-		if (kill_it)
-			kill(s->pid, SIGKILL);
-		while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(status) || WEXITSTATUS(status))
-			s->child_rc = -EIO;
-		s->pid = 0;
-	}
-	if (s->pipe_open && !uv_is_closing((uv_handle_t *)&s->pipe)) {
-		if (s->reading)
-			uv_read_stop((uv_stream_t *)&s->pipe);
-		s->reading = false;
-		uv_close((uv_handle_t *)&s->pipe, on_pipe_closed);
-	}
-}
-
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-	struct snapper *s = h->data;
-
-	(void)hint;
-	if (sw_buf_reserve(&s->in, READ_CHUNK) < 0) {
-		buf->base = NULL;
-		buf->len = 0;
+	if (!s->running) {
+		next_job(s);
 		return;
 	}
-	buf->base = (char *)s->in.data + s->in.len;
-	buf->len = s->in.cap - s->in.len;
-}
-
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
-{
-	struct snapper *s = st->data;
-
-	(void)buf;
-	if (nread > 0) {
-		s->in.len += (size_t)nread;
-		if (sw_buf_used(&s->in) > IN_HIGH) {
-			uv_read_stop(st);
-			s->reading = false;
-		}
-	} else if (nread < 0) {
-		/* EOF, or ENOBUFS from on_alloc: either way no more. */
-		if (nread != UV_EOF)
-			s->child_rc = -EIO;
-		s->eof = true;
-		child_reap(s, nread != UV_EOF);
-	}
+	s->child_rc = rc;
+	s->eof = true;
 	kick(s);
 }
 
 static int child_start(struct snapper *s, const struct node *src)
 {
-	struct master *m = s->m;
-	int fds[2], rc;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	rc = uv_pipe_init(m->loop, &s->pipe, 0);
-	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return rc;
-	}
-	s->pipe.data = s;
-	s->pipe_open = true;
-	rc = uv_pipe_open(&s->pipe, fds[0]);
-	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		uv_close((uv_handle_t *)&s->pipe, on_pipe_closed);
-		return rc;
-	}
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
-		close(fds[1]);
-		uv_close((uv_handle_t *)&s->pipe, on_pipe_closed);
-		return rc;
-	}
-	if (pid == 0)
-		child_main(&m->ns, src, fds[1]);
-	close(fds[1]);
-	s->pid = pid;
-	rc = uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
-	if (rc < 0) {
-		child_reap(s, true);
-		return rc;
-	}
-	s->reading = true;
-	return 0;
+	s->src = src;
+	s->child.data = s;
+	s->child.on_data = on_child_data;
+	s->child.on_exit = on_child_exit;
+	return sw_child_start(&s->child, s->m->loop, child_copy, s);
 }
 
 /* ---- journaled steps -------------------------------------------------- */
@@ -279,8 +194,8 @@ static int commit_end(struct snapper *s, int abort_rc)
  */
 static ssize_t apply_part(struct snapper *s)
 {
-	const uint8_t *p = sw_buf_head(&s->in);
-	size_t avail = sw_buf_used(&s->in), len = 0;
+	const uint8_t *p = sw_buf_head(&s->child.out);
+	size_t avail = sw_buf_used(&s->child.out), len = 0;
 	int rc;
 
 	while (len < avail) {
@@ -297,7 +212,7 @@ static ssize_t apply_part(struct snapper *s)
 	rc = commit_part(s, p, len);
 	if (rc < 0)
 		return rc;
-	sw_buf_consume(&s->in, len);
+	sw_buf_consume(&s->child.out, len);
 	s->bytes += len;
 	s->parts++;
 	return (ssize_t)len;
@@ -321,7 +236,8 @@ static bool finish(struct snapper *s, int abort_rc)
 		uv_timer_start(&s->timer, on_timer, 5, 0);
 		return false;
 	}
-	child_reap(s, abort_rc != 0);
+	if (abort_rc)
+		sw_child_kill(&s->child);
 	if (!abort_rc && s->child_rc)
 		abort_rc = s->child_rc;
 	rc = commit_end(s, abort_rc);
@@ -364,7 +280,7 @@ static bool finish(struct snapper *s, int abort_rc)
 	if (!s->head)
 		s->tail = NULL;
 	free(j);
-	sw_buf_release(&s->in);
+	sw_buf_release(&s->child.out);
 	s->running = false;
 	s->eof = false;
 	s->child_rc = 0;
@@ -409,12 +325,10 @@ static void run(uv_idle_t *h)
 		uv_timer_start(&s->timer, on_timer, 1000, 0);
 		return;
 	}
-	if (!s->reading && !s->eof && s->pipe_open &&
-	    sw_buf_used(&s->in) < IN_LOW &&
-	    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) == 0)
-		s->reading = true;
+	if (!s->eof && sw_buf_used(&s->child.out) < IN_LOW)
+		sw_child_resume(&s->child);
 	if (rc == 0 && s->eof) {
-		bool cut = sw_buf_used(&s->in) != 0;
+		bool cut = sw_buf_used(&s->child.out) != 0;
 
 		if (cut)
 			sw_err(TAG,
@@ -426,7 +340,7 @@ static void run(uv_idle_t *h)
 		return;
 	}
 	if (rc == 0)
-		uv_idle_stop(h); /* wait for the child: on_read kicks */
+		uv_idle_stop(h); /* wait for the child: its output kicks */
 }
 
 static void kick(struct snapper *s)
@@ -472,7 +386,9 @@ static void next_job(struct snapper *s)
 {
 	struct master *m = s->m;
 
-	while (s->head && !s->running && !m->stopping) {
+	/* (A child given up is reaped but its pipe still closing: the
+	 * next waits for on_child_exit().) */
+	while (s->head && !s->running && !m->stopping && !s->child.active) {
 		struct snapjob *j = s->head;
 		struct node *src;
 		int rc = check_job(m, j, &src);
@@ -486,13 +402,13 @@ static void next_job(struct snapper *s)
 			data_revoke_leases(m);
 			if (tree_small(src, m->cfg.snapshot_sync_max)) {
 				/* Taken and applied right here. */
-				rc = ns_copy_image(&m->ns, src, &s->in);
+				rc = ns_copy_image(&m->ns, src, &s->child.out);
 				s->eof = true;
 				while (rc == 0 && apply_part(s) > 0)
 					;
 				/* Whatever is left was refused by the
 				 * changelog (full) or is malformed. */
-				if (rc == 0 && sw_buf_used(&s->in))
+				if (rc == 0 && sw_buf_used(&s->child.out))
 					rc = -ENOSPC;
 				finish(s, rc);
 				continue;
@@ -508,7 +424,7 @@ static void next_job(struct snapper *s)
 			sw_info(TAG,
 				"snapshot %" PRIu64 " of inode %" PRIu64
 				" started (child %d)",
-				s->id, j->src, (int)s->pid);
+				s->id, j->src, (int)s->child.pid);
 			kick(s);
 			return;
 		}
@@ -606,7 +522,7 @@ void snapjob_stop(struct master *m)
 	if (s->running) {
 		sw_notice(TAG, "shutdown: snapshot %" PRIu64 " given up",
 			  s->id);
-		child_reap(s, true);
+		sw_child_kill(&s->child);
 		if (commit_end(s, -ECANCELED) < 0)
 			sw_err(TAG,
 			       "cannot journal the end of snapshot %" PRIu64
@@ -625,7 +541,7 @@ void snapjob_stop(struct master *m)
 		free(j);
 	}
 	s->tail = NULL;
-	sw_buf_release(&s->in);
+	sw_buf_release(&s->child.out);
 	uv_idle_stop(&s->idle);
 	uv_close((uv_handle_t *)&s->idle, NULL);
 	uv_timer_stop(&s->timer);

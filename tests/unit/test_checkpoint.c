@@ -821,17 +821,21 @@ static void test_checkpoint_start_background(void **state)
 {
 	struct fixture *f = *state;
 	struct start_ctx c = { -1, 0 };
+	struct checkpointer ck = { 0 };
 	uv_loop_t loop;
 	uint64_t version;
 
 	build_small(f);
 	assert_int_equal(uv_loop_init(&loop), 0);
-	assert_int_equal(
-		checkpoint_start(&loop, &f->a, f->dir, 31, on_done, &c), 0);
-	assert_int_equal(checkpoint_start(&loop, &f->a, f->dir, 32, on_done,
-					  &c),
+	assert_int_equal(checkpoint_start(&ck, &loop, &f->a, f->dir, 31,
+					  on_done, &c),
+			 0);
+	assert_true(checkpoint_running(&ck));
+	assert_int_equal(checkpoint_start(&ck, &loop, &f->a, f->dir, 32,
+					  on_done, &c),
 			 -EBUSY);
 	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_false(checkpoint_running(&ck));
 	assert_int_equal(c.calls, 1);
 	assert_int_equal(c.rc, 0);
 	assert_int_equal(uv_loop_close(&loop), 0);

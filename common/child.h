@@ -1,0 +1,61 @@
+/*
+ * A forked child working in the background on the parent's memory as it
+ * was at the fork (copy-on-write), reporting over a pipe the event loop
+ * reads: the checkpoint writer, the consistency check and snapshot
+ * copies use it. The child closes every other descriptor (clients see
+ * their own closes), runs at lower CPU and I/O priority, and exits with
+ * what its function returned.
+ *
+ * The owner embeds a struct sw_child, sets on_exit (and on_data to
+ * consume output as it comes; else it collects in @out), and calls
+ * sw_child_start(). on_exit comes once, after the child is reaped and the
+ * pipe closed: the owner may free the struct there. What is left in
+ * @out is the owner's to take and release.
+ */
+#ifndef SWEEPFS_COMMON_CHILD_H
+#define SWEEPFS_COMMON_CHILD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "buf.h"
+
+struct sw_child;
+
+/* In the child: write to @fd; 0 or -errno (its exit status). */
+typedef int (*sw_child_fn)(void *arg, int fd);
+
+struct sw_child {
+	/* Set by the owner. */
+	void (*on_data)(struct sw_child *c);	     /* more in @out */
+	void (*on_exit)(struct sw_child *c, int rc); /* 0 or -errno */
+	void *data;
+	/* The helper's. */
+	struct sw_buf out; /* written by the child, not yet taken */
+	uv_pipe_t pipe;
+	pid_t pid; /* 0 once reaped */
+	int rc;
+	bool active; /* from start until on_exit */
+	bool reading;
+};
+
+/*
+ * Fork a child that runs @fn(@arg, fd) and exits. 0, or -errno with no
+ * child and no on_exit to come.
+ */
+int sw_child_start(struct sw_child *c, uv_loop_t *loop, sw_child_fn fn,
+		   void *arg);
+
+/* Stop reading (the owner has enough in @out); resume later. A child
+ * that fills the pipe then waits. */
+void sw_child_pause(struct sw_child *c);
+void sw_child_resume(struct sw_child *c);
+
+/* Kill the child now (SIGKILL) and reap it; on_exit follows with
+ * -EINTR. Nothing if it is not active. */
+void sw_child_kill(struct sw_child *c);
+
+#endif

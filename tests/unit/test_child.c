@@ -1,0 +1,213 @@
+/*
+ * child.h: a forked child's output reaches the loop whole, its exit
+ * status becomes the rc, a kill is reported, pausing holds the child
+ * back, and the owner may free the struct in on_exit.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "child.h"
+#include "fsio.h"
+
+#define BIG (3u << 20) /* more than a pipe holds */
+
+struct run {
+	struct sw_child c;
+	int exits;
+	int rc;
+	size_t got;	 /* output seen by on_data */
+	size_t pause_at; /* pause once this much is in */
+	bool paused;
+	uv_timer_t timer;
+};
+
+static void on_exit_cb(struct sw_child *c, int rc)
+{
+	struct run *r = c->data;
+
+	r->exits++;
+	r->rc = rc;
+}
+
+static void on_data(struct sw_child *c)
+{
+	struct run *r = c->data;
+
+	r->got = sw_buf_used(&c->out);
+	if (r->pause_at && !r->paused && r->got >= r->pause_at) {
+		sw_child_pause(c);
+		r->paused = true;
+	}
+}
+
+static int write_big(void *arg, int fd)
+{
+	static uint8_t buf[BIG];
+
+	(void)arg;
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7);
+	return sw_write_all(fd, buf, sizeof(buf));
+}
+
+static int fail_enospc(void *arg, int fd)
+{
+	(void)arg;
+	(void)fd;
+	return -ENOSPC;
+}
+
+static int hang(void *arg, int fd)
+{
+	(void)arg;
+	(void)fd;
+	pause();
+	return 0;
+}
+
+static void start(struct run *r, uv_loop_t *loop, sw_child_fn fn)
+{
+	memset(r, 0, sizeof(*r));
+	r->c.data = r;
+	r->c.on_exit = on_exit_cb;
+	r->c.on_data = on_data;
+	assert_int_equal(sw_child_start(&r->c, loop, fn, NULL), 0);
+	assert_true(r->c.active);
+}
+
+static void test_output_whole(void **state)
+{
+	uv_loop_t loop;
+	struct run r;
+
+	(void)state;
+	uv_loop_init(&loop);
+	start(&r, &loop, write_big);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(r.exits, 1);
+	assert_int_equal(r.rc, 0);
+	assert_false(r.c.active);
+	assert_int_equal(sw_buf_used(&r.c.out), BIG);
+	for (size_t i = 0; i < BIG; i += 4093)
+		assert_int_equal(sw_buf_head(&r.c.out)[i], (uint8_t)(i * 7));
+	sw_buf_release(&r.c.out);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_exit_status(void **state)
+{
+	uv_loop_t loop;
+	struct run r;
+
+	(void)state;
+	uv_loop_init(&loop);
+	start(&r, &loop, fail_enospc);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(r.exits, 1);
+	assert_int_equal(r.rc, -ENOSPC);
+	sw_buf_release(&r.c.out);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+	struct run *r = t->data;
+
+	sw_child_kill(&r->c);
+	sw_child_kill(&r->c); /* twice: nothing more */
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_kill(void **state)
+{
+	uv_loop_t loop;
+	struct run r;
+
+	(void)state;
+	uv_loop_init(&loop);
+	start(&r, &loop, hang);
+	uv_timer_init(&loop, &r.timer);
+	r.timer.data = &r;
+	uv_timer_start(&r.timer, on_kill_timer, 50, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(r.exits, 1);
+	assert_int_equal(r.rc, -EINTR);
+	assert_int_equal(r.c.pid, 0);
+	sw_buf_release(&r.c.out);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void on_resume_timer(uv_timer_t *t)
+{
+	struct run *r = t->data;
+
+	/* Paused: the child is blocked on a full pipe, nothing more came. */
+	assert_true(r->paused);
+	assert_true(r->c.active);
+	assert_true(sw_buf_used(&r->c.out) < BIG);
+	r->pause_at = 0;
+	sw_child_resume(&r->c);
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_pause_resume(void **state)
+{
+	uv_loop_t loop;
+	struct run r;
+
+	(void)state;
+	uv_loop_init(&loop);
+	start(&r, &loop, write_big);
+	r.pause_at = 1;
+	uv_timer_init(&loop, &r.timer);
+	r.timer.data = &r;
+	uv_timer_start(&r.timer, on_resume_timer, 200, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(r.exits, 1);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(sw_buf_used(&r.c.out), BIG);
+	sw_buf_release(&r.c.out);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void free_on_exit(struct sw_child *c, int rc)
+{
+	(void)rc;
+	sw_buf_release(&c->out);
+	free(c);
+}
+
+static void test_free_in_on_exit(void **state)
+{
+	struct sw_child *c = calloc(1, sizeof(*c));
+	uv_loop_t loop;
+
+	(void)state;
+	assert_non_null(c);
+	uv_loop_init(&loop);
+	c->on_exit = free_on_exit;
+	assert_int_equal(sw_child_start(c, &loop, write_big, NULL), 0);
+	uv_run(&loop, UV_RUN_DEFAULT); /* ASan: no use after the free */
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_output_whole),
+		cmocka_unit_test(test_exit_status),
+		cmocka_unit_test(test_kill),
+		cmocka_unit_test(test_pause_resume),
+		cmocka_unit_test(test_free_in_on_exit),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
