@@ -1,3 +1,6 @@
+/*
+ * sw_buf (buf.h): a growable byte buffer with a read offset.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

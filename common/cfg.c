@@ -1,3 +1,7 @@
+/*
+ * Table-driven configuration (cfg.h): config files, --set key=value and
+ * the command line's own flags, checked against one option table.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>

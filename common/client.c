@@ -1,3 +1,7 @@
+/*
+ * The blocking master connection of tools, tests and benchmarks
+ * (client.h): connect, hello, one call at a time.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>

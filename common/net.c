@@ -1,3 +1,7 @@
+/*
+ * Addresses and blocking client sockets (net.h): the HOST[:PORT][:/subdir]
+ * form, and connecting with a time limit.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,7 @@
+/*
+ * Chunk access tokens (token.h): made by the master, checked by
+ * chunkservers, a MAC over what they grant.
+ */
 #include <string.h>
 
 #include "hash.h"

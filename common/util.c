@@ -1,3 +1,7 @@
+/*
+ * Small helpers (util.h) that are not inline: parsing sizes, durations
+ * and booleans with range checks.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,7 @@
+/*
+ * Exports (exports.h): parsing the exports file, and matching a client's
+ * address and subdirectory against its rules.
+ */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>

@@ -41,10 +41,6 @@
 /* Largest file size: 2^47 bytes, 128 TiB, as MooseFS allows. */
 #define SW_FILE_MAX (1ull << 47)
 
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
 /*
  * Nodes a request changed besides the one it returns, by inode number:
  * looked up only when replying, since the change may have freed some.

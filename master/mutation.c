@@ -1,3 +1,7 @@
+/*
+ * Applying a journaled change to the namespace (mutation.h): live, right
+ * after the handler committed it, and in replay at start-up.
+ */
 #include <errno.h>
 
 #include "mutation.h"
@@ -320,48 +324,4 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	if (rc == 0)
 		ns->version = version;
 	return rc;
-}
-
-const char *mutation_name(const Sweepfs__Meta__Mutation *m)
-{
-	switch (m->op_case) {
-	case SWEEPFS__META__MUTATION__OP_CREATE:
-		return "create";
-	case SWEEPFS__META__MUTATION__OP_LINK:
-		return "link";
-	case SWEEPFS__META__MUTATION__OP_UNLINK:
-		return "unlink";
-	case SWEEPFS__META__MUTATION__OP_RENAME:
-		return "rename";
-	case SWEEPFS__META__MUTATION__OP_SETATTR:
-		return "setattr";
-	case SWEEPFS__META__MUTATION__OP_SETXATTR:
-		return "setxattr";
-	case SWEEPFS__META__MUTATION__OP_RELEASE:
-		return "release";
-	case SWEEPFS__META__MUTATION__OP_CHUNK_SET:
-		return "chunk_set";
-	case SWEEPFS__META__MUTATION__OP_CHUNK_VERSION:
-		return "chunk_version";
-	case SWEEPFS__META__MUTATION__OP_DETACH:
-		return "detach";
-	case SWEEPFS__META__MUTATION__OP_SET_EATTR:
-		return "set_eattr";
-	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_BEGIN:
-		return "snapshot_begin";
-	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_PART:
-		return "snapshot_part";
-	case SWEEPFS__META__MUTATION__OP_SNAPSHOT_END:
-		return "snapshot_end";
-	case SWEEPFS__META__MUTATION__OP_SET_GOAL:
-		return "set_goal";
-	case SWEEPFS__META__MUTATION__OP_SET_TRASHTIME:
-		return "set_trashtime";
-	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
-		return "trash_restore";
-	case SWEEPFS__META__MUTATION__OP_TRASH_DROP:
-		return "trash_drop";
-	default:
-		return "unknown";
-	}
 }

@@ -21,7 +21,4 @@
 int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		   uint64_t version);
 
-/* Name of @m's operation, for logs. */
-const char *mutation_name(const Sweepfs__Meta__Mutation *m);
-
 #endif

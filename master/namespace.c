@@ -37,13 +37,6 @@
 #include "trash.h"
 #include "util.h"
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
 #define EDGE_HDR offsetof(struct edge, name)
 
 static_assert(sizeof(struct node) == 64, "struct node grew: see its comment");
@@ -1695,85 +1688,6 @@ int64_t ns_set_goal(struct ns *ns, struct node *n, unsigned goal,
 	}
 	free(stack);
 	return changed;
-}
-
-struct xcopy {
-	struct ns *ns;
-	struct node *n;
-};
-
-static int copy_xattr_cb(const void *name, size_t nlen, const void *value,
-			 size_t vlen, void *arg)
-{
-	struct xcopy *x = arg;
-
-	return ns_xattr_set(x->ns, x->n, name, nlen, value, vlen, x->n->ctime);
-}
-
-struct node *nsi_node_copy(struct ns *ns, const struct node *src, uint64_t ino,
-			   struct node *parent)
-{
-	struct node *n;
-	struct xcopy xc;
-
-	if (ns_get(ns, ino))
-		return NULL;
-	n = slab_alloc(&ns->node_slab);
-	if (!n)
-		return NULL;
-	*n = *src;
-	n->ino = ino;
-	n->nlink = 0;
-	n->flags &= (uint16_t) ~(NODE_OPEN | NODE_ORPHAN | NODE_DETACHED |
-				 NODE_XATTR);
-	memset(&n->u, 0, sizeof(n->u));
-	if (S_ISDIR(n->mode)) {
-		n->u.dir = dir_new(ns, parent);
-		if (!n->u.dir)
-			goto out_node;
-		n->u.dir->trashtime = src->u.dir->trashtime;
-	} else if (S_ISLNK(n->mode)) {
-		n->u.target = malloc(n->size ? n->size : 1);
-		if (!n->u.target)
-			goto out_node;
-		memcpy(n->u.target, src->u.target, n->size);
-		ns->misc_bytes += n->size;
-	} else if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
-		n->u.rdev = src->u.rdev;
-	} else if (S_ISREG(n->mode) && ns_chunk_slots(src) &&
-		   ns_load_slots(ns, n, ns_chunk_slots(src),
-				 src->u.chunks->id) < 0) {
-		goto out_node;
-	}
-	if (htab_insert(&ns->inodes, sw_hash_u64(ino), n) < 0)
-		goto out_parts;
-	xc.ns = ns;
-	xc.n = n;
-	if ((src->flags & NODE_XATTR) &&
-	    ns_xattr_foreach(ns, src, copy_xattr_cb, &xc) < 0) {
-		htab_remove(&ns->inodes, sw_hash_u64(ino), n);
-		goto out_parts;
-	}
-	ns->nnodes++;
-	if (S_ISDIR(n->mode))
-		ns->ndirs++;
-	return n;
-
-out_parts:
-	if (S_ISDIR(n->mode)) {
-		ns->dir_bytes -= sizeof(struct dir);
-		free(n->u.dir);
-	} else if (S_ISLNK(n->mode)) {
-		ns->misc_bytes -= n->size;
-		free(n->u.target);
-	} else if (S_ISREG(n->mode)) {
-		ns_chunks_drop(ns, n);
-	}
-	if (n->flags & NODE_XATTR)
-		xattrs_free(ns, n);
-out_node:
-	slab_free(&ns->node_slab, n);
-	return NULL;
 }
 
 int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,

@@ -5,8 +5,10 @@
  * This layer knows structure, not policy: it refuses what would corrupt the
  * tree (a name that exists, a directory that is not empty, a rename into
  * its own subtree) but checks no permission and decides no inode number,
- * edge id or time; master/fsops.c does that and master/mutation.c journals
- * the result. Every change function either succeeds completely or changes
+ * edge id or time. The request handlers above (fsops.c and the others)
+ * do, and commit the change with master_commit() (req.c): the changelog
+ * records it and mutation.c applies it through these functions, live and
+ * in replay alike. Every change function either succeeds completely or changes
  * nothing, and the same call with the same arguments has the same effect,
  * so a changelog replay rebuilds exactly the state that was acknowledged.
  *
@@ -22,6 +24,7 @@
 #include <sys/types.h>
 
 #include "chunks.h"
+#include "frame.h"
 #include "htab.h"
 #include "lct.h"
 #include "slab.h"
@@ -43,13 +46,14 @@
 /* Flags of the running master only: not in checkpoints. */
 #define NODE_RUNTIME_FLAGS (NODE_DELEG | NODE_DELEG_IN)
 /*
- * Copies wanted of a file's chunks (1..15; 0: the master's default goal).
+ * Copies wanted of a file's chunks (1..NS_GOAL_MAX; 0: the master's
+ * default goal; the four bits could hold 15).
  * A new node takes its directory's; a directory's is only that default
  * for what is made in it. Kept in the flags: the node has no room left.
  */
 #define NODE_GOAL_MASK 0x0F00
 #define NODE_GOAL_SHIFT 8
-#define NS_GOAL_MAX 8
+#define NS_GOAL_MAX SW_GOAL_MAX /* frame.h */
 
 /*
  * An inode: 64 bytes, from a slab. Sizes matter here: at 100 million files

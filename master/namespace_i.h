@@ -28,15 +28,6 @@ void nsi_node_unlinked(struct ns *ns, struct node *n, bool keep, int64_t now);
 void nsi_node_free(struct ns *ns, struct node *n);
 
 /*
- * Add a copy of @src (attributes, chunk slots shared, symlink target,
- * device number, xattrs; not open/orphan state) numbered @ino, with no
- * name yet. A directory gets an empty listing whose parent is @parent.
- * Returns the node or NULL (ENOMEM, nothing added).
- */
-struct node *nsi_node_copy(struct ns *ns, const struct node *src, uint64_t ino,
-			   struct node *parent);
-
-/*
  * Name @child @name in @dir with edge id @id (the highest yet) and
  * @flags (EDGE_SNAPSHOT). Returns 0 or -ENOMEM (nothing changed).
  */

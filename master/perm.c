@@ -1,3 +1,7 @@
+/*
+ * Linux's permission rules (perm.h): generic_permission() and
+ * check_sticky() over the credentials a request carries.
+ */
 #include <errno.h>
 
 #include "perm.h"

@@ -1,3 +1,7 @@
+/*
+ * Directory watches (watch.h): who caches which listing, and the
+ * invalidations a change sends them.
+ */
 #include <stdlib.h>
 
 #include "master.h"

@@ -1,3 +1,7 @@
+/*
+ * The table of inodes the kernel knows (inode.h): lookup and open counts
+ * in a hash table under one mutex.
+ */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -289,14 +293,4 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 	}
 	pthread_mutex_unlock(&t->mu);
 	return fresh;
-}
-
-size_t itable_count(struct itable *t)
-{
-	size_t n;
-
-	pthread_mutex_lock(&t->mu);
-	n = t->count;
-	pthread_mutex_unlock(&t->mu);
-	return n;
 }

@@ -26,6 +26,8 @@
 struct minode;
 
 struct itable {
+	/* Guards everything below and every minode in it: FUSE calls in
+	 * on several threads. Held only for the table's own work. */
 	pthread_mutex_t mu;
 	struct minode **buckets;
 	size_t nbuckets; /* power of two */
@@ -77,8 +79,5 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 /* Inodes with open handles, each once per handle, in a malloc'd array
  * the caller frees. */
 void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *n);
-
-/* Inodes in the table (for tests and statistics). */
-size_t itable_count(struct itable *t);
 
 #endif

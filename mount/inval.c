@@ -1,3 +1,7 @@
+/*
+ * Kernel invalidations (inval.h) from a thread of their own, so that no
+ * FUSE request waits on the directory lock an invalidation takes.
+ */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>

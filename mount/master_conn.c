@@ -275,49 +275,6 @@ static int lazy_tick(struct mconn *mc, int fd)
 	return timeout;
 }
 
-struct sync_call {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done;
-	int rc;
-	ProtobufCMessage *reply;
-};
-
-static void sync_cb(void *arg, int rc, ProtobufCMessage **reply)
-{
-	struct sync_call *s = arg;
-
-	pthread_mutex_lock(&s->mu);
-	s->rc = rc;
-	s->reply = *reply;
-	*reply = NULL; /* ours now */
-	s->done = true;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-}
-
-int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
-	       ProtobufCMessage **reply)
-{
-	struct sync_call s = { .done = false };
-
-	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cond, NULL);
-	mconn_send(mc, type, req, sync_cb, &s);
-	pthread_mutex_lock(&s.mu);
-	while (!s.done)
-		pthread_cond_wait(&s.cond, &s.mu);
-	pthread_mutex_unlock(&s.mu);
-	pthread_mutex_destroy(&s.mu);
-	pthread_cond_destroy(&s.cond);
-	if (s.rc < 0 && s.reply) {
-		protobuf_c_message_free_unpacked(s.reply, NULL);
-		s.reply = NULL;
-	}
-	*reply = s.reply;
-	return s.rc;
-}
-
 /* ---- hello ---------------------------------------------------------- */
 
 /* Read exactly one frame from @fd into @b (its header in *@hdr). */

@@ -95,14 +95,6 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 void mconn_send_lazy(struct mconn *mc, uint16_t type,
 		     const ProtobufCMessage *req);
 
-/*
- * The same, waiting for the reply: 0 with *@reply (free it with
- * protobuf_c_message_free_unpacked), or -errno with *@reply NULL. Not to
- * be called on the receiver thread.
- */
-int mconn_call(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
-	       ProtobufCMessage **reply);
-
 /* Stop the thread, complete what is pending with -EIO, close, free. */
 void mconn_close(struct mconn *mc);
 

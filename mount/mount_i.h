@@ -150,4 +150,18 @@ void cred_fill(fuse_req_t req, Sweepfs__Cred *c, uint32_t *groups, size_t cap);
 
 #define CRED_GROUPS_MAX 256
 
+/* A caller's credentials as requests carry them, with room for its
+ * supplementary groups. */
+struct caller {
+	Sweepfs__Cred cred;
+	uint32_t groups[CRED_GROUPS_MAX];
+};
+
+/* cred_fill() into @c; returns &@c->cred. */
+static inline Sweepfs__Cred *caller_cred(fuse_req_t req, struct caller *c)
+{
+	cred_fill(req, &c->cred, c->groups, CRED_GROUPS_MAX);
+	return &c->cred;
+}
+
 #endif

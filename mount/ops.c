@@ -207,15 +207,6 @@ static struct mount_opctx *opctx_new(fuse_req_t req, uint64_t ino,
 	return c;
 }
 
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
-#define CRED(req, cred)                          \
-	Sweepfs__Cred cred;                      \
-	uint32_t cred##_groups[CRED_GROUPS_MAX]; \
-	cred_fill(req, &cred, cred##_groups, CRED_GROUPS_MAX)
-
 /* ---- names ---------------------------------------------------------- */
 
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
@@ -335,11 +326,12 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (lookup_cached(req, to_master(m, parent), name))
 		return;
-	q.cred = &cred;
+	q.cred = cred;
 	q.parent = to_master(m, parent);
 	q.name = bytes(name);
 	mconn_send(m->mc, SW_MSG_LOOKUP, &q.base, lookup_done, req);
@@ -392,9 +384,10 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct mount *m = mnt(req);
 	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
 	unsigned v = 0;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		v |= SWEEPFS__SETATTR_VALID__SET_MODE;
@@ -482,9 +475,10 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	mconn_send(m->mc, SW_MSG_READLINK, &q.base, readlink_done, req);
 }
@@ -495,11 +489,12 @@ static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 	struct mount *m = mnt(req);
 	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
 	struct namectx *c = namectx_new(req, to_master(m, parent), name);
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (!c)
 		return;
-	q.cred = &cred;
+	q.cred = cred;
 	q.parent = c->parent;
 	q.name = bytes(name);
 	q.mode = mode;
@@ -528,15 +523,16 @@ static void remove_name(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 	struct mount *m = mnt(req);
 	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
 	struct namectx *c;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (deleg_remove(m->deleg, req, to_master(m, parent), name,
-			 type == SW_MSG_RMDIR, &cred))
+			 type == SW_MSG_RMDIR, cred))
 		return;
 	c = namectx_new(req, to_master(m, parent), name);
 	if (!c)
 		return;
-	q.cred = &cred;
+	q.cred = cred;
 	q.parent = c->parent;
 	q.name = bytes(name);
 	mconn_send(m->mc, type, &q.base, removed_done, c);
@@ -558,11 +554,12 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	struct mount *m = mnt(req);
 	Sweepfs__SymlinkReq q = SWEEPFS__SYMLINK_REQ__INIT;
 	struct namectx *c = namectx_new(req, to_master(m, parent), name);
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (!c)
 		return;
-	q.cred = &cred;
+	q.cred = cred;
 	q.parent = c->parent;
 	q.name = bytes(name);
 	q.target = bytes(link);
@@ -576,14 +573,15 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct mount *m = mnt(req);
 	Sweepfs__RenameReq q = SWEEPFS__RENAME_REQ__INIT;
 	struct namectx *c = namectx_new(req, to_master(m, parent), name);
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (!c)
 		return;
 	c->newparent = to_master(m, newparent);
 	c->flags = flags;
 	snprintf(c->newname, sizeof(c->newname), "%s", newname);
-	q.cred = &cred;
+	q.cred = cred;
 	q.parent = c->parent;
 	q.name = bytes(name);
 	q.newparent = c->newparent;
@@ -599,11 +597,12 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct mount *m = mnt(req);
 	Sweepfs__LinkReq q = SWEEPFS__LINK_REQ__INIT;
 	struct namectx *c = namectx_new(req, to_master(m, newparent), newname);
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (!c)
 		return;
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	q.newparent = c->parent;
 	q.newname = bytes(newname);
@@ -617,9 +616,10 @@ static void send_open(fuse_req_t req, uint64_t ino, uint32_t flags,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__OpenReq q = SWEEPFS__OPEN_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = ino;
 	q.flags = flags;
 	mconn_send(m->mc, SW_MSG_OPEN, &q.base, done, arg);
@@ -732,7 +732,8 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct mount *m = mnt(req);
 	Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
 	struct createctx *c = malloc(sizeof(*c));
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	if (!c) {
 		fuse_reply_err(req, ENOMEM);
@@ -742,7 +743,7 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	c->n.parent = to_master(m, parent);
 	snprintf(c->n.name, sizeof(c->n.name), "%s", name);
 	c->fi = *fi;
-	q.cred = &cred;
+	q.cred = cred;
 	q.parent = c->n.parent;
 	q.name = bytes(name);
 	q.mode = mode;
@@ -887,9 +888,10 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	mconn_send(m->mc, SW_MSG_STATFS, &q.base, statfs_done, req);
 }
@@ -899,9 +901,10 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SetxattrReq q = SWEEPFS__SETXATTR_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	itable_xattr_changed(&m->inodes, q.ino);
 	q.name = bytes(name);
@@ -941,7 +944,8 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	struct mount *m = mnt(req);
 	Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;
 	struct mount_opctx *c;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
 	/*
 	 * The kernel asks for security.capability before every write (to
@@ -958,7 +962,7 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (!c)
 		return;
 	c->size = size;
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = c->ino;
 	if (name) {
 		q.has_name = 1;
@@ -984,9 +988,10 @@ static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__RemovexattrReq q = SWEEPFS__REMOVEXATTR_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	q.name = bytes(name);
 	mconn_send(m->mc, SW_MSG_REMOVEXATTR, &q.base, status_done, req);
@@ -996,9 +1001,10 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__AccessReq q = SWEEPFS__ACCESS_REQ__INIT;
-	CRED(req, cred);
+	struct caller caller;
+	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = &cred;
+	q.cred = cred;
 	q.ino = to_master(m, ino);
 	q.mask = (uint32_t)mask;
 	mconn_send(m->mc, SW_MSG_ACCESS, &q.base, status_done, req);

@@ -1,3 +1,7 @@
+/*
+ * Packing and reading the directory entries of ReaddirReply.entries
+ * (entries.h).
+ */
 #include <errno.h>
 #include <string.h>
 

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* RENAME_* (glibc 2.28+) */
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -61,6 +62,17 @@
 
 /* POSIX limits the protocol enforces. */
 #define SW_NAME_MAX 255u
+
+/* RenameReq.flags are renameat2(2)'s; for a libc without their names: */
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/* Copies of a file's chunks a goal may ask for (GoalReq; 0: default). */
+#define SW_GOAL_MAX 8u
 
 /* Operations in one BatchReq, at most; a sender also keeps a batch under
  * SW_BATCH_BYTES_MAX (long names and many groups make big operations). */

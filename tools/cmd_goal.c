@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame.h"
 #include "tool.h"
 #include "util.h"
 
@@ -70,9 +71,11 @@ int cmd_setgoal(int argc, char **argv)
 	if (argc - optind < 2)
 		goto usage;
 	goal = strtol(argv[optind], &end, 10);
-	if (*end || end == argv[optind] || goal < 0 || goal > 8) {
-		fprintf(stderr, "sweepfs setgoal: the goal is 1 to 8 copies, "
-				"or 0 for the default\n");
+	if (*end || end == argv[optind] || goal < 0 || goal > SW_GOAL_MAX) {
+		fprintf(stderr,
+			"sweepfs setgoal: the goal is 1 to %u copies, "
+			"or 0 for the default\n",
+			SW_GOAL_MAX);
 		return 2;
 	}
 	for (int i = optind + 1; i < argc; i++)

@@ -29,13 +29,6 @@
 #include "unit.h"
 #include "util.h"
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
 /* ---- allocation failure injection ----------------------------------- */
 
 void *__real_malloc(size_t size);
