@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cfg.h"
+#include "daemon.h"
 #include "chunkserver_i.h"
 #include "log.h"
 #include "net.h"
@@ -244,29 +245,11 @@ static int load_config(const char *config, struct sw_opt *opts)
 
 static int lock_dirs(struct daemon *d)
 {
-	char path[4200];
-
 	for (size_t i = 0; i < d->ndirs; i++) {
-		int fd;
+		int rc = sw_lock_dir(TAG, d->dirs[i], ".lock", &d->lock_fds[i]);
 
-		if (mkdir(d->dirs[i], 0750) < 0 && errno != EEXIST) {
-			sw_crit(TAG, "cannot create %s: %s", d->dirs[i],
-				strerror(errno));
-			return -errno;
-		}
-		snprintf(path, sizeof(path), "%s/.lock", d->dirs[i]);
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-		if (fd < 0) {
-			sw_crit(TAG, "cannot open %s: %s", path,
-				strerror(errno));
-			return -errno;
-		}
-		d->lock_fds[i] = fd;
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			sw_crit(TAG, "%s is in use by another chunkserver",
-				d->dirs[i]);
-			return -EBUSY;
-		}
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -276,73 +259,6 @@ static void unlock_dirs(struct daemon *d)
 	for (size_t i = 0; i < d->ndirs; i++)
 		if (d->lock_fds[i] >= 0)
 			close(d->lock_fds[i]);
-}
-
-/*
- * Detach from the terminal. Returns in the daemon with the write end of a
- * pipe on which to report readiness; the original process waits on the
- * read end and exits with the daemon's status.
- */
-static int daemonize(void)
-{
-	int fds[2], null;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid > 0) {
-		char status = 1;
-
-		close(fds[1]);
-		if (read(fds[0], &status, 1) != 1)
-			status = 1;
-		_exit(status);
-	}
-	close(fds[0]);
-	setsid();
-	if (chdir("/") < 0)
-		return -errno;
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		if (null > 2)
-			close(null);
-	}
-	return fds[1];
-}
-
-static void report_ready(int fd, char status)
-{
-	if (fd < 0)
-		return;
-	if (write(fd, &status, 1) < 0)
-		status = 1;
-	close(fd);
-}
-
-static int write_pidfile(const char *path)
-{
-	FILE *f = fopen(path, "we");
-
-	if (!f)
-		return -errno;
-	fprintf(f, "%d\n", (int)getpid());
-	return fclose(f) ? -errno : 0;
-}
-
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -616,11 +532,11 @@ int main(int argc, char **argv)
 	if (!a.foreground || a.use_syslog)
 		sw_log_to_syslog("sweepfs-chunkserver");
 	signal(SIGPIPE, SIG_IGN);
-	raise_fd_limit();
+	sw_raise_fd_limit();
 	set_pool_size(&d.cs.cfg);
 	gethostname(d.cs.name, sizeof(d.cs.name) - 1);
 	if (!a.foreground) {
-		ready_fd = daemonize();
+		ready_fd = sw_daemonize();
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
 				strerror(-ready_fd));
@@ -628,11 +544,10 @@ int main(int argc, char **argv)
 			goto out_sets;
 		}
 	}
-	rc = 1;
 	if (lock_dirs(&d) < 0)
 		goto out_fail;
-	if (a.pidfile && write_pidfile(a.pidfile) < 0)
-		sw_err(TAG, "cannot write %s: %s", a.pidfile, strerror(errno));
+	if (a.pidfile && (rc = sw_pidfile_write(a.pidfile)) < 0)
+		sw_err(TAG, "cannot write %s: %s", a.pidfile, strerror(-rc));
 	d.cs.loop = uv_default_loop();
 	if (start(&d) < 0) {
 		abort_start(&d);
@@ -643,7 +558,7 @@ int main(int argc, char **argv)
 		  "%zu chunks",
 		  d.cs.listen_host, d.cs.listen_port, d.cs.advertise,
 		  d.cs.cfg.master, store_count(d.cs.store));
-	report_ready(ready_fd, 0);
+	sw_daemon_ready(&ready_fd, 0);
 	sw_sdnotify_ready(d.cs.loop, "listening");
 
 	uv_run(d.cs.loop, UV_RUN_DEFAULT);
@@ -659,8 +574,9 @@ int main(int argc, char **argv)
 	goto out_sets;
 
 out_fail:
-	report_ready(ready_fd, 1);
+	sw_daemon_ready(&ready_fd, 1);
 	unlock_dirs(&d);
+	rc = 1;
 out_sets:
 	for (int i = 0; i < a.nsets; i++)
 		free(a.sets[i]);

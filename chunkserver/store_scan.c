@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "log.h"
 #include "store_i.h"
 #include "util.h"
@@ -101,15 +102,8 @@ static bool parse_name(const char *name, uint64_t *id, uint32_t *version,
 
 static int found_add(struct scan_dir *sd, const struct found *f)
 {
-	if (sd->n == sd->cap) {
-		size_t cap = sd->cap ? sd->cap * 2 : 1024;
-		struct found *v = realloc(sd->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		sd->v = v;
-		sd->cap = cap;
-	}
+	if (sw_grow(&sd->v, &sd->cap, sd->n + 1, sizeof(*sd->v), 1024) < 0)
+		return -ENOMEM;
 	sd->v[sd->n++] = *f;
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "auth.h"
 #include "client.h"
+#include "fsio.h"
 #include "util.h"
 
 int sw_reply_err(const ProtobufCMessage *reply)
@@ -29,22 +30,6 @@ int sw_reply_err(const ProtobufCMessage *reply)
 	return err > 0 ? -err : -EPROTO;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int sw_client_send(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, uint64_t *id)
 {
@@ -61,7 +46,7 @@ int sw_client_send(struct sw_client *c, uint16_t type,
 	}
 	*id = c->next_id++;
 	sw_frame_pack(p, type, 0, *id, req);
-	rc = write_all(c->fd, p, size);
+	rc = sw_write_all(c->fd, p, size);
 	if (p != stackbuf)
 		free(p);
 	return rc;

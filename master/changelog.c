@@ -527,17 +527,10 @@ static int seg_list(const char *dir, struct seg **out, size_t *count)
 			   &tail) != 1 ||
 		    strlen(de->d_name) != strlen("changelog.") + 20)
 			continue;
-		if (n == cap) {
-			struct seg *nv;
-
-			cap = cap ? cap * 2 : 16;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				free(v);
-				closedir(d);
-				return -ENOMEM;
-			}
-			v = nv;
+		if (sw_grow(&v, &cap, n + 1, sizeof(*v), 16) < 0) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
 		}
 		v[n].first = first;
 		snprintf(v[n].path, sizeof(v[n].path), "%s/%s", dir,

@@ -37,6 +37,7 @@
 #include "checkpoint.h"
 #include "crc32c.h"
 #include "frame.h"
+#include "fsio.h"
 #include "namespace_i.h"
 #include "trash.h"
 #include "log.h"
@@ -276,18 +277,6 @@ static void cp_name(char *buf, size_t len, const char *dir, uint64_t version,
 		 suffix);
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 {
 	char tmp[4200], final[4200];
@@ -347,7 +336,7 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 	if (rc == 0 && rename(tmp, final) < 0)
 		rc = -errno;
 	if (rc == 0)
-		rc = fsync_dir(dir);
+		rc = sw_fsync_dir(dir);
 	if (rc < 0)
 		unlink(tmp);
 out_free:
@@ -720,17 +709,10 @@ static int list_versions(const char *dir, uint64_t **out, size_t *count)
 		if (strlen(de->d_name) != strlen("checkpoint.") + 20 ||
 		    sscanf(de->d_name, "checkpoint.%20" SCNu64, &ver) != 1)
 			continue;
-		if (n == cap) {
-			uint64_t *nv;
-
-			cap = cap ? cap * 2 : 8;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				free(v);
-				closedir(d);
-				return -ENOMEM;
-			}
-			v = nv;
+		if (sw_grow(&v, &cap, n + 1, sizeof(*v), 8) < 0) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
 		}
 		v[n++] = ver;
 	}

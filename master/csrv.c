@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "fsio.h"
 #include "csrv.h"
 #include "hash.h"
 #include "log.h"
@@ -140,18 +141,12 @@ void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,
 		s->delq_len -= s->delq_head;
 		s->delq_head = 0;
 	}
-	if (s->delq_len + 2 > s->delq_cap) {
-		size_t cap = s->delq_cap ? s->delq_cap * 2 : 1024;
-		uint64_t *v = realloc(s->delq, cap * sizeof(*v));
-
-		if (!v) {
-			/* The copy stays; the next registration finds it
-			 * orphaned and queues it again. */
-			sw_err(TAG, "out of memory queueing a deletion");
-			return;
-		}
-		s->delq = v;
-		s->delq_cap = cap;
+	if (sw_grow(&s->delq, &s->delq_cap, s->delq_len + 2, sizeof(*s->delq),
+		    1024) < 0) {
+		/* The copy stays; the next registration finds it
+		 * orphaned and queues it again. */
+		sw_err(TAG, "out of memory queueing a deletion");
+		return;
 	}
 	s->delq[s->delq_len++] = chunk;
 	s->delq[s->delq_len++] = version;
@@ -230,15 +225,8 @@ static int collect_cmd(void *e, void *arg)
 
 	if (sw->srv ? k->srv != sw->srv : k->deadline > sw->now)
 		return 0;
-	if (sw->n == sw->cap) {
-		size_t cap = sw->cap ? sw->cap * 2 : 64;
-		struct cs_cmd **v = realloc(sw->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		sw->v = v;
-		sw->cap = cap;
-	}
+	if (sw_grow(&sw->v, &sw->cap, sw->n + 1, sizeof(*sw->v), 64) < 0)
+		return -ENOMEM;
 	sw->v[sw->n++] = k;
 	return 0;
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "dataops.h"
 #include "buf.h"
 #include "log.h"
@@ -90,15 +91,9 @@ static void lease_note(struct master *m, uint64_t id)
 		}
 		l->n = keep;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		uint64_t *v = realloc(l->id, cap * sizeof(*v));
-
-		if (!v)
-			return; /* then it cannot be revoked: see data_revoke_leases() */
-		l->id = v;
-		l->cap = cap;
-	}
+	/* Without room it cannot be revoked: see data_revoke_leases(). */
+	if (sw_grow(&l->id, &l->cap, l->n + 1, sizeof(*l->id), 64) < 0)
+		return;
 	l->id[l->n++] = id;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "auth.h"
 #include "exports.h"
 #include "util.h"
@@ -279,18 +280,11 @@ int exports_load(const char *path, struct exports *out, char *err,
 		}
 		if (nf == 2)
 			snprintf(r.text, sizeof(r.text), "ro");
-		if (ex.n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			struct export_rule *v =
-				realloc(ex.rules, nc * sizeof(*v));
-
-			if (!v) {
-				rc = -ENOMEM;
-				snprintf(err, errlen, "out of memory");
-				break;
-			}
-			ex.rules = v;
-			cap = nc;
+		if (sw_grow(&ex.rules, &cap, ex.n + 1, sizeof(*ex.rules), 16) <
+		    0) {
+			rc = -ENOMEM;
+			snprintf(err, errlen, "out of memory");
+			break;
 		}
 		ex.rules[ex.n++] = r;
 	}

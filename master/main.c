@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cfg.h"
+#include "daemon.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "master.h"
@@ -215,98 +216,6 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ---- process -------------------------------------------------------- */
 
-static int lock_data_dir(struct master *m)
-{
-	char path[4200];
-	int fd;
-
-	if (mkdir(m->cfg.data_dir, 0750) < 0 && errno != EEXIST) {
-		sw_crit(TAG, "cannot create %s: %s", m->cfg.data_dir,
-			strerror(errno));
-		return -errno;
-	}
-	snprintf(path, sizeof(path), "%s/lock", m->cfg.data_dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		sw_crit(TAG, "cannot open %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		sw_crit(TAG, "%s is in use by another master", m->cfg.data_dir);
-		close(fd);
-		return -EBUSY;
-	}
-	m->lock_fd = fd;
-	return 0;
-}
-
-/*
- * Detach from the terminal. Returns in the daemon with the write end of a
- * pipe on which to report readiness; the original process waits on the
- * read end and exits with the daemon's status.
- */
-static int daemonize(void)
-{
-	int fds[2], null;
-	pid_t pid;
-
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid > 0) {
-		char status = 1;
-
-		close(fds[1]);
-		if (read(fds[0], &status, 1) != 1)
-			status = 1;
-		_exit(status);
-	}
-	close(fds[0]);
-	setsid();
-	if (chdir("/") < 0)
-		return -errno;
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		if (null > 2)
-			close(null);
-	}
-	return fds[1];
-}
-
-static void report_ready(int fd, char status)
-{
-	if (fd < 0)
-		return;
-	if (write(fd, &status, 1) < 0)
-		status = 1;
-	close(fd);
-}
-
-static int write_pidfile(const char *path)
-{
-	FILE *f = fopen(path, "we");
-
-	if (!f)
-		return -errno;
-	fprintf(f, "%d\n", (int)getpid());
-	return fclose(f) ? -errno : 0;
-}
-
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -450,19 +359,19 @@ int main(int argc, char **argv)
 		sw_log_to_syslog("sweepfs-master");
 
 	signal(SIGPIPE, SIG_IGN);
-	raise_fd_limit();
+	sw_raise_fd_limit();
 	if (!foreground) {
-		ready_fd = daemonize();
+		ready_fd = sw_daemonize();
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
 				strerror(-ready_fd));
 			return 1;
 		}
 	}
-	if (lock_data_dir(&m) < 0)
+	if (sw_lock_dir(TAG, m.cfg.data_dir, "lock", &m.lock_fd) < 0)
 		goto out_fail;
-	if (pidfile && write_pidfile(pidfile) < 0)
-		sw_err(TAG, "cannot write %s: %s", pidfile, strerror(errno));
+	if (pidfile && (rc = sw_pidfile_write(pidfile)) < 0)
+		sw_err(TAG, "cannot write %s: %s", pidfile, strerror(-rc));
 
 	if (master_start(&m, uv_default_loop()) < 0)
 		goto out_fail;
@@ -474,27 +383,11 @@ int main(int argc, char **argv)
 	sw_notice(TAG, "listening on %s:%" PRIu64 " (changelog_sync = %s)",
 		  m.cfg.listen_host, m.cfg.listen_port,
 		  sync_choices[m.cfg.changelog_sync]);
-	report_ready(ready_fd, 0);
+	sw_daemon_ready(&ready_fd, 0);
 	sw_sdnotify_ready(m.loop, "listening");
 
 	uv_run(m.loop, UV_RUN_DEFAULT);
 
-	/* Stopped: make the state on disk complete and quick to load. */
-	if (m.ns.version != m.ckpt.version && !ns_copy_active(&m.ns, NULL)) {
-		rc = checkpoint_write(&m.ns, m.cfg.data_dir, m.ns.version);
-		if (rc < 0) {
-			sw_err(TAG, "final checkpoint failed: %s",
-			       strerror(-rc));
-		} else {
-			int64_t oldest = checkpoint_prune(
-				m.cfg.data_dir,
-				(unsigned)m.cfg.keep_checkpoints);
-
-			if (oldest > 0)
-				changelog_prune(m.cfg.data_dir,
-						(uint64_t)oldest);
-		}
-	}
 	sw_notice(TAG, "stopped at version %" PRIu64, m.ns.version);
 	master_release(&m);
 	uv_loop_close(m.loop);
@@ -503,6 +396,6 @@ int main(int argc, char **argv)
 	return 0;
 
 out_fail:
-	report_ready(ready_fd, 1);
+	sw_daemon_ready(&ready_fd, 1);
 	return 1;
 }

@@ -135,22 +135,29 @@ static int load_metadata(struct master *m)
 
 /* ---- checkpoints ---------------------------------------------------- */
 
+/* Checkpoint @version is on disk: older ones and their changelogs go. */
+static void checkpoint_written(struct master *m, uint64_t version)
+{
+	int64_t oldest;
+
+	m->ckpt.version = version;
+	oldest = checkpoint_prune(m->cfg.data_dir,
+				  (unsigned)m->cfg.keep_checkpoints);
+	if (oldest > 0)
+		changelog_prune(m->cfg.data_dir, (uint64_t)oldest);
+	sw_info(TAG, "checkpoint %" PRIu64 " written", version);
+}
+
 static void on_checkpoint_done(void *arg, int rc)
 {
 	struct master *m = arg;
-	int64_t oldest;
 
 	if (rc < 0) {
 		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s", m->ckpt.target,
 		       strerror(-rc));
 		return;
 	}
-	m->ckpt.version = m->ckpt.target;
-	oldest = checkpoint_prune(m->cfg.data_dir,
-				  (unsigned)m->cfg.keep_checkpoints);
-	if (oldest > 0)
-		changelog_prune(m->cfg.data_dir, (uint64_t)oldest);
-	sw_info(TAG, "checkpoint %" PRIu64 " written", m->ckpt.target);
+	checkpoint_written(m, m->ckpt.target);
 }
 
 void master_checkpoint(struct master *m)
@@ -432,8 +439,26 @@ void master_stop(struct master *m)
 	purge_stop(m);
 }
 
+/* Stopped: make the state on disk complete and quick to load (not with
+ * half a snapshot copy: the next start gives that up from the
+ * changelog). */
+static void final_checkpoint(struct master *m)
+{
+	int rc;
+
+	if (!m->stopping || m->ns.version == m->ckpt.version ||
+	    ns_copy_active(&m->ns, NULL))
+		return;
+	rc = checkpoint_write(&m->ns, m->cfg.data_dir, m->ns.version);
+	if (rc < 0)
+		sw_err(TAG, "final checkpoint failed: %s", strerror(-rc));
+	else
+		checkpoint_written(m, m->ns.version);
+}
+
 void master_release(struct master *m)
 {
+	final_checkpoint(m);
 	hooks_wire(m, false);
 	snapjob_release(m);
 	exports_free(&m->exports);

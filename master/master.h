@@ -184,7 +184,8 @@ int master_start(struct master *m, uv_loop_t *loop);
  */
 void master_stop(struct master *m);
 
-/* Free what master_start() built, once the loop has run out. */
+/* Once the loop has run out after master_stop(): write the final
+ * checkpoint, and free what master_start() built. */
 void master_release(struct master *m);
 
 /*

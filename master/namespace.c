@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "hash.h"
 #include "namespace.h"
 #include "namespace_i.h"
@@ -1463,17 +1464,10 @@ static struct edge **walk_stack(struct node *root)
 		while (e && !(e->child && S_ISDIR(e->child->mode)))
 			e = e->next;
 		if (e) {
-			if (depth == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				struct edge **v =
-					realloc(stack, nc * sizeof(*v));
-
-				if (!v) {
-					free(stack);
-					return NULL;
-				}
-				stack = v;
-				cap = nc;
+			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
+				    64) < 0) {
+				free(stack);
+				return NULL;
 			}
 			stack[depth++] = e;
 			max = SW_MAX(max, depth);

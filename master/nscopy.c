@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "buf.h"
 #include "frame.h"
 #include "hash.h"
@@ -246,16 +247,9 @@ static int img_tree(struct img *w, const struct ns *ns, const struct node *src)
 		img_node(w, ns, e->child, e->name, e->namelen, e->flags);
 		if (!S_ISDIR(e->child->mode))
 			continue;
-		if (depth == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			const struct edge **v = realloc(stack, nc * sizeof(*v));
-
-			if (!v) {
-				w->err = -ENOMEM;
-				break;
-			}
-			stack = v;
-			cap = nc;
+		if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack), 64) < 0) {
+			w->err = -ENOMEM;
+			break;
 		}
 		stack[depth++] = e;
 		d = e->child;
@@ -507,18 +501,12 @@ int ns_copy_hold(struct ns *ns, uint64_t chunk)
 {
 	struct ns_copy *c = ns->copy;
 
-	if (c->nheld == c->held_cap) {
-		size_t cap = c->held_cap ? c->held_cap * 2 : 256;
-		uint64_t *v = realloc(c->held, cap * sizeof(*v));
-
-		if (!v) {
-			/* Freed after all: the copy cannot take it. */
-			if (!c->err)
-				c->err = -ENOMEM;
-			return -ENOMEM;
-		}
-		c->held = v;
-		c->held_cap = cap;
+	if (sw_grow(&c->held, &c->held_cap, c->nheld + 1, sizeof(*c->held),
+		    256) < 0) {
+		/* Freed after all: the copy cannot take it. */
+		if (!c->err)
+			c->err = -ENOMEM;
+		return -ENOMEM;
 	}
 	c->held[c->nheld++] = chunk;
 	return 0;
@@ -526,15 +514,8 @@ int ns_copy_hold(struct ns *ns, uint64_t chunk)
 
 static int push(struct node ***v, size_t *n, size_t *cap, struct node *d)
 {
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		struct node **nv = realloc(*v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = nc;
-	}
+	if (sw_grow(v, cap, *n + 1, sizeof(**v), 64) < 0)
+		return -ENOMEM;
 	(*v)[(*n)++] = d;
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "rmr.h"
 #include "handlers.h"
 #include "master.h"
@@ -52,17 +53,10 @@ int may_remove_tree(const struct cred *c, struct node *root)
 		while (e && !(e->child && S_ISDIR(e->child->mode)))
 			e = e->next;
 		if (e) {
-			if (depth == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				struct edge **v =
-					realloc(stack, nc * sizeof(*v));
-
-				if (!v) {
-					rc = -ENOMEM;
-					break;
-				}
-				stack = v;
-				cap = nc;
+			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
+				    64) < 0) {
+				rc = -ENOMEM;
+				break;
 			}
 			stack[depth++] = e;
 			d = e->child;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "server.h"
 #include "dispatch.h"
 #include "log.h"
@@ -100,15 +101,9 @@ static int held_push(struct conn *c, uint64_t version, uint64_t inval,
 	if (c->marks_head == c->nmarks) {
 		c->marks_head = c->nmarks = 0;
 	}
-	if (c->nmarks == c->marks_cap) {
-		size_t cap = c->marks_cap ? c->marks_cap * 2 : 16;
-		struct held_mark *v = realloc(c->marks, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		c->marks = v;
-		c->marks_cap = cap;
-	}
+	if (sw_grow(&c->marks, &c->marks_cap, c->nmarks + 1, sizeof(*c->marks),
+		    16) < 0)
+		return -ENOMEM;
 	c->marks[c->nmarks++] = (struct held_mark){ .version = version,
 						    .inval = inval,
 						    .size = size };

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fsio.h"
 #include "deleg.h"
 #include "dircache.h"
 #include "frame.h"
@@ -145,22 +146,15 @@ static void forget(struct deleg *dg, uint64_t ino, struct gone *g)
 static void want_return(struct deleg *dg, uint64_t ino)
 {
 	pthread_mutex_lock(&dg->amu);
-	if (dg->nret == dg->retcap) {
-		size_t cap = dg->retcap ? dg->retcap * 2 : 16;
-		uint64_t *v = realloc(dg->returns, cap * sizeof(*v));
-
-		if (!v) {
-			/* Not given back now: the master takes it back
-			 * after deleg_timeout. */
-			pthread_mutex_unlock(&dg->amu);
-			sw_warn(TAG,
-				"out of memory: directory %" PRIu64
-				" not given back",
-				ino);
-			return;
-		}
-		dg->returns = v;
-		dg->retcap = cap;
+	if (sw_grow(&dg->returns, &dg->retcap, dg->nret + 1,
+		    sizeof(*dg->returns), 16) < 0) {
+		/* Not given back now: the master takes it back after
+		 * deleg_timeout. */
+		pthread_mutex_unlock(&dg->amu);
+		sw_warn(TAG,
+			"out of memory: directory %" PRIu64 " not given back",
+			ino);
+		return;
 	}
 	dg->returns[dg->nret++] = ino;
 	pthread_cond_broadcast(&dg->acv);
@@ -584,16 +578,8 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	if (d && d->st == D_HELD && d->nnames < NAMES_MAX) {
-		if (d->nnames == d->namecap) {
-			size_t cap = d->namecap ? d->namecap * 2 : 64;
-			char **v = realloc(d->names, cap * sizeof(*v));
-
-			if (v) {
-				d->names = v;
-				d->namecap = cap;
-			}
-		}
-		if (d->nnames < d->namecap &&
+		if (sw_grow(&d->names, &d->namecap, d->nnames + 1,
+			    sizeof(*d->names), 64) == 0 &&
 		    (d->names[d->nnames] = strdup(name)) != NULL) {
 			d->nnames++;
 			t = LONG_ENTRY_TIMEOUT;
@@ -760,15 +746,8 @@ static struct qop *qop_new(uint64_t parent, const char *name, bool rmdir,
 /* Queue @o (mu held). Returns whether the batch is full. */
 static bool enqueue(struct deleg *dg, struct qop *o)
 {
-	if (dg->nq == dg->qcap) {
-		size_t cap = dg->qcap ? dg->qcap * 2 : 256;
-		struct qop **v = realloc(dg->q, cap * sizeof(*v));
-
-		if (!v)
-			return false;
-		dg->q = v;
-		dg->qcap = cap;
-	}
+	if (sw_grow(&dg->q, &dg->qcap, dg->nq + 1, sizeof(*dg->q), 256) < 0)
+		return false;
 	if (!dg->nq)
 		dg->first_at = sw_mono_ns();
 	dg->q[dg->nq++] = o;

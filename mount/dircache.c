@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "dircache.h"
 #include "entries.h"
 #include "hash.h"
@@ -210,15 +211,8 @@ static int push(struct dircache *dc, struct cdir *d, const char *name,
 {
 	struct dent *e;
 
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 64;
-		struct dent **v = realloc(d->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		d->v = v;
-		d->cap = cap;
-	}
+	if (sw_grow(&d->v, &d->cap, d->n + 1, sizeof(*d->v), 64) < 0)
+		return -ENOMEM;
 	e = malloc(sizeof(*e) + len + 1);
 	if (!e)
 		return -ENOMEM;

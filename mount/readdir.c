@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsio.h"
 #include "deleg.h"
 #include "dircache.h"
 #include "entries.h"
@@ -171,15 +172,9 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 			e.attr.st_ino = mount_to_fuse(m, ino);
 			e.attr.st_mode = (mode_t)type << 12;
 		}
-		if (attr && c->nrefs == c->cap) {
-			size_t cap = c->cap ? c->cap * 2 : 64;
-			uint64_t *v = realloc(c->refs, cap * sizeof(*v));
-
-			if (!v)
-				return false;
-			c->refs = v;
-			c->cap = cap;
-		}
+		if (attr && sw_grow(&c->refs, &c->cap, c->nrefs + 1,
+				    sizeof(*c->refs), 64) < 0)
+			return false;
 		need = fuse_add_direntry_plus(c->req, c->buf + c->pos, room,
 					      name, &e, (off_t)next_off);
 		if (need > room)

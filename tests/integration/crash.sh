@@ -143,6 +143,11 @@ log "$ROUNDS rounds in $((SECONDS - t_start)) s"
 # Everything again after a clean stop (a checkpoint of replayed state),
 # and the master's node count against a walk of the whole tree.
 restart_master term
+# The clean stop wrote a checkpoint of everything (master_release()):
+# the start after it replays nothing.
+last=$(grep 'changes replayed' "$SW_MASTER_LOG" | tail -n 1)
+[[ "$last" == *", 0 changes replayed)"* ]] ||
+	fail "the start after a clean stop replayed changes: $last"
 v=$SW_TMP/verify
 start_mount "$v"
 for ((r = 1; r <= ROUNDS; r++)); do

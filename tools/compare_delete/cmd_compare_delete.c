@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "cdel.h"
 #include "cdel_go.h"
 #include "rmtree.h"
@@ -558,15 +559,8 @@ static struct cdel_result *new_result(struct cdel_run *r, uint64_t size, int fs,
 {
 	struct cdel_result *x;
 
-	if (r->nres == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 32;
-		struct cdel_result *v = realloc(r->res, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		r->res = v;
-		r->cap = cap;
-	}
+	if (sw_grow(&r->res, &r->cap, r->nres + 1, sizeof(*r->res), 32) < 0)
+		return NULL;
 	x = &r->res[r->nres++];
 	memset(x, 0, sizeof(*x));
 	x->size = size;

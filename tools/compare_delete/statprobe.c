@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "statprobe.h"
 
 struct statprobe {
@@ -59,15 +60,9 @@ static void *probe_main(void *arg)
 		dt = mono_ns() - t0;
 		if (rc < 0 && p->errors++ == 0)
 			p->first_error = errno;
-		if (p->n == p->cap) {
-			size_t cap = p->cap ? p->cap * 2 : 4096;
-			uint64_t *v = realloc(p->ns, cap * sizeof(*v));
-
-			if (!v)
-				break; /* keep what we have */
-			p->ns = v;
-			p->cap = cap;
-		}
+		if (sw_grow(&p->ns, &p->cap, p->n + 1, sizeof(*p->ns), 4096) <
+		    0)
+			break; /* keep what we have */
 		p->ns[p->n++] = dt;
 		if (p->pause_us)
 			nanosleep(&pause, NULL);

@@ -56,6 +56,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "frame.h"
+#include "fsio.h"
 #include "net.h"
 #include "token.h"
 #include "util.h"
@@ -150,21 +151,6 @@ struct peer {
 	uint64_t next_id;
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void peer_send(struct peer *p, uint16_t type, uint16_t flags,
 		      uint64_t id, const ProtobufCMessage *msg)
 {
@@ -175,7 +161,7 @@ static void peer_send(struct peer *p, uint16_t type, uint16_t flags,
 	if (!buf)
 		fail("out of memory");
 	sw_frame_pack(buf, type, flags, id, msg);
-	rc = write_all(p->fd, buf, size);
+	rc = sw_write_all(p->fd, buf, size);
 	free(buf);
 	if (rc < 0)
 		fail("send: %s", strerror(-rc));
@@ -1193,7 +1179,7 @@ static void t_bad_peers(void)
 	client_open(&x, cs_a.port, SWEEPFS__ROLE__ROLE_MOUNT);
 	sw_frame_put_hdr(garbage, &hdr);
 	memset(garbage + SW_FRAME_HDR, 0xff, 8);
-	write_all(x.fd, garbage, sizeof(garbage));
+	sw_write_all(x.fd, garbage, sizeof(garbage));
 	expect_rc(peer_recv(&x, &hdr, &payload, TIMEOUT_MS), -ECONNRESET,
 		  "an unparsable request");
 	peer_close(&x);
@@ -1201,7 +1187,7 @@ static void t_bad_peers(void)
 	client_open(&y, cs_a.port, SWEEPFS__ROLE__ROLE_MOUNT);
 	hdr.len = 100;
 	sw_frame_put_hdr(garbage, &hdr);
-	write_all(y.fd, garbage, SW_FRAME_HDR + 8);
+	sw_write_all(y.fd, garbage, SW_FRAME_HDR + 8);
 	t0 = sw_mono_ns();
 	expect_rc(peer_recv(&y, &hdr, &payload, TIMEOUT_MS), -ECONNRESET,
 		  "a peer stalled mid-frame");
