@@ -20,9 +20,10 @@
  *   trash.c      the trash's requests and expiry
  *   admin.c      status and counters
  *   fsck.c       the consistency check
- *  core (ns_core): namespace.c nscopy.c nstrash.c chunks.c mutation.c
- *                changelog.c checkpoint.c: nodes, edges, copies, the
- *                trash's items, chunk table, replay, persistence
+ *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
+ *                mutation.c changelog.c checkpoint.c: nodes, edges,
+ *                xattrs, copies, the trash's items, chunk table, replay,
+ *                persistence
  */
 #ifndef SWEEPFS_MASTER_MASTER_H
 #define SWEEPFS_MASTER_MASTER_H

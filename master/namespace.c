@@ -48,19 +48,6 @@ struct name_key {
 	size_t len;
 };
 
-struct xattr {
-	uint8_t nlen;
-	uint32_t vlen;
-	char *data; /* name, then value */
-};
-
-struct xattr_set {
-	uint64_t ino;
-	uint32_t n;
-	uint32_t cap;
-	struct xattr *v;
-};
-
 static uint64_t node_hash(const void *elem)
 {
 	return sw_hash_u64(((const struct node *)elem)->ino);
@@ -74,11 +61,6 @@ static bool node_eq(const void *elem, const void *key)
 static uint64_t xset_hash(const void *elem)
 {
 	return sw_hash_u64(((const struct xattr_set *)elem)->ino);
-}
-
-static bool xset_eq(const void *elem, const void *key)
-{
-	return ((const struct xattr_set *)elem)->ino == *(const uint64_t *)key;
 }
 
 static uint64_t edge_hash(const void *elem)
@@ -383,7 +365,7 @@ static void xattrs_free(struct ns *ns, struct node *n)
 {
 	struct xattr_set *xs;
 
-	xs = htab_find(&ns->xattrs, sw_hash_u64(n->ino), xset_eq, &n->ino);
+	xs = htab_find(&ns->xattrs, sw_hash_u64(n->ino), nsi_xset_eq, &n->ino);
 	if (!xs)
 		return;
 	htab_remove(&ns->xattrs, sw_hash_u64(n->ino), xs);
@@ -1005,156 +987,6 @@ int ns_release_orphan(struct ns *ns, struct node *n)
 	return 0;
 }
 
-/* ---- xattrs --------------------------------------------------------- */
-
-static struct xattr_set *xset_get(const struct ns *ns, const struct node *n)
-{
-	if (!(n->flags & NODE_XATTR))
-		return NULL;
-	return htab_find(&ns->xattrs, sw_hash_u64(n->ino), xset_eq, &n->ino);
-}
-
-static struct xattr *xattr_find(struct xattr_set *xs, const void *name,
-				size_t nlen)
-{
-	for (uint32_t i = 0; xs && i < xs->n; i++)
-		if (xs->v[i].nlen == nlen && !memcmp(xs->v[i].data, name, nlen))
-			return &xs->v[i];
-	return NULL;
-}
-
-int ns_xattr_set(struct ns *ns, struct node *n, const void *name, size_t nlen,
-		 const void *value, size_t vlen, int64_t now)
-{
-	struct xattr_set *xs = xset_get(ns, n);
-	struct xattr *x = xattr_find(xs, name, nlen);
-	char *data = malloc(nlen + vlen ? nlen + vlen : 1);
-
-	if (!data)
-		return -ENOMEM;
-	memcpy(data, name, nlen);
-	if (vlen)
-		memcpy(data + nlen, value, vlen);
-	if (!xs) {
-		xs = calloc(1, sizeof(*xs));
-		if (!xs)
-			goto out_data;
-		xs->ino = n->ino;
-		if (htab_insert(&ns->xattrs, sw_hash_u64(n->ino), xs) < 0) {
-			free(xs);
-			goto out_data;
-		}
-		ns->misc_bytes += sizeof(*xs);
-		n->flags |= NODE_XATTR;
-	}
-	if (!x) {
-		if (xs->n == xs->cap) {
-			uint32_t cap = xs->cap ? xs->cap * 2 : 2;
-			struct xattr *v = realloc(xs->v, cap * sizeof(*v));
-
-			if (!v)
-				goto out_set;
-			ns->misc_bytes += (cap - xs->cap) * sizeof(*v);
-			xs->v = v;
-			xs->cap = cap;
-		}
-		x = &xs->v[xs->n++];
-	} else {
-		ns->misc_bytes -= x->nlen + x->vlen;
-		free(x->data);
-	}
-	x->nlen = (uint8_t)nlen;
-	x->vlen = (uint32_t)vlen;
-	x->data = data;
-	ns->misc_bytes += nlen + vlen;
-	n->ctime = now;
-	return 0;
-
-out_set:
-	if (xs->n == 0) {
-		/* Created above for this attribute: take it back. */
-		htab_remove(&ns->xattrs, sw_hash_u64(n->ino), xs);
-		ns->misc_bytes -= sizeof(*xs) + xs->cap * sizeof(*xs->v);
-		n->flags &= (uint16_t)~NODE_XATTR;
-		free(xs->v);
-		free(xs);
-	}
-out_data:
-	free(data);
-	return -ENOMEM;
-}
-
-int ns_xattr_get(const struct ns *ns, const struct node *n, const void *name,
-		 size_t nlen, const void **value, size_t *vlen)
-{
-	struct xattr *x = xattr_find(xset_get(ns, n), name, nlen);
-
-	if (!x)
-		return -ENODATA;
-	*value = x->data + x->nlen;
-	*vlen = x->vlen;
-	return 0;
-}
-
-int ns_xattr_remove(struct ns *ns, struct node *n, const void *name,
-		    size_t nlen, int64_t now)
-{
-	struct xattr_set *xs = xset_get(ns, n);
-	struct xattr *x = xattr_find(xs, name, nlen);
-
-	if (!x)
-		return -ENODATA;
-	ns->misc_bytes -= x->nlen + x->vlen;
-	free(x->data);
-	*x = xs->v[--xs->n];
-	if (xs->n == 0) {
-		n->flags &= (uint16_t)~NODE_XATTR;
-		htab_remove(&ns->xattrs, sw_hash_u64(n->ino), xs);
-		ns->misc_bytes -= sizeof(*xs) + xs->cap * sizeof(*xs->v);
-		free(xs->v);
-		free(xs);
-	}
-	n->ctime = now;
-	return 0;
-}
-
-long ns_xattr_list(const struct ns *ns, const struct node *n, char *buf,
-		   size_t size)
-{
-	struct xattr_set *xs = xset_get(ns, n);
-	size_t need = 0;
-
-	for (uint32_t i = 0; xs && i < xs->n; i++)
-		need += xs->v[i].nlen + 1u;
-	if (!buf)
-		return (long)need;
-	if (need > size)
-		return -ERANGE;
-	for (uint32_t i = 0; xs && i < xs->n; i++) {
-		memcpy(buf, xs->v[i].data, xs->v[i].nlen);
-		buf += xs->v[i].nlen;
-		*buf++ = '\0';
-	}
-	return (long)need;
-}
-
-int ns_xattr_foreach(const struct ns *ns, const struct node *n,
-		     int (*fn)(const void *name, size_t nlen, const void *value,
-			       size_t vlen, void *arg),
-		     void *arg)
-{
-	struct xattr_set *xs = xset_get(ns, n);
-
-	for (uint32_t i = 0; xs && i < xs->n; i++) {
-		const struct xattr *x = &xs->v[i];
-		int rc = fn(x->data, x->nlen, x->data + x->nlen, x->vlen, arg);
-
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 /* ---- readdir -------------------------------------------------------- */
 
 struct edge *ns_dir_seek(const struct node *dir, uint64_t cookie)
@@ -1449,102 +1281,104 @@ int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id, uint64_t total)
 }
 
 /*
- * A stack deep enough for a walk over the directories under @root: the
- * tree's depth is measured first, read-only, so that the walk that
- * changes things cannot fail half way. NULL on ENOMEM. Free it.
+ * The one walk over a tree: every edge below directory @root, an edge
+ * before the edges under it, with @fn(dir, e, arg) until it returns
+ * nonzero, which is returned. @stack has room for the tree's depth, or
+ * is NULL: then one grows as the walk goes (-ENOMEM half way, so only
+ * for walks that change nothing) and *@max_depth, if asked, gets the
+ * depth. Edges without a child (a copy's placeholders) are passed over.
  */
-static struct edge **walk_stack(struct node *root)
+static int walk(struct node *root, struct edge **stack,
+		int (*fn)(struct node *dir, struct edge *e, void *arg),
+		void *arg, size_t *max_depth)
 {
-	struct edge **stack = NULL, *e = NULL;
+	struct edge **own = NULL, *e = NULL;
 	size_t depth = 0, cap = 0, max = 0;
 	struct node *d = root;
+	int rc = 0;
 
 	for (;;) {
 		e = e ? e->next : d->u.dir->head;
-		while (e && !(e->child && S_ISDIR(e->child->mode)))
+		while (e && !e->child)
 			e = e->next;
-		if (e) {
-			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
-				    64) < 0) {
-				free(stack);
-				return NULL;
-			}
-			stack[depth++] = e;
-			max = SW_MAX(max, depth);
-			d = e->child;
-			e = NULL;
+		if (!e) {
+			if (depth == 0)
+				break;
+			e = (stack ? stack : own)[--depth];
+			d = d->u.dir->parent;
 			continue;
 		}
-		if (depth == 0)
+		rc = fn ? fn(d, e, arg) : 0;
+		if (rc)
 			break;
-		e = stack[--depth];
-		d = d->u.dir->parent;
+		if (!S_ISDIR(e->child->mode))
+			continue;
+		if (!stack &&
+		    sw_grow(&own, &cap, depth + 1, sizeof(*own), 64) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		(stack ? stack : own)[depth++] = e;
+		max = SW_MAX(max, depth);
+		d = e->child;
+		e = NULL;
 	}
-	free(stack);
-	return malloc((max + 1) * sizeof(*stack));
+	free(own);
+	if (max_depth)
+		*max_depth = max;
+	return rc;
 }
 
 struct edge **nsi_walk_stack(struct node *root)
 {
-	return walk_stack(root);
+	size_t depth;
+
+	if (walk(root, NULL, NULL, NULL, &depth) < 0)
+		return NULL;
+	return malloc((depth + 1) * sizeof(struct edge *));
 }
 
-int64_t nsi_walk_dirs(struct node *root, struct edge **stack,
-		      void (*fn)(struct node *d, void *arg), void *arg)
+int nsi_walk(struct node *root, struct edge **stack,
+	     int (*fn)(struct node *dir, struct edge *e, void *arg), void *arg)
 {
-	struct node *d = root;
-	struct edge *e = NULL;
-	int64_t count = 1;
-	size_t depth = 0;
+	return walk(root, stack, fn, arg, NULL);
+}
 
-	fn(root, arg);
-	for (;;) {
-		e = e ? e->next : d->u.dir->head;
-		while (e && !(e->child && S_ISDIR(e->child->mode)))
-			e = e->next;
-		if (e) {
-			stack[depth++] = e;
-			d = e->child;
-			fn(d, arg);
-			count++;
-			e = NULL;
-			continue;
-		}
-		count += (int64_t)(d->u.dir->nentries - d->u.dir->nsubdirs);
-		if (depth == 0)
-			break;
-		e = stack[--depth];
-		d = d->u.dir->parent;
-	}
-	return count;
+int nsi_detach_find(struct ns *ns, struct node *dir, const char *name,
+		    size_t len, struct edge **e)
+{
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	*e = ns_lookup(ns, dir, name, len);
+	if (!*e)
+		return -ENOENT;
+	return S_ISDIR((*e)->child->mode) ? 0 : -ENOTDIR;
+}
+
+void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
+		    int64_t now)
+{
+	struct node *n = e->child;
+
+	dir_remove(ns, dir->u.dir, e);
+	n->u.dir->parent = NULL;
+	n->flags |= NODE_DETACHED;
+	touch_dir(dir, now);
 }
 
 int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      uint64_t id, int64_t now)
 {
 	struct edge *e;
-	struct node *n;
-	int64_t total;
-	int rc;
+	int rc = nsi_detach_find(ns, dir, name, len, &e);
 
-	if (!S_ISDIR(dir->mode))
-		return -ENOTDIR;
-	e = ns_lookup(ns, dir, name, len);
-	if (!e)
-		return -ENOENT;
-	n = e->child;
-	if (!S_ISDIR(n->mode))
-		return -ENOTDIR;
 	/* The tree's size is kept, so this costs the same for any tree. */
-	total = 1 + (int64_t)ns_tree_names(n);
-	rc = nsi_purge_add(ns, n, id, (uint64_t)total);
-	if (rc < 0)
-		return rc;
-	dir_remove(ns, dir->u.dir, e);
-	n->u.dir->parent = NULL;
-	n->flags |= NODE_DETACHED;
-	touch_dir(dir, now);
-	return 0;
+	if (rc == 0)
+		rc = nsi_purge_add(ns, e->child, id,
+				   1 + ns_tree_names(e->child));
+	if (rc == 0)
+		nsi_detach_cut(ns, dir, e, now);
+	return rc;
 }
 
 bool ns_gone(const struct node *n)
@@ -1580,108 +1414,6 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot)
 		dir->u.dir->nplain++;
 	}
 	counts_changed(dir->u.dir);
-}
-
-int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
-		     size_t len, bool snapshot, bool recursive)
-{
-	struct edge *top = ns_lookup(ns, dir, name, len), **stack, *e = NULL;
-	struct node *d;
-	size_t depth = 0;
-	int64_t changed;
-
-	if (!top)
-		return -ENOENT;
-	if (!recursive || !S_ISDIR(top->child->mode)) {
-		changed = !(top->flags & EDGE_SNAPSHOT) != !snapshot;
-		ns_edge_flag(dir, top, snapshot);
-		return changed;
-	}
-	stack = walk_stack(top->child);
-	if (!stack)
-		return -ENOMEM;
-	changed = !(top->flags & EDGE_SNAPSHOT) != !snapshot;
-	ns_edge_flag(dir, top, snapshot);
-	d = top->child;
-	for (;;) {
-		e = e ? e->next : d->u.dir->head;
-		while (e && !e->child)
-			e = e->next;
-		if (!e) {
-			if (depth == 0)
-				break;
-			e = stack[--depth];
-			d = d->u.dir->parent;
-			continue;
-		}
-		changed += !(e->flags & EDGE_SNAPSHOT) != !snapshot;
-		ns_edge_flag(d, e, snapshot);
-		if (S_ISDIR(e->child->mode)) {
-			stack[depth++] = e;
-			d = e->child;
-			e = NULL;
-		}
-	}
-	free(stack);
-	return changed;
-}
-
-/* @n's goal becomes @goal; its chunks follow: a chunk only @n names
- * takes the new goal, a shared one keeps the highest. */
-static void node_goal(struct ns *ns, struct node *n, unsigned goal)
-{
-	n->flags = (uint16_t)((n->flags & ~NODE_GOAL_MASK) |
-			      (goal << NODE_GOAL_SHIFT));
-	if (!S_ISREG(n->mode))
-		return;
-	for (uint32_t i = 0; i < ns_chunk_slots(n); i++) {
-		struct chunk *c = chunk_get(ns, ns_chunk_at(n, i));
-
-		if (!c)
-			continue;
-		if (c->refs == 1)
-			c->goal = (uint8_t)(goal ? goal : CHUNK_GOAL_DEFAULT);
-		else
-			chunk_goal_add(c, goal);
-	}
-}
-
-int64_t ns_set_goal(struct ns *ns, struct node *n, unsigned goal,
-		    bool recursive)
-{
-	struct edge **stack = NULL, *e = NULL;
-	struct node *d;
-	size_t depth = 0;
-	int64_t changed = ns_goal(n) != goal;
-
-	recursive = recursive && S_ISDIR(n->mode);
-	if (recursive && !(stack = walk_stack(n)))
-		return -ENOMEM; /* before anything changed */
-	node_goal(ns, n, goal);
-	if (!recursive)
-		return changed;
-	d = n;
-	for (;;) {
-		e = e ? e->next : d->u.dir->head;
-		while (e && !e->child)
-			e = e->next;
-		if (!e) {
-			if (depth == 0)
-				break;
-			e = stack[--depth];
-			d = d->u.dir->parent;
-			continue;
-		}
-		changed += ns_goal(e->child) != goal;
-		node_goal(ns, e->child, goal);
-		if (S_ISDIR(e->child->mode)) {
-			stack[depth++] = e;
-			d = e->child;
-			e = NULL;
-		}
-	}
-	free(stack);
-	return changed;
 }
 
 int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,

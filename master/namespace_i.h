@@ -17,6 +17,25 @@ struct purge_root {
 	struct purge_root *next;
 };
 
+/* A node's extended attributes (nsattr.c), in ns->xattrs by inode. */
+struct xattr {
+	uint8_t nlen;
+	uint32_t vlen;
+	char *data; /* name, then value */
+};
+
+struct xattr_set {
+	uint64_t ino;
+	uint32_t n;
+	uint32_t cap;
+	struct xattr *v;
+};
+
+static inline bool nsi_xset_eq(const void *elem, const void *key)
+{
+	return ((const struct xattr_set *)elem)->ino == *(const uint64_t *)key;
+}
+
 /* Remove live edge @e from directory @dir (a tombstone while pinned). */
 void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e);
 
@@ -38,14 +57,26 @@ int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
 void nsi_note_ids(struct ns *ns, uint64_t ino, uint64_t edge);
 
 /*
- * Walks over the directories of a tree that cannot fail half way: first
- * a stack deep enough (NULL: ENOMEM; free it), then the walk, calling
- * @fn on directory @root and every directory below it. Returns the
- * number of nodes in the tree. O(directories).
+ * Walk every edge below directory @root (the one walk, namespace.c): an
+ * edge, then the edges under it, calling @fn(dir, e, arg) until it
+ * returns nonzero, which is returned. A walk that changes things takes
+ * @stack from nsi_walk_stack() (room for the tree's depth, measured
+ * read-only; NULL: ENOMEM; free it), so it cannot fail half way; a
+ * read-only walk may pass NULL and get -ENOMEM. O(entries).
  */
 struct edge **nsi_walk_stack(struct node *root);
-int64_t nsi_walk_dirs(struct node *root, struct edge **stack,
-		      void (*fn)(struct node *d, void *arg), void *arg);
+int nsi_walk(struct node *root, struct edge **stack,
+	     int (*fn)(struct node *dir, struct edge *e, void *arg), void *arg);
+
+/*
+ * Detaching directory @name of @dir (ns_detach(), ns_trash_detach()):
+ * find its edge (-ENOTDIR, -ENOENT); once the tree has somewhere to go
+ * (the purge queue, the trash), cut it out, a tree of its own.
+ */
+int nsi_detach_find(struct ns *ns, struct node *dir, const char *name,
+		    size_t len, struct edge **e);
+void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
+		    int64_t now);
 
 /* Queue the detached directory @root as purge @id of @total nodes. */
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,

@@ -182,37 +182,34 @@ int ns_trash_unlink(struct ns *ns, struct node *dir, const char *name,
 	return 0;
 }
 
-static void set_trashtime(struct node *d, void *arg)
+struct trashtime_walk {
+	uint32_t seconds;
+	int64_t nodes;
+};
+
+static int set_trashtime(struct node *dir, struct edge *e, void *arg)
 {
-	d->u.dir->trashtime = *(const uint32_t *)arg;
+	struct trashtime_walk *w = arg;
+
+	(void)dir;
+	w->nodes++;
+	if (S_ISDIR(e->child->mode))
+		e->child->u.dir->trashtime = w->seconds;
+	return 0;
 }
 
 int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
 		    size_t len, uint64_t id, int64_t until, int64_t now)
 {
 	struct edge *e;
-	struct node *n;
-	int64_t total;
-	int rc;
+	int rc = nsi_detach_find(ns, dir, name, len, &e);
 
-	if (!S_ISDIR(dir->mode))
-		return -ENOTDIR;
-	e = ns_lookup(ns, dir, name, len);
-	if (!e)
-		return -ENOENT;
-	n = e->child;
-	if (!S_ISDIR(n->mode))
-		return -ENOTDIR;
-	total = 1 + (int64_t)ns_tree_names(n);
-	rc = item_add_at(ns, id, n, dir, name, len, now, until,
-			 (uint64_t)total);
-	if (rc < 0)
-		return rc;
-	nsi_edge_remove(ns, dir, e);
-	n->u.dir->parent = NULL;
-	n->flags |= NODE_DETACHED;
-	dir->mtime = dir->ctime = now;
-	return 0;
+	if (rc == 0)
+		rc = item_add_at(ns, id, e->child, dir, name, len, now, until,
+				 1 + ns_tree_names(e->child));
+	if (rc == 0)
+		nsi_detach_cut(ns, dir, e, now);
+	return rc;
 }
 
 int ns_trash_restore(struct ns *ns, uint64_t id, struct node *dir,
@@ -284,8 +281,8 @@ int ns_trash_drop(struct ns *ns, uint64_t id, bool keep, int64_t now)
 int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
 			 bool recursive)
 {
+	struct trashtime_walk w = { seconds, 1 };
 	struct edge **stack;
-	int64_t count;
 
 	if (!S_ISDIR(dir->mode))
 		return -ENOTDIR;
@@ -296,9 +293,10 @@ int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
 	stack = nsi_walk_stack(dir);
 	if (!stack)
 		return -ENOMEM;
-	count = nsi_walk_dirs(dir, stack, set_trashtime, &seconds);
+	dir->u.dir->trashtime = seconds;
+	nsi_walk(dir, stack, set_trashtime, &w);
 	free(stack);
-	return count;
+	return w.nodes;
 }
 
 /* For the checkpoint. */

@@ -41,36 +41,18 @@ static int may_empty(const struct cred *c, const struct node *d)
 	return 0;
 }
 
+static int may_empty_below(struct node *dir, struct edge *e, void *arg)
+{
+	(void)dir;
+	return S_ISDIR(e->child->mode) ? may_empty(arg, e->child) : 0;
+}
+
 int may_remove_tree(const struct cred *c, struct node *root)
 {
-	struct edge **stack = NULL, *e = NULL;
-	size_t depth = 0, cap = 0;
-	struct node *d = root;
-	int rc = may_empty(c, d);
+	int rc = may_empty(c, root);
 
-	while (rc == 0) {
-		e = e ? e->next : d->u.dir->head;
-		while (e && !(e->child && S_ISDIR(e->child->mode)))
-			e = e->next;
-		if (e) {
-			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
-				    64) < 0) {
-				rc = -ENOMEM;
-				break;
-			}
-			stack[depth++] = e;
-			d = e->child;
-			rc = may_empty(c, d);
-			e = NULL;
-			continue;
-		}
-		if (depth == 0)
-			break;
-		e = stack[--depth];
-		d = d->u.dir->parent;
-	}
-	free(stack);
-	return rc;
+	/* Read-only: the walk may grow its stack as it goes. */
+	return rc ? rc : nsi_walk(root, NULL, may_empty_below, (void *)c);
 }
 
 int remove_entry_now(struct master *m, struct req *r, struct node *dir,

@@ -21,7 +21,7 @@ import re
 import sys
 
 CORE = {"trash", "changelog", "checkpoint", "chunks", "htab", "lct", "mutation",
-        "namespace", "namespace_i", "nscopy", "nstrash", "perm", "slab"}
+        "namespace", "namespace_i", "nsattr", "nscopy", "nstrash", "perm", "slab"}
 
 
 def layer(fname):
