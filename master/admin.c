@@ -116,6 +116,172 @@ static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
 	si->counters = ctr;
 }
 
+/* The process, the namespace and the changelog. */
+static void info_master(struct master *m, Sweepfs__InfoReply *reply)
+{
+	struct rusage ru;
+
+	reply->server_version = SWEEPFS_VERSION;
+	reply->has_started_at = reply->has_uptime_ms = 1;
+	reply->started_at = m->started_at;
+	reply->uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+	reply->has_meta_version = reply->has_durable_version = 1;
+	reply->has_checkpoint_version = 1;
+	reply->meta_version = m->ns.version;
+	reply->durable_version = changelog_durable(m->cl);
+	reply->checkpoint_version = m->ckpt.version;
+	reply->changelog_sync = (char *)sync_names[m->cfg.changelog_sync];
+	reply->has_nodes = reply->has_dirs = reply->has_names = 1;
+	reply->has_orphans = reply->has_meta_bytes = reply->has_rss_bytes = 1;
+	reply->nodes = m->ns.nnodes;
+	reply->dirs = m->ns.ndirs;
+	reply->names = m->ns.nedges;
+	reply->orphans = htab_count(&m->ns.orphans);
+	reply->meta_bytes = ns_memory(&m->ns);
+	reply->rss_bytes = rss_bytes();
+	reply->has_connections = 1;
+	reply->connections = m->nconns;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		reply->has_cpu_user_ms = reply->has_cpu_system_ms = 1;
+		reply->cpu_user_ms = (uint64_t)ru.ru_utime.tv_sec * 1000 +
+				     (uint64_t)ru.ru_utime.tv_usec / 1000;
+		reply->cpu_system_ms = (uint64_t)ru.ru_stime.tv_sec * 1000 +
+				       (uint64_t)ru.ru_stime.tv_usec / 1000;
+	}
+	reply->has_locks = reply->has_lock_waiters = 1;
+	reply->locks = m->locks.nlocks;
+	reply->lock_waiters = m->locks.nwaiters;
+	reply->has_tables_resizing = 1;
+	reply->tables_resizing = ns_resizing(&m->ns);
+}
+
+/* Background work: the purge with its rate and ETA, snapshot copies,
+ * the trash, the slices they take. */
+static void info_background(struct master *m, Sweepfs__InfoReply *reply)
+{
+	double ops, rate;
+
+	reply->has_purge_roots = reply->has_purge_left = 1;
+	reply->has_purge_oldest = reply->has_purged = 1;
+	reply->has_purge_busy_ms = reply->has_chunk_deletes_pending = 1;
+	reply->has_chunks = 1;
+	reply->purge_roots = m->ns.purge_roots;
+	reply->purge_left = purge_left(m);
+	reply->purge_oldest = m->ns.purge_head ? m->ns.purge_head->id : 0;
+	reply->purged = m->ns.purged;
+	reply->purge_busy_ms = m->purge.busy_ns / 1000000;
+	reply->chunk_deletes_pending = m->cs.pending_deletes;
+	reply->chunks = m->ns.nchunks;
+	rates(m, &ops, &rate);
+	reply->has_ops_per_sec = reply->has_purge_rate = 1;
+	reply->ops_per_sec = ops;
+	reply->purge_rate = rate;
+	if (reply->purge_left) {
+		/* At the recent pace, or else at what the purge did per
+		 * second of its budget so far. */
+		double per_s = rate;
+
+		if (per_s <= 0 && m->purge.busy_ns && m->ns.purged)
+			per_s = (double)m->ns.purged /
+				((double)m->purge.busy_ns / 1e9) *
+				(double)m->cfg.purge_duty / 100;
+		if (per_s > 0) {
+			reply->has_purge_eta_ms = 1;
+			reply->purge_eta_ms =
+				(uint64_t)((double)reply->purge_left / per_s *
+					   1000);
+		}
+	}
+	reply->has_snapshot_id = reply->has_snapshot_nodes = 1;
+	reply->has_snapshots_waiting = reply->has_trash_items = 1;
+	ns_copy_active(&m->ns, &reply->snapshot_id);
+	reply->snapshot_nodes = ns_copy_nodes(&m->ns);
+	reply->snapshots_waiting = snapjob_waiting(m);
+	reply->trash_items = m->ns.ntrash;
+	reply->has_bg_slices = reply->has_bg_slice_max_us = 1;
+	reply->has_bg_slices_over_1ms = 1;
+	reply->bg_slices = m->bg.slices;
+	reply->bg_slice_max_us = (uint64_t)m->bg.slice_max_ns / 1000;
+	reply->bg_slices_over_1ms = m->bg.slices_over_1ms;
+	reply->has_bg_slice_max_cpu_us = 1;
+	reply->bg_slice_max_cpu_us = (uint64_t)m->bg.slice_max_cpu_ns / 1000;
+}
+
+static void info_delegations(struct master *m, Sweepfs__InfoReply *reply)
+{
+	struct deleg_stats ds;
+
+	deleg_stats(m, &ds);
+	reply->has_delegations = reply->has_deleg_granted = 1;
+	reply->has_deleg_refused = reply->has_deleg_recalls = 1;
+	reply->has_deleg_timeouts = reply->has_deleg_recall_max_us = 1;
+	reply->has_batch_ops = 1;
+	reply->delegations = ds.held;
+	reply->deleg_granted = ds.granted;
+	reply->deleg_refused = ds.refused;
+	reply->deleg_recalls = ds.recalls;
+	reply->deleg_timeouts = ds.timeouts;
+	reply->deleg_recall_max_us = ds.recall_max_ns / 1000;
+	reply->batch_ops = m->total.batch_ops;
+}
+
+/* The chunkservers, into @si/@sp (room for all; left out without it). */
+static void info_servers(struct master *m, Sweepfs__InfoReply *reply,
+			 Sweepfs__ServerInfo *si, Sweepfs__ServerInfo **sp)
+{
+	if (!si || !sp)
+		return;
+	for (uint32_t i = 1; i <= m->cs.n; i++) {
+		struct csrv *s = m->cs.srv[i];
+		Sweepfs__ServerInfo *x = &si[i - 1];
+
+		sweepfs__server_info__init(x);
+		x->listen = s->listen;
+		x->has_connected = x->has_total_bytes = 1;
+		x->has_used_bytes = x->has_chunks = 1;
+		x->has_deletes_pending = x->has_deleted = 1;
+		x->connected = csrv_up(s);
+		x->total_bytes = s->total_bytes;
+		x->used_bytes = s->used_bytes;
+		x->chunks = s->reported_chunks;
+		x->deletes_pending = (s->delq_len - s->delq_head) / 2;
+		x->deleted = s->deleted;
+		sp[i - 1] = x;
+	}
+	reply->n_servers = m->cs.n;
+	reply->servers = sp;
+}
+
+/* One page of the sessions @r's session may see into the arrays of
+ * @cap: an admin session sees them all, any other only itself. */
+static size_t info_sessions(const struct req *r, const Sweepfs__InfoReq *q,
+			    Sweepfs__InfoReply *reply, size_t cap,
+			    Sweepfs__SessionInfo *infos,
+			    Sweepfs__SessionInfo **ptrs,
+			    Sweepfs__Counters *ctrs, uint64_t *reqs)
+{
+	struct master *m = r->m;
+	bool all = r->s->admin;
+	uint64_t skip = q->has_session_offset ? q->session_offset : 0;
+	size_t n = 0;
+
+	reply->has_sessions_total = 1;
+	reply->sessions_total = all ? m->nsessions : 1;
+	for (struct session *s = all ? m->session_list : r->s; s && n < cap;
+	     s = all ? s->next : NULL) {
+		if (skip) {
+			skip--;
+			continue;
+		}
+		session_info(&infos[n], &ctrs[n], reqs + n * SW_MSG__COUNT, s);
+		ptrs[n] = &infos[n];
+		n++;
+	}
+	reply->n_sessions = n;
+	reply->sessions = ptrs;
+	return n;
+}
+
 void op_info(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__InfoReq *q = (const void *)msg;
@@ -124,155 +290,27 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	uint64_t total_reqs[SW_MSG__COUNT];
 	Sweepfs__Counters total;
 	Sweepfs__SessionInfo *infos = NULL, **ptrs = NULL;
+	Sweepfs__ServerInfo *si, **sp;
 	Sweepfs__Counters *ctrs = NULL;
 	uint64_t *reqs = NULL;
-	void *servers_mem[2] = { NULL, NULL };
-	struct rusage ru;
-	size_t n = 0;
 
-	reply.server_version = SWEEPFS_VERSION;
-	reply.has_started_at = reply.has_uptime_ms = 1;
-	reply.started_at = m->started_at;
-	reply.uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
-	reply.has_meta_version = reply.has_durable_version = 1;
-	reply.has_checkpoint_version = 1;
-	reply.meta_version = m->ns.version;
-	reply.durable_version = changelog_durable(m->cl);
-	reply.checkpoint_version = m->ckpt.version;
-	reply.changelog_sync = (char *)sync_names[m->cfg.changelog_sync];
-	reply.has_nodes = reply.has_dirs = reply.has_names = 1;
-	reply.has_orphans = reply.has_meta_bytes = reply.has_rss_bytes = 1;
-	reply.nodes = m->ns.nnodes;
-	reply.dirs = m->ns.ndirs;
-	reply.names = m->ns.nedges;
-	reply.orphans = htab_count(&m->ns.orphans);
-	reply.meta_bytes = ns_memory(&m->ns);
-	reply.rss_bytes = rss_bytes();
-	reply.has_connections = 1;
-	reply.connections = m->nconns;
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		reply.has_cpu_user_ms = reply.has_cpu_system_ms = 1;
-		reply.cpu_user_ms = (uint64_t)ru.ru_utime.tv_sec * 1000 +
-				    (uint64_t)ru.ru_utime.tv_usec / 1000;
-		reply.cpu_system_ms = (uint64_t)ru.ru_stime.tv_sec * 1000 +
-				      (uint64_t)ru.ru_stime.tv_usec / 1000;
-	}
+	info_master(m, &reply);
 	fill_counters(&total, total_reqs, &m->total);
 	reply.total = &total;
-	reply.has_purge_roots = reply.has_purge_left = 1;
-	reply.has_purge_oldest = reply.has_purged = 1;
-	reply.has_purge_busy_ms = reply.has_chunk_deletes_pending = 1;
-	reply.has_chunks = 1;
-	reply.purge_roots = m->ns.purge_roots;
-	reply.purge_left = purge_left(m);
-	reply.purge_oldest = m->ns.purge_head ? m->ns.purge_head->id : 0;
-	reply.purged = m->ns.purged;
-	reply.purge_busy_ms = m->purge.busy_ns / 1000000;
-	reply.chunk_deletes_pending = m->cs.pending_deletes;
-	reply.chunks = m->ns.nchunks;
-	{
-		double ops, rate;
-
-		rates(m, &ops, &rate);
-		reply.has_ops_per_sec = reply.has_purge_rate = 1;
-		reply.ops_per_sec = ops;
-		reply.purge_rate = rate;
-		if (reply.purge_left) {
-			/* At the recent pace, or else at what the purge did
-			 * per second of its budget so far. */
-			double per_s = rate;
-
-			if (per_s <= 0 && m->purge.busy_ns && m->ns.purged)
-				per_s = (double)m->ns.purged /
-					((double)m->purge.busy_ns / 1e9) *
-					(double)m->cfg.purge_duty / 100;
-			if (per_s > 0) {
-				reply.has_purge_eta_ms = 1;
-				reply.purge_eta_ms =
-					(uint64_t)((double)reply.purge_left /
-						   per_s * 1000);
-			}
-		}
-	}
-	reply.has_snapshot_id = reply.has_snapshot_nodes = 1;
-	reply.has_snapshots_waiting = reply.has_trash_items = 1;
-	ns_copy_active(&m->ns, &reply.snapshot_id);
-	reply.snapshot_nodes = ns_copy_nodes(&m->ns);
-	reply.snapshots_waiting = snapjob_waiting(m);
-	reply.trash_items = m->ns.ntrash;
-	reply.has_bg_slices = reply.has_bg_slice_max_us = 1;
-	reply.has_bg_slices_over_1ms = 1;
-	reply.bg_slices = m->bg.slices;
-	reply.bg_slice_max_us = (uint64_t)m->bg.slice_max_ns / 1000;
-	reply.bg_slices_over_1ms = m->bg.slices_over_1ms;
-	reply.has_tables_resizing = 1;
-	reply.tables_resizing = ns_resizing(&m->ns);
-	reply.has_bg_slice_max_cpu_us = 1;
-	reply.bg_slice_max_cpu_us = (uint64_t)m->bg.slice_max_cpu_ns / 1000;
-	reply.has_locks = reply.has_lock_waiters = 1;
-	reply.locks = m->locks.nlocks;
-	reply.lock_waiters = m->locks.nwaiters;
-	{
-		struct deleg_stats ds;
-
-		deleg_stats(m, &ds);
-		reply.has_delegations = reply.has_deleg_granted = 1;
-		reply.has_deleg_refused = reply.has_deleg_recalls = 1;
-		reply.has_deleg_timeouts = reply.has_deleg_recall_max_us = 1;
-		reply.has_batch_ops = 1;
-		reply.delegations = ds.held;
-		reply.deleg_granted = ds.granted;
-		reply.deleg_refused = ds.refused;
-		reply.deleg_recalls = ds.recalls;
-		reply.deleg_timeouts = ds.timeouts;
-		reply.deleg_recall_max_us = ds.recall_max_ns / 1000;
-		reply.batch_ops = m->total.batch_ops;
-	}
-	{
-		Sweepfs__ServerInfo *si = calloc(m->cs.n + 1, sizeof(*si));
-		Sweepfs__ServerInfo **sp = calloc(m->cs.n + 1, sizeof(*sp));
-
-		if (si && sp) {
-			for (uint32_t i = 1; i <= m->cs.n; i++) {
-				struct csrv *s = m->cs.srv[i];
-				Sweepfs__ServerInfo *x = &si[i - 1];
-
-				sweepfs__server_info__init(x);
-				x->listen = s->listen;
-				x->has_connected = x->has_total_bytes = 1;
-				x->has_used_bytes = x->has_chunks = 1;
-				x->has_deletes_pending = x->has_deleted = 1;
-				x->connected = csrv_up(s);
-				x->total_bytes = s->total_bytes;
-				x->used_bytes = s->used_bytes;
-				x->chunks = s->reported_chunks;
-				x->deletes_pending =
-					(s->delq_len - s->delq_head) / 2;
-				x->deleted = s->deleted;
-				sp[i - 1] = x;
-			}
-			reply.n_servers = m->cs.n;
-			reply.servers = sp;
-		}
-		servers_mem[0] = si;
-		servers_mem[1] = sp;
-	}
-
+	info_background(m, &reply);
+	info_delegations(m, &reply);
+	si = calloc(m->cs.n + 1, sizeof(*si));
+	sp = calloc(m->cs.n + 1, sizeof(*sp));
+	info_servers(m, &reply, si, sp);
 	if (q->sessions) {
-		/* Only an admin session sees the others: ids, peers and
-		 * counters are not every client's business. A page at a
-		 * time, so that the reply fits a frame however many there
-		 * are. */
-		bool all = r->s->admin;
-		uint64_t skip = q->has_session_offset ? q->session_offset : 0;
+		/* A page at a time, so that the reply fits a frame however
+		 * many there are. */
 		size_t cap = q->has_session_limit && q->session_limit &&
 					     q->session_limit <
 						     INFO_SESSIONS_MAX ?
 				     q->session_limit :
 				     INFO_SESSIONS_MAX;
 
-		reply.has_sessions_total = 1;
-		reply.sessions_total = all ? m->nsessions : 1;
 		infos = calloc(cap, sizeof(*infos));
 		ptrs = calloc(cap, sizeof(*ptrs));
 		ctrs = calloc(cap, sizeof(*ctrs));
@@ -281,24 +319,12 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 			req_error(r, -ENOMEM);
 			goto out;
 		}
-		for (struct session *s = all ? m->session_list : r->s;
-		     s && n < cap; s = all ? s->next : NULL) {
-			if (skip) {
-				skip--;
-				continue;
-			}
-			session_info(&infos[n], &ctrs[n],
-				     reqs + n * SW_MSG__COUNT, s);
-			ptrs[n] = &infos[n];
-			n++;
-		}
-		reply.n_sessions = n;
-		reply.sessions = ptrs;
+		info_sessions(r, q, &reply, cap, infos, ptrs, ctrs, reqs);
 	}
 	req_reply(r, &reply.base);
 out:
-	free(servers_mem[0]);
-	free(servers_mem[1]);
+	free(si);
+	free(sp);
 	free(infos);
 	free(ptrs);
 	free(ctrs);

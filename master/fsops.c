@@ -248,121 +248,179 @@ static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
 	return 0;
 }
 
+/* A setattr being decided: what changes (out, NS_SET_*) and to what. */
+struct setattr_plan {
+	const Sweepfs__SetattrReq *q;
+	const struct cred *cred;
+	const struct node *n;
+	unsigned v; /* q->valid */
+	int64_t now;
+	uint32_t mode, newuid, newgid;
+	unsigned out;
+	Sweepfs__Meta__Setattr *sa;
+};
+
+static int plan_size(struct setattr_plan *p)
+{
+	const struct node *n = p->n;
+	int rc = 0;
+
+	if (S_ISDIR(n->mode))
+		rc = -EISDIR;
+	else if (!S_ISREG(n->mode))
+		rc = -EINVAL;
+	else if (p->q->size > SW_FILE_MAX)
+		rc = -EFBIG;
+	else if (!(p->v & SWEEPFS__SETATTR_VALID__SET_VIA_FD))
+		rc = perm_check(p->cred, n, PERM_W);
+	if (rc < 0)
+		return rc;
+	p->out |= NS_SET_SIZE;
+	p->sa->size = p->q->size;
+	if (p->q->size != n->size &&
+	    !(p->v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
+		      SWEEPFS__SETATTR_VALID__SET_MTIME_NOW))) {
+		p->out |= NS_SET_MTIME;
+		p->sa->mtime = p->now;
+	}
+	return 0;
+}
+
+/* chown is root's; chgrp an owner's who is in the new group. */
+static int plan_owner(struct setattr_plan *p)
+{
+	const struct cred *c = p->cred;
+	const struct node *n = p->n;
+
+	if (!cred_is_root(c) &&
+	    (c->uid != n->uid || p->newuid != n->uid ||
+	     (p->newgid != n->gid && !cred_in_group(c, p->newgid))))
+		return -EPERM;
+	p->out |= p->v & (NS_SET_UID | NS_SET_GID);
+	p->sa->uid = p->newuid;
+	p->sa->gid = p->newgid;
+	if (!S_ISDIR(n->mode) && kill_suidgid(p->mode) != p->mode) {
+		p->mode = kill_suidgid(p->mode);
+		p->out |= NS_SET_MODE;
+	}
+	return 0;
+}
+
+static int plan_mode(struct setattr_plan *p)
+{
+	uint32_t want = p->q->mode & 07777, ids = S_ISUID | S_ISGID;
+	/*
+	 * A write by someone else drops the set-id bits, and the kernel
+	 * does it with a chmod that clears only them: allowed to whoever
+	 * may write, as a write itself would be.
+	 */
+	bool drop_only = (want & ~ids) == (p->mode & ~ids) &&
+			 (want & ids & ~p->mode) == 0 && want != p->mode;
+
+	if (!cred_owns(p->cred, p->n) &&
+	    !(drop_only && perm_check(p->cred, p->n, PERM_W) == 0))
+		return -EPERM;
+	p->mode = want;
+	if (!cred_is_root(p->cred) && !cred_in_group(p->cred, p->newgid))
+		p->mode &= ~(uint32_t)S_ISGID;
+	p->out |= NS_SET_MODE;
+	return 0;
+}
+
+static int plan_times(struct setattr_plan *p)
+{
+	unsigned v = p->v;
+	int rc = setattr_times(p->cred, p->n, v);
+
+	if (rc < 0)
+		return rc;
+	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
+		 SWEEPFS__SETATTR_VALID__SET_ATIME_NOW)) {
+		p->out |= NS_SET_ATIME;
+		p->sa->atime = (v & SWEEPFS__SETATTR_VALID__SET_ATIME_NOW) ?
+				       p->now :
+				       p->q->atime;
+	}
+	if (v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
+		 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
+		p->out |= NS_SET_MTIME;
+		/* "Now" may come with the client's value for it: its
+		 * kernel keeps that one (writeback cache). */
+		if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) &&
+		    !p->q->has_mtime)
+			p->sa->mtime = p->now;
+		else
+			p->sa->mtime = p->q->mtime;
+	}
+	return 0;
+}
+
+/* Decide @p's change, in the order the kernel applies them. */
+static int plan_setattr(struct setattr_plan *p)
+{
+	unsigned v = p->v;
+	int rc = 0;
+
+	if (v & SWEEPFS__SETATTR_VALID__SET_SIZE)
+		rc = plan_size(p);
+	if (rc == 0 && (v & (SWEEPFS__SETATTR_VALID__SET_UID |
+			     SWEEPFS__SETATTR_VALID__SET_GID)))
+		rc = plan_owner(p);
+	if (rc == 0 && (v & SWEEPFS__SETATTR_VALID__SET_MODE))
+		rc = plan_mode(p);
+	if (rc == 0 && (v & SWEEPFS__SETATTR_VALID__SET_KILL_SUIDGID) &&
+	    kill_suidgid(p->mode) != p->mode) {
+		p->mode = kill_suidgid(p->mode);
+		p->out |= NS_SET_MODE;
+	}
+	if (rc == 0 && (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
+			     SWEEPFS__SETATTR_VALID__SET_MTIME |
+			     SWEEPFS__SETATTR_VALID__SET_ATIME_NOW |
+			     SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)))
+		rc = plan_times(p);
+	return rc;
+}
+
 void op_setattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SetattrReq *q = (const Sweepfs__SetattrReq *)msg;
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	unsigned v = q->valid, out = 0;
-	int64_t now = sw_now_ns();
+	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+	struct cred cred = req_cred(q->cred);
+	struct setattr_plan p;
+	Sweepfs__Attr attr;
 	uint64_t old_size;
-	uint32_t mode, newuid, newgid;
-	struct cred cred;
 	struct node *n;
 	int rc;
 
-	cred = req_cred(q->cred);
 	rc = get_node(r, q->ino, &n);
 	if (rc < 0)
 		goto out_err;
-	mode = n->mode & 07777;
-	newuid = (v & SWEEPFS__SETATTR_VALID__SET_UID) ? q->uid : n->uid;
-	newgid = (v & SWEEPFS__SETATTR_VALID__SET_GID) ? q->gid : n->gid;
-
-	if (v & SWEEPFS__SETATTR_VALID__SET_SIZE) {
-		if (S_ISDIR(n->mode))
-			rc = -EISDIR;
-		else if (!S_ISREG(n->mode))
-			rc = -EINVAL;
-		else if (q->size > SW_FILE_MAX)
-			rc = -EFBIG;
-		else if (!(v & SWEEPFS__SETATTR_VALID__SET_VIA_FD))
-			rc = perm_check(&cred, n, PERM_W);
-		if (rc < 0)
-			goto out_err;
-		out |= NS_SET_SIZE;
-		sa.size = q->size;
-		if (q->size != n->size &&
-		    !(v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
-			   SWEEPFS__SETATTR_VALID__SET_MTIME_NOW))) {
-			out |= NS_SET_MTIME;
-			sa.mtime = now;
-		}
-	}
-	if (v & (SWEEPFS__SETATTR_VALID__SET_UID |
-		 SWEEPFS__SETATTR_VALID__SET_GID)) {
-		if (!cred_is_root(&cred) &&
-		    (cred.uid != n->uid || newuid != n->uid ||
-		     (newgid != n->gid && !cred_in_group(&cred, newgid)))) {
-			rc = -EPERM;
-			goto out_err;
-		}
-		out |= v & (NS_SET_UID | NS_SET_GID);
-		sa.uid = newuid;
-		sa.gid = newgid;
-		if (!S_ISDIR(n->mode) && kill_suidgid(mode) != mode) {
-			mode = kill_suidgid(mode);
-			out |= NS_SET_MODE;
-		}
-	}
-	if (v & SWEEPFS__SETATTR_VALID__SET_MODE) {
-		uint32_t want = q->mode & 07777, ids = S_ISUID | S_ISGID;
-		/*
-		 * A write by someone else drops the set-id bits, and the
-		 * kernel does it with a chmod that clears only them: allowed
-		 * to whoever may write, as a write itself would be.
-		 */
-		bool drop_only = (want & ~ids) == (mode & ~ids) &&
-				 (want & ids & ~mode) == 0 && want != mode;
-
-		if (!cred_owns(&cred, n) &&
-		    !(drop_only && perm_check(&cred, n, PERM_W) == 0)) {
-			rc = -EPERM;
-			goto out_err;
-		}
-		mode = q->mode & 07777;
-		if (!cred_is_root(&cred) && !cred_in_group(&cred, newgid))
-			mode &= ~(uint32_t)S_ISGID;
-		out |= NS_SET_MODE;
-	}
-	if (v & SWEEPFS__SETATTR_VALID__SET_KILL_SUIDGID) {
-		if (kill_suidgid(mode) != mode) {
-			mode = kill_suidgid(mode);
-			out |= NS_SET_MODE;
-		}
-	}
-	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
-		 SWEEPFS__SETATTR_VALID__SET_MTIME |
-		 SWEEPFS__SETATTR_VALID__SET_ATIME_NOW |
-		 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
-		rc = setattr_times(&cred, n, v);
-		if (rc < 0)
-			goto out_err;
-		if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
-			 SWEEPFS__SETATTR_VALID__SET_ATIME_NOW)) {
-			out |= NS_SET_ATIME;
-			sa.atime = (v & SWEEPFS__SETATTR_VALID__SET_ATIME_NOW) ?
-					   now :
-					   q->atime;
-		}
-		if (v & (SWEEPFS__SETATTR_VALID__SET_MTIME |
-			 SWEEPFS__SETATTR_VALID__SET_MTIME_NOW)) {
-			out |= NS_SET_MTIME;
-			/* "Now" may come with the client's value for it:
-			 * its kernel keeps that one (writeback cache). */
-			if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) &&
-			    !q->has_mtime)
-				sa.mtime = now;
-			else
-				sa.mtime = q->mtime;
-		}
-	}
+	p = (struct setattr_plan){
+		.q = q,
+		.cred = &cred,
+		.n = n,
+		.v = q->valid,
+		.now = sw_now_ns(),
+		.mode = n->mode & 07777,
+		.newuid = (q->valid & SWEEPFS__SETATTR_VALID__SET_UID) ?
+				  q->uid :
+				  n->uid,
+		.newgid = (q->valid & SWEEPFS__SETATTR_VALID__SET_GID) ?
+				  q->gid :
+				  n->gid,
+		.sa = &sa,
+	};
+	rc = plan_setattr(&p);
+	if (rc < 0)
+		goto out_err;
 	sa.ino = n->ino;
-	sa.valid = out;
-	sa.mode = mode;
+	sa.valid = p.out;
+	sa.mode = p.mode;
 	sa.has_mode = sa.has_uid = sa.has_gid = sa.has_size = 1;
 	sa.has_atime = sa.has_mtime = 1;
-	mut.time = now;
+	mut.time = p.now;
 	mut.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
 	mut.setattr = &sa;
 	old_size = n->size;
@@ -374,14 +432,9 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 		goto out_err;
 	if (rc == 0)
 		return; /* chunkservers cut the last chunk, then the reply */
-	{
-		Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-		Sweepfs__Attr attr;
-
-		attr_fill(&attr, n);
-		reply.attr = &attr;
-		req_reply(r, &reply.base);
-	}
+	attr_fill(&attr, n);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
 	return;
 
 out_err:

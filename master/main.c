@@ -216,7 +216,25 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ---- process -------------------------------------------------------- */
 
-int main(int argc, char **argv)
+/* The command line, before the configuration is built from it. */
+struct args {
+	const char *config, *pidfile;
+	char *sets[64];
+	bool owned[64]; /* sets[i] was allocated here */
+	int nsets;
+	bool foreground, use_syslog, dump;
+};
+
+static void args_free(struct args *a)
+{
+	for (int i = 0; i < a->nsets; i++)
+		if (a->owned[i])
+			free(a->sets[i]);
+	a->nsets = 0;
+}
+
+/* -1: go on; else the exit status. -d, -l and -v become settings. */
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -232,34 +250,24 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	static struct master m;
-	struct sw_opt opts[NOPTS];
-	const char *config = NULL, *pidfile = NULL;
-	char *sets[64];
-	bool owned[64] = { false }; /* sets[i] was allocated here */
-	int nsets = 0, opt, rc, ready_fd = -1, level;
-	bool foreground = false, use_syslog = false, dump = false;
-	struct sw_target listen;
-	const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
+	int opt;
 
-	master_config_defaults(&m.cfg);
-	config_table(&m.cfg, opts);
 	while ((opt = getopt_long(argc, argv, "c:d:l:s:fp:v:Vh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			config = optarg;
+			a->config = optarg;
 			break;
 		case 'd':
 		case 'l':
 		case 'v':
 		case 's':
-			if (nsets == (int)SW_ARRAY_SIZE(sets)) {
+			if (a->nsets == (int)SW_ARRAY_SIZE(a->sets)) {
 				fprintf(stderr, "too many settings\n");
 				return 2;
 			}
 			if (opt == 's') {
-				sets[nsets++] = optarg;
+				a->sets[a->nsets++] = optarg;
 			} else {
 				const char *key = opt == 'd' ? "data_dir=" :
 						  opt == 'v' ? "log_level=" :
@@ -270,21 +278,21 @@ int main(int argc, char **argv)
 				if (!kv)
 					return 1;
 				sprintf(kv, "%s%s", key, optarg);
-				owned[nsets] = true;
-				sets[nsets++] = kv;
+				a->owned[a->nsets] = true;
+				a->sets[a->nsets++] = kv;
 			}
 			break;
 		case 'f':
-			foreground = true;
+			a->foreground = true;
 			break;
 		case 'S':
-			use_syslog = true;
+			a->use_syslog = true;
 			break;
 		case 'p':
-			pidfile = optarg;
+			a->pidfile = optarg;
 			break;
 		case 'D':
-			dump = true;
+			a->dump = true;
 			break;
 		case 'V':
 			printf("sweepfs-master %s\n", SWEEPFS_VERSION);
@@ -301,66 +309,68 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!config && access(DEFAULT_CONFIG, R_OK) == 0)
-		config = DEFAULT_CONFIG;
-	if (config) {
+	return -1;
+}
+
+/* The configuration file, then the settings of the command line, on top
+ * of the defaults. -1: go on; else the exit status. */
+static int configure(struct master *m, struct sw_opt *opts, struct args *a)
+{
+	struct sw_target listen;
+	int rc;
+
+	if (!a->config && access(DEFAULT_CONFIG, R_OK) == 0)
+		a->config = DEFAULT_CONFIG;
+	if (a->config) {
 		struct sw_cfg_error where;
 
-		rc = sw_cfg_load(config, opts, &where);
+		rc = sw_cfg_load(a->config, opts, &where);
 		if (rc < 0) {
 			if (where.line)
-				fprintf(stderr, "%s:%u: %s: %s\n", config,
+				fprintf(stderr, "%s:%u: %s: %s\n", a->config,
 					where.line, where.key,
 					rc == -ENOENT ? "unknown key" :
 							"bad value");
 			else
-				fprintf(stderr, "%s: %s\n", config,
+				fprintf(stderr, "%s: %s\n", a->config,
 					strerror(-rc));
 			return 2;
 		}
 	}
-	rc = 0;
-	for (int i = 0; i < nsets && rc == 0; i++) {
-		if (!strncmp(sets[i], "listen=", 7)) {
-			if (sw_target_parse(sets[i] + 7, SW_MASTER_PORT,
-					    &listen) < 0) {
+	for (int i = 0; i < a->nsets; i++) {
+		const char *kv = a->sets[i];
+
+		if (!strncmp(kv, "listen=", 7)) {
+			if (sw_target_parse(kv + 7, SW_MASTER_PORT, &listen) <
+			    0) {
 				fprintf(stderr, "bad listen address: %s\n",
-					sets[i] + 7);
-				rc = -EINVAL;
-				break;
+					kv + 7);
+				return 2;
 			}
-			snprintf(m.cfg.listen_host, sizeof(m.cfg.listen_host),
+			snprintf(m->cfg.listen_host, sizeof(m->cfg.listen_host),
 				 "%s", listen.host);
-			m.cfg.listen_port = listen.port;
+			m->cfg.listen_port = listen.port;
 			continue;
 		}
-		rc = sw_opt_set_kv(opts, sets[i]);
-		if (rc < 0)
-			fprintf(stderr, "%s: %s\n", sets[i],
+		rc = sw_opt_set_kv(opts, kv);
+		if (rc < 0) {
+			fprintf(stderr, "%s: %s\n", kv,
 				rc == -ENOENT ? "unknown key" : "bad value");
+			return 2;
+		}
 	}
-	for (int i = 0; i < nsets; i++)
-		if (owned[i])
-			free(sets[i]);
-	if (rc < 0)
-		return 2;
-	level = sw_log_parse_level(m.cfg.log_level);
-	if (level < 0) {
-		fprintf(stderr, "bad log level: %s\n", m.cfg.log_level);
-		return 2;
-	}
-	if (dump) {
-		sw_opt_dump(stdout, opts);
-		return 0;
-	}
-	sw_log_level = level;
-	sw_log_set_ident("sweepfs-master");
-	if (!foreground || use_syslog)
-		sw_log_to_syslog("sweepfs-master");
+	return -1;
+}
+
+/* Become the daemon and serve until stopped; the exit status. */
+static int run(struct master *m, const struct args *a)
+{
+	const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
+	int rc, ready_fd = -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	sw_raise_fd_limit();
-	if (!foreground) {
+	if (!a->foreground) {
 		ready_fd = sw_daemonize();
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
@@ -368,34 +378,65 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (sw_lock_dir(TAG, m.cfg.data_dir, "lock", &m.lock_fd) < 0)
+	if (sw_lock_dir(TAG, m->cfg.data_dir, "lock", &m->lock_fd) < 0)
 		goto out_fail;
-	if (pidfile && (rc = sw_pidfile_write(pidfile)) < 0)
-		sw_err(TAG, "cannot write %s: %s", pidfile, strerror(-rc));
+	if (a->pidfile && (rc = sw_pidfile_write(a->pidfile)) < 0)
+		sw_err(TAG, "cannot write %s: %s", a->pidfile, strerror(-rc));
 
-	if (master_start(&m, uv_default_loop()) < 0)
+	if (master_start(m, uv_default_loop()) < 0)
 		goto out_fail;
 	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
-		uv_signal_init(m.loop, &m.sig[i]);
-		m.sig[i].data = &m;
-		uv_signal_start(&m.sig[i], on_signal, sigs[i]);
+		uv_signal_init(m->loop, &m->sig[i]);
+		m->sig[i].data = m;
+		uv_signal_start(&m->sig[i], on_signal, sigs[i]);
 	}
 	sw_notice(TAG, "listening on %s:%" PRIu64 " (changelog_sync = %s)",
-		  m.cfg.listen_host, m.cfg.listen_port,
-		  sync_choices[m.cfg.changelog_sync]);
+		  m->cfg.listen_host, m->cfg.listen_port,
+		  sync_choices[m->cfg.changelog_sync]);
 	sw_daemon_ready(&ready_fd, 0);
-	sw_sdnotify_ready(m.loop, "listening");
+	sw_sdnotify_ready(m->loop, "listening");
 
-	uv_run(m.loop, UV_RUN_DEFAULT);
+	uv_run(m->loop, UV_RUN_DEFAULT);
 
-	sw_notice(TAG, "stopped at version %" PRIu64, m.ns.version);
-	master_release(&m);
-	uv_loop_close(m.loop);
-	if (pidfile)
-		unlink(pidfile);
+	sw_notice(TAG, "stopped at version %" PRIu64, m->ns.version);
+	master_release(m);
+	uv_loop_close(m->loop);
+	if (a->pidfile)
+		unlink(a->pidfile);
 	return 0;
 
 out_fail:
 	sw_daemon_ready(&ready_fd, 1);
 	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	static struct master m;
+	struct sw_opt opts[NOPTS];
+	struct args a = { 0 };
+	int rc, level;
+
+	master_config_defaults(&m.cfg);
+	config_table(&m.cfg, opts);
+	rc = parse_args(argc, argv, &a);
+	if (rc < 0)
+		rc = configure(&m, opts, &a);
+	args_free(&a);
+	if (rc >= 0)
+		return rc;
+	level = sw_log_parse_level(m.cfg.log_level);
+	if (level < 0) {
+		fprintf(stderr, "bad log level: %s\n", m.cfg.log_level);
+		return 2;
+	}
+	if (a.dump) {
+		sw_opt_dump(stdout, opts);
+		return 0;
+	}
+	sw_log_level = level;
+	sw_log_set_ident("sweepfs-master");
+	if (!a.foreground || a.use_syslog)
+		sw_log_to_syslog("sweepfs-master");
+	return run(&m, &a);
 }
