@@ -195,15 +195,152 @@ static void open_inodes_cb(void *arg, uint64_t **inos, size_t *n)
 	itable_open_inodes(&m->inodes, inos, n);
 }
 
+/* The mount's own options (-o KEY=VALUE) into @m and @target. -1 after
+ * saying what is wrong. */
+static int apply_cli(const struct cli *cli, struct mount *m,
+		     struct sw_target *target, double *master_timeout)
+{
+	char pw[256];
+	int got;
+
+	if (parse_seconds(cli->attr_timeout, 1.0, &m->attr_timeout) < 0 ||
+	    parse_seconds(cli->entry_timeout, 1.0, &m->entry_timeout) < 0 ||
+	    parse_seconds(cli->negative_timeout, 0.0, &m->negative_timeout) <
+		    0 ||
+	    parse_seconds(cli->master_timeout, 30.0, master_timeout) < 0) {
+		fprintf(stderr, "sweepfs-mount: bad timeout value\n");
+		return -1;
+	}
+	/*
+	 * always by default: a reader that goes on to unlink or stat what it
+	 * listed (rm -rf, find -delete) then needs no lookup per name, which
+	 * halves the round trips of a removal.
+	 */
+	if (!cli->readdirplus || !strcmp(cli->readdirplus, "always")) {
+		m->readdirplus = RDPLUS_ALWAYS;
+	} else if (!strcmp(cli->readdirplus, "auto")) {
+		m->readdirplus = RDPLUS_AUTO;
+	} else if (!strcmp(cli->readdirplus, "never")) {
+		m->readdirplus = RDPLUS_NEVER;
+	} else {
+		fprintf(stderr, "sweepfs-mount: readdirplus is auto, always "
+				"or never\n");
+		return -1;
+	}
+	got = cli->password ?
+		      (snprintf(pw, sizeof(pw), "%s", cli->password), 1) :
+		      sw_auth_password(cli->passwordfile, pw, sizeof(pw));
+	if (got < 0) {
+		fprintf(stderr, "sweepfs-mount: %s: %s\n", cli->passwordfile,
+			strerror(-got));
+		return -1;
+	}
+	if (got > 0)
+		sw_target_password(target, pw);
+	explicit_bzero(pw, sizeof(pw));
+	sw_net_bind = cli->bind;
+	m->writeback = cli->writeback;
+	return 0;
+}
+
+/* How the master connection of @m (mounted on @mountpoint) behaves;
+ * @client (of @len) is where its name for the master is kept. */
+static void connection_opts(struct mount *m, struct mconn_opts *mo,
+			    const char *mountpoint, double master_timeout,
+			    char *client, size_t len)
+{
+	char host[256];
+
+	if (gethostname(host, sizeof(host)) < 0)
+		strcpy(host, "?");
+	snprintf(client, len, "%s:%s", host, mountpoint);
+	mo->client_name = client;
+	mo->timeout_ms = (int)(master_timeout * 1000);
+	mo->cache_ms =
+		(uint32_t)(SW_MAX(m->entry_timeout, m->negative_timeout) *
+			   1000);
+	mo->open_inodes = open_inodes_cb;
+	mo->notify = notify_cb;
+	mo->reconnected = reconnected_cb;
+	mo->before_send = before_send_cb;
+	mo->arg = m;
+}
+
+/* Serve FUSE requests until unmounted; libfuse's status. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
+{
+	struct fuse_loop_config *lc;
+	int ret;
+
+	if (fo->singlethread)
+		return fuse_session_loop(se);
+	lc = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_clone_fd(lc, fo->clone_fd);
+	fuse_loop_cfg_set_max_threads(lc, 32);
+	/* UINT_MAX: not given on the command line; keep libfuse's default
+	 * rather than have it warn about the value. */
+	if (fo->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(lc, fo->max_idle_threads);
+	ret = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return ret;
+}
+
+/*
+ * Mount @m (its master connection open) as @fo says, become a daemon
+ * unless in the foreground, and serve until unmounted; then send what
+ * was acknowledged here within @timeout_ms. The exit status.
+ */
+static int mount_and_serve(struct mount *m, struct fuse_args *args,
+			   struct fuse_cmdline_opts *fo, const char *spec,
+			   int timeout_ms)
+{
+	int rc, ret = 1;
+
+	m->se = fuse_session_new(args, &sw_mount_ops, sizeof(sw_mount_ops), m);
+	if (!m->se)
+		return 1;
+	if (fuse_set_signal_handlers(m->se) != 0)
+		goto out_session;
+	if (fuse_session_mount(m->se, fo->mountpoint) != 0)
+		goto out_signals;
+	if (fuse_daemonize(fo->foreground) != 0)
+		goto out_unmount;
+	/* Threads only now: they do not survive the fork in daemonize. */
+	rc = inval_start(m->se, inval_ack_cb, m, &m->inval);
+	if (rc == 0)
+		rc = deleg_start(m->deleg);
+	if (rc == 0)
+		rc = mconn_start(m->mc);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot start: %s", strerror(-rc));
+		goto out_unmount;
+	}
+	sw_notice(TAG, "%s mounted on %s (session %016llx)", spec,
+		  fo->mountpoint, (unsigned long long)mconn_session_id(m->mc));
+	ret = serve(m->se, fo) ? 1 : 0;
+
+out_unmount:
+	/* What was acknowledged here reaches the master before we go. */
+	deleg_stop(m->deleg, timeout_ms);
+	if (m->inval)
+		inval_stop(m->inval);
+	fuse_session_unmount(m->se);
+out_signals:
+	fuse_remove_signal_handlers(m->se);
+out_session:
+	fuse_session_destroy(m->se);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_cmdline_opts fo = { 0 };
-	struct fuse_loop_config *lc = NULL;
 	struct mconn_opts mo = { 0 };
 	struct cli cli = { 0 };
 	static struct mount m;
-	char fsname[300], host[256], client[400];
+	char fsname[300], client[400];
 	double master_timeout;
 	int rc, ret = 1;
 
@@ -237,48 +374,8 @@ int main(int argc, char **argv)
 		ret = 0;
 		goto out_args;
 	}
-	if (parse_seconds(cli.attr_timeout, 1.0, &m.attr_timeout) < 0 ||
-	    parse_seconds(cli.entry_timeout, 1.0, &m.entry_timeout) < 0 ||
-	    parse_seconds(cli.negative_timeout, 0.0, &m.negative_timeout) < 0 ||
-	    parse_seconds(cli.master_timeout, 30.0, &master_timeout) < 0) {
-		fprintf(stderr, "sweepfs-mount: bad timeout value\n");
+	if (apply_cli(&cli, &m, &mo.target, &master_timeout) < 0)
 		goto out_args;
-	}
-	/*
-	 * always by default: a reader that goes on to unlink or stat what it
-	 * listed (rm -rf, find -delete) then needs no lookup per name, which
-	 * halves the round trips of a removal.
-	 */
-	if (!cli.readdirplus || !strcmp(cli.readdirplus, "always")) {
-		m.readdirplus = RDPLUS_ALWAYS;
-	} else if (!strcmp(cli.readdirplus, "auto")) {
-		m.readdirplus = RDPLUS_AUTO;
-	} else if (!strcmp(cli.readdirplus, "never")) {
-		m.readdirplus = RDPLUS_NEVER;
-	} else {
-		fprintf(stderr, "sweepfs-mount: readdirplus is auto, always "
-				"or never\n");
-		goto out_args;
-	}
-	{
-		char pw[256];
-		int got = cli.password ?
-				  (snprintf(pw, sizeof(pw), "%s", cli.password),
-				   1) :
-				  sw_auth_password(cli.passwordfile, pw,
-						   sizeof(pw));
-
-		if (got < 0) {
-			fprintf(stderr, "sweepfs-mount: %s: %s\n",
-				cli.passwordfile, strerror(-got));
-			goto out_args;
-		}
-		if (got > 0)
-			sw_target_password(&mo.target, pw);
-		explicit_bzero(pw, sizeof(pw));
-	}
-	sw_net_bind = cli.bind;
-	m.writeback = cli.writeback;
 	snprintf(fsname, sizeof(fsname), "-ofsname=sweepfs:%s", argv[1]);
 	fuse_opt_add_arg(&args, fsname);
 	fuse_opt_add_arg(&args, "-osubtype=sweepfs");
@@ -308,18 +405,8 @@ int main(int argc, char **argv)
 	if (!fo.foreground)
 		sw_log_to_syslog("sweepfs-mount");
 
-	if (gethostname(host, sizeof(host)) < 0)
-		strcpy(host, "?");
-	snprintf(client, sizeof(client), "%s:%s", host, fo.mountpoint);
-	mo.client_name = client;
-	mo.timeout_ms = (int)(master_timeout * 1000);
-	mo.cache_ms =
-		(uint32_t)(SW_MAX(m.entry_timeout, m.negative_timeout) * 1000);
-	mo.open_inodes = open_inodes_cb;
-	mo.notify = notify_cb;
-	mo.reconnected = reconnected_cb;
-	mo.before_send = before_send_cb;
-	mo.arg = &m;
+	connection_opts(&m, &mo, fo.mountpoint, master_timeout, client,
+			sizeof(client));
 	m.dircache_entries = cli.dircache_entries ?
 				     strtoull(cli.dircache_entries, NULL, 10) :
 				     2000000;
@@ -342,53 +429,8 @@ int main(int argc, char **argv)
 	/* The kernel knows the root from the start and never forgets it. */
 	itable_ref(&m.inodes, m.root_ino);
 
-	m.se = fuse_session_new(&args, &sw_mount_ops, sizeof(sw_mount_ops), &m);
-	if (!m.se)
-		goto out_conn;
-	if (fuse_set_signal_handlers(m.se) != 0)
-		goto out_session;
-	if (fuse_session_mount(m.se, fo.mountpoint) != 0)
-		goto out_signals;
-	if (fuse_daemonize(fo.foreground) != 0)
-		goto out_unmount;
-	/* Threads only now: they do not survive the fork in daemonize. */
-	rc = inval_start(m.se, inval_ack_cb, &m, &m.inval);
-	if (rc == 0)
-		rc = deleg_start(m.deleg);
-	if (rc == 0)
-		rc = mconn_start(m.mc);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot start: %s", strerror(-rc));
-		goto out_unmount;
-	}
-	sw_notice(TAG, "%s mounted on %s (session %016llx)", argv[1],
-		  fo.mountpoint, (unsigned long long)mconn_session_id(m.mc));
-	if (fo.singlethread) {
-		ret = fuse_session_loop(m.se);
-	} else {
-		lc = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
-		fuse_loop_cfg_set_max_threads(lc, 32);
-		/* UINT_MAX: not given on the command line; keep libfuse's
-		 * default rather than have it warn about the value. */
-		if (fo.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads);
-		ret = fuse_session_loop_mt(m.se, lc);
-		fuse_loop_cfg_destroy(lc);
-	}
-	ret = ret ? 1 : 0;
-
-out_unmount:
-	/* What was acknowledged here reaches the master before we go. */
-	deleg_stop(m.deleg, (int)(master_timeout * 1000));
-	if (m.inval)
-		inval_stop(m.inval);
-	fuse_session_unmount(m.se);
-out_signals:
-	fuse_remove_signal_handlers(m.se);
-out_session:
-	fuse_session_destroy(m.se);
-out_conn:
+	ret = mount_and_serve(&m, &args, &fo, argv[1],
+			      (int)(master_timeout * 1000));
 	mconn_close(m.mc);
 out_inodes:
 	if (m.data)
