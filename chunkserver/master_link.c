@@ -1092,15 +1092,15 @@ static void on_mc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	ml->last_rx = sw_mono_ns();
 	for (;;) {
 		struct sw_frame_hdr hdr;
-		int rc = sw_frame_get_hdr(sw_buf_head(&mc->in),
-					  sw_buf_used(&mc->in),
-					  SW_FRAME_MAX_META, &hdr);
+		int rc = sw_frame_whole(sw_buf_head(&mc->in),
+					sw_buf_used(&mc->in), SW_FRAME_MAX_META,
+					&hdr);
 
 		if (rc < 0) {
 			ml_fail(ml, "bad frame from the master");
 			return;
 		}
-		if (rc == 0 || sw_buf_used(&mc->in) < SW_FRAME_HDR + hdr.len)
+		if (rc == 0)
 			break;
 		if (!handle_frame(ml, &hdr,
 				  sw_buf_head(&mc->in) + SW_FRAME_HDR))

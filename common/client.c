@@ -3,13 +3,13 @@
  * (client.h): connect, hello, one call at a time.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "client.h"
+#include "frameio.h"
 #include "fsio.h"
 #include "util.h"
 
@@ -52,49 +52,20 @@ int sw_client_send(struct sw_client *c, uint16_t type,
 	return rc;
 }
 
-static int fill(struct sw_client *c)
-{
-	ssize_t n;
-	int rc;
-
-	if (c->timeout_ms > 0) {
-		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
-
-		do
-			rc = poll(&pfd, 1, c->timeout_ms);
-		while (rc < 0 && errno == EINTR);
-		if (rc < 0)
-			return -errno;
-		if (rc == 0)
-			return -ETIMEDOUT;
-	}
-	rc = sw_buf_reserve(&c->in, 64 << 10);
-	if (rc < 0)
-		return rc;
-	do
-		n = read(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	if (n == 0)
-		return -ECONNRESET;
-	c->in.len += (size_t)n;
-	return 0;
-}
-
 int sw_client_recv(struct sw_client *c, struct sw_frame_hdr *hdr,
 		   ProtobufCMessage **reply)
 {
 	for (;;) {
 		const struct sw_msg_info *info;
-		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
-					  sw_buf_used(&c->in), c->max_payload,
-					  hdr);
+		int rc = sw_frame_whole(sw_buf_head(&c->in),
+					sw_buf_used(&c->in), c->max_payload,
+					hdr);
 
 		if (rc < 0)
 			return rc;
-		if (rc == 0 || sw_buf_used(&c->in) < SW_FRAME_HDR + hdr->len) {
-			rc = fill(c);
+		if (rc == 0) {
+			rc = sw_frame_fill(c->fd, &c->in, 64 << 10,
+					   c->timeout_ms);
 			if (rc < 0)
 				return rc;
 			continue;

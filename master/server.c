@@ -540,8 +540,7 @@ static void consume_parked(struct conn *c)
 		size_t avail = sw_buf_used(&c->in) - off, flen;
 		struct sw_frame_hdr hdr;
 
-		if (sw_frame_get_hdr(p, avail, SW_FRAME_MAX_META, &hdr) <= 0 ||
-		    avail < SW_FRAME_HDR + hdr.len)
+		if (sw_frame_whole(p, avail, SW_FRAME_MAX_META, &hdr) <= 0)
 			break; /* the usual path judges it, in its turn */
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
@@ -571,8 +570,8 @@ static void conn_consume(struct conn *c)
 	while (!c->closing && !c->parked) {
 		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
 		struct sw_frame_hdr hdr;
-		int rc = sw_frame_get_hdr(sw_buf_head(&c->in),
-					  sw_buf_used(&c->in), max, &hdr);
+		int rc = sw_frame_whole(sw_buf_head(&c->in),
+					sw_buf_used(&c->in), max, &hdr);
 
 		if (rc < 0) {
 			sw_notice(TAG, "%s: %s; closing", c->peer,
@@ -581,7 +580,7 @@ static void conn_consume(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		if (rc == 0 || sw_buf_used(&c->in) < SW_FRAME_HDR + hdr.len)
+		if (rc == 0)
 			break;
 		if (conn_backlog(c) > c->m->cfg.output_max) {
 			if (!c->paused) {

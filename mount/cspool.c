@@ -21,6 +21,7 @@
 #include "client.h"
 #include "cspool.h"
 #include "frame.h"
+#include "frameio.h"
 #include "log.h"
 #include "net.h"
 
@@ -108,6 +109,25 @@ static void fail_all(struct csconn *c)
 	}
 }
 
+/* A reply came: complete the request it answers, if it still waits. */
+static void deliver(struct csconn *c, const struct sw_frame_hdr *hdr,
+		    const uint8_t *payload)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	ProtobufCMessage *reply = NULL;
+	struct csreq *q;
+
+	pthread_mutex_lock(&c->mu);
+	q = take(c, hdr->id);
+	pthread_mutex_unlock(&c->mu);
+	if (!q)
+		return;
+	if (info && q->type == hdr->type)
+		reply = protobuf_c_message_unpack(info->reply, NULL, hdr->len,
+						  payload);
+	req_complete(q, reply ? sw_reply_err(reply) : -EIO, reply);
+}
+
 static void *rx_main(void *arg)
 {
 	struct csconn *c = arg;
@@ -116,43 +136,17 @@ static void *rx_main(void *arg)
 
 	while (rc == 0) {
 		struct sw_frame_hdr hdr;
-		ssize_t n;
 
-		rc = sw_frame_get_hdr(sw_buf_head(&in), sw_buf_used(&in),
-				      SW_FRAME_MAX_DATA, &hdr);
-		if (rc < 0)
-			break;
-		if (rc == 1 && sw_buf_used(&in) >= SW_FRAME_HDR + hdr.len) {
-			const struct sw_msg_info *info = sw_msg_info(hdr.type);
-			ProtobufCMessage *reply = NULL;
-			struct csreq *q;
-
-			pthread_mutex_lock(&c->mu);
-			q = take(c, hdr.id);
-			pthread_mutex_unlock(&c->mu);
-			if (q && info && q->type == hdr.type)
-				reply = protobuf_c_message_unpack(
-					info->reply, NULL, hdr.len,
-					sw_buf_head(&in) + SW_FRAME_HDR);
-			sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
-			if (q)
-				req_complete(q,
-					     reply ? sw_reply_err(reply) : -EIO,
-					     reply);
-			rc = 0;
+		rc = sw_frame_whole(sw_buf_head(&in), sw_buf_used(&in),
+				    SW_FRAME_MAX_DATA, &hdr);
+		if (rc == 0) {
+			rc = sw_frame_fill(fd, &in, 256 << 10, -1);
 			continue;
 		}
-		rc = sw_buf_reserve(&in, 256 << 10);
 		if (rc < 0)
 			break;
-		n = read(fd, in.data + in.len, in.cap - in.len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -ECONNRESET;
-			break;
-		}
-		in.len += (size_t)n;
+		deliver(c, &hdr, sw_buf_head(&in) + SW_FRAME_HDR);
+		sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
 		rc = 0;
 	}
 	sw_buf_release(&in);

@@ -29,6 +29,7 @@
 #include "buf.h"
 #include "client.h"
 #include "frame.h"
+#include "frameio.h"
 #include "log.h"
 #include "master_conn.h"
 #include "util.h"
@@ -92,22 +93,6 @@ static void complete(struct pending *p, int rc, ProtobufCMessage *reply)
 	if (reply)
 		protobuf_c_message_free_unpacked(reply, NULL);
 	pending_put(p);
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 static void wake_rx(struct mconn *mc)
@@ -182,7 +167,7 @@ static int flush_lazy(struct mconn *mc, int fd)
 		sw_frame_put_hdr(f, &hdr);
 	}
 	pthread_mutex_unlock(&mc->mu);
-	rc = write_all(fd, sw_buf_head(&mc->lazy), sw_buf_used(&mc->lazy));
+	rc = sw_send_all(fd, sw_buf_head(&mc->lazy), sw_buf_used(&mc->lazy));
 	sw_buf_reset(&mc->lazy);
 	return rc;
 }
@@ -226,7 +211,7 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	if (fd >= 0 && sw_buf_used(&mc->lazy))
 		rc = flush_lazy(mc, fd);
 	if (fd >= 0 && rc == 0)
-		rc = write_all(fd, p->frame, p->len);
+		rc = sw_send_all(fd, p->frame, p->len);
 	if (rc < 0)
 		shutdown(fd, SHUT_RDWR); /* the receiver settles the rest */
 	pthread_mutex_unlock(&mc->wmu);
@@ -277,32 +262,20 @@ static int lazy_tick(struct mconn *mc, int fd)
 
 /* ---- hello ---------------------------------------------------------- */
 
-/* Read exactly one frame from @fd into @b (its header in *@hdr). */
+/* Read exactly one frame from @fd into @b (its header in *@hdr), within
+ * 10 s. */
 static int read_frame(int fd, struct sw_buf *b, struct sw_frame_hdr *hdr)
 {
-	int rc = 0;
+	int rc;
 
 	sw_buf_reset(b);
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		rc = sw_frame_get_hdr(sw_buf_head(b), sw_buf_used(b),
-				      SW_FRAME_MAX_META, hdr);
+	while ((rc = sw_frame_whole(sw_buf_head(b), sw_buf_used(b),
+				    SW_FRAME_MAX_META, hdr)) == 0) {
+		rc = sw_frame_fill(fd, b, 4096, 10000);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && sw_buf_used(b) >= SW_FRAME_HDR + hdr->len)
-			return 0;
-		rc = sw_buf_reserve(b, 4096);
-		if (rc < 0)
-			return rc;
-		if (poll(&pfd, 1, 10000) <= 0)
-			return -ETIMEDOUT;
-		n = read(fd, b->data + b->len, b->cap - b->len);
-		if (n <= 0)
-			return n < 0 ? -errno : -ECONNRESET;
-		b->len += (size_t)n;
 	}
+	return rc < 0 ? rc : 0;
 }
 
 /*
@@ -356,7 +329,7 @@ again:
 	sw_buf_reset(&b);
 	rc = sw_buf_add_frame(&b, SW_MSG_HELLO, 0, 0, &hello.base);
 	if (rc == 0)
-		rc = write_all(fd, sw_buf_head(&b), sw_buf_used(&b));
+		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
 	/* Nothing else comes before the hello reply. */
 	if (rc == 0)
 		rc = read_frame(fd, &b, &hdr);
@@ -427,31 +400,19 @@ static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 /* Read and deliver what arrived. Returns 0, or why the connection ended. */
 static int receive(struct mconn *mc, int fd)
 {
-	ssize_t n;
-	int rc;
+	struct sw_frame_hdr hdr;
+	int rc = sw_frame_fill(fd, &mc->in, 64 << 10, 0);
 
-	rc = sw_buf_reserve(&mc->in, 64 << 10);
+	if (rc == -EAGAIN)
+		return 0;
 	if (rc < 0)
 		return rc;
-	n = read(fd, mc->in.data + mc->in.len, mc->in.cap - mc->in.len);
-	if (n < 0)
-		return errno == EINTR || errno == EAGAIN ? 0 : -errno;
-	if (n == 0)
-		return -ECONNRESET;
-	mc->in.len += (size_t)n;
-	for (;;) {
-		struct sw_frame_hdr hdr;
-
-		rc = sw_frame_get_hdr(sw_buf_head(&mc->in),
-				      sw_buf_used(&mc->in), SW_FRAME_MAX_META,
-				      &hdr);
-		if (rc < 0)
-			return rc;
-		if (rc == 0 || sw_buf_used(&mc->in) < SW_FRAME_HDR + hdr.len)
-			return 0;
+	while ((rc = sw_frame_whole(sw_buf_head(&mc->in), sw_buf_used(&mc->in),
+				    SW_FRAME_MAX_META, &hdr)) == 1) {
 		deliver(mc, &hdr, sw_buf_head(&mc->in) + SW_FRAME_HDR);
 		sw_buf_consume(&mc->in, SW_FRAME_HDR + hdr.len);
 	}
+	return rc;
 }
 
 /*
@@ -548,7 +509,7 @@ static void connected(struct mconn *mc, int fd)
 	pthread_mutex_unlock(&mc->mu);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0)
-			rc = write_all(fd, v[i]->frame, v[i]->len);
+			rc = sw_send_all(fd, v[i]->frame, v[i]->len);
 		pending_put(v[i]);
 	}
 	if (rc < 0)

@@ -127,6 +127,16 @@ int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
 	return 1;
 }
 
+int sw_frame_whole(const uint8_t *in, size_t avail, uint32_t max_payload,
+		   struct sw_frame_hdr *hdr)
+{
+	int rc = sw_frame_get_hdr(in, avail, max_payload, hdr);
+
+	if (rc <= 0)
+		return rc;
+	return avail - SW_FRAME_HDR >= hdr->len ? 1 : 0;
+}
+
 size_t sw_frame_size(const ProtobufCMessage *msg)
 {
 	return SW_FRAME_HDR +

@@ -181,6 +181,15 @@ int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
 		     struct sw_frame_hdr *hdr);
 
 /*
+ * The frame at the head of the @avail bytes at @in, as every reader of a
+ * byte stream cuts them: 1 when it is whole (@hdr filled, its payload at
+ * @in + SW_FRAME_HDR), 0 while header or payload is still incomplete,
+ * -EMSGSIZE / -EPROTO as sw_frame_get_hdr() (close the connection).
+ */
+int sw_frame_whole(const uint8_t *in, size_t avail, uint32_t max_payload,
+		   struct sw_frame_hdr *hdr);
+
+/*
  * Size of the frame that sw_frame_pack() writes for @msg: header plus
  * packed payload. @msg may be NULL for an empty payload.
  */

@@ -126,6 +126,30 @@ static void test_sw_crc32c_matches_portable(void **state)
 
 /* ---- frame header --------------------------------------------------- */
 
+/* sw_frame_whole(): 1 only once header and payload are all there; the
+ * limit and bad flags are errors at once, before the payload. */
+static void test_sw_frame_whole(void **state)
+{
+	struct sw_frame_hdr in = { .len = 10, .type = SW_MSG_PING, .id = 7 };
+	struct sw_frame_hdr out;
+	uint8_t b[SW_FRAME_HDR + 10] = { 0 };
+
+	(void)state;
+	sw_frame_put_hdr(b, &in);
+	for (size_t avail = 0; avail < sizeof(b); avail++)
+		assert_int_equal(sw_frame_whole(b, avail, 100, &out), 0);
+	assert_int_equal(sw_frame_whole(b, sizeof(b), 100, &out), 1);
+	assert_int_equal(out.len, 10);
+	assert_int_equal(out.id, 7);
+	assert_int_equal(sw_frame_whole(b, SW_FRAME_HDR, 9, &out), -EMSGSIZE);
+	in.flags = 0x80;
+	sw_frame_put_hdr(b, &in);
+	assert_int_equal(sw_frame_whole(b, SW_FRAME_HDR, 100, &out), -EPROTO);
+	in = (struct sw_frame_hdr){ .type = SW_MSG_PING };
+	sw_frame_put_hdr(b, &in); /* an empty payload is whole at once */
+	assert_int_equal(sw_frame_whole(b, SW_FRAME_HDR, 0, &out), 1);
+}
+
 static void test_sw_frame_get_hdr_round_trip(void **state)
 {
 	struct fixture *f = *state;
@@ -989,6 +1013,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_sw_frame_get_hdr_round_trip, setup, teardown),
+		cmocka_unit_test(test_sw_frame_whole),
 		cmocka_unit_test_setup_teardown(test_sw_frame_get_hdr_limits,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sw_frame_pack_round_trip,

@@ -1,0 +1,57 @@
+/*
+ * Frames over a blocking socket (frameio.h).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "frameio.h"
+
+int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms)
+{
+	ssize_t n;
+	int rc;
+
+	if (timeout_ms > 0) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		do
+			rc = poll(&pfd, 1, timeout_ms);
+		while (rc < 0 && errno == EINTR);
+		if (rc < 0)
+			return -errno;
+		if (rc == 0)
+			return -ETIMEDOUT;
+	}
+	rc = sw_buf_reserve(in, chunk);
+	if (rc < 0)
+		return rc;
+	do
+		n = read(fd, in->data + in->len, in->cap - in->len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	in->len += (size_t)n;
+	return 0;
+}
+
+int sw_send_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * Frames over a blocking socket, for the clients that use threads
+ * instead of an event loop (tools, the mount's connections): reading
+ * more into an input buffer, with a time limit, and sending whole. The
+ * frames are cut out of the buffer with sw_frame_whole() (frame.h), as
+ * the event-loop servers do.
+ */
+#ifndef SWEEPFS_COMMON_FRAMEIO_H
+#define SWEEPFS_COMMON_FRAMEIO_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+/*
+ * Read what @fd has into @in (after making room for @chunk more bytes),
+ * waiting at most @timeout_ms for it; with @timeout_ms <= 0, one read as
+ * the socket does it (blocking as long as it takes, or -EAGAIN for a
+ * non-blocking one). 0, -ETIMEDOUT, -ECONNRESET at end of stream, or
+ * -errno.
+ */
+int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms);
+
+/* Send all @n bytes at @p on socket @fd (no SIGPIPE); 0 or -errno. */
+int sw_send_all(int fd, const void *p, size_t n);
+
+#endif
