@@ -46,6 +46,7 @@
 #include "log.h"
 #include "net.h"
 #include "util.h"
+#include "wq.h"
 
 #define TAG "master"
 
@@ -71,12 +72,9 @@ enum ml_state {
 struct mconn {
 	uv_tcp_t tcp;
 	uv_connect_t creq;
-	uv_write_t wreq;
-	struct mlink *ml;   /* NULL once abandoned */
-	struct sw_buf in;   /* received, not yet framed */
-	struct sw_buf out;  /* frames to send */
-	struct sw_buf wbuf; /* being written */
-	bool writing;
+	struct mlink *ml; /* NULL once abandoned */
+	struct sw_buf in; /* received, not yet framed */
+	struct sw_wq wq;  /* frames to send (wq.out), being sent */
 };
 
 /* A registration message, packed. */
@@ -156,8 +154,7 @@ static void on_mc_closed(uv_handle_t *h)
 	struct mconn *mc = h->data;
 
 	sw_buf_release(&mc->in);
-	sw_buf_release(&mc->out);
-	sw_buf_release(&mc->wbuf);
+	sw_wq_release(&mc->wq);
 	free(mc);
 }
 
@@ -225,12 +222,10 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 
 static void mc_write(struct mconn *mc);
 
-static void on_mc_written(uv_write_t *w, int status)
+static void on_mc_written(struct sw_wq *q, int status)
 {
-	struct mconn *mc = w->data;
+	struct mconn *mc = q->data;
 
-	mc->writing = false;
-	sw_buf_reset(&mc->wbuf);
 	if (!mc->ml)
 		return;
 	if (status < 0) {
@@ -242,24 +237,10 @@ static void on_mc_written(uv_write_t *w, int status)
 
 static void mc_write(struct mconn *mc)
 {
-	struct sw_buf tmp;
-	uv_buf_t b;
-	int rc;
+	int rc = sw_wq_flush(&mc->wq);
 
-	if (mc->writing || !sw_buf_used(&mc->out))
-		return;
-	tmp = mc->wbuf;
-	mc->wbuf = mc->out;
-	mc->out = tmp;
-	b = uv_buf_init((char *)sw_buf_head(&mc->wbuf),
-			(unsigned)sw_buf_used(&mc->wbuf));
-	mc->wreq.data = mc;
-	rc = uv_write(&mc->wreq, (uv_stream_t *)&mc->tcp, &b, 1, on_mc_written);
-	if (rc < 0) {
+	if (rc < 0)
 		ml_fail(mc->ml, "write failed: %s", uv_strerror(rc));
-		return;
-	}
-	mc->writing = true;
 }
 
 /* Queue a frame to the master (dropped when not connected). */
@@ -268,7 +249,7 @@ static void ml_send(struct mlink *ml, uint16_t type, uint16_t flags,
 {
 	if (!ml->mc || ml->st < ML_HELLO)
 		return;
-	if (sw_buf_add_frame(&ml->mc->out, type, flags, id, msg) < 0) {
+	if (sw_buf_add_frame(&ml->mc->wq.out, type, flags, id, msg) < 0) {
 		ml_fail(ml, "out of memory");
 		return;
 	}
@@ -403,8 +384,8 @@ static void send_part(struct mlink *ml)
 
 	ml->reg_id = hdr.id = ml->next_id++;
 	sw_frame_put_hdr(h, &hdr);
-	if (sw_buf_add(&ml->mc->out, h, sizeof(h)) < 0 ||
-	    sw_buf_add(&ml->mc->out, p->data, p->len) < 0) {
+	if (sw_buf_add(&ml->mc->wq.out, h, sizeof(h)) < 0 ||
+	    sw_buf_add(&ml->mc->wq.out, p->data, p->len) < 0) {
 		ml_fail(ml, "out of memory");
 		return;
 	}
@@ -1188,6 +1169,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 	mc->ml = ml;
 	uv_tcp_init(ml->cs->loop, &mc->tcp);
 	mc->tcp.data = mc;
+	sw_wq_init(&mc->wq, (uv_stream_t *)&mc->tcp, on_mc_written, mc);
 	mc->creq.data = mc;
 	ml->mc = mc;
 	set_state(ml, ML_CONNECTING);

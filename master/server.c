@@ -125,7 +125,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	b = r->version > changelog_durable(m->cl) ||
 			    (inval && inval >= inval_floor(m)) ?
 		    &c->held :
-		    &c->out;
+		    &c->wq.out;
 	before = b->len;
 	rc = sw_buf_add_frame(b, r->hdr.type, SW_FRAME_REPLY, r->hdr.id, reply);
 	if (rc == 0 && b == &c->held)
@@ -141,7 +141,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	if (c->s)
 		c->s->ctr.bytes_out += b->len - before;
 	r->m->total.bytes_out += b->len - before;
-	if (b == &c->out)
+	if (b == &c->wq.out)
 		flush_add(c);
 }
 
@@ -166,7 +166,7 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 {
 	if (c->closing)
 		return;
-	if (sw_buf_add_frame(&c->out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
+	if (sw_buf_add_frame(&c->wq.out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
 		sw_err(TAG,
 		       "%s: out of memory queueing a notification; "
 		       "closing",
@@ -203,7 +203,7 @@ static void release_held(struct conn *c, uint64_t version)
 		n += c->marks[c->marks_head++].size;
 	if (n == 0)
 		return;
-	if (sw_buf_add(&c->out, sw_buf_head(&c->held), n) < 0) {
+	if (sw_buf_add(&c->wq.out, sw_buf_head(&c->held), n) < 0) {
 		sw_err(TAG, "%s: out of memory releasing replies; closing",
 		       c->peer);
 		conn_close(c);
@@ -280,12 +280,10 @@ void server_durable(struct master *m, uint64_t version)
 
 /* ---- writing -------------------------------------------------------- */
 
-static void on_written(uv_write_t *w, int status)
+static void on_written(struct sw_wq *q, int status)
 {
-	struct conn *c = w->data;
+	struct conn *c = q->data;
 
-	c->writing = false;
-	sw_buf_reset(&c->wbuf);
 	if (status < 0) {
 		if (!c->closing)
 			sw_info(TAG, "%s: write failed: %s", c->peer,
@@ -304,45 +302,19 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 /* Bytes of replies @c has not taken yet. */
 static size_t conn_backlog(const struct conn *c)
 {
-	return sw_buf_used(&c->out) + sw_buf_used(&c->wbuf) +
-	       sw_buf_used(&c->held);
+	return sw_wq_backlog(&c->wq) + sw_buf_used(&c->held);
 }
 
 static void conn_write(struct conn *c)
 {
-	struct sw_buf tmp;
-	uv_buf_t b;
-	int n, rc;
+	int rc = c->closing ? 0 : sw_wq_flush(&c->wq);
 
-	if (c->writing || c->closing || !sw_buf_used(&c->out))
-		goto out_pause;
-	b = uv_buf_init((char *)sw_buf_head(&c->out),
-			(unsigned)SW_MIN(sw_buf_used(&c->out), 1u << 30));
-	n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-	if (n > 0)
-		sw_buf_consume(&c->out, (size_t)n);
-	else if (n != UV_EAGAIN && n < 0) {
-		sw_info(TAG, "%s: write failed: %s", c->peer, uv_strerror(n));
-		conn_close(c);
-		return;
-	}
-	if (!sw_buf_used(&c->out))
-		goto out_pause;
-	/* The kernel is full: hand the rest to libuv. */
-	tmp = c->wbuf;
-	c->wbuf = c->out;
-	c->out = tmp;
-	sw_buf_reset(&c->out);
-	b = uv_buf_init((char *)sw_buf_head(&c->wbuf),
-			(unsigned)sw_buf_used(&c->wbuf));
-	c->wreq.data = c;
-	rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written);
 	if (rc < 0) {
+		sw_info(TAG, "%s: write failed: %s", c->peer, uv_strerror(rc));
 		conn_close(c);
 		return;
 	}
-	c->writing = true;
-out_pause:
+	/* Reading stopped for too much output: go on once most is gone. */
 	if (c->closing || !c->paused ||
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
@@ -383,8 +355,7 @@ static void conn_put(struct conn *c)
 		c->next->prev = c->prev;
 	m->nconns--;
 	sw_buf_release(&c->in);
-	sw_buf_release(&c->out);
-	sw_buf_release(&c->wbuf);
+	sw_wq_release(&c->wq);
 	sw_buf_release(&c->held);
 	free(c->marks);
 	free(c);
@@ -670,6 +641,7 @@ static void on_connection(uv_stream_t *server, int status)
 	c->refs = 1;
 	uv_tcp_init(m->loop, &c->tcp);
 	c->tcp.data = c;
+	sw_wq_init(&c->wq, (uv_stream_t *)&c->tcp, on_written, c);
 	c->next = m->conns;
 	if (m->conns)
 		m->conns->prev = c;

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "frame.h"
 #include "sweepfs.pb-c.h"
+#include "wq.h"
 
 struct master;
 struct session;
@@ -35,11 +36,8 @@ struct conn {
 	struct sockaddr_storage addr; /* the peer's, for the exports */
 	uint8_t nonce[16]; /* password challenge sent, if nonce_set */
 	bool nonce_set;
-	struct sw_buf in;   /* received, not yet parsed */
-	struct sw_buf out;  /* replies ready to send */
-	struct sw_buf wbuf; /* being written by uv_write */
-	uv_write_t wreq;
-	bool writing; /* wreq in flight */
+	struct sw_buf in; /* received, not yet parsed */
+	struct sw_wq wq;  /* replies ready to send (wq.out), being sent */
 	bool closing;
 	bool paused; /* reading stopped: too much output queued */
 	bool in_flush_list;

@@ -133,7 +133,7 @@ static int teardown(void **state)
 	uv_loop_close(&f->loop);
 	for (struct conn *c = f->m.conns; c; c = c->next) {
 		sw_buf_release(&c->in);
-		sw_buf_release(&c->out);
+		sw_buf_release(&c->wq.out);
 		sw_buf_release(&c->held);
 		free(c->marks);
 	}
@@ -170,9 +170,10 @@ static ProtobufCMessage *take(struct conn *c, uint16_t type)
 	ProtobufCMessage *last = NULL;
 	struct sw_frame_hdr h;
 
-	while (sw_frame_get_hdr(sw_buf_head(&c->out), sw_buf_used(&c->out),
-				SW_FRAME_MAX_META, &h) > 0) {
-		const uint8_t *p = sw_buf_head(&c->out) + SW_FRAME_HDR;
+	while (sw_frame_get_hdr(sw_buf_head(&c->wq.out),
+				sw_buf_used(&c->wq.out), SW_FRAME_MAX_META,
+				&h) > 0) {
+		const uint8_t *p = sw_buf_head(&c->wq.out) + SW_FRAME_HDR;
 
 		if (h.type == type) {
 			const ProtobufCMessageDescriptor *d =
@@ -183,7 +184,7 @@ static ProtobufCMessage *take(struct conn *c, uint16_t type)
 				protobuf_c_message_free_unpacked(last, NULL);
 			last = protobuf_c_message_unpack(d, NULL, h.len, p);
 		}
-		sw_buf_consume(&c->out, SW_FRAME_HDR + h.len);
+		sw_buf_consume(&c->wq.out, SW_FRAME_HDR + h.len);
 	}
 	return last;
 }
