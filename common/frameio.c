@@ -3,7 +3,6 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "frameio.h"
@@ -35,23 +34,5 @@ int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms)
 	if (n == 0)
 		return -ECONNRESET;
 	in->len += (size_t)n;
-	return 0;
-}
-
-int sw_send_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
 	return 0;
 }

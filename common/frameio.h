@@ -1,8 +1,8 @@
 /*
  * Frames over a blocking socket, for the clients that use threads
  * instead of an event loop (tools, the mount's connections): reading
- * more into an input buffer, with a time limit, and sending whole. The
- * frames are cut out of the buffer with sw_frame_whole() (frame.h), as
+ * more into an input buffer, with a time limit (sending whole is fsio.h's
+ * sw_send_all()). The frames are cut out of the buffer with sw_frame_whole() (frame.h), as
  * the event-loop servers do.
  */
 #ifndef SWEEPFS_COMMON_FRAMEIO_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "fsio.h" /* sw_send_all() */
 
 /*
  * Read what @fd has into @in (after making room for @chunk more bytes),
@@ -20,8 +21,5 @@
  * -errno.
  */
 int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms);
-
-/* Send all @n bytes at @p on socket @fd (no SIGPIPE); 0 or -errno. */
-int sw_send_all(int fd, const void *p, size_t n);
 
 #endif

@@ -3,19 +3,24 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "fsio.h"
 
-int sw_write_all(int fd, const void *p, size_t n)
+/* All of @p to @fd, by write(2) or, for a socket, send(2) without
+ * SIGPIPE. */
+static int put_all(int fd, const void *p, size_t n, bool sock)
 {
 	const char *c = p;
 
 	while (n) {
-		ssize_t w = write(fd, c, n);
+		ssize_t w = sock ? send(fd, c, n, MSG_NOSIGNAL) :
+				   write(fd, c, n);
 
 		if (w < 0) {
 			if (errno == EINTR)
@@ -26,6 +31,16 @@ int sw_write_all(int fd, const void *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+int sw_write_all(int fd, const void *p, size_t n)
+{
+	return put_all(fd, p, n, false);
+}
+
+int sw_send_all(int fd, const void *p, size_t n)
+{
+	return put_all(fd, p, n, true);
 }
 
 int sw_fsync_dir(const char *path)

@@ -14,6 +14,9 @@
  */
 int sw_write_all(int fd, const void *p, size_t n);
 
+/* The same on socket @fd, with send(2): no SIGPIPE, -EPIPE instead. */
+int sw_send_all(int fd, const void *p, size_t n);
+
 /*
  * fsync(2) directory @path, so that names created, renamed or removed in it
  * survive a crash. Returns 0 or -errno.

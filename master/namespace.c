@@ -811,13 +811,10 @@ int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
 {
 	struct edge *e;
 	struct node *n;
-	int rc;
+	int rc = nsi_entry(ns, dir, name, len, &e);
 
-	if (!S_ISDIR(dir->mode))
-		return -ENOTDIR;
-	e = ns_lookup(ns, dir, name, len);
-	if (!e)
-		return -ENOENT;
+	if (rc < 0)
+		return rc;
 	n = e->child;
 	if (S_ISDIR(n->mode) && n->u.dir->nentries)
 		return -ENOTEMPTY;
@@ -1344,15 +1341,13 @@ int nsi_walk(struct node *root, struct edge **stack,
 	return walk(root, stack, fn, arg, NULL);
 }
 
-int nsi_detach_find(struct ns *ns, struct node *dir, const char *name,
-		    size_t len, struct edge **e)
+int nsi_entry(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      struct edge **e)
 {
 	if (!S_ISDIR(dir->mode))
 		return -ENOTDIR;
 	*e = ns_lookup(ns, dir, name, len);
-	if (!*e)
-		return -ENOENT;
-	return S_ISDIR((*e)->child->mode) ? 0 : -ENOTDIR;
+	return *e ? 0 : -ENOENT;
 }
 
 void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
@@ -1370,8 +1365,10 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      uint64_t id, int64_t now)
 {
 	struct edge *e;
-	int rc = nsi_detach_find(ns, dir, name, len, &e);
+	int rc = nsi_entry(ns, dir, name, len, &e);
 
+	if (rc == 0 && !S_ISDIR(e->child->mode))
+		rc = -ENOTDIR;
 	/* The tree's size is kept, so this costs the same for any tree. */
 	if (rc == 0)
 		rc = nsi_purge_add(ns, e->child, id,

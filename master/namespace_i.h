@@ -68,13 +68,14 @@ struct edge **nsi_walk_stack(struct node *root);
 int nsi_walk(struct node *root, struct edge **stack,
 	     int (*fn)(struct node *dir, struct edge *e, void *arg), void *arg);
 
-/*
- * Detaching directory @name of @dir (ns_detach(), ns_trash_detach()):
- * find its edge (-ENOTDIR, -ENOENT); once the tree has somewhere to go
- * (the purge queue, the trash), cut it out, a tree of its own.
- */
-int nsi_detach_find(struct ns *ns, struct node *dir, const char *name,
-		    size_t len, struct edge **e);
+/* Entry @name of @dir, to remove: 0 with *@e, -ENOTDIR (@dir is not a
+ * directory), -ENOENT. */
+int nsi_entry(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      struct edge **e);
+
+/* Detaching directory @e of @dir (ns_detach(), ns_trash_detach()): once
+ * the tree has somewhere to go (the purge queue, the trash), cut it
+ * out, a tree of its own. */
 void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
 		    int64_t now);
 

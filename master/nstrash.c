@@ -159,13 +159,10 @@ int ns_trash_unlink(struct ns *ns, struct node *dir, const char *name,
 {
 	struct edge *e;
 	struct node *n;
-	int rc;
+	int rc = nsi_entry(ns, dir, name, len, &e);
 
-	if (!S_ISDIR(dir->mode))
-		return -ENOTDIR;
-	e = ns_lookup(ns, dir, name, len);
-	if (!e)
-		return -ENOENT;
+	if (rc < 0)
+		return rc;
 	n = e->child;
 	if (S_ISDIR(n->mode))
 		return -EISDIR;
@@ -202,8 +199,10 @@ int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
 		    size_t len, uint64_t id, int64_t until, int64_t now)
 {
 	struct edge *e;
-	int rc = nsi_detach_find(ns, dir, name, len, &e);
+	int rc = nsi_entry(ns, dir, name, len, &e);
 
+	if (rc == 0 && !S_ISDIR(e->child->mode))
+		rc = -ENOTDIR;
 	if (rc == 0)
 		rc = item_add_at(ns, id, e->child, dir, name, len, now, until,
 				 1 + ns_tree_names(e->child));
