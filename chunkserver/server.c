@@ -39,6 +39,7 @@
 #include "log.h"
 #include "net.h"
 #include "util.h"
+#include "uvserver.h"
 
 #define TAG "server"
 
@@ -69,9 +70,8 @@ struct outframe {
 };
 
 struct conn {
-	uv_tcp_t tcp;
+	struct sw_sconn sc; /* uvserver.h: handle, peer, refs, closing... */
 	struct server *srv;
-	char peer[64];
 	struct sw_buf in;		 /* received, not yet framed */
 	struct sw_frame_hdr big_hdr;	 /* the large frame being read */
 	uint8_t *big;			 /* its payload buffer, or NULL */
@@ -80,32 +80,21 @@ struct conn {
 	struct outframe *wlist;		 /* replies in the uv_write */
 	size_t out_bytes;		 /* bytes of both lists */
 	uv_write_t wreq;
-	unsigned reqs;	       /* requests in the pool */
-	size_t req_bytes;      /* their payload bytes */
-	int refs;	       /* 1 until closed, +1 per request */
-	int64_t partial_since; /* mono ns: an incomplete frame */
-	int64_t write_since;   /* mono ns: the uv_write began */
-	bool hello;	       /* hello done */
-	size_t unauth_counted; /* in srv->unauth_bytes */
-	bool reading;	       /* uv_read_start in effect */
-	bool writing;	       /* wreq in flight */
-	bool closing;
-	bool close_after_write;	  /* a refused hello: say why, then go */
-	bool in_flush;		  /* on srv->flush */
-	struct conn *next, *prev; /* all connections */
-	struct conn *flush_next;
+	unsigned reqs;		/* requests in the pool */
+	size_t req_bytes;	/* their payload bytes */
+	int64_t write_since;	/* mono ns: the uv_write began */
+	bool hello;		/* hello done */
+	bool reading;		/* uv_read_start in effect */
+	bool writing;		/* wreq in flight */
+	bool close_after_write; /* a refused hello: say why, then go */
 };
 
 struct server {
+	struct sw_server base; /* first: uvserver.h's data is the server */
 	struct cs *cs;
-	uv_tcp_t listener;
 	uv_check_t check; /* end of each loop iteration: write */
-	struct conn *conns;
-	uint64_t nconns;
-	struct conn *flush;  /* connections with replies to write */
-	size_t req_bytes;    /* payload bytes of all requests in the pool */
-	size_t unauth_bytes; /* buffered from peers before their hello */
-	bool throttled;	     /* req_bytes went over cfg.max_inflight */
+	size_t req_bytes; /* payload bytes of all requests in the pool */
+	bool throttled;	  /* req_bytes went over cfg.max_inflight */
 	bool stopping;
 	bool listener_closed;
 	int64_t stop_deadline; /* mono ns */
@@ -129,6 +118,10 @@ struct req {
 };
 
 static void conn_close(struct conn *c);
+
+/* The server's connections, in no order. */
+#define conn_first(srv) ((struct conn *)(srv)->base.conns)
+#define conn_next(c) ((struct conn *)(c)->sc.next)
 static void conn_update_reading(struct conn *c);
 static void parse_frames(struct conn *c);
 
@@ -160,17 +153,14 @@ static struct outframe *status_frame(const struct sw_frame_hdr *hdr, int rc)
 
 static void flush_add(struct conn *c)
 {
-	if (c->in_flush || c->closing)
-		return;
-	c->in_flush = true;
-	c->flush_next = c->srv->flush;
-	c->srv->flush = c;
+	sw_sconn_flush_add(&c->sc);
 }
 
 static void queue_reply(struct conn *c, struct outframe *f)
 {
 	if (!f) {
-		sw_err(TAG, "%s: out of memory for a reply; closing", c->peer);
+		sw_err(TAG, "%s: out of memory for a reply; closing",
+		       c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -200,7 +190,7 @@ static void conn_write(struct conn *c);
 /* Close a stopping connection that has nothing left to do. */
 static void maybe_finish(struct conn *c)
 {
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	if ((c->srv->stopping || c->close_after_write) && !c->reqs &&
 	    !c->out_bytes)
@@ -216,10 +206,10 @@ static void on_written(uv_write_t *w, int status)
 		c->out_bytes -= f->len;
 	free_frames(c->wlist);
 	c->wlist = NULL;
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	if (status < 0) {
-		sw_info(TAG, "%s: write failed: %s", c->peer,
+		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
 			uv_strerror(status));
 		conn_close(c);
 		return;
@@ -237,7 +227,7 @@ static void conn_write(struct conn *c)
 	size_t bytes = 0;
 	int rc;
 
-	if (c->writing || c->closing || !c->out)
+	if (c->writing || c->sc.closing || !c->out)
 		return;
 	for (f = c->out; f && n < SW_ARRAY_SIZE(bufs) &&
 			 (n == 0 || bytes + f->len <= WRITE_MAX);
@@ -252,9 +242,10 @@ static void conn_write(struct conn *c)
 		c->out_tail = NULL;
 	last->next = NULL;
 	c->wreq.data = c;
-	rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, n, on_written);
+	rc = uv_write(&c->wreq, (uv_stream_t *)&c->sc.tcp, bufs, n, on_written);
 	if (rc < 0) {
-		sw_info(TAG, "%s: write failed: %s", c->peer, uv_strerror(rc));
+		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
+			uv_strerror(rc));
 		conn_close(c);
 		return;
 	}
@@ -266,67 +257,21 @@ static void on_check(uv_check_t *h)
 {
 	struct server *srv = h->data;
 
-	while (srv->flush) {
-		struct conn *c = srv->flush;
-
-		srv->flush = c->flush_next;
-		c->in_flush = false;
-		conn_write(c);
-	}
+	sw_server_flush(&srv->base);
 }
 
 /* ---- connections ---------------------------------------------------------- */
-
-static void conn_put(struct conn *c)
-{
-	struct server *srv = c->srv;
-
-	if (--c->refs)
-		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		srv->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	srv->nconns--;
-	sw_buf_release(&c->in);
-	free(c->big);
-	free_frames(c->out);
-	free_frames(c->wlist);
-	free(c);
-}
-
-static void on_conn_closed(uv_handle_t *h)
-{
-	conn_put(h->data);
-}
 
 /* Count @c's buffered bytes against PRE_HELLO_TOTAL while it has not
  * said hello. */
 static void conn_account(struct conn *c)
 {
-	size_t now = c->hello || c->closing ? 0 : sw_buf_used(&c->in);
-
-	c->srv->unauth_bytes += now - c->unauth_counted;
-	c->unauth_counted = now;
+	sw_sconn_account(&c->sc, c->hello ? 0 : sw_buf_used(&c->in));
 }
 
 static void conn_close(struct conn *c)
 {
-	if (c->closing)
-		return;
-	c->closing = true;
-	conn_account(c);
-	if (c->in_flush) {
-		struct conn **pp = &c->srv->flush;
-
-		while (*pp != c)
-			pp = &(*pp)->flush_next;
-		*pp = c->flush_next;
-		c->in_flush = false;
-	}
-	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+	sw_sconn_close(&c->sc);
 }
 
 static bool over_limits(const struct conn *c)
@@ -344,31 +289,28 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
  */
 static void note_partial(struct conn *c)
 {
-	if (!c->reading || (!c->big && !sw_buf_used(&c->in)))
-		c->partial_since = 0;
-	else if (!c->partial_since)
-		c->partial_since = sw_mono_ns();
+	sw_sconn_partial(&c->sc, c->reading && (c->big || sw_buf_used(&c->in)));
 }
 
 /* Start or stop reading @c as its limits say; parse what waits. */
 static void conn_update_reading(struct conn *c)
 {
-	if (c->closing || c->close_after_write)
+	if (c->sc.closing || c->close_after_write)
 		return;
 	if (c->srv->stopping || over_limits(c)) {
 		if (c->reading) {
-			uv_read_stop((uv_stream_t *)&c->tcp);
+			uv_read_stop((uv_stream_t *)&c->sc.tcp);
 			c->reading = false;
-			c->partial_since = 0;
+			c->sc.partial_since = 0;
 		}
 		return;
 	}
 	/* Frames that arrived before the pause come first. */
 	parse_frames(c);
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	if (!c->reading && !over_limits(c)) {
-		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 		c->reading = true;
 	}
 	note_partial(c);
@@ -385,7 +327,7 @@ static void update_throttle(struct server *srv)
 	if (over)
 		sw_info(TAG, "%zu request bytes in progress: reading paused",
 			srv->req_bytes);
-	for (struct conn *c = srv->conns; c; c = c->next)
+	for (struct conn *c = conn_first(srv); c; c = conn_next(c))
 		conn_update_reading(c);
 }
 
@@ -532,11 +474,12 @@ static void req_after(uv_work_t *w, int status)
 	srv->req_bytes -= r->hdr.len;
 	if (r->damaged)
 		mlink_damaged(srv->cs, r->chunk_id, r->version);
-	if (c->closing) {
+	if (c->sc.closing) {
 		free(r->reply);
 	} else if (r->unparsable) {
 		sw_notice(TAG, "%s: unparsable %s request (%u bytes); closing",
-			  c->peer, sw_msg_info(r->hdr.type)->name, r->hdr.len);
+			  c->sc.peer, sw_msg_info(r->hdr.type)->name,
+			  r->hdr.len);
 		conn_close(c);
 	} else {
 		queue_reply(c, r->reply);
@@ -546,7 +489,7 @@ static void req_after(uv_work_t *w, int status)
 	update_throttle(srv);
 	conn_update_reading(c);
 	maybe_finish(c);
-	conn_put(c);
+	sw_sconn_put(&c->sc);
 }
 
 static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
@@ -575,7 +518,7 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 		queue_reply(c, status_frame(hdr, rc));
 		return;
 	}
-	c->refs++;
+	c->sc.refs++;
 	c->reqs++;
 	c->req_bytes += hdr->len;
 	srv->req_bytes += hdr->len;
@@ -593,7 +536,7 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 
 	h = sweepfs__hello__unpack(NULL, hdr->len, payload);
 	if (!h) {
-		sw_notice(TAG, "%s: unparsable hello; closing", c->peer);
+		sw_notice(TAG, "%s: unparsable hello; closing", c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -608,7 +551,8 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 	reply.has_version = 1;
 	reply.version = SW_PROTO_VERSION;
 	if (rc < 0) {
-		sw_notice(TAG, "%s: hello refused: %s", c->peer, strerror(-rc));
+		sw_notice(TAG, "%s: hello refused: %s", c->sc.peer,
+			  strerror(-rc));
 		reply.has_err = 1;
 		reply.err = -rc;
 		c->close_after_write = !c->hello;
@@ -623,7 +567,7 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 	queue_reply(c,
 		    frame_new(hdr->type, SW_FRAME_REPLY, hdr->id, &reply.base));
 	if (c->close_after_write && c->reading) {
-		uv_read_stop((uv_stream_t *)&c->tcp);
+		uv_read_stop((uv_stream_t *)&c->sc.tcp);
 		c->reading = false;
 	}
 }
@@ -637,7 +581,7 @@ static void handle_ping(struct conn *c, const struct sw_frame_hdr *hdr,
 		sweepfs__ping_req__unpack(NULL, hdr->len, payload);
 
 	if (!q) {
-		sw_notice(TAG, "%s: unparsable ping; closing", c->peer);
+		sw_notice(TAG, "%s: unparsable ping; closing", c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -656,12 +600,12 @@ static void dispatch(struct conn *c, const struct sw_frame_hdr *hdr,
 		sw_notice(TAG,
 			  "%s: sent a reply or notification frame; "
 			  "closing",
-			  c->peer);
+			  c->sc.peer);
 		conn_close(c);
 	} else if (hdr->type == SW_MSG_HELLO) {
 		handle_hello(c, hdr, payload);
 	} else if (!c->hello) {
-		sw_notice(TAG, "%s: request before hello; closing", c->peer);
+		sw_notice(TAG, "%s: request before hello; closing", c->sc.peer);
 		conn_close(c);
 	} else if (hdr->type == SW_MSG_PING) {
 		handle_ping(c, hdr, payload);
@@ -671,8 +615,8 @@ static void dispatch(struct conn *c, const struct sw_frame_hdr *hdr,
 		queue_req(c, hdr, payload);
 		return;
 	} else {
-		sw_info(TAG, "%s: request type %u is not served here", c->peer,
-			hdr->type);
+		sw_info(TAG, "%s: request type %u is not served here",
+			c->sc.peer, hdr->type);
 		queue_reply(c, status_frame(hdr, -ENOSYS));
 	}
 	free(payload);
@@ -681,7 +625,7 @@ static void dispatch(struct conn *c, const struct sw_frame_hdr *hdr,
 /* Cut whole frames out of c->in while the limits allow. */
 static void parse_frames(struct conn *c)
 {
-	while (!c->closing && !c->close_after_write && !c->big &&
+	while (!c->sc.closing && !c->close_after_write && !c->big &&
 	       !over_limits(c)) {
 		struct sw_frame_hdr hdr;
 		size_t avail;
@@ -691,7 +635,7 @@ static void parse_frames(struct conn *c)
 			c->hello ? SW_FRAME_MAX_DATA : PRE_HELLO_FRAME, &hdr);
 
 		if (rc < 0) {
-			sw_notice(TAG, "%s: %s; closing", c->peer,
+			sw_notice(TAG, "%s: %s; closing", c->sc.peer,
 				  rc == -EMSGSIZE ? "frame too large" :
 						    "bad frame header");
 			conn_close(c);
@@ -705,7 +649,7 @@ static void parse_frames(struct conn *c)
 		p = malloc(SW_MAX(hdr.len, 1u));
 		if (!p) {
 			sw_err(TAG, "%s: out of memory for a request; closing",
-			       c->peer);
+			       c->sc.peer);
 			conn_close(c);
 			return;
 		}
@@ -750,14 +694,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	struct conn *c = s->data;
 
 	if (nread < 0) {
-		if (nread != UV_EOF)
-			sw_info(TAG, "%s: read failed: %s", c->peer,
-				uv_strerror((int)nread));
-		conn_close(c);
+		sw_sconn_read_end(&c->sc, nread);
 		return;
 	}
 	if (!buf->base) {
-		sw_err(TAG, "%s: out of memory for input; closing", c->peer);
+		sw_err(TAG, "%s: out of memory for input; closing", c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -772,63 +713,55 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	} else {
 		c->in.len += (size_t)nread;
 		if (!c->hello &&
-		    c->srv->unauth_bytes + (size_t)nread > PRE_HELLO_TOTAL) {
+		    sw_server_unauth_over(&c->srv->base, (size_t)nread,
+					  PRE_HELLO_TOTAL)) {
 			sw_notice(TAG,
 				  "%s: unfinished frames before hello pass "
 				  "%u bytes in all; closing",
-				  c->peer, PRE_HELLO_TOTAL);
+				  c->sc.peer, PRE_HELLO_TOTAL);
 			conn_close(c);
 			return;
 		}
 	}
 	parse_frames(c);
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	conn_account(c);
 	conn_update_reading(c);
 }
 
-static void on_connection(uv_stream_t *server, int status)
-{
-	struct server *srv = server->data;
-	struct sockaddr_storage ss;
-	int len = sizeof(ss);
-	struct conn *c;
+/* ---- uvserver.h's ops ------------------------------------------------------ */
 
-	if (status < 0) {
-		sw_err(TAG, "accept: %s", uv_strerror(status));
-		return;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	c->srv = srv;
-	c->refs = 1;
-	uv_tcp_init(srv->cs->loop, &c->tcp);
-	c->tcp.data = c;
-	c->next = srv->conns;
-	if (srv->conns)
-		srv->conns->prev = c;
-	srv->conns = c;
-	srv->nconns++;
-	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-		conn_close(c);
-		return;
-	}
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-		sw_sockaddr_str((struct sockaddr *)&ss, c->peer,
-				sizeof(c->peer));
-	else
-		strcpy(c->peer, "unknown");
-	if (srv->nconns > srv->cs->cfg.max_connections || srv->stopping) {
-		sw_warn(TAG, "%s: refused: %" PRIu64 " connections open",
-			c->peer, srv->nconns - 1);
-		conn_close(c);
-		return;
-	}
-	uv_tcp_nodelay(&c->tcp, 1);
+static int conn_accepted(struct sw_sconn *sc)
+{
+	struct conn *c = (struct conn *)sc;
+
+	c->srv = (struct server *)sc->srv;
 	conn_update_reading(c);
+	return 0;
 }
+
+static void conn_flush(struct sw_sconn *sc)
+{
+	conn_write((struct conn *)sc);
+}
+
+static void conn_release(struct sw_sconn *sc)
+{
+	struct conn *c = (struct conn *)sc;
+
+	sw_buf_release(&c->in);
+	free(c->big);
+	free_frames(c->out);
+	free_frames(c->wlist);
+}
+
+static const struct sw_server_ops conn_ops = {
+	.conn_size = sizeof(struct conn),
+	.accepted = conn_accepted,
+	.flush = conn_flush,
+	.release = conn_release,
+};
 
 /* ---- the server ----------------------------------------------------------------- */
 
@@ -841,44 +774,22 @@ void server_tick(struct cs *cs)
 
 	if (!srv)
 		return;
-	for (struct conn *c = srv->conns; c; c = c->next) {
-		if (c->closing)
+	sw_server_reap_stalled(&srv->base, frame_limit);
+	for (struct conn *c = conn_first(srv); c; c = conn_next(c)) {
+		if (c->sc.closing)
 			continue;
 		if (srv->stopping && now > srv->stop_deadline) {
 			sw_notice(TAG, "%s: still busy at shutdown; closing",
-				  c->peer);
-			conn_close(c);
-		} else if (c->partial_since &&
-			   now - c->partial_since > frame_limit) {
-			sw_notice(TAG,
-				  "%s: stalled mid-frame for %" PRIu64
-				  " ms; closing",
-				  c->peer, cs->cfg.frame_timeout_ms);
+				  c->sc.peer);
 			conn_close(c);
 		} else if (c->writing && now - c->write_since > send_limit) {
 			sw_notice(TAG,
 				  "%s: took no replies for %" PRIu64
 				  " ms; closing",
-				  c->peer, cs->cfg.send_timeout_ms);
+				  c->sc.peer, cs->cfg.send_timeout_ms);
 			conn_close(c);
 		}
 	}
-}
-
-static int resolve(const char *host, uint16_t port,
-		   struct sockaddr_storage *out)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE };
-	struct addrinfo *res;
-	char service[8];
-
-	snprintf(service, sizeof(service), "%u", port);
-	if (getaddrinfo(*host ? host : NULL, service, &hints, &res))
-		return -EADDRNOTAVAIL;
-	memcpy(out, res->ai_addr, res->ai_addrlen);
-	freeaddrinfo(res);
-	return 0;
 }
 
 /* The last handle of a server closed: free it. */
@@ -890,31 +801,17 @@ static void on_handle_closed(uv_handle_t *h)
 int server_start(struct cs *cs)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
-	struct sockaddr_storage ss;
 	int rc;
 
 	if (!srv)
 		return -ENOMEM;
 	srv->cs = cs;
-	rc = resolve(cs->listen_host, cs->listen_port, &ss);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot resolve listen address %s",
-			cs->listen_host);
-		free(srv);
+	/* On failure the listener's close callback frees srv. */
+	rc = sw_server_listen(&srv->base, cs->loop, &conn_ops, TAG,
+			      cs->listen_host, cs->listen_port,
+			      cs->cfg.max_connections, on_handle_closed);
+	if (rc < 0)
 		return rc;
-	}
-	uv_tcp_init(cs->loop, &srv->listener);
-	srv->listener.data = srv;
-	rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
-	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)&srv->listener, 1024,
-			       on_connection);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot listen on %s:%u: %s", cs->listen_host,
-			cs->listen_port, uv_strerror(rc));
-		uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
-		return rc;
-	}
 	uv_check_init(cs->loop, &srv->check);
 	srv->check.data = srv;
 	uv_check_start(&srv->check, on_check);
@@ -937,8 +834,8 @@ void server_stop(struct cs *cs)
 		return;
 	srv->stopping = true;
 	srv->stop_deadline = sw_mono_ns() + STOP_GRACE_NS;
-	uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
-	for (struct conn *c = srv->conns; c; c = c->next) {
+	sw_server_unlisten(&srv->base, on_listener_closed);
+	for (struct conn *c = conn_first(srv); c; c = conn_next(c)) {
 		conn_update_reading(c);
 		maybe_finish(c);
 	}
@@ -950,7 +847,7 @@ bool server_stopped(struct cs *cs)
 
 	if (!srv)
 		return true;
-	if (!srv->stopping || srv->conns || !srv->listener_closed)
+	if (!srv->stopping || srv->base.conns || !srv->listener_closed)
 		return false;
 	uv_check_stop(&srv->check);
 	uv_close((uv_handle_t *)&srv->check, on_handle_closed);

@@ -140,7 +140,7 @@ static void info_master(struct master *m, Sweepfs__InfoReply *reply)
 	reply->meta_bytes = ns_memory(&m->ns);
 	reply->rss_bytes = rss_bytes();
 	reply->has_connections = 1;
-	reply->connections = m->nconns;
+	reply->connections = m->server.nconns;
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		reply->has_cpu_user_ms = reply->has_cpu_system_ms = 1;
 		reply->cpu_user_ms = (uint64_t)ru.ru_utime.tv_sec * 1000 +

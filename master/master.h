@@ -43,6 +43,7 @@
 #include "locks.h"
 #include "namespace.h"
 #include "purge.h"
+#include "uvserver.h"
 
 struct session;
 struct delegs;
@@ -106,7 +107,7 @@ struct master {
 	struct master_config cfg;
 	struct ns ns;
 	struct changelog *cl;
-	uv_tcp_t listener;
+	struct sw_server server; /* listener, connections (server.c) */
 	uv_check_t check;	 /* end of each loop iteration: flush */
 	uv_timer_t tick;	 /* housekeeping, once a second */
 	uv_timer_t cs_tick;	 /* chunkserver pacing, every 100 ms */
@@ -115,14 +116,10 @@ struct master {
 	uv_signal_t sig[4];
 	int lock_fd; /* flock on data_dir/lock */
 
-	struct conn *conns;
-	uint64_t nconns;
-	struct conn *flush_list;
 	/* Connections whose reading resumed with requests still buffered:
 	 * the idle handle handles them in the next loop turn. */
 	struct conn *consume_list;
 	uv_idle_t consume_idle;
-	size_t unauth_bytes; /* buffered from peers without a session */
 	struct exports exports;
 	struct htab sessions; /* by id */
 	struct session *session_list;

@@ -50,17 +50,12 @@
 
 static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
-static void conn_put(struct conn *c);
 static void conn_account(struct conn *c);
 static void on_consume_idle(uv_idle_t *h);
 
 static void flush_add(struct conn *c)
 {
-	if (c->in_flush_list || c->closing)
-		return;
-	c->in_flush_list = true;
-	c->flush_next = c->m->flush_list;
-	c->m->flush_list = c;
+	sw_sconn_flush_add(&c->sc);
 }
 
 /* Handle @c's buffered requests in the next loop turn (it holds @c). */
@@ -69,7 +64,7 @@ static void consume_add(struct conn *c)
 	if (c->in_consume_list)
 		return;
 	c->in_consume_list = true;
-	c->refs++;
+	sw_sconn_get(&c->sc);
 	c->consume_next = c->m->consume_list;
 	c->m->consume_list = c;
 	uv_idle_start(&c->m->consume_idle, on_consume_idle);
@@ -77,7 +72,7 @@ static void consume_add(struct conn *c)
 
 void server_resume(struct conn *c)
 {
-	if (!c->closing)
+	if (!c->sc.closing)
 		consume_add(c);
 }
 
@@ -120,7 +115,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	size_t before;
 	int rc;
 
-	if (!c || c->closing)
+	if (!c || c->sc.closing)
 		return;
 	b = r->version > changelog_durable(m->cl) ||
 			    (inval && inval >= inval_floor(m)) ?
@@ -132,7 +127,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 		rc = held_push(c, r->version, inval, b->len - before);
 	if (rc < 0) {
 		sw_err(TAG, "%s: out of memory queueing a reply; closing",
-		       c->peer);
+		       c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -152,25 +147,25 @@ struct req *req_defer(const struct req *r)
 	if (!d)
 		return NULL;
 	*d = *r;
-	d->conn->refs++;
+	d->conn->sc.refs++;
 	return d;
 }
 
 void req_done(struct req *d)
 {
-	conn_put(d->conn);
+	sw_sconn_put(&d->conn->sc);
 	free(d);
 }
 
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 {
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	if (sw_buf_add_frame(&c->wq.out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
 		sw_err(TAG,
 		       "%s: out of memory queueing a notification; "
 		       "closing",
-		       c->peer);
+		       c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -183,7 +178,7 @@ void req_error(struct req *r, int rc)
 
 	reply.has_err = 1;
 	reply.err = -rc;
-	if (r->conn && !r->conn->closing && r->conn->s)
+	if (r->conn && !r->conn->sc.closing && r->conn->s)
 		r->conn->s->ctr.errors++;
 	r->m->total.errors++;
 	req_reply(r, &reply.base);
@@ -205,7 +200,7 @@ static void release_held(struct conn *c, uint64_t version)
 		return;
 	if (sw_buf_add(&c->wq.out, sw_buf_head(&c->held), n) < 0) {
 		sw_err(TAG, "%s: out of memory releasing replies; closing",
-		       c->peer);
+		       c->sc.peer);
 		conn_close(c);
 		return;
 	}
@@ -273,8 +268,8 @@ void server_inval_tick(struct master *m)
 
 void server_durable(struct master *m, uint64_t version)
 {
-	for (struct conn *c = m->conns; c; c = c->next)
-		if (c->marks_head < c->nmarks && !c->closing)
+	for (struct conn *c = conn_first(m); c; c = conn_next(c))
+		if (c->marks_head < c->nmarks && !c->sc.closing)
 			release_held(c, version);
 }
 
@@ -285,13 +280,13 @@ static void on_written(struct sw_wq *q, int status)
 	struct conn *c = q->data;
 
 	if (status < 0) {
-		if (!c->closing)
-			sw_info(TAG, "%s: write failed: %s", c->peer,
+		if (!c->sc.closing)
+			sw_info(TAG, "%s: write failed: %s", c->sc.peer,
 				uv_strerror(status));
 		conn_close(c);
 		return;
 	}
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	conn_write(c);
 }
@@ -307,19 +302,20 @@ static size_t conn_backlog(const struct conn *c)
 
 static void conn_write(struct conn *c)
 {
-	int rc = c->closing ? 0 : sw_wq_flush(&c->wq);
+	int rc = c->sc.closing ? 0 : sw_wq_flush(&c->wq);
 
 	if (rc < 0) {
-		sw_info(TAG, "%s: write failed: %s", c->peer, uv_strerror(rc));
+		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
+			uv_strerror(rc));
 		conn_close(c);
 		return;
 	}
 	/* Reading stopped for too much output: go on once most is gone. */
-	if (c->closing || !c->paused ||
+	if (c->sc.closing || !c->paused ||
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
 	c->paused = false;
-	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 	/* Requests read before the pause are still waiting: handle them
 	 * in the next loop turn, whose check phase flushes what they
 	 * journal and reply (not now: this may be that flush). */
@@ -329,61 +325,68 @@ static void conn_write(struct conn *c)
 
 void server_flush(struct master *m)
 {
-	while (m->flush_list) {
-		struct conn *c = m->flush_list;
-
-		m->flush_list = c->flush_next;
-		c->in_flush_list = false;
-		conn_write(c);
-	}
+	sw_server_flush(&m->server);
 }
 
 /* ---- connections ---------------------------------------------------- */
 
-/* Free @c once it is closed and no deferred request holds it. */
-static void conn_put(struct conn *c)
-{
-	struct master *m = c->m;
+/* ---- uvserver.h's ops ------------------------------------------------ */
 
-	if (--c->refs)
-		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		m->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	m->nconns--;
+static void on_written(struct sw_wq *q, int status);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static int conn_accepted(struct sw_sconn *sc)
+{
+	struct conn *c = (struct conn *)sc;
+	struct master *m = sc->srv->data;
+	uv_os_fd_t fd;
+
+	c->m = m;
+	sw_wq_init(&c->wq, (uv_stream_t *)&sc->tcp, on_written, c);
+	/* A mount whose network vanished sends no FIN or RST: without
+	 * keepalives its connection, and so its session with its open
+	 * files, would never end (session_timeout counts from the
+	 * disconnection). */
+	if (uv_fileno((uv_handle_t *)&sc->tcp, &fd) == 0)
+		sw_tcp_dead_peer_timeout(fd, (unsigned)m->cfg.peer_timeout_ms);
+	return uv_read_start((uv_stream_t *)&sc->tcp, on_alloc, on_read);
+}
+
+static void conn_flush(struct sw_sconn *sc)
+{
+	conn_write((struct conn *)sc);
+}
+
+static void conn_closing(struct sw_sconn *sc)
+{
+	struct conn *c = (struct conn *)sc;
+
+	deleg_unpark(c);
+	session_detach(c->m, c);
+}
+
+static void conn_release(struct sw_sconn *sc)
+{
+	struct conn *c = (struct conn *)sc;
+
 	sw_buf_release(&c->in);
 	sw_wq_release(&c->wq);
 	sw_buf_release(&c->held);
 	free(c->marks);
-	free(c);
 }
 
-static void on_conn_closed(uv_handle_t *h)
-{
-	conn_put(h->data);
-}
+static const struct sw_server_ops conn_ops = {
+	.conn_size = sizeof(struct conn),
+	.accepted = conn_accepted,
+	.flush = conn_flush,
+	.closing = conn_closing,
+	.release = conn_release,
+};
 
 void conn_close(struct conn *c)
 {
-	if (c->closing)
-		return;
-	c->closing = true;
-	conn_account(c);
-	deleg_unpark(c);
-	session_detach(c->m, c);
-	if (c->in_flush_list) {
-		/* Unlink so the flush list never holds a freed conn. */
-		struct conn **pp = &c->m->flush_list;
-
-		while (*pp != c)
-			pp = &(*pp)->flush_next;
-		*pp = c->flush_next;
-		c->in_flush_list = false;
-	}
-	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+	sw_sconn_close(&c->sc);
 }
 
 /*
@@ -425,24 +428,25 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		sw_notice(TAG,
 			  "%s: sent a frame flagged as reply or "
 			  "notification; closing",
-			  c->peer);
+			  c->sc.peer);
 		conn_close(c);
 		return true;
 	}
 	if (!c->s && hdr->type != SW_MSG_HELLO) {
-		sw_notice(TAG, "%s: request before hello; closing", c->peer);
+		sw_notice(TAG, "%s: request before hello; closing", c->sc.peer);
 		conn_close(c);
 		return true;
 	}
 	if (!info) {
-		sw_info(TAG, "%s: unknown request type %u", c->peer, hdr->type);
+		sw_info(TAG, "%s: unknown request type %u", c->sc.peer,
+			hdr->type);
 		req_error(&r, -ENOSYS);
 		return true;
 	}
 	msg = protobuf_c_message_unpack(info->req, NULL, hdr->len, payload);
 	if (!msg) {
 		sw_notice(TAG, "%s: unparsable %s request (%u bytes); closing",
-			  c->peer, info->name, hdr->len);
+			  c->sc.peer, info->name, hdr->len);
 		conn_close(c);
 		return true;
 	}
@@ -487,10 +491,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
  */
 static void conn_account(struct conn *c)
 {
-	size_t now = c->s || c->closing ? 0 : sw_buf_used(&c->in);
-
-	c->m->unauth_bytes += now - c->unauth_counted;
-	c->unauth_counted = now;
+	sw_sconn_account(&c->sc, c->s ? 0 : sw_buf_used(&c->in));
 }
 
 /*
@@ -506,7 +507,7 @@ static void consume_parked(struct conn *c)
 {
 	size_t off = 0;
 
-	while (!c->closing && c->parked) {
+	while (!c->sc.closing && c->parked) {
 		uint8_t *p = sw_buf_head(&c->in) + off;
 		size_t avail = sw_buf_used(&c->in) - off, flen;
 		struct sw_frame_hdr hdr;
@@ -523,7 +524,7 @@ static void consume_parked(struct conn *c)
 		}
 		if (!handle_frame(c, &hdr, p + SW_FRAME_HDR))
 			break;
-		if (c->closing)
+		if (c->sc.closing)
 			break;
 		/* Out of the buffer: what follows moves up. */
 		memmove(p, p + flen, avail - flen);
@@ -538,14 +539,14 @@ static void conn_consume(struct conn *c)
 {
 	if (c->parked)
 		consume_parked(c);
-	while (!c->closing && !c->parked) {
+	while (!c->sc.closing && !c->parked) {
 		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
 		struct sw_frame_hdr hdr;
 		int rc = sw_frame_whole(sw_buf_head(&c->in),
 					sw_buf_used(&c->in), max, &hdr);
 
 		if (rc < 0) {
-			sw_notice(TAG, "%s: %s; closing", c->peer,
+			sw_notice(TAG, "%s: %s; closing", c->sc.peer,
 				  rc == -EMSGSIZE ? "frame too large" :
 						    "bad frame header");
 			conn_close(c);
@@ -555,7 +556,7 @@ static void conn_consume(struct conn *c)
 			break;
 		if (conn_backlog(c) > c->m->cfg.output_max) {
 			if (!c->paused) {
-				uv_read_stop((uv_stream_t *)&c->tcp);
+				uv_read_stop((uv_stream_t *)&c->sc.tcp);
 				c->paused = true;
 			}
 			break;
@@ -567,14 +568,14 @@ static void conn_consume(struct conn *c)
 		}
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 	}
-	if (c->closing)
+	if (c->sc.closing)
 		return;
 	conn_account(c);
 	/* Waiting, whole: not stalled mid-frame. */
 	if (sw_buf_used(&c->in) == 0 || c->parked)
-		c->partial_since = 0;
-	else if (!c->partial_since)
-		c->partial_since = sw_mono_ns();
+		c->sc.partial_since = 0;
+	else if (!c->sc.partial_since)
+		c->sc.partial_since = sw_mono_ns();
 }
 
 static void on_consume_idle(uv_idle_t *h)
@@ -587,9 +588,9 @@ static void on_consume_idle(uv_idle_t *h)
 
 		m->consume_list = c->consume_next;
 		c->in_consume_list = false;
-		if (!c->closing && !c->paused)
+		if (!c->sc.closing && !c->paused)
 			conn_consume(c);
-		conn_put(c);
+		sw_sconn_put(&c->sc);
 	}
 }
 
@@ -598,98 +599,32 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	struct conn *c = s->data;
 
 	if (nread < 0) {
-		if (nread != UV_EOF)
-			sw_info(TAG, "%s: read failed: %s", c->peer,
-				uv_strerror((int)nread));
-		conn_close(c);
+		sw_sconn_read_end(&c->sc, nread);
 		return;
 	}
 	if (nread == 0)
 		return;
-	if (!c->s && c->m->unauth_bytes + (size_t)nread > PRE_HELLO_TOTAL) {
+	if (!c->s && sw_server_unauth_over(&c->m->server, (size_t)nread,
+					   PRE_HELLO_TOTAL)) {
 		sw_notice(TAG,
 			  "%s: unfinished frames before hello pass %u bytes "
 			  "in all; closing",
-			  c->peer, PRE_HELLO_TOTAL);
+			  c->sc.peer, PRE_HELLO_TOTAL);
 		conn_close(c);
 		return;
 	}
 	if (sw_buf_add(&c->in, buf->base, (size_t)nread) < 0) {
-		sw_err(TAG, "%s: out of memory for input; closing", c->peer);
+		sw_err(TAG, "%s: out of memory for input; closing", c->sc.peer);
 		conn_close(c);
 		return;
 	}
 	conn_consume(c);
 }
 
-static void on_connection(uv_stream_t *server, int status)
-{
-	struct master *m = server->data;
-	struct sockaddr_storage ss;
-	int len = sizeof(ss);
-	struct conn *c;
-	uv_os_fd_t fd;
-
-	if (status < 0) {
-		sw_err(TAG, "accept: %s", uv_strerror(status));
-		return;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	c->m = m;
-	c->refs = 1;
-	uv_tcp_init(m->loop, &c->tcp);
-	c->tcp.data = c;
-	sw_wq_init(&c->wq, (uv_stream_t *)&c->tcp, on_written, c);
-	c->next = m->conns;
-	if (m->conns)
-		m->conns->prev = c;
-	m->conns = c;
-	m->nconns++;
-	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-		conn_close(c);
-		return;
-	}
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-		sw_sockaddr_str((struct sockaddr *)&ss, c->peer,
-				sizeof(c->peer));
-		c->addr = ss;
-	} else {
-		strcpy(c->peer, "unknown");
-	}
-	if (m->nconns > m->cfg.max_connections || m->stopping) {
-		sw_warn(TAG, "%s: refused: %" PRIu64 " connections open",
-			c->peer, m->nconns - 1);
-		conn_close(c);
-		return;
-	}
-	uv_tcp_nodelay(&c->tcp, 1);
-	/* A mount whose network vanished sends no FIN or RST: without
-	 * keepalives its connection, and so its session with its open
-	 * files, would never end (session_timeout counts from the
-	 * disconnection). */
-	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-		sw_tcp_dead_peer_timeout(fd, (unsigned)m->cfg.peer_timeout_ms);
-	uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-}
-
 void server_reap_stalled(struct master *m)
 {
-	int64_t limit = (int64_t)m->cfg.frame_timeout_ms * 1000000;
-	int64_t now = sw_mono_ns();
-
-	for (struct conn *c = m->conns; c; c = c->next) {
-		if (c->closing || !c->partial_since)
-			continue;
-		if (now - c->partial_since > limit) {
-			sw_notice(TAG,
-				  "%s: stalled mid-frame for %" PRIu64
-				  " ms; closing",
-				  c->peer, m->cfg.frame_timeout_ms);
-			conn_close(c);
-		}
-	}
+	sw_server_reap_stalled(&m->server,
+			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
 }
 
 static void on_check(uv_check_t *h)
@@ -700,48 +635,16 @@ static void on_check(uv_check_t *h)
 	server_flush(m);
 }
 
-static int resolve(const char *host, uint16_t port,
-		   struct sockaddr_storage *out)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE };
-	struct addrinfo *res;
-	char service[8];
-	int rc;
-
-	snprintf(service, sizeof(service), "%u", port);
-	rc = getaddrinfo(*host ? host : NULL, service, &hints, &res);
-	if (rc)
-		return -EADDRNOTAVAIL;
-	memcpy(out, res->ai_addr, res->ai_addrlen);
-	freeaddrinfo(res);
-	return 0;
-}
-
 int server_start(struct master *m)
 {
-	struct sockaddr_storage ss;
 	int rc;
 
-	rc = resolve(m->cfg.listen_host, (uint16_t)m->cfg.listen_port, &ss);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot resolve listen address %s",
-			m->cfg.listen_host);
+	m->server.data = m;
+	rc = sw_server_listen(&m->server, m->loop, &conn_ops, TAG,
+			      m->cfg.listen_host, (uint16_t)m->cfg.listen_port,
+			      m->cfg.max_connections, NULL);
+	if (rc < 0)
 		return rc;
-	}
-	uv_tcp_init(m->loop, &m->listener);
-	m->listener.data = m;
-	rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&ss, 0);
-	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)&m->listener, 1024,
-			       on_connection);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot listen on %s:%" PRIu64 ": %s",
-			m->cfg.listen_host, m->cfg.listen_port,
-			uv_strerror(rc));
-		uv_close((uv_handle_t *)&m->listener, NULL);
-		return rc;
-	}
 	uv_check_init(m->loop, &m->check);
 	m->check.data = m;
 	uv_check_start(&m->check, on_check);
@@ -752,11 +655,11 @@ int server_start(struct master *m)
 
 void server_stop(struct master *m)
 {
-	uv_close((uv_handle_t *)&m->listener, NULL);
+	sw_server_unlisten(&m->server, NULL);
 	uv_check_stop(&m->check);
 	uv_close((uv_handle_t *)&m->check, NULL);
 	uv_close((uv_handle_t *)&m->consume_idle, NULL);
-	for (struct conn *c = m->conns; c; c = c->next) {
+	for (struct conn *c = conn_first(m); c; c = conn_next(c)) {
 		conn_write(c);
 		conn_close(c);
 	}

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "frame.h"
 #include "sweepfs.pb-c.h"
+#include "uvserver.h"
 #include "wq.h"
 
 struct master;
@@ -28,35 +29,37 @@ struct held_mark {
 };
 
 /* One TCP connection. Freed in its close callback. */
+/*
+ * One client connection. The shared part (uvserver.h: the handle, peer
+ * address, references, closing, flush list, pre-hello budget, partial
+ * frame clock) comes first; freed in its close callback once no
+ * deferred request holds it.
+ */
 struct conn {
-	uv_tcp_t tcp;
+	struct sw_sconn sc;
 	struct master *m;
-	struct session *s;	      /* after a successful hello */
-	char peer[64];		      /* "addr:port" */
-	struct sockaddr_storage addr; /* the peer's, for the exports */
+	struct session *s; /* after a successful hello */
 	uint8_t nonce[16]; /* password challenge sent, if nonce_set */
 	bool nonce_set;
-	struct sw_buf in; /* received, not yet parsed */
-	struct sw_wq wq;  /* replies ready to send (wq.out), being sent */
-	bool closing;
-	bool paused; /* reading stopped: too much output queued */
-	bool in_flush_list;
-	bool in_consume_list;  /* holds a reference */
-	size_t unauth_counted; /* in m->unauth_bytes */
-	struct sw_buf held;    /* replies waiting for durability */
+	struct sw_buf in;     /* received, not yet parsed */
+	struct sw_wq wq;      /* replies ready to send (wq.out), being sent */
+	bool paused;	      /* reading stopped: too much output queued */
+	bool in_consume_list; /* holds a reference */
+	struct sw_buf held;   /* replies waiting for durability */
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
-	int64_t partial_since;	   /* mono ns: start of an incomplete frame */
-	int refs;		   /* 1 while open, +1 per deferred request */
 	uint32_t csrv;		   /* chunkserver id, for that role */
-	struct conn *next, *prev;  /* all connections */
-	struct conn *flush_next;   /* conns with output to flush */
 	struct conn *consume_next; /* conns with requests to resume */
 	/* Waiting for a delegation to come back before its next request
 	 * (deleg.h): reading goes on, handling does not. */
 	struct deleg *parked;
 	struct conn *park_next;
 };
+
+/* The connections of @m, in no order: for (c = conn_first(m); c; c =
+ * conn_next(c)). */
+#define conn_first(m) ((struct conn *)(m)->server.conns)
+#define conn_next(c) ((struct conn *)(c)->sc.next)
 
 int server_start(struct master *m);
 void server_stop(struct master *m);

@@ -650,10 +650,10 @@ static const struct export_rule *check_export(struct req *r,
 	int why = 0;
 
 	*challenged = false;
-	rule = exports_match(&r->m->exports, (struct sockaddr *)&c->addr,
+	rule = exports_match(&r->m->exports, (struct sockaddr *)&c->sc.addr,
 			     subdir, &why);
 	if (!rule) {
-		sw_warn(TAG, "%s: refused: %s %s", c->peer,
+		sw_warn(TAG, "%s: refused: %s %s", c->sc.peer,
 			why == -EPERM ? "no export of" :
 					"no export at all for "
 					"this address, asked for",
@@ -678,7 +678,7 @@ static const struct export_rule *check_export(struct req *r,
 	sw_auth_response(rule->key, c->nonce, subdir, want);
 	if (h->auth.len != SW_AUTH_TAG ||
 	    !sw_auth_equal(h->auth.data, want, SW_AUTH_TAG)) {
-		sw_warn(TAG, "%s: refused: wrong password for %s", c->peer,
+		sw_warn(TAG, "%s: refused: wrong password for %s", c->sc.peer,
 			subdir);
 		*err = -EACCES;
 		return NULL;
@@ -742,15 +742,15 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 	*challenged = false;
 	for (size_t i = 0; i < m->cs.nallow && !allowed; i++)
 		allowed = exports_addr_fits(&m->cs.allow[i],
-					    (struct sockaddr *)&c->addr);
+					    (struct sockaddr *)&c->sc.addr);
 	if (!allowed) {
 		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
-			c->peer);
+			c->sc.peer);
 		return -EACCES;
 	}
 	if (!h->has_cs_nonce || h->cs_nonce.len != SW_AUTH_NONCE) {
 		sw_warn(TAG, "%s: refused: chunkserver hello without a nonce",
-			c->peer);
+			c->sc.peer);
 		return -EPROTO;
 	}
 	if (!c->nonce_set || !h->has_auth) {
@@ -764,7 +764,7 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 		    NULL, 0, want);
 	if (h->auth.len != SW_AUTH_TAG ||
 	    !sw_auth_equal(h->auth.data, want, SW_AUTH_TAG)) {
-		sw_warn(TAG, "%s: refused: wrong chunkserver key", c->peer);
+		sw_warn(TAG, "%s: refused: wrong chunkserver key", c->sc.peer);
 		return -EACCES;
 	}
 	sw_auth_tag(m->cs.key, SW_AUTH_MASTER, h->cs_nonce.data,
@@ -775,18 +775,18 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 /* Whether one more session may start for a client at @addr. */
 static int session_room(struct master *m, const struct conn *c)
 {
-	const struct addr_count *a = addr_find(m, &c->addr);
+	const struct addr_count *a = addr_find(m, &c->sc.addr);
 
 	if (m->nsessions >= m->cfg.max_sessions) {
 		sw_warn(TAG, "%s: refused: %" PRIu64 " sessions (max_sessions)",
-			c->peer, m->nsessions);
+			c->sc.peer, m->nsessions);
 		return -EUSERS;
 	}
 	if (a && a->count >= m->cfg.max_sessions_per_address) {
 		sw_warn(TAG,
 			"%s: refused: %" PRIu64 " sessions from this address "
 			"(max_sessions_per_address)",
-			c->peer, a->count);
+			c->sc.peer, a->count);
 		return -EUSERS;
 	}
 	return 0;
@@ -833,11 +833,11 @@ static int hello_session(struct req *r, const Sweepfs__Hello *h,
 			s->conn->s = NULL;
 			s->conn = NULL;
 		}
-		if (addr_key_differs(&s->addr, &r->conn->addr)) {
+		if (addr_key_differs(&s->addr, &r->conn->sc.addr)) {
 			addr_drop(m, &s->addr);
-			if (addr_add(m, &r->conn->addr) < 0)
+			if (addr_add(m, &r->conn->sc.addr) < 0)
 				return -ENOMEM;
-			s->addr = r->conn->addr;
+			s->addr = r->conn->sc.addr;
 		}
 		s->may_reclaim = true;
 		*out = s;
@@ -847,11 +847,11 @@ static int hello_session(struct req *r, const Sweepfs__Hello *h,
 		sw_info(TAG,
 			"%s: asked for session %016" PRIx64 " without its "
 			"secret; a new session instead",
-			r->conn->peer, h->session_id);
+			r->conn->sc.peer, h->session_id);
 	rc = session_room(m, r->conn);
 	if (rc < 0)
 		return rc;
-	s = session_new(m, proven ? h->session_id : 0, &r->conn->addr);
+	s = session_new(m, proven ? h->session_id : 0, &r->conn->sc.addr);
 	if (!s)
 		return -ENOMEM;
 	s->may_reclaim = proven;
@@ -876,7 +876,7 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	reply.version = SW_PROTO_VERSION;
 	if (h->version != SW_PROTO_VERSION) {
 		sw_notice(TAG, "%s: protocol version %u, want %u; refused",
-			  r->conn->peer, h->version, SW_PROTO_VERSION);
+			  r->conn->sc.peer, h->version, SW_PROTO_VERSION);
 		rc = -EPROTONOSUPPORT;
 		goto out_err;
 	}
@@ -902,8 +902,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	}
 	root = resolve_subdir(m, (const uint8_t *)subdir, strlen(subdir));
 	if (root < 0) {
-		sw_notice(TAG, "%s: export path not usable: %s", r->conn->peer,
-			  strerror((int)-root));
+		sw_notice(TAG, "%s: export path not usable: %s",
+			  r->conn->sc.peer, strerror((int)-root));
 		rc = (int)root;
 		goto out_err;
 	}
@@ -936,15 +936,15 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		session_reclaim(m, s, h->open_inodes, h->n_open_inodes);
 	s->connected_at = sw_now_ns();
 	s->detached_at = 0;
-	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->peer);
+	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->sc.peer);
 	if (h->has_client_name)
 		copy_bytes(s->name, sizeof(s->name), &h->client_name);
 	/* Not said (an older or a bare client): the mount's default. */
 	s->cache_ms = h->has_cache_ms ? h->cache_ms : 1000;
 	r->conn->s = s;
 	r->s = s;
-	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->peer, s->id,
-		resumed ? "resumed" : "started", s->name);
+	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->sc.peer,
+		s->id, resumed ? "resumed" : "started", s->name);
 	session_secret(m, s->id, secret);
 	reply.has_session_id = 1;
 	reply.session_id = s->id;

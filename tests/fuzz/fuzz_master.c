@@ -90,7 +90,7 @@ static bool master_idle(void *arg)
 {
 	const struct master *mm = arg;
 
-	return mm->nconns == 0;
+	return mm->server.nconns == 0;
 }
 
 static void write_file(const char *path, const char *text)
@@ -126,7 +126,8 @@ static void master_up(void)
 	 * fallocate each time would dominate. */
 	m.cfg.changelog_prealloc = 64u << 10;
 	if (master_start(&m, &loop) < 0 ||
-	    uv_tcp_getsockname(&m.listener, (struct sockaddr *)&ss, &len) < 0) {
+	    uv_tcp_getsockname(&m.server.listener, (struct sockaddr *)&ss,
+			       &len) < 0) {
 		fprintf(stderr, "fuzz_master: the master did not start\n");
 		abort();
 	}

@@ -74,9 +74,11 @@ static void mk_session(struct fixture *f, struct session *s, struct conn *c,
 	s->conn = c;
 	c->m = &f->m;
 	c->s = s;
-	c->refs = 1;
-	c->next = f->m.conns;
-	f->m.conns = c;
+	c->sc.refs = 1;
+	c->sc.srv = &f->m.server;
+	c->sc.started = true;
+	c->sc.next = f->m.server.conns;
+	f->m.server.conns = &c->sc;
 }
 
 static struct node *mk(struct fixture *f, struct node *dir, const char *name,
@@ -131,7 +133,7 @@ static int teardown(void **state)
 	uv_close((uv_handle_t *)&f->m.consume_idle, NULL);
 	uv_run(&f->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&f->loop);
-	for (struct conn *c = f->m.conns; c; c = c->next) {
+	for (struct conn *c = conn_first(&f->m); c; c = conn_next(c)) {
 		sw_buf_release(&c->in);
 		sw_buf_release(&c->wq.out);
 		sw_buf_release(&c->held);

@@ -1,0 +1,128 @@
+/*
+ * The part of a framed-protocol server on libuv that the master and the
+ * chunkserver share: listening, accepting (with a cap on connections),
+ * the list of connections and their references (a request in flight
+ * holds its connection; the memory goes when the handle is closed and
+ * the last reference dropped), a list of connections with output to
+ * flush once per loop turn, the budget of bytes buffered from peers that
+ * have not said hello, and closing peers stuck in the middle of a frame.
+ *
+ * A server's connection type embeds a struct sw_sconn as its first
+ * member (as libuv's handles embed uv_handle_t); the server's ops say
+ * how big it is and do what is the server's own: start reading, write,
+ * detach what the connection had, free what it held. Reading and
+ * framing are the owner's (their buffers differ), with sw_frame_whole()
+ * (frame.h); writing too (wq.h, or the chunkserver's reply list).
+ */
+#ifndef SWEEPFS_COMMON_UVSERVER_H
+#define SWEEPFS_COMMON_UVSERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+struct sw_server;
+
+struct sw_sconn {
+	uv_tcp_t tcp; /* first: the handle is the connection */
+	struct sw_server *srv;
+	char peer[64];		      /* "addr:port" */
+	struct sockaddr_storage addr; /* the peer's */
+	int refs;		      /* 1 while open, +1 per holder */
+	bool closing;
+	bool started; /* ops->accepted ran: ops->closing will */
+	bool in_flush;
+	size_t unauth_counted; /* in srv->unauth_bytes */
+	int64_t partial_since; /* mono ns: an incomplete frame, or 0 */
+	struct sw_sconn *next, *prev, *flush_next;
+};
+
+struct sw_server_ops {
+	size_t conn_size; /* of the owner's type, sw_sconn first */
+	/* Accepted and counted: start reading (nonzero: close it). */
+	int (*accepted)(struct sw_sconn *c);
+	/* Write what it has queued (the check phase, or server_stop). */
+	void (*flush)(struct sw_sconn *c);
+	/* It is being closed: let go of what refers to it (optional; only
+	 * for a connection ops->accepted was called for). */
+	void (*closing)(struct sw_sconn *c);
+	/* The last reference went: free what it holds, not itself (also
+	 * for one refused before ops->accepted: its fields are zero). */
+	void (*release)(struct sw_sconn *c);
+};
+
+struct sw_server {
+	uv_tcp_t listener;
+	uv_loop_t *loop;
+	const struct sw_server_ops *ops;
+	const char *tag; /* for logs */
+	void *data;
+	struct sw_sconn *conns;
+	uint64_t nconns;
+	uint64_t max_conns;
+	bool refusing; /* stopping: new connections are closed at once */
+	struct sw_sconn *flush;
+	size_t unauth_bytes; /* buffered from peers before their hello */
+};
+
+/*
+ * Listen on @host:@port ("" for every address) for @ops's connections,
+ * at most @max_conns at once. 0, or -errno / a libuv error (logged under
+ * @tag): then the listener is being closed, and @on_fail (may be NULL)
+ * runs once it is, with the listener's handle (data: @srv).
+ */
+int sw_server_listen(struct sw_server *srv, uv_loop_t *loop,
+		     const struct sw_server_ops *ops, const char *tag,
+		     const char *host, uint16_t port, uint64_t max_conns,
+		     uv_close_cb on_fail);
+
+/* Close the listener (@cb may be NULL); connections are the owner's to
+ * close. */
+void sw_server_unlisten(struct sw_server *srv, uv_close_cb cb);
+
+/* Queue @c for the next sw_server_flush(). */
+void sw_sconn_flush_add(struct sw_sconn *c);
+
+/* Flush every queued connection (ops->flush), in the check phase. */
+void sw_server_flush(struct sw_server *srv);
+
+/* Close @c (ops->closing first); freed when its last reference goes. */
+void sw_sconn_close(struct sw_sconn *c);
+
+static inline void sw_sconn_get(struct sw_sconn *c)
+{
+	c->refs++;
+}
+
+/* Drop a reference; the last one frees @c (ops->release, then free). */
+void sw_sconn_put(struct sw_sconn *c);
+
+/*
+ * Count @buffered bytes as @c's share of the pre-hello budget (0 once it
+ * is known, or closing). Whether another @more bytes would pass @limit
+ * in all: sw_server_unauth_over().
+ */
+void sw_sconn_account(struct sw_sconn *c, size_t buffered);
+
+static inline bool sw_server_unauth_over(const struct sw_server *srv,
+					 size_t more, size_t limit)
+{
+	return srv->unauth_bytes + more > limit;
+}
+
+/* A read on @c ended with @nread < 0: log why (unless end of stream)
+ * and close it. */
+void sw_sconn_read_end(struct sw_sconn *c, ssize_t nread);
+
+/* Keep @c's clock of an incomplete frame: @incomplete says whether one
+ * is being read now (a peer we stopped reading is not stalled). */
+void sw_sconn_partial(struct sw_sconn *c, bool incomplete);
+
+/* Close connections stuck mid-frame for longer than @limit_ns. */
+void sw_server_reap_stalled(struct sw_server *srv, int64_t limit_ns);
+
+#endif

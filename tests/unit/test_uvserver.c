@@ -1,0 +1,204 @@
+/*
+ * uvserver.h: accepting up to max_conns (the next is closed at once),
+ * the owner's ops called in their order, a reference keeping a closed
+ * connection's memory until it is dropped, the flush list, the pre-hello
+ * budget, and a peer stuck mid-frame closed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "util.h"
+#include "uvserver.h"
+
+struct tconn {
+	struct sw_sconn sc;
+	int flushed;
+};
+
+static int accepted, closing, released;
+static struct sw_sconn *last;
+
+static int t_accepted(struct sw_sconn *c)
+{
+	accepted++;
+	last = c;
+	return 0;
+}
+
+static void t_flush(struct sw_sconn *c)
+{
+	((struct tconn *)c)->flushed++;
+}
+
+static void t_closing(struct sw_sconn *c)
+{
+	(void)c;
+	closing++;
+}
+
+static void t_release(struct sw_sconn *c)
+{
+	(void)c;
+	released++;
+}
+
+static const struct sw_server_ops ops = {
+	.conn_size = sizeof(struct tconn),
+	.accepted = t_accepted,
+	.flush = t_flush,
+	.closing = t_closing,
+	.release = t_release,
+};
+
+static int dial(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Whether @fd sees end of stream within @ms. */
+static bool eof_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	return poll(&p, 1, ms) == 1 && read(fd, &c, 1) <= 0;
+}
+
+static void spin(uv_loop_t *loop, int turns)
+{
+	for (int i = 0; i < turns; i++) {
+		uv_run(loop, UV_RUN_NOWAIT);
+		usleep(2000);
+	}
+}
+
+static void test_accept_cap_and_lifetime(void **state)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss), fd1, fd2, fd3;
+	struct sw_server srv = { 0 };
+	struct sw_sconn *first;
+	uv_loop_t loop;
+	uint16_t port;
+
+	(void)state;
+	accepted = closing = released = 0;
+	uv_loop_init(&loop);
+	assert_int_equal(sw_server_listen(&srv, &loop, &ops, "test",
+					  "127.0.0.1", 0, 2, NULL),
+			 0);
+	uv_tcp_getsockname(&srv.listener, (struct sockaddr *)&ss, &len);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+
+	fd1 = dial(port);
+	spin(&loop, 20);
+	first = last;
+	fd2 = dial(port);
+	spin(&loop, 20);
+	fd3 = dial(port); /* over max_conns: closed, never accepted */
+	spin(&loop, 20);
+	assert_int_equal(accepted, 2);
+	assert_int_equal(srv.nconns, 2);
+	assert_true(eof_within(fd3, 1000));
+	assert_int_equal(closing, 0); /* not for one never accepted */
+	assert_int_equal(released, 1);
+	assert_true(strncmp(first->peer, "127.0.0.1:", 10) == 0);
+
+	/* The flush list: once per add, in the check phase. */
+	sw_sconn_flush_add(first);
+	sw_sconn_flush_add(first);
+	sw_server_flush(&srv);
+	assert_int_equal(((struct tconn *)first)->flushed, 1);
+
+	/* A holder keeps the memory past the close. */
+	sw_sconn_get(first);
+	sw_sconn_flush_add(first);
+	sw_sconn_close(first);
+	assert_null(srv.flush); /* taken off the flush list */
+	spin(&loop, 10);
+	assert_int_equal(closing, 1);
+	assert_int_equal(released, 1);
+	assert_true(eof_within(fd1, 1000));
+	sw_sconn_put(first);
+	assert_int_equal(released, 2);
+	assert_int_equal(srv.nconns, 1);
+
+	/* The pre-hello budget follows what is buffered, and frees it at
+	 * the close. */
+	sw_sconn_account(last, 100);
+	assert_int_equal(srv.unauth_bytes, 100);
+	assert_true(sw_server_unauth_over(&srv, 1, 100));
+	assert_false(sw_server_unauth_over(&srv, 1, 101));
+	sw_sconn_account(last, 40);
+	assert_int_equal(srv.unauth_bytes, 40);
+
+	/* Stalled mid-frame: closed once the limit passes. */
+	sw_sconn_partial(last, true);
+	assert_true(last->partial_since > 0);
+	sw_server_reap_stalled(&srv, 60 * SW_NSEC_PER_SEC);
+	assert_false(last->closing);
+	last->partial_since -= 2 * SW_NSEC_PER_SEC;
+	sw_server_reap_stalled(&srv, SW_NSEC_PER_SEC);
+	assert_true(last->closing);
+	assert_int_equal(srv.unauth_bytes, 0);
+	spin(&loop, 10);
+	assert_true(eof_within(fd2, 1000));
+	assert_int_equal(released, 3);
+	assert_int_equal(srv.nconns, 0);
+
+	sw_server_unlisten(&srv, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	close(fd1);
+	close(fd2);
+	close(fd3);
+}
+
+static void test_listen_failure(void **state)
+{
+	struct sw_server a = { 0 }, b = { 0 };
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	uv_loop_t loop;
+
+	(void)state;
+	uv_loop_init(&loop);
+	assert_int_equal(sw_server_listen(&a, &loop, &ops, "test", "127.0.0.1",
+					  0, 8, NULL),
+			 0);
+	uv_tcp_getsockname(&a.listener, (struct sockaddr *)&ss, &len);
+	/* The same port again: refused, the listener closed for us. */
+	assert_true(
+		sw_server_listen(&b, &loop, &ops, "test", "127.0.0.1",
+				 ntohs(((struct sockaddr_in *)&ss)->sin_port),
+				 8, NULL) < 0);
+	sw_server_unlisten(&a, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_accept_cap_and_lifetime),
+		cmocka_unit_test(test_listen_failure),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
