@@ -6,7 +6,9 @@
  * Map (the namespace core at the bottom, scripts/layers.py):
  *   main.c       options, daemon, signals
  *   master.c     start-up (checkpoint + replay), housekeeping, hooks, stop
- *   server.c     TCP, framing, reply queues, group commit  (server.h)
+ *   server.c     connections on common/uvserver.c and wq.c: framing,
+ *                reply queues held for durability, group commit
+ *                (server.h)
  *   dispatch.c   the table routing each request type  (dispatch.h)
  *   req.c        what handlers use  (req.h; handlers.h lists them)
  *   session.c    sessions, open files, orphans, readdir cursors
@@ -17,7 +19,7 @@
  *   csrv.c       chunkservers: registration, commands, paced deletion
  *   rmr.c        purge.c        instant removal and the background purge
  *   snapshot.c   snapjob.c      snapshots, the snapshot flag, rmsnapshot
- *   trash.c      the trash's requests and expiry
+ *   trashops.c   the trash's requests and expiry
  *   admin.c      status and counters
  *   fsck.c       the consistency check
  *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
