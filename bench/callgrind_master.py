@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,10 @@ def main():
     ap.add_argument("-n", type=int, default=5000, help="files per phase")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
+    for prog in ("valgrind", "callgrind_control"):
+        if not shutil.which(prog):
+            raise SystemExit("callgrind_master: no %s; apt-get install "
+                             "valgrind" % prog)
     builds = a.build or [cluster.default_build()]
     rows = []
     for b in builds:

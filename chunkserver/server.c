@@ -151,11 +151,6 @@ static struct outframe *status_frame(const struct sw_frame_hdr *hdr, int rc)
 	return frame_new(hdr->type, SW_FRAME_REPLY, hdr->id, &reply.base);
 }
 
-static void flush_add(struct conn *c)
-{
-	sw_sconn_flush_add(&c->sc);
-}
-
 static void queue_reply(struct conn *c, struct outframe *f)
 {
 	if (!f) {
@@ -170,7 +165,7 @@ static void queue_reply(struct conn *c, struct outframe *f)
 		c->out = f;
 	c->out_tail = f;
 	c->out_bytes += f->len;
-	flush_add(c);
+	sw_sconn_flush_add(&c->sc);
 }
 
 static void free_frames(struct outframe *f)
@@ -518,7 +513,7 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 		queue_reply(c, status_frame(hdr, rc));
 		return;
 	}
-	c->sc.refs++;
+	sw_sconn_get(&c->sc);
 	c->reqs++;
 	c->req_bytes += hdr->len;
 	srv->req_bytes += hdr->len;

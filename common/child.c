@@ -123,10 +123,12 @@ int sw_child_start(struct sw_child *c, uv_loop_t *loop, sw_child_fn fn,
 			rc = -errno;
 		else
 			close(fds[0]);
-		/* Nobody to tell: the caller hears the error. */
-		c->on_exit = NULL;
-		uv_close((uv_handle_t *)&c->pipe, NULL);
-		return rc;
+		/* The pipe's handle is closing: the owner hears of it
+		 * through on_exit, once it may free @c. */
+		c->active = true;
+		c->rc = rc;
+		uv_close((uv_handle_t *)&c->pipe, on_closed);
+		return 0;
 	}
 	c->pid = pid;
 	c->active = true;

@@ -43,8 +43,9 @@ struct sw_child {
 };
 
 /*
- * Fork a child that runs @fn(@arg, fd) and exits. 0, or -errno with no
- * child and no on_exit to come.
+ * Fork a child that runs @fn(@arg, fd) and exits. 0: on_exit will come,
+ * also when the fork itself failed (with its error). -errno only when
+ * not even the pipe could be made: no on_exit then.
  */
 int sw_child_start(struct sw_child *c, uv_loop_t *loop, sw_child_fn fn,
 		   void *arg);

@@ -53,11 +53,6 @@ static void conn_consume(struct conn *c);
 static void conn_account(struct conn *c);
 static void on_consume_idle(uv_idle_t *h);
 
-static void flush_add(struct conn *c)
-{
-	sw_sconn_flush_add(&c->sc);
-}
-
 /* Handle @c's buffered requests in the next loop turn (it holds @c). */
 static void consume_add(struct conn *c)
 {
@@ -137,7 +132,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 		c->s->ctr.bytes_out += b->len - before;
 	r->m->total.bytes_out += b->len - before;
 	if (b == &c->wq.out)
-		flush_add(c);
+		sw_sconn_flush_add(&c->sc);
 }
 
 struct req *req_defer(const struct req *r)
@@ -147,7 +142,7 @@ struct req *req_defer(const struct req *r)
 	if (!d)
 		return NULL;
 	*d = *r;
-	d->conn->sc.refs++;
+	sw_sconn_get(&d->conn->sc);
 	return d;
 }
 
@@ -169,7 +164,7 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		conn_close(c);
 		return;
 	}
-	flush_add(c);
+	sw_sconn_flush_add(&c->sc);
 }
 
 void req_error(struct req *r, int rc)
@@ -205,7 +200,7 @@ static void release_held(struct conn *c, uint64_t version)
 		return;
 	}
 	sw_buf_consume(&c->held, n);
-	flush_add(c);
+	sw_sconn_flush_add(&c->sc);
 }
 
 uint64_t server_inval_sent(struct master *m, struct session *s)
@@ -331,10 +326,6 @@ void server_flush(struct master *m)
 /* ---- connections ---------------------------------------------------- */
 
 /* ---- uvserver.h's ops ------------------------------------------------ */
-
-static void on_written(struct sw_wq *q, int status);
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static int conn_accepted(struct sw_sconn *sc)
 {

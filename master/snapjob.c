@@ -415,7 +415,7 @@ static void next_job(struct snapper *s)
 			}
 			rc = child_start(s, src);
 			if (rc < 0) {
-				sw_err(TAG, "cannot fork for a snapshot: %s",
+				sw_err(TAG, "cannot start a snapshot copy: %s",
 				       strerror(-rc));
 				s->eof = true;
 				finish(s, rc);

@@ -80,12 +80,15 @@ static bool eof_within(int fd, int ms)
 	return poll(&p, 1, ms) == 1 && read(fd, &c, 1) <= 0;
 }
 
-static void spin(uv_loop_t *loop, int turns)
+/* Run @loop until *@counter reaches @want, for at most 5 s (the
+ * assertions after say whether it did). */
+static void spin_until(uv_loop_t *loop, const int *counter, int want)
 {
-	for (int i = 0; i < turns; i++) {
+	for (int i = 0; i < 5000 && *counter < want; i++) {
 		uv_run(loop, UV_RUN_NOWAIT);
-		usleep(2000);
+		usleep(1000);
 	}
+	uv_run(loop, UV_RUN_NOWAIT);
 }
 
 static void test_accept_cap_and_lifetime(void **state)
@@ -107,12 +110,12 @@ static void test_accept_cap_and_lifetime(void **state)
 	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 
 	fd1 = dial(port);
-	spin(&loop, 20);
+	spin_until(&loop, &accepted, 1);
 	first = last;
 	fd2 = dial(port);
-	spin(&loop, 20);
+	spin_until(&loop, &accepted, 2);
 	fd3 = dial(port); /* over max_conns: closed, never accepted */
-	spin(&loop, 20);
+	spin_until(&loop, &released, 1);
 	assert_int_equal(accepted, 2);
 	assert_int_equal(srv.nconns, 2);
 	assert_true(eof_within(fd3, 1000));
@@ -131,7 +134,7 @@ static void test_accept_cap_and_lifetime(void **state)
 	sw_sconn_flush_add(first);
 	sw_sconn_close(first);
 	assert_null(srv.flush); /* taken off the flush list */
-	spin(&loop, 10);
+	spin_until(&loop, &closing, 1);
 	assert_int_equal(closing, 1);
 	assert_int_equal(released, 1);
 	assert_true(eof_within(fd1, 1000));
@@ -157,7 +160,7 @@ static void test_accept_cap_and_lifetime(void **state)
 	sw_server_reap_stalled(&srv, SW_NSEC_PER_SEC);
 	assert_true(last->closing);
 	assert_int_equal(srv.unauth_bytes, 0);
-	spin(&loop, 10);
+	spin_until(&loop, &released, 3);
 	assert_true(eof_within(fd2, 1000));
 	assert_int_equal(released, 3);
 	assert_int_equal(srv.nconns, 0);
