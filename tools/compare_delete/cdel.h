@@ -130,7 +130,7 @@ struct cdel_fs {
 	const char *arg;	  /* as given */
 	char root[PATH_MAX - 64]; /* realpath(arg): room for work's name */
 	char work[PATH_MAX]; /* our directory in it, root/compare-delete.* */
-	char label[32];	     /* "sweepfs", "ext4", ... (unique) */
+	char label[40];	     /* "sweepfs", "ext4", ... (unique) */
 	char fstype[64];     /* from mountinfo */
 	char mnt[PATH_MAX];  /* its mount point */
 	char mnt_source[PATH_MAX];

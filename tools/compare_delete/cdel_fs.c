@@ -304,7 +304,7 @@ static void setup_probe(struct cdel_run *r, struct cdel_fs *fs, int idx)
 				sizeof(path));
 	}
 	if (rc == 0 && strlen(path) < sizeof(fs->probe_dir))
-		snprintf(fs->probe_dir, sizeof(fs->probe_dir), "%s", path);
+		memcpy(fs->probe_dir, path, strlen(path) + 1);
 	else
 		rc = -ENAMETOOLONG;
 	if (rc == 0) {
