@@ -33,6 +33,7 @@ struct cs_config {
 	uint64_t heartbeat_ms;	    /* CS_HEARTBEAT period */
 	uint64_t frame_timeout_ms;  /* drop a peer stuck mid-frame */
 	uint64_t send_timeout_ms;   /* drop a peer that takes no replies */
+	uint64_t peer_timeout_ms;   /* drop a peer whose network died */
 	uint64_t max_connections;
 	uint64_t workers;      /* libuv pool threads (disk I/O) */
 	uint64_t bg_threads;   /* deletion and replication threads */

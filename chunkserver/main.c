@@ -57,6 +57,7 @@ static void config_defaults(struct cs_config *c)
 	c->heartbeat_ms = 5000;
 	c->frame_timeout_ms = 30 * 1000;
 	c->send_timeout_ms = 120 * 1000;
+	c->peer_timeout_ms = 30 * 1000;
 	c->max_connections = 10000;
 	c->workers = 16;
 	c->bg_threads = 2;
@@ -94,6 +95,10 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		{ "send_timeout", SW_OPT_DURATION, &c->send_timeout_ms, 100,
 		  UINT64_MAX, NULL,
 		  "drop a peer that takes no replies this long" },
+		{ "peer_timeout", SW_OPT_DURATION, &c->peer_timeout_ms, 1000,
+		  3600 * 1000, NULL,
+		  "close a connection whose peer's network is gone (no "
+		  "answer to TCP keepalives or data) after this long" },
 		{ "max_connections", SW_OPT_UINT, &c->max_connections, 1,
 		  1000000, NULL, "connections accepted at once" },
 		{ "workers", SW_OPT_UINT, &c->workers, 1, 1024, NULL,
@@ -117,7 +122,7 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 	memcpy(o, t, sizeof(t));
 }
 
-#define NOPTS 16
+#define NOPTS 17
 
 static void usage(FILE *f)
 {

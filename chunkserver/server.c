@@ -801,6 +801,7 @@ int server_start(struct cs *cs)
 	if (!srv)
 		return -ENOMEM;
 	srv->cs = cs;
+	srv->base.peer_timeout_ms = (unsigned)cs->cfg.peer_timeout_ms;
 	/* On failure the listener's close callback frees srv. */
 	rc = sw_server_listen(&srv->base, cs->loop, &conn_ops, TAG,
 			      cs->listen_host, cs->listen_port,

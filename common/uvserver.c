@@ -154,6 +154,12 @@ static void on_connection(uv_stream_t *listener, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	if (srv->peer_timeout_ms) {
+		uv_os_fd_t fd;
+
+		if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+			sw_tcp_dead_peer_timeout(fd, srv->peer_timeout_ms);
+	}
 	c->started = true;
 	if (srv->ops->accepted(c) != 0)
 		sw_sconn_close(c);

@@ -1,7 +1,8 @@
 /*
  * The part of a framed-protocol server on libuv that the master and the
  * chunkserver share: listening, accepting (with a cap on connections),
- * the list of connections and their references (a request in flight
+ * keepalives (a peer whose network vanished is noticed), the list of
+ * connections and their references (a request in flight
  * holds its connection; the memory goes when the handle is closed and
  * the last reference dropped), a list of connections with output to
  * flush once per loop turn, the budget of bytes buffered from peers that
@@ -64,6 +65,9 @@ struct sw_server {
 	struct sw_sconn *conns;
 	uint64_t nconns;
 	uint64_t max_conns;
+	/* Set before listening: a peer whose network died (no FIN, no RST,
+	 * no answer to keepalives) is dropped after this long (0: never). */
+	unsigned peer_timeout_ms;
 	bool refusing; /* stopping: new connections are closed at once */
 	struct sw_sconn *flush;
 	size_t unauth_bytes; /* buffered from peers before their hello */

@@ -331,16 +331,9 @@ static int conn_accepted(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
 	struct master *m = sc->srv->data;
-	uv_os_fd_t fd;
 
 	c->m = m;
 	sw_wq_init(&c->wq, (uv_stream_t *)&sc->tcp, on_written, c);
-	/* A mount whose network vanished sends no FIN or RST: without
-	 * keepalives its connection, and so its session with its open
-	 * files, would never end (session_timeout counts from the
-	 * disconnection). */
-	if (uv_fileno((uv_handle_t *)&sc->tcp, &fd) == 0)
-		sw_tcp_dead_peer_timeout(fd, (unsigned)m->cfg.peer_timeout_ms);
 	return uv_read_start((uv_stream_t *)&sc->tcp, on_alloc, on_read);
 }
 
@@ -631,6 +624,11 @@ int server_start(struct master *m)
 	int rc;
 
 	m->server.data = m;
+	/* A mount whose network vanished sends no FIN or RST: without
+	 * keepalives its connection, and so its session with its open
+	 * files, would never end (session_timeout counts from the
+	 * disconnection). */
+	m->server.peer_timeout_ms = (unsigned)m->cfg.peer_timeout_ms;
 	rc = sw_server_listen(&m->server, m->loop, &conn_ops, TAG,
 			      m->cfg.listen_host, (uint16_t)m->cfg.listen_port,
 			      m->cfg.max_connections, NULL);

@@ -5,6 +5,7 @@
  * budget, and a peer stuck mid-frame closed.
  */
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -103,6 +104,7 @@ static void test_accept_cap_and_lifetime(void **state)
 	(void)state;
 	accepted = closing = released = 0;
 	uv_loop_init(&loop);
+	srv.peer_timeout_ms = 12000;
 	assert_int_equal(sw_server_listen(&srv, &loop, &ops, "test",
 					  "127.0.0.1", 0, 2, NULL),
 			 0);
@@ -122,6 +124,23 @@ static void test_accept_cap_and_lifetime(void **state)
 	assert_int_equal(closing, 0); /* not for one never accepted */
 	assert_int_equal(released, 1);
 	assert_true(strncmp(first->peer, "127.0.0.1:", 10) == 0);
+	{
+		/* Keepalives: a peer whose network died is noticed. */
+		unsigned user = 0;
+		int on = 0;
+		socklen_t sl = sizeof(on);
+		uv_os_fd_t fd;
+
+		assert_int_equal(uv_fileno((uv_handle_t *)&first->tcp, &fd), 0);
+		assert_int_equal(
+			getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &sl), 0);
+		assert_int_equal(on, 1);
+		sl = sizeof(user);
+		assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT,
+					    &user, &sl),
+				 0);
+		assert_int_equal(user, 12000);
+	}
 
 	/* The flush list: once per add, in the check phase. */
 	sw_sconn_flush_add(first);
