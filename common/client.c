@@ -57,19 +57,11 @@ int sw_client_recv(struct sw_client *c, struct sw_frame_hdr *hdr,
 {
 	for (;;) {
 		const struct sw_msg_info *info;
-		int rc = sw_frame_whole(sw_buf_head(&c->in),
-					sw_buf_used(&c->in), c->max_payload,
-					hdr);
+		int rc = sw_frame_next(c->fd, &c->in, 64 << 10, c->timeout_ms,
+				       c->max_payload, hdr);
 
 		if (rc < 0)
 			return rc;
-		if (rc == 0) {
-			rc = sw_frame_fill(c->fd, &c->in, 64 << 10,
-					   c->timeout_ms);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
 		info = sw_msg_info(hdr->type);
 		if (!(hdr->flags & SW_FRAME_REPLY) || !info) {
 			/* A notification, or a type we do not know: skip. */

@@ -36,3 +36,17 @@ int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms)
 	in->len += (size_t)n;
 	return 0;
 }
+
+int sw_frame_next(int fd, struct sw_buf *in, size_t chunk, int timeout_ms,
+		  uint32_t max_payload, struct sw_frame_hdr *hdr)
+{
+	int rc;
+
+	while ((rc = sw_frame_whole(sw_buf_head(in), sw_buf_used(in),
+				    max_payload, hdr)) == 0) {
+		rc = sw_frame_fill(fd, in, chunk, timeout_ms);
+		if (rc < 0)
+			return rc;
+	}
+	return rc;
+}

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "frame.h"
 #include "fsio.h" /* sw_send_all() */
 
 /*
@@ -21,5 +22,14 @@
  * -errno.
  */
 int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms);
+
+/*
+ * Read from @fd into @in (@chunk bytes at a time, each wait bounded by
+ * @timeout_ms as above) until a whole frame of at most @max_payload is at
+ * its head: 1 with its header in *@hdr (consume it when done with it),
+ * -EMSGSIZE / -EPROTO as sw_frame_whole(), or sw_frame_fill()'s errors.
+ */
+int sw_frame_next(int fd, struct sw_buf *in, size_t chunk, int timeout_ms,
+		  uint32_t max_payload, struct sw_frame_hdr *hdr);
 
 #endif

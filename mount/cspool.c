@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "calls.h"
 #include "client.h"
 #include "cspool.h"
 #include "frame.h"
@@ -26,26 +27,13 @@
 #include "net.h"
 
 #define TAG "cspool"
-#define SLOTS 256u
-
-struct csreq {
-	uint64_t id;
-	uint16_t type;
-	int refs;
-	cs_cb cb;
-	void *arg;
-	struct csreq *next;
-	size_t len;
-	uint8_t frame[];
-};
 
 struct csconn {
 	char addr[128];
 	pthread_mutex_t wmu; /* taken before mu */
 	pthread_mutex_t mu;
-	int fd; /* -1: closed */
-	uint64_t next_id;
-	struct csreq *table[SLOTS];
+	int fd;		       /* -1: closed */
+	struct sw_calls calls; /* in flight (mu) */
 	pthread_t rx;
 	bool rx_joinable;
 	struct csconn *next;
@@ -53,101 +41,41 @@ struct csconn {
 
 struct cspool {
 	pthread_mutex_t mu;
+	unsigned timeout_ms;
 	struct csconn *conns;
 };
-
-static void req_put(struct csreq *q)
-{
-	if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(q);
-}
-
-static void req_complete(struct csreq *q, int rc, ProtobufCMessage *reply)
-{
-	if (q->cb)
-		q->cb(q->arg, rc, &reply);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
-	req_put(q);
-}
-
-static struct csreq *take(struct csconn *c, uint64_t id)
-{
-	for (struct csreq **pp = &c->table[id % SLOTS]; *pp;
-	     pp = &(*pp)->next) {
-		struct csreq *q = *pp;
-
-		if (q->id == id) {
-			*pp = q->next;
-			return q;
-		}
-	}
-	return NULL;
-}
 
 /* Fail everything in flight on @c (its socket is gone). */
 static void fail_all(struct csconn *c)
 {
-	struct csreq *list = NULL;
+	struct sw_call *list;
 
 	pthread_mutex_lock(&c->mu);
-	for (unsigned i = 0; i < SLOTS; i++) {
-		while (c->table[i]) {
-			struct csreq *q = c->table[i];
-
-			c->table[i] = q->next;
-			q->next = list;
-			list = q;
-		}
-	}
+	list = sw_calls_take_all(&c->calls);
 	pthread_mutex_unlock(&c->mu);
-	while (list) {
-		struct csreq *q = list;
-
-		list = q->next;
-		req_complete(q, -EIO, NULL);
-	}
-}
-
-/* A reply came: complete the request it answers, if it still waits. */
-static void deliver(struct csconn *c, const struct sw_frame_hdr *hdr,
-		    const uint8_t *payload)
-{
-	const struct sw_msg_info *info = sw_msg_info(hdr->type);
-	ProtobufCMessage *reply = NULL;
-	struct csreq *q;
-
-	pthread_mutex_lock(&c->mu);
-	q = take(c, hdr->id);
-	pthread_mutex_unlock(&c->mu);
-	if (!q)
-		return;
-	if (info && q->type == hdr->type)
-		reply = protobuf_c_message_unpack(info->reply, NULL, hdr->len,
-						  payload);
-	req_complete(q, reply ? sw_reply_err(reply) : -EIO, reply);
+	sw_call_fail_list(list, -EIO);
 }
 
 static void *rx_main(void *arg)
 {
 	struct csconn *c = arg;
 	struct sw_buf in = SW_BUF_INIT;
-	int fd = c->fd, rc = 0;
+	int fd = c->fd;
 
-	while (rc == 0) {
+	for (;;) {
 		struct sw_frame_hdr hdr;
+		struct sw_call *q;
 
-		rc = sw_frame_whole(sw_buf_head(&in), sw_buf_used(&in),
-				    SW_FRAME_MAX_DATA, &hdr);
-		if (rc == 0) {
-			rc = sw_frame_fill(fd, &in, 256 << 10, -1);
-			continue;
-		}
-		if (rc < 0)
+		if (sw_frame_next(fd, &in, 256 << 10, -1, SW_FRAME_MAX_DATA,
+				  &hdr) < 0)
 			break;
-		deliver(c, &hdr, sw_buf_head(&in) + SW_FRAME_HDR);
+		pthread_mutex_lock(&c->mu);
+		q = sw_calls_take(&c->calls, hdr.id);
+		pthread_mutex_unlock(&c->mu);
+		if (q) /* else: nobody waits for it any more */
+			sw_call_answer(q, &hdr,
+				       sw_buf_head(&in) + SW_FRAME_HDR);
 		sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
-		rc = 0;
 	}
 	sw_buf_release(&in);
 	/* Closed under wmu so that no writer is using the fd. */
@@ -163,7 +91,7 @@ static void *rx_main(void *arg)
 }
 
 /* Connect and say hello; wmu held. Returns 0 or -errno. */
-static int conn_open(struct csconn *c)
+static int conn_open(struct cspool *p, struct csconn *c)
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	struct sw_target t;
@@ -181,6 +109,9 @@ static int conn_open(struct csconn *c)
 	fd = sw_tcp_connect(t.host, t.port, 3000);
 	if (fd < 0)
 		return fd;
+	/* A server whose network vanished sends no FIN or RST: without
+	 * this, what is in flight would wait for TCP to give up. */
+	sw_tcp_dead_peer_timeout(fd, p->timeout_ms);
 	/* The hello goes through the blocking client on the same socket. */
 	cl.fd = fd;
 	cl.next_id = 1;
@@ -229,7 +160,7 @@ static struct csconn *conn_get(struct cspool *p, const char *addr)
 		pthread_mutex_init(&c->wmu, NULL);
 		pthread_mutex_init(&c->mu, NULL);
 		c->fd = -1;
-		c->next_id = 1;
+		sw_calls_init(&c->calls);
 		c->next = p->conns;
 		p->conns = c;
 	}
@@ -241,75 +172,50 @@ void cspool_send(struct cspool *p, const char *addr, uint16_t type,
 		 const ProtobufCMessage *req, cs_cb cb, void *arg)
 {
 	struct csconn *c = conn_get(p, addr);
-	size_t size = sw_frame_size(req);
-	struct csreq *q = c ? malloc(sizeof(*q) + size) : NULL;
-	struct sw_frame_hdr hdr;
-	int rc = 0, fd;
+	struct sw_call *q;
+	int rc = 0;
 
-	if (!q) {
+	if (!c) {
 		ProtobufCMessage *none = NULL;
 
 		if (cb)
 			cb(arg, -ENOMEM, &none);
 		return;
 	}
-	q->type = type;
-	q->refs = 2;
-	q->cb = cb;
-	q->arg = arg;
-	q->len = sw_frame_pack(q->frame, type, 0, 0, req);
-
+	q = sw_call_new(type, req, cb, arg);
+	if (!q)
+		return;
 	pthread_mutex_lock(&c->wmu);
-	pthread_mutex_lock(&c->mu);
-	fd = c->fd;
-	pthread_mutex_unlock(&c->mu);
-	if (fd < 0) {
-		rc = conn_open(c);
-		fd = c->fd;
-	}
+	if (c->fd < 0) /* only a writer (under wmu) opens it */
+		rc = conn_open(p, c);
 	if (rc == 0) {
 		pthread_mutex_lock(&c->mu);
-		q->id = c->next_id++;
-		q->next = c->table[q->id % SLOTS];
-		c->table[q->id % SLOTS] = q;
+		sw_calls_assign(&c->calls, q);
 		pthread_mutex_unlock(&c->mu);
-		sw_frame_get_hdr(q->frame, SW_FRAME_HDR, UINT32_MAX, &hdr);
-		hdr.id = q->id;
-		sw_frame_put_hdr(q->frame, &hdr);
-		for (size_t off = 0; off < q->len;) {
-			ssize_t w = send(fd, q->frame + off, q->len - off,
-					 MSG_NOSIGNAL);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				shutdown(fd, SHUT_RDWR); /* rx fails the rest */
-				break;
-			}
-			off += (size_t)w;
-		}
+		if (sw_send_all(c->fd, q->frame, q->len) < 0)
+			shutdown(c->fd, SHUT_RDWR); /* rx fails the rest */
 	}
 	pthread_mutex_unlock(&c->wmu);
 	if (rc < 0) {
 		sw_info(TAG, "%s: %s", addr, strerror(-rc));
-		q->refs = 1;
-		req_complete(q, -EIO, NULL);
+		sw_call_put(q); /* the table's, never taken */
+		sw_call_complete(q, -EIO, NULL);
 		return;
 	}
-	req_put(q);
+	sw_call_put(q);
 }
 
-int cspool_new(struct cspool **out)
+int cspool_new(unsigned peer_timeout_ms, struct cspool **out)
 {
 	struct cspool *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->mu, NULL);
+	p->timeout_ms = peer_timeout_ms;
 	*out = p;
 	return 0;
 }
-
 void cspool_free(struct cspool *p)
 {
 	while (p->conns) {

@@ -26,7 +26,9 @@ struct cspool;
  */
 typedef void (*cs_cb)(void *arg, int rc, ProtobufCMessage **reply);
 
-int cspool_new(struct cspool **out);
+/* A pool whose connections give up on a server that stops answering
+ * (even TCP keepalives) after @peer_timeout_ms. 0 or -ENOMEM. */
+int cspool_new(unsigned peer_timeout_ms, struct cspool **out);
 
 /* Close every connection (failing what is in flight) and free. */
 void cspool_free(struct cspool *p);

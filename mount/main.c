@@ -412,7 +412,8 @@ int main(int argc, char **argv)
 				     2000000;
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;
-	if (cspool_new(&m.cs) < 0 || data_new(&m, &m.data) < 0 ||
+	if (cspool_new((unsigned)mo.timeout_ms, &m.cs) < 0 ||
+	    data_new(&m, &m.data) < 0 ||
 	    dircache_new(m.dircache_entries, &m.dcache) < 0 ||
 	    deleg_new(&m, !cli.wsync, &m.deleg) < 0 ||
 	    lock_table_new(&m.locks) < 0)

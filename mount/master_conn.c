@@ -27,6 +27,7 @@
 
 #include "auth.h"
 #include "buf.h"
+#include "calls.h"
 #include "client.h"
 #include "frame.h"
 #include "frameio.h"
@@ -35,22 +36,8 @@
 #include "util.h"
 
 #define TAG "mconn"
-#define TABLE_SLOTS 1024u /* in-flight table buckets (ids are sequential) */
 /* Lazy requests wait at most this long for a request to ride along. */
 #define LAZY_NS (2 * 1000 * 1000)
-
-struct pending {
-	uint64_t id;
-	uint16_t type;
-	bool resend;	  /* safe to send again after a broken connection */
-	int refs;	  /* atomic: table + sender */
-	int64_t deadline; /* while waiting for a connection */
-	mconn_cb cb;
-	void *arg;
-	struct pending *next;
-	size_t len;
-	uint8_t frame[]; /* header + payload, id patched at each send */
-};
 
 struct mconn {
 	struct mconn_opts o;
@@ -59,16 +46,15 @@ struct mconn {
 	pthread_mutex_t wmu; /* socket writes; taken before mu */
 	pthread_mutex_t mu;
 	int fd; /* -1 while disconnected */
-	uint64_t next_id;
 	uint64_t session_id;
 	uint64_t root_ino;
 	/* The session's secret, which proves to the master on a reconnect
 	 * that the session is ours (receiver thread, or before it runs). */
 	uint8_t secret[SW_AUTH_TAG];
 	bool has_secret;
-	struct pending *table[TABLE_SLOTS]; /* in flight, by id */
-	struct pending *waiting;	    /* not sent: no connection */
-	struct pending **waiting_tail;
+	struct sw_calls calls;	 /* in flight, by id */
+	struct sw_call *waiting; /* not sent: no connection */
+	struct sw_call **waiting_tail;
 	struct sw_buf lazy; /* frames of mconn_send_lazy(), unsent */
 	int64_t lazy_since; /* mono ns of the oldest */
 	bool rx_idle;	    /* receiver sleeps with no timeout */
@@ -80,21 +66,6 @@ struct mconn {
 	struct sw_buf in; /* receiver thread only */
 };
 
-static void pending_put(struct pending *p)
-{
-	if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(p);
-}
-
-static void complete(struct pending *p, int rc, ProtobufCMessage *reply)
-{
-	if (p->cb)
-		p->cb(p->arg, rc, &reply);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
-	pending_put(p);
-}
-
 static void wake_rx(struct mconn *mc)
 {
 	uint64_t one = 1;
@@ -103,45 +74,7 @@ static void wake_rx(struct mconn *mc)
 		sw_debug(TAG, "wake: %s", strerror(errno));
 }
 
-/* ---- in-flight table (under mu) ------------------------------------- */
-
-static void table_add(struct mconn *mc, struct pending *p)
-{
-	struct pending **b = &mc->table[p->id % TABLE_SLOTS];
-
-	p->next = *b;
-	*b = p;
-}
-
-static struct pending *table_take(struct mconn *mc, uint64_t id)
-{
-	for (struct pending **pp = &mc->table[id % TABLE_SLOTS]; *pp;
-	     pp = &(*pp)->next) {
-		struct pending *p = *pp;
-
-		if (p->id == id) {
-			*pp = p->next;
-			return p;
-		}
-	}
-	return NULL;
-}
-
-/* Give @p an id and put it in the table; mu held. */
-static void assign(struct mconn *mc, struct pending *p)
-{
-	struct sw_frame_hdr hdr = {
-		.len = (uint32_t)(p->len - SW_FRAME_HDR),
-		.type = p->type,
-		.id = mc->next_id++,
-	};
-
-	p->id = hdr.id;
-	sw_frame_put_hdr(p->frame, &hdr);
-	table_add(mc, p);
-}
-
-static void wait_add(struct mconn *mc, struct pending *p)
+static void wait_add(struct mconn *mc, struct sw_call *p)
 {
 	p->next = NULL;
 	p->deadline = sw_mono_ns() + (int64_t)mc->o.timeout_ms * 1000000;
@@ -163,7 +96,7 @@ static int flush_lazy(struct mconn *mc, int fd)
 		struct sw_frame_hdr hdr;
 
 		sw_frame_get_hdr(f, SW_FRAME_HDR, UINT32_MAX, &hdr);
-		hdr.id = mc->next_id++;
+		hdr.id = mc->calls.next_id++;
 		sw_frame_put_hdr(f, &hdr);
 	}
 	pthread_mutex_unlock(&mc->mu);
@@ -176,33 +109,22 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		mconn_cb cb, void *arg)
 {
 	const struct sw_msg_info *info = sw_msg_info(type);
-	size_t size = sw_frame_size(req);
-	struct pending *p;
+	struct sw_call *p;
 	int fd, rc = 0;
 
 	if (mc->o.before_send &&
 	    !(mc->rx_started && pthread_equal(pthread_self(), mc->rx)))
 		mc->o.before_send(mc->o.arg, type);
-	p = malloc(sizeof(*p) + size);
-	if (!p) {
-		ProtobufCMessage *none = NULL;
-
-		if (cb)
-			cb(arg, -ENOMEM, &none);
+	p = sw_call_new(type, req, cb, arg);
+	if (!p)
 		return;
-	}
-	p->type = type;
 	p->resend = info && info->resend;
-	p->refs = 2;
-	p->cb = cb;
-	p->arg = arg;
-	p->len = sw_frame_pack(p->frame, type, 0, 0, req);
 
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
 	fd = mc->fd;
 	if (fd >= 0) {
-		assign(mc, p);
+		sw_calls_assign(&mc->calls, p);
 	} else {
 		wait_add(mc, p);
 		wake_rx(mc); /* so that it expires on time */
@@ -215,7 +137,7 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	if (rc < 0)
 		shutdown(fd, SHUT_RDWR); /* the receiver settles the rest */
 	pthread_mutex_unlock(&mc->wmu);
-	pending_put(p);
+	sw_call_put(p);
 }
 
 void mconn_send_lazy(struct mconn *mc, uint16_t type,
@@ -261,22 +183,6 @@ static int lazy_tick(struct mconn *mc, int fd)
 }
 
 /* ---- hello ---------------------------------------------------------- */
-
-/* Read exactly one frame from @fd into @b (its header in *@hdr), within
- * 10 s. */
-static int read_frame(int fd, struct sw_buf *b, struct sw_frame_hdr *hdr)
-{
-	int rc;
-
-	sw_buf_reset(b);
-	while ((rc = sw_frame_whole(sw_buf_head(b), sw_buf_used(b),
-				    SW_FRAME_MAX_META, hdr)) == 0) {
-		rc = sw_frame_fill(fd, b, 4096, 10000);
-		if (rc < 0)
-			return rc;
-	}
-	return rc < 0 ? rc : 0;
-}
 
 /*
  * Connect and exchange hellos on a fresh socket, synchronously (twice
@@ -331,8 +237,12 @@ again:
 	if (rc == 0)
 		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
 	/* Nothing else comes before the hello reply. */
-	if (rc == 0)
-		rc = read_frame(fd, &b, &hdr);
+	if (rc == 0) {
+		sw_buf_reset(&b);
+		rc = sw_frame_next(fd, &b, 4096, 10000, SW_FRAME_MAX_META,
+				   &hdr);
+		rc = rc < 0 ? rc : 0;
+	}
 	if (rc == 0) {
 		if (hr)
 			sweepfs__hello_reply__free_unpacked(hr, NULL);
@@ -375,10 +285,7 @@ again:
 static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 		    const uint8_t *payload)
 {
-	const struct sw_msg_info *info = sw_msg_info(hdr->type);
-	ProtobufCMessage *reply = NULL;
-	struct pending *p;
-	int rc;
+	struct sw_call *p;
 
 	if (hdr->flags & SW_FRAME_NOTIFY) {
 		if (mc->o.notify)
@@ -386,15 +293,10 @@ static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 		return;
 	}
 	pthread_mutex_lock(&mc->mu);
-	p = table_take(mc, hdr->id);
+	p = sw_calls_take(&mc->calls, hdr->id);
 	pthread_mutex_unlock(&mc->mu);
-	if (!p)
-		return; /* nobody asked: a reply from before a reconnect */
-	if (info && hdr->type == p->type)
-		reply = protobuf_c_message_unpack(info->reply, NULL, hdr->len,
-						  payload);
-	rc = reply ? sw_reply_err(reply) : -EIO;
-	complete(p, rc, reply);
+	if (p) /* else nobody asked: a reply from before a reconnect */
+		sw_call_answer(p, hdr, payload);
 }
 
 /* Read and deliver what arrived. Returns 0, or why the connection ended. */
@@ -421,40 +323,34 @@ static int receive(struct mconn *mc, int fd)
  */
 static void disconnected(struct mconn *mc)
 {
-	struct pending *fail = NULL, *p, *next;
+	struct sw_call *fail = NULL, *p, *next;
 
 	shutdown(mc->fd, SHUT_RDWR); /* unblock a writer */
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
 	close(mc->fd);
 	mc->fd = -1;
-	for (unsigned i = 0; i < TABLE_SLOTS; i++) {
-		for (p = mc->table[i]; p; p = next) {
-			next = p->next;
-			if (p->resend) {
-				wait_add(mc, p);
-			} else {
-				p->next = fail;
-				fail = p;
-			}
+	for (p = sw_calls_take_all(&mc->calls); p; p = next) {
+		next = p->next;
+		if (p->resend) {
+			wait_add(mc, p);
+		} else {
+			p->next = fail;
+			fail = p;
 		}
-		mc->table[i] = NULL;
 	}
 	pthread_mutex_unlock(&mc->mu);
 	sw_buf_reset(&mc->lazy); /* a reconnect's reclaim covers these */
 	pthread_mutex_unlock(&mc->wmu);
 	sw_buf_reset(&mc->in);
-	for (p = fail; p; p = next) {
-		next = p->next;
-		complete(p, -EIO, NULL);
-	}
+	sw_call_fail_list(fail, -EIO);
 }
 
 /* Fail requests that waited for a connection longer than allowed. */
 static void expire_waiting(struct mconn *mc, bool all)
 {
 	int64_t now = sw_mono_ns();
-	struct pending *expired = NULL, **pp, *p;
+	struct sw_call *expired = NULL, **pp, *p;
 
 	pthread_mutex_lock(&mc->mu);
 	for (pp = &mc->waiting; (p = *pp);) {
@@ -468,17 +364,13 @@ static void expire_waiting(struct mconn *mc, bool all)
 	}
 	mc->waiting_tail = pp;
 	pthread_mutex_unlock(&mc->mu);
-	while (expired) {
-		p = expired;
-		expired = p->next;
-		complete(p, -EIO, NULL);
-	}
+	sw_call_fail_list(expired, -EIO);
 }
 
 /* Connected again: send everything that waited, in order. */
 static void connected(struct mconn *mc, int fd)
 {
-	struct pending **v, *p;
+	struct sw_call **v, *p;
 	size_t n = 0;
 	int rc = 0;
 
@@ -504,13 +396,13 @@ static void connected(struct mconn *mc, int fd)
 	 * Each gets a sender's reference for the write below. */
 	for (size_t i = 0; i < n; i++) {
 		v[i]->refs++;
-		assign(mc, v[i]);
+		sw_calls_assign(&mc->calls, v[i]);
 	}
 	pthread_mutex_unlock(&mc->mu);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0)
 			rc = sw_send_all(fd, v[i]->frame, v[i]->len);
-		pending_put(v[i]);
+		sw_call_put(v[i]);
 	}
 	if (rc < 0)
 		shutdown(fd, SHUT_RDWR);
@@ -620,7 +512,7 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 	snprintf(mc->client_name, sizeof(mc->client_name), "%s",
 		 o->client_name ? o->client_name : "");
 	mc->o.client_name = mc->client_name;
-	mc->next_id = 1;
+	sw_calls_init(&mc->calls);
 	mc->waiting_tail = &mc->waiting;
 	mc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (mc->wake_fd < 0) {
