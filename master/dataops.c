@@ -225,6 +225,32 @@ static int commit_done(struct master *m, struct req *r, uint64_t chunk,
 	return master_commit(m, r, &mut);
 }
 
+/* A revocation or a redo (no client waits for it) is over: @done_rc
+ * as command_done() had it. Frees @j. */
+static void background_done(struct master *m, struct job *j, struct chunk *c,
+			    int done_rc)
+{
+	if (c) {
+		drop_stale(c);
+		c->busy = 0;
+		chunk_idle(m, c);
+	}
+	if (j->revoke)
+		m->data.revoking--;
+	else if (j->nok && c && done_rc == 0)
+		sw_notice(TAG,
+			  "chunk %016" PRIx64 ": redone at version %u on "
+			  "%d server(s)",
+			  j->chunk, j->version, j->nok);
+	else
+		sw_warn(TAG,
+			"chunk %016" PRIx64 ": could not redo the "
+			"change to version %u: %s",
+			j->chunk, j->version,
+			strerror(j->nok ? -done_rc : EIO));
+	job_free(j);
+}
+
 static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 {
 	struct job *j = arg;
@@ -279,26 +305,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			chunk_idle(m, src);
 	}
 	if (j->revoke || j->redo) {
-		if (c) {
-			drop_stale(c);
-			c->busy = 0;
-			chunk_idle(m, c);
-		}
-		if (j->revoke)
-			m->data.revoking--;
-		else if (j->nok && c && done_rc == 0)
-			sw_notice(TAG,
-				  "chunk %016" PRIx64
-				  ": redone at version %u on "
-				  "%d server(s)",
-				  j->chunk, j->version, j->nok);
-		else
-			sw_warn(TAG,
-				"chunk %016" PRIx64 ": could not redo the "
-				"change to version %u: %s",
-				j->chunk, j->version,
-				strerror(j->nok ? -done_rc : EIO));
-		job_free(j);
+		background_done(m, j, c, done_rc);
 		return;
 	}
 	n = ns_get(&m->ns, j->ino);
@@ -326,8 +333,9 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			return;
 		}
 		if (j->nok && j->write) {
-			c->lease_session =
-				j->req->conn->s ? j->req->conn->s->id : 0;
+			struct session *s = req_session(j->req);
+
+			c->lease_session = s ? s->id : 0;
 			c->lease_until = sw_mono_ns() + LEASE_NS;
 			lease_note(m, c->id);
 		}
@@ -616,7 +624,7 @@ static bool unplaced(struct master *m, const struct chunk *c)
 static void job_run(struct master *m, struct job *j)
 {
 	struct node *n = ns_get(&m->ns, j->ino);
-	struct session *s = j->req->conn->s;
+	struct session *s = req_session(j->req);
 	struct chunk *c;
 	uint64_t id;
 	int rc;

@@ -1178,8 +1178,8 @@ void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 		reply.has_err = reply.has_none = 1;
 		reply.err = ENODATA;
 		reply.none = 1;
-		if (r->conn && r->conn->s)
-			r->conn->s->ctr.errors++;
+		if (req_session(r))
+			req_session(r)->ctr.errors++;
 		r->m->total.errors++;
 		req_reply(r, &reply.base);
 		return;

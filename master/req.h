@@ -51,6 +51,10 @@ void req_error(struct req *r, int rc);
 struct req *req_defer(const struct req *r);
 void req_done(struct req *d);
 
+/* The session of @r's connection now, or NULL: a deferred request may
+ * outlive the session it came in (r->s is the one it came in). */
+struct session *req_session(const struct req *r);
+
 /*
  * Node @ino as @r's session may see it: NULL when there is none, or when
  * its export confines the session to a subtree and the node is not in

@@ -135,6 +135,11 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 		sw_sconn_flush_add(&c->sc);
 }
 
+struct session *req_session(const struct req *r)
+{
+	return r->conn ? r->conn->s : NULL;
+}
+
 struct req *req_defer(const struct req *r)
 {
 	struct req *d = malloc(sizeof(*d));

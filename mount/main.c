@@ -333,6 +333,37 @@ out_session:
 	return ret;
 }
 
+/* No master address first: --version, --help, or a usage error. */
+static int no_address(int argc, char **argv)
+{
+	bool help = argc >= 2 &&
+		    (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+
+	if (argc >= 2 &&
+	    (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))) {
+		printf("sweepfs-mount %s (libfuse %s)\n", SWEEPFS_VERSION,
+		       fuse_pkgversion());
+		return 0;
+	}
+	usage(help ? stdout : stderr);
+	return help ? 0 : 2;
+}
+
+static void cli_free(struct cli *cli)
+{
+	free(cli->attr_timeout);
+	free(cli->entry_timeout);
+	free(cli->negative_timeout);
+	free(cli->master_timeout);
+	free(cli->readdirplus);
+	free(cli->dircache_entries);
+	if (cli->password)
+		explicit_bzero(cli->password, strlen(cli->password));
+	free(cli->password);
+	free(cli->passwordfile);
+	free(cli->bind);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -344,19 +375,8 @@ int main(int argc, char **argv)
 	double master_timeout;
 	int rc, ret = 1;
 
-	if (argc < 2 || argv[1][0] == '-') {
-		if (argc >= 2 &&
-		    (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))) {
-			printf("sweepfs-mount %s (libfuse %s)\n",
-			       SWEEPFS_VERSION, fuse_pkgversion());
-			return 0;
-		}
-		usage(argc >= 2 && (!strcmp(argv[1], "-h") ||
-				    !strcmp(argv[1], "--help")) ?
-			      stdout :
-			      stderr);
-		return argc >= 2 && argv[1][1] == 'h' ? 0 : 2;
-	}
+	if (argc < 2 || argv[1][0] == '-')
+		return no_address(argc, argv);
 	if (sw_target_parse(argv[1], SW_MASTER_PORT, &mo.target) < 0) {
 		fprintf(stderr, "sweepfs-mount: bad master address '%s'\n",
 			argv[1]);
@@ -447,16 +467,6 @@ out_inodes:
 out_args:
 	free(fo.mountpoint);
 	fuse_opt_free_args(&args);
-	free(cli.attr_timeout);
-	free(cli.entry_timeout);
-	free(cli.negative_timeout);
-	free(cli.master_timeout);
-	free(cli.readdirplus);
-	free(cli.dircache_entries);
-	if (cli.password)
-		explicit_bzero(cli.password, strlen(cli.password));
-	free(cli.password);
-	free(cli.passwordfile);
-	free(cli.bind);
+	cli_free(&cli);
 	return ret;
 }

@@ -203,6 +203,13 @@ wait_acked() {
 	done
 	fail "timed out after $2 s waiting for $n acknowledged operations (have $(acked_total))"
 }
+# reconnected_all N: every mount has logged N reconnections.
+reconnected_all() {
+	local k
+	for k in 1 2 3 4; do
+		(($(grep -c 'reconnected to the master' "$SW_TMP/c$k.log") >= $1)) || return 1
+	done
+}
 KILLS=$((2 + RANDOM % 2))
 target=0
 for ((j = 1; j <= KILLS; j++)); do
@@ -216,6 +223,9 @@ for ((j = 1; j <= KILLS; j++)); do
 	log "kill $j/$KILLS: SIGKILL at $(acked_total) acknowledged (+$delay_ms ms), down $down_ms ms"
 	sleep "$(printf '0.%03d' "$down_ms")"
 	restart_master start
+	# Every mount is back before the next kill: one killed while the
+	# mounts were still retrying would not be seen by them.
+	wait_until 30 "every mount to reconnect after kill $j" reconnected_all "$j"
 done
 for k in 1 2 3 4; do
 	at_restart[k]=$(lines "$SW_TMP/ok.$k")
