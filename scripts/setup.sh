@@ -16,7 +16,7 @@ shift || true
 
 packages=(
 	build-essential pkg-config meson ninja-build
-	libfuse3-dev fuse3 libuv1-dev libsodium-dev
+	libfuse3-dev fuse3 libuv1-dev libsodium-dev libmicrohttpd-dev
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
 	libsystemd-dev scdoc
 	python3 util-linux procps psmisc
@@ -31,9 +31,11 @@ for opt in "$@"; do
 		# in network namespaces), chattr (rm_compare), gnuplot
 		# (compare-delete's plot), script (progress), man and groff
 		# (install), systemd-analyze (units), dpkg-buildpackage and
-		# debhelper (package).
+		# debhelper (package), Prometheus' own text parser (metrics)
+		# and tmux (sweepfs top).
 		packages+=(fio strace iproute2 e2fsprogs gnuplot-nox bsdutils
-			man-db groff-base systemd dpkg-dev debhelper) ;;
+			man-db groff-base systemd dpkg-dev debhelper
+			python3-prometheus-client tmux) ;;
 	esac
 done
 
