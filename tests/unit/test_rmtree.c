@@ -832,7 +832,7 @@ static void mk_random_tree(int dfd, const char *name, const char *outside,
 		case 2:
 			if (n < 256 && strlen(p) < 200) {
 				mk_dir(dfd, p, 0755);
-				snprintf(path[n++], sizeof(path[0]), "%s", p);
+				memcpy(path[n++], p, strlen(p) + 1);
 			}
 			break;
 		case 3:
