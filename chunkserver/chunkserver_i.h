@@ -21,6 +21,7 @@
 
 #include "auth.h"
 #include "bgwork.h"
+#include "buf.h"
 #include "store.h"
 #include "token.h"
 
@@ -35,11 +36,12 @@ struct cs_config {
 	uint64_t send_timeout_ms;   /* drop a peer that takes no replies */
 	uint64_t peer_timeout_ms;   /* drop a peer whose network died */
 	uint64_t max_connections;
-	uint64_t workers;      /* libuv pool threads (disk I/O) */
-	uint64_t bg_threads;   /* deletion and replication threads */
-	uint64_t open_files;   /* idle chunk files kept open */
-	uint64_t reserve;      /* bytes left free in each data dir */
-	uint64_t max_inflight; /* request bytes held at once, all peers */
+	uint64_t workers;	  /* libuv pool threads (disk I/O) */
+	uint64_t bg_threads;	  /* deletion and replication threads */
+	uint64_t open_files;	  /* idle chunk files kept open */
+	uint64_t reserve;	  /* bytes left free in each data dir */
+	uint64_t max_inflight;	  /* request bytes held at once, all peers */
+	char metrics_listen[128]; /* HOST:PORT for /metrics, or "" */
 	char log_level[16];
 };
 
@@ -66,6 +68,8 @@ struct cs {
 	uint8_t master_key[SW_AUTH_KEY];
 	struct server *srv;
 	struct mlink *ml;
+	struct sw_metrics *metrics;
+	int64_t started_mono;
 	bool stopping; /* read by worker threads: atomics */
 };
 
@@ -108,5 +112,16 @@ void mlink_tick(struct cs *cs);
 
 /* Tell the master chunk @id at @version failed a checksum. */
 void mlink_damaged(struct cs *cs, uint64_t id, uint32_t version);
+
+/* Registered with the master now. */
+bool mlink_ready(const struct cs *cs);
+
+/*
+ * The metrics endpoint (metrics.c), on cfg.metrics_listen if set; the
+ * server's part of the text (server.c). 0 or -errno (logged).
+ */
+int cs_metrics_start(struct cs *cs);
+void cs_metrics_stop(struct cs *cs);
+void server_metrics(struct cs *cs, struct sw_buf *b);
 
 #endif

@@ -67,6 +67,8 @@ static void config_defaults(struct cs_config *c)
 	strcpy(c->log_level, "notice");
 }
 
+#define NOPTS 18 /* options, and the terminating { 0 } */
+
 static void config_table(struct cs_config *c, struct sw_opt *o)
 {
 	const struct sw_opt t[] = {
@@ -113,16 +115,19 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		{ "max_inflight", SW_OPT_SIZE, &c->max_inflight, 1 << 20,
 		  UINT64_MAX, NULL,
 		  "request bytes in progress at once before reading pauses" },
+		{ "metrics_listen", SW_OPT_STRING, c->metrics_listen, 0,
+		  sizeof(c->metrics_listen), NULL,
+		  "serve Prometheus metrics over HTTP on HOST:PORT (empty: "
+		  "off); anyone who reaches it may read them" },
 		{ "log_level", SW_OPT_STRING, c->log_level, 0,
 		  sizeof(c->log_level), NULL,
 		  "err, warning, notice, info or debug" },
 		{ 0 },
 	};
 
+	_Static_assert(SW_ARRAY_SIZE(t) == NOPTS, "NOPTS must count them");
 	memcpy(o, t, sizeof(t));
 }
-
-#define NOPTS 17
 
 static void usage(FILE *f)
 {
@@ -290,6 +295,7 @@ static void shutdown_cs(struct daemon *d)
 	sw_sdnotify_stopping();
 	__atomic_store_n(&cs->stopping, true, __ATOMIC_RELAXED);
 	sw_notice(TAG, "shutting down");
+	cs_metrics_stop(cs);
 	server_stop(cs);
 	mlink_stop(cs);
 	/* Waits for the deletion or replication in progress, if any. */
@@ -350,7 +356,9 @@ static int start(struct daemon *d)
 			strerror(-rc));
 		return rc;
 	}
-	rc = mlink_start(cs);
+	rc = cs_metrics_start(cs);
+	if (rc == 0)
+		rc = mlink_start(cs);
 	if (rc == 0)
 		rc = server_start(cs);
 	if (rc < 0)
@@ -372,6 +380,7 @@ static void abort_start(struct daemon *d)
 	struct cs *cs = &d->cs;
 
 	__atomic_store_n(&cs->stopping, true, __ATOMIC_RELAXED);
+	cs_metrics_stop(cs);
 	mlink_stop(cs);
 	if (cs->bg)
 		bg_stop(cs->bg);

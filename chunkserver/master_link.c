@@ -1221,6 +1221,11 @@ void mlink_tick(struct cs *cs)
 		heartbeat(ml);
 }
 
+bool mlink_ready(const struct cs *cs)
+{
+	return cs->ml && cs->ml->st == ML_READY;
+}
+
 int mlink_start(struct cs *cs)
 {
 	struct mlink *ml = calloc(1, sizeof(*ml));

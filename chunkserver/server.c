@@ -37,6 +37,7 @@
 #include "frame.h"
 #include "buf.h"
 #include "log.h"
+#include "metrics.h"
 #include "net.h"
 #include "util.h"
 #include "uvserver.h"
@@ -89,9 +90,15 @@ struct conn {
 	bool close_after_write; /* a refused hello: say why, then go */
 };
 
+/* Requests served, for the metrics: CS_READ, CS_WRITE, CS_SYNC. */
+enum { ST_READ, ST_WRITE, ST_SYNC, ST_N };
+
 struct server {
 	struct sw_server base; /* first: uvserver.h's data is the server */
 	struct cs *cs;
+	uint64_t served[ST_N];
+	struct sw_hist time[ST_N]; /* from arrival to reply queued */
+	uint64_t bytes_in, bytes_out;
 	uv_check_t check; /* end of each loop iteration: write */
 	size_t req_bytes; /* payload bytes of all requests in the pool */
 	bool throttled;	  /* req_bytes went over cfg.max_inflight */
@@ -108,6 +115,7 @@ struct req {
 	struct sw_frame_hdr hdr;
 	uint8_t *payload; /* freed by the worker once unpacked */
 	bool has_key;
+	int64_t t0; /* mono ns it came */
 	uint8_t key[SW_TOKEN_KEY];
 	/* results */
 	struct outframe *reply;
@@ -477,6 +485,14 @@ static void req_after(uv_work_t *w, int status)
 			  r->hdr.len);
 		conn_close(c);
 	} else {
+		unsigned k = r->hdr.type == SW_MSG_CS_READ  ? ST_READ :
+			     r->hdr.type == SW_MSG_CS_WRITE ? ST_WRITE :
+							      ST_SYNC;
+
+		srv->served[k]++;
+		sw_hist_add(&srv->time[k], sw_mono_ns() - r->t0);
+		srv->bytes_in += SW_FRAME_HDR + r->hdr.len;
+		srv->bytes_out += r->reply ? r->reply->len : 0;
 		queue_reply(c, r->reply);
 	}
 	free(r->payload);
@@ -504,6 +520,7 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 	r->hdr = *hdr;
 	r->payload = payload;
 	r->has_key = srv->cs->has_key;
+	r->t0 = sw_mono_ns();
 	memcpy(r->key, srv->cs->key, SW_TOKEN_KEY);
 	r->work.data = r;
 	rc = uv_queue_work(srv->cs->loop, &r->work, req_work, req_after);
@@ -759,6 +776,39 @@ static const struct sw_server_ops conn_ops = {
 };
 
 /* ---- the server ----------------------------------------------------------------- */
+
+void server_metrics(struct cs *cs, struct sw_buf *b)
+{
+	static const char *const names[ST_N] = { "read", "write", "sync" };
+	static const char cnt[] = "sweepfs_chunkserver_requests_total";
+	static const char lat[] =
+		"sweepfs_chunkserver_request_duration_seconds";
+	struct server *srv = cs->srv;
+
+	if (!srv)
+		return;
+	sw_prom_head(b, cnt, "counter", "Client requests served, by type.");
+	for (unsigned k = 0; k < ST_N; k++)
+		sw_prom_sample(b, cnt,
+			       (const char *[]){ "type", names[k], NULL },
+			       (double)srv->served[k]);
+	sw_prom_head(b, lat, "histogram",
+		     "Time from a request's arrival to its reply being queued "
+		     "(disk I/O in the worker pool included), by type.");
+	for (unsigned k = 0; k < ST_N; k++)
+		sw_prom_hist(b, lat, (const char *[]){ "type", names[k], NULL },
+			     &srv->time[k]);
+	sw_prom_one(b, "sweepfs_chunkserver_received_bytes_total", "counter",
+		    "Bytes of requests served.", (double)srv->bytes_in);
+	sw_prom_one(b, "sweepfs_chunkserver_sent_bytes_total", "counter",
+		    "Bytes of their replies.", (double)srv->bytes_out);
+	sw_prom_one(b, "sweepfs_chunkserver_connections", "gauge",
+		    "Client connections open.", (double)srv->base.nconns);
+	sw_prom_one(b, "sweepfs_chunkserver_inflight_bytes", "gauge",
+		    "Request bytes being served now (reading pauses over "
+		    "max_inflight).",
+		    (double)srv->req_bytes);
+}
 
 void server_tick(struct cs *cs)
 {

@@ -1018,6 +1018,19 @@ void store_space(struct store *s, uint64_t *total, uint64_t *used,
 		*chunk_bytes = b;
 }
 
+void store_dir_info(struct store *s, size_t i, struct store_dir_info *out)
+{
+	const struct store_dir *d = &s->dirs[i];
+
+	pthread_mutex_lock(&s->lock);
+	*out = (struct store_dir_info){ .path = d->path,
+					.total = d->total,
+					.avail = SW_MIN(d->avail, d->total),
+					.chunks = d->chunks,
+					.bytes = d->bytes };
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- open and close ------------------------------------------------------- */
 
 static int stripes_init(struct store *s)

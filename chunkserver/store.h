@@ -144,6 +144,16 @@ void store_refresh_space(struct store *s);
 void store_space(struct store *s, uint64_t *total, uint64_t *used,
 		 uint64_t *chunk_bytes);
 
+/* One data directory's space and chunks, as of the last refresh. */
+struct store_dir_info {
+	const char *path;
+	uint64_t total, avail;	/* bytes of its file system */
+	uint64_t chunks, bytes; /* chunks in it, their logical bytes */
+};
+
+/* Data directory @i (< the number opened) into *@out. */
+void store_dir_info(struct store *s, size_t i, struct store_dir_info *out);
+
 /*
  * The path of chunk @id at @version relative to its data directory,
  * "xx/chunk_<id>_<version>.swc", into @buf (at least 40 bytes).

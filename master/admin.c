@@ -55,6 +55,70 @@ static void fill_counters(Sweepfs__Counters *out, uint64_t *reqs,
 	out->batch_ops = c->batch_ops;
 }
 
+/* Forget the slow requests older than the window; the floor follows. */
+static void slow_expire(struct latency *l, int64_t now)
+{
+	int64_t floor = INT64_MAX;
+
+	for (size_t i = 0; i < SLOW_KEEP; i++) {
+		if (l->slow[i].ns && now - l->slow[i].at > SLOW_WINDOW_NS)
+			l->slow[i].ns = 0;
+		floor = SW_MIN(floor, l->slow[i].ns);
+	}
+	l->slow_floor = floor;
+}
+
+void admin_note_latency(struct master *m, const struct req *r)
+{
+	struct latency *l = &m->latency;
+	struct session *s;
+	int64_t now, ns;
+	size_t min = 0;
+
+	if (!r->t0)
+		return;
+	now = sw_mono_ns();
+	ns = now - r->t0;
+	sw_hist_add(&l->by_type[r->hdr.type], ns);
+	if (ns <= l->slow_floor)
+		return;
+	/* Take the place of the fastest kept (or of a free one). Not
+	 * r->s: a deferred request may outlive its session. */
+	s = req_session(r);
+	for (size_t i = 1; i < SLOW_KEEP; i++)
+		if (l->slow[i].ns < l->slow[min].ns)
+			min = i;
+	l->slow[min] = (struct slow_req){ .ns = ns,
+					  .at = now,
+					  .session_id = s ? s->id : 0,
+					  .type = r->hdr.type };
+	l->slow_floor = INT64_MAX;
+	for (size_t i = 0; i < SLOW_KEEP; i++)
+		l->slow_floor = SW_MIN(l->slow_floor, l->slow[i].ns);
+}
+
+static int slower_first(const void *a, const void *b)
+{
+	const struct slow_req *x = a, *y = b;
+
+	return (x->ns < y->ns) - (x->ns > y->ns);
+}
+
+size_t admin_slowest(struct master *m, struct slow_req *out)
+{
+	int64_t now = sw_mono_ns();
+	size_t n = 0;
+
+	for (size_t i = 0; i < SLOW_KEEP; i++) {
+		const struct slow_req *s = &m->latency.slow[i];
+
+		if (s->ns && now - s->at <= SLOW_WINDOW_NS)
+			out[n++] = *s;
+	}
+	qsort(out, n, sizeof(*out), slower_first);
+	return n;
+}
+
 void admin_sample(struct master *m)
 {
 	struct rate_sample *s =
@@ -65,10 +129,11 @@ void admin_sample(struct master *m)
 	for (size_t i = 0; i < SW_MSG__COUNT; i++)
 		s->requests += m->total.requests[i];
 	s->purged = m->ns.purged;
+	slow_expire(&m->latency, s->t);
 }
 
 /* Requests and purged nodes per second over the samples kept. */
-static void rates(const struct master *m, double *ops, double *purge)
+void admin_rates(const struct master *m, double *ops, double *purge)
 {
 	size_t cap = SW_ARRAY_SIZE(m->rates);
 	const struct rate_sample *new, *old;
@@ -172,7 +237,7 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 	reply->purge_busy_ms = m->purge.busy_ns / 1000000;
 	reply->chunk_deletes_pending = m->cs.pending_deletes;
 	reply->chunks = m->ns.nchunks;
-	rates(m, &ops, &rate);
+	admin_rates(m, &ops, &rate);
 	reply->has_ops_per_sec = reply->has_purge_rate = 1;
 	reply->ops_per_sec = ops;
 	reply->purge_rate = rate;
@@ -223,6 +288,38 @@ static void info_delegations(struct master *m, Sweepfs__InfoReply *reply)
 	reply->deleg_timeouts = ds.timeouts;
 	reply->deleg_recall_max_us = ds.recall_max_ns / 1000;
 	reply->batch_ops = m->total.batch_ops;
+}
+
+void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
+{
+	info_master(m, reply);
+	info_background(m, reply);
+	info_delegations(m, reply);
+}
+
+/* The slowest requests, into @sr/@sp (room for SLOW_KEEP). */
+static void info_slowest(struct master *m, Sweepfs__InfoReply *reply,
+			 Sweepfs__SlowRequest *sr, Sweepfs__SlowRequest **sp)
+{
+	struct slow_req v[SLOW_KEEP];
+	int64_t now = sw_mono_ns();
+	size_t n = admin_slowest(m, v);
+
+	for (size_t i = 0; i < n; i++) {
+		struct session *s = session_find(m, v[i].session_id);
+
+		sweepfs__slow_request__init(&sr[i]);
+		sr[i].has_type = sr[i].has_session_id = 1;
+		sr[i].has_us = sr[i].has_age_ms = 1;
+		sr[i].type = v[i].type;
+		sr[i].session_id = v[i].session_id;
+		sr[i].client = s ? (char *)s->name : NULL;
+		sr[i].us = (uint64_t)v[i].ns / 1000;
+		sr[i].age_ms = (uint64_t)(now - v[i].at) / 1000000;
+		sp[i] = &sr[i];
+	}
+	reply->n_slowest = n;
+	reply->slowest = sp;
 }
 
 /* The chunkservers, into @si/@sp (room for all; left out without it). */
@@ -292,13 +389,13 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__SessionInfo *infos = NULL, **ptrs = NULL;
 	Sweepfs__ServerInfo *si, **sp;
 	Sweepfs__Counters *ctrs = NULL;
+	Sweepfs__SlowRequest slow[SLOW_KEEP], *slowp[SLOW_KEEP];
 	uint64_t *reqs = NULL;
 
-	info_master(m, &reply);
+	admin_info_fill(m, &reply);
 	fill_counters(&total, total_reqs, &m->total);
 	reply.total = &total;
-	info_background(m, &reply);
-	info_delegations(m, &reply);
+	info_slowest(m, &reply, slow, slowp);
 	si = calloc(m->cs.n + 1, sizeof(*si));
 	sp = calloc(m->cs.n + 1, sizeof(*sp));
 	info_servers(m, &reply, si, sp);

@@ -68,6 +68,7 @@ struct changelog {
 	int64_t retry_at;    /* monotonic ns: try fallocate again */
 	bool busy;	     /* the thread is in a syscall */
 	bool stop;
+	struct sw_hist fsync_time; /* the thread's fdatasyncs */
 
 	pthread_t thread;
 };
@@ -131,6 +132,7 @@ static void *sync_main(void *arg)
 		int64_t now = sw_mono_ns();
 		bool want_sync, want_alloc, periodic;
 		uint64_t ver, from, len;
+		int64_t sync_t0, sync_ns = 0;
 		int fd, rc = 0;
 
 		want_sync = cl->sync_req > cl->synced;
@@ -166,11 +168,16 @@ static void *sync_main(void *arg)
 		if (want_alloc && fallocate(fd, FALLOC_FL_KEEP_SIZE,
 					    (off_t)from, (off_t)len) < 0)
 			rc = -errno;
-		if (want_sync || periodic)
+		if (want_sync || periodic) {
+			sync_t0 = sw_mono_ns();
 			fdatasync(fd);
+			sync_ns = sw_mono_ns() - sync_t0;
+		}
 
 		pthread_mutex_lock(&cl->mu);
 		cl->busy = false;
+		if (want_sync || periodic)
+			sw_hist_add(&cl->fsync_time, sync_ns);
 		if (want_alloc && fd == cl->fd) {
 			if (rc == 0) {
 				cl->alloc_end = from + len;
@@ -411,6 +418,13 @@ void changelog_flush(struct changelog *cl)
 uint64_t changelog_durable(const struct changelog *cl)
 {
 	return cl->durable;
+}
+
+void changelog_fsync_time(struct changelog *cl, struct sw_hist *out)
+{
+	pthread_mutex_lock(&cl->mu);
+	*out = cl->fsync_time;
+	pthread_mutex_unlock(&cl->mu);
 }
 
 uint64_t changelog_last(const struct changelog *cl)

@@ -37,6 +37,7 @@
 
 #include <uv.h>
 
+#include "hist.h"
 #include "meta.pb-c.h"
 
 enum cl_sync {
@@ -101,6 +102,9 @@ uint64_t changelog_durable(const struct changelog *cl);
 
 /* The highest version appended. */
 uint64_t changelog_last(const struct changelog *cl);
+
+/* How long the changelog's fdatasyncs took, since it was opened. */
+void changelog_fsync_time(struct changelog *cl, struct sw_hist *out);
 
 /*
  * End the current file (flushed and fdatasync'd) and start the next one at

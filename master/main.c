@@ -41,9 +41,13 @@
 static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
-#define NOPTS 36 /* options, and the terminating { 0 } */
+/* Options in each table (the second ends with the terminating { 0 }). */
+#define NOPTS_SERVICE 22
+#define NOPTS_LIMITS 15
+#define NOPTS (NOPTS_SERVICE + NOPTS_LIMITS)
 
-static void config_table(struct master_config *c, struct sw_opt *o)
+/* The keys of the service itself; their number. */
+static size_t config_service(struct master_config *c, struct sw_opt *o)
 {
 	const struct sw_opt t[] = {
 		{ "listen_host", SW_OPT_STRING, c->listen_host, 0,
@@ -107,6 +111,23 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		  UINT64_MAX, NULL,
 		  "snapshots of at most this many nodes are copied at once; "
 		  "bigger ones by a forked child, in the background" },
+		{ "metrics_listen", SW_OPT_STRING, c->metrics_listen, 0,
+		  sizeof(c->metrics_listen), NULL,
+		  "serve Prometheus metrics over HTTP on HOST:PORT (empty: "
+		  "off); anyone who reaches it may read them" },
+	};
+
+	_Static_assert(SW_ARRAY_SIZE(t) == NOPTS_SERVICE,
+		       "NOPTS_SERVICE must count the options");
+	memcpy(o, t, sizeof(t));
+	return SW_ARRAY_SIZE(t);
+}
+
+/* The limits that keep a client (or many) from taking the master over,
+ * and the delegations'; their number, with the terminator. */
+static size_t config_limits(struct master_config *c, struct sw_opt *o)
+{
+	const struct sw_opt t[] = {
 		{ "chunkserver_key_file", SW_OPT_STRING,
 		  c->chunkserver_key_file, 0, sizeof(c->chunkserver_key_file),
 		  NULL,
@@ -165,9 +186,15 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 		{ 0 },
 	};
 
-	_Static_assert(sizeof(t) == NOPTS * sizeof(t[0]),
-		       "NOPTS must count the options");
+	_Static_assert(SW_ARRAY_SIZE(t) == NOPTS_LIMITS,
+		       "NOPTS_LIMITS must count the options");
 	memcpy(o, t, sizeof(t));
+	return SW_ARRAY_SIZE(t);
+}
+
+static void config_table(struct master_config *c, struct sw_opt *o)
+{
+	config_limits(c, o + config_service(c, o));
 }
 
 static void usage(FILE *f)

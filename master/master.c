@@ -398,6 +398,8 @@ int master_start(struct master *m, uv_loop_t *loop)
 	if (rc < 0)
 		return rc;
 	rc = server_start(m);
+	if (rc == 0)
+		rc = metrics_start(m);
 	if (rc < 0)
 		return rc;
 	uv_timer_init(m->loop, &m->tick);
@@ -424,6 +426,7 @@ void master_stop(struct master *m)
 		return;
 	m->stopping = true;
 	sw_notice(TAG, "shutting down");
+	metrics_stop(m); /* it reads what is closed below */
 	snapjob_stop(m);
 	data_stop(m);
 	/* Flushed and synced first, so that held replies go out below. */

@@ -64,6 +64,7 @@ struct master_config {
 	uint64_t session_timeout_ms; /* keep a disconnected session */
 	uint64_t frame_timeout_ms;   /* drop a peer stuck mid-frame */
 	uint64_t peer_timeout_ms;    /* drop a peer whose network died */
+	char metrics_listen[128];    /* HOST:PORT for /metrics, or "" */
 	uint64_t max_connections;
 	char log_level[16];
 	uint64_t goal;		       /* copies of each chunk */
@@ -146,6 +147,7 @@ struct master {
 	struct data_state data; /* dataops.h: leases, waiting requests */
 
 	struct op_counters total;
+	struct latency latency;	 /* admin.h */
 	struct delegs *delegs;	 /* deleg.h */
 	uint64_t inval_seq;	 /* invalidations sent, numbered */
 	struct session *owing;	 /* sessions owing an ack of one */

@@ -172,6 +172,7 @@ void background_spent(struct master *m, int64_t ns, int64_t cpu_ns)
 	m->purge.credit -= (double)ns;
 	/* What a request arriving meanwhile waited for, at worst. */
 	m->bg.slices++;
+	sw_hist_add(&m->bg.slice_time, ns);
 	if (ns > m->bg.slice_max_ns)
 		m->bg.slice_max_ns = ns;
 	if (cpu_ns > m->bg.slice_max_cpu_ns)

@@ -10,6 +10,8 @@
 
 #include <uv.h>
 
+#include "hist.h"
+
 struct master;
 
 /* The purge's state (purge.c). */
@@ -28,6 +30,7 @@ struct background {
 	int64_t last_client_request; /* mono ns */
 	uint64_t slices;
 	int64_t slice_max_ns;
+	struct sw_hist slice_time; /* every slice */
 	int64_t slice_max_cpu_ns;
 	uint64_t slices_over_1ms;
 };

@@ -32,6 +32,7 @@ struct req {
 	struct sw_frame_hdr hdr;
 	uint64_t version; /* journaled change the reply must wait for */
 	uint64_t inval0;  /* m->inval_seq when it came */
+	int64_t t0;	  /* mono ns it came (0: not from a client) */
 };
 
 typedef void (*req_handler)(struct req *r, const ProtobufCMessage *msg);

@@ -21,6 +21,7 @@
 
 #include "fsio.h"
 #include "server.h"
+#include "admin.h"
 #include "dispatch.h"
 #include "log.h"
 #include "deleg.h"
@@ -110,6 +111,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	size_t before;
 	int rc;
 
+	admin_note_latency(m, r);
 	if (!c || c->sc.closing)
 		return;
 	b = r->version > changelog_durable(m->cl) ||
@@ -408,7 +410,8 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			 .conn = c,
 			 .s = c->s,
 			 .hdr = *hdr,
-			 .inval0 = m->inval_seq };
+			 .inval0 = m->inval_seq,
+			 .t0 = sw_mono_ns() };
 	ProtobufCMessage *msg;
 	const struct route *rt;
 	int rc;
@@ -467,7 +470,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		/* Mounts at work: background work steps back (purge.c).
 		 * (Not for tools: a status poll is no load.) */
 		if (c->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
-			m->bg.last_client_request = sw_mono_ns();
+			m->bg.last_client_request = r.t0;
 		rt->fn(&r, msg);
 	}
 	protobuf_c_message_free_unpacked(msg, NULL);

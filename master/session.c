@@ -228,7 +228,7 @@ int sessions_init(struct master *m)
 	return 0;
 }
 
-static struct session *session_find(struct master *m, uint64_t id)
+struct session *session_find(struct master *m, uint64_t id)
 {
 	return htab_find(&m->sessions, sw_hash_u64(id), session_eq, &id);
 }

@@ -76,6 +76,9 @@ struct session {
 };
 
 int sessions_init(struct master *m);
+
+/* The session with @id, or NULL. */
+struct session *session_find(struct master *m, uint64_t id);
 void sessions_release(struct master *m);
 
 /*
