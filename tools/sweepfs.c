@@ -17,6 +17,7 @@ struct command {
 static const struct command commands[] = {
 	{ "status", cmd_status, "the master's state, sessions, memory" },
 	{ "stats", cmd_stats, "request counters, total and per session" },
+	{ "top", cmd_top, "a live view: requests, purge, slowest requests" },
 	{ "rmr", cmd_rmr, "remove trees on the master, in one request each" },
 	{ "rm", cmd_rm, "remove trees, fast, on any filesystem" },
 	{ "snapshot", cmd_snapshot, "copy a tree at once, sharing its data" },

@@ -157,6 +157,7 @@ const char *fmt_bytes(uint64_t v, char *buf, size_t len);
 
 /* The subcommands. */
 int cmd_status(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_rmr(int argc, char **argv);
