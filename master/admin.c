@@ -75,7 +75,8 @@ void admin_note_latency(struct master *m, const struct req *r)
 	int64_t now, ns;
 	size_t min = 0;
 
-	if (!r->t0)
+	/* Not a request a client sent, or not one we know (ENOSYS). */
+	if (!r->t0 || r->hdr.type >= SW_MSG__COUNT)
 		return;
 	now = sw_mono_ns();
 	ns = now - r->t0;
