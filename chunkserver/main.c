@@ -226,29 +226,11 @@ static int apply_sets(struct sw_opt *opts, struct cs_config *c, char **sets,
 				 "%s%s", len ? "," : "", sets[i] + 11);
 			continue;
 		}
-		rc = sw_opt_set_kv(opts, sets[i]);
-		if (rc < 0) {
-			fprintf(stderr, "%s: %s\n", sets[i],
-				rc == -ENOENT ? "unknown key" : "bad value");
+		rc = sw_daemon_set(opts, sets[i]);
+		if (rc < 0)
 			return rc;
-		}
 	}
 	return 0;
-}
-
-static int load_config(const char *config, struct sw_opt *opts)
-{
-	struct sw_cfg_error where;
-	int rc = sw_cfg_load(config, opts, &where);
-
-	if (rc == 0)
-		return 0;
-	if (where.line)
-		fprintf(stderr, "%s:%u: %s: %s\n", config, where.line,
-			where.key, rc == -ENOENT ? "unknown key" : "bad value");
-	else
-		fprintf(stderr, "%s: %s\n", config, strerror(-rc));
-	return rc;
 }
 
 /* ---- process -------------------------------------------------------------- */
@@ -392,102 +374,15 @@ static void abort_start(struct daemon *d)
 
 /* ---- main ------------------------------------------------------------------ */
 
-struct args {
-	const char *config;
-	const char *pidfile;
-	char *sets[64];
-	int nsets;
-	bool foreground, use_syslog, dump;
+static const struct sw_daemon_flag flags[] = {
+	{ 'd', "data-dir", "+data_dirs=" },
+	{ 'l', "listen", "listen=" },
+	{ 'm', "master", "master=" },
+	{ 0 },
 };
 
-/* Turn a flag into a setting ("+data_dirs=" accumulates). */
-static int add_flag_set(struct args *a, int opt, const char *arg)
-{
-	const char *key = opt == 'd' ? "+data_dirs=" :
-			  opt == 'v' ? "log_level=" :
-			  opt == 'l' ? "listen=" :
-			  opt == 'm' ? "master=" :
-				       "";
-	char *kv;
-
-	if (a->nsets == (int)SW_ARRAY_SIZE(a->sets)) {
-		fprintf(stderr, "too many settings\n");
-		return -E2BIG;
-	}
-	kv = malloc(strlen(key) + strlen(arg) + 1);
-	if (!kv)
-		return -ENOMEM;
-	sprintf(kv, "%s%s", key, arg);
-	a->sets[a->nsets++] = kv;
-	return 0;
-}
-
-/* Returns -1 to go on, or an exit status. */
-static int parse_args(int argc, char **argv, struct args *a)
-{
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "data-dir", required_argument, NULL, 'd' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "master", required_argument, NULL, 'm' },
-		{ "set", required_argument, NULL, 's' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "syslog", no_argument, NULL, 'S' },
-		{ "pidfile", required_argument, NULL, 'p' },
-		{ "log-level", required_argument, NULL, 'v' },
-		{ "dump-config", no_argument, NULL, 'D' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int opt;
-
-	while ((opt = getopt_long(argc, argv, "c:d:l:m:s:fp:v:Vh", longopts,
-				  NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			a->config = optarg;
-			break;
-		case 'd':
-		case 'l':
-		case 'm':
-		case 'v':
-		case 's':
-			if (add_flag_set(a, opt, optarg) < 0)
-				return 2;
-			break;
-		case 'f':
-			a->foreground = true;
-			break;
-		case 'S':
-			a->use_syslog = true;
-			break;
-		case 'p':
-			a->pidfile = optarg;
-			break;
-		case 'D':
-			a->dump = true;
-			break;
-		case 'V':
-			printf("sweepfs-chunkserver %s\n", SWEEPFS_VERSION);
-			return 0;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 2;
-	}
-	return -1;
-}
-
 /* Configuration from file and flags into @d; -1 to go on, or a status. */
-static int configure(struct daemon *d, struct args *a)
+static int configure(struct daemon *d, struct sw_daemon_args *a)
 {
 	struct sw_opt opts[NOPTS];
 	struct sw_target t;
@@ -495,9 +390,7 @@ static int configure(struct daemon *d, struct args *a)
 
 	config_defaults(&d->cs.cfg);
 	config_table(&d->cs.cfg, opts);
-	if (!a->config && access(DEFAULT_CONFIG, R_OK) == 0)
-		a->config = DEFAULT_CONFIG;
-	if (a->config && load_config(a->config, opts) < 0)
+	if (sw_daemon_load_config(a, DEFAULT_CONFIG, opts) < 0)
 		return 2;
 	if (apply_sets(opts, &d->cs.cfg, a->sets, a->nsets) < 0)
 		return 2;
@@ -532,12 +425,13 @@ static void set_pool_size(const struct cs_config *c)
 int main(int argc, char **argv)
 {
 	static struct daemon d;
-	struct args a = { 0 };
+	struct sw_daemon_args a = { 0 };
 	int rc, ready_fd = -1;
 
 	for (size_t i = 0; i < MAX_DIRS; i++)
 		d.lock_fds[i] = -1;
-	rc = parse_args(argc, argv, &a);
+	rc = sw_daemon_parse(argc, argv, "sweepfs-chunkserver", flags, usage,
+			     &a);
 	if (rc < 0)
 		rc = configure(&d, &a);
 	if (rc >= 0)
@@ -592,7 +486,6 @@ out_fail:
 	unlock_dirs(&d);
 	rc = 1;
 out_sets:
-	for (int i = 0; i < a.nsets; i++)
-		free(a.sets[i]);
+	sw_daemon_args_free(&a);
 	return rc;
 }

@@ -3,7 +3,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -12,6 +14,148 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "util.h"
+
+/* ---- the command line ---------------------------------------------------- */
+
+#define MAX_FLAGS 8
+
+static int add_set(struct sw_daemon_args *a, const char *key, const char *v)
+{
+	char *kv;
+
+	if (a->nsets == (int)SW_ARRAY_SIZE(a->sets)) {
+		fprintf(stderr, "too many settings\n");
+		return 2;
+	}
+	kv = malloc(strlen(key) + strlen(v) + 1);
+	if (!kv)
+		return 1;
+	sprintf(kv, "%s%s", key, v);
+	a->sets[a->nsets++] = kv;
+	return -1;
+}
+
+int sw_daemon_parse(int argc, char **argv, const char *prog,
+		    const struct sw_daemon_flag *flags, void (*usage)(FILE *),
+		    struct sw_daemon_args *a)
+{
+	static const struct option common[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, 's' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "syslog", no_argument, NULL, 'S' },
+		{ "pidfile", required_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'v' },
+		{ "dump-config", no_argument, NULL, 'D' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+	};
+	struct option longopts[SW_ARRAY_SIZE(common) + MAX_FLAGS + 1];
+	char shortopts[32] = "c:s:fp:v:Vh";
+	size_t n = SW_ARRAY_SIZE(common);
+	int opt, rc = -1;
+
+	memcpy(longopts, common, sizeof(common));
+	for (size_t i = 0; flags[i].opt && i < MAX_FLAGS; i++) {
+		char o[3] = { (char)flags[i].opt, ':', 0 };
+
+		longopts[n++] = (struct option){ flags[i].longname,
+						 required_argument, NULL,
+						 flags[i].opt };
+		strcat(shortopts, o);
+	}
+	longopts[n] = (struct option){ 0 };
+	optind = 1;
+	while (rc < 0 && (opt = getopt_long(argc, argv, shortopts, longopts,
+					    NULL)) != -1) {
+		const struct sw_daemon_flag *f = flags;
+
+		while (f->opt && f->opt != opt)
+			f++;
+		if (f->opt) {
+			rc = add_set(a, f->key, optarg);
+			continue;
+		}
+		switch (opt) {
+		case 'c':
+			a->config = optarg;
+			break;
+		case 's':
+			rc = add_set(a, "", optarg);
+			break;
+		case 'v':
+			rc = add_set(a, "log_level=", optarg);
+			break;
+		case 'f':
+			a->foreground = true;
+			break;
+		case 'S':
+			a->use_syslog = true;
+			break;
+		case 'p':
+			a->pidfile = optarg;
+			break;
+		case 'D':
+			a->dump = true;
+			break;
+		case 'V':
+			printf("%s %s\n", prog, SWEEPFS_VERSION);
+			rc = 0;
+			break;
+		case 'h':
+			usage(stdout);
+			rc = 0;
+			break;
+		default:
+			usage(stderr);
+			rc = 2;
+		}
+	}
+	if (rc < 0 && optind < argc) {
+		usage(stderr);
+		rc = 2;
+	}
+	return rc;
+}
+
+void sw_daemon_args_free(struct sw_daemon_args *a)
+{
+	for (int i = 0; i < a->nsets; i++)
+		free(a->sets[i]);
+	a->nsets = 0;
+}
+
+int sw_daemon_load_config(struct sw_daemon_args *a, const char *default_config,
+			  const struct sw_opt *opts)
+{
+	struct sw_cfg_error where;
+	int rc;
+
+	if (!a->config && access(default_config, R_OK) == 0)
+		a->config = default_config;
+	if (!a->config)
+		return 0;
+	rc = sw_cfg_load(a->config, opts, &where);
+	if (rc < 0 && where.line)
+		fprintf(stderr, "%s:%u: %s: %s\n", a->config, where.line,
+			where.key, rc == -ENOENT ? "unknown key" : "bad value");
+	else if (rc < 0)
+		fprintf(stderr, "%s: %s\n", a->config, strerror(-rc));
+	return rc;
+}
+
+int sw_daemon_set(const struct sw_opt *opts, const char *kv)
+{
+	int rc = sw_opt_set_kv(opts, kv);
+
+	if (rc < 0)
+		fprintf(stderr, "%s: %s\n", kv,
+			rc == -ENOENT ? "unknown key" : "bad value");
+	return rc;
+}
+
+/* ---- becoming a daemon ------------------------------------------------- */
 
 int sw_daemonize(void)
 {

@@ -8,6 +8,49 @@
 #ifndef SWEEPFS_COMMON_DAEMON_H
 #define SWEEPFS_COMMON_DAEMON_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cfg.h"
+
+/* A daemon's own option that stands for a configuration key: -d DIR is
+ * "data_dir=DIR" ("+KEY=" for a key the daemon accumulates). */
+struct sw_daemon_flag {
+	int opt;	      /* 'd' */
+	const char *longname; /* "data-dir" */
+	const char *key;      /* "data_dir=" */
+};
+
+/* The command line, before the configuration is built from it. */
+struct sw_daemon_args {
+	const char *config, *pidfile;
+	char *sets[64]; /* "KEY=VALUE", in order, each allocated */
+	int nsets;
+	bool foreground, use_syslog, dump;
+};
+
+/*
+ * Parse the options both daemons take (-c FILE, -s KEY=VALUE, -f,
+ * --syslog, -p FILE, -v LEVEL, --dump-config, -V, -h) and @flags (ending
+ * with opt 0) into @a. -1 to go on; else the exit status: 0 after
+ * --version or --help, 2 for a usage error (@usage(stderr) said so), 1
+ * out of memory. Free @a with sw_daemon_args_free().
+ */
+int sw_daemon_parse(int argc, char **argv, const char *prog,
+		    const struct sw_daemon_flag *flags, void (*usage)(FILE *),
+		    struct sw_daemon_args *a);
+void sw_daemon_args_free(struct sw_daemon_args *a);
+
+/*
+ * Load @a->config, or @default_config if there is none and it exists,
+ * into @opts. 0, or -errno after saying on stderr where and why.
+ */
+int sw_daemon_load_config(struct sw_daemon_args *a, const char *default_config,
+			  const struct sw_opt *opts);
+
+/* Set "KEY=VALUE" in @opts; 0, or -errno after saying why on stderr. */
+int sw_daemon_set(const struct sw_opt *opts, const char *kv);
+
 /*
  * Detach from the terminal (fork, setsid, chdir /, stdio on /dev/null).
  * Returns in the daemon with the write end of a pipe for

@@ -243,127 +243,21 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ---- process -------------------------------------------------------- */
 
-/* The command line, before the configuration is built from it. */
-struct args {
-	const char *config, *pidfile;
-	char *sets[64];
-	bool owned[64]; /* sets[i] was allocated here */
-	int nsets;
-	bool foreground, use_syslog, dump;
+static const struct sw_daemon_flag flags[] = {
+	{ 'd', "data-dir", "data_dir=" },
+	{ 'l', "listen", "listen=" },
+	{ 0 },
 };
-
-static void args_free(struct args *a)
-{
-	for (int i = 0; i < a->nsets; i++)
-		if (a->owned[i])
-			free(a->sets[i]);
-	a->nsets = 0;
-}
-
-/* -1: go on; else the exit status. -d, -l and -v become settings. */
-static int parse_args(int argc, char **argv, struct args *a)
-{
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "data-dir", required_argument, NULL, 'd' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "set", required_argument, NULL, 's' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "syslog", no_argument, NULL, 'S' },
-		{ "pidfile", required_argument, NULL, 'p' },
-		{ "log-level", required_argument, NULL, 'v' },
-		{ "dump-config", no_argument, NULL, 'D' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int opt;
-
-	while ((opt = getopt_long(argc, argv, "c:d:l:s:fp:v:Vh", longopts,
-				  NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			a->config = optarg;
-			break;
-		case 'd':
-		case 'l':
-		case 'v':
-		case 's':
-			if (a->nsets == (int)SW_ARRAY_SIZE(a->sets)) {
-				fprintf(stderr, "too many settings\n");
-				return 2;
-			}
-			if (opt == 's') {
-				a->sets[a->nsets++] = optarg;
-			} else {
-				const char *key = opt == 'd' ? "data_dir=" :
-						  opt == 'v' ? "log_level=" :
-							       "listen=";
-				char *kv = malloc(strlen(key) + strlen(optarg) +
-						  1);
-
-				if (!kv)
-					return 1;
-				sprintf(kv, "%s%s", key, optarg);
-				a->owned[a->nsets] = true;
-				a->sets[a->nsets++] = kv;
-			}
-			break;
-		case 'f':
-			a->foreground = true;
-			break;
-		case 'S':
-			a->use_syslog = true;
-			break;
-		case 'p':
-			a->pidfile = optarg;
-			break;
-		case 'D':
-			a->dump = true;
-			break;
-		case 'V':
-			printf("sweepfs-master %s\n", SWEEPFS_VERSION);
-			return 0;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 2;
-	}
-	return -1;
-}
 
 /* The configuration file, then the settings of the command line, on top
  * of the defaults. -1: go on; else the exit status. */
-static int configure(struct master *m, struct sw_opt *opts, struct args *a)
+static int configure(struct master *m, struct sw_opt *opts,
+		     struct sw_daemon_args *a)
 {
 	struct sw_target listen;
-	int rc;
 
-	if (!a->config && access(DEFAULT_CONFIG, R_OK) == 0)
-		a->config = DEFAULT_CONFIG;
-	if (a->config) {
-		struct sw_cfg_error where;
-
-		rc = sw_cfg_load(a->config, opts, &where);
-		if (rc < 0) {
-			if (where.line)
-				fprintf(stderr, "%s:%u: %s: %s\n", a->config,
-					where.line, where.key,
-					rc == -ENOENT ? "unknown key" :
-							"bad value");
-			else
-				fprintf(stderr, "%s: %s\n", a->config,
-					strerror(-rc));
-			return 2;
-		}
-	}
+	if (sw_daemon_load_config(a, DEFAULT_CONFIG, opts) < 0)
+		return 2;
 	for (int i = 0; i < a->nsets; i++) {
 		const char *kv = a->sets[i];
 
@@ -379,18 +273,14 @@ static int configure(struct master *m, struct sw_opt *opts, struct args *a)
 			m->cfg.listen_port = listen.port;
 			continue;
 		}
-		rc = sw_opt_set_kv(opts, kv);
-		if (rc < 0) {
-			fprintf(stderr, "%s: %s\n", kv,
-				rc == -ENOENT ? "unknown key" : "bad value");
+		if (sw_daemon_set(opts, kv) < 0)
 			return 2;
-		}
 	}
 	return -1;
 }
 
 /* Become the daemon and serve until stopped; the exit status. */
-static int run(struct master *m, const struct args *a)
+static int run(struct master *m, const struct sw_daemon_args *a)
 {
 	const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
 	int rc, ready_fd = -1;
@@ -441,15 +331,15 @@ int main(int argc, char **argv)
 {
 	static struct master m;
 	struct sw_opt opts[NOPTS];
-	struct args a = { 0 };
+	struct sw_daemon_args a = { 0 };
 	int rc, level;
 
 	master_config_defaults(&m.cfg);
 	config_table(&m.cfg, opts);
-	rc = parse_args(argc, argv, &a);
+	rc = sw_daemon_parse(argc, argv, "sweepfs-master", flags, usage, &a);
 	if (rc < 0)
 		rc = configure(&m, opts, &a);
-	args_free(&a);
+	sw_daemon_args_free(&a);
 	if (rc >= 0)
 		return rc;
 	level = sw_log_parse_level(m.cfg.log_level);
