@@ -31,17 +31,24 @@ void htab_release(struct htab *t)
 
 size_t htab_bytes(const struct htab *t)
 {
-	size_t n = t->slots ? t->mask + 1 : 0;
-
-	if (t->old)
-		n += t->oldmask + 1;
-	return n * sizeof(void *);
+	return (t->size + t->oldsize) * sizeof(void *);
 }
 
-static void *probe(void *const *slots, size_t mask, uint64_t h, htab_eq_fn eq,
+/* The home slot of hash @h in an array of @size. */
+static inline size_t home(uint64_t h, size_t size)
+{
+	return (size_t)(((unsigned __int128)h * size) >> 64);
+}
+
+static inline size_t next(size_t i, size_t size)
+{
+	return i + 1 == size ? 0 : i + 1;
+}
+
+static void *probe(void *const *slots, size_t size, uint64_t h, htab_eq_fn eq,
 		   const void *key)
 {
-	for (size_t i = h & mask;; i = (i + 1) & mask) {
+	for (size_t i = home(h, size);; i = next(i, size)) {
 		void *e = slots[i];
 
 		if (!e)
@@ -57,23 +64,23 @@ void *htab_find(const struct htab *t, uint64_t h, htab_eq_fn eq,
 	void *e = NULL;
 
 	if (t->slots)
-		e = probe(t->slots, t->mask, h, eq, key);
+		e = probe(t->slots, t->size, h, eq, key);
 	if (!e && t->old)
-		e = probe(t->old, t->oldmask, h, eq, key);
+		e = probe(t->old, t->oldsize, h, eq, key);
 	return e;
 }
 
-static void place(void **slots, size_t mask, uint64_t h, void *elem)
+static void place(void **slots, size_t size, uint64_t h, void *elem)
 {
-	size_t i = h & mask;
+	size_t i = home(h, size);
 
 	while (slots[i])
-		i = (i + 1) & mask;
+		i = next(i, size);
 	slots[i] = elem;
 }
 
 /* Backward-shift deletion of slot @i. */
-static void delete_at(void **slots, size_t mask, size_t i, htab_hash_fn hf)
+static void delete_at(void **slots, size_t size, size_t i, htab_hash_fn hf)
 {
 	size_t j = i;
 
@@ -81,10 +88,10 @@ static void delete_at(void **slots, size_t mask, size_t i, htab_hash_fn hf)
 	for (;;) {
 		size_t k;
 
-		j = (j + 1) & mask;
+		j = next(j, size);
 		if (!slots[j])
 			return;
-		k = hf(slots[j]) & mask;
+		k = home(hf(slots[j]), size);
 		/* Move slots[j] into the hole unless its home lies in (i, j]. */
 		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
 			slots[i] = slots[j];
@@ -94,14 +101,14 @@ static void delete_at(void **slots, size_t mask, size_t i, htab_hash_fn hf)
 	}
 }
 
-static bool remove_from(void **slots, size_t mask, uint64_t h, const void *elem,
+static bool remove_from(void **slots, size_t size, uint64_t h, const void *elem,
 			htab_hash_fn hf)
 {
-	for (size_t i = h & mask;; i = (i + 1) & mask) {
+	for (size_t i = home(h, size);; i = next(i, size)) {
 		if (!slots[i])
 			return false;
 		if (slots[i] == elem) {
-			delete_at(slots, mask, i, hf);
+			delete_at(slots, size, i, hf);
 			return true;
 		}
 	}
@@ -111,6 +118,7 @@ static void finish_migration(struct htab *t)
 {
 	free(t->old);
 	t->old = NULL;
+	t->oldsize = 0;
 	t->oldcount = 0;
 	t->mig_left = 0;
 }
@@ -127,11 +135,11 @@ bool htab_step(struct htab *t, size_t budget)
 			break;
 		if (e) {
 			t->old[t->mig_pos] = NULL;
-			place(t->slots, t->mask, t->hash_fn(e), e);
+			place(t->slots, t->size, t->hash_fn(e), e);
 			t->count++;
 			t->oldcount--;
 		}
-		t->mig_pos = (t->mig_pos + 1) & t->oldmask;
+		t->mig_pos = next(t->mig_pos, t->oldsize);
 		t->mig_left--;
 		if (budget)
 			budget--;
@@ -151,31 +159,28 @@ static int start_resize(struct htab *t, size_t nslots)
 	if (!t->slots || t->count == 0) {
 		free(t->slots);
 		t->slots = fresh;
-		t->mask = nslots - 1;
+		t->size = nslots;
 		t->count = 0;
 		return 0;
 	}
 	t->old = t->slots;
-	t->oldmask = t->mask;
+	t->oldsize = t->size;
 	t->oldcount = t->count;
 	t->slots = fresh;
-	t->mask = nslots - 1;
+	t->size = nslots;
 	t->count = 0;
 	/* Begin right after an empty slot so that clusters move whole. */
 	t->mig_pos = 0;
 	while (t->old[t->mig_pos])
 		t->mig_pos++;
-	t->mig_left = t->oldmask + 1;
+	t->mig_left = t->oldsize;
 	return 0;
 }
 
+/* Slots for @n elements: half full (grown at 3/4, shrunk at 1/8). */
 static size_t fit_slots(size_t n)
 {
-	size_t s = MIN_SLOTS;
-
-	while (s / 2 < n)
-		s *= 2;
-	return s;
+	return n < MIN_SLOTS / 2 ? MIN_SLOTS : 2 * n;
 }
 
 int htab_insert(struct htab *t, uint64_t h, void *elem)
@@ -185,17 +190,17 @@ int htab_insert(struct htab *t, uint64_t h, void *elem)
 
 	if (t->old)
 		htab_step(t, STEP_BUDGET);
-	if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3) {
+	if (!t->slots || (t->count + 1) * 4 > t->size * 3) {
 		/* Never start a resize on top of one: finish it first. */
 		if (t->old)
 			htab_step(t, SIZE_MAX);
-		if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3) {
+		if (!t->slots || (t->count + 1) * 4 > t->size * 3) {
 			rc = start_resize(t, fit_slots(total));
 			if (rc < 0)
 				return rc;
 		}
 	}
-	place(t->slots, t->mask, h, elem);
+	place(t->slots, t->size, h, elem);
 	t->count++;
 	return 0;
 }
@@ -204,11 +209,11 @@ bool htab_remove(struct htab *t, uint64_t h, const void *elem)
 {
 	bool found = false;
 
-	if (t->slots && remove_from(t->slots, t->mask, h, elem, t->hash_fn)) {
+	if (t->slots && remove_from(t->slots, t->size, h, elem, t->hash_fn)) {
 		t->count--;
 		found = true;
 	} else if (t->old &&
-		   remove_from(t->old, t->oldmask, h, elem, t->hash_fn)) {
+		   remove_from(t->old, t->oldsize, h, elem, t->hash_fn)) {
 		t->oldcount--;
 		found = true;
 	}
@@ -219,8 +224,8 @@ bool htab_remove(struct htab *t, uint64_t h, const void *elem)
 	} else if (t->count == 0) {
 		free(t->slots);
 		t->slots = NULL;
-		t->mask = 0;
-	} else if (t->mask + 1 > MIN_SLOTS && t->count * 8 < t->mask + 1) {
+		t->size = 0;
+	} else if (t->size > MIN_SLOTS && t->count * 8 < t->size) {
 		/* Shrinking is an optimisation: on ENOMEM keep the big array. */
 		start_resize(t, fit_slots(t->count));
 	}
@@ -231,12 +236,12 @@ int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
 		 void *arg)
 {
 	void **arrays[2] = { t->slots, t->old };
-	size_t masks[2] = { t->mask, t->oldmask };
+	size_t sizes[2] = { t->size, t->oldsize };
 
 	for (int a = 0; a < 2; a++) {
 		if (!arrays[a])
 			continue;
-		for (size_t i = 0; i <= masks[a]; i++) {
+		for (size_t i = 0; i < sizes[a]; i++) {
 			int rc;
 
 			if (!arrays[a][i])
@@ -252,7 +257,7 @@ int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
 void htab_scan(const struct htab *t, uint64_t *cursor, size_t budget,
 	       int (*fn)(void *elem, void *arg), void *arg)
 {
-	size_t size = t->slots ? t->mask + 1 : 0;
+	size_t size = t->slots ? t->size : 0;
 
 	if (!size)
 		return;
@@ -261,7 +266,7 @@ void htab_scan(const struct htab *t, uint64_t *cursor, size_t budget,
 	while (budget--) {
 		void *e = t->slots[*cursor];
 
-		*cursor = (*cursor + 1) & t->mask;
+		*cursor = next(*cursor, size);
 		if (e && fn(e, arg))
 			return;
 	}
