@@ -293,10 +293,18 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (!de.has_attr)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
-		/* Attributes past attr_timeout are not to be handed out:
-		 * the kernel would take them over newer ones it has (a
-		 * chown's, say). Ask the master. */
-		if (mount_attr_left(m, de.attr_at) <= 0)
+		/*
+		 * Attributes past attr_timeout: outside a held directory,
+		 * ask the master. In a held one the name and the inode are
+		 * certain (nobody else changes the directory), and the
+		 * attributes are the newest this mount has (the kernel's own
+		 * are in the inode table, and mount_fresher_attr() took them
+		 * if newer): handed out as expired, so that the kernel asks
+		 * for fresh ones when it needs them (stat, a permission
+		 * check), but not to remove the name.
+		 */
+		if (mount_attr_left(m, de.attr_at) <= 0 &&
+		    !deleg_held(m->deleg, parent))
 			return false;
 		mount_fill_entry(m, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
