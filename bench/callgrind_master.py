@@ -71,7 +71,7 @@ def zero(pid):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def run_one(build, n, opts):
+def run_one(build, n, opts, keep=None):
     work = tempfile.mkdtemp(prefix="sweepfs-cg-")
     c = cluster.Cluster(build=build, base=work, mount_opts=opts)
     c.bins.paths["master"] = c.bins.master = wrap_master(c.build, work)
@@ -96,6 +96,12 @@ def run_one(build, n, opts):
         return {"create": create / n, "unlink": unlink / n}
     finally:
         c.stop()
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            tag = (opts or "default").replace(",", "_")
+            for p in glob.glob(os.path.join(work, "cg.out.*")):
+                shutil.copy(p, os.path.join(keep, "%s.%s" % (
+                    tag, os.path.basename(p))))
         subprocess.run(["rm", "-rf", work])
 
 
@@ -105,6 +111,8 @@ def main():
                     help="build directory (repeat to compare)")
     ap.add_argument("-n", type=int, default=5000, help="files per phase")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep callgrind's dumps here, for callgrind_annotate")
     a = ap.parse_args()
     for prog in ("valgrind", "callgrind_control"):
         if not shutil.which(prog):
@@ -114,7 +122,7 @@ def main():
     rows = []
     for b in builds:
         for mode, opts in (("default", ""), ("wsync", "wsync")):
-            r = run_one(os.path.abspath(b), a.n, opts)
+            r = run_one(os.path.abspath(b), a.n, opts, a.keep)
             r.update(build=b, mode=mode, n=a.n)
             rows.append(r)
             print("%-24s %-8s create %8.0f Ir/file   unlink %8.0f Ir/file"

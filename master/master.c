@@ -469,4 +469,5 @@ void master_release(struct master *m)
 	csrvs_release(m);
 	delegs_free(m);
 	ns_release(&m->ns);
+	sw_arena_release(&m->arena);
 }

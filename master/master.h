@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "arena.h"
 #include "auth.h"
 #include "changelog.h"
 #include "checkpoint.h"
@@ -111,6 +112,8 @@ struct master {
 	struct ns ns;
 	struct changelog *cl;
 	struct sw_server server; /* listener, connections (server.c) */
+	struct sw_arena arena;	 /* the requests being handled (server.c) */
+	int arena_depth;	 /* handle_frame() calls using it */
 	uv_check_t check;	 /* end of each loop iteration: flush */
 	uv_timer_t tick;	 /* housekeeping, once a second */
 	uv_timer_t cs_tick;	 /* chunkserver pacing, every 100 ms */

@@ -396,6 +396,13 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	buf->len = sizeof(chunk);
 }
 
+/* A request's message is done with: the arena empties once none is. */
+static void arena_done(struct master *m)
+{
+	if (--m->arena_depth == 0)
+		sw_arena_reset(&m->arena);
+}
+
 /*
  * Handle one request. Returns false when it must wait for a delegation
  * to come back (deleg.h): it stays in @c's buffer, to be handled again
@@ -435,8 +442,13 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		req_error(&r, -ENOSYS);
 		return true;
 	}
-	msg = protobuf_c_message_unpack(info->req, NULL, hdr->len, payload);
+	/* Into the arena: freed at once when the outermost request is
+	 * done (a handler never keeps the message). */
+	m->arena_depth++;
+	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
+					hdr->len, payload);
 	if (!msg) {
+		arena_done(m);
 		sw_notice(TAG, "%s: unparsable %s request (%u bytes); closing",
 			  c->sc.peer, info->name, hdr->len);
 		conn_close(c);
@@ -447,7 +459,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	if (hdr->type != SW_MSG_HELLO && c->s &&
 	    (rc = rt ? dispatch_admit(rt, c->s, msg) : -ENOSYS) == 0 &&
 	    deleg_wait(c, hdr->type, msg)) {
-		protobuf_c_message_free_unpacked(msg, NULL);
+		arena_done(m);
 		return false;
 	}
 	if (c->s) {
@@ -473,7 +485,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 			m->bg.last_client_request = r.t0;
 		rt->fn(&r, msg);
 	}
-	protobuf_c_message_free_unpacked(msg, NULL);
+	arena_done(m);
 	return true;
 }
 
@@ -632,6 +644,7 @@ int server_start(struct master *m)
 	int rc;
 
 	m->server.data = m;
+	sw_arena_init(&m->arena);
 	/* A mount whose network vanished sends no FIN or RST: without
 	 * keepalives its connection, and so its session with its open
 	 * files, would never end (session_timeout counts from the
