@@ -60,14 +60,20 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at)
 void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 {
 	Sweepfs__Attr t;
-	int64_t expires, fetched;
+	int64_t fetched;
 
-	if (itable_get_attr(&m->inodes, a->ino, &t, &expires)) {
-		fetched = expires - (int64_t)(m->attr_timeout * 1e9);
+	/* Expired or not: the kernel has them, and must not be handed
+	 * older ones (a chown's owner replaced by the listing's). */
+	switch (itable_last_attr(&m->inodes, a->ino, &t, &fetched)) {
+	case 1:
 		if (fetched > *at) {
 			*a = t;
 			*at = fetched;
 		}
+		break;
+	case -1:
+		*at = 0; /* changed since, the master knows how */
+		return;
 	}
 	/* Written here since: as good as expired. */
 	if (S_ISREG(a->mode) && data_written_after(m->data, a->ino, *at))

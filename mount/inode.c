@@ -21,6 +21,8 @@ struct minode {
 	uint64_t nlookup;
 	uint32_t nopen;
 	int64_t attr_expires;  /* mono ns; 0: no attributes */
+	int64_t attr_fetched;  /* mono ns they were set; 0: none */
+	bool attr_stale;       /* changed since, elsewhere or by a write */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
 	struct minode *next;
@@ -216,6 +218,8 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 			.ctime = a->ctime,
 		};
 		n->attr_expires = expires;
+		n->attr_fetched = sw_mono_ns();
+		n->attr_stale = false;
 		/* Writes expire the attributes, not this: they do not
 		 * change a file's xattrs. */
 		n->noxattr_until = a->has_xattrs && !a->xattrs ? expires : 0;
@@ -263,9 +267,26 @@ void itable_set_attr_expired(struct itable *t, uint64_t ino)
 
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
-	if (n)
+	if (n) {
 		n->attr_expires = 0;
+		n->attr_stale = true;
+	}
 	pthread_mutex_unlock(&t->mu);
+}
+
+static void attr_out(const struct minode *n, Sweepfs__Attr *a)
+{
+	sweepfs__attr__init(a);
+	a->ino = n->ino;
+	a->mode = n->attr.mode;
+	a->nlink = n->attr.nlink;
+	a->uid = n->attr.uid;
+	a->gid = n->attr.gid;
+	a->rdev = n->attr.rdev;
+	a->size = n->attr.size;
+	a->atime = n->attr.atime;
+	a->mtime = n->attr.mtime;
+	a->ctime = n->attr.ctime;
 }
 
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
@@ -277,20 +298,29 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
 	if (n && n->attr_expires > sw_mono_ns()) {
-		sweepfs__attr__init(a);
-		a->ino = ino;
-		a->mode = n->attr.mode;
-		a->nlink = n->attr.nlink;
-		a->uid = n->attr.uid;
-		a->gid = n->attr.gid;
-		a->rdev = n->attr.rdev;
-		a->size = n->attr.size;
-		a->atime = n->attr.atime;
-		a->mtime = n->attr.mtime;
-		a->ctime = n->attr.ctime;
+		attr_out(n, a);
 		*expires = n->attr_expires;
 		fresh = true;
 	}
 	pthread_mutex_unlock(&t->mu);
 	return fresh;
+}
+
+int itable_last_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
+		     int64_t *fetched)
+{
+	struct minode *n;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n && n->attr_stale) {
+		rc = -1;
+	} else if (n && n->attr_fetched) {
+		attr_out(n, a);
+		*fetched = n->attr_fetched;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return rc;
 }

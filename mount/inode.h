@@ -76,6 +76,14 @@ void itable_set_attr_expired(struct itable *t, uint64_t ino);
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 		     int64_t *expires);
 
+/*
+ * The last attributes a reply gave for @ino, expired or not, into @a, and
+ * when into *@fetched: 1. -1 when they are stale (itable_set_attr_expired()
+ * since); 0 when there are none.
+ */
+int itable_last_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
+		     int64_t *fetched);
+
 /* Inodes with open handles, each once per handle, in a malloc'd array
  * the caller frees. */
 void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *n);

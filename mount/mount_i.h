@@ -97,8 +97,9 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at);
  * The freshest attributes this mount has for @ino: @a (fetched at @at,
  * mono ns) from a listing, unless a later reply (a chmod, a link, a
  * getattr) left newer ones in the inode table; those go into *@a and
- * *@at instead. A file this mount wrote to since @at gets *@at = 0: its
- * listed attributes are not to be handed out.
+ * *@at instead (expired or not: the kernel has them). *@at = 0 when none
+ * is to be handed out: the inode table's are stale (changed elsewhere,
+ * or by this mount's unlink), or this mount wrote to the file since.
  */
 void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
 

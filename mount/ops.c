@@ -303,8 +303,8 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		 * for fresh ones when it needs them (stat, a permission
 		 * check), but not to remove the name.
 		 */
-		if (mount_attr_left(m, de.attr_at) <= 0 &&
-		    !deleg_held(m->deleg, parent))
+		if (!de.attr_at || (mount_attr_left(m, de.attr_at) <= 0 &&
+				    !deleg_held(m->deleg, parent)))
 			return false;
 		mount_fill_entry(m, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
