@@ -64,12 +64,10 @@ void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 
 	/* Expired or not: the kernel has them, and must not be handed
 	 * older ones (a chown's owner replaced by the listing's). */
-	switch (itable_last_attr(&m->inodes, a->ino, &t, &fetched)) {
+	switch (itable_newer_attr(&m->inodes, a->ino, *at, &t, &fetched)) {
 	case 1:
-		if (fetched > *at) {
-			*a = t;
-			*at = fetched;
-		}
+		*a = t;
+		*at = fetched;
 		break;
 	case -1:
 		*at = 0; /* changed since, the master knows how */

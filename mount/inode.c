@@ -22,7 +22,7 @@ struct minode {
 	uint32_t nopen;
 	int64_t attr_expires;  /* mono ns; 0: no attributes */
 	int64_t attr_fetched;  /* mono ns they were set; 0: none */
-	bool attr_stale;       /* changed since, elsewhere or by a write */
+	int64_t attr_stale_at; /* mono ns something changed them; 0: no */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
 	struct minode *next;
@@ -219,7 +219,7 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 		};
 		n->attr_expires = expires;
 		n->attr_fetched = sw_mono_ns();
-		n->attr_stale = false;
+		n->attr_stale_at = 0;
 		/* Writes expire the attributes, not this: they do not
 		 * change a file's xattrs. */
 		n->noxattr_until = a->has_xattrs && !a->xattrs ? expires : 0;
@@ -269,7 +269,7 @@ void itable_set_attr_expired(struct itable *t, uint64_t ino)
 	n = *slot(t, ino);
 	if (n) {
 		n->attr_expires = 0;
-		n->attr_stale = true;
+		n->attr_stale_at = sw_mono_ns();
 	}
 	pthread_mutex_unlock(&t->mu);
 }
@@ -306,17 +306,17 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 	return fresh;
 }
 
-int itable_last_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
-		     int64_t *fetched)
+int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
+		      Sweepfs__Attr *a, int64_t *fetched)
 {
 	struct minode *n;
 	int rc = 0;
 
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
-	if (n && n->attr_stale) {
+	if (n && n->attr_stale_at > at) {
 		rc = -1;
-	} else if (n && n->attr_fetched) {
+	} else if (n && n->attr_fetched > at) {
 		attr_out(n, a);
 		*fetched = n->attr_fetched;
 		rc = 1;

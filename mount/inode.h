@@ -77,12 +77,14 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 		     int64_t *expires);
 
 /*
- * The last attributes a reply gave for @ino, expired or not, into @a, and
- * when into *@fetched: 1. -1 when they are stale (itable_set_attr_expired()
- * since); 0 when there are none.
+ * Whether this mount learnt something about @ino's attributes after @at
+ * (mono ns; what a listing has): 1 with the last attributes a reply gave,
+ * expired or not, in @a and when in *@fetched; -1 when they changed since
+ * @at in a way only the master knows (itable_set_attr_expired()); 0 when
+ * nothing newer is known.
  */
-int itable_last_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
-		     int64_t *fetched);
+int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
+		      Sweepfs__Attr *a, int64_t *fetched);
 
 /* Inodes with open handles, each once per handle, in a malloc'd array
  * the caller frees. */
