@@ -97,15 +97,45 @@ struct sw_call *sw_calls_take(struct sw_calls *t, uint64_t id)
 	return NULL;
 }
 
-struct sw_call *sw_calls_take_all(struct sw_calls *t)
+/* Merge two lists sorted by id. */
+static struct sw_call *merge(struct sw_call *a, struct sw_call *b)
 {
 	struct sw_call *head = NULL, **tail = &head;
 
-	for (unsigned s = 0; s < SW_CALLS_SLOTS; s++) {
-		*tail = t->slot[s];
-		while (*tail)
-			tail = &(*tail)->next;
-		t->slot[s] = NULL;
+	while (a && b) {
+		struct sw_call **min = a->id < b->id ? &a : &b;
+
+		*tail = *min;
+		tail = &(*min)->next;
+		*min = (*min)->next;
 	}
+	*tail = a ? a : b;
+	return head;
+}
+
+struct sw_call *sw_calls_take_all(struct sw_calls *t)
+{
+	struct sw_call *head;
+
+	/* Each bucket is newest first (calls are added at its head):
+	 * reversed, it is sorted. Then buckets merge pairwise, as a
+	 * bottom-up merge sort does (SW_CALLS_SLOTS is a power of two). */
+	for (unsigned s = 0; s < SW_CALLS_SLOTS; s++) {
+		struct sw_call *rev = NULL, *c = t->slot[s], *next;
+
+		for (; c; c = next) {
+			next = c->next;
+			c->next = rev;
+			rev = c;
+		}
+		t->slot[s] = rev;
+	}
+	for (unsigned w = 1; w < SW_CALLS_SLOTS; w *= 2)
+		for (unsigned s = 0; s < SW_CALLS_SLOTS; s += 2 * w) {
+			t->slot[s] = merge(t->slot[s], t->slot[s + w]);
+			t->slot[s + w] = NULL;
+		}
+	head = t->slot[0];
+	t->slot[0] = NULL;
 	return head;
 }

@@ -51,6 +51,12 @@ struct sw_call {
 struct sw_call *sw_call_new(uint16_t type, const ProtobufCMessage *req,
 			    sw_call_cb cb, void *arg);
 
+/* Take a reference (another thread may drop one meanwhile). */
+static inline void sw_call_get(struct sw_call *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
 /* Drop a reference; the last one frees @c. */
 void sw_call_put(struct sw_call *c);
 
@@ -84,7 +90,8 @@ void sw_calls_assign(struct sw_calls *t, struct sw_call *c);
 /* Take the call with @id out of @t: NULL if none waits for it. */
 struct sw_call *sw_calls_take(struct sw_calls *t, uint64_t id);
 
-/* Take every call out of @t, as one list (in no particular order). */
+/* Take every call out of @t, as one list in the order of their ids (the
+ * order they were sent in: a reconnect sends them again in it). */
 struct sw_call *sw_calls_take_all(struct sw_calls *t);
 
 #endif

@@ -395,7 +395,7 @@ static void connected(struct mconn *mc, int fd)
 	/* Ids and table entries first: replies may come as soon as sent.
 	 * Each gets a sender's reference for the write below. */
 	for (size_t i = 0; i < n; i++) {
-		v[i]->refs++;
+		sw_call_get(v[i]);
 		sw_calls_assign(&mc->calls, v[i]);
 	}
 	pthread_mutex_unlock(&mc->mu);

@@ -178,8 +178,13 @@ static void test_take_all(void **state)
 	assert_int_equal(c->id, 1500);
 	sw_call_complete(c, -ECANCELED, NULL);
 	list = sw_calls_take_all(t);
-	for (c = list; c; c = c->next)
+	/* All of them, in the order they were sent: a reconnect resends
+	 * them so. */
+	for (c = list; c; c = c->next) {
 		n++;
+		if (c->next)
+			assert_true(c->id < c->next->id);
+	}
 	assert_int_equal(n, 2999);
 	assert_null(sw_calls_take_all(t));
 	assert_null(sw_calls_take(t, 1));
