@@ -29,12 +29,74 @@
 
 #define TOP_ROWS 10 /* types and clients shown */
 
-static volatile sig_atomic_t top_stop;
+static volatile sig_atomic_t top_stop, top_suspend;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	top_stop = 1;
+	if (sig == SIGTSTP)
+		top_suspend = 1;
+	else
+		top_stop = 1;
+}
+
+/* The terminal while top runs: its own screen, no cursor, keys one at a
+ * time without echo; and back as it was. */
+struct term {
+	bool on;
+	bool saved_ok;
+	struct termios saved;
+};
+
+static void term_enter(struct term *t)
+{
+	struct termios raw;
+
+	t->saved_ok = tcgetattr(STDIN_FILENO, &t->saved) == 0;
+	if (t->saved_ok) {
+		raw = t->saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	fputs("\033[?1049h\033[?25l", stdout);
+	fflush(stdout);
+	t->on = true;
+}
+
+static void term_leave(struct term *t)
+{
+	if (!t->on)
+		return;
+	fputs("\033[?25h\033[?1049l", stdout);
+	fflush(stdout);
+	if (t->saved_ok)
+		tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+	t->on = false;
+}
+
+/* Every way a person stops or interrupts it leaves the terminal as it
+ * was; on one (@tty), ^Z gives it back until fg. */
+static void catch_signals(bool tty)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs) - !tty; i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+/* ^Z: the terminal back, stop; after fg, top's screen again. */
+static void suspend(struct term *t)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+	top_suspend = 0;
+	term_leave(t);
+	sigemptyset(&dfl.sa_mask);
+	sigaction(SIGTSTP, &dfl, NULL);
+	raise(SIGTSTP); /* stopped here until SIGCONT */
+	catch_signals(true);
+	term_enter(t);
 }
 
 /* One frame: lines, each cut to the terminal's width when drawn. */
@@ -363,12 +425,12 @@ static void usage(FILE *f)
 int cmd_top(int argc, char **argv)
 {
 	Sweepfs__InfoReply *cur = NULL, *prev = NULL;
-	struct termios saved, raw;
+	struct term term = { .on = false };
 	struct sw_target t;
 	struct sw_client *c = NULL;
 	double delay = 1, dt;
 	long frames = -1;
-	bool batch = false, tty, raw_set = false;
+	bool batch = false, tty;
 	int64_t t_prev = 0;
 	char where[300];
 	int opt, rc = 0;
@@ -402,15 +464,9 @@ int cmd_top(int argc, char **argv)
 		return TOOL_FAILED;
 	snprintf(where, sizeof(where), "%s:%u", t.host, t.port);
 	tty = !batch && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
-		raw = saved;
-		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
-		raw_set = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-		fputs("\033[?1049h\033[?25l",
-		      stdout); /* own screen, no cursor */
-	}
+	catch_signals(tty);
+	if (tty)
+		term_enter(&term);
 	/* The first sample only starts the rates. */
 	rc = fetch(c, &prev);
 	t_prev = sw_mono_ns();
@@ -427,6 +483,8 @@ int cmd_top(int argc, char **argv)
 
 		if (!pause_ms((int)(delay * 1000), tty))
 			break;
+		if (top_suspend && tty)
+			suspend(&term);
 		rc = fetch(c, &cur);
 		if (rc < 0)
 			break;
@@ -441,12 +499,7 @@ int cmd_top(int argc, char **argv)
 		prev = cur;
 		t_prev = now;
 	}
-	if (tty) {
-		fputs("\033[?25h\033[?1049l", stdout);
-		fflush(stdout);
-		if (raw_set)
-			tcsetattr(STDIN_FILENO, TCSANOW, &saved);
-	}
+	term_leave(&term);
 	if (prev)
 		protobuf_c_message_free_unpacked(&prev->base, NULL);
 	sw_client_close(c);

@@ -26,8 +26,11 @@ for i in $(seq 1 200); do
 done
 "$SWEEPFS" rmr "$M/big"
 
+# In a shell in tmux, so that ^Z and fg can be tried too.
 tmux -L "$TMUX_SOCK" new-session -d -s top -x 120 -y 40 \
-	"SWEEPFS_MASTER=$SWEEPFS_MASTER $SWEEPFS top -d 0.5"
+	"env -i PATH=$PATH TERM=screen PS1='prompt> ' bash --norc --noprofile"
+tmux -L "$TMUX_SOCK" send-keys -t top \
+	"SWEEPFS_MASTER=$SWEEPFS_MASTER $SWEEPFS top -d 0.5" Enter
 # left SCREEN: the nodes left to purge on a captured screen.
 left() { grep -o 'purge  *[0-9,]* nodes left' "$1" | tr -dc '0-9'; }
 capture() { tmux -L "$TMUX_SOCK" capture-pane -p -t top >"$SW_TMP/$1"; }
@@ -53,10 +56,25 @@ grep -q 'REQUESTS/S BY TYPE' "$SW_TMP/screen2" || fail "no requests by type"
 grep -q '^sweepfs top - master ' "$SW_TMP/screen2" || fail "no header"
 grep -q 'SLOWEST REQUESTS' "$SW_TMP/screen2" || fail "no slowest requests"
 
-log "q quits"
+# pane_shows PATTERN: the visible screen of the pane matches (grep -E).
+pane_shows() { tmux -L "$TMUX_SOCK" capture-pane -p -t top | grep -qE -- "$1"; }
+
+log "^Z gives the terminal back, fg brings top back"
+tmux -L "$TMUX_SOCK" send-keys -t top C-z
+wait_until 10 "the shell after ^Z" pane_shows 'Stopped'
+! pane_shows '^sweepfs top - master' || fail "top's screen is still up after ^Z"
+tmux -L "$TMUX_SOCK" send-keys -t top "fg" Enter
+wait_until 10 "top back after fg" pane_shows '^sweepfs top - master'
+
+log "q quits, and the terminal is the shell's again"
 tmux -L "$TMUX_SOCK" send-keys -t top q
-wait_until 10 "top to quit on q" \
-	bash -c "! tmux -L $TMUX_SOCK has-session -t top 2>/dev/null"
+wait_until 10 "top to quit on q" pane_shows '^prompt> ?$'
+capture after-q
+! grep -q '^sweepfs top - master' "$SW_TMP/after-q" || fail "top's screen left behind after q"
+# canonical mode and echo: both on again (2 of the two words)
+tmux -L "$TMUX_SOCK" send-keys -t top \
+	"stty -a | tr ' ;' '\\n\\n' | grep -xc 'icanon\\|echo'" Enter
+wait_until 10 "the terminal's modes to be back (icanon, echo)" pane_shows '^2$'
 
 log "batch mode: -n frames, plain text"
 "$SWEEPFS" top -b -n 2 -d 0.2 >"$SW_TMP/batch" || fail "top -b failed"
