@@ -65,6 +65,14 @@ static void run(struct sw_metrics *mx)
 		uv_timer_stop(&mx->timer);
 }
 
+static void on_closed(uv_handle_t *h)
+{
+	struct sw_metrics *mx = h->data;
+
+	if (++mx->closed == 2)
+		free(mx);
+}
+
 static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status,
 			      struct sw_buf *body, const char *type)
 {
@@ -207,19 +215,25 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 			"cannot serve metrics on %s: libmicrohttpd "
 			"refused",
 			listen);
+		/* Not @fd's close: whether a daemon that failed to start
+		 * closed it already depends on where it failed (a daemon
+		 * whose start fails exits; the descriptor goes with it). */
 		if (mx->d)
 			MHD_stop_daemon(mx->d);
-		else
-			close(fd);
 		free(mx);
 		return -EIO;
 	}
+	uv_timer_init(loop, &mx->timer);
+	mx->poll.data = mx->timer.data = mx;
 	rc = uv_poll_init(loop, &mx->poll, info->epoll_fd);
-	if (rc == 0) {
-		uv_timer_init(loop, &mx->timer);
-		mx->poll.data = mx->timer.data = mx;
-		rc = uv_poll_start(&mx->poll, UV_READABLE, on_poll);
+	if (rc < 0) {
+		sw_crit(tag, "metrics: %s", uv_strerror(rc));
+		MHD_stop_daemon(mx->d);
+		mx->closed = 1; /* the poll handle never was */
+		uv_close((uv_handle_t *)&mx->timer, on_closed);
+		return rc;
 	}
+	rc = uv_poll_start(&mx->poll, UV_READABLE, on_poll);
 	if (rc < 0) {
 		sw_crit(tag, "metrics: %s", uv_strerror(rc));
 		sw_metrics_stop(mx);
@@ -235,14 +249,6 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 uint16_t sw_metrics_port(const struct sw_metrics *mx)
 {
 	return mx->port;
-}
-
-static void on_closed(uv_handle_t *h)
-{
-	struct sw_metrics *mx = h->data;
-
-	if (++mx->closed == 2)
-		free(mx);
 }
 
 void sw_metrics_stop(struct sw_metrics *mx)
