@@ -1,19 +1,25 @@
 /*
- * Metrics over HTTP (metrics.h): libmicrohttpd without a thread of its
- * own. MHD_USE_EPOLL gives one descriptor that is readable whenever MHD
- * has something to do; the loop watches it and calls MHD_run(), and a
- * timer covers MHD's own deadlines (idle connections).
+ * Metrics over HTTP (metrics.h). libmicrohttpd runs in a thread of its
+ * own (MHD_USE_INTERNAL_POLLING_THREAD); a scrape asks the daemon's loop
+ * for the text through a uv_async and waits for it, so that rendering
+ * runs on the loop thread and reads the daemon's state as a request
+ * handler does, with no locks of the daemon's. (Driving MHD from the loop
+ * itself, through its epoll descriptor, left a scrape unanswered now and
+ * then on a loaded machine: MHD's edge-triggered connections then need
+ * MHD_run() calls that nothing asked for.)
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -27,50 +33,76 @@
  * by others: few connections, short lives, small requests. */
 #define MAX_CONNS 16
 #define CONN_TIMEOUT_S 10
+/* How long a scrape waits for the loop to render (a busy loop: 503). */
+#define RENDER_WAIT_S 10
 
 struct sw_metrics {
 	struct MHD_Daemon *d;
-	uv_poll_t poll;
-	uv_timer_t timer;
+	uv_async_t async;
 	sw_metrics_render_fn render;
 	void *arg;
 	const char *tag;
 	uint16_t port;
-	int closed; /* handles closed, of 2 */
+
+	/* Between MHD's thread and the loop: */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t asked;	   /* renders asked for */
+	uint64_t rendered; /* asked when the last render was made */
+	struct sw_buf text;
+	bool stopping;
 };
 
-static void run(struct sw_metrics *mx);
-
-static void on_poll(uv_poll_t *h, int status, int events)
+/* Loop thread: render for every scrape waiting. */
+static void on_async(uv_async_t *h)
 {
-	(void)status;
-	(void)events;
-	run(h->data);
+	struct sw_metrics *mx = h->data;
+	struct sw_buf b = SW_BUF_INIT;
+	uint64_t asked;
+
+	pthread_mutex_lock(&mx->mu);
+	asked = mx->asked;
+	pthread_mutex_unlock(&mx->mu);
+	mx->render(mx->arg, &b);
+	pthread_mutex_lock(&mx->mu);
+	sw_buf_release(&mx->text);
+	mx->text = b;
+	mx->rendered = asked;
+	pthread_cond_broadcast(&mx->cv);
+	pthread_mutex_unlock(&mx->mu);
 }
 
-static void on_timer(uv_timer_t *t)
+/* MHD's thread: the text, rendered by the loop after we asked, into
+ * @out (allocated); false when the loop did not answer in time. */
+static bool fetch_text(struct sw_metrics *mx, struct sw_buf *out)
 {
-	run(t->data);
-}
+	struct timespec until;
+	uint64_t mine;
+	bool ok = false;
 
-static void run(struct sw_metrics *mx)
-{
-	MHD_UNSIGNED_LONG_LONG ms;
-
-	MHD_run(mx->d);
-	/* 0 when MHD has more to do now: the next loop turn. */
-	if (MHD_get_timeout(mx->d, &ms) == MHD_YES)
-		uv_timer_start(&mx->timer, on_timer, ms, 0);
-	else
-		uv_timer_stop(&mx->timer);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += RENDER_WAIT_S;
+	pthread_mutex_lock(&mx->mu);
+	mine = ++mx->asked;
+	uv_async_send(&mx->async);
+	while (!mx->stopping && mx->rendered < mine &&
+	       pthread_cond_timedwait(&mx->cv, &mx->mu, &until) == 0)
+		;
+	if (!mx->stopping && mx->rendered >= mine)
+		ok = sw_buf_add(out, sw_buf_head(&mx->text),
+				sw_buf_used(&mx->text)) == 0;
+	pthread_mutex_unlock(&mx->mu);
+	return ok;
 }
 
 static void on_closed(uv_handle_t *h)
 {
 	struct sw_metrics *mx = h->data;
 
-	if (++mx->closed == 2)
-		free(mx);
+	sw_buf_release(&mx->text);
+	pthread_cond_destroy(&mx->cv);
+	pthread_mutex_destroy(&mx->mu);
+	free(mx);
 }
 
 static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status,
@@ -118,13 +150,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		sw_buf_add(&body, why, strlen(why));
 		return answer(conn, MHD_HTTP_NOT_FOUND, &body, text);
 	}
-	mx->render(mx->arg, &body);
-	if (!sw_buf_used(&body)) {
-		why = "out of memory\n";
+	if (!fetch_text(mx, &body) || !sw_buf_used(&body)) {
+		why = "the daemon did not render its metrics in time\n";
 		sw_buf_release(&body);
 		sw_buf_add(&body, why, strlen(why));
-		return answer(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, &body,
-			      text);
+		return answer(conn, MHD_HTTP_SERVICE_UNAVAILABLE, &body, text);
 	}
 	return answer(conn, MHD_HTTP_OK, &body,
 		      "text/plain; version=0.0.4; charset=utf-8");
@@ -182,7 +212,7 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 		     struct sw_metrics **out)
 {
 	struct sw_metrics *mx;
-	const union MHD_DaemonInfo *info;
+	pthread_condattr_t ca;
 	struct sw_target t;
 	int fd, rc;
 
@@ -201,43 +231,39 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 		free(mx);
 		return fd;
 	}
+	rc = uv_async_init(loop, &mx->async, on_async);
+	if (rc < 0) {
+		sw_crit(tag, "metrics: %s", uv_strerror(rc));
+		close(fd);
+		free(mx);
+		return rc;
+	}
+	mx->async.data = mx;
+	pthread_mutex_init(&mx->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&mx->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	/* MHD owns @fd from here, and closes it when stopped. */
-	mx->d = MHD_start_daemon(
-		MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request,
-		mx, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, mx, MHD_OPTION_END);
-	info = mx->d ? MHD_get_daemon_info(mx->d, MHD_DAEMON_INFO_EPOLL_FD) :
-		       NULL;
-	if (!info) {
+	mx->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+					 MHD_USE_POLL | MHD_USE_ERROR_LOG,
+				 0, NULL, NULL, on_request, mx,
+				 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, mx,
+				 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+				 MHD_OPTION_CONNECTION_LIMIT,
+				 (unsigned)MAX_CONNS,
+				 MHD_OPTION_CONNECTION_TIMEOUT,
+				 (unsigned)CONN_TIMEOUT_S, MHD_OPTION_END);
+	if (!mx->d) {
+		/* Not @fd's close: whether a daemon that failed to start
+		 * closed it already depends on where it failed (a daemon
+		 * whose start fails exits; the descriptor goes with it). */
 		sw_crit(tag,
 			"cannot serve metrics on %s: libmicrohttpd "
 			"refused",
 			listen);
-		/* Not @fd's close: whether a daemon that failed to start
-		 * closed it already depends on where it failed (a daemon
-		 * whose start fails exits; the descriptor goes with it). */
-		if (mx->d)
-			MHD_stop_daemon(mx->d);
-		free(mx);
+		uv_close((uv_handle_t *)&mx->async, on_closed);
 		return -EIO;
-	}
-	uv_timer_init(loop, &mx->timer);
-	mx->poll.data = mx->timer.data = mx;
-	rc = uv_poll_init(loop, &mx->poll, info->epoll_fd);
-	if (rc < 0) {
-		sw_crit(tag, "metrics: %s", uv_strerror(rc));
-		MHD_stop_daemon(mx->d);
-		mx->closed = 1; /* the poll handle never was */
-		uv_close((uv_handle_t *)&mx->timer, on_closed);
-		return rc;
-	}
-	rc = uv_poll_start(&mx->poll, UV_READABLE, on_poll);
-	if (rc < 0) {
-		sw_crit(tag, "metrics: %s", uv_strerror(rc));
-		sw_metrics_stop(mx);
-		return rc;
 	}
 	sw_notice(tag, "metrics at http://%s%s%s:%u/metrics",
 		  strchr(t.host, ':') ? "[" : "", *t.host ? t.host : "0.0.0.0",
@@ -255,11 +281,13 @@ void sw_metrics_stop(struct sw_metrics *mx)
 {
 	if (!mx)
 		return;
-	/* Unwatched before MHD closes the descriptor. */
-	uv_poll_stop(&mx->poll);
+	/* A scrape waiting for the loop (this thread) gives up at once. */
+	pthread_mutex_lock(&mx->mu);
+	mx->stopping = true;
+	pthread_cond_broadcast(&mx->cv);
+	pthread_mutex_unlock(&mx->mu);
 	MHD_stop_daemon(mx->d);
-	uv_close((uv_handle_t *)&mx->poll, on_closed);
-	uv_close((uv_handle_t *)&mx->timer, on_closed);
+	uv_close((uv_handle_t *)&mx->async, on_closed);
 }
 
 /* ---- the text format ---------------------------------------------------- */

@@ -1,11 +1,9 @@
 /*
  * Metrics for Prometheus: the text exposition format, served over HTTP
  * on an address of the daemon's choosing (its metrics_listen key, off by
- * default) by libmicrohttpd, run from the daemon's own libuv loop (MHD's
- * epoll descriptor is watched by the loop: no thread, so rendering reads
- * the daemon's state as any request handler does).
- *
- * A scrape of GET /metrics calls the daemon's render function, which
+ * default) by libmicrohttpd in a thread of its own. A scrape of GET
+ * /metrics has the daemon's loop call its render function (a uv_async),
+ * so rendering reads the daemon's state as any request handler does; it
  * writes the text with the sw_prom_*() helpers below.
  */
 #ifndef SWEEPFS_COMMON_METRICS_H
