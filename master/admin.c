@@ -134,7 +134,7 @@ void admin_sample(struct master *m)
 }
 
 /* Requests and purged nodes per second over the samples kept. */
-void admin_rates(const struct master *m, double *ops, double *purge)
+static void admin_rates(const struct master *m, double *ops, double *purge)
 {
 	size_t cap = SW_ARRAY_SIZE(m->rates);
 	const struct rate_sample *new, *old;

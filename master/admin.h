@@ -53,9 +53,6 @@ void admin_note_latency(struct master *m, const struct req *r);
  * counters (those need memory): for the metrics. */
 void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply);
 
-/* Requests and purged nodes per second over the last few seconds. */
-void admin_rates(const struct master *m, double *ops, double *purge);
-
 /* The slowest requests of the last SLOW_WINDOW_NS into @out (room for
  * SLOW_KEEP), slowest first; how many. */
 size_t admin_slowest(struct master *m, struct slow_req *out);
