@@ -40,6 +40,7 @@ struct deleg {
 struct delegs {
 	struct htab by_dir; /* struct deleg by dir->ino */
 	struct deleg *head;
+	uint64_t ended; /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
 };
 
@@ -78,10 +79,15 @@ static void mark(struct node *dir, bool on)
 		dir->flags &= (uint16_t)~NODE_DELEG;
 	for (struct edge *e = ns_edge_live(dir->u.dir->head); e;
 	     e = ns_edge_live(e->next)) {
+		struct node *n = e->child;
+
 		if (on)
-			e->child->flags |= NODE_DELEG_IN;
-		else
-			e->child->flags &= (uint16_t)~NODE_DELEG_IN;
+			n->flags |= NODE_DELEG_IN;
+		/* A file linked since into another delegated directory may
+		 * be an entry of that one too (files know no parent): an
+		 * extra mark only costs recalls that were not needed. */
+		else if (S_ISDIR(n->mode) || n->nlink == 1)
+			n->flags &= (uint16_t)~NODE_DELEG_IN;
 	}
 }
 
@@ -107,6 +113,7 @@ static void end(struct master *m, struct deleg *d, const char *why)
 	if (d->next)
 		d->next->prev = d->prev;
 	d->s->ndelegs--;
+	ds->ended++;
 	while (d->waiters) {
 		struct conn *c = d->waiters;
 
@@ -131,31 +138,57 @@ void delegs_free(struct master *m)
 	m->delegs = NULL;
 }
 
-static void recall(struct master *m, struct deleg *d)
+/*
+ * Recall @d; returns it, or NULL when it ended: a notice that finds no
+ * memory closes the holder's connection at once, and that ends every
+ * delegation of the holder (session_detach()), freed.
+ */
+static struct deleg *recall(struct master *m, struct deleg *d)
 {
 	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
+	uint64_t ended = m->delegs->ended;
 
 	if (d->recall_at)
-		return;
+		return d;
 	d->recall_at = sw_mono_ns();
 	m->delegs->st.recalls++;
 	note.dir = d->dir->ino;
 	conn_notify(d->s->conn, SW_MSG_DELEG_RECALL, &note.base);
+	return m->delegs->ended == ended ? d : NULL;
 }
 
-/* Recall every delegation of a session other than @s; the first, or NULL. */
-static struct deleg *recall_others(struct master *m, const struct session *s)
+/* Whether @d is of a session other than @s, on @top or below (NULL:
+ * anywhere). */
+static bool others_below(const struct deleg *d, const struct session *s,
+			 const struct node *top)
 {
-	struct deleg *first = NULL;
+	return d->s != s && (!top || ns_is_ancestor(top, d->dir));
+}
 
-	for (struct deleg *d = m->delegs->head; d; d = d->next) {
-		if (d->s == s)
-			continue;
-		recall(m, d);
-		if (!first)
-			first = d;
-	}
-	return first;
+/*
+ * Recall the delegations others_below() picks; returns one of them to
+ * wait for, or NULL. A recall that ends some (recall()) frees what the
+ * walk would go on to: it starts again from the head, past the ones
+ * recalled already.
+ */
+static struct deleg *recall_others(struct master *m, const struct session *s,
+				   const struct node *top)
+{
+	struct deleg *d;
+
+restart:
+	for (d = m->delegs->head; d; d = d->next)
+		if (!d->recall_at && others_below(d, s, top) && !recall(m, d))
+			goto restart;
+	for (d = m->delegs->head; d && !others_below(d, s, top); d = d->next)
+		;
+	return d;
+}
+
+void deleg_recall_all(struct master *m)
+{
+	if (m->delegs)
+		recall_others(m, NULL, NULL);
 }
 
 /*
@@ -167,29 +200,20 @@ static struct deleg *conflict_ino(struct master *m, const struct session *s,
 				  uint64_t ino, bool subtree)
 {
 	struct node *n = ns_get(&m->ns, ino);
-	struct deleg *d, *first = NULL;
+	struct deleg *d;
 
 	if (!n)
 		return NULL;
 	if (n->flags & NODE_DELEG_IN)
-		return recall_others(m, s);
+		return recall_others(m, s, NULL);
 	if (n->flags & NODE_DELEG) {
 		d = find(m->delegs, ino);
-		if (d && d->s != s) {
-			recall(m, d);
-			return d;
-		}
+		if (d && d->s != s)
+			return recall(m, d);
 	}
 	if (!subtree || !S_ISDIR(n->mode))
 		return NULL;
-	for (d = m->delegs->head; d; d = d->next) {
-		if (d->s == s || !ns_is_ancestor(n, d->dir))
-			continue;
-		recall(m, d);
-		if (!first)
-			first = d;
-	}
-	return first;
+	return recall_others(m, s, n);
 }
 
 /* The inode-valued fields requests name their nodes by. */
@@ -228,6 +252,10 @@ static struct deleg *conflict(struct master *m, const struct session *s,
 	bool subtree = changes_tree(type);
 	struct deleg *d = NULL;
 
+	/* The trash names no node: a holder may have queued a removal the
+	 * listing, a restore or a purge must see. */
+	if (type == SW_MSG_TRASH)
+		return recall_others(m, s, NULL);
 	for (unsigned i = 0; i < desc->n_fields && !d; i++) {
 		const ProtobufCFieldDescriptor *f = &desc->fields[i];
 		const char *base = (const char *)msg;
@@ -356,6 +384,9 @@ static const char *refusal(struct master *m, const struct session *s,
 		return "its export maps credentials";
 	if (s->ndelegs >= m->cfg.deleg_max)
 		return "deleg_max";
+	/* What a holder answers itself could not be journaled later. */
+	if (m->cl && changelog_admit(m->cl) < 0)
+		return "the metadata disk is full";
 	if (ns_detached(dir))
 		return "removed";
 	if (d->nentries > DELEG_ENTRIES_MAX)
@@ -369,6 +400,55 @@ static const char *refusal(struct master *m, const struct session *s,
 	if (watch_others(m, dir, s))
 		return "another session caches it";
 	return NULL;
+}
+
+/* Delegate @dir to @s (refusal() passed): 0, or -ENOMEM. */
+static int grant(struct master *m, struct session *s, struct node *dir)
+{
+	struct delegs *ds = m->delegs;
+	struct deleg *d = calloc(1, sizeof(*d));
+
+	if (!d || htab_insert(&ds->by_dir, sw_hash_u64(dir->ino), d)) {
+		free(d);
+		return -ENOMEM;
+	}
+	d->dir = dir;
+	d->s = s;
+	d->next = ds->head;
+	if (ds->head)
+		ds->head->prev = d;
+	ds->head = d;
+	s->ndelegs++;
+	mark(dir, true);
+	/* Its listing is the holder's: no one else's to invalidate, and its
+	 * own is told when the directory goes. */
+	watch_add(m, s, dir);
+	ds->st.granted++;
+	return 0;
+}
+
+void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
+{
+	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
+	struct node *parent = dir->u.dir->parent;
+	struct deleg *d;
+
+	if (!m->delegs || (dir->flags & NODE_DELEG))
+		return;
+	d = parent && (parent->flags & NODE_DELEG) ?
+		    find(m->delegs, parent->ino) :
+		    NULL;
+	/* Not under a parent on its way back: the holder is giving its
+	 * subtree up. */
+	if (d && d->s == s && !d->recall_at && !refusal(m, s, dir) &&
+	    grant(m, s, dir) == 0)
+		return;
+	/* The maker holds what it made from birth: told at once that it
+	 * does not, it gives it back (a return of what is not held changes
+	 * nothing) and asks the master from then on. */
+	note.dir = dir->ino;
+	if (s->conn)
+		conn_notify(s->conn, SW_MSG_DELEG_RECALL, &note.base);
 }
 
 void op_deleg(struct req *r, const ProtobufCMessage *msg)
@@ -395,25 +475,10 @@ void op_deleg(struct req *r, const ProtobufCMessage *msg)
 		/* Ours (another's would have made us wait); being recalled,
 		 * it is on its way back. */
 		why = d->s != r->s || d->recall_at ? "being given back" : NULL;
-	} else if ((why = refusal(m, r->s, dir)) == NULL) {
-		d = calloc(1, sizeof(*d));
-		if (!d || htab_insert(&ds->by_dir, sw_hash_u64(dir->ino), d)) {
-			free(d);
-			req_error(r, -ENOMEM);
-			return;
-		}
-		d->dir = dir;
-		d->s = r->s;
-		d->next = ds->head;
-		if (ds->head)
-			ds->head->prev = d;
-		ds->head = d;
-		r->s->ndelegs++;
-		mark(dir, true);
-		/* Its listing is the holder's: no one else's to invalidate,
-		 * and its own is told when the directory goes. */
-		watch_add(m, r->s, dir);
-		ds->st.granted++;
+	} else if ((why = refusal(m, r->s, dir)) == NULL &&
+		   grant(m, r->s, dir) < 0) {
+		req_error(r, -ENOMEM);
+		return;
 	}
 	if (why) {
 		sw_debug(TAG,

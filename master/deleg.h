@@ -54,6 +54,17 @@ void deleg_drop_session(struct master *m, struct session *s);
 /* Directory @dir left the namespace: a delegation on it ends. */
 void deleg_dir_gone(struct master *m, struct node *dir);
 
+/*
+ * Session @s just made directory @dir (a batch): delegate it to @s from
+ * birth if @s holds its parent, not being recalled, and a grant would
+ * not be refused (deleg_max, ...); otherwise it is not delegated, and
+ * @s, which holds it from birth, is sent a recall for it at once.
+ */
+void deleg_grant_made(struct master *m, struct session *s, struct node *dir);
+
+/* Recall every delegation (the metadata disk is full: req.c). */
+void deleg_recall_all(struct master *m);
+
 /* Once a second: recalls past deleg_timeout end. */
 void deleg_tick(struct master *m);
 

@@ -89,6 +89,7 @@ static const struct route routes[SW_MSG__COUNT] = {
 	[SW_MSG_DELEG] = { op_deleg, MOUNT, 0, NULL },
 	[SW_MSG_DELEG_RETURN] = { op_deleg_return, MOUNT, 0, NULL },
 	[SW_MSG_BATCH] = { op_batch, MOUNT, W, NULL },
+	[SW_MSG_INO_RANGE] = { op_ino_range, MOUNT, W, NULL },
 	[SW_MSG_INVAL_ACK] = { op_inval_ack, CLIENT, 0, NULL },
 };
 

@@ -28,6 +28,7 @@
 #include "handlers.h"
 #include "csrv.h"
 #include "dataops.h"
+#include "deleg.h"
 #include "master.h"
 #include "req.h"
 #include "server.h"
@@ -450,8 +451,16 @@ struct new_node {
 	uint32_t mode; /* type and permission bits, umask applied */
 	uint64_t rdev;
 	const ProtobufCBinaryData *target;
+	uint64_t ino; /* 0: the next number; else one the caller checked */
+	int64_t time; /* wall ns; 0: now */
 };
 
+/*
+ * Make the node @nn describes, as its request may: 0 with *@out, the new
+ * entry's cookie in @ch. With @nn->ino, 1 when the entry is that node
+ * already (a batch sent again after a reconnect): *@out and the cookie
+ * are the existing ones, nothing changed. Else -errno, nothing changed.
+ */
 static int create_node(struct req *r, const struct new_node *nn,
 		       struct node **out, struct changed *ch)
 {
@@ -460,6 +469,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 	struct ns *ns = &r->m->ns;
 	uint32_t type = nn->mode & S_IFMT, perms = nn->mode & 07777, gid;
 	struct node *dir = NULL;
+	struct edge *e;
 	struct cred cred;
 	int rc;
 
@@ -471,7 +481,13 @@ static int create_node(struct req *r, const struct new_node *nn,
 		rc = may_modify_dir(&cred, dir);
 	if (rc < 0)
 		return rc;
-	if (ns_lookup(ns, dir, name_of(nn->name), nn->name->len))
+	e = ns_lookup(ns, dir, name_of(nn->name), nn->name->len);
+	if (e && nn->ino && e->child->ino == nn->ino) {
+		*out = e->child;
+		ch->cookie = e->id;
+		return 1;
+	}
+	if (e || (nn->ino && ns_get(ns, nn->ino)))
 		return -EEXIST;
 	if ((type == S_IFCHR || type == S_IFBLK) && !cred_is_root(&cred))
 		return -EPERM;
@@ -489,7 +505,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 
 	c.parent = dir->ino;
 	c.name = *nn->name;
-	c.ino = ns->next_ino;
+	c.ino = nn->ino ? nn->ino : ns->next_ino;
 	c.edge = ns->next_edge;
 	c.mode = type | perms;
 	c.uid = cred.uid;
@@ -502,7 +518,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 		c.has_target = 1;
 		c.target = *nn->target;
 	}
-	mut.time = sw_now_ns();
+	mut.time = nn->time ? nn->time : sw_now_ns();
 	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
 	mut.create = &c;
 	rc = master_commit(r->m, r, &mut);
@@ -521,8 +537,11 @@ static int create_node(struct req *r, const struct new_node *nn,
 void op_mknod(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__MknodReq *q = (const Sweepfs__MknodReq *)msg;
-	struct new_node nn = { q->cred, q->parent, &q->name,
-			       q->mode, q->rdev,   NULL };
+	struct new_node nn = { .cred = q->cred,
+			       .parent = q->parent,
+			       .name = &q->name,
+			       .mode = q->mode,
+			       .rdev = q->rdev };
 	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc;
@@ -557,9 +576,10 @@ out_err:
 void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__MknodReq *q = (const Sweepfs__MknodReq *)msg;
-	struct new_node nn = { q->cred,	 q->parent,
-			       &q->name, S_IFDIR | (q->mode & 07777),
-			       0,	 NULL };
+	struct new_node nn = { .cred = q->cred,
+			       .parent = q->parent,
+			       .name = &q->name,
+			       .mode = S_IFDIR | (q->mode & 07777) };
 	struct changed ch = { .n = 0 };
 	struct node *n;
 	int rc = create_node(r, &nn, &n, &ch);
@@ -570,21 +590,29 @@ void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 		reply_entry(r, n, &ch);
 }
 
+/* A symlink's target: 0, -ENOENT (empty), -ENAMETOOLONG or -EINVAL. */
+static int check_target(const ProtobufCBinaryData *t)
+{
+	if (t->len == 0)
+		return -ENOENT;
+	if (t->len >= SW_PATH_MAX)
+		return -ENAMETOOLONG;
+	return memchr(t->data, '\0', t->len) ? -EINVAL : 0;
+}
+
 void op_symlink(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SymlinkReq *q = (const Sweepfs__SymlinkReq *)msg;
-	struct new_node nn = { q->cred,	       q->parent, &q->name,
-			       S_IFLNK | 0777, 0,	  &q->target };
+	struct new_node nn = { .cred = q->cred,
+			       .parent = q->parent,
+			       .name = &q->name,
+			       .mode = S_IFLNK | 0777,
+			       .target = &q->target };
 	struct changed ch = { .n = 0 };
 	struct node *n;
-	int rc;
+	int rc = check_target(&q->target);
 
-	if (q->target.len == 0)
-		rc = -ENOENT;
-	else if (q->target.len >= SW_PATH_MAX ||
-		 memchr(q->target.data, '\0', q->target.len))
-		rc = q->target.len >= SW_PATH_MAX ? -ENAMETOOLONG : -EINVAL;
-	else
+	if (rc == 0)
 		rc = create_node(r, &nn, &n, &ch);
 	if (rc < 0)
 		req_error(r, rc);
@@ -656,9 +684,10 @@ static int open_node(struct req *r, const struct cred *c, struct node *n,
 void op_create(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__CreateReq *q = (const Sweepfs__CreateReq *)msg;
-	struct new_node nn = { q->cred,	 q->parent,
-			       &q->name, S_IFREG | (q->mode & 07777),
-			       0,	 NULL };
+	struct new_node nn = { .cred = q->cred,
+			       .parent = q->parent,
+			       .name = &q->name,
+			       .mode = S_IFREG | (q->mode & 07777) };
 	struct changed ch = { .n = 0 };
 	struct cred cred;
 	struct node *n;
@@ -820,6 +849,142 @@ void op_rmdir(struct req *r, const ProtobufCMessage *msg)
 	remove_entry(r, (const Sweepfs__NameReq *)msg, true);
 }
 
+/* Inode numbers one InoRangeReq may have. */
+#define INO_RANGE_MAX 4096
+
+/*
+ * Inode numbers for the nodes a delegation holder makes (BATCH_CREATE),
+ * journaled before the reply (through the changelog's own durability),
+ * so that none is handed out twice, a restart included.
+ */
+void op_ino_range(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__InoRangeReq *q = (const Sweepfs__InoRangeReq *)msg;
+	Sweepfs__InoRangeReply reply = SWEEPFS__INO_RANGE_REPLY__INIT;
+	Sweepfs__Meta__Reserve rv = SWEEPFS__META__RESERVE__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct session *s = r->s;
+	uint32_t count = q->count < INO_RANGE_MAX ? q->count : INO_RANGE_MAX;
+	uint64_t first = r->m->ns.next_ino;
+	int rc;
+
+	if (!s->ndelegs)
+		rc = -EPERM; /* nowhere to make nodes in */
+	else if (!count)
+		rc = -EINVAL;
+	else
+		rc = 0;
+	if (rc < 0)
+		goto out_err;
+	rv.next_ino = first + count;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_RESERVE;
+	mut.reserve = &rv;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		goto out_err;
+	s->ino_lo[1] = s->ino_lo[0];
+	s->ino_hi[1] = s->ino_hi[0];
+	s->ino_lo[0] = first;
+	s->ino_hi[0] = rv.next_ino;
+	reply.has_first = reply.has_count = 1;
+	reply.first = first;
+	reply.count = count;
+	req_reply(r, &reply.base);
+	return;
+
+out_err:
+	req_error(r, rc);
+}
+
+/*
+ * Whether @s may make a node numbered @ino: one of its two ranges, or,
+ * for a session_timeout after a restart (when the ranges are forgotten),
+ * below what was handed out before it: a batch sent again.
+ */
+static bool ino_allowed(const struct master *m, const struct session *s,
+			uint64_t ino)
+{
+	int64_t since = sw_mono_ns() - m->loaded_mono;
+
+	for (unsigned i = 0; i < SW_ARRAY_SIZE(s->ino_lo); i++)
+		if (ino >= s->ino_lo[i] && ino < s->ino_hi[i])
+			return true;
+	return ino > NS_ROOT_INO && ino < m->boot_next_ino &&
+	       since < (int64_t)m->cfg.session_timeout_ms * 1000000;
+}
+
+/*
+ * The mount's time of a change, within a second of ours: its clock may
+ * be off a little, and no client sets times far off. No arithmetic on
+ * @t, which may be anything.
+ */
+static int64_t clamp_time(int64_t t)
+{
+	int64_t now = sw_now_ns();
+
+	if (t < now - SW_NSEC_PER_SEC)
+		return now - SW_NSEC_PER_SEC;
+	if (t > now + SW_NSEC_PER_SEC)
+		return now + SW_NSEC_PER_SEC;
+	return t;
+}
+
+/*
+ * A node a holder made (BATCH_CREATE, mapped @op), made as its own
+ * request would make it, with its number and time; its new entry's
+ * cookie in *@cookie. 0 or -errno.
+ */
+static int create_batched(struct req *r, const Sweepfs__BatchOp *op,
+			  uint64_t *cookie)
+{
+	struct new_node nn = {
+		.cred = op->cred,
+		.parent = op->parent,
+		.name = &op->name,
+		.mode = op->mode,
+		.ino = op->ino,
+		.time = op->has_time ? clamp_time(op->time) : 0,
+	};
+	struct changed ch = { .n = 0 };
+	struct node *n;
+	bool made;
+	int rc;
+
+	switch (op->mode & S_IFMT) {
+	case S_IFLNK:
+		nn.target = &op->target;
+		rc = check_target(&op->target);
+		break;
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFIFO:
+	case S_IFSOCK:
+		rc = 0;
+		break;
+	default:
+		rc = -EINVAL;
+	}
+	if (rc == 0 && !ino_allowed(r->m, r->s, op->ino))
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = create_node(r, &nn, &n, &ch);
+	if (rc < 0)
+		return rc;
+	made = rc == 0;
+	/* Made before, it may be open since: one open, not two. */
+	if (op->open && S_ISREG(n->mode) && !session_has_open(r->s, n->ino)) {
+		rc = session_open(r->m, r->s, n, op->writable);
+		if (rc < 0)
+			return rc;
+	}
+	if (made && S_ISDIR(n->mode))
+		deleg_grant_made(r->m, r->s, n);
+	session_grant(r->s, n);
+	*cookie = ch.cookie;
+	return 0;
+}
+
 /*
  * Operations a mount acknowledged under a delegation (deleg.h), in order,
  * each checked as its own request would be: one error each, in one reply
@@ -831,30 +996,47 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
 	Sweepfs__BatchReply reply = SWEEPFS__BATCH_REPLY__INIT;
+	size_t n = q->n_ops ? q->n_ops : 1;
+	uint64_t *cookies;
 	int32_t *errs;
 
 	if (q->n_ops > SW_BATCH_OPS_MAX) {
 		req_error(r, -E2BIG);
 		return;
 	}
-	errs = calloc(q->n_ops ? q->n_ops : 1, sizeof(*errs));
-	if (!errs) {
+	errs = calloc(n, sizeof(*errs));
+	cookies = calloc(n, sizeof(*cookies));
+	if (!errs || !cookies) {
 		req_error(r, -ENOMEM);
-		return;
+		goto out_free;
 	}
 	for (size_t i = 0; i < q->n_ops; i++) {
 		const Sweepfs__BatchOp *op = q->ops[i];
 
 		session_map_cred(r->s, op->cred);
-		errs[i] = remove_one(
-			r, op->cred, op->parent, &op->name,
-			op->type == SWEEPFS__BATCH_TYPE__BATCH_RMDIR, NULL);
+		switch (op->type) {
+		case SWEEPFS__BATCH_TYPE__BATCH_UNLINK:
+		case SWEEPFS__BATCH_TYPE__BATCH_RMDIR:
+			errs[i] = remove_one(
+				r, op->cred, op->parent, &op->name,
+				op->type == SWEEPFS__BATCH_TYPE__BATCH_RMDIR,
+				NULL);
+			break;
+		case SWEEPFS__BATCH_TYPE__BATCH_CREATE:
+			errs[i] = create_batched(r, op, &cookies[i]);
+			break;
+		default:
+			errs[i] = -EINVAL;
+		}
 	}
 	r->m->total.batch_ops += q->n_ops;
 	r->s->ctr.batch_ops += q->n_ops;
-	reply.n_errs = q->n_ops;
+	reply.n_errs = reply.n_cookies = q->n_ops;
 	reply.errs = errs;
+	reply.cookies = cookies;
 	req_reply(r, &reply.base);
+out_free:
+	free(cookies);
 	free(errs);
 }
 

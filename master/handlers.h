@@ -36,6 +36,7 @@ HANDLER(op_listxattr);
 HANDLER(op_removexattr);
 HANDLER(op_readdir);
 HANDLER(op_batch);
+HANDLER(op_ino_range);
 HANDLER(op_inval_ack);
 
 /* dataops.c: chunks of files */

@@ -115,6 +115,8 @@ static int load_metadata(struct master *m)
 		return rc;
 	}
 	m->ns.version = last;
+	m->boot_next_ino = m->ns.next_ino;
+	m->loaded_mono = sw_mono_ns();
 	sw_notice(TAG,
 		  "metadata at version %" PRIu64 " (checkpoint %" PRIu64
 		  ", %" PRIu64 " changes replayed): %" PRIu64

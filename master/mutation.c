@@ -318,6 +318,13 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	case SWEEPFS__META__MUTATION__OP_TRASH_DROP:
 		rc = apply_trash(ns, m);
 		break;
+	case SWEEPFS__META__MUTATION__OP_RESERVE:
+		/* Forward only: a range handed out stays taken, and replay
+		 * after a checkpoint that saw later numbers keeps those. */
+		if (m->reserve->next_ino > ns->next_ino)
+			ns->next_ino = m->reserve->next_ino;
+		rc = 0;
+		break;
 	default:
 		rc = -EINVAL;
 	}

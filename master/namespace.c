@@ -240,11 +240,24 @@ static void resizing_forget(struct ns *ns, const struct dir *d)
 }
 
 /*
- * Append live edge @e to @d. Fails (-ENOMEM) only before changing
+ * @n is now an entry of @dir. Every way in (create, link, rename, a
+ * restore from the trash) goes through dir_add() or rename_exchange():
+ * an entry of a delegated directory is marked as deleg.c marks those it
+ * had, so that another session naming it by number recalls the holder.
+ */
+static void mark_deleg_in(const struct node *dir, struct node *n)
+{
+	if (dir->flags & NODE_DELEG)
+		n->flags |= NODE_DELEG_IN;
+}
+
+/*
+ * Append live edge @e to @dir. Fails (-ENOMEM) only before changing
  * anything.
  */
-static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
+static int dir_add(struct ns *ns, struct node *dir, struct edge *e)
 {
+	struct dir *d = dir->u.dir;
 	size_t before = htab_bytes(&d->names);
 	int rc = 0;
 
@@ -283,6 +296,7 @@ static int dir_add(struct ns *ns, struct dir *d, struct edge *e)
 	 * the one it renames itself. */
 	if (ns_is_dir(e->child) && e->child != ns->moving)
 		lct_link(&e->child->u.dir->lct, &d->lct);
+	mark_deleg_in(dir, e->child);
 	return 0;
 }
 
@@ -744,7 +758,7 @@ int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
 	rc = htab_insert(&ns->inodes, sw_hash_u64(n->ino), n);
 	if (rc < 0)
 		goto out_edge;
-	rc = dir_add(ns, dir->u.dir, e);
+	rc = dir_add(ns, dir, e);
 	if (rc < 0)
 		goto out_unhash;
 
@@ -794,7 +808,7 @@ int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
 	e = edge_new(ns, name, len, edge, n);
 	if (!e)
 		return -ENOMEM;
-	rc = dir_add(ns, dir->u.dir, e);
+	rc = dir_add(ns, dir, e);
 	if (rc < 0) {
 		edge_free(ns, e);
 		return rc;
@@ -842,6 +856,8 @@ static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
 	 * swap. */
 	se->child = dst;
 	de->child = src;
+	mark_deleg_in(sdir, dst);
+	mark_deleg_in(ddir, src);
 	if (sdir != ddir) {
 		if (S_ISDIR(src->mode)) {
 			sdir->u.dir->nsubdirs--;
@@ -919,7 +935,7 @@ int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
 	/* The flag goes where the object goes. */
 	ne->flags |= se->flags & EDGE_SNAPSHOT;
 	ns->moving = src;
-	rc = dir_add(ns, ddir->u.dir, ne);
+	rc = dir_add(ns, ddir, ne);
 	if (rc < 0) {
 		ns->moving = NULL;
 		edge_free(ns, ne);
@@ -1168,7 +1184,7 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 	if (!e)
 		return -ENOMEM;
 	e->flags = flags & EDGE_SNAPSHOT;
-	rc = dir_add(ns, d, e);
+	rc = dir_add(ns, dir, e);
 	if (rc < 0) {
 		edge_free(ns, e);
 		return rc;
@@ -1422,7 +1438,7 @@ int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
 	if (!e)
 		return -ENOMEM;
 	e->flags = flags & EDGE_SNAPSHOT;
-	rc = dir_add(ns, dir->u.dir, e);
+	rc = dir_add(ns, dir, e);
 	if (rc < 0) {
 		edge_free(ns, e);
 		return rc;

@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "changelog.h"
+#include "deleg.h"
 #include "master.h"
 #include "mutation.h"
 #include "req.h"
@@ -47,8 +48,13 @@ int master_commit(struct master *m, struct req *r,
 	uint64_t version = m->ns.version + 1;
 	int rc = changelog_admit(m->cl);
 
-	if (rc < 0)
+	if (rc < 0) {
+		/* The disk is full: what holders answer themselves could not
+		 * be journaled either. The recalls go out now, before the
+		 * caller's error reply on the same connection. */
+		deleg_recall_all(m);
 		return rc;
+	}
 	rc = changelog_prepare(m->cl, mut);
 	if (rc < 0)
 		return rc;

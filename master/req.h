@@ -96,7 +96,7 @@ int req_check_name(const ProtobufCBinaryData *name);
 /*
  * Apply @mut and journal it as the next version; the reply of @r (may be
  * NULL for internal changes) waits for it. Returns 0 or -errno (nothing
- * changed).
+ * changed); -ENOSPC (the metadata disk is full) recalls every delegation.
  */
 int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut);

@@ -63,6 +63,10 @@ struct session {
 	struct watch *watches_tail;
 	uint32_t nwatches;
 	uint32_t ndelegs; /* directories delegated to it (deleg.h) */
+	/* Its last two inode ranges (InoRangeReq), [lo, hi), newest in
+	 * [0]: a batch may still use the older while the newer is asked
+	 * for. In memory only: master.c's boot_next_ino covers a restart. */
+	uint64_t ino_lo[2], ino_hi[2];
 	/* Invalidations (watch.c) sent to it and acknowledged, by the
 	 * master's sequence; while it owes some it is on m->owing. */
 	uint64_t inval_sent, inval_acked;

@@ -77,6 +77,8 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(BATCH, "batch", batch_req, batch_reply, 1, 1),
 	/* An ack lost with a connection is owed no more (server.c). */
 	MSG(INVAL_ACK, "inval_ack", inval_ack_req, status_reply, 0, 0),
+	/* Resent, a range is only wasted: numbers are plentiful. */
+	MSG(INO_RANGE, "ino_range", ino_range_req, ino_range_reply, 1, 1),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -140,6 +140,7 @@ enum sw_msg_type {
 	SW_MSG_DELEG_RETURN = 47,
 	SW_MSG_BATCH = 48,
 	SW_MSG_INVAL_ACK = 49,
+	SW_MSG_INO_RANGE = 50,
 	SW_MSG__COUNT
 };
 

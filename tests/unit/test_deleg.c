@@ -8,6 +8,9 @@
  * by an entry's inode, and by a subtree operation above), the waiting
  * connection resumed by the return, a timeout, the holder's loss of its
  * connection, and batches applied in order with one error each.
+ * Inode ranges, and batches that make nodes with them: the checks an
+ * ordinary create makes, a batch sent again, opens, a directory made
+ * delegated, new entries marked; the trash's requests recall.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,12 +31,14 @@
 #include "log.h"
 #include "deleg.h"
 #include "master.h"
+#include "mutation.h"
 #include "req.h"
 #include "server.h"
 #include "session.h"
 #include "watch.h"
 #include "unit.h"
 #include "unit_ns.h"
+#include "util.h"
 
 struct fixture {
 	char dir[256];
@@ -126,6 +131,8 @@ static int teardown(void **state)
 
 	deleg_drop_session(&f->m, &f->sa);
 	deleg_drop_session(&f->m, &f->sb);
+	htab_release(&f->sa.opens);
+	htab_release(&f->m.openers);
 	watch_drop_session(&f->m, &f->sa);
 	watch_drop_session(&f->m, &f->sb);
 	delegs_free(&f->m);
@@ -516,6 +523,358 @@ static void test_batch_of_another_session_waits(void **state)
 	deleg_unpark(&f->cb);
 }
 
+/* Let the changelog make everything journaled durable (replies go). */
+static void durable(struct fixture *f)
+{
+	changelog_flush(f->m.cl);
+	while (changelog_durable(f->m.cl) < f->m.ns.version)
+		uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+/* Ask for @count inode numbers for @c: the first in *@first, the count
+ * granted returned; or -errno. */
+static int64_t ino_range(struct fixture *f, struct conn *c, uint32_t count,
+			 uint64_t *first)
+{
+	Sweepfs__InoRangeReq q = SWEEPFS__INO_RANGE_REQ__INIT;
+	Sweepfs__InoRangeReply *r;
+	int64_t got;
+
+	q.count = count;
+	call(f, c, SW_MSG_INO_RANGE, &q.base);
+	durable(f);
+	r = (Sweepfs__InoRangeReply *)take(c, SW_MSG_INO_RANGE);
+	assert_non_null(r);
+	/* An error is a StatusReply: its err, positive, in the same field. */
+	got = r->err ? -(int64_t)r->err : (int64_t)r->count;
+	*first = r->first;
+	sweepfs__ino_range_reply__free_unpacked(r, NULL);
+	return got;
+}
+
+static Sweepfs__BatchOp *cop(Sweepfs__BatchOp *o, Sweepfs__Cred *cred,
+			     struct node *parent, const char *name,
+			     uint32_t mode, uint64_t ino)
+{
+	op(o, cred, parent->ino, name, false);
+	o->type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
+	o->has_ino = o->has_mode = 1;
+	o->ino = ino;
+	o->mode = mode;
+	return o;
+}
+
+/* Send @n ops of @c in one batch; the reply, once durable. */
+static Sweepfs__BatchReply *batch(struct fixture *f, struct conn *c,
+				  Sweepfs__BatchOp *o, size_t n)
+{
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__BatchOp *ops[16];
+	Sweepfs__BatchReply *r;
+
+	assert_true(n <= SW_ARRAY_SIZE(ops));
+	for (size_t i = 0; i < n; i++)
+		ops[i] = &o[i];
+	q.n_ops = n;
+	q.ops = ops;
+	call(f, c, SW_MSG_BATCH, &q.base);
+	durable(f);
+	r = (Sweepfs__BatchReply *)take(c, SW_MSG_BATCH);
+	assert_non_null(r);
+	assert_int_equal(r->n_errs, n);
+	assert_int_equal(r->n_cookies, n);
+	return r;
+}
+
+static struct node *entry(struct fixture *f, struct node *dir, const char *name)
+{
+	struct edge *e = ns_lookup(&f->m.ns, dir, name, strlen(name));
+
+	return e ? e->child : NULL;
+}
+
+static void test_ino_range(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Meta__Reserve rv = SWEEPFS__META__RESERVE__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	uint64_t next = f->m.ns.next_ino, a, b;
+
+	assert_int_equal(ino_range(f, &f->ca, 10, &a), -EPERM);
+	assert_int_equal(f->m.ns.next_ino, next);
+	assert_true(ask(f, &f->ca, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 0, &a), -EINVAL);
+	assert_int_equal(ino_range(f, &f->ca, 100000, &a), 4096);
+	assert_int_equal(a, next);
+	assert_int_equal(f->m.ns.next_ino, next + 4096);
+	assert_int_equal(ino_range(f, &f->ca, 10, &b), 10);
+	assert_int_equal(b, a + 4096); /* after the first: no overlap */
+	assert_int_equal(f->m.ns.next_ino, b + 10);
+	assert_int_equal(f->sa.ino_lo[0], b);
+	assert_int_equal(f->sa.ino_lo[1], a);
+	/* An ordinary create takes a number past both. */
+	assert_true(mk(f, f->d, "x", S_IFREG | 0644)->ino >= b + 10);
+
+	/* Replayed, a Reserve only ever moves the counter forward. */
+	next = f->m.ns.next_ino;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_RESERVE;
+	mut.reserve = &rv;
+	rv.next_ino = next - 100;
+	assert_int_equal(mutation_apply(&f->m.ns, &mut, f->m.ns.version + 1),
+			 0);
+	assert_int_equal(f->m.ns.next_ino, next);
+	rv.next_ino = next + 100;
+	assert_int_equal(mutation_apply(&f->m.ns, &mut, f->m.ns.version + 1),
+			 0);
+	assert_int_equal(f->m.ns.next_ino, next + 100);
+}
+
+static void test_batch_create(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__Cred nobody = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o[11];
+	Sweepfs__BatchReply *r;
+	struct node *sg, *n;
+	uint64_t a, b, nodes, last = 0;
+
+	cred.uid = cred.gid = 1000;
+	nobody.uid = nobody.gid = 65534;
+	f->d->mode = S_IFDIR | 0777;
+	sg = mk(f, f->d, "sg", S_IFDIR | 02777);
+	sg->gid = 50;
+	assert_true(ask(f, &f->ca, f->d));
+	assert_true(ask(f, &f->cb, f->sub));
+	assert_int_equal(ino_range(f, &f->ca, 16, &a), 16);
+	assert_int_equal(ino_range(f, &f->cb, 16, &b), 16);
+	cop(&o[0], &cred, f->d, "nf", S_IFREG | 0640, a);
+	cop(&o[1], &cred, f->d, "nd", S_IFDIR | 0750, a + 1);
+	cop(&o[2], &cred, f->d, "nl", S_IFLNK | 0777, a + 2);
+	o[2].has_target = 1;
+	o[2].target.data = (uint8_t *)"nf";
+	o[2].target.len = 2;
+	cop(&o[3], &cred, f->d, "np", S_IFIFO | 0600, a + 3);
+	cop(&o[4], &cred, f->d, "out", S_IFREG | 0644, a + 16); /* past */
+	cop(&o[5], &cred, f->d, "theirs", S_IFREG | 0644, b);	/* B's */
+	cop(&o[6], &cred, f->d, "f", S_IFREG | 0644, a + 4);	/* exists */
+	cop(&o[7], &nobody, f->sub, "no", S_IFREG | 0644, a + 5);
+	cop(&o[8], &cred, f->d, "dev", S_IFCHR | 0644, a + 6);
+	cop(&o[9], &cred, sg, "sgd", S_IFDIR | 0755, a + 7);
+	cop(&o[10], &cred, sg, "sgf", S_IFREG | 02755, a + 8);
+	nodes = f->m.ns.nnodes;
+	r = batch(f, &f->ca, o, 11);
+	assert_int_equal(r->errs[4], -EINVAL);
+	assert_int_equal(r->errs[5], -EINVAL);
+	assert_int_equal(r->errs[6], -EEXIST);
+	assert_int_equal(r->errs[7], -EACCES);
+	assert_int_equal(r->errs[8], -EINVAL);
+	for (size_t i = 0; i < 11; i++) {
+		if (i >= 4 && i <= 8) {
+			assert_int_equal(r->cookies[i], 0);
+			continue;
+		}
+		assert_int_equal(r->errs[i], 0);
+		assert_true(r->cookies[i] > last);
+		last = r->cookies[i];
+		n = ns_get(&f->m.ns, o[i].ino);
+		assert_non_null(n);
+		assert_ptr_equal(entry(f, i < 9 ? f->d : sg,
+				       (const char *)o[i].name.data),
+				 n);
+		assert_int_equal(n->mode & S_IFMT, o[i].mode & S_IFMT);
+		assert_int_equal(n->uid, 1000);
+		assert_int_equal(n->gid, i < 9 ? 1000 : 50);
+	}
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(f->m.ns.nnodes, nodes + 6);
+	assert_int_equal(ns_get(&f->m.ns, a)->mode, S_IFREG | 0640);
+	assert_ptr_equal(ns_get(&f->m.ns, a + 1)->u.dir->parent, f->d);
+	assert_memory_equal(ns_get(&f->m.ns, a + 2)->u.target, "nf", 2);
+	/* The set-group-ID directory: its group, and to a subdirectory
+	 * its bit; a file's bit kept for a member of the group only. */
+	assert_true(ns_get(&f->m.ns, a + 7)->mode & S_ISGID);
+	assert_false(ns_get(&f->m.ns, a + 8)->mode & S_ISGID);
+	assert_null(ns_get(&f->m.ns, b));
+	assert_null(entry(f, f->sub, "no"));
+}
+
+/* A batch sent again after a reconnect: the same answers, made once. */
+static void test_batch_create_sent_again(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o[2];
+	Sweepfs__BatchReply *r;
+	uint64_t a, cookies[2], nodes, v;
+
+	assert_true(ask(f, &f->ca, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	cop(&o[0], &cred, f->d, "nf", S_IFREG | 0644, a);
+	cop(&o[1], &cred, f->d, "nd", S_IFDIR | 0755, a + 1);
+	nodes = f->m.ns.nnodes;
+	for (int round = 0; round < 2; round++) {
+		v = f->m.ns.version;
+		r = batch(f, &f->ca, o, 2);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(r->errs[i], 0);
+			assert_true(r->cookies[i] != 0);
+			if (round)
+				assert_int_equal(r->cookies[i], cookies[i]);
+			cookies[i] = r->cookies[i];
+		}
+		sweepfs__batch_reply__free_unpacked(r, NULL);
+		assert_int_equal(f->m.ns.nnodes, nodes + 2);
+		assert_int_equal(f->m.ns.version, v + (round ? 0 : 2));
+	}
+	/* The same name with another number is another node: EEXIST. */
+	cop(&o[0], &cred, f->d, "nf", S_IFREG | 0644, a + 2);
+	r = batch(f, &f->ca, o, 1);
+	assert_int_equal(r->errs[0], -EEXIST);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+}
+
+static void test_batch_create_open(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o[2];
+	Sweepfs__BatchReply *r;
+	uint64_t a;
+
+	assert_true(ask(f, &f->ca, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	cop(&o[0], &cred, f->d, "open", S_IFREG | 0644, a);
+	o[0].has_open = o[0].has_writable = 1;
+	o[0].open = o[0].writable = 1;
+	cop(&o[1], &cred, f->d, "closed", S_IFREG | 0644, a + 1);
+	for (int round = 0; round < 2; round++) {
+		r = batch(f, &f->ca, o, 2);
+		assert_int_equal(r->errs[0], 0);
+		assert_int_equal(r->errs[1], 0);
+		sweepfs__batch_reply__free_unpacked(r, NULL);
+	}
+	assert_true(session_has_writable(&f->sa, a));
+	assert_true(ns_get(&f->m.ns, a)->flags & NODE_OPEN);
+	assert_false(session_has_open(&f->sa, a + 1));
+	assert_false(ns_get(&f->m.ns, a + 1)->flags & NODE_OPEN);
+	/* Sent again, still one open: one release closes it. */
+	session_release(&f->m, &f->sa, a);
+	assert_false(session_has_open(&f->sa, a));
+	assert_false(ns_get(&f->m.ns, a)->flags & NODE_OPEN);
+}
+
+static void test_made_dir_delegated(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o;
+	Sweepfs__BatchReply *r;
+	uint64_t a;
+
+	assert_true(ask(f, &f->ca, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd", S_IFDIR | 0755, a), 1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 2);
+	assert_int_equal(f->sa.ndelegs, 2);
+	assert_true(ns_get(&f->m.ns, a)->flags & NODE_DELEG);
+	/* Another session reaches into it: it is recalled (with the
+	 * parent: an entry of a delegated directory recalls them all). */
+	assert_true(lookup_waits(&f->cb, ns_get(&f->m.ns, a), "x"));
+	{
+		struct deleg_stats st;
+
+		deleg_stats(&f->m, &st);
+		assert_int_equal(st.recalls, 2);
+	}
+	deleg_unpark(&f->cb);
+	give_back(f, &f->ca, ns_get(&f->m.ns, a));
+	give_back(f, &f->ca, f->d);
+	assert_int_equal(held(f), 0);
+
+	/* The parent being recalled: made, not delegated. */
+	assert_true(ask(f, &f->ca, f->d));
+	(void)take(&f->ca, SW_MSG_DELEG_RECALL);
+	assert_true(lookup_waits(&f->cb, f->d, "f"));
+	assert_true(recalled(&f->ca, f->d));
+	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd2", S_IFDIR | 0755, a + 1),
+		  1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 1);
+	assert_false(ns_get(&f->m.ns, a + 1)->flags & NODE_DELEG);
+	deleg_unpark(&f->cb);
+}
+
+/* Entries made in a delegated directory, by a batch, an ordinary request
+ * of the holder, or a link, are marked as the ones it had. */
+static void test_new_entries_recall_by_ino(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__GetattrReq g = SWEEPFS__GETATTR_REQ__INIT;
+	Sweepfs__MknodReq mq = SWEEPFS__MKNOD_REQ__INIT;
+	Sweepfs__BatchOp o;
+	Sweepfs__BatchReply *r;
+	struct node *g0 = entry(f, f->sub, "g"), *made, *plain;
+	uint64_t a;
+
+	assert_true(ask(f, &f->ca, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nf", S_IFREG | 0644, a), 1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	made = ns_get(&f->m.ns, a);
+	mq.cred = &cred;
+	mq.parent = f->d->ino;
+	mq.name.data = (uint8_t *)"plain";
+	mq.name.len = 5;
+	mq.mode = S_IFREG | 0644;
+	call(f, &f->ca, SW_MSG_MKNOD, &mq.base);
+	plain = entry(f, f->d, "plain");
+	assert_non_null(plain);
+	assert_true(made->flags & NODE_DELEG_IN);
+	assert_true(plain->flags & NODE_DELEG_IN);
+	for (int i = 0; i < 3; i++) {
+		if (i == 2) {
+			/* A link: a file with two names (refused at a grant). */
+			assert_false(g0->flags & NODE_DELEG_IN);
+			assert_int_equal(ns_link(&f->m.ns, g0, f->d, "g", 1,
+						 f->m.ns.next_edge, ++f->now),
+					 0);
+			assert_true(g0->flags & NODE_DELEG_IN);
+		}
+		g.ino = (i == 0 ? made : i == 1 ? plain : g0)->ino;
+		assert_true(deleg_wait(&f->cb, SW_MSG_GETATTR, &g.base));
+		assert_true(recalled(&f->ca, f->d));
+		deleg_unpark(&f->cb);
+		give_back(f, &f->ca, f->d);
+		assert_false(made->flags & NODE_DELEG_IN);
+		assert_false(plain->flags & NODE_DELEG_IN);
+		if (i < 2)
+			assert_true(ask(f, &f->ca, f->d));
+	}
+}
+
+static void test_trash_recalls(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__TrashReq q = SWEEPFS__TRASH_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+
+	q.cred = &cred;
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_false(deleg_wait(&f->ca, SW_MSG_TRASH, &q.base));
+	assert_true(deleg_wait(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_non_null(f->cb.parked);
+	assert_true(recalled(&f->ca, f->sub));
+	give_back(f, &f->ca, f->sub);
+	assert_null(f->cb.parked);
+	assert_false(deleg_wait(&f->cb, SW_MSG_TRASH, &q.base));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -542,6 +901,20 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_batch_of_another_session_waits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ino_range, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_batch_create, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_batch_create_sent_again,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_create_open, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_made_dir_delegated, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_new_entries_recall_by_ino,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trash_recalls, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
