@@ -67,13 +67,26 @@ struct gone {
 	size_t nnames;
 };
 
-/* A queued operation, with its credentials and name in one block. */
+/* A queued operation, with its credentials, name and target in one
+ * block. */
 struct qop {
 	Sweepfs__BatchOp op;
 	Sweepfs__Cred cred;
-	size_t bytes; /* about what it costs in a frame */
+	uint64_t made; /* a create's provisional cookie (dircache.h), or 0 */
+	size_t bytes;  /* about what it costs in a frame */
 	uint32_t groups[];
 };
+
+/* Operations on the wire, kept for what their answers say of them. */
+struct sent {
+	struct deleg *dg;
+	size_t n;
+	struct qop *ops[];
+};
+
+/* Inode numbers asked for at once, and how few left make us ask. */
+#define INO_RANGE 4096u
+#define INO_LOW (INO_RANGE / 4)
 
 struct deleg {
 	struct mount *m;
@@ -89,6 +102,13 @@ struct deleg {
 	size_t nq, qcap, qbytes;
 	int64_t first_at; /* mono ns the oldest queued op was */
 	size_t queued;	  /* nq, for a look without mu */
+	size_t qopen;	  /* queued creates whose file is still open */
+	unsigned sending; /* queues taken, not yet all on the wire */
+	/* Inode numbers for what is made here: [ino_next, ino_end), then
+	 * the spare range that came before those ran out. */
+	uint64_t ino_next, ino_end, spare_next, spare_end;
+	bool ino_asking;
+	int64_t ino_asked_at; /* mono ns */
 	/* amu */
 	uint64_t *returns;
 	size_t nret, retcap;
@@ -161,41 +181,83 @@ static void want_return(struct deleg *dg, uint64_t ino)
 	pthread_mutex_unlock(&dg->amu);
 }
 
+/*
+ * The master's answer to something made here: the entry gets its cookie;
+ * or, refused, the listing that has it goes, and a directory is no longer
+ * held (the kernel keeps the name until its entry times out).
+ */
+static void made_answered(struct deleg *dg, const struct qop *o, int err,
+			  uint64_t cookie)
+{
+	struct mount *m = dg->m;
+	struct ddir *d;
+	bool give = false;
+
+	if (err == 0 && cookie) {
+		if (o->made)
+			dircache_made_cookie(m->dcache, o->op.parent, o->made,
+					     cookie);
+		return;
+	}
+	dircache_drop(m->dcache, o->op.parent);
+	if (!S_ISDIR(o->op.mode))
+		return;
+	pthread_mutex_lock(&dg->mu);
+	d = find(dg, o->op.ino);
+	if (d && d->st == D_HELD) {
+		d->st = D_RETURNING;
+		give = true;
+	}
+	pthread_mutex_unlock(&dg->mu);
+	dircache_drop(m->dcache, o->op.ino);
+	if (give)
+		want_return(dg, o->op.ino);
+}
+
 static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct deleg *dg = arg;
-	const Sweepfs__BatchReply *r = (const Sweepfs__BatchReply *)*reply;
-	int first = rc;
+	struct sent *st = arg;
+	struct deleg *dg = st->dg;
+	const Sweepfs__BatchReply *r =
+		rc == 0 ? (const Sweepfs__BatchReply *)*reply : NULL;
+	int first = 0;
 	size_t bad = 0;
 
-	if (rc == 0) {
-		for (size_t i = 0; i < r->n_errs; i++) {
-			if (!r->errs[i])
-				continue;
-			if (!first)
-				first = r->errs[i];
-			bad++;
-		}
+	for (size_t i = 0; i < st->n; i++) {
+		const struct qop *o = st->ops[i];
+		bool create = o->op.type == SWEEPFS__BATCH_TYPE__BATCH_CREATE;
+		int err = rc < 0 ? rc : i < r->n_errs ? r->errs[i] : -EIO;
+
+		if (create)
+			made_answered(dg, o, err,
+				      r && i < r->n_cookies ? r->cookies[i] :
+							      0);
+		/* ENOENT of a removal: done before a reconnect and sent
+		 * again, or removed by another client after the delegation
+		 * ended. */
+		if (err == 0 || (err == -ENOENT && !create))
+			continue;
+		if (!first)
+			first = err;
+		bad++;
 	}
-	pthread_mutex_lock(&dg->amu);
-	if (rc < 0) {
-		sw_warn(TAG, "a batch of removals failed: %s", strerror(-rc));
-	} else if (bad) {
-		/* ENOENT: done before a reconnect and sent again, or removed
-		 * by another client after the delegation ended. */
+	if (bad)
 		sw_notice(TAG,
-			  "%zu removal(s) acknowledged here were refused by "
-			  "the master (first: %s)",
+			  "%zu operation(s) acknowledged here were refused "
+			  "by the master (first: %s)",
 			  bad, strerror(-first));
-	}
-	if (first && first != -ENOENT && !dg->err)
+	pthread_mutex_lock(&dg->amu);
+	if (first && !dg->err)
 		dg->err = first;
 	dg->inflight--;
 	pthread_cond_broadcast(&dg->acv);
 	pthread_mutex_unlock(&dg->amu);
+	for (size_t i = 0; i < st->n; i++)
+		free(st->ops[i]);
+	free(st);
 }
 
-/* Send the queue as one batch. smu held. */
+/* Send the queue as batches of at most a frame each. smu held. */
 static void send_queued(struct deleg *dg)
 {
 	Sweepfs__BatchReq req = SWEEPFS__BATCH_REQ__INIT;
@@ -207,38 +269,52 @@ static void send_queued(struct deleg *dg)
 	q = dg->q;
 	n = dg->nq;
 	dg->q = NULL;
-	dg->nq = dg->qcap = dg->qbytes = 0;
+	dg->nq = dg->qcap = dg->qbytes = dg->qopen = 0;
 	__atomic_store_n(&dg->queued, 0, __ATOMIC_RELEASE);
+	if (n)
+		dg->sending++;
 	pthread_mutex_unlock(&dg->mu);
 	if (!n)
 		return;
 	ops = malloc(n * sizeof(*ops));
-	if (!ops)
-		sw_err(TAG, "out of memory: %zu acknowledged removals lost", n);
-	/* Threads that queued past a full batch before it went: more
-	 * than one frame's worth, sent as several. */
-	for (size_t i = 0; ops && i < n;) {
+	for (size_t i = 0; i < n;) {
 		size_t k = 0, bytes = 0;
+		struct sent *st;
 
 		while (i + k < n && k < SW_BATCH_OPS_MAX &&
 		       (k == 0 ||
-			bytes + q[i + k]->bytes <= SW_BATCH_BYTES_MAX)) {
-			bytes += q[i + k]->bytes;
-			ops[k] = &q[i + k]->op;
-			k++;
+			bytes + q[i + k]->bytes <= SW_BATCH_BYTES_MAX))
+			bytes += q[i + k++]->bytes;
+		st = ops ? malloc(sizeof(*st) + k * sizeof(st->ops[0])) : NULL;
+		if (!st) {
+			sw_err(TAG,
+			       "out of memory: %zu acknowledged operations "
+			       "lost",
+			       k);
+			for (size_t j = i; j < i + k; j++)
+				free(q[j]);
+			i += k;
+			continue;
+		}
+		st->dg = dg;
+		st->n = k;
+		for (size_t j = 0; j < k; j++) {
+			st->ops[j] = q[i + j];
+			ops[j] = &q[i + j]->op;
 		}
 		req.n_ops = k;
 		req.ops = ops;
 		pthread_mutex_lock(&dg->amu);
 		dg->inflight++;
 		pthread_mutex_unlock(&dg->amu);
-		mconn_send(dg->m->mc, SW_MSG_BATCH, &req.base, batch_done, dg);
+		mconn_send(dg->m->mc, SW_MSG_BATCH, &req.base, batch_done, st);
 		i += k;
 	}
-	for (size_t i = 0; i < n; i++)
-		free(q[i]);
 	free(q);
 	free(ops);
+	pthread_mutex_lock(&dg->mu);
+	dg->sending--;
+	pthread_mutex_unlock(&dg->mu);
 }
 
 static void flush(struct deleg *dg)
@@ -315,6 +391,8 @@ static void give_back(struct deleg *dg)
 		gv[i].ino = v[i];
 		forget_names(dg, &gv[i]);
 	}
+	for (size_t i = 0; i < n; i++)
+		dircache_expire_attrs(dg->m->dcache, v[i]);
 	free(gv);
 	pthread_mutex_lock(&dg->smu);
 	send_queued(dg);
@@ -645,8 +723,11 @@ void deleg_reconnected(struct deleg *dg)
 	if (!dg)
 		return;
 	/* The master dropped them; the kernel still has their names. The
-	 * returns that follow are answered, and change nothing. */
+	 * returns that follow are answered, and change nothing. A master
+	 * that restarted knows our inode numbers only for a batch sent
+	 * again, briefly: new nodes take new ones. */
 	pthread_mutex_lock(&dg->mu);
+	dg->ino_next = dg->ino_end = dg->spare_next = dg->spare_end = 0;
 	v = calloc(dg->ndirs ? dg->ndirs : 1, sizeof(*v));
 	for (size_t i = 0; i < DIR_BUCKETS; i++) {
 		for (struct ddir *d = dg->buckets[i]; d; d = d->next) {
@@ -685,19 +766,26 @@ void deleg_sync(struct deleg *dg, fuse_req_t req)
 
 /* ---- the operations -------------------------------------------------- */
 
+static bool in_group(const Sweepfs__Cred *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return true;
+	for (size_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
 /* The master's perm_check() for a directory: may @c write in it? */
 static int may_modify(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 {
 	unsigned granted;
-	bool in_group = c->gid == dir->gid;
 
 	if (c->uid == 0)
 		return 0;
-	for (size_t i = 0; i < c->n_groups && !in_group; i++)
-		in_group = c->groups[i] == dir->gid;
 	if (c->uid == dir->uid)
 		granted = (dir->mode >> 6) & 7;
-	else if (in_group)
+	else if (in_group(c, dir->gid))
 		granted = (dir->mode >> 3) & 7;
 	else
 		granted = dir->mode & 7;
@@ -716,12 +804,14 @@ static int may_remove(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 	return 1;
 }
 
-static struct qop *qop_new(uint64_t parent, const char *name, bool rmdir,
+static struct qop *qop_new(Sweepfs__BatchType type, uint64_t parent,
+			   const char *name, const char *target,
 			   const Sweepfs__Cred *cred)
 {
-	size_t len = strlen(name);
+	size_t len = strlen(name), tlen = target ? strlen(target) : 0;
 	size_t gsize = cred->n_groups * sizeof(uint32_t);
-	struct qop *o = malloc(sizeof(*o) + gsize + len);
+	struct qop *o = malloc(sizeof(*o) + gsize + len + tlen);
+	char *p;
 
 	if (!o)
 		return NULL;
@@ -732,28 +822,49 @@ static struct qop *qop_new(uint64_t parent, const char *name, bool rmdir,
 	o->cred.n_groups = cred->n_groups;
 	o->cred.groups = o->groups;
 	memcpy(o->groups, cred->groups, gsize);
-	memcpy((char *)o->groups + gsize, name, len);
-	o->op.type = rmdir ? SWEEPFS__BATCH_TYPE__BATCH_RMDIR :
-			     SWEEPFS__BATCH_TYPE__BATCH_UNLINK;
+	p = (char *)o->groups + gsize;
+	memcpy(p, name, len);
+	o->op.type = type;
 	o->op.cred = &o->cred;
 	o->op.parent = parent;
-	o->op.name.data = (uint8_t *)o->groups + gsize;
+	o->op.name.data = (uint8_t *)p;
 	o->op.name.len = len;
-	o->bytes = 32 + gsize + cred->n_groups + len;
+	if (target) {
+		memcpy(p + len, target, tlen);
+		o->op.has_target = 1;
+		o->op.target.data = (uint8_t *)p + len;
+		o->op.target.len = tlen;
+	}
+	o->made = 0;
+	/* A create's numbers: ino, mode, time, flags. */
+	o->bytes = 32 + gsize + cred->n_groups + len + tlen +
+		   (type == SWEEPFS__BATCH_TYPE__BATCH_CREATE ? 32 : 0);
 	return o;
 }
 
-/* Queue @o (mu held). Returns whether the batch is full. */
-static bool enqueue(struct deleg *dg, struct qop *o)
+/* Queue @o (mu held): -ENOMEM, else whether the batch is full. */
+static int enqueue(struct deleg *dg, struct qop *o)
 {
 	if (sw_grow(&dg->q, &dg->qcap, dg->nq + 1, sizeof(*dg->q), 256) < 0)
-		return false;
+		return -ENOMEM;
 	if (!dg->nq)
 		dg->first_at = sw_mono_ns();
 	dg->q[dg->nq++] = o;
 	dg->qbytes += o->bytes;
 	__atomic_store_n(&dg->queued, dg->nq, __ATOMIC_RELEASE);
 	return dg->nq >= SW_BATCH_OPS_MAX || dg->qbytes >= SW_BATCH_BYTES_MAX;
+}
+
+/* After queueing: a full batch goes now, a first op wakes the flusher. */
+static void after_queue(struct deleg *dg, bool first, bool full)
+{
+	if (full) {
+		flush(dg);
+	} else if (first) {
+		pthread_mutex_lock(&dg->amu);
+		pthread_cond_broadcast(&dg->acv);
+		pthread_mutex_unlock(&dg->amu);
+	}
 }
 
 bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
@@ -765,8 +876,8 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	struct ddir *d;
 	struct qop *o;
 	int64_t expires;
-	bool full, first;
-	int rc = 0, lrc;
+	bool first;
+	int rc = 0, lrc, full;
 
 	if (!dg || !dg->enabled || strlen(name) > SW_NAME_MAX)
 		return false;
@@ -802,7 +913,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	/* Refused for what the entry is, or not: the master's order of
 	 * checks, permission first. */
 	lrc = rc;
-	o = rc == 0 ? qop_new(parent, name, rmdir, cred) : NULL;
+	o = rc == 0 ? qop_new(rmdir ? SWEEPFS__BATCH_TYPE__BATCH_RMDIR :
+				      SWEEPFS__BATCH_TYPE__BATCH_UNLINK,
+			      parent, name, NULL, cred) :
+		      NULL;
 	if (rc == 0 && !o)
 		return false;
 
@@ -831,7 +945,7 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	}
 	first = dg->nq == 0;
 	full = enqueue(dg, o);
-	if (dg->q[dg->nq - 1] != o) { /* no room to queue it */
+	if (full < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
 		return false;
@@ -853,12 +967,245 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	itable_set_attr(&m->inodes, &dattr, expires);
 	itable_set_attr_expired(&m->inodes, de.ino);
 	fuse_reply_err(req, 0);
-	if (full) {
-		flush(dg);
-	} else if (first) {
-		pthread_mutex_lock(&dg->amu);
-		pthread_cond_broadcast(&dg->acv);
-		pthread_mutex_unlock(&dg->amu);
-	}
+	after_queue(dg, first, full > 0);
 	return true;
+}
+
+/* ---- making nodes ------------------------------------------------------ */
+
+static void ino_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct deleg *dg = arg;
+	const Sweepfs__InoRangeReply *r =
+		rc == 0 ? (const Sweepfs__InoRangeReply *)*reply : NULL;
+
+	pthread_mutex_lock(&dg->mu);
+	dg->ino_asking = false;
+	if (r && r->first && r->count && r->first + r->count > r->first) {
+		if (dg->ino_next == dg->ino_end) {
+			dg->ino_next = r->first;
+			dg->ino_end = r->first + r->count;
+		} else {
+			dg->spare_next = r->first;
+			dg->spare_end = r->first + r->count;
+		}
+	}
+	pthread_mutex_unlock(&dg->mu);
+}
+
+/*
+ * A number for a node made here, or 0 when none is left. *@ask: the caller
+ * is to ask for more (ask_inos(), without mu). mu held.
+ */
+static uint64_t take_ino(struct deleg *dg, bool *ask)
+{
+	if (dg->ino_next == dg->ino_end && dg->spare_next != dg->spare_end) {
+		dg->ino_next = dg->spare_next;
+		dg->ino_end = dg->spare_end;
+		dg->spare_next = dg->spare_end = 0;
+	}
+	/* Not more often than once a second after a refusal. */
+	*ask = !dg->ino_asking && dg->spare_next == dg->spare_end &&
+	       dg->ino_end - dg->ino_next < INO_LOW &&
+	       sw_mono_ns() - dg->ino_asked_at >= REASK_NS;
+	if (*ask) {
+		dg->ino_asking = true;
+		dg->ino_asked_at = sw_mono_ns();
+	}
+	return dg->ino_next < dg->ino_end ? dg->ino_next++ : 0;
+}
+
+static void ask_inos(struct deleg *dg)
+{
+	Sweepfs__InoRangeReq q = SWEEPFS__INO_RANGE_REQ__INIT;
+
+	q.count = INO_RANGE;
+	mconn_send(dg->m->mc, SW_MSG_INO_RANGE, &q.base, ino_done, dg);
+}
+
+/*
+ * The attributes the master gives a node made by @c in @dir (its
+ * create_node()): the owner is the caller, the group the directory's if
+ * it is set-group-ID (which a subdirectory inherits), else the caller's;
+ * a set-group-ID file of a caller outside that group loses the bit.
+ */
+static void made_attr(Sweepfs__Attr *a, const Sweepfs__Cred *c,
+		      const Sweepfs__Attr *dir, uint64_t ino, uint32_t mode,
+		      const char *target, int64_t now)
+{
+	uint32_t type = mode & S_IFMT, perms = mode & 07777;
+
+	sweepfs__attr__init(a);
+	a->ino = ino;
+	a->uid = c->uid;
+	a->gid = (dir->mode & S_ISGID) ? dir->gid : c->gid;
+	if (type == S_IFDIR) {
+		if (dir->mode & S_ISGID)
+			perms |= S_ISGID;
+	} else if ((perms & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
+		   c->uid != 0 && !in_group(c, a->gid)) {
+		perms &= ~(uint32_t)S_ISGID;
+	}
+	if (type == S_IFLNK)
+		perms = 0777;
+	a->mode = type | perms;
+	a->nlink = type == S_IFDIR ? 2 : 1;
+	a->size = type == S_IFDIR ? 4096 : target ? strlen(target) : 0;
+	a->atime = a->mtime = a->ctime = now;
+	a->has_xattrs = 1;
+	a->xattrs = false;
+}
+
+/*
+ * A directory made here is held from birth, with its (empty) listing:
+ * the master delegates it to its maker when the batch lands, or recalls
+ * it at once. Returns a directory to give back for room, or 0. mu held.
+ */
+static uint64_t hold_made(struct deleg *dg, const Sweepfs__Attr *a)
+{
+	uint64_t old = dg->ndirs >= DIRS_MAX ? evict(dg) : 0;
+	struct ddir *d = calloc(1, sizeof(*d));
+	struct ddir **head;
+
+	if (!d)
+		return old; /* not held: asked for as usual */
+	d->ino = a->ino;
+	d->st = D_HELD;
+	d->asked_at = sw_mono_ns();
+	d->used = ++dg->clock;
+	d->attr = *a;
+	head = &dg->buckets[sw_hash_u64(a->ino) % DIR_BUCKETS];
+	d->next = *head;
+	*head = d;
+	dg->ndirs++;
+	return old;
+}
+
+int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
+	       uint32_t mode, const char *target, const Sweepfs__Cred *cred,
+	       const struct fuse_file_info *fi, struct fuse_entry_param *e)
+{
+	struct mount *m = dg ? dg->m : NULL;
+	uint32_t type = mode & S_IFMT;
+	Sweepfs__Attr a, dattr;
+	struct dc_entry de;
+	uint64_t ino, old = 0;
+	bool ask = false, first;
+	struct ddir *d;
+	struct qop *o;
+	int64_t now;
+	int rc, full;
+
+	if (!dg || !dg->enabled || strlen(name) > SW_NAME_MAX)
+		return 0;
+	if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK &&
+	    type != S_IFIFO && type != S_IFSOCK)
+		return 0; /* devices: only root, and the master says so */
+	if (target && (!*target || strlen(target) >= SW_PATH_MAX))
+		return 0;
+	if (!deleg_held(dg, parent)) {
+		deleg_want(dg, parent);
+		return 0;
+	}
+	o = qop_new(SWEEPFS__BATCH_TYPE__BATCH_CREATE, parent, name, target,
+		    cred);
+	if (!o)
+		return 0;
+	now = sw_now_ns();
+	pthread_mutex_lock(&dg->mu);
+	d = find(dg, parent);
+	if (!d || d->st != D_HELD)
+		goto master; /* recalled meanwhile */
+	d->used = ++dg->clock;
+	/* The master's order: permission, then existence. */
+	rc = may_modify(cred, &d->attr);
+	if (rc < 0) {
+		pthread_mutex_unlock(&dg->mu);
+		free(o);
+		return rc;
+	}
+	if (dircache_lookup(m->dcache, parent, name, &de) != DC_ABSENT)
+		goto master; /* there, or not known to be absent */
+	ino = take_ino(dg, &ask);
+	if (!ino)
+		goto master;
+	made_attr(&a, cred, &d->attr, ino, mode, target, now);
+	o->op.has_ino = o->op.has_mode = o->op.has_time = 1;
+	o->op.ino = ino;
+	o->op.mode = mode;
+	o->op.time = now;
+	if (fi) {
+		o->op.has_open = o->op.has_writable = 1;
+		o->op.open = true;
+		o->op.writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+	}
+	first = dg->nq == 0;
+	full = enqueue(dg, o);
+	if (full < 0)
+		goto master;
+	if (fi)
+		dg->qopen++;
+	o->made = dircache_add_made(m->dcache, parent, name, ino,
+				    (uint8_t)(type >> 12), &a);
+	d->attr.mtime = d->attr.ctime = now;
+	if (type == S_IFDIR) {
+		d->attr.nlink++;
+		old = hold_made(dg, &a);
+		dircache_new_empty(m->dcache, ino);
+	}
+	dattr = d->attr;
+	pthread_mutex_unlock(&dg->mu);
+
+	if (old)
+		want_return(dg, old);
+	if (ask)
+		ask_inos(dg);
+	itable_set_attr(&m->inodes, &dattr,
+			sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9));
+	mount_fill_entry(m, &a, e);
+	{
+		double t = deleg_entry_timeout(dg, parent, name);
+
+		if (t > 0)
+			e->entry_timeout = t;
+	}
+	after_queue(dg, first, full > 0);
+	return 1;
+
+master:
+	pthread_mutex_unlock(&dg->mu);
+	free(o);
+	if (ask)
+		ask_inos(dg);
+	return 0;
+}
+
+bool deleg_release(struct deleg *dg, uint64_t ino)
+{
+	bool found = false, sending;
+
+	if (!dg || !dg->enabled)
+		return false;
+	pthread_mutex_lock(&dg->mu);
+	/* Newest first: a file is mostly closed soon after it is made. */
+	for (size_t i = dg->qopen ? dg->nq : 0; i-- > 0;) {
+		struct qop *o = dg->q[i];
+
+		if (o->op.type == SWEEPFS__BATCH_TYPE__BATCH_CREATE &&
+		    o->op.ino == ino && o->op.open) {
+			o->op.open = o->op.writable = false;
+			dg->qopen--;
+			found = true;
+			break;
+		}
+	}
+	sending = !found && dg->sending;
+	pthread_mutex_unlock(&dg->mu);
+	/* Taken from the queue and on its way: the release must follow it
+	 * onto the wire, not overtake it among the lazy frames. */
+	if (sending) {
+		pthread_mutex_lock(&dg->smu);
+		pthread_mutex_unlock(&dg->smu);
+	}
+	return found;
 }

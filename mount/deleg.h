@@ -3,10 +3,12 @@
  * sweepfs.proto, the master's side in master/deleg.h).
  *
  * Opening a directory asks the master for a delegation on it, in the same
- * round trip as the open. While the mount holds one, it answers unlink
- * and rmdir in that directory itself, after the checks the master would
- * make, with the same errors; and lookups there from its listing, whose
- * attributes nobody else can change meanwhile. The operations wait in a
+ * round trip as the open. While the mount holds one, it answers unlink,
+ * rmdir, create, mknod, mkdir and symlink in that directory itself, after
+ * the checks the master would make, with the same errors; and lookups
+ * there from its listing, whose attributes nobody else can change
+ * meanwhile. New nodes take inode numbers the master handed out in
+ * advance; a directory made here is held from birth. The operations wait in a
  * queue and go to the master in batches: when a batch is full, 20 ms
  * after the first one queued, and before any other request this mount
  * sends, so that whatever the mount asks afterwards sees them done.
@@ -66,6 +68,25 @@ bool deleg_held(struct deleg *dg, uint64_t dir);
  */
 bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		  const char *name, bool rmdir, const Sweepfs__Cred *cred);
+
+/*
+ * mknod (of a regular file, FIFO or socket), mkdir, symlink (@target) or,
+ * with @fi, create-and-open of @name in @parent with @mode (type and
+ * permissions) for @cred: 1 when made here (*@e is what to answer, whose
+ * inode the caller counts and, with @fi, opens), -errno to answer, 0 when
+ * it must go to the master as usual. Made here, a node takes an inode
+ * number the master gave in advance, and its creation is queued.
+ */
+int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
+	       uint32_t mode, const char *target, const Sweepfs__Cred *cred,
+	       const struct fuse_file_info *fi, struct fuse_entry_param *e);
+
+/*
+ * A file is closed: true if it was made here and its creation is still
+ * queued, which now says it is not open (the master never hears of the
+ * open); false when the master is to be told.
+ */
+bool deleg_release(struct deleg *dg, uint64_t ino);
 
 /* Before any other request to the master: send what is queued. */
 void deleg_flush(struct deleg *dg);

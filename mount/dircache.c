@@ -43,13 +43,18 @@ struct cdir {
 	size_t nbuckets;
 	bool from_head;
 	bool eof;
+	/* Entries this mount made under a delegation whose cookies the
+	 * master has not given yet: the last ones, with cookies from
+	 * DC_MADE_BASE up (removed ones included). */
+	size_t nmade;
 };
 
 struct dircache {
 	pthread_mutex_t mu;
 	struct cdir *slots[DIR_SLOTS];
 	struct cdir *lru_head, *lru_tail;
-	size_t entries; /* in all arrays, removed ones included */
+	size_t entries;	    /* in all arrays, removed ones included */
+	uint64_t made_next; /* never reused: a late answer finds no other */
 	size_t max_entries;
 };
 
@@ -196,6 +201,8 @@ static void compact(struct dircache *dc, struct cdir *d)
 		return;
 	for (size_t i = 0; i < d->n; i++) {
 		if (d->v[i]->removed) {
+			if (d->v[i]->cookie >= DC_MADE_BASE)
+				d->nmade--;
 			free(d->v[i]);
 			dc->entries--;
 		} else {
@@ -281,6 +288,7 @@ int dircache_new(size_t max_entries, struct dircache **out)
 		return -ENOMEM;
 	pthread_mutex_init(&dc->mu, NULL);
 	dc->max_entries = max_entries;
+	dc->made_next = DC_MADE_BASE;
 	*out = dc;
 	return 0;
 }
@@ -309,7 +317,9 @@ size_t dircache_read(struct dircache *dc, uint64_t dir, uint64_t cookie,
 
 	pthread_mutex_lock(&dc->mu);
 	d = dir_get(dc, dir, false);
-	if (!d || !d->from_head) {
+	/* Made here and not yet answered: no cookie to hand the kernel
+	 * that the master will know. */
+	if (!d || !d->from_head || d->nmade) {
 		*state = DC_MISS;
 		goto out;
 	}
@@ -464,6 +474,64 @@ out:
 	pthread_mutex_unlock(&dc->mu);
 }
 
+uint64_t dircache_add_made(struct dircache *dc, uint64_t dir, const char *name,
+			   uint64_t ino, uint8_t type,
+			   const Sweepfs__Attr *attr)
+{
+	uint64_t cookie = 0;
+	struct cdir *d;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (!d || !d->from_head || !d->eof)
+		goto out;
+	if (name_find(d, name, strlen(name)) ||
+	    push(dc, d, name, strlen(name), dc->made_next, ino, type, attr,
+		 sw_mono_ns()) < 0) {
+		dir_free(dc, d);
+		goto out;
+	}
+	cookie = dc->made_next++;
+	d->nmade++;
+	shrink(dc, d);
+out:
+	pthread_mutex_unlock(&dc->mu);
+	return cookie;
+}
+
+void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
+			  uint64_t cookie)
+{
+	struct cdir *d;
+	size_t i;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	if (!d || !d->nmade)
+		goto out; /* dropped, or made again since */
+	i = position_after(d, made - 1);
+	if (i == d->n || d->v[i]->cookie != made) {
+		/* Compacted away (it was removed): the rest is in order
+		 * as long as the others come in order. */
+		if (made >= dc->made_next)
+			dir_free(dc, d);
+		goto out;
+	}
+	/* The master's cookies grow: the entry keeps its place only if
+	 * its new one lies between its neighbours'. */
+	if (cookie >= DC_MADE_BASE ||
+	    (i > 0 && d->v[i - 1]->cookie >= cookie) ||
+	    (i + 1 < d->n && d->v[i + 1]->cookie < DC_MADE_BASE)) {
+		dir_free(dc, d);
+		goto out;
+	}
+	d->v[i]->cookie = cookie;
+	if (--d->nmade == 0)
+		d->last = d->v[d->n - 1]->cookie;
+out:
+	pthread_mutex_unlock(&dc->mu);
+}
+
 void dircache_new_empty(struct dircache *dc, uint64_t dir)
 {
 	struct cdir *d;
@@ -477,6 +545,17 @@ void dircache_new_empty(struct dircache *dc, uint64_t dir)
 		d->from_head = true;
 		d->eof = true;
 	}
+	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_expire_attrs(struct dircache *dc, uint64_t dir)
+{
+	struct cdir *d;
+
+	pthread_mutex_lock(&dc->mu);
+	d = dir_get(dc, dir, false);
+	for (size_t i = 0; d && i < d->n; i++)
+		d->v[i]->attr_at = 0;
 	pthread_mutex_unlock(&dc->mu);
 }
 

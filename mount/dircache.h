@@ -86,8 +86,33 @@ void dircache_add(struct dircache *dc, uint64_t dir, const char *name,
 		  uint64_t cookie, uint64_t ino, uint8_t type,
 		  const Sweepfs__Attr *attr);
 
+/*
+ * This mount made @name in @dir under a delegation and has not yet heard
+ * its cookie from the master: added at the end of a whole listing with a
+ * cookie of DC_MADE_BASE or more, which it returns (0: not added, the
+ * listing is dropped). Until every such entry has its real cookie
+ * (dircache_made_cookie()), reads of the listing go to the master.
+ */
+#define DC_MADE_BASE (UINT64_C(1) << 62)
+
+uint64_t dircache_add_made(struct dircache *dc, uint64_t dir, const char *name,
+			   uint64_t ino, uint8_t type,
+			   const Sweepfs__Attr *attr);
+
+/* The master's @cookie for the entry added with @made; the cookies of
+ * one directory come in the order the entries were made. */
+void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
+			  uint64_t cookie);
+
 /* This mount made directory @dir: its listing is complete and empty. */
 void dircache_new_empty(struct dircache *dc, uint64_t dir);
+
+/*
+ * The attributes @dir's entries came with are no longer to be handed out
+ * (the names still are): this mount gave the directory back, and what
+ * it changed meanwhile the master knows better.
+ */
+void dircache_expire_attrs(struct dircache *dc, uint64_t dir);
 
 /* Forget @dir's listing (another client changed it), or everything. */
 void dircache_drop(struct dircache *dc, uint64_t dir);

@@ -116,8 +116,13 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	    !(mc->rx_started && pthread_equal(pthread_self(), mc->rx)))
 		mc->o.before_send(mc->o.arg, type);
 	p = sw_call_new(type, req, cb, arg);
-	if (!p)
+	if (!p) {
+		ProtobufCMessage *none = NULL;
+
+		if (cb) /* exactly once, as promised */
+			cb(arg, -ENOMEM, &none);
 		return;
+	}
 	p->resend = info && info->resend;
 
 	pthread_mutex_lock(&mc->wmu);

@@ -491,15 +491,65 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	mconn_send(m->mc, SW_MSG_READLINK, &q.base, readlink_done, req);
 }
 
+static void send_release(struct mount *m, uint64_t ino);
+
+/*
+ * Made here under a delegation (deleg_make()) and answered: true; false
+ * when it goes to the master. With @fi a create, which opens the file.
+ */
+static bool made_here(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      uint32_t mode, const char *target,
+		      const Sweepfs__Cred *cred, struct fuse_file_info *fi)
+{
+	struct mount *m = mnt(req);
+	struct fuse_entry_param e;
+	uint64_t ino;
+	int rc = deleg_make(m->deleg, to_master(m, parent), name, mode, target,
+			    cred, fi, &e);
+
+	if (rc == 0)
+		return false;
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return true;
+	}
+	ino = to_master(m, e.ino);
+	if (itable_ref(&m->inodes, ino) < 0) {
+		/* Made all the same: the caller hears it failed. */
+		deleg_release(m->deleg, ino);
+		fuse_reply_err(req, ENOMEM);
+		return true;
+	}
+	if (!fi) {
+		if (fuse_reply_entry(req, &e) < 0)
+			itable_forget(&m->inodes, ino, 1);
+		return true;
+	}
+	itable_open(&m->inodes, ino);
+	fi->fh = 0;
+	if (fuse_reply_create(req, &e, fi) < 0) {
+		itable_forget(&m->inodes, ino, 1);
+		send_release(m, ino);
+	}
+	return true;
+}
+
 static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 		      const char *name, mode_t mode, dev_t rdev)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
-	struct namectx *c = namectx_new(req, to_master(m, parent), name);
+	struct namectx *c;
 	struct caller caller;
 	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
+	if (type == SW_MSG_MKDIR)
+		mode = S_IFDIR | (mode & 07777);
+	else if ((mode & S_IFMT) == 0)
+		mode |= S_IFREG;
+	if (made_here(req, parent, name, mode, NULL, cred, NULL))
+		return;
+	c = namectx_new(req, to_master(m, parent), name);
 	if (!c)
 		return;
 	q.cred = cred;
@@ -561,10 +611,13 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SymlinkReq q = SWEEPFS__SYMLINK_REQ__INIT;
-	struct namectx *c = namectx_new(req, to_master(m, parent), name);
+	struct namectx *c;
 	struct caller caller;
 	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
+	if (made_here(req, parent, name, S_IFLNK | 0777, link, cred, NULL))
+		return;
+	c = namectx_new(req, to_master(m, parent), name);
 	if (!c)
 		return;
 	q.cred = cred;
@@ -647,6 +700,9 @@ static void send_release(struct mount *m, uint64_t ino)
 	q.cred = &cred;
 	q.ino = ino;
 	itable_close(&m->inodes, ino);
+	/* Made here and still queued: it goes as not open. */
+	if (deleg_release(m->deleg, ino))
+		return;
 	mconn_send_lazy(m->mc, SW_MSG_RELEASE, &q.base);
 }
 
@@ -739,10 +795,14 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mount *m = mnt(req);
 	Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
-	struct createctx *c = malloc(sizeof(*c));
+	struct createctx *c;
 	struct caller caller;
 	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
+	if (made_here(req, parent, name, S_IFREG | (mode & 07777), NULL, cred,
+		      fi))
+		return;
+	c = malloc(sizeof(*c));
 	if (!c) {
 		fuse_reply_err(req, ENOMEM);
 		return;

@@ -192,6 +192,79 @@ static void test_dircache_add(void **state)
 	assert_int_equal(st, DC_MISS);
 }
 
+/*
+ * Made under a delegation: at the end with provisional cookies, read from
+ * the master until the real ones come, in order, then from the cache.
+ */
+static void test_dircache_made(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t made[4], after = 0;
+	enum dc_state st;
+	struct dc_entry e;
+	char name[24];
+
+	/* Only into a whole listing. */
+	assert_true(append(f, 0, 1, 10, false));
+	assert_int_equal(
+		dircache_add_made(f->dc, DIR_INO, "m0", 2000, DT_REG, NULL), 0);
+	assert_true(append(f, 10, 11, 100, true));
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		made[i] = dircache_add_made(f->dc, DIR_INO, name,
+					    (uint64_t)2000 + i, DT_REG, NULL);
+		assert_true(made[i] >= DC_MADE_BASE);
+		assert_true(i == 0 || made[i] > made[i - 1]);
+	}
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "m2", &e), DC_FOUND);
+	assert_int_equal(e.ino, 2002);
+	/* A name twice: the listing is wrong, and goes. */
+	assert_int_equal(
+		dircache_add_made(f->dc, DIR_INO, "f5", 3000, DT_REG, NULL), 0);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "m2", &e), DC_UNKNOWN);
+
+	/* Again, with one removed before its answer and compacted away. */
+	assert_true(append(f, 0, 1, 100, true));
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		made[i] = dircache_add_made(f->dc, DIR_INO, name,
+					    (uint64_t)2000 + i, DT_REG, NULL);
+	}
+	dircache_remove(f->dc, DIR_INO, "m1");
+	remove_range(f, 1, 80); /* compacts: m1 goes from the array */
+	assert_int_equal(read_all(f, 0, &st, &after), 0);
+	assert_int_equal(st, DC_MISS); /* cookies not known yet */
+	dircache_made_cookie(f->dc, DIR_INO, made[0], 101);
+	dircache_made_cookie(f->dc, DIR_INO, made[1], 102);
+	dircache_made_cookie(f->dc, DIR_INO, made[2], 103);
+	assert_int_equal(read_all(f, 0, &st, &after), 0);
+	assert_int_equal(st, DC_MISS);
+	dircache_made_cookie(f->dc, DIR_INO, made[3], 104);
+	assert_int_equal(read_all(f, 0, &st, &after), 23);
+	assert_int_equal(st, DC_EOF);
+	assert_string_equal(f->out[20].name, "m0");
+	assert_int_equal(f->out[20].cookie, 101);
+	assert_string_equal(f->out[22].name, "m3");
+	assert_int_equal(f->out[22].cookie, 104);
+	/* Reading on from a real cookie. */
+	assert_int_equal(read_all(f, 101, &st, &after), 2);
+	assert_string_equal(f->out[0].name, "m2");
+	/* A late answer for an entry of another life finds nothing. */
+	dircache_made_cookie(f->dc, DIR_INO, made[3], 105);
+	assert_int_equal(read_all(f, 0, &st, &after), 23);
+
+	/* Answers out of order: the listing goes. */
+	made[0] = dircache_add_made(f->dc, DIR_INO, "x0", 3000, DT_REG, NULL);
+	made[1] = dircache_add_made(f->dc, DIR_INO, "x1", 3001, DT_REG, NULL);
+	dircache_made_cookie(f->dc, DIR_INO, made[1], 200);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "x0", &e), DC_UNKNOWN);
+	/* A cookie not past the ones before it: the listing goes. */
+	assert_true(append(f, 0, 1, 100, true));
+	made[0] = dircache_add_made(f->dc, DIR_INO, "y0", 3000, DT_REG, NULL);
+	dircache_made_cookie(f->dc, DIR_INO, made[0], 50);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "y0", &e), DC_UNKNOWN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -202,6 +275,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dircache_lookup, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dircache_add, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dircache_made, setup,
 						teardown),
 	};
 
