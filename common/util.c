@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -91,4 +92,20 @@ int sw_parse_bool(const char *s, bool *out)
 		}
 	}
 	return -EINVAL;
+}
+
+uint32_t sw_new_node_mode(uint32_t mode, uint32_t dir_mode, bool may_keep_sgid)
+{
+	uint32_t type = mode & S_IFMT, perms = mode & 07777;
+
+	if (type == S_IFLNK)
+		return S_IFLNK | 0777;
+	if (type == S_IFDIR) {
+		if (dir_mode & S_ISGID)
+			perms |= S_ISGID;
+	} else if ((perms & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
+		   !may_keep_sgid) {
+		perms &= ~(uint32_t)S_ISGID;
+	}
+	return type | perms;
 }

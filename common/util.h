@@ -90,4 +90,14 @@ int sw_parse_duration_ms(const char *s, uint64_t *out);
 /* Parse a boolean: 1/0, yes/no, true/false, on/off. 0 or -EINVAL. */
 int sw_parse_bool(const char *s, bool *out);
 
+/*
+ * The type and permission bits of a node made with @mode (type and
+ * permissions, umask applied) in a directory of @dir_mode, by Linux's
+ * rules, for the master and a mount that answers for it alike: a
+ * subdirectory of a set-group-ID directory inherits the bit; a file keeps
+ * its set-group-ID bit only if @may_keep_sgid (its maker is root or in
+ * the file's group); a symlink is 0777.
+ */
+uint32_t sw_new_node_mode(uint32_t mode, uint32_t dir_mode, bool may_keep_sgid);
+
 #endif

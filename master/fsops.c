@@ -467,7 +467,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct ns *ns = &r->m->ns;
-	uint32_t type = nn->mode & S_IFMT, perms = nn->mode & 07777, gid;
+	uint32_t type = nn->mode & S_IFMT, gid;
 	struct node *dir = NULL;
 	struct edge *e;
 	struct cred cred;
@@ -493,21 +493,14 @@ static int create_node(struct req *r, const struct new_node *nn,
 		return -EPERM;
 
 	gid = (dir->mode & S_ISGID) ? dir->gid : cred.gid;
-	if (type == S_IFDIR) {
-		if (dir->mode & S_ISGID)
-			perms |= S_ISGID;
-	} else if ((perms & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
-		   !cred_is_root(&cred) && !cred_in_group(&cred, gid)) {
-		perms &= ~(uint32_t)S_ISGID;
-	}
-	if (type == S_IFLNK)
-		perms = 0777;
 
 	c.parent = dir->ino;
 	c.name = *nn->name;
 	c.ino = nn->ino ? nn->ino : ns->next_ino;
 	c.edge = ns->next_edge;
-	c.mode = type | perms;
+	c.mode = sw_new_node_mode(nn->mode, dir->mode,
+				  cred_is_root(&cred) ||
+					  cred_in_group(&cred, gid));
 	c.uid = cred.uid;
 	c.gid = gid;
 	if (type == S_IFCHR || type == S_IFBLK) {

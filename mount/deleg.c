@@ -1026,29 +1026,20 @@ static void ask_inos(struct deleg *dg)
 /*
  * The attributes the master gives a node made by @c in @dir (its
  * create_node()): the owner is the caller, the group the directory's if
- * it is set-group-ID (which a subdirectory inherits), else the caller's;
- * a set-group-ID file of a caller outside that group loses the bit.
+ * it is set-group-ID, else the caller's.
  */
 static void made_attr(Sweepfs__Attr *a, const Sweepfs__Cred *c,
 		      const Sweepfs__Attr *dir, uint64_t ino, uint32_t mode,
 		      const char *target, int64_t now)
 {
-	uint32_t type = mode & S_IFMT, perms = mode & 07777;
+	uint32_t type = mode & S_IFMT;
 
 	sweepfs__attr__init(a);
 	a->ino = ino;
 	a->uid = c->uid;
 	a->gid = (dir->mode & S_ISGID) ? dir->gid : c->gid;
-	if (type == S_IFDIR) {
-		if (dir->mode & S_ISGID)
-			perms |= S_ISGID;
-	} else if ((perms & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
-		   c->uid != 0 && !in_group(c, a->gid)) {
-		perms &= ~(uint32_t)S_ISGID;
-	}
-	if (type == S_IFLNK)
-		perms = 0777;
-	a->mode = type | perms;
+	a->mode = sw_new_node_mode(mode, dir->mode,
+				   c->uid == 0 || in_group(c, a->gid));
 	a->nlink = type == S_IFDIR ? 2 : 1;
 	a->size = type == S_IFDIR ? 4096 : target ? strlen(target) : 0;
 	a->atime = a->mtime = a->ctime = now;
