@@ -438,11 +438,17 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 	d = parent && (parent->flags & NODE_DELEG) ?
 		    find(m->delegs, parent->ino) :
 		    NULL;
-	/* Not under a parent on its way back: the holder is giving its
-	 * subtree up. */
-	if (d && d->s == s && !d->recall_at && !refusal(m, s, dir) &&
-	    grant(m, s, dir) == 0)
+	if (d && d->s == s && !d->recall_at) {
+		if (!refusal(m, s, dir) && grant(m, s, dir) == 0)
+			return;
+	} else if (d && d->s == s && grant(m, s, dir) == 0) {
+		/* Under a parent on its way back: whoever waits for the
+		 * parent may go on into this one only once its maker has
+		 * sent what it queued here, so it is granted, and recalled
+		 * at once, to be waited for the same way. */
+		recall(m, find(m->delegs, dir->ino));
 		return;
+	}
 	/* The maker holds what it made from birth: told at once that it
 	 * does not, it gives it back (a return of what is not held changes
 	 * nothing) and asks the master from then on. */

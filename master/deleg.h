@@ -56,9 +56,10 @@ void deleg_dir_gone(struct master *m, struct node *dir);
 
 /*
  * Session @s just made directory @dir (a batch): delegate it to @s from
- * birth if @s holds its parent, not being recalled, and a grant would
- * not be refused (deleg_max, ...); otherwise it is not delegated, and
- * @s, which holds it from birth, is sent a recall for it at once.
+ * birth if @s holds its parent and a grant would not be refused
+ * (deleg_max, ...); recalled at once if the parent is being recalled;
+ * otherwise not delegated, and @s, which holds it from birth, is sent a
+ * recall for it at once.
  */
 void deleg_grant_made(struct master *m, struct session *s, struct node *dir);
 

@@ -876,8 +876,10 @@ void op_ino_range(struct req *r, const ProtobufCMessage *msg)
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out_err;
-	s->ino_lo[1] = s->ino_lo[0];
-	s->ino_hi[1] = s->ino_hi[0];
+	memmove(s->ino_lo + 1, s->ino_lo,
+		sizeof(s->ino_lo) - sizeof(*s->ino_lo));
+	memmove(s->ino_hi + 1, s->ino_hi,
+		sizeof(s->ino_hi) - sizeof(*s->ino_hi));
 	s->ino_lo[0] = first;
 	s->ino_hi[0] = rv.next_ino;
 	reply.has_first = reply.has_count = 1;
@@ -891,7 +893,7 @@ out_err:
 }
 
 /*
- * Whether @s may make a node numbered @ino: one of its two ranges, or,
+ * Whether @s may make a node numbered @ino: one of its ranges, or,
  * for a session_timeout after a restart (when the ranges are forgotten),
  * below what was handed out before it: a batch sent again.
  */
@@ -908,19 +910,33 @@ static bool ino_allowed(const struct master *m, const struct session *s,
 }
 
 /*
- * The mount's time of a change, within a second of ours: its clock may
- * be off a little, and no client sets times far off. No arithmetic on
- * @t, which may be anything.
+ * The mount's time of a change: it answered with it, so it is kept, if
+ * within ten minutes of ours (a batch may wait for a recall or a
+ * reconnect, and clocks differ). No arithmetic on @t, which may be
+ * anything.
  */
 static int64_t clamp_time(int64_t t)
 {
+	const int64_t slack = 600 * SW_NSEC_PER_SEC;
 	int64_t now = sw_now_ns();
 
-	if (t < now - SW_NSEC_PER_SEC)
-		return now - SW_NSEC_PER_SEC;
-	if (t > now + SW_NSEC_PER_SEC)
-		return now + SW_NSEC_PER_SEC;
+	if (t < now - slack)
+		return now - slack;
+	if (t > now + slack)
+		return now + slack;
 	return t;
+}
+
+/* Whether @op's entry exists already, as the node it names. */
+static bool made_already(struct req *r, const Sweepfs__BatchOp *op)
+{
+	struct node *dir = ns_get(&r->m->ns, op->parent);
+	struct edge *e = dir && S_ISDIR(dir->mode) ?
+				 ns_lookup(&r->m->ns, dir, name_of(&op->name),
+					   op->name.len) :
+				 NULL;
+
+	return e && e->child->ino == op->ino;
 }
 
 /*
@@ -958,15 +974,19 @@ static int create_batched(struct req *r, const Sweepfs__BatchOp *op,
 	default:
 		rc = -EINVAL;
 	}
-	if (rc == 0 && !ino_allowed(r->m, r->s, op->ino))
+	/* A number no longer ours may still be that of the node this
+	 * create made before it was sent again (create_node() says so). */
+	if (rc == 0 && !ino_allowed(r->m, r->s, op->ino) &&
+	    !made_already(r, op))
 		rc = -EINVAL;
 	if (rc == 0)
 		rc = create_node(r, &nn, &n, &ch);
 	if (rc < 0)
 		return rc;
 	made = rc == 0;
-	/* Made before, it may be open since: one open, not two. */
-	if (op->open && S_ISREG(n->mode) && !session_has_open(r->s, n->ino)) {
+	/* Opened only as it is made: made before, the open was then, and
+	 * what became of it since the session's reclaim settled. */
+	if (made && op->open && S_ISREG(n->mode)) {
 		rc = session_open(r->m, r->s, n, op->writable);
 		if (rc < 0)
 			return rc;

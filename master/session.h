@@ -28,6 +28,9 @@ struct sess_cursor {
 
 #define SESSION_CURSORS 64
 
+/* Inode ranges a session may use at once (InoRangeReq). */
+#define SESSION_INO_RANGES 4
+
 struct session {
 	uint64_t id;
 	int role;	   /* SWEEPFS__ROLE__* */
@@ -63,10 +66,11 @@ struct session {
 	struct watch *watches_tail;
 	uint32_t nwatches;
 	uint32_t ndelegs; /* directories delegated to it (deleg.h) */
-	/* Its last two inode ranges (InoRangeReq), [lo, hi), newest in
-	 * [0]: a batch may still use the older while the newer is asked
-	 * for. In memory only: master.c's boot_next_ino covers a restart. */
-	uint64_t ino_lo[2], ino_hi[2];
+	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
+	 * batch may still use an older one while a newer is asked for, and
+	 * a request sent again after a lost reply takes one more. In
+	 * memory only: master.c's boot_next_ino covers a restart. */
+	uint64_t ino_lo[SESSION_INO_RANGES], ino_hi[SESSION_INO_RANGES];
 	/* Invalidations (watch.c) sent to it and acknowledged, by the
 	 * master's sequence; while it owes some it is on m->owing. */
 	uint64_t inval_sent, inval_acked;

@@ -491,7 +491,7 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	mconn_send(m->mc, SW_MSG_READLINK, &q.base, readlink_done, req);
 }
 
-static void send_release(struct mount *m, uint64_t ino);
+static void release_file(struct mount *m, uint64_t ino);
 
 /*
  * Made here under a delegation (deleg_make()) and answered: true; false
@@ -529,7 +529,7 @@ static bool made_here(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fi->fh = 0;
 	if (fuse_reply_create(req, &e, fi) < 0) {
 		itable_forget(&m->inodes, ino, 1);
-		send_release(m, ino);
+		release_file(m, ino);
 	}
 	return true;
 }
@@ -700,10 +700,20 @@ static void send_release(struct mount *m, uint64_t ino)
 	q.cred = &cred;
 	q.ino = ino;
 	itable_close(&m->inodes, ino);
-	/* Made here and still queued: it goes as not open. */
-	if (deleg_release(m->deleg, ino))
-		return;
 	mconn_send_lazy(m->mc, SW_MSG_RELEASE, &q.base);
+}
+
+/*
+ * A handle the kernel had is closed. Not on the receiver thread:
+ * deleg_release() may wait for a batch on its way out.
+ */
+static void release_file(struct mount *m, uint64_t ino)
+{
+	/* Made here and its creation still queued: it goes as not open. */
+	if (deleg_release(m->deleg, ino))
+		itable_close(&m->inodes, ino);
+	else
+		send_release(m, ino);
 }
 
 static void open_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -829,7 +839,7 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino,
 	 * master has ended. */
 	data_release(m, to_master(m, ino), last);
 	lock_release(m, to_master(m, ino), fi, last);
-	send_release(m, to_master(m, ino));
+	release_file(m, to_master(m, ino));
 	fuse_reply_err(req, 0);
 }
 

@@ -49,6 +49,7 @@ struct fixture {
 	int64_t now;
 	uint64_t id;
 	struct node *d, *f, *sub;
+	uint64_t batch_recalled; /* the recall batch() saw before its reply */
 };
 
 static void quiet_sink(int level, const char *tag, const char *msg,
@@ -565,6 +566,30 @@ static Sweepfs__BatchOp *cop(Sweepfs__BatchOp *o, Sweepfs__Cred *cred,
 }
 
 /* Send @n ops of @c in one batch; the reply, once durable. */
+/* The directory of the last recall waiting in @c's output, or 0. */
+static uint64_t peek_recall(struct conn *c)
+{
+	const uint8_t *p = sw_buf_head(&c->wq.out);
+	size_t left = sw_buf_used(&c->wq.out);
+	struct sw_frame_hdr h;
+	uint64_t dir = 0;
+
+	while (sw_frame_get_hdr(p, left, SW_FRAME_MAX_META, &h) > 0) {
+		if (h.type == SW_MSG_DELEG_RECALL &&
+		    (h.flags & SW_FRAME_NOTIFY)) {
+			Sweepfs__DelegRecall *n = sweepfs__deleg_recall__unpack(
+				NULL, h.len, p + SW_FRAME_HDR);
+
+			assert_non_null(n);
+			dir = n->dir;
+			sweepfs__deleg_recall__free_unpacked(n, NULL);
+		}
+		p += SW_FRAME_HDR + h.len;
+		left -= SW_FRAME_HDR + h.len;
+	}
+	return dir;
+}
+
 static Sweepfs__BatchReply *batch(struct fixture *f, struct conn *c,
 				  Sweepfs__BatchOp *o, size_t n)
 {
@@ -579,6 +604,7 @@ static Sweepfs__BatchReply *batch(struct fixture *f, struct conn *c,
 	q.ops = ops;
 	call(f, c, SW_MSG_BATCH, &q.base);
 	durable(f);
+	f->batch_recalled = peek_recall(c);
 	r = (Sweepfs__BatchReply *)take(c, SW_MSG_BATCH);
 	assert_non_null(r);
 	assert_int_equal(r->n_errs, n);
@@ -777,6 +803,7 @@ static void test_made_dir_delegated(void **state)
 	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd", S_IFDIR | 0755, a), 1);
 	assert_int_equal(r->errs[0], 0);
 	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(f->batch_recalled, 0); /* held from birth */
 	assert_int_equal(held(f), 2);
 	assert_int_equal(f->sa.ndelegs, 2);
 	assert_true(ns_get(&f->m.ns, a)->flags & NODE_DELEG);
@@ -794,7 +821,8 @@ static void test_made_dir_delegated(void **state)
 	give_back(f, &f->ca, f->d);
 	assert_int_equal(held(f), 0);
 
-	/* The parent being recalled: made, not delegated. */
+	/* The parent being recalled: delegated and recalled at once, so
+	 * that whoever waits for the parent waits for it too. */
 	assert_true(ask(f, &f->ca, f->d));
 	(void)take(&f->ca, SW_MSG_DELEG_RECALL);
 	assert_true(lookup_waits(&f->cb, f->d, "f"));
@@ -803,9 +831,27 @@ static void test_made_dir_delegated(void **state)
 		  1);
 	assert_int_equal(r->errs[0], 0);
 	sweepfs__batch_reply__free_unpacked(r, NULL);
-	assert_int_equal(held(f), 1);
-	assert_false(ns_get(&f->m.ns, a + 1)->flags & NODE_DELEG);
+	assert_int_equal(held(f), 2);
+	assert_true(ns_get(&f->m.ns, a + 1)->flags & NODE_DELEG);
+	assert_int_equal(f->batch_recalled, a + 1);
 	deleg_unpark(&f->cb);
+	give_back(f, &f->ca, f->d);
+	/* The parent is back; reaching into the new one still waits. */
+	assert_true(lookup_waits(&f->cb, ns_get(&f->m.ns, a + 1), "x"));
+	deleg_unpark(&f->cb);
+	give_back(f, &f->ca, ns_get(&f->m.ns, a + 1));
+	assert_int_equal(held(f), 0);
+
+	/* Past deleg_max: made, not delegated, and its maker told so. */
+	f->m.cfg.deleg_max = 1;
+	assert_true(ask(f, &f->ca, f->d));
+	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd3", S_IFDIR | 0755, a + 2),
+		  1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 1);
+	assert_false(ns_get(&f->m.ns, a + 2)->flags & NODE_DELEG);
+	assert_int_equal(f->batch_recalled, a + 2);
 }
 
 /* Entries made in a delegated directory, by a batch, an ordinary request
