@@ -108,7 +108,7 @@ struct deleg {
 	 * the spare range that came before those ran out. */
 	uint64_t ino_next, ino_end, spare_next, spare_end;
 	bool ino_asking;
-	int64_t ino_asked_at; /* mono ns */
+	int64_t ino_refused_at; /* mono ns the last ask failed */
 	/* amu */
 	uint64_t *returns;
 	size_t nret, retcap;
@@ -989,6 +989,8 @@ static void ino_done(void *arg, int rc, ProtobufCMessage **reply)
 			dg->spare_next = r->first;
 			dg->spare_end = r->first + r->count;
 		}
+	} else {
+		dg->ino_refused_at = sw_mono_ns();
 	}
 	pthread_mutex_unlock(&dg->mu);
 }
@@ -1007,11 +1009,10 @@ static uint64_t take_ino(struct deleg *dg, bool *ask)
 	/* Not more often than once a second after a refusal. */
 	*ask = !dg->ino_asking && dg->spare_next == dg->spare_end &&
 	       dg->ino_end - dg->ino_next < INO_LOW &&
-	       sw_mono_ns() - dg->ino_asked_at >= REASK_NS;
-	if (*ask) {
+	       (!dg->ino_refused_at ||
+		sw_mono_ns() - dg->ino_refused_at >= REASK_NS);
+	if (*ask)
 		dg->ino_asking = true;
-		dg->ino_asked_at = sw_mono_ns();
-	}
 	return dg->ino_next < dg->ino_end ? dg->ino_next++ : 0;
 }
 
