@@ -35,12 +35,6 @@ start_mount "$SW_TMP/m2"
 A=$SW_TMP/m1
 B=$SW_TMP/m2
 
-counter() { # counter NAME: the master's total of request NAME
-	local j
-	j=$(sw_tool stats --json) || fail "sweepfs stats --json"
-	"$PYTHON" -c 'import json, sys; print(json.loads(sys.argv[1])["total"]["requests"].get(sys.argv[2], 0))' \
-		"$j" "$1"
-}
 info() { sw_status "d['$1']"; }
 
 # make_tree DIR N: N empty files in DIR
@@ -59,9 +53,9 @@ log "rm -rf in batches"
 make_tree "$A/t1/a" 3000
 make_tree "$A/t1/b" 3000
 sleep 1.2 # past the entry timeout: what the kernel had is gone
-u0=$(counter unlink)
-l0=$(counter lookup)
-b0=$(counter batch)
+u0=$(sw_requests unlink)
+l0=$(sw_requests lookup)
+b0=$(sw_requests batch)
 ls "$A/t1" >/dev/null
 ls "$A/t1/a" >/dev/null
 held=$(info delegations)
@@ -70,9 +64,9 @@ sessions_held=$(sw_status "sum(s.get('delegations', 0) for s in d['sessions'])")
 assert_ge 2 "$sessions_held" "delegations in the session list"
 rm -rf "$A/t1"
 assert_missing "$A/t1"
-u1=$(counter unlink)
-l1=$(counter lookup)
-b1=$(counter batch)
+u1=$(sw_requests unlink)
+l1=$(sw_requests lookup)
+b1=$(sw_requests batch)
 log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), batches $((b1 - b0))"
 assert_le 10 $((u1 - u0)) "UNLINK requests for 6,000 files under delegations"
 assert_le 100 $((l1 - l0)) "LOOKUP requests for 6,000 files under delegations"
@@ -176,12 +170,12 @@ expect_errno EISDIR fsop unlink "$A/t11/d"
 expect_errno ENOTDIR fsop rmdir "$A/t11/f"
 expect_errno ENOTEMPTY fsop rmdir "$A/t11/d"
 expect_errno ENOENT fsop unlink "$A/t11/nothere"
-u0=$(counter unlink)
-r0=$(counter rmdir)
+u0=$(sw_requests unlink)
+r0=$(sw_requests rmdir)
 expect_errno OK fsop unlink "$A/t11/d/x"
 expect_errno OK fsop rmdir "$A/t11/d"
 expect_errno ENOENT fsop rmdir "$A/t11/d"
-assert_eq "$u0 $r0" "$(counter unlink) $(counter rmdir)" \
+assert_eq "$u0 $r0" "$(sw_requests unlink) $(sw_requests rmdir)" \
 	"UNLINK and RMDIR requests for removals answered by the mount"
 assert_eq "$d0" "$(info deleg_granted)" "delegations granted (none lost)"
 [[ -e "$B/t11/f" && ! -e "$B/t11/d" ]] || fail "t11 as the other mount sees it"
@@ -191,9 +185,9 @@ log "-o wsync: every unlink waits for the master"
 start_mount "$SW_TMP/m3" "" wsync
 make_tree "$SW_TMP/m3/t5" 300
 ls "$SW_TMP/m3/t5" >/dev/null
-u0=$(counter unlink)
+u0=$(sw_requests unlink)
 rm -rf "$SW_TMP/m3/t5"
-u1=$(counter unlink)
+u1=$(sw_requests unlink)
 assert_eq 300 $((u1 - u0)) "UNLINK requests with -o wsync"
 stop_mount "$SW_TMP/m3"
 

@@ -31,15 +31,7 @@ start_mount "$SW_TMP/m2"
 A=$SW_TMP/m1
 B=$SW_TMP/m2
 
-counter() { # counter NAME...: the master's total of requests NAME...
-	local j
-	j=$(sw_tool stats --json) || fail "sweepfs stats --json"
-	"$PYTHON" -c '
-import json, sys
-r = json.loads(sys.argv[1])["total"]["requests"]
-print(sum(r.get(n, 0) for n in sys.argv[2:]))' "$j" "$@"
-}
-makes() { counter create mkdir symlink mknod; }
+makes() { sw_requests create mkdir symlink mknod; }
 open_files() { # open files the master counts for the first mount's session
 	sw_status "sum(s.get('open_files', 0) for s in d['sessions'])"
 }
@@ -67,20 +59,20 @@ os.close(fd)' "$1"
 log "3,000 files, mkdir -p, a symlink and a FIFO: in batches"
 mkdir "$A/t1"
 m0=$(makes)
-b0=$(counter batch)
+b0=$(sw_requests batch)
 make_files "$A/t1" 3000
 mkdir -p "$A/t1/a/b/c/d/e"
 ln -s ../f000001 "$A/t1/a/link"
 mkfifo "$A/t1/a/fifo"
 sync_dir "$A/t1"
 m1=$(makes)
-b1=$(counter batch)
-log "node-making requests $((m1 - m0)), batches $((b1 - b0)), ranges $(counter ino_range)"
+b1=$(sw_requests batch)
+log "node-making requests $((m1 - m0)), batches $((b1 - b0)), ranges $(sw_requests ino_range)"
 # The first few go to the master while the delegation and the first
 # inode numbers are on their way.
 assert_le 10 $((m1 - m0)) "node-making requests for 3,008 nodes"
 assert_ge 1 $((b1 - b0)) "batches"
-assert_ge 1 "$(counter ino_range)" "inode ranges asked for"
+assert_ge 1 "$(sw_requests ino_range)" "inode ranges asked for"
 assert_eq 3000 "$(ls "$B/t1" | grep -c '^f')" "files the other mount lists"
 assert_eq 0 "$(open_files)" "files open on the master after all were closed"
 [[ -d "$B/t1/a/b/c/d/e" ]] || fail "mkdir -p not seen by the other mount"
@@ -212,9 +204,9 @@ mkdir "$C/t8"
 ls "$C/t8" >/dev/null
 make_files "$C/t8" 3000
 sync_dir "$C/t8" # every cookie known
-r0=$(counter readdir)
+r0=$(sw_requests readdir)
 n=$(ls "$C/t8" | wc -l)
-r1=$(counter readdir)
+r1=$(sw_requests readdir)
 assert_eq 3000 "$n" "files listed"
 assert_eq 0 $((r1 - r0)) "READDIR requests to list what this mount made"
 assert_eq 3000 "$(ls "$B/t8" | wc -l)" "files the other mount lists"
@@ -223,9 +215,9 @@ assert_eq 3000 "$(ls "$B/t8" | wc -l)" "files the other mount lists"
 log "-o wsync: every create is a request"
 start_mount "$SW_TMP/m4" "" wsync
 mkdir "$SW_TMP/m4/t9"
-c0=$(counter create)
+c0=$(sw_requests create)
 make_files "$SW_TMP/m4/t9" 300
-c1=$(counter create)
+c1=$(sw_requests create)
 assert_eq 300 $((c1 - c0)) "CREATE requests with -o wsync"
 stop_mount "$SW_TMP/m4"
 

@@ -363,6 +363,17 @@ sw_status() {
 		"$j" "$1"
 }
 
+# sw_requests NAME...: how many requests of the types NAME... (frame.c's
+# names: create, unlink, batch, ...) the master has answered in all.
+sw_requests() {
+	local j
+	j=$(sw_tool stats --json) || fail "sweepfs stats --json"
+	"$PYTHON" -c '
+import json, sys
+r = json.loads(sys.argv[1])["total"]["requests"]
+print(sum(r.get(n, 0) for n in sys.argv[2:]))' "$j" "$@"
+}
+
 # fsck_ok: `sweepfs fsck` finds nothing wrong (exit status 0).
 fsck_ok() {
 	sw_tool fsck >/dev/null 2>&1
