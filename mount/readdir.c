@@ -262,9 +262,17 @@ static void rd_fill_cache(struct rdctx *c)
 			 * ones the kernel has (a chown's); entries without
 			 * them cost the kernel a lookup each. So the listing
 			 * is fetched again from here, once, with fresh ones.
+			 * Not in a held directory: nobody else changes what
+			 * is in it, and mount_fresher_attr() took this
+			 * mount's own newer ones; they go to the kernel as
+			 * expired (as lookup_cached() hands them out), and
+			 * the listing stays whole for the removals that
+			 * follow (rm -rf reads a big directory 100,000 names
+			 * at a time, long after the first page came).
 			 */
 			if (c->plus && e->has_attr &&
-			    mount_attr_left(c->m, e->attr_at) <= 0) {
+			    mount_attr_left(c->m, e->attr_at) <= 0 &&
+			    !deleg_held(c->m->deleg, c->dh->ino)) {
 				free(ents);
 				if (c->pos) {
 					rd_finish(c, 0); /* what we have */

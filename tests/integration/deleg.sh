@@ -74,6 +74,32 @@ assert_ge 6 $((b1 - b0)) "batches"
 assert_ge 6000 "$(info batch_ops)" "operations applied from batches"
 [[ ! -e "$B/t1" ]] || fail "the other mount still sees t1"
 
+# ---- 1a. a listing read slowly -------------------------------------------
+# rm -rf reads a big directory 100,000 names at a time, and reaches the
+# rest long after the first page came: the attributes the listing holds
+# have expired by then, and the listing must stay whole for the
+# removals that follow.
+log "a listing read in two parts, seconds apart, then removed"
+make_tree "$A/t1a" 3000
+sleep 1.2 # the attributes made here expire
+u0=$(sw_requests unlink)
+"$PYTHON" - "$A/t1a" <<'EOF'
+import os, sys, time
+d = sys.argv[1]
+it = os.scandir(d)
+names = [next(it).name for _ in range(100)]
+time.sleep(1.2)
+names += [e.name for e in it]
+it.close()
+assert len(names) == 3000, len(names)
+for n in names:
+    os.unlink(os.path.join(d, n))
+EOF
+u1=$(sw_requests unlink)
+log "unlink requests $((u1 - u0)) for 3,000 files read in two parts"
+assert_le 10 $((u1 - u0)) "UNLINK requests after a listing read in two parts"
+rmdir "$A/t1a"
+
 # ---- 2. two mounts, at once --------------------------------------------
 log "two mounts: removals and creations seen at once"
 make_tree "$A/t2" 200
