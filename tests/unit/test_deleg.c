@@ -612,6 +612,20 @@ static Sweepfs__BatchReply *batch(struct fixture *f, struct conn *c,
 	return r;
 }
 
+/* One create by @c of @name (@mode, number @ino) in @dir, which must
+ * succeed. */
+static void make_one(struct fixture *f, struct conn *c, struct node *dir,
+		     const char *name, uint32_t mode, uint64_t ino)
+{
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchReply *r;
+	Sweepfs__BatchOp o;
+
+	r = batch(f, c, cop(&o, &cred, dir, name, mode, ino), 1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+}
+
 static struct node *entry(struct fixture *f, struct node *dir, const char *name)
 {
 	struct edge *e = ns_lookup(&f->m.ns, dir, name, strlen(name));
@@ -793,16 +807,11 @@ static void test_batch_create_open(void **state)
 static void test_made_dir_delegated(void **state)
 {
 	struct fixture *f = *state;
-	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
-	Sweepfs__BatchOp o;
-	Sweepfs__BatchReply *r;
 	uint64_t a;
 
 	assert_true(ask(f, &f->ca, f->d));
 	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
-	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd", S_IFDIR | 0755, a), 1);
-	assert_int_equal(r->errs[0], 0);
-	sweepfs__batch_reply__free_unpacked(r, NULL);
+	make_one(f, &f->ca, f->d, "nd", S_IFDIR | 0755, a);
 	assert_int_equal(f->batch_recalled, 0); /* held from birth */
 	assert_int_equal(held(f), 2);
 	assert_int_equal(f->sa.ndelegs, 2);
@@ -827,10 +836,7 @@ static void test_made_dir_delegated(void **state)
 	(void)take(&f->ca, SW_MSG_DELEG_RECALL);
 	assert_true(lookup_waits(&f->cb, f->d, "f"));
 	assert_true(recalled(&f->ca, f->d));
-	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd2", S_IFDIR | 0755, a + 1),
-		  1);
-	assert_int_equal(r->errs[0], 0);
-	sweepfs__batch_reply__free_unpacked(r, NULL);
+	make_one(f, &f->ca, f->d, "nd2", S_IFDIR | 0755, a + 1);
 	assert_int_equal(held(f), 2);
 	assert_true(ns_get(&f->m.ns, a + 1)->flags & NODE_DELEG);
 	assert_int_equal(f->batch_recalled, a + 1);
@@ -845,10 +851,7 @@ static void test_made_dir_delegated(void **state)
 	/* Past deleg_max: made, not delegated, and its maker told so. */
 	f->m.cfg.deleg_max = 1;
 	assert_true(ask(f, &f->ca, f->d));
-	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nd3", S_IFDIR | 0755, a + 2),
-		  1);
-	assert_int_equal(r->errs[0], 0);
-	sweepfs__batch_reply__free_unpacked(r, NULL);
+	make_one(f, &f->ca, f->d, "nd3", S_IFDIR | 0755, a + 2);
 	assert_int_equal(held(f), 1);
 	assert_false(ns_get(&f->m.ns, a + 2)->flags & NODE_DELEG);
 	assert_int_equal(f->batch_recalled, a + 2);
@@ -862,16 +865,12 @@ static void test_new_entries_recall_by_ino(void **state)
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
 	Sweepfs__GetattrReq g = SWEEPFS__GETATTR_REQ__INIT;
 	Sweepfs__MknodReq mq = SWEEPFS__MKNOD_REQ__INIT;
-	Sweepfs__BatchOp o;
-	Sweepfs__BatchReply *r;
 	struct node *g0 = entry(f, f->sub, "g"), *made, *plain;
 	uint64_t a;
 
 	assert_true(ask(f, &f->ca, f->d));
 	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
-	r = batch(f, &f->ca, cop(&o, &cred, f->d, "nf", S_IFREG | 0644, a), 1);
-	assert_int_equal(r->errs[0], 0);
-	sweepfs__batch_reply__free_unpacked(r, NULL);
+	make_one(f, &f->ca, f->d, "nf", S_IFREG | 0644, a);
 	made = ns_get(&f->m.ns, a);
 	mq.cred = &cred;
 	mq.parent = f->d->ino;
