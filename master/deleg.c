@@ -143,17 +143,25 @@ void delegs_free(struct master *m)
  * memory closes the holder's connection at once, and that ends every
  * delegation of the holder (session_detach()), freed.
  */
-static struct deleg *recall(struct master *m, struct deleg *d)
+/* Tell @s to give @dir back. */
+static void send_recall(struct session *s, uint64_t dir)
 {
 	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
+
+	note.dir = dir;
+	if (s->conn)
+		conn_notify(s->conn, SW_MSG_DELEG_RECALL, &note.base);
+}
+
+static struct deleg *recall(struct master *m, struct deleg *d)
+{
 	uint64_t ended = m->delegs->ended;
 
 	if (d->recall_at)
 		return d;
 	d->recall_at = sw_mono_ns();
 	m->delegs->st.recalls++;
-	note.dir = d->dir->ino;
-	conn_notify(d->s->conn, SW_MSG_DELEG_RECALL, &note.base);
+	send_recall(d->s, d->dir->ino);
 	return m->delegs->ended == ended ? d : NULL;
 }
 
@@ -402,15 +410,17 @@ static const char *refusal(struct master *m, const struct session *s,
 	return NULL;
 }
 
-/* Delegate @dir to @s (refusal() passed): 0, or -ENOMEM. */
-static int grant(struct master *m, struct session *s, struct node *dir)
+/* Delegate @dir to @s (refusal() passed): the delegation, or NULL out
+ * of memory. */
+static struct deleg *grant(struct master *m, struct session *s,
+			   struct node *dir)
 {
 	struct delegs *ds = m->delegs;
 	struct deleg *d = calloc(1, sizeof(*d));
 
 	if (!d || htab_insert(&ds->by_dir, sw_hash_u64(dir->ino), d)) {
 		free(d);
-		return -ENOMEM;
+		return NULL;
 	}
 	d->dir = dir;
 	d->s = s;
@@ -424,37 +434,32 @@ static int grant(struct master *m, struct session *s, struct node *dir)
 	 * own is told when the directory goes. */
 	watch_add(m, s, dir);
 	ds->st.granted++;
-	return 0;
+	return d;
 }
 
 void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 {
-	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
 	struct node *parent = dir->u.dir->parent;
-	struct deleg *d;
+	struct deleg *d = NULL, *made;
 
 	if (!m->delegs || (dir->flags & NODE_DELEG))
 		return;
-	d = parent && (parent->flags & NODE_DELEG) ?
-		    find(m->delegs, parent->ino) :
-		    NULL;
-	if (d && d->s == s && !d->recall_at) {
-		if (!refusal(m, s, dir) && grant(m, s, dir) == 0)
-			return;
-	} else if (d && d->s == s && grant(m, s, dir) == 0) {
+	if (parent && (parent->flags & NODE_DELEG))
+		d = find(m->delegs, parent->ino);
+	if (d && d->s == s && (d->recall_at || !refusal(m, s, dir)) &&
+	    (made = grant(m, s, dir)) != NULL) {
 		/* Under a parent on its way back: whoever waits for the
 		 * parent may go on into this one only once its maker has
-		 * sent what it queued here, so it is granted, and recalled
-		 * at once, to be waited for the same way. */
-		recall(m, find(m->delegs, dir->ino));
+		 * sent what it queued here, so it is recalled at once, to
+		 * be waited for the same way. */
+		if (d->recall_at)
+			recall(m, made);
 		return;
 	}
 	/* The maker holds what it made from birth: told at once that it
 	 * does not, it gives it back (a return of what is not held changes
 	 * nothing) and asks the master from then on. */
-	note.dir = dir->ino;
-	if (s->conn)
-		conn_notify(s->conn, SW_MSG_DELEG_RECALL, &note.base);
+	send_recall(s, dir->ino);
 }
 
 void op_deleg(struct req *r, const ProtobufCMessage *msg)
@@ -482,7 +487,7 @@ void op_deleg(struct req *r, const ProtobufCMessage *msg)
 		 * it is on its way back. */
 		why = d->s != r->s || d->recall_at ? "being given back" : NULL;
 	} else if ((why = refusal(m, r->s, dir)) == NULL &&
-		   grant(m, r->s, dir) < 0) {
+		   !grant(m, r->s, dir)) {
 		req_error(r, -ENOMEM);
 		return;
 	}
