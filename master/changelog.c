@@ -49,7 +49,13 @@ struct changelog {
 	uint64_t written_ver;  /* last version written to the file */
 	uint64_t written;      /* bytes in the current file */
 	uint64_t durable;      /* last version durable per policy */
-	uv_async_t async;      /* sync thread -> loop */
+	/* Gated (the leader of a group): flushed records wait here, shipped
+	 * to the group, until changelog_release() says they are committed;
+	 * only then are they written, so that the file never holds what the
+	 * group may not have. */
+	bool gated;
+	struct sw_buf held;
+	uv_async_t async; /* sync thread -> loop */
 	/* The payload changelog_prepare() packed at the end of pending
 	 * (not yet counted in its len), and for which mutation. */
 	const Sweepfs__Meta__Mutation *prepared;
@@ -108,6 +114,23 @@ static uint64_t get_le64(const uint8_t *p)
 static void seg_name(char *buf, size_t len, const char *dir, uint64_t first)
 {
 	snprintf(buf, len, "%s/changelog.%020" PRIu64, dir, first);
+}
+
+size_t changelog_record(const uint8_t *p, size_t n, uint64_t *version,
+			const uint8_t **payload, size_t *len)
+{
+	uint32_t plen;
+
+	if (n < REC_HDR)
+		return 0;
+	plen = get_le32(p);
+	if (plen > n - REC_HDR ||
+	    sw_crc32c(0, p + 8, 8 + (size_t)plen) != get_le32(p + 4))
+		return 0;
+	*version = get_le64(p + 8);
+	*payload = p + REC_HDR;
+	*len = plen;
+	return REC_HDR + (size_t)plen;
 }
 
 /* ---- sync thread ---------------------------------------------------- */
@@ -372,15 +395,15 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 	cl->last = version;
 }
 
-void changelog_flush(struct changelog *cl)
+/* Write @n bytes of whole records, the last of them @last, and start
+ * making them durable as the policy says. */
+static void write_records(struct changelog *cl, const uint8_t *p, size_t n,
+			  uint64_t last)
 {
-	size_t n = sw_buf_used(&cl->pending);
 	bool wake;
 	int rc;
 
-	if (n == 0)
-		return;
-	rc = sw_write_all(cl->fd, sw_buf_head(&cl->pending), n);
+	rc = sw_write_all(cl->fd, p, n);
 	if (rc < 0) {
 		sw_crit(TAG,
 			"write failed: %s; exiting so that a restart "
@@ -388,9 +411,8 @@ void changelog_flush(struct changelog *cl)
 			strerror(-rc));
 		exit(70);
 	}
-	sw_buf_reset(&cl->pending);
 	cl->written += n;
-	cl->written_ver = cl->last;
+	cl->written_ver = last;
 
 	pthread_mutex_lock(&cl->mu);
 	wake = false;
@@ -413,6 +435,50 @@ void changelog_flush(struct changelog *cl)
 		cl->durable = cl->written_ver;
 		cl->o.on_durable(cl->o.arg, cl->durable);
 	}
+}
+
+void changelog_flush(struct changelog *cl)
+{
+	size_t n = sw_buf_used(&cl->pending);
+
+	if (n == 0)
+		return;
+	if (cl->gated) {
+		if (sw_buf_add(&cl->held, sw_buf_head(&cl->pending), n) < 0) {
+			sw_crit(TAG, "out of memory holding records");
+			abort();
+		}
+		cl->o.ship(cl->o.arg, sw_buf_head(&cl->pending), n, cl->last);
+	} else {
+		write_records(cl, sw_buf_head(&cl->pending), n, cl->last);
+	}
+	sw_buf_reset(&cl->pending);
+}
+
+void changelog_gate(struct changelog *cl)
+{
+	changelog_flush(cl);
+	cl->gated = true;
+}
+
+void changelog_release(struct changelog *cl, uint64_t upto)
+{
+	const uint8_t *p = sw_buf_head(&cl->held), *payload;
+	size_t n = sw_buf_used(&cl->held), off = 0, rec, len;
+	uint64_t ver, last = 0;
+
+	if (n == 0)
+		return;
+	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
+				       &len)) > 0 &&
+	       ver <= upto) {
+		off += rec;
+		last = ver;
+	}
+	if (off == 0)
+		return;
+	write_records(cl, p, off, last);
+	sw_buf_consume(&cl->held, off);
 }
 
 uint64_t changelog_durable(const struct changelog *cl)
@@ -456,7 +522,7 @@ int changelog_rotate(struct changelog *cl)
 	int fd, old, rc;
 
 	changelog_flush(cl);
-	fd = seg_create(cl->dir, cl->last + 1);
+	fd = seg_create(cl->dir, cl->written_ver + 1);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&cl->mu);
@@ -486,6 +552,7 @@ static void on_async_closed(uv_handle_t *h)
 	struct changelog *cl = h->data;
 
 	sw_buf_release(&cl->pending);
+	sw_buf_release(&cl->held);
 	pthread_mutex_destroy(&cl->mu);
 	pthread_cond_destroy(&cl->cond);
 	pthread_cond_destroy(&cl->idle_cond);
@@ -641,16 +708,13 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		goto out;
 	}
 	for (off = SEG_HDR; off < len;) {
-		uint32_t plen, crc;
+		const uint8_t *payload;
+		size_t plen, rec;
 		uint64_t ver;
 
-		if (len - off < REC_HDR)
-			break;
-		plen = get_le32(data + off);
-		crc = get_le32(data + off + 4);
-		ver = get_le64(data + off + 8);
-		if (plen > len - off - REC_HDR ||
-		    sw_crc32c(0, data + off + 8, 8 + (size_t)plen) != crc)
+		rec = changelog_record(data + off, len - off, &ver, &payload,
+				       &plen);
+		if (rec == 0)
 			break;
 		if (ver > after) {
 			if (ver != *expect) {
@@ -661,7 +725,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 				rc = -EUCLEAN;
 				goto out;
 			}
-			rc = fn(arg, ver, data + off + REC_HDR, plen);
+			rc = fn(arg, ver, payload, plen);
 			if (rc < 0) {
 				sw_crit(TAG,
 					"%s: replaying version %" PRIu64
@@ -671,7 +735,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 			}
 			*expect = ver + 1;
 		}
-		off += REC_HDR + plen;
+		off += rec;
 	}
 	if (off < len) {
 		*bad_off = off;

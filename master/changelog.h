@@ -54,6 +54,11 @@ struct changelog_opts {
 	/* Called on the loop thread when records up to @version are as
 	 * durable as the policy requires. */
 	void (*on_durable)(void *arg, uint64_t version);
+	/* Gated only (changelog_gate()): records just flushed, @last the
+	 * version of the last one, to be shipped to the group; the bytes
+	 * are the caller's to copy. */
+	void (*ship)(void *arg, const uint8_t *recs, size_t len,
+		     uint64_t last);
 	void *arg;
 };
 
@@ -96,6 +101,26 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
  * them, so this logs and exits.
  */
 void changelog_flush(struct changelog *cl);
+
+/*
+ * From now on, flushed records go to o->ship and wait in memory; they are
+ * written (and become durable per the policy) only once
+ * changelog_release() says the group has them. For the leader of a group
+ * of masters: the file never holds a record the group may not have, so a
+ * deposed leader's disk agrees with the group's log.
+ */
+void changelog_gate(struct changelog *cl);
+
+/* The records held with versions <= @upto are committed: write them. */
+void changelog_release(struct changelog *cl, uint64_t upto);
+
+/*
+ * The record at the start of @p (@n bytes), in the format above: its
+ * size, with *@version, *@payload and *@len; 0 when @p does not start
+ * with a whole record whose checksum matches.
+ */
+size_t changelog_record(const uint8_t *p, size_t n, uint64_t *version,
+			const uint8_t **payload, size_t *len);
 
 /* The highest version as durable as the policy requires. */
 uint64_t changelog_durable(const struct changelog *cl);
