@@ -240,6 +240,16 @@ int ns_init(struct ns *ns, int64_t now);
 /* Free everything @ns holds. */
 void ns_release(struct ns *ns);
 
+/*
+ * A digest of the namespace's content: every node's type, mode, owner,
+ * size, times (not atime), links, symlink target or device, chunk ids,
+ * and every directory's names with the inodes they name; not how the
+ * structures happen to be laid out in memory. Two masters that applied
+ * the same changes have the same digest (a group's members are compared
+ * so).
+ */
+uint64_t ns_digest(const struct ns *ns);
+
 /* The node numbered @ino, or NULL. */
 struct node *ns_get(const struct ns *ns, uint64_t ino);
 
