@@ -15,6 +15,7 @@
 #include "handlers.h"
 #include "csrv.h"
 #include "deleg.h"
+#include "group.h"
 #include "master.h"
 #include "purge.h"
 #include "req.h"
@@ -291,6 +292,31 @@ static void info_delegations(struct master *m, Sweepfs__InfoReply *reply)
 	reply->batch_ops = m->total.batch_ops;
 }
 
+/* The group's members, in @gs and @mem (which @reply points into). */
+static void info_group(struct master *m, Sweepfs__InfoReply *reply,
+		       struct group_status *gs, Sweepfs__GroupMember *mem,
+		       Sweepfs__GroupMember **memp)
+{
+	if (!group_status(m, gs))
+		return;
+	reply->role = (char *)gs->role;
+	reply->has_member_id = 1;
+	reply->member_id = gs->id;
+	reply->leader = gs->leader;
+	for (size_t i = 0; i < gs->n; i++) {
+		sweepfs__group_member__init(&mem[i]);
+		mem[i].has_id = mem[i].has_meta_version = mem[i].has_age_ms = 1;
+		mem[i].id = gs->members[i].id;
+		mem[i].addr = gs->members[i].addr;
+		mem[i].role = gs->members[i].role;
+		mem[i].meta_version = gs->members[i].version;
+		mem[i].age_ms = gs->members[i].age_ms;
+		memp[i] = &mem[i];
+	}
+	reply->n_members = gs->n;
+	reply->members = memp;
+}
+
 void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
 {
 	info_master(m, reply);
@@ -391,9 +417,12 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__ServerInfo *si, **sp;
 	Sweepfs__Counters *ctrs = NULL;
 	Sweepfs__SlowRequest slow[SLOW_KEEP], *slowp[SLOW_KEEP];
+	struct group_status gs;
+	Sweepfs__GroupMember mem[GROUP_MAX], *memp[GROUP_MAX];
 	uint64_t *reqs = NULL;
 
 	admin_info_fill(m, &reply);
+	info_group(m, &reply, &gs, mem, memp);
 	fill_counters(&total, total_reqs, &m->total);
 	reply.total = &total;
 	info_slowest(m, &reply, slow, slowp);
@@ -427,4 +456,17 @@ out:
 	free(ptrs);
 	free(ctrs);
 	free(reqs);
+}
+
+void op_group(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__GroupReq *q = (const void *)msg;
+	Sweepfs__GroupReply reply = SWEEPFS__GROUP_REPLY__INIT;
+	int rc = group_transfer(r->m, q->transfer_to);
+
+	if (rc < 0) {
+		reply.has_err = 1;
+		reply.err = -rc;
+	}
+	req_reply(r, &reply.base);
 }

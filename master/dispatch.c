@@ -91,6 +91,7 @@ static const struct route routes[SW_MSG__COUNT] = {
 	[SW_MSG_BATCH] = { op_batch, MOUNT, W, NULL },
 	[SW_MSG_INO_RANGE] = { op_ino_range, MOUNT, W, NULL },
 	[SW_MSG_INVAL_ACK] = { op_inval_ack, CLIENT, 0, NULL },
+	[SW_MSG_GROUP] = { op_group, CLIENT, ROUTE_ADMIN, NULL },
 };
 
 const struct route *dispatch_route(uint16_t type)

@@ -63,9 +63,10 @@ HANDLER(op_lock);
 HANDLER(op_deleg);
 HANDLER(op_deleg_return);
 
-/* admin.c, fsck.c: status, the consistency check */
+/* admin.c, fsck.c: status, the group's leadership, the consistency check */
 HANDLER(op_info);
 HANDLER(op_fsck);
+HANDLER(op_group);
 
 #undef HANDLER
 

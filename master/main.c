@@ -42,7 +42,7 @@ static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
 /* Options in each table (the second ends with the terminating { 0 }). */
-#define NOPTS_SERVICE 22
+#define NOPTS_SERVICE 27
 #define NOPTS_LIMITS 15
 #define NOPTS (NOPTS_SERVICE + NOPTS_LIMITS)
 
@@ -115,6 +115,22 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  sizeof(c->metrics_listen), NULL,
 		  "serve Prometheus metrics over HTTP on HOST:PORT (empty: "
 		  "off); anyone who reaches it may read them" },
+		{ "id", SW_OPT_UINT, &c->group_id, 0, 255, NULL,
+		  "this master's id in its group (0: no group, it serves "
+		  "alone)" },
+		{ "group", SW_OPT_STRING, c->group, 0, sizeof(c->group), NULL,
+		  "the group's members, ID=HOST:PORT,...: each one's address "
+		  "for clients" },
+		{ "etcd", SW_OPT_STRING, c->etcd, 0, sizeof(c->etcd), NULL,
+		  "a group's etcd, HOST:PORT,... (its own member first): the "
+		  "election and the replicated changelog" },
+		{ "group_prefix", SW_OPT_STRING, c->group_prefix, 1,
+		  sizeof(c->group_prefix), NULL,
+		  "the group's keys in etcd are under this" },
+		{ "group_lease", SW_OPT_DURATION, &c->group_lease_ms, 2000,
+		  60000, NULL,
+		  "a leader that stops renewing its lease for this long is "
+		  "replaced (whole seconds)" },
 	};
 
 	_Static_assert(SW_ARRAY_SIZE(t) == NOPTS_SERVICE,
@@ -206,6 +222,8 @@ static void usage(FILE *f)
 		"it exists)\n"
 		"  -d, --data-dir DIR     metadata directory\n"
 		"  -l, --listen HOST:PORT address to listen on\n"
+		"  -I, --id N             this master's id in its group\n"
+		"  -G, --group ID=HOST:PORT,...  the group of masters\n"
 		"  -s, --set KEY=VALUE    set a configuration key\n"
 		"  -f, --foreground       do not detach; log to stderr\n"
 		"      --syslog           log to syslog even in the foreground\n"
@@ -246,6 +264,8 @@ static void on_signal(uv_signal_t *h, int signum)
 static const struct sw_daemon_flag flags[] = {
 	{ 'd', "data-dir", "data_dir=" },
 	{ 'l', "listen", "listen=" },
+	{ 'I', "id", "id=" },
+	{ 'G', "group", "group=" },
 	{ 0 },
 };
 
@@ -315,7 +335,9 @@ static int run(struct master *m, const struct sw_daemon_args *a)
 
 	uv_run(m->loop, UV_RUN_DEFAULT);
 
-	sw_notice(TAG, "stopped at version %" PRIu64, m->ns.version);
+	/* The digest lets whoever runs a group compare its members. */
+	sw_notice(TAG, "stopped at version %" PRIu64 ", digest %016" PRIx64,
+		  m->ns.version, ns_digest(&m->ns));
 	master_release(m);
 	uv_loop_close(m->loop);
 	if (a->pidfile)

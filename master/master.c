@@ -24,6 +24,7 @@
 #include "csrv.h"
 #include "dataops.h"
 #include "deleg.h"
+#include "group.h"
 #include "purge.h"
 #include "server.h"
 #include "session.h"
@@ -73,6 +74,9 @@ void master_config_defaults(struct master_config *c)
 	c->locks_per_file = 100000;
 	c->lock_waiters_per_session = 10000;
 	c->lock_waiters_per_file = 10000;
+	strcpy(c->etcd, "127.0.0.1:2379");
+	strcpy(c->group_prefix, "/sweepfs/");
+	c->group_lease_ms = 2000;
 }
 
 /* ---- replay --------------------------------------------------------- */
@@ -173,6 +177,11 @@ void master_checkpoint(struct master *m)
 		return;
 	m->ckpt.last = sw_mono_ns();
 	if (m->ns.version == m->ckpt.version)
+		return;
+	/* A group's leader checkpoints only what the group has: not
+	 * while changes wait for etcd (a deposed leader restarts from its
+	 * disk, which must agree with the group's log). */
+	if (changelog_durable(m->cl) != m->ns.version)
 		return;
 	rc = changelog_rotate(m->cl);
 	if (rc < 0) {
@@ -321,9 +330,11 @@ static void on_tick(uv_timer_t *t)
 	int64_t now = sw_mono_ns();
 
 	admin_sample(m);
-	sessions_expire(m);
-	orphans_expire(m);
-	trash_expire(m);
+	if (group_serving(m)) {
+		sessions_expire(m);
+		orphans_expire(m);
+		trash_expire(m);
+	}
 	server_reap_stalled(m);
 	deleg_tick(m);
 	server_inval_tick(m);
@@ -386,6 +397,7 @@ int master_start(struct master *m, uv_loop_t *loop)
 		.interval_ms = m->cfg.sync_interval_ms,
 		.prealloc = m->cfg.changelog_prealloc,
 		.on_durable = on_durable,
+		.ship = group_ship,
 		.arg = m,
 	};
 	rc = changelog_open(m->loop, &clo, m->ns.version, &m->cl);
@@ -395,7 +407,6 @@ int master_start(struct master *m, uv_loop_t *loop)
 		return rc;
 	}
 	sessions_init(m);
-	hooks_wire(m, true);
 	rc = master_load_exports(m);
 	if (rc < 0)
 		return rc;
@@ -414,12 +425,37 @@ int master_start(struct master *m, uv_loop_t *loop)
 	uv_timer_start(&m->cs_tick, on_cs_tick, 100, 100);
 	purge_init(m);
 	rc = snapjob_init(m);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot give up an interrupted snapshot");
+	if (rc < 0)
 		return rc;
+	if (m->cfg.group_id)
+		return group_start(m); /* it calls master_lead() when elected */
+	master_lead(m);
+	return 0;
+}
+
+void master_lead(struct master *m)
+{
+	int64_t now = sw_mono_ns();
+
+	hooks_wire(m, true);
+	if (m->group) {
+		/* As after a restart: mounts resume their sessions, reclaim
+		 * their open files and send again what they had not had
+		 * answered; chunkservers register again. */
+		m->boot_next_ino = m->ns.next_ino;
+		m->loaded_mono = now;
+		m->data.settle_at =
+			now + (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
+		if (htab_count(&m->ns.orphans))
+			m->orphan_deadline =
+				now +
+				(int64_t)m->cfg.session_timeout_ms * 1000000;
+	}
+	if (snapjob_take_over(m) < 0) {
+		sw_crit(TAG, "cannot give up an interrupted snapshot");
+		exit(70);
 	}
 	purge_kick(m); /* a purge interrupted by a restart goes on */
-	return 0;
 }
 
 void master_stop(struct master *m)
@@ -428,6 +464,7 @@ void master_stop(struct master *m)
 		return;
 	m->stopping = true;
 	sw_notice(TAG, "shutting down");
+	group_stop(m);
 	metrics_stop(m); /* it reads what is closed below */
 	snapjob_stop(m);
 	data_stop(m);
@@ -454,6 +491,10 @@ static void final_checkpoint(struct master *m)
 	if (!m->stopping || m->ns.version == m->ckpt.version ||
 	    ns_copy_active(&m->ns, NULL))
 		return;
+	/* A group's leader dropped what etcd had not committed when the
+	 * changelog closed; its memory may be ahead of its disk. */
+	if (m->group && group_serving(m))
+		return;
 	rc = checkpoint_write(&m->ns, m->cfg.data_dir, m->ns.version);
 	if (rc < 0)
 		sw_err(TAG, "final checkpoint failed: %s", strerror(-rc));
@@ -470,6 +511,7 @@ void master_release(struct master *m)
 	sessions_release(m);
 	csrvs_release(m);
 	delegs_free(m);
+	group_release(m);
 	ns_release(&m->ns);
 	sw_arena_release(&m->arena);
 }

@@ -49,6 +49,7 @@
 #include "uvserver.h"
 
 struct session;
+struct group;
 struct delegs;
 struct snapper;
 struct fsck_run;
@@ -96,6 +97,12 @@ struct master_config {
 	uint64_t deleg_max;	   /* delegations one session may hold */
 	uint64_t deleg_timeout_ms; /* a recall unanswered this long: gone */
 	uint64_t inval_timeout_ms; /* an invalidation unacked: go on */
+	/* A group of masters (group.h); group_id 0: this master is alone. */
+	uint64_t group_id;
+	char group[2048];	/* ID=HOST:PORT,... */
+	char etcd[1024];	/* etcd's client endpoints, HOST:PORT,... */
+	char group_prefix[128]; /* etcd keys under this */
+	uint64_t group_lease_ms;
 };
 
 /* Checkpoints in the background (master.c, checkpoint.h). */
@@ -145,6 +152,7 @@ struct master {
 	struct checkpoints ckpt; /* master.c */
 
 	struct snapper *snap; /* snapshots being made (snapjob.c) */
+	struct group *group;  /* group.h; NULL: alone */
 
 	struct csrv_table cs;	/* csrv.h: chunkservers */
 	struct data_state data; /* dataops.h: leases, waiting requests */
@@ -206,5 +214,13 @@ int master_load_exports(struct master *m);
 
 /* Start a checkpoint now if none is running. */
 void master_checkpoint(struct master *m);
+
+/*
+ * Begin serving as the leader of a group (group.c calls it once the log
+ * is applied): the jobs only the leader runs start, and carry on from
+ * where the log says they were. master_start() does the same for a
+ * master alone.
+ */
+void master_lead(struct master *m);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "changelog.h"
 #include "deleg.h"
+#include "group.h"
 #include "master.h"
 #include "mutation.h"
 #include "req.h"
@@ -48,6 +49,10 @@ int master_commit(struct master *m, struct req *r,
 	uint64_t version = m->ns.version + 1;
 	int rc = changelog_admit(m->cl);
 
+	/* A follower changes nothing but what its leader ships (group.c);
+	 * a job that forgot to ask whether it serves fails here. */
+	if (!group_serving(m))
+		return -EROFS;
 	if (rc < 0) {
 		/* The disk is full: what holders answer themselves could not
 		 * be journaled either. The recalls go out now, before the

@@ -37,6 +37,7 @@
 #include "log.h"
 #include "csrv.h"
 #include "deleg.h"
+#include "group.h"
 #include "lockops.h"
 #include "master.h"
 #include "req.h"
@@ -874,6 +875,16 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 
 	reply.has_version = 1;
 	reply.version = SW_PROTO_VERSION;
+	if (!group_serving(m)) {
+		/* A follower: where the leader is, if anyone leads. */
+		const char *leader = group_leader(m);
+
+		reply.has_leader = leader[0] != '\0';
+		reply.leader.data = (uint8_t *)leader;
+		reply.leader.len = strlen(leader);
+		rc = -EREMOTE;
+		goto out_err;
+	}
 	if (h->version != SW_PROTO_VERSION) {
 		sw_notice(TAG, "%s: protocol version %u, want %u; refused",
 			  r->conn->sc.peer, h->version, SW_PROTO_VERSION);

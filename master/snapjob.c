@@ -489,7 +489,6 @@ uint64_t snapjob_waiting(const struct master *m)
 int snapjob_init(struct master *m)
 {
 	struct snapper *s = calloc(1, sizeof(*s));
-	uint64_t id;
 
 	if (!s)
 		return -ENOMEM;
@@ -499,6 +498,14 @@ int snapjob_init(struct master *m)
 	uv_timer_init(m->loop, &s->timer);
 	s->timer.data = s;
 	m->snap = s;
+	return 0;
+}
+
+int snapjob_take_over(struct master *m)
+{
+	struct snapper *s = m->snap;
+	uint64_t id;
+
 	if (ns_copy_active(&m->ns, &id)) {
 		/* Cut short by a restart: the child and its image are gone. */
 		s->id = id;

@@ -22,10 +22,12 @@ int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
 /* Whether a copy is running (checkpoints wait); how many wait. */
 bool snapjob_busy(const struct master *m);
 uint64_t snapjob_waiting(const struct master *m);
-/* Start-up, after the changelog opened: gives up a copy cut short by a
- * restart. Shutdown, with the changelog still open: gives up a running
- * copy and refuses the waiting ones. */
+/* Start-up, after the changelog opened. Shutdown, with the changelog
+ * still open: gives up a running copy and refuses the waiting ones. */
 int snapjob_init(struct master *m);
+/* When this master begins to serve (master_lead()): gives up a copy cut
+ * short by a restart or a failover. 0 or -EIO. */
+int snapjob_take_over(struct master *m);
 void snapjob_stop(struct master *m);
 void snapjob_release(struct master *m);
 

@@ -79,6 +79,8 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(INVAL_ACK, "inval_ack", inval_ack_req, status_reply, 0, 0),
 	/* Resent, a range is only wasted: numbers are plentiful. */
 	MSG(INO_RANGE, "ino_range", ino_range_req, ino_range_reply, 1, 1),
+	/* A leader that got it is gone, or going. */
+	MSG(GROUP, "group", group_req, group_reply, 0, 0),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -17,6 +17,7 @@ shift || true
 packages=(
 	build-essential pkg-config meson ninja-build
 	libfuse3-dev fuse3 libuv1-dev libsodium-dev libmicrohttpd-dev
+	libcurl4-openssl-dev libjson-c-dev
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
 	libsystemd-dev scdoc
 	python3 util-linux procps psmisc
@@ -32,10 +33,10 @@ for opt in "$@"; do
 		# (compare-delete's plot), script (progress), man and groff
 		# (install), systemd-analyze (units), dpkg-buildpackage and
 		# debhelper (package), Prometheus' own text parser (metrics)
-		# and tmux (sweepfs top).
+		# and tmux (sweepfs top), etcd (a group of masters).
 		packages+=(fio strace iproute2 e2fsprogs gnuplot-nox bsdutils
 			man-db groff-base systemd dpkg-dev debhelper
-			python3-prometheus-client tmux) ;;
+			python3-prometheus-client tmux etcd-server) ;;
 	esac
 done
 

@@ -211,6 +211,26 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "deleg_timeouts", s->deleg_timeouts);
 	json_u64(&j, "deleg_recall_max_us", s->deleg_recall_max_us);
 	json_u64(&j, "batch_ops", s->batch_ops);
+	if (s->role) {
+		json_str(&j, "role", s->role);
+		json_u64(&j, "member_id", s->member_id);
+		json_str(&j, "leader", s->leader ? s->leader : "");
+		json_arr_begin(&j, "members");
+		for (size_t i = 0; i < s->n_members; i++) {
+			const Sweepfs__GroupMember *gm = s->members[i];
+
+			json_obj_begin(&j, NULL);
+			json_u64(&j, "id", gm->id);
+			json_str(&j, "addr", gm->addr ? gm->addr : "");
+			json_str(&j, "role", gm->role ? gm->role : "");
+			json_u64(&j, "meta_version", gm->meta_version);
+			json_i64(&j, "behind",
+				 (int64_t)(s->meta_version - gm->meta_version));
+			json_i64(&j, "age_ms", gm->age_ms);
+			json_obj_end(&j);
+		}
+		json_arr_end(&j);
+	}
 	json_arr_begin(&j, "servers");
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
@@ -303,6 +323,25 @@ int cmd_status(int argc, char **argv)
 	       ", checkpoint %" PRIu64 "), changelog_sync %s\n",
 	       s->meta_version, s->durable_version, s->checkpoint_version,
 	       s->changelog_sync);
+	if (s->role) {
+		printf("group: member %u is the %s; %zu members\n",
+		       s->member_id, s->role, s->n_members);
+		for (size_t i = 0; i < s->n_members; i++) {
+			const Sweepfs__GroupMember *gm = s->members[i];
+
+			printf("  %u %-22s %-9s", gm->id, gm->addr,
+			       gm->role && gm->role[0] ? gm->role : "?");
+			if (gm->age_ms < 0)
+				printf(" never heard from\n");
+			else
+				printf(" version %" PRIu64 " (%" PRId64
+				       " behind), %.1f s ago\n",
+				       gm->meta_version,
+				       (int64_t)(s->meta_version -
+						 gm->meta_version),
+				       (double)gm->age_ms / 1000);
+		}
+	}
 	printf("%" PRIu64 " nodes (%" PRIu64 " directories), %" PRIu64
 	       " names, %" PRIu64 " open-unlinked\n",
 	       s->nodes, s->dirs, s->names, s->orphans);

@@ -1,0 +1,1196 @@
+/*
+ * A group of masters on etcd (group.h): the election, shipping the
+ * leader's changelog, and the followers' apply.
+ *
+ * The thread below is the only one that talks to etcd. It speaks etcd's
+ * v3 JSON gateway (POST /v3/..., keys and values in base64) over one
+ * libcurl handle with keep-alive, blocking, one request at a time: while
+ * a transaction is in flight, what the loop flushes meanwhile piles up and
+ * goes in the next one (group commit across loop turns).
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "changelog.h"
+#include "group.h"
+#include "log.h"
+#include "master.h"
+#include "mutation.h"
+#include "util.h"
+
+#define TAG "group"
+/* What one transaction ships at most: etcd refuses requests over 1.5 MiB
+ * by default (--max-request-bytes). */
+#define SHIP_MAX (1u << 20)
+/* Log keys fetched per request by a follower. */
+#define FETCH_MAX 16
+/* A follower's incoming records not applied yet: fetch no more. */
+#define IN_MAX (64u << 20)
+#define ENDPOINTS_MAX 8
+
+enum role { FOLLOWER, CANDIDATE, LEADER };
+static const char *const role_names[] = { "follower", "candidate", "leader" };
+
+struct group {
+	struct master *m;
+	struct group_member members[GROUP_MAX];
+	size_t nmembers;
+	unsigned id;
+	char self[272]; /* this member's client address */
+	char prefix[128];
+	char endpoints[ENDPOINTS_MAX][256];
+	size_t nendpoints, cur; /* cur: the endpoint in use */
+	int64_t lease_ns;
+
+	/* The thread's own. */
+	CURL *curl;
+	struct sw_buf resp;
+	int64_t lease_id;
+	int64_t my_rev;	   /* create_revision of our leader key */
+	uint64_t next;	   /* version the next fetched key starts at */
+	bool located;	   /* next is a key's first version */
+	int64_t last_ka;   /* mono ns of the last renewed lease */
+	int64_t next_ka;   /* mono ns: renew then */
+	int64_t next_pub;  /* mono ns: say our status then */
+	int64_t next_stat; /* mono ns: read the others' then */
+
+	/* Under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool stop;
+	enum role role;
+	bool deposed;
+	uint64_t promote_at; /* candidate: serve once applied this far */
+	struct sw_buf out;   /* leader: records to ship */
+	uint64_t committed;  /* leader: etcd has records up to here */
+	struct sw_buf in;    /* follower: records to apply */
+	uint64_t applied;    /* the loop's version, for the thread */
+	unsigned transfer;   /* leader: hand over to this id (or any) */
+	bool transferring;
+	char leader[272];
+	unsigned leader_id;
+	struct group_status st; /* members as they last said */
+
+	/* Loop thread only. */
+	bool serving;
+	uint64_t released; /* records up to here released to the disk */
+	uv_async_t async;
+	pthread_t thread;
+	bool started;
+};
+
+/* ---- configuration -------------------------------------------------- */
+
+int group_members_parse(const char *s, struct group_member *out, size_t *n)
+{
+	const char *p = s;
+
+	*n = 0;
+	while (*p) {
+		const char *comma = strchr(p, ','), *eq;
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char *end;
+		unsigned long id;
+
+		eq = memchr(p, '=', len);
+		if (!eq || eq == p || *n == GROUP_MAX)
+			return -EINVAL;
+		id = strtoul(p, &end, 10);
+		if (end != eq || id == 0 || id > 255)
+			return -EINVAL;
+		for (size_t i = 0; i < *n; i++)
+			if (out[i].id == id)
+				return -EINVAL;
+		len -= (size_t)(eq + 1 - p);
+		if (len == 0 || len >= sizeof(out->addr))
+			return -EINVAL;
+		out[*n].id = (unsigned)id;
+		memcpy(out[*n].addr, eq + 1, len);
+		out[*n].addr[len] = '\0';
+		(*n)++;
+		if (!comma)
+			break;
+		p = comma + 1;
+		if (!*p)
+			return -EINVAL;
+	}
+	return *n ? 0 : -EINVAL;
+}
+
+static int endpoints_parse(struct group *g, const char *s)
+{
+	const char *p = s;
+
+	while (*p && g->nendpoints < ENDPOINTS_MAX) {
+		size_t len = strcspn(p, ",");
+		bool scheme = !strncmp(p, "http://", 7);
+
+		if (len == 0 ||
+		    len + (scheme ? 0 : 7) >= sizeof(g->endpoints[0]))
+			return -EINVAL;
+		snprintf(g->endpoints[g->nendpoints++], sizeof(g->endpoints[0]),
+			 "%s%.*s", scheme ? "" : "http://", (int)len, p);
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return g->nendpoints && !*p ? 0 : -EINVAL;
+}
+
+/* ---- base64 (etcd's JSON carries keys and values so) ----------------- */
+
+static const char b64[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64_put(struct sw_buf *b, const uint8_t *p, size_t n)
+{
+	char *o;
+
+	if (sw_buf_reserve(b, (n + 2) / 3 * 4) < 0)
+		return -ENOMEM;
+	o = (char *)b->data + b->len;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+
+		if (i + 1 < n)
+			v |= (uint32_t)p[i + 1] << 8;
+		if (i + 2 < n)
+			v |= p[i + 2];
+		*o++ = b64[v >> 18];
+		*o++ = b64[(v >> 12) & 63];
+		*o++ = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? b64[v & 63] : '=';
+	}
+	b->len += (n + 2) / 3 * 4;
+	return 0;
+}
+
+static int b64_val(char c)
+{
+	const char *p = c ? strchr(b64, c) : NULL;
+
+	return p ? (int)(p - b64) : -1;
+}
+
+/* Append the decoding of @s to @b: 0, or -EPROTO for what is not base64. */
+static int b64_get(struct sw_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	uint8_t *o;
+
+	if (n % 4 || sw_buf_reserve(b, n / 4 * 3) < 0)
+		return n % 4 ? -EPROTO : -ENOMEM;
+	o = b->data + b->len;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+
+		for (int k = 0; k < 4; k++)
+			v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ?
+				       0 :
+				       b64_val(s[i + k]);
+		if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
+			return -EPROTO;
+		*o++ = (uint8_t)(v[0] << 2 | v[1] >> 4);
+		if (s[i + 2] != '=')
+			*o++ = (uint8_t)(v[1] << 4 | v[2] >> 2);
+		if (s[i + 3] != '=')
+			*o++ = (uint8_t)(v[2] << 6 | v[3]);
+	}
+	b->len = (size_t)(o - b->data);
+	return 0;
+}
+
+/* ---- etcd ----------------------------------------------------------- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+	return sw_buf_add(arg, p, size * n) < 0 ? 0 : size * n;
+}
+
+/*
+ * POST @body (NUL-terminated JSON) to @path of the endpoint in use; the
+ * reply's JSON in *@out (the caller puts it). -EIO when etcd did not
+ * answer (the next endpoint is tried next time), -EPROTO for an answer
+ * that is not JSON, -EREMOTEIO for etcd's own error (logged).
+ */
+static int etcd_post(struct group *g, const char *path, const char *body,
+		     long timeout_ms, struct json_object **out)
+{
+	char url[512];
+	long status = 0;
+	CURLcode cc;
+
+	snprintf(url, sizeof(url), "%s%s", g->endpoints[g->cur], path);
+	sw_buf_reset(&g->resp);
+	curl_easy_setopt(g->curl, CURLOPT_URL, url);
+	curl_easy_setopt(g->curl, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(g->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+	cc = curl_easy_perform(g->curl);
+	if (cc != CURLE_OK) {
+		sw_debug(TAG, "%s: %s", url, curl_easy_strerror(cc));
+		g->cur = (g->cur + 1) % g->nendpoints;
+		return -EIO;
+	}
+	curl_easy_getinfo(g->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (sw_buf_add(&g->resp, "", 1) < 0)
+		return -ENOMEM;
+	*out = json_tokener_parse((const char *)sw_buf_head(&g->resp));
+	if (!*out)
+		return -EPROTO;
+	if (status != 200) {
+		sw_info(TAG, "%s: HTTP %ld: %s", url, status,
+			(const char *)sw_buf_head(&g->resp));
+		json_object_put(*out);
+		/* Unavailable (no majority behind this member): try
+		 * another. */
+		g->cur = (g->cur + 1) % g->nendpoints;
+		return -EREMOTEIO;
+	}
+	return 0;
+}
+
+/* @o's member @name as an integer (etcd sends 64-bit ones as strings);
+ * @dflt when absent, as proto3 JSON leaves out zeros. */
+static int64_t jint(struct json_object *o, const char *name, int64_t dflt)
+{
+	struct json_object *v;
+
+	if (!o || !json_object_object_get_ex(o, name, &v))
+		return dflt;
+	if (json_object_is_type(v, json_type_string))
+		return strtoll(json_object_get_string(v), NULL, 10);
+	return json_object_get_int64(v);
+}
+
+static struct json_object *jget(struct json_object *o, const char *name)
+{
+	struct json_object *v = NULL;
+
+	return o && json_object_object_get_ex(o, name, &v) ? v : NULL;
+}
+
+/* A key under the prefix, in base64, onto @b. */
+static int key_put(struct group *g, struct sw_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int key_put(struct group *g, struct sw_buf *b, const char *fmt, ...)
+{
+	char key[256];
+	int n = snprintf(key, sizeof(key), "%s", g->prefix);
+	va_list ap;
+
+	va_start(ap, fmt);
+	n += vsnprintf(key + n, sizeof(key) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return b64_put(b, (const uint8_t *)key, (size_t)n);
+}
+
+static int str(struct sw_buf *b, const char *s)
+{
+	return sw_buf_add(b, s, strlen(s));
+}
+
+static int bprintf(struct sw_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int bprintf(struct sw_buf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	return sw_buf_add(
+		b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* A JSON body under construction, NUL-terminated by body_end(). */
+static const char *body_end(struct sw_buf *b)
+{
+	return sw_buf_add(b, "", 1) < 0 ? NULL : (const char *)b->data;
+}
+
+/* ---- the loop's side ------------------------------------------------ */
+
+static void wake_loop(struct group *g)
+{
+	uv_async_send(&g->async);
+}
+
+void group_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
+{
+	struct group *g = ((struct master *)arg)->group;
+
+	(void)last;
+	pthread_mutex_lock(&g->mu);
+	if (sw_buf_add(&g->out, recs, len) < 0) {
+		sw_crit(TAG, "out of memory shipping records");
+		abort();
+	}
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* A follower applies records from the group's log; the versions it has
+ * already are skipped. 0 or -EUCLEAN (a gap or a change that does not
+ * apply: this member cannot follow, and says so). */
+static int apply_records(struct master *m, const uint8_t *p, size_t n)
+{
+	size_t off = 0, rec, len;
+	const uint8_t *payload;
+	uint64_t ver;
+
+	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
+				       &len)) > 0) {
+		Sweepfs__Meta__Mutation *mut;
+		int rc;
+
+		off += rec;
+		if (ver <= m->ns.version)
+			continue;
+		if (ver != m->ns.version + 1) {
+			sw_crit(TAG,
+				"the group's log has version %" PRIu64
+				" where %" PRIu64 " was expected",
+				ver, m->ns.version + 1);
+			return -EUCLEAN;
+		}
+		mut = sweepfs__meta__mutation__unpack(NULL, len, payload);
+		if (!mut)
+			return -EUCLEAN;
+		rc = changelog_prepare(m->cl, mut);
+		if (rc == 0)
+			rc = mutation_apply(&m->ns, mut, ver);
+		if (rc == 0)
+			changelog_append(m->cl, mut, ver);
+		sweepfs__meta__mutation__free_unpacked(mut, NULL);
+		if (rc < 0) {
+			sw_crit(TAG, "version %" PRIu64 " does not apply: %s",
+				ver, strerror(-rc));
+			return -EUCLEAN;
+		}
+	}
+	if (off != n) {
+		sw_crit(TAG, "a torn record in the group's log after %" PRIu64,
+			m->ns.version);
+		return -EUCLEAN;
+	}
+	changelog_flush(m->cl);
+	return 0;
+}
+
+static void on_async(uv_async_t *h)
+{
+	struct group *g = h->data;
+	struct master *m = g->m;
+	struct sw_buf in;
+	uint64_t committed, promote_at;
+	bool deposed, promote;
+
+	pthread_mutex_lock(&g->mu);
+	in = g->in;
+	sw_buf_init(&g->in);
+	committed = g->committed;
+	deposed = g->deposed;
+	promote_at = g->promote_at;
+	promote = g->role == LEADER && !g->serving;
+	pthread_mutex_unlock(&g->mu);
+
+	if (deposed) {
+		sw_crit(TAG, "no longer the group's leader (lease lost or "
+			     "superseded): exiting, so that a restart reloads "
+			     "what the group committed");
+		exit(75);
+	}
+	if (sw_buf_used(&in) &&
+	    apply_records(m, sw_buf_head(&in), sw_buf_used(&in)) < 0)
+		exit(70);
+	sw_buf_release(&in);
+	pthread_mutex_lock(&g->mu);
+	g->applied = m->ns.version;
+	pthread_mutex_unlock(&g->mu);
+	if (promote && m->ns.version >= promote_at) {
+		g->serving = true;
+		g->released = m->ns.version;
+		changelog_gate(m->cl);
+		sw_notice(TAG, "leading the group at version %" PRIu64,
+			  m->ns.version);
+		master_lead(m);
+	}
+	if (g->serving && committed > g->released) {
+		g->released = committed;
+		changelog_release(m->cl, committed);
+	}
+}
+
+/* ---- the thread: following ------------------------------------------ */
+
+static void set_leader(struct group *g, const char *val)
+{
+	unsigned id = 0;
+	const char *sp = strchr(val, ' ');
+
+	if (sp)
+		id = (unsigned)strtoul(val, NULL, 10);
+	pthread_mutex_lock(&g->mu);
+	g->leader_id = id;
+	snprintf(g->leader, sizeof(g->leader), "%s", sp ? sp + 1 : "");
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* Read the leader key: 1 when there is a leader, 0 when not, -errno. */
+static int read_leader(struct group *g)
+{
+	struct sw_buf b;
+	struct json_object *r, *kvs;
+	const char *body;
+	int rc;
+
+	sw_buf_init(&b);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "leader");
+	str(&b, "\"}");
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/range", body, 1000, &r) : -ENOMEM;
+	sw_buf_release(&b);
+	if (rc < 0)
+		return rc;
+	kvs = jget(r, "kvs");
+	rc = 0;
+	if (kvs && json_object_array_length(kvs) > 0) {
+		struct json_object *kv = json_object_array_get_idx(kvs, 0);
+		struct json_object *v = jget(kv, "value");
+		struct sw_buf val;
+
+		sw_buf_init(&val);
+		if (v && b64_get(&val, json_object_get_string(v)) == 0 &&
+		    sw_buf_add(&val, "", 1) == 0)
+			set_leader(g, (const char *)val.data);
+		sw_buf_release(&val);
+		rc = 1;
+	} else {
+		set_leader(g, "");
+	}
+	json_object_put(r);
+	return rc;
+}
+
+/*
+ * Fetch log keys from g->next on into g->in. *@more: etcd has more. The
+ * first fetch finds the key holding g->next (a restarted member may stop
+ * in the middle of one). 0 or -errno.
+ */
+static int fetch(struct group *g, bool *more)
+{
+	struct sw_buf b, val;
+	struct json_object *r, *kvs;
+	const char *body;
+	size_t n;
+	int rc;
+
+	*more = false;
+	sw_buf_init(&b);
+	sw_buf_init(&val);
+	if (!g->located) {
+		/* The last key at or before next: [log/, log/NEXT\0). */
+		str(&b, "{\"key\":\"");
+		key_put(g, &b, "log/");
+		str(&b, "\",\"range_end\":\"");
+		{
+			char k[200];
+			int kl = snprintf(k, sizeof(k), "%slog/%020" PRIu64,
+					  g->prefix, g->next);
+
+			b64_put(&b, (const uint8_t *)k, (size_t)kl + 1);
+		}
+		str(&b, "\",\"sort_order\":\"DESCEND\",\"sort_target\":"
+			"\"KEY\",\"limit\":1,\"keys_only\":true}");
+		body = body_end(&b);
+		rc = body ? etcd_post(g, "/v3/kv/range", body, 2000, &r) :
+			    -ENOMEM;
+		sw_buf_reset(&b);
+		if (rc < 0)
+			goto out;
+		kvs = jget(r, "kvs");
+		if (kvs && json_object_array_length(kvs) == 1) {
+			struct json_object *k =
+				jget(json_object_array_get_idx(kvs, 0), "key");
+
+			if (k &&
+			    b64_get(&val, json_object_get_string(k)) == 0 &&
+			    sw_buf_add(&val, "", 1) == 0) {
+				const char *s = strrchr((char *)val.data, '/');
+
+				g->next = strtoull(s ? s + 1 : "0", NULL, 10);
+			}
+			sw_buf_reset(&val);
+		}
+		json_object_put(r);
+		g->located = true;
+	}
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "log/%020" PRIu64, g->next);
+	str(&b, "\",\"range_end\":\"");
+	key_put(g, &b, "log0");
+	bprintf(&b, "\",\"limit\":%d}", FETCH_MAX);
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/range", body, 5000, &r) : -ENOMEM;
+	if (rc < 0)
+		goto out;
+	kvs = jget(r, "kvs");
+	n = kvs ? json_object_array_length(kvs) : 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct json_object *v =
+			jget(json_object_array_get_idx(kvs, i), "value");
+		const uint8_t *payload;
+		size_t off = 0, rec, len;
+		uint64_t ver = 0;
+
+		sw_buf_reset(&val);
+		rc = v ? b64_get(&val, json_object_get_string(v)) : -EPROTO;
+		while (rc == 0 &&
+		       (rec = changelog_record(val.data + off, val.len - off,
+					       &ver, &payload, &len)) > 0)
+			off += rec;
+		if (rc == 0 && (off != val.len || off == 0))
+			rc = -EPROTO;
+		if (rc < 0) {
+			sw_err(TAG,
+			       "a log key after %" PRIu64
+			       " is not whole records",
+			       g->next);
+			break;
+		}
+		pthread_mutex_lock(&g->mu);
+		rc = sw_buf_add(&g->in, val.data, val.len);
+		pthread_mutex_unlock(&g->mu);
+		g->next = ver + 1;
+	}
+	*more = jget(r, "more") && json_object_get_boolean(jget(r, "more"));
+	json_object_put(r);
+	if (n)
+		wake_loop(g);
+out:
+	sw_buf_release(&b);
+	sw_buf_release(&val);
+	return rc;
+}
+
+/* Whether no transfer key names another member than this one. */
+static bool may_campaign(struct group *g)
+{
+	struct json_object *r, *kvs, *v;
+	struct sw_buf b, val;
+	const char *body;
+	bool ok = true;
+
+	sw_buf_init(&b);
+	sw_buf_init(&val);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "transfer");
+	str(&b, "\"}");
+	body = body_end(&b);
+	if (!body || etcd_post(g, "/v3/kv/range", body, 1000, &r) < 0) {
+		ok = false;
+		goto out;
+	}
+	kvs = jget(r, "kvs");
+	if (kvs && json_object_array_length(kvs) > 0 &&
+	    (v = jget(json_object_array_get_idx(kvs, 0), "value")) &&
+	    b64_get(&val, json_object_get_string(v)) == 0 &&
+	    sw_buf_add(&val, "", 1) == 0) {
+		unsigned to = (unsigned)strtoul((char *)val.data, NULL, 10);
+
+		ok = to == 0 || to == g->id;
+	}
+	json_object_put(r);
+out:
+	sw_buf_release(&b);
+	sw_buf_release(&val);
+	return ok;
+}
+
+/* Try to become the leader: 1 when this member is, 0 when another one
+ * won, -errno. */
+static int campaign(struct group *g)
+{
+	struct sw_buf b;
+	struct json_object *r;
+	const char *body;
+	char val[300];
+	int rc;
+
+	sw_buf_init(&b);
+	bprintf(&b, "{\"TTL\":%" PRId64 "}",
+		(int64_t)((g->lease_ns + SW_NSEC_PER_SEC - 1) /
+			  SW_NSEC_PER_SEC));
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/lease/grant", body, 1000, &r) : -ENOMEM;
+	sw_buf_reset(&b);
+	if (rc < 0)
+		goto out;
+	g->lease_id = jint(r, "ID", 0);
+	json_object_put(r);
+	if (!g->lease_id) {
+		rc = -EPROTO;
+		goto out;
+	}
+	g->last_ka = sw_mono_ns();
+	snprintf(val, sizeof(val), "%u %s", g->id, g->self);
+	str(&b, "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"");
+	key_put(g, &b, "leader");
+	str(&b, "\",\"create_revision\":\"0\"}],\"success\":[{"
+		"\"request_put\":{\"key\":\"");
+	key_put(g, &b, "leader");
+	str(&b, "\",\"value\":\"");
+	b64_put(&b, (const uint8_t *)val, strlen(val));
+	bprintf(&b, "\",\"lease\":\"%" PRId64 "\"}}]}", g->lease_id);
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/txn", body, 1000, &r) : -ENOMEM;
+	if (rc < 0)
+		goto out;
+	if (jget(r, "succeeded") &&
+	    json_object_get_boolean(jget(r, "succeeded"))) {
+		g->my_rev = jint(jget(r, "header"), "revision", 0);
+		rc = 1;
+	} else {
+		rc = 0;
+	}
+	json_object_put(r);
+out:
+	sw_buf_release(&b);
+	return rc;
+}
+
+/* ---- the thread: leading -------------------------------------------- */
+
+static void deposed(struct group *g, const char *why)
+{
+	sw_crit(TAG, "no longer leading: %s", why);
+	pthread_mutex_lock(&g->mu);
+	g->deposed = true;
+	pthread_mutex_unlock(&g->mu);
+	wake_loop(g);
+}
+
+/* Renew the lease: 0, -ENOENT when it is gone, -errno. */
+static int keepalive(struct group *g)
+{
+	struct json_object *r;
+	char body[64];
+	int64_t ttl;
+	int rc;
+
+	snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", g->lease_id);
+	rc = etcd_post(g, "/v3/lease/keepalive", body, 1000, &r);
+	if (rc < 0)
+		return rc;
+	ttl = jint(jget(r, "result"), "TTL", 0);
+	json_object_put(r);
+	return ttl > 0 ? 0 : -ENOENT;
+}
+
+/*
+ * Ship what the loop flushed, up to SHIP_MAX, in one transaction fenced
+ * by our leader key. 1 shipped, 0 nothing to ship, -ESTALE when the key is
+ * no longer ours, -errno.
+ */
+static int ship(struct group *g)
+{
+	struct sw_buf b, chunk;
+	struct json_object *r;
+	const uint8_t *payload;
+	size_t off = 0, rec, len;
+	uint64_t ver, first = 0, last = 0;
+	const char *body;
+	int rc;
+
+	sw_buf_init(&b);
+	sw_buf_init(&chunk);
+	pthread_mutex_lock(&g->mu);
+	while (off < sw_buf_used(&g->out) &&
+	       (rec = changelog_record(sw_buf_head(&g->out) + off,
+				       sw_buf_used(&g->out) - off, &ver,
+				       &payload, &len)) > 0 &&
+	       (off == 0 || off + rec <= SHIP_MAX)) {
+		if (!first)
+			first = ver;
+		last = ver;
+		off += rec;
+	}
+	rc = off ? sw_buf_add(&chunk, sw_buf_head(&g->out), off) : 0;
+	pthread_mutex_unlock(&g->mu);
+	if (off == 0 || rc < 0)
+		goto out;
+	str(&b, "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"");
+	key_put(g, &b, "leader");
+	bprintf(&b,
+		"\",\"create_revision\":\"%" PRId64 "\"}],"
+		"\"success\":[{\"request_put\":{\"key\":\"",
+		g->my_rev);
+	key_put(g, &b, "log/%020" PRIu64, first);
+	str(&b, "\",\"value\":\"");
+	b64_put(&b, chunk.data, chunk.len);
+	str(&b, "\"}}]}");
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/txn", body, 2000, &r) : -ENOMEM;
+	if (rc < 0)
+		goto out;
+	if (!jget(r, "succeeded") ||
+	    !json_object_get_boolean(jget(r, "succeeded"))) {
+		json_object_put(r);
+		rc = -ESTALE;
+		goto out;
+	}
+	json_object_put(r);
+	pthread_mutex_lock(&g->mu);
+	sw_buf_consume(&g->out, off);
+	g->committed = last;
+	pthread_mutex_unlock(&g->mu);
+	wake_loop(g);
+	rc = 1;
+out:
+	sw_buf_release(&b);
+	sw_buf_release(&chunk);
+	return rc;
+}
+
+/*
+ * Step down for a transfer, once everything the loop flushed is in etcd:
+ * the transfer key (on a lease of its own, so that it goes by itself if
+ * the chosen one never campaigns), then our lease revoked, which takes
+ * the leader key with it.
+ */
+static void hand_over(struct group *g, unsigned to)
+{
+	struct json_object *r;
+	struct sw_buf b;
+	const char *body;
+	char val[16], rv[64];
+	int64_t lease = 0;
+
+	sw_buf_init(&b);
+	if (etcd_post(g, "/v3/lease/grant", "{\"TTL\":5}", 1000, &r) == 0) {
+		lease = jint(r, "ID", 0);
+		json_object_put(r);
+	}
+	snprintf(val, sizeof(val), "%u", to);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "transfer");
+	str(&b, "\",\"value\":\"");
+	b64_put(&b, (const uint8_t *)val, strlen(val));
+	bprintf(&b, "\",\"lease\":\"%" PRId64 "\"}", lease);
+	body = body_end(&b);
+	if (lease && body && etcd_post(g, "/v3/kv/put", body, 1000, &r) == 0)
+		json_object_put(r);
+	snprintf(rv, sizeof(rv), "{\"ID\":\"%" PRId64 "\"}", g->lease_id);
+	if (etcd_post(g, "/v3/lease/revoke", rv, 1000, &r) == 0)
+		json_object_put(r);
+	sw_buf_release(&b);
+	if (to)
+		sw_notice(TAG, "handing the leadership to member %u", to);
+	else
+		sw_notice(TAG, "handing the leadership over");
+	deposed(g, "handed over");
+}
+
+/* ---- the thread: status --------------------------------------------- */
+
+static void publish(struct group *g, enum role role)
+{
+	struct json_object *r;
+	struct sw_buf b;
+	const char *body;
+	char val[128];
+	uint64_t applied;
+
+	pthread_mutex_lock(&g->mu);
+	applied = g->applied;
+	pthread_mutex_unlock(&g->mu);
+	snprintf(val, sizeof(val), "%s %" PRIu64 " %" PRId64, role_names[role],
+		 applied, sw_now_ns());
+	sw_buf_init(&b);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "members/%u", g->id);
+	str(&b, "\",\"value\":\"");
+	b64_put(&b, (const uint8_t *)val, strlen(val));
+	str(&b, "\"}");
+	body = body_end(&b);
+	if (body && etcd_post(g, "/v3/kv/put", body, 1000, &r) == 0)
+		json_object_put(r);
+	sw_buf_release(&b);
+}
+
+static void read_members(struct group *g)
+{
+	struct json_object *r, *kvs;
+	struct sw_buf b, v;
+	const char *body;
+	size_t n;
+
+	sw_buf_init(&b);
+	sw_buf_init(&v);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "members/");
+	str(&b, "\",\"range_end\":\"");
+	key_put(g, &b, "members0");
+	str(&b, "\"}");
+	body = body_end(&b);
+	if (!body || etcd_post(g, "/v3/kv/range", body, 1000, &r) < 0)
+		goto out;
+	kvs = jget(r, "kvs");
+	n = kvs ? json_object_array_length(kvs) : 0;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *kv = json_object_array_get_idx(kvs, i);
+		const char *k, *slash;
+		char role[16];
+		uint64_t ver;
+		int64_t at;
+		unsigned id;
+
+		sw_buf_reset(&v);
+		if (!jget(kv, "key") ||
+		    b64_get(&v, json_object_get_string(jget(kv, "key"))) ||
+		    sw_buf_add(&v, "", 1))
+			continue;
+		k = (const char *)v.data;
+		slash = strrchr(k, '/');
+		id = (unsigned)strtoul(slash ? slash + 1 : "0", NULL, 10);
+		sw_buf_reset(&v);
+		if (!jget(kv, "value") ||
+		    b64_get(&v, json_object_get_string(jget(kv, "value"))) ||
+		    sw_buf_add(&v, "", 1) ||
+		    sscanf((const char *)v.data, "%15s %" SCNu64 " %" SCNd64,
+			   role, &ver, &at) != 3)
+			continue;
+		pthread_mutex_lock(&g->mu);
+		for (size_t j = 0; j < g->st.n; j++) {
+			if (g->st.members[j].id != id)
+				continue;
+			snprintf(g->st.members[j].role,
+				 sizeof(g->st.members[j].role), "%s", role);
+			g->st.members[j].version = ver;
+			g->st.members[j].age_ms = (sw_now_ns() - at) / 1000000;
+		}
+		pthread_mutex_unlock(&g->mu);
+	}
+	json_object_put(r);
+out:
+	sw_buf_release(&b);
+	sw_buf_release(&v);
+}
+
+/* ---- the thread ----------------------------------------------------- */
+
+/* Wait on the condition variable until @until (mono ns) or a wake-up. */
+static void wait_until(struct group *g, int64_t until)
+{
+	struct timespec ts = sw_ns_to_timespec(until);
+
+	pthread_mutex_lock(&g->mu);
+	if (!g->stop && !(g->role == LEADER && sw_buf_used(&g->out)))
+		pthread_cond_timedwait(&g->cond, &g->mu, &ts);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* One turn of a follower: who leads, what to apply, whether to run. */
+static void follow(struct group *g)
+{
+	bool more = false, backlog;
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	backlog = sw_buf_used(&g->in) > IN_MAX;
+	pthread_mutex_unlock(&g->mu);
+	if (!backlog)
+		fetch(g, &more);
+	if (more || backlog) {
+		wait_until(g, sw_mono_ns() + (backlog ? 10 : 0) * 1000000);
+		return;
+	}
+	rc = read_leader(g);
+	if (rc == 0 && may_campaign(g) && campaign(g) == 1) {
+		/* Nobody else can add to the log now: read the rest of it,
+		 * then serve once the loop has applied it. */
+		do {
+			rc = fetch(g, &more);
+		} while (rc == 0 && more);
+		if (rc < 0) {
+			deposed(g, "cannot read the log after the election");
+			return;
+		}
+		g->next_ka = sw_mono_ns() + g->lease_ns / 4;
+		pthread_mutex_lock(&g->mu);
+		g->role = LEADER;
+		g->promote_at = g->next - 1;
+		g->leader_id = g->id;
+		snprintf(g->leader, sizeof(g->leader), "%s", g->self);
+		pthread_mutex_unlock(&g->mu);
+		sw_notice(TAG,
+			  "elected (revision %" PRId64
+			  "); log ends at %" PRIu64,
+			  g->my_rev, g->next - 1);
+		wake_loop(g);
+		return;
+	}
+	wait_until(g, sw_mono_ns() + 100 * 1000000);
+}
+
+/* One turn of the leader: renew the lease when due, ship what there is. */
+static void lead(struct group *g)
+{
+	int64_t now = sw_mono_ns();
+	int rc;
+
+	if (now >= g->next_ka) {
+		rc = keepalive(g);
+		if (rc == 0) {
+			g->last_ka = now;
+			g->next_ka = now + g->lease_ns / 4;
+		} else if (rc == -ENOENT) {
+			deposed(g, "the lease expired");
+			return;
+		} else {
+			g->next_ka = now + g->lease_ns / 20;
+		}
+	}
+	if (sw_mono_ns() - g->last_ka > g->lease_ns) {
+		deposed(g, "etcd did not renew the lease in time");
+		return;
+	}
+	rc = ship(g);
+	if (rc == -ESTALE) {
+		deposed(g, "another member holds the leader key");
+		return;
+	}
+	if (rc == 1)
+		return;
+	if (rc == 0) {
+		bool go;
+		unsigned to;
+
+		pthread_mutex_lock(&g->mu);
+		go = g->transferring && !sw_buf_used(&g->out);
+		to = g->transfer;
+		pthread_mutex_unlock(&g->mu);
+		if (go) {
+			hand_over(g, to);
+			return;
+		}
+	}
+	wait_until(g, rc < 0 ? sw_mono_ns() + 20 * 1000000 : g->next_ka);
+}
+
+static void *group_main(void *arg)
+{
+	struct group *g = arg;
+
+	for (;;) {
+		enum role role;
+		bool stop, dead;
+		int64_t now = sw_mono_ns();
+
+		pthread_mutex_lock(&g->mu);
+		stop = g->stop;
+		role = g->role;
+		dead = g->deposed;
+		pthread_mutex_unlock(&g->mu);
+		if (stop || dead)
+			break;
+		if (now >= g->next_pub) {
+			publish(g, role);
+			read_members(g);
+			g->next_pub = now + SW_NSEC_PER_SEC;
+		}
+		if (role == LEADER)
+			lead(g);
+		else
+			follow(g);
+	}
+	return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------- */
+
+int group_start(struct master *m)
+{
+	struct group *g;
+	int rc;
+
+	if (!m->cfg.group_id)
+		return 0;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->m = m;
+	g->id = (unsigned)m->cfg.group_id;
+	rc = group_members_parse(m->cfg.group, g->members, &g->nmembers);
+	if (rc < 0) {
+		sw_crit(TAG, "group: not ID=HOST:PORT,...: '%s'", m->cfg.group);
+		goto out_free;
+	}
+	for (size_t i = 0; i < g->nmembers; i++)
+		if (g->members[i].id == g->id)
+			snprintf(g->self, sizeof(g->self), "%s",
+				 g->members[i].addr);
+	if (!g->self[0]) {
+		sw_crit(TAG, "id %u is not in the group '%s'", g->id,
+			m->cfg.group);
+		rc = -EINVAL;
+		goto out_free;
+	}
+	rc = endpoints_parse(g, m->cfg.etcd);
+	if (rc < 0) {
+		sw_crit(TAG, "etcd: not a list of HOST:PORT: '%s'",
+			m->cfg.etcd);
+		goto out_free;
+	}
+	snprintf(g->prefix, sizeof(g->prefix), "%s", m->cfg.group_prefix);
+	g->lease_ns = (int64_t)m->cfg.group_lease_ms * 1000000;
+	g->st.id = g->id;
+	g->st.n = g->nmembers;
+	for (size_t i = 0; i < g->nmembers; i++) {
+		g->st.members[i].id = g->members[i].id;
+		snprintf(g->st.members[i].addr, sizeof(g->st.members[i].addr),
+			 "%s", g->members[i].addr);
+		g->st.members[i].age_ms = -1;
+	}
+	g->next = m->ns.version + 1;
+	g->applied = m->ns.version;
+	g->curl = curl_easy_init();
+	if (!g->curl) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	curl_easy_setopt(g->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(g->curl, CURLOPT_WRITEDATA, &g->resp);
+	curl_easy_setopt(g->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(g->curl, CURLOPT_CONNECTTIMEOUT_MS, 500L);
+	pthread_mutex_init(&g->mu, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&g->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	uv_async_init(m->loop, &g->async, on_async);
+	g->async.data = g;
+	m->group = g;
+	rc = -pthread_create(&g->thread, NULL, group_main, g);
+	if (rc < 0) {
+		sw_crit(TAG, "cannot start the group's thread: %s",
+			strerror(-rc));
+		return rc;
+	}
+	g->started = true;
+	sw_notice(TAG, "member %u of %zu (%s), following; etcd at %s", g->id,
+		  g->nmembers, g->self, m->cfg.etcd);
+	return 0;
+
+out_free:
+	free(g);
+	return rc;
+}
+
+void group_stop(struct master *m)
+{
+	struct group *g = m->group;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->mu);
+	g->stop = true;
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+	if (g->started)
+		pthread_join(g->thread, NULL);
+	g->started = false;
+	uv_close((uv_handle_t *)&g->async, NULL);
+}
+
+void group_release(struct master *m)
+{
+	struct group *g = m->group;
+
+	if (!g)
+		return;
+	curl_easy_cleanup(g->curl);
+	sw_buf_release(&g->resp);
+	sw_buf_release(&g->in);
+	sw_buf_release(&g->out);
+	pthread_mutex_destroy(&g->mu);
+	pthread_cond_destroy(&g->cond);
+	free(g);
+	m->group = NULL;
+}
+
+/* ---- what others ask ------------------------------------------------ */
+
+int group_transfer(struct master *m, unsigned to)
+{
+	struct group *g = m->group;
+	bool member = to == 0;
+
+	if (!g)
+		return -ENOTSUP;
+	for (size_t i = 0; i < g->nmembers; i++)
+		member |= g->members[i].id == to;
+	if (!member || to == g->id || !g->serving)
+		return -EINVAL;
+	/* Flushed now, so that what was answered before is shipped before
+	 * the hand-over. */
+	changelog_flush(m->cl);
+	pthread_mutex_lock(&g->mu);
+	g->transfer = to;
+	g->transferring = true;
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
+}
+
+bool group_serving(const struct master *m)
+{
+	return !m->group || m->group->serving;
+}
+
+const char *group_leader(const struct master *m)
+{
+	struct group *g = m->group;
+	static char addr[272];
+
+	if (!g)
+		return "";
+	pthread_mutex_lock(&g->mu);
+	snprintf(addr, sizeof(addr), "%s", g->leader);
+	pthread_mutex_unlock(&g->mu);
+	return addr;
+}
+
+bool group_status(const struct master *m, struct group_status *st)
+{
+	struct group *g = m->group;
+
+	if (!g)
+		return false;
+	pthread_mutex_lock(&g->mu);
+	*st = g->st;
+	st->role = g->serving	     ? role_names[LEADER] :
+		   g->role == LEADER ? role_names[CANDIDATE] :
+				       role_names[FOLLOWER];
+	snprintf(st->leader, sizeof(st->leader), "%s", g->leader);
+	st->leader_id = g->leader_id;
+	pthread_mutex_unlock(&g->mu);
+	return true;
+}

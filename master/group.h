@@ -1,0 +1,113 @@
+/*
+ * A group of masters (1, 3 or 5) with one leader, on etcd.
+ *
+ * etcd (Debian's etcd-server, one member beside each master) is the
+ * group's consensus: it elects the leader and it holds the replicated
+ * changelog. Nothing here votes or orders anything itself.
+ *
+ * Keys, under group_prefix ("/sweepfs/"):
+ *   leader            "ID HOST:PORT" of the leader, attached to its lease:
+ *                     the key goes when the leader stops renewing it.
+ *   log/<version>     whole changelog records (changelog.h's format), the
+ *                     first of them with this version (20 digits, so that
+ *                     keys sort as versions do); contiguous from key to
+ *                     key.
+ *   members/<ID>      each member's "ROLE VERSION WALL_NS", for status.
+ *   transfer          "ID": the leader handed over to ID; on a short lease
+ *                     of its own, and only ID campaigns while it is there.
+ *
+ * The leader is whoever created the leader key. Every record it ships goes
+ * in a transaction that also compares the leader key's create_revision
+ * with its own: once its lease expired (it stopped, or was cut off from
+ * etcd's majority) no write of it can land, so it cannot acknowledge
+ * anything after it lost the leadership. Its changelog is gated
+ * (changelog_gate()): a change is written to its own disk and answered
+ * only once etcd has committed it, so every member's disk holds a prefix
+ * of the group's log.
+ *
+ * Followers apply each record as it lands (hot: a failover replays
+ * nothing large) and serve nobody: a hello gets EREMOTE and the leader's
+ * address. A follower that finds no leader key campaigns; the one whose
+ * transaction creates the key reads the rest of the log, applies it, and
+ * only then serves. A deposed leader exits (status 75, EX_TEMPFAIL): its
+ * memory may hold changes the group never committed, and the restart
+ * reloads what its disk and the group agree on.
+ *
+ * Threads: one thread of its own talks to etcd with blocking HTTP
+ * (libcurl, etcd's JSON gateway); the loop and it share the fields marked
+ * "under mu" in group.c, and it wakes the loop through a uv_async_t.
+ */
+#ifndef SWEEPFS_MASTER_GROUP_H
+#define SWEEPFS_MASTER_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct master;
+
+#define GROUP_MAX 7
+
+struct group_member {
+	unsigned id;
+	char addr[272]; /* HOST:PORT, clients' address */
+};
+
+/*
+ * Parse "1=HOST:PORT,2=HOST:PORT,..." into @out (at most GROUP_MAX
+ * members, ids 1..255, each once). 0 with *@n, or -EINVAL.
+ */
+int group_members_parse(const char *s, struct group_member *out, size_t *n);
+
+/* Status of the group (admin.c). */
+struct group_status {
+	const char *role; /* "leader", "follower", "candidate" */
+	unsigned id;
+	char leader[272]; /* "" while nobody leads */
+	unsigned leader_id;
+	size_t n;
+	struct {
+		unsigned id;
+		char addr[272];
+		char role[16];	  /* as the member last said, or "" */
+		uint64_t version; /* its meta_version then */
+		int64_t age_ms;	  /* since it said so; -1: never */
+	} members[GROUP_MAX];
+};
+
+/*
+ * Join the group the configuration names (m->cfg.group_id != 0) as a
+ * follower, after the metadata is loaded and the changelog open. 0 or
+ * -errno (logged). Without a group: 0, and the master serves alone.
+ */
+int group_start(struct master *m);
+
+/* changelog_opts.ship (@arg: the master): the leader's flushed records,
+ * to etcd. */
+void group_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last);
+
+/* Stop the thread; at master_stop(). */
+void group_stop(struct master *m);
+
+/* Free what is left, after the loop has run the close callbacks. */
+void group_release(struct master *m);
+
+/* Whether this master serves clients: alone, or the group's leader. */
+bool group_serving(const struct master *m);
+
+/*
+ * Hand the leadership over (an admin's request to the leader): the thread
+ * ships what is queued, leaves a transfer key naming @to (0: anyone) for
+ * a few seconds, so that only @to campaigns, gives up its lease, and this
+ * master exits as a deposed leader does. 0, -ENOTSUP alone, -EINVAL for
+ * @to not another member of the group.
+ */
+int group_transfer(struct master *m, unsigned to);
+
+/* The leader's client address, or "" (for a follower's EREMOTE). */
+const char *group_leader(const struct master *m);
+
+/* Fill @st; false when this master is not in a group. */
+bool group_status(const struct master *m, struct group_status *st);
+
+#endif
