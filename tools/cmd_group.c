@@ -1,0 +1,109 @@
+/*
+ * sweepfs group transfer [ID]: the leader of a group of masters
+ * (master/group.h) hands the leadership over, to member ID or to whichever
+ * follower wins; this waits until a new leader serves and names it.
+ * The members and their roles are in `sweepfs status`.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tool.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sweepfs [-m MASTERS] group transfer [ID]\n");
+}
+
+/* The leader now, as a connection to the group says: its member id, or
+ * -errno when none answers yet. */
+static int current_leader(const struct sw_target *t, char *addr, size_t len)
+{
+	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	Sweepfs__InfoReply *s;
+	ProtobufCMessage *reply;
+	struct sw_client *c;
+	int rc = sw_client_open(t, SWEEPFS__ROLE__ROLE_TOOL, "sweepfs", 2000,
+				&c);
+
+	if (rc < 0)
+		return rc;
+	rc = tool_call(c, SW_MSG_INFO, &q.base, &reply);
+	sw_client_close(c);
+	if (rc < 0)
+		return rc;
+	s = (Sweepfs__InfoReply *)reply;
+	rc = s->role && !strcmp(s->role, "leader") ? (int)s->member_id :
+						     -EAGAIN;
+	snprintf(addr, len, "%s", s->leader ? s->leader : "");
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+static int transfer(unsigned to)
+{
+	Sweepfs__GroupReq q = SWEEPFS__GROUP_REQ__INIT;
+	ProtobufCMessage *reply;
+	struct sw_client *c;
+	struct sw_target t;
+	char addr[300];
+	int64_t deadline;
+	int rc, old;
+
+	rc = tool_target(NULL, &t);
+	if (rc < 0)
+		return rc;
+	old = current_leader(&t, addr, sizeof(addr));
+	rc = tool_connect_target(&t, &c);
+	if (rc < 0)
+		return rc;
+	q.has_transfer_to = 1;
+	q.transfer_to = to;
+	rc = tool_call(c, SW_MSG_GROUP, &q.base, &reply);
+	sw_client_close(c);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs group transfer: %s\n",
+			rc == -ENOTSUP ? "this master is not in a group" :
+			rc == -EINVAL  ? "no such other member" :
+					 strerror(-rc));
+		return tool_record_errno(rc);
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+	/* The old leader exits once it has shipped what it had; the next
+	 * one is elected within the lease. */
+	deadline = sw_mono_ns() + 30 * SW_NSEC_PER_SEC;
+	while (sw_mono_ns() < deadline) {
+		int now = current_leader(&t, addr, sizeof(addr));
+
+		if (now > 0 && now != old && (!to || (unsigned)now == to)) {
+			printf("member %d (%s) leads the group\n", now, addr);
+			return 0;
+		}
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "sweepfs group transfer: no new leader within 30 s\n");
+	return -ETIMEDOUT;
+}
+
+int cmd_group(int argc, char **argv)
+{
+	char *end;
+	unsigned long to = 0;
+
+	if (argc < 2 || strcmp(argv[1], "transfer") || argc > 3) {
+		usage(stderr);
+		return 2;
+	}
+	if (argc == 3) {
+		to = strtoul(argv[2], &end, 10);
+		if (*end || to == 0 || to > 255) {
+			usage(stderr);
+			return 2;
+		}
+	}
+	return transfer((unsigned)to) < 0 ? 1 : 0;
+}
