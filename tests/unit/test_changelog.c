@@ -53,6 +53,11 @@ struct fixture {
 	uint64_t fail_at; /* the callback fails at this version (0: never) */
 
 	unsigned log_lines; /* captured log messages */
+
+	/* ship (a gated changelog) */
+	uint8_t shipped[1 << 16];
+	size_t nshipped;
+	uint64_t shipped_last;
 };
 
 static void quiet_sink(int level, const char *tag, const char *msg,
@@ -121,6 +126,16 @@ static void on_durable(void *arg, uint64_t version)
 	f->durable_calls++;
 }
 
+static void on_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
+{
+	struct fixture *f = arg;
+
+	assert_true(f->nshipped + len <= sizeof(f->shipped));
+	memcpy(f->shipped + f->nshipped, recs, len);
+	f->nshipped += len;
+	f->shipped_last = last;
+}
+
 static void cl_open(struct fixture *f, enum cl_sync sync, uint64_t last)
 {
 	struct changelog_opts o = {
@@ -129,6 +144,7 @@ static void cl_open(struct fixture *f, enum cl_sync sync, uint64_t last)
 		.interval_ms = 5,
 		.prealloc = 64 << 10,
 		.on_durable = on_durable,
+		.ship = on_ship,
 		.arg = f,
 	};
 
@@ -824,6 +840,63 @@ static void test_changelog_prepare_encodes(void **state)
 	assert_int_equal(f->seen, 3);
 }
 
+/* ---- a group's leader: gated ------------------------------------------ */
+
+/*
+ * Gated, flushed records go to ship() whole and in order, and reach the
+ * file (and on_durable) only as far as changelog_release() says; what was
+ * never released is not in the file after a close.
+ */
+static void test_changelog_gate_release(void **state)
+{
+	struct fixture *f = *state;
+	const uint8_t *payload;
+	uint64_t last, ver, expect = 4;
+	size_t off = 0, rec, len;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 3);
+	changelog_gate(f->cl);
+	assert_int_equal(changelog_durable(f->cl), 3);
+	assert_int_equal(f->nshipped, 0);
+	for (uint64_t v = 4; v <= 9; v++) {
+		append_one(f, v);
+		if (v % 2)
+			changelog_flush(f->cl);
+	}
+	changelog_flush(f->cl);
+	assert_int_equal(f->shipped_last, 9);
+	assert_int_equal(changelog_durable(f->cl), 3);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 3));
+	/* What was shipped is records 4..9, whole, each as appended. */
+	while ((rec = changelog_record(f->shipped + off, f->nshipped - off,
+				       &ver, &payload, &len)) > 0) {
+		assert_int_equal(ver, expect);
+		assert_int_equal(len, f->plen[ver]);
+		assert_memory_equal(payload, f->payload[ver], len);
+		off += rec;
+		expect++;
+	}
+	assert_int_equal(off, f->nshipped);
+	assert_int_equal(expect, 10);
+	/* A torn record is not one. */
+	assert_int_equal(changelog_record(f->shipped, 10, &ver, &payload, &len),
+			 0);
+	f->shipped[20] ^= 1;
+	assert_int_equal(changelog_record(f->shipped, f->nshipped, &ver,
+					  &payload, &len),
+			 0);
+	changelog_release(f->cl, 6);
+	assert_int_equal(changelog_durable(f->cl), 6);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 6));
+	changelog_release(f->cl, 6);
+	assert_int_equal(changelog_durable(f->cl), 6);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 6);
+	assert_int_equal(f->seen, 6);
+}
+
 /* ---- rotation and pruning ------------------------------------------- */
 
 static void test_changelog_rotate_new_file(void **state)
@@ -933,6 +1006,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_changelog_replay_callback_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_prepare_encodes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_gate_release,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_rotate_new_file,
 						setup, teardown),
