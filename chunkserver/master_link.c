@@ -153,6 +153,7 @@ static const char *const op_names[] = {
 
 static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+static void ml_connect(struct mlink *ml);
 static void pump(struct mlink *ml);
 static void save_server_id(struct mlink *ml);
 
@@ -207,30 +208,38 @@ static void set_state(struct mlink *ml, enum ml_state st)
 static void ml_fail(struct mlink *ml, const char *fmt, ...)
 {
 	char why[256], sw[SW_TARGET_WHYLEN], at[SW_ADDR_STRLEN];
+	char line[sizeof(why) + sizeof(sw) + 64], to[SW_ADDR_STRLEN];
+	bool round, follower = ml->follower;
 	uint64_t delay_ms;
-	bool round;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	snprintf(at, sizeof(at), "%s:%u", ml->master.host, ml->master.port);
-	round = sw_target_failed(&ml->master, ml->follower ? -EREMOTE : 0,
+	round = sw_target_failed(&ml->master, follower ? -EREMOTE : 0,
 				 ml->leader, sw, sizeof(sw));
 	ml->follower = false;
 	ml->leader[0] = '\0';
 	delay_ms = round ? ml->backoff_ms : 0;
-	if (!ml->logged_down && round)
-		sw_notice(TAG, "%s: %s; retrying in %" PRIu64 " ms", at, why,
-			  delay_ms);
-	else if (!ml->logged_down)
-		sw_notice(TAG, "%s: %s", at, why);
+	sw_addr_str(ml->master.host, ml->master.port, to, sizeof(to));
+	if (!*sw) /* one master: as it always was */
+		snprintf(line, sizeof(line),
+			 "%s: %s; retrying in %" PRIu64 " ms", at, why,
+			 delay_ms);
+	else if (follower) /* "master A is a follower; leader is B" */
+		snprintf(line, sizeof(line), "%s", sw);
+	else if (round)
+		snprintf(line, sizeof(line),
+			 "master %s: %s; trying %s in %" PRIu64 " ms", at, why,
+			 to, delay_ms);
 	else
-		sw_info(TAG, "%s: %s", at, why);
-	if (*sw && !ml->logged_down)
-		sw_notice(TAG, "%s", sw);
-	else if (*sw)
-		sw_info(TAG, "%s", sw);
+		snprintf(line, sizeof(line), "master %s: %s; trying %s", at,
+			 why, to);
+	if (!ml->logged_down)
+		sw_notice(TAG, "%s", line);
+	else
+		sw_info(TAG, "%s", line);
 	if (round)
 		ml->logged_down = true;
 	if (ml->mc)
@@ -245,6 +254,14 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	ml->retry_at = sw_mono_ns() + (int64_t)delay_ms * 1000000;
 	if (round)
 		ml->backoff_ms = SW_MIN(ml->backoff_ms * 2, BACKOFF_MAX_MS);
+	/*
+	 * The leader named, or the next of the list: at once, not at the
+	 * next tick (a second away). The resolver and the connect call back
+	 * later, so this recurses only when they fail at once, and then at
+	 * most once per master of the list before a round ends.
+	 */
+	if (!round && !ml->stopping)
+		ml_connect(ml);
 }
 
 static void mc_write(struct mconn *mc);
