@@ -6,8 +6,10 @@
 # with -m LIST, $SWEEPFS_MASTER=LIST and the mount's own source reaches
 # the master, and after the master is killed and started again on its
 # port, everything goes on without a remount. Each switch of master is a
-# line in the client's log. (The leader a follower names, EREMOTE, needs
-# a group of masters: tests/unit/test_frame.c covers the walk.)
+# line in the client's log. A stand-in follower, which refuses every hello
+# with EREMOTE and names the live master as the leader (or no one), is
+# followed by all three kinds of client; tests/unit/test_frame.c covers
+# the walk's rounds and limits.
 . "$(dirname "$0")/lib.sh"
 sw_init master_list --root
 
@@ -66,6 +68,69 @@ is_sweepfs_mount "$SW_TMP/h" || fail "no sweepfs mount after mount.sweepfs"
 adopt_mount "$SW_TMP/h"
 cmp "$SW_TMP/data" "$SW_TMP/h/f1" || fail "f1 through the helper's mount differs"
 stop_adopted "$SW_TMP/h" "$SW_ADOPTED_PID"
+
+log "a follower that names the leader"
+# The stand-in: refuses every hello as a follower naming the leader given
+# ("": no one), on a port it prints; it quits by itself within a minute,
+# its output in files so that nothing waits for it.
+cat >"$SW_TMP/follower.py" <<'EOF'
+import errno, socket, struct, sys, threading
+leader = sys.argv[1].encode()
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    with c:
+        hdr = b""
+        while len(hdr) < 16:
+            b = c.recv(16 - len(hdr))
+            if not b:
+                return
+            hdr += b
+        n, typ, flags, hi, lo = struct.unpack(">IHHII", hdr)
+        body = b""
+        while len(body) < n:
+            b = c.recv(n - len(body))
+            if not b:
+                return
+            body += b
+        # HelloReply: err = EREMOTE (field 1), leader (field 10)
+        reply = bytes([0x08, errno.EREMOTE])
+        if leader:
+            reply += bytes([0x52, len(leader)]) + leader
+        c.sendall(struct.pack(">IHHII", len(reply), typ, 1, hi, lo) + reply)
+        c.recv(1)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+EOF
+timeout 60 "$PYTHON" "$SW_TMP/follower.py" "$LIVE" >"$SW_TMP/follower.port" \
+	2>"$SW_TMP/follower.log" &
+FOLLOWER_PID=$!
+timeout 60 "$PYTHON" "$SW_TMP/follower.py" "" >"$SW_TMP/lost.port" \
+	2>"$SW_TMP/lost.log" &
+LOST_PID=$!
+wait_until 10 "the stand-in followers" test -s "$SW_TMP/follower.port" -a -s "$SW_TMP/lost.port"
+F=127.0.0.1:$(cat "$SW_TMP/follower.port")
+L=127.0.0.1:$(cat "$SW_TMP/lost.port")
+"$SW_TOOL_BIN" -m "$F" status >/dev/null || fail "sweepfs -m FOLLOWER status"
+"$SW_TOOL_BIN" -m "$L,$F" status >/dev/null || fail "sweepfs -m LOST,FOLLOWER status"
+rc=0
+"$SW_TOOL_BIN" -m "$L" status 2>"$SW_TMP/err" || rc=$?
+assert_eq 4 "$rc" "exit status when no master leads"
+grep -q "no master of $L leads" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+start_mount "$SW_TMP/m2" "$L,$F"
+grep -q "master $F is a follower; leader is $LIVE" "$SW_TMP/m2.log" ||
+	fail "no redirect line in the second mount's log"
+cmp "$SW_TMP/data" "$SW_TMP/m2/f1" || fail "f1 through the redirected mount differs"
+stop_mount "$SW_TMP/m2"
+start_chunkservers 1 --set "master=$F"
+grep -q "master $F is a follower; leader is $LIVE" "$SW_TMP/cs2.log" ||
+	fail "no redirect line in the second chunkserver's log"
+# Its only master is the stand-in, which goes now.
+stop_chunkserver 2
+kill "$FOLLOWER_PID" "$LOST_PID" 2>/dev/null || true
+wait "$FOLLOWER_PID" "$LOST_PID" 2>/dev/null || true
 
 log "the master restarts on its port"
 restart_master kill # returns once the chunkserver registered again
