@@ -152,12 +152,20 @@ bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
 {
 	char from[SW_ADDR_STRLEN], to[SW_ADDR_STRLEN];
 	bool named = rc == -EREMOTE && leader && *leader;
+	unsigned cur = t->cur;
 	bool round = false;
 
 	sw_addr_str(t->host, t->port, from, sizeof(from));
 	if (named && t->redirects < SW_TARGET_REDIRECTS &&
 	    sw_target_leader(t, leader) == 0 &&
 	    strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from)) {
+		/*
+		 * If the leader named fails too, the list goes on after the
+		 * follower that named it, not after the leader's own place:
+		 * during an election followers name the dead leader, and the
+		 * members after them may be the ones that lead next.
+		 */
+		t->cur = cur;
 		t->redirects++;
 		snprintf(why, whylen, "master %s is a follower; leader is %s",
 			 from, to);
@@ -165,6 +173,11 @@ bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
 	}
 	t->redirects = 0;
 	sw_target_next(t);
+	/* Not the one that just failed again, when there are others (after
+	 * a chain of redirects the list may point back at it). */
+	if (t->naddrs > 1 &&
+	    !strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from))
+		sw_target_next(t);
 	if (++t->failed >= SW_MAX(t->naddrs, 1u)) {
 		t->failed = 0;
 		round = true;

@@ -76,7 +76,8 @@ int sw_target_leader(struct sw_target *t, const char *leader);
  * is a follower, and @leader, NULL or "" when it did not say, is the
  * leader it named; 0: a cause the caller states itself). Move to the
  * address to try next: the leader named, unless SW_TARGET_REDIRECTS
- * leaders in a row were followers too; else the next in the list. Writes
+ * leaders in a row were followers too; else the next in the list (after
+ * a leader named, the one after the follower that named it). Writes
  * into @why (SW_TARGET_WHYLEN bytes) one line for the log, from where to
  * where and why, or "" when the address stays the same (a list of one).
  *
