@@ -29,7 +29,7 @@ struct cs_config {
 	char data_dirs[4096];	    /* comma-separated */
 	char listen[300];	    /* HOST:PORT */
 	char advertise[300];	    /* HOST:PORT for clients; "" derives it */
-	char master[300];	    /* HOST[:PORT] */
+	char master[2048];	    /* HOST[:PORT][,HOST[:PORT]...] */
 	char master_key_file[4096]; /* the master's chunkserver.key */
 	uint64_t heartbeat_ms;	    /* CS_HEARTBEAT period */
 	uint64_t frame_timeout_ms;  /* drop a peer stuck mid-frame */

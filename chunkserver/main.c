@@ -83,7 +83,8 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		  "HOST:PORT clients are told to use (default: the listen "
 		  "address; 127.0.0.1 if that is 0.0.0.0)" },
 		{ "master", SW_OPT_STRING, c->master, 0, sizeof(c->master),
-		  NULL, "the master, HOST[:PORT]" },
+		  NULL,
+		  "the master, HOST[:PORT], or a group's, H1:P1,H2:P2,..." },
 		{ "master_key_file", SW_OPT_STRING, c->master_key_file, 0,
 		  sizeof(c->master_key_file), NULL,
 		  "a copy of the master's chunkserver key (its data_dir/"
@@ -138,7 +139,7 @@ static void usage(FILE *f)
 		"it exists)\n"
 		"  -d, --data-dir DIR     a chunk directory (repeat, or DIR,DIR)\n"
 		"  -l, --listen HOST:PORT address to listen on\n"
-		"  -m, --master HOST[:PORT] the master\n"
+		"  -m, --master HOST[:PORT] the master; a group's: H1:P1,H2:P2,...\n"
 		"  -s, --set KEY=VALUE    set a configuration key\n"
 		"  -f, --foreground       do not detach; log to stderr\n"
 		"      --syslog           log to syslog even in the foreground\n"
@@ -183,14 +184,16 @@ static int addresses(struct cs *cs)
 	struct sw_target t;
 	const char *h;
 
-	if (sw_target_parse(cs->cfg.listen, SW_CHUNKSERVER_PORT, &t) < 0) {
+	if (sw_target_parse(cs->cfg.listen, SW_CHUNKSERVER_PORT, &t) < 0 ||
+	    t.naddrs != 1) {
 		fprintf(stderr, "bad listen address: %s\n", cs->cfg.listen);
 		return -EINVAL;
 	}
 	snprintf(cs->listen_host, sizeof(cs->listen_host), "%s", t.host);
 	cs->listen_port = t.port;
 	if (cs->cfg.advertise[0]) {
-		if (sw_target_parse(cs->cfg.advertise, t.port, &t) < 0) {
+		if (sw_target_parse(cs->cfg.advertise, t.port, &t) < 0 ||
+		    t.naddrs != 1) {
 			fprintf(stderr, "bad advertised address: %s\n",
 				cs->cfg.advertise);
 			return -EINVAL;

@@ -8,6 +8,11 @@
  * doubling to 30 s, reset by a successful registration). Clients are
  * served throughout with the last token key the master gave.
  *
+ * With a group of masters (a list), a failure moves on to the leader a
+ * follower named (EREMOTE), else to the next master of the list, at
+ * once; the backoff applies only when every master of the list failed
+ * in a row (sw_target_failed()).
+ *
  * Registration: the whole inventory, snapshotted and packed on the thread
  * pool, in parts of at most REG_MAX_CHUNKS chunks (and REG_MAX_BYTES), sent
  * one after the other, each waiting for its reply; `more` is set on all
@@ -131,6 +136,10 @@ struct mlink {
 	uint8_t cs_nonce[SW_AUTH_NONCE];
 	uint8_t answer[SW_AUTH_TAG];
 	bool answered;
+	/* The master refused our hello as a follower (EREMOTE), naming
+	 * this leader ("" if none): for ml_fail() to go there. */
+	bool follower;
+	char leader[SW_ADDR_STRLEN];
 };
 
 static const char *const op_names[] = {
@@ -144,6 +153,7 @@ static const char *const op_names[] = {
 
 static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+static void ml_connect(struct mlink *ml);
 static void pump(struct mlink *ml);
 static void save_server_id(struct mlink *ml);
 
@@ -190,23 +200,48 @@ static void set_state(struct mlink *ml, enum ml_state st)
 	ml->since = sw_mono_ns();
 }
 
-/* Drop the connection and schedule a new one. */
+/*
+ * Drop the connection and schedule a new one: to the leader or the next
+ * master of a list at once, to the same (or the first) after the backoff
+ * when the whole list failed.
+ */
 static void ml_fail(struct mlink *ml, const char *fmt, ...)
 {
-	char why[256];
+	char why[256], sw[SW_TARGET_WHYLEN], at[SW_ADDR_STRLEN];
+	char line[sizeof(why) + sizeof(sw) + 64], to[SW_ADDR_STRLEN];
+	bool round, follower = ml->follower;
+	uint64_t delay_ms;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (!ml->logged_down)
-		sw_notice(TAG, "%s:%u: %s; retrying in %" PRIu64 " ms",
-			  ml->master.host, ml->master.port, why,
-			  ml->backoff_ms);
+	snprintf(at, sizeof(at), "%s:%u", ml->master.host, ml->master.port);
+	round = sw_target_failed(&ml->master, follower ? -EREMOTE : 0,
+				 ml->leader, sw, sizeof(sw));
+	ml->follower = false;
+	ml->leader[0] = '\0';
+	delay_ms = round ? ml->backoff_ms : 0;
+	sw_addr_str(ml->master.host, ml->master.port, to, sizeof(to));
+	if (!*sw) /* one master: as it always was */
+		snprintf(line, sizeof(line),
+			 "%s: %s; retrying in %" PRIu64 " ms", at, why,
+			 delay_ms);
+	else if (follower) /* "master A is a follower; leader is B" */
+		snprintf(line, sizeof(line), "%s", sw);
+	else if (round)
+		snprintf(line, sizeof(line),
+			 "master %s: %s; trying %s in %" PRIu64 " ms", at, why,
+			 to, delay_ms);
 	else
-		sw_info(TAG, "%s:%u: %s", ml->master.host, ml->master.port,
-			why);
-	ml->logged_down = true;
+		snprintf(line, sizeof(line), "master %s: %s; trying %s", at,
+			 why, to);
+	if (!ml->logged_down)
+		sw_notice(TAG, "%s", line);
+	else
+		sw_info(TAG, "%s", line);
+	if (round)
+		ml->logged_down = true;
 	if (ml->mc)
 		mc_close(ml->mc);
 	ml->mc = NULL;
@@ -216,8 +251,17 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	idmap_release(&ml->reported);
 	ml->partial_since = 0;
 	set_state(ml, ML_IDLE);
-	ml->retry_at = sw_mono_ns() + (int64_t)ml->backoff_ms * 1000000;
-	ml->backoff_ms = SW_MIN(ml->backoff_ms * 2, BACKOFF_MAX_MS);
+	ml->retry_at = sw_mono_ns() + (int64_t)delay_ms * 1000000;
+	if (round)
+		ml->backoff_ms = SW_MIN(ml->backoff_ms * 2, BACKOFF_MAX_MS);
+	/*
+	 * The leader named, or the next of the list: at once, not at the
+	 * next tick (a second away). The resolver and the connect call back
+	 * later, so this recurses only when they fail at once, and then at
+	 * most once per master of the list before a round ends.
+	 */
+	if (!round && !ml->stopping)
+		ml_connect(ml);
 }
 
 static void mc_write(struct mconn *mc);
@@ -468,6 +512,7 @@ static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
 	}
 	free_parts(ml);
 	set_state(ml, ML_READY);
+	sw_target_ok(&ml->master);
 	ml->backoff_ms = BACKOFF_MIN_MS;
 	ml->logged_down = false;
 	ml->next_hb = sw_mono_ns() + (int64_t)cs->cfg.heartbeat_ms * 1000000;
@@ -971,6 +1016,12 @@ static void on_hello_reply(struct mlink *ml, const Sweepfs__HelloReply *r)
 	if (rc == -EACCES && r->has_challenge && !ml->answered &&
 	    r->challenge.len == SW_AUTH_NONCE) {
 		send_hello(ml, r);
+		return;
+	}
+	if (rc == -EREMOTE) {
+		ml->follower = true;
+		sw_hello_leader(r, ml->leader);
+		ml_fail(ml, "a follower in a group of masters");
 		return;
 	}
 	if (rc < 0) {

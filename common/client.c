@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -117,9 +118,78 @@ int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
 	return 0;
 }
 
-int sw_client_open(const struct sw_target *t, int role, const char *name,
-		   int timeout_ms, struct sw_client **out)
+void sw_hello_leader(const Sweepfs__HelloReply *hr, char *buf)
 {
+	*buf = '\0';
+	if (!hr->has_leader || hr->leader.len == 0 ||
+	    hr->leader.len >= SW_ADDR_STRLEN ||
+	    memchr(hr->leader.data, '\0', hr->leader.len))
+		return;
+	memcpy(buf, hr->leader.data, hr->leader.len);
+	buf[hr->leader.len] = '\0';
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int sw_target_walk(struct sw_target *t, int timeout_ms, sw_walk_fn try,
+		   void *arg, void (*note)(void *arg, const char *why))
+{
+	int total = timeout_ms > 0 ? timeout_ms : 30000;
+	int64_t deadline = sw_mono_ns() + (int64_t)total * 1000000;
+	int pause_ms = 100, rounds = 0, rc = -ETIMEDOUT;
+	char leader[SW_ADDR_STRLEN], why[SW_TARGET_WHYLEN];
+	bool list = t->naddrs > 1;
+
+	for (;;) {
+		int64_t left = (deadline - sw_mono_ns()) / 1000000;
+		bool refused = false;
+
+		if (list && left <= 0)
+			return rc; /* the last failure */
+		leader[0] = '\0';
+		rc = try(arg, t,
+			 list ? (int)SW_MIN(left, SW_WALK_CONNECT_MS) : total,
+			 leader, &refused);
+		if (rc >= 0) {
+			sw_target_ok(t);
+			return rc;
+		}
+		if (refused && rc != -EREMOTE)
+			return rc;
+		if (!sw_target_failed(t, rc, leader, why, sizeof(why))) {
+			if (note && *why)
+				note(arg, why);
+			continue;
+		}
+		if (!list || ++rounds >= SW_WALK_ROUNDS ||
+		    sw_mono_ns() + (int64_t)pause_ms * 1000000 >= deadline)
+			return rc;
+		if (note && *why)
+			note(arg, why);
+		sleep_ms(pause_ms);
+		pause_ms = SW_MIN(pause_ms * 2, 1000);
+	}
+}
+
+struct open_args {
+	int role;
+	const char *name;
+	int timeout_ms;
+	struct sw_client *c;
+};
+
+/* One address of sw_client_open(): connect and hello. */
+static int open_one(void *arg, const struct sw_target *t, int connect_ms,
+		    char *leader, bool *refused)
+{
+	struct open_args *a = arg;
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *hr;
 	ProtobufCMessage *reply;
@@ -131,22 +201,21 @@ int sw_client_open(const struct sw_target *t, int role, const char *name,
 	if (!c)
 		return -ENOMEM;
 	c->next_id = 1;
-	c->timeout_ms = timeout_ms;
+	c->timeout_ms = a->timeout_ms;
 	c->max_payload = SW_FRAME_MAX_META;
-	c->fd = sw_tcp_connect(t->host, t->port,
-			       timeout_ms > 0 ? timeout_ms : 30000);
+	c->fd = sw_tcp_connect(t->host, t->port, connect_ms);
 	if (c->fd < 0) {
 		rc = c->fd;
 		goto out_free;
 	}
 	hello.version = SW_PROTO_VERSION;
-	hello.role = role;
+	hello.role = a->role;
 	hello.subdir.data = (uint8_t *)t->subdir;
 	hello.subdir.len = strlen(t->subdir);
 	hello.has_subdir = 1;
-	if (name) {
-		hello.client_name.data = (uint8_t *)name;
-		hello.client_name.len = strlen(name);
+	if (a->name) {
+		hello.client_name.data = (uint8_t *)a->name;
+		hello.client_name.len = strlen(a->name);
 		hello.has_client_name = 1;
 	}
 again:
@@ -160,6 +229,9 @@ again:
 		protobuf_c_message_free_unpacked(reply, NULL);
 		goto again;
 	}
+	*refused = rc < 0;
+	if (rc == -EREMOTE)
+		sw_hello_leader(hr, leader);
 	if (rc == 0 && (!hr->has_session_id || !hr->has_root_ino))
 		rc = -EPROTO;
 	if (rc == 0) {
@@ -169,7 +241,8 @@ again:
 	protobuf_c_message_free_unpacked(reply, NULL);
 	if (rc < 0)
 		goto out_close;
-	*out = c;
+	sw_addr_str(t->host, t->port, c->master, sizeof(c->master));
+	a->c = c;
 	return 0;
 
 out_close:
@@ -178,6 +251,26 @@ out_free:
 	sw_buf_release(&c->in);
 	free(c);
 	return rc;
+}
+
+int sw_client_open(const struct sw_target *t, int role, const char *name,
+		   int timeout_ms, struct sw_client **out)
+{
+	struct open_args a = { .role = role,
+			       .name = name,
+			       .timeout_ms = timeout_ms };
+	struct sw_target *walk = malloc(sizeof(*walk));
+	int rc;
+
+	if (!walk)
+		return -ENOMEM;
+	*walk = *t; /* the walk moves through the list; the caller's stays */
+	rc = sw_target_walk(walk, timeout_ms, open_one, &a, NULL);
+	free(walk);
+	if (rc < 0)
+		return rc;
+	*out = a.c;
+	return 0;
 }
 
 void sw_client_close(struct sw_client *c)

@@ -8,6 +8,7 @@
 #ifndef SWEEPFS_COMMON_CLIENT_H
 #define SWEEPFS_COMMON_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -24,14 +25,17 @@ struct sw_client {
 	int timeout_ms;	     /* per call; 0 waits forever */
 	struct sw_buf in;    /* bytes received, not yet parsed */
 	uint32_t max_payload;
+	char master[SW_ADDR_STRLEN]; /* "HOST:PORT" it is connected to */
 };
 
 /*
  * Connect to the master named by @t, say hello as @role (SWEEPFS__ROLE__*)
  * for subtree @t->subdir, and return the connection in *@out. @timeout_ms
- * bounds the connect and every later call. Returns 0, -errno from the
- * connection, -EPROTO for a reply that makes no sense, or the master's
- * refusal as -errno (-EACCES, -EPROTONOSUPPORT, ...).
+ * bounds the connect and every later call. With a list of masters, they
+ * are tried as sw_target_walk() says, within @timeout_ms in all. Returns
+ * 0, -errno from the connection, -EPROTO for a reply that makes no sense,
+ * or the master's refusal as -errno (-EACCES, -EPROTONOSUPPORT, ...;
+ * -EREMOTE when no master of the list leads).
  * On success the caller owns *@out and frees it with sw_client_close().
  */
 int sw_client_open(const struct sw_target *t, int role, const char *name,
@@ -51,6 +55,41 @@ int sw_target_password(struct sw_target *t, const char *password);
  */
 int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
 		    Sweepfs__Hello *hello, uint8_t tag[32]);
+
+/*
+ * The leader a refusing follower named (HelloReply.leader) into @buf of
+ * SW_ADDR_STRLEN bytes, NUL-terminated; "" when it named none, or
+ * nothing that could be an address.
+ */
+void sw_hello_leader(const Sweepfs__HelloReply *hr, char *buf);
+
+/*
+ * One try on @t's current address for sw_target_walk(), connecting within
+ * @connect_ms. Returns >= 0 on success, or -errno; sets *@refused when
+ * the master answered the hello with a refusal, and for -EREMOTE fills
+ * @leader (SW_ADDR_STRLEN bytes) as sw_hello_leader() does.
+ */
+typedef int (*sw_walk_fn)(void *arg, const struct sw_target *t, int connect_ms,
+			  char *leader, bool *refused);
+
+/*
+ * Try @t's masters with @try until one accepts. After a failure the
+ * next try goes to the leader a follower named, else to the next address
+ * (sw_target_failed()); up to SW_WALK_ROUNDS rounds of the list, pausing
+ * 100 ms, doubling up to 1 s, between rounds, within @timeout_ms (0: 30 s)
+ * in all. A refusal other than -EREMOTE ends the walk at once: only
+ * followers refuse with it, so any other comes from the leader. A single
+ * address is tried once (and the leader it names, if any), connecting
+ * within all of @timeout_ms, as before lists; in a list each connect gets
+ * at most SW_WALK_CONNECT_MS, so that a dead machine cannot eat the time
+ * of the others. @note (may be NULL) gets each switch's line for the log.
+ * Returns what the successful @try returned, or the last failure; @t is
+ * left at the address tried last.
+ */
+#define SW_WALK_ROUNDS 5
+#define SW_WALK_CONNECT_MS 3000
+int sw_target_walk(struct sw_target *t, int timeout_ms, sw_walk_fn try,
+		   void *arg, void (*note)(void *arg, const char *why));
 
 /* Close the connection and free @c (NULL is fine). */
 void sw_client_close(struct sw_client *c);

@@ -216,7 +216,7 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 	struct sw_target t;
 	int fd, rc;
 
-	if (sw_target_parse(listen, 0, &t) < 0) {
+	if (sw_target_parse(listen, 0, &t) < 0 || t.naddrs != 1) {
 		sw_crit(tag, "bad metrics_listen address: %s", listen);
 		return -EINVAL;
 	}

@@ -1,6 +1,15 @@
 /*
  * Addresses and blocking client sockets (net.h): the HOST[:PORT][:/subdir]
- * form, and connecting with a time limit.
+ * form and its lists, and connecting with a time limit.
+ *
+ * A list of masters is walked in rounds: each failure moves to the
+ * leader the refusing master named, or else to the next address; a round
+ * ends when as many tries failed as the list is long, and the caller
+ * pauses between rounds. Redirects do not count towards a round (the
+ * leader they name is where the work is), but only SW_TARGET_REDIRECTS in
+ * a row are followed, so that two members with stale ideas of the leader
+ * cannot bounce a client between them for ever. A single address thus
+ * behaves as before lists: every failure ends a round.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,13 +43,17 @@ static int parse_port(const char *s, size_t n, uint16_t *out)
 	return 0;
 }
 
-int sw_target_parse(const char *s, uint16_t default_port, struct sw_target *out)
+/*
+ * One "HOST[:PORT]" at @s, which ends at a ',', at a ":/" (the subdir)
+ * or at the end of the string: *@end points there.
+ */
+static int parse_addr(const char *s, uint16_t default_port, struct sw_addr *a,
+		      const char **end)
 {
 	const char *host = s, *rest;
 	size_t hlen;
 
-	out->port = default_port;
-	strcpy(out->subdir, "/");
+	a->port = default_port;
 	if (*s == '[') {
 		const char *close = strchr(s, ']');
 
@@ -50,37 +63,196 @@ int sw_target_parse(const char *s, uint16_t default_port, struct sw_target *out)
 		hlen = (size_t)(close - host);
 		rest = close + 1;
 	} else {
-		rest = strchr(s, ':');
-		if (!rest)
-			rest = s + strlen(s);
-		hlen = (size_t)(rest - s);
+		hlen = strcspn(s, ":,");
+		rest = s + hlen;
 	}
-	if (hlen == 0 || hlen >= sizeof(out->host))
+	if (hlen == 0 || hlen >= sizeof(a->host))
 		return -EINVAL;
-	memcpy(out->host, host, hlen);
-	out->host[hlen] = '\0';
+	memcpy(a->host, host, hlen);
+	a->host[hlen] = '\0';
+	if (rest[0] == ':' && rest[1] != '/') {
+		size_t n = strcspn(rest + 1, ":,");
+
+		if (parse_port(rest + 1, n, &a->port) < 0)
+			return -EINVAL;
+		rest += 1 + n;
+	}
+	*end = rest;
+	return 0;
+}
+
+static void set_current(struct sw_target *t, const struct sw_addr *a)
+{
+	memcpy(t->host, a->host, sizeof(t->host));
+	t->port = a->port;
+}
+
+int sw_target_parse(const char *s, uint16_t default_port, struct sw_target *out)
+{
+	const char *rest;
+	int rc;
+
+	out->naddrs = 0;
+	out->cur = 0;
+	out->failed = 0;
+	out->redirects = 0;
+	strcpy(out->subdir, "/");
+	for (;;) {
+		if (out->naddrs == SW_TARGET_MAX)
+			return -EINVAL;
+		rc = parse_addr(s, default_port, &out->addrs[out->naddrs],
+				&rest);
+		if (rc < 0)
+			return rc;
+		out->naddrs++;
+		if (*rest != ',')
+			break;
+		s = rest + 1;
+	}
+	set_current(out, &out->addrs[0]);
 	if (*rest == '\0')
 		return 0;
-	if (*rest != ':')
+	if (rest[0] != ':' || rest[1] != '/')
 		return -EINVAL;
 	rest++;
-	if (*rest != '/') {
-		const char *end = strchr(rest, ':');
-		size_t n = end ? (size_t)(end - rest) : strlen(rest);
-
-		if (parse_port(rest, n, &out->port) < 0)
-			return -EINVAL;
-		rest += n;
-		if (*rest == '\0')
-			return 0;
-		rest++; /* the ':' before the subdir */
-		if (*rest != '/')
-			return -EINVAL;
-	}
 	if (strlen(rest) >= sizeof(out->subdir))
 		return -EINVAL;
 	strcpy(out->subdir, rest);
 	return 0;
+}
+
+void sw_target_next(struct sw_target *t)
+{
+	if (t->naddrs == 0)
+		return; /* filled by hand: host and port are all there is */
+	t->cur = (t->cur + 1) % t->naddrs;
+	set_current(t, &t->addrs[t->cur]);
+}
+
+int sw_target_leader(struct sw_target *t, const char *leader)
+{
+	struct sw_addr a;
+	const char *end;
+
+	if (!leader || parse_addr(leader, t->port, &a, &end) < 0 || *end)
+		return -EINVAL;
+	for (unsigned i = 0; i < t->naddrs; i++) {
+		if (!strcmp(t->addrs[i].host, a.host) &&
+		    t->addrs[i].port == a.port) {
+			t->cur = i;
+			break;
+		}
+	}
+	set_current(t, &a);
+	return 0;
+}
+
+bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
+		      char *why, size_t whylen)
+{
+	char from[SW_ADDR_STRLEN], to[SW_ADDR_STRLEN];
+	bool named = rc == -EREMOTE && leader && *leader;
+	unsigned cur = t->cur;
+	bool round = false;
+
+	sw_addr_str(t->host, t->port, from, sizeof(from));
+	if (named && t->redirects < SW_TARGET_REDIRECTS &&
+	    sw_target_leader(t, leader) == 0 &&
+	    strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from)) {
+		/*
+		 * If the leader named fails too, the list goes on after the
+		 * follower that named it, not after the leader's own place:
+		 * during an election followers name the dead leader, and the
+		 * members after them may be the ones that lead next.
+		 */
+		t->cur = cur;
+		t->redirects++;
+		snprintf(why, whylen, "master %s is a follower; leader is %s",
+			 from, to);
+		return false;
+	}
+	t->redirects = 0;
+	sw_target_next(t);
+	/* Not the one that just failed again, when there are others (after
+	 * a chain of redirects the list may point back at it). */
+	if (t->naddrs > 1 &&
+	    !strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from))
+		sw_target_next(t);
+	if (++t->failed >= SW_MAX(t->naddrs, 1u)) {
+		t->failed = 0;
+		round = true;
+	}
+	sw_addr_str(t->host, t->port, to, sizeof(to));
+	if (!strcmp(to, from))
+		*why = '\0';
+	else if (rc == -EREMOTE)
+		snprintf(why, whylen,
+			 "master %s is a follower and names %s as leader; "
+			 "trying %s",
+			 from, named ? leader : "no one", to);
+	else if (rc < 0)
+		snprintf(why, whylen, "master %s: %s; trying %s", from,
+			 strerror(-rc), to);
+	else
+		snprintf(why, whylen, "leaving master %s; trying %s", from, to);
+	return round;
+}
+
+void sw_target_ok(struct sw_target *t)
+{
+	t->failed = 0;
+	t->redirects = 0;
+}
+
+bool sw_target_same(const struct sw_target *a, const struct sw_target *b)
+{
+	/* A target filled by hand is its host and port. */
+	struct sw_addr one_a, one_b;
+	const struct sw_addr *la = a->addrs, *lb = b->addrs;
+	unsigned na = a->naddrs, nb = b->naddrs;
+
+	if (!na) {
+		memcpy(one_a.host, a->host, sizeof(one_a.host));
+		one_a.port = a->port;
+		la = &one_a;
+		na = 1;
+	}
+	if (!nb) {
+		memcpy(one_b.host, b->host, sizeof(one_b.host));
+		one_b.port = b->port;
+		lb = &one_b;
+		nb = 1;
+	}
+	for (unsigned i = 0; i < na; i++)
+		for (unsigned j = 0; j < nb; j++)
+			if (la[i].port == lb[j].port &&
+			    !strcmp(la[i].host, lb[j].host))
+				return true;
+	return false;
+}
+
+char *sw_addr_str(const char *host, uint16_t port, char *buf, size_t len)
+{
+	snprintf(buf, len, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+	return buf;
+}
+
+char *sw_target_list_str(const struct sw_target *t, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (!t->naddrs)
+		return sw_addr_str(t->host, t->port, buf, len);
+	*buf = '\0';
+	for (unsigned i = 0; i < t->naddrs && used < len; i++) {
+		char one[SW_ADDR_STRLEN];
+
+		sw_addr_str(t->addrs[i].host, t->addrs[i].port, one,
+			    sizeof(one));
+		used += (size_t)snprintf(buf + used, len - used, "%s%s",
+					 i ? "," : "", one);
+	}
+	return buf;
 }
 
 const char *sw_net_bind;

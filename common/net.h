@@ -1,7 +1,8 @@
 /*
  * Addresses and plain blocking sockets for clients: parsing the
- * "HOST[:PORT][:/subdir]" form every sweepfs command takes, and connecting
- * with a time limit. The daemons' listening side is libuv's.
+ * "HOST[:PORT][,HOST[:PORT]...][:/subdir]" form every sweepfs command
+ * takes, choosing which master of a list to try next, and connecting with
+ * a time limit. The daemons' listening side is libuv's.
  */
 #ifndef SWEEPFS_COMMON_NET_H
 #define SWEEPFS_COMMON_NET_H
@@ -14,20 +15,94 @@
 #define SW_MASTER_PORT 9521
 #define SW_CHUNKSERVER_PORT 9522
 
+/*
+ * A client's masters: up to this many (a group of 1, 3, 5 or 7), the
+ * list given with commas ("m1:9521,m2:9521,m3:9521").
+ */
+#define SW_TARGET_MAX 7
+/* Followers that name a leader who is a follower too, in a row, before a
+ * client stops believing them: an election under way. */
+#define SW_TARGET_REDIRECTS 3
+/* "HOST:PORT" or "[HOST]:PORT" with its NUL. */
+#define SW_ADDR_STRLEN (255 + 2 + 1 + 5 + 1)
+/* A line of sw_target_failed() with its NUL. */
+#define SW_TARGET_WHYLEN (2 * SW_ADDR_STRLEN + 96)
+
+struct sw_addr {
+	char host[256]; /* name or address, without IPv6 brackets */
+	uint16_t port;
+};
+
 struct sw_target {
-	char host[256];	   /* name or address, without IPv6 brackets */
-	uint16_t port;	   /* default port when the string had none */
-	char subdir[4096]; /* "/" when the string had none */
-	bool has_key;	   /* a password for exports that ask (auth.h) */
-	uint8_t key[32];   /* SW_AUTH_KEY */
+	/* The address to try now: one of addrs[], or the leader a master
+	 * named (sw_target_leader()), which may be outside the list. */
+	char host[256];
+	uint16_t port;
+	struct sw_addr addrs[SW_TARGET_MAX]; /* the list, as given */
+	unsigned naddrs;		     /* 0 only if filled by hand */
+	unsigned cur;	    /* addrs[cur]: the list address tried last */
+	unsigned failed;    /* tries failed in this round of the list */
+	unsigned redirects; /* leaders followed in a row */
+	char subdir[4096];  /* "/" when the string had none */
+	bool has_key;	    /* a password for exports that ask (auth.h) */
+	uint8_t key[32];    /* SW_AUTH_KEY */
 };
 
 /*
  * Parse "HOST", "HOST:PORT", "HOST:/sub/dir", "HOST:PORT:/sub/dir" or the
- * same with "[v6addr]" as HOST. Returns 0 or -EINVAL.
+ * same with "[v6addr]" as HOST; or a list of up to SW_TARGET_MAX such
+ * addresses separated by commas, the "/sub/dir" after the last one only
+ * ("m1:9521,m2,[::1]:9600:/sub"). A port left out is @default_port. The
+ * first address becomes the current one. Returns 0 or -EINVAL (an empty
+ * element, a bad port in any, too many).
  */
 int sw_target_parse(const char *s, uint16_t default_port,
 		    struct sw_target *out);
+
+/* Make the next address of the list current; after the last, the first
+ * (a list of one: that one again). */
+void sw_target_next(struct sw_target *t);
+
+/*
+ * Make @leader ("HOST:PORT" or "[v6]:PORT", as a follower's
+ * HelloReply.leader; without a port, the current one) the current
+ * address, whether or not it is in the list: the group knows its members
+ * better than our configuration. Returns 0, or -EINVAL (@t unchanged).
+ */
+int sw_target_leader(struct sw_target *t, const char *leader);
+
+/*
+ * A try on @t's current address failed with @rc (-EREMOTE: the master
+ * is a follower, and @leader, NULL or "" when it did not say, is the
+ * leader it named; 0: a cause the caller states itself). Move to the
+ * address to try next: the leader named, unless SW_TARGET_REDIRECTS
+ * leaders in a row were followers too; else the next in the list (after
+ * a leader named, the one after the follower that named it). Writes
+ * into @why (SW_TARGET_WHYLEN bytes) one line for the log, from where to
+ * where and why, or "" when the address stays the same (a list of one).
+ *
+ * Returns true when every address of the list has failed once since the
+ * last success or the last true: the caller pauses before going on (with
+ * a single address: at every failure but a redirect, as before lists).
+ */
+bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
+		      char *why, size_t whylen);
+
+/* A try on the current address succeeded: the next failure starts a new
+ * round. */
+void sw_target_ok(struct sw_target *t);
+
+/* Whether @a and @b name the same masters: some address in both lists
+ * (a master belongs to one group). Not the subdirectories. */
+bool sw_target_same(const struct sw_target *a, const struct sw_target *b);
+
+/* Format @host:@port into @buf of @len bytes (SW_ADDR_STRLEN is enough),
+ * with brackets around an IPv6 address. Returns @buf. */
+char *sw_addr_str(const char *host, uint16_t port, char *buf, size_t len);
+
+/* Format @t's list as "h1:p1,h2:p2" into @buf of @len bytes (truncated
+ * if short). Returns @buf. */
+char *sw_target_list_str(const struct sw_target *t, char *buf, size_t len);
 
 /* The local address outgoing connections bind to (NULL: the kernel
  * chooses): a client machine with several addresses picks one. */

@@ -1,5 +1,9 @@
 /*
- * sweepfs-mount HOST[:PORT][:/subdir] MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
+ * sweepfs-mount HOST[:PORT][,HOST[:PORT]...][:/subdir] MOUNTPOINT [-f] [-d]
+ *               [-s] [-o opt,...]
+ *
+ * With a list of masters (a group), the mount talks to whichever leads
+ * and follows the leader when it changes (master_conn.c).
  *
  * Connects to the master first, so that a wrong address or a refusal is
  * reported on the command line, then mounts, detaches (unless -f), starts
@@ -73,6 +77,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sweepfs-mount HOST[:PORT][:/subdir] MOUNTPOINT [options]\n"
+		"       sweepfs-mount H1:P1,H2:P2,H3:P3[:/subdir] MOUNTPOINT "
+		"[options]\n"
+		"                          (a group of masters: any order)\n"
 		"\n"
 		"  -f                      stay in the foreground\n"
 		"  -d                      debug: foreground, log every request\n"
@@ -333,6 +340,30 @@ out_session:
 	return ret;
 }
 
+/*
+ * "-ofsname=sweepfs:SOURCE", malloc'd (the caller frees it), or NULL. The
+ * source shows in /proc/self/mountinfo, where the sweepfs command finds
+ * the masters of a mount; FUSE splits options at commas, so those of a
+ * list of masters (and backslashes) are escaped with a backslash.
+ */
+static char *fsname_opt(const char *source)
+{
+	static const char head[] = "-ofsname=sweepfs:";
+	char *opt = malloc(sizeof(head) + 2 * strlen(source));
+	char *p;
+
+	if (!opt)
+		return NULL;
+	p = stpcpy(opt, head);
+	for (; *source; source++) {
+		if (*source == ',' || *source == '\\')
+			*p++ = '\\';
+		*p++ = *source;
+	}
+	*p = '\0';
+	return opt;
+}
+
 /* No master address first: --version, --help, or a usage error. */
 static int no_address(int argc, char **argv)
 {
@@ -371,7 +402,7 @@ int main(int argc, char **argv)
 	struct mconn_opts mo = { 0 };
 	struct cli cli = { 0 };
 	static struct mount m;
-	char fsname[300], client[400];
+	char *fsname, client[400];
 	double master_timeout;
 	int rc, ret = 1;
 
@@ -396,8 +427,12 @@ int main(int argc, char **argv)
 	}
 	if (apply_cli(&cli, &m, &mo.target, &master_timeout) < 0)
 		goto out_args;
-	snprintf(fsname, sizeof(fsname), "-ofsname=sweepfs:%s", argv[1]);
-	fuse_opt_add_arg(&args, fsname);
+	fsname = fsname_opt(argv[1]);
+	if (!fsname || fuse_opt_add_arg(&args, fsname) < 0) {
+		free(fsname);
+		goto out_args;
+	}
+	free(fsname);
 	fuse_opt_add_arg(&args, "-osubtype=sweepfs");
 	if (getuid() == 0)
 		fuse_opt_add_arg(&args, "-oallow_other");

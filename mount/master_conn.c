@@ -190,11 +190,15 @@ static int lazy_tick(struct mconn *mc, int fd)
 /* ---- hello ---------------------------------------------------------- */
 
 /*
- * Connect and exchange hellos on a fresh socket, synchronously (twice
- * when the export asks for a password). Returns the socket, or -errno.
+ * Connect to the target's current address within @connect_ms and
+ * exchange hellos on a fresh socket, synchronously (twice when the export
+ * asks for a password). Returns the socket, or -errno; for a refused
+ * hello sets *@refused, and for -EREMOTE puts the leader the follower
+ * named into @leader (SW_ADDR_STRLEN bytes; "" if none).
  */
 static int connect_hello(struct mconn *mc, uint64_t *session_id,
-			 uint64_t *root_ino)
+			 uint64_t *root_ino, int connect_ms, char *leader,
+			 bool *refused)
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *hr = NULL;
@@ -205,7 +209,9 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	size_t ninos = 0;
 	int fd, rc, tries = 0;
 
-	fd = sw_tcp_connect(mc->o.target.host, mc->o.target.port, 5000);
+	*leader = '\0';
+	*refused = false;
+	fd = sw_tcp_connect(mc->o.target.host, mc->o.target.port, connect_ms);
 	if (fd < 0)
 		return fd;
 	/* A master whose network vanished sends no FIN or RST: without
@@ -261,6 +267,9 @@ again:
 			    sw_hello_answer(&mc->o.target, hr, &hello, tag) ==
 				    0)
 				goto again;
+			*refused = true;
+			if (rc == -EREMOTE)
+				sw_hello_leader(hr, leader);
 		} else if (!hr->has_session_id || !hr->has_root_ino) {
 			rc = -EPROTO;
 		} else {
@@ -423,10 +432,53 @@ static void drain_wake(struct mconn *mc)
 		sw_debug(TAG, "wake read: %s", strerror(errno));
 }
 
+/*
+ * One try to reconnect, to the target's current address, resuming the
+ * session. Returns the socket; or -EAGAIN when the next try, to a leader
+ * named or the next master of the list, is due at once; or -errno when a
+ * round of the list failed, to wait before the next. Switches are logged
+ * at notice level until a round failed (*@quiet), then at debug level:
+ * a long outage of every master writes no line per try.
+ */
+static int reconnect(struct mconn *mc, bool *quiet)
+{
+	uint64_t sid = mc->session_id, root = 0;
+	char leader[SW_ADDR_STRLEN], why[SW_TARGET_WHYLEN];
+	char where[SW_ADDR_STRLEN];
+	bool refused, round;
+	int fd;
+
+	fd = connect_hello(mc, &sid, &root, 5000, leader, &refused);
+	if (fd >= 0) {
+		sw_target_ok(&mc->o.target);
+		if (sid != mc->session_id)
+			sw_warn(TAG, "the master started a new session for us");
+		mc->session_id = sid;
+		sw_notice(TAG, "reconnected to the master at %s",
+			  sw_addr_str(mc->o.target.host, mc->o.target.port,
+				      where, sizeof(where)));
+		if (mc->o.reconnected)
+			mc->o.reconnected(mc->o.arg);
+		return fd;
+	}
+	if (refused && fd != -EREMOTE)
+		sw_err(TAG, "the master refuses us: %s", strerror(-fd));
+	round = sw_target_failed(&mc->o.target, fd, leader, why, sizeof(why));
+	if (*why && !*quiet)
+		sw_notice(TAG, "%s", why);
+	else if (*why)
+		sw_debug(TAG, "%s", why);
+	if (!round)
+		return -EAGAIN;
+	*quiet = true;
+	return fd == -EAGAIN ? -EIO : fd;
+}
+
 static void *rx_main(void *arg)
 {
 	struct mconn *mc = arg;
 	int delay_ms = 50;
+	bool quiet = false; /* a whole round of the list failed */
 
 	for (;;) {
 		struct pollfd pfd[2];
@@ -471,30 +523,18 @@ static void *rx_main(void *arg)
 					strerror(-rc));
 			disconnected(mc);
 			delay_ms = 50;
+			quiet = false;
 			continue;
 		}
 
 		expire_waiting(mc, false);
-		{
-			uint64_t sid = mc->session_id, root = 0;
-
-			fd = connect_hello(mc, &sid, &root);
-			if (fd >= 0) {
-				if (sid != mc->session_id)
-					sw_warn(TAG, "the master started a new "
-						     "session for us");
-				mc->session_id = sid;
-				sw_notice(TAG, "reconnected to the master");
-				if (mc->o.reconnected)
-					mc->o.reconnected(mc->o.arg);
-				connected(mc, fd);
-				continue;
-			}
-			if (fd == -EACCES || fd == -EPROTONOSUPPORT ||
-			    fd == -ENOENT)
-				sw_err(TAG, "the master refuses us: %s",
-				       strerror(-fd));
+		fd = reconnect(mc, &quiet);
+		if (fd >= 0) {
+			connected(mc, fd);
+			continue;
 		}
+		if (fd == -EAGAIN)
+			continue; /* the next master of the list, at once */
 		expire_waiting(mc, false);
 		pfd[0] = (struct pollfd){ .fd = mc->wake_fd, .events = POLLIN };
 		if (poll(pfd, 1, delay_ms) > 0)
@@ -505,6 +545,24 @@ static void *rx_main(void *arg)
 }
 
 /* ---- lifecycle ------------------------------------------------------ */
+
+/* The first hello, to each master of the list in turn (sw_walk_fn). */
+static int first_hello(void *arg, const struct sw_target *t, int connect_ms,
+		       char *leader, bool *refused)
+{
+	struct mconn *mc = arg;
+
+	/* t is mc->o.target. A single address: 5 s, as before lists. */
+	return connect_hello(mc, &mc->session_id, &mc->root_ino,
+			     t->naddrs > 1 ? SW_MIN(connect_ms, 5000) : 5000,
+			     leader, refused);
+}
+
+static void note_switch(void *arg, const char *why)
+{
+	(void)arg;
+	sw_notice(TAG, "%s", why);
+}
 
 int mconn_open(const struct mconn_opts *o, struct mconn **out)
 {
@@ -526,7 +584,8 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 	}
 	pthread_mutex_init(&mc->mu, NULL);
 	pthread_mutex_init(&mc->wmu, NULL);
-	fd = connect_hello(mc, &mc->session_id, &mc->root_ino);
+	fd = sw_target_walk(&mc->o.target, mc->o.timeout_ms, first_hello, mc,
+			    note_switch);
 	if (fd < 0) {
 		close(mc->wake_fd);
 		pthread_mutex_destroy(&mc->mu);

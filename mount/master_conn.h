@@ -16,6 +16,11 @@
  * sent again if they change nothing; if they could have changed
  * something, nobody can tell whether they did, so they complete with -EIO
  * rather than risk doing it twice. Nothing waits forever.
+ *
+ * The target may be a list of masters (a group): each try goes to the
+ * leader the last refusing follower named, else to the next master of
+ * the list, and the backoff comes only after every master failed in a row.
+ * The session resumes on whichever master leads.
  */
 #ifndef SWEEPFS_MOUNT_MASTER_CONN_H
 #define SWEEPFS_MOUNT_MASTER_CONN_H
@@ -62,8 +67,9 @@ typedef void (*mconn_cb)(void *arg, int rc, ProtobufCMessage **reply);
 
 /*
  * Connect and say hello synchronously (no thread yet), so that a mount
- * command fails at once when the master is unreachable or refuses.
- * Returns 0 with *@out, or -errno.
+ * command fails at once when the master is unreachable or refuses (a
+ * list: as sw_target_walk() says, within o->timeout_ms). Returns 0 with
+ * *@out, or -errno.
  */
 int mconn_open(const struct mconn_opts *o, struct mconn **out);
 

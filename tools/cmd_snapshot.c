@@ -29,10 +29,11 @@
 #include "tool.h"
 #include "util.h"
 
+/* The same export of the same masters: lists of one group may be given
+ * in different orders, or in part, but share a member. */
 static bool same_master(const struct sw_target *a, const struct sw_target *b)
 {
-	return !strcmp(a->host, b->host) && a->port == b->port &&
-	       !strcmp(a->subdir, b->subdir);
+	return sw_target_same(a, b) && !strcmp(a->subdir, b->subdir);
 }
 
 /*

@@ -462,7 +462,7 @@ int cmd_top(int argc, char **argv)
 	if (tool_target(optind < argc ? argv[optind] : NULL, &t) < 0 ||
 	    tool_connect_target(&t, &c) < 0)
 		return TOOL_FAILED;
-	snprintf(where, sizeof(where), "%s:%u", t.host, t.port);
+	snprintf(where, sizeof(where), "%s", c->master); /* of a list: which */
 	tty = !batch && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
 	catch_signals(tty);
 	if (tty)

@@ -39,10 +39,13 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sweepfs [-m HOST[:PORT]] COMMAND [ARGS]\n\n"
+	fprintf(f, "usage: sweepfs [-m HOST[:PORT][,HOST[:PORT]...]] COMMAND "
+		   "[ARGS]\n\n"
 		   "The master is -m, else $SWEEPFS_MASTER, else the master "
 		   "of the sweepfs\nmount the path (or working directory) is "
-		   "on, else 127.0.0.1.\n\ncommands:\n");
+		   "on, else 127.0.0.1. A list (a group of\nmasters) is "
+		   "tried in turn; followers name the leader.\n\n"
+		   "commands:\n");
 	for (const struct command *c = commands; c->name; c++)
 		fprintf(f, "  %-16s %s\n", c->name, c->help);
 }

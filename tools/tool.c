@@ -59,7 +59,9 @@ int tool_exit_status(int rc)
 /*
  * The sweepfs mount holding @path: the longest mount point in
  * /proc/self/mountinfo that prefixes the resolved path, if its type is
- * fuse.sweepfs (its source is "sweepfs:HOST[:PORT][:/sub]"). Fills the
+ * fuse.sweepfs (its source is "sweepfs:HOST[:PORT][:/sub]", or a list,
+ * "sweepfs:H1:P1,H2:P2[:/sub]": commas are plain in mountinfo, which
+ * escapes only blanks and backslashes as octal). Fills the
  * master's address and, in @rel (may be NULL), the path below the mount
  * point ("" for the mount point itself).
  */
@@ -197,8 +199,9 @@ static void tool_bad_address(const char *from, const char *addr)
 {
 	fprintf(stderr,
 		"sweepfs: bad master address '%s' (%s): expected "
-		"HOST[:PORT]\n",
-		addr, from);
+		"HOST[:PORT], or a list HOST[:PORT],HOST[:PORT],... of at "
+		"most %d\n",
+		addr, from, SW_TARGET_MAX);
 	tool_record(TOOL_BAD_MASTER);
 }
 
@@ -244,14 +247,21 @@ static int tool_resolve_host(const struct sw_target *t)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res;
-	int rc = getaddrinfo(t->host, NULL, &hints, &res);
+	unsigned n = SW_MAX(t->naddrs, 1u);
+	int rc = 0;
 
-	if (rc == 0) {
-		freeaddrinfo(res);
-		return 0;
+	/* A list is fine while one of its names resolves: a group member
+	 * may be gone with its name. */
+	for (unsigned i = 0; i < n; i++) {
+		rc = getaddrinfo(t->naddrs ? t->addrs[i].host : t->host, NULL,
+				 &hints, &res);
+		if (rc == 0) {
+			freeaddrinfo(res);
+			return 0;
+		}
+		if (rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY)
+			return 0; /* not the address's fault: let connect say */
 	}
-	if (rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY)
-		return 0; /* not the address's fault: let connect say */
 	fprintf(stderr, "sweepfs: bad master address '%s': %s\n", t->host,
 		gai_strerror(rc));
 	tool_record(TOOL_BAD_MASTER);
@@ -262,6 +272,17 @@ static int tool_resolve_host(const struct sw_target *t)
 static void tool_connect_failed(const struct sw_target *t, int rc)
 {
 	const char *hint = "";
+	char where[SW_TARGET_MAX * (SW_ADDR_STRLEN + 1)];
+
+	sw_target_list_str(t, where, sizeof(where));
+	if (rc == -EREMOTE) {
+		fprintf(stderr,
+			"sweepfs: no master of %s leads (an election under "
+			"way, or no majority up?)\n",
+			where);
+		tool_record(TOOL_MASTER_DOWN);
+		return;
+	}
 
 	switch (-rc) {
 	case ECONNREFUSED:
@@ -279,10 +300,10 @@ static void tool_connect_failed(const struct sw_target *t, int rc)
 	case EACCES:
 	case EPERM:
 		fprintf(stderr,
-			"sweepfs: the master at %s:%u refuses this client: "
+			"sweepfs: the master at %s refuses this client: "
 			"no exports rule allows this address%s, or a wrong "
 			"password\n",
-			t->host, t->port,
+			where,
 			t->subdir[0] && strcmp(t->subdir, "/") ?
 				" for this directory" :
 				"");
@@ -291,14 +312,14 @@ static void tool_connect_failed(const struct sw_target *t, int rc)
 	default:
 		/* A frame we cannot read, a hello we do not understand. */
 		fprintf(stderr,
-			"sweepfs: %s:%u does not answer as a sweepfs master "
+			"sweepfs: %s does not answer as a sweepfs master "
 			"(%s): a wrong address or port?\n",
-			t->host, t->port, strerror(-rc));
+			where, strerror(-rc));
 		tool_record(TOOL_BAD_MASTER);
 		return;
 	}
-	fprintf(stderr, "sweepfs: cannot reach the master at %s:%u: %s%s\n",
-		t->host, t->port, strerror(-rc), hint);
+	fprintf(stderr, "sweepfs: cannot reach the master at %s: %s%s\n", where,
+		strerror(-rc), hint);
 }
 
 int tool_connect_target(const struct sw_target *tp, struct sw_client **out)

@@ -210,6 +210,11 @@ static void strings(const uint8_t *p, size_t len)
 	s[n] = '\0';
 	if (sw_target_parse(s, 9521, &t) == 0) {
 		CHECK(memchr(t.host, '\0', sizeof(t.host)));
+		CHECK(t.naddrs >= 1 && t.naddrs <= SW_TARGET_MAX);
+		for (unsigned i = 0; i < t.naddrs; i++)
+			CHECK(memchr(t.addrs[i].host, '\0',
+				     sizeof(t.addrs[i].host)) &&
+			      t.addrs[i].host[0] && t.addrs[i].port);
 		CHECK(memchr(t.subdir, '\0', sizeof(t.subdir)));
 		CHECK(t.subdir[0] == '/');
 	}

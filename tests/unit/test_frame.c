@@ -1,7 +1,8 @@
 /*
  * The wire and the small common helpers: proto/frame.h, proto/entries.h,
- * common/buf.h, common/crc32c.h, common/cfg.h, sw_target_parse() of
- * common/net.h and the parsers of common/util.h.
+ * common/buf.h, common/crc32c.h, common/cfg.h, the targets (lists of
+ * masters) of common/net.h with sw_target_walk() of common/client.h, and
+ * the parsers of common/util.h.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 
 #include "buf.h"
 #include "cfg.h"
+#include "client.h"
 #include "crc32c.h"
 #include "entries.h"
 #include "frame.h"
@@ -855,6 +857,372 @@ static void test_sw_target_parse_long_subdir(void **state)
 	free(s);
 }
 
+/* @s parses as a list of @n addresses "host:port" in @want (with
+ * brackets for IPv6 as sw_addr_str() puts them), then @subdir. */
+static void expect_list(const char *s, unsigned n, const char *const *want,
+			const char *subdir)
+{
+	struct sw_target t;
+	char a[SW_ADDR_STRLEN];
+
+	memset(&t, 0x55, sizeof(t));
+	if (sw_target_parse(s, SW_MASTER_PORT, &t) != 0)
+		fail_msg("\"%s\" did not parse", s);
+	assert_int_equal(t.naddrs, n);
+	for (unsigned i = 0; i < n; i++)
+		assert_string_equal(sw_addr_str(t.addrs[i].host,
+						t.addrs[i].port, a, sizeof(a)),
+				    want[i]);
+	/* The first is the current address. */
+	assert_string_equal(t.host, t.addrs[0].host);
+	assert_int_equal(t.port, t.addrs[0].port);
+	assert_string_equal(t.subdir, subdir);
+}
+
+static void test_sw_target_parse_lists(void **state)
+{
+	static const char *const three[] = { "10.0.0.1:9420", "10.0.0.2:9420",
+					     "[::1]:9421" };
+	static const char *const dflt[] = { "m1:9521", "m2:7", "m3:9521" };
+	static const char *const seven[] = { "a:1", "b:2", "c:3", "d:4",
+					     "e:5", "f:6", "g:7" };
+	struct sw_target t;
+
+	(void)state;
+	expect_list("10.0.0.1:9420,10.0.0.2:9420,[::1]:9421:/sub", 3, three,
+		    "/sub");
+	expect_list("10.0.0.1:9420,10.0.0.2:9420,[::1]:9421", 3, three, "/");
+	expect_list("m1,m2:7,m3", 3, dflt, "/");
+	expect_list("m1,m2:7,m3:/", 3, dflt, "/");
+	expect_list("a:1,b:2,c:3,d:4,e:5,f:6,g:7:/x", 7, seven, "/x");
+	/* A subdir after the last address may hold commas and colons. */
+	expect_list("m1,m2:7,m3:/a,b:c", 3, dflt, "/a,b:c");
+	expect_list("m1:/a,m2", 1, dflt, "/a,m2");
+	expect_list("m1,m2:7,m3:/x,", 3, dflt, "/x,");
+	/* A single address is a list of one. */
+	assert_int_equal(sw_target_parse("m1:9600:/x", 1, &t), 0);
+	assert_int_equal(t.naddrs, 1);
+	assert_int_equal(t.addrs[0].port, 9600);
+}
+
+static void test_sw_target_parse_bad_lists(void **state)
+{
+	static const char *const bad[] = {
+		",",
+		"m1,",
+		",m1",
+		"m1,,m2",
+		"m1,m2,",
+		"m1:9521,",
+		"m1:9521,:9521",
+		"m1,m2:0",
+		"m1,m2:65536",
+		"m1,m2:x,m3",
+		"m1:x,m2",
+		"m1,m2:,m3",
+		"m1,m2:9:,m3",
+		"m1,[::1,m3",
+		"m1,[::1]x",
+		"m1,[]:1",
+		"m1,m2:9:x",
+		"a,b,c,d,e,f,g,h",
+		"a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8:/x",
+	};
+	struct sw_target t;
+
+	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(bad); i++) {
+		int rc = sw_target_parse(bad[i], SW_MASTER_PORT, &t);
+
+		if (rc != -EINVAL)
+			fail_msg("\"%s\" parsed (%d)", bad[i], rc);
+	}
+}
+
+static void test_sw_target_next_wraps(void **state)
+{
+	struct sw_target t;
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	sw_target_next(&t);
+	assert_string_equal(t.host, "m2");
+	assert_int_equal(t.port, 2);
+	sw_target_next(&t);
+	assert_string_equal(t.host, "m3");
+	sw_target_next(&t);
+	assert_string_equal(t.host, "m1");
+	assert_int_equal(t.port, 1);
+	/* A list of one stays put. */
+	assert_int_equal(sw_target_parse("solo:5", 9, &t), 0);
+	sw_target_next(&t);
+	assert_string_equal(t.host, "solo");
+	assert_int_equal(t.port, 5);
+	/* Filled by hand (no list): host and port are all there is. */
+	memset(&t, 0, sizeof(t));
+	strcpy(t.host, "hand");
+	t.port = 4;
+	sw_target_next(&t);
+	assert_string_equal(t.host, "hand");
+	assert_int_equal(t.port, 4);
+}
+
+static void test_sw_target_leader_adopt(void **state)
+{
+	struct sw_target t;
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	/* In the list: current, and the list goes on after it. */
+	assert_int_equal(sw_target_leader(&t, "m3:3"), 0);
+	assert_string_equal(t.host, "m3");
+	assert_int_equal(t.port, 3);
+	sw_target_next(&t);
+	assert_string_equal(t.host, "m1");
+	/* Not in the list: used anyway; the next is after the last tried. */
+	assert_int_equal(sw_target_leader(&t, "[fd00::4]:4"), 0);
+	assert_string_equal(t.host, "fd00::4");
+	assert_int_equal(t.port, 4);
+	sw_target_next(&t);
+	assert_string_equal(t.host, "m2");
+	/* Without a port: the current one. */
+	assert_int_equal(sw_target_leader(&t, "other"), 0);
+	assert_string_equal(t.host, "other");
+	assert_int_equal(t.port, 2);
+	/* Nonsense leaves the target as it was. */
+	assert_int_equal(sw_target_leader(&t, ""), -EINVAL);
+	assert_int_equal(sw_target_leader(&t, NULL), -EINVAL);
+	assert_int_equal(sw_target_leader(&t, "a:1,b:2"), -EINVAL);
+	assert_int_equal(sw_target_leader(&t, "a:1:/x"), -EINVAL);
+	assert_int_equal(sw_target_leader(&t, "a:0"), -EINVAL);
+	assert_int_equal(sw_target_leader(&t, "[::1"), -EINVAL);
+	assert_string_equal(t.host, "other");
+	assert_int_equal(t.port, 2);
+}
+
+static void test_sw_target_failed_rounds(void **state)
+{
+	char why[SW_TARGET_WHYLEN];
+	struct sw_target t;
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	/* A connection error: the next address, not yet a round. */
+	assert_false(
+		sw_target_failed(&t, -ECONNREFUSED, NULL, why, sizeof(why)));
+	assert_string_equal(t.host, "m2");
+	assert_non_null(strstr(why, "master m1:1: "));
+	assert_non_null(strstr(why, "; trying m2:2"));
+	/* A follower naming the leader: there, and no count. */
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(why, "master m2:2 is a follower; leader is m1:1");
+	assert_string_equal(t.host, "m1");
+	/* The leader named is dead (an election under way): the list goes
+	 * on after the follower that named it, m3 may lead by now. */
+	assert_false(
+		sw_target_failed(&t, -ECONNREFUSED, NULL, why, sizeof(why)));
+	assert_string_equal(t.host, "m3");
+	assert_non_null(strstr(why, "master m1:1: "));
+	assert_non_null(strstr(why, "; trying m3:3"));
+	/* A follower naming no one: the next; the third failure that was
+	 * no redirect ends the round. */
+	assert_true(sw_target_failed(&t, -EREMOTE, "", why, sizeof(why)));
+	assert_string_equal(t.host, "m1");
+	assert_non_null(strstr(why, "names no one as leader; trying m1:1"));
+	assert_false(sw_target_failed(&t, 0, NULL, why, sizeof(why)));
+	assert_string_equal(why, "leaving master m1:1; trying m2:2");
+	/* Success starts the count again. */
+	sw_target_ok(&t);
+	assert_false(sw_target_failed(&t, -EIO, NULL, why, sizeof(why)));
+	assert_false(sw_target_failed(&t, -EIO, NULL, why, sizeof(why)));
+	assert_true(sw_target_failed(&t, -EIO, NULL, why, sizeof(why)));
+}
+
+static void test_sw_target_failed_redirect_cap(void **state)
+{
+	char why[SW_TARGET_WHYLEN];
+	struct sw_target t;
+	unsigned follows = 0;
+
+	(void)state;
+	/* Two followers that name each other: followed a few times, then
+	 * the list goes on. */
+	assert_int_equal(sw_target_parse("a:1,b:2,c:3", 9, &t), 0);
+	for (int i = 0; i < 20 && strcmp(t.host, "c"); i++) {
+		const char *other = !strcmp(t.host, "a") ? "b:2" : "a:1";
+
+		assert_false(sw_target_failed(&t, -EREMOTE, other, why,
+					      sizeof(why)));
+		if (strstr(why, "; leader is "))
+			follows++;
+	}
+	assert_string_equal(t.host, "c");
+	assert_int_equal(follows, SW_TARGET_REDIRECTS);
+	/* A follower naming itself is no redirect. */
+	assert_int_equal(sw_target_parse("a:1,b:2", 9, &t), 0);
+	assert_false(sw_target_failed(&t, -EREMOTE, "a:1", why, sizeof(why)));
+	assert_string_equal(t.host, "b");
+	/* A single address: every failure is a round, and says nothing... */
+	assert_int_equal(sw_target_parse("solo:5", 9, &t), 0);
+	assert_true(
+		sw_target_failed(&t, -ECONNREFUSED, NULL, why, sizeof(why)));
+	assert_string_equal(why, "");
+	assert_string_equal(t.host, "solo");
+	/* ...but the leader a follower names is followed, then back. */
+	assert_false(
+		sw_target_failed(&t, -EREMOTE, "boss:6", why, sizeof(why)));
+	assert_string_equal(t.host, "boss");
+	assert_true(
+		sw_target_failed(&t, -ECONNREFUSED, NULL, why, sizeof(why)));
+	assert_string_equal(t.host, "solo");
+	assert_int_equal(t.port, 5);
+}
+
+static void test_sw_target_same_lists(void **state)
+{
+	struct sw_target a, b;
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &a), 0);
+	assert_int_equal(sw_target_parse("m3:3,m1:1", 9, &b), 0);
+	assert_true(sw_target_same(&a, &b));
+	assert_int_equal(sw_target_parse("m2:2:/sub", 9, &b), 0);
+	assert_true(sw_target_same(&a, &b));
+	assert_int_equal(sw_target_parse("m2:3,m4:2", 9, &b), 0);
+	assert_false(sw_target_same(&a, &b));
+	memset(&b, 0, sizeof(b));
+	strcpy(b.host, "m1");
+	b.port = 1;
+	assert_true(sw_target_same(&a, &b));
+	assert_true(sw_target_same(&b, &a));
+}
+
+static void test_sw_target_list_str_forms(void **state)
+{
+	struct sw_target t;
+	char buf[64], small[12];
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,[::1]:2,m3:/x", 9, &t), 0);
+	assert_string_equal(sw_target_list_str(&t, buf, sizeof(buf)),
+			    "m1:1,[::1]:2,m3:9");
+	/* Truncated, still a string. */
+	assert_string_equal(sw_target_list_str(&t, small, sizeof(small)),
+			    "m1:1,[::1]:");
+}
+
+/* A fake master group for sw_target_walk(): what each address answers. */
+struct walk_fake {
+	const char *addr[4]; /* "host:port" */
+	int rc[4];	     /* its answer: >= 0 accepts */
+	const char *leader[4];
+	bool refused[4];
+	unsigned tries[4];
+	unsigned total;
+	char notes[8][SW_TARGET_WHYLEN];
+	unsigned nnotes;
+};
+
+static int walk_try(void *arg, const struct sw_target *t, int connect_ms,
+		    char *leader, bool *refused)
+{
+	struct walk_fake *f = arg;
+	char a[SW_ADDR_STRLEN];
+
+	assert_true(connect_ms > 0);
+	sw_addr_str(t->host, t->port, a, sizeof(a));
+	f->total++;
+	for (int i = 0; i < 4; i++) {
+		if (!f->addr[i] || strcmp(f->addr[i], a))
+			continue;
+		f->tries[i]++;
+		if (f->leader[i])
+			strcpy(leader, f->leader[i]);
+		*refused = f->refused[i];
+		return f->rc[i];
+	}
+	return -ECONNREFUSED;
+}
+
+static void walk_note(void *arg, const char *why)
+{
+	struct walk_fake *f = arg;
+
+	if (f->nnotes < 8)
+		snprintf(f->notes[f->nnotes++], SW_TARGET_WHYLEN, "%s", why);
+}
+
+static void test_sw_target_walk_follows_leader(void **state)
+{
+	struct walk_fake f = {
+		.addr = { "m1:1", "m2:2", "m3:3" },
+		.rc = { -ECONNREFUSED, -EREMOTE, 7 },
+		.leader = { NULL, "m3:3", NULL },
+		.refused = { false, true, false },
+	};
+	struct sw_target t;
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	sw_target_next(&t); /* start at m2, the follower */
+	sw_target_next(&t);
+	sw_target_next(&t);
+	sw_target_next(&t);
+	assert_int_equal(sw_target_walk(&t, 5000, walk_try, &f, walk_note), 7);
+	assert_int_equal(f.total, 2);
+	assert_string_equal(t.host, "m3");
+	assert_int_equal(f.nnotes, 1);
+	assert_string_equal(f.notes[0],
+			    "master m2:2 is a follower; leader is m3:3");
+}
+
+static void test_sw_target_walk_gives_up(void **state)
+{
+	struct walk_fake f = {
+		.addr = { "m1:1", "m2:2" },
+		.rc = { -ECONNREFUSED, -EREMOTE },
+		.refused = { false, true },
+	};
+	struct walk_fake g = {
+		.addr = { "m1:1", "m2:2" },
+		.rc = { -ECONNREFUSED, -EACCES },
+		.refused = { false, true },
+	};
+	struct sw_target t;
+	int64_t t0;
+
+	(void)state;
+	/* Nobody leads: SW_WALK_ROUNDS rounds with pauses in between
+	 * (0.1 + 0.2 + 0.4 + 0.8 s), then the last failure. */
+	assert_int_equal(sw_target_parse("m1:1,m2:2", 9, &t), 0);
+	t0 = sw_mono_ns();
+	assert_int_equal(sw_target_walk(&t, 10000, walk_try, &f, NULL),
+			 -EREMOTE);
+	assert_int_equal(f.total, 2 * SW_WALK_ROUNDS);
+	assert_true(sw_mono_ns() - t0 >= 1400 * 1000000LL);
+	/* Within the caller's time. */
+	memset(f.tries, 0, sizeof(f.tries));
+	f.total = 0;
+	t0 = sw_mono_ns();
+	assert_int_equal(sw_target_parse("m1:1,m2:2", 9, &t), 0);
+	sw_target_walk(&t, 250, walk_try, &f, NULL);
+	assert_true(sw_mono_ns() - t0 < 1000 * 1000000LL);
+	assert_true(f.total < 2 * SW_WALK_ROUNDS);
+	/* A refusal other than EREMOTE is the leader's word: at once. */
+	assert_int_equal(sw_target_parse("m2:2,m1:1", 9, &t), 0);
+	assert_int_equal(sw_target_walk(&t, 10000, walk_try, &g, NULL),
+			 -EACCES);
+	assert_int_equal(g.total, 1);
+	/* A single address: one try, no pause. */
+	g.total = 0;
+	assert_int_equal(sw_target_parse("m1:1", 9, &t), 0);
+	t0 = sw_mono_ns();
+	assert_int_equal(sw_target_walk(&t, 10000, walk_try, &g, NULL),
+			 -ECONNREFUSED);
+	assert_int_equal(g.total, 1);
+	assert_true(sw_mono_ns() - t0 < 50 * 1000000LL);
+}
+
 /* ---- util ----------------------------------------------------------- */
 
 static void test_sw_parse_size_suffixes(void **state)
@@ -1050,6 +1418,26 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_sw_target_parse_long_subdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_parse_lists,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_parse_bad_lists,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_next_wraps,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_leader_adopt,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_failed_rounds,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_sw_target_failed_redirect_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_same_lists,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_list_str_forms,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_sw_target_walk_follows_leader, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_walk_gives_up,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sw_parse_size_suffixes,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sw_parse_duration_ms_units,

@@ -279,8 +279,7 @@ static void setup_probe(struct cdel_run *r, struct cdel_fs *fs, int idx)
 				 r->probe_mount);
 			return;
 		}
-		if (strcmp(t.host, fs->target.host) ||
-		    t.port != fs->target.port) {
+		if (!sw_target_same(&t, &fs->target)) {
 			snprintf(fs->probe_note, sizeof(fs->probe_note),
 				 "--probe-mount %.150s is another master's",
 				 r->probe_mount);
