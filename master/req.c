@@ -47,12 +47,17 @@ int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut)
 {
 	uint64_t version = m->ns.version + 1;
-	int rc = changelog_admit(m->cl);
+	int rc;
 
+	/* Stopping, the changelog closed: what the connections closing
+	 * now finish (a chunk command failing) changes nothing. */
+	if (!m->cl)
+		return -ESHUTDOWN;
 	/* A follower changes nothing but what its leader ships (group.c);
 	 * a job that forgot to ask whether it serves fails here. */
 	if (!group_serving(m))
 		return -EROFS;
+	rc = changelog_admit(m->cl);
 	if (rc < 0) {
 		/* The disk is full: what holders answer themselves could not
 		 * be journaled either. The recalls go out now, before the
