@@ -32,6 +32,7 @@
 
 #include "fsio.h"
 #include "dataops.h"
+#include "group.h"
 #include "buf.h"
 #include "log.h"
 #include "handlers.h"
@@ -1003,7 +1004,9 @@ void data_tick(struct master *m)
 	const uint64_t *id;
 	size_t n;
 
-	if (m->data.settled || sw_mono_ns() < m->data.settle_at)
+	/* A follower redoes nothing: its leader does, and ships it. */
+	if (m->data.settled || sw_mono_ns() < m->data.settle_at ||
+	    !group_serving(m))
 		return;
 	m->data.settled = true;
 	ns_intents_foreach(&m->ns, collect_intent, &ids);

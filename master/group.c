@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "changelog.h"
@@ -24,6 +25,8 @@
 #include "log.h"
 #include "master.h"
 #include "mutation.h"
+#include "net.h"
+#include "purge.h"
 #include "util.h"
 
 #define TAG "group"
@@ -35,6 +38,19 @@
 /* A follower's incoming records not applied yet: fetch no more. */
 #define IN_MAX (64u << 20)
 #define ENDPOINTS_MAX 8
+/* The log keeps this many versions before what every member has. */
+#define PRUNE_KEEP 10000
+/* After the first endpoint (the member beside us) failed, it is tried
+ * again after this long. */
+#define HOME_AGAIN_NS (5 * SW_NSEC_PER_SEC)
+/* A follower tries the leader's port this often (check_leader()). */
+#define PROBE_EVERY_NS (200 * 1000000LL)
+/* A leader stopping ships what it has for at most this long. */
+#define STOP_SHIP_NS (2 * SW_NSEC_PER_SEC)
+/* A member not heard from for this long is not waited for. */
+#define PRUNE_AWAY_MS (10 * 60 * 1000)
+/* The leader prunes this often. */
+#define PRUNE_EVERY_NS (10 * SW_NSEC_PER_SEC)
 
 enum role { FOLLOWER, CANDIDATE, LEADER };
 static const char *const role_names[] = { "follower", "candidate", "leader" };
@@ -48,19 +64,23 @@ struct group {
 	char prefix[128];
 	char endpoints[ENDPOINTS_MAX][256];
 	size_t nendpoints, cur; /* cur: the endpoint in use */
+	int64_t home_at;	/* mono ns: back to the first endpoint */
 	int64_t lease_ns;
 
 	/* The thread's own. */
 	CURL *curl;
 	struct sw_buf resp;
 	int64_t lease_id;
-	int64_t my_rev;	   /* create_revision of our leader key */
-	uint64_t next;	   /* version the next fetched key starts at */
-	bool located;	   /* next is a key's first version */
-	int64_t last_ka;   /* mono ns of the last renewed lease */
-	int64_t next_ka;   /* mono ns: renew then */
-	int64_t next_pub;  /* mono ns: say our status then */
-	int64_t next_stat; /* mono ns: read the others' then */
+	int64_t leader_lease; /* the leader key's lease, as last read */
+	int64_t next_probe;   /* mono ns: try the leader's port then */
+	unsigned refused;     /* connects it refused in a row */
+	int64_t my_rev;	      /* create_revision of our leader key */
+	uint64_t next;	      /* version the next fetched key starts at */
+	bool located;	      /* next is a key's first version */
+	int64_t last_ka;      /* mono ns of the last renewed lease */
+	int64_t next_ka;      /* mono ns: renew then */
+	int64_t next_pub;     /* mono ns: say our status then */
+	int64_t next_prune;   /* mono ns: the leader prunes the log then */
 
 	/* Under mu. */
 	pthread_mutex_t mu;
@@ -215,46 +235,68 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 	return sw_buf_add(arg, p, size * n) < 0 ? 0 : size * n;
 }
 
-/*
- * POST @body (NUL-terminated JSON) to @path of the endpoint in use; the
- * reply's JSON in *@out (the caller puts it). -EIO when etcd did not
- * answer (the next endpoint is tried next time), -EPROTO for an answer
- * that is not JSON, -EREMOTEIO for etcd's own error (logged).
- */
-static int etcd_post(struct group *g, const char *path, const char *body,
-		     long timeout_ms, struct json_object **out)
+/* One POST to endpoint @i: 0 with *@out, -EIO when etcd did not answer,
+ * -EPROTO for an answer that is not JSON, -EREMOTEIO for etcd's own
+ * error (*@status its HTTP status). */
+static int post_one(struct group *g, size_t i, const char *path,
+		    const char *body, long timeout_ms, struct json_object **out,
+		    long *status)
 {
 	char url[512];
-	long status = 0;
 	CURLcode cc;
 
-	snprintf(url, sizeof(url), "%s%s", g->endpoints[g->cur], path);
+	snprintf(url, sizeof(url), "%s%s", g->endpoints[i], path);
 	sw_buf_reset(&g->resp);
 	curl_easy_setopt(g->curl, CURLOPT_URL, url);
 	curl_easy_setopt(g->curl, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(g->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+	*status = 0;
 	cc = curl_easy_perform(g->curl);
 	if (cc != CURLE_OK) {
 		sw_debug(TAG, "%s: %s", url, curl_easy_strerror(cc));
-		g->cur = (g->cur + 1) % g->nendpoints;
 		return -EIO;
 	}
-	curl_easy_getinfo(g->curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(g->curl, CURLINFO_RESPONSE_CODE, status);
 	if (sw_buf_add(&g->resp, "", 1) < 0)
 		return -ENOMEM;
 	*out = json_tokener_parse((const char *)sw_buf_head(&g->resp));
 	if (!*out)
 		return -EPROTO;
-	if (status != 200) {
-		sw_info(TAG, "%s: HTTP %ld: %s", url, status,
+	if (*status != 200) {
+		sw_info(TAG, "%s: HTTP %ld: %s", url, *status,
 			(const char *)sw_buf_head(&g->resp));
 		json_object_put(*out);
-		/* Unavailable (no majority behind this member): try
-		 * another. */
-		g->cur = (g->cur + 1) % g->nendpoints;
 		return -EREMOTEIO;
 	}
 	return 0;
+}
+
+/*
+ * POST @body (NUL-terminated JSON) to @path: to the endpoint in use, and
+ * when it does not answer or cannot serve (no majority behind it: HTTP
+ * 5xx), to the next ones in turn, within this call. The member beside us
+ * (the first endpoint) is tried again every few seconds. The reply's JSON
+ * in *@out (the caller puts it), or post_one()'s error from the last.
+ */
+static int etcd_post(struct group *g, const char *path, const char *body,
+		     long timeout_ms, struct json_object **out)
+{
+	int64_t now = sw_mono_ns();
+	long status;
+	int rc = -EIO;
+
+	if (g->cur && now >= g->home_at)
+		g->cur = 0;
+	for (size_t n = 0; n < g->nendpoints; n++) {
+		rc = post_one(g, g->cur, path, body, timeout_ms, out, &status);
+		if (rc == 0 || rc == -ENOMEM ||
+		    (rc == -EREMOTEIO && status < 500))
+			return rc;
+		if (g->cur == 0)
+			g->home_at = now + HOME_AGAIN_NS;
+		g->cur = (g->cur + 1) % g->nendpoints;
+	}
+	return rc;
 }
 
 /* @o's member @name as an integer (etcd sends 64-bit ones as strings);
@@ -386,6 +428,9 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 		return -EUCLEAN;
 	}
 	changelog_flush(m->cl);
+	/* Trees the leader detached are freed here too, in the background,
+	 * as the leader does: a follower holds what the leader holds. */
+	purge_kick(m);
 	return 0;
 }
 
@@ -477,6 +522,7 @@ static int read_leader(struct group *g)
 		    sw_buf_add(&val, "", 1) == 0)
 			set_leader(g, (const char *)val.data);
 		sw_buf_release(&val);
+		g->leader_lease = jint(kv, "lease", 0);
 		rc = 1;
 	} else {
 		set_leader(g, "");
@@ -683,6 +729,17 @@ static void deposed(struct group *g, const char *why)
 	wake_loop(g);
 }
 
+/* Give lease @lease up: its keys go with it. */
+static void revoke_lease(struct group *g, int64_t lease)
+{
+	struct json_object *r;
+	char body[64];
+
+	snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", lease);
+	if (etcd_post(g, "/v3/lease/revoke", body, 1000, &r) == 0)
+		json_object_put(r);
+}
+
 /* Renew the lease: 0, -ENOENT when it is gone, -errno. */
 static int keepalive(struct group *g)
 {
@@ -776,7 +833,7 @@ static void hand_over(struct group *g, unsigned to)
 	struct json_object *r;
 	struct sw_buf b;
 	const char *body;
-	char val[16], rv[64];
+	char val[16];
 	int64_t lease = 0;
 
 	sw_buf_init(&b);
@@ -793,15 +850,95 @@ static void hand_over(struct group *g, unsigned to)
 	body = body_end(&b);
 	if (lease && body && etcd_post(g, "/v3/kv/put", body, 1000, &r) == 0)
 		json_object_put(r);
-	snprintf(rv, sizeof(rv), "{\"ID\":\"%" PRId64 "\"}", g->lease_id);
-	if (etcd_post(g, "/v3/lease/revoke", rv, 1000, &r) == 0)
-		json_object_put(r);
+	revoke_lease(g, g->lease_id);
 	sw_buf_release(&b);
 	if (to)
 		sw_notice(TAG, "handing the leadership to member %u", to);
 	else
 		sw_notice(TAG, "handing the leadership over");
 	deposed(g, "handed over");
+}
+
+/*
+ * Delete the log keys every member has on its own disk (all but the last
+ * PRUNE_KEEP versions of what the slowest member that reported lately
+ * has), and compact etcd's history, so that etcd stays small however long
+ * the group runs. A member away for longer than PRUNE_AWAY is not waited
+ * for: it starts again from a copy of another member's data directory.
+ */
+static void prune(struct group *g)
+{
+	struct json_object *r, *kvs;
+	struct sw_buf b, key;
+	const char *body;
+	uint64_t upto = UINT64_MAX;
+	int64_t rev;
+
+	pthread_mutex_lock(&g->mu);
+	for (size_t i = 0; i < g->st.n; i++) {
+		if (g->st.members[i].age_ms < 0 ||
+		    g->st.members[i].age_ms > PRUNE_AWAY_MS)
+			continue;
+		if (g->st.members[i].version < upto)
+			upto = g->st.members[i].version;
+	}
+	if (g->committed < upto)
+		upto = g->committed;
+	pthread_mutex_unlock(&g->mu);
+	if (upto == UINT64_MAX || upto <= PRUNE_KEEP)
+		return;
+	upto -= PRUNE_KEEP;
+	sw_buf_init(&b);
+	sw_buf_init(&key);
+	/* The key holding upto + 1 stays, with everything after it. */
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "log/");
+	str(&b, "\",\"range_end\":\"");
+	{
+		char k[200];
+		int kl = snprintf(k, sizeof(k), "%slog/%020" PRIu64, g->prefix,
+				  upto + 1);
+
+		b64_put(&b, (const uint8_t *)k, (size_t)kl + 1);
+	}
+	str(&b, "\",\"sort_order\":\"DESCEND\",\"sort_target\":\"KEY\","
+		"\"limit\":1,\"keys_only\":true}");
+	body = body_end(&b);
+	if (!body || etcd_post(g, "/v3/kv/range", body, 2000, &r) < 0)
+		goto out;
+	kvs = jget(r, "kvs");
+	if (kvs && json_object_array_length(kvs) == 1 &&
+	    jget(json_object_array_get_idx(kvs, 0), "key"))
+		str(&key, json_object_get_string(jget(
+				  json_object_array_get_idx(kvs, 0), "key")));
+	json_object_put(r);
+	if (!sw_buf_used(&key))
+		goto out;
+	sw_buf_reset(&b);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "log/");
+	str(&b, "\",\"range_end\":\"");
+	sw_buf_add(&b, sw_buf_head(&key), sw_buf_used(&key));
+	str(&b, "\"}");
+	body = body_end(&b);
+	if (!body || etcd_post(g, "/v3/kv/deleterange", body, 2000, &r) < 0)
+		goto out;
+	rev = jint(jget(r, "header"), "revision", 0);
+	if (jint(r, "deleted", 0) > 0)
+		sw_info(TAG,
+			"%" PRId64 " log keys before version %" PRIu64
+			" deleted",
+			jint(r, "deleted", 0), upto + 1);
+	json_object_put(r);
+	sw_buf_reset(&b);
+	bprintf(&b, "{\"revision\":\"%" PRId64 "\"}", rev);
+	body = body_end(&b);
+	if (rev > 0 && body &&
+	    etcd_post(g, "/v3/kv/compaction", body, 5000, &r) == 0)
+		json_object_put(r);
+out:
+	sw_buf_release(&b);
+	sw_buf_release(&key);
 }
 
 /* ---- the thread: status --------------------------------------------- */
@@ -903,6 +1040,55 @@ static void wait_until(struct group *g, int64_t until)
 	pthread_mutex_unlock(&g->mu);
 }
 
+/*
+ * A leader killed leaves its key until its lease runs out (seconds). When
+ * its machine is up but its port refuses connections twice in a row, or
+ * the key is this member's own from before a restart, its process is
+ * gone: the lease is revoked, and the election starts now. A leader cut
+ * off the network refuses nothing (connects time out): that one is
+ * waited for. A wrong guess costs a leader its lease, not the log: its
+ * next transaction is fenced off and it exits.
+ */
+static void check_leader(struct group *g)
+{
+	struct sw_target t;
+	char addr[272];
+	unsigned id;
+	int fd;
+
+	pthread_mutex_lock(&g->mu);
+	snprintf(addr, sizeof(addr), "%s", g->leader);
+	id = g->leader_id;
+	pthread_mutex_unlock(&g->mu);
+	if (!g->leader_lease)
+		return;
+	if (id == g->id) {
+		sw_notice(TAG, "the leader key is ours from before a restart: "
+			       "revoking it");
+		revoke_lease(g, g->leader_lease);
+		return;
+	}
+	if (sw_mono_ns() < g->next_probe || !addr[0] ||
+	    sw_target_parse(addr, 0, &t) < 0 || !t.port)
+		return;
+	g->next_probe = sw_mono_ns() + PROBE_EVERY_NS;
+	fd = sw_tcp_connect(t.host, t.port, 200);
+	if (fd >= 0)
+		close(fd);
+	if (fd != -ECONNREFUSED) {
+		g->refused = 0;
+		return;
+	}
+	if (++g->refused < 2)
+		return;
+	g->refused = 0;
+	sw_notice(TAG,
+		  "leader %u (%s) refuses connections: it is gone; revoking "
+		  "its lease",
+		  id, addr);
+	revoke_lease(g, g->leader_lease);
+}
+
 /* One turn of a follower: who leads, what to apply, whether to run. */
 static void follow(struct group *g)
 {
@@ -919,6 +1105,8 @@ static void follow(struct group *g)
 		return;
 	}
 	rc = read_leader(g);
+	if (rc == 1)
+		check_leader(g);
 	if (rc == 0 && may_campaign(g) && campaign(g) == 1) {
 		/* Nobody else can add to the log now: read the rest of it,
 		 * then serve once the loop has applied it. */
@@ -991,6 +1179,27 @@ static void lead(struct group *g)
 	wait_until(g, rc < 0 ? sw_mono_ns() + 20 * 1000000 : g->next_ka);
 }
 
+/*
+ * A leader stopped cleanly: what is queued goes to etcd (for a moment at
+ * most), then the lease, so that the next leader is elected at once and
+ * not when the lease runs out.
+ */
+static void step_down(struct group *g)
+{
+	int64_t until = sw_mono_ns() + STOP_SHIP_NS;
+
+	while (sw_mono_ns() < until) {
+		int rc = ship(g);
+
+		if (rc == 0 || rc == -ESTALE)
+			break;
+		if (rc < 0)
+			usleep(20 * 1000);
+	}
+	revoke_lease(g, g->lease_id);
+	sw_notice(TAG, "stepped down");
+}
+
 static void *group_main(void *arg)
 {
 	struct group *g = arg;
@@ -1005,12 +1214,19 @@ static void *group_main(void *arg)
 		role = g->role;
 		dead = g->deposed;
 		pthread_mutex_unlock(&g->mu);
+		if (stop && role == LEADER && !dead)
+			step_down(g);
 		if (stop || dead)
 			break;
 		if (now >= g->next_pub) {
 			publish(g, role);
 			read_members(g);
 			g->next_pub = now + SW_NSEC_PER_SEC;
+		}
+		if (role == LEADER && now >= g->next_prune) {
+			if (g->next_prune)
+				prune(g);
+			g->next_prune = now + PRUNE_EVERY_NS;
 		}
 		if (role == LEADER)
 			lead(g);
@@ -1117,6 +1333,11 @@ void group_stop(struct master *m)
 	if (g->started)
 		pthread_join(g->thread, NULL);
 	g->started = false;
+	/* What etcd took while stepping down goes to the disk too. */
+	if (g->serving && g->committed > g->released) {
+		g->released = g->committed;
+		changelog_release(m->cl, g->committed);
+	}
 	uv_close((uv_handle_t *)&g->async, NULL);
 }
 

@@ -175,13 +175,14 @@ void master_checkpoint(struct master *m)
 	if (checkpoint_running(&m->ckpt.writer) || m->stopping ||
 	    ns_copy_active(&m->ns, NULL))
 		return;
-	m->ckpt.last = sw_mono_ns();
-	if (m->ns.version == m->ckpt.version)
-		return;
 	/* A group's leader checkpoints only what the group has: not
 	 * while changes wait for etcd (a deposed leader restarts from its
-	 * disk, which must agree with the group's log). */
-	if (changelog_durable(m->cl) != m->ns.version)
+	 * disk, which must agree with the group's log); the next tick
+	 * tries again. */
+	if (m->group && changelog_durable(m->cl) != m->ns.version)
+		return;
+	m->ckpt.last = sw_mono_ns();
+	if (m->ns.version == m->ckpt.version)
 		return;
 	rc = changelog_rotate(m->cl);
 	if (rc < 0) {
@@ -446,6 +447,7 @@ void master_lead(struct master *m)
 		m->loaded_mono = now;
 		m->data.settle_at =
 			now + (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
+		m->data.settled = false;
 		if (htab_count(&m->ns.orphans))
 			m->orphan_deadline =
 				now +
@@ -464,6 +466,8 @@ void master_stop(struct master *m)
 		return;
 	m->stopping = true;
 	sw_notice(TAG, "shutting down");
+	/* A leader ships what it has before it steps down. */
+	changelog_flush(m->cl);
 	group_stop(m);
 	metrics_stop(m); /* it reads what is closed below */
 	snapjob_stop(m);
