@@ -350,7 +350,9 @@ static int start(struct daemon *d)
 		return rc;
 	uv_timer_init(cs->loop, &d->tick);
 	d->tick.data = d;
-	uv_timer_start(&d->tick, on_tick, 1000, 1000);
+	/* Five times a second: a group's next leader is tried within
+	 * BACKOFF_GROUP_MIN_MS (master_link.c), not a second later. */
+	uv_timer_start(&d->tick, on_tick, 200, 200);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(sigs); i++) {
 		uv_signal_init(cs->loop, &d->sig[i]);
 		d->sig[i].data = d;

@@ -59,6 +59,9 @@
 #define REG_MAX_BYTES (SW_FRAME_MAX_META - (64u << 10))
 #define BACKOFF_MIN_MS 1000u
 #define BACKOFF_MAX_MS 30000u
+/* A group: its next leader is a few seconds away at most. */
+#define BACKOFF_GROUP_MIN_MS 200u
+#define BACKOFF_GROUP_MAX_MS 2000u
 #define ANSWER_TIMEOUT_NS (60 * SW_NSEC_PER_SEC)
 #define FG_MAX 2u
 #define READ_CHUNK (64u << 10)
@@ -200,6 +203,11 @@ static void set_state(struct mlink *ml, enum ml_state st)
 	ml->since = sw_mono_ns();
 }
 
+static uint64_t backoff_min(const struct mlink *ml)
+{
+	return ml->master.naddrs > 1 ? BACKOFF_GROUP_MIN_MS : BACKOFF_MIN_MS;
+}
+
 /*
  * Drop the connection and schedule a new one: to the leader or the next
  * master of a list at once, to the same (or the first) after the backoff
@@ -252,8 +260,14 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	ml->partial_since = 0;
 	set_state(ml, ML_IDLE);
 	ml->retry_at = sw_mono_ns() + (int64_t)delay_ms * 1000000;
+	/* A group between two leaders for a few seconds is the usual
+	 * reason for a whole round to fail: its next leader is not waited
+	 * for longer than that. */
 	if (round)
-		ml->backoff_ms = SW_MIN(ml->backoff_ms * 2, BACKOFF_MAX_MS);
+		ml->backoff_ms = SW_MIN(ml->backoff_ms * 2,
+					ml->master.naddrs > 1 ?
+						BACKOFF_GROUP_MAX_MS :
+						BACKOFF_MAX_MS);
 	/*
 	 * The leader named, or the next of the list: at once, not at the
 	 * next tick (a second away). The resolver and the connect call back
@@ -513,7 +527,7 @@ static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
 	free_parts(ml);
 	set_state(ml, ML_READY);
 	sw_target_ok(&ml->master);
-	ml->backoff_ms = BACKOFF_MIN_MS;
+	ml->backoff_ms = backoff_min(ml);
 	ml->logged_down = false;
 	ml->next_hb = sw_mono_ns() + (int64_t)cs->cfg.heartbeat_ms * 1000000;
 	sw_notice(TAG,
@@ -1188,6 +1202,17 @@ static void on_connected(uv_connect_t *req, int status)
 		return;
 	}
 	uv_tcp_nodelay(&mc->tcp, 1);
+	/* A master of a group whose machine or network went: the next one,
+	 * within seconds (heartbeats are data in flight; keepalives cover
+	 * the quiet times). */
+	if (ml->master.naddrs > 1) {
+		uv_os_fd_t fd;
+
+		if (uv_fileno((uv_handle_t *)&mc->tcp, &fd) == 0)
+			sw_tcp_dead_peer_timeout(
+				fd, sw_target_peer_timeout(&ml->master,
+							   UINT32_MAX));
+	}
 	uv_read_start((uv_stream_t *)&mc->tcp, on_mc_alloc, on_mc_read);
 	set_state(ml, ML_HELLO);
 	ml->last_rx = sw_mono_ns();
@@ -1253,15 +1278,21 @@ void mlink_tick(struct cs *cs)
 	int64_t now = sw_mono_ns();
 	int64_t silent = SW_MAX(ANSWER_TIMEOUT_NS,
 				4 * (int64_t)cs->cfg.heartbeat_ms * 1000000);
+	int64_t answer;
 
 	if (!ml || ml->stopping)
 		return;
+	/* A member of a group that does not answer a connect or a hello
+	 * within seconds is gone (its machine, its network): the next. */
+	answer = (int64_t)sw_target_peer_timeout(&ml->master,
+						 ANSWER_TIMEOUT_NS / 1000000) *
+		 1000000;
 	if (ml->st == ML_IDLE && now >= ml->retry_at)
 		ml_connect(ml);
 	else if (ml->st >= ML_CONNECTING && ml->st < ML_READY &&
-		 now - ml->since > ANSWER_TIMEOUT_NS)
+		 now - ml->since > answer)
 		ml_fail(ml, "no answer for %d s",
-			(int)(ANSWER_TIMEOUT_NS / SW_NSEC_PER_SEC));
+			(int)(answer / SW_NSEC_PER_SEC));
 	else if (ml->st == ML_READY && now - ml->last_rx > silent)
 		ml_fail(ml, "silent for %d s", (int)(silent / SW_NSEC_PER_SEC));
 	else if (ml->partial_since &&
@@ -1292,7 +1323,7 @@ int mlink_start(struct cs *cs)
 	}
 	ml->cs = cs;
 	ml->next_id = 1;
-	ml->backoff_ms = BACKOFF_MIN_MS;
+	ml->backoff_ms = backoff_min(ml);
 	ml->server_id = load_server_id(cs);
 	idmap_init(&ml->busy);
 	idmap_init(&ml->reported);

@@ -23,6 +23,11 @@
 /* Followers that name a leader who is a follower too, in a row, before a
  * client stops believing them: an election under way. */
 #define SW_TARGET_REDIRECTS 3
+/* A client of a group gives up on a connection to a master that stopped
+ * answering (its machine or its network gone) after this long, rather
+ * than a lone master's timeout: another member is there to take over
+ * (sw_target_peer_timeout()). */
+#define SW_GROUP_PEER_TIMEOUT_MS 3000
 /* "HOST:PORT" or "[HOST]:PORT" with its NUL. */
 #define SW_ADDR_STRLEN (255 + 2 + 1 + 5 + 1)
 /* A line of sw_target_failed() with its NUL. */
@@ -58,6 +63,16 @@ struct sw_target {
  */
 int sw_target_parse(const char *s, uint16_t default_port,
 		    struct sw_target *out);
+
+/* The dead-peer timeout (sw_tcp_dead_peer_timeout()) for a connection to
+ * @t's masters: @dflt, or for a list at most SW_GROUP_PEER_TIMEOUT_MS. */
+static inline unsigned sw_target_peer_timeout(const struct sw_target *t,
+					      unsigned dflt)
+{
+	return t->naddrs > 1 && dflt > SW_GROUP_PEER_TIMEOUT_MS ?
+		       SW_GROUP_PEER_TIMEOUT_MS :
+		       dflt;
+}
 
 /* Make the next address of the list current; after the last, the first
  * (a list of one: that one again). */

@@ -216,8 +216,11 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		return fd;
 	/* A master whose network vanished sends no FIN or RST: without
 	 * this, requests in flight on the dead connection would wait for
-	 * TCP to give up (~15 minutes), not master_timeout. */
-	sw_tcp_dead_peer_timeout(fd, (unsigned)mc->o.timeout_ms);
+	 * TCP to give up (~15 minutes), not master_timeout; a group's
+	 * member, a few seconds, since another one takes over. */
+	sw_tcp_dead_peer_timeout(
+		fd, sw_target_peer_timeout(&mc->o.target,
+					   (unsigned)mc->o.timeout_ms));
 	hello.version = SW_PROTO_VERSION;
 	hello.role = SWEEPFS__ROLE__ROLE_MOUNT;
 	hello.has_session_id = *session_id != 0;
@@ -448,7 +451,11 @@ static int reconnect(struct mconn *mc, bool *quiet)
 	bool refused, round;
 	int fd;
 
-	fd = connect_hello(mc, &sid, &root, 5000, leader, &refused);
+	/* A member of a group that does not answer a connect within the
+	 * peer timeout is as good as gone; the next one may lead. */
+	fd = connect_hello(mc, &sid, &root,
+			   (int)sw_target_peer_timeout(&mc->o.target, 5000),
+			   leader, &refused);
 	if (fd >= 0) {
 		sw_target_ok(&mc->o.target);
 		if (sid != mc->session_id)
@@ -522,6 +529,11 @@ static void *rx_main(void *arg)
 					"%s; reconnecting",
 					strerror(-rc));
 			disconnected(mc);
+			/* Timed out: that master's machine or network is
+			 * gone; another member of a group takes over, so
+			 * try it first rather than wait on a connect. */
+			if (rc == -ETIMEDOUT && mc->o.target.naddrs > 1)
+				sw_target_next(&mc->o.target);
 			delay_ms = 50;
 			quiet = false;
 			continue;
