@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""What replication costs: create and unlink of N empty files, W writers
+(each in a directory of its own), through a master alone and through a
+group of three masters on loopback (master/group.h: each change committed
+by etcd before it is answered), side by side in one run, with default
+mounts (directory delegations: changes reach the master in batches) and
+with -o wsync mounts (every change waits for the master, and so for
+etcd). Prints ops/s per side and the ratio group/alone per phase; writes
+a JSON result.
+
+Both sides keep the changelog the same way (changelog_sync, default
+interval); etcd runs with its defaults (an fdatasync per commit), its data
+beside the masters'.
+
+  bench/group.py -n 200000 -w 4
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import cluster  # noqa: E402
+import swgroup  # noqa: E402
+from swcluster import is_sweepfs_mount, pick_port, unmount  # noqa: E402
+
+
+def _create(d, n):
+    os.makedirs(d, exist_ok=True)
+    for i in range(n):
+        os.close(os.open(os.path.join(d, "f%d" % i),
+                         os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644))
+
+
+def _unlink(d, n):
+    for i in range(n):
+        os.unlink(os.path.join(d, "f%d" % i))
+
+
+def phase(fn, root, writers, per):
+    dirs = [os.path.join(root, "w%d" % k) for k in range(writers)]
+    procs = [mp.Process(target=fn, args=(d, per)) for d in dirs]
+    t0 = time.monotonic()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise SystemExit("a writer failed in %s" % root)
+    os.sync()
+    return writers * per / (time.monotonic() - t0)
+
+
+def mount(build, spec, mnt, opts, log):
+    os.makedirs(mnt, exist_ok=True)
+    argv = [os.path.join(build, "mount", "sweepfs-mount"), spec, mnt, "-f"]
+    if opts:
+        argv += ["-o", opts]
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    h = swgroup.Child(argv, stdout=fd, stderr=fd)
+    os.close(fd)
+    deadline = time.monotonic() + 20
+    while not is_sweepfs_mount(mnt):
+        if time.monotonic() > deadline or h.poll() is not None:
+            raise SystemExit("mounting %s failed (%s)" % (spec, log))
+        time.sleep(0.05)
+    return h
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=200000, help="files (200000)")
+    ap.add_argument("-w", "--writers", type=int, default=4)
+    ap.add_argument("--build", help="build directory (default: ./build)")
+    ap.add_argument("--skip-wsync", action="store_true",
+                    help="only the default mounts")
+    ap.add_argument("--out", help="JSON result (default: bench-group.json)")
+    a = ap.parse_args()
+    build = a.build or cluster.default_build()
+    if not shutil.which("etcd"):
+        raise SystemExit("etcd is not installed (apt-get install "
+                         "etcd-server)")
+    per = a.n // a.writers
+    base = tempfile.mkdtemp(prefix="sweepfs-bench-group.")
+    alone = cluster.Cluster(build=build, base=base)
+    members = []
+    taken = set()
+    for i in (1, 2, 3):
+        ports = []
+        for _ in range(3):
+            p = pick_port(avoid=taken)
+            taken.add(p)
+            ports.append(p)
+        members.append(swgroup.Member(i, "127.0.0.1", *ports))
+    gdir = os.path.join(base, "group")
+    os.makedirs(gdir)
+    # The daemons' default log level, as bench/cluster.py has it.
+    group = swgroup.Group(gdir, build, members, log_level="notice")
+    handles, mnts = [], []
+    result = {"n": per * a.writers, "writers": a.writers, "phases": {}}
+    try:
+        alone.start()
+        group.start()
+        kinds = [("default", "")] + ([] if a.skip_wsync else
+                                     [("wsync", "wsync")])
+        where = {("alone", "default"): alone.mnt}
+        if not a.skip_wsync:
+            where[("alone", "wsync")] = alone.mount_extra("mnt-wsync",
+                                                          opts="wsync")
+        for kind, opts in kinds:
+            mnt = os.path.join(base, "mnt-group-%s" % kind)
+            handles.append(mount(build, group.list, mnt, opts,
+                                 mnt + ".log"))
+            mnts.append(mnt)
+            where[("group", kind)] = mnt
+        # Alternating sides, so that neither has the machine's better
+        # moments to itself.
+        for kind, _ in kinds:
+            for ph, fn in (("create", _create), ("unlink", _unlink)):
+                rates = {}
+                for side in ("alone", "group"):
+                    rates[side] = phase(fn, where[(side, kind)], a.writers,
+                                        per)
+                key = "%s %s" % (ph, kind)
+                rates["ratio"] = rates["group"] / rates["alone"]
+                result["phases"][key] = rates
+                print("%-16s alone %9.0f/s   group of 3 %9.0f/s   %.2fx" %
+                      (key, rates["alone"], rates["group"],
+                       rates["ratio"]), flush=True)
+        lid, st = group.leader()
+        result["group_leader_rss_per_node"] = st["rss_bytes"] / max(
+            st["nodes"], 1)
+    finally:
+        for m in mnts:
+            unmount(m)
+        for h in handles:
+            h.stop(10)
+        group.stop()
+        alone.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    result["context"] = cluster.context(build)
+    out = a.out or "bench-group.json"
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("result in %s" % out)
+
+
+if __name__ == "__main__":
+    main()
