@@ -118,10 +118,12 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 			    (inval && inval >= inval_floor(m)) ?
 		    &c->held :
 		    &c->wq.out;
-	before = b->len;
+	/* Counted in bytes used, not by the end: making room may slide
+	 * what is left of a buffer partly sent down to its start. */
+	before = sw_buf_used(b);
 	rc = sw_buf_add_frame(b, r->hdr.type, SW_FRAME_REPLY, r->hdr.id, reply);
 	if (rc == 0 && b == &c->held)
-		rc = held_push(c, r->version, inval, b->len - before);
+		rc = held_push(c, r->version, inval, sw_buf_used(b) - before);
 	if (rc < 0) {
 		sw_err(TAG, "%s: out of memory queueing a reply; closing",
 		       c->sc.peer);
@@ -131,8 +133,8 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	/* The connection's session, not r->s: a deferred request may
 	 * outlive the session it started in. */
 	if (c->s)
-		c->s->ctr.bytes_out += b->len - before;
-	r->m->total.bytes_out += b->len - before;
+		c->s->ctr.bytes_out += sw_buf_used(b) - before;
+	r->m->total.bytes_out += sw_buf_used(b) - before;
 	if (b == &c->wq.out)
 		sw_sconn_flush_add(&c->sc);
 }
