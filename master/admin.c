@@ -462,8 +462,18 @@ void op_group(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__GroupReq *q = (const void *)msg;
 	Sweepfs__GroupReply reply = SWEEPFS__GROUP_REPLY__INIT;
-	int rc = group_transfer(r->m, q->transfer_to);
+	bool change = (q->add && q->add[0]) || q->has_remove;
+	int rc;
 
+	if (change) {
+		/* Answered by the group once etcd has it. */
+		rc = group_members_change(r->m, r, q->add ? q->add : "",
+					  q->remove);
+		if (rc == 0)
+			return;
+	} else {
+		rc = group_transfer(r->m, q->transfer_to);
+	}
 	if (rc < 0) {
 		reply.has_err = 1;
 		reply.err = -rc;

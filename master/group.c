@@ -27,6 +27,7 @@
 #include "mutation.h"
 #include "net.h"
 #include "purge.h"
+#include "req.h"
 #include "util.h"
 
 #define TAG "group"
@@ -95,6 +96,15 @@ struct group {
 	uint64_t applied;    /* the loop's version, for the thread */
 	unsigned transfer;   /* leader: hand over to this id (or any) */
 	bool transferring;
+	bool member;	     /* this one is in the membership */
+	int64_t members_rev; /* mod_revision of the membership key */
+	/* A membership change an admin asked the leader for: the thread
+	 * makes it, the loop answers. */
+	struct req *admin;
+	char admin_add[300];
+	unsigned admin_remove;
+	bool admin_done;
+	int admin_rc;
 	char leader[272];
 	unsigned leader_id;
 	struct group_status st; /* members as they last said */
@@ -274,21 +284,29 @@ static int post_one(struct group *g, size_t i, const char *path,
 /*
  * POST @body (NUL-terminated JSON) to @path: to the endpoint in use, and
  * when it does not answer or cannot serve (no majority behind it: HTTP
- * 5xx), to the next ones in turn, within this call. The member beside us
- * (the first endpoint) is tried again every few seconds. The reply's JSON
- * in *@out (the caller puts it), or post_one()'s error from the last.
+ * 5xx), to the next ones in turn, all within @timeout_ms. The member
+ * beside us (the first endpoint) is tried again every few seconds. The
+ * reply's JSON in *@out (the caller puts it), or post_one()'s error from
+ * the last.
  */
 static int etcd_post(struct group *g, const char *path, const char *body,
 		     long timeout_ms, struct json_object **out)
 {
 	int64_t now = sw_mono_ns();
+	int64_t deadline = now + (int64_t)timeout_ms * 1000000;
 	long status;
 	int rc = -EIO;
 
 	if (g->cur && now >= g->home_at)
 		g->cur = 0;
+	/* Within @timeout_ms in all: a leader's lease is renewed between
+	 * calls, and a stop waits for the one under way. */
 	for (size_t n = 0; n < g->nendpoints; n++) {
-		rc = post_one(g, g->cur, path, body, timeout_ms, out, &status);
+		long left = (long)((deadline - sw_mono_ns()) / 1000000);
+
+		if (left < 50)
+			break;
+		rc = post_one(g, g->cur, path, body, left, out, &status);
 		if (rc == 0 || rc == -ENOMEM ||
 		    (rc == -EREMOTEIO && status < 500))
 			return rc;
@@ -434,6 +452,31 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* The loop answers an admin's membership change the thread made. */
+static void group_admin_answer(struct group *g)
+{
+	Sweepfs__GroupReply reply = SWEEPFS__GROUP_REPLY__INIT;
+	struct req *r = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->admin && g->admin_done) {
+		r = g->admin;
+		rc = g->admin_rc;
+		g->admin = NULL;
+		g->admin_done = false;
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (!r)
+		return;
+	if (rc < 0) {
+		reply.has_err = 1;
+		reply.err = -rc;
+	}
+	req_reply(r, &reply.base);
+	req_done(r);
+}
+
 static void on_async(uv_async_t *h)
 {
 	struct group *g = h->data;
@@ -451,15 +494,19 @@ static void on_async(uv_async_t *h)
 	promote = g->role == LEADER && !g->serving;
 	pthread_mutex_unlock(&g->mu);
 
+	group_admin_answer(g);
 	if (deposed) {
 		sw_crit(TAG, "no longer the group's leader (lease lost or "
 			     "superseded): exiting, so that a restart reloads "
 			     "what the group committed");
-		exit(75);
+		/* At once: nothing of this process's state is to be kept or
+		 * freed (its memory may be ahead of the group), and the
+		 * group's thread may still be in a call to etcd. */
+		_exit(75);
 	}
 	if (sw_buf_used(&in) &&
 	    apply_records(m, sw_buf_head(&in), sw_buf_used(&in)) < 0)
-		exit(70);
+		_exit(70);
 	sw_buf_release(&in);
 	pthread_mutex_lock(&g->mu);
 	g->applied = m->ns.version;
@@ -590,7 +637,7 @@ static int fetch(struct group *g, bool *more)
 	key_put(g, &b, "log0");
 	bprintf(&b, "\",\"limit\":%d}", FETCH_MAX);
 	body = body_end(&b);
-	rc = body ? etcd_post(g, "/v3/kv/range", body, 5000, &r) : -ENOMEM;
+	rc = body ? etcd_post(g, "/v3/kv/range", body, 2000, &r) : -ENOMEM;
 	if (rc < 0)
 		goto out;
 	kvs = jget(r, "kvs");
@@ -640,6 +687,11 @@ static bool may_campaign(struct group *g)
 	const char *body;
 	bool ok = true;
 
+	pthread_mutex_lock(&g->mu);
+	ok = g->member;
+	pthread_mutex_unlock(&g->mu);
+	if (!ok)
+		return false;
 	sw_buf_init(&b);
 	sw_buf_init(&val);
 	str(&b, "{\"key\":\"");
@@ -934,11 +986,231 @@ static void prune(struct group *g)
 	bprintf(&b, "{\"revision\":\"%" PRId64 "\"}", rev);
 	body = body_end(&b);
 	if (rev > 0 && body &&
-	    etcd_post(g, "/v3/kv/compaction", body, 5000, &r) == 0)
+	    etcd_post(g, "/v3/kv/compaction", body, 2000, &r) == 0)
 		json_object_put(r);
 out:
 	sw_buf_release(&b);
 	sw_buf_release(&key);
+}
+
+/* ---- the thread: membership ----------------------------------------- */
+
+/* The members as "ID=HOST:PORT,..." into @out. */
+static void members_str(const struct group_member *mem, size_t n, char *out,
+			size_t len)
+{
+	size_t off = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(out + off, len - off, "%s%u=%s",
+					i ? "," : "", mem[i].id, mem[i].addr);
+}
+
+/* Under mu: make @mem the membership (status rows kept by id). */
+static void set_members(struct group *g, const struct group_member *mem,
+			size_t n)
+{
+	struct group_status old = g->st;
+
+	memcpy(g->members, mem, n * sizeof(*mem));
+	g->nmembers = n;
+	g->member = false;
+	g->st.n = n;
+	for (size_t i = 0; i < n; i++) {
+		g->member |= mem[i].id == g->id;
+		g->st.members[i].id = mem[i].id;
+		snprintf(g->st.members[i].addr, sizeof(g->st.members[i].addr),
+			 "%s", mem[i].addr);
+		g->st.members[i].role[0] = '\0';
+		g->st.members[i].version = 0;
+		g->st.members[i].age_ms = -1;
+		for (size_t j = 0; j < old.n; j++) {
+			if (old.members[j].id != mem[i].id)
+				continue;
+			memcpy(g->st.members[i].role, old.members[j].role,
+			       sizeof(old.members[j].role));
+			g->st.members[i].version = old.members[j].version;
+			g->st.members[i].age_ms = old.members[j].age_ms;
+		}
+	}
+}
+
+/*
+ * The membership lives in etcd ("members" under the prefix), where the
+ * first member to start puts the group its configuration names; from then
+ * on that key is the truth, which `sweepfs group add/remove` change. Read
+ * it: 0, or -errno.
+ */
+static int sync_members(struct group *g)
+{
+	struct group_member mem[GROUP_MAX];
+	struct json_object *r, *kvs, *kv;
+	struct sw_buf b, val;
+	char list[GROUP_MAX * 280];
+	const char *body;
+	size_t n = 0;
+	int rc;
+
+	sw_buf_init(&b);
+	sw_buf_init(&val);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "members");
+	str(&b, "\"}");
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/range", body, 1000, &r) : -ENOMEM;
+	if (rc < 0)
+		goto out;
+	kvs = jget(r, "kvs");
+	kv = kvs && json_object_array_length(kvs) ?
+		     json_object_array_get_idx(kvs, 0) :
+		     NULL;
+	if (!kv) {
+		/* The first start of the group: ours, if nobody was first. */
+		json_object_put(r);
+		pthread_mutex_lock(&g->mu);
+		members_str(g->members, g->nmembers, list, sizeof(list));
+		pthread_mutex_unlock(&g->mu);
+		sw_buf_reset(&b);
+		str(&b, "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"");
+		key_put(g, &b, "members");
+		str(&b, "\",\"create_revision\":\"0\"}],\"success\":[{"
+			"\"request_put\":{\"key\":\"");
+		key_put(g, &b, "members");
+		str(&b, "\",\"value\":\"");
+		b64_put(&b, (const uint8_t *)list, strlen(list));
+		str(&b, "\"}}]}");
+		body = body_end(&b);
+		rc = body ? etcd_post(g, "/v3/kv/txn", body, 1000, &r) :
+			    -ENOMEM;
+		if (rc == 0)
+			json_object_put(r);
+		goto out;
+	}
+	rc = -EPROTO;
+	if (jget(kv, "value") &&
+	    b64_get(&val, json_object_get_string(jget(kv, "value"))) == 0 &&
+	    sw_buf_add(&val, "", 1) == 0 &&
+	    group_members_parse((const char *)val.data, mem, &n) == 0) {
+		pthread_mutex_lock(&g->mu);
+		g->members_rev = jint(kv, "mod_revision", 0);
+		if (n != g->nmembers ||
+		    memcmp(mem, g->members, n * sizeof(*mem))) {
+			set_members(g, mem, n);
+			sw_notice(TAG, "the group's members: %s%s",
+				  (const char *)val.data,
+				  g->member ? "" : " (not this one)");
+		}
+		pthread_mutex_unlock(&g->mu);
+		rc = 0;
+	}
+	json_object_put(r);
+out:
+	sw_buf_release(&b);
+	sw_buf_release(&val);
+	return rc;
+}
+
+/*
+ * The change an admin asked for (group_members_change()), on the
+ * membership as last read, put only if nobody changed it meanwhile.
+ * 0 or -errno for the admin.
+ */
+static int change_members(struct group *g, const char *add, unsigned remove)
+{
+	struct group_member mem[GROUP_MAX], one[1];
+	char list[GROUP_MAX * 280];
+	struct json_object *r;
+	struct sw_buf b;
+	const char *body;
+	int64_t rev;
+	size_t n, k = 0;
+	int rc;
+
+	rc = sync_members(g);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&g->mu);
+	n = g->nmembers;
+	memcpy(mem, g->members, sizeof(mem));
+	rev = g->members_rev;
+	pthread_mutex_unlock(&g->mu);
+	if (add[0]) {
+		if (group_members_parse(add, one, &k) < 0 || k != 1)
+			return -EINVAL;
+		for (size_t i = 0; i < n; i++)
+			if (mem[i].id == one[0].id)
+				return -EEXIST;
+		if (n == GROUP_MAX)
+			return -ENOSPC;
+		mem[n++] = one[0];
+	} else {
+		for (k = 0; k < n && mem[k].id != remove; k++)
+			;
+		if (k == n)
+			return -ENOENT;
+		if (n == 1)
+			return -EINVAL; /* a group of none */
+		memmove(&mem[k], &mem[k + 1], (n - k - 1) * sizeof(*mem));
+		n--;
+	}
+	members_str(mem, n, list, sizeof(list));
+	sw_buf_init(&b);
+	str(&b, "{\"compare\":[{\"target\":\"MOD\",\"key\":\"");
+	key_put(g, &b, "members");
+	bprintf(&b,
+		"\",\"mod_revision\":\"%" PRId64 "\"}],"
+		"\"success\":[{\"request_put\":{\"key\":\"",
+		rev);
+	key_put(g, &b, "members");
+	str(&b, "\",\"value\":\"");
+	b64_put(&b, (const uint8_t *)list, strlen(list));
+	str(&b, "\"}}]}");
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/txn", body, 1000, &r) : -ENOMEM;
+	sw_buf_release(&b);
+	if (rc < 0)
+		return rc;
+	rc = jget(r, "succeeded") &&
+			     json_object_get_boolean(jget(r, "succeeded")) ?
+		     0 :
+		     -EAGAIN;
+	json_object_put(r);
+	if (rc == 0) {
+		sw_notice(TAG, "membership changed: %s", list);
+		sync_members(g);
+	}
+	return rc;
+}
+
+/* An admin's membership change, if one waits: made, and answered. */
+static void admin_step(struct group *g)
+{
+	char add[300];
+	unsigned remove;
+	bool leaving;
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	if (!g->admin || g->admin_done) {
+		pthread_mutex_unlock(&g->mu);
+		return;
+	}
+	snprintf(add, sizeof(add), "%s", g->admin_add);
+	remove = g->admin_remove;
+	pthread_mutex_unlock(&g->mu);
+	rc = change_members(g, add, remove);
+	pthread_mutex_lock(&g->mu);
+	g->admin_rc = rc;
+	g->admin_done = true;
+	/* The leader removed: it hands over to whoever is elected. */
+	leaving = rc == 0 && !g->member && g->role == LEADER;
+	if (leaving) {
+		g->transfer = 0;
+		g->transferring = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+	wake_loop(g);
 }
 
 /* ---- the thread: status --------------------------------------------- */
@@ -1035,7 +1307,8 @@ static void wait_until(struct group *g, int64_t until)
 	struct timespec ts = sw_ns_to_timespec(until);
 
 	pthread_mutex_lock(&g->mu);
-	if (!g->stop && !(g->role == LEADER && sw_buf_used(&g->out)))
+	if (!g->stop && !(g->role == LEADER && sw_buf_used(&g->out)) &&
+	    !(g->admin && !g->admin_done))
 		pthread_cond_timedwait(&g->cond, &g->mu, &ts);
 	pthread_mutex_unlock(&g->mu);
 }
@@ -1219,10 +1492,13 @@ static void *group_main(void *arg)
 		if (stop || dead)
 			break;
 		if (now >= g->next_pub) {
+			sync_members(g);
 			publish(g, role);
 			read_members(g);
 			g->next_pub = now + SW_NSEC_PER_SEC;
 		}
+		if (role == LEADER)
+			admin_step(g);
 		if (role == LEADER && now >= g->next_prune) {
 			if (g->next_prune)
 				prune(g);
@@ -1265,6 +1541,7 @@ int group_start(struct master *m)
 		rc = -EINVAL;
 		goto out_free;
 	}
+	g->member = true;
 	rc = endpoints_parse(g, m->cfg.etcd);
 	if (rc < 0) {
 		sw_crit(TAG, "etcd: not a list of HOST:PORT: '%s'",
@@ -1333,6 +1610,14 @@ void group_stop(struct master *m)
 	if (g->started)
 		pthread_join(g->thread, NULL);
 	g->started = false;
+	/* A membership change the thread did not get to. */
+	pthread_mutex_lock(&g->mu);
+	if (g->admin && !g->admin_done) {
+		g->admin_rc = -ESHUTDOWN;
+		g->admin_done = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+	group_admin_answer(g);
 	/* What etcd took while stepping down goes to the disk too. */
 	if (g->serving && g->committed > g->released) {
 		g->released = g->committed;
@@ -1366,8 +1651,10 @@ int group_transfer(struct master *m, unsigned to)
 
 	if (!g)
 		return -ENOTSUP;
+	pthread_mutex_lock(&g->mu);
 	for (size_t i = 0; i < g->nmembers; i++)
 		member |= g->members[i].id == to;
+	pthread_mutex_unlock(&g->mu);
 	if (!member || to == g->id || !g->serving)
 		return -EINVAL;
 	/* Flushed now, so that what was answered before is shipped before
@@ -1384,6 +1671,37 @@ int group_transfer(struct master *m, unsigned to)
 bool group_serving(const struct master *m)
 {
 	return !m->group || m->group->serving;
+}
+
+int group_members_change(struct master *m, struct req *r, const char *add,
+			 unsigned remove)
+{
+	struct group *g = m->group;
+	struct req *d;
+
+	if (!g)
+		return -ENOTSUP;
+	if (!g->serving)
+		return -EINVAL;
+	if (strlen(add) >= sizeof(g->admin_add))
+		return -EINVAL;
+	pthread_mutex_lock(&g->mu);
+	if (g->admin) {
+		pthread_mutex_unlock(&g->mu);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&g->mu);
+	d = req_defer(r);
+	if (!d)
+		return -ENOMEM;
+	pthread_mutex_lock(&g->mu);
+	g->admin = d;
+	g->admin_done = false;
+	snprintf(g->admin_add, sizeof(g->admin_add), "%s", add);
+	g->admin_remove = remove;
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
 }
 
 const char *group_leader(const struct master *m)

@@ -12,6 +12,9 @@
  *                     first of them with this version (20 digits, so that
  *                     keys sort as versions do); contiguous from key to
  *                     key.
+ *   members           the membership, "ID=HOST:PORT,...": the first member
+ *                     to start puts its configuration's; admins change it
+ *                     (sweepfs group add/remove).
  *   members/<ID>      each member's "ROLE VERSION WALL_NS", for status.
  *   transfer          "ID": the leader handed over to ID; on a short lease
  *                     of its own, and only ID campaigns while it is there.
@@ -103,6 +106,18 @@ bool group_serving(const struct master *m);
  * @to not another member of the group.
  */
 int group_transfer(struct master *m, unsigned to);
+
+struct req;
+
+/*
+ * Change the group's membership (an admin's request @r to the leader):
+ * add member @add ("ID=HOST:PORT") or, with @add "", remove member
+ * @remove. The group's thread makes the change in etcd and the loop
+ * answers @r then: 0 (answer to come), -ENOTSUP alone, -EINVAL not the
+ * leader, -EBUSY while another change is under way, -ENOMEM.
+ */
+int group_members_change(struct master *m, struct req *r, const char *add,
+			 unsigned remove);
 
 /* The leader's client address, or "" (for a follower's EREMOTE). */
 const char *group_leader(const struct master *m);

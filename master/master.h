@@ -21,6 +21,8 @@
  *   snapshot.c   snapjob.c      snapshots, the snapshot flag, rmsnapshot
  *   trashops.c   the trash's requests and expiry
  *   admin.c      status and counters
+ *   group.c      a group of masters on etcd: election, the replicated
+ *                changelog, followers' apply (group.h)
  *   fsck.c       the consistency check
  *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
  *                mutation.c changelog.c checkpoint.c: nodes, edges,

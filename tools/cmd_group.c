@@ -2,6 +2,8 @@
  * sweepfs group transfer [ID]: the leader of a group of masters
  * (master/group.h) hands the leadership over, to member ID or to whichever
  * follower wins; this waits until a new leader serves and names it.
+ * sweepfs group add ID=HOST:PORT, sweepfs group remove ID: change the
+ * group's membership, which the group keeps in etcd.
  * The members and their roles are in `sweepfs status`.
  */
 #include <errno.h>
@@ -16,7 +18,9 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sweepfs [-m MASTERS] group transfer [ID]\n");
+	fprintf(f, "usage: sweepfs [-m MASTERS] group transfer [ID]\n"
+		   "       sweepfs [-m MASTERS] group add ID=HOST:PORT\n"
+		   "       sweepfs [-m MASTERS] group remove ID\n");
 }
 
 /* The leader now, as a connection to the group says: its member id, or
@@ -89,11 +93,60 @@ static int transfer(unsigned to)
 	return -ETIMEDOUT;
 }
 
+/* Add member @add ("ID=HOST:PORT") or, with @add NULL, remove @remove. */
+static int change(const char *add, unsigned remove)
+{
+	Sweepfs__GroupReq q = SWEEPFS__GROUP_REQ__INIT;
+	ProtobufCMessage *reply;
+	struct sw_client *c;
+	struct sw_target t;
+	int rc;
+
+	rc = tool_target(NULL, &t);
+	if (rc < 0)
+		return rc;
+	rc = tool_connect_target(&t, &c);
+	if (rc < 0)
+		return rc;
+	if (add) {
+		q.add = (char *)add;
+	} else {
+		q.has_remove = 1;
+		q.remove = remove;
+	}
+	rc = tool_call(c, SW_MSG_GROUP, &q.base, &reply);
+	sw_client_close(c);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs group %s: %s\n",
+			add ? "add" : "remove",
+			rc == -ENOTSUP ? "this master is not in a group" :
+			rc == -EEXIST  ? "a member has that id already" :
+			rc == -ENOENT  ? "no member has that id" :
+			rc == -EINVAL ? "not ID=HOST:PORT, or the last member" :
+			rc == -EAGAIN ? "the membership changed meanwhile; "
+					"try again" :
+					strerror(-rc));
+		return tool_record_errno(rc);
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return 0;
+}
+
 int cmd_group(int argc, char **argv)
 {
 	char *end;
 	unsigned long to = 0;
 
+	if (argc == 3 && !strcmp(argv[1], "add"))
+		return change(argv[2], 0) < 0 ? 1 : 0;
+	if (argc == 3 && !strcmp(argv[1], "remove")) {
+		to = strtoul(argv[2], &end, 10);
+		if (*end || to == 0 || to > 255) {
+			usage(stderr);
+			return 2;
+		}
+		return change(NULL, (unsigned)to) < 0 ? 1 : 0;
+	}
 	if (argc < 2 || strcmp(argv[1], "transfer") || argc > 3) {
 		usage(stderr);
 		return 2;

@@ -31,7 +31,7 @@ static const struct command commands[] = {
 	{ "setgoal", cmd_setgoal, "copies kept of files' data" },
 	{ "getgoal", cmd_getgoal, "show a file's or directory's goal" },
 	{ "fsck", cmd_fsck, "check the master's namespace and chunks" },
-	{ "group", cmd_group, "hand a group's leadership over (transfer)" },
+	{ "group", cmd_group, "a group of masters: transfer, add, remove" },
 	{ "compare-delete", cmd_compare_delete,
 	  "rm -rf vs Go's RemoveAll vs rmr vs snapshots, measured" },
 	{ 0 },
