@@ -8,9 +8,11 @@ with -o wsync mounts (every change waits for the master, and so for
 etcd). Prints ops/s per side and the ratio group/alone per phase; writes
 a JSON result.
 
-Both sides keep the changelog the same way (changelog_sync, default
-interval); etcd runs with its defaults (an fdatasync per commit), its data
-beside the masters'.
+Both sides keep the changelog the same way (--sync: changelog_sync,
+default interval); etcd runs with its defaults (an fdatasync per commit),
+its data beside the masters'. With -o wsync every change waits for that
+fdatasync in the group, and for none (interval) or its own (always)
+alone: compare with --sync always for the cost of replication alone.
 
   bench/group.py -n 200000 -w 4
 """
@@ -74,6 +76,27 @@ def mount(build, spec, mnt, opts, log):
     return h
 
 
+def rss(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory(group):
+    """Bytes per node of every member, the N files there: the leader's
+    namespace structures (its status) and each member's resident set.
+    The followers have applied the same changes (a second to catch up)."""
+    time.sleep(2)
+    lid, st = group.leader()
+    out = {"nodes": st["nodes"],
+           "leader_meta_per_node": st["meta_bytes"] / st["nodes"]}
+    for i, h in group.master.items():
+        role = "leader" if i == lid else "follower%d" % i
+        out[role + "_rss_per_node"] = rss(h.pid) / st["nodes"]
+    print("memory: " + ", ".join("%s %.0f B" % (k, v) for k, v in
+                                 out.items() if k != "nodes"), flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=200000, help="files (200000)")
@@ -81,6 +104,11 @@ def main():
     ap.add_argument("--build", help="build directory (default: ./build)")
     ap.add_argument("--skip-wsync", action="store_true",
                     help="only the default mounts")
+    ap.add_argument("--sync", choices=("interval", "always"),
+                    default="interval",
+                    help="changelog_sync of every master (interval: the "
+                    "default; always: the master alone fdatasyncs each "
+                    "group commit too, as etcd does for the group)")
     ap.add_argument("--out", help="JSON result (default: bench-group.json)")
     a = ap.parse_args()
     build = a.build or cluster.default_build()
@@ -89,7 +117,8 @@ def main():
                          "etcd-server)")
     per = a.n // a.writers
     base = tempfile.mkdtemp(prefix="sweepfs-bench-group.")
-    alone = cluster.Cluster(build=build, base=base)
+    sync = ["changelog_sync=" + a.sync]
+    alone = cluster.Cluster(build=build, base=base, master_set=sync)
     members = []
     taken = set()
     for i in (1, 2, 3):
@@ -102,9 +131,11 @@ def main():
     gdir = os.path.join(base, "group")
     os.makedirs(gdir)
     # The daemons' default log level, as bench/cluster.py has it.
-    group = swgroup.Group(gdir, build, members, log_level="notice")
+    group = swgroup.Group(gdir, build, members, master_set=sync,
+                          log_level="notice")
     handles, mnts = [], []
-    result = {"n": per * a.writers, "writers": a.writers, "phases": {}}
+    result = {"n": per * a.writers, "writers": a.writers, "sync": a.sync,
+              "phases": {}}
     try:
         alone.start()
         group.start()
@@ -134,9 +165,8 @@ def main():
                 print("%-16s alone %9.0f/s   group of 3 %9.0f/s   %.2fx" %
                       (key, rates["alone"], rates["group"],
                        rates["ratio"]), flush=True)
-        lid, st = group.leader()
-        result["group_leader_rss_per_node"] = st["rss_bytes"] / max(
-            st["nodes"], 1)
+                if ph == "create" and kind == "default":
+                    result["memory"] = memory(group)
     finally:
         for m in mnts:
             unmount(m)

@@ -275,6 +275,28 @@ def main():
         result["fsck_problems"] = fsck.get("problems", fsck)
         if p.returncode != 0:
             raise Fail("fsck is not clean: %s" % p.stdout)
+        # The leadership moved by hand, to a member chosen.
+        lid, _ = g.leader()
+        to = [i for i in g.ids if i != lid][0]
+        p = g.tool("group", "transfer", str(to), timeout=60)
+        if "member %d " % to not in p.stdout or g.leader()[0] != to:
+            raise Fail("transfer to %d: %s" % (to, p.stdout))
+        if g.master_exit(lid, 30) != 75:
+            raise Fail("the leader that handed over did not exit with 75")
+        g.start_master(lid)
+        result["transfer"] = p.stdout.strip()
+        # Membership: a member added, then removed.
+        g.tool("group", "add", "9=192.0.2.9:%d" % MASTER_PORT)
+        _, st = g.leader()
+        if sorted(m["id"] for m in st["members"]) != [1, 2, 3, 9]:
+            raise Fail("after group add: %s" % st["members"])
+        if g.tool("group", "add", "9=192.0.2.9:1", check=False).returncode \
+                == 0:
+            raise Fail("a second member 9 was added")
+        g.tool("group", "remove", "9")
+        _, st = g.leader()
+        if sorted(m["id"] for m in st["members"]) != [1, 2, 3]:
+            raise Fail("after group remove: %s" % st["members"])
         # The members' namespaces: stopped in turn, followers first.
         lid, _ = g.leader()
         for mnt in g.mnt:
