@@ -474,6 +474,9 @@ void master_stop(struct master *m)
 	data_stop(m);
 	/* Flushed and synced first, so that held replies go out below. */
 	changelog_close(m->cl);
+	/* Replies the connections closing below still send (a chunk
+	 * command failing) go by what was durable as it closed. */
+	m->closed_durable = changelog_durable(m->cl);
 	m->cl = NULL;
 	server_stop(m);
 	uv_timer_stop(&m->tick);

@@ -181,6 +181,7 @@ struct master {
 	int64_t loaded_mono;
 
 	bool stopping;
+	uint64_t closed_durable; /* changelog_durable() as it closed */
 };
 
 /* Fill @c with the defaults of every configuration key. */

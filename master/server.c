@@ -114,7 +114,8 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	admin_note_latency(m, r);
 	if (!c || c->sc.closing)
 		return;
-	b = r->version > changelog_durable(m->cl) ||
+	b = r->version > (m->cl ? changelog_durable(m->cl) :
+				  m->closed_durable) ||
 			    (inval && inval >= inval_floor(m)) ?
 		    &c->held :
 		    &c->wq.out;
