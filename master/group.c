@@ -26,7 +26,6 @@
 #include "master.h"
 #include "mutation.h"
 #include "net.h"
-#include "purge.h"
 #include "req.h"
 #include "util.h"
 
@@ -35,7 +34,7 @@
  * by default (--max-request-bytes). */
 #define SHIP_MAX (1u << 20)
 /* Log keys fetched per request by a follower. */
-#define FETCH_MAX 16
+#define FETCH_MAX 4
 /* A follower's incoming records not applied yet: fetch no more. */
 #define IN_MAX (64u << 20)
 #define ENDPOINTS_MAX 8
@@ -50,6 +49,8 @@
 #define STOP_SHIP_NS (2 * SW_NSEC_PER_SEC)
 /* A member not heard from for this long is not waited for. */
 #define PRUNE_AWAY_MS (10 * 60 * 1000)
+/* Revisions of etcd's history kept behind the newest. */
+#define COMPACT_KEEP 1000
 /* The leader prunes this often. */
 #define PRUNE_EVERY_NS (10 * SW_NSEC_PER_SEC)
 
@@ -66,10 +67,18 @@ struct group {
 	char endpoints[ENDPOINTS_MAX][256];
 	size_t nendpoints, cur; /* cur: the endpoint in use */
 	int64_t home_at;	/* mono ns: back to the first endpoint */
+	int64_t last_rev;	/* etcd's revision, as last heard */
+	int64_t compacted;	/* history compacted up to this revision */
+	uint64_t base;		/* the version the group started from */
 	int64_t lease_ns;
 
 	/* The thread's own. */
 	CURL *curl;
+	/* The chunk of records being shipped: sent again, byte for byte,
+	 * until etcd says yes or no; a transaction whose answer was lost
+	 * may have landed, and its key must not change. */
+	struct sw_buf flight;
+	uint64_t flight_first, flight_last;
 	struct sw_buf resp;
 	int64_t lease_id;
 	int64_t leader_lease; /* the leader key's lease, as last read */
@@ -89,6 +98,7 @@ struct group {
 	bool stop;
 	enum role role;
 	bool deposed;
+	bool unfit;	     /* this data cannot follow the group's log */
 	uint64_t promote_at; /* candidate: serve once applied this far */
 	struct sw_buf out;   /* leader: records to ship */
 	uint64_t committed;  /* leader: etcd has records up to here */
@@ -96,8 +106,9 @@ struct group {
 	uint64_t applied;    /* the loop's version, for the thread */
 	unsigned transfer;   /* leader: hand over to this id (or any) */
 	bool transferring;
-	bool member;	     /* this one is in the membership */
-	int64_t members_rev; /* mod_revision of the membership key */
+	uint64_t transfer_at; /* ... once etcd has this version */
+	bool member;	      /* this one is in the membership */
+	int64_t members_rev;  /* mod_revision of the membership key */
 	/* A membership change an admin asked the leader for: the thread
 	 * makes it, the loop answers. */
 	struct req *admin;
@@ -281,6 +292,9 @@ static int post_one(struct group *g, size_t i, const char *path,
 	return 0;
 }
 
+static int64_t jint(struct json_object *o, const char *name, int64_t dflt);
+static struct json_object *jget(struct json_object *o, const char *name);
+
 /*
  * POST @body (NUL-terminated JSON) to @path: to the endpoint in use, and
  * when it does not answer or cannot serve (no majority behind it: HTTP
@@ -307,6 +321,10 @@ static int etcd_post(struct group *g, const char *path, const char *body,
 		if (left < 50)
 			break;
 		rc = post_one(g, g->cur, path, body, left, out, &status);
+		if (rc == 0)
+			g->last_rev =
+				SW_MAX(g->last_rev, jint(jget(*out, "header"),
+							 "revision", 0));
 		if (rc == 0 || rc == -ENOMEM ||
 		    (rc == -EREMOTEIO && status < 500))
 			return rc;
@@ -446,9 +464,9 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 		return -EUCLEAN;
 	}
 	changelog_flush(m->cl);
-	/* Trees the leader detached are freed here too, in the background,
-	 * as the leader does: a follower holds what the leader holds. */
-	purge_kick(m);
+	/* Trees the leader detached wait here for this member to lead:
+	 * which of their files are open is the leader's sessions' business,
+	 * and a follower has none (master_lead() starts the purge). */
 	return 0;
 }
 
@@ -483,18 +501,21 @@ static void on_async(uv_async_t *h)
 	struct master *m = g->m;
 	struct sw_buf in;
 	uint64_t committed, promote_at;
-	bool deposed, promote;
+	bool deposed, promote, unfit;
 
 	pthread_mutex_lock(&g->mu);
 	in = g->in;
 	sw_buf_init(&g->in);
 	committed = g->committed;
 	deposed = g->deposed;
+	unfit = g->unfit;
 	promote_at = g->promote_at;
 	promote = g->role == LEADER && !g->serving;
 	pthread_mutex_unlock(&g->mu);
 
 	group_admin_answer(g);
+	if (unfit)
+		_exit(70); /* said why (check_base()) */
 	if (deposed) {
 		sw_crit(TAG, "no longer the group's leader (lease lost or "
 			     "superseded): exiting, so that a restart reloads "
@@ -811,67 +832,72 @@ static int keepalive(struct group *g)
 
 /*
  * Ship what the loop flushed, up to SHIP_MAX, in one transaction fenced
- * by our leader key. 1 shipped, 0 nothing to ship, -ESTALE when the key is
- * no longer ours, -errno.
+ * by our leader key: the chunk in flight again if its last try failed,
+ * else a new one taken from the loop's records. 1 shipped, 0 nothing to
+ * ship, -ESTALE when the key is no longer ours, -errno (the chunk stays
+ * in flight).
  */
 static int ship(struct group *g)
 {
-	struct sw_buf b, chunk;
-	struct json_object *r;
 	const uint8_t *payload;
 	size_t off = 0, rec, len;
-	uint64_t ver, first = 0, last = 0;
+	uint64_t ver;
+	struct json_object *r;
+	struct sw_buf b;
 	const char *body;
-	int rc;
+	int rc = 0;
 
-	sw_buf_init(&b);
-	sw_buf_init(&chunk);
-	pthread_mutex_lock(&g->mu);
-	while (off < sw_buf_used(&g->out) &&
-	       (rec = changelog_record(sw_buf_head(&g->out) + off,
-				       sw_buf_used(&g->out) - off, &ver,
-				       &payload, &len)) > 0 &&
-	       (off == 0 || off + rec <= SHIP_MAX)) {
-		if (!first)
-			first = ver;
-		last = ver;
-		off += rec;
+	if (!sw_buf_used(&g->flight)) {
+		pthread_mutex_lock(&g->mu);
+		while (off < sw_buf_used(&g->out) &&
+		       (rec = changelog_record(sw_buf_head(&g->out) + off,
+					       sw_buf_used(&g->out) - off, &ver,
+					       &payload, &len)) > 0 &&
+		       (off == 0 || off + rec <= SHIP_MAX)) {
+			if (off == 0)
+				g->flight_first = ver;
+			g->flight_last = ver;
+			off += rec;
+		}
+		if (off) {
+			rc = sw_buf_add(&g->flight, sw_buf_head(&g->out), off);
+			if (rc == 0)
+				sw_buf_consume(&g->out, off);
+		}
+		pthread_mutex_unlock(&g->mu);
+		if (rc < 0 || off == 0)
+			return rc;
 	}
-	rc = off ? sw_buf_add(&chunk, sw_buf_head(&g->out), off) : 0;
-	pthread_mutex_unlock(&g->mu);
-	if (off == 0 || rc < 0)
-		goto out;
+	sw_buf_init(&b);
 	str(&b, "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"");
 	key_put(g, &b, "leader");
 	bprintf(&b,
 		"\",\"create_revision\":\"%" PRId64 "\"}],"
 		"\"success\":[{\"request_put\":{\"key\":\"",
 		g->my_rev);
-	key_put(g, &b, "log/%020" PRIu64, first);
+	key_put(g, &b, "log/%020" PRIu64, g->flight_first);
 	str(&b, "\",\"value\":\"");
-	b64_put(&b, chunk.data, chunk.len);
+	/* The one big piece: a body short of it must not go out. */
+	rc = b64_put(&b, sw_buf_head(&g->flight), sw_buf_used(&g->flight));
 	str(&b, "\"}}]}");
-	body = body_end(&b);
+	body = rc == 0 ? body_end(&b) : NULL;
 	rc = body ? etcd_post(g, "/v3/kv/txn", body, 2000, &r) : -ENOMEM;
+	sw_buf_release(&b);
 	if (rc < 0)
-		goto out;
-	if (!jget(r, "succeeded") ||
-	    !json_object_get_boolean(jget(r, "succeeded"))) {
-		json_object_put(r);
-		rc = -ESTALE;
-		goto out;
-	}
+		return rc;
+	rc = jget(r, "succeeded") &&
+			     json_object_get_boolean(jget(r, "succeeded")) ?
+		     1 :
+		     -ESTALE;
 	json_object_put(r);
+	if (rc < 0)
+		return rc;
+	sw_buf_reset(&g->flight);
 	pthread_mutex_lock(&g->mu);
-	sw_buf_consume(&g->out, off);
-	g->committed = last;
+	g->committed = g->flight_last;
 	pthread_mutex_unlock(&g->mu);
 	wake_loop(g);
-	rc = 1;
-out:
-	sw_buf_release(&b);
-	sw_buf_release(&chunk);
-	return rc;
+	return 1;
 }
 
 /*
@@ -926,6 +952,20 @@ static void prune(struct group *g)
 	uint64_t upto = UINT64_MAX;
 	int64_t rev;
 
+	/* etcd's history first, whatever the log: every member's status
+	 * adds revisions every second, and nothing here reads old ones. */
+	rev = g->last_rev - COMPACT_KEEP;
+	if (rev > g->compacted) {
+		sw_buf_init(&b);
+		bprintf(&b, "{\"revision\":\"%" PRId64 "\"}", rev);
+		body = body_end(&b);
+		if (body &&
+		    etcd_post(g, "/v3/kv/compaction", body, 2000, &r) == 0) {
+			json_object_put(r);
+			g->compacted = rev;
+		}
+		sw_buf_release(&b);
+	}
 	pthread_mutex_lock(&g->mu);
 	for (size_t i = 0; i < g->st.n; i++) {
 		if (g->st.members[i].age_ms < 0 ||
@@ -975,19 +1015,12 @@ static void prune(struct group *g)
 	body = body_end(&b);
 	if (!body || etcd_post(g, "/v3/kv/deleterange", body, 2000, &r) < 0)
 		goto out;
-	rev = jint(jget(r, "header"), "revision", 0);
 	if (jint(r, "deleted", 0) > 0)
 		sw_info(TAG,
 			"%" PRId64 " log keys before version %" PRIu64
 			" deleted",
 			jint(r, "deleted", 0), upto + 1);
 	json_object_put(r);
-	sw_buf_reset(&b);
-	bprintf(&b, "{\"revision\":\"%" PRId64 "\"}", rev);
-	body = body_end(&b);
-	if (rev > 0 && body &&
-	    etcd_post(g, "/v3/kv/compaction", body, 2000, &r) == 0)
-		json_object_put(r);
 out:
 	sw_buf_release(&b);
 	sw_buf_release(&key);
@@ -1047,10 +1080,10 @@ static int sync_members(struct group *g)
 	struct group_member mem[GROUP_MAX];
 	struct json_object *r, *kvs, *kv;
 	struct sw_buf b, val;
-	char list[GROUP_MAX * 280];
+	char list[GROUP_MAX * 280], v[32];
 	const char *body;
 	size_t n = 0;
-	int rc;
+	int rc, vl;
 
 	sw_buf_init(&b);
 	sw_buf_init(&val);
@@ -1079,6 +1112,15 @@ static int sync_members(struct group *g)
 		key_put(g, &b, "members");
 		str(&b, "\",\"value\":\"");
 		b64_put(&b, (const uint8_t *)list, strlen(list));
+		/* And where its log starts: a member older than that cannot
+		 * follow it (check_base()). */
+		str(&b, "\"}},{\"request_put\":{\"key\":\"");
+		key_put(g, &b, "base");
+		str(&b, "\",\"value\":\"");
+		pthread_mutex_lock(&g->mu);
+		vl = snprintf(v, sizeof(v), "%" PRIu64, g->applied);
+		pthread_mutex_unlock(&g->mu);
+		b64_put(&b, (const uint8_t *)v, (size_t)vl);
 		str(&b, "\"}}]}");
 		body = body_end(&b);
 		rc = body ? etcd_post(g, "/v3/kv/txn", body, 1000, &r) :
@@ -1207,6 +1249,7 @@ static void admin_step(struct group *g)
 	leaving = rc == 0 && !g->member && g->role == LEADER;
 	if (leaving) {
 		g->transfer = 0;
+		g->transfer_at = g->committed;
 		g->transferring = true;
 	}
 	pthread_mutex_unlock(&g->mu);
@@ -1289,7 +1332,10 @@ static void read_members(struct group *g)
 			snprintf(g->st.members[j].role,
 				 sizeof(g->st.members[j].role), "%s", role);
 			g->st.members[j].version = ver;
-			g->st.members[j].age_ms = (sw_now_ns() - at) / 1000000;
+			/* Clocks differ a little between machines: a time
+			 * ahead of ours is now, not never. */
+			g->st.members[j].age_ms =
+				SW_MAX(sw_now_ns() - at, 0) / 1000000;
 		}
 		pthread_mutex_unlock(&g->mu);
 	}
@@ -1302,12 +1348,15 @@ out:
 /* ---- the thread ----------------------------------------------------- */
 
 /* Wait on the condition variable until @until (mono ns) or a wake-up. */
-static void wait_until(struct group *g, int64_t until)
+static void wait_until(struct group *g, int64_t until, bool backoff)
 {
 	struct timespec ts = sw_ns_to_timespec(until);
 
 	pthread_mutex_lock(&g->mu);
-	if (!g->stop && !(g->role == LEADER && sw_buf_used(&g->out)) &&
+	/* Records to ship do not cut a back-off short (after a failed
+	 * try): that would spin on an etcd that refuses at once. */
+	if (!g->stop &&
+	    (backoff || !(g->role == LEADER && sw_buf_used(&g->out))) &&
 	    !(g->admin && !g->admin_done))
 		pthread_cond_timedwait(&g->cond, &g->mu, &ts);
 	pthread_mutex_unlock(&g->mu);
@@ -1362,6 +1411,55 @@ static void check_leader(struct group *g)
 	revoke_lease(g, g->leader_lease);
 }
 
+/*
+ * Whether this member's data can follow the group's log: a member that
+ * starts from less than the version the group started from (a fresh
+ * data directory beside an existing group) would take the log's records
+ * for changes it has, or find a gap. 0, -EUCLEAN when it cannot (said,
+ * and this master stops), -errno when etcd did not say.
+ */
+static int check_base(struct group *g)
+{
+	struct json_object *r, *kvs, *v;
+	struct sw_buf b, val;
+	const char *body;
+	uint64_t applied;
+	int rc;
+
+	sw_buf_init(&b);
+	sw_buf_init(&val);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "base");
+	str(&b, "\"}");
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/range", body, 1000, &r) : -ENOMEM;
+	sw_buf_release(&b);
+	if (rc < 0)
+		goto out;
+	kvs = jget(r, "kvs");
+	if (kvs && json_object_array_length(kvs) > 0 &&
+	    (v = jget(json_object_array_get_idx(kvs, 0), "value")) &&
+	    b64_get(&val, json_object_get_string(v)) == 0 &&
+	    sw_buf_add(&val, "", 1) == 0)
+		g->base = strtoull((const char *)val.data, NULL, 10);
+	json_object_put(r);
+	pthread_mutex_lock(&g->mu);
+	applied = g->applied;
+	pthread_mutex_unlock(&g->mu);
+	if (applied < g->base) {
+		sw_crit(TAG,
+			"this data directory is at version %" PRIu64
+			", older than the group's start (%" PRIu64
+			"): start this member from a copy of another "
+			"member's data directory",
+			applied, g->base);
+		rc = -EUCLEAN;
+	}
+out:
+	sw_buf_release(&val);
+	return rc;
+}
+
 /* One turn of a follower: who leads, what to apply, whether to run. */
 static void follow(struct group *g)
 {
@@ -1374,7 +1472,8 @@ static void follow(struct group *g)
 	if (!backlog)
 		fetch(g, &more);
 	if (more || backlog) {
-		wait_until(g, sw_mono_ns() + (backlog ? 10 : 0) * 1000000);
+		wait_until(g, sw_mono_ns() + (backlog ? 10 : 0) * 1000000,
+			   false);
 		return;
 	}
 	rc = read_leader(g);
@@ -1404,7 +1503,7 @@ static void follow(struct group *g)
 		wake_loop(g);
 		return;
 	}
-	wait_until(g, sw_mono_ns() + 100 * 1000000);
+	wait_until(g, sw_mono_ns() + 100 * 1000000, false);
 }
 
 /* One turn of the leader: renew the lease when due, ship what there is. */
@@ -1434,14 +1533,14 @@ static void lead(struct group *g)
 		deposed(g, "another member holds the leader key");
 		return;
 	}
-	if (rc == 1)
-		return;
-	if (rc == 0) {
+	if (rc >= 0) {
 		bool go;
 		unsigned to;
 
 		pthread_mutex_lock(&g->mu);
-		go = g->transferring && !sw_buf_used(&g->out);
+		/* What was answered before the request is in etcd; what
+		 * came after is never answered (this master exits). */
+		go = g->transferring && g->committed >= g->transfer_at;
 		to = g->transfer;
 		pthread_mutex_unlock(&g->mu);
 		if (go) {
@@ -1449,7 +1548,12 @@ static void lead(struct group *g)
 			return;
 		}
 	}
-	wait_until(g, rc < 0 ? sw_mono_ns() + 20 * 1000000 : g->next_ka);
+	if (rc == 1)
+		return;
+	if (rc < 0)
+		wait_until(g, sw_mono_ns() + 20 * 1000000, true);
+	else
+		wait_until(g, g->next_ka, false);
 }
 
 /*
@@ -1476,6 +1580,29 @@ static void step_down(struct group *g)
 static void *group_main(void *arg)
 {
 	struct group *g = arg;
+	int rc;
+
+	/* Whether this data can follow the group at all, before it
+	 * follows or campaigns. */
+	sync_members(g);
+	while ((rc = check_base(g)) < 0 && rc != -EUCLEAN) {
+		bool stop;
+
+		pthread_mutex_lock(&g->mu);
+		stop = g->stop;
+		pthread_mutex_unlock(&g->mu);
+		if (stop)
+			return NULL;
+		usleep(200 * 1000);
+		sync_members(g);
+	}
+	if (rc == -EUCLEAN) {
+		pthread_mutex_lock(&g->mu);
+		g->unfit = true;
+		pthread_mutex_unlock(&g->mu);
+		wake_loop(g);
+		return NULL;
+	}
 
 	for (;;) {
 		enum role role;
@@ -1560,6 +1687,8 @@ int group_start(struct master *m)
 	}
 	g->next = m->ns.version + 1;
 	g->applied = m->ns.version;
+	/* Before the thread: curl_global_init() is not thread-safe. */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
 	g->curl = curl_easy_init();
 	if (!g->curl) {
 		rc = -ENOMEM;
@@ -1633,7 +1762,9 @@ void group_release(struct master *m)
 	if (!g)
 		return;
 	curl_easy_cleanup(g->curl);
+	curl_global_cleanup();
 	sw_buf_release(&g->resp);
+	sw_buf_release(&g->flight);
 	sw_buf_release(&g->in);
 	sw_buf_release(&g->out);
 	pthread_mutex_destroy(&g->mu);
@@ -1662,6 +1793,7 @@ int group_transfer(struct master *m, unsigned to)
 	changelog_flush(m->cl);
 	pthread_mutex_lock(&g->mu);
 	g->transfer = to;
+	g->transfer_at = changelog_last(m->cl);
 	g->transferring = true;
 	pthread_cond_signal(&g->cond);
 	pthread_mutex_unlock(&g->mu);

@@ -282,8 +282,11 @@ static int configure(struct master *m, struct sw_opt *opts,
 		const char *kv = a->sets[i];
 
 		if (!strncmp(kv, "listen=", 7)) {
+			/* One address: a group's members are the group key's
+			 * (sw_target_parse() takes lists, for clients). */
 			if (sw_target_parse(kv + 7, SW_MASTER_PORT, &listen) <
-			    0) {
+				    0 ||
+			    listen.naddrs > 1) {
 				fprintf(stderr, "bad listen address: %s\n",
 					kv + 7);
 				return 2;

@@ -31,7 +31,6 @@
 #include <string.h>
 
 #include "purge.h"
-#include "group.h"
 #include "log.h"
 #include "master.h"
 #include "req.h"
@@ -109,10 +108,7 @@ static int64_t purge_slice(struct master *m, int64_t deadline)
 			continue;
 		}
 		if (c->nlink == 1 && (c->flags & NODE_OPEN)) {
-			/* A follower waits for its leader's unlink of it,
-			 * which the group's log brings. */
-			int rc = group_serving(m) ? unlink_open(m, d, e) :
-						    -EAGAIN;
+			int rc = unlink_open(m, d, e);
 
 			if (rc < 0)
 				return rc;
@@ -207,8 +203,7 @@ static void purge_run(uv_idle_t *h)
 	background_spent(m, spent, sw_thread_cpu_ns() - cpu0);
 	m->purge.busy_ns += (uint64_t)spent;
 	if (rc < 0) {
-		/* The changelog is full, or (a follower) an open file's
-		 * unlink is still to come: try again in a second. */
+		/* The changelog is full: try again in a second. */
 		uv_idle_stop(h);
 		uv_timer_start(&m->purge.timer, purge_resume, 1000, 0);
 	}
