@@ -561,17 +561,22 @@ static void set_leader(struct group *g, const char *val)
 	pthread_mutex_unlock(&g->mu);
 }
 
-/* Read the leader key: 1 when there is a leader, 0 when not, -errno. */
-static int read_leader(struct group *g)
+/*
+ * The value of key @name (under the prefix), NUL-terminated, into @val;
+ * its lease and mod_revision into *@lease and *@rev (either may be NULL).
+ * 1, 0 when there is no such key, or -errno.
+ */
+static int etcd_get(struct group *g, const char *name, struct sw_buf *val,
+		    int64_t *lease, int64_t *rev)
 {
+	struct json_object *r, *kvs, *kv, *v;
 	struct sw_buf b;
-	struct json_object *r, *kvs;
 	const char *body;
 	int rc;
 
 	sw_buf_init(&b);
 	str(&b, "{\"key\":\"");
-	key_put(g, &b, "leader");
+	key_put(g, &b, "%s", name);
 	str(&b, "\"}");
 	body = body_end(&b);
 	rc = body ? etcd_post(g, "/v3/kv/range", body, 1000, &r) : -ENOMEM;
@@ -579,23 +584,82 @@ static int read_leader(struct group *g)
 	if (rc < 0)
 		return rc;
 	kvs = jget(r, "kvs");
+	kv = kvs && json_object_array_length(kvs) ?
+		     json_object_array_get_idx(kvs, 0) :
+		     NULL;
 	rc = 0;
-	if (kvs && json_object_array_length(kvs) > 0) {
-		struct json_object *kv = json_object_array_get_idx(kvs, 0);
-		struct json_object *v = jget(kv, "value");
-		struct sw_buf val;
-
-		sw_buf_init(&val);
-		if (v && b64_get(&val, json_object_get_string(v)) == 0 &&
-		    sw_buf_add(&val, "", 1) == 0)
-			set_leader(g, (const char *)val.data);
-		sw_buf_release(&val);
-		g->leader_lease = jint(kv, "lease", 0);
-		rc = 1;
-	} else {
-		set_leader(g, "");
+	sw_buf_reset(val);
+	if (kv) {
+		v = jget(kv, "value");
+		/* An empty value is left out, as proto3 JSON does. */
+		rc = (v ? b64_get(val, json_object_get_string(v)) : 0) == 0 &&
+				     sw_buf_add(val, "", 1) == 0 ?
+			     1 :
+			     -EPROTO;
+		if (lease)
+			*lease = jint(kv, "lease", 0);
+		if (rev)
+			*rev = jint(kv, "mod_revision", 0);
 	}
 	json_object_put(r);
+	return rc;
+}
+
+/* Read the leader key: 1 when there is a leader, 0 when not, -errno. */
+static int read_leader(struct group *g)
+{
+	struct sw_buf val;
+	int rc;
+
+	sw_buf_init(&val);
+	rc = etcd_get(g, "leader", &val, &g->leader_lease, NULL);
+	if (rc >= 0)
+		set_leader(g, rc == 1 ? (const char *)val.data : "");
+	sw_buf_release(&val);
+	return rc;
+}
+
+/*
+ * The first version of the log key holding @version: the last key at or
+ * before it, [log/, log/VERSION\0). 1 with *@first, 0 when there is
+ * none, or -errno.
+ */
+static int log_key_at(struct group *g, uint64_t version, uint64_t *first)
+{
+	struct json_object *r, *kvs, *k;
+	struct sw_buf b, key;
+	const char *body;
+	char end[200];
+	int rc, n;
+
+	n = snprintf(end, sizeof(end), "%slog/%020" PRIu64, g->prefix, version);
+	sw_buf_init(&b);
+	sw_buf_init(&key);
+	str(&b, "{\"key\":\"");
+	key_put(g, &b, "log/");
+	str(&b, "\",\"range_end\":\"");
+	b64_put(&b, (const uint8_t *)end, (size_t)n + 1);
+	str(&b, "\",\"sort_order\":\"DESCEND\",\"sort_target\":\"KEY\","
+		"\"limit\":1,\"keys_only\":true}");
+	body = body_end(&b);
+	rc = body ? etcd_post(g, "/v3/kv/range", body, 2000, &r) : -ENOMEM;
+	sw_buf_release(&b);
+	if (rc < 0)
+		return rc;
+	kvs = jget(r, "kvs");
+	k = kvs && json_object_array_length(kvs) == 1 ?
+		    jget(json_object_array_get_idx(kvs, 0), "key") :
+		    NULL;
+	rc = 0;
+	if (k && b64_get(&key, json_object_get_string(k)) == 0 &&
+	    sw_buf_add(&key, "", 1) == 0) {
+		const char *slash = strrchr((char *)key.data, '/');
+
+		*first = strtoull(slash ? slash + 1 : "0", NULL, 10);
+		rc = 1;
+	}
+	json_object_put(r);
+	sw_buf_release(&key);
 	return rc;
 }
 
@@ -616,40 +680,13 @@ static int fetch(struct group *g, bool *more)
 	sw_buf_init(&b);
 	sw_buf_init(&val);
 	if (!g->located) {
-		/* The last key at or before next: [log/, log/NEXT\0). */
-		str(&b, "{\"key\":\"");
-		key_put(g, &b, "log/");
-		str(&b, "\",\"range_end\":\"");
-		{
-			char k[200];
-			int kl = snprintf(k, sizeof(k), "%slog/%020" PRIu64,
-					  g->prefix, g->next);
+		uint64_t first;
 
-			b64_put(&b, (const uint8_t *)k, (size_t)kl + 1);
-		}
-		str(&b, "\",\"sort_order\":\"DESCEND\",\"sort_target\":"
-			"\"KEY\",\"limit\":1,\"keys_only\":true}");
-		body = body_end(&b);
-		rc = body ? etcd_post(g, "/v3/kv/range", body, 2000, &r) :
-			    -ENOMEM;
-		sw_buf_reset(&b);
+		rc = log_key_at(g, g->next, &first);
 		if (rc < 0)
 			goto out;
-		kvs = jget(r, "kvs");
-		if (kvs && json_object_array_length(kvs) == 1) {
-			struct json_object *k =
-				jget(json_object_array_get_idx(kvs, 0), "key");
-
-			if (k &&
-			    b64_get(&val, json_object_get_string(k)) == 0 &&
-			    sw_buf_add(&val, "", 1) == 0) {
-				const char *s = strrchr((char *)val.data, '/');
-
-				g->next = strtoull(s ? s + 1 : "0", NULL, 10);
-			}
-			sw_buf_reset(&val);
-		}
-		json_object_put(r);
+		if (rc == 1)
+			g->next = first;
 		g->located = true;
 	}
 	str(&b, "{\"key\":\"");
@@ -703,40 +740,24 @@ out:
 /* Whether no transfer key names another member than this one. */
 static bool may_campaign(struct group *g)
 {
-	struct json_object *r, *kvs, *v;
-	struct sw_buf b, val;
-	const char *body;
-	bool ok = true;
+	struct sw_buf val;
+	bool ok;
+	int rc;
 
 	pthread_mutex_lock(&g->mu);
 	ok = g->member;
 	pthread_mutex_unlock(&g->mu);
 	if (!ok)
 		return false;
-	sw_buf_init(&b);
 	sw_buf_init(&val);
-	str(&b, "{\"key\":\"");
-	key_put(g, &b, "transfer");
-	str(&b, "\"}");
-	body = body_end(&b);
-	if (!body || etcd_post(g, "/v3/kv/range", body, 1000, &r) < 0) {
-		ok = false;
-		goto out;
-	}
-	kvs = jget(r, "kvs");
-	if (kvs && json_object_array_length(kvs) > 0 &&
-	    (v = jget(json_object_array_get_idx(kvs, 0), "value")) &&
-	    b64_get(&val, json_object_get_string(v)) == 0 &&
-	    sw_buf_add(&val, "", 1) == 0) {
+	rc = etcd_get(g, "transfer", &val, NULL, NULL);
+	if (rc == 1) {
 		unsigned to = (unsigned)strtoul((char *)val.data, NULL, 10);
 
 		ok = to == 0 || to == g->id;
 	}
-	json_object_put(r);
-out:
-	sw_buf_release(&b);
 	sw_buf_release(&val);
-	return ok;
+	return rc >= 0 && ok;
 }
 
 /* Try to become the leader: 1 when this member is, 0 when another one
@@ -946,10 +967,10 @@ static void hand_over(struct group *g, unsigned to)
  */
 static void prune(struct group *g)
 {
-	struct json_object *r, *kvs;
-	struct sw_buf b, key;
+	struct json_object *r;
+	struct sw_buf b;
 	const char *body;
-	uint64_t upto = UINT64_MAX;
+	uint64_t upto = UINT64_MAX, first;
 	int64_t rev;
 
 	/* etcd's history first, whatever the log: every member's status
@@ -981,36 +1002,13 @@ static void prune(struct group *g)
 		return;
 	upto -= PRUNE_KEEP;
 	sw_buf_init(&b);
-	sw_buf_init(&key);
 	/* The key holding upto + 1 stays, with everything after it. */
+	if (log_key_at(g, upto + 1, &first) != 1)
+		goto out;
 	str(&b, "{\"key\":\"");
 	key_put(g, &b, "log/");
 	str(&b, "\",\"range_end\":\"");
-	{
-		char k[200];
-		int kl = snprintf(k, sizeof(k), "%slog/%020" PRIu64, g->prefix,
-				  upto + 1);
-
-		b64_put(&b, (const uint8_t *)k, (size_t)kl + 1);
-	}
-	str(&b, "\",\"sort_order\":\"DESCEND\",\"sort_target\":\"KEY\","
-		"\"limit\":1,\"keys_only\":true}");
-	body = body_end(&b);
-	if (!body || etcd_post(g, "/v3/kv/range", body, 2000, &r) < 0)
-		goto out;
-	kvs = jget(r, "kvs");
-	if (kvs && json_object_array_length(kvs) == 1 &&
-	    jget(json_object_array_get_idx(kvs, 0), "key"))
-		str(&key, json_object_get_string(jget(
-				  json_object_array_get_idx(kvs, 0), "key")));
-	json_object_put(r);
-	if (!sw_buf_used(&key))
-		goto out;
-	sw_buf_reset(&b);
-	str(&b, "{\"key\":\"");
-	key_put(g, &b, "log/");
-	str(&b, "\",\"range_end\":\"");
-	sw_buf_add(&b, sw_buf_head(&key), sw_buf_used(&key));
+	key_put(g, &b, "log/%020" PRIu64, first);
 	str(&b, "\"}");
 	body = body_end(&b);
 	if (!body || etcd_post(g, "/v3/kv/deleterange", body, 2000, &r) < 0)
@@ -1023,7 +1021,6 @@ static void prune(struct group *g)
 	json_object_put(r);
 out:
 	sw_buf_release(&b);
-	sw_buf_release(&key);
 }
 
 /* ---- the thread: membership ----------------------------------------- */
@@ -1078,33 +1075,23 @@ static void set_members(struct group *g, const struct group_member *mem,
 static int sync_members(struct group *g)
 {
 	struct group_member mem[GROUP_MAX];
-	struct json_object *r, *kvs, *kv;
-	struct sw_buf b, val;
 	char list[GROUP_MAX * 280], v[32];
+	struct json_object *r;
+	struct sw_buf b, val;
 	const char *body;
+	int64_t rev = 0;
 	size_t n = 0;
 	int rc, vl;
 
 	sw_buf_init(&b);
 	sw_buf_init(&val);
-	str(&b, "{\"key\":\"");
-	key_put(g, &b, "members");
-	str(&b, "\"}");
-	body = body_end(&b);
-	rc = body ? etcd_post(g, "/v3/kv/range", body, 1000, &r) : -ENOMEM;
-	if (rc < 0)
-		goto out;
-	kvs = jget(r, "kvs");
-	kv = kvs && json_object_array_length(kvs) ?
-		     json_object_array_get_idx(kvs, 0) :
-		     NULL;
-	if (!kv) {
+	rc = etcd_get(g, "members", &val, NULL, &rev);
+	if (rc == 0) {
 		/* The first start of the group: ours, if nobody was first. */
-		json_object_put(r);
 		pthread_mutex_lock(&g->mu);
 		members_str(g->members, g->nmembers, list, sizeof(list));
+		vl = snprintf(v, sizeof(v), "%" PRIu64, g->applied);
 		pthread_mutex_unlock(&g->mu);
-		sw_buf_reset(&b);
 		str(&b, "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"");
 		key_put(g, &b, "members");
 		str(&b, "\",\"create_revision\":\"0\"}],\"success\":[{"
@@ -1117,9 +1104,6 @@ static int sync_members(struct group *g)
 		str(&b, "\"}},{\"request_put\":{\"key\":\"");
 		key_put(g, &b, "base");
 		str(&b, "\",\"value\":\"");
-		pthread_mutex_lock(&g->mu);
-		vl = snprintf(v, sizeof(v), "%" PRIu64, g->applied);
-		pthread_mutex_unlock(&g->mu);
 		b64_put(&b, (const uint8_t *)v, (size_t)vl);
 		str(&b, "\"}}]}");
 		body = body_end(&b);
@@ -1127,30 +1111,24 @@ static int sync_members(struct group *g)
 			    -ENOMEM;
 		if (rc == 0)
 			json_object_put(r);
+	} else if (rc == 1) {
+		rc = group_members_parse((const char *)val.data, mem, &n);
+	}
+	if (rc < 0 || n == 0)
 		goto out;
+	pthread_mutex_lock(&g->mu);
+	g->members_rev = rev;
+	if (n != g->nmembers || memcmp(mem, g->members, n * sizeof(*mem))) {
+		set_members(g, mem, n);
+		sw_notice(TAG, "the group's members: %s%s",
+			  (const char *)val.data,
+			  g->member ? "" : " (not this one)");
 	}
-	rc = -EPROTO;
-	if (jget(kv, "value") &&
-	    b64_get(&val, json_object_get_string(jget(kv, "value"))) == 0 &&
-	    sw_buf_add(&val, "", 1) == 0 &&
-	    group_members_parse((const char *)val.data, mem, &n) == 0) {
-		pthread_mutex_lock(&g->mu);
-		g->members_rev = jint(kv, "mod_revision", 0);
-		if (n != g->nmembers ||
-		    memcmp(mem, g->members, n * sizeof(*mem))) {
-			set_members(g, mem, n);
-			sw_notice(TAG, "the group's members: %s%s",
-				  (const char *)val.data,
-				  g->member ? "" : " (not this one)");
-		}
-		pthread_mutex_unlock(&g->mu);
-		rc = 0;
-	}
-	json_object_put(r);
+	pthread_mutex_unlock(&g->mu);
 out:
 	sw_buf_release(&b);
 	sw_buf_release(&val);
-	return rc;
+	return rc < 0 ? rc : 0;
 }
 
 /*
@@ -1420,29 +1398,17 @@ static void check_leader(struct group *g)
  */
 static int check_base(struct group *g)
 {
-	struct json_object *r, *kvs, *v;
-	struct sw_buf b, val;
-	const char *body;
+	struct sw_buf val;
 	uint64_t applied;
 	int rc;
 
-	sw_buf_init(&b);
 	sw_buf_init(&val);
-	str(&b, "{\"key\":\"");
-	key_put(g, &b, "base");
-	str(&b, "\"}");
-	body = body_end(&b);
-	rc = body ? etcd_post(g, "/v3/kv/range", body, 1000, &r) : -ENOMEM;
-	sw_buf_release(&b);
-	if (rc < 0)
-		goto out;
-	kvs = jget(r, "kvs");
-	if (kvs && json_object_array_length(kvs) > 0 &&
-	    (v = jget(json_object_array_get_idx(kvs, 0), "value")) &&
-	    b64_get(&val, json_object_get_string(v)) == 0 &&
-	    sw_buf_add(&val, "", 1) == 0)
+	rc = etcd_get(g, "base", &val, NULL, NULL);
+	if (rc == 1)
 		g->base = strtoull((const char *)val.data, NULL, 10);
-	json_object_put(r);
+	sw_buf_release(&val);
+	if (rc < 0)
+		return rc;
 	pthread_mutex_lock(&g->mu);
 	applied = g->applied;
 	pthread_mutex_unlock(&g->mu);
@@ -1453,11 +1419,9 @@ static int check_base(struct group *g)
 			"): start this member from a copy of another "
 			"member's data directory",
 			applied, g->base);
-		rc = -EUCLEAN;
+		return -EUCLEAN;
 	}
-out:
-	sw_buf_release(&val);
-	return rc;
+	return 0;
 }
 
 /* One turn of a follower: who leads, what to apply, whether to run. */

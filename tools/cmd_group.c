@@ -48,11 +48,26 @@ static int current_leader(const struct sw_target *t, char *addr, size_t len)
 	return rc;
 }
 
+/* Send @q to the leader of the group @t names: 0 or -errno (the
+ * connection's failures said already). */
+static int send_group(const struct sw_target *t, const Sweepfs__GroupReq *q)
+{
+	ProtobufCMessage *reply;
+	struct sw_client *c;
+	int rc = tool_connect_target(t, &c);
+
+	if (rc < 0)
+		return rc;
+	rc = tool_call(c, SW_MSG_GROUP, &q->base, &reply);
+	sw_client_close(c);
+	if (rc == 0)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
 static int transfer(unsigned to)
 {
 	Sweepfs__GroupReq q = SWEEPFS__GROUP_REQ__INIT;
-	ProtobufCMessage *reply;
-	struct sw_client *c;
 	struct sw_target t;
 	char addr[300];
 	int64_t deadline;
@@ -62,13 +77,9 @@ static int transfer(unsigned to)
 	if (rc < 0)
 		return rc;
 	old = current_leader(&t, addr, sizeof(addr));
-	rc = tool_connect_target(&t, &c);
-	if (rc < 0)
-		return rc;
 	q.has_transfer_to = 1;
 	q.transfer_to = to;
-	rc = tool_call(c, SW_MSG_GROUP, &q.base, &reply);
-	sw_client_close(c);
+	rc = send_group(&t, &q);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs group transfer: %s\n",
 			rc == -ENOTSUP ? "this master is not in a group" :
@@ -76,7 +87,6 @@ static int transfer(unsigned to)
 					 strerror(-rc));
 		return tool_record_errno(rc);
 	}
-	protobuf_c_message_free_unpacked(reply, NULL);
 	/* The old leader exits once it has shipped what it had; the next
 	 * one is elected within the lease. */
 	deadline = sw_mono_ns() + 30 * SW_NSEC_PER_SEC;
@@ -97,15 +107,10 @@ static int transfer(unsigned to)
 static int change(const char *add, unsigned remove)
 {
 	Sweepfs__GroupReq q = SWEEPFS__GROUP_REQ__INIT;
-	ProtobufCMessage *reply;
-	struct sw_client *c;
 	struct sw_target t;
 	int rc;
 
 	rc = tool_target(NULL, &t);
-	if (rc < 0)
-		return rc;
-	rc = tool_connect_target(&t, &c);
 	if (rc < 0)
 		return rc;
 	if (add) {
@@ -114,8 +119,7 @@ static int change(const char *add, unsigned remove)
 		q.has_remove = 1;
 		q.remove = remove;
 	}
-	rc = tool_call(c, SW_MSG_GROUP, &q.base, &reply);
-	sw_client_close(c);
+	rc = send_group(&t, &q);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs group %s: %s\n",
 			add ? "add" : "remove",
@@ -128,7 +132,6 @@ static int change(const char *add, unsigned remove)
 					strerror(-rc));
 		return tool_record_errno(rc);
 	}
-	protobuf_c_message_free_unpacked(reply, NULL);
 	return 0;
 }
 
