@@ -212,7 +212,6 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 		     struct sw_metrics **out)
 {
 	struct sw_metrics *mx;
-	pthread_condattr_t ca;
 	struct sw_target t;
 	int fd, rc;
 
@@ -240,10 +239,7 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 	}
 	mx->async.data = mx;
 	pthread_mutex_init(&mx->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&mx->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sw_cond_init_mono(&mx->cv);
 	/* MHD owns @fd from here, and closes it when stopped. */
 	mx->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
 					 MHD_USE_POLL | MHD_USE_ERROR_LOG,

@@ -109,3 +109,17 @@ uint32_t sw_new_node_mode(uint32_t mode, uint32_t dir_mode, bool may_keep_sgid)
 	}
 	return type | perms;
 }
+
+int sw_cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+	int rc = pthread_condattr_init(&ca);
+
+	if (rc)
+		return rc;
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+	return rc;
+}

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -43,6 +44,11 @@ static inline int64_t sw_mono_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * SW_NSEC_PER_SEC + ts.tv_nsec;
 }
+
+/* Initialise @c to time its waits by CLOCK_MONOTONIC, the clock of
+ * sw_mono_ns(): pthread_cond_timedwait() with sw_ns_to_timespec() of it.
+ * 0 or a positive errno, as pthread_cond_init(). */
+int sw_cond_init_mono(pthread_cond_t *c);
 
 static inline struct timespec sw_ns_to_timespec(int64_t ns)
 {

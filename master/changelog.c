@@ -285,7 +285,6 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 		   uint64_t last, struct changelog **out)
 {
 	struct changelog *cl = calloc(1, sizeof(*cl));
-	pthread_condattr_t ca;
 	int rc;
 
 	if (!cl)
@@ -309,10 +308,7 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	pthread_mutex_init(&cl->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&cl->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	sw_cond_init_mono(&cl->cond);
 	pthread_cond_init(&cl->idle_cond, NULL);
 	rc = uv_async_init(loop, &cl->async, on_async);
 	if (rc < 0)

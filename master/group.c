@@ -59,8 +59,6 @@ static const char *const role_names[] = { "follower", "candidate", "leader" };
 
 struct group {
 	struct master *m;
-	struct group_member members[GROUP_MAX];
-	size_t nmembers;
 	unsigned id;
 	char self[272]; /* this member's client address */
 	char prefix[128];
@@ -95,6 +93,8 @@ struct group {
 	/* Under mu. */
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
+	struct group_member members[GROUP_MAX]; /* as etcd has them */
+	size_t nmembers;
 	bool stop;
 	enum role role;
 	bool deposed;
@@ -1608,6 +1608,8 @@ static void *group_main(void *arg)
 int group_start(struct master *m)
 {
 	struct group *g;
+	struct group_member mem[GROUP_MAX];
+	size_t n;
 	int rc;
 
 	if (!m->cfg.group_id)
@@ -1617,22 +1619,22 @@ int group_start(struct master *m)
 		return -ENOMEM;
 	g->m = m;
 	g->id = (unsigned)m->cfg.group_id;
-	rc = group_members_parse(m->cfg.group, g->members, &g->nmembers);
+	rc = group_members_parse(m->cfg.group, mem, &n);
 	if (rc < 0) {
 		sw_crit(TAG, "group: not ID=HOST:PORT,...: '%s'", m->cfg.group);
 		goto out_free;
 	}
-	for (size_t i = 0; i < g->nmembers; i++)
-		if (g->members[i].id == g->id)
-			snprintf(g->self, sizeof(g->self), "%s",
-				 g->members[i].addr);
-	if (!g->self[0]) {
+	g->st.id = g->id;
+	set_members(g, mem, n);
+	for (size_t i = 0; i < n; i++)
+		if (mem[i].id == g->id)
+			snprintf(g->self, sizeof(g->self), "%s", mem[i].addr);
+	if (!g->member) {
 		sw_crit(TAG, "id %u is not in the group '%s'", g->id,
 			m->cfg.group);
 		rc = -EINVAL;
 		goto out_free;
 	}
-	g->member = true;
 	rc = endpoints_parse(g, m->cfg.etcd);
 	if (rc < 0) {
 		sw_crit(TAG, "etcd: not a list of HOST:PORT: '%s'",
@@ -1641,14 +1643,6 @@ int group_start(struct master *m)
 	}
 	snprintf(g->prefix, sizeof(g->prefix), "%s", m->cfg.group_prefix);
 	g->lease_ns = (int64_t)m->cfg.group_lease_ms * 1000000;
-	g->st.id = g->id;
-	g->st.n = g->nmembers;
-	for (size_t i = 0; i < g->nmembers; i++) {
-		g->st.members[i].id = g->members[i].id;
-		snprintf(g->st.members[i].addr, sizeof(g->st.members[i].addr),
-			 "%s", g->members[i].addr);
-		g->st.members[i].age_ms = -1;
-	}
 	g->next = m->ns.version + 1;
 	g->applied = m->ns.version;
 	/* Before the thread: curl_global_init() is not thread-safe. */
@@ -1663,14 +1657,7 @@ int group_start(struct master *m)
 	curl_easy_setopt(g->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(g->curl, CURLOPT_CONNECTTIMEOUT_MS, 500L);
 	pthread_mutex_init(&g->mu, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&g->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	sw_cond_init_mono(&g->cond);
 	uv_async_init(m->loop, &g->async, on_async);
 	g->async.data = g;
 	m->group = g;
@@ -1825,7 +1812,6 @@ bool group_status(const struct master *m, struct group_status *st)
 		   g->role == LEADER ? role_names[CANDIDATE] :
 				       role_names[FOLLOWER];
 	snprintf(st->leader, sizeof(st->leader), "%s", g->leader);
-	st->leader_id = g->leader_id;
 	pthread_mutex_unlock(&g->mu);
 	return true;
 }

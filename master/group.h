@@ -67,7 +67,6 @@ struct group_status {
 	const char *role; /* "leader", "follower", "candidate" */
 	unsigned id;
 	char leader[272]; /* "" while nobody leads */
-	unsigned leader_id;
 	size_t n;
 	struct {
 		unsigned id;

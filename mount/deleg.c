@@ -454,14 +454,7 @@ int deleg_new(struct mount *m, bool enabled, struct deleg **out)
 	pthread_mutex_init(&dg->mu, NULL);
 	pthread_mutex_init(&dg->smu, NULL);
 	pthread_mutex_init(&dg->amu, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&dg->acv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	sw_cond_init_mono(&dg->acv);
 	*out = dg;
 	return 0;
 }
