@@ -73,7 +73,10 @@ for d in master chunkserver; do
 	[[ "$n" == "$keys" ]] || fail "$d.cfg lists $n keys, --dump-config $keys"
 	# Uncommenting a line is how one changes it.
 	sed 's/^#log_level = .*/log_level = debug/' "$ETC/$d.cfg" >"$T/$d.changed"
-	"$prog" -c "$T/$d.changed" --dump-config | grep -q '^log_level = debug' ||
+	# (Into a file: grep -q would stop reading, and pipefail would take
+	# the writer's SIGPIPE for a failure.)
+	"$prog" -c "$T/$d.changed" --dump-config >"$T/$d.changed.out" &&
+		grep -q '^log_level = debug' "$T/$d.changed.out" ||
 		fail "an uncommented line of $d.cfg is not read"
 done
 log "master.cfg and chunkserver.cfg match --dump-config ($n chunkserver keys)"
