@@ -277,16 +277,21 @@ static void cp_name(char *buf, size_t len, const char *dir, uint64_t version,
 		 suffix);
 }
 
-int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
+void checkpoint_name(char *buf, size_t len, const char *dir, uint64_t version)
 {
-	char tmp[4200], final[4200];
+	cp_name(buf, len, dir, version, "");
+}
+
+/* Write @ns as checkpoint @version under its ".tmp" name, durably. */
+static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
+{
+	char tmp[4200];
 	struct writer w = { .fd = -1 };
 	struct xattr_walk xw = { ns, &w };
 	uint8_t crcbuf[4];
 	int rc;
 
 	cp_name(tmp, sizeof(tmp), dir, version, ".tmp");
-	cp_name(final, sizeof(final), dir, version, "");
 	w.buf = malloc(IOBUF);
 	if (!w.buf)
 		return -ENOMEM;
@@ -333,15 +338,34 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 		rc = -errno;
 	if (close(w.fd) < 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && rename(tmp, final) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = sw_fsync_dir(dir);
 	if (rc < 0)
 		unlink(tmp);
 out_free:
 	free(w.buf);
 	return rc;
+}
+
+int checkpoint_publish(const char *dir, uint64_t version)
+{
+	char tmp[4200], final[4200];
+	int rc = 0;
+
+	cp_name(tmp, sizeof(tmp), dir, version, ".tmp");
+	cp_name(final, sizeof(final), dir, version, "");
+	if (rename(tmp, final) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = sw_fsync_dir(dir);
+	if (rc < 0)
+		unlink(tmp);
+	return rc;
+}
+
+int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
+{
+	int rc = write_tmp(ns, dir, version);
+
+	return rc < 0 ? rc : checkpoint_publish(dir, version);
 }
 
 /* ---- reading -------------------------------------------------------- */
@@ -730,6 +754,20 @@ static int list_versions(const char *dir, uint64_t **out, size_t *count)
 	return 0;
 }
 
+int checkpoint_newest(const char *dir, uint64_t *version)
+{
+	uint64_t *v;
+	size_t n;
+	int rc = list_versions(dir, &v, &n);
+
+	if (rc < 0)
+		return rc;
+	if (n)
+		*version = v[0];
+	free(v);
+	return n > 0;
+}
+
 int checkpoint_load(struct ns *ns, const char *dir, uint64_t *version)
 {
 	uint64_t *v;
@@ -827,6 +865,8 @@ static int child_write(void *arg, int fd)
 	const struct checkpointer *ck = arg;
 
 	(void)fd;
+	if (ck->hold)
+		return write_tmp(ck->ns, ck->dir, ck->version);
 	return checkpoint_write(ck->ns, ck->dir, ck->version);
 }
 

@@ -34,6 +34,20 @@
 int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version);
 
 /*
+ * Make checkpoint @version, written by a checkpointer with hold set, the
+ * checkpoint of that version (rename, fsync of @dir). 0 or -errno (the
+ * held file is removed then).
+ */
+int checkpoint_publish(const char *dir, uint64_t version);
+
+/* The path of checkpoint @version in @dir, into @buf. */
+void checkpoint_name(char *buf, size_t len, const char *dir, uint64_t version);
+
+/* The version of the newest checkpoint in @dir (not checked): 1 with
+ * *@version, 0 when there is none, or -errno. */
+int checkpoint_newest(const char *dir, uint64_t *version);
+
+/*
  * Load the newest readable checkpoint in @dir into @ns, which must be
  * freshly ns_init()ed. A checkpoint that fails its checks is logged and
  * the next older one tried (@ns is reset in between). Returns 0 with its
@@ -54,6 +68,9 @@ struct checkpointer {
 	const struct ns *ns;
 	const char *dir;
 	uint64_t version;
+	/* Leave the file under its ".tmp" name for checkpoint_publish():
+	 * a group's leader has it in memory before the group commits it. */
+	bool hold;
 	void (*done)(void *arg, int rc);
 	void *arg;
 };

@@ -154,6 +154,25 @@ static void checkpoint_written(struct master *m, uint64_t version)
 	sw_info(TAG, "checkpoint %" PRIu64 " written", version);
 }
 
+/* A held checkpoint (a leader's) becomes one once the group has every
+ * change in it; not before, or a deposed leader would restart from
+ * changes the group never committed. */
+static void checkpoint_release(struct master *m)
+{
+	uint64_t v = m->ckpt.held;
+	int rc;
+
+	if (!v || !m->cl || changelog_durable(m->cl) < v)
+		return;
+	m->ckpt.held = 0;
+	rc = checkpoint_publish(m->cfg.data_dir, v);
+	if (rc < 0)
+		sw_err(TAG, "checkpoint %" PRIu64 " not kept: %s", v,
+		       strerror(-rc));
+	else
+		checkpoint_written(m, v);
+}
+
 static void on_checkpoint_done(void *arg, int rc)
 {
 	struct master *m = arg;
@@ -161,6 +180,11 @@ static void on_checkpoint_done(void *arg, int rc)
 	if (rc < 0) {
 		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s", m->ckpt.target,
 		       strerror(-rc));
+		return;
+	}
+	if (m->ckpt.writer.hold) {
+		m->ckpt.held = m->ckpt.target;
+		checkpoint_release(m);
 		return;
 	}
 	checkpoint_written(m, m->ckpt.target);
@@ -172,14 +196,8 @@ void master_checkpoint(struct master *m)
 
 	/* Half a snapshot copy is not something to checkpoint: the
 	 * changelog holds it until it is done (snapjob.c). */
-	if (checkpoint_running(&m->ckpt.writer) || m->stopping ||
-	    ns_copy_active(&m->ns, NULL))
-		return;
-	/* A group's leader checkpoints only what the group has: not
-	 * while changes wait for etcd (a deposed leader restarts from its
-	 * disk, which must agree with the group's log); the next tick
-	 * tries again. */
-	if (m->group && changelog_durable(m->cl) != m->ns.version)
+	if (checkpoint_running(&m->ckpt.writer) || m->ckpt.held ||
+	    m->stopping || ns_copy_active(&m->ns, NULL))
 		return;
 	m->ckpt.last = sw_mono_ns();
 	if (m->ns.version == m->ckpt.version)
@@ -191,6 +209,8 @@ void master_checkpoint(struct master *m)
 		return;
 	}
 	m->ckpt.target = m->ns.version;
+	/* A group's leader has changes etcd may not have committed yet. */
+	m->ckpt.writer.hold = m->group && group_serving(m);
 	rc = checkpoint_start(&m->ckpt.writer, m->loop, &m->ns, m->cfg.data_dir,
 			      m->ckpt.target, on_checkpoint_done, m);
 	if (rc < 0)
@@ -231,7 +251,11 @@ int master_load_exports(struct master *m)
 
 static void on_durable(void *arg, uint64_t version)
 {
-	server_durable(arg, version);
+	struct master *m = arg;
+
+	server_durable(m, version);
+	if (m->ckpt.held && version >= m->ckpt.held)
+		checkpoint_release(m);
 }
 
 /*

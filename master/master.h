@@ -112,6 +112,7 @@ struct checkpoints {
 	struct checkpointer writer;
 	uint64_t target;  /* the version the running one writes */
 	uint64_t version; /* version of the newest checkpoint */
+	uint64_t held;	  /* written, waiting for the group to commit */
 	int64_t last;	  /* mono ns */
 };
 
