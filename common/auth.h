@@ -8,7 +8,9 @@
  *   other's nonce;
  * - a session's secret, which only its client holds, lets the client
  *   resume it after a reconnect (a MAC of the session id under a key the
- *   master keeps on disk, so it holds across a master restart).
+ *   master keeps on disk, so it holds across a master restart);
+ * - the members of a group of masters, which all hold that session key,
+ *   prove it to each other the way a chunkserver and the master do.
  *
  * The primitives are libsodium's (no home-made cryptography): Argon2id
  * (crypto_pwhash) makes a password's key, so each guess against a
@@ -35,6 +37,8 @@ enum sw_auth_use {
 	SW_AUTH_CHUNKSERVER, /* a chunkserver, to the master */
 	SW_AUTH_MASTER,	     /* the master, to a chunkserver */
 	SW_AUTH_SESSION,     /* a session's secret */
+	SW_AUTH_MEMBER,	     /* a group's member, to its leader */
+	SW_AUTH_LEADER,	     /* the leader, to a member */
 };
 
 /* Set libsodium up (idempotent, thread-safe). 0 or -EIO. */

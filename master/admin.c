@@ -171,7 +171,7 @@ static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
 	si->connected = s->conn != NULL;
 	si->connected_at = s->connected_at;
 	si->open_files = htab_count(&s->opens);
-	if (s->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
+	if (!session_is_peer(s)) {
 		si->export = (char *)s->export_text;
 		si->has_read_only = si->has_admin = 1;
 		si->read_only = !s->rw;

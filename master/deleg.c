@@ -291,7 +291,7 @@ bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 	struct deleg *d;
 
 	if (!m->delegs || !m->delegs->head || !c->s ||
-	    c->s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+	    session_is_peer(c->s))
 		return false;
 	d = conflict(m, c->s, type, msg);
 	if (!d)

@@ -82,14 +82,16 @@ static void requests(struct master *m, struct sw_buf *b)
 
 static void sessions(struct master *m, struct sw_buf *b)
 {
-	static const char *const roles[] = { "mount", "tool", "chunkserver" };
+	static const char *const roles[] = { "mount", "tool", "chunkserver",
+					     "member" };
 	static const int role_of[] = { SWEEPFS__ROLE__ROLE_MOUNT,
 				       SWEEPFS__ROLE__ROLE_TOOL,
-				       SWEEPFS__ROLE__ROLE_CHUNKSERVER };
-	uint64_t n[3] = { 0 }, connected = 0;
+				       SWEEPFS__ROLE__ROLE_CHUNKSERVER,
+				       SWEEPFS__ROLE__ROLE_MEMBER };
+	uint64_t n[4] = { 0 }, connected = 0;
 
 	for (struct session *s = m->session_list; s; s = s->next) {
-		for (size_t i = 0; i < 3; i++)
+		for (size_t i = 0; i < 4; i++)
 			if (s->role == role_of[i])
 				n[i]++;
 		connected += s->conn != NULL;
@@ -98,7 +100,7 @@ static void sessions(struct master *m, struct sw_buf *b)
 		b, "sweepfs_master_sessions", "gauge",
 		"Sessions, by the role of their client (a session outlives "
 		"its connection for session_timeout).");
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		const char *labels[] = { "role", roles[i], NULL };
 
 		sw_prom_sample(b, "sweepfs_master_sessions", labels,

@@ -727,31 +727,22 @@ static bool owns_session(const struct master *m, const Sweepfs__Hello *h)
 }
 
 /*
- * A chunkserver's hello: it must come from a chunkserver_allow address,
- * answer our challenge with the chunkserver key, and gets our answer to
- * its own (HelloReply.cs_proof, into @proof). 0, 1 when the challenge
- * went out (*@challenged), or -errno.
+ * A peer's proof: @h answers our challenge with @key under @use (a first
+ * hello gets the challenge, *@challenged), and gets our answer to its
+ * own under @answer (HelloReply.cs_proof, into @proof). 0 or -errno.
  */
-static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
-			     bool *challenged, uint8_t proof[SW_AUTH_TAG])
+static int check_peer(struct req *r, const Sweepfs__Hello *h,
+		      const uint8_t key[SW_AUTH_KEY], enum sw_auth_use use,
+		      enum sw_auth_use answer, bool *challenged,
+		      uint8_t proof[SW_AUTH_TAG])
 {
-	struct master *m = r->m;
 	struct conn *c = r->conn;
+	const char *what = use == SW_AUTH_MEMBER ? "member" : "chunkserver";
 	uint8_t want[SW_AUTH_TAG];
-	bool allowed = false;
 
-	*challenged = false;
-	for (size_t i = 0; i < m->cs.nallow && !allowed; i++)
-		allowed = exports_addr_fits(&m->cs.allow[i],
-					    (struct sockaddr *)&c->sc.addr);
-	if (!allowed) {
-		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
-			c->sc.peer);
-		return -EACCES;
-	}
 	if (!h->has_cs_nonce || h->cs_nonce.len != SW_AUTH_NONCE) {
-		sw_warn(TAG, "%s: refused: chunkserver hello without a nonce",
-			c->sc.peer);
+		sw_warn(TAG, "%s: refused: %s hello without a nonce",
+			c->sc.peer, what);
 		return -EPROTO;
 	}
 	if (!c->nonce_set || !h->has_auth) {
@@ -761,16 +752,45 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 		return -EACCES;
 	}
 	c->nonce_set = false; /* one answer per challenge */
-	sw_auth_tag(m->cs.key, SW_AUTH_CHUNKSERVER, c->nonce, sizeof(c->nonce),
-		    NULL, 0, want);
+	sw_auth_tag(key, use, c->nonce, sizeof(c->nonce), NULL, 0, want);
 	if (h->auth.len != SW_AUTH_TAG ||
 	    !sw_auth_equal(h->auth.data, want, SW_AUTH_TAG)) {
-		sw_warn(TAG, "%s: refused: wrong chunkserver key", c->sc.peer);
+		sw_warn(TAG, "%s: refused: wrong %s key", c->sc.peer, what);
 		return -EACCES;
 	}
-	sw_auth_tag(m->cs.key, SW_AUTH_MASTER, h->cs_nonce.data,
-		    h->cs_nonce.len, NULL, 0, proof);
+	sw_auth_tag(key, answer, h->cs_nonce.data, h->cs_nonce.len, NULL, 0,
+		    proof);
 	return 0;
+}
+
+/*
+ * A chunkserver's hello: it must come from a chunkserver_allow address
+ * and prove the chunkserver key (check_peer()). A member of the group
+ * proves the session key, which only masters hold.
+ */
+static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
+			     bool *challenged, uint8_t proof[SW_AUTH_TAG])
+{
+	struct master *m = r->m;
+	struct conn *c = r->conn;
+	bool allowed = false;
+
+	*challenged = false;
+	if (h->role == SWEEPFS__ROLE__ROLE_MEMBER)
+		return m->group ?
+			       check_peer(r, h, m->session_key, SW_AUTH_MEMBER,
+					  SW_AUTH_LEADER, challenged, proof) :
+			       -EINVAL;
+	for (size_t i = 0; i < m->cs.nallow && !allowed; i++)
+		allowed = exports_addr_fits(&m->cs.allow[i],
+					    (struct sockaddr *)&c->sc.addr);
+	if (!allowed) {
+		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
+			c->sc.peer);
+		return -EACCES;
+	}
+	return check_peer(r, h, m->cs.key, SW_AUTH_CHUNKSERVER, SW_AUTH_MASTER,
+			  challenged, proof);
 }
 
 /* Whether one more session may start for a client at @addr. */
@@ -867,7 +887,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	const struct export_rule *rule = NULL;
 	struct session *s = NULL;
 	uint8_t secret[SW_AUTH_TAG], proof[SW_AUTH_TAG];
-	bool cs = h->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER;
+	bool cs = h->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
+		  h->role == SWEEPFS__ROLE__ROLE_MEMBER;
 	bool resumed = false, challenged = false;
 	char subdir[4096], *sub;
 	int64_t root;
@@ -940,7 +961,7 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	if (rule)
 		session_apply(s, rule);
 	else
-		s->rw = true; /* a chunkserver */
+		s->rw = true; /* a chunkserver or a member */
 	/* After a restart, or requests lost with the old connection: the
 	 * client's list of open files is the truth. */
 	if (!resumed || h->reclaim)
@@ -1042,7 +1063,7 @@ void sessions_reexport(struct master *m)
 		int why;
 
 		next = s->next;
-		if (s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+		if (session_is_peer(s))
 			continue;
 		rule = exports_match(&m->exports, (struct sockaddr *)&s->addr,
 				     s->subdir, &why);

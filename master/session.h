@@ -125,6 +125,13 @@ int session_open(struct master *m, struct session *s, struct node *n,
 /* Whether session @s has @ino open. */
 bool session_has_open(struct session *s, uint64_t ino);
 
+/* A chunkserver's or a group member's session: no export, no files. */
+static inline bool session_is_peer(const struct session *s)
+{
+	return s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
+	       s->role == SWEEPFS__ROLE__ROLE_MEMBER;
+}
+
 /* Whether @s has @ino open, and opened it for writing (session.c). */
 bool session_has_writable(struct session *s, uint64_t ino);
 

@@ -136,6 +136,8 @@ static const char *role_name(int role)
 		return "tool";
 	case SWEEPFS__ROLE__ROLE_CHUNKSERVER:
 		return "chunkserver";
+	case SWEEPFS__ROLE__ROLE_MEMBER:
+		return "member";
 	default:
 		return "?";
 	}
