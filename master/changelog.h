@@ -57,8 +57,7 @@ struct changelog_opts {
 	/* Gated only (changelog_gate()): records just flushed, @last the
 	 * version of the last one, to be shipped to the group; the bytes
 	 * are the caller's to copy. */
-	void (*ship)(void *arg, const uint8_t *recs, size_t len,
-		     uint64_t last);
+	void (*ship)(void *arg, const uint8_t *recs, size_t len, uint64_t last);
 	void *arg;
 };
 

@@ -290,8 +290,7 @@ bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 	struct master *m = c->m;
 	struct deleg *d;
 
-	if (!m->delegs || !m->delegs->head || !c->s ||
-	    session_is_peer(c->s))
+	if (!m->delegs || !m->delegs->head || !c->s || session_is_peer(c->s))
 		return false;
 	d = conflict(m, c->s, type, msg);
 	if (!d)

@@ -1,7 +1,8 @@
 /*
  * The dispatch table (dispatch.h). Roles: a chunkserver's session has no
  * export (no subtree, no squashing), so it reaches only its own messages
- * and a ping, and no one else reaches those; delegations and batches are
+ * and a ping, and no one else reaches those; so does a group member's,
+ * which reads the leader's checkpoint; delegations and batches are
  * a mount's; everything else is any client's (mounts and tools).
  */
 #include <errno.h>
@@ -15,6 +16,7 @@
 #define MOUNT ROUTE_ROLE(SWEEPFS__ROLE__ROLE_MOUNT)
 #define TOOL ROUTE_ROLE(SWEEPFS__ROLE__ROLE_TOOL)
 #define CS ROUTE_ROLE(SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+#define MEMBER ROUTE_ROLE(SWEEPFS__ROLE__ROLE_MEMBER)
 #define CLIENT (MOUNT | TOOL)
 #define W ROUTE_WRITES
 
@@ -92,6 +94,7 @@ static const struct route routes[SW_MSG__COUNT] = {
 	[SW_MSG_INO_RANGE] = { op_ino_range, MOUNT, W, NULL },
 	[SW_MSG_INVAL_ACK] = { op_inval_ack, CLIENT, 0, NULL },
 	[SW_MSG_GROUP] = { op_group, CLIENT, ROUTE_ADMIN, NULL },
+	[SW_MSG_META_READ] = { op_meta_read, MEMBER, 0, NULL },
 };
 
 const struct route *dispatch_route(uint16_t type)
@@ -111,7 +114,7 @@ int dispatch_admit(const struct route *rt, struct session *s,
 {
 	if (s->role < 0 || s->role > 7 || !(rt->roles & ROUTE_ROLE(s->role)))
 		return -EPERM;
-	if (s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER)
+	if (session_is_peer(s))
 		return 0;
 	session_map_msg(s, msg);
 	if (!s->rw && dispatch_writes(rt, msg))

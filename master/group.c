@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "catchup.h"
 #include "changelog.h"
+#include "checkpoint.h"
 #include "group.h"
 #include "log.h"
 #include "master.h"
@@ -38,8 +40,6 @@
 /* A follower's incoming records not applied yet: fetch no more. */
 #define IN_MAX (64u << 20)
 #define ENDPOINTS_MAX 8
-/* The log keeps this many versions before what every member has. */
-#define PRUNE_KEEP 10000
 /* After the first endpoint (the member beside us) failed, it is tried
  * again after this long. */
 #define HOME_AGAIN_NS (5 * SW_NSEC_PER_SEC)
@@ -47,10 +47,13 @@
 #define PROBE_EVERY_NS (200 * 1000000LL)
 /* A leader stopping ships what it has for at most this long. */
 #define STOP_SHIP_NS (2 * SW_NSEC_PER_SEC)
-/* A member not heard from for this long is not waited for. */
-#define PRUNE_AWAY_MS (10 * 60 * 1000)
 /* Revisions of etcd's history kept behind the newest. */
 #define COMPACT_KEEP 1000
+/* A member catching up: the log after its checkpoint stays this long
+ * after its last read (group_pin()). */
+#define PIN_NS (60 * SW_NSEC_PER_SEC)
+/* Catching up: the longest wait for the leader without progress. */
+#define CATCHUP_TIMEOUT_MS 60000
 /* The leader prunes this often. */
 #define PRUNE_EVERY_NS (10 * SW_NSEC_PER_SEC)
 
@@ -85,6 +88,7 @@ struct group {
 	int64_t my_rev;	      /* create_revision of our leader key */
 	uint64_t next;	      /* version the next fetched key starts at */
 	bool located;	      /* next is a key's first version */
+	uint64_t gap_at;      /* fetch found the log starting here */
 	int64_t last_ka;      /* mono ns of the last renewed lease */
 	int64_t next_ka;      /* mono ns: renew then */
 	int64_t next_pub;     /* mono ns: say our status then */
@@ -98,10 +102,12 @@ struct group {
 	bool stop;
 	enum role role;
 	bool deposed;
-	bool unfit;	     /* this data cannot follow the group's log */
+	uint64_t reload;     /* follower: load this checkpoint it read */
 	uint64_t promote_at; /* candidate: serve once applied this far */
 	struct sw_buf out;   /* leader: records to ship */
 	uint64_t committed;  /* leader: etcd has records up to here */
+	uint64_t pin;	     /* leader: keep the log after this ... */
+	int64_t pin_until;   /* ... until then (mono ns), group_pin() */
 	struct sw_buf in;    /* follower: records to apply */
 	uint64_t applied;    /* the loop's version, for the thread */
 	unsigned transfer;   /* leader: hand over to this id (or any) */
@@ -500,22 +506,20 @@ static void on_async(uv_async_t *h)
 	struct group *g = h->data;
 	struct master *m = g->m;
 	struct sw_buf in;
-	uint64_t committed, promote_at;
-	bool deposed, promote, unfit;
+	uint64_t committed, promote_at, reload;
+	bool deposed, promote;
 
 	pthread_mutex_lock(&g->mu);
 	in = g->in;
 	sw_buf_init(&g->in);
 	committed = g->committed;
 	deposed = g->deposed;
-	unfit = g->unfit;
+	reload = g->reload;
 	promote_at = g->promote_at;
 	promote = g->role == LEADER && !g->serving;
 	pthread_mutex_unlock(&g->mu);
 
 	group_admin_answer(g);
-	if (unfit)
-		_exit(70); /* said why (check_base()) */
 	if (deposed) {
 		sw_crit(TAG, "no longer the group's leader (lease lost or "
 			     "superseded): exiting, so that a restart reloads "
@@ -524,6 +528,21 @@ static void on_async(uv_async_t *h)
 		 * freed (its memory may be ahead of the group), and the
 		 * group's thread may still be in a call to etcd. */
 		_exit(75);
+	}
+	/* (Not while a checkpoint of the old state is being written: it
+	 * would be taken for one of the new. The thread asks again.) */
+	if (reload && !checkpoint_running(&m->ckpt.writer)) {
+		if (master_reload(m) < 0 || m->ns.version < reload) {
+			sw_crit(TAG,
+				"cannot load the checkpoint %" PRIu64
+				" read from the leader",
+				reload);
+			_exit(70);
+		}
+		pthread_mutex_lock(&g->mu);
+		g->reload = 0;
+		pthread_cond_signal(&g->cond);
+		pthread_mutex_unlock(&g->mu);
 	}
 	if (sw_buf_used(&in) &&
 	    apply_records(m, sw_buf_head(&in), sw_buf_used(&in)) < 0)
@@ -666,7 +685,8 @@ static int log_key_at(struct group *g, uint64_t version, uint64_t *first)
 /*
  * Fetch log keys from g->next on into g->in. *@more: etcd has more. The
  * first fetch finds the key holding g->next (a restarted member may stop
- * in the middle of one). 0 or -errno.
+ * in the middle of one). 0, -ERANGE when the log starts after g->next
+ * (at g->gap_at: catch_up()), or -errno.
  */
 static int fetch(struct group *g, bool *more)
 {
@@ -705,14 +725,17 @@ static int fetch(struct group *g, bool *more)
 			jget(json_object_array_get_idx(kvs, i), "value");
 		const uint8_t *payload;
 		size_t off = 0, rec, len;
-		uint64_t ver = 0;
+		uint64_t ver = 0, first = 0;
 
 		sw_buf_reset(&val);
 		rc = v ? b64_get(&val, json_object_get_string(v)) : -EPROTO;
 		while (rc == 0 &&
 		       (rec = changelog_record(val.data + off, val.len - off,
-					       &ver, &payload, &len)) > 0)
+					       &ver, &payload, &len)) > 0) {
+			if (off == 0)
+				first = ver;
 			off += rec;
+		}
 		if (rc == 0 && (off != val.len || off == 0))
 			rc = -EPROTO;
 		if (rc < 0) {
@@ -720,6 +743,12 @@ static int fetch(struct group *g, bool *more)
 			       "a log key after %" PRIu64
 			       " is not whole records",
 			       g->next);
+			break;
+		}
+		if (first > g->next) {
+			/* Pruned: what this member lacks is gone from etcd. */
+			g->gap_at = first;
+			rc = -ERANGE;
 			break;
 		}
 		pthread_mutex_lock(&g->mu);
@@ -960,10 +989,10 @@ static void hand_over(struct group *g, unsigned to)
 
 /*
  * Delete the log keys every member has on its own disk (all but the last
- * PRUNE_KEEP versions of what the slowest member that reported lately
+ * group_log_keep versions of what the slowest member that reported lately
  * has), and compact etcd's history, so that etcd stays small however long
- * the group runs. A member away for longer than PRUNE_AWAY is not waited
- * for: it starts again from a copy of another member's data directory.
+ * the group runs. A member away for longer than group_log_away is not
+ * waited for: it catches up from the leader's checkpoint (catch_up()).
  */
 static void prune(struct group *g)
 {
@@ -990,17 +1019,21 @@ static void prune(struct group *g)
 	pthread_mutex_lock(&g->mu);
 	for (size_t i = 0; i < g->st.n; i++) {
 		if (g->st.members[i].age_ms < 0 ||
-		    g->st.members[i].age_ms > PRUNE_AWAY_MS)
+		    g->st.members[i].age_ms >
+			    (int64_t)g->m->cfg.group_log_away_ms)
 			continue;
 		if (g->st.members[i].version < upto)
 			upto = g->st.members[i].version;
 	}
 	if (g->committed < upto)
 		upto = g->committed;
+	if (g->pin_until > sw_mono_ns() &&
+	    g->pin + g->m->cfg.group_log_keep < upto)
+		upto = g->pin + g->m->cfg.group_log_keep;
 	pthread_mutex_unlock(&g->mu);
-	if (upto == UINT64_MAX || upto <= PRUNE_KEEP)
+	if (upto == UINT64_MAX || upto <= g->m->cfg.group_log_keep)
 		return;
-	upto -= PRUNE_KEEP;
+	upto -= g->m->cfg.group_log_keep;
 	sw_buf_init(&b);
 	/* The key holding upto + 1 stays, with everything after it. */
 	if (log_key_at(g, upto + 1, &first) != 1)
@@ -1390,11 +1423,81 @@ static void check_leader(struct group *g)
 }
 
 /*
- * Whether this member's data can follow the group's log: a member that
- * starts from less than the version the group started from (a fresh
- * data directory beside an existing group) would take the log's records
- * for changes it has, or find a gap. 0, -EUCLEAN when it cannot (said,
- * and this master stops), -errno when etcd did not say.
+ * This member cannot follow the group's log from where its data is: read
+ * the leader's checkpoint of version @need at least (catchup.h), have the
+ * loop load it, and follow the log from there. 0, or -ECANCELED when this
+ * master stops first.
+ */
+static int catch_up(struct group *g, uint64_t need)
+{
+	char leader[sizeof(g->leader)], name[64];
+	uint64_t version = 0, applied;
+	unsigned leader_id;
+	int rc;
+
+	pthread_mutex_lock(&g->mu);
+	applied = g->applied;
+	pthread_mutex_unlock(&g->mu);
+	sw_notice(TAG,
+		  "this member is at version %" PRIu64 ", and the group's "
+		  "log starts after %" PRIu64 ": catching up from the "
+		  "leader's checkpoint",
+		  applied, need);
+	snprintf(name, sizeof(name), "member %u", g->id);
+	for (;;) {
+		pthread_mutex_lock(&g->mu);
+		rc = g->stop ? -ECANCELED : 0;
+		pthread_mutex_unlock(&g->mu);
+		if (rc < 0)
+			return rc;
+		rc = read_leader(g);
+		pthread_mutex_lock(&g->mu);
+		snprintf(leader, sizeof(leader), "%s", g->leader);
+		leader_id = g->leader_id;
+		pthread_mutex_unlock(&g->mu);
+		if (rc == 1 && leader[0] && leader_id != g->id) {
+			rc = catchup_fetch(leader, g->m->session_key,
+					   g->m->cfg.data_dir, need, name,
+					   CATCHUP_TIMEOUT_MS, &version);
+			if (rc == 0)
+				break;
+			sw_warn(TAG, "catching up from %s: %s; trying again",
+				leader, strerror(-rc));
+		}
+		wait_until(g, sw_mono_ns() + SW_NSEC_PER_SEC, false);
+	}
+	/* The loop loads it (on_async()), and says so by clearing it. */
+	pthread_mutex_lock(&g->mu);
+	g->reload = version;
+	pthread_mutex_unlock(&g->mu);
+	for (;;) {
+		bool done, stop;
+
+		wake_loop(g);
+		wait_until(g, sw_mono_ns() + 200 * 1000000, false);
+		pthread_mutex_lock(&g->mu);
+		done = !g->reload;
+		stop = g->stop;
+		pthread_mutex_unlock(&g->mu);
+		if (done)
+			break;
+		if (stop)
+			return -ECANCELED;
+	}
+	pthread_mutex_lock(&g->mu);
+	g->applied = version;
+	pthread_mutex_unlock(&g->mu);
+	g->next = version + 1;
+	g->located = false;
+	sw_notice(TAG, "caught up: at version %" PRIu64 ", following", version);
+	return 0;
+}
+
+/*
+ * A member that starts from less than the version the group started from
+ * (an empty data directory beside an existing group) would take the log's
+ * records for changes it has: it catches up first. 0, or -errno when etcd
+ * did not say, or this master stops.
  */
 static int check_base(struct group *g)
 {
@@ -1412,15 +1515,8 @@ static int check_base(struct group *g)
 	pthread_mutex_lock(&g->mu);
 	applied = g->applied;
 	pthread_mutex_unlock(&g->mu);
-	if (applied < g->base) {
-		sw_crit(TAG,
-			"this data directory is at version %" PRIu64
-			", older than the group's start (%" PRIu64
-			"): start this member from a copy of another "
-			"member's data directory",
-			applied, g->base);
-		return -EUCLEAN;
-	}
+	if (applied < g->base)
+		return catch_up(g, g->base);
 	return 0;
 }
 
@@ -1433,8 +1529,10 @@ static void follow(struct group *g)
 	pthread_mutex_lock(&g->mu);
 	backlog = sw_buf_used(&g->in) > IN_MAX;
 	pthread_mutex_unlock(&g->mu);
-	if (!backlog)
-		fetch(g, &more);
+	if (!backlog && fetch(g, &more) == -ERANGE) {
+		catch_up(g, g->gap_at - 1);
+		return;
+	}
 	if (more || backlog) {
 		wait_until(g, sw_mono_ns() + (backlog ? 10 : 0) * 1000000,
 			   false);
@@ -1549,7 +1647,7 @@ static void *group_main(void *arg)
 	/* Whether this data can follow the group at all, before it
 	 * follows or campaigns. */
 	sync_members(g);
-	while ((rc = check_base(g)) < 0 && rc != -EUCLEAN) {
+	while ((rc = check_base(g)) < 0) {
 		bool stop;
 
 		pthread_mutex_lock(&g->mu);
@@ -1559,13 +1657,6 @@ static void *group_main(void *arg)
 			return NULL;
 		usleep(200 * 1000);
 		sync_members(g);
-	}
-	if (rc == -EUCLEAN) {
-		pthread_mutex_lock(&g->mu);
-		g->unfit = true;
-		pthread_mutex_unlock(&g->mu);
-		wake_loop(g);
-		return NULL;
 	}
 
 	for (;;) {
@@ -1749,6 +1840,18 @@ int group_transfer(struct master *m, unsigned to)
 	pthread_cond_signal(&g->cond);
 	pthread_mutex_unlock(&g->mu);
 	return 0;
+}
+
+void group_pin(struct master *m, uint64_t version)
+{
+	struct group *g = m->group;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->mu);
+	g->pin = version;
+	g->pin_until = sw_mono_ns() + PIN_NS;
+	pthread_mutex_unlock(&g->mu);
 }
 
 bool group_serving(const struct master *m)

@@ -118,6 +118,14 @@ struct req;
 int group_members_change(struct master *m, struct req *r, const char *add,
 			 unsigned remove);
 
+/*
+ * A member catching up reads the leader's checkpoint @version (or waits
+ * for one of that version at least): the log after it stays in etcd for
+ * a minute more, whatever the members' versions say, so that the member
+ * can follow from there once it has loaded it (catchup.h).
+ */
+void group_pin(struct master *m, uint64_t version);
+
 /* The leader's client address, or "" (for a follower's EREMOTE). */
 const char *group_leader(const struct master *m);
 

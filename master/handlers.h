@@ -68,6 +68,9 @@ HANDLER(op_info);
 HANDLER(op_fsck);
 HANDLER(op_group);
 
+/* catchup.c: a group's member reading the leader's checkpoint */
+HANDLER(op_meta_read);
+
 #undef HANDLER
 
 #endif

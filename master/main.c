@@ -42,7 +42,7 @@ static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
 /* Options in each table (the second ends with the terminating { 0 }). */
-#define NOPTS_SERVICE 27
+#define NOPTS_SERVICE 29
 #define NOPTS_LIMITS 15
 #define NOPTS (NOPTS_SERVICE + NOPTS_LIMITS)
 
@@ -131,6 +131,15 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  60000, NULL,
 		  "a leader that stops renewing its lease for this long is "
 		  "replaced (whole seconds)" },
+		{ "group_log_keep", SW_OPT_UINT, &c->group_log_keep, 0,
+		  UINT64_MAX, NULL,
+		  "etcd keeps this many versions of the group's log more "
+		  "than its slowest member has" },
+		{ "group_log_away", SW_OPT_DURATION, &c->group_log_away_ms,
+		  1000, UINT64_MAX, NULL,
+		  "a member silent for this long is not waited for: the log "
+		  "it lacks goes, and it catches up from the leader's "
+		  "checkpoint" },
 	};
 
 	_Static_assert(SW_ARRAY_SIZE(t) == NOPTS_SERVICE,

@@ -77,6 +77,8 @@ void master_config_defaults(struct master_config *c)
 	strcpy(c->etcd, "127.0.0.1:2379");
 	strcpy(c->group_prefix, "/sweepfs/");
 	c->group_lease_ms = 2000;
+	c->group_log_keep = 10000;
+	c->group_log_away_ms = 10 * 60 * 1000;
 }
 
 /* ---- replay --------------------------------------------------------- */
@@ -396,9 +398,45 @@ static void hooks_wire(struct master *m, bool on)
 	m->ns.node_gone = on ? lockops_node_gone : NULL;
 }
 
+/* A new changelog file after the namespace's version. 0 or -errno. */
+static int open_changelog(struct master *m)
+{
+	struct changelog_opts clo = {
+		.dir = m->cfg.data_dir,
+		.sync = (enum cl_sync)m->cfg.changelog_sync,
+		.interval_ms = m->cfg.sync_interval_ms,
+		.prealloc = m->cfg.changelog_prealloc,
+		.on_durable = on_durable,
+		.ship = group_ship,
+		.arg = m,
+	};
+	int rc = changelog_open(m->loop, &clo, m->ns.version, &m->cl);
+
+	if (rc < 0)
+		sw_crit(TAG, "cannot open the changelog in %s: %s",
+			m->cfg.data_dir, strerror(-rc));
+	return rc;
+}
+
+int master_reload(struct master *m)
+{
+	int rc;
+
+	changelog_close(m->cl); /* frees itself once closed */
+	m->cl = NULL;
+	ns_release(&m->ns);
+	rc = load_metadata(m);
+	if (rc == 0)
+		rc = open_changelog(m);
+	if (rc < 0)
+		return rc;
+	/* What this member had before is older than the checkpoint. */
+	changelog_prune(m->cfg.data_dir, m->ckpt.version);
+	return 0;
+}
+
 int master_start(struct master *m, uv_loop_t *loop)
 {
-	struct changelog_opts clo;
 	int rc;
 
 	m->loop = loop;
@@ -416,21 +454,9 @@ int master_start(struct master *m, uv_loop_t *loop)
 	rc = delegs_new(m);
 	if (rc < 0)
 		return rc;
-	clo = (struct changelog_opts){
-		.dir = m->cfg.data_dir,
-		.sync = (enum cl_sync)m->cfg.changelog_sync,
-		.interval_ms = m->cfg.sync_interval_ms,
-		.prealloc = m->cfg.changelog_prealloc,
-		.on_durable = on_durable,
-		.ship = group_ship,
-		.arg = m,
-	};
-	rc = changelog_open(m->loop, &clo, m->ns.version, &m->cl);
-	if (rc < 0) {
-		sw_crit(TAG, "cannot open the changelog in %s: %s",
-			m->cfg.data_dir, strerror(-rc));
+	rc = open_changelog(m);
+	if (rc < 0)
 		return rc;
-	}
 	sessions_init(m);
 	rc = master_load_exports(m);
 	if (rc < 0)

@@ -105,6 +105,8 @@ struct master_config {
 	char etcd[1024];	/* etcd's client endpoints, HOST:PORT,... */
 	char group_prefix[128]; /* etcd keys under this */
 	uint64_t group_lease_ms;
+	uint64_t group_log_keep;    /* versions kept past the slowest */
+	uint64_t group_log_away_ms; /* a member silent this long: not */
 };
 
 /* Checkpoints in the background (master.c, checkpoint.h). */
@@ -226,5 +228,14 @@ void master_checkpoint(struct master *m);
  * master alone.
  */
 void master_lead(struct master *m);
+
+/*
+ * A follower of a group replaces its namespace with the newest checkpoint
+ * in its data directory, one it read from the leader (catchup.h): the
+ * changelog is closed, the namespace loaded again, and a new changelog
+ * started after it. Not while a checkpoint is being written, nor once
+ * it leads (nothing else may hold a node). 0 or -errno (logged).
+ */
+int master_reload(struct master *m);
 
 #endif

@@ -81,6 +81,7 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(INO_RANGE, "ino_range", ino_range_req, ino_range_reply, 1, 1),
 	/* A leader that got it is gone, or going. */
 	MSG(GROUP, "group", group_req, group_reply, 0, 0),
+	MSG(META_READ, "meta_read", meta_read_req, meta_read_reply, 0, 1),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

@@ -142,6 +142,7 @@ enum sw_msg_type {
 	SW_MSG_INVAL_ACK = 49,
 	SW_MSG_INO_RANGE = 50,
 	SW_MSG_GROUP = 51,
+	SW_MSG_META_READ = 52, /* a group's member catching up */
 	SW_MSG__COUNT
 };
 

@@ -1,0 +1,354 @@
+/*
+ * Catching up from the leader's checkpoint (catchup.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catchup.h"
+#include "checkpoint.h"
+#include "client.h"
+#include "crc32c.h"
+#include "fsio.h"
+#include "group.h"
+#include "handlers.h"
+#include "log.h"
+#include "master.h"
+#include "session.h"
+#include "util.h"
+
+#define TAG "catchup"
+
+/* ---- the leader ----------------------------------------------------- */
+
+/* Read @n bytes at @off of @fd into @p: 0, or -errno (-EIO: it ended). */
+static int pread_all(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t got = pread(fd, p, n, (off_t)off);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		p += got;
+		n -= (size_t)got;
+		off += (uint64_t)got;
+	}
+	return 0;
+}
+
+void op_meta_read(struct req *r, const ProtobufCMessage *msg)
+{
+	const Sweepfs__MetaReadReq *q = (const void *)msg;
+	Sweepfs__MetaReadReply reply = SWEEPFS__META_READ_REPLY__INIT;
+	struct master *m = r->m;
+	uint64_t version = q->version;
+	uint8_t *piece = NULL;
+	char path[4200];
+	struct stat st;
+	size_t n = 0;
+	int fd = -1, rc = 0;
+
+	if (!version) {
+		rc = checkpoint_newest(m->cfg.data_dir, &version);
+		if (rc == 0 || (rc == 1 && version < q->need)) {
+			/* One of the version the group is at now. */
+			sw_notice(TAG,
+				  "session %016" PRIx64 " needs a checkpoint "
+				  "of version %" PRIu64 " or later: writing "
+				  "one",
+				  r->s->id, q->need);
+			master_checkpoint(m);
+			group_pin(m, q->need);
+			rc = -EAGAIN;
+		}
+		if (rc < 0)
+			goto out;
+	}
+	checkpoint_name(path, sizeof(path), m->cfg.data_dir, version);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (q->offset > (uint64_t)st.st_size) {
+		rc = -EINVAL;
+		goto out;
+	}
+	n = (size_t)SW_MIN((uint64_t)CATCHUP_PIECE,
+			   (uint64_t)st.st_size - q->offset);
+	piece = malloc(n ? n : 1);
+	if (!piece) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = pread_all(fd, piece, n, q->offset);
+	if (rc < 0)
+		goto out;
+	if (q->offset == 0)
+		sw_notice(TAG,
+			  "session %016" PRIx64 " reads checkpoint %" PRIu64
+			  " (%" PRIu64 " bytes)",
+			  r->s->id, version, (uint64_t)st.st_size);
+	group_pin(m, version);
+	reply.has_version = reply.has_size = reply.has_data = 1;
+	reply.version = version;
+	reply.size = (uint64_t)st.st_size;
+	reply.data.data = piece;
+	reply.data.len = n;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		reply.has_err = 1;
+		reply.err = -rc;
+	}
+	req_reply(r, &reply.base);
+	free(piece);
+}
+
+/* ---- the member ----------------------------------------------------- */
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/*
+ * Connect to @leader as a member: answer its challenge with @key and check
+ * its answer to ours. 0 with *@out, or -errno (-EACCES: a wrong key on
+ * either side).
+ */
+static int member_open(const char *leader, const uint8_t key[SW_AUTH_KEY],
+		       const char *name, int timeout_ms, struct sw_client **out)
+{
+	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
+	Sweepfs__HelloReply *hr = NULL;
+	ProtobufCMessage *reply = NULL;
+	uint8_t nonce[SW_AUTH_NONCE], tag[SW_AUTH_TAG], want[SW_AUTH_TAG];
+	struct sw_target t;
+	struct sw_client *c;
+	int rc;
+
+	if (sw_target_parse(leader, SW_MASTER_PORT, &t) < 0 || t.naddrs != 1)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->next_id = 1;
+	c->timeout_ms = timeout_ms;
+	c->max_payload = SW_FRAME_MAX_META;
+	c->fd = sw_tcp_connect(t.host, t.port,
+			       SW_MIN(timeout_ms, SW_WALK_CONNECT_MS));
+	if (c->fd < 0) {
+		rc = c->fd;
+		free(c);
+		return rc;
+	}
+	snprintf(c->master, sizeof(c->master), "%s", leader);
+	sw_auth_random(nonce, sizeof(nonce));
+	hello.version = SW_PROTO_VERSION;
+	hello.role = SWEEPFS__ROLE__ROLE_MEMBER;
+	hello.has_client_name = 1;
+	hello.client_name.data = (uint8_t *)name;
+	hello.client_name.len = strlen(name);
+	hello.has_cs_nonce = 1;
+	hello.cs_nonce.data = nonce;
+	hello.cs_nonce.len = sizeof(nonce);
+	for (int round = 0; round < 2; round++) {
+		if (reply)
+			protobuf_c_message_free_unpacked(reply, NULL);
+		rc = sw_client_call(c, SW_MSG_HELLO, &hello.base, &reply);
+		if (rc < 0) {
+			reply = NULL;
+			goto out;
+		}
+		hr = (Sweepfs__HelloReply *)reply;
+		rc = sw_reply_err(reply);
+		if (rc != -EACCES || round > 0 || !hr->has_challenge ||
+		    hr->challenge.len != SW_AUTH_NONCE)
+			break;
+		sw_auth_tag(key, SW_AUTH_MEMBER, hr->challenge.data,
+			    hr->challenge.len, NULL, 0, tag);
+		hello.has_auth = 1;
+		hello.auth.data = tag;
+		hello.auth.len = sizeof(tag);
+	}
+	if (rc < 0)
+		goto out;
+	sw_auth_tag(key, SW_AUTH_LEADER, nonce, sizeof(nonce), NULL, 0, want);
+	if (!hr->has_cs_proof || hr->cs_proof.len != SW_AUTH_TAG ||
+	    !sw_auth_equal(hr->cs_proof.data, want, SW_AUTH_TAG)) {
+		sw_warn(TAG, "%s does not prove the group's session key",
+			leader);
+		rc = -EACCES;
+	}
+out:
+	if (reply)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	if (rc < 0) {
+		sw_client_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* A whole checkpoint file: its trailer is the CRC-32C of the rest, and
+ * its header says @version (checkpoint.c's format). */
+static bool piece_checks(uint32_t crc, const uint8_t head[16],
+			 const uint8_t tail[4], uint64_t version)
+{
+	uint32_t want = (uint32_t)tail[0] | (uint32_t)tail[1] << 8 |
+			(uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24;
+
+	return crc == want && memcmp(head, "SWCP", 4) == 0 &&
+	       get_le64(head + 8) == version;
+}
+
+struct download {
+	int fd;
+	uint64_t version, size, got;
+	uint32_t crc;
+	uint8_t head[16], tail[4];
+};
+
+/* Add a piece at d->got to the file, the sum and the header/trailer. */
+static int take_piece(struct download *d, const uint8_t *p, size_t n)
+{
+	int rc = sw_write_all(d->fd, p, n);
+
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = d->got + i;
+
+		if (at < sizeof(d->head))
+			d->head[at] = p[i];
+		if (at + sizeof(d->tail) >= d->size)
+			d->tail[at + sizeof(d->tail) - d->size] = p[i];
+	}
+	if (d->got < d->size - sizeof(d->tail)) {
+		size_t sum = (size_t)SW_MIN((uint64_t)n,
+					    d->size - sizeof(d->tail) - d->got);
+
+		d->crc = sw_crc32c(d->crc, p, sum);
+	}
+	d->got += n;
+	return 0;
+}
+
+/* One read of the whole file into @tmp: 0 with d->version, -EAGAIN (not
+ * yet: ask again), or -errno. */
+static int read_pieces(struct sw_client *c, struct download *d, uint64_t need)
+{
+	Sweepfs__MetaReadReq q = SWEEPFS__META_READ_REQ__INIT;
+	int rc;
+
+	q.has_need = q.has_version = q.has_offset = 1;
+	q.need = need;
+	do {
+		Sweepfs__MetaReadReply *mr;
+		ProtobufCMessage *reply;
+
+		q.version = d->version;
+		q.offset = d->got;
+		rc = sw_client_call(c, SW_MSG_META_READ, &q.base, &reply);
+		if (rc < 0)
+			return rc;
+		mr = (Sweepfs__MetaReadReply *)reply;
+		rc = sw_reply_err(reply);
+		if (rc == 0 && (!mr->has_version || !mr->has_size ||
+				mr->size < 24 || !mr->has_data ||
+				(d->version && (mr->version != d->version ||
+						mr->size != d->size)) ||
+				mr->data.len > mr->size - d->got ||
+				(mr->data.len == 0 && d->got < mr->size)))
+			rc = -EPROTO;
+		if (rc == 0 && !d->version) {
+			d->version = mr->version;
+			d->size = mr->size;
+		}
+		if (rc == 0)
+			rc = take_piece(d, mr->data.data, mr->data.len);
+		protobuf_c_message_free_unpacked(reply, NULL);
+	} while (rc == 0 && d->got < d->size);
+	return rc;
+}
+
+int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
+		  const char *dir, uint64_t need, const char *name,
+		  int timeout_ms, uint64_t *version)
+{
+	struct download d = { .fd = -1 };
+	struct sw_client *c = NULL;
+	char tmp[4200], final[4200];
+	int64_t t0 = sw_mono_ns();
+	int rc, waits = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/catchup.tmp", dir);
+	rc = member_open(leader, key, name, timeout_ms, &c);
+	if (rc < 0)
+		return rc;
+	for (;;) {
+		d.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			    0640);
+		if (d.fd < 0) {
+			rc = -errno;
+			break;
+		}
+		d.version = d.size = d.got = 0;
+		d.crc = 0;
+		rc = read_pieces(c, &d, need);
+		if (rc == -EAGAIN && ++waits * 500 < timeout_ms) {
+			close(d.fd);
+			sleep_ms(500);
+			continue;
+		}
+		if (rc == 0 && !piece_checks(d.crc, d.head, d.tail, d.version))
+			rc = -EBADMSG;
+		if (rc == 0 && fdatasync(d.fd) < 0)
+			rc = -errno;
+		if (close(d.fd) < 0 && rc == 0)
+			rc = -errno;
+		break;
+	}
+	sw_client_close(c);
+	if (rc == 0) {
+		checkpoint_name(final, sizeof(final), dir, d.version);
+		if (rename(tmp, final) < 0)
+			rc = -errno;
+	}
+	if (rc == 0)
+		rc = sw_fsync_dir(dir);
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	sw_notice(TAG,
+		  "checkpoint %" PRIu64 " (%" PRIu64 " bytes) read from %s "
+		  "in %.3f s",
+		  d.version, d.size, leader, (double)(sw_mono_ns() - t0) / 1e9);
+	*version = d.version;
+	return 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * A member of a group of masters that cannot follow the group's log, because
+ * it was away for longer than etcd keeps the log (group.c prunes it) or it
+ * starts with an empty data directory, catches up from the leader's newest
+ * checkpoint:
+ *
+ * - its group thread connects to the leader as ROLE_MEMBER, proving that it
+ *   holds the group's session key and asking the leader to prove it too
+ *   (common/auth.h), and reads the checkpoint in pieces (catchup_fetch());
+ * - the leader answers from its loop (op_meta_read()), from the file on
+ *   its disk: a checkpoint, once published, never changes;
+ * - the member checks the file's checksum and version, puts it in its
+ *   data directory as a checkpoint of its own, and its loop loads it in
+ *   place of what it had (master_reload()); then it follows the log from
+ *   there.
+ *
+ * A checkpoint older than the member needs (the leader's newest is older
+ * than the log etcd still has) makes the leader write one (EAGAIN; the
+ * member asks again). While a member reads, the leader keeps the log
+ * after that checkpoint in etcd (group_pin()), or it could be gone again
+ * by the time the member has loaded it.
+ *
+ * The checkpoint's integrity is its own CRC-32C, checked before the file
+ * takes a checkpoint's name; like every other frame on the master port,
+ * it is not encrypted.
+ */
+#ifndef SWEEPFS_MASTER_CATCHUP_H
+#define SWEEPFS_MASTER_CATCHUP_H
+
+#include <stdint.h>
+
+#include "auth.h"
+
+/* The largest piece of a checkpoint in one reply. */
+#define CATCHUP_PIECE (512u << 10)
+
+/*
+ * Fetch the checkpoint of the leader at @leader ("HOST:PORT") of version
+ * @need at least into @dir, as checkpoint.<version>, durably. @key is the
+ * group's session key; @name says who asks, for the leader's log. Blocks
+ * for as long as it takes (the leader may first have to write one), up to
+ * @timeout_ms without progress. 0 with *@version, or -errno (-EBADMSG: the
+ * file did not check out).
+ */
+int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
+		  const char *dir, uint64_t need, const char *name,
+		  int timeout_ms, uint64_t *version);
+
+/* The leader's side is op_meta_read() (handlers.h). */
+
+#endif
