@@ -45,8 +45,11 @@
 
 #define TAG "checkpoint"
 #define CP_MAGIC "SWCP"
-#define CP_FORMAT 3u
+/* 4: the node count after next_chunk (3, without it, still loads). */
+#define CP_FORMAT 4u
 #define IOBUF (1u << 20)
+/* The smallest node record: tag, ino, 5 u32, 4 u64. */
+#define NODE_MIN (1 + 8 + 5 * 4 + 4 * 8)
 
 /* ---- writing -------------------------------------------------------- */
 
@@ -306,6 +309,7 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	w_u64(&w, ns->next_ino);
 	w_u64(&w, ns->next_edge);
 	w_u64(&w, ns->next_chunk);
+	w_u64(&w, ns->nnodes);
 	ns_foreach_node(ns, write_node, &w);
 	chunks_foreach(ns, write_chunk, &w);
 	ns_intents_foreach(ns, write_intent, &w);
@@ -631,7 +635,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
 	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
+	uint64_t nodes = 0;
 	uint32_t format, crc_file, crc_calc;
+	struct stat st;
 	char magic[4];
 	int rc = 0;
 
@@ -644,12 +650,22 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 		goto out_free;
 	}
 	if (r_bytes(&r, magic, 4) || memcmp(magic, CP_MAGIC, 4) ||
-	    r_u32(&r, &format) || format != CP_FORMAT || r_u64(&r, &version) ||
-	    version != expect || r_u64(&r, &next_ino) ||
-	    r_u64(&r, &next_edge) || r_u64(&r, &next_chunk)) {
+	    r_u32(&r, &format) || format < 3 || format > CP_FORMAT ||
+	    r_u64(&r, &version) || version != expect || r_u64(&r, &next_ino) ||
+	    r_u64(&r, &next_edge) || r_u64(&r, &next_chunk) ||
+	    (format >= 4 && r_u64(&r, &nodes))) {
 		rc = -EUCLEAN;
 		goto out_close;
 	}
+	/* A node takes NODE_MIN bytes at least: a count the file cannot
+	 * hold is corrupt (and would not be allocated). */
+	if (fstat(r.fd, &st) < 0 || nodes > (uint64_t)st.st_size / NODE_MIN) {
+		rc = -EUCLEAN;
+		goto out_close;
+	}
+	rc = nodes ? ns_load_reserve(ns, nodes) : 0;
+	if (rc < 0)
+		goto out_close;
 	for (;;) {
 		uint8_t tag;
 

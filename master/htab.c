@@ -183,6 +183,28 @@ static size_t fit_slots(size_t n)
 	return n < MIN_SLOTS / 2 ? MIN_SLOTS : 2 * n;
 }
 
+int htab_reserve(struct htab *t, size_t n)
+{
+	size_t nslots = fit_slots(n);
+	void **fresh;
+
+	if (t->old)
+		htab_step(t, SIZE_MAX);
+	if (nslots <= t->size)
+		return 0;
+	fresh = calloc(nslots, sizeof(void *));
+	if (!fresh)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->size; i++)
+		if (t->slots[i])
+			place(fresh, nslots, t->hash_fn(t->slots[i]),
+			      t->slots[i]);
+	free(t->slots);
+	t->slots = fresh;
+	t->size = nslots;
+	return 0;
+}
+
 int htab_insert(struct htab *t, uint64_t h, void *elem)
 {
 	size_t total = htab_count(t) + 1;

@@ -69,6 +69,16 @@ void *htab_find(const struct htab *t, uint64_t h, htab_eq_fn eq,
  */
 int htab_insert(struct htab *t, uint64_t h, void *elem);
 
+/*
+ * Make room for @n elements at once, moving those there now (all of them:
+ * not for a table in service). For loading: elements that come in the
+ * order of their hashes (a table written out slot by slot) would all
+ * land in the first slots of a table still growing towards its final
+ * size, one cluster long enough to make loading quadratic. 0 or -ENOMEM
+ * (the table is unchanged).
+ */
+int htab_reserve(struct htab *t, size_t n);
+
 /* Remove @elem (compared by address); false if it was not there. */
 bool htab_remove(struct htab *t, uint64_t h, const void *elem);
 

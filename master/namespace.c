@@ -1097,6 +1097,13 @@ int ns_foreach_node(const struct ns *ns, int (*fn)(void *node, void *arg),
 	return htab_foreach(&ns->inodes, fn, arg);
 }
 
+int ns_load_reserve(struct ns *ns, uint64_t nodes)
+{
+	if (nodes > SIZE_MAX / 2 / sizeof(void *))
+		return -ENOMEM;
+	return htab_reserve(&ns->inodes, (size_t)nodes);
+}
+
 int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
 		 struct node **out)
 {

@@ -523,11 +523,14 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
 		     void *arg);
 
 /*
- * Loading a checkpoint: add node @n (all fields set; a directory's dir
- * part empty) with no name, then its names with ns_load_edge() in id order
- * per directory. The checkpoint loader checks the result with
- * ns_load_finish(), which links orphans and checks counts.
+ * Loading a checkpoint: room for @nodes nodes first when the checkpoint
+ * says how many (ns_load_reserve(); htab_reserve() says why), then add
+ * node @n (all fields set; a directory's dir part empty) with no name,
+ * then its names with ns_load_edge() in id order per directory. The
+ * checkpoint loader checks the result with ns_load_finish(), which links
+ * orphans and checks counts.
  */
+int ns_load_reserve(struct ns *ns, uint64_t nodes);
 int ns_load_node(struct ns *ns, const struct node *n, const char *target,
 		 struct node **out);
 int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
