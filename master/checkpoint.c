@@ -45,11 +45,13 @@
 
 #define TAG "checkpoint"
 #define CP_MAGIC "SWCP"
-/* 4: the node count after next_chunk (3, without it, still loads). */
+/* 4: after next_chunk, the counts of nodes, chunks, xattr sets and
+ * orphans (3, without them, still loads). */
 #define CP_FORMAT 4u
 #define IOBUF (1u << 20)
-/* The smallest node record: tag, ino, 5 u32, 4 u64. */
-#define NODE_MIN (1 + 8 + 5 * 4 + 4 * 8)
+/* The smallest record counted in the header: a chunk's (tag, id,
+ * version); a node's is 61 bytes, an xattr set's 14. */
+#define RECORD_MIN (1 + 8 + 4)
 
 /* ---- writing -------------------------------------------------------- */
 
@@ -310,6 +312,9 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	w_u64(&w, ns->next_edge);
 	w_u64(&w, ns->next_chunk);
 	w_u64(&w, ns->nnodes);
+	w_u64(&w, htab_count(&ns->chunks));
+	w_u64(&w, htab_count(&ns->xattrs));
+	w_u64(&w, htab_count(&ns->orphans));
 	ns_foreach_node(ns, write_node, &w);
 	chunks_foreach(ns, write_chunk, &w);
 	ns_intents_foreach(ns, write_intent, &w);
@@ -635,7 +640,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
 	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
-	uint64_t nodes = 0;
+	uint64_t counts[4] = { 0 }; /* nodes, chunks, xattr sets, orphans */
 	uint32_t format, crc_file, crc_calc;
 	struct stat st;
 	char magic[4];
@@ -653,17 +658,22 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	    r_u32(&r, &format) || format < 3 || format > CP_FORMAT ||
 	    r_u64(&r, &version) || version != expect || r_u64(&r, &next_ino) ||
 	    r_u64(&r, &next_edge) || r_u64(&r, &next_chunk) ||
-	    (format >= 4 && r_u64(&r, &nodes))) {
+	    (format >= 4 && (r_u64(&r, &counts[0]) || r_u64(&r, &counts[1]) ||
+			     r_u64(&r, &counts[2]) || r_u64(&r, &counts[3])))) {
 		rc = -EUCLEAN;
 		goto out_close;
 	}
-	/* A node takes NODE_MIN bytes at least: a count the file cannot
+	/* Each takes RECORD_MIN bytes at least: a count the file cannot
 	 * hold is corrupt (and would not be allocated). */
-	if (fstat(r.fd, &st) < 0 || nodes > (uint64_t)st.st_size / NODE_MIN) {
+	if (fstat(r.fd, &st) < 0 ||
+	    counts[0] > (uint64_t)st.st_size / RECORD_MIN ||
+	    counts[1] > (uint64_t)st.st_size / RECORD_MIN ||
+	    counts[2] > (uint64_t)st.st_size / RECORD_MIN ||
+	    counts[3] > counts[0]) {
 		rc = -EUCLEAN;
 		goto out_close;
 	}
-	rc = nodes ? ns_load_reserve(ns, nodes) : 0;
+	rc = ns_load_reserve(ns, counts[0], counts[1], counts[2], counts[3]);
 	if (rc < 0)
 		goto out_close;
 	for (;;) {

@@ -1097,11 +1097,21 @@ int ns_foreach_node(const struct ns *ns, int (*fn)(void *node, void *arg),
 	return htab_foreach(&ns->inodes, fn, arg);
 }
 
-int ns_load_reserve(struct ns *ns, uint64_t nodes)
+int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
+		    uint64_t xattr_sets, uint64_t orphans)
 {
-	if (nodes > SIZE_MAX / 2 / sizeof(void *))
-		return -ENOMEM;
-	return htab_reserve(&ns->inodes, (size_t)nodes);
+	struct htab *t[] = { &ns->inodes, &ns->chunks, &ns->xattrs,
+			     &ns->orphans };
+	uint64_t n[] = { nodes, chunks, xattr_sets, orphans };
+	int rc = 0;
+
+	for (size_t i = 0; i < SW_ARRAY_SIZE(t) && rc == 0; i++) {
+		if (n[i] > SIZE_MAX / 2 / sizeof(void *))
+			return -ENOMEM;
+		if (n[i])
+			rc = htab_reserve(t[i], (size_t)n[i]);
+	}
+	return rc;
 }
 
 int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,

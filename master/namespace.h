@@ -523,14 +523,16 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
 		     void *arg);
 
 /*
- * Loading a checkpoint: room for @nodes nodes first when the checkpoint
- * says how many (ns_load_reserve(); htab_reserve() says why), then add
+ * Loading a checkpoint: room first for as many nodes, chunks, xattr sets
+ * and orphans as the checkpoint says it holds (ns_load_reserve(); the
+ * tables are written in hash order, htab_reserve() says why), then add
  * node @n (all fields set; a directory's dir part empty) with no name,
  * then its names with ns_load_edge() in id order per directory. The
  * checkpoint loader checks the result with ns_load_finish(), which links
  * orphans and checks counts.
  */
-int ns_load_reserve(struct ns *ns, uint64_t nodes);
+int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
+		    uint64_t xattr_sets, uint64_t orphans);
 int ns_load_node(struct ns *ns, const struct node *n, const char *target,
 		 struct node **out);
 int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
