@@ -201,7 +201,13 @@ static int open_one(void *arg, const struct sw_target *t, int connect_ms,
 	if (!c)
 		return -ENOMEM;
 	c->next_id = 1;
-	c->timeout_ms = a->timeout_ms;
+	/* A member of a group that does not answer its hello within the
+	 * peer timeout is frozen or stuck (its kernel still accepts
+	 * connections): the next one may lead. */
+	c->timeout_ms = a->timeout_ms > 0 ?
+				(int)sw_target_peer_timeout(
+					t, (unsigned)a->timeout_ms) :
+				(t->naddrs > 1 ? SW_GROUP_PEER_TIMEOUT_MS : 0);
 	c->max_payload = SW_FRAME_MAX_META;
 	c->fd = sw_tcp_connect(t->host, t->port, connect_ms);
 	if (c->fd < 0) {
@@ -242,6 +248,7 @@ again:
 	if (rc < 0)
 		goto out_close;
 	sw_addr_str(t->host, t->port, c->master, sizeof(c->master));
+	c->timeout_ms = a->timeout_ms;
 	a->c = c;
 	return 0;
 

@@ -250,11 +250,15 @@ again:
 	rc = sw_buf_add_frame(&b, SW_MSG_HELLO, 0, 0, &hello.base);
 	if (rc == 0)
 		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
-	/* Nothing else comes before the hello reply. */
+	/* Nothing else comes before the hello reply. A member of a group
+	 * that does not answer within the peer timeout is frozen or stuck
+	 * (its kernel still accepts connections): the next one may lead. */
 	if (rc == 0) {
 		sw_buf_reset(&b);
-		rc = sw_frame_next(fd, &b, 4096, 10000, SW_FRAME_MAX_META,
-				   &hdr);
+		rc = sw_frame_next(fd, &b, 4096,
+				   (int)sw_target_peer_timeout(&mc->o.target,
+							       10000),
+				   SW_FRAME_MAX_META, &hdr);
 		rc = rc < 0 ? rc : 0;
 	}
 	if (rc == 0) {
