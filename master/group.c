@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,11 @@
 #define PIN_NS (60 * SW_NSEC_PER_SEC)
 /* Catching up: the longest wait for the leader without progress. */
 #define CATCHUP_TIMEOUT_MS 60000
+/* The loop checks its lease and says it is alive this often. */
+#define LOOP_WATCH_MS 100
+#define LOOP_WATCH_NS (LOOP_WATCH_MS * 1000000LL)
+/* Taken off a lease's end: etcd's clock may run a little faster. */
+#define LEASE_MARGIN_NS (100 * 1000000LL)
 /* The leader prunes this often. */
 #define PRUNE_EVERY_NS (10 * SW_NSEC_PER_SEC)
 
@@ -126,8 +132,17 @@ struct group {
 	unsigned leader_id;
 	struct group_status st; /* members as they last said */
 
+	/* Both threads, without the lock. The leader's lease holds until
+	 * valid_until (mono ns) for sure: the thread sets it from when it
+	 * asked etcd to renew, the loop stops serving past it. The loop says
+	 * it is alive in loop_seen; a thread whose loop is stuck lets the
+	 * lease go, so that another member takes over. */
+	_Atomic int64_t valid_until;
+	_Atomic int64_t loop_seen;
+
 	/* Loop thread only. */
 	bool serving;
+	uv_timer_t watch;  /* LOOP_WATCH_MS: loop_seen, valid_until */
 	uint64_t released; /* records up to here released to the disk */
 	uv_async_t async;
 	pthread_t thread;
@@ -565,6 +580,31 @@ static void on_async(uv_async_t *h)
 	}
 }
 
+void group_check_lease(struct master *m, int64_t now)
+{
+	struct group *g = m->group;
+
+	if (!g || !g->serving || now <= atomic_load(&g->valid_until))
+		return;
+	/* etcd may have given the leadership to another member by now:
+	 * answering even a read could show what that one has changed as
+	 * not there. */
+	sw_crit(TAG,
+		"the leader's lease may have run out (last renewed %" PRId64
+		" ms ago): exiting, so that a restart follows",
+		(now - g->last_ka) / 1000000);
+	_exit(75);
+}
+
+static void on_watch(uv_timer_t *t)
+{
+	struct group *g = t->data;
+	int64_t now = sw_mono_ns();
+
+	atomic_store(&g->loop_seen, now);
+	group_check_lease(g->m, now);
+}
+
 /* ---- the thread: following ------------------------------------------ */
 
 static void set_leader(struct group *g, const char *val)
@@ -797,9 +837,11 @@ static int campaign(struct group *g)
 	struct json_object *r;
 	const char *body;
 	char val[300];
+	int64_t t0;
 	int rc;
 
 	sw_buf_init(&b);
+	t0 = sw_mono_ns(); /* the lease runs from no earlier than this */
 	bprintf(&b, "{\"TTL\":%" PRId64 "}",
 		(int64_t)((g->lease_ns + SW_NSEC_PER_SEC - 1) /
 			  SW_NSEC_PER_SEC));
@@ -814,7 +856,7 @@ static int campaign(struct group *g)
 		rc = -EPROTO;
 		goto out;
 	}
-	g->last_ka = sw_mono_ns();
+	g->last_ka = t0;
 	snprintf(val, sizeof(val), "%u %s", g->id, g->self);
 	str(&b, "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"");
 	key_put(g, &b, "leader");
@@ -1552,6 +1594,8 @@ static void follow(struct group *g)
 			return;
 		}
 		g->next_ka = sw_mono_ns() + g->lease_ns / 4;
+		atomic_store(&g->valid_until,
+			     g->last_ka + g->lease_ns - LEASE_MARGIN_NS);
 		pthread_mutex_lock(&g->mu);
 		g->role = LEADER;
 		g->promote_at = g->next - 1;
@@ -1574,10 +1618,22 @@ static void lead(struct group *g)
 	int64_t now = sw_mono_ns();
 	int rc;
 
-	if (now >= g->next_ka) {
+	if (now >= g->next_ka &&
+	    now - atomic_load(&g->loop_seen) > g->lease_ns / 2) {
+		/* The loop is stuck (a hung disk?): it answers nobody, and
+		 * the group needs a leader that does. */
+		if (now - g->last_ka <= g->lease_ns / 4 + LOOP_WATCH_NS)
+			sw_crit(TAG,
+				"the loop has not run for %" PRId64 " ms: "
+				"letting the lease go",
+				(now - atomic_load(&g->loop_seen)) / 1000000);
+		g->next_ka = now + g->lease_ns / 20;
+	} else if (now >= g->next_ka) {
 		rc = keepalive(g);
 		if (rc == 0) {
 			g->last_ka = now;
+			atomic_store(&g->valid_until,
+				     now + g->lease_ns - LEASE_MARGIN_NS);
 			g->next_ka = now + g->lease_ns / 4;
 		} else if (rc == -ENOENT) {
 			deposed(g, "the lease expired");
@@ -1751,6 +1807,10 @@ int group_start(struct master *m)
 	sw_cond_init_mono(&g->cond);
 	uv_async_init(m->loop, &g->async, on_async);
 	g->async.data = g;
+	atomic_store(&g->loop_seen, sw_mono_ns());
+	uv_timer_init(m->loop, &g->watch);
+	g->watch.data = g;
+	uv_timer_start(&g->watch, on_watch, LOOP_WATCH_MS, LOOP_WATCH_MS);
 	m->group = g;
 	rc = -pthread_create(&g->thread, NULL, group_main, g);
 	if (rc < 0) {
@@ -1795,6 +1855,8 @@ void group_stop(struct master *m)
 		changelog_release(m->cl, g->committed);
 	}
 	uv_close((uv_handle_t *)&g->async, NULL);
+	uv_timer_stop(&g->watch);
+	uv_close((uv_handle_t *)&g->watch, NULL);
 }
 
 void group_release(struct master *m)

@@ -94,6 +94,14 @@ void group_stop(struct master *m);
 /* Free what is left, after the loop has run the close callbacks. */
 void group_release(struct master *m);
 
+/*
+ * A leader whose lease may have run out (by its own clock, from when it
+ * last asked etcd to renew it) exits at once (status 75), before it
+ * answers anything more: the loop calls this for every request, @now
+ * being sw_mono_ns(), and every LOOP_WATCH_MS.
+ */
+void group_check_lease(struct master *m, int64_t now);
+
 /* Whether this master serves clients: alone, or the group's leader. */
 bool group_serving(const struct master *m);
 

@@ -25,6 +25,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "deleg.h"
+#include "group.h"
 #include "master.h"
 #include "req.h"
 #include "session.h"
@@ -426,6 +427,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	const struct route *rt;
 	int rc;
 
+	group_check_lease(m, r.t0);
 	if (hdr->flags) {
 		sw_notice(TAG,
 			  "%s: sent a frame flagged as reply or "

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""A leader of a group of masters that may have lost its lease answers
+nothing more, not even a read (master/group.h, group_check_lease()).
+
+Three masters with their etcd members on loopback. The leader is frozen
+(SIGSTOP) for longer than its lease: another member is elected, and a
+second mount creates a file through it. The leader is let go again
+(SIGCONT) while the first mount, still connected to it, looks the new
+file up at once. The old leader must exit (status 75) without answering,
+and the mount must find the file through the new leader: a stale "No
+such file" would be a read answered by a master that no longer leads.
+The first mount is -o wsync, so that its lookup goes to its master and
+not to a directory delegation of its own.
+
+Prints one JSON object. Exit status 0 pass, 1 fail, 77 skip."""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+import swgroup  # noqa: E402
+from group_catchup import Group as CatchupGroup  # noqa: E402
+from swcluster import is_sweepfs_mount, unmount  # noqa: E402
+
+Fail = swgroup.Error
+
+
+class Group(CatchupGroup):
+    def __init__(self, a):
+        super().__init__(a)
+        self.mounts = []
+
+    def add_mount(self, name, opts=None):
+        mnt = self.path(name)
+        os.makedirs(mnt, exist_ok=True)
+        argv = [self.build + "/mount/sweepfs-mount", self.list, mnt, "-f"]
+        if opts:
+            argv += ["-o", opts]
+        h = self._spawn(argv, self.path(name + ".log"))
+        self.mounts.append((mnt, h))
+        deadline = time.monotonic() + 30
+        while not is_sweepfs_mount(mnt):
+            if time.monotonic() > deadline or h.poll() is not None:
+                raise Fail("mount %s did not come up" % name)
+            time.sleep(0.05)
+        return mnt
+
+    def stop(self):
+        for mnt, h in self.mounts:
+            unmount(mnt)
+            h.stop(10)
+        self.mounts = []
+        super().stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--tmp", required=True)
+    a = ap.parse_args()
+    if not shutil.which("etcd"):
+        print("etcd is not installed", file=sys.stderr)
+        return 77
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    g = Group(a)
+    result = {}
+    rc = 1
+    try:
+        g.start()
+        a_mnt = g.add_mount("mnt-a", "wsync")
+        d = os.path.join(a_mnt, "d")
+        os.mkdir(d)
+        os.stat(d)
+        old, _ = g.leader()
+        g.master[old].send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            # Another member leads once the frozen one's lease is out.
+            deadline = time.monotonic() + 30
+            while True:
+                new, _ = g.leader()
+                if new != old:
+                    break
+                if time.monotonic() > deadline:
+                    raise Fail("no other member was elected")
+                time.sleep(0.2)
+            result["elected_after_s"] = time.monotonic() - t0
+            b_mnt = g.add_mount("mnt-b")
+            os.close(os.open(os.path.join(b_mnt, "d", "x"),
+                             os.O_CREAT | os.O_WRONLY, 0o644))
+            fd = os.open(os.path.join(b_mnt, "d"), os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        finally:
+            g.master[old].send_signal(signal.SIGCONT)
+        # At once, through the mount still connected to the old leader.
+        seen = {}
+
+        def look():
+            try:
+                seen["ino"] = os.stat(os.path.join(d, "x")).st_ino
+            except OSError as e:
+                seen["err"] = e.strerror
+        t = threading.Thread(target=look, daemon=True)
+        t.start()
+        t.join(60)
+        result["lookup"] = seen
+        if t.is_alive():
+            raise Fail("the lookup through the first mount hung")
+        if "err" in seen:
+            raise Fail("the first mount was answered %r for a file the "
+                       "new leader has" % seen["err"])
+        st = g.master_exit(old, 30)
+        result["old_leader_status"] = st
+        if st != 75:
+            raise Fail("the old leader exited with %s, not 75" % st)
+        log = g.log(old)
+        if "lease may have run out" not in log and \
+                "no longer the group's leader" not in log:
+            raise Fail("the old leader did not say why it exited")
+        result["said"] = ("lease may have run out" in log)
+        rc = 0
+    except Fail as e:
+        result["fail"] = str(e)
+        print("FAIL: %s" % e, file=sys.stderr)
+    finally:
+        g.stop()
+    print(json.dumps(result, indent=1))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
