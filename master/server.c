@@ -506,7 +506,8 @@ static void conn_account(struct conn *c)
 /*
  * @c waits for a delegation (deleg.h): its batches and delegation returns
  * go on past the waiting request, in their order, as long as they need
- * not wait themselves. Two mounts that each wait for a directory the
+ * not wait themselves; so do pings, by which a mount of a group tells a
+ * live master from a frozen one (mount/master_conn.c). Two mounts that each wait for a directory the
  * other holds would otherwise wait for deleg_timeout: each return sits
  * behind the request that waits for the other's. (Handled early, what a
  * mount acknowledged reaches the master sooner than a request it sent
@@ -527,7 +528,8 @@ static void consume_parked(struct conn *c)
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
 		if (off == 0 || (hdr.type != SW_MSG_BATCH &&
-				 hdr.type != SW_MSG_DELEG_RETURN)) {
+				 hdr.type != SW_MSG_DELEG_RETURN &&
+				 hdr.type != SW_MSG_PING)) {
 			off += flen;
 			continue;
 		}

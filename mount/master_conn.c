@@ -38,6 +38,16 @@
 #define TAG "mconn"
 /* Lazy requests wait at most this long for a request to ride along. */
 #define LAZY_NS (2 * 1000 * 1000)
+/*
+ * A group's member that has answered nothing for PROBE_NS while requests
+ * wait gets a ping; one silent for DEAD_NS is given up, as a dead one is.
+ * A master frozen (a paused VM) or whose loop is stuck still has its
+ * kernel acknowledge what is sent: TCP never times out, and the mount
+ * would wait on it while another member leads. (The master answers a
+ * ping even while the connection waits for a delegation: server.c.)
+ */
+#define PROBE_NS (1000 * 1000000LL)
+#define DEAD_NS (2 * SW_GROUP_PEER_TIMEOUT_MS * 1000000LL)
 
 struct mconn {
 	struct mconn_opts o;
@@ -59,11 +69,15 @@ struct mconn {
 	int64_t lazy_since; /* mono ns of the oldest */
 	bool rx_idle;	    /* receiver sleeps with no timeout */
 	bool stop;
+	size_t nflight; /* calls in the table: waiting for their reply */
 
 	int wake_fd; /* eventfd: wakes the receiver */
 	pthread_t rx;
 	bool rx_started;
-	struct sw_buf in; /* receiver thread only */
+	/* Receiver thread only. */
+	struct sw_buf in;
+	int64_t heard;	/* mono ns: bytes came, or nothing was awaited */
+	int64_t probed; /* mono ns of the last ping */
 };
 
 static void wake_rx(struct mconn *mc)
@@ -130,6 +144,7 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	fd = mc->fd;
 	if (fd >= 0) {
 		sw_calls_assign(&mc->calls, p);
+		mc->nflight++;
 	} else {
 		wait_add(mc, p);
 		wake_rx(mc); /* so that it expires on time */
@@ -185,6 +200,57 @@ static int lazy_tick(struct mconn *mc, int fd)
 	if (rc < 0)
 		shutdown(fd, SHUT_RDWR);
 	return timeout;
+}
+
+/*
+ * Receiver thread, a group's member only: ping a member silent for
+ * PROBE_NS while requests wait for it; -ETIMEDOUT when it has been silent
+ * for DEAD_NS. Returns the poll timeout in ms until the next check.
+ */
+static int liveness_tick(struct mconn *mc, int fd, int *dead)
+{
+	Sweepfs__PingReq ping = SWEEPFS__PING_REQ__INIT;
+	int64_t now = sw_mono_ns();
+	struct sw_buf b;
+	size_t flight;
+	int rc;
+
+	*dead = 0;
+	if (mc->o.target.naddrs < 2)
+		return -1;
+	pthread_mutex_lock(&mc->mu);
+	flight = mc->nflight;
+	pthread_mutex_unlock(&mc->mu);
+	if (!flight || now - mc->heard < PROBE_NS) {
+		if (!flight)
+			mc->heard = now;
+		return (int)(PROBE_NS / 1000000);
+	}
+	if (now - mc->heard >= DEAD_NS) {
+		sw_warn(TAG,
+			"the master has answered nothing for %" PRId64
+			" ms: giving it up",
+			(now - mc->heard) / 1000000);
+		*dead = -ETIMEDOUT;
+		return 0;
+	}
+	if (now - mc->probed < PROBE_NS)
+		return (int)(PROBE_NS / 1000000);
+	/* An id nobody waits for: its reply only says the master lives. */
+	sw_buf_init(&b);
+	pthread_mutex_lock(&mc->wmu);
+	pthread_mutex_lock(&mc->mu);
+	rc = sw_buf_add_frame(&b, SW_MSG_PING, 0, mc->calls.next_id++,
+			      &ping.base);
+	pthread_mutex_unlock(&mc->mu);
+	if (rc == 0)
+		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
+	pthread_mutex_unlock(&mc->wmu);
+	sw_buf_release(&b);
+	if (rc < 0)
+		shutdown(fd, SHUT_RDWR);
+	mc->probed = now;
+	return (int)(PROBE_NS / 1000000);
 }
 
 /* ---- hello ---------------------------------------------------------- */
@@ -315,6 +381,8 @@ static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 	}
 	pthread_mutex_lock(&mc->mu);
 	p = sw_calls_take(&mc->calls, hdr->id);
+	if (p)
+		mc->nflight--;
 	pthread_mutex_unlock(&mc->mu);
 	if (p) /* else nobody asked: a reply from before a reconnect */
 		sw_call_answer(p, hdr, payload);
@@ -330,6 +398,7 @@ static int receive(struct mconn *mc, int fd)
 		return 0;
 	if (rc < 0)
 		return rc;
+	mc->heard = sw_mono_ns();
 	while ((rc = sw_frame_whole(sw_buf_head(&mc->in), sw_buf_used(&mc->in),
 				    SW_FRAME_MAX_META, &hdr)) == 1) {
 		deliver(mc, &hdr, sw_buf_head(&mc->in) + SW_FRAME_HDR);
@@ -351,6 +420,7 @@ static void disconnected(struct mconn *mc)
 	pthread_mutex_lock(&mc->mu);
 	close(mc->fd);
 	mc->fd = -1;
+	mc->nflight = 0;
 	for (p = sw_calls_take_all(&mc->calls); p; p = next) {
 		next = p->next;
 		if (p->resend) {
@@ -413,11 +483,13 @@ static void connected(struct mconn *mc, int fd)
 	mc->waiting = NULL;
 	mc->waiting_tail = &mc->waiting;
 	mc->fd = fd;
+	mc->heard = sw_mono_ns();
 	/* Ids and table entries first: replies may come as soon as sent.
 	 * Each gets a sender's reference for the write below. */
 	for (size_t i = 0; i < n; i++) {
 		sw_call_get(v[i]);
 		sw_calls_assign(&mc->calls, v[i]);
+		mc->nflight++;
 	}
 	pthread_mutex_unlock(&mc->mu);
 	for (size_t i = 0; i < n; i++) {
@@ -491,6 +563,7 @@ static void *rx_main(void *arg)
 	int delay_ms = 50;
 	bool quiet = false; /* a whole round of the list failed */
 
+	mc->heard = sw_mono_ns();
 	for (;;) {
 		struct pollfd pfd[2];
 		bool stop;
@@ -503,7 +576,11 @@ static void *rx_main(void *arg)
 		if (stop)
 			break;
 		if (fd >= 0) {
-			int timeout = lazy_tick(mc, fd);
+			int timeout = lazy_tick(mc, fd), dead;
+			int live = liveness_tick(mc, fd, &dead);
+
+			if (live >= 0 && (timeout < 0 || live < timeout))
+				timeout = live;
 
 			pfd[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
 			pfd[1] = (struct pollfd){ .fd = mc->wake_fd,
@@ -519,9 +596,12 @@ static void *rx_main(void *arg)
 				break;
 			if (rc > 0 && pfd[1].revents)
 				drain_wake(mc);
-			if (rc <= 0 || !pfd[0].revents)
+			if (dead)
+				rc = dead;
+			else if (rc <= 0 || !pfd[0].revents)
 				continue;
-			rc = receive(mc, fd);
+			else
+				rc = receive(mc, fd);
 			if (rc == 0)
 				continue;
 			pthread_mutex_lock(&mc->mu);
