@@ -76,14 +76,16 @@ static void test_roles(void **state)
 	Sweepfs__CsHeartbeatReq hb = SWEEPFS__CS_HEARTBEAT_REQ__INIT;
 	Sweepfs__BatchReq batch = SWEEPFS__BATCH_REQ__INIT;
 	Sweepfs__PingReq ping = SWEEPFS__PING_REQ__INIT;
+	Sweepfs__MetaReadReq mr = SWEEPFS__META_READ_REQ__INIT;
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
-	struct session cs, mount, tool;
+	struct session cs, mount, tool, member;
 
 	(void)state;
 	lookup.cred = &cred;
 	session_as(&cs, SWEEPFS__ROLE__ROLE_CHUNKSERVER, true, true);
 	session_as(&mount, SWEEPFS__ROLE__ROLE_MOUNT, true, false);
 	session_as(&tool, SWEEPFS__ROLE__ROLE_TOOL, true, false);
+	session_as(&member, SWEEPFS__ROLE__ROLE_MEMBER, true, false);
 
 	/* A chunkserver has no export: no namespace requests through it. */
 	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_LOOKUP), &cs,
@@ -109,6 +111,23 @@ static void test_roles(void **state)
 	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_BATCH), &mount,
 					&batch.base),
 			 0);
+	/* The leader's checkpoint is a member's to read, and a member
+	 * reads nothing else. */
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_META_READ),
+					&member, &mr.base),
+			 0);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_META_READ),
+					&mount, &mr.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_META_READ), &tool,
+					&mr.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_META_READ), &cs,
+					&mr.base),
+			 -EPERM);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_LOOKUP), &member,
+					&lookup.base),
+			 -EPERM);
 	/* A role the hello never gives is refused everything. */
 	mount.role = 9;
 	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_PING), &mount,
