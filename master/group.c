@@ -30,6 +30,7 @@
 #include "mutation.h"
 #include "net.h"
 #include "req.h"
+#include "server.h"
 #include "util.h"
 
 #define TAG "group"
@@ -138,10 +139,12 @@ struct group {
 	 * it is alive in loop_seen; a thread whose loop is stuck lets the
 	 * lease go, so that another member takes over. */
 	_Atomic int64_t valid_until;
+	_Atomic int64_t renewed_at; /* when it asked, for the log */
 	_Atomic int64_t loop_seen;
 
 	/* Loop thread only. */
 	bool serving;
+	bool paused;	   /* requests held back: the lease is in doubt */
 	uv_timer_t watch;  /* LOOP_WATCH_MS: loop_seen, valid_until */
 	uint64_t released; /* records up to here released to the disk */
 	uv_async_t async;
@@ -421,6 +424,8 @@ static const char *body_end(struct sw_buf *b)
 
 /* ---- the loop's side ------------------------------------------------ */
 
+static void lease_resume(struct group *g);
+
 static void wake_loop(struct group *g)
 {
 	uv_async_send(&g->async);
@@ -535,6 +540,7 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&g->mu);
 
 	group_admin_answer(g);
+	lease_resume(g);
 	if (deposed) {
 		sw_crit(TAG, "no longer the group's leader (lease lost or "
 			     "superseded): exiting, so that a restart reloads "
@@ -580,29 +586,44 @@ static void on_async(uv_async_t *h)
 	}
 }
 
-void group_check_lease(struct master *m, int64_t now)
+bool group_may_answer(struct master *m, int64_t now)
 {
 	struct group *g = m->group;
 
 	if (!g || !g->serving || now <= atomic_load(&g->valid_until))
-		return;
+		return true;
 	/* etcd may have given the leadership to another member by now:
 	 * answering even a read could show what that one has changed as
-	 * not there. */
-	sw_crit(TAG,
-		"the leader's lease may have run out (last renewed %" PRId64
-		" ms ago): exiting, so that a restart follows",
-		(now - g->last_ka) / 1000000);
-	_exit(75);
+	 * not there. Until the thread knows (renewed: go on; lost: this
+	 * master exits), nothing is answered. */
+	if (!g->paused)
+		sw_warn(TAG,
+			"the lease is not renewed in time (last %" PRId64
+			" ms ago): answering nothing until etcd renews it",
+			(now - atomic_load(&g->renewed_at)) / 1000000);
+	g->paused = true;
+	return false;
+}
+
+/* The lease is renewed: requests held back since it was in doubt go on. */
+static void lease_resume(struct group *g)
+{
+	struct master *m = g->m;
+
+	if (!g->paused || sw_mono_ns() > atomic_load(&g->valid_until))
+		return;
+	g->paused = false;
+	sw_notice(TAG, "the lease is renewed: answering again");
+	for (struct conn *c = conn_first(m); c; c = conn_next(c))
+		server_resume(c);
 }
 
 static void on_watch(uv_timer_t *t)
 {
 	struct group *g = t->data;
-	int64_t now = sw_mono_ns();
 
-	atomic_store(&g->loop_seen, now);
-	group_check_lease(g->m, now);
+	atomic_store(&g->loop_seen, sw_mono_ns());
+	lease_resume(g);
 }
 
 /* ---- the thread: following ------------------------------------------ */
@@ -1594,6 +1615,7 @@ static void follow(struct group *g)
 			return;
 		}
 		g->next_ka = sw_mono_ns() + g->lease_ns / 4;
+		atomic_store(&g->renewed_at, g->last_ka);
 		atomic_store(&g->valid_until,
 			     g->last_ka + g->lease_ns - LEASE_MARGIN_NS);
 		pthread_mutex_lock(&g->mu);
@@ -1632,9 +1654,11 @@ static void lead(struct group *g)
 		rc = keepalive(g);
 		if (rc == 0) {
 			g->last_ka = now;
+			atomic_store(&g->renewed_at, now);
 			atomic_store(&g->valid_until,
 				     now + g->lease_ns - LEASE_MARGIN_NS);
 			g->next_ka = now + g->lease_ns / 4;
+			wake_loop(g); /* held-back requests go on */
 		} else if (rc == -ENOENT) {
 			deposed(g, "the lease expired");
 			return;

@@ -95,12 +95,13 @@ void group_stop(struct master *m);
 void group_release(struct master *m);
 
 /*
- * A leader whose lease may have run out (by its own clock, from when it
- * last asked etcd to renew it) exits at once (status 75), before it
- * answers anything more: the loop calls this for every request, @now
- * being sw_mono_ns(), and every LOOP_WATCH_MS.
+ * Whether this master may answer a request now (@now: sw_mono_ns()):
+ * false for a leader whose lease may have run out by its own clock (from
+ * when it last asked etcd to renew it), until its thread renews the lease
+ * (the requests held back then go on: server_resume()) or finds it lost
+ * (the master exits, status 75). The loop asks before every request.
  */
-void group_check_lease(struct master *m, int64_t now);
+bool group_may_answer(struct master *m, int64_t now);
 
 /* Whether this master serves clients: alone, or the group's leader. */
 bool group_serving(const struct master *m);

@@ -427,7 +427,9 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	const struct route *rt;
 	int rc;
 
-	group_check_lease(m, r.t0);
+	/* Left in the buffer: handled once the lease is renewed. */
+	if (!group_may_answer(m, r.t0))
+		return false;
 	if (hdr->flags) {
 		sw_notice(TAG,
 			  "%s: sent a frame flagged as reply or "
