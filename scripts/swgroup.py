@@ -86,7 +86,10 @@ class Group:
                 "--initial-advertise-peer-urls",
                 "http://%s:%d" % (m.host, m.etcd_peer),
                 "--initial-cluster", cluster,
-                "--initial-cluster-state", "new", "--log-level", "warn"]
+                "--initial-cluster-state", "new", "--log-level", "warn",
+                # A member coming back from a cut does not depose the
+                # etcd leader (the default from etcd 3.5 on).
+                "--pre-vote"]
         self.etcd[i] = self._spawn(self._argv(m, argv),
                                    self.path("etcd%d.log" % i))
 
