@@ -31,7 +31,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import cluster  # noqa: E402
 import swgroup  # noqa: E402
-from swcluster import is_sweepfs_mount, pick_port, unmount  # noqa: E402
+from swcluster import is_sweepfs_mount, unmount  # noqa: E402
 
 
 def _create(d, n):
@@ -119,15 +119,7 @@ def main():
     base = tempfile.mkdtemp(prefix="sweepfs-bench-group.")
     sync = ["changelog_sync=" + a.sync]
     alone = cluster.Cluster(build=build, base=base, master_set=sync)
-    members = []
-    taken = set()
-    for i in (1, 2, 3):
-        ports = []
-        for _ in range(3):
-            p = pick_port(avoid=taken)
-            taken.add(p)
-            ports.append(p)
-        members.append(swgroup.Member(i, "127.0.0.1", *ports))
+    members = swgroup.loopback_members(3)
     gdir = os.path.join(base, "group")
     os.makedirs(gdir)
     # The daemons' default log level, as bench/cluster.py has it.

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
 import cluster  # noqa: E402
 import swgroup  # noqa: E402
 from group import mount, phase, _create  # noqa: E402
-from swcluster import pick_port, unmount  # noqa: E402
+from swcluster import unmount  # noqa: E402
 
 
 def pct(v, p):
@@ -86,15 +86,8 @@ def main():
                          "etcd-server)")
     per = a.n // a.writers
     base = tempfile.mkdtemp(prefix="sweepfs-bench-catchup.")
-    taken, members = set(), []
-    for i in (1, 2, 3):
-        ports = []
-        for _ in range(3):
-            p = pick_port(avoid=taken)
-            taken.add(p)
-            ports.append(p)
-        members.append(swgroup.Member(i, "127.0.0.1", *ports))
-    group = swgroup.Group(base, build, members, log_level="notice")
+    group = swgroup.Group(base, build, swgroup.loopback_members(3),
+                          log_level="notice")
     mnt = os.path.join(base, "mnt")
     h = None
     result = {"n": per * a.writers, "writers": a.writers}

@@ -18,8 +18,6 @@ mount given the masters' list:
 
 Prints one JSON object. Exit status 0 pass, 1 fail, 77 skip."""
 
-import argparse
-import json
 import os
 import re
 import shutil
@@ -30,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import swgroup  # noqa: E402
-from swcluster import is_sweepfs_mount, pick_port, unmount  # noqa: E402
+from swcluster import is_sweepfs_mount, unmount  # noqa: E402
 
 Fail = swgroup.Error
 KEEP = 20
@@ -38,15 +36,7 @@ KEEP = 20
 
 class Group(swgroup.Group):
     def __init__(self, a):
-        used = set()
-
-        def port():
-            p = pick_port(avoid=used)
-            used.add(p)
-            return p
-
-        members = [swgroup.Member(i, "127.0.0.1", port(), port(), port())
-                   for i in (1, 2, 3)]
+        members = swgroup.loopback_members(3)
         super().__init__(a.tmp, a.build, members,
                          master_set=["group_log_keep=%d" % KEEP,
                                      "group_log_away=2000ms"])
@@ -133,111 +123,80 @@ def make(d, n):
             f.write("")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    if not shutil.which("etcd"):
-        print("etcd is not installed", file=sys.stderr)
-        return 77
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    g = Group(a)
-    result = {}
-    rc = 1
-    try:
-        g.start()
-        g.start_mount()
-        make(os.path.join(g.mnt, "d0"), 100)
-        lid, _ = g.leader()
-        away, other = [i for i in (1, 2, 3) if i != lid]
+def run(g, result):
+    g.start()
+    g.start_mount()
+    make(os.path.join(g.mnt, "d0"), 100)
+    lid, _ = g.leader()
+    away, other = [i for i in (1, 2, 3) if i != lid]
 
-        # 1. Away for longer than etcd keeps the log.
-        g.wait_level(away)
-        was = g.stop_member(away)
-        make(os.path.join(g.mnt, "d1"), 500)
-        result["pruned_to"] = g.wait_pruned(was)
-        since = len(g.log(away))
-        g.start_master(away)
-        g.wait_log(away, r"catching up from the leader's checkpoint", 20,
-                   since)
-        m = g.wait_log(away, r"caught up: at version (\d+)", 60, since)
-        result["away"] = {"stopped_at": was,
-                          "caught_up_at": int(m.group(1))}
-        make(os.path.join(g.mnt, "d2"), 100)
-        g.wait_level(away)
+    # 1. Away for longer than etcd keeps the log.
+    g.wait_level(away)
+    was = g.stop_member(away)
+    make(os.path.join(g.mnt, "d1"), 500)
+    result["pruned_to"] = g.wait_pruned(was)
+    since = len(g.log(away))
+    g.start_master(away)
+    g.wait_log(away, r"catching up from the leader's checkpoint", 20,
+               since)
+    m = g.wait_log(away, r"caught up: at version (\d+)", 60, since)
+    result["away"] = {"stopped_at": was,
+                      "caught_up_at": int(m.group(1))}
+    make(os.path.join(g.mnt, "d2"), 100)
+    g.wait_level(away)
 
-        # 2. An empty data directory: the wrong key first.
-        g.stop_member(other)
-        d = g.path("m%d" % other)
-        keys = {k: open(os.path.join(d, k), "rb").read()
-                for k in swgroup.KEYS}
-        shutil.rmtree(d)
-        os.makedirs(d)
-        for k, v in keys.items():
-            with open(os.path.join(d, k), "wb") as f:
-                f.write(v if k != "session.key" else b"00" * 32 + b"\n")
-            os.chmod(os.path.join(d, k), 0o600)
-        lid, _ = g.leader()
-        lsince = len(g.log(lid))
-        since = len(g.log(other))
-        g.start_master(other)
-        g.wait_log(lid, r"refused: wrong member key", 20, lsince)
-        g.wait_log(other, r"catching up from .*: Permission denied", 20,
-                   since)
-        if re.search(r"caught up", g.log(other)[since:]):
-            raise Fail("a member with the wrong key caught up")
-        g.master[other].send_signal(signal.SIGTERM)
-        g.master_exit(other, 30)
-        with open(os.path.join(d, "session.key"), "wb") as f:
-            f.write(keys["session.key"])
-        since = len(g.log(other))
-        g.start_master(other)
-        m = g.wait_log(other, r"caught up: at version (\d+)", 60, since)
-        result["empty_caught_up_at"] = int(m.group(1))
-        make(os.path.join(g.mnt, "d3"), 100)
-        g.wait_level(other)
+    # 2. An empty data directory: the wrong key first.
+    g.stop_member(other)
+    d = g.path("m%d" % other)
+    keys = {k: open(os.path.join(d, k), "rb").read()
+            for k in swgroup.KEYS}
+    shutil.rmtree(d)
+    os.makedirs(d)
+    for k, v in keys.items():
+        with open(os.path.join(d, k), "wb") as f:
+            f.write(v if k != "session.key" else b"00" * 32 + b"\n")
+        os.chmod(os.path.join(d, k), 0o600)
+    lid, _ = g.leader()
+    lsince = len(g.log(lid))
+    since = len(g.log(other))
+    g.start_master(other)
+    g.wait_log(lid, r"refused: wrong member key", 20, lsince)
+    g.wait_log(other, r"catching up from .*: Permission denied", 20,
+               since)
+    if re.search(r"caught up", g.log(other)[since:]):
+        raise Fail("a member with the wrong key caught up")
+    g.master[other].send_signal(signal.SIGTERM)
+    g.master_exit(other, 30)
+    with open(os.path.join(d, "session.key"), "wb") as f:
+        f.write(keys["session.key"])
+    since = len(g.log(other))
+    g.start_master(other)
+    m = g.wait_log(other, r"caught up: at version (\d+)", 60, since)
+    result["empty_caught_up_at"] = int(m.group(1))
+    make(os.path.join(g.mnt, "d3"), 100)
+    g.wait_level(other)
 
-        # 3. The member that caught up leads; everything is there.
-        old, _ = g.leader()
-        g.tool("group", "transfer", str(away))
-        if g.master_exit(old, 30) != 75:
-            raise Fail("the old leader did not hand over")
-        new, _ = g.leader()
-        if new != away:
-            raise Fail("member %d leads, not %d" % (new, away))
-        g.start_master(old)
-        counts = {s: len(os.listdir(os.path.join(g.mnt, s)))
-                  for s in ("d0", "d1", "d2", "d3")}
-        result["files"] = counts
-        if counts != {"d0": 100, "d1": 500, "d2": 100, "d3": 100}:
-            raise Fail("files missing after the transfer: %s" % counts)
-        for i in (1, 2, 3):
-            g.wait_level(i)
-        unmount(g.mnt)
-        g.mnt = None
-        ends = {}
-        for i in [j for j in (1, 2, 3) if j != new] + [new]:
-            g.stop_member(i)
-            m = re.findall(r"stopped at version (\d+), digest (\w+)",
-                           g.log(i))
-            if not m:
-                raise Fail("member %d logged no digest" % i)
-            ends[i] = m[-1]
-        result["ends"] = {str(i): "%s %s" % v for i, v in ends.items()}
-        if len(set(ends.values())) != 1:
-            raise Fail("the members differ: %s" % ends)
-        rc = 0
-    except Fail as e:
-        result["fail"] = str(e)
-        print("FAIL: %s" % e, file=sys.stderr)
-    finally:
-        g.stop()
-        if g.mount:
-            g.mount.stop(10)
-    print(json.dumps(result, indent=1))
-    return rc
+    # 3. The member that caught up leads; everything is there.
+    old, _ = g.leader()
+    g.tool("group", "transfer", str(away))
+    if g.master_exit(old, 30) != 75:
+        raise Fail("the old leader did not hand over")
+    new, _ = g.leader()
+    if new != away:
+        raise Fail("member %d leads, not %d" % (new, away))
+    g.start_master(old)
+    counts = {s: len(os.listdir(os.path.join(g.mnt, s)))
+              for s in ("d0", "d1", "d2", "d3")}
+    result["files"] = counts
+    if counts != {"d0": 100, "d1": 500, "d2": 100, "d3": 100}:
+        raise Fail("files missing after the transfer: %s" % counts)
+    for i in (1, 2, 3):
+        g.wait_level(i)
+    unmount(g.mnt)
+    g.mnt = None
+    result["ends"] = {str(i): v for i, v in g.stop_for_digests(
+        [j for j in (1, 2, 3) if j != new] + [new]).items()}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(swgroup.scenario(Group, run))

@@ -21,10 +21,7 @@ through it. Meanwhile:
 
 Prints one JSON object. Exit status 0 pass, 1 fail, 77 skip."""
 
-import argparse
-import json
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -84,78 +81,58 @@ def look(path, timeout):
     return seen if seen else {"hung": True}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--tmp", required=True)
-    a = ap.parse_args()
-    if not shutil.which("etcd"):
-        print("etcd is not installed", file=sys.stderr)
-        return 77
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    g = Group(a)
-    result = {}
-    rc = 1
+def run(g, result):
+    g.start()
+    a_mnt = g.add_mount("mnt-a", "wsync")
+    c_mnt = g.add_mount("mnt-c", "wsync")
+    d = os.path.join(a_mnt, "d")
+    os.mkdir(d)
+    os.stat(d)
+    os.stat(os.path.join(c_mnt, "d"))
+    old, _ = g.leader()
+    g.master[old].send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
     try:
-        g.start()
-        a_mnt = g.add_mount("mnt-a", "wsync")
-        c_mnt = g.add_mount("mnt-c", "wsync")
-        d = os.path.join(a_mnt, "d")
-        os.mkdir(d)
-        os.stat(d)
-        os.stat(os.path.join(c_mnt, "d"))
-        old, _ = g.leader()
-        g.master[old].send_signal(signal.SIGSTOP)
-        t0 = time.monotonic()
-        try:
-            # Another member leads once the frozen one's lease is out.
-            deadline = time.monotonic() + 30
-            while True:
-                new, _ = g.leader()
-                if new != old:
-                    break
-                if time.monotonic() > deadline:
-                    raise Fail("no other member was elected")
-                time.sleep(0.2)
-            result["elected_after_s"] = time.monotonic() - t0
-            b_mnt = g.add_mount("mnt-b")
-            os.close(os.open(os.path.join(b_mnt, "d", "x"),
-                             os.O_CREAT | os.O_WRONLY, 0o644))
-            fd = os.open(os.path.join(b_mnt, "d"), os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
-            # The first mount, while the old leader is still frozen.
-            t1 = time.monotonic()
-            seen = look(os.path.join(d, "x"), 30)
-            result["lookup_frozen"] = seen
-            result["lookup_frozen_s"] = time.monotonic() - t1
-            if "ino" not in seen:
-                raise Fail("the first mount, during the freeze: %s" % seen)
-        finally:
-            g.master[old].send_signal(signal.SIGCONT)
-        # At once, through the mount still connected to the old leader.
-        seen = look(os.path.join(c_mnt, "d", "x"), 60)
-        result["lookup_resumed"] = seen
+        # Another member leads once the frozen one's lease is out.
+        deadline = time.monotonic() + 30
+        while True:
+            new, _ = g.leader()
+            if new != old:
+                break
+            if time.monotonic() > deadline:
+                raise Fail("no other member was elected")
+            time.sleep(0.2)
+        result["elected_after_s"] = time.monotonic() - t0
+        b_mnt = g.add_mount("mnt-b")
+        os.close(os.open(os.path.join(b_mnt, "d", "x"),
+                         os.O_CREAT | os.O_WRONLY, 0o644))
+        fd = os.open(os.path.join(b_mnt, "d"), os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        # The first mount, while the old leader is still frozen.
+        t1 = time.monotonic()
+        seen = look(os.path.join(d, "x"), 30)
+        result["lookup_frozen"] = seen
+        result["lookup_frozen_s"] = time.monotonic() - t1
         if "ino" not in seen:
-            raise Fail("the second mount, after the freeze: %s" % seen)
-        st = g.master_exit(old, 30)
-        result["old_leader_status"] = st
-        if st != 75:
-            raise Fail("the old leader exited with %s, not 75" % st)
-        log = g.log(old)
-        if "lease may have run out" not in log and \
-                "no longer the group's leader" not in log:
-            raise Fail("the old leader did not say why it exited")
-        result["said"] = ("lease may have run out" in log)
-        rc = 0
-    except Fail as e:
-        result["fail"] = str(e)
-        print("FAIL: %s" % e, file=sys.stderr)
+            raise Fail("the first mount, during the freeze: %s" % seen)
     finally:
-        g.stop()
-    print(json.dumps(result, indent=1))
-    return rc
+        g.master[old].send_signal(signal.SIGCONT)
+    # At once, through the mount still connected to the old leader.
+    seen = look(os.path.join(c_mnt, "d", "x"), 60)
+    result["lookup_resumed"] = seen
+    if "ino" not in seen:
+        raise Fail("the second mount, after the freeze: %s" % seen)
+    st = g.master_exit(old, 30)
+    result["old_leader_status"] = st
+    if st != 75:
+        raise Fail("the old leader exited with %s, not 75" % st)
+    log = g.log(old)
+    if "lease may have run out" not in log and \
+            "no longer the group's leader" not in log:
+        raise Fail("the old leader did not say why it exited")
+    result["said"] = ("lease may have run out" in log)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(swgroup.scenario(Group, run))
