@@ -141,6 +141,7 @@ struct group {
 	_Atomic int64_t valid_until;
 	_Atomic int64_t renewed_at; /* when it asked, for the log */
 	_Atomic int64_t loop_seen;
+	_Atomic bool leading; /* the loop serves as the leader */
 
 	/* Loop thread only. */
 	bool serving;
@@ -574,6 +575,8 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&g->mu);
 	if (promote && m->ns.version >= promote_at) {
 		g->serving = true;
+		atomic_store(&g->loop_seen, sw_mono_ns());
+		atomic_store(&g->leading, true);
 		g->released = m->ns.version;
 		changelog_gate(m->cl);
 		sw_notice(TAG, "leading the group at version %" PRIu64,
@@ -1640,7 +1643,9 @@ static void lead(struct group *g)
 	int64_t now = sw_mono_ns();
 	int rc;
 
-	if (now >= g->next_ka &&
+	/* (Not while the loop still applies what the election brought: it
+	 * has every right to be busy then.) */
+	if (now >= g->next_ka && atomic_load(&g->leading) &&
 	    now - atomic_load(&g->loop_seen) > g->lease_ns / 2) {
 		/* The loop is stuck (a hung disk?): it answers nobody, and
 		 * the group needs a leader that does. */
