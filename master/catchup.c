@@ -24,6 +24,9 @@
 #include "util.h"
 
 #define TAG "catchup"
+/* A leader without a checkpoint new enough writes one: asked again every
+ * half second, for a minute. */
+#define EAGAIN_TRIES 120
 
 /* ---- the leader ----------------------------------------------------- */
 
@@ -259,8 +262,9 @@ static int take_piece(struct download *d, const uint8_t *p, size_t n)
 }
 
 /* One read of the whole file into @tmp: 0 with d->version, -EAGAIN (not
- * yet: ask again), or -errno. */
-static int read_pieces(struct sw_client *c, struct download *d, uint64_t need)
+ * yet: ask again), or -errno (-ECANCELED: @stop said so). */
+static int read_pieces(struct sw_client *c, struct download *d, uint64_t need,
+		       bool (*stop)(void *arg), void *arg)
 {
 	Sweepfs__MetaReadReq q = SWEEPFS__META_READ_REQ__INIT;
 	int rc;
@@ -271,6 +275,8 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need)
 		Sweepfs__MetaReadReply *mr;
 		ProtobufCMessage *reply;
 
+		if (stop && stop(arg))
+			return -ECANCELED;
 		q.version = d->version;
 		q.offset = d->got;
 		rc = sw_client_call(c, SW_MSG_META_READ, &q.base, &reply);
@@ -278,12 +284,13 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need)
 			return rc;
 		mr = (Sweepfs__MetaReadReply *)reply;
 		rc = sw_reply_err(reply);
-		if (rc == 0 && (!mr->has_version || !mr->has_size ||
-				mr->size < 24 || !mr->has_data ||
-				(d->version && (mr->version != d->version ||
-						mr->size != d->size)) ||
-				mr->data.len > mr->size - d->got ||
-				(mr->data.len == 0 && d->got < mr->size)))
+		if (rc == 0 &&
+		    (!mr->has_version || !mr->has_size || mr->size < 24 ||
+		     !mr->has_data || mr->version < need ||
+		     (d->version &&
+		      (mr->version != d->version || mr->size != d->size)) ||
+		     mr->data.len > mr->size - d->got ||
+		     (mr->data.len == 0 && d->got < mr->size)))
 			rc = -EPROTO;
 		if (rc == 0 && !d->version) {
 			d->version = mr->version;
@@ -298,7 +305,8 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need)
 
 int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
 		  const char *dir, uint64_t need, const char *name,
-		  int timeout_ms, uint64_t *version)
+		  int timeout_ms, bool (*stop)(void *arg), void *arg,
+		  uint64_t *version)
 {
 	struct download d = { .fd = -1 };
 	struct sw_client *c = NULL;
@@ -319,8 +327,8 @@ int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
 		}
 		d.version = d.size = d.got = 0;
 		d.crc = 0;
-		rc = read_pieces(c, &d, need);
-		if (rc == -EAGAIN && ++waits * 500 < timeout_ms) {
+		rc = read_pieces(c, &d, need, stop, arg);
+		if (rc == -EAGAIN && ++waits < EAGAIN_TRIES) {
 			close(d.fd);
 			sleep_ms(500);
 			continue;

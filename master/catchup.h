@@ -27,6 +27,7 @@
 #ifndef SWEEPFS_MASTER_CATCHUP_H
 #define SWEEPFS_MASTER_CATCHUP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "auth.h"
@@ -38,13 +39,15 @@
  * Fetch the checkpoint of the leader at @leader ("HOST:PORT") of version
  * @need at least into @dir, as checkpoint.<version>, durably. @key is the
  * group's session key; @name says who asks, for the leader's log. Blocks
- * for as long as it takes (the leader may first have to write one), up to
- * @timeout_ms without progress. 0 with *@version, or -errno (-EBADMSG: the
- * file did not check out).
+ * for as long as it takes (the leader may first have to write one: it is
+ * asked again every half second for a minute), each answer within
+ * @timeout_ms; @stop(@arg) true between pieces cancels it. 0 with
+ * *@version, or -errno (-EBADMSG: the file did not check out; -ECANCELED).
  */
 int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
 		  const char *dir, uint64_t need, const char *name,
-		  int timeout_ms, uint64_t *version);
+		  int timeout_ms, bool (*stop)(void *arg), void *arg,
+		  uint64_t *version);
 
 /* The leader's side is op_meta_read() (handlers.h). */
 

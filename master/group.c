@@ -54,8 +54,8 @@
 /* A member catching up: the log after its checkpoint stays this long
  * after its last read (group_pin()). */
 #define PIN_NS (60 * SW_NSEC_PER_SEC)
-/* Catching up: the longest wait for the leader without progress. */
-#define CATCHUP_TIMEOUT_MS 60000
+/* Catching up: the longest wait for one answer of the leader. */
+#define CATCHUP_TIMEOUT_MS 10000
 /* The loop checks its lease and says it is alive this often. */
 #define LOOP_WATCH_MS 100
 #define LOOP_WATCH_NS (LOOP_WATCH_MS * 1000000LL)
@@ -1488,6 +1488,18 @@ static void check_leader(struct group *g)
 	revoke_lease(g, g->leader_lease);
 }
 
+/* Whether this master stops (for catchup_fetch()). */
+static bool stopping(void *arg)
+{
+	struct group *g = arg;
+	bool stop;
+
+	pthread_mutex_lock(&g->mu);
+	stop = g->stop;
+	pthread_mutex_unlock(&g->mu);
+	return stop;
+}
+
 /*
  * This member cannot follow the group's log from where its data is: read
  * the leader's checkpoint of version @need at least (catchup.h), have the
@@ -1524,11 +1536,17 @@ static int catch_up(struct group *g, uint64_t need)
 		if (rc == 1 && leader[0] && leader_id != g->id) {
 			rc = catchup_fetch(leader, g->m->session_key,
 					   g->m->cfg.data_dir, need, name,
-					   CATCHUP_TIMEOUT_MS, &version);
+					   CATCHUP_TIMEOUT_MS, stopping, g,
+					   &version);
 			if (rc == 0)
 				break;
-			sw_warn(TAG, "catching up from %s: %s; trying again",
-				leader, strerror(-rc));
+			if (rc == -ECANCELED)
+				return rc;
+			sw_warn(TAG, "catching up from %s: %s; trying again%s",
+				leader, strerror(-rc),
+				rc == -EACCES ? " (does this member hold the "
+						"group's session.key?)" :
+						"");
 		}
 		wait_until(g, sw_mono_ns() + SW_NSEC_PER_SEC, false);
 	}
@@ -1940,7 +1958,9 @@ void group_pin(struct master *m, uint64_t version)
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->mu);
-	g->pin = version;
+	/* Several members may catch up at once: the oldest one counts. */
+	if (g->pin_until <= sw_mono_ns() || version < g->pin)
+		g->pin = version;
 	g->pin_until = sw_mono_ns() + PIN_NS;
 	pthread_mutex_unlock(&g->mu);
 }
