@@ -236,19 +236,26 @@ static int liveness_tick(struct mconn *mc, int fd, int *dead)
 	}
 	if (now - mc->probed < PROBE_NS)
 		return (int)(PROBE_NS / 1000000);
-	/* An id nobody waits for: its reply only says the master lives. */
+	/* An id nobody waits for: its reply only says the master lives.
+	 * Never blocking: a writer stuck on a full socket holds wmu, and
+	 * the check above must go on (its shutdown() frees that writer). */
+	if (pthread_mutex_trylock(&mc->wmu) != 0)
+		return (int)(PROBE_NS / 1000000);
 	sw_buf_init(&b);
-	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
 	rc = sw_buf_add_frame(&b, SW_MSG_PING, 0, mc->calls.next_id++,
 			      &ping.base);
 	pthread_mutex_unlock(&mc->mu);
-	if (rc == 0)
-		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
+	if (rc == 0) {
+		ssize_t n = send(fd, sw_buf_head(&b), sw_buf_used(&b),
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		/* Half a frame would garble the stream: give it up. */
+		if (n > 0 && (size_t)n < sw_buf_used(&b))
+			shutdown(fd, SHUT_RDWR);
+	}
 	pthread_mutex_unlock(&mc->wmu);
 	sw_buf_release(&b);
-	if (rc < 0)
-		shutdown(fd, SHUT_RDWR);
 	mc->probed = now;
 	return (int)(PROBE_NS / 1000000);
 }
@@ -596,7 +603,7 @@ static void *rx_main(void *arg)
 				break;
 			if (rc > 0 && pfd[1].revents)
 				drain_wake(mc);
-			if (dead)
+			if (dead && !(rc > 0 && pfd[0].revents))
 				rc = dead;
 			else if (rc <= 0 || !pfd[0].revents)
 				continue;
