@@ -719,3 +719,38 @@ sw_prog() {
 sw_pass() {
 	log "PASS"
 }
+
+# ---- group scenarios --------------------------------------------------------
+
+SW_DRIVER_PID=
+# sw_group_driver SCRIPT.py WHAT: run a group scenario's Python driver
+# (scripts/swgroup.py's scenario(): it starts the group on loopback and
+# takes it down itself), show its log and result, and pass, skip (77) or
+# fail ("the WHAT scenario failed"). Stopped half-way, the driver goes
+# first, then whatever mount it left.
+sw_group_driver() {
+	local script=$1 what=$2 rc=0
+	command -v etcd >/dev/null || skip "etcd is not installed (etcd-server)"
+	sw_scenario_cleanup() { _sw_driver_cleanup; }
+	"$PYTHON" "$SW_SRC/$script" --build "$SWEEPFS_BUILD" --tmp "$SW_TMP" \
+		>"$SW_TMP/driver.json" 2>"$SW_TMP/driver.log" &
+	SW_DRIVER_PID=$!
+	wait "$SW_DRIVER_PID" || rc=$?
+	cat "$SW_TMP/driver.log" >&2
+	cat "$SW_TMP/driver.json"
+	((rc != 77)) || skip "$(tail -n 1 "$SW_TMP/driver.log")"
+	((rc == 0)) || fail "the $what scenario failed (status $rc)"
+	sw_pass
+}
+
+_sw_driver_cleanup() {
+	local m
+	if [[ -n "$SW_DRIVER_PID" ]] && kill -0 "$SW_DRIVER_PID" 2>/dev/null; then
+		kill -TERM "$SW_DRIVER_PID" 2>/dev/null || true
+		wait_dead "$SW_DRIVER_PID" 30 ||
+			kill -KILL "$SW_DRIVER_PID" 2>/dev/null || true
+	fi
+	for m in "$SW_TMP"/mnt "$SW_TMP"/mnt-*; do
+		[[ -d "$m" ]] && umount -l "$m" 2>/dev/null || true
+	done
+}
