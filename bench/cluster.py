@@ -115,6 +115,14 @@ def _cmd(args):
         return None
 
 
+def write_result(result, build, out):
+    """@result with the run's context() as JSON in @out; say where."""
+    result["context"] = context(build)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("result in %s" % out)
+
+
 def context(build, extra=None):
     """What a result needs to be comparable: code, build, machine."""
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -18,7 +18,6 @@ alone: compare with --sync always for the cost of replication alone.
 """
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import shutil
@@ -167,11 +166,7 @@ def main():
         group.stop()
         alone.stop()
         shutil.rmtree(base, ignore_errors=True)
-    result["context"] = cluster.context(build)
-    out = a.out or "bench-group.json"
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
-    print("result in %s" % out)
+    cluster.write_result(result, build, a.out or "bench-group.json")
 
 
 if __name__ == "__main__":

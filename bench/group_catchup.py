@@ -17,7 +17,6 @@ it; writes a JSON result.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -164,11 +163,7 @@ def main():
             print("kept %s" % base)
         else:
             shutil.rmtree(base, ignore_errors=True)
-    result["context"] = cluster.context(build)
-    out = a.out or "bench-group-catchup.json"
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
-    print("result in %s" % out)
+    cluster.write_result(result, build, a.out or "bench-group-catchup.json")
 
 
 if __name__ == "__main__":

@@ -129,15 +129,6 @@ void sw_hello_leader(const Sweepfs__HelloReply *hr, char *buf)
 	buf[hr->leader.len] = '\0';
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000,
-			       .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 int sw_target_walk(struct sw_target *t, int timeout_ms, sw_walk_fn try,
 		   void *arg, void (*note)(void *arg, const char *why))
 {
@@ -173,7 +164,7 @@ int sw_target_walk(struct sw_target *t, int timeout_ms, sw_walk_fn try,
 			return rc;
 		if (note && *why)
 			note(arg, why);
-		sleep_ms(pause_ms);
+		sw_sleep_ms(pause_ms);
 		pause_ms = SW_MIN(pause_ms * 2, 1000);
 	}
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -108,6 +109,15 @@ uint32_t sw_new_node_mode(uint32_t mode, uint32_t dir_mode, bool may_keep_sgid)
 		perms &= ~(uint32_t)S_ISGID;
 	}
 	return type | perms;
+}
+
+void sw_sleep_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 int sw_cond_init_mono(pthread_cond_t *c)

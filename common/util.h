@@ -45,6 +45,9 @@ static inline int64_t sw_mono_ns(void)
 	return (int64_t)ts.tv_sec * SW_NSEC_PER_SEC + ts.tv_nsec;
 }
 
+/* Sleep @ms milliseconds, whatever signals come meanwhile. */
+void sw_sleep_ms(int ms);
+
 /* Initialise @c to time its waits by CLOCK_MONOTONIC, the clock of
  * sw_mono_ns(): pthread_cond_timedwait() with sw_ns_to_timespec() of it.
  * 0 or a positive errno, as pthread_cond_init(). */

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "catchup.h"
@@ -119,15 +118,6 @@ out:
 
 /* ---- the member ----------------------------------------------------- */
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000,
-			       .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /*
  * Connect to @leader as a member: answer its challenge with @key and check
  * its answer to ours. 0 with *@out, or -errno (-EACCES: a wrong key on
@@ -208,32 +198,11 @@ out:
 	return 0;
 }
 
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-/* A whole checkpoint file: its trailer is the CRC-32C of the rest, and
- * its header says @version (checkpoint.c's format). */
-static bool piece_checks(uint32_t crc, const uint8_t head[16],
-			 const uint8_t tail[4], uint64_t version)
-{
-	uint32_t want = (uint32_t)tail[0] | (uint32_t)tail[1] << 8 |
-			(uint32_t)tail[2] << 16 | (uint32_t)tail[3] << 24;
-
-	return crc == want && memcmp(head, "SWCP", 4) == 0 &&
-	       get_le64(head + 8) == version;
-}
-
 struct download {
 	int fd;
 	uint64_t version, size, got;
 	uint32_t crc;
-	uint8_t head[16], tail[4];
+	uint8_t head[CHECKPOINT_HEAD], tail[CHECKPOINT_TAIL];
 };
 
 /* Add a piece at d->got to the file, the sum and the header/trailer. */
@@ -284,13 +253,13 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need,
 			return rc;
 		mr = (Sweepfs__MetaReadReply *)reply;
 		rc = sw_reply_err(reply);
-		if (rc == 0 &&
-		    (!mr->has_version || !mr->has_size || mr->size < 24 ||
-		     !mr->has_data || mr->version < need ||
-		     (d->version &&
-		      (mr->version != d->version || mr->size != d->size)) ||
-		     mr->data.len > mr->size - d->got ||
-		     (mr->data.len == 0 && d->got < mr->size)))
+		if (rc == 0 && (!mr->has_version || !mr->has_size ||
+				mr->size < CHECKPOINT_HEAD + CHECKPOINT_TAIL ||
+				!mr->has_data || mr->version < need ||
+				(d->version && (mr->version != d->version ||
+						mr->size != d->size)) ||
+				mr->data.len > mr->size - d->got ||
+				(mr->data.len == 0 && d->got < mr->size)))
 			rc = -EPROTO;
 		if (rc == 0 && !d->version) {
 			d->version = mr->version;
@@ -330,10 +299,11 @@ int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
 		rc = read_pieces(c, &d, need, stop, arg);
 		if (rc == -EAGAIN && ++waits < EAGAIN_TRIES) {
 			close(d.fd);
-			sleep_ms(500);
+			sw_sleep_ms(500);
 			continue;
 		}
-		if (rc == 0 && !piece_checks(d.crc, d.head, d.tail, d.version))
+		if (rc == 0 &&
+		    !checkpoint_ends_check(d.head, d.tail, d.crc, d.version))
 			rc = -EBADMSG;
 		if (rc == 0 && fdatasync(d.fd) < 0)
 			rc = -errno;

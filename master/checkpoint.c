@@ -354,6 +354,24 @@ out_free:
 	return rc;
 }
 
+bool checkpoint_ends_check(const uint8_t head[CHECKPOINT_HEAD],
+			   const uint8_t tail[CHECKPOINT_TAIL], uint32_t crc,
+			   uint64_t version)
+{
+	uint64_t v = 0;
+	uint32_t format = 0, want = 0;
+
+	/* The magic, the format (any this loader reads), the version. */
+	for (int i = 3; i >= 0; i--) {
+		format = format << 8 | head[4 + i];
+		want = want << 8 | tail[i];
+	}
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | head[8 + i];
+	return memcmp(head, CP_MAGIC, 4) == 0 && format >= 3 &&
+	       format <= CP_FORMAT && v == version && crc == want;
+}
+
 int checkpoint_publish(const char *dir, uint64_t version)
 {
 	char tmp[4200], final[4200];

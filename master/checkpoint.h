@@ -40,6 +40,18 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version);
  */
 int checkpoint_publish(const char *dir, uint64_t version);
 
+/*
+ * A checkpoint received whole as a byte stream (catchup.h) is checked
+ * without reading it again: its first CHECKPOINT_HEAD bytes @head and last
+ * CHECKPOINT_TAIL bytes @tail, and @crc, the CRC-32C of all but the tail.
+ * Whether they make a checkpoint of @version.
+ */
+#define CHECKPOINT_HEAD 16
+#define CHECKPOINT_TAIL 4
+bool checkpoint_ends_check(const uint8_t head[CHECKPOINT_HEAD],
+			   const uint8_t tail[CHECKPOINT_TAIL], uint32_t crc,
+			   uint64_t version);
+
 /* The path of checkpoint @version in @dir, into @buf. */
 void checkpoint_name(char *buf, size_t len, const char *dir, uint64_t version);
 
