@@ -318,6 +318,10 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	case SWEEPFS__META__MUTATION__OP_TRASH_DROP:
 		rc = apply_trash(ns, m);
 		break;
+	case SWEEPFS__META__MUTATION__OP_PURGE_STEPS:
+		rc = ns_purge_steps(ns, m->purge_steps->count,
+				    m->purge_steps->last, m->time);
+		break;
 	case SWEEPFS__META__MUTATION__OP_RESERVE:
 		/* Forward only: a range handed out stays taken, and replay
 		 * after a checkpoint that saw later numbers keeps those. */

@@ -5,7 +5,8 @@
  * id, time, final mode and owner) and describes it as a
  * Sweepfs__Meta__Mutation (proto/meta.proto). mutation_apply() performs it
  * on the namespace; the same function replays the changelog at start-up,
- * so what was acknowledged is what comes back.
+ * so what was acknowledged is what comes back. One change is made before
+ * it is described: the purge's steps (PurgeSteps, master_journal()).
  */
 #ifndef SWEEPFS_MASTER_MUTATION_H
 #define SWEEPFS_MASTER_MUTATION_H

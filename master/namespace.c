@@ -1283,14 +1283,76 @@ void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e)
 	dir_remove(ns, dir->u.dir, e);
 }
 
-void nsi_node_unlinked(struct ns *ns, struct node *n, bool keep, int64_t now)
-{
-	node_unlinked(ns, n, keep, now);
-}
-
 void nsi_node_free(struct ns *ns, struct node *n)
 {
 	node_free(ns, n);
+}
+
+bool ns_purge_next(struct ns *ns, struct ns_purge_step *s)
+{
+	struct purge_root *pr = ns->purge_head;
+	struct edge *e;
+
+	if (!pr)
+		return false;
+	for (;;) {
+		e = ns_edge_live(pr->cur->u.dir->head);
+		if (!e || !S_ISDIR(e->child->mode))
+			break;
+		pr->cur = e->child;
+	}
+	s->dir = pr->cur;
+	s->e = e;
+	return true;
+}
+
+void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now)
+{
+	struct purge_root *pr = ns->purge_head;
+	struct node *d = s->dir, *parent;
+
+	s->done = 0;
+	ns->purged++;
+	if (s->e) {
+		struct node *c = s->e->child;
+
+		s->ino = c->ino;
+		dir_remove(ns, d->u.dir, s->e);
+		node_unlinked(ns, c, false, now);
+		pr->freed++;
+		return;
+	}
+	s->ino = d->ino;
+	if (d == pr->root) {
+		ns->purge_head = pr->next;
+		if (!ns->purge_head)
+			ns->purge_tail = NULL;
+		ns->purge_roots--;
+		ns->misc_bytes -= sizeof(*pr);
+		s->done = pr->id;
+		s->done_nodes = pr->freed + 1;
+		free(pr);
+	} else {
+		/* Its name is the parent's first: the walk came down by it. */
+		parent = d->u.dir->parent;
+		dir_remove(ns, parent->u.dir,
+			   ns_edge_live(parent->u.dir->head));
+		pr->cur = parent;
+		pr->freed++;
+	}
+	node_free(ns, d);
+}
+
+int ns_purge_steps(struct ns *ns, uint64_t count, uint64_t last, int64_t now)
+{
+	struct ns_purge_step s = { 0 };
+
+	for (uint64_t i = 0; i < count; i++) {
+		if (!ns_purge_next(ns, &s))
+			return -EILSEQ;
+		ns_purge_take(ns, &s, now);
+	}
+	return count && s.ino != last ? -EILSEQ : 0;
 }
 
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id, uint64_t total)

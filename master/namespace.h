@@ -387,6 +387,37 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      uint64_t id, int64_t now);
 
 /*
+ * The purge's walk (purge.c) over the detached trees, oldest first, each
+ * deepest first: from its current directory, the first entry; a directory
+ * is entered; anything else is unlinked (freed with its last name); an
+ * empty directory is freed and its parent becomes current. Only the purge
+ * changes a detached tree, and a directory's entries keep their order
+ * (edge ids) on every member of a group and through checkpoints, so the
+ * walk is the same everywhere: the changelog says how many changes it
+ * made (PurgeSteps), not which.
+ */
+struct ns_purge_step {
+	struct node *dir;
+	struct edge *e;	     /* the entry to remove; NULL: free dir */
+	uint64_t ino;	     /* ns_purge_take(): the node it took away */
+	uint64_t done;	     /* ... the purge id of a tree it finished */
+	uint64_t done_nodes; /* ... and how many nodes that tree had */
+};
+
+/* The next change, going down to it: false when nothing is detached. */
+bool ns_purge_next(struct ns *ns, struct ns_purge_step *s);
+
+/* Make change @s, which ns_purge_next() just found. */
+void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now);
+
+/*
+ * Make the walk's next @count changes, as a PurgeSteps record says;
+ * -EILSEQ (and the namespace is no longer the group's) when they are not
+ * there or the last does not take inode @last.
+ */
+int ns_purge_steps(struct ns *ns, uint64_t count, uint64_t last, int64_t now);
+
+/*
  * The snapshot flag lives on names (edges), not inodes, so that each
  * directory can count its unflagged entries and "is this whole tree
  * flagged" costs a walk over directories only (rmsnapshot). It differs

@@ -39,10 +39,6 @@ static inline bool nsi_xset_eq(const void *elem, const void *key)
 /* Remove live edge @e from directory @dir (a tombstone while pinned). */
 void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e);
 
-/* @n lost a name: fewer links, or freed (@keep: kept as an orphan; the
- * caller made room with nsi_orphan_prepare()). */
-void nsi_node_unlinked(struct ns *ns, struct node *n, bool keep, int64_t now);
-
 /* Free node @n outright (a directory must have no live entries). */
 void nsi_node_free(struct ns *ns, struct node *n);
 

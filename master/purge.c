@@ -18,12 +18,14 @@
  * stat p99 during a 1M-file purge was 4x its idle p99 on two cores; at
  * 20-25%, a little over 2x.
  *
- * Persistence: steps are not journaled. A checkpoint holds the subtrees as
- * far as they are freed, replay re-applies the Detach, and the purge goes
- * on after a restart from wherever that left it. The exception is a file
- * some client still has open: it is unlinked through the changelog (it
- * becomes an orphan, kept until closed), because later changes to it
- * depend on that.
+ * Persistence: each slice journals how many changes it made (PurgeSteps,
+ * a few bytes): the walk (ns_purge_next()) is the same on every member of
+ * a group and in replay, so followers free what the leader freed, and
+ * their memory shrinks with its. A file some client still has open is
+ * unlinked through the changelog instead (it becomes an orphan, kept
+ * until closed), because later changes to it depend on that; only the
+ * serving master knows what is open, so the purge makes its changes first
+ * and journals them after (master_journal()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -56,70 +58,67 @@ static int unlink_open(struct master *m, struct node *dir, struct edge *e)
 	return master_commit(m, NULL, &mut);
 }
 
+/* Journal the @count changes the walk just made, the last taking @last. */
+static void journal_steps(struct master *m, uint64_t count, uint64_t last,
+			  int64_t now)
+{
+	Sweepfs__Meta__PurgeSteps p = SWEEPFS__META__PURGE_STEPS__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+
+	if (!count)
+		return;
+	p.count = count;
+	p.last = last;
+	mut.time = now;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_PURGE_STEPS;
+	mut.purge_steps = &p;
+	master_journal(m, &mut);
+}
+
 /*
  * Free nodes of the oldest subtrees until @deadline (checked every few
- * steps, going down included). Returns how many were freed, or -errno when the changelog
- * refused an unlink (the purge waits for it).
+ * steps). Returns how many were freed, or -errno when the changelog takes
+ * no change now (the purge waits for it).
  */
 static int64_t purge_slice(struct master *m, int64_t deadline)
 {
 	struct ns *ns = &m->ns;
+	struct ns_purge_step s = { 0 };
 	int64_t now = sw_now_ns(), freed = 0;
-	uint64_t steps = 0;
+	uint64_t steps = 0, batch = 0;
+	struct node *c;
+	int rc;
 
-	while (ns->purge_head) {
-		struct purge_root *pr = ns->purge_head;
-		struct node *d = pr->cur, *c;
-		struct edge *e;
-
+	rc = master_may_change(m);
+	if (rc < 0)
+		return rc;
+	while (ns_purge_next(ns, &s)) {
 		/* Every few steps, whatever each cost: a step is O(log n)
 		 * (directories' counts, lct.h), but the slice is a time. */
 		if ((steps++ & 7) == 0 && sw_mono_ns() > deadline)
 			break;
-		e = ns_edge_live(d->u.dir->head);
-		if (!e) {
-			struct node *parent = d->u.dir->parent;
-
-			if (d == pr->root) {
-				ns->purge_head = pr->next;
-				if (!ns->purge_head)
-					ns->purge_tail = NULL;
-				ns->purge_roots--;
-				ns->misc_bytes -= sizeof(*pr);
-				sw_info(TAG,
-					"purge %" PRIu64 " done: %" PRIu64
-					" nodes",
-					pr->id, pr->freed + 1);
-				free(pr);
-			} else {
-				nsi_edge_remove(
-					ns, parent,
-					ns_edge_live(parent->u.dir->head));
-				pr->cur = parent;
-				pr->freed++;
-			}
-			nsi_node_free(ns, d);
+		c = s.e ? s.e->child : NULL;
+		if (c && c->nlink == 1 && (c->flags & NODE_OPEN)) {
+			/* An open file is unlinked through the changelog:
+			 * it stays as an orphan, and later changes to it
+			 * depend on that. The steps before it go first. */
+			journal_steps(m, batch, s.ino, now);
+			batch = 0;
+			rc = unlink_open(m, s.dir, s.e);
+			if (rc < 0)
+				return rc;
 			freed++;
 			continue;
 		}
-		c = e->child;
-		if (S_ISDIR(c->mode)) {
-			pr->cur = c;
-			continue;
-		}
-		if (c->nlink == 1 && (c->flags & NODE_OPEN)) {
-			int rc = unlink_open(m, d, e);
-
-			if (rc < 0)
-				return rc;
-		} else {
-			nsi_edge_remove(ns, d, e);
-			nsi_node_unlinked(ns, c, false, now);
-		}
-		pr->freed++;
+		ns_purge_take(ns, &s, now);
+		if (s.done)
+			sw_info(TAG,
+				"purge %" PRIu64 " done: %" PRIu64 " nodes",
+				s.done, s.done_nodes);
+		batch++;
 		freed++;
 	}
-	ns->purged += (uint64_t)freed;
+	journal_steps(m, batch, s.ino, now);
 	return freed;
 }
 

@@ -4,14 +4,18 @@
  * Replying and deferring are server.c's, which owns the connections.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "changelog.h"
 #include "deleg.h"
 #include "group.h"
+#include "log.h"
 #include "master.h"
 #include "mutation.h"
 #include "req.h"
 #include "util.h"
+
+#define TAG "master"
 
 int req_check_name(const ProtobufCBinaryData *name)
 {
@@ -43,10 +47,8 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n)
 	a->xattrs = (n->flags & NODE_XATTR) != 0;
 }
 
-int master_commit(struct master *m, struct req *r,
-		  const Sweepfs__Meta__Mutation *mut)
+int master_may_change(struct master *m)
 {
-	uint64_t version = m->ns.version + 1;
 	int rc;
 
 	/* Stopping, the changelog closed: what the connections closing
@@ -63,8 +65,31 @@ int master_commit(struct master *m, struct req *r,
 		 * be journaled either. The recalls go out now, before the
 		 * caller's error reply on the same connection. */
 		deleg_recall_all(m);
-		return rc;
 	}
+	return rc;
+}
+
+void master_journal(struct master *m, const Sweepfs__Meta__Mutation *mut)
+{
+	if (changelog_prepare(m->cl, mut) < 0) {
+		/* Memory is ahead of the changelog: only a restart, which
+		 * replays what is journaled, makes them agree again. */
+		sw_crit(TAG, "out of memory journaling a change; exiting");
+		exit(70);
+	}
+	m->ns.version++;
+	changelog_append(m->cl, mut, m->ns.version);
+}
+
+int master_commit(struct master *m, struct req *r,
+		  const Sweepfs__Meta__Mutation *mut)
+{
+	uint64_t version = m->ns.version + 1;
+	int rc;
+
+	rc = master_may_change(m);
+	if (rc < 0)
+		return rc;
 	rc = changelog_prepare(m->cl, mut);
 	if (rc < 0)
 		return rc;

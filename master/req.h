@@ -101,6 +101,21 @@ int req_check_name(const ProtobufCBinaryData *name);
 int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut);
 
+/*
+ * Whether a change may be made now: 0, or what master_commit() would
+ * return without changing anything.
+ */
+int master_may_change(struct master *m);
+
+/*
+ * Journal @mut as the next version: a change the caller already made,
+ * after master_may_change() said yes in the same loop turn. Only the purge
+ * does that (PurgeSteps): which changes it makes depends on which files
+ * are open, which only the serving master knows; replay and followers make
+ * the same changes through mutation_apply().
+ */
+void master_journal(struct master *m, const Sweepfs__Meta__Mutation *mut);
+
 /* Fill @a with the attributes of @n, as replies carry them. */
 void attr_fill(Sweepfs__Attr *a, const struct node *n);
 

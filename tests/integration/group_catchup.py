@@ -13,8 +13,11 @@ mount given the masters' list:
    key: the leader must refuse it its checkpoint; with the right key it
    catches up;
 3. the leadership goes to the member that caught up first, and every
-   file made reads back through the mount; the members, stopped, must log
-   the same version and namespace digest.
+   file made reads back through the mount;
+4. a tree is removed (`sweepfs rmr`): every member must free it as the
+   leader purges it (PurgeSteps), not only the leader; the members,
+   stopped, must log the same version and namespace digest, which counts
+   every node, detached ones too.
 
 Prints one JSON object. Exit status 0 pass, 1 fail, 77 skip."""
 
@@ -190,6 +193,26 @@ def run(g, result):
     result["files"] = counts
     if counts != {"d0": 100, "d1": 500, "d2": 100, "d3": 100}:
         raise Fail("files missing after the transfer: %s" % counts)
+    for i in (1, 2, 3):
+        g.wait_level(i)
+
+    # 4. A removed tree goes from every member.
+    for k in range(3):
+        make(os.path.join(g.mnt, "d4", "s%d" % k), 100)
+    # What the mount acknowledged itself reaches the master.
+    for d in ["d4"] + ["d4/s%d" % k for k in range(3)]:
+        fd = os.open(os.path.join(g.mnt, d), os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(fd)
+        os.close(fd)
+    _, st = g.leader()
+    before = st["nodes"]
+    g.tool("rmr", "--skip-trash", "--wait", os.path.join(g.mnt, "d4"),
+           timeout=60)
+    _, st = g.leader()
+    if st["purge_roots"] or before - st["nodes"] != 304:
+        raise Fail("the leader did not purge d4: %d -> %d nodes, %d trees"
+                   " left" % (before, st["nodes"], st["purge_roots"]))
+    result["purged"] = before - st["nodes"]
     for i in (1, 2, 3):
         g.wait_level(i)
     unmount(g.mnt)

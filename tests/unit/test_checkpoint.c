@@ -390,8 +390,9 @@ static char *dump_ns(const struct ns *ns)
 		fprintf(fp,
 			"  D parent %" PRIu64 " entries %" PRIu64
 			" subdirs %" PRIu64 "\n",
-			n->u.dir->parent->ino, n->u.dir->nentries,
-			n->u.dir->nsubdirs);
+			/* A detached tree's root has none. */
+			n->u.dir->parent ? n->u.dir->parent->ino : 0,
+			n->u.dir->nentries, n->u.dir->nsubdirs);
 		for (const struct edge *e = n->u.dir->head; e; e = e->next) {
 			if (!e->child)
 				continue;
@@ -554,6 +555,93 @@ static void test_checkpoint_load_round_trip(void **state)
 }
 
 /* Format 3 (no node count in the header) still loads. */
+/*
+ * The purge's walk is the same in a namespace loaded from a checkpoint
+ * taken half way as in the one it was taken from: a follower (or a
+ * replay) that makes the PurgeSteps a leader journaled frees exactly what
+ * the leader freed.
+ */
+static void test_checkpoint_purge_walk_agrees(void **state)
+{
+	struct fixture *f = *state;
+	struct node *r = f->a.root, *t, *a, *c, *keep, *x;
+	struct ns_purge_step s = { 0 };
+	uint64_t version, batches = 0, total = 0;
+	char name[16];
+
+	keep = mk(f, r, "keep", S_IFREG | 0644);
+	t = mk(f, r, "t", S_IFDIR | 0755);
+	a = mk(f, t, "a", S_IFDIR | 0755);
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		mk(f, a, name, S_IFREG | 0644);
+	}
+	c = mk(f, mk(f, a, "b", S_IFDIR | 0755), "c", S_IFDIR | 0755);
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "g%d", i);
+		mk(f, c, name, S_IFREG | 0644);
+	}
+	mk(f, t, "empty", S_IFDIR | 0755);
+	mk(f, t, "s", S_IFLNK | 0777);
+	/* Names of one file in two places of the tree, and of one outside. */
+	x = mk(f, t, "x", S_IFREG | 0644);
+	assert_int_equal(
+		ns_link(&f->a, x, c, "x2", 2, f->a.next_edge, ++f->now), 0);
+	assert_int_equal(
+		ns_link(&f->a, keep, a, "k", 1, f->a.next_edge, ++f->now), 0);
+	/* Entries made and removed: the order is by edge id, not by name. */
+	mk(f, a, "gone", S_IFREG | 0644);
+	assert_int_equal(ns_unlink(&f->a, a, "gone", 4, false, ++f->now), 0);
+	mk(f, a, "aa", S_IFREG | 0644);
+	assert_int_equal(ns_detach(&f->a, r, "t", 1, 77, ++f->now), 0);
+
+	/* A few steps, then the checkpoint the other side starts from. */
+	for (int i = 0; i < 4; i++) {
+		assert_true(ns_purge_next(&f->a, &s));
+		ns_purge_take(&f->a, &s, f->now);
+	}
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 100), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+
+	/* Slices of 1 to 5 changes, each journaled as count and last. */
+	while (f->a.purge_roots) {
+		uint64_t n = 0, want = 1 + batches % 5;
+
+		while (n < want && ns_purge_next(&f->a, &s)) {
+			ns_purge_take(&f->a, &s, f->now);
+			n++;
+		}
+		/* The wrong last inode, or one step too many, is refused. */
+		if (batches == 1)
+			assert_int_equal(ns_purge_steps(&f->b, n, s.ino + 1000,
+							f->now),
+					 -EILSEQ);
+		else
+			assert_int_equal(
+				ns_purge_steps(&f->b, n, s.ino, f->now), 0);
+		if (batches == 1) {
+			reset_b(f);
+			assert_int_equal(checkpoint_write(&f->a, f->dir, 200),
+					 0);
+			assert_int_equal(
+				checkpoint_load(&f->b, f->dir, &version), 0);
+		}
+		assert_same(&f->a, &f->b);
+		total += n;
+		batches++;
+	}
+	assert_int_equal(s.done, 77);
+	assert_int_equal(f->b.purge_roots, 0);
+	assert_int_equal(ns_purge_steps(&f->b, 1, s.ino, f->now), -EILSEQ);
+	/* Every node of the tree went but the file also named outside it. */
+	assert_non_null(ns_get(&f->b, keep->ino));
+	assert_int_equal(ns_get(&f->b, keep->ino)->nlink, 1);
+	assert_null(ns_get(&f->b, x->ino));
+	assert_null(ns_get(&f->b, t->ino));
+	assert_true(total > 10);
+}
+
 static void test_checkpoint_load_format3(void **state)
 {
 	struct fixture *f = *state;
@@ -1053,6 +1141,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_sizes_inode_table, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_purge_walk_agrees, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_format3,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_none,
