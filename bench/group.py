@@ -5,8 +5,11 @@ group of three masters on loopback (master/group.h: each change committed
 by etcd before it is answered), side by side in one run, with default
 mounts (directory delegations: changes reach the master in batches) and
 with -o wsync mounts (every change waits for the master, and so for
-etcd). Prints ops/s per side and the ratio group/alone per phase; writes
-a JSON result.
+etcd). Prints ops/s per side and the ratio group/alone per phase; then
+a tree of N files removed with `sweepfs rmr --wait` on each side (the
+purge's rate, and how long after the leader's purge the followers had
+applied it); writes a JSON result. At the end every member must stop with
+the same namespace digest.
 
 Both sides keep the changelog the same way (--sync: changelog_sync,
 default interval); etcd runs with its defaults (an fdatasync per commit),
@@ -73,6 +76,26 @@ def mount(build, spec, mnt, opts, log):
             raise SystemExit("mounting %s failed (%s)" % (spec, log))
         time.sleep(0.05)
     return h
+
+
+def purge(root, tool, group=None):
+    """Remove @root with sweepfs rmr and wait for its purge: nodes freed
+    per second; for the group, also how long after the leader's purge its
+    followers had applied it (PurgeSteps)."""
+    t0 = time.monotonic()
+    tool("rmr", "--skip-trash", "--wait", root)
+    dt = time.monotonic() - t0
+    out = {"seconds": dt}
+    if group:
+        _, st = group.leader()
+        want, t1 = st["meta_version"], time.monotonic()
+        while min(m.get("meta_version", 0) for m in st["members"]) < want:
+            if time.monotonic() - t1 > 60:
+                raise SystemExit("the followers did not apply the purge")
+            time.sleep(0.05)
+            _, st = group.leader()
+        out["followers_after_s"] = time.monotonic() - t1
+    return out
 
 
 def rss(pid):
@@ -158,6 +181,33 @@ def main():
                        rates["ratio"]), flush=True)
                 if ph == "create" and kind == "default":
                     result["memory"] = memory(group)
+            if kind != "default":
+                continue
+            # Removed trees: the leader purges, the followers apply.
+            rm = {}
+            for side, tool in (("alone", alone.tool), ("group", group.tool)):
+                root = os.path.join(where[(side, kind)], "rmr")
+                phase(_create, root, a.writers, per)
+                rm[side] = purge(root, tool,
+                                 group if side == "group" else None)
+            rm["ratio"] = rm["alone"]["seconds"] / rm["group"]["seconds"]
+            result["phases"]["rmr default"] = rm
+            print("rmr (purge)      alone %9.0f/s   group of 3 %9.0f/s   "
+                  "%.2fx; followers done %.2f s after the leader" %
+                  (per * a.writers / rm["alone"]["seconds"],
+                   per * a.writers / rm["group"]["seconds"], rm["ratio"],
+                   rm["group"]["followers_after_s"]), flush=True)
+        for m in mnts:
+            unmount(m)
+        mnts = []
+        # Every member applied the same changes, purges included.
+        lid = group.leader()[0]
+        ends = group.stop_for_digests([i for i in group.master
+                                       if i != lid] + [lid])
+        result["ends"] = {str(i): v for i, v in ends.items()}
+        print("members at the end: %s" % ", ".join(
+            "%s %s" % kv for kv in sorted(result["ends"].items())),
+            flush=True)
     finally:
         for m in mnts:
             unmount(m)
