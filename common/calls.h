@@ -37,6 +37,7 @@ struct sw_call {
 	bool resend;	  /* the owner's: safe to send again */
 	int refs;	  /* atomic */
 	int64_t deadline; /* the owner's: while waiting to be sent */
+	int64_t sent_at;  /* the owner's: mono ns it last went out */
 	sw_call_cb cb;
 	void *arg;
 	struct sw_call *next; /* in the table, or the owner's lists */

@@ -203,7 +203,9 @@ static size_t config_limits(struct master_config *c, struct sw_opt *o)
 		  UINT64_MAX, NULL,
 		  "a mount asked to give a delegation back that has not "
 		  "answered in this long loses it; others' requests wait "
-		  "for it meanwhile" },
+		  "for it meanwhile. Mounts trust what they hold for half "
+		  "the smaller of this and peer_timeout after their last "
+		  "answer, then drop it" },
 		{ "inval_timeout", SW_OPT_DURATION, &c->inval_timeout_ms, 1,
 		  UINT64_MAX, NULL,
 		  "a change another mount caches is answered once that mount "

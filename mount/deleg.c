@@ -674,7 +674,7 @@ void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
 	pthread_mutex_unlock(&dg->mu);
 }
 
-bool deleg_held(struct deleg *dg, uint64_t dir)
+bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out)
 {
 	struct ddir *d;
 	bool held;
@@ -684,8 +684,15 @@ bool deleg_held(struct deleg *dg, uint64_t dir)
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	held = d && d->st == D_HELD;
+	if (held && out)
+		*out = d->attr;
 	pthread_mutex_unlock(&dg->mu);
 	return held;
+}
+
+bool deleg_held(struct deleg *dg, uint64_t dir)
+{
+	return deleg_dir_attr(dg, dir, NULL);
 }
 
 void deleg_recall(struct deleg *dg, uint64_t dir)
@@ -737,6 +744,18 @@ void deleg_reconnected(struct deleg *dg)
 	for (size_t i = 0; i < n; i++)
 		want_return(dg, v[i]);
 	free(v);
+}
+
+bool deleg_any(struct deleg *dg)
+{
+	bool any;
+
+	if (!dg)
+		return false;
+	pthread_mutex_lock(&dg->mu);
+	any = dg->ndirs > 0;
+	pthread_mutex_unlock(&dg->mu);
+	return any;
 }
 
 void deleg_sync(struct deleg *dg, fuse_req_t req)

@@ -58,6 +58,13 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name);
  * follows them (a chmod or chown this mount made there). */
 void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a);
 
+/*
+ * A held directory's attributes as this mount keeps them (any change to
+ * the directory by another session recalls it first): true with *@out
+ * (unless NULL), false when @dir is not held.
+ */
+bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out);
+
 /* Whether @dir is delegated to this mount now. */
 bool deleg_held(struct deleg *dg, uint64_t dir);
 
@@ -97,7 +104,11 @@ void deleg_sync(struct deleg *dg, fuse_req_t req);
 /* From the master (receiver thread): give @dir back. */
 void deleg_recall(struct deleg *dg, uint64_t dir);
 
-/* Reconnected: the master has dropped every delegation of ours. */
+/* Reconnected: the master has dropped every delegation of ours. Or the
+ * lease ran out (master_conn.h): it is about to; give them all back. */
 void deleg_reconnected(struct deleg *dg);
+
+/* Whether any directory is held, asked for or being given back. */
+bool deleg_any(struct deleg *dg);
 
 #endif

@@ -167,12 +167,21 @@ static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 }
 
 /* Invalidations sent while we were away are lost: forget all listings. */
+/* Connected again after a break, or the master's lease ran out: what it
+ * said meanwhile (recalls, invalidations) may be lost. */
 static void reconnected_cb(void *arg)
 {
 	struct mount *m = arg;
 
 	deleg_reconnected(m->deleg);
 	dircache_clear(m->dcache);
+}
+
+static bool holds_cb(void *arg)
+{
+	struct mount *m = arg;
+
+	return deleg_any(m->deleg) || dircache_entries(m->dcache) > 0;
 }
 
 /* The kernel forgot what the master's invalidations up to @seq named. */
@@ -270,6 +279,8 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 	mo->notify = notify_cb;
 	mo->reconnected = reconnected_cb;
 	mo->before_send = before_send_cb;
+	mo->holds = holds_cb;
+	mo->lapsed = reconnected_cb;
 	mo->arg = m;
 }
 

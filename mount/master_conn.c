@@ -45,6 +45,15 @@
  * kernel acknowledge what is sent: TCP never times out, and the mount
  * would wait on it while another member leads. (The master answers a
  * ping even while the connection waits for a delegation: server.c.)
+ *
+ * The lease: what the mount holds from the master (delegations, cached
+ * listings) it trusts for the master's lease_ms (HelloReply) past the
+ * sending of the newest request the master answered, and pings a few
+ * times a lease while it holds any; past that it drops them (o.lapsed). A
+ * mount cut off from its master then stops answering from them before
+ * the master takes its delegations back, and with them the kernel's
+ * long-lived names (deleg.c), instead of answering stale for as long as
+ * the cut lasts.
  */
 #define PROBE_NS (1000 * 1000000LL)
 #define DEAD_NS (2 * SW_GROUP_PEER_TIMEOUT_MS * 1000000LL)
@@ -67,7 +76,7 @@ struct mconn {
 	struct sw_call **waiting_tail;
 	struct sw_buf lazy; /* frames of mconn_send_lazy(), unsent */
 	int64_t lazy_since; /* mono ns of the oldest */
-	bool rx_idle;	    /* receiver sleeps with no timeout */
+	int rx_sleep_ms;    /* the receiver's poll timeout (-1: none) */
 	bool stop;
 	size_t nflight; /* calls in the table: waiting for their reply */
 
@@ -78,6 +87,11 @@ struct mconn {
 	struct sw_buf in;
 	int64_t heard;	/* mono ns: bytes came, or nothing was awaited */
 	int64_t probed; /* mono ns of the last ping */
+	uint64_t ping_id;
+	/* Written by the receiver thread, read by others (atomic). */
+	int64_t lease_ns; /* the master's lease (0: it has none) */
+	int64_t trusted;  /* mono ns: sent, the newest request answered */
+	bool lapsed;	  /* the lease ran out; o.lapsed was called */
 };
 
 static void wake_rx(struct mconn *mc)
@@ -145,6 +159,7 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	if (fd >= 0) {
 		sw_calls_assign(&mc->calls, p);
 		mc->nflight++;
+		p->sent_at = sw_mono_ns();
 	} else {
 		wait_add(mc, p);
 		wake_rx(mc); /* so that it expires on time */
@@ -175,7 +190,9 @@ void mconn_send_lazy(struct mconn *mc, uint16_t type,
 		mc->lazy_since = sw_mono_ns();
 	pthread_mutex_unlock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
-	poke = first && mc->rx_idle;
+	/* Woken if it sleeps past when these are due. */
+	poke = first && (mc->rx_sleep_ms < 0 ||
+			 (int64_t)mc->rx_sleep_ms * 1000000 > LAZY_NS);
 	pthread_mutex_unlock(&mc->mu);
 	if (poke)
 		wake_rx(mc); /* so that it sends them in time */
@@ -202,49 +219,21 @@ static int lazy_tick(struct mconn *mc, int fd)
 	return timeout;
 }
 
-/*
- * Receiver thread, a group's member only: ping a member silent for
- * PROBE_NS while requests wait for it; -ETIMEDOUT when it has been silent
- * for DEAD_NS. Returns the poll timeout in ms until the next check.
- */
-static int liveness_tick(struct mconn *mc, int fd, int *dead)
+/* Receiver thread: send a ping (never blocking: a writer stuck on a full
+ * socket holds wmu, and the checks must go on; its shutdown() frees that
+ * writer). Its id nobody waits for: the reply only says the master lives. */
+static void ping(struct mconn *mc, int fd, int64_t now)
 {
-	Sweepfs__PingReq ping = SWEEPFS__PING_REQ__INIT;
-	int64_t now = sw_mono_ns();
+	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;
 	struct sw_buf b;
-	size_t flight;
 	int rc;
 
-	*dead = 0;
-	if (mc->o.target.naddrs < 2)
-		return -1;
-	pthread_mutex_lock(&mc->mu);
-	flight = mc->nflight;
-	pthread_mutex_unlock(&mc->mu);
-	if (!flight || now - mc->heard < PROBE_NS) {
-		if (!flight)
-			mc->heard = now;
-		return (int)(PROBE_NS / 1000000);
-	}
-	if (now - mc->heard >= DEAD_NS) {
-		sw_warn(TAG,
-			"the master has answered nothing for %" PRId64
-			" ms: giving it up",
-			(now - mc->heard) / 1000000);
-		*dead = -ETIMEDOUT;
-		return 0;
-	}
-	if (now - mc->probed < PROBE_NS)
-		return (int)(PROBE_NS / 1000000);
-	/* An id nobody waits for: its reply only says the master lives.
-	 * Never blocking: a writer stuck on a full socket holds wmu, and
-	 * the check above must go on (its shutdown() frees that writer). */
 	if (pthread_mutex_trylock(&mc->wmu) != 0)
-		return (int)(PROBE_NS / 1000000);
+		return;
 	sw_buf_init(&b);
 	pthread_mutex_lock(&mc->mu);
-	rc = sw_buf_add_frame(&b, SW_MSG_PING, 0, mc->calls.next_id++,
-			      &ping.base);
+	mc->ping_id = mc->calls.next_id++;
+	rc = sw_buf_add_frame(&b, SW_MSG_PING, 0, mc->ping_id, &q.base);
 	pthread_mutex_unlock(&mc->mu);
 	if (rc == 0) {
 		ssize_t n = send(fd, sw_buf_head(&b), sw_buf_used(&b),
@@ -257,7 +246,77 @@ static int liveness_tick(struct mconn *mc, int fd, int *dead)
 	pthread_mutex_unlock(&mc->wmu);
 	sw_buf_release(&b);
 	mc->probed = now;
-	return (int)(PROBE_NS / 1000000);
+}
+
+/*
+ * Receiver thread: the lease, and a group's member's liveness. While the
+ * mount holds anything under the lease, ping a few times a lease, and drop it
+ * all once the lease ran out. A group's member silent for PROBE_NS while
+ * requests wait gets a ping too; -ETIMEDOUT (*@dead) when it has been
+ * silent for DEAD_NS. Returns the poll timeout in ms until the next check
+ * (-1: none).
+ */
+static int liveness_tick(struct mconn *mc, int fd, int *dead)
+{
+	int64_t now = sw_mono_ns(), probe = PROBE_NS;
+	bool holds, watch;
+	size_t flight;
+
+	*dead = 0;
+	/* A few pings per lease: one lost or late does not end it. */
+	if (mc->lease_ns && mc->lease_ns / 4 < probe)
+		probe = mc->lease_ns / 4;
+	pthread_mutex_lock(&mc->mu);
+	flight = mc->nflight;
+	pthread_mutex_unlock(&mc->mu);
+	/* Answers keep coming while the mount is busy: ask only when none
+	 * came for a while. */
+	holds = mc->lease_ns && now - mc->trusted >= probe && mc->o.holds &&
+		mc->o.holds(mc->o.arg);
+	if (holds && now - mc->trusted >= mc->lease_ns) {
+		if (!mc->lapsed) {
+			sw_warn(TAG,
+				"no answer from the master for %" PRId64
+				" ms: dropping the delegations and listings "
+				"this mount holds",
+				(now - mc->trusted) / 1000000);
+			mc->lapsed = true;
+			if (mc->o.lapsed)
+				mc->o.lapsed(mc->o.arg);
+		}
+	} else if (now - mc->trusted < mc->lease_ns) {
+		mc->lapsed = false;
+	}
+	watch = mc->o.target.naddrs > 1 && flight;
+	if (!flight)
+		mc->heard = now;
+	if (watch && now - mc->heard >= DEAD_NS) {
+		sw_warn(TAG,
+			"the master has answered nothing for %" PRId64
+			" ms: giving it up",
+			(now - mc->heard) / 1000000);
+		*dead = -ETIMEDOUT;
+		return 0;
+	}
+	if (!holds && !(watch && now - mc->heard >= PROBE_NS))
+		return mc->lease_ns || mc->o.target.naddrs > 1 ?
+			       (int)(probe / 1000000) :
+			       -1;
+	if (now - mc->probed >= probe)
+		ping(mc, fd, now);
+	return (int)(probe / 1000000);
+}
+
+bool mconn_lease_holds(struct mconn *mc)
+{
+	int64_t lease = __atomic_load_n(&mc->lease_ns, __ATOMIC_RELAXED);
+	int64_t t = __atomic_load_n(&mc->trusted, __ATOMIC_RELAXED);
+	bool connected;
+
+	pthread_mutex_lock(&mc->mu);
+	connected = mc->fd >= 0;
+	pthread_mutex_unlock(&mc->mu);
+	return connected && lease && sw_mono_ns() - t < lease;
 }
 
 /* ---- hello ---------------------------------------------------------- */
@@ -281,9 +340,11 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	uint64_t *inos = NULL;
 	size_t ninos = 0;
 	int fd, rc, tries = 0;
+	int64_t t0;
 
 	*leader = '\0';
 	*refused = false;
+	t0 = sw_mono_ns();
 	fd = sw_tcp_connect(mc->o.target.host, mc->o.target.port, connect_ms);
 	if (fd < 0)
 		return fd;
@@ -355,6 +416,13 @@ again:
 		} else {
 			*session_id = hr->session_id;
 			*root_ino = hr->root_ino;
+			__atomic_store_n(&mc->lease_ns,
+					 hr->has_lease_ms ?
+						 (int64_t)hr->lease_ms *
+							 1000000 :
+						 0,
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&mc->trusted, t0, __ATOMIC_RELAXED);
 			mc->has_secret = hr->has_session_secret &&
 					 hr->session_secret.len ==
 						 sizeof(mc->secret);
@@ -391,6 +459,12 @@ static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 	if (p)
 		mc->nflight--;
 	pthread_mutex_unlock(&mc->mu);
+	/* The master was alive when it got this: the lease runs from the
+	 * sending. */
+	if (p && p->sent_at > mc->trusted)
+		__atomic_store_n(&mc->trusted, p->sent_at, __ATOMIC_RELAXED);
+	else if (!p && hdr->id == mc->ping_id && mc->probed > mc->trusted)
+		__atomic_store_n(&mc->trusted, mc->probed, __ATOMIC_RELAXED);
 	if (p) /* else nobody asked: a reply from before a reconnect */
 		sw_call_answer(p, hdr, payload);
 }
@@ -496,6 +570,7 @@ static void connected(struct mconn *mc, int fd)
 	for (size_t i = 0; i < n; i++) {
 		sw_call_get(v[i]);
 		sw_calls_assign(&mc->calls, v[i]);
+		v[i]->sent_at = mc->heard;
 		mc->nflight++;
 	}
 	pthread_mutex_unlock(&mc->mu);
@@ -593,11 +668,11 @@ static void *rx_main(void *arg)
 			pfd[1] = (struct pollfd){ .fd = mc->wake_fd,
 						  .events = POLLIN };
 			pthread_mutex_lock(&mc->mu);
-			mc->rx_idle = timeout < 0;
+			mc->rx_sleep_ms = timeout;
 			pthread_mutex_unlock(&mc->mu);
 			rc = poll(pfd, 2, timeout);
 			pthread_mutex_lock(&mc->mu);
-			mc->rx_idle = false;
+			mc->rx_sleep_ms = 0;
 			pthread_mutex_unlock(&mc->mu);
 			if (rc < 0 && errno != EINTR)
 				break;

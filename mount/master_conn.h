@@ -52,6 +52,11 @@ struct mconn_opts {
 	/* Before a request of @type goes out (on the sending thread; not
 	 * on the receiver thread): deleg.c sends its queue first. */
 	void (*before_send)(void *arg, uint16_t type);
+	/* Whether the mount holds anything under the master's lease
+	 * (delegations, cached listings); and, the lease run out with the
+	 * master silent, drop it all. Receiver thread. */
+	bool (*holds)(void *arg);
+	void (*lapsed)(void *arg);
 	void *arg;
 };
 
@@ -76,6 +81,14 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out);
 /* The master inode of the exported root and the session id. */
 uint64_t mconn_root_ino(const struct mconn *mc);
 uint64_t mconn_session_id(const struct mconn *mc);
+
+/*
+ * Whether the master's lease holds now: connected, and a request sent
+ * less than lease_ms ago was answered. What only the lease makes safe to
+ * answer here (a held directory's attributes) waits for the master when
+ * it does not.
+ */
+bool mconn_lease_holds(struct mconn *mc);
 
 /*
  * Start the receiver thread. Call after fuse_daemonize(): threads do not

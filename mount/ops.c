@@ -373,6 +373,16 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	int64_t expires;
 
 	q.ino = to_master(m, ino);
+	/* A held directory's, which the kernel asks for every attr_timeout
+	 * to walk through it: answered here, not a round trip each time,
+	 * while the master's lease holds. */
+	if (mconn_lease_holds(m->mc) && deleg_dir_attr(m->deleg, q.ino, &a)) {
+		struct stat st;
+
+		mount_attr_to_stat(m, &a, &st);
+		fuse_reply_attr(req, &st, m->attr_timeout);
+		return;
+	}
 	/* Known from a reply that changed it (a create in this directory,
 	 * say): no need to ask. */
 	if (itable_get_attr(&m->inodes, q.ino, &a, &expires)) {

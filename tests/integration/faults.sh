@@ -40,6 +40,12 @@
 #     up; once space is freed mutations succeed again; after a SIGKILL
 #     and restart everything acknowledged (before, during and after the
 #     full disk) is there and nothing refused with ENOSPC is; fsck clean.
+#  6. a client holding a directory's delegation is cut from the network;
+#     another client removes a file there and makes one (the master
+#     takes the delegation back after deleg_timeout): from then on the
+#     cut client must not show the removed file nor deny the new one (it
+#     dropped what it held when its lease ran out, and the kernel's
+#     long-lived names with it); back on the network, it sees both.
 # At the end every client's storm is checked again (after all the later
 # restarts), and the script prints
 #   faults: injected N, acknowledged ops checked M, lost 0
@@ -619,6 +625,81 @@ assert_stat %a 644 "$V/s5/renamed" "mode of the file whose chmod was refused"
 CHECKED=$((CHECKED + 6 + n_x + 5))
 wait_fsck_clean 30 "after the full disk and the restart"
 log "5: $n_x xattrs acknowledged on the full disk, ENOSPC then, lost 0"
+
+# ==== 6. a client holding a delegation cut from the network ===================
+log "== 6. a client holding a delegation cut from the network"
+machine_mount 5 "$CM" "master_timeout=$MASTER_TIMEOUT"
+# Made on the cut client, which comes to hold the directory's delegation;
+# f0 is made under it (answered there, its name long-lived in the kernel),
+# then sent to the master (fsync).
+mkdir "$CM/s6"
+touch "$CM/s6/first"
+held6() {
+	ls "$CM/s6" >/dev/null
+	sw_status '[s["delegations"] for s in d["sessions"] if s["peer"].startswith("'"$NET_PREFIX.6"':")]' |
+		grep -q '\[[1-9]'
+}
+wait_until 20 "the client to hold s6's delegation" held6
+touch "$CM/s6/f0"
+"$PYTHON" -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+os.fsync(fd)' "$CM/s6"
+[[ "$(fsop stat "$CM/s6/new")" == ENOENT ]] || fail "s6/new before it was made"
+# The client looks each name up over and over, from a descriptor of s6
+# opened before the cut (not from the root, whose lookup of s6 the master
+# would answer), one looker per name (a call that waits for the master
+# holds up only its own): "START_MS NAME OUTCOME" lines.
+lookers=()
+for name in f0 new; do
+	"$PYTHON" - "$CM/s6/$name" "$SW_TMP/seen6.$name" 30 <<'EOF' &
+import os, sys, time
+path, out, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+name = os.path.basename(path)
+dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+end = time.monotonic() + secs
+with open(out, "w", buffering=1) as f:
+    while time.monotonic() < end:
+        t = time.time_ns() // 1000000
+        # O_PATH needs the name only, no attributes and no open: what
+        # the caches answer, the kernel's and the mount's.
+        try:
+            os.close(os.open(name, os.O_PATH, dir_fd=dfd))
+            r = "OK"
+        except OSError as e:
+            r = os.strerror(e.errno).replace(" ", "_")
+        f.write("%d %s %s\n" % (t, name, r))
+        time.sleep(0.1)
+EOF
+	lookers+=($!)
+	BG_PIDS+=($!)
+done
+wait_until 10 "the lookers to start" test -s "$SW_TMP/seen6.f0" -a -s "$SW_TMP/seen6.new"
+ip -n "$CUT_NS" link set eth0 down
+t_cut=$(now_ms)
+FAULTS=$((FAULTS + 1))
+log "machine c5 cut from the network, holding s6"
+rm "$M/s6/f0"
+touch "$M/s6/new"
+t_done=$(now_ms)
+log "the other client removed s6/f0 and made s6/new $((t_done - t_cut)) ms after the cut"
+wait "${lookers[@]}" || true
+BG_PIDS=()
+after6() { cat "$SW_TMP"/seen6.* | awk -v t="$t_done" '$1 >= t'; }
+asked=$(after6 | wc -l)
+stale=$(after6 | awk '($2 == "f0" && $3 == "OK") ||
+	($2 == "new" && $3 == "No_such_file_or_directory")' | wc -l)
+assert_ge 1 "$asked" "lookups on the cut client after the change"
+if ((stale)); then
+	after6 | awk 'NR <= 20' >&2
+	fail "the cut client answered $stale of $asked lookups stale after another client changed s6"
+fi
+ip -n "$CUT_NS" link set eth0 up
+log "machine c5 back on the network"
+wait_until 30 "the cut client to see s6/new" fsop_ok stat "$CM/s6/new"
+[[ "$(fsop stat "$CM/s6/f0")" == ENOENT ]] || fail "the cut client, back, still sees s6/f0"
+stop_mount "$CM"
+CHECKED=$((CHECKED + 2))
+log "6: $asked lookups on the cut client after the change, none stale"
 
 # ==== again, after everything ===============================================
 log "== every client's storm again, after all the restarts"
