@@ -377,6 +377,15 @@ void deleg_stats(const struct master *m, struct deleg_stats *st)
 
 /* ---- requests ------------------------------------------------------- */
 
+uint32_t deleg_lease_ms(const struct master *m)
+{
+	/* Half the soonest a silent holder loses a delegation: a recall
+	 * unanswered for deleg_timeout, or its connection found dead
+	 * (peer_timeout with nothing acknowledged). */
+	return (uint32_t)SW_MAX(
+		SW_MIN(m->cfg.deleg_timeout_ms, m->cfg.peer_timeout_ms) / 2, 1);
+}
+
 /* Why @s may not have @dir delegated, or NULL. */
 static const char *refusal(struct master *m, const struct session *s,
 			   struct node *dir)
@@ -391,6 +400,13 @@ static const char *refusal(struct master *m, const struct session *s,
 		return "its export maps credentials";
 	if (s->ndelegs >= m->cfg.deleg_max)
 		return "deleg_max";
+	/* Just elected: a mount may still trust what the last leader
+	 * delegated to it, for a lease from its last answer there. (A
+	 * master that restarted reset its connections, and mounts drop
+	 * what they hold when theirs breaks.) */
+	if (m->group && sw_mono_ns() - m->loaded_mono <
+				(int64_t)deleg_lease_ms(m) * 1000000)
+		return "taking over";
 	/* What a holder answers itself could not be journaled later. */
 	if (m->cl && changelog_admit(m->cl) < 0)
 		return "the metadata disk is full";

@@ -76,4 +76,8 @@ struct deleg_stats {
 };
 void deleg_stats(const struct master *m, struct deleg_stats *st);
 
+/* How long a mount may trust what it holds past its last answer
+ * (HelloReply.lease_ms): half the soonest a silent holder loses it. */
+uint32_t deleg_lease_ms(const struct master *m);
+
 #endif

@@ -991,11 +991,7 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	reply.has_root_ino = 1;
 	reply.root_ino = s->root_ino;
 	reply.has_lease_ms = 1;
-	/* Half the soonest it may take a delegation back from a silent
-	 * holder: a recall unanswered for deleg_timeout, or its connection
-	 * found dead (peer_timeout with nothing acknowledged). */
-	reply.lease_ms = (uint32_t)SW_MAX(
-		SW_MIN(m->cfg.deleg_timeout_ms, m->cfg.peer_timeout_ms) / 2, 1);
+	reply.lease_ms = deleg_lease_ms(m);
 	reply.has_read_only = reply.has_admin = 1;
 	reply.read_only = !s->rw;
 	reply.admin = s->admin;

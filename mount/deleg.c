@@ -753,7 +753,11 @@ bool deleg_any(struct deleg *dg)
 	if (!dg)
 		return false;
 	pthread_mutex_lock(&dg->mu);
-	any = dg->ndirs > 0;
+	any = false;
+	/* A refusal holds nothing (and stays until evicted). */
+	for (size_t i = 0; i < DIR_BUCKETS && !any && dg->ndirs; i++)
+		for (struct ddir *d = dg->buckets[i]; d && !any; d = d->next)
+			any = d->st != D_REFUSED;
 	pthread_mutex_unlock(&dg->mu);
 	return any;
 }

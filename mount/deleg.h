@@ -108,7 +108,8 @@ void deleg_recall(struct deleg *dg, uint64_t dir);
  * lease ran out (master_conn.h): it is about to; give them all back. */
 void deleg_reconnected(struct deleg *dg);
 
-/* Whether any directory is held, asked for or being given back. */
+/* Whether any directory is held, asked for or being given back (not
+ * merely refused). */
 bool deleg_any(struct deleg *dg);
 
 #endif

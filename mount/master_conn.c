@@ -205,7 +205,11 @@ static int lazy_tick(struct mconn *mc, int fd)
 	int64_t left;
 	int rc = 0, timeout = -1;
 
-	pthread_mutex_lock(&mc->wmu);
+	/* Never blocking: a writer stuck on a full socket holds wmu (and
+	 * sends these with its own frame), and the liveness checks after
+	 * this must go on. */
+	if (pthread_mutex_trylock(&mc->wmu) != 0)
+		return (int)(LAZY_NS / 1000000) + 1;
 	if (sw_buf_used(&mc->lazy)) {
 		left = mc->lazy_since + LAZY_NS - sw_mono_ns();
 		if (left <= 0)
@@ -658,8 +662,15 @@ static void *rx_main(void *arg)
 		if (stop)
 			break;
 		if (fd >= 0) {
-			int timeout = lazy_tick(mc, fd), dead;
-			int live = liveness_tick(mc, fd, &dead);
+			int timeout, live, dead;
+
+			/* Asleep for senders from here: a lazy frame added
+			 * before the poll wakes it (mconn_send_lazy()). */
+			pthread_mutex_lock(&mc->mu);
+			mc->rx_sleep_ms = -1;
+			pthread_mutex_unlock(&mc->mu);
+			timeout = lazy_tick(mc, fd);
+			live = liveness_tick(mc, fd, &dead);
 
 			if (live >= 0 && (timeout < 0 || live < timeout))
 				timeout = live;
@@ -695,6 +706,13 @@ static void *rx_main(void *arg)
 					"%s; reconnecting",
 					strerror(-rc));
 			disconnected(mc);
+			/* What the master said may be lost from here on, and
+			 * it drops our delegations when it sees the break:
+			 * nothing more is answered from them. */
+			if (mc->o.lapsed && !mc->lapsed) {
+				mc->lapsed = true;
+				mc->o.lapsed(mc->o.arg);
+			}
 			/* Timed out: that master's machine or network is
 			 * gone; another member of a group takes over, so
 			 * try it first rather than wait on a connect. */
