@@ -252,6 +252,17 @@ static void ping(struct mconn *mc, int fd, int64_t now)
 	mc->probed = now;
 }
 
+/* Receiver thread: drop what the mount holds under the lease, once until
+ * the master answers again. */
+static void lapse(struct mconn *mc)
+{
+	if (mc->lapsed)
+		return;
+	mc->lapsed = true;
+	if (mc->o.lapsed)
+		mc->o.lapsed(mc->o.arg);
+}
+
 /*
  * Receiver thread: the lease, and a group's member's liveness. While the
  * mount holds anything under the lease, ping a few times a lease, and drop it
@@ -278,16 +289,13 @@ static int liveness_tick(struct mconn *mc, int fd, int *dead)
 	holds = mc->lease_ns && now - mc->trusted >= probe && mc->o.holds &&
 		mc->o.holds(mc->o.arg);
 	if (holds && now - mc->trusted >= mc->lease_ns) {
-		if (!mc->lapsed) {
+		if (!mc->lapsed)
 			sw_warn(TAG,
 				"no answer from the master for %" PRId64
 				" ms: dropping the delegations and listings "
 				"this mount holds",
 				(now - mc->trusted) / 1000000);
-			mc->lapsed = true;
-			if (mc->o.lapsed)
-				mc->o.lapsed(mc->o.arg);
-		}
+		lapse(mc);
 	} else if (now - mc->trusted < mc->lease_ns) {
 		mc->lapsed = false;
 	}
@@ -709,10 +717,7 @@ static void *rx_main(void *arg)
 			/* What the master said may be lost from here on, and
 			 * it drops our delegations when it sees the break:
 			 * nothing more is answered from them. */
-			if (mc->o.lapsed && !mc->lapsed) {
-				mc->lapsed = true;
-				mc->o.lapsed(mc->o.arg);
-			}
+			lapse(mc);
 			/* Timed out: that master's machine or network is
 			 * gone; another member of a group takes over, so
 			 * try it first rather than wait on a connect. */
