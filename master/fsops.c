@@ -630,6 +630,9 @@ static int open_mask(uint32_t flags)
 	}
 	if (flags & O_TRUNC)
 		mask |= PERM_W;
+	/* An execve(): the kernel checked only that some x bit is set. */
+	if (flags & SW_O_EXEC)
+		mask |= PERM_X;
 	return mask;
 }
 

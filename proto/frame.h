@@ -71,6 +71,10 @@
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 
+/* In OpenReq.flags beside open(2)'s: the file is opened to be executed
+ * (the bit Linux hands FUSE for execve(), its __FMODE_EXEC). */
+#define SW_O_EXEC 040u
+
 /* Copies of a file's chunks a goal may ask for (GoalReq; 0: default). */
 #define SW_GOAL_MAX 8u
 
