@@ -648,7 +648,10 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 		return 0;
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
-	if (d && d->st == D_HELD && d->nnames < NAMES_MAX) {
+	/* Not where someone may not search: see mount_searchable(). */
+	if (d && d->st == D_HELD &&
+	    (!dg->m->own_perms || (d->attr.mode & 0111) == 0111) &&
+	    d->nnames < NAMES_MAX) {
 		if (sw_grow(&d->names, &d->namecap, d->nnames + 1,
 			    sizeof(*d->names), 64) == 0 &&
 		    (d->names[d->nnames] = strdup(name)) != NULL) {
@@ -663,15 +666,23 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
 {
 	struct ddir *d;
+	bool closed = false;
 
 	if (!dg || !dg->enabled || !S_ISDIR(a->mode))
 		return;
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, a->ino);
 	/* Sent after what was queued (deleg_flush()): newer than ours. */
-	if (d && d->st == D_HELD)
+	if (d && d->st == D_HELD) {
+		closed = dg->m->own_perms && (d->attr.mode & 0111) == 0111 &&
+			 (a->mode & 0111) != 0111;
 		d->attr = *a;
+	}
 	pthread_mutex_unlock(&dg->mu);
+	/* Someone may no longer search it: the kernel must forget the
+	 * names it holds for long, as when the master recalls it. */
+	if (closed)
+		deleg_recall(dg, a->ino);
 }
 
 bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out)
@@ -1170,7 +1181,7 @@ int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
 		ask_inos(dg);
 	itable_set_attr(&m->inodes, &dattr,
 			sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9));
-	mount_fill_entry(m, &a, e);
+	mount_fill_entry(m, parent, &a, e);
 	{
 		double t = deleg_entry_timeout(dg, parent, name);
 

@@ -56,6 +56,7 @@ struct dircache {
 	size_t entries;	    /* in all arrays, removed ones included */
 	uint64_t made_next; /* never reused: a late answer finds no other */
 	size_t max_entries;
+	int64_t attrs_after; /* older attributes count as expired */
 };
 
 /* ---- directories ---------------------------------------------------- */
@@ -266,13 +267,14 @@ static size_t position_after(const struct cdir *d, uint64_t cookie)
 	return lo;
 }
 
-static void copy_out(const struct dent *e, struct dc_entry *out)
+static void copy_out(const struct dircache *dc, const struct dent *e,
+		     struct dc_entry *out)
 {
 	out->cookie = e->cookie;
 	out->ino = e->ino;
 	out->type = e->type;
 	out->has_attr = e->attr.ino != 0;
-	out->attr_at = e->attr_at;
+	out->attr_at = e->attr_at > dc->attrs_after ? e->attr_at : 0;
 	if (out->has_attr)
 		out->attr = e->attr;
 	memcpy(out->name, e->name, (size_t)e->namelen + 1);
@@ -325,7 +327,7 @@ size_t dircache_read(struct dircache *dc, uint64_t dir, uint64_t cookie,
 	}
 	for (i = position_after(d, cookie); i < d->n && k < max; i++) {
 		if (!d->v[i]->removed)
-			copy_out(d->v[i], &out[k++]);
+			copy_out(dc, d->v[i], &out[k++]);
 	}
 	while (i < d->n && d->v[i]->removed)
 		i++;
@@ -415,7 +417,7 @@ enum dc_lookup dircache_lookup(struct dircache *dc, uint64_t dir,
 	if (d) {
 		x = name_find(d, name, strlen(name));
 		if (x) {
-			copy_out(x, e);
+			copy_out(dc, x, e);
 			res = DC_FOUND;
 		} else if (d->from_head && d->eof) {
 			res = DC_ABSENT;
@@ -556,6 +558,13 @@ void dircache_expire_attrs(struct dircache *dc, uint64_t dir)
 	d = dir_get(dc, dir, false);
 	for (size_t i = 0; d && i < d->n; i++)
 		d->v[i]->attr_at = 0;
+	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_expire_all_attrs(struct dircache *dc)
+{
+	pthread_mutex_lock(&dc->mu);
+	dc->attrs_after = sw_mono_ns();
 	pthread_mutex_unlock(&dc->mu);
 }
 

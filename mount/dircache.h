@@ -113,6 +113,9 @@ void dircache_new_empty(struct dircache *dc, uint64_t dir);
  * it changed meanwhile the master knows better.
  */
 void dircache_expire_attrs(struct dircache *dc, uint64_t dir);
+/* The same for every entry cached now: the kernel was made to forget
+ * every name, and with them inodes whose newer attributes only it had. */
+void dircache_expire_all_attrs(struct dircache *dc);
 
 /* Forget @dir's listing (another client changed it), or everything. */
 void dircache_drop(struct dircache *dc, uint64_t dir);

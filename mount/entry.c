@@ -39,14 +39,35 @@ void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
 	}
 }
 
-void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,
+bool mount_searchable(struct mount *m, uint64_t dir)
+{
+	Sweepfs__Attr a;
+	uint32_t mode;
+
+	if (!m->own_perms)
+		return true;
+	if (deleg_dir_attr(m->deleg, dir, &a))
+		mode = a.mode;
+	else if (!itable_mode(&m->inodes, dir, &mode))
+		return false;
+	return S_ISDIR(mode) && (mode & 0111) == 0111;
+}
+
+double mount_entry_timeout(struct mount *m, uint64_t parent, bool negative)
+{
+	if (!mount_searchable(m, parent))
+		return 0;
+	return negative ? m->negative_timeout : m->entry_timeout;
+}
+
+void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
 		      struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = mount_to_fuse(m, a->ino);
 	mount_attr_to_stat(m, a, &e->attr);
 	e->attr_timeout = m->attr_timeout;
-	e->entry_timeout = m->entry_timeout;
+	e->entry_timeout = mount_entry_timeout(m, parent, false);
 }
 
 double mount_attr_left(const struct mount *m, int64_t fetched_at)
@@ -93,7 +114,7 @@ void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 	}
 }
 
-void mount_reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
+void mount_reply_entry(fuse_req_t req, uint64_t parent, const Sweepfs__Attr *a)
 {
 	struct mount *m = fuse_req_userdata(req);
 	struct fuse_entry_param e;
@@ -102,7 +123,7 @@ void mount_reply_entry(fuse_req_t req, const Sweepfs__Attr *a)
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	mount_fill_entry(m, a, &e);
+	mount_fill_entry(m, parent, a, &e);
 	if (itable_ref(&m->inodes, a->ino) < 0) {
 		fuse_reply_err(req, ENOMEM);
 		return;

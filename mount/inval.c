@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "inval.h"
 #include "log.h"
@@ -154,4 +155,21 @@ void inval_queue_ack(struct inval *iv, uint64_t seq)
 	it->len = 0;
 	it->name[0] = '\0';
 	push(iv, it);
+}
+
+/* FUSE's notification code (linux/fuse.h, protocol 7.44). */
+#define NOTIFY_INC_EPOCH 8
+
+int inval_all_names(struct fuse_session *se)
+{
+	/* linux/fuse.h's fuse_out_header; unique 0 makes it a notice. */
+	struct {
+		uint32_t len;
+		int32_t code;
+		uint64_t unique;
+	} h = { sizeof(h), NOTIFY_INC_EPOCH, 0 };
+
+	return write(fuse_session_fd(se), &h, sizeof(h)) == (ssize_t)sizeof(h) ?
+		       0 :
+		       -errno;
 }

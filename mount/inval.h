@@ -32,6 +32,14 @@ void inval_stop(struct inval *iv);
 void inval_queue(struct inval *iv, fuse_ino_t parent, const char *name,
 		 size_t len);
 
+/*
+ * Now, not queued: every name the kernel caches on this mount is to be
+ * looked up again before it is used (FUSE_NOTIFY_INC_EPOCH, Linux 6.16).
+ * It takes no lock, so it may go out while the kernel waits for a reply.
+ * -errno from a kernel without it.
+ */
+int inval_all_names(struct fuse_session *se);
+
 /* Queue: acknowledge the master's invalidations up to @seq (a dropped
  * one leaves the master to wait for its inval_timeout). */
 void inval_queue_ack(struct inval *iv, uint64_t seq);

@@ -45,6 +45,7 @@ struct cli {
 	char *bind;
 	int writeback;
 	int wsync;
+	int own_perms;
 	int help;
 	int version;
 };
@@ -66,6 +67,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("bind=%s", bind),
 	CLI_OPT("writeback_cache", writeback),
 	CLI_OPT("wsync", wsync),
+	CLI_OPT("no_default_permissions", own_perms),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -105,6 +107,14 @@ static void usage(FILE *f)
 		"master\n"
 		"                          (no directory delegations: see "
 		"README)\n"
+		"  -o no_default_permissions\n"
+		"                          the kernel checks no permission, the "
+		"master\n"
+		"                          and the mount do (faster creates and "
+		"removals;\n"
+		"                          opening FIFOs and sockets goes "
+		"unchecked: see\n"
+		"                          README)\n"
 		"  -o passwordfile=FILE    the export's password, first line "
 		"of FILE\n"
 		"                          (also $SWEEPFS_PASSWORD; password=PASS "
@@ -256,6 +266,7 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	explicit_bzero(pw, sizeof(pw));
 	sw_net_bind = cli->bind;
 	m->writeback = cli->writeback;
+	m->own_perms = cli->own_perms;
 	return 0;
 }
 
@@ -448,14 +459,22 @@ int main(int argc, char **argv)
 	if (getuid() == 0)
 		fuse_opt_add_arg(&args, "-oallow_other");
 	/*
-	 * Without default_permissions the kernel checks no permission itself
-	 * and relies on LOOKUP, which a cached dentry skips: a directory
-	 * made unsearchable would still be walked through. With it, the
-	 * kernel checks mode bits against the attributes it caches
-	 * (attr_timeout), and the master checks every request again against
-	 * the current state.
+	 * With default_permissions the kernel checks mode bits against the
+	 * attributes it caches, and the master checks every request again
+	 * against the current state. To check, the kernel refreshes a
+	 * directory's attributes after every change in it (Linux up to 6.18
+	 * at least): a GETATTR round trip per file created or removed, half
+	 * of what rm -rf costs.
+	 *
+	 * -o no_default_permissions leaves the checks to the master and to
+	 * the mount for what it answers itself. The kernel then checks no
+	 * search permission on a walk through names it caches, so names in a
+	 * directory not everyone may search are not cached (see
+	 * mount_searchable()); and it opens FIFOs and sockets without asking
+	 * anyone, so their permissions go unchecked.
 	 */
-	fuse_opt_add_arg(&args, "-odefault_permissions");
+	if (!cli.own_perms)
+		fuse_opt_add_arg(&args, "-odefault_permissions");
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
 	if (!fo.mountpoint) {

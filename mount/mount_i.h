@@ -52,9 +52,11 @@ struct mount {
 	struct lock_table *locks;  /* blocked lock requests (lock.c) */
 	uint64_t dircache_entries; /* bound of dcache */
 	struct itable inodes;
-	uint64_t root_ino;	 /* master inode of FUSE_ROOT_ID */
-	double attr_timeout;	 /* seconds the kernel may cache attributes */
-	bool writeback;		 /* the kernel's writeback cache (-o) */
+	uint64_t root_ino;   /* master inode of FUSE_ROOT_ID */
+	double attr_timeout; /* seconds the kernel may cache attributes */
+	bool writeback;	     /* the kernel's writeback cache (-o) */
+	bool own_perms;	     /* no default_permissions: main.c */
+	bool no_epoch; /* the kernel cannot drop all names at once (ops.c) */
 	double entry_timeout;	 /* ... and names */
 	double negative_timeout; /* ... and the absence of names */
 	enum rdplus readdirplus;
@@ -87,8 +89,22 @@ struct mount_opctx {
 /* entry.c: @a as struct stat, and as an entry reply with the timeouts. */
 void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
 			struct stat *st);
-void mount_fill_entry(const struct mount *m, const Sweepfs__Attr *a,
+void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
 		      struct fuse_entry_param *e);
+
+/*
+ * Whether names in directory @dir may be cached by the kernel, and looked
+ * up here: always where the kernel checks permissions; with
+ * no_default_permissions (main.c) only if everyone may search @dir (all
+ * three x bits) as far as this mount knows. Names in any other directory
+ * are then handed to the kernel for no time at all, so that every walk
+ * through them comes here, and lookups there go to the master, which
+ * checks the caller's search permission.
+ */
+bool mount_searchable(struct mount *m, uint64_t dir);
+/* How long the kernel may keep a name (or its absence, @negative) in
+ * @parent: the configured timeout, or 0 (mount_searchable()). */
+double mount_entry_timeout(struct mount *m, uint64_t parent, bool negative);
 
 /* Seconds left of attr_timeout for attributes fetched at @fetched_at. */
 double mount_attr_left(const struct mount *m, int64_t fetched_at);
@@ -109,7 +125,7 @@ void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 
 /* Reply to @req with the entry @a and count the lookup the kernel holds
  * from then on. */
-void mount_reply_entry(fuse_req_t req, const Sweepfs__Attr *a);
+void mount_reply_entry(fuse_req_t req, uint64_t parent, const Sweepfs__Attr *a);
 
 /* readdir.c: open directories for the kernel. */
 void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,

@@ -34,6 +34,7 @@
 #include "dircache.h"
 #include "entries.h"
 #include "frame.h"
+#include "inval.h"
 #include "log.h"
 #include "mount_i.h"
 #include "util.h"
@@ -57,10 +58,11 @@ static ProtobufCBinaryData bytes(const char *s)
 	return b;
 }
 
-/* Completions for replies that are an entry, attributes, or a status. */
-static void entry_done(void *arg, int rc, ProtobufCMessage **reply)
+/* Completions for replies that are an entry (a name in @parent),
+ * attributes, or a status. */
+static void entry_done(fuse_req_t req, uint64_t parent, int rc,
+		       ProtobufCMessage **reply)
 {
-	fuse_req_t req = arg;
 	struct mount *m = mnt(req); /* req is gone once replied to */
 	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
 
@@ -73,7 +75,7 @@ static void entry_done(void *arg, int rc, ProtobufCMessage **reply)
 	 * must not get the ones from before. The entry's own after: the
 	 * table only caches what the kernel knows. */
 	mount_cache_attrs(m, NULL, r->changed, r->n_changed);
-	mount_reply_entry(req, r->attr);
+	mount_reply_entry(req, parent, r->attr);
 	mount_cache_attrs(m, r->attr, NULL, 0);
 }
 
@@ -152,7 +154,7 @@ static void added_done(void *arg, int rc, ProtobufCMessage **reply)
 			     (uint8_t)((a->mode >> 12) & 15), a);
 	if (a && S_ISDIR(a->mode))
 		dircache_new_empty(m->dcache, a->ino);
-	entry_done(c->req, rc, reply);
+	entry_done(c->req, c->parent, rc, reply);
 	free(c);
 }
 
@@ -254,20 +256,25 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_FLOCK_LOCKS;
 }
 
+struct lookupctx {
+	fuse_req_t req;
+	uint64_t parent;
+};
+
 static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
 {
-	fuse_req_t req = arg;
-	struct mount *m = mnt(req);
+	struct lookupctx c = *(struct lookupctx *)arg;
+	struct mount *m = mnt(c.req);
+	double t = mount_entry_timeout(m, c.parent, true);
 
-	if (rc == -ENOENT && m->negative_timeout > 0) {
-		struct fuse_entry_param e = {
-			.ino = 0, .entry_timeout = m->negative_timeout
-		};
+	free(arg);
+	if (rc == -ENOENT && t > 0) {
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = t };
 
-		fuse_reply_entry(req, &e);
+		fuse_reply_entry(c.req, &e);
 		return;
 	}
-	entry_done(arg, rc, reply);
+	entry_done(c.req, c.parent, rc, reply);
 }
 
 /*
@@ -285,8 +292,9 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 	double t;
 
 	/* Longer than a name can be: the master says ENAMETOOLONG, not the
-	 * cache ENOENT. */
-	if (strlen(name) > SW_NAME_MAX)
+	 * cache ENOENT. Where not everyone may search, the master checks
+	 * that the caller may. */
+	if (strlen(name) > SW_NAME_MAX || !mount_searchable(m, parent))
 		return false;
 	switch (dircache_lookup(m->dcache, parent, name, &de)) {
 	case DC_FOUND:
@@ -306,7 +314,7 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (!de.attr_at || (mount_attr_left(m, de.attr_at) <= 0 &&
 				    !deleg_held(m->deleg, parent)))
 			return false;
-		mount_fill_entry(m, &de.attr, &e);
+		mount_fill_entry(m, parent, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
 		t = deleg_entry_timeout(m->deleg, parent, name);
 		if (t > 0)
@@ -336,13 +344,21 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
 	struct caller caller;
 	Sweepfs__Cred *cred = caller_cred(req, &caller);
+	struct lookupctx *c;
 
 	if (lookup_cached(req, to_master(m, parent), name))
 		return;
+	c = malloc(sizeof(*c));
+	if (!c) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	c->req = req;
+	c->parent = to_master(m, parent);
 	q.cred = cred;
-	q.parent = to_master(m, parent);
+	q.parent = c->parent;
 	q.name = bytes(name);
-	mconn_send(m->mc, SW_MSG_LOOKUP, &q.base, lookup_done, req);
+	mconn_send(m->mc, SW_MSG_LOOKUP, &q.base, lookup_done, c);
 }
 
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -394,6 +410,41 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, attr_done, req);
+}
+
+/*
+ * A chmod that closes a directory to some (mount_searchable()): the kernel
+ * walks through the names it caches there without asking, so they all go
+ * before the chmod returns. Where the kernel cannot do that, they last at
+ * most entry_timeout (names in a held directory are dropped at once, by
+ * deleg_note_attr()). The listings' attributes go too: with the names the
+ * kernel lets go of inodes, whose newer attributes (this chmod's) only it
+ * and the inode table had.
+ */
+static void closed_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	fuse_req_t req = arg;
+	struct mount *m = mnt(req);
+
+	if (rc == 0)
+		dircache_expire_all_attrs(m->dcache);
+	if (rc == 0 && inval_all_names(m->se) < 0 &&
+	    !__atomic_exchange_n(&m->no_epoch, true, __ATOMIC_RELAXED))
+		sw_info(TAG, "this kernel cannot drop every cached name at "
+			     "once: names in a directory closed by chmod last "
+			     "up to entry_timeout");
+	attr_done(arg, rc, reply);
+}
+
+/* Whether a chmod of @ino to @mode closes a directory everyone could
+ * search. */
+static bool closes(struct mount *m, uint64_t ino, uint32_t mode)
+{
+	uint32_t old;
+
+	return m->own_perms && (mode & 0111) != 0111 &&
+	       (mount_searchable(m, ino) ||
+		(!itable_mode(&m->inodes, ino, &old) && S_ISDIR(mode)));
 }
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -466,7 +517,11 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		data_flush_wait(m, q.ino);
 		data_forget(m, q.ino);
 	}
-	mconn_send(m->mc, SW_MSG_SETATTR, &q.base, attr_done, req);
+	mconn_send(m->mc, SW_MSG_SETATTR, &q.base,
+		   (to_set & FUSE_SET_ATTR_MODE) && closes(m, q.ino, q.mode) ?
+			   closed_done :
+			   attr_done,
+		   req);
 }
 
 static void readlink_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -787,7 +842,7 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 		fuse_reply_err(req, EIO);
 		goto out;
 	}
-	mount_fill_entry(m, a, &e);
+	mount_fill_entry(m, c->n.parent, a, &e);
 	itable_ref(&m->inodes, a->ino);
 	itable_open(&m->inodes, a->ino);
 	c->fi.fh = 0;

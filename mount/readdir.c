@@ -161,7 +161,7 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 			double t =
 				deleg_entry_timeout(m->deleg, c->dh->ino, name);
 
-			mount_fill_entry(m, attr, &e);
+			mount_fill_entry(m, c->dh->ino, attr, &e);
 			e.attr_timeout = mount_attr_left(m, attr_at);
 			if (t > 0)
 				e.entry_timeout = t;

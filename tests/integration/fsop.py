@@ -11,7 +11,9 @@ shell script can compare the outcome with the errno it expects. Exit status
 Operations:
     mkdir PATH [MODE]            mknod PATH MODE         create PATH [MODE]
     open PATH FLAGS              (FLAGS: r, w, rw, plus t for O_TRUNC,
-                                  d for O_DIRECTORY; e.g. "wt")
+                                  d for O_DIRECTORY, n for O_NONBLOCK;
+                                  e.g. "wt")
+    exec PATH                    (run it, without arguments)
     unlink PATH                  rmdir PATH              rename OLD NEW
     rename2 OLD NEW FLAGS        (FLAGS: noreplace, exchange, whiteout, N)
     link OLD NEW                 symlink TARGET PATH     readlink PATH
@@ -24,6 +26,7 @@ Operations:
 import ctypes
 import errno
 import os
+import subprocess
 import sys
 
 RENAME_FLAGS = {"noreplace": 1, "exchange": 2, "whiteout": 4}
@@ -43,12 +46,14 @@ def renameat2(old, new, flags):
 
 def open_flags(spec):
     acc = {"r": os.O_RDONLY, "w": os.O_WRONLY, "rw": os.O_RDWR}
-    base = spec.rstrip("tdc")
+    base = spec.rstrip("tdcn")
     flags = acc[base]
     if "t" in spec[len(base):]:
         flags |= os.O_TRUNC
     if "d" in spec[len(base):]:
         flags |= os.O_DIRECTORY
+    if "n" in spec[len(base):]:
+        flags |= os.O_NONBLOCK
     return flags
 
 
@@ -69,6 +74,8 @@ def main(argv):
     elif op == "open":
         fd = os.open(a[0], open_flags(a[1]))
         os.close(fd)
+    elif op == "exec":
+        subprocess.run([a[0]], stdout=subprocess.DEVNULL, check=False)
     elif op == "unlink":
         os.unlink(a[0])
     elif op == "rmdir":

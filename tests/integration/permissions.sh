@@ -4,7 +4,11 @@
 # chgrp rules, explicit times versus "now", set-group-ID directories, open
 # and truncate without write permission, user.* xattrs, and that the
 # kernel's name cache does not let a user past a directory it cannot
-# search.
+# search, not even right after a chmod closed it, and execute permission.
+#
+# With SW_PERM_OPTS (permissions_own.sh) mount B leaves every check to the
+# master and itself (-o no_default_permissions): the same outcomes, but
+# for opening a FIFO, which the kernel then does without asking anyone.
 #
 # Users are plain numbers switched to with setpriv(1) (util-linux); nothing
 # is added to /etc/passwd. The tree is built as root through one mount
@@ -12,14 +16,14 @@
 # so that the checks on B start with a cold kernel name cache; sizes and
 # times are read back through a fresh third one (C).
 . "$(dirname "$0")/lib.sh"
-sw_init permissions --root
+sw_init "permissions${SW_PERM_OPTS:+_own}" --root
 command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
 
 umask 022
 start_master
 start_mount "$SW_TMP/a" "" attr_timeout=0,entry_timeout=0
 A=$SW_TMP/a
-start_mount "$SW_TMP/b"
+start_mount "$SW_TMP/b" "" "${SW_PERM_OPTS:-}"
 B=$SW_TMP/b
 sw_user_python
 
@@ -53,6 +57,11 @@ chmod 0644 "$A/private/secret"
 install -d -m 0777 -o $U1 -g $G1 "$A/alicedir"
 install -d -m 0755 -o $U2 -g $G2 "$A/alicedir/bobsub"
 install -d -m 0777 "$A/open"
+install -d -m 0755 "$A/closing"
+touch "$A/closing/f"
+printf '#!/bin/sh\nexit 0\n' >"$A/script"
+chmod 0744 "$A/script"
+mkfifo -m 0600 "$A/fifo"
 
 # ---- directories ------------------------------------------------------------------
 log "directory permissions"
@@ -144,6 +153,10 @@ expect_errno EPERM alice setxattr "$B/bobs666" trusted.x v
 chmod 0600 "$A/bobs644"
 expect_errno EACCES alice open "$B/bobs644" r
 expect_errno EACCES alice getxattr "$B/bobs644" user.k
+# execute permission is the caller's own
+expect_errno EACCES alice exec "$B/script"
+chmod 0755 "$B/script" # through B: its kernel caches the mode
+expect_ok alice exec "$B/script"
 # root may do all of it
 expect_ok fsop open "$B/bobs644" w
 expect_ok fsop chmod "$B/bobs644" 644
@@ -166,4 +179,17 @@ log "name cache"
 stat "$B/private/secret" >/dev/null
 expect_errno EACCES bob stat "$B/private/secret"
 expect_errno EACCES bob open "$B/private/secret" r
+# ... nor right after a chmod through the same mount closed the directory
+expect_ok bob stat "$B/closing/f"
+chmod 0700 "$B/closing"
+expect_errno EACCES bob stat "$B/closing/f"
+expect_errno EACCES bob stat "$B/closing/nothing"
+
+# ---- FIFOs ------------------------------------------------------------------------
+# The kernel opens them itself: only it can check.
+if [[ -z "${SW_PERM_OPTS:-}" ]]; then
+	expect_errno EACCES alice open "$B/fifo" rn
+else
+	log "FIFO permissions are not checked with $SW_PERM_OPTS (README)"
+fi
 sw_pass
