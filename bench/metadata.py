@@ -4,7 +4,9 @@ sweepfs mount, through a second mount with -o wsync (no directory
 delegations: every operation waits for the master) and in a local
 directory, in the same run, with W writer processes; then `rm -rf` of an
 N-file tree on each, the sweepfs ones through a freshly started mount (as
-a user meets it: nothing cached). Prints ops/s and the ratios per phase,
+a user meets it: nothing cached). With --also-opts, a third sweepfs
+mount with those options runs the same phases, for their ratio to the
+default. Prints ops/s and the ratios per phase,
 the master's CPU time per file removed by rm -rf, the stat latency
 another client sees on another directory meanwhile (p50/p99, beside the
 same figures idle), the master's resident memory per file, and writes a
@@ -262,6 +264,9 @@ def main():
                     help="master config KEY=VALUE for the cluster started")
     ap.add_argument("--mount-opts", default="",
                     help="sweepfs-mount -o options for the cluster started")
+    ap.add_argument("--also-opts", metavar="OPTS",
+                    help="also through a mount of the same cluster with "
+                    "these -o options (e.g. no_default_permissions)")
     ap.add_argument("--fuse-yardstick", metavar="BIN",
                     help="also through libfuse's passthrough_ll BIN")
     ap.add_argument("--out", help="JSON result file (default: "
@@ -313,6 +318,10 @@ def main():
         wmnt = cl.mount_extra("mnt-wsync", opts=",".join(
             o for o in (a.mount_opts, "wsync") if o))
         sides.append(("wsync", wmnt, fresh_wsync))
+        if a.also_opts:
+            opts = ",".join(o for o in (a.mount_opts, a.also_opts) if o)
+            sides.append(("also", cl.mount_extra("mnt-also", opts=opts),
+                          fresh_mount(opts)))
     res = {}
     for label, base, fr in sides:
         res[label] = bench_fs(label, base, a.n, a.writers,
@@ -363,6 +372,16 @@ def main():
             "%.0f" % pt[ph]["ops_per_s"] if pt else "-",
             lo[ph]["ops_per_s"], "%.2f" % wr if wr else "-",
             "%.2f" % pr if pr else "-", ratio))
+    al = res.get("also")
+    if al:
+        print("\n%-8s %14s %14s %9s   (-o %s, same cluster)" % (
+            "phase", "sweepfs ops/s", "also ops/s", "also/sw", a.also_opts))
+        for ph in phases:
+            r = al[ph]["ops_per_s"] / sw[ph]["ops_per_s"]
+            results[ph]["also"] = al[ph]
+            results[ph]["ratio_also_to_sweepfs"] = r
+            print("%-8s %14.0f %14.0f %9.2f" % (
+                ph, sw[ph]["ops_per_s"], al[ph]["ops_per_s"], r))
     for label, r in list(res.items()) + [("local", lo)]:
         bad = {ph: r[ph]["errors"] for ph in phases if r[ph].get("errors")}
         if bad:
@@ -413,6 +432,7 @@ def main():
         "mount": mnt, "local": local, "caches_dropped": cached,
         "master_config": a.set,
         "mount_opts": a.mount_opts,
+        "also_opts": a.also_opts,
         "fuse_yardstick": a.fuse_yardstick,
         "changelog_sync": master_status and master_status.get(
             "changelog_sync"),
