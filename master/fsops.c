@@ -171,6 +171,7 @@ void op_lookup(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__LookupReq *q = (const Sweepfs__LookupReq *)msg;
 	struct node *dir, *n;
+	struct changed c = { 0 };
 	struct cred cred;
 	struct edge *e;
 	int rc;
@@ -201,7 +202,10 @@ void op_lookup(struct req *r, const ProtobufCMessage *msg)
 		}
 		n = e->child;
 	}
-	reply_entry(r, n, NULL);
+	/* The directory's own attributes too: a mount that checks search
+	 * permission itself learns whether everyone may search it. */
+	changed_add(&c, dir->ino);
+	reply_entry(r, n, &c);
 	return;
 
 out_err:

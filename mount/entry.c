@@ -42,15 +42,17 @@ void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
 bool mount_searchable(struct mount *m, uint64_t dir)
 {
 	Sweepfs__Attr a;
-	uint32_t mode;
+	int64_t expires;
 
 	if (!m->own_perms)
 		return true;
-	if (deleg_dir_attr(m->deleg, dir, &a))
-		mode = a.mode;
-	else if (!itable_mode(&m->inodes, dir, &mode))
+	/* Held: current, since another client's chmod recalls it first.
+	 * Otherwise as fresh as the kernel would want them (attr_timeout):
+	 * the master's lookup replies bring them. */
+	if (!deleg_dir_attr(m->deleg, dir, &a) &&
+	    !itable_get_attr(&m->inodes, dir, &a, &expires))
 		return false;
-	return S_ISDIR(mode) && (mode & 0111) == 0111;
+	return S_ISDIR(a.mode) && (a.mode & 0111) == 0111;
 }
 
 double mount_entry_timeout(struct mount *m, uint64_t parent, bool negative)

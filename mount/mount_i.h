@@ -96,7 +96,8 @@ void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
  * Whether names in directory @dir may be cached by the kernel, and looked
  * up here: always where the kernel checks permissions; with
  * no_default_permissions (main.c) only if everyone may search @dir (all
- * three x bits) as far as this mount knows. Names in any other directory
+ * three x bits), by attributes held or not older than attr_timeout.
+ * Names in any other directory
  * are then handed to the kernel for no time at all, so that every walk
  * through them comes here, and lookups there go to the master, which
  * checks the caller's search permission.

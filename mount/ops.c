@@ -60,8 +60,8 @@ static ProtobufCBinaryData bytes(const char *s)
 
 /* Completions for replies that are an entry (a name in @parent),
  * attributes, or a status. */
-static void entry_done(fuse_req_t req, uint64_t parent, int rc,
-		       ProtobufCMessage **reply)
+static void entry_reply(fuse_req_t req, uint64_t parent, bool changed, int rc,
+			ProtobufCMessage **reply)
 {
 	struct mount *m = mnt(req); /* req is gone once replied to */
 	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
@@ -74,9 +74,16 @@ static void entry_done(fuse_req_t req, uint64_t parent, int rc,
 	 * reply the kernel may ask for them (stat, the next path walk), and
 	 * must not get the ones from before. The entry's own after: the
 	 * table only caches what the kernel knows. */
-	mount_cache_attrs(m, NULL, r->changed, r->n_changed);
+	if (changed)
+		mount_cache_attrs(m, NULL, r->changed, r->n_changed);
 	mount_reply_entry(req, parent, r->attr);
 	mount_cache_attrs(m, r->attr, NULL, 0);
+}
+
+static void entry_done(fuse_req_t req, uint64_t parent, int rc,
+		       ProtobufCMessage **reply)
+{
+	entry_reply(req, parent, true, rc, reply);
 }
 
 static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -274,7 +281,11 @@ static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
 		fuse_reply_entry(c.req, &e);
 		return;
 	}
-	entry_done(c.req, c.parent, rc, reply);
+	/* The directory's attributes, which the master adds: not those of
+	 * one held here, which may be ahead of the master's (changes
+	 * queued) and are kept current by recalls. */
+	entry_reply(c.req, c.parent, !deleg_held(m->deleg, c.parent), rc,
+		    reply);
 }
 
 /*
@@ -436,15 +447,15 @@ static void closed_done(void *arg, int rc, ProtobufCMessage **reply)
 	attr_done(arg, rc, reply);
 }
 
-/* Whether a chmod of @ino to @mode closes a directory everyone could
- * search. */
+/* Whether a chmod of @ino to @mode leaves a directory that not everyone
+ * may search (names in it may have been cached before). */
 static bool closes(struct mount *m, uint64_t ino, uint32_t mode)
 {
 	uint32_t old;
 
 	return m->own_perms && (mode & 0111) != 0111 &&
-	       (mount_searchable(m, ino) ||
-		(!itable_mode(&m->inodes, ino, &old) && S_ISDIR(mode)));
+	       (S_ISDIR(mode) ||
+		(itable_mode(&m->inodes, ino, &old) && S_ISDIR(old)));
 }
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,

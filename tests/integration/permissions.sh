@@ -57,8 +57,8 @@ chmod 0644 "$A/private/secret"
 install -d -m 0777 -o $U1 -g $G1 "$A/alicedir"
 install -d -m 0755 -o $U2 -g $G2 "$A/alicedir/bobsub"
 install -d -m 0777 "$A/open"
-install -d -m 0755 "$A/closing"
-touch "$A/closing/f"
+install -d -m 0755 "$A/closing" "$A/closing2"
+touch "$A/closing/f" "$A/closing2/f"
 printf '#!/bin/sh\nexit 0\n' >"$A/script"
 chmod 0744 "$A/script"
 mkfifo -m 0600 "$A/fifo"
@@ -184,6 +184,11 @@ expect_ok bob stat "$B/closing/f"
 chmod 0700 "$B/closing"
 expect_errno EACCES bob stat "$B/closing/f"
 expect_errno EACCES bob stat "$B/closing/nothing"
+# ... and once attr_timeout (1 s) has passed after another client did
+expect_ok bob stat "$B/closing2/f"
+chmod 0700 "$A/closing2"
+sleep 1.5
+expect_errno EACCES bob stat "$B/closing2/f"
 
 # ---- FIFOs ------------------------------------------------------------------------
 # The kernel opens them itself: only it can check.
