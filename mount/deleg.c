@@ -650,7 +650,7 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 	d = find(dg, dir);
 	/* Not where someone may not search: see mount_searchable(). */
 	if (d && d->st == D_HELD &&
-	    (!dg->m->own_perms || (d->attr.mode & 0111) == 0111) &&
+	    (!dg->m->own_perms || mount_all_search(d->attr.mode)) &&
 	    d->nnames < NAMES_MAX) {
 		if (sw_grow(&d->names, &d->namecap, d->nnames + 1,
 			    sizeof(*d->names), 64) == 0 &&
@@ -674,8 +674,8 @@ void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
 	d = find(dg, a->ino);
 	/* Sent after what was queued (deleg_flush()): newer than ours. */
 	if (d && d->st == D_HELD) {
-		closed = dg->m->own_perms && (d->attr.mode & 0111) == 0111 &&
-			 (a->mode & 0111) != 0111;
+		closed = dg->m->own_perms && mount_all_search(d->attr.mode) &&
+			 !mount_all_search(a->mode);
 		d->attr = *a;
 	}
 	pthread_mutex_unlock(&dg->mu);

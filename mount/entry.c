@@ -52,7 +52,7 @@ bool mount_searchable(struct mount *m, uint64_t dir)
 	if (!deleg_dir_attr(m->deleg, dir, &a) &&
 	    !itable_get_attr(&m->inodes, dir, &a, &expires))
 		return false;
-	return S_ISDIR(a.mode) && (a.mode & 0111) == 0111;
+	return S_ISDIR(a.mode) && mount_all_search(a.mode);
 }
 
 double mount_entry_timeout(struct mount *m, uint64_t parent, bool negative)

@@ -306,21 +306,6 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 	return fresh;
 }
 
-bool itable_mode(struct itable *t, uint64_t ino, uint32_t *mode)
-{
-	struct minode *n;
-	bool known = false;
-
-	pthread_mutex_lock(&t->mu);
-	n = *slot(t, ino);
-	if (n && n->attr_fetched) {
-		*mode = n->attr.mode;
-		known = true;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return known;
-}
-
 int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
 		      Sweepfs__Attr *a, int64_t *fetched)
 {

@@ -66,8 +66,6 @@ void itable_xattr_changed(struct itable *t, uint64_t ino);
 /* The master said @ino has none: so until @until (mono ns). */
 void itable_set_noxattr(struct itable *t, uint64_t ino, int64_t until);
 
-/* @ino's mode as last heard, however long ago; false if never. */
-bool itable_mode(struct itable *t, uint64_t ino, uint32_t *mode);
 /* Forget @ino's remembered attributes (they changed elsewhere). */
 void itable_set_attr_expired(struct itable *t, uint64_t ino);
 

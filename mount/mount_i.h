@@ -103,6 +103,11 @@ void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
  * checks the caller's search permission.
  */
 bool mount_searchable(struct mount *m, uint64_t dir);
+/* Whether @mode lets everyone search: all three x bits. */
+static inline bool mount_all_search(uint32_t mode)
+{
+	return (mode & 0111) == 0111;
+}
 /* How long the kernel may keep a name (or its absence, @negative) in
  * @parent: the configured timeout, or 0 (mount_searchable()). */
 double mount_entry_timeout(struct mount *m, uint64_t parent, bool negative);

@@ -447,15 +447,12 @@ static void closed_done(void *arg, int rc, ProtobufCMessage **reply)
 	attr_done(arg, rc, reply);
 }
 
-/* Whether a chmod of @ino to @mode leaves a directory that not everyone
- * may search (names in it may have been cached before). */
-static bool closes(struct mount *m, uint64_t ino, uint32_t mode)
+/* Whether a chmod to @mode (the kernel sends the file's type with it)
+ * leaves a directory that not everyone may search (names in it may have
+ * been cached before). */
+static bool closes(const struct mount *m, uint32_t mode)
 {
-	uint32_t old;
-
-	return m->own_perms && (mode & 0111) != 0111 &&
-	       (S_ISDIR(mode) ||
-		(itable_mode(&m->inodes, ino, &old) && S_ISDIR(old)));
+	return m->own_perms && S_ISDIR(mode) && !mount_all_search(mode);
 }
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -529,7 +526,7 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		data_forget(m, q.ino);
 	}
 	mconn_send(m->mc, SW_MSG_SETATTR, &q.base,
-		   (to_set & FUSE_SET_ATTR_MODE) && closes(m, q.ino, q.mode) ?
+		   (to_set & FUSE_SET_ATTR_MODE) && closes(m, q.mode) ?
 			   closed_done :
 			   attr_done,
 		   req);
