@@ -27,7 +27,6 @@ static inline int64_t sw_now_ns(void)
 	return (int64_t)ts.tv_sec * SW_NSEC_PER_SEC + ts.tv_nsec;
 }
 
-/* Monotonic time in nanoseconds, for intervals and timeouts. */
 /* CPU time this thread has used, in nanoseconds. */
 static inline int64_t sw_thread_cpu_ns(void)
 {
@@ -37,6 +36,7 @@ static inline int64_t sw_thread_cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Monotonic time in nanoseconds, for intervals and timeouts. */
 static inline int64_t sw_mono_ns(void)
 {
 	struct timespec ts;
