@@ -21,6 +21,7 @@
 #include "calls.h"
 #include "client.h"
 #include "cspool.h"
+#include "devpoll.h"
 #include "frame.h"
 #include "frameio.h"
 #include "log.h"
@@ -171,10 +172,13 @@ static struct csconn *conn_get(struct cspool *p, const char *addr)
 void cspool_send(struct cspool *p, const char *addr, uint16_t type,
 		 const ProtobufCMessage *req, cs_cb cb, void *arg)
 {
-	struct csconn *c = conn_get(p, addr);
+	struct csconn *c;
 	struct sw_call *q;
 	int rc = 0;
 
+	/* A connect, or another sender's, may keep us a while. */
+	devpoll_yield();
+	c = conn_get(p, addr);
 	if (!c) {
 		ProtobufCMessage *none = NULL;
 

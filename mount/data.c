@@ -1054,6 +1054,7 @@ int data_flush_wait(struct mount *m, uint64_t ino)
 			    .cv = PTHREAD_COND_INITIALIZER };
 
 	data_flush(m, ino, wake, &w);
+	devpoll_yield();
 	pthread_mutex_lock(&w.mu);
 	while (!w.done)
 		pthread_cond_wait(&w.cv, &w.mu);

@@ -782,6 +782,7 @@ void deleg_sync(struct deleg *dg, fuse_req_t req)
 		return;
 	}
 	flush(dg);
+	devpoll_yield();
 	pthread_mutex_lock(&dg->amu);
 	while (dg->inflight)
 		pthread_cond_wait(&dg->acv, &dg->amu);

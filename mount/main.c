@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -24,6 +25,7 @@
 #include "cspool.h"
 #include "data.h"
 #include "deleg.h"
+#include "devpoll.h"
 #include "dircache.h"
 #include "frame.h"
 #include "inval.h"
@@ -43,6 +45,7 @@ struct cli {
 	char *password;
 	char *passwordfile;
 	char *bind;
+	char *busy_poll;
 	int writeback;
 	int wsync;
 	int own_perms;
@@ -65,6 +68,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("password=%s", password),
 	CLI_OPT("passwordfile=%s", passwordfile),
 	CLI_OPT("bind=%s", bind),
+	CLI_OPT("busy_poll=%s", busy_poll),
 	CLI_OPT("writeback_cache", writeback),
 	CLI_OPT("wsync", wsync),
 	CLI_OPT("no_default_permissions", own_perms),
@@ -97,6 +101,9 @@ static void usage(FILE *f)
 		"  -o dircache_entries=N   directory entries cached, in all "
 		"(2000000)\n"
 		"  -o bind=ADDR            connect from this local address\n"
+		"  -o busy_poll=USEC       poll the FUSE device up to this "
+		"long before\n"
+		"                          sleeping (50; 0: never)\n"
 		"  -o writeback_cache      let the kernel buffer writes (faster "
 		"small\n"
 		"                          writes; a file's size and mtime as "
@@ -265,6 +272,19 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 		sw_target_password(target, pw);
 	explicit_bzero(pw, sizeof(pw));
 	sw_net_bind = cli->bind;
+	m->busy_poll_us = 50;
+	if (cli->busy_poll) {
+		char *end;
+		unsigned long us = strtoul(cli->busy_poll, &end, 10);
+
+		if (*end || end == cli->busy_poll || us > 1000000) {
+			fprintf(stderr,
+				"sweepfs-mount: busy_poll is a number of "
+				"microseconds up to 1000000\n");
+			return -1;
+		}
+		m->busy_poll_us = (unsigned)us;
+	}
 	m->writeback = cli->writeback;
 	m->own_perms = cli->own_perms;
 	return 0;
@@ -294,6 +314,25 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 	mo->lapsed = reconnected_cb;
 	mo->arg = m;
 }
+
+static ssize_t dev_read(int fd, void *buf, size_t len, void *arg)
+{
+	struct mount *m = arg;
+
+	return devpoll_read(&m->devpoll, fd, buf, len);
+}
+
+static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *arg)
+{
+	(void)arg;
+	return writev(fd, iov, count);
+}
+
+/* libfuse's own I/O, except that requests are read by devpoll.h. */
+static const struct fuse_custom_io dev_io = {
+	.read = dev_read,
+	.writev = dev_writev,
+};
 
 /* Serve FUSE requests until unmounted; libfuse's status. */
 static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
@@ -326,13 +365,18 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 {
 	int rc, ret = 1;
 
+	if (devpoll_init(&m->devpoll, m->busy_poll_us) < 0)
+		return 1;
 	m->se = fuse_session_new(args, &sw_mount_ops, sizeof(sw_mount_ops), m);
 	if (!m->se)
-		return 1;
+		goto out_devpoll;
 	if (fuse_set_signal_handlers(m->se) != 0)
 		goto out_session;
 	if (fuse_session_mount(m->se, fo->mountpoint) != 0)
 		goto out_signals;
+	/* The device libfuse opened, read our way (not closed by this). */
+	if (fuse_session_custom_io(m->se, &dev_io, fuse_session_fd(m->se)) != 0)
+		goto out_unmount;
 	if (fuse_daemonize(fo->foreground) != 0)
 		goto out_unmount;
 	/* Threads only now: they do not survive the fork in daemonize. */
@@ -359,6 +403,8 @@ out_signals:
 	fuse_remove_signal_handlers(m->se);
 out_session:
 	fuse_session_destroy(m->se);
+out_devpoll:
+	devpoll_destroy(&m->devpoll);
 	return ret;
 }
 
@@ -415,6 +461,7 @@ static void cli_free(struct cli *cli)
 	free(cli->password);
 	free(cli->passwordfile);
 	free(cli->bind);
+	free(cli->busy_poll);
 }
 
 int main(int argc, char **argv)

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "devpoll.h"
 #include "inode.h"
 #include "master_conn.h"
 #include "sweepfs.pb-c.h"
@@ -50,6 +51,8 @@ struct mount {
 	struct deleg *deleg;	   /* delegated directories (deleg.h) */
 	struct inval *inval;	   /* kernel invalidations, queued */
 	struct lock_table *locks;  /* blocked lock requests (lock.c) */
+	struct devpoll devpoll;	   /* how FUSE requests are read */
+	unsigned busy_poll_us;	   /* its polling bound (-o busy_poll) */
 	uint64_t dircache_entries; /* bound of dcache */
 	struct itable inodes;
 	uint64_t root_ino;   /* master inode of FUSE_ROOT_ID */

@@ -382,6 +382,7 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	c->dh = dh;
 	c->plus = plus;
 	c->size = size;
+	devpoll_yield();
 	pthread_mutex_lock(&dh->mu);
 	while (dh->busy)
 		pthread_cond_wait(&dh->idle, &dh->mu);

@@ -98,6 +98,13 @@ kill_master
 expect_fail 4 "cannot reach the master" "$SWEEPFS" status "$SW_MNT"
 restart_master start
 
+log "a mount option out of range is refused before mounting"
+mkdir -p "$SW_TMP/never"
+expect_fail 2 "busy_poll is a number of microseconds" \
+	"$SW_MOUNT_BIN" "$SW_MASTER_HOST:$SW_PORT" "$SW_TMP/never" -f \
+	-o busy_poll=2000000
+mountpoint -q "$SW_TMP/never" && fail "mounted despite a bad busy_poll"
+
 log "usage errors keep status 2"
 rc=0
 "$SWEEPFS" rmr --no-such-option "$SW_MNT" 2>/dev/null || rc=$?
