@@ -5,7 +5,7 @@ files in each leaf, leaves spread over the levels. Side by side in one
 run: a sweepfs mount, a `-o wsync` mount of the same master, and a local
 directory; files/s for each, as JSON with the run's context.
 
-    bench/tree.py [-n 100000] [--build DIR] [--local DIR]
+    bench/tree.py [-n 100000] [--build DIR] [--local DIR] [--also-opts OPTS]
 
 Creates in one directory wait for each other in the kernel (it holds the
 directory's lock across the request), so this measures the latency of a
@@ -47,6 +47,9 @@ def main():
     ap.add_argument("--build", help="build directory (default: ./build)")
     ap.add_argument("--local", help="local directory to compare with "
                     "(default: a new one in /var/tmp)")
+    ap.add_argument("--also-opts", metavar="OPTS",
+                    help="a third mount of the same master with these "
+                    "options (-o OPTS), side by side")
     ap.add_argument("--out", help="JSON result file (default: "
                     "tree-DATE.json here)")
     a = ap.parse_args()
@@ -58,9 +61,12 @@ def main():
     try:
         c.start()
         c.mount_extra("wsync", "wsync")
-        for label, base in (("sweepfs", c.mnt),
-                            ("wsync", os.path.join(c.dir, "wsync")),
-                            ("local", local)):
+        sides = [("sweepfs", c.mnt)]
+        if a.also_opts:
+            c.mount_extra("also", a.also_opts)
+            sides.append(("also", os.path.join(c.dir, "also")))
+        sides += [("wsync", os.path.join(c.dir, "wsync")), ("local", local)]
+        for label, base in sides:
             res[label] = {"files_per_s": make_tree(
                 os.path.join(base, "tree"), a.n)}
             print("%-8s %8.0f files/s" % (label, res[label]["files_per_s"]),
@@ -72,10 +78,15 @@ def main():
             shutil.rmtree(local, ignore_errors=True)
     res["ratio_to_wsync"] = (res["sweepfs"]["files_per_s"] /
                              res["wsync"]["files_per_s"])
+    if a.also_opts:
+        res["also"]["opts"] = a.also_opts
+        res["also_ratio"] = (res["also"]["files_per_s"] /
+                             res["sweepfs"]["files_per_s"])
     out = a.out or time.strftime("tree-%Y%m%d-%H%M%S.json")
     with open(out, "w") as f:
         json.dump({"context": cluster.context(build, {
             "benchmark": "tree", "n": a.n, "levels": LEVELS,
+            "also_opts": a.also_opts,
             "per_leaf": PER_LEAF}), "results": res}, f, indent=1)
     print("result: %s" % out)
 
