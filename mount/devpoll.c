@@ -120,7 +120,9 @@ static void unlock(void *arg)
 /*
  * Wait for the turn and take it; false if, instead, its keeper has been
  * busy with one request for DEVPOLL_STUCK_NS. One waiter at a time
- * looks now and then; the others sleep until the turn is free.
+ * looks every DEVPOLL_STUCK_NS while the keeper is busy; the others, and
+ * it while the keeper reads, every ten times that (should the one who
+ * looked have taken the turn since, another looks next).
  */
 static bool take_turn(struct devpoll *dp)
 {
@@ -138,10 +140,10 @@ static bool take_turn(struct devpoll *dp)
 			break;
 		}
 		if (dp->watching) {
-			pthread_cond_wait(&dp->cv, &dp->mu);
+			ts = sw_ns_to_timespec(now + 10 * DEVPOLL_STUCK_NS);
+			pthread_cond_timedwait(&dp->cv, &dp->mu, &ts);
 			continue;
 		}
-		/* While the keeper reads, a stuck one is unlikely soon. */
 		ts = sw_ns_to_timespec(now + (since ? DEVPOLL_STUCK_NS :
 						      10 * DEVPOLL_STUCK_NS));
 		dp->watching = true;
