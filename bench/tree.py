@@ -67,13 +67,15 @@ def main():
             sides.append(("also", os.path.join(c.dir, "also")))
         sides += [("wsync", os.path.join(c.dir, "wsync")), ("local", local)]
         for label, base in sides:
+            # The mounts share one namespace: a tree of its own for each,
+            # or the second would only open the first one's files.
             res[label] = {"files_per_s": make_tree(
-                os.path.join(base, "tree"), a.n)}
+                os.path.join(base, "tree-" + label), a.n)}
             print("%-8s %8.0f files/s" % (label, res[label]["files_per_s"]),
                   flush=True)
     finally:
         c.stop()
-        shutil.rmtree(os.path.join(local, "tree"), ignore_errors=True)
+        shutil.rmtree(os.path.join(local, "tree-local"), ignore_errors=True)
         if not a.local:
             shutil.rmtree(local, ignore_errors=True)
     res["ratio_to_wsync"] = (res["sweepfs"]["files_per_s"] /
