@@ -334,6 +334,24 @@ static const struct fuse_custom_io dev_io = {
 	.writev = dev_writev,
 };
 
+/* How the device was read, at unmount: a request read past a stuck
+ * reader means a wait on the request path without devpoll_yield(). */
+static void log_devpoll(struct devpoll *dp)
+{
+	unsigned long long stolen = atomic_load(&dp->stolen);
+
+	if (stolen)
+		sw_warn(TAG,
+			"%llu FUSE request(s) read past a reader busy for "
+			"over %lld ms",
+			stolen, DEVPOLL_STUCK_NS / 1000000);
+	sw_info(TAG,
+		"FUSE requests: %llu caught by polling, %llu after "
+		"sleeping",
+		(unsigned long long)atomic_load(&dp->caught),
+		(unsigned long long)atomic_load(&dp->slept));
+}
+
 /* Serve FUSE requests until unmounted; libfuse's status. */
 static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 {
@@ -392,6 +410,7 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	sw_notice(TAG, "%s mounted on %s (session %016llx)", spec,
 		  fo->mountpoint, (unsigned long long)mconn_session_id(m->mc));
 	ret = serve(m->se, fo) ? 1 : 0;
+	log_devpoll(&m->devpoll);
 
 out_unmount:
 	/* What was acknowledged here reaches the master before we go. */
