@@ -16,9 +16,10 @@
  * that thread every time, which costs as much again. So a thread that
  * read a request of the kinds the mount answers from memory or with a
  * message to the master it does not wait for (lookups, attributes,
- * creates and removals) keeps the turn, and gives it up only when it
- * is about to wait for something: devpoll_yield(), which every wait on
- * the request path calls. Any other request gives the turn up at once,
+ * creates, removals, flush and release), with no other request queued
+ * behind it, keeps the turn, and gives it up only when it is about to
+ * wait for something: devpoll_yield(), which every wait on the request
+ * path calls. Any other request gives the turn up at once,
  * so that a reader is always free to take the requests that a waiting
  * one may need (an unlock, an interrupt). Should a keeper wait without
  * saying so, a waiting thread takes one request without the turn once
