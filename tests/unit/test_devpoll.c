@@ -101,6 +101,15 @@ static bool reader_done_within(struct reader *r, int ms)
 	return atomic_load(&r->opcode) != 0;
 }
 
+/* @r reads @opcode soon, with the turn, and ends. */
+static void reader_gets(struct reader *r, uint32_t opcode)
+{
+	assert_true(reader_done_within(r, 5000));
+	assert_int_equal(atomic_load(&r->opcode), opcode);
+	assert_int_equal(atomic_load(&r->f->dp.stolen), 0);
+	pthread_join(r->t, NULL);
+}
+
 static void test_window(void **state)
 {
 	const uint32_t max = 40000;
@@ -172,10 +181,7 @@ static void test_keeper_reads_alone(void **state)
 	request(f, FUSE_GETATTR);
 	assert_false(reader_done_within(&r, 30));
 	devpoll_yield(); /* about to wait */
-	assert_true(reader_done_within(&r, 5000));
-	assert_int_equal(atomic_load(&r.opcode), FUSE_GETATTR);
-	assert_int_equal(atomic_load(&f->dp.stolen), 0);
-	pthread_join(r.t, NULL);
+	reader_gets(&r, FUSE_GETATTR);
 }
 
 /* A request that may wait gives the turn up at once. */
@@ -188,10 +194,7 @@ static void test_other_requests_pass_turn(void **state)
 	assert_int_equal(take(f), FUSE_SETLKW);
 	start_reader(&r, f, true);
 	request(f, FUSE_SETLK);
-	assert_true(reader_done_within(&r, 5000));
-	assert_int_equal(atomic_load(&r.opcode), FUSE_SETLK);
-	assert_int_equal(atomic_load(&f->dp.stolen), 0);
-	pthread_join(r.t, NULL);
+	reader_gets(&r, FUSE_SETLK);
 }
 
 /* More requests queued behind the one read: another thread may take
@@ -205,10 +208,7 @@ static void test_queue_passes_turn(void **state)
 	request(f, FUSE_LOOKUP);
 	assert_int_equal(take(f), FUSE_UNLINK);
 	start_reader(&r, f, true);
-	assert_true(reader_done_within(&r, 5000));
-	assert_int_equal(atomic_load(&r.opcode), FUSE_LOOKUP);
-	assert_int_equal(atomic_load(&f->dp.stolen), 0);
-	pthread_join(r.t, NULL);
+	reader_gets(&r, FUSE_LOOKUP);
 }
 
 /* A keeper that waits without yielding delays the others by
