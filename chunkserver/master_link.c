@@ -143,6 +143,10 @@ struct mlink {
 	 * this leader ("" if none): for ml_fail() to go there. */
 	bool follower;
 	char leader[SW_ADDR_STRLEN];
+	/* The master stopped answering (a timeout): for ml_fail() to tell
+	 * sw_target_failed(), which then does not follow a follower back
+	 * to it while the group elects another. */
+	bool silent;
 };
 
 static const char *const op_names[] = {
@@ -218,6 +222,7 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	char why[256], sw[SW_TARGET_WHYLEN], at[SW_ADDR_STRLEN];
 	char line[sizeof(why) + sizeof(sw) + 64], to[SW_ADDR_STRLEN];
 	bool round, follower = ml->follower;
+	int cause = 0; /* for sw_target_failed() */
 	uint64_t delay_ms;
 	va_list ap;
 
@@ -225,9 +230,14 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	snprintf(at, sizeof(at), "%s:%u", ml->master.host, ml->master.port);
-	round = sw_target_failed(&ml->master, follower ? -EREMOTE : 0,
-				 ml->leader, sw, sizeof(sw));
+	if (follower)
+		cause = -EREMOTE;
+	else if (ml->silent)
+		cause = -ETIMEDOUT;
+	round = sw_target_failed(&ml->master, cause, ml->leader, sw,
+				 sizeof(sw));
 	ml->follower = false;
+	ml->silent = false;
 	ml->leader[0] = '\0';
 	delay_ms = round ? ml->backoff_ms : 0;
 	sw_addr_str(ml->master.host, ml->master.port, to, sizeof(to));
@@ -268,6 +278,10 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 					ml->master.naddrs > 1 ?
 						BACKOFF_GROUP_MAX_MS :
 						BACKOFF_MAX_MS);
+	/* While it elects one for a leader that went silent, the others
+	 * are asked again soon: they learn the new one at once. */
+	if (sw_target_electing(&ml->master))
+		ml->backoff_ms = BACKOFF_GROUP_MIN_MS;
 	/*
 	 * The leader named, or the next of the list: at once, not at the
 	 * next tick (a second away). The resolver and the connect call back
@@ -1130,6 +1144,7 @@ static void on_mc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (!ml)
 		return;
 	if (nread < 0 || !buf->base) {
+		ml->silent = nread == UV_ETIMEDOUT;
 		ml_fail(ml, "connection lost: %s",
 			nread < 0 ? uv_strerror((int)nread) : "out of memory");
 		return;
@@ -1198,6 +1213,7 @@ static void on_connected(uv_connect_t *req, int status)
 	if (!ml)
 		return;
 	if (status < 0) {
+		ml->silent = status == UV_ETIMEDOUT;
 		ml_fail(ml, "cannot connect: %s", uv_strerror(status));
 		return;
 	}
@@ -1287,20 +1303,23 @@ void mlink_tick(struct cs *cs)
 	answer = (int64_t)sw_target_peer_timeout(&ml->master,
 						 ANSWER_TIMEOUT_NS / 1000000) *
 		 1000000;
-	if (ml->st == ML_IDLE && now >= ml->retry_at)
+	if (ml->st == ML_IDLE && now >= ml->retry_at) {
 		ml_connect(ml);
-	else if (ml->st >= ML_CONNECTING && ml->st < ML_READY &&
-		 now - ml->since > answer)
+	} else if (ml->st >= ML_CONNECTING && ml->st < ML_READY &&
+		   now - ml->since > answer) {
+		ml->silent = true;
 		ml_fail(ml, "no answer for %d s",
 			(int)(answer / SW_NSEC_PER_SEC));
-	else if (ml->st == ML_READY && now - ml->last_rx > silent)
+	} else if (ml->st == ML_READY && now - ml->last_rx > silent) {
+		ml->silent = true;
 		ml_fail(ml, "silent for %d s", (int)(silent / SW_NSEC_PER_SEC));
-	else if (ml->partial_since &&
-		 now - ml->partial_since >
-			 (int64_t)cs->cfg.frame_timeout_ms * 1000000)
+	} else if (ml->partial_since &&
+		   now - ml->partial_since >
+			   (int64_t)cs->cfg.frame_timeout_ms * 1000000) {
 		ml_fail(ml, "stalled in the middle of a frame");
-	else if (ml->st == ML_READY && now >= ml->next_hb)
+	} else if (ml->st == ML_READY && now >= ml->next_hb) {
 		heartbeat(ml);
+	}
 }
 
 bool mlink_ready(const struct cs *cs)

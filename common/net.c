@@ -96,6 +96,7 @@ int sw_target_parse(const char *s, uint16_t default_port, struct sw_target *out)
 	out->cur = 0;
 	out->failed = 0;
 	out->redirects = 0;
+	out->silent_until = 0;
 	strcpy(out->subdir, "/");
 	for (;;) {
 		if (out->naddrs == SW_TARGET_MAX)
@@ -129,6 +130,65 @@ void sw_target_next(struct sw_target *t)
 	set_current(t, &t->addrs[t->cur]);
 }
 
+static void mark_silent(struct sw_target *t)
+{
+	memcpy(t->silent.host, t->host, sizeof(t->silent.host));
+	t->silent.port = t->port;
+	t->silent_until =
+		sw_mono_ns() + (int64_t)SW_GROUP_PEER_TIMEOUT_MS * 1000000;
+}
+
+/* Whether @a went silent a moment ago. */
+static bool is_silent(const struct sw_target *t, const struct sw_addr *a)
+{
+	return t->silent_until && sw_mono_ns() < t->silent_until &&
+	       a->port == t->silent.port && !strcmp(a->host, t->silent.host);
+}
+
+/*
+ * The next address of the list, but not @from ("host:port", the one that
+ * just failed) again when there are others (after a chain of redirects
+ * the list may point back at it), nor the one that went silent: the
+ * others are asked until they know who leads now.
+ */
+static void next_other(struct sw_target *t, const char *from)
+{
+	char at[SW_ADDR_STRLEN];
+
+	sw_target_next(t);
+	for (unsigned i = 1; i < t->naddrs; i++) {
+		if (strcmp(sw_addr_str(t->host, t->port, at, sizeof(at)),
+			   from) &&
+		    !is_silent(t, &t->addrs[t->cur]))
+			break;
+		sw_target_next(t);
+	}
+}
+
+void sw_target_silent(struct sw_target *t)
+{
+	char from[SW_ADDR_STRLEN];
+
+	sw_addr_str(t->host, t->port, from, sizeof(from));
+	mark_silent(t);
+	next_other(t, from);
+}
+
+bool sw_target_electing(const struct sw_target *t)
+{
+	return is_silent(t, &t->silent);
+}
+
+/* Whether @leader, as a follower named it, went silent a moment ago. */
+static bool named_silent(const struct sw_target *t, const char *leader)
+{
+	struct sw_addr a;
+	const char *end;
+
+	return parse_addr(leader, t->port, &a, &end) == 0 && !*end &&
+	       is_silent(t, &a);
+}
+
 int sw_target_leader(struct sw_target *t, const char *leader)
 {
 	struct sw_addr a;
@@ -152,11 +212,14 @@ bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
 {
 	char from[SW_ADDR_STRLEN], to[SW_ADDR_STRLEN];
 	bool named = rc == -EREMOTE && leader && *leader;
+	bool gone = named && named_silent(t, leader);
 	unsigned cur = t->cur;
 	bool round = false;
 
 	sw_addr_str(t->host, t->port, from, sizeof(from));
-	if (named && t->redirects < SW_TARGET_REDIRECTS &&
+	if (rc == -ETIMEDOUT)
+		mark_silent(t);
+	if (named && !gone && t->redirects < SW_TARGET_REDIRECTS &&
 	    sw_target_leader(t, leader) == 0 &&
 	    strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from)) {
 		/*
@@ -172,12 +235,7 @@ bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
 		return false;
 	}
 	t->redirects = 0;
-	sw_target_next(t);
-	/* Not the one that just failed again, when there are others (after
-	 * a chain of redirects the list may point back at it). */
-	if (t->naddrs > 1 &&
-	    !strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from))
-		sw_target_next(t);
+	next_other(t, from);
 	if (++t->failed >= SW_MAX(t->naddrs, 1u)) {
 		t->failed = 0;
 		round = true;
@@ -185,6 +243,11 @@ bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
 	sw_addr_str(t->host, t->port, to, sizeof(to));
 	if (!strcmp(to, from))
 		*why = '\0';
+	else if (gone)
+		snprintf(why, whylen,
+			 "master %s is a follower and names %s as leader, "
+			 "which stopped answering; trying %s",
+			 from, leader, to);
 	else if (rc == -EREMOTE)
 		snprintf(why, whylen,
 			 "master %s is a follower and names %s as leader; "
@@ -202,6 +265,7 @@ void sw_target_ok(struct sw_target *t)
 {
 	t->failed = 0;
 	t->redirects = 0;
+	t->silent_until = 0;
 }
 
 bool sw_target_same(const struct sw_target *a, const struct sw_target *b)

@@ -51,6 +51,10 @@ struct sw_target {
 	char subdir[4096];  /* "/" when the string had none */
 	bool has_key;	    /* a password for exports that ask (auth.h) */
 	uint8_t key[32];    /* SW_AUTH_KEY */
+	/* The address that stopped answering last (sw_target_silent()),
+	 * not followed as a leader named until @silent_until (mono ns). */
+	struct sw_addr silent;
+	int64_t silent_until;
 };
 
 /*
@@ -79,6 +83,22 @@ static inline unsigned sw_target_peer_timeout(const struct sw_target *t,
 void sw_target_next(struct sw_target *t);
 
 /*
+ * The current address stopped answering: a connection or a connect to it
+ * timed out, its machine or its network gone. Make the next address of
+ * the list current, and for SW_GROUP_PEER_TIMEOUT_MS do not follow a
+ * follower that names the silent one as leader. Followers name the
+ * leader they last knew until its lease runs out and the group elects
+ * another; a client that believed them would wait out a second timeout
+ * on it, instead of asking them again until they know the new one.
+ */
+void sw_target_silent(struct sw_target *t);
+
+/* Whether a master of @t went silent a moment ago (sw_target_silent()):
+ * while the group elects another, a client asks the others again soon
+ * rather than after its usual pause. */
+bool sw_target_electing(const struct sw_target *t);
+
+/*
  * Make @leader ("HOST:PORT" or "[v6]:PORT", as a follower's
  * HelloReply.leader; without a port, the current one) the current
  * address, whether or not it is in the list: the group knows its members
@@ -89,12 +109,14 @@ int sw_target_leader(struct sw_target *t, const char *leader);
 /*
  * A try on @t's current address failed with @rc (-EREMOTE: the master
  * is a follower, and @leader, NULL or "" when it did not say, is the
- * leader it named; 0: a cause the caller states itself). Move to the
- * address to try next: the leader named, unless SW_TARGET_REDIRECTS
- * leaders in a row were followers too; else the next in the list (after
- * a leader named, the one after the follower that named it). Writes
- * into @why (SW_TARGET_WHYLEN bytes) one line for the log, from where to
- * where and why, or "" when the address stays the same (a list of one).
+ * leader it named; -ETIMEDOUT: it is silent, as sw_target_silent() says;
+ * 0: a cause the caller states itself). Move to the address to try next:
+ * the leader named, unless SW_TARGET_REDIRECTS leaders in a row were
+ * followers too or it went silent a moment ago; else the next in the
+ * list (after a leader named, the one after the follower that named
+ * it). Writes into @why (SW_TARGET_WHYLEN bytes) one line for the log,
+ * from where to where and why, or "" when the address stays the same (a
+ * list of one).
  *
  * Returns true when every address of the list has failed once since the
  * last success or the last true: the caller pauses before going on (with

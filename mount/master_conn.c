@@ -56,6 +56,10 @@
  * the cut lasts.
  */
 #define PROBE_NS (1000 * 1000000LL)
+/* The longest pause between rounds of the list while the group elects a
+ * leader for the one that went silent (sw_target_electing()): followers
+ * learn the new one from etcd at once, and the mount should too. */
+#define ELECTING_RETRY_MS 200
 #define DEAD_NS (2 * SW_GROUP_PEER_TIMEOUT_MS * 1000000LL)
 
 struct mconn {
@@ -722,7 +726,7 @@ static void *rx_main(void *arg)
 			 * gone; another member of a group takes over, so
 			 * try it first rather than wait on a connect. */
 			if (rc == -ETIMEDOUT && mc->o.target.naddrs > 1)
-				sw_target_next(&mc->o.target);
+				sw_target_silent(&mc->o.target);
 			delay_ms = 50;
 			quiet = false;
 			continue;
@@ -741,6 +745,8 @@ static void *rx_main(void *arg)
 		if (poll(pfd, 1, delay_ms) > 0)
 			drain_wake(mc);
 		delay_ms = SW_MIN(delay_ms * 2, 1000);
+		if (sw_target_electing(&mc->o.target))
+			delay_ms = SW_MIN(delay_ms, ELECTING_RETRY_MS);
 	}
 	return NULL;
 }

@@ -1078,6 +1078,75 @@ static void test_sw_target_failed_redirect_cap(void **state)
 	assert_int_equal(t.port, 5);
 }
 
+/* A leader that went silent is not followed back to while the group
+ * elects another: its followers go on naming it until its lease ends. */
+static void test_sw_target_silent_leader(void **state)
+{
+	char why[SW_TARGET_WHYLEN];
+	struct sw_target t;
+
+	(void)state;
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	assert_false(sw_target_electing(&t));
+	/* The connection to m1 timed out: m2 next. */
+	sw_target_silent(&t);
+	assert_string_equal(t.host, "m2");
+	assert_true(sw_target_electing(&t));
+	/* m2 still names m1: not followed; m3 is asked. */
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(t.host, "m3");
+	assert_string_equal(why, "master m2:2 is a follower and names m1:1 as "
+				 "leader, which stopped answering; trying "
+				 "m3:3");
+	/* m3 names it too: the list goes round it, back to m2, which may
+	 * know the new leader by now. */
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(t.host, "m2");
+	assert_non_null(strstr(why, "stopped answering; trying m2:2"));
+	/* So does a follower that names no one. */
+	assert_true(sw_target_failed(&t, -EREMOTE, "", why, sizeof(why)));
+	assert_string_equal(t.host, "m3");
+	/* A new leader named is followed at once. */
+	assert_false(sw_target_failed(&t, -EREMOTE, "m2:2", why, sizeof(why)));
+	assert_string_equal(t.host, "m2");
+	assert_string_equal(why, "master m3:3 is a follower; leader is m2:2");
+	/* Once the window is over, m1 is believed again (it may have come
+	 * back, and still lead). */
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	sw_target_silent(&t);
+	t.silent_until = sw_mono_ns() - 1;
+	assert_false(sw_target_electing(&t));
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(t.host, "m1");
+	/* A connect or hello that timed out marks the address the same
+	 * way; any other failure does not. */
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	assert_false(sw_target_failed(&t, -ETIMEDOUT, NULL, why, sizeof(why)));
+	assert_string_equal(t.host, "m2");
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(t.host, "m3");
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	assert_false(
+		sw_target_failed(&t, -ECONNREFUSED, NULL, why, sizeof(why)));
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(t.host, "m1");
+	/* The leader a follower named goes silent: not the follower's
+	 * neighbour next, if that is the leader itself. */
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	assert_false(sw_target_failed(&t, -EREMOTE, "m2:2", why, sizeof(why)));
+	assert_string_equal(t.host, "m2");
+	sw_target_ok(&t);
+	sw_target_silent(&t);
+	assert_string_equal(t.host, "m3");
+	/* Connected to a leader: forgotten. */
+	assert_int_equal(sw_target_parse("m1:1,m2:2,m3:3", 9, &t), 0);
+	sw_target_silent(&t);
+	sw_target_ok(&t);
+	assert_false(sw_target_electing(&t));
+	assert_false(sw_target_failed(&t, -EREMOTE, "m1:1", why, sizeof(why)));
+	assert_string_equal(t.host, "m1");
+}
+
 static void test_sw_target_same_lists(void **state)
 {
 	struct sw_target a, b;
@@ -1430,6 +1499,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_sw_target_failed_redirect_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sw_target_silent_leader,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sw_target_same_lists,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sw_target_list_str_forms,
