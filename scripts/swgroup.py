@@ -161,6 +161,23 @@ class Group:
             f.write("==== start\n")
         self.master[i] = self._spawn(self._argv(m, argv), log)
 
+    def wait_listening(self, i, timeout=30):
+        """Wait until member @i, as last started, listens (its signal
+        handlers are in place from then on)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.path("m%d.log" % i), errors="replace") as f:
+                last = f.read().rsplit("==== start\n", 1)[-1]
+            if "listening on " in last:
+                return
+            if self.master[i].poll() is not None:
+                raise Error("member %d exited with %s as it started" %
+                            (i, self.master[i].returncode))
+            if time.monotonic() > deadline:
+                raise Error("member %d does not listen %d s after its "
+                            "start" % (i, timeout))
+            time.sleep(0.05)
+
     def master_exit(self, i, timeout):
         st = self.master[i].wait(timeout)
         self.status[i] = st
@@ -216,9 +233,12 @@ class Group:
         Error when one did not, or when they differ."""
         ends = {}
         for i in order:
+            # One restarted a moment ago may not handle SIGTERM yet.
+            self.wait_listening(i)
             self.master[i].send_signal(signal.SIGTERM)
             if self.master_exit(i, 30) != 0:
-                raise Error("member %d did not stop cleanly" % i)
+                raise Error("member %d did not stop cleanly (status %s)" %
+                            (i, self.status[i]))
             with open(self.path("m%d.log" % i), errors="replace") as f:
                 m = re.findall(r"stopped at version (\d+), digest (\w+)",
                                f.read())
