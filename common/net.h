@@ -27,7 +27,7 @@
  * answering (its machine or its network gone) after this long, rather
  * than a lone master's timeout: another member is there to take over
  * (sw_target_peer_timeout()). */
-#define SW_GROUP_PEER_TIMEOUT_MS 3000
+#define SW_GROUP_PEER_TIMEOUT_MS 2000
 /* "HOST:PORT" or "[HOST]:PORT" with its NUL. */
 #define SW_ADDR_STRLEN (255 + 2 + 1 + 5 + 1)
 /* A line of sw_target_failed() with its NUL. */

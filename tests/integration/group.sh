@@ -47,7 +47,7 @@ cat "$SW_TMP/group.json"
 
 # A leader killed or stopped: the writer goes on within 5 s (the goal).
 # Cut off the network, it is found out by the clients' dead-peer timeout
-# (3 s for a group) and the lease: bounded, not as tight.
+# (2 s for a group) and the lease: bounded, not as tight.
 "$PYTHON" - "$SW_TMP/group.json" <<'PY' || fail "failover too slow"
 import json, sys
 r = json.load(open(sys.argv[1]))
