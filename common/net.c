@@ -138,11 +138,16 @@ static void mark_silent(struct sw_target *t)
 		sw_mono_ns() + (int64_t)SW_GROUP_PEER_TIMEOUT_MS * 1000000;
 }
 
+bool sw_target_electing(const struct sw_target *t)
+{
+	return t->silent_until && sw_mono_ns() < t->silent_until;
+}
+
 /* Whether @a went silent a moment ago. */
 static bool is_silent(const struct sw_target *t, const struct sw_addr *a)
 {
-	return t->silent_until && sw_mono_ns() < t->silent_until &&
-	       a->port == t->silent.port && !strcmp(a->host, t->silent.host);
+	return sw_target_electing(t) && a->port == t->silent.port &&
+	       !strcmp(a->host, t->silent.host);
 }
 
 /*
@@ -172,11 +177,6 @@ void sw_target_silent(struct sw_target *t)
 	sw_addr_str(t->host, t->port, from, sizeof(from));
 	mark_silent(t);
 	next_other(t, from);
-}
-
-bool sw_target_electing(const struct sw_target *t)
-{
-	return is_silent(t, &t->silent);
 }
 
 /* Whether @leader, as a follower named it, went silent a moment ago. */
