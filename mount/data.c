@@ -15,6 +15,7 @@
  * A part that fails twice fails the request with EIO.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -512,6 +513,11 @@ static void located(void *arg, int rc, ProtobufCMessage **reply)
 	struct part *p = arg;
 
 	if (rc < 0) {
+		sw_warn(TAG,
+			"inode %" PRIu64 " chunk %" PRIu32
+			": the master gave no location for %s: %s",
+			p->op->ino, p->index,
+			p->op->write ? "writing" : "reading", strerror(-rc));
 		op_part_done(p->op, rc);
 		return;
 	}
@@ -546,9 +552,19 @@ static void relocate(struct part *p, int rc)
 {
 	loc_drop(p->op->m->data, p->op->ino, p->index);
 	if (p->refetched) {
+		sw_warn(TAG,
+			"inode %" PRIu64 " chunk %" PRIu32
+			": %s failed at a second location: %s",
+			p->op->ino, p->index,
+			p->op->write ? "writing" : "reading", strerror(-rc));
 		op_part_done(p->op, rc == -ENOSPC ? rc : -EIO);
 		return;
 	}
+	sw_info(TAG,
+		"inode %" PRIu64 " chunk %" PRIu32
+		": %s failed (%s); asking the master again",
+		p->op->ino, p->index, p->op->write ? "writing" : "reading",
+		strerror(-rc));
 	p->refetched = true;
 	locate(p);
 }
