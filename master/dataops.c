@@ -341,7 +341,12 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			lease_note(m, c->id);
 		}
 		if (!j->nok) {
-			req_error(j->req, -EIO);
+			/* Stopping, the commands failed as the chunkservers'
+			 * connections closed: no answer, the client's
+			 * connection closes too and it asks the master that
+			 * serves next. */
+			if (!m->stopping)
+				req_error(j->req, -EIO);
 		} else if (j->truncate) {
 			Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 			Sweepfs__Attr attr;
@@ -621,6 +626,29 @@ static bool unplaced(struct master *m, const struct chunk *c)
 	return c->ncopies == 0 && in && in->kind == INTENT_CREATE;
 }
 
+/*
+ * Whether chunk request @j on @c (NULL: the slot is empty) waits for the
+ * chunkservers, after a restart or a failover:
+ *  - a new chunk is made as soon as any server is there; an unplaced
+ *    one too (no client was ever given it: it never held data);
+ *  - otherwise, until a copy's server has registered again, or the
+ *    grace (cfg.chunkserver_grace) is over;
+ *  - and a chunk whose change a crash cut short (an intent) and that has
+ *    no valid copy waits for the redo (data_tick()), instead of failing.
+ */
+static bool must_wait(struct master *m, const struct job *j,
+		      const struct chunk *c)
+{
+	bool early = sw_mono_ns() < m->data.settle_at;
+
+	if (!c || (j->write && unplaced(m, c)))
+		return early && j->write && !any_server_up(m);
+	if (early && !any_copy_up(m, c))
+		return true;
+	return !m->data.settled && !any_copy(c, COPY_VALID) &&
+	       ns_intent_get(&m->ns, c->id);
+}
+
 /* Run (or re-run, after waiting) chunk request @j. */
 static void job_run(struct master *m, struct job *j)
 {
@@ -642,9 +670,7 @@ static void job_run(struct master *m, struct job *j)
 		req_error(j->req, -ENOMEM);
 		goto out_free;
 	}
-	if (sw_mono_ns() < m->data.settle_at &&
-	    (c ? !any_copy_up(m, c) : j->write && !any_server_up(m))) {
-		/* Its servers may not have registered again yet. */
+	if (must_wait(m, j, c)) {
 		j->next = m->data.held;
 		m->data.held = j;
 		return;
@@ -874,10 +900,11 @@ void data_stop(struct master *m)
 
 	(void)m;
 	m->data.held = NULL;
+	/* Unanswered: their connections close next, and clients ask the
+	 * master that serves next (a chunk request is sent again). */
 	while (j) {
 		struct job *next = j->next;
 
-		req_error(j->req, -EIO);
 		job_free(j);
 		j = next;
 	}

@@ -137,10 +137,10 @@ static int flush_lazy(struct mconn *mc, int fd)
 	return rc;
 }
 
-void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
-		mconn_cb cb, void *arg)
+static void send_call(struct mconn *mc, uint16_t type,
+		      const ProtobufCMessage *req, bool resend, mconn_cb cb,
+		      void *arg)
 {
-	const struct sw_msg_info *info = sw_msg_info(type);
 	struct sw_call *p;
 	int fd, rc = 0;
 
@@ -155,7 +155,7 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 			cb(arg, -ENOMEM, &none);
 		return;
 	}
-	p->resend = info && info->resend;
+	p->resend = resend;
 
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
@@ -177,6 +177,20 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		shutdown(fd, SHUT_RDWR); /* the receiver settles the rest */
 	pthread_mutex_unlock(&mc->wmu);
 	sw_call_put(p);
+}
+
+void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
+		mconn_cb cb, void *arg)
+{
+	const struct sw_msg_info *info = sw_msg_info(type);
+
+	send_call(mc, type, req, info && info->resend, cb, arg);
+}
+
+void mconn_send_once(struct mconn *mc, uint16_t type,
+		     const ProtobufCMessage *req, mconn_cb cb, void *arg)
+{
+	send_call(mc, type, req, false, cb, arg);
 }
 
 void mconn_send_lazy(struct mconn *mc, uint16_t type,

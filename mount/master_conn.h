@@ -105,6 +105,15 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		mconn_cb cb, void *arg);
 
 /*
+ * As mconn_send(), but never sent again after a reconnect, even if its
+ * type may be: for a request that the master would answer differently
+ * the second time (an exclusive create). If the connection breaks before
+ * its reply came, @cb gets -EIO.
+ */
+void mconn_send_once(struct mconn *mc, uint16_t type,
+		     const ProtobufCMessage *req, mconn_cb cb, void *arg);
+
+/*
  * Send @req as @type without wanting a reply, not necessarily now: it is
  * written before the next request, or within a few milliseconds. For
  * bookkeeping nobody waits for (release), it saves the master a wakeup.

@@ -26,7 +26,10 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1, 0),
 	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1, 0),
 	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1, 0),
-	MSG(CREATE, "create", create_req, entry_reply, 1, 0),
+	/* Resent (by the mount, when not exclusive): the second finds the
+	 * file the first made, and opens it, as a create that lost a race
+	 * to another does. */
+	MSG(CREATE, "create", create_req, entry_reply, 1, 1),
 	MSG(UNLINK, "unlink", name_req, status_reply, 1, 0),
 	MSG(RMDIR, "rmdir", name_req, status_reply, 1, 0),
 	MSG(RENAME, "rename", rename_req, status_reply, 1, 0),
@@ -34,7 +37,9 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1, 0),
 	MSG(READLINK, "readlink", ino_req, readlink_reply, 0, 1),
 	MSG(STATFS, "statfs", ino_req, statfs_reply, 0, 1),
-	MSG(OPEN, "open", open_req, open_reply, 0, 0),
+	/* Resent: the open files a reconnect reclaims are those the mount
+	 * had answered, so an open lost with its reply counts once. */
+	MSG(OPEN, "open", open_req, open_reply, 0, 1),
 	MSG(RELEASE, "release", ino_req, status_reply, 0, 0),
 	MSG(ACCESS, "access", access_req, status_reply, 0, 1),
 	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1, 0),
@@ -43,8 +48,11 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1, 0),
 	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0, 1),
 	MSG(INFO, "info", info_req, info_reply, 0, 1),
-	MSG(CHUNK, "chunk", chunk_req, chunk_reply, 1, 0),
-	MSG(WRITE_END, "write_end", write_end_req, attr_reply, 1, 0),
+	/* Resent: it asks for a location to write to, and a second one for
+	 * the same slot is the first one's lease (master/dataops.c). */
+	MSG(CHUNK, "chunk", chunk_req, chunk_reply, 1, 1),
+	/* Resent: it sets a size (never smaller) and an mtime it names. */
+	MSG(WRITE_END, "write_end", write_end_req, attr_reply, 1, 1),
 	MSG(CS_READ, "cs_read", cs_read_req, cs_read_reply, 0, 1),
 	MSG(CS_WRITE, "cs_write", cs_write_req, status_reply, 0, 0),
 	MSG(CS_SYNC, "cs_sync", cs_sync_req, status_reply, 0, 1),

@@ -163,9 +163,9 @@ struct sw_msg_info {
 	const ProtobufCMessageDescriptor *req;	 /* request payload */
 	const ProtobufCMessageDescriptor *reply; /* reply payload */
 	unsigned mutating : 1;			 /* changes the namespace */
-	/* Changes nothing at all: safe to send again when a connection
-	 * broke before its reply came. (open and release change a
-	 * session's open files; a reconnect reconciles those instead.) */
+	/* Safe to send again when a connection broke before its reply
+	 * came: it changes nothing, or sending it twice leaves what sending
+	 * it once does (frame.c says why, type by type). */
 	unsigned resend : 1;
 };
 

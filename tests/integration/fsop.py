@@ -11,7 +11,8 @@ shell script can compare the outcome with the errno it expects. Exit status
 Operations:
     mkdir PATH [MODE]            mknod PATH MODE         create PATH [MODE]
     open PATH FLAGS              (FLAGS: r, w, rw, plus t for O_TRUNC,
-                                  d for O_DIRECTORY, n for O_NONBLOCK;
+                                  d for O_DIRECTORY, n for O_NONBLOCK,
+                                  c for O_CREAT;
                                   e.g. "wt")
     exec PATH                    (run it, without arguments)
     unlink PATH                  rmdir PATH              rename OLD NEW
@@ -54,6 +55,8 @@ def open_flags(spec):
         flags |= os.O_DIRECTORY
     if "n" in spec[len(base):]:
         flags |= os.O_NONBLOCK
+    if "c" in spec[len(base):]:
+        flags |= os.O_CREAT
     return flags
 
 

@@ -2,7 +2,8 @@
 # The mount and a master that goes away: with -o master_timeout=2, calls
 # fail with EIO after about 2 s, never hang; calls made while the master is
 # briefly down wait and succeed; once it is back everything works again
-# without a remount; a file unlinked while open stays usable across a
+# without a remount; a create and a write in flight at a kill -9 are sent
+# again and succeed (an exclusive create fails with EIO); a file unlinked while open stays usable across a
 # kill -9 of the master (the mount reclaims it) and goes after close.
 . "$(dirname "$0")/lib.sh"
 sw_init reconnect --root
@@ -71,6 +72,65 @@ restart_master start
 wait "$waiter"
 assert_eq OK "$(cat "$SW_TMP/during.out")" "mkdir made while the master was down"
 assert_stat %F directory "$M/d/during" "the directory made while the master was down"
+
+# ---- calls in flight at a kill -9 -------------------------------------------
+# The master is stopped (SIGSTOP) so that requests reach it and stay
+# unanswered, then killed and started again. A synchronous mount (wsync:
+# creates go to the master one by one). A create and a write's size
+# commit lost with the connection are sent again and succeed; an
+# exclusive create is not (a second one would fail with EEXIST): EIO.
+log "calls in flight at a kill -9"
+W=$SW_TMP/wsync
+start_mount "$W" "" master_timeout=10,wsync,negative_timeout=60
+head -c 100000 /dev/urandom >"$SW_TMP/w.data"
+dd if="$SW_TMP/w.data" of="$W/d/written" bs=100000 conv=fsync status=none
+# Known absent: the kernel sends the creates without a lookup first.
+# (In two directories: it makes one create at a time in a directory.)
+mkdir "$W/e"
+assert_missing "$W/d/inflight" "$W/e/excl"
+# A writer with the file open holds its chunk's location: its next write
+# goes to the chunkserver alone, and only the new size to the master.
+rm -f "$SW_TMP/wr.ready" "$SW_TMP/wr.go"
+"$PYTHON" - "$W/d/written" "$SW_TMP" 2>"$SW_TMP/dd.err" <<'EOF' &
+import os, sys, time
+path, tmp = sys.argv[1], sys.argv[2]
+data = open(os.path.join(tmp, "w.data"), "rb").read()
+fd = os.open(path, os.O_WRONLY)
+os.pwrite(fd, data[:4096], 0)
+os.fsync(fd)
+open(os.path.join(tmp, "wr.ready"), "w").close()
+for _ in range(3000):
+    if os.path.exists(os.path.join(tmp, "wr.go")):
+        break
+    time.sleep(0.01)
+else:
+    sys.exit("not told to go on")
+os.pwrite(fd, data[:50000], 100000)
+os.fsync(fd)
+os.close(fd)
+EOF
+p_dd=$!
+wait_until 10 "the writer to hold its chunk" test -e "$SW_TMP/wr.ready"
+kill -STOP "$SW_MASTER_PID"
+touch "$SW_TMP/wr.go"
+fsop open "$W/d/inflight" wc >"$SW_TMP/inflight.out" 2>&1 &
+p_open=$!
+fsop create "$W/e/excl" >"$SW_TMP/excl.out" 2>&1 &
+p_excl=$!
+sleep 0.5
+alive "$p_open" || fail "the create did not wait for the stopped master"
+alive "$p_dd" || fail "the fsync did not wait for the stopped master"
+restart_master kill # SIGKILL ends a stopped process too
+wait "$p_open" "$p_excl"
+wait "$p_dd" || fail "the write in flight at the kill: $(cat "$SW_TMP/dd.err")"
+assert_eq OK "$(cat "$SW_TMP/inflight.out")" "a create in flight at the kill"
+assert_stat %F "regular empty file" "$W/d/inflight" "the file created across the kill"
+assert_eq EIO "$(cat "$SW_TMP/excl.out")" "an exclusive create in flight at the kill"
+assert_stat %s 150000 "$W/d/written" "the size written across the kill"
+cmp -n 100000 "$SW_TMP/w.data" "$W/d/written" || fail "the data written before the kill"
+cmp -i 0:100000 -n 50000 "$SW_TMP/w.data" "$W/d/written" ||
+	fail "the data written across the kill"
+stop_mount "$W"
 
 # ---- an open, unlinked file across a kill -9 ---------------------------------
 log "open unlinked file across a master crash"
