@@ -91,7 +91,9 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		  "chunkserver.key, or its chunkserver_key_file), mode 0600: "
 		  "the master takes only chunkservers that hold it" },
 		{ "heartbeat_interval", SW_OPT_DURATION, &c->heartbeat_ms, 100,
-		  3600 * 1000, NULL, "report space to the master this often" },
+		  3600 * 1000, NULL,
+		  "report space to the master this often (to a group of "
+		  "masters, at least every 0.5 s)" },
 		{ "frame_timeout", SW_OPT_DURATION, &c->frame_timeout_ms, 100,
 		  UINT64_MAX, NULL,
 		  "drop a peer that stops in the middle of a frame" },

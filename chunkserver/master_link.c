@@ -510,6 +510,22 @@ static void start_register(struct mlink *ml)
 	}
 }
 
+/*
+ * When the next heartbeat is due. To a group, at least four per peer
+ * timeout: with a heartbeat always in flight, a cut leader's connection
+ * fails within the timeout (TCP_USER_TIMEOUT), as a mount's does, and
+ * the chunkserver registers with the new leader as soon as the mounts
+ * reach it; requests for new chunks wait for that.
+ */
+static int64_t next_heartbeat(const struct mlink *ml)
+{
+	uint32_t ms = ml->cs->cfg.heartbeat_ms;
+
+	if (ml->master.naddrs > 1)
+		ms = SW_MIN(ms, SW_GROUP_PEER_TIMEOUT_MS / 4);
+	return sw_mono_ns() + (int64_t)ms * 1000000;
+}
+
 static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
 			      const Sweepfs__CsRegisterReply *r)
 {
@@ -543,7 +559,7 @@ static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
 	sw_target_ok(&ml->master);
 	ml->backoff_ms = backoff_min(ml);
 	ml->logged_down = false;
-	ml->next_hb = sw_mono_ns() + (int64_t)cs->cfg.heartbeat_ms * 1000000;
+	ml->next_hb = next_heartbeat(ml);
 	sw_notice(TAG,
 		  "registered with %s:%u as server %016" PRIx64
 		  " (%zu chunks)%s",
@@ -668,8 +684,7 @@ static void heartbeat(struct mlink *ml)
 {
 	struct hb_work *hw;
 
-	ml->next_hb =
-		sw_mono_ns() + (int64_t)ml->cs->cfg.heartbeat_ms * 1000000;
+	ml->next_hb = next_heartbeat(ml);
 	if (ml->hb_busy)
 		return;
 	hw = calloc(1, sizeof(*hw));
