@@ -16,6 +16,7 @@ acknowledged file), the writer's longest stall, counts. Exit status 0
 pass, 1 fail, 77 skip (no etcd, no namespaces)."""
 
 import argparse
+import errno
 import hashlib
 import json
 import os
@@ -60,8 +61,8 @@ class Group(swgroup.Group):
             members.append(swgroup.Member(i, addr, MASTER_PORT, ETCD_CLIENT,
                                           ETCD_PEER,
                                           netns=self.net.netns("m%d" % i)))
-        super().__init__(a.tmp, a.build, members,
-                         master_set=["chunkserver_grace=1s"])
+        # Default settings: the failover figures are what users get.
+        super().__init__(a.tmp, a.build, members)
         self.ids = sorted(self.members)
         self.others = []   # chunkserver, mounts
         self.mnt = []
@@ -118,7 +119,7 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self.dir = os.path.join(mnt, "w")
         self.acked = []        # (i, monotonic time)
-        self.errors = []
+        self.errors = []       # (i, step, errno, monotonic time)
         self.halt = threading.Event()
         self.lock = threading.Lock()
 
@@ -128,30 +129,37 @@ class Writer(threading.Thread):
         while not self.halt.is_set():
             p = os.path.join(self.dir, "f%06d" % i)
             ts = [time.monotonic()]
+            step = "open"
             try:
                 fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 ts.append(time.monotonic())
                 try:
+                    step = "write"
                     os.write(fd, content(i))
                     ts.append(time.monotonic())
+                    step = "fsync"
                     os.fsync(fd)
                     ts.append(time.monotonic())
                 finally:
+                    if len(ts) == 4:
+                        step = "close"
                     os.close(fd)
                     ts.append(time.monotonic())
                 with self.lock:
                     self.acked.append((i, time.monotonic()))
             except OSError as e:
                 with self.lock:
-                    self.errors.append((i, e.errno, time.monotonic()))
+                    self.errors.append((i, step, e.errno, time.monotonic()))
+                print("file %d: %s failed after %.3f s: %s" % (
+                    i, step, time.monotonic() - ts[0], e.strerror),
+                    file=sys.stderr, flush=True)
                 time.sleep(0.05)
-            if ts[-1] - ts[0] > 1:
+            if ts[-1] - ts[0] > 1 and len(ts) == 5:
                 # Where a slow one waited: open, write, fsync, close.
-                print("file %d: %.3f s (%s)%s" % (
+                print("file %d: %.3f s (%s)" % (
                     i, ts[-1] - ts[0],
-                    " ".join("%.3f" % (b - a) for a, b in zip(ts, ts[1:])),
-                    "" if len(ts) == 5 else " failed"), file=sys.stderr,
-                    flush=True)
+                    " ".join("%.3f" % (b - a) for a, b in zip(ts, ts[1:]))),
+                    file=sys.stderr, flush=True)
             i += 1
 
     def first_ack_after(self, t, timeout=60):
@@ -257,7 +265,12 @@ def main():
                         bad.append((i, "content"))
             except OSError as e:
                 bad.append((i, e.strerror))
+        kinds_of = {}
+        for _, step, err, _ in w.errors:
+            k = "%s %s" % (step, errno.errorcode.get(err, err))
+            kinds_of[k] = kinds_of.get(k, 0) + 1
         result.update(acked=len(w.acked), errors=len(w.errors),
+                      error_kinds=kinds_of,
                       lost=len(bad),
                       longest_stall_s=round(w.longest_stall(), 3))
         for kind in kinds:
