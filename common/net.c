@@ -130,14 +130,6 @@ void sw_target_next(struct sw_target *t)
 	set_current(t, &t->addrs[t->cur]);
 }
 
-static void mark_silent(struct sw_target *t)
-{
-	memcpy(t->silent.host, t->host, sizeof(t->silent.host));
-	t->silent.port = t->port;
-	t->silent_until =
-		sw_mono_ns() + (int64_t)SW_GROUP_PEER_TIMEOUT_MS * 1000000;
-}
-
 bool sw_target_electing(const struct sw_target *t)
 {
 	return t->silent_until && sw_mono_ns() < t->silent_until;
@@ -148,6 +140,30 @@ static bool is_silent(const struct sw_target *t, const struct sw_addr *a)
 {
 	return sw_target_electing(t) && a->port == t->silent.port &&
 	       !strcmp(a->host, t->silent.host);
+}
+
+static void mark_silent(struct sw_target *t)
+{
+	struct sw_addr cur;
+	int64_t now = sw_mono_ns();
+
+	memcpy(cur.host, t->host, sizeof(cur.host));
+	cur.port = t->port;
+	if (!is_silent(t, &cur))
+		t->silent_since = now;
+	t->silent = cur;
+	t->silent_until = now + (int64_t)SW_GROUP_PEER_TIMEOUT_MS * 1000000;
+}
+
+/* A follower named the silent one again: skip it a while longer, but not
+ * for ever (it may be back, and lead still). */
+static void still_silent(struct sw_target *t)
+{
+	int64_t now = sw_mono_ns();
+
+	t->silent_until = SW_MIN(
+		now + (int64_t)SW_GROUP_PEER_TIMEOUT_MS * 1000000,
+		t->silent_since + (int64_t)SW_GROUP_SILENT_MAX_MS * 1000000);
 }
 
 /*
@@ -219,6 +235,8 @@ bool sw_target_failed(struct sw_target *t, int rc, const char *leader,
 	sw_addr_str(t->host, t->port, from, sizeof(from));
 	if (rc == -ETIMEDOUT)
 		mark_silent(t);
+	if (gone)
+		still_silent(t);
 	if (named && !gone && t->redirects < SW_TARGET_REDIRECTS &&
 	    sw_target_leader(t, leader) == 0 &&
 	    strcmp(sw_addr_str(t->host, t->port, to, sizeof(to)), from)) {

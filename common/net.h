@@ -28,6 +28,11 @@
  * than a lone master's timeout: another member is there to take over
  * (sw_target_peer_timeout()). */
 #define SW_GROUP_PEER_TIMEOUT_MS 2000
+/* How long a client may go on skipping a silent member that followers
+ * still name as leader (sw_target_failed()): its lease (group_lease),
+ * etcd's election if the member's machine held etcd's leader too, and
+ * the lease again, which etcd extends as it elects. */
+#define SW_GROUP_SILENT_MAX_MS (3 * SW_GROUP_PEER_TIMEOUT_MS)
 /* "HOST:PORT" or "[HOST]:PORT" with its NUL. */
 #define SW_ADDR_STRLEN (255 + 2 + 1 + 5 + 1)
 /* A line of sw_target_failed() with its NUL. */
@@ -52,9 +57,11 @@ struct sw_target {
 	bool has_key;	    /* a password for exports that ask (auth.h) */
 	uint8_t key[32];    /* SW_AUTH_KEY */
 	/* The address that stopped answering last (sw_target_silent()),
-	 * not followed as a leader named until @silent_until (mono ns). */
+	 * not followed as a leader named until @silent_until (mono ns);
+	 * silent since @silent_since. */
 	struct sw_addr silent;
 	int64_t silent_until;
+	int64_t silent_since;
 };
 
 /*
@@ -90,6 +97,8 @@ void sw_target_next(struct sw_target *t);
  * leader they last knew until its lease runs out and the group elects
  * another; a client that believed them would wait out a second timeout
  * on it, instead of asking them again until they know the new one.
+ * While they go on naming it, the window goes on too, up to
+ * SW_GROUP_SILENT_MAX_MS after it went silent.
  */
 void sw_target_silent(struct sw_target *t);
 
