@@ -519,7 +519,7 @@ static void start_register(struct mlink *ml)
  */
 static int64_t next_heartbeat(const struct mlink *ml)
 {
-	uint32_t ms = ml->cs->cfg.heartbeat_ms;
+	uint64_t ms = ml->cs->cfg.heartbeat_ms;
 
 	if (ml->master.naddrs > 1)
 		ms = SW_MIN(ms, SW_GROUP_PEER_TIMEOUT_MS / 4);

@@ -898,7 +898,6 @@ void data_stop(struct master *m)
 {
 	struct job *j = m->data.held;
 
-	(void)m;
 	m->data.held = NULL;
 	/* Unanswered: their connections close next, and clients ask the
 	 * master that serves next (a chunk request is sent again). */
