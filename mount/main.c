@@ -561,6 +561,7 @@ int main(int argc, char **argv)
 	m.dircache_entries = cli.dircache_entries ?
 				     strtoull(cli.dircache_entries, NULL, 10) :
 				     2000000;
+	pthread_mutex_init(&m.dirs_mu, NULL);
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;
 	if (cspool_new((unsigned)mo.timeout_ms, &m.cs) < 0 ||
@@ -594,6 +595,7 @@ out_inodes:
 		cspool_free(m.cs);
 	if (m.locks)
 		lock_table_free(m.locks); /* its waits ended with mconn */
+	readdir_release_all(&m);
 	itable_release(&m.inodes);
 out_args:
 	free(fo.mountpoint);

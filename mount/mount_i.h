@@ -21,6 +21,7 @@
 #define FUSE_USE_VERSION 312
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -64,6 +65,13 @@ struct mount {
 	double negative_timeout; /* ... and the absence of names */
 	enum rdplus readdirplus;
 	struct fuse_session *se;
+	/*
+	 * Open directory handles (readdir.c). The kernel sends RELEASEDIR
+	 * in the background, and drops one still queued when the file
+	 * system is unmounted: those left at exit are freed then.
+	 */
+	pthread_mutex_t dirs_mu;
+	struct dirhandle *dirs;
 };
 
 /*
@@ -141,7 +149,9 @@ void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
 		  struct fuse_file_info *fi);
 void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 		  struct fuse_file_info *fi, bool plus);
-void readdir_release(struct fuse_file_info *fi);
+void readdir_release(struct mount *m, struct fuse_file_info *fi);
+/* Free the handles the kernel never released. */
+void readdir_release_all(struct mount *m);
 
 /*
  * lock.c: file locks. Each answers @req (@ino is the master's), now or

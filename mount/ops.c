@@ -1031,7 +1031,7 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	readdir_release(fi);
+	readdir_release(mnt(req), fi);
 	fuse_reply_err(req, 0);
 }
 

@@ -53,6 +53,7 @@ struct dirhandle {
 	bool eof;
 	bool plus;
 	ProtobufCMessage *page_msg;
+	struct dirhandle *prev, *next; /* on mount.dirs */
 };
 
 static void dh_clear(struct dirhandle *dh)
@@ -416,9 +417,36 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	rd_fill_cache(c);
 }
 
+static void dh_link(struct mount *m, struct dirhandle *dh)
+{
+	pthread_mutex_lock(&m->dirs_mu);
+	dh->next = m->dirs;
+	if (m->dirs)
+		m->dirs->prev = dh;
+	m->dirs = dh;
+	pthread_mutex_unlock(&m->dirs_mu);
+}
+
+static void dh_free(struct mount *m, struct dirhandle *dh)
+{
+	pthread_mutex_lock(&m->dirs_mu);
+	if (dh->prev)
+		dh->prev->next = dh->next;
+	else
+		m->dirs = dh->next;
+	if (dh->next)
+		dh->next->prev = dh->prev;
+	pthread_mutex_unlock(&m->dirs_mu);
+	dh_clear(dh);
+	pthread_mutex_destroy(&dh->mu);
+	pthread_cond_destroy(&dh->idle);
+	free(dh);
+}
+
 static void opendir_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct mount_opctx *c = arg;
+	struct mount *m = fuse_req_userdata(c->req);
 	struct dirhandle *dh;
 
 	if (rc < 0) {
@@ -435,11 +463,10 @@ static void opendir_done(void *arg, int rc, ProtobufCMessage **reply)
 	dh->ino = c->ino;
 	dh->after = UINT64_MAX; /* no page yet */
 	c->fi.fh = (uintptr_t)dh;
-	if (fuse_reply_open(c->req, &c->fi) < 0) {
-		pthread_mutex_destroy(&dh->mu);
-		pthread_cond_destroy(&dh->idle);
-		free(dh);
-	}
+	/* Listed first: the kernel may release it as soon as it has it. */
+	dh_link(m, dh);
+	if (fuse_reply_open(c->req, &c->fi) < 0)
+		dh_free(m, dh);
 out:
 	free(c);
 }
@@ -469,12 +496,13 @@ void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
 	mconn_send(m->mc, SW_MSG_OPEN, &q.base, opendir_done, c);
 }
 
-void readdir_release(struct fuse_file_info *fi)
+void readdir_release(struct mount *m, struct fuse_file_info *fi)
 {
-	struct dirhandle *dh = (struct dirhandle *)(uintptr_t)fi->fh;
+	dh_free(m, (struct dirhandle *)(uintptr_t)fi->fh);
+}
 
-	dh_clear(dh);
-	pthread_mutex_destroy(&dh->mu);
-	pthread_cond_destroy(&dh->idle);
-	free(dh);
+void readdir_release_all(struct mount *m)
+{
+	while (m->dirs)
+		dh_free(m, m->dirs);
 }
