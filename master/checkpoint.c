@@ -39,6 +39,7 @@
 #include "frame.h"
 #include "fsio.h"
 #include "namespace_i.h"
+#include "replies.h"
 #include "trash.h"
 #include "log.h"
 #include "util.h"
@@ -46,8 +47,8 @@
 #define TAG "checkpoint"
 #define CP_MAGIC "SWCP"
 /* 4: after next_chunk, the counts of nodes, chunks, xattr sets and
- * orphans (3, without them, still loads). */
-#define CP_FORMAT 4u
+ * orphans (3, without them, still loads). 5: 'R' records (replies.h). */
+#define CP_FORMAT 5u
 #define IOBUF (1u << 20)
 /* The smallest record counted in the header: a chunk's (tag, id,
  * version); a node's is 61 bytes, an xattr set's 14. */
@@ -239,6 +240,26 @@ static int write_trash(const struct trash_item *t, void *arg)
 	return w->err;
 }
 
+/* A session's ring, oldest change first. */
+static int write_ring(const struct reply_ring *r, void *arg)
+{
+	struct writer *w = arg;
+
+	w_u8(w, 'R');
+	w_u64(w, r->session);
+	w_u64(w, (uint64_t)r->last);
+	w_u32(w, r->n);
+	for (uint32_t i = 0; i < r->n; i++) {
+		const struct reply_done *d = reply_ring_at(r, i);
+
+		w_u64(w, d->req);
+		w_u64(w, d->ino);
+		w_u64(w, d->version);
+	}
+	w->records++;
+	return w->err;
+}
+
 struct xattr_ctx {
 	struct writer *w;
 	uint64_t ino;
@@ -329,6 +350,7 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 		w.records++;
 	}
 	ns_trash_foreach(ns, write_trash, &w);
+	replies_foreach(&ns->replies, write_ring, &w);
 	w_u8(&w, 'Z');
 	w_u64(&w, w.records);
 	w_flush(&w);
@@ -654,6 +676,26 @@ static int load_trash(struct ns *ns, struct reader *r)
 			     (int64_t)expires, nodes);
 }
 
+static int load_ring(struct ns *ns, struct reader *r)
+{
+	uint64_t session, last;
+	uint32_t n;
+
+	if (r_u64(r, &session) || r_u64(r, &last) || r_u32(r, &n) ||
+	    n > REPLIES_PER_SESSION)
+		return -EUCLEAN;
+	for (uint32_t i = 0; i < n; i++) {
+		struct reply_done d;
+
+		if (r_u64(r, &d.req) || r_u64(r, &d.ino) ||
+		    r_u64(r, &d.version))
+			return -EUCLEAN;
+		if (replies_add(&ns->replies, session, (int64_t)last, &d) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
@@ -727,6 +769,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'X':
 			rc = load_xattr(ns, &r);
+			break;
+		case 'R':
+			rc = load_ring(ns, &r);
 			break;
 		default:
 			rc = -EUCLEAN;

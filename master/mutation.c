@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "mutation.h"
+#include "replies.h"
 #include "trash.h"
 
 static struct node *get_dir(struct ns *ns, uint64_t ino)
@@ -332,7 +333,9 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 	default:
 		rc = -EINVAL;
 	}
-	if (rc == 0)
+	if (rc == 0) {
 		ns->version = version;
+		replies_note(&ns->replies, m, version);
+	}
 	return rc;
 }

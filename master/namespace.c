@@ -37,6 +37,7 @@
 #include "hash.h"
 #include "namespace.h"
 #include "namespace_i.h"
+#include "replies.h"
 #include "trash.h"
 #include "util.h"
 
@@ -487,6 +488,7 @@ int ns_init(struct ns *ns, int64_t now)
 	htab_init(&ns->inodes, node_hash);
 	htab_init(&ns->orphans, node_hash);
 	htab_init(&ns->xattrs, xset_hash);
+	replies_init(&ns->replies);
 	slab_init(&ns->node_slab, sizeof(struct node));
 	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
 		slab_init(&ns->edge_slab[i], 40 + 8 * i);
@@ -562,6 +564,7 @@ void ns_release(struct ns *ns)
 	htab_release(&ns->inodes);
 	htab_release(&ns->orphans);
 	htab_release(&ns->xattrs);
+	replies_release(&ns->replies);
 	free(ns->resizing);
 	slab_release(&ns->node_slab);
 	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)

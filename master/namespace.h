@@ -27,6 +27,7 @@
 #include "frame.h"
 #include "htab.h"
 #include "lct.h"
+#include "replies.h"
 #include "slab.h"
 
 #define NS_ROOT_INO 1
@@ -192,6 +193,9 @@ struct ns {
 	uint64_t ntrash;
 	uint64_t purge_roots;
 	uint64_t purged; /* nodes freed by purges since start */
+
+	/* What clients' requests did, for those sent again (replies.h). */
+	struct replies replies;
 
 	/* File data (chunks.h). */
 	struct htab chunks; /* struct chunk by id */

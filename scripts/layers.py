@@ -8,8 +8,8 @@ below, never above):
 
   core      the namespace and its persistence (ns_core in
             master/meson.build): namespace, nscopy, nstrash/trash.h,
-            chunks, mutation, changelog, checkpoint, and the data
-            structures they use
+            chunks, mutation, changelog, checkpoint, replies, and the
+            data structures they use
   request   req.h, dispatch.h, handlers.h and everything else in master/
 
 Prints each file's includes, layer by layer, or with --dot a Graphviz
@@ -21,7 +21,8 @@ import re
 import sys
 
 CORE = {"trash", "changelog", "checkpoint", "chunks", "htab", "lct", "mutation",
-        "namespace", "namespace_i", "nsattr", "nscopy", "nstrash", "perm", "slab"}
+        "namespace", "namespace_i", "nsattr", "nscopy", "nstrash", "perm",
+        "replies", "slab"}
 
 
 def layer(fname):
