@@ -123,3 +123,8 @@ int dispatch_admit(const struct route *rt, struct session *s,
 		return -EPERM;
 	return 0;
 }
+
+bool dispatch_done_before(struct req *r, const ProtobufCMessage *msg)
+{
+	return (r->hdr.flags & SW_FRAME_ONCE) && op_done_before(r, msg);
+}

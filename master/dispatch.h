@@ -43,6 +43,13 @@ const struct route *dispatch_route(uint16_t type);
 int dispatch_admit(const struct route *rt, struct session *s,
 		   ProtobufCMessage *msg);
 
+/*
+ * Whether request @r, sent again with SW_FRAME_ONCE, was made already and
+ * is now answered as it was then (replies.h); false: hand it to its
+ * handler.
+ */
+bool dispatch_done_before(struct req *r, const ProtobufCMessage *msg);
+
 /* Whether @msg, sent by route @rt, would change anything. */
 bool dispatch_writes(const struct route *rt, const ProtobufCMessage *msg);
 

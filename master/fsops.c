@@ -30,6 +30,7 @@
 #include "dataops.h"
 #include "deleg.h"
 #include "master.h"
+#include "replies.h"
 #include "req.h"
 #include "server.h"
 #include "session.h"
@@ -1145,6 +1146,63 @@ out_err:
 }
 
 /* ---- misc ----------------------------------------------------------- */
+
+bool op_done_before(struct req *r, const ProtobufCMessage *msg)
+{
+	const struct reply_done *d =
+		replies_find(&r->m->ns.replies, r->s->id, r->hdr.id);
+	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+	Sweepfs__Attr attr;
+	struct node *n;
+	int rc = 0;
+
+	if (!d)
+		return false;
+	sw_info(TAG,
+		"session %016" PRIx64 ": %s %" PRIu64
+		" was made at version %" PRIu64 "; answered again",
+		r->s->id, sw_msg_info(r->hdr.type)->name, r->hdr.id,
+		d->version);
+	/* Not before the first one's change is durable. */
+	r->version = d->version;
+	n = d->ino ? ns_get(&r->m->ns, d->ino) : NULL;
+	switch (r->hdr.type) {
+	case SW_MSG_CREATE:
+		/* Its maker may open it, whatever the mode: the open went
+		 * with the lost reply, and the reconnect's reclaim did not
+		 * name it. */
+		if (n)
+			rc = session_open(
+				r->m, r->s, n,
+				(((const Sweepfs__CreateReq *)msg)->flags &
+				 O_ACCMODE) != O_RDONLY);
+		/* fall through */
+	case SW_MSG_MKNOD:
+	case SW_MSG_MKDIR:
+	case SW_MSG_SYMLINK:
+	case SW_MSG_LINK:
+		/* Removed since by someone else: as if just after. */
+		if (!n)
+			rc = -ENOENT;
+		if (rc == 0)
+			reply_entry(r, n, NULL);
+		else
+			req_error(r, rc);
+		break;
+	case SW_MSG_SETATTR:
+		if (!n) {
+			req_error(r, -ENOENT);
+			break;
+		}
+		attr_fill(&attr, n);
+		reply.attr = &attr;
+		req_reply(r, &reply.base);
+		break;
+	default: /* unlink, rmdir, rename, xattrs */
+		reply_ok(r, NULL);
+	}
+	return true;
+}
 
 void op_readlink(struct req *r, const ProtobufCMessage *msg)
 {

@@ -73,4 +73,11 @@ HANDLER(op_meta_read);
 
 #undef HANDLER
 
+/*
+ * fsops.c: if request @r (flagged SW_FRAME_ONCE) made its change already,
+ * in a sending whose reply was lost, answer it as that one would have
+ * and return true (replies.h); false: handle it as new.
+ */
+bool op_done_before(struct req *r, const ProtobufCMessage *msg);
+
 #endif

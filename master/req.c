@@ -13,6 +13,7 @@
 #include "master.h"
 #include "mutation.h"
 #include "req.h"
+#include "session.h"
 #include "util.h"
 
 #define TAG "master"
@@ -85,8 +86,17 @@ int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut)
 {
 	uint64_t version = m->ns.version + 1;
+	Sweepfs__Meta__Mutation once;
 	int rc;
 
+	if (r && r->s && (r->hdr.flags & SW_FRAME_ONCE)) {
+		/* Which request it answers, for one sent again (replies.h). */
+		once = *mut;
+		once.has_once_session = once.has_once_req = 1;
+		once.once_session = r->s->id;
+		once.once_req = r->hdr.id;
+		mut = &once;
+	}
 	rc = master_may_change(m);
 	if (rc < 0)
 		return rc;

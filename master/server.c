@@ -430,11 +430,12 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	/* Left in the buffer: handled once the lease is renewed. */
 	if (!group_may_answer(m, r.t0))
 		return false;
-	if (hdr->flags) {
+	if (hdr->flags & ~SW_FRAME_ONCE ||
+	    (hdr->flags && !(info && info->once))) {
 		sw_notice(TAG,
 			  "%s: sent a frame flagged as reply or "
-			  "notification; closing",
-			  c->sc.peer);
+			  "notification, or a %s flagged once; closing",
+			  c->sc.peer, info ? info->name : "request");
 		conn_close(c);
 		return true;
 	}
@@ -490,7 +491,9 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		 * (Not for tools: a status poll is no load.) */
 		if (c->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
 			m->bg.last_client_request = r.t0;
-		rt->fn(&r, msg);
+		/* Sent again, and done the first time: answered as then. */
+		if (!dispatch_done_before(&r, msg))
+			rt->fn(&r, msg);
 	}
 	arena_done(m);
 	return true;

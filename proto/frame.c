@@ -10,31 +10,35 @@
 
 #include "frame.h"
 
-/* mut: changes the namespace; rs: safe to resend (see frame.h). */
+/*
+ * mut: changes the namespace; rs: 1 when safe to resend as it is, ONCE
+ * when resent with SW_FRAME_ONCE (see frame.h).
+ */
+#define ONCE 2
 #define MSG(type, nm, rq, rp, mut, rs)                             \
 	[SW_MSG_##type] = { .name = nm,                            \
 			    .req = &sweepfs__##rq##__descriptor,   \
 			    .reply = &sweepfs__##rp##__descriptor, \
 			    .mutating = mut,                       \
-			    .resend = rs }
+			    .resend = (rs)&1,                      \
+			    .once = ((rs)&ONCE) != 0 }
 
 static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(HELLO, "hello", hello, hello_reply, 0, 0),
 	MSG(PING, "ping", ping_req, ping_reply, 0, 1),
 	MSG(LOOKUP, "lookup", lookup_req, entry_reply, 0, 1),
 	MSG(GETATTR, "getattr", getattr_req, attr_reply, 0, 1),
-	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1, 0),
-	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1, 0),
-	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1, 0),
-	/* Resent (by the mount, when not exclusive): the second finds the
-	 * file the first made, and opens it, as a create that lost a race
-	 * to another does. */
-	MSG(CREATE, "create", create_req, entry_reply, 1, 1),
-	MSG(UNLINK, "unlink", name_req, status_reply, 1, 0),
-	MSG(RMDIR, "rmdir", name_req, status_reply, 1, 0),
-	MSG(RENAME, "rename", rename_req, status_reply, 1, 0),
-	MSG(LINK, "link", link_req, entry_reply, 1, 0),
-	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1, 0),
+	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1, ONCE),
+	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1, ONCE),
+	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1, ONCE),
+	/* Sent again with SW_FRAME_ONCE: one that made the file opens it
+	 * (its maker may, whatever the mode); one that failed is made. */
+	MSG(CREATE, "create", create_req, entry_reply, 1, ONCE),
+	MSG(UNLINK, "unlink", name_req, status_reply, 1, ONCE),
+	MSG(RMDIR, "rmdir", name_req, status_reply, 1, ONCE),
+	MSG(RENAME, "rename", rename_req, status_reply, 1, ONCE),
+	MSG(LINK, "link", link_req, entry_reply, 1, ONCE),
+	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1, ONCE),
 	MSG(READLINK, "readlink", ino_req, readlink_reply, 0, 1),
 	MSG(STATFS, "statfs", ino_req, statfs_reply, 0, 1),
 	/* Resent: the open files a reconnect reclaims are those the mount
@@ -42,10 +46,10 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(OPEN, "open", open_req, open_reply, 0, 1),
 	MSG(RELEASE, "release", ino_req, status_reply, 0, 0),
 	MSG(ACCESS, "access", access_req, status_reply, 0, 1),
-	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1, 0),
+	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1, ONCE),
 	MSG(GETXATTR, "getxattr", getxattr_req, xattr_reply, 0, 1),
 	MSG(LISTXATTR, "listxattr", getxattr_req, xattr_reply, 0, 1),
-	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1, 0),
+	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1, ONCE),
 	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0, 1),
 	MSG(INFO, "info", info_req, info_reply, 0, 1),
 	/* Resent: it asks for a location to write to, and a second one for
@@ -135,7 +139,7 @@ int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
 	hdr->id = (uint64_t)get_be32(in + 8) << 32 | get_be32(in + 12);
 	if (hdr->len > max_payload)
 		return -EMSGSIZE;
-	if (hdr->flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY))
+	if (hdr->flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY | SW_FRAME_ONCE))
 		return -EPROTO;
 	return 1;
 }

@@ -219,8 +219,8 @@ static void test_sw_frame_get_hdr_limits(void **state)
 		sw_frame_put_hdr(b, &in);
 		assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR,
 						  SW_FRAME_MAX_META, &out),
-				 in.flags & ~(SW_FRAME_REPLY |
-					      SW_FRAME_NOTIFY) ?
+				 in.flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY |
+					      SW_FRAME_ONCE) ?
 					 -EPROTO :
 					 1);
 	}
@@ -290,28 +290,49 @@ static void test_sw_msg_info_table(void **state)
 
 /*
  * What a client sends again after a reconnect (frame.c says why). Sent
- * twice, these leave what sending once does; the others may not.
+ * twice, the first list leaves what sending once does; the second is
+ * sent again flagged SW_FRAME_ONCE, for the master to answer from what
+ * the first did (master/replies.h); the rest fail.
  */
 static void test_sw_msg_info_resend(void **state)
 {
 	static const uint16_t again[] = {
-		SW_MSG_LOOKUP,	  SW_MSG_GETATTR,   SW_MSG_READDIR,
-		SW_MSG_CHUNK,	  SW_MSG_WRITE_END, SW_MSG_OPEN,
-		SW_MSG_CREATE,	  SW_MSG_LOCK,	    SW_MSG_BATCH,
-		SW_MSG_INO_RANGE,
+		SW_MSG_LOOKUP, SW_MSG_GETATTR,	 SW_MSG_READDIR,
+		SW_MSG_CHUNK,  SW_MSG_WRITE_END, SW_MSG_OPEN,
+		SW_MSG_LOCK,   SW_MSG_BATCH,	 SW_MSG_INO_RANGE,
 	};
 	static const uint16_t once[] = {
-		SW_MSG_HELLO,	 SW_MSG_SETATTR, SW_MSG_MKNOD,	  SW_MSG_MKDIR,
-		SW_MSG_UNLINK,	 SW_MSG_RMDIR,	 SW_MSG_RENAME,	  SW_MSG_LINK,
-		SW_MSG_SYMLINK,	 SW_MSG_RELEASE, SW_MSG_SETXATTR, SW_MSG_RMR,
+		SW_MSG_SETATTR,	 SW_MSG_MKNOD,	     SW_MSG_MKDIR,
+		SW_MSG_CREATE,	 SW_MSG_UNLINK,	     SW_MSG_RMDIR,
+		SW_MSG_RENAME,	 SW_MSG_LINK,	     SW_MSG_SYMLINK,
+		SW_MSG_SETXATTR, SW_MSG_REMOVEXATTR,
+	};
+	static const uint16_t never[] = {
+		SW_MSG_HELLO,	 SW_MSG_RELEASE, SW_MSG_RMR,
 		SW_MSG_SNAPSHOT, SW_MSG_DELEG,	 SW_MSG_GROUP,
 	};
 
 	(void)state;
-	for (size_t i = 0; i < SW_ARRAY_SIZE(again); i++)
+	for (size_t i = 0; i < SW_ARRAY_SIZE(again); i++) {
 		assert_true(sw_msg_info(again[i])->resend);
-	for (size_t i = 0; i < SW_ARRAY_SIZE(once); i++)
+		assert_false(sw_msg_info(again[i])->once);
+	}
+	for (size_t i = 0; i < SW_ARRAY_SIZE(once); i++) {
 		assert_false(sw_msg_info(once[i])->resend);
+		assert_true(sw_msg_info(once[i])->once);
+		assert_true(sw_msg_info(once[i])->mutating);
+	}
+	for (size_t i = 0; i < SW_ARRAY_SIZE(never); i++) {
+		assert_false(sw_msg_info(never[i])->resend);
+		assert_false(sw_msg_info(never[i])->once);
+	}
+	/* Each type is in one list at most. */
+	for (uint16_t t = 0; t < SW_MSG__COUNT; t++) {
+		const struct sw_msg_info *i = sw_msg_info(t);
+
+		if (i)
+			assert_false(i->resend && i->once);
+	}
 }
 
 /* ---- directory entries ---------------------------------------------- */
