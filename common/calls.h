@@ -35,6 +35,7 @@ struct sw_call {
 	uint64_t id; /* 0 until assigned */
 	uint16_t type;
 	bool resend;	  /* the owner's: safe to send again */
+	bool once;	  /* SW_FRAME_ONCE: keeps its id when sent again */
 	int refs;	  /* atomic */
 	int64_t deadline; /* the owner's: while waiting to be sent */
 	int64_t sent_at;  /* the owner's: mono ns it last went out */
@@ -85,7 +86,8 @@ struct sw_calls {
 
 void sw_calls_init(struct sw_calls *t);
 
-/* Give @c the next id (also in its frame) and put it in @t. */
+/* Give @c the next id (also in its frame; a once call sent again keeps
+ * its own) and put it in @t. */
 void sw_calls_assign(struct sw_calls *t, struct sw_call *c);
 
 /* Take the call with @id out of @t: NULL if none waits for it. */

@@ -137,10 +137,10 @@ static int flush_lazy(struct mconn *mc, int fd)
 	return rc;
 }
 
-static void send_call(struct mconn *mc, uint16_t type,
-		      const ProtobufCMessage *req, bool resend, mconn_cb cb,
-		      void *arg)
+void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
+		mconn_cb cb, void *arg)
 {
+	const struct sw_msg_info *info = sw_msg_info(type);
 	struct sw_call *p;
 	int fd, rc = 0;
 
@@ -155,7 +155,8 @@ static void send_call(struct mconn *mc, uint16_t type,
 			cb(arg, -ENOMEM, &none);
 		return;
 	}
-	p->resend = resend;
+	p->resend = info && info->resend;
+	p->once = info && info->once;
 
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
@@ -177,20 +178,6 @@ static void send_call(struct mconn *mc, uint16_t type,
 		shutdown(fd, SHUT_RDWR); /* the receiver settles the rest */
 	pthread_mutex_unlock(&mc->wmu);
 	sw_call_put(p);
-}
-
-void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
-		mconn_cb cb, void *arg)
-{
-	const struct sw_msg_info *info = sw_msg_info(type);
-
-	send_call(mc, type, req, info && info->resend, cb, arg);
-}
-
-void mconn_send_once(struct mconn *mc, uint16_t type,
-		     const ProtobufCMessage *req, mconn_cb cb, void *arg)
-{
-	send_call(mc, type, req, false, cb, arg);
 }
 
 void mconn_send_lazy(struct mconn *mc, uint16_t type,
@@ -534,7 +521,7 @@ static void disconnected(struct mconn *mc)
 	mc->nflight = 0;
 	for (p = sw_calls_take_all(&mc->calls); p; p = next) {
 		next = p->next;
-		if (p->resend) {
+		if (p->resend || p->once) {
 			wait_add(mc, p);
 		} else {
 			p->next = fail;

@@ -13,9 +13,10 @@
  * and resumes the session (hello with the session id and the inodes this
  * mount has open). Requests made while it is down wait, up to the master
  * timeout, then complete with -EIO. Requests in flight when it broke are
- * sent again if they change nothing; if they could have changed
- * something, nobody can tell whether they did, so they complete with -EIO
- * rather than risk doing it twice. Nothing waits forever.
+ * sent again: as they were when that is harmless, else (an unlink, an
+ * exclusive create) with SW_FRAME_ONCE and the same id, so that a master
+ * that made the change already answers as it did the first time instead
+ * of making it twice (proto/frame.h). Nothing waits forever.
  *
  * The target may be a list of masters (a group): each try goes to the
  * leader the last refusing follower named, else to the next master of
@@ -103,15 +104,6 @@ int mconn_start(struct mconn *mc);
  */
 void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		mconn_cb cb, void *arg);
-
-/*
- * As mconn_send(), but never sent again after a reconnect, even if its
- * type may be: for a request that the master would answer differently
- * the second time (an exclusive create). If the connection breaks before
- * its reply came, @cb gets -EIO.
- */
-void mconn_send_once(struct mconn *mc, uint16_t type,
-		     const ProtobufCMessage *req, mconn_cb cb, void *arg);
 
 /*
  * Send @req as @type without wanting a reply, not necessarily now: it is

@@ -873,32 +873,6 @@ out:
 	free(c);
 }
 
-/*
- * Whether a create lost with its connection may be sent again. The second
- * one finds the file the first made and opens it, as a create that lost a
- * race does (master/fsops.c, op_create()); so not an exclusive one, which
- * would fail with EEXIST, nor one whose mode does not let the owner open
- * the file as asked (the first could, as its creator).
- */
-static bool create_resendable(mode_t mode, int flags)
-{
-	mode_t need;
-
-	if (flags & O_EXCL)
-		return false;
-	switch (flags & O_ACCMODE) {
-	case O_RDONLY:
-		need = S_IRUSR;
-		break;
-	case O_WRONLY:
-		need = S_IWUSR;
-		break;
-	default:
-		need = S_IRUSR | S_IWUSR;
-	}
-	return (mode & need) == need;
-}
-
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -925,10 +899,7 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	q.name = bytes(name);
 	q.mode = mode;
 	q.flags = (uint32_t)fi->flags;
-	if (create_resendable(mode, fi->flags))
-		mconn_send(m->mc, SW_MSG_CREATE, &q.base, create_done, c);
-	else
-		mconn_send_once(m->mc, SW_MSG_CREATE, &q.base, create_done, c);
+	mconn_send(m->mc, SW_MSG_CREATE, &q.base, create_done, c);
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino,
