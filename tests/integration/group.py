@@ -3,8 +3,9 @@
 bridge, bench/machines.py), each with its etcd member beside it; a
 chunkserver and two mounts on the host, given the masters' list.
 
-A writer creates, writes, fsyncs and closes files through the first mount
-and notes each one acknowledged. Meanwhile the leader is, in turns, killed
+A writer saves files through the first mount as editors and package
+managers do (an exclusive create of a new name, write, fsync, close,
+rename over the final name) and notes each one acknowledged. Meanwhile the leader is, in turns, killed
 (kill -9), cut off the network (its veth down: it must stop acknowledging
 and exit, status 75), and restarted cleanly (SIGTERM); each time the
 member is started again. At the end every acknowledged file must read
@@ -112,8 +113,10 @@ class Group(swgroup.Group):
 
 
 class Writer(threading.Thread):
-    """Files 0, 1, 2, ... in mnt/w: create, write, fsync, close; one is
-    acknowledged when all of that returned."""
+    """Files 0, 1, 2, ... in mnt/w: an exclusive create of fN.new, write,
+    fsync, close, rename to fN; one is acknowledged when all of that
+    returned. (Creates and renames in flight at a failover are sent
+    again: made twice, one would fail with EEXIST or ENOENT.)"""
 
     def __init__(self, mnt):
         super().__init__(daemon=True)
@@ -131,7 +134,8 @@ class Writer(threading.Thread):
             ts = [time.monotonic()]
             step = "open"
             try:
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                fd = os.open(p + ".new", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                             0o644)
                 ts.append(time.monotonic())
                 try:
                     step = "write"
@@ -145,6 +149,9 @@ class Writer(threading.Thread):
                         step = "close"
                     os.close(fd)
                     ts.append(time.monotonic())
+                step = "rename"
+                os.rename(p + ".new", p)
+                ts.append(time.monotonic())
                 with self.lock:
                     self.acked.append((i, time.monotonic()))
             except OSError as e:
@@ -154,8 +161,9 @@ class Writer(threading.Thread):
                     i, step, time.monotonic() - ts[0], e.strerror),
                     file=sys.stderr, flush=True)
                 time.sleep(0.05)
-            if ts[-1] - ts[0] > 1 and len(ts) == 5:
-                # Where a slow one waited: open, write, fsync, close.
+            if ts[-1] - ts[0] > 1 and len(ts) == 6:
+                # Where a slow one waited: open, write, fsync, close,
+                # rename.
                 print("file %d: %.3f s (%s)" % (
                     i, ts[-1] - ts[0],
                     " ".join("%.3f" % (b - a) for a, b in zip(ts, ts[1:]))),
@@ -265,6 +273,8 @@ def main():
                         bad.append((i, "content"))
             except OSError as e:
                 bad.append((i, e.strerror))
+            if os.path.lexists(p + ".new"):
+                bad.append((i, "its temporary name is left"))
         kinds_of = {}
         for _, step, err, _ in w.errors:
             k = "%s %s" % (step, errno.errorcode.get(err, err))
