@@ -2,10 +2,10 @@
 # A group of three masters on three machines (network namespaces), each
 # with its etcd member: the leader is killed, cut off the network and
 # restarted in turns for a minute while a writer saves files (exclusive
-# create, write, fsync, rename) through a mount given the masters' list. None of its calls may fail,
-# nothing acknowledged may be lost, fsck must be clean and the members
-# must end with the same namespace (tests/integration/group.py does the
-# work and says how).
+# create, write, fsync, rename) through a mount given the masters'
+# list. None of its calls may fail, nothing acknowledged may be lost,
+# fsck must be clean and the members must end with the same namespace
+# (tests/integration/group.py does the work and says how).
 
 . "$(dirname "$0")/lib.sh"
 sw_init group --root
