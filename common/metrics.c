@@ -160,7 +160,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		      "text/plain; version=0.0.4; charset=utf-8");
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+/* libmicrohttpd's messages: @fmt is its own format. */
+__attribute__((format(printf, 2, 0))) static void
+mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct sw_metrics *mx = cls;
 	char msg[256];
