@@ -73,9 +73,9 @@ void sw_calls_assign(struct sw_calls *t, struct sw_call *c)
 	struct sw_frame_hdr hdr = {
 		.len = (uint32_t)(c->len - SW_FRAME_HDR),
 		.type = c->type,
-		.flags = c->once ? SW_FRAME_ONCE : 0,
-		/* A call sent again keeps the id the master may know it by;
-		 * the table's ids only grow, so no other call has it. */
+		/* A once call sent again keeps the id the master may know
+		 * it by; the table's ids only grow, so no other call has it. */
+		.flags = c->once && c->id ? SW_FRAME_AGAIN : 0,
 		.id = c->once && c->id ? c->id : t->next_id++,
 	};
 	struct sw_call **b = &t->slot[hdr.id % SW_CALLS_SLOTS];

@@ -35,7 +35,7 @@ struct sw_call {
 	uint64_t id; /* 0 until assigned */
 	uint16_t type;
 	bool resend;	  /* the owner's: safe to send again */
-	bool once;	  /* SW_FRAME_ONCE: keeps its id when sent again */
+	bool once;	  /* keeps its id when sent again (SW_FRAME_AGAIN) */
 	int refs;	  /* atomic */
 	int64_t deadline; /* the owner's: while waiting to be sent */
 	int64_t sent_at;  /* the owner's: mono ns it last went out */

@@ -126,5 +126,5 @@ int dispatch_admit(const struct route *rt, struct session *s,
 
 bool dispatch_done_before(struct req *r, const ProtobufCMessage *msg)
 {
-	return (r->hdr.flags & SW_FRAME_ONCE) && op_done_before(r, msg);
+	return (r->hdr.flags & SW_FRAME_AGAIN) && op_done_before(r, msg);
 }

@@ -44,7 +44,7 @@ int dispatch_admit(const struct route *rt, struct session *s,
 		   ProtobufCMessage *msg);
 
 /*
- * Whether request @r, sent again with SW_FRAME_ONCE, was made already and
+ * Whether request @r, sent again with SW_FRAME_AGAIN, was made already and
  * is now answered as it was then (replies.h); false: hand it to its
  * handler.
  */

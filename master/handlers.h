@@ -74,7 +74,7 @@ HANDLER(op_meta_read);
 #undef HANDLER
 
 /*
- * fsops.c: if request @r (flagged SW_FRAME_ONCE) made its change already,
+ * fsops.c: if request @r (flagged SW_FRAME_AGAIN) made its change already,
  * in a sending whose reply was lost, answer it as that one would have
  * and return true (replies.h); false: handle it as new.
  */

@@ -5,13 +5,14 @@
  * by the namespace so that every member of a group and every restart has
  * it too.
  *
- * A request that is not safe to repeat (an unlink, a mkdir, an exclusive
- * create...) travels with SW_FRAME_ONCE and an id that stays the same
- * when the mount sends it again (proto/frame.h). The change it made is
- * journaled with that session and id (Mutation.once_session, once_req),
- * and applying it, on the leader, on a follower or in replay, notes it
- * here. A request that failed changed nothing and is not noted: sent
- * again, it is simply made.
+ * The change a request that is not safe to repeat makes (an unlink, a
+ * mkdir, an exclusive create: the `once` types of proto/frame.c) is
+ * journaled with its session and request id (Mutation.once_session,
+ * once_req), and applying it, on the leader, on a follower or in replay,
+ * notes it here. The mount sends such a request again with the same id,
+ * flagged SW_FRAME_AGAIN; only then is it looked up. A request that
+ * failed changed nothing and is not noted: sent again, it is simply
+ * made.
  *
  * Each session keeps its last REPLIES_PER_SESSION changes: a request is
  * found as long as fewer changes of its session came after it, which is

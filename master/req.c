@@ -85,11 +85,12 @@ void master_journal(struct master *m, const Sweepfs__Meta__Mutation *mut)
 int master_commit(struct master *m, struct req *r,
 		  const Sweepfs__Meta__Mutation *mut)
 {
+	const struct sw_msg_info *info = r ? sw_msg_info(r->hdr.type) : NULL;
 	uint64_t version = m->ns.version + 1;
 	Sweepfs__Meta__Mutation once;
 	int rc;
 
-	if (r && r->s && (r->hdr.flags & SW_FRAME_ONCE)) {
+	if (r && r->s && info && info->once) {
 		/* Which request it answers, for one sent again (replies.h). */
 		once = *mut;
 		once.has_once_session = once.has_once_req = 1;

@@ -430,11 +430,11 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	/* Left in the buffer: handled once the lease is renewed. */
 	if (!group_may_answer(m, r.t0))
 		return false;
-	if (hdr->flags & ~SW_FRAME_ONCE ||
+	if (hdr->flags & ~SW_FRAME_AGAIN ||
 	    (hdr->flags && !(info && info->once))) {
 		sw_notice(TAG,
 			  "%s: sent a frame flagged as reply or "
-			  "notification, or a %s flagged once; closing",
+			  "notification, or a %s flagged again; closing",
 			  c->sc.peer, info ? info->name : "request");
 		conn_close(c);
 		return true;

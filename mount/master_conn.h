@@ -14,7 +14,7 @@
  * mount has open). Requests made while it is down wait, up to the master
  * timeout, then complete with -EIO. Requests in flight when it broke are
  * sent again: as they were when that is harmless, else (an unlink, an
- * exclusive create) with SW_FRAME_ONCE and the same id, so that a master
+ * exclusive create) with SW_FRAME_AGAIN and the same id, so that a master
  * that made the change already answers as it did the first time instead
  * of making it twice (proto/frame.h). Nothing waits forever.
  *

@@ -12,7 +12,7 @@
 
 /*
  * mut: changes the namespace; rs: 1 when safe to resend as it is, ONCE
- * when resent with SW_FRAME_ONCE (see frame.h).
+ * when resent with SW_FRAME_AGAIN (see frame.h).
  */
 #define ONCE 2
 #define MSG(type, nm, rq, rp, mut, rs)                             \
@@ -31,7 +31,7 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1, ONCE),
 	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1, ONCE),
 	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1, ONCE),
-	/* Sent again with SW_FRAME_ONCE: one that made the file opens it
+	/* Sent again with SW_FRAME_AGAIN: one that made the file opens it
 	 * (its maker may, whatever the mode); one that failed is made. */
 	MSG(CREATE, "create", create_req, entry_reply, 1, ONCE),
 	MSG(UNLINK, "unlink", name_req, status_reply, 1, ONCE),
@@ -139,7 +139,7 @@ int sw_frame_get_hdr(const uint8_t *in, size_t avail, uint32_t max_payload,
 	hdr->id = (uint64_t)get_be32(in + 8) << 32 | get_be32(in + 12);
 	if (hdr->len > max_payload)
 		return -EMSGSIZE;
-	if (hdr->flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY | SW_FRAME_ONCE))
+	if (hdr->flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY | SW_FRAME_AGAIN))
 		return -EPROTO;
 	return 1;
 }

@@ -43,13 +43,14 @@
 #define SW_FRAME_REPLY 0x1
 #define SW_FRAME_NOTIFY 0x2
 /*
- * On a request of a type with `once` (below): its id is its number in the
- * session, kept when it is sent again after a reconnect. A master (or the
- * one that took over) that already made the change answers as the first
- * did, from what the changelog recorded (master/replies.h), instead of
- * making it twice.
+ * A request of a type with `once` (below) sent again after a reconnect,
+ * with the id it had the first time: its ids are unique in its session.
+ * The changes such a request makes are journaled with the session and id
+ * (master/replies.h); a master (or the one that took over) that finds it
+ * made them already answers as the first sending would have, instead of
+ * making them twice.
  */
-#define SW_FRAME_ONCE 0x4
+#define SW_FRAME_AGAIN 0x4
 
 /*
  * Largest payload a chunkserver connection accepts: a 1 MiB data block
@@ -175,7 +176,7 @@ struct sw_msg_info {
 	 * came: it changes nothing, or sending it twice leaves what sending
 	 * it once does (frame.c says why, type by type). */
 	unsigned resend : 1;
-	/* Sent again flagged SW_FRAME_ONCE, the master answers it from
+	/* Sent again flagged SW_FRAME_AGAIN, the master answers it from
 	 * what the first sending did: for changes that are not safe to
 	 * repeat (an exclusive create, an unlink, a rename...). */
 	unsigned once : 1;

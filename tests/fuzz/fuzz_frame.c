@@ -132,7 +132,7 @@ static void frames(const uint8_t *p, size_t len)
 				break;
 			CHECK(hdr.len <= limits[l]);
 			CHECK(!(hdr.flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY |
-					      SW_FRAME_ONCE)));
+					      SW_FRAME_AGAIN)));
 			sw_frame_put_hdr(again, &hdr);
 			CHECK(memcmp(again, q, SW_FRAME_HDR) == 0);
 			if (left - SW_FRAME_HDR < hdr.len)

@@ -8,11 +8,13 @@ Relays each connection made to 127.0.0.1:PORT to the master, reading the
 frames both ways (proto/frame.h: a 16-byte big-endian header, len u32,
 type u16, flags u16, id u64, then len bytes). Told by files in CTLDIR:
 
-    arm       while it exists, the reply to the next request flagged
-              SW_FRAME_ONCE is not passed on: the connection is closed
-              instead, as a broken network would, after the master made
-              the change. arm is removed, and "dropped" written with the
-              request's type and id.
+    arm       while it exists, the reply to the next request of a type
+              that is not safe to repeat (`once` in proto/frame.c) is not
+              passed on: the connection is closed instead, as a broken
+              network would, after the master made the change. arm is
+              removed, and "dropped" written with the request's type and
+              id. When that request comes again, flagged SW_FRAME_AGAIN
+              with the same id, "again" is written likewise.
     hold      while it exists, new connections are closed at once (the
               mount keeps trying), so that the master can be restarted
               before the request is sent again.
@@ -20,13 +22,34 @@ type u16, flags u16, id u64, then len bytes). Told by files in CTLDIR:
 Prints "ready" once it listens; runs until killed.
 """
 import os
+import re
 import socket
 import sys
 import threading
 
 HDR = 16
 FRAME_REPLY = 0x1
-FRAME_ONCE = 0x4
+FRAME_AGAIN = 0x4
+ONCE_NAMES = ("SETATTR", "MKNOD", "MKDIR", "CREATE", "UNLINK", "RMDIR",
+              "RENAME", "LINK", "SYMLINK", "SETXATTR", "REMOVEXATTR")
+
+
+def once_types():
+    """The numbers of the once types, from proto/frame.h."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "..", "proto", "frame.h")
+    with open(path) as f:
+        nums = dict(re.findall(r"\bSW_MSG_(\w+) = (\d+),", f.read()))
+    return {int(nums[n]) for n in ONCE_NAMES}
+
+
+ONCE = once_types()
+
+
+def note(ctl, name, typ, rid):
+    with open(os.path.join(ctl, name + ".tmp"), "w") as f:
+        f.write("%d %d\n" % (typ, rid))
+    os.rename(os.path.join(ctl, name + ".tmp"), os.path.join(ctl, name))
 
 
 def frames(sock, on_frame):
@@ -58,7 +81,7 @@ class Relay:
         self.client = client
         self.master = socket.create_connection(master_addr)
         self.ctl = ctl
-        self.once = set()  # ids of requests flagged once, on this link
+        self.once = set()  # ids of once requests, on this link
         self.lock = threading.Lock()
 
     def close(self):
@@ -70,9 +93,16 @@ class Relay:
 
     def to_master(self, hdr, frame):
         typ, flags, rid = hdr
-        if flags & FRAME_ONCE:
+        if typ in ONCE:
             with self.lock:
                 self.once.add(rid)
+        if flags & FRAME_AGAIN:
+            try:
+                with open(os.path.join(self.ctl, "dropped")) as f:
+                    if f.read().split() == [str(typ), str(rid)]:
+                        note(self.ctl, "again", typ, rid)
+            except OSError:
+                pass
         self.master.sendall(frame)
         return True
 
@@ -85,10 +115,7 @@ class Relay:
             self.once.discard(rid)
         if lose:
             os.unlink(arm)
-            with open(os.path.join(self.ctl, "dropped.tmp"), "w") as f:
-                f.write("%d %d\n" % (typ, rid))
-            os.rename(os.path.join(self.ctl, "dropped.tmp"),
-                      os.path.join(self.ctl, "dropped"))
+            note(self.ctl, "dropped", typ, rid)
             self.close()
             return False
         self.client.sendall(frame)

@@ -2,9 +2,10 @@
 # Changes whose reply is lost are made exactly once. A relay between the
 # mount and the master (lossy_proxy.py) drops the reply to one change and
 # cuts the connection, as a broken network would after the master made
-# it; the mount sends the request again, flagged once, and the master
-# answers it as the first time from what its changelog recorded
-# (master/replies.h) instead of making it twice: mkdir, mknod, symlink,
+# it; the mount sends the request again with the same id, flagged
+# SW_FRAME_AGAIN, and the master answers it as the first time from what
+# its changelog recorded (master/replies.h) instead of making it twice:
+# mkdir, mknod, symlink,
 # link, rename, unlink, rmdir, chmod, truncate, setxattr, removexattr,
 # exclusive creates (one whose mode the creator could not open again)
 # all succeed, with the result made once. Then the same across a kill -9
@@ -38,10 +39,12 @@ M=$SW_MNT
 lost() {
 	local want=$1
 	shift
-	rm -f "$CTL/dropped"
+	rm -f "$CTL/dropped" "$CTL/again"
 	touch "$CTL/arm"
 	expect_errno "$want" fsop "$@"
 	[[ -e "$CTL/dropped" ]] || fail "no reply was lost for $*"
+	assert_same_text "$CTL/dropped" "$CTL/again" \
+		"$*: the request sent again (type, id), flagged again"
 }
 
 log "each kind of change, its reply lost"

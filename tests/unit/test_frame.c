@@ -220,7 +220,7 @@ static void test_sw_frame_get_hdr_limits(void **state)
 		assert_int_equal(sw_frame_get_hdr(b, SW_FRAME_HDR,
 						  SW_FRAME_MAX_META, &out),
 				 in.flags & ~(SW_FRAME_REPLY | SW_FRAME_NOTIFY |
-					      SW_FRAME_ONCE) ?
+					      SW_FRAME_AGAIN) ?
 					 -EPROTO :
 					 1);
 	}
@@ -291,7 +291,7 @@ static void test_sw_msg_info_table(void **state)
 /*
  * What a client sends again after a reconnect (frame.c says why). Sent
  * twice, the first list leaves what sending once does; the second is
- * sent again flagged SW_FRAME_ONCE, for the master to answer from what
+ * sent again flagged SW_FRAME_AGAIN, for the master to answer from what
  * the first did (master/replies.h); the rest fail.
  */
 static void test_sw_msg_info_resend(void **state)
