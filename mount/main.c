@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,9 +318,24 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 
 static ssize_t dev_read(int fd, void *buf, size_t len, void *arg)
 {
+	static atomic_bool said;
 	struct mount *m = arg;
+	ssize_t n = devpoll_read(&m->devpoll, fd, buf, len);
 
-	return devpoll_read(&m->devpoll, fd, buf, len);
+	/*
+	 * The kernel tore the connection down while it was copying a request
+	 * to this thread (fuse_dev_do_read()). An unmount does that: with a
+	 * lazy one, as the last file closes and its RELEASE is being read.
+	 * The file system is gone either way, but libfuse ends its loop
+	 * quietly only for ENODEV; for this the mount exited with 1.
+	 */
+	if (n < 0 && errno == ECONNABORTED) {
+		if (!atomic_exchange(&said, true))
+			sw_notice(TAG, "the kernel ended the connection "
+				       "during a read");
+		errno = ENODEV;
+	}
+	return n;
 }
 
 static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *arg)
