@@ -166,13 +166,17 @@ static bool readable(int fd)
 	return poll(&p, 1, 0) != 0;
 }
 
-/* Whether @fd became readable within @window_ns of @start. */
+/*
+ * Whether @fd became readable within @window_ns of @start. It looks at
+ * least once: a thread preempted past its window still finds a request
+ * that came meanwhile without going to sleep.
+ */
 static bool poll_for(int fd, int64_t start, uint32_t window_ns)
 {
-	while (sw_mono_ns() - start < window_ns) {
+	do {
 		if (readable(fd))
 			return true;
-	}
+	} while (sw_mono_ns() - start < window_ns);
 	return false;
 }
 
