@@ -255,9 +255,7 @@ def bench_fs(label, base, n, writers, per_writer_dirs, status=None,
     wall = time.perf_counter() - t0
     if done:
         done()  # the unmount sends what is queued: counted below
-    res["rm_rf"] = {"seconds": wall, "ops": n,
-                    "errors": int(rc != 0) + missing,
-                    "ops_per_s": n / wall if wall > 0 else 0.0}
+    res["rm_rf"] = rm_rf_result(n, wall, rc, missing)
     if cpu0:
         cpu1 = status()
         ms = (cpu1["cpu_user_ms"] + cpu1["cpu_system_ms"] -
@@ -267,6 +265,13 @@ def bench_fs(label, base, n, writers, per_writer_dirs, status=None,
         shutil.rmtree(root, ignore_errors=True)
     print("  %s done" % label, file=sys.stderr)
     return res
+
+
+def rm_rf_result(n, wall, rc, missing):
+    """An rm -rf of @n files in @wall seconds that exited @rc, @missing
+    of them never made: they count as its errors."""
+    return {"seconds": wall, "ops": n, "errors": int(rc != 0) + missing,
+            "ops_per_s": n / wall if wall > 0 else 0.0}
 
 
 def bench_rm_rf(label, root, direct, n, writers, per_writer_dirs, fresh):
@@ -286,10 +291,8 @@ def bench_rm_rf(label, root, direct, n, writers, per_writer_dirs, fresh):
     shutil.rmtree(made, ignore_errors=True)
     print("  %s done (rm -rf only: the tree made beneath it)" % label,
           file=sys.stderr)
-    return {"rm_rf": {"seconds": wall, "ops": n,
-                      "errors": int(rc != 0) + missing,
-                      "ops_per_s": n / wall if wall > 0 else 0.0,
-                      "tree_made_beneath": True}}
+    return {"rm_rf": dict(rm_rf_result(n, wall, rc, missing),
+                          tree_made_beneath=True)}
 
 
 def main():

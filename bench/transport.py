@@ -30,6 +30,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from metadata import drop_caches  # noqa: E402
+
 URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
 
 
@@ -38,12 +41,7 @@ def make_tree(src, n):
     for i in range(n):
         os.close(os.open(os.path.join(src, "t", "f%d" % i),
                          os.O_CREAT | os.O_WRONLY, 0o644))
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("2\n")
-    except OSError:
-        pass
+    drop_caches()
 
 
 def rm_rf(cmd, src, mnt, n, log):
