@@ -32,6 +32,7 @@
 #include "inval.h"
 #include "log.h"
 #include "mount_i.h"
+#include "ring.h"
 #include "util.h"
 
 #define TAG "mount"
@@ -49,6 +50,7 @@ struct cli {
 	char *busy_poll;
 	int writeback;
 	int wsync;
+	int io_uring;
 	int own_perms;
 	int help;
 	int version;
@@ -72,6 +74,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("busy_poll=%s", busy_poll),
 	CLI_OPT("writeback_cache", writeback),
 	CLI_OPT("wsync", wsync),
+	CLI_OPT("io_uring", io_uring),
 	CLI_OPT("no_default_permissions", own_perms),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
@@ -115,6 +118,11 @@ static void usage(FILE *f)
 		"master\n"
 		"                          (no directory delegations: see "
 		"README)\n"
+		"  -o io_uring             FUSE requests through io_uring where "
+		"the kernel\n"
+		"                          offers it (Linux 6.14; the fuse "
+		"module's\n"
+		"                          enable_uring parameter): see README\n"
 		"  -o no_default_permissions\n"
 		"                          the kernel checks no permission, the "
 		"master\n"
@@ -288,6 +296,7 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	}
 	m->writeback = cli->writeback;
 	m->own_perms = cli->own_perms;
+	m->io_uring = cli->io_uring;
 	return 0;
 }
 
@@ -322,6 +331,9 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *arg)
 	struct mount *m = arg;
 	ssize_t n = devpoll_read(&m->devpoll, fd, buf, len);
 
+	if (m->ring)
+		ring_read(m->ring, buf, n);
+
 	/*
 	 * The kernel tore the connection down while it was copying a request
 	 * to this thread (fuse_dev_do_read()). An unmount does that: with a
@@ -340,7 +352,10 @@ static ssize_t dev_read(int fd, void *buf, size_t len, void *arg)
 
 static ssize_t dev_writev(int fd, struct iovec *iov, int count, void *arg)
 {
-	(void)arg;
+	struct mount *m = arg;
+
+	if (m->ring)
+		return ring_writev(m->ring, fd, iov, count);
 	return writev(fd, iov, count);
 }
 
@@ -404,10 +419,19 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	m->se = fuse_session_new(args, &sw_mount_ops, sizeof(sw_mount_ops), m);
 	if (!m->se)
 		goto out_devpoll;
+
 	if (fuse_set_signal_handlers(m->se) != 0)
 		goto out_session;
 	if (fuse_session_mount(m->se, fo->mountpoint) != 0)
 		goto out_signals;
+	if (m->io_uring) {
+		rc = ring_new(m->se, fuse_session_fd(m->se), &m->ring);
+		if (rc < 0) {
+			sw_crit(TAG, "cannot set up io_uring: %s",
+				strerror(-rc));
+			goto out_unmount;
+		}
+	}
 	/* The device libfuse opened, read our way (not closed by this). */
 	if (fuse_session_custom_io(m->se, &dev_io, fuse_session_fd(m->se)) != 0)
 		goto out_unmount;
@@ -434,6 +458,12 @@ out_unmount:
 	if (m->inval)
 		inval_stop(m->inval);
 	fuse_session_unmount(m->se);
+	/* After the unmount, which gives back the kernel's entries. */
+	if (m->ring) {
+		ring_stop(m->ring);
+		sw_notice(TAG, "FUSE requests through io_uring: %llu",
+			  (unsigned long long)ring_served(m->ring));
+	}
 out_signals:
 	fuse_remove_signal_handlers(m->se);
 out_session:
@@ -601,6 +631,7 @@ int main(int argc, char **argv)
 	ret = mount_and_serve(&m, &args, &fo, argv[1],
 			      (int)(master_timeout * 1000));
 	mconn_close(m.mc);
+	ring_free(m.ring); /* no lock reply can come now */
 out_inodes:
 	if (m.data)
 		data_free(m.data);

@@ -43,6 +43,7 @@ struct deleg;
 struct dircache;
 struct inval;
 struct lock_table;
+struct ring;
 
 struct mount {
 	struct mconn *mc;
@@ -54,12 +55,14 @@ struct mount {
 	struct lock_table *locks;  /* blocked lock requests (lock.c) */
 	struct devpoll devpoll;	   /* how FUSE requests are read */
 	unsigned busy_poll_us;	   /* its polling bound (-o busy_poll) */
+	struct ring *ring;	   /* FUSE over io_uring, if -o io_uring */
 	uint64_t dircache_entries; /* bound of dcache */
 	struct itable inodes;
 	uint64_t root_ino;   /* master inode of FUSE_ROOT_ID */
 	double attr_timeout; /* seconds the kernel may cache attributes */
 	bool writeback;	     /* the kernel's writeback cache (-o) */
 	bool own_perms;	     /* no default_permissions: main.c */
+	bool io_uring;	     /* -o io_uring: ring.h */
 	bool no_epoch; /* the kernel cannot drop all names at once (ops.c) */
 	double entry_timeout;	 /* ... and names */
 	double negative_timeout; /* ... and the absence of names */

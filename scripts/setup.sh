@@ -16,7 +16,7 @@ shift || true
 
 packages=(
 	build-essential pkg-config meson ninja-build
-	libfuse3-dev fuse3 libuv1-dev libsodium-dev libmicrohttpd-dev
+	libfuse3-dev fuse3 liburing-dev libuv1-dev libsodium-dev libmicrohttpd-dev
 	libcurl4-openssl-dev libjson-c-dev
 	protobuf-c-compiler libprotobuf-c-dev libcmocka-dev
 	libsystemd-dev scdoc
