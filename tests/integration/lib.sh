@@ -31,6 +31,7 @@
 #                     chunkserver/sweepfs-chunkserver, mount/sweepfs-mount
 #                     and tools/sweepfs (meson passes it; required)
 #   SWEEPFS_KEEP_TMP  1: keep the temporary directory for inspection
+#   SWEEPFS_MOUNT_OPTS  -o options added to every mount start_mount makes
 #   PYTHON            python3 interpreter (default: python3 on PATH)
 #
 # Exit status: 0 pass, 1 fail, 77 skip (no /dev/fuse, no fusermount3, or a
@@ -537,9 +538,13 @@ is_sweepfs_mount() {
 # foreground, logging to MOUNTPOINT.log; returns once mounted. OPTIONS is
 # a -o list; NETNS a network namespace file (/run/netns/NAME) the client
 # runs in (the mount itself stays the host's). The first mount is SW_MNT.
+# SWEEPFS_MOUNT_OPTS, if set, is added to every mount's options (to run
+# scenarios by hand with, say, io_uring).
 start_mount() {
 	local mnt=${1:-$SW_TMP/mnt} spec=${2:-$SW_MASTER_HOST:$SW_PORT}
 	local opts=${3:-} net=${4:-} pid
+	[[ -z "${SWEEPFS_MOUNT_OPTS:-}" ]] ||
+		opts=${opts:+$opts,}$SWEEPFS_MOUNT_OPTS
 	pid=$(_swc mount "$mnt" --spec "$spec" ${opts:+-o "$opts"} \
 		${net:+--net "$net"}) || fail "mounting $spec on $mnt failed"
 	SW_MOUNTS+=("$mnt")
