@@ -123,6 +123,15 @@ def write_result(result, build, out):
     print("result in %s" % out)
 
 
+def read_sysfs(path):
+    """A sysfs value, or None where there is no such file."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def context(build, extra=None):
     """What a result needs to be comparable: code, build, machine."""
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -151,6 +160,9 @@ def context(build, extra=None):
         "build_dir": build,
         "build": buildopts,
         "kernel": platform.release(),
+        # Whether a mount's -o io_uring can take effect (README).
+        "fuse_enable_uring": read_sysfs(
+            "/sys/module/fuse/parameters/enable_uring"),
         "cpu": cpu,
         "cpus": os.cpu_count(),
         "memory_bytes": mem,
