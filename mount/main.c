@@ -425,12 +425,13 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	if (fuse_session_mount(m->se, fo->mountpoint) != 0)
 		goto out_signals;
 	if (m->io_uring) {
-		rc = ring_new(m->se, fuse_session_fd(m->se), &m->ring);
-		if (rc < 0) {
-			sw_crit(TAG, "cannot set up io_uring: %s",
-				strerror(-rc));
-			goto out_unmount;
-		}
+		rc = ring_new(m->se, fuse_session_fd(m->se), fo->mountpoint,
+			      &m->ring);
+		if (rc < 0)
+			sw_err(TAG,
+			       "cannot set up io_uring (%s): reading "
+			       "/dev/fuse",
+			       strerror(-rc));
 	}
 	/* The device libfuse opened, read our way (not closed by this). */
 	if (fuse_session_custom_io(m->se, &dev_io, fuse_session_fd(m->se)) != 0)

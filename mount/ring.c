@@ -3,6 +3,7 @@
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <liburing.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -54,7 +56,13 @@ struct ring_queue {
 	unsigned qid; /* the CPU whose requests it gets */
 	struct io_uring uring;
 	pthread_t tid;
-	struct ring_ent *ents;	/* RING_DEPTH of them */
+	struct ring_ent *ents;	/* RING_MAX_DEPTH, the first nents given */
+	unsigned nents;		/* entries given to the kernel */
+	unsigned live;		/* ... and not lost since */
+	unsigned held;		/* entries holding a request */
+	unsigned errors;	/* errors since the last request */
+	bool wake_armed;	/* the eventfd's read is queued */
+	atomic_bool kicking;	/* kick_main() runs */
 	char *buf;		/* requests served here, put together */
 	int efd;		/* an eventfd: replies to commit, or stop */
 	uint64_t efd_val;	/* what the ring reads from it */
@@ -69,6 +77,7 @@ static _Thread_local struct ring_queue *own_queue;
 struct ring {
 	struct fuse_session *se;
 	int fd;
+	char *mountpoint;
 	/* INIT's id while its reply is awaited (0: no INIT offered it). */
 	_Atomic uint64_t init_unique;
 	size_t payload_max; /* bytes of an entry's payload */
@@ -87,10 +96,12 @@ struct ring {
 	/* The pool serving requests that may wait. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct ring_ent **work; /* a circular FIFO of nq * RING_DEPTH */
+	struct ring_ent **work; /* a circular FIFO of nq * RING_MAX_DEPTH */
 	size_t work_head, work_len, work_cap;
 	unsigned idle;
 	unsigned nworkers;
+	bool have_affinity;
+	cpu_set_t affinity; /* the process's, for workers */
 	bool pool_stop;
 	struct ring_worker {
 		struct ring *r;
@@ -237,7 +248,7 @@ static unsigned possible_cpus(void)
 	return n ? n : (unsigned)get_nprocs_conf();
 }
 
-/* Fill @sqe with @cmd for @e. Under the queue's mutex. */
+/* Fill @sqe with @cmd for @e. The queue's thread only. */
 static void prep_cmd(struct io_uring_sqe *sqe, struct ring_ent *e,
 		     enum fuse_uring_cmd cmd, uint64_t commit_id)
 {
@@ -284,6 +295,7 @@ static bool arm_wake(struct ring_queue *q)
 		return false;
 	io_uring_prep_read(sqe, q->efd, &q->efd_val, sizeof(q->efd_val), 0);
 	io_uring_sqe_set_data(sqe, &q->efd_val);
+	q->wake_armed = true;
 	return true;
 }
 
@@ -299,6 +311,7 @@ static void commit_done(struct ring_queue *q)
 			q->ndone++; /* after the next submit */
 			break;
 		}
+		q->held--;
 	}
 	pthread_mutex_unlock(&q->mu);
 }
@@ -382,9 +395,20 @@ static bool add_worker(struct ring *r)
 {
 	struct ring_worker *w = &r->workers[r->nworkers];
 
+	pthread_attr_t attr;
+	bool ok = false;
+
 	w->r = r;
 	w->buf = malloc(r->buf_len);
-	if (w->buf && pthread_create(&w->tid, NULL, worker_main, w) == 0) {
+	if (w->buf && pthread_attr_init(&attr) == 0) {
+		/* Not the creating queue thread's one CPU. */
+		if (r->have_affinity)
+			pthread_attr_setaffinity_np(&attr, sizeof(r->affinity),
+						    &r->affinity);
+		ok = pthread_create(&w->tid, &attr, worker_main, w) == 0;
+		pthread_attr_destroy(&attr);
+	}
+	if (ok) {
 		r->nworkers++;
 		return true;
 	}
@@ -416,7 +440,10 @@ static void hand_off(struct ring *r, struct ring_ent *e, char *buf)
  * going away. */
 static bool ending(int res)
 {
-	return res == -ENOTCONN || res == -ECANCELED || res == -ENODEV;
+	/* ECONNABORTED: aborted through /sys/fs/fuse/connections; the
+	 * others at unmount, or a ring the kernel turned down. */
+	return res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED ||
+	       res == -ENODEV || res == -EBADF || res == -EOPNOTSUPP;
 }
 
 static void pin(unsigned cpu)
@@ -432,37 +459,117 @@ static void pin(unsigned cpu)
 			 strerror(errno));
 }
 
-/* A completion for entry @e: a request, or a command that failed.
- * Whether the entry is still the kernel's or ours. */
-static bool complete(struct ring_queue *q, struct ring_ent *e, int res,
-		     unsigned *lost)
+/*
+ * A request of our own from @q's CPU (statfs(2) of the mount, which
+ * the kernel never answers from its caches), so that an entry is
+ * committed: see grow().
+ */
+static void *kick_main(void *arg)
+{
+	struct ring_queue *q = arg;
+	struct statfs st;
+
+	if (statfs(q->r->mountpoint, &st) < 0)
+		sw_debug(TAG, "queue %u: statfs: %s", q->qid, strerror(errno));
+	atomic_store(&q->kicking, false);
+	return NULL;
+}
+
+static void kick(struct ring_queue *q)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	cpu_set_t set;
+
+	if (!q->r->mountpoint || atomic_exchange(&q->kicking, true))
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(q->qid, &set);
+	if (pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+		if (pthread_create(&t, &attr, kick_main, q) == 0) {
+			pthread_attr_destroy(&attr);
+			return;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	atomic_store(&q->kicking, false);
+}
+
+/*
+ * Give the kernel more entries for @q while fewer than RING_SPARE of
+ * its entries hold no request. A request waiting long (a lock) holds
+ * its entry; were they all held, every other request from the CPU,
+ * the unlock one waits for among them, would wait too.
+ *
+ * A request that came while none was free waits in the kernel for an
+ * entry to be committed, not for one to be registered (a new request
+ * takes a new entry, an old one does not). So once it grew, the queue
+ * sends a request of its own, whose answer commits an entry and lets
+ * such a request through.
+ */
+static void grow(struct ring_queue *q)
+{
+	unsigned before = q->nents;
+
+	while (q->held + RING_SPARE >= q->nents && q->nents < RING_MAX_DEPTH) {
+		struct ring_ent *e = &q->ents[q->nents];
+		void *p = mmap(NULL, q->r->payload_max, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			break;
+		e->payload = p;
+		e->iov[1] = (struct iovec){ p, q->r->payload_max };
+		if (!queue_cmd(q, e, FUSE_IO_URING_CMD_REGISTER, 0)) {
+			munmap(p, q->r->payload_max);
+			e->payload = NULL;
+			break;
+		}
+		q->nents++;
+		q->live++;
+	}
+	if (q->nents == before)
+		return;
+	sw_notice(TAG, "queue %u: %u entries, %u holding requests", q->qid,
+		  q->nents, q->held);
+	io_uring_submit(&q->uring); /* registered before the kick comes */
+	kick(q);
+}
+
+/* A completion for entry @e: a request, or a command that failed. */
+static void complete(struct ring_queue *q, struct ring_ent *e, int res)
 {
 	struct ring *r = q->r;
 
 	if (res < 0) {
 		/* The entry is out of the kernel's hands. */
-		if (ending(res) || atomic_load(&r->stopping))
-			return false;
+		if (ending(res) || atomic_load(&r->stopping)) {
+			q->live--;
+			return;
+		}
 		sw_err(TAG, "queue %u: %s", q->qid, strerror(-res));
-		if (++*lost > RING_DEPTH * 4u ||
+		if (++q->errors > RING_MAX_DEPTH ||
 		    !queue_cmd(q, e, FUSE_IO_URING_CMD_REGISTER, 0))
-			return false;
-		return true;
+			q->live--;
+		return;
 	}
+	q->errors = 0;
+	q->held++;
+	grow(q);
 	atomic_fetch_add_explicit(&r->served, 1, memory_order_relaxed);
 	atomic_store(&e->commit_id, e->hdr.ring_ent_in_out.commit_id);
 	if (devpoll_keeps_turn(e->hdr.in_out, sizeof(struct fuse_in_header)))
 		serve(r, e, q->buf);
 	else
 		hand_off(r, e, q->buf);
-	return true;
 }
 
 static void *queue_main(void *arg)
 {
 	struct ring_queue *q = arg;
 	struct ring *r = q->r;
-	unsigned live = 0, errors = 0;
 	struct io_uring_cqe *cqe;
 	bool go;
 
@@ -475,19 +582,20 @@ static void *queue_main(void *arg)
 		return NULL;
 	own_queue = q;
 	pin(q->qid);
-	if (!arm_wake(q))
-		return NULL;
-	for (unsigned i = 0; i < RING_DEPTH; i++)
-		live += queue_cmd(q, &q->ents[i], FUSE_IO_URING_CMD_REGISTER,
-				  0);
+	for (unsigned i = 0; i < q->nents; i++)
+		q->live += queue_cmd(q, &q->ents[i], FUSE_IO_URING_CMD_REGISTER,
+				     0);
 	/*
 	 * One system call a turn: it sends the replies of the last turn and
 	 * waits for the next request. A reply given while more requests
 	 * wait goes at once, not after them.
 	 */
-	while (live && !atomic_load(&r->stopping)) {
-		int rc = io_uring_submit_and_wait(&q->uring, 1);
+	while (q->live && !atomic_load(&r->stopping)) {
+		int rc;
 
+		if (!q->wake_armed)
+			arm_wake(q);
+		rc = io_uring_submit_and_wait(&q->uring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
 			sw_err(TAG, "queue %u: %s", q->qid, strerror(-rc));
 			break;
@@ -498,10 +606,11 @@ static void *queue_main(void *arg)
 
 			io_uring_cqe_seen(&q->uring, cqe);
 			if (data == &q->efd_val) {
+				q->wake_armed = false;
 				commit_done(q);
 				arm_wake(q);
-			} else if (!complete(q, data, res, &errors)) {
-				live--;
+			} else {
+				complete(q, data, res);
 			}
 			if (io_uring_cq_ready(&q->uring))
 				io_uring_submit(&q->uring);
@@ -509,12 +618,13 @@ static void *queue_main(void *arg)
 	}
 	/* Entries lost to errors the kernel gave (logged above), not to
 	 * the connection's end: the CPU's requests wait for ever. */
-	if (!live && errors && !atomic_load(&r->stopping))
+	if (!q->live && q->errors && !atomic_load(&r->stopping))
 		sw_crit(TAG, "queue %u: no entries left", q->qid);
 	return NULL;
 }
 
-int ring_new(struct fuse_session *se, int fd, struct ring **out)
+int ring_new(struct fuse_session *se, int fd, const char *mountpoint,
+	     struct ring **out)
 {
 	struct ring *r = calloc(1, sizeof(*r));
 	int rc;
@@ -522,9 +632,20 @@ int ring_new(struct fuse_session *se, int fd, struct ring **out)
 	if (!r)
 		return -ENOMEM;
 	r->se = se;
-	r->fd = fd;
+	r->mountpoint = mountpoint ? strdup(mountpoint) : NULL;
+	/* Its own descriptor: libfuse closes @fd at unmount, before the
+	 * ring's last replies, and the number may be reused by then. */
+	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (r->fd < 0) {
+		rc = -errno;
+		free(r->mountpoint);
+		free(r);
+		return rc;
+	}
+	r->have_affinity =
+		sched_getaffinity(0, sizeof(r->affinity), &r->affinity) == 0;
 	r->nq = possible_cpus();
-	r->work_cap = (size_t)r->nq * RING_DEPTH;
+	r->work_cap = (size_t)r->nq * RING_MAX_DEPTH;
 	r->qs = calloc(r->nq, sizeof(*r->qs));
 	r->work = calloc(r->work_cap, sizeof(*r->work));
 	if (!r->qs || !r->work) {
@@ -548,6 +669,8 @@ int ring_new(struct fuse_session *se, int fd, struct ring **out)
 	*out = r;
 	return 0;
 fail:
+	close(r->fd);
+	free(r->mountpoint);
 	free(r->work);
 	free(r->qs);
 	free(r);
@@ -560,7 +683,7 @@ static void queue_fini(struct ring *r, struct ring_queue *q)
 	io_uring_queue_exit(&q->uring);
 	close(q->efd);
 	pthread_mutex_destroy(&q->mu);
-	for (unsigned j = 0; j < RING_DEPTH; j++)
+	for (unsigned j = 0; j < RING_MAX_DEPTH; j++)
 		if (q->ents[j].payload)
 			munmap(q->ents[j].payload, r->payload_max);
 	free(q->ents);
@@ -576,8 +699,8 @@ static int queue_init(struct ring *r, struct ring_queue *q, unsigned qid)
 	int rc;
 
 	*q = (struct ring_queue){ .r = r, .qid = qid, .efd = -1 };
-	q->ents = calloc(RING_DEPTH, sizeof(*q->ents));
-	q->done = calloc(RING_DEPTH, sizeof(*q->done));
+	q->ents = calloc(RING_MAX_DEPTH, sizeof(*q->ents));
+	q->done = calloc(RING_MAX_DEPTH, sizeof(*q->done));
 	q->buf = malloc(r->buf_len);
 	if (!q->ents || !q->done || !q->buf) {
 		rc = -ENOMEM;
@@ -589,26 +712,31 @@ static int queue_init(struct ring *r, struct ring_queue *q, unsigned qid)
 		goto fail_alloc;
 	}
 	/* Room for every entry's command and the eventfd's read. */
-	rc = io_uring_queue_init(2 * RING_DEPTH, &q->uring,
+	rc = io_uring_queue_init(2 * RING_MAX_DEPTH, &q->uring,
 				 IORING_SETUP_SQE128);
 	if (rc < 0)
 		goto fail_efd;
 	pthread_mutex_init(&q->mu, NULL);
-	for (unsigned j = 0; j < RING_DEPTH; j++) {
+	for (unsigned j = 0; j < RING_MAX_DEPTH; j++) {
 		struct ring_ent *e = &q->ents[j];
-		void *p = mmap(NULL, r->payload_max, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *p;
+
+		e->q = q;
+		e->iov[0] = (struct iovec){ &e->hdr, sizeof(e->hdr) };
+		if (j >= RING_DEPTH)
+			continue; /* grow() maps its payload */
+		p = mmap(NULL, r->payload_max, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == MAP_FAILED) {
 			rc = -errno;
 			queue_fini(r, q);
 			return rc;
 		}
-		e->q = q;
 		e->payload = p;
-		e->iov[0] = (struct iovec){ &e->hdr, sizeof(e->hdr) };
 		e->iov[1] = (struct iovec){ p, r->payload_max };
 	}
+	q->nents = RING_DEPTH;
 	return 0;
 fail_efd:
 	close(q->efd);
@@ -631,11 +759,14 @@ static void unprepare(struct ring *r, unsigned n)
 static void open_gate(struct ring *r, bool go)
 {
 	pthread_mutex_lock(&r->mu);
+	/* Before any queue registers: from then on replies must find
+	 * their entries (find()). */
+	if (go)
+		atomic_store(&r->started, true);
 	r->gate = go ? 1 : -1;
 	pthread_mutex_unlock(&r->mu);
 	pthread_cond_broadcast(&r->gate_cv);
 	if (go) {
-		atomic_store(&r->started, true);
 		sw_notice(TAG,
 			  "FUSE over io_uring: %u queue(s) of %u entries, "
 			  "%zu KiB a request",
@@ -733,7 +864,7 @@ static struct ring_ent *find(struct ring *r, uint64_t unique)
 	if (!atomic_load(&r->started))
 		return NULL;
 	for (unsigned i = 0; i < r->running; i++)
-		for (unsigned j = 0; j < RING_DEPTH; j++) {
+		for (unsigned j = 0; j < RING_MAX_DEPTH; j++) {
 			struct ring_ent *e = &r->qs[i].ents[j];
 
 			if (atomic_load(&e->commit_id) == unique)
@@ -763,17 +894,19 @@ ssize_t ring_writev(struct ring *r, int fd, const struct iovec *iov, int count)
 		errno = ENOENT; /* as for a request the kernel gave up */
 		return -1;
 	}
-	id = atomic_exchange(&e->commit_id, 0);
+	id = out->unique;
+	if (!atomic_compare_exchange_strong(&e->commit_id, &id, 0))
+		return writev(fd, iov, count); /* cannot be: not ours */
 	n = ring_store_reply(&e->hdr, e->payload, r->payload_max, iov, count);
 	if (n < 0)
 		say_bad(r, "a malformed reply", (int)n);
 	e->reply_id = id;
 	if (own_queue != e->q)
 		hand_back(e->q, e);
-	else if (!queue_cmd(e->q, e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, id)) {
-		errno = EBUSY; /* cannot happen: a queue has room for all */
-		return -1;
-	}
+	else if (queue_cmd(e->q, e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, id))
+		e->q->held--;
+	else
+		hand_back(e->q, e); /* cannot be: a queue has room for all */
 	return n < 0 ? (ssize_t)sizeof(*out) : n;
 }
 
@@ -819,6 +952,12 @@ void ring_free(struct ring *r)
 	pthread_cond_destroy(&r->gate_cv);
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
+	close(r->fd);
+	/* A kick still running reads it: wait for them. */
+	for (unsigned i = 0; i < r->nq; i++)
+		while (atomic_load(&r->qs[i].kicking))
+			usleep(1000);
+	free(r->mountpoint);
 	free(r->work);
 	free(r->qs);
 	free(r);

@@ -31,12 +31,14 @@
  *   comes from the master connection's), is caught in the writev hook
  *   by its request's id, copied into the request's entry and committed
  *   (COMMIT_AND_FETCH), which also readies the entry for the next
- *   request. Threads share a queue's ring under its mutex for that.
+ *   request. Only the queue's own thread submits to its ring; replies
+ *   from other threads are handed to it (ring.c says why).
  *   Notifications still go through /dev/fuse.
  *
- * Limit. A request holds its entry until answered, so RING_DEPTH lock
- * requests waiting at once, all sent from one CPU, hold up every other
- * request from that CPU until one of them is answered.
+ * Limit. A request holds its entry until answered, and a queue grows to
+ * RING_MAX_DEPTH entries at most: that many lock requests waiting at
+ * once, all sent from one CPU, hold up every other request from that
+ * CPU until one of them is granted or given up.
  */
 #ifndef SWEEPFS_MOUNT_RING_H
 #define SWEEPFS_MOUNT_RING_H
@@ -49,8 +51,11 @@
 
 #include "fuse_ring.h"
 
-/* Entries per CPU's queue. */
+/* Entries per CPU's queue at first, and at most: a queue gets more
+ * while fewer than RING_SPARE of them hold no request. */
 #define RING_DEPTH 16u
+#define RING_MAX_DEPTH 64u
+#define RING_SPARE 4u
 /* Threads serving the requests that may wait, at most. */
 #define RING_MAX_WORKERS 32u
 
@@ -58,10 +63,11 @@ struct fuse_session;
 struct ring;
 
 /*
- * A ring for @se, whose device is @fd; no thread runs until the kernel
- * has accepted it in INIT. 0 or -errno.
+ * A ring for @se, whose device is @fd, mounted on @mountpoint; no
+ * thread runs until the kernel has accepted it in INIT. 0 or -errno.
  */
-int ring_new(struct fuse_session *se, int fd, struct ring **out);
+int ring_new(struct fuse_session *se, int fd, const char *mountpoint,
+	     struct ring **out);
 
 /*
  * Stop its threads, once the session loop has ended and the file system

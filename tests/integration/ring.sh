@@ -19,6 +19,8 @@
 #     reply comes from the master connection's thread, not the one that
 #     took the request; one given up (flock -w) is interrupted through
 #     /dev/fuse and fails in time, and its entry is used again after;
+#     24 waiters sent from one CPU, more than its queue's 16 entries,
+#     are all granted in turn (the queue grows);
 #  5. at unmount the mount exits 0 and counts the requests that came
 #     through the ring: at least as many as the files it made;
 #  6. with enable_uring off, -o io_uring says the kernel does not offer
@@ -27,6 +29,7 @@
 . "$(dirname "$0")/lib.sh"
 sw_init ring --root
 command -v flock >/dev/null || skip "flock(1) is not installed"
+command -v taskset >/dev/null || skip "taskset(1) is not installed"
 
 PARAM=/sys/module/fuse/parameters/enable_uring
 [[ -w $PARAM ]] || skip "the fuse module has no enable_uring (Linux 6.14+)"
@@ -125,6 +128,23 @@ flock -w 10 "$A/t/lock" true || fail "the waiting flock was not granted"
 took=$((($(date +%s%N) - start) / 1000000))
 assert_ge 1000 "$took" "ms before the waiter was granted"
 wait "$HOLDER"
+# More lock waiters from one CPU than its queue has entries at first:
+# it grows, and the holder's unlock, from the same CPU, still gets
+# through (with 16 entries held by waiters it would wait for ever).
+taskset -c 0 flock "$A/t/lock" sleep 1.5 &
+HOLDER=$!
+sleep 0.5
+WAITERS=()
+for ((i = 0; i < 24; i++)); do
+	taskset -c 0 flock -w 30 "$A/t/lock" true &
+	WAITERS+=($!)
+done
+wait "$HOLDER"
+for p in "${WAITERS[@]}"; do
+	wait "$p" || fail "a lock waiter was not granted the lock"
+done
+grep -q "queue 0: [0-9]* entries" "$A.log" ||
+	fail "queue 0 did not grow for its lock waiters"
 # The entries are all usable: more requests than a queue holds.
 for ((i = 0; i < 100; i++)); do stat "$A/t/lock" >/dev/null; done
 
