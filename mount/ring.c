@@ -947,16 +947,16 @@ void ring_free(struct ring *r)
 	if (!r)
 		return;
 	ring_stop(r);
+	/* A kick still running reads its queue and the mount point. */
+	for (unsigned i = 0; i < r->nq; i++)
+		while (atomic_load(&r->qs[i].kicking))
+			usleep(1000);
 	if (atomic_load(&r->started))
 		unprepare(r, r->nq);
 	pthread_cond_destroy(&r->gate_cv);
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
 	close(r->fd);
-	/* A kick still running reads it: wait for them. */
-	for (unsigned i = 0; i < r->nq; i++)
-		while (atomic_load(&r->qs[i].kicking))
-			usleep(1000);
 	free(r->mountpoint);
 	free(r->work);
 	free(r->qs);
