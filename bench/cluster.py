@@ -123,10 +123,14 @@ def write_result(result, build, out):
     print("result in %s" % out)
 
 
-def read_sysfs(path):
-    """A sysfs value, or None where there is no such file."""
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+def fuse_enable_uring():
+    """The fuse module's enable_uring ("Y", "N"), or None where the
+    kernel has no FUSE over io_uring: whether -o io_uring can work."""
     try:
-        with open(path) as f:
+        with open(URING_PARAM) as f:
             return f.read().strip()
     except OSError:
         return None
@@ -161,8 +165,7 @@ def context(build, extra=None):
         "build": buildopts,
         "kernel": platform.release(),
         # Whether a mount's -o io_uring can take effect (README).
-        "fuse_enable_uring": read_sysfs(
-            "/sys/module/fuse/parameters/enable_uring"),
+        "fuse_enable_uring": fuse_enable_uring(),
         "cpu": cpu,
         "cpus": os.cpu_count(),
         "memory_bytes": mem,

@@ -343,8 +343,7 @@ def main():
           file=sys.stderr)
     if "io_uring" in ",".join(o for o in (a.mount_opts, a.also_opts) if o):
         print("metadata: fuse enable_uring: %s (-o io_uring is in effect "
-              "only where it is Y)" % cluster.read_sysfs(
-                  "/sys/module/fuse/parameters/enable_uring"),
+              "only where it is Y)" % cluster.fuse_enable_uring(),
               file=sys.stderr)
     cached = drop_caches()
     probe = fresh = fresh_wsync = None

@@ -31,9 +31,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import fuse_enable_uring  # noqa: E402
 from metadata import drop_caches  # noqa: E402
-
-URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
 
 
 def make_tree(src, n):
@@ -97,11 +96,7 @@ def main():
         if not sep or not cmd:
             ap.error("--side wants LABEL=COMMAND, not %r" % s)
         sides.append((label, shlex.split(cmd)))
-    try:
-        with open(URING_PARAM) as f:
-            uring = f.read().strip()
-    except OSError:
-        uring = "absent"
+    uring = fuse_enable_uring() or "absent"
     work = tempfile.mkdtemp(prefix="sweepfs-transport-", dir="/var/tmp")
     src, mnt = os.path.join(work, "src"), os.path.join(work, "mnt")
     os.makedirs(src)

@@ -419,7 +419,6 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	m->se = fuse_session_new(args, &sw_mount_ops, sizeof(sw_mount_ops), m);
 	if (!m->se)
 		goto out_devpoll;
-
 	if (fuse_set_signal_handlers(m->se) != 0)
 		goto out_session;
 	if (fuse_session_mount(m->se, fo->mountpoint) != 0)

@@ -248,21 +248,6 @@ static unsigned possible_cpus(void)
 	return n ? n : (unsigned)get_nprocs_conf();
 }
 
-/* Fill @sqe with @cmd for @e. The queue's thread only. */
-static void prep_cmd(struct io_uring_sqe *sqe, struct ring_ent *e,
-		     enum fuse_uring_cmd cmd, uint64_t commit_id)
-{
-	struct fuse_uring_cmd_req req = { .qid = (uint16_t)e->q->qid,
-					  .commit_id = commit_id };
-
-	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, e->q->r->fd, e->iov, 2, 0);
-	sqe->cmd_op = cmd;
-	io_uring_sqe_set_data(sqe, e);
-	/* The command area: a 128-byte SQE's bytes from 48 on. */
-	memcpy((char *)sqe + offsetof(struct io_uring_sqe, cmd), &req,
-	       sizeof(req));
-}
-
 /* An SQE of @q's ring, submitting those queued if it is full. The
  * queue's thread only. */
 static struct io_uring_sqe *get_sqe(struct ring_queue *q)
@@ -279,11 +264,19 @@ static struct io_uring_sqe *get_sqe(struct ring_queue *q)
 static bool queue_cmd(struct ring_queue *q, struct ring_ent *e,
 		      enum fuse_uring_cmd cmd, uint64_t commit_id)
 {
+	struct fuse_uring_cmd_req req = { .qid = (uint16_t)q->qid,
+					  .commit_id = commit_id };
 	struct io_uring_sqe *sqe = get_sqe(q);
 
-	if (sqe)
-		prep_cmd(sqe, e, cmd, commit_id);
-	return sqe != NULL;
+	if (!sqe)
+		return false;
+	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, q->r->fd, e->iov, 2, 0);
+	sqe->cmd_op = cmd;
+	io_uring_sqe_set_data(sqe, e);
+	/* The command area: a 128-byte SQE's bytes from 48 on. */
+	memcpy((char *)sqe + offsetof(struct io_uring_sqe, cmd), &req,
+	       sizeof(req));
+	return true;
 }
 
 /* Read the eventfd: other threads' replies, or the stop. */
@@ -316,16 +309,22 @@ static void commit_done(struct ring_queue *q)
 	pthread_mutex_unlock(&q->mu);
 }
 
-/* Hand @e's reply to its queue's thread. */
-static void hand_back(struct ring_queue *q, struct ring_ent *e)
+/* Wake @q's thread through its eventfd. */
+static void wake(struct ring_queue *q)
 {
 	static const uint64_t one = 1;
 
+	if (write(q->efd, &one, sizeof(one)) < 0)
+		sw_err(TAG, "queue %u: eventfd: %s", q->qid, strerror(errno));
+}
+
+/* Hand @e's reply to its queue's thread. */
+static void hand_back(struct ring_queue *q, struct ring_ent *e)
+{
 	pthread_mutex_lock(&q->mu);
 	q->done[q->ndone++] = e;
 	pthread_mutex_unlock(&q->mu);
-	if (write(q->efd, &one, sizeof(one)) < 0)
-		sw_err(TAG, "queue %u: eventfd: %s", q->qid, strerror(errno));
+	wake(q);
 }
 
 static void say_bad(struct ring *r, const char *what, int err)
@@ -364,6 +363,28 @@ static void serve(struct ring *r, struct ring_ent *e, char *buf)
 	serving = NULL;
 }
 
+/*
+ * Start @fn(@arg) on a thread that may run on @cpus; detached where @tid
+ * is NULL. 0 or an errno.
+ */
+static int spawn(pthread_t *tid, const cpu_set_t *cpus, void *(*fn)(void *),
+		 void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc = pthread_attr_init(&attr);
+
+	if (rc)
+		return rc;
+	if (cpus)
+		pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
+	if (!tid)
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(tid ? tid : &t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
 static void *worker_main(void *arg)
 {
 	struct ring_worker *w = arg;
@@ -395,20 +416,11 @@ static bool add_worker(struct ring *r)
 {
 	struct ring_worker *w = &r->workers[r->nworkers];
 
-	pthread_attr_t attr;
-	bool ok = false;
-
 	w->r = r;
 	w->buf = malloc(r->buf_len);
-	if (w->buf && pthread_attr_init(&attr) == 0) {
-		/* Not the creating queue thread's one CPU. */
-		if (r->have_affinity)
-			pthread_attr_setaffinity_np(&attr, sizeof(r->affinity),
-						    &r->affinity);
-		ok = pthread_create(&w->tid, &attr, worker_main, w) == 0;
-		pthread_attr_destroy(&attr);
-	}
-	if (ok) {
+	/* The process's CPUs, not the creating queue thread's one. */
+	if (w->buf && spawn(&w->tid, r->have_affinity ? &r->affinity : NULL,
+			    worker_main, w) == 0) {
 		r->nworkers++;
 		return true;
 	}
@@ -477,24 +489,14 @@ static void *kick_main(void *arg)
 
 static void kick(struct ring_queue *q)
 {
-	pthread_attr_t attr;
-	pthread_t t;
 	cpu_set_t set;
 
 	if (!q->r->mountpoint || atomic_exchange(&q->kicking, true))
 		return;
 	CPU_ZERO(&set);
 	CPU_SET(q->qid, &set);
-	if (pthread_attr_init(&attr) == 0) {
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-		if (pthread_create(&t, &attr, kick_main, q) == 0) {
-			pthread_attr_destroy(&attr);
-			return;
-		}
-		pthread_attr_destroy(&attr);
-	}
-	atomic_store(&q->kicking, false);
+	if (spawn(NULL, &set, kick_main, q) != 0)
+		atomic_store(&q->kicking, false);
 }
 
 /*
@@ -915,21 +917,12 @@ uint64_t ring_served(struct ring *r)
 	return atomic_load(&r->served);
 }
 
-bool ring_started(struct ring *r)
-{
-	return atomic_load(&r->started);
-}
-
 void ring_stop(struct ring *r)
 {
 	if (!r || atomic_exchange(&r->stopping, true))
 		return;
 	for (unsigned i = 0; i < r->running; i++) {
-		static const uint64_t one = 1;
-
-		if (write(r->qs[i].efd, &one, sizeof(one)) < 0)
-			sw_err(TAG, "queue %u: eventfd: %s", i,
-			       strerror(errno));
+		wake(&r->qs[i]);
 		pthread_join(r->qs[i].tid, NULL);
 	}
 	pthread_mutex_lock(&r->mu);

@@ -93,8 +93,6 @@ ssize_t ring_writev(struct ring *r, int fd, const struct iovec *iov, int count);
 
 /* Requests that came through the ring so far. */
 uint64_t ring_served(struct ring *r);
-/* Whether its queues were started (the kernel accepted it). */
-bool ring_started(struct ring *r);
 
 /* Exposed for the unit test. */
 
