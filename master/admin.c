@@ -324,23 +324,29 @@ void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
 	info_delegations(m, reply);
 }
 
-/* The slowest requests, into @sr/@sp (room for SLOW_KEEP). */
-static void info_slowest(struct master *m, Sweepfs__InfoReply *reply,
+/*
+ * The slowest requests, into @sr/@sp (room for SLOW_KEEP). Whose they
+ * were (session id, client name) only for an admin session, or for the
+ * asker's own: other sessions' ids and names are none of its business.
+ */
+static void info_slowest(const struct req *r, Sweepfs__InfoReply *reply,
 			 Sweepfs__SlowRequest *sr, Sweepfs__SlowRequest **sp)
 {
+	struct master *m = r->m;
 	struct slow_req v[SLOW_KEEP];
 	int64_t now = sw_mono_ns();
 	size_t n = admin_slowest(m, v);
 
 	for (size_t i = 0; i < n; i++) {
 		struct session *s = session_find(m, v[i].session_id);
+		bool whose = r->s->admin || v[i].session_id == r->s->id;
 
 		sweepfs__slow_request__init(&sr[i]);
-		sr[i].has_type = sr[i].has_session_id = 1;
-		sr[i].has_us = sr[i].has_age_ms = 1;
+		sr[i].has_type = sr[i].has_us = sr[i].has_age_ms = 1;
+		sr[i].has_session_id = whose;
 		sr[i].type = v[i].type;
-		sr[i].session_id = v[i].session_id;
-		sr[i].client = s ? (char *)s->name : NULL;
+		sr[i].session_id = whose ? v[i].session_id : 0;
+		sr[i].client = s && whose ? (char *)s->name : NULL;
 		sr[i].us = (uint64_t)v[i].ns / 1000;
 		sr[i].age_ms = (uint64_t)(now - v[i].at) / 1000000;
 		sp[i] = &sr[i];
@@ -425,7 +431,7 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	info_group(m, &reply, &gs, mem, memp);
 	fill_counters(&total, total_reqs, &m->total);
 	reply.total = &total;
-	info_slowest(m, &reply, slow, slowp);
+	info_slowest(r, &reply, slow, slowp);
 	si = calloc(m->cs.n + 1, sizeof(*si));
 	sp = calloc(m->cs.n + 1, sizeof(*sp));
 	info_servers(m, &reply, si, sp);

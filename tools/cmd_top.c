@@ -352,9 +352,13 @@ static void slowest(struct screen *s, const Sweepfs__InfoReply *r)
 
 		char who[32];
 
-		/* A session that has ended has no name any more. */
-		snprintf(who, sizeof(who), "session %08" PRIx64,
-			 q->session_id >> 32);
+		/* A session that has ended has no name any more; another
+		 * session's is shown to admin sessions only. */
+		if (q->has_session_id)
+			snprintf(who, sizeof(who), "session %08" PRIx64,
+				 q->session_id >> 32);
+		else
+			snprintf(who, sizeof(who), "another session");
 		put(s, "%10.3f ms  %-12s %-28.28s %4" PRIu64 " s ago",
 		    (double)q->us / 1000, info ? info->name : "?",
 		    q->client && *q->client ? q->client : who,
