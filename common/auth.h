@@ -39,6 +39,7 @@ enum sw_auth_use {
 	SW_AUTH_SESSION,     /* a session's secret */
 	SW_AUTH_MEMBER,	     /* a group's member, to its leader */
 	SW_AUTH_LEADER,	     /* the leader, to a member */
+	SW_AUTH_ONCE,	     /* the master's digest of a once request */
 };
 
 /* Set libsodium up (idempotent, thread-safe). 0 or -EIO. */

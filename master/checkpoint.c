@@ -47,8 +47,9 @@
 #define TAG "checkpoint"
 #define CP_MAGIC "SWCP"
 /* 4: after next_chunk, the counts of nodes, chunks, xattr sets and
- * orphans (3, without them, still loads). 5: 'R' records (replies.h). */
-#define CP_FORMAT 5u
+ * orphans (3, without them, still loads). 5: 'R' records (replies.h).
+ * 6: each change in an 'R' record with its request's digest. */
+#define CP_FORMAT 6u
 #define IOBUF (1u << 20)
 /* The smallest record counted in the header: a chunk's (tag, id,
  * version); a node's is 61 bytes, an xattr set's 14. */
@@ -255,6 +256,7 @@ static int write_ring(const struct reply_ring *r, void *arg)
 		w_u64(w, d->req);
 		w_u64(w, d->ino);
 		w_u64(w, d->version);
+		w_bytes(w, d->digest, sizeof(d->digest));
 	}
 	w->records++;
 	return w->err;
@@ -676,7 +678,7 @@ static int load_trash(struct ns *ns, struct reader *r)
 			     (int64_t)expires, nodes);
 }
 
-static int load_ring(struct ns *ns, struct reader *r)
+static int load_ring(struct ns *ns, struct reader *r, uint32_t format)
 {
 	uint64_t session, last;
 	uint32_t n;
@@ -685,10 +687,11 @@ static int load_ring(struct ns *ns, struct reader *r)
 	    n > REPLIES_PER_SESSION)
 		return -EUCLEAN;
 	for (uint32_t i = 0; i < n; i++) {
-		struct reply_done d;
+		struct reply_done d = { .req = 0 };
 
 		if (r_u64(r, &d.req) || r_u64(r, &d.ino) ||
-		    r_u64(r, &d.version))
+		    r_u64(r, &d.version) ||
+		    (format >= 6 && r_bytes(r, d.digest, sizeof(d.digest))))
 			return -EUCLEAN;
 		if (replies_add(&ns->replies, session, (int64_t)last, &d) < 0)
 			return -ENOMEM;
@@ -771,7 +774,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			rc = load_xattr(ns, &r);
 			break;
 		case 'R':
-			rc = load_ring(ns, &r);
+			rc = load_ring(ns, &r, format);
 			break;
 		default:
 			rc = -EUCLEAN;

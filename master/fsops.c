@@ -1158,6 +1158,15 @@ bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 
 	if (!d)
 		return false;
+	if (!sw_auth_equal(d->digest, r->digest, sizeof(d->digest))) {
+		/* Another request under a made one's id: made as new. */
+		sw_notice(TAG,
+			  "session %016" PRIx64 ": %s %" PRIu64
+			  " sent again is not the request made under that id; "
+			  "handled as a new one",
+			  r->s->id, sw_msg_info(r->hdr.type)->name, r->hdr.id);
+		return false;
+	}
 	sw_info(TAG,
 		"session %016" PRIx64 ": %s %" PRIu64
 		" was made at version %" PRIu64 "; answered again",

@@ -305,6 +305,7 @@ static int load_keys(struct master *m)
 	rc = data_key(path, m->session_key, true);
 	if (rc < 0)
 		return rc;
+	req_once_key(m->session_key, m->once_key);
 	if (m->cfg.chunkserver_key_file[0])
 		rc = data_key(m->cfg.chunkserver_key_file, m->cs.key, false);
 	else {

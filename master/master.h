@@ -144,9 +144,12 @@ struct master {
 	uint64_t nsessions;
 	struct htab session_addrs;	  /* struct addr_count by address */
 	uint8_t session_key[SW_AUTH_KEY]; /* makes sessions' secrets */
-	double reclaim_tokens;		  /* reclaim walks allowed now */
-	int64_t reclaim_refill;		  /* mono ns of the last refill */
-	uint64_t freed_since_trim;	  /* sessions freed: malloc_trim() */
+	/* Keys the digest of a request that is not safe to repeat (req.h):
+	 * from session_key, so the same on every member of a group. */
+	uint8_t once_key[REPLIES_DIGEST];
+	double reclaim_tokens;	   /* reclaim walks allowed now */
+	int64_t reclaim_refill;	   /* mono ns of the last refill */
+	uint64_t freed_since_trim; /* sessions freed: malloc_trim() */
 	struct htab openers;	 /* struct opener by ino: sessions holding it */
 	struct locks locks;	 /* file locks (memory only: see locks.h) */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hash.h"
 #include "replies.h"
@@ -148,6 +149,8 @@ void replies_note(struct replies *t, const Sweepfs__Meta__Mutation *m,
 
 	if (!m->has_once_session || !m->has_once_req)
 		return;
+	if (m->has_once_digest && m->once_digest.len == REPLIES_DIGEST)
+		memcpy(d.digest, m->once_digest.data, REPLIES_DIGEST);
 	switch (m->op_case) {
 	case SWEEPFS__META__MUTATION__OP_CREATE:
 		d.ino = m->create->ino;

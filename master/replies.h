@@ -14,6 +14,12 @@
  * failed changed nothing and is not noted: sent again, it is simply
  * made.
  *
+ * A request is matched by its session, its id, and a digest of its type
+ * and arguments: a client that sends another request under the id of
+ * one that was made (a LINK, then a CREATE flagged AGAIN with its id) is
+ * not answered "made before" with the other's node; its request is made
+ * as a new one, with every check.
+ *
  * Each session keeps its last REPLIES_PER_SESSION changes: a request is
  * found as long as fewer changes of its session came after it, which is
  * more than a mount has in flight. A session with no change for
@@ -33,6 +39,8 @@
 #include "meta.pb-c.h"
 
 #define REPLIES_PER_SESSION 512u
+/* Bytes of a request's digest (Mutation.once_digest; req.c). */
+#define REPLIES_DIGEST 16
 #define REPLIES_SESSIONS_MAX 65536u
 #define REPLIES_IDLE_NS (600 * 1000000000LL)
 
@@ -41,6 +49,10 @@ struct reply_done {
 	uint64_t req;	  /* its id in the session */
 	uint64_t ino;	  /* the node it made, linked or changed; or 0 */
 	uint64_t version; /* the change's */
+	/* The request's type and arguments, keyed (req.c); all zero when
+	 * not known (a checkpoint older than format 6): then no request
+	 * sent again matches it. */
+	uint8_t digest[REPLIES_DIGEST];
 };
 
 /* A session's last changes, in a ring of cap (up to REPLIES_PER_SESSION). */

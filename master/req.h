@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "frame.h"
 #include "meta.pb-c.h"
 #include "namespace.h"
@@ -33,6 +34,9 @@ struct req {
 	uint64_t version; /* journaled change the reply must wait for */
 	uint64_t inval0;  /* m->inval_seq when it came */
 	int64_t t0;	  /* mono ns it came (0: not from a client) */
+	/* A request not safe to repeat (sw_msg_info()->once): its type and
+	 * arguments, keyed (req_digest()); journaled with its change. */
+	uint8_t digest[REPLIES_DIGEST];
 };
 
 typedef void (*req_handler)(struct req *r, const ProtobufCMessage *msg);
@@ -88,6 +92,19 @@ static inline struct cred req_cred(const Sweepfs__Cred *p)
 
 	return c;
 }
+
+/* The key of the digests below, from the master's session key. */
+void req_once_key(const uint8_t session_key[SW_AUTH_KEY],
+		  uint8_t key[REPLIES_DIGEST]);
+
+/*
+ * Into @r->digest: a digest of request type @type with payload @payload
+ * (@len bytes, as it came on the wire: a request sent again is the same
+ * frame), keyed by @key, so that a client cannot make two requests
+ * whose digests are alike.
+ */
+void req_digest(struct req *r, const uint8_t key[REPLIES_DIGEST], uint16_t type,
+		const uint8_t *payload, size_t len);
 
 /* A name to create or remove: 1..255 bytes, no '/' or NUL, not . or ..;
  * 0, -ENAMETOOLONG or -EINVAL. */

@@ -462,6 +462,8 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		conn_close(c);
 		return true;
 	}
+	if (info->once)
+		req_digest(&r, m->once_key, hdr->type, payload, hdr->len);
 	rt = dispatch_route(hdr->type);
 	rc = 0;
 	if (hdr->type != SW_MSG_HELLO && c->s &&

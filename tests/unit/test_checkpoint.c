@@ -659,7 +659,7 @@ static void test_checkpoint_load_format3(void **state)
 	assert_int_equal(checkpoint_write(&f->a, f->dir, 78), 0);
 	read_cp(f, 78, &data, &len);
 	/* magic, format, version, next_ino, next_edge, next_chunk, counts */
-	assert_int_equal(data[4], 5);
+	assert_int_equal(data[4], 6);
 	old = malloc(len - 32);
 	assert_non_null(old);
 	memcpy(old, data, 40);

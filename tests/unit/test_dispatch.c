@@ -16,6 +16,7 @@
 
 #include "dispatch.h"
 #include "master.h"
+#include "req.h"
 #include "session.h"
 
 /* Types a master receives no request of: notifications it sends, and
@@ -208,6 +209,47 @@ static void test_creds_mapped(void **state)
 	assert_int_equal(cred.uid, 1000);
 }
 
+/*
+ * A request's digest (req.h) tells a request sent again from another one
+ * sent under the same id: it follows the type, every byte of the
+ * arguments and the key, and is the same for the same frame.
+ */
+static void test_request_digest(void **state)
+{
+	uint8_t key[REPLIES_DIGEST], other[REPLIES_DIGEST];
+	uint8_t sk[SW_AUTH_KEY] = { 1, 2, 3 };
+	uint8_t payload[64];
+	struct req a = { .m = NULL }, b = { .m = NULL };
+
+	(void)state;
+	memset(payload, 0x5a, sizeof(payload));
+	req_once_key(sk, key);
+	req_once_key(sk, other);
+	assert_memory_equal(key, other, sizeof(key));
+	sk[0] ^= 1;
+	req_once_key(sk, other);
+	assert_memory_not_equal(key, other, sizeof(key));
+
+	req_digest(&a, key, SW_MSG_CREATE, payload, sizeof(payload));
+	req_digest(&b, key, SW_MSG_CREATE, payload, sizeof(payload));
+	assert_memory_equal(a.digest, b.digest, sizeof(a.digest));
+	/* Another type with the same bytes (a LINK's id reused). */
+	req_digest(&b, key, SW_MSG_LINK, payload, sizeof(payload));
+	assert_memory_not_equal(a.digest, b.digest, sizeof(a.digest));
+	/* One bit of the arguments. */
+	payload[63] ^= 1;
+	req_digest(&b, key, SW_MSG_CREATE, payload, sizeof(payload));
+	assert_memory_not_equal(a.digest, b.digest, sizeof(a.digest));
+	payload[63] ^= 1;
+	/* One byte fewer. */
+	req_digest(&b, key, SW_MSG_CREATE, payload, sizeof(payload) - 1);
+	assert_memory_not_equal(a.digest, b.digest, sizeof(a.digest));
+	/* Another key: a client that knows the digest function cannot
+	 * make two requests alike without the master's key. */
+	req_digest(&b, other, SW_MSG_CREATE, payload, sizeof(payload));
+	assert_memory_not_equal(a.digest, b.digest, sizeof(a.digest));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -215,6 +257,7 @@ int main(void)
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_read_only_and_admin),
 		cmocka_unit_test(test_creds_mapped),
+		cmocka_unit_test(test_request_digest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,6 +57,16 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A digest for request @req of @session, as req_digest() would give. */
+static void fake_digest(uint64_t session, uint64_t req,
+			uint8_t out[REPLIES_DIGEST])
+{
+	for (int i = 0; i < 8; i++) {
+		out[i] = (uint8_t)(session >> (8 * i));
+		out[8 + i] = (uint8_t)(req >> (8 * i)) ^ 0xa5;
+	}
+}
+
 /*
  * Apply a mkdir of a new name in the root of @ns at @time, answering
  * request @req of @session (0: none); returns the new inode number.
@@ -79,10 +89,16 @@ static uint64_t mkdir_in(struct ns *ns, uint64_t session, uint64_t req,
 	m.time = time;
 	m.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
 	m.create = &c;
+	uint8_t digest[REPLIES_DIGEST];
+
 	if (session) {
 		m.has_once_session = m.has_once_req = 1;
 		m.once_session = session;
 		m.once_req = req;
+		fake_digest(session, req, digest);
+		m.has_once_digest = 1;
+		m.once_digest.data = digest;
+		m.once_digest.len = sizeof(digest);
 	}
 	assert_int_equal(mutation_apply(ns, &m, ns->version + 1), 0);
 	return ino;
@@ -128,10 +144,22 @@ static void test_found_by_session_and_id(void **state)
 	assert_non_null(d);
 	assert_int_equal(d->ino, ino);
 	assert_int_equal(d->version, v);
+	{
+		uint8_t want[REPLIES_DIGEST];
+
+		fake_digest(7, 42, want);
+		assert_memory_equal(d->digest, want, sizeof(want));
+	}
 	d = replies_find(&f->ns.replies, 7, 43);
 	assert_non_null(d);
 	assert_int_equal(d->ino, 0);
 	assert_int_equal(d->version, v + 1);
+	{
+		static const uint8_t none[REPLIES_DIGEST];
+
+		/* Journaled without a digest: one that matches nothing. */
+		assert_memory_equal(d->digest, none, sizeof(none));
+	}
 	/* Not another session's, nor an id never seen. */
 	assert_null(replies_find(&f->ns.replies, 8, 42));
 	assert_null(replies_find(&f->ns.replies, 7, 41));
@@ -246,6 +274,14 @@ static void test_checkpoint_round_trip(void **state)
 	assert_int_equal(
 		replies_find(&b.replies, 11, REPLIES_PER_SESSION + 3)->ino,
 		ino);
+	{
+		uint8_t want[REPLIES_DIGEST];
+
+		/* The digest comes back with it (format 6). */
+		fake_digest(12, 77, want);
+		assert_memory_equal(replies_find(&b.replies, 12, 77)->digest,
+				    want, sizeof(want));
+	}
 	assert_non_null(replies_find(&b.replies, 12, 77));
 	/* The ring goes on where it was: the next change pushes out the
 	 * oldest kept one. */
