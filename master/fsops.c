@@ -361,6 +361,23 @@ static int plan_times(struct setattr_plan *p)
 	return 0;
 }
 
+/*
+ * What @q asks to change of @n. SET_VIA_FD ("through a descriptor open
+ * for writing": ftruncate(), futimens() may then skip the write check) is
+ * the client's word: it stands only when this session has @n open for
+ * writing, as the master itself recorded.
+ */
+static unsigned setattr_valid(const struct req *r, const Sweepfs__SetattrReq *q,
+			      const struct node *n)
+{
+	unsigned v = q->valid;
+
+	if ((v & SWEEPFS__SETATTR_VALID__SET_VIA_FD) &&
+	    !session_has_writable(r->s, n->ino))
+		v &= ~(unsigned)SWEEPFS__SETATTR_VALID__SET_VIA_FD;
+	return v;
+}
+
 /* Decide @p's change, in the order the kernel applies them. */
 static int plan_setattr(struct setattr_plan *p)
 {
@@ -407,7 +424,7 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 		.q = q,
 		.cred = &cred,
 		.n = n,
-		.v = q->valid,
+		.v = setattr_valid(r, q, n),
 		.now = sw_now_ns(),
 		.mode = n->mode & 07777,
 		.newuid = (q->valid & SWEEPFS__SETATTR_VALID__SET_UID) ?
@@ -618,29 +635,6 @@ void op_symlink(struct req *r, const ProtobufCMessage *msg)
 		reply_entry(r, n, &ch);
 }
 
-/* Access an open with @flags needs. */
-static int open_mask(uint32_t flags)
-{
-	int mask;
-
-	switch (flags & O_ACCMODE) {
-	case O_WRONLY:
-		mask = PERM_W;
-		break;
-	case O_RDWR:
-		mask = PERM_R | PERM_W;
-		break;
-	default:
-		mask = PERM_R;
-	}
-	if (flags & O_TRUNC)
-		mask |= PERM_W;
-	/* An execve(): the kernel checked only that some x bit is set. */
-	if (flags & SW_O_EXEC)
-		mask |= PERM_X;
-	return mask;
-}
-
 /*
  * O_TRUNC: the kernel leaves it to us (atomic open-and-truncate). To
  * size 0 with new mtime and ctime, journaled like a setattr; whole
@@ -673,12 +667,12 @@ static int open_node(struct req *r, const struct cred *c, struct node *n,
 			return -EISDIR;
 		return perm_check(c, n, PERM_R);
 	}
-	rc = perm_check(c, n, open_mask(flags));
+	rc = perm_check(c, n, perm_open_mask(flags));
 	if (rc == 0 && S_ISREG(n->mode) && (flags & O_TRUNC))
 		rc = open_truncate(r, n);
 	if (rc == 0 && S_ISREG(n->mode))
 		rc = session_open(r->m, r->s, n,
-				  (open_mask(flags) & PERM_W) != 0);
+				  (perm_open_mask(flags) & PERM_W) != 0);
 	return rc;
 }
 

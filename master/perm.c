@@ -3,7 +3,9 @@
  * check_sticky() over the credentials a request carries.
  */
 #include <errno.h>
+#include <fcntl.h>
 
+#include "frame.h"
 #include "perm.h"
 
 bool cred_in_group(const struct cred *c, uint32_t gid)
@@ -43,4 +45,26 @@ int perm_sticky(const struct cred *c, const struct node *dir,
 	if (c->uid == dir->uid || c->uid == victim->uid)
 		return 0;
 	return -EPERM;
+}
+
+int perm_open_mask(uint32_t flags)
+{
+	int mask;
+
+	switch (flags & O_ACCMODE) {
+	case O_WRONLY:
+		mask = PERM_W;
+		break;
+	case O_RDWR:
+		mask = PERM_R | PERM_W;
+		break;
+	default:
+		mask = PERM_R;
+	}
+	if (flags & O_TRUNC)
+		mask |= PERM_W;
+	/* An execve(): the kernel checked only that some x bit is set. */
+	if (flags & SW_O_EXEC)
+		mask |= PERM_X;
+	return mask;
 }

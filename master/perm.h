@@ -45,6 +45,10 @@ static inline bool cred_owns(const struct cred *c, const struct node *n)
  */
 int perm_check(const struct cred *c, const struct node *n, int mask);
 
+/* The access an open(2) with @flags (O_ACCMODE, O_TRUNC, SW_O_EXEC) needs:
+ * PERM_* bits. */
+int perm_open_mask(uint32_t flags);
+
 /*
  * May @c remove or rename @victim out of directory @dir, as far as the
  * sticky bit goes? Returns 0 or -EPERM.

@@ -35,6 +35,7 @@
 #include "auth.h"
 #include "hash.h"
 #include "log.h"
+#include "perm.h"
 #include "csrv.h"
 #include "deleg.h"
 #include "group.h"
@@ -455,25 +456,136 @@ static int collect_open(void *e, void *arg)
 	return sw_buf_add(arg, &so->ino, sizeof(so->ino));
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/*
+ * Reclaim: a client that reconnects after a master restart, or after
+ * requests were lost with its old connection, says which files it has
+ * open, so that reads and writes through its descriptors go on and files
+ * unlinked meanwhile stay. None of it is believed:
+ *
+ *  - claims are taken only from a client that proved the session's
+ *    secret (may_reclaim); a first hello's claims are ignored;
+ *  - each claim is checked as an OPEN of that inode with that access
+ *    mode by that caller would be: the credentials mapped by the
+ *    export (maproot, mapall), no writing through a read-only export,
+ *    perm_check() on the node; a confined session's inode must be one
+ *    it was told of or below its export's root (grant_reclaimed());
+ *  - except that the file's owner may keep what it opened on a
+ *    read-write export whatever the mode bits say now (it created the
+ *    file with them, or could chmod it): no more than it may do anyway;
+ *  - what the session already has open in this life stays as it was
+ *    checked then.
+ *
+ * A refused claim is logged; the client's descriptor then fails with
+ * EBADF at its next read or write, as a descriptor of an NFS file whose
+ * permissions changed during a server's grace period may.
+ */
+struct claim {
+	uint64_t ino;
+	uint32_t count;
+	bool writable;
+};
 
-	return x < y ? -1 : x > y;
+static int cmp_claim(const void *a, const void *b)
+{
+	const struct claim *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Whether @s may have @n open with @c (a claim's): 0 or -errno. */
+static int claim_check(const struct session *s, const struct node *n,
+		       const Sweepfs__OpenClaim *c)
+{
+	Sweepfs__Cred mapped = *c->cred;
+	struct cred cred;
+	int mask = perm_open_mask(c->flags & O_ACCMODE);
+
+	if (!S_ISREG(n->mode))
+		return -EINVAL;
+	if ((c->flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if ((mask & PERM_W) && !s->rw)
+		return -EROFS;
+	session_map_cred(s, &mapped);
+	cred = req_cred(&mapped);
+	if (perm_check(&cred, n, mask) == 0)
+		return 0;
+	return s->rw && cred.uid == n->uid ? 0 : -EACCES;
 }
 
 /*
- * Make @s's open files exactly @inos (an inode appears once per open).
- * Inodes that no longer exist are skipped.
+ * The claims of @v (@n of them) that @s may make, folded per inode and
+ * sorted: *@out (malloc'd, or NULL when there are none) and their count.
  */
-/*
- * A confined session (after a master restart, or after it timed out)
- * says it has files open that it was not told of in this life: grant
- * those found below its root, by walking the subtree once. The walk
- * costs what a `find` over the export would, in one go; it stops when
- * everything is found. An open file without a name left (unlinked) is
- * not found, and is not reclaimed.
- */
+static int claims_take(struct master *m, struct session *s,
+		       Sweepfs__OpenClaim *const *v, size_t n,
+		       struct claim **out, size_t *nout)
+{
+	struct claim *c = n ? malloc(n * sizeof(*c)) : NULL;
+	size_t k = 0, refused = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (n && !c)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const Sweepfs__OpenClaim *q = v[i];
+		struct node *node = ns_get(&m->ns, q->ino);
+		struct sess_open *so = htab_find(&s->opens, sw_hash_u64(q->ino),
+						 ino_eq, &q->ino);
+		bool writable = (q->flags & O_ACCMODE) != O_RDONLY;
+		int rc;
+
+		if (!node || !q->count || !q->cred) {
+			refused += node != NULL;
+			continue;
+		}
+		/* Open in this life already, checked then. */
+		if (so && (so->writable || !writable))
+			rc = 0;
+		else
+			rc = claim_check(s, node, q);
+		if (rc < 0) {
+			sw_notice(TAG,
+				  "session %016" PRIx64 " (%s): claims inode "
+				  "%" PRIu64 " open for %s as uid %u: %s; "
+				  "not reclaimed",
+				  s->id, s->peer, q->ino,
+				  writable ? "writing" : "reading",
+				  q->cred->uid, strerror(-rc));
+			refused++;
+			continue;
+		}
+		c[k++] = (struct claim){ .ino = q->ino,
+					 .count = SW_MIN(q->count, 1u << 20),
+					 .writable = writable };
+	}
+	qsort(c, k, sizeof(*c), cmp_claim);
+	/* One entry per inode: counts added, writable if any is. */
+	size_t j = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (j && c[j - 1].ino == c[i].ino) {
+			c[j - 1].count = SW_MIN(c[j - 1].count + c[i].count,
+						UINT32_MAX / 2);
+			c[j - 1].writable |= c[i].writable;
+		} else {
+			c[j++] = c[i];
+		}
+	}
+	if (refused)
+		sw_notice(TAG,
+			  "session %016" PRIx64 " (%s): %zu of %zu open "
+			  "files it claimed not reclaimed",
+			  s->id, s->peer, refused, n);
+	if (!j) {
+		free(c);
+		c = NULL;
+	}
+	*out = c;
+	*nout = j;
+	return 0;
+}
+
 /*
  * Whether a reclaim walk may run now: one per second on average, 64 at
  * once (every confined mount reconnecting after a master restart), so
@@ -493,21 +605,28 @@ static bool reclaim_token(struct master *m)
 	return true;
 }
 
+/*
+ * A confined session claims files it was not told of in this life:
+ * grant those found below its root, by walking the subtree once. The
+ * walk costs what a `find` over the export would, in one go; it stops
+ * when everything is found. An open file without a name left (unlinked)
+ * is not found, and is not reclaimed.
+ */
 static void grant_reclaimed(struct master *m, struct session *s,
-			    const uint64_t *want, size_t n)
+			    const struct claim *c, size_t n)
 {
 	struct node *root = ns_get(&m->ns, s->root_ino);
+	uint64_t *want;
 	size_t missing = 0;
 	bool *found;
 
 	for (size_t i = 0; i < n; i++)
-		if (!granted(s, want[i]))
+		if (!granted(s, c[i].ino))
 			missing++;
 	if (!missing || !root || !S_ISDIR(root->mode))
 		return;
-	/* Only a client that proved the session is its own, once per
-	 * session, and within the rate above. */
-	if (!s->may_reclaim || s->reclaim_walked || !reclaim_token(m)) {
+	/* Once per session, and within the rate above. */
+	if (s->reclaim_walked || !reclaim_token(m)) {
 		sw_notice(TAG,
 			  "session %016" PRIx64 " (%s): %zu open files it was "
 			  "not told of; not looked for",
@@ -515,53 +634,68 @@ static void grant_reclaimed(struct master *m, struct session *s,
 		return;
 	}
 	s->reclaim_walked = true;
+	want = malloc(n * sizeof(*want));
 	found = calloc(n, sizeof(*found));
-	if (!found)
-		return;
+	if (!want || !found)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		want[i] = c[i].ino;
 	ns_subtree_find(root, want, n, found);
 	for (size_t i = 0; i < n; i++) {
 		struct node *node = ns_get(&m->ns, want[i]);
 
 		if (found[i] && node)
 			session_grant(s, node);
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct node *node = ns_get(&m->ns, want[i]);
-
-		if (node && !S_ISDIR(node->mode) && !granted(s, want[i]) &&
-		    (i == 0 || want[i - 1] != want[i]))
+		else if (node && !granted(s, want[i]))
 			sw_notice(TAG,
 				  "session %016" PRIx64 " (%s): open inode "
 				  "%" PRIu64 " is not below its export's root; "
 				  "not reclaimed",
 				  s->id, s->peer, want[i]);
 	}
+out:
+	free(want);
 	free(found);
 }
 
+/* The claim on @ino in @c (sorted, @n of them), or NULL. */
+static const struct claim *claim_find(const struct claim *c, size_t n,
+				      uint64_t ino)
+{
+	struct claim key = { .ino = ino };
+
+	return n ? bsearch(&key, c, n, sizeof(*c), cmp_claim) : NULL;
+}
+
+/* Make @s's open files exactly the claims of @v it may make. */
 static void session_reclaim(struct master *m, struct session *s,
-			    const uint64_t *inos, size_t n)
+			    Sweepfs__OpenClaim *const *v, size_t n)
 {
 	struct sw_buf have = SW_BUF_INIT;
-	uint64_t *want = NULL, *cur;
-	size_t ncur;
+	struct claim *c;
+	size_t nc;
 
-	if (n) {
-		want = malloc(n * sizeof(*want));
-		if (!want)
-			return;
-		memcpy(want, inos, n * sizeof(*want));
-		qsort(want, n, sizeof(*want), cmp_u64);
+	if (!s->may_reclaim) {
+		if (n)
+			sw_notice(TAG,
+				  "%s: claims %zu open files without its "
+				  "session's secret; not reclaimed",
+				  s->peer, n);
+		return;
 	}
+	if (claims_take(m, s, v, n, &c, &nc) < 0)
+		return;
+	if (nc && confined(s))
+		grant_reclaimed(m, s, c, nc);
 	/* Drop what the client no longer has open. */
 	if (htab_foreach(&s->opens, collect_open, &have) == 0) {
-		cur = (uint64_t *)have.data;
-		ncur = sw_buf_used(&have) / sizeof(uint64_t);
+		const uint64_t *cur = (const uint64_t *)have.data;
+		size_t ncur = sw_buf_used(&have) / sizeof(uint64_t);
+
 		for (size_t i = 0; i < ncur; i++) {
 			struct sess_open *so;
 
-			if (n &&
-			    bsearch(&cur[i], want, n, sizeof(*want), cmp_u64))
+			if (claim_find(c, nc, cur[i]))
 				continue;
 			so = htab_find(&s->opens, sw_hash_u64(cur[i]), ino_eq,
 				       &cur[i]);
@@ -570,29 +704,25 @@ static void session_reclaim(struct master *m, struct session *s,
 		}
 	}
 	sw_buf_release(&have);
-	if (n && confined(s))
-		grant_reclaimed(m, s, want, n);
-	/* Set the count of each listed inode. */
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
+	/* Set the count of each claimed inode. */
+	for (size_t i = 0; i < nc; i++) {
+		struct node *node = ns_get(&m->ns, c[i].ino);
 		struct sess_open *so;
-		struct node *node = ns_get(&m->ns, want[i]);
 
-		while (j < n && want[j] == want[i])
-			j++;
-		if (node && !S_ISDIR(node->mode) &&
-		    (!confined(s) || granted(s, want[i]))) {
-			so = htab_find(&s->opens, sw_hash_u64(want[i]), ino_eq,
-				       &want[i]);
-			if (so)
-				so->count = (uint32_t)(j - i);
-			else
-				for (size_t k = i; k < j; k++)
-					session_open(m, s, node, s->rw);
+		if (!node || (confined(s) && !granted(s, c[i].ino)))
+			continue;
+		so = htab_find(&s->opens, sw_hash_u64(c[i].ino), ino_eq,
+			       &c[i].ino);
+		if (so) {
+			so->count = c[i].count;
+			so->writable |= c[i].writable;
+			continue;
 		}
-		i = j;
+		for (uint32_t k = 0; k < c[i].count; k++)
+			if (session_open(m, s, node, c[i].writable) < 0)
+				break;
 	}
-	free(want);
+	free(c);
 }
 
 /* Walk @path ("/a/b") from the root; the directory's inode or -errno. */
@@ -964,13 +1094,13 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		s->rw = true; /* a chunkserver or a member */
 	/* After a restart, or requests lost with the old connection: the
 	 * client's list of open files is the truth. */
-	if (!resumed || h->reclaim)
-		session_reclaim(m, s, h->open_inodes, h->n_open_inodes);
-	s->connected_at = sw_now_ns();
-	s->detached_at = 0;
 	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->sc.peer);
 	if (h->has_client_name)
 		copy_bytes(s->name, sizeof(s->name), &h->client_name);
+	if (!resumed || h->reclaim)
+		session_reclaim(m, s, h->opens, h->n_opens);
+	s->connected_at = sw_now_ns();
+	s->detached_at = 0;
 	/* Not said (an older or a bare client): the mount's default. */
 	s->cache_ms = h->has_cache_ms ? h->cache_ms : 1000;
 	r->conn->s = s;
@@ -1035,10 +1165,21 @@ void session_map_cred(const struct session *s, Sweepfs__Cred *c)
 		c->uid = s->mapall_uid;
 		c->gid = s->mapall_gid;
 		c->n_groups = 0;
-	} else if (c->uid == 0 && s->maproot_uid != EXPORT_NO_MAP) {
-		c->uid = s->maproot_uid;
-		c->gid = s->maproot_gid;
-		c->n_groups = 0;
+	} else if (s->maproot_uid != EXPORT_NO_MAP) {
+		/* Root squashing as knfsd does it: uid 0 becomes maproot's
+		 * user and group, and group 0 is squashed too, as the
+		 * primary group and among the supplementary ones, so that
+		 * no other user reaches root's group's files through it. */
+		if (c->uid == 0) {
+			c->uid = s->maproot_uid;
+			c->gid = s->maproot_gid;
+			c->n_groups = 0;
+		}
+		if (c->gid == 0)
+			c->gid = s->maproot_gid;
+		for (size_t i = 0; i < c->n_groups; i++)
+			if (c->groups[i] == 0)
+				c->groups[i] = s->maproot_gid;
 	}
 }
 

@@ -3,7 +3,9 @@
  * in a hash table under one mutex.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hash.h"
 #include "inode.h"
@@ -16,10 +18,25 @@ struct mattr {
 	int64_t atime, mtime, ctime;
 };
 
+/*
+ * Handles open on an inode with one access mode by one caller: what a
+ * reconnecting mount claims (Hello.opens), and the master checks each
+ * claim as it would that open. Usually one per open inode.
+ */
+struct mopen {
+	struct mopen *next;
+	uint32_t count;
+	uint32_t accmode; /* O_RDONLY, O_WRONLY or O_RDWR */
+	uint32_t uid, gid;
+	uint32_t ngroups;
+	uint32_t groups[];
+};
+
 struct minode {
 	uint64_t ino;
 	uint64_t nlookup;
-	uint32_t nopen;
+	uint32_t nopen; /* the counts of opens, added up */
+	struct mopen *opens;
 	int64_t attr_expires;  /* mono ns; 0: no attributes */
 	int64_t attr_fetched;  /* mono ns they were set; 0: none */
 	int64_t attr_stale_at; /* mono ns something changed them; 0: no */
@@ -44,6 +61,12 @@ void itable_release(struct itable *t)
 
 		for (n = t->buckets[i]; n; n = next) {
 			next = n->next;
+			while (n->opens) {
+				struct mopen *o = n->opens;
+
+				n->opens = o->next;
+				free(o);
+			}
 			free(n);
 		}
 	}
@@ -134,16 +157,54 @@ void itable_forget(struct itable *t, uint64_t ino, uint64_t count)
 	pthread_mutex_unlock(&t->mu);
 }
 
-int itable_open(struct itable *t, uint64_t ino)
+static bool mopen_is(const struct mopen *o, uint32_t accmode,
+		     const Sweepfs__Cred *c)
 {
+	return o->accmode == accmode && o->uid == c->uid && o->gid == c->gid &&
+	       o->ngroups == c->n_groups &&
+	       (!c->n_groups || memcmp(o->groups, c->groups,
+				       c->n_groups * sizeof(*c->groups)) == 0);
+}
+
+int itable_open(struct itable *t, uint64_t ino, uint32_t flags,
+		const Sweepfs__Cred *cred)
+{
+	uint32_t accmode = flags & O_ACCMODE;
 	struct minode *n;
+	struct mopen *o = NULL;
 
 	pthread_mutex_lock(&t->mu);
 	n = get(t, ino);
-	if (n)
-		n->nopen++;
+	if (n) {
+		for (o = n->opens; o; o = o->next)
+			if (mopen_is(o, accmode, cred))
+				break;
+		if (!o) {
+			o = malloc(sizeof(*o) +
+				   cred->n_groups * sizeof(o->groups[0]));
+			if (o) {
+				o->count = 0;
+				o->accmode = accmode;
+				o->uid = cred->uid;
+				o->gid = cred->gid;
+				o->ngroups = (uint32_t)cred->n_groups;
+				if (cred->n_groups)
+					memcpy(o->groups, cred->groups,
+					       cred->n_groups *
+						       sizeof(o->groups[0]));
+				o->next = n->opens;
+				n->opens = o;
+			}
+		}
+		if (o) {
+			o->count++;
+			n->nopen++;
+		} else {
+			put(t, ino);
+		}
+	}
 	pthread_mutex_unlock(&t->mu);
-	return n ? 0 : -ENOMEM;
+	return o ? 0 : -ENOMEM;
 }
 
 uint32_t itable_nopen(struct itable *t, uint64_t ino)
@@ -158,44 +219,86 @@ uint32_t itable_nopen(struct itable *t, uint64_t ino)
 	return k;
 }
 
-void itable_close(struct itable *t, uint64_t ino)
+void itable_close(struct itable *t, uint64_t ino, uint32_t flags)
 {
 	struct minode *n;
+	struct mopen **pp, **victim = NULL;
 
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
-	if (n && n->nopen) {
+	/* Releases do not say who opened: one of this access mode's. */
+	for (pp = n ? &n->opens : NULL; pp && *pp; pp = &(*pp)->next)
+		if (!victim || (*pp)->accmode == (flags & O_ACCMODE))
+			victim = pp;
+	if (victim) {
+		struct mopen *o = *victim;
+
+		if (!--o->count) {
+			*victim = o->next;
+			free(o);
+		}
 		n->nopen--;
 		put(t, ino);
 	}
 	pthread_mutex_unlock(&t->mu);
 }
 
-void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *count)
+/* Room for @o's claim in itable_open_claims()'s block. */
+static size_t claim_size(const struct mopen *o)
 {
-	size_t n = 0, cap = 64;
-	uint64_t *v = malloc(cap * sizeof(*v));
+	return sizeof(Sweepfs__OpenClaim *) + sizeof(Sweepfs__OpenClaim) +
+	       sizeof(Sweepfs__Cred) + o->ngroups * sizeof(uint32_t);
+}
+
+void itable_open_claims(struct itable *t, Sweepfs__OpenClaim ***claims,
+			size_t *count)
+{
+	size_t n = 0, size = 0;
+	Sweepfs__OpenClaim **v = NULL, *c;
+	Sweepfs__Cred *cr;
+	uint32_t *g;
 
 	pthread_mutex_lock(&t->mu);
-	for (size_t i = 0; v && i < t->nbuckets; i++) {
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct minode *e = t->buckets[i]; e; e = e->next)
+			for (struct mopen *o = e->opens; o; o = o->next) {
+				size += claim_size(o);
+				n++;
+			}
+	if (n)
+		v = malloc(size);
+	if (!v)
+		goto out;
+	/* One block: the pointers, then the claims, their credentials and
+	 * their groups; freed with one free(). */
+	c = (Sweepfs__OpenClaim *)(v + n);
+	cr = (Sweepfs__Cred *)(c + n);
+	g = (uint32_t *)(cr + n);
+	n = 0;
+	for (size_t i = 0; i < t->nbuckets; i++) {
 		for (struct minode *e = t->buckets[i]; e; e = e->next) {
-			for (uint32_t k = 0; k < e->nopen; k++) {
-				if (n == cap) {
-					uint64_t *nv = realloc(
-						v, 2 * cap * sizeof(*v));
-
-					if (!nv)
-						goto out;
-					v = nv;
-					cap *= 2;
-				}
-				v[n++] = e->ino;
+			for (struct mopen *o = e->opens; o; o = o->next) {
+				sweepfs__open_claim__init(&c[n]);
+				sweepfs__cred__init(&cr[n]);
+				c[n].ino = e->ino;
+				c[n].flags = o->accmode;
+				c[n].has_count = 1;
+				c[n].count = o->count;
+				c[n].cred = &cr[n];
+				cr[n].uid = o->uid;
+				cr[n].gid = o->gid;
+				cr[n].n_groups = o->ngroups;
+				cr[n].groups = g;
+				memcpy(g, o->groups, o->ngroups * sizeof(*g));
+				g += o->ngroups;
+				v[n] = &c[n];
+				n++;
 			}
 		}
 	}
 out:
 	pthread_mutex_unlock(&t->mu);
-	*inos = v;
+	*claims = v;
 	*count = v ? n : 0;
 }
 

@@ -43,9 +43,11 @@ int itable_ref(struct itable *t, uint64_t ino);
 /* The kernel forgot @n lookups of @ino. */
 void itable_forget(struct itable *t, uint64_t ino, uint64_t n);
 
-/* A file handle on @ino was opened / released. */
-int itable_open(struct itable *t, uint64_t ino);
-void itable_close(struct itable *t, uint64_t ino);
+/* A file handle on @ino was opened with @flags by @cred / released
+ * (@flags: the handle's open flags). */
+int itable_open(struct itable *t, uint64_t ino, uint32_t flags,
+		const Sweepfs__Cred *cred);
+void itable_close(struct itable *t, uint64_t ino, uint32_t flags);
 
 /* Handles open on @ino. */
 uint32_t itable_nopen(struct itable *t, uint64_t ino);
@@ -86,8 +88,10 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
 		      Sweepfs__Attr *a, int64_t *fetched);
 
-/* Inodes with open handles, each once per handle, in a malloc'd array
- * the caller frees. */
-void itable_open_inodes(struct itable *t, uint64_t **inos, size_t *n);
+/* What this mount has open, as a reconnect's Hello.opens: *@n claims,
+ * one per inode, access mode and opener, in one block the caller frees
+ * with free(*@claims) (NULL when nothing is open, or out of memory). */
+void itable_open_claims(struct itable *t, Sweepfs__OpenClaim ***claims,
+			size_t *n);
 
 #endif

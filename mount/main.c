@@ -230,11 +230,11 @@ static void before_send_cb(void *arg, uint16_t type)
 		deleg_flush(m->deleg);
 }
 
-static void open_inodes_cb(void *arg, uint64_t **inos, size_t *n)
+static void open_claims_cb(void *arg, Sweepfs__OpenClaim ***claims, size_t *n)
 {
 	struct mount *m = arg;
 
-	itable_open_inodes(&m->inodes, inos, n);
+	itable_open_claims(&m->inodes, claims, n);
 }
 
 /* The mount's own options (-o KEY=VALUE) into @m and @target. -1 after
@@ -316,7 +316,7 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 	mo->cache_ms =
 		(uint32_t)(SW_MAX(m->entry_timeout, m->negative_timeout) *
 			   1000);
-	mo->open_inodes = open_inodes_cb;
+	mo->open_claims = open_claims_cb;
 	mo->notify = notify_cb;
 	mo->reconnected = reconnected_cb;
 	mo->before_send = before_send_cb;

@@ -354,8 +354,8 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	struct sw_frame_hdr hdr;
 	struct sw_buf b = SW_BUF_INIT;
 	uint8_t tag[SW_AUTH_TAG];
-	uint64_t *inos = NULL;
-	size_t ninos = 0;
+	Sweepfs__OpenClaim **claims = NULL;
+	size_t nclaims = 0;
 	int fd, rc, tries = 0;
 	int64_t t0;
 
@@ -389,10 +389,10 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	hello.has_client_name = 1;
 	hello.client_name.data = (uint8_t *)mc->client_name;
 	hello.client_name.len = strlen(mc->client_name);
-	if (*session_id && mc->o.open_inodes) {
-		mc->o.open_inodes(mc->o.arg, &inos, &ninos);
-		hello.n_open_inodes = ninos;
-		hello.open_inodes = inos;
+	if (*session_id && mc->o.open_claims) {
+		mc->o.open_claims(mc->o.arg, &claims, &nclaims);
+		hello.n_opens = nclaims;
+		hello.opens = claims;
 		hello.has_reclaim = 1;
 		hello.reclaim = 1;
 	}
@@ -450,7 +450,7 @@ again:
 	}
 	if (hr)
 		sweepfs__hello_reply__free_unpacked(hr, NULL);
-	free(inos);
+	free(claims);
 	sw_buf_release(&b);
 	if (rc < 0) {
 		close(fd);

@@ -40,10 +40,11 @@ struct mconn_opts {
 	int timeout_ms;	   /* how long requests wait for a dead master */
 	uint32_t cache_ms; /* Hello.cache_ms */
 	/*
-	 * The inodes to reclaim on reconnect: fills *@inos (malloc'd, the
-	 * connection frees it) and *@n. Called on the receiver thread.
+	 * The open files to reclaim on reconnect: fills *@claims (one
+	 * malloc'd block, the connection frees it) and *@n. Called on the
+	 * receiver thread.
 	 */
-	void (*open_inodes)(void *arg, uint64_t **inos, size_t *n);
+	void (*open_claims)(void *arg, Sweepfs__OpenClaim ***claims, size_t *n);
 	/* A notification frame; called on the receiver thread. */
 	void (*notify)(void *arg, uint16_t type, const uint8_t *payload,
 		       size_t len);

@@ -564,7 +564,7 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	mconn_send(m->mc, SW_MSG_READLINK, &q.base, readlink_done, req);
 }
 
-static void release_file(struct mount *m, uint64_t ino);
+static void release_file(struct mount *m, uint64_t ino, uint32_t flags);
 
 /*
  * Made here under a delegation (deleg_make()) and answered: true; false
@@ -598,11 +598,11 @@ static bool made_here(fuse_req_t req, fuse_ino_t parent, const char *name,
 			itable_forget(&m->inodes, ino, 1);
 		return true;
 	}
-	itable_open(&m->inodes, ino);
+	itable_open(&m->inodes, ino, (uint32_t)fi->flags, cred);
 	fi->fh = 0;
 	if (fuse_reply_create(req, &e, fi) < 0) {
 		itable_forget(&m->inodes, ino, 1);
-		release_file(m, ino);
+		release_file(m, ino, (uint32_t)fi->flags);
 	}
 	return true;
 }
@@ -765,14 +765,14 @@ static void send_open(fuse_req_t req, uint64_t ino, uint32_t flags,
  * later unlink from this mount sees the file closed. It rides along with
  * the next request (or goes within 2 ms).
  */
-static void send_release(struct mount *m, uint64_t ino)
+static void send_release(struct mount *m, uint64_t ino, uint32_t flags)
 {
 	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
 
 	q.cred = &cred;
 	q.ino = ino;
-	itable_close(&m->inodes, ino);
+	itable_close(&m->inodes, ino, flags);
 	mconn_send_lazy(m->mc, SW_MSG_RELEASE, &q.base);
 }
 
@@ -780,13 +780,13 @@ static void send_release(struct mount *m, uint64_t ino)
  * A handle the kernel had is closed. Not on the receiver thread:
  * deleg_release() may wait for a batch on its way out.
  */
-static void release_file(struct mount *m, uint64_t ino)
+static void release_file(struct mount *m, uint64_t ino, uint32_t flags)
 {
 	/* Made here and its creation still queued: it goes as not open. */
 	if (deleg_release(m->deleg, ino))
-		itable_close(&m->inodes, ino);
+		itable_close(&m->inodes, ino, flags);
 	else
-		send_release(m, ino);
+		send_release(m, ino, flags);
 }
 
 static void open_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -802,10 +802,13 @@ static void open_done(void *arg, int rc, ProtobufCMessage **reply)
 		/* O_TRUNC changed them; the kernel asks again anyway. */
 		if (r->attr)
 			mount_cache_attrs(m, r->attr, NULL, 0);
-		itable_open(&m->inodes, c->ino);
+		struct caller caller;
+
+		itable_open(&m->inodes, c->ino, (uint32_t)c->fi.flags,
+			    caller_cred(c->req, &caller));
 		c->fi.fh = 0;
 		if (fuse_reply_open(c->req, &c->fi) < 0)
-			send_release(m, c->ino);
+			send_release(m, c->ino, (uint32_t)c->fi.flags);
 	}
 	free(c);
 }
@@ -839,6 +842,7 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	struct mount *m = mnt(req);
 	Sweepfs__EntryReply *r = (Sweepfs__EntryReply *)*reply;
 	struct fuse_entry_param e;
+	struct caller caller;
 	Sweepfs__Attr *a;
 
 	if (rc < 0) {
@@ -852,7 +856,8 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	}
 	mount_fill_entry(m, c->n.parent, a, &e);
 	itable_ref(&m->inodes, a->ino);
-	itable_open(&m->inodes, a->ino);
+	itable_open(&m->inodes, a->ino, (uint32_t)c->fi.flags,
+		    caller_cred(req, &caller));
 	c->fi.fh = 0;
 	/* The parent's new attributes and listing before the reply (see
 	 * entry_done, added_done); the file's own attributes also, now that
@@ -867,7 +872,7 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 			     a->ino, DT_REG, a);
 	if (fuse_reply_create(req, &e, &c->fi) < 0) {
 		itable_forget(&m->inodes, a->ino, 1);
-		send_release(m, a->ino);
+		send_release(m, a->ino, (uint32_t)c->fi.flags);
 	}
 out:
 	free(c);
@@ -912,7 +917,7 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino,
 	 * master has ended. */
 	data_release(m, to_master(m, ino), last);
 	lock_release(m, to_master(m, ino), fi, last);
-	release_file(m, to_master(m, ino));
+	release_file(m, to_master(m, ino), (uint32_t)fi->flags);
 	fuse_reply_err(req, 0);
 }
 

@@ -207,6 +207,31 @@ static void test_creds_mapped(void **state)
 					&unlink.base),
 			 0);
 	assert_int_equal(cred.uid, 1000);
+	assert_int_equal(cred.gid, 1000);
+	/* Group 0 is root's too (knfsd's root_squash): squashed as the
+	 * primary group and among the supplementary ones, others kept. */
+	cred.uid = 1000;
+	cred.gid = 0;
+	cred.n_groups = 2;
+	groups[0] = 0;
+	groups[1] = 7;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_UNLINK), &s,
+					&unlink.base),
+			 0);
+	assert_int_equal(cred.uid, 1000);
+	assert_int_equal(cred.gid, 65534);
+	assert_int_equal(cred.n_groups, 2);
+	assert_int_equal(groups[0], 65534);
+	assert_int_equal(groups[1], 7);
+	/* Without maproot nothing is squashed. */
+	s.maproot_uid = s.maproot_gid = EXPORT_NO_MAP;
+	cred.gid = 0;
+	groups[0] = 0;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_UNLINK), &s,
+					&unlink.base),
+			 0);
+	assert_int_equal(cred.gid, 0);
+	assert_int_equal(groups[0], 0);
 }
 
 /*

@@ -144,6 +144,8 @@ static Sweepfs__HelloReply *say_hello(struct peer *p, const struct hello *o,
 {
 	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *r;
+	Sweepfs__Cred claim_cred = SWEEPFS__CRED__INIT;
+	Sweepfs__OpenClaim claim[4], *claims[4];
 	struct sw_target t = { .has_key = false };
 	uint8_t tag[SW_AUTH_TAG];
 	uint64_t id;
@@ -162,8 +164,17 @@ static Sweepfs__HelloReply *say_hello(struct peer *p, const struct hello *o,
 	}
 	h.has_reclaim = o->reclaim;
 	h.reclaim = o->reclaim;
-	h.n_open_inodes = o->nopen;
-	h.open_inodes = o->open;
+	if (o->nopen > SW_ARRAY_SIZE(claims))
+		fail("say_hello: at most %zu claims", SW_ARRAY_SIZE(claims));
+	for (size_t i = 0; i < o->nopen; i++) {
+		sweepfs__open_claim__init(&claim[i]);
+		claim[i].ino = o->open[i];
+		claim[i].flags = O_RDONLY;
+		claim[i].cred = &claim_cred;
+		claims[i] = &claim[i];
+	}
+	h.n_opens = o->nopen;
+	h.opens = claims;
 	for (int round = 0;; round++) {
 		id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
 		r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, err);

@@ -1210,17 +1210,29 @@ static uint64_t confined_hello_as(struct peer *p, const char *subdir,
 {
 	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *r;
+	Sweepfs__OpenClaim claim[4], *claims[4];
 	uint8_t secret[SW_AUTH_TAG];
 	uint64_t id, root;
 	int err;
 
+	if (n > 4)
+		fail("confined_hello_as: at most 4 claims");
+	for (size_t i = 0; i < n; i++) {
+		sweepfs__open_claim__init(&claim[i]);
+		claim[i].ino = open[i];
+		claim[i].flags = O_RDONLY;
+		claim[i].cred = &root_cred;
+		claims[i] = &claim[i];
+	}
 	peer_connect(p, m_port);
 	h.version = SW_PROTO_VERSION;
 	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
 	h.has_subdir = 1;
 	h.subdir = bin(subdir, strlen(subdir));
-	h.n_open_inodes = n;
-	h.open_inodes = open;
+	h.n_opens = n;
+	h.opens = claims;
+	h.has_reclaim = n != 0;
+	h.reclaim = n != 0;
 	if (sid) {
 		uint8_t key[SW_AUTH_KEY], b[8];
 		char path[4200], *slash;

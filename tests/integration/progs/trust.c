@@ -1,0 +1,731 @@
+/*
+ * trust -m PORT -p PID -k SESSIONKEY -P ADMINPW [-s SEED] CHECK...
+ *
+ * What a client says that the master must not believe (issue 28, part A),
+ * each tried for real on the wire against a master that runs with the
+ * exports trust.sh writes:
+ *
+ *   127.0.0.1  /pub     ro
+ *   127.0.0.1  /jail    rw,alldirs,maproot=nobody
+ *   127.0.0.1  /shared  rw,alldirs,mapall=nobody
+ *   127.0.0.1  /team    rw,alldirs,maproot=0
+ *   127.0.0.2  /        ro
+ *   127.0.0.1  /        rw,alldirs,admin,maproot=0,password=ADMINPW
+ *
+ * "setup" (first) makes, through the admin export: /private (root 0700)
+ * with secret (root 0600), /pub/closed (root 0600) and /pub/open (0644),
+ * in each of /jail, /shared and /team a root 0644 file "victim" of 30
+ * bytes, a directory "w" (0777) and a root:root 0660 file "g0".
+ * -k is the master's session.key, to prove a session the master does not
+ * know (as a client does after a master restart).
+ *
+ *   reclaim  open files claimed at a hello are checked as opens: a first
+ *            hello's claims (no secret) are ignored, on the confined
+ *            read-only /pub and on the unconfined read-only / alike; a
+ *            proven session's claim of a file its caller may not open
+ *            (root 0600 as uid 1000; a root 0644 file for writing
+ *            through /jail and /shared, where root is squashed; anything
+ *            for writing through a read-only export) is refused, so a
+ *            CHUNK for reading or writing it gets EACCES; a claim its
+ *            caller may make (a 0644 file for reading) is taken
+ *   viafd    SETATTR of the size with SET_VIA_FD, by a session that does
+ *            not have the file open for writing, is checked as a truncate
+ *            by path: EACCES and the size unchanged; with the file open
+ *            for writing (the creator's own file, mode 0444) it is allowed
+ *   again    a CREATE O_RDWR flagged AGAIN under the id of a LINK that
+ *            linked a root file into a writable directory is not answered
+ *            "made before": it is made as a new request and refused, and
+ *            the session has no write access to the root file; the LINK
+ *            sent again is answered as made
+ *   again-made  the same after a restart, the LINK made by "again"
+ *   gid0     under maproot=nobody, uid 1000 with gid 0 or supplementary
+ *            group 0 cannot open a root:root 0660 file for writing; under
+ *            maproot=0 (no squashing) it can
+ *   info     a read-only session's INFO names no other session among the
+ *            slowest requests; an admin's does
+ *
+ * Prints "ok - ..." per check; exit 0 when all held, 1 at the first that
+ * did not.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "client.h"
+#include "frame.h"
+#include "peer.h"
+#include "util.h"
+
+static uint16_t m_port;
+static pid_t m_pid;
+static const char *session_key_file, *admin_pw;
+static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
+static Sweepfs__Cred user_cred = SWEEPFS__CRED__INIT; /* uid/gid 1000 */
+static uint64_t last_sid; /* the session the last hello got */
+
+/* What setup made. */
+static uint64_t priv, secret, pub, closed, open_file;
+static struct {
+	const char *name;
+	uint64_t dir, victim, w, g0;
+} ex[] = { { .name = "jail" }, { .name = "shared" }, { .name = "team" } };
+
+static ProtobufCBinaryData str(const char *s)
+{
+	return (ProtobufCBinaryData){ strlen(s), (uint8_t *)s };
+}
+
+static void must(int err, const char *what)
+{
+	if (err)
+		fail("%s: %s", what, strerror(err));
+}
+
+static void expect(int err, int want, const char *what)
+{
+	if (err != want)
+		fail("%s: got %s, want %s", what,
+		     err ? strerror(err) : "success",
+		     want ? strerror(want) : "success");
+}
+
+/* ---- hellos --------------------------------------------------------------- */
+
+struct hello {
+	const char *subdir;
+	const char *from; /* source address; NULL: 127.0.0.1 */
+	bool password;	  /* answer the admin export's challenge */
+	uint64_t proven;  /* a session id to prove with its secret */
+	Sweepfs__OpenClaim **claims;
+	size_t nclaims;
+};
+
+/* Connect from @from (an address of the loopback network). */
+static void connect_from(struct peer *p, const char *from)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd;
+
+	if (!from) {
+		peer_connect(p, m_port);
+		return;
+	}
+	memset(p, 0, sizeof(*p));
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || inet_pton(AF_INET, from, &a.sin_addr) != 1 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fail("bind to %s: %s", from, strerror(errno));
+	a.sin_port = htons(m_port);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fail("connect from %s: %s", from, strerror(errno));
+	p->fd = fd;
+	p->next_id = 1;
+	p->port = m_port;
+	p->max = SW_FRAME_MAX_DATA;
+}
+
+/* The secret of session @sid, as the master makes it from session.key. */
+static void session_secret(uint64_t sid, uint8_t out[SW_AUTH_TAG])
+{
+	uint8_t key[SW_AUTH_KEY], b[8];
+
+	if (sw_auth_key_load(session_key_file, key) < 0)
+		fail("cannot read %s", session_key_file);
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(sid >> (8 * i));
+	sw_auth_tag(key, SW_AUTH_SESSION, b, sizeof(b), NULL, 0, out);
+}
+
+/* Connect and say hello as @o says; the session's root inode. */
+static uint64_t hello(struct peer *p, const struct hello *o)
+{
+	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
+	Sweepfs__HelloReply *r;
+	struct sw_target t = { .has_key = false };
+	uint8_t tag[SW_AUTH_TAG], sec[SW_AUTH_TAG];
+	uint64_t id, root;
+	int err;
+
+	connect_from(p, o->from);
+	h.version = SW_PROTO_VERSION;
+	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
+	h.has_subdir = 1;
+	h.subdir = str(o->subdir);
+	if (o->proven) {
+		session_secret(o->proven, sec);
+		h.has_session_id = h.has_session_secret = 1;
+		h.session_id = o->proven;
+		h.session_secret = (ProtobufCBinaryData){ sizeof(sec), sec };
+	}
+	h.has_reclaim = h.reclaim = o->nclaims != 0;
+	h.n_opens = o->nclaims;
+	h.opens = o->claims;
+	for (int round = 0;; round++) {
+		id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
+		r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id,
+						      &err);
+		if (err != EACCES || !o->password || round)
+			break;
+		snprintf(t.subdir, sizeof(t.subdir), "%s", o->subdir);
+		if (sw_target_password(&t, admin_pw) < 0 ||
+		    sw_hello_answer(&t, r, &h, tag) < 0)
+			fail("cannot answer the admin export's challenge");
+		sweepfs__hello_reply__free_unpacked(r, NULL);
+	}
+	if (err || !r->has_root_ino)
+		fail("hello for %s: %s", o->subdir, strerror(err));
+	last_sid = r->session_id;
+	if (o->proven && r->session_id != o->proven)
+		fail("the proven session %" PRIx64 " was not made again",
+		     o->proven);
+	root = r->root_ino;
+	sweepfs__hello_reply__free_unpacked(r, NULL);
+	return root;
+}
+
+static uint64_t session(struct peer *p, const char *subdir)
+{
+	struct hello o = { .subdir = subdir, .password = !strcmp(subdir, "/") };
+
+	return hello(p, &o);
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+static int entry(struct peer *p, uint16_t type, uint16_t flags,
+		 const ProtobufCMessage *q, uint64_t *ino)
+{
+	Sweepfs__EntryReply *r;
+	uint64_t id = peer_send(p, type, flags, q);
+	int err;
+
+	r = (Sweepfs__EntryReply *)peer_reply(p, type, id, &err);
+	if (!err && ino && r->attr)
+		*ino = r->attr->ino;
+	sweepfs__entry_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+static uint64_t make(struct peer *p, uint64_t parent, const char *name,
+		     uint32_t mode)
+{
+	Sweepfs__CreateReq c = SWEEPFS__CREATE_REQ__INIT;
+	Sweepfs__MknodReq d = SWEEPFS__MKNOD_REQ__INIT;
+	uint64_t ino = 0;
+
+	if (S_ISDIR(mode)) {
+		d.cred = &root_cred;
+		d.parent = parent;
+		d.name = str(name);
+		d.mode = mode;
+		must(entry(p, SW_MSG_MKDIR, 0, &d.base, &ino), name);
+	} else {
+		c.cred = &root_cred;
+		c.parent = parent;
+		c.name = str(name);
+		c.mode = S_IFREG | mode;
+		c.flags = O_RDWR;
+		must(entry(p, SW_MSG_CREATE, 0, &c.base, &ino), name);
+	}
+	return ino;
+}
+
+static int lookup(struct peer *p, uint64_t parent, const char *name,
+		  uint64_t *ino)
+{
+	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+
+	q.cred = &root_cred;
+	q.parent = parent;
+	q.name = str(name);
+	return entry(p, SW_MSG_LOOKUP, 0, &q.base, ino);
+}
+
+static int open_as(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+		   uint32_t flags)
+{
+	Sweepfs__OpenReq q = SWEEPFS__OPEN_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.flags = flags;
+	return peer_call(p, SW_MSG_OPEN, &q.base);
+}
+
+/* A CHUNK request for reading or writing @ino's first chunk as @cred. */
+static int chunk(struct peer *p, Sweepfs__Cred *cred, uint64_t ino, bool write)
+{
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.index = 0;
+	q.has_write = 1;
+	q.write = write;
+	return peer_call(p, SW_MSG_CHUNK, &q.base);
+}
+
+static int write_end(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+		     uint64_t size)
+{
+	Sweepfs__WriteEndReq q = SWEEPFS__WRITE_END_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.size = size;
+	return peer_call(p, SW_MSG_WRITE_END, &q.base);
+}
+
+static int setattr(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+		   uint32_t valid, uint64_t size)
+{
+	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.valid = valid;
+	q.has_size = 1;
+	q.size = size;
+	return peer_call(p, SW_MSG_SETATTR, &q.base);
+}
+
+static Sweepfs__Attr attr_of(struct peer *p, uint64_t ino)
+{
+	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+	Sweepfs__AttrReply *r;
+	Sweepfs__Attr a;
+	uint64_t id;
+	int err;
+
+	q.ino = ino;
+	id = peer_send(p, SW_MSG_GETATTR, 0, &q.base);
+	r = (Sweepfs__AttrReply *)peer_reply(p, SW_MSG_GETATTR, id, &err);
+	if (err || !r->attr)
+		fail("getattr of %" PRIu64 ": %s", ino, strerror(err));
+	a = *r->attr;
+	sweepfs__attr_reply__free_unpacked(r, NULL);
+	return a;
+}
+
+static uint64_t size_of(struct peer *p, uint64_t ino)
+{
+	return attr_of(p, ino).size;
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static void check_setup(void)
+{
+	struct peer adm;
+
+	session(&adm, "/");
+	priv = make(&adm, ROOT, "private", S_IFDIR | 0700);
+	secret = make(&adm, priv, "secret", 0600);
+	pub = make(&adm, ROOT, "pub", S_IFDIR | 0755);
+	closed = make(&adm, pub, "closed", 0600);
+	open_file = make(&adm, pub, "open", 0644);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(ex); i++) {
+		ex[i].dir = make(&adm, ROOT, ex[i].name, S_IFDIR | 0755);
+		ex[i].victim = make(&adm, ex[i].dir, "victim", 0644);
+		must(setattr(&adm, &root_cred, ex[i].victim,
+			     SWEEPFS__SETATTR_VALID__SET_SIZE, 30),
+		     "size the victim");
+		ex[i].w = make(&adm, ex[i].dir, "w", S_IFDIR | 0777);
+		ex[i].g0 = make(&adm, ex[i].dir, "g0", 0660);
+	}
+	peer_close(&adm);
+	ok("setup: /private/secret, /pub/closed, /pub/open; victim, w and "
+	   "g0 in /jail, /shared and /team");
+}
+
+/* ---- reclaim ---------------------------------------------------------------- */
+
+/* A claim of @ino open with @flags by @cred. */
+static Sweepfs__OpenClaim claim_of(uint64_t ino, uint32_t flags,
+				   Sweepfs__Cred *cred)
+{
+	Sweepfs__OpenClaim c = SWEEPFS__OPEN_CLAIM__INIT;
+
+	c.ino = ino;
+	c.flags = flags;
+	c.cred = cred;
+	return c;
+}
+
+/* A session id for a proven hello the master has never seen. */
+static uint64_t fresh_sid(void)
+{
+	return rnd() | 1ull << 62;
+}
+
+static void check_reclaim(void)
+{
+	Sweepfs__OpenClaim c[3], *cv[3] = { &c[0], &c[1], &c[2] };
+	struct peer p;
+	struct hello o;
+
+	/* 1. A first hello's claims, on the read-only /pub and on the
+	 * unconfined read-only "/" (from 127.0.0.2): not believed. */
+	c[0] = claim_of(closed, O_RDONLY, &user_cred);
+	c[1] = claim_of(open_file, O_RDONLY, &user_cred);
+	o = (struct hello){ .subdir = "/pub", .claims = cv, .nclaims = 2 };
+	hello(&p, &o);
+	/* Named to it: confinement is not what refuses it. */
+	must(lookup(&p, pub, "closed", NULL), "lookup /pub/closed");
+	expect(chunk(&p, &user_cred, closed, false), EACCES,
+	       "/pub, first hello: a CHUNK read of the claimed root 0600 file");
+	peer_close(&p);
+	c[0] = claim_of(secret, O_RDONLY, &user_cred);
+	c[1] = claim_of(closed, O_RDWR, &user_cred);
+	o = (struct hello){
+		.subdir = "/", .from = "127.0.0.2", .claims = cv, .nclaims = 2
+	};
+	hello(&p, &o);
+	expect(chunk(&p, &user_cred, secret, false), EACCES,
+	       "/ read-only, first hello: a CHUNK read of /private/secret");
+	expect(chunk(&p, &user_cred, closed, true), EROFS,
+	       "/ read-only, first hello: a CHUNK write");
+	peer_close(&p);
+	ok("reclaim: a first hello's claims are not believed (/pub, and / "
+	   "read-only unconfined)");
+
+	/* 2. A proven session (after a "restart") claims what its caller
+	 * may not open: refused; what it may: taken. */
+	c[0] = claim_of(secret, O_RDONLY, &user_cred);
+	c[1] = claim_of(closed, O_RDWR, &root_cred);
+	c[2] = claim_of(open_file, O_RDONLY, &user_cred);
+	o = (struct hello){ .subdir = "/",
+			    .from = "127.0.0.2",
+			    .proven = fresh_sid(),
+			    .claims = cv,
+			    .nclaims = 3 };
+	hello(&p, &o);
+	expect(chunk(&p, &user_cred, secret, false), EACCES,
+	       "proven /, read-only: CHUNK read of a root 0600 file claimed "
+	       "by uid 1000");
+	expect(chunk(&p, &root_cred, closed, true), EROFS,
+	       "proven /, read-only: CHUNK write of a file claimed for "
+	       "writing");
+	/* The positive control: a claim its caller could make is taken,
+	 * so reads through it need no permission check any more. */
+	if (chunk(&p, &user_cred, open_file, false) == EACCES)
+		fail("proven /, read-only: CHUNK read of a 0644 file claimed "
+		     "by uid 1000: EACCES");
+	peer_close(&p);
+	c[0] = claim_of(closed, O_RDONLY, &user_cred);
+	o = (struct hello){ .subdir = "/pub",
+			    .proven = fresh_sid(),
+			    .claims = cv,
+			    .nclaims = 1 };
+	hello(&p, &o);
+	must(lookup(&p, pub, "closed", NULL), "lookup /pub/closed");
+	expect(chunk(&p, &user_cred, closed, false), EACCES,
+	       "proven /pub: CHUNK read of /pub/closed claimed by uid 1000");
+	peer_close(&p);
+
+	/* 3. Through /jail and /shared root is squashed: a claim of a
+	 * root 0644 file for writing, "as root", is refused. */
+	for (size_t i = 0; i < 2; i++) {
+		char sub[32];
+		uint64_t before;
+
+		snprintf(sub, sizeof(sub), "/%s", ex[i].name);
+		c[0] = claim_of(ex[i].victim, O_RDWR, &root_cred);
+		o = (struct hello){ .subdir = sub,
+				    .proven = fresh_sid(),
+				    .claims = cv,
+				    .nclaims = 1 };
+		hello(&p, &o);
+		/* Confined: it must have been told of the victim. */
+		must(lookup(&p, ex[i].dir, "victim", NULL), "lookup victim");
+		before = size_of(&p, ex[i].victim);
+		expect(chunk(&p, &root_cred, ex[i].victim, true), EACCES,
+		       "squashed root: CHUNK write of a root 0644 file it "
+		       "claimed");
+		expect(write_end(&p, &root_cred, ex[i].victim, 4), EACCES,
+		       "squashed root: WRITE_END of a root 0644 file it "
+		       "claimed");
+		if (size_of(&p, ex[i].victim) != before)
+			fail("%s: the victim's size changed", sub);
+		peer_close(&p);
+	}
+	ok("reclaim: a proven session's claims are checked as opens: root "
+	   "0600 and root 0700/0600 refused to uid 1000, writes refused on "
+	   "read-only exports and to squashed root; a 0644 file for reading "
+	   "taken");
+}
+
+/* ---- SET_VIA_FD --------------------------------------------------------------- */
+
+static void check_viafd(void)
+{
+	const uint32_t via_fd = SWEEPFS__SETATTR_VALID__SET_SIZE |
+				SWEEPFS__SETATTR_VALID__SET_VIA_FD;
+	struct peer p;
+	uint64_t mine;
+
+	for (size_t i = 0; i < 2; i++) {
+		char sub[32];
+
+		snprintf(sub, sizeof(sub), "/%s", ex[i].name);
+		session(&p, sub);
+		must(lookup(&p, ex[i].dir, "victim", NULL), "lookup victim");
+		expect(setattr(&p, &root_cred, ex[i].victim, via_fd, 4), EACCES,
+		       "squashed root: SET_SIZE|SET_VIA_FD of a root 0644 file "
+		       "it never opened");
+		if (size_of(&p, ex[i].victim) != 30)
+			fail("%s: the victim was cut to %" PRIu64 " bytes", sub,
+			     size_of(&p, ex[i].victim));
+		/* Opened for reading only: still no. */
+		must(open_as(&p, &root_cred, ex[i].victim, O_RDONLY),
+		     "open victim for reading");
+		expect(setattr(&p, &root_cred, ex[i].victim, via_fd, 4), EACCES,
+		       "SET_VIA_FD through a read-only open");
+		peer_close(&p);
+	}
+	/* The control: ftruncate() through a descriptor open for writing
+	 * needs no write permission on the file (its creator, 0444). */
+	session(&p, "/jail");
+	mine = make(&p, ex[0].w, "mine", 0444);
+	must(setattr(&p, &root_cred, mine, via_fd, 7),
+	     "SET_VIA_FD on the session's own 0444 file open for writing");
+	if (size_of(&p, mine) != 7)
+		fail("ftruncate through a descriptor did not take");
+	peer_close(&p);
+	ok("viafd: SET_VIA_FD needs the file open for writing in this "
+	   "session; the victims stay 30 bytes");
+}
+
+/* ---- a resent request's id -------------------------------------------------- */
+
+/*
+ * @made: the LINK was made by an earlier run of this check, before the
+ * master restarted; the requests sent again must still be told apart,
+ * from the digests the master journaled.
+ */
+static void check_again(uint64_t seed, bool made)
+{
+	Sweepfs__LinkReq l = SWEEPFS__LINK_REQ__INIT;
+	Sweepfs__CreateReq c = SWEEPFS__CREATE_REQ__INIT;
+	struct hello o = { .subdir = "/jail",
+			   .proven = 0x7a5e000000000000ull |
+				     (seed & 0xffffffff) };
+	struct peer p;
+	uint64_t id = 4242, got = 0;
+
+	if (!ex[0].dir) {
+		struct peer adm;
+
+		session(&adm, "/");
+		must(lookup(&adm, ROOT, "jail", &ex[0].dir), "lookup /jail");
+		must(lookup(&adm, ex[0].dir, "victim", &ex[0].victim),
+		     "lookup victim");
+		must(lookup(&adm, ex[0].dir, "w", &ex[0].w), "lookup w");
+		peer_close(&adm);
+	}
+	hello(&p, &o);
+	must(lookup(&p, ex[0].dir, "victim", NULL), "lookup victim");
+	/* Request X: link the root file into the writable directory. */
+	l.cred = &root_cred;
+	l.ino = ex[0].victim;
+	l.newparent = ex[0].w;
+	l.newname = str("lnk");
+	if (!made) {
+		p.next_id = id;
+		must(entry(&p, SW_MSG_LINK, 0, &l.base, NULL),
+		     "link the root file into /jail/w");
+	}
+	/* "Request X, sent again": a CREATE O_RDWR of that name. */
+	c.cred = &root_cred;
+	c.parent = ex[0].w;
+	c.name = str("lnk");
+	c.mode = S_IFREG | 0644;
+	c.flags = O_RDWR;
+	p.next_id = id;
+	expect(entry(&p, SW_MSG_CREATE, SW_FRAME_AGAIN, &c.base, &got), EACCES,
+	       "a CREATE O_RDWR flagged AGAIN under a LINK's id, of the "
+	       "linked root 0644 file");
+	p.next_id = id + 1;
+	expect(chunk(&p, &root_cred, ex[0].victim, true), EACCES,
+	       "a CHUNK write of the root file after the CREATE");
+	expect(write_end(&p, &root_cred, ex[0].victim, 4), EACCES,
+	       "a WRITE_END of the root file after the CREATE");
+	/* The LINK itself sent again is answered as made, not made twice
+	 * (which would fail with EEXIST). */
+	p.next_id = id;
+	must(entry(&p, SW_MSG_LINK, SW_FRAME_AGAIN, &l.base, &got),
+	     "the LINK itself sent again");
+	if (got != ex[0].victim)
+		fail("the LINK sent again answered inode %" PRIu64, got);
+	peer_close(&p);
+	ok("again%s: a request sent again is matched by type and arguments, "
+	   "not by id alone",
+	   made ? " (after a restart)" : "");
+}
+
+/* ---- group 0 ---------------------------------------------------------------- */
+
+static void check_gid0(void)
+{
+	uint32_t groups[2] = { 0, 1000 };
+	Sweepfs__Cred g0 = SWEEPFS__CRED__INIT, sup0 = SWEEPFS__CRED__INIT;
+	struct peer p;
+
+	g0.uid = 1000;
+	g0.gid = 0;
+	sup0.uid = sup0.gid = 1000;
+	sup0.n_groups = 2;
+	sup0.groups = groups;
+	session(&p, "/jail");
+	must(lookup(&p, ex[0].dir, "g0", NULL), "lookup g0");
+	expect(open_as(&p, &g0, ex[0].g0, O_RDWR), EACCES,
+	       "maproot=nobody: uid 1000 gid 0 opens a root:root 0660 file");
+	expect(open_as(&p, &sup0, ex[0].g0, O_RDWR), EACCES,
+	       "maproot=nobody: uid 1000 with group 0 opens a root:root "
+	       "0660 file");
+	expect(chunk(&p, &g0, ex[0].g0, true), EACCES,
+	       "maproot=nobody: a CHUNK write as gid 0");
+	peer_close(&p);
+	/* maproot=0: nothing is squashed, group 0 is group 0. */
+	session(&p, "/team");
+	must(lookup(&p, ex[2].dir, "g0", NULL), "lookup g0");
+	must(open_as(&p, &g0, ex[2].g0, O_RDWR),
+	     "maproot=0: uid 1000 gid 0 opens a root:root 0660 file");
+	must(open_as(&p, &sup0, ex[2].g0, O_RDWR),
+	     "maproot=0: uid 1000 with group 0 opens it");
+	peer_close(&p);
+	ok("gid0: group 0 is squashed with root under maproot=nobody, as "
+	   "knfsd does; not under maproot=0");
+}
+
+/* ---- INFO ------------------------------------------------------------------- */
+
+static Sweepfs__InfoReply *info(struct peer *p)
+{
+	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	Sweepfs__InfoReply *r;
+	uint64_t id;
+	int err;
+
+	id = peer_send(p, SW_MSG_INFO, 0, &q.base);
+	r = (Sweepfs__InfoReply *)peer_reply(p, SW_MSG_INFO, id, &err);
+	if (err)
+		fail("info: %s", strerror(err));
+	return r;
+}
+
+static void check_info(void)
+{
+	struct peer adm, ro;
+	Sweepfs__InfoReply *r;
+	size_t others = 0;
+
+	uint64_t ro_sid;
+
+	session(&adm, "/");
+	session(&ro, "/pub");
+	ro_sid = last_sid;
+	/* Requests of the admin's session fill the slowest list. */
+	for (int i = 0; i < 200; i++)
+		attr_of(&adm, ROOT);
+	peer_ping(&ro);
+	r = info(&ro);
+	if (!r->n_slowest)
+		fail("info: no slowest requests listed at all");
+	for (size_t i = 0; i < r->n_slowest; i++) {
+		const Sweepfs__SlowRequest *s = r->slowest[i];
+
+		if (s->has_session_id && s->session_id != ro_sid)
+			others += 1;
+		if (s->client && *s->client)
+			fail("info: a read-only session sees client \"%s\"",
+			     s->client);
+	}
+	sweepfs__info_reply__free_unpacked(r, NULL);
+	/* Its own (a ping is a request too) may be named; no other. The
+	 * admin's are the many getattrs above. */
+	if (others)
+		fail("info: a read-only session sees %zu sessions' ids among "
+		     "the slowest requests",
+		     others);
+	r = info(&adm);
+	others = 0;
+	for (size_t i = 0; i < r->n_slowest; i++)
+		others += r->slowest[i]->has_session_id;
+	sweepfs__info_reply__free_unpacked(r, NULL);
+	if (!others)
+		fail("info: the admin sees no session ids among the slowest");
+	peer_close(&ro);
+	peer_close(&adm);
+	ok("info: the slowest requests name other sessions to admins only");
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed = 1;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "m:p:k:P:s:")) != -1) {
+		switch (opt) {
+		case 'm':
+			m_port = (uint16_t)atoi(optarg);
+			break;
+		case 'p':
+			m_pid = (pid_t)atoi(optarg);
+			break;
+		case 'k':
+			session_key_file = optarg;
+			break;
+		case 'P':
+			admin_pw = optarg;
+			break;
+		case 's':
+			seed = strtoull(optarg, NULL, 10);
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (!m_port || !m_pid || !session_key_file || !admin_pw ||
+	    optind == argc) {
+		fprintf(stderr, "usage: see the top of trust.c\n");
+		return 2;
+	}
+	rng_state = seed | 1;
+	user_cred.uid = user_cred.gid = 1000;
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = optind; i < argc; i++) {
+		const char *c = argv[i];
+
+		if (!strcmp(c, "setup"))
+			check_setup();
+		else if (!strcmp(c, "reclaim"))
+			check_reclaim();
+		else if (!strcmp(c, "viafd"))
+			check_viafd();
+		else if (!strcmp(c, "again"))
+			check_again(seed, false);
+		else if (!strcmp(c, "again-made"))
+			check_again(seed, true);
+		else if (!strcmp(c, "gid0"))
+			check_gid0();
+		else if (!strcmp(c, "info"))
+			check_info();
+		else
+			fail("unknown check %s", c);
+		alive(m_pid, "master");
+	}
+	return 0;
+}
