@@ -28,6 +28,12 @@ struct sess_cursor {
 
 #define SESSION_CURSORS 64
 
+/* What a session may still spend on grants (deleg.c): a token bucket. */
+struct deleg_bucket {
+	double tokens;
+	int64_t at; /* mono ns of the last refill; 0: never (full) */
+};
+
 /* Inode ranges a session may use at once (InoRangeReq). */
 #define SESSION_INO_RANGES 4
 
@@ -66,6 +72,7 @@ struct session {
 	struct watch *watches_tail;
 	uint32_t nwatches;
 	uint32_t ndelegs; /* directories delegated to it (deleg.h) */
+	struct deleg_bucket deleg_visits; /* what its grants may cost */
 	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
 	 * batch may still use an older one while a newer is asked for, and
 	 * a request sent again after a lost reply takes one more. In

@@ -10,6 +10,7 @@
  *   127.0.0.1  /shared  rw,alldirs,mapall=nobody
  *   127.0.0.1  /team    rw,alldirs,maproot=0
  *   127.0.0.2  /        ro
+ *   127.0.0.3  /team    rw,alldirs,maproot=0
  *   127.0.0.1  /        rw,alldirs,admin,maproot=0,password=ADMINPW
  *
  * "setup" (first) makes, through the admin export: /private (root 0700)
@@ -43,6 +44,10 @@
  *            maproot=0 (no squashing) it can
  *   info     a read-only session's INFO names no other session among the
  *            slowest requests; an admin's does
+ *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
+ *            entries, from 127.0.0.3's /team (which may hold
+ *            delegations): some granted, not all, and another client's
+ *            pings meanwhile all under -t ms (default 100)
  *
  * Prints "ok - ..." per check; exit 0 when all held, 1 at the first that
  * did not.
@@ -58,7 +63,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -610,6 +617,150 @@ static void check_gid0(void)
 	   "knfsd does; not under maproot=0");
 }
 
+/* ---- grants --------------------------------------------------------------- */
+
+/* Make @n empty files in @dir, pipelined 500 at a time. */
+static void fill(struct peer *p, uint64_t dir, unsigned n)
+{
+	char name[32];
+
+	for (unsigned done = 0; done < n;) {
+		unsigned k = SW_MIN(500u, n - done);
+		uint64_t first = p->next_id;
+
+		for (unsigned i = 0; i < k; i++) {
+			Sweepfs__CreateReq c = SWEEPFS__CREATE_REQ__INIT;
+
+			snprintf(name, sizeof(name), "f%07u", done + i);
+			c.cred = &root_cred;
+			c.parent = dir;
+			c.name = str(name);
+			c.mode = S_IFREG | 0644;
+			c.flags = O_RDONLY;
+			peer_send(p, SW_MSG_CREATE, 0, &c.base);
+		}
+		for (unsigned i = 0; i < k; i++) {
+			ProtobufCMessage *r;
+			int err;
+
+			r = peer_reply(p, SW_MSG_CREATE, first + i, &err);
+			must(err, "create in the large directory");
+			protobuf_c_message_free_unpacked(r, NULL);
+		}
+		done += k;
+	}
+}
+
+/*
+ * A child that pings the master every 5 ms until the parent closes
+ * @stop[1]; writes the slowest round trip (ms) to @out[1] and exits.
+ */
+static pid_t pinger(const int stop[2], const int out[2])
+{
+	pid_t pid = fork();
+	double worst = 0;
+	struct peer p;
+
+	if (pid)
+		return pid;
+	/* Only the parent's end of @stop may keep it open. */
+	close(stop[1]);
+	close(out[0]);
+	session(&p, "/pub");
+	for (;;) {
+		struct pollfd pfd = { .fd = stop[0], .events = POLLIN };
+		int64_t t0 = sw_mono_ns();
+		double ms;
+
+		peer_ping(&p);
+		ms = (double)(sw_mono_ns() - t0) / 1e6;
+		worst = SW_MAX(worst, ms);
+		if (poll(&pfd, 1, 5) != 0)
+			break;
+	}
+	if (write(out[1], &worst, sizeof(worst)) != sizeof(worst))
+		_exit(1);
+	_exit(0);
+}
+
+/*
+ * Pipelined DELEG and DELEG_RETURN of a directory of @n entries, @pairs
+ * times, from an export that may hold delegations: another client's
+ * pings stay under @max_ms, and grants are refused once their cost is
+ * spent, rather than freezing the loop.
+ */
+static void check_grants(unsigned n, unsigned pairs, double max_ms)
+{
+	struct peer p;
+	struct hello o = { .subdir = "/team", .from = "127.0.0.3" };
+	int stop[2], out[2];
+	unsigned granted = 0;
+	uint64_t team, big, first;
+	double worst;
+	pid_t child;
+	int st;
+
+	/* Made by the session that asks for it: another that had listed
+	 * or made it would be caching it, and no grant would be made. */
+	team = hello(&p, &o);
+	big = make(&p, team, "big", S_IFDIR | 0777);
+	fill(&p, big, n);
+	if (pipe(stop) < 0 || pipe(out) < 0)
+		fail("pipe: %s", strerror(errno));
+	child = pinger(stop, out);
+	if (child < 0)
+		fail("fork: %s", strerror(errno));
+	close(stop[0]);
+	close(out[1]);
+	usleep(100000);
+	first = p.next_id;
+	for (unsigned i = 0; i < pairs; i++) {
+		Sweepfs__DelegReq d = SWEEPFS__DELEG_REQ__INIT;
+		Sweepfs__DelegReturnReq r = SWEEPFS__DELEG_RETURN_REQ__INIT;
+
+		d.dir = r.dir = big;
+		peer_send(&p, SW_MSG_DELEG, 0, &d.base);
+		peer_send(&p, SW_MSG_DELEG_RETURN, 0, &r.base);
+	}
+	for (unsigned i = 0; i < pairs; i++) {
+		Sweepfs__DelegReply *d;
+		ProtobufCMessage *r;
+		int err;
+
+		d = (Sweepfs__DelegReply *)peer_reply(&p, SW_MSG_DELEG,
+						      first + 2 * i, &err);
+		must(err, "DELEG");
+		granted += d->granted;
+		sweepfs__deleg_reply__free_unpacked(d, NULL);
+		r = peer_reply(&p, SW_MSG_DELEG_RETURN, first + 2 * i + 1,
+			       &err);
+		must(err, "DELEG_RETURN");
+		protobuf_c_message_free_unpacked(r, NULL);
+	}
+	close(stop[1]);
+	if (read(out[0], &worst, sizeof(worst)) != sizeof(worst) ||
+	    waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
+	    WEXITSTATUS(st))
+		fail("grants: the pinger failed");
+	close(out[0]);
+	peer_close(&p);
+	if (worst > max_ms)
+		fail("grants: another client's ping took %.1f ms (at most "
+		     "%.0f) during %u DELEG/DELEG_RETURN pairs of %u entries",
+		     worst, max_ms, pairs, n);
+	if (!granted)
+		fail("grants: no DELEG of the %u-entry directory was granted",
+		     n);
+	if (granted == pairs)
+		fail("grants: all %u grants of the %u-entry directory were "
+		     "made at once",
+		     pairs, n);
+	ok("grants: %u pipelined DELEG/DELEG_RETURN pairs of a %u-entry "
+	   "directory: %u granted, the rest refused; another client's "
+	   "slowest ping %.1f ms",
+	   pairs, n, granted, worst);
+}
+
 /* ---- INFO ------------------------------------------------------------------- */
 
 static Sweepfs__InfoReply *info(struct peer *p)
@@ -675,10 +826,14 @@ static void check_info(void)
 int main(int argc, char **argv)
 {
 	uint64_t seed = 1;
+	double max_ms = 100;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:p:k:P:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:p:k:P:s:t:")) != -1) {
 		switch (opt) {
+		case 't':
+			max_ms = atof(optarg);
+			break;
 		case 'm':
 			m_port = (uint16_t)atoi(optarg);
 			break;
@@ -723,6 +878,8 @@ int main(int argc, char **argv)
 			check_gid0();
 		else if (!strcmp(c, "info"))
 			check_info();
+		else if (!strncmp(c, "grants=", 7))
+			check_grants((unsigned)atoi(c + 7), 400, max_ms);
 		else
 			fail("unknown check %s", c);
 		alive(m_pid, "master");
