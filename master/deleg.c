@@ -260,10 +260,13 @@ void deleg_recall_all(struct master *m)
  * with @subtree (the request changes a tree: rmr, rename, snapshot) also
  * for one below it. Recalls what it finds; returns one to wait for.
  */
-static struct deleg *conflict_ino(struct master *m, const struct session *s,
+static struct deleg *conflict_ino(struct master *m, struct session *s,
 				  uint64_t ino, bool subtree)
 {
-	struct node *n = ns_get(&m->ns, ino);
+	/* As the request will see it: a node a confined session may not
+	 * use by number is refused, with no recall of another's. */
+	struct req as = { .m = m, .s = s };
+	struct node *n = req_node(&as, ino);
 	struct deleg *d;
 
 	if (!n)
@@ -309,7 +312,7 @@ static bool changes_tree(uint16_t type)
 	}
 }
 
-static struct deleg *conflict(struct master *m, const struct session *s,
+static struct deleg *conflict(struct master *m, struct session *s,
 			      uint16_t type, const ProtobufCMessage *msg)
 {
 	const ProtobufCMessageDescriptor *desc = msg->descriptor;

@@ -259,7 +259,8 @@ struct setattr_plan {
 	const Sweepfs__SetattrReq *q;
 	const struct cred *cred;
 	const struct node *n;
-	unsigned v; /* q->valid */
+	unsigned v;  /* q->valid */
+	bool open_w; /* the session has n open for writing */
 	int64_t now;
 	uint32_t mode, newuid, newgid;
 	unsigned out;
@@ -393,6 +394,11 @@ static int plan_setattr(struct setattr_plan *p)
 		rc = plan_mode(p);
 	if (rc == 0 && (v & SWEEPFS__SETATTR_VALID__SET_KILL_SUIDGID) &&
 	    kill_suidgid(p->mode) != p->mode) {
+		/* What a write does to the set-id bits: for whoever may
+		 * write, as the write itself. */
+		if (!p->open_w && !cred_owns(p->cred, p->n) &&
+		    perm_check(p->cred, p->n, PERM_W) < 0)
+			return -EPERM;
 		p->mode = kill_suidgid(p->mode);
 		p->out |= NS_SET_MODE;
 	}
@@ -425,6 +431,7 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 		.cred = &cred,
 		.n = n,
 		.v = setattr_valid(r, q, n),
+		.open_w = session_has_writable(r->s, n->ino),
 		.now = sw_now_ns(),
 		.mode = n->mode & 07777,
 		.newuid = (q->valid & SWEEPFS__SETATTR_VALID__SET_UID) ?
@@ -1328,7 +1335,11 @@ static int xattr_check(const struct cred *c, const struct node *n,
 		return 0;
 	}
 	if (has_prefix(name, "security.")) {
-		if (write && !cred_owns(c, n))
+		/* Linux's cap_inode_setxattr(): CAP_SYS_ADMIN (and
+		 * CAP_SETFCAP for security.capability), not ownership: an
+		 * owner that set file capabilities would give them to
+		 * whoever runs the file on any client. */
+		if (write && !cred_is_root(c))
 			return -EPERM;
 		return 0;
 	}

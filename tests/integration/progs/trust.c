@@ -44,6 +44,12 @@
  *            maproot=0 (no squashing) it can
  *   info     a read-only session's INFO names no other session among the
  *            slowest requests; an admin's does
+ *   rootonly through /team (no squashing), uid 1000 may not clear the
+ *            set-id bits of a root 04755 file, nor set security.* names
+ *            on its own file; it may on what it owns, root may
+ *   recall   a /pub session's GETATTR, by number, of a file in a
+ *            directory delegated to another session is refused at once,
+ *            and sends the holder no recall
  *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
  *            entries, from 127.0.0.3's /team (which may hold
  *            delegations): some granted, not all, and another client's
@@ -617,6 +623,124 @@ static void check_gid0(void)
 	   "knfsd does; not under maproot=0");
 }
 
+/* ---- what only root or a writer may do ------------------------------------ */
+
+static int set_xattr(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+		     const char *name)
+{
+	Sweepfs__SetxattrReq q = SWEEPFS__SETXATTR_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.name = str(name);
+	q.value = str("\x01\x00\x00\x02");
+	return peer_call(p, SW_MSG_SETXATTR, &q.base);
+}
+
+/*
+ * Through /team (no squashing): uid 1000 may not clear the set-id bits
+ * of a root 04755 file it may not write (the kernel's "kill suid" of a
+ * write), nor set security.* names on its own file (file capabilities
+ * would be given to whoever runs it on any client); it may do both on
+ * what it owns or may write, and root may set security.* names.
+ */
+static void check_root_only(void)
+{
+	struct peer adm, p;
+	uint64_t team, suid, mine;
+
+	session(&adm, "/");
+	must(lookup(&adm, ROOT, "team", &team), "lookup /team");
+	suid = make(&adm, team, "suid", 04755);
+	mine = make(&adm, team, "mine", 04755);
+	{
+		Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+
+		q.cred = &root_cred;
+		q.ino = mine;
+		q.valid = SWEEPFS__SETATTR_VALID__SET_UID |
+			  SWEEPFS__SETATTR_VALID__SET_GID |
+			  SWEEPFS__SETATTR_VALID__SET_MODE;
+		q.has_uid = q.has_gid = q.has_mode = 1;
+		q.uid = q.gid = 1000;
+		q.mode = 04755;
+		must(peer_call(&adm, SW_MSG_SETATTR, &q.base),
+		     "chown mine to 1000");
+	}
+	session(&p, "/team");
+	must(lookup(&p, team, "suid", NULL), "lookup suid");
+	must(lookup(&p, team, "mine", NULL), "lookup mine");
+	expect(setattr(&p, &user_cred, suid,
+		       SWEEPFS__SETATTR_VALID__SET_KILL_SUIDGID, 0),
+	       EPERM, "uid 1000 clears the set-id bits of a root 04755 file");
+	if ((attr_of(&p, suid).mode & 07777) != 04755)
+		fail("the root file's set-id bit went");
+	must(setattr(&p, &user_cred, mine,
+		     SWEEPFS__SETATTR_VALID__SET_KILL_SUIDGID, 0),
+	     "uid 1000 clears the set-id bits of its own file");
+	if ((attr_of(&p, mine).mode & 07777) != 0755)
+		fail("the owner's kill-suid did not take");
+	expect(set_xattr(&p, &user_cred, mine, "security.capability"), EPERM,
+	       "uid 1000 sets security.capability on its own file");
+	expect(set_xattr(&p, &user_cred, mine, "security.other"), EPERM,
+	       "uid 1000 sets a security.* name on its own file");
+	must(set_xattr(&p, &user_cred, mine, "user.fine"),
+	     "uid 1000 sets a user.* name on its own file");
+	must(set_xattr(&p, &root_cred, mine, "security.capability"),
+	     "root sets security.capability");
+	peer_close(&p);
+	peer_close(&adm);
+	ok("root-only: kill-suid needs write access; security.* names need "
+	   "root");
+}
+
+/*
+ * A session may not make another's delegation be recalled through a
+ * node it may not use: a /pub session's GETATTR of a file in a
+ * directory 127.0.0.3's /team holds is refused at once (ESTALE), and the
+ * holder is sent no recall.
+ */
+static void check_recall_confined(void)
+{
+	struct hello o = { .subdir = "/team", .from = "127.0.0.3" };
+	Sweepfs__DelegReq d = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *dr;
+	Sweepfs__GetattrReq g = SWEEPFS__GETATTR_REQ__INIT;
+	struct sw_frame_hdr hdr;
+	struct peer holder, p;
+	uint64_t team, held, f, id;
+	uint8_t *payload;
+	int64_t t0;
+	int err, rc;
+
+	team = hello(&holder, &o);
+	held = make(&holder, team, "held", S_IFDIR | 0755);
+	f = make(&holder, held, "f", 0644);
+	d.dir = held;
+	id = peer_send(&holder, SW_MSG_DELEG, 0, &d.base);
+	dr = (Sweepfs__DelegReply *)peer_reply(&holder, SW_MSG_DELEG, id, &err);
+	if (err || !dr->granted)
+		fail("recall: the holder was not granted its directory");
+	sweepfs__deleg_reply__free_unpacked(dr, NULL);
+	session(&p, "/pub");
+	g.ino = f;
+	t0 = now_ms();
+	expect(peer_call(&p, SW_MSG_GETATTR, &g.base), ESTALE,
+	       "a /pub session's GETATTR of a file in /team, by number");
+	if (now_ms() - t0 > 1000)
+		fail("recall: the refusal took %" PRId64 " ms", now_ms() - t0);
+	rc = peer_recv(&holder, &hdr, &payload, 300);
+	if (rc > 0) {
+		free(payload);
+		if (hdr.type == SW_MSG_DELEG_RECALL)
+			fail("recall: the holder was told to give its directory "
+			     "back for a request that could not use it");
+	}
+	peer_close(&p);
+	peer_close(&holder);
+	ok("recall: a node a confined session may not use recalls nothing");
+}
+
 /* ---- grants --------------------------------------------------------------- */
 
 /* Make @n empty files in @dir, pipelined 500 at a time. */
@@ -878,6 +1002,10 @@ int main(int argc, char **argv)
 			check_gid0();
 		else if (!strcmp(c, "info"))
 			check_info();
+		else if (!strcmp(c, "rootonly"))
+			check_root_only();
+		else if (!strcmp(c, "recall"))
+			check_recall_confined();
 		else if (!strncmp(c, "grants=", 7))
 			check_grants((unsigned)atoi(c + 7), 400, max_ms);
 		else
