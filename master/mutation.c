@@ -183,7 +183,8 @@ static int apply_set_eattr(struct ns *ns, const Sweepfs__Meta__SetEattr *e)
 	if (!dir)
 		return -ENOENT;
 	rc = ns_set_eattr(ns, dir, (const char *)e->name.data, e->name.len,
-			  e->snapshot, e->recursive);
+			  e->snapshot, e->recursive,
+			  e->has_owner ? e->owner : NS_ANY_OWNER);
 	return rc < 0 ? (int)rc : 0;
 }
 
@@ -233,7 +234,10 @@ static int apply_trash(struct ns *ns, const Sweepfs__Meta__Mutation *m)
 		if (!n)
 			return -ENOENT;
 		rc = ns_set_trashtime(ns, n, m->set_trashtime->seconds,
-				      m->set_trashtime->recursive);
+				      m->set_trashtime->recursive,
+				      m->set_trashtime->has_owner ?
+					      m->set_trashtime->owner :
+					      NS_ANY_OWNER);
 		return rc < 0 ? (int)rc : 0;
 	case SWEEPFS__META__MUTATION__OP_TRASH_RESTORE:
 		n = get_dir(ns, tr->parent);
@@ -310,7 +314,9 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 			break;
 		}
 		r = ns_set_goal(ns, n, m->set_goal->goal,
-				m->set_goal->recursive);
+				m->set_goal->recursive,
+				m->set_goal->has_owner ? m->set_goal->owner :
+							 NS_ANY_OWNER);
 		rc = r < 0 ? (int)r : 0;
 		break;
 	}

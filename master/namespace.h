@@ -220,13 +220,21 @@ static inline unsigned ns_goal(const struct node *n)
 }
 
 /*
+ * The recursive setters below change only nodes of owner @owner below
+ * the top (NS_ANY_OWNER: all), as MooseFS's mfssetgoal -r does for
+ * whoever is not root: a user's recursive change stops at what is not
+ * its own, though the walk goes on through it.
+ */
+#define NS_ANY_OWNER (-1LL)
+
+/*
  * Set @n's goal (0: the default) and, with @recursive and a directory,
- * that of everything below; files' chunks follow (chunk_goal_add()).
- * Returns nodes changed, or -ENOMEM (for the walk's stack) with nothing
- * changed. O(names below).
+ * that of everything below owned by @owner; files' chunks follow
+ * (chunk_goal_add()). Returns nodes changed, or -ENOMEM (for the walk's
+ * stack) with nothing changed. O(names below).
  */
 int64_t ns_set_goal(struct ns *ns, struct node *n, unsigned goal,
-		    bool recursive);
+		    bool recursive, int64_t owner);
 
 /* Whether @c must not be written in place: a snapshot being copied may
  * name it (chunks.h). */
@@ -432,11 +440,12 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot);
 
 /*
  * Set or clear the snapshot flag of @name in @dir and, with @recursive,
- * of every name below it. Returns the number of names changed, or
- * -ENOENT / -ENOTDIR. O(names in the tree).
+ * of every name below it whose node @owner owns (NS_ANY_OWNER: all).
+ * Returns the number of names changed, or -ENOENT / -ENOTDIR. O(names
+ * in the tree).
  */
 int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
-		     size_t len, bool snapshot, bool recursive);
+		     size_t len, bool snapshot, bool recursive, int64_t owner);
 
 /*
  * Snapshots (nscopy.c): a copy made from an image of the source tree, in

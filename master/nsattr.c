@@ -168,23 +168,31 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
 
 struct flag_walk {
 	bool snapshot;
+	int64_t owner;
 	int64_t changed;
 };
+
+static bool owned(const struct node *n, int64_t owner)
+{
+	return owner == NS_ANY_OWNER || n->uid == (uint64_t)owner;
+}
 
 static int flag_edge(struct node *dir, struct edge *e, void *arg)
 {
 	struct flag_walk *w = arg;
 
+	if (!owned(e->child, w->owner))
+		return 0;
 	w->changed += !(e->flags & EDGE_SNAPSHOT) != !w->snapshot;
 	ns_edge_flag(dir, e, w->snapshot);
 	return 0;
 }
 
 int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
-		     size_t len, bool snapshot, bool recursive)
+		     size_t len, bool snapshot, bool recursive, int64_t owner)
 {
 	struct edge *top = ns_lookup(ns, dir, name, len), **stack = NULL;
-	struct flag_walk w = { .snapshot = snapshot };
+	struct flag_walk w = { .snapshot = snapshot, .owner = NS_ANY_OWNER };
 
 	if (!top)
 		return -ENOENT;
@@ -192,6 +200,7 @@ int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
 	if (recursive && !(stack = nsi_walk_stack(top->child)))
 		return -ENOMEM; /* before anything changed */
 	flag_edge(dir, top, &w);
+	w.owner = owner;
 	if (recursive)
 		nsi_walk(top->child, stack, flag_edge, &w);
 	free(stack);
@@ -222,6 +231,7 @@ struct goal_walk {
 	struct ns *ns;
 	unsigned goal;
 	int64_t changed;
+	int64_t owner;
 };
 
 static int goal_edge(struct node *dir, struct edge *e, void *arg)
@@ -229,15 +239,17 @@ static int goal_edge(struct node *dir, struct edge *e, void *arg)
 	struct goal_walk *w = arg;
 
 	(void)dir;
+	if (!owned(e->child, w->owner))
+		return 0;
 	w->changed += ns_goal(e->child) != w->goal;
 	node_goal(w->ns, e->child, w->goal);
 	return 0;
 }
 
 int64_t ns_set_goal(struct ns *ns, struct node *n, unsigned goal,
-		    bool recursive)
+		    bool recursive, int64_t owner)
 {
-	struct goal_walk w = { ns, goal, ns_goal(n) != goal };
+	struct goal_walk w = { ns, goal, ns_goal(n) != goal, owner };
 	struct edge **stack = NULL;
 
 	recursive = recursive && S_ISDIR(n->mode);

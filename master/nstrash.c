@@ -182,6 +182,7 @@ int ns_trash_unlink(struct ns *ns, struct node *dir, const char *name,
 struct trashtime_walk {
 	uint32_t seconds;
 	int64_t nodes;
+	int64_t owner;
 };
 
 static int set_trashtime(struct node *dir, struct edge *e, void *arg)
@@ -189,9 +190,11 @@ static int set_trashtime(struct node *dir, struct edge *e, void *arg)
 	struct trashtime_walk *w = arg;
 
 	(void)dir;
+	if (!S_ISDIR(e->child->mode) ||
+	    (w->owner != NS_ANY_OWNER && e->child->uid != (uint64_t)w->owner))
+		return 0;
 	w->nodes++;
-	if (S_ISDIR(e->child->mode))
-		e->child->u.dir->trashtime = w->seconds;
+	e->child->u.dir->trashtime = w->seconds;
 	return 0;
 }
 
@@ -278,9 +281,9 @@ int ns_trash_drop(struct ns *ns, uint64_t id, bool keep, int64_t now)
 }
 
 int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
-			 bool recursive)
+			 bool recursive, int64_t owner)
 {
-	struct trashtime_walk w = { seconds, 1 };
+	struct trashtime_walk w = { seconds, 1, owner };
 	struct edge **stack;
 
 	if (!S_ISDIR(dir->mode))

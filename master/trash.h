@@ -34,10 +34,11 @@ int ns_trash_restore(struct ns *ns, uint64_t id, struct node *dir,
  * the purge queue. */
 int ns_trash_drop(struct ns *ns, uint64_t id, bool keep, int64_t now);
 
-/* Trash time of @dir, and with @recursive of every directory below.
- * Returns directories changed, or -errno. */
+/* Trash time of @dir, and with @recursive of every directory below that
+ * @owner owns (NS_ANY_OWNER: all). Returns directories changed, or
+ * -errno. */
 int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
-			 bool recursive);
+			 bool recursive, int64_t owner);
 
 /* One item: the namespace's list, oldest first. */
 struct trash_item {

@@ -60,6 +60,9 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 		st.seconds = q->seconds;
 		st.has_recursive = 1;
 		st.recursive = q->recursive;
+		/* Below the top, a user changes only its own. */
+		st.has_owner = q->recursive && !req_admin(r, &cred);
+		st.owner = cred.uid;
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_TRASHTIME;
 		mut.set_trashtime = &st;

@@ -232,7 +232,8 @@ static struct node *build_tree(struct fixture *f)
 			 0);
 	assert_int_equal(
 		ns_xattr_set(&f->ns, a, "user.empty", 10, "", 0, ++f->now), 0);
-	assert_true(ns_set_eattr(&f->ns, src, "a", 1, true, false) == 1);
+	assert_true(ns_set_eattr(&f->ns, src, "a", 1, true, false,
+				 NS_ANY_OWNER) == 1);
 	a->u.dir->trashtime = 3600;
 	for (int i = 0; i < 40; i++) {
 		char name[16];
@@ -680,7 +681,7 @@ static void test_goals(void **state)
 	struct sw_buf img;
 	uint64_t ino;
 
-	assert_int_equal(ns_set_goal(ns, d, 3, false), 1);
+	assert_int_equal(ns_set_goal(ns, d, 3, false, NS_ANY_OWNER), 1);
 	a = mk(f, d, "a", S_IFREG | 0644);
 	sub = mk(f, d, "sub", S_IFDIR | 0755);
 	b = mk(f, sub, "b", S_IFREG | 0644);
@@ -698,15 +699,16 @@ static void test_goals(void **state)
 			      "copy", &ino) > 0);
 	assert_int_equal(ns_goal(child(f, ns_get(ns, ino), "a")), 3);
 	/* Lowering one file's goal: its shared chunk keeps the highest. */
-	assert_int_equal(ns_set_goal(ns, a, 1, false), 1);
+	assert_int_equal(ns_set_goal(ns, a, 1, false, NS_ANY_OWNER), 1);
 	assert_int_equal(chunk_goal(ca, 1), 3);
 	/* Both names lowered, recursively: a chunk named by files of goal 1
 	 * and 2 wants 2, whatever the default. */
-	assert_int_equal(ns_set_goal(ns, ns_get(ns, ino), 2, true), 4);
+	assert_int_equal(
+		ns_set_goal(ns, ns_get(ns, ino), 2, true, NS_ANY_OWNER), 4);
 	assert_int_equal(
 		ns_goal(child(f, child(f, ns_get(ns, ino), "sub"), "b")), 2);
 	/* Recursion reached the directory and the file below it. */
-	assert_int_equal(ns_set_goal(ns, d, 0, true), 4);
+	assert_int_equal(ns_set_goal(ns, d, 0, true, NS_ANY_OWNER), 4);
 	assert_int_equal(ns_goal(b), 0);
 	/* cb: named by b (default now) and by the copy's b (2); a shared
 	 * chunk's goal only goes up while the master runs (it is worked out
@@ -721,9 +723,11 @@ static void test_goals(void **state)
 
 		give_chunks(f, solo, 1);
 		cs = chunk_get(ns, ns_chunk_at(solo, 0));
-		assert_int_equal(ns_set_goal(ns, solo, 4, false), 1);
+		assert_int_equal(ns_set_goal(ns, solo, 4, false, NS_ANY_OWNER),
+				 1);
 		assert_int_equal(chunk_goal(cs, 1), 4);
-		assert_int_equal(ns_set_goal(ns, solo, 1, false), 1);
+		assert_int_equal(ns_set_goal(ns, solo, 1, false, NS_ANY_OWNER),
+				 1);
 		assert_int_equal(chunk_goal(cs, 3), 1);
 	}
 	sw_buf_release(&img);

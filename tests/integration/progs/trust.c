@@ -50,6 +50,9 @@
  *   recall   a /pub session's GETATTR, by number, of a file in a
  *            directory delegated to another session is refused at once,
  *            and sends the holder no recall
+ *   recursive  uid 1000's recursive GOAL and TRASHTIME of its own
+ *            directory leave the root file and directory in it as they
+ *            were; an admin's root changes them
  *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
  *            entries, from 127.0.0.3's /team (which may hold
  *            delegations): some granted, not all, and another client's
@@ -741,6 +744,107 @@ static void check_recall_confined(void)
 	ok("recall: a node a confined session may not use recalls nothing");
 }
 
+/* ---- recursive changes ------------------------------------------------------ */
+
+/* GOAL of @ino as @cred: with @goal >= 0 set it (recursively with @rec);
+ * the goal it has after, or -errno. */
+static int goal(struct peer *p, Sweepfs__Cred *cred, uint64_t ino, int goal,
+		bool rec)
+{
+	Sweepfs__GoalReq q = SWEEPFS__GOAL_REQ__INIT;
+	Sweepfs__GoalReply *r;
+	uint64_t id;
+	int err, g;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.has_goal = goal >= 0;
+	q.goal = (uint32_t)goal;
+	q.has_recursive = 1;
+	q.recursive = rec;
+	id = peer_send(p, SW_MSG_GOAL, 0, &q.base);
+	r = (Sweepfs__GoalReply *)peer_reply(p, SW_MSG_GOAL, id, &err);
+	g = err ? -err : (int)r->goal;
+	sweepfs__goal_reply__free_unpacked(r, NULL);
+	return g;
+}
+
+static int trashtime(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+		     int64_t seconds, bool rec)
+{
+	Sweepfs__TrashtimeReq q = SWEEPFS__TRASHTIME_REQ__INIT;
+	Sweepfs__TrashtimeReply *r;
+	uint64_t id;
+	int err;
+	int64_t s;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.has_seconds = seconds >= 0;
+	q.seconds = (uint32_t)seconds;
+	q.has_recursive = 1;
+	q.recursive = rec;
+	id = peer_send(p, SW_MSG_TRASHTIME, 0, &q.base);
+	r = (Sweepfs__TrashtimeReply *)peer_reply(p, SW_MSG_TRASHTIME, id,
+						  &err);
+	s = err ? -err : (int64_t)r->seconds;
+	sweepfs__trashtime_reply__free_unpacked(r, NULL);
+	return (int)s;
+}
+
+/*
+ * uid 1000's own directory in /team holds a root file and a root
+ * directory: its recursive goal and trash time change its own nodes
+ * only, as mfssetgoal -r does for whoever is not root; an admin's root
+ * changes them all.
+ */
+static void check_recursive(void)
+{
+	struct peer adm, p;
+	uint64_t team, u, rf, rd, of;
+	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+
+	session(&adm, "/");
+	must(lookup(&adm, ROOT, "team", &team), "lookup /team");
+	u = make(&adm, team, "u", S_IFDIR | 0777);
+	rf = make(&adm, u, "rootfile", 0644);
+	rd = make(&adm, u, "rootdir", S_IFDIR | 0755);
+	of = make(&adm, u, "own", 0644);
+	q.cred = &root_cred;
+	q.valid = SWEEPFS__SETATTR_VALID__SET_UID |
+		  SWEEPFS__SETATTR_VALID__SET_GID;
+	q.has_uid = q.has_gid = 1;
+	q.uid = q.gid = 1000;
+	q.ino = u;
+	must(peer_call(&adm, SW_MSG_SETATTR, &q.base), "chown u");
+	q.ino = of;
+	must(peer_call(&adm, SW_MSG_SETATTR, &q.base), "chown own");
+	session(&p, "/team");
+	must(lookup(&p, u, "rootfile", NULL), "lookup rootfile");
+	must(lookup(&p, u, "own", NULL), "lookup own");
+	if (goal(&p, &user_cred, u, 7, true) != 7)
+		fail("recursive: uid 1000 could not set its directory's goal");
+	if (goal(&p, &user_cred, of, -1, false) != 7)
+		fail("recursive: uid 1000's own file did not take goal 7");
+	if (goal(&adm, &root_cred, rf, -1, false) == 7)
+		fail("recursive: uid 1000's recursive goal reached a root "
+		     "file");
+	if (trashtime(&p, &user_cred, u, 2000000000, true) < 0)
+		fail("recursive: uid 1000 could not set its trash time");
+	if (trashtime(&adm, &root_cred, rd, -1, false) == 2000000000)
+		fail("recursive: uid 1000's recursive trash time reached a "
+		     "root directory");
+	/* An admin's root changes everything below. */
+	if (goal(&adm, &root_cred, u, 6, true) != 6 ||
+	    goal(&adm, &root_cred, rf, -1, false) != 6)
+		fail("recursive: the admin's recursive goal did not reach the "
+		     "root file");
+	peer_close(&p);
+	peer_close(&adm);
+	ok("recursive: a user's recursive goal and trash time change only "
+	   "its own nodes; an admin's all");
+}
+
 /* ---- grants --------------------------------------------------------------- */
 
 /* Make @n empty files in @dir, pipelined 500 at a time. */
@@ -1006,6 +1110,8 @@ int main(int argc, char **argv)
 			check_root_only();
 		else if (!strcmp(c, "recall"))
 			check_recall_confined();
+		else if (!strcmp(c, "recursive"))
+			check_recursive();
 		else if (!strncmp(c, "grants=", 7))
 			check_grants((unsigned)atoi(c + 7), 400, max_ms);
 		else
