@@ -776,7 +776,14 @@ void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	}
 	sa.ino = n->ino;
 	sa.has_size = sa.has_mtime = 1;
-	sa.mtime = q->has_mtime ? q->mtime : sw_now_ns();
+	sa.mtime = sw_now_ns();
+	if (q->has_mtime) {
+		struct cred cred = req_cred(q->cred);
+
+		sa.mtime = cred_owns(&cred, n) ?
+				   q->mtime :
+				   req_client_now(q->mtime, sa.mtime);
+	}
 	sa.valid = NS_SET_MTIME;
 	if (q->size > n->size) {
 		sa.valid |= NS_SET_SIZE;

@@ -356,6 +356,9 @@ static int plan_times(struct setattr_plan *p)
 		if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) &&
 		    !p->q->has_mtime)
 			p->sa->mtime = p->now;
+		else if ((v & SWEEPFS__SETATTR_VALID__SET_MTIME_NOW) &&
+			 !cred_owns(p->cred, p->n))
+			p->sa->mtime = req_client_now(p->q->mtime, p->now);
 		else
 			p->sa->mtime = p->q->mtime;
 	}

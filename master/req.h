@@ -106,6 +106,22 @@ void req_once_key(const uint8_t session_key[SW_AUTH_KEY],
 void req_digest(struct req *r, const uint8_t key[REPLIES_DIGEST], uint16_t type,
 		const uint8_t *payload, size_t len);
 
+/*
+ * A time "now" as a client's kernel keeps it (writeback cache: its own
+ * clock), @client, against the master's @now: taken when within
+ * REQ_CLOCK_SKEW_NS of it, else @now. Whoever may set any time (the
+ * owner) is not asked this; a writer that is not the owner may set
+ * "now", not the past or the future.
+ */
+#define REQ_CLOCK_SKEW_NS (60 * 1000000000LL)
+static inline int64_t req_client_now(int64_t client, int64_t now)
+{
+	return client > now - REQ_CLOCK_SKEW_NS &&
+			       client < now + REQ_CLOCK_SKEW_NS ?
+		       client :
+		       now;
+}
+
 /* A name to create or remove: 1..255 bytes, no '/' or NUL, not . or ..;
  * 0, -ENAMETOOLONG or -EINVAL. */
 int req_check_name(const ProtobufCBinaryData *name);

@@ -42,7 +42,7 @@ trust() {
 	sed 's/^/    /' "$SW_TMP/trust.out" >&2
 }
 
-trust setup reclaim viafd again gid0 info rootonly recall recursive
+trust setup reclaim viafd again gid0 info rootonly recall recursive times
 # Sanitizers make the master several times slower: its pings too.
 PING_MAX=100
 [[ $SWEEPFS_BUILD != *asan* ]] || PING_MAX=400

@@ -53,6 +53,8 @@
  *   recursive  uid 1000's recursive GOAL and TRASHTIME of its own
  *            directory leave the root file and directory in it as they
  *            were; an admin's root changes them
+ *   times    uid 1000's MTIME_NOW and WRITE_END carrying 1970 on a root
+ *            0666 file leave an mtime of about now; root may set 1970
  *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
  *            entries, from 127.0.0.3's /team (which may hold
  *            delegations): some granted, not all, and another client's
@@ -75,6 +77,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -744,6 +747,59 @@ static void check_recall_confined(void)
 	ok("recall: a node a confined session may not use recalls nothing");
 }
 
+/* ---- times ------------------------------------------------------------------- */
+
+/*
+ * A writer that is not the owner may set "now", not any time: uid 1000's
+ * SETATTR of MTIME_NOW carrying 1970-01-02, and its WRITE_END carrying
+ * the same, on a root 0666 file leave an mtime of about now; the owner
+ * may set any time.
+ */
+static void check_times(void)
+{
+	const int64_t past = 86400LL * 1000000000LL,
+		      skew = 120LL * 1000000000LL;
+	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+	Sweepfs__WriteEndReq w = SWEEPFS__WRITE_END_REQ__INIT;
+	struct peer adm, p;
+	uint64_t team, f;
+	int64_t now;
+
+	session(&adm, "/");
+	must(lookup(&adm, ROOT, "team", &team), "lookup /team");
+	f = make(&adm, team, "times", 0666);
+	session(&p, "/team");
+	must(lookup(&p, team, "times", NULL), "lookup times");
+	q.cred = &user_cred;
+	q.ino = f;
+	q.valid = SWEEPFS__SETATTR_VALID__SET_MTIME_NOW;
+	q.has_mtime = 1;
+	q.mtime = past;
+	must(peer_call(&p, SW_MSG_SETATTR, &q.base), "uid 1000 touches");
+	now = (int64_t)time(NULL) * 1000000000LL;
+	if (llabs(attr_of(&p, f).mtime - now) > skew)
+		fail("times: a writer set mtime %" PRId64 " s with \"now\"",
+		     (int64_t)(attr_of(&p, f).mtime / 1000000000));
+	w.cred = &user_cred;
+	w.ino = f;
+	w.size = 0;
+	w.has_mtime = 1;
+	w.mtime = past;
+	must(peer_call(&p, SW_MSG_WRITE_END, &w.base), "uid 1000 write-end");
+	if (llabs(attr_of(&p, f).mtime - now) > skew)
+		fail("times: a writer's WRITE_END set mtime %" PRId64 " s",
+		     (int64_t)(attr_of(&p, f).mtime / 1000000000));
+	/* The owner (root) may set the past. */
+	q.cred = &root_cred;
+	q.valid = SWEEPFS__SETATTR_VALID__SET_MTIME;
+	must(peer_call(&adm, SW_MSG_SETATTR, &q.base), "root sets mtime");
+	if (attr_of(&adm, f).mtime != past)
+		fail("times: the owner could not set the past");
+	peer_close(&p);
+	peer_close(&adm);
+	ok("times: a writer that is not the owner sets now, not any time");
+}
+
 /* ---- recursive changes ------------------------------------------------------ */
 
 /* GOAL of @ino as @cred: with @goal >= 0 set it (recursively with @rec);
@@ -1112,6 +1168,8 @@ int main(int argc, char **argv)
 			check_recall_confined();
 		else if (!strcmp(c, "recursive"))
 			check_recursive();
+		else if (!strcmp(c, "times"))
+			check_times();
 		else if (!strncmp(c, "grants=", 7))
 			check_grants((unsigned)atoi(c + 7), 400, max_ms);
 		else
