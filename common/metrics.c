@@ -98,12 +98,17 @@ static void on_async(uv_async_t *h)
 {
 	struct sw_metrics *mx = h->data;
 	struct sw_buf b = SW_BUF_INIT;
-	uint64_t asked;
+	uint64_t asked, evicted;
 
 	pthread_mutex_lock(&mx->mu);
 	asked = mx->asked;
+	evicted = mx->evicted;
 	pthread_mutex_unlock(&mx->mu);
 	mx->render(mx->arg, &b);
+	sw_prom_one(&b, "sweepfs_metrics_connections_closed_total", "counter",
+		    "Connections to this endpoint closed for being slow or "
+		    "for the heaviest address.",
+		    (double)evicted);
 	pthread_mutex_lock(&mx->mu);
 	sw_buf_release(&mx->text);
 	mx->text = b;

@@ -74,6 +74,16 @@ class Slow:
 
 
 def scrape(host, port, src):
+    return scrape_timed(host, port, src)[0]
+
+
+def scrape_text(host, port, src):
+    return scrape_timed(host, port, src)[1]
+
+
+def scrape_timed(host, port, src):
+    """(seconds, text) of a scrape from @src; Fail unless answered
+    (200, with the master's metrics) within SCRAPE_MAX."""
     t = time.monotonic()
     try:
         s = socket.create_connection((host, port), timeout=SCRAPE_MAX + 1,
@@ -96,7 +106,7 @@ def scrape(host, port, src):
         raise Fail("a scrape from %s got %r" % (src, data[:80]))
     if dt > SCRAPE_MAX:
         raise Fail("a scrape from %s took %.2f s" % (src, dt))
-    return dt
+    return dt, data.decode(errors="replace")
 
 
 def master_request(tool):
@@ -167,6 +177,16 @@ def main():
             "127.0.0.3", CONNS_MAX)
         # The attackers' own address is served again once they are gone.
         out["after_s"] = round(scrape(host, port, "127.0.0.1"), 3)
+        # Each slow client the endpoint took was closed by its guard, and
+        # counted: 4 from the one address, all 40 from the others.
+        text = scrape_text(host, port, "127.0.0.1")
+        closed = [float(line.split()[1]) for line in text.splitlines()
+                  if line.startswith(
+                      "sweepfs_metrics_connections_closed_total ")]
+        out["closed_total"] = closed[0] if closed else None
+        if not closed or closed[0] < PER_HOST + 40:
+            raise Fail("sweepfs_metrics_connections_closed_total: %s, "
+                       "expected at least %d" % (closed, PER_HOST + 40))
     except Fail as e:
         print(json.dumps(out, indent=1))
         print("FAIL: %s" % e, file=sys.stderr)
