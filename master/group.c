@@ -2176,6 +2176,7 @@ out_cleanup:
 	curl_slist_free_all(g->auth);
 	curl_easy_cleanup(g->curl);
 	curl_global_cleanup();
+	sw_buf_release(&g->resp);
 out_free:
 	sodium_memzero(g->password, sizeof(g->password));
 	free(g);
