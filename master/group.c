@@ -514,6 +514,10 @@ static int authenticate(struct group *g, size_t i, long timeout_ms)
 			sw_err(TAG, "etcd refused user '%s': %s", g->user,
 			       etcd_error(r));
 		g->auth_refused = true;
+		/* The next call authenticates first, not with a token
+		 * etcd has already refused. */
+		curl_slist_free_all(g->auth);
+		g->auth = NULL;
 		rc = -EACCES;
 		goto out_put;
 	}
@@ -1954,6 +1958,14 @@ static void lead(struct group *g)
 	}
 	if (sw_mono_ns() - g->last_ka > g->lease_ns) {
 		deposed(g, "etcd did not renew the lease in time");
+		return;
+	}
+	/* etcd renews a lease without looking at the token (3.4): a leader
+	 * whose user etcd no longer takes (any call of this thread found
+	 * out) would hold on and commit nothing. Another member, perhaps
+	 * given the new password, may. */
+	if (g->auth_refused) {
+		deposed(g, "etcd refuses this member's user");
 		return;
 	}
 	rc = ship(g);

@@ -17,7 +17,10 @@ etcd's JSON gateway, as etcdctl would). Then:
   root: etcd drops the user's simple tokens): it authenticates again and
   stays the leader;
 - without a token etcd refuses a put of the membership key (and with the
-  root token the same key reads back: the request is well formed).
+  root token the same key reads back: the request is well formed);
+- the user's password changed in etcd (not in the file): the leader's
+  token goes, etcd refuses the old password, the lease cannot be renewed
+  and the leader exits (status 75), with etcd's refusal in its log.
 
 TLS (if openssl is there): a CA, a server certificate for 127.0.0.1 and
 a client certificate made here; etcd with --client-cert-auth. A key file
@@ -260,7 +263,19 @@ def run_auth(g, r):
               root)
     if not kv.get("kvs"):
         raise Fail("no membership key under %s" % PREFIX)
-    g.master[1].stop(20)
+
+    # The password changed in etcd but not in the file: the member's
+    # token goes, etcd refuses it, it cannot renew its lease and stops
+    # leading (a leader deposed exits, status 75), saying why.
+    must(g.etcd_url, "/v3/auth/user/changepw",
+         {"name": "sweepfs", "password": "changed-elsewhere"}, root)
+    st = g.master[1].wait(30)
+    text = log_since(g, start)
+    if st != 75 or "etcd refused user 'sweepfs'" not in text or \
+            "no longer leading" not in text:
+        raise Fail("a leader whose password etcd no longer takes: status "
+                   "%s, log: %s" % (st, text[-1500:]))
+    r["password_changed_exit"] = st
     g.stop_etcd()
 
 
