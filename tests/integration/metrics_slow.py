@@ -12,7 +12,6 @@ the reason on a failure. Bounded: every socket has a timeout and every
 phase ends after PHASE_S."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
