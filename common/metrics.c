@@ -7,11 +7,30 @@
  * itself, through its epoll descriptor, left a scrape unanswered now and
  * then on a loaded machine: MHD's edge-triggered connections then need
  * MHD_run() calls that nothing asked for.)
+ *
+ * Slow clients. Anyone who reaches the port may connect, and a client
+ * that sends its request a byte at a time (slowloris) is never idle long
+ * enough for MHD's inactivity timeout. So no client may hold a slot that
+ * a scraper needs for long, whatever it sends:
+ *  - a connection has REQUEST_DEADLINE_MS from its accept, or from its
+ *    last answer, to send a whole request; a sweep on the loop
+ *    (SWEEP_MS) shuts down the late ones (shutdown(2) on the socket MHD
+ *    owns: MHD sees the end and closes it; the descriptor stays MHD's
+ *    until its close notification, which takes the same lock as the
+ *    sweep, so a reused descriptor is never shut down);
+ *  - one address holds at most CONNS_PER_HOST connections;
+ *  - past CONNS_MAX in all, a new connection evicts the oldest one of
+ *    the address holding the most, when that address holds more than
+ *    the newcomer's, and is refused otherwise: the heaviest client loses
+ *    first, and a scraper from an address of its own always gets in.
+ * The guard's table (conns[]) is shared by MHD's thread (accept policy,
+ * connection notifications, requests) and the loop (the sweep), under mu.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -30,15 +49,34 @@
 #include "util.h"
 
 /* A scraper is a trusted operator's tool, but the port may be reachable
- * by others: few connections, short lives, small requests. */
-#define MAX_CONNS 16
-#define CONN_TIMEOUT_S 10
+ * by others: short lives, small requests, few connections per address.
+ * A scrape (connect, GET, answer) takes milliseconds; 5 s is plenty for
+ * a scraper across a slow network and little for an attacker. */
+#define CONNS_MAX 32
+#define CONNS_PER_HOST 4
+/* MHD's own limit: room for evicted connections on their way out. */
+#define CONN_SLOTS (CONNS_MAX + 16)
+#define IDLE_TIMEOUT_S 5
+#define REQUEST_DEADLINE_MS 5000
+#define SWEEP_MS 500
 /* How long a scrape waits for the loop to render (a busy loop: 503). */
 #define RENDER_WAIT_S 10
+
+/* One connection MHD has open, as the guard sees it. */
+struct mconn {
+	bool used;		    /* MHD notified its start, not its close */
+	bool evicted;		    /* shut down by the guard, closing */
+	int fd;			    /* MHD's socket, valid while used */
+	int64_t since;		    /* accepted (for the oldest first) */
+	int64_t deadline;	    /* its next request answered by then */
+	struct sockaddr_storage ss; /* the client's address */
+};
 
 struct sw_metrics {
 	struct MHD_Daemon *d;
 	uv_async_t async;
+	uv_timer_t sweep; /* the guard's deadlines */
+	int open_handles; /* of async and sweep: freed at 0 */
 	sw_metrics_render_fn render;
 	void *arg;
 	const char *tag;
@@ -51,6 +89,8 @@ struct sw_metrics {
 	uint64_t rendered; /* asked when the last render was made */
 	struct sw_buf text;
 	bool stopping;
+	struct mconn conns[CONN_SLOTS]; /* the guard's table */
+	uint64_t evicted;		/* connections shut down, in all */
 };
 
 /* Loop thread: render for every scrape waiting. */
@@ -58,12 +98,17 @@ static void on_async(uv_async_t *h)
 {
 	struct sw_metrics *mx = h->data;
 	struct sw_buf b = SW_BUF_INIT;
-	uint64_t asked;
+	uint64_t asked, evicted;
 
 	pthread_mutex_lock(&mx->mu);
 	asked = mx->asked;
+	evicted = mx->evicted;
 	pthread_mutex_unlock(&mx->mu);
 	mx->render(mx->arg, &b);
+	sw_prom_one(&b, "sweepfs_metrics_connections_closed_total", "counter",
+		    "Connections to this endpoint closed for being slow or "
+		    "for the heaviest address.",
+		    (double)evicted);
 	pthread_mutex_lock(&mx->mu);
 	sw_buf_release(&mx->text);
 	mx->text = b;
@@ -99,6 +144,8 @@ static void on_closed(uv_handle_t *h)
 {
 	struct sw_metrics *mx = h->data;
 
+	if (--mx->open_handles > 0)
+		return;
 	sw_buf_release(&mx->text);
 	pthread_cond_destroy(&mx->cv);
 	pthread_mutex_destroy(&mx->mu);
@@ -125,6 +172,172 @@ static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status,
 	return rc;
 }
 
+/* ---- the guard against slow clients (see the top) -------------------- */
+
+/* Whether @a and @b are the same host (ports aside). */
+static bool same_host(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false;
+}
+
+/* Live (not evicted) connections from @addr's host. Under mu. */
+static unsigned host_conns(const struct sw_metrics *mx,
+			   const struct sockaddr *addr)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < CONN_SLOTS; i++) {
+		const struct mconn *c = &mx->conns[i];
+
+		n += c->used && !c->evicted &&
+		     same_host((const struct sockaddr *)&c->ss, addr);
+	}
+	return n;
+}
+
+/* Shut @c down: MHD finds its end and closes it. Under mu. */
+static void evict(struct sw_metrics *mx, struct mconn *c)
+{
+	shutdown(c->fd, SHUT_RDWR);
+	c->evicted = true;
+	mx->evicted++;
+}
+
+/*
+ * Make room for a connection from a host holding @mine: evict the oldest
+ * connection of the host holding the most, if it holds more than @mine.
+ * False when there is none to evict. Under mu.
+ */
+static bool evict_heaviest(struct sw_metrics *mx, unsigned mine)
+{
+	struct mconn *victim = NULL;
+	unsigned most = 0;
+
+	for (size_t i = 0; i < CONN_SLOTS; i++) {
+		struct mconn *c = &mx->conns[i];
+		unsigned n;
+
+		if (!c->used || c->evicted)
+			continue;
+		n = host_conns(mx, (const struct sockaddr *)&c->ss);
+		if (n > most || (n == most && c->since < victim->since)) {
+			most = n;
+			victim = c;
+		}
+	}
+	if (!victim || most <= mine)
+		return false;
+	evict(mx, victim);
+	return true;
+}
+
+/* MHD's thread, before it takes a connection from @addr. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+				 socklen_t len)
+{
+	struct sw_metrics *mx = cls;
+	unsigned live = 0, free_slots = 0, mine;
+	enum MHD_Result rc = MHD_YES;
+
+	(void)len;
+	pthread_mutex_lock(&mx->mu);
+	for (size_t i = 0; i < CONN_SLOTS; i++) {
+		live += mx->conns[i].used && !mx->conns[i].evicted;
+		free_slots += !mx->conns[i].used;
+	}
+	mine = host_conns(mx, addr);
+	if (!free_slots || mine >= CONNS_PER_HOST)
+		rc = MHD_NO;
+	else if (live >= CONNS_MAX && !evict_heaviest(mx, mine))
+		rc = MHD_NO;
+	pthread_mutex_unlock(&mx->mu);
+	return rc;
+}
+
+/* MHD's thread: a connection starts (a slot for it) or ends. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct sw_metrics *mx = cls;
+	struct mconn *c = *socket_context;
+	const union MHD_ConnectionInfo *fd, *addr;
+
+	pthread_mutex_lock(&mx->mu);
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (c)
+			c->used = false;
+		*socket_context = NULL;
+		goto out_unlock;
+	}
+	fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	addr = MHD_get_connection_info(conn,
+				       MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	for (size_t i = 0; fd && addr && i < CONN_SLOTS; i++) {
+		c = &mx->conns[i];
+		if (c->used)
+			continue;
+		*c = (struct mconn){ .used = true,
+				     .fd = fd->connect_fd,
+				     .since = sw_mono_ns() };
+		c->deadline = c->since + REQUEST_DEADLINE_MS * 1000000LL;
+		memcpy(&c->ss, addr->client_addr,
+		       addr->client_addr->sa_family == AF_INET6 ?
+			       sizeof(struct sockaddr_in6) :
+			       sizeof(struct sockaddr_in));
+		*socket_context = c;
+		break;
+	}
+out_unlock:
+	pthread_mutex_unlock(&mx->mu);
+}
+
+/* MHD's thread: @conn was answered; its next request has until the
+ * deadline again. */
+static void renew(struct sw_metrics *mx, struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct mconn *c = ci ? ci->socket_context : NULL;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&mx->mu);
+	c->deadline = sw_mono_ns() + REQUEST_DEADLINE_MS * 1000000LL;
+	pthread_mutex_unlock(&mx->mu);
+}
+
+/* Loop thread: shut down the connections past their deadline. */
+static void on_sweep(uv_timer_t *t)
+{
+	struct sw_metrics *mx = t->data;
+	int64_t now = sw_mono_ns();
+	unsigned late = 0;
+
+	pthread_mutex_lock(&mx->mu);
+	for (size_t i = 0; i < CONN_SLOTS; i++) {
+		struct mconn *c = &mx->conns[i];
+
+		if (c->used && !c->evicted && c->deadline <= now) {
+			evict(mx, c);
+			late++;
+		}
+	}
+	pthread_mutex_unlock(&mx->mu);
+	if (late)
+		sw_debug(mx->tag, "metrics: %u connection(s) too slow, closed",
+			 late);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -139,6 +352,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	(void)upload;
 	(void)upload_size;
 	(void)state;
+	renew(mx, conn);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) &&
 	    strcmp(method, MHD_HTTP_METHOD_HEAD)) {
 		why = "only GET /metrics is served here\n";
@@ -156,6 +370,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		sw_buf_add(&body, why, strlen(why));
 		return answer(conn, MHD_HTTP_SERVICE_UNAVAILABLE, &body, text);
 	}
+	renew(mx, conn);
 	return answer(conn, MHD_HTTP_OK, &body,
 		      "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -240,18 +455,20 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 		return rc;
 	}
 	mx->async.data = mx;
+	mx->open_handles = 1;
 	pthread_mutex_init(&mx->mu, NULL);
 	sw_cond_init_mono(&mx->cv);
 	/* MHD owns @fd from here, and closes it when stopped. */
-	mx->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-					 MHD_USE_POLL | MHD_USE_ERROR_LOG,
-				 0, NULL, NULL, on_request, mx,
-				 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, mx,
-				 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-				 MHD_OPTION_CONNECTION_LIMIT,
-				 (unsigned)MAX_CONNS,
-				 MHD_OPTION_CONNECTION_TIMEOUT,
-				 (unsigned)CONN_TIMEOUT_S, MHD_OPTION_END);
+	mx->d = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+			MHD_USE_ERROR_LOG,
+		0, on_accept, mx, on_request, mx, MHD_OPTION_EXTERNAL_LOGGER,
+		mhd_log, mx, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_SLOTS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)CONNS_PER_HOST,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, mx,
+		MHD_OPTION_END);
 	if (!mx->d) {
 		/* Not @fd's close: whether a daemon that failed to start
 		 * closed it already depends on where it failed (a daemon
@@ -263,6 +480,12 @@ int sw_metrics_start(uv_loop_t *loop, const char *listen, const char *tag,
 		uv_close((uv_handle_t *)&mx->async, on_closed);
 		return -EIO;
 	}
+	uv_timer_init(loop, &mx->sweep);
+	mx->sweep.data = mx;
+	mx->open_handles++;
+	uv_timer_start(&mx->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+	/* The sweep alone keeps no loop running. */
+	uv_unref((uv_handle_t *)&mx->sweep);
 	sw_notice(tag, "metrics at http://%s%s%s:%u/metrics",
 		  strchr(t.host, ':') ? "[" : "", *t.host ? t.host : "0.0.0.0",
 		  strchr(t.host, ':') ? "]" : "", mx->port);
@@ -285,6 +508,8 @@ void sw_metrics_stop(struct sw_metrics *mx)
 	pthread_cond_broadcast(&mx->cv);
 	pthread_mutex_unlock(&mx->mu);
 	MHD_stop_daemon(mx->d);
+	uv_timer_stop(&mx->sweep);
+	uv_close((uv_handle_t *)&mx->sweep, on_closed);
 	uv_close((uv_handle_t *)&mx->async, on_closed);
 }
 

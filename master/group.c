@@ -7,9 +7,17 @@
  * libcurl handle with keep-alive, blocking, one request at a time: while
  * a transaction is in flight, what the loop flushes meanwhile piles up and
  * goes in the next one (group commit across loop turns).
+ *
+ * etcd is the group's trusted base: whoever can write its keys can make
+ * itself a member or the leader. Who may is etcd's to say (the README's
+ * group section says how to lock it down); a member proves itself with a
+ * client certificate over TLS (etcd_cacert, etcd_cert, etcd_key), or as
+ * an etcd user (etcd_user, etcd_password_file), or both. See "etcd's TLS
+ * and authentication" below.
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <pthread.h>
@@ -18,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include "buf.h"
 #include "catchup.h"
@@ -80,8 +91,14 @@ struct group {
 	uint64_t base;		/* the version the group started from */
 	int64_t lease_ns;
 
-	/* The thread's own. */
+	/* The thread's own (and group_start()'s, before the thread). */
 	CURL *curl;
+	char user[128];		 /* etcd_user; empty: no authentication */
+	char password[256];	 /* from etcd_password_file */
+	struct curl_slist *auth; /* "Authorization: TOKEN"; NULL: none yet */
+	bool auth_refused;	 /* etcd said no to the last try: logged */
+	CURLcode last_cc;	 /* the last call's error, as logged */
+	char curl_err[CURL_ERROR_SIZE]; /* libcurl's words for it */
 	/* The chunk of records being shipped: sent again, byte for byte,
 	 * until etcd says yes or no; a transaction whose answer was lost
 	 * may have landed, and its key must not change. */
@@ -191,19 +208,22 @@ int group_members_parse(const char *s, struct group_member *out, size_t *n)
 	return *n ? 0 : -EINVAL;
 }
 
-static int endpoints_parse(struct group *g, const char *s)
+/* @s, HOST:PORT,... with or without a scheme; without one, @dflt
+ * ("http://" or "https://"). */
+static int endpoints_parse(struct group *g, const char *s, const char *dflt)
 {
 	const char *p = s;
 
 	while (*p && g->nendpoints < ENDPOINTS_MAX) {
 		size_t len = strcspn(p, ",");
-		bool scheme = !strncmp(p, "http://", 7);
+		bool scheme = !strncmp(p, "http://", 7) ||
+			      !strncmp(p, "https://", 8);
 
-		if (len == 0 ||
-		    len + (scheme ? 0 : 7) >= sizeof(g->endpoints[0]))
+		if (len == 0 || len + (scheme ? 0 : strlen(dflt)) >=
+					sizeof(g->endpoints[0]))
 			return -EINVAL;
 		snprintf(g->endpoints[g->nendpoints++], sizeof(g->endpoints[0]),
-			 "%s%.*s", scheme ? "" : "http://", (int)len, p);
+			 "%s%.*s", scheme ? "" : dflt, (int)len, p);
 		p += len;
 		if (*p == ',')
 			p++;
@@ -281,27 +301,40 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 	return sw_buf_add(arg, p, size * n) < 0 ? 0 : size * n;
 }
 
-/* One POST to endpoint @i: 0 with *@out, -EIO when etcd did not answer,
- * -EPROTO for an answer that is not JSON, -EREMOTEIO for etcd's own
- * error (*@status its HTTP status). */
-static int post_one(struct group *g, size_t i, const char *path,
-		    const char *body, long timeout_ms, struct json_object **out,
-		    long *status)
+/* One POST to endpoint @i, with the token when @token: 0 with *@out,
+ * -EIO when etcd did not answer, -EPROTO for an answer that is not JSON,
+ * -EREMOTEIO for etcd's own error (*@status its HTTP status). */
+static int post_raw(struct group *g, size_t i, const char *path,
+		    const char *body, long timeout_ms, bool token,
+		    struct json_object **out, long *status)
 {
 	char url[512];
 	CURLcode cc;
 
 	snprintf(url, sizeof(url), "%s%s", g->endpoints[i], path);
 	sw_buf_reset(&g->resp);
+	g->curl_err[0] = '\0';
 	curl_easy_setopt(g->curl, CURLOPT_URL, url);
+	curl_easy_setopt(g->curl, CURLOPT_HTTPHEADER, token ? g->auth : NULL);
 	curl_easy_setopt(g->curl, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(g->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
 	*status = 0;
 	cc = curl_easy_perform(g->curl);
 	if (cc != CURLE_OK) {
-		sw_debug(TAG, "%s: %s", url, curl_easy_strerror(cc));
+		/* A TLS setting that is wrong fails every call alike: said
+		 * once, as the reason the member stays out. */
+		const char *why = g->curl_err[0] ? g->curl_err :
+						   curl_easy_strerror(cc);
+
+		if (cc != g->last_cc && cc != CURLE_COULDNT_CONNECT &&
+		    cc != CURLE_OPERATION_TIMEDOUT)
+			sw_err(TAG, "%s: %s", url, why);
+		else
+			sw_debug(TAG, "%s: %s", url, why);
+		g->last_cc = cc;
 		return -EIO;
 	}
+	g->last_cc = CURLE_OK;
 	curl_easy_getinfo(g->curl, CURLINFO_RESPONSE_CODE, status);
 	if (sw_buf_add(&g->resp, "", 1) < 0)
 		return -ENOMEM;
@@ -319,6 +352,240 @@ static int post_one(struct group *g, size_t i, const char *path,
 
 static int64_t jint(struct json_object *o, const char *name, int64_t dflt);
 static struct json_object *jget(struct json_object *o, const char *name);
+
+/* ---- etcd's TLS and authentication ---------------------------------- *
+ *
+ * TLS: with etcd_cacert the endpoints are https (unless they say http://)
+ * and etcd's certificate must chain to that CA and name the host; with
+ * etcd_cert and etcd_key the member shows etcd its certificate (etcd's
+ * --client-cert-auth; with etcd's auth enabled too, etcd takes the
+ * certificate's common name as the user).
+ *
+ * A user: its password is read once, at the start, from
+ * etcd_password_file; the token etcd gives for it (POST
+ * /v3/auth/authenticate) goes in every request's Authorization header.
+ * When etcd says the token is not valid (HTTP 401: a simple token
+ * expires after etcd's --auth-token-ttl unused, and all go with an etcd
+ * restart) the member authenticates again, at most once per request. A
+ * wrong user or password is refused at the start (group_start() fails,
+ * the master exits), and later (the password changed in etcd) it is
+ * logged once and the member stays out: no lease, no leadership.
+ *
+ * Secrets stay out of master.cfg, which is often world-readable: a key
+ * file or password file that others may read is refused, as ssh refuses
+ * such a private key.
+ */
+
+/* 0 when the secret file @fd (@what @path) is not open to others; else
+ * -EPERM, logged. */
+static int secret_mode_ok(int fd, const char *what, const char *path)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		sw_crit(TAG, "%s %s: %s", what, path, strerror(errno));
+		return -errno;
+	}
+	if (st.st_mode & S_IRWXO) {
+		sw_crit(TAG,
+			"%s %s is open to others (mode %04o): it holds a "
+			"secret; chmod o-rwx it",
+			what, path, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* g->password from @path's first line. 0, or -errno (logged). */
+static int password_read(struct group *g, const char *path)
+{
+	ssize_t n;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		sw_crit(TAG, "etcd_password_file %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	rc = secret_mode_ok(fd, "etcd_password_file", path);
+	if (rc < 0)
+		goto out_close;
+	n = read(fd, g->password, sizeof(g->password) - 1);
+	if (n < 0) {
+		rc = -errno;
+		sw_crit(TAG, "etcd_password_file %s: %s", path, strerror(-rc));
+		goto out_close;
+	}
+	g->password[n] = '\0';
+	g->password[strcspn(g->password, "\r\n")] = '\0';
+	if (!g->password[0]) {
+		sw_crit(TAG, "etcd_password_file %s holds no password", path);
+		rc = -EINVAL;
+	}
+out_close:
+	close(fd);
+	return rc;
+}
+
+/* Set up libcurl for etcd_cacert, etcd_cert and etcd_key, and read the
+ * password of etcd_user. 0, or -errno (logged). */
+static int etcd_secure(struct group *g, const struct master_config *c)
+{
+	int fd, rc;
+
+	if (c->etcd_cacert[0])
+		curl_easy_setopt(g->curl, CURLOPT_CAINFO, c->etcd_cacert);
+	if (!c->etcd_cert[0] != !c->etcd_key[0]) {
+		sw_crit(TAG, "etcd_cert and etcd_key go together");
+		return -EINVAL;
+	}
+	if (c->etcd_key[0]) {
+		fd = open(c->etcd_key, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			rc = -errno;
+			sw_crit(TAG, "etcd_key %s: %s", c->etcd_key,
+				strerror(-rc));
+			return rc;
+		}
+		rc = secret_mode_ok(fd, "etcd_key", c->etcd_key);
+		close(fd);
+		if (rc < 0)
+			return rc;
+		curl_easy_setopt(g->curl, CURLOPT_SSLCERT, c->etcd_cert);
+		curl_easy_setopt(g->curl, CURLOPT_SSLKEY, c->etcd_key);
+	}
+	if (!c->etcd_user[0] != !c->etcd_password_file[0]) {
+		sw_crit(TAG, "etcd_user and etcd_password_file go together");
+		return -EINVAL;
+	}
+	if (!c->etcd_user[0])
+		return 0;
+	snprintf(g->user, sizeof(g->user), "%s", c->etcd_user);
+	for (size_t i = 0; i < g->nendpoints; i++)
+		if (!strncmp(g->endpoints[i], "http://", 7) &&
+		    strncmp(g->endpoints[i] + 7, "127.", 4) &&
+		    strncmp(g->endpoints[i] + 7, "localhost", 9) &&
+		    strncmp(g->endpoints[i] + 7, "[::1]", 5))
+			sw_warn(TAG,
+				"%s: etcd_user's password and token travel "
+				"in clear (etcd_cacert: https)",
+				g->endpoints[i]);
+	return password_read(g, c->etcd_password_file);
+}
+
+/* etcd's message in its error reply @r. */
+static const char *etcd_error(struct json_object *r)
+{
+	struct json_object *e = jget(r, "error");
+
+	if (!e)
+		e = jget(r, "message");
+	return e ? json_object_get_string(e) : "(no message)";
+}
+
+/*
+ * A token for g->user from endpoint @i, in g->auth. 0; -EACCES when etcd
+ * refused the user or password (logged once until one is taken again);
+ * else post_raw()'s error.
+ */
+static int authenticate(struct group *g, size_t i, long timeout_ms)
+{
+	struct json_object *req = json_object_new_object(), *r = NULL;
+	struct curl_slist *h;
+	const char *token;
+	char *line = NULL;
+	long status;
+	int rc = -ENOMEM;
+
+	if (!req ||
+	    json_object_object_add(req, "name",
+				   json_object_new_string(g->user)) ||
+	    json_object_object_add(req, "password",
+				   json_object_new_string(g->password)))
+		goto out;
+	rc = post_raw(g, i, "/v3/auth/authenticate",
+		      json_object_to_json_string(req), timeout_ms, false, &r,
+		      &status);
+	if (rc == -EREMOTEIO && status < 500) {
+		/* post_raw() put the reply; its text is still in resp. */
+		r = json_tokener_parse((const char *)sw_buf_head(&g->resp));
+		if (!g->auth_refused)
+			sw_err(TAG, "etcd refused user '%s': %s", g->user,
+			       etcd_error(r));
+		g->auth_refused = true;
+		/* The next call authenticates first, not with a token
+		 * etcd has already refused. */
+		curl_slist_free_all(g->auth);
+		g->auth = NULL;
+		rc = -EACCES;
+		goto out_put;
+	}
+	if (rc < 0)
+		goto out;
+	token = json_object_get_string(jget(r, "token"));
+	rc = -EPROTO;
+	if (!token || !*token || strpbrk(token, "\r\n"))
+		goto out_put;
+	rc = -ENOMEM;
+	if (asprintf(&line, "Authorization: %s", token) < 0) {
+		line = NULL;
+		goto out_put;
+	}
+	h = curl_slist_append(NULL, line);
+	if (!h)
+		goto out_put;
+	curl_slist_free_all(g->auth);
+	g->auth = h;
+	if (g->auth_refused)
+		sw_notice(TAG, "etcd took user '%s' again", g->user);
+	g->auth_refused = false;
+	rc = 0;
+out_put:
+	json_object_put(r);
+out:
+	/* The JSON held the password. */
+	if (req) {
+		const char *txt = json_object_to_json_string(req);
+
+		sodium_memzero((void *)txt, strlen(txt));
+		json_object_put(req);
+	}
+	free(line);
+	return rc;
+}
+
+/* One POST to endpoint @i, as post_raw() with the token, authenticating
+ * first when there is none, and again when etcd says it is not valid
+ * (HTTP 401); -EACCES when etcd refuses the user. */
+static int post_one(struct group *g, size_t i, const char *path,
+		    const char *body, long timeout_ms, struct json_object **out,
+		    long *status)
+{
+	int64_t deadline = sw_mono_ns() + (int64_t)timeout_ms * 1000000;
+	int rc;
+
+	if (g->user[0] && !g->auth) {
+		rc = authenticate(g, i, timeout_ms);
+		if (rc < 0)
+			return rc;
+	}
+	rc = post_raw(g, i, path, body,
+		      SW_MAX((deadline - sw_mono_ns()) / 1000000, 1), true, out,
+		      status);
+	if (rc != -EREMOTEIO || *status != 401 || !g->user[0])
+		return rc;
+	sw_info(TAG,
+		"etcd's token for '%s' is no longer valid: "
+		"authenticating again",
+		g->user);
+	rc = authenticate(g, i, SW_MAX((deadline - sw_mono_ns()) / 1000000, 1));
+	if (rc < 0)
+		return rc;
+	return post_raw(g, i, path, body,
+			SW_MAX((deadline - sw_mono_ns()) / 1000000, 1), true,
+			out, status);
+}
 
 /*
  * POST @body (NUL-terminated JSON) to @path: to the endpoint in use, and
@@ -350,7 +617,7 @@ static int etcd_post(struct group *g, const char *path, const char *body,
 			g->last_rev =
 				SW_MAX(g->last_rev, jint(jget(*out, "header"),
 							 "revision", 0));
-		if (rc == 0 || rc == -ENOMEM ||
+		if (rc == 0 || rc == -ENOMEM || rc == -EACCES ||
 		    (rc == -EREMOTEIO && status < 500))
 			return rc;
 		if (g->cur == 0)
@@ -1693,6 +1960,14 @@ static void lead(struct group *g)
 		deposed(g, "etcd did not renew the lease in time");
 		return;
 	}
+	/* etcd renews a lease without looking at the token (3.4): a leader
+	 * whose user etcd no longer takes (any call of this thread found
+	 * out) would hold on and commit nothing. Another member, perhaps
+	 * given the new password, may. */
+	if (g->auth_refused) {
+		deposed(g, "etcd refuses this member's user");
+		return;
+	}
 	rc = ship(g);
 	if (rc == -ESTALE) {
 		deposed(g, "another member holds the leader key");
@@ -1799,6 +2074,35 @@ static void *group_main(void *arg)
 
 /* ---- start and stop ------------------------------------------------- */
 
+/*
+ * At the start, a user's password is tried on etcd, each endpoint in turn
+ * until one answers: one etcd refuses makes the start fail (-EACCES, the
+ * master exits with etcd's reason), rather than a member that runs and
+ * never joins. An etcd that does not answer yet is not an error: the
+ * thread tries again.
+ */
+static int etcd_first_auth(struct group *g)
+{
+	int rc = 0;
+
+	for (size_t i = 0; g->user[0] && i < g->nendpoints; i++) {
+		rc = authenticate(g, i, 2000);
+		if (rc == -EACCES)
+			sw_crit(TAG,
+				"etcd refused user '%s' (etcd_user, "
+				"etcd_password_file): not starting",
+				g->user);
+		if (rc != -EIO)
+			return rc;
+	}
+	if (rc == -EIO)
+		sw_warn(TAG,
+			"etcd did not answer to authenticate '%s' yet: "
+			"trying on",
+			g->user);
+	return rc == -EIO ? 0 : rc;
+}
+
 int group_start(struct master *m)
 {
 	struct group *g;
@@ -1829,7 +2133,8 @@ int group_start(struct master *m)
 		rc = -EINVAL;
 		goto out_free;
 	}
-	rc = endpoints_parse(g, m->cfg.etcd);
+	rc = endpoints_parse(g, m->cfg.etcd,
+			     m->cfg.etcd_cacert[0] ? "https://" : "http://");
 	if (rc < 0) {
 		sw_crit(TAG, "etcd: not a list of HOST:PORT: '%s'",
 			m->cfg.etcd);
@@ -1850,6 +2155,12 @@ int group_start(struct master *m)
 	curl_easy_setopt(g->curl, CURLOPT_WRITEDATA, &g->resp);
 	curl_easy_setopt(g->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(g->curl, CURLOPT_CONNECTTIMEOUT_MS, 500L);
+	curl_easy_setopt(g->curl, CURLOPT_ERRORBUFFER, g->curl_err);
+	rc = etcd_secure(g, &m->cfg);
+	if (rc == 0)
+		rc = etcd_first_auth(g);
+	if (rc < 0)
+		goto out_cleanup;
 	pthread_mutex_init(&g->mu, NULL);
 	sw_cond_init_mono(&g->cond);
 	uv_async_init(m->loop, &g->async, on_async);
@@ -1866,11 +2177,20 @@ int group_start(struct master *m)
 		return rc;
 	}
 	g->started = true;
-	sw_notice(TAG, "member %u of %zu (%s), following; etcd at %s", g->id,
-		  g->nmembers, g->self, m->cfg.etcd);
+	sw_notice(TAG, "member %u of %zu (%s), following; etcd at %s%s%s%s%s",
+		  g->id, g->nmembers, g->self, g->endpoints[0],
+		  g->nendpoints > 1 ? ",..." : "",
+		  m->cfg.etcd_cert[0] ? ", with a client certificate" : "",
+		  g->user[0] ? ", as user " : "", g->user);
 	return 0;
 
+out_cleanup:
+	curl_slist_free_all(g->auth);
+	curl_easy_cleanup(g->curl);
+	curl_global_cleanup();
+	sw_buf_release(&g->resp);
 out_free:
+	sodium_memzero(g->password, sizeof(g->password));
 	free(g);
 	return rc;
 }
@@ -1914,6 +2234,8 @@ void group_release(struct master *m)
 		return;
 	curl_easy_cleanup(g->curl);
 	curl_global_cleanup();
+	curl_slist_free_all(g->auth);
+	sodium_memzero(g->password, sizeof(g->password));
 	sw_buf_release(&g->resp);
 	sw_buf_release(&g->flight);
 	sw_buf_release(&g->in);

@@ -42,7 +42,7 @@ static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
 /* Options in each table (the second ends with the terminating { 0 }). */
-#define NOPTS_SERVICE 29
+#define NOPTS_SERVICE 34
 #define NOPTS_LIMITS 15
 #define NOPTS (NOPTS_SERVICE + NOPTS_LIMITS)
 
@@ -127,6 +127,25 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		{ "group_prefix", SW_OPT_STRING, c->group_prefix, 1,
 		  sizeof(c->group_prefix), NULL,
 		  "the group's keys in etcd are under this" },
+		{ "etcd_cacert", SW_OPT_STRING, c->etcd_cacert, 0,
+		  sizeof(c->etcd_cacert), NULL,
+		  "etcd over TLS (https), its certificate checked against "
+		  "this CA file (PEM)" },
+		{ "etcd_cert", SW_OPT_STRING, c->etcd_cert, 0,
+		  sizeof(c->etcd_cert), NULL,
+		  "the certificate (PEM) this member shows etcd (etcd's "
+		  "--client-cert-auth)" },
+		{ "etcd_key", SW_OPT_STRING, c->etcd_key, 0,
+		  sizeof(c->etcd_key), NULL,
+		  "etcd_cert's private key (PEM), not readable by others" },
+		{ "etcd_user", SW_OPT_STRING, c->etcd_user, 0,
+		  sizeof(c->etcd_user), NULL,
+		  "the etcd user this member authenticates as (etcd's auth "
+		  "enabled), with the password in etcd_password_file" },
+		{ "etcd_password_file", SW_OPT_STRING, c->etcd_password_file, 0,
+		  sizeof(c->etcd_password_file), NULL,
+		  "a file holding etcd_user's password (its first line), "
+		  "not readable by others" },
 		{ "group_lease", SW_OPT_DURATION, &c->group_lease_ms, 2000,
 		  60000, NULL,
 		  "a leader that stops renewing its lease for this long is "

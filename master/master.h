@@ -104,6 +104,12 @@ struct master_config {
 	char group[2048];	/* ID=HOST:PORT,... */
 	char etcd[1024];	/* etcd's client endpoints, HOST:PORT,... */
 	char group_prefix[128]; /* etcd keys under this */
+	/* etcd's TLS and authentication (group.c); empty: none. */
+	char etcd_cacert[1024];	       /* CA file: https, etcd checked */
+	char etcd_cert[1024];	       /* client certificate ... */
+	char etcd_key[1024];	       /* ... and its key (not world-read) */
+	char etcd_user[128];	       /* etcd user: a token per member */
+	char etcd_password_file[1024]; /* its password (not world-read) */
 	uint64_t group_lease_ms;
 	uint64_t group_log_keep;    /* versions kept past the slowest */
 	uint64_t group_log_away_ms; /* a member silent this long: not */
