@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame.h"
 #include "hash.h"
 #include "inode.h"
 #include "util.h"
@@ -23,10 +24,14 @@ struct mattr {
  * reconnecting mount claims (Hello.opens), and the master checks each
  * claim as it would that open. Usually one per open inode.
  */
+/* What of an open's flags its claim carries: the access mode, and whether
+ * it is execve()'s (which needs x, not r). */
+#define OPEN_MODE (O_ACCMODE | SW_O_EXEC)
+
 struct mopen {
 	struct mopen *next;
 	uint32_t count;
-	uint32_t accmode; /* O_RDONLY, O_WRONLY or O_RDWR */
+	uint32_t accmode; /* flags & OPEN_MODE */
 	uint32_t uid, gid;
 	uint32_t ngroups;
 	uint32_t groups[];
@@ -169,7 +174,7 @@ static bool mopen_is(const struct mopen *o, uint32_t accmode,
 int itable_open(struct itable *t, uint64_t ino, uint32_t flags,
 		const Sweepfs__Cred *cred)
 {
-	uint32_t accmode = flags & O_ACCMODE;
+	uint32_t accmode = flags & OPEN_MODE;
 	struct minode *n;
 	struct mopen *o = NULL;
 
@@ -228,7 +233,7 @@ void itable_close(struct itable *t, uint64_t ino, uint32_t flags)
 	n = *slot(t, ino);
 	/* Releases do not say who opened: one of this access mode's. */
 	for (pp = n ? &n->opens : NULL; pp && *pp; pp = &(*pp)->next)
-		if (!victim || (*pp)->accmode == (flags & O_ACCMODE))
+		if (!victim || (*pp)->accmode == (flags & OPEN_MODE))
 			victim = pp;
 	if (victim) {
 		struct mopen *o = *victim;
