@@ -75,20 +75,72 @@ void server_resume(struct conn *c)
 
 /* ---- replies -------------------------------------------------------- */
 
-/* The lowest invalidation some session still owes an ack for, or
- * UINT64_MAX. (Replies wait for all of them before it: a little longer,
- * at times, than for their own; no longer than inval_timeout.) */
-static uint64_t inval_floor(const struct master *m)
-{
-	uint64_t floor = UINT64_MAX;
+/*
+ * Invalidations and the replies that wait for them. A change that sent
+ * invalidations (watch.c) to other sessions is answered once each of
+ * those sessions has acknowledged the ones sent for it, so that its
+ * caller, and anyone it tells, never finds the old name in another
+ * mount's cache. Who waits for whom:
+ *
+ *  - A reply waits only for the invalidations numbered within its own
+ *    request, (inval0, inval]: the sessions that watch the directories
+ *    it changed, never the slowest session of the master, nor one on
+ *    another export that watches nothing it changed. (A deferred
+ *    request's range may take in others' invalidations sent meanwhile:
+ *    that costs it, at most, the same bound.)
+ *  - Each session keeps what it owes in order, with when each went; an
+ *    INVAL_ACK (any session, of its own only: the number is clamped to
+ *    what it was sent) takes off those up to its number.
+ *  - Bound: an invalidation unacknowledged for inval_timeout (a few
+ *    hundred ms) stops being waited for; its session turns lax, and no
+ *    reply waits for it again until it has acknowledged everything it
+ *    was sent. Its invalidations still go; what it costs that client is
+ *    that for a while it may see a name another client changed until
+ *    it reads the notice, as NFS clients do within their attribute
+ *    timeout. The clock of each invalidation starts when it goes: a
+ *    client that acknowledges a little at a time cannot extend it.
+ *  - Memory: at most INVAL_OWED_MAX owed per session; past it the
+ *    session turns lax at once.
+ */
+#define INVAL_OWED_MAX 4096u
 
-	for (const struct session *s = m->owing; s; s = s->owe_next)
-		floor = SW_MIN(floor, s->inval_acked + 1);
-	return floor;
+struct inval_owed {
+	uint64_t seq; /* m->inval_seq it was sent with */
+	int64_t at;   /* mono ns it was sent */
+};
+
+/* Whether @s owes an ack of an invalidation numbered in (@lo, @hi]. */
+static bool owes_within(const struct session *s, uint64_t lo, uint64_t hi)
+{
+	const struct inval_owed *o = s->owed + s->owed_head;
+	size_t a = 0, b = s->owed_n - s->owed_head;
+
+	/* The first owed past @lo, by bisection: they are in order. */
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (o[mid].seq <= lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a < s->owed_n - s->owed_head && o[a].seq <= hi;
 }
 
-static int held_push(struct conn *c, uint64_t version, uint64_t inval,
-		     size_t size)
+/* Whether a reply whose request sent invalidations (@lo, @hi] must wait
+ * for some (@hi 0: it sent none). */
+static bool inval_waits(const struct master *m, uint64_t lo, uint64_t hi)
+{
+	if (!hi)
+		return false;
+	for (const struct session *s = m->owing; s; s = s->owe_next)
+		if (owes_within(s, lo, hi))
+			return true;
+	return false;
+}
+
+static int held_push(struct conn *c, uint64_t version, uint64_t inval0,
+		     uint64_t inval, size_t size)
 {
 	if (c->marks_head == c->nmarks) {
 		c->marks_head = c->nmarks = 0;
@@ -97,6 +149,7 @@ static int held_push(struct conn *c, uint64_t version, uint64_t inval,
 		    16) < 0)
 		return -ENOMEM;
 	c->marks[c->nmarks++] = (struct held_mark){ .version = version,
+						    .inval0 = inval0,
 						    .inval = inval,
 						    .size = size };
 	return 0;
@@ -117,7 +170,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 		return;
 	b = r->version > (m->cl ? changelog_durable(m->cl) :
 				  m->closed_durable) ||
-			    (inval && inval >= inval_floor(m)) ?
+			    inval_waits(m, r->inval0, inval) ?
 		    &c->held :
 		    &c->wq.out;
 	/* Counted in bytes used, not by the end: making room may slide
@@ -125,7 +178,8 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	before = sw_buf_used(b);
 	rc = sw_buf_add_frame(b, r->hdr.type, SW_FRAME_REPLY, r->hdr.id, reply);
 	if (rc == 0 && b == &c->held)
-		rc = held_push(c, r->version, inval, sw_buf_used(b) - before);
+		rc = held_push(c, r->version, r->inval0, inval,
+			       sw_buf_used(b) - before);
 	if (rc < 0) {
 		sw_err(TAG, "%s: out of memory queueing a reply; closing",
 		       c->sc.peer);
@@ -194,13 +248,12 @@ void req_error(struct req *r, int rc)
  * are acknowledged, to the output (in order). */
 static void release_held(struct conn *c, uint64_t version)
 {
-	uint64_t floor = inval_floor(c->m);
 	size_t n = 0;
 
 	while (c->marks_head < c->nmarks &&
 	       c->marks[c->marks_head].version <= version &&
-	       (!c->marks[c->marks_head].inval ||
-		c->marks[c->marks_head].inval < floor))
+	       !inval_waits(c->m, c->marks[c->marks_head].inval0,
+			    c->marks[c->marks_head].inval))
 		n += c->marks[c->marks_head++].size;
 	if (n == 0)
 		return;
@@ -214,30 +267,10 @@ static void release_held(struct conn *c, uint64_t version)
 	sw_sconn_flush_add(&c->sc);
 }
 
-uint64_t server_inval_sent(struct master *m, struct session *s)
-{
-	s->inval_sent = ++m->inval_seq;
-	if (!s->owing && !s->inval_lax) {
-		s->owing = true;
-		s->owing_since = sw_mono_ns();
-		s->owe_prev = NULL;
-		s->owe_next = m->owing;
-		if (m->owing)
-			m->owing->owe_prev = s;
-		m->owing = s;
-	}
-	return s->inval_sent;
-}
-
-void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
+static void owing_remove(struct master *m, struct session *s)
 {
 	if (!s->owing)
 		return;
-	s->inval_acked = SW_MAX(s->inval_acked, SW_MIN(seq, s->inval_sent));
-	if (s->inval_acked < s->inval_sent) {
-		s->owing_since = sw_mono_ns();
-		return;
-	}
 	s->owing = false;
 	if (s->owe_prev)
 		s->owe_prev->owe_next = s->owe_next;
@@ -246,6 +279,85 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 	if (s->owe_next)
 		s->owe_next->owe_prev = s->owe_prev;
 	s->owe_next = s->owe_prev = NULL;
+	s->owed_head = s->owed_n = 0;
+}
+
+void server_inval_give_up(struct master *m, struct session *s)
+{
+	s->inval_lax = true;
+	owing_remove(m, s);
+	if (m->cl)
+		server_durable(m, changelog_durable(m->cl));
+}
+
+uint64_t server_inval_sent(struct master *m, struct session *s)
+{
+	uint64_t seq = ++m->inval_seq;
+
+	s->inval_sent = seq;
+	if (s->inval_lax)
+		return seq;
+	if (s->owed_n - s->owed_head >= INVAL_OWED_MAX) {
+		sw_notice(TAG,
+			  "%s: owes %u invalidations; not waited for until "
+			  "it acknowledges them",
+			  s->peer, INVAL_OWED_MAX);
+		m->inval_timeouts++;
+		server_inval_give_up(m, s);
+		return seq;
+	}
+	if (s->owed_head == s->owed_n)
+		s->owed_head = s->owed_n = 0;
+	if (s->owed_n == s->owed_cap && s->owed_head) {
+		memmove(s->owed, s->owed + s->owed_head,
+			(s->owed_n - s->owed_head) * sizeof(*s->owed));
+		s->owed_n -= s->owed_head;
+		s->owed_head = 0;
+	}
+	if (sw_grow(&s->owed, &s->owed_cap, s->owed_n + 1, sizeof(*s->owed),
+		    16) < 0) {
+		/* Not waited for rather than waited for forever. */
+		server_inval_give_up(m, s);
+		return seq;
+	}
+	s->owed[s->owed_n++] =
+		(struct inval_owed){ .seq = seq, .at = sw_mono_ns() };
+	if (!s->owing) {
+		s->owing = true;
+		s->owe_prev = NULL;
+		s->owe_next = m->owing;
+		if (m->owing)
+			m->owing->owe_prev = s;
+		m->owing = s;
+	}
+	return seq;
+}
+
+void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
+{
+	if (seq == UINT64_MAX) {
+		/* It went, or forgot all it had: nothing to wait for. */
+		s->inval_acked = s->inval_sent;
+		s->inval_lax = false;
+		owing_remove(m, s);
+		free(s->owed);
+		s->owed = NULL;
+		s->owed_cap = 0;
+		if (m->cl)
+			server_durable(m, changelog_durable(m->cl));
+		return;
+	}
+	s->inval_acked = SW_MAX(s->inval_acked, SW_MIN(seq, s->inval_sent));
+	if (s->inval_lax && s->inval_acked == s->inval_sent)
+		s->inval_lax = false; /* caught up: waited for again */
+	if (!s->owing)
+		return;
+	while (s->owed_head < s->owed_n &&
+	       s->owed[s->owed_head].seq <= s->inval_acked)
+		s->owed_head++;
+	if (s->owed_head < s->owed_n)
+		return; /* the replies it held still wait for the rest */
+	owing_remove(m, s);
 	if (m->cl)
 		server_durable(m, changelog_durable(m->cl));
 }
@@ -258,17 +370,15 @@ void server_inval_tick(struct master *m)
 
 	for (s = m->owing; s; s = next) {
 		next = s->owe_next;
-		if (now - s->owing_since <= limit)
+		if (now - s->owed[s->owed_head].at <= limit)
 			continue;
-		/* Slow, stopped or hostile: others' changes are not to wait
-		 * for it again while this session lasts. */
-		sw_notice(TAG,
-			  "%s: did not acknowledge an invalidation in %" PRIu64
-			  " ms; not waited for again",
-			  s->peer, m->cfg.inval_timeout_ms);
+		/* Slow, stopped or hostile: no change waits for it longer. */
+		sw_info(TAG,
+			"%s: did not acknowledge an invalidation in %" PRIu64
+			" ms; not waited for until it catches up",
+			s->peer, m->cfg.inval_timeout_ms);
 		m->inval_timeouts++;
-		s->inval_lax = true;
-		server_inval_acked(m, s, UINT64_MAX);
+		server_inval_give_up(m, s);
 	}
 }
 
