@@ -51,10 +51,13 @@ struct conn {
 	size_t nmarks, marks_cap, marks_head;
 	uint32_t csrv;		   /* chunkserver id, for that role */
 	struct conn *consume_next; /* conns with requests to resume */
-	/* Waiting for a delegation to come back before its next request
-	 * (deleg.h): reading goes on, handling does not. */
+	/* Its oldest request waits for a delegation to come back
+	 * (deleg.h); the requests after it that need not wait are
+	 * handled (server.c, consume_parked()). */
 	struct deleg *parked;
 	struct conn *park_next;
+	int64_t park_t0; /* mono ns its oldest request first waited; 0 */
+	bool in_full;	 /* reading stopped: PARKED_IN_MAX unhandled */
 };
 
 /* The connections of @m, in no order: for (c = conn_first(m); c; c =
