@@ -50,6 +50,20 @@
 #define PRE_HELLO_TOTAL (16u << 20)
 #define READ_CHUNK (64u << 10)
 
+/*
+ * While a request of a connection waits for a delegation, what the
+ * connection sends after it is read only up to PARKED_IN_MAX bytes
+ * unhandled (room for the waiting request, at most a frame, and as
+ * much again): then reading stops until the wait ends, so a client
+ * that pumps requests behind a waiting one costs at most that. Past a
+ * waiting request at most PARKED_SKIP_MAX frames that must stay behind
+ * it are looked past, naming at most PARKED_NODES_MAX nodes; what
+ * comes after them waits too.
+ */
+#define PARKED_IN_MAX (2 * SW_FRAME_MAX_META)
+#define PARKED_SKIP_MAX 64u
+#define PARKED_NODES_MAX 256u
+
 static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
 static void conn_account(struct conn *c);
@@ -431,7 +445,8 @@ static void conn_write(struct conn *c)
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
 	c->paused = false;
-	uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
+	if (!c->in_full)
+		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 	/* Requests read before the pause are still waiting: handle them
 	 * in the next loop turn, whose check phase flushes what they
 	 * journal and reply (not now: this may be that flush). */
@@ -619,18 +634,102 @@ static void conn_account(struct conn *c)
 }
 
 /*
- * @c waits for a delegation (deleg.h): its batches and delegation returns
- * go on past the waiting request, in their order, as long as they need
- * not wait themselves; so do pings, by which a mount of a group tells a
- * live master from a frozen one (mount/master_conn.c). Two mounts that each wait for a directory the
- * other holds would otherwise wait for deleg_timeout: each return sits
- * behind the request that waits for the other's. (Handled early, what a
- * mount acknowledged reaches the master sooner than a request it sent
- * before: no one can have seen the difference.)
+ * The nodes the frame @hdr, @payload names, added to @nodes (*@nn of
+ * them so far, at most PARKED_NODES_MAX): false if it cannot tell
+ * (unparsable, or too many), and then nothing past it may go on.
+ */
+static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
+			const uint8_t *payload, uint64_t *nodes, size_t *nn)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	struct master *m = c->m;
+	ProtobufCMessage *msg;
+	size_t n;
+
+	if (!info)
+		return true; /* answered ENOSYS in its turn */
+	m->arena_depth++;
+	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
+					hdr->len, payload);
+	n = msg ? deleg_msg_nodes(hdr->type, msg, nodes + *nn,
+				  PARKED_NODES_MAX - *nn) :
+		  SIZE_MAX;
+	arena_done(m);
+	if (n > PARKED_NODES_MAX - *nn)
+		return false;
+	*nn += n;
+	return true;
+}
+
+/*
+ * Whether the frame @hdr, @payload, after a request that waits, may be
+ * handled before it: it changes nothing and names none of @nodes (those
+ * of the frames it would pass); or it is a batch or a delegation's
+ * return, a ping or an invalidation's ack, which always go on (below).
+ */
+static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
+		     const uint8_t *payload, const uint64_t *nodes, size_t nn)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	const struct route *rt = dispatch_route(hdr->type);
+	struct master *m = c->m;
+	uint64_t mine[8];
+	ProtobufCMessage *msg;
+	bool pass;
+	size_t n;
+
+	switch (hdr->type) {
+	case SW_MSG_BATCH:
+	case SW_MSG_DELEG_RETURN:
+	case SW_MSG_PING:
+	case SW_MSG_INVAL_ACK:
+		return true;
+	}
+	if (!info || !rt || hdr->flags)
+		return false;
+	m->arena_depth++;
+	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
+					hdr->len, payload);
+	pass = msg && !dispatch_writes(rt, msg);
+	if (pass) {
+		n = deleg_msg_nodes(hdr->type, msg, mine, SW_ARRAY_SIZE(mine));
+		pass = n <= SW_ARRAY_SIZE(mine);
+		for (size_t i = 0; pass && i < n; i++)
+			for (size_t j = 0; pass && j < nn; j++)
+				pass = mine[i] != nodes[j];
+	}
+	arena_done(m);
+	return pass;
+}
+
+/*
+ * @c's oldest request waits for a delegation (deleg.h): the requests
+ * after it are handled, in their order, when they change nothing and
+ * name no node any request they pass names, and need not wait
+ * themselves. So a GETATTR of another file, a listing elsewhere, are
+ * answered while a request in a recalled directory waits: waiting for
+ * one client holds up the request that needs it, not the connection.
+ *
+ * Order: the mount relies on requests on the same node being handled in
+ * the order it sent them (a CREATE then a LOOKUP of the same parent; a
+ * WRITE_END then a GETATTR); those stay behind. Changes stay behind
+ * every earlier request: the journal keeps a connection's changes in
+ * the order they were sent.
+ *
+ * Batches, delegation returns and pings go on regardless, as they
+ * always did: two mounts that each wait for a directory the other
+ * holds would otherwise wait for deleg_timeout, each return behind the
+ * request that waits for the other's; a mount of a group tells a live
+ * master from a frozen one by pings (mount/master_conn.c). (Handled
+ * early, what a mount acknowledged reaches the master sooner than a
+ * request it sent before: no one can have seen the difference.)
+ * Invalidation acks too: they only end waits.
  */
 static void consume_parked(struct conn *c)
 {
-	size_t off = 0;
+	uint64_t nodes[PARKED_NODES_MAX];
+	size_t off = 0, nn = 0;
+	unsigned skipped = 0;
 
 	while (!c->sc.closing && c->parked) {
 		uint8_t *p = sw_buf_head(&c->in) + off;
@@ -642,20 +741,47 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
-		if (off == 0 || (hdr.type != SW_MSG_BATCH &&
-				 hdr.type != SW_MSG_DELEG_RETURN &&
-				 hdr.type != SW_MSG_PING)) {
+		if (off == 0 ||
+		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn)) {
+stays:
+			/* It stays behind: so does what names its nodes. */
+			if (++skipped > PARKED_SKIP_MAX ||
+			    !frame_nodes(c, &hdr, p + SW_FRAME_HDR, nodes, &nn))
+				break;
 			off += flen;
 			continue;
 		}
-		if (!handle_frame(c, &hdr, p + SW_FRAME_HDR))
-			break;
+		if (!handle_frame(c, &hdr, p + SW_FRAME_HDR)) {
+			if (!group_may_answer(c->m, sw_mono_ns()))
+				break;
+			goto stays; /* it waits too */
+		}
 		if (c->sc.closing)
 			break;
 		/* Out of the buffer: what follows moves up. */
 		memmove(p, p + flen, avail - flen);
 		c->in.len -= flen;
 	}
+}
+
+/*
+ * Read @c only while what it sent is handled: stop while its waiting
+ * requests and what came after them pass PARKED_IN_MAX, go on when the
+ * wait is over (conn_consume() runs again then).
+ */
+static void conn_read_gate(struct conn *c)
+{
+	bool full = c->parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
+
+	if (full == c->in_full)
+		return;
+	c->in_full = full;
+	if (c->paused)
+		return; /* stopped already; conn_write() looks at in_full */
+	if (full)
+		uv_read_stop((uv_stream_t *)&c->sc.tcp);
+	else
+		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 }
 
 /* Handle the complete requests in @c's input, while its replies are
@@ -692,10 +818,12 @@ static void conn_consume(struct conn *c)
 			consume_parked(c);
 			break;
 		}
+		c->park_t0 = 0; /* its oldest request is done waiting */
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 	}
 	if (c->sc.closing)
 		return;
+	conn_read_gate(c);
 	conn_account(c);
 	/* Waiting, whole: not stalled mid-frame. */
 	if (sw_buf_used(&c->in) == 0 || c->parked)
