@@ -706,7 +706,9 @@ void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 
 	if (d && d->s == r->s)
 		end(r->m, d, "given back");
-	/* Taken back before: the holder has resynchronised. */
-	unrevoke(r->m->delegs, r->s, q->dir);
+	/* Taken back before: the holder has resynchronised. (0 names
+	 * nothing; to unrevoke() it means all.) */
+	if (q->dir)
+		unrevoke(r->m->delegs, r->s, q->dir);
 	req_reply(r, &reply.base);
 }
