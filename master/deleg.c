@@ -1,6 +1,31 @@
 /*
  * Directory delegations (deleg.h): granting, recalling, holding back the
  * requests that must wait for a recall, and giving back.
+ *
+ * Waits on a holder, and their bounds (no client can extend them):
+ *
+ *  - A recall is answered by DELEG_RETURN, which only the holder's
+ *    session can send for its own delegation (others' are ignored).
+ *    One unanswered for deleg_timeout is revoked: the delegation ends,
+ *    whoever waited for it goes on at once, and the directory is
+ *    remembered as revoked for the holder until it sends DELEG_RETURN
+ *    for it. Meanwhile its batch operations in that directory are
+ *    refused with EKEYREVOKED (the mount then drops what it held there
+ *    and gives it back: mount/deleg.c), as CephFS evicts a client
+ *    that does not release its capabilities.
+ *  - A session with a recall outstanding, or a revocation it has not
+ *    acknowledged, is granted nothing: it cannot take a new directory
+ *    each time a recall nears its timeout.
+ *  - A request waits at most deleg_timeout in all, from when it first
+ *    waited, across however many recalls (a holder making directories
+ *    under one being recalled, through its batches, makes new ones to
+ *    recall): past that, whatever it still waits for is revoked
+ *    (conn->park_t0).
+ *  - Timers are looked at every WAIT_TICK_MS (master.c).
+ *
+ * Waiting is per request, not per connection (server.c): while a
+ * request waits, the requests after it on its connection that read and
+ * name none of the nodes the waiting ones name are answered.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -56,10 +81,20 @@ struct deleg {
 	struct deleg *next, *prev;
 };
 
+/* A delegation taken back from its holder for not answering a recall,
+ * until it acknowledges that with DELEG_RETURN or goes. */
+struct revoked {
+	struct session *s;
+	uint64_t dir;
+	struct revoked *next;
+};
+
 struct delegs {
 	struct htab by_dir; /* struct deleg by dir->ino */
 	struct deleg *head;
-	uint64_t ended; /* end() calls: whether a recall freed some */
+	struct revoked *revoked; /* at most deleg_max per session */
+	uint64_t nrecalling;	 /* delegations being recalled */
+	uint64_t ended;		 /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
 	struct deleg_bucket all; /* everyone's visits (see above) */
 };
@@ -157,6 +192,8 @@ static void end(struct master *m, struct deleg *d, const char *why)
 
 		if (ns > ds->st.recall_max_ns)
 			ds->st.recall_max_ns = ns;
+		d->s->nrecalling--;
+		ds->nrecalling--;
 	}
 	sw_debug(TAG, "session %" PRIu64 ": directory %" PRIu64 " %s", d->s->id,
 		 d->dir->ino, why);
@@ -181,6 +218,33 @@ static void end(struct master *m, struct deleg *d, const char *why)
 	free(d);
 }
 
+/* Forget @s's revocations (@dir 0: all of them). */
+static void unrevoke(struct delegs *ds, struct session *s, uint64_t dir)
+{
+	struct revoked **pp = &ds->revoked, *rv;
+
+	while (s->nrevoked && (rv = *pp) != NULL) {
+		if (rv->s == s && (!dir || rv->dir == dir)) {
+			*pp = rv->next;
+			s->nrevoked--;
+			free(rv);
+		} else {
+			pp = &rv->next;
+		}
+	}
+}
+
+bool deleg_revoked(const struct master *m, const struct session *s,
+		   uint64_t dir)
+{
+	if (!s->nrevoked || !m->delegs)
+		return false;
+	for (const struct revoked *rv = m->delegs->revoked; rv; rv = rv->next)
+		if (rv->s == s && rv->dir == dir)
+			return true;
+	return false;
+}
+
 void delegs_free(struct master *m)
 {
 	struct delegs *ds = m->delegs;
@@ -189,6 +253,13 @@ void delegs_free(struct master *m)
 		return;
 	while (ds->head)
 		end(m, ds->head, "dropped at shutdown");
+	while (ds->revoked) {
+		struct revoked *rv = ds->revoked;
+
+		ds->revoked = rv->next;
+		rv->s->nrevoked--;
+		free(rv);
+	}
 	htab_release(&ds->by_dir);
 	free(ds);
 	m->delegs = NULL;
@@ -216,9 +287,47 @@ static struct deleg *recall(struct master *m, struct deleg *d)
 	if (d->recall_at)
 		return d;
 	d->recall_at = sw_mono_ns();
+	d->s->nrecalling++;
+	m->delegs->nrecalling++;
 	m->delegs->st.recalls++;
 	send_recall(d->s, d->dir->ino);
 	return m->delegs->ended == ended ? d : NULL;
+}
+
+/*
+ * Take @d back from a holder that did not give it back in time: its
+ * waiters go on, and its holder's later batches there are refused
+ * until it acknowledges with DELEG_RETURN (a record it cannot make
+ * grow: it is granted nothing meanwhile). Out of memory for the
+ * record, the holder's connection is closed: that ends its session's
+ * delegations and it resynchronises as after any reconnect.
+ */
+static void take_back(struct master *m, struct deleg *d, const char *why)
+{
+	struct delegs *ds = m->delegs;
+	struct revoked *rv = malloc(sizeof(*rv));
+	struct session *s = d->s;
+
+	sw_notice(TAG, "%s: directory %" PRIu64 " taken back: %s", s->peer,
+		  d->dir->ino, why);
+	ds->st.timeouts++;
+	if (rv) {
+		rv->s = s;
+		rv->dir = d->dir->ino;
+		rv->next = ds->revoked;
+		ds->revoked = rv;
+		s->nrevoked++;
+	}
+	/* It does not answer: nor is it waited for to acknowledge the
+	 * invalidations the waiters' changes send it (server.c). */
+	server_inval_give_up(m, s);
+	/* Not an answered recall: out of recall_max_ns. */
+	d->recall_at = 0;
+	s->nrecalling--;
+	ds->nrecalling--;
+	end(m, d, "taken back");
+	if (!rv && s->conn)
+		conn_close(s->conn);
 }
 
 /* Whether @d is of a session other than @s, on @top or below (NULL:
@@ -312,6 +421,35 @@ static bool changes_tree(uint16_t type)
 	}
 }
 
+size_t deleg_msg_nodes(uint16_t type, const ProtobufCMessage *msg,
+		       uint64_t *out, size_t max)
+{
+	const ProtobufCMessageDescriptor *desc = msg->descriptor;
+	const char *base = (const char *)msg;
+	size_t n = 0;
+
+	for (unsigned i = 0; i < desc->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &desc->fields[i];
+
+		if (!names_node(f))
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_OPTIONAL &&
+		    !*(const protobuf_c_boolean *)(base + f->quantifier_offset))
+			continue;
+		if (n < max)
+			out[n] = *(const uint64_t *)(base + f->offset);
+		n++;
+	}
+	if (type == SW_MSG_BATCH) {
+		const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
+
+		for (size_t i = 0; i < q->n_ops; i++, n++)
+			if (n < max)
+				out[n] = q->ops[i]->parent;
+	}
+	return n;
+}
+
 static struct deleg *conflict(struct master *m, struct session *s,
 			      uint16_t type, const ProtobufCMessage *msg)
 {
@@ -344,9 +482,17 @@ static struct deleg *conflict(struct master *m, struct session *s,
 	return d;
 }
 
+/* How long a request may wait for delegations, in all. */
+static int64_t wait_limit(const struct master *m)
+{
+	return (int64_t)SW_MIN(m->cfg.deleg_timeout_ms, INT64_MAX / 1000000) *
+	       1000000;
+}
+
 bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 {
 	struct master *m = c->m;
+	int64_t now;
 	struct deleg *d;
 
 	if (!m->delegs || !m->delegs->head || !c->s || session_is_peer(c->s))
@@ -356,6 +502,17 @@ bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		return false;
 	if (c->parked)
 		return true; /* a request past the parked one (server.c) */
+	now = sw_mono_ns();
+	if (!c->park_t0) {
+		c->park_t0 = now;
+	} else if (now - c->park_t0 >= wait_limit(m)) {
+		/* Waited its fill, across recalls: what it still waits
+		 * for is taken back. Each turn ends one delegation. */
+		do
+			take_back(m, d, "a request waited for it too long");
+		while ((d = conflict(m, c->s, type, msg)) != NULL);
+		return false;
+	}
 	c->parked = d;
 	c->park_next = d->waiters;
 	d->waiters = c;
@@ -382,13 +539,15 @@ void deleg_drop_session(struct master *m, struct session *s)
 {
 	struct deleg *d, *next;
 
-	if (!m->delegs || !s->ndelegs)
+	if (!m->delegs)
 		return;
-	for (d = m->delegs->head; d; d = next) {
+	for (d = s->ndelegs ? m->delegs->head : NULL; d; d = next) {
 		next = d->next;
 		if (d->s == s)
 			end(m, d, "dropped: its session is gone");
 	}
+	/* Its mount drops all it held when its connection breaks. */
+	unrevoke(m->delegs, s, 0);
 }
 
 void deleg_dir_gone(struct master *m, struct node *dir)
@@ -402,25 +561,37 @@ void deleg_dir_gone(struct master *m, struct node *dir)
 		end(m, d, "gone");
 }
 
+/* Whether a request waiting for @d has waited its fill. */
+static bool waiter_expired(const struct deleg *d, int64_t now, int64_t limit)
+{
+	for (const struct conn *c = d->waiters; c; c = c->park_next)
+		if (now - c->park_t0 >= limit)
+			return true;
+	return false;
+}
+
 void deleg_tick(struct master *m)
 {
-	int64_t limit = (int64_t)m->cfg.deleg_timeout_ms * 1000000;
+	int64_t limit = wait_limit(m);
 	int64_t now = sw_mono_ns();
 	struct deleg *d, *next;
 
-	if (!m->delegs)
+	if (!m->delegs || !m->delegs->nrecalling)
 		return;
+restart:
 	for (d = m->delegs->head; d; d = next) {
 		next = d->next;
-		if (!d->recall_at || now - d->recall_at <= limit)
+		if (!d->recall_at)
 			continue;
-		sw_notice(TAG,
-			  "%s: did not give directory %" PRIu64
-			  " back in %" PRIu64 " ms; taken",
-			  d->s->peer, d->dir->ino, m->cfg.deleg_timeout_ms);
-		m->delegs->st.timeouts++;
-		d->recall_at = 0; /* not an answered recall */
-		end(m, d, "taken back");
+		if (now - d->recall_at >= limit)
+			take_back(m, d,
+				  "did not give it back in deleg_timeout");
+		else if (waiter_expired(d, now, limit))
+			take_back(m, d, "a request waited for it too long");
+		else
+			continue;
+		/* Waking its waiters may have ended others. */
+		goto restart;
 	}
 }
 
@@ -459,6 +630,13 @@ static const char *refusal(struct master *m, struct session *s,
 		return "its export maps credentials";
 	if (s->ndelegs >= m->cfg.deleg_max)
 		return "deleg_max";
+	/* Else a holder could take a new directory each time a recall
+	 * nears its end, and keep a request that waits for all of them
+	 * (a trash listing, a rename at the top) waiting forever. */
+	if (s->nrecalling)
+		return "a recall is outstanding";
+	if (s->nrevoked)
+		return "a delegation was taken back and not given back";
 	/* Just elected: a mount may still trust what the last leader
 	 * delegated to it, for a lease from its last answer there. (A
 	 * master that restarted reset its connections, and mounts drop
@@ -590,5 +768,9 @@ void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 
 	if (d && d->s == r->s)
 		end(r->m, d, "given back");
+	/* Taken back before: the holder has resynchronised. (0 names
+	 * nothing; to unrevoke() it means all.) */
+	if (q->dir)
+		unrevoke(r->m->delegs, r->s, q->dir);
 	req_reply(r, &reply.base);
 }

@@ -7,9 +7,10 @@
  * directory D, no other session's request that names D, an entry of D
  * (by inode), or a directory above D for a subtree operation (rmr,
  * snapshot, rename, trash) is handled before the holder has given D
- * back. Such a request recalls the delegation and its connection waits,
- * its requests still read but not handled, until the holder returns D,
- * loses its connection, or lets deleg_timeout run out. The holder's own
+ * back. Such a request recalls the delegation and waits (it alone: the
+ * requests after it that read other nodes go on, server.c) until the
+ * holder returns D, loses its connection, or lets deleg_timeout run out
+ * (then D is revoked, deleg.c). The holder's own
  * requests are never held: they come in order on one connection, after
  * the batches it sent before them.
  *
@@ -66,8 +67,25 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir);
 /* Recall every delegation (the metadata disk is full: req.c). */
 void deleg_recall_all(struct master *m);
 
-/* Once a second: recalls past deleg_timeout end. */
+/* Every WAIT_TICK_MS: recalls past deleg_timeout, and those a request
+ * has waited for that long in all, are revoked. */
 void deleg_tick(struct master *m);
+
+/*
+ * Whether @dir was taken back from @s for not answering a recall (its
+ * batch operations there are refused with EKEYREVOKED) and @s has not
+ * yet acknowledged that with DELEG_RETURN.
+ */
+bool deleg_revoked(const struct master *m, const struct session *s,
+		   uint64_t dir);
+
+/*
+ * The inode numbers @msg (of @type) names: the fields deleg_wait()
+ * looks at, and a batch's parents. Stores at most @max in @out;
+ * returns how many it names.
+ */
+size_t deleg_msg_nodes(uint16_t type, const ProtobufCMessage *msg,
+		       uint64_t *out, size_t max);
 
 /* Figures for sweepfs status (InfoReply fields 43-48). */
 struct deleg_stats {

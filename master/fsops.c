@@ -1012,7 +1012,8 @@ static int create_batched(struct req *r, const Sweepfs__BatchOp *op,
 
 /*
  * Operations a mount acknowledged under a delegation (deleg.h), in order,
- * each checked as its own request would be: one error each, in one reply
+ * each checked as its own request would be (and refused with EKEYREVOKED
+ * in a directory taken back from it): one error each, in one reply
  * sent when the last is durable. Each goes into the changelog as it is
  * applied; the changelog writes them out together at the end of the loop
  * turn.
@@ -1038,6 +1039,13 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 	for (size_t i = 0; i < q->n_ops; i++) {
 		const Sweepfs__BatchOp *op = q->ops[i];
 
+		/* Answered under a delegation taken back since: what the
+		 * mount saw there is not what others may have changed
+		 * meanwhile (it gives the directory back, and asks). */
+		if (deleg_revoked(r->m, r->s, op->parent)) {
+			errs[i] = -EKEYREVOKED;
+			continue;
+		}
 		session_map_cred(r->s, op->cred);
 		switch (op->type) {
 		case SWEEPFS__BATCH_TYPE__BATCH_UNLINK:

@@ -70,7 +70,7 @@ void master_config_defaults(struct master_config *c)
 	c->locks_per_session = 100000;
 	c->deleg_max = 256;
 	c->deleg_timeout_ms = 10000;
-	c->inval_timeout_ms = 1000;
+	c->inval_timeout_ms = 300;
 	c->locks_per_file = 100000;
 	c->lock_waiters_per_session = 10000;
 	c->lock_waiters_per_file = 10000;
@@ -352,6 +352,22 @@ static void on_resize_timer(uv_timer_t *t)
 	resize_step(t->data);
 }
 
+/*
+ * Waits on a client (a recall, an invalidation ack) end on time: looked
+ * at every WAIT_TICK_MS, so that one ends at most that much past its
+ * bound. Each look costs O(recalls and sessions owing acks), nothing
+ * while none is.
+ */
+#define WAIT_TICK_MS 20
+
+static void on_wait_tick(uv_timer_t *t)
+{
+	struct master *m = t->data;
+
+	deleg_tick(m);
+	server_inval_tick(m);
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	struct master *m = t->data;
@@ -364,8 +380,6 @@ static void on_tick(uv_timer_t *t)
 		trash_expire(m);
 	}
 	server_reap_stalled(m);
-	deleg_tick(m);
-	server_inval_tick(m);
 	if (m->ns.version - m->ckpt.version >= m->cfg.checkpoint_changes ||
 	    now - m->ckpt.last >=
 		    (int64_t)m->cfg.checkpoint_interval_ms * 1000000)
@@ -475,6 +489,9 @@ int master_start(struct master *m, uv_loop_t *loop)
 	uv_timer_init(m->loop, &m->cs_tick);
 	m->cs_tick.data = m;
 	uv_timer_start(&m->cs_tick, on_cs_tick, 100, 100);
+	uv_timer_init(m->loop, &m->wait_tick);
+	m->wait_tick.data = m;
+	uv_timer_start(&m->wait_tick, on_wait_tick, WAIT_TICK_MS, WAIT_TICK_MS);
 	purge_init(m);
 	rc = snapjob_init(m);
 	if (rc < 0)
@@ -536,6 +553,8 @@ void master_stop(struct master *m)
 	uv_close((uv_handle_t *)&m->resize_timer, NULL);
 	uv_timer_stop(&m->cs_tick);
 	uv_close((uv_handle_t *)&m->cs_tick, NULL);
+	uv_timer_stop(&m->wait_tick);
+	uv_close((uv_handle_t *)&m->wait_tick, NULL);
 	purge_stop(m);
 }
 

@@ -135,6 +135,7 @@ struct master {
 	uv_check_t check;	 /* end of each loop iteration: flush */
 	uv_timer_t tick;	 /* housekeeping, once a second */
 	uv_timer_t cs_tick;	 /* chunkserver pacing, every 100 ms */
+	uv_timer_t wait_tick; /* bounds on waits for clients (WAIT_TICK_MS) */
 	uv_timer_t resize_timer; /* hash tables growing: every 10 ms */
 	uv_idle_t idle;		 /* background steps while there is work */
 	uv_signal_t sig[4];

@@ -50,6 +50,20 @@
 #define PRE_HELLO_TOTAL (16u << 20)
 #define READ_CHUNK (64u << 10)
 
+/*
+ * While a request of a connection waits for a delegation, what the
+ * connection sends after it is read only up to PARKED_IN_MAX bytes
+ * unhandled (room for the waiting request, at most a frame, and as
+ * much again): then reading stops until the wait ends, so a client
+ * that pumps requests behind a waiting one costs at most that. Past a
+ * waiting request at most PARKED_SKIP_MAX frames that must stay behind
+ * it are looked past, naming at most PARKED_NODES_MAX nodes; what
+ * comes after them waits too.
+ */
+#define PARKED_IN_MAX (2 * SW_FRAME_MAX_META)
+#define PARKED_SKIP_MAX 64u
+#define PARKED_NODES_MAX 256u
+
 static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
 static void conn_account(struct conn *c);
@@ -75,20 +89,72 @@ void server_resume(struct conn *c)
 
 /* ---- replies -------------------------------------------------------- */
 
-/* The lowest invalidation some session still owes an ack for, or
- * UINT64_MAX. (Replies wait for all of them before it: a little longer,
- * at times, than for their own; no longer than inval_timeout.) */
-static uint64_t inval_floor(const struct master *m)
-{
-	uint64_t floor = UINT64_MAX;
+/*
+ * Invalidations and the replies that wait for them. A change that sent
+ * invalidations (watch.c) to other sessions is answered once each of
+ * those sessions has acknowledged the ones sent for it, so that its
+ * caller, and anyone it tells, never finds the old name in another
+ * mount's cache. Who waits for whom:
+ *
+ *  - A reply waits only for the invalidations numbered within its own
+ *    request, (inval0, inval]: the sessions that watch the directories
+ *    it changed, never the slowest session of the master, nor one on
+ *    another export that watches nothing it changed. (A deferred
+ *    request's range may take in others' invalidations sent meanwhile:
+ *    that costs it, at most, the same bound.)
+ *  - Each session keeps what it owes in order, with when each went; an
+ *    INVAL_ACK (any session, of its own only: the number is clamped to
+ *    what it was sent) takes off those up to its number.
+ *  - Bound: an invalidation unacknowledged for inval_timeout (a few
+ *    hundred ms) stops being waited for; its session turns lax, and no
+ *    reply waits for it again until it has acknowledged everything it
+ *    was sent. Its invalidations still go; what it costs that client is
+ *    that for a while it may see a name another client changed until
+ *    it reads the notice, as NFS clients do within their attribute
+ *    timeout. The clock of each invalidation starts when it goes: a
+ *    client that acknowledges a little at a time cannot extend it.
+ *  - Memory: at most INVAL_OWED_MAX owed per session; past it the
+ *    session turns lax at once.
+ */
+#define INVAL_OWED_MAX 4096u
 
-	for (const struct session *s = m->owing; s; s = s->owe_next)
-		floor = SW_MIN(floor, s->inval_acked + 1);
-	return floor;
+struct inval_owed {
+	uint64_t seq; /* m->inval_seq it was sent with */
+	int64_t at;   /* mono ns it was sent */
+};
+
+/* Whether @s owes an ack of an invalidation numbered in (@lo, @hi]. */
+static bool owes_within(const struct session *s, uint64_t lo, uint64_t hi)
+{
+	const struct inval_owed *o = s->owed + s->owed_head;
+	size_t a = 0, b = s->owed_n - s->owed_head;
+
+	/* The first owed past @lo, by bisection: they are in order. */
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (o[mid].seq <= lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a < s->owed_n - s->owed_head && o[a].seq <= hi;
 }
 
-static int held_push(struct conn *c, uint64_t version, uint64_t inval,
-		     size_t size)
+/* Whether a reply whose request sent invalidations (@lo, @hi] must wait
+ * for some (@hi 0: it sent none). */
+static bool inval_waits(const struct master *m, uint64_t lo, uint64_t hi)
+{
+	if (!hi)
+		return false;
+	for (const struct session *s = m->owing; s; s = s->owe_next)
+		if (owes_within(s, lo, hi))
+			return true;
+	return false;
+}
+
+static int held_push(struct conn *c, uint64_t version, uint64_t inval0,
+		     uint64_t inval, size_t size)
 {
 	if (c->marks_head == c->nmarks) {
 		c->marks_head = c->nmarks = 0;
@@ -97,6 +163,7 @@ static int held_push(struct conn *c, uint64_t version, uint64_t inval,
 		    16) < 0)
 		return -ENOMEM;
 	c->marks[c->nmarks++] = (struct held_mark){ .version = version,
+						    .inval0 = inval0,
 						    .inval = inval,
 						    .size = size };
 	return 0;
@@ -117,7 +184,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 		return;
 	b = r->version > (m->cl ? changelog_durable(m->cl) :
 				  m->closed_durable) ||
-			    (inval && inval >= inval_floor(m)) ?
+			    inval_waits(m, r->inval0, inval) ?
 		    &c->held :
 		    &c->wq.out;
 	/* Counted in bytes used, not by the end: making room may slide
@@ -125,7 +192,8 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	before = sw_buf_used(b);
 	rc = sw_buf_add_frame(b, r->hdr.type, SW_FRAME_REPLY, r->hdr.id, reply);
 	if (rc == 0 && b == &c->held)
-		rc = held_push(c, r->version, inval, sw_buf_used(b) - before);
+		rc = held_push(c, r->version, r->inval0, inval,
+			       sw_buf_used(b) - before);
 	if (rc < 0) {
 		sw_err(TAG, "%s: out of memory queueing a reply; closing",
 		       c->sc.peer);
@@ -194,13 +262,12 @@ void req_error(struct req *r, int rc)
  * are acknowledged, to the output (in order). */
 static void release_held(struct conn *c, uint64_t version)
 {
-	uint64_t floor = inval_floor(c->m);
 	size_t n = 0;
 
 	while (c->marks_head < c->nmarks &&
 	       c->marks[c->marks_head].version <= version &&
-	       (!c->marks[c->marks_head].inval ||
-		c->marks[c->marks_head].inval < floor))
+	       !inval_waits(c->m, c->marks[c->marks_head].inval0,
+			    c->marks[c->marks_head].inval))
 		n += c->marks[c->marks_head++].size;
 	if (n == 0)
 		return;
@@ -214,30 +281,10 @@ static void release_held(struct conn *c, uint64_t version)
 	sw_sconn_flush_add(&c->sc);
 }
 
-uint64_t server_inval_sent(struct master *m, struct session *s)
-{
-	s->inval_sent = ++m->inval_seq;
-	if (!s->owing && !s->inval_lax) {
-		s->owing = true;
-		s->owing_since = sw_mono_ns();
-		s->owe_prev = NULL;
-		s->owe_next = m->owing;
-		if (m->owing)
-			m->owing->owe_prev = s;
-		m->owing = s;
-	}
-	return s->inval_sent;
-}
-
-void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
+static void owing_remove(struct master *m, struct session *s)
 {
 	if (!s->owing)
 		return;
-	s->inval_acked = SW_MAX(s->inval_acked, SW_MIN(seq, s->inval_sent));
-	if (s->inval_acked < s->inval_sent) {
-		s->owing_since = sw_mono_ns();
-		return;
-	}
 	s->owing = false;
 	if (s->owe_prev)
 		s->owe_prev->owe_next = s->owe_next;
@@ -246,6 +293,85 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 	if (s->owe_next)
 		s->owe_next->owe_prev = s->owe_prev;
 	s->owe_next = s->owe_prev = NULL;
+	s->owed_head = s->owed_n = 0;
+}
+
+void server_inval_give_up(struct master *m, struct session *s)
+{
+	s->inval_lax = true;
+	owing_remove(m, s);
+	if (m->cl)
+		server_durable(m, changelog_durable(m->cl));
+}
+
+uint64_t server_inval_sent(struct master *m, struct session *s)
+{
+	uint64_t seq = ++m->inval_seq;
+
+	s->inval_sent = seq;
+	if (s->inval_lax)
+		return seq;
+	if (s->owed_n - s->owed_head >= INVAL_OWED_MAX) {
+		sw_notice(TAG,
+			  "%s: owes %u invalidations; not waited for until "
+			  "it acknowledges them",
+			  s->peer, INVAL_OWED_MAX);
+		m->inval_timeouts++;
+		server_inval_give_up(m, s);
+		return seq;
+	}
+	if (s->owed_head == s->owed_n)
+		s->owed_head = s->owed_n = 0;
+	if (s->owed_n == s->owed_cap && s->owed_head) {
+		memmove(s->owed, s->owed + s->owed_head,
+			(s->owed_n - s->owed_head) * sizeof(*s->owed));
+		s->owed_n -= s->owed_head;
+		s->owed_head = 0;
+	}
+	if (sw_grow(&s->owed, &s->owed_cap, s->owed_n + 1, sizeof(*s->owed),
+		    16) < 0) {
+		/* Not waited for rather than waited for forever. */
+		server_inval_give_up(m, s);
+		return seq;
+	}
+	s->owed[s->owed_n++] =
+		(struct inval_owed){ .seq = seq, .at = sw_mono_ns() };
+	if (!s->owing) {
+		s->owing = true;
+		s->owe_prev = NULL;
+		s->owe_next = m->owing;
+		if (m->owing)
+			m->owing->owe_prev = s;
+		m->owing = s;
+	}
+	return seq;
+}
+
+void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
+{
+	if (seq == UINT64_MAX) {
+		/* It went, or forgot all it had: nothing to wait for. */
+		s->inval_acked = s->inval_sent;
+		s->inval_lax = false;
+		owing_remove(m, s);
+		free(s->owed);
+		s->owed = NULL;
+		s->owed_cap = 0;
+		if (m->cl)
+			server_durable(m, changelog_durable(m->cl));
+		return;
+	}
+	s->inval_acked = SW_MAX(s->inval_acked, SW_MIN(seq, s->inval_sent));
+	if (s->inval_lax && s->inval_acked == s->inval_sent)
+		s->inval_lax = false; /* caught up: waited for again */
+	if (!s->owing)
+		return;
+	while (s->owed_head < s->owed_n &&
+	       s->owed[s->owed_head].seq <= s->inval_acked)
+		s->owed_head++;
+	if (s->owed_head < s->owed_n)
+		return; /* the replies it held still wait for the rest */
+	owing_remove(m, s);
 	if (m->cl)
 		server_durable(m, changelog_durable(m->cl));
 }
@@ -258,17 +384,15 @@ void server_inval_tick(struct master *m)
 
 	for (s = m->owing; s; s = next) {
 		next = s->owe_next;
-		if (now - s->owing_since <= limit)
+		if (now - s->owed[s->owed_head].at <= limit)
 			continue;
-		/* Slow, stopped or hostile: others' changes are not to wait
-		 * for it again while this session lasts. */
-		sw_notice(TAG,
-			  "%s: did not acknowledge an invalidation in %" PRIu64
-			  " ms; not waited for again",
-			  s->peer, m->cfg.inval_timeout_ms);
+		/* Slow, stopped or hostile: no change waits for it longer. */
+		sw_info(TAG,
+			"%s: did not acknowledge an invalidation in %" PRIu64
+			" ms; not waited for until it catches up",
+			s->peer, m->cfg.inval_timeout_ms);
 		m->inval_timeouts++;
-		s->inval_lax = true;
-		server_inval_acked(m, s, UINT64_MAX);
+		server_inval_give_up(m, s);
 	}
 }
 
@@ -321,7 +445,8 @@ static void conn_write(struct conn *c)
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
 	c->paused = false;
-	uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
+	if (!c->in_full)
+		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 	/* Requests read before the pause are still waiting: handle them
 	 * in the next loop turn, whose check phase flushes what they
 	 * journal and reply (not now: this may be that flush). */
@@ -511,18 +636,102 @@ static void conn_account(struct conn *c)
 }
 
 /*
- * @c waits for a delegation (deleg.h): its batches and delegation returns
- * go on past the waiting request, in their order, as long as they need
- * not wait themselves; so do pings, by which a mount of a group tells a
- * live master from a frozen one (mount/master_conn.c). Two mounts that each wait for a directory the
- * other holds would otherwise wait for deleg_timeout: each return sits
- * behind the request that waits for the other's. (Handled early, what a
- * mount acknowledged reaches the master sooner than a request it sent
- * before: no one can have seen the difference.)
+ * The nodes the frame @hdr, @payload names, added to @nodes (*@nn of
+ * them so far, at most PARKED_NODES_MAX): false if it cannot tell
+ * (unparsable, or too many), and then nothing past it may go on.
+ */
+static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
+			const uint8_t *payload, uint64_t *nodes, size_t *nn)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	struct master *m = c->m;
+	ProtobufCMessage *msg;
+	size_t n;
+
+	if (!info)
+		return true; /* answered ENOSYS in its turn */
+	m->arena_depth++;
+	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
+					hdr->len, payload);
+	n = msg ? deleg_msg_nodes(hdr->type, msg, nodes + *nn,
+				  PARKED_NODES_MAX - *nn) :
+		  SIZE_MAX;
+	arena_done(m);
+	if (n > PARKED_NODES_MAX - *nn)
+		return false;
+	*nn += n;
+	return true;
+}
+
+/*
+ * Whether the frame @hdr, @payload, after a request that waits, may be
+ * handled before it: it changes nothing and names none of @nodes (those
+ * of the frames it would pass); or it is a batch or a delegation's
+ * return, a ping or an invalidation's ack, which always go on (below).
+ */
+static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
+		     const uint8_t *payload, const uint64_t *nodes, size_t nn)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	const struct route *rt = dispatch_route(hdr->type);
+	struct master *m = c->m;
+	uint64_t mine[8];
+	ProtobufCMessage *msg;
+	bool pass;
+	size_t n;
+
+	switch (hdr->type) {
+	case SW_MSG_BATCH:
+	case SW_MSG_DELEG_RETURN:
+	case SW_MSG_PING:
+	case SW_MSG_INVAL_ACK:
+		return true;
+	}
+	if (!info || !rt || hdr->flags)
+		return false;
+	m->arena_depth++;
+	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
+					hdr->len, payload);
+	pass = msg && !dispatch_writes(rt, msg);
+	if (pass) {
+		n = deleg_msg_nodes(hdr->type, msg, mine, SW_ARRAY_SIZE(mine));
+		pass = n <= SW_ARRAY_SIZE(mine);
+		for (size_t i = 0; pass && i < n; i++)
+			for (size_t j = 0; pass && j < nn; j++)
+				pass = mine[i] != nodes[j];
+	}
+	arena_done(m);
+	return pass;
+}
+
+/*
+ * @c's oldest request waits for a delegation (deleg.h): the requests
+ * after it are handled, in their order, when they change nothing and
+ * name no node any request they pass names, and need not wait
+ * themselves. So a GETATTR of another file, a listing elsewhere, are
+ * answered while a request in a recalled directory waits: waiting for
+ * one client holds up the request that needs it, not the connection.
+ *
+ * Order: the mount relies on requests on the same node being handled in
+ * the order it sent them (a CREATE then a LOOKUP of the same parent; a
+ * WRITE_END then a GETATTR); those stay behind. Changes stay behind
+ * every earlier request: the journal keeps a connection's changes in
+ * the order they were sent.
+ *
+ * Batches, delegation returns and pings go on regardless, as they
+ * always did: two mounts that each wait for a directory the other
+ * holds would otherwise wait for deleg_timeout, each return behind the
+ * request that waits for the other's; a mount of a group tells a live
+ * master from a frozen one by pings (mount/master_conn.c). (Handled
+ * early, what a mount acknowledged reaches the master sooner than a
+ * request it sent before: no one can have seen the difference.)
+ * Invalidation acks too: they only end waits.
  */
 static void consume_parked(struct conn *c)
 {
-	size_t off = 0;
+	uint64_t nodes[PARKED_NODES_MAX];
+	size_t off = 0, nn = 0;
+	unsigned skipped = 0;
 
 	while (!c->sc.closing && c->parked) {
 		uint8_t *p = sw_buf_head(&c->in) + off;
@@ -534,20 +743,47 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
-		if (off == 0 || (hdr.type != SW_MSG_BATCH &&
-				 hdr.type != SW_MSG_DELEG_RETURN &&
-				 hdr.type != SW_MSG_PING)) {
+		if (off == 0 ||
+		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn)) {
+stays:
+			/* It stays behind: so does what names its nodes. */
+			if (++skipped > PARKED_SKIP_MAX ||
+			    !frame_nodes(c, &hdr, p + SW_FRAME_HDR, nodes, &nn))
+				break;
 			off += flen;
 			continue;
 		}
-		if (!handle_frame(c, &hdr, p + SW_FRAME_HDR))
-			break;
+		if (!handle_frame(c, &hdr, p + SW_FRAME_HDR)) {
+			if (!group_may_answer(c->m, sw_mono_ns()))
+				break;
+			goto stays; /* it waits too */
+		}
 		if (c->sc.closing)
 			break;
 		/* Out of the buffer: what follows moves up. */
 		memmove(p, p + flen, avail - flen);
 		c->in.len -= flen;
 	}
+}
+
+/*
+ * Read @c only while what it sent is handled: stop while its waiting
+ * requests and what came after them pass PARKED_IN_MAX, go on when the
+ * wait is over (conn_consume() runs again then).
+ */
+static void conn_read_gate(struct conn *c)
+{
+	bool full = c->parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
+
+	if (full == c->in_full)
+		return;
+	c->in_full = full;
+	if (c->paused)
+		return; /* stopped already; conn_write() looks at in_full */
+	if (full)
+		uv_read_stop((uv_stream_t *)&c->sc.tcp);
+	else
+		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 }
 
 /* Handle the complete requests in @c's input, while its replies are
@@ -584,10 +820,12 @@ static void conn_consume(struct conn *c)
 			consume_parked(c);
 			break;
 		}
+		c->park_t0 = 0; /* its oldest request is done waiting */
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 	}
 	if (c->sc.closing)
 		return;
+	conn_read_gate(c);
 	conn_account(c);
 	/* Waiting, whole: not stalled mid-frame. */
 	if (sw_buf_used(&c->in) == 0 || c->parked)

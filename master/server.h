@@ -24,8 +24,9 @@ struct deleg;
 /* A reply waiting for the changelog to be durable up to its version. */
 struct held_mark {
 	uint64_t version;
-	uint64_t inval; /* invalidations sent up to this must be acked */
-	size_t size;	/* bytes of this reply at the head of conn->held */
+	/* Invalidations its request sent, (inval0, inval]; 0: none. */
+	uint64_t inval0, inval;
+	size_t size; /* bytes of this reply at the head of conn->held */
 };
 
 /* One TCP connection. Freed in its close callback. */
@@ -50,10 +51,13 @@ struct conn {
 	size_t nmarks, marks_cap, marks_head;
 	uint32_t csrv;		   /* chunkserver id, for that role */
 	struct conn *consume_next; /* conns with requests to resume */
-	/* Waiting for a delegation to come back before its next request
-	 * (deleg.h): reading goes on, handling does not. */
+	/* Its oldest request waits for a delegation to come back
+	 * (deleg.h); the requests after it that need not wait are
+	 * handled (server.c, consume_parked()). */
 	struct deleg *parked;
 	struct conn *park_next;
+	int64_t park_t0; /* mono ns its oldest request first waited; 0 */
+	bool in_full;	 /* reading stopped: PARKED_IN_MAX unhandled */
 };
 
 /* The connections of @m, in no order: for (c = conn_first(m); c; c =
@@ -85,12 +89,18 @@ void server_resume(struct conn *c);
 /*
  * Invalidations (watch.c): server_inval_sent() numbers one sent to @s;
  * server_inval_acked() takes @s's ack (INVAL_ACK) up to @seq, or with
- * @seq UINT64_MAX forgets what it owes (it went, or did not answer in
- * inval_timeout). Replies to requests that sent invalidations wait for
- * the acks, as they wait for the changelog (server.c).
+ * @seq UINT64_MAX forgets what it owes (it went, or lost its
+ * connection). Replies to requests that sent invalidations wait for
+ * the acks of those, as they wait for the changelog, for at most
+ * inval_timeout (server.c). server_inval_tick(): give up on acks
+ * older than that; called every WAIT_TICK_MS.
  */
 uint64_t server_inval_sent(struct master *m, struct session *s);
 void server_inval_acked(struct master *m, struct session *s, uint64_t seq);
 void server_inval_tick(struct master *m);
+
+/* @s is not waited for (what it owes is forgotten) until it has
+ * acknowledged all it was sent: it let an ack or a recall time out. */
+void server_inval_give_up(struct master *m, struct session *s);
 
 #endif

@@ -17,6 +17,7 @@
 
 struct master;
 struct conn;
+struct inval_owed;
 struct watch;
 
 /* A readdir position a session keeps per directory (DESIGN: cursor cache). */
@@ -81,10 +82,19 @@ struct session {
 	/* Invalidations (watch.c) sent to it and acknowledged, by the
 	 * master's sequence; while it owes some it is on m->owing. */
 	uint64_t inval_sent, inval_acked;
-	int64_t owing_since; /* mono ns */
+	/* Those it owes, oldest first, each with when it went: a reply
+	 * waits only for the ones its own change sent (server.c). */
+	struct inval_owed *owed;
+	size_t owed_head, owed_n, owed_cap;
 	struct session *owe_next, *owe_prev;
 	bool owing;
-	bool inval_lax;	   /* let an ack time out: never waited for again */
+	/* Let an ack time out: not waited for until it has acknowledged
+	 * everything it was sent. */
+	bool inval_lax;
+	/* Delegations of its being recalled, and taken back from it for
+	 * not answering a recall in time and not given back since
+	 * (deleg.c): while either is non-zero it is granted no more. */
+	uint32_t nrecalling, nrevoked;
 	uint32_t cache_ms; /* Hello.cache_ms: its kernel's name timeout */
 	struct op_counters ctr;
 	struct session *next, *prev;

@@ -214,6 +214,26 @@ static void made_answered(struct deleg *dg, const struct qop *o, int err,
 		want_return(dg, o->op.ino);
 }
 
+/*
+ * The master took directory @dir back (EKEYREVOKED: we did not answer a
+ * recall in time): what we answered there was refused, others may have
+ * changed it since. Its listing goes, it is no longer held, and it is
+ * given back, which tells the master we know.
+ */
+static void taken_back(struct deleg *dg, uint64_t dir)
+{
+	struct ddir *d;
+
+	dircache_drop(dg->m->dcache, dir);
+	pthread_mutex_lock(&dg->mu);
+	d = find(dg, dir);
+	if (d && d->st == D_HELD)
+		d->st = D_RETURNING;
+	pthread_mutex_unlock(&dg->mu);
+	/* Given back already, or not: one more return changes nothing. */
+	want_return(dg, dir);
+}
+
 static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct sent *st = arg;
@@ -232,6 +252,9 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 			made_answered(dg, o, err,
 				      r && i < r->n_cookies ? r->cookies[i] :
 							      0);
+		if (err == -EKEYREVOKED &&
+		    (i == 0 || st->ops[i - 1]->op.parent != o->op.parent))
+			taken_back(dg, o->op.parent);
 		/* ENOENT of a removal: done before a reconnect and sent
 		 * again, or removed by another client after the delegation
 		 * ended. */

@@ -44,8 +44,8 @@ struct fixture {
 	char dir[256];
 	uv_loop_t loop;
 	struct master m;
-	struct session sa, sb;
-	struct conn ca, cb;
+	struct session sa, sb, sc;
+	struct conn ca, cb, cc;
 	int64_t now;
 	uint64_t id;
 	struct node *d, *f, *sub;
@@ -118,6 +118,7 @@ static int setup(void **state)
 		return -1;
 	mk_session(f, &f->sa, &f->ca, 1);
 	mk_session(f, &f->sb, &f->cb, 2);
+	mk_session(f, &f->sc, &f->cc, 3);
 	f->d = mk(f, f->m.ns.root, "d", S_IFDIR | 0755);
 	f->f = mk(f, f->d, "f", S_IFREG | 0644);
 	f->sub = mk(f, f->d, "sub", S_IFDIR | 0755);
@@ -132,10 +133,15 @@ static int teardown(void **state)
 
 	deleg_drop_session(&f->m, &f->sa);
 	deleg_drop_session(&f->m, &f->sb);
+	deleg_drop_session(&f->m, &f->sc);
+	server_inval_acked(&f->m, &f->sa, UINT64_MAX);
+	server_inval_acked(&f->m, &f->sb, UINT64_MAX);
+	server_inval_acked(&f->m, &f->sc, UINT64_MAX);
 	htab_release(&f->sa.opens);
 	htab_release(&f->m.openers);
 	watch_drop_session(&f->m, &f->sa);
 	watch_drop_session(&f->m, &f->sb);
+	watch_drop_session(&f->m, &f->sc);
 	delegs_free(&f->m);
 	changelog_close(f->m.cl);
 	uv_close((uv_handle_t *)&f->m.consume_idle, NULL);
@@ -401,6 +407,152 @@ static void test_recall_times_out(void **state)
 	assert_null(f->cb.parked);
 	deleg_stats(&f->m, &st);
 	assert_int_equal(st.timeouts, 1);
+}
+
+/* A batch of one unlink of @name in @dir by @c: that op's error. */
+static int32_t batch_unlink(struct fixture *f, struct conn *c, struct node *dir,
+			    const char *name)
+{
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o, *ops[1];
+	Sweepfs__BatchReply *r;
+	int32_t err;
+
+	sweepfs__batch_op__init(&o);
+	o.type = SWEEPFS__BATCH_TYPE__BATCH_UNLINK;
+	o.cred = &cred;
+	o.parent = dir->ino;
+	o.name.data = (uint8_t *)name;
+	o.name.len = strlen(name);
+	ops[0] = &o;
+	q.n_ops = 1;
+	q.ops = ops;
+	call(f, c, SW_MSG_BATCH, &q.base);
+	changelog_flush(f->m.cl);
+	while (changelog_durable(f->m.cl) < f->m.ns.version)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	r = (Sweepfs__BatchReply *)take(c, SW_MSG_BATCH);
+	assert_non_null(r);
+	assert_int_equal(r->n_errs, 1);
+	err = r->errs[0];
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+/* Issue 28, item 7: taken back, the holder's batches there are refused,
+ * and it is granted nothing, until it gives the directory back. */
+static void test_timed_out_recall_revokes(void **state)
+{
+	struct fixture *f = *state;
+
+	f->m.cfg.deleg_timeout_ms = 50;
+	assert_true(ask(f, &f->ca, f->d));
+	assert_true(lookup_waits(&f->cb, f->d, "f"));
+	usleep(80000);
+	deleg_tick(&f->m);
+	assert_int_equal(held(f), 0);
+	assert_null(f->cb.parked);
+	assert_true(deleg_revoked(&f->m, &f->sa, f->d->ino));
+	assert_false(deleg_revoked(&f->m, &f->sb, f->d->ino));
+	assert_int_equal(batch_unlink(f, &f->ca, f->d, "f"), -EKEYREVOKED);
+	assert_non_null(ns_lookup(&f->m.ns, f->d, "f", 1));
+	/* Another session's batch there is its own business. */
+	assert_int_equal(batch_unlink(f, &f->cb, f->d, "nothing"), -ENOENT);
+	assert_false(ask(f, &f->ca, f->sub));
+	/* Given back: it knows; its batches are judged as before. */
+	give_back(f, &f->ca, f->d);
+	assert_false(deleg_revoked(&f->m, &f->sa, f->d->ino));
+	assert_int_equal(batch_unlink(f, &f->ca, f->d, "f"), 0);
+	assert_true(ask(f, &f->ca, f->sub));
+}
+
+/* A holder with a recall outstanding is granted nothing: it cannot
+ * take a directory more each time a recall nears its end. */
+static void test_no_grant_while_recalled(void **state)
+{
+	struct fixture *f = *state;
+	struct node *e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
+
+	assert_true(ask(f, &f->ca, f->d));
+	assert_true(lookup_waits(&f->cb, f->d, "f"));
+	assert_true(recalled(&f->ca, f->d));
+	assert_false(ask(f, &f->ca, e));
+	give_back(f, &f->ca, f->d);
+	assert_true(ask(f, &f->ca, e));
+}
+
+/* A request waits deleg_timeout in all, across recalls answered in time
+ * and new grants between them: then what it waits for is taken back. */
+static void test_wait_bounded_across_recalls(void **state)
+{
+	struct fixture *f = *state;
+
+	f->m.cfg.deleg_timeout_ms = 100;
+	assert_true(ask(f, &f->ca, f->d));
+	assert_true(lookup_waits(&f->cb, f->d, "f"));
+	usleep(60000);
+	give_back(f, &f->ca, f->d); /* in time */
+	assert_null(f->cb.parked);
+	assert_true(ask(f, &f->ca, f->d)); /* and again, before cb is back */
+	assert_true(lookup_waits(&f->cb, f->d, "f"));
+	usleep(60000);
+	deleg_tick(&f->m); /* the new recall is young; the wait is not */
+	assert_int_equal(held(f), 0);
+	assert_null(f->cb.parked);
+	assert_false(lookup_waits(&f->cb, f->d, "f"));
+	assert_true(deleg_revoked(&f->m, &f->sa, f->d->ino));
+}
+
+/* Issue 28, item 6: a reply waits for the acks of the invalidations its
+ * own request sent, never for another session's, and not past
+ * inval_timeout. */
+static bool reply_held(struct fixture *f, struct conn *c, struct node *dir)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+	struct req r = { .m = &f->m,
+			 .conn = c,
+			 .s = c->s,
+			 .hdr = { .type = SW_MSG_PING, .id = ++f->id },
+			 .inval0 = f->m.inval_seq };
+	size_t held0 = sw_buf_used(&c->held);
+
+	if (dir)
+		watch_changed(&f->m, dir, "x", 1, c->s);
+	req_reply(&r, &reply.base);
+	return sw_buf_used(&c->held) > held0;
+}
+
+static void test_reply_waits_for_its_own_invalidations(void **state)
+{
+	struct fixture *f = *state;
+
+	f->m.cfg.inval_timeout_ms = 50;
+	watch_add(&f->m, &f->sa, f->sub); /* sa never acknowledges */
+	watch_add(&f->m, &f->sb, f->d);
+	assert_true(reply_held(f, &f->cc, f->sub));
+	/* Nothing sent: not held. */
+	assert_false(reply_held(f, &f->cb, NULL));
+	/* Sent to sb only: waits for sb, not for sa. */
+	assert_true(reply_held(f, &f->ca, f->d));
+	server_inval_acked(&f->m, &f->sb, f->sb.inval_sent);
+	assert_int_equal(sw_buf_used(&f->ca.held), 0);
+	assert_true(sw_buf_used(&f->cc.held) > 0);
+	/* An ack of more than was sent is taken for what was sent. */
+	assert_true(reply_held(f, &f->ca, f->d));
+	server_inval_acked(&f->m, &f->sb, UINT64_MAX - 1);
+	assert_int_equal(sw_buf_used(&f->ca.held), 0);
+	assert_int_equal(f->sb.inval_acked, f->sb.inval_sent);
+	/* sa's clock runs from the invalidation's sending. */
+	server_inval_tick(&f->m);
+	assert_true(sw_buf_used(&f->cc.held) > 0);
+	usleep(80000);
+	server_inval_tick(&f->m);
+	assert_int_equal(sw_buf_used(&f->cc.held), 0);
+	/* Lax until it catches up: not waited for, then waited for. */
+	assert_false(reply_held(f, &f->cc, f->sub));
+	server_inval_acked(&f->m, &f->sa, f->sa.inval_sent);
+	assert_true(reply_held(f, &f->cc, f->sub));
 }
 
 static void test_holder_gone_ends_it(void **state)
@@ -938,6 +1090,15 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_recall_times_out, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_timed_out_recall_revokes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_grant_while_recalled,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_wait_bounded_across_recalls, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_reply_waits_for_its_own_invalidations, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_holder_gone_ends_it, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_batch_applies_in_order,

@@ -1,0 +1,690 @@
+/*
+ * stall -m PORT -p PID -t DELEG_TIMEOUT_MS -i INVAL_TIMEOUT_MS CHECK...
+ *
+ * Issue 28, items 6 to 8: no client can hold the others up by not
+ * answering. Each check runs against a real master (port -m, pid -p)
+ * with the exports stall.sh writes:
+ *
+ *   127.0.0.1  /pub   ro
+ *   127.0.0.1  /jail  rw,alldirs,maproot=nobody
+ *   127.0.0.1  /team  rw,alldirs,maproot=0
+ *   127.0.0.1  /dl    rw,alldirs,maproot=0   (for delegations)
+ *   127.0.0.1  /      rw,alldirs,admin,maproot=0
+ *
+ *   setup   (first) through the admin export: /jail/d, /team, /dl/x0..x15
+ *   inval   listers on /jail that read /jail/d with a huge cache_ms and
+ *           never acknowledge an invalidation, a new one every 0.5 s, and
+ *           a /jail client creating there every 0.2 s; meanwhile an
+ *           admin's creates in /team, which a well-behaved session
+ *           watches (and acknowledges), are each answered within 100 ms,
+ *           and a create in /jail/d within inval_timeout + 200 ms
+ *   recall  a /dl session holds /dl/x0 and ignores its recall: another
+ *           client's CREATE there is answered after deleg_timeout, within
+ *           300 ms of it; a GETATTR of another inode sent after it on the
+ *           same connection is answered within 100 ms meanwhile; the
+ *           holder's later batch there is refused (EKEYREVOKED) until it
+ *           gives the directory back, and it is granted nothing meanwhile
+ *   renew   a holder that asks for a new directory each time a recall of
+ *           its nears deleg_timeout is refused, and a trash listing that
+ *           waits for all delegations is answered within deleg_timeout +
+ *           300 ms
+ *   pump    a connection whose request waits for a recall pumps requests
+ *           behind it as fast as it can for most of deleg_timeout: the
+ *           master's RSS grows by less than RSS_BUDGET_MB (24 MiB), and
+ *           another client's pings take at most 100 ms
+ *
+ * Prints "ok - ..." per check; exit 0 when all held, 1 at the first that
+ * did not.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "client.h"
+#include "frame.h"
+#include "peer.h"
+#include "util.h"
+
+/* What a pumping client may make the master hold: the parked input cap
+ * (2 MiB), with room for the allocator and the other checks' sessions.
+ * (Before that cap, the master read 52 MiB from it in 1.6 s.) */
+#define RSS_BUDGET_MB 24
+/* Another client's unrelated request, while an attack runs. */
+#define QUICK_MS 100
+#define DIRS 16
+
+static uint16_t m_port;
+static pid_t m_pid;
+static int64_t deleg_ms = 1000, inval_ms = 300;
+static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
+static uint64_t jail, jail_d, team, dl, xs[DIRS];
+
+static ProtobufCBinaryData str(const char *s)
+{
+	return (ProtobufCBinaryData){ strlen(s), (uint8_t *)s };
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		fail("cannot read %s", path);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* Connect a mount session on @subdir, its kernel keeping names for
+ * @cache_ms; returns the export's root. */
+static uint64_t session(struct peer *p, const char *subdir, uint32_t cache_ms)
+{
+	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
+	Sweepfs__HelloReply *r;
+	uint64_t id, root;
+	int err;
+
+	peer_connect(p, m_port);
+	h.version = SW_PROTO_VERSION;
+	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
+	h.has_subdir = 1;
+	h.subdir = str(subdir);
+	h.has_cache_ms = 1;
+	h.cache_ms = cache_ms;
+	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
+	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
+	if (err)
+		fail("hello on %s: %s", subdir, strerror(err));
+	root = r->root_ino;
+	sweepfs__hello_reply__free_unpacked(r, NULL);
+	return root;
+}
+
+/*
+ * The next reply on @p within @timeout_ms, notifications skipped (an
+ * invalidation acknowledged when @ack); its id in *@id, its error as a
+ * positive errno returned, the message (free it) in *@out if asked.
+ */
+static int next_reply(struct peer *p, int timeout_ms, bool ack, uint64_t *id,
+		      uint16_t *type, ProtobufCMessage **out)
+{
+	int64_t end = now_ms() + timeout_ms;
+	struct sw_frame_hdr hdr;
+	ProtobufCMessage *m;
+	uint8_t *payload;
+	int rc;
+
+	for (;;) {
+		int64_t left = end - now_ms();
+
+		rc = peer_recv(p, &hdr, &payload, left > 0 ? (int)left : 0);
+		if (rc == 0)
+			fail("port %u closed the connection", p->port);
+		if (rc < 0)
+			return -ETIMEDOUT;
+		if (hdr.flags != SW_FRAME_NOTIFY)
+			break;
+		if (ack && hdr.type == SW_MSG_INVAL) {
+			Sweepfs__InvalNotify *n = sweepfs__inval_notify__unpack(
+				NULL, hdr.len, payload);
+			Sweepfs__InvalAckReq a = SWEEPFS__INVAL_ACK_REQ__INIT;
+
+			if (!n)
+				fail("unparsable invalidation");
+			a.seq = n->seq;
+			peer_send(p, SW_MSG_INVAL_ACK, 0, &a.base);
+			sweepfs__inval_notify__free_unpacked(n, NULL);
+		}
+		free(payload);
+	}
+	m = protobuf_c_message_unpack(
+		sw_msg_info(hdr.type) ? sw_msg_info(hdr.type)->reply :
+					&sweepfs__status_reply__descriptor,
+		NULL, hdr.len, payload);
+	free(payload);
+	if (!m)
+		fail("unparsable reply of type %u", hdr.type);
+	*id = hdr.id;
+	if (type)
+		*type = hdr.type;
+	rc = -sw_reply_err(m);
+	if (out)
+		*out = m;
+	else
+		protobuf_c_message_free_unpacked(m, NULL);
+	return rc;
+}
+
+/* Wait for the reply to @want on @p (replies to acks skipped); its
+ * error, -ETIMEDOUT after @timeout_ms. */
+static int reply_to(struct peer *p, uint64_t want, int timeout_ms, bool ack)
+{
+	int64_t end = now_ms() + timeout_ms;
+	uint16_t type;
+	uint64_t id;
+	int err;
+
+	for (;;) {
+		int64_t left = end - now_ms();
+
+		err = next_reply(p, left > 0 ? (int)left : 0, ack, &id, &type,
+				 NULL);
+		if (err == -ETIMEDOUT)
+			return err;
+		if (id == want)
+			return err;
+		if (type != SW_MSG_INVAL_ACK)
+			fail("reply to %" PRIu64 " while waiting for %" PRIu64,
+			     id, want);
+	}
+}
+
+static uint64_t send_create(struct peer *p, uint64_t parent, const char *name)
+{
+	Sweepfs__CreateReq q = SWEEPFS__CREATE_REQ__INIT;
+
+	q.cred = &root_cred;
+	q.parent = parent;
+	q.name = str(name);
+	q.mode = S_IFREG | 0644;
+	q.flags = O_RDONLY;
+	return peer_send(p, SW_MSG_CREATE, 0, &q.base);
+}
+
+static uint64_t send_getattr(struct peer *p, uint64_t ino)
+{
+	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+
+	q.ino = ino;
+	return peer_send(p, SW_MSG_GETATTR, 0, &q.base);
+}
+
+static uint64_t send_readdir(struct peer *p, uint64_t dir)
+{
+	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
+
+	q.cred = &root_cred;
+	q.ino = dir;
+	q.max_entries = 128;
+	q.max_bytes = 16384;
+	return peer_send(p, SW_MSG_READDIR, 0, &q.base);
+}
+
+static uint64_t mkdir_in(struct peer *p, uint64_t parent, const char *name)
+{
+	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
+	Sweepfs__EntryReply *r;
+	uint64_t id, ino;
+	int err;
+
+	q.cred = &root_cred;
+	q.parent = parent;
+	q.name = str(name);
+	q.mode = S_IFDIR | 0777;
+	id = peer_send(p, SW_MSG_MKDIR, 0, &q.base);
+	r = (Sweepfs__EntryReply *)peer_reply(p, SW_MSG_MKDIR, id, &err);
+	if (err || !r->attr)
+		fail("mkdir %s: %s", name, strerror(err));
+	ino = r->attr->ino;
+	sweepfs__entry_reply__free_unpacked(r, NULL);
+	return ino;
+}
+
+static uint64_t lookup(struct peer *p, uint64_t parent, const char *name)
+{
+	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+	Sweepfs__EntryReply *r;
+	uint64_t id, ino;
+	int err;
+
+	q.cred = &root_cred;
+	q.parent = parent;
+	q.name = str(name);
+	id = peer_send(p, SW_MSG_LOOKUP, 0, &q.base);
+	r = (Sweepfs__EntryReply *)peer_reply(p, SW_MSG_LOOKUP, id, &err);
+	if (err || !r->attr)
+		fail("lookup %s: %s", name, strerror(err));
+	ino = r->attr->ino;
+	sweepfs__entry_reply__free_unpacked(r, NULL);
+	return ino;
+}
+
+/* Ask for @dir's delegation on @p: whether it was granted. */
+static bool deleg(struct peer *p, uint64_t dir)
+{
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *r;
+	uint64_t id;
+	bool granted;
+	int err;
+
+	q.dir = dir;
+	id = peer_send(p, SW_MSG_DELEG, 0, &q.base);
+	r = (Sweepfs__DelegReply *)peer_reply(p, SW_MSG_DELEG, id, &err);
+	if (err)
+		fail("deleg: %s", strerror(err));
+	granted = r->has_granted && r->granted;
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	return granted;
+}
+
+static void deleg_return(struct peer *p, uint64_t dir)
+{
+	Sweepfs__DelegReturnReq q = SWEEPFS__DELEG_RETURN_REQ__INIT;
+
+	q.dir = dir;
+	if (peer_call(p, SW_MSG_DELEG_RETURN, &q.base))
+		fail("deleg return refused");
+}
+
+/* A batch of one unlink of @name in @dir: that op's error (errno). */
+static int batch_unlink(struct peer *p, uint64_t dir, const char *name)
+{
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__BatchOp op = SWEEPFS__BATCH_OP__INIT, *ops[1] = { &op };
+	Sweepfs__BatchReply *r;
+	uint64_t id;
+	int err;
+
+	op.type = SWEEPFS__BATCH_TYPE__BATCH_UNLINK;
+	op.cred = &root_cred;
+	op.parent = dir;
+	op.name = str(name);
+	q.n_ops = 1;
+	q.ops = ops;
+	id = peer_send(p, SW_MSG_BATCH, 0, &q.base);
+	r = (Sweepfs__BatchReply *)peer_reply(p, SW_MSG_BATCH, id, &err);
+	if (err)
+		fail("batch: %s", strerror(err));
+	if (r->n_errs != 1)
+		fail("batch: %zu errors for one op", r->n_errs);
+	err = -r->errs[0]; /* a batch's errors are -errno (op_batch()) */
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+/* ---- setup -------------------------------------------------------------- */
+
+static void check_setup(void)
+{
+	struct peer adm;
+	char name[16];
+
+	session(&adm, "/", 1000);
+	mkdir_in(&adm, ROOT, "pub");
+	jail = mkdir_in(&adm, ROOT, "jail");
+	jail_d = mkdir_in(&adm, jail, "d");
+	team = mkdir_in(&adm, ROOT, "team");
+	dl = mkdir_in(&adm, ROOT, "dl");
+	for (int i = 0; i < DIRS; i++) {
+		snprintf(name, sizeof(name), "x%d", i);
+		xs[i] = mkdir_in(&adm, dl, name);
+	}
+	peer_close(&adm);
+	ok("setup: /jail/d, /team, /dl/x0..x%d", DIRS - 1);
+}
+
+static void find_setup(void)
+{
+	struct peer adm;
+	char name[16];
+
+	if (dl)
+		return;
+	session(&adm, "/", 1000);
+	jail = lookup(&adm, ROOT, "jail");
+	jail_d = lookup(&adm, jail, "d");
+	team = lookup(&adm, ROOT, "team");
+	dl = lookup(&adm, ROOT, "dl");
+	for (int i = 0; i < DIRS; i++) {
+		snprintf(name, sizeof(name), "x%d", i);
+		xs[i] = lookup(&adm, dl, name);
+	}
+	peer_close(&adm);
+}
+
+/* ---- item 6: invalidations never acknowledged -------------------------- */
+
+#define LISTERS_MAX 16
+
+static void check_inval(void)
+{
+	struct peer listers[LISTERS_MAX], maker, adm, watcher, honest;
+	uint64_t jroot, d, id;
+	int nl = 0, err;
+	int64_t t0, worst = 0, t_end, next_lister = 0, next_make = 0;
+	int n = 0;
+	char name[32];
+
+	find_setup();
+	/* A well-behaved session caching /team: the admin's creates there
+	 * send it invalidations, which it acknowledges. */
+	id = send_readdir(&watcher, session(&watcher, "/team", 1000));
+	if ((err = reply_to(&watcher, id, TIMEOUT_MS, true)) != 0)
+		fail("readdir /team: %s", strerror(err));
+	session(&adm, "/", 1000);
+	jroot = session(&maker, "/jail", 1000);
+	d = lookup(&maker, jroot, "d");
+	t_end = now_ms() + 4000;
+	while (now_ms() < t_end) {
+		if (now_ms() >= next_lister && nl < LISTERS_MAX) {
+			struct peer *l = &listers[nl++];
+			uint64_t lroot = session(l, "/jail", 3600u * 1000);
+
+			id = send_readdir(l, lookup(l, lroot, "d"));
+			if ((err = reply_to(l, id, TIMEOUT_MS, false)) != 0)
+				fail("readdir /jail/d: %s", strerror(err));
+			next_lister = now_ms() + 500;
+			/* And it reads nothing again. */
+		}
+		if (now_ms() >= next_make) {
+			snprintf(name, sizeof(name), "j%d", n);
+			send_create(&maker, d, name); /* not waited for */
+			next_make = now_ms() + 200;
+		}
+		snprintf(name, sizeof(name), "t%d", n++);
+		t0 = now_ms();
+		id = send_create(&adm, team, name);
+		/* The watcher acknowledges what it is sent meanwhile. */
+		while ((err = reply_to(&adm, id, 5, false)) == -ETIMEDOUT) {
+			uint64_t none;
+
+			if (now_ms() - t0 > 10 * 1000)
+				fail("create in /team unanswered for 10 s");
+			next_reply(&watcher, 5, true, &none, NULL, NULL);
+		}
+		if (err)
+			fail("create in /team: %s", strerror(err));
+		worst = SW_MAX(worst, now_ms() - t0);
+		usleep(50 * 1000);
+	}
+	if (worst > QUICK_MS)
+		fail("an admin's create in /team took %" PRId64
+		     " ms while %d sessions on /jail ignored invalidations",
+		     worst, nl);
+	ok("inval: %d creates in /team while %d /jail listers ignored "
+	   "invalidations: slowest %" PRId64 " ms",
+	   n, nl, worst);
+
+	/* A change they do watch waits for them, within the bound. */
+	session(&honest, "/jail", 1000);
+	t0 = now_ms();
+	id = send_create(&honest, lookup(&honest, jroot, "d"), "last");
+	err = reply_to(&honest, id, TIMEOUT_MS, false);
+	t0 = now_ms() - t0;
+	if (err)
+		fail("create in /jail/d: %s", strerror(err));
+	if (t0 > inval_ms + 200)
+		fail("a create in /jail/d waited %" PRId64
+		     " ms for listers that never answer (inval_timeout %" PRId64
+		     " ms)",
+		     t0, inval_ms);
+	ok("inval: a create in the listers' directory answered in %" PRId64
+	   " ms (inval_timeout %" PRId64 " ms)",
+	   t0, inval_ms);
+	for (int i = 0; i < nl; i++)
+		peer_close(&listers[i]);
+	peer_close(&honest);
+	peer_close(&maker);
+	peer_close(&adm);
+	peer_close(&watcher);
+}
+
+/* ---- item 7: delegations not given back ------------------------------ */
+
+static void check_recall(void)
+{
+	struct peer holder, other;
+	uint64_t hroot, x, create_id, get_id, id;
+	int64_t t0, t_get = -1, t_create = -1;
+	int err;
+
+	find_setup();
+	hroot = session(&holder, "/dl", 1000);
+	x = lookup(&holder, hroot, "x0");
+	if (!deleg(&holder, x))
+		fail("/dl/x0 not delegated");
+	/* The holder reads nothing from now on: the recall goes unread. */
+	session(&other, "/", 1000);
+	t0 = now_ms();
+	create_id = send_create(&other, x, "from-other");
+	get_id = send_getattr(&other, team);
+	while (t_create < 0) {
+		int64_t left = deleg_ms + 2000 - (now_ms() - t0);
+		uint64_t rid;
+
+		if (left <= 0)
+			fail("nothing answered %" PRId64 " ms after the recall",
+			     now_ms() - t0);
+		err = next_reply(&other, (int)left, false, &rid, NULL, NULL);
+		if (err == -ETIMEDOUT)
+			continue;
+		if (rid == get_id && t_get < 0) {
+			t_get = now_ms() - t0;
+			if (err)
+				fail("getattr: %s", strerror(err));
+		} else if (rid == create_id) {
+			t_create = now_ms() - t0;
+			if (err)
+				fail("create behind a recall: %s",
+				     strerror(err));
+		}
+	}
+	if (t_get < 0 || t_get > QUICK_MS)
+		fail("a GETATTR of another inode behind a waiting CREATE "
+		     "took %" PRId64 " ms",
+		     t_get < 0 ? t_create : t_get);
+	if (t_create < deleg_ms * 9 / 10 || t_create > deleg_ms + 300)
+		fail("the CREATE behind an ignored recall was answered after "
+		     "%" PRId64 " ms (deleg_timeout %" PRId64 " ms)",
+		     t_create, deleg_ms);
+	ok("recall: GETATTR behind a waiting CREATE in %" PRId64
+	   " ms; the CREATE in %" PRId64 " ms (deleg_timeout %" PRId64 ")",
+	   t_get, t_create, deleg_ms);
+
+	err = batch_unlink(&holder, x, "from-other");
+	if (err != EKEYREVOKED)
+		fail("the holder's batch after the revocation: %s, "
+		     "want EKEYREVOKED",
+		     err ? strerror(err) : "done");
+	if (deleg(&holder, xs[1]))
+		fail("a holder that did not give back was granted another");
+	deleg_return(&holder, x);
+	err = batch_unlink(&holder, x, "no-such-name");
+	if (err == EKEYREVOKED)
+		fail("still refused after giving the directory back");
+	if (!deleg(&holder, xs[1]))
+		fail("not granted after giving back what was taken");
+	deleg_return(&holder, xs[1]);
+	id = send_getattr(&other, x);
+	if (reply_to(&other, id, TIMEOUT_MS, false))
+		fail("getattr");
+	ok("recall: the holder's later batch refused (EKEYREVOKED) and no "
+	   "grant until it gave the directory back");
+	peer_close(&holder);
+	peer_close(&other);
+}
+
+static void check_renew(void)
+{
+	struct peer holder, other;
+	Sweepfs__TrashReq tq = SWEEPFS__TRASH_REQ__INIT;
+	uint64_t hroot, id;
+	int64_t t0, took;
+	int next = 2, granted = 0, err;
+
+	find_setup();
+	hroot = session(&holder, "/dl", 1000);
+	if (!deleg(&holder, lookup(&holder, hroot, "x2")))
+		fail("/dl/x2 not delegated");
+	session(&other, "/", 1000);
+	tq.cred = &root_cred;
+	tq.op = 1; /* list */
+	t0 = now_ms();
+	id = peer_send(&other, SW_MSG_TRASH, 0, &tq.base);
+	for (;;) {
+		int64_t renew = (deleg_ms * 7 / 10);
+
+		err = reply_to(&other, id, (int)renew, false);
+		if (err != -ETIMEDOUT)
+			break;
+		if (now_ms() - t0 > 6 * deleg_ms)
+			fail("a trash listing still waits after %" PRId64 " ms",
+			     now_ms() - t0);
+		/* Near the timeout: take another directory. */
+		if (++next < DIRS && deleg(&holder, xs[next]))
+			granted++;
+	}
+	took = now_ms() - t0;
+	if (err)
+		fail("trash listing: %s", strerror(err));
+	if (granted)
+		fail("a holder with a recall outstanding was granted %d more",
+		     granted);
+	if (took > deleg_ms + 300)
+		fail("a trash listing waited %" PRId64
+		     " ms behind a holder renewing its delegations",
+		     took);
+	ok("renew: new grants refused during a recall; the trash listing "
+	   "answered in %" PRId64 " ms",
+	   took);
+	peer_close(&holder);
+	peer_close(&other);
+}
+
+/* ---- item 8: a parked connection is read without limit --------------- */
+
+static void check_pump(void)
+{
+	struct peer holder, pumper, other;
+	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+	struct sw_buf frames = { 0 };
+	char name[256];
+	long rss0, rss_max;
+	uint64_t x, hroot, id;
+	int64_t t0, next_look, sent = 0, worst = 0;
+	size_t off = 0;
+	int fl;
+
+	find_setup();
+	hroot = session(&holder, "/dl", 1000);
+	x = lookup(&holder, hroot, "x15");
+	if (!deleg(&holder, x))
+		fail("/dl/x15 not delegated");
+	session(&pumper, "/", 1000);
+	session(&other, "/", 1000);
+	send_create(&pumper, x, "pumped"); /* waits for the recall */
+	/* Behind it, lookups in the same directory, which wait too: long
+	 * names, so that bytes pile up faster than frames. */
+	memset(name, 'a', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	q.cred = &root_cred;
+	q.parent = x;
+	q.name = str(name);
+	for (int i = 0; i < 1024; i++)
+		if (sw_buf_add_frame(&frames, SW_MSG_LOOKUP, 0,
+				     (uint64_t)i + 1000, &q.base) < 0)
+			fail("out of memory");
+	rss0 = rss_max = rss_kb(m_pid);
+	fl = fcntl(pumper.fd, F_GETFL);
+	fcntl(pumper.fd, F_SETFL, fl | O_NONBLOCK);
+	t0 = next_look = now_ms();
+	while (now_ms() - t0 < deleg_ms * 8 / 10) {
+		struct pollfd pfd = { .fd = pumper.fd, .events = POLLOUT };
+		ssize_t n = write(pumper.fd, sw_buf_head(&frames) + off,
+				  sw_buf_used(&frames) - off);
+
+		if (n > 0) {
+			sent += n;
+			/* The same frames over and over: a stream of
+			 * whole frames, wherever a write stops. */
+			off = (off + (size_t)n) % sw_buf_used(&frames);
+		} else if (n < 0 && errno != EAGAIN) {
+			fail("pump: %s", strerror(errno));
+		} else {
+			poll(&pfd, 1, 1);
+		}
+		if (now_ms() >= next_look) {
+			int64_t p0 = now_ms();
+
+			rss_max = SW_MAX(rss_max, rss_kb(m_pid));
+			peer_ping(&other);
+			worst = SW_MAX(worst, now_ms() - p0);
+			next_look = now_ms() + 50;
+		}
+	}
+	rss_max = SW_MAX(rss_max, rss_kb(m_pid));
+	if ((rss_max - rss0) / 1024 >= RSS_BUDGET_MB || worst > QUICK_MS)
+		fail("a waiting connection pumped %" PRId64 " MiB: the "
+		     "master's RSS grew by %ld MiB (budget %d), another "
+		     "client's ping took up to %" PRId64 " ms",
+		     sent >> 20, (rss_max - rss0) / 1024, RSS_BUDGET_MB, worst);
+	ok("pump: %" PRId64 " KiB taken from a waiting connection, RSS +%ld "
+	   "KiB (budget %d MiB), pings <= %" PRId64 " ms",
+	   sent >> 10, rss_max - rss0, RSS_BUDGET_MB, worst);
+	sw_buf_release(&frames);
+	peer_close(&pumper);
+	/* The master is still whole. */
+	id = send_getattr(&other, x);
+	if (reply_to(&other, id, TIMEOUT_MS, false))
+		fail("getattr after the pump");
+	peer_close(&holder);
+	peer_close(&other);
+}
+
+int main(int argc, char **argv)
+{
+	int opt;
+
+	while ((opt = getopt(argc, argv, "m:p:t:i:")) != -1) {
+		switch (opt) {
+		case 'm':
+			m_port = (uint16_t)atoi(optarg);
+			break;
+		case 'p':
+			m_pid = (pid_t)atoi(optarg);
+			break;
+		case 't':
+			deleg_ms = atoll(optarg);
+			break;
+		case 'i':
+			inval_ms = atoll(optarg);
+			break;
+		default:
+			fail("usage: stall -m PORT -p PID -t MS -i MS CHECK...");
+		}
+	}
+	if (!m_port || !m_pid || optind >= argc)
+		fail("usage: stall -m PORT -p PID -t MS -i MS CHECK...");
+	for (int i = optind; i < argc; i++) {
+		alive(m_pid, "master");
+		if (!strcmp(argv[i], "setup"))
+			check_setup();
+		else if (!strcmp(argv[i], "inval"))
+			check_inval();
+		else if (!strcmp(argv[i], "recall"))
+			check_recall();
+		else if (!strcmp(argv[i], "renew"))
+			check_renew();
+		else if (!strcmp(argv[i], "pump"))
+			check_pump();
+		else
+			fail("unknown check %s", argv[i]);
+	}
+	alive(m_pid, "master");
+	return 0;
+}
