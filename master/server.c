@@ -44,7 +44,15 @@
  * Before its hello a peer is nobody: its frames are at most
  * PRE_HELLO_FRAME bytes (a hello listing tens of thousands of open files
  * fits), and what all such peers have sent us but not completed is at
- * most PRE_HELLO_TOTAL; the peer that would pass it is closed.
+ * most PRE_HELLO_TOTAL; the peer that would pass it is closed. Such peers
+ * are also capped in number (cfg.pre_hello_max, pre_hello_per_address)
+ * and in time (cfg.hello_timeout) by uvserver.h.
+ *
+ * The unsent replies of all connections are capped too
+ * (cfg.output_total_max): each change of a connection's backlog is told
+ * to uvserver.h (conn_note_out()), which closes the connections holding
+ * the most once the total is past the cap. A light client is never the
+ * one closed while a heavier one is open.
  */
 #define PRE_HELLO_FRAME (256u << 10)
 #define PRE_HELLO_TOTAL (16u << 20)
@@ -54,6 +62,14 @@ static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
 static void conn_account(struct conn *c);
 static void on_consume_idle(uv_idle_t *h);
+static size_t conn_backlog(const struct conn *c);
+
+/* @c's unsent replies changed: count them against output_total_max
+ * (which may close @c, or a heavier connection). */
+static void conn_note_out(struct conn *c)
+{
+	sw_sconn_output(&c->sc, conn_backlog(c));
+}
 
 /* Handle @c's buffered requests in the next loop turn (it holds @c). */
 static void consume_add(struct conn *c)
@@ -139,6 +155,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	r->m->total.bytes_out += sw_buf_used(b) - before;
 	if (b == &c->wq.out)
 		sw_sconn_flush_add(&c->sc);
+	conn_note_out(c);
 }
 
 struct session *req_session(const struct req *r)
@@ -176,6 +193,7 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		return;
 	}
 	sw_sconn_flush_add(&c->sc);
+	conn_note_out(c);
 }
 
 void req_error(struct req *r, int rc)
@@ -316,6 +334,7 @@ static void conn_write(struct conn *c)
 		conn_close(c);
 		return;
 	}
+	conn_note_out(c);
 	/* Reading stopped for too much output: go on once most is gone. */
 	if (c->sc.closing || !c->paused ||
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
@@ -483,6 +502,8 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		} else if (session_hello(&r, (Sweepfs__Hello *)msg) < 0) {
 			server_flush(m);
 			conn_close(c);
+		} else if (c->s) {
+			sw_sconn_known(&c->sc); /* out of the pre-hello caps */
 		}
 	} else if (rc < 0) {
 		req_error(&r, rc);
@@ -641,6 +662,8 @@ void server_reap_stalled(struct master *m)
 {
 	sw_server_reap_stalled(&m->server,
 			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
+	sw_server_reap_silent(&m->server,
+			      (int64_t)m->cfg.hello_timeout_ms * 1000000);
 }
 
 static void on_check(uv_check_t *h)
@@ -662,6 +685,9 @@ int server_start(struct master *m)
 	 * files, would never end (session_timeout counts from the
 	 * disconnection). */
 	m->server.peer_timeout_ms = (unsigned)m->cfg.peer_timeout_ms;
+	m->server.anon_max = m->cfg.pre_hello_max;
+	m->server.anon_per_addr = m->cfg.pre_hello_per_address;
+	m->server.out_max = (size_t)m->cfg.output_total_max;
 	rc = sw_server_listen(&m->server, m->loop, &conn_ops, TAG,
 			      m->cfg.listen_host, (uint16_t)m->cfg.listen_port,
 			      m->cfg.max_connections, NULL);
