@@ -57,6 +57,8 @@
 #define PRE_HELLO_FRAME (256u << 10)
 #define PRE_HELLO_TOTAL (16u << 20)
 #define READ_CHUNK (64u << 10)
+/* An empty buffer bigger than this is freed (its burst is over). */
+#define BUF_KEEP (256u << 10)
 
 static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
@@ -64,11 +66,15 @@ static void conn_account(struct conn *c);
 static void on_consume_idle(uv_idle_t *h);
 static size_t conn_backlog(const struct conn *c);
 
-/* @c's unsent replies changed: count them against output_total_max
- * (which may close @c, or a heavier connection). */
+/*
+ * @c's buffers changed: count the memory they hold (not the bytes in
+ * them: a buffer grown by doubling holds up to twice those, and a write
+ * in flight has one of its own) against output_total_max, which may
+ * close @c, or a heavier connection.
+ */
 static void conn_note_out(struct conn *c)
 {
-	sw_sconn_output(&c->sc, conn_backlog(c));
+	sw_sconn_output(&c->sc, sw_wq_held(&c->wq) + c->held.cap + c->in.cap);
 }
 
 /* Handle @c's buffered requests in the next loop turn (it holds @c). */
@@ -334,6 +340,9 @@ static void conn_write(struct conn *c)
 		conn_close(c);
 		return;
 	}
+	sw_wq_shrink(&c->wq, BUF_KEEP);
+	if (!sw_buf_used(&c->held) && c->held.cap > BUF_KEEP)
+		sw_buf_release(&c->held);
 	conn_note_out(c);
 	/* Reading stopped for too much output: go on once most is gone. */
 	if (c->sc.closing || !c->paused ||
