@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,13 @@
 #define PRE_HELLO_FRAME (256u << 10)
 #define PRE_HELLO_TOTAL (16u << 20)
 #define READ_CHUNK (64u << 10)
+/*
+ * The longest one connection's requests run in one go: a client that
+ * pipelines costly requests (READDIRs of a big directory, never read)
+ * then delays every other client by at most this per loop turn, and the
+ * rest of its input waits, unread, for its next turn.
+ */
+#define CONSUME_SLICE_NS (250 * 1000)
 /* An empty buffer bigger than this is freed (its burst is over). */
 #define BUF_KEEP (256u << 10)
 
@@ -349,6 +357,7 @@ static void conn_write(struct conn *c)
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
 	c->paused = false;
+	c->yielded = false;
 	uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
 	/* Requests read before the pause are still waiting: handle them
 	 * in the next loop turn, whose check phase flushes what they
@@ -387,6 +396,13 @@ static void conn_closing(struct sw_sconn *sc)
 
 	deleg_unpark(c);
 	session_detach(c->m, c);
+	/* Its replies go now, not when the last reference does: a loop
+	 * turn that closes many heavy connections for output_total_max
+	 * would hold all their memory till its end. (The buffer of a write
+	 * in flight stays until libuv is done with it.) */
+	sw_buf_release(&c->wq.out);
+	sw_buf_release(&c->held);
+	c->nmarks = c->marks_head = 0;
 }
 
 static void conn_release(struct sw_sconn *sc)
@@ -583,6 +599,9 @@ static void consume_parked(struct conn *c)
  * resumes). */
 static void conn_consume(struct conn *c)
 {
+	int64_t t0 = sw_mono_ns();
+	bool yield = false;
+
 	if (c->parked)
 		consume_parked(c);
 	while (!c->sc.closing && !c->parked) {
@@ -613,9 +632,27 @@ static void conn_consume(struct conn *c)
 			break;
 		}
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
+		if (sw_buf_used(&c->in) &&
+		    sw_mono_ns() - t0 > CONSUME_SLICE_NS) {
+			yield = true;
+			break;
+		}
 	}
 	if (c->sc.closing)
 		return;
+	if (yield) {
+		/* Others first; the rest in the next turn, read no further
+		 * meanwhile. */
+		if (!c->yielded && !c->paused)
+			uv_read_stop((uv_stream_t *)&c->sc.tcp);
+		c->yielded = true;
+		consume_add(c);
+	} else if (c->yielded) {
+		c->yielded = false;
+		if (!c->paused && !c->parked)
+			uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc,
+				      on_read);
+	}
 	conn_account(c);
 	/* Waiting, whole: not stalled mid-frame. */
 	if (sw_buf_used(&c->in) == 0 || c->parked)
@@ -689,6 +726,13 @@ int server_start(struct master *m)
 
 	m->server.data = m;
 	sw_arena_init(&m->arena);
+	/* Connection buffers past BUF_KEEP live in mappings of their own,
+	 * given back when freed: in the heap, a burst of big buffers (many
+	 * clients' unread replies, closed for output_total_max) would keep
+	 * the master's RSS at its peak, the freed room fragmented between
+	 * live blocks. A fixed threshold also stops glibc from raising it
+	 * after the first such free. */
+	mallopt(M_MMAP_THRESHOLD, (int)BUF_KEEP);
 	/* A mount whose network vanished sends no FIN or RST: without
 	 * keepalives its connection, and so its session with its open
 	 * files, would never end (session_timeout counts from the
