@@ -65,8 +65,8 @@ static void config_defaults(struct cs_config *c)
 	c->reserve = 256ull << 20;
 	c->max_inflight = 128ull << 20;
 	c->hello_timeout_ms = 5000;
-	c->pre_hello_max = 1024;
-	c->pre_hello_per_address = 128;
+	c->pre_hello_max = 4096;
+	c->pre_hello_per_address = 1024;
 	c->output_max = 16u << 20;
 	c->output_total_max = 256u << 20;
 	strcpy(c->log_level, "notice");

@@ -75,8 +75,8 @@ void master_config_defaults(struct master_config *c)
 	c->lock_waiters_per_session = 10000;
 	c->lock_waiters_per_file = 10000;
 	c->hello_timeout_ms = 5000;
-	c->pre_hello_max = 1024;
-	c->pre_hello_per_address = 128;
+	c->pre_hello_max = 4096;
+	c->pre_hello_per_address = 1024;
 	c->output_total_max = 256u << 20;
 	c->locks_total = 1000000;
 	c->lock_waiters_total = 100000;
