@@ -15,7 +15,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -726,13 +725,6 @@ int server_start(struct master *m)
 
 	m->server.data = m;
 	sw_arena_init(&m->arena);
-	/* Connection buffers past BUF_KEEP live in mappings of their own,
-	 * given back when freed: in the heap, a burst of big buffers (many
-	 * clients' unread replies, closed for output_total_max) would keep
-	 * the master's RSS at its peak, the freed room fragmented between
-	 * live blocks. A fixed threshold also stops glibc from raising it
-	 * after the first such free. */
-	mallopt(M_MMAP_THRESHOLD, (int)BUF_KEEP);
 	/* A mount whose network vanished sends no FIN or RST: without
 	 * keepalives its connection, and so its session with its open
 	 * files, would never end (session_timeout counts from the
