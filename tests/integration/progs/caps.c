@@ -66,6 +66,17 @@
  */
 #define ANSWER_MS 100.0
 #define SLOW_SHARE 0.05
+/*
+ * Under AddressSanitizer (this program is built as the daemons are) freed
+ * memory waits in a quarantine of 256 MiB and every block has its
+ * redzones: the daemons' RSS says nothing of the caps. The budgets are
+ * checked in normal builds only; the rest of each check holds in both.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED false
+#else
+#define RSS_CHECKED true
+#endif
 #define SLOW_MAX_MS 1000.0
 
 /* Round trips of another client during an attack. */
@@ -527,7 +538,7 @@ static void check_output(int n)
 	       "closed; pings: %u, %u over %.0f ms, slowest %.1f ms\n",
 	       n, rss0, rss_max, closed, pings.n, pings.slow, ANSWER_MS,
 	       pings.worst);
-	if (rss_max - rss0 > budget_mib * 1024)
+	if (RSS_CHECKED && rss_max - rss0 > budget_mib * 1024)
 		fail("the master grew by %ld MiB (budget %ld MiB)",
 		     (rss_max - rss0) / 1024, budget_mib);
 	if (!closed)
@@ -710,10 +721,10 @@ static void check_csreads(int n)
 	       "%u, %u over %.0f ms, slowest %.1f ms\n",
 	       n, rss0, rss_max, rss_after, closed, reads.n, reads.slow,
 	       ANSWER_MS, reads.worst);
-	if (rss_max - rss0 > cs_budget_mib * 1024)
+	if (RSS_CHECKED && rss_max - rss0 > cs_budget_mib * 1024)
 		fail("the chunkserver grew by %ld MiB (budget %ld MiB)",
 		     (rss_max - rss0) / 1024, cs_budget_mib);
-	if (rss_after - rss0 > 32 * 1024)
+	if (RSS_CHECKED && rss_after - rss0 > 32 * 1024)
 		fail("the chunkserver still holds +%ld MiB after the "
 		     "connections closed",
 		     (rss_after - rss0) / 1024);
