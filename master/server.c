@@ -49,10 +49,11 @@
  * and in time (cfg.hello_timeout) by uvserver.h.
  *
  * The unsent replies of all connections are capped too
- * (cfg.output_total_max): each change of a connection's backlog is told
- * to uvserver.h (conn_note_out()), which closes the connections holding
- * the most once the total is past the cap. A light client is never the
- * one closed while a heavier one is open.
+ * (cfg.output_total_max): the memory a connection's buffers hold is told
+ * to uvserver.h at each change (conn_note_out()), which closes the
+ * connections holding the most once the total is past the cap. A light
+ * client is never the one closed while a heavier one is open. And no
+ * connection's requests run for longer than CONSUME_SLICE_NS at a time.
  */
 #define PRE_HELLO_FRAME (256u << 10)
 #define PRE_HELLO_TOTAL (16u << 20)
@@ -71,7 +72,6 @@ static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
 static void conn_account(struct conn *c);
 static void on_consume_idle(uv_idle_t *h);
-static size_t conn_backlog(const struct conn *c);
 
 /*
  * @c's buffers changed: count the memory they hold (not the bytes in
@@ -647,8 +647,10 @@ static void conn_consume(struct conn *c)
 		c->yielded = true;
 		consume_add(c);
 	} else if (c->yielded) {
+		/* Its backlog is done: read on (a parked one too, as
+		 * before; a paused one when conn_write() says). */
 		c->yielded = false;
-		if (!c->paused && !c->parked)
+		if (!c->paused)
 			uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc,
 				      on_read);
 	}
