@@ -717,7 +717,8 @@ static void check_csreads(int n)
 	peer_close(&other);
 	alive(c_pid, "chunkserver");
 	printf("# csreads: %d connections, chunkserver RSS %ld -> %ld KiB at "
-	       "most, %ld KiB 3 s after they closed; %d closed by it; reads: "
+	       "most, %ld KiB 3 s after they closed; %d seen closed here (its "
+	       "log is checked by caps.sh); reads: "
 	       "%u, %u over %.0f ms, slowest %.1f ms\n",
 	       n, rss0, rss_max, rss_after, closed, reads.n, reads.slow,
 	       ANSWER_MS, reads.worst);
