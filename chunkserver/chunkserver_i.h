@@ -43,6 +43,12 @@ struct cs_config {
 	uint64_t max_inflight;	  /* request bytes held at once, all peers */
 	char metrics_listen[128]; /* HOST:PORT for /metrics, or "" */
 	char log_level[16];
+	/* Caps over all clients, and on peers that have not said hello. */
+	uint64_t hello_timeout_ms;	/* no hello this long: closed */
+	uint64_t pre_hello_max;		/* connections before hello */
+	uint64_t pre_hello_per_address; /* ... from one address */
+	uint64_t output_max;		/* replies not taken, per peer */
+	uint64_t output_total_max;	/* ... in all */
 };
 
 struct server;

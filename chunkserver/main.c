@@ -64,10 +64,15 @@ static void config_defaults(struct cs_config *c)
 	c->open_files = 256;
 	c->reserve = 256ull << 20;
 	c->max_inflight = 128ull << 20;
+	c->hello_timeout_ms = 5000;
+	c->pre_hello_max = 4096;
+	c->pre_hello_per_address = 1024;
+	c->output_max = 16u << 20;
+	c->output_total_max = 256u << 20;
 	strcpy(c->log_level, "notice");
 }
 
-#define NOPTS 18 /* options, and the terminating { 0 } */
+#define NOPTS 23 /* options, and the terminating { 0 } */
 
 static void config_table(struct cs_config *c, struct sw_opt *o)
 {
@@ -117,7 +122,27 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		  "free space no new chunk may take, per data directory" },
 		{ "max_inflight", SW_OPT_SIZE, &c->max_inflight, 1 << 20,
 		  UINT64_MAX, NULL,
-		  "request bytes in progress at once before reading pauses" },
+		  "request bytes in progress at once before reading pauses "
+		  "(a read counts as its largest reply)" },
+		{ "hello_timeout", SW_OPT_DURATION, &c->hello_timeout_ms, 100,
+		  3600 * 1000, NULL,
+		  "close a connection that has not said hello this long "
+		  "after it was accepted" },
+		{ "pre_hello_max", SW_OPT_UINT, &c->pre_hello_max, 1, 1000000,
+		  NULL,
+		  "connections without a hello yet, in all; past it the "
+		  "oldest is closed for a new one" },
+		{ "pre_hello_per_address", SW_OPT_UINT,
+		  &c->pre_hello_per_address, 1, 1000000, NULL,
+		  "... from one address" },
+		{ "output_max", SW_OPT_SIZE, &c->output_max, 1 << 20,
+		  UINT64_MAX, NULL,
+		  "stop reading a client's requests while this many bytes of "
+		  "its replies are not taken" },
+		{ "output_total_max", SW_OPT_SIZE, &c->output_total_max,
+		  1 << 20, UINT64_MAX, NULL,
+		  "replies not taken by all clients; past it the client "
+		  "connection holding the most is closed" },
 		{ "metrics_listen", SW_OPT_STRING, c->metrics_listen, 0,
 		  sizeof(c->metrics_listen), NULL,
 		  "serve Prometheus metrics over HTTP on HOST:PORT (empty: "

@@ -19,16 +19,29 @@
  *
  * Backpressure: a connection stops being read while it has too many
  * requests in the pool, or too many bytes of them, or too many reply
- * bytes it has not taken; and all connections stop while the requests in
- * the pool hold more than cfg.max_inflight bytes in all. A peer stuck in
- * the middle of a frame for frame_timeout, or not taking replies for
- * send_timeout, is dropped.
+ * bytes it has not taken (cfg.output_max); and all connections stop while
+ * the requests in the pool hold more than cfg.max_inflight bytes in all.
+ * A read in the pool counts as the reply it will make (SW_IO_MAX), not
+ * as its few bytes of request: a peer that pipelines reads and takes no
+ * reply holds at most CONN_MAX_REQ_BYTES of them in the pool and
+ * output_max of replies, and all peers' reads in the pool are within
+ * max_inflight. Replies not taken, over all connections, are capped by
+ * cfg.output_total_max: past it the connection holding the most is
+ * closed (uvserver.h), never a lighter one, which keeps taking its own.
+ * Their memory goes back to the system once it is freed (malloc_trim:
+ * the reply frames are made by the pool's threads, in their own malloc
+ * arenas, which glibc does not give back by itself).
+ *
+ * A peer stuck in the middle of a frame for frame_timeout, not taking
+ * replies for send_timeout, or without a hello for hello_timeout, is
+ * dropped; peers without a hello are capped in number too (uvserver.h).
  *
  * Lifetime: a connection is freed when it is closed and no request in
  * the pool refers to it any more (refs).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +68,11 @@
  */
 #define PRE_HELLO_FRAME 4096u
 #define PRE_HELLO_TOTAL (8u << 20)
-/* Per connection: stop reading past these... */
+/* Per connection: stop reading past these (and cfg.output_max)... */
 #define CONN_MAX_REQS 64u
 #define CONN_MAX_REQ_BYTES (32u << 20)
-#define CONN_MAX_OUT (16u << 20)
+/* Replies freed since the last malloc_trim() that call for one. */
+#define TRIM_SLACK (32u << 20)
 /* ...bytes per uv_write. */
 #define WRITE_MAX (4u << 20)
 /* After server_stop(), connections get this long to finish. */
@@ -100,8 +114,9 @@ struct server {
 	struct sw_hist time[ST_N]; /* from arrival to reply queued */
 	uint64_t bytes_in, bytes_out;
 	uv_check_t check; /* end of each loop iteration: write */
-	size_t req_bytes; /* payload bytes of all requests in the pool */
+	size_t req_bytes; /* cost of all requests in the pool (req_cost()) */
 	bool throttled;	  /* req_bytes went over cfg.max_inflight */
+	size_t mem_peak;  /* req_bytes + queued replies, since the trim */
 	bool stopping;
 	bool listener_closed;
 	int64_t stop_deadline; /* mono ns */
@@ -114,6 +129,7 @@ struct req {
 	struct store *store;
 	struct sw_frame_hdr hdr;
 	uint8_t *payload; /* freed by the worker once unpacked */
+	size_t cost;	  /* in c->req_bytes and srv->req_bytes */
 	bool has_key;
 	int64_t t0; /* mono ns it came */
 	uint8_t key[SW_TOKEN_KEY];
@@ -173,7 +189,11 @@ static void queue_reply(struct conn *c, struct outframe *f)
 		c->out = f;
 	c->out_tail = f;
 	c->out_bytes += f->len;
+	c->srv->mem_peak = SW_MAX(c->srv->mem_peak,
+				  c->srv->req_bytes + c->srv->base.out_total);
 	sw_sconn_flush_add(&c->sc);
+	/* May close @c, or a heavier one: past output_total_max. */
+	sw_sconn_output(&c->sc, c->out_bytes);
 }
 
 static void free_frames(struct outframe *f)
@@ -211,6 +231,7 @@ static void on_written(uv_write_t *w, int status)
 	c->wlist = NULL;
 	if (c->sc.closing)
 		return;
+	sw_sconn_output(&c->sc, c->out_bytes);
 	if (status < 0) {
 		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
 			uv_strerror(status));
@@ -280,7 +301,7 @@ static void conn_close(struct conn *c)
 static bool over_limits(const struct conn *c)
 {
 	return c->reqs >= CONN_MAX_REQS || c->req_bytes >= CONN_MAX_REQ_BYTES ||
-	       c->out_bytes >= CONN_MAX_OUT || c->srv->throttled;
+	       c->out_bytes >= c->srv->cs->cfg.output_max || c->srv->throttled;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
@@ -473,8 +494,8 @@ static void req_after(uv_work_t *w, int status)
 	struct server *srv = c->srv;
 
 	c->reqs--;
-	c->req_bytes -= r->hdr.len;
-	srv->req_bytes -= r->hdr.len;
+	c->req_bytes -= r->cost;
+	srv->req_bytes -= r->cost;
 	if (r->damaged)
 		mlink_damaged(srv->cs, r->chunk_id, r->version);
 	if (c->sc.closing) {
@@ -503,6 +524,13 @@ static void req_after(uv_work_t *w, int status)
 	sw_sconn_put(&c->sc);
 }
 
+/* What a request holds while in the pool: its payload, and for a read
+ * the reply it will make. */
+static size_t req_cost(const struct sw_frame_hdr *hdr)
+{
+	return hdr->len + (hdr->type == SW_MSG_CS_READ ? SW_IO_MAX : 0);
+}
+
 static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 		      uint8_t *payload)
 {
@@ -519,6 +547,7 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 	r->store = srv->cs->store;
 	r->hdr = *hdr;
 	r->payload = payload;
+	r->cost = req_cost(hdr);
 	r->has_key = srv->cs->has_key;
 	r->t0 = sw_mono_ns();
 	memcpy(r->key, srv->cs->key, SW_TOKEN_KEY);
@@ -532,8 +561,8 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 	}
 	sw_sconn_get(&c->sc);
 	c->reqs++;
-	c->req_bytes += hdr->len;
-	srv->req_bytes += hdr->len;
+	c->req_bytes += r->cost;
+	srv->req_bytes += r->cost;
 	update_throttle(srv);
 }
 
@@ -574,6 +603,7 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 		reply.has_session_id = 1;
 		reply.has_root_ino = 1;
 		c->hello = true;
+		sw_sconn_known(&c->sc); /* out of the pre-hello caps */
 	}
 	sweepfs__hello__free_unpacked(h, NULL);
 	queue_reply(c,
@@ -804,10 +834,32 @@ void server_metrics(struct cs *cs, struct sw_buf *b)
 		    "Bytes of their replies.", (double)srv->bytes_out);
 	sw_prom_one(b, "sweepfs_chunkserver_connections", "gauge",
 		    "Client connections open.", (double)srv->base.nconns);
+	sw_prom_one(b, "sweepfs_chunkserver_queued_reply_bytes", "gauge",
+		    "Reply bytes queued for clients that have not taken them "
+		    "(past output_total_max the heaviest is closed).",
+		    (double)srv->base.out_total);
+	sw_prom_one(b, "sweepfs_chunkserver_connections_shed_total", "counter",
+		    "Connections closed for holding the most replies past "
+		    "output_total_max, or for no hello in time or in number.",
+		    (double)(srv->base.out_shed + srv->base.anon_evicted));
 	sw_prom_one(b, "sweepfs_chunkserver_inflight_bytes", "gauge",
 		    "Request bytes being served now (reading pauses over "
 		    "max_inflight).",
 		    (double)srv->req_bytes);
+}
+
+/* Give freed reply memory back to the system, once enough was freed
+ * since the last time to be worth the walk over malloc's arenas. */
+static void trim(struct server *srv)
+{
+	size_t now = srv->req_bytes + srv->base.out_total;
+
+	if (srv->mem_peak < now + TRIM_SLACK) {
+		srv->mem_peak = SW_MAX(srv->mem_peak, now);
+		return;
+	}
+	malloc_trim(0);
+	srv->mem_peak = now;
 }
 
 void server_tick(struct cs *cs)
@@ -820,6 +872,9 @@ void server_tick(struct cs *cs)
 	if (!srv)
 		return;
 	sw_server_reap_stalled(&srv->base, frame_limit);
+	sw_server_reap_silent(&srv->base,
+			      (int64_t)cs->cfg.hello_timeout_ms * 1000000);
+	trim(srv);
 	for (struct conn *c = conn_first(srv); c; c = conn_next(c)) {
 		if (c->sc.closing)
 			continue;
@@ -852,6 +907,9 @@ int server_start(struct cs *cs)
 		return -ENOMEM;
 	srv->cs = cs;
 	srv->base.peer_timeout_ms = (unsigned)cs->cfg.peer_timeout_ms;
+	srv->base.anon_max = cs->cfg.pre_hello_max;
+	srv->base.anon_per_addr = cs->cfg.pre_hello_per_address;
+	srv->base.out_max = (size_t)cs->cfg.output_total_max;
 	/* On failure the listener's close callback frees srv. */
 	rc = sw_server_listen(&srv->base, cs->loop, &conn_ops, TAG,
 			      cs->listen_host, cs->listen_port,

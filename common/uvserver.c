@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,97 @@ void sw_sconn_put(struct sw_sconn *c)
 	free(c);
 }
 
+static void anon_unlink(struct sw_sconn *c)
+{
+	struct sw_server *srv = c->srv;
+
+	if (!c->anon)
+		return;
+	if (c->anon_prev)
+		c->anon_prev->anon_next = c->anon_next;
+	else
+		srv->anon_head = c->anon_next;
+	if (c->anon_next)
+		c->anon_next->anon_prev = c->anon_prev;
+	else
+		srv->anon_tail = c->anon_prev;
+	c->anon_next = c->anon_prev = NULL;
+	c->anon = false;
+	srv->nanon--;
+}
+
+static void anon_append(struct sw_sconn *c)
+{
+	struct sw_server *srv = c->srv;
+
+	c->anon = true;
+	c->anon_prev = srv->anon_tail;
+	if (srv->anon_tail)
+		srv->anon_tail->anon_next = c;
+	else
+		srv->anon_head = c;
+	srv->anon_tail = c;
+	srv->nanon++;
+}
+
+static void out_set(struct sw_sconn *c, size_t bytes)
+{
+	c->srv->out_total += bytes - c->out_counted;
+	c->out_counted = bytes;
+}
+
+/* The open connection holding the most output. O(connections): only
+ * past the cap, and each call frees that connection's share. */
+static struct sw_sconn *out_heaviest(struct sw_server *srv)
+{
+	struct sw_sconn *top = NULL;
+
+	for (struct sw_sconn *c = srv->conns; c; c = c->next)
+		if (!c->closing && (!top || c->out_counted > top->out_counted))
+			top = c;
+	return top;
+}
+
+void sw_sconn_output(struct sw_sconn *c, size_t bytes)
+{
+	struct sw_server *srv = c->srv;
+
+	out_set(c, c->closing ? 0 : bytes);
+	while (srv->out_max && srv->out_total > srv->out_max) {
+		struct sw_sconn *top = out_heaviest(srv);
+
+		if (!top || !top->out_counted)
+			break;
+		sw_warn(srv->tag,
+			"%s: holds %zu bytes of output not taken, the most "
+			"while all hold %zu (more than %zu); closing",
+			top->peer, top->out_counted, srv->out_total,
+			srv->out_max);
+		srv->out_shed++;
+		sw_sconn_close(top);
+	}
+}
+
+void sw_sconn_known(struct sw_sconn *c)
+{
+	c->known = true;
+	anon_unlink(c);
+}
+
+void sw_server_reap_silent(struct sw_server *srv, int64_t limit_ns)
+{
+	int64_t now = sw_mono_ns();
+
+	while (srv->anon_head && now - srv->anon_head->accepted_at > limit_ns) {
+		struct sw_sconn *c = srv->anon_head;
+
+		sw_notice(srv->tag, "%s: no hello in %" PRId64 " ms; closing",
+			  c->peer, limit_ns / 1000000);
+		srv->anon_evicted++;
+		sw_sconn_close(c); /* unlinks it */
+	}
+}
+
 void sw_sconn_account(struct sw_sconn *c, size_t buffered)
 {
 	size_t now = c->closing ? 0 : buffered;
@@ -50,6 +142,8 @@ void sw_sconn_close(struct sw_sconn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	anon_unlink(c);
+	out_set(c, 0);
 	sw_sconn_account(c, 0);
 	if (c->started && srv->ops->closing)
 		srv->ops->closing(c);
@@ -116,6 +210,60 @@ void sw_server_reap_stalled(struct sw_server *srv, int64_t limit_ns)
 	}
 }
 
+static bool same_host(const struct sockaddr_storage *a,
+		      const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return true; /* unix sockets: one "address" */
+}
+
+/*
+ * @c, just accepted, has not said hello: past the caps, the oldest silent
+ * connection of its address (or, past the total, of all) is closed to
+ * make room. O(anon_max).
+ */
+static void anon_admit(struct sw_sconn *c)
+{
+	struct sw_server *srv = c->srv;
+	struct sw_sconn *oldest = NULL, *victim = NULL;
+	uint64_t same = 0, count = 0;
+	const char *why = NULL;
+
+	if (srv->anon_per_addr) {
+		for (struct sw_sconn *o = srv->anon_head; o; o = o->anon_next)
+			if (same_host(&o->addr, &c->addr) && !same++)
+				oldest = o;
+		if (same >= srv->anon_per_addr) {
+			victim = oldest;
+			count = same;
+			why = "from its address";
+		}
+	}
+	if (!victim && srv->anon_max && srv->nanon >= srv->anon_max) {
+		victim = srv->anon_head;
+		count = srv->nanon;
+		why = "in all";
+	}
+	if (victim) {
+		sw_notice(srv->tag,
+			  "%s: closed, the oldest of %" PRIu64
+			  " connections %s without a hello",
+			  victim->peer, count, why);
+		srv->anon_evicted++;
+		sw_sconn_close(victim);
+	}
+	c->accepted_at = sw_mono_ns();
+	anon_append(c);
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
 	struct sw_server *srv = listener->data;
@@ -153,6 +301,7 @@ static void on_connection(uv_stream_t *listener, int status)
 		sw_sconn_close(c);
 		return;
 	}
+	anon_admit(c);
 	uv_tcp_nodelay(&c->tcp, 1);
 	if (srv->peer_timeout_ms) {
 		uv_os_fd_t fd;

@@ -6,7 +6,9 @@
  * holds its connection; the memory goes when the handle is closed and
  * the last reference dropped), a list of connections with output to
  * flush once per loop turn, the budget of bytes buffered from peers that
- * have not said hello, and closing peers stuck in the middle of a frame.
+ * have not said hello, closing peers stuck in the middle of a frame, and
+ * the caps on peers that have not said hello: how many, from one address
+ * and in all, and for how long (sw_server_reap_silent()).
  *
  * A server's connection type embeds a struct sw_sconn as its first
  * member (as libuv's handles embed uv_handle_t); the server's ops say
@@ -39,7 +41,12 @@ struct sw_sconn {
 	bool in_flush;
 	size_t unauth_counted; /* in srv->unauth_bytes */
 	int64_t partial_since; /* mono ns: an incomplete frame, or 0 */
+	int64_t accepted_at;   /* mono ns */
+	bool known;	       /* said hello: sw_sconn_known() */
+	bool anon;	       /* on srv's list of those that have not */
+	size_t out_counted;    /* in srv->out_total */
 	struct sw_sconn *next, *prev, *flush_next;
+	struct sw_sconn *anon_next, *anon_prev; /* oldest first */
 };
 
 struct sw_server_ops {
@@ -71,6 +78,25 @@ struct sw_server {
 	bool refusing; /* stopping: new connections are closed at once */
 	struct sw_sconn *flush;
 	size_t unauth_bytes; /* buffered from peers before their hello */
+	/*
+	 * Peers that have not said hello yet, oldest first. Set before
+	 * listening (0: no cap): at most anon_per_addr from one address
+	 * and anon_max in all; a new one past either cap makes the oldest
+	 * silent one (of that address, or of all) go, so that a flood of
+	 * silent connections costs the flooder its own oldest ones and
+	 * never a real client, whose hello follows its connect at once.
+	 */
+	struct sw_sconn *anon_head, *anon_tail;
+	uint64_t nanon;
+	uint64_t anon_max;
+	uint64_t anon_per_addr;
+	uint64_t anon_evicted; /* closed for those caps, or the timeout */
+	/* Output queued for peers and not taken yet, as the owner counts
+	 * it (sw_sconn_output()); past out_max (0: no cap) the connection
+	 * with the most is closed, then the next, until under it. */
+	size_t out_total;
+	size_t out_max;
+	uint64_t out_shed; /* connections closed for it */
 };
 
 /*
@@ -117,6 +143,20 @@ static inline bool sw_server_unauth_over(const struct sw_server *srv,
 {
 	return srv->unauth_bytes + more > limit;
 }
+
+/*
+ * @c now holds @bytes of output its peer has not taken (0 once closing).
+ * Past srv->out_max in all, the connections holding the most are closed
+ * (with a log line; @c may be one) until the total is under it again.
+ */
+void sw_sconn_output(struct sw_sconn *c, size_t bytes);
+
+/* @c said hello: it leaves the pre-hello caps and timeout. */
+void sw_sconn_known(struct sw_sconn *c);
+
+/* Close the connections that have not said hello within @limit_ns of
+ * being accepted (with a log line each); O(those closed). */
+void sw_server_reap_silent(struct sw_server *srv, int64_t limit_ns);
 
 /* A read on @c ended with @nread < 0: log why (unless end of stream)
  * and close it. */

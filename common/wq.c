@@ -19,6 +19,14 @@ void sw_wq_release(struct sw_wq *q)
 	sw_buf_release(&q->wbuf);
 }
 
+void sw_wq_shrink(struct sw_wq *q, size_t keep)
+{
+	if (!sw_buf_used(&q->out) && q->out.cap > keep)
+		sw_buf_release(&q->out);
+	if (!q->writing && q->wbuf.cap > keep)
+		sw_buf_release(&q->wbuf);
+}
+
 static void on_written(uv_write_t *w, int status)
 {
 	struct sw_wq *q = w->data;

@@ -39,6 +39,16 @@ void sw_wq_init(struct sw_wq *q, uv_stream_t *stream,
 /* Free the buffers (the stream is closed, no write in flight). */
 void sw_wq_release(struct sw_wq *q);
 
+/* Bytes allocated for both buffers (what the queue holds in memory). */
+static inline size_t sw_wq_held(const struct sw_wq *q)
+{
+	return q->out.cap + q->wbuf.cap;
+}
+
+/* Free the buffers that are empty, not in a write, and bigger than
+ * @keep: a burst of output costs its memory only while it lasts. */
+void sw_wq_shrink(struct sw_wq *q, size_t keep);
+
 /*
  * Hand what is queued to the kernel (nothing while a uv_write is in
  * flight: its end flushes again through @written, if the owner wants).

@@ -12,7 +12,12 @@
  * (req_node()); whether the descriptor was opened for reading or writing
  * is the kernel's to check, as it is for local files. Locks change no
  * metadata: they are allowed through read-only exports and never
- * journaled (a master restart loses them).
+ * journaled (a master restart loses them). A session on a read-only
+ * export may hold few (cfg.locks_per_ro_session, and wait for
+ * lock_waiters_per_ro_session): its read locks are a way to make others'
+ * writers wait and to fill the master's memory, and a reader on such an
+ * export needs a handful (a database's shared lock), not thousands.
+ * Over all sessions the table has its own caps (locks.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -100,6 +105,22 @@ static int lock_desc_from(const Sweepfs__LockReq *q, struct lock_desc *d)
 	return 0;
 }
 
+/* Whether a session on a read-only export is under its caps for one
+ * more lock (or wait). A split range may count one more than checked. */
+static bool ro_may_lock(struct master *m, const struct session *s,
+			const Sweepfs__LockReq *q)
+{
+	uint64_t waiters, held;
+
+	if (s->rw)
+		return true;
+	held = locks_session_count(&m->locks, s->id, &waiters);
+	if (q->has_wait && q->wait &&
+	    waiters >= m->cfg.lock_waiters_per_ro_session)
+		return false;
+	return held < m->cfg.locks_per_ro_session;
+}
+
 void op_lock(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__LockReq *q = (const Sweepfs__LockReq *)msg;
@@ -130,6 +151,9 @@ void op_lock(struct req *r, const ProtobufCMessage *msg)
 		 d.kind == LOCK_KIND_POSIX && d.type == LOCK_TYPE_WRITE &&
 		 !session_has_writable(r->s, q->ino))
 		rc = -EBADF;
+	if (rc == 0 && q->op == SWEEPFS__LOCK_OP__LOCK_OP_SET &&
+	    d.type != LOCK_TYPE_UNLOCK && !ro_may_lock(m, r->s, q))
+		rc = -ENOLCK;
 	if (rc < 0) {
 		req_error(r, rc);
 		return;

@@ -400,6 +400,20 @@ static bool conflicts(const struct locks *t, struct lock_inode *li,
 }
 
 /* Whether @n more held locks fit the caps for @d's session and file. */
+/*
+ * Whether @n more fit under a total @cap of which all hold @all and this
+ * session @mine: the last eighth is kept for sessions holding less than
+ * 1/64 of the cap, so the heaviest are refused first. (0: no cap.)
+ */
+static bool under_total(uint64_t all, uint64_t mine, uint64_t n, uint64_t cap)
+{
+	if (!cap)
+		return true;
+	if (all + n > cap)
+		return false;
+	return all + n <= cap - cap / 8 || mine + n <= cap / 64;
+}
+
 static bool fits(const struct locks *t, const struct lock_inode *li,
 		 const struct lock_desc *d, uint64_t n)
 {
@@ -407,6 +421,8 @@ static bool fits(const struct locks *t, const struct lock_inode *li,
 	uint64_t held = s ? s->nlocks : 0;
 
 	if (t->limits.per_session && held + n > t->limits.per_session)
+		return false;
+	if (!under_total(t->nlocks, held, n, t->limits.total))
 		return false;
 	return !t->limits.per_file || li->nlocks + n <= t->limits.per_file;
 }
@@ -686,8 +702,10 @@ static int enqueue(struct locks *t, struct lock_inode *li,
 	s = sess_get(t, d->session);
 	if (!s)
 		return -ENOMEM;
-	if (t->limits.waiters_per_session &&
-	    s->nwaiters >= t->limits.waiters_per_session) {
+	if ((t->limits.waiters_per_session &&
+	     s->nwaiters >= t->limits.waiters_per_session) ||
+	    !under_total(t->nwaiters, s->nwaiters, 1,
+			 t->limits.waiters_total)) {
 		sess_gc(t, d->session);
 		return -ENOLCK;
 	}
@@ -843,6 +861,16 @@ static void cancel_session(struct locks *t, struct lk_sess *s)
 bool locks_session_holds(const struct locks *t, uint64_t session)
 {
 	return sess_find(t, session) != NULL;
+}
+
+uint64_t locks_session_count(const struct locks *t, uint64_t session,
+			     uint64_t *waiters)
+{
+	const struct lk_sess *s = sess_find(t, session);
+
+	if (waiters)
+		*waiters = s ? s->nwaiters : 0;
+	return s ? s->nlocks : 0;
 }
 
 void locks_cancel_session(struct locks *t, uint64_t session)

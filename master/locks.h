@@ -59,12 +59,19 @@ typedef void (*locks_wake_fn)(void *wake_arg, void *waiter, int rc);
  * locks (a split range counts two) and blocked requests. A request that
  * would pass one fails with -ENOLCK, as fcntl(2) does for a full lock
  * table. 0: no cap.
+ *
+ * @total and @waiters_total cap the table as a whole, heaviest first:
+ * past 7/8 of one, only a session holding less than 1/64 of it gets more,
+ * so that many sessions each under its own cap cannot fill the table for
+ * a light one.
  */
 struct locks_limits {
 	uint64_t per_session;
 	uint64_t per_file;
 	uint64_t waiters_per_session;
 	uint64_t waiters_per_file;
+	uint64_t total;
+	uint64_t waiters_total;
 };
 
 struct locks {
@@ -144,6 +151,11 @@ void locks_drop_session(struct locks *t, uint64_t session);
 
 /* Whether @session holds a lock or waits for one. O(1). */
 bool locks_session_holds(const struct locks *t, uint64_t session);
+
+/* How many locks @session holds (a split range counts two), and how
+ * many of its requests wait, in *@waiters (may be NULL). O(1). */
+uint64_t locks_session_count(const struct locks *t, uint64_t session,
+			     uint64_t *waiters);
 
 /* Node @ino was freed: drop its locks; its waiters get -ENOENT. */
 void locks_drop_inode(struct locks *t, uint64_t ino);

@@ -44,7 +44,8 @@ static const char *const sync_choices[] = { "always", "interval", "never",
 /* Options in each table (the second ends with the terminating { 0 }). */
 #define NOPTS_SERVICE 34
 #define NOPTS_LIMITS 15
-#define NOPTS (NOPTS_SERVICE + NOPTS_LIMITS)
+#define NOPTS_CAPS 8
+#define NOPTS (NOPTS_SERVICE + NOPTS_CAPS + NOPTS_LIMITS)
 
 /* The keys of the service itself; their number. */
 static size_t config_service(struct master_config *c, struct sw_opt *o)
@@ -238,9 +239,56 @@ static size_t config_limits(struct master_config *c, struct sw_opt *o)
 	return SW_ARRAY_SIZE(t);
 }
 
+/* The caps, over all clients, on what they make the master hold, and on
+ * peers that have not said who they are; their number. */
+static size_t config_caps(struct master_config *c, struct sw_opt *o)
+{
+	const struct sw_opt t[] = {
+		{ "hello_timeout", SW_OPT_DURATION, &c->hello_timeout_ms, 100,
+		  3600 * 1000, NULL,
+		  "close a connection that has not finished its hello this "
+		  "long after it was accepted" },
+		{ "pre_hello_max", SW_OPT_UINT, &c->pre_hello_max, 1, 1000000,
+		  NULL,
+		  "connections without a hello yet, in all; past it the "
+		  "oldest is closed for a new one (keep it well below "
+		  "max_connections)" },
+		{ "pre_hello_per_address", SW_OPT_UINT,
+		  &c->pre_hello_per_address, 1, 1000000, NULL,
+		  "... from one address" },
+		{ "output_total_max", SW_OPT_SIZE, &c->output_total_max,
+		  1 << 20, UINT64_MAX, NULL,
+		  "unsent replies of all connections; past it the "
+		  "connection with the most is closed" },
+		{ "locks_total", SW_OPT_UINT, &c->locks_total, 1, UINT64_MAX,
+		  NULL,
+		  "file locks held in all; past 7/8 of it only sessions "
+		  "holding less than 1/64 of it get more (ENOLCK)" },
+		{ "lock_waiters_total", SW_OPT_UINT, &c->lock_waiters_total, 1,
+		  UINT64_MAX, NULL,
+		  "blocked lock requests in all (the same rule)" },
+		{ "locks_per_ro_session", SW_OPT_UINT, &c->locks_per_ro_session,
+		  0, UINT64_MAX, NULL,
+		  "file locks, held and waited for, of a session on a "
+		  "read-only export (its read locks keep no writer of its "
+		  "own out; others' writers wait for them)" },
+		{ "lock_waiters_per_ro_session", SW_OPT_UINT,
+		  &c->lock_waiters_per_ro_session, 0, UINT64_MAX, NULL,
+		  "... blocked lock requests of such a session" },
+	};
+
+	_Static_assert(SW_ARRAY_SIZE(t) == NOPTS_CAPS,
+		       "NOPTS_CAPS must count the options");
+	memcpy(o, t, sizeof(t));
+	return SW_ARRAY_SIZE(t);
+}
+
 static void config_table(struct master_config *c, struct sw_opt *o)
 {
-	config_limits(c, o + config_service(c, o));
+	size_t n = config_service(c, o);
+
+	n += config_caps(c, o + n);
+	config_limits(c, o + n);
 }
 
 static void usage(FILE *f)

@@ -74,6 +74,14 @@ void master_config_defaults(struct master_config *c)
 	c->locks_per_file = 100000;
 	c->lock_waiters_per_session = 10000;
 	c->lock_waiters_per_file = 10000;
+	c->hello_timeout_ms = 5000;
+	c->pre_hello_max = 4096;
+	c->pre_hello_per_address = 1024;
+	c->output_total_max = 256u << 20;
+	c->locks_total = 1000000;
+	c->lock_waiters_total = 100000;
+	c->locks_per_ro_session = 1024;
+	c->lock_waiters_per_ro_session = 64;
 	strcpy(c->etcd, "127.0.0.1:2379");
 	strcpy(c->group_prefix, "/sweepfs/");
 	c->group_lease_ms = 2000;

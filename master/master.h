@@ -99,6 +99,15 @@ struct master_config {
 	uint64_t deleg_max;	   /* delegations one session may hold */
 	uint64_t deleg_timeout_ms; /* a recall unanswered this long: gone */
 	uint64_t inval_timeout_ms; /* an invalidation unacked: go on */
+	/* Caps over all clients (main.c's config_caps()). */
+	uint64_t hello_timeout_ms;	/* no hello this long: closed */
+	uint64_t pre_hello_max;		/* connections before hello */
+	uint64_t pre_hello_per_address; /* ... from one address */
+	uint64_t output_total_max;	/* unsent replies, all conns */
+	uint64_t locks_total;		/* held locks, all sessions */
+	uint64_t lock_waiters_total;	/* blocked requests, all */
+	uint64_t locks_per_ro_session;	/* on a read-only export */
+	uint64_t lock_waiters_per_ro_session;
 	/* A group of masters (group.h); group_id 0: this master is alone. */
 	uint64_t group_id;
 	char group[2048];	/* ID=HOST:PORT,... */

@@ -44,11 +44,29 @@
  * Before its hello a peer is nobody: its frames are at most
  * PRE_HELLO_FRAME bytes (a hello listing tens of thousands of open files
  * fits), and what all such peers have sent us but not completed is at
- * most PRE_HELLO_TOTAL; the peer that would pass it is closed.
+ * most PRE_HELLO_TOTAL; the peer that would pass it is closed. Such peers
+ * are also capped in number (cfg.pre_hello_max, pre_hello_per_address)
+ * and in time (cfg.hello_timeout) by uvserver.h.
+ *
+ * The unsent replies of all connections are capped too
+ * (cfg.output_total_max): the memory a connection's buffers hold is told
+ * to uvserver.h at each change (conn_note_out()), which closes the
+ * connections holding the most once the total is past the cap. A light
+ * client is never the one closed while a heavier one is open. And no
+ * connection's requests run for longer than CONSUME_SLICE_NS at a time.
  */
 #define PRE_HELLO_FRAME (256u << 10)
 #define PRE_HELLO_TOTAL (16u << 20)
 #define READ_CHUNK (64u << 10)
+/*
+ * The longest one connection's requests run in one go: a client that
+ * pipelines costly requests (READDIRs of a big directory, never read)
+ * then delays every other client by at most this per loop turn, and the
+ * rest of its input waits, unread, for its next turn.
+ */
+#define CONSUME_SLICE_NS (250 * 1000)
+/* An empty buffer bigger than this is freed (its burst is over). */
+#define BUF_KEEP (256u << 10)
 
 /*
  * While a request of a connection waits for a delegation, what the
@@ -68,6 +86,17 @@ static void conn_write(struct conn *c);
 static void conn_consume(struct conn *c);
 static void conn_account(struct conn *c);
 static void on_consume_idle(uv_idle_t *h);
+
+/*
+ * @c's buffers changed: count the memory they hold (not the bytes in
+ * them: a buffer grown by doubling holds up to twice those, and a write
+ * in flight has one of its own) against output_total_max, which may
+ * close @c, or a heavier connection.
+ */
+static void conn_note_out(struct conn *c)
+{
+	sw_sconn_output(&c->sc, sw_wq_held(&c->wq) + c->held.cap + c->in.cap);
+}
 
 /* Handle @c's buffered requests in the next loop turn (it holds @c). */
 static void consume_add(struct conn *c)
@@ -207,6 +236,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	r->m->total.bytes_out += sw_buf_used(b) - before;
 	if (b == &c->wq.out)
 		sw_sconn_flush_add(&c->sc);
+	conn_note_out(c);
 }
 
 struct session *req_session(const struct req *r)
@@ -244,6 +274,7 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		return;
 	}
 	sw_sconn_flush_add(&c->sc);
+	conn_note_out(c);
 }
 
 void req_error(struct req *r, int rc)
@@ -423,6 +454,8 @@ static void on_written(struct sw_wq *q, int status)
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static bool conn_reads(const struct conn *c);
+static void conn_read_set(struct conn *c, bool was);
 
 /* Bytes of replies @c has not taken yet. */
 static size_t conn_backlog(const struct conn *c)
@@ -433,6 +466,7 @@ static size_t conn_backlog(const struct conn *c)
 static void conn_write(struct conn *c)
 {
 	int rc = c->sc.closing ? 0 : sw_wq_flush(&c->wq);
+	bool was;
 
 	if (rc < 0) {
 		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
@@ -440,13 +474,18 @@ static void conn_write(struct conn *c)
 		conn_close(c);
 		return;
 	}
+	sw_wq_shrink(&c->wq, BUF_KEEP);
+	if (!sw_buf_used(&c->held) && c->held.cap > BUF_KEEP)
+		sw_buf_release(&c->held);
+	conn_note_out(c);
 	/* Reading stopped for too much output: go on once most is gone. */
 	if (c->sc.closing || !c->paused ||
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
+	was = conn_reads(c);
 	c->paused = false;
-	if (!c->in_full)
-		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
+	c->yielded = false;
+	conn_read_set(c, was);
 	/* Requests read before the pause are still waiting: handle them
 	 * in the next loop turn, whose check phase flushes what they
 	 * journal and reply (not now: this may be that flush). */
@@ -484,6 +523,13 @@ static void conn_closing(struct sw_sconn *sc)
 
 	deleg_unpark(c);
 	session_detach(c->m, c);
+	/* Its replies go now, not when the last reference does: a loop
+	 * turn that closes many heavy connections for output_total_max
+	 * would hold all their memory till its end. (The buffer of a write
+	 * in flight stays until libuv is done with it.) */
+	sw_buf_release(&c->wq.out);
+	sw_buf_release(&c->held);
+	c->nmarks = c->marks_head = 0;
 }
 
 static void conn_release(struct sw_sconn *sc)
@@ -610,6 +656,8 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		} else if (session_hello(&r, (Sweepfs__Hello *)msg) < 0) {
 			server_flush(m);
 			conn_close(c);
+		} else if (c->s) {
+			sw_sconn_known(&c->sc); /* out of the pre-hello caps */
 		}
 	} else if (rc < 0) {
 		req_error(&r, rc);
@@ -771,19 +819,38 @@ stays:
  * requests and what came after them pass PARKED_IN_MAX, go on when the
  * wait is over (conn_consume() runs again then).
  */
+/*
+ * Whether @c's input is read: not while its unsent replies are over
+ * output_max (paused, until conn_write() sees them drain), while it
+ * yielded its turn to the others (yielded), nor while a request of it
+ * waits with PARKED_IN_MAX read behind it (in_full).
+ */
+static bool conn_reads(const struct conn *c)
+{
+	return !c->paused && !c->yielded && !c->in_full;
+}
+
+/* Start or stop reading @c as conn_reads() now says; @was: what it said
+ * before the flags changed. */
+static void conn_read_set(struct conn *c, bool was)
+{
+	bool now = conn_reads(c);
+
+	if (now == was || c->sc.closing)
+		return;
+	if (now)
+		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
+	else
+		uv_read_stop((uv_stream_t *)&c->sc.tcp);
+}
+
+/* A parked request with PARKED_IN_MAX read behind it stops the reading. */
 static void conn_read_gate(struct conn *c)
 {
-	bool full = c->parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
+	bool was = conn_reads(c);
 
-	if (full == c->in_full)
-		return;
-	c->in_full = full;
-	if (c->paused)
-		return; /* stopped already; conn_write() looks at in_full */
-	if (full)
-		uv_read_stop((uv_stream_t *)&c->sc.tcp);
-	else
-		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
+	c->in_full = c->parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
+	conn_read_set(c, was);
 }
 
 /* Handle the complete requests in @c's input, while its replies are
@@ -791,6 +858,9 @@ static void conn_read_gate(struct conn *c)
  * resumes). */
 static void conn_consume(struct conn *c)
 {
+	int64_t t0 = sw_mono_ns();
+	bool yield = false;
+
 	if (c->parked)
 		consume_parked(c);
 	while (!c->sc.closing && !c->parked) {
@@ -809,10 +879,10 @@ static void conn_consume(struct conn *c)
 		if (rc == 0)
 			break;
 		if (conn_backlog(c) > c->m->cfg.output_max) {
-			if (!c->paused) {
-				uv_read_stop((uv_stream_t *)&c->sc.tcp);
-				c->paused = true;
-			}
+			bool was = conn_reads(c);
+
+			c->paused = true;
+			conn_read_set(c, was);
 			break;
 		}
 		if (!handle_frame(c, &hdr,
@@ -822,9 +892,26 @@ static void conn_consume(struct conn *c)
 		}
 		c->park_t0 = 0; /* its oldest request is done waiting */
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
+		if (sw_buf_used(&c->in) &&
+		    sw_mono_ns() - t0 > CONSUME_SLICE_NS) {
+			yield = true;
+			break;
+		}
 	}
 	if (c->sc.closing)
 		return;
+	{
+		/* Yielded: others first, the rest in the next turn, read no
+		 * further meanwhile. Its backlog done, it reads on (a
+		 * parked one too, up to PARKED_IN_MAX; a paused one when
+		 * conn_write() says). */
+		bool was = conn_reads(c);
+
+		c->yielded = yield;
+		conn_read_set(c, was);
+		if (yield)
+			consume_add(c);
+	}
 	conn_read_gate(c);
 	conn_account(c);
 	/* Waiting, whole: not stalled mid-frame. */
@@ -881,6 +968,8 @@ void server_reap_stalled(struct master *m)
 {
 	sw_server_reap_stalled(&m->server,
 			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
+	sw_server_reap_silent(&m->server,
+			      (int64_t)m->cfg.hello_timeout_ms * 1000000);
 }
 
 static void on_check(uv_check_t *h)
@@ -902,6 +991,9 @@ int server_start(struct master *m)
 	 * files, would never end (session_timeout counts from the
 	 * disconnection). */
 	m->server.peer_timeout_ms = (unsigned)m->cfg.peer_timeout_ms;
+	m->server.anon_max = m->cfg.pre_hello_max;
+	m->server.anon_per_addr = m->cfg.pre_hello_per_address;
+	m->server.out_max = (size_t)m->cfg.output_total_max;
 	rc = sw_server_listen(&m->server, m->loop, &conn_ops, TAG,
 			      m->cfg.listen_host, (uint16_t)m->cfg.listen_port,
 			      m->cfg.max_connections, NULL);

@@ -45,6 +45,8 @@ struct conn {
 	struct sw_buf in;     /* received, not yet parsed */
 	struct sw_wq wq;      /* replies ready to send (wq.out), being sent */
 	bool paused;	      /* reading stopped: too much output queued */
+	bool yielded;	      /* reading stopped: its slice of the turn
+			       * is used up (on the consume list) */
 	bool in_consume_list; /* holds a reference */
 	struct sw_buf held;   /* replies waiting for durability */
 	struct held_mark *marks;

@@ -220,6 +220,8 @@ int sessions_init(struct master *m)
 		.per_file = m->cfg.locks_per_file,
 		.waiters_per_session = m->cfg.lock_waiters_per_session,
 		.waiters_per_file = m->cfg.lock_waiters_per_file,
+		.total = m->cfg.locks_total,
+		.waiters_total = m->cfg.lock_waiters_total,
 	};
 
 	htab_init(&m->sessions, session_hash);

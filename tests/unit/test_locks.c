@@ -491,6 +491,45 @@ static void test_locks_caps(void **state)
 }
 
 /*
+ * The totals: with 128 locks in all, a heavy session is refused at 112
+ * (7/8), a light one (under 128/64 = 2) still gets its two, and then
+ * the table is full for everyone; waiters the same.
+ */
+static void test_locks_total_caps(void **state)
+{
+	struct fixture *f = *state;
+	struct locks_limits l = { .total = 128, .waiters_total = 64 };
+	uint64_t n;
+
+	locks_set_limits(&f->t, &l);
+	for (n = 0; n < 200; n++)
+		if (set(f, posix(1, 1, 1, LOCK_TYPE_READ, n * 2, n * 2)))
+			break;
+	assert_int_equal(n, 112);
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_READ, 999, 999)),
+			 -ENOLCK);
+	assert_int_equal(set(f, posix(2, 2, 1, LOCK_TYPE_READ, 0, 0)), 0);
+	assert_int_equal(set(f, posix(2, 2, 1, LOCK_TYPE_READ, 2, 2)), 0);
+	assert_int_equal(set(f, posix(2, 2, 1, LOCK_TYPE_READ, 4, 4)), -ENOLCK);
+	/* A flock counts as one too. */
+	assert_int_equal(set(f, flk(3, 3, 1, LOCK_TYPE_READ)), 0);
+	assert_int_equal(f->t.nlocks, 115);
+	/* Dropping the heavy session's locks makes room again. */
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_UNLOCK, 0, 1000)), 0);
+	assert_int_equal(set(f, posix(1, 1, 1, LOCK_TYPE_READ, 0, 0)), 0);
+	/* Waiters: 56 (7/8 of 64) of one session, then only light ones. */
+	assert_int_equal(set(f, flk(9, 7, 1, LOCK_TYPE_WRITE)), 0);
+	for (n = 0; n < 100; n++)
+		if (set_wait(f, flk(9, 8, 100 + n, LOCK_TYPE_WRITE), n + 1) !=
+		    1)
+			break;
+	assert_int_equal(n, 56);
+	assert_int_equal(set_wait(f, flk(9, 10, 1, LOCK_TYPE_WRITE), 500), 1);
+	assert_int_equal(f->t.nwaiters, 57);
+	assert_int_equal(f->nwakes, 0);
+}
+
+/*
  * Many locks on one file must not make each request walk them all: with
  * 200,000 ranges held, 200,000 probes and as many changes by other owners
  * run in well under the test's time limit (a list walked per request
@@ -552,6 +591,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_locks_release_wakes_waiters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_locks_random_model, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_locks_total_caps, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_locks_caps, setup,
 						teardown),

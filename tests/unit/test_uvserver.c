@@ -2,7 +2,9 @@
  * uvserver.h: accepting up to max_conns (the next is closed at once),
  * the owner's ops called in their order, a reference keeping a closed
  * connection's memory until it is dropped, the flush list, the pre-hello
- * budget, and a peer stuck mid-frame closed.
+ * budget, a peer stuck mid-frame closed, the caps on connections without
+ * a hello (per address, in all, in time), and the total cap on output
+ * that closes the heaviest connection first.
  */
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
@@ -28,9 +30,16 @@ struct tconn {
 
 static int accepted, closing, released;
 static struct sw_sconn *last;
+static struct sw_sconn *all[16]; /* by order of acceptance */
+static bool hold;		 /* keep a reference on each in all[] */
 
 static int t_accepted(struct sw_sconn *c)
 {
+	if (accepted < 16) {
+		all[accepted] = c;
+		if (hold)
+			sw_sconn_get(c); /* its fields stay readable */
+	}
 	accepted++;
 	last = c;
 	return 0;
@@ -61,15 +70,28 @@ static const struct sw_server_ops ops = {
 	.release = t_release,
 };
 
-static int dial(uint16_t port)
+/* Connect to @port from 127.0.0.@from (0: any). */
+static int dial_from(uint16_t port, int from)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons(port) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
+	if (from) {
+		struct sockaddr_in src = { .sin_family = AF_INET };
+
+		src.sin_addr.s_addr = htonl(0x7f000000u | (unsigned)from);
+		assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)),
+				 0);
+	}
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	return fd;
+}
+
+static int dial(uint16_t port)
+{
+	return dial_from(port, 0);
 }
 
 /* Whether @fd sees end of stream within @ms. */
@@ -192,6 +214,148 @@ static void test_accept_cap_and_lifetime(void **state)
 	close(fd3);
 }
 
+static uint16_t listen_any(struct sw_server *srv, uv_loop_t *loop,
+			   uint64_t max_conns)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+
+	assert_int_equal(sw_server_listen(srv, loop, &ops, "test", "127.0.0.1",
+					  0, max_conns, NULL),
+			 0);
+	uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void test_prehello_caps(void **state)
+{
+	struct sw_server srv = { 0 };
+	int fd[6];
+	uv_loop_t loop;
+	uint16_t port;
+
+	(void)state;
+	accepted = closing = released = 0;
+	hold = true;
+	uv_loop_init(&loop);
+	srv.anon_per_addr = 2;
+	srv.anon_max = 3;
+	port = listen_any(&srv, &loop, 100);
+
+	/* Two from .1, then a third: the oldest of .1 goes. */
+	fd[0] = dial_from(port, 1);
+	spin_until(&loop, &accepted, 1);
+	fd[1] = dial_from(port, 1);
+	spin_until(&loop, &accepted, 2);
+	assert_int_equal(srv.nanon, 2);
+	fd[2] = dial_from(port, 1);
+	spin_until(&loop, &accepted, 3);
+	assert_true(all[0]->closing);
+	assert_false(all[1]->closing);
+	assert_int_equal(srv.nanon, 2);
+	assert_true(eof_within(fd[0], 1000));
+
+	/* One from .2 fits in all (3); one from .3 makes the oldest of all,
+	 * .1's second, go. */
+	fd[3] = dial_from(port, 2);
+	spin_until(&loop, &accepted, 4);
+	assert_int_equal(srv.nanon, 3);
+	fd[4] = dial_from(port, 3);
+	spin_until(&loop, &accepted, 5);
+	assert_true(all[1]->closing);
+	assert_false(all[2]->closing);
+	assert_false(all[3]->closing);
+	assert_int_equal(srv.nanon, 3);
+	assert_int_equal(srv.anon_evicted, 2);
+
+	/* Said hello: out of the caps and the timeout. */
+	sw_sconn_known(all[2]);
+	assert_int_equal(srv.nanon, 2);
+	fd[5] = dial_from(port, 1);
+	spin_until(&loop, &accepted, 6);
+	assert_false(all[2]->closing);
+	assert_int_equal(srv.nanon, 3);
+
+	/* Silent past the timeout: closed, the oldest first, the known one
+	 * never. */
+	sw_server_reap_silent(&srv, 60 * SW_NSEC_PER_SEC);
+	assert_int_equal(srv.nanon, 3);
+	all[3]->accepted_at -= 2 * SW_NSEC_PER_SEC;
+	all[4]->accepted_at -= 2 * SW_NSEC_PER_SEC;
+	sw_server_reap_silent(&srv, SW_NSEC_PER_SEC);
+	assert_true(all[3]->closing);
+	assert_true(all[4]->closing);
+	assert_false(all[5]->closing);
+	assert_false(all[2]->closing);
+	assert_int_equal(srv.nanon, 1);
+	sw_sconn_close(all[2]);
+	sw_sconn_close(all[5]);
+	assert_int_equal(srv.nanon, 0);
+	assert_null(srv.anon_head);
+	spin_until(&loop, &closing, 6);
+	assert_int_equal(released, 0);
+	for (int i = 0; i < 6; i++)
+		sw_sconn_put(all[i]);
+	hold = false;
+	assert_int_equal(released, 6);
+	assert_int_equal(srv.nconns, 0);
+
+	sw_server_unlisten(&srv, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	for (int i = 0; i < 6; i++)
+		close(fd[i]);
+}
+
+static void test_output_total(void **state)
+{
+	struct sw_server srv = { 0 };
+	int fd[3];
+	uv_loop_t loop;
+	uint16_t port;
+
+	(void)state;
+	accepted = closing = released = 0;
+	hold = true;
+	uv_loop_init(&loop);
+	srv.out_max = 100;
+	port = listen_any(&srv, &loop, 100);
+	for (int i = 0; i < 3; i++) {
+		fd[i] = dial(port);
+		spin_until(&loop, &accepted, i + 1);
+	}
+	sw_sconn_output(all[0], 30);
+	sw_sconn_output(all[1], 60);
+	sw_sconn_output(all[2], 10);
+	assert_int_equal(srv.out_total, 100);
+	assert_int_equal(srv.out_shed, 0);
+	/* Past the cap by the light one: the heaviest goes, not it. */
+	sw_sconn_output(all[2], 20);
+	assert_true(all[1]->closing);
+	assert_false(all[0]->closing);
+	assert_false(all[2]->closing);
+	assert_int_equal(srv.out_total, 50);
+	assert_int_equal(srv.out_shed, 1);
+	/* Less held: counted down; a close counts it out. */
+	sw_sconn_output(all[0], 5);
+	assert_int_equal(srv.out_total, 25);
+	sw_sconn_close(all[2]);
+	assert_int_equal(srv.out_total, 5);
+	sw_sconn_close(all[0]);
+	assert_int_equal(srv.out_total, 0);
+	spin_until(&loop, &closing, 3);
+	for (int i = 0; i < 3; i++)
+		sw_sconn_put(all[i]);
+	hold = false;
+	assert_int_equal(released, 3);
+
+	sw_server_unlisten(&srv, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	for (int i = 0; i < 3; i++)
+		close(fd[i]);
+}
+
 static void test_listen_failure(void **state)
 {
 	struct sw_server a = { 0 }, b = { 0 };
@@ -220,6 +384,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accept_cap_and_lifetime),
 		cmocka_unit_test(test_listen_failure),
+		cmocka_unit_test(test_prehello_caps),
+		cmocka_unit_test(test_output_total),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
