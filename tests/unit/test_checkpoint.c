@@ -659,7 +659,7 @@ static void test_checkpoint_load_format3(void **state)
 	assert_int_equal(checkpoint_write(&f->a, f->dir, 78), 0);
 	read_cp(f, 78, &data, &len);
 	/* magic, format, version, next_ino, next_edge, next_chunk, counts */
-	assert_int_equal(data[4], 5);
+	assert_int_equal(data[4], 6);
 	old = malloc(len - 32);
 	assert_non_null(old);
 	memcpy(old, data, 40);
@@ -695,6 +695,27 @@ static void test_checkpoint_load_empty_namespace(void **state)
 	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
 	assert_int_equal(version, 1);
 	assert_same(&f->a, &f->b);
+}
+
+/* The cluster's identity is kept; none written is none loaded. */
+static void test_checkpoint_load_cluster_id(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 1), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_false(ns_has_cluster_id(&f->b));
+	for (int i = 0; i < NS_CLUSTER_ID_LEN; i++)
+		f->a.cluster_id[i] = (uint8_t)(0xa0 + i);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 2), 0);
+	ns_release(&f->b);
+	assert_int_equal(ns_init(&f->b, 0), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 2);
+	assert_true(ns_has_cluster_id(&f->b));
+	assert_memory_equal(f->a.cluster_id, f->b.cluster_id,
+			    NS_CLUSTER_ID_LEN);
 }
 
 /* No checkpoint at all: 0, version 0, the namespace untouched. */
@@ -1139,6 +1160,8 @@ static void test_checkpoint_load_sizes_inode_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_checkpoint_load_cluster_id,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_round_trip,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
