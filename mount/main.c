@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -497,6 +498,89 @@ static char *fsname_opt(const char *source)
 	return opt;
 }
 
+/* Whether a name of @t resolves (mconn_open() reports an unknown host
+ * as EHOSTUNREACH, as it does a host that does not answer). */
+static bool target_resolves(const struct sw_target *t, int *gai)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res;
+	unsigned n = t->naddrs ? t->naddrs : 1;
+
+	for (unsigned i = 0; i < n; i++) {
+		*gai = getaddrinfo(t->naddrs ? t->addrs[i].host : t->host, NULL,
+				   &hints, &res);
+		if (*gai == 0)
+			freeaddrinfo(res);
+		if (*gai == 0 || *gai == EAI_AGAIN || *gai == EAI_SYSTEM ||
+		    *gai == EAI_MEMORY)
+			return true; /* or not the name's fault */
+	}
+	return false;
+}
+
+/* One line on stderr: why the master at @spec (@t) did not take us. */
+static void say_not_mounted(const char *spec, const struct sw_target *t, int rc)
+{
+	const char *sub = t->subdir[0] ? t->subdir : "/";
+	int gai;
+
+	switch (-rc) {
+	case EPROTOTYPE:
+		fprintf(stderr,
+			"sweepfs-mount: %s is a sweepfs chunkserver, not a "
+			"master: a wrong port? (the master's is %d by "
+			"default)\n",
+			spec, SW_MASTER_PORT);
+		return;
+	case EACCES:
+	case EPERM:
+		fprintf(stderr,
+			"sweepfs-mount: the master at %s refuses this "
+			"client: no exports rule lets this address mount "
+			"%s\n",
+			spec, sub);
+		return;
+	case ENOKEY:
+		fprintf(stderr,
+			"sweepfs-mount: the export of %s at %s wants a "
+			"password: -o password=... or -o passwordfile=...\n",
+			sub, spec);
+		return;
+	case EKEYREJECTED:
+		fprintf(stderr,
+			"sweepfs-mount: the master at %s refuses the "
+			"password given for %s\n",
+			spec, sub);
+		return;
+	case ENOENT:
+	case ENOTDIR:
+		fprintf(stderr,
+			"sweepfs-mount: the master at %s has no directory "
+			"%s to mount (%s)\n",
+			spec, sub, strerror(-rc));
+		return;
+	case EPROTO:
+	case EMSGSIZE:
+	case EBADMSG:
+		fprintf(stderr,
+			"sweepfs-mount: %s does not speak the sweepfs "
+			"protocol (%s): a wrong address or port?\n",
+			spec, strerror(-rc));
+		return;
+	case EHOSTUNREACH:
+		if (!target_resolves(t, &gai)) {
+			fprintf(stderr,
+				"sweepfs-mount: bad master address '%s': "
+				"%s\n",
+				spec, gai_strerror(gai));
+			return;
+		}
+		break;
+	}
+	fprintf(stderr, "sweepfs-mount: cannot reach the master at %s: %s\n",
+		spec, strerror(-rc));
+}
+
 /* No master address first: --version, --help, or a usage error. */
 static int no_address(int argc, char **argv)
 {
@@ -618,10 +702,7 @@ int main(int argc, char **argv)
 		goto out_inodes;
 	rc = mconn_open(&mo, &m.mc);
 	if (rc < 0) {
-		fprintf(stderr,
-			"sweepfs-mount: cannot reach the master at %s: "
-			"%s\n",
-			argv[1], strerror(-rc));
+		say_not_mounted(argv[1], &mo.target, rc);
 		goto out_inodes;
 	}
 	m.root_ino = mconn_root_ino(m.mc);

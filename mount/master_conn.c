@@ -71,6 +71,10 @@ struct mconn {
 	int fd; /* -1 while disconnected */
 	uint64_t session_id;
 	uint64_t root_ino;
+	/* The cluster's identity from the first hello that carried one
+	 * (HelloReply.cluster_id); written before the receiver runs. */
+	uint8_t cluster_id[SW_CLUSTER_ID_LEN];
+	bool has_cluster_id;
 	/* The session's secret, which proves to the master on a reconnect
 	 * that the session is ours (receiver thread, or before it runs). */
 	uint8_t secret[SW_AUTH_TAG];
@@ -419,11 +423,17 @@ again:
 			NULL, hdr.len, sw_buf_head(&b) + SW_FRAME_HDR);
 		if (!hr || hdr.type != SW_MSG_HELLO) {
 			rc = -EPROTO;
+		} else if (hr->has_role &&
+			   hr->role != SWEEPFS__ROLE__ROLE_MASTER) {
+			/* A chunkserver's port, say: no use trying again. */
+			rc = -EPROTOTYPE;
+			*refused = true;
 		} else if (hr->has_err && hr->err) {
 			rc = -hr->err;
-			if (rc == -EACCES && tries++ == 0 &&
-			    sw_hello_answer(&mc->o.target, hr, &hello, tag) ==
-				    0)
+			if (rc == -EACCES)
+				rc = sw_hello_refusal(&mc->o.target, hr, &hello,
+						      tag, tries++);
+			if (rc == 0)
 				goto again;
 			*refused = true;
 			if (rc == -EREMOTE)
@@ -446,6 +456,12 @@ again:
 			if (mc->has_secret)
 				memcpy(mc->secret, hr->session_secret.data,
 				       sizeof(mc->secret));
+			if (!mc->has_cluster_id && hr->has_cluster_id &&
+			    hr->cluster_id.len == SW_CLUSTER_ID_LEN) {
+				memcpy(mc->cluster_id, hr->cluster_id.data,
+				       SW_CLUSTER_ID_LEN);
+				mc->has_cluster_id = true;
+			}
 		}
 	}
 	if (hr)
@@ -809,6 +825,13 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 uint64_t mconn_root_ino(const struct mconn *mc)
 {
 	return mc->root_ino;
+}
+
+bool mconn_cluster_id(const struct mconn *mc, uint8_t id[SW_CLUSTER_ID_LEN])
+{
+	if (mc->has_cluster_id)
+		memcpy(id, mc->cluster_id, SW_CLUSTER_ID_LEN);
+	return mc->has_cluster_id;
 }
 
 uint64_t mconn_session_id(const struct mconn *mc)
