@@ -39,12 +39,17 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sweepfs [-m HOST[:PORT][,HOST[:PORT]...]] COMMAND "
-		   "[ARGS]\n\n"
-		   "The master is -m, else $SWEEPFS_MASTER, else the master "
-		   "of the sweepfs\nmount the path (or working directory) is "
-		   "on, else 127.0.0.1. A list (a group of\nmasters) is "
-		   "tried in turn; followers name the leader.\n\n"
+	fprintf(f, "usage: sweepfs [-m HOST[:PORT][,HOST[:PORT]...]] "
+		   "[--fs-path] COMMAND [ARGS]\n\n"
+		   "A command given a path acts on the cluster of the sweepfs "
+		   "mount the path is\non, always; given -m or "
+		   "$SWEEPFS_MASTER too, it refuses unless that master\n"
+		   "serves the same cluster. --fs-path takes paths as paths "
+		   "inside the filesystem\nof -m (or $SWEEPFS_MASTER), from "
+		   "its root. Other commands talk to -m, else\n"
+		   "$SWEEPFS_MASTER, else the master of the mount the working "
+		   "directory is on,\nelse 127.0.0.1. A list (a group of "
+		   "masters) is tried in turn; followers name\nthe leader.\n\n"
 		   "commands:\n");
 	for (const struct command *c = commands; c->name; c++)
 		fprintf(f, "  %-16s %s\n", c->name, c->help);
@@ -59,6 +64,9 @@ int main(int argc, char **argv)
 		    i + 1 < argc) {
 			tool_opts.master = argv[i + 1];
 			i += 2;
+		} else if (!strcmp(argv[i], "--fs-path")) {
+			tool_opts.fs_path = true;
+			i++;
 		} else if (!strcmp(argv[i], "-h") ||
 			   !strcmp(argv[i], "--help")) {
 			usage(stdout);
