@@ -1,0 +1,153 @@
+#!/bin/bash
+# An operator's ordinary mistakes (issue 30, items 1 and 2), with a second
+# cluster on the same host: a path-taking command given a master of
+# another cluster (-m or $SWEEPFS_MASTER) is refused and removes nothing
+# on either cluster; rmr and rmsnapshot refuse "." and ".."; a tool or a
+# mount pointed at a chunkserver's port says what answered.
+. "$(dirname "$0")/lib.sh"
+sw_init operator --root
+
+start_master
+start_mount
+M=$SW_MNT
+A=127.0.0.1:$SW_PORT
+
+# The second cluster: its own launcher directory, master and mount, no
+# chunkserver (only metadata is touched); stopped by our cleanup hook.
+C2=$SW_TMP/c2
+mkdir -p "$C2"
+_swc2() {
+	"$PYTHON" "$SW_CLUSTER_PY" -w "$C2" --build "$SWEEPFS_BUILD" "$@"
+}
+sw_scenario_cleanup() {
+	[[ -d "$C2/.swcluster" ]] && _swc2 down
+}
+read -r _ B_PORT <<<"$(_swc2 master start --host 127.0.0.1 \
+	--data "$C2/meta" --log "$C2/master.log")" ||
+	fail "the second master did not start"
+B=127.0.0.1:$B_PORT
+_swc2 mount "$C2/mnt" --spec "$B" >/dev/null || fail "mounting $B failed"
+MB=$C2/mnt
+
+# cluster_id MNT: the cluster identity a mount shows on its root.
+cluster_id() {
+	"$PYTHON" -c 'import os, sys
+print(os.getxattr(sys.argv[1], "sweepfs.cluster_id").decode())' "$1"
+}
+
+log "each cluster has an identity, shown on its mount's root"
+ida=$(cluster_id "$M")
+idb=$(cluster_id "$MB")
+[[ "$ida" =~ ^[0-9a-f]{32}$ ]] || fail "cluster id of A: '$ida'"
+[[ "$idb" =~ ^[0-9a-f]{32}$ ]] || fail "cluster id of B: '$idb'"
+assert_ne "$ida" "$idb" "two clusters' ids"
+got=$("$PYTHON" -c 'import errno, os, sys
+try:
+    os.setxattr(sys.argv[1], "sweepfs.cluster_id", b"x")
+    print("set")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+print(" ".join(os.listxattr(sys.argv[1])) or "-")' "$M")
+assert_eq "EPERM"$'\n'"-" "$got" "setting the cluster id, and the root's list"
+
+
+log "the identity survives a restart (checkpoint and changelog)"
+restart_master kill
+assert_eq "$ida" "$(cluster_id "$M")" \
+	"cluster id after a crash (from the changelog)"
+restart_master term
+start_mount "$SW_TMP/mnt2"
+assert_eq "$ida" "$(cluster_id "$SW_TMP/mnt2")" \
+	"cluster id after a clean restart (checkpoint)"
+stop_mount "$SW_TMP/mnt2"
+
+log "rmr of a path with a master of another cluster is refused"
+mkdir -p "$M/victim/sub" "$M/victim2" "$MB/victim" "$MB/victim2"
+touch "$M/victim/sub/f" "$MB/victim/f"
+rc=0
+"$SW_TOOL_BIN" -m "$B" rmr -v "$M/victim" 2>"$SW_TMP/err" || rc=$?
+assert_eq 8 "$rc" "exit status of rmr with -m of another cluster"
+grep -q "is on cluster $ida .* but -m $B is cluster $idb: refusing" \
+	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
+rc=0
+SWEEPFS_MASTER=$B "$SW_TOOL_BIN" rmr "$M/victim2" 2>"$SW_TMP/err" || rc=$?
+assert_eq 8 "$rc" "exit status of rmr with \$SWEEPFS_MASTER of another cluster"
+grep -q "but \$SWEEPFS_MASTER $B is cluster $idb: refusing" \
+	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
+assert_eq 1 "$(wc -l <"$SW_TMP/err")" "lines of the refusal"
+rc=0
+"$SW_TOOL_BIN" -m "$B" rmsnapshot "$M/victim" 2>/dev/null || rc=$?
+assert_eq 8 "$rc" "exit status of rmsnapshot with -m of another cluster"
+rc=0
+"$SW_TOOL_BIN" -m "$B" setgoal 2 "$M/victim" 2>/dev/null || rc=$?
+assert_eq 8 "$rc" "exit status of setgoal with -m of another cluster"
+drop_caches
+for f in "$M/victim/sub/f" "$M/victim2" "$MB/victim/f" "$MB/victim2"; do
+	assert_exists "$f"
+done
+
+log "the same cluster through -m, \$SWEEPFS_MASTER and the mount alone"
+"$SW_TOOL_BIN" -m "$A" rmr "$M/victim2" || fail "rmr with -m of its own cluster"
+assert_missing "$M/victim2"
+assert_exists "$MB/victim2"
+mkdir "$M/v3" "$M/v4"
+SWEEPFS_MASTER=$A "$SW_TOOL_BIN" rmr "$M/v3" ||
+	fail "rmr with \$SWEEPFS_MASTER of its own cluster"
+"$SW_TOOL_BIN" rmr "$M/v4" || fail "rmr with the mount's own master"
+assert_missing "$M/v3"
+assert_missing "$M/v4"
+
+log "--fs-path: a path inside the filesystem of -m, said plainly"
+mkdir "$SW_TMP/not-sweepfs"
+rc=0
+"$SW_TOOL_BIN" -m "$B" rmr "$SW_TMP/not-sweepfs" 2>"$SW_TMP/err" || rc=$?
+assert_eq 5 "$rc" "exit status of rmr of a path not on sweepfs"
+grep -q "not on a sweepfs mount" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+"$SW_TOOL_BIN" -m "$B" --fs-path rmr /victim2 || fail "rmr --fs-path"
+assert_missing "$MB/victim2"
+assert_exists "$M/victim"
+rc=0
+(unset SWEEPFS_MASTER; "$SW_TOOL_BIN" --fs-path rmr /victim) 2>/dev/null || rc=$?
+assert_eq 2 "$rc" "exit status of --fs-path without a master"
+assert_exists "$MB/victim/f"
+
+log "rmr and rmsnapshot refuse . and .., as rm does"
+mkdir -p "$M/one/two"
+for cmd in rmr rmsnapshot; do
+	for p in . .. ./ two/.. two/../ ../one/.; do
+		rc=0
+		(cd "$M/one" && "$SW_TOOL_BIN" "$cmd" "$p") 2>"$SW_TMP/err" || rc=$?
+		assert_eq 1 "$rc" "exit status of $cmd $p"
+		grep -q "refusing to remove '.' or '..'" "$SW_TMP/err" ||
+			fail "$cmd $p: unclear message: $(cat "$SW_TMP/err")"
+	done
+done
+rc=0
+"$SW_TOOL_BIN" rmr "$M" 2>/dev/null || rc=$?
+assert_eq 7 "$rc" "exit status of rmr of a mount's root"
+rc=0
+"$SW_TOOL_BIN" rmsnapshot "$M/" 2>/dev/null || rc=$?
+assert_eq 7 "$rc" "exit status of rmsnapshot of a mount's root"
+assert_exists "$M/one/two"
+
+log "a chunkserver's port is not a master's"
+CS_PORT=${SW_CS_PORTS[1]}
+rc=0
+"$SW_TOOL_BIN" -m "127.0.0.1:$CS_PORT" status 2>"$SW_TMP/err" || rc=$?
+assert_eq 3 "$rc" "exit status of status against a chunkserver"
+grep -q "is a sweepfs chunkserver, not a master" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+mkdir "$SW_TMP/csm"
+rc=0
+timeout 30 "$SW_MOUNT_BIN" "127.0.0.1:$CS_PORT" "$SW_TMP/csm" -f \
+	2>"$SW_TMP/err" || rc=$?
+assert_ne 0 "$rc" "exit status of a mount of a chunkserver"
+if is_sweepfs_mount "$SW_TMP/csm"; then
+	_unmount "$SW_TMP/csm"
+	fail "a chunkserver's port was mounted"
+fi
+grep -q "is a sweepfs chunkserver, not a master" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+
+sw_pass
