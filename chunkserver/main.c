@@ -451,7 +451,7 @@ int main(int argc, char **argv)
 	set_pool_size(&d.cs.cfg);
 	gethostname(d.cs.name, sizeof(d.cs.name) - 1);
 	if (!a.foreground) {
-		ready_fd = sw_daemonize();
+		ready_fd = sw_daemonize("sweepfs-chunkserver");
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
 				strerror(-ready_fd));

@@ -322,7 +322,7 @@ static int run(struct master *m, const struct sw_daemon_args *a)
 	signal(SIGPIPE, SIG_IGN);
 	sw_raise_fd_limit();
 	if (!a->foreground) {
-		ready_fd = sw_daemonize();
+		ready_fd = sw_daemonize("sweepfs-master");
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
 				strerror(-ready_fd));
