@@ -11,6 +11,7 @@
  * threads. Run as root it adds allow_other, as mfsmount does, so that every
  * user of the machine sees the filesystem.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -19,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "client.h"
 #include "cspool.h"
+#include "daemon.h"
 #include "data.h"
 #include "deleg.h"
 #include "devpoll.h"
@@ -53,6 +56,7 @@ struct cli {
 	int wsync;
 	int io_uring;
 	int own_perms;
+	int nonempty;
 	int help;
 	int version;
 };
@@ -77,6 +81,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("wsync", wsync),
 	CLI_OPT("io_uring", io_uring),
 	CLI_OPT("no_default_permissions", own_perms),
+	CLI_OPT("nonempty", nonempty),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -132,6 +137,9 @@ static void usage(FILE *f)
 		"                          opening FIFOs and sockets goes "
 		"unchecked: see\n"
 		"                          README)\n"
+		"  -o nonempty             mount even on a directory that is "
+		"not empty\n"
+		"                          or already a mount point\n"
 		"  -o passwordfile=FILE    the export's password, first line "
 		"of FILE\n"
 		"                          (also $SWEEPFS_PASSWORD; password=PASS "
@@ -413,7 +421,7 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 			   struct fuse_cmdline_opts *fo, const char *spec,
 			   int timeout_ms)
 {
-	int rc, ret = 1;
+	int rc, ret = 1, ready_fd = -1;
 
 	if (devpoll_init(&m->devpoll, m->busy_poll_us) < 0)
 		return 1;
@@ -436,8 +444,16 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	/* The device libfuse opened, read our way (not closed by this). */
 	if (fuse_session_custom_io(m->se, &dev_io, fuse_session_fd(m->se)) != 0)
 		goto out_unmount;
-	if (fuse_daemonize(fo->foreground) != 0)
-		goto out_unmount;
+	/* Not fuse_daemonize(), whose parent exits 0 before the threads
+	 * below start: ours waits for them and prints why they did not. */
+	if (!fo->foreground) {
+		ready_fd = sw_daemonize("sweepfs-mount");
+		if (ready_fd < 0) {
+			sw_crit(TAG, "cannot daemonize: %s",
+				strerror(-ready_fd));
+			goto out_unmount;
+		}
+	}
 	/* Threads only now: they do not survive the fork in daemonize. */
 	rc = inval_start(m->se, inval_ack_cb, m, &m->inval);
 	if (rc == 0)
@@ -450,6 +466,7 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	}
 	sw_notice(TAG, "%s mounted on %s (session %016llx)", spec,
 		  fo->mountpoint, (unsigned long long)mconn_session_id(m->mc));
+	sw_daemon_ready(&ready_fd, 0);
 	ret = serve(m->se, fo) ? 1 : 0;
 	log_devpoll(&m->devpoll);
 
@@ -467,6 +484,7 @@ out_unmount:
 	}
 out_signals:
 	fuse_remove_signal_handlers(m->se);
+	sw_daemon_ready(&ready_fd, 1); /* if still waited for: failed */
 out_session:
 	fuse_session_destroy(m->se);
 out_devpoll:
@@ -581,6 +599,96 @@ static void say_not_mounted(const char *spec, const struct sw_target *t, int rc)
 		spec, strerror(-rc));
 }
 
+/* Whether @path (resolved) is a mount point: in /proc/self/mountinfo,
+ * whose paths escape blanks and backslashes as octal. */
+static bool is_mount_point(const char *path)
+{
+	char line[8192], mnt[4096], raw[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		size_t n = 0;
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", raw) != 1)
+			continue;
+		for (const char *r = raw; *r && n < sizeof(mnt) - 1; n++) {
+			unsigned v;
+
+			if (r[0] == '\\' && sscanf(r + 1, "%3o", &v) == 1) {
+				mnt[n] = (char)v;
+				r += 4;
+			} else {
+				mnt[n] = *r++;
+			}
+		}
+		mnt[n] = '\0';
+		found = !strcmp(mnt, path);
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether directory @path has an entry besides . and ..; -errno. */
+static int dir_has_entries(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int rc = 0;
+
+	if (!d)
+		return -errno;
+	while (rc == 0 && (de = readdir(d)))
+		rc = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return rc;
+}
+
+/*
+ * Whether @path may be mounted on, as mfsmount checks (libfuse 3 no
+ * longer does): a directory, not already a mount point, and empty, the
+ * last two unless @nonempty. 0, or -errno after one line on stderr.
+ */
+static int check_mount_point(const char *path, bool nonempty)
+{
+	struct stat st;
+	int rc;
+
+	if (stat(path, &st) < 0) {
+		rc = -errno;
+		fprintf(stderr, "sweepfs-mount: %s: %s\n", path, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "sweepfs-mount: %s: not a directory\n", path);
+		return -ENOTDIR;
+	}
+	if (nonempty)
+		return 0;
+	if (is_mount_point(path)) {
+		fprintf(stderr,
+			"sweepfs-mount: %s: already a mount point; unmount "
+			"it first (or -o nonempty to mount over it)\n",
+			path);
+		return -EBUSY;
+	}
+	rc = dir_has_entries(path);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs-mount: %s: %s\n", path, strerror(-rc));
+		return rc;
+	}
+	if (rc > 0) {
+		fprintf(stderr,
+			"sweepfs-mount: %s: not empty; its files would be "
+			"hidden (-o nonempty to mount anyway)\n",
+			path);
+		return -ENOTEMPTY;
+	}
+	return 0;
+}
+
 /* No master address first: --version, --help, or a usage error. */
 static int no_address(int argc, char **argv)
 {
@@ -679,12 +787,17 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	ret = 1;
+	if (check_mount_point(fo.mountpoint, cli.nonempty) < 0)
+		goto out_args;
 
 	sw_log_set_ident("sweepfs-mount");
 	if (fo.debug)
 		sw_log_level = LOG_DEBUG;
-	if (!fo.foreground)
+	if (!fo.foreground) {
 		sw_log_to_syslog("sweepfs-mount");
+		/* Until detached and serving, errors are seen here too. */
+		sw_log_tee_stderr(LOG_ERR);
+	}
 
 	connection_opts(&m, &mo, fo.mountpoint, master_timeout, client,
 			sizeof(client));

@@ -3,7 +3,10 @@
 # cluster on the same host: a path-taking command given a master of
 # another cluster (-m or $SWEEPFS_MASTER) is refused and removes nothing
 # on either cluster; rmr and rmsnapshot refuse "." and ".."; a tool or a
-# mount pointed at a chunkserver's port says what answered.
+# mount pointed at a chunkserver's port says what answered; a mount point
+# that is not empty, already a mount or not a directory is refused (-o
+# nonempty mounts anyway); a daemon that detaches prints why it did not
+# start on the starting process's stderr.
 . "$(dirname "$0")/lib.sh"
 sw_init operator --root
 
@@ -149,5 +152,66 @@ if is_sweepfs_mount "$SW_TMP/csm"; then
 fi
 grep -q "is a sweepfs chunkserver, not a master" "$SW_TMP/err" ||
 	fail "unclear message: $(cat "$SW_TMP/err")"
+
+log "a mount point that is not empty, already a mount, or not a directory"
+# refused_mount WHAT TEXT ARGS...: sweepfs-mount ARGS must fail, mount
+# nothing, and say TEXT on stderr.
+refused_mount() {
+	local what=$1 text=$2 rc=0
+	shift 2
+	timeout 30 "$SW_MOUNT_BIN" "$@" 2>"$SW_TMP/err" || rc=$?
+	assert_ne 0 "$rc" "exit status of a mount on $what"
+	grep -q "$text" "$SW_TMP/err" ||
+		fail "a mount on $what: unclear message: $(cat "$SW_TMP/err")"
+}
+mkdir "$SW_TMP/full"
+touch "$SW_TMP/full/precious"
+refused_mount "a non-empty directory" "full: not empty" "$A" "$SW_TMP/full"
+is_sweepfs_mount "$SW_TMP/full" && fail "a non-empty directory was mounted"
+refused_mount "a mount point" "already a mount point" "$A" "$M"
+refused_mount "a file" "not a directory" "$A" "$SW_TMP/full/precious"
+assert_exists "$SW_TMP/full/precious" "$M/one/two"
+start_mount "$SW_TMP/full" "$A" nonempty
+is_sweepfs_mount "$SW_TMP/full" || fail "-o nonempty did not mount"
+assert_exists "$SW_TMP/full/one/two"
+stop_mount "$SW_TMP/full"
+assert_exists "$SW_TMP/full/precious"
+
+log "a daemon that detaches says why it did not start"
+mkdir "$SW_TMP/m3"
+rc=0
+timeout 30 "$SW_MASTER_BIN" -d "$SW_TMP/m3" -l "$A" 2>"$SW_TMP/err" || rc=$?
+assert_eq 1 "$rc" "exit status of a detached master on a taken port"
+grep -q "^sweepfs-master: cannot listen on $A: address already in use" \
+	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
+rc=0
+timeout 30 "$SW_MASTER_BIN" -d "$SW_TMP/full/precious" \
+	-l "127.0.0.1:$(pick_port)" 2>"$SW_TMP/err" || rc=$?
+assert_eq 1 "$rc" "exit status of a detached master on a file"
+grep -q "^sweepfs-master: cannot .*precious" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+rc=0
+timeout 30 "$SW_CS_BIN" -d "$SW_TMP/full/precious" -s "master=$A" \
+	-l "127.0.0.1:$(pick_port)" 2>"$SW_TMP/err" || rc=$?
+assert_eq 1 "$rc" "exit status of a detached chunkserver on a file"
+grep -q "^sweepfs-chunkserver: cannot .*precious" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+mkdir "$SW_TMP/csm2"
+rc=0
+timeout 30 "$SW_MOUNT_BIN" "127.0.0.1:$CS_PORT" "$SW_TMP/csm2" \
+	2>"$SW_TMP/err" || rc=$?
+assert_ne 0 "$rc" "exit status of a detaching mount of a chunkserver"
+grep -q "is a sweepfs chunkserver, not a master" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+is_sweepfs_mount "$SW_TMP/csm2" && fail "a chunkserver's port was mounted"
+# And one that starts: the starting process returns 0, the daemon serves.
+mkdir "$SW_TMP/dm"
+timeout 30 "$SW_MOUNT_BIN" "$A" "$SW_TMP/dm" 2>"$SW_TMP/err" ||
+	fail "a detaching mount failed: $(cat "$SW_TMP/err")"
+[[ ! -s "$SW_TMP/err" ]] || fail "a mount that worked said: $(cat "$SW_TMP/err")"
+is_sweepfs_mount "$SW_TMP/dm" || fail "the detached mount is not mounted"
+adopt_mount "$SW_TMP/dm"
+assert_exists "$SW_TMP/dm/one/two"
+stop_adopted "$SW_TMP/dm" "$SW_ADOPTED_PID"
 
 sw_pass
