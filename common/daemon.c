@@ -57,6 +57,8 @@ int sw_daemon_parse(int argc, char **argv, const char *prog,
 	size_t n = SW_ARRAY_SIZE(common);
 	int opt, rc = -1;
 
+	/* Errors from here on name the program (sw_daemon_set()). */
+	sw_log_set_ident(prog);
 	memcpy(longopts, common, sizeof(common));
 	for (size_t i = 0; flags[i].opt && i < MAX_FLAGS; i++) {
 		char o[3] = { (char)flags[i].opt, ':', 0 };
@@ -138,21 +140,40 @@ int sw_daemon_load_config(struct sw_daemon_args *a, const char *default_config,
 	if (!a->config)
 		return 0;
 	rc = sw_cfg_load(a->config, opts, &where);
-	if (rc < 0 && where.line)
-		fprintf(stderr, "%s:%u: %s: %s\n", a->config, where.line,
-			where.key, rc == -ENOENT ? "unknown key" : "bad value");
-	else if (rc < 0)
-		fprintf(stderr, "%s: %s\n", a->config, strerror(-rc));
+	if (rc < 0 && where.line) {
+		char why[512];
+
+		if (!where.value[0] && rc == -EINVAL)
+			snprintf(why, sizeof(why), "%s: not KEY = VALUE",
+				 where.key);
+		else
+			sw_opt_explain(opts, where.key, where.value, rc, why,
+				       sizeof(why));
+		fprintf(stderr, "%s: %s:%u: %s\n", sw_log_get_ident(),
+			a->config, where.line, why);
+	} else if (rc < 0) {
+		fprintf(stderr, "%s: %s: %s\n", sw_log_get_ident(), a->config,
+			strerror(-rc));
+	}
 	return rc;
 }
 
 int sw_daemon_set(const struct sw_opt *opts, const char *kv)
 {
+	const char *eq = strchr(kv, '=');
 	int rc = sw_opt_set_kv(opts, kv);
+	char name[64], why[512];
 
-	if (rc < 0)
-		fprintf(stderr, "%s: %s\n", kv,
-			rc == -ENOENT ? "unknown key" : "bad value");
+	if (rc == 0)
+		return 0;
+	if (!eq) {
+		fprintf(stderr, "%s: --set %s: not KEY=VALUE\n",
+			sw_log_get_ident(), kv);
+		return rc;
+	}
+	snprintf(name, sizeof(name), "%.*s", (int)(eq - kv), kv);
+	sw_opt_explain(opts, name, eq + 1, rc, why, sizeof(why));
+	fprintf(stderr, "%s: %s\n", sw_log_get_ident(), why);
 	return rc;
 }
 
@@ -245,10 +266,12 @@ int sw_daemonize(const char *prog)
 		if (null > 2)
 			close(null);
 	}
-	/* Until ready, stderr and every error logged go to the starting
-	 * process, which shows them (sw_daemon_ready() ends it). */
+	/* Until ready, stderr and every error and warning logged go to
+	 * the starting process, which shows them (sw_daemon_ready() ends
+	 * it): a warning at start-up (a chunk directory with no room) is
+	 * for whoever starts the daemon to see. */
 	dup2(fds[1], STDERR_FILENO);
-	sw_log_tee_stderr(LOG_ERR);
+	sw_log_tee_stderr(LOG_WARNING);
 	return fds[1];
 }
 

@@ -56,8 +56,8 @@ int sw_daemon_set(const struct sw_opt *opts, const char *kv);
  * /dev/null). Returns in the daemon with the write end of a pipe for
  * sw_daemon_ready(); the original process waits on the read end and exits
  * with the status the daemon reports (1 if it dies first, saying how, as
- * @prog). Until then the daemon's stderr is that pipe and every error it
- * logs is copied there too (sw_log_tee_stderr()), so that the original
+ * @prog). Until then the daemon's stderr is that pipe and every error
+ * and warning it logs is copied there too (sw_log_tee_stderr()), so that the original
  * process prints why start-up failed, as mfsmaster does, even with no
  * syslog to read. -errno.
  */
