@@ -75,6 +75,11 @@ void sw_log_set_ident(const char *ident)
 	log_ident = ident;
 }
 
+const char *sw_log_get_ident(void)
+{
+	return log_ident;
+}
+
 void sw_log_to_syslog(const char *ident)
 {
 	openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);

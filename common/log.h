@@ -41,6 +41,9 @@ void sw_log_tee_stderr(int level);
 /* Prefix stderr lines with @ident ("sweepfs-master"). */
 void sw_log_set_ident(const char *ident);
 
+/* The program's name as sw_log_set_ident() set it ("sweepfs" before). */
+const char *sw_log_get_ident(void);
+
 /* Parse "err", "warning", "notice", "info" or "debug"; -EINVAL if none. */
 int sw_log_parse_level(const char *s);
 
