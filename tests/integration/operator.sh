@@ -214,4 +214,36 @@ adopt_mount "$SW_TMP/dm"
 assert_exists "$SW_TMP/dm/one/two"
 stop_adopted "$SW_TMP/dm" "$SW_ADOPTED_PID"
 
+log "a configuration error names the program, the key, the value, what is valid"
+rc=0
+"$SW_MASTER_BIN" --set goal=12 --dump-config >/dev/null 2>"$SW_TMP/err" || rc=$?
+assert_eq 2 "$rc" "exit status of a bad goal"
+assert_eq "sweepfs-master: goal = 12: must be 1 to 8" "$(cat "$SW_TMP/err")" \
+	"the message for a bad goal"
+printf 'reserve = lots\n' >"$SW_TMP/cs.cfg"
+rc=0
+"$SW_CS_BIN" -c "$SW_TMP/cs.cfg" --dump-config >/dev/null 2>"$SW_TMP/err" ||
+	rc=$?
+assert_eq 2 "$rc" "exit status of a bad reserve"
+grep -q "^sweepfs-chunkserver: $SW_TMP/cs.cfg:1: reserve = lots: must be a size" \
+	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
+
+log "a chunk directory smaller than reserve: a warning, and ENOSPC"
+sw_tmpfs "$C2/small" 16m
+_swc2 chunkserver start --data "$C2/small" --log "$C2/cs1.log" >/dev/null ||
+	fail "the second cluster's chunkserver did not start"
+_swc2 wait-registered >/dev/null || fail "B's chunkserver did not register"
+grep -q "$C2/small.*reserve" "$C2/cs1.log" ||
+	fail "no warning about the reserve: $(tail -n 5 "$C2/cs1.log")"
+got=$("$PYTHON" -c 'import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"x" * 65536)
+    os.fsync(fd)
+    os.close(fd)
+    print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MB/big")
+assert_eq ENOSPC "$got" "a write with no room on any chunkserver"
+
 sw_pass
