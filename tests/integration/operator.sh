@@ -228,6 +228,19 @@ assert_eq 2 "$rc" "exit status of a bad reserve"
 grep -q "^sweepfs-chunkserver: $SW_TMP/cs.cfg:1: reserve = lots: must be a size" \
 	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
 
+log "compare-delete that cannot write its results fails"
+mkdir -p "$M/bench"
+rc=0
+"$SW_TOOL_BIN" compare-delete -n 50 --methods removeall --strace off \
+	--no-drop-caches --json "$SW_TMP/no/such/dir/run.json" "$M/bench" \
+	>"$SW_TMP/out" 2>"$SW_TMP/err" || rc=$?
+assert_eq 1 "$rc" "exit status of compare-delete with nowhere to write"
+grep -q "cannot write the results to $SW_TMP/no/such/dir/run.json" \
+	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
+if grep -q "^results:" "$SW_TMP/out"; then
+	fail "compare-delete pointed at results it did not write"
+fi
+
 log "a chunk directory smaller than reserve: a warning, and ENOSPC"
 sw_tmpfs "$C2/small" 16m
 _swc2 chunkserver start --data "$C2/small" --log "$C2/cs1.log" >/dev/null ||
