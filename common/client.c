@@ -124,10 +124,10 @@ int sw_hello_refusal(const struct sw_target *t, const Sweepfs__HelloReply *hr,
 	bool challenged = hr->has_challenge &&
 			  hr->challenge.len == SW_AUTH_NONCE;
 
+	if (tries > 0)
+		return -EKEYREJECTED; /* refused after our answer */
 	if (!challenged)
 		return -EACCES;
-	if (tries > 0)
-		return -EKEYREJECTED;
 	if (!t->has_key)
 		return -ENOKEY;
 	return sw_hello_answer(t, hr, hello, tag);

@@ -22,7 +22,9 @@ mkdir -p "$C2"
 _swc2() {
 	"$PYTHON" "$SW_CLUSTER_PY" -w "$C2" --build "$SWEEPFS_BUILD" "$@"
 }
+JUNK_PID=
 sw_scenario_cleanup() {
+	[[ -n "$JUNK_PID" ]] && kill "$JUNK_PID" 2>/dev/null
 	[[ -d "$C2/.swcluster" ]] && _swc2 down
 }
 read -r _ B_PORT <<<"$(_swc2 master start --host 127.0.0.1 \
@@ -258,5 +260,57 @@ try:
 except OSError as e:
     print(errno.errorcode[e.errno])' "$MB/big")
 assert_eq ENOSPC "$got" "a write with no room on any chunkserver"
+
+log "a refused mount says why; so does the tool"
+mkdir "$SW_TMP/r1"
+refused_mount "an unknown host" "bad master address 'no-such-host.invalid'" \
+	no-such-host.invalid "$SW_TMP/r1" -f
+# Something that is not sweepfs: answers every connection with bytes no
+# frame starts with, for a minute at most.
+"$PYTHON" -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+s.settimeout(60)
+end = time.time() + 60
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.sendall(b"HTTP/1.0 400 Bad Request\r\n" + b"\xff" * 64)
+    time.sleep(0.2)
+    c.close()' >"$SW_TMP/junk.port" &
+JUNK_PID=$!
+wait_until 10 "the stand-in listening" test -s "$SW_TMP/junk.port"
+JUNK=127.0.0.1:$(cat "$SW_TMP/junk.port")
+refused_mount "a peer that is not sweepfs" "does not speak the sweepfs protocol" \
+	"$JUNK" "$SW_TMP/r1" -f
+rc=0
+"$SW_TOOL_BIN" -m "$JUNK" status 2>"$SW_TMP/err" || rc=$?
+assert_eq 3 "$rc" "exit status of status against something not sweepfs"
+grep -q "does not answer as a sweepfs master" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+kill "$JUNK_PID" 2>/dev/null || true
+wait "$JUNK_PID" 2>/dev/null || true
+
+_swc2 unmount "$MB" >/dev/null || fail "unmounting $MB"
+printf '127.0.0.1 / rw,alldirs,maproot=0,password=open-sesame\n' \
+	>"$C2/exports.cfg"
+_swc2 master stop >/dev/null || fail "stopping the second master"
+_swc2 master start --host 127.0.0.1 --port "$B_PORT" --data "$C2/meta" \
+	--log "$C2/master.log" -- --set "exports_file=$C2/exports.cfg" \
+	>/dev/null || fail "the second master did not restart"
+refused_mount "an export without its password" "wants a password" \
+	"$B" "$SW_TMP/r1" -f
+refused_mount "an export with a wrong password" "refuses the password" \
+	"$B" "$SW_TMP/r1" -f -o password=open-sesam
+rc=0
+SWEEPFS_PASSWORD=open-sesam "$SW_TOOL_BIN" -m "$B" status \
+	2>"$SW_TMP/err" || rc=$?
+assert_eq 6 "$rc" "exit status of status with a wrong password"
+grep -q "wants a password, and the one given is wrong" "$SW_TMP/err" ||
+	fail "unclear message: $(cat "$SW_TMP/err")"
+SWEEPFS_PASSWORD=open-sesame "$SW_TOOL_BIN" -m "$B" status >/dev/null ||
+	fail "status with the right password"
 
 sw_pass
