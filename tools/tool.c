@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -548,18 +549,59 @@ void json_init(struct json *j, FILE *f)
 	j->first[0] = true;
 }
 
-static void json_escaped(FILE *f, const char *s)
+/*
+ * The length of the UTF-8 sequence at @s (1 to 4), or 0 if it is not a
+ * well-formed one (overlong forms, surrogates and values past U+10FFFF
+ * included), per RFC 3629.
+ */
+static size_t utf8_len(const unsigned char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	unsigned c = s[0], n, min, v;
 
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, min = 0x80, v = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, min = 0x800, v = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, min = 0x10000, v = c & 0x07;
+	else
+		return 0;
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * @s as a JSON string that strict parsers accept: control characters
+ * escaped, and a byte that is not part of well-formed UTF-8 (a file name
+ * is any bytes) as the lone surrogate \udcXX, as Python's surrogateescape
+ * does, so that the name's bytes can be had back (in Python:
+ * .encode("utf-8", "surrogateescape")).
+ */
+static void json_escaped(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	while (*s) {
+		size_t n = utf8_len(s);
+
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if (*s < 0x20 || *s == 0x7f)
+			fprintf(f, "\\u%04x", *s);
+		else if (n == 0)
+			fprintf(f, "\\udc%02x", *s);
 		else
-			fputc(c, f);
+			fwrite(s, 1, n, f);
+		s += n ? n : 1;
 	}
 	fputc('"', f);
 }
@@ -623,8 +665,35 @@ void json_i64(struct json *j, const char *key, int64_t v)
 
 void json_dbl(struct json *j, const char *key, double v)
 {
+	char buf[40];
+
 	json_key(j, key);
-	fprintf(j->f, "%.6g", v);
+	if (!isfinite(v)) {
+		fputs("null", j->f); /* JSON has no NaN or infinity */
+		return;
+	}
+	/* The shortest form that reads back as the same double: never
+	 * "1.79588e+09" for a time. */
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	fputs(buf, j->f);
+}
+
+void json_time_ns(struct json *j, const char *key, int64_t ns)
+{
+	uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;
+	char frac[16];
+	int n;
+
+	json_key(j, key);
+	n = snprintf(frac, sizeof(frac), "%09" PRIu64, a % 1000000000u);
+	while (n > 0 && frac[n - 1] == '0')
+		frac[--n] = '\0';
+	fprintf(j->f, "%s%" PRIu64 "%s%s", ns < 0 ? "-" : "", a / 1000000000u,
+		n ? "." : "", frac);
 }
 
 void json_bool(struct json *j, const char *key, bool v)

@@ -155,7 +155,9 @@ int tool_connect_target(const struct sw_target *t, struct sw_client **out);
 int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
 		    uint64_t nodes);
 
-/* Minimal JSON writer: objects and arrays nest; commas are automatic. */
+/* Minimal JSON writer: objects and arrays nest; commas are automatic.
+ * Strings are escaped so that strict parsers read any bytes (json_str()
+ * of a file name that is not UTF-8 included). */
 struct json {
 	FILE *f;
 	int depth;
@@ -170,7 +172,11 @@ void json_arr_end(struct json *j);
 void json_str(struct json *j, const char *key, const char *v);
 void json_u64(struct json *j, const char *key, uint64_t v);
 void json_i64(struct json *j, const char *key, int64_t v);
+/* The shortest decimal that reads back as @v; null for NaN, infinity. */
 void json_dbl(struct json *j, const char *key, double v);
+/* A time of @ns nanoseconds, in seconds, as an exact decimal
+ * ("1795880000.123456789"), never rounded. */
+void json_time_ns(struct json *j, const char *key, int64_t ns);
 void json_bool(struct json *j, const char *key, bool v);
 
 /* "1.5 GiB", "312 KiB": @v bytes into @buf of @len. */

@@ -261,6 +261,34 @@ except OSError as e:
     print(errno.errorcode[e.errno])' "$MB/big")
 assert_eq ENOSPC "$got" "a write with no room on any chunkserver"
 
+log "JSON parses with a strict parser; times are exact"
+mkdir "$M/tr"
+"$SW_TOOL_BIN" settrashtime 3600 "$M/tr" || fail "settrashtime"
+"$PYTHON" -c 'import os, sys
+open(os.path.join(sys.argv[1].encode(), b"caf\xe9\x01\"\\"), "w").close()' "$M/tr"
+t0=$(date +%s)
+rm -f "$M/tr/"caf*
+t1=$(date +%s)
+"$SW_TOOL_BIN" trash ls --json "$M" >"$SW_TMP/trash.json" ||
+	fail "trash ls --json"
+"$PYTHON" - "$SW_TMP/trash.json" "$t0" "$t1" <<'PYEOF' || fail "trash ls --json: $(cat "$SW_TMP/trash.json")"
+import json, re, sys
+raw = open(sys.argv[1], "rb").read()
+raw.decode("utf-8")  # strict: well-formed UTF-8 throughout
+def strict(s):
+    raise ValueError("not JSON: " + s)
+d = json.loads(raw, parse_constant=strict)
+names = [i["path"].encode("utf-8", "surrogateescape") for i in d["items"]]
+assert any(n.endswith(b"/caf\xe9\x01\"\\") for n in names), names
+assert not re.search(rb"[0-9]e[+-]?[0-9]", raw), "a number in exponent form"
+for i in d["items"]:
+    assert int(sys.argv[2]) <= i["deleted_at"] <= int(sys.argv[3]) + 1, i
+    assert i["expires_at"] - i["deleted_at"] == 3600, i
+PYEOF
+"$SW_TOOL_BIN" status --json "$M" | "$PYTHON" -c 'import json, sys
+json.loads(sys.stdin.buffer.read().decode("utf-8"))' ||
+	fail "status --json does not parse"
+
 log "a refused mount says why; so does the tool"
 mkdir "$SW_TMP/r1"
 refused_mount "an unknown host" "bad master address 'no-such-host.invalid'" \
