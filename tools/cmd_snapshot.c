@@ -202,7 +202,8 @@ out:
 int cmd_snapshot(int argc, char **argv)
 {
 	if (argc != 3 || argv[1][0] == '-') {
-		bool help = argc == 2 && !strcmp(argv[1], "--help");
+		bool help = argc == 2 && (!strcmp(argv[1], "--help") ||
+					  !strcmp(argv[1], "-h"));
 
 		fprintf(help ? stdout : stderr,
 			"usage: sweepfs snapshot SRC DST\n");

@@ -289,6 +289,25 @@ PYEOF
 json.loads(sys.stdin.buffer.read().decode("utf-8"))' ||
 	fail "status --json does not parse"
 
+log "every command takes -h, --help and sweepfs help CMD; global options anywhere"
+cmds=$("$SW_TOOL_BIN" --help | awk '/^commands:/ { on = 1; next } on { print $1 }')
+[[ $(wc -w <<<"$cmds") -ge 15 ]] || fail "the command list: $cmds"
+for c in $cmds; do
+	for how in "$c -h" "$c --help" "help $c"; do
+		# shellcheck disable=SC2086 # $how is words
+		out=$("$SW_TOOL_BIN" $how 2>&1) || fail "sweepfs $how: status $?"
+		grep -q "^usage: sweepfs" <<<"$out" ||
+			fail "sweepfs $how: no usage line: $out"
+	done
+done
+"$SW_TOOL_BIN" status -m "$A" --json | "$PYTHON" -c 'import json, sys
+json.load(sys.stdin)' || fail "sweepfs status -m A --json"
+"$SW_TOOL_BIN" --json -m "$A" status | "$PYTHON" -c 'import json, sys
+json.load(sys.stdin)' || fail "sweepfs --json -m A status"
+rc=0
+"$SW_TOOL_BIN" status -m "127.0.0.1:$CS_PORT" 2>/dev/null || rc=$?
+assert_eq 3 "$rc" "-m after the command is the master"
+
 log "a refused mount says why; so does the tool"
 mkdir "$SW_TMP/r1"
 refused_mount "an unknown host" "bad master address 'no-such-host.invalid'" \
