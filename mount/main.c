@@ -818,6 +818,15 @@ int main(int argc, char **argv)
 		say_not_mounted(argv[1], &mo.target, rc);
 		goto out_inodes;
 	}
+	if (mconn_read_only(m.mc)) {
+		/* Writes would fail with EROFS one by one: say why once,
+		 * and let the kernel refuse them (mount(8) shows ro). */
+		fprintf(stderr,
+			"sweepfs-mount: the master exports %s to this client "
+			"read-only: mounting read-only\n",
+			mo.target.subdir[0] ? mo.target.subdir : "/");
+		fuse_opt_add_arg(&args, "-oro");
+	}
 	m.root_ino = mconn_root_ino(m.mc);
 	/* The kernel knows the root from the start and never forgets it. */
 	itable_ref(&m.inodes, m.root_ino);

@@ -75,6 +75,7 @@ struct mconn {
 	 * (HelloReply.cluster_id); written before the receiver runs. */
 	uint8_t cluster_id[SW_CLUSTER_ID_LEN];
 	bool has_cluster_id;
+	bool read_only; /* the export is, as of the last hello */
 	/* The session's secret, which proves to the master on a reconnect
 	 * that the session is ours (receiver thread, or before it runs). */
 	uint8_t secret[SW_AUTH_TAG];
@@ -456,6 +457,7 @@ again:
 			if (mc->has_secret)
 				memcpy(mc->secret, hr->session_secret.data,
 				       sizeof(mc->secret));
+			mc->read_only = hr->has_read_only && hr->read_only;
 			if (!mc->has_cluster_id && hr->has_cluster_id &&
 			    hr->cluster_id.len == SW_CLUSTER_ID_LEN) {
 				memcpy(mc->cluster_id, hr->cluster_id.data,
@@ -825,6 +827,11 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 uint64_t mconn_root_ino(const struct mconn *mc)
 {
 	return mc->root_ino;
+}
+
+bool mconn_read_only(const struct mconn *mc)
+{
+	return mc->read_only;
 }
 
 bool mconn_cluster_id(const struct mconn *mc, uint8_t id[SW_CLUSTER_ID_LEN])

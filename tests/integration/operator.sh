@@ -341,7 +341,8 @@ kill "$JUNK_PID" 2>/dev/null || true
 wait "$JUNK_PID" 2>/dev/null || true
 
 _swc2 unmount "$MB" >/dev/null || fail "unmounting $MB"
-printf '127.0.0.1 / rw,alldirs,maproot=0,password=open-sesame\n' \
+printf '%s\n' '127.0.0.6 / ro,alldirs' \
+	'127.0.0.1 / rw,alldirs,maproot=0,password=open-sesame' \
 	>"$C2/exports.cfg"
 _swc2 master stop >/dev/null || fail "stopping the second master"
 _swc2 master start --host 127.0.0.1 --port "$B_PORT" --data "$C2/meta" \
@@ -359,5 +360,12 @@ grep -q "wants a password, and the one given is wrong" "$SW_TMP/err" ||
 	fail "unclear message: $(cat "$SW_TMP/err")"
 SWEEPFS_PASSWORD=open-sesame "$SW_TOOL_BIN" -m "$B" status >/dev/null ||
 	fail "status with the right password"
+start_mount "$SW_TMP/ro" "$B" bind=127.0.0.6
+grep -q "exports / to this client read-only: mounting read-only" \
+	"$SW_TMP/ro.log" || fail "no word of the read-only export"
+findmnt -n -M "$SW_TMP/ro" -o OPTIONS | grep -Eq '(^|,)ro(,|$)' ||
+	fail "a read-only export mounted read-write"
+expect_errno EROFS fsop mkdir "$SW_TMP/ro/new"
+stop_mount "$SW_TMP/ro"
 
 sw_pass
