@@ -1006,7 +1006,9 @@ void store_space(struct store *s, uint64_t *total, uint64_t *used,
 			seen = seen || s->dirs[j].dev == d->dev;
 		if (seen)
 			continue;
-		t += d->total;
+		/* Net of the reserve, which no chunk may take: what the
+		 * master places chunks by, and what status and df show. */
+		t += d->total - SW_MIN(s->reserve, d->total);
 		u += d->total - SW_MIN(d->avail, d->total);
 	}
 	pthread_mutex_unlock(&s->lock);

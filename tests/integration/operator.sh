@@ -260,6 +260,13 @@ try:
 except OSError as e:
     print(errno.errorcode[e.errno])' "$MB/big")
 assert_eq ENOSPC "$got" "a write with no room on any chunkserver"
+# status shows the space net of the reserve: none here.
+"$SW_TOOL_BIN" -m "$B" status --json | "$PYTHON" -c 'import json, sys
+s = json.load(sys.stdin)["servers"]
+assert len(s) == 1 and s[0]["total_bytes"] == 0 and s[0]["free_bytes"] == 0, s' ||
+	fail "status of a chunkserver with no room over its reserve"
+"$SW_TOOL_BIN" -m "$B" status | grep -q "used of 0 B, 0 B free" ||
+	fail "status text: $("$SW_TOOL_BIN" -m "$B" status | grep chunkserver)"
 
 log "JSON parses with a strict parser; times are exact"
 mkdir "$M/tr"
