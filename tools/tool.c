@@ -258,6 +258,20 @@ static int locate_fs_path(const char *path, struct sw_target *t, char *rel,
 		path++;
 	if (strlen(path) >= rellen)
 		return -ENAMETOOLONG;
+	/* No mount resolves it: "." and ".." would be names to the master. */
+	for (const char *p = path; *p; p += strcspn(p, "/"), p += *p == '/') {
+		size_t n = strcspn(p, "/");
+
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.')) {
+			fprintf(stderr,
+				"sweepfs: --fs-path %s: '.' and '..' are not "
+				"taken in a path inside the filesystem\n",
+				path);
+			tool_record(TOOL_USAGE);
+			return -EDESTADDRREQ;
+		}
+	}
 	snprintf(rel, rellen, "%s", path);
 	return 0;
 }

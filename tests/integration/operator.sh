@@ -115,6 +115,9 @@ assert_exists "$M/victim"
 rc=0
 (unset SWEEPFS_MASTER; "$SW_TOOL_BIN" --fs-path rmr /victim) 2>/dev/null || rc=$?
 assert_eq 2 "$rc" "exit status of --fs-path without a master"
+rc=0
+"$SW_TOOL_BIN" -m "$B" --fs-path rmr /victim/../victim 2>/dev/null || rc=$?
+assert_eq 2 "$rc" "exit status of --fs-path with .."
 assert_exists "$MB/victim/f"
 
 log "rmr and rmsnapshot refuse . and .., as rm does"
@@ -314,6 +317,37 @@ json.load(sys.stdin)' || fail "sweepfs --json -m A status"
 rc=0
 "$SW_TOOL_BIN" status -m "127.0.0.1:$CS_PORT" 2>/dev/null || rc=$?
 assert_eq 3 "$rc" "-m after the command is the master"
+
+log "every option in --help is in the man page"
+DOC=$SW_SRC/../../doc
+# options_missing HELP_TEXT MAN_SOURCE: the -o names and long options of
+# HELP_TEXT that MAN_SOURCE (scdoc) does not mention, one a line.
+options_missing() {
+	local o
+	for o in $(grep -oE -- '(--[a-z][a-z-]+|-o [a-z_]+)' <<<"$1" |
+		sed 's/^-o /-o_/' | sort -u); do
+		case $o in
+		-o_*) grep -qE "\*-o ${o#-o_}[*=]" "$2" || echo "$o" ;;
+		*) grep -qF -- "*$o*" "$2" || echo "$o" ;;
+		esac
+	done
+}
+missing=$(options_missing "$("$SW_MOUNT_BIN" --help 2>&1)" \
+	"$DOC/sweepfs-mount.8.scd")
+[[ -z "$missing" ]] || fail "sweepfs-mount(8) lacks: $missing"
+missing=$(options_missing "$("$SW_MASTER_BIN" --help 2>&1)" \
+	"$DOC/sweepfs-master.8.scd")
+[[ -z "$missing" ]] || fail "sweepfs-master(8) lacks: $missing"
+missing=$(options_missing "$("$SW_CS_BIN" --help 2>&1)" \
+	"$DOC/sweepfs-chunkserver.8.scd")
+[[ -z "$missing" ]] || fail "sweepfs-chunkserver(8) lacks: $missing"
+missing=$(options_missing "$("$SW_TOOL_BIN" --help 2>&1)" "$DOC/sweepfs.1.scd")
+[[ -z "$missing" ]] || fail "sweepfs(1) lacks: $missing"
+for c in $cmds; do
+	missing=$(options_missing "$("$SW_TOOL_BIN" help "$c" 2>&1)" \
+		"$DOC/sweepfs-$c.1.scd")
+	[[ -z "$missing" ]] || fail "sweepfs-$c(1) lacks: $missing"
+done
 
 log "a refused mount says why; so does the tool"
 mkdir "$SW_TMP/r1"
