@@ -344,6 +344,33 @@ bool mconn_lease_holds(struct mconn *mc)
 /* ---- hello ---------------------------------------------------------- */
 
 /*
+ * Whether @hr comes from a master of another cluster than the one this
+ * mount was made on (HelloReply.cluster_id), said in the log.
+ */
+static bool other_cluster(struct mconn *mc, const Sweepfs__HelloReply *hr)
+{
+	char was[2 * SW_CLUSTER_ID_LEN + 1], now[2 * SW_CLUSTER_ID_LEN + 1];
+	char where[SW_ADDR_STRLEN];
+
+	if (!mc->has_cluster_id || !hr->has_cluster_id ||
+	    hr->cluster_id.len != SW_CLUSTER_ID_LEN ||
+	    !memcmp(mc->cluster_id, hr->cluster_id.data, SW_CLUSTER_ID_LEN))
+		return false;
+	for (size_t i = 0; i < SW_CLUSTER_ID_LEN; i++) {
+		snprintf(was + 2 * i, 3, "%02x", mc->cluster_id[i]);
+		snprintf(now + 2 * i, 3, "%02x", hr->cluster_id.data[i]);
+	}
+	sw_err(TAG,
+	       "the master at %s serves cluster %s, not %s that this mount "
+	       "is of: not resuming there (unmount, and mount again to use "
+	       "it)",
+	       sw_addr_str(mc->o.target.host, mc->o.target.port, where,
+			   sizeof(where)),
+	       now, was);
+	return true;
+}
+
+/*
  * Connect to the target's current address within @connect_ms and
  * exchange hellos on a fresh socket, synchronously (twice when the export
  * asks for a password). Returns the socket, or -errno; for a refused
@@ -441,6 +468,11 @@ again:
 				sw_hello_leader(hr, leader);
 		} else if (!hr->has_session_id || !hr->has_root_ino) {
 			rc = -EPROTO;
+		} else if (other_cluster(mc, hr)) {
+			/* Our inode numbers mean nothing there: a master
+			 * started afresh on the same address, say. */
+			rc = -ESTALE;
+			*refused = true;
 		} else {
 			*session_id = hr->session_id;
 			*root_ino = hr->root_ino;

@@ -409,4 +409,29 @@ findmnt -n -M "$SW_TMP/ro" -o OPTIONS | grep -Eq '(^|,)ro(,|$)' ||
 expect_errno EROFS fsop mkdir "$SW_TMP/ro/new"
 stop_mount "$SW_TMP/ro"
 
+log "a mount does not resume on another cluster at its master's address"
+start_mount "$SW_TMP/mb2" "$B" password=open-sesame,master_timeout=3
+MB2=$SW_TMP/mb2
+assert_exists "$MB2/victim/f"
+_swc2 master stop >/dev/null || fail "stopping the second master"
+_swc2 master start --host 127.0.0.1 --port "$B_PORT" --data "$C2/meta2" \
+	--log "$C2/master2.log" -- --set "exports_file=$C2/exports.cfg" \
+	>/dev/null || fail "a new master on the second one's port"
+wait_until 20 "the mount to refuse the new cluster" \
+	grep -q "serves cluster .*, not $idb that this mount is of" "$MB2.log"
+got=$(timeout 30 "$PYTHON" -c 'import errno, os, sys
+try:
+    os.mkdir(sys.argv[1])
+    print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$MB2/made-after")
+assert_eq EIO "$got" "a mkdir once the master serves another cluster"
+rc=0
+SWEEPFS_PASSWORD=open-sesame "$SW_TOOL_BIN" -m "$B" --fs-path rmr \
+	/made-after 2>"$SW_TMP/err" || rc=$?
+assert_eq 1 "$rc" "rmr of what the mount should not have made"
+grep -q "No such file or directory" "$SW_TMP/err" ||
+	fail "the new cluster: $(cat "$SW_TMP/err")"
+_unmount "$MB2"
+
 sw_pass
