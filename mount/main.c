@@ -149,7 +149,12 @@ static void usage(FILE *f)
 		"allow_other, ...)\n");
 }
 
-static int parse_seconds(const char *s, double def, double *out)
+/*
+ * -o @name=@s in seconds (@def when not given) into *@out; a bad one is
+ * said, naming the option, the value and what is valid.
+ */
+static int parse_seconds(const char *name, const char *s, double def,
+			 double *out)
 {
 	char *end;
 
@@ -158,7 +163,13 @@ static int parse_seconds(const char *s, double def, double *out)
 		return 0;
 	}
 	*out = strtod(s, &end);
-	return (*end || *out < 0 || *out > 86400) ? -EINVAL : 0;
+	if (!*end && end != s && *out >= 0 && *out <= 86400)
+		return 0;
+	fprintf(stderr,
+		"sweepfs-mount: %s = %s: must be seconds, 0 to 86400 (such as "
+		"1.5)\n",
+		name, s);
+	return -EINVAL;
 }
 
 /* Another client changed directories whose listings we cache. */
@@ -254,14 +265,15 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	char pw[256];
 	int got;
 
-	if (parse_seconds(cli->attr_timeout, 1.0, &m->attr_timeout) < 0 ||
-	    parse_seconds(cli->entry_timeout, 1.0, &m->entry_timeout) < 0 ||
-	    parse_seconds(cli->negative_timeout, 0.0, &m->negative_timeout) <
-		    0 ||
-	    parse_seconds(cli->master_timeout, 30.0, master_timeout) < 0) {
-		fprintf(stderr, "sweepfs-mount: bad timeout value\n");
+	if (parse_seconds("attr_timeout", cli->attr_timeout, 1.0,
+			  &m->attr_timeout) < 0 ||
+	    parse_seconds("entry_timeout", cli->entry_timeout, 1.0,
+			  &m->entry_timeout) < 0 ||
+	    parse_seconds("negative_timeout", cli->negative_timeout, 0.0,
+			  &m->negative_timeout) < 0 ||
+	    parse_seconds("master_timeout", cli->master_timeout, 30.0,
+			  master_timeout) < 0)
 		return -1;
-	}
 	/*
 	 * always by default: a reader that goes on to unlink or stat what it
 	 * listed (rm -rf, find -delete) then needs no lookup per name, which
@@ -274,8 +286,10 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	} else if (!strcmp(cli->readdirplus, "never")) {
 		m->readdirplus = RDPLUS_NEVER;
 	} else {
-		fprintf(stderr, "sweepfs-mount: readdirplus is auto, always "
-				"or never\n");
+		fprintf(stderr,
+			"sweepfs-mount: readdirplus = %s: must be always, auto "
+			"or never\n",
+			cli->readdirplus);
 		return -1;
 	}
 	got = cli->password ?
@@ -297,11 +311,27 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 
 		if (*end || end == cli->busy_poll || us > 1000000) {
 			fprintf(stderr,
-				"sweepfs-mount: busy_poll is a number of "
-				"microseconds up to 1000000\n");
+				"sweepfs-mount: busy_poll = %s: must be "
+				"microseconds, 0 to 1000000\n",
+				cli->busy_poll);
 			return -1;
 		}
 		m->busy_poll_us = (unsigned)us;
+	}
+	m->dircache_entries = 2000000;
+	if (cli->dircache_entries) {
+		char *end;
+
+		errno = 0;
+		m->dircache_entries = strtoull(cli->dircache_entries, &end, 10);
+		if (*end || end == cli->dircache_entries || errno ||
+		    cli->dircache_entries[0] == '-') {
+			fprintf(stderr,
+				"sweepfs-mount: dircache_entries = %s: must be "
+				"a whole number\n",
+				cli->dircache_entries);
+			return -1;
+		}
 	}
 	m->writeback = cli->writeback;
 	m->own_perms = cli->own_perms;
@@ -801,9 +831,6 @@ int main(int argc, char **argv)
 
 	connection_opts(&m, &mo, fo.mountpoint, master_timeout, client,
 			sizeof(client));
-	m.dircache_entries = cli.dircache_entries ?
-				     strtoull(cli.dircache_entries, NULL, 10) :
-				     2000000;
 	pthread_mutex_init(&m.dirs_mu, NULL);
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;

@@ -232,6 +232,13 @@ rc=0
 assert_eq 2 "$rc" "exit status of a bad reserve"
 grep -q "^sweepfs-chunkserver: $SW_TMP/cs.cfg:1: reserve = lots: must be a size" \
 	"$SW_TMP/err" || fail "unclear message: $(cat "$SW_TMP/err")"
+mkdir "$SW_TMP/cfgm"
+rc=0
+"$SW_MOUNT_BIN" "$A" "$SW_TMP/cfgm" -f -o dircache_entries=lots \
+	2>"$SW_TMP/err" || rc=$?
+assert_eq 2 "$rc" "exit status of a bad mount option"
+assert_eq "sweepfs-mount: dircache_entries = lots: must be a whole number" \
+	"$(cat "$SW_TMP/err")" "the message for a bad mount option"
 
 log "compare-delete that cannot write its results fails"
 mkdir -p "$M/bench"
