@@ -192,14 +192,17 @@ static int split_dirs(struct daemon *d)
 		if (!*tok)
 			continue;
 		if (d->ndirs == MAX_DIRS) {
-			fprintf(stderr, "more than %d data directories\n",
+			fprintf(stderr,
+				"sweepfs-chunkserver: data_dirs: more than %d "
+				"directories\n",
 				MAX_DIRS);
 			return -E2BIG;
 		}
 		d->dirs[d->ndirs++] = tok;
 	}
 	if (!d->ndirs) {
-		fprintf(stderr, "no data directory\n");
+		fprintf(stderr, "sweepfs-chunkserver: data_dirs: none given "
+				"(-d DIR)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -213,7 +216,10 @@ static int addresses(struct cs *cs)
 
 	if (sw_target_parse(cs->cfg.listen, SW_CHUNKSERVER_PORT, &t) < 0 ||
 	    t.naddrs != 1) {
-		fprintf(stderr, "bad listen address: %s\n", cs->cfg.listen);
+		fprintf(stderr,
+			"sweepfs-chunkserver: listen = %s: must be one "
+			"HOST[:PORT]\n",
+			cs->cfg.listen);
 		return -EINVAL;
 	}
 	snprintf(cs->listen_host, sizeof(cs->listen_host), "%s", t.host);
@@ -221,7 +227,9 @@ static int addresses(struct cs *cs)
 	if (cs->cfg.advertise[0]) {
 		if (sw_target_parse(cs->cfg.advertise, t.port, &t) < 0 ||
 		    t.naddrs != 1) {
-			fprintf(stderr, "bad advertised address: %s\n",
+			fprintf(stderr,
+				"sweepfs-chunkserver: advertise = %s: must be "
+				"one HOST[:PORT]\n",
 				cs->cfg.advertise);
 			return -EINVAL;
 		}
@@ -428,7 +436,10 @@ static int configure(struct daemon *d, struct sw_daemon_args *a)
 		return 2;
 	level = sw_log_parse_level(d->cs.cfg.log_level);
 	if (level < 0) {
-		fprintf(stderr, "bad log level: %s\n", d->cs.cfg.log_level);
+		fprintf(stderr,
+			"sweepfs-chunkserver: log_level = %s: must be one of "
+			"err, warning, notice, info, debug\n",
+			d->cs.cfg.log_level);
 		return 2;
 	}
 	if (a->dump) {
@@ -438,7 +449,10 @@ static int configure(struct daemon *d, struct sw_daemon_args *a)
 	if (addresses(&d->cs) < 0 || split_dirs(d) < 0)
 		return 2;
 	if (sw_target_parse(d->cs.cfg.master, SW_MASTER_PORT, &t) < 0) {
-		fprintf(stderr, "bad master address: %s\n", d->cs.cfg.master);
+		fprintf(stderr,
+			"sweepfs-chunkserver: master = %s: must be "
+			"HOST[:PORT], or a list HOST[:PORT],...\n",
+			d->cs.cfg.master);
 		return 2;
 	}
 	sw_log_level = level;
@@ -476,7 +490,7 @@ int main(int argc, char **argv)
 	set_pool_size(&d.cs.cfg);
 	gethostname(d.cs.name, sizeof(d.cs.name) - 1);
 	if (!a.foreground) {
-		ready_fd = sw_daemonize();
+		ready_fd = sw_daemonize("sweepfs-chunkserver");
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
 				strerror(-ready_fd));

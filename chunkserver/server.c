@@ -591,6 +591,10 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 		rc = -EINVAL;
 	reply.has_version = 1;
 	reply.version = SW_PROTO_VERSION;
+	/* A mount or a tool pointed here by mistake can say what
+	 * answered. */
+	reply.has_role = 1;
+	reply.role = SWEEPFS__ROLE__ROLE_CHUNKSERVER;
 	if (rc < 0) {
 		sw_notice(TAG, "%s: hello refused: %s", c->sc.peer,
 			  strerror(-rc));

@@ -1006,7 +1006,9 @@ void store_space(struct store *s, uint64_t *total, uint64_t *used,
 			seen = seen || s->dirs[j].dev == d->dev;
 		if (seen)
 			continue;
-		t += d->total;
+		/* Net of the reserve, which no chunk may take: what the
+		 * master places chunks by, and what status and df show. */
+		t += d->total - SW_MIN(s->reserve, d->total);
 		u += d->total - SW_MIN(d->avail, d->total);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -1109,6 +1111,36 @@ void store_close(struct store *s)
 	free(s);
 }
 
+/*
+ * Say at start-up which directories can take no new chunk: their
+ * filesystem is no bigger than the reserve, or has no more free. Without
+ * this, the first sign is a write that fails (ENOSPC) much later.
+ */
+static void warn_reserve(const struct store *s)
+{
+	const double mib = 1024.0 * 1024.0;
+
+	for (size_t i = 0; i < s->ndirs; i++) {
+		const struct store_dir *d = &s->dirs[i];
+
+		if (d->total <= s->reserve)
+			sw_warn(TAG,
+				"%s: its filesystem holds %.0f MiB, not more "
+				"than reserve = %.0f MiB: no chunk will be "
+				"made there (lower reserve, or use a bigger "
+				"disk)",
+				d->path, (double)d->total / mib,
+				(double)s->reserve / mib);
+		else if (d->avail <= s->reserve)
+			sw_warn(TAG,
+				"%s: %.0f MiB free, not more than reserve = "
+				"%.0f MiB: no chunk will be made there until "
+				"space is freed",
+				d->path, (double)d->avail / mib,
+				(double)s->reserve / mib);
+	}
+}
+
 int store_open(const struct store_opts *o, struct store **out)
 {
 	struct store *s;
@@ -1127,6 +1159,7 @@ int store_open(const struct store_opts *o, struct store **out)
 	rc = dirs_open(s, o);
 	if (rc == 0) {
 		store_refresh_space(s);
+		warn_reserve(s);
 		rc = store_scan(s);
 	}
 	if (rc < 0) {

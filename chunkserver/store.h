@@ -138,8 +138,10 @@ void store_refresh_space(struct store *s);
 
 /*
  * Space of the file systems under the data directories, each counted
- * once, as of the last refresh: @total and @used bytes; @chunk_bytes, the
- * logical bytes of all chunks. Any pointer may be NULL.
+ * once, as of the last refresh: @total bytes net of the reserve (so
+ * @total - @used is what chunks may still take; 0 or less: none) and
+ * @used bytes; @chunk_bytes, the logical bytes of all chunks. Any
+ * pointer may be NULL.
  */
 void store_space(struct store *s, uint64_t *total, uint64_t *used,
 		 uint64_t *chunk_bytes);

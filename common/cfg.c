@@ -81,6 +81,67 @@ int sw_opt_set_kv(const struct sw_opt *opts, const char *kv)
 	return sw_opt_set(opts, name, eq + 1);
 }
 
+/* "1 to 8", "at least 1000 ms", "" (no bounds), in @o's unit. */
+static void explain_bounds(const struct sw_opt *o, char *buf, size_t len)
+{
+	const char *unit = o->type == SW_OPT_SIZE     ? " bytes" :
+			   o->type == SW_OPT_DURATION ? " ms" :
+							"";
+
+	if (o->max == UINT64_MAX && o->min == 0)
+		snprintf(buf, len, "%s", "");
+	else if (o->max == UINT64_MAX)
+		snprintf(buf, len, "at least %" PRIu64 "%s", o->min, unit);
+	else
+		snprintf(buf, len, "%" PRIu64 " to %" PRIu64 "%s", o->min,
+			 o->max, unit);
+}
+
+void sw_opt_explain(const struct sw_opt *opts, const char *name,
+		    const char *value, int rc, char *buf, size_t len)
+{
+	const struct sw_opt *o = opt_find(opts, name);
+	char bounds[96], words[256] = "";
+	const char *kind;
+	size_t n = 0;
+
+	if (!o || rc == -ENOENT) {
+		snprintf(buf, len,
+			 "%s: unknown key (--dump-config lists them all)",
+			 name);
+		return;
+	}
+	switch (o->type) {
+	case SW_OPT_STRING:
+		snprintf(buf, len,
+			 "%s = %s: must be shorter than %" PRIu64 " bytes",
+			 name, value, o->max);
+		return;
+	case SW_OPT_BOOL:
+		snprintf(buf, len, "%s = %s: must be yes or no", name, value);
+		return;
+	case SW_OPT_ENUM:
+		for (int i = 0; o->choices[i] && n < sizeof(words); i++)
+			n += (size_t)snprintf(words + n, sizeof(words) - n,
+					      "%s%s", i ? ", " : "",
+					      o->choices[i]);
+		snprintf(buf, len, "%s = %s: must be one of %s", name, value,
+			 words);
+		return;
+	default:
+		break;
+	}
+	explain_bounds(o, bounds, sizeof(bounds));
+	kind = o->type == SW_OPT_SIZE	  ? "a size (such as 256M)" :
+	       o->type == SW_OPT_DURATION ? "a duration (such as 30s)" :
+					    "a whole number";
+	if (rc == -ERANGE && bounds[0])
+		snprintf(buf, len, "%s = %s: must be %s", name, value, bounds);
+	else
+		snprintf(buf, len, "%s = %s: must be %s%s%s", name, value, kind,
+			 bounds[0] ? ", " : "", bounds);
+}
+
 static char *trim(char *s)
 {
 	char *e;
@@ -127,6 +188,8 @@ int sw_cfg_load(const char *path, const struct sw_opt *opts,
 		if (rc < 0) {
 			where->line = lineno;
 			snprintf(where->key, sizeof(where->key), "%s", key);
+			snprintf(where->value, sizeof(where->value), "%s",
+				 eq ? val : "");
 			break;
 		}
 	}

@@ -34,8 +34,9 @@ struct sw_opt {
 
 /* Where a config file went wrong. */
 struct sw_cfg_error {
-	unsigned line; /* 1-based; 0 when the file could not be read */
-	char key[64];  /* the offending key, possibly truncated */
+	unsigned line;	 /* 1-based; 0 when the file could not be read */
+	char key[64];	 /* the offending key, possibly truncated */
+	char value[128]; /* its value as written, possibly truncated */
 };
 
 /*
@@ -58,6 +59,14 @@ int sw_opt_set_kv(const struct sw_opt *opts, const char *kv);
  */
 int sw_cfg_load(const char *path, const struct sw_opt *opts,
 		struct sw_cfg_error *where);
+
+/*
+ * What is wrong with @value for option @name, as sw_opt_set() answered
+ * @rc, into @buf: "KEY = VALUE: must be 1 to 8", "KEY: unknown key", so
+ * that an error names the key, the value and what is valid.
+ */
+void sw_opt_explain(const struct sw_opt *opts, const char *name,
+		    const char *value, int rc, char *buf, size_t len);
 
 /* Write one line per option, "name = current value  # help", to @f. */
 void sw_opt_dump(FILE *f, const struct sw_opt *opts);

@@ -118,6 +118,21 @@ int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
 	return 0;
 }
 
+int sw_hello_refusal(const struct sw_target *t, const Sweepfs__HelloReply *hr,
+		     Sweepfs__Hello *hello, uint8_t tag[SW_AUTH_TAG], int tries)
+{
+	bool challenged = hr->has_challenge &&
+			  hr->challenge.len == SW_AUTH_NONCE;
+
+	if (tries > 0)
+		return -EKEYREJECTED; /* refused after our answer */
+	if (!challenged)
+		return -EACCES;
+	if (!t->has_key)
+		return -ENOKEY;
+	return sw_hello_answer(t, hr, hello, tag);
+}
+
 void sw_hello_leader(const Sweepfs__HelloReply *hr, char *buf)
 {
 	*buf = '\0';
@@ -221,10 +236,12 @@ again:
 		goto out_close;
 	hr = (Sweepfs__HelloReply *)reply;
 	rc = sw_reply_err(reply);
-	if (rc == -EACCES && tries++ == 0 &&
-	    sw_hello_answer(t, hr, &hello, tag) == 0) {
-		protobuf_c_message_free_unpacked(reply, NULL);
-		goto again;
+	if (rc == -EACCES) {
+		rc = sw_hello_refusal(t, hr, &hello, tag, tries++);
+		if (rc == 0) {
+			protobuf_c_message_free_unpacked(reply, NULL);
+			goto again;
+		}
 	}
 	*refused = rc < 0;
 	if (rc == -EREMOTE)
@@ -234,6 +251,12 @@ again:
 	if (rc == 0) {
 		c->session_id = hr->session_id;
 		c->root_ino = hr->root_ino;
+		c->peer_role = hr->has_role ? (int)hr->role : 0;
+		c->has_cluster_id = hr->has_cluster_id &&
+				    hr->cluster_id.len == SW_CLUSTER_ID_LEN;
+		if (c->has_cluster_id)
+			memcpy(c->cluster_id, hr->cluster_id.data,
+			       SW_CLUSTER_ID_LEN);
 	}
 	protobuf_c_message_free_unpacked(reply, NULL);
 	if (rc < 0)

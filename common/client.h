@@ -17,6 +17,9 @@
 #include "frame.h"
 #include "net.h"
 
+/* Bytes of a cluster's identity (HelloReply.cluster_id). */
+#define SW_CLUSTER_ID_LEN 16
+
 struct sw_client {
 	int fd;
 	uint64_t next_id;    /* id of the next request */
@@ -26,6 +29,11 @@ struct sw_client {
 	struct sw_buf in;    /* bytes received, not yet parsed */
 	uint32_t max_payload;
 	char master[SW_ADDR_STRLEN]; /* "HOST:PORT" it is connected to */
+	/* What answered the hello (SWEEPFS__ROLE__*; 0: a peer too old to
+	 * say) and, from a master, the cluster's identity (HelloReply). */
+	int peer_role;
+	bool has_cluster_id;
+	uint8_t cluster_id[SW_CLUSTER_ID_LEN];
 };
 
 /*
@@ -34,8 +42,9 @@ struct sw_client {
  * bounds the connect and every later call. With a list of masters, they
  * are tried as sw_target_walk() says, within @timeout_ms in all. Returns
  * 0, -errno from the connection, -EPROTO for a reply that makes no sense,
- * or the master's refusal as -errno (-EACCES, -EPROTONOSUPPORT, ...;
- * -EREMOTE when no master of the list leads).
+ * or the master's refusal as -errno (-EACCES, -ENOKEY, -EKEYREJECTED as
+ * sw_hello_refusal() says, -EPROTONOSUPPORT, ...; -EREMOTE when no master
+ * of the list leads).
  * On success the caller owns *@out and frees it with sw_client_close().
  */
 int sw_client_open(const struct sw_target *t, int role, const char *name,
@@ -55,6 +64,16 @@ int sw_target_password(struct sw_target *t, const char *password);
  */
 int sw_hello_answer(const struct sw_target *t, const Sweepfs__HelloReply *hr,
 		    Sweepfs__Hello *hello, uint8_t tag[32]);
+
+/*
+ * A hello refused with EACCES (@hr), the @tries-th time on this
+ * connection: 0 with @hello answered as sw_hello_answer() does (send it
+ * again); else the refusal as a client should say it: -EACCES (no exports
+ * rule lets this client have that directory), -ENOKEY (the export wants a
+ * password and none was given), -EKEYREJECTED (the password was wrong).
+ */
+int sw_hello_refusal(const struct sw_target *t, const Sweepfs__HelloReply *hr,
+		     Sweepfs__Hello *hello, uint8_t tag[32], int tries);
 
 /*
  * The leader a refusing follower named (HelloReply.leader) into @buf of

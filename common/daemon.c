@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -56,6 +57,8 @@ int sw_daemon_parse(int argc, char **argv, const char *prog,
 	size_t n = SW_ARRAY_SIZE(common);
 	int opt, rc = -1;
 
+	/* Errors from here on name the program (sw_daemon_set()). */
+	sw_log_set_ident(prog);
 	memcpy(longopts, common, sizeof(common));
 	for (size_t i = 0; flags[i].opt && i < MAX_FLAGS; i++) {
 		char o[3] = { (char)flags[i].opt, ':', 0 };
@@ -137,43 +140,120 @@ int sw_daemon_load_config(struct sw_daemon_args *a, const char *default_config,
 	if (!a->config)
 		return 0;
 	rc = sw_cfg_load(a->config, opts, &where);
-	if (rc < 0 && where.line)
-		fprintf(stderr, "%s:%u: %s: %s\n", a->config, where.line,
-			where.key, rc == -ENOENT ? "unknown key" : "bad value");
-	else if (rc < 0)
-		fprintf(stderr, "%s: %s\n", a->config, strerror(-rc));
+	if (rc < 0 && where.line) {
+		char why[512];
+
+		if (!where.value[0] && rc == -EINVAL)
+			snprintf(why, sizeof(why), "%s: not KEY = VALUE",
+				 where.key);
+		else
+			sw_opt_explain(opts, where.key, where.value, rc, why,
+				       sizeof(why));
+		fprintf(stderr, "%s: %s:%u: %s\n", sw_log_get_ident(),
+			a->config, where.line, why);
+	} else if (rc < 0) {
+		fprintf(stderr, "%s: %s: %s\n", sw_log_get_ident(), a->config,
+			strerror(-rc));
+	}
 	return rc;
 }
 
 int sw_daemon_set(const struct sw_opt *opts, const char *kv)
 {
+	const char *eq = strchr(kv, '=');
 	int rc = sw_opt_set_kv(opts, kv);
+	char name[64], why[512];
 
-	if (rc < 0)
-		fprintf(stderr, "%s: %s\n", kv,
-			rc == -ENOENT ? "unknown key" : "bad value");
+	if (rc == 0)
+		return 0;
+	if (!eq) {
+		fprintf(stderr, "%s: --set %s: not KEY=VALUE\n",
+			sw_log_get_ident(), kv);
+		return rc;
+	}
+	snprintf(name, sizeof(name), "%.*s", (int)(eq - kv), kv);
+	sw_opt_explain(opts, name, eq + 1, rc, why, sizeof(why));
+	fprintf(stderr, "%s: %s\n", sw_log_get_ident(), why);
 	return rc;
 }
 
 /* ---- becoming a daemon ------------------------------------------------- */
 
-int sw_daemonize(void)
+/*
+ * The starting process's side of start-up: copy to stderr what the daemon
+ * says on @fd (its errors, sw_log_tee_stderr()) until the NUL byte that
+ * precedes its status (sw_daemon_ready()). The status, or -1 if the daemon
+ * went away without one.
+ */
+static int relay_start(int fd)
+{
+	char buf[4096], *nul;
+	ssize_t n;
+
+	for (;;) {
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		nul = memchr(buf, '\0', (size_t)n);
+		if (write(STDERR_FILENO, buf,
+			  nul ? (size_t)(nul - buf) : (size_t)n) < 0) {
+			/* Our stderr is gone: the status still counts. */
+		}
+		if (!nul)
+			continue;
+		if (nul + 1 < buf + n)
+			return (unsigned char)nul[1];
+		do
+			n = read(fd, buf, 1);
+		while (n < 0 && errno == EINTR);
+		return n == 1 ? (unsigned char)buf[0] : -1;
+	}
+}
+
+/* The starting process: wait for the daemon's word, exit with it. */
+static _Noreturn void wait_for_daemon(const char *prog, pid_t pid, int fd)
+{
+	int status = relay_start(fd), ws;
+
+	if (status >= 0)
+		_exit(status);
+	/* Gone without a word: say how, since its log may be nowhere. It
+	 * closed the pipe by exiting, so its status comes at once; a
+	 * second at most, not to hang whoever started us. */
+	for (int i = 0; i < 100; i++) {
+		if (waitpid(pid, &ws, WNOHANG) == pid) {
+			if (WIFSIGNALED(ws))
+				fprintf(stderr,
+					"%s: died during start-up: %s\n", prog,
+					strsignal(WTERMSIG(ws)));
+			else
+				fprintf(stderr,
+					"%s: exited during start-up "
+					"(status %d)\n",
+					prog, WEXITSTATUS(ws));
+			break;
+		}
+		usleep(10 * 1000);
+	}
+	_exit(1);
+}
+
+int sw_daemonize(const char *prog)
 {
 	int fds[2], null;
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
+	fflush(stderr);
 	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid > 0) {
-		char status = 1;
-
 		close(fds[1]);
-		if (read(fds[0], &status, 1) != 1)
-			status = 1;
-		_exit(status);
+		wait_for_daemon(prog, pid, fds[0]);
 	}
 	close(fds[0]);
 	setsid();
@@ -183,21 +263,34 @@ int sw_daemonize(void)
 	if (null >= 0) {
 		dup2(null, 0);
 		dup2(null, 1);
-		dup2(null, 2);
 		if (null > 2)
 			close(null);
 	}
+	/* Until ready, stderr and every error and warning logged go to
+	 * the starting process, which shows them (sw_daemon_ready() ends
+	 * it): a warning at start-up (a chunk directory with no room) is
+	 * for whoever starts the daemon to see. */
+	dup2(fds[1], STDERR_FILENO);
+	sw_log_tee_stderr(LOG_WARNING);
 	return fds[1];
 }
 
 void sw_daemon_ready(int *fd, int status)
 {
-	char c = (char)status;
+	char end[2] = { '\0', (char)status };
+	int null;
 
 	if (*fd < 0)
 		return;
-	if (write(*fd, &c, 1) < 0) {
+	sw_log_tee_stderr(-1);
+	fflush(stderr);
+	if (write(*fd, end, sizeof(end)) < 0) {
 		/* The parent is gone: nobody to tell. */
+	}
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDERR_FILENO);
+		close(null);
 	}
 	close(*fd);
 	*fd = -1;

@@ -52,15 +52,20 @@ int sw_daemon_load_config(struct sw_daemon_args *a, const char *default_config,
 int sw_daemon_set(const struct sw_opt *opts, const char *kv);
 
 /*
- * Detach from the terminal (fork, setsid, chdir /, stdio on /dev/null).
- * Returns in the daemon with the write end of a pipe for
+ * Detach from the terminal (fork, setsid, chdir /, stdin and stdout on
+ * /dev/null). Returns in the daemon with the write end of a pipe for
  * sw_daemon_ready(); the original process waits on the read end and exits
- * with the status the daemon reports (1 if it dies first). -errno.
+ * with the status the daemon reports (1 if it dies first, saying how, as
+ * @prog). Until then the daemon's stderr is that pipe and every error
+ * and warning it logs is copied there too (sw_log_tee_stderr()), so that the original
+ * process prints why start-up failed, as mfsmaster does, even with no
+ * syslog to read. -errno.
  */
-int sw_daemonize(void);
+int sw_daemonize(const char *prog);
 
 /* Report start-up's outcome (0: ready) to the waiting parent through
- * *@fd, once; nothing when *@fd is -1 (in the foreground). */
+ * *@fd, once, and put stderr on /dev/null; nothing when *@fd is -1 (in
+ * the foreground). */
 void sw_daemon_ready(int *fd, int status);
 
 /*

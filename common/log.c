@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -14,6 +15,9 @@ int sw_log_level = LOG_NOTICE;
 static sw_log_sink_fn log_sink;
 static void *log_opaque;
 static const char *log_ident = "sweepfs";
+/* sw_log_tee_stderr()'s level; -1: none. Atomic: set while other threads
+ * may log. */
+static int tee_level = -1;
 
 static const char *const level_names[] = {
 	[LOG_EMERG] = "emerg",	   [LOG_ALERT] = "alert",
@@ -48,9 +52,32 @@ void sw_log_set_sink(sw_log_sink_fn sink, void *opaque)
 	log_opaque = opaque;
 }
 
+void sw_log_tee_stderr(int level)
+{
+	__atomic_store_n(&tee_level, level, __ATOMIC_RELEASE);
+}
+
+/* One write(2), so that lines from different threads stay whole. */
+static void tee_write(const char *msg)
+{
+	char line[1200];
+	int n = snprintf(line, sizeof(line), "%s: %s\n", log_ident, msg);
+
+	if (n > (int)sizeof(line) - 1)
+		n = (int)sizeof(line) - 1;
+	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* Nobody waits any more: nothing to do. */
+	}
+}
+
 void sw_log_set_ident(const char *ident)
 {
 	log_ident = ident;
+}
+
+const char *sw_log_get_ident(void)
+{
+	return log_ident;
 }
 
 void sw_log_to_syslog(const char *ident)
@@ -80,5 +107,7 @@ void sw_log_emit(int level, const char *tag, const char *fmt, ...)
 		log_sink(level, tag, msg, log_opaque);
 	else
 		stderr_sink(level, tag, msg, NULL);
+	if (log_sink && level <= __atomic_load_n(&tee_level, __ATOMIC_ACQUIRE))
+		tee_write(msg);
 	errno = saved;
 }

@@ -29,8 +29,20 @@ void sw_log_set_sink(sw_log_sink_fn sink, void *opaque);
 /* Route messages to syslog(3) under @ident (openlog is called here). */
 void sw_log_to_syslog(const char *ident);
 
+/*
+ * Also write every message at @level or more urgent to stderr as one
+ * "IDENT: MESSAGE" line, whatever the sink (-1: stop). A detaching
+ * daemon's start-up does, with stderr a pipe to the process that waits
+ * for it (daemon.h), so that a failure is seen where it was started even
+ * without a syslog. Safe against concurrent logging.
+ */
+void sw_log_tee_stderr(int level);
+
 /* Prefix stderr lines with @ident ("sweepfs-master"). */
 void sw_log_set_ident(const char *ident);
+
+/* The program's name as sw_log_set_ident() set it ("sweepfs" before). */
+const char *sw_log_get_ident(void);
 
 /* Parse "err", "warning", "notice", "info" or "debug"; -EINVAL if none. */
 int sw_log_parse_level(const char *s);

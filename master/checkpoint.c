@@ -18,6 +18,8 @@
  *            still being purged (its directories are in 'D' records)
  *   'T'      u64 id u64 ino u64 parent u32 len path i64 deleted
  *            i64 expires u64 nodes: an item in the trash
+ *   'C'      16 bytes: the cluster's identity (format 6; one record, or
+ *            none before the first master led)
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
  * All 'N' records come before any 'K', those before any 'F' and 'D', so
@@ -48,7 +50,8 @@
 #define CP_MAGIC "SWCP"
 /* 4: after next_chunk, the counts of nodes, chunks, xattr sets and
  * orphans (3, without them, still loads). 5: 'R' records (replies.h).
- * 6: each change in an 'R' record with its request's digest. */
+ * 6: each change in an 'R' record with its request's digest, and a 'C'
+ * record (the cluster's identity). */
 #define CP_FORMAT 6u
 #define IOBUF (1u << 20)
 /* The smallest record counted in the header: a chunk's (tag, id,
@@ -353,6 +356,11 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	}
 	ns_trash_foreach(ns, write_trash, &w);
 	replies_foreach(&ns->replies, write_ring, &w);
+	if (ns_has_cluster_id(ns)) {
+		w_u8(&w, 'C');
+		w_bytes(&w, ns->cluster_id, NS_CLUSTER_ID_LEN);
+		w.records++;
+	}
 	w_u8(&w, 'Z');
 	w_u64(&w, w.records);
 	w_flush(&w);
@@ -699,6 +707,15 @@ static int load_ring(struct ns *ns, struct reader *r, uint32_t format)
 	return 0;
 }
 
+/* The cluster's identity: all zero is none, and none is not written. */
+static int load_cluster_id(struct ns *ns, struct reader *r)
+{
+	if (r_bytes(r, ns->cluster_id, NS_CLUSTER_ID_LEN) ||
+	    !ns_has_cluster_id(ns))
+		return -EUCLEAN;
+	return 0;
+}
+
 static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
 	struct reader r = { 0 };
@@ -775,6 +792,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'R':
 			rc = load_ring(ns, &r, format);
+			break;
+		case 'C':
+			rc = load_cluster_id(ns, &r);
 			break;
 		default:
 			rc = -EUCLEAN;

@@ -365,7 +365,9 @@ static int configure(struct master *m, struct sw_opt *opts,
 			if (sw_target_parse(kv + 7, SW_MASTER_PORT, &listen) <
 				    0 ||
 			    listen.naddrs > 1) {
-				fprintf(stderr, "bad listen address: %s\n",
+				fprintf(stderr,
+					"sweepfs-master: listen = %s: must be "
+					"one HOST[:PORT]\n",
 					kv + 7);
 				return 2;
 			}
@@ -389,7 +391,7 @@ static int run(struct master *m, const struct sw_daemon_args *a)
 	signal(SIGPIPE, SIG_IGN);
 	sw_raise_fd_limit();
 	if (!a->foreground) {
-		ready_fd = sw_daemonize();
+		ready_fd = sw_daemonize("sweepfs-master");
 		if (ready_fd < 0) {
 			fprintf(stderr, "cannot daemonize: %s\n",
 				strerror(-ready_fd));
@@ -447,7 +449,10 @@ int main(int argc, char **argv)
 		return rc;
 	level = sw_log_parse_level(m.cfg.log_level);
 	if (level < 0) {
-		fprintf(stderr, "bad log level: %s\n", m.cfg.log_level);
+		fprintf(stderr,
+			"sweepfs-master: log_level = %s: must be one of err, "
+			"warning, notice, info, debug\n",
+			m.cfg.log_level);
 		return 2;
 	}
 	if (a.dump) {

@@ -510,11 +510,42 @@ int master_start(struct master *m, uv_loop_t *loop)
 	return 0;
 }
 
+/*
+ * The first master to lead metadata without an identity gives it one,
+ * journaled like any change, so that replay, a checkpoint and every
+ * member of a group have the same (HelloReply.cluster_id). A commit that
+ * fails (the metadata disk full) leaves it for the next start: no hello
+ * carries an identity until then, and tools then do not compare.
+ */
+static void cluster_id_make(struct master *m)
+{
+	Sweepfs__Meta__ClusterId ci = SWEEPFS__META__CLUSTER_ID__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	uint8_t id[NS_CLUSTER_ID_LEN];
+	int rc;
+
+	if (ns_has_cluster_id(&m->ns))
+		return;
+	/* (All zero, one chance in 2^128, would read as none: made
+	 * again at the next start.) */
+	sw_auth_random(id, sizeof(id));
+	ci.id.data = id;
+	ci.id.len = sizeof(id);
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CLUSTER_ID;
+	mut.cluster_id = &ci;
+	rc = master_commit(m, NULL, &mut);
+	if (rc < 0)
+		sw_err(TAG, "cannot journal the cluster's identity: %s",
+		       strerror(-rc));
+}
+
 void master_lead(struct master *m)
 {
 	int64_t now = sw_mono_ns();
 
 	hooks_wire(m, true);
+	cluster_id_make(m);
 	if (m->group) {
 		/* As after a restart: mounts resume their sessions, reclaim
 		 * their open files and send again what they had not had

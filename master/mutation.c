@@ -3,6 +3,7 @@
  * after the handler committed it, and in replay at start-up.
  */
 #include <errno.h>
+#include <string.h>
 
 #include "mutation.h"
 #include "replies.h"
@@ -335,6 +336,20 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		if (m->reserve->next_ino > ns->next_ino)
 			ns->next_ino = m->reserve->next_ino;
 		rc = 0;
+		break;
+	case SWEEPFS__META__MUTATION__OP_CLUSTER_ID:
+		/* Made once and never changed: the same again is nothing,
+		 * another one (a bug, or a changelog spliced from another
+		 * cluster) is refused, not believed. */
+		rc = -EINVAL;
+		if (m->cluster_id->id.len != NS_CLUSTER_ID_LEN)
+			break;
+		if (!ns_has_cluster_id(ns))
+			memcpy(ns->cluster_id, m->cluster_id->id.data,
+			       NS_CLUSTER_ID_LEN);
+		if (!memcmp(ns->cluster_id, m->cluster_id->id.data,
+			    NS_CLUSTER_ID_LEN))
+			rc = 0;
 		break;
 	default:
 		rc = -EINVAL;

@@ -152,6 +152,9 @@ struct cursor {
 
 struct xattr_set;
 
+/* Bytes of the cluster's identity. */
+#define NS_CLUSTER_ID_LEN 16
+
 struct ns {
 	struct htab inodes;  /* all nodes by ino */
 	struct htab orphans; /* nodes with NODE_ORPHAN, by ino */
@@ -166,6 +169,9 @@ struct ns {
 	uint64_t next_ino;  /* lowest inode number never used */
 	uint64_t next_edge; /* lowest edge id never used */
 	uint64_t version;   /* changelog version of the last change */
+	/* The cluster's identity (proto/meta.proto ClusterId); all zero
+	 * until the first master to lead journals one (master_lead()). */
+	uint8_t cluster_id[NS_CLUSTER_ID_LEN];
 	uint64_t nnodes;    /* all live nodes, orphans included */
 	uint64_t ndirs;	    /* of which directories */
 	uint64_t nedges;    /* live edges */
@@ -268,6 +274,16 @@ struct node *ns_get(const struct ns *ns, uint64_t ino);
 /* The live edge named @name (@len bytes) in directory @dir, or NULL. */
 struct edge *ns_lookup(const struct ns *ns, const struct node *dir,
 		       const char *name, size_t len);
+
+/* Whether the metadata has its cluster identity yet. */
+static inline bool ns_has_cluster_id(const struct ns *ns)
+{
+	uint8_t any = 0;
+
+	for (size_t i = 0; i < NS_CLUSTER_ID_LEN; i++)
+		any |= ns->cluster_id[i];
+	return any != 0;
+}
 
 static inline bool ns_is_dir(const struct node *n)
 {

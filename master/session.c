@@ -1028,6 +1028,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 
 	reply.has_version = 1;
 	reply.version = SW_PROTO_VERSION;
+	reply.has_role = 1;
+	reply.role = SWEEPFS__ROLE__ROLE_MASTER;
 	if (!group_serving(m)) {
 		/* A follower: where the leader is, if anyone leads. */
 		const char *leader = group_leader(m);
@@ -1124,6 +1126,11 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	reply.root_ino = s->root_ino;
 	reply.has_lease_ms = 1;
 	reply.lease_ms = deleg_lease_ms(m);
+	if (ns_has_cluster_id(&m->ns)) {
+		reply.has_cluster_id = 1;
+		reply.cluster_id.data = m->ns.cluster_id;
+		reply.cluster_id.len = sizeof(m->ns.cluster_id);
+	}
 	reply.has_read_only = reply.has_admin = 1;
 	reply.read_only = !s->rw;
 	reply.admin = s->admin;

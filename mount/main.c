@@ -11,19 +11,23 @@
  * threads. Run as root it adds allow_other, as mfsmount does, so that every
  * user of the machine sees the filesystem.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "client.h"
 #include "cspool.h"
+#include "daemon.h"
 #include "data.h"
 #include "deleg.h"
 #include "devpoll.h"
@@ -52,6 +56,7 @@ struct cli {
 	int wsync;
 	int io_uring;
 	int own_perms;
+	int nonempty;
 	int help;
 	int version;
 };
@@ -76,6 +81,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("wsync", wsync),
 	CLI_OPT("io_uring", io_uring),
 	CLI_OPT("no_default_permissions", own_perms),
+	CLI_OPT("nonempty", nonempty),
 	CLI_OPT("-h", help),
 	CLI_OPT("--help", help),
 	CLI_OPT("-V", version),
@@ -131,6 +137,9 @@ static void usage(FILE *f)
 		"                          opening FIFOs and sockets goes "
 		"unchecked: see\n"
 		"                          README)\n"
+		"  -o nonempty             mount even on a directory that is "
+		"not empty\n"
+		"                          or already a mount point\n"
 		"  -o passwordfile=FILE    the export's password, first line "
 		"of FILE\n"
 		"                          (also $SWEEPFS_PASSWORD; password=PASS "
@@ -140,7 +149,12 @@ static void usage(FILE *f)
 		"allow_other, ...)\n");
 }
 
-static int parse_seconds(const char *s, double def, double *out)
+/*
+ * -o @name=@s in seconds (@def when not given) into *@out; a bad one is
+ * said, naming the option, the value and what is valid.
+ */
+static int parse_seconds(const char *name, const char *s, double def,
+			 double *out)
 {
 	char *end;
 
@@ -149,7 +163,13 @@ static int parse_seconds(const char *s, double def, double *out)
 		return 0;
 	}
 	*out = strtod(s, &end);
-	return (*end || *out < 0 || *out > 86400) ? -EINVAL : 0;
+	if (!*end && end != s && *out >= 0 && *out <= 86400)
+		return 0;
+	fprintf(stderr,
+		"sweepfs-mount: %s = %s: must be seconds, 0 to 86400 (such as "
+		"1.5)\n",
+		name, s);
+	return -EINVAL;
 }
 
 /* Another client changed directories whose listings we cache. */
@@ -245,14 +265,15 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	char pw[256];
 	int got;
 
-	if (parse_seconds(cli->attr_timeout, 1.0, &m->attr_timeout) < 0 ||
-	    parse_seconds(cli->entry_timeout, 1.0, &m->entry_timeout) < 0 ||
-	    parse_seconds(cli->negative_timeout, 0.0, &m->negative_timeout) <
-		    0 ||
-	    parse_seconds(cli->master_timeout, 30.0, master_timeout) < 0) {
-		fprintf(stderr, "sweepfs-mount: bad timeout value\n");
+	if (parse_seconds("attr_timeout", cli->attr_timeout, 1.0,
+			  &m->attr_timeout) < 0 ||
+	    parse_seconds("entry_timeout", cli->entry_timeout, 1.0,
+			  &m->entry_timeout) < 0 ||
+	    parse_seconds("negative_timeout", cli->negative_timeout, 0.0,
+			  &m->negative_timeout) < 0 ||
+	    parse_seconds("master_timeout", cli->master_timeout, 30.0,
+			  master_timeout) < 0)
 		return -1;
-	}
 	/*
 	 * always by default: a reader that goes on to unlink or stat what it
 	 * listed (rm -rf, find -delete) then needs no lookup per name, which
@@ -265,8 +286,10 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	} else if (!strcmp(cli->readdirplus, "never")) {
 		m->readdirplus = RDPLUS_NEVER;
 	} else {
-		fprintf(stderr, "sweepfs-mount: readdirplus is auto, always "
-				"or never\n");
+		fprintf(stderr,
+			"sweepfs-mount: readdirplus = %s: must be always, auto "
+			"or never\n",
+			cli->readdirplus);
 		return -1;
 	}
 	got = cli->password ?
@@ -288,11 +311,27 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 
 		if (*end || end == cli->busy_poll || us > 1000000) {
 			fprintf(stderr,
-				"sweepfs-mount: busy_poll is a number of "
-				"microseconds up to 1000000\n");
+				"sweepfs-mount: busy_poll = %s: must be "
+				"microseconds, 0 to 1000000\n",
+				cli->busy_poll);
 			return -1;
 		}
 		m->busy_poll_us = (unsigned)us;
+	}
+	m->dircache_entries = 2000000;
+	if (cli->dircache_entries) {
+		char *end;
+
+		errno = 0;
+		m->dircache_entries = strtoull(cli->dircache_entries, &end, 10);
+		if (*end || end == cli->dircache_entries || errno ||
+		    cli->dircache_entries[0] == '-') {
+			fprintf(stderr,
+				"sweepfs-mount: dircache_entries = %s: must be "
+				"a whole number\n",
+				cli->dircache_entries);
+			return -1;
+		}
 	}
 	m->writeback = cli->writeback;
 	m->own_perms = cli->own_perms;
@@ -412,7 +451,7 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 			   struct fuse_cmdline_opts *fo, const char *spec,
 			   int timeout_ms)
 {
-	int rc, ret = 1;
+	int rc, ret = 1, ready_fd = -1;
 
 	if (devpoll_init(&m->devpoll, m->busy_poll_us) < 0)
 		return 1;
@@ -435,8 +474,16 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	/* The device libfuse opened, read our way (not closed by this). */
 	if (fuse_session_custom_io(m->se, &dev_io, fuse_session_fd(m->se)) != 0)
 		goto out_unmount;
-	if (fuse_daemonize(fo->foreground) != 0)
-		goto out_unmount;
+	/* Not fuse_daemonize(), whose parent exits 0 before the threads
+	 * below start: ours waits for them and prints why they did not. */
+	if (!fo->foreground) {
+		ready_fd = sw_daemonize("sweepfs-mount");
+		if (ready_fd < 0) {
+			sw_crit(TAG, "cannot daemonize: %s",
+				strerror(-ready_fd));
+			goto out_unmount;
+		}
+	}
 	/* Threads only now: they do not survive the fork in daemonize. */
 	rc = inval_start(m->se, inval_ack_cb, m, &m->inval);
 	if (rc == 0)
@@ -449,6 +496,7 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 	}
 	sw_notice(TAG, "%s mounted on %s (session %016llx)", spec,
 		  fo->mountpoint, (unsigned long long)mconn_session_id(m->mc));
+	sw_daemon_ready(&ready_fd, 0);
 	ret = serve(m->se, fo) ? 1 : 0;
 	log_devpoll(&m->devpoll);
 
@@ -466,6 +514,7 @@ out_unmount:
 	}
 out_signals:
 	fuse_remove_signal_handlers(m->se);
+	sw_daemon_ready(&ready_fd, 1); /* if still waited for: failed */
 out_session:
 	fuse_session_destroy(m->se);
 out_devpoll:
@@ -495,6 +544,179 @@ static char *fsname_opt(const char *source)
 	}
 	*p = '\0';
 	return opt;
+}
+
+/* Whether a name of @t resolves (mconn_open() reports an unknown host
+ * as EHOSTUNREACH, as it does a host that does not answer). */
+static bool target_resolves(const struct sw_target *t, int *gai)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res;
+	unsigned n = t->naddrs ? t->naddrs : 1;
+
+	for (unsigned i = 0; i < n; i++) {
+		*gai = getaddrinfo(t->naddrs ? t->addrs[i].host : t->host, NULL,
+				   &hints, &res);
+		if (*gai == 0)
+			freeaddrinfo(res);
+		if (*gai == 0 || *gai == EAI_AGAIN || *gai == EAI_SYSTEM ||
+		    *gai == EAI_MEMORY)
+			return true; /* or not the name's fault */
+	}
+	return false;
+}
+
+/* One line on stderr: why the master at @spec (@t) did not take us. */
+static void say_not_mounted(const char *spec, const struct sw_target *t, int rc)
+{
+	const char *sub = t->subdir[0] ? t->subdir : "/";
+	int gai;
+
+	switch (-rc) {
+	case EPROTOTYPE:
+		fprintf(stderr,
+			"sweepfs-mount: %s is a sweepfs chunkserver, not a "
+			"master: a wrong port? (the master's is %d by "
+			"default)\n",
+			spec, SW_MASTER_PORT);
+		return;
+	case EACCES:
+	case EPERM:
+		fprintf(stderr,
+			"sweepfs-mount: the master at %s refuses this "
+			"client: no exports rule lets this address mount "
+			"%s\n",
+			spec, sub);
+		return;
+	case ENOKEY:
+		fprintf(stderr,
+			"sweepfs-mount: the export of %s at %s wants a "
+			"password: -o password=... or -o passwordfile=...\n",
+			sub, spec);
+		return;
+	case EKEYREJECTED:
+		fprintf(stderr,
+			"sweepfs-mount: the master at %s refuses the "
+			"password given for %s\n",
+			spec, sub);
+		return;
+	case ENOENT:
+	case ENOTDIR:
+		fprintf(stderr,
+			"sweepfs-mount: the master at %s has no directory "
+			"%s to mount (%s)\n",
+			spec, sub, strerror(-rc));
+		return;
+	case EPROTO:
+	case EMSGSIZE:
+	case EBADMSG:
+		fprintf(stderr,
+			"sweepfs-mount: %s does not speak the sweepfs "
+			"protocol (%s): a wrong address or port?\n",
+			spec, strerror(-rc));
+		return;
+	case EHOSTUNREACH:
+		if (!target_resolves(t, &gai)) {
+			fprintf(stderr,
+				"sweepfs-mount: bad master address '%s': "
+				"%s\n",
+				spec, gai_strerror(gai));
+			return;
+		}
+		break;
+	}
+	fprintf(stderr, "sweepfs-mount: cannot reach the master at %s: %s\n",
+		spec, strerror(-rc));
+}
+
+/* Whether @path (resolved) is a mount point: in /proc/self/mountinfo,
+ * whose paths escape blanks and backslashes as octal. */
+static bool is_mount_point(const char *path)
+{
+	char line[8192], mnt[4096], raw[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		size_t n = 0;
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", raw) != 1)
+			continue;
+		for (const char *r = raw; *r && n < sizeof(mnt) - 1; n++) {
+			unsigned v;
+
+			if (r[0] == '\\' && sscanf(r + 1, "%3o", &v) == 1) {
+				mnt[n] = (char)v;
+				r += 4;
+			} else {
+				mnt[n] = *r++;
+			}
+		}
+		mnt[n] = '\0';
+		found = !strcmp(mnt, path);
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether directory @path has an entry besides . and ..; -errno. */
+static int dir_has_entries(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int rc = 0;
+
+	if (!d)
+		return -errno;
+	while (rc == 0 && (de = readdir(d)))
+		rc = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return rc;
+}
+
+/*
+ * Whether @path may be mounted on, as mfsmount checks (libfuse 3 no
+ * longer does): a directory, not already a mount point, and empty, the
+ * last two unless @nonempty. 0, or -errno after one line on stderr.
+ */
+static int check_mount_point(const char *path, bool nonempty)
+{
+	struct stat st;
+	int rc;
+
+	if (stat(path, &st) < 0) {
+		rc = -errno;
+		fprintf(stderr, "sweepfs-mount: %s: %s\n", path, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "sweepfs-mount: %s: not a directory\n", path);
+		return -ENOTDIR;
+	}
+	if (nonempty)
+		return 0;
+	if (is_mount_point(path)) {
+		fprintf(stderr,
+			"sweepfs-mount: %s: already a mount point; unmount "
+			"it first (or -o nonempty to mount over it)\n",
+			path);
+		return -EBUSY;
+	}
+	rc = dir_has_entries(path);
+	if (rc < 0) {
+		fprintf(stderr, "sweepfs-mount: %s: %s\n", path, strerror(-rc));
+		return rc;
+	}
+	if (rc > 0) {
+		fprintf(stderr,
+			"sweepfs-mount: %s: not empty; its files would be "
+			"hidden (-o nonempty to mount anyway)\n",
+			path);
+		return -ENOTEMPTY;
+	}
+	return 0;
 }
 
 /* No master address first: --version, --help, or a usage error. */
@@ -595,18 +817,20 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	ret = 1;
+	if (check_mount_point(fo.mountpoint, cli.nonempty) < 0)
+		goto out_args;
 
 	sw_log_set_ident("sweepfs-mount");
 	if (fo.debug)
 		sw_log_level = LOG_DEBUG;
-	if (!fo.foreground)
+	if (!fo.foreground) {
 		sw_log_to_syslog("sweepfs-mount");
+		/* Until detached and serving, errors are seen here too. */
+		sw_log_tee_stderr(LOG_ERR);
+	}
 
 	connection_opts(&m, &mo, fo.mountpoint, master_timeout, client,
 			sizeof(client));
-	m.dircache_entries = cli.dircache_entries ?
-				     strtoull(cli.dircache_entries, NULL, 10) :
-				     2000000;
 	pthread_mutex_init(&m.dirs_mu, NULL);
 	if (itable_init(&m.inodes) < 0)
 		goto out_args;
@@ -618,11 +842,17 @@ int main(int argc, char **argv)
 		goto out_inodes;
 	rc = mconn_open(&mo, &m.mc);
 	if (rc < 0) {
-		fprintf(stderr,
-			"sweepfs-mount: cannot reach the master at %s: "
-			"%s\n",
-			argv[1], strerror(-rc));
+		say_not_mounted(argv[1], &mo.target, rc);
 		goto out_inodes;
+	}
+	if (mconn_read_only(m.mc)) {
+		/* Writes would fail with EROFS one by one: say why once,
+		 * and let the kernel refuse them (mount(8) shows ro). */
+		fprintf(stderr,
+			"sweepfs-mount: the master exports %s to this client "
+			"read-only: mounting read-only\n",
+			mo.target.subdir[0] ? mo.target.subdir : "/");
+		fuse_opt_add_arg(&args, "-oro");
 	}
 	m.root_ino = mconn_root_ino(m.mc);
 	/* The kernel knows the root from the start and never forgets it. */

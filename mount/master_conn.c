@@ -71,6 +71,11 @@ struct mconn {
 	int fd; /* -1 while disconnected */
 	uint64_t session_id;
 	uint64_t root_ino;
+	/* The cluster's identity from the first hello that carried one
+	 * (HelloReply.cluster_id); written before the receiver runs. */
+	uint8_t cluster_id[SW_CLUSTER_ID_LEN];
+	bool has_cluster_id;
+	bool read_only; /* the export is, as of the last hello */
 	/* The session's secret, which proves to the master on a reconnect
 	 * that the session is ours (receiver thread, or before it runs). */
 	uint8_t secret[SW_AUTH_TAG];
@@ -339,6 +344,33 @@ bool mconn_lease_holds(struct mconn *mc)
 /* ---- hello ---------------------------------------------------------- */
 
 /*
+ * Whether @hr comes from a master of another cluster than the one this
+ * mount was made on (HelloReply.cluster_id), said in the log.
+ */
+static bool other_cluster(struct mconn *mc, const Sweepfs__HelloReply *hr)
+{
+	char was[2 * SW_CLUSTER_ID_LEN + 1], now[2 * SW_CLUSTER_ID_LEN + 1];
+	char where[SW_ADDR_STRLEN];
+
+	if (!mc->has_cluster_id || !hr->has_cluster_id ||
+	    hr->cluster_id.len != SW_CLUSTER_ID_LEN ||
+	    !memcmp(mc->cluster_id, hr->cluster_id.data, SW_CLUSTER_ID_LEN))
+		return false;
+	for (size_t i = 0; i < SW_CLUSTER_ID_LEN; i++) {
+		snprintf(was + 2 * i, 3, "%02x", mc->cluster_id[i]);
+		snprintf(now + 2 * i, 3, "%02x", hr->cluster_id.data[i]);
+	}
+	sw_err(TAG,
+	       "the master at %s serves cluster %s, not %s that this mount "
+	       "is of: not resuming there (unmount, and mount again to use "
+	       "it)",
+	       sw_addr_str(mc->o.target.host, mc->o.target.port, where,
+			   sizeof(where)),
+	       now, was);
+	return true;
+}
+
+/*
  * Connect to the target's current address within @connect_ms and
  * exchange hellos on a fresh socket, synchronously (twice when the export
  * asks for a password). Returns the socket, or -errno; for a refused
@@ -419,17 +451,28 @@ again:
 			NULL, hdr.len, sw_buf_head(&b) + SW_FRAME_HDR);
 		if (!hr || hdr.type != SW_MSG_HELLO) {
 			rc = -EPROTO;
+		} else if (hr->has_role &&
+			   hr->role != SWEEPFS__ROLE__ROLE_MASTER) {
+			/* A chunkserver's port, say: no use trying again. */
+			rc = -EPROTOTYPE;
+			*refused = true;
 		} else if (hr->has_err && hr->err) {
 			rc = -hr->err;
-			if (rc == -EACCES && tries++ == 0 &&
-			    sw_hello_answer(&mc->o.target, hr, &hello, tag) ==
-				    0)
+			if (rc == -EACCES)
+				rc = sw_hello_refusal(&mc->o.target, hr, &hello,
+						      tag, tries++);
+			if (rc == 0)
 				goto again;
 			*refused = true;
 			if (rc == -EREMOTE)
 				sw_hello_leader(hr, leader);
 		} else if (!hr->has_session_id || !hr->has_root_ino) {
 			rc = -EPROTO;
+		} else if (other_cluster(mc, hr)) {
+			/* Our inode numbers mean nothing there: a master
+			 * started afresh on the same address, say. */
+			rc = -ESTALE;
+			*refused = true;
 		} else {
 			*session_id = hr->session_id;
 			*root_ino = hr->root_ino;
@@ -446,6 +489,13 @@ again:
 			if (mc->has_secret)
 				memcpy(mc->secret, hr->session_secret.data,
 				       sizeof(mc->secret));
+			mc->read_only = hr->has_read_only && hr->read_only;
+			if (!mc->has_cluster_id && hr->has_cluster_id &&
+			    hr->cluster_id.len == SW_CLUSTER_ID_LEN) {
+				memcpy(mc->cluster_id, hr->cluster_id.data,
+				       SW_CLUSTER_ID_LEN);
+				mc->has_cluster_id = true;
+			}
 		}
 	}
 	if (hr)
@@ -809,6 +859,18 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 uint64_t mconn_root_ino(const struct mconn *mc)
 {
 	return mc->root_ino;
+}
+
+bool mconn_read_only(const struct mconn *mc)
+{
+	return mc->read_only;
+}
+
+bool mconn_cluster_id(const struct mconn *mc, uint8_t id[SW_CLUSTER_ID_LEN])
+{
+	if (mc->has_cluster_id)
+		memcpy(id, mc->cluster_id, SW_CLUSTER_ID_LEN);
+	return mc->has_cluster_id;
 }
 
 uint64_t mconn_session_id(const struct mconn *mc)

@@ -30,6 +30,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "client.h"
 #include "net.h"
 
 struct mconn;
@@ -82,6 +83,14 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out);
 
 /* The master inode of the exported root and the session id. */
 uint64_t mconn_root_ino(const struct mconn *mc);
+
+/* Whether the master's export gives this mount read-only access, as of
+ * the last hello (read it before mconn_start()). */
+bool mconn_read_only(const struct mconn *mc);
+
+/* The cluster's identity into @id, from the first hello that carried one:
+ * false when no master said one yet (an older master). */
+bool mconn_cluster_id(const struct mconn *mc, uint8_t id[SW_CLUSTER_ID_LEN]);
 uint64_t mconn_session_id(const struct mconn *mc);
 
 /*

@@ -1052,14 +1052,53 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 	mconn_send(m->mc, SW_MSG_STATFS, &q.base, statfs_done, req);
 }
 
+/*
+ * The mount root's virtual xattr MOUNT_XATTR_CLUSTER: the identity of the
+ * cluster this mount talks to (HelloReply.cluster_id), as 32 hex digits,
+ * so that `sweepfs` can tell whether a path and a master address name the
+ * same cluster (tools/tool.c). As CephFS's ceph.cluster_fsid, it is not
+ * listed, and it cannot be set or removed.
+ */
+#define MOUNT_XATTR_CLUSTER "sweepfs.cluster_id"
+
+static bool is_cluster_xattr(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && name &&
+	       !strcmp(name, MOUNT_XATTR_CLUSTER);
+}
+
+static void reply_cluster_xattr(fuse_req_t req, size_t size)
+{
+	uint8_t id[SW_CLUSTER_ID_LEN];
+	char hex[2 * SW_CLUSTER_ID_LEN + 1];
+
+	if (!mconn_cluster_id(mnt(req)->mc, id)) {
+		fuse_reply_err(req, ENODATA); /* an older master */
+		return;
+	}
+	for (size_t i = 0; i < sizeof(id); i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	if (size == 0)
+		fuse_reply_xattr(req, sizeof(hex) - 1);
+	else if (size < sizeof(hex) - 1)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, hex, sizeof(hex) - 1);
+}
+
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SetxattrReq q = SWEEPFS__SETXATTR_REQ__INIT;
 	struct caller caller;
-	Sweepfs__Cred *cred = caller_cred(req, &caller);
+	Sweepfs__Cred *cred;
 
+	if (is_cluster_xattr(ino, name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	cred = caller_cred(req, &caller);
 	q.cred = cred;
 	q.ino = to_master(m, ino);
 	itable_xattr_changed(&m->inodes, q.ino);
@@ -1101,8 +1140,13 @@ static void get_or_list_xattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	Sweepfs__GetxattrReq q = SWEEPFS__GETXATTR_REQ__INIT;
 	struct mount_opctx *c;
 	struct caller caller;
-	Sweepfs__Cred *cred = caller_cred(req, &caller);
+	Sweepfs__Cred *cred;
 
+	if (is_cluster_xattr(ino, name)) {
+		reply_cluster_xattr(req, size);
+		return;
+	}
+	cred = caller_cred(req, &caller);
 	/*
 	 * The kernel asks for security.capability before every write (to
 	 * drop it): a file known, as of fresh attributes, to have no xattrs
@@ -1145,8 +1189,13 @@ static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct mount *m = mnt(req);
 	Sweepfs__RemovexattrReq q = SWEEPFS__REMOVEXATTR_REQ__INIT;
 	struct caller caller;
-	Sweepfs__Cred *cred = caller_cred(req, &caller);
+	Sweepfs__Cred *cred;
 
+	if (is_cluster_xattr(ino, name)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	cred = caller_cred(req, &caller);
 	q.cred = cred;
 	q.ino = to_master(m, ino);
 	q.name = bytes(name);

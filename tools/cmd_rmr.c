@@ -29,6 +29,13 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	int64_t t0;
 	int rc;
 
+	if (tool_is_dot_path(path)) {
+		fprintf(stderr,
+			"sweepfs rmr: refusing to remove '.' or '..': "
+			"skipping '%s' (name the directory itself)\n",
+			path);
+		return -EINVAL;
+	}
 	rc = tool_locate(path, &t, rel, sizeof(rel));
 	if (rc < 0) {
 		tool_path_error("rmr", path, rc);
@@ -38,6 +45,14 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	if (rc < 0)
 		return rc;
 	rc = tool_walk(c, rel, &parent, name, sizeof(name));
+	if (rc == -EINVAL && tool_opts.fs_path) {
+		fprintf(stderr,
+			"sweepfs rmr: %s: is the filesystem's root, which "
+			"stays\n",
+			path);
+		tool_record(TOOL_MOUNT_ROOT);
+		goto out;
+	}
 	if (rc == -EINVAL) {
 		fprintf(stderr,
 			"sweepfs rmr: %s: is the root of a sweepfs mount, "

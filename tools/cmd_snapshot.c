@@ -202,7 +202,8 @@ out:
 int cmd_snapshot(int argc, char **argv)
 {
 	if (argc != 3 || argv[1][0] == '-') {
-		bool help = argc == 2 && !strcmp(argv[1], "--help");
+		bool help = argc == 2 && (!strcmp(argv[1], "--help") ||
+					  !strcmp(argv[1], "-h"));
 
 		fprintf(help ? stdout : stderr,
 			"usage: sweepfs snapshot SRC DST\n");
@@ -326,8 +327,16 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 	uint64_t parent;
 	char name[256];
 	int64_t t0;
-	int rc = tool_open_path(path, &c, &parent, name, sizeof(name));
+	int rc;
 
+	if (tool_is_dot_path(path)) {
+		fprintf(stderr,
+			"sweepfs rmsnapshot: refusing to remove '.' or '..': "
+			"skipping '%s' (name the directory itself)\n",
+			path);
+		return -EINVAL;
+	}
+	rc = tool_open_path(path, &c, &parent, name, sizeof(name));
 	if (rc < 0)
 		return rc;
 	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));

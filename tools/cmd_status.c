@@ -12,6 +12,7 @@
 
 #include "fsio.h"
 #include "tool.h"
+#include "util.h"
 
 /*
  * The master lists sessions a page at a time: the later pages' replies
@@ -242,6 +243,9 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		json_bool(&j, "connected", si->connected);
 		json_u64(&j, "total_bytes", si->total_bytes);
 		json_u64(&j, "used_bytes", si->used_bytes);
+		json_u64(&j, "free_bytes",
+			 si->total_bytes -
+				 SW_MIN(si->used_bytes, si->total_bytes));
 		json_u64(&j, "chunks", si->chunks);
 		json_u64(&j, "deletes_pending", si->deletes_pending);
 		json_u64(&j, "deleted", si->deleted);
@@ -391,14 +395,18 @@ int cmd_status(int argc, char **argv)
 	       s->chunks, s->chunk_deletes_pending);
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
-		char u[32], t[32];
+		char u[32], t[32], fr[32];
 
-		printf("  chunkserver %-22s %-12s %s used of %s, %" PRIu64
-		       " chunks, %" PRIu64 " deletions pending\n",
+		/* total is net of the chunkserver's reserve. */
+		printf("  chunkserver %-22s %-12s %s used of %s, %s free, "
+		       "%" PRIu64 " chunks, %" PRIu64 " deletions pending\n",
 		       si->listen, si->connected ? "connected" : "down",
 		       fmt_bytes(si->used_bytes, u, sizeof(u)),
-		       fmt_bytes(si->total_bytes, t, sizeof(t)), si->chunks,
-		       si->deletes_pending);
+		       fmt_bytes(si->total_bytes, t, sizeof(t)),
+		       fmt_bytes(si->total_bytes - SW_MIN(si->used_bytes,
+							  si->total_bytes),
+				 fr, sizeof(fr)),
+		       si->chunks, si->deletes_pending);
 	}
 	printf("%zu sessions, %" PRIu64 " connections\n", s->n_sessions,
 	       s->connections);

@@ -220,10 +220,8 @@ static int trash_ls(struct sw_client *c, bool json)
 			json_bool(&j, "dir", it->dir);
 			json_u64(&j, "nodes", it->nodes);
 			json_u64(&j, "uid", it->uid);
-			json_dbl(&j, "deleted_at",
-				 (double)it->deleted_at / 1e9);
-			json_dbl(&j, "expires_at",
-				 (double)it->expires_at / 1e9);
+			json_time_ns(&j, "deleted_at", it->deleted_at);
+			json_time_ns(&j, "expires_at", it->expires_at);
 			json_obj_end(&j);
 		}
 		json_arr_end(&j);

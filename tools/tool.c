@@ -8,9 +8,11 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -43,6 +45,8 @@ int tool_record_errno(int rc)
 		break;
 	case EACCES:
 	case EPERM:
+	case ENOKEY:
+	case EKEYREJECTED:
 		tool_record(TOOL_DENIED);
 		break;
 	}
@@ -66,7 +70,7 @@ int tool_exit_status(int rc)
  * point ("" for the mount point itself).
  */
 static int find_mount(const char *path, struct sw_target *t, char *rel,
-		      size_t rellen)
+		      size_t rellen, char *mntpt, size_t mntlen)
 {
 	char real[PATH_MAX], line[8192], best_src[4096] = "";
 	char best_mnt[4096] = "";
@@ -113,30 +117,203 @@ static int find_mount(const char *path, struct sw_target *t, char *rel,
 			r++;
 		snprintf(rel, rellen, "%s", r);
 	}
+	if (rc == 0 && mntpt)
+		snprintf(mntpt, mntlen, "%s", best_mnt);
 	return rc;
 }
 
 static int target_from_mounts(const char *path, struct sw_target *t)
 {
-	return find_mount(path, t, NULL, 0);
+	return find_mount(path, t, NULL, 0, NULL, 0);
+}
+
+/* The explicit master (-m, else $SWEEPFS_MASTER) as the user wrote it,
+ * and which of the two it came from; NULL if none. */
+static const char *explicit_master(const char **from)
+{
+	const char *env = getenv("SWEEPFS_MASTER");
+
+	if (tool_opts.master) {
+		*from = "-m";
+		return tool_opts.master;
+	}
+	*from = "$SWEEPFS_MASTER";
+	return env && *env ? env : NULL;
+}
+
+/* @id as 32 hex digits into @hex. */
+static void cluster_hex(const uint8_t id[SW_CLUSTER_ID_LEN],
+			char hex[2 * SW_CLUSTER_ID_LEN + 1])
+{
+	for (size_t i = 0; i < SW_CLUSTER_ID_LEN; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+}
+
+/*
+ * The identity of the cluster the mount on @mnt talks to: its root's
+ * virtual xattr (mount/ops.c). 0, or -errno (-ENODATA, -ENOTSUP: the
+ * mount or its master is too old to say).
+ */
+static int mount_cluster_id(const char *mnt, uint8_t id[SW_CLUSTER_ID_LEN])
+{
+	char hex[2 * SW_CLUSTER_ID_LEN + 1];
+	ssize_t n = getxattr(mnt, "sweepfs.cluster_id", hex, sizeof(hex) - 1);
+
+	if (n < 0)
+		return -errno;
+	if (n != 2 * SW_CLUSTER_ID_LEN)
+		return -EPROTO;
+	for (size_t i = 0; i < SW_CLUSTER_ID_LEN; i++) {
+		unsigned v;
+
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -EPROTO;
+		id[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+/*
+ * The identity of the cluster whose master @t names, from its hello:
+ * 0, -ENODATA (a master too old to say), or -errno from connecting (said
+ * and recorded).
+ */
+static int master_cluster_id(const struct sw_target *t,
+			     uint8_t id[SW_CLUSTER_ID_LEN])
+{
+	struct sw_client *c;
+	int rc = tool_connect_target(t, &c);
+
+	if (rc < 0)
+		return rc;
+	rc = c->has_cluster_id ? 0 : -ENODATA;
+	if (rc == 0)
+		memcpy(id, c->cluster_id, SW_CLUSTER_ID_LEN);
+	sw_client_close(c);
+	return rc;
+}
+
+/*
+ * Whether @path, on the mount at @mnt whose master is @mt, and the
+ * explicit master @et (written @addr, given by @from) name one cluster.
+ * 0 if they do; else one line said why and -EREMCHG, recorded.
+ */
+static int same_cluster(const char *path, const char *mnt,
+			const struct sw_target *mt, const struct sw_target *et,
+			const char *addr, const char *from)
+{
+	uint8_t pid[SW_CLUSTER_ID_LEN], eid[SW_CLUSTER_ID_LEN];
+	char ph[2 * SW_CLUSTER_ID_LEN + 1], eh[2 * SW_CLUSTER_ID_LEN + 1];
+	int rc = mount_cluster_id(mnt, pid);
+
+	/* A mount from before identities: ask its master. */
+	if (rc < 0 && rc != -ENODATA && rc != -ENOTSUP && rc != -EPROTO)
+		fprintf(stderr, "sweepfs: %s: cannot read its cluster: %s\n",
+			mnt, strerror(-rc));
+	else if (rc < 0)
+		rc = master_cluster_id(mt, pid);
+	if (rc == 0)
+		rc = master_cluster_id(et, eid);
+	if (rc == -ENODATA) {
+		fprintf(stderr,
+			"sweepfs: %s: cannot tell whether %s %s serves the "
+			"same cluster as the mount (a master too old to "
+			"say); refusing: drop %s to act on the path's "
+			"cluster\n",
+			path, from, addr, from);
+		tool_record(TOOL_OTHER_CLUSTER);
+	}
+	if (rc < 0)
+		return -EREMCHG; /* said, and recorded */
+	if (memcmp(pid, eid, sizeof(pid)) == 0)
+		return 0;
+	cluster_hex(pid, ph);
+	cluster_hex(eid, eh);
+	fprintf(stderr,
+		"sweepfs: %s is on cluster %s (mount %s) but %s %s is "
+		"cluster %s: refusing; drop %s to act on the path's "
+		"cluster\n",
+		path, ph, mnt, from, addr, eh, from);
+	tool_record(TOOL_OTHER_CLUSTER);
+	return -EREMCHG;
+}
+
+/* --fs-path: @path below the export's root on the explicit master. */
+static int locate_fs_path(const char *path, struct sw_target *t, char *rel,
+			  size_t rellen)
+{
+	const char *from, *addr = explicit_master(&from);
+	int rc;
+
+	if (!addr) {
+		fprintf(stderr, "sweepfs: --fs-path needs the master: -m or "
+				"$SWEEPFS_MASTER\n");
+		tool_record(TOOL_USAGE);
+		return -EDESTADDRREQ;
+	}
+	rc = tool_target(NULL, t);
+	if (rc < 0)
+		return -EDESTADDRREQ; /* tool_target() said why */
+	while (*path == '/')
+		path++;
+	if (strlen(path) >= rellen)
+		return -ENAMETOOLONG;
+	/* No mount resolves it: "." and ".." would be names to the master. */
+	for (const char *p = path; *p; p += strcspn(p, "/"), p += *p == '/') {
+		size_t n = strcspn(p, "/");
+
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.')) {
+			fprintf(stderr,
+				"sweepfs: --fs-path %s: '.' and '..' are not "
+				"taken in a path inside the filesystem\n",
+				path);
+			tool_record(TOOL_USAGE);
+			return -EDESTADDRREQ;
+		}
+	}
+	snprintf(rel, rellen, "%s", path);
+	return 0;
 }
 
 int tool_locate(const char *path, struct sw_target *t, char *rel, size_t rellen)
 {
-	int rc = find_mount(path, t, rel, rellen);
+	char mnt[4096];
+	const char *from, *addr;
+	struct sw_target et;
+	int rc;
 
+	if (tool_opts.fs_path)
+		return locate_fs_path(path, t, rel, rellen);
+	rc = find_mount(path, t, rel, rellen, mnt, sizeof(mnt));
 	if (rc == -EXDEV)
 		tool_record(TOOL_NOT_SWEEPFS);
-	if (rc == 0 && (tool_opts.master || getenv("SWEEPFS_MASTER"))) {
-		char sub[sizeof(t->subdir)];
+	addr = explicit_master(&from);
+	if (rc < 0 || !addr)
+		return rc;
+	rc = tool_target(path, &et);
+	if (rc < 0)
+		return -EREMCHG; /* tool_target() said why */
+	rc = same_cluster(path, mnt, t, &et, addr, from);
+	if (rc < 0)
+		return rc;
+	/* The same cluster, through the address asked for (a list of a
+	 * group's masters, say), with the mount's export path. */
+	snprintf(et.subdir, sizeof(et.subdir), "%s", t->subdir);
+	*t = et;
+	return 0;
+}
 
-		/* An explicit master, same export path. */
-		snprintf(sub, sizeof(sub), "%s", t->subdir);
-		rc = tool_target(path, t);
-		if (rc == 0)
-			snprintf(t->subdir, sizeof(t->subdir), "%s", sub);
-	}
-	return rc;
+bool tool_is_dot_path(const char *path)
+{
+	size_t n = strlen(path), b;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	for (b = n; b > 0 && path[b - 1] != '/'; b--)
+		;
+	return (n - b == 1 && path[b] == '.') ||
+	       (n - b == 2 && path[b] == '.' && path[b + 1] == '.');
 }
 
 void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap)
@@ -285,6 +462,13 @@ static void tool_connect_failed(const struct sw_target *t, int rc)
 	}
 
 	switch (-rc) {
+	case EPROTOTYPE:
+		fprintf(stderr,
+			"sweepfs: %s is a sweepfs chunkserver, not a master: "
+			"a wrong port? (the master's is %d by default)\n",
+			where, SW_MASTER_PORT);
+		tool_record(TOOL_BAD_MASTER);
+		return;
 	case ECONNREFUSED:
 		hint = " (is sweepfs-master running there, on that port?)";
 		tool_record(TOOL_MASTER_DOWN);
@@ -301,12 +485,22 @@ static void tool_connect_failed(const struct sw_target *t, int rc)
 	case EPERM:
 		fprintf(stderr,
 			"sweepfs: the master at %s refuses this client: "
-			"no exports rule allows this address%s, or a wrong "
-			"password\n",
+			"no exports rule allows this address%s\n",
 			where,
 			t->subdir[0] && strcmp(t->subdir, "/") ?
 				" for this directory" :
 				"");
+		tool_record(TOOL_DENIED);
+		return;
+	case ENOKEY:
+	case EKEYREJECTED:
+		fprintf(stderr,
+			"sweepfs: the master at %s refuses this client: the "
+			"export wants a password, and %s\n",
+			where,
+			rc == -ENOKEY ?
+				"none was given ($SWEEPFS_PASSWORD_FILE)" :
+				"the one given is wrong");
 		tool_record(TOOL_DENIED);
 		return;
 	default:
@@ -347,6 +541,14 @@ int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
 	if (rc == 0)
 		rc = sw_client_open(&t, SWEEPFS__ROLE__ROLE_TOOL, name, 30000,
 				    out);
+	/* A chunkserver answers a hello too (it serves tools' and mounts'
+	 * data): one that says it is not a master is not used as one. */
+	if (rc == 0 && (*out)->peer_role &&
+	    (*out)->peer_role != SWEEPFS__ROLE__ROLE_MASTER) {
+		sw_client_close(*out);
+		*out = NULL;
+		rc = -EPROTOTYPE;
+	}
 	if (rc < 0 && rc != -ENXIO)
 		tool_connect_failed(&t, rc);
 	return rc;
@@ -361,18 +563,59 @@ void json_init(struct json *j, FILE *f)
 	j->first[0] = true;
 }
 
-static void json_escaped(FILE *f, const char *s)
+/*
+ * The length of the UTF-8 sequence at @s (1 to 4), or 0 if it is not a
+ * well-formed one (overlong forms, surrogates and values past U+10FFFF
+ * included), per RFC 3629.
+ */
+static size_t utf8_len(const unsigned char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	unsigned c = s[0], n, min, v;
 
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, min = 0x80, v = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, min = 0x800, v = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, min = 0x10000, v = c & 0x07;
+	else
+		return 0;
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * @s as a JSON string that strict parsers accept: control characters
+ * escaped, and a byte that is not part of well-formed UTF-8 (a file name
+ * is any bytes) as the lone surrogate \udcXX, as Python's surrogateescape
+ * does, so that the name's bytes can be had back (in Python:
+ * .encode("utf-8", "surrogateescape")).
+ */
+static void json_escaped(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	while (*s) {
+		size_t n = utf8_len(s);
+
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if (*s < 0x20 || *s == 0x7f)
+			fprintf(f, "\\u%04x", *s);
+		else if (n == 0)
+			fprintf(f, "\\udc%02x", *s);
 		else
-			fputc(c, f);
+			fwrite(s, 1, n, f);
+		s += n ? n : 1;
 	}
 	fputc('"', f);
 }
@@ -436,8 +679,35 @@ void json_i64(struct json *j, const char *key, int64_t v)
 
 void json_dbl(struct json *j, const char *key, double v)
 {
+	char buf[40];
+
 	json_key(j, key);
-	fprintf(j->f, "%.6g", v);
+	if (!isfinite(v)) {
+		fputs("null", j->f); /* JSON has no NaN or infinity */
+		return;
+	}
+	/* The shortest form that reads back as the same double: never
+	 * "1.79588e+09" for a time. */
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	fputs(buf, j->f);
+}
+
+void json_time_ns(struct json *j, const char *key, int64_t ns)
+{
+	uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;
+	char frac[16];
+	int n;
+
+	json_key(j, key);
+	n = snprintf(frac, sizeof(frac), "%09" PRIu64, a % 1000000000u);
+	while (n > 0 && frac[n - 1] == '0')
+		frac[--n] = '\0';
+	fprintf(j->f, "%s%" PRIu64 "%s%s", ns < 0 ? "-" : "", a / 1000000000u,
+		n ? "." : "", frac);
 }
 
 void json_bool(struct json *j, const char *key, bool v)
@@ -508,8 +778,11 @@ void tool_path_error(const char *cmd, const char *path, int rc)
 {
 	const char *why = strerror(-rc);
 
-	if (rc == -EXDEV) {
-		why = "not on a sweepfs mount";
+	if (rc == -EREMCHG || rc == -EDESTADDRREQ) {
+		return; /* tool_locate() said why */
+	} else if (rc == -EXDEV) {
+		why = "not on a sweepfs mount (--fs-path takes it as a path "
+		      "inside the filesystem of -m)";
 	} else if (rc == -EINVAL) {
 		why = "the root of a sweepfs mount (name what is below it)";
 		tool_record(TOOL_MOUNT_ROOT);

@@ -20,13 +20,14 @@
  */
 enum tool_exit {
 	TOOL_OK = 0,
-	TOOL_FAILED = 1,      /* it ran and failed, or found problems */
-	TOOL_USAGE = 2,	      /* bad options or arguments */
-	TOOL_BAD_MASTER = 3,  /* no such master address, or not a master */
-	TOOL_MASTER_DOWN = 4, /* the master cannot be reached, or went away */
-	TOOL_NOT_SWEEPFS = 5, /* a path that is not on a sweepfs mount */
-	TOOL_DENIED = 6,      /* permission denied (mode bits, exports) */
-	TOOL_MOUNT_ROOT = 7,  /* rmr of a mount's root */
+	TOOL_FAILED = 1,	/* it ran and failed, or found problems */
+	TOOL_USAGE = 2,		/* bad options or arguments */
+	TOOL_BAD_MASTER = 3,	/* no such master address, or not a master */
+	TOOL_MASTER_DOWN = 4,	/* the master cannot be reached, or went away */
+	TOOL_NOT_SWEEPFS = 5,	/* a path that is not on a sweepfs mount */
+	TOOL_DENIED = 6,	/* permission denied (mode bits, exports) */
+	TOOL_MOUNT_ROOT = 7,	/* rmr of a mount's root */
+	TOOL_OTHER_CLUSTER = 8, /* a path and -m name different clusters */
 };
 
 /* Remember @st as the run's exit status, unless a failure before it
@@ -44,6 +45,10 @@ int tool_exit_status(int rc);
 /* Global options, parsed by the dispatcher before the subcommand. */
 struct tool_opts {
 	const char *master; /* -m HOST[:PORT], or NULL */
+	/* --fs-path: PATH arguments are paths inside the filesystem (from
+	 * the export's root) on the master -m or $SWEEPFS_MASTER names, not
+	 * paths on a mount. */
+	bool fs_path;
 };
 
 extern struct tool_opts tool_opts;
@@ -57,11 +62,18 @@ extern struct tool_opts tool_opts;
 int tool_target(const char *path, struct sw_target *t);
 
 /*
- * Where @path lives on sweepfs: the master's address and export (as for
- * tool_target(), but @path must be on a sweepfs mount) and, in @rel, the
- * path below the mount point. Returns 0, -EXDEV if @path is not on a
- * sweepfs mount (recorded as TOOL_NOT_SWEEPFS), or -errno from resolving
- * it (-ENOENT: it does not exist).
+ * Where @path lives on sweepfs: the master's address and export of the
+ * sweepfs mount holding @path and, in @rel, the path below the mount
+ * point. A path always acts on the cluster that serves it: given -m or
+ * $SWEEPFS_MASTER too, that master is used only if it serves the same
+ * cluster (the mount's sweepfs.cluster_id against the master's hello);
+ * otherwise one line says so and -EREMCHG is returned, recorded as
+ * TOOL_OTHER_CLUSTER (or as what kept the check from being made). With
+ * --fs-path, @path is taken as is, below the export's root, on the master
+ * -m or $SWEEPFS_MASTER names (-EDESTADDRREQ, said, without one). Returns
+ * 0, -EXDEV if @path is not on a sweepfs mount (recorded as
+ * TOOL_NOT_SWEEPFS), or -errno from resolving it (-ENOENT: it does not
+ * exist).
  */
 int tool_locate(const char *path, struct sw_target *t, char *rel,
 		size_t rellen);
@@ -96,9 +108,18 @@ int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
 /*
  * One line on stderr for a failure on @path: "sweepfs[ CMD]: PATH: why"
  * (-EXDEV: not on sweepfs; -EINVAL from tool_walk(): a mount's root,
- * recorded as TOOL_MOUNT_ROOT; else strerror, recorded by errno).
+ * recorded as TOOL_MOUNT_ROOT; -EREMCHG and -EDESTADDRREQ from
+ * tool_locate(), said already: nothing; else strerror, recorded by
+ * errno).
  */
 void tool_path_error(const char *cmd, const char *path, int rc);
+
+/*
+ * Whether @path names "." or ".." (alone or as its last component,
+ * trailing slashes aside), which rmr and rmsnapshot refuse, as rm does:
+ * the tree meant is not the one the name resolves to.
+ */
+bool tool_is_dot_path(const char *path);
 
 /* LOOKUP @name in @parent with the caller's credentials; *@out gets the
  * attributes (scalars only: no pointers into the reply). */
@@ -134,7 +155,9 @@ int tool_connect_target(const struct sw_target *t, struct sw_client **out);
 int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
 		    uint64_t nodes);
 
-/* Minimal JSON writer: objects and arrays nest; commas are automatic. */
+/* Minimal JSON writer: objects and arrays nest; commas are automatic.
+ * Strings are escaped so that strict parsers read any bytes (json_str()
+ * of a file name that is not UTF-8 included). */
 struct json {
 	FILE *f;
 	int depth;
@@ -149,7 +172,11 @@ void json_arr_end(struct json *j);
 void json_str(struct json *j, const char *key, const char *v);
 void json_u64(struct json *j, const char *key, uint64_t v);
 void json_i64(struct json *j, const char *key, int64_t v);
+/* The shortest decimal that reads back as @v; null for NaN, infinity. */
 void json_dbl(struct json *j, const char *key, double v);
+/* A time of @ns nanoseconds, in seconds, as an exact decimal
+ * ("1795880000.123456789"), never rounded. */
+void json_time_ns(struct json *j, const char *key, int64_t ns);
 void json_bool(struct json *j, const char *key, bool v);
 
 /* "1.5 GiB", "312 KiB": @v bytes into @buf of @len. */

@@ -100,7 +100,7 @@ restart_master start
 
 log "a mount option out of range is refused before mounting"
 mkdir -p "$SW_TMP/never"
-expect_fail 2 "busy_poll is a number of microseconds" \
+expect_fail 2 "busy_poll = 2000000: must be microseconds" \
 	"$SW_MOUNT_BIN" "$SW_MASTER_HOST:$SW_PORT" "$SW_TMP/never" -f \
 	-o busy_poll=2000000
 mountpoint -q "$SW_TMP/never" && fail "mounted despite a bad busy_poll"

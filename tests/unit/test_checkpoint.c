@@ -697,6 +697,45 @@ static void test_checkpoint_load_empty_namespace(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/* The cluster's identity is kept; none written is none loaded. */
+static void test_checkpoint_load_cluster_id(void **state)
+{
+	Sweepfs__Meta__ClusterId ci = SWEEPFS__META__CLUSTER_ID__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct fixture *f = *state;
+	uint8_t id[NS_CLUSTER_ID_LEN];
+	uint64_t version = 0;
+
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 1), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_false(ns_has_cluster_id(&f->b));
+	/* Made by its record; the same again is nothing, another one or a
+	 * short one is refused. */
+	for (int i = 0; i < NS_CLUSTER_ID_LEN; i++)
+		id[i] = (uint8_t)(0xa0 + i);
+	ci.id.data = id;
+	ci.id.len = 8;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CLUSTER_ID;
+	mut.cluster_id = &ci;
+	assert_int_equal(mutation_apply(&f->a, &mut, 1), -EINVAL);
+	assert_false(ns_has_cluster_id(&f->a));
+	ci.id.len = NS_CLUSTER_ID_LEN;
+	assert_int_equal(mutation_apply(&f->a, &mut, 1), 0);
+	assert_memory_equal(f->a.cluster_id, id, NS_CLUSTER_ID_LEN);
+	assert_int_equal(mutation_apply(&f->a, &mut, 2), 0);
+	id[0] ^= 1;
+	assert_int_equal(mutation_apply(&f->a, &mut, 3), -EINVAL);
+	assert_int_equal(f->a.cluster_id[0], 0xa0);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 2), 0);
+	ns_release(&f->b);
+	assert_int_equal(ns_init(&f->b, 0), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(version, 2);
+	assert_true(ns_has_cluster_id(&f->b));
+	assert_memory_equal(f->a.cluster_id, f->b.cluster_id,
+			    NS_CLUSTER_ID_LEN);
+}
+
 /* No checkpoint at all: 0, version 0, the namespace untouched. */
 static void test_checkpoint_load_none(void **state)
 {
@@ -1139,6 +1178,8 @@ static void test_checkpoint_load_sizes_inode_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_checkpoint_load_cluster_id,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_round_trip,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

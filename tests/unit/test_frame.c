@@ -630,6 +630,37 @@ static void make_opts(struct sw_opt *o, struct cfg_vals *v)
 	o[6] = (struct sw_opt){ .name = NULL };
 }
 
+/* sw_opt_explain(): the key, the value, and what is valid. */
+static void test_sw_opt_explain_says_what_is_valid(void **state)
+{
+	struct cfg_vals v = { .name = "x", .port = 7 };
+	struct sw_opt opts[NOPTS];
+	char why[256];
+
+	(void)state;
+	make_opts(opts, &v);
+	sw_opt_explain(opts, "port", "70000", sw_opt_set(opts, "port", "70000"),
+		       why, sizeof(why));
+	assert_string_equal(why, "port = 70000: must be 1 to 65535");
+	sw_opt_explain(opts, "port", "x", sw_opt_set(opts, "port", "x"), why,
+		       sizeof(why));
+	assert_string_equal(why,
+			    "port = x: must be a whole number, 1 to 65535");
+	sw_opt_explain(opts, "flag", "maybe", sw_opt_set(opts, "flag", "maybe"),
+		       why, sizeof(why));
+	assert_string_equal(why, "flag = maybe: must be yes or no");
+	sw_opt_explain(opts, "colour", "mauve",
+		       sw_opt_set(opts, "colour", "mauve"), why, sizeof(why));
+	assert_non_null(strstr(why, "colour = mauve: must be one of "));
+	sw_opt_explain(opts, "nope", "1", sw_opt_set(opts, "nope", "1"), why,
+		       sizeof(why));
+	assert_non_null(strstr(why, "nope: unknown key"));
+	sw_opt_explain(opts, "timeout", "1ms",
+		       sw_opt_set(opts, "timeout", "1ms"), why, sizeof(why));
+	assert_string_equal(why, "timeout = 1ms: must be 10 to 86400000 ms");
+	assert_int_equal(v.port, 7); /* nothing was set */
+}
+
 static void test_sw_opt_set_types(void **state)
 {
 	struct cfg_vals v = { .name = "x", .port = 7 };
@@ -1539,6 +1570,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sw_buf_add_frame, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_sw_opt_explain_says_what_is_valid, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_sw_opt_set_types, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sw_opt_set_bad_values,

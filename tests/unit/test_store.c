@@ -759,8 +759,13 @@ static void test_store_create_no_space(void **state)
 				.max_open = 4,
 				.reserve = UINT64_MAX / 2 };
 
+	uint64_t total = 1;
+
 	store_close(f->s);
 	assert_int_equal(store_open(&o, &f->s), 0);
+	/* The space reported is net of the reserve: none. */
+	store_space(f->s, &total, NULL, NULL);
+	assert_int_equal(total, 0);
 	assert_int_equal(store_create(f->s, 1, 1), -ENOSPC);
 	assert_int_equal(store_count(f->s), 0);
 	assert_false(chunk_exists(f, 1, 1));

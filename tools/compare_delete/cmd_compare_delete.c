@@ -711,6 +711,7 @@ int cmd_compare_delete(int argc, char **argv)
 	sigset_t set, old;
 	pthread_t sigthread;
 	int rc, status = 1, sig;
+	bool unsaved = false;
 
 	if (!r) {
 		fprintf(stderr, "sweepfs compare-delete: out of memory\n");
@@ -771,17 +772,29 @@ int cmd_compare_delete(int argc, char **argv)
 			break;
 		cdel_report_table(r, r->sizes[i]);
 		rc = cdel_report_json(r);
-		if (rc < 0)
-			fprintf(stderr, "sweepfs compare-delete: %s: %s\n",
+		if (rc < 0) {
+			fprintf(stderr,
+				"sweepfs compare-delete: cannot write the "
+				"results to %s: %s\n",
 				r->json_path, strerror(-rc));
+			unsaved = true;
+		}
 	}
-	if (r->nres) {
+	if (r->nres && !unsaved) {
 		printf("\nresults: %s\n", r->json_path);
 		if (r->plot_path[0] && !cdel_cancelled())
 			cdel_report_plot(r);
 	}
-	fflush(stdout);
-	status = any_failed(r) ? 1 : 0;
+	/* A result that was not written (a full disk, a closed pipe) is
+	 * a failed run: a script must not take it for a measured one. */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr,
+			"sweepfs compare-delete: cannot write the results "
+			"table: %s\n",
+			strerror(errno));
+		unsaved = true;
+	}
+	status = any_failed(r) || unsaved ? 1 : 0;
 out:
 	/* Clean up even when stopped: the waits must work again. */
 	sig = atomic_exchange(&cdel_stop, 0);
