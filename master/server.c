@@ -136,8 +136,12 @@ void server_resume(struct conn *c)
  *    what it was sent) takes off those up to its number.
  *  - Bound: an invalidation unacknowledged for inval_timeout (a few
  *    hundred ms) stops being waited for; its session turns lax, and no
- *    reply waits for it again until it has acknowledged everything it
- *    was sent. Its invalidations still go; what it costs that client is
+ *    reply waits for it again while it lasts. (Waiting for it again once
+ *    it caught up made every create of a storm in one shared directory
+ *    wait the whole timeout: mounts that create there hold the
+ *    directory's lock in their kernels while their own create waits, so
+ *    their invalidations cannot be taken and acknowledged meanwhile; the
+ *    cycle ends only by the timeout, each time.) Its invalidations still go; what it costs that client is
  *    that for a while it may see a name another client changed until
  *    it reads the notice, as NFS clients do within their attribute
  *    timeout. The clock of each invalidation starts when it goes: a
@@ -344,8 +348,7 @@ uint64_t server_inval_sent(struct master *m, struct session *s)
 		return seq;
 	if (s->owed_n - s->owed_head >= INVAL_OWED_MAX) {
 		sw_notice(TAG,
-			  "%s: owes %u invalidations; not waited for until "
-			  "it acknowledges them",
+			  "%s: owes %u invalidations; not waited for again",
 			  s->peer, INVAL_OWED_MAX);
 		m->inval_timeouts++;
 		server_inval_give_up(m, s);
@@ -383,7 +386,6 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 	if (seq == UINT64_MAX) {
 		/* It went, or forgot all it had: nothing to wait for. */
 		s->inval_acked = s->inval_sent;
-		s->inval_lax = false;
 		owing_remove(m, s);
 		free(s->owed);
 		s->owed = NULL;
@@ -393,8 +395,6 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 		return;
 	}
 	s->inval_acked = SW_MAX(s->inval_acked, SW_MIN(seq, s->inval_sent));
-	if (s->inval_lax && s->inval_acked == s->inval_sent)
-		s->inval_lax = false; /* caught up: waited for again */
 	if (!s->owing)
 		return;
 	while (s->owed_head < s->owed_n &&
@@ -420,7 +420,7 @@ void server_inval_tick(struct master *m)
 		/* Slow, stopped or hostile: no change waits for it longer. */
 		sw_info(TAG,
 			"%s: did not acknowledge an invalidation in %" PRIu64
-			" ms; not waited for until it catches up",
+			" ms; not waited for again",
 			s->peer, m->cfg.inval_timeout_ms);
 		m->inval_timeouts++;
 		server_inval_give_up(m, s);

@@ -311,8 +311,12 @@ wait_until 60 "the purge to get going" mid
 left_kill=$(sw_status 'd["purge_left"]')
 kill_master
 FAULTS=$((FAULTS + 1))
-restart_master start
+# Read before waiting for the chunkservers: their reconnect back-off may
+# take seconds, and the purge goes on meanwhile (this read once found it
+# done already).
+_launch_master --fixed-port || fail "the master did not restart"
 left_restart=$(sw_status 'd["purge_left"]')
+wait_chunkservers
 log "purge: $left_kill nodes left at the kill, $left_restart after the restart"
 assert_ge 1 "$left_restart" "nodes left to purge after the restart (the purge resumes)"
 start_mount "$SW_TMP/v" "" master_timeout=$MASTER_TIMEOUT
