@@ -487,6 +487,10 @@ struct claim {
 	bool writable;
 };
 
+/* Opens of one inode a session may claim, in all (more than a process
+ * may hold descriptors): the count is set, not counted up to. */
+#define CLAIM_COUNT_MAX (1u << 20)
+
 static int cmp_claim(const void *a, const void *b)
 {
 	const struct claim *x = a, *y = b;
@@ -559,16 +563,18 @@ static int claims_take(struct master *m, struct session *s,
 			continue;
 		}
 		c[k++] = (struct claim){ .ino = q->ino,
-					 .count = SW_MIN(q->count, 1u << 20),
+					 .count = SW_MIN(q->count,
+							 CLAIM_COUNT_MAX),
 					 .writable = writable };
 	}
-	qsort(c, k, sizeof(*c), cmp_claim);
+	if (k) /* (qsort() takes no NULL, even for none) */
+		qsort(c, k, sizeof(*c), cmp_claim);
 	/* One entry per inode: counts added, writable if any is. */
 	size_t j = 0;
 	for (size_t i = 0; i < k; i++) {
 		if (j && c[j - 1].ino == c[i].ino) {
 			c[j - 1].count = SW_MIN(c[j - 1].count + c[i].count,
-						UINT32_MAX / 2);
+						CLAIM_COUNT_MAX);
 			c[j - 1].writable |= c[i].writable;
 		} else {
 			c[j++] = c[i];
@@ -715,14 +721,15 @@ static void session_reclaim(struct master *m, struct session *s,
 			continue;
 		so = htab_find(&s->opens, sw_hash_u64(c[i].ino), ino_eq,
 			       &c[i].ino);
-		if (so) {
-			so->count = c[i].count;
-			so->writable |= c[i].writable;
-			continue;
-		}
-		for (uint32_t k = 0; k < c[i].count; k++)
+		if (!so) {
+			/* One open, then its count: O(1), not O(count). */
 			if (session_open(m, s, node, c[i].writable) < 0)
-				break;
+				continue;
+			so = htab_find(&s->opens, sw_hash_u64(c[i].ino), ino_eq,
+				       &c[i].ino);
+		}
+		so->count = c[i].count;
+		so->writable |= c[i].writable;
 	}
 	free(c);
 }
