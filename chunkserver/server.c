@@ -281,6 +281,7 @@ static void on_check(uv_check_t *h)
 {
 	struct server *srv = h->data;
 
+	sw_server_shed(&srv->base);
 	sw_server_flush(&srv->base);
 }
 
@@ -671,7 +672,7 @@ static void dispatch(struct conn *c, const struct sw_frame_hdr *hdr,
 /* Cut whole frames out of c->in while the limits allow. */
 static void parse_frames(struct conn *c)
 {
-	while (!c->sc.closing && !c->close_after_write && !c->big &&
+	while (!sw_sconn_gone(&c->sc) && !c->close_after_write && !c->big &&
 	       !over_limits(c)) {
 		struct sw_frame_hdr hdr;
 		size_t avail;

@@ -82,7 +82,8 @@ static struct sw_sconn *out_heaviest(struct sw_server *srv)
 	struct sw_sconn *top = NULL;
 
 	for (struct sw_sconn *c = srv->conns; c; c = c->next)
-		if (!c->closing && (!top || c->out_counted > top->out_counted))
+		if (!c->closing && !c->shed &&
+		    (!top || c->out_counted > top->out_counted))
 			top = c;
 	return top;
 }
@@ -91,7 +92,7 @@ void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 {
 	struct sw_server *srv = c->srv;
 
-	out_set(c, c->closing ? 0 : bytes);
+	out_set(c, c->closing || c->shed ? 0 : bytes);
 	while (srv->out_max && srv->out_total > srv->out_max) {
 		struct sw_sconn *top = out_heaviest(srv);
 
@@ -103,7 +104,23 @@ void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 			top->peer, top->out_counted, srv->out_total,
 			srv->out_max);
 		srv->out_shed++;
-		sw_sconn_close(top);
+		out_set(top, 0);
+		top->shed = true;
+		top->shed_next = srv->shed;
+		srv->shed = top;
+		if (top->started && srv->ops->shed)
+			srv->ops->shed(top);
+	}
+}
+
+void sw_server_shed(struct sw_server *srv)
+{
+	while (srv->shed) {
+		struct sw_sconn *c = srv->shed;
+
+		srv->shed = c->shed_next;
+		c->shed_next = NULL;
+		sw_sconn_close(c); /* finds itself off the list */
 	}
 }
 
@@ -143,6 +160,15 @@ void sw_sconn_close(struct sw_sconn *c)
 		return;
 	c->closing = true;
 	anon_unlink(c);
+	if (c->shed) {
+		/* Closed before sw_server_shed() got to it. */
+		struct sw_sconn **pp = &srv->shed;
+
+		while (*pp && *pp != c)
+			pp = &(*pp)->shed_next;
+		if (*pp)
+			*pp = c->shed_next;
+	}
 	out_set(c, 0);
 	sw_sconn_account(c, 0);
 	if (c->started && srv->ops->closing)

@@ -45,7 +45,8 @@ struct sw_sconn {
 	bool known;	       /* said hello: sw_sconn_known() */
 	bool anon;	       /* on srv's list of those that have not */
 	size_t out_counted;    /* in srv->out_total */
-	struct sw_sconn *next, *prev, *flush_next;
+	bool shed;	       /* to be closed for out_max (sw_server_shed()) */
+	struct sw_sconn *next, *prev, *flush_next, *shed_next;
 	struct sw_sconn *anon_next, *anon_prev; /* oldest first */
 };
 
@@ -58,6 +59,9 @@ struct sw_server_ops {
 	/* It is being closed: let go of what refers to it (optional; only
 	 * for a connection ops->accepted was called for). */
 	void (*closing)(struct sw_sconn *c);
+	/* Marked to be closed (sw_sconn_output()): let go of its output now
+	 * if it can (optional); ops->closing follows in the check phase. */
+	void (*shed)(struct sw_sconn *c);
 	/* The last reference went: free what it holds, not itself (also
 	 * for one refused before ops->accepted: its fields are zero). */
 	void (*release)(struct sw_sconn *c);
@@ -96,7 +100,8 @@ struct sw_server {
 	 * with the most is closed, then the next, until under it. */
 	size_t out_total;
 	size_t out_max;
-	uint64_t out_shed; /* connections closed for it */
+	uint64_t out_shed;     /* connections closed for it */
+	struct sw_sconn *shed; /* marked, not closed yet (sw_server_shed()) */
 };
 
 /*
@@ -146,10 +151,23 @@ static inline bool sw_server_unauth_over(const struct sw_server *srv,
 
 /*
  * @c now holds @bytes of output its peer has not taken (0 once closing).
- * Past srv->out_max in all, the connections holding the most are closed
- * (with a log line; @c may be one) until the total is under it again.
+ * Past srv->out_max in all, the connections holding the most are marked
+ * to be closed (with a log line; @c may be one) until the total is under
+ * it again, and no longer count. They are closed by sw_server_shed(), not
+ * here: a caller may be walking lists that closing a connection changes
+ * (a directory's watchers, a lock's waiters, a session's requests).
  */
 void sw_sconn_output(struct sw_sconn *c, size_t bytes);
+
+/* Whether @c is being closed, or is marked to be: serve it no more. */
+static inline bool sw_sconn_gone(const struct sw_sconn *c)
+{
+	return c->closing || c->shed;
+}
+
+/* Close the connections sw_sconn_output() marked. From the loop's check
+ * phase only, where no handler is running. */
+void sw_server_shed(struct sw_server *srv);
 
 /* @c said hello: it leaves the pre-hello caps and timeout. */
 void sw_sconn_known(struct sw_sconn *c);

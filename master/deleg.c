@@ -635,6 +635,12 @@ static const char *refusal(struct master *m, struct session *s,
 	 * (a trash listing, a rename at the top) waiting forever. */
 	if (s->nrecalling)
 		return "a recall is outstanding";
+	/* Nor anyone while some recall is on its way: a request waiting
+	 * for it would find new delegations to wait for, and once its time
+	 * is up (wait_limit()) they would be taken back with no time to
+	 * answer, their holders' queued operations refused. */
+	if (m->delegs->nrecalling)
+		return "another recall is outstanding";
 	if (s->nrevoked)
 		return "a delegation was taken back and not given back";
 	/* Just elected: a mount may still trust what the last leader

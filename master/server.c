@@ -213,7 +213,7 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	int rc;
 
 	admin_note_latency(m, r);
-	if (!c || c->sc.closing)
+	if (!c || sw_sconn_gone(&c->sc))
 		return;
 	b = r->version > (m->cl ? changelog_durable(m->cl) :
 				  m->closed_durable) ||
@@ -267,7 +267,7 @@ void req_done(struct req *d)
 
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 {
-	if (c->sc.closing)
+	if (sw_sconn_gone(&c->sc))
 		return;
 	if (sw_buf_add_frame(&c->wq.out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
 		sw_err(TAG,
@@ -329,6 +329,13 @@ static void owing_remove(struct master *m, struct session *s)
 		s->owe_next->owe_prev = s->owe_prev;
 	s->owe_next = s->owe_prev = NULL;
 	s->owed_head = s->owed_n = 0;
+	/* Up to INVAL_OWED_MAX (64 KiB) it may have grown: not kept for a
+	 * session that owes nothing. */
+	if (s->owed_cap > 64) {
+		free(s->owed);
+		s->owed = NULL;
+		s->owed_cap = 0;
+	}
 }
 
 void server_inval_give_up(struct master *m, struct session *s)
@@ -532,6 +539,18 @@ static void conn_closing(struct sw_sconn *sc)
 	c->nmarks = c->marks_head = 0;
 }
 
+/* Marked to be closed for output_total_max (sw_sconn_output()): its
+ * replies go now, as conn_closing() lets them go, but it stays open, with
+ * its session, until the check phase closes it. */
+static void conn_shed(struct sw_sconn *sc)
+{
+	struct conn *c = (struct conn *)sc;
+
+	sw_buf_release(&c->wq.out);
+	sw_buf_release(&c->held);
+	c->nmarks = c->marks_head = 0;
+}
+
 static void conn_release(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
@@ -547,6 +566,7 @@ static const struct sw_server_ops conn_ops = {
 	.accepted = conn_accepted,
 	.flush = conn_flush,
 	.closing = conn_closing,
+	.shed = conn_shed,
 	.release = conn_release,
 };
 
@@ -781,7 +801,7 @@ static void consume_parked(struct conn *c)
 	size_t off = 0, nn = 0;
 	unsigned skipped = 0;
 
-	while (!c->sc.closing && c->parked) {
+	while (!sw_sconn_gone(&c->sc) && c->parked) {
 		uint8_t *p = sw_buf_head(&c->in) + off;
 		size_t avail = sw_buf_used(&c->in) - off, flen;
 		struct sw_frame_hdr hdr;
@@ -863,7 +883,7 @@ static void conn_consume(struct conn *c)
 
 	if (c->parked)
 		consume_parked(c);
-	while (!c->sc.closing && !c->parked) {
+	while (!sw_sconn_gone(&c->sc) && !c->parked) {
 		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
 		struct sw_frame_hdr hdr;
 		int rc = sw_frame_whole(sw_buf_head(&c->in),
@@ -931,7 +951,7 @@ static void on_consume_idle(uv_idle_t *h)
 
 		m->consume_list = c->consume_next;
 		c->in_consume_list = false;
-		if (!c->sc.closing && !c->paused)
+		if (!sw_sconn_gone(&c->sc) && !c->paused)
 			conn_consume(c);
 		sw_sconn_put(&c->sc);
 	}
@@ -945,8 +965,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		sw_sconn_read_end(&c->sc, nread);
 		return;
 	}
-	if (nread == 0)
-		return;
+	if (nread == 0 || c->sc.shed)
+		return; /* (marked: closed in this turn's check phase) */
 	if (!c->s && sw_server_unauth_over(&c->m->server, (size_t)nread,
 					   PRE_HELLO_TOTAL)) {
 		sw_notice(TAG,
@@ -977,6 +997,7 @@ static void on_check(uv_check_t *h)
 	struct master *m = h->data;
 
 	changelog_flush(m->cl);
+	sw_server_shed(&m->server);
 	server_flush(m);
 }
 

@@ -329,13 +329,24 @@ static void test_output_total(void **state)
 	sw_sconn_output(all[2], 10);
 	assert_int_equal(srv.out_total, 100);
 	assert_int_equal(srv.out_shed, 0);
-	/* Past the cap by the light one: the heaviest goes, not it. */
+	/* Past the cap by the light one: the heaviest goes, not it; marked
+	 * and counted out at once, closed by sw_server_shed() (the check
+	 * phase), never under a caller that may be walking a list. */
 	sw_sconn_output(all[2], 20);
+	assert_true(all[1]->shed);
+	assert_false(all[1]->closing);
+	assert_false(all[0]->shed);
+	assert_false(all[2]->shed);
+	assert_int_equal(srv.out_total, 50);
+	assert_int_equal(srv.out_shed, 1);
+	/* What it holds later does not count again. */
+	sw_sconn_output(all[1], 90);
+	assert_int_equal(srv.out_total, 50);
+	sw_server_shed(&srv);
 	assert_true(all[1]->closing);
 	assert_false(all[0]->closing);
 	assert_false(all[2]->closing);
-	assert_int_equal(srv.out_total, 50);
-	assert_int_equal(srv.out_shed, 1);
+	assert_null(srv.shed);
 	/* Less held: counted down; a close counts it out. */
 	sw_sconn_output(all[0], 5);
 	assert_int_equal(srv.out_total, 25);
