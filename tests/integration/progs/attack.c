@@ -88,34 +88,6 @@ static const char *cs_key_file, *admin_pw;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 static uint64_t pub, big, jail, priv, ro_file;
 
-static ProtobufCBinaryData bin(const void *p, size_t n)
-{
-	return (ProtobufCBinaryData){ n, (uint8_t *)p };
-}
-
-static ProtobufCBinaryData str(const char *s)
-{
-	return bin(s, strlen(s));
-}
-
-/* Resident set of @pid in KiB. */
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		fail("cannot read %s", path);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 /* A ping's round trip in ms. */
 static double ping_ms(struct peer *p)
 {
@@ -298,20 +270,6 @@ static int open_ino(struct peer *p, uint64_t ino, uint32_t flags)
 	q.ino = ino;
 	q.flags = flags;
 	return peer_call(p, SW_MSG_OPEN, &q.base);
-}
-
-static void must(int err, const char *what)
-{
-	if (err)
-		fail("%s: %s", what, strerror(err));
-}
-
-static void expect(int err, int want, const char *what)
-{
-	if (err != want)
-		fail("%s: got %s, want %s", what,
-		     err ? strerror(err) : "success",
-		     want ? strerror(want) : "success");
 }
 
 /* The master's INFO as the session on @p sees it (free it). */

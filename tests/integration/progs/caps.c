@@ -109,43 +109,9 @@ static long budget_mib = 48, cs_budget_mib = 128;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 static uint64_t pub, big, ro_file, data_ino;
 
-static ProtobufCBinaryData bin(const void *p, size_t n)
-{
-	return (ProtobufCBinaryData){ n, (uint8_t *)p };
-}
-
-static ProtobufCBinaryData str(const char *s)
-{
-	return bin(s, strlen(s));
-}
-
-/* Resident set of @pid in KiB. */
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		fail("cannot read %s", path);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 static double since_ms(int64_t t0)
 {
 	return (double)(sw_mono_ns() - t0) / 1e6;
-}
-
-static void must(int err, const char *what)
-{
-	if (err)
-		fail("%s: %s", what, strerror(err));
 }
 
 /* Connect and say hello as a mount on export @subdir; its root inode. */

@@ -277,11 +277,6 @@ static void check_frames(void)
 
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 
-static ProtobufCBinaryData bin(const void *p, size_t n)
-{
-	return (ProtobufCBinaryData){ n, (uint8_t *)p };
-}
-
 /* The root's listing: names, one per line, into @out. */
 static void listing(struct peer *p, struct sw_buf *out)
 {

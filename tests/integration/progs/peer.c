@@ -66,6 +66,47 @@ void alive(pid_t pid, const char *who)
 
 /* ---- raw connections ------------------------------------------------------ */
 
+ProtobufCBinaryData bin(const void *p, size_t n)
+{
+	return (ProtobufCBinaryData){ n, (uint8_t *)p };
+}
+
+ProtobufCBinaryData str(const char *s)
+{
+	return bin(s, strlen(s));
+}
+
+void must(int err, const char *what)
+{
+	if (err)
+		fail("%s: %s", what, strerror(err));
+}
+
+void expect(int err, int want, const char *what)
+{
+	if (err != want)
+		fail("%s: got %s, want %s", what,
+		     err ? strerror(err) : "success",
+		     want ? strerror(want) : "success");
+}
+
+long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		fail("cannot read %s", path);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
 void peer_connect(struct peer *p, uint16_t port)
 {
 	memset(p, 0, sizeof(*p));

@@ -1,8 +1,9 @@
 /*
  * Raw framed connections for the hostile test clients (hostile.c,
- * attack.c): connect, send any frame, read frames with a deadline, and
- * fail the whole test at once with a message when something is off.
- * Blocking, one thread.
+ * attack.c, trust.c, stall.c, caps.c): connect, send any frame, read
+ * frames with a deadline, and fail the whole test at once with a message
+ * when something is off; and the small helpers they all use. Blocking,
+ * one thread.
  */
 #ifndef SWEEPFS_TESTS_PEER_H
 #define SWEEPFS_TESTS_PEER_H
@@ -38,6 +39,17 @@ struct peer {
 	uint16_t port;
 	uint32_t max; /* payload limit of what we accept */
 };
+
+/* Bytes for a bytes field: @n at @p, or the string @s. */
+ProtobufCBinaryData bin(const void *p, size_t n);
+ProtobufCBinaryData str(const char *s);
+
+/* fail() unless @err (a positive errno, 0: success) is 0 / @want. */
+void must(int err, const char *what);
+void expect(int err, int want, const char *what);
+
+/* Resident set of @pid in KiB (fail() if it cannot be read). */
+long rss_kb(pid_t pid);
 
 void peer_connect(struct peer *p, uint16_t port);
 void peer_close(struct peer *p);

@@ -67,28 +67,6 @@ static int64_t deleg_ms = 1000, inval_ms = 300;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 static uint64_t jail, jail_d, team, dl, xs[DIRS];
 
-static ProtobufCBinaryData str(const char *s)
-{
-	return (ProtobufCBinaryData){ strlen(s), (uint8_t *)s };
-}
-
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		fail("cannot read %s", path);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 /* Connect a mount session on @subdir, its kernel keeping names for
  * @cache_ms; returns the export's root. */
 static uint64_t session(struct peer *p, const char *subdir, uint32_t cache_ms)

@@ -100,25 +100,6 @@ static struct {
 	uint64_t dir, victim, w, g0;
 } ex[] = { { .name = "jail" }, { .name = "shared" }, { .name = "team" } };
 
-static ProtobufCBinaryData str(const char *s)
-{
-	return (ProtobufCBinaryData){ strlen(s), (uint8_t *)s };
-}
-
-static void must(int err, const char *what)
-{
-	if (err)
-		fail("%s: %s", what, strerror(err));
-}
-
-static void expect(int err, int want, const char *what)
-{
-	if (err != want)
-		fail("%s: got %s, want %s", what,
-		     err ? strerror(err) : "success",
-		     want ? strerror(want) : "success");
-}
-
 /* ---- hellos --------------------------------------------------------------- */
 
 struct hello {
