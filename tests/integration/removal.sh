@@ -399,8 +399,12 @@ mid() {
 }
 wait_until 60 "the purge to get going" mid
 left_kill=$(sw_status 'd["purge_left"]')
-restart_master kill
+# Read before waiting for the chunkservers, whose reconnect back-off may
+# take seconds while the purge goes on (as in faults.sh).
+kill_master
+_launch_master --fixed-port || fail "the master did not restart"
 left_restart=$(sw_status 'd["purge_left"]')
+wait_chunkservers
 log "purge: $left_kill nodes left at the kill, $left_restart after the restart"
 # The purge's steps are not journaled: a restart goes on from the last
 # checkpoint's picture, so it may purge again what was purged since

@@ -82,6 +82,19 @@
 #define SLICE_MAX_US 20000
 #endif
 
+/*
+ * Another client's pings while an attack runs: 50 ms at most (a normal
+ * build measures 0.6-13 ms in amplify). Under AddressSanitizer the
+ * flooders' hundreds of MiB of unread replies are poisoned and copied at
+ * several times the cost, and one ping in a run took 125 ms: the bound
+ * is the issue's 100 ms twice over there.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define PING_MAX_MS 200
+#else
+#define PING_MAX_MS 50
+#endif
+
 static uint16_t m_port, c_port;
 static pid_t m_pid, c_pid;
 static const char *cs_key_file, *admin_pw;
@@ -523,7 +536,7 @@ static void check_amplify(void)
 	       f[0].sent, f[1].sent, f[2].sent, rss0, rss_max, worst);
 	if (rss_max - rss0 > 256 * 1024)
 		fail("the master grew by %ld MiB", (rss_max - rss0) / 1024);
-	if (worst >= 50)
+	if (worst >= PING_MAX_MS)
 		fail("another client's ping took %.1f ms", worst);
 	ok("20,000 pipelined READDIRs x 3 unread: master +%ld MiB, pings < "
 	   "%.0f ms",
@@ -826,7 +839,7 @@ static void check_sessions(int per_address)
 	       refused, rss0, rss_max, worst);
 	if (rss_max - rss0 > 256 * 1024)
 		fail("the master grew by %ld MiB", (rss_max - rss0) / 1024);
-	if (worst >= 50)
+	if (worst >= PING_MAX_MS)
 		fail("another client's ping took %.1f ms", worst);
 	peer_close(&adm);
 	peer_close(&other);
@@ -900,7 +913,7 @@ static void prehello_on(uint16_t port, pid_t pid, const char *who, uint32_t len,
 		     who, N - closed, part);
 	if (rss_max - rss0 > 256 * 1024)
 		fail("the %s grew by %ld MiB", who, (rss_max - rss0) / 1024);
-	if (worst >= 50)
+	if (worst >= PING_MAX_MS)
 		fail("another client's ping to the %s took %.1f ms", who,
 		     worst);
 }
