@@ -139,6 +139,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cs.cfg.send_timeout_ms = 120000;
 	cs.cfg.max_connections = 100;
 	cs.cfg.max_inflight = 128u << 20;
+	/* The daemon's defaults (chunkserver/main.c): left 0, no reply may
+	 * be held, reading stops at the first, and the exchange never
+	 * ends. */
+	cs.cfg.hello_timeout_ms = 5000;
+	cs.cfg.pre_hello_max = 4096;
+	cs.cfg.pre_hello_per_address = 1024;
+	cs.cfg.output_max = 16u << 20;
+	cs.cfg.output_total_max = 256u << 20;
 	cs.has_key = true;
 	memcpy(cs.key, FUZZ_KEY, SW_TOKEN_KEY);
 	if (server_start(&cs) < 0)
