@@ -365,23 +365,6 @@ static int plan_times(struct setattr_plan *p)
 	return 0;
 }
 
-/*
- * What @q asks to change of @n. SET_VIA_FD ("through a descriptor open
- * for writing": ftruncate(), futimens() may then skip the write check) is
- * the client's word: it stands only when this session has @n open for
- * writing, as the master itself recorded.
- */
-static unsigned setattr_valid(const struct req *r, const Sweepfs__SetattrReq *q,
-			      const struct node *n)
-{
-	unsigned v = q->valid;
-
-	if ((v & SWEEPFS__SETATTR_VALID__SET_VIA_FD) &&
-	    !session_has_writable(r->s, n->ino))
-		v &= ~(unsigned)SWEEPFS__SETATTR_VALID__SET_VIA_FD;
-	return v;
-}
-
 /* Decide @p's change, in the order the kernel applies them. */
 static int plan_setattr(struct setattr_plan *p)
 {
@@ -424,17 +407,27 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Attr attr;
 	uint64_t old_size;
 	struct node *n;
+	bool open_w;
 	int rc;
 
 	rc = get_node(r, q->ino, &n);
 	if (rc < 0)
 		goto out_err;
+	open_w = session_has_writable(r->s, n->ino);
 	p = (struct setattr_plan){
 		.q = q,
 		.cred = &cred,
 		.n = n,
-		.v = setattr_valid(r, q, n),
-		.open_w = session_has_writable(r->s, n->ino),
+		/* SET_VIA_FD ("through a descriptor open for writing":
+		 * ftruncate(), futimens() may skip the write check) is the
+		 * client's word: it stands only when this session has @n
+		 * open for writing, as the master itself recorded. */
+		.open_w = open_w,
+		.v = open_w ?
+			     q->valid :
+			     q->valid &
+				     ~(unsigned)
+					     SWEEPFS__SETATTR_VALID__SET_VIA_FD,
 		.now = sw_now_ns(),
 		.mode = n->mode & 07777,
 		.newuid = (q->valid & SWEEPFS__SETATTR_VALID__SET_UID) ?

@@ -33,10 +33,11 @@ for opt in "$@"; do
 		# (compare-delete's plot), script (progress), man and groff
 		# (install), systemd-analyze (units), dpkg-buildpackage and
 		# debhelper (package), Prometheus' own text parser (metrics)
-		# and tmux (sweepfs top), etcd (a group of masters).
+		# and tmux (sweepfs top), etcd (a group of masters), openssl
+		# (group_auth's TLS certificates).
 		packages+=(fio strace iproute2 e2fsprogs gnuplot-nox bsdutils
 			man-db groff-base systemd dpkg-dev debhelper
-			python3-prometheus-client tmux etcd-server) ;;
+			python3-prometheus-client tmux etcd-server openssl) ;;
 	esac
 done
 
