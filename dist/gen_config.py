@@ -7,7 +7,7 @@ installed /etc/sweepfs/*.cfg never drifts from the code:
     dist/gen_config.py --check build/master/sweepfs-master dist/config/master.cfg
 
 --check exits 1, saying what differs, when FILE is not what the daemon
-would write (tests/integration/install.sh runs it for both daemons).
+would write (tests/integration/packaging/install.sh runs it for both daemons).
 """
 
 import subprocess

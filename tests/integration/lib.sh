@@ -46,6 +46,8 @@
 set -eEu -o pipefail
 
 SW_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The scenario's own folder: its drivers (*.py) sit beside it.
+SW_HERE=$(cd "$(dirname "$0")" && pwd)
 PYTHON=${PYTHON:-python3}
 SW_TMP=
 SW_NAME=
@@ -737,7 +739,7 @@ sw_group_driver() {
 	local script=$1 what=$2 rc=0
 	command -v etcd >/dev/null || skip "etcd is not installed (etcd-server)"
 	sw_scenario_cleanup() { _sw_driver_cleanup; }
-	"$PYTHON" "$SW_SRC/$script" --build "$SWEEPFS_BUILD" --tmp "$SW_TMP" \
+	"$PYTHON" "$SW_HERE/$script" --build "$SWEEPFS_BUILD" --tmp "$SW_TMP" \
 		>"$SW_TMP/driver.json" 2>"$SW_TMP/driver.log" &
 	SW_DRIVER_PID=$!
 	wait "$SW_DRIVER_PID" || rc=$?

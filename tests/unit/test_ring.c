@@ -1,7 +1,7 @@
 /*
  * mount/ring.c: what it makes of the kernel's ring entries and of
  * libfuse's replies, and of INIT. The rings themselves need the kernel:
- * tests/integration/ring.sh.
+ * tests/integration/posix/ring.sh.
  */
 #include <stdarg.h>
 #include <stddef.h>
