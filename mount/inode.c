@@ -47,6 +47,10 @@ struct minode {
 	int64_t attr_stale_at; /* mono ns something changed them; 0: no */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
+	/* Its attributes changed after the kernel first had them (a chown,
+	 * a chmod, a rename's ctime, or attr_stale_at): what a listing cached
+	 * before then is older, and must not outlive this entry. */
+	bool changed;
 	struct minode *next;
 };
 
@@ -55,6 +59,7 @@ int itable_init(struct itable *t)
 	pthread_mutex_init(&t->mu, NULL);
 	t->nbuckets = 1024;
 	t->count = 0;
+	t->changed_gone_at = 0;
 	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
 	return t->buckets ? 0 : -ENOMEM;
 }
@@ -132,6 +137,12 @@ static void put(struct itable *t, uint64_t ino)
 
 	if (!n || n->nlookup || n->nopen)
 		return;
+	/* What it knew goes with it: from now on, attributes listed before
+	 * now are suspect for every inode the table does not hold (one
+	 * stamp, not a list: forgetting a changed inode is rare, and the
+	 * price is a round trip for a stat). */
+	if (n->changed || n->attr_stale_at)
+		t->changed_gone_at = sw_mono_ns();
 	*pp = n->next;
 	free(n);
 	t->count--;
@@ -307,6 +318,13 @@ out:
 	*count = v ? n : 0;
 }
 
+static bool attr_differs(const struct mattr *m, const Sweepfs__Attr *a)
+{
+	return m->mode != a->mode || m->nlink != a->nlink || m->uid != a->uid ||
+	       m->gid != a->gid || m->size != a->size || m->mtime != a->mtime ||
+	       m->ctime != a->ctime;
+}
+
 void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 {
 	struct minode *n;
@@ -314,6 +332,8 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, a->ino);
 	if (n) {
+		if (n->attr_fetched && a->nlink && attr_differs(&n->attr, a))
+			n->changed = true;
 		n->attr = (struct mattr){
 			.mode = a->mode,
 			.nlink = a->nlink,
@@ -424,6 +444,8 @@ int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
 	n = *slot(t, ino);
 	if (n && n->attr_stale_at > at) {
 		rc = -1;
+	} else if (!n && t->changed_gone_at > at) {
+		rc = -1; /* it may have been one of the forgotten changed */
 	} else if (n && n->attr_fetched > at) {
 		attr_out(n, a);
 		*fetched = n->attr_fetched;

@@ -32,6 +32,10 @@ struct itable {
 	struct minode **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
+	/* mono ns the last inode whose attributes had changed was dropped
+	 * (struct minode's changed): itable_newer_attr() distrusts older
+	 * ones for inodes it does not hold. */
+	int64_t changed_gone_at;
 };
 
 int itable_init(struct itable *t);
@@ -82,8 +86,9 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
  * Whether this mount learnt something about @ino's attributes after @at
  * (mono ns; what a listing has): 1 with the last attributes a reply gave,
  * expired or not, in @a and when in *@fetched; -1 when they changed since
- * @at in a way only the master knows (itable_set_attr_expired()); 0 when
- * nothing newer is known.
+ * @at in a way only the master knows (itable_set_attr_expired()), or
+ * @ino is not held and a changed inode was dropped since @at (its newer
+ * attributes went with it); 0 when nothing newer is known.
  */
 int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
 		      Sweepfs__Attr *a, int64_t *fetched);

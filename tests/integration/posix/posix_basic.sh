@@ -315,6 +315,25 @@ assert_ge 1 "$((total - free))" "statfs inodes in use"
 assert_ge 1 "$(stat -f -c %b .)" "statfs total blocks"
 assert_le "$(stat -f -c %b .)" "$(stat -f -c %f .)" "statfs free blocks <= total"
 
+# ---- a change outlives the kernel forgetting the inode -----------------------
+# A directory this mount made is delegated to it: it answers lookups from
+# the listing it keeps, which holds each file's attributes as created.
+# After a chown and a chmod, and the kernel dropping its inodes
+# (drop_caches: FORGET), stat must show the change, not the creation
+# (pjdfstest chown/00.t saw 0644 0:0 now and then).
+log "attributes after the kernel forgets"
+mkdir forgot
+for i in 1 2 3 4 5 6 7 8; do
+	touch "forgot/f$i"
+	chown 65534:65533 "forgot/f$i"
+	chmod 0711 "forgot/f$i"
+done
+drop_caches
+for i in 1 2 3 4 5 6 7 8; do
+	assert_stat %u:%g:%a 65534:65533:711 "forgot/f$i" "owner and mode after a forget"
+done
+rm -r forgot
+
 # ---- a second mount sees the changes -------------------------------------------
 # within the attribute and entry timeouts (1 s), also for a file it has
 # cached (stat before the change)
