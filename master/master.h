@@ -24,6 +24,7 @@
  *   group.c      a group of masters on etcd: election, the replicated
  *                changelog, followers' apply (group.h)
  *   fsck.c       the consistency check
+ *   health.c     the chunk health census (status, top, /metrics)
  *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
  *                mutation.c changelog.c checkpoint.c: nodes, edges,
  *                xattrs, copies, the trash's items, chunk table, replay,
@@ -44,6 +45,7 @@
 #include "csrv.h"
 #include "dataops.h"
 #include "exports.h"
+#include "health.h"
 #include "htab.h"
 #include "locks.h"
 #include "namespace.h"
@@ -180,6 +182,7 @@ struct master {
 
 	struct csrv_table cs;	/* csrv.h: chunkservers */
 	struct data_state data; /* dataops.h: leases, waiting requests */
+	struct health health;	/* health.h: the chunk health census */
 
 	struct op_counters total;
 	struct latency latency;	 /* admin.h */
