@@ -25,6 +25,7 @@
  *                changelog, followers' apply (group.h)
  *   fsck.c       the consistency check
  *   health.c     the chunk health census (status, top, /metrics)
+ *   fileinfo.c   a file's chunks and a tree's summary (info, du)
  *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
  *                mutation.c changelog.c checkpoint.c: nodes, edges,
  *                xattrs, copies, the trash's items, chunk table, replay,
@@ -176,6 +177,9 @@ struct master {
 	struct background bg;	 /* purge.h: slices of background work */
 	struct fsck_run *fsck;	 /* the check running, if any (fsck.c) */
 	struct checkpoints ckpt; /* master.c */
+
+	/* A tree summary being counted by a child, if any (fileinfo.c). */
+	struct dirinfo_run *dirinfo;
 
 	struct snapper *snap; /* snapshots being made (snapjob.c) */
 	struct group *group;  /* group.h; NULL: alone */

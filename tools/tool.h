@@ -197,6 +197,8 @@ int cmd_settrashtime(int argc, char **argv);
 int cmd_gettrashtime(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_du(int argc, char **argv);
 int cmd_group(int argc, char **argv);
 int cmd_setgoal(int argc, char **argv);
 int cmd_getgoal(int argc, char **argv);

@@ -6,7 +6,9 @@
 # JSON), `sweepfs top` and /metrics; `sweepfs fsck` names the files whose
 # chunks are bad, by path (text and JSON, which a strict parser reads),
 # cuts the list at -n and says so, and exits 1 while chunks are lost.
-# With the chunkserver back, all is well again everywhere.
+# With the chunkserver back, all is well again everywhere. `sweepfs info`
+# shows a file's chunks with their copies and servers; `sweepfs du` counts
+# a tree on the master (a big one in a forked child, for root only).
 . "$(dirname "$0")/lib.sh"
 sw_init health
 PY3=/usr/bin/python3
@@ -42,6 +44,60 @@ done
 sw_tool status | grep -q "chunk health: all chunks at their goal" ||
 	fail "status does not say all chunks are well: $(sw_tool status)"
 fsck_ok || fail "fsck is not clean: $(sw_tool fsck)"
+
+log "info: a file's chunks, versions, copies and servers"
+CS_ADDR=$SW_CS_HOST:${SW_CS_PORTS[1]}
+out=$(sw_tool info "$M/d/a") || fail "sweepfs info: $out"
+grep -q "^$M/d/a: 67108865 bytes, 2 chunks, goal 1$" <<<"$out" || fail "info's head: $out"
+[[ $(grep -c "^  chunk [01]: [0-9a-f]\{16\} version [0-9]*, 1 of 1 copies$" <<<"$out") == 2 ]] ||
+	fail "info's chunks: $out"
+[[ $(grep -c "^    copy on $CS_ADDR: version [0-9]*, valid$" <<<"$out") == 2 ]] ||
+	fail "info's copies: $out"
+j=$(sw_tool info --json "$M/d/a" "$M/d/"$'caf\xe9') || fail "sweepfs info --json"
+$PY3 - "$j" "$CS_ADDR" <<'PY' || fail "info --json: $j"
+import json, sys
+d = json.loads(sys.argv[1], strict=True)
+a, cafe = d
+assert a["size"] == 64 * 2**20 + 1 and a["slots"] == 2, a
+assert [c["index"] for c in a["chunks"]] == [0, 1]
+for c in a["chunks"] + cafe["chunks"]:
+    assert c["valid_copies"] == 1 and c["goal"] == 1, c
+    assert [(k["server"], k["state"], k["connected"]) for k in c["copies"]] == [(sys.argv[2], "valid", True)], c
+    assert all(k["version"] == c["version"] for k in c["copies"])
+assert cafe["path"].encode("utf-8", "surrogateescape").endswith(b"/d/caf\xe9")
+PY
+rc=0
+out=$(sw_tool info "$M/d" 2>&1) || rc=$?
+assert_eq 1 "$rc" "info of a directory"
+grep -q "a directory (sweepfs du" <<<"$out" || fail "info of a directory: $out"
+
+log "du: a tree's files, directories, bytes and chunks, counted on the master"
+out=$(sw_tool du "$M/d") || fail "sweepfs du: $out"
+assert_eq "$M/d: 3 files, 2 directories, 0 others, $((64 * 2**20 + 1 + 2 * 102400)) bytes (64.2 MiB), 4 chunks" \
+	"$out" "du of d"
+ln -s a "$M/d/link"
+j=$(sw_tool du --json "$M/d" "$M/e/c") || fail "sweepfs du --json"
+$PY3 - "$j" <<'PY' || fail "du --json: $j"
+import json, sys
+d, c = json.loads(sys.argv[1], strict=True)
+assert (d["files"], d["dirs"], d["others"], d["chunks"]) == (3, 2, 1, 4), d
+assert (c["files"], c["dirs"], c["bytes"], c["chunks"]) == (1, 0, 102400, 1), c
+PY
+# A tree over the bound: a forked child counts it for root on an admin
+# export; another user is told it is too big for it.
+mkdir "$M/big" "$M/big/s"
+(cd "$M/big/s" && seq -f 'f%g' 20001 | xargs touch)
+out=$(sw_tool du "$M/big") || fail "du of a big tree as root: $out"
+assert_eq "$M/big: 20001 files, 2 directories, 0 others, 0 bytes (0 B), 0 chunks" "$out" "du of big"
+chmod 755 "$SW_TMP"
+rc=0
+out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M/big" 2>&1) || rc=$?
+assert_eq 1 "$rc" "du of a big tree as a user"
+grep -q "too big a tree for this session" <<<"$out" || fail "du of a big tree as a user: $out"
+out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M/e") ||
+	fail "du of a small tree as a user: $out"
+assert_eq "$M/e: 1 files, 1 directories, 0 others, 102400 bytes (100.0 KiB), 1 chunks" "$out" "du of e as a user"
+sw_tool rmr "$M/big" >/dev/null || fail "rmr big"
 
 log "goal 2 on the only chunkserver: under goal, endangered, unreachable"
 sw_tool setgoal 2 "$M/e/c" >/dev/null || fail "setgoal 2"
@@ -82,6 +138,9 @@ for f in /d/a /d/sub/b /e/c; do
 		fail "fsck does not name $f: $out"
 done
 grep -q "^  /d/a: 2 chunks LOST" <<<"$out" || fail "fsck does not count both chunks of /d/a: $out"
+out=$(sw_tool info "$M/d/sub/b") || fail "sweepfs info, server down: $out"
+grep -q "0 of 1 copies - LOST" <<<"$out" || fail "info hides a lost chunk: $out"
+grep -q "valid (server down)" <<<"$out" || fail "info hides the server down: $out"
 j=$(sw_tool fsck --json) && fail "fsck --json exits 0 with chunks lost"
 $PY3 - "$j" <<'PY' || fail "fsck --json: $j"
 import json, sys
