@@ -8,7 +8,9 @@
 # cuts the list at -n and says so, and exits 1 while chunks are lost.
 # With the chunkserver back, all is well again everywhere. `sweepfs info`
 # shows a file's chunks with their copies and servers; `sweepfs du` counts
-# a tree on the master (a big one in a forked child, for root only).
+# a tree on the master (a big one in a forked child, for root only). The
+# alert rules and the Grafana dashboard in dist/monitoring name only
+# metrics that the master and the chunkserver serve.
 . "$(dirname "$0")/lib.sh"
 sw_init health
 PY3=/usr/bin/python3
@@ -16,10 +18,15 @@ $PY3 -c 'import prometheus_client' 2>/dev/null ||
 	skip "python3-prometheus-client is not installed"
 
 MPORT=$(pick_port)
+CPORT=$(pick_port)
+SW_CHUNKSERVERS=0
 start_master --set metrics_listen=$SW_MASTER_HOST:$MPORT
+start_chunkservers 1 --set metrics_listen=$SW_CS_HOST:$CPORT
 start_mount
 M=$SW_MNT
 MURL=http://$SW_MASTER_HOST:$MPORT/metrics
+CURL=http://$SW_CS_HOST:$CPORT/metrics
+DIST=$SW_SRC/../../dist/monitoring
 scrape() { $PY3 "$SW_SRC/scrape.py" "$@" >"$SW_TMP/scrape.out" 2>&1 || fail "$(cat "$SW_TMP/scrape.out")"; }
 
 # health KEY: the chunk health count KEY of `sweepfs status --json`.
@@ -44,6 +51,18 @@ done
 sw_tool status | grep -q "chunk health: all chunks at their goal" ||
 	fail "status does not say all chunks are well: $(sw_tool status)"
 fsck_ok || fail "fsck is not clean: $(sw_tool fsck)"
+
+log "dist/monitoring: every metric the alert rules and the dashboard name is served"
+$PY3 "$SW_SRC/dist_metrics.py" "$DIST/sweepfs-alerts.yml" \
+	"$DIST/sweepfs-dashboard.json" "$MURL" "$CURL" >"$SW_TMP/dist.out" 2>&1 ||
+	fail "$(cat "$SW_TMP/dist.out")"
+cat "$SW_TMP/dist.out" >&2
+# The check can fail: a rule naming a metric nobody serves.
+sed 's/sweepfs_master_chunks_unhealthy/sweepfs_master_chunks_unhealty/' \
+	"$DIST/sweepfs-alerts.yml" >"$SW_TMP/bad-alerts.yml"
+! $PY3 "$SW_SRC/dist_metrics.py" "$SW_TMP/bad-alerts.yml" \
+	"$DIST/sweepfs-dashboard.json" "$MURL" "$CURL" >/dev/null 2>&1 ||
+	fail "dist_metrics.py passed a rule naming a metric nobody serves"
 
 log "info: a file's chunks, versions, copies and servers"
 CS_ADDR=$SW_CS_HOST:${SW_CS_PORTS[1]}
