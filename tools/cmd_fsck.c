@@ -66,7 +66,7 @@ static char *bad_path(const Sweepfs__FsckBadFile *b)
 static void bad_files_json(struct json *j, const Sweepfs__FsckReply *r)
 {
 	json_u64(j, "bad_files_total", r->bad_files_total);
-	json_bool(j, "bad_files_cut", r->bad_files_cut);
+	json_flag(j, "bad_files_cut", r->bad_files_cut);
 	json_arr_begin(j, "bad_files");
 	for (size_t i = 0; i < r->n_bad_files; i++) {
 		const Sweepfs__FsckBadFile *b = r->bad_files[i];
@@ -135,7 +135,7 @@ static void fsck_json(const Sweepfs__FsckReply *r, const struct count *counts,
 
 	json_init(&j, stdout);
 	json_obj_begin(&j, NULL);
-	json_bool(&j, "ok", total == 0);
+	json_flag(&j, "ok", total == 0);
 	json_u64(&j, "nodes", r->nodes);
 	json_u64(&j, "dirs", r->dirs);
 	json_u64(&j, "chunks", r->chunks);
@@ -153,11 +153,11 @@ static void fsck_json(const Sweepfs__FsckReply *r, const struct count *counts,
 
 		json_obj_begin(&j, NULL);
 		json_str(&j, "listen", s->listen);
-		json_bool(&j, "connected", s->connected);
+		json_flag(&j, "connected", s->connected);
 		json_u64(&j, "known", s->known);
 		json_u64(&j, "deletes_pending", s->deletes_pending);
 		json_u64(&j, "reported", s->reported);
-		json_bool(&j, "in_motion", s->in_motion);
+		json_flag(&j, "in_motion", s->in_motion);
 		json_obj_end(&j);
 	}
 	json_arr_end(&j);

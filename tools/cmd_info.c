@@ -99,7 +99,7 @@ static void chunk_json(struct json *j, const Sweepfs__FileinfoChunk *k)
 		json_str(j, "server", c->server);
 		json_u64(j, "version", c->version);
 		json_str(j, "state", c->state);
-		json_bool(j, "connected", c->connected);
+		json_flag(j, "connected", c->connected);
 		json_obj_end(j);
 	}
 	json_arr_end(j);
@@ -182,10 +182,8 @@ int cmd_info(int argc, char **argv)
 	for (; i < argc; i++)
 		if (info_one(argv[i], json ? &j : NULL) < 0)
 			status = 1;
-	if (json) {
+	if (json)
 		json_arr_end(&j);
-		fputc('\n', stdout);
-	}
 	return status;
 }
 
@@ -254,9 +252,7 @@ int cmd_du(int argc, char **argv)
 	for (; i < argc; i++)
 		if (du_one(argv[i], json ? &j : NULL) < 0)
 			status = 1;
-	if (json) {
+	if (json)
 		json_arr_end(&j);
-		fputc('\n', stdout);
-	}
 	return status;
 }

@@ -249,7 +249,7 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 
 		json_obj_begin(&j, NULL);
 		json_str(&j, "listen", si->listen);
-		json_bool(&j, "connected", si->connected);
+		json_flag(&j, "connected", si->connected);
 		json_u64(&j, "total_bytes", si->total_bytes);
 		json_u64(&j, "used_bytes", si->used_bytes);
 		json_u64(&j, "free_bytes",
@@ -274,16 +274,16 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		json_str(&j, "role", role_name(si->role));
 		json_str(&j, "peer", si->peer);
 		json_str(&j, "name", si->name);
-		json_bool(&j, "connected", si->connected);
+		json_flag(&j, "connected", si->connected);
 		json_u64(&j, "root_ino", si->root_ino);
 		json_u64(&j, "open_files", si->open_files);
 		json_u64(&j, "delegations", si->delegations);
 		if (si->export)
 			json_str(&j, "export", si->export);
 		if (si->has_read_only)
-			json_bool(&j, "read_only", si->read_only);
+			json_flag(&j, "read_only", si->read_only);
 		if (si->has_admin)
-			json_bool(&j, "admin", si->admin);
+			json_flag(&j, "admin", si->admin);
 		if (counters && si->counters)
 			json_counters(&j, "counters", si->counters);
 		json_obj_end(&j);
