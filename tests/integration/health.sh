@@ -10,7 +10,8 @@
 # shows a file's chunks with their copies and servers; `sweepfs du` counts
 # a tree on the master (a big one in a forked child, for root only). The
 # alert rules and the Grafana dashboard in dist/monitoring name only
-# metrics that the master and the chunkserver serve.
+# metrics that the master and the chunkserver serve. A file restored from
+# the trash whose directory is gone gets its directories made again.
 . "$(dirname "$0")/lib.sh"
 sw_init health
 PY3=/usr/bin/python3
@@ -72,11 +73,17 @@ grep -q "^$M/d/a: 67108865 bytes, 2 chunks, goal 1$" <<<"$out" || fail "info's h
 	fail "info's chunks: $out"
 [[ $(grep -c "^    copy on $CS_ADDR: version [0-9]*, valid$" <<<"$out") == 2 ]] ||
 	fail "info's copies: $out"
-j=$(sw_tool info --json "$M/d/a" "$M/d/"$'caf\xe9') || fail "sweepfs info --json"
+# A name that no JSON writer gets right by accident: a byte outside UTF-8,
+# a control byte, a backslash, the text of an escape, a quote.
+ODD=$'o\x01\\u0001"\xff\xc3'
+touch "$M/e/$ODD"
+j=$(sw_tool info --json "$M/d/a" "$M/d/"$'caf\xe9' "$M/e/$ODD") || fail "sweepfs info --json"
 $PY3 - "$j" "$CS_ADDR" <<'PY' || fail "info --json: $j"
 import json, sys
 d = json.loads(sys.argv[1], strict=True)
-a, cafe = d
+a, cafe, odd = d
+assert odd["path"].encode("utf-8", "surrogateescape").endswith(b'/e/o\x01\\u0001"\xff\xc3'), odd
+assert odd["size"] == 0 and odd["chunks"] == []
 assert a["size"] == 64 * 2**20 + 1 and a["slots"] == 2, a
 assert [c["index"] for c in a["chunks"]] == [0, 1]
 for c in a["chunks"] + cafe["chunks"]:
@@ -115,8 +122,31 @@ assert_eq 1 "$rc" "du of a big tree as a user"
 grep -q "too big a tree for this session" <<<"$out" || fail "du of a big tree as a user: $out"
 out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M/e") ||
 	fail "du of a small tree as a user: $out"
-assert_eq "$M/e: 1 files, 1 directories, 0 others, 102400 bytes (100.0 KiB), 1 chunks" "$out" "du of e as a user"
+assert_eq "$M/e: 2 files, 1 directories, 0 others, 102400 bytes (100.0 KiB), 1 chunks" "$out" "du of e as a user"
 sw_tool rmr "$M/big" >/dev/null || fail "rmr big"
+
+log "trash restore of a file whose directory is gone makes the directory again"
+mkdir "$M/t"
+sw_tool settrashtime 3600 "$M/t" >/dev/null || fail "settrashtime"
+mkdir -p "$M/t/x/y"
+echo restored >"$M/t/x/y/f"
+rm -rf "$M/t/x"
+tid=$(sw_tool trash ls --json | $PY3 -c 'import json, sys
+print([i["id"] for i in json.load(sys.stdin)["items"] if i["path"] == "/t/x/y/f"][0])') ||
+	fail "no /t/x/y/f in the trash: $(sw_tool trash ls)"
+touch "$M/t/x"
+rc=0
+out=$(sw_tool trash restore "$tid" 2>&1) || rc=$?
+assert_eq 1 "$rc" "restoring under a file"
+grep -q "Not a directory" <<<"$out" || fail "restoring under a file: $out"
+rm "$M/t/x"
+out=$(sw_tool trash restore "$tid" 2>&1) || fail "trash restore: $out"
+grep -q "its directory was gone: made 2 directories again" <<<"$out" ||
+	fail "trash restore does not say what it made: $out"
+wait_until 5 "the restored file" test -f "$M/t/x/y/f"
+assert_eq restored "$(cat "$M/t/x/y/f")" "the restored file's data"
+assert_eq "$(id -u) 755" "$(stat -c '%u %a' "$M/t/x/y")" "a directory made again"
+sw_tool rmr "$M/t" >/dev/null || fail "rmr t"
 
 log "goal 2 on the only chunkserver: under goal, endangered, unreachable"
 sw_tool setgoal 2 "$M/e/c" >/dev/null || fail "setgoal 2"
