@@ -9,8 +9,9 @@
  * every cs_tick), a bounded number of chunk slots at a time, and
  * published whole when a pass over the chunk table ends: a status
  * request reads them, it never walks the chunks. They are as old as the
- * last pass (health_age_ms()); with HEALTH_SCAN_BUDGET slots per 100 ms
- * tick a pass over a million chunks takes about 6 s.
+ * last pass (health_age_ms()); a tick visits at most 16384 slots or
+ * half a millisecond's worth, so a pass over a million chunks takes some
+ * 13 s or more.
  */
 #ifndef SWEEPFS_MASTER_HEALTH_H
 #define SWEEPFS_MASTER_HEALTH_H
