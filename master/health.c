@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "csrv.h"
+#include "group.h"
 #include "health.h"
 #include "master.h"
 #include "util.h"
@@ -90,6 +91,12 @@ void health_tick(struct master *m)
 	size_t size = t->slots ? t->size : 0, step;
 	int64_t t0 = sw_mono_ns();
 
+	/* A follower has no chunkservers: it counts nothing, and a new
+	 * leader starts with a pass of its own. */
+	if (!group_serving(m)) {
+		memset(h, 0, sizeof(*h));
+		return;
+	}
 	if (h->visited == 0)
 		h->servers = servers_up(m);
 	for (size_t done = 0; done < HEALTH_SCAN_BUDGET && h->visited < size;

@@ -14,6 +14,7 @@
 #include "admin.h"
 #include "changelog.h"
 #include "csrv.h"
+#include "group.h"
 #include "master.h"
 #include "session.h"
 #include "util.h"
@@ -221,8 +222,10 @@ static void servers(struct master *m, struct sw_buf *b)
 	}
 }
 
-/* The chunk health census (health.h). */
-static void health(struct sw_buf *b, const Sweepfs__InfoReply *r)
+/* The chunk health census (health.h); a follower of a group has none
+ * (its chunkservers talk to the leader): nothing to alert on. */
+static void health(struct master *m, struct sw_buf *b,
+		   const Sweepfs__InfoReply *r)
 {
 	static const char name[] = "sweepfs_master_chunks_unhealthy";
 	const struct {
@@ -236,6 +239,8 @@ static void health(struct sw_buf *b, const Sweepfs__InfoReply *r)
 		{ "goal_unreachable", r->chunks_goal_unreachable },
 	};
 
+	if (!group_serving(m))
+		return;
 	sw_prom_head(b, name, "gauge",
 		     "Chunks by health, as of the last census pass: no valid "
 		     "copy on a connected server (missing), one copy left of "
@@ -272,7 +277,7 @@ static void render(void *arg, struct sw_buf *b)
 	namespace(b, &r);
 	background(m, b, &r);
 	servers(m, b);
-	health(b, &r);
+	health(m, b, &r);
 }
 
 int metrics_start(struct master *m)
