@@ -24,8 +24,9 @@
  *    and no chunk is left with no reference;
  *  - each chunk has a valid copy on a connected server, and as many as
  *    the goal; the files naming a chunk that has not are listed by path
- *    (a walk from the root, one entry per name, at most as many as the
- *    problems asked for), so that an operator knows what is damaged;
+ *    (a walk from the root, one entry per name, then the trash's items,
+ *    at most as many as the problems asked for), so that an operator
+ *    knows what is damaged;
  *  - each chunkserver reports as many chunk files as the master knows
  *    copies there (deletions still queued included).
  */
@@ -454,32 +455,18 @@ struct walk_frame {
 	size_t len;		 /* of the path to dir */
 };
 
-/*
- * Every file reachable from the root, by path, depth first: the ones
- * naming a bad chunk go into the report. Only when some chunk is bad
- * (the child's time is cheap, but not free on 100 million nodes).
- */
-static int list_bad_files(struct check *k)
+/* Every file below directory @top, whose path @p holds, depth first:
+ * those naming a bad chunk go into the report. */
+static int walk_files(struct check *k, const struct node *top, struct path *p)
 {
-	struct ns *ns = &k->m->ns;
-	Sweepfs__FsckBadFile **out;
 	struct walk_frame *st;
 	size_t depth = 0, cap = 64;
-	struct path p = { 0 };
 	int rc = 0;
 
-	k->r->has_bad_files_total = k->r->has_bad_files_cut = 1;
-	if (!k->r->lost_chunks && !k->r->undergoal_chunks)
-		return 0;
-	out = calloc(k->max + 1, sizeof(*out));
 	st = malloc(cap * sizeof(*st));
-	if (!out || !st) {
-		free(out);
-		free(st);
+	if (!st)
 		return -ENOMEM;
-	}
-	k->r->bad_files = out;
-	st[depth++] = (struct walk_frame){ ns->root, ns->root->u.dir->head, 0 };
+	st[depth++] = (struct walk_frame){ top, top->u.dir->head, p->len };
 	while (depth && rc == 0) {
 		struct walk_frame *w = &st[depth - 1];
 		const struct edge *e = w->next;
@@ -493,12 +480,12 @@ static int list_bad_files(struct check *k)
 		c = e->child;
 		if (!c)
 			continue;
-		p.len = w->len;
-		rc = path_push(&p, e->name, e->namelen);
+		p->len = w->len;
+		rc = path_push(p, e->name, e->namelen);
 		if (rc < 0)
 			break;
 		if (!S_ISDIR(c->mode)) {
-			rc = note_file(k, c, &p, out);
+			rc = note_file(k, c, p, k->r->bad_files);
 			continue;
 		}
 		if (depth == cap) {
@@ -512,10 +499,62 @@ static int list_bad_files(struct check *k)
 			st = v;
 			cap *= 2;
 		}
-		st[depth++] = (struct walk_frame){ c, c->u.dir->head, p.len };
+		st[depth++] = (struct walk_frame){ c, c->u.dir->head, p->len };
 	}
 	free(st);
+	return rc;
+}
+
+/* A trash item: its file, or the files of its tree, by the path it had,
+ * after "trash:". */
+static int trash_files(const struct trash_item *t, void *arg)
+{
+	struct check *k = arg;
+	uint64_t id, ino, parent, nodes;
+	int64_t deleted, expires;
+	struct path p = { 0 };
+	const char *path;
+	struct node *n;
+	int rc;
+
+	ns_trash_item(t, &id, &ino, &parent, &path, &deleted, &expires, &nodes);
+	n = ns_get(&k->m->ns, ino);
+	if (!n)
+		return 0;
+	rc = path_push(&p, "trash:", 6);
+	if (rc == 0) {
+		/* "/trash:" then the path: drop the leading slash. */
+		memmove(p.s, p.s + 1, --p.len);
+		rc = path_push(&p, path + 1, strlen(path + 1));
+	}
+	if (rc == 0)
+		rc = S_ISDIR(n->mode) ? walk_files(k, n, &p) :
+					note_file(k, n, &p, k->r->bad_files);
 	free(p.s);
+	return rc;
+}
+
+/*
+ * The files naming a bad chunk, by path: those reachable from the root,
+ * then those in the trash ("trash:/a/b"). Only when some chunk is bad
+ * (the child's time is cheap, but not free on 100 million nodes).
+ */
+static int list_bad_files(struct check *k)
+{
+	struct ns *ns = &k->m->ns;
+	struct path p = { 0 };
+	int rc;
+
+	k->r->has_bad_files_total = k->r->has_bad_files_cut = 1;
+	if (!k->r->lost_chunks && !k->r->undergoal_chunks)
+		return 0;
+	k->r->bad_files = calloc(k->max + 1, sizeof(*k->r->bad_files));
+	if (!k->r->bad_files)
+		return -ENOMEM;
+	rc = walk_files(k, ns->root, &p);
+	free(p.s);
+	if (rc == 0)
+		rc = ns_trash_foreach(ns, trash_files, k);
 	return rc;
 }
 

@@ -302,6 +302,26 @@ static void test_fsck_names_bad_files(void **state)
 	assert_int_equal(b->chunks[0]->goal, 2);
 	fsck_free(r);
 
+	/* A file in the trash, by the path it had. */
+	{
+		struct node *t = ns_lookup(ns, ns->root, "t", 1)->child;
+		struct node *g = mk(f, t, "g", S_IFREG | 0644);
+		struct chunk *gc = give_chunk(f, g, 0);
+
+		gc->copies[0].state = COPY_DAMAGED;
+		f->now++;
+		assert_int_equal(ns_trash_unlink(ns, t, "g", 1, 79,
+						 f->now + 1000, f->now),
+				 0);
+		r = check(f);
+		b = bad_file(r, "trash:/t/g");
+		assert_non_null(b);
+		assert_int_equal(b->lost, 1);
+		assert_int_equal(r->bad_files_total, 3);
+		fsck_free(r);
+		gc->copies[0].state = COPY_VALID;
+	}
+
 	/* More files than asked for: the list is cut, the count is not. */
 	r = fsck_check(&f->m, 1);
 	assert_non_null(r);
