@@ -10,7 +10,8 @@
 # shows a file's chunks with their copies and servers; `sweepfs du` counts
 # a tree on the master (a big one in a forked child, for root only). The
 # alert rules and the Grafana dashboard in dist/monitoring name only
-# metrics that the master and the chunkserver serve. A file restored from
+# metrics that the master, the chunkserver and the mount (-o
+# metrics_listen) serve. A file restored from
 # the trash whose directory is gone gets its directories made again.
 . "$(dirname "$0")/lib.sh"
 sw_init health
@@ -23,10 +24,12 @@ CPORT=$(pick_port)
 SW_CHUNKSERVERS=0
 start_master --set metrics_listen=$SW_MASTER_HOST:$MPORT
 start_chunkservers 1 --set metrics_listen=$SW_CS_HOST:$CPORT
-start_mount
+NPORT=$(pick_port)
+start_mount "$SW_TMP/mnt" "" "metrics_listen=127.0.0.1:$NPORT"
 M=$SW_MNT
 MURL=http://$SW_MASTER_HOST:$MPORT/metrics
 CURL=http://$SW_CS_HOST:$CPORT/metrics
+NURL=http://127.0.0.1:$NPORT/metrics
 DIST=$SW_SRC/../../dist/monitoring
 scrape() { $PY3 "$SW_SRC/scrape.py" "$@" >"$SW_TMP/scrape.out" 2>&1 || fail "$(cat "$SW_TMP/scrape.out")"; }
 
@@ -53,16 +56,25 @@ sw_tool status | grep -q "chunk health: all chunks at their goal" ||
 	fail "status does not say all chunks are well: $(sw_tool status)"
 fsck_ok || fail "fsck is not clean: $(sw_tool fsck)"
 
+log "the mount serves metrics: its requests to the master and their latency"
+scrape "$NURL" \
+	'v("sweepfs_mount_info") == 1' \
+	'v("sweepfs_mount_uptime_seconds") > 0' \
+	'v("sweepfs_mount_master_requests_total", type="lookup") >= 1' \
+	'v("sweepfs_mount_master_requests_total", type="chunk") >= 1' \
+	'v("sweepfs_mount_master_request_duration_seconds_count", type="lookup") == v("sweepfs_mount_master_requests_total", type="lookup")' \
+	'v("sweepfs_mount_master_request_duration_seconds_sum") > 0'
+
 log "dist/monitoring: every metric the alert rules and the dashboard name is served"
 $PY3 "$SW_SRC/dist_metrics.py" "$DIST/sweepfs-alerts.yml" \
-	"$DIST/sweepfs-dashboard.json" "$MURL" "$CURL" >"$SW_TMP/dist.out" 2>&1 ||
+	"$DIST/sweepfs-dashboard.json" "$MURL" "$CURL" "$NURL" >"$SW_TMP/dist.out" 2>&1 ||
 	fail "$(cat "$SW_TMP/dist.out")"
 cat "$SW_TMP/dist.out" >&2
 # The check can fail: a rule naming a metric nobody serves.
 sed 's/sweepfs_master_chunks_unhealthy/sweepfs_master_chunks_unhealty/' \
 	"$DIST/sweepfs-alerts.yml" >"$SW_TMP/bad-alerts.yml"
 ! $PY3 "$SW_SRC/dist_metrics.py" "$SW_TMP/bad-alerts.yml" \
-	"$DIST/sweepfs-dashboard.json" "$MURL" "$CURL" >/dev/null 2>&1 ||
+	"$DIST/sweepfs-dashboard.json" "$MURL" "$CURL" "$NURL" >/dev/null 2>&1 ||
 	fail "dist_metrics.py passed a rule naming a metric nobody serves"
 
 log "info: a file's chunks, versions, copies and servers"
