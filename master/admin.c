@@ -274,6 +274,24 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 	reply->bg_slice_max_cpu_us = (uint64_t)m->bg.slice_max_cpu_ns / 1000;
 }
 
+/* The chunk health census's last pass (health.h). */
+static void info_health(struct master *m, Sweepfs__InfoReply *reply)
+{
+	const struct health_counts *h = health_counts(m);
+	uint64_t age = health_age_ms(m);
+
+	reply->has_chunks_missing = reply->has_chunks_endangered = 1;
+	reply->has_chunks_undergoal = reply->has_chunks_overgoal = 1;
+	reply->has_chunks_goal_unreachable = 1;
+	reply->chunks_missing = h->missing;
+	reply->chunks_endangered = h->endangered;
+	reply->chunks_undergoal = h->undergoal;
+	reply->chunks_overgoal = h->overgoal;
+	reply->chunks_goal_unreachable = h->unreachable;
+	reply->has_health_age_ms = age != UINT64_MAX;
+	reply->health_age_ms = age;
+}
+
 static void info_delegations(struct master *m, Sweepfs__InfoReply *reply)
 {
 	struct deleg_stats ds;
@@ -322,6 +340,7 @@ void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
 	info_master(m, reply);
 	info_background(m, reply);
 	info_delegations(m, reply);
+	info_health(m, reply);
 }
 
 /*

@@ -95,6 +95,8 @@ static const struct route routes[SW_MSG__COUNT] = {
 	[SW_MSG_INVAL_ACK] = { op_inval_ack, CLIENT, 0, NULL },
 	[SW_MSG_GROUP] = { op_group, CLIENT, ROUTE_ADMIN, NULL },
 	[SW_MSG_META_READ] = { op_meta_read, MEMBER, 0, NULL },
+	[SW_MSG_FILEINFO] = { op_fileinfo, CLIENT, 0, NULL },
+	[SW_MSG_DIRINFO] = { op_dirinfo, CLIENT, 0, NULL },
 };
 
 const struct route *dispatch_route(uint16_t type)

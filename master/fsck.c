@@ -4,7 +4,8 @@
  * The check runs in a forked child, which sees the state of one instant
  * and may scribble on its private copy of memory (it reuses each node's
  * atime as a name counter and a spare flag bit as "reached", and each
- * chunk's lease time as a reference counter), so the master goes on
+ * chunk's lease time as a reference counter and its lease holder as its
+ * health, CHUNK_LOST or CHUNK_SHORT), so the master goes on
  * serving while it runs and nothing needs a lock or a slice. The child
  * sends its report back through a pipe. Before forking it waits
  * (FSCK_WAIT at most) until every chunkserver has reported its chunk
@@ -22,7 +23,10 @@
  *    (plus one if a snapshot copy holds it), every slot names a chunk,
  *    and no chunk is left with no reference;
  *  - each chunk has a valid copy on a connected server, and as many as
- *    the goal;
+ *    the goal; the files naming a chunk that has not are listed by path
+ *    (a walk from the root, one entry per name, then the trash's items,
+ *    at most as many as the problems asked for), so that an operator
+ *    knows what is damaged;
  *  - each chunkserver reports as many chunk files as the master knows
  *    copies there (deletions still queued included).
  */
@@ -50,11 +54,19 @@
 #define TAG "fsck"
 #define REACHED 0x8000 /* node flag, in the child's copy only */
 
+/* chunk.lease_session, in the child's copy only */
+#define CHUNK_LOST 1  /* no valid copy on a connected server */
+#define CHUNK_SHORT 2 /* some, fewer than the goal */
+
+/* Bad chunks listed per file (the counts say how many in all). */
+#define FSCK_FILE_CHUNKS 16
+
 struct check {
 	struct master *m;
 	Sweepfs__FsckReply *r;
 	char **problems;
 	size_t nproblems, max;
+	uint32_t servers_up;
 };
 
 __attribute__((format(printf, 2, 3))) static void problem(struct check *k,
@@ -292,7 +304,8 @@ static int check_chunk(void *elem, void *arg)
 	struct check *k = arg;
 	struct chunk *c = elem;
 	struct master *m = k->m;
-	int valid = 0;
+	unsigned goal = chunk_goal(c, (unsigned)m->cfg.goal);
+	int valid;
 
 	k->r->chunks++;
 	if ((uint64_t)c->lease_until != c->refs) {
@@ -306,23 +319,243 @@ static int check_chunk(void *elem, void *arg)
 		problem(k, "chunk %016" PRIx64 " is referenced by nothing",
 			c->id);
 	}
-	for (int i = 0; i < c->ncopies; i++) {
-		struct csrv *s = csrv_get(m, c->copies[i].srv);
-
-		if (c->copies[i].state == COPY_VALID && csrv_up(s))
-			valid++;
-	}
-	if (valid == 0 && !c->busy) {
+	valid = csrv_valid_copies(m, c);
+	c->lease_session = 0;
+	if (valid > (int)goal)
+		k->r->overgoal_chunks++;
+	if (goal > k->servers_up)
+		k->r->goal_unreachable_chunks++;
+	if (c->busy) /* being created or changed: copies in motion */
+		return 0;
+	if (valid == 0) {
 		k->r->lost_chunks++;
+		c->lease_session = CHUNK_LOST;
 		problem(k,
 			"chunk %016" PRIx64 " has no valid copy on a "
 			"connected server",
 			c->id);
-	} else if (valid < (int)chunk_goal(c, (unsigned)m->cfg.goal) &&
-		   !c->busy) {
+	} else if (valid < (int)goal) {
 		k->r->undergoal_chunks++;
+		k->r->endangered_chunks += valid == 1;
+		c->lease_session = CHUNK_SHORT;
 	}
 	return 0;
+}
+
+/* ---- the files of bad chunks -------------------------------------------- */
+
+/* A growing path: "/a/b/c", no NUL inside the length. */
+struct path {
+	char *s;
+	size_t len, cap;
+};
+
+static int path_push(struct path *p, const char *name, size_t len)
+{
+	if (p->len + len + 2 > p->cap) {
+		size_t cap = SW_MAX(p->cap * 2, p->len + len + 2);
+		char *s = realloc(p->s, cap);
+
+		if (!s)
+			return -ENOMEM;
+		p->s = s;
+		p->cap = cap;
+	}
+	p->s[p->len++] = '/';
+	memcpy(p->s + p->len, name, len);
+	p->len += len;
+	return 0;
+}
+
+/* The report's entry for file @n at @p, if any of its chunks is bad
+ * (NULL if none is, or no memory). */
+static Sweepfs__FsckBadFile *bad_file(struct check *k, const struct node *n,
+				      const struct path *p)
+{
+	Sweepfs__FsckBadFile *f = NULL;
+	struct master *m = k->m;
+
+	for (uint32_t i = 0; i < ns_chunk_slots(n); i++) {
+		uint64_t id = ns_chunk_at(n, i);
+		struct chunk *c = id ? chunk_get(&m->ns, id) : NULL;
+		Sweepfs__FsckBadChunk *bc;
+
+		if (!c || !c->lease_session)
+			continue;
+		if (!f) {
+			f = calloc(1, sizeof(*f) +
+					      FSCK_FILE_CHUNKS * (sizeof(*bc) +
+								  sizeof(bc)));
+			if (!f)
+				return NULL;
+			sweepfs__fsck_bad_file__init(f);
+			f->chunks = (Sweepfs__FsckBadChunk **)(f + 1);
+			f->path.data = malloc(p->len ? p->len : 1);
+			if (!f->path.data) {
+				free(f);
+				return NULL;
+			}
+			memcpy(f->path.data, p->len ? p->s : "/",
+			       p->len ? p->len : 1);
+			f->path.len = p->len ? p->len : 1;
+			f->has_path = f->has_ino = 1;
+			f->has_lost = f->has_undergoal = 1;
+			f->ino = n->ino;
+		}
+		if (c->lease_session == CHUNK_LOST)
+			f->lost++;
+		else
+			f->undergoal++;
+		if (f->n_chunks == FSCK_FILE_CHUNKS)
+			continue;
+		bc = (Sweepfs__FsckBadChunk *)(f->chunks + FSCK_FILE_CHUNKS) +
+		     f->n_chunks;
+		sweepfs__fsck_bad_chunk__init(bc);
+		bc->has_index = bc->has_chunk_id = 1;
+		bc->has_copies = bc->has_goal = 1;
+		bc->index = i;
+		bc->chunk_id = id;
+		bc->copies = (uint32_t)csrv_valid_copies(m, c);
+		bc->goal = chunk_goal(c, (unsigned)m->cfg.goal);
+		f->chunks[f->n_chunks++] = bc;
+	}
+	return f;
+}
+
+static void bad_file_free(Sweepfs__FsckBadFile *f)
+{
+	free(f->path.data);
+	free(f);
+}
+
+/* Note file @n at @p if a chunk of it is bad; 0 or -ENOMEM. */
+static int note_file(struct check *k, const struct node *n,
+		     const struct path *p, Sweepfs__FsckBadFile **out)
+{
+	Sweepfs__FsckBadFile *f;
+
+	if (!S_ISREG(n->mode) || !ns_chunk_slots(n))
+		return 0;
+	f = bad_file(k, n, p);
+	if (!f)
+		return 0; /* healthy (or no memory: the counts still say) */
+	k->r->bad_files_total++;
+	if (k->r->n_bad_files >= k->max) {
+		k->r->bad_files_cut = 1;
+		bad_file_free(f);
+		return 0;
+	}
+	out[k->r->n_bad_files++] = f;
+	return 0;
+}
+
+struct walk_frame {
+	const struct node *dir;
+	const struct edge *next; /* the entry to look at next */
+	size_t len;		 /* of the path to dir */
+};
+
+/* Every file below directory @top, whose path @p holds, depth first:
+ * those naming a bad chunk go into the report. */
+static int walk_files(struct check *k, const struct node *top, struct path *p)
+{
+	struct walk_frame *st;
+	size_t depth = 0, cap = 64;
+	int rc = 0;
+
+	st = malloc(cap * sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st[depth++] = (struct walk_frame){ top, top->u.dir->head, p->len };
+	while (depth && rc == 0) {
+		struct walk_frame *w = &st[depth - 1];
+		const struct edge *e = w->next;
+		const struct node *c;
+
+		if (!e) {
+			depth--;
+			continue;
+		}
+		w->next = e->next;
+		c = e->child;
+		if (!c)
+			continue;
+		p->len = w->len;
+		rc = path_push(p, e->name, e->namelen);
+		if (rc < 0)
+			break;
+		if (!S_ISDIR(c->mode)) {
+			rc = note_file(k, c, p, k->r->bad_files);
+			continue;
+		}
+		if (depth == cap) {
+			struct walk_frame *v =
+				realloc(st, 2 * cap * sizeof(*v));
+
+			if (!v) {
+				rc = -ENOMEM;
+				break;
+			}
+			st = v;
+			cap *= 2;
+		}
+		st[depth++] = (struct walk_frame){ c, c->u.dir->head, p->len };
+	}
+	free(st);
+	return rc;
+}
+
+/* A trash item: its file, or the files of its tree, by the path it had,
+ * after "trash:". */
+static int trash_files(const struct trash_item *t, void *arg)
+{
+	struct check *k = arg;
+	uint64_t id, ino, parent, nodes;
+	int64_t deleted, expires;
+	struct path p = { 0 };
+	const char *path;
+	struct node *n;
+	int rc;
+
+	ns_trash_item(t, &id, &ino, &parent, &path, &deleted, &expires, &nodes);
+	n = ns_get(&k->m->ns, ino);
+	if (!n)
+		return 0;
+	rc = path_push(&p, "trash:", 6);
+	if (rc == 0) {
+		/* "/trash:" then the path: drop the leading slash. */
+		memmove(p.s, p.s + 1, --p.len);
+		rc = path_push(&p, path + 1, strlen(path + 1));
+	}
+	if (rc == 0)
+		rc = S_ISDIR(n->mode) ? walk_files(k, n, &p) :
+					note_file(k, n, &p, k->r->bad_files);
+	free(p.s);
+	return rc;
+}
+
+/*
+ * The files naming a bad chunk, by path: those reachable from the root,
+ * then those in the trash ("trash:/a/b"). Only when some chunk is bad
+ * (the child's time is cheap, but not free on 100 million nodes).
+ */
+static int list_bad_files(struct check *k)
+{
+	struct ns *ns = &k->m->ns;
+	struct path p = { 0 };
+	int rc;
+
+	k->r->has_bad_files_total = k->r->has_bad_files_cut = 1;
+	if (!k->r->lost_chunks && !k->r->undergoal_chunks)
+		return 0;
+	k->r->bad_files = calloc(k->max + 1, sizeof(*k->r->bad_files));
+	if (!k->r->bad_files)
+		return -ENOMEM;
+	rc = walk_files(k, ns->root, &p);
+	free(p.s);
+	if (rc == 0)
+		rc = ns_trash_foreach(ns, trash_files, k);
+	return rc;
 }
 
 struct tally {
@@ -390,6 +623,9 @@ void fsck_free(Sweepfs__FsckReply *r)
 	for (size_t i = 0; i < r->n_problems; i++)
 		free(r->problems[i]);
 	free(r->problems);
+	for (size_t i = 0; i < r->n_bad_files; i++)
+		bad_file_free(r->bad_files[i]);
+	free(r->bad_files);
 	free(r->servers); /* the structs follow the pointers */
 	free(r);
 }
@@ -401,7 +637,7 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 		m->cs.n + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
 	Sweepfs__FsckServer *srv =
 		srvp ? (Sweepfs__FsckServer *)(srvp + m->cs.n + 1) : NULL;
-	struct check k = { m, r, calloc(max + 1, sizeof(char *)), 0, max };
+	struct check k = { m, r, calloc(max + 1, sizeof(char *)), 0, max, 0 };
 	struct ns *ns = &m->ns;
 	int64_t t0 = sw_mono_ns();
 	const uint64_t *held;
@@ -419,6 +655,11 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 	r->has_bad_refs = r->has_unreferenced_chunks = 1;
 	r->has_lost_chunks = r->has_undergoal_chunks = 1;
 	r->has_inventory_mismatches = r->has_elapsed_us = 1;
+	r->has_endangered_chunks = r->has_overgoal_chunks = 1;
+	r->has_goal_unreachable_chunks = r->has_servers_up = 1;
+	for (uint32_t i = 1; i <= m->cs.n; i++)
+		k.servers_up += csrv_up(m->cs.srv[i]);
+	r->servers_up = k.servers_up;
 	r->problems = k.problems;
 	r->servers = srvp;
 	for (uint32_t i = 0; i < m->cs.n; i++) {
@@ -451,7 +692,7 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 			c->lease_until++;
 	}
 	chunks_foreach(ns, check_chunk, &k);
-	if (check_servers(&k, srvp) < 0)
+	if (list_bad_files(&k) < 0 || check_servers(&k, srvp) < 0)
 		goto fail;
 	r->n_problems = k.nproblems;
 	r->elapsed_us = (uint64_t)(sw_mono_ns() - t0) / 1000;

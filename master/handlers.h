@@ -66,6 +66,10 @@ HANDLER(op_deleg_return);
 /* admin.c, fsck.c: status, the group's leadership, the consistency check */
 HANDLER(op_info);
 HANDLER(op_fsck);
+
+/* fileinfo.c: a file's chunks, a tree's summary */
+HANDLER(op_fileinfo);
+HANDLER(op_dirinfo);
 HANDLER(op_group);
 
 /* catchup.c: a group's member reading the leader's checkpoint */

@@ -334,6 +334,7 @@ static int load_keys(struct master *m)
 static void on_cs_tick(uv_timer_t *t)
 {
 	csrvs_tick(t->data);
+	health_tick(t->data);
 }
 
 static void on_resize_timer(uv_timer_t *t);

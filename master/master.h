@@ -24,6 +24,8 @@
  *   group.c      a group of masters on etcd: election, the replicated
  *                changelog, followers' apply (group.h)
  *   fsck.c       the consistency check
+ *   health.c     the chunk health census (status, top, /metrics)
+ *   fileinfo.c   a file's chunks and a tree's summary (info, du)
  *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
  *                mutation.c changelog.c checkpoint.c: nodes, edges,
  *                xattrs, copies, the trash's items, chunk table, replay,
@@ -44,6 +46,7 @@
 #include "csrv.h"
 #include "dataops.h"
 #include "exports.h"
+#include "health.h"
 #include "htab.h"
 #include "locks.h"
 #include "namespace.h"
@@ -175,11 +178,15 @@ struct master {
 	struct fsck_run *fsck;	 /* the check running, if any (fsck.c) */
 	struct checkpoints ckpt; /* master.c */
 
+	/* A tree summary being counted by a child, if any (fileinfo.c). */
+	struct dirinfo_run *dirinfo;
+
 	struct snapper *snap; /* snapshots being made (snapjob.c) */
 	struct group *group;  /* group.h; NULL: alone */
 
 	struct csrv_table cs;	/* csrv.h: chunkservers */
 	struct data_state data; /* dataops.h: leases, waiting requests */
+	struct health health;	/* health.h: the chunk health census */
 
 	struct op_counters total;
 	struct latency latency;	 /* admin.h */

@@ -14,6 +14,7 @@
 #include "admin.h"
 #include "changelog.h"
 #include "csrv.h"
+#include "group.h"
 #include "master.h"
 #include "session.h"
 #include "util.h"
@@ -221,6 +222,43 @@ static void servers(struct master *m, struct sw_buf *b)
 	}
 }
 
+/* The chunk health census (health.h); a follower of a group has none
+ * (its chunkservers talk to the leader): nothing to alert on. */
+static void health(struct master *m, struct sw_buf *b,
+		   const Sweepfs__InfoReply *r)
+{
+	static const char name[] = "sweepfs_master_chunks_unhealthy";
+	const struct {
+		const char *state;
+		uint64_t v;
+	} v[] = {
+		{ "missing", r->chunks_missing },
+		{ "endangered", r->chunks_endangered },
+		{ "undergoal", r->chunks_undergoal },
+		{ "overgoal", r->chunks_overgoal },
+		{ "goal_unreachable", r->chunks_goal_unreachable },
+	};
+
+	if (!group_serving(m))
+		return;
+	sw_prom_head(b, name, "gauge",
+		     "Chunks by health, as of the last census pass: no valid "
+		     "copy on a connected server (missing), one copy left of "
+		     "more wanted (endangered), fewer copies than the goal "
+		     "(undergoal, endangered included), more (overgoal), a "
+		     "goal above the chunkservers connected "
+		     "(goal_unreachable).");
+	for (size_t i = 0; i < SW_ARRAY_SIZE(v); i++) {
+		const char *labels[] = { "state", v[i].state, NULL };
+
+		sw_prom_sample(b, name, labels, D(v[i].v));
+	}
+	sw_prom_one(b, "sweepfs_master_chunk_census_age_seconds", G,
+		    "Seconds since the chunk health census last ended a pass "
+		    "(-1: none yet).",
+		    r->has_health_age_ms ? D(r->health_age_ms) / 1e3 : -1);
+}
+
 static void render(void *arg, struct sw_buf *b)
 {
 	struct master *m = arg;
@@ -239,6 +277,7 @@ static void render(void *arg, struct sw_buf *b)
 	namespace(b, &r);
 	background(m, b, &r);
 	servers(m, b);
+	health(m, b, &r);
 }
 
 int metrics_start(struct master *m)

@@ -8,7 +8,9 @@
  * directory puts the whole tree there (detached, not purged). When an
  * item expires, or is purged by hand, a file is freed (kept as an orphan
  * if open) and a tree goes to the purge queue. Restoring gives the item
- * its name back, where it was or where asked.
+ * its name back, where it was or where asked; where it was is made again
+ * along its path if it is gone (each missing directory a mkdir by the
+ * caller, journaled as one), as MooseFS does.
  *
  * Items are journaled (Unlink or Detach with trash_until, TrashRestore,
  * TrashDrop) and checkpointed; expiry is checked every second and drops
@@ -154,6 +156,96 @@ static int drop(struct master *m, struct req *r, struct trash_item *t)
 	return rc;
 }
 
+/*
+ * Make directory @name (@len bytes) in @dir for @cred, journaled as a
+ * mkdir would be (mode 0777 less what the umask of a shell usually
+ * takes, 022, the setgid bit and group as mkdir(2) gives them): *@out.
+ * 0 or -errno.
+ */
+static int make_dir(struct req *r, const struct cred *cred, struct node *dir,
+		    const char *name, size_t len, struct node **out)
+{
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	struct ns *ns = &r->m->ns;
+	uint32_t gid = (dir->mode & S_ISGID) ? dir->gid : cred->gid;
+	int rc = perm_check(cred, dir, PERM_W | PERM_X);
+
+	if (rc < 0)
+		return rc;
+	c.parent = dir->ino;
+	c.name.data = (uint8_t *)name;
+	c.name.len = len;
+	c.ino = ns->next_ino;
+	c.edge = ns->next_edge;
+	c.mode = sw_new_node_mode(S_IFDIR | 0755, dir->mode,
+				  cred_is_root(cred) ||
+					  cred_in_group(cred, gid));
+	c.uid = cred->uid;
+	c.gid = gid;
+	mut.time = sw_now_ns();
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+	mut.create = &c;
+	rc = master_commit(r->m, r, &mut);
+	if (rc < 0)
+		return rc;
+	*out = ns_get(ns, c.ino);
+	watch_changed(r->m, dir, name, len, NULL);
+	return *out ? 0 : -EIO;
+}
+
+/*
+ * The directory item @t was removed from, made again where its path
+ * says, as MooseFS does: each directory of the path that is gone is made
+ * anew (as @cred, who needs W and X where it makes one); one that is
+ * there is used, whatever its number. The directories must be the
+ * session's to see (req_node()). *@made counts those made. -ENOTDIR if a
+ * component is not a directory, -errno.
+ */
+static int remake_parents(struct req *r, const struct cred *cred,
+			  const struct trash_item *t, struct node **out,
+			  uint32_t *made)
+{
+	struct ns *ns = &r->m->ns;
+	struct node *dir = ns->root;
+	const char *p = t->path;
+	int rc;
+
+	while (*p == '/')
+		p++;
+	while (p < t->name) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		struct edge *e;
+
+		if (!slash || slash >= t->name)
+			break;
+		if (len == 0 || len > SW_NAME_MAX) {
+			p = slash + 1;
+			continue;
+		}
+		e = ns_lookup(ns, dir, p, len);
+		if (e && e->child && !S_ISDIR(e->child->mode))
+			return -ENOTDIR;
+		if (e && e->child) {
+			dir = e->child;
+		} else {
+			/* Where the session may not see, it may not make. */
+			if (!req_node(r, dir->ino))
+				return -ENOENT;
+			rc = make_dir(r, cred, dir, p, len, &dir);
+			if (rc < 0)
+				return rc;
+			(*made)++;
+		}
+		p = slash + 1;
+	}
+	if (!req_node(r, dir->ino))
+		return -ENOENT;
+	*out = dir;
+	return 0;
+}
+
 void op_trash(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__TrashReq *q = (const void *)msg;
@@ -199,12 +291,24 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 	}
 	dir = req_node(r, tr.parent);
 	if (tr.name.len > SW_NAME_MAX ||
-	    !sw_name_valid(tr.name.data, tr.name.len))
+	    !sw_name_valid(tr.name.data, tr.name.len)) {
 		rc = -EINVAL;
-	else if (!dir || !S_ISDIR(dir->mode) || ns_detached(dir))
+	} else if (!q->has_parent &&
+		   (!dir || !S_ISDIR(dir->mode) || ns_detached(dir))) {
+		/* Where it was is gone: made again along its path. */
+		uint32_t made = 0;
+
+		rc = remake_parents(r, &cred, t, &dir, &made);
+		reply.has_made_dirs = 1;
+		reply.made_dirs = made;
+		tr.parent = rc == 0 ? dir->ino : 0;
+		if (rc == 0)
+			rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	} else if (!dir || !S_ISDIR(dir->mode) || ns_detached(dir)) {
 		rc = -ENOENT;
-	else
+	} else {
 		rc = perm_check(&cred, dir, PERM_W | PERM_X);
+	}
 	if (rc == 0) {
 		tr.edge = m->ns.next_edge;
 		mut.time = sw_now_ns();

@@ -35,6 +35,7 @@
 #include "frame.h"
 #include "inval.h"
 #include "log.h"
+#include "mmetrics.h"
 #include "mount_i.h"
 #include "ring.h"
 #include "util.h"
@@ -52,6 +53,7 @@ struct cli {
 	char *passwordfile;
 	char *bind;
 	char *busy_poll;
+	char *metrics_listen;
 	int writeback;
 	int wsync;
 	int io_uring;
@@ -77,6 +79,7 @@ static const struct fuse_opt cli_opts[] = {
 	CLI_OPT("passwordfile=%s", passwordfile),
 	CLI_OPT("bind=%s", bind),
 	CLI_OPT("busy_poll=%s", busy_poll),
+	CLI_OPT("metrics_listen=%s", metrics_listen),
 	CLI_OPT("writeback_cache", writeback),
 	CLI_OPT("wsync", wsync),
 	CLI_OPT("io_uring", io_uring),
@@ -140,6 +143,9 @@ static void usage(FILE *f)
 		"  -o nonempty             mount even on a directory that is "
 		"not empty\n"
 		"                          or already a mount point\n"
+		"  -o metrics_listen=HOST:PORT\n"
+		"                          serve Prometheus metrics there "
+		"(off)\n"
 		"  -o passwordfile=FILE    the export's password, first line "
 		"of FILE\n"
 		"                          (also $SWEEPFS_PASSWORD; password=PASS "
@@ -318,6 +324,7 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 		}
 		m->busy_poll_us = (unsigned)us;
 	}
+	m->metrics_listen = cli->metrics_listen;
 	m->dircache_entries = 2000000;
 	if (cli->dircache_entries) {
 		char *end;
@@ -337,6 +344,14 @@ static int apply_cli(const struct cli *cli, struct mount *m,
 	m->own_perms = cli->own_perms;
 	m->io_uring = cli->io_uring;
 	return 0;
+}
+
+/* A request of @type answered after @ns: counted for the metrics. */
+static void answered_cb(void *arg, uint16_t type, int64_t ns)
+{
+	struct mount *m = arg;
+
+	mmetrics_note(m->metrics, type, ns);
 }
 
 /* How the master connection of @m (mounted on @mountpoint) behaves;
@@ -361,6 +376,7 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 	mo->before_send = before_send_cb;
 	mo->holds = holds_cb;
 	mo->lapsed = reconnected_cb;
+	mo->answered = answered_cb;
 	mo->arg = m;
 }
 
@@ -485,7 +501,11 @@ static int mount_and_serve(struct mount *m, struct fuse_args *args,
 		}
 	}
 	/* Threads only now: they do not survive the fork in daemonize. */
-	rc = inval_start(m->se, inval_ack_cb, m, &m->inval);
+	rc = 0;
+	if (m->metrics_listen)
+		rc = mmetrics_start(m->metrics_listen, spec, &m->metrics);
+	if (rc == 0)
+		rc = inval_start(m->se, inval_ack_cb, m, &m->inval);
 	if (rc == 0)
 		rc = deleg_start(m->deleg);
 	if (rc == 0)
@@ -749,6 +769,7 @@ static void cli_free(struct cli *cli)
 	free(cli->passwordfile);
 	free(cli->bind);
 	free(cli->busy_poll);
+	free(cli->metrics_listen);
 }
 
 int main(int argc, char **argv)
@@ -861,7 +882,8 @@ int main(int argc, char **argv)
 	ret = mount_and_serve(&m, &args, &fo, argv[1],
 			      (int)(master_timeout * 1000));
 	mconn_close(m.mc);
-	ring_free(m.ring); /* no lock reply can come now */
+	mmetrics_stop(m.metrics); /* nothing notes any more */
+	ring_free(m.ring);	  /* no lock reply can come now */
 out_inodes:
 	if (m.data)
 		data_free(m.data);

@@ -532,6 +532,8 @@ static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
 		__atomic_store_n(&mc->trusted, p->sent_at, __ATOMIC_RELAXED);
 	else if (!p && hdr->id == mc->ping_id && mc->probed > mc->trusted)
 		__atomic_store_n(&mc->trusted, mc->probed, __ATOMIC_RELAXED);
+	if (p && mc->o.answered)
+		mc->o.answered(mc->o.arg, p->type, sw_mono_ns() - p->sent_at);
 	if (p) /* else nobody asked: a reply from before a reconnect */
 		sw_call_answer(p, hdr, payload);
 }

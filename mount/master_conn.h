@@ -60,6 +60,9 @@ struct mconn_opts {
 	 * master silent, drop it all. Receiver thread. */
 	bool (*holds)(void *arg);
 	void (*lapsed)(void *arg);
+	/* A request of @type answered @ns after it (last) went out, for
+	 * the metrics. Receiver thread; may be NULL. */
+	void (*answered)(void *arg, uint16_t type, int64_t ns);
 	void *arg;
 };
 

@@ -75,6 +75,10 @@ struct mount {
 	 */
 	pthread_mutex_t dirs_mu;
 	struct dirhandle *dirs;
+	/* -o metrics_listen: where, and the counts (mmetrics.h), set
+	 * before the connection's receiver thread starts. */
+	const char *metrics_listen;
+	struct mmetrics *metrics;
 };
 
 /*

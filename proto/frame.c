@@ -94,6 +94,8 @@ static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
 	/* A leader that got it is gone, or going. */
 	MSG(GROUP, "group", group_req, group_reply, 0, 0),
 	MSG(META_READ, "meta_read", meta_read_req, meta_read_reply, 0, 1),
+	MSG(FILEINFO, "fileinfo", fileinfo_req, fileinfo_reply, 0, 1),
+	MSG(DIRINFO, "dirinfo", dirinfo_req, dirinfo_reply, 0, 1),
 };
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)

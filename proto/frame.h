@@ -156,6 +156,8 @@ enum sw_msg_type {
 	SW_MSG_INO_RANGE = 50,
 	SW_MSG_GROUP = 51,
 	SW_MSG_META_READ = 52, /* a group's member catching up */
+	SW_MSG_FILEINFO = 53,  /* sweepfs info: a file's chunks */
+	SW_MSG_DIRINFO = 54,   /* sweepfs du: a tree's summary */
 	SW_MSG__COUNT
 };
 

@@ -1,7 +1,9 @@
 /*
  * sweepfs fsck [--json] [-n MAX] [PATH]: have the master check its state
  * (namespace, chunk references, chunkserver inventories) as of one
- * instant. Exit status 0: consistent; 1: problems found (listed), or
+ * instant, and name the files (paths from the filesystem's root) whose
+ * chunks are lost or under their goal, as mfsfileinfo would show them.
+ * Exit status 0: consistent; 1: problems found (listed), or
  * the check failed (said on stderr); 2: usage; 3 to 6 as for every
  * command (tool.h) when the master cannot be asked.
  */
@@ -48,6 +50,84 @@ static uint64_t fsck_counts(const Sweepfs__FsckReply *r, struct count *c)
 	return total;
 }
 
+/* @b's path as a C string (a path from the master has no NUL); NULL:
+ * no memory. The caller frees it. */
+static char *bad_path(const Sweepfs__FsckBadFile *b)
+{
+	char *p = malloc(b->path.len + 1);
+
+	if (p) {
+		memcpy(p, b->path.data, b->path.len);
+		p[b->path.len] = '\0';
+	}
+	return p;
+}
+
+static void bad_files_json(struct json *j, const Sweepfs__FsckReply *r)
+{
+	json_u64(j, "bad_files_total", r->bad_files_total);
+	json_flag(j, "bad_files_cut", r->bad_files_cut);
+	json_arr_begin(j, "bad_files");
+	for (size_t i = 0; i < r->n_bad_files; i++) {
+		const Sweepfs__FsckBadFile *b = r->bad_files[i];
+		char *path = bad_path(b);
+
+		json_obj_begin(j, NULL);
+		json_str(j, "path", path ? path : "");
+		json_u64(j, "ino", b->ino);
+		json_u64(j, "lost", b->lost);
+		json_u64(j, "undergoal", b->undergoal);
+		json_arr_begin(j, "chunks");
+		for (size_t k = 0; k < b->n_chunks; k++) {
+			const Sweepfs__FsckBadChunk *c = b->chunks[k];
+			char id[20];
+
+			snprintf(id, sizeof(id), "%016" PRIx64, c->chunk_id);
+			json_obj_begin(j, NULL);
+			json_u64(j, "index", c->index);
+			json_str(j, "chunk", id);
+			json_u64(j, "copies", c->copies);
+			json_u64(j, "goal", c->goal);
+			json_obj_end(j);
+		}
+		json_arr_end(j);
+		json_obj_end(j);
+		free(path);
+	}
+	json_arr_end(j);
+}
+
+static void bad_files_text(const Sweepfs__FsckReply *r)
+{
+	for (size_t i = 0; i < r->n_bad_files; i++) {
+		const Sweepfs__FsckBadFile *b = r->bad_files[i];
+		char *path = bad_path(b);
+
+		printf("  %s: ", path ? path : "?");
+		if (b->lost)
+			printf("%" PRIu64 " chunks LOST%s", b->lost,
+			       b->undergoal ? ", " : "");
+		if (b->undergoal)
+			printf("%" PRIu64 " under goal", b->undergoal);
+		printf(" (inode %" PRIu64 ")\n", b->ino);
+		for (size_t k = 0; k < b->n_chunks; k++) {
+			const Sweepfs__FsckBadChunk *c = b->chunks[k];
+
+			printf("    chunk %u (%016" PRIx64
+			       "): %u of %u copies\n",
+			       c->index, c->chunk_id, c->copies, c->goal);
+		}
+		if (b->n_chunks < b->lost + b->undergoal)
+			printf("    ... and %" PRIu64 " more chunks\n",
+			       b->lost + b->undergoal - b->n_chunks);
+		free(path);
+	}
+	if (r->bad_files_cut)
+		printf("  ... the list stops here: %" PRIu64 " files in all "
+		       "(-n to see more)\n",
+		       r->bad_files_total);
+}
+
 static void fsck_json(const Sweepfs__FsckReply *r, const struct count *counts,
 		      uint64_t total)
 {
@@ -55,13 +135,17 @@ static void fsck_json(const Sweepfs__FsckReply *r, const struct count *counts,
 
 	json_init(&j, stdout);
 	json_obj_begin(&j, NULL);
-	json_bool(&j, "ok", total == 0);
+	json_flag(&j, "ok", total == 0);
 	json_u64(&j, "nodes", r->nodes);
 	json_u64(&j, "dirs", r->dirs);
 	json_u64(&j, "chunks", r->chunks);
 	for (size_t i = 0; i < NCOUNTS; i++)
 		json_u64(&j, counts[i].key, counts[i].v);
 	json_u64(&j, "undergoal_chunks", r->undergoal_chunks);
+	json_u64(&j, "endangered_chunks", r->endangered_chunks);
+	json_u64(&j, "overgoal_chunks", r->overgoal_chunks);
+	json_u64(&j, "goal_unreachable_chunks", r->goal_unreachable_chunks);
+	json_u64(&j, "servers_up", r->servers_up);
 	json_u64(&j, "elapsed_us", r->elapsed_us);
 	json_arr_begin(&j, "servers");
 	for (size_t i = 0; i < r->n_servers; i++) {
@@ -69,14 +153,15 @@ static void fsck_json(const Sweepfs__FsckReply *r, const struct count *counts,
 
 		json_obj_begin(&j, NULL);
 		json_str(&j, "listen", s->listen);
-		json_bool(&j, "connected", s->connected);
+		json_flag(&j, "connected", s->connected);
 		json_u64(&j, "known", s->known);
 		json_u64(&j, "deletes_pending", s->deletes_pending);
 		json_u64(&j, "reported", s->reported);
-		json_bool(&j, "in_motion", s->in_motion);
+		json_flag(&j, "in_motion", s->in_motion);
 		json_obj_end(&j);
 	}
 	json_arr_end(&j);
+	bad_files_json(&j, r);
 	json_arr_begin(&j, "problems");
 	for (size_t i = 0; i < r->n_problems; i++)
 		json_str(&j, NULL, r->problems[i]);
@@ -105,12 +190,26 @@ static void fsck_text(const Sweepfs__FsckReply *r, const struct count *counts,
 			printf("%" PRIu64 " %s\n", counts[i].v, counts[i].what);
 	if (r->undergoal_chunks)
 		printf("%" PRIu64 " chunks with fewer copies than the goal "
-		       "(being replicated)\n",
-		       r->undergoal_chunks);
+		       "(%" PRIu64 " with one copy left)\n",
+		       r->undergoal_chunks, r->endangered_chunks);
+	if (r->goal_unreachable_chunks)
+		printf("%" PRIu64 " chunks with a goal above the %u "
+		       "chunkservers connected: they cannot be replicated to "
+		       "it until more servers join or the goal is lowered\n",
+		       r->goal_unreachable_chunks, r->servers_up);
+	else if (r->undergoal_chunks)
+		printf("  (being replicated)\n");
+	if (r->overgoal_chunks)
+		printf("%" PRIu64 " chunks with more copies than the goal "
+		       "(being trimmed)\n",
+		       r->overgoal_chunks);
 	for (size_t i = 0; i < r->n_problems; i++)
 		printf("  %s\n", r->problems[i]);
 	if (r->n_problems < total)
 		printf("  ... and %" PRIu64 " more\n", total - r->n_problems);
+	if (r->n_bad_files)
+		printf("files with chunks lost or under their goal:\n");
+	bad_files_text(r);
 	printf("%s\n", total ? "PROBLEMS FOUND" : "consistent");
 }
 

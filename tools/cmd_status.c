@@ -214,6 +214,15 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "deleg_timeouts", s->deleg_timeouts);
 	json_u64(&j, "deleg_recall_max_us", s->deleg_recall_max_us);
 	json_u64(&j, "batch_ops", s->batch_ops);
+	json_obj_begin(&j, "chunk_health");
+	json_u64(&j, "missing", s->chunks_missing);
+	json_u64(&j, "endangered", s->chunks_endangered);
+	json_u64(&j, "undergoal", s->chunks_undergoal);
+	json_u64(&j, "overgoal", s->chunks_overgoal);
+	json_u64(&j, "goal_unreachable", s->chunks_goal_unreachable);
+	if (s->has_health_age_ms)
+		json_u64(&j, "age_ms", s->health_age_ms);
+	json_obj_end(&j);
 	if (s->role) {
 		json_str(&j, "role", s->role);
 		json_u64(&j, "member_id", s->member_id);
@@ -240,7 +249,7 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 
 		json_obj_begin(&j, NULL);
 		json_str(&j, "listen", si->listen);
-		json_bool(&j, "connected", si->connected);
+		json_flag(&j, "connected", si->connected);
 		json_u64(&j, "total_bytes", si->total_bytes);
 		json_u64(&j, "used_bytes", si->used_bytes);
 		json_u64(&j, "free_bytes",
@@ -265,16 +274,16 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		json_str(&j, "role", role_name(si->role));
 		json_str(&j, "peer", si->peer);
 		json_str(&j, "name", si->name);
-		json_bool(&j, "connected", si->connected);
+		json_flag(&j, "connected", si->connected);
 		json_u64(&j, "root_ino", si->root_ino);
 		json_u64(&j, "open_files", si->open_files);
 		json_u64(&j, "delegations", si->delegations);
 		if (si->export)
 			json_str(&j, "export", si->export);
 		if (si->has_read_only)
-			json_bool(&j, "read_only", si->read_only);
+			json_flag(&j, "read_only", si->read_only);
 		if (si->has_admin)
-			json_bool(&j, "admin", si->admin);
+			json_flag(&j, "admin", si->admin);
 		if (counters && si->counters)
 			json_counters(&j, "counters", si->counters);
 		json_obj_end(&j);
@@ -303,6 +312,31 @@ static void parse_common(int argc, char **argv, bool *json, bool *sessions,
 			exit(2);
 	}
 	*path = optind < argc ? argv[optind] : NULL;
+}
+
+/* The chunk health census: a line that says all is well, or one that
+ * says what is wrong, worst first (what mfscli -SIC would show red). */
+static void print_health(const Sweepfs__InfoReply *s)
+{
+	if (!s->has_health_age_ms) {
+		printf("chunk health: not counted yet\n");
+		return;
+	}
+	if (!s->chunks_missing && !s->chunks_undergoal && !s->chunks_overgoal &&
+	    !s->chunks_goal_unreachable) {
+		printf("chunk health: all chunks at their goal (counted %.1f s "
+		       "ago)\n",
+		       (double)s->health_age_ms / 1000);
+		return;
+	}
+	printf("chunk health: %" PRIu64 " MISSING (no copy on a connected "
+	       "server), %" PRIu64 " endangered (one copy left), %" PRIu64
+	       " under goal, %" PRIu64 " over goal, %" PRIu64
+	       " with a goal above the chunkservers connected (counted "
+	       "%.1f s ago; `sweepfs fsck` names the files)\n",
+	       s->chunks_missing, s->chunks_endangered, s->chunks_undergoal,
+	       s->chunks_overgoal, s->chunks_goal_unreachable,
+	       (double)s->health_age_ms / 1000);
 }
 
 int cmd_status(int argc, char **argv)
@@ -393,6 +427,7 @@ int cmd_status(int argc, char **argv)
 		       (double)s->deleg_recall_max_us / 1000, s->batch_ops);
 	printf("%" PRIu64 " chunks, %" PRIu64 " chunk deletions queued\n",
 	       s->chunks, s->chunk_deletes_pending);
+	print_health(s);
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
 		char u[32], t[32], fr[32];

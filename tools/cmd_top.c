@@ -271,6 +271,17 @@ static void background(struct screen *s, const Sweepfs__InfoReply *r,
 		put(s, "chunks     no deletions pending (%s chunks)",
 		    num((double)r->chunks, b1, sizeof(b1)));
 	}
+	if (r->chunks_missing || r->chunks_undergoal || r->chunks_overgoal ||
+	    r->chunks_goal_unreachable)
+		put(s,
+		    "health     %" PRIu64 " MISSING, %" PRIu64
+		    " endangered, %" PRIu64 " under goal, %" PRIu64
+		    " over, %" PRIu64 " goal unreachable",
+		    r->chunks_missing, r->chunks_endangered,
+		    r->chunks_undergoal, r->chunks_overgoal,
+		    r->chunks_goal_unreachable);
+	else if (r->has_health_age_ms)
+		put(s, "health     all chunks at their goal");
 	if (r->snapshot_id)
 		put(s,
 		    "snapshot   %016" PRIx64 ": %s nodes copied, %" PRIu64

@@ -217,7 +217,7 @@ static int trash_ls(struct sw_client *c, bool json)
 			json_obj_begin(&j, NULL);
 			json_u64(&j, "id", it->id);
 			json_str(&j, "path", it->path);
-			json_bool(&j, "dir", it->dir);
+			json_flag(&j, "dir", it->dir);
 			json_u64(&j, "nodes", it->nodes);
 			json_u64(&j, "uid", it->uid);
 			json_time_ns(&j, "deleted_at", it->deleted_at);
@@ -300,11 +300,18 @@ static int trash_restore(struct sw_client *c, const char *idstr,
 			rc == -EEXIST ?
 				" (give a new name: restore ID DEST)" :
 			rc == -ENOENT && !dest ?
-				" (no such item, or its directory is gone: "
+				" (no such item)" :
+			rc == -ENOTDIR && !dest ?
+				" (a name on its path is no directory now: "
 				"restore ID DEST)" :
 				"");
 		return rc;
 	}
+	if (r->made_dirs)
+		fprintf(stderr,
+			"sweepfs trash restore: %s: its directory was gone: "
+			"made %u directories again\n",
+			idstr, r->made_dirs);
 	protobuf_c_message_free_unpacked(&r->base, NULL);
 	return 0;
 }

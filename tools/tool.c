@@ -15,6 +15,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "auth.h"
 #include "progress.h"
 #include "tool.h"
@@ -556,11 +558,24 @@ int tool_connect_target(const struct sw_target *tp, struct sw_client **out)
 
 /* ---- JSON ----------------------------------------------------------- */
 
+/*
+ * The document is built as a json-c tree and printed whole when its
+ * outermost object or array ends. json-c writes strings byte for byte,
+ * and a file name is any bytes, so a byte that is not part of
+ * well-formed UTF-8 must be escaped before: as the lone surrogate \udcXX,
+ * as Python's surrogateescape does (json.loads() reads it; .encode(
+ * "utf-8", "surrogateescape") has the bytes back). json-c cannot write
+ * that escape, so such a byte goes into the tree as the marker U+0001
+ * and two hex digits, a real U+0001 as the marker and "01", and
+ * json_print() rewrites the marker's escape (json-c writes U+0001 as
+ * \u0001, always) into the one meant.
+ */
+#define JSON_MARK 0x01
+
 void json_init(struct json *j, FILE *f)
 {
 	memset(j, 0, sizeof(*j));
 	j->f = f;
-	j->first[0] = true;
 }
 
 /*
@@ -592,128 +607,185 @@ static size_t utf8_len(const unsigned char *s)
 	return n;
 }
 
-/*
- * @s as a JSON string that strict parsers accept: control characters
- * escaped, and a byte that is not part of well-formed UTF-8 (a file name
- * is any bytes) as the lone surrogate \udcXX, as Python's surrogateescape
- * does, so that the name's bytes can be had back (in Python:
- * .encode("utf-8", "surrogateescape")).
- */
-static void json_escaped(FILE *f, const char *str)
+/* @str with its bytes outside UTF-8 (and JSON_MARK) marked, as above;
+ * the caller frees it. NULL: no memory. */
+static char *json_marked(const char *str)
 {
-	const unsigned char *s = (const unsigned char *)str;
+	const unsigned char *s = (const unsigned char *)(str ? str : "");
+	char *out = malloc(3 * strlen((const char *)s) + 1), *o = out;
 
-	fputc('"', f);
+	if (!out)
+		return NULL;
 	while (*s) {
 		size_t n = utf8_len(s);
 
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if (*s < 0x20 || *s == 0x7f)
-			fprintf(f, "\\u%04x", *s);
-		else if (n == 0)
-			fprintf(f, "\\udc%02x", *s);
-		else
-			fwrite(s, 1, n, f);
-		s += n ? n : 1;
+		if (n == 0 || *s == JSON_MARK) {
+			o += sprintf(o, "%c%02x", JSON_MARK, *s);
+			s++;
+		} else {
+			memcpy(o, s, n);
+			o += n;
+			s += n;
+		}
 	}
-	fputc('"', f);
+	*o = '\0';
+	return out;
 }
 
-static void json_key(struct json *j, const char *key)
+/* Print @text (json-c's) with each marked byte's escape rewritten. */
+static void json_print(FILE *f, const char *text)
 {
-	if (!j->first[j->depth])
-		fputc(',', j->f);
-	j->first[j->depth] = false;
-	if (key) {
-		json_escaped(j->f, key);
-		fputc(':', j->f);
+	static const char mark[] = "\\u0001";
+
+	while (*text) {
+		const char *e = strchr(text, '\\');
+
+		if (!e) {
+			fputs(text, f);
+			return;
+		}
+		fwrite(text, 1, (size_t)(e - text), f);
+		if (!strncmp(e, mark, 6) && e[6] && e[7]) {
+			if (!strncmp(e + 6, "01", 2))
+				fputs(mark, f);
+			else
+				fprintf(f, "\\udc%.2s", e + 6);
+			text = e + 8;
+		} else if (e[1] == 'u') {
+			fwrite(e, 1, 6, f);
+			text = e + 6;
+		} else {
+			fwrite(e, 1, 2, f); /* \" \\ \n ... */
+			text = e + 2;
+		}
 	}
+}
+
+/* Put @v (NULL: null) into the open container under @key. */
+static void json_put(struct json *j, const char *key, struct json_object *v)
+{
+	struct json_object *top = j->depth ? j->stack[j->depth - 1] : NULL;
+	char *k;
+
+	if (!top) {
+		json_object_put(v); /* nothing open: a bug, not output */
+		return;
+	}
+	if (json_object_is_type(top, json_type_array)) {
+		json_object_array_add(top, v);
+		return;
+	}
+	k = json_marked(key);
+	if (!k || json_object_object_add(top, k, v) < 0)
+		json_object_put(v);
+	free(k);
+}
+
+static void json_open(struct json *j, const char *key, struct json_object *c)
+{
+	if (!c)
+		return; /* no memory: the output is short, not wrong */
+	if (j->depth)
+		json_put(j, key, json_object_get(c));
+	if (j->depth == (int)SW_ARRAY_SIZE(j->stack)) {
+		json_object_put(c);
+		return;
+	}
+	j->stack[j->depth++] = c;
+}
+
+/* Close the innermost container; the outermost is printed, a line. */
+static void json_close(struct json *j)
+{
+	struct json_object *c;
+
+	if (!j->depth)
+		return;
+	c = j->stack[--j->depth];
+	if (!j->depth) {
+		json_print(j->f,
+			   json_object_to_json_string_ext(
+				   c, JSON_C_TO_STRING_PLAIN |
+					      JSON_C_TO_STRING_NOSLASHESCAPE));
+		fputc('\n', j->f);
+	}
+	json_object_put(c);
 }
 
 void json_obj_begin(struct json *j, const char *key)
 {
-	json_key(j, key);
-	fputc('{', j->f);
-	j->first[++j->depth] = true;
+	json_open(j, key, json_object_new_object());
 }
 
 void json_obj_end(struct json *j)
 {
-	fputc('}', j->f);
-	j->depth--;
-	if (j->depth == 0)
-		fputc('\n', j->f);
+	json_close(j);
 }
 
 void json_arr_begin(struct json *j, const char *key)
 {
-	json_key(j, key);
-	fputc('[', j->f);
-	j->first[++j->depth] = true;
+	json_open(j, key, json_object_new_array());
 }
 
 void json_arr_end(struct json *j)
 {
-	fputc(']', j->f);
-	j->depth--;
+	json_close(j);
 }
 
 void json_str(struct json *j, const char *key, const char *v)
 {
-	json_key(j, key);
-	json_escaped(j->f, v ? v : "");
+	char *m = json_marked(v);
+
+	json_put(j, key, m ? json_object_new_string(m) : NULL);
+	free(m);
 }
 
 void json_u64(struct json *j, const char *key, uint64_t v)
 {
-	json_key(j, key);
-	fprintf(j->f, "%" PRIu64, v);
+	json_put(j, key, json_object_new_uint64(v));
 }
 
 void json_i64(struct json *j, const char *key, int64_t v)
 {
-	json_key(j, key);
-	fprintf(j->f, "%" PRId64, v);
+	json_put(j, key, json_object_new_int64(v));
 }
 
 void json_dbl(struct json *j, const char *key, double v)
 {
 	char buf[40];
 
-	json_key(j, key);
 	if (!isfinite(v)) {
-		fputs("null", j->f); /* JSON has no NaN or infinity */
+		json_put(j, key, NULL); /* JSON has no NaN or infinity */
 		return;
 	}
 	/* The shortest form that reads back as the same double: never
-	 * "1.79588e+09" for a time. */
+	 * "1.79588e+09" for a time. json-c writes this text as it is. */
 	for (int prec = 15; prec <= 17; prec++) {
 		snprintf(buf, sizeof(buf), "%.*g", prec, v);
 		if (strtod(buf, NULL) == v)
 			break;
 	}
-	fputs(buf, j->f);
+	json_put(j, key, json_object_new_double_s(v, buf));
 }
 
 void json_time_ns(struct json *j, const char *key, int64_t ns)
 {
 	uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;
-	char frac[16];
+	char frac[16], buf[48];
 	int n;
 
-	json_key(j, key);
 	n = snprintf(frac, sizeof(frac), "%09" PRIu64, a % 1000000000u);
 	while (n > 0 && frac[n - 1] == '0')
 		frac[--n] = '\0';
-	fprintf(j->f, "%s%" PRIu64 "%s%s", ns < 0 ? "-" : "", a / 1000000000u,
-		n ? "." : "", frac);
+	snprintf(buf, sizeof(buf), "%s%" PRIu64 "%s%s", ns < 0 ? "-" : "",
+		 a / 1000000000u, n ? "." : "", frac);
+	/* The decimal is what is written; the double only for json-c. */
+	json_put(j, key, json_object_new_double_s((double)ns / 1e9, buf));
 }
 
-void json_bool(struct json *j, const char *key, bool v)
+void json_flag(struct json *j, const char *key, bool v)
 {
-	json_key(j, key);
-	fputs(v ? "true" : "false", j->f);
+	json_put(j, key, json_object_new_boolean(v));
 }
 
 const char *fmt_bytes(uint64_t v, char *buf, size_t len)

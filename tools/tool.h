@@ -155,13 +155,20 @@ int tool_connect_target(const struct sw_target *t, struct sw_client **out);
 int tool_wait_purge(struct sw_client *c, const char *what, uint64_t id,
 		    uint64_t nodes);
 
-/* Minimal JSON writer: objects and arrays nest; commas are automatic.
- * Strings are escaped so that strict parsers read any bytes (json_str()
- * of a file name that is not UTF-8 included). */
+/*
+ * JSON output through json-c: objects and arrays nest (a @key for a
+ * member of an object, NULL in an array); the document is printed, one
+ * line, when its outermost object or array ends. Strings are escaped so
+ * that strict parsers read any bytes (json_str() of a file name that is
+ * not UTF-8 included: such bytes as \udcXX). Nothing to free after the
+ * outermost end.
+ */
+struct json_object;
+
 struct json {
 	FILE *f;
 	int depth;
-	bool first[32];
+	struct json_object *stack[32]; /* the containers open */
 };
 
 void json_init(struct json *j, FILE *f);
@@ -177,7 +184,7 @@ void json_dbl(struct json *j, const char *key, double v);
 /* A time of @ns nanoseconds, in seconds, as an exact decimal
  * ("1795880000.123456789"), never rounded. */
 void json_time_ns(struct json *j, const char *key, int64_t ns);
-void json_bool(struct json *j, const char *key, bool v);
+void json_flag(struct json *j, const char *key, bool v);
 
 /* "1.5 GiB", "312 KiB": @v bytes into @buf of @len. */
 const char *fmt_bytes(uint64_t v, char *buf, size_t len);
@@ -197,6 +204,8 @@ int cmd_settrashtime(int argc, char **argv);
 int cmd_gettrashtime(int argc, char **argv);
 int cmd_trash(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_du(int argc, char **argv);
 int cmd_group(int argc, char **argv);
 int cmd_setgoal(int argc, char **argv);
 int cmd_getgoal(int argc, char **argv);

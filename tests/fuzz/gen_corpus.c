@@ -544,6 +544,27 @@ static void fsck(uint32_t max)
 	frame(SW_MSG_FSCK, &q.base);
 }
 
+/* sweepfs info and du: a file's chunks from slot @first, a tree. */
+static void fileinfo(uint64_t ino, uint32_t first)
+{
+	Sweepfs__FileinfoReq q = SWEEPFS__FILEINFO_REQ__INIT;
+
+	q.cred = &root_cred;
+	q.ino = ino;
+	q.has_first = 1;
+	q.first = first;
+	frame(SW_MSG_FILEINFO, &q.base);
+}
+
+static void dirinfo(uint64_t ino)
+{
+	Sweepfs__DirinfoReq q = SWEEPFS__DIRINFO_REQ__INIT;
+
+	q.cred = &root_cred;
+	q.ino = ino;
+	frame(SW_MSG_DIRINFO, &q.base);
+}
+
 /* fuzz_master.c's mode byte: what the harness says first, exports. */
 enum { M_MOUNT = 0, M_TOOL = 1, M_CS = 2, M_RAW = 3 };
 #define M_EXPORTS(x) ((x) << 2)
@@ -717,6 +738,14 @@ static void master_seeds(void)
 	begin(M_TOOL);
 	info_(true);
 	fsck(10);
+	mkdir_(ROOT, "a");
+	create_(2, "f");
+	fileinfo(3, 0);
+	fileinfo(3, 4000000000u);
+	fileinfo(2, 0);
+	dirinfo(ROOT);
+	dirinfo(2);
+	dirinfo(3);
 	ping(7);
 	end("fuzz_master", "tool");
 

@@ -233,6 +233,105 @@ static void test_fsck_finds_each_kind(void **state)
 	file->u.chunks->id[1] = 0;
 }
 
+/* The entry of @r for @path, or NULL. */
+static const Sweepfs__FsckBadFile *bad_file(const Sweepfs__FsckReply *r,
+					    const char *path)
+{
+	for (size_t i = 0; i < r->n_bad_files; i++) {
+		const Sweepfs__FsckBadFile *b = r->bad_files[i];
+
+		if (b->path.len == strlen(path) &&
+		    memcmp(b->path.data, path, b->path.len) == 0)
+			return b;
+	}
+	return NULL;
+}
+
+/*
+ * A chunk with no copy, or short of its goal, names its files by every
+ * path they have; a goal above the servers there are says so; the list
+ * stops at the maximum and says it was cut.
+ */
+static void test_fsck_names_bad_files(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = healthy(f), *file;
+	const Sweepfs__FsckBadFile *b;
+	Sweepfs__FsckReply *r;
+	struct chunk *c;
+
+	file = ns_lookup(ns, a, "file", 4)->child;
+	r = check(f);
+	assert_int_equal(r->n_bad_files, 0);
+	assert_int_equal(r->bad_files_total, 0);
+	fsck_free(r);
+
+	/* Slot 2's chunk lost: the file by both its names. */
+	c = chunk_get(ns, ns_chunk_at(file, 2));
+	c->copies[0].state = COPY_DAMAGED;
+	r = check(f);
+	assert_int_equal(r->lost_chunks, 1);
+	assert_int_equal(r->bad_files_total, 2);
+	assert_false(r->bad_files_cut);
+	b = bad_file(r, "/a/file");
+	assert_non_null(b);
+	assert_non_null(bad_file(r, "/hard"));
+	assert_int_equal(b->ino, file->ino);
+	assert_int_equal(b->lost, 1);
+	assert_int_equal(b->undergoal, 0);
+	assert_int_equal(b->n_chunks, 1);
+	assert_int_equal(b->chunks[0]->index, 2);
+	assert_int_equal(b->chunks[0]->chunk_id, c->id);
+	assert_int_equal(b->chunks[0]->copies, 0);
+	fsck_free(r);
+	c->copies[0].state = COPY_VALID;
+
+	/* Goal 2 on one server: short, endangered, and beyond reach. */
+	c->goal = 2;
+	r = check(f);
+	assert_int_equal(r->lost_chunks, 0);
+	assert_int_equal(r->undergoal_chunks, 1);
+	assert_int_equal(r->endangered_chunks, 1);
+	assert_int_equal(r->goal_unreachable_chunks, 1);
+	assert_int_equal(r->servers_up, 1);
+	b = bad_file(r, "/a/file");
+	assert_non_null(b);
+	assert_int_equal(b->undergoal, 1);
+	assert_int_equal(b->chunks[0]->copies, 1);
+	assert_int_equal(b->chunks[0]->goal, 2);
+	fsck_free(r);
+
+	/* A file in the trash, by the path it had. */
+	{
+		struct node *t = ns_lookup(ns, ns->root, "t", 1)->child;
+		struct node *g = mk(f, t, "g", S_IFREG | 0644);
+		struct chunk *gc = give_chunk(f, g, 0);
+
+		gc->copies[0].state = COPY_DAMAGED;
+		f->now++;
+		assert_int_equal(ns_trash_unlink(ns, t, "g", 1, 79,
+						 f->now + 1000, f->now),
+				 0);
+		r = check(f);
+		b = bad_file(r, "trash:/t/g");
+		assert_non_null(b);
+		assert_int_equal(b->lost, 1);
+		assert_int_equal(r->bad_files_total, 3);
+		fsck_free(r);
+		gc->copies[0].state = COPY_VALID;
+	}
+
+	/* More files than asked for: the list is cut, the count is not. */
+	r = fsck_check(&f->m, 1);
+	assert_non_null(r);
+	assert_int_equal(r->n_bad_files, 1);
+	assert_int_equal(r->bad_files_total, 2);
+	assert_true(r->bad_files_cut);
+	fsck_free(r);
+	c->goal = 1;
+}
+
 /* Problems listed stop at the maximum; the counts do not. */
 static void test_fsck_max_problems(void **state)
 {
@@ -306,6 +405,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fsck_healthy, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_finds_each_kind,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fsck_names_bad_files,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_max_problems, setup,
 						teardown),

@@ -271,7 +271,7 @@ static void json_options(struct json *j, const struct cdel_run *r)
 							  "off");
 	json_u64(j, "probe_pause_us", r->probe_pause_us);
 	json_dbl(j, "timeout_s", r->timeout_s);
-	json_bool(j, "caches_dropped", r->caches_dropped);
+	json_flag(j, "caches_dropped", r->caches_dropped);
 	json_obj_end(j);
 }
 
@@ -284,7 +284,7 @@ static void json_fs(struct json *j, const struct cdel_fs *fs)
 	json_str(j, "mount_point", fs->mnt);
 	json_str(j, "mount_source", fs->mnt_source);
 	json_str(j, "mount_options", fs->mnt_opts);
-	json_bool(j, "sweepfs", fs->sweepfs);
+	json_flag(j, "sweepfs", fs->sweepfs);
 	json_str(j, "probe", fs->probe_ok ? fs->probe_dir : NULL);
 	if (!fs->probe_ok)
 		json_str(j, "probe_note", fs->probe_note);
@@ -299,7 +299,7 @@ static void json_fs(struct json *j, const struct cdel_fs *fs)
 		json_str(j, "master", master);
 		json_str(j, "mount_command", fs->mount_cmdline);
 		json_str(j, "session_name", fs->session_name);
-		json_bool(j, "session_found", fs->mount_session != 0);
+		json_flag(j, "session_found", fs->mount_session != 0);
 		json_str(j, "probe_mount", fs->probe_mnt);
 		json_str(j, "probe_mount_options", fs->probe_opts);
 		json_u64(j, "trashtime_before", fs->trashtime0);

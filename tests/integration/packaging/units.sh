@@ -126,6 +126,11 @@ cp "$data/doc/sweepfs/examples/mnt-sweepfs.mount" "$T/units/"
 [[ ! -s "$T/verify.out" ]] || fail "systemd-analyze verify warns: $(cat "$T/verify.out")"
 for u in sweepfs-master.service sweepfs-chunkserver@disk1.service; do
 	grep -q '^Type=notify$' "$T/units/$u" || fail "$u is not Type=notify"
+done
+# The master's memory is the metadata: the OOM killer picks others first.
+grep -q '^OOMScoreAdjust=-[1-9]' "$T/units/sweepfs-master.service" ||
+	fail "sweepfs-master.service does not protect the master from the OOM killer"
+for u in sweepfs-master.service sweepfs-chunkserver@disk1.service; do
 	score=$(cd "$T/units" && systemd-analyze security --offline=true "./$u" 2>/dev/null |
 		sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p') || true
 	log "$u: verified; exposure ${score:-?} (systemd-analyze security)"
