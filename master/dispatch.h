@@ -1,8 +1,9 @@
 /*
  * The master's one dispatch table: for each message type, the handler
- * (handlers.h), which roles of session may send it, whether it writes
+ * (handlers.h); which roles of session may send it, whether it writes
  * (refused through a read-only export) and whether it needs an export's
- * admin rights. server.c asks it for every request after the hello.
+ * admin rights come with it from proto/messages.def. server.c asks it
+ * for every request after the hello.
  */
 #ifndef SWEEPFS_MASTER_DISPATCH_H
 #define SWEEPFS_MASTER_DISPATCH_H
@@ -14,19 +15,15 @@
 
 struct session;
 
-#define ROUTE_ROLE(role) (1u << (role)) /* SWEEPFS__ROLE__ROLE_* */
-
-enum {
-	ROUTE_WRITES = 1, /* changes something: not through read-only */
-	ROUTE_ADMIN = 2,  /* only with an export's admin rights */
-};
-
+/*
+ * What the master adds to a type's sw_msg_info() (roles, writes, admin:
+ * proto/messages.def, the same list): the handler, and whether it writes
+ * when that depends on the message.
+ */
 struct route {
 	req_handler fn;
-	uint8_t roles; /* ROUTE_ROLE()s that may send it */
-	uint8_t flags; /* ROUTE_* */
 	/* Set when whether it writes depends on the message (an open for
-	 * reading does not); ROUTE_WRITES says whether it can. */
+	 * reading does not); sw_msg_info()->writes says whether it can. */
 	bool (*writes)(const ProtobufCMessage *msg);
 };
 

@@ -721,8 +721,8 @@ static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
 	m->arena_depth++;
 	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
 					hdr->len, payload);
-	n = msg ? deleg_msg_nodes(hdr->type, msg, nodes + *nn,
-				  PARKED_NODES_MAX - *nn) :
+	n = msg ? sw_msg_nodes(hdr->type, msg, nodes + *nn,
+			       PARKED_NODES_MAX - *nn) :
 		  SIZE_MAX;
 	arena_done(m);
 	if (n > PARKED_NODES_MAX - *nn)
@@ -734,8 +734,9 @@ static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
 /*
  * Whether the frame @hdr, @payload, after a request that waits, may be
  * handled before it: it changes nothing and names none of @nodes (those
- * of the frames it would pass); or it is a batch or a delegation's
- * return, a ping or an invalidation's ack, which always go on (below).
+ * of the frames it would pass); or its type overtakes (messages.def: a
+ * batch, a delegation's return, a ping, an invalidation's ack), which
+ * always go on (below).
  */
 static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 		     const uint8_t *payload, const uint64_t *nodes, size_t nn)
@@ -748,13 +749,8 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 	bool pass;
 	size_t n;
 
-	switch (hdr->type) {
-	case SW_MSG_BATCH:
-	case SW_MSG_DELEG_RETURN:
-	case SW_MSG_PING:
-	case SW_MSG_INVAL_ACK:
+	if (info && info->overtakes)
 		return true;
-	}
 	if (!info || !rt || hdr->flags)
 		return false;
 	m->arena_depth++;
@@ -762,7 +758,7 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 					hdr->len, payload);
 	pass = msg && !dispatch_writes(rt, msg);
 	if (pass) {
-		n = deleg_msg_nodes(hdr->type, msg, mine, SW_ARRAY_SIZE(mine));
+		n = sw_msg_nodes(hdr->type, msg, mine, SW_ARRAY_SIZE(mine));
 		pass = n <= SW_ARRAY_SIZE(mine);
 		for (size_t i = 0; pass && i < n; i++)
 			for (size_t j = 0; pass && j < nn; j++)
