@@ -202,7 +202,7 @@ static int held_push(struct conn *c, uint64_t version, uint64_t inval0,
 	return 0;
 }
 
-void req_reply(struct req *r, const ProtobufCMessage *reply)
+void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 {
 	struct conn *c = r->conn;
 	struct master *m = r->m;
@@ -212,6 +212,11 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	size_t before;
 	int rc;
 
+	if (error) {
+		if (c && !c->sc.closing && c->s)
+			c->s->ctr.errors++;
+		m->total.errors++;
+	}
 	admin_note_latency(m, r);
 	if (!c || sw_sconn_gone(&c->sc))
 		return;
@@ -243,26 +248,17 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	conn_note_out(c);
 }
 
-struct session *req_session(const struct req *r)
+struct session *server_req_session(const struct conn *c)
 {
-	return r->conn ? r->conn->s : NULL;
+	return c->s;
 }
 
-struct req *req_defer(const struct req *r)
+void server_req_hold(struct conn *c, bool hold)
 {
-	struct req *d = malloc(sizeof(*d));
-
-	if (!d)
-		return NULL;
-	*d = *r;
-	sw_sconn_get(&d->conn->sc);
-	return d;
-}
-
-void req_done(struct req *d)
-{
-	sw_sconn_put(&d->conn->sc);
-	free(d);
+	if (hold)
+		sw_sconn_get(&c->sc);
+	else
+		sw_sconn_put(&c->sc);
 }
 
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
@@ -279,18 +275,6 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 	}
 	sw_sconn_flush_add(&c->sc);
 	conn_note_out(c);
-}
-
-void req_error(struct req *r, int rc)
-{
-	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
-
-	reply.has_err = 1;
-	reply.err = -rc;
-	if (r->conn && !r->conn->sc.closing && r->conn->s)
-		r->conn->s->ctr.errors++;
-	r->m->total.errors++;
-	req_reply(r, &reply.base);
 }
 
 /* Move held replies with versions up to @version, whose invalidations

@@ -103,6 +103,7 @@ static int setup(void **state)
 		return -1;
 	sw_log_set_sink(quiet_sink, NULL);
 	f->m.loop = &f->loop;
+	master_wire_requests(&f->m);
 	uv_idle_init(&f->loop, &f->m.consume_idle);
 	f->m.consume_idle.data = &f->m;
 	f->m.cfg.deleg_max = 256;
