@@ -27,8 +27,9 @@
 
 #include "sweepfs.pb-c.h"
 
-/* Bumped on any incompatible change; the hello refuses other versions. */
-#define SW_PROTO_VERSION 2
+/* Bumped on any incompatible change; the hello refuses other versions.
+ * 3: BatchReply.errs are positive errno, as every other error. */
+#define SW_PROTO_VERSION 3
 
 #define SW_FRAME_HDR 16u
 
