@@ -180,11 +180,6 @@ static bool addr_key_differs(const struct sockaddr_storage *a,
 	return memcmp(x, y, 16) != 0;
 }
 
-bool session_confined(const struct session *s)
-{
-	return s && s->root_ino != NS_ROOT_INO;
-}
-
 bool session_granted(const struct session *s, uint64_t ino)
 {
 	return htab_find(&s->granted, sw_hash_u64(ino), granted_eq, &ino);
