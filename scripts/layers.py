@@ -18,8 +18,9 @@ below, never above:
   handlers  one module per family: fsops, dataops, lockops, admin, fsck,
             rmr, snapshot, snapjob, trashops, purge, csrv, deleg, watch,
             metrics, and handlers.h that lists them
-  server    server, session, dispatch, group, catchup, and master (the
-            top: start-up, struct master, the hooks that point up)
+  server    server, session, dispatch, group (+ group_i, group_etcd,
+            group_thread), catchup, and master (the top: start-up,
+            struct master, the hooks that point up)
 
 It fails (exit 1) on:
 
@@ -52,6 +53,9 @@ MODULES = {
     "server": {"server", "session", "dispatch", "group", "catchup",
                "master"},
 }
+
+# Files of a module split in several: one module for the graph.
+PARTS = {"group_i": "group", "group_etcd": "group", "group_thread": "group"}
 
 # Upward includes still there, "module -> header": struct master embeds
 # the handlers' state by value (master.h includes admin.h, csrv.h,
@@ -102,10 +106,12 @@ def read_graph(mdir):
         if not f.endswith((".c", ".h")) or f == "main.c":
             continue
         mod = os.path.splitext(f)[0]
+        mod = PARTS.get(mod, mod)
         with open(os.path.join(mdir, f)) as fh:
             incs = re.findall(r'^#include "([\w.]+)\.h"', fh.read(), re.M)
         graph.setdefault(mod, set()).update(
-            i for i in incs if i in local and i != mod)
+            PARTS.get(i, i) for i in incs
+            if i in local and PARTS.get(i, i) != mod)
     return graph
 
 
