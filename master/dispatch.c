@@ -70,11 +70,18 @@ static const struct sw_msg_info *route_info(const struct route *rt)
 	return sw_msg_info((uint16_t)(rt - routes));
 }
 
-bool dispatch_writes(const struct route *rt, const ProtobufCMessage *msg)
+/* Whether @msg of a type that can write (@info) would. */
+static bool writes(const struct sw_msg_info *info, const struct route *rt,
+		   const ProtobufCMessage *msg)
 {
-	if (!route_info(rt)->writes)
+	if (!info->writes)
 		return false;
 	return rt->writes ? rt->writes(msg) : true;
+}
+
+bool dispatch_writes(const struct route *rt, const ProtobufCMessage *msg)
+{
+	return writes(route_info(rt), rt, msg);
 }
 
 int dispatch_admit(const struct route *rt, struct session *s,
@@ -87,7 +94,7 @@ int dispatch_admit(const struct route *rt, struct session *s,
 	if (session_is_peer(s))
 		return 0;
 	session_map_msg(s, msg);
-	if (!s->rw && dispatch_writes(rt, msg))
+	if (!s->rw && writes(info, rt, msg))
 		return -EROFS;
 	if (info->admin && !s->admin)
 		return -EPERM;
