@@ -45,12 +45,16 @@ static bool trash_writes(const ProtobufCMessage *msg)
 
 /*
  * The handler and the writes predicate of each type, from the one list
- * (proto/messages.def); the rest of a route is the protocol's table.
+ * (proto/messages.def), with the roles and flags admission needs: the
+ * same columns sw_msg_info() has, copied at compile time so that
+ * admitting a request looks nothing up.
  */
 #define NO_HANDLER NULL
 #define ALWAYS NULL
-#define MSG(type, nm, rq, rp, fl, who, handler, wr, nodes, not_nodes) \
-	[SW_MSG_##type] = { .fn = handler, .writes = wr },
+#define MSG(type, nm, rq, rp, fl, who, handler, wr, nodes, not_nodes)      \
+	[SW_MSG_##type] = {                                                \
+		.fn = handler, .writes = wr, .roles = (who), .flags = (fl) \
+	},
 
 static const struct route routes[SW_MSG__COUNT] = {
 #include "messages.def"
@@ -65,38 +69,25 @@ const struct route *dispatch_route(uint16_t type)
 	return type < SW_MSG__COUNT && routes[type].fn ? &routes[type] : NULL;
 }
 
-static const struct sw_msg_info *route_info(const struct route *rt)
-{
-	return sw_msg_info((uint16_t)(rt - routes));
-}
-
-/* Whether @msg of a type that can write (@info) would. */
-static bool writes(const struct sw_msg_info *info, const struct route *rt,
-		   const ProtobufCMessage *msg)
-{
-	if (!info->writes)
-		return false;
-	return rt->writes ? rt->writes(msg) : true;
-}
-
+/* Whether @msg of route @rt would write. */
 bool dispatch_writes(const struct route *rt, const ProtobufCMessage *msg)
 {
-	return writes(route_info(rt), rt, msg);
+	if (!(rt->flags & SW_MSG_F_WRITES))
+		return false;
+	return rt->writes ? rt->writes(msg) : true;
 }
 
 int dispatch_admit(const struct route *rt, struct session *s,
 		   ProtobufCMessage *msg)
 {
-	const struct sw_msg_info *info = route_info(rt);
-
-	if (s->role < 0 || s->role > 7 || !(info->roles & SW_ROLE_BIT(s->role)))
+	if (s->role < 0 || s->role > 7 || !(rt->roles & SW_ROLE_BIT(s->role)))
 		return -EPERM;
 	if (session_is_peer(s))
 		return 0;
 	session_map_msg(s, msg);
-	if (!s->rw && writes(info, rt, msg))
+	if (!s->rw && dispatch_writes(rt, msg))
 		return -EROFS;
-	if (info->admin && !s->admin)
+	if ((rt->flags & SW_MSG_F_ADMIN) && !s->admin)
 		return -EPERM;
 	return 0;
 }

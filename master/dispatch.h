@@ -16,15 +16,18 @@
 struct session;
 
 /*
- * What the master adds to a type's sw_msg_info() (roles, writes, admin:
- * proto/messages.def, the same list): the handler, and whether it writes
- * when that depends on the message.
+ * A type's entry of proto/messages.def as the master serves it: the
+ * handler, whether it writes when that depends on the message, and the
+ * roles and flags of its sw_msg_info() (the same columns, copied at
+ * compile time).
  */
 struct route {
 	req_handler fn;
 	/* Set when whether it writes depends on the message (an open for
-	 * reading does not); sw_msg_info()->writes says whether it can. */
+	 * reading does not); SW_MSG_F_WRITES says whether it can. */
 	bool (*writes)(const ProtobufCMessage *msg);
+	uint8_t roles;	/* SW_ROLE_BIT()s that may send it */
+	uint16_t flags; /* SW_MSG_F_* */
 };
 
 /* The route of message type @type, or NULL when the master serves no
