@@ -1015,8 +1015,7 @@ static void follow(struct group *g)
 			rc = fetch(g, &more);
 		} while (rc == 0 && more);
 		if (rc < 0) {
-			deposed(
-				g, "cannot read the log after the election");
+			deposed(g, "cannot read the log after the election");
 			return;
 		}
 		g->next_ka = sw_mono_ns() + g->lease_ns / 4;
