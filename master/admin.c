@@ -21,7 +21,6 @@
 #include "req.h"
 #include "session.h"
 #include "snapjob.h"
-#include "namespace_i.h"
 #include "util.h"
 
 static const char *const sync_names[] = { "always", "interval", "never" };
@@ -234,7 +233,7 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 	reply->has_chunks = 1;
 	reply->purge_roots = m->ns.purge_roots;
 	reply->purge_left = purge_left(m);
-	reply->purge_oldest = m->ns.purge_head ? m->ns.purge_head->id : 0;
+	reply->purge_oldest = ns_purge_oldest(&m->ns);
 	reply->purged = m->ns.purged;
 	reply->purge_busy_ms = m->purge.busy_ns / 1000000;
 	reply->chunk_deletes_pending = m->cs.pending_deletes;

@@ -392,93 +392,26 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 	return recall_others(m, s, n);
 }
 
-/* The inode-valued fields requests name their nodes by. */
-static bool names_node(const ProtobufCFieldDescriptor *f)
-{
-	static const char *const names[] = { "parent", "ino", "newparent",
-					     "src", "dir" };
-
-	if (f->type != PROTOBUF_C_TYPE_UINT64 ||
-	    f->label == PROTOBUF_C_LABEL_REPEATED)
-		return false;
-	for (size_t i = 0; i < SW_ARRAY_SIZE(names); i++)
-		if (strcmp(f->name, names[i]) == 0)
-			return true;
-	return false;
-}
-
-static bool changes_tree(uint16_t type)
-{
-	switch (type) {
-	case SW_MSG_RMR:
-	case SW_MSG_RENAME:
-	case SW_MSG_SNAPSHOT:
-	case SW_MSG_RMSNAPSHOT:
-	case SW_MSG_TRASH:
-		return true;
-	default:
-		return false;
-	}
-}
-
-size_t deleg_msg_nodes(uint16_t type, const ProtobufCMessage *msg,
-		       uint64_t *out, size_t max)
-{
-	const ProtobufCMessageDescriptor *desc = msg->descriptor;
-	const char *base = (const char *)msg;
-	size_t n = 0;
-
-	for (unsigned i = 0; i < desc->n_fields; i++) {
-		const ProtobufCFieldDescriptor *f = &desc->fields[i];
-
-		if (!names_node(f))
-			continue;
-		if (f->label == PROTOBUF_C_LABEL_OPTIONAL &&
-		    !*(const protobuf_c_boolean *)(base + f->quantifier_offset))
-			continue;
-		if (n < max)
-			out[n] = *(const uint64_t *)(base + f->offset);
-		n++;
-	}
-	if (type == SW_MSG_BATCH) {
-		const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
-
-		for (size_t i = 0; i < q->n_ops; i++, n++)
-			if (n < max)
-				out[n] = q->ops[i]->parent;
-	}
-	return n;
-}
-
+/*
+ * The delegation request @msg of @type must wait for, recalled: what it
+ * names (proto/messages.def says which fields name nodes, and whether it
+ * changes their subtrees or recalls all), held by another session.
+ */
 static struct deleg *conflict(struct master *m, struct session *s,
 			      uint16_t type, const ProtobufCMessage *msg)
 {
-	const ProtobufCMessageDescriptor *desc = msg->descriptor;
-	bool subtree = changes_tree(type);
+	const struct sw_msg_info *info = sw_msg_info(type);
 	struct deleg *d = NULL;
+	struct sw_msg_nodes it;
+	uint64_t ino;
 
-	/* The trash names no node: a holder may have queued a removal the
-	 * listing, a restore or a purge must see. */
-	if (type == SW_MSG_TRASH)
+	if (!info)
+		return NULL;
+	if (info->recall_all)
 		return recall_others(m, s, NULL);
-	for (unsigned i = 0; i < desc->n_fields && !d; i++) {
-		const ProtobufCFieldDescriptor *f = &desc->fields[i];
-		const char *base = (const char *)msg;
-
-		if (!names_node(f))
-			continue;
-		if (f->label == PROTOBUF_C_LABEL_OPTIONAL &&
-		    !*(const protobuf_c_boolean *)(base + f->quantifier_offset))
-			continue;
-		d = conflict_ino(m, s, *(const uint64_t *)(base + f->offset),
-				 subtree);
-	}
-	if (type == SW_MSG_BATCH) {
-		const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
-
-		for (size_t i = 0; i < q->n_ops && !d; i++)
-			d = conflict_ino(m, s, q->ops[i]->parent, false);
-	}
+	sw_msg_nodes_begin(&it, type, msg);
+	while (!d && sw_msg_nodes_next(&it, &ino))
+		d = conflict_ino(m, s, ino, info->subtree);
 	return d;
 }
 

@@ -79,14 +79,6 @@ void deleg_tick(struct master *m);
 bool deleg_revoked(const struct master *m, const struct session *s,
 		   uint64_t dir);
 
-/*
- * The inode numbers @msg (of @type) names: the fields deleg_wait()
- * looks at, and a batch's parents. Stores at most @max in @out;
- * returns how many it names.
- */
-size_t deleg_msg_nodes(uint16_t type, const ProtobufCMessage *msg,
-		       uint64_t *out, size_t max);
-
 /* Figures for sweepfs status (InfoReply fields 43-48). */
 struct deleg_stats {
 	uint64_t held, granted, refused, recalls, timeouts;

@@ -1,8 +1,9 @@
 /*
  * The master's one dispatch table: for each message type, the handler
- * (handlers.h), which roles of session may send it, whether it writes
+ * (handlers.h); which roles of session may send it, whether it writes
  * (refused through a read-only export) and whether it needs an export's
- * admin rights. server.c asks it for every request after the hello.
+ * admin rights come with it from proto/messages.def. server.c asks it
+ * for every request after the hello.
  */
 #ifndef SWEEPFS_MASTER_DISPATCH_H
 #define SWEEPFS_MASTER_DISPATCH_H
@@ -14,20 +15,19 @@
 
 struct session;
 
-#define ROUTE_ROLE(role) (1u << (role)) /* SWEEPFS__ROLE__ROLE_* */
-
-enum {
-	ROUTE_WRITES = 1, /* changes something: not through read-only */
-	ROUTE_ADMIN = 2,  /* only with an export's admin rights */
-};
-
+/*
+ * A type's entry of proto/messages.def as the master serves it: the
+ * handler, whether it writes when that depends on the message, and the
+ * roles and flags of its sw_msg_info() (the same columns, copied at
+ * compile time).
+ */
 struct route {
 	req_handler fn;
-	uint8_t roles; /* ROUTE_ROLE()s that may send it */
-	uint8_t flags; /* ROUTE_* */
 	/* Set when whether it writes depends on the message (an open for
-	 * reading does not); ROUTE_WRITES says whether it can. */
+	 * reading does not); SW_MSG_F_WRITES says whether it can. */
 	bool (*writes)(const ProtobufCMessage *msg);
+	uint8_t roles;	/* SW_ROLE_BIT()s that may send it */
+	uint16_t flags; /* SW_MSG_F_* */
 };
 
 /* The route of message type @type, or NULL when the master serves no

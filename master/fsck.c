@@ -47,7 +47,6 @@
 #include "csrv.h"
 #include "master.h"
 #include "req.h"
-#include "namespace_i.h"
 #include "trash.h"
 #include "util.h"
 
@@ -199,6 +198,12 @@ static int reach(struct node *root)
 	}
 	free(stack);
 	return 0;
+}
+
+static int reach_root(struct node *root, void *arg)
+{
+	(void)arg;
+	return reach(root);
 }
 
 static int reach_orphan(void *elem, void *arg)
@@ -672,9 +677,8 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 	htab_foreach(&ns->inodes, count_names, &k);
 	if (reach(ns->root) < 0)
 		goto fail;
-	for (struct purge_root *pr = ns->purge_head; pr; pr = pr->next)
-		if (reach(pr->root) < 0)
-			goto fail;
+	if (ns_purge_foreach_root(ns, reach_root, NULL) < 0)
+		goto fail;
 	if (ns_copy_root(ns) && reach(ns_copy_root(ns)) < 0)
 		goto fail;
 	if (ns_trash_foreach(ns, reach_trash, m) < 0 ||

@@ -1018,6 +1018,7 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 	size_t n = q->n_ops ? q->n_ops : 1;
 	uint64_t *cookies;
 	int32_t *errs;
+	int rc;
 
 	if (q->n_ops > SW_BATCH_OPS_MAX) {
 		req_error(r, -E2BIG);
@@ -1036,24 +1037,26 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 		 * mount saw there is not what others may have changed
 		 * meanwhile (it gives the directory back, and asks). */
 		if (deleg_revoked(r->m, r->s, op->parent)) {
-			errs[i] = -EKEYREVOKED;
+			errs[i] = EKEYREVOKED;
 			continue;
 		}
 		session_map_cred(r->s, op->cred);
 		switch (op->type) {
 		case SWEEPFS__BATCH_TYPE__BATCH_UNLINK:
 		case SWEEPFS__BATCH_TYPE__BATCH_RMDIR:
-			errs[i] = remove_one(
+			rc = remove_one(
 				r, op->cred, op->parent, &op->name,
 				op->type == SWEEPFS__BATCH_TYPE__BATCH_RMDIR,
 				NULL);
 			break;
 		case SWEEPFS__BATCH_TYPE__BATCH_CREATE:
-			errs[i] = create_batched(r, op, &cookies[i]);
+			rc = create_batched(r, op, &cookies[i]);
 			break;
 		default:
-			errs[i] = -EINVAL;
+			rc = -EINVAL;
 		}
+		/* On the wire, errno is positive, as everywhere. */
+		errs[i] = -rc;
 	}
 	r->m->total.batch_ops += q->n_ops;
 	r->s->ctr.batch_ops += q->n_ops;

@@ -21,9 +21,9 @@
 #include <string.h>
 
 #include "csrv.h"
-#include "group.h"
 #include "health.h"
 #include "master.h"
+#include "req.h"
 #include "util.h"
 
 /*
@@ -93,7 +93,7 @@ void health_tick(struct master *m)
 
 	/* A follower has no chunkservers: it counts nothing, and a new
 	 * leader starts with a pass of its own. */
-	if (!group_serving(m)) {
+	if (!req_serving(m)) {
 		memset(h, 0, sizeof(*h));
 		return;
 	}

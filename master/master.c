@@ -459,10 +459,30 @@ int master_reload(struct master *m)
 	return 0;
 }
 
+/*
+ * The request layer's arrows upwards (req.h): the server answers and
+ * owns connections, the group says whether this master serves, a full
+ * disk recalls every delegation. Wired here, with the core's, and
+ * nowhere else.
+ */
+static const struct req_hooks req_hooks = {
+	.send = server_req_send,
+	.hold = server_req_hold,
+	.session = server_req_session,
+	.serving = group_serving,
+	.disk_full = deleg_recall_all,
+};
+
+void master_wire_requests(struct master *m)
+{
+	req_wire(m, &req_hooks);
+}
+
 int master_start(struct master *m, uv_loop_t *loop)
 {
 	int rc;
 
+	master_wire_requests(m);
 	m->loop = loop;
 	m->started_at = sw_now_ns();
 	m->started_mono = m->ckpt.last = sw_mono_ns();

@@ -136,7 +136,11 @@ struct checkpoints {
 	int64_t last;	  /* mono ns */
 };
 
+struct req_hooks;
+
 struct master {
+	/* The request layer's arrows upwards (req.h), wired at start. */
+	const struct req_hooks *req_hooks;
 	uv_loop_t *loop;
 	struct master_config cfg;
 	struct ns ns;
@@ -215,6 +219,13 @@ struct master {
 
 /* Fill @c with the defaults of every configuration key. */
 void master_config_defaults(struct master_config *c);
+
+/*
+ * Wire @m's request layer to the server, the group and the delegations
+ * (struct req_hooks). master_start() does it; a test that builds a master
+ * by hand calls it before handling a request.
+ */
+void master_wire_requests(struct master *m);
 
 /*
  * Start the master described by m->cfg on @loop (the rest of @m zeroed):

@@ -14,8 +14,8 @@
 #include "admin.h"
 #include "changelog.h"
 #include "csrv.h"
-#include "group.h"
 #include "master.h"
+#include "req.h"
 #include "session.h"
 #include "util.h"
 
@@ -239,7 +239,7 @@ static void health(struct master *m, struct sw_buf *b,
 		{ "goal_unreachable", r->chunks_goal_unreachable },
 	};
 
-	if (!group_serving(m))
+	if (!req_serving(m))
 		return;
 	sw_prom_head(b, name, "gauge",
 		     "Chunks by health, as of the last census pass: no valid "

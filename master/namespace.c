@@ -1346,6 +1346,47 @@ void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now)
 	node_free(ns, d);
 }
 
+uint64_t ns_purge_left(const struct ns *ns)
+{
+	uint64_t left = 0;
+
+	/* Each tree's count was taken when it was detached; what the
+	 * changelog removed from it since (an open file's unlink) makes
+	 * the difference, hence the clamp. */
+	for (const struct purge_root *pr = ns->purge_head; pr; pr = pr->next)
+		left += pr->total > pr->freed ? pr->total - pr->freed : 1;
+	return left;
+}
+
+uint64_t ns_purge_oldest(const struct ns *ns)
+{
+	return ns->purge_head ? ns->purge_head->id : 0;
+}
+
+uint64_t ns_purge_newest(const struct ns *ns)
+{
+	return ns->purge_tail ? ns->purge_tail->id : 0;
+}
+
+int ns_purge_foreach_root(struct ns *ns,
+			  int (*fn)(struct node *root, void *arg), void *arg)
+{
+	int rc;
+
+	for (struct purge_root *pr = ns->purge_head; pr; pr = pr->next) {
+		rc = fn(pr->root, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int ns_walk(struct node *root,
+	    int (*fn)(struct node *dir, struct edge *e, void *arg), void *arg)
+{
+	return nsi_walk(root, NULL, fn, arg);
+}
+
 int ns_purge_steps(struct ns *ns, uint64_t count, uint64_t last, int64_t now)
 {
 	struct ns_purge_step s = { 0 };

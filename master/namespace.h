@@ -438,6 +438,28 @@ bool ns_purge_next(struct ns *ns, struct ns_purge_step *s);
 /* Make change @s, which ns_purge_next() just found. */
 void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now);
 
+/* The detached trees' figures: nodes left to free (each tree's count
+ * when detached, less what it freed, at least 1 while it lasts), and the
+ * purge id (changelog version of its Detach) of the oldest and of the
+ * newest, or 0 when none is detached. */
+uint64_t ns_purge_left(const struct ns *ns);
+uint64_t ns_purge_oldest(const struct ns *ns);
+uint64_t ns_purge_newest(const struct ns *ns);
+
+/* Call @fn(root, arg) on the root of each detached tree, oldest first,
+ * until it returns nonzero, which is returned (fsck reaches them). */
+int ns_purge_foreach_root(struct ns *ns,
+			  int (*fn)(struct node *root, void *arg), void *arg);
+
+/*
+ * Walk every edge below directory @root read-only, an edge then the
+ * edges under it, calling @fn(dir, e, arg) until it returns nonzero,
+ * which is returned; -ENOMEM when the walk's stack cannot grow.
+ * O(entries). (A walk that changes the tree is the core's own.)
+ */
+int ns_walk(struct node *root,
+	    int (*fn)(struct node *dir, struct edge *e, void *arg), void *arg);
+
 /*
  * Make the walk's next @count changes, as a PurgeSteps record says;
  * -EILSEQ (and the namespace is no longer the group's) when they are not

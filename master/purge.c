@@ -36,7 +36,6 @@
 #include "log.h"
 #include "master.h"
 #include "req.h"
-#include "namespace_i.h"
 #include "util.h"
 
 #define TAG "purge"
@@ -124,14 +123,7 @@ static int64_t purge_slice(struct master *m, int64_t deadline)
 
 uint64_t purge_left(const struct master *m)
 {
-	uint64_t left = 0;
-
-	/* Each tree's count was taken when it was detached; what the
-	 * changelog removed from it since (an open file's unlink) makes
-	 * the difference, hence the clamp. */
-	for (const struct purge_root *pr = m->ns.purge_head; pr; pr = pr->next)
-		left += pr->total > pr->freed ? pr->total - pr->freed : 1;
-	return left;
+	return ns_purge_left(&m->ns);
 }
 
 static void purge_run(uv_idle_t *h);

@@ -1,7 +1,14 @@
 /*
- * The request layer's helpers every handler module shares (req.h): the
- * commit of a change, the attributes replies carry, the name rules.
- * Replying and deferring are server.c's, which owns the connections.
+ * The request layer (req.h), all of it: answering (reply, error, defer),
+ * the caller's view of the namespace (a confined session sees its
+ * subtree and what it was told of), the commit of a change, the
+ * attributes replies carry, the name rules.
+ *
+ * It sits below the handlers and the server and names neither: the
+ * frames, the connections they go out on, whether this master serves
+ * (group.c) and what a full disk recalls (deleg.c) are reached through
+ * struct req_hooks, which master.c wires once at start-up, as it wires
+ * the namespace core's hooks.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,8 +17,6 @@
 #include <sodium.h>
 
 #include "changelog.h"
-#include "deleg.h"
-#include "group.h"
 #include "log.h"
 #include "master.h"
 #include "mutation.h"
@@ -20,6 +25,70 @@
 #include "util.h"
 
 #define TAG "master"
+
+void req_wire(struct master *m, const struct req_hooks *hooks)
+{
+	m->req_hooks = hooks;
+}
+
+void req_reply(struct req *r, const ProtobufCMessage *reply)
+{
+	r->m->req_hooks->send(r, reply, false);
+}
+
+void req_error(struct req *r, int rc)
+{
+	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
+
+	reply.has_err = 1;
+	reply.err = -rc;
+	r->m->req_hooks->send(r, &reply.base, true);
+}
+
+struct req *req_defer(const struct req *r)
+{
+	struct req *d = malloc(sizeof(*d));
+
+	if (!d)
+		return NULL;
+	*d = *r;
+	r->m->req_hooks->hold(d->conn, true);
+	return d;
+}
+
+void req_done(struct req *d)
+{
+	d->m->req_hooks->hold(d->conn, false);
+	free(d);
+}
+
+struct session *req_session(const struct req *r)
+{
+	return r->conn ? r->m->req_hooks->session(r->conn) : NULL;
+}
+
+struct node *req_node(const struct req *r, uint64_t ino)
+{
+	struct node *n = ns_get(&r->m->ns, ino), *root;
+
+	if (!n || !session_confined(r->s))
+		return n;
+	if (!S_ISDIR(n->mode))
+		return session_granted(r->s, ino) ? n : NULL;
+	root = ns_get(&r->m->ns, r->s->root_ino);
+	return root && ns_is_ancestor(root, n) ? n : NULL;
+}
+
+bool req_admin(const struct req *r, const struct cred *c)
+{
+	return cred_is_root(c) && (!r->s || r->s->admin);
+}
+
+int req_node_err(const struct req *r, uint64_t ino)
+{
+	return session_confined(r->s) && ns_get(&r->m->ns, ino) ? -ESTALE :
+								  -ENOENT;
+}
 
 void req_once_key(const uint8_t session_key[SW_AUTH_KEY],
 		  uint8_t key[REPLIES_DIGEST])
@@ -83,6 +152,11 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n)
 	a->xattrs = (n->flags & NODE_XATTR) != 0;
 }
 
+bool req_serving(const struct master *m)
+{
+	return m->req_hooks->serving(m);
+}
+
 int master_may_change(struct master *m)
 {
 	int rc;
@@ -93,14 +167,14 @@ int master_may_change(struct master *m)
 		return -ESHUTDOWN;
 	/* A follower changes nothing but what its leader ships (group.c);
 	 * a job that forgot to ask whether it serves fails here. */
-	if (!group_serving(m))
+	if (!m->req_hooks->serving(m))
 		return -EROFS;
 	rc = changelog_admit(m->cl);
 	if (rc < 0) {
 		/* The disk is full: what holders answer themselves could not
 		 * be journaled either. The recalls go out now, before the
 		 * caller's error reply on the same connection. */
-		deleg_recall_all(m);
+		m->req_hooks->disk_full(m);
 	}
 	return rc;
 }

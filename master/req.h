@@ -4,7 +4,9 @@
  * commits its change with master_commit() and answers exactly once with
  * req_reply() or req_error() (or keeps the request with req_defer() and
  * answers it later). It never touches connections: server.c owns those,
- * and turns the answer into a frame once the change is durable.
+ * and turns the answer into a frame once the change is durable, through
+ * the hooks (struct req_hooks) master.c wires; the functions below are
+ * all req.c's, and req.c calls nothing above it by name.
  *
  * dispatch.c routes each message type to its handler (handlers.h).
  */
@@ -40,6 +42,37 @@ struct req {
 };
 
 typedef void (*req_handler)(struct req *r, const ProtobufCMessage *msg);
+
+/*
+ * What the request layer needs from the layers above it, wired once at
+ * start-up (req_wire(), from master.c) so that it names nothing above it:
+ * the server turns answers into frames and owns the connections; the
+ * group says whether this master may change anything; a full metadata
+ * disk recalls every delegation. All are called on the loop's thread.
+ */
+struct req_hooks {
+	/* Queue @reply for @r on its connection, if that is still there
+	 * (after @r->version is durable); @error: an error reply, counted
+	 * as one. */
+	void (*send)(struct req *r, const ProtobufCMessage *reply, bool error);
+	/* Keep connection @c (its memory, not its socket) for a deferred
+	 * request (@hold) or let it go. */
+	void (*hold)(struct conn *c, bool hold);
+	/* @c's session now, or NULL. */
+	struct session *(*session)(const struct conn *c);
+	/* Whether this master serves changes (a follower does not). */
+	bool (*serving)(const struct master *m);
+	/* The metadata disk is full: what holders answer themselves could
+	 * not be journaled either. */
+	void (*disk_full)(struct master *m);
+};
+
+/* Wire @m's request layer to @hooks (static storage, not copied). */
+void req_wire(struct master *m, const struct req_hooks *hooks);
+
+/* Whether @m serves changes (a group's follower does not): what the
+ * handlers ask instead of naming the group above them. */
+bool req_serving(const struct master *m);
 
 /* Queue @reply for @r's request (after @r->version is durable). */
 void req_reply(struct req *r, const ProtobufCMessage *reply);

@@ -21,7 +21,6 @@
 #include "purge.h"
 #include "req.h"
 #include "watch.h"
-#include "namespace_i.h"
 #include "util.h"
 
 /* Whether @c may empty directory @d as rm -rf would. */
@@ -52,7 +51,7 @@ int may_remove_tree(const struct cred *c, struct node *root)
 	int rc = may_empty(c, root);
 
 	/* Read-only: the walk may grow its stack as it goes. */
-	return rc ? rc : nsi_walk(root, NULL, may_empty_below, (void *)c);
+	return rc ? rc : ns_walk(root, may_empty_below, (void *)c);
 }
 
 int remove_entry_now(struct master *m, struct req *r, struct node *dir,
@@ -109,7 +108,7 @@ int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 	reply->nodes += size;
 	if (is_dir && !trash) {
 		reply->has_purge_id = 1;
-		reply->purge_id = m->ns.purge_tail->id;
+		reply->purge_id = ns_purge_newest(&m->ns);
 		purge_kick(m);
 	}
 	return 0;

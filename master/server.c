@@ -202,7 +202,7 @@ static int held_push(struct conn *c, uint64_t version, uint64_t inval0,
 	return 0;
 }
 
-void req_reply(struct req *r, const ProtobufCMessage *reply)
+void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 {
 	struct conn *c = r->conn;
 	struct master *m = r->m;
@@ -212,6 +212,11 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	size_t before;
 	int rc;
 
+	if (error) {
+		if (c && !c->sc.closing && c->s)
+			c->s->ctr.errors++;
+		m->total.errors++;
+	}
 	admin_note_latency(m, r);
 	if (!c || sw_sconn_gone(&c->sc))
 		return;
@@ -243,26 +248,17 @@ void req_reply(struct req *r, const ProtobufCMessage *reply)
 	conn_note_out(c);
 }
 
-struct session *req_session(const struct req *r)
+struct session *server_req_session(const struct conn *c)
 {
-	return r->conn ? r->conn->s : NULL;
+	return c->s;
 }
 
-struct req *req_defer(const struct req *r)
+void server_req_hold(struct conn *c, bool hold)
 {
-	struct req *d = malloc(sizeof(*d));
-
-	if (!d)
-		return NULL;
-	*d = *r;
-	sw_sconn_get(&d->conn->sc);
-	return d;
-}
-
-void req_done(struct req *d)
-{
-	sw_sconn_put(&d->conn->sc);
-	free(d);
+	if (hold)
+		sw_sconn_get(&c->sc);
+	else
+		sw_sconn_put(&c->sc);
 }
 
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
@@ -279,18 +275,6 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 	}
 	sw_sconn_flush_add(&c->sc);
 	conn_note_out(c);
-}
-
-void req_error(struct req *r, int rc)
-{
-	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
-
-	reply.has_err = 1;
-	reply.err = -rc;
-	if (r->conn && !r->conn->sc.closing && r->conn->s)
-		r->conn->s->ctr.errors++;
-	r->m->total.errors++;
-	req_reply(r, &reply.base);
 }
 
 /* Move held replies with versions up to @version, whose invalidations
@@ -721,8 +705,8 @@ static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
 	m->arena_depth++;
 	msg = protobuf_c_message_unpack(info->req, sw_arena_pb(&m->arena),
 					hdr->len, payload);
-	n = msg ? deleg_msg_nodes(hdr->type, msg, nodes + *nn,
-				  PARKED_NODES_MAX - *nn) :
+	n = msg ? sw_msg_nodes(hdr->type, msg, nodes + *nn,
+			       PARKED_NODES_MAX - *nn) :
 		  SIZE_MAX;
 	arena_done(m);
 	if (n > PARKED_NODES_MAX - *nn)
@@ -734,8 +718,9 @@ static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
 /*
  * Whether the frame @hdr, @payload, after a request that waits, may be
  * handled before it: it changes nothing and names none of @nodes (those
- * of the frames it would pass); or it is a batch or a delegation's
- * return, a ping or an invalidation's ack, which always go on (below).
+ * of the frames it would pass); or its type overtakes (messages.def: a
+ * batch, a delegation's return, a ping, an invalidation's ack), which
+ * always go on (below).
  */
 static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 		     const uint8_t *payload, const uint64_t *nodes, size_t nn)
@@ -748,13 +733,8 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 	bool pass;
 	size_t n;
 
-	switch (hdr->type) {
-	case SW_MSG_BATCH:
-	case SW_MSG_DELEG_RETURN:
-	case SW_MSG_PING:
-	case SW_MSG_INVAL_ACK:
+	if (info && info->overtakes)
 		return true;
-	}
 	if (!info || !rt || hdr->flags)
 		return false;
 	m->arena_depth++;
@@ -762,7 +742,7 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 					hdr->len, payload);
 	pass = msg && !dispatch_writes(rt, msg);
 	if (pass) {
-		n = deleg_msg_nodes(hdr->type, msg, mine, SW_ARRAY_SIZE(mine));
+		n = sw_msg_nodes(hdr->type, msg, mine, SW_ARRAY_SIZE(mine));
 		pass = n <= SW_ARRAY_SIZE(mine);
 		for (size_t i = 0; pass && i < n; i++)
 			for (size_t j = 0; pass && j < nn; j++)

@@ -19,6 +19,7 @@
 
 struct master;
 struct session;
+struct req;
 struct deleg;
 
 /* A reply waiting for the changelog to be durable up to its version. */
@@ -72,6 +73,15 @@ void server_stop(struct master *m);
 
 /* Close @c (its session detaches; deferred requests finish unanswered). */
 void conn_close(struct conn *c);
+
+/*
+ * The request layer's hooks into the server (struct req_hooks, wired by
+ * master.c): queue a reply for a request on its connection, keep a
+ * connection for a deferred request, a connection's session.
+ */
+void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error);
+void server_req_hold(struct conn *c, bool hold);
+struct session *server_req_session(const struct conn *c);
 
 /* Queue an unasked notification frame to @c. */
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg);

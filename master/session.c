@@ -180,12 +180,7 @@ static bool addr_key_differs(const struct sockaddr_storage *a,
 	return memcmp(x, y, 16) != 0;
 }
 
-static bool confined(const struct session *s)
-{
-	return s && s->root_ino != NS_ROOT_INO;
-}
-
-static bool granted(const struct session *s, uint64_t ino)
+bool session_granted(const struct session *s, uint64_t ino)
 {
 	return htab_find(&s->granted, sw_hash_u64(ino), granted_eq, &ino);
 }
@@ -200,7 +195,7 @@ void session_grant(struct session *s, const struct node *n)
 {
 	uint64_t ino = n->ino;
 
-	if (!confined(s) || S_ISDIR(n->mode) || granted(s, ino))
+	if (!session_confined(s) || S_ISDIR(n->mode) || session_granted(s, ino))
 		return;
 	/* Bounded: a client that makes us name millions of files would
 	 * otherwise grow the set for as long as it lives. Emptied, the
@@ -629,7 +624,7 @@ static void grant_reclaimed(struct master *m, struct session *s,
 	bool *found;
 
 	for (size_t i = 0; i < n; i++)
-		if (!granted(s, c[i].ino))
+		if (!session_granted(s, c[i].ino))
 			missing++;
 	if (!missing || !root || !S_ISDIR(root->mode))
 		return;
@@ -654,7 +649,7 @@ static void grant_reclaimed(struct master *m, struct session *s,
 
 		if (found[i] && node)
 			session_grant(s, node);
-		else if (node && !granted(s, want[i]))
+		else if (node && !session_granted(s, want[i]))
 			sw_notice(TAG,
 				  "session %016" PRIx64 " (%s): open inode "
 				  "%" PRIu64 " is not below its export's root; "
@@ -693,7 +688,7 @@ static void session_reclaim(struct master *m, struct session *s,
 	}
 	if (claims_take(m, s, v, n, &c, &nc) < 0)
 		return;
-	if (nc && confined(s))
+	if (nc && session_confined(s))
 		grant_reclaimed(m, s, c, nc);
 	/* Drop what the client no longer has open. */
 	if (htab_foreach(&s->opens, collect_open, &have) == 0) {
@@ -717,7 +712,8 @@ static void session_reclaim(struct master *m, struct session *s,
 		struct node *node = ns_get(&m->ns, c[i].ino);
 		struct sess_open *so;
 
-		if (!node || (confined(s) && !granted(s, c[i].ino)))
+		if (!node ||
+		    (session_confined(s) && !session_granted(s, c[i].ino)))
 			continue;
 		so = htab_find(&s->opens, sw_hash_u64(c[i].ino), ino_eq,
 			       &c[i].ino);
@@ -1149,28 +1145,6 @@ out_err:
 	reply.err = -rc;
 	req_reply(r, &reply.base);
 	return challenged ? 1 : rc;
-}
-
-struct node *req_node(const struct req *r, uint64_t ino)
-{
-	struct node *n = ns_get(&r->m->ns, ino), *root;
-
-	if (!n || !confined(r->s))
-		return n;
-	if (!S_ISDIR(n->mode))
-		return granted(r->s, ino) ? n : NULL;
-	root = ns_get(&r->m->ns, r->s->root_ino);
-	return root && ns_is_ancestor(root, n) ? n : NULL;
-}
-
-bool req_admin(const struct req *r, const struct cred *c)
-{
-	return cred_is_root(c) && (!r->s || r->s->admin);
-}
-
-int req_node_err(const struct req *r, uint64_t ino)
-{
-	return confined(r->s) && ns_get(&r->m->ns, ino) ? -ESTALE : -ENOENT;
 }
 
 void session_map_cred(const struct session *s, Sweepfs__Cred *c)

@@ -142,6 +142,18 @@ int session_open(struct master *m, struct session *s, struct node *n,
 /* Whether session @s has @ino open. */
 bool session_has_open(struct session *s, uint64_t ino);
 
+/* Whether confined session @s was told of non-directory @ino by a reply
+ * (session_grant()), so it may use it by number. */
+bool session_granted(const struct session *s, uint64_t ino);
+
+/* Whether session @s (NULL: none, internal work) is confined to a
+ * subtree by its export. Inline: req_node() asks it for every node a
+ * request names. */
+static inline bool session_confined(const struct session *s)
+{
+	return s && s->root_ino != NS_ROOT_INO;
+}
+
 /* A chunkserver's or a group member's session: no export, no files. */
 static inline bool session_is_peer(const struct session *s)
 {

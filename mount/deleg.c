@@ -246,7 +246,9 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 	for (size_t i = 0; i < st->n; i++) {
 		const struct qop *o = st->ops[i];
 		bool create = o->op.type == SWEEPFS__BATCH_TYPE__BATCH_CREATE;
-		int err = rc < 0 ? rc : i < r->n_errs ? r->errs[i] : -EIO;
+		/* BatchReply.errs are positive errno, as all errors on
+		 * the wire. */
+		int err = rc < 0 ? rc : i < r->n_errs ? -(int)r->errs[i] : -EIO;
 
 		if (create)
 			made_answered(dg, o, err,

@@ -250,9 +250,11 @@ static void inval_ack_cb(void *arg, uint64_t seq)
 static void before_send_cb(void *arg, uint16_t type)
 {
 	struct mount *m = arg;
+	const struct sw_msg_info *info = sw_msg_info(type);
 
-	if (type != SW_MSG_BATCH && type != SW_MSG_DELEG &&
-	    type != SW_MSG_DELEG_RETURN && type != SW_MSG_INVAL_ACK)
+	/* What the kernel asks after a delegated operation sees it done;
+	 * the delegation's own messages are the exception (messages.def). */
+	if (!info || !info->no_flush)
 		deleg_flush(m->deleg);
 }
 

@@ -1,108 +1,205 @@
 /*
  * Frame header codec and the message type table.
  *
- * The table is the one place that binds a type number to its payloads; the
- * master's dispatcher, the clients and the fuzz targets all go through it,
- * so a type cannot be decoded with the wrong descriptor.
+ * The table is the one place that binds a type number to its payloads and
+ * its properties; it is built from proto/messages.def, which the master's
+ * dispatcher reads too, so a type cannot be decoded with the wrong
+ * descriptor nor handled with properties said twice.
+ *
+ * Node fields are declared by number. The first walk resolves each to
+ * the offsets protobuf-c put it at (pthread_once: the mount asks from
+ * many threads); a walk is then a few loads per field, with no look-up by
+ * name and no loop over the fields a message does not name nodes by.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "frame.h"
 
-/*
- * mut: changes the namespace; rs: 1 when safe to resend as it is, ONCE
- * when resent with SW_FRAME_AGAIN (see frame.h).
- */
-#define ONCE 2
-#define MSG(type, nm, rq, rp, mut, rs)                             \
-	[SW_MSG_##type] = { .name = nm,                            \
-			    .req = &sweepfs__##rq##__descriptor,   \
-			    .reply = &sweepfs__##rp##__descriptor, \
-			    .mutating = mut,                       \
-			    .resend = (rs)&1,                      \
-			    .once = ((rs)&ONCE) != 0 }
+#define FL(f, bit) (((f) & (bit)) != 0)
+#define NODES(...)          \
+	{                   \
+		__VA_ARGS__ \
+	}
+#define NODES_NONE \
+	{          \
+		0  \
+	}
+#define NOT_NODES(...)      \
+	{                   \
+		__VA_ARGS__ \
+	}
+#define NOT_NODES_NONE \
+	{              \
+		0      \
+	}
+#define MSG(type, nm, rq, rp, fl, who, handler, wr, nodes_, not_nodes_) \
+	[SW_MSG_##type] = { .name = nm,                                 \
+			    .req = &sweepfs__##rq##__descriptor,        \
+			    .reply = &sweepfs__##rp##__descriptor,      \
+			    .mutating = FL(fl, SW_MSG_F_JOURNAL),       \
+			    .resend = FL(fl, SW_MSG_F_RESEND),          \
+			    .once = FL(fl, SW_MSG_F_ONCE),              \
+			    .writes = FL(fl, SW_MSG_F_WRITES),          \
+			    .admin = FL(fl, SW_MSG_F_ADMIN),            \
+			    .subtree = FL(fl, SW_MSG_F_SUBTREE),        \
+			    .recall_all = FL(fl, SW_MSG_F_RECALL_ALL),  \
+			    .overtakes = FL(fl, SW_MSG_F_OVERTAKES),    \
+			    .no_flush = FL(fl, SW_MSG_F_NO_FLUSH),      \
+			    .roles = (who),                             \
+			    .nodes = nodes_,                            \
+			    .not_nodes = not_nodes_ },
 
 static const struct sw_msg_info msg_table[SW_MSG__COUNT] = {
-	MSG(HELLO, "hello", hello, hello_reply, 0, 0),
-	MSG(PING, "ping", ping_req, ping_reply, 0, 1),
-	MSG(LOOKUP, "lookup", lookup_req, entry_reply, 0, 1),
-	MSG(GETATTR, "getattr", getattr_req, attr_reply, 0, 1),
-	MSG(SETATTR, "setattr", setattr_req, attr_reply, 1, ONCE),
-	MSG(MKNOD, "mknod", mknod_req, entry_reply, 1, ONCE),
-	MSG(MKDIR, "mkdir", mknod_req, entry_reply, 1, ONCE),
-	/* Sent again with SW_FRAME_AGAIN: one that made the file opens it
-	 * (its maker may, whatever the mode); one that failed is made. */
-	MSG(CREATE, "create", create_req, entry_reply, 1, ONCE),
-	MSG(UNLINK, "unlink", name_req, status_reply, 1, ONCE),
-	MSG(RMDIR, "rmdir", name_req, status_reply, 1, ONCE),
-	MSG(RENAME, "rename", rename_req, status_reply, 1, ONCE),
-	MSG(LINK, "link", link_req, entry_reply, 1, ONCE),
-	MSG(SYMLINK, "symlink", symlink_req, entry_reply, 1, ONCE),
-	MSG(READLINK, "readlink", ino_req, readlink_reply, 0, 1),
-	MSG(STATFS, "statfs", ino_req, statfs_reply, 0, 1),
-	/* Resent: the open files a reconnect reclaims are those the mount
-	 * had answered, so an open lost with its reply counts once. */
-	MSG(OPEN, "open", open_req, open_reply, 0, 1),
-	MSG(RELEASE, "release", ino_req, status_reply, 0, 0),
-	MSG(ACCESS, "access", access_req, status_reply, 0, 1),
-	MSG(SETXATTR, "setxattr", setxattr_req, status_reply, 1, ONCE),
-	MSG(GETXATTR, "getxattr", getxattr_req, xattr_reply, 0, 1),
-	MSG(LISTXATTR, "listxattr", getxattr_req, xattr_reply, 0, 1),
-	MSG(REMOVEXATTR, "removexattr", removexattr_req, status_reply, 1, ONCE),
-	MSG(READDIR, "readdir", readdir_req, readdir_reply, 0, 1),
-	MSG(INFO, "info", info_req, info_reply, 0, 1),
-	/* Resent: it asks for a location to write to, and a second one for
-	 * the same slot is the first one's lease (master/dataops.c). */
-	MSG(CHUNK, "chunk", chunk_req, chunk_reply, 1, 1),
-	/* Resent: it sets a size (never smaller) and an mtime it names. */
-	MSG(WRITE_END, "write_end", write_end_req, attr_reply, 1, 1),
-	MSG(CS_READ, "cs_read", cs_read_req, cs_read_reply, 0, 1),
-	MSG(CS_WRITE, "cs_write", cs_write_req, status_reply, 0, 0),
-	MSG(CS_SYNC, "cs_sync", cs_sync_req, status_reply, 0, 1),
-	MSG(CS_REGISTER, "cs_register", cs_register_req, cs_register_reply, 0,
-	    0),
-	MSG(CS_HEARTBEAT, "cs_heartbeat", cs_heartbeat_req, status_reply, 0, 0),
-	MSG(CS_COMMAND, "cs_command", cs_command, status_reply, 0, 0),
-	MSG(CS_DONE, "cs_done", cs_done_req, status_reply, 0, 0),
-	MSG(CS_DAMAGED, "cs_damaged", cs_damaged_req, status_reply, 0, 0),
-	/* A notification: "req" is its payload; nobody replies. */
-	MSG(INVAL, "inval", inval_notify, status_reply, 0, 0),
-	MSG(RMR, "rmr", rmr_req, rmr_reply, 1, 0),
-	MSG(EATTR, "eattr", eattr_req, eattr_reply, 1, 0),
-	MSG(SNAPSHOT, "snapshot", snapshot_req, snapshot_reply, 1, 0),
-	MSG(RMSNAPSHOT, "rmsnapshot", rmsnapshot_req, rmr_reply, 1, 0),
-	MSG(TRASHTIME, "trashtime", trashtime_req, trashtime_reply, 1, 0),
-	MSG(TRASH, "trash", trash_req, trash_reply, 1, 0),
-	MSG(FSCK, "fsck", fsck_req, fsck_reply, 0, 1),
-	MSG(GOAL, "goal", goal_req, goal_reply, 1, 0),
-	/* Resent after a reconnect: every lock op is idempotent for its
-	 * owner (sweepfs.proto). */
-	MSG(LOCK, "lock", lock_req, lock_reply, 0, 1),
-	/* A delegation asked for again after a reconnect would be one the
-	 * mount has already forgotten: neither is resent. */
-	MSG(DELEG, "deleg", deleg_req, deleg_reply, 0, 0),
-	MSG(DELEG_RECALL, "deleg_recall", deleg_recall, status_reply, 0, 0),
-	MSG(DELEG_RETURN, "deleg_return", deleg_return_req, status_reply, 0, 0),
-	/* Resent: what it had done already fails with ENOENT, which the
-	 * mount expects of a resent batch (mount/deleg.c). */
-	MSG(BATCH, "batch", batch_req, batch_reply, 1, 1),
-	/* An ack lost with a connection is owed no more (server.c). */
-	MSG(INVAL_ACK, "inval_ack", inval_ack_req, status_reply, 0, 0),
-	/* Resent, a range is only wasted: numbers are plentiful. */
-	MSG(INO_RANGE, "ino_range", ino_range_req, ino_range_reply, 1, 1),
-	/* A leader that got it is gone, or going. */
-	MSG(GROUP, "group", group_req, group_reply, 0, 0),
-	MSG(META_READ, "meta_read", meta_read_req, meta_read_reply, 0, 1),
-	MSG(FILEINFO, "fileinfo", fileinfo_req, fileinfo_reply, 0, 1),
-	MSG(DIRINFO, "dirinfo", dirinfo_req, dirinfo_reply, 0, 1),
+#include "messages.def"
 };
+
+#undef MSG
+#undef NODES
+#undef NODES_NONE
+#undef NOT_NODES
+#undef NOT_NODES_NONE
+#undef FL
 
 const struct sw_msg_info *sw_msg_info(uint16_t type)
 {
 	if (type >= SW_MSG__COUNT || !msg_table[type].name)
 		return NULL;
 	return &msg_table[type];
+}
+
+/* A node field, resolved: where its uint64 is. */
+struct node_ref {
+	uint32_t offset; /* the value, in the message or in each element */
+	uint32_t has;	 /* its has_ flag's offset when optional, else 0 */
+	uint32_t count;	 /* for an element field: n_<outer>'s offset */
+	uint32_t array;	 /* ... and the element pointers' offset; else 0 */
+};
+
+static struct node_ref node_refs[SW_MSG__COUNT][SW_MSG_NODES_MAX];
+static uint16_t node_bad_type; /* first type that did not resolve, or 0 */
+static pthread_once_t node_once = PTHREAD_ONCE_INIT;
+
+static const ProtobufCFieldDescriptor *
+scalar_u64(const ProtobufCMessageDescriptor *d, uint32_t number)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field(d, number);
+
+	if (!f || f->type != PROTOBUF_C_TYPE_UINT64 ||
+	    f->label == PROTOBUF_C_LABEL_REPEATED)
+		return NULL;
+	return f;
+}
+
+static int resolve_one(const ProtobufCMessageDescriptor *d, uint32_t spec,
+		       struct node_ref *ref)
+{
+	const ProtobufCFieldDescriptor *outer = NULL, *f;
+
+	if (spec >> 16) {
+		outer = protobuf_c_message_descriptor_get_field(d, spec >> 16);
+		if (!outer || outer->type != PROTOBUF_C_TYPE_MESSAGE ||
+		    outer->label != PROTOBUF_C_LABEL_REPEATED)
+			return -EINVAL;
+		d = outer->descriptor;
+		spec &= 0xffff;
+	}
+	f = scalar_u64(d, spec);
+	if (!f)
+		return -EINVAL;
+	ref->offset = f->offset;
+	ref->has = f->label == PROTOBUF_C_LABEL_OPTIONAL ?
+			   f->quantifier_offset :
+			   0;
+	ref->count = outer ? outer->quantifier_offset : 0;
+	ref->array = outer ? outer->offset : 0;
+	return 0;
+}
+
+static void resolve_nodes(void)
+{
+	for (uint16_t t = 0; t < SW_MSG__COUNT; t++) {
+		const struct sw_msg_info *info = &msg_table[t];
+
+		for (unsigned i = 0;
+		     info->name && i < SW_MSG_NODES_MAX && info->nodes[i];
+		     i++) {
+			if (resolve_one(info->req, info->nodes[i],
+					&node_refs[t][i]) < 0 &&
+			    !node_bad_type)
+				node_bad_type = t;
+		}
+	}
+}
+
+int sw_msg_check(uint16_t *type_out)
+{
+	pthread_once(&node_once, resolve_nodes);
+	if (type_out)
+		*type_out = node_bad_type;
+	return node_bad_type ? -EINVAL : 0;
+}
+
+void sw_msg_nodes_begin(struct sw_msg_nodes *it, uint16_t type,
+			const ProtobufCMessage *msg)
+{
+	pthread_once(&node_once, resolve_nodes);
+	it->msg = msg;
+	it->type = type < SW_MSG__COUNT ? type : 0;
+	it->spec = 0;
+	it->elem = 0;
+}
+
+bool sw_msg_nodes_next(struct sw_msg_nodes *it, uint64_t *ino)
+{
+	const char *base = (const char *)it->msg;
+
+	while (it->spec < SW_MSG_NODES_MAX &&
+	       msg_table[it->type].nodes[it->spec]) {
+		const struct node_ref *r = &node_refs[it->type][it->spec];
+		const char *at = base;
+
+		if (!r->offset) { /* did not resolve: sw_msg_check() says */
+			it->spec++;
+			continue;
+		}
+		if (r->array) {
+			size_t n = *(const size_t *)(base + r->count);
+
+			if (it->elem >= n) {
+				it->spec++;
+				it->elem = 0;
+				continue;
+			}
+			at = (*(const char *const *const
+					*)(base + r->array))[it->elem++];
+		} else {
+			it->spec++;
+		}
+		if (r->has && !*(const protobuf_c_boolean *)(at + r->has))
+			continue;
+		*ino = *(const uint64_t *)(at + r->offset);
+		return true;
+	}
+	return false;
+}
+
+size_t sw_msg_nodes(uint16_t type, const ProtobufCMessage *msg, uint64_t *out,
+		    size_t max)
+{
+	struct sw_msg_nodes it;
+	uint64_t ino;
+	size_t n = 0;
+
+	sw_msg_nodes_begin(&it, type, msg);
+	while (sw_msg_nodes_next(&it, &ino)) {
+		if (n < max)
+			out[n] = ino;
+		n++;
+	}
+	return n;
 }
 
 static void put_be32(uint8_t *p, uint32_t v)

@@ -18,6 +18,7 @@
 #ifndef SWEEPFS_PROTO_FRAME_H
 #define SWEEPFS_PROTO_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h> /* RENAME_* (glibc 2.28+) */
@@ -26,8 +27,9 @@
 
 #include "sweepfs.pb-c.h"
 
-/* Bumped on any incompatible change; the hello refuses other versions. */
-#define SW_PROTO_VERSION 2
+/* Bumped on any incompatible change; the hello refuses other versions.
+ * 3: BatchReply.errs are positive errno, as every other error. */
+#define SW_PROTO_VERSION 3
 
 #define SW_FRAME_HDR 16u
 
@@ -168,7 +170,38 @@ struct sw_frame_hdr {
 	uint64_t id;	/* request id, echoed in the reply */
 };
 
-/* What a message type carries. */
+/* A role (SWEEPFS__ROLE__ROLE_*) as a bit of sw_msg_info.roles. */
+#define SW_ROLE_BIT(role) (1u << (role))
+
+/*
+ * A field of a request, by protobuf field number: @n of the request
+ * itself, or field @inner of each element of its repeated message field
+ * @outer (numbers below 65536, as all of ours are).
+ */
+#define SW_MSG_FIELD(n) ((uint32_t)(n))
+#define SW_MSG_FIELD_IN(outer, inner) ((uint32_t)(outer) << 16 | (inner))
+
+/* Node fields (and declared non-node fields) a type may have, at most. */
+#define SW_MSG_NODES_MAX 3
+
+/* sw_msg_info flags, as proto/messages.def writes them. */
+enum {
+	SW_MSG_F_JOURNAL = 1 << 0,
+	SW_MSG_F_RESEND = 1 << 1,
+	SW_MSG_F_ONCE = 1 << 2,
+	SW_MSG_F_WRITES = 1 << 3,
+	SW_MSG_F_ADMIN = 1 << 4,
+	SW_MSG_F_SUBTREE = 1 << 5,
+	SW_MSG_F_RECALL_ALL = 1 << 6,
+	SW_MSG_F_OVERTAKES = 1 << 7,
+	SW_MSG_F_NO_FLUSH = 1 << 8,
+};
+
+/*
+ * What a message type is, from its one declaration in proto/messages.def
+ * (the master's handler is the only column kept elsewhere, in
+ * master/dispatch.c, built from the same list).
+ */
 struct sw_msg_info {
 	const char *name;			 /* "lookup", for logs */
 	const ProtobufCMessageDescriptor *req;	 /* request payload */
@@ -176,18 +209,82 @@ struct sw_msg_info {
 	unsigned mutating : 1;			 /* changes the namespace */
 	/* Safe to send again when a connection broke before its reply
 	 * came: it changes nothing, or sending it twice leaves what sending
-	 * it once does (frame.c says why, type by type). */
+	 * it once does (messages.def says why, type by type). */
 	unsigned resend : 1;
 	/* Sent again flagged SW_FRAME_AGAIN, the master answers it from
 	 * what the first sending did: for changes that are not safe to
 	 * repeat (an exclusive create, an unlink, a rename...). */
 	unsigned once : 1;
+	/* Can change something: refused through a read-only export (the
+	 * master's table may say it depends on the message, as an open's
+	 * does). */
+	unsigned writes : 1;
+	unsigned admin : 1; /* only with an export's admin rights */
+	/* Changes the subtree each of its nodes heads: delegations below
+	 * them are recalled too (master/deleg.c). */
+	unsigned subtree : 1;
+	/* Recalls every delegation but the sender's, whatever it names. */
+	unsigned recall_all : 1;
+	/* Handled even behind a request of the same connection that waits
+	 * for a delegation (master/server.c). */
+	unsigned overtakes : 1;
+	/* Part of the delegation protocol: the mount sends it without
+	 * first flushing the operations it queued under its delegations. */
+	unsigned no_flush : 1;
+	uint8_t roles; /* SW_ROLE_BIT()s that may send it to the master */
+	/* The fields (SW_MSG_FIELD()s, 0-terminated) that name a node, and
+	 * those named like one that do not. */
+	uint32_t nodes[SW_MSG_NODES_MAX];
+	uint32_t not_nodes[SW_MSG_NODES_MAX];
 };
 
 /*
  * The description of message type @type, or NULL if the type is unknown.
  */
 const struct sw_msg_info *sw_msg_info(uint16_t type);
+
+/*
+ * Walks the node numbers a request names (its sw_msg_info.nodes, in
+ * order, each element of a repeated one in turn); fields an optional
+ * field leaves unset are skipped. The field numbers are resolved to
+ * offsets once, on first use, thread-safely.
+ *
+ *	struct sw_msg_nodes it;
+ *	uint64_t ino;
+ *
+ *	sw_msg_nodes_begin(&it, type, msg);
+ *	while (sw_msg_nodes_next(&it, &ino))
+ *		...
+ *
+ * @msg must be a request of @type (unpacked with sw_msg_info(@type)->req)
+ * and outlive the walk.
+ */
+struct sw_msg_nodes {
+	const ProtobufCMessage *msg;
+	uint16_t type;
+	unsigned spec; /* index into the type's node fields */
+	size_t elem;   /* next element of a repeated one */
+};
+
+void sw_msg_nodes_begin(struct sw_msg_nodes *it, uint16_t type,
+			const ProtobufCMessage *msg);
+bool sw_msg_nodes_next(struct sw_msg_nodes *it, uint64_t *ino);
+
+/*
+ * The node numbers request @msg of @type names, as the walk above: the
+ * first @max into @out; returns how many there are (more than @max when
+ * they did not fit).
+ */
+size_t sw_msg_nodes(uint16_t type, const ProtobufCMessage *msg, uint64_t *out,
+		    size_t max);
+
+/*
+ * 0 when every node field the table declares resolves to a single
+ * uint64 field of its request (through a repeated message field for
+ * SW_MSG_FIELD_IN()), else -EINVAL with @type_out set to the first type
+ * whose declaration does not. For the tests and for start-up.
+ */
+int sw_msg_check(uint16_t *type_out);
 
 /* Write @hdr into the 16 bytes at @out. */
 void sw_frame_put_hdr(uint8_t *out, const struct sw_frame_hdr *hdr);

@@ -103,6 +103,7 @@ static int setup(void **state)
 		return -1;
 	sw_log_set_sink(quiet_sink, NULL);
 	f->m.loop = &f->loop;
+	master_wire_requests(&f->m);
 	uv_idle_init(&f->loop, &f->m.consume_idle);
 	f->m.consume_idle.data = &f->m;
 	f->m.cfg.deleg_max = 256;
@@ -435,7 +436,7 @@ static int32_t batch_unlink(struct fixture *f, struct conn *c, struct node *dir,
 	r = (Sweepfs__BatchReply *)take(c, SW_MSG_BATCH);
 	assert_non_null(r);
 	assert_int_equal(r->n_errs, 1);
-	err = r->errs[0];
+	err = -r->errs[0]; /* positive errno on the wire */
 	sweepfs__batch_reply__free_unpacked(r, NULL);
 	return err;
 }
@@ -618,11 +619,11 @@ static void test_batch_applies_in_order(void **state)
 	assert_non_null(r);
 	assert_int_equal(r->n_errs, 6);
 	assert_int_equal(r->errs[0], 0);
-	assert_int_equal(r->errs[1], -ENOENT);
-	assert_int_equal(r->errs[2], -EISDIR);
-	assert_int_equal(r->errs[3], -EACCES);
+	assert_int_equal(r->errs[1], ENOENT);
+	assert_int_equal(r->errs[2], EISDIR);
+	assert_int_equal(r->errs[3], EACCES);
 	assert_int_equal(r->errs[4], 0);
-	assert_int_equal(r->errs[5], -ENOTDIR);
+	assert_int_equal(r->errs[5], ENOTDIR);
 	sweepfs__batch_reply__free_unpacked(r, NULL);
 	assert_int_equal(f->m.ns.version, v0 + 2); /* two journaled */
 	assert_int_equal(f->d->u.dir->nentries, 1);
@@ -653,8 +654,8 @@ static void test_batch_sent_again(void **state)
 		r = (Sweepfs__BatchReply *)take(&f->ca, SW_MSG_BATCH);
 		assert_non_null(r);
 		assert_int_equal(r->n_errs, 2);
-		assert_int_equal(r->errs[0], round ? -ENOENT : 0);
-		assert_int_equal(r->errs[1], round ? -ENOENT : 0);
+		assert_int_equal(r->errs[0], round ? ENOENT : 0);
+		assert_int_equal(r->errs[1], round ? ENOENT : 0);
 		sweepfs__batch_reply__free_unpacked(r, NULL);
 		assert_int_equal(f->m.ns.version, v + (round ? 0 : 2));
 	}
@@ -858,11 +859,11 @@ static void test_batch_create(void **state)
 	cop(&o[10], &cred, sg, "sgf", S_IFREG | 02755, a + 8);
 	nodes = f->m.ns.nnodes;
 	r = batch(f, &f->ca, o, 11);
-	assert_int_equal(r->errs[4], -EINVAL);
-	assert_int_equal(r->errs[5], -EINVAL);
-	assert_int_equal(r->errs[6], -EEXIST);
-	assert_int_equal(r->errs[7], -EACCES);
-	assert_int_equal(r->errs[8], -EINVAL);
+	assert_int_equal(r->errs[4], EINVAL);
+	assert_int_equal(r->errs[5], EINVAL);
+	assert_int_equal(r->errs[6], EEXIST);
+	assert_int_equal(r->errs[7], EACCES);
+	assert_int_equal(r->errs[8], EINVAL);
 	for (size_t i = 0; i < 11; i++) {
 		if (i >= 4 && i <= 8) {
 			assert_int_equal(r->cookies[i], 0);
@@ -924,7 +925,7 @@ static void test_batch_create_sent_again(void **state)
 	/* The same name with another number is another node: EEXIST. */
 	cop(&o[0], &cred, f->d, "nf", S_IFREG | 0644, a + 2);
 	r = batch(f, &f->ca, o, 1);
-	assert_int_equal(r->errs[0], -EEXIST);
+	assert_int_equal(r->errs[0], EEXIST);
 	sweepfs__batch_reply__free_unpacked(r, NULL);
 }
 

@@ -60,14 +60,17 @@ static void test_every_request_routed(void **state)
 		}
 		assert_non_null(rt);
 		assert_non_null(rt->fn);
-		assert_true(rt->roles != 0);
+		assert_true(info->roles != 0);
+		/* The route's copy of the table's columns is the table's. */
+		assert_int_equal(rt->roles, info->roles);
+		assert_int_equal(!!(rt->flags & SW_MSG_F_WRITES), info->writes);
+		assert_int_equal(!!(rt->flags & SW_MSG_F_ADMIN), info->admin);
 		/* What the protocol calls a change, the table does; the
 		 * ones that depend on the message say so (open). */
 		if (!rt->writes)
-			assert_int_equal(!!(rt->flags & ROUTE_WRITES),
-					 info->mutating);
+			assert_int_equal(info->writes, info->mutating);
 		else
-			assert_true(rt->flags & ROUTE_WRITES);
+			assert_true(info->writes);
 	}
 }
 

@@ -335,6 +335,231 @@ static void test_sw_msg_info_resend(void **state)
 	}
 }
 
+/*
+ * Whether a field's name suggests it names a node: one of its
+ * '_'-separated words is one the namespace uses for nodes.
+ */
+static bool named_like_node(const char *name)
+{
+	static const char *const words[] = {
+		"ino",	  "inode",  "parent", "newparent", "oldparent",
+		"dir",	  "src",    "dst",    "node",	   "root",
+		"target", "newdir", "olddir",
+	};
+	char buf[64];
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", name);
+	for (char *w = strtok_r(buf, "_", &save); w;
+	     w = strtok_r(NULL, "_", &save))
+		for (size_t i = 0; i < SW_ARRAY_SIZE(words); i++)
+			if (strcmp(w, words[i]) == 0)
+				return true;
+	return false;
+}
+
+static bool is_integer(ProtobufCType t)
+{
+	switch (t) {
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+	case PROTOBUF_C_TYPE_SFIXED32:
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_FIXED64:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool listed(const uint32_t *specs, uint32_t spec)
+{
+	for (unsigned i = 0; i < SW_MSG_NODES_MAX && specs[i]; i++)
+		if (specs[i] == spec)
+			return true;
+	return false;
+}
+
+/*
+ * The first integer field of @d named like a node that neither @nodes
+ * nor @not_nodes declares, or NULL. @outer: 0 when @d is the request's
+ * descriptor, the field number of the request's message field @d
+ * describes, or UINT32_MAX deeper down, where nothing is declarable (a
+ * node-like field there is reported too).
+ */
+static const char *undeclared(const ProtobufCMessageDescriptor *d,
+			      uint32_t outer, const uint32_t *nodes,
+			      const uint32_t *not_nodes)
+{
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		uint32_t spec = outer ? SW_MSG_FIELD_IN(outer, f->id) :
+					SW_MSG_FIELD(f->id);
+		const char *bad;
+
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			bad = undeclared(f->descriptor,
+					 outer ? UINT32_MAX : f->id, nodes,
+					 not_nodes);
+			if (bad)
+				return bad;
+			continue;
+		}
+		if (!is_integer(f->type) || !named_like_node(f->name))
+			continue;
+		if (outer == UINT32_MAX ||
+		    (!listed(nodes, spec) && !listed(not_nodes, spec)))
+			return f->name;
+	}
+	return NULL;
+}
+
+/*
+ * Every request says which of its fields name nodes: an integer field
+ * named like a node (a new message's `uint64 dir`) that messages.def
+ * neither lists as a node nor as not one fails here, so no message can
+ * slip past the delegation recall silently.
+ */
+static void test_sw_msg_node_fields_declared(void **state)
+{
+	uint16_t bad_type = 1;
+
+	(void)state;
+	for (uint16_t t = 1; t < SW_MSG__COUNT; t++) {
+		const struct sw_msg_info *i = sw_msg_info(t);
+		const char *bad = undeclared(i->req, 0, i->nodes, i->not_nodes);
+
+		if (bad)
+			fail_msg("%s: field %s is named like a node but "
+				 "proto/messages.def does not say whether it "
+				 "is one",
+				 i->name, bad);
+		for (unsigned k = 0; k < SW_MSG_NODES_MAX && i->nodes[k]; k++)
+			assert_false(listed(i->not_nodes, i->nodes[k]));
+	}
+	/* Every declared node field is a single uint64 of its request. */
+	assert_int_equal(sw_msg_check(&bad_type), 0);
+	assert_int_equal(bad_type, 0);
+}
+
+/* The check can fail: a rename that forgot newparent, a batch that
+ * forgot its operations' parents, are caught. */
+static void test_sw_msg_node_fields_check_fails(void **state)
+{
+	static const uint32_t rename_half[SW_MSG_NODES_MAX] = {
+		SW_MSG_FIELD(2),
+	};
+	static const uint32_t none[SW_MSG_NODES_MAX] = { 0 };
+	const struct sw_msg_info *rn = sw_msg_info(SW_MSG_RENAME);
+	const struct sw_msg_info *b = sw_msg_info(SW_MSG_BATCH);
+	const char *bad;
+
+	(void)state;
+	bad = undeclared(rn->req, 0, rename_half, none);
+	assert_non_null(bad);
+	assert_string_equal(bad, "newparent");
+	bad = undeclared(b->req, 0, none, b->not_nodes);
+	assert_non_null(bad);
+	assert_string_equal(bad, "parent");
+	assert_null(
+		undeclared(&sweepfs__cs_done_req__descriptor, 0, none, none));
+	assert_true(named_like_node("src_chunk_id"));
+	assert_false(named_like_node("session_offset"));
+}
+
+/* The walk finds what the fields hold, skips unset optional ones and
+ * goes through each element of a batch. */
+static void test_sw_msg_nodes_walk(void **state)
+{
+	Sweepfs__RenameReq rn = SWEEPFS__RENAME_REQ__INIT;
+	Sweepfs__TrashReq tr = SWEEPFS__TRASH_REQ__INIT;
+	Sweepfs__BatchReq b = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__BatchOp op[3] = { SWEEPFS__BATCH_OP__INIT,
+				   SWEEPFS__BATCH_OP__INIT,
+				   SWEEPFS__BATCH_OP__INIT };
+	Sweepfs__BatchOp *ops[3] = { &op[0], &op[1], &op[2] };
+	Sweepfs__InfoReq info = SWEEPFS__INFO_REQ__INIT;
+	uint64_t out[4] = { 0 };
+
+	(void)state;
+	rn.parent = 5;
+	rn.newparent = 7;
+	assert_int_equal(sw_msg_nodes(SW_MSG_RENAME, &rn.base, out, 4), 2);
+	assert_int_equal(out[0], 5);
+	assert_int_equal(out[1], 7);
+	/* Too many for @out: counted, not stored. */
+	out[0] = 0;
+	assert_int_equal(sw_msg_nodes(SW_MSG_RENAME, &rn.base, out, 0), 2);
+	assert_int_equal(out[0], 0);
+
+	tr.parent = 9;
+	assert_int_equal(sw_msg_nodes(SW_MSG_TRASH, &tr.base, out, 4), 0);
+	tr.has_parent = 1;
+	assert_int_equal(sw_msg_nodes(SW_MSG_TRASH, &tr.base, out, 4), 1);
+	assert_int_equal(out[0], 9);
+
+	for (int i = 0; i < 3; i++) {
+		op[i].parent = 100 + (uint64_t)i;
+		op[i].has_ino = 1;
+		op[i].ino = 200 + (uint64_t)i; /* not a node field */
+	}
+	b.n_ops = 3;
+	b.ops = ops;
+	assert_int_equal(sw_msg_nodes(SW_MSG_BATCH, &b.base, out, 4), 3);
+	assert_int_equal(out[0], 100);
+	assert_int_equal(out[1], 101);
+	assert_int_equal(out[2], 102);
+	b.n_ops = 0;
+	assert_int_equal(sw_msg_nodes(SW_MSG_BATCH, &b.base, out, 4), 0);
+
+	assert_int_equal(sw_msg_nodes(SW_MSG_INFO, &info.base, out, 4), 0);
+	assert_int_equal(sw_msg_nodes(UINT16_MAX, &info.base, out, 4), 0);
+}
+
+/* The properties the master and the mount used to keep in their own
+ * switches, now in the table. */
+static void test_sw_msg_info_flags(void **state)
+{
+	static const uint16_t tree[] = { SW_MSG_RMR, SW_MSG_RENAME,
+					 SW_MSG_SNAPSHOT, SW_MSG_RMSNAPSHOT,
+					 SW_MSG_TRASH };
+	static const uint16_t pass[] = { SW_MSG_BATCH, SW_MSG_DELEG_RETURN,
+					 SW_MSG_PING, SW_MSG_INVAL_ACK };
+	static const uint16_t no_flush[] = { SW_MSG_BATCH, SW_MSG_DELEG,
+					     SW_MSG_DELEG_RETURN,
+					     SW_MSG_INVAL_ACK };
+	unsigned n_tree = 0, n_pass = 0, n_flush = 0, n_all = 0;
+
+	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(tree); i++)
+		assert_true(sw_msg_info(tree[i])->subtree);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(pass); i++)
+		assert_true(sw_msg_info(pass[i])->overtakes);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(no_flush); i++)
+		assert_true(sw_msg_info(no_flush[i])->no_flush);
+	for (uint16_t t = 1; t < SW_MSG__COUNT; t++) {
+		n_tree += sw_msg_info(t)->subtree;
+		n_pass += sw_msg_info(t)->overtakes;
+		n_flush += sw_msg_info(t)->no_flush;
+		n_all += sw_msg_info(t)->recall_all;
+	}
+	assert_int_equal(n_tree, SW_ARRAY_SIZE(tree));
+	assert_int_equal(n_pass, SW_ARRAY_SIZE(pass));
+	assert_int_equal(n_flush, SW_ARRAY_SIZE(no_flush));
+	assert_int_equal(n_all, 1);
+	assert_true(sw_msg_info(SW_MSG_TRASH)->recall_all);
+	assert_true(sw_msg_info(SW_MSG_FSCK)->admin);
+	assert_true(sw_msg_info(SW_MSG_GROUP)->admin);
+	assert_int_equal(sw_msg_info(SW_MSG_BATCH)->roles,
+			 SW_ROLE_BIT(SWEEPFS__ROLE__ROLE_MOUNT));
+	assert_int_equal(sw_msg_info(SW_MSG_HELLO)->roles, 0);
+}
+
 /* ---- directory entries ---------------------------------------------- */
 
 static void test_sw_dirent_get_round_trip(void **state)
@@ -1556,6 +1781,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sw_msg_info_table, setup,
 						teardown),
 		cmocka_unit_test(test_sw_msg_info_resend),
+		cmocka_unit_test(test_sw_msg_node_fields_declared),
+		cmocka_unit_test(test_sw_msg_node_fields_check_fails),
+		cmocka_unit_test(test_sw_msg_nodes_walk),
+		cmocka_unit_test(test_sw_msg_info_flags),
 		cmocka_unit_test_setup_teardown(test_sw_dirent_get_round_trip,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sw_dirent_get_truncated,

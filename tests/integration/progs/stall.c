@@ -290,7 +290,7 @@ static int batch_unlink(struct peer *p, uint64_t dir, const char *name)
 		fail("batch: %s", strerror(err));
 	if (r->n_errs != 1)
 		fail("batch: %zu errors for one op", r->n_errs);
-	err = -r->errs[0]; /* a batch's errors are -errno (op_batch()) */
+	err = r->errs[0]; /* positive errno, as all errors on the wire */
 	sweepfs__batch_reply__free_unpacked(r, NULL);
 	return err;
 }
