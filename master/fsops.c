@@ -141,7 +141,7 @@ static const char *name_of(const ProtobufCBinaryData *b)
 }
 
 /* Search and write permission on @dir, to add or remove a name. */
-static int may_modify_dir(const struct cred *c, const struct node *dir)
+static int may_modify_dir(const struct sw_cred *c, const struct node *dir)
 {
 	return perm_check(c, dir, PERM_W | PERM_X);
 }
@@ -173,7 +173,7 @@ void op_lookup(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__LookupReq *q = (const Sweepfs__LookupReq *)msg;
 	struct node *dir, *n;
 	struct changed c = { 0 };
-	struct cred cred;
+	struct sw_cred cred;
 	struct edge *e;
 	int rc;
 
@@ -239,7 +239,8 @@ static uint32_t kill_suidgid(uint32_t mode)
 	return mode;
 }
 
-static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
+static int setattr_times(const struct sw_cred *c, const struct node *n,
+			 unsigned v)
 {
 	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
 		 SWEEPFS__SETATTR_VALID__SET_MTIME)) {
@@ -257,7 +258,7 @@ static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
 /* A setattr being decided: what changes (out, NS_SET_*) and to what. */
 struct setattr_plan {
 	const Sweepfs__SetattrReq *q;
-	const struct cred *cred;
+	const struct sw_cred *cred;
 	const struct node *n;
 	unsigned v;  /* q->valid */
 	bool open_w; /* the session has n open for writing */
@@ -296,7 +297,7 @@ static int plan_size(struct setattr_plan *p)
 /* chown is root's; chgrp an owner's who is in the new group. */
 static int plan_owner(struct setattr_plan *p)
 {
-	const struct cred *c = p->cred;
+	const struct sw_cred *c = p->cred;
 	const struct node *n = p->n;
 
 	if (!cred_is_root(c) &&
@@ -402,7 +403,7 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct setattr_plan p;
 	Sweepfs__Attr attr;
 	uint64_t old_size;
@@ -495,7 +496,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 	uint32_t type = nn->mode & S_IFMT, gid;
 	struct node *dir = NULL;
 	struct edge *e;
-	struct cred cred;
+	struct sw_cred cred;
 	int rc;
 
 	cred = req_cred(nn->cred);
@@ -660,7 +661,7 @@ static int open_truncate(struct req *r, struct node *n)
 }
 
 /* Open existing @n for session @r->s; the reply is the caller's. */
-static int open_node(struct req *r, const struct cred *c, struct node *n,
+static int open_node(struct req *r, const struct sw_cred *c, struct node *n,
 		     uint32_t flags)
 {
 	int rc;
@@ -687,7 +688,7 @@ void op_create(struct req *r, const ProtobufCMessage *msg)
 			       .name = &q->name,
 			       .mode = S_IFREG | (q->mode & 07777) };
 	struct changed ch = { .n = 0 };
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	int rc = create_node(r, &nn, &n, &ch);
 
@@ -724,7 +725,7 @@ void op_link(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct changed ch = { .n = 0 };
 	struct node *n = NULL, *dir = NULL;
-	struct cred cred;
+	struct sw_cred cred;
 	int rc;
 
 	cred = req_cred(q->cred);
@@ -774,7 +775,7 @@ static int remove_one(struct req *r, const Sweepfs__Cred *cp, uint64_t parent,
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct node *dir = NULL, *n;
 	uint64_t victim;
-	struct cred cred;
+	struct sw_cred cred;
 	struct edge *e;
 	int rc;
 
@@ -1076,7 +1077,7 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 	struct changed ch = { .n = 0 };
 	bool exchange = q->flags & RENAME_EXCHANGE;
 	struct edge *se, *de;
-	struct cred cred;
+	struct sw_cred cred;
 	int rc;
 
 	cred = req_cred(q->cred);
@@ -1266,7 +1267,7 @@ void op_open(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__OpenReq *q = (const Sweepfs__OpenReq *)msg;
 	Sweepfs__OpenReply reply = SWEEPFS__OPEN_REPLY__INIT;
 	Sweepfs__Attr attr;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	int rc;
 
@@ -1294,7 +1295,7 @@ void op_release(struct req *r, const ProtobufCMessage *msg)
 void op_access(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__AccessReq *q = (const Sweepfs__AccessReq *)msg;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	int rc;
 
@@ -1318,7 +1319,7 @@ static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
 }
 
 /* Linux's xattr_permission(), for the namespaces sweepfs stores. */
-static int xattr_check(const struct cred *c, const struct node *n,
+static int xattr_check(const struct sw_cred *c, const struct node *n,
 		       const ProtobufCBinaryData *name, bool write)
 {
 	if (name->len == 0 || memchr(name->data, '\0', name->len))
@@ -1376,7 +1377,7 @@ static int commit_xattr(struct req *r, struct node *n,
 void op_setxattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SetxattrReq *q = (const Sweepfs__SetxattrReq *)msg;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	const void *old;
 	size_t oldlen;
@@ -1434,7 +1435,7 @@ static void reply_xattr_bytes(struct req *r, const void *data, size_t len,
 void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__GetxattrReq *q = (const Sweepfs__GetxattrReq *)msg;
-	struct cred cred;
+	struct sw_cred cred;
 	const void *value;
 	struct node *n;
 	size_t vlen;
@@ -1472,7 +1473,7 @@ void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 void op_listxattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__GetxattrReq *q = (const Sweepfs__GetxattrReq *)msg;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	char *buf, *p, *out;
 	long len;
@@ -1508,7 +1509,7 @@ void op_listxattr(struct req *r, const ProtobufCMessage *msg)
 void op_removexattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RemovexattrReq *q = (const Sweepfs__RemovexattrReq *)msg;
-	struct cred cred;
+	struct sw_cred cred;
 	const void *v;
 	struct node *n;
 	size_t vlen;
@@ -1547,7 +1548,7 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Attr *attrs = NULL, **attrp = NULL;
 	struct sw_buf out = SW_BUF_INIT;
 	struct cursor *c;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *dir = NULL;
 	int rc;
 

@@ -25,7 +25,7 @@
 #include "util.h"
 
 /* Whether @c may empty directory @d as rm -rf would. */
-static int may_empty(const struct cred *c, const struct node *d)
+static int may_empty(const struct sw_cred *c, const struct node *d)
 {
 	const struct dir *dd = d->u.dir;
 	int rc;
@@ -47,7 +47,7 @@ static int may_empty_below(struct node *dir, struct edge *e, void *arg)
 	return S_ISDIR(e->child->mode) ? may_empty(arg, e->child) : 0;
 }
 
-int may_remove_tree(const struct cred *c, struct node *root)
+int may_remove_tree(const struct sw_cred *c, struct node *root)
 {
 	int rc = may_empty(c, root);
 
@@ -119,7 +119,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmrReq *q = (const void *)msg;
 	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct node *dir, *n;
 	struct edge *e;

@@ -18,7 +18,7 @@ struct master;
  * would need (read, write, search on every non-empty directory; the
  * sticky rule). 0, -EACCES, -EPERM or -ENOMEM.
  */
-int may_remove_tree(const struct cred *c, struct node *root);
+int may_remove_tree(const struct sw_cred *c, struct node *root);
 
 /*
  * Commit the removal of @e from @dir: a directory is detached (and the

@@ -503,7 +503,7 @@ static int claim_check(const struct session *s, const struct node *n,
 		       const Sweepfs__OpenClaim *c)
 {
 	Sweepfs__Cred mapped = *c->cred;
-	struct cred cred;
+	struct sw_cred cred;
 	int mask = perm_open_mask(c->flags & (O_ACCMODE | SW_O_EXEC));
 
 	if (!S_ISREG(n->mode))
@@ -1163,7 +1163,7 @@ struct node *req_node(const struct req *r, uint64_t ino)
 	return root && ns_is_ancestor(root, n) ? n : NULL;
 }
 
-bool req_admin(const struct req *r, const struct cred *c)
+bool req_admin(const struct req *r, const struct sw_cred *c)
 {
 	return cred_is_root(c) && (!r->s || r->s->admin);
 }

@@ -41,7 +41,7 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__TrashtimeReply reply = SWEEPFS__TRASHTIME_REPLY__INIT;
 	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
@@ -92,7 +92,7 @@ static bool item_visible(const struct req *r, const struct trash_item *t)
 	return req_node(r, t->parent) != NULL;
 }
 
-static void op_trash_list(struct req *r, const struct cred *cred)
+static void op_trash_list(struct req *r, const struct sw_cred *cred)
 {
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
 	struct ns *ns = &r->m->ns;
@@ -160,7 +160,7 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
 	Sweepfs__Meta__TrashRestore tr = SWEEPFS__META__TRASH_RESTORE__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct trash_item *t;
 	struct node *dir;

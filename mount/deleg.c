@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "access.h"
 #include "fsio.h"
 #include "deleg.h"
 #include "dircache.h"
@@ -817,42 +818,34 @@ void deleg_sync(struct deleg *dg, fuse_req_t req)
 
 /* ---- the operations -------------------------------------------------- */
 
-static bool in_group(const Sweepfs__Cred *c, uint32_t gid)
+/* @c as the shared permission rule (access.h) takes it; borrows groups. */
+static struct sw_cred cred_of(const Sweepfs__Cred *c)
 {
-	if (c->gid == gid)
-		return true;
-	for (size_t i = 0; i < c->n_groups; i++)
-		if (c->groups[i] == gid)
-			return true;
-	return false;
+	return (struct sw_cred){ .uid = c->uid,
+				 .gid = c->gid,
+				 .ngroups = c->n_groups,
+				 .groups = c->groups };
 }
 
-/* The master's perm_check() for a directory: may @c write in it? */
+/* The master's may_modify_dir(): search and write on @dir. */
 static int may_modify(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 {
-	unsigned granted;
+	struct sw_cred sc = cred_of(c);
 
-	if (c->uid == 0)
-		return 0;
-	if (c->uid == dir->uid)
-		granted = (dir->mode >> 6) & 7;
-	else if (in_group(c, dir->gid))
-		granted = (dir->mode >> 3) & 7;
-	else
-		granted = dir->mode & 7;
-	return (granted & 3) == 3 ? 0 : -EACCES;
+	return sw_access_check(&sc, dir->mode, dir->uid, dir->gid,
+			       SW_MAY_WRITE | SW_MAY_EXEC);
 }
 
 /*
- * The sticky bit: 0, or 1 when only the master can tell (the victim's
- * owner as the listing has it may be older than a chown this mount made
- * since).
+ * The sticky bit: 0, or 1 when only the master can tell (the rule needs
+ * the victim's owner, and the owner the listing has may be older than a
+ * chown this mount made since).
  */
 static int may_remove(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 {
-	if (!(dir->mode & S_ISVTX) || c->uid == 0 || c->uid == dir->uid)
-		return 0;
-	return 1;
+	struct sw_cred sc = cred_of(c);
+
+	return sw_access_sticky_any(&sc, dir->mode, dir->uid) ? 0 : 1;
 }
 
 static struct qop *qop_new(Sweepfs__BatchType type, uint64_t parent,
@@ -1085,13 +1078,15 @@ static void made_attr(Sweepfs__Attr *a, const Sweepfs__Cred *c,
 		      const char *target, int64_t now)
 {
 	uint32_t type = mode & S_IFMT;
+	struct sw_cred sc;
 
 	sweepfs__attr__init(a);
 	a->ino = ino;
 	a->uid = c->uid;
 	a->gid = (dir->mode & S_ISGID) ? dir->gid : c->gid;
-	a->mode = sw_new_node_mode(mode, dir->mode,
-				   c->uid == 0 || in_group(c, a->gid));
+	sc = cred_of(c);
+	a->mode = sw_new_node_mode(
+		mode, dir->mode, c->uid == 0 || sw_cred_in_group(&sc, a->gid));
 	a->nlink = type == S_IFDIR ? 2 : 1;
 	a->size = type == S_IFDIR ? 4096 : target ? strlen(target) : 0;
 	a->atime = a->mtime = a->ctime = now;
