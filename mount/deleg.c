@@ -797,14 +797,12 @@ bool deleg_any(struct deleg *dg)
 	return any;
 }
 
-void deleg_sync(struct deleg *dg, fuse_req_t req)
+int deleg_sync(struct deleg *dg)
 {
 	int err;
 
-	if (!dg) {
-		fuse_reply_err(req, 0);
-		return;
-	}
+	if (!dg)
+		return 0;
 	flush(dg);
 	devpoll_yield();
 	pthread_mutex_lock(&dg->amu);
@@ -813,7 +811,7 @@ void deleg_sync(struct deleg *dg, fuse_req_t req)
 	err = dg->err;
 	dg->err = 0;
 	pthread_mutex_unlock(&dg->amu);
-	fuse_reply_err(req, -err);
+	return err;
 }
 
 /* ---- the operations -------------------------------------------------- */
@@ -911,8 +909,8 @@ static void after_queue(struct deleg *dg, bool first, bool full)
 	}
 }
 
-bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
-		  const char *name, bool rmdir, const Sweepfs__Cred *cred)
+int deleg_remove(struct deleg *dg, uint64_t parent, const char *name,
+		 bool rmdir, const Sweepfs__Cred *cred)
 {
 	struct mount *m = dg ? dg->m : NULL;
 	Sweepfs__Attr dattr;
@@ -924,10 +922,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	int rc = 0, lrc, full;
 
 	if (!dg || !dg->enabled || strlen(name) > SW_NAME_MAX)
-		return false;
+		return 0;
 	if (!deleg_held(dg, parent)) {
 		deleg_want(dg, parent); /* now and then */
-		return false;
+		return 0;
 	}
 	switch (dircache_lookup(m->dcache, parent, name, &de)) {
 	case DC_FOUND:
@@ -936,10 +934,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		rc = -ENOENT;
 		break;
 	default:
-		return false;
+		return 0;
 	}
 	if (rc == 0 && !de.has_attr)
-		return false;
+		return 0;
 	if (rc == 0) {
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
 		if (rmdir && !S_ISDIR(de.attr.mode))
@@ -949,10 +947,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		else if (!rmdir && de.attr.nlink != 1)
 			/* A name it keeps elsewhere: its kernel expects the
 			 * file's new ctime and link count from the reply. */
-			return false;
+			return 0;
 		else if (rmdir && (!deleg_held(dg, de.ino) ||
 				   dircache_live(m->dcache, de.ino) != 0))
-			return false; /* empty? only the master knows */
+			return 0; /* empty? only the master knows */
 	}
 	/* Refused for what the entry is, or not: the master's order of
 	 * checks, permission first. */
@@ -962,14 +960,14 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 			      parent, name, NULL, cred) :
 		      NULL;
 	if (rc == 0 && !o)
-		return false;
+		return 0;
 
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, parent);
 	if (!d || d->st != D_HELD) { /* recalled meanwhile */
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		return false;
+		return 0;
 	}
 	d->used = ++dg->clock;
 	dattr = d->attr; /* the master's latest, with our changes since */
@@ -979,20 +977,19 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	if (rc == 0 && may_remove(cred, &dattr) > 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		return false;
+		return 0;
 	}
 	if (rc < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		fuse_reply_err(req, -rc);
-		return true;
+		return rc;
 	}
 	first = dg->nq == 0;
 	full = enqueue(dg, o);
 	if (full < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		return false;
+		return 0;
 	}
 	dircache_remove(m->dcache, parent, name);
 	if (rmdir) {
@@ -1010,9 +1007,8 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
 	itable_set_attr(&m->inodes, &dattr, expires);
 	itable_set_attr_expired(&m->inodes, de.ino);
-	fuse_reply_err(req, 0);
 	after_queue(dg, first, full > 0);
-	return true;
+	return 1;
 }
 
 /* ---- making nodes ------------------------------------------------------ */
