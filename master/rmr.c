@@ -55,6 +55,16 @@ int may_remove_tree(const struct sw_cred *c, struct node *root)
 	return rc ? rc : nsi_walk(root, NULL, may_empty_below, (void *)c);
 }
 
+int may_detach_entry(const struct req *r, const struct sw_cred *c,
+		     const struct node *dir, struct node *n)
+{
+	int rc = perm_sticky(c, dir, n);
+
+	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, c))
+		rc = may_remove_tree(c, n);
+	return rc;
+}
+
 int remove_entry_now(struct master *m, struct req *r, struct node *dir,
 		     struct edge *e, bool trash, Sweepfs__RmrReply *reply)
 {
@@ -148,9 +158,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 		goto out_err;
 	}
 	n = e->child;
-	rc = perm_sticky(&cred, dir, n);
-	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, &cred))
-		rc = may_remove_tree(&cred, n);
+	rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
 		goto out_err;
 

@@ -21,6 +21,15 @@ struct master;
 int may_remove_tree(const struct sw_cred *c, struct node *root);
 
 /*
+ * Whether @c, asking through @r, may take @n out of directory @dir at
+ * once, tree and all (rmr, rmsnapshot), once write and search on @dir are
+ * granted: the sticky rule, then, for a directory and a caller without
+ * admin rights, may_remove_tree(). 0 or -errno as above.
+ */
+int may_detach_entry(const struct req *r, const struct sw_cred *c,
+		     const struct node *dir, struct node *n);
+
+/*
  * Commit the removal of @e from @dir: a directory is detached (and the
  * purge kicked), anything else unlinked; with @trash, into the trash if
  * @dir has a trash time. Adds to @reply's counts and purge id. The

@@ -206,9 +206,7 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	n = e->child;
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc == 0)
-		rc = perm_sticky(&cred, dir, n);
-	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, &cred))
-		rc = may_remove_tree(&cred, n);
+		rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
 		goto out_err;
 	if ((e->flags & EDGE_SNAPSHOT) && (!S_ISDIR(n->mode) || all_flagged(n)))
