@@ -10,12 +10,12 @@
  * snapshot shares keeps the highest goal of the files naming it.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frame.h"
+#include "pathattr.h"
 #include "tool.h"
 #include "util.h"
 
@@ -55,49 +55,36 @@ static int goal_one(const char *path, int64_t goal, bool recursive)
 	return rc;
 }
 
-int cmd_setgoal(int argc, char **argv)
+/* A goal: 1..SW_GOAL_MAX copies, or 0 for the master's default. */
+static int64_t parse_goal(const char *arg)
 {
-	bool recursive = false;
 	char *end;
-	long goal;
-	int opt, status = 0;
+	long goal = strtol(arg, &end, 10);
 
-	optind = 1;
-	while ((opt = getopt(argc, argv, "rh")) != -1) {
-		if (opt != 'r')
-			goto usage;
-		recursive = true;
-	}
-	if (argc - optind < 2)
-		goto usage;
-	goal = strtol(argv[optind], &end, 10);
-	if (*end || end == argv[optind] || goal < 0 || goal > SW_GOAL_MAX) {
+	if (*end || end == arg || goal < 0 || goal > SW_GOAL_MAX) {
 		fprintf(stderr,
 			"sweepfs setgoal: the goal is 1 to %u copies, "
 			"or 0 for the default\n",
 			SW_GOAL_MAX);
-		return 2;
+		return -1;
 	}
-	for (int i = optind + 1; i < argc; i++)
-		if (goal_one(argv[i], goal, recursive) < 0)
-			status = 1;
-	return status;
-usage:
-	fprintf(opt == 'h' ? stdout : stderr,
-		"usage: sweepfs setgoal [-r] N PATH...\n");
-	return opt == 'h' ? 0 : 2;
+	return goal;
+}
+
+static const struct pathattr goal_cmd = {
+	.set_name = "setgoal",
+	.get_name = "getgoal",
+	.value = "N",
+	.parse = parse_goal,
+	.one = goal_one,
+};
+
+int cmd_setgoal(int argc, char **argv)
+{
+	return pathattr_set(&goal_cmd, argc, argv);
 }
 
 int cmd_getgoal(int argc, char **argv)
 {
-	int status = 0;
-
-	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: sweepfs getgoal PATH...\n");
-		return 2;
-	}
-	for (int i = 1; i < argc; i++)
-		if (goal_one(argv[i], -1, false) < 0)
-			status = 1;
-	return status;
+	return pathattr_get(&goal_cmd, argc, argv);
 }

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "pathattr.h"
 #include "progress.h"
 #include "tool.h"
 #include "util.h"
@@ -109,50 +110,35 @@ static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 	return rc;
 }
 
-int cmd_settrashtime(int argc, char **argv)
+/* A trash time (parse_duration()), or -1 after saying what is wrong. */
+static int64_t parse_trashtime(const char *arg)
 {
-	bool recursive = false;
-	int64_t seconds;
-	int opt, status = 0;
+	int64_t seconds = parse_duration(arg);
 
-	optind = 1;
-	while ((opt = getopt(argc, argv, "rh")) != -1) {
-		if (opt != 'r')
-			goto usage;
-		recursive = true;
-	}
-	if (argc - optind < 2)
-		goto usage;
-	seconds = parse_duration(argv[optind]);
-	if (seconds < 0) {
+	if (seconds < 0)
 		fprintf(stderr,
 			"sweepfs settrashtime: bad time '%s' "
 			"(seconds, or a number with s, m, h, d or w)\n",
-			argv[optind]);
-		return 2;
-	}
-	for (int i = optind + 1; i < argc; i++)
-		if (trashtime_one(argv[i], seconds, recursive) < 0)
-			status = 1;
-	return status;
-usage:
-	fprintf(opt == 'h' ? stdout : stderr,
-		"usage: sweepfs settrashtime [-r] TIME PATH...\n");
-	return opt == 'h' ? 0 : 2;
+			arg);
+	return seconds;
+}
+
+static const struct pathattr trashtime_cmd = {
+	.set_name = "settrashtime",
+	.get_name = "gettrashtime",
+	.value = "TIME",
+	.parse = parse_trashtime,
+	.one = trashtime_one,
+};
+
+int cmd_settrashtime(int argc, char **argv)
+{
+	return pathattr_set(&trashtime_cmd, argc, argv);
 }
 
 int cmd_gettrashtime(int argc, char **argv)
 {
-	int status = 0;
-
-	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: sweepfs gettrashtime PATH...\n");
-		return 2;
-	}
-	for (int i = 1; i < argc; i++)
-		if (trashtime_one(argv[i], -1, false) < 0)
-			status = 1;
-	return status;
+	return pathattr_get(&trashtime_cmd, argc, argv);
 }
 
 /* ---- sweepfs trash ---------------------------------------------------- */
