@@ -22,24 +22,20 @@
 static int goal_one(const char *path, int64_t goal, bool recursive)
 {
 	Sweepfs__GoalReq q = SWEEPFS__GOAL_REQ__INIT;
+	struct pathattr_node pn;
 	ProtobufCMessage *reply;
-	uint32_t groups[256], mode;
-	struct sw_client *c;
-	Sweepfs__Cred cred;
-	uint64_t ino;
-	int rc = tool_open_ino(path, &c, &ino, &mode);
+	int rc = pathattr_open(path, &pn);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
-	q.ino = ino;
+	q.cred = &pn.cred;
+	q.ino = pn.ino;
 	if (goal >= 0) {
 		q.has_goal = q.has_recursive = 1;
 		q.goal = (uint32_t)goal;
 		q.recursive = recursive;
 	}
-	rc = tool_call(c, SW_MSG_GOAL, &q.base, &reply);
+	rc = tool_call(pn.c, SW_MSG_GOAL, &q.base, &reply);
 	if (rc == 0) {
 		const Sweepfs__GoalReply *r = (const void *)reply;
 
@@ -51,7 +47,7 @@ static int goal_one(const char *path, int64_t goal, bool recursive)
 	} else {
 		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
 	}
-	sw_client_close(c);
+	sw_client_close(pn.c);
 	return rc;
 }
 

@@ -67,32 +67,28 @@ static int64_t parse_duration(const char *s)
 static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 {
 	Sweepfs__TrashtimeReq q = SWEEPFS__TRASHTIME_REQ__INIT;
+	struct pathattr_node pn;
 	ProtobufCMessage *reply;
-	uint32_t groups[256], mode;
-	struct sw_client *c;
-	Sweepfs__Cred cred;
-	uint64_t ino;
-	int rc = tool_open_ino(path, &c, &ino, &mode);
+	int rc = pathattr_open(path, &pn);
 
 	if (rc < 0)
 		return rc;
-	if (!S_ISDIR(mode)) {
+	if (!S_ISDIR(pn.mode)) {
 		fprintf(stderr,
 			"sweepfs: %s: %s (trash time belongs to "
 			"directories)\n",
 			path, strerror(ENOTDIR));
-		sw_client_close(c);
+		sw_client_close(pn.c);
 		return -ENOTDIR;
 	}
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
-	q.ino = ino;
+	q.cred = &pn.cred;
+	q.ino = pn.ino;
 	if (seconds >= 0) {
 		q.has_seconds = q.has_recursive = 1;
 		q.seconds = (uint32_t)seconds;
 		q.recursive = recursive;
 	}
-	rc = tool_call(c, SW_MSG_TRASHTIME, &q.base, &reply);
+	rc = tool_call(pn.c, SW_MSG_TRASHTIME, &q.base, &reply);
 	if (rc == 0) {
 		const Sweepfs__TrashtimeReply *r = (const void *)reply;
 
@@ -106,7 +102,7 @@ static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 	} else {
 		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
 	}
-	sw_client_close(c);
+	sw_client_close(pn.c);
 	return rc;
 }
 

@@ -6,6 +6,17 @@
 #include <stdio.h>
 
 #include "pathattr.h"
+#include "tool.h"
+#include "util.h"
+
+int pathattr_open(const char *path, struct pathattr_node *pn)
+{
+	int rc = tool_open_ino(path, &pn->c, &pn->ino, &pn->mode);
+
+	if (rc == 0)
+		tool_cred(&pn->cred, pn->groups, SW_ARRAY_SIZE(pn->groups));
+	return rc;
+}
 
 int pathattr_set(const struct pathattr *a, int argc, char **argv)
 {

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sweepfs.pb-c.h"
+
+struct sw_client;
+
 struct pathattr {
 	const char *set_name; /* "setgoal": the command, for messages */
 	const char *get_name; /* "getgoal" */
@@ -20,6 +24,20 @@ struct pathattr {
 	 * 0 or -errno, said on stderr. */
 	int (*one)(const char *path, int64_t value, bool recursive);
 };
+
+/* A path's node, opened for a request about it (pathattr_open()). */
+struct pathattr_node {
+	struct sw_client *c; /* to the master that has it; owned */
+	uint64_t ino;
+	uint32_t mode;
+	Sweepfs__Cred cred; /* the caller's, for the request */
+	uint32_t groups[256];
+};
+
+/* Open @path's node into *@pn (tool_open_ino(), tool_cred()): 0, or
+ * -errno after saying why on stderr. Close @pn->c with sw_client_close()
+ * on success. */
+int pathattr_open(const char *path, struct pathattr_node *pn);
 
 /* "sweepfs setX [-r] VALUE PATH...": exit status 0, 1 (some path
  * failed) or 2 (usage). */
