@@ -159,23 +159,11 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sweepfs-chunkserver [options]\n"
-		"\n"
-		"  -c, --config FILE      configuration file (default %s, if "
-		"it exists)\n"
+	sw_daemon_usage(
+		f, "sweepfs-chunkserver", DEFAULT_CONFIG,
 		"  -d, --data-dir DIR     a chunk directory (repeat, or DIR,DIR)\n"
 		"  -l, --listen HOST:PORT address to listen on\n"
-		"  -m, --master HOST[:PORT] the master; a group's: H1:P1,H2:P2,...\n"
-		"  -s, --set KEY=VALUE    set a configuration key\n"
-		"  -f, --foreground       do not detach; log to stderr\n"
-		"      --syslog           log to syslog even in the foreground\n"
-		"  -p, --pidfile FILE     write the daemon's pid here\n"
-		"  -v, --log-level LEVEL  err, warning, notice, info, debug\n"
-		"      --dump-config      print the configuration and exit\n"
-		"  -V, --version          print the version and exit\n"
-		"  -h, --help             this text\n",
-		DEFAULT_CONFIG);
+		"  -m, --master HOST[:PORT] the master; a group's: H1:P1,H2:P2,...\n");
 }
 
 /* ---- configuration ------------------------------------------------------ */

@@ -122,6 +122,26 @@ int sw_daemon_parse(int argc, char **argv, const char *prog,
 	return rc;
 }
 
+void sw_daemon_usage(FILE *f, const char *prog, const char *default_config,
+		     const char *own)
+{
+	fprintf(f,
+		"usage: %s [options]\n"
+		"\n"
+		"  -c, --config FILE      configuration file (default %s, if "
+		"it exists)\n"
+		"%s"
+		"  -s, --set KEY=VALUE    set a configuration key\n"
+		"  -f, --foreground       do not detach; log to stderr\n"
+		"      --syslog           log to syslog even in the foreground\n"
+		"  -p, --pidfile FILE     write the daemon's pid here\n"
+		"  -v, --log-level LEVEL  err, warning, notice, info, debug\n"
+		"      --dump-config      print the configuration and exit\n"
+		"  -V, --version          print the version and exit\n"
+		"  -h, --help             this text\n",
+		prog, default_config, own);
+}
+
 void sw_daemon_args_free(struct sw_daemon_args *a)
 {
 	for (int i = 0; i < a->nsets; i++)

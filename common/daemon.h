@@ -42,6 +42,14 @@ int sw_daemon_parse(int argc, char **argv, const char *prog,
 void sw_daemon_args_free(struct sw_daemon_args *a);
 
 /*
+ * Print @prog's usage to @f: -c (whose default is @default_config), then
+ * @own (the daemon's own options, one "  -x, --long ARG  text\n" line
+ * each), then the options sw_daemon_parse() handles for every daemon.
+ */
+void sw_daemon_usage(FILE *f, const char *prog, const char *default_config,
+		     const char *own);
+
+/*
  * Load @a->config, or @default_config if there is none and it exists,
  * into @opts. 0, or -errno after saying on stderr where and why.
  */

@@ -709,7 +709,7 @@ void op_chunk(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__ChunkReq *q = (const void *)msg;
 	struct job *j;
 	struct node *n = req_node(r, q->ino);
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	int rc = 0;
 
 	if (!n)
@@ -762,7 +762,7 @@ void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	 * the file's release; a master restart forgets how it was opened).
 	 */
 	if (!session_has_writable(r->s, n->ino)) {
-		struct cred cred = req_cred(q->cred);
+		struct sw_cred cred = req_cred(q->cred);
 
 		rc = perm_check(&cred, n, PERM_W);
 		if (rc < 0) {
@@ -778,7 +778,7 @@ void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	sa.has_size = sa.has_mtime = 1;
 	sa.mtime = sw_now_ns();
 	if (q->has_mtime) {
-		struct cred cred = req_cred(q->cred);
+		struct sw_cred cred = req_cred(q->cred);
 
 		sa.mtime = cred_owns(&cred, n) ?
 				   q->mtime :
@@ -1071,7 +1071,7 @@ void op_goal(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__GoalReply reply = SWEEPFS__GOAL_REPLY__INIT;
 	Sweepfs__Meta__SetGoal sg = SWEEPFS__META__SET_GOAL__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 

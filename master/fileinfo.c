@@ -289,7 +289,7 @@ void op_dirinfo(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__DirinfoReq *q = (const void *)msg;
 	Sweepfs__DirinfoReply d = SWEEPFS__DIRINFO_REPLY__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
 	int rc;
 

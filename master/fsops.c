@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <sys/xattr.h>
 
 #include "entries.h"
 #include "log.h"
@@ -141,7 +140,7 @@ static const char *name_of(const ProtobufCBinaryData *b)
 }
 
 /* Search and write permission on @dir, to add or remove a name. */
-static int may_modify_dir(const struct cred *c, const struct node *dir)
+static int may_modify_dir(const struct sw_cred *c, const struct node *dir)
 {
 	return perm_check(c, dir, PERM_W | PERM_X);
 }
@@ -173,7 +172,7 @@ void op_lookup(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__LookupReq *q = (const Sweepfs__LookupReq *)msg;
 	struct node *dir, *n;
 	struct changed c = { 0 };
-	struct cred cred;
+	struct sw_cred cred;
 	struct edge *e;
 	int rc;
 
@@ -239,7 +238,8 @@ static uint32_t kill_suidgid(uint32_t mode)
 	return mode;
 }
 
-static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
+static int setattr_times(const struct sw_cred *c, const struct node *n,
+			 unsigned v)
 {
 	if (v & (SWEEPFS__SETATTR_VALID__SET_ATIME |
 		 SWEEPFS__SETATTR_VALID__SET_MTIME)) {
@@ -257,7 +257,7 @@ static int setattr_times(const struct cred *c, const struct node *n, unsigned v)
 /* A setattr being decided: what changes (out, NS_SET_*) and to what. */
 struct setattr_plan {
 	const Sweepfs__SetattrReq *q;
-	const struct cred *cred;
+	const struct sw_cred *cred;
 	const struct node *n;
 	unsigned v;  /* q->valid */
 	bool open_w; /* the session has n open for writing */
@@ -296,7 +296,7 @@ static int plan_size(struct setattr_plan *p)
 /* chown is root's; chgrp an owner's who is in the new group. */
 static int plan_owner(struct setattr_plan *p)
 {
-	const struct cred *c = p->cred;
+	const struct sw_cred *c = p->cred;
 	const struct node *n = p->n;
 
 	if (!cred_is_root(c) &&
@@ -402,7 +402,7 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct setattr_plan p;
 	Sweepfs__Attr attr;
 	uint64_t old_size;
@@ -495,7 +495,7 @@ static int create_node(struct req *r, const struct new_node *nn,
 	uint32_t type = nn->mode & S_IFMT, gid;
 	struct node *dir = NULL;
 	struct edge *e;
-	struct cred cred;
+	struct sw_cred cred;
 	int rc;
 
 	cred = req_cred(nn->cred);
@@ -660,7 +660,7 @@ static int open_truncate(struct req *r, struct node *n)
 }
 
 /* Open existing @n for session @r->s; the reply is the caller's. */
-static int open_node(struct req *r, const struct cred *c, struct node *n,
+static int open_node(struct req *r, const struct sw_cred *c, struct node *n,
 		     uint32_t flags)
 {
 	int rc;
@@ -687,7 +687,7 @@ void op_create(struct req *r, const ProtobufCMessage *msg)
 			       .name = &q->name,
 			       .mode = S_IFREG | (q->mode & 07777) };
 	struct changed ch = { .n = 0 };
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	int rc = create_node(r, &nn, &n, &ch);
 
@@ -724,7 +724,7 @@ void op_link(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct changed ch = { .n = 0 };
 	struct node *n = NULL, *dir = NULL;
-	struct cred cred;
+	struct sw_cred cred;
 	int rc;
 
 	cred = req_cred(q->cred);
@@ -774,7 +774,7 @@ static int remove_one(struct req *r, const Sweepfs__Cred *cp, uint64_t parent,
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct node *dir = NULL, *n;
 	uint64_t victim;
-	struct cred cred;
+	struct sw_cred cred;
 	struct edge *e;
 	int rc;
 
@@ -1079,7 +1079,7 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 	struct changed ch = { .n = 0 };
 	bool exchange = q->flags & RENAME_EXCHANGE;
 	struct edge *se, *de;
-	struct cred cred;
+	struct sw_cred cred;
 	int rc;
 
 	cred = req_cred(q->cred);
@@ -1269,7 +1269,7 @@ void op_open(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__OpenReq *q = (const Sweepfs__OpenReq *)msg;
 	Sweepfs__OpenReply reply = SWEEPFS__OPEN_REPLY__INIT;
 	Sweepfs__Attr attr;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	int rc;
 
@@ -1297,7 +1297,7 @@ void op_release(struct req *r, const ProtobufCMessage *msg)
 void op_access(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__AccessReq *q = (const Sweepfs__AccessReq *)msg;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *n;
 	int rc;
 
@@ -1305,227 +1305,6 @@ void op_access(struct req *r, const ProtobufCMessage *msg)
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0 && (q->mask & 7))
 		rc = perm_check(&cred, n, (int)(q->mask & 7));
-	if (rc < 0)
-		req_error(r, rc);
-	else
-		reply_ok(r, NULL);
-}
-
-/* ---- extended attributes -------------------------------------------- */
-
-static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return name->len > n && !memcmp(name->data, prefix, n);
-}
-
-/* Linux's xattr_permission(), for the namespaces sweepfs stores. */
-static int xattr_check(const struct cred *c, const struct node *n,
-		       const ProtobufCBinaryData *name, bool write)
-{
-	if (name->len == 0 || memchr(name->data, '\0', name->len))
-		return -EINVAL;
-	if (name->len > SW_XATTR_NAME_MAX)
-		return -ERANGE;
-	if (has_prefix(name, "user.")) {
-		if (!S_ISREG(n->mode) && !S_ISDIR(n->mode))
-			return write ? -EPERM : -ENODATA;
-		if (write && S_ISDIR(n->mode) && (n->mode & S_ISVTX) &&
-		    !cred_owns(c, n))
-			return -EPERM;
-		return perm_check(c, n, write ? PERM_W : PERM_R);
-	}
-	if (has_prefix(name, "trusted.")) {
-		if (!cred_is_root(c))
-			return write ? -EPERM : -ENODATA;
-		return 0;
-	}
-	if (has_prefix(name, "security.")) {
-		/* Linux's cap_inode_setxattr(): CAP_SYS_ADMIN (and
-		 * CAP_SETFCAP for security.capability), not ownership: an
-		 * owner that set file capabilities would give them to
-		 * whoever runs the file on any client. */
-		if (write && !cred_is_root(c))
-			return -EPERM;
-		return 0;
-	}
-	/* system.* (ACLs) and anything unknown. */
-	return -EOPNOTSUPP;
-}
-
-static int commit_xattr(struct req *r, struct node *n,
-			const ProtobufCBinaryData *name,
-			const ProtobufCBinaryData *value)
-{
-	Sweepfs__Meta__Setxattr x = SWEEPFS__META__SETXATTR__INIT;
-	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-
-	x.ino = n->ino;
-	x.name = *name;
-	if (value) {
-		x.has_value = 1;
-		x.value = *value;
-	} else {
-		x.has_remove = 1;
-		x.remove = 1;
-	}
-	mut.time = sw_now_ns();
-	mut.op_case = SWEEPFS__META__MUTATION__OP_SETXATTR;
-	mut.setxattr = &x;
-	return master_commit(r->m, r, &mut);
-}
-
-void op_setxattr(struct req *r, const ProtobufCMessage *msg)
-{
-	const Sweepfs__SetxattrReq *q = (const Sweepfs__SetxattrReq *)msg;
-	struct cred cred;
-	struct node *n;
-	const void *old;
-	size_t oldlen;
-	bool exists;
-	int rc;
-
-	cred = req_cred(q->cred);
-	rc = get_node(r, q->ino, &n);
-	if (rc == 0)
-		rc = xattr_check(&cred, n, &q->name, true);
-	if (rc == 0 && q->value.len > SW_XATTR_SIZE_MAX)
-		rc = -E2BIG;
-	if (rc == 0 && (q->flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE)))
-		rc = -EINVAL;
-	if (rc < 0)
-		goto out_err;
-	exists = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len, &old,
-			      &oldlen) == 0;
-	if ((q->flags & XATTR_CREATE) && exists)
-		rc = -EEXIST;
-	else if ((q->flags & XATTR_REPLACE) && !exists)
-		rc = -ENODATA;
-	else
-		rc = commit_xattr(r, n, &q->name, &q->value);
-	if (rc < 0)
-		goto out_err;
-	reply_ok(r, NULL);
-	return;
-
-out_err:
-	req_error(r, rc);
-}
-
-static void reply_xattr_bytes(struct req *r, const void *data, size_t len,
-			      uint32_t size)
-{
-	Sweepfs__XattrReply reply = SWEEPFS__XATTR_REPLY__INIT;
-
-	reply.has_size = 1;
-	reply.size = (uint32_t)len;
-	if (size == 0) {
-		req_reply(r, &reply.base);
-		return;
-	}
-	if (len > size) {
-		req_error(r, -ERANGE);
-		return;
-	}
-	reply.has_value = 1;
-	reply.value.data = (uint8_t *)data;
-	reply.value.len = len;
-	req_reply(r, &reply.base);
-}
-
-void op_getxattr(struct req *r, const ProtobufCMessage *msg)
-{
-	const Sweepfs__GetxattrReq *q = (const Sweepfs__GetxattrReq *)msg;
-	struct cred cred;
-	const void *value;
-	struct node *n;
-	size_t vlen;
-	int rc;
-
-	cred = req_cred(q->cred);
-	rc = get_node(r, q->ino, &n);
-	if (rc == 0 && !q->has_name)
-		rc = -EINVAL;
-	if (rc == 0)
-		rc = xattr_check(&cred, n, &q->name, false);
-	if (rc == 0)
-		rc = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len,
-				  &value, &vlen);
-	if (rc == -ENODATA && !(n->flags & NODE_XATTR)) {
-		/* None at all: the client may answer the next ones. */
-		Sweepfs__XattrReply reply = SWEEPFS__XATTR_REPLY__INIT;
-
-		reply.has_err = reply.has_none = 1;
-		reply.err = ENODATA;
-		reply.none = 1;
-		if (req_session(r))
-			req_session(r)->ctr.errors++;
-		r->m->total.errors++;
-		req_reply(r, &reply.base);
-		return;
-	}
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
-	}
-	reply_xattr_bytes(r, value, vlen, q->size);
-}
-
-void op_listxattr(struct req *r, const ProtobufCMessage *msg)
-{
-	const Sweepfs__GetxattrReq *q = (const Sweepfs__GetxattrReq *)msg;
-	struct cred cred;
-	struct node *n;
-	char *buf, *p, *out;
-	long len;
-	int rc;
-
-	cred = req_cred(q->cred);
-	rc = get_node(r, q->ino, &n);
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
-	}
-	len = ns_xattr_list(&r->m->ns, n, NULL, 0);
-	buf = malloc(len ? (size_t)len : 1);
-	if (!buf) {
-		req_error(r, -ENOMEM);
-		return;
-	}
-	ns_xattr_list(&r->m->ns, n, buf, (size_t)len);
-	/* Only root sees trusted.* names, as on a local filesystem. */
-	for (p = out = buf; p < buf + len;) {
-		size_t l = strlen(p) + 1;
-
-		if (cred_is_root(&cred) || strncmp(p, "trusted.", 8)) {
-			memmove(out, p, l);
-			out += l;
-		}
-		p += l;
-	}
-	reply_xattr_bytes(r, buf, (size_t)(out - buf), q->size);
-	free(buf);
-}
-
-void op_removexattr(struct req *r, const ProtobufCMessage *msg)
-{
-	const Sweepfs__RemovexattrReq *q = (const Sweepfs__RemovexattrReq *)msg;
-	struct cred cred;
-	const void *v;
-	struct node *n;
-	size_t vlen;
-	int rc;
-
-	cred = req_cred(q->cred);
-	rc = get_node(r, q->ino, &n);
-	if (rc == 0)
-		rc = xattr_check(&cred, n, &q->name, true);
-	if (rc == 0)
-		rc = ns_xattr_get(&r->m->ns, n, q->name.data, q->name.len, &v,
-				  &vlen);
-	if (rc == 0)
-		rc = commit_xattr(r, n, &q->name, NULL);
 	if (rc < 0)
 		req_error(r, rc);
 	else
@@ -1550,7 +1329,7 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Attr *attrs = NULL, **attrp = NULL;
 	struct sw_buf out = SW_BUF_INIT;
 	struct cursor *c;
-	struct cred cred;
+	struct sw_cred cred;
 	struct node *dir = NULL;
 	int rc;
 

@@ -293,24 +293,12 @@ static void config_table(struct master_config *c, struct sw_opt *o)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: sweepfs-master [options]\n"
-		"\n"
-		"  -c, --config FILE      configuration file (default %s, if "
-		"it exists)\n"
+	sw_daemon_usage(
+		f, "sweepfs-master", DEFAULT_CONFIG,
 		"  -d, --data-dir DIR     metadata directory\n"
 		"  -l, --listen HOST:PORT address to listen on\n"
 		"  -I, --id N             this master's id in its group\n"
-		"  -G, --group ID=HOST:PORT,...  the group of masters\n"
-		"  -s, --set KEY=VALUE    set a configuration key\n"
-		"  -f, --foreground       do not detach; log to stderr\n"
-		"      --syslog           log to syslog even in the foreground\n"
-		"  -p, --pidfile FILE     write the daemon's pid here\n"
-		"  -v, --log-level LEVEL  err, warning, notice, info, debug\n"
-		"      --dump-config      print the configuration and exit\n"
-		"  -V, --version          print the version and exit\n"
-		"  -h, --help             this text\n",
-		DEFAULT_CONFIG);
+		"  -G, --group ID=HOST:PORT,...  the group of masters\n");
 }
 
 /* ---- signals ------------------------------------------------------- */

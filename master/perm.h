@@ -1,59 +1,64 @@
 /*
- * POSIX permission checks against the credentials a request carries. The
- * rules are Linux's (fs/namei.c generic_permission, check_sticky), which
- * is what programs and conformance suites expect from a local filesystem.
+ * POSIX permission checks on the master's nodes against the credentials a
+ * request carries. The rule itself is common/access.h, shared with the
+ * mount's delegation code so that the two can never decide apart; this
+ * header only applies it to a struct node.
  */
 #ifndef SWEEPFS_MASTER_PERM_H
 #define SWEEPFS_MASTER_PERM_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
+#include "access.h"
 #include "namespace.h"
 
-/* Who is asking: the kernel's view of the calling process. */
-struct cred {
-	uint32_t uid;
-	uint32_t gid;
-	size_t ngroups;
-	const uint32_t *groups; /* supplementary groups, not owned */
-};
-
-#define PERM_R 4
-#define PERM_W 2
-#define PERM_X 1
+#define PERM_R SW_MAY_READ
+#define PERM_W SW_MAY_WRITE
+#define PERM_X SW_MAY_EXEC
 
 /* Whether @c has @gid as its group or a supplementary group. */
-bool cred_in_group(const struct cred *c, uint32_t gid);
+static inline bool cred_in_group(const struct sw_cred *c, uint32_t gid)
+{
+	return sw_cred_in_group(c, gid);
+}
 
-static inline bool cred_is_root(const struct cred *c)
+static inline bool cred_is_root(const struct sw_cred *c)
 {
 	return c->uid == 0;
 }
 
 /* Whether @c is root or owns @n. */
-static inline bool cred_owns(const struct cred *c, const struct node *n)
+static inline bool cred_owns(const struct sw_cred *c, const struct node *n)
 {
 	return c->uid == 0 || c->uid == n->uid;
 }
 
 /*
- * May @c access @n for @mask (PERM_* bits)? Root may read and write
- * anything and execute what has an x bit or is a directory. Returns 0 or
- * -EACCES.
+ * May @c access @n for @mask (PERM_* bits)? sw_access_check() on @n's
+ * mode and owners. Returns 0 or -EACCES.
  */
-int perm_check(const struct cred *c, const struct node *n, int mask);
+static inline int perm_check(const struct sw_cred *c, const struct node *n,
+			     int mask)
+{
+	return sw_access_check(c, n->mode, n->uid, n->gid, mask);
+}
 
 /* The access an open(2) with @flags (O_ACCMODE, O_TRUNC, SW_O_EXEC) needs:
  * PERM_* bits. */
-int perm_open_mask(uint32_t flags);
+static inline int perm_open_mask(uint32_t flags)
+{
+	return sw_access_open_mask(flags);
+}
 
 /*
  * May @c remove or rename @victim out of directory @dir, as far as the
  * sticky bit goes? Returns 0 or -EPERM.
  */
-int perm_sticky(const struct cred *c, const struct node *dir,
-		const struct node *victim);
+static inline int perm_sticky(const struct sw_cred *c, const struct node *dir,
+			      const struct node *victim)
+{
+	return sw_access_sticky(c, dir->mode, dir->uid, victim->uid);
+}
 
 #endif

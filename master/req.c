@@ -79,7 +79,7 @@ struct node *req_node(const struct req *r, uint64_t ino)
 	return root && ns_is_ancestor(root, n) ? n : NULL;
 }
 
-bool req_admin(const struct req *r, const struct cred *c)
+bool req_admin(const struct req *r, const struct sw_cred *c)
 {
 	return cred_is_root(c) && (!r->s || r->s->admin);
 }

@@ -108,10 +108,10 @@ struct node *req_node(const struct req *r, uint64_t ino);
 int req_node_err(const struct req *r, uint64_t ino);
 
 /* Whether @c is root with admin rights on @r's session (exports.h). */
-bool req_admin(const struct req *r, const struct cred *c);
+bool req_admin(const struct req *r, const struct sw_cred *c);
 
 /* Whether @c owns @n, or may act as its owner (root with admin rights). */
-static inline bool req_owns(const struct req *r, const struct cred *c,
+static inline bool req_owns(const struct req *r, const struct sw_cred *c,
 			    const struct node *n)
 {
 	return c->uid == n->uid || req_admin(r, c);
@@ -119,9 +119,9 @@ static inline bool req_owns(const struct req *r, const struct cred *c,
 
 /* The credentials a request carries, as the permission checks take them
  * (the groups stay the message's). */
-static inline struct cred req_cred(const Sweepfs__Cred *p)
+static inline struct sw_cred req_cred(const Sweepfs__Cred *p)
 {
-	struct cred c = { p->uid, p->gid, p->n_groups, p->groups };
+	struct sw_cred c = { p->uid, p->gid, p->n_groups, p->groups };
 
 	return c;
 }

@@ -24,7 +24,7 @@
 #include "util.h"
 
 /* Whether @c may empty directory @d as rm -rf would. */
-static int may_empty(const struct cred *c, const struct node *d)
+static int may_empty(const struct sw_cred *c, const struct node *d)
 {
 	const struct dir *dd = d->u.dir;
 	int rc;
@@ -46,12 +46,22 @@ static int may_empty_below(struct node *dir, struct edge *e, void *arg)
 	return S_ISDIR(e->child->mode) ? may_empty(arg, e->child) : 0;
 }
 
-int may_remove_tree(const struct cred *c, struct node *root)
+int may_remove_tree(const struct sw_cred *c, struct node *root)
 {
 	int rc = may_empty(c, root);
 
 	/* Read-only: the walk may grow its stack as it goes. */
 	return rc ? rc : ns_walk(root, may_empty_below, (void *)c);
+}
+
+int may_detach_entry(const struct req *r, const struct sw_cred *c,
+		     const struct node *dir, struct node *n)
+{
+	int rc = perm_sticky(c, dir, n);
+
+	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, c))
+		rc = may_remove_tree(c, n);
+	return rc;
 }
 
 int remove_entry_now(struct master *m, struct req *r, struct node *dir,
@@ -118,7 +128,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmrReq *q = (const void *)msg;
 	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct node *dir, *n;
 	struct edge *e;
@@ -147,9 +157,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 		goto out_err;
 	}
 	n = e->child;
-	rc = perm_sticky(&cred, dir, n);
-	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, &cred))
-		rc = may_remove_tree(&cred, n);
+	rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
 		goto out_err;
 

@@ -18,7 +18,16 @@ struct master;
  * would need (read, write, search on every non-empty directory; the
  * sticky rule). 0, -EACCES, -EPERM or -ENOMEM.
  */
-int may_remove_tree(const struct cred *c, struct node *root);
+int may_remove_tree(const struct sw_cred *c, struct node *root);
+
+/*
+ * Whether @c, asking through @r, may take @n out of directory @dir at
+ * once, tree and all (rmr, rmsnapshot), once write and search on @dir are
+ * granted: the sticky rule, then, for a directory and a caller without
+ * admin rights, may_remove_tree(). 0 or -errno as above.
+ */
+int may_detach_entry(const struct req *r, const struct sw_cred *c,
+		     const struct node *dir, struct node *n);
 
 /*
  * Commit the removal of @e from @dir: a directory is detached (and the

@@ -498,7 +498,7 @@ static int claim_check(const struct session *s, const struct node *n,
 		       const Sweepfs__OpenClaim *c)
 {
 	Sweepfs__Cred mapped = *c->cred;
-	struct cred cred;
+	struct sw_cred cred;
 	int mask = perm_open_mask(c->flags & (O_ACCMODE | SW_O_EXEC));
 
 	if (!S_ISREG(n->mode))

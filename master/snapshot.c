@@ -52,7 +52,7 @@ void op_eattr(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__EattrReply reply = SWEEPFS__EATTR_REPLY__INIT;
 	Sweepfs__Meta__SetEattr se = SWEEPFS__META__SET_EATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct node *dir;
 	struct edge *e;
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
@@ -93,7 +93,7 @@ out_err:
 void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SnapshotReq *q = (const void *)msg;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct node *src = req_node(r, q->src), *dir;
 	int rc;
@@ -196,7 +196,7 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmsnapshotReq *q = (const void *)msg;
 	Sweepfs__RmrReply reply = SWEEPFS__RMR_REPLY__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct node *dir, *n;
 	struct edge *e;
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
@@ -206,9 +206,7 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	n = e->child;
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc == 0)
-		rc = perm_sticky(&cred, dir, n);
-	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, &cred))
-		rc = may_remove_tree(&cred, n);
+		rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
 		goto out_err;
 	if ((e->flags & EDGE_SNAPSHOT) && (!S_ISDIR(n->mode) || all_flagged(n)))

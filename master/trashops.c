@@ -43,7 +43,7 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__TrashtimeReply reply = SWEEPFS__TRASHTIME_REPLY__INIT;
 	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
@@ -94,7 +94,7 @@ static bool item_visible(const struct req *r, const struct trash_item *t)
 	return req_node(r, t->parent) != NULL;
 }
 
-static void op_trash_list(struct req *r, const struct cred *cred)
+static void op_trash_list(struct req *r, const struct sw_cred *cred)
 {
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
 	struct ns *ns = &r->m->ns;
@@ -162,7 +162,7 @@ static int drop(struct master *m, struct req *r, struct trash_item *t)
  * takes, 022, the setgid bit and group as mkdir(2) gives them): *@out.
  * 0 or -errno.
  */
-static int make_dir(struct req *r, const struct cred *cred, struct node *dir,
+static int make_dir(struct req *r, const struct sw_cred *cred, struct node *dir,
 		    const char *name, size_t len, struct node **out)
 {
 	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
@@ -202,7 +202,7 @@ static int make_dir(struct req *r, const struct cred *cred, struct node *dir,
  * session's to see (req_node()). *@made counts those made. -ENOTDIR if a
  * component is not a directory, -errno.
  */
-static int remake_parents(struct req *r, const struct cred *cred,
+static int remake_parents(struct req *r, const struct sw_cred *cred,
 			  const struct trash_item *t, struct node **out,
 			  uint32_t *made)
 {
@@ -252,7 +252,7 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
 	Sweepfs__Meta__TrashRestore tr = SWEEPFS__META__TRASH_RESTORE__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	struct cred cred = req_cred(q->cred);
+	struct sw_cred cred = req_cred(q->cred);
 	struct master *m = r->m;
 	struct trash_item *t;
 	struct node *dir;

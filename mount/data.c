@@ -28,6 +28,7 @@
 #include "hash.h"
 #include "log.h"
 #include "mount_i.h"
+#include "reply.h"
 #include "util.h"
 
 #define TAG "data"
@@ -54,13 +55,7 @@ struct loc {
 
 /* A chunk written since the last fsync. */
 struct dirty {
-	uint64_t chunk_id;
-	uint32_t version;
-	uint32_t nservers;
-	char servers[CHUNK_SERVERS_MAX][64];
-	uint8_t token[16];
-	size_t token_len;
-	uint64_t expires;
+	struct loc at; /* the copies written, and the token (at.next unused) */
 	struct dirty *next;
 };
 
@@ -310,6 +305,25 @@ static void nothing(void *arg, int rc)
 	(void)rc;
 }
 
+/* Ask every copy of the chunk @x was written to for an fsync; @cb(@arg)
+ * hears from each. */
+static void dirty_sync(struct mount *m, const struct dirty *x, cs_cb cb,
+		       void *arg)
+{
+	Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
+
+	q.chunk_id = x->at.chunk_id;
+	q.version = x->at.version;
+	q.has_token = 1;
+	q.token.data = (uint8_t *)x->at.token;
+	q.token.len = x->at.token_len;
+	q.has_expires = 1;
+	q.expires = x->at.expires;
+	for (uint32_t i = 0; i < x->at.nservers; i++)
+		cspool_send(m->cs, x->at.servers[i], SW_MSG_CS_SYNC, &q.base,
+			    cb, arg);
+}
+
 static void synced_nowhere(void *arg, int rc, ProtobufCMessage **reply)
 {
 	(void)arg;
@@ -355,20 +369,10 @@ void data_release(struct mount *m, uint64_t ino, bool last)
 	 * what is written through it.
 	 */
 	while (list) {
-		Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
 		struct dirty *x = list;
 
 		list = x->next;
-		q.chunk_id = x->chunk_id;
-		q.version = x->version;
-		q.has_token = 1;
-		q.token.data = x->token;
-		q.token.len = x->token_len;
-		q.has_expires = 1;
-		q.expires = x->expires;
-		for (uint32_t i = 0; i < x->nservers; i++)
-			cspool_send(m->cs, x->servers[i], SW_MSG_CS_SYNC,
-				    &q.base, synced_nowhere, NULL);
+		dirty_sync(m, x, synced_nowhere, NULL);
 		free(x);
 	}
 }
@@ -634,18 +638,14 @@ static void mark_dirty(struct data *d, uint64_t ino, const struct loc *l)
 	if (!f)
 		goto out;
 	for (x = f->dirty; x; x = x->next)
-		if (x->chunk_id == l->chunk_id && x->version == l->version)
+		if (x->at.chunk_id == l->chunk_id &&
+		    x->at.version == l->version)
 			goto out;
-	x = calloc(1, sizeof(*x));
+	x = malloc(sizeof(*x));
 	if (!x)
 		goto out;
-	x->chunk_id = l->chunk_id;
-	x->version = l->version;
-	x->nservers = l->nservers;
-	memcpy(x->servers, l->servers, sizeof(x->servers));
-	memcpy(x->token, l->token, sizeof(x->token));
-	x->token_len = l->token_len;
-	x->expires = l->expires;
+	x->at = *l;
+	x->at.next = NULL;
 	x->next = f->dirty;
 	f->dirty = x;
 out:
@@ -835,10 +835,7 @@ static void write_finish(struct op *o)
 	}
 	pthread_mutex_unlock(&d->mu);
 	itable_set_attr_expired(&m->inodes, o->ino);
-	if (!f)
-		fuse_reply_err(o->req, ENOMEM);
-	else
-		fuse_reply_write(o->req, o->size);
+	reply_written(o->req, f ? 0 : -ENOMEM, o->size);
 	op_free(o);
 }
 
@@ -906,7 +903,7 @@ static void read_finish(struct op *o)
 		n = 0;
 	else
 		n = (size_t)(SW_MIN(end, size) - (uint64_t)o->off);
-	fuse_reply_buf(o->req, o->buf, n);
+	reply_data(o->req, 0, o->buf, n);
 	op_free(o);
 }
 
@@ -921,7 +918,7 @@ static void op_part_done(struct op *o, int rc)
 		return;
 	rc = __atomic_load_n(&o->err, __ATOMIC_ACQUIRE);
 	if (rc < 0) {
-		fuse_reply_err(o->req, -rc);
+		reply_status(o->req, rc);
 		op_free(o);
 	} else if (o->write) {
 		write_finish(o);
@@ -944,32 +941,25 @@ static int count_parts(uint64_t off, size_t size)
 	return n;
 }
 
-static void op_start(struct mount *m, fuse_req_t req, uint64_t ino,
-		     const char *wbuf, size_t size, off_t off)
+/* data_read() and data_write() (data.h), by whether @wbuf is given. */
+static int op_start(struct mount *m, fuse_req_t req, uint64_t ino,
+		    const char *wbuf, size_t size, off_t off)
 {
 	uint64_t pos = (uint64_t)off;
 	struct op *o;
 	int nparts;
 
-	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	if (size == 0) {
-		if (wbuf)
-			fuse_reply_write(req, 0);
-		else
-			fuse_reply_buf(req, NULL, 0);
-		return;
-	}
+	if (off < 0)
+		return -EINVAL;
+	if (size == 0)
+		return 1;
 	nparts = count_parts((uint64_t)off, size);
 	o = calloc(1, sizeof(*o) + (size_t)nparts * sizeof(o->parts[0]));
 	if (o)
 		o->buf = wbuf ? malloc(size) : calloc(1, size);
 	if (!o || !o->buf) {
 		free(o);
-		fuse_reply_err(req, ENOMEM);
-		return;
+		return -ENOMEM;
 	}
 	if (wbuf)
 		memcpy(o->buf, wbuf, size);
@@ -1007,18 +997,19 @@ static void op_start(struct mount *m, fuse_req_t req, uint64_t ino,
 		else
 			locate(p);
 	}
+	return 0;
 }
 
-void data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
-	       off_t off)
+int data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
+	      off_t off)
 {
-	op_start(m, req, ino, NULL, size, off);
+	return op_start(m, req, ino, NULL, size, off);
 }
 
-void data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
-		size_t size, off_t off)
+int data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
+	       size_t size, off_t off)
 {
-	op_start(m, req, ino, buf, size, off);
+	return op_start(m, req, ino, buf, size, off);
 }
 
 /* ---- fsync ---------------------------------------------------------- */
@@ -1037,7 +1028,7 @@ static void synced(void *arg, int rc, ProtobufCMessage **reply)
 		__atomic_store_n(&s->err, rc, __ATOMIC_RELEASE);
 	if (__atomic_sub_fetch(&s->pending, 1, __ATOMIC_ACQ_REL))
 		return;
-	fuse_reply_err(s->req, -__atomic_load_n(&s->err, __ATOMIC_ACQUIRE));
+	reply_status(s->req, __atomic_load_n(&s->err, __ATOMIC_ACQUIRE));
 	free(s);
 }
 
@@ -1084,7 +1075,7 @@ int data_flush_wait(struct mount *m, uint64_t ino)
  * fsync: every chunk written since the last one is synced on each of its
  * copies, and the size and mtime have reached the master.
  */
-void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
+int data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 {
 	struct data *d = m->data;
 	struct syncop *s = calloc(1, sizeof(*s));
@@ -1092,10 +1083,8 @@ void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 	struct dfile *f;
 	int n = 2;
 
-	if (!s) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	if (!s)
+		return -ENOMEM;
 	pthread_mutex_lock(&d->mu);
 	f = file_get(d, ino, false);
 	if (f) {
@@ -1104,26 +1093,17 @@ void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 	}
 	pthread_mutex_unlock(&d->mu);
 	for (x = list; x; x = x->next)
-		n += (int)x->nservers;
+		n += (int)x->at.nservers;
 	s->req = req;
 	s->pending = n;
 	for (x = list; x;) {
-		Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
 		struct dirty *next = x->next;
 
-		q.chunk_id = x->chunk_id;
-		q.version = x->version;
-		q.has_token = 1;
-		q.token.data = x->token;
-		q.token.len = x->token_len;
-		q.has_expires = 1;
-		q.expires = x->expires;
-		for (uint32_t i = 0; i < x->nservers; i++)
-			cspool_send(m->cs, x->servers[i], SW_MSG_CS_SYNC,
-				    &q.base, synced, s);
+		dirty_sync(m, x, synced, s);
 		free(x);
 		x = next;
 	}
 	data_flush(m, ino, sync_flushed, s);
 	synced(s, 0, NULL); /* the 2 above: one for the flush */
+	return 0;
 }

@@ -28,11 +28,19 @@ struct data;
 int data_new(struct mount *m, struct data **out);
 void data_free(struct data *d);
 
-void data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
-	       off_t off);
-void data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
-		size_t size, off_t off);
-void data_fsync(struct mount *m, fuse_req_t req, uint64_t ino);
+/*
+ * Read @size bytes at @off of @ino, write @buf there, or make @ino's
+ * written data durable (fsync). Each returns 0 when under way: the
+ * completion answers @req (reply.h), from a chunkserver's or the
+ * master's receiver thread. A negative return is the -errno the
+ * operation answers; 1 (read and write only: @size is 0) means nothing
+ * to move, the operation answers 0 bytes.
+ */
+int data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
+	      off_t off);
+int data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
+	       size_t size, off_t off);
+int data_fsync(struct mount *m, fuse_req_t req, uint64_t ino);
 
 /*
  * Forget what is cached about @ino's chunks (its size changed under us,

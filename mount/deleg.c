@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "access.h"
 #include "fsio.h"
 #include "deleg.h"
 #include "dircache.h"
@@ -798,14 +799,12 @@ bool deleg_any(struct deleg *dg)
 	return any;
 }
 
-void deleg_sync(struct deleg *dg, fuse_req_t req)
+int deleg_sync(struct deleg *dg)
 {
 	int err;
 
-	if (!dg) {
-		fuse_reply_err(req, 0);
-		return;
-	}
+	if (!dg)
+		return 0;
 	flush(dg);
 	devpoll_yield();
 	pthread_mutex_lock(&dg->amu);
@@ -814,47 +813,39 @@ void deleg_sync(struct deleg *dg, fuse_req_t req)
 	err = dg->err;
 	dg->err = 0;
 	pthread_mutex_unlock(&dg->amu);
-	fuse_reply_err(req, -err);
+	return err;
 }
 
 /* ---- the operations -------------------------------------------------- */
 
-static bool in_group(const Sweepfs__Cred *c, uint32_t gid)
+/* @c as the shared permission rule (access.h) takes it; borrows groups. */
+static struct sw_cred cred_of(const Sweepfs__Cred *c)
 {
-	if (c->gid == gid)
-		return true;
-	for (size_t i = 0; i < c->n_groups; i++)
-		if (c->groups[i] == gid)
-			return true;
-	return false;
+	return (struct sw_cred){ .uid = c->uid,
+				 .gid = c->gid,
+				 .ngroups = c->n_groups,
+				 .groups = c->groups };
 }
 
-/* The master's perm_check() for a directory: may @c write in it? */
+/* The master's may_modify_dir(): search and write on @dir. */
 static int may_modify(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 {
-	unsigned granted;
+	struct sw_cred sc = cred_of(c);
 
-	if (c->uid == 0)
-		return 0;
-	if (c->uid == dir->uid)
-		granted = (dir->mode >> 6) & 7;
-	else if (in_group(c, dir->gid))
-		granted = (dir->mode >> 3) & 7;
-	else
-		granted = dir->mode & 7;
-	return (granted & 3) == 3 ? 0 : -EACCES;
+	return sw_access_check(&sc, dir->mode, dir->uid, dir->gid,
+			       SW_MAY_WRITE | SW_MAY_EXEC);
 }
 
 /*
- * The sticky bit: 0, or 1 when only the master can tell (the victim's
- * owner as the listing has it may be older than a chown this mount made
- * since).
+ * The sticky bit: 0, or 1 when only the master can tell (the rule needs
+ * the victim's owner, and the owner the listing has may be older than a
+ * chown this mount made since).
  */
 static int may_remove(const Sweepfs__Cred *c, const Sweepfs__Attr *dir)
 {
-	if (!(dir->mode & S_ISVTX) || c->uid == 0 || c->uid == dir->uid)
-		return 0;
-	return 1;
+	struct sw_cred sc = cred_of(c);
+
+	return sw_access_sticky_any(&sc, dir->mode, dir->uid) ? 0 : 1;
 }
 
 static struct qop *qop_new(Sweepfs__BatchType type, uint64_t parent,
@@ -920,8 +911,8 @@ static void after_queue(struct deleg *dg, bool first, bool full)
 	}
 }
 
-bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
-		  const char *name, bool rmdir, const Sweepfs__Cred *cred)
+int deleg_remove(struct deleg *dg, uint64_t parent, const char *name,
+		 bool rmdir, const Sweepfs__Cred *cred)
 {
 	struct mount *m = dg ? dg->m : NULL;
 	Sweepfs__Attr dattr;
@@ -933,10 +924,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	int rc = 0, lrc, full;
 
 	if (!dg || !dg->enabled || strlen(name) > SW_NAME_MAX)
-		return false;
+		return 0;
 	if (!deleg_held(dg, parent)) {
 		deleg_want(dg, parent); /* now and then */
-		return false;
+		return 0;
 	}
 	switch (dircache_lookup(m->dcache, parent, name, &de)) {
 	case DC_FOUND:
@@ -945,10 +936,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		rc = -ENOENT;
 		break;
 	default:
-		return false;
+		return 0;
 	}
 	if (rc == 0 && !de.has_attr)
-		return false;
+		return 0;
 	if (rc == 0) {
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
 		if (rmdir && !S_ISDIR(de.attr.mode))
@@ -958,10 +949,10 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 		else if (!rmdir && de.attr.nlink != 1)
 			/* A name it keeps elsewhere: its kernel expects the
 			 * file's new ctime and link count from the reply. */
-			return false;
+			return 0;
 		else if (rmdir && (!deleg_held(dg, de.ino) ||
 				   dircache_live(m->dcache, de.ino) != 0))
-			return false; /* empty? only the master knows */
+			return 0; /* empty? only the master knows */
 	}
 	/* Refused for what the entry is, or not: the master's order of
 	 * checks, permission first. */
@@ -971,14 +962,14 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 			      parent, name, NULL, cred) :
 		      NULL;
 	if (rc == 0 && !o)
-		return false;
+		return 0;
 
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, parent);
 	if (!d || d->st != D_HELD) { /* recalled meanwhile */
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		return false;
+		return 0;
 	}
 	d->used = ++dg->clock;
 	dattr = d->attr; /* the master's latest, with our changes since */
@@ -988,20 +979,19 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	if (rc == 0 && may_remove(cred, &dattr) > 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		return false;
+		return 0;
 	}
 	if (rc < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		fuse_reply_err(req, -rc);
-		return true;
+		return rc;
 	}
 	first = dg->nq == 0;
 	full = enqueue(dg, o);
 	if (full < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
-		return false;
+		return 0;
 	}
 	dircache_remove(m->dcache, parent, name);
 	if (rmdir) {
@@ -1019,9 +1009,8 @@ bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
 	expires = sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9);
 	itable_set_attr(&m->inodes, &dattr, expires);
 	itable_set_attr_expired(&m->inodes, de.ino);
-	fuse_reply_err(req, 0);
 	after_queue(dg, first, full > 0);
-	return true;
+	return 1;
 }
 
 /* ---- making nodes ------------------------------------------------------ */
@@ -1087,13 +1076,15 @@ static void made_attr(Sweepfs__Attr *a, const Sweepfs__Cred *c,
 		      const char *target, int64_t now)
 {
 	uint32_t type = mode & S_IFMT;
+	struct sw_cred sc;
 
 	sweepfs__attr__init(a);
 	a->ino = ino;
 	a->uid = c->uid;
 	a->gid = (dir->mode & S_ISGID) ? dir->gid : c->gid;
-	a->mode = sw_new_node_mode(mode, dir->mode,
-				   c->uid == 0 || in_group(c, a->gid));
+	sc = cred_of(c);
+	a->mode = sw_new_node_mode(
+		mode, dir->mode, c->uid == 0 || sw_cred_in_group(&sc, a->gid));
 	a->nlink = type == S_IFDIR ? 2 : 1;
 	a->size = type == S_IFDIR ? 4096 : target ? strlen(target) : 0;
 	a->atime = a->mtime = a->ctime = now;

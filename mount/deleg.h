@@ -69,12 +69,13 @@ bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out);
 bool deleg_held(struct deleg *dg, uint64_t dir);
 
 /*
- * unlink (or with @rmdir rmdir) of @name in @parent for @req's caller
- * @cred: true when answered here (the reply is sent), false when it must
- * go to the master as usual.
+ * unlink (or with @rmdir rmdir) of @name in @parent for @cred, decided
+ * here: 1 when done (queued for the master; the operation answers 0),
+ * -errno for the operation to answer, 0 when it must go to the master as
+ * usual. Its checks are the master's, in the master's order.
  */
-bool deleg_remove(struct deleg *dg, fuse_req_t req, uint64_t parent,
-		  const char *name, bool rmdir, const Sweepfs__Cred *cred);
+int deleg_remove(struct deleg *dg, uint64_t parent, const char *name,
+		 bool rmdir, const Sweepfs__Cred *cred);
 
 /*
  * mknod (of a regular file, FIFO or socket), mkdir, symlink (@target) or,
@@ -98,8 +99,9 @@ bool deleg_release(struct deleg *dg, uint64_t ino);
 /* Before any other request to the master: send what is queued. */
 void deleg_flush(struct deleg *dg);
 
-/* fsync on a directory: answer @req once everything sent is durable. */
-void deleg_sync(struct deleg *dg, fuse_req_t req);
+/* fsync on a directory: wait until everything sent is durable; returns 0
+ * or the -errno of an operation the master refused since the last call. */
+int deleg_sync(struct deleg *dg);
 
 /* From the master (receiver thread): give @dir back. */
 void deleg_recall(struct deleg *dg, uint64_t dir);

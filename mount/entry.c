@@ -115,21 +115,3 @@ void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 		deleg_note_attr(m->deleg, changed[i]);
 	}
 }
-
-void mount_reply_entry(fuse_req_t req, uint64_t parent, const Sweepfs__Attr *a)
-{
-	struct mount *m = fuse_req_userdata(req);
-	struct fuse_entry_param e;
-
-	if (!a) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	mount_fill_entry(m, parent, a, &e);
-	if (itable_ref(&m->inodes, a->ino) < 0) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	if (fuse_reply_entry(req, &e) < 0)
-		itable_forget(&m->inodes, a->ino, 1);
-}

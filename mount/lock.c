@@ -37,6 +37,7 @@
 #include "hash.h"
 #include "log.h"
 #include "mount_i.h"
+#include "reply.h"
 
 #define TAG "lock"
 #define LOCKED_BUCKETS 64u /* locked inodes are few */
@@ -206,19 +207,20 @@ static void wait_done(void *arg, int rc, ProtobufCMessage **reply)
 	pthread_mutex_lock(&m->locks->mu);
 	wait_find(m->locks, w->id, true);
 	pthread_mutex_unlock(&m->locks->mu);
-	fuse_reply_err(w->req, -rc);
+	reply_status(w->req, rc);
 	free(w);
 }
 
 static void set_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	(void)reply;
-	fuse_reply_err(arg, -rc);
+	reply_status(arg, rc);
 }
 
-/* Send a SET for @q, blocking if @sleep, and answer @req when done. */
-static void send_set(struct mount *m, fuse_req_t req, Sweepfs__LockReq *q,
-		     bool sleep)
+/* Send a SET for @q, blocking if @sleep, and answer @req when done.
+ * Returns 0, or -ENOLCK (nothing sent, @req not answered). */
+static int send_set(struct mount *m, fuse_req_t req, Sweepfs__LockReq *q,
+		    bool sleep)
 {
 	struct lock_table *t = m->locks;
 	struct lock_wait *w, copy;
@@ -227,13 +229,11 @@ static void send_set(struct mount *m, fuse_req_t req, Sweepfs__LockReq *q,
 
 	if (!sleep) {
 		mconn_send(m->mc, SW_MSG_LOCK, &q->base, set_done, req);
-		return;
+		return 0;
 	}
 	w = calloc(1, sizeof(*w));
-	if (!w) {
-		fuse_reply_err(req, ENOLCK);
-		return;
-	}
+	if (!w)
+		return -ENOLCK;
 	w->req = req;
 	w->ino = q->ino;
 	w->owner = q->owner;
@@ -259,6 +259,7 @@ static void send_set(struct mount *m, fuse_req_t req, Sweepfs__LockReq *q,
 	pthread_mutex_unlock(&t->mu);
 	if (cancel)
 		send_cancel(m, &copy);
+	return 0;
 }
 
 /* A struct flock's range as the protocol's first and last byte; the
@@ -327,7 +328,7 @@ static void getlk_done(void *arg, int rc, ProtobufCMessage **reply)
 	struct flock out = c->lock;
 
 	if (rc < 0) {
-		fuse_reply_err(c->req, -rc);
+		reply_lock(c->req, rc, NULL);
 		goto out;
 	}
 	if (!r->has_type || r->type == SWEEPFS__LOCK_TYPE__LOCK_UNLOCK) {
@@ -344,13 +345,13 @@ static void getlk_done(void *arg, int rc, ProtobufCMessage **reply)
 				    (off_t)(r->end - r->start + 1);
 		out.l_pid = (pid_t)r->pid;
 	}
-	fuse_reply_lock(c->req, &out);
+	reply_lock(c->req, 0, &out);
 out:
 	free(c);
 }
 
-void lock_getlk(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi, struct flock *lock)
+int lock_getlk(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi, struct flock *lock)
 {
 	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
 	struct getlk_ctx *c;
@@ -359,46 +360,39 @@ void lock_getlk(struct mount *m, fuse_req_t req, uint64_t ino,
 	rc = posix_req(req, ino, fi, lock, &q);
 	if (rc == 0 && q.type == SWEEPFS__LOCK_TYPE__LOCK_UNLOCK)
 		rc = -EINVAL;
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
+	if (rc < 0)
+		return rc;
 	c = malloc(sizeof(*c));
-	if (!c) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	if (!c)
+		return -ENOMEM;
 	c->req = req;
 	c->lock = *lock;
 	q.op = SWEEPFS__LOCK_OP__LOCK_OP_GET;
 	mconn_send(m->mc, SW_MSG_LOCK, &q.base, getlk_done, c);
+	return 0;
 }
 
-void lock_setlk(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi, struct flock *lock, bool sleep)
+int lock_setlk(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi, struct flock *lock, bool sleep)
 {
 	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
 	int rc;
 
 	rc = posix_req(req, ino, fi, lock, &q);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
+	if (rc < 0)
+		return rc;
 	/* Before the lock exists: a close must find it to drop it. */
 	if (q.type != SWEEPFS__LOCK_TYPE__LOCK_UNLOCK &&
-	    !locked_add(m->locks, ino)) {
-		fuse_reply_err(req, ENOLCK);
-		return;
-	}
+	    !locked_add(m->locks, ino))
+		return -ENOLCK;
 	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
 	q.has_wait = 1;
 	q.wait = sleep && q.type != SWEEPFS__LOCK_TYPE__LOCK_UNLOCK;
-	send_set(m, req, &q, q.wait);
+	return send_set(m, req, &q, q.wait);
 }
 
-void lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi, int op)
+int lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi, int op)
 {
 	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
 
@@ -413,8 +407,7 @@ void lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
 		q.type = SWEEPFS__LOCK_TYPE__LOCK_UNLOCK;
 		break;
 	default:
-		fuse_reply_err(req, EINVAL);
-		return;
+		return -EINVAL;
 	}
 	q.ino = ino;
 	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
@@ -423,7 +416,7 @@ void lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
 	q.has_type = q.has_pid = q.has_wait = 1;
 	q.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	q.wait = !(op & LOCK_NB) && q.type != SWEEPFS__LOCK_TYPE__LOCK_UNLOCK;
-	send_set(m, req, &q, q.wait);
+	return send_set(m, req, &q, q.wait);
 }
 
 static void flush_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -433,19 +426,18 @@ static void flush_done(void *arg, int rc, ProtobufCMessage **reply)
 	 * could not be told to drop goes with our session at the latest. */
 	if (rc < 0)
 		sw_warn(TAG, "dropping locks at close: %s", strerror(-rc));
-	fuse_reply_err(arg, 0);
+	reply_status(arg, 0);
 }
 
-void lock_flush(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi)
+int lock_flush(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi)
 {
-	if (!locked_has(m->locks, ino)) {
-		fuse_reply_err(req, 0);
-		return;
-	}
+	if (!locked_has(m->locks, ino))
+		return 1;
 	send_lock(m, SWEEPFS__LOCK_OP__LOCK_OP_DROP,
 		  SWEEPFS__LOCK_KIND__LOCK_POSIX, ino, fi->lock_owner,
 		  flush_done, req);
+	return 0;
 }
 
 void lock_release(struct mount *m, uint64_t ino,

@@ -4,6 +4,9 @@
  * Map:
  *   main.c         command line, FUSE session, daemon
  *   ops.c          the FUSE low-level callbacks (only those)
+ *   reply.c        ops.c's replies to the kernel; no other file calls
+ *                  fuse_reply_*(): the others return results or hand
+ *                  them to reply.h from their completions
  *   readdir.c      directory handles, listings for the kernel
  *   dircache.c     cached listings, kept coherent by the master
  *   deleg.c        directories delegated to us: removals answered here
@@ -147,37 +150,40 @@ void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 		       Sweepfs__Attr *const *changed, size_t n);
 
-/* Reply to @req with the entry @a and count the lookup the kernel holds
- * from then on. */
-void mount_reply_entry(fuse_req_t req, uint64_t parent, const Sweepfs__Attr *a);
-
-/* readdir.c: open directories for the kernel. */
-void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
-		  struct fuse_file_info *fi);
-void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
-		  struct fuse_file_info *fi, bool plus);
+/*
+ * readdir.c: open directories for the kernel. Open and read return 0
+ * when under way (the completion answers @req, reply.h), or the -errno
+ * the operation answers.
+ */
+int readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
+		 struct fuse_file_info *fi);
+int readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
+		 struct fuse_file_info *fi, bool plus);
 void readdir_release(struct mount *m, struct fuse_file_info *fi);
 /* Free the handles the kernel never released. */
 void readdir_release_all(struct mount *m);
 
 /*
- * lock.c: file locks. Each answers @req (@ino is the master's), now or
- * from the receiver thread; a blocking one (@sleep, flock without
- * LOCK_NB) is answered when the master grants it or when the kernel
- * interrupts it. lock_flush() drops @fi's owner's fcntl locks on @ino
- * (close); lock_release() its flock if fi->flock_release, and with @last
- * (the mount's last handle on @ino) forgets that @ino had fcntl locks.
+ * lock.c: file locks (@ino is the master's). Each returns 0 when the
+ * request is under way: its completion answers @req (reply.h) from the
+ * receiver thread; a blocking one (@sleep, flock without LOCK_NB) when
+ * the master grants it or when the kernel interrupts it. A negative
+ * return is the -errno the operation answers; nothing was sent.
+ * lock_flush() drops @fi's owner's fcntl locks on @ino (close), or
+ * returns 1 when that owner has none (the operation answers 0);
+ * lock_release() its flock if fi->flock_release, and with @last (the
+ * mount's last handle on @ino) forgets that @ino had fcntl locks.
  */
 int lock_table_new(struct lock_table **out);
 void lock_table_free(struct lock_table *t); /* after mconn_close() */
-void lock_getlk(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi, struct flock *lock);
-void lock_setlk(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi, struct flock *lock, bool sleep);
-void lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi, int op);
-void lock_flush(struct mount *m, fuse_req_t req, uint64_t ino,
-		struct fuse_file_info *fi);
+int lock_getlk(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi, struct flock *lock);
+int lock_setlk(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi, struct flock *lock, bool sleep);
+int lock_flock(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi, int op);
+int lock_flush(struct mount *m, fuse_req_t req, uint64_t ino,
+	       struct fuse_file_info *fi);
 void lock_release(struct mount *m, uint64_t ino,
 		  const struct fuse_file_info *fi, bool last);
 

@@ -18,6 +18,12 @@
  * uncounted if sending fails, so the table matches the kernel's.
  *
  * File contents are data.c's: reads and writes go to the chunkservers.
+ *
+ * The kernel hears only from here and from reply.c, this layer's reply
+ * point: deleg.c returns a verdict (done here, an error, or "ask the
+ * master"), entry.c attributes, and lock.c, readdir.c and data.c either
+ * an error to answer at once or 0 when their completion will hand the
+ * result to reply.h (started()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +43,7 @@
 #include "inval.h"
 #include "log.h"
 #include "mount_i.h"
+#include "reply.h"
 #include "util.h"
 
 #define TAG "ops"
@@ -76,7 +83,7 @@ static void entry_reply(fuse_req_t req, uint64_t parent, bool changed, int rc,
 	 * table only caches what the kernel knows. */
 	if (changed)
 		mount_cache_attrs(m, NULL, r->changed, r->n_changed);
-	mount_reply_entry(req, parent, r->attr);
+	reply_entry(req, parent, r->attr);
 	mount_cache_attrs(m, r->attr, NULL, 0);
 }
 
@@ -142,6 +149,24 @@ static struct namectx *namectx_new(fuse_req_t req, uint64_t parent,
 	c->req = req;
 	c->parent = parent;
 	snprintf(c->name, sizeof(c->name), "%s", name);
+	return c;
+}
+
+/*
+ * namectx_new() for a request that names @name in @parent (a fuse inode)
+ * and nothing else about it: also fills the request's @qparent and @qname
+ * with them. NULL after answering ENOMEM.
+ */
+static struct namectx *name_req(fuse_req_t req, fuse_ino_t parent,
+				const char *name, uint64_t *qparent,
+				ProtobufCBinaryData *qname)
+{
+	struct namectx *c = namectx_new(req, to_master(mnt(req), parent), name);
+
+	if (c) {
+		*qparent = c->parent;
+		*qname = bytes(name);
+	}
 	return c;
 }
 
@@ -214,6 +239,18 @@ static struct mount_opctx *opctx_new(fuse_req_t req, uint64_t ino,
 	if (fi)
 		c->fi = *fi;
 	return c;
+}
+
+/*
+ * What a module that answers later (lock.c, readdir.c, data.c, deleg.c)
+ * returned: 0, the request is under way and its completion answers it;
+ * -errno, nothing was sent and the operation answers the error now; 1,
+ * nothing to do, it answers 0 now.
+ */
+static void started(fuse_req_t req, int rc)
+{
+	if (rc != 0)
+		fuse_reply_err(req, rc < 0 ? -rc : 0);
 }
 
 /* ---- names ---------------------------------------------------------- */
@@ -552,16 +589,22 @@ static void readlink_done(void *arg, int rc, ProtobufCMessage **reply)
 	fuse_reply_readlink(req, buf);
 }
 
-static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+/* A request about @ino alone, from @req's caller; @done(@req) answers. */
+static void send_ino(fuse_req_t req, fuse_ino_t ino, uint16_t type,
+		     mconn_cb done)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
 	struct caller caller;
-	Sweepfs__Cred *cred = caller_cred(req, &caller);
 
-	q.cred = cred;
+	q.cred = caller_cred(req, &caller);
 	q.ino = to_master(m, ino);
-	mconn_send(m->mc, SW_MSG_READLINK, &q.base, readlink_done, req);
+	mconn_send(m->mc, type, &q.base, done, req);
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	send_ino(req, ino, SW_MSG_READLINK, readlink_done);
 }
 
 static void release_file(struct mount *m, uint64_t ino, uint32_t flags);
@@ -622,12 +665,10 @@ static void make_node(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 		mode |= S_IFREG;
 	if (made_here(req, parent, name, mode, NULL, cred, NULL))
 		return;
-	c = namectx_new(req, to_master(m, parent), name);
+	c = name_req(req, parent, name, &q.parent, &q.name);
 	if (!c)
 		return;
 	q.cred = cred;
-	q.parent = c->parent;
-	q.name = bytes(name);
 	q.mode = mode;
 	if (rdev) {
 		q.has_rdev = 1;
@@ -656,16 +697,18 @@ static void remove_name(fuse_req_t req, uint16_t type, fuse_ino_t parent,
 	struct namectx *c;
 	struct caller caller;
 	Sweepfs__Cred *cred = caller_cred(req, &caller);
+	int rc;
 
-	if (deleg_remove(m->deleg, req, to_master(m, parent), name,
-			 type == SW_MSG_RMDIR, cred))
+	rc = deleg_remove(m->deleg, to_master(m, parent), name,
+			  type == SW_MSG_RMDIR, cred);
+	if (rc != 0) {
+		started(req, rc);
 		return;
-	c = namectx_new(req, to_master(m, parent), name);
+	}
+	c = name_req(req, parent, name, &q.parent, &q.name);
 	if (!c)
 		return;
 	q.cred = cred;
-	q.parent = c->parent;
-	q.name = bytes(name);
 	mconn_send(m->mc, type, &q.base, removed_done, c);
 }
 
@@ -690,12 +733,10 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 
 	if (made_here(req, parent, name, S_IFLNK | 0777, link, cred, NULL))
 		return;
-	c = namectx_new(req, to_master(m, parent), name);
+	c = name_req(req, parent, name, &q.parent, &q.name);
 	if (!c)
 		return;
 	q.cred = cred;
-	q.parent = c->parent;
-	q.name = bytes(name);
 	q.target = bytes(link);
 	mconn_send(m->mc, SW_MSG_SYMLINK, &q.base, added_done, c);
 }
@@ -929,7 +970,7 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
 
-	lock_flush(m, req, to_master(m, ino), fi);
+	started(req, lock_flush(m, req, to_master(m, ino), fi));
 }
 
 static void ll_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
@@ -937,7 +978,7 @@ static void ll_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 {
 	struct mount *m = mnt(req);
 
-	lock_getlk(m, req, to_master(m, ino), fi, lock);
+	started(req, lock_getlk(m, req, to_master(m, ino), fi, lock));
 }
 
 static void ll_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
@@ -945,7 +986,8 @@ static void ll_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 {
 	struct mount *m = mnt(req);
 
-	lock_setlk(m, req, to_master(m, ino), fi, lock, sleep != 0);
+	started(req,
+		lock_setlk(m, req, to_master(m, ino), fi, lock, sleep != 0));
 }
 
 static void ll_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
@@ -953,23 +995,27 @@ static void ll_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 {
 	struct mount *m = mnt(req);
 
-	lock_flock(m, req, to_master(m, ino), fi, op);
+	started(req, lock_flock(m, req, to_master(m, ino), fi, op));
 }
 
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
+	int rc = data_read(m, req, to_master(m, ino), size, off);
 
-	data_read(m, req, to_master(m, ino), size, off);
+	if (rc != 0)
+		reply_data(req, SW_MIN(rc, 0), NULL, 0);
 }
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct mount *m = mnt(req);
+	int rc = data_write(m, req, to_master(m, ino), buf, size, off);
 
-	data_write(m, req, to_master(m, ino), buf, size, off);
+	if (rc != 0)
+		reply_written(req, SW_MIN(rc, 0), 0);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -979,7 +1025,7 @@ static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 	/* The kernel has written its dirty pages; make them durable on the
 	 * chunkservers. Metadata is journaled before the master replies. */
-	data_fsync(m, req, to_master(m, ino));
+	started(req, data_fsync(m, req, to_master(m, ino)));
 }
 
 /* ---- directories ---------------------------------------------------- */
@@ -989,19 +1035,19 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct mount *m = mnt(req);
 
-	readdir_open(m, req, to_master(m, ino), fi);
+	started(req, readdir_open(m, req, to_master(m, ino), fi));
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	readdir_read(mnt(req), req, size, off, fi, false);
+	started(req, readdir_read(mnt(req), req, size, off, fi, false));
 }
 
 static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
-	readdir_read(mnt(req), req, size, off, fi, true);
+	started(req, readdir_read(mnt(req), req, size, off, fi, true));
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
@@ -1015,7 +1061,7 @@ static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	deleg_sync(mnt(req)->deleg, req);
+	fuse_reply_err(req, -deleg_sync(mnt(req)->deleg));
 }
 
 /* ---- the rest ------------------------------------------------------- */
@@ -1042,14 +1088,7 @@ static void statfs_done(void *arg, int rc, ProtobufCMessage **reply)
 
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct mount *m = mnt(req);
-	Sweepfs__InoReq q = SWEEPFS__INO_REQ__INIT;
-	struct caller caller;
-	Sweepfs__Cred *cred = caller_cred(req, &caller);
-
-	q.cred = cred;
-	q.ino = to_master(m, ino);
-	mconn_send(m->mc, SW_MSG_STATFS, &q.base, statfs_done, req);
+	send_ino(req, ino, SW_MSG_STATFS, statfs_done);
 }
 
 /*
@@ -1086,20 +1125,26 @@ static void reply_cluster_xattr(fuse_req_t req, size_t size)
 		fuse_reply_buf(req, hex, sizeof(hex) - 1);
 }
 
+/* Whether @name of @ino may be set or removed; if not, @req is answered
+ * (the cluster's identity is read-only). */
+static bool xattr_changeable(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	if (!is_cluster_xattr(ino, name))
+		return true;
+	fuse_reply_err(req, EPERM);
+	return false;
+}
+
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
 	struct mount *m = mnt(req);
 	Sweepfs__SetxattrReq q = SWEEPFS__SETXATTR_REQ__INIT;
 	struct caller caller;
-	Sweepfs__Cred *cred;
 
-	if (is_cluster_xattr(ino, name)) {
-		fuse_reply_err(req, EPERM);
+	if (!xattr_changeable(req, ino, name))
 		return;
-	}
-	cred = caller_cred(req, &caller);
-	q.cred = cred;
+	q.cred = caller_cred(req, &caller);
 	q.ino = to_master(m, ino);
 	itable_xattr_changed(&m->inodes, q.ino);
 	q.name = bytes(name);
@@ -1189,14 +1234,10 @@ static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct mount *m = mnt(req);
 	Sweepfs__RemovexattrReq q = SWEEPFS__REMOVEXATTR_REQ__INIT;
 	struct caller caller;
-	Sweepfs__Cred *cred;
 
-	if (is_cluster_xattr(ino, name)) {
-		fuse_reply_err(req, EPERM);
+	if (!xattr_changeable(req, ino, name))
 		return;
-	}
-	cred = caller_cred(req, &caller);
-	q.cred = cred;
+	q.cred = caller_cred(req, &caller);
 	q.ino = to_master(m, ino);
 	q.name = bytes(name);
 	mconn_send(m->mc, SW_MSG_REMOVEXATTR, &q.base, status_done, req);

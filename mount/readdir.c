@@ -25,6 +25,7 @@
 #include "entries.h"
 #include "frame.h"
 #include "mount_i.h"
+#include "reply.h"
 #include "util.h"
 
 /* Master readdir page: entries per request and bytes. */
@@ -200,14 +201,15 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 static void rd_finish(struct rdctx *c, int rc)
 {
 	struct mount *m = c->m;
+	int err;
 
 	pthread_mutex_lock(&c->dh->mu);
 	c->dh->busy = false;
 	pthread_cond_signal(&c->dh->idle);
 	pthread_mutex_unlock(&c->dh->mu);
-	if (rc < 0 && c->pos == 0)
-		fuse_reply_err(c->req, -rc);
-	else if (fuse_reply_buf(c->req, c->buf, c->pos) < 0)
+	/* What was gathered before an error is answered, as a short page. */
+	err = rc < 0 && c->pos == 0 ? rc : 0;
+	if (reply_data(c->req, err, c->buf, c->pos) < 0 && !err)
 		for (size_t k = 0; k < c->nrefs; k++)
 			itable_forget(&m->inodes, c->refs[k], 1);
 	free(c->refs);
@@ -363,8 +365,8 @@ static void rd_fetch(struct rdctx *c, uint64_t after)
 	mconn_send(m->mc, SW_MSG_READDIR, &q.base, rd_fetched, c);
 }
 
-void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
-		  struct fuse_file_info *fi, bool plus)
+int readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
+		 struct fuse_file_info *fi, bool plus)
 {
 	struct dirhandle *dh = (struct dirhandle *)(uintptr_t)fi->fh;
 	struct rdctx *c = calloc(1, sizeof(*c));
@@ -375,8 +377,7 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 		c->buf = malloc(size);
 	if (!c || !c->buf) {
 		free(c);
-		fuse_reply_err(req, ENOMEM);
-		return;
+		return -ENOMEM;
 	}
 	c->req = req;
 	c->m = m;
@@ -392,11 +393,11 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	self = mount_to_fuse(m, dh->ino);
 	if (off == 0 && !add_entry(c, ".", self, DT_DIR, NULL, 0, 1)) {
 		rd_finish(c, 0);
-		return;
+		return 0;
 	}
 	if (off <= 1 && !add_entry(c, "..", self, DT_DIR, NULL, 0, 2)) {
 		rd_finish(c, 0);
-		return;
+		return 0;
 	}
 	c->cookie = off <= 2 ? 0 : (uint64_t)off;
 	/* A read that continues the handle's own page stays on it. */
@@ -404,7 +405,7 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	if (i >= 0 && (i > 0 || c->cookie != 0)) {
 		c->uncached = true;
 		rd_fill_page(c, i);
-		return;
+		return 0;
 	}
 	/*
 	 * The cache serves this read. A page of the handle's own, from an
@@ -415,6 +416,7 @@ void readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	 */
 	dh_clear(dh);
 	rd_fill_cache(c);
+	return 0;
 }
 
 static void dh_link(struct mount *m, struct dirhandle *dh)
@@ -450,12 +452,12 @@ static void opendir_done(void *arg, int rc, ProtobufCMessage **reply)
 	struct dirhandle *dh;
 
 	if (rc < 0) {
-		fuse_reply_err(c->req, -rc);
+		reply_opened(c->req, rc, NULL);
 		goto out;
 	}
 	dh = calloc(1, sizeof(*dh));
 	if (!dh) {
-		fuse_reply_err(c->req, ENOMEM);
+		reply_opened(c->req, -ENOMEM, NULL);
 		goto out;
 	}
 	pthread_mutex_init(&dh->mu, NULL);
@@ -465,24 +467,22 @@ static void opendir_done(void *arg, int rc, ProtobufCMessage **reply)
 	c->fi.fh = (uintptr_t)dh;
 	/* Listed first: the kernel may release it as soon as it has it. */
 	dh_link(m, dh);
-	if (fuse_reply_open(c->req, &c->fi) < 0)
+	if (reply_opened(c->req, 0, &c->fi) < 0)
 		dh_free(m, dh);
 out:
 	free(c);
 }
 
-void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
-		  struct fuse_file_info *fi)
+int readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
+		 struct fuse_file_info *fi)
 {
 	struct mount_opctx *c = calloc(1, sizeof(*c));
 	Sweepfs__OpenReq q = SWEEPFS__OPEN_REQ__INIT;
 	Sweepfs__Cred cred;
 	uint32_t groups[CRED_GROUPS_MAX];
 
-	if (!c) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	if (!c)
+		return -ENOMEM;
 	c->req = req;
 	c->ino = ino;
 	c->fi = *fi;
@@ -494,6 +494,7 @@ void readdir_open(struct mount *m, fuse_req_t req, uint64_t ino,
 	/* Its answer comes before the open's: the listing then knows. */
 	deleg_want(m->deleg, ino);
 	mconn_send(m->mc, SW_MSG_OPEN, &q.base, opendir_done, c);
+	return 0;
 }
 
 void readdir_release(struct mount *m, struct fuse_file_info *fi)

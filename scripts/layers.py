@@ -49,7 +49,7 @@ MODULES = {
     "request": {"req", "perm", "exports"},
     "handlers": {"fsops", "dataops", "lockops", "admin", "fsck", "rmr",
                  "snapshot", "snapjob", "trashops", "purge", "csrv", "deleg",
-                 "watch", "metrics", "handlers", "fileinfo", "health"},
+                 "watch", "metrics", "handlers", "fileinfo", "health", "xattrops"},
     "server": {"server", "session", "dispatch", "group", "catchup",
                "master"},
 }
@@ -71,6 +71,7 @@ DEBT = {
     "deleg -> master.h", "deleg -> server.h", "deleg -> session.h",
     "fsck -> master.h",
     "fileinfo -> master.h", "health -> master.h",
+    "xattrops -> master.h", "xattrops -> session.h",
     "fsops -> master.h", "fsops -> server.h", "fsops -> session.h",
     "lockops -> master.h", "lockops -> session.h",
     "metrics -> master.h", "metrics -> session.h",

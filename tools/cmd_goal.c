@@ -10,36 +10,32 @@
  * snapshot shares keeps the highest goal of the files naming it.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frame.h"
+#include "pathattr.h"
 #include "tool.h"
 #include "util.h"
 
 static int goal_one(const char *path, int64_t goal, bool recursive)
 {
 	Sweepfs__GoalReq q = SWEEPFS__GOAL_REQ__INIT;
+	struct pathattr_node pn;
 	ProtobufCMessage *reply;
-	uint32_t groups[256], mode;
-	struct sw_client *c;
-	Sweepfs__Cred cred;
-	uint64_t ino;
-	int rc = tool_open_ino(path, &c, &ino, &mode);
+	int rc = pathattr_open(path, &pn);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
-	q.ino = ino;
+	q.cred = &pn.cred;
+	q.ino = pn.ino;
 	if (goal >= 0) {
 		q.has_goal = q.has_recursive = 1;
 		q.goal = (uint32_t)goal;
 		q.recursive = recursive;
 	}
-	rc = tool_call(c, SW_MSG_GOAL, &q.base, &reply);
+	rc = tool_call(pn.c, SW_MSG_GOAL, &q.base, &reply);
 	if (rc == 0) {
 		const Sweepfs__GoalReply *r = (const void *)reply;
 
@@ -51,53 +47,40 @@ static int goal_one(const char *path, int64_t goal, bool recursive)
 	} else {
 		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
 	}
-	sw_client_close(c);
+	sw_client_close(pn.c);
 	return rc;
 }
 
-int cmd_setgoal(int argc, char **argv)
+/* A goal: 1..SW_GOAL_MAX copies, or 0 for the master's default. */
+static int64_t parse_goal(const char *arg)
 {
-	bool recursive = false;
 	char *end;
-	long goal;
-	int opt, status = 0;
+	long goal = strtol(arg, &end, 10);
 
-	optind = 1;
-	while ((opt = getopt(argc, argv, "rh")) != -1) {
-		if (opt != 'r')
-			goto usage;
-		recursive = true;
-	}
-	if (argc - optind < 2)
-		goto usage;
-	goal = strtol(argv[optind], &end, 10);
-	if (*end || end == argv[optind] || goal < 0 || goal > SW_GOAL_MAX) {
+	if (*end || end == arg || goal < 0 || goal > SW_GOAL_MAX) {
 		fprintf(stderr,
 			"sweepfs setgoal: the goal is 1 to %u copies, "
 			"or 0 for the default\n",
 			SW_GOAL_MAX);
-		return 2;
+		return -1;
 	}
-	for (int i = optind + 1; i < argc; i++)
-		if (goal_one(argv[i], goal, recursive) < 0)
-			status = 1;
-	return status;
-usage:
-	fprintf(opt == 'h' ? stdout : stderr,
-		"usage: sweepfs setgoal [-r] N PATH...\n");
-	return opt == 'h' ? 0 : 2;
+	return goal;
+}
+
+static const struct pathattr goal_cmd = {
+	.set_name = "setgoal",
+	.get_name = "getgoal",
+	.value = "N",
+	.parse = parse_goal,
+	.one = goal_one,
+};
+
+int cmd_setgoal(int argc, char **argv)
+{
+	return pathattr_set(&goal_cmd, argc, argv);
 }
 
 int cmd_getgoal(int argc, char **argv)
 {
-	int status = 0;
-
-	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: sweepfs getgoal PATH...\n");
-		return 2;
-	}
-	for (int i = 1; i < argc; i++)
-		if (goal_one(argv[i], -1, false) < 0)
-			status = 1;
-	return status;
+	return pathattr_get(&goal_cmd, argc, argv);
 }

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "pathattr.h"
 #include "progress.h"
 #include "tool.h"
 #include "util.h"
@@ -66,32 +67,28 @@ static int64_t parse_duration(const char *s)
 static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 {
 	Sweepfs__TrashtimeReq q = SWEEPFS__TRASHTIME_REQ__INIT;
+	struct pathattr_node pn;
 	ProtobufCMessage *reply;
-	uint32_t groups[256], mode;
-	struct sw_client *c;
-	Sweepfs__Cred cred;
-	uint64_t ino;
-	int rc = tool_open_ino(path, &c, &ino, &mode);
+	int rc = pathattr_open(path, &pn);
 
 	if (rc < 0)
 		return rc;
-	if (!S_ISDIR(mode)) {
+	if (!S_ISDIR(pn.mode)) {
 		fprintf(stderr,
 			"sweepfs: %s: %s (trash time belongs to "
 			"directories)\n",
 			path, strerror(ENOTDIR));
-		sw_client_close(c);
+		sw_client_close(pn.c);
 		return -ENOTDIR;
 	}
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
-	q.ino = ino;
+	q.cred = &pn.cred;
+	q.ino = pn.ino;
 	if (seconds >= 0) {
 		q.has_seconds = q.has_recursive = 1;
 		q.seconds = (uint32_t)seconds;
 		q.recursive = recursive;
 	}
-	rc = tool_call(c, SW_MSG_TRASHTIME, &q.base, &reply);
+	rc = tool_call(pn.c, SW_MSG_TRASHTIME, &q.base, &reply);
 	if (rc == 0) {
 		const Sweepfs__TrashtimeReply *r = (const void *)reply;
 
@@ -105,54 +102,39 @@ static int trashtime_one(const char *path, int64_t seconds, bool recursive)
 	} else {
 		fprintf(stderr, "sweepfs: %s: %s\n", path, strerror(-rc));
 	}
-	sw_client_close(c);
+	sw_client_close(pn.c);
 	return rc;
 }
 
-int cmd_settrashtime(int argc, char **argv)
+/* A trash time (parse_duration()), or -1 after saying what is wrong. */
+static int64_t parse_trashtime(const char *arg)
 {
-	bool recursive = false;
-	int64_t seconds;
-	int opt, status = 0;
+	int64_t seconds = parse_duration(arg);
 
-	optind = 1;
-	while ((opt = getopt(argc, argv, "rh")) != -1) {
-		if (opt != 'r')
-			goto usage;
-		recursive = true;
-	}
-	if (argc - optind < 2)
-		goto usage;
-	seconds = parse_duration(argv[optind]);
-	if (seconds < 0) {
+	if (seconds < 0)
 		fprintf(stderr,
 			"sweepfs settrashtime: bad time '%s' "
 			"(seconds, or a number with s, m, h, d or w)\n",
-			argv[optind]);
-		return 2;
-	}
-	for (int i = optind + 1; i < argc; i++)
-		if (trashtime_one(argv[i], seconds, recursive) < 0)
-			status = 1;
-	return status;
-usage:
-	fprintf(opt == 'h' ? stdout : stderr,
-		"usage: sweepfs settrashtime [-r] TIME PATH...\n");
-	return opt == 'h' ? 0 : 2;
+			arg);
+	return seconds;
+}
+
+static const struct pathattr trashtime_cmd = {
+	.set_name = "settrashtime",
+	.get_name = "gettrashtime",
+	.value = "TIME",
+	.parse = parse_trashtime,
+	.one = trashtime_one,
+};
+
+int cmd_settrashtime(int argc, char **argv)
+{
+	return pathattr_set(&trashtime_cmd, argc, argv);
 }
 
 int cmd_gettrashtime(int argc, char **argv)
 {
-	int status = 0;
-
-	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: sweepfs gettrashtime PATH...\n");
-		return 2;
-	}
-	for (int i = 1; i < argc; i++)
-		if (trashtime_one(argv[i], -1, false) < 0)
-			status = 1;
-	return status;
+	return pathattr_get(&trashtime_cmd, argc, argv);
 }
 
 /* ---- sweepfs trash ---------------------------------------------------- */

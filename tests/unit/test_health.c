@@ -39,6 +39,7 @@ static int setup(void **state)
 		return -1;
 	}
 	f->now = 1000;
+	master_wire_requests(&f->m);
 	f->m.cfg.goal = 1;
 	for (uint32_t i = 1; i <= 2; i++) {
 		f->srv[i].id = i;
