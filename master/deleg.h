@@ -87,10 +87,12 @@ bool deleg_revoked(const struct master *m, const struct session *s,
 size_t deleg_msg_nodes(uint16_t type, const ProtobufCMessage *msg,
 		       uint64_t *out, size_t max);
 
-/* Figures for sweepfs status (InfoReply fields 43-48). */
+/* Figures for sweepfs status (InfoReply fields 43-48), and what the
+ * tests count: entries visited (only a grant walks a directory). */
 struct deleg_stats {
 	uint64_t held, granted, refused, recalls, timeouts;
 	uint64_t recall_max_ns;
+	uint64_t visits;
 };
 void deleg_stats(const struct master *m, struct deleg_stats *st);
 

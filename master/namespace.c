@@ -247,11 +247,20 @@ static void resizing_forget(struct ns *ns, const struct dir *d)
  * restore from the trash) goes through dir_add() or rename_exchange():
  * an entry of a delegated directory is marked as deleg.c marks those it
  * had, so that another session naming it by number recalls the holder.
+ * A file marked by another delegation before may still be an entry of
+ * that one too (a link; a rename looks the same here): it is marked as
+ * everyone's.
  */
 static void mark_deleg_in(const struct node *dir, struct node *n)
 {
-	if (dir->flags & NODE_DELEG)
-		n->flags |= NODE_DELEG_IN;
+	uint16_t tag = dir->flags & NODE_DELEG_TAG;
+	uint16_t old = n->flags & NODE_DELEG_TAG;
+
+	if (!(dir->flags & NODE_DELEG) || S_ISDIR(n->mode) || old == tag)
+		return;
+	if (old)
+		tag = NODE_DELEG_TAG;
+	n->flags = (uint16_t)((n->flags & ~NODE_DELEG_TAG) | tag);
 }
 
 /*
