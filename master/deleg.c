@@ -83,6 +83,35 @@
 #define DELEG_VISITS_ALL 4000000.0
 #define DELEG_VISITS_PER_ENTRY 1
 
+/*
+ * Grants of large directories. Past DELEG_WALK_SYNC entries (about
+ * 0.4 ms of marking) a grant's walk goes in slices of at most
+ * purge_slice, one every DELEG_WALK_EVERY_MS, while its DELEG waits
+ * (deferred; the mount works through the master until the answer
+ * comes, as when refused). During the walk its tag counts as live, so
+ * that its marks are not taken for stale, but nothing is delegated:
+ * other sessions go on in the directory unhindered, and the grant is
+ * decided again when the walk ends (refusal()), as though the DELEG
+ * came then; entries added meanwhile are at the end of the list, which
+ * the walk reaches last. It ends refused when an entry has other
+ * names, the directory goes, or another session caches it by then; it
+ * is dropped with its session. At most one walk per session and
+ * DELEG_WALKS_MAX in all ("busy" past that): the memory and the share
+ * of the loop any number of clients can take this way are bounded.
+ */
+#define DELEG_WALK_SYNC 16384u
+#define DELEG_WALK_EVERY_MS 1
+#define DELEG_WALKS_MAX 8u
+
+struct walk {
+	struct req *r;	   /* the DELEG, deferred */
+	struct session *s; /* whose */
+	uint64_t dir;	   /* looked up at each slice: it may go */
+	unsigned tag;
+	struct cursor cur; /* on the last entry marked */
+	struct walk *next;
+};
+
 struct deleg {
 	struct node *dir;
 	struct session *s;
@@ -112,7 +141,15 @@ struct delegs {
 	 * (a count of ends). */
 	uint32_t tag_live[DELEG_TAGS];
 	uint64_t tag_ended[DELEG_TAGS];
+	struct walk *walks; /* grants being walked (see above) */
+	unsigned nwalks;
+	uv_timer_t *walk_timer; /* their slices; NULL until the first */
 };
+
+/* Grants walked in slices, below the requests that start them. */
+static struct walk *walk_of(const struct delegs *ds, const struct session *s);
+static void walk_end(struct master *m, struct walk *w, const char *why);
+static void free_handle(uv_handle_t *h);
 
 /*
  * Take @cost from @b, which refills at @rate a second up to two seconds'
@@ -300,6 +337,10 @@ void delegs_free(struct master *m)
 
 	if (!ds)
 		return;
+	while (ds->walks)
+		walk_end(m, ds->walks, "shutting down");
+	if (ds->walk_timer)
+		uv_close((uv_handle_t *)ds->walk_timer, free_handle);
 	while (ds->head)
 		end(m, ds->head, "dropped at shutdown");
 	while (ds->revoked) {
@@ -613,6 +654,12 @@ void deleg_drop_session(struct master *m, struct session *s)
 		if (d->s == s)
 			end(m, d, "dropped: its session is gone");
 	}
+	if (m->delegs->nwalks) {
+		struct walk *w = walk_of(m->delegs, s);
+
+		if (w)
+			walk_end(m, w, "its session is gone");
+	}
 	/* Its mount drops all it held when its connection breaks. */
 	unrevoke(m->delegs, s, 0);
 }
@@ -683,9 +730,12 @@ uint32_t deleg_lease_ms(const struct master *m)
 		SW_MIN(m->cfg.deleg_timeout_ms, m->cfg.peer_timeout_ms) / 2, 1);
 }
 
-/* Why @s may not have @dir delegated, or NULL. */
+/*
+ * Why @s may not have @dir delegated, or NULL; with @start, what its
+ * walk would cost is checked too (not when a walk ended: paid).
+ */
 static const char *refusal(struct master *m, struct session *s,
-			   struct node *dir)
+			   struct node *dir, bool start)
 {
 	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT || !s->rw)
 		return "not a read-write mount";
@@ -720,8 +770,12 @@ static const char *refusal(struct master *m, struct session *s,
 		return "the metadata disk is full";
 	if (ns_detached(dir))
 		return "removed";
-	/* Last but the walk (grant()): it costs the directory's size. */
-	if (!grant_paid(m->delegs, s, dir))
+	/* Last but the walk: it costs the directory's size. */
+	if (start && dir->u.dir->nentries > DELEG_WALK_SYNC &&
+	    (walk_of(m->delegs, s) || m->delegs->nwalks >= DELEG_WALKS_MAX))
+		return "busy";
+	if (start && dir->u.dir->nentries <= DELEG_WALK_SYNC &&
+	    !grant_paid(m->delegs, s, dir))
 		return "busy";
 	/* Last: it drops idle watches of others (and tells them), which
 	 * is worth it only for a grant. */
@@ -730,20 +784,13 @@ static const char *refusal(struct master *m, struct session *s,
 	return NULL;
 }
 
-/*
- * Delegate @dir to @s (refusal() passed): 0, or -ENOMEM, or -EMLINK
- * when an entry has other names (then nothing is delegated).
- */
-static int grant(struct master *m, struct session *s, struct node *dir,
-		 struct deleg **out)
+/* Delegate @dir, its files marked with @tag, to @s: 0 or -ENOMEM. */
+static int install(struct master *m, struct session *s, struct node *dir,
+		   unsigned tag, struct deleg **out)
 {
 	struct delegs *ds = m->delegs;
-	struct deleg *d;
-	unsigned tag = pick_tag(ds);
+	struct deleg *d = calloc(1, sizeof(*d));
 
-	if (!mark(ds, dir, tag))
-		return -EMLINK;
-	d = calloc(1, sizeof(*d));
 	if (!d || htab_insert(&ds->by_dir, sw_hash_u64(dir->ino), d)) {
 		free(d);
 		return -ENOMEM;
@@ -768,6 +815,172 @@ static int grant(struct master *m, struct session *s, struct node *dir,
 	return 0;
 }
 
+/*
+ * Delegate @dir to @s (refusal() passed), in one walk: 0, or -ENOMEM,
+ * or -EMLINK when an entry has other names (then nothing is delegated).
+ */
+static int grant(struct master *m, struct session *s, struct node *dir,
+		 struct deleg **out)
+{
+	unsigned tag = pick_tag(m->delegs);
+
+	if (!mark(m->delegs, dir, tag))
+		return -EMLINK;
+	return install(m, s, dir, tag, out);
+}
+
+/* ---- grants walked in slices (see the top) --------------------------- */
+
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
+static struct walk *walk_of(const struct delegs *ds, const struct session *s)
+{
+	struct walk *w = ds->walks;
+
+	while (w && w->s != s)
+		w = w->next;
+	return w;
+}
+
+/*
+ * End walk @w: refused for @why (NULL: decided now), its DELEG answered
+ * if its connection is still there, @w freed.
+ */
+static void walk_end(struct master *m, struct walk *w, const char *why)
+{
+	struct delegs *ds = m->delegs;
+	Sweepfs__DelegReply reply = SWEEPFS__DELEG_REPLY__INIT;
+	struct node *dir = ns_get(&m->ns, w->dir);
+	struct walk **pp = &ds->walks;
+	Sweepfs__Attr attr;
+
+	while (*pp != w)
+		pp = &(*pp)->next;
+	*pp = w->next;
+	ds->nwalks--;
+	ds->tag_live[w->tag]--;
+	ns_cursor_clear(&m->ns, &w->cur);
+	if (!why && (!dir || !S_ISDIR(dir->mode)))
+		why = "removed";
+	if (!why && !req_session(w->r))
+		why = "its session is gone";
+	/* Another's walk ended first. */
+	if (!why && (dir->flags & NODE_DELEG))
+		why = "another session caches it";
+	if (!why)
+		why = refusal(m, w->s, dir, false);
+	if (!why && install(m, w->s, dir, w->tag, NULL) < 0)
+		why = "out of memory";
+	if (why) {
+		sw_debug(TAG, "directory %" PRIu64 " not delegated: %s", w->dir,
+			 why);
+		ds->st.refused++;
+	}
+	if (!dir || !S_ISDIR(dir->mode)) {
+		req_error(w->r, -ENOENT);
+	} else {
+		reply.has_granted = 1;
+		reply.granted = why == NULL;
+		attr_fill(&attr, dir);
+		reply.attr = &attr;
+		req_reply(w->r, &reply.base);
+	}
+	req_done(w->r);
+	free(w);
+	if (!ds->nwalks)
+		uv_timer_stop(ds->walk_timer);
+}
+
+/* Walk @w on until @deadline (mono ns), or to its end. */
+static void walk_slice(struct master *m, struct walk *w, int64_t deadline)
+{
+	struct node *dir = ns_get(&m->ns, w->dir);
+	struct edge *e, *last = NULL;
+	unsigned k = 0;
+
+	if (!dir || w->cur.dir != dir || ns_detached(dir)) {
+		walk_end(m, w, "removed");
+		return;
+	}
+	e = ns_edge_live(w->cur.pos ? w->cur.pos->next : dir->u.dir->head);
+	while (e) {
+		struct node *n = e->child;
+
+		m->delegs->st.visits++;
+		if (!S_ISDIR(n->mode)) {
+			if (n->nlink > 1) {
+				walk_end(m, w, "an entry has other names");
+				return;
+			}
+			set_tag(n, w->tag);
+		}
+		last = e;
+		e = ns_edge_live(e->next);
+		if (++k % 256 == 0 && sw_mono_ns() >= deadline)
+			break;
+	}
+	if (last)
+		ns_cursor_set(&m->ns, &w->cur, dir, last);
+	if (!e)
+		walk_end(m, w, NULL);
+}
+
+static void on_walk_timer(uv_timer_t *t)
+{
+	struct master *m = t->data;
+	struct delegs *ds = m->delegs;
+	int64_t deadline = sw_mono_ns() + (int64_t)m->cfg.purge_slice_us * 1000;
+
+	/* The oldest first; one slice for all of them together. */
+	do
+		walk_slice(m, ds->walks, deadline);
+	while (ds->walks && sw_mono_ns() < deadline);
+	ds->st.walk_slices++;
+}
+
+/*
+ * Walk @dir for @r's session in slices, @r deferred: 0, or -ENOMEM
+ * (then nothing started).
+ */
+static int walk_start(struct req *r, struct node *dir)
+{
+	struct master *m = r->m;
+	struct delegs *ds = m->delegs;
+	struct walk *w = calloc(1, sizeof(*w)), **pp;
+
+	if (!ds->walk_timer) {
+		ds->walk_timer = malloc(sizeof(*ds->walk_timer));
+		if (!ds->walk_timer ||
+		    uv_timer_init(m->loop, ds->walk_timer) < 0) {
+			free(ds->walk_timer);
+			ds->walk_timer = NULL;
+		} else {
+			ds->walk_timer->data = m;
+		}
+	}
+	if (!w || !ds->walk_timer || !(w->r = req_defer(r))) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->s = r->s;
+	w->dir = dir->ino;
+	w->tag = pick_tag(ds);
+	ds->tag_live[w->tag]++;
+	ns_cursor_init(&w->cur);
+	ns_cursor_set(&m->ns, &w->cur, dir, NULL);
+	/* Last: the oldest walks first. */
+	for (pp = &ds->walks; *pp; pp = &(*pp)->next)
+		;
+	*pp = w;
+	if (!ds->nwalks++)
+		uv_timer_start(ds->walk_timer, on_walk_timer,
+			       DELEG_WALK_EVERY_MS, DELEG_WALK_EVERY_MS);
+	return 0;
+}
+
 void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 {
 	struct node *parent = dir->u.dir->parent;
@@ -777,7 +990,7 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 		return;
 	if (parent && (parent->flags & NODE_DELEG))
 		d = find(m->delegs, parent->ino);
-	if (d && d->s == s && (d->recall_at || !refusal(m, s, dir)) &&
+	if (d && d->s == s && (d->recall_at || !refusal(m, s, dir, true)) &&
 	    grant(m, s, dir, &made) == 0) {
 		/* Under a parent on its way back: whoever waits for the
 		 * parent may go on into this one only once its maker has
@@ -817,8 +1030,17 @@ void op_deleg(struct req *r, const ProtobufCMessage *msg)
 		/* Ours (another's would have made us wait); being recalled,
 		 * it is on its way back. */
 		why = d->s != r->s || d->recall_at ? "being given back" : NULL;
-	} else if ((why = refusal(m, r->s, dir)) == NULL) {
-		int rc = grant(m, r->s, dir, NULL);
+	} else if ((why = refusal(m, r->s, dir, true)) == NULL) {
+		int rc;
+
+		if (dir->u.dir->nentries > DELEG_WALK_SYNC) {
+			rc = walk_start(r, dir);
+			if (rc == 0)
+				return; /* answered when the walk ends */
+			req_error(r, rc);
+			return;
+		}
+		rc = grant(m, r->s, dir, NULL);
 
 		if (rc == -ENOMEM) {
 			req_error(r, rc);

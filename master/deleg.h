@@ -92,7 +92,7 @@ size_t deleg_msg_nodes(uint16_t type, const ProtobufCMessage *msg,
 struct deleg_stats {
 	uint64_t held, granted, refused, recalls, timeouts;
 	uint64_t recall_max_ns;
-	uint64_t visits;
+	uint64_t visits, walk_slices;
 };
 void deleg_stats(const struct master *m, struct deleg_stats *st);
 

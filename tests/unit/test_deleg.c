@@ -205,6 +205,18 @@ static ProtobufCMessage *take(struct conn *c, uint16_t type)
 	return last;
 }
 
+/* The DELEG reply a walk in slices ends with (the loop runs meanwhile). */
+static Sweepfs__DelegReply *walked(struct fixture *f, struct conn *c)
+{
+	ProtobufCMessage *r = NULL;
+
+	/* Run only while nothing came: the loop blocks once the walk's
+	 * timer is gone. */
+	for (int i = 0; i < 20000 && !(r = take(c, SW_MSG_DELEG)); i++)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	return (Sweepfs__DelegReply *)r;
+}
+
 static bool ask(struct fixture *f, struct conn *c, struct node *dir)
 {
 	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
@@ -214,6 +226,8 @@ static bool ask(struct fixture *f, struct conn *c, struct node *dir)
 	q.dir = dir->ino;
 	call(f, c, SW_MSG_DELEG, &q.base);
 	r = (Sweepfs__DelegReply *)take(c, SW_MSG_DELEG);
+	if (!r) /* a large directory, walked in slices */
+		r = walked(f, c);
 	assert_non_null(r);
 	assert_non_null(r->attr);
 	assert_int_equal(r->attr->ino, dir->ino);
@@ -1040,6 +1054,84 @@ static void test_costs_flat_large(void **state)
 	big_dir_costs(*state, 200000);
 }
 
+/*
+ * A directory past DELEG_WALK_SYNC (16,384) entries is walked in slices
+ * of at most purge_slice (here 1 us: 256 entries a slice), its DELEG
+ * answered at the end; nobody waits meanwhile, and a session that goes
+ * ends its walk.
+ */
+static void test_large_grant_walked_in_slices(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	struct node *big = mk(f, f->m.ns.root, "big", S_IFDIR | 0755), *first;
+	const unsigned n = 40000;
+	Sweepfs__DelegReply *r;
+	struct deleg_stats st;
+	char name[16];
+	uint64_t v;
+
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		assert_non_null(mk(f, big, name, S_IFREG | 0644));
+	}
+	first = entry(f, big, "f0");
+	f->m.cfg.purge_slice_us = 1;
+	v = visits(f);
+	q.dir = big->ino;
+	call(f, &f->ca, SW_MSG_DELEG, &q.base);
+	assert_null(take(&f->ca, SW_MSG_DELEG)); /* deferred */
+	assert_int_equal(held(f), 0);
+	uv_run(&f->loop, UV_RUN_ONCE);
+	/* Marked already, not delegated: nobody waits. */
+	assert_true(first->flags & NODE_DELEG_TAG);
+	assert_false(getattr_waits(&f->cb, first));
+	/* A second ask while walking: busy, at once. */
+	call(f, &f->ca, SW_MSG_DELEG, &q.base);
+	r = (Sweepfs__DelegReply *)take(&f->ca, SW_MSG_DELEG);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	r = walked(f, &f->ca);
+	assert_non_null(r);
+	assert_true(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 1);
+	deleg_stats(&f->m, &st);
+	assert_int_equal(st.visits - v, n);
+	/* 256 entries at most past each deadline: that many slices. */
+	assert_true(st.walk_slices >= n / 256);
+	/* Held now: another session's request on a file recalls it. */
+	assert_true(getattr_waits(&f->cb, first));
+	assert_true(recalled(&f->ca, big));
+	give_back(f, &f->ca, big);
+	assert_int_equal(held(f), 0);
+
+	/* A session that goes ends its walk; nothing is delegated. */
+	watch_drop_session(&f->m, &f->sa);
+	call(f, &f->cb, SW_MSG_DELEG, &q.base);
+	assert_null(take(&f->cb, SW_MSG_DELEG)); /* walking */
+	uv_run(&f->loop, UV_RUN_ONCE);
+	deleg_drop_session(&f->m, &f->sb);
+	r = (Sweepfs__DelegReply *)take(&f->cb, SW_MSG_DELEG);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(held(f), 0);
+
+	/* A file with two names found by the walk: refused. */
+	assert_int_equal(ns_link(&f->m.ns, entry(f, big, "f39999"), f->d,
+				 "other", 1, f->m.ns.next_edge, ++f->now),
+			 0);
+	call(f, &f->cc, SW_MSG_DELEG, &q.base);
+	r = walked(f, &f->cc);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 0);
+}
+
 static void test_made_dir_delegated(void **state)
 {
 	struct fixture *f = *state;
@@ -1203,6 +1295,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_costs_flat_large, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_large_grant_walked_in_slices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_made_dir_delegated, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_new_entries_recall_by_ino,
