@@ -123,7 +123,9 @@ struct dir {
 	struct htab names;   /* live edges by name, once the dir is big */
 	struct edge **index; /* every NS_INDEX_STRIDE-th edge, by id */
 	uint32_t index_len;
-	uint32_t index_cap;
+	uint32_t index_cap;   /* slots allocated, index_skip included */
+	uint32_t index_skip;  /* dropped from the front: index is that far
+			      * into its allocation */
 	uint32_t since_index; /* edges appended since the last index entry */
 	uint32_t tombstones;  /* tombstones in the list */
 	uint64_t nentries;    /* live edges */
