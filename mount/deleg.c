@@ -5,10 +5,18 @@
  * so that rm -rf, which unlinks long after it listed, needs no lookup.
  * When the delegation ends the kernel must forget them, at a cost that
  * does not grow with the directory (a recall is what an rmr of the tree
- * this mount made waits for): the kernel drops a directory's cached
- * names with the directory's own entry (d_invalidate() of it prunes the
- * subtree below), so one invalidation of that entry does it, whether the
- * directory is still there or gone. For that the mount keeps, for each
+ * this mount made waits for). Where the kernel can (Linux 6.16,
+ * FUSE_NOTIFY_INC_EPOCH: inval_all_names()), every name it caches on
+ * this mount is to be looked up again before use, which costs it
+ * nothing now: one notice for all the directories given back at once
+ * (names elsewhere come back with one lookup each, from the listing
+ * this mount caches or the master). Elsewhere the kernel drops a
+ * directory's cached names with the directory's own entry
+ * (d_invalidate() of it prunes the subtree below, at a cost of some
+ * microseconds a name, in the kernel), so one invalidation of that
+ * entry does it, whether the directory is still there or gone. Both
+ * need the directory's place, so that a kernel without the first can
+ * do the second: for that the mount keeps, for each
  * directory it told the kernel of, where (parent, name): from the
  * replies that made the kernel's entry (lookup, mkdir, readdirplus) and
  * the renames that moved it, in a table of WHERE_SLOTS, newest first. A
@@ -18,9 +26,9 @@
  * What a held directory costs here is therefore one name, however large.
  *
  * What d_invalidate() cannot drop is a name in use at that moment (an
- * open file, a working directory): it stays cached up to
- * LONG_ENTRY_TIMEOUT, as an open file's name would in a local
- * filesystem that another machine cannot change.
+ * open file, a working directory): without the epoch notice it stays
+ * cached up to LONG_ENTRY_TIMEOUT, as an open file's name would in a
+ * local filesystem that another machine cannot change.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,6 +43,7 @@
 #include "dircache.h"
 #include "frame.h"
 #include "hash.h"
+#include "inval.h"
 #include "log.h"
 #include "util.h"
 
@@ -465,20 +474,37 @@ void deleg_flush(struct deleg *dg)
 }
 
 /*
- * The kernel forgets the names it was given for long, all at once: with
- * the directory's own entry, which takes its cached subtree with it (see
- * the top). -ENOENT: the kernel had dropped it already.
+ * The kernel forgets the names it was given for long in the @n
+ * directories @gv given back (see the top): all of them at once, or
+ * each with its directory's own entry, which takes its cached subtree
+ * with it. -ENOENT: the kernel had dropped that one already.
  */
-static void forget_names(struct deleg *dg, struct gone *g)
+static void forget_names(struct deleg *dg, struct gone *gv, size_t n)
 {
 	struct mount *m = dg->m;
+	bool any = false, all = false;
 
-	if (!g->name)
-		return;
-	if (fuse_lowlevel_notify_inval_entry(m->se, mount_to_fuse(m, g->up),
-					     g->name, strlen(g->name)) == 0)
-		dg->kinvals++;
-	free(g->name);
+	for (size_t i = 0; i < n; i++)
+		any = any || gv[i].name;
+	if (any && !__atomic_load_n(&m->no_epoch, __ATOMIC_RELAXED)) {
+		all = inval_all_names(m->se) == 0;
+		if (all)
+			dg->kinvals++;
+		else if (!__atomic_exchange_n(&m->no_epoch, true,
+					      __ATOMIC_RELAXED))
+			sw_info(TAG, "this kernel cannot drop every cached "
+				     "name at once: a recall invalidates each "
+				     "directory's own entry");
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!gv[i].name)
+			continue;
+		if (!all && fuse_lowlevel_notify_inval_entry(
+				    m->se, mount_to_fuse(m, gv[i].up),
+				    gv[i].name, strlen(gv[i].name)) == 0)
+			dg->kinvals++;
+		free(gv[i].name);
+	}
 }
 
 /*
@@ -511,10 +537,10 @@ static void give_back(struct deleg *dg)
 			forget(dg, v[i], gv ? &gv[i] : NULL);
 	}
 	pthread_mutex_unlock(&dg->mu);
-	for (size_t i = 0; gv && i < n; i++) {
+	for (size_t i = 0; gv && i < n; i++)
 		gv[i].ino = v[i];
-		forget_names(dg, &gv[i]);
-	}
+	if (gv)
+		forget_names(dg, gv, n);
 	dg->given += n;
 	for (size_t i = 0; i < n; i++)
 		dircache_expire_attrs(dg->m->dcache, v[i]);
