@@ -156,7 +156,7 @@ static int names_build(struct dir *d)
 
 static void index_push(struct ns *ns, struct dir *d, struct edge *e)
 {
-	if (d->index_skip + d->index_len == d->index_cap &&
+	if (d->index_skip && d->index_skip + d->index_len == d->index_cap &&
 	    d->index_skip >= d->index_len) {
 		/* Half or more dropped from the front: slide back, paid for
 		 * by the drops (O(1) each, amortized). */
