@@ -49,33 +49,73 @@
 #define TAG "deleg"
 
 /*
- * Directories with more entries than this are not delegated: granting
- * and giving back mark and unmark every entry, in one loop turn.
+ * Marks and tags. A grant marks the directory's files (NODE_DELEG_TAG,
+ * namespace.h) with the delegation's tag, 1..NODE_DELEG_TAG_ANY-1, so
+ * that a request naming one by number finds the delegations to recall
+ * in one flag test (files know no parent; directories do, and are not
+ * marked). The end of a delegation unmarks nothing: its tag's count of
+ * live delegations drops, and a mark whose tag has none is stale,
+ * cleared by the first request that finds it. So giving back, a recall
+ * answered, a directory removed and a session gone cost O(1) whatever
+ * the directory's size. A grant takes the tag with no live delegation
+ * that ended longest ago (its stale marks are the likeliest to be
+ * gone); with all in use, the least shared. A stale mark that a new
+ * delegation's tag makes look live costs a recall that was not needed,
+ * never one that was.
  */
-#define DELEG_ENTRIES_MAX (1u << 20)
+#define DELEG_TAGS NODE_DELEG_TAG_ANY /* 1..14, and 15: everyone's */
 
 /*
- * What grants may cost the loop. A grant walks the directory twice (the
- * check for other names, the marks) and its end once more (the unmarks),
- * about 50 ns an entry here: 10 ms for 200,000 entries. Without a bound,
- * a client pipelining DELEG and DELEG_RETURN of a large directory kept
- * the loop marking and unmarking (40 KB of requests froze it for 11 s).
- * So a grant is paid for up front, three visits an entry, from two
- * buckets of visits: its session's and everyone's; a grant that either
- * cannot pay is refused ("busy"), at once and without a walk, and the
- * mount works through the master meanwhile. A session's bucket refills
- * at DELEG_VISITS_SESSION a second, everyone's at DELEG_VISITS_ALL
- * (about 10% and 20% of a core); each holds two seconds' worth, so one
- * grant of the largest directory (3 M visits) fits a full bucket, and
- * no turn of the loop walks more than that.
+ * What grants may cost the loop. A grant walks the directory once (the
+ * check for other names and the marks), about 25 ns an entry here: 5 ms
+ * for 200,000 entries. Without a bound, a client pipelining DELEG and
+ * DELEG_RETURN of a large directory kept the loop marking (40 KB of
+ * requests froze it for 11 s). So a grant is paid for up front, one
+ * visit an entry, from two buckets of visits: its session's and
+ * everyone's; a grant that either cannot pay is refused ("busy"), at
+ * once and without a walk, and the mount works through the master
+ * meanwhile. A session's bucket refills at DELEG_VISITS_SESSION a
+ * second, everyone's at DELEG_VISITS_ALL (about 5% and 10% of a core);
+ * each holds two seconds' worth, which is the largest directory
+ * delegated (4 M entries): no turn of the loop walks more than that.
  */
 #define DELEG_VISITS_SESSION 2000000.0
 #define DELEG_VISITS_ALL 4000000.0
-#define DELEG_VISITS_PER_ENTRY 3
+#define DELEG_VISITS_PER_ENTRY 1
+
+/*
+ * Grants of large directories. Past DELEG_WALK_SYNC entries (about
+ * 0.4 ms of marking) a grant's walk goes in slices of at most
+ * purge_slice, one every DELEG_WALK_EVERY_MS, while its DELEG waits
+ * (deferred; the mount works through the master until the answer
+ * comes, as when refused). During the walk its tag counts as live, so
+ * that its marks are not taken for stale, but nothing is delegated:
+ * other sessions go on in the directory unhindered, and the grant is
+ * decided again when the walk ends (refusal()), as though the DELEG
+ * came then; entries added meanwhile are at the end of the list, which
+ * the walk reaches last. It ends refused when an entry has other
+ * names, the directory goes, or another session caches it by then; it
+ * is dropped with its session. At most one walk per session and
+ * DELEG_WALKS_MAX in all ("busy" past that): the memory and the share
+ * of the loop any number of clients can take this way are bounded.
+ */
+#define DELEG_WALK_SYNC 16384u
+#define DELEG_WALK_EVERY_MS 1
+#define DELEG_WALKS_MAX 8u
+
+struct walk {
+	struct req *r;	   /* the DELEG, deferred */
+	struct session *s; /* whose */
+	uint64_t dir;	   /* looked up at each slice: it may go */
+	unsigned tag;
+	struct cursor cur; /* on the last entry marked */
+	struct walk *next;
+};
 
 struct deleg {
 	struct node *dir;
 	struct session *s;
+	unsigned tag;	      /* its marks' (see above) */
 	int64_t recall_at;    /* mono ns the recall went out; 0: none */
 	struct conn *waiters; /* parked on it, through conn->park_next */
 	struct deleg *next, *prev;
@@ -97,7 +137,19 @@ struct delegs {
 	uint64_t ended;		 /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
 	struct deleg_bucket all; /* everyone's visits (see above) */
+	/* By tag (see above): live delegations, and when the last ended
+	 * (a count of ends). */
+	uint32_t tag_live[DELEG_TAGS];
+	uint64_t tag_ended[DELEG_TAGS];
+	struct walk *walks; /* grants being walked (see above) */
+	unsigned nwalks;
+	uv_timer_t *walk_timer; /* their slices; NULL until the first */
 };
+
+/* Grants walked in slices, below the requests that start them. */
+static struct walk *walk_of(const struct delegs *ds, const struct session *s);
+static void walk_end(struct master *m, struct walk *w, const char *why);
+static void free_handle(uv_handle_t *h);
 
 /*
  * Take @cost from @b, which refills at @rate a second up to two seconds'
@@ -161,25 +213,56 @@ int delegs_new(struct master *m)
 	return 0;
 }
 
-/* Mark or unmark @dir and its entries. */
-static void mark(struct node *dir, bool on)
+static unsigned node_tag(const struct node *n)
 {
-	if (on)
-		dir->flags |= NODE_DELEG;
-	else
-		dir->flags &= (uint16_t)~NODE_DELEG;
+	return (n->flags & NODE_DELEG_TAG) >> NODE_DELEG_TAG_SHIFT;
+}
+
+static void set_tag(struct node *n, unsigned tag)
+{
+	n->flags = (uint16_t)((n->flags & ~NODE_DELEG_TAG) |
+			      (tag << NODE_DELEG_TAG_SHIFT));
+}
+
+/* Whether a delegation has @tag now (NODE_DELEG_TAG_ANY: any). */
+static bool tag_live(const struct delegs *ds, unsigned tag)
+{
+	return tag == NODE_DELEG_TAG_ANY ? ds->head != NULL :
+					   ds->tag_live[tag] > 0;
+}
+
+/* The tag for a new delegation (see the top). */
+static unsigned pick_tag(const struct delegs *ds)
+{
+	unsigned best = 1;
+
+	for (unsigned t = 2; t < DELEG_TAGS; t++)
+		if (ds->tag_live[t] < ds->tag_live[best] ||
+		    (ds->tag_live[t] == ds->tag_live[best] &&
+		     ds->tag_ended[t] < ds->tag_ended[best]))
+			best = t;
+	return best;
+}
+
+/*
+ * Mark @dir's files with @tag, unless one has other names: then false,
+ * and the marks made mean nothing (@tag is not live yet). One walk.
+ */
+static bool mark(struct delegs *ds, struct node *dir, unsigned tag)
+{
 	for (struct edge *e = ns_edge_live(dir->u.dir->head); e;
 	     e = ns_edge_live(e->next)) {
 		struct node *n = e->child;
 
-		if (on)
-			n->flags |= NODE_DELEG_IN;
-		/* A file linked since into another delegated directory may
-		 * be an entry of that one too (files know no parent): an
-		 * extra mark only costs recalls that were not needed. */
-		else if (S_ISDIR(n->mode) || n->nlink == 1)
-			n->flags &= (uint16_t)~NODE_DELEG_IN;
+		ds->st.visits++;
+		if (S_ISDIR(n->mode))
+			continue;
+		/* Reachable by another name, which no recall guards. */
+		if (n->nlink > 1)
+			return false;
+		set_tag(n, tag); /* its only name is here */
 	}
+	return true;
 }
 
 /* End @d: unmark, wake whoever waited for it, free it. */
@@ -197,7 +280,10 @@ static void end(struct master *m, struct deleg *d, const char *why)
 	}
 	sw_debug(TAG, "session %" PRIu64 ": directory %" PRIu64 " %s", d->s->id,
 		 d->dir->ino, why);
-	mark(d->dir, false);
+	/* Its marks go stale, all at once (see the top). */
+	d->dir->flags &= (uint16_t) ~(NODE_DELEG | NODE_DELEG_TAG);
+	ds->tag_live[d->tag]--;
+	ds->tag_ended[d->tag] = ds->ended + 1;
 	htab_remove(&ds->by_dir, deleg_hash(d), d);
 	if (d->prev)
 		d->prev->next = d->next;
@@ -251,6 +337,10 @@ void delegs_free(struct master *m)
 
 	if (!ds)
 		return;
+	while (ds->walks)
+		walk_end(m, ds->walks, "shutting down");
+	if (ds->walk_timer)
+		uv_close((uv_handle_t *)ds->walk_timer, free_handle);
 	while (ds->head)
 		end(m, ds->head, "dropped at shutdown");
 	while (ds->revoked) {
@@ -331,11 +421,12 @@ static void take_back(struct master *m, struct deleg *d, const char *why)
 }
 
 /* Whether @d is of a session other than @s, on @top or below (NULL:
- * anywhere). */
+ * anywhere), with @tag (NODE_DELEG_TAG_ANY: any). */
 static bool others_below(const struct deleg *d, const struct session *s,
-			 const struct node *top)
+			 const struct node *top, unsigned tag)
 {
-	return d->s != s && (!top || ns_is_ancestor(top, d->dir));
+	return d->s != s && (tag == NODE_DELEG_TAG_ANY || d->tag == tag) &&
+	       (!top || ns_is_ancestor(top, d->dir));
 }
 
 /*
@@ -345,15 +436,17 @@ static bool others_below(const struct deleg *d, const struct session *s,
  * recalled already.
  */
 static struct deleg *recall_others(struct master *m, const struct session *s,
-				   const struct node *top)
+				   const struct node *top, unsigned tag)
 {
 	struct deleg *d;
 
 restart:
 	for (d = m->delegs->head; d; d = d->next)
-		if (!d->recall_at && others_below(d, s, top) && !recall(m, d))
+		if (!d->recall_at && others_below(d, s, top, tag) &&
+		    !recall(m, d))
 			goto restart;
-	for (d = m->delegs->head; d && !others_below(d, s, top); d = d->next)
+	for (d = m->delegs->head; d && !others_below(d, s, top, tag);
+	     d = d->next)
 		;
 	return d;
 }
@@ -361,7 +454,7 @@ restart:
 void deleg_recall_all(struct master *m)
 {
 	if (m->delegs)
-		recall_others(m, NULL, NULL);
+		recall_others(m, NULL, NULL, NODE_DELEG_TAG_ANY);
 }
 
 /*
@@ -376,20 +469,35 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 	 * use by number is refused, with no recall of another's. */
 	struct req as = { .m = m, .s = s };
 	struct node *n = req_node(&as, ino);
-	struct deleg *d;
+	struct deleg *d, *wait = NULL;
+	unsigned tag;
 
 	if (!n)
 		return NULL;
-	if (n->flags & NODE_DELEG_IN)
-		return recall_others(m, s, NULL);
+	if (S_ISDIR(n->mode)) {
+		/* An entry of a delegated directory: its parent says. */
+		struct node *up = n->u.dir->parent;
+
+		if (up != n && (up->flags & NODE_DELEG) &&
+		    (d = find(m->delegs, up->ino)) != NULL && d->s != s)
+			wait = recall(m, d);
+	} else if ((tag = node_tag(n)) != 0) {
+		if (tag_live(m->delegs, tag))
+			return recall_others(m, s, NULL, tag);
+		set_tag(n, 0); /* stale (see the top) */
+	}
+	/* Itself too, at once: one wait for both. (A recall that ended
+	 * delegations may have ended this one: looked up afresh.) */
 	if (n->flags & NODE_DELEG) {
 		d = find(m->delegs, ino);
-		if (d && d->s != s)
-			return recall(m, d);
+		if (d && d->s != s && (d = recall(m, d)) != NULL && !wait)
+			wait = d;
 	}
+	if (wait)
+		return wait;
 	if (!subtree || !S_ISDIR(n->mode))
 		return NULL;
-	return recall_others(m, s, n);
+	return recall_others(m, s, n, NODE_DELEG_TAG_ANY);
 }
 
 /*
@@ -408,7 +516,7 @@ static struct deleg *conflict(struct master *m, struct session *s,
 	if (!info)
 		return NULL;
 	if (info->recall_all)
-		return recall_others(m, s, NULL);
+		return recall_others(m, s, NULL, NODE_DELEG_TAG_ANY);
 	sw_msg_nodes_begin(&it, type, msg);
 	while (!d && sw_msg_nodes_next(&it, &ino))
 		d = conflict_ino(m, s, ino, info->subtree);
@@ -478,6 +586,12 @@ void deleg_drop_session(struct master *m, struct session *s)
 		next = d->next;
 		if (d->s == s)
 			end(m, d, "dropped: its session is gone");
+	}
+	if (m->delegs->nwalks) {
+		struct walk *w = walk_of(m->delegs, s);
+
+		if (w)
+			walk_end(m, w, "its session is gone");
 	}
 	/* Its mount drops all it held when its connection breaks. */
 	unrevoke(m->delegs, s, 0);
@@ -549,12 +663,13 @@ uint32_t deleg_lease_ms(const struct master *m)
 		SW_MIN(m->cfg.deleg_timeout_ms, m->cfg.peer_timeout_ms) / 2, 1);
 }
 
-/* Why @s may not have @dir delegated, or NULL. */
+/*
+ * Why @s may not have @dir delegated, or NULL; with @start, what its
+ * walk would cost is checked too (not when a walk ended: paid).
+ */
 static const char *refusal(struct master *m, struct session *s,
-			   struct node *dir)
+			   struct node *dir, bool start)
 {
-	const struct dir *d = dir->u.dir;
-
 	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT || !s->rw)
 		return "not a read-write mount";
 	/* The mount checks permissions with the caller's own credentials:
@@ -588,15 +703,13 @@ static const char *refusal(struct master *m, struct session *s,
 		return "the metadata disk is full";
 	if (ns_detached(dir))
 		return "removed";
-	if (d->nentries > DELEG_ENTRIES_MAX)
-		return "too many entries";
-	/* Last but the walks: what follows costs the directory's size. */
-	if (!grant_paid(m->delegs, s, dir))
+	/* Last but the walk: it costs the directory's size. */
+	if (start && dir->u.dir->nentries > DELEG_WALK_SYNC &&
+	    (walk_of(m->delegs, s) || m->delegs->nwalks >= DELEG_WALKS_MAX))
 		return "busy";
-	for (struct edge *e = ns_edge_live(d->head); e;
-	     e = ns_edge_live(e->next))
-		if (!S_ISDIR(e->child->mode) && e->child->nlink > 1)
-			return "an entry has other names";
+	if (start && dir->u.dir->nentries <= DELEG_WALK_SYNC &&
+	    !grant_paid(m->delegs, s, dir))
+		return "busy";
 	/* Last: it drops idle watches of others (and tells them), which
 	 * is worth it only for a grant. */
 	if (watch_others(m, dir, s))
@@ -604,31 +717,201 @@ static const char *refusal(struct master *m, struct session *s,
 	return NULL;
 }
 
-/* Delegate @dir to @s (refusal() passed): the delegation, or NULL out
- * of memory. */
-static struct deleg *grant(struct master *m, struct session *s,
-			   struct node *dir)
+/* Delegate @dir, its files marked with @tag, to @s: 0 or -ENOMEM. */
+static int install(struct master *m, struct session *s, struct node *dir,
+		   unsigned tag, struct deleg **out)
 {
 	struct delegs *ds = m->delegs;
 	struct deleg *d = calloc(1, sizeof(*d));
 
 	if (!d || htab_insert(&ds->by_dir, sw_hash_u64(dir->ino), d)) {
 		free(d);
-		return NULL;
+		return -ENOMEM;
 	}
 	d->dir = dir;
 	d->s = s;
+	d->tag = tag;
+	ds->tag_live[tag]++;
 	d->next = ds->head;
 	if (ds->head)
 		ds->head->prev = d;
 	ds->head = d;
 	s->ndelegs++;
-	mark(dir, true);
+	dir->flags |= NODE_DELEG;
+	set_tag(dir, tag);
 	/* Its listing is the holder's: no one else's to invalidate, and its
 	 * own is told when the directory goes. */
 	watch_add(m, s, dir);
 	ds->st.granted++;
-	return d;
+	if (out)
+		*out = d;
+	return 0;
+}
+
+/*
+ * Delegate @dir to @s (refusal() passed), in one walk: 0, or -ENOMEM,
+ * or -EMLINK when an entry has other names (then nothing is delegated).
+ */
+static int grant(struct master *m, struct session *s, struct node *dir,
+		 struct deleg **out)
+{
+	unsigned tag = pick_tag(m->delegs);
+
+	if (!mark(m->delegs, dir, tag))
+		return -EMLINK;
+	return install(m, s, dir, tag, out);
+}
+
+/* ---- grants walked in slices (see the top) --------------------------- */
+
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
+static struct walk *walk_of(const struct delegs *ds, const struct session *s)
+{
+	struct walk *w = ds->walks;
+
+	while (w && w->s != s)
+		w = w->next;
+	return w;
+}
+
+/*
+ * End walk @w: refused for @why (NULL: decided now), its DELEG answered
+ * if its connection is still there, @w freed.
+ */
+static void walk_end(struct master *m, struct walk *w, const char *why)
+{
+	struct delegs *ds = m->delegs;
+	Sweepfs__DelegReply reply = SWEEPFS__DELEG_REPLY__INIT;
+	struct node *dir = ns_get(&m->ns, w->dir);
+	struct walk **pp = &ds->walks;
+	Sweepfs__Attr attr;
+
+	while (*pp != w)
+		pp = &(*pp)->next;
+	*pp = w->next;
+	ds->nwalks--;
+	ds->tag_live[w->tag]--;
+	ns_cursor_clear(&m->ns, &w->cur);
+	if (!why && (!dir || !S_ISDIR(dir->mode)))
+		why = "removed";
+	if (!why && !req_session(w->r))
+		why = "its session is gone";
+	/* Another's walk ended first. */
+	if (!why && (dir->flags & NODE_DELEG))
+		why = "another session caches it";
+	if (!why)
+		why = refusal(m, w->s, dir, false);
+	if (!why && install(m, w->s, dir, w->tag, NULL) < 0)
+		why = "out of memory";
+	if (why) {
+		sw_debug(TAG, "directory %" PRIu64 " not delegated: %s", w->dir,
+			 why);
+		ds->st.refused++;
+	}
+	if (!dir || !S_ISDIR(dir->mode)) {
+		req_error(w->r, -ENOENT);
+	} else {
+		reply.has_granted = 1;
+		reply.granted = why == NULL;
+		attr_fill(&attr, dir);
+		reply.attr = &attr;
+		req_reply(w->r, &reply.base);
+	}
+	req_done(w->r);
+	free(w);
+	if (!ds->nwalks)
+		uv_timer_stop(ds->walk_timer);
+}
+
+/* Walk @w on until @deadline (mono ns), or to its end. */
+static void walk_slice(struct master *m, struct walk *w, int64_t deadline)
+{
+	struct node *dir = ns_get(&m->ns, w->dir);
+	struct edge *e, *last = NULL;
+	unsigned k = 0;
+
+	if (!dir || w->cur.dir != dir || ns_detached(dir)) {
+		walk_end(m, w, "removed");
+		return;
+	}
+	e = ns_edge_live(w->cur.pos ? w->cur.pos->next : dir->u.dir->head);
+	while (e) {
+		struct node *n = e->child;
+
+		m->delegs->st.visits++;
+		if (!S_ISDIR(n->mode)) {
+			if (n->nlink > 1) {
+				walk_end(m, w, "an entry has other names");
+				return;
+			}
+			set_tag(n, w->tag);
+		}
+		last = e;
+		e = ns_edge_live(e->next);
+		if (++k % 256 == 0 && sw_mono_ns() >= deadline)
+			break;
+	}
+	if (last)
+		ns_cursor_set(&m->ns, &w->cur, dir, last);
+	if (!e)
+		walk_end(m, w, NULL);
+}
+
+static void on_walk_timer(uv_timer_t *t)
+{
+	struct master *m = t->data;
+	struct delegs *ds = m->delegs;
+	int64_t deadline = sw_mono_ns() + (int64_t)m->cfg.purge_slice_us * 1000;
+
+	/* The oldest first; one slice for all of them together. */
+	do
+		walk_slice(m, ds->walks, deadline);
+	while (ds->walks && sw_mono_ns() < deadline);
+	ds->st.walk_slices++;
+}
+
+/*
+ * Walk @dir for @r's session in slices, @r deferred: 0, or -ENOMEM
+ * (then nothing started).
+ */
+static int walk_start(struct req *r, struct node *dir)
+{
+	struct master *m = r->m;
+	struct delegs *ds = m->delegs;
+	struct walk *w = calloc(1, sizeof(*w)), **pp;
+
+	if (!ds->walk_timer) {
+		ds->walk_timer = malloc(sizeof(*ds->walk_timer));
+		if (!ds->walk_timer ||
+		    uv_timer_init(m->loop, ds->walk_timer) < 0) {
+			free(ds->walk_timer);
+			ds->walk_timer = NULL;
+		} else {
+			ds->walk_timer->data = m;
+		}
+	}
+	if (!w || !ds->walk_timer || !(w->r = req_defer(r))) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->s = r->s;
+	w->dir = dir->ino;
+	w->tag = pick_tag(ds);
+	ds->tag_live[w->tag]++;
+	ns_cursor_init(&w->cur);
+	ns_cursor_set(&m->ns, &w->cur, dir, NULL);
+	/* Last: the oldest walks first. */
+	for (pp = &ds->walks; *pp; pp = &(*pp)->next)
+		;
+	*pp = w;
+	if (!ds->nwalks++)
+		uv_timer_start(ds->walk_timer, on_walk_timer,
+			       DELEG_WALK_EVERY_MS, DELEG_WALK_EVERY_MS);
+	return 0;
 }
 
 void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
@@ -640,8 +923,8 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 		return;
 	if (parent && (parent->flags & NODE_DELEG))
 		d = find(m->delegs, parent->ino);
-	if (d && d->s == s && (d->recall_at || !refusal(m, s, dir)) &&
-	    (made = grant(m, s, dir)) != NULL) {
+	if (d && d->s == s && (d->recall_at || !refusal(m, s, dir, true)) &&
+	    grant(m, s, dir, &made) == 0) {
 		/* Under a parent on its way back: whoever waits for the
 		 * parent may go on into this one only once its maker has
 		 * sent what it queued here, so it is recalled at once, to
@@ -680,10 +963,24 @@ void op_deleg(struct req *r, const ProtobufCMessage *msg)
 		/* Ours (another's would have made us wait); being recalled,
 		 * it is on its way back. */
 		why = d->s != r->s || d->recall_at ? "being given back" : NULL;
-	} else if ((why = refusal(m, r->s, dir)) == NULL &&
-		   !grant(m, r->s, dir)) {
-		req_error(r, -ENOMEM);
-		return;
+	} else if ((why = refusal(m, r->s, dir, true)) == NULL) {
+		int rc;
+
+		if (dir->u.dir->nentries > DELEG_WALK_SYNC) {
+			rc = walk_start(r, dir);
+			if (rc == 0)
+				return; /* answered when the walk ends */
+			req_error(r, rc);
+			return;
+		}
+		rc = grant(m, r->s, dir, NULL);
+
+		if (rc == -ENOMEM) {
+			req_error(r, rc);
+			return;
+		}
+		if (rc < 0)
+			why = "an entry has other names";
 	}
 	if (why) {
 		sw_debug(TAG,

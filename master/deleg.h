@@ -15,11 +15,15 @@
  * the batches it sent before them.
  *
  * Flags mark the nodes concerned, so that a request that touches none
- * costs one flag test per inode it names: NODE_DELEG on D, NODE_DELEG_IN
- * on each entry D had when it was delegated. Files know no parent, so a
- * request on a marked file recalls every other session's delegation;
- * that is rare (another client using by number a file in a directory
- * being removed) and errs the safe way.
+ * costs one flag test per inode it names: NODE_DELEG on D, and on each
+ * file D had when it was delegated (or got since) the delegation's tag
+ * (NODE_DELEG_TAG, deleg.c); directories below D know D as their
+ * parent. Files know no parent, so a request on a marked file recalls
+ * every other session's delegation with that tag; that is rare (another
+ * client using by number a file in a directory being removed) and errs
+ * the safe way. Ending a delegation unmarks nothing (a tag no live
+ * delegation has marks nothing), so every end costs O(1); a grant of a
+ * large directory is walked in slices (deleg.c).
  */
 #ifndef SWEEPFS_MASTER_DELEG_H
 #define SWEEPFS_MASTER_DELEG_H
@@ -79,10 +83,12 @@ void deleg_tick(struct master *m);
 bool deleg_revoked(const struct master *m, const struct session *s,
 		   uint64_t dir);
 
-/* Figures for sweepfs status (InfoReply fields 43-48). */
+/* Figures for sweepfs status (InfoReply fields 43-48), and what the
+ * tests count: entries visited (only a grant walks a directory). */
 struct deleg_stats {
 	uint64_t held, granted, refused, recalls, timeouts;
 	uint64_t recall_max_ns;
+	uint64_t visits, walk_slices;
 };
 void deleg_stats(const struct master *m, struct deleg_stats *st);
 

@@ -156,14 +156,24 @@ static int names_build(struct dir *d)
 
 static void index_push(struct ns *ns, struct dir *d, struct edge *e)
 {
-	if (d->index_len == d->index_cap) {
+	if (d->index_skip && d->index_skip + d->index_len == d->index_cap &&
+	    d->index_skip >= d->index_len) {
+		/* Half or more dropped from the front: slide back, paid for
+		 * by the drops (O(1) each, amortized). */
+		memmove(d->index - d->index_skip, d->index,
+			d->index_len * sizeof(*d->index));
+		d->index -= d->index_skip;
+		d->index_skip = 0;
+	}
+	if (d->index_skip + d->index_len == d->index_cap) {
 		uint32_t cap = d->index_cap ? d->index_cap * 2 : 8;
-		struct edge **v = realloc(d->index, cap * sizeof(*v));
+		struct edge **v =
+			realloc(d->index - d->index_skip, cap * sizeof(*v));
 
 		if (!v)
 			return; /* the index is an accelerator; go without */
 		ns->dir_bytes += (cap - d->index_cap) * sizeof(*v);
-		d->index = v;
+		d->index = v + d->index_skip;
 		d->index_cap = cap;
 	}
 	d->index[d->index_len++] = e;
@@ -197,6 +207,14 @@ static void index_drop(struct dir *d, struct edge *e)
 	if (next && (i + 1 == d->index_len || d->index[i + 1] != next)) {
 		d->index[i] = next;
 		next->flags |= EDGE_INDEXED;
+		return;
+	}
+	/* The front (rm -rf and RemoveAll remove in listing order): O(1),
+	 * not a move of the whole index, which is N/64 long. */
+	if (i == 0) {
+		d->index++;
+		d->index_skip++;
+		d->index_len--;
 		return;
 	}
 	memmove(&d->index[i], &d->index[i + 1],
@@ -247,11 +265,20 @@ static void resizing_forget(struct ns *ns, const struct dir *d)
  * restore from the trash) goes through dir_add() or rename_exchange():
  * an entry of a delegated directory is marked as deleg.c marks those it
  * had, so that another session naming it by number recalls the holder.
+ * A file marked by another delegation before may still be an entry of
+ * that one too (a link; a rename looks the same here): it is marked as
+ * everyone's.
  */
 static void mark_deleg_in(const struct node *dir, struct node *n)
 {
-	if (dir->flags & NODE_DELEG)
-		n->flags |= NODE_DELEG_IN;
+	uint16_t tag = dir->flags & NODE_DELEG_TAG;
+	uint16_t old = n->flags & NODE_DELEG_TAG;
+
+	if (!(dir->flags & NODE_DELEG) || S_ISDIR(n->mode) || old == tag)
+		return;
+	if (old)
+		tag = NODE_DELEG_TAG;
+	n->flags = (uint16_t)((n->flags & ~NODE_DELEG_TAG) | tag);
 }
 
 /*
@@ -372,7 +399,7 @@ static void dir_free(struct ns *ns, struct node *n)
 			 d->index_cap * sizeof(*d->index);
 	resizing_forget(ns, d);
 	htab_release(&d->names);
-	free(d->index);
+	free(d->index - d->index_skip);
 	free(d);
 }
 
@@ -536,7 +563,7 @@ static int free_node_cb(void *elem, void *arg)
 			edge_free(ns, e);
 		}
 		htab_release(&d->names);
-		free(d->index);
+		free(d->index - d->index_skip);
 		free(d);
 	} else if (S_ISLNK(n->mode)) {
 		free(n->u.target);

@@ -43,9 +43,18 @@
 #define NODE_DETACHED 0x0010 /* the root of a removed (detached) tree */
 #define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
 #define NODE_DELEG 0x0040    /* a directory delegated to a mount (deleg.h) */
-#define NODE_DELEG_IN 0x0080 /* an entry of one, when it was delegated */
+/*
+ * A delegation's tag (deleg.c): on a delegated directory, its own; on a
+ * file, that of the delegated directory it was an entry of when marked
+ * (NODE_DELEG_TAG_ANY: of more than one; 0: none). A mark whose tag no
+ * delegation has now means nothing, so ending a delegation unmarks
+ * nothing. Directories are never marked: they know their parent.
+ */
+#define NODE_DELEG_TAG 0xF000
+#define NODE_DELEG_TAG_SHIFT 12
+#define NODE_DELEG_TAG_ANY 15u
 /* Flags of the running master only: not in checkpoints. */
-#define NODE_RUNTIME_FLAGS (NODE_DELEG | NODE_DELEG_IN)
+#define NODE_RUNTIME_FLAGS (NODE_DELEG | NODE_DELEG_TAG)
 /*
  * Copies wanted of a file's chunks (1..NS_GOAL_MAX; 0: the master's
  * default goal; the four bits could hold 15).
@@ -114,7 +123,9 @@ struct dir {
 	struct htab names;   /* live edges by name, once the dir is big */
 	struct edge **index; /* every NS_INDEX_STRIDE-th edge, by id */
 	uint32_t index_len;
-	uint32_t index_cap;
+	uint32_t index_cap;   /* slots allocated, index_skip included */
+	uint32_t index_skip;  /* dropped from the front: index is that far
+			      * into its allocation */
 	uint32_t since_index; /* edges appended since the last index entry */
 	uint32_t tombstones;  /* tombstones in the list */
 	uint64_t nentries;    /* live edges */

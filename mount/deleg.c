@@ -1,5 +1,34 @@
 /*
  * Directory delegations, the mount's side: see deleg.h.
+ *
+ * Names in a held directory go to the kernel with a long entry timeout,
+ * so that rm -rf, which unlinks long after it listed, needs no lookup.
+ * When the delegation ends the kernel must forget them, at a cost that
+ * does not grow with the directory (a recall is what an rmr of the tree
+ * this mount made waits for). Where the kernel can (Linux 6.16,
+ * FUSE_NOTIFY_INC_EPOCH: inval_all_names()), every name it caches on
+ * this mount is to be looked up again before use, which costs it
+ * nothing now: one notice for all the directories given back at once
+ * (names elsewhere come back with one lookup each, from the listing
+ * this mount caches or the master). Elsewhere the kernel drops a
+ * directory's cached names with the directory's own entry
+ * (d_invalidate() of it prunes the subtree below, at a cost of some
+ * microseconds a name, in the kernel), so one invalidation of that
+ * entry does it, whether the directory is still there or gone. Both
+ * need the directory's place, so that a kernel without the first can
+ * do the second: for that the mount keeps, for each
+ * directory it told the kernel of, where (parent, name): from the
+ * replies that made the kernel's entry (lookup, mkdir, readdirplus) and
+ * the renames that moved it, in a table of WHERE_SLOTS, newest first. A
+ * held directory takes its own copy when it hands out its first long
+ * name; one whose place is not known (the mount's root, a slot taken
+ * since) hands out the usual timeout, and has nothing to take back.
+ * What a held directory costs here is therefore one name, however large.
+ *
+ * What d_invalidate() cannot drop is a name in use at that moment (an
+ * open file, a working directory): without the epoch notice it stays
+ * cached up to LONG_ENTRY_TIMEOUT, as an open file's name would in a
+ * local filesystem that another machine cannot change.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +44,7 @@
 #include "dircache.h"
 #include "frame.h"
 #include "hash.h"
+#include "inval.h"
 #include "log.h"
 #include "util.h"
 
@@ -27,13 +57,18 @@
 #define FLUSH_NS (20 * 1000000LL)
 /*
  * What the kernel may keep a name in a held directory for: long enough
- * that rm -rf, which unlinks long after it listed, needs no lookup. Each
- * such name is remembered and invalidated when the delegation ends; the
- * bound is for the one that might slip through (a lookup answered while
- * the recall is being handled).
+ * that rm -rf, which unlinks long after it listed, needs no lookup. They
+ * are dropped together when the delegation ends (see above); the bound
+ * is for the one that might slip through (a lookup answered while the
+ * recall is being handled, a name in use).
  */
 #define LONG_ENTRY_TIMEOUT 60.0
-#define NAMES_MAX (1u << 20) /* per directory; past it, the usual timeout */
+/*
+ * Places of directories the kernel knows (see above), by inode number,
+ * direct-mapped: 4096 of 24 bytes and a name. A directory whose slot was
+ * taken by another since is handed out with the usual timeouts.
+ */
+#define WHERE_SLOTS 4096u
 
 enum dstate {
 	D_ASKED,     /* DELEG sent, no answer yet */
@@ -56,16 +91,26 @@ struct ddir {
 	int64_t asked_at;   /* mono ns */
 	uint64_t used;	    /* dg->clock when last used */
 	Sweepfs__Attr attr; /* the directory's, kept here while held */
-	char **names;	    /* handed out with LONG_ENTRY_TIMEOUT */
-	size_t nnames, namecap;
+	/* Its entry in the kernel (parent, name), taken from the table of
+	 * places with the first name handed out with LONG_ENTRY_TIMEOUT,
+	 * and kept current by renames; NULL name: none handed out. */
+	uint64_t up;
+	char *name;
 	struct ddir *next;
 };
 
-/* A directory given back: the names to invalidate in the kernel. */
+/* A directory given back: its entry to invalidate in the kernel. */
 struct gone {
 	uint64_t ino;
-	char **names;
-	size_t nnames;
+	uint64_t up;
+	char *name; /* NULL: nothing handed out for long */
+};
+
+/* Where the kernel has directory @ino: @name in @up. */
+struct where {
+	uint64_t ino; /* 0: free */
+	uint64_t up;
+	char *name;
 };
 
 /* A queued operation, with its credentials, name and target in one
@@ -98,6 +143,7 @@ struct deleg {
 	pthread_cond_t acv;
 	struct ddir *buckets[DIR_BUCKETS];
 	size_t ndirs;
+	struct where where[WHERE_SLOTS];
 	uint64_t clock;
 	struct qop **q;
 	size_t nq, qcap, qbytes;
@@ -118,6 +164,9 @@ struct deleg {
 	bool stop;
 	bool started;
 	pthread_t thread;
+	/* Given back, and kernel invalidations that took (flusher only;
+	 * logged at unmount: an rmr's recall must cost one each). */
+	uint64_t given, kinvals;
 };
 
 /* An absolute CLOCK_MONOTONIC time @ns from now, for acv. */
@@ -142,7 +191,7 @@ static struct ddir *find(struct deleg *dg, uint64_t ino)
 	return *slot(dg, ino);
 }
 
-/* Forget @ino; its long-lived names go to @g (NULL: freed). */
+/* Forget @ino; its entry in the kernel goes to @g (NULL: freed). */
 static void forget(struct deleg *dg, uint64_t ino, struct gone *g)
 {
 	struct ddir **pp = slot(dg, ino), *d = *pp;
@@ -152,14 +201,82 @@ static void forget(struct deleg *dg, uint64_t ino, struct gone *g)
 	*pp = d->next;
 	dg->ndirs--;
 	if (g) {
-		g->names = d->names;
-		g->nnames = d->nnames;
+		g->up = d->up;
+		g->name = d->name;
 	} else {
-		for (size_t i = 0; i < d->nnames; i++)
-			free(d->names[i]);
-		free(d->names);
+		free(d->name);
 	}
 	free(d);
+}
+
+/* ---- where the kernel has directories (mu) --------------------------- */
+
+static struct where *where_slot(struct deleg *dg, uint64_t ino)
+{
+	return &dg->where[sw_hash_u64(ino) % WHERE_SLOTS];
+}
+
+/* Whether (@up, @name) is the place (@wup, @wname). */
+static bool same_place(uint64_t up, const char *name, uint64_t wup,
+		       const char *wname)
+{
+	return wname && up == wup && strcmp(name, wname) == 0;
+}
+
+/* Set *@pup, *@pname to (@up, @name) (@name NULL: clear); false out of
+ * memory, cleared then. */
+static bool place(uint64_t *pup, char **pname, uint64_t up, const char *name)
+{
+	char *copy = name ? strdup(name) : NULL;
+
+	free(*pname);
+	*pname = copy;
+	*pup = copy ? up : 0;
+	return copy || !name;
+}
+
+/* Directory @ino is @name in @up as the kernel sees it now. */
+static void note_dir(struct deleg *dg, uint64_t up, const char *name,
+		     uint64_t ino)
+{
+	struct where *w = where_slot(dg, ino);
+	struct ddir *d = find(dg, ino);
+
+	if (!ino || !strcmp(name, ".") || !strcmp(name, ".."))
+		return;
+	if (w->ino != ino || !same_place(up, name, w->up, w->name))
+		w->ino = place(&w->up, &w->name, up, name) ? ino : 0;
+	/* Moved (by another client's rename, the kernel following it on
+	 * its next lookup): a held one's copy follows. */
+	if (d && d->name && !same_place(up, name, d->up, d->name))
+		place(&d->up, &d->name, up, name);
+}
+
+/*
+ * Whether the kernel's entry of held @d is known, taking its copy from
+ * the table if need be (then kept by @d: its slot may go to another).
+ */
+static bool placed(struct deleg *dg, struct ddir *d)
+{
+	const struct where *w = where_slot(dg, d->ino);
+
+	if (d->name)
+		return true;
+	if (w->ino != d->ino || !w->name)
+		return false;
+	return place(&d->up, &d->name, w->up, w->name) && d->name;
+}
+
+/* What was (@up, @name) is (@nup, @nname) (NULL: gone); @swap: and the
+ * other way round (RENAME_EXCHANGE). */
+static void move_place(uint64_t *pup, char **pname, uint64_t up,
+		       const char *name, uint64_t nup, const char *nname,
+		       bool swap)
+{
+	if (same_place(up, name, *pup, *pname))
+		place(pup, pname, nup, nname);
+	else if (nname && same_place(nup, nname, *pup, *pname))
+		place(pup, pname, up, swap ? name : NULL);
 }
 
 /* ---- the flusher's work (amu) ---------------------------------------- */
@@ -360,27 +477,37 @@ void deleg_flush(struct deleg *dg)
 }
 
 /*
- * The kernel forgets the names it was given for long: those still in the
- * listing (the others it dropped when they were removed here), or all of
- * them if the listing is no longer cached.
+ * The kernel forgets the names it was given for long in the @n
+ * directories @gv given back (see the top): all of them at once, or
+ * each with its directory's own entry, which takes its cached subtree
+ * with it. -ENOENT: the kernel had dropped that one already.
  */
-static void forget_names(struct deleg *dg, struct gone *g)
+static void forget_names(struct deleg *dg, struct gone *gv, size_t n)
 {
 	struct mount *m = dg->m;
-	fuse_ino_t parent = mount_to_fuse(m, g->ino);
-	bool whole = dircache_live(m->dcache, g->ino) >= 0;
+	bool any = false, all = false;
 
-	for (size_t i = 0; i < g->nnames; i++) {
-		struct dc_entry de;
-
-		if (!whole || dircache_lookup(m->dcache, g->ino, g->names[i],
-					      &de) == DC_FOUND)
-			fuse_lowlevel_notify_inval_entry(m->se, parent,
-							 g->names[i],
-							 strlen(g->names[i]));
-		free(g->names[i]);
+	for (size_t i = 0; i < n; i++)
+		any = any || gv[i].name;
+	if (any && !__atomic_load_n(&m->no_epoch, __ATOMIC_RELAXED)) {
+		all = inval_all_names(m->se) == 0;
+		if (all)
+			dg->kinvals++;
+		else if (!__atomic_exchange_n(&m->no_epoch, true,
+					      __ATOMIC_RELAXED))
+			sw_info(TAG, "this kernel cannot drop every cached "
+				     "name at once: a recall invalidates each "
+				     "directory's own entry");
 	}
-	free(g->names);
+	for (size_t i = 0; i < n; i++) {
+		if (!gv[i].name)
+			continue;
+		if (!all && fuse_lowlevel_notify_inval_entry(
+				    m->se, mount_to_fuse(m, gv[i].up),
+				    gv[i].name, strlen(gv[i].name)) == 0)
+			dg->kinvals++;
+		free(gv[i].name);
+	}
 }
 
 /*
@@ -413,10 +540,11 @@ static void give_back(struct deleg *dg)
 			forget(dg, v[i], gv ? &gv[i] : NULL);
 	}
 	pthread_mutex_unlock(&dg->mu);
-	for (size_t i = 0; gv && i < n; i++) {
+	for (size_t i = 0; gv && i < n; i++)
 		gv[i].ino = v[i];
-		forget_names(dg, &gv[i]);
-	}
+	if (gv)
+		forget_names(dg, gv, n);
+	dg->given += n;
 	for (size_t i = 0; i < n; i++)
 		dircache_expire_attrs(dg->m->dcache, v[i]);
 	free(gv);
@@ -518,6 +646,11 @@ void deleg_stop(struct deleg *dg, int wait_ms)
 	pthread_mutex_unlock(&dg->amu);
 	if (dg->started)
 		pthread_join(dg->thread, NULL);
+	if (dg->started && dg->enabled)
+		sw_notice(TAG,
+			  "%" PRIu64 " delegation(s) given back, %" PRIu64
+			  " kernel invalidation(s) of their names",
+			  dg->given, dg->kinvals);
 	dg->started = false;
 }
 
@@ -528,6 +661,8 @@ void deleg_free(struct deleg *dg)
 	for (size_t i = 0; i < DIR_BUCKETS; i++)
 		while (dg->buckets[i])
 			forget(dg, dg->buckets[i]->ino, NULL);
+	for (size_t i = 0; i < WHERE_SLOTS; i++)
+		free(dg->where[i].name);
 	for (size_t i = 0; i < dg->nq; i++)
 		free(dg->q[i]);
 	free(dg->q);
@@ -672,21 +807,52 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 
 	if (!dg || !dg->enabled)
 		return 0;
+	(void)name; /* all are taken back together */
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	/* Not where someone may not search: see mount_searchable(). */
 	if (d && d->st == D_HELD &&
 	    (!dg->m->own_perms || mount_all_search(d->attr.mode)) &&
-	    d->nnames < NAMES_MAX) {
-		if (sw_grow(&d->names, &d->namecap, d->nnames + 1,
-			    sizeof(*d->names), 64) == 0 &&
-		    (d->names[d->nnames] = strdup(name)) != NULL) {
-			d->nnames++;
-			t = LONG_ENTRY_TIMEOUT;
-		}
-	}
+	    placed(dg, d))
+		t = LONG_ENTRY_TIMEOUT;
 	pthread_mutex_unlock(&dg->mu);
 	return t;
+}
+
+void deleg_note_dir(struct deleg *dg, uint64_t parent, const char *name,
+		    uint64_t ino)
+{
+	if (!dg || !dg->enabled)
+		return;
+	pthread_mutex_lock(&dg->mu);
+	note_dir(dg, parent, name, ino);
+	pthread_mutex_unlock(&dg->mu);
+}
+
+void deleg_renamed(struct deleg *dg, uint64_t parent, const char *name,
+		   uint64_t newparent, const char *newname, bool exchange)
+{
+	if (!dg || !dg->enabled)
+		return;
+	pthread_mutex_lock(&dg->mu);
+	/* Which directory moved is not known here: every place that
+	 * names either end follows, in the table and the held ones. */
+	for (size_t i = 0; i < WHERE_SLOTS; i++) {
+		struct where *w = &dg->where[i];
+
+		if (!w->name)
+			continue;
+		move_place(&w->up, &w->name, parent, name, newparent, newname,
+			   exchange);
+		if (!w->name)
+			w->ino = 0;
+	}
+	for (size_t i = 0; i < DIR_BUCKETS; i++)
+		for (struct ddir *d = dg->buckets[i]; d; d = d->next)
+			if (d->name)
+				move_place(&d->up, &d->name, parent, name,
+					   newparent, newname, exchange);
+	pthread_mutex_unlock(&dg->mu);
 }
 
 void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
@@ -1187,6 +1353,7 @@ int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
 	if (type == S_IFDIR) {
 		d->attr.nlink++;
 		old = hold_made(dg, &a);
+		note_dir(dg, parent, name, ino);
 		dircache_new_empty(m->dcache, ino);
 	}
 	dattr = d->attr;

@@ -49,10 +49,27 @@ void deleg_want(struct deleg *dg, uint64_t dir);
 
 /*
  * The entry timeout for @name in @dir, to be handed to the kernel now: a
- * long one in a held directory (the name is remembered, to be taken back
- * when the delegation ends), else 0: the usual one.
+ * long one in a held directory whose own entry in the kernel is known
+ * (deleg_note_dir()): all such names are taken back at once, with that
+ * entry, when the delegation ends. Else 0: the usual one.
  */
 double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name);
+
+/*
+ * Directory @ino goes to the kernel as @name in @parent (a lookup, mkdir
+ * or readdirplus reply): where to invalidate its cached names from. Call
+ * before the reply. O(1).
+ */
+void deleg_note_dir(struct deleg *dg, uint64_t parent, const char *name,
+		    uint64_t ino);
+
+/*
+ * This mount renamed @name in @parent to @newname in @newparent
+ * (@exchange: RENAME_EXCHANGE): the kernel moved its entry, and places
+ * deleg_note_dir() recorded follow. O(WHERE_SLOTS + held directories).
+ */
+void deleg_renamed(struct deleg *dg, uint64_t parent, const char *name,
+		   uint64_t newparent, const char *newname, bool exchange);
 
 /* The master's attributes @a (a reply's): a held directory's own copy
  * follows them (a chmod or chown this mount made there). */

@@ -30,8 +30,28 @@ struct inval {
 	pthread_cond_t cond;
 	struct item *head, **tail;
 	bool stop;
+	bool no_expire; /* the kernel cannot expire a name (inval thread) */
 	pthread_t thread;
 };
+
+/*
+ * A name another client changed: expired, so that the kernel looks it up
+ * before it next uses it, which then drops it (and what it caches below
+ * it) if it is gone. Dropping it now (d_invalidate()) would prune that
+ * subtree before the master hears the ack: for an rmr of a tree this
+ * mount listed, one walk of every cached name below, in the kernel,
+ * while the rmr waits. Kernels before 6.2 (protocol 7.38) cannot
+ * expire: they drop it.
+ */
+static void inval_name(struct inval *iv, const struct item *it)
+{
+	if (!iv->no_expire && fuse_lowlevel_notify_expire_entry(
+				      iv->se, it->parent, it->name, it->len,
+				      FUSE_LL_EXPIRE_ONLY) != -ENOSYS)
+		return;
+	iv->no_expire = true;
+	fuse_lowlevel_notify_inval_entry(iv->se, it->parent, it->name, it->len);
+}
 
 static void *inval_main(void *arg)
 {
@@ -54,8 +74,7 @@ static void *inval_main(void *arg)
 		if (!it->parent)
 			iv->ack(iv->arg, it->seq);
 		else if (it->len)
-			fuse_lowlevel_notify_inval_entry(iv->se, it->parent,
-							 it->name, it->len);
+			inval_name(iv, it);
 		else
 			fuse_lowlevel_notify_inval_inode(iv->se, it->parent, 0,
 							 0);

@@ -184,8 +184,10 @@ static void added_done(void *arg, int rc, ProtobufCMessage **reply)
 	if (a && r->has_cookie)
 		dircache_add(m->dcache, c->parent, c->name, r->cookie, a->ino,
 			     (uint8_t)((a->mode >> 12) & 15), a);
-	if (a && S_ISDIR(a->mode))
+	if (a && S_ISDIR(a->mode)) {
 		dircache_new_empty(m->dcache, a->ino);
+		deleg_note_dir(m->deleg, c->parent, c->name, a->ino);
+	}
 	entry_done(c->req, c->parent, rc, reply);
 	free(c);
 }
@@ -221,6 +223,9 @@ static void renamed_done(void *arg, int rc, ProtobufCMessage **reply)
 		dircache_drop(m->dcache, c->parent);
 		dircache_drop(m->dcache, c->newparent);
 	}
+	if (rc == 0)
+		deleg_renamed(m->deleg, c->parent, c->name, c->newparent,
+			      c->newname, c->flags & RENAME_EXCHANGE);
 	status_done(c->req, rc, reply);
 	free(c);
 }
@@ -303,6 +308,7 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 struct lookupctx {
 	fuse_req_t req;
 	uint64_t parent;
+	char name[SW_NAME_MAX + 1];
 };
 
 static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
@@ -312,6 +318,12 @@ static void lookup_done(void *arg, int rc, ProtobufCMessage **reply)
 	double t = mount_entry_timeout(m, c.parent, true);
 
 	free(arg);
+	if (rc == 0) {
+		const Sweepfs__Attr *a = ((Sweepfs__EntryReply *)*reply)->attr;
+
+		if (a && S_ISDIR(a->mode))
+			deleg_note_dir(m->deleg, c.parent, c.name, a->ino);
+	}
 	if (rc == -ENOENT && t > 0) {
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = t };
 
@@ -364,6 +376,8 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 			return false;
 		mount_fill_entry(m, parent, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
+		if (S_ISDIR(de.attr.mode))
+			deleg_note_dir(m->deleg, parent, name, de.attr.ino);
 		t = deleg_entry_timeout(m->deleg, parent, name);
 		if (t > 0)
 			e.entry_timeout = t;
@@ -403,6 +417,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	c->req = req;
 	c->parent = to_master(m, parent);
+	snprintf(c->name, sizeof(c->name), "%s", name);
 	q.cred = cred;
 	q.parent = c->parent;
 	q.name = bytes(name);

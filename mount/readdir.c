@@ -165,6 +165,9 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 
 			mount_fill_entry(m, c->dh->ino, attr, &e);
 			e.attr_timeout = mount_attr_left(m, attr_at);
+			if (S_ISDIR(attr->mode))
+				deleg_note_dir(m->deleg, c->dh->ino, name,
+					       attr->ino);
 			if (t > 0)
 				e.entry_timeout = t;
 		} else {

@@ -206,6 +206,18 @@ static ProtobufCMessage *take(struct conn *c, uint16_t type)
 	return last;
 }
 
+/* The DELEG reply a walk in slices ends with (the loop runs meanwhile). */
+static Sweepfs__DelegReply *walked(struct fixture *f, struct conn *c)
+{
+	ProtobufCMessage *r = NULL;
+
+	/* Run only while nothing came: the loop blocks once the walk's
+	 * timer is gone. */
+	for (int i = 0; i < 20000 && !(r = take(c, SW_MSG_DELEG)); i++)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	return (Sweepfs__DelegReply *)r;
+}
+
 static bool ask(struct fixture *f, struct conn *c, struct node *dir)
 {
 	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
@@ -215,6 +227,8 @@ static bool ask(struct fixture *f, struct conn *c, struct node *dir)
 	q.dir = dir->ino;
 	call(f, c, SW_MSG_DELEG, &q.base);
 	r = (Sweepfs__DelegReply *)take(c, SW_MSG_DELEG);
+	if (!r) /* a large directory, walked in slices */
+		r = walked(f, c);
 	assert_non_null(r);
 	assert_non_null(r->attr);
 	assert_int_equal(r->attr->ino, dir->ino);
@@ -255,6 +269,18 @@ static bool lookup_waits(struct conn *c, struct node *dir, const char *name)
 	return deleg_wait(c, SW_MSG_LOOKUP, &q.base);
 }
 
+/* Whether a GETATTR of @n by @c waits (then @c is unparked again). */
+static bool getattr_waits(struct conn *c, struct node *n)
+{
+	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+	bool waits;
+
+	q.ino = n->ino;
+	waits = deleg_wait(c, SW_MSG_GETATTR, &q.base);
+	deleg_unpark(c);
+	return waits;
+}
+
 static uint64_t held(struct fixture *f)
 {
 	struct deleg_stats st;
@@ -271,8 +297,9 @@ static void test_grant_marks_and_return_unmarks(void **state)
 	assert_int_equal(held(f), 1);
 	assert_int_equal(f->sa.ndelegs, 1);
 	assert_true(f->d->flags & NODE_DELEG);
-	assert_true(f->f->flags & NODE_DELEG_IN);
-	assert_true(f->sub->flags & NODE_DELEG_IN);
+	assert_true(f->f->flags & NODE_DELEG_TAG);
+	/* Directories know their parent: not marked. */
+	assert_false(f->sub->flags & NODE_DELEG_TAG);
 	/* Asking again: still ours. */
 	assert_true(ask(f, &f->ca, f->d));
 	assert_int_equal(held(f), 1);
@@ -281,8 +308,9 @@ static void test_grant_marks_and_return_unmarks(void **state)
 	give_back(f, &f->ca, f->d);
 	assert_int_equal(held(f), 0);
 	assert_int_equal(f->sa.ndelegs, 0);
-	assert_false(f->d->flags & (NODE_DELEG | NODE_DELEG_IN));
-	assert_false(f->f->flags & NODE_DELEG_IN);
+	assert_false(f->d->flags & (NODE_DELEG | NODE_DELEG_TAG));
+	/* The file's mark is stale, not cleared: it holds nobody up. */
+	assert_false(getattr_waits(&f->cb, f->f));
 }
 
 static void test_refused_while_another_watches(void **state)
@@ -570,7 +598,7 @@ static void test_holder_gone_ends_it(void **state)
 	watch_drop_session(&f->m, &f->sa);
 	assert_int_equal(held(f), 0);
 	assert_null(f->cb.parked);
-	assert_false(f->sub->flags & (NODE_DELEG | NODE_DELEG_IN));
+	assert_false(f->sub->flags & (NODE_DELEG | NODE_DELEG_TAG));
 	/* And a directory that goes ends its delegation. */
 	assert_true(ask(f, &f->cb, f->sub));
 	deleg_dir_gone(&f->m, f->sub);
@@ -959,6 +987,152 @@ static void test_batch_create_open(void **state)
 	assert_false(ns_get(&f->m.ns, a)->flags & NODE_OPEN);
 }
 
+/*
+ * Issue 29: a grant walks its directory once; giving back, a recall
+ * answered, the directory removed, the session gone and a request on a
+ * file of a delegation that ended walk nothing, whatever the size.
+ * Counted in entries visited, at two sizes.
+ */
+static uint64_t visits(struct fixture *f)
+{
+	struct deleg_stats st;
+
+	deleg_stats(&f->m, &st);
+	return st.visits;
+}
+
+static void big_dir_costs(struct fixture *f, unsigned n)
+{
+	struct node *big = mk(f, f->m.ns.root, "big", S_IFDIR | 0755), *first;
+	uint64_t v;
+	char name[16];
+
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		assert_non_null(mk(f, big, name, S_IFREG | 0644));
+	}
+	first = entry(f, big, "f0");
+	v = visits(f);
+	assert_true(ask(f, &f->ca, big));
+	/* The grant: one visit an entry, no more. */
+	assert_int_equal(visits(f) - v, n);
+	v = visits(f);
+	/* Another session names a file by number: recalled, O(1). */
+	assert_true(getattr_waits(&f->cb, first));
+	assert_true(recalled(&f->ca, big));
+	give_back(f, &f->ca, big);
+	assert_int_equal(held(f), 0);
+	/* Its marks are stale: nobody waits on them. */
+	assert_false(getattr_waits(&f->cb, first));
+	assert_int_equal(visits(f) - v, 0);
+	/* Held again; its session goes. */
+	assert_true(ask(f, &f->ca, big));
+	v = visits(f);
+	deleg_drop_session(&f->m, &f->sa);
+	watch_drop_session(&f->m, &f->sa);
+	assert_int_equal(held(f), 0);
+	assert_int_equal(visits(f) - v, 0);
+	/* Held by the other; the directory goes. */
+	assert_true(ask(f, &f->cb, big));
+	assert_true(ask(f, &f->ca, f->sub));
+	v = visits(f);
+	/* The stale mark of a tag now live again is cleared by the first
+	 * request that finds it, or recalls what shares its tag: never a
+	 * walk. */
+	(void)getattr_waits(&f->ca, first);
+	deleg_unpark(&f->ca);
+	deleg_dir_gone(&f->m, big);
+	assert_int_equal(visits(f) - v, 0);
+}
+
+static void test_costs_flat_small(void **state)
+{
+	big_dir_costs(*state, 10000);
+}
+
+static void test_costs_flat_large(void **state)
+{
+	big_dir_costs(*state, 200000);
+}
+
+/*
+ * A directory past DELEG_WALK_SYNC (16,384) entries is walked in slices
+ * of at most purge_slice (here 1 us: 256 entries a slice), its DELEG
+ * answered at the end; nobody waits meanwhile, and a session that goes
+ * ends its walk.
+ */
+static void test_large_grant_walked_in_slices(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	struct node *big = mk(f, f->m.ns.root, "big", S_IFDIR | 0755), *first;
+	const unsigned n = 40000;
+	Sweepfs__DelegReply *r;
+	struct deleg_stats st;
+	char name[16];
+	uint64_t v;
+
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		assert_non_null(mk(f, big, name, S_IFREG | 0644));
+	}
+	first = entry(f, big, "f0");
+	f->m.cfg.purge_slice_us = 1;
+	v = visits(f);
+	q.dir = big->ino;
+	call(f, &f->ca, SW_MSG_DELEG, &q.base);
+	assert_null(take(&f->ca, SW_MSG_DELEG)); /* deferred */
+	assert_int_equal(held(f), 0);
+	uv_run(&f->loop, UV_RUN_ONCE);
+	/* Marked already, not delegated: nobody waits. */
+	assert_true(first->flags & NODE_DELEG_TAG);
+	assert_false(getattr_waits(&f->cb, first));
+	/* A second ask while walking: busy, at once. */
+	call(f, &f->ca, SW_MSG_DELEG, &q.base);
+	r = (Sweepfs__DelegReply *)take(&f->ca, SW_MSG_DELEG);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	r = walked(f, &f->ca);
+	assert_non_null(r);
+	assert_true(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 1);
+	deleg_stats(&f->m, &st);
+	assert_int_equal(st.visits - v, n);
+	/* 256 entries at most past each deadline: that many slices. */
+	assert_true(st.walk_slices >= n / 256);
+	/* Held now: another session's request on a file recalls it. */
+	assert_true(getattr_waits(&f->cb, first));
+	assert_true(recalled(&f->ca, big));
+	give_back(f, &f->ca, big);
+	assert_int_equal(held(f), 0);
+
+	/* A session that goes ends its walk; nothing is delegated. */
+	watch_drop_session(&f->m, &f->sa);
+	call(f, &f->cb, SW_MSG_DELEG, &q.base);
+	assert_null(take(&f->cb, SW_MSG_DELEG)); /* walking */
+	uv_run(&f->loop, UV_RUN_ONCE);
+	deleg_drop_session(&f->m, &f->sb);
+	r = (Sweepfs__DelegReply *)take(&f->cb, SW_MSG_DELEG);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(held(f), 0);
+
+	/* A file with two names found by the walk: refused. */
+	assert_int_equal(ns_link(&f->m.ns, entry(f, big, "f39999"), f->d,
+				 "other", 1, f->m.ns.next_edge, ++f->now),
+			 0);
+	call(f, &f->cc, SW_MSG_DELEG, &q.base);
+	r = walked(f, &f->cc);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 0);
+}
+
 static void test_made_dir_delegated(void **state)
 {
 	struct fixture *f = *state;
@@ -1035,24 +1209,24 @@ static void test_new_entries_recall_by_ino(void **state)
 	call(f, &f->ca, SW_MSG_MKNOD, &mq.base);
 	plain = entry(f, f->d, "plain");
 	assert_non_null(plain);
-	assert_true(made->flags & NODE_DELEG_IN);
-	assert_true(plain->flags & NODE_DELEG_IN);
+	assert_true(made->flags & NODE_DELEG_TAG);
+	assert_true(plain->flags & NODE_DELEG_TAG);
 	for (int i = 0; i < 3; i++) {
 		if (i == 2) {
 			/* A link: a file with two names (refused at a grant). */
-			assert_false(g0->flags & NODE_DELEG_IN);
+			assert_false(g0->flags & NODE_DELEG_TAG);
 			assert_int_equal(ns_link(&f->m.ns, g0, f->d, "g", 1,
 						 f->m.ns.next_edge, ++f->now),
 					 0);
-			assert_true(g0->flags & NODE_DELEG_IN);
+			assert_true(g0->flags & NODE_DELEG_TAG);
 		}
 		g.ino = (i == 0 ? made : i == 1 ? plain : g0)->ino;
 		assert_true(deleg_wait(&f->cb, SW_MSG_GETATTR, &g.base));
 		assert_true(recalled(&f->ca, f->d));
 		deleg_unpark(&f->cb);
 		give_back(f, &f->ca, f->d);
-		assert_false(made->flags & NODE_DELEG_IN);
-		assert_false(plain->flags & NODE_DELEG_IN);
+		assert_false(getattr_waits(&f->cb, made));
+		assert_false(getattr_waits(&f->cb, plain));
 		if (i < 2)
 			assert_true(ask(f, &f->ca, f->d));
 	}
@@ -1118,6 +1292,12 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_create_open, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_costs_flat_small, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_costs_flat_large, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_large_grant_walked_in_slices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_made_dir_delegated, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_new_entries_recall_by_ino,

@@ -1556,6 +1556,51 @@ static void test_ns_dir_seek_sparse_index(void **state)
 	free(gone);
 }
 
+/*
+ * Unlinks in listing order (rm -rf, RemoveAll) drop the index's first
+ * slot each time it empties: O(1), not a move of the whole index (issue
+ * 29); appends after that reuse the room, and seeks stay right.
+ */
+static void test_ns_index_front_drops(void **state)
+{
+	struct fixture *f = *state;
+	struct node *r = root(f), *d = mk(f, r, "big", S_IFDIR | 0755);
+	enum { N = 20000 };
+	uint32_t len0, cap0;
+	char name[32];
+
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "e%05d", i);
+		mk(f, d, name, S_IFREG | 0644);
+	}
+	len0 = d->u.dir->index_len;
+	cap0 = d->u.dir->index_cap;
+	for (int i = 0; i < N / 2; i++) {
+		snprintf(name, sizeof(name), "e%05d", i);
+		assert_int_equal(unlink_rc(f, d, name, false), 0);
+	}
+	/* Half the slots dropped at the front, none moved. */
+	assert_true(d->u.dir->index_skip >= len0 / 2 - 1);
+	assert_int_equal(d->u.dir->index_skip + d->u.dir->index_len, len0);
+	check_seek_all(d);
+	check_ns(&f->ns);
+	/* Appends fill the allocation, then slide back into the room the
+	 * drops left (at most doubling it). */
+	for (int i = 0; i < N / 2; i++) {
+		snprintf(name, sizeof(name), "n%05d", i);
+		mk(f, d, name, S_IFREG | 0644);
+	}
+	assert_true(d->u.dir->index_cap <= 2 * cap0);
+	check_seek_all(d);
+	check_ns(&f->ns);
+	for (int i = N / 2; i < N; i++) {
+		snprintf(name, sizeof(name), "e%05d", i);
+		assert_int_equal(unlink_rc(f, d, name, false), 0);
+	}
+	check_seek_all(d);
+	check_ns(&f->ns);
+}
+
 static void test_ns_cursor_set_tombstones(void **state)
 {
 	struct fixture *f = *state;
@@ -2325,6 +2370,8 @@ int main(void)
 			test_ns_xattr_set_get_list_remove, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ns_xattr_set_many, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_ns_index_front_drops,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ns_dir_seek_sparse_index,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ns_cursor_set_tombstones,
