@@ -506,7 +506,31 @@ static int r_u64(struct reader *r, uint64_t *v)
 	return rc;
 }
 
-static int load_node(struct ns *ns, struct reader *r)
+/*
+ * The nodes loaded so far by inode number, when the header's next_ino
+ * makes such an array small (inode numbers are handed out in order, so
+ * it is dense unless most of what was ever made is gone): a node's
+ * duplicate check and a name's child are then one read of the array
+ * rather than a probe of the inode table, which touches a node per slot
+ * it passes. NULL: look the inode table up instead.
+ */
+struct byino {
+	struct node **v;
+	uint64_t len;
+};
+
+/* At most this many slots per node loaded: 8 bytes each, freed when the
+ * checkpoint is in. */
+#define BYINO_SLACK 4
+
+static struct node *load_get(struct ns *ns, const struct byino *b, uint64_t ino)
+{
+	if (b->v)
+		return ino < b->len ? b->v[ino] : NULL;
+	return ns_get(ns, ino);
+}
+
+static int load_node(struct ns *ns, struct reader *r, struct byino *b)
 {
 	struct node t = { 0 };
 	uint32_t nlink, flags;
@@ -545,35 +569,49 @@ static int load_node(struct ns *ns, struct reader *r)
 			return -ENOMEM;
 		rc = r_bytes(r, target, t.size) ? -EUCLEAN : 0;
 	}
-	if (rc == 0)
+	if (rc == 0 && b->v) {
+		if (t.ino >= b->len)
+			rc = -EUCLEAN; /* not below the header's next_ino */
+		else if (b->v[t.ino])
+			rc = -EEXIST;
+		else
+			rc = ns_load_node_new(ns, &t, target, &n);
+		if (rc == 0)
+			b->v[t.ino] = n;
+	} else if (rc == 0) {
 		rc = ns_load_node(ns, &t, target, &n);
+	}
 	free(target);
 	return rc;
 }
 
-static int load_dir(struct ns *ns, struct reader *r)
+static int load_dir(struct ns *ns, struct reader *r, const struct byino *b)
 {
 	uint64_t ino, count;
 	uint32_t trashtime;
 	struct node *dir;
+	int rc;
 
 	if (r_u64(r, &ino) || r_u64(r, &count) || r_u32(r, &trashtime))
 		return -EUCLEAN;
-	dir = ns_get(ns, ino);
-	if (!dir || !S_ISDIR(dir->mode))
+	dir = load_get(ns, b, ino);
+	if (!dir || !S_ISDIR(dir->mode) || dir->u.dir->nentries ||
+	    count > ns->nnodes)
 		return -EUCLEAN;
 	dir->u.dir->trashtime = trashtime;
+	rc = ns_load_dir_reserve(ns, dir, count);
+	if (rc < 0)
+		return rc;
 	for (uint64_t i = 0; i < count; i++) {
 		uint64_t edge, child_ino;
 		struct node *child;
 		char name[256];
 		uint8_t len, flags;
-		int rc;
 
 		if (r_u64(r, &edge) || r_u64(r, &child_ino) ||
 		    r_u8(r, &flags) || r_u8(r, &len) || r_bytes(r, name, len))
 			return -EUCLEAN;
-		child = ns_get(ns, child_ino);
+		child = load_get(ns, b, child_ino);
 		if (!child || !sw_name_valid(name, len) ||
 		    (flags & ~EDGE_SNAPSHOT))
 			return -EUCLEAN;
@@ -721,6 +759,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	struct reader r = { 0 };
 	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
 	uint64_t counts[4] = { 0 }; /* nodes, chunks, xattr sets, orphans */
+	struct byino b = { NULL, 0 };
 	uint32_t format, crc_file, crc_calc;
 	struct stat st;
 	char magic[4];
@@ -756,6 +795,11 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	rc = ns_load_reserve(ns, counts[0], counts[1], counts[2], counts[3]);
 	if (rc < 0)
 		goto out_close;
+	/* Without counts (format 3), or sparse, or no memory: the table. */
+	if (counts[0] && next_ino <= counts[0] * BYINO_SLACK + 1024) {
+		b.v = calloc((size_t)next_ino, sizeof(*b.v));
+		b.len = b.v ? next_ino : 0;
+	}
 	for (;;) {
 		uint8_t tag;
 
@@ -767,10 +811,10 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		switch (tag) {
 		case 'N':
-			rc = load_node(ns, &r);
+			rc = load_node(ns, &r, &b);
 			break;
 		case 'D':
-			rc = load_dir(ns, &r);
+			rc = load_dir(ns, &r, &b);
 			break;
 		case 'K':
 			rc = load_chunk(ns, &r);
@@ -823,6 +867,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 		ns->version = version;
 	}
 out_close:
+	free(b.v);
 	close(r.fd);
 out_free:
 	free(r.buf);

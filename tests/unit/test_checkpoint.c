@@ -1175,6 +1175,93 @@ static void test_checkpoint_load_sizes_inode_table(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/*
+ * A directory's name table is sized once from the 'D' record's count, not
+ * grown while its names load; lookups in it work.
+ */
+static void test_checkpoint_load_sizes_dir_table(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d, *dl;
+	uint64_t version = 0;
+	char name[32];
+
+	d = mk(f, f->a.root, "big", S_IFDIR | 0755);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		mk(f, d, name, S_IFREG | 0644);
+	}
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 80), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	dl = ns_get(&f->b, d->ino);
+	assert_non_null(dl);
+	assert_null(dl->u.dir->names.old);
+	assert_int_equal(dl->u.dir->names.size, 2 * 1000);
+	assert_int_equal(htab_count(&dl->u.dir->names), 1000);
+	assert_non_null(ns_lookup(&f->b, dl, "n999", 4));
+	assert_same(&f->a, &f->b);
+}
+
+/*
+ * Inode numbers far sparser than the nodes (most of what was made is
+ * gone): the loader looks nodes up in the inode table rather than in an
+ * array by number, with the same result.
+ */
+static void test_checkpoint_load_sparse_inodes(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+
+	build_small(f);
+	f->a.next_ino += 1000000;
+	mk(f, f->a.root, "late", S_IFREG | 0644);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 81), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+}
+
+/* Two records of the same node: corrupt, whichever way it is looked up. */
+static void test_checkpoint_load_duplicate_node(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0, records = 0;
+	uint8_t *data, *dup;
+	uint32_t crc;
+	size_t len, at, rec = 61; /* 'N' of a plain file */
+
+	mk(f, f->a.root, "x", S_IFREG | 0644);
+	for (int sparse = 0; sparse < 2; sparse++) {
+		reset_b(f);
+		if (sparse)
+			f->a.next_ino += 1000000;
+		assert_int_equal(checkpoint_write(&f->a, f->dir, 82), 0);
+		read_cp(f, 82, &data, &len);
+		/* The root and "x", in either order: copy x's record. */
+		at = data[73] == NS_ROOT_INO ? 72 + rec : 72;
+		assert_int_equal(data[at], 'N');
+		assert_int_not_equal(data[at + 1], NS_ROOT_INO);
+		dup = malloc(len + rec);
+		assert_non_null(dup);
+		memcpy(dup, data, at + rec);
+		memcpy(dup + at + rec, data + at, len - at);
+		/* One more record in 'Z', and the crc. */
+		for (int i = 7; i >= 0; i--)
+			records = records << 8 | dup[len + rec - 12 + i];
+		records++;
+		for (int i = 0; i < 8; i++)
+			dup[len + rec - 12 + i] = (uint8_t)(records >> (8 * i));
+		crc = sw_crc32c(0, dup, len + rec - 4);
+		for (int i = 0; i < 4; i++)
+			dup[len + rec - 4 + i] = (uint8_t)(crc >> (8 * i));
+		write_cp(f, 82, dup, len + rec);
+		assert_int_equal(checkpoint_load(&f->b, f->dir, &version),
+				 -EUCLEAN);
+		free(dup);
+		free(data);
+		records = 0;
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1209,6 +1296,12 @@ int main(void)
 			test_checkpoint_start_background, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_chunk_intents,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_sizes_dir_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_sparse_inodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_duplicate_node, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
