@@ -222,7 +222,10 @@ def run_method(cl, method, copies, n, removeall, probe_target, opts, a):
         "purge_after_return_s": purge,
         "client_s": per_client,
         "details": [r[1] for r in res],
-        "files_per_s_client": [n / s for s in per_client],
+        # A client is done when its files are gone: for rmsnapshot and
+        # rmr that is when the purge ends, not when the tool returns.
+        "files_per_s_client": [n / (done if method in ("rmsnapshot", "rmr")
+                                    else s) for s in per_client],
         "files_per_s_aggregate": files / done,
         "master_cpu_pct": 100 * cpu_s / done,
         "master_cpu_s_per_mfile": cpu_s / files * 1e6,
