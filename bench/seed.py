@@ -280,6 +280,11 @@ def print_table(r, n):
               m, x["probe_stat"]["p50_ms"], x["probe_stat"]["p99_ms"],
               x["probe_stat"]["max_ms"])
               for m, x in r["methods"].items() if x["probe_stat"]))
+    print("what the master's CPU per file allows (files/s per master "
+          "core): " + ", ".join(
+              "%s %.0f" % (m, x["master_files_per_cpu_s"])
+              for m, x in r["methods"].items()
+              if x["master_files_per_cpu_s"]))
     mem = r["memory"]
     print("master: cold start %s for %d nodes; with all copies: %d nodes, "
           "%.0f B RSS and %.0f B in namespace structures per node" % (
