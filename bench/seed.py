@@ -25,6 +25,13 @@ and CPU seconds per million files, bytes in and out at the master, the
 probe's stat p50/p99/max; and the master's RSS and namespace bytes per
 node with every copy in place.
 
+Last, the master is killed and started again: the cold start with the
+run's changelog to replay (the load and the replay as the master logs
+them), then, with checkpoint_interval=1s and the probe changing a file
+now and then, a checkpoint every second for --checkpoint-seconds while
+the probe times stat: what the checkpoint's writer (a forked child)
+costs the requests.
+
 Clients are mounts on the host (loopback), each its own session with
 the master; they are not network namespaces (bench/machines.py), which
 this harness does not set up yet.
@@ -44,6 +51,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster  # noqa: E402
+import swcluster  # noqa: E402
 
 METHODS = ("rm", "go", "rmsnapshot", "rmr")
 
@@ -77,15 +85,25 @@ def seed_checkpoint(build, data, n):
     return time.perf_counter() - t0
 
 
-def master_load_seconds(log):
-    """(seconds, nodes) of the master's start-up, from its log."""
+def master_start(log):
+    """The master's last start-up, from its log: {seconds, nodes, and,
+    where it says, changes, load_s, replay_s}, or {}."""
+    last = {}
     with open(log, errors="replace") as f:
         for line in f:
-            m = re.search(r"changes replayed\): ([0-9]+) nodes in "
-                          r"([0-9.]+) s", line)
+            m = re.search(r"checkpoint [0-9]+, ([0-9]+) changes replayed\): "
+                          r"([0-9]+) nodes in ([0-9.]+) s", line)
+            if not m:
+                continue
+            last = {"changes": int(m.group(1)), "nodes": int(m.group(2)),
+                    "seconds": float(m.group(3))}
+            m = re.search(r"\(([0-9]+) nodes loaded in ([0-9.]+) s, changes "
+                          r"replayed in ([0-9.]+) s\)", line)
             if m:
-                return float(m.group(2)), int(m.group(1))
-    return None, None
+                last.update(loaded_nodes=int(m.group(1)),
+                            load_s=float(m.group(2)),
+                            replay_s=float(m.group(3)))
+    return last
 
 
 def go_removeall(workdir):
@@ -125,12 +143,19 @@ def wait_purge(cl, timeout):
 
 # ---- the probe: another client's stat -----------------------------------
 
-def probe(target, stop, out):
+def probe(target, stop, out, touch=False):
+    """stat @target in a loop, timing each; with @touch, also change its
+    times now and then (untimed), so that the master has changes to
+    checkpoint."""
     lat = []
+    i = 0
     while not stop.is_set():
         t = time.perf_counter_ns()
         os.stat(target)
         lat.append(time.perf_counter_ns() - t)
+        if touch and i % 20 == 0:
+            os.utime(target)
+        i += 1
         time.sleep(0.001)
     out.put(lat)
 
@@ -237,6 +262,38 @@ def run_method(cl, method, copies, n, removeall, probe_target, opts, a):
     }
 
 
+def restart(cl, a, probe_target):
+    """A cold restart after a crash, with the whole run's changelog to
+    replay (every copy and deletion since the seeded checkpoint, unless
+    the master checkpointed meanwhile), then checkpoints
+    once a second for a while, the probe timing stat meanwhile: what a
+    checkpoint's writer (a forked child) costs the requests."""
+    print("restart, then checkpoints every second", file=sys.stderr)
+    t0 = time.perf_counter()
+    # Killed, as a crash: a master stopped cleanly checkpoints first,
+    # and there would be nothing to replay.
+    swcluster.Cluster.stop(cl, "master", how="kill")
+    cl.start_master(args=cluster._sets(a.set + ["checkpoint_interval=1s"]))
+    up_s = time.perf_counter() - t0
+    start = master_start(cl.records["master"]["log"])
+    versions = set()
+    stop, pout = mp.Event(), mp.Queue()
+    pr = mp.Process(target=probe, args=(probe_target, stop, pout, True))
+    pr.start()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < a.checkpoint_seconds:
+        versions.add(cl.info()["checkpoint_version"])
+        time.sleep(0.5)
+    stop.set()
+    lat = pout.get()
+    pr.join()
+    return {"restart_s": up_s, "start": start,
+            "nodes": cl.info()["nodes"],
+            "checkpoint_seconds": a.checkpoint_seconds,
+            "checkpoints_seen": len(versions) - 1,
+            "probe_stat_during_checkpoints": summary(lat)}
+
+
 def human_s(s):
     if s is None:
         return "-"
@@ -285,6 +342,18 @@ def print_table(r, n):
               "%s %.0f" % (m, x["master_files_per_cpu_s"])
               for m, x in r["methods"].items()
               if x["master_files_per_cpu_s"]))
+    rs = r.get("restart")
+    if rs:
+        st = rs["start"]
+        p = rs["probe_stat_during_checkpoints"]
+        print("restart: up in %s (%s nodes loaded in %s, %s changes "
+              "replayed in %s); %d checkpoints of %d nodes in %d s, stat "
+              "p50/p99/max %.2f/%.2f/%.2f ms" % (
+                  human_s(rs["restart_s"]), st.get("loaded_nodes"),
+                  human_s(st.get("load_s")), st.get("changes"),
+                  human_s(st.get("replay_s")), rs["checkpoints_seen"],
+                  rs["nodes"], rs["checkpoint_seconds"], p["p50_ms"],
+                  p["p99_ms"], p["max_ms"]))
     mem = r["memory"]
     print("master: cold start %s for %d nodes; with all copies: %d nodes, "
           "%.0f B RSS and %.0f B in namespace structures per node" % (
@@ -309,6 +378,9 @@ def main():
                     help="master config KEY=VALUE")
     ap.add_argument("--timeout", type=int, default=7200,
                     help="seconds a purge may take (7200)")
+    ap.add_argument("--checkpoint-seconds", type=int, default=10,
+                    help="after a restart, seconds of checkpoints every "
+                    "second with the probe running (10)")
     ap.add_argument("--out", help="JSON result file")
     a = ap.parse_args()
     methods = [m for m in a.methods.split(",") if m]
@@ -335,8 +407,8 @@ def main():
         print("seeding a checkpoint of %d files" % n, file=sys.stderr)
         seed_s = seed_checkpoint(build, data, n)
         cl.start()
-        load_s, load_nodes = master_load_seconds(
-            cl.records["master"]["log"])
+        start = master_start(cl.records["master"]["log"])
+        load_s, load_nodes = start.get("seconds"), start.get("nodes")
         probe_mnt = cl.mount_extra(
             "probe", "attr_timeout=0,entry_timeout=0,negative_timeout=0")
         probe_target = os.path.join(probe_mnt, "probe-target")
@@ -356,7 +428,7 @@ def main():
         copy_s = time.perf_counter() - t0
         info = cl.info()
         r = {"n": n, "copies_per_method": a.k, "seed_s": seed_s,
-             "cold_start_s": load_s, "cold_start_nodes": load_nodes,
+             "first_start": start, "cold_start_s": load_s, "cold_start_nodes": load_nodes,
              "copy_s": copy_s,
              "memory": {"nodes": info["nodes"],
                         "rss_bytes": info["rss_bytes"],
@@ -369,6 +441,7 @@ def main():
             print("%s: %d client(s)" % (m, a.k), file=sys.stderr)
             r["methods"][m] = run_method(cl, m, copies[m], n, removeall,
                                          probe_target, a.mount_opts, a)
+        r["restart"] = restart(cl, a, probe_target)
         cl.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
