@@ -595,11 +595,13 @@ static int load_dir(struct ns *ns, struct reader *r, const struct byino *b)
 	if (r_u64(r, &ino) || r_u64(r, &count) || r_u32(r, &trashtime))
 		return -EUCLEAN;
 	dir = load_get(ns, b, ino);
-	if (!dir || !S_ISDIR(dir->mode) || dir->u.dir->nentries ||
-	    count > ns->nnodes)
+	if (!dir || !S_ISDIR(dir->mode) || dir->u.dir->nentries)
 		return -EUCLEAN;
 	dir->u.dir->trashtime = trashtime;
-	rc = ns_load_dir_reserve(ns, dir, count);
+	/* The count is a hint here, bounded by what is loaded: hard links
+	 * can make a directory's names outnumber the nodes, and a corrupt
+	 * count must not size a table (its names are checked one by one). */
+	rc = ns_load_dir_reserve(ns, dir, SW_MIN(count, ns->nnodes));
 	if (rc < 0)
 		return rc;
 	for (uint64_t i = 0; i < count; i++) {

@@ -1202,6 +1202,28 @@ static void test_checkpoint_load_sizes_dir_table(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/* Hard links: a directory with more names than there are nodes. */
+static void test_checkpoint_load_links_outnumber_nodes(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+	struct node *d, *n;
+	char name[32];
+
+	d = mk(f, f->a.root, "links", S_IFDIR | 0755);
+	n = mk(f, d, "n0", S_IFREG | 0644);
+	for (int i = 1; i < 40; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		assert_int_equal(ns_link(&f->a, n, d, name, strlen(name),
+					 f->a.next_edge, ++f->now),
+				 0);
+	}
+	assert_true(d->u.dir->nentries > f->a.nnodes);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 83), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+}
+
 /*
  * Inode numbers far sparser than the nodes (most of what was made is
  * gone): the loader looks nodes up in the inode table rather than in an
@@ -1300,6 +1322,9 @@ int main(void)
 			test_checkpoint_load_sizes_dir_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_sparse_inodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_links_outnumber_nodes, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_duplicate_node, setup, teardown),
 	};
