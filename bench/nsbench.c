@@ -183,16 +183,7 @@ static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
 static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 		      size_t len)
 {
-	struct ns *ns = arg;
-	Sweepfs__Meta__Mutation *m;
-	int rc;
-
-	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
-	if (!m)
-		return -EUCLEAN;
-	rc = mutation_apply(ns, m, version);
-	sweepfs__meta__mutation__free_unpacked(m, NULL);
-	return rc;
+	return mutation_replay(arg, version, payload, len);
 }
 
 /*

@@ -94,16 +94,7 @@ void master_config_defaults(struct master_config *c)
 static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 		      size_t len)
 {
-	struct ns *ns = arg;
-	Sweepfs__Meta__Mutation *m;
-	int rc;
-
-	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
-	if (!m)
-		return -EUCLEAN;
-	rc = mutation_apply(ns, m, version);
-	sweepfs__meta__mutation__free_unpacked(m, NULL);
-	return rc;
+	return mutation_replay(arg, version, payload, len);
 }
 
 static int load_metadata(struct master *m)

@@ -1284,6 +1284,70 @@ static void test_checkpoint_load_duplicate_node(void **state)
 	}
 }
 
+/* Pack @mut and replay it as the next version with mutation_replay(). */
+static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
+{
+	size_t n = sweepfs__meta__mutation__get_packed_size(mut);
+	uint8_t *buf = malloc(n);
+	int rc;
+
+	assert_non_null(buf);
+	assert_int_equal(sweepfs__meta__mutation__pack(mut, buf), n);
+	rc = mutation_replay(ns, ns->version + 1, buf, n);
+	free(buf);
+	return rc;
+}
+
+/*
+ * Replay unpacks into a buffer on the stack: a change that fits, one that
+ * spills to malloc() (a 200 KiB xattr value), and one that does not
+ * unpack.
+ */
+static void test_mutation_replay_arena(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Setxattr x = SWEEPFS__META__SETXATTR__INIT;
+	size_t vlen = 200 << 10;
+	uint8_t *value = malloc(vlen), junk[3] = { 0xff, 0xff, 0xff };
+	const void *got;
+	size_t glen = 0;
+	struct node *n;
+
+	assert_non_null(value);
+	memset(value, 'v', vlen);
+	mut.time = 5;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+	mut.create = &c;
+	c.parent = NS_ROOT_INO;
+	c.name.data = (uint8_t *)"r";
+	c.name.len = 1;
+	c.ino = f->a.next_ino;
+	c.edge = f->a.next_edge;
+	c.mode = S_IFREG | 0644;
+	assert_int_equal(replay_packed(&f->a, &mut), 0);
+	n = ns_get(&f->a, c.ino);
+	assert_non_null(n);
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SETXATTR;
+	mut.create = NULL;
+	mut.setxattr = &x;
+	x.ino = c.ino;
+	x.name.data = (uint8_t *)"user.big";
+	x.name.len = 8;
+	x.has_value = 1;
+	x.value.data = value;
+	x.value.len = vlen;
+	assert_int_equal(replay_packed(&f->a, &mut), 0);
+	assert_int_equal(ns_xattr_get(&f->a, n, "user.big", 8, &got, &glen), 0);
+	assert_int_equal(glen, vlen);
+	assert_memory_equal(got, value, vlen);
+	assert_int_equal(mutation_replay(&f->a, f->a.version + 1, junk,
+					 sizeof(junk)),
+			 -EUCLEAN);
+	free(value);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1322,6 +1386,8 @@ int main(void)
 			test_checkpoint_load_sizes_dir_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_sparse_inodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mutation_replay_arena,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_links_outnumber_nodes, setup,
 			teardown),
