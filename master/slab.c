@@ -6,7 +6,11 @@
  * 2 MiB rather than per 4 KiB is what lets fork() (the checkpoint's
  * writer, checkpoint.h) copy the master's page tables in milliseconds,
  * and fewer TLB misses make loading and replaying faster. A page given
- * back below splits its huge page; the kernel copes. Each page starts
+ * back below splits its huge page; the kernel copes. The price: with
+ * the kernel's default defrag policy ("madvise") the first touch of a
+ * region (once per 2 MiB, some 15,000 nodes) may compact memory there
+ * and then; where that shows in latencies, defrag "defer+madvise" moves
+ * it to the background. Each page starts
  * with its header;
  * objects follow. A page with free objects sits on its slab's partial list;
  * a page that becomes entirely free is unmapped in place (MADV_DONTNEED
