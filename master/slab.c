@@ -10,9 +10,10 @@
  * the kernel's default defrag policy ("madvise") the first touch of a
  * region (once per 2 MiB, some 15,000 nodes) may compact memory there
  * and then; where that shows in latencies, defrag "defer+madvise" moves
- * it to the background. Each page starts
- * with its header;
- * objects follow. A page with free objects sits on its slab's partial list;
+ * it to the background.
+ *
+ * Each page starts with its header; objects follow. A page with free
+ * objects sits on its slab's partial list;
  * a page that becomes entirely free is unmapped in place (MADV_DONTNEED
  * keeps the address range, drops the memory) and goes to a global pool
  * shared by all slabs, so one kind of object can reuse what another freed.
