@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -429,6 +430,11 @@ int checkpoint_write(const struct ns *ns, const char *dir, uint64_t version)
 
 /* ---- reading -------------------------------------------------------- */
 
+/*
+ * The checkpoint is mapped whole when it can be (read-only, sequential
+ * advice): no copy of gigabytes from the page cache into a buffer, which
+ * was a tenth of a load. Otherwise it is read IOBUF at a time.
+ */
 struct reader {
 	int fd;
 	uint8_t *buf;
@@ -436,6 +442,7 @@ struct reader {
 	uint32_t crc; /* over bytes consumed */
 	int err;
 	bool eof;
+	bool mapped; /* buf is the whole file, len its size */
 };
 
 static bool r_fill(struct reader *r, size_t need)
@@ -444,6 +451,10 @@ static bool r_fill(struct reader *r, size_t need)
 		return true;
 	if (r->err)
 		return false;
+	if (r->mapped) {
+		r->err = -EUCLEAN; /* past the end */
+		return false;
+	}
 	r->crc = sw_crc32c(r->crc, r->buf, r->off);
 	memmove(r->buf, r->buf + r->off, r->len - r->off);
 	r->len -= r->off;
@@ -506,7 +517,74 @@ static int r_u64(struct reader *r, uint64_t *v)
 	return rc;
 }
 
-static int load_node(struct ns *ns, struct reader *r)
+/*
+ * The nodes loaded so far by inode number, when the header's next_ino
+ * makes such an array small (inode numbers are handed out in order, so
+ * it is dense unless most of what was ever made is gone): a node's
+ * duplicate check and a name's child are then one read of the array
+ * rather than a probe of the inode table, which touches a node per slot
+ * it passes. NULL: look the inode table up instead.
+ */
+struct byino {
+	struct node **v;
+	uint64_t len;
+};
+
+/* At most this many slots per node loaded: 8 bytes each, freed when the
+ * checkpoint is in. */
+#define BYINO_SLACK 4
+
+static struct node *load_get(struct ns *ns, const struct byino *b, uint64_t ino)
+{
+	if (b->v)
+		return ino < b->len ? b->v[ino] : NULL;
+	return ns_get(ns, ino);
+}
+
+/* Open @path for reading into @r; its size in @st. 0 or -errno. */
+static int r_open(struct reader *r, const char *path, struct stat *st)
+{
+	int rc;
+
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0)
+		return -errno;
+	if (fstat(r->fd, st) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	if (st->st_size > 0 && (uint64_t)st->st_size <= SIZE_MAX) {
+		void *p = mmap(NULL, (size_t)st->st_size, PROT_READ,
+			       MAP_PRIVATE, r->fd, 0);
+
+		if (p != MAP_FAILED) {
+			madvise(p, (size_t)st->st_size, MADV_SEQUENTIAL);
+			r->buf = p;
+			r->len = (size_t)st->st_size;
+			r->mapped = true;
+			return 0;
+		}
+	}
+	r->buf = malloc(IOBUF);
+	if (r->buf)
+		return 0;
+	rc = -ENOMEM;
+out_close:
+	close(r->fd);
+	r->fd = -1;
+	return rc;
+}
+
+static void r_close(struct reader *r)
+{
+	if (r->mapped)
+		munmap(r->buf, r->len);
+	else
+		free(r->buf);
+	close(r->fd);
+}
+
+static int load_node(struct ns *ns, struct reader *r, struct byino *b)
 {
 	struct node t = { 0 };
 	uint32_t nlink, flags;
@@ -545,35 +623,51 @@ static int load_node(struct ns *ns, struct reader *r)
 			return -ENOMEM;
 		rc = r_bytes(r, target, t.size) ? -EUCLEAN : 0;
 	}
-	if (rc == 0)
+	if (rc == 0 && b->v) {
+		if (t.ino >= b->len)
+			rc = -EUCLEAN; /* not below the header's next_ino */
+		else if (b->v[t.ino])
+			rc = -EEXIST;
+		else
+			rc = ns_load_node_new(ns, &t, target, &n);
+		if (rc == 0)
+			b->v[t.ino] = n;
+	} else if (rc == 0) {
 		rc = ns_load_node(ns, &t, target, &n);
+	}
 	free(target);
 	return rc;
 }
 
-static int load_dir(struct ns *ns, struct reader *r)
+static int load_dir(struct ns *ns, struct reader *r, const struct byino *b)
 {
 	uint64_t ino, count;
 	uint32_t trashtime;
 	struct node *dir;
+	int rc;
 
 	if (r_u64(r, &ino) || r_u64(r, &count) || r_u32(r, &trashtime))
 		return -EUCLEAN;
-	dir = ns_get(ns, ino);
-	if (!dir || !S_ISDIR(dir->mode))
+	dir = load_get(ns, b, ino);
+	if (!dir || !S_ISDIR(dir->mode) || dir->u.dir->nentries)
 		return -EUCLEAN;
 	dir->u.dir->trashtime = trashtime;
+	/* The count is a hint here, bounded by what is loaded: hard links
+	 * can make a directory's names outnumber the nodes, and a corrupt
+	 * count must not size a table (its names are checked one by one). */
+	rc = ns_load_dir_reserve(ns, dir, SW_MIN(count, ns->nnodes));
+	if (rc < 0)
+		return rc;
 	for (uint64_t i = 0; i < count; i++) {
 		uint64_t edge, child_ino;
 		struct node *child;
 		char name[256];
 		uint8_t len, flags;
-		int rc;
 
 		if (r_u64(r, &edge) || r_u64(r, &child_ino) ||
 		    r_u8(r, &flags) || r_u8(r, &len) || r_bytes(r, name, len))
 			return -EUCLEAN;
-		child = ns_get(ns, child_ino);
+		child = load_get(ns, b, child_ino);
 		if (!child || !sw_name_valid(name, len) ||
 		    (flags & ~EDGE_SNAPSHOT))
 			return -EUCLEAN;
@@ -721,19 +815,15 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	struct reader r = { 0 };
 	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
 	uint64_t counts[4] = { 0 }; /* nodes, chunks, xattr sets, orphans */
+	struct byino b = { NULL, 0 };
 	uint32_t format, crc_file, crc_calc;
 	struct stat st;
 	char magic[4];
 	int rc = 0;
 
-	r.buf = malloc(IOBUF);
-	if (!r.buf)
-		return -ENOMEM;
-	r.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (r.fd < 0) {
-		rc = -errno;
-		goto out_free;
-	}
+	rc = r_open(&r, path, &st);
+	if (rc < 0)
+		return rc;
 	if (r_bytes(&r, magic, 4) || memcmp(magic, CP_MAGIC, 4) ||
 	    r_u32(&r, &format) || format < 3 || format > CP_FORMAT ||
 	    r_u64(&r, &version) || version != expect || r_u64(&r, &next_ino) ||
@@ -745,8 +835,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	}
 	/* Each takes RECORD_MIN bytes at least: a count the file cannot
 	 * hold is corrupt (and would not be allocated). */
-	if (fstat(r.fd, &st) < 0 ||
-	    counts[0] > (uint64_t)st.st_size / RECORD_MIN ||
+	if (counts[0] > (uint64_t)st.st_size / RECORD_MIN ||
 	    counts[1] > (uint64_t)st.st_size / RECORD_MIN ||
 	    counts[2] > (uint64_t)st.st_size / RECORD_MIN ||
 	    counts[3] > counts[0]) {
@@ -756,6 +845,11 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	rc = ns_load_reserve(ns, counts[0], counts[1], counts[2], counts[3]);
 	if (rc < 0)
 		goto out_close;
+	/* Without counts (format 3), or sparse, or no memory: the table. */
+	if (counts[0] && next_ino <= counts[0] * BYINO_SLACK + 1024) {
+		b.v = calloc((size_t)next_ino, sizeof(*b.v));
+		b.len = b.v ? next_ino : 0;
+	}
 	for (;;) {
 		uint8_t tag;
 
@@ -767,10 +861,10 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		switch (tag) {
 		case 'N':
-			rc = load_node(ns, &r);
+			rc = load_node(ns, &r, &b);
 			break;
 		case 'D':
-			rc = load_dir(ns, &r);
+			rc = load_dir(ns, &r, &b);
 			break;
 		case 'K':
 			rc = load_chunk(ns, &r);
@@ -823,9 +917,8 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 		ns->version = version;
 	}
 out_close:
-	close(r.fd);
-out_free:
-	free(r.buf);
+	free(b.v);
+	r_close(&r);
 	return rc;
 }
 

@@ -10,12 +10,36 @@
  * which keeps that property.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "htab.h"
 
 #define MIN_SLOTS 16u
 #define STEP_BUDGET 64u
+#define HUGE_PAGE (2u << 20)
+
+/*
+ * A zeroed array of @n slots. One of several MiB (the inode table, a big
+ * directory's names) is asked to be backed by transparent huge pages, as
+ * the slabs are (slab.c): at tens of millions of entries its 4 KiB page
+ * table entries are most of what fork() copies while the loop waits for
+ * the checkpoint's writer (66 ms at 34 M files without).
+ */
+static void **slots_new(size_t n)
+{
+	void **v = calloc(n, sizeof(void *));
+	uintptr_t lo, hi;
+
+	if (!v || n * sizeof(void *) < 2 * HUGE_PAGE)
+		return v;
+	lo = ((uintptr_t)v + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+	hi = ((uintptr_t)v + n * sizeof(void *)) & ~(uintptr_t)(HUGE_PAGE - 1);
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+	return v;
+}
 
 void htab_init(struct htab *t, htab_hash_fn hash_fn)
 {
@@ -152,7 +176,7 @@ bool htab_step(struct htab *t, size_t budget)
 /* Start moving everything into a fresh array of @nslots. */
 static int start_resize(struct htab *t, size_t nslots)
 {
-	void **fresh = calloc(nslots, sizeof(void *));
+	void **fresh = slots_new(nslots);
 
 	if (!fresh)
 		return -ENOMEM;
@@ -192,7 +216,7 @@ int htab_reserve(struct htab *t, size_t n)
 		htab_step(t, SIZE_MAX);
 	if (nslots <= t->size)
 		return 0;
-	fresh = calloc(nslots, sizeof(void *));
+	fresh = slots_new(nslots);
 	if (!fresh)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->size; i++)

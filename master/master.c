@@ -94,22 +94,13 @@ void master_config_defaults(struct master_config *c)
 static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 		      size_t len)
 {
-	struct ns *ns = arg;
-	Sweepfs__Meta__Mutation *m;
-	int rc;
-
-	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
-	if (!m)
-		return -EUCLEAN;
-	rc = mutation_apply(ns, m, version);
-	sweepfs__meta__mutation__free_unpacked(m, NULL);
-	return rc;
+	return mutation_replay(arg, version, payload, len);
 }
 
 static int load_metadata(struct master *m)
 {
-	uint64_t cp_version, last;
-	int64_t t0 = sw_mono_ns();
+	uint64_t cp_version, last, cp_nodes;
+	int64_t t0 = sw_mono_ns(), t1;
 	int rc;
 
 	rc = ns_init(&m->ns, sw_now_ns());
@@ -122,6 +113,8 @@ static int load_metadata(struct master *m)
 		return rc;
 	}
 	m->ckpt.version = cp_version;
+	t1 = sw_mono_ns();
+	cp_nodes = m->ns.nnodes;
 	rc = changelog_replay(m->cfg.data_dir, cp_version, replay_one, &m->ns,
 			      &last);
 	if (rc < 0) {
@@ -134,9 +127,11 @@ static int load_metadata(struct master *m)
 	sw_notice(TAG,
 		  "metadata at version %" PRIu64 " (checkpoint %" PRIu64
 		  ", %" PRIu64 " changes replayed): %" PRIu64
-		  " nodes in %.3f s",
+		  " nodes in %.3f s (%" PRIu64 " nodes loaded in %.3f s, "
+		  "changes replayed in %.3f s)",
 		  last, cp_version, last - cp_version, m->ns.nnodes,
-		  (double)(sw_mono_ns() - t0) / 1e9);
+		  (double)(sw_mono_ns() - t0) / 1e9, cp_nodes,
+		  (double)(t1 - t0) / 1e9, (double)(m->loaded_mono - t1) / 1e9);
 	if (htab_count(&m->ns.orphans)) {
 		m->orphan_deadline =
 			sw_mono_ns() +

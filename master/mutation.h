@@ -22,4 +22,13 @@
 int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		   uint64_t version);
 
+/*
+ * Unpack change @payload (@len bytes, as the changelog holds it) and apply
+ * it as version @version: mutation_apply() for replay, without an
+ * allocation per change. -EUCLEAN if it does not unpack, else as
+ * mutation_apply().
+ */
+int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
+		    size_t len);
+
 #endif

@@ -1144,8 +1144,8 @@ int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
 	return rc;
 }
 
-int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
-		 struct node **out)
+static int load_node(struct ns *ns, const struct node *tmpl, const char *target,
+		     bool check, struct node **out)
 {
 	struct node *n;
 	int rc;
@@ -1166,7 +1166,7 @@ int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
 		*out = n;
 		return 0;
 	}
-	if (ns_get(ns, tmpl->ino))
+	if (check && ns_get(ns, tmpl->ino))
 		return -EEXIST;
 	n = slab_alloc(&ns->node_slab);
 	if (!n)
@@ -1213,6 +1213,34 @@ out_parts:
 	}
 out_node:
 	slab_free(&ns->node_slab, n);
+	return rc;
+}
+
+int ns_load_node(struct ns *ns, const struct node *tmpl, const char *target,
+		 struct node **out)
+{
+	return load_node(ns, tmpl, target, true, out);
+}
+
+int ns_load_node_new(struct ns *ns, const struct node *tmpl, const char *target,
+		     struct node **out)
+{
+	return load_node(ns, tmpl, target, false, out);
+}
+
+int ns_load_dir_reserve(struct ns *ns, struct node *dir, uint64_t count)
+{
+	struct dir *d = dir->u.dir;
+	size_t before = htab_bytes(&d->names);
+	int rc;
+
+	/* Small directories have no table (dir_add()). */
+	if (count <= NS_DIR_HASH_MIN)
+		return 0;
+	if (count > SIZE_MAX / 2 / sizeof(void *))
+		return -ENOMEM;
+	rc = htab_reserve(&d->names, (size_t)count);
+	ns->dir_bytes += htab_bytes(&d->names) - before;
 	return rc;
 }
 

@@ -628,6 +628,20 @@ int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
 		    uint64_t xattr_sets, uint64_t orphans);
 int ns_load_node(struct ns *ns, const struct node *n, const char *target,
 		 struct node **out);
+/*
+ * ns_load_node() for a loader that has itself made sure no node @n->ino
+ * is loaded yet (checkpoint.c keeps the nodes it loaded in an array by
+ * inode number): no lookup in the inode table, which at millions of nodes
+ * costs a cache miss per node it probes.
+ */
+int ns_load_node_new(struct ns *ns, const struct node *n, const char *target,
+		     struct node **out);
+/*
+ * Size directory @dir's name table for the @count names about to be
+ * loaded into it, once, rather than growing it a step at a time (each
+ * step hashes every name again). 0 or -ENOMEM.
+ */
+int ns_load_dir_reserve(struct ns *ns, struct node *dir, uint64_t count);
 int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 		 const char *name, size_t len, uint64_t edge, uint8_t flags);
 int ns_load_finish(struct ns *ns);

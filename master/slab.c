@@ -1,7 +1,19 @@
 /*
  * Pages are carved from 2 MiB regions aligned to 64 KiB so that the page of
- * an object is (addr & ~(SLAB_PAGE - 1)). Each page starts with its header;
- * objects follow. A page with free objects sits on its slab's partial list;
+ * an object is (addr & ~(SLAB_PAGE - 1)). Regions are aligned to 2 MiB
+ * and asked to be backed by transparent huge pages (MADV_HUGEPAGE): with
+ * tens of millions of nodes and names in them, one page table entry per
+ * 2 MiB rather than per 4 KiB is what lets fork() (the checkpoint's
+ * writer, checkpoint.h) copy the master's page tables in milliseconds,
+ * and fewer TLB misses make loading and replaying faster. A page given
+ * back below splits its huge page; the kernel copes. The price: with
+ * the kernel's default defrag policy ("madvise") the first touch of a
+ * region (once per 2 MiB, some 15,000 nodes) may compact memory there
+ * and then; where that shows in latencies, defrag "defer+madvise" moves
+ * it to the background.
+ *
+ * Each page starts with its header; objects follow. A page with free
+ * objects sits on its slab's partial list;
  * a page that becomes entirely free is unmapped in place (MADV_DONTNEED
  * keeps the address range, drops the memory) and goes to a global pool
  * shared by all slabs, so one kind of object can reuse what another freed.
@@ -48,16 +60,18 @@ static struct slab_page *region_carve(void)
 	uint8_t *raw, *base;
 	size_t lead;
 
-	raw = mmap(NULL, REGION + SLAB_PAGE, PROT_READ | PROT_WRITE,
+	raw = mmap(NULL, 2 * REGION, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (raw == MAP_FAILED)
 		return NULL;
-	base = (uint8_t *)(((uintptr_t)raw + SLAB_PAGE - 1) &
-			   ~(uintptr_t)(SLAB_PAGE - 1));
+	base = (uint8_t *)(((uintptr_t)raw + REGION - 1) &
+			   ~(uintptr_t)(REGION - 1));
 	lead = (size_t)(base - raw);
 	if (lead)
 		munmap(raw, lead);
-	munmap(base + REGION, SLAB_PAGE - lead);
+	munmap(base + REGION, REGION - lead);
+	/* Best effort: without transparent huge pages, small ones. */
+	madvise(base, REGION, MADV_HUGEPAGE);
 	for (size_t off = REGION; off > 0; off -= SLAB_PAGE) {
 		struct slab_page *p =
 			(struct slab_page *)(base + off - SLAB_PAGE);

@@ -1175,6 +1175,179 @@ static void test_checkpoint_load_sizes_inode_table(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/*
+ * A directory's name table is sized once from the 'D' record's count, not
+ * grown while its names load; lookups in it work.
+ */
+static void test_checkpoint_load_sizes_dir_table(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d, *dl;
+	uint64_t version = 0;
+	char name[32];
+
+	d = mk(f, f->a.root, "big", S_IFDIR | 0755);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		mk(f, d, name, S_IFREG | 0644);
+	}
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 80), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	dl = ns_get(&f->b, d->ino);
+	assert_non_null(dl);
+	assert_null(dl->u.dir->names.old);
+	assert_int_equal(dl->u.dir->names.size, 2 * 1000);
+	assert_int_equal(htab_count(&dl->u.dir->names), 1000);
+	assert_non_null(ns_lookup(&f->b, dl, "n999", 4));
+	assert_same(&f->a, &f->b);
+}
+
+/* Hard links: a directory with more names than there are nodes. */
+static void test_checkpoint_load_links_outnumber_nodes(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+	struct node *d, *n;
+	char name[32];
+
+	d = mk(f, f->a.root, "links", S_IFDIR | 0755);
+	n = mk(f, d, "n0", S_IFREG | 0644);
+	for (int i = 1; i < 40; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		assert_int_equal(ns_link(&f->a, n, d, name, strlen(name),
+					 f->a.next_edge, ++f->now),
+				 0);
+	}
+	assert_true(d->u.dir->nentries > f->a.nnodes);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 83), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+}
+
+/*
+ * Inode numbers far sparser than the nodes (most of what was made is
+ * gone): the loader looks nodes up in the inode table rather than in an
+ * array by number, with the same result.
+ */
+static void test_checkpoint_load_sparse_inodes(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0;
+
+	build_small(f);
+	f->a.next_ino += 1000000;
+	mk(f, f->a.root, "late", S_IFREG | 0644);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 81), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+}
+
+/* Two records of the same node: corrupt, whichever way it is looked up. */
+static void test_checkpoint_load_duplicate_node(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t version = 0, records = 0;
+	uint8_t *data, *dup;
+	uint32_t crc;
+	size_t len, at, rec = 61; /* 'N' of a plain file */
+
+	mk(f, f->a.root, "x", S_IFREG | 0644);
+	for (int sparse = 0; sparse < 2; sparse++) {
+		reset_b(f);
+		if (sparse)
+			f->a.next_ino += 1000000;
+		assert_int_equal(checkpoint_write(&f->a, f->dir, 82), 0);
+		read_cp(f, 82, &data, &len);
+		/* The root and "x", in either order: copy x's record. */
+		at = data[73] == NS_ROOT_INO ? 72 + rec : 72;
+		assert_int_equal(data[at], 'N');
+		assert_int_not_equal(data[at + 1], NS_ROOT_INO);
+		dup = malloc(len + rec);
+		assert_non_null(dup);
+		memcpy(dup, data, at + rec);
+		memcpy(dup + at + rec, data + at, len - at);
+		/* One more record in 'Z', and the crc. */
+		for (int i = 7; i >= 0; i--)
+			records = records << 8 | dup[len + rec - 12 + i];
+		records++;
+		for (int i = 0; i < 8; i++)
+			dup[len + rec - 12 + i] = (uint8_t)(records >> (8 * i));
+		crc = sw_crc32c(0, dup, len + rec - 4);
+		for (int i = 0; i < 4; i++)
+			dup[len + rec - 4 + i] = (uint8_t)(crc >> (8 * i));
+		write_cp(f, 82, dup, len + rec);
+		assert_int_equal(checkpoint_load(&f->b, f->dir, &version),
+				 -EUCLEAN);
+		free(dup);
+		free(data);
+		records = 0;
+	}
+}
+
+/* Pack @mut and replay it as the next version with mutation_replay(). */
+static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
+{
+	size_t n = sweepfs__meta__mutation__get_packed_size(mut);
+	uint8_t *buf = malloc(n);
+	int rc;
+
+	assert_non_null(buf);
+	assert_int_equal(sweepfs__meta__mutation__pack(mut, buf), n);
+	rc = mutation_replay(ns, ns->version + 1, buf, n);
+	free(buf);
+	return rc;
+}
+
+/*
+ * Replay unpacks into a buffer on the stack: a change that fits, one that
+ * spills to malloc() (a 200 KiB xattr value), and one that does not
+ * unpack.
+ */
+static void test_mutation_replay_arena(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Setxattr x = SWEEPFS__META__SETXATTR__INIT;
+	size_t vlen = 200 << 10;
+	uint8_t *value = malloc(vlen), junk[3] = { 0xff, 0xff, 0xff };
+	const void *got;
+	size_t glen = 0;
+	struct node *n;
+
+	assert_non_null(value);
+	memset(value, 'v', vlen);
+	mut.time = 5;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+	mut.create = &c;
+	c.parent = NS_ROOT_INO;
+	c.name.data = (uint8_t *)"r";
+	c.name.len = 1;
+	c.ino = f->a.next_ino;
+	c.edge = f->a.next_edge;
+	c.mode = S_IFREG | 0644;
+	assert_int_equal(replay_packed(&f->a, &mut), 0);
+	n = ns_get(&f->a, c.ino);
+	assert_non_null(n);
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SETXATTR;
+	mut.create = NULL;
+	mut.setxattr = &x;
+	x.ino = c.ino;
+	x.name.data = (uint8_t *)"user.big";
+	x.name.len = 8;
+	x.has_value = 1;
+	x.value.data = value;
+	x.value.len = vlen;
+	assert_int_equal(replay_packed(&f->a, &mut), 0);
+	assert_int_equal(ns_xattr_get(&f->a, n, "user.big", 8, &got, &glen), 0);
+	assert_int_equal(glen, vlen);
+	assert_memory_equal(got, value, vlen);
+	assert_int_equal(mutation_replay(&f->a, f->a.version + 1, junk,
+					 sizeof(junk)),
+			 -EUCLEAN);
+	free(value);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1209,6 +1382,17 @@ int main(void)
 			test_checkpoint_start_background, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_chunk_intents,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_sizes_dir_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_sparse_inodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mutation_replay_arena,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_links_outnumber_nodes, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_duplicate_node, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,7 +9,9 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -341,6 +343,65 @@ static void test_slab_alloc_random(void **state)
 		assert_true(s->pages <= 1);
 }
 
+/* Whether the kernel offers transparent huge pages to those who ask. */
+static bool thp_offered(void)
+{
+	char buf[128] = "";
+	FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (!fp)
+		return false;
+	if (!fgets(buf, sizeof(buf), fp))
+		buf[0] = 0;
+	fclose(fp);
+	return strstr(buf, "[never]") == NULL && buf[0];
+}
+
+/* The "THPeligible" of the mapping holding @addr in /proc/self/smaps: 1,
+ * 0, or -1 when not found. */
+static int thp_eligible(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr, lo, hi;
+	bool in = false;
+	char line[512];
+	int v = -1;
+	FILE *fp = fopen("/proc/self/smaps", "r");
+
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = a >= lo && a < hi;
+			continue;
+		}
+		if (in && sscanf(line, "THPeligible: %d", &v) == 1)
+			break;
+	}
+	fclose(fp);
+	return v;
+}
+
+/*
+ * Pages come from 2 MiB regions that may be huge pages: fork() (the
+ * checkpoint's writer) copies one page table entry per region rather
+ * than 512.
+ */
+static void test_slab_regions_huge(void **state)
+{
+	struct fixture *f = *state;
+	void *obj;
+
+	if (!SLAB_PAGES)
+		skip();
+	slab_init(&f->s, 64);
+	obj = slab_alloc(&f->s);
+	assert_non_null(obj);
+	f->objs[0] = obj;
+	if (thp_offered())
+		assert_int_equal(thp_eligible(obj), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -359,6 +420,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_slab_free_returns_pages,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_slab_alloc_random, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_slab_regions_huge, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_slab_release_after_free,
 						setup, teardown),

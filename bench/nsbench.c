@@ -1,0 +1,275 @@
+/*
+ * nsbench: how fast the master's namespace comes back from disk, without
+ * a daemon or a mount in the way.
+ *
+ *   sweepfs-nsbench make DIR FILES CHANGES [DIRS]
+ *	builds, in memory, DIRS directories (2) under the root holding
+ *	FILES empty files between them, through mutation_apply() as a
+ *	master does, and writes them as a checkpoint in DIR; then CHANGES
+ *	more creates go to DIR's changelog, after the checkpoint.
+ *
+ *   sweepfs-nsbench load DIR
+ *	loads DIR's newest checkpoint and replays its changelog with the
+ *	master's own functions (checkpoint_load(), changelog_replay(),
+ *	mutation_apply()), and prints one line of JSON: the time of each,
+ *	nodes/s and changes/s, the namespace's bytes per node
+ *	(ns_memory(), what `status` reports) and the process's RSS growth
+ *	per node.
+ *
+ * Creating millions of files through FUSE takes many minutes on a small
+ * machine; this makes a checkpoint of the same shape (names "f%09u", the
+ * mount's default mode and owner) in seconds, so that a change to the
+ * loader can be measured side by side with the one before it: build
+ * this file against both trees and run `load` on the same DIR.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "changelog.h"
+#include "checkpoint.h"
+#include "log.h"
+#include "mutation.h"
+#include "namespace.h"
+
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now_s(void)
+{
+	return clock_s(CLOCK_MONOTONIC);
+}
+
+/* CPU time: on a machine shared with others, wall time says more about
+ * them than about the loader. */
+static double cpu_s(void)
+{
+	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+/* Resident set size in bytes, from /proc/self/statm. */
+static uint64_t rss_bytes(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return (uint64_t)res * 4096;
+}
+
+struct gen {
+	struct ns ns;
+	uint64_t version;
+	uint64_t ino;
+	uint64_t edge;
+	struct changelog *cl; /* NULL: in memory only */
+};
+
+/* Create @name in @parent as the master would journal it. */
+static int gen_create(struct gen *g, uint64_t parent, const char *name,
+		      uint32_t mode)
+{
+	Sweepfs__Meta__Mutation m = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	int rc;
+
+	m.time = 1700000000000000000LL + (int64_t)g->version;
+	m.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+	m.create = &c;
+	c.parent = parent;
+	c.name.data = (uint8_t *)name;
+	c.name.len = strlen(name);
+	c.ino = ++g->ino;
+	c.edge = ++g->edge;
+	c.mode = mode;
+	rc = mutation_apply(&g->ns, &m, g->version + 1);
+	if (rc < 0)
+		return rc;
+	g->version++;
+	g->ns.version = g->version;
+	if (g->cl) {
+		rc = changelog_prepare(g->cl, &m);
+		if (rc < 0)
+			return rc;
+		changelog_append(g->cl, &m, g->version);
+		if (g->version % 4096 == 0)
+			changelog_flush(g->cl);
+	}
+	return 0;
+}
+
+static void on_durable(void *arg, uint64_t version)
+{
+	(void)arg;
+	(void)version;
+}
+
+static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
+		    unsigned ndirs)
+{
+	struct changelog_opts o = {
+		.dir = dir,
+		.sync = CL_SYNC_NEVER,
+		.prealloc = 64u << 20,
+		.on_durable = on_durable,
+	};
+	struct gen g = { .version = 0 };
+	uv_loop_t loop;
+	uint64_t dir0;
+	char name[32];
+	int rc;
+
+	rc = ns_init(&g.ns, 1700000000000000000LL);
+	if (rc < 0)
+		return rc;
+	g.ino = g.ns.next_ino - 1;
+	g.edge = g.ns.next_edge - 1;
+	dir0 = g.ino + 1;
+	for (unsigned d = 0; d < ndirs && rc == 0; d++) {
+		snprintf(name, sizeof(name), "d%u", d);
+		rc = gen_create(&g, NS_ROOT_INO, name, S_IFDIR | 0755);
+	}
+	for (uint64_t i = 0; i < files + changes && rc == 0; i++) {
+		if (i == files) {
+			rc = checkpoint_write(&g.ns, dir, g.version);
+			if (rc < 0)
+				break;
+			fprintf(stderr,
+				"checkpoint %" PRIu64 ": %" PRIu64 " nodes\n",
+				g.version, g.ns.nnodes);
+			rc = uv_loop_init(&loop);
+			if (rc == 0)
+				rc = changelog_open(&loop, &o, g.version,
+						    &g.cl);
+			if (rc < 0)
+				break;
+		}
+		snprintf(name, sizeof(name), "f%09" PRIu64, i);
+		rc = gen_create(&g, dir0 + i % ndirs, name, S_IFREG | 0644);
+	}
+	if (rc == 0 && !g.cl) {
+		rc = checkpoint_write(&g.ns, dir, g.version);
+		fprintf(stderr, "checkpoint %" PRIu64 ": %" PRIu64 " nodes\n",
+			g.version, g.ns.nnodes);
+	}
+	if (g.cl) {
+		changelog_flush(g.cl);
+		changelog_close(g.cl);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		uv_loop_close(&loop);
+		fprintf(stderr, "changelog: %" PRIu64 " changes\n", changes);
+	}
+	ns_release(&g.ns);
+	return rc;
+}
+
+static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
+		      size_t len)
+{
+	return mutation_replay(arg, version, payload, len);
+}
+
+/*
+ * How long fork() holds the caller: the master writes its checkpoints
+ * from a forked child (checkpoint_start()), and the loop stands still
+ * while the kernel copies its page tables. Seconds, or -1.
+ */
+static double fork_s(double *cpu)
+{
+	double t0 = now_s(), c0 = cpu_s(), t;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(0);
+	t = now_s() - t0;
+	/* The page tables are copied in the parent's time: on a busy
+	 * machine its CPU time says more than the wall clock. */
+	*cpu = cpu_s() - c0;
+	waitpid(pid, NULL, 0);
+	return t;
+}
+
+static int cmd_load(const char *dir)
+{
+	uint64_t rss0 = rss_bytes(), cp_version, last, nodes;
+	double t0, t1, t2, c0, c1, c2, fork_wall, fork_cpu = 0;
+	struct ns ns;
+	int rc;
+
+	rc = ns_init(&ns, 1700000000000000000LL);
+	if (rc < 0)
+		return rc;
+	t0 = now_s();
+	c0 = cpu_s();
+	rc = checkpoint_load(&ns, dir, &cp_version);
+	if (rc < 0)
+		goto out;
+	t1 = now_s();
+	c1 = cpu_s();
+	nodes = ns.nnodes;
+	rc = changelog_replay(dir, cp_version, replay_one, &ns, &last);
+	if (rc < 0)
+		goto out;
+	t2 = now_s();
+	c2 = cpu_s();
+	fork_wall = fork_s(&fork_cpu);
+	printf("{\"nodes\": %" PRIu64 ", \"load_s\": %.3f, \"load_cpu_s\": "
+	       "%.3f, \"nodes_per_cpu_s\": %.0f, \"changes\": %" PRIu64
+	       ", \"replay_s\": %.3f, \"replay_cpu_s\": %.3f, "
+	       "\"changes_per_cpu_s\": %.0f, \"total_nodes\": %" PRIu64
+	       ", \"ns_bytes_per_node\": %.1f, \"rss_bytes_per_node\": "
+	       "%.1f, \"fork_ms\": %.1f, \"fork_cpu_ms\": %.1f}\n",
+	       nodes, t1 - t0, c1 - c0, (double)nodes / (c1 - c0),
+	       last - cp_version, t2 - t1, c2 - c1,
+	       (double)(last - cp_version) / (c2 - c1), ns.nnodes,
+	       (double)ns_memory(&ns) / (double)ns.nnodes,
+	       (double)(rss_bytes() - rss0) / (double)ns.nnodes,
+	       fork_wall * 1e3, fork_cpu * 1e3);
+out:
+	ns_release(&ns);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	if (argc >= 5 && strcmp(argv[1], "make") == 0) {
+		unsigned ndirs = argc > 5 ? (unsigned)atoi(argv[5]) : 2;
+
+		if (ndirs < 1)
+			ndirs = 1;
+		rc = cmd_make(argv[2], strtoull(argv[3], NULL, 10),
+			      strtoull(argv[4], NULL, 10), ndirs);
+	} else if (argc == 3 && strcmp(argv[1], "load") == 0) {
+		rc = cmd_load(argv[2]);
+	} else {
+		fprintf(stderr,
+			"usage: %s make DIR FILES CHANGES [DIRS]\n"
+			"       %s load DIR\n",
+			argv[0], argv[0]);
+		return 2;
+	}
+	if (rc < 0)
+		fprintf(stderr, "%s: %s\n", argv[1], strerror(-rc));
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""The seed's experiment end to end (issue 29; ../shared/background/,
+MooseFS's "Same Goal, Different Paths"): a tree of N empty files split
+into two directories, copies of it made with `sweepfs snapshot` as the
+MooseFS lab did, and clients each deleting their own copy, by `rm -rf`,
+by Go's os.RemoveAll, by snapshot removal (`seteattr -f snapshot -r` +
+`rmsnapshot`) and by `rmr`. Prints the post's table beside its own
+figures; writes JSON with the run's context.
+
+  bench/seed.py -n 1000000 -k 1 [--mount-opts io_uring]
+
+The tree is not made through a mount (N = 34 million would take hours
+of FUSE creates on a small machine): bench/nsbench.c writes a checkpoint
+of the same shape (names f000000000..., mode 0644, owner root) into the
+master's data directory before it starts, which also measures a cold
+start at N files (the master logs its load time). Copies, deletions and
+everything measured then go through the master and mounts as usual.
+
+Per method, each of K clients deletes its own copy from a fresh mount
+of its own, all K at once; meanwhile a probe client (another mount,
+no attribute caching) stats a file in a loop. Reported per method:
+completion time (for rmsnapshot and rmr: the tool's return and the
+purge's end), files/s per client and in aggregate, the master's CPU %
+and CPU seconds per million files, bytes in and out at the master, the
+probe's stat p50/p99/max; and the master's RSS and namespace bytes per
+node with every copy in place.
+
+Last, the master is killed and started again: the cold start with the
+run's changelog to replay (the load and the replay as the master logs
+them), then, with checkpoint_interval=1s and the probe changing a file
+now and then, a checkpoint every second for --checkpoint-seconds while
+the probe times stat: what the checkpoint's writer (a forked child)
+costs the requests.
+
+Clients are mounts on the host (loopback), each its own session with
+the master; they are not network namespaces (bench/machines.py), which
+this harness does not set up yet.
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cluster  # noqa: E402
+import swcluster  # noqa: E402
+
+METHODS = ("rm", "go", "rmsnapshot", "rmr")
+
+# The post: 34 M empty files in two directories, 8 copies (272 M files),
+# 8 client machines (moosefs-same-goal-different-paths.txt).
+POST = {
+    "files": 34_000_000, "copies": 8,
+    "rm": {"what": "rm -rf, 8 clients", "seconds": 4 * 3600,
+           "files_per_s_client": 2400, "master_cpu": "99.9%"},
+    "go": {"what": "os.RemoveAll", "seconds": 20 * 86400,
+           "note": "estimated, stopped early"},
+    "rmsnapshot": {"what": "snapshot flag + removal", "seconds": 12.7,
+                   "note": "0.7 s flag + 12 s removal, master blocked"},
+    "rmr": None,
+}
+
+
+def fits(n, copies):
+    """Whether N files and their copies fit in memory at ~200 B each,
+    with room for the rest of the machine."""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return n * (copies + 1) * 200 < mem * 0.6
+
+
+def seed_checkpoint(build, data, n):
+    """A checkpoint of N files in two directories in @data: seconds."""
+    t0 = time.perf_counter()
+    subprocess.run([os.path.join(build, "bench", "sweepfs-nsbench"),
+                    "make", data, str(n), "0", "2"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def master_start(log):
+    """The master's last start-up, from its log: {seconds, nodes, and,
+    where it says, changes, load_s, replay_s}, or {}."""
+    last = {}
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = re.search(r"checkpoint [0-9]+, ([0-9]+) changes replayed\): "
+                          r"([0-9]+) nodes in ([0-9.]+) s", line)
+            if not m:
+                continue
+            last = {"changes": int(m.group(1)), "nodes": int(m.group(2)),
+                    "seconds": float(m.group(3))}
+            m = re.search(r"\(([0-9]+) nodes loaded in ([0-9.]+) s, changes "
+                          r"replayed in ([0-9.]+) s\)", line)
+            if m:
+                last.update(loaded_nodes=int(m.group(1)),
+                            load_s=float(m.group(2)),
+                            replay_s=float(m.group(3)))
+    return last
+
+
+def go_removeall(workdir):
+    """Build tools/compare_delete/go-removeall: its path, or None."""
+    src = os.path.join(HERE, "..", "tools", "compare_delete",
+                       "go-removeall")
+    out = os.path.join(workdir, "removeall")
+    try:
+        subprocess.run(["go", "build", "-o", out, "."], cwd=src, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=dict(os.environ, GOFLAGS="-mod=mod",
+                                GOCACHE=os.path.join(workdir, "gocache")))
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out
+
+
+def cpu_ms(info):
+    return info["cpu_user_ms"] + info["cpu_system_ms"]
+
+
+def wire(stats):
+    t = stats["total"]
+    return t["bytes_in"], t["bytes_out"]
+
+
+def wait_purge(cl, timeout):
+    t0 = time.perf_counter()
+    while True:
+        s = cl.info()
+        if s["purge_left"] == 0 and s["purge_roots"] == 0:
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > timeout:
+            raise SystemExit("purge did not finish in %d s" % timeout)
+        time.sleep(0.05)
+
+
+# ---- the probe: another client's stat -----------------------------------
+
+def probe(target, stop, out, touch=False):
+    """stat @target in a loop, timing each; with @touch, also change its
+    times now and then (untimed), so that the master has changes to
+    checkpoint."""
+    lat = []
+    i = 0
+    while not stop.is_set():
+        t = time.perf_counter_ns()
+        os.stat(target)
+        lat.append(time.perf_counter_ns() - t)
+        if touch and i % 20 == 0:
+            os.utime(target)
+        i += 1
+        time.sleep(0.001)
+    out.put(lat)
+
+
+def summary(ns):
+    if not ns:
+        return None
+    s = sorted(ns)
+    return {"n": len(s), "p50_ms": s[len(s) // 2] / 1e6,
+            "p99_ms": s[min(len(s) - 1, int(len(s) * 0.99))] / 1e6,
+            "max_ms": s[-1] / 1e6}
+
+
+# ---- one method ------------------------------------------------------------
+
+def delete_one(method, cl, path, removeall, mnt):
+    """Delete @path (under mount @mnt) by @method; (seconds, detail)."""
+    t0 = time.perf_counter()
+    if method == "rm":
+        subprocess.run(["rm", "-rf", path], check=True)
+        return time.perf_counter() - t0, {}
+    if method == "go":
+        subprocess.run([removeall, path], check=True,
+                       stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0, {}
+    if method == "rmsnapshot":
+        cl.tool("seteattr", "-f", "snapshot", "-r", path)
+        flag = time.perf_counter() - t0
+        cl.tool("rmsnapshot", path)
+        return time.perf_counter() - t0, {"flag_s": flag}
+    cl.tool("rmr", path)
+    return time.perf_counter() - t0, {}
+
+
+def client(method, cl, path, removeall, mnt, out):
+    try:
+        out.put(delete_one(method, cl, path, removeall, mnt))
+    except Exception as e:  # reported, not raised in a child
+        out.put((None, {"error": str(e)}))
+
+
+def run_method(cl, method, copies, n, removeall, probe_target, opts, a):
+    """K clients delete their copies at once; the probe stats."""
+    mounts = []
+    if method in ("rm", "go"):
+        for i in range(len(copies)):
+            mounts.append(cl.mount_extra("c-%s-%d" % (method, i), opts))
+    before, sbefore = cl.info(), cl.status()
+    stop, pout = mp.Event(), mp.Queue()
+    pr = mp.Process(target=probe, args=(probe_target, stop, pout))
+    pr.start()
+    time.sleep(0.2)
+    outs, procs = [], []
+    t0 = time.perf_counter()
+    for i, c in enumerate(copies):
+        mnt = mounts[i] if mounts else cl.mnt
+        path = os.path.join(mnt, c)
+        q = mp.Queue()
+        p = mp.Process(target=client,
+                       args=(method, cl, path, removeall, mnt, q))
+        p.start()
+        outs.append(q)
+        procs.append(p)
+    res = [q.get() for q in outs]
+    for p in procs:
+        p.join()
+    returned = time.perf_counter() - t0
+    purge = wait_purge(cl, a.timeout)
+    done = time.perf_counter() - t0
+    stop.set()
+    lat = pout.get()
+    pr.join()
+    after, safter = cl.info(), cl.status()
+    for m in mounts:
+        cl.unmount(m)
+    errors = [r[1]["error"] for r in res if r[0] is None]
+    if errors:
+        raise SystemExit("%s: %s" % (method, errors[0]))
+    per_client = [r[0] for r in res]
+    files = n * len(copies)
+    cpu_s = (cpu_ms(after) - cpu_ms(before)) / 1e3
+    bin0, bout0 = wire(sbefore)
+    bin1, bout1 = wire(safter)
+    return {
+        "clients": len(copies),
+        "files": files,
+        "returned_s": returned,
+        "completion_s": done,
+        "purge_after_return_s": purge,
+        "client_s": per_client,
+        "details": [r[1] for r in res],
+        # A client is done when its files are gone: for rmsnapshot and
+        # rmr that is when the purge ends, not when the tool returns.
+        "files_per_s_client": [n / (done if method in ("rmsnapshot", "rmr")
+                                    else s) for s in per_client],
+        "files_per_s_aggregate": files / done,
+        "master_cpu_pct": 100 * cpu_s / done,
+        "master_cpu_s_per_mfile": cpu_s / files * 1e6,
+        "master_files_per_cpu_s": files / cpu_s if cpu_s else None,
+        "bytes_in": bin1 - bin0,
+        "bytes_out": bout1 - bout0,
+        "bytes_per_file": (bin1 - bin0 + bout1 - bout0) / files,
+        "probe_stat": summary(lat),
+    }
+
+
+def restart(cl, a, probe_target):
+    """A cold restart after a crash, with the whole run's changelog to
+    replay (every copy and deletion since the seeded checkpoint, unless
+    the master checkpointed meanwhile), then checkpoints
+    once a second for a while, the probe timing stat meanwhile: what a
+    checkpoint's writer (a forked child) costs the requests."""
+    print("restart, then checkpoints every second", file=sys.stderr)
+    t0 = time.perf_counter()
+    # Killed, as a crash: a master stopped cleanly checkpoints first,
+    # and there would be nothing to replay.
+    swcluster.Cluster.stop(cl, "master", how="kill")
+    cl.start_master(args=cluster._sets(a.set + ["checkpoint_interval=1s"]))
+    up_s = time.perf_counter() - t0
+    start = master_start(cl.records["master"]["log"])
+    versions = set()
+    stop, pout = mp.Event(), mp.Queue()
+    pr = mp.Process(target=probe, args=(probe_target, stop, pout, True))
+    pr.start()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < a.checkpoint_seconds:
+        versions.add(cl.info()["checkpoint_version"])
+        time.sleep(0.5)
+    stop.set()
+    lat = pout.get()
+    pr.join()
+    return {"restart_s": up_s, "start": start,
+            "nodes": cl.info()["nodes"],
+            "checkpoint_seconds": a.checkpoint_seconds,
+            "checkpoints_seen": len(versions) - 1,
+            "probe_stat_during_checkpoints": summary(lat)}
+
+
+def human_s(s):
+    if s is None:
+        return "-"
+    if s >= 86400:
+        return "%.1f d" % (s / 86400)
+    if s >= 3600:
+        return "%.1f h" % (s / 3600)
+    if s >= 1:
+        return "%.2f s" % s
+    return "%.1f ms" % (s * 1e3)
+
+
+def print_table(r, n):
+    print("\nThe post (MooseFS, %d M files x %d copies, 8 clients) beside "
+          "sweepfs (%d files x %d copies):" % (
+              POST["files"] // 10 ** 6, POST["copies"], n,
+              r["copies_per_method"]))
+    print("%-11s %12s %12s | %10s %10s %11s %11s %7s %8s %9s" % (
+        "method", "post", "post f/s/cl", "returned", "complete",
+        "f/s/client", "f/s total", "mCPU%", "B/file", "stat p99"))
+    for m in METHODS:
+        x = r["methods"].get(m)
+        if not x:
+            continue
+        p = POST[m]
+        pf = ""
+        if p and p.get("files_per_s_client"):
+            pf = "%d" % p["files_per_s_client"]
+        elif p and m == "go":
+            pf = "%.0f" % (POST["files"] / p["seconds"])
+        st = x["probe_stat"]
+        print("%-11s %12s %12s | %10s %10s %11.0f %11.0f %7.1f %8.1f "
+              "%9s" % (
+                  m, human_s(p["seconds"]) if p else "-", pf,
+                  human_s(x["returned_s"]), human_s(x["completion_s"]),
+                  min(x["files_per_s_client"]), x["files_per_s_aggregate"],
+                  x["master_cpu_pct"], x["bytes_per_file"],
+                  "%.2f ms" % st["p99_ms"] if st else "-"))
+    print("stat of another client during each (p50 / p99 / max ms): " +
+          ", ".join("%s %.2f/%.2f/%.2f" % (
+              m, x["probe_stat"]["p50_ms"], x["probe_stat"]["p99_ms"],
+              x["probe_stat"]["max_ms"])
+              for m, x in r["methods"].items() if x["probe_stat"]))
+    print("what the master's CPU per file allows (files/s per master "
+          "core): " + ", ".join(
+              "%s %.0f" % (m, x["master_files_per_cpu_s"])
+              for m, x in r["methods"].items()
+              if x["master_files_per_cpu_s"]))
+    rs = r.get("restart")
+    if rs:
+        st = rs["start"]
+        p = rs["probe_stat_during_checkpoints"]
+        print("restart: up in %s (%s nodes loaded in %s, %s changes "
+              "replayed in %s); %d checkpoints of %d nodes in %d s, stat "
+              "p50/p99/max %.2f/%.2f/%.2f ms" % (
+                  human_s(rs["restart_s"]), st.get("loaded_nodes"),
+                  human_s(st.get("load_s")), st.get("changes"),
+                  human_s(st.get("replay_s")), rs["checkpoints_seen"],
+                  rs["nodes"], rs["checkpoint_seconds"], p["p50_ms"],
+                  p["p99_ms"], p["max_ms"]))
+    mem = r["memory"]
+    print("master: cold start %s for %d nodes; with all copies: %d nodes, "
+          "%.0f B RSS and %.0f B in namespace structures per node" % (
+              human_s(r["cold_start_s"]), r["cold_start_nodes"] or 0,
+              mem["nodes"], mem["rss_per_node"], mem["meta_per_node"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=None,
+                    help="files in the tree, in two directories (default "
+                    "34000000 where memory allows)")
+    ap.add_argument("-k", type=int, default=1,
+                    help="clients (copies) per method (1)")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help="of %s (all)" % ",".join(METHODS))
+    ap.add_argument("--mount-opts", default="",
+                    help="options of the deleting clients' mounts "
+                    "(e.g. io_uring)")
+    ap.add_argument("--build", help="build directory (default: ./build)")
+    ap.add_argument("--set", action="append", default=[],
+                    help="master config KEY=VALUE")
+    ap.add_argument("--timeout", type=int, default=7200,
+                    help="seconds a purge may take (7200)")
+    ap.add_argument("--checkpoint-seconds", type=int, default=10,
+                    help="after a restart, seconds of checkpoints every "
+                    "second with the probe running (10)")
+    ap.add_argument("--out", help="JSON result file")
+    a = ap.parse_args()
+    methods = [m for m in a.methods.split(",") if m]
+    for m in methods:
+        if m not in METHODS:
+            raise SystemExit("unknown method %s" % m)
+    ncopies = a.k * len(methods)
+    n = a.n
+    if n is None:
+        n = 34_000_000
+        while not fits(n, ncopies) and n > 100_000:
+            n //= 2
+        print("-n %d (what memory allows)" % n, file=sys.stderr)
+    build = os.path.abspath(a.build) if a.build else cluster.default_build()
+    work = tempfile.mkdtemp(prefix="sweepfs-seed-")
+    try:
+        removeall = go_removeall(work) if "go" in methods else None
+        if "go" in methods and not removeall:
+            raise SystemExit("cannot build tools/compare_delete/"
+                             "go-removeall (go build)")
+        cl = cluster.Cluster(build, master_set=a.set)
+        data = os.path.join(cl.dir, "meta")
+        os.makedirs(data)
+        print("seeding a checkpoint of %d files" % n, file=sys.stderr)
+        seed_s = seed_checkpoint(build, data, n)
+        cl.start()
+        start = master_start(cl.records["master"]["log"])
+        load_s, load_nodes = start.get("seconds"), start.get("nodes")
+        probe_mnt = cl.mount_extra(
+            "probe", "attr_timeout=0,entry_timeout=0,negative_timeout=0")
+        probe_target = os.path.join(probe_mnt, "probe-target")
+        with open(probe_target, "w"):
+            pass
+        copies = {}
+        t0 = time.perf_counter()
+        for m in methods:
+            copies[m] = []
+            for i in range(a.k):
+                name = "copy-%s-%d" % (m, i)
+                os.mkdir(os.path.join(cl.mnt, name))
+                for d in ("d0", "d1"):
+                    cl.tool("snapshot", os.path.join(cl.mnt, d),
+                            os.path.join(cl.mnt, name, d))
+                copies[m].append(name)
+        copy_s = time.perf_counter() - t0
+        info = cl.info()
+        r = {"n": n, "copies_per_method": a.k, "seed_s": seed_s,
+             "first_start": start, "cold_start_s": load_s, "cold_start_nodes": load_nodes,
+             "copy_s": copy_s,
+             "memory": {"nodes": info["nodes"],
+                        "rss_bytes": info["rss_bytes"],
+                        "meta_bytes": info["meta_bytes"],
+                        "rss_per_node": info["rss_bytes"] / info["nodes"],
+                        "meta_per_node":
+                        info["meta_bytes"] / info["nodes"]},
+             "methods": {}}
+        for m in methods:
+            print("%s: %d client(s)" % (m, a.k), file=sys.stderr)
+            r["methods"][m] = run_method(cl, m, copies[m], n, removeall,
+                                         probe_target, a.mount_opts, a)
+        r["restart"] = restart(cl, a, probe_target)
+        cl.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print_table(r, n)
+    ctx = cluster.context(build, {
+        "benchmark": "seed", "n": n, "k": a.k, "methods": methods,
+        "mount_opts": a.mount_opts, "master_config": a.set,
+        "loadavg": os.getloadavg(),
+        "clients": "mounts on the host, loopback"})
+    out = a.out
+    if not out:
+        d = os.path.join(HERE, "results")
+        os.makedirs(d, exist_ok=True)
+        out = os.path.join(d, "seed-%s.json" %
+                           time.strftime("%Y%m%d-%H%M%S"))
+    with open(out, "w") as f:
+        json.dump({"context": ctx, "results": r, "post": POST}, f,
+                  indent=1)
+    print("\nresult: %s" % out)
+
+
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    main()
