@@ -374,7 +374,8 @@ static int start(struct daemon *d)
 	}
 	rc = bg_start(cs->loop, (unsigned)cs->cfg.bg_threads, &cs->bg);
 	if (rc == 0)
-		rc = bg_start_nice(cs->loop, 1, CS_DELETE_NICE, &cs->bg_del);
+		rc = bg_start_nice(cs->loop, CS_DELETE_THREADS, CS_DELETE_NICE,
+				   &cs->bg_del);
 	if (rc < 0) {
 		sw_crit(TAG, "cannot start background threads: %s",
 			strerror(-rc));

@@ -30,9 +30,9 @@
  * connection broke is not answered: the re-registration's inventory
  * tells the master the outcome.
  *
- * DELETE_BATCH (up to SW_DELETE_BATCH_MAX chunks) runs on a low-priority
- * thread of its own, so that a deletion backlog never queues ahead of a
- * replication, and is answered once every file is unlinked, with the
+ * DELETE_BATCH (up to SW_DELETE_BATCH_MAX chunks) runs on low-priority
+ * threads of its own (CS_DELETE_THREADS), so that a deletion backlog
+ * never queues ahead of a replication, and is answered once every file is unlinked, with the
  * counts of those unlinked and those not there: the answer is the
  * master's pacing (csrv.c). It names chunks the master no longer
  * references, so it does not wait behind other commands for them;

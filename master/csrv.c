@@ -55,10 +55,10 @@
 
 #define TAG "csrv"
 #define TICK_MS 100
-/* DELETE_BATCH commands in flight per server: one being unlinked, one
- * waiting behind it so that the disk never idles for a round trip, and
- * one on the wire. More would only make acknowledgements later. */
-#define DELQ_WINDOW 3
+/* DELETE_BATCH commands in flight per server: the chunkserver runs as
+ * many at once (CS_DELETE_THREADS), which overlaps the rare unlink that
+ * waits on the disk; more would only make acknowledgements later. */
+#define DELQ_WINDOW 4
 /* Deletions per DELETE_BATCH: a few milliseconds of unlinks on an idle
  * disk, so that the pending counts move smoothly and a stalled journal
  * holds few acknowledgements back; the protocol allows up to

@@ -1,6 +1,6 @@
 /*
  * csrv.c's deletion queue: deletions leave in DELETE_BATCH commands of at
- * most 512 chunks, three in flight per server, within delete_rate's
+ * most 512 chunks, four in flight per server, within delete_rate's
  * credit, only once the change that queued them is durable; they count
  * as pending until acknowledged, and those lost with a connection stop
  * counting (the server's next registration reports the files).
@@ -126,19 +126,19 @@ static void test_drain_batches_in_a_window(void **state)
 	f->srv->delete_credit = 1e9;
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_false(wire.bad);
-	/* Three batches of 512, in queue order; the rest waits. */
-	assert_int_equal(wire.sent, 3);
-	for (size_t i = 0; i < 3; i++) {
+	/* Four batches of 512, in queue order; the rest waits. */
+	assert_int_equal(wire.sent, 4);
+	for (size_t i = 0; i < 4; i++) {
 		assert_int_equal(wire.ids[i], 512);
 		assert_int_equal(wire.first[i], 1 + 512 * i);
 	}
-	/* Sent is not done: all still pending, 1536 of them in flight. */
+	/* Sent is not done: all still pending, 2048 of them in flight. */
 	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
-	assert_int_equal(f->srv->del_inflight, 1536);
+	assert_int_equal(f->srv->del_inflight, 2048);
 	assert_int_equal(f->m.cs.pending_deletes, 5000);
 	/* The window is full: nothing more until an acknowledgement. */
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 3);
+	assert_int_equal(wire.sent, 4);
 }
 
 static void test_drain_within_delete_rate(void **state)
@@ -191,20 +191,20 @@ static void test_disconnect_drops_in_flight(void **state)
 {
 	struct fixture *f = *state;
 
-	queue(f, 1, 2000);
+	queue(f, 1, 3000);
 	f->srv->delete_credit = 1e9;
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 3);
+	assert_int_equal(wire.sent, 4);
 	csrv_detach(&f->m, &f->conn);
 	/* In flight: the server's next registration reports what it still
 	 * has; they no longer count. Queued: still pending. */
 	assert_int_equal(f->srv->del_inflight, 0);
 	assert_int_equal(f->srv->del_batches, 0);
-	assert_int_equal(csrv_deletes_pending(f->srv), 2000 - 1536);
-	assert_int_equal(f->m.cs.pending_deletes, 2000 - 1536);
+	assert_int_equal(csrv_deletes_pending(f->srv), 3000 - 2048);
+	assert_int_equal(f->m.cs.pending_deletes, 3000 - 2048);
 	/* Not connected: nothing is sent. */
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 3);
+	assert_int_equal(wire.sent, 4);
 }
 
 int main(void)
