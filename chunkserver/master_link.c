@@ -32,17 +32,17 @@
  *
  * DELETE_BATCH (up to SW_DELETE_BATCH_MAX chunks) runs on low-priority
  * threads of its own (CS_DELETE_THREADS), so that a deletion backlog
- * never queues ahead of a replication, and is answered once every file is unlinked, with the
- * counts of those unlinked and those not there: the answer is the
- * master's pacing (csrv.c). It names chunks the master no longer
+ * never queues ahead of a replication, and is answered once every file
+ * is unlinked, with the counts of those unlinked and those not there:
+ * the answer is the master's pacing (csrv.c). It names chunks the master no longer
  * references, so it does not wait behind other commands for them;
  * store_delete() is atomic per chunk and deletes nothing newer than the
  * version named. No fsync: a file that comes back after a crash is in
  * the next registration's inventory and the master deletes it again.
- * While clients' requests came in during the last FG_RECENT_NS, the
+ * While clients' requests came in during the last FG_RECENT_NS, each
  * thread sleeps as long again as each slice of DEL_SLICE unlinks took:
- * at most half of the disk's and a CPU's time goes to deletions then,
- * all of it when the server is otherwise idle. Only the master's link
+ * at most half of its time goes to deletions then, all of it when the
+ * server is otherwise idle. Only the master's link
  * carries commands (an authenticated hello, both ways); server.c answers
  * a command frame from any client with ENOSYS.
  *
