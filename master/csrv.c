@@ -95,8 +95,15 @@ int csrvs_init(struct master *m)
 	return 0;
 }
 
+static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc);
+
 static int free_cmd(void *e, void *arg)
 {
+	struct cs_cmd *k = e;
+
+	/* A batch of deletions in flight owns its list of chunks. */
+	if (k->cb == deleted_cb)
+		free(k->arg);
 	free(e);
 	return 0;
 }
