@@ -32,6 +32,7 @@ struct bg {
 	struct bg_job *todo, *todo_tail;
 	struct bg_job *done, *done_tail;
 	bool stop;
+	int nice; /* of the threads */
 	unsigned nthreads;
 	pthread_t *threads;
 };
@@ -46,7 +47,7 @@ static void push(struct bg_job **head, struct bg_job **tail, struct bg_job *j)
 	*tail = j;
 }
 
-static void lower_priority(void)
+static void lower_priority(int nice)
 {
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 
@@ -55,7 +56,7 @@ static void lower_priority(void)
 			"cannot lower the I/O priority of background "
 			"threads: %s",
 			strerror(errno));
-	if (setpriority(PRIO_PROCESS, (id_t)tid, BG_NICE) < 0)
+	if (setpriority(PRIO_PROCESS, (id_t)tid, nice) < 0)
 		sw_warn(TAG,
 			"cannot lower the CPU priority of background "
 			"threads: %s",
@@ -67,7 +68,7 @@ static void *bg_thread(void *arg)
 	struct bg *b = arg;
 
 	pthread_setname_np(pthread_self(), "cs-bg");
-	lower_priority();
+	lower_priority(b->nice);
 	pthread_mutex_lock(&b->lock);
 	for (;;) {
 		struct bg_job *j;
@@ -110,11 +111,17 @@ static void on_async(uv_async_t *h)
 
 int bg_start(uv_loop_t *loop, unsigned nthreads, struct bg **out)
 {
+	return bg_start_nice(loop, nthreads, BG_NICE, out);
+}
+
+int bg_start_nice(uv_loop_t *loop, unsigned nthreads, int nice, struct bg **out)
+{
 	struct bg *b = calloc(1, sizeof(*b));
 	int rc;
 
 	if (!b)
 		return -ENOMEM;
+	b->nice = nice;
 	b->threads = calloc(nthreads, sizeof(*b->threads));
 	if (!b->threads) {
 		free(b);

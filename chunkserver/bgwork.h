@@ -43,6 +43,14 @@ struct bg_job {
  */
 int bg_start(uv_loop_t *loop, unsigned nthreads, struct bg **out);
 
+/*
+ * bg_start() with the threads at @nice instead of 19: for work that
+ * bounds its own share (a duty cycle) and must not starve behind every
+ * other process of a busy machine.
+ */
+int bg_start_nice(uv_loop_t *loop, unsigned nthreads, int nice,
+		  struct bg **out);
+
 /* Queue @j; the pool borrows it until its done callback. Loop thread. */
 void bg_submit(struct bg *b, struct bg_job *j);
 

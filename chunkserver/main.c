@@ -309,6 +309,8 @@ static void shutdown_cs(struct daemon *d)
 	/* Waits for the deletion or replication in progress, if any. */
 	bg_stop(cs->bg);
 	cs->bg = NULL;
+	bg_stop(cs->bg_del);
+	cs->bg_del = NULL;
 	for (size_t i = 0; i < SW_ARRAY_SIZE(d->sig); i++)
 		uv_close((uv_handle_t *)&d->sig[i], NULL);
 	/* The tick closes itself once the connections are gone. */
@@ -359,6 +361,9 @@ static int start(struct daemon *d)
 		return rc;
 	}
 	rc = bg_start(cs->loop, (unsigned)cs->cfg.bg_threads, &cs->bg);
+	if (rc == 0)
+		rc = bg_start_nice(cs->loop, CS_DELETE_THREADS, CS_DELETE_NICE,
+				   &cs->bg_del);
 	if (rc < 0) {
 		sw_crit(TAG, "cannot start background threads: %s",
 			strerror(-rc));
@@ -394,6 +399,8 @@ static void abort_start(struct daemon *d)
 	mlink_stop(cs);
 	if (cs->bg)
 		bg_stop(cs->bg);
+	if (cs->bg_del)
+		bg_stop(cs->bg_del);
 	uv_run(cs->loop, UV_RUN_DEFAULT);
 	mlink_release(cs);
 	store_close(cs->store);

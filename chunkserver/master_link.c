@@ -30,6 +30,22 @@
  * connection broke is not answered: the re-registration's inventory
  * tells the master the outcome.
  *
+ * DELETE_BATCH (up to SW_DELETE_BATCH_MAX chunks) runs on low-priority
+ * threads of its own (CS_DELETE_THREADS), so that a deletion backlog
+ * never queues ahead of a replication, and is answered once every file
+ * is unlinked, with the counts of those unlinked and those not there:
+ * the answer is the master's pacing (csrv.c). It names chunks the master no longer
+ * references, so it does not wait behind other commands for them;
+ * store_delete() is atomic per chunk and deletes nothing newer than the
+ * version named. No fsync: a file that comes back after a crash is in
+ * the next registration's inventory and the master deletes it again.
+ * While clients' requests came in during the last FG_RECENT_NS, each
+ * thread sleeps as long again as each slice of DEL_SLICE unlinks took:
+ * at most half of its time goes to deletions then, all of it when the
+ * server is otherwise idle. Only the master's link
+ * carries commands (an authenticated hello, both ways); server.c answers
+ * a command frame from any client with ENOSYS.
+ *
  * A generation number, bumped at every disconnection, lets callbacks
  * that outlive their connection recognise it.
  */
@@ -41,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -66,6 +83,8 @@
 #define FG_MAX 2u
 #define READ_CHUNK (64u << 10)
 #define PEER_TIMEOUT_MS 30000
+#define DEL_SLICE 64u /* unlinks between looks at the foreground */
+#define FG_RECENT_NS (100 * 1000000LL)
 
 enum ml_state {
 	ML_IDLE,
@@ -104,6 +123,10 @@ struct cmd {
 	char source[300];
 	uint8_t token[SW_TOKEN_LEN];
 	uint64_t expires;
+	uint64_t *batch; /* DELETE_BATCH: 2 * nbatch (id, version) */
+	size_t nbatch;
+	uint32_t deleted; /* DELETE_BATCH: unlinked, */
+	uint32_t absent;  /* and not there (or newer) */
 	int rc;
 	uv_work_t work;
 	struct bg_job job;
@@ -156,6 +179,7 @@ static const char *const op_names[] = {
 	[SWEEPFS__CS_COMMAND__OP__DUPLICATE] = "duplicate",
 	[SWEEPFS__CS_COMMAND__OP__REPLICATE] = "replicate",
 	[SWEEPFS__CS_COMMAND__OP__TRUNCATE] = "truncate",
+	[SWEEPFS__CS_COMMAND__OP__DELETE_BATCH] = "delete_batch",
 };
 
 static void ml_fail(struct mlink *ml, const char *fmt, ...)
@@ -196,6 +220,7 @@ static void drop_waiting(struct mlink *ml)
 		struct cmd *k = ml->wait;
 
 		ml->wait = k->next;
+		free(k->batch);
 		free(k);
 	}
 	ml->wait_tail = NULL;
@@ -761,8 +786,55 @@ static int replicate(struct cs *cs, const struct cmd *k)
 	return rc;
 }
 
+/* While clients were served a moment ago: wait as long as @spent_ns. */
+static void yield_to_clients(struct cs *cs, int64_t spent_ns)
+{
+	int64_t now = sw_mono_ns();
+	int64_t fg = __atomic_load_n(&cs->fg_last_ns, __ATOMIC_RELAXED);
+	struct timespec ts;
+
+	if (now - fg > FG_RECENT_NS || spent_ns <= 0)
+		return;
+	spent_ns = SW_MIN(spent_ns, FG_RECENT_NS);
+	ts.tv_sec = spent_ns / SW_NSEC_PER_SEC;
+	ts.tv_nsec = spent_ns % SW_NSEC_PER_SEC;
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * DELETE_BATCH on the deletion thread: every chunk, counted into @k.
+ * Returns 0, or the first error other than "not there" (the others are
+ * still tried), or -ECANCELED at shutdown.
+ */
+static int delete_batch(struct cs *cs, struct cmd *k)
+{
+	int64_t t0 = sw_mono_ns();
+	int first = 0;
+
+	for (size_t i = 0; i < k->nbatch; i++) {
+		int rc = store_delete(cs->store, k->batch[2 * i],
+				      (uint32_t)k->batch[2 * i + 1]);
+
+		if (rc == 0)
+			k->deleted++;
+		else if (rc == -ENOENT || rc == -ESTALE)
+			k->absent++;
+		else if (!first)
+			first = rc;
+		if ((i + 1) % DEL_SLICE)
+			continue;
+		if (cs_stopping(cs))
+			return -ECANCELED;
+		yield_to_clients(cs, sw_mono_ns() - t0);
+		t0 = sw_mono_ns();
+	}
+	__atomic_add_fetch(&cs->batch_deleted, k->deleted, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&cs->batch_absent, k->absent, __ATOMIC_RELAXED);
+	return first;
+}
+
 /* Run command @k (a pool or background thread). */
-static int cmd_exec(struct cs *cs, const struct cmd *k)
+static int cmd_exec(struct cs *cs, struct cmd *k)
 {
 	struct store *st = cs->store;
 	int64_t len = k->has_length ? (int64_t)k->length : -1;
@@ -772,6 +844,8 @@ static int cmd_exec(struct cs *cs, const struct cmd *k)
 		return store_create(st, k->chunk_id, k->version);
 	case SWEEPFS__CS_COMMAND__OP__DELETE:
 		return store_delete(st, k->chunk_id, k->version);
+	case SWEEPFS__CS_COMMAND__OP__DELETE_BATCH:
+		return delete_batch(cs, k);
 	case SWEEPFS__CS_COMMAND__OP__SET_VERSION:
 		return store_set_version(st, k->chunk_id, k->old_version,
 					 k->version, len);
@@ -800,7 +874,8 @@ static int cmd_exec(struct cs *cs, const struct cmd *k)
 	}
 }
 
-static void send_done(struct mlink *ml, uint64_t gen, uint64_t id, int rc)
+static void send_done_counts(struct mlink *ml, uint64_t gen, uint64_t id,
+			     int rc, const struct cmd *k)
 {
 	Sweepfs__CsDoneReq q = SWEEPFS__CS_DONE_REQ__INIT;
 
@@ -809,7 +884,17 @@ static void send_done(struct mlink *ml, uint64_t gen, uint64_t id, int rc)
 	q.id = id;
 	q.has_err = rc < 0;
 	q.err = -rc;
+	if (k && k->op == SWEEPFS__CS_COMMAND__OP__DELETE_BATCH) {
+		q.has_deleted = q.has_absent = 1;
+		q.deleted = k->deleted;
+		q.absent = k->absent;
+	}
 	send_request(ml, SW_MSG_CS_DONE, &q.base);
+}
+
+static void send_done(struct mlink *ml, uint64_t gen, uint64_t id, int rc)
+{
+	send_done_counts(ml, gen, id, rc, NULL);
 }
 
 static void busy_add(struct idmap *m, uint64_t id, long delta)
@@ -837,7 +922,8 @@ static void cmd_finish(struct cmd *k, bool cancelled)
 {
 	struct mlink *ml = k->ml;
 
-	busy_add(&ml->busy, k->chunk_id, -1);
+	if (k->op != SWEEPFS__CS_COMMAND__OP__DELETE_BATCH)
+		busy_add(&ml->busy, k->chunk_id, -1);
 	if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
 		busy_add(&ml->busy, k->src_id, -1);
 	if (!k->bg)
@@ -857,7 +943,8 @@ static void cmd_finish(struct cmd *k, bool cancelled)
 			 " v%u) done",
 			 k->id, op_names[k->op], k->chunk_id, k->version);
 	if (!ml->stopping && !cancelled)
-		send_done(ml, k->gen, k->id, k->rc);
+		send_done_counts(ml, k->gen, k->id, k->rc, k);
+	free(k->batch);
 	free(k);
 	if (!ml->stopping)
 		pump(ml);
@@ -892,6 +979,12 @@ static void cmd_start(struct mlink *ml, struct cmd *k)
 {
 	int rc;
 
+	if (k->op == SWEEPFS__CS_COMMAND__OP__DELETE_BATCH) {
+		k->job.work = cmd_bg_work;
+		k->job.done = cmd_bg_done;
+		bg_submit(ml->cs->bg_del, &k->job);
+		return;
+	}
 	busy_add(&ml->busy, k->chunk_id, 1);
 	if (k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE)
 		busy_add(&ml->busy, k->src_id, 1);
@@ -920,6 +1013,8 @@ static bool blocked(const struct idmap *busy, const struct idmap *skipped,
 {
 	bool dup = k->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE;
 
+	if (k->op == SWEEPFS__CS_COMMAND__OP__DELETE_BATCH)
+		return false;
 	return idmap_get(busy, k->chunk_id) ||
 	       idmap_get(skipped, k->chunk_id) ||
 	       (dup &&
@@ -976,6 +1071,12 @@ static int cmd_check(const Sweepfs__CsCommand *q)
 	case SWEEPFS__CS_COMMAND__OP__TRUNCATE:
 		return q->has_length && q->length <= SW_CHUNK_SIZE ? 0 :
 								     -EINVAL;
+	case SWEEPFS__CS_COMMAND__OP__DELETE_BATCH:
+		return q->n_batch_ids >= 1 &&
+				       q->n_batch_ids <= SW_DELETE_BATCH_MAX &&
+				       q->n_batch_versions == q->n_batch_ids ?
+			       0 :
+			       -EINVAL;
 	default:
 		return -EINVAL;
 	}
@@ -984,10 +1085,16 @@ static int cmd_check(const Sweepfs__CsCommand *q)
 static void on_command(struct mlink *ml, const Sweepfs__CsCommand *q)
 {
 	int rc = cmd_check(q);
+	uint64_t *batch = NULL;
 	struct cmd *k;
 
 	if (rc == 0 && !(k = calloc(1, sizeof(*k))))
 		rc = -ENOMEM;
+	if (rc == 0 && q->op == SWEEPFS__CS_COMMAND__OP__DELETE_BATCH &&
+	    !(batch = malloc(2 * q->n_batch_ids * sizeof(*batch)))) {
+		free(k);
+		rc = -ENOMEM;
+	}
 	if (rc < 0) {
 		sw_info(TAG, "command %" PRIu64 " (op %d): %s", q->id, q->op,
 			strerror(-rc));
@@ -1009,8 +1116,15 @@ static void on_command(struct mlink *ml, const Sweepfs__CsCommand *q)
 		.length = q->length,
 		.expires = q->expires,
 		.bg = q->op == SWEEPFS__CS_COMMAND__OP__DELETE ||
-		      q->op == SWEEPFS__CS_COMMAND__OP__REPLICATE,
+		      q->op == SWEEPFS__CS_COMMAND__OP__REPLICATE ||
+		      q->op == SWEEPFS__CS_COMMAND__OP__DELETE_BATCH,
+		.batch = batch,
+		.nbatch = batch ? q->n_batch_ids : 0,
 	};
+	for (size_t i = 0; i < k->nbatch; i++) {
+		batch[2 * i] = q->batch_ids[i];
+		batch[2 * i + 1] = q->batch_versions[i];
+	}
 	if (q->source)
 		snprintf(k->source, sizeof(k->source), "%s", q->source);
 	if (q->has_token && q->token.len == SW_TOKEN_LEN)

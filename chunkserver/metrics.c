@@ -61,6 +61,17 @@ static void render(void *arg, struct sw_buf *b)
 	sw_prom_one(b, "sweepfs_chunkserver_open_files", "gauge",
 		    "Chunk files open now.",
 		    (double)store_open_files(cs->store));
+	sw_prom_head(b, "sweepfs_chunkserver_batch_deletions_total", "counter",
+		     "Chunks of the master's DELETE_BATCH commands: unlinked, "
+		     "or absent (not here, or at a newer version).");
+	sw_prom_sample(b, "sweepfs_chunkserver_batch_deletions_total",
+		       (const char *[]){ "outcome", "unlinked", NULL },
+		       (double)__atomic_load_n(&cs->batch_deleted,
+					       __ATOMIC_RELAXED));
+	sw_prom_sample(b, "sweepfs_chunkserver_batch_deletions_total",
+		       (const char *[]){ "outcome", "absent", NULL },
+		       (double)__atomic_load_n(&cs->batch_absent,
+					       __ATOMIC_RELAXED));
 	dirs(cs, b);
 	server_metrics(cs, b);
 }

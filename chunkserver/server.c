@@ -551,6 +551,7 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 	r->cost = req_cost(hdr);
 	r->has_key = srv->cs->has_key;
 	r->t0 = sw_mono_ns();
+	__atomic_store_n(&srv->cs->fg_last_ns, r->t0, __ATOMIC_RELAXED);
 	memcpy(r->key, srv->cs->key, SW_TOKEN_KEY);
 	r->work.data = r;
 	rc = uv_queue_work(srv->cs->loop, &r->work, req_work, req_after);

@@ -392,7 +392,7 @@ static void info_servers(struct master *m, Sweepfs__InfoReply *reply,
 		x->total_bytes = s->total_bytes;
 		x->used_bytes = s->used_bytes;
 		x->chunks = s->reported_chunks;
-		x->deletes_pending = (s->delq_len - s->delq_head) / 2;
+		x->deletes_pending = csrv_deletes_pending(s);
 		x->deleted = s->deleted;
 		sp[i - 1] = x;
 	}

@@ -29,6 +29,7 @@ struct csrv;
 
 #define CSRV_MAX 1024
 #define CSRV_CMD_TIMEOUT_MS 30000
+#define CSRV_DELQ_ENTRY 3 /* words per queued deletion */
 
 /* Per-server state; servers are never freed, only disconnected. */
 struct csrv {
@@ -43,12 +44,15 @@ struct csrv {
 	int64_t reported_at;	  /* mono ns of that report (heartbeat) */
 	int64_t changed_at;	  /* mono ns of the last command sent or done */
 	int64_t last_seen;	  /* mono ns */
-	uint64_t *delq;		  /* (chunk id, version) pairs to delete */
+	uint64_t *delq; /* CSRV_DELQ_ENTRY words each: chunk id, version,
+			   metadata version that must be durable first */
 	size_t delq_len, delq_cap, delq_head;
-	uint64_t deleted;     /* deletions acknowledged */
-	uint32_t inflight;    /* commands not yet done */
-	uint32_t replicating; /* of which replications */
-	double delete_credit; /* token bucket for paced deletions */
+	uint64_t deleted;      /* deletions acknowledged */
+	uint64_t del_inflight; /* deletions sent, not yet acknowledged */
+	uint32_t del_batches;  /* DELETE_BATCH commands in flight */
+	uint32_t inflight;     /* commands not yet done */
+	uint32_t replicating;  /* of which replications */
+	double delete_credit;  /* token bucket for paced deletions */
 };
 
 /* The master's chunkservers (struct master's cs). */
@@ -101,6 +105,18 @@ int csrv_choose(struct master *m, uint32_t *out, int n, const uint32_t *exclude,
 /* Queue deletion of @chunk at @version (and older) on server @srv. */
 void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,
 		       uint32_t version);
+
+/*
+ * Send what of @s's deletion queue its window of DELETE_BATCH commands and
+ * delete_rate allow now (the tick refills delete_rate's bucket).
+ */
+void csrv_drain_deletions(struct master *m, struct csrv *s);
+
+/* Deletions for @s not yet acknowledged: queued and in flight. */
+static inline uint64_t csrv_deletes_pending(const struct csrv *s)
+{
+	return (s->delq_len - s->delq_head) / CSRV_DELQ_ENTRY + s->del_inflight;
+}
 
 /* ns->chunk_gone hook: queue deletion of every copy of @c. */
 void csrv_chunk_gone(void *arg, const struct chunk *c);

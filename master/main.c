@@ -92,7 +92,8 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		{ "goal", SW_OPT_UINT, &c->goal, 1, 8, NULL,
 		  "copies kept of each chunk" },
 		{ "delete_rate", SW_OPT_UINT, &c->delete_rate, 1, 1000000, NULL,
-		  "chunk deletions per second sent to each chunkserver" },
+		  "most chunk deletions per second sent to each chunkserver "
+		  "(they go at its disks' pace below this cap)" },
 		{ "chunkserver_grace", SW_OPT_DURATION,
 		  &c->chunkserver_grace_ms, 0, 3600 * 1000, NULL,
 		  "after start-up, requests for a chunk no chunkserver has "

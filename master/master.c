@@ -55,7 +55,7 @@ void master_config_defaults(struct master_config *c)
 	c->max_connections = 10000;
 	strcpy(c->log_level, "notice");
 	c->goal = 1;
-	c->delete_rate = 2000;
+	c->delete_rate = 1000000;
 	c->chunkserver_grace_ms = 5000;
 	c->purge_slice_us = 200;
 	c->purge_duty = 50;

@@ -209,7 +209,7 @@ static void servers(struct master *m, struct sw_buf *b)
 		const char *labels[] = { "server", s->listen, NULL };
 
 		sw_prom_sample(b, pending, labels,
-			       (double)((s->delq_len - s->delq_head) / 2));
+			       (double)csrv_deletes_pending(s));
 	}
 	sw_prom_head(b, "sweepfs_master_chunkserver_up", "gauge",
 		     "Whether each chunkserver is registered now.");

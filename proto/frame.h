@@ -67,6 +67,14 @@
 #define SW_BLOCK_SIZE (64u << 10)
 #define SW_CHUNK_BLOCKS (SW_CHUNK_SIZE / SW_BLOCK_SIZE)
 
+/*
+ * Chunk ids in one DELETE_BATCH command: 4096 ids and versions pack into
+ * at most 60 KiB, far below any frame limit, and are a few tenths of a
+ * second of unlinks for the chunkserver, so an acknowledgement is never
+ * long in coming and the master's pending count stays close to the disk.
+ */
+#define SW_DELETE_BATCH_MAX 4096u
+
 /* Largest listing payload the master sends in one readdir reply. */
 #define SW_READDIR_MAX_BYTES (256u << 10)
 #define SW_READDIR_MAX_ENTRIES 8192u

@@ -794,6 +794,43 @@ static void check_tokens(void)
 		fail("a sync with a forged token: %s, not EACCES",
 		     strerror(err));
 	refused += 4;
+	{
+		/* Chunk deletion in batches (issue 32) is the master's
+		 * command on its own link: a client that sends it, to the
+		 * chunkserver or to the master, as a request or as a
+		 * notification, deletes nothing. */
+		Sweepfs__CsCommand q = SWEEPFS__CS_COMMAND__INIT;
+		uint64_t ids[2] = { a.chunk_id, b.chunk_id };
+		uint32_t versions[2] = { a.version + 100, b.version + 100 };
+
+		q.id = 1;
+		q.op = SWEEPFS__CS_COMMAND__OP__DELETE_BATCH;
+		q.chunk_id = ids[0];
+		q.version = versions[0];
+		q.n_batch_ids = q.n_batch_versions = 2;
+		q.batch_ids = ids;
+		q.batch_versions = versions;
+		if ((err = peer_call(&cs, SW_MSG_CS_COMMAND, &q.base)) !=
+		    ENOSYS)
+			fail("DELETE_BATCH to the chunkserver from a client: "
+			     "%s, not ENOSYS",
+			     strerror(err));
+		if ((err = peer_call(&p, SW_MSG_CS_COMMAND, &q.base)) != ENOSYS)
+			fail("DELETE_BATCH to the master from a mount: %s, "
+			     "not ENOSYS",
+			     strerror(err));
+		{
+			struct peer n;
+
+			peer_open(&n, c_port);
+			peer_send(&n, SW_MSG_CS_COMMAND, SW_FRAME_NOTIFY,
+				  &q.base);
+			peer_close(&n);
+		}
+		peer_ping(&cs);
+		ok("tokens: DELETE_BATCH from a client, to the chunkserver "
+		   "and to the master, gets ENOSYS and deletes nothing");
+	}
 	expect_data(&cs, &a_read, data_a, sizeof(data_a), "chunk a");
 	expect_data(&cs, &b, data_b, sizeof(data_b), "chunk b");
 	peer_close(&cs);

@@ -1,0 +1,133 @@
+#!/bin/bash
+# Chunk deletion in batches (issue 32): nothing leaks, nothing lost.
+#
+#  1. N files of 4 KiB and K files to keep; rm -rf of the N through the
+#     mount; with delete_rate capped so that the deletion takes seconds,
+#     kill -9 of the master and of the chunkserver half-way through it;
+#     restart both: the chunk files on the disk come down to exactly the
+#     K live chunks (their count, every one of them read back intact,
+#     none of the deleted ones left), no deletion stays pending, and
+#     fsck is clean;
+#  2. the same rm -rf without a cap: the chunk files go at the disk's
+#     pace, in DELETE_BATCH commands (the rate is logged; the bound
+#     allows for a loaded machine), and status agrees on 0 pending, per
+#     server too, with every deletion acknowledged.
+# RECLAIM_N (default 20000) sets N.
+. "$(dirname "$0")/../lib.sh"
+sw_init reclaim --root
+
+N=${RECLAIM_N:-20000}
+K=200
+RATE=4000 # deletions/s in part 1: N/2 of them take a few seconds
+
+M=$SW_TMP/mnt
+start_master --set goal=1 --set "delete_rate=$RATE" --set changelog_sync=always
+start_mount
+
+# make DIR COUNT: COUNT files of 4 KiB under DIR, 4 writers, 100 a
+# subdirectory; the content of each is its own path, repeated.
+make() {
+	local dir=$1 n=$2 w pids=()
+	mkdir "$dir"
+	for w in 0 1 2 3; do
+		"$PYTHON" - "$dir" "$w" $((n / 4)) <<'EOF' &
+import os, sys
+root, w, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    if i % 100 == 0:
+        d = os.path.join(root, "w%d_%04d" % (w, i // 100))
+        os.mkdir(d)
+    p = os.path.join(d, "f%03d" % (i % 100))
+    with open(p, "wb") as f:
+        f.write((p.encode() * 4096)[:4096])
+EOF
+		pids+=($!)
+	done
+	for w in "${pids[@]}"; do
+		wait "$w" || fail "a writer under $dir failed"
+	done
+}
+
+# poll SECONDS WHAT CMD...: like wait_until, twice a second (CMD counts
+# the chunk files: not 20 times a second).
+poll() {
+	local secs=$1 what=$2 i
+	shift 2
+	for ((i = 0; i < secs * 2; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	fail "timed out after $secs s waiting for: $what"
+}
+
+# check_kept: every file of $M/keep holds what make() wrote.
+check_kept() {
+	"$PYTHON" - "$M/keep" <<'EOF' || fail "a kept file lost its data"
+import os, sys
+n = 0
+for root, dirs, files in os.walk(sys.argv[1]):
+    for name in files:
+        p = os.path.join(root, name)
+        with open(p, "rb") as f:
+            got = f.read()
+        # written under the mount's path at the time: same suffix
+        rel = p[len(sys.argv[1]):]
+        if len(got) != 4096 or rel.encode() not in got:
+            sys.exit("%s: %d bytes, not its own" % (p, len(got)))
+        n += 1
+print(n)
+EOF
+}
+
+# ---- 1. kill -9 of both daemons half-way through the deletions -----------
+log "1. $N files removed, master and chunkserver killed half-way through"
+make "$M/keep" "$K"
+make "$M/many" "$N"
+assert_eq $((N + K)) "$(chunk_files)" "chunk files for $N + $K one-chunk files"
+rm -rf "$M/many"
+half() { (($(chunk_files) <= K + N / 2)); }
+poll 120 "half of the chunk files to go" half
+left=$(chunk_files)
+kill_master
+kill_chunkserver 1
+log "killed with $left chunk files on the disk ($K live)"
+((left > K)) || fail "the deletion finished before the kill ($left files left): raise RECLAIM_N"
+restart_master start
+restart_chunkserver 1 start
+done_() { (($(chunk_files) == K)) && (($(sw_status 'd["chunk_deletes_pending"]') == 0)); }
+poll 120 "the chunk files to come down to the $K live ones (now $(chunk_files))" done_
+assert_eq "$K" "$(sw_status 'd["chunks"]')" "chunks the master counts"
+stop_mount
+start_mount
+assert_eq "$K" "$(check_kept)" "kept files read back intact"
+assert_eq "$K" "$(chunk_files)" "chunk files after reading the kept ones"
+wait_fsck_clean 30 "after the restarts"
+
+# ---- 2. no cap: the disk's pace, in batches ------------------------------
+log "2. $N files removed at the disk's pace"
+stop_mount
+stop_master
+start_master --set goal=1 --set changelog_sync=always
+start_mount
+make "$M/many" "$N"
+assert_eq $((N + K)) "$(chunk_files)" "chunk files before the second removal"
+t0=$(date +%s%N)
+rm -rf "$M/many"
+t_rm=$((($(date +%s%N) - t0) / 1000000))
+gone() { (($(chunk_files) == K)); }
+poll 120 "the $N chunk files to go" gone
+t_end=$((($(date +%s%N) - t0) / 1000000))
+t_del=$((t_end - t_rm))
+log "rm -rf took $t_rm ms; the chunk files were gone $t_del ms after it returned"
+log "$((N * 1000 / (t_del > 0 ? t_del : 1))) chunk deletions/s (load average $(cut -d' ' -f1 /proc/loadavg))"
+# Unloaded, it runs at thousands a second; a CI machine shared with
+# other jobs (a load average of 18 on 2 cores) was seen at 960/s. The
+# bound only catches a pace far below the former ceiling of 640/s.
+assert_le $((N * 1000 / 300 + 2000)) "$t_del" "ms for $N chunk deletions after rm -rf (under 300/s)"
+pend() { (($(sw_status 'd["chunk_deletes_pending"]') == 0)); }
+wait_until 10 "status to show no deletion pending" pend
+assert_eq 0 "$(sw_status 'sum(s["deletes_pending"] for s in d["servers"])')" "deletions pending per server"
+assert_ge "$N" "$(sw_status 'sum(s["deleted"] for s in d["servers"])')" "deletions acknowledged"
+check_kept >/dev/null
+wait_fsck_clean 30 "after the second removal"
+sw_pass
