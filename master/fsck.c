@@ -874,7 +874,7 @@ void op_fsck(struct req *r, const ProtobufCMessage *msg)
 	uint32_t max = q->has_max_problems ? q->max_problems : 100;
 	struct fsck_run *f;
 
-	if (r->m->fsck) {
+	if (r->m->fsck || r->m->dirinfo) { /* one fork slot (fileinfo.c) */
 		req_error(r, -EBUSY);
 		return;
 	}
