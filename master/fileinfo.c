@@ -33,8 +33,8 @@
  * a stat of the paths below would need; the top one included): such a
  * directory counts itself, not what it holds. An admin's counts all.
  * The counts are the master's: what other mounts still hold queued under
- * a delegation below the top (only the top is recalled by the tool's
- * stat) is not in them yet.
+ * a delegation below the top (only the top is recalled, by the tool's
+ * stat) is not in them until their next batch.
  */
 #include <errno.h>
 #include <stdlib.h>
