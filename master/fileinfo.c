@@ -364,7 +364,6 @@ void op_dirinfo(struct req *r, const ProtobufCMessage *msg)
 		rc = tree_count(n, &d, &w);
 	if (rc == -E2BIG && admin) {
 		/* Too big for the loop: walked again in a child. */
-		d = (Sweepfs__DirinfoReply)SWEEPFS__DIRINFO_REPLY__INIT;
 		rc = dirinfo_fork(r, n);
 		if (rc < 0)
 			req_error(r, rc);
