@@ -8,6 +8,7 @@
  * which keeps a session inside the subtree its export gives it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -416,6 +417,8 @@ static void test_fsck_bad_files_bounded(void **state)
 	packed = sweepfs__fsck_reply__get_packed_size(r);
 	assert_true(packed < SW_FRAME_MAX_META);
 	assert_true(packed > (256u << 10)); /* the list was not cut early */
+	print_message("report of %zu bytes: %zu of %" PRIu64 " files listed\n",
+		      packed, r->n_bad_files, r->bad_files_total);
 	fsck_free(r);
 }
 
