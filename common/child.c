@@ -75,6 +75,9 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	}
 	buf->base = (char *)c->out.data + c->out.len;
 	buf->len = c->out.cap - c->out.len;
+	/* One byte past the bound is enough to know it was passed. */
+	if (c->out_max && buf->len > c->out_max + 1 - sw_buf_used(&c->out))
+		buf->len = c->out_max + 1 - sw_buf_used(&c->out);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -84,6 +87,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	(void)buf;
 	if (nread > 0) {
 		c->out.len += (size_t)nread;
+		if (c->out_max && sw_buf_used(&c->out) > c->out_max) {
+			finish(c, true, -EIO); /* more than its owner takes */
+			return;
+		}
 		if (c->on_data)
 			c->on_data(c);
 		return;

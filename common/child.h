@@ -8,7 +8,11 @@
  *
  * The owner embeds a struct sw_child, sets on_exit (and on_data to
  * consume output as it comes; else it collects in @out), and calls
- * sw_child_start(). on_exit comes once, after the child is reaped and the
+ * sw_child_start(). A child's output is whatever it writes, so an owner
+ * that collects it whole sets @out_max: past that many bytes unconsumed
+ * in @out the child is killed and on_exit comes with -EIO (the output
+ * of a child that walks what clients made may be as big as they made
+ * it). on_exit comes once, after the child is reaped and the
  * pipe closed: the owner may free the struct there. What is left in
  * @out is the owner's to take and release.
  */
@@ -33,6 +37,7 @@ struct sw_child {
 	void (*on_data)(struct sw_child *c);	     /* more in @out */
 	void (*on_exit)(struct sw_child *c, int rc); /* 0 or -errno */
 	void *data;
+	size_t out_max; /* most bytes @out may hold; 0: no bound */
 	/* The helper's. */
 	struct sw_buf out; /* written by the child, not yet taken */
 	uv_pipe_t pipe;

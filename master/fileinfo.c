@@ -10,14 +10,31 @@
  *
  * Bounds. A file's chunks come FILEINFO_SLOTS a reply (each chunk at most
  * CHUNK_COPIES_MAX copies: well under a frame); the tool asks again from
- * `next`. A tree's summary walks it: trees of at most DIRINFO_INLINE
- * names (ns_tree_names(), kept by the namespace, so the bound is known
- * before the walk) are walked at once on the loop, which costs about as
- * much as one purge slice; bigger ones are walked by a forked child, as
- * fsck is, which sees one instant and costs the loop only the fork. A
+ * `next`. A tree's summary walks it, and the walk's cost is its names
+ * and the chunk slots of its files (up to 2^21 a file). Trees of at most
+ * DIRINFO_INLINE names (ns_tree_names(), kept by the namespace, so known
+ * before the walk) are walked on the loop with a budget of DIRINFO_WORK
+ * names plus slots (a file's slots are known before they are visited):
+ * about a millisecond, as much as one purge slice. A walk that would pass
+ * it stops there, and the tree is walked by a forked child instead, as
+ * fsck's is, which sees one instant and costs the loop only the fork. A
  * fork of a big master holds the loop for as long as copying its page
- * tables takes, so only an admin session may start one, one at a time
- * (EBUSY while one runs); any other session is told E2BIG.
+ * tables takes, so only an admin session may start one; any other
+ * session is told E2BIG. Forks share one slot with fsck's (EBUSY while
+ * either runs, or fsck waits to fork), and a tree summary forks at most
+ * once every DIRINFO_FORK_GAP (EAGAIN sooner). The checkpoint's child is
+ * not counted: it is the master's own, on the master's schedule, and an
+ * admin's requests must not delay it; so at most two children run, the
+ * checkpoint's and one of fsck or dirinfo. The child's reply is a few
+ * counters: its output is bounded at a frame all the same.
+ *
+ * What is counted. A non-admin caller's walk does not descend into a
+ * directory the caller may not search (x, by common/access.c's rule, as
+ * a stat of the paths below would need; the top one included): such a
+ * directory counts itself, not what it holds. An admin's counts all.
+ * The counts are the master's: what other mounts still hold queued under
+ * a delegation below the top (only the top is recalled, by the tool's
+ * stat) is not in them until their next batch.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +47,7 @@
 #include "log.h"
 #include "master.h"
 #include "namespace_i.h"
+#include "perm.h"
 #include "util.h"
 
 #define TAG "fileinfo"
@@ -40,6 +58,13 @@
 /* Names a tree may have to be summed up on the loop (about 50 ns a
  * name: a millisecond). */
 #define DIRINFO_INLINE 20000
+
+/* Names plus chunk slots an on-loop walk visits at most (a slot costs a
+ * few ns, a name some 50: about a millisecond either way). */
+#define DIRINFO_WORK 200000
+
+/* Time between two forks of a tree summary (mono ns). */
+#define DIRINFO_FORK_GAP SW_NSEC_PER_SEC
 
 /* ---- a file's chunks ------------------------------------------------- */
 
@@ -143,8 +168,22 @@ void op_fileinfo(struct req *r, const ProtobufCMessage *msg)
 
 /* ---- a tree's summary ---------------------------------------------------- */
 
-static void count_node(Sweepfs__DirinfoReply *d, const struct node *n)
+/* How a tree is walked: as whom, and how far. */
+struct tree_walk {
+	const struct sw_cred *cred; /* NULL: into every directory */
+	uint64_t work;		    /* names plus slots left to visit */
+};
+
+/* Count @n into @d, paying for its name and slots out of @w's work:
+ * -E2BIG (nothing counted) if that is more than is left. */
+static int count_node(Sweepfs__DirinfoReply *d, const struct node *n,
+		      struct tree_walk *w)
 {
+	uint64_t cost = 1 + (S_ISREG(n->mode) ? ns_chunk_slots(n) : 0);
+
+	if (cost > w->work)
+		return -E2BIG;
+	w->work -= cost;
 	if (S_ISDIR(n->mode)) {
 		d->dirs++;
 	} else if (S_ISREG(n->mode)) {
@@ -155,19 +194,31 @@ static void count_node(Sweepfs__DirinfoReply *d, const struct node *n)
 	} else {
 		d->others++;
 	}
+	return 0;
 }
 
-/* Count @top and everything below it (each name once) into @d. */
-static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d)
+/* Whether @w's walk goes below directory @dir. */
+static bool may_descend(const struct tree_walk *w, const struct node *dir)
+{
+	return !w->cred || perm_check(w->cred, dir, SW_MAY_EXEC) == 0;
+}
+
+/* Count @top and everything below it that @w reaches (each name once)
+ * into @d: 0, -ENOMEM, or -E2BIG once @w's work is spent. */
+static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d,
+		      struct tree_walk *w)
 {
 	const struct node **stack;
 	size_t depth = 0, cap = 64;
 	int64_t t0 = sw_mono_ns();
+	int rc;
 
 	d->has_files = d->has_dirs = d->has_others = 1;
 	d->has_bytes = d->has_chunks = d->has_elapsed_us = 1;
-	count_node(d, top);
-	if (!S_ISDIR(top->mode))
+	rc = count_node(d, top, w);
+	if (rc < 0)
+		return rc;
+	if (!S_ISDIR(top->mode) || !may_descend(w, top))
 		goto out;
 	stack = malloc(cap * sizeof(*stack));
 	if (!stack)
@@ -181,8 +232,12 @@ static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d)
 
 			if (!c)
 				continue;
-			count_node(d, c);
-			if (!S_ISDIR(c->mode))
+			rc = count_node(d, c, w);
+			if (rc < 0) {
+				free(stack);
+				return rc;
+			}
+			if (!S_ISDIR(c->mode) || !may_descend(w, c))
 				continue;
 			if (depth == cap) {
 				const struct node **v =
@@ -216,9 +271,10 @@ static int child_count(void *arg, int fd)
 {
 	struct dirinfo_run *f = arg;
 	Sweepfs__DirinfoReply d = SWEEPFS__DIRINFO_REPLY__INIT;
+	struct tree_walk w = { NULL, UINT64_MAX }; /* an admin's, whole */
 	uint8_t *buf;
 	size_t len;
-	int rc = tree_count(f->top, &d);
+	int rc = tree_count(f->top, &d, &w);
 
 	if (rc < 0)
 		return rc;
@@ -259,8 +315,11 @@ static int dirinfo_fork(struct req *r, const struct node *top)
 	struct dirinfo_run *f;
 	int rc;
 
-	if (r->m->dirinfo)
-		return -EBUSY;
+	if (r->m->dirinfo || r->m->fsck)
+		return -EBUSY; /* one fork slot for both */
+	if (r->m->dirinfo_forked &&
+	    sw_mono_ns() - r->m->dirinfo_forked < DIRINFO_FORK_GAP)
+		return -EAGAIN;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -273,7 +332,9 @@ static int dirinfo_fork(struct req *r, const struct node *top)
 	f->top = top;
 	f->child.data = f;
 	f->child.on_exit = on_child_exit;
+	f->child.out_max = SW_FRAME_MAX_META;
 	r->m->dirinfo = f;
+	r->m->dirinfo_forked = sw_mono_ns();
 	rc = sw_child_start(&f->child, r->m->loop, child_count, f);
 	if (rc < 0) {
 		/* on_exit does not come: answer here. */
@@ -291,19 +352,23 @@ void op_dirinfo(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__DirinfoReply d = SWEEPFS__DIRINFO_REPLY__INIT;
 	struct sw_cred cred = req_cred(q->cred);
 	struct node *n = req_node(r, q->ino);
-	int rc;
+	bool admin = req_admin(r, &cred);
+	struct tree_walk w = { admin ? NULL : &cred, DIRINFO_WORK };
+	int rc = -E2BIG;
 
 	if (!n) {
 		req_error(r, req_node_err(r, q->ino));
 		return;
 	}
-	if (S_ISDIR(n->mode) && ns_tree_names(n) > DIRINFO_INLINE) {
-		rc = req_admin(r, &cred) ? dirinfo_fork(r, n) : -E2BIG;
+	if (!S_ISDIR(n->mode) || ns_tree_names(n) <= DIRINFO_INLINE)
+		rc = tree_count(n, &d, &w);
+	if (rc == -E2BIG && admin) {
+		/* Too big for the loop: walked again in a child. */
+		rc = dirinfo_fork(r, n);
 		if (rc < 0)
 			req_error(r, rc);
 		return;
 	}
-	rc = tree_count(n, &d);
 	if (rc < 0)
 		req_error(r, rc);
 	else

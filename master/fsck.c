@@ -29,6 +29,16 @@
  *    knows what is damaged;
  *  - each chunkserver reports as many chunk files as the master knows
  *    copies there (deletions still queued included).
+ *
+ * Bounds. The report goes back in one frame (SW_FRAME_MAX_META), and
+ * what fills it is what clients made: names up to 255 bytes, as deep as
+ * they like, and as many hard links to a damaged file as they like. So a
+ * path is cut at SW_PATH_MAX and ends in FSCK_CUT_MARK; the files stop
+ * being listed once their entries take FSCK_FILES_BYTES (bad_files_cut
+ * says so, bad_files_total still counts them all), and the problems once
+ * theirs take FSCK_PROBLEMS_BYTES. The parent reads no more than a frame
+ * from the child (sw_child's out_max): a child past it is a bug, and the
+ * check fails with EIO rather than the master holding its output.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,11 +70,20 @@
 /* Bad chunks listed per file (the counts say how many in all). */
 #define FSCK_FILE_CHUNKS 16
 
+/* Packed bytes the listed files, and the problems, may take in the
+ * report: with the counts and the servers, well under a frame. */
+#define FSCK_FILES_BYTES (512u << 10)
+#define FSCK_PROBLEMS_BYTES (256u << 10)
+
+/* The end of a path cut at SW_PATH_MAX. */
+#define FSCK_CUT_MARK "/...(cut)"
+
 struct check {
 	struct master *m;
 	Sweepfs__FsckReply *r;
 	char **problems;
 	size_t nproblems, max;
+	size_t problem_bytes, file_bytes; /* packed, about */
 	uint32_t servers_up;
 };
 
@@ -74,14 +93,16 @@ __attribute__((format(printf, 2, 3))) static void problem(struct check *k,
 	char line[256];
 	va_list ap;
 
-	if (k->nproblems >= k->max)
+	if (k->nproblems >= k->max || k->problem_bytes >= FSCK_PROBLEMS_BYTES)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	k->problems[k->nproblems] = strdup(line);
-	if (k->problems[k->nproblems])
-		k->nproblems++;
+	if (!k->problems[k->nproblems])
+		return;
+	k->problem_bytes += strlen(line) + 3; /* tag, length */
+	k->nproblems++;
 }
 
 /* ---- names and directories ------------------------------------------ */
@@ -372,6 +393,25 @@ static int path_push(struct path *p, const char *name, size_t len)
 	return 0;
 }
 
+/* @p as the report has it: "/" for the root, and cut at SW_PATH_MAX
+ * with FSCK_CUT_MARK at its end. Into @out; -ENOMEM. */
+static int report_path(const struct path *p, ProtobufCBinaryData *out)
+{
+	size_t len = p->len ? p->len : 1, keep = len;
+
+	if (len > SW_PATH_MAX)
+		keep = SW_PATH_MAX - (sizeof(FSCK_CUT_MARK) - 1);
+	out->data = malloc(SW_MIN(len, SW_PATH_MAX));
+	if (!out->data)
+		return -ENOMEM;
+	memcpy(out->data, p->len ? p->s : "/", keep);
+	if (keep < len)
+		memcpy(out->data + keep, FSCK_CUT_MARK,
+		       sizeof(FSCK_CUT_MARK) - 1);
+	out->len = SW_MIN(len, SW_PATH_MAX);
+	return 0;
+}
+
 /* The report's entry for file @n at @p, if any of its chunks is bad
  * (NULL if none is, or no memory). */
 static Sweepfs__FsckBadFile *bad_file(struct check *k, const struct node *n,
@@ -395,14 +435,10 @@ static Sweepfs__FsckBadFile *bad_file(struct check *k, const struct node *n,
 				return NULL;
 			sweepfs__fsck_bad_file__init(f);
 			f->chunks = (Sweepfs__FsckBadChunk **)(f + 1);
-			f->path.data = malloc(p->len ? p->len : 1);
-			if (!f->path.data) {
+			if (report_path(p, &f->path) < 0) {
 				free(f);
 				return NULL;
 			}
-			memcpy(f->path.data, p->len ? p->s : "/",
-			       p->len ? p->len : 1);
-			f->path.len = p->len ? p->len : 1;
 			f->has_path = f->has_ino = 1;
 			f->has_lost = f->has_undergoal = 1;
 			f->ino = n->ino;
@@ -438,6 +474,7 @@ static int note_file(struct check *k, const struct node *n,
 		     const struct path *p, Sweepfs__FsckBadFile **out)
 {
 	Sweepfs__FsckBadFile *f;
+	size_t bytes;
 
 	if (!S_ISREG(n->mode) || !ns_chunk_slots(n))
 		return 0;
@@ -445,11 +482,14 @@ static int note_file(struct check *k, const struct node *n,
 	if (!f)
 		return 0; /* healthy (or no memory: the counts still say) */
 	k->r->bad_files_total++;
-	if (k->r->n_bad_files >= k->max) {
+	bytes = sweepfs__fsck_bad_file__get_packed_size(f) + 4; /* tag, len */
+	if (k->r->n_bad_files >= k->max ||
+	    k->file_bytes + bytes > FSCK_FILES_BYTES) {
 		k->r->bad_files_cut = 1;
 		bad_file_free(f);
 		return 0;
 	}
+	k->file_bytes += bytes;
 	out[k->r->n_bad_files++] = f;
 	return 0;
 }
@@ -642,7 +682,12 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 		m->cs.n + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
 	Sweepfs__FsckServer *srv =
 		srvp ? (Sweepfs__FsckServer *)(srvp + m->cs.n + 1) : NULL;
-	struct check k = { m, r, calloc(max + 1, sizeof(char *)), 0, max, 0 };
+	struct check k = {
+		.m = m,
+		.r = r,
+		.problems = calloc(max + 1, sizeof(char *)),
+		.max = max,
+	};
 	struct ns *ns = &m->ns;
 	int64_t t0 = sw_mono_ns();
 	const uint64_t *held;
@@ -784,6 +829,7 @@ static void start_child(struct master *m, struct fsck_run *f)
 
 	f->child.data = f;
 	f->child.on_exit = on_child_exit;
+	f->child.out_max = SW_FRAME_MAX_META;
 	rc = sw_child_start(&f->child, m->loop, child_check, f);
 	if (rc < 0)
 		finish(f, rc);
@@ -828,7 +874,7 @@ void op_fsck(struct req *r, const ProtobufCMessage *msg)
 	uint32_t max = q->has_max_problems ? q->max_problems : 100;
 	struct fsck_run *f;
 
-	if (r->m->fsck) {
+	if (r->m->fsck || r->m->dirinfo) { /* one fork slot (fileinfo.c) */
 		req_error(r, -EBUSY);
 		return;
 	}

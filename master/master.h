@@ -184,6 +184,7 @@ struct master {
 
 	/* A tree summary being counted by a child, if any (fileinfo.c). */
 	struct dirinfo_run *dirinfo;
+	int64_t dirinfo_forked; /* mono ns of its last fork; 0: none yet */
 
 	struct snapper *snap; /* snapshots being made (snapjob.c) */
 	struct group *group;  /* group.h; NULL: alone */

@@ -211,7 +211,8 @@ static int du_one(const char *path, struct json *j)
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs du: %s: %s\n", path,
 			rc == -E2BIG ? "too big a tree for this session to "
-				       "sum up (over 20000 names: an admin "
+				       "sum up (over 20000 names, or names and "
+				       "chunks over 200000: an admin "
 				       "session's root may)" :
 				       strerror(-rc));
 		return rc;

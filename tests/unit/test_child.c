@@ -1,7 +1,8 @@
 /*
  * child.h: a forked child's output reaches the loop whole, its exit
  * status becomes the rc, a kill is reported, pausing holds the child
- * back, and the owner may free the struct in on_exit.
+ * back, the owner may free the struct in on_exit, and an output past the
+ * owner's bound fails the child.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -178,6 +179,39 @@ static void test_pause_resume(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* An owner's bound on the output: the child is failed past it, and the
+ * output collected never holds more than one byte over it. */
+static void test_output_cap(void **state)
+{
+	uv_loop_t loop;
+	struct run r;
+
+	(void)state;
+	uv_loop_init(&loop);
+	memset(&r, 0, sizeof(r));
+	r.c.data = &r;
+	r.c.on_exit = on_exit_cb;
+	r.c.out_max = BIG / 2;
+	assert_int_equal(sw_child_start(&r.c, &loop, write_big, NULL), 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(r.exits, 1);
+	assert_int_equal(r.rc, -EIO);
+	assert_true(sw_buf_used(&r.c.out) <= BIG / 2 + 1);
+	sw_buf_release(&r.c.out);
+
+	/* Exactly at the bound is within it. */
+	memset(&r, 0, sizeof(r));
+	r.c.data = &r;
+	r.c.on_exit = on_exit_cb;
+	r.c.out_max = BIG;
+	assert_int_equal(sw_child_start(&r.c, &loop, write_big, NULL), 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(sw_buf_used(&r.c.out), BIG);
+	sw_buf_release(&r.c.out);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static void free_on_exit(struct sw_child *c, int rc)
 {
 	(void)rc;
@@ -207,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_kill),
 		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_free_in_on_exit),
+		cmocka_unit_test(test_output_cap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
  * which keeps a session inside the subtree its export gives it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -354,6 +355,73 @@ static void test_fsck_max_problems(void **state)
 	fsck_free(r);
 }
 
+/* A 255-byte name, distinct by @i. */
+static void long_name(char *name, int i)
+{
+	memset(name, 'n', 255);
+	snprintf(name, 16, "%08d", i);
+	name[8] = 'n';
+	name[255] = '\0';
+}
+
+/*
+ * What clients made fills the report, but not past a frame: a file with
+ * a lost chunk, thousands of hard links to it by 255-byte names, and one
+ * name deeper than a path may be. Each path is cut at SW_PATH_MAX and
+ * says so; the list stops well under SW_FRAME_MAX_META, and says so, and
+ * the total still counts every name.
+ */
+static void test_fsck_bad_files_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *dir = ns->root, *file;
+	Sweepfs__FsckReply *r;
+	const int depth = 20, links = 3000;
+	char name[256];
+	size_t packed, longest = 0;
+	bool marked = false;
+
+	for (int i = 0; i < depth; i++) {
+		long_name(name, i);
+		dir = mk(f, dir, name, S_IFDIR | 0755);
+	}
+	long_name(name, depth);
+	file = mk(f, dir, name, S_IFREG | 0644);
+	give_chunk(f, file, 0)->copies[0].state = COPY_DAMAGED;
+	for (int i = 0; i < links; i++) {
+		long_name(name, depth + 1 + i);
+		assert_int_equal(ns_link(ns, file, ns->root, name, 255,
+					 ns->next_edge, ++f->now),
+				 0);
+	}
+
+	r = fsck_check(&f->m, 10000);
+	assert_non_null(r);
+	assert_int_equal(r->lost_chunks, 1);
+	assert_int_equal(r->bad_files_total, links + 1);
+	assert_true(r->bad_files_cut);
+	assert_true(r->n_bad_files > 0);
+	assert_true(r->n_bad_files < (size_t)links);
+	for (size_t i = 0; i < r->n_bad_files; i++) {
+		const ProtobufCBinaryData *p = &r->bad_files[i]->path;
+
+		if (p->len > longest)
+			longest = p->len;
+		if (p->len == SW_PATH_MAX &&
+		    memcmp(p->data + p->len - 9, "/...(cut)", 9) == 0)
+			marked = true;
+	}
+	assert_true(longest <= SW_PATH_MAX);
+	assert_true(marked); /* the deep name, walked first */
+	packed = sweepfs__fsck_reply__get_packed_size(r);
+	assert_true(packed < SW_FRAME_MAX_META);
+	assert_true(packed > (256u << 10)); /* the list was not cut early */
+	print_message("report of %zu bytes: %zu of %" PRIu64 " files listed\n",
+		      packed, r->n_bad_files, r->bad_files_total);
+	fsck_free(r);
+}
+
 /*
  * A session exported a subtree sees no directory outside it, and of the
  * files only those the master named to it (session_grant()).
@@ -407,6 +475,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fsck_finds_each_kind,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_names_bad_files,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fsck_bad_files_bounded,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_max_problems, setup,
 						teardown),

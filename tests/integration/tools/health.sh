@@ -125,8 +125,17 @@ PY
 # export; another user is told it is too big for it.
 mkdir "$M/big" "$M/big/s"
 (cd "$M/big/s" && seq -f 'f%g' 20001 | xargs touch)
+t0=$(date +%s%N)
 out=$(sw_tool du "$M/big") || fail "du of a big tree as root: $out"
 assert_eq "$M/big: 20001 files, 2 directories, 0 others, 0 bytes (0 B), 0 chunks" "$out" "du of big"
+# A second fork within a second of the first is refused (checked only
+# when the machine was quick enough for the two to come that close).
+rc=0
+out=$(sw_tool du "$M/big" 2>&1) || rc=$?
+if (($(date +%s%N) - t0 < 900000000)); then
+	assert_eq 1 "$rc" "a second fork within a second"
+	grep -q "temporarily unavailable" <<<"$out" || fail "a second fork within a second: $out"
+fi
 chmod 755 "$SW_TMP"
 rc=0
 out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M/big" 2>&1) || rc=$?
@@ -136,6 +145,28 @@ out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M
 	fail "du of a small tree as a user: $out"
 assert_eq "$M/e: 2 files, 1 directories, 0 others, 102400 bytes (100.0 KiB), 1 chunks" "$out" "du of e as a user"
 sw_tool rmr "$M/big" >/dev/null || fail "rmr big"
+# A user's count stops at directories it may not search; root's does not.
+mkdir -p "$M/p/hidden"
+touch "$M/p/y" "$M/p/hidden/x" "$M/p/hidden/z"
+chmod 700 "$M/p/hidden"
+out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M/p") ||
+	fail "du of p as a user: $out"
+assert_eq "$M/p: 1 files, 2 directories, 0 others, 0 bytes (0 B), 0 chunks" "$out" "du of p as a user"
+out=$(sw_tool du "$M/p") || fail "du of p as root: $out"
+assert_eq "$M/p: 3 files, 2 directories, 0 others, 0 bytes (0 B), 0 chunks" "$out" "du of p as root"
+# Few names, many chunk slots: too much for the loop, a child for root.
+mkdir "$M/huge"
+printf x | dd of="$M/huge/f" bs=1 seek=$((200001 * 64 * 2**20)) conv=notrunc status=none ||
+	fail "a write past 200001 chunks"
+rc=0
+out=$(as_user 65534 65534 "" "$SW_TOOL_BIN" -m "$SW_MASTER_HOST:$SW_PORT" du "$M/huge" 2>&1) || rc=$?
+assert_eq 1 "$rc" "du of a file of 200002 chunk slots as a user"
+grep -q "too big a tree for this session" <<<"$out" || fail "du of many chunk slots as a user: $out"
+sleep 1.1 # the last fork's gap
+out=$(sw_tool du "$M/huge") || fail "du of many chunk slots as root: $out"
+grep -q "^$M/huge: 1 files, 1 directories, 0 others, .*, 1 chunks$" <<<"$out" ||
+	fail "du of many chunk slots as root: $out"
+rm -rf "$M/p" "$M/huge"
 
 log "trash restore of a file whose directory is gone makes the directory again"
 mkdir "$M/t"
