@@ -215,18 +215,10 @@ out_err:
 void op_getattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__GetattrReq *q = (const Sweepfs__GetattrReq *)msg;
-	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-	Sweepfs__Attr attr;
-	struct node *n;
+	struct node *n = NULL;
 	int rc = get_node(r, q->ino, &n);
 
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
-	}
-	attr_fill(&attr, n);
-	reply.attr = &attr;
-	req_reply(r, &reply.base);
+	req_answer_attr(r, rc, n);
 }
 
 /* Mode bits a change of owner or a write by another user clears. */
@@ -401,18 +393,16 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__SetattrReq *q = (const Sweepfs__SetattrReq *)msg;
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 	struct sw_cred cred = req_cred(q->cred);
 	struct setattr_plan p;
-	Sweepfs__Attr attr;
 	uint64_t old_size;
-	struct node *n;
+	struct node *n = NULL;
 	bool open_w;
 	int rc;
 
 	rc = get_node(r, q->ino, &n);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	open_w = session_has_writable(r->s, n->ino);
 	p = (struct setattr_plan){
 		.q = q,
@@ -440,7 +430,7 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	};
 	rc = plan_setattr(&p);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	sa.ino = n->ino;
 	sa.valid = p.out;
 	sa.mode = p.mode;
@@ -452,19 +442,12 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	old_size = n->size;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	rc = data_truncated(r, n, old_size);
-	if (rc < 0)
-		goto out_err;
 	if (rc == 0)
 		return; /* chunkservers cut the last chunk, then the reply */
-	attr_fill(&attr, n);
-	reply.attr = &attr;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	req_answer_attr(r, rc, n);
 }
 
 /* ---- creating ------------------------------------------------------- */

@@ -80,6 +80,14 @@ void req_reply(struct req *r, const ProtobufCMessage *reply);
 /* Reply with StatusReply{err = -@rc}. */
 void req_error(struct req *r, int rc);
 
+/* A handler's ending: req_error(@r, @rc) when @rc < 0, else
+ * req_reply(@r, @reply). */
+void req_answer(struct req *r, int rc, const ProtobufCMessage *reply);
+
+/* The same for an AttrReply: req_error(@r, @rc) when @rc < 0, else the
+ * attributes of @n. */
+void req_answer_attr(struct req *r, int rc, const struct node *n);
+
 /*
  * Keep request @r to answer later (it waits for chunkservers): returns a
  * heap copy that holds the connection (a reply to a connection closed

@@ -202,24 +202,19 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
 
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	n = e->child;
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc == 0)
 		rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	if ((e->flags & EDGE_SNAPSHOT) && (!S_ISDIR(n->mode) || all_flagged(n)))
 		rc = remove_entry_now(r->m, r, dir, e, false, &reply);
 	else if (!q->force)
 		rc = -EPERM; /* something in it lacks the flag */
 	else if (S_ISDIR(n->mode) && !none_flagged(n))
 		rc = remove_flagged(r->m, r, n, &reply);
-	if (rc < 0)
-		goto out_err;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	req_answer(r, rc, &reply.base);
 }

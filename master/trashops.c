@@ -71,13 +71,11 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 		rc = master_commit(r->m, r, &mut);
 		(void)before;
 	}
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
+	if (rc == 0) {
+		reply.has_seconds = 1;
+		reply.seconds = n->u.dir->trashtime;
 	}
-	reply.has_seconds = 1;
-	reply.seconds = n->u.dir->trashtime;
-	req_reply(r, &reply.base);
+	req_answer(r, rc, &reply.base);
 }
 
 /* Root sees every item; anyone else the items they own. */
