@@ -110,17 +110,16 @@ static void chunk_json(struct json *j, const Sweepfs__FileinfoChunk *k)
 static int info_one(const char *path, struct json *j)
 {
 	Sweepfs__FileinfoReq q = SWEEPFS__FILEINFO_REQ__INIT;
-	uint32_t groups[256], mode;
+	uint32_t mode;
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t ino;
 	bool first = true;
 	int rc = tool_open_ino(path, &c, &ino, &mode);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.ino = ino;
 	q.has_first = 1;
 	do {
@@ -193,18 +192,17 @@ static int du_one(const char *path, struct json *j)
 {
 	Sweepfs__DirinfoReq q = SWEEPFS__DIRINFO_REQ__INIT;
 	const Sweepfs__DirinfoReply *r;
-	uint32_t groups[256], mode;
+	uint32_t mode;
 	ProtobufCMessage *reply;
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t ino;
 	char b[32];
 	int rc = tool_open_ino(path, &c, &ino, &mode);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.ino = ino;
 	rc = tool_call(c, SW_MSG_DIRINFO, &q.base, &reply);
 	sw_client_close(c);

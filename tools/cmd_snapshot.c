@@ -117,8 +117,8 @@ static int snapshot_one(const char *src, const char *dst)
 	struct sw_client *c;
 	ProtobufCMessage *reply;
 	uint64_t src_ino, dst_ino, parent;
-	uint32_t groups[256], mode, dmode;
-	Sweepfs__Cred cred;
+	uint32_t mode, dmode;
+	struct tool_caller who;
 	int rc;
 
 	if ((rc = tool_locate(src, &st, srel, sizeof(srel))) < 0) {
@@ -173,8 +173,7 @@ static int snapshot_one(const char *src, const char *dst)
 			goto out;
 		}
 	}
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.src = src_ino;
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
@@ -220,17 +219,15 @@ static int eattr_one(const char *path, enum eattr_op op, bool recursive)
 {
 	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t parent;
 	char name[256];
 	int rc = tool_open_path(path, &c, &parent, name, sizeof(name));
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
@@ -321,9 +318,8 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 {
 	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t parent;
 	char name[256];
 	int64_t t0;
@@ -339,8 +335,7 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 	rc = tool_open_path(path, &c, &parent, name, sizeof(name));
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);

@@ -145,13 +145,11 @@ static int trash_call(struct sw_client *c, uint32_t op, uint64_t id,
 {
 	Sweepfs__TrashReq q = SWEEPFS__TRASH_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	int rc;
 
 	*out = NULL;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.op = op;
 	if (id) {
 		q.has_id = 1;

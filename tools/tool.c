@@ -332,15 +332,20 @@ void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap)
 	c->n_groups = n > 0 ? (size_t)n : 0;
 }
 
+Sweepfs__Cred *tool_caller(struct tool_caller *tc)
+{
+	tool_cred(&tc->cred, tc->groups, SW_ARRAY_SIZE(tc->groups));
+	return &tc->cred;
+}
+
 int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 	      char *name, size_t namelen)
 {
 	char copy[PATH_MAX], *save, *tok, *next;
 	uint64_t dir = c->root_ino;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	tool_caller(&who);
 	snprintf(copy, sizeof(copy), "%s", rel);
 	tok = strtok_r(copy, "/", &save);
 	if (!tok)
@@ -356,7 +361,7 @@ int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 			snprintf(name, namelen, "%s", tok);
 			return strlen(tok) < namelen ? 0 : -ENAMETOOLONG;
 		}
-		q.cred = &cred;
+		q.cred = &who.cred;
 		q.parent = dir;
 		q.name.data = (uint8_t *)tok;
 		q.name.len = strlen(tok);
@@ -893,12 +898,10 @@ int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 {
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	int rc;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);

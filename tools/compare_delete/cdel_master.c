@@ -136,8 +136,8 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	Sweepfs__SnapshotReq q = SWEEPFS__SNAPSHOT_REQ__INIT;
 	ProtobufCMessage *reply;
 	uint64_t src, dir;
-	uint32_t groups[256], mode;
-	Sweepfs__Cred cred;
+	uint32_t mode;
+	struct tool_caller who;
 	int rc;
 
 	rc = tool_resolve(c, src_rel, &src, &mode);
@@ -145,8 +145,7 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 		rc = tool_resolve(c, dir_rel, &dir, &mode);
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.src = src;
 	q.parent = dir;
 	q.name.data = (uint8_t *)name;
@@ -177,11 +176,9 @@ int cdel_rmr(struct sw_client *c, uint64_t parent, const char *name,
 	     uint64_t *purge_id, uint64_t *nodes)
 {
 	Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
@@ -208,12 +205,10 @@ int cdel_set_snapshot_flag(struct sw_client *c, uint64_t parent,
 {
 	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	int rc;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
@@ -232,11 +227,9 @@ int cdel_rmsnapshot(struct sw_client *c, uint64_t parent, const char *name,
 		    uint64_t *purge_id, uint64_t *nodes)
 {
 	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
@@ -248,15 +241,14 @@ int cdel_trashtime(struct sw_client *c, const char *rel, uint32_t *get,
 {
 	Sweepfs__TrashtimeReq q = SWEEPFS__TRASHTIME_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256], mode;
-	Sweepfs__Cred cred;
+	uint32_t mode;
+	struct tool_caller who;
 	uint64_t ino;
 	int rc = tool_resolve(c, rel, &ino, &mode);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.ino = ino;
 	if (zero) {
 		q.has_seconds = 1;
