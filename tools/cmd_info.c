@@ -167,10 +167,11 @@ static int info_one(const char *path, struct json *j)
 	return rc;
 }
 
-int cmd_info(int argc, char **argv)
+/* @one on each of the @n @paths, into one JSON array with @json: 0, or 1
+ * when any failed (it said why). */
+static int each_path(char **paths, int n, bool json,
+		     int (*one)(const char *path, struct json *j))
 {
-	bool json = false;
-	int i = parse(argc, argv, "sweepfs info [--json] PATH...", &json);
 	struct json j;
 	int status = 0;
 
@@ -178,12 +179,20 @@ int cmd_info(int argc, char **argv)
 		json_init(&j, stdout);
 		json_arr_begin(&j, NULL);
 	}
-	for (; i < argc; i++)
-		if (info_one(argv[i], json ? &j : NULL) < 0)
+	for (int k = 0; k < n; k++)
+		if (one(paths[k], json ? &j : NULL) < 0)
 			status = 1;
 	if (json)
 		json_arr_end(&j);
 	return status;
+}
+
+int cmd_info(int argc, char **argv)
+{
+	bool json = false;
+	int i = parse(argc, argv, "sweepfs info [--json] PATH...", &json);
+
+	return each_path(argv + i, argc - i, json, info_one);
 }
 
 /* ---- du -------------------------------------------------------------- */
@@ -240,17 +249,6 @@ int cmd_du(int argc, char **argv)
 {
 	bool json = false;
 	int i = parse(argc, argv, "sweepfs du [--json] PATH...", &json);
-	struct json j;
-	int status = 0;
 
-	if (json) {
-		json_init(&j, stdout);
-		json_arr_begin(&j, NULL);
-	}
-	for (; i < argc; i++)
-		if (du_one(argv[i], json ? &j : NULL) < 0)
-			status = 1;
-	if (json)
-		json_arr_end(&j);
-	return status;
+	return each_path(argv + i, argc - i, json, du_one);
 }

@@ -67,8 +67,7 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	}
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_skip_trash = 1;
 	q.skip_trash = skip_trash;
 	t0 = sw_mono_ns();

@@ -176,8 +176,7 @@ static int snapshot_one(const char *src, const char *dst)
 	q.cred = tool_caller(&who);
 	q.src = src_ino;
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	snap_watch_start(&watch, &st, src);
 	/* A big tree's copy takes as long as it takes, in the master's
 	 * background slices: no time limit on this answer (a broken
@@ -229,8 +228,7 @@ static int eattr_one(const char *path, enum eattr_op op, bool recursive)
 		return rc;
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_set = q.has_clear = q.has_recursive = 1;
 	q.set = op == EATTR_SET;
 	q.clear = op == EATTR_DEL;
@@ -337,8 +335,7 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 		return rc;
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_force = 1;
 	q.force = force;
 	t0 = sw_mono_ns();

@@ -158,8 +158,7 @@ static int trash_call(struct sw_client *c, uint32_t op, uint64_t id,
 	if (parent) {
 		q.has_parent = q.has_name = 1;
 		q.parent = *parent;
-		q.name.data = (uint8_t *)name;
-		q.name.len = strlen(name);
+		q.name = tool_name(name);
 	}
 	rc = tool_call(c, SW_MSG_TRASH, &q.base, &reply);
 	if (rc == 0)

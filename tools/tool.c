@@ -338,6 +338,12 @@ Sweepfs__Cred *tool_caller(struct tool_caller *tc)
 	return &tc->cred;
 }
 
+ProtobufCBinaryData tool_name(const char *name)
+{
+	return (ProtobufCBinaryData){ .len = strlen(name),
+				      .data = (uint8_t *)name };
+}
+
 int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 	      char *name, size_t namelen)
 {
@@ -363,8 +369,7 @@ int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 		}
 		q.cred = &who.cred;
 		q.parent = dir;
-		q.name.data = (uint8_t *)tok;
-		q.name.len = strlen(tok);
+		q.name = tool_name(tok);
 		rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
 		if (rc < 0)
 			return tool_record_errno(rc);
@@ -870,18 +875,30 @@ void tool_path_error(const char *cmd, const char *path, int rc)
 		path, why);
 }
 
-int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
-		   char *name, size_t namelen)
+/*
+ * Locate @path (tool_locate(), saying why on stderr where it fails) and
+ * connect to its master: 0 with *@c open and @rel its path below the
+ * export's root, or -errno.
+ */
+static int open_master(const char *path, struct sw_client **c, char *rel,
+		       size_t rellen)
 {
-	char rel[PATH_MAX];
 	struct sw_target t;
-	int rc = tool_locate(path, &t, rel, sizeof(rel));
+	int rc = tool_locate(path, &t, rel, rellen);
 
 	if (rc < 0) {
 		tool_path_error(NULL, path, rc);
 		return rc;
 	}
-	rc = tool_connect_target(&t, c);
+	return tool_connect_target(&t, c);
+}
+
+int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
+		   char *name, size_t namelen)
+{
+	char rel[PATH_MAX];
+	int rc = open_master(path, c, rel, sizeof(rel));
+
 	if (rc < 0)
 		return rc;
 	rc = tool_walk(*c, rel, parent, name, namelen);
@@ -903,8 +920,7 @@ int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
 	if (rc < 0)
 		return tool_record_errno(rc);
@@ -956,14 +972,8 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 		  uint32_t *mode)
 {
 	char rel[PATH_MAX];
-	struct sw_target t;
-	int rc = tool_locate(path, &t, rel, sizeof(rel));
+	int rc = open_master(path, c, rel, sizeof(rel));
 
-	if (rc < 0) {
-		tool_path_error(NULL, path, rc);
-		return rc;
-	}
-	rc = tool_connect_target(&t, c);
 	if (rc < 0)
 		return rc;
 	rc = tool_resolve(*c, rel, ino, mode);

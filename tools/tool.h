@@ -92,6 +92,9 @@ struct tool_caller {
  * &@tc->cred for a request's cred. */
 Sweepfs__Cred *tool_caller(struct tool_caller *tc);
 
+/* @name (NUL-terminated, not copied) as a request's name field. */
+ProtobufCBinaryData tool_name(const char *name);
+
 /*
  * Look up the directories of @rel (relative to the export root) on the
  * master with the caller's credentials: its last component's directory

@@ -148,8 +148,7 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	q.cred = tool_caller(&who);
 	q.src = src;
 	q.parent = dir;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
@@ -180,8 +179,7 @@ int cdel_rmr(struct sw_client *c, uint64_t parent, const char *name,
 
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_skip_trash = 1;
 	q.skip_trash = true;
 	return removal_call(c, SW_MSG_RMR, &q.base, purge_id, nodes);
@@ -210,8 +208,7 @@ int cdel_set_snapshot_flag(struct sw_client *c, uint64_t parent,
 
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_set = q.has_recursive = 1;
 	q.set = true;
 	q.recursive = true;
@@ -231,8 +228,7 @@ int cdel_rmsnapshot(struct sw_client *c, uint64_t parent, const char *name,
 
 	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	return removal_call(c, SW_MSG_RMSNAPSHOT, &q.base, purge_id, nodes);
 }
 
