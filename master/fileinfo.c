@@ -160,8 +160,8 @@ static void count_node(Sweepfs__DirinfoReply *d, const struct node *n)
 /* Count @top and everything below it (each name once) into @d. */
 static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d)
 {
-	const struct node **stack;
-	size_t depth = 0, cap = 64;
+	const struct node **stack = NULL;
+	size_t depth = 0, cap = 0;
 	int64_t t0 = sw_mono_ns();
 
 	d->has_files = d->has_dirs = d->has_others = 1;
@@ -169,8 +169,7 @@ static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d)
 	count_node(d, top);
 	if (!S_ISDIR(top->mode))
 		goto out;
-	stack = malloc(cap * sizeof(*stack));
-	if (!stack)
+	if (sw_grow(&stack, &cap, 1, sizeof(*stack), 64) < 0)
 		return -ENOMEM;
 	stack[depth++] = top;
 	while (depth) {
@@ -184,16 +183,10 @@ static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d)
 			count_node(d, c);
 			if (!S_ISDIR(c->mode))
 				continue;
-			if (depth == cap) {
-				const struct node **v =
-					realloc(stack, 2 * cap * sizeof(*v));
-
-				if (!v) {
-					free(stack);
-					return -ENOMEM;
-				}
-				stack = v;
-				cap *= 2;
+			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
+				    64) < 0) {
+				free(stack);
+				return -ENOMEM;
 			}
 			stack[depth++] = c;
 		}
