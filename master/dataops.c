@@ -1073,9 +1073,7 @@ void op_goal(struct req *r, const ProtobufCMessage *msg)
 		sg.goal = q->goal;
 		sg.has_recursive = 1;
 		sg.recursive = q->recursive;
-		/* Below the top, a user changes only its own. */
-		sg.has_owner = q->recursive && !req_admin(r, &cred);
-		sg.owner = cred.uid;
+		sg.has_owner = req_only_own(r, &cred, q->recursive, &sg.owner);
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_GOAL;
 		mut.set_goal = &sg;

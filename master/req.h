@@ -125,6 +125,19 @@ static inline bool req_owns(const struct req *r, const struct sw_cred *c,
 	return c->uid == n->uid || req_admin(r, c);
 }
 
+/*
+ * A recursive change's owner filter (a mutation's has_owner and owner):
+ * below the top, a user changes only its own; root with admin rights
+ * changes all. Returns whether the change is @recursive and filtered;
+ * *@owner is @c's uid either way.
+ */
+static inline bool req_only_own(const struct req *r, const struct sw_cred *c,
+				bool recursive, uint32_t *owner)
+{
+	*owner = c->uid;
+	return recursive && !req_admin(r, c);
+}
+
 /* The credentials a request carries, as the permission checks take them
  * (the groups stay the message's). */
 static inline struct sw_cred req_cred(const Sweepfs__Cred *p)

@@ -69,9 +69,7 @@ void op_eattr(struct req *r, const ProtobufCMessage *msg)
 		se.snapshot = q->set;
 		se.has_recursive = 1;
 		se.recursive = q->recursive;
-		/* Below the top, a user changes only its own. */
-		se.has_owner = q->recursive && !req_admin(r, &cred);
-		se.owner = cred.uid;
+		se.has_owner = req_only_own(r, &cred, q->recursive, &se.owner);
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_EATTR;
 		mut.set_eattr = &se;

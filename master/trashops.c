@@ -56,20 +56,15 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	else if (q->has_seconds && !req_owns(r, &cred, n))
 		rc = -EPERM;
 	if (rc == 0 && q->has_seconds) {
-		uint64_t before = 0;
-
 		st.ino = n->ino;
 		st.seconds = q->seconds;
 		st.has_recursive = 1;
 		st.recursive = q->recursive;
-		/* Below the top, a user changes only its own. */
-		st.has_owner = q->recursive && !req_admin(r, &cred);
-		st.owner = cred.uid;
+		st.has_owner = req_only_own(r, &cred, q->recursive, &st.owner);
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_TRASHTIME;
 		mut.set_trashtime = &st;
 		rc = master_commit(r->m, r, &mut);
-		(void)before;
 	}
 	if (rc == 0) {
 		reply.has_seconds = 1;
