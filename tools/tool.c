@@ -921,14 +921,12 @@ int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 	q.cred = tool_caller(&who);
 	q.parent = parent;
 	q.name = tool_name(name);
-	rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
-	if (rc < 0)
-		return tool_record_errno(rc);
-	rc = sw_reply_err(reply);
-	if (rc == 0)
+	rc = tool_call(c, SW_MSG_LOOKUP, &q.base, &reply);
+	if (rc == 0) {
 		*out = *((Sweepfs__EntryReply *)reply)->attr;
-	protobuf_c_message_free_unpacked(reply, NULL);
-	return tool_record_errno(rc);
+		protobuf_c_message_free_unpacked(reply, NULL);
+	}
+	return rc;
 }
 
 int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
