@@ -82,7 +82,9 @@ int tool_locate(const char *path, struct sw_target *t, char *rel,
 void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap);
 
 /* The calling process as a request names it: its credentials and the
- * room for its groups, in one place for the request that points at it. */
+ * room for its groups, in one place for the request that points at it.
+ * cred.groups points into the struct: fill it where it stays, never copy
+ * it. */
 struct tool_caller {
 	Sweepfs__Cred cred;
 	uint32_t groups[256];
