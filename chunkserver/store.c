@@ -31,6 +31,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fsio.h"
 #include "log.h"
 #include "store_i.h"
 #include "util.h"
@@ -56,16 +57,9 @@ void store_relpath(char *buf, size_t len, uint64_t id, uint32_t version)
 int store_sync_subdir(struct store_dir *dir, uint64_t id)
 {
 	char sub[8];
-	int fd, rc = 0;
 
 	snprintf(sub, sizeof(sub), "%02x", (unsigned)(id & 0xff));
-	fd = openat(dir->fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
+	return sw_fsync_dirat(dir->fd, sub);
 }
 
 static struct stripe *stripe_of(struct store *s, uint64_t id)

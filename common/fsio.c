@@ -45,7 +45,12 @@ int sw_send_all(int fd, const void *p, size_t n)
 
 int sw_fsync_dir(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return sw_fsync_dirat(AT_FDCWD, path);
+}
+
+int sw_fsync_dirat(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int rc = 0;
 
 	if (fd < 0)

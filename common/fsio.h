@@ -23,6 +23,10 @@ int sw_send_all(int fd, const void *p, size_t n);
  */
 int sw_fsync_dir(const char *path);
 
+/* The same for directory @path relative to directory fd @dirfd (openat(2);
+ * AT_FDCWD: the working directory). */
+int sw_fsync_dirat(int dirfd, const char *path);
+
 /*
  * Make room for at least @need elements of @size bytes in the array *@pp
  * of capacity *@cap (elements): doubles the capacity (starting from @min),

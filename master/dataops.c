@@ -348,12 +348,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			if (!m->stopping)
 				req_error(j->req, -EIO);
 		} else if (j->truncate) {
-			Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-			Sweepfs__Attr attr;
-
-			attr_fill(&attr, n);
-			reply.attr = &attr;
-			req_reply(j->req, &reply.base);
+			req_answer_attr(j->req, 0, n);
 		} else {
 			reply_loc(m, j, n, c);
 		}
@@ -747,8 +742,6 @@ void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__WriteEndReq *q = (const void *)msg;
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-	Sweepfs__Attr attr;
 	struct node *n = req_node(r, q->ino);
 	int rc = 0;
 
@@ -793,13 +786,7 @@ void op_write_end(struct req *r, const ProtobufCMessage *msg)
 	mut.op_case = SWEEPFS__META__MUTATION__OP_SETATTR;
 	mut.setattr = &sa;
 	rc = master_commit(r->m, r, &mut);
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
-	}
-	attr_fill(&attr, n);
-	reply.attr = &attr;
-	req_reply(r, &reply.base);
+	req_answer_attr(r, rc, n);
 }
 
 /*
@@ -1086,20 +1073,16 @@ void op_goal(struct req *r, const ProtobufCMessage *msg)
 		sg.goal = q->goal;
 		sg.has_recursive = 1;
 		sg.recursive = q->recursive;
-		/* Below the top, a user changes only its own. */
-		sg.has_owner = q->recursive && !req_admin(r, &cred);
-		sg.owner = cred.uid;
+		sg.has_owner = req_only_own(r, &cred, q->recursive, &sg.owner);
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_GOAL;
 		mut.set_goal = &sg;
 		rc = master_commit(r->m, r, &mut);
 	}
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
+	if (rc == 0) {
+		reply.has_goal = reply.has_effective = 1;
+		reply.goal = ns_goal(n);
+		reply.effective = file_goal(r->m, n);
 	}
-	reply.has_goal = reply.has_effective = 1;
-	reply.goal = ns_goal(n);
-	reply.effective = file_goal(r->m, n);
-	req_reply(r, &reply.base);
+	req_answer(r, rc, &reply.base);
 }

@@ -208,8 +208,8 @@ static bool may_descend(const struct tree_walk *w, const struct node *dir)
 static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d,
 		      struct tree_walk *w)
 {
-	const struct node **stack;
-	size_t depth = 0, cap = 64;
+	const struct node **stack = NULL;
+	size_t depth = 0, cap = 0;
 	int64_t t0 = sw_mono_ns();
 	int rc;
 
@@ -220,8 +220,7 @@ static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d,
 		return rc;
 	if (!S_ISDIR(top->mode) || !may_descend(w, top))
 		goto out;
-	stack = malloc(cap * sizeof(*stack));
-	if (!stack)
+	if (sw_grow(&stack, &cap, 1, sizeof(*stack), 64) < 0)
 		return -ENOMEM;
 	stack[depth++] = top;
 	while (depth) {
@@ -239,16 +238,10 @@ static int tree_count(const struct node *top, Sweepfs__DirinfoReply *d,
 			}
 			if (!S_ISDIR(c->mode) || !may_descend(w, c))
 				continue;
-			if (depth == cap) {
-				const struct node **v =
-					realloc(stack, 2 * cap * sizeof(*v));
-
-				if (!v) {
-					free(stack);
-					return -ENOMEM;
-				}
-				stack = v;
-				cap *= 2;
+			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
+				    64) < 0) {
+				free(stack);
+				return -ENOMEM;
 			}
 			stack[depth++] = c;
 		}

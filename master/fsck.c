@@ -180,16 +180,15 @@ static int count_names(void *elem, void *arg)
 /* Mark everything under @root reached (directories through a stack). */
 static int reach(struct node *root)
 {
-	struct node **stack;
-	size_t depth = 0, cap = 256;
+	struct node **stack = NULL;
+	size_t depth = 0, cap = 0;
 
 	if (root->flags & REACHED)
 		return 0;
 	root->flags |= REACHED;
 	if (!S_ISDIR(root->mode))
 		return 0;
-	stack = malloc(cap * sizeof(*stack));
-	if (!stack)
+	if (sw_grow(&stack, &cap, 1, sizeof(*stack), 256) < 0)
 		return -ENOMEM;
 	stack[depth++] = root;
 	while (depth) {
@@ -203,16 +202,10 @@ static int reach(struct node *root)
 			c->flags |= REACHED;
 			if (!S_ISDIR(c->mode))
 				continue;
-			if (depth == cap) {
-				struct node **v =
-					realloc(stack, 2 * cap * sizeof(*v));
-
-				if (!v) {
-					free(stack);
-					return -ENOMEM;
-				}
-				stack = v;
-				cap *= 2;
+			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
+				    256) < 0) {
+				free(stack);
+				return -ENOMEM;
 			}
 			stack[depth++] = c;
 		}

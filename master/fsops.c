@@ -97,6 +97,16 @@ static void reply_entry(struct req *r, const struct node *n,
 	req_reply(r, &reply.base);
 }
 
+/* A handler's ending: req_error(@r, @rc) when @rc < 0, else @n's entry. */
+static void answer_entry(struct req *r, int rc, const struct node *n,
+			 const struct changed *c)
+{
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_entry(r, n, c);
+}
+
 static void reply_ok(struct req *r, const struct changed *c)
 {
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
@@ -109,6 +119,15 @@ static void reply_ok(struct req *r, const struct changed *c)
 		reply.cookie = c->cookie;
 	}
 	req_reply(r, &reply.base);
+}
+
+/* The same for a StatusReply: req_error(@r, @rc) when @rc < 0. */
+static void answer_ok(struct req *r, int rc, const struct changed *c)
+{
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		reply_ok(r, c);
 }
 
 static int get_node(struct req *r, uint64_t ino, struct node **out)
@@ -170,7 +189,7 @@ void op_ping(struct req *r, const ProtobufCMessage *msg)
 void op_lookup(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__LookupReq *q = (const Sweepfs__LookupReq *)msg;
-	struct node *dir, *n;
+	struct node *dir, *n = NULL;
 	struct changed c = { 0 };
 	struct sw_cred cred;
 	struct edge *e;
@@ -181,7 +200,7 @@ void op_lookup(struct req *r, const ProtobufCMessage *msg)
 	if (rc == 0)
 		rc = perm_check(&cred, dir, PERM_X);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	/* Its kernel keeps the answer, found or not, for a while: it is to
 	 * hear of the name's changes (watch.h). */
 	if (r->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
@@ -194,39 +213,28 @@ void op_lookup(struct req *r, const ProtobufCMessage *msg)
 	} else {
 		rc = req_check_name(&q->name);
 		if (rc < 0)
-			goto out_err;
+			goto out;
 		e = ns_lookup(&r->m->ns, dir, name_of(&q->name), q->name.len);
 		if (!e) {
 			rc = -ENOENT;
-			goto out_err;
+			goto out;
 		}
 		n = e->child;
 	}
 	/* The directory's own attributes too: a mount that checks search
 	 * permission itself learns whether everyone may search it. */
 	changed_add(&c, dir->ino);
-	reply_entry(r, n, &c);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	answer_entry(r, rc, n, &c);
 }
 
 void op_getattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__GetattrReq *q = (const Sweepfs__GetattrReq *)msg;
-	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
-	Sweepfs__Attr attr;
-	struct node *n;
+	struct node *n = NULL;
 	int rc = get_node(r, q->ino, &n);
 
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
-	}
-	attr_fill(&attr, n);
-	reply.attr = &attr;
-	req_reply(r, &reply.base);
+	req_answer_attr(r, rc, n);
 }
 
 /* Mode bits a change of owner or a write by another user clears. */
@@ -401,18 +409,16 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__SetattrReq *q = (const Sweepfs__SetattrReq *)msg;
 	Sweepfs__Meta__Setattr sa = SWEEPFS__META__SETATTR__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 	struct sw_cred cred = req_cred(q->cred);
 	struct setattr_plan p;
-	Sweepfs__Attr attr;
 	uint64_t old_size;
-	struct node *n;
+	struct node *n = NULL;
 	bool open_w;
 	int rc;
 
 	rc = get_node(r, q->ino, &n);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	open_w = session_has_writable(r->s, n->ino);
 	p = (struct setattr_plan){
 		.q = q,
@@ -440,7 +446,7 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	};
 	rc = plan_setattr(&p);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	sa.ino = n->ino;
 	sa.valid = p.out;
 	sa.mode = p.mode;
@@ -452,19 +458,12 @@ void op_setattr(struct req *r, const ProtobufCMessage *msg)
 	old_size = n->size;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	rc = data_truncated(r, n, old_size);
-	if (rc < 0)
-		goto out_err;
 	if (rc == 0)
 		return; /* chunkservers cut the last chunk, then the reply */
-	attr_fill(&attr, n);
-	reply.attr = &attr;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	req_answer_attr(r, rc, n);
 }
 
 /* ---- creating ------------------------------------------------------- */
@@ -561,7 +560,7 @@ void op_mknod(struct req *r, const ProtobufCMessage *msg)
 			       .mode = q->mode,
 			       .rdev = q->rdev };
 	struct changed ch = { .n = 0 };
-	struct node *n;
+	struct node *n = NULL;
 	int rc;
 
 	switch (q->mode & S_IFMT) {
@@ -576,19 +575,14 @@ void op_mknod(struct req *r, const ProtobufCMessage *msg)
 		break;
 	case S_IFDIR:
 		rc = -EPERM;
-		goto out_err;
+		goto out;
 	default:
 		rc = -EINVAL;
-		goto out_err;
+		goto out;
 	}
 	rc = create_node(r, &nn, &n, &ch);
-	if (rc < 0)
-		goto out_err;
-	reply_entry(r, n, &ch);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	answer_entry(r, rc, n, &ch);
 }
 
 void op_mkdir(struct req *r, const ProtobufCMessage *msg)
@@ -599,13 +593,10 @@ void op_mkdir(struct req *r, const ProtobufCMessage *msg)
 			       .name = &q->name,
 			       .mode = S_IFDIR | (q->mode & 07777) };
 	struct changed ch = { .n = 0 };
-	struct node *n;
+	struct node *n = NULL;
 	int rc = create_node(r, &nn, &n, &ch);
 
-	if (rc < 0)
-		req_error(r, rc);
-	else
-		reply_entry(r, n, &ch);
+	answer_entry(r, rc, n, &ch);
 }
 
 /* A symlink's target: 0, -ENOENT (empty), -ENAMETOOLONG or -EINVAL. */
@@ -627,15 +618,12 @@ void op_symlink(struct req *r, const ProtobufCMessage *msg)
 			       .mode = S_IFLNK | 0777,
 			       .target = &q->target };
 	struct changed ch = { .n = 0 };
-	struct node *n;
+	struct node *n = NULL;
 	int rc = check_target(&q->target);
 
 	if (rc == 0)
 		rc = create_node(r, &nn, &n, &ch);
-	if (rc < 0)
-		req_error(r, rc);
-	else
-		reply_entry(r, n, &ch);
+	answer_entry(r, rc, n, &ch);
 }
 
 /*
@@ -738,7 +726,7 @@ void op_link(struct req *r, const ProtobufCMessage *msg)
 	if (rc == 0)
 		rc = may_modify_dir(&cred, dir);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	l.ino = n->ino;
 	l.parent = dir->ino;
 	l.name = q->newname;
@@ -748,15 +736,12 @@ void op_link(struct req *r, const ProtobufCMessage *msg)
 	mut.link = &l;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	changed_add(&ch, dir->ino);
 	ch.cookie = l.edge;
 	watch_changed(r->m, dir, q->newname.data, q->newname.len, r->s);
-	reply_entry(r, n, &ch);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	answer_entry(r, rc, n, &ch);
 }
 
 /* ---- removing and renaming ------------------------------------------ */
@@ -831,10 +816,7 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
 	struct changed ch = { .n = 0 };
 	int rc = remove_one(r, q->cred, q->parent, &q->name, rmdir, &ch);
 
-	if (rc < 0)
-		req_error(r, rc);
-	else
-		reply_ok(r, &ch);
+	answer_ok(r, rc, &ch);
 }
 
 void op_unlink(struct req *r, const ProtobufCMessage *msg)
@@ -873,14 +855,14 @@ void op_ino_range(struct req *r, const ProtobufCMessage *msg)
 	else
 		rc = 0;
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	rv.next_ino = first + count;
 	mut.time = sw_now_ns();
 	mut.op_case = SWEEPFS__META__MUTATION__OP_RESERVE;
 	mut.reserve = &rv;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	memmove(s->ino_lo + 1, s->ino_lo,
 		sizeof(s->ino_lo) - sizeof(*s->ino_lo));
 	memmove(s->ino_hi + 1, s->ino_hi,
@@ -890,11 +872,8 @@ void op_ino_range(struct req *r, const ProtobufCMessage *msg)
 	reply.has_first = reply.has_count = 1;
 	reply.first = first;
 	reply.count = count;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	req_answer(r, rc, &reply.base);
 }
 
 /*
@@ -1095,11 +1074,11 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 	if (rc == 0)
 		rc = may_modify_dir(&cred, ddir);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	se = ns_lookup(ns, sdir, name_of(&q->name), q->name.len);
 	if (!se) {
 		rc = -ENOENT;
-		goto out_err;
+		goto out;
 	}
 	src = se->child;
 	de = ns_lookup(ns, ddir, name_of(&q->newname), q->newname.len);
@@ -1114,7 +1093,7 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 	if (rc == 0 && exchange && dst && S_ISDIR(dst->mode) && sdir != ddir)
 		rc = perm_check(&cred, dst, PERM_W);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	if (dst == src && !exchange) {
 		/* Two names of one file: POSIX says do nothing. */
 		reply_ok(r, NULL);
@@ -1140,17 +1119,14 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 	mut.rename = &rn;
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	/* An exchange keeps both edges; a move makes a new one. */
 	if (!exchange)
 		ch.cookie = rn.edge;
 	watch_changed(r->m, sdir, q->name.data, q->name.len, r->s);
 	watch_changed(r->m, ddir, q->newname.data, q->newname.len, r->s);
-	reply_ok(r, &ch);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	answer_ok(r, rc, &ch);
 }
 
 /* ---- misc ----------------------------------------------------------- */
@@ -1277,13 +1253,11 @@ void op_open(struct req *r, const ProtobufCMessage *msg)
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0)
 		rc = open_node(r, &cred, n, q->flags);
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
+	if (rc == 0) {
+		attr_fill(&attr, n);
+		reply.attr = &attr;
 	}
-	attr_fill(&attr, n);
-	reply.attr = &attr;
-	req_reply(r, &reply.base);
+	req_answer(r, rc, &reply.base);
 }
 
 void op_release(struct req *r, const ProtobufCMessage *msg)

@@ -45,6 +45,28 @@ void req_error(struct req *r, int rc)
 	r->m->req_hooks->send(r, &reply.base, true);
 }
 
+void req_answer(struct req *r, int rc, const ProtobufCMessage *reply)
+{
+	if (rc < 0)
+		req_error(r, rc);
+	else
+		req_reply(r, reply);
+}
+
+void req_answer_attr(struct req *r, int rc, const struct node *n)
+{
+	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
+	Sweepfs__Attr attr;
+
+	if (rc < 0) {
+		req_error(r, rc);
+		return;
+	}
+	attr_fill(&attr, n);
+	reply.attr = &attr;
+	req_reply(r, &reply.base);
+}
+
 struct req *req_defer(const struct req *r)
 {
 	struct req *d = malloc(sizeof(*d));

@@ -80,6 +80,14 @@ void req_reply(struct req *r, const ProtobufCMessage *reply);
 /* Reply with StatusReply{err = -@rc}. */
 void req_error(struct req *r, int rc);
 
+/* A handler's ending: req_error(@r, @rc) when @rc < 0, else
+ * req_reply(@r, @reply). */
+void req_answer(struct req *r, int rc, const ProtobufCMessage *reply);
+
+/* The same for an AttrReply: req_error(@r, @rc) when @rc < 0, else the
+ * attributes of @n. */
+void req_answer_attr(struct req *r, int rc, const struct node *n);
+
 /*
  * Keep request @r to answer later (it waits for chunkservers): returns a
  * heap copy that holds the connection (a reply to a connection closed
@@ -115,6 +123,19 @@ static inline bool req_owns(const struct req *r, const struct sw_cred *c,
 			    const struct node *n)
 {
 	return c->uid == n->uid || req_admin(r, c);
+}
+
+/*
+ * A recursive change's owner filter (a mutation's has_owner and owner):
+ * below the top, a user changes only its own; root with admin rights
+ * changes all. Returns whether the change is @recursive and filtered;
+ * *@owner is @c's uid either way.
+ */
+static inline bool req_only_own(const struct req *r, const struct sw_cred *c,
+				bool recursive, uint32_t *owner)
+{
+	*owner = c->uid;
+	return recursive && !req_admin(r, c);
 }
 
 /* The credentials a request carries, as the permission checks take them

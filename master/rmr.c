@@ -137,36 +137,31 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 	if (q->name.len > SW_NAME_MAX ||
 	    !sw_name_valid(q->name.data, q->name.len)) {
 		rc = q->name.len > SW_NAME_MAX ? -ENAMETOOLONG : -EINVAL;
-		goto out_err;
+		goto out;
 	}
 	dir = req_node(r, q->parent);
 	if (!dir || (S_ISDIR(dir->mode) && ns_detached(dir))) {
 		rc = -ENOENT;
-		goto out_err;
+		goto out;
 	}
 	if (!S_ISDIR(dir->mode)) {
 		rc = -ENOTDIR;
-		goto out_err;
+		goto out;
 	}
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	e = ns_lookup(&m->ns, dir, (const char *)q->name.data, q->name.len);
 	if (!e) {
 		rc = -ENOENT;
-		goto out_err;
+		goto out;
 	}
 	n = e->child;
 	rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 
 	rc = remove_entry_now(m, r, dir, e, !q->skip_trash, &reply);
-	if (rc < 0)
-		goto out_err;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	req_answer(r, rc, &reply.base);
 }

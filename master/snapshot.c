@@ -69,9 +69,7 @@ void op_eattr(struct req *r, const ProtobufCMessage *msg)
 		se.snapshot = q->set;
 		se.has_recursive = 1;
 		se.recursive = q->recursive;
-		/* Below the top, a user changes only its own. */
-		se.has_owner = q->recursive && !req_admin(r, &cred);
-		se.owner = cred.uid;
+		se.has_owner = req_only_own(r, &cred, q->recursive, &se.owner);
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_EATTR;
 		mut.set_eattr = &se;
@@ -202,24 +200,19 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
 
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	n = e->child;
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc == 0)
 		rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
-		goto out_err;
+		goto out;
 	if ((e->flags & EDGE_SNAPSHOT) && (!S_ISDIR(n->mode) || all_flagged(n)))
 		rc = remove_entry_now(r->m, r, dir, e, false, &reply);
 	else if (!q->force)
 		rc = -EPERM; /* something in it lacks the flag */
 	else if (S_ISDIR(n->mode) && !none_flagged(n))
 		rc = remove_flagged(r->m, r, n, &reply);
-	if (rc < 0)
-		goto out_err;
-	req_reply(r, &reply.base);
-	return;
-
-out_err:
-	req_error(r, rc);
+out:
+	req_answer(r, rc, &reply.base);
 }

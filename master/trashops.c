@@ -56,28 +56,21 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	else if (q->has_seconds && !req_owns(r, &cred, n))
 		rc = -EPERM;
 	if (rc == 0 && q->has_seconds) {
-		uint64_t before = 0;
-
 		st.ino = n->ino;
 		st.seconds = q->seconds;
 		st.has_recursive = 1;
 		st.recursive = q->recursive;
-		/* Below the top, a user changes only its own. */
-		st.has_owner = q->recursive && !req_admin(r, &cred);
-		st.owner = cred.uid;
+		st.has_owner = req_only_own(r, &cred, q->recursive, &st.owner);
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_TRASHTIME;
 		mut.set_trashtime = &st;
 		rc = master_commit(r->m, r, &mut);
-		(void)before;
 	}
-	if (rc < 0) {
-		req_error(r, rc);
-		return;
+	if (rc == 0) {
+		reply.has_seconds = 1;
+		reply.seconds = n->u.dir->trashtime;
 	}
-	reply.has_seconds = 1;
-	reply.seconds = n->u.dir->trashtime;
-	req_reply(r, &reply.base);
+	req_answer(r, rc, &reply.base);
 }
 
 /* Root sees every item; anyone else the items they own. */

@@ -110,17 +110,16 @@ static void chunk_json(struct json *j, const Sweepfs__FileinfoChunk *k)
 static int info_one(const char *path, struct json *j)
 {
 	Sweepfs__FileinfoReq q = SWEEPFS__FILEINFO_REQ__INIT;
-	uint32_t groups[256], mode;
+	uint32_t mode;
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t ino;
 	bool first = true;
 	int rc = tool_open_ino(path, &c, &ino, &mode);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.ino = ino;
 	q.has_first = 1;
 	do {
@@ -168,10 +167,11 @@ static int info_one(const char *path, struct json *j)
 	return rc;
 }
 
-int cmd_info(int argc, char **argv)
+/* @one on each of the @n @paths, into one JSON array with @json: 0, or 1
+ * when any failed (it said why). */
+static int each_path(char **paths, int n, bool json,
+		     int (*one)(const char *path, struct json *j))
 {
-	bool json = false;
-	int i = parse(argc, argv, "sweepfs info [--json] PATH...", &json);
 	struct json j;
 	int status = 0;
 
@@ -179,12 +179,20 @@ int cmd_info(int argc, char **argv)
 		json_init(&j, stdout);
 		json_arr_begin(&j, NULL);
 	}
-	for (; i < argc; i++)
-		if (info_one(argv[i], json ? &j : NULL) < 0)
+	for (int k = 0; k < n; k++)
+		if (one(paths[k], json ? &j : NULL) < 0)
 			status = 1;
 	if (json)
 		json_arr_end(&j);
 	return status;
+}
+
+int cmd_info(int argc, char **argv)
+{
+	bool json = false;
+	int i = parse(argc, argv, "sweepfs info [--json] PATH...", &json);
+
+	return each_path(argv + i, argc - i, json, info_one);
 }
 
 /* ---- du -------------------------------------------------------------- */
@@ -193,18 +201,17 @@ static int du_one(const char *path, struct json *j)
 {
 	Sweepfs__DirinfoReq q = SWEEPFS__DIRINFO_REQ__INIT;
 	const Sweepfs__DirinfoReply *r;
-	uint32_t groups[256], mode;
+	uint32_t mode;
 	ProtobufCMessage *reply;
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t ino;
 	char b[32];
 	int rc = tool_open_ino(path, &c, &ino, &mode);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.ino = ino;
 	rc = tool_call(c, SW_MSG_DIRINFO, &q.base, &reply);
 	sw_client_close(c);
@@ -243,17 +250,6 @@ int cmd_du(int argc, char **argv)
 {
 	bool json = false;
 	int i = parse(argc, argv, "sweepfs du [--json] PATH...", &json);
-	struct json j;
-	int status = 0;
 
-	if (json) {
-		json_init(&j, stdout);
-		json_arr_begin(&j, NULL);
-	}
-	for (; i < argc; i++)
-		if (du_one(argv[i], json ? &j : NULL) < 0)
-			status = 1;
-	if (json)
-		json_arr_end(&j);
-	return status;
+	return each_path(argv + i, argc - i, json, du_one);
 }

@@ -21,10 +21,9 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	Sweepfs__RmrReply *r;
 	ProtobufCMessage *reply;
 	char rel[PATH_MAX], name[256];
-	uint32_t groups[256];
 	struct sw_client *c;
 	struct sw_target t;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t parent;
 	int64_t t0;
 	int rc;
@@ -66,11 +65,9 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 		tool_path_error("rmr", path, rc);
 		goto out;
 	}
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_skip_trash = 1;
 	q.skip_trash = skip_trash;
 	t0 = sw_mono_ns();

@@ -117,8 +117,8 @@ static int snapshot_one(const char *src, const char *dst)
 	struct sw_client *c;
 	ProtobufCMessage *reply;
 	uint64_t src_ino, dst_ino, parent;
-	uint32_t groups[256], mode, dmode;
-	Sweepfs__Cred cred;
+	uint32_t mode, dmode;
+	struct tool_caller who;
 	int rc;
 
 	if ((rc = tool_locate(src, &st, srel, sizeof(srel))) < 0) {
@@ -173,12 +173,10 @@ static int snapshot_one(const char *src, const char *dst)
 			goto out;
 		}
 	}
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.src = src_ino;
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	snap_watch_start(&watch, &st, src);
 	/* A big tree's copy takes as long as it takes, in the master's
 	 * background slices: no time limit on this answer (a broken
@@ -220,20 +218,17 @@ static int eattr_one(const char *path, enum eattr_op op, bool recursive)
 {
 	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t parent;
 	char name[256];
 	int rc = tool_open_path(path, &c, &parent, name, sizeof(name));
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_set = q.has_clear = q.has_recursive = 1;
 	q.set = op == EATTR_SET;
 	q.clear = op == EATTR_DEL;
@@ -321,9 +316,8 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 {
 	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
 	struct sw_client *c;
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	uint64_t parent;
 	char name[256];
 	int64_t t0;
@@ -339,11 +333,9 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 	rc = tool_open_path(path, &c, &parent, name, sizeof(name));
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_force = 1;
 	q.force = force;
 	t0 = sw_mono_ns();

@@ -145,13 +145,11 @@ static int trash_call(struct sw_client *c, uint32_t op, uint64_t id,
 {
 	Sweepfs__TrashReq q = SWEEPFS__TRASH_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	int rc;
 
 	*out = NULL;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.op = op;
 	if (id) {
 		q.has_id = 1;
@@ -160,8 +158,7 @@ static int trash_call(struct sw_client *c, uint32_t op, uint64_t id,
 	if (parent) {
 		q.has_parent = q.has_name = 1;
 		q.parent = *parent;
-		q.name.data = (uint8_t *)name;
-		q.name.len = strlen(name);
+		q.name = tool_name(name);
 	}
 	rc = tool_call(c, SW_MSG_TRASH, &q.base, &reply);
 	if (rc == 0)

@@ -332,15 +332,26 @@ void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap)
 	c->n_groups = n > 0 ? (size_t)n : 0;
 }
 
+Sweepfs__Cred *tool_caller(struct tool_caller *tc)
+{
+	tool_cred(&tc->cred, tc->groups, SW_ARRAY_SIZE(tc->groups));
+	return &tc->cred;
+}
+
+ProtobufCBinaryData tool_name(const char *name)
+{
+	return (ProtobufCBinaryData){ .len = strlen(name),
+				      .data = (uint8_t *)name };
+}
+
 int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 	      char *name, size_t namelen)
 {
 	char copy[PATH_MAX], *save, *tok, *next;
 	uint64_t dir = c->root_ino;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
+	tool_caller(&who);
 	snprintf(copy, sizeof(copy), "%s", rel);
 	tok = strtok_r(copy, "/", &save);
 	if (!tok)
@@ -356,10 +367,9 @@ int tool_walk(struct sw_client *c, const char *rel, uint64_t *parent,
 			snprintf(name, namelen, "%s", tok);
 			return strlen(tok) < namelen ? 0 : -ENAMETOOLONG;
 		}
-		q.cred = &cred;
+		q.cred = &who.cred;
 		q.parent = dir;
-		q.name.data = (uint8_t *)tok;
-		q.name.len = strlen(tok);
+		q.name = tool_name(tok);
 		rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
 		if (rc < 0)
 			return tool_record_errno(rc);
@@ -865,18 +875,30 @@ void tool_path_error(const char *cmd, const char *path, int rc)
 		path, why);
 }
 
-int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
-		   char *name, size_t namelen)
+/*
+ * Locate @path (tool_locate(), saying why on stderr where it fails) and
+ * connect to its master: 0 with *@c open and @rel its path below the
+ * export's root, or -errno.
+ */
+static int open_master(const char *path, struct sw_client **c, char *rel,
+		       size_t rellen)
 {
-	char rel[PATH_MAX];
 	struct sw_target t;
-	int rc = tool_locate(path, &t, rel, sizeof(rel));
+	int rc = tool_locate(path, &t, rel, rellen);
 
 	if (rc < 0) {
 		tool_path_error(NULL, path, rc);
 		return rc;
 	}
-	rc = tool_connect_target(&t, c);
+	return tool_connect_target(&t, c);
+}
+
+int tool_open_path(const char *path, struct sw_client **c, uint64_t *parent,
+		   char *name, size_t namelen)
+{
+	char rel[PATH_MAX];
+	int rc = open_master(path, c, rel, sizeof(rel));
+
 	if (rc < 0)
 		return rc;
 	rc = tool_walk(*c, rel, parent, name, namelen);
@@ -893,23 +915,18 @@ int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 {
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	int rc;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
-	rc = sw_client_call(c, SW_MSG_LOOKUP, &q.base, &reply);
-	if (rc < 0)
-		return tool_record_errno(rc);
-	rc = sw_reply_err(reply);
-	if (rc == 0)
+	q.name = tool_name(name);
+	rc = tool_call(c, SW_MSG_LOOKUP, &q.base, &reply);
+	if (rc == 0) {
 		*out = *((Sweepfs__EntryReply *)reply)->attr;
-	protobuf_c_message_free_unpacked(reply, NULL);
-	return tool_record_errno(rc);
+		protobuf_c_message_free_unpacked(reply, NULL);
+	}
+	return rc;
 }
 
 int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
@@ -953,14 +970,8 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 		  uint32_t *mode)
 {
 	char rel[PATH_MAX];
-	struct sw_target t;
-	int rc = tool_locate(path, &t, rel, sizeof(rel));
+	int rc = open_master(path, c, rel, sizeof(rel));
 
-	if (rc < 0) {
-		tool_path_error(NULL, path, rc);
-		return rc;
-	}
-	rc = tool_connect_target(&t, c);
 	if (rc < 0)
 		return rc;
 	rc = tool_resolve(*c, rel, ino, mode);

@@ -81,6 +81,22 @@ int tool_locate(const char *path, struct sw_target *t, char *rel,
 /* The calling process's credentials, groups into @groups (room @cap). */
 void tool_cred(Sweepfs__Cred *c, uint32_t *groups, size_t cap);
 
+/* The calling process as a request names it: its credentials and the
+ * room for its groups, in one place for the request that points at it.
+ * cred.groups points into the struct: fill it where it stays, never copy
+ * it. */
+struct tool_caller {
+	Sweepfs__Cred cred;
+	uint32_t groups[256];
+};
+
+/* Fill @tc with the calling process's credentials (tool_cred()); returns
+ * &@tc->cred for a request's cred. */
+Sweepfs__Cred *tool_caller(struct tool_caller *tc);
+
+/* @name (NUL-terminated, not copied) as a request's name field. */
+ProtobufCBinaryData tool_name(const char *name);
+
 /*
  * Look up the directories of @rel (relative to the export root) on the
  * master with the caller's credentials: its last component's directory

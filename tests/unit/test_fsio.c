@@ -1,7 +1,7 @@
 /*
  * Unit tests for common/fsio.c: whole writes through a pipe that takes a
- * little at a time, directory fsync, and array growth with its overflow
- * and allocation-failure paths.
+ * little at a time, directory fsync (by path and below a directory fd),
+ * and array growth with its overflow and allocation-failure paths.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -74,6 +75,25 @@ static void test_fsync_dir(void **state)
 	assert_int_equal(sw_fsync_dir("/dev/null"), -ENOTDIR);
 }
 
+/* The store syncs a chunk subdirectory by name below its open root. */
+static void test_fsync_dirat(void **state)
+{
+	char dir[256];
+	int fd;
+
+	(void)state;
+	assert_int_equal(unit_mkdtemp(dir, sizeof(dir), "fsio"), 0);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(mkdirat(fd, "ab", 0700), 0);
+	assert_int_equal(sw_fsync_dirat(fd, "ab"), 0);
+	assert_int_equal(sw_fsync_dirat(fd, "cd"), -ENOENT);
+	assert_int_equal(sw_fsync_dirat(-1, "ab"), -EBADF);
+	assert_int_equal(sw_fsync_dirat(AT_FDCWD, dir), 0);
+	close(fd);
+	unit_rm_rf(dir);
+}
+
 static void test_grow_doubles_and_keeps(void **state)
 {
 	int *v = NULL;
@@ -114,6 +134,7 @@ int main(void)
 		cmocka_unit_test(test_write_all_pipe),
 		cmocka_unit_test(test_write_all_bad_fd),
 		cmocka_unit_test(test_fsync_dir),
+		cmocka_unit_test(test_fsync_dirat),
 		cmocka_unit_test(test_grow_doubles_and_keeps),
 		cmocka_unit_test(test_grow_overflow),
 	};

@@ -136,8 +136,8 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	Sweepfs__SnapshotReq q = SWEEPFS__SNAPSHOT_REQ__INIT;
 	ProtobufCMessage *reply;
 	uint64_t src, dir;
-	uint32_t groups[256], mode;
-	Sweepfs__Cred cred;
+	uint32_t mode;
+	struct tool_caller who;
 	int rc;
 
 	rc = tool_resolve(c, src_rel, &src, &mode);
@@ -145,12 +145,10 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 		rc = tool_resolve(c, dir_rel, &dir, &mode);
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.src = src;
 	q.parent = dir;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
@@ -177,14 +175,11 @@ int cdel_rmr(struct sw_client *c, uint64_t parent, const char *name,
 	     uint64_t *purge_id, uint64_t *nodes)
 {
 	Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_skip_trash = 1;
 	q.skip_trash = true;
 	return removal_call(c, SW_MSG_RMR, &q.base, purge_id, nodes);
@@ -208,15 +203,12 @@ int cdel_set_snapshot_flag(struct sw_client *c, uint64_t parent,
 {
 	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 	int rc;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	q.has_set = q.has_recursive = 1;
 	q.set = true;
 	q.recursive = true;
@@ -232,14 +224,11 @@ int cdel_rmsnapshot(struct sw_client *c, uint64_t parent, const char *name,
 		    uint64_t *purge_id, uint64_t *nodes)
 {
 	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
-	uint32_t groups[256];
-	Sweepfs__Cred cred;
+	struct tool_caller who;
 
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.parent = parent;
-	q.name.data = (uint8_t *)name;
-	q.name.len = strlen(name);
+	q.name = tool_name(name);
 	return removal_call(c, SW_MSG_RMSNAPSHOT, &q.base, purge_id, nodes);
 }
 
@@ -248,15 +237,14 @@ int cdel_trashtime(struct sw_client *c, const char *rel, uint32_t *get,
 {
 	Sweepfs__TrashtimeReq q = SWEEPFS__TRASHTIME_REQ__INIT;
 	ProtobufCMessage *reply;
-	uint32_t groups[256], mode;
-	Sweepfs__Cred cred;
+	uint32_t mode;
+	struct tool_caller who;
 	uint64_t ino;
 	int rc = tool_resolve(c, rel, &ino, &mode);
 
 	if (rc < 0)
 		return rc;
-	tool_cred(&cred, groups, SW_ARRAY_SIZE(groups));
-	q.cred = &cred;
+	q.cred = tool_caller(&who);
 	q.ino = ino;
 	if (zero) {
 		q.has_seconds = 1;
