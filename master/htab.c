@@ -31,6 +31,7 @@
 #define MIN_SLOTS 16u
 #define STEP_BUDGET 64u
 #define HUGE_PAGE (2u << 20)
+#define PREFETCH_AHEAD 8u
 #define TAG_SHIFT 48
 #define ADDR_MASK (((uintptr_t)1 << TAG_SHIFT) - 1)
 
@@ -180,6 +181,21 @@ static void finish_migration(struct htab *t)
 	t->mig_left = 0;
 }
 
+/*
+ * Start reading the element PREFETCH_AHEAD slots after @i in @slots (@size
+ * of them), whose hash moving it will need: at millions of elements each
+ * is a cache miss, and a resize moves every element (the hash of a name
+ * reads the name), each otherwise waiting for its own miss.
+ */
+static inline void prefetch_ahead(void *const *slots, size_t size, size_t i)
+{
+	void *s = slots[i + PREFETCH_AHEAD < size ? i + PREFETCH_AHEAD :
+						    i + PREFETCH_AHEAD - size];
+
+	if (s)
+		__builtin_prefetch(untag(s));
+}
+
 bool htab_step(struct htab *t, size_t budget)
 {
 	if (!t->old)
@@ -187,6 +203,9 @@ bool htab_step(struct htab *t, size_t budget)
 	/* Visit at least @budget slots, then stop at the end of a cluster. */
 	while (t->mig_left) {
 		void *e = t->old[t->mig_pos];
+
+		if (t->oldsize > PREFETCH_AHEAD)
+			prefetch_ahead(t->old, t->oldsize, t->mig_pos);
 
 		if (!e && budget == 0)
 			break;
@@ -252,10 +271,13 @@ int htab_reserve(struct htab *t, size_t n)
 	fresh = slots_new(nslots);
 	if (!fresh)
 		return -ENOMEM;
-	for (size_t i = 0; i < t->size; i++)
+	for (size_t i = 0; i < t->size; i++) {
+		if (t->size > PREFETCH_AHEAD)
+			prefetch_ahead(t->slots, t->size, i);
 		if (t->slots[i])
 			place(fresh, nslots, t->hash_fn(untag(t->slots[i])),
 			      t->slots[i]);
+	}
 	free(t->slots);
 	t->slots = fresh;
 	t->size = nslots;
