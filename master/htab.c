@@ -181,19 +181,32 @@ static void finish_migration(struct htab *t)
 	t->mig_left = 0;
 }
 
-/*
- * Start reading the element PREFETCH_AHEAD slots after @i in @slots (@size
- * of them), whose hash moving it will need: at millions of elements each
- * is a cache miss, and a resize moves every element (the hash of a name
- * reads the name), each otherwise waiting for its own miss.
- */
-static inline void prefetch_ahead(void *const *slots, size_t size, size_t i)
+/* The slot @ahead after @i in an array of @size (> @ahead). */
+static inline size_t after(size_t i, size_t ahead, size_t size)
 {
-	void *s = slots[i + PREFETCH_AHEAD < size ? i + PREFETCH_AHEAD :
-						    i + PREFETCH_AHEAD - size];
+	return i + ahead < size ? i + ahead : i + ahead - size;
+}
+
+/*
+ * Moving slot @i of @from (@size of them) into @to (@tosize) waits for
+ * two cache misses at millions of elements: reading the element for its
+ * hash (the hash of a name reads the name) and the slot it goes to, and a
+ * resize moves every element. Start reading the element PREFETCH_AHEAD
+ * slots on, and the destination of the one half as far on, whose element
+ * that read has brought in by now (its hash is computed twice: a name's
+ * siphash costs a fraction of a miss).
+ */
+static inline void prefetch_moves(void *const *from, size_t size, size_t i,
+				  void *const *to, size_t tosize,
+				  htab_hash_fn hf)
+{
+	void *s = from[after(i, PREFETCH_AHEAD, size)];
 
 	if (s)
 		__builtin_prefetch(untag(s));
+	s = from[after(i, PREFETCH_AHEAD / 2, size)];
+	if (s)
+		__builtin_prefetch(&to[home(hf(untag(s)), tosize)], 1);
 }
 
 bool htab_step(struct htab *t, size_t budget)
@@ -205,7 +218,8 @@ bool htab_step(struct htab *t, size_t budget)
 		void *e = t->old[t->mig_pos];
 
 		if (t->oldsize > PREFETCH_AHEAD)
-			prefetch_ahead(t->old, t->oldsize, t->mig_pos);
+			prefetch_moves(t->old, t->oldsize, t->mig_pos, t->slots,
+				       t->size, t->hash_fn);
 
 		if (!e && budget == 0)
 			break;
@@ -273,7 +287,8 @@ int htab_reserve(struct htab *t, size_t n)
 		return -ENOMEM;
 	for (size_t i = 0; i < t->size; i++) {
 		if (t->size > PREFETCH_AHEAD)
-			prefetch_ahead(t->slots, t->size, i);
+			prefetch_moves(t->slots, t->size, i, fresh, nslots,
+				       t->hash_fn);
 		if (t->slots[i])
 			place(fresh, nslots, t->hash_fn(untag(t->slots[i])),
 			      t->slots[i]);
