@@ -23,7 +23,9 @@
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
  * All 'N' records come before any 'K', those before any 'F' and 'D', so
- * whatever a record names is loaded before it. Tombstones are not
+ * whatever a record names is loaded before it. The 'N' records come in
+ * inode order where the numbers are dense (write_nodes()), which the
+ * loader prefers but does not require. Tombstones are not
  * written; chunk reference counts are recounted from the slots.
  */
 #include <dirent.h>
