@@ -23,7 +23,9 @@
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
  * All 'N' records come before any 'K', those before any 'F' and 'D', so
- * whatever a record names is loaded before it. Tombstones are not
+ * whatever a record names is loaded before it. The 'N' records come in
+ * inode order where the numbers are dense (write_nodes()), which the
+ * loader prefers but does not require. Tombstones are not
  * written; chunk reference counts are recounted from the slots.
  */
 #include <dirent.h>
@@ -154,6 +156,53 @@ static int write_node(void *elem, void *arg)
 		w_bytes(w, n->u.target, n->size);
 	w->records++;
 	return w->err;
+}
+
+/* At most this many slots per node in an array by inode number (load
+ * and write): 8 bytes each, freed when the checkpoint is done. */
+#define BYINO_SLACK 4
+
+struct by_ino {
+	const struct node **v;
+	uint64_t len;
+};
+
+static int put_by_ino(void *elem, void *arg)
+{
+	const struct node *n = elem;
+	struct by_ino *b = arg;
+
+	if (n->ino >= b->len)
+		return -ERANGE;
+	b->v[n->ino] = n;
+	return 0;
+}
+
+/*
+ * Write the nodes in the order of their inode numbers where the numbers
+ * are dense enough for an array of them (BYINO_SLACK), in the inode
+ * table's (hash) order otherwise. The format does not care; the loader
+ * does: in order, its array by inode number (struct byino) is filled
+ * front to back, the nodes land in the slabs in order too, and a
+ * directory's names, which come in id order, mostly find their children
+ * next to the last one's, where in hash order each node and each name's
+ * child was a cache miss of its own.
+ */
+static void write_nodes(const struct ns *ns, struct writer *w)
+{
+	struct by_ino b = { NULL, ns->next_ino };
+
+	if (ns->nnodes && ns->next_ino <= ns->nnodes * BYINO_SLACK + 1024)
+		b.v = calloc((size_t)b.len, sizeof(*b.v));
+	if (!b.v || ns_foreach_node(ns, put_by_ino, &b) < 0) {
+		free(b.v);
+		ns_foreach_node(ns, write_node, w);
+		return;
+	}
+	for (uint64_t ino = 0; ino < b.len && !w->err; ino++)
+		if (b.v[ino])
+			write_node((void *)b.v[ino], w);
+	free(b.v);
 }
 
 static int write_dir(void *elem, void *arg)
@@ -342,7 +391,7 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	w_u64(&w, htab_count(&ns->chunks));
 	w_u64(&w, htab_count(&ns->xattrs));
 	w_u64(&w, htab_count(&ns->orphans));
-	ns_foreach_node(ns, write_node, &w);
+	write_nodes(ns, &w);
 	chunks_foreach(ns, write_chunk, &w);
 	ns_intents_foreach(ns, write_intent, &w);
 	ns_foreach_node(ns, write_slots, &w);
@@ -529,10 +578,6 @@ struct byino {
 	struct node **v;
 	uint64_t len;
 };
-
-/* At most this many slots per node loaded: 8 bytes each, freed when the
- * checkpoint is in. */
-#define BYINO_SLACK 4
 
 static struct node *load_get(struct ns *ns, const struct byino *b, uint64_t ino)
 {

@@ -46,6 +46,24 @@ void group_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
 	pthread_mutex_unlock(&g->mu);
 }
 
+struct follow_one {
+	struct master *m;
+	uint64_t version;
+};
+
+/* Journal and apply one change of the group's log (mutation_unpacked()). */
+static int follow_apply(void *arg, const Sweepfs__Meta__Mutation *mut)
+{
+	struct follow_one *f = arg;
+	int rc = changelog_prepare(f->m->cl, mut);
+
+	if (rc == 0)
+		rc = mutation_apply(&f->m->ns, mut, f->version);
+	if (rc == 0)
+		changelog_append(f->m->cl, mut, f->version);
+	return rc;
+}
+
 /* A follower applies records from the group's log; the versions it has
  * already are skipped. 0 or -EUCLEAN (a gap or a change that does not
  * apply: this member cannot follow, and says so). */
@@ -57,7 +75,7 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 
 	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
 				       &len)) > 0) {
-		Sweepfs__Meta__Mutation *mut;
+		struct follow_one f = { m, 0 };
 		int rc;
 
 		off += rec;
@@ -70,15 +88,9 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 				ver, m->ns.version + 1);
 			return -EUCLEAN;
 		}
-		mut = sweepfs__meta__mutation__unpack(NULL, len, payload);
-		if (!mut)
-			return -EUCLEAN;
-		rc = changelog_prepare(m->cl, mut);
-		if (rc == 0)
-			rc = mutation_apply(&m->ns, mut, ver);
-		if (rc == 0)
-			changelog_append(m->cl, mut, ver);
-		sweepfs__meta__mutation__free_unpacked(mut, NULL);
+		/* Unpacked on the stack, as replay does at start-up. */
+		f.version = ver;
+		rc = mutation_unpacked(payload, len, follow_apply, &f);
 		if (rc < 0) {
 			sw_crit(TAG, "version %" PRIu64 " does not apply: %s",
 				ver, strerror(-rc));

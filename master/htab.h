@@ -8,8 +8,10 @@
  * moves a few clusters of the old one on each insert and remove (and on
  * htab_step()), while lookups search both arrays, as valkey's dict does.
  *
- * Slots hold only the element pointer (8 bytes per slot, load factor kept
- * between 1/8 and 3/4). The table does not own its elements; it asks
+ * Slots hold only the element pointer, with 16 bits of its hash in the
+ * pointer's unused top bits so that a lookup reads almost no element but
+ * the one it looks for (8 bytes per slot, load factor kept between 1/8
+ * and 3/4). The table does not own its elements; it asks
  * @hash_fn for an element's hash when it moves or deletes. Linear probing
  * with backward-shift deletion: no tombstones.
  *
@@ -65,7 +67,8 @@ void *htab_find(const struct htab *t, uint64_t h, htab_eq_fn eq,
 
 /*
  * Add @elem with hash @h (== hash_fn(elem)). Duplicates are the caller's to
- * avoid. Returns 0 or -ENOMEM (the table is unchanged).
+ * avoid. Returns 0, -ENOMEM, or -EINVAL for an address above 2^48 (the
+ * table is unchanged).
  */
 int htab_insert(struct htab *t, uint64_t h, void *elem);
 

@@ -404,8 +404,9 @@ static void arena_free(void *data, void *p)
 	free(p);
 }
 
-int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
-		    size_t len)
+int mutation_unpacked(const uint8_t *payload, size_t len,
+		      int (*fn)(void *arg, const Sweepfs__Meta__Mutation *m),
+		      void *arg)
 {
 	struct arena a; /* on the stack: 64 KiB, never zeroed */
 	ProtobufCAllocator alloc = { arena_alloc, arena_free, &a };
@@ -417,9 +418,29 @@ int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
 	m = sweepfs__meta__mutation__unpack(&alloc, len, payload);
 	if (!m)
 		return -EUCLEAN;
-	rc = mutation_apply(ns, m, version);
+	rc = fn(arg, m);
 	/* Only what spilled needs freeing; the arena is reset next time. */
 	if (a.spilled)
 		sweepfs__meta__mutation__free_unpacked(m, &alloc);
 	return rc;
+}
+
+struct replay_one {
+	struct ns *ns;
+	uint64_t version;
+};
+
+static int replay_apply(void *arg, const Sweepfs__Meta__Mutation *m)
+{
+	struct replay_one *r = arg;
+
+	return mutation_apply(r->ns, m, r->version);
+}
+
+int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
+		    size_t len)
+{
+	struct replay_one r = { ns, version };
+
+	return mutation_unpacked(payload, len, replay_apply, &r);
 }

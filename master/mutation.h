@@ -31,4 +31,14 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
 		    size_t len);
 
+/*
+ * Unpack change @payload (@len bytes) into a buffer on the stack and call
+ * @fn with it, for those who do more than apply it (a follower journals
+ * what it applies); @m lives until @fn returns. -EUCLEAN if it does not
+ * unpack, else what @fn returns.
+ */
+int mutation_unpacked(const uint8_t *payload, size_t len,
+		      int (*fn)(void *arg, const Sweepfs__Meta__Mutation *m),
+		      void *arg);
+
 #endif

@@ -5,6 +5,7 @@
  * buckets, so that long clusters, wrap-around and backward-shift deletion
  * (in both the new and the old array during a migration) all happen.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -297,16 +298,19 @@ static void test_htab_remove_shrink(void **state)
 	assert_true(htab_bytes(&f->t) < peak);
 }
 
-/* Some element of @slots (@size of them), from a random start. */
+/*
+ * Some element of @slots (@size of them), from a random start. A slot
+ * keeps 16 bits of the hash above the address's 48 (htab.c): strip them.
+ */
 static struct item *pick(struct fixture *f, void **slots, size_t size)
 {
 	size_t start = (size_t)rng_below(&f->rng, size);
 
 	for (size_t k = 0; slots && k < size; k++) {
-		void *e = slots[(start + k) % size];
+		uintptr_t e = (uintptr_t)slots[(start + k) % size];
 
 		if (e)
-			return e;
+			return (struct item *)(e & (((uintptr_t)1 << 48) - 1));
 	}
 	return NULL;
 }
@@ -470,6 +474,70 @@ static void random_ops(struct fixture *f, size_t universe, int nops)
 	check_all(f);
 }
 
+static unsigned eq_calls;
+
+static bool item_eq_counted(const void *elem, const void *key)
+{
+	eq_calls++;
+	return item_eq(elem, key);
+}
+
+/*
+ * One home for everything (the high bits are 0) but distinct low bits, as
+ * the tags take them: a cluster of thousands, yet a lookup compares only
+ * the element it finds and a miss compares none.
+ */
+static uint64_t hash_one_home(const void *e)
+{
+	return ((const struct item *)e)->key & 0xffff;
+}
+
+static int setup_one_home(void **state)
+{
+	return setup_with(state, hash_one_home, 6);
+}
+
+static void test_htab_tags_spare_elements(void **state)
+{
+	struct fixture *f = *state;
+	size_t n = 2000;
+
+	for (size_t i = 0; i < n; i++)
+		do_insert(f, i);
+	while (htab_step(&f->t, 1000))
+		;
+	check_all(f);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t key = f->items[i].key;
+
+		eq_calls = 0;
+		assert_ptr_equal(htab_find(&f->t, hash_one_home(&f->items[i]),
+					   item_eq_counted, &key),
+				 &f->items[i]);
+		assert_int_equal(eq_calls, 1);
+	}
+	for (size_t i = n; i < n + 500; i++) {
+		uint64_t key = f->items[i].key;
+
+		eq_calls = 0;
+		assert_null(htab_find(&f->t, hash_one_home(&f->items[i]),
+				      item_eq_counted, &key));
+		assert_int_equal(eq_calls, 0);
+	}
+}
+
+/* An address a slot cannot hold beside its tag is refused, not mangled. */
+static void test_htab_insert_refuses_high_address(void **state)
+{
+	struct fixture *f = *state;
+	void *high = (void *)((uintptr_t)f->items | (uintptr_t)1 << 60);
+
+	do_insert(f, 0);
+	assert_int_equal(htab_insert(&f->t, 1, high), -EINVAL);
+	assert_int_equal(htab_count(&f->t), 1);
+	check_all(f);
+}
+
 static void test_htab_insert_remove_random(void **state)
 {
 	random_ops(*state, NITEMS, 200000);
@@ -516,6 +584,11 @@ int main(void)
 			test_htab_foreach_once_clustered, setup_mod4, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_htab_remove_by_address_same_bucket, setup_const,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_htab_tags_spare_elements,
+						setup_one_home, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_htab_insert_refuses_high_address, setup_good,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_htab_insert_remove_random,
 						setup_good, teardown),
