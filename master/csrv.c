@@ -17,8 +17,8 @@
  * delete_rate stays an operator's cap on top (a token bucket refilled
  * every tick, holding at most half a second's worth). A queued deletion
  * counts as pending until its batch is acknowledged; a batch that timed
- * out goes back to the queue, one lost with its connection is left to
- * the server's next registration, which reports the files still there.
+ * out or was lost with its connection goes back to the queue, to be sent
+ * again once the server is (back) up.
  *
  * A deletion is sent only once the change that made it is durable: each
  * entry carries the metadata version the change will have, and waits
@@ -757,9 +757,11 @@ static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc)
 		s->del_inflight -= b->n;
 		s->del_batches--;
 	}
-	if (s && rc == -ETIMEDOUT && csrv_up(s)) {
-		/* Still connected: it may have done them, or not; again
-		 * (an id it no longer has costs it nothing). */
+	if (s && (rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -ENOTCONN)) {
+		/* It may have done them, or not: again, now or once it is
+		 * back (an id it no longer has costs it nothing). Kept in
+		 * the queue, the files it still reports at its next
+		 * registration are no strays, and go without the grace. */
 		for (uint32_t i = 0; i < b->n; i++)
 			if (delq_push(s, b->v[2 * i], (uint32_t)b->v[2 * i + 1],
 				      0) < 0)

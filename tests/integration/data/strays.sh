@@ -13,7 +13,9 @@
 #  3. killed within the grace and started on the right metadata, the
 #     master knows the LATE chunks again: they are never deleted, and read
 #     back intact; the GONE ones go, but not before the grace has passed
-#     since that master started.
+#     since that master started;
+#  4. deletions in flight when the chunkserver is killed go again as soon
+#     as it is back, not after the grace.
 . "$(dirname "$0")/../lib.sh"
 sw_init strays --root
 
@@ -109,4 +111,22 @@ check "$M/keep" "$KEEP"
 check "$M/late" "$LATE"
 assert_eq $((KEEP + LATE)) "$(chunk_files)" "chunk files after reading"
 wait_fsck_clean 30 "after the strays went"
+
+# ---- 4. deletions lost with the chunkserver: again at once -----------------
+log "4. deletions in flight when the chunkserver dies go without the grace"
+SW_MASTER_ARGS=(--set goal=1 --set "stray_grace=${GRACE}s" --set delete_rate=50 \
+	--set changelog_sync=always)
+restart_master term
+write "$M/gone2" "$GONE"
+# Stopped, it acknowledges nothing: the master's window of batches is in
+# flight when it dies.
+kill -STOP "${SW_CS_PIDS[1]}"
+rm -rf "$M/gone2"
+sleep 1
+kill_chunkserver 1
+t0=$(date +%s%N)
+restart_chunkserver 1 start
+wait_until $((GRACE - 2)) "the chunk files of $GONE removed files to go within the grace" live
+log "gone $((($(date +%s%N) - t0) / 1000000)) ms after the chunkserver restarted"
+wait_until 10 "no deletion pending" pend
 sw_pass
