@@ -17,8 +17,8 @@
  * delete_rate stays an operator's cap on top (a token bucket refilled
  * every tick, holding at most half a second's worth). A queued deletion
  * counts as pending until its batch is acknowledged; a batch that timed
- * out goes back to the queue, one lost with its connection is left to
- * the server's next registration, which reports the files still there.
+ * out or was lost with its connection goes back to the queue, to be sent
+ * again once the server is (back) up.
  *
  * A deletion is sent only once the change that made it is durable: each
  * entry carries the metadata version the change will have, and waits
@@ -29,6 +29,17 @@
  * Profile of the former one-command-per-chunk scheme (64 in flight,
  * refilled each 100 ms tick): it could not pass 640 deletions per second
  * per server whatever the disk, and spent one frame each way per chunk.
+ *
+ * A chunk file a server reports that the master does not know is an
+ * orphan: made by a master that stopped before journaling it, or left
+ * by a deletion lost with a connection or a master restart. It is
+ * deleted only after stray_grace, and only if the master still does
+ * not know the chunk then: a changelog replay or another master of a
+ * group may bring it back meanwhile, and then it is a copy like any
+ * other. The wait is the master's, in memory: a server that
+ * disconnects, or a master that restarts, starts it again at the next
+ * registration. A file already queued for deletion (or in a batch in
+ * flight) is no orphan: it goes with its queue.
  *
  * Replication walks the chunk table in slices each tick and gives chunks
  * with fewer valid copies than the goal a new one, a few at a time per
@@ -114,6 +125,7 @@ void csrvs_release(struct master *m)
 	htab_release(&m->cs.cmds);
 	for (uint32_t i = 1; i <= m->cs.n; i++) {
 		free(m->cs.srv[i]->delq);
+		free(m->cs.srv[i]->strays);
 		free(m->cs.srv[i]);
 	}
 	m->cs.n = 0;
@@ -208,6 +220,142 @@ void csrv_chunk_gone(void *arg, const struct chunk *c)
 	for (int i = 0; i < c->ncopies; i++)
 		csrv_queue_delete(m, c->copies[i].srv, c->id,
 				  SW_MAX(c->version, c->copies[i].version));
+}
+
+/* ---- strays: orphaned chunk files ------------------------------- */
+
+/* Append @chunk at @version to @s's orphans, due for deletion after
+ * stray_grace. 0 or -ENOMEM. */
+static int stray_push(struct master *m, struct csrv *s, uint64_t chunk,
+		      uint32_t version)
+{
+	if (s->strays_head && s->strays_head * 2 >= s->strays_len) {
+		memmove(s->strays, s->strays + s->strays_head,
+			csrv_strays(s) * sizeof(*s->strays));
+		s->strays_len -= s->strays_head;
+		s->strays_head = 0;
+	}
+	if (sw_grow(&s->strays, &s->strays_cap, s->strays_len + 1,
+		    sizeof(*s->strays), 256) < 0)
+		return -ENOMEM;
+	s->strays[s->strays_len++] = (struct csrv_stray){
+		.chunk = chunk,
+		.version = version,
+		.due = sw_mono_ns() + (int64_t)m->cfg.stray_grace_ms * 1000000,
+	};
+	return 0;
+}
+
+/* Forget @s's orphans: its next registration reports them again. */
+static void strays_drop(struct csrv *s)
+{
+	s->strays_head = s->strays_len = 0;
+}
+
+/*
+ * Chunk ids of @s's deletions queued or in flight, sorted, to tell a file
+ * reported at registration that is already on its way out from an
+ * orphan. Built on first use by one registration message.
+ */
+struct queued {
+	uint64_t *ids;
+	size_t n, cap;
+	bool built;
+};
+
+static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc);
+static void reconcile(struct master *m, struct csrv *s,
+		      const Sweepfs__ChunkInfo *ci, struct queued *qd);
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct inflight_ids {
+	struct queued *qd;
+	uint32_t srv;
+};
+
+/* A DELETE_BATCH in flight: its (chunk id, version) pairs. */
+struct del_batch {
+	uint32_t n;   /* pairs */
+	uint64_t v[]; /* 2 * n: id, version */
+};
+
+static int collect_inflight(void *e, void *arg)
+{
+	const struct cs_cmd *k = e;
+	struct inflight_ids *in = arg;
+	const struct del_batch *b = k->arg;
+
+	if (k->cb != deleted_cb || k->srv != in->srv)
+		return 0;
+	if (sw_grow(&in->qd->ids, &in->qd->cap, in->qd->n + b->n,
+		    sizeof(*in->qd->ids), 1024) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < b->n; i++)
+		in->qd->ids[in->qd->n++] = b->v[2 * i];
+	return 0;
+}
+
+/* Whether @chunk is queued or in flight for deletion on @s. On no memory
+ * to tell, says no: the file then waits its grace as an orphan. */
+static bool queued_has(struct master *m, struct csrv *s, struct queued *qd,
+		       uint64_t chunk)
+{
+	if (!qd->built) {
+		size_t n = csrv_deletes_pending(s);
+		struct inflight_ids in = { .qd = qd, .srv = s->id };
+
+		qd->built = true;
+		if (!n)
+			return false;
+		if (sw_grow(&qd->ids, &qd->cap, n, sizeof(*qd->ids), 1024) < 0)
+			return false;
+		for (size_t i = s->delq_head; i < s->delq_len;
+		     i += CSRV_DELQ_ENTRY)
+			qd->ids[qd->n++] = s->delq[i];
+		if (s->del_inflight &&
+		    htab_foreach(&m->cs.cmds, collect_inflight, &in) < 0)
+			qd->n = 0;
+		qsort(qd->ids, qd->n, sizeof(*qd->ids), cmp_u64);
+	}
+	return qd->n &&
+	       bsearch(&chunk, qd->ids, qd->n, sizeof(*qd->ids), cmp_u64);
+}
+
+/* @s's orphans whose grace ended: deleted if still unknown, else taken
+ * as the copies they are. */
+static void strays_expire(struct master *m, struct csrv *s, int64_t now)
+{
+	size_t n = 0;
+
+	while (s->strays_head < s->strays_len &&
+	       s->strays[s->strays_head].due <= now) {
+		const struct csrv_stray *o = &s->strays[s->strays_head++];
+		Sweepfs__ChunkInfo ci = SWEEPFS__CHUNK_INFO__INIT;
+
+		ci.chunk_id = o->chunk;
+		ci.version = o->version;
+		if (!chunk_get(&m->ns, o->chunk)) {
+			csrv_queue_delete(m, s->id, o->chunk, o->version);
+			n++;
+		} else {
+			sw_notice(TAG,
+				  "%s: chunk %016" PRIx64 " is known again "
+				  "after its grace as an orphan; kept",
+				  s->listen, o->chunk);
+			reconcile(m, s, &ci, NULL);
+		}
+	}
+	if (s->strays_head == s->strays_len)
+		strays_drop(s);
+	if (n)
+		sw_info(TAG, "%s: %zu orphaned chunk files queued for deletion",
+			s->listen, n);
 }
 
 /* ---- commands ------------------------------------------------------- */
@@ -352,9 +500,10 @@ static void take_newer(struct master *m, struct csrv *s, struct chunk *c,
 	}
 }
 
-/* One entry of a server's inventory against the namespace. */
+/* One entry of a server's inventory against the namespace; @qd, NULL
+ * once the entry's grace ended, tells what is queued for deletion. */
 static void reconcile(struct master *m, struct csrv *s,
-		      const Sweepfs__ChunkInfo *ci)
+		      const Sweepfs__ChunkInfo *ci, struct queued *qd)
 {
 	struct chunk *c = chunk_get(&m->ns, ci->chunk_id);
 	const struct chunk_intent *in;
@@ -366,7 +515,11 @@ static void reconcile(struct master *m, struct csrv *s,
 		 * id must not be handed out again while this is around. */
 		if (ci->chunk_id >= m->ns.next_chunk)
 			m->ns.next_chunk = ci->chunk_id + 1;
-		csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
+		if (qd && queued_has(m, s, qd, ci->chunk_id))
+			return;
+		if (!qd || !m->cfg.stray_grace_ms ||
+		    stray_push(m, s, ci->chunk_id, ci->version) < 0)
+			csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
 		return;
 	}
 	in = ns_intent_get(&m->ns, c->id);
@@ -407,6 +560,8 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__CsRegisterReply reply = SWEEPFS__CS_REGISTER_REPLY__INIT;
 	struct master *m = r->m;
 	struct csrv *s = server_of(r);
+	struct queued qd = { 0 };
+	size_t strays;
 
 	if (r->s->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER) {
 		req_error(r, -EPERM);
@@ -426,6 +581,7 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 		s->conn = r->conn;
 		r->conn->csrv = s->id;
 		s->chunks = 0;
+		strays_drop(s);
 		snprintf(s->listen, sizeof(s->listen), "%s", q->listen);
 		sw_notice(TAG, "chunkserver %s (%016" PRIx64 ") registered",
 			  s->listen, s->server_id);
@@ -433,8 +589,16 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 	s->total_bytes = q->total_bytes;
 	s->used_bytes = q->used_bytes;
 	s->last_seen = sw_mono_ns();
+	strays = csrv_strays(s);
 	for (size_t i = 0; i < q->n_chunks; i++)
-		reconcile(m, s, q->chunks[i]);
+		reconcile(m, s, q->chunks[i], &qd);
+	free(qd.ids);
+	if (csrv_strays(s) > strays)
+		sw_notice(TAG,
+			  "%s: %zu chunk files the master does not know; "
+			  "deleted in %" PRIu64 " s unless it learns of them",
+			  s->listen, csrv_strays(s) - strays,
+			  m->cfg.stray_grace_ms / 1000);
 	data_registered(m);
 	reply.has_server_id = 1;
 	reply.server_id = s->server_id;
@@ -522,6 +686,7 @@ void csrv_detach(struct master *m, struct conn *c)
 	sw_notice(TAG, "chunkserver %s disconnected", s->listen);
 	s->conn = NULL;
 	c->csrv = 0;
+	strays_drop(s);
 	fail_cmds(m, s->id, -ECONNRESET);
 }
 
@@ -583,12 +748,6 @@ void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
 
 /* ---- background: deletions, replication ----------------------------- */
 
-/* A DELETE_BATCH in flight: its (chunk id, version) pairs. */
-struct del_batch {
-	uint32_t n;   /* pairs */
-	uint64_t v[]; /* 2 * n: id, version */
-};
-
 static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc)
 {
 	struct del_batch *b = arg;
@@ -598,9 +757,11 @@ static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc)
 		s->del_inflight -= b->n;
 		s->del_batches--;
 	}
-	if (s && rc == -ETIMEDOUT && csrv_up(s)) {
-		/* Still connected: it may have done them, or not; again
-		 * (an id it no longer has costs it nothing). */
+	if (s && (rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -ENOTCONN)) {
+		/* It may have done them, or not: again, now or once it is
+		 * back (an id it no longer has costs it nothing). Kept in
+		 * the queue, the files it still reports at its next
+		 * registration are no strays, and go without the grace. */
 		for (uint32_t i = 0; i < b->n; i++)
 			if (delq_push(s, b->v[2 * i], (uint32_t)b->v[2 * i + 1],
 				      0) < 0)
@@ -843,8 +1004,10 @@ void csrvs_tick(struct master *m)
 	for (uint32_t i = 1; i <= m->cs.n; i++) {
 		struct csrv *s = m->cs.srv[i];
 
-		if (csrv_up(s))
+		if (csrv_up(s)) {
+			strays_expire(m, s, now);
 			drain_deletions(m, s);
+		}
 		rs.inflight += s->replicating;
 	}
 	if (now - last_timeout_scan > SW_NSEC_PER_SEC) {

@@ -53,6 +53,18 @@ struct csrv {
 	uint32_t inflight;     /* commands not yet done */
 	uint32_t replicating;  /* of which replications */
 	double delete_credit;  /* token bucket for paced deletions */
+	/* Unknown chunk files it reported, oldest first from strays_head. */
+	struct csrv_stray *strays;
+	size_t strays_len, strays_cap, strays_head;
+};
+
+/* A chunk file a server reported that the master does not know (an
+ * orphan): deleted when its grace (stray_grace) ends if the master still
+ * does not know it. */
+struct csrv_stray {
+	uint64_t chunk;
+	uint32_t version;
+	int64_t due; /* mono ns */
 };
 
 /* The master's chunkservers (struct master's cs). */
@@ -116,6 +128,12 @@ void csrv_drain_deletions(struct master *m, struct csrv *s);
 static inline uint64_t csrv_deletes_pending(const struct csrv *s)
 {
 	return (s->delq_len - s->delq_head) / CSRV_DELQ_ENTRY + s->del_inflight;
+}
+
+/* Unknown chunk files @s reported that wait out their grace. */
+static inline uint64_t csrv_strays(const struct csrv *s)
+{
+	return s->strays_len - s->strays_head;
 }
 
 /* ns->chunk_gone hook: queue deletion of every copy of @c. */

@@ -624,7 +624,8 @@ static int check_servers(struct check *k, Sweepfs__FsckServer **out)
 	for (uint32_t i = 1; i <= m->cs.n; i++) {
 		struct csrv *s = m->cs.srv[i];
 		Sweepfs__FsckServer *x = out[i - 1];
-		uint64_t queued = csrv_deletes_pending(s);
+		/* Chunk files waiting out their grace are on disk too. */
+		uint64_t queued = csrv_deletes_pending(s) + csrv_strays(s);
 
 		x->listen = s->listen;
 		x->has_connected = x->has_known = x->has_reported = 1;

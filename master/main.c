@@ -42,7 +42,7 @@ static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
 /* Options in each table (the second ends with the terminating { 0 }). */
-#define NOPTS_SERVICE 34
+#define NOPTS_SERVICE 35
 #define NOPTS_LIMITS 15
 #define NOPTS_CAPS 8
 #define NOPTS (NOPTS_SERVICE + NOPTS_CAPS + NOPTS_LIMITS)
@@ -98,6 +98,11 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  &c->chunkserver_grace_ms, 0, 3600 * 1000, NULL,
 		  "after start-up, requests for a chunk no chunkserver has "
 		  "reported yet wait this long for it to register again" },
+		{ "stray_grace", SW_OPT_DURATION, &c->stray_grace_ms, 0,
+		  7 * 24 * 3600 * 1000ULL, NULL,
+		  "a chunk file a chunkserver reports that the master does "
+		  "not know is deleted only after this long (a replay or "
+		  "another master may still bring it back); 0: at once" },
 		{ "purge_slice", SW_OPT_UINT, &c->purge_slice_us, 10, 100000,
 		  NULL, "longest run of the purge between requests, in us" },
 		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,

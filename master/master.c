@@ -57,6 +57,7 @@ void master_config_defaults(struct master_config *c)
 	c->goal = 1;
 	c->delete_rate = 1000000;
 	c->chunkserver_grace_ms = 5000;
+	c->stray_grace_ms = 5 * 60 * 1000;
 	c->purge_slice_us = 200;
 	c->purge_duty = 50;
 	c->purge_duty_busy = 10;

@@ -77,6 +77,7 @@ struct master_config {
 	uint64_t goal;		       /* copies of each chunk */
 	uint64_t delete_rate;	       /* chunk deletions/s per server */
 	uint64_t chunkserver_grace_ms; /* after start-up: wait for them */
+	uint64_t stray_grace_ms;       /* keep unknown chunk files this long */
 	uint64_t purge_slice_us;       /* longest purge slice */
 	uint64_t purge_duty;	       /* percent of the loop's time */
 	uint64_t purge_duty_busy;      /* ... while clients are served */

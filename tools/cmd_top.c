@@ -226,6 +226,33 @@ static void header(struct screen *s, const Sweepfs__InfoReply *r,
 	    r->trash_items, r->meta_version, r->durable_version);
 }
 
+/* Deletions a second server @x acknowledged since frame @p (NULL: the
+ * first frame, 0), matched by address: a master that restarted between
+ * the frames may list its servers in another order. */
+static double server_rate(const Sweepfs__ServerInfo *x,
+			  const Sweepfs__InfoReply *p, double dt)
+{
+	for (size_t i = 0; p && x->listen && i < p->n_servers; i++) {
+		const Sweepfs__ServerInfo *y = p->servers[i];
+
+		if (y->listen && !strcmp(x->listen, y->listen))
+			return x->deleted >= y->deleted ?
+				       (double)(x->deleted - y->deleted) / dt :
+				       0;
+	}
+	return 0;
+}
+
+/* "done in ETA" for @pending at @rate a second, "?" at no rate yet. */
+static const char *eta_of(uint64_t pending, double rate, char *buf, size_t len)
+{
+	if (rate <= 0) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	return dur((uint64_t)((double)pending / rate * 1000), buf, len);
+}
+
 static void background(struct screen *s, const Sweepfs__InfoReply *r,
 		       const Sweepfs__InfoReply *p, double dt)
 {
@@ -253,20 +280,22 @@ static void background(struct screen *s, const Sweepfs__InfoReply *r,
 	drate = p && deleted >= pdeleted ? (double)(deleted - pdeleted) / dt :
 					   0;
 	if (r->chunk_deletes_pending) {
-		snprintf(eta, sizeof(eta), "?");
-		if (drate > 0)
-			dur((uint64_t)((double)r->chunk_deletes_pending /
-				       drate * 1000),
-			    eta, sizeof(eta));
 		put(s, "chunks     %s deletions pending, %s/s, done in %s",
 		    num((double)r->chunk_deletes_pending, b1, sizeof(b1)),
-		    num(drate, b2, sizeof(b2)), eta);
-		for (size_t i = 0; i < r->n_servers && i < 4; i++)
-			put(s, "             %-24s %s pending%s",
-			    r->servers[i]->listen ? r->servers[i]->listen : "?",
-			    num((double)r->servers[i]->deletes_pending, b3,
-				sizeof(b3)),
-			    r->servers[i]->connected ? "" : " (away)");
+		    num(drate, b2, sizeof(b2)),
+		    eta_of(r->chunk_deletes_pending, drate, eta, sizeof(eta)));
+		for (size_t i = 0; i < r->n_servers && i < 4; i++) {
+			const Sweepfs__ServerInfo *x = r->servers[i];
+			double rate = server_rate(x, p, dt);
+
+			put(s,
+			    "             %-24s %s pending, %s/s, done in %s%s",
+			    x->listen ? x->listen : "?",
+			    num((double)x->deletes_pending, b3, sizeof(b3)),
+			    num(rate, b2, sizeof(b2)),
+			    eta_of(x->deletes_pending, rate, eta, sizeof(eta)),
+			    x->connected ? "" : " (away)");
+		}
 	} else {
 		put(s, "chunks     no deletions pending (%s chunks)",
 		    num((double)r->chunks, b1, sizeof(b1)));

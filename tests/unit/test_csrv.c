@@ -2,8 +2,8 @@
  * csrv.c's deletion queue: deletions leave in DELETE_BATCH commands of at
  * most 512 chunks, four in flight per server, within delete_rate's
  * credit, only once the change that queued them is durable; they count
- * as pending until acknowledged, and those lost with a connection stop
- * counting (the server's next registration reports the files).
+ * as pending until acknowledged, and those lost with a connection go
+ * back to the queue.
  *
  * conn_notify() and the changelog's two version queries are wrapped
  * (-Wl,--wrap): the commands are recorded instead of sent, and the test
@@ -187,7 +187,7 @@ static void test_drain_waits_for_durable(void **state)
 	f->m.cl = NULL;
 }
 
-static void test_disconnect_drops_in_flight(void **state)
+static void test_disconnect_requeues_in_flight(void **state)
 {
 	struct fixture *f = *state;
 
@@ -196,15 +196,25 @@ static void test_disconnect_drops_in_flight(void **state)
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_int_equal(wire.sent, 4);
 	csrv_detach(&f->m, &f->conn);
-	/* In flight: the server's next registration reports what it still
-	 * has; they no longer count. Queued: still pending. */
+	/* In flight: back in the queue, behind the rest, all still
+	 * pending (not left to wait stray_grace as unknown files). */
 	assert_int_equal(f->srv->del_inflight, 0);
 	assert_int_equal(f->srv->del_batches, 0);
-	assert_int_equal(csrv_deletes_pending(f->srv), 3000 - 2048);
-	assert_int_equal(f->m.cs.pending_deletes, 3000 - 2048);
+	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
+	assert_int_equal(f->m.cs.pending_deletes, 3000);
 	/* Not connected: nothing is sent. */
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_int_equal(wire.sent, 4);
+	/* Back: the ones never sent first, then those lost; the window
+	 * full again, all still pending. */
+	f->srv->conn = &f->conn;
+	f->conn.csrv = 1;
+	csrv_drain_deletions(&f->m, f->srv);
+	assert_false(wire.bad);
+	assert_int_equal(wire.sent, 8);
+	assert_int_equal(wire.first[4], 2049);
+	assert_int_equal(wire.ids[5], 512);
+	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
 }
 
 int main(void)
@@ -216,8 +226,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain_waits_for_durable,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_disconnect_drops_in_flight,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_disconnect_requeues_in_flight, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,7 +21,10 @@ K=200
 RATE=4000 # deletions/s in part 1: N/2 of them take a few seconds
 
 M=$SW_TMP/mnt
-start_master --set goal=1 --set "delete_rate=$RATE" --set changelog_sync=always
+# stray_grace: the deletions the killed master had queued come back as
+# orphaned chunk files (strays.sh tests their grace); here, 1 s.
+start_master --set goal=1 --set "delete_rate=$RATE" --set changelog_sync=always \
+	--set stray_grace=1s
 start_mount
 
 # make DIR COUNT: COUNT files of 4 KiB under DIR, 4 writers, 100 a
