@@ -76,10 +76,11 @@
  * grant walked at once that either cannot pay up front is refused
  * ("busy"), without a walk, and the mount works through the master
  * meanwhile; a grant walked in slices pays each slice, and waits for
- * the buckets to refill when they are empty. A session's bucket refills at DELEG_VISITS_SESSION a
- * second, everyone's at DELEG_VISITS_ALL (about 5% and 10% of a core);
- * each holds two seconds' worth, which is the largest directory
- * delegated (4 M entries): no turn of the loop walks more than that.
+ * the buckets to refill when they are empty. A session's bucket
+ * refills at DELEG_VISITS_SESSION a second, everyone's at
+ * DELEG_VISITS_ALL (about 5% and 10% of a core); each holds two
+ * seconds' worth. No turn of the loop walks more than DELEG_WALK_SYNC
+ * entries for a grant at once, nor longer than purge_slice for walks.
  */
 #define DELEG_VISITS_SESSION 2000000.0
 #define DELEG_VISITS_ALL 4000000.0
