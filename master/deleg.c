@@ -61,7 +61,8 @@
  * that ended longest ago (its stale marks are the likeliest to be
  * gone); with all in use, the least shared. A stale mark that a new
  * delegation's tag makes look live costs a recall that was not needed,
- * never one that was.
+ * never one that was. A live mark is never replaced by another tag
+ * (mark_one()): a file that two grants marked is everyone's.
  */
 #define DELEG_TAGS NODE_DELEG_TAG_ANY /* 1..14, and 15: everyone's */
 
@@ -70,14 +71,16 @@
  * check for other names and the marks), about 25 ns an entry here: 5 ms
  * for 200,000 entries. Without a bound, a client pipelining DELEG and
  * DELEG_RETURN of a large directory kept the loop marking (40 KB of
- * requests froze it for 11 s). So a grant is paid for up front, one
- * visit an entry, from two buckets of visits: its session's and
- * everyone's; a grant that either cannot pay is refused ("busy"), at
- * once and without a walk, and the mount works through the master
- * meanwhile. A session's bucket refills at DELEG_VISITS_SESSION a
- * second, everyone's at DELEG_VISITS_ALL (about 5% and 10% of a core);
- * each holds two seconds' worth, which is the largest directory
- * delegated (4 M entries): no turn of the loop walks more than that.
+ * requests froze it for 11 s). So a grant is paid for, one visit an
+ * entry, from two buckets of visits: its session's and everyone's; a
+ * grant walked at once that either cannot pay up front is refused
+ * ("busy"), without a walk, and the mount works through the master
+ * meanwhile; a grant walked in slices pays each slice, and waits for
+ * the buckets to refill when they are empty. A session's bucket
+ * refills at DELEG_VISITS_SESSION a second, everyone's at
+ * DELEG_VISITS_ALL (about 5% and 10% of a core); each holds two
+ * seconds' worth. No turn of the loop walks more than DELEG_WALK_SYNC
+ * entries for a grant at once, nor longer than purge_slice for walks.
  */
 #define DELEG_VISITS_SESSION 2000000.0
 #define DELEG_VISITS_ALL 4000000.0
@@ -94,14 +97,22 @@
  * decided again when the walk ends (refusal()), as though the DELEG
  * came then; entries added meanwhile are at the end of the list, which
  * the walk reaches last. It ends refused when an entry has other
- * names, the directory goes, or another session caches it by then; it
- * is dropped with its session. At most one walk per session and
- * DELEG_WALKS_MAX in all ("busy" past that): the memory and the share
- * of the loop any number of clients can take this way are bounded.
+ * names, a file marked anywhere got another name meanwhile
+ * (ns.marked_links: rare, and it errs the safe way), the directory goes
+ * or is granted, another session caches it by then, or the directory
+ * grows by DELEG_WALK_SYNC more than it had; it is dropped with its
+ * session. A directory being walked is granted to no one else, nor
+ * walked again, until the walk ends ("busy"). At most one walk per
+ * session and DELEG_WALKS_MAX in all ("busy" past that), each slice
+ * paid from the buckets above (everyone's: about 10% of a core), so
+ * that the memory and the share of the loop any number of clients
+ * can take this way are bounded, and a walk's slot is held only for
+ * as long as its directory's size at the rate its session may pay.
  */
 #define DELEG_WALK_SYNC 16384u
 #define DELEG_WALK_EVERY_MS 1
 #define DELEG_WALKS_MAX 8u
+#define DELEG_WALK_BATCH 256 /* visits between looks at the clock */
 
 struct walk {
 	struct req *r;	   /* the DELEG, deferred */
@@ -109,6 +120,8 @@ struct walk {
 	uint64_t dir;	   /* looked up at each slice: it may go */
 	unsigned tag;
 	struct cursor cur; /* on the last entry marked */
+	uint64_t links;	   /* ns.marked_links when it started */
+	uint64_t left;	   /* visits it may still make */
 	struct walk *next;
 };
 
@@ -148,15 +161,12 @@ struct delegs {
 
 /* Grants walked in slices, below the requests that start them. */
 static struct walk *walk_of(const struct delegs *ds, const struct session *s);
+static struct walk *walk_of_dir(const struct delegs *ds, uint64_t dir);
 static void walk_end(struct master *m, struct walk *w, const char *why);
 static void free_handle(uv_handle_t *h);
 
-/*
- * Take @cost from @b, which refills at @rate a second up to two seconds'
- * worth: whether it could pay.
- */
-static bool bucket_take(struct deleg_bucket *b, double rate, double cost,
-			int64_t now)
+/* Refill @b, at @rate a second up to two seconds' worth: what it holds. */
+static double bucket_fill(struct deleg_bucket *b, double rate, int64_t now)
 {
 	double cap = 2 * rate;
 
@@ -166,7 +176,14 @@ static bool bucket_take(struct deleg_bucket *b, double rate, double cost,
 		b->tokens = SW_MIN(
 			cap, b->tokens + rate * (double)(now - b->at) / 1e9);
 	b->at = now;
-	if (b->tokens < cost)
+	return b->tokens;
+}
+
+/* Take @cost from @b (see bucket_fill()): whether it could pay. */
+static bool bucket_take(struct deleg_bucket *b, double rate, double cost,
+			int64_t now)
+{
+	if (bucket_fill(b, rate, now) < cost)
 		return false;
 	b->tokens -= cost;
 	return true;
@@ -224,11 +241,29 @@ static void set_tag(struct node *n, unsigned tag)
 			      (tag << NODE_DELEG_TAG_SHIFT));
 }
 
-/* Whether a delegation has @tag now (NODE_DELEG_TAG_ANY: any). */
+/* Whether a delegation or a walk has @tag now (NODE_DELEG_TAG_ANY: any;
+ * a walk's marks must outlive it if it installs). */
 static bool tag_live(const struct delegs *ds, unsigned tag)
 {
-	return tag == NODE_DELEG_TAG_ANY ? ds->head != NULL :
+	return tag == NODE_DELEG_TAG_ANY ? ds->head != NULL || ds->nwalks :
 					   ds->tag_live[tag] > 0;
+}
+
+/*
+ * Mark file @n with @tag. A live mark of another tag is never replaced:
+ * it may be that of a delegation or a walk of the same directory (a
+ * walk's grant refused at its end, or installed after the other), and
+ * replacing it would let a request by number skip that holder's
+ * recall. Such a file is marked as everyone's, as mark_deleg_in()
+ * (namespace.c) marks a file that two delegations may hold.
+ */
+static void mark_one(const struct delegs *ds, struct node *n, unsigned tag)
+{
+	unsigned old = node_tag(n);
+
+	if (old && old != tag && tag_live(ds, old))
+		tag = NODE_DELEG_TAG_ANY;
+	set_tag(n, tag);
 }
 
 /* The tag for a new delegation (see the top). */
@@ -260,7 +295,7 @@ static bool mark(struct delegs *ds, struct node *dir, unsigned tag)
 		/* Reachable by another name, which no recall guards. */
 		if (n->nlink > 1)
 			return false;
-		set_tag(n, tag); /* its only name is here */
+		mark_one(ds, n, tag); /* its only name is here */
 	}
 	return true;
 }
@@ -703,6 +738,10 @@ static const char *refusal(struct master *m, struct session *s,
 		return "the metadata disk is full";
 	if (ns_detached(dir))
 		return "removed";
+	/* Being walked for a grant: its marks are that walk's until it
+	 * ends (a second walk, or a grant meanwhile, would mix them). */
+	if (start && walk_of_dir(m->delegs, dir->ino))
+		return "busy";
 	/* Last but the walk: it costs the directory's size. */
 	if (start && dir->u.dir->nentries > DELEG_WALK_SYNC &&
 	    (walk_of(m->delegs, s) || m->delegs->nwalks >= DELEG_WALKS_MAX))
@@ -778,6 +817,15 @@ static struct walk *walk_of(const struct delegs *ds, const struct session *s)
 	return w;
 }
 
+static struct walk *walk_of_dir(const struct delegs *ds, uint64_t dir)
+{
+	struct walk *w = ds->walks;
+
+	while (w && w->dir != dir)
+		w = w->next;
+	return w;
+}
+
 /*
  * End walk @w: refused for @why (NULL: decided now), its DELEG answered
  * if its connection is still there, @w freed.
@@ -803,6 +851,10 @@ static void walk_end(struct master *m, struct walk *w, const char *why)
 	/* Another's walk ended first. */
 	if (!why && (dir->flags & NODE_DELEG))
 		why = "another session caches it";
+	/* A file it marked may have got a name elsewhere since it was
+	 * visited (which no recall of this directory guards). */
+	if (!why && w->links != m->ns.marked_links)
+		why = "an entry got another name";
 	if (!why)
 		why = refusal(m, w->s, dir, false);
 	if (!why && install(m, w->s, dir, w->tag, NULL) < 0)
@@ -827,38 +879,74 @@ static void walk_end(struct master *m, struct walk *w, const char *why)
 		uv_timer_stop(ds->walk_timer);
 }
 
-/* Walk @w on until @deadline (mono ns), or to its end. */
-static void walk_slice(struct master *m, struct walk *w, int64_t deadline)
+/*
+ * Walk @w on until @deadline (mono ns), as far as its session's and
+ * everyone's visits pay (see the top; it waits for them to refill), or
+ * to its end: whether it ended (@w is freed then).
+ */
+static bool walk_slice(struct master *m, struct walk *w, int64_t deadline)
 {
+	struct delegs *ds = m->delegs;
 	struct node *dir = ns_get(&m->ns, w->dir);
 	struct edge *e, *last = NULL;
-	unsigned k = 0;
+	int64_t now = sw_mono_ns();
+	double pay;
+	uint64_t k = 0;
 
 	if (!dir || w->cur.dir != dir || ns_detached(dir)) {
 		walk_end(m, w, "removed");
-		return;
+		return true;
 	}
+	/* Granted by then, which this walk would only refuse at its end. */
+	if (dir->flags & NODE_DELEG) {
+		walk_end(m, w, "another session caches it");
+		return true;
+	}
+	pay = SW_MIN(bucket_fill(&w->s->deleg_visits, DELEG_VISITS_SESSION,
+				 now),
+		     bucket_fill(&ds->all, DELEG_VISITS_ALL, now));
+	if (pay < DELEG_WALK_BATCH)
+		return false;
 	e = ns_edge_live(w->cur.pos ? w->cur.pos->next : dir->u.dir->head);
-	while (e) {
+	while (e && k < pay) {
 		struct node *n = e->child;
 
-		m->delegs->st.visits++;
+		if (!w->left--) {
+			walk_end(m, w, "it grows faster than it is walked");
+			return true;
+		}
+		ds->st.visits++;
+		k++;
 		if (!S_ISDIR(n->mode)) {
 			if (n->nlink > 1) {
 				walk_end(m, w, "an entry has other names");
-				return;
+				return true;
 			}
-			set_tag(n, w->tag);
+			mark_one(ds, n, w->tag);
 		}
 		last = e;
 		e = ns_edge_live(e->next);
-		if (++k % 256 == 0 && sw_mono_ns() >= deadline)
+		if (k % DELEG_WALK_BATCH == 0 && sw_mono_ns() >= deadline)
 			break;
 	}
+	w->s->deleg_visits.tokens -= (double)k * DELEG_VISITS_PER_ENTRY;
+	ds->all.tokens -= (double)k * DELEG_VISITS_PER_ENTRY;
 	if (last)
 		ns_cursor_set(&m->ns, &w->cur, dir, last);
-	if (!e)
-		walk_end(m, w, NULL);
+	if (e)
+		return false;
+	walk_end(m, w, NULL);
+	return true;
+}
+
+/* The @i-th walk, oldest first, or NULL. */
+static struct walk *walk_nth(const struct delegs *ds, unsigned i)
+{
+	struct walk *w = ds->walks;
+
+	while (w && i--)
+		w = w->next;
+	return w;
 }
 
 static void on_walk_timer(uv_timer_t *t)
@@ -866,11 +954,17 @@ static void on_walk_timer(uv_timer_t *t)
 	struct master *m = t->data;
 	struct delegs *ds = m->delegs;
 	int64_t deadline = sw_mono_ns() + (int64_t)m->cfg.purge_slice_us * 1000;
+	struct walk *w;
+	unsigned i = 0;
 
-	/* The oldest first; one slice for all of them together. */
-	do
-		walk_slice(m, ds->walks, deadline);
-	while (ds->walks && sw_mono_ns() < deadline);
+	/* The oldest first; one slice for all of them together, each
+	 * looked at once (an end frees it: the next takes its place). */
+	while ((w = walk_nth(ds, i)) != NULL) {
+		if (!walk_slice(m, w, deadline))
+			i++;
+		if (sw_mono_ns() >= deadline)
+			break;
+	}
 	ds->st.walk_slices++;
 }
 
@@ -901,6 +995,10 @@ static int walk_start(struct req *r, struct node *dir)
 	w->s = r->s;
 	w->dir = dir->ino;
 	w->tag = pick_tag(ds);
+	w->links = m->ns.marked_links;
+	/* Entries added meanwhile are walked too, but not without end: a
+	 * directory that grows faster than its walk is refused. */
+	w->left = dir->u.dir->nentries + DELEG_WALK_SYNC;
 	ds->tag_live[w->tag]++;
 	ns_cursor_init(&w->cur);
 	ns_cursor_set(&m->ns, &w->cur, dir, NULL);

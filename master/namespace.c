@@ -845,6 +845,8 @@ int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
 		edge_free(ns, e);
 		return rc;
 	}
+	if (n->flags & NODE_DELEG_TAG)
+		ns->marked_links++;
 	n->nlink++;
 	n->ctime = now;
 	touch_dir(dir, now);
@@ -1623,10 +1625,13 @@ int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
 		edge_free(ns, e);
 		return rc;
 	}
-	if (!S_ISDIR(child->mode))
+	if (!S_ISDIR(child->mode)) {
+		if (child->flags & NODE_DELEG_TAG)
+			ns->marked_links++;
 		child->nlink++;
-	else
+	} else {
 		child->u.dir->parent = dir;
+	}
 	note_ids(ns, 0, id);
 	return 0;
 }

@@ -187,6 +187,9 @@ struct ns {
 	uint64_t ndirs;	    /* of which directories */
 	uint64_t nedges;    /* live edges */
 	uint64_t dir_moves; /* directory names removed: paths may differ */
+	/* Names added to a file marked for a delegation (NODE_DELEG_TAG):
+	 * a grant walked in slices is refused if one came meanwhile. */
+	uint64_t marked_links;
 	size_t dir_bytes;   /* struct dir and index arrays */
 	/* Directories whose name table is being resized: ns_housekeep()
 	 * moves them on, so that the old array does not stay allocated

@@ -51,7 +51,11 @@ void deleg_want(struct deleg *dg, uint64_t dir);
  * The entry timeout for @name in @dir, to be handed to the kernel now: a
  * long one in a held directory whose own entry in the kernel is known
  * (deleg_note_dir()): all such names are taken back at once, with that
- * entry, when the delegation ends. Else 0: the usual one.
+ * entry, when the delegation ends. Else 0: the usual one. A long one is
+ * asked for again just before the reply goes (ops.c): a recall handled
+ * between the two, which told the kernel to forget the directory's
+ * names, must not see one come back for long (the window left is the
+ * reply's own write; readdirplus is not asked again).
  */
 double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name);
 

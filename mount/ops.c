@@ -379,10 +379,15 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (S_ISDIR(de.attr.mode))
 			deleg_note_dir(m->deleg, parent, name, de.attr.ino);
 		t = deleg_entry_timeout(m->deleg, parent, name);
-		if (t > 0)
-			e.entry_timeout = t;
 		if (itable_ref(&m->inodes, de.attr.ino) < 0)
 			return false;
+		/* Decided last, and again if long: a recall handled since
+		 * the first look must not see its name come back for
+		 * long after it told the kernel to forget it. */
+		if (t > 0)
+			t = deleg_entry_timeout(m->deleg, parent, name);
+		if (t > 0)
+			e.entry_timeout = t;
 		if (fuse_reply_entry(req, &e) < 0)
 			itable_forget(&m->inodes, de.attr.ino, 1);
 		return true;
@@ -651,6 +656,11 @@ static bool made_here(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return true;
 	}
+	/* Recalled since it was made: the usual timeout (lookup_cached()). */
+	if (deleg_entry_timeout(m->deleg, to_master(m, parent), name) <= 0)
+		e.entry_timeout = SW_MIN(
+			e.entry_timeout,
+			mount_entry_timeout(m, to_master(m, parent), false));
 	if (!fi) {
 		if (fuse_reply_entry(req, &e) < 0)
 			itable_forget(&m->inodes, ino, 1);

@@ -993,6 +993,8 @@ static void test_batch_create_open(void **state)
  * file of a delegation that ended walk nothing, whatever the size.
  * Counted in entries visited, at two sizes.
  */
+#define DELEG_WALK_TEST_N 17000u /* past DELEG_WALK_SYNC */
+
 static uint64_t visits(struct fixture *f)
 {
 	struct deleg_stats st;
@@ -1133,6 +1135,151 @@ static void test_large_grant_walked_in_slices(void **state)
 	assert_false(r->granted);
 	sweepfs__deleg_reply__free_unpacked(r, NULL);
 	assert_int_equal(held(f), 0);
+}
+
+/* A directory "big" of @n files, the first returned. */
+static struct node *big_dir(struct fixture *f, unsigned n, struct node **big)
+{
+	char name[16];
+
+	*big = mk(f, f->m.ns.root, "big", S_IFDIR | 0755);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		assert_non_null(mk(f, *big, name, S_IFREG | 0644));
+	}
+	return entry(f, *big, "f0");
+}
+
+/* @c's DELEG of @dir, answered at once: whether it was granted. */
+static bool ask_now(struct fixture *f, struct conn *c, struct node *dir)
+{
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *r;
+	bool granted;
+
+	q.dir = dir->ino;
+	call(f, c, SW_MSG_DELEG, &q.base);
+	r = (Sweepfs__DelegReply *)take(c, SW_MSG_DELEG);
+	assert_non_null(r); /* not deferred for a walk */
+	granted = r->granted;
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	return granted;
+}
+
+/*
+ * Review of the walks, finding 1: while a grant's walk runs, no other
+ * session may walk the directory again nor have it granted at once;
+ * either would mark its files with a tag that goes stale when refused
+ * or given back, and a request by number would then clear the holder's
+ * marks and recall nothing. Before the fix: B's second walk, or B's
+ * grant and return, left the files of A's delegation unguarded.
+ */
+static void test_walk_keeps_its_marks(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *r;
+	struct node *big, *first = big_dir(f, DELEG_WALK_TEST_N, &big);
+	char name[16];
+
+	f->m.cfg.purge_slice_us = 1;
+	q.dir = big->ino;
+	for (int round = 0; round < 2; round++) {
+		call(f, &f->ca, SW_MSG_DELEG, &q.base);
+		assert_null(take(&f->ca, SW_MSG_DELEG)); /* walking */
+		uv_run(&f->loop, UV_RUN_ONCE);
+		assert_true(first->flags & NODE_DELEG_TAG);
+		if (round == 1) {
+			/* Shrunk under DELEG_WALK_SYNC: a grant at once. */
+			for (unsigned i = 16000; i < DELEG_WALK_TEST_N; i++) {
+				snprintf(name, sizeof(name), "f%u", i);
+				assert_int_equal(ns_unlink(&f->m.ns, big, name,
+							   strlen(name), false,
+							   ++f->now),
+						 0);
+			}
+		}
+		/* Another session: busy, at once, nothing marked. */
+		assert_false(ask_now(f, &f->cb, big));
+		give_back(f, &f->cb, big);
+		r = walked(f, &f->ca);
+		assert_non_null(r);
+		assert_true(r->granted);
+		sweepfs__deleg_reply__free_unpacked(r, NULL);
+		/* A third session by number: the holder is recalled. */
+		assert_true(getattr_waits(&f->cc, first));
+		assert_true(recalled(&f->ca, big));
+		give_back(f, &f->ca, big);
+		assert_int_equal(held(f), 0);
+	}
+}
+
+/*
+ * Finding 2: a file the walk visited gets a second name before the walk
+ * ends: refused. Before the fix, the grant went through.
+ */
+static void test_walk_refused_after_a_link(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *r;
+	struct node *big, *first = big_dir(f, DELEG_WALK_TEST_N, &big);
+
+	f->m.cfg.purge_slice_us = 1;
+	q.dir = big->ino;
+	call(f, &f->ca, SW_MSG_DELEG, &q.base);
+	assert_null(take(&f->ca, SW_MSG_DELEG));
+	uv_run(&f->loop, UV_RUN_ONCE);
+	assert_true(first->flags & NODE_DELEG_TAG); /* visited */
+	assert_int_equal(ns_link(&f->m.ns, first, f->d, "other", 5,
+				 f->m.ns.next_edge, ++f->now),
+			 0);
+	r = walked(f, &f->ca);
+	assert_non_null(r);
+	assert_false(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	assert_int_equal(held(f), 0);
+}
+
+/*
+ * Finding 3: a walk's visits are paid from its session's bucket, which
+ * refills at 2,000,000 a second: from empty, a walk never visits more
+ * than that rate allows, however long purge_slice is. Before the fix,
+ * one slice of 1 s walked the whole directory unpaid.
+ */
+static void test_walk_paid_by_its_session(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *r;
+	struct node *big;
+	int64_t t0;
+	uint64_t v;
+	double paid;
+
+	(void)big_dir(f, DELEG_WALK_TEST_N, &big);
+	f->m.cfg.purge_slice_us = 1000000;
+	q.dir = big->ino;
+	v = visits(f);
+	t0 = sw_mono_ns();
+	f->sa.deleg_visits.at = t0;
+	f->sa.deleg_visits.tokens = 0;
+	call(f, &f->ca, SW_MSG_DELEG, &q.base);
+	r = (Sweepfs__DelegReply *)take(&f->ca, SW_MSG_DELEG);
+	/* A few slices (the loop blocks once the walk's timer is gone). */
+	for (int i = 0; i < 3 && !r; i++) {
+		uv_run(&f->loop, UV_RUN_ONCE);
+		r = (Sweepfs__DelegReply *)take(&f->ca, SW_MSG_DELEG);
+	}
+	/* What the bucket refilled since it was emptied, at most. */
+	paid = 2000000.0 * (double)(sw_mono_ns() - t0) / 1e9;
+	assert_true((double)(visits(f) - v) <= paid + 1);
+	if (!r)
+		r = walked(f, &f->ca);
+	assert_non_null(r);
+	assert_true(r->granted);
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	assert_int_equal(visits(f) - v, DELEG_WALK_TEST_N);
 }
 
 static void test_made_dir_delegated(void **state)
@@ -1300,6 +1447,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_large_grant_walked_in_slices, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_walk_keeps_its_marks,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_walk_refused_after_a_link,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_walk_paid_by_its_session,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_made_dir_delegated, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_new_entries_recall_by_ino,
