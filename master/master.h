@@ -26,10 +26,10 @@
  *   fsck.c       the consistency check
  *   health.c     the chunk health census (status, top, /metrics)
  *   fileinfo.c   a file's chunks and a tree's summary (info, du)
- *  core (ns_core): namespace.c nsattr.c nscopy.c nstrash.c chunks.c
- *                mutation.c changelog.c checkpoint.c: nodes, edges,
- *                xattrs, copies, the trash's items, chunk table, replay,
- *                persistence
+ *  core (ns_core): namespace.c nspurge.c nsattr.c nscopy.c nstrash.c
+ *                chunks.c mutation.c changelog.c checkpoint.c: nodes,
+ *                edges, the purge's queue, xattrs, copies, the trash's
+ *                items, chunk table, replay, persistence
  */
 #ifndef SWEEPFS_MASTER_MASTER_H
 #define SWEEPFS_MASTER_MASTER_H

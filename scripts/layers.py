@@ -8,7 +8,8 @@ module (x.c with x.h) may include its own layer's headers and those
 below, never above:
 
   core      the namespace and the data structures it and the rest use:
-            namespace (+ namespace_i, nsattr, nscopy, nstrash, trash.h),
+            namespace (+ namespace_i, nsattr, nscopy, nspurge, nstrash,
+            trash.h),
             chunks, replies (the reply cache lives in the namespace),
             htab, slab, lct, itree, locks
   journal   changelog, checkpoint, mutation (replay and live changes
@@ -42,7 +43,7 @@ import sys
 LAYERS = ("core", "journal", "request", "handlers", "server")
 
 MODULES = {
-    "core": {"namespace", "namespace_i", "nsattr", "nscopy", "nstrash",
+    "core": {"namespace", "namespace_i", "nsattr", "nscopy", "nspurge", "nstrash",
              "trash", "chunks", "replies", "htab", "slab", "lct", "itree",
              "locks"},
     "journal": {"changelog", "checkpoint", "mutation"},
