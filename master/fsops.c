@@ -1058,7 +1058,7 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 		/* On the wire, errno is positive, as everywhere. */
 		errs[i] = -rc;
 	}
-	r->m->total.batch_ops += q->n_ops;
+	r->m->total->batch_ops += q->n_ops;
 	r->s->ctr.batch_ops += q->n_ops;
 	reply.n_errs = reply.n_cookies = q->n_ops;
 	reply.errs = errs;
@@ -1402,7 +1402,7 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 		ns_cursor_clear(&m->ns, c);
 	}
 	r->s->ctr.readdir_entries += count;
-	m->total.readdir_entries += count;
+	m->total->readdir_entries += count;
 	watch_add(m, r->s, dir);
 	req_reply(r, &reply.base);
 	rc = 0;

@@ -38,20 +38,25 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "admin.h"
 #include "arena.h"
 #include "auth.h"
 #include "changelog.h"
 #include "checkpoint.h"
-#include "csrv.h"
-#include "dataops.h"
 #include "exports.h"
-#include "health.h"
 #include "htab.h"
 #include "locks.h"
 #include "namespace.h"
-#include "purge.h"
 #include "uvserver.h"
+
+/* The handlers' state, each its module's (handlers.h): struct master
+ * only points to it, so that this header needs none of theirs. */
+struct background;
+struct csrv_table;
+struct data_state;
+struct health;
+struct latency;
+struct op_counters;
+struct purge;
 
 struct session;
 struct group;
@@ -177,8 +182,8 @@ struct master {
 	struct locks locks;	 /* file locks (memory only: see locks.h) */
 	int64_t orphan_deadline; /* mono ns: unclaimed orphans go after */
 
-	struct purge purge;	 /* purge.h */
-	struct background bg;	 /* purge.h: slices of background work */
+	struct purge *purge;	 /* purge.h */
+	struct background *bg;	 /* purge.h: slices of background work */
 	struct fsck_run *fsck;	 /* the check running, if any (fsck.c) */
 	struct checkpoints ckpt; /* master.c */
 
@@ -188,16 +193,16 @@ struct master {
 	struct snapper *snap; /* snapshots being made (snapjob.c) */
 	struct group *group;  /* group.h; NULL: alone */
 
-	struct csrv_table cs;	/* csrv.h: chunkservers */
-	struct data_state data; /* dataops.h: leases, waiting requests */
-	struct health health;	/* health.h: the chunk health census */
+	struct csrv_table *cs;	 /* csrv.h: chunkservers */
+	struct data_state *data; /* dataops.h: leases, waiting requests */
+	struct health *health;	 /* health.h: the chunk health census */
 
-	struct op_counters total;
-	struct latency latency;	 /* admin.h */
-	struct delegs *delegs;	 /* deleg.h */
-	uint64_t inval_seq;	 /* invalidations sent, numbered */
-	struct session *owing;	 /* sessions owing an ack of one */
-	uint64_t inval_timeouts; /* acks given up on */
+	struct op_counters *total; /* admin.h */
+	struct latency *latency;   /* admin.h */
+	struct delegs *delegs;	   /* deleg.h */
+	uint64_t inval_seq;	   /* invalidations sent, numbered */
+	struct session *owing;	   /* sessions owing an ack of one */
+	uint64_t inval_timeouts;   /* acks given up on */
 	/* Once a second (on_tick): for rates over the last few seconds. */
 	struct rate_sample {
 		int64_t t; /* mono ns */
@@ -216,6 +221,15 @@ struct master {
 	bool stopping;
 	uint64_t closed_durable; /* changelog_durable() as it closed */
 };
+
+/*
+ * Allocate the handlers' state @m points to (struct master's pointers
+ * above), zeroed, in one block: 0 or -ENOMEM. master_start() does it; a
+ * test that builds a master by hand calls it first, and
+ * master_parts_free() at the end.
+ */
+int master_parts_new(struct master *m);
+void master_parts_free(struct master *m);
 
 /* Fill @c with the defaults of every configuration key. */
 void master_config_defaults(struct master_config *c);

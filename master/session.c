@@ -916,15 +916,15 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 			       check_peer(r, h, m->session_key, SW_AUTH_MEMBER,
 					  SW_AUTH_LEADER, challenged, proof) :
 			       -EINVAL;
-	for (size_t i = 0; i < m->cs.nallow && !allowed; i++)
-		allowed = exports_addr_fits(&m->cs.allow[i],
+	for (size_t i = 0; i < m->cs->nallow && !allowed; i++)
+		allowed = exports_addr_fits(&m->cs->allow[i],
 					    (struct sockaddr *)&c->sc.addr);
 	if (!allowed) {
 		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
 			c->sc.peer);
 		return -EACCES;
 	}
-	return check_peer(r, h, m->cs.key, SW_AUTH_CHUNKSERVER, SW_AUTH_MASTER,
+	return check_peer(r, h, m->cs->key, SW_AUTH_CHUNKSERVER, SW_AUTH_MASTER,
 			  challenged, proof);
 }
 

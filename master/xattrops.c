@@ -190,7 +190,7 @@ void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 		reply.none = 1;
 		if (req_session(r))
 			req_session(r)->ctr.errors++;
-		r->m->total.errors++;
+		r->m->total->errors++;
 		req_reply(r, &reply.base);
 		return;
 	}
