@@ -17,7 +17,7 @@
 #include "deleg.h"
 #include "group.h"
 #include "health.h"
-#include "master.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "session.h"

@@ -47,7 +47,7 @@
 #include "log.h"
 #include "handlers.h"
 #include "dataops.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "server.h"
 #include "session.h"

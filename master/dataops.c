@@ -37,7 +37,7 @@
 #include "log.h"
 #include "handlers.h"
 #include "csrv.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "server.h"
 #include "session.h"

@@ -45,7 +45,7 @@
 #include "log.h"
 #include "handlers.h"
 #include "csrv.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "trash.h"
 #include "util.h"

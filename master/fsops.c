@@ -28,7 +28,7 @@
 #include "csrv.h"
 #include "dataops.h"
 #include "deleg.h"
-#include "master.h"
+#include "context.h"
 #include "replies.h"
 #include "req.h"
 #include "server.h"

@@ -20,9 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "context.h"
 #include "csrv.h"
 #include "health.h"
-#include "master.h"
 #include "req.h"
 #include "util.h"
 

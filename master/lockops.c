@@ -25,7 +25,7 @@
 #include "lockops.h"
 #include "log.h"
 #include "handlers.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "session.h"
 

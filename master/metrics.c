@@ -13,8 +13,8 @@
 
 #include "admin.h"
 #include "changelog.h"
+#include "context.h"
 #include "csrv.h"
-#include "master.h"
 #include "purge.h"
 #include "req.h"
 #include "session.h"

@@ -34,7 +34,7 @@
 
 #include "purge.h"
 #include "log.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "util.h"
 

@@ -17,8 +17,8 @@
 #include <sodium.h>
 
 #include "changelog.h"
+#include "context.h"
 #include "log.h"
-#include "master.h"
 #include "mutation.h"
 #include "req.h"
 #include "session.h"

@@ -26,7 +26,7 @@
 #include "log.h"
 #include "deleg.h"
 #include "group.h"
-#include "master.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "session.h"

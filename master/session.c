@@ -40,7 +40,7 @@
 #include "deleg.h"
 #include "group.h"
 #include "lockops.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "server.h"
 #include "watch.h"

@@ -39,7 +39,7 @@
 #include "snapjob.h"
 #include "log.h"
 #include "dataops.h"
-#include "master.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "watch.h"

@@ -27,7 +27,7 @@
 #include "trashops.h"
 #include "log.h"
 #include "handlers.h"
-#include "master.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "session.h"

@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 
-#include "master.h"
+#include "context.h"
 #include "server.h"
 #include "session.h"
 #include "util.h"

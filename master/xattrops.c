@@ -19,8 +19,8 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "context.h"
 #include "handlers.h"
-#include "master.h"
 #include "perm.h"
 #include "req.h"
 #include "session.h"
