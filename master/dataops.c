@@ -32,7 +32,6 @@
 
 #include "fsio.h"
 #include "dataops.h"
-#include "group.h"
 #include "buf.h"
 #include "log.h"
 #include "handlers.h"
@@ -1039,7 +1038,7 @@ void data_tick(struct master *m)
 
 	/* A follower redoes nothing: its leader does, and ships it. */
 	if (m->data->settled || sw_mono_ns() < m->data->settle_at ||
-	    !group_serving(m))
+	    !req_serving(m))
 		return;
 	m->data->settled = true;
 	ns_intents_foreach(&m->ns, collect_intent, &ids);

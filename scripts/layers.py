@@ -69,7 +69,6 @@ DEBT = {
     "admin -> session.h", "admin -> group.h",
     "csrv -> server.h", "csrv -> session.h",
     "dataops -> server.h", "dataops -> session.h",
-    "dataops -> group.h",
     "deleg -> server.h", "deleg -> session.h",
     "xattrops -> session.h",
     "fsops -> server.h", "fsops -> session.h",
