@@ -17,7 +17,7 @@
 #include "csrv.h"
 #include "purge.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "metrics"

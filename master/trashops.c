@@ -30,7 +30,7 @@
 #include "context.h"
 #include "purge.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "watch.h"
 #include "trash.h"
 #include "util.h"

@@ -6,7 +6,7 @@
 
 #include "context.h"
 #include "server.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 #include "watch.h"
 

@@ -23,7 +23,7 @@
 #include "handlers.h"
 #include "perm.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
