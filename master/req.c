@@ -21,7 +21,7 @@
 #include "log.h"
 #include "mutation.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "master"

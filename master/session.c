@@ -88,11 +88,6 @@ static uint64_t granted_hash(const void *e)
 	return sw_hash_u64((uint64_t)(uintptr_t)e);
 }
 
-static bool granted_eq(const void *e, const void *key)
-{
-	return (uint64_t)(uintptr_t)e == *(const uint64_t *)key;
-}
-
 /* Sessions per client address (max_sessions_per_address). */
 struct addr_count {
 	uint8_t addr[16]; /* IPv6, or IPv4 mapped into it */
@@ -178,11 +173,6 @@ static bool addr_key_differs(const struct sockaddr_storage *a,
 	addr_key(a, x);
 	addr_key(b, y);
 	return memcmp(x, y, 16) != 0;
-}
-
-bool session_granted(const struct session *s, uint64_t ino)
-{
-	return htab_find(&s->granted, sw_hash_u64(ino), granted_eq, &ino);
 }
 
 void session_grants_reset(struct session *s)

@@ -58,10 +58,6 @@ int session_open(struct master *m, struct session *s, struct node *n,
 /* Whether session @s has @ino open. */
 bool session_has_open(struct session *s, uint64_t ino);
 
-/* Whether confined session @s was told of non-directory @ino by a reply
- * (session_grant()), so it may use it by number. */
-bool session_granted(const struct session *s, uint64_t ino);
-
 /* Whether @s has @ino open, and opened it for writing (session.c). */
 bool session_has_writable(struct session *s, uint64_t ino);
 

@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "frame.h"
+#include "hash.h"
 #include "htab.h"
 #include "namespace.h"
 #include "sweepfs.pb-c.h"
@@ -126,6 +127,20 @@ static inline bool session_is_peer(const struct session *s)
 {
 	return s->role == SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
 	       s->role == SWEEPFS__ROLE__ROLE_MEMBER;
+}
+
+static inline bool session_granted_eq(const void *e, const void *key)
+{
+	return (uint64_t)(uintptr_t)e == *(const uint64_t *)key;
+}
+
+/* Whether confined session @s was told of non-directory @ino by a reply
+ * (session_grant()), so it may use it by number. Inline: req_node() asks
+ * it, as session_confined(), for every node a request names. */
+static inline bool session_granted(const struct session *s, uint64_t ino)
+{
+	return htab_find(&s->granted, sw_hash_u64(ino), session_granted_eq,
+			 &ino);
 }
 
 #endif

@@ -59,14 +59,13 @@ MODULES = {
 # Files of a module split in several: one module for the graph.
 PARTS = {"group_i": "group", "group_etcd": "group", "group_thread": "group"}
 
-# Upward includes still there, "module -> header": handlers and the
-# request layer call session.c (session.h), queue replies and
+# Upward includes still there, "module -> header": handlers call
+# session.c (session.h), queue replies and
 # invalidations through server.h, and admin's group requests call
 # group.h. (struct master is context.h's, struct session sessrec.h's,
 # both in the request layer.) Each line removed is one arrow fewer; a
 # new one fails the test.
 DEBT = {
-    "req -> session.h",
     "admin -> session.h", "admin -> group.h",
     "csrv -> server.h",
     "dataops -> server.h", "dataops -> session.h",
@@ -76,11 +75,12 @@ DEBT = {
     "watch -> server.h",
 }
 
-# The modules of the request side's one include cycle today (through
-# master.h and session.h): a cycle outside it, or growing it, fails.
+# The modules of the request side's one include cycle today (handlers
+# calling up into session.h, server.h, group.h; master.c, the top,
+# including them all): a cycle outside it, or growing it, fails.
 CYCLE_DEBT = {"admin", "catchup", "csrv", "dataops", "deleg", "dispatch",
-              "group", "handlers", "health", "lockops", "master", "purge", "req",
-              "server", "session", "snapjob", "trashops", "watch"}
+              "group", "health", "lockops", "master", "server", "session",
+              "snapjob", "trashops", "watch"}
 
 REQUEST_SIDE = ("request", "handlers", "server")
 
