@@ -39,7 +39,7 @@
 #include "context.h"
 #include "req.h"
 #include "server.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "data"

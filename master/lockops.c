@@ -27,7 +27,7 @@
 #include "handlers.h"
 #include "context.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 
 #define TAG "locks"
 

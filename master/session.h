@@ -55,12 +55,6 @@ void sessions_expire(struct master *m);
 int session_open(struct master *m, struct session *s, struct node *n,
 		 bool writable);
 
-/* Whether session @s has @ino open. */
-bool session_has_open(struct session *s, uint64_t ino);
-
-/* Whether @s has @ino open, and opened it for writing (session.c). */
-bool session_has_writable(struct session *s, uint64_t ino);
-
 /* @s closed @n once; frees an orphan on the last close anywhere. */
 void session_release(struct master *m, struct session *s, uint64_t ino);
 

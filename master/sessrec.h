@@ -129,6 +129,39 @@ static inline bool session_is_peer(const struct session *s)
 	       s->role == SWEEPFS__ROLE__ROLE_MEMBER;
 }
 
+/* A file a session holds open, in session->opens by inode. */
+struct sess_open {
+	uint64_t ino;
+	uint32_t count;
+	/* Opened for writing at least once since it was first opened:
+	 * releases do not say which open they close, so this stays until
+	 * the last one (writes, write locks and write-ends need it). */
+	bool writable;
+};
+
+/* htab equality for elements whose first field is their inode
+ * (struct sess_open, session.c's struct opener). */
+static inline bool sess_ino_eq(const void *e, const void *key)
+{
+	return *(const uint64_t *)e == *(const uint64_t *)key;
+}
+
+/* Whether session @s (NULL: none) has @ino open. */
+static inline bool session_has_open(const struct session *s, uint64_t ino)
+{
+	return s && htab_find(&s->opens, sw_hash_u64(ino), sess_ino_eq, &ino);
+}
+
+/* Whether @s has @ino open, and opened it for writing. */
+static inline bool session_has_writable(const struct session *s, uint64_t ino)
+{
+	const struct sess_open *so =
+		s ? htab_find(&s->opens, sw_hash_u64(ino), sess_ino_eq, &ino) :
+		    NULL;
+
+	return so && so->writable;
+}
+
 static inline bool session_granted_eq(const void *e, const void *key)
 {
 	return (uint64_t)(uintptr_t)e == *(const uint64_t *)key;
