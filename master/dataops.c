@@ -38,7 +38,6 @@
 #include "csrv.h"
 #include "context.h"
 #include "req.h"
-#include "server.h"
 #include "sessrec.h"
 #include "util.h"
 

@@ -68,7 +68,6 @@ PARTS = {"group_i": "group", "group_etcd": "group", "group_thread": "group"}
 DEBT = {
     "admin -> session.h", "admin -> group.h",
     "csrv -> server.h",
-    "dataops -> server.h",
     "deleg -> server.h", "deleg -> session.h",
     "fsops -> server.h", "fsops -> session.h",
     "watch -> server.h",
