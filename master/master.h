@@ -12,6 +12,8 @@
  *                (server.h)
  *   dispatch.c   the table routing each request type  (dispatch.h)
  *   req.c        what handlers use  (req.h; handlers.h lists them)
+ *   context.h    struct master, the configuration  } request layer:
+ *   sessrec.h    struct session, its queries       } for the handlers
  *   session.c    sessions, open files, orphans, readdir cursors
  *   fsops.c      one handler per namespace request
  *   lockops.c    locks.c    file locks: requests, and the lock table
