@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "csrv.h"
 #include "fuzz_io.h"
 #include "fsck.h"
 #include "master.h"
