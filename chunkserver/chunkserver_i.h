@@ -8,6 +8,7 @@
  *   server.c       clients and peer chunkservers: TCP, framing, CS_READ,
  *                  CS_WRITE, CS_SYNC on libuv's thread pool
  *   master_link.c  the master: registration, heartbeats, commands
+ *   server_id.c    the id the master assigned, kept in the data dirs
  *   store.c        the chunks on disk (store.h), chunkfile.c their format
  *   bgwork.c       low-priority threads for deletion and replication
  */
@@ -108,6 +109,15 @@ static inline bool cs_stopping(const struct cs *cs)
 {
 	return __atomic_load_n(&cs->stopping, __ATOMIC_RELAXED);
 }
+
+/* ---- server_id.c ---------------------------------------------------- */
+
+/* Save @id, the one the master assigned, in every data directory, in the
+ * background (a failure is logged). */
+void cs_server_id_save(struct cs *cs, uint64_t id);
+
+/* At start-up (before the loop): the id saved in a data directory, or 0. */
+uint64_t cs_server_id_load(const struct cs *cs);
 
 /* ---- server.c ------------------------------------------------------- */
 

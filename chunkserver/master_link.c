@@ -18,7 +18,8 @@
  * one after the other, each waiting for its reply; `more` is set on all
  * but the last. The server id the master assigns is kept (in
  * <data dir>/.server_id, so that it survives restarts) and sent again on
- * every re-registration. Every reply may carry the token key.
+ * every re-registration (server_id.c). Every reply may carry the token
+ * key.
  *
  * Commands arrive as SW_MSG_CS_COMMAND notifications and are answered
  * with a CS_DONE request {id, err}. They run in arrival order per chunk:
@@ -186,7 +187,6 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void ml_connect(struct mlink *ml);
 static void pump(struct mlink *ml);
-static void save_server_id(struct mlink *ml);
 
 /* ---- the connection ---------------------------------------------------- */
 
@@ -573,7 +573,7 @@ static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
 	}
 	if (r->has_server_id && r->server_id && r->server_id != ml->server_id) {
 		ml->server_id = r->server_id;
-		save_server_id(ml);
+		cs_server_id_save(ml->cs, ml->server_id);
 	}
 	if (++ml->next_part < ml->nparts) {
 		send_part(ml);
@@ -591,81 +591,6 @@ static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
 		  ml->master.host, ml->master.port, ml->server_id,
 		  store_count(cs->store),
 		  cs->has_key ? "" : "; no token key yet");
-}
-
-/* ---- the server id on disk ------------------------------------------------ */
-
-#define ID_FILE ".server_id"
-
-struct id_work {
-	uv_work_t work;
-	struct cs *cs;
-	uint64_t id;
-};
-
-/* Thread pool: write the id into every data directory. */
-static void id_save(uv_work_t *w)
-{
-	struct id_work *iw = w->data;
-	char path[4200], tmp[4300];
-
-	for (size_t i = 0; i < iw->cs->ndirs; i++) {
-		FILE *f;
-		int bad;
-
-		snprintf(path, sizeof(path), "%s/" ID_FILE, iw->cs->dirs[i]);
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		f = fopen(tmp, "we");
-		if (!f) {
-			bad = 1;
-		} else {
-			bad = fprintf(f, "%016" PRIx64 "\n", iw->id) < 0 ||
-			      fflush(f) || fdatasync(fileno(f));
-			bad |= fclose(f) != 0;
-		}
-		if (bad || rename(tmp, path) < 0)
-			sw_err(TAG, "cannot save the server id in %s: %s", path,
-			       strerror(errno));
-	}
-}
-
-static void id_saved(uv_work_t *w, int status)
-{
-	free(w->data);
-}
-
-static void save_server_id(struct mlink *ml)
-{
-	struct id_work *iw = calloc(1, sizeof(*iw));
-
-	if (!iw)
-		return;
-	iw->cs = ml->cs;
-	iw->id = ml->server_id;
-	iw->work.data = iw;
-	if (uv_queue_work(ml->cs->loop, &iw->work, id_save, id_saved) < 0)
-		free(iw);
-}
-
-/* At start-up (before the loop): the id saved in a data directory. */
-static uint64_t load_server_id(const struct cs *cs)
-{
-	for (size_t i = 0; i < cs->ndirs; i++) {
-		char path[4200];
-		unsigned long long id;
-		FILE *f;
-		int n;
-
-		snprintf(path, sizeof(path), "%s/" ID_FILE, cs->dirs[i]);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		n = fscanf(f, "%llx", &id);
-		fclose(f);
-		if (n == 1 && id)
-			return id;
-	}
-	return 0;
 }
 
 /* ---- heartbeats ------------------------------------------------------------- */
@@ -1472,7 +1397,7 @@ int mlink_start(struct cs *cs)
 	ml->cs = cs;
 	ml->next_id = 1;
 	ml->backoff_ms = backoff_min(ml);
-	ml->server_id = load_server_id(cs);
+	ml->server_id = cs_server_id_load(cs);
 	idmap_init(&ml->busy);
 	idmap_init(&ml->reported);
 	cs->ml = ml;

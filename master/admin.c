@@ -16,7 +16,8 @@
 #include "csrv.h"
 #include "deleg.h"
 #include "group.h"
-#include "master.h"
+#include "health.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "session.h"
@@ -70,7 +71,7 @@ static void slow_expire(struct latency *l, int64_t now)
 
 void admin_note_latency(struct master *m, const struct req *r)
 {
-	struct latency *l = &m->latency;
+	struct latency *l = m->latency;
 	struct session *s;
 	int64_t now, ns;
 	size_t min = 0;
@@ -111,7 +112,7 @@ size_t admin_slowest(struct master *m, struct slow_req *out)
 	size_t n = 0;
 
 	for (size_t i = 0; i < SLOW_KEEP; i++) {
-		const struct slow_req *s = &m->latency.slow[i];
+		const struct slow_req *s = &m->latency->slow[i];
 
 		if (s->ns && now - s->at <= SLOW_WINDOW_NS)
 			out[n++] = *s;
@@ -128,9 +129,9 @@ void admin_sample(struct master *m)
 	s->t = sw_mono_ns();
 	s->requests = 0;
 	for (size_t i = 0; i < SW_MSG__COUNT; i++)
-		s->requests += m->total.requests[i];
+		s->requests += m->total->requests[i];
 	s->purged = m->ns.purged;
-	slow_expire(&m->latency, s->t);
+	slow_expire(m->latency, s->t);
 }
 
 /* Requests and purged nodes per second over the samples kept. */
@@ -235,8 +236,8 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 	reply->purge_left = purge_left(m);
 	reply->purge_oldest = ns_purge_oldest(&m->ns);
 	reply->purged = m->ns.purged;
-	reply->purge_busy_ms = m->purge.busy_ns / 1000000;
-	reply->chunk_deletes_pending = m->cs.pending_deletes;
+	reply->purge_busy_ms = m->purge->busy_ns / 1000000;
+	reply->chunk_deletes_pending = m->cs->pending_deletes;
 	reply->chunks = m->ns.nchunks;
 	admin_rates(m, &ops, &rate);
 	reply->has_ops_per_sec = reply->has_purge_rate = 1;
@@ -247,9 +248,9 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 		 * second of its budget so far. */
 		double per_s = rate;
 
-		if (per_s <= 0 && m->purge.busy_ns && m->ns.purged)
+		if (per_s <= 0 && m->purge->busy_ns && m->ns.purged)
 			per_s = (double)m->ns.purged /
-				((double)m->purge.busy_ns / 1e9) *
+				((double)m->purge->busy_ns / 1e9) *
 				(double)m->cfg.purge_duty / 100;
 		if (per_s > 0) {
 			reply->has_purge_eta_ms = 1;
@@ -266,11 +267,11 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 	reply->trash_items = m->ns.ntrash;
 	reply->has_bg_slices = reply->has_bg_slice_max_us = 1;
 	reply->has_bg_slices_over_1ms = 1;
-	reply->bg_slices = m->bg.slices;
-	reply->bg_slice_max_us = (uint64_t)m->bg.slice_max_ns / 1000;
-	reply->bg_slices_over_1ms = m->bg.slices_over_1ms;
+	reply->bg_slices = m->bg->slices;
+	reply->bg_slice_max_us = (uint64_t)m->bg->slice_max_ns / 1000;
+	reply->bg_slices_over_1ms = m->bg->slices_over_1ms;
 	reply->has_bg_slice_max_cpu_us = 1;
-	reply->bg_slice_max_cpu_us = (uint64_t)m->bg.slice_max_cpu_ns / 1000;
+	reply->bg_slice_max_cpu_us = (uint64_t)m->bg->slice_max_cpu_ns / 1000;
 }
 
 /* The chunk health census's last pass (health.h). */
@@ -306,7 +307,7 @@ static void info_delegations(struct master *m, Sweepfs__InfoReply *reply)
 	reply->deleg_recalls = ds.recalls;
 	reply->deleg_timeouts = ds.timeouts;
 	reply->deleg_recall_max_us = ds.recall_max_ns / 1000;
-	reply->batch_ops = m->total.batch_ops;
+	reply->batch_ops = m->total->batch_ops;
 }
 
 /* The group's members, in @gs and @mem (which @reply points into). */
@@ -379,8 +380,8 @@ static void info_servers(struct master *m, Sweepfs__InfoReply *reply,
 {
 	if (!si || !sp)
 		return;
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		struct csrv *s = m->cs->srv[i];
 		Sweepfs__ServerInfo *x = &si[i - 1];
 
 		sweepfs__server_info__init(x);
@@ -396,7 +397,7 @@ static void info_servers(struct master *m, Sweepfs__InfoReply *reply,
 		x->deleted = s->deleted;
 		sp[i - 1] = x;
 	}
-	reply->n_servers = m->cs.n;
+	reply->n_servers = m->cs->n;
 	reply->servers = sp;
 }
 
@@ -447,11 +448,11 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 
 	admin_info_fill(m, &reply);
 	info_group(m, &reply, &gs, mem, memp);
-	fill_counters(&total, total_reqs, &m->total);
+	fill_counters(&total, total_reqs, m->total);
 	reply.total = &total;
 	info_slowest(r, &reply, slow, slowp);
-	si = calloc(m->cs.n + 1, sizeof(*si));
-	sp = calloc(m->cs.n + 1, sizeof(*sp));
+	si = calloc(m->cs->n + 1, sizeof(*si));
+	sp = calloc(m->cs->n + 1, sizeof(*sp));
 	info_servers(m, &reply, si, sp);
 	if (q->sessions) {
 		/* A page at a time, so that the reply fits a frame however

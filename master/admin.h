@@ -8,21 +8,11 @@
 
 #include "frame.h"
 #include "metrics.h"
+#include "sessrec.h"
 #include "sweepfs.pb-c.h"
 
 struct master;
 struct req;
-
-/* Counters kept per session and in total (sweepfs stats). */
-struct op_counters {
-	uint64_t requests[SW_MSG__COUNT];
-	uint64_t errors;
-	uint64_t bytes_in;
-	uint64_t bytes_out;
-	uint64_t readdir_entries;
-	uint64_t invalidations; /* listings invalidated (sent) */
-	uint64_t batch_ops;	/* operations applied from batches */
-};
 
 /* The slowest requests are kept this long, this many. */
 #define SLOW_WINDOW_NS (10 * 1000000000LL)

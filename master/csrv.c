@@ -58,10 +58,10 @@
 #include "log.h"
 #include "handlers.h"
 #include "dataops.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "server.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "csrv"
@@ -101,8 +101,8 @@ static bool cmd_eq(const void *e, const void *key)
 
 int csrvs_init(struct master *m)
 {
-	htab_init(&m->cs.cmds, cmd_hash);
-	m->cs.next_cmd = 1;
+	htab_init(&m->cs->cmds, cmd_hash);
+	m->cs->next_cmd = 1;
 	return 0;
 }
 
@@ -121,19 +121,19 @@ static int free_cmd(void *e, void *arg)
 
 void csrvs_release(struct master *m)
 {
-	htab_foreach(&m->cs.cmds, free_cmd, NULL);
-	htab_release(&m->cs.cmds);
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		free(m->cs.srv[i]->delq);
-		free(m->cs.srv[i]->strays);
-		free(m->cs.srv[i]);
+	htab_foreach(&m->cs->cmds, free_cmd, NULL);
+	htab_release(&m->cs->cmds);
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		free(m->cs->srv[i]->delq);
+		free(m->cs->srv[i]->strays);
+		free(m->cs->srv[i]);
 	}
-	m->cs.n = 0;
+	m->cs->n = 0;
 }
 
 struct csrv *csrv_get(struct master *m, uint32_t id)
 {
-	return id && id <= m->cs.n ? m->cs.srv[id] : NULL;
+	return id && id <= m->cs->n ? m->cs->srv[id] : NULL;
 }
 
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
@@ -141,7 +141,7 @@ void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
 		uint64_t *expires_ms)
 {
 	*expires_ms = (uint64_t)(sw_now_ns() / 1000000) + TOKEN_TTL_MS;
-	sw_token_make(m->cs.token_key, chunk, version, mode, *expires_ms, out);
+	sw_token_make(m->cs->token_key, chunk, version, mode, *expires_ms, out);
 }
 
 /* ---- copies --------------------------------------------------------- */
@@ -210,7 +210,7 @@ void csrv_queue_delete(struct master *m, uint32_t srv, uint64_t chunk,
 		sw_err(TAG, "out of memory queueing a deletion");
 		return;
 	}
-	m->cs.pending_deletes++;
+	m->cs->pending_deletes++;
 }
 
 void csrv_chunk_gone(void *arg, const struct chunk *c)
@@ -319,7 +319,7 @@ static bool queued_has(struct master *m, struct csrv *s, struct queued *qd,
 		     i += CSRV_DELQ_ENTRY)
 			qd->ids[qd->n++] = s->delq[i];
 		if (s->del_inflight &&
-		    htab_foreach(&m->cs.cmds, collect_inflight, &in) < 0)
+		    htab_foreach(&m->cs->cmds, collect_inflight, &in) < 0)
 			qd->n = 0;
 		qsort(qd->ids, qd->n, sizeof(*qd->ids), cmp_u64);
 	}
@@ -371,13 +371,13 @@ int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
 	k = malloc(sizeof(*k));
 	if (!k)
 		return -ENOMEM;
-	k->id = m->cs.next_cmd++;
+	k->id = m->cs->next_cmd++;
 	k->srv = srv;
 	k->replicate = cmd->op == SWEEPFS__CS_COMMAND__OP__REPLICATE;
 	k->cb = cb;
 	k->arg = arg;
 	k->deadline = sw_mono_ns() + (int64_t)CSRV_CMD_TIMEOUT_MS * 1000000;
-	if (htab_insert(&m->cs.cmds, sw_hash_u64(k->id), k) < 0) {
+	if (htab_insert(&m->cs->cmds, sw_hash_u64(k->id), k) < 0) {
 		free(k);
 		return -ENOMEM;
 	}
@@ -395,7 +395,7 @@ static void cmd_finish(struct master *m, struct cs_cmd *k, int rc)
 {
 	struct csrv *s = csrv_get(m, k->srv);
 
-	htab_remove(&m->cs.cmds, sw_hash_u64(k->id), k);
+	htab_remove(&m->cs->cmds, sw_hash_u64(k->id), k);
 	if (s) {
 		s->inflight--;
 		if (k->replicate)
@@ -432,7 +432,7 @@ static void fail_cmds(struct master *m, uint32_t srv, int rc)
 {
 	struct cmd_sweep sw = { .srv = srv, .now = sw_mono_ns() };
 
-	htab_foreach(&m->cs.cmds, collect_cmd, &sw);
+	htab_foreach(&m->cs->cmds, collect_cmd, &sw);
 	for (size_t i = 0; i < sw.n; i++)
 		cmd_finish(m, sw.v[i], rc);
 	free(sw.v);
@@ -452,23 +452,23 @@ static struct csrv *find_or_add(struct master *m, uint64_t server_id,
 {
 	struct csrv *s;
 
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		s = m->cs->srv[i];
 		if (server_id ? s->server_id == server_id :
 				!strcmp(s->listen, listen))
 			return s;
 	}
-	if (m->cs.n == CSRV_MAX)
+	if (m->cs->n == CSRV_MAX)
 		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->id = ++m->cs.n;
+	s->id = ++m->cs->n;
 	s->server_id = server_id;
 	while (!s->server_id &&
 	       getrandom(&s->server_id, sizeof(s->server_id), 0) < 0)
 		;
-	m->cs.srv[s->id] = s;
+	m->cs->srv[s->id] = s;
 	return s;
 }
 
@@ -603,7 +603,7 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 	reply.has_server_id = 1;
 	reply.server_id = s->server_id;
 	reply.has_token_key = 1;
-	reply.token_key.data = m->cs.token_key;
+	reply.token_key.data = m->cs->token_key;
 	reply.token_key.len = SW_TOKEN_KEY;
 	req_reply(r, &reply.base);
 }
@@ -634,7 +634,7 @@ void csrv_op_done(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct csrv *s = server_of(r);
 	struct cs_cmd *k =
-		htab_find(&r->m->cs.cmds, sw_hash_u64(q->id), cmd_eq, &q->id);
+		htab_find(&r->m->cs->cmds, sw_hash_u64(q->id), cmd_eq, &q->id);
 
 	req_reply(r, &reply.base);
 	if (!s || !k || k->srv != s->id)
@@ -709,8 +709,8 @@ int csrv_choose(struct master *m, uint32_t *out, int n, const uint32_t *exclude,
 	while (got < n) {
 		struct csrv *best = NULL;
 
-		for (uint32_t i = 1; i <= m->cs.n; i++) {
-			struct csrv *s = m->cs.srv[i];
+		for (uint32_t i = 1; i <= m->cs->n; i++) {
+			struct csrv *s = m->cs->srv[i];
 			bool skip = !csrv_up(s) ||
 				    s->used_bytes + SW_CHUNK_SIZE >
 					    s->total_bytes;
@@ -734,8 +734,8 @@ void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
 		 uint64_t *pending_delete)
 {
 	*total = *avail = 0;
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		struct csrv *s = m->cs->srv[i];
 
 		if (!csrv_up(s))
 			continue;
@@ -743,7 +743,7 @@ void csrvs_space(struct master *m, uint64_t *total, uint64_t *avail,
 		*avail +=
 			s->total_bytes - SW_MIN(s->used_bytes, s->total_bytes);
 	}
-	*pending_delete = m->cs.pending_deletes;
+	*pending_delete = m->cs->pending_deletes;
 }
 
 /* ---- background: deletions, replication ----------------------------- */
@@ -765,11 +765,11 @@ static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc)
 		for (uint32_t i = 0; i < b->n; i++)
 			if (delq_push(s, b->v[2 * i], (uint32_t)b->v[2 * i + 1],
 				      0) < 0)
-				m->cs.pending_deletes--;
+				m->cs->pending_deletes--;
 		free(b);
 		return;
 	}
-	m->cs.pending_deletes -= b->n;
+	m->cs->pending_deletes -= b->n;
 	if (s && rc == 0)
 		s->deleted += b->n;
 	else if (rc != -ECONNRESET && rc != -ENOTCONN)
@@ -1001,8 +1001,8 @@ void csrvs_tick(struct master *m)
 	int64_t now = sw_mono_ns();
 
 	data_tick(m);
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		struct csrv *s = m->cs->srv[i];
 
 		if (csrv_up(s)) {
 			strays_expire(m, s, now);
@@ -1014,7 +1014,7 @@ void csrvs_tick(struct master *m)
 		last_timeout_scan = now;
 		fail_cmds(m, 0, -ETIMEDOUT);
 	}
-	if (m->cs.n > 1)
-		htab_scan(&m->ns.chunks, &m->cs.repl_cursor, REPL_SCAN_BUDGET,
+	if (m->cs->n > 1)
+		htab_scan(&m->ns.chunks, &m->cs->repl_cursor, REPL_SCAN_BUDGET,
 			  scan_chunk, &rs);
 }

@@ -32,15 +32,13 @@
 
 #include "fsio.h"
 #include "dataops.h"
-#include "group.h"
 #include "buf.h"
 #include "log.h"
 #include "handlers.h"
 #include "csrv.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
-#include "server.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "data"
@@ -72,13 +70,13 @@ struct chunk_wait {
 static void job_run(struct master *m, struct job *j);
 
 /*
- * m->data.leased: chunks with a write lease, so that a snapshot can take
+ * m->data->leased: chunks with a write lease, so that a snapshot can take
  * the leases back without looking at every chunk. Entries go stale when
  * a lease ends; they are dropped when the list is next full.
  */
 static void lease_note(struct master *m, uint64_t id)
 {
-	struct leased *l = &m->data.leased;
+	struct leased *l = &m->data->leased;
 
 	if (l->n == l->cap) {
 		size_t keep = 0;
@@ -237,7 +235,7 @@ static void background_done(struct master *m, struct job *j, struct chunk *c,
 		chunk_idle(m, c);
 	}
 	if (j->revoke)
-		m->data.revoking--;
+		m->data->revoking--;
 	else if (j->nok && c && done_rc == 0)
 		sw_notice(TAG,
 			  "chunk %016" PRIx64 ": redone at version %u on "
@@ -413,8 +411,8 @@ static unsigned file_goal(const struct master *m, const struct node *n)
  */
 static bool any_server_up(struct master *m)
 {
-	for (uint32_t i = 1; i <= m->cs.n; i++)
-		if (csrv_up(m->cs.srv[i]))
+	for (uint32_t i = 1; i <= m->cs->n; i++)
+		if (csrv_up(m->cs->srv[i]))
 			return true;
 	return false;
 }
@@ -634,13 +632,13 @@ static bool unplaced(struct master *m, const struct chunk *c)
 static bool must_wait(struct master *m, const struct job *j,
 		      const struct chunk *c)
 {
-	bool early = sw_mono_ns() < m->data.settle_at;
+	bool early = sw_mono_ns() < m->data->settle_at;
 
 	if (!c || (j->write && unplaced(m, c)))
 		return early && j->write && !any_server_up(m);
 	if (early && !any_copy_up(m, c))
 		return true;
-	return !m->data.settled && !any_copy(c, COPY_VALID) &&
+	return !m->data->settled && !any_copy(c, COPY_VALID) &&
 	       ns_intent_get(&m->ns, c->id);
 }
 
@@ -666,8 +664,8 @@ static void job_run(struct master *m, struct job *j)
 		goto out_free;
 	}
 	if (must_wait(m, j, c)) {
-		j->next = m->data.held;
-		m->data.held = j;
+		j->next = m->data->held;
+		m->data->held = j;
 		return;
 	}
 	if (!j->write) {
@@ -843,14 +841,14 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
  * snapshot now shares; the writer's next request duplicates it. A chunk
  * busy with commands for a writer is dealt with when they finish
  * (command_done() runs the request again, which then duplicates).
- * m->data.revoking counts the bumps in flight.
+ * m->data->revoking counts the bumps in flight.
  */
 void data_revoke_leases(struct master *m)
 {
 	int64_t now = sw_mono_ns();
 
-	for (size_t i = 0; i < m->data.leased.n; i++) {
-		struct chunk *c = chunk_get(&m->ns, m->data.leased.id[i]);
+	for (size_t i = 0; i < m->data->leased.n; i++) {
+		struct chunk *c = chunk_get(&m->ns, m->data->leased.id[i]);
 		struct job *j;
 
 		if (!c || !c->lease_session || c->lease_until <= now)
@@ -862,13 +860,13 @@ void data_revoke_leases(struct master *m)
 		if (!j)
 			continue;
 		j->revoke = true;
-		m->data.revoking++;
+		m->data->revoking++;
 		if (start_bump(m, j, c, UINT64_MAX) < 0) {
-			m->data.revoking--;
+			m->data->revoking--;
 			free(j);
 		}
 	}
-	m->data.leased.n = 0;
+	m->data->leased.n = 0;
 }
 
 /* ---- after a restart ----------------------------------------------- */
@@ -876,9 +874,9 @@ void data_revoke_leases(struct master *m)
 /* Run the requests held for chunkservers to register. */
 void data_registered(struct master *m)
 {
-	struct job *j = m->data.held;
+	struct job *j = m->data->held;
 
-	m->data.held = NULL;
+	m->data->held = NULL;
 	while (j) {
 		struct job *next = j->next;
 
@@ -890,9 +888,9 @@ void data_registered(struct master *m)
 
 void data_stop(struct master *m)
 {
-	struct job *j = m->data.held;
+	struct job *j = m->data->held;
 
-	m->data.held = NULL;
+	m->data->held = NULL;
 	/* Unanswered: their connections close next, and clients ask the
 	 * master that serves next (a chunk request is sent again). */
 	while (j) {
@@ -901,9 +899,9 @@ void data_stop(struct master *m)
 		job_free(j);
 		j = next;
 	}
-	free(m->data.leased.id);
-	m->data.leased.id = NULL;
-	m->data.leased.n = m->data.leased.cap = 0;
+	free(m->data->leased.id);
+	m->data->leased.id = NULL;
+	m->data->leased.n = m->data->leased.cap = 0;
 }
 
 /* Start a redo job for @c: commands @tmpl to the @n servers in @srv. */
@@ -999,7 +997,7 @@ void data_redo(struct master *m, struct chunk *c)
 {
 	const struct chunk_intent *in = ns_intent_get(&m->ns, c->id);
 
-	if (!in || c->busy || !m->data.settled || in->version != c->version)
+	if (!in || c->busy || !m->data->settled || in->version != c->version)
 		return;
 	if (any_copy(c, COPY_VALID)) {
 		/* Made on some server after all; copies left behind hold
@@ -1025,10 +1023,10 @@ void data_tick(struct master *m)
 	size_t n;
 
 	/* A follower redoes nothing: its leader does, and ships it. */
-	if (m->data.settled || sw_mono_ns() < m->data.settle_at ||
-	    !group_serving(m))
+	if (m->data->settled || sw_mono_ns() < m->data->settle_at ||
+	    !req_serving(m))
 		return;
-	m->data.settled = true;
+	m->data->settled = true;
 	ns_intents_foreach(&m->ns, collect_intent, &ids);
 	id = (const uint64_t *)ids.data;
 	n = sw_buf_used(&ids) / sizeof(*id);

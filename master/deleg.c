@@ -39,7 +39,7 @@
 #include "hash.h"
 #include "log.h"
 #include "handlers.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "server.h"
 #include "session.h"

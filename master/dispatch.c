@@ -11,7 +11,7 @@
 
 #include "dispatch.h"
 #include "handlers.h"
-#include "master.h"
+#include "context.h"
 #include "session.h"
 
 static bool open_writes(const ProtobufCMessage *msg)

@@ -41,11 +41,11 @@
 #include <string.h>
 
 #include "child.h"
+#include "context.h"
 #include "csrv.h"
 #include "fsio.h"
 #include "handlers.h"
 #include "log.h"
-#include "master.h"
 #include "namespace_i.h"
 #include "perm.h"
 #include "util.h"

@@ -55,7 +55,7 @@
 #include "log.h"
 #include "handlers.h"
 #include "csrv.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "trash.h"
 #include "util.h"
@@ -616,13 +616,13 @@ static int tally_copies(void *elem, void *arg)
 static int check_servers(struct check *k, Sweepfs__FsckServer **out)
 {
 	struct master *m = k->m;
-	struct tally t = { calloc(m->cs.n + 1, sizeof(uint64_t)), m->cs.n };
+	struct tally t = { calloc(m->cs->n + 1, sizeof(uint64_t)), m->cs->n };
 
 	if (!t.known)
 		return -ENOMEM;
 	chunks_foreach(&m->ns, tally_copies, &t);
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		struct csrv *s = m->cs->srv[i];
 		Sweepfs__FsckServer *x = out[i - 1];
 		/* Chunk files waiting out their grace are on disk too. */
 		uint64_t queued = csrv_deletes_pending(s) + csrv_strays(s);
@@ -673,9 +673,9 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 {
 	Sweepfs__FsckReply *r = calloc(1, sizeof(*r));
 	Sweepfs__FsckServer **srvp = calloc(
-		m->cs.n + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
+		m->cs->n + 1, sizeof(*srvp) + sizeof(Sweepfs__FsckServer));
 	Sweepfs__FsckServer *srv =
-		srvp ? (Sweepfs__FsckServer *)(srvp + m->cs.n + 1) : NULL;
+		srvp ? (Sweepfs__FsckServer *)(srvp + m->cs->n + 1) : NULL;
 	struct check k = {
 		.m = m,
 		.r = r,
@@ -701,16 +701,16 @@ Sweepfs__FsckReply *fsck_check(struct master *m, uint32_t max)
 	r->has_inventory_mismatches = r->has_elapsed_us = 1;
 	r->has_endangered_chunks = r->has_overgoal_chunks = 1;
 	r->has_goal_unreachable_chunks = r->has_servers_up = 1;
-	for (uint32_t i = 1; i <= m->cs.n; i++)
-		k.servers_up += csrv_up(m->cs.srv[i]);
+	for (uint32_t i = 1; i <= m->cs->n; i++)
+		k.servers_up += csrv_up(m->cs->srv[i]);
 	r->servers_up = k.servers_up;
 	r->problems = k.problems;
 	r->servers = srvp;
-	for (uint32_t i = 0; i < m->cs.n; i++) {
+	for (uint32_t i = 0; i < m->cs->n; i++) {
 		sweepfs__fsck_server__init(&srv[i]);
 		srvp[i] = &srv[i];
 	}
-	r->n_servers = m->cs.n;
+	r->n_servers = m->cs->n;
 
 	htab_foreach(&ns->inodes, reset_node, NULL);
 	htab_foreach(&ns->inodes, count_names, &k);
@@ -833,8 +833,8 @@ static void start_child(struct master *m, struct fsck_run *f)
  * command: then its count can be compared with ours. */
 static bool reports_fresh(struct master *m)
 {
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		struct csrv *s = m->cs->srv[i];
 
 		if (csrv_up(s) && s->reported_at <= s->changed_at)
 			return false;

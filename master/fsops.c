@@ -28,7 +28,7 @@
 #include "csrv.h"
 #include "dataops.h"
 #include "deleg.h"
-#include "master.h"
+#include "context.h"
 #include "replies.h"
 #include "req.h"
 #include "server.h"
@@ -1037,7 +1037,7 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 		/* On the wire, errno is positive, as everywhere. */
 		errs[i] = -rc;
 	}
-	r->m->total.batch_ops += q->n_ops;
+	r->m->total->batch_ops += q->n_ops;
 	r->s->ctr.batch_ops += q->n_ops;
 	reply.n_errs = reply.n_cookies = q->n_ops;
 	reply.errs = errs;
@@ -1376,7 +1376,7 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 		ns_cursor_clear(&m->ns, c);
 	}
 	r->s->ctr.readdir_entries += count;
-	m->total.readdir_entries += count;
+	m->total->readdir_entries += count;
 	watch_add(m, r->s, dir);
 	req_reply(r, &reply.base);
 	rc = 0;

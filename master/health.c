@@ -20,9 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "context.h"
 #include "csrv.h"
 #include "health.h"
-#include "master.h"
 #include "req.h"
 #include "util.h"
 
@@ -69,8 +69,8 @@ static uint32_t servers_up(struct master *m)
 {
 	uint32_t n = 0;
 
-	for (uint32_t i = 1; i <= m->cs.n; i++)
-		n += csrv_up(m->cs.srv[i]);
+	for (uint32_t i = 1; i <= m->cs->n; i++)
+		n += csrv_up(m->cs->srv[i]);
 	return n;
 }
 
@@ -85,7 +85,7 @@ static void publish(struct health *h)
 
 void health_tick(struct master *m)
 {
-	struct health *h = &m->health;
+	struct health *h = m->health;
 	const struct htab *t = &m->ns.chunks;
 	struct census k = { m, h };
 	size_t size = t->slots ? t->size : 0, step;
@@ -113,12 +113,12 @@ void health_tick(struct master *m)
 
 const struct health_counts *health_counts(const struct master *m)
 {
-	return &m->health.last;
+	return &m->health->last;
 }
 
 uint64_t health_age_ms(const struct master *m)
 {
-	if (!m->health.done_at)
+	if (!m->health->done_at)
 		return UINT64_MAX;
-	return (uint64_t)(sw_mono_ns() - m->health.done_at) / 1000000;
+	return (uint64_t)(sw_mono_ns() - m->health->done_at) / 1000000;
 }

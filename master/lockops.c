@@ -25,9 +25,9 @@
 #include "lockops.h"
 #include "log.h"
 #include "handlers.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 
 #define TAG "locks"
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "dataops.h"
 #include "deleg.h"
 #include "group.h"
+#include "health.h"
 #include "purge.h"
 #include "server.h"
 #include "session.h"
@@ -304,23 +306,23 @@ static int load_keys(struct master *m)
 	rc = data_key(path, token, true);
 	if (rc < 0)
 		return rc;
-	memcpy(m->cs.token_key, token, sizeof(m->cs.token_key));
+	memcpy(m->cs->token_key, token, sizeof(m->cs->token_key));
 	snprintf(path, sizeof(path), "%s/session.key", m->cfg.data_dir);
 	rc = data_key(path, m->session_key, true);
 	if (rc < 0)
 		return rc;
 	req_once_key(m->session_key, m->once_key);
 	if (m->cfg.chunkserver_key_file[0])
-		rc = data_key(m->cfg.chunkserver_key_file, m->cs.key, false);
+		rc = data_key(m->cfg.chunkserver_key_file, m->cs->key, false);
 	else {
 		snprintf(path, sizeof(path), "%s/chunkserver.key",
 			 m->cfg.data_dir);
-		rc = data_key(path, m->cs.key, true);
+		rc = data_key(path, m->cs->key, true);
 	}
 	if (rc < 0)
 		return rc;
-	rc = exports_addrs_parse(m->cfg.chunkserver_allow, m->cs.allow,
-				 SW_ARRAY_SIZE(m->cs.allow), &m->cs.nallow);
+	rc = exports_addrs_parse(m->cfg.chunkserver_allow, m->cs->allow,
+				 SW_ARRAY_SIZE(m->cs->allow), &m->cs->nallow);
 	if (rc < 0)
 		sw_crit(TAG, "chunkserver_allow: not a list of addresses: %s",
 			m->cfg.chunkserver_allow);
@@ -474,16 +476,59 @@ void master_wire_requests(struct master *m)
 	req_wire(m, &req_hooks);
 }
 
+/* The handlers' state struct master points to, in one block. */
+struct master_parts {
+	struct purge purge;
+	struct background bg;
+	struct csrv_table cs;
+	struct data_state data;
+	struct health health;
+	struct op_counters total;
+	struct latency latency;
+};
+
+int master_parts_new(struct master *m)
+{
+	struct master_parts *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	m->purge = &p->purge;
+	m->bg = &p->bg;
+	m->cs = &p->cs;
+	m->data = &p->data;
+	m->health = &p->health;
+	m->total = &p->total;
+	m->latency = &p->latency;
+	return 0;
+}
+
+void master_parts_free(struct master *m)
+{
+	if (m->purge)
+		free((char *)m->purge - offsetof(struct master_parts, purge));
+	m->purge = NULL;
+	m->bg = NULL;
+	m->cs = NULL;
+	m->data = NULL;
+	m->health = NULL;
+	m->total = NULL;
+	m->latency = NULL;
+}
+
 int master_start(struct master *m, uv_loop_t *loop)
 {
 	int rc;
 
+	rc = master_parts_new(m);
+	if (rc < 0)
+		return rc;
 	master_wire_requests(m);
 	m->loop = loop;
 	m->started_at = sw_now_ns();
 	m->started_mono = m->ckpt.last = sw_mono_ns();
-	m->data.settle_at = m->started_mono +
-			    (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
+	m->data->settle_at = m->started_mono +
+			     (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
 	rc = load_keys(m);
 	if (rc < 0)
 		return rc;
@@ -569,9 +614,9 @@ void master_lead(struct master *m)
 		 * answered; chunkservers register again. */
 		m->boot_next_ino = m->ns.next_ino;
 		m->loaded_mono = now;
-		m->data.settle_at =
+		m->data->settle_at =
 			now + (int64_t)m->cfg.chunkserver_grace_ms * 1000000;
-		m->data.settled = false;
+		m->data->settled = false;
 		if (htab_count(&m->ns.orphans))
 			m->orphan_deadline =
 				now +
@@ -647,4 +692,5 @@ void master_release(struct master *m)
 	group_release(m);
 	ns_release(&m->ns);
 	sw_arena_release(&m->arena);
+	master_parts_free(m);
 }

@@ -13,10 +13,11 @@
 
 #include "admin.h"
 #include "changelog.h"
+#include "context.h"
 #include "csrv.h"
-#include "master.h"
+#include "purge.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "metrics"
@@ -47,9 +48,9 @@ static void requests(struct master *m, struct sw_buf *b)
 		const struct sw_msg_info *info = sw_msg_info(t);
 		const char *labels[] = { "type", info ? info->name : "", NULL };
 
-		if (info && m->total.requests[t])
+		if (info && m->total->requests[t])
 			sw_prom_sample(b, cnt, labels,
-				       (double)m->total.requests[t]);
+				       (double)m->total->requests[t]);
 	}
 	sw_prom_head(b, lat, "histogram",
 		     "Time in the master from a request's arrival to its reply "
@@ -59,22 +60,22 @@ static void requests(struct master *m, struct sw_buf *b)
 		const struct sw_msg_info *info = sw_msg_info(t);
 		const char *labels[] = { "type", info ? info->name : "", NULL };
 
-		if (info && m->latency.by_type[t].count)
-			sw_prom_hist(b, lat, labels, &m->latency.by_type[t]);
+		if (info && m->latency->by_type[t].count)
+			sw_prom_hist(b, lat, labels, &m->latency->by_type[t]);
 	}
 	{
 		const struct one v[] = {
 			{ "sweepfs_master_request_errors_total", C,
 			  "Requests answered with an error.",
-			  D(m->total.errors) },
+			  D(m->total->errors) },
 			{ "sweepfs_master_received_bytes_total", C,
-			  "Request bytes received.", D(m->total.bytes_in) },
+			  "Request bytes received.", D(m->total->bytes_in) },
 			{ "sweepfs_master_sent_bytes_total", C,
 			  "Reply and notification bytes sent.",
-			  D(m->total.bytes_out) },
+			  D(m->total->bytes_out) },
 			{ "sweepfs_master_batch_operations_total", C,
 			  "Operations applied from mounts' batches.",
-			  D(m->total.batch_ops) },
+			  D(m->total->batch_ops) },
 		};
 
 		put_all(b, v, SW_ARRAY_SIZE(v));
@@ -191,7 +192,7 @@ static void background(struct master *m, struct sw_buf *b,
 	sw_prom_head(b, slices, "histogram",
 		     "Slices of background work (purge, snapshot copies): the "
 		     "longest is what a request may have waited for.");
-	sw_prom_hist(b, slices, NULL, &m->bg.slice_time);
+	sw_prom_hist(b, slices, NULL, &m->bg->slice_time);
 	changelog_fsync_time(m->cl, &fsync);
 	sw_prom_head(b, fsyncs, "histogram",
 		     "The changelog's fdatasync calls.");
@@ -204,8 +205,8 @@ static void servers(struct master *m, struct sw_buf *b)
 
 	sw_prom_head(b, pending, "gauge",
 		     "Chunk deletions queued for each chunkserver.");
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		const struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		const struct csrv *s = m->cs->srv[i];
 		const char *labels[] = { "server", s->listen, NULL };
 
 		sw_prom_sample(b, pending, labels,
@@ -213,8 +214,8 @@ static void servers(struct master *m, struct sw_buf *b)
 	}
 	sw_prom_head(b, "sweepfs_master_chunkserver_up", "gauge",
 		     "Whether each chunkserver is registered now.");
-	for (uint32_t i = 1; i <= m->cs.n; i++) {
-		const struct csrv *s = m->cs.srv[i];
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		const struct csrv *s = m->cs->srv[i];
 		const char *labels[] = { "server", s->listen, NULL };
 
 		sw_prom_sample(b, "sweepfs_master_chunkserver_up", labels,
@@ -285,11 +286,11 @@ int metrics_start(struct master *m)
 	if (!m->cfg.metrics_listen[0])
 		return 0;
 	return sw_metrics_start(m->loop, m->cfg.metrics_listen, TAG, render, m,
-				&m->latency.endpoint);
+				&m->latency->endpoint);
 }
 
 void metrics_stop(struct master *m)
 {
-	sw_metrics_stop(m->latency.endpoint);
-	m->latency.endpoint = NULL;
+	sw_metrics_stop(m->latency->endpoint);
+	m->latency->endpoint = NULL;
 }

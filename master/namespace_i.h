@@ -42,6 +42,10 @@ void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e);
 /* Free node @n outright (a directory must have no live entries). */
 void nsi_node_free(struct ns *ns, struct node *n);
 
+/* @n lost its name in a detached tree: freed with its last one
+ * (another name elsewhere only counts down). */
+void nsi_node_unlinked(struct ns *ns, struct node *n, int64_t now);
+
 /*
  * Name @child @name in @dir with edge id @id (the highest yet) and
  * @flags (EDGE_SNAPSHOT). Returns 0 or -ENOMEM (nothing changed).

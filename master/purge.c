@@ -34,7 +34,7 @@
 
 #include "purge.h"
 #include "log.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "util.h"
 
@@ -132,7 +132,7 @@ static void purge_resume(uv_timer_t *t)
 {
 	struct master *m = t->data;
 
-	uv_idle_start(&m->purge.idle, purge_run);
+	uv_idle_start(&m->purge->idle, purge_run);
 }
 
 /*
@@ -146,30 +146,30 @@ static void purge_resume(uv_timer_t *t)
 bool background_may_run(struct master *m)
 {
 	int64_t now = sw_mono_ns();
-	bool busy = now - m->bg.last_client_request < 100 * 1000000LL;
+	bool busy = now - m->bg->last_client_request < 100 * 1000000LL;
 	double duty =
 		(double)(busy ? m->cfg.purge_duty_busy : m->cfg.purge_duty) /
 		100;
 	double cap = 4.0 * (double)m->cfg.purge_slice_us * 1000;
 
-	m->purge.credit += (double)(now - m->purge.last) * duty;
-	m->purge.credit = SW_MIN(m->purge.credit, cap);
-	m->purge.last = now;
-	return m->purge.credit > 0;
+	m->purge->credit += (double)(now - m->purge->last) * duty;
+	m->purge->credit = SW_MIN(m->purge->credit, cap);
+	m->purge->last = now;
+	return m->purge->credit > 0;
 }
 
 void background_spent(struct master *m, int64_t ns, int64_t cpu_ns)
 {
-	m->purge.credit -= (double)ns;
+	m->purge->credit -= (double)ns;
 	/* What a request arriving meanwhile waited for, at worst. */
-	m->bg.slices++;
-	sw_hist_add(&m->bg.slice_time, ns);
-	if (ns > m->bg.slice_max_ns)
-		m->bg.slice_max_ns = ns;
-	if (cpu_ns > m->bg.slice_max_cpu_ns)
-		m->bg.slice_max_cpu_ns = cpu_ns;
+	m->bg->slices++;
+	sw_hist_add(&m->bg->slice_time, ns);
+	if (ns > m->bg->slice_max_ns)
+		m->bg->slice_max_ns = ns;
+	if (cpu_ns > m->bg->slice_max_cpu_ns)
+		m->bg->slice_max_cpu_ns = cpu_ns;
 	if (ns > 1000000)
-		m->bg.slices_over_1ms++;
+		m->bg->slices_over_1ms++;
 }
 
 static void purge_run(uv_idle_t *h)
@@ -184,7 +184,7 @@ static void purge_run(uv_idle_t *h)
 	}
 	if (!background_may_run(m)) {
 		uv_idle_stop(h);
-		uv_timer_start(&m->purge.timer, purge_resume, 1, 0);
+		uv_timer_start(&m->purge->timer, purge_resume, 1, 0);
 		return;
 	}
 	t0 = sw_mono_ns();
@@ -192,36 +192,36 @@ static void purge_run(uv_idle_t *h)
 	rc = purge_slice(m, t0 + (int64_t)m->cfg.purge_slice_us * 1000);
 	spent = sw_mono_ns() - t0;
 	background_spent(m, spent, sw_thread_cpu_ns() - cpu0);
-	m->purge.busy_ns += (uint64_t)spent;
+	m->purge->busy_ns += (uint64_t)spent;
 	if (rc < 0) {
 		/* The changelog is full: try again in a second. */
 		uv_idle_stop(h);
-		uv_timer_start(&m->purge.timer, purge_resume, 1000, 0);
+		uv_timer_start(&m->purge->timer, purge_resume, 1000, 0);
 	}
 }
 
 void purge_kick(struct master *m)
 {
 	if (!m->ns.purge_head || m->stopping ||
-	    uv_is_active((uv_handle_t *)&m->purge.idle) ||
-	    uv_is_active((uv_handle_t *)&m->purge.timer))
+	    uv_is_active((uv_handle_t *)&m->purge->idle) ||
+	    uv_is_active((uv_handle_t *)&m->purge->timer))
 		return;
-	m->purge.last = sw_mono_ns();
-	uv_idle_start(&m->purge.idle, purge_run);
+	m->purge->last = sw_mono_ns();
+	uv_idle_start(&m->purge->idle, purge_run);
 }
 
 void purge_init(struct master *m)
 {
-	uv_idle_init(m->loop, &m->purge.idle);
-	m->purge.idle.data = m;
-	uv_timer_init(m->loop, &m->purge.timer);
-	m->purge.timer.data = m;
+	uv_idle_init(m->loop, &m->purge->idle);
+	m->purge->idle.data = m;
+	uv_timer_init(m->loop, &m->purge->timer);
+	m->purge->timer.data = m;
 }
 
 void purge_stop(struct master *m)
 {
-	uv_idle_stop(&m->purge.idle);
-	uv_close((uv_handle_t *)&m->purge.idle, NULL);
-	uv_timer_stop(&m->purge.timer);
-	uv_close((uv_handle_t *)&m->purge.timer, NULL);
+	uv_idle_stop(&m->purge->idle);
+	uv_close((uv_handle_t *)&m->purge->idle, NULL);
+	uv_timer_stop(&m->purge->timer);
+	uv_close((uv_handle_t *)&m->purge->timer, NULL);
 }

@@ -17,11 +17,11 @@
 #include <sodium.h>
 
 #include "changelog.h"
+#include "context.h"
 #include "log.h"
-#include "master.h"
 #include "mutation.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 #define TAG "master"

@@ -17,7 +17,7 @@
 #include "fsio.h"
 #include "rmr.h"
 #include "handlers.h"
-#include "master.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "watch.h"

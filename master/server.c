@@ -26,7 +26,8 @@
 #include "log.h"
 #include "deleg.h"
 #include "group.h"
-#include "master.h"
+#include "context.h"
+#include "purge.h"
 #include "req.h"
 #include "session.h"
 #include "net.h"
@@ -215,7 +216,7 @@ void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 	if (error) {
 		if (c && !c->sc.closing && c->s)
 			c->s->ctr.errors++;
-		m->total.errors++;
+		m->total->errors++;
 	}
 	admin_note_latency(m, r);
 	if (!c || sw_sconn_gone(&c->sc))
@@ -242,7 +243,7 @@ void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 	 * outlive the session it started in. */
 	if (c->s)
 		c->s->ctr.bytes_out += sw_buf_used(b) - before;
-	r->m->total.bytes_out += sw_buf_used(b) - before;
+	r->m->total->bytes_out += sw_buf_used(b) - before;
 	if (b == &c->wq.out)
 		sw_sconn_flush_add(&c->sc);
 	conn_note_out(c);
@@ -651,8 +652,8 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		c->s->ctr.requests[hdr->type]++;
 		c->s->ctr.bytes_in += SW_FRAME_HDR + hdr->len;
 	}
-	m->total.requests[hdr->type]++;
-	m->total.bytes_in += SW_FRAME_HDR + hdr->len;
+	m->total->requests[hdr->type]++;
+	m->total->bytes_in += SW_FRAME_HDR + hdr->len;
 
 	if (hdr->type == SW_MSG_HELLO) {
 		if (c->s) {
@@ -669,7 +670,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 		/* Mounts at work: background work steps back (purge.c).
 		 * (Not for tools: a status poll is no load.) */
 		if (c->s->role == SWEEPFS__ROLE__ROLE_MOUNT)
-			m->bg.last_client_request = r.t0;
+			m->bg->last_client_request = r.t0;
 		/* Sent again, and done the first time: answered as then. */
 		if (!dispatch_done_before(&r, msg))
 			rt->fn(&r, msg);

@@ -40,22 +40,13 @@
 #include "deleg.h"
 #include "group.h"
 #include "lockops.h"
-#include "master.h"
+#include "context.h"
 #include "req.h"
 #include "server.h"
 #include "watch.h"
 #include "util.h"
 
 #define TAG "session"
-
-struct sess_open {
-	uint64_t ino;
-	uint32_t count;
-	/* Opened for writing at least once since it was first opened:
-	 * releases do not say which open they close, so this stays until
-	 * the last one (writes, write locks and write-ends need it). */
-	bool writable;
-};
 
 struct opener {
 	uint64_t ino;
@@ -78,19 +69,9 @@ static uint64_t ino_hash(const void *e)
 	return sw_hash_u64(*(const uint64_t *)e);
 }
 
-static bool ino_eq(const void *e, const void *key)
-{
-	return *(const uint64_t *)e == *(const uint64_t *)key;
-}
-
 static uint64_t granted_hash(const void *e)
 {
 	return sw_hash_u64((uint64_t)(uintptr_t)e);
-}
-
-static bool granted_eq(const void *e, const void *key)
-{
-	return (uint64_t)(uintptr_t)e == *(const uint64_t *)key;
 }
 
 /* Sessions per client address (max_sessions_per_address). */
@@ -180,11 +161,6 @@ static bool addr_key_differs(const struct sockaddr_storage *a,
 	return memcmp(x, y, 16) != 0;
 }
 
-bool session_granted(const struct session *s, uint64_t ino)
-{
-	return htab_find(&s->granted, sw_hash_u64(ino), granted_eq, &ino);
-}
-
 void session_grants_reset(struct session *s)
 {
 	htab_release(&s->granted);
@@ -236,7 +212,7 @@ struct session *session_find(struct master *m, uint64_t id)
 static void opener_drop(struct master *m, uint64_t ino)
 {
 	struct opener *op =
-		htab_find(&m->openers, sw_hash_u64(ino), ino_eq, &ino);
+		htab_find(&m->openers, sw_hash_u64(ino), sess_ino_eq, &ino);
 	struct node *n;
 
 	if (!op || --op->sessions)
@@ -270,7 +246,7 @@ int session_open(struct master *m, struct session *s, struct node *n,
 		 bool writable)
 {
 	uint64_t h = sw_hash_u64(n->ino);
-	struct sess_open *so = htab_find(&s->opens, h, ino_eq, &n->ino);
+	struct sess_open *so = htab_find(&s->opens, h, sess_ino_eq, &n->ino);
 	struct opener *op;
 
 	if (so) {
@@ -286,7 +262,7 @@ int session_open(struct master *m, struct session *s, struct node *n,
 	so->ino = n->ino;
 	so->count = 1;
 	so->writable = writable;
-	op = htab_find(&m->openers, h, ino_eq, &n->ino);
+	op = htab_find(&m->openers, h, sess_ino_eq, &n->ino);
 	if (!op) {
 		op = malloc(sizeof(*op));
 		if (!op)
@@ -333,23 +309,10 @@ static void leases_end(struct master *m, struct session *s, uint64_t ino)
 	}
 }
 
-bool session_has_open(struct session *s, uint64_t ino)
-{
-	return s && htab_find(&s->opens, sw_hash_u64(ino), ino_eq, &ino);
-}
-
-bool session_has_writable(struct session *s, uint64_t ino)
-{
-	const struct sess_open *so =
-		s ? htab_find(&s->opens, sw_hash_u64(ino), ino_eq, &ino) : NULL;
-
-	return so && so->writable;
-}
-
 void session_release(struct master *m, struct session *s, uint64_t ino)
 {
 	uint64_t h = sw_hash_u64(ino);
-	struct sess_open *so = htab_find(&s->opens, h, ino_eq, &ino);
+	struct sess_open *so = htab_find(&s->opens, h, sess_ino_eq, &ino);
 
 	if (!so || --so->count)
 		return;
@@ -533,7 +496,7 @@ static int claims_take(struct master *m, struct session *s,
 		const Sweepfs__OpenClaim *q = v[i];
 		struct node *node = ns_get(&m->ns, q->ino);
 		struct sess_open *so = htab_find(&s->opens, sw_hash_u64(q->ino),
-						 ino_eq, &q->ino);
+						 sess_ino_eq, &q->ino);
 		bool writable = (q->flags & O_ACCMODE) != O_RDONLY;
 		int rc;
 
@@ -700,8 +663,8 @@ static void session_reclaim(struct master *m, struct session *s,
 
 			if (claim_find(c, nc, cur[i]))
 				continue;
-			so = htab_find(&s->opens, sw_hash_u64(cur[i]), ino_eq,
-				       &cur[i]);
+			so = htab_find(&s->opens, sw_hash_u64(cur[i]),
+				       sess_ino_eq, &cur[i]);
 			so->count = 1;
 			session_release(m, s, cur[i]);
 		}
@@ -715,14 +678,14 @@ static void session_reclaim(struct master *m, struct session *s,
 		if (!node ||
 		    (session_confined(s) && !session_granted(s, c[i].ino)))
 			continue;
-		so = htab_find(&s->opens, sw_hash_u64(c[i].ino), ino_eq,
+		so = htab_find(&s->opens, sw_hash_u64(c[i].ino), sess_ino_eq,
 			       &c[i].ino);
 		if (!so) {
 			/* One open, then its count: O(1), not O(count). */
 			if (session_open(m, s, node, c[i].writable) < 0)
 				continue;
-			so = htab_find(&s->opens, sw_hash_u64(c[i].ino), ino_eq,
-				       &c[i].ino);
+			so = htab_find(&s->opens, sw_hash_u64(c[i].ino),
+				       sess_ino_eq, &c[i].ino);
 		}
 		so->count = c[i].count;
 		so->writable |= c[i].writable;
@@ -916,15 +879,15 @@ static int check_chunkserver(struct req *r, const Sweepfs__Hello *h,
 			       check_peer(r, h, m->session_key, SW_AUTH_MEMBER,
 					  SW_AUTH_LEADER, challenged, proof) :
 			       -EINVAL;
-	for (size_t i = 0; i < m->cs.nallow && !allowed; i++)
-		allowed = exports_addr_fits(&m->cs.allow[i],
+	for (size_t i = 0; i < m->cs->nallow && !allowed; i++)
+		allowed = exports_addr_fits(&m->cs->allow[i],
 					    (struct sockaddr *)&c->sc.addr);
 	if (!allowed) {
 		sw_warn(TAG, "%s: refused: not a chunkserver_allow address",
 			c->sc.peer);
 		return -EACCES;
 	}
-	return check_peer(r, h, m->cs.key, SW_AUTH_CHUNKSERVER, SW_AUTH_MASTER,
+	return check_peer(r, h, m->cs->key, SW_AUTH_CHUNKSERVER, SW_AUTH_MASTER,
 			  challenged, proof);
 }
 

@@ -39,7 +39,7 @@
 #include "snapjob.h"
 #include "log.h"
 #include "dataops.h"
-#include "master.h"
+#include "context.h"
 #include "purge.h"
 #include "req.h"
 #include "watch.h"
@@ -230,7 +230,7 @@ static bool finish(struct snapper *s, int abort_rc)
 	struct node *dir;
 	int64_t rc;
 
-	if (m->data.revoking && !abort_rc) {
+	if (m->data->revoking && !abort_rc) {
 		/* The reply waits until no old lease can write in place. */
 		uv_idle_stop(&s->idle);
 		uv_timer_start(&s->timer, on_timer, 5, 0);

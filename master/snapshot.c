@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "fsio.h"
 #include "handlers.h"
-#include "master.h"
 #include "req.h"
 #include "rmr.h"
 #include "snapjob.h"

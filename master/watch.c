@@ -4,9 +4,9 @@
  */
 #include <stdlib.h>
 
-#include "master.h"
+#include "context.h"
 #include "server.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 #include "watch.h"
 

@@ -19,11 +19,11 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "context.h"
 #include "handlers.h"
-#include "master.h"
 #include "perm.h"
 #include "req.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 
 static bool has_prefix(const ProtobufCBinaryData *name, const char *prefix)
@@ -190,7 +190,7 @@ void op_getxattr(struct req *r, const ProtobufCMessage *msg)
 		reply.none = 1;
 		if (req_session(r))
 			req_session(r)->ctr.errors++;
-		r->m->total.errors++;
+		r->m->total->errors++;
 		req_reply(r, &reply.base);
 		return;
 	}

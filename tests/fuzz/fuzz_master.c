@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "csrv.h"
 #include "fuzz_io.h"
 #include "fsck.h"
 #include "master.h"
@@ -217,8 +218,8 @@ static size_t prelude(uint8_t *out, size_t cap, int role)
 		h.cs_nonce.data = (uint8_t *)zeros;
 		h.cs_nonce.len = sizeof(zeros);
 		fz_put_frame(out, cap, &n, SW_MSG_HELLO, 1, &h.base);
-		sw_auth_tag(m.cs.key, SW_AUTH_CHUNKSERVER, zeros, sizeof(zeros),
-			    NULL, 0, tag);
+		sw_auth_tag(m.cs->key, SW_AUTH_CHUNKSERVER, zeros,
+			    sizeof(zeros), NULL, 0, tag);
 		h.has_auth = 1;
 		h.auth.data = tag;
 		h.auth.len = sizeof(tag);
@@ -289,7 +290,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    data, size);
 	sessions_expire(&m);
 	settle();
-	if (m.ns.version == version && !m.cs.n && !m.nsessions)
+	if (m.ns.version == version && !m.cs->n && !m.nsessions)
 		return 0;
 	check_consistent();
 	master_down();

@@ -81,14 +81,17 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	if (!f)
+	if (!f || master_parts_new(&f->m) < 0) {
+		free(f);
 		return -1;
+	}
 	memset(&wire, 0, sizeof(wire));
 	csrvs_init(&f->m);
 	f->m.cfg.delete_rate = 1000000;
 	/* One chunkserver, "connected" (csrv_up() looks at conn only). */
 	f->srv = calloc(1, sizeof(*f->srv));
 	if (!f->srv) {
+		master_parts_free(&f->m);
 		free(f);
 		return -1;
 	}
@@ -96,8 +99,8 @@ static int setup(void **state)
 	snprintf(f->srv->listen, sizeof(f->srv->listen), "cs1:9522");
 	f->srv->conn = &f->conn;
 	f->conn.csrv = 1;
-	f->m.cs.srv[1] = f->srv;
-	f->m.cs.n = 1;
+	f->m.cs->srv[1] = f->srv;
+	f->m.cs->n = 1;
 	*state = f;
 	return 0;
 }
@@ -107,6 +110,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	csrvs_release(&f->m); /* frees the server and its queue */
+	master_parts_free(&f->m);
 	free(f);
 	return 0;
 }
@@ -135,7 +139,7 @@ static void test_drain_batches_in_a_window(void **state)
 	/* Sent is not done: all still pending, 2048 of them in flight. */
 	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
 	assert_int_equal(f->srv->del_inflight, 2048);
-	assert_int_equal(f->m.cs.pending_deletes, 5000);
+	assert_int_equal(f->m.cs->pending_deletes, 5000);
 	/* The window is full: nothing more until an acknowledgement. */
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_int_equal(wire.sent, 4);
@@ -201,7 +205,7 @@ static void test_disconnect_requeues_in_flight(void **state)
 	assert_int_equal(f->srv->del_inflight, 0);
 	assert_int_equal(f->srv->del_batches, 0);
 	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
-	assert_int_equal(f->m.cs.pending_deletes, 3000);
+	assert_int_equal(f->m.cs->pending_deletes, 3000);
 	/* Not connected: nothing is sent. */
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_int_equal(wire.sent, 4);

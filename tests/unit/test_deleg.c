@@ -99,7 +99,8 @@ static int setup(void **state)
 	struct changelog_opts o = { 0 };
 
 	if (!f || unit_mkdtemp(f->dir, sizeof(f->dir), "deleg") < 0 ||
-	    uv_loop_init(&f->loop) < 0 || ns_init(&f->m.ns, 1000) < 0)
+	    uv_loop_init(&f->loop) < 0 || ns_init(&f->m.ns, 1000) < 0 ||
+	    master_parts_new(&f->m) < 0)
 		return -1;
 	sw_log_set_sink(quiet_sink, NULL);
 	f->m.loop = &f->loop;
@@ -155,6 +156,7 @@ static int teardown(void **state)
 		free(c->marks);
 	}
 	ns_release(&f->m.ns);
+	master_parts_free(&f->m);
 	sw_log_set_sink(NULL, NULL);
 	unit_rm_rf(f->dir);
 	free(f);
@@ -655,7 +657,7 @@ static void test_batch_applies_in_order(void **state)
 	sweepfs__batch_reply__free_unpacked(r, NULL);
 	assert_int_equal(f->m.ns.version, v0 + 2); /* two journaled */
 	assert_int_equal(f->d->u.dir->nentries, 1);
-	assert_int_equal(f->m.total.batch_ops, 6);
+	assert_int_equal(f->m.total->batch_ops, 6);
 }
 
 /* A batch sent again after a reconnect (its reply lost): what it did is

@@ -43,6 +43,11 @@ static int setup(void **state)
 		free(f);
 		return -1;
 	}
+	if (master_parts_new(&f->m) < 0) {
+		ns_release(&f->m.ns);
+		free(f);
+		return -1;
+	}
 	f->now = 1000;
 	f->m.cfg.goal = 1;
 	/* One chunkserver, "connected" (csrv_up() looks at conn only). */
@@ -52,8 +57,8 @@ static int setup(void **state)
 	/* It has reported since its last command: counts compare. */
 	f->srv.reported_at = 2;
 	f->srv.changed_at = 1;
-	f->m.cs.srv[1] = &f->srv;
-	f->m.cs.n = 1;
+	f->m.cs->srv[1] = &f->srv;
+	f->m.cs->n = 1;
 	*state = f;
 	return 0;
 }
@@ -63,6 +68,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	ns_release(&f->m.ns);
+	master_parts_free(&f->m);
 	free(f);
 	return 0;
 }

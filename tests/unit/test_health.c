@@ -38,6 +38,11 @@ static int setup(void **state)
 		free(f);
 		return -1;
 	}
+	if (master_parts_new(&f->m) < 0) {
+		ns_release(&f->m.ns);
+		free(f);
+		return -1;
+	}
 	f->now = 1000;
 	master_wire_requests(&f->m);
 	f->m.cfg.goal = 1;
@@ -47,9 +52,9 @@ static int setup(void **state)
 			 "cs%u:9522", i);
 		/* "connected": csrv_up() looks at conn only */
 		f->srv[i].conn = (struct conn *)&f->srv[i];
-		f->m.cs.srv[i] = &f->srv[i];
+		f->m.cs->srv[i] = &f->srv[i];
 	}
-	f->m.cs.n = 2;
+	f->m.cs->n = 2;
 	f->file =
 		unit_mk(&f->m.ns, f->m.ns.root, "f", S_IFREG | 0644, ++f->now);
 	*state = f;
@@ -61,6 +66,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	ns_release(&f->m.ns);
+	master_parts_free(&f->m);
 	free(f);
 	return 0;
 }
@@ -89,11 +95,11 @@ static struct chunk *chunk(struct fixture *f, uint32_t index, int ncopies,
 /* Ticks until a pass ends (at most @max); the counts. */
 static const struct health_counts *pass(struct fixture *f, int max)
 {
-	uint64_t before = f->m.health.passes;
+	uint64_t before = f->m.health->passes;
 
-	for (int i = 0; i < max && f->m.health.passes == before; i++)
+	for (int i = 0; i < max && f->m.health->passes == before; i++)
 		health_tick(&f->m);
-	assert_true(f->m.health.passes > before);
+	assert_true(f->m.health->passes > before);
 	return health_counts(&f->m);
 }
 
@@ -173,8 +179,8 @@ static void test_health_slices(void **state)
 
 	for (uint32_t i = 0; i < 300000; i++)
 		chunk(f, i, i % 3 == 0 ? 0 : 1, 1);
-	before = f->m.health.passes;
-	while (f->m.health.passes == before) {
+	before = f->m.health->passes;
+	while (f->m.health->passes == before) {
 		int64_t ns;
 
 		clock_gettime(CLOCK_MONOTONIC, &a);
@@ -189,7 +195,7 @@ static void test_health_slices(void **state)
 		     ca.tv_nsec;
 		worst_cpu = ns > worst_cpu ? ns : worst_cpu;
 		ticks++;
-		if (f->m.health.passes == before)
+		if (f->m.health->passes == before)
 			assert_int_equal(health_counts(&f->m)->chunks, 0);
 		assert_true(ticks < 1000);
 	}
