@@ -190,7 +190,7 @@ struct ns {
 	/* Names added to a file marked for a delegation (NODE_DELEG_TAG):
 	 * a grant walked in slices is refused if one came meanwhile. */
 	uint64_t marked_links;
-	size_t dir_bytes;   /* struct dir and index arrays */
+	size_t dir_bytes; /* struct dir and index arrays */
 	/* Directories whose name table is being resized: ns_housekeep()
 	 * moves them on, so that the old array does not stay allocated
 	 * for as long as nothing else touches the directory. */
