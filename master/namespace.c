@@ -154,6 +154,13 @@ static int names_build(struct dir *d)
 	return 0;
 }
 
+/* The index's allocation (it may start past dropped slots); NULL when
+ * there is none (no arithmetic on a null pointer). */
+static struct edge **index_base(const struct dir *d)
+{
+	return d->index ? d->index - d->index_skip : NULL;
+}
+
 static void index_push(struct ns *ns, struct dir *d, struct edge *e)
 {
 	if (d->index_skip && d->index_skip + d->index_len == d->index_cap &&
@@ -167,8 +174,7 @@ static void index_push(struct ns *ns, struct dir *d, struct edge *e)
 	}
 	if (d->index_skip + d->index_len == d->index_cap) {
 		uint32_t cap = d->index_cap ? d->index_cap * 2 : 8;
-		struct edge **v =
-			realloc(d->index - d->index_skip, cap * sizeof(*v));
+		struct edge **v = realloc(index_base(d), cap * sizeof(*v));
 
 		if (!v)
 			return; /* the index is an accelerator; go without */
@@ -399,7 +405,7 @@ static void dir_free(struct ns *ns, struct node *n)
 			 d->index_cap * sizeof(*d->index);
 	resizing_forget(ns, d);
 	htab_release(&d->names);
-	free(d->index - d->index_skip);
+	free(index_base(d));
 	free(d);
 }
 
@@ -563,7 +569,7 @@ static int free_node_cb(void *elem, void *arg)
 			edge_free(ns, e);
 		}
 		htab_release(&d->names);
-		free(d->index - d->index_skip);
+		free(index_base(d));
 		free(d);
 	} else if (S_ISLNK(n->mode)) {
 		free(n->u.target);
