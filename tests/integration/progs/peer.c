@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -326,4 +327,25 @@ void expect_closed(struct peer *p, const char *what, int timeout_ms)
 		fail("%s: port %u kept the connection open for %d ms", what,
 		     p->port, timeout_ms);
 	peer_close(p);
+}
+
+uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
+		    const char *name)
+{
+	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
+	Sweepfs__EntryReply *r;
+	uint64_t id, ino;
+	int err;
+
+	q.cred = cred;
+	q.parent = parent;
+	q.name = str(name);
+	q.mode = S_IFDIR | 0777;
+	id = peer_send(p, SW_MSG_MKDIR, 0, &q.base);
+	r = (Sweepfs__EntryReply *)peer_reply(p, SW_MSG_MKDIR, id, &err);
+	if (err || !r->attr)
+		fail("mkdir %s: %s", name, strerror(err));
+	ino = r->attr->ino;
+	sweepfs__entry_reply__free_unpacked(r, NULL);
+	return ino;
 }

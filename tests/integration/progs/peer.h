@@ -72,6 +72,9 @@ void peer_hello(struct peer *p, int role);
 /* Connect and say hello as a mount. */
 void peer_open(struct peer *p, uint16_t port);
 void peer_ping(struct peer *p);
+/* MKDIR @name (mode 0777) under @parent as @cred: the new inode, or fail(). */
+uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
+		    const char *name);
 /* The connection must be closed within @timeout_ms with nothing sent. */
 void expect_closed(struct peer *p, const char *what, int timeout_ms);
 

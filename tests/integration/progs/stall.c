@@ -202,26 +202,6 @@ static uint64_t send_readdir(struct peer *p, uint64_t dir)
 	return peer_send(p, SW_MSG_READDIR, 0, &q.base);
 }
 
-static uint64_t mkdir_in(struct peer *p, uint64_t parent, const char *name)
-{
-	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
-	Sweepfs__EntryReply *r;
-	uint64_t id, ino;
-	int err;
-
-	q.cred = &root_cred;
-	q.parent = parent;
-	q.name = str(name);
-	q.mode = S_IFDIR | 0777;
-	id = peer_send(p, SW_MSG_MKDIR, 0, &q.base);
-	r = (Sweepfs__EntryReply *)peer_reply(p, SW_MSG_MKDIR, id, &err);
-	if (err || !r->attr)
-		fail("mkdir %s: %s", name, strerror(err));
-	ino = r->attr->ino;
-	sweepfs__entry_reply__free_unpacked(r, NULL);
-	return ino;
-}
-
 static uint64_t lookup(struct peer *p, uint64_t parent, const char *name)
 {
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
@@ -303,14 +283,14 @@ static void check_setup(void)
 	char name[16];
 
 	session(&adm, "/", 1000);
-	mkdir_in(&adm, ROOT, "pub");
-	jail = mkdir_in(&adm, ROOT, "jail");
-	jail_d = mkdir_in(&adm, jail, "d");
-	team = mkdir_in(&adm, ROOT, "team");
-	dl = mkdir_in(&adm, ROOT, "dl");
+	peer_mkdir(&adm, &root_cred, ROOT, "pub");
+	jail = peer_mkdir(&adm, &root_cred, ROOT, "jail");
+	jail_d = peer_mkdir(&adm, &root_cred, jail, "d");
+	team = peer_mkdir(&adm, &root_cred, ROOT, "team");
+	dl = peer_mkdir(&adm, &root_cred, ROOT, "dl");
 	for (int i = 0; i < DIRS; i++) {
 		snprintf(name, sizeof(name), "x%d", i);
-		xs[i] = mkdir_in(&adm, dl, name);
+		xs[i] = peer_mkdir(&adm, &root_cred, dl, name);
 	}
 	peer_close(&adm);
 	ok("setup: /jail/d, /team, /dl/x0..x%d", DIRS - 1);

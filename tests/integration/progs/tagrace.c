@@ -48,26 +48,6 @@ static uint64_t session(struct peer *p, const char *subdir, uint32_t cache_ms)
 	return root;
 }
 
-static uint64_t mkdir_in(struct peer *p, uint64_t parent, const char *name)
-{
-	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
-	Sweepfs__EntryReply *r;
-	uint64_t id, ino;
-	int err;
-
-	q.cred = &root_cred;
-	q.parent = parent;
-	q.name = str(name);
-	q.mode = S_IFDIR | 0777;
-	id = peer_send(p, SW_MSG_MKDIR, 0, &q.base);
-	r = (Sweepfs__EntryReply *)peer_reply(p, SW_MSG_MKDIR, id, &err);
-	if (err || !r->attr)
-		fail("mkdir %s: %s", name, strerror(err));
-	ino = r->attr->ino;
-	sweepfs__entry_reply__free_unpacked(r, NULL);
-	return ino;
-}
-
 static uint64_t mknod_in(struct peer *p, uint64_t parent, const char *name)
 {
 	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
@@ -148,7 +128,7 @@ static uint64_t make_dir(int round, int n, uint64_t *first)
 
 	session(&adm, "/", 0);
 	snprintf(name, sizeof(name), "D%d-%d", round, getpid());
-	d = mkdir_in(&adm, ROOT, name);
+	d = peer_mkdir(&adm, &root_cred, ROOT, name);
 	*first = 0;
 	for (int i = 0; i < n; i += 500) {
 		uint64_t ids[500];
