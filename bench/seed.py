@@ -436,12 +436,15 @@ def make_copies(cl, methods, a):
 def one_size(n, methods, removeall, build, a):
     """The experiment at @n files on a fresh cluster: its results."""
     cl = cluster.Cluster(build, master_set=a.set)
+    # The master listens once its checkpoint is loaded: give it time
+    # for N files even at a fraction of the load rate it should have.
+    cl.ready_s = max(cl.ready_s, 30 + n / 250_000)
     data = os.path.join(cl.dir, "meta")
     os.makedirs(data)
     print("seeding a checkpoint of %d files" % n, file=sys.stderr)
     seed_s = seed_checkpoint(build, data, n)
-    cl.start()
     try:
+        cl.start()
         start = master_start(cl.records["master"]["log"])
         load_s, load_nodes = start.get("seconds"), start.get("nodes")
         probe_mnt = cl.mount_extra(

@@ -496,6 +496,9 @@ class Cluster:
         self.workdir = os.path.abspath(workdir)
         self.bins = bins
         self.log_level = log_level
+        # How long a daemon may take to listen: a master loading a large
+        # checkpoint needs longer (bench/seed.py sets it by its size).
+        self.ready_s = READY_S
         self.watch = watch
         self.netns = netns
         self.owner = owner
@@ -591,7 +594,7 @@ class Cluster:
         n0 = _count_lines(log, "listening on")
         h = self._spawn(name, self._in_netns(argv), log)
         self.handles[name] = h
-        deadline = time.monotonic() + READY_S
+        deadline = time.monotonic() + self.ready_s
         while time.monotonic() < deadline:
             if _count_lines(log, "listening on") > n0:
                 return h
