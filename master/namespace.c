@@ -874,16 +874,13 @@ int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
 	return 0;
 }
 
-int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
-	      bool keep, int64_t now)
+/* ns_unlink() of live edge @e, in @dir, found already. */
+static int unlink_edge(struct ns *ns, struct node *dir, struct edge *e,
+		       bool keep, int64_t now)
 {
-	struct edge *e;
-	struct node *n;
-	int rc = nsi_entry(ns, dir, name, len, &e);
+	struct node *n = e->child;
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	n = e->child;
 	if (S_ISDIR(n->mode) && n->u.dir->nentries)
 		return -ENOTEMPTY;
 	rc = orphan_prepare(ns, n, keep);
@@ -893,6 +890,15 @@ int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
 	touch_dir(dir, now);
 	node_unlinked(ns, n, keep, now);
 	return 0;
+}
+
+int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      bool keep, int64_t now)
+{
+	struct edge *e;
+	int rc = nsi_entry(ns, dir, name, len, &e);
+
+	return rc < 0 ? rc : unlink_edge(ns, dir, e, keep, now);
 }
 
 static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
@@ -1355,6 +1361,12 @@ void nsi_node_free(struct ns *ns, struct node *n)
 void nsi_node_unlinked(struct ns *ns, struct node *n, int64_t now)
 {
 	node_unlinked(ns, n, false, now);
+}
+
+int nsi_unlink_edge(struct ns *ns, struct node *dir, struct edge *e,
+		    int64_t now)
+{
+	return unlink_edge(ns, dir, e, false, now);
 }
 
 void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,

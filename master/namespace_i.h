@@ -64,6 +64,11 @@ void nsi_node_free(struct ns *ns, struct node *n);
  * (another name elsewhere only counts down). */
 void nsi_node_unlinked(struct ns *ns, struct node *n, int64_t now);
 
+/* ns_unlink() (keep false) of live edge @e in @dir, looked up already:
+ * 0, or -ENOTEMPTY (a directory with entries) with nothing changed. */
+int nsi_unlink_edge(struct ns *ns, struct node *dir, struct edge *e,
+		    int64_t now);
+
 /*
  * Name @child @name in @dir with edge id @id (the highest yet) and
  * @flags (EDGE_SNAPSHOT). Returns 0 or -ENOMEM (nothing changed).
