@@ -21,6 +21,7 @@
 #include "master.h"
 #include "namespace_i.h"
 #include "unit.h"
+#include "unit_master.h"
 #include "unit_ns.h"
 
 struct fixture {
@@ -34,27 +35,12 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	if (!f || ns_init(&f->m.ns, 1000) < 0) {
-		free(f);
-		return -1;
-	}
-	if (master_parts_new(&f->m) < 0) {
-		ns_release(&f->m.ns);
+	if (!f || unit_master_init(&f->m, f->srv, 2) < 0) {
 		free(f);
 		return -1;
 	}
 	f->now = 1000;
 	master_wire_requests(&f->m);
-	f->m.cfg.goal = 1;
-	for (uint32_t i = 1; i <= 2; i++) {
-		f->srv[i].id = i;
-		snprintf(f->srv[i].listen, sizeof(f->srv[i].listen),
-			 "cs%u:9522", i);
-		/* "connected": csrv_up() looks at conn only */
-		f->srv[i].conn = (struct conn *)&f->srv[i];
-		f->m.cs->srv[i] = &f->srv[i];
-	}
-	f->m.cs->n = 2;
 	f->file =
 		unit_mk(&f->m.ns, f->m.ns.root, "f", S_IFREG | 0644, ++f->now);
 	*state = f;
@@ -65,8 +51,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	ns_release(&f->m.ns);
-	master_parts_free(&f->m);
+	unit_master_release(&f->m);
 	free(f);
 	return 0;
 }
