@@ -60,17 +60,6 @@ struct fixture {
 	uint64_t shipped_last;
 };
 
-static void quiet_sink(int level, const char *tag, const char *msg,
-		       void *opaque)
-{
-	struct fixture *f = opaque;
-
-	(void)level;
-	(void)tag;
-	(void)msg;
-	f->log_lines++;
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -84,7 +73,7 @@ static int setup(void **state)
 	}
 	f->loop_inited = true;
 	rng_seed(&f->rng, 99);
-	sw_log_set_sink(quiet_sink, f);
+	sw_log_set_sink(unit_quiet_sink, &f->log_lines);
 	*state = f;
 	return 0;
 }

@@ -44,17 +44,6 @@ struct fixture {
 	unsigned log_lines;
 };
 
-static void quiet_sink(int level, const char *tag, const char *msg,
-		       void *opaque)
-{
-	struct fixture *f = opaque;
-
-	(void)level;
-	(void)tag;
-	(void)msg;
-	f->log_lines++;
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -74,7 +63,7 @@ static int setup(void **state)
 	f->b_init = true;
 	ns_cursor_init(&f->cur);
 	rng_seed(&f->rng, 2024);
-	sw_log_set_sink(quiet_sink, f);
+	sw_log_set_sink(unit_quiet_sink, &f->log_lines);
 	*state = f;
 	return 0;
 

@@ -52,15 +52,6 @@ struct fixture {
 	uint64_t batch_recalled; /* the recall batch() saw before its reply */
 };
 
-static void quiet_sink(int level, const char *tag, const char *msg,
-		       void *opaque)
-{
-	(void)opaque;
-	(void)level;
-	(void)tag;
-	(void)msg;
-}
-
 static void on_durable(void *arg, uint64_t version)
 {
 	server_durable(arg, version);
@@ -102,7 +93,7 @@ static int setup(void **state)
 	    uv_loop_init(&f->loop) < 0 || ns_init(&f->m.ns, 1000) < 0 ||
 	    master_parts_new(&f->m) < 0)
 		return -1;
-	sw_log_set_sink(quiet_sink, NULL);
+	sw_log_set_sink(unit_quiet_sink, NULL);
 	f->m.loop = &f->loop;
 	master_wire_requests(&f->m);
 	uv_idle_init(&f->loop, &f->m.consume_idle);

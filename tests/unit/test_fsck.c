@@ -31,7 +31,7 @@
 #include "unit_ns.h"
 
 struct fixture {
-	struct master m;
+	struct master m;    /* first: unit_master_teardown() */
 	struct csrv srv[2]; /* id 1 */
 	int64_t now;
 };
@@ -49,15 +49,6 @@ static int setup(void **state)
 	f->srv[1].reported_at = 2;
 	f->srv[1].changed_at = 1;
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	unit_master_release(&f->m);
-	free(f);
 	return 0;
 }
 
@@ -465,17 +456,17 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fsck_healthy, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_finds_each_kind,
-						setup, teardown),
+						setup, unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_names_bad_files,
-						setup, teardown),
+						setup, unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_bad_files_bounded,
-						setup, teardown),
+						setup, unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_max_problems, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_req_node_confined, setup,
-						teardown),
+						unit_master_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,7 +25,7 @@
 #include "unit_ns.h"
 
 struct fixture {
-	struct master m;
+	struct master m;    /* first: unit_master_teardown() */
 	struct csrv srv[3]; /* ids 1 and 2 */
 	struct node *file;
 	int64_t now;
@@ -44,15 +44,6 @@ static int setup(void **state)
 	f->file =
 		unit_mk(&f->m.ns, f->m.ns.root, "f", S_IFREG | 0644, ++f->now);
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	unit_master_release(&f->m);
-	free(f);
 	return 0;
 }
 
@@ -200,11 +191,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_health_classifies, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_health_default_goal, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_health_slices, setup,
-						teardown),
+						unit_master_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

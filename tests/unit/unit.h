@@ -53,6 +53,22 @@ static inline void rng_fill(struct rng *r, void *p, size_t n)
 		b[i] = (uint8_t)rng_next(r);
 }
 
+/*
+ * A log sink (sw_log_set_sink()) that prints nothing and counts the
+ * messages into the unsigned @opaque points to (NULL: counts nothing).
+ */
+static inline void unit_quiet_sink(int level, const char *tag, const char *msg,
+				   void *opaque)
+{
+	unsigned *lines = opaque;
+
+	(void)level;
+	(void)tag;
+	(void)msg;
+	if (lines)
+		(*lines)++;
+}
+
 /* A fresh directory under $TMPDIR (or /tmp) into @buf (at least 64 bytes). */
 static inline int unit_mkdtemp(char *buf, size_t len, const char *what)
 {

@@ -1,14 +1,15 @@
 /*
  * A master for the unit tests of what runs above the namespace core
  * (fsck, the chunk health census): its namespace and its parts, with
- * chunkservers that count as connected. Include after cmocka.h, csrv.h
- * and master.h.
+ * chunkservers that count as connected, and the fixture's teardown.
+ * Include after cmocka.h, csrv.h and master.h.
  */
 #ifndef SWEEPFS_TESTS_UNIT_MASTER_H
 #define SWEEPFS_TESTS_UNIT_MASTER_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /*
  * @m (zeroed) with an empty namespace, its parts, goal 1, and chunkservers
@@ -42,6 +43,19 @@ static inline void unit_master_release(struct master *m)
 {
 	ns_release(&m->ns);
 	master_parts_free(m);
+}
+
+/*
+ * The cmocka teardown of a fixture that begins with the struct master
+ * unit_master_init() made, in calloc(3)ed memory: releases and frees it.
+ */
+static inline int unit_master_teardown(void **state)
+{
+	struct master *m = *state; /* the fixture's first member */
+
+	unit_master_release(m);
+	free(*state);
+	return 0;
 }
 
 #endif
