@@ -411,6 +411,33 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
+# ---- metrics -----------------------------------------------------------
+
+# start_metrics_cluster [START_MASTER_ARGS...]: a master and one
+# chunkserver serving Prometheus metrics (metrics_listen on free ports),
+# for the scenarios that read them with Prometheus' own text parser; skips
+# without python3-prometheus-client. Sets PY3, MPORT and CPORT, and MURL
+# and CURL, the two endpoints. The mount is the caller's.
+start_metrics_cluster() {
+	PY3=/usr/bin/python3
+	$PY3 -c 'import prometheus_client' 2>/dev/null ||
+		skip "python3-prometheus-client is not installed"
+	MPORT=$(pick_port)
+	CPORT=$(pick_port)
+	SW_CHUNKSERVERS=0
+	start_master --set metrics_listen="$SW_MASTER_HOST:$MPORT" "$@"
+	start_chunkservers 1 --set metrics_listen="$SW_CS_HOST:$CPORT"
+	MURL=http://$SW_MASTER_HOST:$MPORT/metrics
+	CURL=http://$SW_CS_HOST:$CPORT/metrics
+}
+
+# scrape URL [EXPR...]: scrape.py reads URL, which must parse and make
+# every EXPR true; else the scenario fails with what scrape.py said.
+scrape() {
+	$PY3 "$SW_SRC/scrape.py" "$@" >"$SW_TMP/scrape.out" 2>&1 ||
+		fail "$(cat "$SW_TMP/scrape.out")"
+}
+
 # ---- chunkservers -------------------------------------------------------
 
 # How many chunkservers start_master starts the first time (0: none).
