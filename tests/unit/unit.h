@@ -1,17 +1,20 @@
 /*
  * Helpers shared by the unit tests: a seeded random generator (every test
- * is deterministic), temporary directories, a quiet log sink, and running
- * a piece of a test in a child process with a time limit, for code that
- * might hang.
+ * is deterministic), temporary directories and files in them, a quiet log
+ * sink, and running a piece of a test in a child process with a time
+ * limit, for code that might hang.
  *
- * Everything is static inline: each test program includes this once.
+ * Everything is static inline: each test program includes this once,
+ * after cmocka.h (the fixtures that make files fail the test through it).
  */
 #ifndef SWEEPFS_TESTS_UNIT_H
 #define SWEEPFS_TESTS_UNIT_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +95,31 @@ static inline int unit_rm_one(const char *path, const struct stat *st, int flag,
 static inline void unit_rm_rf(const char *dir)
 {
 	nftw(dir, unit_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* @n empty files @prefix000000... in @dfd/@dir (names of one length, so
+ * that every getdents64 record has the same size); the test fails if one
+ * cannot be made. */
+static inline void unit_mk_files(int dfd, const char *dir, const char *prefix,
+				 int n)
+{
+	int fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY);
+	char name[64];
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s%06d", prefix, i);
+		assert_int_equal(mknodat(fd, name, S_IFREG | 0644, 0), 0);
+	}
+	close(fd);
+}
+
+/* Whether @path below @dfd exists (a symlink counts, not followed). */
+static inline bool unit_exists(int dfd, const char *path)
+{
+	struct stat st;
+
+	return fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* Size of @path in bytes, or -1. */
