@@ -404,6 +404,12 @@ fsck_json() {
 		"$j" "$1"
 }
 
+# free_inodes [DIR]: the free inodes statfs(2) reports on DIR (default
+# the mount), which the master derives from its node count.
+free_inodes() {
+	stat -f -c %d "${1:-$SW_MNT}"
+}
+
 # drop_caches: write back and drop the kernel's page, dentry and inode
 # caches, so that the next reads go through the mounts to the servers.
 drop_caches() {
