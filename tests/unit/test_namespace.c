@@ -1325,6 +1325,16 @@ static int count_xattr(const void *name, size_t nlen, const void *value,
 	return nlen == 3 ? 7 : 0;
 }
 
+/* Attribute @i of node @k in test_ns_xattr_set_many(), into @buf: its
+ * length. */
+static size_t many_name(char *buf, size_t size, int k, int i)
+{
+	int n = snprintf(buf, size, "user.%d.%d", k, i);
+
+	assert_true(n > 0 && (size_t)n < size);
+	return (size_t)n;
+}
+
 /* Many attributes on several kinds of node, each kept apart. */
 static void test_ns_xattr_set_many(void **state)
 {
@@ -1339,32 +1349,29 @@ static void test_ns_xattr_set_many(void **state)
 
 	for (int k = 0; k < 4; k++)
 		for (int i = 0; i < 50; i++) {
-			int n = snprintf(name, sizeof(name), "user.%d.%d", k,
-					 i);
+			size_t n = many_name(name, sizeof(name), k, i);
 			int v = snprintf(value, sizeof(value), "value %d",
 					 i * k);
 
-			assert_int_equal(ns_xattr_set(&f->ns, nodes[k], name,
-						      (size_t)n, value,
-						      (size_t)v, 1),
+			assert_int_equal(ns_xattr_set(&f->ns, nodes[k], name, n,
+						      value, (size_t)v, 1),
 					 0);
 		}
 	for (int k = 0; k < 4; k++)
 		for (int i = 0; i < 50; i++) {
-			int n = snprintf(name, sizeof(name), "user.%d.%d", k,
-					 i);
+			size_t n = many_name(name, sizeof(name), k, i);
 			int v = snprintf(value, sizeof(value), "value %d",
 					 i * k);
 
-			assert_int_equal(ns_xattr_get(&f->ns, nodes[k], name,
-						      (size_t)n, &val, &vlen),
+			assert_int_equal(ns_xattr_get(&f->ns, nodes[k], name, n,
+						      &val, &vlen),
 					 0);
 			assert_int_equal(vlen, (size_t)v);
 			assert_memory_equal(val, value, vlen);
 			/* Not on the neighbour. */
 			assert_int_equal(ns_xattr_get(&f->ns,
 						      nodes[(k + 1) % 4], name,
-						      (size_t)n, &val, &vlen),
+						      n, &val, &vlen),
 					 -ENODATA);
 		}
 	assert_int_equal(
@@ -1380,8 +1387,7 @@ static void test_ns_xattr_set_many(void **state)
 	for (int i = 0; i < 50; i++) {
 		int n = snprintf(name, sizeof(name), "user.0.%d", i);
 
-		assert_int_equal(ns_xattr_remove(&f->ns, r, name, (size_t)n, 1),
-				 0);
+		assert_int_equal(ns_xattr_remove(&f->ns, r, name, n, 1), 0);
 	}
 	assert_int_equal(f->ns.misc_bytes, 0);
 	check_ns(&f->ns);
