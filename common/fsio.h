@@ -1,12 +1,14 @@
 /*
  * File and memory helpers that several programs would otherwise each write
- * again: writing a whole buffer, making a directory's entries durable, and
- * growing an array. Nothing here logs; errors are negative errno.
+ * again: writing a whole buffer, making a directory's entries durable,
+ * listing numbered files, and growing an array. Nothing here logs; errors
+ * are negative errno.
  */
 #ifndef SWEEPFS_COMMON_FSIO_H
 #define SWEEPFS_COMMON_FSIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Write all @n bytes at @p to @fd, going on after short writes and EINTR.
@@ -26,6 +28,16 @@ int sw_fsync_dir(const char *path);
 /* The same for directory @path relative to directory fd @dirfd (openat(2);
  * AT_FDCWD: the working directory). */
 int sw_fsync_dirat(int dirfd, const char *path);
+
+/*
+ * The numbers of the files in directory @dir named @prefix followed by
+ * exactly 20 decimal digits (printf "%s%020" PRIu64, as the master names
+ * its changelog segments and checkpoints), smallest first. Returns 0 with
+ * *@out (the caller frees it with free(3); NULL when there are none) and
+ * *@count, or -errno from opendir(2) or -ENOMEM with nothing to free.
+ */
+int sw_dir_versions(const char *dir, const char *prefix, uint64_t **out,
+		    size_t *count);
 
 /*
  * Make room for at least @need elements of @size bytes in the array *@pp

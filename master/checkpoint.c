@@ -970,38 +970,15 @@ out_close:
 /* Versions of the checkpoints in @dir, newest first. */
 static int list_versions(const char *dir, uint64_t **out, size_t *count)
 {
-	uint64_t *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d = opendir(dir);
+	int rc = sw_dir_versions(dir, "checkpoint.", out, count);
 
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		uint64_t ver;
+	for (size_t i = 0; rc == 0 && i < *count / 2; i++) {
+		uint64_t t = (*out)[i];
 
-		if (strlen(de->d_name) != strlen("checkpoint.") + 20 ||
-		    sscanf(de->d_name, "checkpoint.%20" SCNu64, &ver) != 1)
-			continue;
-		if (sw_grow(&v, &cap, n + 1, sizeof(*v), 8) < 0) {
-			free(v);
-			closedir(d);
-			return -ENOMEM;
-		}
-		v[n++] = ver;
+		(*out)[i] = (*out)[*count - 1 - i];
+		(*out)[*count - 1 - i] = t;
 	}
-	closedir(d);
-	/* Insertion sort, newest first: there are only a few. */
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && v[j - 1] < v[j]; j--) {
-			uint64_t t = v[j];
-
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	*out = v;
-	*count = n;
-	return 0;
+	return rc;
 }
 
 int checkpoint_newest(const char *dir, uint64_t *version)

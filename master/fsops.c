@@ -79,25 +79,40 @@ static size_t changed_fill(struct req *r, const struct changed *c,
 	return k;
 }
 
+/*
+ * Reply to @r with @n's entry (an EntryReply), or with a StatusReply when
+ * @n is NULL; either carries the attributes of the nodes in @c that still
+ * exist, and @c's cookie.
+ */
 static void reply_entry(struct req *r, const struct node *n,
 			const struct changed *c)
 {
-	Sweepfs__EntryReply reply = SWEEPFS__ENTRY_REPLY__INIT;
+	Sweepfs__EntryReply entry = SWEEPFS__ENTRY_REPLY__INIT;
+	Sweepfs__StatusReply status = SWEEPFS__STATUS_REPLY__INIT;
 	Sweepfs__Attr attr, attrs[4], *ptrs[4];
+	size_t nchanged = changed_fill(r, c, attrs, ptrs);
+	bool has_cookie = c && c->cookie;
 
+	if (!n) {
+		status.n_changed = nchanged;
+		status.changed = ptrs;
+		status.has_cookie = has_cookie;
+		status.cookie = has_cookie ? c->cookie : 0;
+		req_reply(r, &status.base);
+		return;
+	}
 	session_grant(r->s, n);
 	attr_fill(&attr, n);
-	reply.attr = &attr;
-	reply.n_changed = changed_fill(r, c, attrs, ptrs);
-	reply.changed = ptrs;
-	if (c && c->cookie) {
-		reply.has_cookie = 1;
-		reply.cookie = c->cookie;
-	}
-	req_reply(r, &reply.base);
+	entry.attr = &attr;
+	entry.n_changed = nchanged;
+	entry.changed = ptrs;
+	entry.has_cookie = has_cookie;
+	entry.cookie = has_cookie ? c->cookie : 0;
+	req_reply(r, &entry.base);
 }
 
-/* A handler's ending: req_error(@r, @rc) when @rc < 0, else @n's entry. */
+/* A handler's ending: req_error(@r, @rc) when @rc < 0, else
+ * reply_entry(@r, @n, @c). */
 static void answer_entry(struct req *r, int rc, const struct node *n,
 			 const struct changed *c)
 {
@@ -105,29 +120,6 @@ static void answer_entry(struct req *r, int rc, const struct node *n,
 		req_error(r, rc);
 	else
 		reply_entry(r, n, c);
-}
-
-static void reply_ok(struct req *r, const struct changed *c)
-{
-	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
-	Sweepfs__Attr attrs[4], *ptrs[4];
-
-	reply.n_changed = changed_fill(r, c, attrs, ptrs);
-	reply.changed = ptrs;
-	if (c && c->cookie) {
-		reply.has_cookie = 1;
-		reply.cookie = c->cookie;
-	}
-	req_reply(r, &reply.base);
-}
-
-/* The same for a StatusReply: req_error(@r, @rc) when @rc < 0. */
-static void answer_ok(struct req *r, int rc, const struct changed *c)
-{
-	if (rc < 0)
-		req_error(r, rc);
-	else
-		reply_ok(r, c);
 }
 
 static int get_node(struct req *r, uint64_t ino, struct node **out)
@@ -816,7 +808,7 @@ static void remove_entry(struct req *r, const Sweepfs__NameReq *q, bool rmdir)
 	struct changed ch = { .n = 0 };
 	int rc = remove_one(r, q->cred, q->parent, &q->name, rmdir, &ch);
 
-	answer_ok(r, rc, &ch);
+	answer_entry(r, rc, NULL, &ch);
 }
 
 void op_unlink(struct req *r, const ProtobufCMessage *msg)
@@ -1096,7 +1088,7 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 		goto out;
 	if (dst == src && !exchange) {
 		/* Two names of one file: POSIX says do nothing. */
-		reply_ok(r, NULL);
+		reply_entry(r, NULL, NULL);
 		return;
 	}
 	changed_add(&ch, sdir->ino);
@@ -1126,7 +1118,7 @@ void op_rename(struct req *r, const ProtobufCMessage *msg)
 	watch_changed(r->m, sdir, q->name.data, q->name.len, r->s);
 	watch_changed(r->m, ddir, q->newname.data, q->newname.len, r->s);
 out:
-	answer_ok(r, rc, &ch);
+	answer_entry(r, rc, NULL, &ch);
 }
 
 /* ---- misc ----------------------------------------------------------- */
@@ -1192,7 +1184,7 @@ bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 		req_reply(r, &reply.base);
 		break;
 	default: /* unlink, rmdir, rename, xattrs */
-		reply_ok(r, NULL);
+		reply_entry(r, NULL, NULL);
 	}
 	return true;
 }
@@ -1265,7 +1257,7 @@ void op_release(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__InoReq *q = (const Sweepfs__InoReq *)msg;
 
 	session_release(r->m, r->s, q->ino);
-	reply_ok(r, NULL);
+	reply_entry(r, NULL, NULL);
 }
 
 void op_access(struct req *r, const ProtobufCMessage *msg)
@@ -1282,7 +1274,7 @@ void op_access(struct req *r, const ProtobufCMessage *msg)
 	if (rc < 0)
 		req_error(r, rc);
 	else
-		reply_ok(r, NULL);
+		reply_entry(r, NULL, NULL);
 }
 
 /* ---- readdir -------------------------------------------------------- */

@@ -336,6 +336,26 @@ static int dir_add(struct ns *ns, struct node *dir, struct edge *e)
 	return 0;
 }
 
+/*
+ * Append a new edge @name (@len bytes, id @id, @flags but EDGE_SNAPSHOT
+ * dropped) to @dir, naming @child: 0, or -ENOMEM with nothing changed.
+ */
+static int dir_add_new(struct ns *ns, struct node *dir, const char *name,
+		       size_t len, uint64_t id, uint8_t flags,
+		       struct node *child)
+{
+	struct edge *e = edge_new(ns, name, len, id, child);
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	e->flags = flags & EDGE_SNAPSHOT;
+	rc = dir_add(ns, dir, e);
+	if (rc < 0)
+		edge_free(ns, e);
+	return rc;
+}
+
 /* Unlink live edge @e from @d: freed, or a tombstone while pinned. */
 static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 {
@@ -426,6 +446,31 @@ static void xattrs_free(struct ns *ns, struct node *n)
 	ns->misc_bytes -= sizeof(*xs) + xs->cap * sizeof(*xs->v);
 	free(xs->v);
 	free(xs);
+}
+
+/* New node @n counts in @ns's totals (node_free() takes it out). */
+static void node_count(struct ns *ns, const struct node *n)
+{
+	ns->nnodes++;
+	if (S_ISDIR(n->mode))
+		ns->ndirs++;
+	if (S_ISLNK(n->mode))
+		ns->misc_bytes += n->size;
+}
+
+/*
+ * Undo a node's making before it was counted or reachable: free its
+ * empty directory or its symlink target (the node itself is the
+ * caller's).
+ */
+static void node_parts_free(struct ns *ns, struct node *n)
+{
+	if (S_ISDIR(n->mode) && n->u.dir) {
+		ns->dir_bytes -= sizeof(struct dir);
+		free(n->u.dir);
+	} else if (S_ISLNK(n->mode)) {
+		free(n->u.target);
+	}
 }
 
 static void node_free(struct ns *ns, struct node *n)
@@ -728,22 +773,6 @@ uint64_t ns_tree_plain(const struct node *dir)
 	return s[1];
 }
 
-static int type_valid(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-	case S_IFDIR:
-	case S_IFLNK:
-	case S_IFCHR:
-	case S_IFBLK:
-	case S_IFIFO:
-	case S_IFSOCK:
-		return 0;
-	default:
-		return -EINVAL;
-	}
-}
-
 int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
 	      const struct ns_create_args *a, struct node **out)
 {
@@ -753,7 +782,7 @@ int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
 
 	if (!S_ISDIR(dir->mode))
 		return -ENOTDIR;
-	if (type_valid(a->mode) < 0)
+	if (!nsi_type_valid(a->mode))
 		return -EINVAL;
 	if (ns_lookup(ns, dir, name, len) || ns_get(ns, a->ino))
 		return -EEXIST;
@@ -802,11 +831,7 @@ int ns_create(struct ns *ns, struct node *dir, const char *name, size_t len,
 
 	touch_dir(dir, a->now);
 	note_ids(ns, a->ino, a->edge);
-	ns->nnodes++;
-	if (S_ISDIR(n->mode))
-		ns->ndirs++;
-	if (S_ISLNK(n->mode))
-		ns->misc_bytes += n->size;
+	node_count(ns, n);
 	if (out)
 		*out = n;
 	return 0;
@@ -816,12 +841,7 @@ out_unhash:
 out_edge:
 	edge_free(ns, e);
 out_parts:
-	if (S_ISDIR(n->mode) && n->u.dir) {
-		ns->dir_bytes -= sizeof(struct dir);
-		free(n->u.dir);
-	} else if (S_ISLNK(n->mode)) {
-		free(n->u.target);
-	}
+	node_parts_free(ns, n);
 out_node:
 	slab_free(&ns->node_slab, n);
 	return rc;
@@ -830,7 +850,6 @@ out_node:
 int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
 	    size_t len, uint64_t edge, int64_t now)
 {
-	struct edge *e;
 	int rc;
 
 	if (!S_ISDIR(dir->mode))
@@ -843,14 +862,9 @@ int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
 		return -EMLINK;
 	if (ns_lookup(ns, dir, name, len))
 		return -EEXIST;
-	e = edge_new(ns, name, len, edge, n);
-	if (!e)
-		return -ENOMEM;
-	rc = dir_add(ns, dir, e);
-	if (rc < 0) {
-		edge_free(ns, e);
+	rc = dir_add_new(ns, dir, name, len, edge, 0, n);
+	if (rc < 0)
 		return rc;
-	}
 	if (n->flags & NODE_DELEG_TAG)
 		ns->marked_links++;
 	n->nlink++;
@@ -860,16 +874,13 @@ int ns_link(struct ns *ns, struct node *n, struct node *dir, const char *name,
 	return 0;
 }
 
-int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
-	      bool keep, int64_t now)
+/* ns_unlink() of live edge @e, in @dir, found already. */
+static int unlink_edge(struct ns *ns, struct node *dir, struct edge *e,
+		       bool keep, int64_t now)
 {
-	struct edge *e;
-	struct node *n;
-	int rc = nsi_entry(ns, dir, name, len, &e);
+	struct node *n = e->child;
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	n = e->child;
 	if (S_ISDIR(n->mode) && n->u.dir->nentries)
 		return -ENOTEMPTY;
 	rc = orphan_prepare(ns, n, keep);
@@ -879,6 +890,15 @@ int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
 	touch_dir(dir, now);
 	node_unlinked(ns, n, keep, now);
 	return 0;
+}
+
+int ns_unlink(struct ns *ns, struct node *dir, const char *name, size_t len,
+	      bool keep, int64_t now)
+{
+	struct edge *e;
+	int rc = nsi_entry(ns, dir, name, len, &e);
+
+	return rc < 0 ? rc : unlink_edge(ns, dir, e, keep, now);
 }
 
 static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
@@ -1158,7 +1178,7 @@ static int load_node(struct ns *ns, const struct node *tmpl, const char *target,
 	struct node *n;
 	int rc;
 
-	if (type_valid(tmpl->mode) < 0)
+	if (!nsi_type_valid(tmpl->mode))
 		return -EINVAL;
 	if (tmpl->ino == NS_ROOT_INO) {
 		if (!S_ISDIR(tmpl->mode))
@@ -1204,21 +1224,12 @@ static int load_node(struct ns *ns, const struct node *tmpl, const char *target,
 		goto out_parts;
 	}
 	note_ids(ns, n->ino, 0);
-	ns->nnodes++;
-	if (S_ISDIR(n->mode))
-		ns->ndirs++;
-	if (S_ISLNK(n->mode))
-		ns->misc_bytes += n->size;
+	node_count(ns, n);
 	*out = n;
 	return 0;
 
 out_parts:
-	if (S_ISDIR(n->mode)) {
-		ns->dir_bytes -= sizeof(struct dir);
-		free(n->u.dir);
-	} else if (S_ISLNK(n->mode)) {
-		free(n->u.target);
-	}
+	node_parts_free(ns, n);
 out_node:
 	slab_free(&ns->node_slab, n);
 	return rc;
@@ -1256,7 +1267,6 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 		 const char *name, size_t len, uint64_t edge, uint8_t flags)
 {
 	struct dir *d = dir->u.dir;
-	struct edge *e;
 	int rc;
 
 	if (!S_ISDIR(dir->mode) || child == ns->root)
@@ -1265,15 +1275,9 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 		return -EINVAL;
 	if (S_ISDIR(child->mode) && child->u.dir->parent)
 		return -EINVAL; /* a second name for a directory */
-	e = edge_new(ns, name, len, edge, child);
-	if (!e)
-		return -ENOMEM;
-	e->flags = flags & EDGE_SNAPSHOT;
-	rc = dir_add(ns, dir, e);
-	if (rc < 0) {
-		edge_free(ns, e);
+	rc = dir_add_new(ns, dir, name, len, edge, flags, child);
+	if (rc < 0)
 		return rc;
-	}
 	if (S_ISDIR(child->mode))
 		child->u.dir->parent = dir;
 	note_ids(ns, 0, edge);
@@ -1359,6 +1363,12 @@ void nsi_node_unlinked(struct ns *ns, struct node *n, int64_t now)
 	node_unlinked(ns, n, false, now);
 }
 
+int nsi_unlink_edge(struct ns *ns, struct node *dir, struct edge *e,
+		    int64_t now)
+{
+	return unlink_edge(ns, dir, e, false, now);
+}
+
 void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
 		    int64_t now)
 {
@@ -1408,17 +1418,10 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot)
 int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
 		 uint64_t id, uint8_t flags, struct node *child)
 {
-	struct edge *e = edge_new(ns, name, len, id, child);
-	int rc;
+	int rc = dir_add_new(ns, dir, name, len, id, flags, child);
 
-	if (!e)
-		return -ENOMEM;
-	e->flags = flags & EDGE_SNAPSHOT;
-	rc = dir_add(ns, dir, e);
-	if (rc < 0) {
-		edge_free(ns, e);
+	if (rc < 0)
 		return rc;
-	}
 	if (!S_ISDIR(child->mode)) {
 		if (child->flags & NODE_DELEG_TAG)
 			ns->marked_links++;

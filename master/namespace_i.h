@@ -36,6 +36,24 @@ static inline bool nsi_xset_eq(const void *elem, const void *key)
 	return ((const struct xattr_set *)elem)->ino == *(const uint64_t *)key;
 }
 
+/* Whether @mode's file type is one a node may have (what a request, a
+ * checkpoint or a snapshot stream says is checked against it). */
+static inline bool nsi_type_valid(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFLNK:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Remove live edge @e from directory @dir (a tombstone while pinned). */
 void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e);
 
@@ -45,6 +63,11 @@ void nsi_node_free(struct ns *ns, struct node *n);
 /* @n lost its name in a detached tree: freed with its last one
  * (another name elsewhere only counts down). */
 void nsi_node_unlinked(struct ns *ns, struct node *n, int64_t now);
+
+/* ns_unlink() (keep false) of live edge @e in @dir, looked up already:
+ * 0, or -ENOTEMPTY (a directory with entries) with nothing changed. */
+int nsi_unlink_edge(struct ns *ns, struct node *dir, struct edge *e,
+		    int64_t now);
 
 /*
  * Name @child @name in @dir with edge id @id (the highest yet) and

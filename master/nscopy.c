@@ -345,22 +345,6 @@ struct rec {
 	const uint8_t *xattrs; /* nxattrs x (u8 nlen, u32 vlen, name, value) */
 };
 
-static int type_ok(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-	case S_IFDIR:
-	case S_IFLNK:
-	case S_IFCHR:
-	case S_IFBLK:
-	case S_IFIFO:
-	case S_IFSOCK:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 /*
  * Decode the 'N' record after its type byte: 0, -EAGAIN when the bytes
  * end first, -EUCLEAN when it is malformed.
@@ -398,7 +382,7 @@ static int rd_node(struct rd *r, struct rec *x)
 	x->tmpl.ctime = (int64_t)v[6];
 	x->tmpl.size = v[7];
 	x->key = v[8];
-	if (!type_ok(x->tmpl.mode))
+	if (!nsi_type_valid(x->tmpl.mode))
 		return -EUCLEAN;
 	if (S_ISDIR(x->tmpl.mode)) {
 		if (x->key)

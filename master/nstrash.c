@@ -167,7 +167,7 @@ int ns_trash_unlink(struct ns *ns, struct node *dir, const char *name,
 	if (S_ISDIR(n->mode))
 		return -EISDIR;
 	if (n->nlink > 1)
-		return ns_unlink(ns, dir, name, len, false, now);
+		return nsi_unlink_edge(ns, dir, e, now);
 	rc = item_add_at(ns, id, n, dir, name, len, now, until, 1);
 	if (rc < 0)
 		return rc;

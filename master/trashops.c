@@ -37,6 +37,25 @@
 
 #define TAG "trash"
 
+/*
+ * Whether @dir, as req_node() gave it (NULL when the session may not see
+ * it), is a directory still in the tree: not one of a removed tree
+ * (detached, being purged, in the trash).
+ */
+static bool dir_live(const struct node *dir)
+{
+	return dir && S_ISDIR(dir->mode) && !ns_detached(dir);
+}
+
+/* Directory @ino for its trash time: 0, -ENOENT or -ENOTDIR. */
+static int trashtime_dir(struct req *r, uint64_t ino, struct node **out)
+{
+	*out = req_node(r, ino);
+	if (*out && !S_ISDIR((*out)->mode))
+		return -ENOTDIR;
+	return dir_live(*out) ? 0 : -ENOENT;
+}
+
 void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__TrashtimeReq *q = (const void *)msg;
@@ -44,16 +63,10 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct sw_cred cred = req_cred(q->cred);
-	struct node *n = req_node(r, q->ino);
-	int rc = 0;
+	struct node *n;
+	int rc = trashtime_dir(r, q->ino, &n);
 
-	if (!n)
-		rc = -ENOENT;
-	else if (!S_ISDIR(n->mode))
-		rc = -ENOTDIR;
-	else if (ns_detached(n))
-		rc = -ENOENT;
-	else if (q->has_seconds && !req_owns(r, &cred, n))
+	if (rc == 0 && q->has_seconds && !req_owns(r, &cred, n))
 		rc = -EPERM;
 	if (rc == 0 && q->has_seconds) {
 		st.ino = n->ino;
@@ -286,8 +299,7 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 	if (tr.name.len > SW_NAME_MAX ||
 	    !sw_name_valid(tr.name.data, tr.name.len)) {
 		rc = -EINVAL;
-	} else if (!q->has_parent &&
-		   (!dir || !S_ISDIR(dir->mode) || ns_detached(dir))) {
+	} else if (!q->has_parent && !dir_live(dir)) {
 		/* Where it was is gone: made again along its path. */
 		uint32_t made = 0;
 
@@ -297,7 +309,7 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 		tr.parent = rc == 0 ? dir->ino : 0;
 		if (rc == 0)
 			rc = perm_check(&cred, dir, PERM_W | PERM_X);
-	} else if (!dir || !S_ISDIR(dir->mode) || ns_detached(dir)) {
+	} else if (!dir_live(dir)) {
 		rc = -ENOENT;
 	} else {
 		rc = perm_check(&cred, dir, PERM_W | PERM_X);

@@ -216,24 +216,16 @@ enum eattr_op { EATTR_GET, EATTR_SET, EATTR_DEL };
 
 static int eattr_one(const char *path, enum eattr_op op, bool recursive)
 {
-	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
 	ProtobufCMessage *reply;
 	struct sw_client *c;
-	struct tool_caller who;
 	uint64_t parent;
 	char name[256];
 	int rc = tool_open_path(path, &c, &parent, name, sizeof(name));
 
 	if (rc < 0)
 		return rc;
-	q.cred = tool_caller(&who);
-	q.parent = parent;
-	q.name = tool_name(name);
-	q.has_set = q.has_clear = q.has_recursive = 1;
-	q.set = op == EATTR_SET;
-	q.clear = op == EATTR_DEL;
-	q.recursive = recursive;
-	rc = tool_call(c, SW_MSG_EATTR, &q.base, &reply);
+	rc = tool_eattr(c, parent, name, op == EATTR_SET, op == EATTR_DEL,
+			recursive, &reply);
 	if (rc == 0) {
 		if (op == EATTR_GET)
 			printf("%s: %s\n", path,

@@ -929,6 +929,22 @@ int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 	return rc;
 }
 
+int tool_eattr(struct sw_client *c, uint64_t parent, const char *name, bool set,
+	       bool clear, bool recursive, ProtobufCMessage **reply)
+{
+	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
+	struct tool_caller who;
+
+	q.cred = tool_caller(&who);
+	q.parent = parent;
+	q.name = tool_name(name);
+	q.has_set = q.has_clear = q.has_recursive = 1;
+	q.set = set;
+	q.clear = clear;
+	q.recursive = recursive;
+	return tool_call(c, SW_MSG_EATTR, &q.base, reply);
+}
+
 int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 	      ProtobufCMessage **reply)
 {

@@ -142,6 +142,16 @@ bool tool_is_dot_path(const char *path);
 int tool_lookup(struct sw_client *c, uint64_t parent, const char *name,
 		Sweepfs__Attr *out);
 
+/*
+ * EATTR on @name in @parent with the caller's credentials: the snapshot
+ * flag, set first with @set or cleared with @clear (the master refuses
+ * both, -EINVAL), on every name below too when @recursive. 0 with
+ * *@reply, an EattrReply the caller frees
+ * (protobuf_c_message_free_unpacked()), or -errno with *@reply NULL.
+ */
+int tool_eattr(struct sw_client *c, uint64_t parent, const char *name, bool set,
+	       bool clear, bool recursive, ProtobufCMessage **reply);
+
 /* The inode and mode of @rel (relative to the export root; "" is the
  * root) on @c. */
 int tool_resolve(struct sw_client *c, const char *rel, uint64_t *ino,

@@ -404,11 +404,44 @@ fsck_json() {
 		"$j" "$1"
 }
 
+# free_inodes [DIR]: the free inodes statfs(2) reports on DIR (default
+# the mount), which the master derives from its node count.
+free_inodes() {
+	stat -f -c %d "${1:-$SW_MNT}"
+}
+
 # drop_caches: write back and drop the kernel's page, dentry and inode
 # caches, so that the next reads go through the mounts to the servers.
 drop_caches() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# ---- metrics -----------------------------------------------------------
+
+# start_metrics_cluster [START_MASTER_ARGS...]: a master and one
+# chunkserver serving Prometheus metrics (metrics_listen on free ports),
+# for the scenarios that read them with Prometheus' own text parser; skips
+# without python3-prometheus-client. Sets PY3, MPORT and CPORT, and MURL
+# and CURL, the two endpoints. The mount is the caller's.
+start_metrics_cluster() {
+	PY3=/usr/bin/python3
+	$PY3 -c 'import prometheus_client' 2>/dev/null ||
+		skip "python3-prometheus-client is not installed"
+	MPORT=$(pick_port)
+	CPORT=$(pick_port)
+	SW_CHUNKSERVERS=0
+	start_master --set metrics_listen="$SW_MASTER_HOST:$MPORT" "$@"
+	start_chunkservers 1 --set metrics_listen="$SW_CS_HOST:$CPORT"
+	MURL=http://$SW_MASTER_HOST:$MPORT/metrics
+	CURL=http://$SW_CS_HOST:$CPORT/metrics
+}
+
+# scrape URL [EXPR...]: scrape.py reads URL, which must parse and make
+# every EXPR true; else the scenario fails with what scrape.py said.
+scrape() {
+	$PY3 "$SW_SRC/scrape.py" "$@" >"$SW_TMP/scrape.out" 2>&1 ||
+		fail "$(cat "$SW_TMP/scrape.out")"
 }
 
 # ---- chunkservers -------------------------------------------------------

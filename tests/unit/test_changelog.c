@@ -60,17 +60,6 @@ struct fixture {
 	uint64_t shipped_last;
 };
 
-static void quiet_sink(int level, const char *tag, const char *msg,
-		       void *opaque)
-{
-	struct fixture *f = opaque;
-
-	(void)level;
-	(void)tag;
-	(void)msg;
-	f->log_lines++;
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -84,7 +73,7 @@ static int setup(void **state)
 	}
 	f->loop_inited = true;
 	rng_seed(&f->rng, 99);
-	sw_log_set_sink(quiet_sink, f);
+	sw_log_set_sink(unit_quiet_sink, &f->log_lines);
 	*state = f;
 	return 0;
 }
@@ -617,17 +606,23 @@ static void test_changelog_replay_torn_tail(void **state)
 	free(orig);
 }
 
+/* Records 1..10 in one file and 11..20 in the next, closed. */
+static void two_segments(struct fixture *f)
+{
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 10);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	append_range(f, 11, 20);
+	cl_close(f);
+}
+
 /* A torn tail in the newest of several files; earlier files are intact. */
 static void test_changelog_replay_torn_tail_newest_file(void **state)
 {
 	struct fixture *f = *state;
 	uint64_t last;
 
-	cl_open(f, CL_SYNC_NEVER, 0);
-	append_range(f, 1, 10);
-	assert_int_equal(changelog_rotate(f->cl), 0);
-	append_range(f, 11, 20);
-	cl_close(f);
+	two_segments(f);
 	{
 		char path[512];
 
@@ -650,11 +645,7 @@ static void test_changelog_replay_corrupt_older_file(void **state)
 	size_t len, off;
 	uint64_t last;
 
-	cl_open(f, CL_SYNC_NEVER, 0);
-	append_range(f, 1, 10);
-	assert_int_equal(changelog_rotate(f->cl), 0);
-	append_range(f, 11, 20);
-	cl_close(f);
+	two_segments(f);
 	read_seg(f, 1, &orig, &len);
 	buf = malloc(len + 100);
 	assert_non_null(buf);

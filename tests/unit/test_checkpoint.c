@@ -31,6 +31,7 @@
 #include "mutation.h"
 #include "namespace.h"
 #include "unit.h"
+#include "unit_ns.h"
 #include "util.h"
 
 struct fixture {
@@ -43,17 +44,6 @@ struct fixture {
 	struct cursor cur;
 	unsigned log_lines;
 };
-
-static void quiet_sink(int level, const char *tag, const char *msg,
-		       void *opaque)
-{
-	struct fixture *f = opaque;
-
-	(void)level;
-	(void)tag;
-	(void)msg;
-	f->log_lines++;
-}
 
 static int setup(void **state)
 {
@@ -74,7 +64,7 @@ static int setup(void **state)
 	f->b_init = true;
 	ns_cursor_init(&f->cur);
 	rng_seed(&f->rng, 2024);
-	sw_log_set_sink(quiet_sink, f);
+	sw_log_set_sink(unit_quiet_sink, &f->log_lines);
 	*state = f;
 	return 0;
 
@@ -273,72 +263,10 @@ static void build_small(struct fixture *f)
 
 /* ---- comparing ------------------------------------------------------ */
 
-struct nodevec {
-	struct node **v;
-	size_t n, cap;
-};
-
-static int collect_node(void *node, void *arg)
-{
-	struct nodevec *nv = arg;
-
-	if (nv->n == nv->cap)
-		return -ENOSPC;
-	nv->v[nv->n++] = node;
-	return 0;
-}
-
-static int cmp_ino(const void *a, const void *b)
-{
-	const struct node *x = *(struct node *const *)a;
-	const struct node *y = *(struct node *const *)b;
-
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-static void all_nodes(const struct ns *ns, struct nodevec *nv)
-{
-	nv->cap = htab_count(&ns->inodes) + 1;
-	nv->n = 0;
-	nv->v = malloc(nv->cap * sizeof(*nv->v));
-	assert_non_null(nv->v);
-	assert_int_equal(ns_foreach_node(ns, collect_node, nv), 0);
-	qsort(nv->v, nv->n, sizeof(*nv->v), cmp_ino);
-}
-
 static void put_hex(FILE *fp, const void *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		fprintf(fp, "%02x", ((const uint8_t *)p)[i]);
-}
-
-struct xlines {
-	char **v;
-	size_t n;
-};
-
-static int collect_xattr(const void *name, size_t nlen, const void *value,
-			 size_t vlen, void *arg)
-{
-	struct xlines *xl = arg;
-	char *text = NULL;
-	size_t len = 0;
-	FILE *fp = open_memstream(&text, &len);
-
-	assert_non_null(fp);
-	put_hex(fp, name, nlen);
-	fputc('=', fp);
-	put_hex(fp, value, vlen);
-	assert_int_equal(fclose(fp), 0);
-	xl->v = realloc(xl->v, (xl->n + 1) * sizeof(*xl->v));
-	assert_non_null(xl->v);
-	xl->v[xl->n++] = text;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /*
@@ -348,13 +276,13 @@ static int cmp_str(const void *a, const void *b)
  */
 static char *dump_ns(const struct ns *ns)
 {
-	struct nodevec nv;
+	struct unit_nodevec nv;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *fp = open_memstream(&text, &len);
 
 	assert_non_null(fp);
-	all_nodes(ns, &nv);
+	unit_all_nodes(ns, &nv);
 	fprintf(fp,
 		"nodes %" PRIu64 " dirs %" PRIu64 " edges %" PRIu64
 		" next %" PRIu64 "/%" PRIu64 " orphans %zu\n",
@@ -362,7 +290,6 @@ static char *dump_ns(const struct ns *ns)
 		htab_count(&ns->orphans));
 	for (size_t i = 0; i < nv.n; i++) {
 		const struct node *n = nv.v[i];
-		struct xlines xl = { NULL, 0 };
 
 		fprintf(fp,
 			"N %" PRIu64 " %o %u %u nlink %u flags %x %" PRId64
@@ -377,14 +304,7 @@ static char *dump_ns(const struct ns *ns)
 			put_hex(fp, n->u.target, n->size);
 		}
 		fputc('\n', fp);
-		ns_xattr_foreach(ns, n, collect_xattr, &xl);
-		if (xl.n)
-			qsort(xl.v, xl.n, sizeof(*xl.v), cmp_str);
-		for (size_t k = 0; k < xl.n; k++) {
-			fprintf(fp, "  X %s\n", xl.v[k]);
-			free(xl.v[k]);
-		}
-		free(xl.v);
+		unit_dump_xattrs(fp, ns, n);
 		if (!ns_is_dir(n))
 			continue;
 		fprintf(fp,
@@ -431,9 +351,9 @@ static void assert_same(const struct ns *a, const struct ns *b)
 /* The loaded namespace works: names are found, seeks land right. */
 static void check_usable(struct ns *ns)
 {
-	struct nodevec nv;
+	struct unit_nodevec nv;
 
-	all_nodes(ns, &nv);
+	unit_all_nodes(ns, &nv);
 	for (size_t i = 0; i < nv.n; i++) {
 		const struct node *n = nv.v[i];
 		const struct edge *prev = NULL;

@@ -52,15 +52,6 @@ struct fixture {
 	uint64_t batch_recalled; /* the recall batch() saw before its reply */
 };
 
-static void quiet_sink(int level, const char *tag, const char *msg,
-		       void *opaque)
-{
-	(void)opaque;
-	(void)level;
-	(void)tag;
-	(void)msg;
-}
-
 static void on_durable(void *arg, uint64_t version)
 {
 	server_durable(arg, version);
@@ -102,7 +93,7 @@ static int setup(void **state)
 	    uv_loop_init(&f->loop) < 0 || ns_init(&f->m.ns, 1000) < 0 ||
 	    master_parts_new(&f->m) < 0)
 		return -1;
-	sw_log_set_sink(quiet_sink, NULL);
+	sw_log_set_sink(unit_quiet_sink, NULL);
 	f->m.loop = &f->loop;
 	master_wire_requests(&f->m);
 	uv_idle_init(&f->loop, &f->m.consume_idle);
@@ -220,15 +211,22 @@ static Sweepfs__DelegReply *walked(struct fixture *f, struct conn *c)
 	return (Sweepfs__DelegReply *)r;
 }
 
-static bool ask(struct fixture *f, struct conn *c, struct node *dir)
+/* Send @c's DELEG of @dir; its answer if it came at once, else NULL. */
+static Sweepfs__DelegReply *deleg_send(struct fixture *f, struct conn *c,
+				       struct node *dir)
 {
 	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
-	Sweepfs__DelegReply *r;
-	bool granted;
 
 	q.dir = dir->ino;
 	call(f, c, SW_MSG_DELEG, &q.base);
-	r = (Sweepfs__DelegReply *)take(c, SW_MSG_DELEG);
+	return (Sweepfs__DelegReply *)take(c, SW_MSG_DELEG);
+}
+
+static bool ask(struct fixture *f, struct conn *c, struct node *dir)
+{
+	Sweepfs__DelegReply *r = deleg_send(f, c, dir);
+	bool granted;
+
 	if (!r) /* a large directory, walked in slices */
 		r = walked(f, c);
 	assert_non_null(r);
@@ -1155,13 +1153,9 @@ static struct node *big_dir(struct fixture *f, unsigned n, struct node **big)
 /* @c's DELEG of @dir, answered at once: whether it was granted. */
 static bool ask_now(struct fixture *f, struct conn *c, struct node *dir)
 {
-	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
-	Sweepfs__DelegReply *r;
+	Sweepfs__DelegReply *r = deleg_send(f, c, dir);
 	bool granted;
 
-	q.dir = dir->ino;
-	call(f, c, SW_MSG_DELEG, &q.base);
-	r = (Sweepfs__DelegReply *)take(c, SW_MSG_DELEG);
 	assert_non_null(r); /* not deferred for a walk */
 	granted = r->granted;
 	sweepfs__deleg_reply__free_unpacked(r, NULL);

@@ -27,11 +27,12 @@
 #include "namespace_i.h"
 #include "trash.h"
 #include "unit.h"
+#include "unit_master.h"
 #include "unit_ns.h"
 
 struct fixture {
-	struct master m;
-	struct csrv srv;
+	struct master m;    /* first: unit_master_teardown() */
+	struct csrv srv[2]; /* id 1 */
 	int64_t now;
 };
 
@@ -39,37 +40,15 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	if (!f || ns_init(&f->m.ns, 1000) < 0) {
-		free(f);
-		return -1;
-	}
-	if (master_parts_new(&f->m) < 0) {
-		ns_release(&f->m.ns);
+	if (!f || unit_master_init(&f->m, f->srv, 1) < 0) {
 		free(f);
 		return -1;
 	}
 	f->now = 1000;
-	f->m.cfg.goal = 1;
-	/* One chunkserver, "connected" (csrv_up() looks at conn only). */
-	f->srv.id = 1;
-	snprintf(f->srv.listen, sizeof(f->srv.listen), "cs1:9522");
-	f->srv.conn = (struct conn *)&f->srv;
 	/* It has reported since its last command: counts compare. */
-	f->srv.reported_at = 2;
-	f->srv.changed_at = 1;
-	f->m.cs->srv[1] = &f->srv;
-	f->m.cs->n = 1;
+	f->srv[1].reported_at = 2;
+	f->srv[1].changed_at = 1;
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	ns_release(&f->m.ns);
-	master_parts_free(&f->m);
-	free(f);
 	return 0;
 }
 
@@ -92,7 +71,7 @@ static struct chunk *give_chunk(struct fixture *f, struct node *n,
 	c->copies[0].version = 1;
 	c->copies[0].state = COPY_VALID;
 	c->ncopies = 1;
-	f->srv.reported_chunks++;
+	f->srv[1].reported_chunks++;
 	return c;
 }
 
@@ -199,22 +178,22 @@ static void test_fsck_finds_each_kind(void **state)
 	fsck_free(r);
 	c->copies[0].state = COPY_VALID;
 
-	f->srv.reported_chunks += 5; /* chunk files nobody knows of */
+	f->srv[1].reported_chunks += 5; /* chunk files nobody knows of */
 	r = check(f);
 	assert_int_equal(r->inventory_mismatches, 1);
 	assert_int_equal(problems(r), 1);
 	fsck_free(r);
-	f->srv.reported_chunks -= 5;
+	f->srv[1].reported_chunks -= 5;
 
 	/* A report older than the server's last command is not compared. */
-	f->srv.reported_chunks += 5;
-	f->srv.changed_at = 3;
+	f->srv[1].reported_chunks += 5;
+	f->srv[1].changed_at = 3;
 	r = check(f);
 	assert_int_equal(r->inventory_mismatches, 0);
 	assert_true(r->servers[0]->in_motion);
 	fsck_free(r);
-	f->srv.reported_chunks -= 5;
-	f->srv.changed_at = 1;
+	f->srv[1].reported_chunks -= 5;
+	f->srv[1].changed_at = 1;
 
 	/* A node nothing names. */
 	tmpl.ino = ns->next_ino;
@@ -477,17 +456,17 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fsck_healthy, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_finds_each_kind,
-						setup, teardown),
+						setup, unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_names_bad_files,
-						setup, teardown),
+						setup, unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_bad_files_bounded,
-						setup, teardown),
+						setup, unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_fsck_max_problems, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_req_node_confined, setup,
-						teardown),
+						unit_master_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /*
  * Unit tests for common/fsio.c: whole writes through a pipe that takes a
  * little at a time, directory fsync (by path and below a directory fd),
- * and array growth with its overflow and allocation-failure paths.
+ * numbered files in a directory, and array growth with its overflow and
+ * allocation-failure paths.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +20,7 @@
 
 #include "fsio.h"
 #include "unit.h"
+#include "util.h"
 
 static void test_write_all_pipe(void **state)
 {
@@ -94,6 +97,59 @@ static void test_fsync_dirat(void **state)
 	unit_rm_rf(dir);
 }
 
+static void touch(const char *dir, const char *name)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/*
+ * Only @prefix and exactly 20 digits count (not a .tmp, a short or long
+ * number, a sign, a space, another prefix, a value past 2^64 - 1), and
+ * the numbers come smallest first whatever the directory's order.
+ */
+static void test_dir_versions(void **state)
+{
+	static const char *const skip[] = {
+		"seg.00000000000000000007.tmp",
+		"seg.0000000000000000007",
+		"seg.000000000000000000007",
+		"seg.+0000000000000000007",
+		"seg. 0000000000000000007",
+		"seg.0000000000000000000x",
+		"xseg.00000000000000000007",
+		"seg.99999999999999999999",
+		"seg.",
+	};
+	char dir[256];
+	uint64_t *v = (uint64_t *)1;
+	size_t n = 99;
+
+	(void)state;
+	assert_int_equal(unit_mkdtemp(dir, sizeof(dir), "fsio"), 0);
+	assert_int_equal(sw_dir_versions(dir, "seg.", &v, &n), 0);
+	assert_int_equal(n, 0);
+	free(v);
+	touch(dir, "seg.18446744073709551615");
+	touch(dir, "seg.00000000000000000012");
+	touch(dir, "seg.00000000000000000003");
+	for (size_t i = 0; i < SW_ARRAY_SIZE(skip); i++)
+		touch(dir, skip[i]);
+	assert_int_equal(sw_dir_versions(dir, "seg.", &v, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(v[0], 3);
+	assert_int_equal(v[1], 12);
+	assert_true(v[2] == UINT64_MAX);
+	free(v);
+	unit_rm_rf(dir);
+	assert_int_equal(sw_dir_versions(dir, "seg.", &v, &n), -ENOENT);
+}
+
 static void test_grow_doubles_and_keeps(void **state)
 {
 	int *v = NULL;
@@ -135,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_write_all_bad_fd),
 		cmocka_unit_test(test_fsync_dir),
 		cmocka_unit_test(test_fsync_dirat),
+		cmocka_unit_test(test_dir_versions),
 		cmocka_unit_test(test_grow_doubles_and_keeps),
 		cmocka_unit_test(test_grow_overflow),
 	};

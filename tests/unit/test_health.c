@@ -21,10 +21,11 @@
 #include "master.h"
 #include "namespace_i.h"
 #include "unit.h"
+#include "unit_master.h"
 #include "unit_ns.h"
 
 struct fixture {
-	struct master m;
+	struct master m;    /* first: unit_master_teardown() */
 	struct csrv srv[3]; /* ids 1 and 2 */
 	struct node *file;
 	int64_t now;
@@ -34,40 +35,15 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
-	if (!f || ns_init(&f->m.ns, 1000) < 0) {
-		free(f);
-		return -1;
-	}
-	if (master_parts_new(&f->m) < 0) {
-		ns_release(&f->m.ns);
+	if (!f || unit_master_init(&f->m, f->srv, 2) < 0) {
 		free(f);
 		return -1;
 	}
 	f->now = 1000;
 	master_wire_requests(&f->m);
-	f->m.cfg.goal = 1;
-	for (uint32_t i = 1; i <= 2; i++) {
-		f->srv[i].id = i;
-		snprintf(f->srv[i].listen, sizeof(f->srv[i].listen),
-			 "cs%u:9522", i);
-		/* "connected": csrv_up() looks at conn only */
-		f->srv[i].conn = (struct conn *)&f->srv[i];
-		f->m.cs->srv[i] = &f->srv[i];
-	}
-	f->m.cs->n = 2;
 	f->file =
 		unit_mk(&f->m.ns, f->m.ns.root, "f", S_IFREG | 0644, ++f->now);
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	ns_release(&f->m.ns);
-	master_parts_free(&f->m);
-	free(f);
 	return 0;
 }
 
@@ -215,11 +191,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_health_classifies, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_health_default_goal, setup,
-						teardown),
+						unit_master_teardown),
 		cmocka_unit_test_setup_teardown(test_health_slices, setup,
-						teardown),
+						unit_master_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,6 +27,7 @@
 
 #include "namespace.h"
 #include "unit.h"
+#include "unit_ns.h"
 #include "util.h"
 
 /* ---- allocation failure injection ----------------------------------- */
@@ -220,41 +221,7 @@ static bool in_list(const struct node *dir, const struct edge *x)
 
 /* ---- all nodes ------------------------------------------------------ */
 
-struct nodevec {
-	struct node **v;
-	size_t n, cap;
-};
-
-static int collect_node(void *node, void *arg)
-{
-	struct nodevec *nv = arg;
-
-	if (nv->n == nv->cap)
-		return -ENOSPC;
-	nv->v[nv->n++] = node;
-	return 0;
-}
-
-static int cmp_ino(const void *a, const void *b)
-{
-	const struct node *x = *(struct node *const *)a;
-	const struct node *y = *(struct node *const *)b;
-
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-/* Every node, sorted by inode number; free nv->v. */
-static void all_nodes(const struct ns *ns, struct nodevec *nv)
-{
-	nv->cap = htab_count(&ns->inodes) + 1;
-	nv->n = 0;
-	nv->v = malloc(nv->cap * sizeof(*nv->v));
-	assert_non_null(nv->v);
-	assert_int_equal(ns_foreach_node(ns, collect_node, nv), 0);
-	qsort(nv->v, nv->n, sizeof(*nv->v), cmp_ino);
-}
-
-static size_t node_index(const struct nodevec *nv, const struct node *n)
+static size_t node_index(const struct unit_nodevec *nv, const struct node *n)
 {
 	size_t lo = 0, hi = nv->n;
 
@@ -274,7 +241,7 @@ static size_t node_index(const struct nodevec *nv, const struct node *n)
 
 /* ---- invariants ----------------------------------------------------- */
 
-static void check_dir(const struct ns *ns, const struct nodevec *nv,
+static void check_dir(const struct ns *ns, const struct unit_nodevec *nv,
 		      const struct node *n, unsigned *links, uint64_t *nedges,
 		      size_t *dir_bytes, uint64_t *max_edge)
 {
@@ -378,12 +345,12 @@ static void check_dir(const struct ns *ns, const struct nodevec *nv,
 
 static void check_ns(const struct ns *ns)
 {
-	struct nodevec nv;
+	struct unit_nodevec nv;
 	unsigned *links;
 	uint64_t nedges = 0, ndirs = 0, norphans = 0, max_edge = 0;
 	size_t dir_bytes = 0;
 
-	all_nodes(ns, &nv);
+	unit_all_nodes(ns, &nv);
 	assert_int_equal(nv.n, ns->nnodes);
 	assert_ptr_equal(ns_get(ns, NS_ROOT_INO), ns->root);
 	links = calloc(nv.n, sizeof(*links));
@@ -453,46 +420,16 @@ static void check_ns(const struct ns *ns)
 
 /* ---- dumps ---------------------------------------------------------- */
 
-struct xlines {
-	char **v;
-	size_t n;
-};
-
-static int collect_xattr(const void *name, size_t nlen, const void *value,
-			 size_t vlen, void *arg)
-{
-	struct xlines *xl = arg;
-	char *line = malloc(2 * (nlen + vlen) + 4);
-	char *p = line;
-
-	assert_non_null(line);
-	for (size_t i = 0; i < nlen; i++)
-		p += sprintf(p, "%02x", ((const uint8_t *)name)[i]);
-	*p++ = '=';
-	for (size_t i = 0; i < vlen; i++)
-		p += sprintf(p, "%02x", ((const uint8_t *)value)[i]);
-	*p = '\0';
-	xl->v = realloc(xl->v, (xl->n + 1) * sizeof(*xl->v));
-	assert_non_null(xl->v);
-	xl->v[xl->n++] = line;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Everything visible about @ns, as text; free() it. */
 static char *dump_ns(const struct ns *ns)
 {
-	struct nodevec nv;
+	struct unit_nodevec nv;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *fp = open_memstream(&text, &len);
 
 	assert_non_null(fp);
-	all_nodes(ns, &nv);
+	unit_all_nodes(ns, &nv);
 	fprintf(fp,
 		"nodes %llu dirs %llu edges %llu next %llu/%llu v%llu "
 		"orphans %zu\n",
@@ -503,7 +440,6 @@ static char *dump_ns(const struct ns *ns)
 		(unsigned long long)ns->version, htab_count(&ns->orphans));
 	for (size_t i = 0; i < nv.n; i++) {
 		const struct node *n = nv.v[i];
-		struct xlines xl = { NULL, 0 };
 
 		fprintf(fp,
 			"N %llu mode %o uid %u gid %u nlink %u flags %x "
@@ -518,14 +454,7 @@ static char *dump_ns(const struct ns *ns)
 		if (S_ISLNK(n->mode))
 			fprintf(fp, " -> %.*s", (int)n->size, n->u.target);
 		fputc('\n', fp);
-		ns_xattr_foreach(ns, n, collect_xattr, &xl);
-		if (xl.n)
-			qsort(xl.v, xl.n, sizeof(*xl.v), cmp_str);
-		for (size_t k = 0; k < xl.n; k++) {
-			fprintf(fp, "  X %s\n", xl.v[k]);
-			free(xl.v[k]);
-		}
-		free(xl.v);
+		unit_dump_xattrs(fp, ns, n);
 		if (!ns_is_dir(n))
 			continue;
 		fprintf(fp,
@@ -1396,6 +1325,16 @@ static int count_xattr(const void *name, size_t nlen, const void *value,
 	return nlen == 3 ? 7 : 0;
 }
 
+/* Attribute @i of node @k in test_ns_xattr_set_many(), into @buf: its
+ * length. */
+static size_t many_name(char *buf, size_t size, int k, int i)
+{
+	int n = snprintf(buf, size, "user.%d.%d", k, i);
+
+	assert_true(n > 0 && (size_t)n < size);
+	return (size_t)n;
+}
+
 /* Many attributes on several kinds of node, each kept apart. */
 static void test_ns_xattr_set_many(void **state)
 {
@@ -1410,32 +1349,29 @@ static void test_ns_xattr_set_many(void **state)
 
 	for (int k = 0; k < 4; k++)
 		for (int i = 0; i < 50; i++) {
-			int n = snprintf(name, sizeof(name), "user.%d.%d", k,
-					 i);
+			size_t n = many_name(name, sizeof(name), k, i);
 			int v = snprintf(value, sizeof(value), "value %d",
 					 i * k);
 
-			assert_int_equal(ns_xattr_set(&f->ns, nodes[k], name,
-						      (size_t)n, value,
-						      (size_t)v, 1),
+			assert_int_equal(ns_xattr_set(&f->ns, nodes[k], name, n,
+						      value, (size_t)v, 1),
 					 0);
 		}
 	for (int k = 0; k < 4; k++)
 		for (int i = 0; i < 50; i++) {
-			int n = snprintf(name, sizeof(name), "user.%d.%d", k,
-					 i);
+			size_t n = many_name(name, sizeof(name), k, i);
 			int v = snprintf(value, sizeof(value), "value %d",
 					 i * k);
 
-			assert_int_equal(ns_xattr_get(&f->ns, nodes[k], name,
-						      (size_t)n, &val, &vlen),
+			assert_int_equal(ns_xattr_get(&f->ns, nodes[k], name, n,
+						      &val, &vlen),
 					 0);
 			assert_int_equal(vlen, (size_t)v);
 			assert_memory_equal(val, value, vlen);
 			/* Not on the neighbour. */
 			assert_int_equal(ns_xattr_get(&f->ns,
 						      nodes[(k + 1) % 4], name,
-						      (size_t)n, &val, &vlen),
+						      n, &val, &vlen),
 					 -ENODATA);
 		}
 	assert_int_equal(
@@ -1451,8 +1387,7 @@ static void test_ns_xattr_set_many(void **state)
 	for (int i = 0; i < 50; i++) {
 		int n = snprintf(name, sizeof(name), "user.0.%d", i);
 
-		assert_int_equal(ns_xattr_remove(&f->ns, r, name, (size_t)n, 1),
-				 0);
+		assert_int_equal(ns_xattr_remove(&f->ns, r, name, n, 1), 0);
 	}
 	assert_int_equal(f->ns.misc_bytes, 0);
 	check_ns(&f->ns);
@@ -2165,9 +2100,9 @@ static void test_ns_rename_random_invariants(void **state)
 			rc = 0;
 		} else {
 			/* Release the orphans. */
-			struct nodevec nv;
+			struct unit_nodevec nv;
 
-			all_nodes(&f->ns, &nv);
+			unit_all_nodes(&f->ns, &nv);
 			for (size_t i = 0; i < nv.n; i++)
 				if (nv.v[i]->flags & NODE_ORPHAN)
 					assert_int_equal(

@@ -270,28 +270,6 @@ static void mk_dir(int dfd, const char *path)
 	assert_int_equal(mkdirat(dfd, path, 0755), 0);
 }
 
-/* @n empty files @prefix000000... in @dfd/@dir: names of one length, so
- * that every getdents64 record has the same size. */
-static void mk_files(int dfd, const char *dir, const char *prefix, int n)
-{
-	int fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY);
-	char name[64];
-
-	assert_true(fd >= 0);
-	for (int i = 0; i < n; i++) {
-		snprintf(name, sizeof(name), "%s%06d", prefix, i);
-		assert_int_equal(mknodat(fd, name, S_IFREG | 0644, 0), 0);
-	}
-	close(fd);
-}
-
-static bool exists(int dfd, const char *path)
-{
-	struct stat st;
-
-	return fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
 /*
  * The getdents64 pattern of Go's readdir for the passes over a directory
  * of @entries names (all removable), in hk.done[@first...]: returns how
@@ -348,9 +326,9 @@ static void test_removeall_flat(void **state)
 	int passes;
 
 	mk_dir(f->dfd, "flat");
-	mk_files(f->dfd, "flat", "f", n);
+	unit_mk_files(f->dfd, "flat", "f", n);
 	assert_int_equal(run(f, "flat"), 0);
-	assert_false(exists(f->dfd, "flat"));
+	assert_false(unit_exists(f->dfd, "flat"));
 
 	passes = check_passes(0, n);
 	assert_int_equal(passes, 3);
@@ -390,9 +368,9 @@ static void test_removeall_exact_batches(void **state)
 	const int n = 2 * REMOVEALL_BATCH;
 
 	mk_dir(f->dfd, "d");
-	mk_files(f->dfd, "d", "x", n);
+	unit_mk_files(f->dfd, "d", "x", n);
 	assert_int_equal(run(f, "d"), 0);
-	assert_false(exists(f->dfd, "d"));
+	assert_false(unit_exists(f->dfd, "d"));
 	assert_int_equal(check_passes(0, n), 3);
 	assert_int_equal(hk.done[2].names, 0);
 	assert_int_equal(hk.done[2].last, 0);
@@ -417,14 +395,14 @@ static void test_removeall_nested(void **state)
 	mk_dir(f->dfd, "t/a/b/c");
 	mk_dir(f->dfd, "t/e");
 	mk_dir(f->dfd, "t/big");
-	mk_files(f->dfd, "t", "t", 3);
-	mk_files(f->dfd, "t/a", "a", 2);
-	mk_files(f->dfd, "t/a/b", "b", 1);
-	mk_files(f->dfd, "t/a/b/c", "c", 1);
-	mk_files(f->dfd, "t/big", "g", 1100);
+	unit_mk_files(f->dfd, "t", "t", 3);
+	unit_mk_files(f->dfd, "t/a", "a", 2);
+	unit_mk_files(f->dfd, "t/a/b", "b", 1);
+	unit_mk_files(f->dfd, "t/a/b/c", "c", 1);
+	unit_mk_files(f->dfd, "t/big", "g", 1100);
 
 	assert_int_equal(run(f, "t"), 0);
-	assert_false(exists(f->dfd, "t"));
+	assert_false(unit_exists(f->dfd, "t"));
 	for (int i = 0; i < hk.ndone; i++)
 		assert_false(hk.done[i].bad_len);
 	/* t: 5 entries, a: 3, b: 2, c: 1, e: 0 -> one pass each;
@@ -446,7 +424,7 @@ static void test_removeall_symlinks_outside(void **state)
 	struct fx *f = *state;
 
 	mk_dir(f->dfd, "outside");
-	mk_files(f->dfd, "outside", "keep", 5);
+	unit_mk_files(f->dfd, "outside", "keep", 5);
 	mk_dir(f->dfd, "s");
 	mk_dir(f->dfd, "s/sub");
 	assert_int_equal(symlinkat(f->outside, f->dfd, "s/to_dir"), 0);
@@ -456,13 +434,13 @@ static void test_removeall_symlinks_outside(void **state)
 	assert_int_equal(symlinkat("/nonexistent", f->dfd, "s/dangling"), 0);
 
 	assert_int_equal(run(f, "s"), 0);
-	assert_false(exists(f->dfd, "s"));
-	assert_true(exists(f->dfd, "outside"));
+	assert_false(unit_exists(f->dfd, "s"));
+	assert_true(unit_exists(f->dfd, "outside"));
 	for (int i = 0; i < 5; i++) {
 		char name[64];
 
 		snprintf(name, sizeof(name), "outside/keep%06d", i);
-		assert_true(exists(f->dfd, name));
+		assert_true(unit_exists(f->dfd, name));
 	}
 	/* 4 links, 2 directories: no open of a link, no readlinkat. */
 	assert_int_equal(f->res->st.sys_unlinkat, 1 + 2 + 4);
@@ -472,8 +450,8 @@ static void test_removeall_symlinks_outside(void **state)
 	/* A link to a directory as the argument: the link goes, at once. */
 	assert_int_equal(symlinkat(f->outside, f->dfd, "top"), 0);
 	assert_int_equal(run(f, "top"), 0);
-	assert_false(exists(f->dfd, "top"));
-	assert_true(exists(f->dfd, "outside/keep000004"));
+	assert_false(unit_exists(f->dfd, "top"));
+	assert_true(unit_exists(f->dfd, "outside/keep000004"));
 	assert_int_equal(removeall_stats_syscalls(&f->res->st), 1);
 }
 
@@ -489,7 +467,7 @@ static void test_removeall_failing_batch(void **state)
 	const int n = 2100;
 
 	mk_dir(f->dfd, "d");
-	mk_files(f->dfd, "d", "keep", n);
+	unit_mk_files(f->dfd, "d", "keep", n);
 	hk.eacces_prefix = "keep";
 	assert_int_equal(run(f, "d"), -EACCES);
 	assert_string_equal(f->res->op, "unlinkat");
@@ -506,7 +484,7 @@ static void test_removeall_failing_batch(void **state)
 	assert_int_equal(f->res->st.sys_unlinkat, 2 + n);
 	assert_int_equal(f->res->st.sys_rmdir, 2);
 	assert_int_equal(f->res->st.removed, 0);
-	assert_true(exists(f->dfd, "d/keep002099"));
+	assert_true(unit_exists(f->dfd, "d/keep002099"));
 }
 
 /* A child that gave up root removes @f's "ro" tree. */
@@ -535,8 +513,8 @@ static void test_removeall_readonly(void **state)
 	mk_dir(f->dfd, "ro");
 	mk_dir(f->dfd, "ro/locked");
 	mk_dir(f->dfd, "ro/open");
-	mk_files(f->dfd, "ro/locked", "l", 3);
-	mk_files(f->dfd, "ro/open", "o", 3);
+	unit_mk_files(f->dfd, "ro/locked", "l", 3);
+	unit_mk_files(f->dfd, "ro/open", "o", 3);
 	if (getuid() == 0) {
 		snprintf(cmd, sizeof(cmd), "chown -R %d:%d '%s'", UNPRIV_UID,
 			 UNPRIV_UID, f->dir);
@@ -548,9 +526,9 @@ static void test_removeall_readonly(void **state)
 	assert_int_equal(f->res->rc, -EACCES);
 	assert_string_equal(f->res->op, "unlinkat");
 	assert_non_null(strstr(f->res->path, "/ro/locked/l00000"));
-	assert_true(exists(f->dfd, "ro/locked/l000000"));
-	assert_true(exists(f->dfd, "ro/locked/l000002"));
-	assert_false(exists(f->dfd, "ro/open"));
+	assert_true(unit_exists(f->dfd, "ro/locked/l000000"));
+	assert_true(unit_exists(f->dfd, "ro/locked/l000002"));
+	assert_false(unit_exists(f->dfd, "ro/open"));
 	/* ro: EISDIR; locked: EISDIR, 3 x EACCES; open: EISDIR, 3. */
 	assert_int_equal(f->res->st.sys_unlinkat, 1 + 1 + 1 + 3 + 1 + 3);
 	assert_int_equal(f->res->st.sys_rmdir, 1 + 3);
@@ -558,7 +536,7 @@ static void test_removeall_readonly(void **state)
 	if (getuid() == 0) {
 		/* Root may write into a read-only directory. */
 		assert_int_equal(run(f, "ro"), 0);
-		assert_false(exists(f->dfd, "ro"));
+		assert_false(unit_exists(f->dfd, "ro"));
 	}
 }
 
@@ -577,12 +555,12 @@ static void test_removeall_simple_cases(void **state)
 
 	assert_int_equal(mknodat(f->dfd, "file", S_IFREG | 0644, 0), 0);
 	assert_int_equal(run(f, "file"), 0);
-	assert_false(exists(f->dfd, "file"));
+	assert_false(unit_exists(f->dfd, "file"));
 	assert_int_equal(removeall_stats_syscalls(&f->res->st), 1);
 
 	mk_dir(f->dfd, "empty");
 	assert_int_equal(run(f, "empty"), 0);
-	assert_false(exists(f->dfd, "empty"));
+	assert_false(unit_exists(f->dfd, "empty"));
 	assert_int_equal(removeall_stats_syscalls(&f->res->st), 2);
 
 	snprintf(path, sizeof(path), "%s/.", f->dir);
@@ -593,7 +571,7 @@ static void test_removeall_simple_cases(void **state)
 	assert_int_equal(removeall_stats_syscalls(&st), 0);
 	assert_int_equal(removeall("", NULL, &st, NULL), 0);
 	assert_int_equal(removeall_stats_syscalls(&st), 0);
-	assert_true(exists(f->dfd, "."));
+	assert_true(unit_exists(f->dfd, "."));
 }
 
 /* Trailing slashes and a relative path: splitPath() gives "." as the
@@ -605,12 +583,12 @@ static void test_removeall_relative_path(void **state)
 	char cwd[1024];
 
 	mk_dir(f->dfd, "rel");
-	mk_files(f->dfd, "rel", "r", 10);
+	unit_mk_files(f->dfd, "rel", "r", 10);
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	assert_int_equal(chdir(f->dir), 0);
 	assert_int_equal(removeall("rel//", &sys, &st, NULL), 0);
 	assert_int_equal(chdir(cwd), 0);
-	assert_false(exists(f->dfd, "rel"));
+	assert_false(unit_exists(f->dfd, "rel"));
 	assert_int_equal(st.sys_openat, 2);
 	assert_int_equal(st.sys_unlinkat, 2 + 10);
 }
@@ -621,10 +599,10 @@ static void test_removeall_eintr(void **state)
 	struct fx *f = *state;
 
 	mk_dir(f->dfd, "d");
-	mk_files(f->dfd, "d", "e", 4);
+	unit_mk_files(f->dfd, "d", "e", 4);
 	hk.eintr_unlinks = 3;
 	assert_int_equal(run(f, "d"), 0);
-	assert_false(exists(f->dfd, "d"));
+	assert_false(unit_exists(f->dfd, "d"));
 	/* The three EINTRs hit os.Remove's unlink, issued four times. */
 	assert_int_equal(f->res->st.sys_unlinkat, 3 + 1 + 1 + 4);
 	assert_int_equal(f->res->st.sys_rmdir, 2);
@@ -645,7 +623,7 @@ static void test_removeall_oom(void **state)
 		mk_dir(f->dfd, "m");
 		mk_dir(f->dfd, "m/a");
 		mk_dir(f->dfd, "m/a/b");
-		mk_files(f->dfd, "m/a/b", "n", 1500);
+		unit_mk_files(f->dfd, "m/a/b", "n", 1500);
 		assert_int_equal(symlinkat("m", f->dfd, "m/a/l"), 0);
 		memset(&hk, 0, sizeof(hk));
 		oom.count = 0;
@@ -659,7 +637,7 @@ static void test_removeall_oom(void **state)
 			assert_int_equal(rc, 0);
 	}
 	assert_int_equal(rc, 0);
-	assert_false(exists(f->dfd, "m"));
+	assert_false(unit_exists(f->dfd, "m"));
 }
 
 int main(void)

@@ -255,19 +255,6 @@ static void mk_file(int dfd, const char *path)
 	assert_int_equal(mknodat(dfd, path, S_IFREG | 0644, 0), 0);
 }
 
-static void mk_files(int dfd, const char *dir, const char *prefix, int n)
-{
-	int fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY);
-	char name[64];
-
-	assert_true(fd >= 0);
-	for (int i = 0; i < n; i++) {
-		snprintf(name, sizeof(name), "%s%06d", prefix, i);
-		assert_int_equal(mknodat(fd, name, S_IFREG | 0644, 0), 0);
-	}
-	close(fd);
-}
-
 /*
  * @n entries in @dfd/@dir, hard links to one inode per 50,000 (below
  * ext4's 65,000): several times faster to make than as many inodes.
@@ -294,13 +281,6 @@ static void mk_hardlinks(int dfd, const char *dir, int n)
 static void mk_link(int dfd, const char *target, const char *path)
 {
 	assert_int_equal(symlinkat(target, dfd, path), 0);
-}
-
-static bool exists(int dfd, const char *path)
-{
-	struct stat st;
-
-	return fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /*
@@ -369,8 +349,8 @@ static char *list_tree(int dfd, const char *name)
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 
 	if (fd < 0)
-		return strdup(exists(dfd, name) ? "(not a directory)" :
-						  "(missing)");
+		return strdup(unit_exists(dfd, name) ? "(not a directory)" :
+						       "(missing)");
 	list_rec(fd, "", &v, &n);
 	qsort(v, n, sizeof(*v), qsort_strcmp);
 	for (size_t i = 0; i < n; i++)
@@ -561,9 +541,9 @@ static void test_rmtree_flat_syscalls(void **state)
 	bool dtype = has_d_type(f->dfd);
 
 	mk_dir(f->dfd, "flat", 0755);
-	mk_files(f->dfd, "flat", "file", 1000);
+	unit_mk_files(f->dfd, "flat", "file", 1000);
 	assert_int_equal(run(f, "flat", &o), 0);
-	assert_false(exists(f->dfd, "flat"));
+	assert_false(unit_exists(f->dfd, "flat"));
 	assert_int_equal(st->files, 1000);
 	assert_int_equal(st->dirs, 1);
 	assert_int_equal(st->sys_unlinkat + st->sys_rmdir, 1000 + 1);
@@ -593,7 +573,7 @@ static void test_rmtree_wide_100k(void **state)
 	mk_dir(f->dfd, "wide", 0755);
 	mk_hardlinks(f->dfd, "wide", 100000);
 	assert_int_equal(run(f, "wide", &o), 0);
-	assert_false(exists(f->dfd, "wide"));
+	assert_false(unit_exists(f->dfd, "wide"));
 	assert_int_equal(st->files, 100000);
 	assert_int_equal(st->sys_unlinkat + st->sys_rmdir, 100001);
 	if (has_d_type(f->dfd))
@@ -630,16 +610,16 @@ static void test_rmtree_symlinks(void **state)
 	mk_link(f->dfd, target, "rootlink");
 
 	assert_int_equal(run(f, "t", &o), 0);
-	assert_false(exists(f->dfd, "t"));
+	assert_false(unit_exists(f->dfd, "t"));
 	assert_int_equal(f->res->st.files, 5);
 	assert_int_equal(f->res->st.dirs, 3);
 
 	assert_int_equal(run(f, "rootlink", &o), 0);
-	assert_false(exists(f->dfd, "rootlink"));
+	assert_false(unit_exists(f->dfd, "rootlink"));
 	/* A trailing slash does not make it follow (GNU rm would). */
 	mk_link(f->dfd, target, "rootlink");
 	assert_int_equal(run(f, "rootlink//", &o), 0);
-	assert_false(exists(f->dfd, "rootlink"));
+	assert_false(unit_exists(f->dfd, "rootlink"));
 	assert_int_equal(f->res->st.files, 1);
 	left = list_tree(f->dfd, "outside");
 	assert_string_equal(left, "/precious 10\n/sub 4\n/sub/precious 10\n");
@@ -676,12 +656,12 @@ static void test_rmtree_root_cases(void **state)
 	assert_int_equal(fchdir(cwd), 0);
 	close(cwd);
 	assert_int_equal(rc, 0);
-	assert_false(exists(f->dfd, "cwd"));
+	assert_false(unit_exists(f->dfd, "cwd"));
 
 	mk_file(f->dfd, "file");
 	o.removed = on_removed;
 	assert_int_equal(run(f, "file", &o), 0);
-	assert_false(exists(f->dfd, "file"));
+	assert_false(unit_exists(f->dfd, "file"));
 	assert_int_equal(f->res->st.files, 1);
 
 	mk_dir(f->dfd, "keep", 0755);
@@ -692,7 +672,7 @@ static void test_rmtree_root_cases(void **state)
 	assert_int_equal(run(f, "/", &o), -EINVAL);
 	assert_int_equal(run(f, "//", &o), -EINVAL);
 	assert_int_equal(f->res->len, 0);
-	assert_true(exists(f->dfd, "keep"));
+	assert_true(unit_exists(f->dfd, "keep"));
 }
 
 /* -v: the paths given are the root as given plus one name per level. */
@@ -716,7 +696,7 @@ static void test_rmtree_reported_paths(void **state)
 	free(removed);
 	/* Through the top's O_PATH descriptor: one more openat. */
 	assert_int_equal(f->res->st.sys_openat, 1 + 3);
-	assert_true(exists(f->dfd, "p"));
+	assert_true(unit_exists(f->dfd, "p"));
 }
 
 /* fifos, sockets, devices (root), hard links, odd and long names. */
@@ -752,7 +732,7 @@ static void test_rmtree_special_files(void **state)
 		print_message("not root: no device nodes\n");
 	}
 	assert_int_equal(run(f, "s", &o), 0);
-	assert_false(exists(f->dfd, "s"));
+	assert_false(unit_exists(f->dfd, "s"));
 	assert_int_equal(f->res->st.files, expect);
 }
 
@@ -768,7 +748,7 @@ static void test_rmtree_deep_2000(void **state)
 	base = count_open_fds();
 	hk.count_fds = true;
 	assert_int_equal(run(f, "deep", &o), 0);
-	assert_false(exists(f->dfd, "deep"));
+	assert_false(unit_exists(f->dfd, "deep"));
 	assert_int_equal(st->files, 2000);
 	assert_int_equal(st->dirs, 2001);
 	assert_true(st->max_open_fds <= RMTREE_MAX_FDS);
@@ -795,13 +775,13 @@ static void test_rmtree_deep_jobs(void **state)
 	mk_chain(f->dfd, "forest/b", 300);
 	mk_chain(f->dfd, "forest/c", 300);
 	mk_chain(f->dfd, "forest/d", 300);
-	mk_files(f->dfd, "forest", "x", 50);
+	unit_mk_files(f->dfd, "forest", "x", 50);
 	base = count_open_fds();
 	hk.count_fds = true;
 	o.jobs = 4;
 	o.max_fds = 8;
 	assert_int_equal(run(f, "forest", &o), 0);
-	assert_false(exists(f->dfd, "forest"));
+	assert_false(unit_exists(f->dfd, "forest"));
 	assert_int_equal(st->files, 4 * 300 + 50);
 	assert_int_equal(st->dirs, 4 * 301 + 1);
 	assert_true(st->max_open_fds <= 4 * 8);
@@ -900,7 +880,7 @@ static void test_rmtree_jobs_identical(void **state)
 	/* Only "keep" files and the directories holding them remain. */
 	for (char *line = strtok(left1, "\n"); line; line = strtok(NULL, "\n"))
 		assert_true(strstr(line, "keep") || strstr(line, " 4"));
-	assert_true(exists(f->dfd, "outside/precious"));
+	assert_true(unit_exists(f->dfd, "outside/precious"));
 	free(left1);
 	free(left4);
 	free(err1);
@@ -924,7 +904,7 @@ static void test_rmtree_passes_report_once(void **state)
 		snprintf(name, sizeof(name), "m/d%03d/f", i);
 		mk_file(f->dfd, name);
 	}
-	mk_files(f->dfd, "m", "keep", 5);
+	unit_mk_files(f->dfd, "m", "keep", 5);
 	mk_file(f->dfd, "m/d007/keep");
 	mk_file(f->dfd, "m/d200/keep");
 	hk.eperm_prefix = "keep";
@@ -934,8 +914,8 @@ static void test_rmtree_passes_report_once(void **state)
 	assert_int_equal(count_lines(f->res, 'E'), 7);
 	assert_int_equal(f->res->st.dirs, 298);
 	assert_true(f->res->st.sys_lseek >= 300 / 16);
-	assert_true(exists(f->dfd, "m/d007/keep"));
-	assert_false(exists(f->dfd, "m/d008"));
+	assert_true(unit_exists(f->dfd, "m/d007/keep"));
+	assert_false(unit_exists(f->dfd, "m/d008"));
 }
 
 /* With DT_UNKNOWN, one fstatat per entry, and still never a follow. */
@@ -948,14 +928,14 @@ static void test_rmtree_dt_unknown(void **state)
 	mk_file(f->dfd, "outside/precious");
 	mk_dir(f->dfd, "u", 0755);
 	mk_dir(f->dfd, "u/d", 0755);
-	mk_files(f->dfd, "u/d", "f", 10);
+	unit_mk_files(f->dfd, "u/d", "f", 10);
 	mk_link(f->dfd, "../../outside", "u/d/out");
 	mk_link(f->dfd, "d", "u/in");
 	hk.unknown_types = true;
 	assert_int_equal(run(f, "u", &o), 0);
-	assert_false(exists(f->dfd, "u"));
+	assert_false(unit_exists(f->dfd, "u"));
 	assert_int_equal(f->res->st.sys_fstatat, 10 + 1 + 1 + 1);
-	assert_true(exists(f->dfd, "outside/precious"));
+	assert_true(unit_exists(f->dfd, "outside/precious"));
 }
 
 static void swap_for_symlink(int dirfd, const char *name)
@@ -982,9 +962,9 @@ static void test_rmtree_race_symlink(void **state)
 	hk.swap = swap_for_symlink;
 	assert_int_equal(run(f, "r", &o), 0);
 	assert_true(hk.swapped);
-	assert_false(exists(f->dfd, "r"));
-	assert_true(exists(f->dfd, "outside/precious"));
-	assert_true(exists(f->dfd, "outside/moved/inner"));
+	assert_false(unit_exists(f->dfd, "r"));
+	assert_true(unit_exists(f->dfd, "outside/precious"));
+	assert_true(unit_exists(f->dfd, "outside/moved/inner"));
 }
 
 static void swap_evicted(void)
@@ -1029,8 +1009,8 @@ static void test_rmtree_reopen_verifies(void **state)
 	snprintf(name, sizeof(name), "E %d c/d1/d2", ESTALE);
 	assert_string_equal(errs, name);
 	free(errs);
-	assert_true(exists(f->dfd, "c/d1/d2/precious"));
-	assert_false(exists(f->dfd, "c/d1/f"));
+	assert_true(unit_exists(f->dfd, "c/d1/d2/precious"));
+	assert_false(unit_exists(f->dfd, "c/d1/f"));
 }
 
 /*
@@ -1045,9 +1025,9 @@ static void mk_readonly_tree(struct fx *f, const char *home, const char *name)
 	d = openat(f->dfd, name, O_RDONLY | O_DIRECTORY);
 	assert_true(d >= 0);
 	mk_dir(d, "ro", 0755);
-	mk_files(d, "ro", "f", 3);
+	unit_mk_files(d, "ro", "f", 3);
 	mk_dir(d, "ro/sub", 0755);
-	mk_files(d, "ro/sub", "g", 3);
+	unit_mk_files(d, "ro/sub", "g", 3);
 	mk_dir(d, "ro/empty", 0755);
 	mk_dir(d, "deep", 0755);
 	mk_dir(d, "deep/x", 0755);
@@ -1084,7 +1064,7 @@ static void test_rmtree_readonly_owner(void **state)
 	if (f->res->rc)
 		print_message("%s", f->res->log);
 	assert_int_equal(f->res->rc, 0);
-	assert_false(exists(f->dfd, "home/ro_tree"));
+	assert_false(unit_exists(f->dfd, "home/ro_tree"));
 	/* ro, ro/sub, deep, deep/x, wonly, noexec; not ro/empty */
 	assert_int_equal(f->res->st.sys_fchmod, 6);
 	assert_int_equal(f->res->st.files, 3 + 3 + 1 + 1 + 1);
@@ -1095,7 +1075,7 @@ static void test_rmtree_readonly_owner(void **state)
 	}
 	mk_readonly_tree(f, "ro_root", "ro_root");
 	assert_int_equal(run(f, "ro_root", &o), 0);
-	assert_false(exists(f->dfd, "ro_root"));
+	assert_false(unit_exists(f->dfd, "ro_root"));
 	assert_int_equal(f->res->st.sys_fchmod, 0);
 	assert_int_equal(f->res->st.sys_fstat, 0);
 }
@@ -1114,7 +1094,7 @@ static void test_rmtree_parent_not_chmoded(void **state)
 
 	mk_dir(f->dfd, "par", 0755);
 	mk_dir(f->dfd, "par/x", 0755);
-	mk_files(f->dfd, "par/x", "f", 4);
+	unit_mk_files(f->dfd, "par/x", "f", 4);
 	chown_tree(f, "par");
 	assert_int_equal(fchmodat(f->dfd, "par", 0555, 0), 0);
 	if (!is_root())
@@ -1126,12 +1106,12 @@ static void test_rmtree_parent_not_chmoded(void **state)
 	assert_int_equal(f->res->st.files, 4);
 	assert_int_equal(fstatat(f->dfd, "par", &st, 0), 0);
 	assert_int_equal(st.st_mode & 07777, 0555);
-	assert_true(exists(f->dfd, "par/x"));
+	assert_true(unit_exists(f->dfd, "par/x"));
 
 	/* Nor is the caller's own descriptor, when the root is relative to it. */
 	mk_dir(f->dfd, "par2", 0755);
 	mk_dir(f->dfd, "par2/x", 0755);
-	mk_files(f->dfd, "par2/x", "f", 4);
+	unit_mk_files(f->dfd, "par2/x", "f", 4);
 	chown_tree(f, "par2");
 	assert_int_equal(fchmodat(f->dfd, "par2", 0555, 0), 0);
 	saved = f->dfd;
@@ -1161,10 +1141,10 @@ static void test_rmtree_keeps_going(void **state)
 	mk_dir(f->dfd, "k", 0755);
 	mk_dir(f->dfd, "k/a", 0755);
 	mk_dir(f->dfd, "k/a/b", 0755);
-	mk_files(f->dfd, "k/a/b", "f", 20);
+	unit_mk_files(f->dfd, "k/a/b", "f", 20);
 	mk_file(f->dfd, "k/a/b/keep");
 	mk_dir(f->dfd, "k/z", 0755);
-	mk_files(f->dfd, "k/z", "f", 20);
+	unit_mk_files(f->dfd, "k/z", "f", 20);
 	hk.eperm_prefix = "keep";
 	assert_int_equal(run(f, "k", &o), -EPERM);
 	snprintf(expect, sizeof(expect), "E %d k/a/b/keep\n", EPERM);
@@ -1181,9 +1161,9 @@ static void test_rmtree_keeps_going(void **state)
 	}
 	mk_dir(f->dfd, "i", 0755);
 	mk_dir(f->dfd, "i/a", 0755);
-	mk_files(f->dfd, "i/a", "f", 20);
+	unit_mk_files(f->dfd, "i/a", "f", 20);
 	mk_file(f->dfd, "i/a/imm");
-	mk_files(f->dfd, "i", "g", 20);
+	unit_mk_files(f->dfd, "i", "g", 20);
 	if (make_immutable(f, "i/a/imm")) {
 		assert_int_equal(run(f, "i", &o), -EPERM);
 		snprintf(expect, sizeof(expect), "E %d i/a/imm\n", EPERM);
@@ -1200,9 +1180,9 @@ static void test_rmtree_keeps_going(void **state)
 
 	mk_dir(f->dfd, "u", 0755);
 	mk_dir(f->dfd, "u/mine", 0755);
-	mk_files(f->dfd, "u/mine", "f", 10);
+	unit_mk_files(f->dfd, "u/mine", "f", 10);
 	mk_dir(f->dfd, "u/roots", 0755);
-	mk_files(f->dfd, "u/roots", "f", 2);
+	unit_mk_files(f->dfd, "u/roots", "f", 2);
 	chown_tree(f, "u");
 	assert_int_equal(fchownat(f->dfd, "u/roots", 0, 0, 0), 0);
 	run_as_user(f, "u", o);
@@ -1226,14 +1206,14 @@ static void test_rmtree_one_file_system(void **state)
 	mk_dir(f->dfd, "o", 0755);
 	mk_dir(f->dfd, "o/a", 0755);
 	mk_dir(f->dfd, "o/a/mnt", 0755);
-	mk_files(f->dfd, "o/a", "f", 5);
-	mk_files(f->dfd, "o", "g", 5);
+	unit_mk_files(f->dfd, "o/a", "f", 5);
+	unit_mk_files(f->dfd, "o", "g", 5);
 	snprintf(f->mnt, sizeof(f->mnt), "%s/o/a/mnt", f->dir);
 	if (!is_root() || mount("none", f->mnt, "tmpfs", 0, "size=1m") < 0) {
 		f->mnt[0] = '\0';
 		skip();
 	}
-	mk_files(f->dfd, "o/a/mnt", "t", 5);
+	unit_mk_files(f->dfd, "o/a/mnt", "t", 5);
 	o.one_file_system = true;
 	assert_int_equal(run(f, "o", &o), -EXDEV);
 	snprintf(expect, sizeof(expect), "E %d o/a/mnt\n", EXDEV);

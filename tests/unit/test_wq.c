@@ -90,6 +90,17 @@ static void on_idle(uv_idle_t *h)
 	assert_int_equal(sw_wq_flush(&r->wq), 0);
 }
 
+/* @r's write queue on one end of a new socket pair (sv[0]) on new loop
+ * @loop; the test has the other end, sv[1]. */
+static void run_init(struct run *r, uv_loop_t *loop, int sv[2])
+{
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(uv_loop_init(loop), 0);
+	assert_int_equal(uv_pipe_init(loop, &r->pipe, 0), 0);
+	assert_int_equal(uv_pipe_open(&r->pipe, sv[0]), 0);
+	sw_wq_init(&r->wq, (uv_stream_t *)&r->pipe, on_written, r);
+}
+
 static void test_whole_and_in_order(void **state)
 {
 	struct reader rd = { 0 };
@@ -99,11 +110,7 @@ static void test_whole_and_in_order(void **state)
 	int sv[2];
 
 	(void)state;
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	uv_loop_init(&loop);
-	uv_pipe_init(&loop, &r.pipe, 0);
-	assert_int_equal(uv_pipe_open(&r.pipe, sv[0]), 0);
-	sw_wq_init(&r.wq, (uv_stream_t *)&r.pipe, on_written, &r);
+	run_init(&r, &loop, sv);
 	rd.fd = sv[1];
 	pthread_create(&t, NULL, read_all, &rd);
 	uv_idle_init(&loop, &r.idle);
@@ -128,11 +135,7 @@ static void test_peer_gone(void **state)
 	int sv[2], rc;
 
 	(void)state;
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	uv_loop_init(&loop);
-	uv_pipe_init(&loop, &r.pipe, 0);
-	assert_int_equal(uv_pipe_open(&r.pipe, sv[0]), 0);
-	sw_wq_init(&r.wq, (uv_stream_t *)&r.pipe, on_written, &r);
+	run_init(&r, &loop, sv);
 	close(sv[1]);
 	assert_int_equal(sw_buf_add(&r.wq.out, "x", 1), 0);
 	rc = sw_wq_flush(&r.wq);

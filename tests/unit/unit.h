@@ -1,17 +1,20 @@
 /*
  * Helpers shared by the unit tests: a seeded random generator (every test
- * is deterministic), temporary directories, a quiet log sink, and running
- * a piece of a test in a child process with a time limit, for code that
- * might hang.
+ * is deterministic), temporary directories and files in them, a quiet log
+ * sink, and running a piece of a test in a child process with a time
+ * limit, for code that might hang.
  *
- * Everything is static inline: each test program includes this once.
+ * Everything is static inline: each test program includes this once,
+ * after cmocka.h (the fixtures that make files fail the test through it).
  */
 #ifndef SWEEPFS_TESTS_UNIT_H
 #define SWEEPFS_TESTS_UNIT_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,22 @@ static inline void rng_fill(struct rng *r, void *p, size_t n)
 		b[i] = (uint8_t)rng_next(r);
 }
 
+/*
+ * A log sink (sw_log_set_sink()) that prints nothing and counts the
+ * messages into the unsigned @opaque points to (NULL: counts nothing).
+ */
+static inline void unit_quiet_sink(int level, const char *tag, const char *msg,
+				   void *opaque)
+{
+	unsigned *lines = opaque;
+
+	(void)level;
+	(void)tag;
+	(void)msg;
+	if (lines)
+		(*lines)++;
+}
+
 /* A fresh directory under $TMPDIR (or /tmp) into @buf (at least 64 bytes). */
 static inline int unit_mkdtemp(char *buf, size_t len, const char *what)
 {
@@ -76,6 +95,31 @@ static inline int unit_rm_one(const char *path, const struct stat *st, int flag,
 static inline void unit_rm_rf(const char *dir)
 {
 	nftw(dir, unit_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* @n empty files @prefix000000... in @dfd/@dir (names of one length, so
+ * that every getdents64 record has the same size); the test fails if one
+ * cannot be made. */
+static inline void unit_mk_files(int dfd, const char *dir, const char *prefix,
+				 int n)
+{
+	int fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY);
+	char name[64];
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s%06d", prefix, i);
+		assert_int_equal(mknodat(fd, name, S_IFREG | 0644, 0), 0);
+	}
+	close(fd);
+}
+
+/* Whether @path below @dfd exists (a symlink counts, not followed). */
+static inline bool unit_exists(int dfd, const char *path)
+{
+	struct stat st;
+
+	return fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* Size of @path in bytes, or -1. */

@@ -201,18 +201,9 @@ int cdel_rmr_path(struct sw_client *c, const char *rel, double timeout_s)
 int cdel_set_snapshot_flag(struct sw_client *c, uint64_t parent,
 			   const char *name, uint64_t *changed)
 {
-	Sweepfs__EattrReq q = SWEEPFS__EATTR_REQ__INIT;
 	ProtobufCMessage *reply;
-	struct tool_caller who;
-	int rc;
+	int rc = tool_eattr(c, parent, name, true, false, true, &reply);
 
-	q.cred = tool_caller(&who);
-	q.parent = parent;
-	q.name = tool_name(name);
-	q.has_set = q.has_recursive = 1;
-	q.set = true;
-	q.recursive = true;
-	rc = tool_call(c, SW_MSG_EATTR, &q.base, &reply);
 	if (rc == 0) {
 		*changed = ((Sweepfs__EattrReply *)reply)->changed;
 		protobuf_c_message_free_unpacked(reply, NULL);

@@ -168,16 +168,22 @@ assert_eq 0 "$SW_EXIT_STATUS" "the range holder's exit status"
 assert_eq "OK" "$("$PYTHON" "$LK" try "$B/r" 50 11)" "lockf of 50-60 after A closed"
 assert_eq "UNLCK" "$("$PYTHON" "$LK" getlk "$B/r" 0 0)" "F_GETLK after A closed"
 
+# hold_both: two processes on mount A that hold locks until killed, H1 a
+# lockf of all of r, H2 a flock of f; returns once both hold them.
+hold_both() {
+	rm -f "$SW_TMP/r.held" "$SW_TMP/f.held"
+	"$PYTHON" "$LK" hold "$A/r" "$SW_TMP/r.held" "$SW_TMP/never" lockf 0 0 &
+	H1=$!
+	BG+=("$H1")
+	"$PYTHON" "$LK" hold "$A/f" "$SW_TMP/f.held" "$SW_TMP/never" flock &
+	H2=$!
+	BG+=("$H2")
+	wait_until 10 "the holders" test -e "$SW_TMP/r.held" -a -e "$SW_TMP/f.held"
+}
+
 # ---- SIGKILL of a process holding locks ------------------------------------
 log "a killed process loses its locks"
-rm -f "$SW_TMP/r.held" "$SW_TMP/f.held"
-"$PYTHON" "$LK" hold "$A/r" "$SW_TMP/r.held" "$SW_TMP/never" lockf 0 0 &
-H1=$!
-BG+=("$H1")
-"$PYTHON" "$LK" hold "$A/f" "$SW_TMP/f.held" "$SW_TMP/never" flock &
-H2=$!
-BG+=("$H2")
-wait_until 10 "the holders" test -e "$SW_TMP/r.held" -a -e "$SW_TMP/f.held"
+hold_both
 assert_eq "EAGAIN" "$("$PYTHON" "$LK" try "$B/r" 1000 1)" "lockf while held"
 assert_fails flock -n "$B/f" true
 { kill -KILL "$H1" "$H2"; wait_dead "$H1" 10 && wait_dead "$H2" 10; } \
@@ -189,14 +195,7 @@ wait_until 10 "no locks left on the master" no_locks
 
 # ---- SIGKILL of mount A: its locks last for session_timeout -----------------
 log "a killed mount's locks go with its session"
-rm -f "$SW_TMP/r.held" "$SW_TMP/f.held"
-"$PYTHON" "$LK" hold "$A/r" "$SW_TMP/r.held" "$SW_TMP/never" lockf 0 0 &
-H1=$!
-BG+=("$H1")
-"$PYTHON" "$LK" hold "$A/f" "$SW_TMP/f.held" "$SW_TMP/never" flock &
-H2=$!
-BG+=("$H2")
-wait_until 10 "the holders" test -e "$SW_TMP/r.held" -a -e "$SW_TMP/f.held"
+hold_both
 { kill -KILL "$A_PID"; wait_dead "$A_PID" 10; } 2>/dev/null ||
 	fail "mount A survived SIGKILL"
 T0=$(date +%s%N)

@@ -15,7 +15,6 @@ start_mount
 M=$SW_MNT
 cd "$M"
 
-free_inodes() { stat -f -c %d "$M"; }
 free0=$(free_inodes)
 
 # ---- mkdir -p, touch, find ------------------------------------------------

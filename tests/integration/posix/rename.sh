@@ -11,7 +11,6 @@ start_mount
 M=$SW_MNT
 cd "$M"
 
-free_inodes() { stat -f -c %d "$M"; }
 ino() { stat -c %i "$1"; }
 
 mkdir -p d1 d2 full/inner empty1 empty2 tree/sub/deeper

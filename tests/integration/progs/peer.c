@@ -296,6 +296,30 @@ void peer_open(struct peer *p, uint16_t port)
 	peer_hello(p, SWEEPFS__ROLE__ROLE_MOUNT);
 }
 
+uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
+		      uint32_t cache_ms)
+{
+	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
+	Sweepfs__HelloReply *r;
+	uint64_t id, root;
+	int err;
+
+	peer_connect(p, port);
+	h.version = SW_PROTO_VERSION;
+	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
+	h.has_subdir = 1;
+	h.subdir = str(subdir);
+	h.has_cache_ms = 1;
+	h.cache_ms = cache_ms;
+	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
+	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
+	if (err)
+		fail("hello on %s: %s", subdir, strerror(err));
+	root = r->root_ino;
+	sweepfs__hello_reply__free_unpacked(r, NULL);
+	return root;
+}
+
 void peer_ping(struct peer *p)
 {
 	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;

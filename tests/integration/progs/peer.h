@@ -71,6 +71,10 @@ int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q);
 void peer_hello(struct peer *p, int role);
 /* Connect and say hello as a mount. */
 void peer_open(struct peer *p, uint16_t port);
+/* Connect to @port as a mount session on export @subdir whose kernel
+ * keeps names for @cache_ms; returns the export's root inode, or fail(). */
+uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
+		      uint32_t cache_ms);
 void peer_ping(struct peer *p);
 /* MKDIR @name (mode 0777) under @parent as @cred: the new inode, or fail(). */
 uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,

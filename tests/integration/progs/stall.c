@@ -67,31 +67,6 @@ static int64_t deleg_ms = 1000, inval_ms = 300;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 static uint64_t jail, jail_d, team, dl, xs[DIRS];
 
-/* Connect a mount session on @subdir, its kernel keeping names for
- * @cache_ms; returns the export's root. */
-static uint64_t session(struct peer *p, const char *subdir, uint32_t cache_ms)
-{
-	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
-	Sweepfs__HelloReply *r;
-	uint64_t id, root;
-	int err;
-
-	peer_connect(p, m_port);
-	h.version = SW_PROTO_VERSION;
-	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
-	h.has_subdir = 1;
-	h.subdir = str(subdir);
-	h.has_cache_ms = 1;
-	h.cache_ms = cache_ms;
-	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
-	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
-	if (err)
-		fail("hello on %s: %s", subdir, strerror(err));
-	root = r->root_ino;
-	sweepfs__hello_reply__free_unpacked(r, NULL);
-	return root;
-}
-
 /*
  * The next reply on @p within @timeout_ms, notifications skipped (an
  * invalidation acknowledged when @ack); its id in *@id, its error as a
@@ -282,7 +257,7 @@ static void check_setup(void)
 	struct peer adm;
 	char name[16];
 
-	session(&adm, "/", 1000);
+	peer_session(&adm, m_port, "/", 1000);
 	peer_mkdir(&adm, &root_cred, ROOT, "pub");
 	jail = peer_mkdir(&adm, &root_cred, ROOT, "jail");
 	jail_d = peer_mkdir(&adm, &root_cred, jail, "d");
@@ -303,7 +278,7 @@ static void find_setup(void)
 
 	if (dl)
 		return;
-	session(&adm, "/", 1000);
+	peer_session(&adm, m_port, "/", 1000);
 	jail = lookup(&adm, ROOT, "jail");
 	jail_d = lookup(&adm, jail, "d");
 	team = lookup(&adm, ROOT, "team");
@@ -331,17 +306,19 @@ static void check_inval(void)
 	find_setup();
 	/* A well-behaved session caching /team: the admin's creates there
 	 * send it invalidations, which it acknowledges. */
-	id = send_readdir(&watcher, session(&watcher, "/team", 1000));
+	id = send_readdir(&watcher,
+			  peer_session(&watcher, m_port, "/team", 1000));
 	if ((err = reply_to(&watcher, id, TIMEOUT_MS, true)) != 0)
 		fail("readdir /team: %s", strerror(err));
-	session(&adm, "/", 1000);
-	jroot = session(&maker, "/jail", 1000);
+	peer_session(&adm, m_port, "/", 1000);
+	jroot = peer_session(&maker, m_port, "/jail", 1000);
 	d = lookup(&maker, jroot, "d");
 	t_end = now_ms() + 4000;
 	while (now_ms() < t_end) {
 		if (now_ms() >= next_lister && nl < LISTERS_MAX) {
 			struct peer *l = &listers[nl++];
-			uint64_t lroot = session(l, "/jail", 3600u * 1000);
+			uint64_t lroot =
+				peer_session(l, m_port, "/jail", 3600u * 1000);
 
 			id = send_readdir(l, lookup(l, lroot, "d"));
 			if ((err = reply_to(l, id, TIMEOUT_MS, false)) != 0)
@@ -379,7 +356,7 @@ static void check_inval(void)
 	   n, nl, worst);
 
 	/* A change they do watch waits for them, within the bound. */
-	session(&honest, "/jail", 1000);
+	peer_session(&honest, m_port, "/jail", 1000);
 	t0 = now_ms();
 	id = send_create(&honest, lookup(&honest, jroot, "d"), "last");
 	err = reply_to(&honest, id, TIMEOUT_MS, false);
@@ -412,12 +389,12 @@ static void check_recall(void)
 	int err;
 
 	find_setup();
-	hroot = session(&holder, "/dl", 1000);
+	hroot = peer_session(&holder, m_port, "/dl", 1000);
 	x = lookup(&holder, hroot, "x0");
 	if (!deleg(&holder, x))
 		fail("/dl/x0 not delegated");
 	/* The holder reads nothing from now on: the recall goes unread. */
-	session(&other, "/", 1000);
+	peer_session(&other, m_port, "/", 1000);
 	t0 = now_ms();
 	create_id = send_create(&other, x, "from-other");
 	get_id = send_getattr(&other, team);
@@ -486,10 +463,10 @@ static void check_renew(void)
 	int next = 2, granted = 0, err;
 
 	find_setup();
-	hroot = session(&holder, "/dl", 1000);
+	hroot = peer_session(&holder, m_port, "/dl", 1000);
 	if (!deleg(&holder, lookup(&holder, hroot, "x2")))
 		fail("/dl/x2 not delegated");
-	session(&other, "/", 1000);
+	peer_session(&other, m_port, "/", 1000);
 	tq.cred = &root_cred;
 	tq.op = 1; /* list */
 	t0 = now_ms();
@@ -539,12 +516,12 @@ static void check_pump(void)
 	int fl;
 
 	find_setup();
-	hroot = session(&holder, "/dl", 1000);
+	hroot = peer_session(&holder, m_port, "/dl", 1000);
 	x = lookup(&holder, hroot, "x15");
 	if (!deleg(&holder, x))
 		fail("/dl/x15 not delegated");
-	session(&pumper, "/", 1000);
-	session(&other, "/", 1000);
+	peer_session(&pumper, m_port, "/", 1000);
+	peer_session(&other, m_port, "/", 1000);
 	send_create(&pumper, x, "pumped"); /* waits for the recall */
 	/* Behind it, lookups in the same directory, which wait too: long
 	 * names, so that bytes pile up faster than frames. */

@@ -25,29 +25,6 @@
 static uint16_t m_port;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 
-static uint64_t session(struct peer *p, const char *subdir, uint32_t cache_ms)
-{
-	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
-	Sweepfs__HelloReply *r;
-	uint64_t id, root;
-	int err;
-
-	peer_connect(p, m_port);
-	h.version = SW_PROTO_VERSION;
-	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
-	h.has_subdir = 1;
-	h.subdir = str(subdir);
-	h.has_cache_ms = 1;
-	h.cache_ms = cache_ms;
-	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
-	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
-	if (err)
-		fail("hello: %s", strerror(err));
-	root = r->root_ino;
-	sweepfs__hello_reply__free_unpacked(r, NULL);
-	return root;
-}
-
 static uint64_t mknod_in(struct peer *p, uint64_t parent, const char *name)
 {
 	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
@@ -126,7 +103,7 @@ static uint64_t make_dir(int round, int n, uint64_t *first)
 	uint64_t d;
 	int err;
 
-	session(&adm, "/", 0);
+	peer_session(&adm, m_port, "/", 0);
 	snprintf(name, sizeof(name), "D%d-%d", round, getpid());
 	d = peer_mkdir(&adm, &root_cred, ROOT, name);
 	*first = 0;
@@ -168,9 +145,9 @@ int main(int argc, char **argv)
 		int ga, gb, err;
 		ProtobufCMessage *r;
 
-		session(&a, "/", 0);
-		session(&b, "/", 0);
-		session(&c, "/", 0);
+		peer_session(&a, m_port, "/", 0);
+		peer_session(&b, m_port, "/", 0);
+		peer_session(&c, m_port, "/", 0);
 		ida = send_deleg(&a, d);
 		idb = send_deleg(&b, d);
 		ga = deleg_reply(&a, ida);

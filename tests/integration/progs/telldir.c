@@ -271,6 +271,18 @@ static void check_seek(DIR *d, long here)
 	seekdir(d, here);
 }
 
+/* The next entry of @d, or NULL at its end; an error ends the program. */
+static struct dirent *next_entry(DIR *d)
+{
+	struct dirent *de;
+
+	errno = 0;
+	de = readdir(d);
+	if (!de && errno)
+		die("readdir");
+	return de;
+}
+
 static void changing_pass(DIR *d)
 {
 	struct dirent *de;
@@ -279,13 +291,9 @@ static void changing_pass(DIR *d)
 
 	for (;;) {
 		pos = telldir(d);
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			if (errno)
-				die("readdir");
+		de = next_entry(d);
+		if (!de)
 			break;
-		}
 		saw(de->d_name, pos, &dots);
 		entries++;
 		/* Unlink a random "v" file (maybe one not reached yet). */
@@ -334,13 +342,9 @@ static void quiet_pass(DIR *d)
 		struct ent *e;
 		int child;
 
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			if (errno)
-				die("readdir");
+		de = next_entry(d);
+		if (!de)
 			break;
-		}
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) {
 			dots++;
 			continue;

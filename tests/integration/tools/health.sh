@@ -15,23 +15,12 @@
 # the trash whose directory is gone gets its directories made again.
 . "$(dirname "$0")/../lib.sh"
 sw_init health
-PY3=/usr/bin/python3
-$PY3 -c 'import prometheus_client' 2>/dev/null ||
-	skip "python3-prometheus-client is not installed"
-
-MPORT=$(pick_port)
-CPORT=$(pick_port)
-SW_CHUNKSERVERS=0
-start_master --set metrics_listen=$SW_MASTER_HOST:$MPORT
-start_chunkservers 1 --set metrics_listen=$SW_CS_HOST:$CPORT
+start_metrics_cluster
 NPORT=$(pick_port)
 start_mount "$SW_TMP/mnt" "" "metrics_listen=127.0.0.1:$NPORT"
 M=$SW_MNT
-MURL=http://$SW_MASTER_HOST:$MPORT/metrics
-CURL=http://$SW_CS_HOST:$CPORT/metrics
 NURL=http://127.0.0.1:$NPORT/metrics
 DIST=$SW_SRC/../../dist/monitoring
-scrape() { $PY3 "$SW_SRC/scrape.py" "$@" >"$SW_TMP/scrape.out" 2>&1 || fail "$(cat "$SW_TMP/scrape.out")"; }
 
 # health KEY: the chunk health count KEY of `sweepfs status --json`.
 health() { sw_status "d['chunk_health'].get('$1', -1)"; }

@@ -12,24 +12,11 @@
 
 . "$(dirname "$0")/../lib.sh"
 sw_init metrics
-PY3=/usr/bin/python3
-$PY3 -c 'import prometheus_client' 2>/dev/null ||
-	skip "python3-prometheus-client is not installed"
-
-MPORT=$(pick_port)
-CPORT=$(pick_port)
-SW_CHUNKSERVERS=0
-start_master --set metrics_listen=$SW_MASTER_HOST:$MPORT \
-	--set purge_duty=2 --set purge_duty_busy=2
-start_chunkservers 1 --set metrics_listen=$SW_CS_HOST:$CPORT
+start_metrics_cluster --set purge_duty=2 --set purge_duty_busy=2
 start_mount
 M=$SW_MNT
-MURL=http://$SW_MASTER_HOST:$MPORT/metrics
-CURL=http://$SW_CS_HOST:$CPORT/metrics
 export SWEEPFS_MASTER=$SW_MASTER_HOST:$SW_PORT
 grep -q "metrics at $MURL" "$SW_MASTER_LOG" || fail "the master does not say where its metrics are"
-
-scrape() { $PY3 "$SW_SRC/scrape.py" "$@" >"$SW_TMP/scrape.out" 2>&1 || fail "$(cat "$SW_TMP/scrape.out")"; }
 
 log "an idle cluster: every family parses"
 scrape "$MURL" \
