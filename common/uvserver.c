@@ -324,18 +324,22 @@ static void read_set(struct sw_sconn *c)
 	sw_sconn_partial(c, owes_input(c));
 }
 
-/* Hand @c's input over in the next loop turn (the list holds @c). */
-static void parse_later(struct sw_sconn *c)
+/* Hand @c's input over in the next loop turn (the list holds @c).
+ * Whether it will be: not once the server stopped listening. */
+static bool parse_later(struct sw_sconn *c)
 {
 	struct sw_server *srv = c->srv;
 
-	if (c->in_parse || c->closing || !srv->parse_idle_on)
-		return;
+	if (c->in_parse)
+		return true;
+	if (c->closing || !srv->parse_idle_on)
+		return false;
 	c->in_parse = true;
 	sw_sconn_get(c);
 	c->parse_next = srv->parse;
 	srv->parse = c;
 	uv_idle_start(&srv->parse_idle, on_parse_idle);
+	return true;
 }
 
 static void on_parse_idle(uv_idle_t *h)
@@ -430,10 +434,9 @@ void sw_sconn_parse(struct sw_sconn *c)
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 		c->waits = false; /* the owner's wait was for that one */
 		if (ops->slice_ns && sw_buf_used(&c->in) &&
-		    sw_mono_ns() - t0 > ops->slice_ns) {
+		    sw_mono_ns() - t0 > ops->slice_ns && parse_later(c)) {
 			/* Others first; the rest in the next turn. */
 			c->stops |= SW_READ_YIELD;
-			parse_later(c);
 			break;
 		}
 	}

@@ -276,7 +276,8 @@ void sw_sconn_stop(struct sw_sconn *c, unsigned why);
  * Take the reasons @why off @c's. With none left it is read again, and
  * the frames read before are handed over: at once when @now (the caller
  * is not in a handler, nor in a flush that must see their replies), else
- * in the next loop turn, whose check phase then sends what they queue.
+ * in the next loop turn, whose check phase then sends what they queue
+ * (not at all once the server stopped listening: it is closing them).
  */
 void sw_sconn_go(struct sw_sconn *c, unsigned why, bool now);
 
