@@ -10,10 +10,11 @@
  * closes the connection), checks the token and the fields, runs the store
  * operation and packs the reply frame; the loop only moves bytes.
  *
- * Input: frames are cut out of a read buffer; a large frame (a write)
- * gets a buffer of its own once its header is known, and the socket is
- * read straight into it, so that the loop copies at most READ_CHUNK bytes
- * of any frame. Output: each reply is its own allocation, queued on its
+ * Input is uvserver.h's read loop: frames are cut out of a read buffer
+ * (read into in place); a large frame (a write) gets a buffer of its own
+ * once its header is known, and the socket is read straight into it, so
+ * that the loop copies at most a read's worth of any frame (own_above).
+ * Output: each reply is its own allocation, queued on its
  * connection and written with one uv_write per loop iteration for all
  * that are ready (the check phase).
  *
@@ -57,8 +58,7 @@
 
 #define TAG "server"
 
-#define READ_CHUNK (64u << 10)
-/* A frame larger than this gets a buffer of its own. */
+/* A frame larger than this, not whole, gets a buffer of its own. */
 #define BIG_FRAME (16u << 10)
 /*
  * Before its hello a peer is nobody: its frames are at most
@@ -87,10 +87,6 @@ struct outframe {
 struct conn {
 	struct sw_sconn sc; /* uvserver.h: handle, peer, refs, closing... */
 	struct server *srv;
-	struct sw_buf in;		 /* received, not yet framed */
-	struct sw_frame_hdr big_hdr;	 /* the large frame being read */
-	uint8_t *big;			 /* its payload buffer, or NULL */
-	size_t big_have;		 /* bytes of it received */
 	struct outframe *out, *out_tail; /* replies not yet written */
 	struct outframe *wlist;		 /* replies in the uv_write */
 	size_t out_bytes;		 /* bytes of both lists */
@@ -99,7 +95,6 @@ struct conn {
 	size_t req_bytes;	/* their payload bytes */
 	int64_t write_since;	/* mono ns: the uv_write began */
 	bool hello;		/* hello done */
-	bool reading;		/* uv_read_start in effect */
 	bool writing;		/* wreq in flight */
 	bool close_after_write; /* a refused hello: say why, then go */
 };
@@ -147,7 +142,6 @@ static void conn_close(struct conn *c);
 #define conn_first(srv) ((struct conn *)(srv)->base.conns)
 #define conn_next(c) ((struct conn *)(c)->sc.next)
 static void conn_update_reading(struct conn *c);
-static void parse_frames(struct conn *c);
 
 /* ---- replies ---------------------------------------------------------- */
 
@@ -287,13 +281,6 @@ static void on_check(uv_check_t *h)
 
 /* ---- connections ---------------------------------------------------------- */
 
-/* Count @c's buffered bytes against PRE_HELLO_TOTAL while it has not
- * said hello. */
-static void conn_account(struct conn *c)
-{
-	sw_sconn_account(&c->sc, c->hello ? 0 : sw_buf_used(&c->in));
-}
-
 static void conn_close(struct conn *c)
 {
 	sw_sconn_close(&c->sc);
@@ -305,40 +292,21 @@ static bool over_limits(const struct conn *c)
 	       c->out_bytes >= c->srv->cs->cfg.output_max || c->srv->throttled;
 }
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
 /*
- * Keep the clock of an incomplete frame: it runs only while we read, so
- * a peer we paused is not taken for one that stalled.
+ * Read @c, or not, as its limits say; with none in the way, the frames
+ * that arrived before the pause come first (now: nothing here is a
+ * handler). A stopped peer is not stalled: the limits are ours.
  */
-static void note_partial(struct conn *c)
-{
-	sw_sconn_partial(&c->sc, c->reading && (c->big || sw_buf_used(&c->in)));
-}
-
-/* Start or stop reading @c as its limits say; parse what waits. */
 static void conn_update_reading(struct conn *c)
 {
 	if (c->sc.closing || c->close_after_write)
 		return;
-	if (c->srv->stopping || over_limits(c)) {
-		if (c->reading) {
-			uv_read_stop((uv_stream_t *)&c->sc.tcp);
-			c->reading = false;
-			c->sc.partial_since = 0;
-		}
-		return;
-	}
-	/* Frames that arrived before the pause come first. */
-	parse_frames(c);
-	if (c->sc.closing)
-		return;
-	if (!c->reading && !over_limits(c)) {
-		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
-		c->reading = true;
-	}
-	note_partial(c);
+	if (c->srv->stopping)
+		sw_sconn_stop(&c->sc, SW_READ_DONE);
+	else if (over_limits(c))
+		sw_sconn_stop(&c->sc, SW_READ_WAIT);
+	else
+		sw_sconn_go(&c->sc, SW_READ_WAIT, true);
 }
 
 /* The global limit: throttle everyone, or let everyone go again. */
@@ -614,10 +582,8 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 	sweepfs__hello__free_unpacked(h, NULL);
 	queue_reply(c,
 		    frame_new(hdr->type, SW_FRAME_REPLY, hdr->id, &reply.base));
-	if (c->close_after_write && c->reading) {
-		uv_read_stop((uv_stream_t *)&c->sc.tcp);
-		c->reading = false;
-	}
+	if (c->close_after_write)
+		sw_sconn_stop(&c->sc, SW_READ_DONE);
 }
 
 /* A ping: the token comes back (clients check that we are alive). */
@@ -670,112 +636,32 @@ static void dispatch(struct conn *c, const struct sw_frame_hdr *hdr,
 	free(payload);
 }
 
-/* Cut whole frames out of c->in while the limits allow. */
-static void parse_frames(struct conn *c)
+/*
+ * uvserver.h's frame callback: the pool's requests take their payload
+ * (@own: read straight into it; else a copy of it, a small frame), and
+ * reading stops past the limits.
+ */
+static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
+					const struct sw_frame_hdr *hdr,
+					uint8_t *payload, bool own)
 {
-	while (!sw_sconn_gone(&c->sc) && !c->close_after_write && !c->big &&
-	       !over_limits(c)) {
-		struct sw_frame_hdr hdr;
-		size_t avail;
-		uint8_t *p;
-		int rc = sw_frame_get_hdr(
-			sw_buf_head(&c->in), sw_buf_used(&c->in),
-			c->hello ? SW_FRAME_MAX_DATA : PRE_HELLO_FRAME, &hdr);
+	struct conn *c = (struct conn *)sc;
+	uint8_t *p = payload;
 
-		if (rc < 0) {
-			sw_notice(TAG, "%s: %s; closing", c->sc.peer,
-				  rc == -EMSGSIZE ? "frame too large" :
-						    "bad frame header");
-			conn_close(c);
-			return;
-		}
-		if (rc == 0)
-			break;
-		avail = sw_buf_used(&c->in) - SW_FRAME_HDR;
-		if (avail < hdr.len && hdr.len <= BIG_FRAME)
-			break;
-		p = malloc(SW_MAX(hdr.len, 1u));
+	if (!own) {
+		p = malloc(SW_MAX(hdr->len, 1u));
 		if (!p) {
 			sw_err(TAG, "%s: out of memory for a request; closing",
 			       c->sc.peer);
 			conn_close(c);
-			return;
+			return SW_FRAME_DONE;
 		}
-		avail = SW_MIN(avail, hdr.len);
-		memcpy(p, sw_buf_head(&c->in) + SW_FRAME_HDR, avail);
-		sw_buf_consume(&c->in, SW_FRAME_HDR + avail);
-		if (avail < hdr.len) {
-			/* The rest is read straight into p. */
-			c->big = p;
-			c->big_hdr = hdr;
-			c->big_have = avail;
-			break;
-		}
-		dispatch(c, &hdr, p);
+		memcpy(p, payload, hdr->len);
 	}
-}
-
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-	struct conn *c = h->data;
-
-	if (c->big) {
-		buf->base = (char *)c->big + c->big_have;
-		buf->len = c->big_hdr.len - c->big_have;
-		return;
-	}
-	if (sw_buf_reserve(&c->in, c->hello ? READ_CHUNK :
-					      PRE_HELLO_FRAME + SW_FRAME_HDR) <
-	    0) {
-		buf->base = NULL;
-		buf->len = 0;
-		return;
-	}
-	buf->base = (char *)c->in.data + c->in.len;
-	buf->len =
-		SW_MIN(c->in.cap - c->in.len,
-		       c->hello ? READ_CHUNK : PRE_HELLO_FRAME + SW_FRAME_HDR);
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-	struct conn *c = s->data;
-
-	if (nread < 0) {
-		sw_sconn_read_end(&c->sc, nread);
-		return;
-	}
-	if (!buf->base) {
-		sw_err(TAG, "%s: out of memory for input; closing", c->sc.peer);
-		conn_close(c);
-		return;
-	}
-	if (c->big) {
-		c->big_have += (size_t)nread;
-		if (c->big_have == c->big_hdr.len) {
-			uint8_t *p = c->big;
-
-			c->big = NULL;
-			dispatch(c, &c->big_hdr, p);
-		}
-	} else {
-		c->in.len += (size_t)nread;
-		if (!c->hello &&
-		    sw_server_unauth_over(&c->srv->base, (size_t)nread,
-					  PRE_HELLO_TOTAL)) {
-			sw_notice(TAG,
-				  "%s: unfinished frames before hello pass "
-				  "%u bytes in all; closing",
-				  c->sc.peer, PRE_HELLO_TOTAL);
-			conn_close(c);
-			return;
-		}
-	}
-	parse_frames(c);
-	if (c->sc.closing)
-		return;
-	conn_account(c);
-	conn_update_reading(c);
+	dispatch(c, hdr, p);
+	if (!sw_sconn_gone(sc) && over_limits(c))
+		sw_sconn_stop(sc, SW_READ_WAIT);
+	return SW_FRAME_DONE;
 }
 
 /* ---- uvserver.h's ops ------------------------------------------------------ */
@@ -785,7 +671,7 @@ static int conn_accepted(struct sw_sconn *sc)
 	struct conn *c = (struct conn *)sc;
 
 	c->srv = (struct server *)sc->srv;
-	conn_update_reading(c);
+	conn_update_reading(c); /* throttled: not yet (uvserver reads it) */
 	return 0;
 }
 
@@ -798,8 +684,6 @@ static void conn_release(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
 
-	sw_buf_release(&c->in);
-	free(c->big);
 	free_frames(c->out);
 	free_frames(c->wlist);
 }
@@ -809,6 +693,12 @@ static const struct sw_server_ops conn_ops = {
 	.accepted = conn_accepted,
 	.flush = conn_flush,
 	.release = conn_release,
+	.frame = conn_frame,
+	.frame_max = SW_FRAME_MAX_DATA,
+	.pre_hello_frame = PRE_HELLO_FRAME,
+	.pre_hello_total = PRE_HELLO_TOTAL,
+	.own_above = BIG_FRAME,
+	.read_in_place = true,
 };
 
 /* ---- the server ----------------------------------------------------------------- */

@@ -1,5 +1,36 @@
 /*
  * The shared part of the libuv servers (uvserver.h).
+ *
+ * The read loop. A connection is read while nothing stops it (stops, a
+ * set of SW_READ_* reasons; uv_read_stop() otherwise, so the kernel's
+ * buffers and then TCP's window push back on the peer). What arrives
+ * goes to its input buffer (read there in place, or copied from one
+ * buffer of the process's: ops->read_in_place), and sw_sconn_parse()
+ * cuts whole frames off its head for ops->frame, one at a time, until
+ * the input holds no whole frame, the connection is stopped or closed,
+ * the owner keeps a frame (SW_FRAME_KEEP), or its slice of the turn is
+ * used up (then it yields: not read, and parsed again by the idle
+ * handle in the next turn). A large payload not whole when its header
+ * comes (ops->own_above) is read straight into a buffer of its own.
+ *
+ * What a peer can make the server hold or wait for, here:
+ *  - its input: one frame's payload cap plus a read (ops->frame_max, or
+ *    ops->pre_hello_frame before its hello), and whatever the owner
+ *    keeps behind a kept frame (it stops reading when that is enough);
+ *  - before its hello, the bytes of all such peers' unhandled input,
+ *    ops->pre_hello_total, and frames of at most pre_hello_frame: the
+ *    peer whose read would pass the total is closed;
+ *  - time: a peer with part of a frame in its input, read and not
+ *    stopped for the server's reasons, is timed (partial_since) and
+ *    closed by sw_server_reap_stalled(); one connection's frames run
+ *    for at most ops->slice_ns per loop turn.
+ * A header that is bad or over the cap closes the connection, as does
+ * running out of memory for input.
+ *
+ * Resuming a stopped connection hands over the frames it read before in
+ * the next loop turn (not in the caller's: that may be a flush, or a
+ * handler), unless the caller says now; an idle handle keeps the loop
+ * from blocking in between, and the list holds a reference.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +64,8 @@ void sw_sconn_put(struct sw_sconn *c)
 		c->next->prev = c->prev;
 	srv->nconns--;
 	srv->ops->release(c);
+	sw_buf_release(&c->in);
+	free(c->big);
 	free(c);
 }
 
@@ -236,6 +269,251 @@ void sw_server_reap_stalled(struct sw_server *srv, int64_t limit_ns)
 	}
 }
 
+/* ---- reading -------------------------------------------------------- */
+
+/* The largest read: a frame of the chunkserver's takes few, and one
+ * buffer this big is all that the master's idle peers need. */
+#define READ_CHUNK (64u << 10)
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void on_parse_idle(uv_idle_t *h);
+
+static uint32_t frame_cap(const struct sw_sconn *c)
+{
+	const struct sw_server_ops *ops = c->srv->ops;
+
+	return c->known ? ops->frame_max : ops->pre_hello_frame;
+}
+
+/* How much one read may bring: a read's worth, or a whole frame of a
+ * peer without a hello (it gets no more till that is handled). */
+static size_t read_size(const struct sw_sconn *c)
+{
+	return SW_MIN((size_t)READ_CHUNK, (size_t)frame_cap(c) + SW_FRAME_HDR);
+}
+
+/* Whether @c holds part of a frame its peer owes: read, and not stopped
+ * for the server's reasons nor waiting for it. */
+static bool owes_input(const struct sw_sconn *c)
+{
+	return (c->big || sw_buf_used(&c->in)) && !c->waits &&
+	       !(c->stops & (SW_READ_WAIT | SW_READ_DONE));
+}
+
+/* Read @c, or not, as its stops say; keep its clock. */
+static void read_set(struct sw_sconn *c)
+{
+	if (c->closing || !c->srv->ops->frame)
+		return;
+	if (!c->stops && !c->reading) {
+		int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc,
+				       on_read);
+
+		if (rc < 0) {
+			sw_info(c->srv->tag, "%s: cannot read: %s", c->peer,
+				uv_strerror(rc));
+			sw_sconn_close(c);
+			return;
+		}
+		c->reading = true;
+	} else if (c->stops && c->reading) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = false;
+	}
+	sw_sconn_partial(c, owes_input(c));
+}
+
+/* Hand @c's input over in the next loop turn (the list holds @c).
+ * Whether it will be: not once the server stopped listening. */
+static bool parse_later(struct sw_sconn *c)
+{
+	struct sw_server *srv = c->srv;
+
+	if (c->in_parse)
+		return true;
+	if (c->closing || !srv->parse_idle_on)
+		return false;
+	c->in_parse = true;
+	sw_sconn_get(c);
+	c->parse_next = srv->parse;
+	srv->parse = c;
+	uv_idle_start(&srv->parse_idle, on_parse_idle);
+	return true;
+}
+
+static void on_parse_idle(uv_idle_t *h)
+{
+	struct sw_server *srv = h->data;
+	struct sw_sconn *list = srv->parse;
+
+	/* Those a yield adds meanwhile wait for the turn after. */
+	srv->parse = NULL;
+	uv_idle_stop(h);
+	while (list) {
+		struct sw_sconn *c = list;
+
+		list = c->parse_next;
+		c->in_parse = false;
+		c->parse_next = NULL;
+		sw_sconn_go(c, SW_READ_YIELD, true);
+		sw_sconn_put(c);
+	}
+}
+
+void sw_sconn_stop(struct sw_sconn *c, unsigned why)
+{
+	c->stops |= why;
+	read_set(c);
+}
+
+void sw_sconn_go(struct sw_sconn *c, unsigned why, bool now)
+{
+	c->stops &= ~why;
+	if (c->closing)
+		return;
+	/* Still stopped, only its clock may change (read_set()). */
+	if (!c->stops && !now)
+		parse_later(c);
+	else if (!c->stops && sw_buf_used(&c->in))
+		sw_sconn_parse(c);
+	read_set(c);
+}
+
+/* The payload of @hdr, not whole yet, goes to a buffer of its own: what
+ * the input has of it is copied, the rest is read straight into it. */
+static void big_start(struct sw_sconn *c, const struct sw_frame_hdr *hdr)
+{
+	size_t have = sw_buf_used(&c->in) - SW_FRAME_HDR;
+	uint8_t *p = malloc(hdr->len);
+
+	if (!p) {
+		sw_err(c->srv->tag, "%s: out of memory for a request; closing",
+		       c->peer);
+		sw_sconn_close(c);
+		return;
+	}
+	memcpy(p, sw_buf_head(&c->in) + SW_FRAME_HDR, have);
+	sw_buf_consume(&c->in, SW_FRAME_HDR + have);
+	c->big = p;
+	c->big_hdr = *hdr;
+	c->big_have = have;
+}
+
+void sw_sconn_parse(struct sw_sconn *c)
+{
+	const struct sw_server_ops *ops = c->srv->ops;
+	int64_t t0 = ops->slice_ns ? sw_mono_ns() : 0;
+
+	if (c->parsing)
+		return;
+	c->parsing = true;
+	while (!sw_sconn_gone(c) && !c->stops && !c->big) {
+		size_t used = sw_buf_used(&c->in);
+		struct sw_frame_hdr hdr;
+		int rc = sw_frame_get_hdr(sw_buf_head(&c->in), used,
+					  frame_cap(c), &hdr);
+
+		if (rc < 0) {
+			sw_notice(c->srv->tag, "%s: %s; closing", c->peer,
+				  rc == -EMSGSIZE ? "frame too large" :
+						    "bad frame header");
+			sw_sconn_close(c);
+			break;
+		}
+		if (rc == 0)
+			break;
+		if (used - SW_FRAME_HDR < hdr.len) {
+			if (ops->own_above && hdr.len > ops->own_above)
+				big_start(c, &hdr);
+			break;
+		}
+		if (ops->frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR,
+			       false) == SW_FRAME_KEEP)
+			break;
+		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
+		c->waits = false; /* the owner's wait was for that one */
+		if (ops->slice_ns && sw_buf_used(&c->in) &&
+		    sw_mono_ns() - t0 > ops->slice_ns && parse_later(c)) {
+			/* Others first; the rest in the next turn. */
+			c->stops |= SW_READ_YIELD;
+			break;
+		}
+	}
+	c->parsing = false;
+	if (c->closing)
+		return;
+	sw_sconn_account(c, c->known ? 0 : sw_buf_used(&c->in));
+	read_set(c);
+}
+
+/*
+ * Read into @c's input, or (ops->read_in_place false) into one buffer
+ * of the process's, copied into the input by on_read() before the next
+ * read is allocated: the loop has one thread. A payload being read into
+ * its own buffer is read straight into it.
+ */
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	static char chunk[READ_CHUNK];
+	struct sw_sconn *c = h->data;
+	size_t want = read_size(c);
+
+	(void)hint;
+	if (c->big) {
+		buf->base = (char *)c->big + c->big_have;
+		buf->len = c->big_hdr.len - c->big_have;
+	} else if (!c->srv->ops->read_in_place) {
+		buf->base = chunk;
+		buf->len = want;
+	} else if (sw_buf_reserve(&c->in, want) < 0) {
+		buf->base = NULL; /* on_read() gets UV_ENOBUFS */
+		buf->len = 0;
+	} else {
+		buf->base = (char *)c->in.data + c->in.len;
+		buf->len = SW_MIN(c->in.cap - c->in.len, want);
+	}
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct sw_sconn *c = s->data;
+	struct sw_server *srv = c->srv;
+
+	if (nread < 0) {
+		sw_sconn_read_end(c, nread);
+		return;
+	}
+	if (nread == 0 || c->shed)
+		return; /* (marked: closed in this turn's check phase) */
+	if (!c->known && sw_server_unauth_over(srv, (size_t)nread,
+					       srv->ops->pre_hello_total)) {
+		sw_notice(srv->tag,
+			  "%s: unfinished frames before hello pass %zu bytes "
+			  "in all; closing",
+			  c->peer, srv->ops->pre_hello_total);
+		sw_sconn_close(c);
+		return;
+	}
+	if (c->big) {
+		c->big_have += (size_t)nread;
+		if (c->big_have == c->big_hdr.len) {
+			uint8_t *p = c->big;
+
+			c->big = NULL;
+			srv->ops->frame(c, &c->big_hdr, p, true);
+		}
+	} else if (srv->ops->read_in_place) {
+		c->in.len += (size_t)nread;
+	} else if (sw_buf_add(&c->in, buf->base, (size_t)nread) < 0) {
+		sw_err(srv->tag, "%s: out of memory for input; closing",
+		       c->peer);
+		sw_sconn_close(c);
+		return;
+	}
+	sw_sconn_parse(c);
+}
+
 static bool same_host(const struct sockaddr_storage *a,
 		      const struct sockaddr_storage *b)
 {
@@ -338,6 +616,8 @@ static void on_connection(uv_stream_t *listener, int status)
 	c->started = true;
 	if (srv->ops->accepted(c) != 0)
 		sw_sconn_close(c);
+	else
+		read_set(c);
 }
 
 static int resolve(const char *host, uint16_t port,
@@ -379,8 +659,12 @@ int sw_server_listen(struct sw_server *srv, uv_loop_t *loop,
 	if (rc == 0)
 		rc = uv_listen((uv_stream_t *)&srv->listener, 1024,
 			       on_connection);
-	if (rc == 0)
+	if (rc == 0) {
+		uv_idle_init(loop, &srv->parse_idle);
+		srv->parse_idle.data = srv;
+		srv->parse_idle_on = true;
 		return 0;
+	}
 	sw_crit(tag, "cannot listen on %s:%u: %s", host, port, uv_strerror(rc));
 out_close:
 	uv_close((uv_handle_t *)&srv->listener, on_fail);
@@ -391,4 +675,18 @@ void sw_server_unlisten(struct sw_server *srv, uv_close_cb cb)
 {
 	srv->refusing = true;
 	uv_close((uv_handle_t *)&srv->listener, cb);
+	if (!srv->parse_idle_on)
+		return;
+	srv->parse_idle_on = false;
+	while (srv->parse) {
+		struct sw_sconn *c = srv->parse;
+
+		srv->parse = c->parse_next;
+		c->in_parse = false;
+		c->parse_next = NULL;
+		sw_sconn_put(c);
+	}
+	/* Closed after the listener, so gone before @cb runs: libuv ends
+	 * the handles closed in one turn last first. */
+	uv_close((uv_handle_t *)&srv->parse_idle, NULL);
 }

@@ -12,10 +12,16 @@
  *
  * A server's connection type embeds a struct sw_sconn as its first
  * member (as libuv's handles embed uv_handle_t); the server's ops say
- * how big it is and do what is the server's own: start reading, write,
- * detach what the connection had, free what it held. Reading and
- * framing are the owner's (their buffers differ), with sw_frame_whole()
- * (frame.h); writing too (wq.h, or the chunkserver's reply list).
+ * how big it is and do what is the server's own: handle a frame, write,
+ * detach what the connection had, free what it held. Writing is the
+ * owner's (wq.h, or the chunkserver's reply list).
+ *
+ * Reading is here, one loop for every server: the input buffer, cutting
+ * frames (sw_frame_get_hdr(), the payload cap before and after the
+ * hello), the budget of pre-hello bytes, handing each whole frame to
+ * ops->frame, stopping and restarting the socket for the owner's reasons
+ * (sw_sconn_stop(), sw_sconn_go()), a slice of time per connection and
+ * loop turn, and the clock of a peer stuck mid-frame. See uvserver.c.
  */
 #ifndef SWEEPFS_COMMON_UVSERVER_H
 #define SWEEPFS_COMMON_UVSERVER_H
@@ -28,7 +34,38 @@
 
 #include <uv.h>
 
+#include "buf.h"
+#include "frame.h"
+
 struct sw_server;
+
+/*
+ * Why a connection is not read (struct sw_sconn's stops, a set): it is
+ * read while the set is empty. The owner's reasons say whether a frame
+ * left in the input meanwhile is the peer's doing, and so is timed as a
+ * peer stuck mid-frame (sw_server_reap_stalled()), or the server's.
+ */
+enum {
+	/* Its peer takes too little of its output: the peer's doing. */
+	SW_READ_OUTPUT = 1u << 0,
+	/* The server's own limits or a wait of its own: not timed. */
+	SW_READ_WAIT = 1u << 1,
+	/* No more input is wanted (stopping, a refused hello): not timed. */
+	SW_READ_DONE = 1u << 2,
+	/* uvserver's: its slice of the loop turn is used up; the rest of
+	 * its input is handed over in the next turn (ops->slice_ns). */
+	SW_READ_YIELD = 1u << 3,
+};
+
+/* What ops->frame did with a frame. */
+enum sw_frame_verdict {
+	/* Handled (or @c closed): cut from the input, on to the next. */
+	SW_FRAME_DONE,
+	/* Not now: it stays at the head of the input and no frame after it
+	 * is handed over. It is handed over again when more input arrives,
+	 * or after sw_sconn_go(); the owner stops reading if it must. */
+	SW_FRAME_KEEP,
+};
 
 struct sw_sconn {
 	uv_tcp_t tcp; /* first: the handle is the connection */
@@ -48,6 +85,21 @@ struct sw_sconn {
 	bool shed;	       /* to be closed for out_max (sw_server_shed()) */
 	struct sw_sconn *next, *prev, *flush_next, *shed_next;
 	struct sw_sconn *anon_next, *anon_prev; /* oldest first */
+	/* Input (uvserver.c's; the owner may look, and ops->frame may take
+	 * frames out from behind the head, see master/server.c). */
+	struct sw_buf in;	     /* read, not handed over yet */
+	uint8_t *big;		     /* a payload read into its own buffer */
+	struct sw_frame_hdr big_hdr; /* its header */
+	size_t big_have;	     /* bytes of it read */
+	unsigned stops;		     /* SW_READ_*: read only while 0 */
+	bool reading;		     /* uv_read_start() in effect */
+	bool parsing;		     /* in sw_sconn_parse(): not again */
+	bool in_parse;		     /* on srv's parse list (holds a ref) */
+	/* Set by the owner's ops->frame: its head frame, kept, waits for
+	 * the server (not the peer), so it is not timed as a peer stuck
+	 * mid-frame (cleared once a frame is done). */
+	bool waits;
+	struct sw_sconn *parse_next;
 };
 
 struct sw_server_ops {
@@ -65,6 +117,36 @@ struct sw_server_ops {
 	/* The last reference went: free what it holds, not itself (also
 	 * for one refused before ops->accepted: its fields are zero). */
 	void (*release)(struct sw_sconn *c);
+	/*
+	 * A whole frame from @c's peer, its header checked (flags aside)
+	 * and its payload within the cap. @own: @payload was read into a
+	 * buffer of its own (own_above): the callback owns it (free(3)), and
+	 * must return SW_FRAME_DONE. Otherwise it points into @c's input,
+	 * valid until the callback returns. The callback may close @c, stop
+	 * it (sw_sconn_stop()) or take other frames out of c->in behind the
+	 * head. NULL: uvserver does not read (the owner's tests).
+	 */
+	enum sw_frame_verdict (*frame)(struct sw_sconn *c,
+				       const struct sw_frame_hdr *hdr,
+				       uint8_t *payload, bool own);
+	uint32_t frame_max;	  /* payload cap after the hello */
+	uint32_t pre_hello_frame; /* and before it */
+	/* What all peers without a hello may have sent and not had handled,
+	 * in all: the peer whose read would pass it is closed. */
+	size_t pre_hello_total;
+	/* A frame whose payload is longer than this (0: none) and not whole
+	 * when its header is cut is read straight into a buffer of its own
+	 * (malloc'd, handed to ops->frame with @own): the loop copies at most
+	 * a read's worth of it. */
+	uint32_t own_above;
+	/* Read into the connection's input buffer, which then holds up to a
+	 * read (64 KiB) even while idle (true); or into one buffer of the
+	 * process's and copy what arrived, so that idle peers hold none. */
+	bool read_in_place;
+	/* One connection's frames are handed over for at most this long per
+	 * loop turn (0: no limit): then it yields (SW_READ_YIELD) and the
+	 * rest waits, unread behind, for the next turn. */
+	int64_t slice_ns;
 };
 
 struct sw_server {
@@ -102,6 +184,12 @@ struct sw_server {
 	size_t out_max;
 	uint64_t out_shed;     /* connections closed for it */
 	struct sw_sconn *shed; /* marked, not closed yet (sw_server_shed()) */
+	/* Connections whose input is handed over in the next loop turn
+	 * (sw_sconn_go(), a yield): an idle handle keeps that turn from
+	 * blocking in poll. */
+	struct sw_sconn *parse;
+	uv_idle_t parse_idle;
+	bool parse_idle_on; /* initialised: sw_server_unlisten() closes it */
 };
 
 /*
@@ -116,7 +204,7 @@ int sw_server_listen(struct sw_server *srv, uv_loop_t *loop,
 		     uv_close_cb on_fail);
 
 /* Close the listener (@cb may be NULL); connections are the owner's to
- * close. */
+ * close. Input waiting for a later turn is no longer handed over. */
 void sw_server_unlisten(struct sw_server *srv, uv_close_cb cb);
 
 /* Queue @c for the next sw_server_flush(). */
@@ -179,6 +267,23 @@ void sw_server_reap_silent(struct sw_server *srv, int64_t limit_ns);
 /* A read on @c ended with @nread < 0: log why (unless end of stream)
  * and close it. */
 void sw_sconn_read_end(struct sw_sconn *c, ssize_t nread);
+
+/* Stop reading @c for the SW_READ_* reasons @why (added to those it
+ * has). Frames already read wait too. */
+void sw_sconn_stop(struct sw_sconn *c, unsigned why);
+
+/*
+ * Take the reasons @why off @c's. With none left it is read again, and
+ * the frames read before are handed over: at once when @now (the caller
+ * is not in a handler, nor in a flush that must see their replies), else
+ * in the next loop turn, whose check phase then sends what they queue
+ * (not at all once the server stopped listening: it is closing them).
+ */
+void sw_sconn_go(struct sw_sconn *c, unsigned why, bool now);
+
+/* Hand @c's whole frames to ops->frame while it is not stopped; then
+ * count its pre-hello bytes and keep its clock. Not reentrant for @c. */
+void sw_sconn_parse(struct sw_sconn *c);
 
 /* Keep @c's clock of an incomplete frame: @incomplete says whether one
  * is being read now (a peer we stopped reading is not stalled). */

@@ -145,8 +145,6 @@ struct master {
 
 	/* Connections whose reading resumed with requests still buffered:
 	 * the idle handle handles them in the next loop turn. */
-	struct conn *consume_list;
-	uv_idle_t consume_idle;
 	struct exports exports;
 	struct htab sessions; /* by id */
 	struct session *session_list;

@@ -58,7 +58,6 @@
  */
 #define PRE_HELLO_FRAME (256u << 10)
 #define PRE_HELLO_TOTAL (16u << 20)
-#define READ_CHUNK (64u << 10)
 /*
  * The longest one connection's requests run in one go: a client that
  * pipelines costly requests (READDIRs of a big directory, never read)
@@ -84,9 +83,6 @@
 #define PARKED_NODES_MAX 256u
 
 static void conn_write(struct conn *c);
-static void conn_consume(struct conn *c);
-static void conn_account(struct conn *c);
-static void on_consume_idle(uv_idle_t *h);
 
 /*
  * @c's buffers changed: count the memory they hold (not the bytes in
@@ -96,25 +92,14 @@ static void on_consume_idle(uv_idle_t *h);
  */
 static void conn_note_out(struct conn *c)
 {
-	sw_sconn_output(&c->sc, sw_wq_held(&c->wq) + c->held.cap + c->in.cap);
-}
-
-/* Handle @c's buffered requests in the next loop turn (it holds @c). */
-static void consume_add(struct conn *c)
-{
-	if (c->in_consume_list)
-		return;
-	c->in_consume_list = true;
-	sw_sconn_get(&c->sc);
-	c->consume_next = c->m->consume_list;
-	c->m->consume_list = c;
-	uv_idle_start(&c->m->consume_idle, on_consume_idle);
+	sw_sconn_output(&c->sc,
+			sw_wq_held(&c->wq) + c->held.cap + c->sc.in.cap);
 }
 
 void server_resume(struct conn *c)
 {
-	if (!c->sc.closing)
-		consume_add(c);
+	/* Not now: the caller may be a handler, or the flush. */
+	sw_sconn_go(&c->sc, SW_READ_WAIT, false);
 }
 
 /* ---- replies -------------------------------------------------------- */
@@ -444,11 +429,6 @@ static void on_written(struct sw_wq *q, int status)
 	conn_write(c);
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
-static bool conn_reads(const struct conn *c);
-static void conn_read_set(struct conn *c, bool was);
-
 /* Bytes of replies @c has not taken yet. */
 static size_t conn_backlog(const struct conn *c)
 {
@@ -458,7 +438,6 @@ static size_t conn_backlog(const struct conn *c)
 static void conn_write(struct conn *c)
 {
 	int rc = c->sc.closing ? 0 : sw_wq_flush(&c->wq);
-	bool was;
 
 	if (rc < 0) {
 		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
@@ -471,18 +450,13 @@ static void conn_write(struct conn *c)
 		sw_buf_release(&c->held);
 	conn_note_out(c);
 	/* Reading stopped for too much output: go on once most is gone. */
-	if (c->sc.closing || !c->paused ||
+	if (c->sc.closing || !(c->sc.stops & SW_READ_OUTPUT) ||
 	    conn_backlog(c) >= c->m->cfg.output_max / 4)
 		return;
-	was = conn_reads(c);
-	c->paused = false;
-	c->yielded = false;
-	conn_read_set(c, was);
-	/* Requests read before the pause are still waiting: handle them
-	 * in the next loop turn, whose check phase flushes what they
-	 * journal and reply (not now: this may be that flush). */
-	if (sw_buf_used(&c->in))
-		consume_add(c);
+	/* Requests read before the pause are still waiting: handled in the
+	 * next loop turn, whose check phase flushes what they journal and
+	 * reply (not now: this may be that flush). */
+	sw_sconn_go(&c->sc, SW_READ_OUTPUT, false);
 }
 
 void server_flush(struct master *m)
@@ -501,7 +475,7 @@ static int conn_accepted(struct sw_sconn *sc)
 
 	c->m = m;
 	sw_wq_init(&c->wq, (uv_stream_t *)&sc->tcp, on_written, c);
-	return uv_read_start((uv_stream_t *)&sc->tcp, on_alloc, on_read);
+	return 0; /* uvserver.c reads it */
 }
 
 static void conn_flush(struct sw_sconn *sc)
@@ -540,40 +514,14 @@ static void conn_release(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
 
-	sw_buf_release(&c->in);
 	sw_wq_release(&c->wq);
 	sw_buf_release(&c->held);
 	free(c->marks);
 }
 
-static const struct sw_server_ops conn_ops = {
-	.conn_size = sizeof(struct conn),
-	.accepted = conn_accepted,
-	.flush = conn_flush,
-	.closing = conn_closing,
-	.shed = conn_shed,
-	.release = conn_release,
-};
-
 void conn_close(struct conn *c)
 {
 	sw_sconn_close(&c->sc);
-}
-
-/*
- * Reads land in one buffer of the loop's and are copied into the
- * connection's own only as far as they go: a thousand idle peers then
- * hold no 64 KiB buffer each. (The loop has one thread, and on_read
- * takes the bytes before the next read is allocated.)
- */
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-	static char chunk[READ_CHUNK];
-
-	(void)h;
-	(void)hint;
-	buf->base = chunk;
-	buf->len = sizeof(chunk);
 }
 
 /* A request's message is done with: the arena empties once none is. */
@@ -680,15 +628,6 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 }
 
 /*
- * Count what @c has sent us unfinished while it has no session, against
- * PRE_HELLO_TOTAL over all such peers (m->unauth_bytes).
- */
-static void conn_account(struct conn *c)
-{
-	sw_sconn_account(&c->sc, c->s ? 0 : sw_buf_used(&c->in));
-}
-
-/*
  * The nodes the frame @hdr, @payload names, added to @nodes (*@nn of
  * them so far, at most PARKED_NODES_MAX): false if it cannot tell
  * (unparsable, or too many), and then nothing past it may go on.
@@ -783,8 +722,8 @@ static void consume_parked(struct conn *c)
 	unsigned skipped = 0;
 
 	while (!sw_sconn_gone(&c->sc) && c->parked) {
-		uint8_t *p = sw_buf_head(&c->in) + off;
-		size_t avail = sw_buf_used(&c->in) - off, flen;
+		uint8_t *p = sw_buf_head(&c->sc.in) + off;
+		size_t avail = sw_buf_used(&c->sc.in) - off, flen;
 		struct sw_frame_hdr hdr;
 
 		if (sw_frame_whole(p, avail, SW_FRAME_MAX_META, &hdr) <= 0)
@@ -811,159 +750,55 @@ stays:
 			break;
 		/* Out of the buffer: what follows moves up. */
 		memmove(p, p + flen, avail - flen);
-		c->in.len -= flen;
+		c->sc.in.len -= flen;
 	}
 }
 
 /*
- * Read @c only while what it sent is handled: stop while its waiting
- * requests and what came after them pass PARKED_IN_MAX, go on when the
- * wait is over (conn_consume() runs again then).
+ * uvserver.h's frame callback: handle @c's oldest request, unless its
+ * replies are over output_max (reading stops till conn_write() sees
+ * most of them gone), or it waits for a delegation: then the requests
+ * behind it that need not wait are handled (consume_parked()), and
+ * reading goes on until PARKED_IN_MAX is read behind it.
  */
-/*
- * Whether @c's input is read: not while its unsent replies are over
- * output_max (paused, until conn_write() sees them drain), while it
- * yielded its turn to the others (yielded), nor while a request of it
- * waits with PARKED_IN_MAX read behind it (in_full).
- */
-static bool conn_reads(const struct conn *c)
+static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
+					const struct sw_frame_hdr *hdr,
+					uint8_t *payload, bool own)
 {
-	return !c->paused && !c->yielded && !c->in_full;
-}
+	struct conn *c = (struct conn *)sc;
 
-/* Start or stop reading @c as conn_reads() now says; @was: what it said
- * before the flags changed. */
-static void conn_read_set(struct conn *c, bool was)
-{
-	bool now = conn_reads(c);
-
-	if (now == was || c->sc.closing)
-		return;
-	if (now)
-		uv_read_start((uv_stream_t *)&c->sc.tcp, on_alloc, on_read);
-	else
-		uv_read_stop((uv_stream_t *)&c->sc.tcp);
-}
-
-/* A parked request with PARKED_IN_MAX read behind it stops the reading. */
-static void conn_read_gate(struct conn *c)
-{
-	bool was = conn_reads(c);
-
-	c->in_full = c->parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
-	conn_read_set(c, was);
-}
-
-/* Handle the complete requests in @c's input, while its replies are
- * within budget; with too much unsent, stop reading it (conn_write()
- * resumes). */
-static void conn_consume(struct conn *c)
-{
-	int64_t t0 = sw_mono_ns();
-	bool yield = false;
-
-	if (c->parked)
-		consume_parked(c);
-	while (!sw_sconn_gone(&c->sc) && !c->parked) {
-		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
-		struct sw_frame_hdr hdr;
-		int rc = sw_frame_whole(sw_buf_head(&c->in),
-					sw_buf_used(&c->in), max, &hdr);
-
-		if (rc < 0) {
-			sw_notice(TAG, "%s: %s; closing", c->sc.peer,
-				  rc == -EMSGSIZE ? "frame too large" :
-						    "bad frame header");
-			conn_close(c);
-			return;
-		}
-		if (rc == 0)
-			break;
+	(void)own; /* never: no own_above */
+	if (!c->parked) {
 		if (conn_backlog(c) > c->m->cfg.output_max) {
-			bool was = conn_reads(c);
-
-			c->paused = true;
-			conn_read_set(c, was);
-			break;
+			sw_sconn_stop(sc, SW_READ_OUTPUT);
+			return SW_FRAME_KEEP;
 		}
-		if (!handle_frame(c, &hdr,
-				  sw_buf_head(&c->in) + SW_FRAME_HDR)) {
-			consume_parked(c);
-			break;
-		}
-		c->park_t0 = 0; /* its oldest request is done waiting */
-		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
-		if (sw_buf_used(&c->in) &&
-		    sw_mono_ns() - t0 > CONSUME_SLICE_NS) {
-			yield = true;
-			break;
+		if (handle_frame(c, hdr, payload)) {
+			c->park_t0 = 0; /* its oldest request is done waiting */
+			return SW_FRAME_DONE;
 		}
 	}
-	if (c->sc.closing)
-		return;
-	{
-		/* Yielded: others first, the rest in the next turn, read no
-		 * further meanwhile. Its backlog done, it reads on (a
-		 * parked one too, up to PARKED_IN_MAX; a paused one when
-		 * conn_write() says). */
-		bool was = conn_reads(c);
-
-		c->yielded = yield;
-		conn_read_set(c, was);
-		if (yield)
-			consume_add(c);
-	}
-	conn_read_gate(c);
-	conn_account(c);
-	/* Waiting, whole: not stalled mid-frame. */
-	if (sw_buf_used(&c->in) == 0 || c->parked)
-		c->sc.partial_since = 0;
-	else if (!c->sc.partial_since)
-		c->sc.partial_since = sw_mono_ns();
+	consume_parked(c);
+	/* Waiting, whole: not a peer stalled mid-frame. */
+	sc->waits = c->parked != NULL;
+	if (c->parked && sw_buf_used(&sc->in) >= PARKED_IN_MAX)
+		sw_sconn_stop(sc, SW_READ_WAIT); /* server_resume() */
+	return SW_FRAME_KEEP;
 }
 
-static void on_consume_idle(uv_idle_t *h)
-{
-	struct master *m = h->data;
-
-	uv_idle_stop(h);
-	while (m->consume_list) {
-		struct conn *c = m->consume_list;
-
-		m->consume_list = c->consume_next;
-		c->in_consume_list = false;
-		if (!sw_sconn_gone(&c->sc) && !c->paused)
-			conn_consume(c);
-		sw_sconn_put(&c->sc);
-	}
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-	struct conn *c = s->data;
-
-	if (nread < 0) {
-		sw_sconn_read_end(&c->sc, nread);
-		return;
-	}
-	if (nread == 0 || c->sc.shed)
-		return; /* (marked: closed in this turn's check phase) */
-	if (!c->s && sw_server_unauth_over(&c->m->server, (size_t)nread,
-					   PRE_HELLO_TOTAL)) {
-		sw_notice(TAG,
-			  "%s: unfinished frames before hello pass %u bytes "
-			  "in all; closing",
-			  c->sc.peer, PRE_HELLO_TOTAL);
-		conn_close(c);
-		return;
-	}
-	if (sw_buf_add(&c->in, buf->base, (size_t)nread) < 0) {
-		sw_err(TAG, "%s: out of memory for input; closing", c->sc.peer);
-		conn_close(c);
-		return;
-	}
-	conn_consume(c);
-}
+static const struct sw_server_ops conn_ops = {
+	.conn_size = sizeof(struct conn),
+	.accepted = conn_accepted,
+	.flush = conn_flush,
+	.closing = conn_closing,
+	.shed = conn_shed,
+	.release = conn_release,
+	.frame = conn_frame,
+	.frame_max = SW_FRAME_MAX_META,
+	.pre_hello_frame = PRE_HELLO_FRAME,
+	.pre_hello_total = PRE_HELLO_TOTAL,
+	.slice_ns = CONSUME_SLICE_NS,
+};
 
 void server_reap_stalled(struct master *m)
 {
@@ -1004,8 +839,6 @@ int server_start(struct master *m)
 	uv_check_init(m->loop, &m->check);
 	m->check.data = m;
 	uv_check_start(&m->check, on_check);
-	uv_idle_init(m->loop, &m->consume_idle);
-	m->consume_idle.data = m;
 	return 0;
 }
 
@@ -1014,7 +847,6 @@ void server_stop(struct master *m)
 	sw_server_unlisten(&m->server, NULL);
 	uv_check_stop(&m->check);
 	uv_close((uv_handle_t *)&m->check, NULL);
-	uv_close((uv_handle_t *)&m->consume_idle, NULL);
 	for (struct conn *c = conn_first(m); c; c = conn_next(c)) {
 		conn_write(c);
 		conn_close(c);

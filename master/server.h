@@ -43,24 +43,17 @@ struct conn {
 	struct session *s; /* after a successful hello */
 	uint8_t nonce[16]; /* password challenge sent, if nonce_set */
 	bool nonce_set;
-	struct sw_buf in;     /* received, not yet parsed */
-	struct sw_wq wq;      /* replies ready to send (wq.out), being sent */
-	bool paused;	      /* reading stopped: too much output queued */
-	bool yielded;	      /* reading stopped: its slice of the turn
-			       * is used up (on the consume list) */
-	bool in_consume_list; /* holds a reference */
-	struct sw_buf held;   /* replies waiting for durability */
+	struct sw_wq wq;    /* replies ready to send (wq.out), being sent */
+	struct sw_buf held; /* replies waiting for durability */
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
-	uint32_t csrv;		   /* chunkserver id, for that role */
-	struct conn *consume_next; /* conns with requests to resume */
+	uint32_t csrv; /* chunkserver id, for that role */
 	/* Its oldest request waits for a delegation to come back
 	 * (deleg.h); the requests after it that need not wait are
 	 * handled (server.c, consume_parked()). */
 	struct deleg *parked;
 	struct conn *park_next;
 	int64_t park_t0; /* mono ns its oldest request first waited; 0 */
-	bool in_full;	 /* reading stopped: PARKED_IN_MAX unhandled */
 };
 
 /* The connections of @m, in no order: for (c = conn_first(m); c; c =

@@ -4,7 +4,11 @@
  * connection's memory until it is dropped, the flush list, the pre-hello
  * budget, a peer stuck mid-frame closed, the caps on connections without
  * a hello (per address, in all, in time), and the total cap on output
- * that closes the heaviest connection first.
+ * that closes the heaviest connection first; and the read loop: frames
+ * handed over whole (split in 1-byte reads, in both buffer policies),
+ * over the cap or with bad flags closing the peer, kept and resumed in a
+ * later turn, read into a buffer of their own, the pre-hello budget, the
+ * slice of a loop turn, and the clock of a peer stalled mid-frame.
  */
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
@@ -14,6 +18,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -390,6 +395,391 @@ static void test_listen_failure(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* ---- the read loop -------------------------------------------------- */
+
+/* What the frame callback saw, and what it is told to do. */
+struct seen {
+	uint16_t type;
+	uint64_t id;
+	uint32_t len;
+	uint8_t first; /* the payload's first byte, or 0 */
+	bool own;
+};
+
+static struct seen seen[32];
+static int nseen;
+static int keep_type;	  /* return KEEP (stopped: WAIT) for this type */
+static uint16_t hello_at; /* this type makes the peer known */
+
+static enum sw_frame_verdict r_frame(struct sw_sconn *c,
+				     const struct sw_frame_hdr *hdr,
+				     uint8_t *payload, bool own)
+{
+	if (hdr->type == keep_type) {
+		keep_type = 0;
+		sw_sconn_stop(c, SW_READ_WAIT);
+		return SW_FRAME_KEEP;
+	}
+	if (nseen < 32)
+		seen[nseen] = (struct seen){ .type = hdr->type,
+					     .id = hdr->id,
+					     .len = hdr->len,
+					     .first = hdr->len ? payload[0] : 0,
+					     .own = own };
+	/* A payload read into its own buffer is the callback's. */
+	for (uint32_t i = 0; i < hdr->len; i++)
+		assert_int_equal(payload[i], (uint8_t)(hdr->id + i));
+	if (own)
+		free(payload);
+	if (hdr->type == hello_at)
+		sw_sconn_known(c);
+	nseen++;
+	return SW_FRAME_DONE;
+}
+
+static struct sw_server_ops rops = {
+	.conn_size = sizeof(struct tconn),
+	.accepted = t_accepted,
+	.flush = t_flush,
+	.closing = t_closing,
+	.release = t_release,
+	.frame = r_frame,
+	.frame_max = 100000,
+	.pre_hello_frame = 64,
+	.pre_hello_total = 1000,
+};
+
+/* A frame of @type, @id and @len payload bytes (id + i) into @out;
+ * returns its size. */
+static size_t mk_frame(uint8_t *out, uint16_t type, uint64_t id, uint32_t len)
+{
+	struct sw_frame_hdr h = { .len = len, .type = type, .id = id };
+
+	sw_frame_put_hdr(out, &h);
+	for (uint32_t i = 0; i < len; i++)
+		out[SW_FRAME_HDR + i] = (uint8_t)(id + i);
+	return SW_FRAME_HDR + len;
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+	assert_int_equal(write(fd, p, n), (ssize_t)n);
+}
+
+/* Listen with rops, connect one peer, run until it is accepted. */
+static int rig(struct sw_server *srv, uv_loop_t *loop)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss), fd;
+
+	*srv = (struct sw_server){ 0 };
+	accepted = closing = released = 0;
+	nseen = 0;
+	keep_type = 0;
+	hello_at = 0;
+	last = NULL;
+	uv_loop_init(loop);
+	assert_int_equal(sw_server_listen(srv, loop, &rops, "test", "127.0.0.1",
+					  0, 8, NULL),
+			 0);
+	uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len);
+	fd = dial(ntohs(((struct sockaddr_in *)&ss)->sin_port));
+	spin_until(loop, &accepted, 1);
+	assert_int_equal(accepted, 1);
+	assert_true(last->reading);
+	return fd;
+}
+
+static void unrig(struct sw_server *srv, uv_loop_t *loop, int fd)
+{
+	close(fd);
+	for (struct sw_sconn *c = srv->conns; c; c = c->next)
+		sw_sconn_close(c);
+	sw_server_unlisten(srv, NULL);
+	uv_run(loop, UV_RUN_DEFAULT);
+	assert_int_equal(srv->nconns, 0);
+	assert_int_equal(uv_loop_close(loop), 0);
+}
+
+/* One byte per read: frames come whole, in order; the clock of an
+ * incomplete frame runs while one is, and the pre-hello budget counts
+ * it. Both buffer policies. */
+static void split_reads(bool in_place)
+{
+	struct sw_server srv = { 0 };
+	uint8_t buf[256];
+	size_t n = 0;
+	uv_loop_t loop;
+	int fd;
+
+	rops.read_in_place = in_place;
+	fd = rig(&srv, &loop);
+	n += mk_frame(buf + n, 1, 7, 5);
+	n += mk_frame(buf + n, 2, 9, 0);
+	n += mk_frame(buf + n, 3, 40, 30);
+	for (size_t i = 0; i < n; i++) {
+		int before = nseen;
+
+		write_all(fd, buf + i, 1);
+		for (int k = 0;
+		     k < 5000 && !last->in.len && !last->big && nseen == before;
+		     k++) {
+			uv_run(&loop, UV_RUN_NOWAIT);
+			usleep(200);
+		}
+		/* Mid-frame: timed, and counted before a hello. */
+		if (i + 1 != SW_FRAME_HDR + 5 &&
+		    i + 1 != 2 * SW_FRAME_HDR + 5 && i + 1 != n) {
+			assert_true(last->partial_since > 0);
+			assert_int_equal(srv.unauth_bytes,
+					 sw_buf_used(&last->in));
+		}
+	}
+	spin_until(&loop, &nseen, 3);
+	assert_int_equal(nseen, 3);
+	assert_int_equal(seen[0].type, 1);
+	assert_int_equal(seen[0].id, 7);
+	assert_int_equal(seen[0].len, 5);
+	assert_int_equal(seen[0].first, 7);
+	assert_int_equal(seen[1].type, 2);
+	assert_int_equal(seen[1].len, 0);
+	assert_int_equal(seen[2].id, 40);
+	assert_int_equal(seen[2].len, 30);
+	assert_false(seen[2].own);
+	assert_int_equal(last->partial_since, 0);
+	assert_int_equal(srv.unauth_bytes, 0);
+	assert_false(last->closing);
+	unrig(&srv, &loop, fd);
+	rops.read_in_place = false;
+}
+
+static void test_frames_split_in_1_byte_reads(void **state)
+{
+	(void)state;
+	split_reads(false);
+}
+
+static void test_frames_split_in_1_byte_reads_in_place(void **state)
+{
+	(void)state;
+	split_reads(true);
+}
+
+/* Frames over the cap, or with unknown flags, close the connection;
+ * the cap is larger once the peer is known. */
+static void test_frame_oversize_and_bad(void **state)
+{
+	struct sw_server srv = { 0 };
+	uint8_t buf[512];
+	struct sw_frame_hdr h = { .len = 0, .type = 1, .flags = 0x8000 };
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	/* 65 bytes before a hello: one too many. */
+	fd = rig(&srv, &loop);
+	write_all(fd, buf, mk_frame(buf, 1, 1, 65));
+	spin_until(&loop, &released, 1);
+	assert_int_equal(released, 1);
+	assert_int_equal(nseen, 0);
+	assert_true(eof_within(fd, 1000));
+	unrig(&srv, &loop, fd);
+
+	/* Known, 65 pass; 100001 does not. */
+	fd = rig(&srv, &loop);
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 3));
+	write_all(fd, buf, mk_frame(buf, 2, 2, 65));
+	spin_until(&loop, &nseen, 2);
+	assert_int_equal(nseen, 2);
+	h.flags = 0;
+	h.len = 100001;
+	sw_frame_put_hdr(buf, &h);
+	write_all(fd, buf, SW_FRAME_HDR);
+	spin_until(&loop, &released, 1);
+	assert_int_equal(released, 1);
+	assert_true(eof_within(fd, 1000));
+	unrig(&srv, &loop, fd);
+
+	/* Unknown flag bits. */
+	fd = rig(&srv, &loop);
+	h.len = 0;
+	h.flags = 0x8000;
+	sw_frame_put_hdr(buf, &h);
+	write_all(fd, buf, SW_FRAME_HDR);
+	spin_until(&loop, &released, 1);
+	assert_int_equal(released, 1);
+	assert_int_equal(nseen, 0);
+	unrig(&srv, &loop, fd);
+}
+
+/* A kept frame stays at the head with what follows; reading stops;
+ * sw_sconn_go() hands them over in order, in a later loop turn. While
+ * stopped for the server's reasons the peer is not timed; stopped for
+ * its output, it is. */
+static void test_frame_keep_and_go(void **state)
+{
+	struct sw_server srv = { 0 };
+	uint8_t buf[256];
+	size_t n = 0;
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	fd = rig(&srv, &loop);
+	hello_at = 1;
+	n += mk_frame(buf + n, 1, 1, 2);
+	n += mk_frame(buf + n, 5, 2, 4);
+	n += mk_frame(buf + n, 6, 3, 4);
+	keep_type = 5;
+	write_all(fd, buf, n);
+	spin_until(&loop, &nseen, 1);
+	for (int k = 0; k < 100; k++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	assert_int_equal(nseen, 1);
+	assert_true(last->stops & SW_READ_WAIT);
+	assert_false(last->reading);
+	assert_int_equal(last->partial_since, 0); /* ours, not the peer's */
+	assert_int_equal(sw_buf_used(&last->in), 2 * (SW_FRAME_HDR + 4));
+
+	/* Stopped for its output too, then only for that: timed. */
+	sw_sconn_stop(last, SW_READ_OUTPUT);
+	sw_sconn_go(last, SW_READ_WAIT, false);
+	assert_true(last->partial_since > 0);
+	assert_false(last->reading);
+	assert_false(last->in_parse);
+
+	/* Free to go: not at once, in the next turn. */
+	sw_sconn_go(last, SW_READ_OUTPUT, false);
+	assert_true(last->reading);
+	assert_true(last->in_parse);
+	assert_int_equal(nseen, 1);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	assert_int_equal(nseen, 3);
+	assert_int_equal(seen[1].type, 5);
+	assert_int_equal(seen[2].type, 6);
+	assert_int_equal(sw_buf_used(&last->in), 0);
+	assert_int_equal(last->partial_since, 0);
+	unrig(&srv, &loop, fd);
+}
+
+/* A large payload not whole when its header comes is read straight into
+ * a buffer of its own, handed over with own. */
+static void test_frame_own_buffer(void **state)
+{
+	struct sw_server srv = { 0 };
+	static uint8_t buf[SW_FRAME_HDR + 50000];
+	size_t n;
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.own_above = 1000;
+	rops.read_in_place = true;
+	fd = rig(&srv, &loop);
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	spin_until(&loop, &nseen, 1);
+	n = mk_frame(buf, 2, 5, 50000);
+	write_all(fd, buf, SW_FRAME_HDR + 100);
+	for (int k = 0; k < 5000 && !last->big; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(200);
+	}
+	assert_non_null(last->big);
+	assert_int_equal(sw_buf_used(&last->in), 0);
+	assert_true(last->partial_since > 0);
+	write_all(fd, buf + SW_FRAME_HDR + 100, n - SW_FRAME_HDR - 100);
+	spin_until(&loop, &nseen, 2);
+	assert_int_equal(nseen, 2);
+	assert_true(seen[1].own);
+	assert_int_equal(seen[1].len, 50000);
+	assert_null(last->big);
+	assert_int_equal(last->partial_since, 0);
+
+	/* A small frame, whole: from the input. */
+	write_all(fd, buf, mk_frame(buf, 3, 9, 1000));
+	spin_until(&loop, &nseen, 3);
+	assert_false(seen[2].own);
+	unrig(&srv, &loop, fd);
+	rops.own_above = 0;
+	rops.read_in_place = false;
+}
+
+/* Pre-hello peers share one budget of unfinished input: the one whose
+ * read passes it is closed. */
+static void test_prehello_budget(void **state)
+{
+	struct sw_server srv = { 0 };
+	uint8_t buf[64];
+	uv_loop_t loop;
+	int fd, fd2;
+
+	(void)state;
+	rops.pre_hello_total = 20;
+	fd = rig(&srv, &loop);
+	/* 16 bytes: an incomplete frame, counted. */
+	mk_frame(buf, 1, 1, 10);
+	write_all(fd, buf, 16);
+	for (int k = 0; k < 5000 && srv.unauth_bytes < 16; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(200);
+	}
+	assert_int_equal(srv.unauth_bytes, 16);
+	{
+		struct sockaddr_storage ss;
+		int len = sizeof(ss);
+
+		uv_tcp_getsockname(&srv.listener, (struct sockaddr *)&ss, &len);
+		fd2 = dial(ntohs(((struct sockaddr_in *)&ss)->sin_port));
+	}
+	spin_until(&loop, &accepted, 2);
+	write_all(fd2, buf, 8); /* 16 + 8 > 20 */
+	spin_until(&loop, &released, 1);
+	assert_int_equal(released, 1);
+	assert_true(eof_within(fd2, 1000));
+	assert_int_equal(srv.unauth_bytes, 16); /* the first's, still */
+	close(fd2);
+	unrig(&srv, &loop, fd);
+	rops.pre_hello_total = 1000;
+}
+
+/* With a slice, a connection's frames beyond it wait for the next loop
+ * turn, unread meanwhile. */
+static void test_frame_slice_yields(void **state)
+{
+	struct sw_server srv = { 0 };
+	uint8_t buf[256];
+	size_t n = 0;
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.slice_ns = 1; /* every frame passes it */
+	fd = rig(&srv, &loop);
+	for (int i = 0; i < 3; i++)
+		n += mk_frame(buf + n, (uint16_t)(1 + i), (uint64_t)i, 4);
+	write_all(fd, buf, n);
+	for (int k = 0; k < 5000 && !nseen; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		if (!nseen)
+			usleep(200);
+	}
+	assert_int_equal(nseen, 1);
+	assert_true(last->stops & SW_READ_YIELD);
+	assert_false(last->reading);
+	assert_true(last->partial_since > 0); /* the peer's, for now */
+	uv_run(&loop, UV_RUN_NOWAIT);
+	assert_int_equal(nseen, 2);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	assert_int_equal(nseen, 3);
+	assert_int_equal(seen[2].type, 3);
+	assert_false(last->stops & SW_READ_YIELD);
+	assert_true(last->reading);
+	unrig(&srv, &loop, fd);
+	rops.slice_ns = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +787,13 @@ int main(void)
 		cmocka_unit_test(test_listen_failure),
 		cmocka_unit_test(test_prehello_caps),
 		cmocka_unit_test(test_output_total),
+		cmocka_unit_test(test_frames_split_in_1_byte_reads),
+		cmocka_unit_test(test_frames_split_in_1_byte_reads_in_place),
+		cmocka_unit_test(test_frame_oversize_and_bad),
+		cmocka_unit_test(test_frame_keep_and_go),
+		cmocka_unit_test(test_frame_own_buffer),
+		cmocka_unit_test(test_prehello_budget),
+		cmocka_unit_test(test_frame_slice_yields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
