@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,6 +253,16 @@ void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 struct session *server_req_session(const struct conn *c)
 {
 	return c->s;
+}
+
+struct req_link *server_req_link(struct conn *c)
+{
+	return &c->link;
+}
+
+void server_req_resume(struct req_link *l)
+{
+	server_resume((struct conn *)((char *)l - offsetof(struct conn, link)));
 }
 
 void server_req_hold(struct conn *c, bool hold)
@@ -513,7 +524,7 @@ static void conn_closing(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
 
-	deleg_unpark(c);
+	deleg_unpark(&c->link);
 	session_detach(c->m, c);
 	/* Its replies go now, not when the last reference does: a loop
 	 * turn that closes many heavy connections for output_total_max
@@ -644,7 +655,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	rc = 0;
 	if (hdr->type != SW_MSG_HELLO && c->s &&
 	    (rc = rt ? dispatch_admit(rt, c->s, msg) : -ENOSYS) == 0 &&
-	    deleg_wait(c, hdr->type, msg)) {
+	    deleg_wait(c->m, c->s, &c->link, hdr->type, msg)) {
 		arena_done(m);
 		return false;
 	}
@@ -782,7 +793,7 @@ static void consume_parked(struct conn *c)
 	size_t off = 0, nn = 0;
 	unsigned skipped = 0;
 
-	while (!sw_sconn_gone(&c->sc) && c->parked) {
+	while (!sw_sconn_gone(&c->sc) && c->link.parked) {
 		uint8_t *p = sw_buf_head(&c->in) + off;
 		size_t avail = sw_buf_used(&c->in) - off, flen;
 		struct sw_frame_hdr hdr;
@@ -850,7 +861,7 @@ static void conn_read_gate(struct conn *c)
 {
 	bool was = conn_reads(c);
 
-	c->in_full = c->parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
+	c->in_full = c->link.parked && sw_buf_used(&c->in) >= PARKED_IN_MAX;
 	conn_read_set(c, was);
 }
 
@@ -862,9 +873,9 @@ static void conn_consume(struct conn *c)
 	int64_t t0 = sw_mono_ns();
 	bool yield = false;
 
-	if (c->parked)
+	if (c->link.parked)
 		consume_parked(c);
-	while (!sw_sconn_gone(&c->sc) && !c->parked) {
+	while (!sw_sconn_gone(&c->sc) && !c->link.parked) {
 		uint32_t max = c->s ? SW_FRAME_MAX_META : PRE_HELLO_FRAME;
 		struct sw_frame_hdr hdr;
 		int rc = sw_frame_whole(sw_buf_head(&c->in),
@@ -891,7 +902,7 @@ static void conn_consume(struct conn *c)
 			consume_parked(c);
 			break;
 		}
-		c->park_t0 = 0; /* its oldest request is done waiting */
+		c->link.park_t0 = 0; /* its oldest request is done waiting */
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 		if (sw_buf_used(&c->in) &&
 		    sw_mono_ns() - t0 > CONSUME_SLICE_NS) {
@@ -916,7 +927,7 @@ static void conn_consume(struct conn *c)
 	conn_read_gate(c);
 	conn_account(c);
 	/* Waiting, whole: not stalled mid-frame. */
-	if (sw_buf_used(&c->in) == 0 || c->parked)
+	if (sw_buf_used(&c->in) == 0 || c->link.parked)
 		c->sc.partial_since = 0;
 	else if (!c->sc.partial_since)
 		c->sc.partial_since = sw_mono_ns();
