@@ -35,7 +35,6 @@
 
 struct master;
 struct session;
-struct conn;
 struct req_link;
 struct node;
 struct req;

@@ -21,7 +21,6 @@
 struct master;
 struct session;
 struct req;
-struct deleg;
 
 /* A reply waiting for the changelog to be durable up to its version. */
 struct held_mark {
