@@ -3,6 +3,11 @@
  * `sweepfs stats`, and for benchmarks, which read the master's own
  * counters (requests by type, bytes, readdir entries, CPU, memory) rather
  * than guess them from the outside.
+ *
+ * The group's status and its admin requests (membership, transfer) go
+ * through the request layer's hooks (req_group_*(), req.h), and
+ * sessions are looked up in sesstab.h's table: a handler names nothing
+ * above it (scripts/layers.py).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,12 +20,11 @@
 #include "handlers.h"
 #include "csrv.h"
 #include "deleg.h"
-#include "group.h"
 #include "health.h"
 #include "context.h"
 #include "purge.h"
 #include "req.h"
-#include "session.h"
+#include "sesstab.h"
 #include "snapjob.h"
 #include "util.h"
 
@@ -315,7 +319,7 @@ static void info_group(struct master *m, Sweepfs__InfoReply *reply,
 		       struct group_status *gs, Sweepfs__GroupMember *mem,
 		       Sweepfs__GroupMember **memp)
 {
-	if (!group_status(m, gs))
+	if (!req_group_status(m, gs))
 		return;
 	reply->role = (char *)gs->role;
 	reply->has_member_id = 1;
@@ -492,12 +496,11 @@ void op_group(struct req *r, const ProtobufCMessage *msg)
 
 	if (change) {
 		/* Answered by the group once etcd has it. */
-		rc = group_members_change(r->m, r, q->add ? q->add : "",
-					  q->remove);
+		rc = req_group_change(r->m, r, q->add ? q->add : "", q->remove);
 		if (rc == 0)
 			return;
 	} else {
-		rc = group_transfer(r->m, q->transfer_to);
+		rc = req_group_transfer(r->m, q->transfer_to);
 	}
 	if (rc < 0) {
 		reply.has_err = 1;

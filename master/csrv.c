@@ -44,6 +44,11 @@
  * Replication walks the chunk table in slices each tick and gives chunks
  * with fewer valid copies than the goal a new one, a few at a time per
  * server.
+ *
+ * A server's connection is an opaque pointer here: commands go out by
+ * req_notify() and which server a connection registered as is kept in
+ * its struct req_link (req_link_of()), both the request layer's hooks
+ * (req.h), so that this handler names nothing of the server above it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,7 +65,6 @@
 #include "dataops.h"
 #include "context.h"
 #include "req.h"
-#include "server.h"
 #include "sessrec.h"
 #include "util.h"
 
@@ -382,7 +386,7 @@ int csrv_command(struct master *m, uint32_t srv, Sweepfs__CsCommand *cmd,
 		return -ENOMEM;
 	}
 	cmd->id = k->id;
-	conn_notify(s->conn, SW_MSG_CS_COMMAND, &cmd->base);
+	req_notify(m, s->conn, SW_MSG_CS_COMMAND, &cmd->base);
 	s->changed_at = sw_mono_ns();
 	s->inflight++;
 	if (k->replicate)
@@ -442,7 +446,7 @@ static void fail_cmds(struct master *m, uint32_t srv, int rc)
 
 static struct csrv *server_of(struct req *r)
 {
-	struct csrv *s = csrv_get(r->m, r->conn->csrv);
+	struct csrv *s = csrv_get(r->m, req_link_of(r->m, r->conn)->csrv);
 
 	return s && s->conn == r->conn ? s : NULL;
 }
@@ -576,10 +580,10 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 		if (s->conn && s->conn != r->conn) {
 			/* A reconnect before we saw the old one go. */
 			fail_cmds(m, s->id, -ECONNRESET);
-			s->conn->csrv = 0;
+			req_link_of(m, s->conn)->csrv = 0;
 		}
 		s->conn = r->conn;
-		r->conn->csrv = s->id;
+		req_link_of(m, r->conn)->csrv = s->id;
 		s->chunks = 0;
 		strays_drop(s);
 		snprintf(s->listen, sizeof(s->listen), "%s", q->listen);
@@ -679,13 +683,14 @@ void csrv_op_damaged(struct req *r, const ProtobufCMessage *msg)
 
 void csrv_detach(struct master *m, struct conn *c)
 {
-	struct csrv *s = csrv_get(m, c->csrv);
+	struct req_link *l = req_link_of(m, c);
+	struct csrv *s = csrv_get(m, l->csrv);
 
 	if (!s || s->conn != c)
 		return;
 	sw_notice(TAG, "chunkserver %s disconnected", s->listen);
 	s->conn = NULL;
-	c->csrv = 0;
+	l->csrv = 0;
 	strays_drop(s);
 	fail_cmds(m, s->id, -ECONNRESET);
 }

@@ -20,12 +20,17 @@
  *    waited, across however many recalls (a holder making directories
  *    under one being recalled, through its batches, makes new ones to
  *    recall): past that, whatever it still waits for is revoked
- *    (conn->park_t0).
+ *    (req_link->park_t0, req.h).
  *  - Timers are looked at every WAIT_TICK_MS (master.c).
  *
  * Waiting is per request, not per connection (server.c): while a
  * request waits, the requests after it on its connection that read and
- * name none of the nodes the waiting ones name are answered.
+ * name none of the nodes the waiting ones name are answered. What is
+ * parked is a connection's struct req_link (req.h), which the server
+ * embeds in it; recalls, a holder's connection closed, its waiters
+ * resumed and the invalidations given up on go through the request
+ * layer's hooks (req_notify(), req_close(), req_resume(),
+ * req_inval_give_up()): this file names nothing above the handlers.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,8 +46,7 @@
 #include "handlers.h"
 #include "context.h"
 #include "req.h"
-#include "server.h"
-#include "session.h"
+#include "sessrec.h"
 #include "util.h"
 #include "watch.h"
 
@@ -128,9 +132,9 @@ struct walk {
 struct deleg {
 	struct node *dir;
 	struct session *s;
-	unsigned tag;	      /* its marks' (see above) */
-	int64_t recall_at;    /* mono ns the recall went out; 0: none */
-	struct conn *waiters; /* parked on it, through conn->park_next */
+	unsigned tag;		  /* its marks' (see above) */
+	int64_t recall_at;	  /* mono ns the recall went out; 0: none */
+	struct req_link *waiters; /* parked on it, through park_next */
 	struct deleg *next, *prev;
 };
 
@@ -329,12 +333,12 @@ static void end(struct master *m, struct deleg *d, const char *why)
 	d->s->ndelegs--;
 	ds->ended++;
 	while (d->waiters) {
-		struct conn *c = d->waiters;
+		struct req_link *l = d->waiters;
 
-		d->waiters = c->park_next;
-		c->park_next = NULL;
-		c->parked = NULL;
-		server_resume(c);
+		d->waiters = l->park_next;
+		l->park_next = NULL;
+		l->parked = NULL;
+		req_resume(m, l);
 	}
 	free(d);
 }
@@ -396,13 +400,13 @@ void delegs_free(struct master *m)
  * delegation of the holder (session_detach()), freed.
  */
 /* Tell @s to give @dir back. */
-static void send_recall(struct session *s, uint64_t dir)
+static void send_recall(struct master *m, struct session *s, uint64_t dir)
 {
 	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
 
 	note.dir = dir;
 	if (s->conn)
-		conn_notify(s->conn, SW_MSG_DELEG_RECALL, &note.base);
+		req_notify(m, s->conn, SW_MSG_DELEG_RECALL, &note.base);
 }
 
 static struct deleg *recall(struct master *m, struct deleg *d)
@@ -415,7 +419,7 @@ static struct deleg *recall(struct master *m, struct deleg *d)
 	d->s->nrecalling++;
 	m->delegs->nrecalling++;
 	m->delegs->st.recalls++;
-	send_recall(d->s, d->dir->ino);
+	send_recall(m, d->s, d->dir->ino);
 	return m->delegs->ended == ended ? d : NULL;
 }
 
@@ -445,14 +449,14 @@ static void take_back(struct master *m, struct deleg *d, const char *why)
 	}
 	/* It does not answer: nor is it waited for to acknowledge the
 	 * invalidations the waiters' changes send it (server.c). */
-	server_inval_give_up(m, s);
+	req_inval_give_up(m, s);
 	/* Not an answered recall: out of recall_max_ns. */
 	d->recall_at = 0;
 	s->nrecalling--;
 	ds->nrecalling--;
 	end(m, d, "taken back");
 	if (!rv && s->conn)
-		conn_close(s->conn);
+		req_close(m, s->conn);
 }
 
 /* Whether @d is of a session other than @s, on @top or below (NULL:
@@ -565,50 +569,50 @@ static int64_t wait_limit(const struct master *m)
 	       1000000;
 }
 
-bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
+bool deleg_wait(struct master *m, struct session *s, struct req_link *l,
+		uint16_t type, const ProtobufCMessage *msg)
 {
-	struct master *m = c->m;
 	int64_t now;
 	struct deleg *d;
 
-	if (!m->delegs || !m->delegs->head || !c->s || session_is_peer(c->s))
+	if (!m->delegs || !m->delegs->head || !s || session_is_peer(s))
 		return false;
-	d = conflict(m, c->s, type, msg);
+	d = conflict(m, s, type, msg);
 	if (!d)
 		return false;
-	if (c->parked)
+	if (l->parked)
 		return true; /* a request past the parked one (server.c) */
 	now = sw_mono_ns();
-	if (!c->park_t0) {
-		c->park_t0 = now;
-	} else if (now - c->park_t0 >= wait_limit(m)) {
+	if (!l->park_t0) {
+		l->park_t0 = now;
+	} else if (now - l->park_t0 >= wait_limit(m)) {
 		/* Waited its fill, across recalls: what it still waits
 		 * for is taken back. Each turn ends one delegation. */
 		do
 			take_back(m, d, "a request waited for it too long");
-		while ((d = conflict(m, c->s, type, msg)) != NULL);
+		while ((d = conflict(m, s, type, msg)) != NULL);
 		return false;
 	}
-	c->parked = d;
-	c->park_next = d->waiters;
-	d->waiters = c;
+	l->parked = d;
+	l->park_next = d->waiters;
+	d->waiters = l;
 	return true;
 }
 
-void deleg_unpark(struct conn *c)
+void deleg_unpark(struct req_link *l)
 {
-	struct conn **pp;
+	struct req_link **pp;
 
-	if (!c->parked)
+	if (!l->parked)
 		return;
-	for (pp = &c->parked->waiters; *pp; pp = &(*pp)->park_next) {
-		if (*pp == c) {
-			*pp = c->park_next;
+	for (pp = &l->parked->waiters; *pp; pp = &(*pp)->park_next) {
+		if (*pp == l) {
+			*pp = l->park_next;
 			break;
 		}
 	}
-	c->parked = NULL;
-	c->park_next = NULL;
+	l->parked = NULL;
+	l->park_next = NULL;
 }
 
 void deleg_drop_session(struct master *m, struct session *s)
@@ -646,8 +650,8 @@ void deleg_dir_gone(struct master *m, struct node *dir)
 /* Whether a request waiting for @d has waited its fill. */
 static bool waiter_expired(const struct deleg *d, int64_t now, int64_t limit)
 {
-	for (const struct conn *c = d->waiters; c; c = c->park_next)
-		if (now - c->park_t0 >= limit)
+	for (const struct req_link *l = d->waiters; l; l = l->park_next)
+		if (now - l->park_t0 >= limit)
 			return true;
 	return false;
 }
@@ -1034,7 +1038,7 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 	/* The maker holds what it made from birth: told at once that it
 	 * does not, it gives it back (a return of what is not held changes
 	 * nothing) and asks the master from then on. */
-	send_recall(s, dir->ino);
+	send_recall(m, s, dir->ino);
 }
 
 void op_deleg(struct req *r, const ProtobufCMessage *msg)

@@ -35,7 +35,7 @@
 
 struct master;
 struct session;
-struct conn;
+struct req_link;
 struct node;
 struct req;
 
@@ -43,15 +43,18 @@ int delegs_new(struct master *m);
 void delegs_free(struct master *m);
 
 /*
- * Whether @c's request @type (@msg, admitted) must wait for a delegation
- * of another session: if so, the recall is sent, @c is parked (its
- * requests are not handled until it is resumed) and true returned; the
- * caller leaves the request in @c's buffer to be handled again.
+ * Whether request @type (@msg, admitted) of session @s (NULL: none yet)
+ * on the connection whose handlers' part is @l must wait for a
+ * delegation of another session: if so, the recall is sent, @l is
+ * parked (its connection's requests are not handled until it is
+ * resumed, req_resume()) and true returned; the caller leaves the
+ * request in its buffer to be handled again.
  */
-bool deleg_wait(struct conn *c, uint16_t type, const ProtobufCMessage *msg);
+bool deleg_wait(struct master *m, struct session *s, struct req_link *l,
+		uint16_t type, const ProtobufCMessage *msg);
 
-/* @c is closing: off any waiting list. */
-void deleg_unpark(struct conn *c);
+/* @l's connection is closing: off any waiting list. */
+void deleg_unpark(struct req_link *l);
 
 /* Session @s lost its connection or is gone: its delegations end. */
 void deleg_drop_session(struct master *m, struct session *s);

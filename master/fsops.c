@@ -13,7 +13,10 @@
  * chgrp for an owner who is in the new group; set-group-ID directories pass
  * their group and, to subdirectories, the bit.
  *
- * Every handler either replies once or sends an error once.
+ * Every handler either replies once or sends an error once. What a
+ * handler does to its session (opens, grants, cursors, credential
+ * mapping) is sesstab.h's, in the request layer; an acknowledged
+ * invalidation goes to the server through req_inval_acked() (req.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +34,7 @@
 #include "context.h"
 #include "replies.h"
 #include "req.h"
-#include "server.h"
-#include "session.h"
+#include "sesstab.h"
 #include "watch.h"
 #include "mutation.h"
 #include "util.h"
@@ -162,7 +164,7 @@ void op_inval_ack(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__InvalAckReq *q = (const Sweepfs__InvalAckReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 
-	server_inval_acked(r->m, r->s, q->seq);
+	req_inval_acked(r->m, r->s, q->seq);
 	req_reply(r, &reply.base);
 }
 

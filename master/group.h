@@ -47,9 +47,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct master;
+#include "req.h" /* GROUP_MAX, struct group_status */
 
-#define GROUP_MAX 7
+struct master;
 
 struct group_member {
 	unsigned id;
@@ -61,21 +61,6 @@ struct group_member {
  * members, ids 1..255, each once). 0 with *@n, or -EINVAL.
  */
 int group_members_parse(const char *s, struct group_member *out, size_t *n);
-
-/* Status of the group (admin.c). */
-struct group_status {
-	const char *role; /* "leader", "follower", "candidate" */
-	unsigned id;
-	char leader[272]; /* "" while nobody leads */
-	size_t n;
-	struct {
-		unsigned id;
-		char addr[272];
-		char role[16];	  /* as the member last said, or "" */
-		uint64_t version; /* its meta_version then */
-		int64_t age_ms;	  /* since it said so; -1: never */
-	} members[GROUP_MAX];
-};
 
 /*
  * Join the group the configuration names (m->cfg.group_id != 0) as a

@@ -459,9 +459,11 @@ int master_reload(struct master *m)
 
 /*
  * The request layer's arrows upwards (req.h): the server answers and
- * owns connections, the group says whether this master serves, a full
- * disk recalls every delegation. Wired here, with the core's, and
- * nowhere else.
+ * owns connections (and sends notices, closes, resumes, counts
+ * invalidations for the handlers), the group says whether this master
+ * serves and answers an admin's group requests, a full disk recalls
+ * every delegation. Wired here, with the core's, and nowhere else: the
+ * handlers below name none of these.
  */
 static const struct req_hooks req_hooks = {
 	.send = server_req_send,
@@ -469,6 +471,16 @@ static const struct req_hooks req_hooks = {
 	.session = server_req_session,
 	.serving = group_serving,
 	.disk_full = deleg_recall_all,
+	.notify = conn_notify,
+	.close = conn_close,
+	.link = server_req_link,
+	.resume = server_req_resume,
+	.inval_sent = server_inval_sent,
+	.inval_acked = server_inval_acked,
+	.inval_give_up = server_inval_give_up,
+	.group_status = group_status,
+	.group_change = group_members_change,
+	.group_transfer = group_transfer,
 };
 
 void master_wire_requests(struct master *m)

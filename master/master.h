@@ -11,10 +11,13 @@
  *                reply queues held for durability, group commit
  *                (server.h)
  *   dispatch.c   the table routing each request type  (dispatch.h)
- *   req.c        what handlers use  (req.h; handlers.h lists them)
+ *   req.c        what handlers use, and the hooks up  (req.h;
+ *                handlers.h lists them)
  *   context.h    struct master, the configuration  } request layer:
  *   sessrec.h    struct session, its queries       } for the handlers
- *   session.c    sessions, open files, orphans, readdir cursors
+ *   sesstab.c    the session table, open files,    }
+ *                grants, readdir cursors           }
+ *   session.c    sessions: hello, reclaim, detach, expiry, orphans
  *   fsops.c      one handler per namespace request
  *   lockops.c    locks.c    file locks: requests, and the lock table
  *   watch.c      deleg.c    listings mounts cache; delegations

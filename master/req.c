@@ -8,7 +8,11 @@
  * frames, the connections they go out on, whether this master serves
  * (group.c) and what a full disk recalls (deleg.c) are reached through
  * struct req_hooks, which master.c wires once at start-up, as it wires
- * the namespace core's hooks.
+ * the namespace core's hooks. The handlers' own ways up (notices, a
+ * connection closed or resumed, the invalidations' sequence, the
+ * group's admin requests) are wrappers of the same hooks, here, so that
+ * a handler calls only this layer by name. The session table a handler
+ * uses is sesstab.c's, in this layer too.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -177,6 +181,58 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n)
 bool req_serving(const struct master *m)
 {
 	return m->req_hooks->serving(m);
+}
+
+void req_notify(struct master *m, struct conn *c, uint16_t type,
+		const ProtobufCMessage *msg)
+{
+	m->req_hooks->notify(c, type, msg);
+}
+
+void req_close(struct master *m, struct conn *c)
+{
+	m->req_hooks->close(c);
+}
+
+struct req_link *req_link_of(struct master *m, struct conn *c)
+{
+	return m->req_hooks->link(c);
+}
+
+void req_resume(struct master *m, struct req_link *l)
+{
+	m->req_hooks->resume(l);
+}
+
+uint64_t req_inval_sent(struct master *m, struct session *s)
+{
+	return m->req_hooks->inval_sent(m, s);
+}
+
+void req_inval_acked(struct master *m, struct session *s, uint64_t seq)
+{
+	m->req_hooks->inval_acked(m, s, seq);
+}
+
+void req_inval_give_up(struct master *m, struct session *s)
+{
+	m->req_hooks->inval_give_up(m, s);
+}
+
+bool req_group_status(const struct master *m, struct group_status *st)
+{
+	return m->req_hooks->group_status(m, st);
+}
+
+int req_group_change(struct master *m, struct req *r, const char *add,
+		     unsigned remove)
+{
+	return m->req_hooks->group_change(m, r, add, remove);
+}
+
+int req_group_transfer(struct master *m, unsigned to)
+{
+	return m->req_hooks->group_transfer(m, to);
 }
 
 int master_may_change(struct master *m)

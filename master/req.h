@@ -8,6 +8,18 @@
  * the hooks (struct req_hooks) master.c wires; the functions below are
  * all req.c's, and req.c calls nothing above it by name.
  *
+ * What else a handler needs of the layers above goes through the same
+ * hooks, by the wrappers below (req_notify(), req_close(), req_inval_*(),
+ * req_resume(), req_group_*()): a notice on a session's connection, the
+ * invalidations' sequence, the group's status and membership. A handler
+ * keeps a connection only as an opaque pointer, and what it stores on
+ * one (the chunkserver it registered as, the delegation its request
+ * waits for) is struct req_link, which server.c embeds in struct conn.
+ * So no handler includes server.h, session.h or group.h, nor calls a
+ * function defined above it (scripts/layers.py checks both). A hook is
+ * one indirect call; the ones on a request's path (send, session) were
+ * hooks already, the new ones are on notices and admin requests.
+ *
  * dispatch.c routes each message type to its handler (handlers.h).
  */
 #ifndef SWEEPFS_MASTER_REQ_H
@@ -26,6 +38,41 @@
 struct master;
 struct conn;
 struct session;
+struct deleg;
+
+/*
+ * What the handlers keep on a connection (server.c embeds one in each
+ * struct conn, and owns the rest of it): a handler reaches it by
+ * req_link_of(), and the server finds its connection again from it.
+ */
+struct req_link {
+	uint32_t csrv; /* chunkserver id, for that role (csrv.c); 0: none */
+	/* Its oldest request waits for a delegation to come back
+	 * (deleg.h); the requests after it that need not wait are
+	 * handled (server.c, consume_parked()). */
+	struct deleg *parked;
+	struct req_link *park_next;
+	int64_t park_t0; /* mono ns its oldest request first waited; 0 */
+};
+
+/* The group of masters as an admin's request sees it (admin.c; group.h
+ * fills it): in the request layer so that the handlers need not name the
+ * group. */
+#define GROUP_MAX 7
+
+struct group_status {
+	const char *role; /* "leader", "follower", "candidate" */
+	unsigned id;
+	char leader[272]; /* "" while nobody leads */
+	size_t n;
+	struct {
+		unsigned id;
+		char addr[272];
+		char role[16];	  /* as the member last said, or "" */
+		uint64_t version; /* its meta_version then */
+		int64_t age_ms;	  /* since it said so; -1: never */
+	} members[GROUP_MAX];
+};
 
 /* A request being handled. */
 struct req {
@@ -65,6 +112,26 @@ struct req_hooks {
 	/* The metadata disk is full: what holders answer themselves could
 	 * not be journaled either. */
 	void (*disk_full)(struct master *m);
+	/* Queue notice @type (@msg) on @c now (no reply waits for it). */
+	void (*notify)(struct conn *c, uint16_t type,
+		       const ProtobufCMessage *msg);
+	/* Close @c; its session detaches (at once, from this call). */
+	void (*close)(struct conn *c);
+	/* The handlers' part of @c. */
+	struct req_link *(*link)(struct conn *c);
+	/* The requests held back on @l's connection (parked) go on. */
+	void (*resume)(struct req_link *l);
+	/* Invalidations (server.c): the sequence number of the one about to
+	 * be sent to @s; @s acknowledged up to @seq; stop waiting for @s. */
+	uint64_t (*inval_sent)(struct master *m, struct session *s);
+	void (*inval_acked)(struct master *m, struct session *s, uint64_t seq);
+	void (*inval_give_up)(struct master *m, struct session *s);
+	/* The group (group.h): its status (false: not in one), a change of
+	 * membership answered later, a transfer of the leadership. */
+	bool (*group_status)(const struct master *m, struct group_status *st);
+	int (*group_change)(struct master *m, struct req *r, const char *add,
+			    unsigned remove);
+	int (*group_transfer)(struct master *m, unsigned to);
 };
 
 /* Wire @m's request layer to @hooks (static storage, not copied). */
@@ -73,6 +140,20 @@ void req_wire(struct master *m, const struct req_hooks *hooks);
 /* Whether @m serves changes (a group's follower does not): what the
  * handlers ask instead of naming the group above them. */
 bool req_serving(const struct master *m);
+
+/* The hooks above, for the handlers (each one indirect call). */
+void req_notify(struct master *m, struct conn *c, uint16_t type,
+		const ProtobufCMessage *msg);
+void req_close(struct master *m, struct conn *c);
+struct req_link *req_link_of(struct master *m, struct conn *c);
+void req_resume(struct master *m, struct req_link *l);
+uint64_t req_inval_sent(struct master *m, struct session *s);
+void req_inval_acked(struct master *m, struct session *s, uint64_t seq);
+void req_inval_give_up(struct master *m, struct session *s);
+bool req_group_status(const struct master *m, struct group_status *st);
+int req_group_change(struct master *m, struct req *r, const char *add,
+		     unsigned remove);
+int req_group_transfer(struct master *m, unsigned to);
 
 /* Queue @reply for @r's request (after @r->version is durable). */
 void req_reply(struct req *r, const ProtobufCMessage *reply);
@@ -107,7 +188,7 @@ struct session *req_session(const struct req *r);
  * it. A directory is checked by its parents; a non-directory has none
  * to check (64 bytes a node), so a confined session may use only those
  * it was told of by a reply (session_grant()): a lookup, a create,
- * readdirplus. Guessing numbers gets it nothing. (session.c)
+ * readdirplus. Guessing numbers gets it nothing.
  */
 struct node *req_node(const struct req *r, uint64_t ino);
 

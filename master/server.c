@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +238,16 @@ void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 struct session *server_req_session(const struct conn *c)
 {
 	return c->s;
+}
+
+struct req_link *server_req_link(struct conn *c)
+{
+	return &c->link;
+}
+
+void server_req_resume(struct req_link *l)
+{
+	server_resume((struct conn *)((char *)l - offsetof(struct conn, link)));
 }
 
 void server_req_hold(struct conn *c, bool hold)
@@ -487,7 +498,7 @@ static void conn_closing(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
 
-	deleg_unpark(c);
+	deleg_unpark(&c->link);
 	session_detach(c->m, c);
 	/* Its replies go now, not when the last reference does: a loop
 	 * turn that closes many heavy connections for output_total_max
@@ -592,7 +603,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	rc = 0;
 	if (hdr->type != SW_MSG_HELLO && c->s &&
 	    (rc = rt ? dispatch_admit(rt, c->s, msg) : -ENOSYS) == 0 &&
-	    deleg_wait(c, hdr->type, msg)) {
+	    deleg_wait(c->m, c->s, &c->link, hdr->type, msg)) {
 		arena_done(m);
 		return false;
 	}
@@ -721,7 +732,7 @@ static void consume_parked(struct conn *c)
 	size_t off = 0, nn = 0;
 	unsigned skipped = 0;
 
-	while (!sw_sconn_gone(&c->sc) && c->parked) {
+	while (!sw_sconn_gone(&c->sc) && c->link.parked) {
 		uint8_t *p = sw_buf_head(&c->sc.in) + off;
 		size_t avail = sw_buf_used(&c->sc.in) - off, flen;
 		struct sw_frame_hdr hdr;
@@ -768,20 +779,20 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 	struct conn *c = (struct conn *)sc;
 
 	(void)own; /* never: no own_above */
-	if (!c->parked) {
+	if (!c->link.parked) {
 		if (conn_backlog(c) > c->m->cfg.output_max) {
 			sw_sconn_stop(sc, SW_READ_OUTPUT);
 			return SW_FRAME_KEEP;
 		}
 		if (handle_frame(c, hdr, payload)) {
-			c->park_t0 = 0; /* its oldest request is done waiting */
+			c->link.park_t0 = 0; /* its oldest request is done waiting */
 			return SW_FRAME_DONE;
 		}
 	}
 	consume_parked(c);
 	/* Waiting, whole: not a peer stalled mid-frame. */
-	sc->waits = c->parked != NULL;
-	if (c->parked && sw_buf_used(&sc->in) >= PARKED_IN_MAX)
+	sc->waits = c->link.parked != NULL;
+	if (c->link.parked && sw_buf_used(&sc->in) >= PARKED_IN_MAX)
 		sw_sconn_stop(sc, SW_READ_WAIT); /* server_resume() */
 	return SW_FRAME_KEEP;
 }

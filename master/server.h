@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "frame.h"
+#include "req.h"
 #include "sweepfs.pb-c.h"
 #include "uvserver.h"
 #include "wq.h"
@@ -20,7 +21,6 @@
 struct master;
 struct session;
 struct req;
-struct deleg;
 
 /* A reply waiting for the changelog to be durable up to its version. */
 struct held_mark {
@@ -47,13 +47,9 @@ struct conn {
 	struct sw_buf held; /* replies waiting for durability */
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
-	uint32_t csrv; /* chunkserver id, for that role */
-	/* Its oldest request waits for a delegation to come back
-	 * (deleg.h); the requests after it that need not wait are
-	 * handled (server.c, consume_parked()). */
-	struct deleg *parked;
-	struct conn *park_next;
-	int64_t park_t0; /* mono ns its oldest request first waited; 0 */
+	/* What the handlers keep on it (req.h): the chunkserver it is, the
+	 * delegation its oldest request waits for. */
+	struct req_link link;
 };
 
 /* The connections of @m, in no order: for (c = conn_first(m); c; c =
@@ -75,6 +71,8 @@ void conn_close(struct conn *c);
 void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error);
 void server_req_hold(struct conn *c, bool hold);
 struct session *server_req_session(const struct conn *c);
+struct req_link *server_req_link(struct conn *c);
+void server_req_resume(struct req_link *l);
 
 /* Queue an unasked notification frame to @c. */
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg);

@@ -8,12 +8,13 @@
  * a reconnect finds its open files and cursors; then it is freed and its
  * opens released.
  *
- * Open files: each session counts its opens per inode (struct sess_open);
- * the master counts per inode how many sessions hold it (struct opener)
- * and marks the node NODE_OPEN. Unlinking the last name of an open node
- * keeps it as an orphan; the last release anywhere frees it, through a
- * journaled Release. Sessions are not journaled: after a restart every
- * orphan waits session_timeout for a mount to reclaim it, then goes.
+ * Open files: each session counts its opens per inode and the master
+ * counts per inode how many sessions hold it (sesstab.c, in the request
+ * layer with the table of sessions, grants and cursors: what the
+ * handlers use). Unlinking the last name of an open node keeps it as an
+ * orphan; the last release anywhere frees it, through a journaled
+ * Release. Sessions are not journaled: after a restart every orphan
+ * waits session_timeout for a mount to reclaim it, then goes.
  *
  * Readdir cursors: SESSION_CURSORS per session, least recently used
  * evicted; see DESIGN "Readdir cursor cache".
@@ -47,32 +48,6 @@
 #include "util.h"
 
 #define TAG "session"
-
-struct opener {
-	uint64_t ino;
-	uint32_t sessions;
-};
-
-static uint64_t session_hash(const void *e)
-{
-	return sw_hash_u64(((const struct session *)e)->id);
-}
-
-static bool session_eq(const void *e, const void *key)
-{
-	return ((const struct session *)e)->id == *(const uint64_t *)key;
-}
-
-/* struct sess_open and struct opener both start with the inode number. */
-static uint64_t ino_hash(const void *e)
-{
-	return sw_hash_u64(*(const uint64_t *)e);
-}
-
-static uint64_t granted_hash(const void *e)
-{
-	return sw_hash_u64((uint64_t)(uintptr_t)e);
-}
 
 /* Sessions per client address (max_sessions_per_address). */
 struct addr_count {
@@ -161,29 +136,6 @@ static bool addr_key_differs(const struct sockaddr_storage *a,
 	return memcmp(x, y, 16) != 0;
 }
 
-void session_grants_reset(struct session *s)
-{
-	htab_release(&s->granted);
-	htab_init(&s->granted, granted_hash);
-}
-
-void session_grant(struct session *s, const struct node *n)
-{
-	uint64_t ino = n->ino;
-
-	if (!session_confined(s) || S_ISDIR(n->mode) || session_granted(s, ino))
-		return;
-	/* Bounded: a client that makes us name millions of files would
-	 * otherwise grow the set for as long as it lives. Emptied, the
-	 * set fills again as the kernel looks names up after ESTALE. */
-	if (htab_count(&s->granted) >= s->grants_max)
-		session_grants_reset(s);
-	/* Out of memory: its next use fails with ESTALE, and the lookup
-	 * the kernel then makes grants it again. */
-	(void)htab_insert(&s->granted, sw_hash_u64(ino),
-			  (void *)(uintptr_t)ino);
-}
-
 int sessions_init(struct master *m)
 {
 	struct locks_limits ll = {
@@ -195,140 +147,10 @@ int sessions_init(struct master *m)
 		.waiters_total = m->cfg.lock_waiters_total,
 	};
 
-	htab_init(&m->sessions, session_hash);
+	sesstab_init(m);
 	htab_init(&m->session_addrs, addr_hash);
-	htab_init(&m->openers, ino_hash);
 	locks_init(&m->locks, lockops_wake, m);
 	locks_set_limits(&m->locks, &ll);
-	return 0;
-}
-
-struct session *session_find(struct master *m, uint64_t id)
-{
-	return htab_find(&m->sessions, sw_hash_u64(id), session_eq, &id);
-}
-
-/* One fewer session holds @ino. */
-static void opener_drop(struct master *m, uint64_t ino)
-{
-	struct opener *op =
-		htab_find(&m->openers, sw_hash_u64(ino), sess_ino_eq, &ino);
-	struct node *n;
-
-	if (!op || --op->sessions)
-		return;
-	htab_remove(&m->openers, sw_hash_u64(ino), op);
-	free(op);
-	n = ns_get(&m->ns, ino);
-	if (!n)
-		return;
-	n->flags &= (uint16_t)~NODE_OPEN;
-	/* At shutdown orphans stay: clients may reclaim them after restart. */
-	if ((n->flags & NODE_ORPHAN) && !m->stopping) {
-		Sweepfs__Meta__Release rel = SWEEPFS__META__RELEASE__INIT;
-		Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-		int rc;
-
-		rel.ino = ino;
-		mut.time = sw_now_ns();
-		mut.op_case = SWEEPFS__META__MUTATION__OP_RELEASE;
-		mut.release = &rel;
-		rc = master_commit(m, NULL, &mut);
-		if (rc < 0)
-			sw_err(TAG,
-			       "releasing orphan %" PRIu64 ": %s; it "
-			       "goes at the next restart",
-			       ino, strerror(-rc));
-	}
-}
-
-int session_open(struct master *m, struct session *s, struct node *n,
-		 bool writable)
-{
-	uint64_t h = sw_hash_u64(n->ino);
-	struct sess_open *so = htab_find(&s->opens, h, sess_ino_eq, &n->ino);
-	struct opener *op;
-
-	if (so) {
-		if (so->count == UINT32_MAX)
-			return -EMFILE;
-		so->count++;
-		so->writable |= writable;
-		return 0;
-	}
-	so = malloc(sizeof(*so));
-	if (!so)
-		return -ENOMEM;
-	so->ino = n->ino;
-	so->count = 1;
-	so->writable = writable;
-	op = htab_find(&m->openers, h, sess_ino_eq, &n->ino);
-	if (!op) {
-		op = malloc(sizeof(*op));
-		if (!op)
-			goto out_so;
-		op->ino = n->ino;
-		op->sessions = 0;
-		if (htab_insert(&m->openers, h, op) < 0) {
-			free(op);
-			goto out_so;
-		}
-	}
-	if (htab_insert(&s->opens, h, so) < 0) {
-		if (op->sessions == 0) {
-			htab_remove(&m->openers, h, op);
-			free(op);
-		}
-		goto out_so;
-	}
-	op->sessions++;
-	n->flags |= NODE_OPEN;
-	return 0;
-
-out_so:
-	free(so);
-	return -ENOMEM;
-}
-
-/*
- * @s closed @ino for good: the write leases it holds on the file's chunks
- * end (the mount drops its write locations on release too), so that
- * replication need not wait for them to run out.
- */
-static void leases_end(struct master *m, struct session *s, uint64_t ino)
-{
-	struct node *n = ns_get(&m->ns, ino);
-
-	if (!n || !S_ISREG(n->mode))
-		return;
-	for (uint32_t i = 0; i < ns_chunk_slots(n); i++) {
-		struct chunk *c = chunk_get(&m->ns, ns_chunk_at(n, i));
-
-		if (c && c->lease_session == s->id)
-			c->lease_session = 0;
-	}
-}
-
-void session_release(struct master *m, struct session *s, uint64_t ino)
-{
-	uint64_t h = sw_hash_u64(ino);
-	struct sess_open *so = htab_find(&s->opens, h, sess_ino_eq, &ino);
-
-	if (!so || --so->count)
-		return;
-	htab_remove(&s->opens, h, so);
-	free(so);
-	leases_end(m, s, ino);
-	opener_drop(m, ino);
-}
-
-static int drop_open(void *e, void *arg)
-{
-	struct sess_open *so = e;
-	struct master *m = arg;
-
-	opener_drop(m, so->ino);
-	free(so);
 	return 0;
 }
 
@@ -343,9 +165,7 @@ static void session_free(struct master *m, struct session *s)
 	deleg_drop_session(m, s);
 	server_inval_acked(m, s, UINT64_MAX);
 	locks_drop_session(&m->locks, s->id);
-	htab_foreach(&s->opens, drop_open, m);
-	htab_release(&s->opens);
-	htab_release(&s->granted);
+	session_opens_drop(m, s);
 	htab_remove(&m->sessions, sw_hash_u64(s->id), s);
 	if (s->prev)
 		s->prev->next = s->next;
@@ -390,8 +210,7 @@ static struct session *session_new(struct master *m, uint64_t id,
 	s->id = id ? id : new_session_id(m);
 	s->addr = *addr;
 	s->grants_max = m->cfg.grants_max;
-	htab_init(&s->opens, ino_hash);
-	session_grants_reset(s);
+	session_rec_init(s);
 	if (addr_add(m, addr) < 0) {
 		free(s);
 		return NULL;
@@ -1110,46 +929,6 @@ out_err:
 	return challenged ? 1 : rc;
 }
 
-void session_map_cred(const struct session *s, Sweepfs__Cred *c)
-{
-	if (!c)
-		return;
-	if (s->mapall_uid != EXPORT_NO_MAP) {
-		c->uid = s->mapall_uid;
-		c->gid = s->mapall_gid;
-		c->n_groups = 0;
-	} else if (s->maproot_uid != EXPORT_NO_MAP) {
-		/* Root squashing as knfsd does it: uid 0 becomes maproot's
-		 * user and group, and group 0 is squashed too, as the
-		 * primary group and among the supplementary ones, so that
-		 * no other user reaches root's group's files through it. */
-		if (c->uid == 0) {
-			c->uid = s->maproot_uid;
-			c->gid = s->maproot_gid;
-			c->n_groups = 0;
-		}
-		if (c->gid == 0)
-			c->gid = s->maproot_gid;
-		for (size_t i = 0; i < c->n_groups; i++)
-			if (c->groups[i] == 0)
-				c->groups[i] = s->maproot_gid;
-	}
-}
-
-void session_map_msg(const struct session *s, ProtobufCMessage *msg)
-{
-	const ProtobufCFieldDescriptor *f;
-
-	if (s->mapall_uid == EXPORT_NO_MAP && s->maproot_uid == EXPORT_NO_MAP)
-		return;
-	f = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor,
-							    "cred");
-	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
-	    f->descriptor != &sweepfs__cred__descriptor)
-		return;
-	session_map_cred(s, *(Sweepfs__Cred **)((char *)msg + f->offset));
-}
-
 void sessions_reexport(struct master *m)
 {
 	struct session *s, *next;
@@ -1287,40 +1066,4 @@ void orphans_expire(struct master *m)
 		sw_notice(TAG, "released %zu orphans nobody reclaimed", count);
 out:
 	sw_buf_release(&list);
-}
-
-struct cursor *session_cursor(struct master *m, struct session *s,
-			      struct node *dir, bool create)
-{
-	struct sess_cursor *victim;
-
-	if (!s->cursors) {
-		if (!create)
-			return NULL;
-		s->cursors = calloc(SESSION_CURSORS, sizeof(*s->cursors));
-		if (!s->cursors)
-			return NULL;
-		for (int i = 0; i < SESSION_CURSORS; i++)
-			ns_cursor_init(&s->cursors[i].c);
-	}
-	victim = &s->cursors[0];
-
-	for (int i = 0; i < SESSION_CURSORS; i++) {
-		struct sess_cursor *sc = &s->cursors[i];
-
-		if (sc->c.dir == dir && sc->dir_ino == dir->ino) {
-			sc->last_used = ++s->cursor_clock;
-			return &sc->c;
-		}
-		if (!sc->c.dir)
-			sc->last_used = 0; /* free slot: evict first */
-		if (sc->last_used < victim->last_used)
-			victim = sc;
-	}
-	if (!create)
-		return NULL;
-	ns_cursor_clear(&m->ns, &victim->c);
-	victim->dir_ino = dir->ino;
-	victim->last_used = ++s->cursor_clock;
-	return &victim->c;
 }

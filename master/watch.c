@@ -1,11 +1,13 @@
 /*
  * Directory watches (watch.h): who caches which listing, and the
- * invalidations a change sends them.
+ * invalidations a change sends them. An invalidation is numbered and
+ * sent by the server, reached through the request layer's hooks
+ * (req_inval_sent(), req_notify()): this file names nothing above it.
  */
 #include <stdlib.h>
 
 #include "context.h"
-#include "server.h"
+#include "req.h"
 #include "sessrec.h"
 #include "util.h"
 #include "watch.h"
@@ -51,8 +53,8 @@ static void send_inval(struct master *m, struct session *s, uint64_t dir,
 	note.n_items = 1;
 	note.items = items;
 	note.has_seq = 1;
-	note.seq = server_inval_sent(m, s);
-	conn_notify(s->conn, SW_MSG_INVAL, &note.base);
+	note.seq = req_inval_sent(m, s);
+	req_notify(m, s->conn, SW_MSG_INVAL, &note.base);
 	s->ctr.invalidations++;
 }
 

@@ -86,6 +86,8 @@ static int setup(void **state)
 		return -1;
 	}
 	memset(&wire, 0, sizeof(wire));
+	/* csrv.c sends through the request layer's hooks (req_notify()). */
+	master_wire_requests(&f->m);
 	csrvs_init(&f->m);
 	f->m.cfg.delete_rate = 1000000;
 	/* One chunkserver, "connected" (csrv_up() looks at conn only). */
@@ -98,7 +100,7 @@ static int setup(void **state)
 	f->srv->id = 1;
 	snprintf(f->srv->listen, sizeof(f->srv->listen), "cs1:9522");
 	f->srv->conn = &f->conn;
-	f->conn.csrv = 1;
+	f->conn.link.csrv = 1;
 	f->m.cs->srv[1] = f->srv;
 	f->m.cs->n = 1;
 	*state = f;
@@ -212,7 +214,7 @@ static void test_disconnect_requeues_in_flight(void **state)
 	/* Back: the ones never sent first, then those lost; the window
 	 * full again, all still pending. */
 	f->srv->conn = &f->conn;
-	f->conn.csrv = 1;
+	f->conn.link.csrv = 1;
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_false(wire.bad);
 	assert_int_equal(wire.sent, 8);

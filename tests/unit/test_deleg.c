@@ -265,6 +265,14 @@ static bool recalled(struct conn *c, struct node *dir)
 	return yes;
 }
 
+/* Whether @c's request @type (@msg) waits for a delegation (deleg_wait()
+ * on the handlers' part of @c, as server.c asks it). */
+static bool conn_waits(struct conn *c, uint16_t type,
+		       const ProtobufCMessage *msg)
+{
+	return deleg_wait(c->m, c->s, &c->link, type, msg);
+}
+
 static bool lookup_waits(struct conn *c, struct node *dir, const char *name)
 {
 	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
@@ -274,7 +282,7 @@ static bool lookup_waits(struct conn *c, struct node *dir, const char *name)
 	q.parent = dir->ino;
 	q.name.data = (uint8_t *)name;
 	q.name.len = strlen(name);
-	return deleg_wait(c, SW_MSG_LOOKUP, &q.base);
+	return conn_waits(c, SW_MSG_LOOKUP, &q.base);
 }
 
 /* Whether a GETATTR of @n by @c waits (then @c is unparked again). */
@@ -284,8 +292,8 @@ static bool getattr_waits(struct conn *c, struct node *n)
 	bool waits;
 
 	q.ino = n->ino;
-	waits = deleg_wait(c, SW_MSG_GETATTR, &q.base);
-	deleg_unpark(c);
+	waits = conn_waits(c, SW_MSG_GETATTR, &q.base);
+	deleg_unpark(&c->link);
 	return waits;
 }
 
@@ -381,13 +389,13 @@ static void test_other_session_waits_for_the_return(void **state)
 
 	assert_true(ask(f, &f->ca, f->d));
 	assert_true(lookup_waits(&f->cb, f->d, "f"));
-	assert_non_null(f->cb.parked);
+	assert_non_null(f->cb.link.parked);
 	assert_true(recalled(&f->ca, f->d));
 	/* A second request of the same connection: no second recall. */
 	assert_true(lookup_waits(&f->cb, f->d, "f"));
 	assert_false(recalled(&f->ca, f->d));
 	give_back(f, &f->ca, f->d);
-	assert_null(f->cb.parked);
+	assert_null(f->cb.link.parked);
 	assert_true(f->cb.sc.in_parse); /* resumed in the next turn */
 	assert_false(lookup_waits(&f->cb, f->d, "f"));
 	/* The recall was answered: it counts. */
@@ -410,9 +418,9 @@ static void test_entry_and_subtree_requests_recall(void **state)
 	assert_true(ask(f, &f->ca, f->sub));
 	/* By inode: an entry the directory had. */
 	g.ino = f->sub->u.dir->head->child->ino;
-	assert_true(deleg_wait(&f->cb, SW_MSG_GETATTR, &g.base));
+	assert_true(conn_waits(&f->cb, SW_MSG_GETATTR, &g.base));
 	assert_true(recalled(&f->ca, f->sub));
-	deleg_unpark(&f->cb);
+	deleg_unpark(&f->cb.link);
 	give_back(f, &f->ca, f->sub);
 
 	/* rmr of a tree above it, named by its parent. */
@@ -421,9 +429,9 @@ static void test_entry_and_subtree_requests_recall(void **state)
 	rm.parent = f->m.ns.root->ino;
 	rm.name.data = (uint8_t *)"d";
 	rm.name.len = 1;
-	assert_true(deleg_wait(&f->cb, SW_MSG_RMR, &rm.base));
+	assert_true(conn_waits(&f->cb, SW_MSG_RMR, &rm.base));
 	assert_true(recalled(&f->ca, f->sub));
-	deleg_unpark(&f->cb);
+	deleg_unpark(&f->cb.link);
 	/* Unrelated: the root's own lookup is not a subtree operation. */
 	assert_false(lookup_waits(&f->cb, f->m.ns.root, "other"));
 }
@@ -441,7 +449,7 @@ static void test_recall_times_out(void **state)
 	usleep(300000);
 	deleg_tick(&f->m);
 	assert_int_equal(held(f), 0);
-	assert_null(f->cb.parked);
+	assert_null(f->cb.link.parked);
 	deleg_stats(&f->m, &st);
 	assert_int_equal(st.timeouts, 1);
 }
@@ -489,7 +497,7 @@ static void test_timed_out_recall_revokes(void **state)
 	usleep(80000);
 	deleg_tick(&f->m);
 	assert_int_equal(held(f), 0);
-	assert_null(f->cb.parked);
+	assert_null(f->cb.link.parked);
 	assert_true(deleg_revoked(&f->m, &f->sa, f->d->ino));
 	assert_false(deleg_revoked(&f->m, &f->sb, f->d->ino));
 	assert_int_equal(batch_unlink(f, &f->ca, f->d, "f"), -EKEYREVOKED);
@@ -530,13 +538,13 @@ static void test_wait_bounded_across_recalls(void **state)
 	assert_true(lookup_waits(&f->cb, f->d, "f"));
 	usleep(60000);
 	give_back(f, &f->ca, f->d); /* in time */
-	assert_null(f->cb.parked);
+	assert_null(f->cb.link.parked);
 	assert_true(ask(f, &f->ca, f->d)); /* and again, before cb is back */
 	assert_true(lookup_waits(&f->cb, f->d, "f"));
 	usleep(60000);
 	deleg_tick(&f->m); /* the new recall is young; the wait is not */
 	assert_int_equal(held(f), 0);
-	assert_null(f->cb.parked);
+	assert_null(f->cb.link.parked);
 	assert_false(lookup_waits(&f->cb, f->d, "f"));
 	assert_true(deleg_revoked(&f->m, &f->sa, f->d->ino));
 }
@@ -605,7 +613,7 @@ static void test_holder_gone_ends_it(void **state)
 	deleg_drop_session(&f->m, &f->sa);
 	watch_drop_session(&f->m, &f->sa);
 	assert_int_equal(held(f), 0);
-	assert_null(f->cb.parked);
+	assert_null(f->cb.link.parked);
 	assert_false(f->sub->flags & (NODE_DELEG | NODE_DELEG_TAG));
 	/* And a directory that goes ends its delegation. */
 	assert_true(ask(f, &f->cb, f->sub));
@@ -709,10 +717,10 @@ static void test_batch_of_another_session_waits(void **state)
 	ops[0] = op(&o, &cred, f->d->ino, "f", false);
 	q.n_ops = 1;
 	q.ops = ops;
-	assert_true(deleg_wait(&f->cb, SW_MSG_BATCH, &q.base));
+	assert_true(conn_waits(&f->cb, SW_MSG_BATCH, &q.base));
 	assert_true(recalled(&f->ca, f->d));
-	assert_false(deleg_wait(&f->ca, SW_MSG_BATCH, &q.base));
-	deleg_unpark(&f->cb);
+	assert_false(conn_waits(&f->ca, SW_MSG_BATCH, &q.base));
+	deleg_unpark(&f->cb.link);
 }
 
 /* Let the changelog make everything journaled durable (replies go). */
@@ -1050,7 +1058,7 @@ static void big_dir_costs(struct fixture *f, unsigned n)
 	 * request that finds it, or recalls what shares its tag: never a
 	 * walk. */
 	(void)getattr_waits(&f->ca, first);
-	deleg_unpark(&f->ca);
+	deleg_unpark(&f->ca.link);
 	deleg_dir_gone(&f->m, big);
 	assert_int_equal(visits(f) - v, 0);
 }
@@ -1307,7 +1315,7 @@ static void test_made_dir_delegated(void **state)
 		deleg_stats(&f->m, &st);
 		assert_int_equal(st.recalls, 2);
 	}
-	deleg_unpark(&f->cb);
+	deleg_unpark(&f->cb.link);
 	give_back(f, &f->ca, ns_get(&f->m.ns, a));
 	give_back(f, &f->ca, f->d);
 	assert_int_equal(held(f), 0);
@@ -1322,11 +1330,11 @@ static void test_made_dir_delegated(void **state)
 	assert_int_equal(held(f), 2);
 	assert_true(ns_get(&f->m.ns, a + 1)->flags & NODE_DELEG);
 	assert_int_equal(f->batch_recalled, a + 1);
-	deleg_unpark(&f->cb);
+	deleg_unpark(&f->cb.link);
 	give_back(f, &f->ca, f->d);
 	/* The parent is back; reaching into the new one still waits. */
 	assert_true(lookup_waits(&f->cb, ns_get(&f->m.ns, a + 1), "x"));
-	deleg_unpark(&f->cb);
+	deleg_unpark(&f->cb.link);
 	give_back(f, &f->ca, ns_get(&f->m.ns, a + 1));
 	assert_int_equal(held(f), 0);
 
@@ -1374,9 +1382,9 @@ static void test_new_entries_recall_by_ino(void **state)
 			assert_true(g0->flags & NODE_DELEG_TAG);
 		}
 		g.ino = (i == 0 ? made : i == 1 ? plain : g0)->ino;
-		assert_true(deleg_wait(&f->cb, SW_MSG_GETATTR, &g.base));
+		assert_true(conn_waits(&f->cb, SW_MSG_GETATTR, &g.base));
 		assert_true(recalled(&f->ca, f->d));
-		deleg_unpark(&f->cb);
+		deleg_unpark(&f->cb.link);
 		give_back(f, &f->ca, f->d);
 		assert_false(getattr_waits(&f->cb, made));
 		assert_false(getattr_waits(&f->cb, plain));
@@ -1393,13 +1401,13 @@ static void test_trash_recalls(void **state)
 
 	q.cred = &cred;
 	assert_true(ask(f, &f->ca, f->sub));
-	assert_false(deleg_wait(&f->ca, SW_MSG_TRASH, &q.base));
-	assert_true(deleg_wait(&f->cb, SW_MSG_TRASH, &q.base));
-	assert_non_null(f->cb.parked);
+	assert_false(conn_waits(&f->ca, SW_MSG_TRASH, &q.base));
+	assert_true(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_non_null(f->cb.link.parked);
 	assert_true(recalled(&f->ca, f->sub));
 	give_back(f, &f->ca, f->sub);
-	assert_null(f->cb.parked);
-	assert_false(deleg_wait(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_null(f->cb.link.parked);
+	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
 }
 
 int main(void)

@@ -1,0 +1,59 @@
+/*
+ * The session table and what a session holds, as the handlers use them
+ * (sesstab.c): in the request layer, so that a handler that opens a
+ * file, lists a directory or maps credentials names nothing above it.
+ * Making, resuming, detaching and expiring sessions is session.h's
+ * (the server layer), which uses these too. struct session is
+ * sessrec.h's.
+ */
+#ifndef SWEEPFS_MASTER_SESSTAB_H
+#define SWEEPFS_MASTER_SESSTAB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "namespace.h"
+#include "sessrec.h"
+#include "sweepfs.pb-c.h"
+
+struct master;
+
+/* Make @m's (empty) session table and its table of open files. */
+void sesstab_init(struct master *m);
+
+/* The session with @id, or NULL. */
+struct session *session_find(struct master *m, uint64_t id);
+
+/* Make the sets of new session @s: its opens, its grants. */
+void session_rec_init(struct session *s);
+
+/* Session @s is being freed: release each of its opens (orphans it was
+ * the last to hold go) and free its sets. */
+void session_opens_drop(struct master *m, struct session *s);
+
+/* Record that session @s opened @n (@writable: for writing); -ENOMEM,
+ * or -EMFILE past UINT32_MAX opens of one file. */
+int session_open(struct master *m, struct session *s, struct node *n,
+		 bool writable);
+
+/* @s closed @ino once; frees an orphan on the last close anywhere. */
+void session_release(struct master *m, struct session *s, uint64_t ino);
+
+/* A reply names @n to session @s: a confined session may use it. */
+void session_grant(struct session *s, const struct node *n);
+
+/* Forget what @s was granted (also: make the set, on a new session). */
+void session_grants_reset(struct session *s);
+
+/* The session's cursor for @dir (NULL if none); @create makes one,
+ * evicting the least recently used. */
+struct cursor *session_cursor(struct master *m, struct session *s,
+			      struct node *dir, bool create);
+
+/* Map credentials @c (NULL: none) as @s's export says (maproot, mapall). */
+void session_map_cred(const struct session *s, Sweepfs__Cred *c);
+
+/* The same for the credentials request @msg carries, if any. */
+void session_map_msg(const struct session *s, ProtobufCMessage *msg);
+
+#endif
