@@ -23,6 +23,7 @@
 #include "auth.h"
 #include "bgwork.h"
 #include "buf.h"
+#include "delpace.h"
 #include "store.h"
 #include "token.h"
 
@@ -58,14 +59,16 @@ struct mlink;
 /*
  * The nice of the thread that runs DELETE_BATCH: a little below the
  * clients' threads. At 19 it got a sliver of a CPU on a loaded machine
- * and fell to 200 unlinks/s; it bounds its own share while clients are
- * served (master_link.c), so it need not sit at the very bottom.
+ * and fell to 200 unlinks/s; it bounds its own share while deletions
+ * slow the clients down (delpace.h), so it need not sit at the very
+ * bottom.
  */
 #define CS_DELETE_NICE 5
 
 /*
- * Threads that run DELETE_BATCH, as many as the master keeps batches in
- * flight (csrv.c DELQ_WINDOW). Most unlinks take microseconds, but on a
+ * Threads that run DELETE_BATCH, half as many as the master keeps
+ * batches in flight (csrv.c DELQ_WINDOW), so that each has the next
+ * batch queued when it finishes one. Most unlinks take microseconds, but on a
  * busy disk one in a hundred waits a tenth of a second or more (a cold
  * inode block to read, the journal); one thread waited out each in turn
  * and managed 500-750/s on a loaded machine, three or more overlapped
@@ -97,9 +100,9 @@ struct cs {
 	struct sw_metrics *metrics;
 	int64_t started_mono;
 	bool stopping; /* read by worker threads: atomics */
-	/* Mono ns a client's request last went to the pool (server.c);
-	 * batch deletions slow down while it is recent. Atomics. */
-	int64_t fg_last_ns;
+	/* The deletion threads' share of their time, from the clients'
+	 * latency (server.c feeds it, main.c ticks it). */
+	struct delpace del_pace;
 	/* Chunk deletions of batches: unlinked, and not there (or at a
 	 * newer version). Written by the deletion thread; atomics. */
 	uint64_t batch_deleted, batch_absent;

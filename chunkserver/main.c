@@ -287,6 +287,7 @@ static void on_tick(uv_timer_t *t)
 
 	server_tick(&d->cs);
 	mlink_tick(&d->cs);
+	delpace_tick(&d->cs.del_pace);
 	if (d->shutting_down && server_stopped(&d->cs)) {
 		uv_timer_stop(&d->tick);
 		uv_close((uv_handle_t *)&d->tick, NULL);
@@ -360,6 +361,7 @@ static int start(struct daemon *d)
 		sw_crit(TAG, "cannot open the chunk store: %s", strerror(-rc));
 		return rc;
 	}
+	delpace_init(&cs->del_pace);
 	rc = bg_start(cs->loop, (unsigned)cs->cfg.bg_threads, &cs->bg);
 	if (rc == 0)
 		rc = bg_start_nice(cs->loop, CS_DELETE_THREADS, CS_DELETE_NICE,

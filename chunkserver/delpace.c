@@ -1,0 +1,144 @@
+/*
+ * Deletion pacing: foreground first, deletions at full speed otherwise.
+ *
+ * The signal is what clients see: the mean latency of the reads (and,
+ * apart, the writes) this server answered during a tick, against its
+ * baseline, the same mean over ticks when no deletion ran (a slow
+ * average, so one odd tick does not set it). Deletions that make the
+ * clients' requests DELPACE_SLOW times slower than that halve the share
+ * of time the deletion threads may use; each tick that does not gives
+ * back DELPACE_STEP: AIMD, as TCP shares a link, so the share settles
+ * just under what the clients tolerate, and comes back within seconds
+ * when they stop. With no client request in a tick there is nobody to
+ * yield to: the full share at once.
+ *
+ * Why latency and not the disk's queue or the CPU: on a shared VM
+ * neither says what slows our own clients (last session's fixed cap on
+ * the CPU share made deletions 2-3x slower and the reader no faster;
+ * the idle I/O class does nothing with the `none` scheduler). Latency is
+ * the thing to protect, measured where it is served.
+ *
+ * The baseline may be stale (the machine got busier since, and stays
+ * so whether we delete or not): while the share is at its floor and the
+ * clients are still slow, the baseline moves towards what they see, so
+ * deletions do not crawl for good because of someone else's load. The
+ * floor, DELPACE_MIN, keeps deletions going under any load. Without a
+ * baseline yet (deletions since the start), the share stays at most
+ * DELPACE_BLIND, the former fixed half share.
+ *
+ * Requests of a kind fewer than SAMPLES_MIN in a tick tell nothing about
+ * that kind (one odd request is noise), but count as a client present.
+ */
+#include "delpace.h"
+
+#include "util.h"
+
+/* Slower than this, in tenths of the baseline: deletions hurt. Clients'
+ * means vary by about 10-20% from tick to tick on an idle server. */
+#define DELPACE_SLOW_TENTHS 13
+/* Given back per tick without harm: from the floor to the full share in
+ * about 6 s at a 200 ms tick. */
+#define DELPACE_STEP (DELPACE_FULL / 32)
+#define SAMPLES_MIN 4
+/* Weights of a new tick's mean in the baseline: 1/8 while no deletion
+ * ran, 1/16 while the share is at its floor and clients are still slow. */
+#define BASE_SHIFT_IDLE 3
+#define BASE_SHIFT_DRIFT 4
+
+void delpace_init(struct delpace *p)
+{
+	*p = (struct delpace){ .share = DELPACE_FULL };
+}
+
+void delpace_fg(struct delpace *p, enum delpace_kind kind, int64_t ns)
+{
+	if (kind >= DELPACE_KINDS || ns < 0)
+		return;
+	p->sum_ns[kind] += ns;
+	p->n[kind]++;
+}
+
+static void base_move(int64_t *base, int64_t mean, unsigned shift)
+{
+	if (!*base)
+		*base = mean;
+	else
+		*base += (mean - *base) / (1 << shift);
+}
+
+static bool slow(int64_t mean, int64_t base)
+{
+	return base > 0 && mean * 10 > base * DELPACE_SLOW_TENTHS;
+}
+
+/* At the floor and still slow: the baselines follow what clients see. */
+static void drift(struct delpace *p, const int64_t *mean)
+{
+	for (int k = 0; k < DELPACE_KINDS; k++)
+		if (mean[k] && slow(mean[k], p->base_ns[k]))
+			base_move(&p->base_ns[k], mean[k], BASE_SHIFT_DRIFT);
+}
+
+uint32_t delpace_tick(struct delpace *p)
+{
+	uint64_t deleted =
+		__atomic_exchange_n(&p->deleted, 0, __ATOMIC_RELAXED);
+	uint32_t share = __atomic_load_n(&p->share, __ATOMIC_RELAXED);
+	bool clients = false, hurt = false, blind = false;
+	int64_t mean[DELPACE_KINDS] = { 0 };
+
+	for (int k = 0; k < DELPACE_KINDS; k++) {
+		if (p->n[k])
+			clients = true;
+		if (p->n[k] < SAMPLES_MIN)
+			continue;
+		mean[k] = p->sum_ns[k] / p->n[k];
+		if (!deleted)
+			base_move(&p->base_ns[k], mean[k], BASE_SHIFT_IDLE);
+		else if (!p->base_ns[k])
+			blind = true;
+		else if (slow(mean[k], p->base_ns[k]))
+			hurt = true;
+	}
+	if (!clients)
+		share = DELPACE_FULL;
+	else if (hurt && share <= DELPACE_MIN)
+		drift(p, mean);
+	else if (hurt)
+		share = SW_MAX(share / 2, DELPACE_MIN);
+	else if (deleted)
+		share = SW_MIN(share + DELPACE_STEP, DELPACE_FULL);
+	if (clients && blind)
+		share = SW_MIN(share, DELPACE_BLIND);
+	for (int k = 0; k < DELPACE_KINDS; k++) {
+		p->sum_ns[k] = 0;
+		p->n[k] = 0;
+	}
+	__atomic_store_n(&p->share, share, __ATOMIC_RELAXED);
+	return share;
+}
+
+void delpace_deleted(struct delpace *p, uint32_t n)
+{
+	__atomic_add_fetch(&p->deleted, n, __ATOMIC_RELAXED);
+}
+
+int64_t delpace_pause_ns(const struct delpace *p, int64_t spent_ns)
+{
+	uint32_t share = delpace_share(p);
+	int64_t pause;
+
+	if (spent_ns <= 0 || share >= DELPACE_FULL)
+		return 0;
+	if (spent_ns >= DELPACE_PAUSE_MAX_NS)
+		return DELPACE_PAUSE_MAX_NS;
+	pause = spent_ns * (int64_t)(DELPACE_FULL - share) / (int64_t)share;
+	return SW_MIN(pause, DELPACE_PAUSE_MAX_NS);
+}
+
+uint32_t delpace_share(const struct delpace *p)
+{
+	uint32_t share = __atomic_load_n(&p->share, __ATOMIC_RELAXED);
+
+	return SW_MAX(share, DELPACE_MIN);
+}
