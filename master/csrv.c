@@ -66,14 +66,10 @@
 
 #define TAG "csrv"
 #define TICK_MS 100
-/* DELETE_BATCH commands in flight per server: twice as many as the
- * chunkserver runs at once (CS_DELETE_THREADS, which overlap the rare
- * unlink that waits on the disk), so that a thread that finishes a batch
- * finds the next one there instead of waiting for an acknowledgement's
- * round trip. With four, strace -c -f on the chunkserver during a
- * deletion of 20,000 chunks showed its deletion threads waiting on their
- * queue's futex for 6.9 s against 3.5 s in unlinkat. */
-#define DELQ_WINDOW 8
+/* DELETE_BATCH commands in flight per server: the chunkserver runs as
+ * many at once (CS_DELETE_THREADS), which overlaps the rare unlink that
+ * waits on the disk; more would only make acknowledgements later. */
+#define DELQ_WINDOW 4
 /* Deletions per DELETE_BATCH: a few milliseconds of unlinks on an idle
  * disk, so that the pending counts move smoothly and a stalled journal
  * holds few acknowledgements back; the protocol allows up to

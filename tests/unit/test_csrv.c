@@ -1,6 +1,6 @@
 /*
  * csrv.c's deletion queue: deletions leave in DELETE_BATCH commands of at
- * most 512 chunks, eight in flight per server, within delete_rate's
+ * most 512 chunks, four in flight per server, within delete_rate's
  * credit, only once the change that queued them is durable; they count
  * as pending until acknowledged, and those lost with a connection go
  * back to the queue.
@@ -130,19 +130,19 @@ static void test_drain_batches_in_a_window(void **state)
 	f->srv->delete_credit = 1e9;
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_false(wire.bad);
-	/* Eight batches of 512, in queue order; the rest waits. */
-	assert_int_equal(wire.sent, 8);
-	for (size_t i = 0; i < 8; i++) {
+	/* Four batches of 512, in queue order; the rest waits. */
+	assert_int_equal(wire.sent, 4);
+	for (size_t i = 0; i < 4; i++) {
 		assert_int_equal(wire.ids[i], 512);
 		assert_int_equal(wire.first[i], 1 + 512 * i);
 	}
-	/* Sent is not done: all still pending, 4096 of them in flight. */
+	/* Sent is not done: all still pending, 2048 of them in flight. */
 	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
-	assert_int_equal(f->srv->del_inflight, 4096);
+	assert_int_equal(f->srv->del_inflight, 2048);
 	assert_int_equal(f->m.cs->pending_deletes, 5000);
 	/* The window is full: nothing more until an acknowledgement. */
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 8);
+	assert_int_equal(wire.sent, 4);
 }
 
 static void test_drain_within_delete_rate(void **state)
@@ -195,31 +195,30 @@ static void test_disconnect_requeues_in_flight(void **state)
 {
 	struct fixture *f = *state;
 
-	queue(f, 1, 5000);
+	queue(f, 1, 3000);
 	f->srv->delete_credit = 1e9;
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 8);
+	assert_int_equal(wire.sent, 4);
 	csrv_detach(&f->m, &f->conn);
 	/* In flight: back in the queue, behind the rest, all still
 	 * pending (not left to wait stray_grace as unknown files). */
 	assert_int_equal(f->srv->del_inflight, 0);
 	assert_int_equal(f->srv->del_batches, 0);
-	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
-	assert_int_equal(f->m.cs->pending_deletes, 5000);
+	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
+	assert_int_equal(f->m.cs->pending_deletes, 3000);
 	/* Not connected: nothing is sent. */
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 8);
+	assert_int_equal(wire.sent, 4);
 	/* Back: the ones never sent first, then those lost; the window
 	 * full again, all still pending. */
 	f->srv->conn = &f->conn;
 	f->conn.csrv = 1;
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_false(wire.bad);
-	assert_int_equal(wire.sent, 16);
-	assert_int_equal(wire.first[8], 4097);
-	assert_int_equal(wire.first[9], 4609);
-	assert_int_equal(wire.ids[9], 512);
-	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
+	assert_int_equal(wire.sent, 8);
+	assert_int_equal(wire.first[4], 2049);
+	assert_int_equal(wire.ids[5], 512);
+	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
 }
 
 int main(void)
