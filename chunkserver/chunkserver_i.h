@@ -66,9 +66,8 @@ struct mlink;
 #define CS_DELETE_NICE 5
 
 /*
- * Threads that run DELETE_BATCH, half as many as the master keeps
- * batches in flight (csrv.c DELQ_WINDOW), so that each has the next
- * batch queued when it finishes one. Most unlinks take microseconds, but on a
+ * Threads that run DELETE_BATCH, as many as the master keeps batches in
+ * flight (csrv.c DELQ_WINDOW). Most unlinks take microseconds, but on a
  * busy disk one in a hundred waits a tenth of a second or more (a cold
  * inode block to read, the journal); one thread waited out each in turn
  * and managed 500-750/s on a loaded machine, three or more overlapped
