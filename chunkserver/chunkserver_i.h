@@ -45,6 +45,9 @@ struct cs_config {
 	uint64_t max_inflight;	  /* request bytes held at once, all peers */
 	char metrics_listen[128]; /* HOST:PORT for /metrics, or "" */
 	char log_level[16];
+	/* Percent of their time the deletion threads keep however much
+	 * they slow clients down (delpace.h). */
+	uint64_t delete_share_min;
 	/* Caps over all clients, and on peers that have not said hello. */
 	uint64_t hello_timeout_ms;	/* no hello this long: closed */
 	uint64_t pre_hello_max;		/* connections before hello */

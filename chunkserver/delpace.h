@@ -15,9 +15,10 @@
 
 /* The share is in 1/DELPACE_FULL of the deletion threads' time. */
 #define DELPACE_FULL 1024u
-/* Never less: deletions go on, slowly, under any foreground load. */
+/* The lowest floor: deletions go on, slowly, under any foreground load. */
 #define DELPACE_MIN (DELPACE_FULL / 32)
-/* Without a baseline to compare with: the former fixed half share. */
+/* Without a baseline to compare with: the former fixed half share (or
+ * the floor, if higher). */
 #define DELPACE_BLIND (DELPACE_FULL / 2)
 /* Longest pause after one slice, so that a stop is never waited long. */
 #define DELPACE_PAUSE_MAX_NS (500 * 1000000LL)
@@ -35,13 +36,17 @@ struct delpace {
 	/* Mean latency of a tick's requests while no deletion ran (a slow
 	 * average of them), the level deletions are held to; 0: none yet. */
 	int64_t base_ns[DELPACE_KINDS];
+	uint32_t floor; /* the share never goes under it; set at init */
 	/* Atomics. */
 	uint32_t share;	  /* written on the loop, read by the threads */
 	uint64_t deleted; /* unlinks since the last tick, by the threads */
 };
 
-/* Start at the full share, with no baseline. */
-void delpace_init(struct delpace *p);
+/*
+ * Start at the full share, with no baseline; the share never goes under
+ * @floor (taken into DELPACE_MIN..DELPACE_FULL; DELPACE_FULL: no pacing).
+ */
+void delpace_init(struct delpace *p, uint32_t floor);
 
 /* A client's request of @kind answered after @ns. Loop thread. */
 void delpace_fg(struct delpace *p, enum delpace_kind kind, int64_t ns);
@@ -49,7 +54,7 @@ void delpace_fg(struct delpace *p, enum delpace_kind kind, int64_t ns);
 /*
  * Once per tick (the chunkserver's, 200 ms), loop thread. Requests slower
  * than DELPACE_SLOW times their baseline while deletions ran halve the
- * share (to DELPACE_MIN at least); a tick without that gives back
+ * share (to the floor at least); a tick without that gives back
  * DELPACE_STEP; a tick without any client request gives the full share;
  * ticks without deletions move the baseline. Returns the new share.
  */

@@ -2,7 +2,7 @@
  * delpace.c: the deletion threads' share of their time. It halves when
  * clients' requests get slower than their baseline while deletions run,
  * grows back a step a tick otherwise, is full with no client at all,
- * never falls under its floor, stays at half without a baseline, and the
+ * never falls under its floor (the lowest or one given), stays at half without a baseline, and the
  * pause after a slice gives deletions that share.
  */
 #include <setjmp.h>
@@ -26,7 +26,7 @@ static int setup(void **state)
 
 	if (!f)
 		return -1;
-	delpace_init(&f->p);
+	delpace_init(&f->p, DELPACE_MIN);
 	*state = f;
 	return 0;
 }
@@ -154,6 +154,25 @@ static void test_tick_writes_count_apart(void **state)
 	assert_int_equal(delpace_tick(&f->p), DELPACE_FULL / 2);
 }
 
+static void test_init_floor_holds(void **state)
+{
+	struct fixture *f = *state;
+
+	delpace_init(&f->p, DELPACE_FULL / 2);
+	learn(&f->p, 10 * MS);
+	for (int i = 0; i < 10; i++)
+		tick(&f->p, 10, 50 * MS, 512);
+	assert_int_equal(delpace_share(&f->p), DELPACE_FULL / 2);
+	/* Out of range: taken into it. */
+	delpace_init(&f->p, 0);
+	assert_int_equal(f->p.floor, DELPACE_MIN);
+	delpace_init(&f->p, 10 * DELPACE_FULL);
+	assert_int_equal(f->p.floor, DELPACE_FULL);
+	learn(&f->p, 10 * MS);
+	assert_int_equal(tick(&f->p, 10, 50 * MS, 512), DELPACE_FULL);
+	assert_int_equal(delpace_pause_ns(&f->p, 8 * MS), 0);
+}
+
 static void test_pause_ns_gives_the_share(void **state)
 {
 	struct fixture *f = *state;
@@ -189,6 +208,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tick_writes_count_apart,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_init_floor_holds, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_pause_ns_gives_the_share,
 						setup, teardown),
 	};
