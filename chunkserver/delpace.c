@@ -5,9 +5,9 @@
  * apart, the writes) this server answered during a tick, against its
  * baseline, the same mean over ticks when no deletion ran (a slow
  * average, so one odd tick does not set it). Deletions that make the
- * clients' requests DELPACE_SLOW times slower than that halve the share
- * of time the deletion threads may use; each tick that does not gives
- * back DELPACE_STEP: AIMD, as TCP shares a link, so the share settles
+ * clients' requests 1.3 times slower than that (DELPACE_SLOW_TENTHS)
+ * halve the share of time the deletion threads may use; each tick that
+ * does not gives back DELPACE_STEP: AIMD, as TCP shares a link, so the share settles
  * just under what the clients tolerate, and comes back within seconds
  * when they stop. With no client request in a tick there is nobody to
  * yield to: the full share at once.

@@ -53,10 +53,10 @@ void delpace_fg(struct delpace *p, enum delpace_kind kind, int64_t ns);
 
 /*
  * Once per tick (the chunkserver's, 200 ms), loop thread. Requests slower
- * than DELPACE_SLOW times their baseline while deletions ran halve the
- * share (to the floor at least); a tick without that gives back
- * DELPACE_STEP; a tick without any client request gives the full share;
- * ticks without deletions move the baseline. Returns the new share.
+ * than 1.3 times their baseline while deletions ran halve the share (to
+ * the floor at least); a tick without that gives back 1/32 of the full
+ * share; a tick without any client request gives all of it; ticks
+ * without deletions move the baseline. Returns the new share.
  */
 uint32_t delpace_tick(struct delpace *p);
 
