@@ -7,10 +7,10 @@
  * average, so one odd tick does not set it). Deletions that make the
  * clients' requests 1.3 times slower than that (DELPACE_SLOW_TENTHS)
  * halve the share of time the deletion threads may use; each tick that
- * does not gives back DELPACE_STEP: AIMD, as TCP shares a link, so the share settles
- * just under what the clients tolerate, and comes back within seconds
- * when they stop. With no client request in a tick there is nobody to
- * yield to: the full share at once.
+ * does not gives back DELPACE_STEP: AIMD, as TCP shares a link, so the
+ * share settles just under what the clients tolerate, and comes back
+ * within seconds when they stop. With no client request in a tick there
+ * is nobody to yield to: the full share at once.
  *
  * Why latency and not the disk's queue or the CPU: on a shared VM
  * neither says what slows our own clients (last session's fixed cap on

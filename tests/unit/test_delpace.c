@@ -2,8 +2,9 @@
  * delpace.c: the deletion threads' share of their time. It halves when
  * clients' requests get slower than their baseline while deletions run,
  * grows back a step a tick otherwise, is full with no client at all,
- * never falls under its floor (the lowest or one given), stays at half without a baseline, and the
- * pause after a slice gives deletions that share.
+ * never falls under its floor (the lowest or one given), stays at half
+ * without a baseline, and the pause after a slice gives deletions that
+ * share.
  */
 #include <setjmp.h>
 #include <stdarg.h>
