@@ -17,9 +17,9 @@
 #define DELPACE_FULL 1024u
 /* The lowest floor: deletions go on, slowly, under any foreground load. */
 #define DELPACE_MIN (DELPACE_FULL / 32)
-/* Without a baseline to compare with: the former fixed half share (or
- * the floor, if higher). */
-#define DELPACE_BLIND (DELPACE_FULL / 2)
+/* The most while clients are served (or the floor, if higher): the
+ * former fixed half share, which measured better than more (delpace.c). */
+#define DELPACE_SERVED (DELPACE_FULL / 2)
 /* Longest pause after one slice, so that a stop is never waited long. */
 #define DELPACE_PAUSE_MAX_NS (500 * 1000000LL)
 
@@ -55,8 +55,9 @@ void delpace_fg(struct delpace *p, enum delpace_kind kind, int64_t ns);
  * Once per tick (the chunkserver's, 200 ms), loop thread. Requests slower
  * than 1.3 times their baseline while deletions ran halve the share (to
  * the floor at least); a tick without that gives back 1/32 of the full
- * share; a tick without any client request gives all of it; ticks
- * without deletions move the baseline. Returns the new share.
+ * share, up to DELPACE_SERVED; a tick without any client request gives
+ * all of it; ticks without deletions move the baseline. Returns the new
+ * share.
  */
 uint32_t delpace_tick(struct delpace *p);
 

@@ -1,10 +1,10 @@
 /*
  * delpace.c: the deletion threads' share of their time. It halves when
  * clients' requests get slower than their baseline while deletions run,
- * grows back a step a tick otherwise, is full with no client at all,
- * never falls under its floor (the lowest or one given), stays at half
- * without a baseline, and the pause after a slice gives deletions that
- * share.
+ * grows back a step a tick otherwise up to half while clients are
+ * served, is full with no client at all, never falls under its floor
+ * (the lowest or one given), and the pause after a slice gives
+ * deletions that share.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,11 +70,12 @@ static void test_tick_halves_when_clients_slow(void **state)
 	struct fixture *f = *state;
 
 	learn(&f->p, 10 * MS);
-	/* As fast as without deletions: the share stays full. */
-	assert_int_equal(tick(&f->p, 10, 11 * MS, 512), DELPACE_FULL);
+	/* As fast as without deletions: as much as while clients are
+	 * served. */
+	assert_int_equal(tick(&f->p, 10, 11 * MS, 512), DELPACE_SERVED);
 	/* Twice as slow: halved each tick, down to the floor only. */
-	assert_int_equal(tick(&f->p, 10, 20 * MS, 512), DELPACE_FULL / 2);
-	assert_int_equal(tick(&f->p, 10, 20 * MS, 512), DELPACE_FULL / 4);
+	assert_int_equal(tick(&f->p, 10, 20 * MS, 512), DELPACE_SERVED / 2);
+	assert_int_equal(tick(&f->p, 10, 20 * MS, 512), DELPACE_SERVED / 4);
 	for (int i = 0; i < 10; i++)
 		tick(&f->p, 10, 20 * MS, 512);
 	assert_int_equal(delpace_share(&f->p), DELPACE_MIN);
@@ -88,13 +89,13 @@ static void test_tick_grows_back_a_step(void **state)
 	learn(&f->p, 10 * MS);
 	tick(&f->p, 10, 30 * MS, 512);
 	prev = tick(&f->p, 10, 30 * MS, 512);
-	assert_int_equal(prev, DELPACE_FULL / 4);
+	assert_int_equal(prev, DELPACE_SERVED / 4);
 	/* Clients fine again: additive steps, not a jump. */
 	s = tick(&f->p, 10, 10 * MS, 512);
-	assert_true(s > prev && s < DELPACE_FULL / 2);
+	assert_true(s > prev && s < DELPACE_SERVED / 2);
 	for (int i = 0; i < 64; i++)
 		s = tick(&f->p, 10, 10 * MS, 512);
-	assert_int_equal(s, DELPACE_FULL);
+	assert_int_equal(s, DELPACE_SERVED);
 	/* No client at all: full at once. */
 	tick(&f->p, 10, 40 * MS, 512);
 	assert_int_equal(tick(&f->p, 0, 0, 512), DELPACE_FULL);
@@ -106,20 +107,22 @@ static void test_tick_few_samples_tell_nothing(void **state)
 
 	learn(&f->p, 10 * MS);
 	/* Two slow reads in a tick: noise, not a reason to back off. */
-	assert_int_equal(tick(&f->p, 2, 100 * MS, 512), DELPACE_FULL);
+	assert_int_equal(tick(&f->p, 2, 100 * MS, 512), DELPACE_SERVED);
 }
 
-static void test_tick_blind_without_baseline(void **state)
+static void test_tick_half_without_baseline(void **state)
 {
 	struct fixture *f = *state;
 
 	/* Deletions ran from the start: nothing to compare with. */
-	assert_int_equal(tick(&f->p, 10, 10 * MS, 512), DELPACE_BLIND);
-	assert_int_equal(tick(&f->p, 10, 10 * MS, 512), DELPACE_BLIND);
-	/* A tick without deletions gives the baseline. */
+	assert_int_equal(tick(&f->p, 10, 50 * MS, 512), DELPACE_SERVED);
+	assert_int_equal(tick(&f->p, 10, 50 * MS, 512), DELPACE_SERVED);
+	assert_int_equal(f->p.base_ns[DELPACE_READ], 0);
+	/* A tick without deletions gives the baseline, and then slow
+	 * clients count. */
 	tick(&f->p, 10, 10 * MS, 0);
 	assert_int_equal(f->p.base_ns[DELPACE_READ], 10 * MS);
-	assert_true(tick(&f->p, 10, 10 * MS, 512) > DELPACE_BLIND);
+	assert_int_equal(tick(&f->p, 10, 50 * MS, 512), DELPACE_SERVED / 2);
 }
 
 static void test_tick_stale_baseline_drifts(void **state)
@@ -132,7 +135,7 @@ static void test_tick_stale_baseline_drifts(void **state)
 	for (int i = 0; i < 200; i++)
 		tick(&f->p, 10, 30 * MS, 512);
 	assert_true(f->p.base_ns[DELPACE_READ] * 13 >= 30 * MS * 10);
-	assert_true(delpace_share(&f->p) > DELPACE_FULL / 2);
+	assert_int_equal(delpace_share(&f->p), DELPACE_SERVED);
 }
 
 static void test_tick_writes_count_apart(void **state)
@@ -152,7 +155,7 @@ static void test_tick_writes_count_apart(void **state)
 		delpace_fg(&f->p, DELPACE_WRITE, 200 * MS);
 	}
 	delpace_deleted(&f->p, 64);
-	assert_int_equal(delpace_tick(&f->p), DELPACE_FULL / 2);
+	assert_int_equal(delpace_tick(&f->p), DELPACE_SERVED / 2);
 }
 
 static void test_init_floor_holds(void **state)
@@ -179,8 +182,8 @@ static void test_pause_ns_gives_the_share(void **state)
 	struct fixture *f = *state;
 
 	learn(&f->p, 10 * MS);
-	tick(&f->p, 10, 20 * MS, 512);
-	/* Half: as long again as the slice took. */
+	/* Half while clients are served: as long again as the slice
+	 * took. */
 	assert_int_equal(delpace_pause_ns(&f->p, 8 * MS), 8 * MS);
 	tick(&f->p, 10, 20 * MS, 512);
 	/* A quarter: three times as long. */
@@ -203,8 +206,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_tick_few_samples_tell_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_tick_blind_without_baseline, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tick_half_without_baseline,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tick_stale_baseline_drifts,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tick_writes_count_apart,
