@@ -14,6 +14,11 @@ Printed and written as JSON with the run's context: space-back time and
 chunk files/s (sweepfs and ceiling), the reader's and the writer's MB/s
 idle and during the deletion, and the reader's p99 latency per 1 MiB
 read idle and during. --big GIB adds the same for a tree of 1 GiB files.
+The timeline of each deletion has, every 0.25 s, the deletions pending
+and the share of their time the chunkserver's deletion threads had
+(its /metrics, sweepfs_chunkserver_delete_share: chunkserver/delpace.c
+lowers it while deletions slow the clients down), and the mean share
+is printed.
 
   bench/reclaim.py --files 200000
   bench/reclaim.py --files 20000 --big 10
@@ -24,10 +29,12 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
@@ -189,9 +196,33 @@ def pending(cl):
     return cl.info()["chunk_deletes_pending"]
 
 
-def reclaim(cl, load, tree, nchunks, idle_s, timeout):
+def free_port():
+    """A loopback port nothing listens on now (for the chunkserver's
+    /metrics)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def delete_share(metrics):
+    """The chunkserver's deletion share from its /metrics at @metrics,
+    or None (an older build, or no answer)."""
+    if not metrics:
+        return None
+    try:
+        with urllib.request.urlopen(metrics, timeout=1) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("sweepfs_chunkserver_delete_share "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reclaim(cl, load, tree, nchunks, idle_s, timeout, metrics=None):
     """Idle load for @idle_s, then rm -rf @tree through a fresh mount and
-    follow the chunk files until @nchunks of them are gone."""
+    follow the chunk files until @nchunks of them are gone (and the
+    chunkserver's deletion share at @metrics, its /metrics URL)."""
     dirs = cl.chunkserver_dirs()
     before = count_chunk_files(dirs)
     rmmnt = cl.mount_extra("rm%d" % int(time.monotonic() * 1000))
@@ -206,7 +237,8 @@ def reclaim(cl, load, tree, nchunks, idle_s, timeout):
     t_back = None
     while time.monotonic() - t_rm_end < timeout:
         p = pending(cl)
-        timeline.append((time.monotonic() - t_rm_end, p))
+        timeline.append((time.monotonic() - t_rm_end, p,
+                         delete_share(metrics)))
         if p == 0:
             n = count_chunk_files(dirs)
             if n <= before - nchunks:
@@ -216,7 +248,9 @@ def reclaim(cl, load, tree, nchunks, idle_s, timeout):
     r, w = load.stop()
     cl.unmount(rmmnt)
     end = t_back or time.monotonic()
+    shares = [x[2] for x in timeline if x[2] is not None]
     return {
+        "delete_share_mean": sum(shares) / len(shares) if shares else None,
         "chunk_files_before": before,
         "chunk_files_after": count_chunk_files(dirs),
         "rm_rf_s": t_rm_end - t_rm,
@@ -248,6 +282,8 @@ def show(label, n, x, ceil_s=None):
            f(x["chunk_files_per_s"], "%.0f"),
            "; ceiling rm -rf on the disk %.1f s (%.0f/s)" %
            (ceil_s, n / ceil_s) if ceil_s else ""))
+    print("  chunkserver's deletion share, mean over the deletion: %s" %
+          f(x["delete_share_mean"], "%.2f"))
     for who in ("reader", "writer"):
         i, d = x[who + "_idle"], x[who + "_during"]
         c = x[who + "_during_reclaim"]
@@ -294,9 +330,12 @@ def main():
     res["ceiling_rm_rf_s"] = ceiling(a.base or tempfile.gettempdir(),
                                      a.files, 4096)
 
+    port = free_port()
+    metrics = "http://127.0.0.1:%d/metrics" % port
     cl = cluster.Cluster(build, master_set=["goal=1"] + a.set,
                          chunkservers=1, base=a.base,
-                         cs_set=["heartbeat_interval=500ms"] +
+                         cs_set=["heartbeat_interval=500ms",
+                                 "metrics_listen=127.0.0.1:%d" % port] +
                          a.cs_set).start()
     load = Load(cl, a.stream * MIB, 256 * MIB, a.write_mbs)
     tree = os.path.join(cl.mnt, "many")
@@ -307,7 +346,8 @@ def main():
     res["make_files_per_s"] = a.files / (time.monotonic() - t0)
     os.sync()
     print("rm -rf, following the chunk files", file=sys.stderr)
-    res["small"] = reclaim(cl, load, tree, a.files, a.idle, a.timeout)
+    res["small"] = reclaim(cl, load, tree, a.files, a.idle, a.timeout,
+                           metrics)
     res["small"]["files"] = a.files
     if a.big:
         big = os.path.join(cl.mnt, "big")
@@ -319,7 +359,8 @@ def main():
                 for _ in range(1024):
                     f.write(block)
         os.sync()
-        res["big"] = reclaim(cl, load, big, a.big * 16, a.idle, a.timeout)
+        res["big"] = reclaim(cl, load, big, a.big * 16, a.idle, a.timeout,
+                             metrics)
         res["big"]["files"] = a.big
     conf = cl.info()
     cl.stop()

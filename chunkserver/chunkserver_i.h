@@ -23,6 +23,7 @@
 #include "auth.h"
 #include "bgwork.h"
 #include "buf.h"
+#include "delpace.h"
 #include "store.h"
 #include "token.h"
 
@@ -44,6 +45,9 @@ struct cs_config {
 	uint64_t max_inflight;	  /* request bytes held at once, all peers */
 	char metrics_listen[128]; /* HOST:PORT for /metrics, or "" */
 	char log_level[16];
+	/* Percent of their time the deletion threads keep however much
+	 * they slow clients down (delpace.h). */
+	uint64_t delete_share_min;
 	/* Caps over all clients, and on peers that have not said hello. */
 	uint64_t hello_timeout_ms;	/* no hello this long: closed */
 	uint64_t pre_hello_max;		/* connections before hello */
@@ -58,8 +62,9 @@ struct mlink;
 /*
  * The nice of the thread that runs DELETE_BATCH: a little below the
  * clients' threads. At 19 it got a sliver of a CPU on a loaded machine
- * and fell to 200 unlinks/s; it bounds its own share while clients are
- * served (master_link.c), so it need not sit at the very bottom.
+ * and fell to 200 unlinks/s; it bounds its own share while deletions
+ * slow the clients down (delpace.h), so it need not sit at the very
+ * bottom.
  */
 #define CS_DELETE_NICE 5
 
@@ -97,9 +102,9 @@ struct cs {
 	struct sw_metrics *metrics;
 	int64_t started_mono;
 	bool stopping; /* read by worker threads: atomics */
-	/* Mono ns a client's request last went to the pool (server.c);
-	 * batch deletions slow down while it is recent. Atomics. */
-	int64_t fg_last_ns;
+	/* The deletion threads' share of their time, from the clients'
+	 * latency (server.c feeds it, main.c ticks it). */
+	struct delpace del_pace;
 	/* Chunk deletions of batches: unlinked, and not there (or at a
 	 * newer version). Written by the deletion thread; atomics. */
 	uint64_t batch_deleted, batch_absent;

@@ -61,6 +61,7 @@ static void config_defaults(struct cs_config *c)
 	c->max_connections = 10000;
 	c->workers = 16;
 	c->bg_threads = 2;
+	c->delete_share_min = 50;
 	c->open_files = 256;
 	c->reserve = 256ull << 20;
 	c->max_inflight = 128ull << 20;
@@ -72,7 +73,7 @@ static void config_defaults(struct cs_config *c)
 	strcpy(c->log_level, "notice");
 }
 
-#define NOPTS 23 /* options, and the terminating { 0 } */
+#define NOPTS 24 /* options, and the terminating { 0 } */
 
 static void config_table(struct cs_config *c, struct sw_opt *o)
 {
@@ -116,6 +117,10 @@ static void config_table(struct cs_config *c, struct sw_opt *o)
 		  "UV_THREADPOOL_SIZE is set)" },
 		{ "bg_threads", SW_OPT_UINT, &c->bg_threads, 1, 64, NULL,
 		  "low-priority threads for deletion and replication" },
+		{ "delete_share_min", SW_OPT_UINT, &c->delete_share_min, 3, 100,
+		  NULL,
+		  "percent of their time chunk deletion threads keep however "
+		  "much they slow clients down (100: no pacing)" },
 		{ "open_files", SW_OPT_UINT, &c->open_files, 1, 1000000, NULL,
 		  "idle chunk files kept open" },
 		{ "reserve", SW_OPT_SIZE, &c->reserve, 0, UINT64_MAX, NULL,
@@ -287,6 +292,7 @@ static void on_tick(uv_timer_t *t)
 
 	server_tick(&d->cs);
 	mlink_tick(&d->cs);
+	delpace_tick(&d->cs.del_pace);
 	if (d->shutting_down && server_stopped(&d->cs)) {
 		uv_timer_stop(&d->tick);
 		uv_close((uv_handle_t *)&d->tick, NULL);
@@ -360,6 +366,8 @@ static int start(struct daemon *d)
 		sw_crit(TAG, "cannot open the chunk store: %s", strerror(-rc));
 		return rc;
 	}
+	delpace_init(&cs->del_pace,
+		     (uint32_t)(cs->cfg.delete_share_min * DELPACE_FULL / 100));
 	rc = bg_start(cs->loop, (unsigned)cs->cfg.bg_threads, &cs->bg);
 	if (rc == 0)
 		rc = bg_start_nice(cs->loop, CS_DELETE_THREADS, CS_DELETE_NICE,

@@ -40,10 +40,10 @@
  * store_delete() is atomic per chunk and deletes nothing newer than the
  * version named. No fsync: a file that comes back after a crash is in
  * the next registration's inventory and the master deletes it again.
- * While clients' requests came in during the last FG_RECENT_NS, each
- * thread sleeps as long again as each slice of DEL_SLICE unlinks took:
- * at most half of its time goes to deletions then, all of it when the
- * server is otherwise idle. Only the master's link
+ * After each slice of DEL_SLICE unlinks, a thread pauses so that
+ * deletions take only the share of its time delpace.h allows: all of it
+ * while no client is served, less while deletions slow the clients'
+ * reads and writes down (AIMD on their latency). Only the master's link
  * carries commands (an authenticated hello, both ways); server.c answers
  * a command frame from any client with ENOSYS.
  *
@@ -85,7 +85,6 @@
 #define READ_CHUNK (64u << 10)
 #define PEER_TIMEOUT_MS 30000
 #define DEL_SLICE 64u /* unlinks between looks at the foreground */
-#define FG_RECENT_NS (100 * 1000000LL)
 
 enum ml_state {
 	ML_IDLE,
@@ -711,18 +710,16 @@ static int replicate(struct cs *cs, const struct cmd *k)
 	return rc;
 }
 
-/* While clients were served a moment ago: wait as long as @spent_ns. */
+/* A slice of unlinks took @spent_ns: pause for the clients' sake. */
 static void yield_to_clients(struct cs *cs, int64_t spent_ns)
 {
-	int64_t now = sw_mono_ns();
-	int64_t fg = __atomic_load_n(&cs->fg_last_ns, __ATOMIC_RELAXED);
+	int64_t pause = delpace_pause_ns(&cs->del_pace, spent_ns);
 	struct timespec ts;
 
-	if (now - fg > FG_RECENT_NS || spent_ns <= 0)
+	if (pause <= 0)
 		return;
-	spent_ns = SW_MIN(spent_ns, FG_RECENT_NS);
-	ts.tv_sec = spent_ns / SW_NSEC_PER_SEC;
-	ts.tv_nsec = spent_ns % SW_NSEC_PER_SEC;
+	ts.tv_sec = pause / SW_NSEC_PER_SEC;
+	ts.tv_nsec = pause % SW_NSEC_PER_SEC;
 	nanosleep(&ts, NULL);
 }
 
@@ -746,8 +743,9 @@ static int delete_batch(struct cs *cs, struct cmd *k)
 			k->absent++;
 		else if (!first)
 			first = rc;
-		if ((i + 1) % DEL_SLICE)
+		if ((i + 1) % DEL_SLICE && i + 1 < k->nbatch)
 			continue;
+		delpace_deleted(&cs->del_pace, (uint32_t)((i % DEL_SLICE) + 1));
 		if (cs_stopping(cs))
 			return -ECANCELED;
 		yield_to_clients(cs, sw_mono_ns() - t0);

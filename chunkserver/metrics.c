@@ -72,6 +72,10 @@ static void render(void *arg, struct sw_buf *b)
 		       (const char *[]){ "outcome", "absent", NULL },
 		       (double)__atomic_load_n(&cs->batch_absent,
 					       __ATOMIC_RELAXED));
+	sw_prom_one(b, "sweepfs_chunkserver_delete_share", "gauge",
+		    "Share of their time the chunk deletion threads may use "
+		    "(1: all; less while deletions slow clients down).",
+		    (double)delpace_share(&cs->del_pace) / DELPACE_FULL);
 	dirs(cs, b);
 	server_metrics(cs, b);
 }

@@ -479,8 +479,14 @@ static void req_after(uv_work_t *w, int status)
 			     r->hdr.type == SW_MSG_CS_WRITE ? ST_WRITE :
 							      ST_SYNC;
 
+		int64_t ns = sw_mono_ns() - r->t0;
+
 		srv->served[k]++;
-		sw_hist_add(&srv->time[k], sw_mono_ns() - r->t0);
+		sw_hist_add(&srv->time[k], ns);
+		if (k != ST_SYNC)
+			delpace_fg(&srv->cs->del_pace,
+				   k == ST_READ ? DELPACE_READ : DELPACE_WRITE,
+				   ns);
 		srv->bytes_in += SW_FRAME_HDR + r->hdr.len;
 		srv->bytes_out += r->reply ? r->reply->len : 0;
 		queue_reply(c, r->reply);
@@ -519,7 +525,6 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 	r->cost = req_cost(hdr);
 	r->has_key = srv->cs->has_key;
 	r->t0 = sw_mono_ns();
-	__atomic_store_n(&srv->cs->fg_last_ns, r->t0, __ATOMIC_RELAXED);
 	memcpy(r->key, srv->cs->key, SW_TOKEN_KEY);
 	r->work.data = r;
 	rc = uv_queue_work(srv->cs->loop, &r->work, req_work, req_after);
