@@ -1,0 +1,155 @@
+/*
+ * The core of a pipelined client connection (pclient.h).
+ *
+ * Design. The owner's transport puts bytes at the end of one sw_buf
+ * (read(2) or libuv's alloc callback read into place: no copy), and
+ * sw_pclient_feed() cuts frames at its head with sw_frame_whole(), the
+ * same cutter the servers use. A frame's payload is handed to its
+ * consumer in place, then consumed; a partial frame stays at the head,
+ * and the buffer compacts itself (buf.h), so the input stays within one
+ * read chunk of the largest frame accepted.
+ *
+ * Matching: ids come from the table's counter (calls.h), which only
+ * grows on a connection's owner, so "never issued" is one comparison
+ * with the counter. A reply takes its call out of the table under the
+ * owner's lock; the call's callback runs after the lock is dropped, so
+ * that it may send (and take the owner's locks) at will.
+ *
+ * Disconnection hands the owner two lists instead of completing
+ * anything: owners hold their write lock while the table is emptied (so
+ * that nothing is assigned to the dead connection meanwhile), and a
+ * callback run under it would deadlock on its next request.
+ */
+#include <errno.h>
+
+#include "frameio.h"
+#include "pclient.h"
+
+static void lock(struct sw_pclient *pc)
+{
+	if (pc->mu)
+		pthread_mutex_lock(pc->mu);
+}
+
+static void unlock(struct sw_pclient *pc)
+{
+	if (pc->mu)
+		pthread_mutex_unlock(pc->mu);
+}
+
+void sw_pclient_init(struct sw_pclient *pc, uint32_t max_payload,
+		     pthread_mutex_t *mu, const struct sw_pclient_ops *ops)
+{
+	sw_calls_init(&pc->calls);
+	pc->nflight = 0;
+	pc->mu = mu;
+	sw_buf_init(&pc->in);
+	pc->max_payload = max_payload;
+	pc->ops = ops ? *ops : (struct sw_pclient_ops){ 0 };
+}
+
+void sw_pclient_release(struct sw_pclient *pc)
+{
+	sw_buf_release(&pc->in);
+}
+
+int sw_pclient_assign(struct sw_pclient *pc, struct sw_call *c)
+{
+	if (c->len - SW_FRAME_HDR > pc->max_payload)
+		return -EMSGSIZE;
+	sw_calls_assign(&pc->calls, c);
+	pc->nflight++;
+	return 0;
+}
+
+uint64_t sw_pclient_issue(struct sw_pclient *pc)
+{
+	return pc->calls.next_id++;
+}
+
+long sw_pclient_room(struct sw_pclient *pc, size_t chunk, uint8_t **buf)
+{
+	int rc = sw_buf_reserve(&pc->in, chunk);
+
+	if (rc < 0)
+		return rc;
+	*buf = pc->in.data + pc->in.len;
+	return (long)(pc->in.cap - pc->in.len);
+}
+
+/* One whole frame: to its call, or to the owner. */
+static int deliver(struct sw_pclient *pc, const struct sw_frame_hdr *hdr,
+		   const uint8_t *payload)
+{
+	struct sw_call *c = NULL;
+	bool issued;
+
+	if (hdr->flags & SW_FRAME_NOTIFY)
+		return pc->ops.notify ?
+			       pc->ops.notify(pc->ops.arg, hdr, payload) :
+			       0;
+	lock(pc);
+	issued = hdr->id != 0 && hdr->id < pc->calls.next_id;
+	if (issued)
+		c = sw_calls_take(&pc->calls, hdr->id);
+	if (c)
+		pc->nflight--;
+	unlock(pc);
+	if (!issued)
+		return -EPROTO;
+	if (!c)
+		return pc->ops.stray ?
+			       pc->ops.stray(pc->ops.arg, hdr, payload) :
+			       -EPROTO;
+	if (pc->ops.answered)
+		pc->ops.answered(pc->ops.arg, c);
+	sw_call_answer(c, hdr, payload);
+	return 0;
+}
+
+int sw_pclient_feed(struct sw_pclient *pc, size_t n)
+{
+	struct sw_frame_hdr hdr;
+	int rc;
+
+	pc->in.len += n;
+	while ((rc = sw_frame_whole(sw_buf_head(&pc->in), sw_buf_used(&pc->in),
+				    pc->max_payload, &hdr)) == 1) {
+		rc = deliver(pc, &hdr, sw_buf_head(&pc->in) + SW_FRAME_HDR);
+		sw_buf_consume(&pc->in, SW_FRAME_HDR + hdr.len);
+		if (rc < 0)
+			return rc;
+	}
+	return rc;
+}
+
+int sw_pclient_read(struct sw_pclient *pc, int fd, size_t chunk, int timeout_ms)
+{
+	int rc = sw_frame_fill(fd, &pc->in, chunk, timeout_ms);
+
+	return rc < 0 ? rc : sw_pclient_feed(pc, 0);
+}
+
+void sw_pclient_disconnect(struct sw_pclient *pc, sw_pclient_keep_fn keep,
+			   struct sw_call **kept, struct sw_call **failed)
+{
+	struct sw_call *all, *next, **kt = kept, **ft = failed;
+
+	sw_buf_reset(&pc->in);
+	lock(pc);
+	all = sw_calls_take_all(&pc->calls);
+	pc->nflight = 0;
+	unlock(pc);
+	for (; all; all = next) {
+		next = all->next;
+		if (keep && keep(all)) {
+			*kt = all;
+			kt = &all->next;
+		} else {
+			*ft = all;
+			ft = &all->next;
+		}
+	}
+	*kt = NULL;
+	*ft = NULL;
+}
