@@ -55,7 +55,7 @@ void sw_pclient_release(struct sw_pclient *pc)
 
 int sw_pclient_assign(struct sw_pclient *pc, struct sw_call *c)
 {
-	if (c->len - SW_FRAME_HDR > pc->max_payload)
+	if (!sw_pclient_fits(pc, c))
 		return -EMSGSIZE;
 	sw_calls_assign(&pc->calls, c);
 	pc->nflight++;

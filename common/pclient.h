@@ -91,6 +91,13 @@ void sw_pclient_init(struct sw_pclient *pc, uint32_t max_payload,
  */
 void sw_pclient_release(struct sw_pclient *pc);
 
+/* Whether @c's payload is within what the peer accepts (max_payload). */
+static inline bool sw_pclient_fits(const struct sw_pclient *pc,
+				   const struct sw_call *c)
+{
+	return c->len - SW_FRAME_HDR <= pc->max_payload;
+}
+
 /*
  * Give @c the next id (or, a once call sent again, its own with
  * SW_FRAME_AGAIN: calls.h) and put it in the table; *mu held. Returns 0,

@@ -4,8 +4,11 @@
  * state. A request holds a reference while its sender writes it, as in
  * master_conn.c, since the reply may complete it first.
  *
- * A connection's receiver thread lives as long as its socket; when the
- * socket fails it fails the table, marks the connection closed and exits.
+ * A connection's framing, ids and in-flight table are common/pclient.h's
+ * (the mount's master connection uses the same core). Its receiver
+ * thread lives as long as its socket; when the socket fails, or the
+ * chunkserver sends a frame over the limit or a reply to no call, it
+ * fails the table, marks the connection closed and exits.
  * The next send joins that thread and connects again.
  */
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include "buf.h"
 #include "calls.h"
 #include "client.h"
+#include "pclient.h"
 #include "cspool.h"
 #include "devpoll.h"
 #include "frame.h"
@@ -33,8 +37,8 @@ struct csconn {
 	char addr[128];
 	pthread_mutex_t wmu; /* taken before mu */
 	pthread_mutex_t mu;
-	int fd;		       /* -1: closed */
-	struct sw_calls calls; /* in flight (mu) */
+	int fd;		      /* -1: closed */
+	struct sw_pclient pc; /* in flight (mu); input (rx) */
 	pthread_t rx;
 	bool rx_joinable;
 	struct csconn *next;
@@ -49,36 +53,23 @@ struct cspool {
 /* Fail everything in flight on @c (its socket is gone). */
 static void fail_all(struct csconn *c)
 {
-	struct sw_call *list;
+	struct sw_call *kept, *failed;
 
-	pthread_mutex_lock(&c->mu);
-	list = sw_calls_take_all(&c->calls);
-	pthread_mutex_unlock(&c->mu);
-	sw_call_fail_list(list, -EIO);
+	sw_pclient_disconnect(&c->pc, NULL, &kept, &failed);
+	sw_call_fail_list(failed, -EIO);
 }
 
 static void *rx_main(void *arg)
 {
 	struct csconn *c = arg;
-	struct sw_buf in = SW_BUF_INIT;
-	int fd = c->fd;
+	int fd = c->fd, rc;
 
-	for (;;) {
-		struct sw_frame_hdr hdr;
-		struct sw_call *q;
-
-		if (sw_frame_next(fd, &in, 256 << 10, -1, SW_FRAME_MAX_DATA,
-				  &hdr) < 0)
-			break;
-		pthread_mutex_lock(&c->mu);
-		q = sw_calls_take(&c->calls, hdr.id);
-		pthread_mutex_unlock(&c->mu);
-		if (q) /* else: nobody waits for it any more */
-			sw_call_answer(q, &hdr,
-				       sw_buf_head(&in) + SW_FRAME_HDR);
-		sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
-	}
-	sw_buf_release(&in);
+	/* A reply that answers no call, or garbage, ends it (pclient.h):
+	 * every call leaves the table only by its reply or by this end. */
+	while ((rc = sw_pclient_read(&c->pc, fd, 256 << 10, -1)) == 0)
+		;
+	if (rc == -EPROTO || rc == -EMSGSIZE)
+		sw_info(TAG, "%s: bad frame: %s", c->addr, strerror(-rc));
 	/* Closed under wmu so that no writer is using the fd. */
 	shutdown(fd, SHUT_RDWR);
 	pthread_mutex_lock(&c->wmu);
@@ -161,7 +152,7 @@ static struct csconn *conn_get(struct cspool *p, const char *addr)
 		pthread_mutex_init(&c->wmu, NULL);
 		pthread_mutex_init(&c->mu, NULL);
 		c->fd = -1;
-		sw_calls_init(&c->calls);
+		sw_pclient_init(&c->pc, SW_FRAME_MAX_DATA, &c->mu, NULL);
 		c->next = p->conns;
 		p->conns = c;
 	}
@@ -194,16 +185,16 @@ void cspool_send(struct cspool *p, const char *addr, uint16_t type,
 		rc = conn_open(p, c);
 	if (rc == 0) {
 		pthread_mutex_lock(&c->mu);
-		sw_calls_assign(&c->calls, q);
+		rc = sw_pclient_assign(&c->pc, q);
 		pthread_mutex_unlock(&c->mu);
-		if (sw_send_all(c->fd, q->frame, q->len) < 0)
+		if (rc == 0 && sw_send_all(c->fd, q->frame, q->len) < 0)
 			shutdown(c->fd, SHUT_RDWR); /* rx fails the rest */
 	}
 	pthread_mutex_unlock(&c->wmu);
 	if (rc < 0) {
 		sw_info(TAG, "%s: %s", addr, strerror(-rc));
 		sw_call_put(q); /* the table's, never taken */
-		sw_call_complete(q, -EIO, NULL);
+		sw_call_complete(q, rc == -EMSGSIZE ? rc : -EIO, NULL);
 		return;
 	}
 	sw_call_put(q);
@@ -233,6 +224,7 @@ void cspool_free(struct cspool *p)
 		if (c->rx_joinable)
 			pthread_join(c->rx, NULL);
 		fail_all(c);
+		sw_pclient_release(&c->pc);
 		pthread_mutex_destroy(&c->wmu);
 		pthread_mutex_destroy(&c->mu);
 		free(c);
