@@ -15,6 +15,10 @@
  * owner's lock; the call's callback runs after the lock is dropped, so
  * that it may send (and take the owner's locks) at will.
  *
+ * A callback that runs on the reader (a single-threaded owner's) may end
+ * the connection from inside the feed; the generation, bumped by every
+ * disconnection, tells the feed to stop touching the input it reset.
+ *
  * Disconnection hands the owner two lists instead of completing
  * anything: owners hold their write lock while the table is emptied (so
  * that nothing is assigned to the dead connection meanwhile), and a
@@ -45,6 +49,7 @@ void sw_pclient_init(struct sw_pclient *pc, uint32_t max_payload,
 	pc->mu = mu;
 	sw_buf_init(&pc->in);
 	pc->max_payload = max_payload;
+	pc->gen = 0;
 	pc->ops = ops ? *ops : (struct sw_pclient_ops){ 0 };
 }
 
@@ -88,6 +93,8 @@ static int deliver(struct sw_pclient *pc, const struct sw_frame_hdr *hdr,
 		return pc->ops.notify ?
 			       pc->ops.notify(pc->ops.arg, hdr, payload) :
 			       0;
+	if (!(hdr->flags & SW_FRAME_REPLY))
+		return -EPROTO; /* a server asks nothing of its clients */
 	lock(pc);
 	issued = hdr->id != 0 && hdr->id < pc->calls.next_id;
 	if (issued)
@@ -109,6 +116,7 @@ static int deliver(struct sw_pclient *pc, const struct sw_frame_hdr *hdr,
 
 int sw_pclient_feed(struct sw_pclient *pc, size_t n)
 {
+	uint64_t gen = pc->gen;
 	struct sw_frame_hdr hdr;
 	int rc;
 
@@ -116,6 +124,9 @@ int sw_pclient_feed(struct sw_pclient *pc, size_t n)
 	while ((rc = sw_frame_whole(sw_buf_head(&pc->in), sw_buf_used(&pc->in),
 				    pc->max_payload, &hdr)) == 1) {
 		rc = deliver(pc, &hdr, sw_buf_head(&pc->in) + SW_FRAME_HDR);
+		/* A callback ended the connection: the input is gone. */
+		if (gen != pc->gen)
+			return -ECANCELED;
 		sw_buf_consume(&pc->in, SW_FRAME_HDR + hdr.len);
 		if (rc < 0)
 			return rc;
@@ -136,6 +147,7 @@ void sw_pclient_disconnect(struct sw_pclient *pc, sw_pclient_keep_fn keep,
 	struct sw_call *all, *next, **kt = kept, **ft = failed;
 
 	sw_buf_reset(&pc->in);
+	pc->gen++;
 	lock(pc);
 	all = sw_calls_take_all(&pc->calls);
 	pc->nflight = 0;

@@ -15,7 +15,9 @@
  *
  * What a server may make it do: a frame is cut only once whole, never
  * larger than max_payload (larger: -EMSGSIZE, close), so the input never
- * holds more than one frame's worth beyond what was read; a reply naming
+ * holds more than one frame's worth beyond what was read; a frame that
+ * is neither a reply nor a notification (a server asks nothing of its
+ * clients) and a reply naming
  * an id never issued on this connection (0 included) is a protocol error
  * (-EPROTO, close); a reply to an id issued but not waited for (a ping,
  * a frame sent without a call, a call already answered) goes to the
@@ -74,6 +76,7 @@ struct sw_pclient {
 	pthread_mutex_t *mu;   /* the owner's; NULL: one thread */
 	struct sw_buf in;      /* received, not yet a whole frame (reader) */
 	uint32_t max_payload;  /* largest payload accepted, either way */
+	uint64_t gen;	       /* disconnections so far (reader) */
 	struct sw_pclient_ops ops;
 };
 
@@ -123,9 +126,11 @@ long sw_pclient_room(struct sw_pclient *pc, size_t chunk, uint8_t **buf);
  * cut every whole frame and deliver it, in order: a reply to the call
  * it names (ops.answered, then the call's callback), anything else to
  * ops.notify or ops.stray. Returns 0 (a partial frame may stay), -EPROTO
- * (garbage, a reply to an id never issued), -EMSGSIZE, or what ops said:
- * the owner then ends the connection. No lock may be held (callbacks
- * run from here and may send).
+ * (garbage, a request, a reply to an id never issued), -EMSGSIZE, or
+ * what ops said: the owner then ends the connection. No lock may be held
+ * (callbacks run from here and may send). A callback may end the
+ * connection itself (sw_pclient_disconnect()): the feed then stops at
+ * once and returns -ECANCELED, the connection already ended.
  */
 int sw_pclient_feed(struct sw_pclient *pc, size_t n);
 

@@ -285,6 +285,63 @@ static void test_feed_unknown_id(void **state)
 	sw_buf_release(&b);
 }
 
+/* A request from the server (neither reply nor notification) ends the
+ * connection, even with the id of a call in flight. */
+static void test_feed_request(void **state)
+{
+	struct fix *x = *state;
+	struct sw_buf b = SW_BUF_INIT;
+
+	call(x, 1);
+	sent(x, 1);
+	reply(&b, SW_MSG_PING, 0, 1, 10);
+	assert_int_equal(feed(x, &b, 1000), -EPROTO);
+	assert_int_equal(x->s[1].calls, 0);
+	assert_int_equal(x->pc.nflight, 1);
+	sw_buf_release(&b);
+}
+
+/* Call 1's callback ends the connection (a single-threaded owner does,
+ * on a bad answer): the feed stops there, with the rest of the input
+ * gone and call 2 failed by the owner, not answered. */
+static struct fix *ending;
+
+static void on_done_end(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct sw_call *kept, *failed;
+
+	on_done(arg, rc, reply);
+	sw_pclient_disconnect(&ending->pc, NULL, &kept, &failed);
+	assert_null(kept);
+	sw_call_fail_list(failed, -ECANCELED);
+}
+
+static void test_feed_callback_ends(void **state)
+{
+	struct fix *x = *state;
+	struct sw_buf b = SW_BUF_INIT;
+	Sweepfs__PingReq req = SWEEPFS__PING_REQ__INIT;
+
+	ending = x;
+	x->c[1] = sw_call_new(SW_MSG_PING, &req.base, on_done_end, &x->s[1]);
+	assert_non_null(x->c[1]);
+	pthread_mutex_lock(&x->mu);
+	assert_int_equal(sw_pclient_assign(&x->pc, x->c[1]), 0);
+	pthread_mutex_unlock(&x->mu);
+	sent(x, 1);
+	call(x, 2);
+	sent(x, 2);
+	reply(&b, SW_MSG_PING, SW_FRAME_REPLY, 1, 10);
+	reply(&b, SW_MSG_PING, SW_FRAME_REPLY, 2, 20);
+	assert_int_equal(feed(x, &b, sw_buf_used(&b)), -ECANCELED);
+	assert_int_equal(x->s[1].token, 10);
+	assert_int_equal(x->s[2].calls, 1);
+	assert_int_equal(x->s[2].rc, -ECANCELED);
+	assert_int_equal(sw_pclient_partial(&x->pc), 0);
+	assert_int_equal(x->pc.nflight, 0);
+	sw_buf_release(&b);
+}
+
 /* A notification goes to the owner, with id 0, and completes nothing. */
 static void test_feed_notify(void **state)
 {
@@ -445,6 +502,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_feed_one_byte_reads, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_feed_unknown_id, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_feed_request, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_feed_callback_ends, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_feed_notify, setup,
 						teardown),
