@@ -53,6 +53,14 @@ struct sw_call {
 struct sw_call *sw_call_new(uint16_t type, const ProtobufCMessage *req,
 			    sw_call_cb cb, void *arg);
 
+/*
+ * As sw_call_new(), for a payload packed already: @len bytes at
+ * @payload, copied (the chunkserver's registration is packed on the
+ * thread pool).
+ */
+struct sw_call *sw_call_new_packed(uint16_t type, const uint8_t *payload,
+				   size_t len, sw_call_cb cb, void *arg);
+
 /* Take a reference (another thread may drop one meanwhile). */
 static inline void sw_call_get(struct sw_call *c)
 {
