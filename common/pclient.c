@@ -27,6 +27,7 @@
 #include <errno.h>
 
 #include "frameio.h"
+#include "fsio.h" /* sw_write_all() */
 #include "pclient.h"
 
 static void lock(struct sw_pclient *pc)
@@ -139,6 +140,57 @@ int sw_pclient_read(struct sw_pclient *pc, int fd, size_t chunk, int timeout_ms)
 	int rc = sw_frame_fill(fd, &pc->in, chunk, timeout_ms);
 
 	return rc < 0 ? rc : sw_pclient_feed(pc, 0);
+}
+
+/* What sw_pclient_call() waits for, filled by its call's callback. */
+struct waiter {
+	bool done;
+	int rc;
+	ProtobufCMessage *reply;
+};
+
+static void on_waited(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct waiter *w = arg;
+
+	w->done = true;
+	/* A reply, with or without its own error; else why not (calls.h
+	 * says -EIO for a reply that does not unpack as it should). */
+	w->rc = *reply ? 0 : rc == -EIO ? -EPROTO : rc;
+	w->reply = *reply;
+	*reply = NULL;
+}
+
+int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
+		    const ProtobufCMessage *req, int timeout_ms,
+		    ProtobufCMessage **reply)
+{
+	struct waiter w = { 0 };
+	struct sw_call *c = sw_call_new(type, req, on_waited, &w), *kept, *f;
+	int rc;
+
+	*reply = NULL;
+	if (!c)
+		return -ENOMEM;
+	lock(pc);
+	rc = sw_pclient_assign(pc, c);
+	unlock(pc);
+	if (rc < 0) {
+		sw_call_put(c);
+		sw_call_complete(c, rc, NULL); /* never in the table */
+		return rc;
+	}
+	rc = sw_write_all(fd, c->frame, c->len);
+	sw_call_put(c); /* the sender's */
+	while (rc == 0 && !w.done)
+		rc = sw_pclient_read(pc, fd, 64 << 10, timeout_ms);
+	if (!w.done) {
+		/* Ours is among them: the waiter must not outlive us. */
+		sw_pclient_disconnect(pc, NULL, &kept, &f);
+		sw_call_fail_list(f, rc);
+	}
+	*reply = w.reply;
+	return w.rc;
 }
 
 void sw_pclient_disconnect(struct sw_pclient *pc, sw_pclient_keep_fn keep,

@@ -143,6 +143,23 @@ int sw_pclient_feed(struct sw_pclient *pc, size_t n);
 int sw_pclient_read(struct sw_pclient *pc, int fd, size_t chunk,
 		    int timeout_ms);
 
+/*
+ * One call for a thread that does its own reading (a tool, a hello before
+ * a receiver thread runs): send @req as @type on blocking socket @fd and
+ * read and feed (each wait bounded by @timeout_ms; <= 0: none) until its
+ * reply came; frames before it are delivered as sw_pclient_feed() does.
+ * Returns 0 with the unpacked reply in *@reply (its own err field is the
+ * caller's to read: sw_reply_err()), which the caller frees with
+ * protobuf_c_message_free_unpacked(); or -errno with *@reply NULL:
+ * -EMSGSIZE (not sent), -EPROTO (a reply of another type or that does
+ * not unpack, or the feed's), or the transport's failure, after which
+ * every call in flight has failed with it and the connection is
+ * unusable. Takes *mu to assign; no lock may be held.
+ */
+int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
+		    const ProtobufCMessage *req, int timeout_ms,
+		    ProtobufCMessage **reply);
+
 /* Bytes of an incomplete frame waiting for the rest (reader). */
 static inline size_t sw_pclient_partial(const struct sw_pclient *pc)
 {

@@ -87,7 +87,6 @@ static int conn_open(struct cspool *p, struct csconn *c)
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	struct sw_target t;
-	struct sw_client cl = { 0 };
 	ProtobufCMessage *reply;
 	int fd, rc;
 
@@ -104,22 +103,18 @@ static int conn_open(struct cspool *p, struct csconn *c)
 	/* A server whose network vanished sends no FIN or RST: without
 	 * this, what is in flight would wait for TCP to give up. */
 	sw_tcp_dead_peer_timeout(fd, p->timeout_ms);
-	/* The hello goes through the blocking client on the same socket. */
-	cl.fd = fd;
-	cl.next_id = 1;
-	cl.timeout_ms = 5000;
-	cl.max_payload = SW_FRAME_MAX_DATA;
+	/* The hello goes through the connection's own core before its
+	 * receiver runs, which takes over the input as it is. */
 	hello.version = SW_PROTO_VERSION;
 	hello.role = SWEEPFS__ROLE__ROLE_MOUNT;
-	rc = sw_client_call(&cl, SW_MSG_HELLO, &hello.base, &reply);
+	rc = sw_pclient_call(&c->pc, fd, SW_MSG_HELLO, &hello.base, 5000,
+			     &reply);
 	if (rc == 0) {
 		rc = sw_reply_err(reply);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	}
-	if (rc == 0 && sw_buf_used(&cl.in))
-		rc = -EPROTO; /* nothing may follow the hello reply */
-	sw_buf_release(&cl.in);
 	if (rc < 0) {
+		fail_all(c); /* none but the hello; the input goes */
 		close(fd);
 		return rc;
 	}

@@ -494,6 +494,54 @@ static void test_read_socket(void **state)
 	sw_buf_release(&b);
 }
 
+/*
+ * A blocking call (tools, a hello): frames before its reply are delivered
+ * on the way (a notification here), its reply is returned; silence times
+ * out with the call out of the table; a reply of another type is -EPROTO.
+ */
+static void test_call(void **state)
+{
+	struct fix *x = *state;
+	struct sw_buf b = SW_BUF_INIT;
+	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;
+	ProtobufCMessage *r;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	/* Answered before asked: the socket keeps it till it is read. */
+	assert_int_equal(sw_buf_add_frame(&b, SW_MSG_PING, SW_FRAME_NOTIFY, 0,
+					  &q.base),
+			 0);
+	reply(&b, SW_MSG_PING, SW_FRAME_REPLY, 1, 10);
+	assert_int_equal(write(sv[1], sw_buf_head(&b), sw_buf_used(&b)),
+			 (ssize_t)sw_buf_used(&b));
+	assert_int_equal(sw_pclient_call(&x->pc, sv[0], SW_MSG_PING, &q.base,
+					 1000, &r),
+			 0);
+	assert_non_null(r);
+	assert_int_equal(((Sweepfs__PingReply *)r)->token, 10);
+	protobuf_c_message_free_unpacked(r, NULL);
+	assert_int_equal(x->notes, 1);
+
+	assert_int_equal(sw_pclient_call(&x->pc, sv[0], SW_MSG_PING, &q.base,
+					 10, &r),
+			 -ETIMEDOUT);
+	assert_null(r);
+	assert_int_equal(x->pc.nflight, 0);
+
+	sw_buf_reset(&b);
+	reply(&b, SW_MSG_GETATTR, SW_FRAME_REPLY, 3, 0);
+	assert_int_equal(write(sv[1], sw_buf_head(&b), sw_buf_used(&b)),
+			 (ssize_t)sw_buf_used(&b));
+	assert_int_equal(sw_pclient_call(&x->pc, sv[0], SW_MSG_PING, &q.base,
+					 1000, &r),
+			 -EPROTO);
+	assert_null(r);
+	close(sv[0]);
+	close(sv[1]);
+	sw_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -514,6 +562,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_socket, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_call, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
