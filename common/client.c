@@ -12,7 +12,6 @@
 
 #include "auth.h"
 #include "client.h"
-#include "frameio.h"
 #include "fsio.h"
 #include "util.h"
 

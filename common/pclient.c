@@ -27,7 +27,7 @@
 #include <errno.h>
 
 #include "frameio.h"
-#include "fsio.h" /* sw_write_all() */
+#include "fsio.h" /* sw_send_all() */
 #include "pclient.h"
 
 static void lock(struct sw_pclient *pc)
@@ -180,7 +180,7 @@ int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 		sw_call_complete(c, rc, NULL); /* never in the table */
 		return rc;
 	}
-	rc = sw_write_all(fd, c->frame, c->len);
+	rc = sw_send_all(fd, c->frame, c->len);
 	sw_call_put(c); /* the sender's */
 	while (rc == 0 && !w.done)
 		rc = sw_pclient_read(pc, fd, 64 << 10, timeout_ms);

@@ -23,13 +23,13 @@
 #include "buf.h"
 #include "calls.h"
 #include "client.h"
-#include "pclient.h"
 #include "cspool.h"
 #include "devpoll.h"
 #include "frame.h"
-#include "frameio.h"
+#include "fsio.h"
 #include "log.h"
 #include "net.h"
+#include "pclient.h"
 
 #define TAG "cspool"
 

@@ -37,7 +37,7 @@
 #include "calls.h"
 #include "client.h"
 #include "frame.h"
-#include "frameio.h"
+#include "fsio.h"
 #include "log.h"
 #include "master_conn.h"
 #include "pclient.h"
@@ -380,6 +380,16 @@ static bool other_cluster(struct mconn *mc, const Sweepfs__HelloReply *hr)
 	return true;
 }
 
+/* Nothing read on a connection whose hello failed may reach the next:
+ * its input goes (the table holds nothing while there is no connection). */
+static void hello_failed(struct mconn *mc)
+{
+	struct sw_call *kept, *fail;
+
+	sw_pclient_disconnect(&mc->pc, NULL, &kept, &fail);
+	sw_call_fail_list(fail, -EIO);
+}
+
 /*
  * Connect to the target's current address within @connect_ms and
  * exchange hellos on a fresh socket, synchronously (twice when the export
@@ -393,8 +403,7 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *hr = NULL;
-	struct sw_frame_hdr hdr;
-	struct sw_buf b = SW_BUF_INIT;
+	ProtobufCMessage *reply;
 	uint8_t tag[SW_AUTH_TAG];
 	Sweepfs__OpenClaim **claims = NULL;
 	size_t nclaims = 0;
@@ -439,30 +448,19 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		hello.reclaim = 1;
 	}
 again:
-	sw_buf_reset(&b);
-	rc = sw_buf_add_frame(&b, SW_MSG_HELLO, 0, 0, &hello.base);
-	if (rc == 0)
-		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
-	/* Nothing else comes before the hello reply. A member of a group
-	 * that does not answer within the peer timeout is frozen or stuck
-	 * (its kernel still accepts connections): the next one may lead. */
-	if (rc == 0) {
-		sw_buf_reset(&b);
-		rc = sw_frame_next(fd, &b, 4096,
-				   (int)sw_target_peer_timeout(&mc->o.target,
-							       10000),
-				   SW_FRAME_MAX_META, &hdr);
-		rc = rc < 0 ? rc : 0;
-	}
+	/* Through the connection's core, whose table is empty while there
+	 * is no connection: what follows the reply stays in its input for
+	 * the receiver. A member of a group that does not answer within the
+	 * peer timeout is frozen or stuck (its kernel still accepts
+	 * connections): the next one may lead. */
+	rc = sw_pclient_call(&mc->pc, fd, SW_MSG_HELLO, &hello.base,
+			     (int)sw_target_peer_timeout(&mc->o.target, 10000),
+			     &reply);
 	if (rc == 0) {
 		if (hr)
 			sweepfs__hello_reply__free_unpacked(hr, NULL);
-		hr = sweepfs__hello_reply__unpack(
-			NULL, hdr.len, sw_buf_head(&b) + SW_FRAME_HDR);
-		if (!hr || hdr.type != SW_MSG_HELLO) {
-			rc = -EPROTO;
-		} else if (hr->has_role &&
-			   hr->role != SWEEPFS__ROLE__ROLE_MASTER) {
+		hr = (Sweepfs__HelloReply *)reply;
+		if (hr->has_role && hr->role != SWEEPFS__ROLE__ROLE_MASTER) {
 			/* A chunkserver's port, say: no use trying again. */
 			rc = -EPROTOTYPE;
 			*refused = true;
@@ -511,8 +509,8 @@ again:
 	if (hr)
 		sweepfs__hello_reply__free_unpacked(hr, NULL);
 	free(claims);
-	sw_buf_release(&b);
 	if (rc < 0) {
+		hello_failed(mc);
 		close(fd);
 		return rc;
 	}
@@ -551,6 +549,8 @@ static void on_answered(void *arg, const struct sw_call *p)
 {
 	struct mconn *mc = arg;
 
+	if (!p->sent_at) /* the hello: no request of the session yet */
+		return;
 	if (p->sent_at > mc->trusted)
 		__atomic_store_n(&mc->trusted, p->sent_at, __ATOMIC_RELAXED);
 	if (mc->o.answered)
@@ -560,14 +560,13 @@ static void on_answered(void *arg, const struct sw_call *p)
 /* Read and deliver what arrived. Returns 0, or why the connection ended. */
 static int receive(struct mconn *mc, int fd)
 {
-	int rc = sw_frame_fill(fd, &mc->pc.in, 64 << 10, 0);
+	int rc = sw_pclient_read(&mc->pc, fd, 64 << 10, 0);
 
 	if (rc == -EAGAIN)
 		return 0;
-	if (rc < 0)
-		return rc;
+	/* Bytes came (or the end, which tears it down anyway). */
 	mc->heard = sw_mono_ns();
-	return sw_pclient_feed(&mc->pc, 0);
+	return rc;
 }
 
 /* What messages.def says may go again after a break (sw_pclient_keep_fn):
