@@ -224,15 +224,6 @@ static void drop_waiting(struct mlink *ml)
 	ml->wait_tail = NULL;
 }
 
-/* Cancel every call in flight: its callback sees -ECANCELED, no reply. */
-static void cancel_calls(struct mlink *ml)
-{
-	struct sw_call *kept, *failed;
-
-	sw_pclient_disconnect(&ml->pc, NULL, &kept, &failed);
-	sw_call_fail_list(failed, -ECANCELED);
-}
-
 /*
  * End the current connection, if any: what was being sent, registered
  * or run for it is dropped, and its calls in flight are cancelled.
@@ -245,7 +236,8 @@ static void ml_drop(struct mlink *ml)
 	ml->gen++;
 	free_parts(ml);
 	drop_waiting(ml);
-	cancel_calls(ml);
+	/* Their callbacks see -ECANCELED and no reply. */
+	sw_pclient_fail_all(&ml->pc, -ECANCELED);
 }
 
 /* Whether a call's completion says only that its connection ended. */
@@ -1353,7 +1345,8 @@ void mlink_release(struct cs *cs)
 
 	if (!ml)
 		return;
-	cancel_calls(ml); /* none left after mlink_stop() */
+	/* None left after mlink_stop(). */
+	sw_pclient_fail_all(&ml->pc, -ECANCELED);
 	sw_pclient_release(&ml->pc);
 	idmap_release(&ml->busy);
 	idmap_release(&ml->reported);

@@ -166,7 +166,7 @@ int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 		    ProtobufCMessage **reply)
 {
 	struct waiter w = { 0 };
-	struct sw_call *c = sw_call_new(type, req, on_waited, &w), *kept, *f;
+	struct sw_call *c = sw_call_new(type, req, on_waited, &w);
 	int rc;
 
 	*reply = NULL;
@@ -184,11 +184,8 @@ int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 	sw_call_put(c); /* the sender's */
 	while (rc == 0 && !w.done)
 		rc = sw_pclient_read(pc, fd, 64 << 10, timeout_ms);
-	if (!w.done) {
-		/* Ours is among them: the waiter must not outlive us. */
-		sw_pclient_disconnect(pc, NULL, &kept, &f);
-		sw_call_fail_list(f, rc);
-	}
+	if (!w.done) /* ours is among them: no waiter outlives us */
+		sw_pclient_fail_all(pc, rc);
 	*reply = w.reply;
 	return w.rc;
 }
@@ -216,4 +213,12 @@ void sw_pclient_disconnect(struct sw_pclient *pc, sw_pclient_keep_fn keep,
 	}
 	*kt = NULL;
 	*ft = NULL;
+}
+
+void sw_pclient_fail_all(struct sw_pclient *pc, int rc)
+{
+	struct sw_call *kept, *failed;
+
+	sw_pclient_disconnect(pc, NULL, &kept, &failed);
+	sw_call_fail_list(failed, rc);
 }

@@ -177,4 +177,11 @@ static inline size_t sw_pclient_partial(const struct sw_pclient *pc)
 void sw_pclient_disconnect(struct sw_pclient *pc, sw_pclient_keep_fn keep,
 			   struct sw_call **kept, struct sw_call **failed);
 
+/*
+ * sw_pclient_disconnect() with every call failed: each completes with
+ * @rc, here and now (no lock may be held). For an owner that sends
+ * nothing again.
+ */
+void sw_pclient_fail_all(struct sw_pclient *pc, int rc);
+
 #endif

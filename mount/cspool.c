@@ -50,15 +50,6 @@ struct cspool {
 	struct csconn *conns;
 };
 
-/* Fail everything in flight on @c (its socket is gone). */
-static void fail_all(struct csconn *c)
-{
-	struct sw_call *kept, *failed;
-
-	sw_pclient_disconnect(&c->pc, NULL, &kept, &failed);
-	sw_call_fail_list(failed, -EIO);
-}
-
 static void *rx_main(void *arg)
 {
 	struct csconn *c = arg;
@@ -78,7 +69,7 @@ static void *rx_main(void *arg)
 	pthread_mutex_unlock(&c->mu);
 	close(fd);
 	pthread_mutex_unlock(&c->wmu);
-	fail_all(c);
+	sw_pclient_fail_all(&c->pc, -EIO);
 	return NULL;
 }
 
@@ -114,7 +105,8 @@ static int conn_open(struct cspool *p, struct csconn *c)
 		protobuf_c_message_free_unpacked(reply, NULL);
 	}
 	if (rc < 0) {
-		fail_all(c); /* none but the hello; the input goes */
+		/* None but the hello's; the input goes. */
+		sw_pclient_fail_all(&c->pc, -EIO);
 		close(fd);
 		return rc;
 	}
@@ -218,7 +210,7 @@ void cspool_free(struct cspool *p)
 		pthread_mutex_unlock(&c->mu);
 		if (c->rx_joinable)
 			pthread_join(c->rx, NULL);
-		fail_all(c);
+		sw_pclient_fail_all(&c->pc, -EIO);
 		sw_pclient_release(&c->pc);
 		pthread_mutex_destroy(&c->wmu);
 		pthread_mutex_destroy(&c->mu);

@@ -380,16 +380,6 @@ static bool other_cluster(struct mconn *mc, const Sweepfs__HelloReply *hr)
 	return true;
 }
 
-/* Nothing read on a connection whose hello failed may reach the next:
- * its input goes (the table holds nothing while there is no connection). */
-static void hello_failed(struct mconn *mc)
-{
-	struct sw_call *kept, *fail;
-
-	sw_pclient_disconnect(&mc->pc, NULL, &kept, &fail);
-	sw_call_fail_list(fail, -EIO);
-}
-
 /*
  * Connect to the target's current address within @connect_ms and
  * exchange hellos on a fresh socket, synchronously (twice when the export
@@ -510,7 +500,9 @@ again:
 		sweepfs__hello_reply__free_unpacked(hr, NULL);
 	free(claims);
 	if (rc < 0) {
-		hello_failed(mc);
+		/* Nothing read on it may reach the next connection; the
+		 * table holds nothing while there is no connection. */
+		sw_pclient_fail_all(&mc->pc, -EIO);
 		close(fd);
 		return rc;
 	}

@@ -308,12 +308,8 @@ static struct fix *ending;
 
 static void on_done_end(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct sw_call *kept, *failed;
-
 	on_done(arg, rc, reply);
-	sw_pclient_disconnect(&ending->pc, NULL, &kept, &failed);
-	assert_null(kept);
-	sw_call_fail_list(failed, -ECANCELED);
+	sw_pclient_fail_all(&ending->pc, -ECANCELED);
 }
 
 static void test_feed_callback_ends(void **state)
