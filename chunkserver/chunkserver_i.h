@@ -8,6 +8,7 @@
  *   server.c       clients and peer chunkservers: TCP, framing, CS_READ,
  *                  CS_WRITE, CS_SYNC on libuv's thread pool
  *   master_link.c  the master: registration, heartbeats, commands
+ *   register.c     the registration's inventory, packed
  *   server_id.c    the id the master assigned, kept in the data dirs
  *   store.c        the chunks on disk (store.h), chunkfile.c their format
  *   bgwork.c       low-priority threads for deletion and replication

@@ -14,12 +14,12 @@
  * in a row (sw_target_failed()).
  *
  * Registration: the whole inventory, snapshotted and packed on the thread
- * pool, in parts of at most REG_MAX_CHUNKS chunks (and REG_MAX_BYTES), sent
- * one after the other, each waiting for its reply; `more` is set on all
- * but the last. The server id the master assigns is kept (in
- * <data dir>/.server_id, so that it survives restarts) and sent again on
- * every re-registration (server_id.c). Every reply may carry the token
- * key.
+ * pool (register.c), in parts of at most REG_MAX_CHUNKS chunks (and
+ * REG_MAX_BYTES), sent one after the other, each waiting for its reply;
+ * `more` is set on all but the last. The server id the master assigns is
+ * kept (in <data dir>/.server_id, so that it survives restarts) and sent
+ * again on every re-registration (server_id.c). Every reply may carry the
+ * token key.
  *
  * Commands arrive as SW_MSG_CS_COMMAND notifications and are answered
  * with a CS_DONE request {id, err}. They run in arrival order per chunk:
@@ -47,6 +47,15 @@
  * carries commands (an authenticated hello, both ways); server.c answers
  * a command frame from any client with ENOSYS.
  *
+ * Framing, request ids and the calls in flight are the pipelined client
+ * core's (common/pclient.h), fed from libuv's read callback: every
+ * request is a call whose reply goes to its own callback (the hello's,
+ * a registration part's, or one that only logs a refusal), a command
+ * notification to on_notify(). A reply to no call, a frame over the
+ * limit or garbage ends the connection; a break cancels every call in
+ * flight (-ECANCELED: nothing is sent again, the next registration
+ * starts afresh).
+ *
  * A generation number, bumped at every disconnection, lets callbacks
  * that outlive their connection recognise it.
  */
@@ -68,13 +77,13 @@
 #include "idmap.h"
 #include "log.h"
 #include "net.h"
+#include "pclient.h"
+#include "register.h"
 #include "util.h"
 #include "wq.h"
 
 #define TAG "master"
 
-#define REG_MAX_CHUNKS 50000u
-#define REG_MAX_BYTES (SW_FRAME_MAX_META - (64u << 10))
 #define BACKOFF_MIN_MS 1000u
 #define BACKOFF_MAX_MS 30000u
 /* A group: its next leader is a few seconds away at most. */
@@ -100,14 +109,7 @@ struct mconn {
 	uv_tcp_t tcp;
 	uv_connect_t creq;
 	struct mlink *ml; /* NULL once abandoned */
-	struct sw_buf in; /* received, not yet framed */
 	struct sw_wq wq;  /* frames to send (wq.out), being sent */
-};
-
-/* A registration message, packed. */
-struct reg_part {
-	uint8_t *data;
-	size_t len;
 };
 
 struct cmd {
@@ -139,11 +141,10 @@ struct mlink {
 	uint64_t gen;
 	struct mconn *mc; /* the current connection, or NULL */
 	uv_getaddrinfo_t gai;
-	uint64_t next_id;
+	struct sw_pclient pc;	/* the current connection's frames and calls */
 	uint64_t server_id;	/* 0 until the master gives one */
 	struct reg_part *parts; /* registration being sent */
 	size_t nparts, next_part;
-	uint64_t reg_id;       /* request id of the part sent */
 	bool hb_busy;	       /* heartbeat space refresh in the pool */
 	bool logged_down;      /* failures are logged once, then quietly */
 	int64_t since;	       /* mono ns: entered the current state */
@@ -193,7 +194,6 @@ static void on_mc_closed(uv_handle_t *h)
 {
 	struct mconn *mc = h->data;
 
-	sw_buf_release(&mc->in);
 	sw_wq_release(&mc->wq);
 	free(mc);
 }
@@ -206,9 +206,7 @@ static void mc_close(struct mconn *mc)
 
 static void free_parts(struct mlink *ml)
 {
-	for (size_t i = 0; i < ml->nparts; i++)
-		free(ml->parts[i].data);
-	free(ml->parts);
+	register_parts_free(ml->parts, ml->nparts);
 	ml->parts = NULL;
 	ml->nparts = ml->next_part = 0;
 }
@@ -223,6 +221,28 @@ static void drop_waiting(struct mlink *ml)
 		free(k);
 	}
 	ml->wait_tail = NULL;
+}
+
+/*
+ * End the current connection, if any: what was being sent, registered
+ * or run for it is dropped, and its calls in flight are cancelled.
+ */
+static void ml_drop(struct mlink *ml)
+{
+	if (ml->mc)
+		mc_close(ml->mc);
+	ml->mc = NULL;
+	ml->gen++;
+	free_parts(ml);
+	drop_waiting(ml);
+	/* Their callbacks see -ECANCELED and no reply. */
+	sw_pclient_fail_all(&ml->pc, -ECANCELED);
+}
+
+/* Whether a call's completion says only that its connection ended. */
+static bool cancelled(int rc, ProtobufCMessage *const *reply)
+{
+	return rc == -ECANCELED && !*reply;
 }
 
 static void set_state(struct mlink *ml, enum ml_state st)
@@ -284,12 +304,7 @@ static void ml_fail(struct mlink *ml, const char *fmt, ...)
 		sw_info(TAG, "%s", line);
 	if (round)
 		ml->logged_down = true;
-	if (ml->mc)
-		mc_close(ml->mc);
-	ml->mc = NULL;
-	ml->gen++;
-	free_parts(ml);
-	drop_waiting(ml);
+	ml_drop(ml);
 	idmap_release(&ml->reported);
 	ml->partial_since = 0;
 	set_state(ml, ML_IDLE);
@@ -339,23 +354,51 @@ static void mc_write(struct mconn *mc)
 		ml_fail(mc->ml, "write failed: %s", uv_strerror(rc));
 }
 
-/* Queue a frame to the master (dropped when not connected). */
-static void ml_send(struct mlink *ml, uint16_t type, uint16_t flags,
-		    uint64_t id, const ProtobufCMessage *msg)
+/*
+ * Send call @c (made with its two references) to the master. Not
+ * connected, it is cancelled as a broken connection's calls are; too
+ * large for the master, it fails with -EMSGSIZE.
+ */
+static void send_call(struct mlink *ml, struct sw_call *c)
 {
-	if (!ml->mc || ml->st < ML_HELLO)
-		return;
-	if (sw_buf_add_frame(&ml->mc->wq.out, type, flags, id, msg) < 0) {
-		ml_fail(ml, "out of memory");
+	int rc = -ECANCELED;
+
+	if (ml->mc && ml->st >= ML_HELLO)
+		rc = sw_pclient_assign(&ml->pc, c);
+	if (rc == 0 && sw_buf_add(&ml->mc->wq.out, c->frame, c->len) < 0) {
+		sw_call_put(c);
+		ml_fail(ml, "out of memory"); /* cancels it too */
 		return;
 	}
-	mc_write(ml->mc);
+	sw_call_put(c); /* the sender's */
+	if (rc < 0)
+		sw_call_complete(c, rc, NULL);
+	else
+		mc_write(ml->mc);
 }
 
-static void send_request(struct mlink *ml, uint16_t type,
-			 const ProtobufCMessage *msg)
+/* The reply to a request whose outcome only matters when refused;
+ * @arg is its type. */
+static void on_status(void *arg, int rc, ProtobufCMessage **reply)
 {
-	ml_send(ml, type, 0, ml->next_id++, msg);
+	const struct sw_msg_info *info = sw_msg_info((uint16_t)(uintptr_t)arg);
+
+	if (rc < 0 && !cancelled(rc, reply))
+		sw_info(TAG, "%s refused: %s", info ? info->name : "request",
+			strerror(-rc));
+}
+
+/* Send @msg as a request of @type: its reply to @cb(@ml, ...), or with
+ * @cb NULL only logged if refused. */
+static void send_request(struct mlink *ml, uint16_t type,
+			 const ProtobufCMessage *msg, sw_call_cb cb)
+{
+	struct sw_call *c =
+		cb ? sw_call_new(type, msg, cb, ml) :
+		     sw_call_new(type, msg, on_status, (void *)(uintptr_t)type);
+
+	if (c) /* else its callback saw -ENOMEM */
+		send_call(ml, c);
 }
 
 /* ---- registration --------------------------------------------------------- */
@@ -372,120 +415,25 @@ struct reg_work {
 	int rc;
 };
 
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-/* Bytes ChunkInfo @ci adds to a CsRegisterReq. */
-static size_t entry_size(const struct store_chunk_info *ci)
-{
-	size_t n = 1 + varint_len(ci->chunk_id) + 1 + varint_len(ci->version) +
-		   (ci->damaged ? 2 : 0);
-
-	return 1 + varint_len(n) + n;
-}
-
-/* Pack the @n entries at @v as one registration message. */
-static int pack_part(struct reg_work *rw, const struct store_chunk_info *v,
-		     size_t n, bool more, uint64_t total, uint64_t used)
-{
-	Sweepfs__CsRegisterReq q = SWEEPFS__CS_REGISTER_REQ__INIT;
-	Sweepfs__ChunkInfo *infos = calloc(SW_MAX(n, 1u), sizeof(*infos));
-	Sweepfs__ChunkInfo **ptrs = calloc(SW_MAX(n, 1u), sizeof(*ptrs));
-	struct reg_part *p = &rw->parts[rw->nparts];
-	int rc = -ENOMEM;
-
-	if (!infos || !ptrs)
-		goto out_free;
-	for (size_t i = 0; i < n; i++) {
-		sweepfs__chunk_info__init(&infos[i]);
-		infos[i].chunk_id = v[i].chunk_id;
-		infos[i].version = v[i].version;
-		infos[i].has_damaged = v[i].damaged;
-		infos[i].damaged = v[i].damaged;
-		ptrs[i] = &infos[i];
-	}
-	q.listen = (char *)rw->listen;
-	q.has_total_bytes = q.has_used_bytes = 1;
-	q.total_bytes = total;
-	q.used_bytes = used;
-	q.n_chunks = n;
-	q.chunks = ptrs;
-	q.has_more = more;
-	q.more = more;
-	q.has_server_id = rw->server_id != 0;
-	q.server_id = rw->server_id;
-	p->len = sweepfs__cs_register_req__get_packed_size(&q);
-	p->data = malloc(SW_MAX(p->len, 1u));
-	if (p->data) {
-		sweepfs__cs_register_req__pack(&q, p->data);
-		rw->nparts++;
-		rc = 0;
-	}
-out_free:
-	free(infos);
-	free(ptrs);
-	return rc;
-}
-
-/* Thread pool: snapshot the inventory and pack it in parts. */
+/* Thread pool: snapshot the inventory and pack it (register.h). */
 static void reg_work(uv_work_t *w)
 {
 	struct reg_work *rw = w->data;
-	struct store *st = rw->ml->cs->store;
-	struct store_chunk_info *v;
-	uint64_t total, used;
-	size_t n, i = 0;
 
-	store_refresh_space(st);
-	store_space(st, &total, &used, NULL);
-	rw->rc = store_inventory(st, &v, &n);
-	if (rw->rc < 0)
-		return;
-	rw->nchunks = n;
-	/* Each part holds at least one chunk: n + 1 parts at most. */
-	/* A part holds REG_MAX_CHUNKS, or REG_MAX_BYTES of entries of at
-	 * most 32 bytes: this many parts are always enough. */
-	rw->parts = calloc(n / SW_MIN(REG_MAX_CHUNKS, REG_MAX_BYTES / 32) + 2,
-			   sizeof(*rw->parts));
-	if (!rw->parts)
-		rw->rc = -ENOMEM;
-	while (rw->rc == 0) {
-		size_t j = i, bytes = 0;
-
-		while (j < n && j - i < REG_MAX_CHUNKS &&
-		       bytes + entry_size(&v[j]) <= REG_MAX_BYTES)
-			bytes += entry_size(&v[j++]);
-		rw->rc = pack_part(rw, v + i, j - i, j < n, total, used);
-		i = j;
-		if (i >= n)
-			break;
-	}
-	free(v);
+	rw->rc = register_pack(rw->ml->cs->store, rw->server_id, rw->listen,
+			       &rw->parts, &rw->nparts, &rw->nchunks);
 }
+
+static void on_register(void *arg, int rc, ProtobufCMessage **reply);
 
 static void send_part(struct mlink *ml)
 {
 	const struct reg_part *p = &ml->parts[ml->next_part];
-	struct sw_frame_hdr hdr = { .len = (uint32_t)p->len,
-				    .type = SW_MSG_CS_REGISTER };
-	uint8_t h[SW_FRAME_HDR];
+	struct sw_call *c = sw_call_new_packed(SW_MSG_CS_REGISTER, p->data,
+					       p->len, on_register, ml);
 
-	ml->reg_id = hdr.id = ml->next_id++;
-	sw_frame_put_hdr(h, &hdr);
-	if (sw_buf_add(&ml->mc->wq.out, h, sizeof(h)) < 0 ||
-	    sw_buf_add(&ml->mc->wq.out, p->data, p->len) < 0) {
-		ml_fail(ml, "out of memory");
-		return;
-	}
-	mc_write(ml->mc);
+	if (c) /* else on_register() saw -ENOMEM */
+		send_call(ml, c);
 }
 
 static void reg_after(uv_work_t *w, int status)
@@ -508,9 +456,7 @@ static void reg_after(uv_work_t *w, int status)
 			send_part(ml);
 		}
 	}
-	for (size_t i = 0; i < rw->nparts; i++)
-		free(rw->parts[i].data);
-	free(rw->parts);
+	register_parts_free(rw->parts, rw->nparts);
 	free(rw);
 }
 
@@ -550,14 +496,19 @@ static int64_t next_heartbeat(const struct mlink *ml)
 	return sw_mono_ns() + (int64_t)ms * 1000000;
 }
 
-static void on_register_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
-			      const Sweepfs__CsRegisterReply *r)
+/* The answer to a part of the registration (sw_call_cb). */
+static void on_register(void *arg, int rc, ProtobufCMessage **reply)
 {
+	const Sweepfs__CsRegisterReply *r = (void *)*reply;
+	struct mlink *ml = arg;
 	struct cs *cs = ml->cs;
-	int rc = sw_reply_err(&r->base);
 
-	if (ml->st != ML_REGISTERING || hdr->id != ml->reg_id)
+	if (cancelled(rc, reply) || ml->st != ML_REGISTERING)
 		return;
+	if (!r) {
+		ml_fail(ml, "registration failed: %s", strerror(-rc));
+		return;
+	}
 	if (rc < 0) {
 		ml_fail(ml, "registration refused: %s", strerror(-rc));
 		return;
@@ -624,7 +575,7 @@ static void hb_after(uv_work_t *w, int status)
 		q.total_bytes = hw->total;
 		q.used_bytes = hw->used;
 		q.chunks = (uint32_t)SW_MIN(hw->chunks, UINT32_MAX);
-		send_request(ml, SW_MSG_CS_HEARTBEAT, &q.base);
+		send_request(ml, SW_MSG_CS_HEARTBEAT, &q.base, NULL);
 	}
 	free(hw);
 }
@@ -812,7 +763,7 @@ static void send_done_counts(struct mlink *ml, uint64_t gen, uint64_t id,
 		q.deleted = k->deleted;
 		q.absent = k->absent;
 	}
-	send_request(ml, SW_MSG_CS_DONE, &q.base);
+	send_request(ml, SW_MSG_CS_DONE, &q.base, NULL);
 }
 
 static void send_done(struct mlink *ml, uint64_t gen, uint64_t id, int rc)
@@ -1074,7 +1025,7 @@ void mlink_damaged(struct cs *cs, uint64_t id, uint32_t version)
 		version);
 	q.chunk_id = id;
 	q.version = version;
-	send_request(ml, SW_MSG_CS_DAMAGED, &q.base);
+	send_request(ml, SW_MSG_CS_DAMAGED, &q.base, NULL);
 }
 
 /* ---- frames from the master ------------------------------------------------------ */
@@ -1123,75 +1074,56 @@ static void on_hello_reply(struct mlink *ml, const Sweepfs__HelloReply *r)
 	start_register(ml);
 }
 
-static void handle_reply(struct mlink *ml, const struct sw_frame_hdr *hdr,
-			 ProtobufCMessage *msg)
+/* The master's answer to our hello (sw_call_cb). */
+static void on_hello(void *arg, int rc, ProtobufCMessage **reply)
 {
-	int rc;
+	struct mlink *ml = arg;
 
-	switch (hdr->type) {
-	case SW_MSG_HELLO:
-		on_hello_reply(ml, (Sweepfs__HelloReply *)msg);
-		break;
-	case SW_MSG_CS_REGISTER:
-		on_register_reply(ml, hdr, (Sweepfs__CsRegisterReply *)msg);
-		break;
-	default:
-		rc = sw_reply_err(msg);
-		if (rc < 0)
-			sw_info(TAG, "%s refused: %s",
-				sw_msg_info(hdr->type)->name, strerror(-rc));
-		break;
+	if (cancelled(rc, reply) || ml->st != ML_HELLO)
+		return;
+	if (!*reply) {
+		ml_fail(ml, "hello failed: %s", strerror(-rc));
+		return;
 	}
+	on_hello_reply(ml, (const Sweepfs__HelloReply *)*reply);
 }
 
-/* One frame; false when the connection was dropped because of it. */
-static bool handle_frame(struct mlink *ml, const struct sw_frame_hdr *hdr,
-			 const uint8_t *payload)
+/* A notification from the master (pclient ops.notify): a command, for
+ * the only one meant for us. -EPROTO (the connection ends) when it does
+ * not parse. */
+static int on_notify(void *arg, const struct sw_frame_hdr *hdr,
+		     const uint8_t *payload)
 {
-	const struct sw_msg_info *info = sw_msg_info(hdr->type);
-	const ProtobufCMessageDescriptor *d;
-	ProtobufCMessage *msg;
-	uint64_t gen = ml->gen;
+	struct mlink *ml = arg;
+	Sweepfs__CsCommand *q;
 
-	if (!info || !(hdr->flags & (SW_FRAME_REPLY | SW_FRAME_NOTIFY))) {
-		sw_info(TAG, "ignoring a frame of type %u flags %u", hdr->type,
-			hdr->flags);
-		return true;
-	}
-	if ((hdr->flags & SW_FRAME_NOTIFY) && hdr->type != SW_MSG_CS_COMMAND)
-		return true;
-	d = hdr->flags & SW_FRAME_NOTIFY ? info->req : info->reply;
-	msg = protobuf_c_message_unpack(d, NULL, hdr->len, payload);
-	if (!msg) {
-		ml_fail(ml, "unparsable %s frame (%u bytes)", info->name,
-			hdr->len);
-		return false;
-	}
-	if (hdr->flags & SW_FRAME_NOTIFY)
-		on_command(ml, (Sweepfs__CsCommand *)msg);
-	else
-		handle_reply(ml, hdr, msg);
-	protobuf_c_message_free_unpacked(msg, NULL);
-	return gen == ml->gen;
+	if (hdr->type != SW_MSG_CS_COMMAND)
+		return 0;
+	q = sweepfs__cs_command__unpack(NULL, hdr->len, payload);
+	if (!q)
+		return -EPROTO;
+	on_command(ml, q);
+	sweepfs__cs_command__free_unpacked(q, NULL);
+	return 0;
 }
 
 static void on_mc_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	struct mconn *mc = h->data;
+	uint8_t *room = NULL;
+	long n = mc->ml ? sw_pclient_room(&mc->ml->pc, READ_CHUNK, &room) :
+			  -ENOTCONN;
 
-	if (sw_buf_reserve(&mc->in, READ_CHUNK) < 0) {
-		buf->base = NULL;
-		buf->len = 0;
-		return;
-	}
-	buf->base = (char *)mc->in.data + mc->in.len;
-	buf->len = mc->in.cap - mc->in.len;
+	(void)hint;
+	buf->base = n < 0 ? NULL : (char *)room;
+	buf->len = n < 0 ? 0 : (size_t)n;
 }
 
 static void on_mc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct mconn *mc = s->data;
 	struct mlink *ml = mc->ml;
+	int rc;
 
 	if (!ml)
 		return;
@@ -1201,26 +1133,15 @@ static void on_mc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			nread < 0 ? uv_strerror((int)nread) : "out of memory");
 		return;
 	}
-	mc->in.len += (size_t)nread;
 	ml->last_rx = sw_mono_ns();
-	for (;;) {
-		struct sw_frame_hdr hdr;
-		int rc = sw_frame_whole(sw_buf_head(&mc->in),
-					sw_buf_used(&mc->in), SW_FRAME_MAX_META,
-					&hdr);
-
-		if (rc < 0) {
-			ml_fail(ml, "bad frame from the master");
-			return;
-		}
-		if (rc == 0)
-			break;
-		if (!handle_frame(ml, &hdr,
-				  sw_buf_head(&mc->in) + SW_FRAME_HDR))
-			return;
-		sw_buf_consume(&mc->in, SW_FRAME_HDR + hdr.len);
+	rc = sw_pclient_feed(&ml->pc, (size_t)nread);
+	if (rc == -ECANCELED) /* a reply's handling ended it */
+		return;
+	if (rc < 0) {
+		ml_fail(ml, "bad frame from the master: %s", strerror(-rc));
+		return;
 	}
-	if (!sw_buf_used(&mc->in))
+	if (!sw_pclient_partial(&ml->pc))
 		ml->partial_since = 0;
 	else if (!ml->partial_since)
 		ml->partial_since = sw_mono_ns();
@@ -1254,7 +1175,7 @@ static void send_hello(struct mlink *ml, const Sweepfs__HelloReply *ch)
 	h.has_client_name = 1;
 	h.client_name.data = (uint8_t *)ml->cs->name;
 	h.client_name.len = strlen(ml->cs->name);
-	send_request(ml, SW_MSG_HELLO, &h.base);
+	send_request(ml, SW_MSG_HELLO, &h.base, on_hello);
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -1382,6 +1303,7 @@ bool mlink_ready(const struct cs *cs)
 int mlink_start(struct cs *cs)
 {
 	struct mlink *ml = calloc(1, sizeof(*ml));
+	struct sw_pclient_ops ops = { .notify = on_notify, .arg = ml };
 	int rc;
 
 	if (!ml)
@@ -1393,7 +1315,7 @@ int mlink_start(struct cs *cs)
 		return rc;
 	}
 	ml->cs = cs;
-	ml->next_id = 1;
+	sw_pclient_init(&ml->pc, SW_FRAME_MAX_META, NULL, &ops);
 	ml->backoff_ms = backoff_min(ml);
 	ml->server_id = cs_server_id_load(cs);
 	idmap_init(&ml->busy);
@@ -1412,12 +1334,7 @@ void mlink_stop(struct cs *cs)
 	ml->stopping = true;
 	if (ml->st == ML_RESOLVING)
 		uv_cancel((uv_req_t *)&ml->gai);
-	if (ml->mc)
-		mc_close(ml->mc);
-	ml->mc = NULL;
-	ml->gen++;
-	free_parts(ml);
-	drop_waiting(ml);
+	ml_drop(ml);
 }
 
 void mlink_release(struct cs *cs)
@@ -1426,6 +1343,9 @@ void mlink_release(struct cs *cs)
 
 	if (!ml)
 		return;
+	/* None left after mlink_stop(). */
+	sw_pclient_fail_all(&ml->pc, -ECANCELED);
+	sw_pclient_release(&ml->pc);
 	idmap_release(&ml->busy);
 	idmap_release(&ml->reported);
 	free(ml);

@@ -25,6 +25,29 @@ struct sw_call *sw_call_new(uint16_t type, const ProtobufCMessage *req,
 	return c;
 }
 
+struct sw_call *sw_call_new_packed(uint16_t type, const uint8_t *payload,
+				   size_t len, sw_call_cb cb, void *arg)
+{
+	struct sw_frame_hdr hdr = { .len = (uint32_t)len, .type = type };
+	struct sw_call *c = len <= UINT32_MAX ?
+				    malloc(sizeof(*c) + SW_FRAME_HDR + len) :
+				    NULL;
+
+	if (!c) {
+		ProtobufCMessage *none = NULL;
+
+		if (cb)
+			cb(arg, -ENOMEM, &none);
+		return NULL;
+	}
+	*c = (struct sw_call){ .type = type, .refs = 2, .cb = cb, .arg = arg };
+	sw_frame_put_hdr(c->frame, &hdr);
+	if (len) /* NULL + 0 is undefined */
+		memcpy(c->frame + SW_FRAME_HDR, payload, len);
+	c->len = SW_FRAME_HDR + len;
+	return c;
+}
+
 void sw_call_put(struct sw_call *c)
 {
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)

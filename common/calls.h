@@ -1,9 +1,10 @@
 /*
- * Requests in flight on a pipelined connection used from many threads
- * (the mount's connections to the master and to chunkservers): each
- * request is one encoded frame, waiting in a table under its request id
- * until the reply with that id completes it. The event-loop servers
- * answer requests; this is the other end, which asks.
+ * Requests in flight on a pipelined connection (the table of pclient.h,
+ * the core of every client: the mount's connections, the chunkserver's
+ * master link, tools): each request is one encoded frame, waiting in a
+ * table under its request id until the reply with that id completes it.
+ * The event-loop servers answer requests; this is the other end, which
+ * asks.
  *
  * A call has two references when made: one for the table, one for the
  * thread that writes it, since the reply may come (and complete it on
@@ -52,6 +53,14 @@ struct sw_call {
  */
 struct sw_call *sw_call_new(uint16_t type, const ProtobufCMessage *req,
 			    sw_call_cb cb, void *arg);
+
+/*
+ * As sw_call_new(), for a payload packed already: @len bytes at
+ * @payload, copied (the chunkserver's registration is packed on the
+ * thread pool).
+ */
+struct sw_call *sw_call_new_packed(uint16_t type, const uint8_t *payload,
+				   size_t len, sw_call_cb cb, void *arg);
 
 /* Take a reference (another thread may drop one meanwhile). */
 static inline void sw_call_get(struct sw_call *c)

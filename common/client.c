@@ -1,6 +1,8 @@
 /*
  * The blocking master connection of tools, tests and benchmarks
- * (client.h): connect, hello, one call at a time.
+ * (client.h): connect, hello, one call at a time. Framing, ids and the
+ * matching of the reply are the pipelined client core's (pclient.h):
+ * a call is one sw_pclient_call() on the socket.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,7 +12,6 @@
 
 #include "auth.h"
 #include "client.h"
-#include "frameio.h"
 #include "fsio.h"
 #include "util.h"
 
@@ -31,70 +32,23 @@ int sw_reply_err(const ProtobufCMessage *reply)
 	return err > 0 ? -err : -EPROTO;
 }
 
-int sw_client_send(struct sw_client *c, uint16_t type,
-		   const ProtobufCMessage *req, uint64_t *id)
-{
-	size_t size = sw_frame_size(req);
-	uint8_t stackbuf[4096], *p = stackbuf;
-	int rc;
-
-	if (size > SW_FRAME_HDR + SW_FRAME_MAX_META)
-		return -EMSGSIZE;
-	if (size > sizeof(stackbuf)) {
-		p = malloc(size);
-		if (!p)
-			return -ENOMEM;
-	}
-	*id = c->next_id++;
-	sw_frame_pack(p, type, 0, *id, req);
-	rc = sw_write_all(c->fd, p, size);
-	if (p != stackbuf)
-		free(p);
-	return rc;
-}
-
-int sw_client_recv(struct sw_client *c, struct sw_frame_hdr *hdr,
-		   ProtobufCMessage **reply)
-{
-	for (;;) {
-		const struct sw_msg_info *info;
-		int rc = sw_frame_next(c->fd, &c->in, 64 << 10, c->timeout_ms,
-				       c->max_payload, hdr);
-
-		if (rc < 0)
-			return rc;
-		info = sw_msg_info(hdr->type);
-		if (!(hdr->flags & SW_FRAME_REPLY) || !info) {
-			/* A notification, or a type we do not know: skip. */
-			sw_buf_consume(&c->in, SW_FRAME_HDR + hdr->len);
-			continue;
-		}
-		*reply = protobuf_c_message_unpack(info->reply, NULL, hdr->len,
-						   sw_buf_head(&c->in) +
-							   SW_FRAME_HDR);
-		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr->len);
-		return *reply ? 0 : -EPROTO;
-	}
-}
-
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply)
 {
-	struct sw_frame_hdr hdr;
-	uint64_t id;
-	int rc = sw_client_send(c, type, req, &id);
+	/* Ids start at 1: a table at 0 was never readied (made by hand). */
+	if (!c->pc.calls.next_id)
+		sw_pclient_init(&c->pc, c->max_payload, NULL, NULL);
+	c->pc.max_payload = c->max_payload;
+	return sw_pclient_call(&c->pc, c->fd, type, req, c->timeout_ms, reply);
+}
 
-	if (rc < 0)
-		return rc;
-	for (;;) {
-		rc = sw_client_recv(c, &hdr, reply);
-		if (rc < 0)
-			return rc;
-		if (hdr.id == id && hdr.type == type)
-			return 0;
-		/* A reply to an earlier pipelined request nobody waits for. */
-		protobuf_c_message_free_unpacked(*reply, NULL);
-	}
+void sw_client_attach(struct sw_client *c, int fd, uint32_t max_payload,
+		      int timeout_ms)
+{
+	*c = (struct sw_client){ .fd = fd,
+				 .timeout_ms = timeout_ms,
+				 .max_payload = max_payload };
+	sw_pclient_init(&c->pc, max_payload, NULL, NULL);
 }
 
 int sw_target_password(struct sw_target *t, const char *password)
@@ -203,10 +157,10 @@ static int open_one(void *arg, const struct sw_target *t, int connect_ms,
 	struct sw_client *c;
 	int rc, tries = 0;
 
-	c = calloc(1, sizeof(*c));
+	c = malloc(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->next_id = 1;
+	sw_client_attach(c, -1, SW_FRAME_MAX_META, 0);
 	/* A member of a group that does not answer its hello within the
 	 * peer timeout is frozen or stuck (its kernel still accepts
 	 * connections): the next one may lead. */
@@ -214,7 +168,6 @@ static int open_one(void *arg, const struct sw_target *t, int connect_ms,
 				(int)sw_target_peer_timeout(
 					t, (unsigned)a->timeout_ms) :
 				(t->naddrs > 1 ? SW_GROUP_PEER_TIMEOUT_MS : 0);
-	c->max_payload = SW_FRAME_MAX_META;
 	c->fd = sw_tcp_connect(t->host, t->port, connect_ms);
 	if (c->fd < 0) {
 		rc = c->fd;
@@ -269,7 +222,7 @@ again:
 out_close:
 	close(c->fd);
 out_free:
-	sw_buf_release(&c->in);
+	sw_pclient_release(&c->pc);
 	free(c);
 	return rc;
 }
@@ -299,6 +252,6 @@ void sw_client_close(struct sw_client *c)
 	if (!c)
 		return;
 	close(c->fd);
-	sw_buf_release(&c->in);
+	sw_pclient_release(&c->pc);
 	free(c);
 }

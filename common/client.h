@@ -3,7 +3,8 @@
  * benchmarks: connect, hello, then calls that send one request and wait for
  * its reply. Not thread-safe: one caller at a time per connection. (The
  * mount, which needs many requests in flight from many threads, has its own
- * connection in mount/master_conn.c.)
+ * connection in mount/master_conn.c; both frame and match through the
+ * pipelined client core, pclient.h.)
  */
 #ifndef SWEEPFS_COMMON_CLIENT_H
 #define SWEEPFS_COMMON_CLIENT_H
@@ -16,18 +17,22 @@
 #include "buf.h"
 #include "frame.h"
 #include "net.h"
+#include "pclient.h"
 
 /* Bytes of a cluster's identity (HelloReply.cluster_id). */
 #define SW_CLUSTER_ID_LEN 16
 
 struct sw_client {
 	int fd;
-	uint64_t next_id;    /* id of the next request */
-	uint64_t session_id; /* from the hello reply */
-	uint64_t root_ino;   /* inode of the exported root */
-	int timeout_ms;	     /* per call; 0 waits forever */
-	struct sw_buf in;    /* bytes received, not yet parsed */
-	uint32_t max_payload;
+	struct sw_pclient pc; /* framing, ids, the call in flight */
+	uint64_t session_id;  /* from the hello reply */
+	uint64_t root_ino;    /* inode of the exported root */
+	int timeout_ms;	      /* per call; 0 waits forever */
+	uint32_t max_payload; /* largest reply taken; may be raised */
+	/* Unused: a client made by hand (master/catchup.c) still sets it;
+	 * its pc is readied at its first call. To go once such clients are
+	 * made with sw_client_attach(). */
+	uint64_t next_id;
 	char master[SW_ADDR_STRLEN]; /* "HOST:PORT" it is connected to */
 	/* What answered the hello (SWEEPFS__ROLE__*; 0: a peer too old to
 	 * say) and, from a master, the cluster's identity (HelloReply). */
@@ -118,21 +123,20 @@ void sw_client_close(struct sw_client *c);
  * *@reply with the reply descriptor of @type. The caller frees *@reply with
  * protobuf_c_message_free_unpacked(*@reply, NULL). Notifications that
  * arrive meanwhile are dropped. Returns 0 (the reply's own err field is the
- * caller's to read, see sw_reply_err()), or -errno for a transport failure,
- * after which the connection is unusable.
+ * caller's to read, see sw_reply_err()), or -errno for a transport failure
+ * or a reply that makes no sense (-EPROTO), after which the connection is
+ * unusable (sw_pclient_call()).
  */
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply);
 
 /*
- * Pipelining: queue @req without waiting and return its id in *@id;
- * sw_client_recv() then returns replies as they come, with their header in
- * *@hdr. Same returns and ownership as sw_client_call().
+ * A client on connected socket @fd, for calls (sw_client_call()) before
+ * its owner takes the socket over: @c's fields are set, nothing is
+ * allocated. Release with sw_pclient_release(&c->pc); @fd stays open.
  */
-int sw_client_send(struct sw_client *c, uint16_t type,
-		   const ProtobufCMessage *req, uint64_t *id);
-int sw_client_recv(struct sw_client *c, struct sw_frame_hdr *hdr,
-		   ProtobufCMessage **reply);
+void sw_client_attach(struct sw_client *c, int fd, uint32_t max_payload,
+		      int timeout_ms);
 
 /*
  * The err field (field 1) of any reply message, as a negative errno, or 0.

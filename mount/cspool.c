@@ -4,8 +4,11 @@
  * state. A request holds a reference while its sender writes it, as in
  * master_conn.c, since the reply may complete it first.
  *
- * A connection's receiver thread lives as long as its socket; when the
- * socket fails it fails the table, marks the connection closed and exits.
+ * A connection's framing, ids and in-flight table are common/pclient.h's
+ * (the mount's master connection uses the same core). Its receiver
+ * thread lives as long as its socket; when the socket fails, or the
+ * chunkserver sends a frame over the limit or a reply to no call, it
+ * fails the table, marks the connection closed and exits.
  * The next send joins that thread and connects again.
  */
 #include <errno.h>
@@ -23,9 +26,10 @@
 #include "cspool.h"
 #include "devpoll.h"
 #include "frame.h"
-#include "frameio.h"
+#include "fsio.h"
 #include "log.h"
 #include "net.h"
+#include "pclient.h"
 
 #define TAG "cspool"
 
@@ -33,8 +37,8 @@ struct csconn {
 	char addr[128];
 	pthread_mutex_t wmu; /* taken before mu */
 	pthread_mutex_t mu;
-	int fd;		       /* -1: closed */
-	struct sw_calls calls; /* in flight (mu) */
+	int fd;		      /* -1: closed */
+	struct sw_pclient pc; /* in flight (mu); input (rx) */
 	pthread_t rx;
 	bool rx_joinable;
 	struct csconn *next;
@@ -46,39 +50,17 @@ struct cspool {
 	struct csconn *conns;
 };
 
-/* Fail everything in flight on @c (its socket is gone). */
-static void fail_all(struct csconn *c)
-{
-	struct sw_call *list;
-
-	pthread_mutex_lock(&c->mu);
-	list = sw_calls_take_all(&c->calls);
-	pthread_mutex_unlock(&c->mu);
-	sw_call_fail_list(list, -EIO);
-}
-
 static void *rx_main(void *arg)
 {
 	struct csconn *c = arg;
-	struct sw_buf in = SW_BUF_INIT;
-	int fd = c->fd;
+	int fd = c->fd, rc;
 
-	for (;;) {
-		struct sw_frame_hdr hdr;
-		struct sw_call *q;
-
-		if (sw_frame_next(fd, &in, 256 << 10, -1, SW_FRAME_MAX_DATA,
-				  &hdr) < 0)
-			break;
-		pthread_mutex_lock(&c->mu);
-		q = sw_calls_take(&c->calls, hdr.id);
-		pthread_mutex_unlock(&c->mu);
-		if (q) /* else: nobody waits for it any more */
-			sw_call_answer(q, &hdr,
-				       sw_buf_head(&in) + SW_FRAME_HDR);
-		sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
-	}
-	sw_buf_release(&in);
+	/* A reply that answers no call, or garbage, ends it (pclient.h):
+	 * every call leaves the table only by its reply or by this end. */
+	while ((rc = sw_pclient_read(&c->pc, fd, 256 << 10, -1)) == 0)
+		;
+	if (rc == -EPROTO || rc == -EMSGSIZE)
+		sw_info(TAG, "%s: bad frame: %s", c->addr, strerror(-rc));
 	/* Closed under wmu so that no writer is using the fd. */
 	shutdown(fd, SHUT_RDWR);
 	pthread_mutex_lock(&c->wmu);
@@ -87,7 +69,7 @@ static void *rx_main(void *arg)
 	pthread_mutex_unlock(&c->mu);
 	close(fd);
 	pthread_mutex_unlock(&c->wmu);
-	fail_all(c);
+	sw_pclient_fail_all(&c->pc, -EIO);
 	return NULL;
 }
 
@@ -96,7 +78,6 @@ static int conn_open(struct cspool *p, struct csconn *c)
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	struct sw_target t;
-	struct sw_client cl = { 0 };
 	ProtobufCMessage *reply;
 	int fd, rc;
 
@@ -113,22 +94,19 @@ static int conn_open(struct cspool *p, struct csconn *c)
 	/* A server whose network vanished sends no FIN or RST: without
 	 * this, what is in flight would wait for TCP to give up. */
 	sw_tcp_dead_peer_timeout(fd, p->timeout_ms);
-	/* The hello goes through the blocking client on the same socket. */
-	cl.fd = fd;
-	cl.next_id = 1;
-	cl.timeout_ms = 5000;
-	cl.max_payload = SW_FRAME_MAX_DATA;
+	/* The hello goes through the connection's own core before its
+	 * receiver runs, which takes over the input as it is. */
 	hello.version = SW_PROTO_VERSION;
 	hello.role = SWEEPFS__ROLE__ROLE_MOUNT;
-	rc = sw_client_call(&cl, SW_MSG_HELLO, &hello.base, &reply);
+	rc = sw_pclient_call(&c->pc, fd, SW_MSG_HELLO, &hello.base, 5000,
+			     &reply);
 	if (rc == 0) {
 		rc = sw_reply_err(reply);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	}
-	if (rc == 0 && sw_buf_used(&cl.in))
-		rc = -EPROTO; /* nothing may follow the hello reply */
-	sw_buf_release(&cl.in);
 	if (rc < 0) {
+		/* None but the hello's; the input goes. */
+		sw_pclient_fail_all(&c->pc, -EIO);
 		close(fd);
 		return rc;
 	}
@@ -161,7 +139,7 @@ static struct csconn *conn_get(struct cspool *p, const char *addr)
 		pthread_mutex_init(&c->wmu, NULL);
 		pthread_mutex_init(&c->mu, NULL);
 		c->fd = -1;
-		sw_calls_init(&c->calls);
+		sw_pclient_init(&c->pc, SW_FRAME_MAX_DATA, &c->mu, NULL);
 		c->next = p->conns;
 		p->conns = c;
 	}
@@ -194,16 +172,16 @@ void cspool_send(struct cspool *p, const char *addr, uint16_t type,
 		rc = conn_open(p, c);
 	if (rc == 0) {
 		pthread_mutex_lock(&c->mu);
-		sw_calls_assign(&c->calls, q);
+		rc = sw_pclient_assign(&c->pc, q);
 		pthread_mutex_unlock(&c->mu);
-		if (sw_send_all(c->fd, q->frame, q->len) < 0)
+		if (rc == 0 && sw_send_all(c->fd, q->frame, q->len) < 0)
 			shutdown(c->fd, SHUT_RDWR); /* rx fails the rest */
 	}
 	pthread_mutex_unlock(&c->wmu);
 	if (rc < 0) {
 		sw_info(TAG, "%s: %s", addr, strerror(-rc));
 		sw_call_put(q); /* the table's, never taken */
-		sw_call_complete(q, -EIO, NULL);
+		sw_call_complete(q, rc == -EMSGSIZE ? rc : -EIO, NULL);
 		return;
 	}
 	sw_call_put(q);
@@ -232,7 +210,8 @@ void cspool_free(struct cspool *p)
 		pthread_mutex_unlock(&c->mu);
 		if (c->rx_joinable)
 			pthread_join(c->rx, NULL);
-		fail_all(c);
+		sw_pclient_fail_all(&c->pc, -EIO);
+		sw_pclient_release(&c->pc);
 		pthread_mutex_destroy(&c->wmu);
 		pthread_mutex_destroy(&c->mu);
 		free(c);

@@ -19,7 +19,8 @@ struct cspool;
 
 /*
  * Completion of a chunkserver request: @rc is 0 with *@reply, the
- * reply's error as -errno (with *@reply), or -EIO (*@reply NULL). The
+ * reply's error as -errno (with *@reply), or -EIO (*@reply NULL;
+ * -EMSGSIZE for a request larger than a chunkserver accepts). The
  * pool frees *@reply afterwards unless the callback takes it (sets it to
  * NULL). Runs on a receiver thread, or on the caller's if the request
  * could not be sent.

@@ -10,6 +10,13 @@
  * inside write(2): requests are reference-counted, one reference for the
  * table and one for the sender.
  *
+ * Framing, request ids, the in-flight table and the sorting of what is
+ * in flight at a break (sent again if messages.def says it may be, else
+ * failed) are the pipelined client core's (common/pclient.h), guarded by
+ * `mu`; this file adds the threads, the hello, the lease, lazy frames
+ * and reconnection. Replies to ids nobody waits for (pings, lazy frames)
+ * are expected; a reply to an id never issued ends the connection.
+ *
  * Reconnection, expiry of requests waiting for the master, and sending
  * what waited all happen on the receiver thread.
  */
@@ -30,9 +37,10 @@
 #include "calls.h"
 #include "client.h"
 #include "frame.h"
-#include "frameio.h"
+#include "fsio.h"
 #include "log.h"
 #include "master_conn.h"
+#include "pclient.h"
 #include "util.h"
 
 #define TAG "mconn"
@@ -80,20 +88,18 @@ struct mconn {
 	 * that the session is ours (receiver thread, or before it runs). */
 	uint8_t secret[SW_AUTH_TAG];
 	bool has_secret;
-	struct sw_calls calls;	 /* in flight, by id */
+	struct sw_pclient pc;	 /* in flight, by id (mu); input (rx) */
 	struct sw_call *waiting; /* not sent: no connection */
 	struct sw_call **waiting_tail;
 	struct sw_buf lazy; /* frames of mconn_send_lazy(), unsent */
 	int64_t lazy_since; /* mono ns of the oldest */
 	int rx_sleep_ms;    /* the receiver's poll timeout (-1: none) */
 	bool stop;
-	size_t nflight; /* calls in the table: waiting for their reply */
 
 	int wake_fd; /* eventfd: wakes the receiver */
 	pthread_t rx;
 	bool rx_started;
 	/* Receiver thread only. */
-	struct sw_buf in;
 	int64_t heard;	/* mono ns: bytes came, or nothing was awaited */
 	int64_t probed; /* mono ns of the last ping */
 	uint64_t ping_id;
@@ -133,7 +139,7 @@ static int flush_lazy(struct mconn *mc, int fd)
 		struct sw_frame_hdr hdr;
 
 		sw_frame_get_hdr(f, SW_FRAME_HDR, UINT32_MAX, &hdr);
-		hdr.id = mc->calls.next_id++;
+		hdr.id = sw_pclient_issue(&mc->pc);
 		sw_frame_put_hdr(f, &hdr);
 	}
 	pthread_mutex_unlock(&mc->mu);
@@ -162,13 +168,17 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	}
 	p->resend = info && info->resend;
 	p->once = info && info->once;
+	if (!sw_pclient_fits(&mc->pc, p)) {
+		sw_call_put(p); /* the sender's: never sent */
+		sw_call_complete(p, -EMSGSIZE, NULL);
+		return;
+	}
 
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
 	fd = mc->fd;
 	if (fd >= 0) {
-		sw_calls_assign(&mc->calls, p);
-		mc->nflight++;
+		sw_pclient_assign(&mc->pc, p); /* it fits */
 		p->sent_at = sw_mono_ns();
 	} else {
 		wait_add(mc, p);
@@ -246,7 +256,7 @@ static void ping(struct mconn *mc, int fd, int64_t now)
 		return;
 	sw_buf_init(&b);
 	pthread_mutex_lock(&mc->mu);
-	mc->ping_id = mc->calls.next_id++;
+	mc->ping_id = sw_pclient_issue(&mc->pc);
 	rc = sw_buf_add_frame(&b, SW_MSG_PING, 0, mc->ping_id, &q.base);
 	pthread_mutex_unlock(&mc->mu);
 	if (rc == 0) {
@@ -292,7 +302,7 @@ static int liveness_tick(struct mconn *mc, int fd, int *dead)
 	if (mc->lease_ns && mc->lease_ns / 4 < probe)
 		probe = mc->lease_ns / 4;
 	pthread_mutex_lock(&mc->mu);
-	flight = mc->nflight;
+	flight = mc->pc.nflight;
 	pthread_mutex_unlock(&mc->mu);
 	/* Answers keep coming while the mount is busy: ask only when none
 	 * came for a while. */
@@ -383,8 +393,7 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 {
 	Sweepfs__Hello hello = SWEEPFS__HELLO__INIT;
 	Sweepfs__HelloReply *hr = NULL;
-	struct sw_frame_hdr hdr;
-	struct sw_buf b = SW_BUF_INIT;
+	ProtobufCMessage *reply;
 	uint8_t tag[SW_AUTH_TAG];
 	Sweepfs__OpenClaim **claims = NULL;
 	size_t nclaims = 0;
@@ -429,30 +438,19 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		hello.reclaim = 1;
 	}
 again:
-	sw_buf_reset(&b);
-	rc = sw_buf_add_frame(&b, SW_MSG_HELLO, 0, 0, &hello.base);
-	if (rc == 0)
-		rc = sw_send_all(fd, sw_buf_head(&b), sw_buf_used(&b));
-	/* Nothing else comes before the hello reply. A member of a group
-	 * that does not answer within the peer timeout is frozen or stuck
-	 * (its kernel still accepts connections): the next one may lead. */
-	if (rc == 0) {
-		sw_buf_reset(&b);
-		rc = sw_frame_next(fd, &b, 4096,
-				   (int)sw_target_peer_timeout(&mc->o.target,
-							       10000),
-				   SW_FRAME_MAX_META, &hdr);
-		rc = rc < 0 ? rc : 0;
-	}
+	/* Through the connection's core, whose table is empty while there
+	 * is no connection: what follows the reply stays in its input for
+	 * the receiver. A member of a group that does not answer within the
+	 * peer timeout is frozen or stuck (its kernel still accepts
+	 * connections): the next one may lead. */
+	rc = sw_pclient_call(&mc->pc, fd, SW_MSG_HELLO, &hello.base,
+			     (int)sw_target_peer_timeout(&mc->o.target, 10000),
+			     &reply);
 	if (rc == 0) {
 		if (hr)
 			sweepfs__hello_reply__free_unpacked(hr, NULL);
-		hr = sweepfs__hello_reply__unpack(
-			NULL, hdr.len, sw_buf_head(&b) + SW_FRAME_HDR);
-		if (!hr || hdr.type != SW_MSG_HELLO) {
-			rc = -EPROTO;
-		} else if (hr->has_role &&
-			   hr->role != SWEEPFS__ROLE__ROLE_MASTER) {
+		hr = (Sweepfs__HelloReply *)reply;
+		if (hr->has_role && hr->role != SWEEPFS__ROLE__ROLE_MASTER) {
 			/* A chunkserver's port, say: no use trying again. */
 			rc = -EPROTOTYPE;
 			*refused = true;
@@ -501,8 +499,10 @@ again:
 	if (hr)
 		sweepfs__hello_reply__free_unpacked(hr, NULL);
 	free(claims);
-	sw_buf_release(&b);
 	if (rc < 0) {
+		/* Nothing read on it may reach the next connection; the
+		 * table holds nothing while there is no connection. */
+		sw_pclient_fail_all(&mc->pc, -EIO);
 		close(fd);
 		return rc;
 	}
@@ -511,50 +511,61 @@ again:
 
 /* ---- receiving ------------------------------------------------------ */
 
-static void deliver(struct mconn *mc, const struct sw_frame_hdr *hdr,
+/* A notification frame (pclient ops.notify). */
+static int on_notify(void *arg, const struct sw_frame_hdr *hdr,
+		     const uint8_t *payload)
+{
+	struct mconn *mc = arg;
+
+	if (mc->o.notify)
+		mc->o.notify(mc->o.arg, hdr->type, payload, hdr->len);
+	return 0;
+}
+
+/* A reply nobody waits for (ops.stray): a ping's says the master lives;
+ * a lazy frame's means nothing. */
+static int on_stray(void *arg, const struct sw_frame_hdr *hdr,
 		    const uint8_t *payload)
 {
-	struct sw_call *p;
+	struct mconn *mc = arg;
 
-	if (hdr->flags & SW_FRAME_NOTIFY) {
-		if (mc->o.notify)
-			mc->o.notify(mc->o.arg, hdr->type, payload, hdr->len);
-		return;
-	}
-	pthread_mutex_lock(&mc->mu);
-	p = sw_calls_take(&mc->calls, hdr->id);
-	if (p)
-		mc->nflight--;
-	pthread_mutex_unlock(&mc->mu);
-	/* The master was alive when it got this: the lease runs from the
-	 * sending. */
-	if (p && p->sent_at > mc->trusted)
-		__atomic_store_n(&mc->trusted, p->sent_at, __ATOMIC_RELAXED);
-	else if (!p && hdr->id == mc->ping_id && mc->probed > mc->trusted)
+	(void)payload;
+	if (hdr->id == mc->ping_id && mc->probed > mc->trusted)
 		__atomic_store_n(&mc->trusted, mc->probed, __ATOMIC_RELAXED);
-	if (p && mc->o.answered)
+	return 0;
+}
+
+/* A call's reply came (ops.answered). The master was alive when it got
+ * the request: the lease runs from the sending. */
+static void on_answered(void *arg, const struct sw_call *p)
+{
+	struct mconn *mc = arg;
+
+	if (!p->sent_at) /* the hello: no request of the session yet */
+		return;
+	if (p->sent_at > mc->trusted)
+		__atomic_store_n(&mc->trusted, p->sent_at, __ATOMIC_RELAXED);
+	if (mc->o.answered)
 		mc->o.answered(mc->o.arg, p->type, sw_mono_ns() - p->sent_at);
-	if (p) /* else nobody asked: a reply from before a reconnect */
-		sw_call_answer(p, hdr, payload);
 }
 
 /* Read and deliver what arrived. Returns 0, or why the connection ended. */
 static int receive(struct mconn *mc, int fd)
 {
-	struct sw_frame_hdr hdr;
-	int rc = sw_frame_fill(fd, &mc->in, 64 << 10, 0);
+	int rc = sw_pclient_read(&mc->pc, fd, 64 << 10, 0);
 
 	if (rc == -EAGAIN)
 		return 0;
-	if (rc < 0)
-		return rc;
+	/* Bytes came (or the end, which tears it down anyway). */
 	mc->heard = sw_mono_ns();
-	while ((rc = sw_frame_whole(sw_buf_head(&mc->in), sw_buf_used(&mc->in),
-				    SW_FRAME_MAX_META, &hdr)) == 1) {
-		deliver(mc, &hdr, sw_buf_head(&mc->in) + SW_FRAME_HDR);
-		sw_buf_consume(&mc->in, SW_FRAME_HDR + hdr.len);
-	}
 	return rc;
+}
+
+/* What messages.def says may go again after a break (sw_pclient_keep_fn):
+ * harmless, or with its id (SW_FRAME_AGAIN). */
+static bool resent(const struct sw_call *p)
+{
+	return p->resend || p->once;
 }
 
 /*
@@ -563,27 +574,24 @@ static int receive(struct mconn *mc, int fd)
  */
 static void disconnected(struct mconn *mc)
 {
-	struct sw_call *fail = NULL, *p, *next;
+	struct sw_call *fail, *kept, *p, *next;
 
 	shutdown(mc->fd, SHUT_RDWR); /* unblock a writer */
 	pthread_mutex_lock(&mc->wmu);
 	pthread_mutex_lock(&mc->mu);
 	close(mc->fd);
 	mc->fd = -1;
-	mc->nflight = 0;
-	for (p = sw_calls_take_all(&mc->calls); p; p = next) {
+	pthread_mutex_unlock(&mc->mu);
+	/* wmu held: nothing is assigned meanwhile. */
+	sw_pclient_disconnect(&mc->pc, resent, &kept, &fail);
+	pthread_mutex_lock(&mc->mu);
+	for (p = kept; p; p = next) {
 		next = p->next;
-		if (p->resend || p->once) {
-			wait_add(mc, p);
-		} else {
-			p->next = fail;
-			fail = p;
-		}
+		wait_add(mc, p);
 	}
 	pthread_mutex_unlock(&mc->mu);
 	sw_buf_reset(&mc->lazy); /* a reconnect's reclaim covers these */
 	pthread_mutex_unlock(&mc->wmu);
-	sw_buf_reset(&mc->in);
 	sw_call_fail_list(fail, -EIO);
 }
 
@@ -638,9 +646,8 @@ static void connected(struct mconn *mc, int fd)
 	 * Each gets a sender's reference for the write below. */
 	for (size_t i = 0; i < n; i++) {
 		sw_call_get(v[i]);
-		sw_calls_assign(&mc->calls, v[i]);
+		sw_pclient_assign(&mc->pc, v[i]); /* fits: mconn_send() */
 		v[i]->sent_at = mc->heard;
-		mc->nflight++;
 	}
 	pthread_mutex_unlock(&mc->mu);
 	for (size_t i = 0; i < n; i++) {
@@ -827,6 +834,12 @@ static void note_switch(void *arg, const char *why)
 int mconn_open(const struct mconn_opts *o, struct mconn **out)
 {
 	struct mconn *mc = calloc(1, sizeof(*mc));
+	struct sw_pclient_ops ops = {
+		.notify = on_notify,
+		.stray = on_stray,
+		.answered = on_answered,
+		.arg = mc,
+	};
 	int fd;
 
 	if (!mc)
@@ -835,7 +848,7 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 	snprintf(mc->client_name, sizeof(mc->client_name), "%s",
 		 o->client_name ? o->client_name : "");
 	mc->o.client_name = mc->client_name;
-	sw_calls_init(&mc->calls);
+	sw_pclient_init(&mc->pc, SW_FRAME_MAX_META, &mc->mu, &ops);
 	mc->waiting_tail = &mc->waiting;
 	mc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (mc->wake_fd < 0) {
@@ -901,7 +914,7 @@ void mconn_close(struct mconn *mc)
 	if (mc->fd >= 0)
 		disconnected(mc);
 	expire_waiting(mc, true);
-	sw_buf_release(&mc->in);
+	sw_pclient_release(&mc->pc);
 	sw_buf_release(&mc->lazy);
 	close(mc->wake_fd);
 	pthread_mutex_destroy(&mc->mu);

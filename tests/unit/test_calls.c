@@ -197,6 +197,38 @@ static void test_take_all(void **state)
 	free(t);
 }
 
+/* A call made of a payload packed already is the frame sw_call_new()
+ * makes of the message, and goes the same way. */
+static void test_new_packed(void **state)
+{
+	Sweepfs__PingReq req = SWEEPFS__PING_REQ__INIT;
+	struct sw_calls t;
+	struct seen s = { 0 };
+	struct sw_call *a, *b;
+	uint8_t payload[64];
+	size_t n;
+
+	(void)state;
+	req.has_token = 1;
+	req.token = 4242;
+	n = sweepfs__ping_req__pack(&req, payload);
+	a = sw_call_new(SW_MSG_PING, &req.base, on_done, &s);
+	b = sw_call_new_packed(SW_MSG_PING, payload, n, on_done, &s);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(a->len, b->len);
+	assert_memory_equal(a->frame, b->frame, a->len);
+	sw_calls_init(&t);
+	sw_calls_assign(&t, b);
+	assert_int_equal(b->id, 1);
+	sw_call_put(b);
+	sw_call_fail_list(sw_calls_take_all(&t), -EIO);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.rc, -EIO);
+	sw_call_put(a);
+	sw_call_put(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +237,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_replies_fail, setup,
 						teardown),
 		cmocka_unit_test(test_take_all),
+		cmocka_unit_test(test_new_packed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
