@@ -1202,6 +1202,89 @@ static void test_checkpoint_load_sizes_dir_table(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/*
+ * Name @i of a directory whose names run from 1 to 255 bytes (the loader
+ * reads a directory's names ahead of the one it adds, record by record:
+ * every length must land it on the next record).
+ */
+static size_t varied_name(char *buf, unsigned i)
+{
+	int n = snprintf(buf, 256, "%u_", i);
+	size_t len = 1 + (i * 37u) % 255;
+
+	if (len < (size_t)n)
+		len = (size_t)n;
+	memset(buf + n, 'x', len - (size_t)n);
+	return len;
+}
+
+/* Two big directories of names of every length, one after the other. */
+static void build_varied(struct fixture *f, struct node **d1, struct node **d2)
+{
+	char name[256];
+
+	*d1 = mk(f, f->a.root, "v1", S_IFDIR | 0755);
+	*d2 = mk(f, f->a.root, "v2", S_IFDIR | 0755);
+	for (unsigned i = 0; i < 600; i++) {
+		size_t len = varied_name(name, i);
+
+		mk_full(f, i % 3 ? *d1 : *d2, name, len, S_IFREG | 0644, "t",
+			1);
+	}
+}
+
+/* Loaded with names read ahead: the same namespace, every name found. */
+static void test_checkpoint_load_names_ahead(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d1, *d2, *l1, *l2;
+	uint64_t version = 0;
+	char name[256];
+
+	build_varied(f, &d1, &d2);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 84), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+	l1 = ns_get(&f->b, d1->ino);
+	l2 = ns_get(&f->b, d2->ino);
+	assert_non_null(l1);
+	assert_non_null(l2);
+	assert_int_equal(htab_count(&l1->u.dir->names), 400);
+	assert_int_equal(htab_count(&l2->u.dir->names), 200);
+	for (unsigned i = 0; i < 600; i++) {
+		size_t len = varied_name(name, i);
+
+		assert_non_null(ns_lookup(&f->b, i % 3 ? l1 : l2, name, len));
+		assert_null(ns_lookup(&f->b, i % 3 ? l2 : l1, name, len));
+	}
+}
+
+/*
+ * A checkpoint cut anywhere in its names (the read ahead meets the end of
+ * the file before the loader does): corrupt, nothing read past the end.
+ */
+static void test_checkpoint_load_cut_in_names(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d1, *d2;
+	uint64_t version = 0;
+	uint8_t *data;
+	size_t len;
+
+	build_varied(f, &d1, &d2);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 85), 0);
+	read_cp(f, 85, &data, &len);
+	for (size_t k = 40; k < 100; k++) {
+		size_t cut = len * k / 100 + k % 7;
+
+		reset_b(f);
+		write_cp(f, 85, data, cut);
+		assert_int_equal(checkpoint_load(&f->b, f->dir, &version),
+				 -EUCLEAN);
+	}
+	free(data);
+}
+
 /* Hard links: a directory with more names than there are nodes. */
 static void test_checkpoint_load_links_outnumber_nodes(void **state)
 {
@@ -1353,6 +1436,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_cluster_id,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_names_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_cut_in_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_round_trip,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
