@@ -186,6 +186,11 @@ static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 	return mutation_replay(arg, version, payload, len);
 }
 
+static void replay_hint(void *arg, const uint8_t *payload, size_t len)
+{
+	mutation_prefetch(arg, payload, len);
+}
+
 /*
  * How long fork() holds the caller: the master writes its checkpoints
  * from a forked child (checkpoint_start()), and the loop stands still
@@ -226,7 +231,8 @@ static int cmd_load(const char *dir)
 	t1 = now_s();
 	c1 = cpu_s();
 	nodes = ns.nnodes;
-	rc = changelog_replay(dir, cp_version, replay_one, &ns, &last);
+	rc = changelog_replay_ahead(dir, cp_version, replay_one, replay_hint,
+				    &ns, &last);
 	if (rc < 0)
 		goto out;
 	t2 = now_s();

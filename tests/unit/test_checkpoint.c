@@ -1381,6 +1381,100 @@ static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
 	return rc;
 }
 
+/* A packed change of @mut, in *@buf (freed by the caller); its length. */
+static size_t pack(Sweepfs__Meta__Mutation *mut, uint8_t **buf)
+{
+	size_t n = sweepfs__meta__mutation__get_packed_size(mut);
+
+	*buf = malloc(n);
+	assert_non_null(*buf);
+	assert_int_equal(sweepfs__meta__mutation__pack(mut, *buf), n);
+	return n;
+}
+
+/*
+ * mutation_prefetch() is a hint: on changes of every kind it reads ahead
+ * for, on ones naming what is not there or not a directory, and on a
+ * payload that does not unpack, it changes nothing.
+ */
+static void test_mutation_prefetch_changes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Rename r = SWEEPFS__META__RENAME__INIT;
+	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
+	uint8_t junk[3] = { 0xff, 0xff, 0xff }, *buf;
+	struct node *big, *file;
+	uint64_t parents[3];
+	char *before, *after;
+	size_t memory, n;
+
+	build_small(f);
+	big = mk(f, f->a.root, "big", S_IFDIR | 0755);
+	for (int i = 0; i < 100; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "e%d", i);
+		file = mk(f, big, name, S_IFREG | 0644);
+	}
+	/* A directory with a table, the root, a file, nothing. */
+	parents[0] = big->ino;
+	parents[1] = file->ino;
+	parents[2] = f->a.next_ino + 1000;
+	before = dump_ns(&f->a);
+	memory = ns_memory(&f->a);
+	for (int i = 0; i < 3; i++) {
+		mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+		mut.create = &c;
+		c.parent = parents[i];
+		c.name.data = (uint8_t *)"new";
+		c.name.len = 3;
+		c.ino = f->a.next_ino;
+		n = pack(&mut, &buf);
+		mutation_prefetch(&f->a, buf, n);
+		free(buf);
+		mut.create = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+		mut.unlink = &u;
+		u.parent = parents[i];
+		u.name.data = (uint8_t *)"e7";
+		u.name.len = 2;
+		n = pack(&mut, &buf);
+		mutation_prefetch(&f->a, buf, n);
+		free(buf);
+		mut.unlink = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
+		mut.rename = &r;
+		r.parent = parents[i];
+		r.name = u.name;
+		r.newparent = parents[(i + 1) % 3];
+		r.newname = c.name;
+		n = pack(&mut, &buf);
+		mutation_prefetch(&f->a, buf, n);
+		free(buf);
+		mut.rename = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_LINK;
+		mut.link = &l;
+		l.ino = file->ino;
+		l.parent = parents[i];
+		l.name = c.name;
+		n = pack(&mut, &buf);
+		mutation_prefetch(&f->a, buf, n);
+		free(buf);
+		mut.link = NULL;
+	}
+	mutation_prefetch(&f->a, junk, sizeof(junk));
+	mutation_prefetch(&f->a, junk, 0);
+	after = dump_ns(&f->a);
+	assert_string_equal(before, after);
+	assert_int_equal(ns_memory(&f->a), memory);
+	assert_null(ns_lookup(&f->a, big, "new", 3));
+	free(before);
+	free(after);
+}
+
 /*
  * Replay unpacks into a buffer on the stack: a change that fits, one that
  * spills to malloc() (a 200 KiB xattr value), and one that does not
@@ -1440,6 +1534,9 @@ int main(void)
 			test_checkpoint_load_names_ahead, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_cut_in_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_mutation_prefetch_changes_nothing, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_round_trip,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
