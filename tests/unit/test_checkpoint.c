@@ -1367,20 +1367,6 @@ static void test_checkpoint_load_duplicate_node(void **state)
 	}
 }
 
-/* Pack @mut and replay it as the next version with mutation_replay(). */
-static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
-{
-	size_t n = sweepfs__meta__mutation__get_packed_size(mut);
-	uint8_t *buf = malloc(n);
-	int rc;
-
-	assert_non_null(buf);
-	assert_int_equal(sweepfs__meta__mutation__pack(mut, buf), n);
-	rc = mutation_replay(ns, ns->version + 1, buf, n);
-	free(buf);
-	return rc;
-}
-
 /* A packed change of @mut, in *@buf (freed by the caller); its length. */
 static size_t pack(Sweepfs__Meta__Mutation *mut, uint8_t **buf)
 {
@@ -1390,6 +1376,27 @@ static size_t pack(Sweepfs__Meta__Mutation *mut, uint8_t **buf)
 	assert_non_null(*buf);
 	assert_int_equal(sweepfs__meta__mutation__pack(mut, *buf), n);
 	return n;
+}
+
+/* Pack @mut and replay it as the next version with mutation_replay(). */
+static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
+{
+	uint8_t *buf;
+	size_t n = pack(mut, &buf);
+	int rc = mutation_replay(ns, ns->version + 1, buf, n);
+
+	free(buf);
+	return rc;
+}
+
+/* Pack @mut and give it to mutation_prefetch(). */
+static void prefetch_packed(const struct ns *ns, Sweepfs__Meta__Mutation *mut)
+{
+	uint8_t *buf;
+	size_t n = pack(mut, &buf);
+
+	mutation_prefetch(ns, buf, n);
+	free(buf);
 }
 
 /*
@@ -1405,11 +1412,11 @@ static void test_mutation_prefetch_changes_nothing(void **state)
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	Sweepfs__Meta__Rename r = SWEEPFS__META__RENAME__INIT;
 	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
-	uint8_t junk[3] = { 0xff, 0xff, 0xff }, *buf;
+	uint8_t junk[3] = { 0xff, 0xff, 0xff };
 	struct node *big, *file;
 	uint64_t parents[3];
 	char *before, *after;
-	size_t memory, n;
+	size_t memory;
 
 	build_small(f);
 	big = mk(f, f->a.root, "big", S_IFDIR | 0755);
@@ -1432,18 +1439,14 @@ static void test_mutation_prefetch_changes_nothing(void **state)
 		c.name.data = (uint8_t *)"new";
 		c.name.len = 3;
 		c.ino = f->a.next_ino;
-		n = pack(&mut, &buf);
-		mutation_prefetch(&f->a, buf, n);
-		free(buf);
+		prefetch_packed(&f->a, &mut);
 		mut.create = NULL;
 		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
 		mut.unlink = &u;
 		u.parent = parents[i];
 		u.name.data = (uint8_t *)"e7";
 		u.name.len = 2;
-		n = pack(&mut, &buf);
-		mutation_prefetch(&f->a, buf, n);
-		free(buf);
+		prefetch_packed(&f->a, &mut);
 		mut.unlink = NULL;
 		mut.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
 		mut.rename = &r;
@@ -1451,18 +1454,14 @@ static void test_mutation_prefetch_changes_nothing(void **state)
 		r.name = u.name;
 		r.newparent = parents[(i + 1) % 3];
 		r.newname = c.name;
-		n = pack(&mut, &buf);
-		mutation_prefetch(&f->a, buf, n);
-		free(buf);
+		prefetch_packed(&f->a, &mut);
 		mut.rename = NULL;
 		mut.op_case = SWEEPFS__META__MUTATION__OP_LINK;
 		mut.link = &l;
 		l.ino = file->ino;
 		l.parent = parents[i];
 		l.name = c.name;
-		n = pack(&mut, &buf);
-		mutation_prefetch(&f->a, buf, n);
-		free(buf);
+		prefetch_packed(&f->a, &mut);
 		mut.link = NULL;
 	}
 	mutation_prefetch(&f->a, junk, sizeof(junk));
