@@ -10,8 +10,9 @@
  *
  *   sweepfs-nsbench load DIR
  *	loads DIR's newest checkpoint and replays its changelog with the
- *	master's own functions (checkpoint_load(), changelog_replay(),
- *	mutation_apply()), and prints one line of JSON: the time of each,
+ *	master's own functions (checkpoint_load(), changelog_replay_ahead()
+ *	with mutation_prefetch() as its hint, mutation_apply()), and
+ *	prints one line of JSON: the time of each,
  *	nodes/s and changes/s, the namespace's bytes per node
  *	(ns_memory(), what `status` reports) and the process's RSS growth
  *	per node.
