@@ -1,10 +1,13 @@
 /*
  * fsio.h: whole writes, directory fsync, array growth.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -79,5 +82,37 @@ int sw_grow(void *pp, size_t *cap, size_t need, size_t size, size_t min)
 		return -ENOMEM;
 	*p = v;
 	*cap = n;
+	return 0;
+}
+
+int sw_dir_numbered(const char *dir, const char *prefix, uint64_t **out,
+		    size_t *count)
+{
+	size_t plen = strlen(prefix), n = 0, cap = 0;
+	uint64_t *v = NULL;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t num;
+		char tail;
+
+		if (strlen(de->d_name) != plen + 20 ||
+		    strncmp(de->d_name, prefix, plen) ||
+		    sscanf(de->d_name + plen, "%20" SCNu64 "%c", &num, &tail) !=
+			    1)
+			continue;
+		if (sw_grow(&v, &cap, n + 1, sizeof(*v), 8) < 0) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
+		}
+		v[n++] = num;
+	}
+	closedir(d);
+	*out = v;
+	*count = n;
 	return 0;
 }

@@ -7,7 +7,6 @@
  * marked "under mu". Rotation, rare, waits for the thread to be idle and
  * swaps the file under mu.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -591,31 +590,24 @@ static int seg_cmp(const void *a, const void *b)
 static int seg_list(const char *dir, struct seg **out, size_t *count)
 {
 	struct seg *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d = opendir(dir);
+	uint64_t *first;
+	size_t n;
+	int rc = sw_dir_numbered(dir, "changelog.", &first, &n);
 
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		uint64_t first;
-		char tail;
-
-		if (sscanf(de->d_name, "changelog.%20" SCNu64 "%c", &first,
-			   &tail) != 1 ||
-		    strlen(de->d_name) != strlen("changelog.") + 20)
-			continue;
-		if (sw_grow(&v, &cap, n + 1, sizeof(*v), 16) < 0) {
-			free(v);
-			closedir(d);
+	if (rc < 0)
+		return rc;
+	if (n) {
+		v = calloc(n, sizeof(*v));
+		if (!v) {
+			free(first);
 			return -ENOMEM;
 		}
-		v[n].first = first;
-		snprintf(v[n].path, sizeof(v[n].path), "%s/%s", dir,
-			 de->d_name);
-		n++;
 	}
-	closedir(d);
+	for (size_t i = 0; i < n; i++) {
+		v[i].first = first[i];
+		seg_name(v[i].path, sizeof(v[i].path), dir, first[i]);
+	}
+	free(first);
 	if (n)
 		qsort(v, n, sizeof(*v), seg_cmp);
 	*out = v;

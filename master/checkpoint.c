@@ -1054,27 +1054,12 @@ out_close:
 /* Versions of the checkpoints in @dir, newest first. */
 static int list_versions(const char *dir, uint64_t **out, size_t *count)
 {
-	uint64_t *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d = opendir(dir);
+	uint64_t *v;
+	size_t n;
+	int rc = sw_dir_numbered(dir, "checkpoint.", &v, &n);
 
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		uint64_t ver;
-
-		if (strlen(de->d_name) != strlen("checkpoint.") + 20 ||
-		    sscanf(de->d_name, "checkpoint.%20" SCNu64, &ver) != 1)
-			continue;
-		if (sw_grow(&v, &cap, n + 1, sizeof(*v), 8) < 0) {
-			free(v);
-			closedir(d);
-			return -ENOMEM;
-		}
-		v[n++] = ver;
-	}
-	closedir(d);
+	if (rc < 0)
+		return rc;
 	/* Insertion sort, newest first: there are only a few. */
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = i; j > 0 && v[j - 1] < v[j]; j--) {

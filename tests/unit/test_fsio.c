@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -94,6 +95,49 @@ static void test_fsync_dirat(void **state)
 	unit_rm_rf(dir);
 }
 
+/* Only PREFIX + 20 digits: not a shorter number, a suffix, another
+ * prefix or a non-digit. */
+static void test_dir_numbered(void **state)
+{
+	static const char *const names[] = {
+		"checkpoint.00000000000000000042",
+		"checkpoint.18446744073709551615",
+		"checkpoint.00000000000000000043.tmp",
+		"checkpoint.42",
+		"checkpoint.0000000000000000004x",
+		"changelog.00000000000000000007",
+		"xcheckpoint.0000000000000000042",
+	};
+	uint64_t *v = NULL, sum = 0;
+	char dir[256], path[512];
+	size_t n = 99;
+	int fd;
+
+	(void)state;
+	assert_int_equal(unit_mkdtemp(dir, sizeof(dir), "fsio"), 0);
+	assert_int_equal(sw_dir_numbered(dir, "checkpoint.", &v, &n), 0);
+	assert_int_equal(n, 0);
+	assert_null(v);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	assert_int_equal(sw_dir_numbered(dir, "checkpoint.", &v, &n), 0);
+	assert_int_equal(n, 2);
+	for (size_t i = 0; i < n; i++)
+		sum += v[i];
+	assert_true(sum == 42 + UINT64_MAX); /* wraps to 41 */
+	free(v);
+	assert_int_equal(sw_dir_numbered(dir, "changelog.", &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], 7);
+	free(v);
+	unit_rm_rf(dir);
+	assert_int_equal(sw_dir_numbered(dir, "changelog.", &v, &n), -ENOENT);
+}
+
 static void test_grow_doubles_and_keeps(void **state)
 {
 	int *v = NULL;
@@ -135,6 +179,7 @@ int main(void)
 		cmocka_unit_test(test_write_all_bad_fd),
 		cmocka_unit_test(test_fsync_dir),
 		cmocka_unit_test(test_fsync_dirat),
+		cmocka_unit_test(test_dir_numbered),
 		cmocka_unit_test(test_grow_doubles_and_keeps),
 		cmocka_unit_test(test_grow_overflow),
 	};
