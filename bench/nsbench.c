@@ -10,8 +10,9 @@
  *
  *   sweepfs-nsbench load DIR
  *	loads DIR's newest checkpoint and replays its changelog with the
- *	master's own functions (checkpoint_load(), changelog_replay(),
- *	mutation_apply()), and prints one line of JSON: the time of each,
+ *	master's own functions (checkpoint_load(), changelog_replay_ahead()
+ *	with mutation_prefetch() as its hint, mutation_apply()), and
+ *	prints one line of JSON: the time of each,
  *	nodes/s and changes/s, the namespace's bytes per node
  *	(ns_memory(), what `status` reports) and the process's RSS growth
  *	per node.
@@ -186,6 +187,11 @@ static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 	return mutation_replay(arg, version, payload, len);
 }
 
+static void replay_hint(void *arg, const uint8_t *payload, size_t len)
+{
+	mutation_prefetch(arg, payload, len);
+}
+
 /*
  * How long fork() holds the caller: the master writes its checkpoints
  * from a forked child (checkpoint_start()), and the loop stands still
@@ -226,7 +232,8 @@ static int cmd_load(const char *dir)
 	t1 = now_s();
 	c1 = cpu_s();
 	nodes = ns.nnodes;
-	rc = changelog_replay(dir, cp_version, replay_one, &ns, &last);
+	rc = changelog_replay_ahead(dir, cp_version, replay_one, replay_hint,
+				    &ns, &last);
 	if (rc < 0)
 		goto out;
 	t2 = now_s();

@@ -1,11 +1,14 @@
 /*
  * fsio.h: whole writes, directory fsync, numbered files, array growth.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>

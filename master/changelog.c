@@ -687,16 +687,40 @@ static void release_file(uint8_t *data, size_t len, bool mapped)
 		free(data);
 }
 
+size_t changelog_hint(const uint8_t *p, size_t n, size_t off,
+		      changelog_hint_fn hint, void *arg)
+{
+	const uint8_t *payload;
+	uint64_t version;
+	size_t plen, rec;
+
+	if (off >= n)
+		return n;
+	rec = changelog_record(p + off, n - off, &version, &payload, &plen);
+	if (rec == 0)
+		return n;
+	hint(arg, payload, plen);
+	return off + rec;
+}
+
+/* What replay_seg() calls for each record, and ahead of it. */
+struct replay_fns {
+	changelog_apply_fn fn;
+	changelog_hint_fn hint; /* NULL: none */
+	void *arg;
+};
+
 /*
  * Replay one file. Returns 0, or -EUCLEAN with *@bad_off set to where the
- * first unreadable record starts.
+ * first unreadable record starts. With a hint, a second cursor runs
+ * CHANGELOG_AHEAD records ahead of the one applied (records of versions
+ * <= @after are hinted too: rare, and harmless).
  */
 static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
-		      changelog_apply_fn fn, void *arg, size_t *bad_off,
-		      size_t *size)
+		      const struct replay_fns *f, size_t *bad_off, size_t *size)
 {
 	uint8_t *data = NULL;
-	size_t len = 0, off;
+	size_t len = 0, off, ahead = SEG_HDR;
 	bool mapped = false;
 	int rc = read_file(s->path, &data, &len, &mapped);
 
@@ -713,11 +737,16 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		rc = -EUCLEAN;
 		goto out;
 	}
+	for (unsigned i = 0; f->hint && i < CHANGELOG_AHEAD; i++)
+		ahead = changelog_hint(data, len, ahead, f->hint, f->arg);
 	for (off = SEG_HDR; off < len;) {
 		const uint8_t *payload;
 		size_t plen, rec;
 		uint64_t ver;
 
+		if (f->hint)
+			ahead = changelog_hint(data, len, ahead, f->hint,
+					       f->arg);
 		rec = changelog_record(data + off, len - off, &ver, &payload,
 				       &plen);
 		if (rec == 0)
@@ -731,7 +760,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 				rc = -EUCLEAN;
 				goto out;
 			}
-			rc = fn(arg, ver, payload, plen);
+			rc = f->fn(f->arg, ver, payload, plen);
 			if (rc < 0) {
 				sw_crit(TAG,
 					"%s: replaying version %" PRIu64
@@ -755,6 +784,14 @@ out:
 int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 		     void *arg, uint64_t *last)
 {
+	return changelog_replay_ahead(dir, after, fn, NULL, arg, last);
+}
+
+int changelog_replay_ahead(const char *dir, uint64_t after,
+			   changelog_apply_fn fn, changelog_hint_fn hint,
+			   void *arg, uint64_t *last)
+{
+	const struct replay_fns f = { fn, hint, arg };
 	struct seg *v;
 	size_t n, bad_off = 0, size = 0;
 	uint64_t expect = after + 1;
@@ -766,8 +803,7 @@ int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 		/* Files that end before @after + 1 hold nothing for us. */
 		if (i + 1 < n && v[i + 1].first <= after + 1)
 			continue;
-		rc = replay_seg(&v[i], after, &expect, fn, arg, &bad_off,
-				&size);
+		rc = replay_seg(&v[i], after, &expect, &f, &bad_off, &size);
 		if (rc == -ENODATA && i + 1 == n) {
 			sw_notice(TAG, "%s: removing a file with no header",
 				  v[i].path);

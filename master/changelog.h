@@ -161,4 +161,28 @@ typedef int (*changelog_apply_fn)(void *arg, uint64_t version,
 int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 		     void *arg, uint64_t *last);
 
+/*
+ * Called with a record's payload CHANGELOG_AHEAD records before the same
+ * record goes to the apply function, so that it can start reading what
+ * the apply will touch (mutation_prefetch()). A hint: it must change
+ * nothing, and the record is checked (version, apply) only later.
+ */
+typedef void (*changelog_hint_fn)(void *arg, const uint8_t *payload,
+				  size_t len);
+#define CHANGELOG_AHEAD 8u
+
+/* changelog_replay() that gives each record to @hint (may be NULL)
+ * CHANGELOG_AHEAD records before it goes to @fn. */
+int changelog_replay_ahead(const char *dir, uint64_t after,
+			   changelog_apply_fn fn, changelog_hint_fn hint,
+			   void *arg, uint64_t *last);
+
+/*
+ * For a reader of records in a buffer (a follower's log): give the record
+ * at @off of @p (@n bytes) to @hint, if a whole one starts there, and
+ * return where the next one starts (@n when none does).
+ */
+size_t changelog_hint(const uint8_t *p, size_t n, size_t off,
+		      changelog_hint_fn hint, void *arg);
+
 #endif

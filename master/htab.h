@@ -82,6 +82,16 @@ int htab_insert(struct htab *t, uint64_t h, void *elem);
  */
 int htab_reserve(struct htab *t, size_t n);
 
+/*
+ * Start reading, without waiting, the slot where an element with hash @h
+ * is looked for or inserted, for a caller that knows its keys a few steps
+ * ahead (a loader reading a checkpoint or a changelog): at millions of
+ * elements every insert and lookup waits for a cache (and TLB) miss on
+ * its home slot, and several misses in flight cost little more than one.
+ * A hint only: the table is not changed, a wrong @h costs a wasted read.
+ */
+void htab_prefetch(const struct htab *t, uint64_t h);
+
 /* Remove @elem (compared by address); false if it was not there. */
 bool htab_remove(struct htab *t, uint64_t h, const void *elem);
 

@@ -100,6 +100,11 @@ static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 	return mutation_replay(arg, version, payload, len);
 }
 
+static void replay_hint(void *arg, const uint8_t *payload, size_t len)
+{
+	mutation_prefetch(arg, payload, len);
+}
+
 static int load_metadata(struct master *m)
 {
 	uint64_t cp_version, last, cp_nodes;
@@ -118,8 +123,8 @@ static int load_metadata(struct master *m)
 	m->ckpt.version = cp_version;
 	t1 = sw_mono_ns();
 	cp_nodes = m->ns.nnodes;
-	rc = changelog_replay(m->cfg.data_dir, cp_version, replay_one, &m->ns,
-			      &last);
+	rc = changelog_replay_ahead(m->cfg.data_dir, cp_version, replay_one,
+				    replay_hint, &m->ns, &last);
 	if (rc < 0) {
 		sw_crit(TAG, "changelog replay failed: %s", strerror(-rc));
 		return rc;

@@ -425,6 +425,46 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 	return rc;
 }
 
+/* Start reading @name's slot in directory @parent's table. */
+static void prefetch_name(const struct ns *ns, uint64_t parent,
+			  const ProtobufCBinaryData *name)
+{
+	const struct node *dir = ns_get(ns, parent);
+
+	if (dir && S_ISDIR(dir->mode))
+		ns_prefetch_name(dir, (const char *)name->data, name->len);
+}
+
+static int prefetch_one(void *arg, const Sweepfs__Meta__Mutation *m)
+{
+	const struct ns *ns = arg;
+
+	switch (m->op_case) {
+	case SWEEPFS__META__MUTATION__OP_CREATE:
+		prefetch_name(ns, m->create->parent, &m->create->name);
+		ns_prefetch(ns, m->create->ino);
+		break;
+	case SWEEPFS__META__MUTATION__OP_LINK:
+		prefetch_name(ns, m->link->parent, &m->link->name);
+		break;
+	case SWEEPFS__META__MUTATION__OP_UNLINK:
+		prefetch_name(ns, m->unlink->parent, &m->unlink->name);
+		break;
+	case SWEEPFS__META__MUTATION__OP_RENAME:
+		prefetch_name(ns, m->rename->parent, &m->rename->name);
+		prefetch_name(ns, m->rename->newparent, &m->rename->newname);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+void mutation_prefetch(const struct ns *ns, const uint8_t *payload, size_t len)
+{
+	mutation_unpacked(payload, len, prefetch_one, (void *)ns);
+}
+
 struct replay_one {
 	struct ns *ns;
 	uint64_t version;

@@ -1284,35 +1284,46 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 	return 0;
 }
 
+void ns_prefetch(const struct ns *ns, uint64_t ino)
+{
+	htab_prefetch(&ns->inodes, sw_hash_u64(ino));
+}
+
+void ns_prefetch_name(const struct node *dir, const char *name, size_t len)
+{
+	const struct htab *names = &dir->u.dir->names;
+
+	if (names->slots)
+		htab_prefetch(names, sw_hash_bytes(name, len));
+}
+
+/*
+ * Every directory has a parent or is a detached tree's root, every file a
+ * name or a reason to have none. Checkpoints before format 4 marked every
+ * directory of a detached tree; only a tree's root carries the mark now:
+ * unmarked here too, in the same pass (a pass over the nodes is a miss per
+ * node at millions, so there is one).
+ */
 static int check_loaded(void *elem, void *arg)
 {
 	struct node *n = elem;
 
 	(void)arg;
-	if (S_ISDIR(n->mode))
-		return n->u.dir->parent || (n->flags & NODE_DETACHED) ? 0 :
-									-EINVAL;
+	if (S_ISDIR(n->mode)) {
+		if (n->u.dir->parent)
+			n->flags &= (uint16_t)~NODE_DETACHED;
+		else if (!(n->flags & NODE_DETACHED))
+			return -EINVAL;
+		return 0;
+	}
 	if (n->nlink == 0 && !(n->flags & (NODE_ORPHAN | NODE_TRASHED)))
 		return -EINVAL;
-	return 0;
-}
-
-/* Checkpoints before format 4 marked every directory of a detached tree;
- * only a tree's root carries the mark now. */
-static int unmark_inner(void *elem, void *arg)
-{
-	struct node *n = elem;
-
-	(void)arg;
-	if (S_ISDIR(n->mode) && n->u.dir->parent)
-		n->flags &= (uint16_t)~NODE_DETACHED;
 	return 0;
 }
 
 int ns_load_finish(struct ns *ns)
 {
 	chunks_drop_unreferenced(ns);
-	htab_foreach(&ns->inodes, unmark_inner, NULL);
 	return htab_foreach(&ns->inodes, check_loaded, NULL);
 }
 

@@ -647,6 +647,16 @@ int ns_load_node_new(struct ns *ns, const struct node *n, const char *target,
 int ns_load_dir_reserve(struct ns *ns, struct node *dir, uint64_t count);
 int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 		 const char *name, size_t len, uint64_t edge, uint8_t flags);
+/*
+ * Hints for a loader that reads ahead of what it adds (a checkpoint, a
+ * changelog replayed, a follower's log): start reading the inode table's
+ * slot of node @ino, or the slot of name @name in @dir's name table (if
+ * it has one), so that adding or looking up that node or name a few
+ * records later does not wait for the cache miss. They change nothing;
+ * a wrong guess costs one wasted read.
+ */
+void ns_prefetch(const struct ns *ns, uint64_t ino);
+void ns_prefetch_name(const struct node *dir, const char *name, size_t len);
 int ns_load_finish(struct ns *ns);
 
 /* Advance internal housekeeping (hash table resizes) by a bounded step;

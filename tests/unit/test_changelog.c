@@ -54,6 +54,11 @@ struct fixture {
 
 	unsigned log_lines; /* captured log messages */
 
+	/* replay with hints (changelog_replay_ahead()) */
+	bool ahead;
+	uint8_t hinted[MAXV + 1]; /* versions hinted in this replay */
+	uint64_t hint_max;	  /* the newest version hinted */
+
 	/* ship (a gated changelog) */
 	uint8_t shipped[1 << 16];
 	size_t nshipped;
@@ -282,17 +287,47 @@ static int apply(void *arg, uint64_t version, const uint8_t *payload,
 	assert_non_null(m);
 	assert_int_equal(m->time, (int64_t)version * 1000 - 7);
 	sweepfs__meta__mutation__free_unpacked(m, NULL);
+	/* Hinted before, and not too far before. */
+	if (f->ahead) {
+		assert_true(f->hinted[version]);
+		assert_true(f->hint_max <= version + CHANGELOG_AHEAD);
+	}
 	f->next++;
 	f->seen++;
 	return 0;
 }
 
-/* Replay after @after; returns its result, with *@last. */
+/* A hint: a whole record (never a torn one), each once per replay. */
+static void hint(void *arg, const uint8_t *payload, size_t len)
+{
+	struct fixture *f = arg;
+	Sweepfs__Meta__Mutation *m;
+	uint64_t version;
+
+	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
+	assert_non_null(m);
+	version = (uint64_t)(m->time + 7) / 1000;
+	sweepfs__meta__mutation__free_unpacked(m, NULL);
+	assert_true(version >= 1 && version <= MAXV);
+	assert_int_equal(len, f->plen[version]);
+	assert_false(f->hinted[version]);
+	f->hinted[version] = 1;
+	if (version > f->hint_max)
+		f->hint_max = version;
+}
+
+/* Replay after @after (with hints if f->ahead); returns its result, with
+ * *@last. */
 static int replay(struct fixture *f, uint64_t after, uint64_t *last)
 {
 	f->next = after + 1;
 	f->seen = 0;
 	*last = 0xdead;
+	memset(f->hinted, 0, sizeof(f->hinted));
+	f->hint_max = 0;
+	if (f->ahead)
+		return changelog_replay_ahead(f->dir, after, apply, hint, f,
+					      last);
 	return changelog_replay(f->dir, after, apply, f, last);
 }
 
@@ -477,6 +512,67 @@ static void test_changelog_open_bad_dir(void **state)
 	f->cl = NULL;
 }
 
+/*
+ * changelog_replay_ahead(): every record is hinted once, before it is
+ * applied and at most CHANGELOG_AHEAD records before, across files and
+ * after a checkpoint's version; the same records are applied as without.
+ */
+static void test_changelog_replay_ahead_hints(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 60 };
+	uint64_t last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 30);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	append_range(f, 31, 33);
+	assert_int_equal(changelog_rotate(f->cl), 0);
+	append_range(f, 34, N);
+	cl_close(f);
+	f->ahead = true;
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, N);
+	for (uint64_t v = 1; v <= N; v++)
+		assert_true(f->hinted[v]);
+	assert_int_equal(replay(f, 40, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, N - 40);
+	for (uint64_t v = 41; v <= N; v++)
+		assert_true(f->hinted[v]);
+	assert_int_equal(replay(f, N, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, 0);
+}
+
+/* changelog_hint() on a buffer: each whole record, then the end. */
+static void test_changelog_hint_buffer(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t *data;
+	size_t len, off = 16, next;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, 5);
+	cl_close(f);
+	read_seg(f, 1, &data, &len);
+	for (uint64_t v = 1; v <= 5; v++) {
+		next = changelog_hint(data, len, off, hint, f);
+		assert_true(f->hinted[v]);
+		assert_int_equal(next - off, 16 + f->plen[v]);
+		off = next;
+	}
+	assert_int_equal(off, len);
+	assert_int_equal(changelog_hint(data, len, off, hint, f), len);
+	/* A torn record: not hinted, and the end. */
+	memset(f->hinted, 0, sizeof(f->hinted));
+	off = rec_off(f, 1, 5);
+	assert_int_equal(changelog_hint(data, len - 1, off, hint, f), len - 1);
+	assert_false(f->hinted[5]);
+	free(data);
+}
+
 static void test_changelog_replay_empty(void **state)
 {
 	struct fixture *f = *state;
@@ -581,12 +677,16 @@ static void test_changelog_replay_torn_tail(void **state)
 	off = rec_off(f, 1, N);
 	buf = malloc(len + 100);
 	assert_non_null(buf);
-	for (int d = 0; d < NDAMAGE; d++) {
+	/* Each damage twice: without hints, then with them (a hint must
+	 * never see the bad record). */
+	for (int k = 0; k < 2 * NDAMAGE; k++) {
+		int d = k % NDAMAGE;
 		size_t dlen = damage(f, buf, orig, len, off, (enum damage)d);
 		/* Extra bytes after a whole last record cost nothing else. */
 		bool after = d == ZEROS_AFTER || d == GARBAGE_AFTER;
 		unsigned lines = f->log_lines;
 
+		f->ahead = k >= NDAMAGE;
 		write_seg(f, 1, buf, dlen);
 		if (replay(f, 0, &last) != 0)
 			fail_msg("%s: replay failed", damage_names[d]);
@@ -977,6 +1077,10 @@ int main(void)
 			test_changelog_open_keeps_existing_file, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_open_bad_dir,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_ahead_hints, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_hint_buffer,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_replay_empty,
 						setup, teardown),

@@ -1122,6 +1122,89 @@ static void test_checkpoint_load_sizes_dir_table(void **state)
 	assert_same(&f->a, &f->b);
 }
 
+/*
+ * Name @i of a directory whose names run from 1 to 255 bytes (the loader
+ * reads a directory's names ahead of the one it adds, record by record:
+ * every length must land it on the next record).
+ */
+static size_t varied_name(char *buf, unsigned i)
+{
+	int n = snprintf(buf, 256, "%u_", i);
+	size_t len = 1 + (i * 37u) % 255;
+
+	if (len < (size_t)n)
+		len = (size_t)n;
+	memset(buf + n, 'x', len - (size_t)n);
+	return len;
+}
+
+/* Two big directories of names of every length, one after the other. */
+static void build_varied(struct fixture *f, struct node **d1, struct node **d2)
+{
+	char name[256];
+
+	*d1 = mk(f, f->a.root, "v1", S_IFDIR | 0755);
+	*d2 = mk(f, f->a.root, "v2", S_IFDIR | 0755);
+	for (unsigned i = 0; i < 600; i++) {
+		size_t len = varied_name(name, i);
+
+		mk_full(f, i % 3 ? *d1 : *d2, name, len, S_IFREG | 0644, "t",
+			1);
+	}
+}
+
+/* Loaded with names read ahead: the same namespace, every name found. */
+static void test_checkpoint_load_names_ahead(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d1, *d2, *l1, *l2;
+	uint64_t version = 0;
+	char name[256];
+
+	build_varied(f, &d1, &d2);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 84), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_same(&f->a, &f->b);
+	l1 = ns_get(&f->b, d1->ino);
+	l2 = ns_get(&f->b, d2->ino);
+	assert_non_null(l1);
+	assert_non_null(l2);
+	assert_int_equal(htab_count(&l1->u.dir->names), 400);
+	assert_int_equal(htab_count(&l2->u.dir->names), 200);
+	for (unsigned i = 0; i < 600; i++) {
+		size_t len = varied_name(name, i);
+
+		assert_non_null(ns_lookup(&f->b, i % 3 ? l1 : l2, name, len));
+		assert_null(ns_lookup(&f->b, i % 3 ? l2 : l1, name, len));
+	}
+}
+
+/*
+ * A checkpoint cut anywhere in its names (the read ahead meets the end of
+ * the file before the loader does): corrupt, nothing read past the end.
+ */
+static void test_checkpoint_load_cut_in_names(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d1, *d2;
+	uint64_t version = 0;
+	uint8_t *data;
+	size_t len;
+
+	build_varied(f, &d1, &d2);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 85), 0);
+	read_cp(f, 85, &data, &len);
+	for (size_t k = 40; k < 100; k++) {
+		size_t cut = len * k / 100 + k % 7;
+
+		reset_b(f);
+		write_cp(f, 85, data, cut);
+		assert_int_equal(checkpoint_load(&f->b, f->dir, &version),
+				 -EUCLEAN);
+	}
+	free(data);
+}
+
 /* Hard links: a directory with more names than there are nodes. */
 static void test_checkpoint_load_links_outnumber_nodes(void **state)
 {
@@ -1204,18 +1287,111 @@ static void test_checkpoint_load_duplicate_node(void **state)
 	}
 }
 
+/* A packed change of @mut, in *@buf (freed by the caller); its length. */
+static size_t pack(Sweepfs__Meta__Mutation *mut, uint8_t **buf)
+{
+	size_t n = sweepfs__meta__mutation__get_packed_size(mut);
+
+	*buf = malloc(n);
+	assert_non_null(*buf);
+	assert_int_equal(sweepfs__meta__mutation__pack(mut, *buf), n);
+	return n;
+}
+
 /* Pack @mut and replay it as the next version with mutation_replay(). */
 static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
 {
-	size_t n = sweepfs__meta__mutation__get_packed_size(mut);
-	uint8_t *buf = malloc(n);
-	int rc;
+	uint8_t *buf;
+	size_t n = pack(mut, &buf);
+	int rc = mutation_replay(ns, ns->version + 1, buf, n);
 
-	assert_non_null(buf);
-	assert_int_equal(sweepfs__meta__mutation__pack(mut, buf), n);
-	rc = mutation_replay(ns, ns->version + 1, buf, n);
 	free(buf);
 	return rc;
+}
+
+/* Pack @mut and give it to mutation_prefetch(). */
+static void prefetch_packed(const struct ns *ns, Sweepfs__Meta__Mutation *mut)
+{
+	uint8_t *buf;
+	size_t n = pack(mut, &buf);
+
+	mutation_prefetch(ns, buf, n);
+	free(buf);
+}
+
+/*
+ * mutation_prefetch() is a hint: on changes of every kind it reads ahead
+ * for, on ones naming what is not there or not a directory, and on a
+ * payload that does not unpack, it changes nothing.
+ */
+static void test_mutation_prefetch_changes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Rename r = SWEEPFS__META__RENAME__INIT;
+	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
+	uint8_t junk[3] = { 0xff, 0xff, 0xff };
+	struct node *big, *file;
+	uint64_t parents[3];
+	char *before, *after;
+	size_t memory;
+
+	build_small(f);
+	big = mk(f, f->a.root, "big", S_IFDIR | 0755);
+	for (int i = 0; i < 100; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "e%d", i);
+		file = mk(f, big, name, S_IFREG | 0644);
+	}
+	/* A directory with a table, the root, a file, nothing. */
+	parents[0] = big->ino;
+	parents[1] = file->ino;
+	parents[2] = f->a.next_ino + 1000;
+	before = dump_ns(&f->a);
+	memory = ns_memory(&f->a);
+	for (int i = 0; i < 3; i++) {
+		mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+		mut.create = &c;
+		c.parent = parents[i];
+		c.name.data = (uint8_t *)"new";
+		c.name.len = 3;
+		c.ino = f->a.next_ino;
+		prefetch_packed(&f->a, &mut);
+		mut.create = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+		mut.unlink = &u;
+		u.parent = parents[i];
+		u.name.data = (uint8_t *)"e7";
+		u.name.len = 2;
+		prefetch_packed(&f->a, &mut);
+		mut.unlink = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
+		mut.rename = &r;
+		r.parent = parents[i];
+		r.name = u.name;
+		r.newparent = parents[(i + 1) % 3];
+		r.newname = c.name;
+		prefetch_packed(&f->a, &mut);
+		mut.rename = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_LINK;
+		mut.link = &l;
+		l.ino = file->ino;
+		l.parent = parents[i];
+		l.name = c.name;
+		prefetch_packed(&f->a, &mut);
+		mut.link = NULL;
+	}
+	mutation_prefetch(&f->a, junk, sizeof(junk));
+	mutation_prefetch(&f->a, junk, 0);
+	after = dump_ns(&f->a);
+	assert_string_equal(before, after);
+	assert_int_equal(ns_memory(&f->a), memory);
+	assert_null(ns_lookup(&f->a, big, "new", 3));
+	free(before);
+	free(after);
 }
 
 /*
@@ -1273,6 +1449,13 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_cluster_id,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_names_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_cut_in_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_mutation_prefetch_changes_nothing, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_round_trip,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -387,6 +387,27 @@ static void test_htab_step_finishes_clustered(void **state)
 	step_finishes(*state);
 }
 
+/* htab_prefetch() is a hint: any hash, empty or mid-migration, changes
+ * nothing. */
+static void test_htab_prefetch_changes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t hashes[] = { 0, 1, UINT64_MAX, UINT64_MAX / 3 };
+	size_t i = 0;
+
+	for (size_t k = 0; k < sizeof(hashes) / sizeof(hashes[0]); k++)
+		htab_prefetch(&f->t, hashes[k]);
+	check_all(f);
+	while (!(f->t.old && f->t.oldcount > 100))
+		do_insert(f, i++);
+	for (size_t k = 0; k < sizeof(hashes) / sizeof(hashes[0]); k++)
+		htab_prefetch(&f->t, hashes[k]);
+	for (size_t j = 0; j < i; j++)
+		htab_prefetch(&f->t, h_of(f, j));
+	assert_non_null(f->t.old);
+	check_all(f);
+}
+
 static int stop_at(void *elem, void *arg)
 {
 	size_t *left = arg;
@@ -577,6 +598,9 @@ int main(void)
 						setup_good, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_htab_step_finishes_clustered, setup_pairs,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_htab_prefetch_changes_nothing, setup_good,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_htab_foreach_once,
 						setup_good, teardown),
