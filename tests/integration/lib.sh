@@ -238,14 +238,34 @@ wait_dead() {
 	return 0
 }
 
-# wait_until SECONDS WHAT CMD...: poll CMD every 50 ms until it succeeds.
+# sw_uptime_cs: the monotonic clock (CLOCK_BOOTTIME, /proc/uptime) in
+# hundredths of a second, in SW_NOW_CS; no fork.
+sw_uptime_cs() {
+	local up
+	read -r up _ </proc/uptime
+	SW_NOW_CS=$((10#${up/./}))
+}
+
+# wait_until SECONDS WHAT CMD...: run CMD every 50 ms until it succeeds;
+# fail once SECONDS (whole or decimal) of monotonic time have passed
+# without. A deadline, not a count of tries: a CMD that takes long on a
+# loaded machine does not stretch the wait (it did when this counted
+# 20 tries a second), so SECONDS must be what the scenario may wait, its
+# CMDs' own time included. CMD is tried at least once.
 # CMD's arguments are expanded once, by the caller: a condition that reads
 # something anew each time, like test "$(nodes)" = 5, must be a function.
 wait_until() {
-	local secs=$1 limit=$(($1 * 20)) what=$2 i
+	local secs=$1 what=$2 whole frac deadline
 	shift 2
-	for ((i = 0; i < limit; i++)); do
+	whole=${secs%%.*}
+	frac=${secs#"$whole"}
+	frac=${frac#.}00
+	sw_uptime_cs
+	deadline=$((SW_NOW_CS + 10#${whole:-0} * 100 + 10#${frac:0:2}))
+	while :; do
 		"$@" >/dev/null 2>&1 && return 0
+		sw_uptime_cs
+		((SW_NOW_CS < deadline)) || break
 		sleep 0.05
 	done
 	fail "timed out after $secs s waiting for: $what"
