@@ -223,16 +223,14 @@ alive() {
 	[[ -n "$st" && "$st" != Z ]]
 }
 
+dead() { ! alive "$1"; }
+
 # wait_dead PID SECONDS: wait for the process to end; reap it if it is our
 # child. Returns 0 if it ended, 1 on timeout. Sets SW_EXIT_STATUS.
 wait_dead() {
-	local pid=$1 limit=$(($2 * 20)) i
+	local pid=$1
 	SW_EXIT_STATUS=
-	for ((i = 0; i < limit; i++)); do
-		alive "$pid" || break
-		sleep 0.05
-	done
-	alive "$pid" && return 1
+	sw_poll "$2" 0.05 dead "$pid" || return 1
 	SW_EXIT_STATUS=0
 	wait "$pid" 2>/dev/null || SW_EXIT_STATUS=$?
 	return 0
@@ -246,16 +244,14 @@ sw_uptime_cs() {
 	SW_NOW_CS=$((10#${up/./}))
 }
 
-# wait_until SECONDS WHAT CMD...: run CMD every 50 ms until it succeeds;
-# fail once SECONDS (whole or decimal) of monotonic time have passed
-# without. A deadline, not a count of tries: a CMD that takes long on a
-# loaded machine does not stretch the wait (it did when this counted
-# 20 tries a second), so SECONDS must be what the scenario may wait, its
-# CMDs' own time included. CMD is tried at least once.
-# CMD's arguments are expanded once, by the caller: a condition that reads
-# something anew each time, like test "$(nodes)" = 5, must be a function.
-wait_until() {
-	local secs=$1 what=$2 whole frac deadline
+# sw_poll SECONDS PAUSE CMD...: run CMD every PAUSE seconds until it
+# succeeds (status 0), or until SECONDS (whole or decimal) of monotonic
+# time have passed without (status 1). A deadline, not a count of tries:
+# a CMD that takes long on a loaded machine does not stretch the wait (it
+# did when the waits counted tries), so SECONDS is what the scenario may
+# wait, its CMDs' own time included. CMD is tried at least once.
+sw_poll() {
+	local secs=$1 pause=$2 whole frac deadline
 	shift 2
 	whole=${secs%%.*}
 	frac=${secs#"$whole"}
@@ -265,10 +261,20 @@ wait_until() {
 	while :; do
 		"$@" >/dev/null 2>&1 && return 0
 		sw_uptime_cs
-		((SW_NOW_CS < deadline)) || break
-		sleep 0.05
+		((SW_NOW_CS < deadline)) || return 1
+		sleep "$pause"
 	done
-	fail "timed out after $secs s waiting for: $what"
+}
+
+# wait_until SECONDS WHAT CMD...: run CMD every 50 ms until it succeeds;
+# fail if it has not within SECONDS (sw_poll).
+# CMD's arguments are expanded once, by the caller: a condition that reads
+# something anew each time, like test "$(nodes)" = 5, must be a function.
+wait_until() {
+	local secs=$1 what=$2
+	shift 2
+	sw_poll "$secs" 0.05 "$@" ||
+		fail "timed out after $secs s waiting for: $what"
 }
 
 # ---- the cluster launcher -----------------------------------------------
@@ -406,11 +412,7 @@ fsck_ok() {
 # clean: chunkserver inventories reach the master with their heartbeats
 # and replication takes its time. Fails with fsck's report.
 wait_fsck_clean() {
-	local limit=$((${1:-30} * 10)) i
-	for ((i = 0; i < limit; i++)); do
-		fsck_ok && return 0
-		sleep 0.1
-	done
+	sw_poll "${1:-30}" 0.1 fsck_ok && return 0
 	sw_tool fsck >&2 || true
 	fail "fsck is not clean after ${1:-30} s${2:+ ($2)}"
 }
