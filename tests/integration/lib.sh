@@ -602,20 +602,52 @@ stop_adopted() {
 # stop_mount [MOUNTPOINT]: unmount and wait for the client to exit;
 # fails the scenario if it does not exit with status 0.
 stop_mount() {
-	local mnt=${1:-$SW_MNT} i ours=0
+	local mnt=${1:-$SW_MNT} i ours=0 pid= spy= ok=1 dev
 	for i in "${!SW_MOUNTS[@]}"; do
 		if [[ "${SW_MOUNTS[$i]}" == "$mnt" ]]; then
 			ours=1
+			pid=${SW_MOUNT_PIDS[$i]}
 			unset 'SW_MOUNTS[i]' 'SW_MOUNT_PIDS[i]'
 		fi
 	done
-	SW_EXIT_STATUS=$(_swc unmount "$mnt") ||
+	# A client that has not exited 15 s after the unmount began is
+	# killed at 20 (swcluster.py): what its threads waited for first.
+	if [[ -n "$pid" ]]; then
+		dev=$(stat -c %d "$mnt" 2>/dev/null) || dev=none
+		(sleep 15 && _sw_stuck "$pid" "$mnt" "$dev" >"$SW_TMP/stuck.$pid" 2>&1) &
+		spy=$!
+	fi
+	SW_EXIT_STATUS=$(_swc unmount "$mnt") || ok=0
+	[[ -z "$spy" ]] || { kill "$spy" 2>/dev/null; wait "$spy" 2>/dev/null; } || true
+	if ((ok == 0)) || [[ "$ours" == 1 && "$SW_EXIT_STATUS" == 137 ]]; then
+		[[ ! -s "$SW_TMP/stuck.$pid" ]] || cat "$SW_TMP/stuck.$pid" >&2
 		fail "sweepfs-mount for $mnt did not exit after unmount"
+	fi
 	((ours)) || return 0
-	[[ "$SW_EXIT_STATUS" != 137 ]] ||
-		fail "sweepfs-mount for $mnt did not exit after unmount"
 	[[ "$SW_EXIT_STATUS" == 0 ]] ||
 		fail "sweepfs-mount for $mnt exited with status $SW_EXIT_STATUS"
+}
+
+# _sw_stuck PID MOUNTPOINT DEV: what a mount client that does not exit is
+# doing: each thread's kernel wait and stack, whether the mount point is
+# still there, who holds files under it, its log's end.
+_sw_stuck() {
+	local t f dev=$3
+	echo "== sweepfs-mount $1 for $2, still running 15 s after the unmount began"
+	for t in /proc/"$1"/task/*; do
+		echo "-- thread ${t##*/} $(cat "$t/comm") wchan $(cat "$t/wchan")"
+		cat "$t/stack" 2>/dev/null | head -n 12
+	done
+	grep -F " $2 " /proc/self/mountinfo || echo "(not in this namespace's mount table)"
+	# After a lazy unmount the paths no longer say: the device does.
+	for f in /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd/*; do
+		[[ "$(stat -L -c %d "$f" 2>/dev/null)" == "$dev" ]] || continue
+		t=${f#/proc/}
+		echo "held by ${t%%/*} ($(cat "/proc/${t%%/*}/cmdline" 2>/dev/null | tr '\0' ' ')): $f -> $(readlink "$f")"
+	done
+	echo "-- log"
+	tail -n 30 "$SW_TMP/$(basename "$2").log" 2>/dev/null
+	return 0
 }
 
 # Unmount, lazily when a plain unmount does not work.

@@ -59,16 +59,22 @@ l0=$(sw_requests lookup)
 b0=$(sw_requests batch)
 ls "$A/t1" >/dev/null
 ls "$A/t1/a" >/dev/null
+# What a failure needs to be told apart: delegations refused or recalled
+# meanwhile, and how long the listing and the removal took.
+dstats() { sw_status "'%d granted, %d refused, %d recalls' % (d['deleg_granted'], d['deleg_refused'], d['deleg_recalls'])"; }
+ds0=$(dstats)
 held=$(info delegations)
 assert_ge 2 "$held" "delegations held after listing t1 and t1/a"
 sessions_held=$(sw_status "sum(s.get('delegations', 0) for s in d['sessions'])")
 assert_ge 2 "$sessions_held" "delegations in the session list"
+t_rm=$(date +%s%N)
 rm -rf "$A/t1"
+t_rm=$((($(date +%s%N) - t_rm) / 1000000))
 assert_missing "$A/t1"
 u1=$(sw_requests unlink)
 l1=$(sw_requests lookup)
 b1=$(sw_requests batch)
-log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), batches $((b1 - b0))"
+log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), batches $((b1 - b0)); rm -rf $t_rm ms; delegations before: $ds0, after: $(dstats); load $(cut -d' ' -f1 /proc/loadavg)"
 assert_le 10 $((u1 - u0)) "UNLINK requests for 6,000 files under delegations"
 assert_le 100 $((l1 - l0)) "LOOKUP requests for 6,000 files under delegations"
 assert_ge 6 $((b1 - b0)) "batches"
