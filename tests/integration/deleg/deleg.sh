@@ -107,6 +107,36 @@ log "unlink requests $((u1 - u0)) for 3,000 files read in two parts"
 assert_le 10 $((u1 - u0)) "UNLINK requests after a listing read in two parts"
 rmdir "$A/t1a"
 
+# ---- 1b. recalled in the middle, held again ---------------------------------
+# A recall while rm -rf works through a listing it read (here: another
+# session's request on the directory) gives the directory back, and the
+# next removal takes it again: the names still to go are in the listing
+# the master kept current meanwhile, and cost no LOOKUP each.
+log "a delegation recalled in the middle of the removals, then held again"
+make_tree "$A/t1b" 3000
+sleep 1.2 # the attributes made here expire
+ls "$A/t1b" >/dev/null
+u0=$(sw_requests unlink)
+l0=$(sw_requests lookup)
+r0=$(info deleg_recalls)
+"$PYTHON" - "$A/t1b" "$SW_TOOL_BIN" <<'EOF'
+import os, subprocess, sys
+d, tool = sys.argv[1], sys.argv[2]
+names = sorted(os.listdir(d))
+for n in names[:1000]:
+    os.unlink(os.path.join(d, n))
+subprocess.run([tool, "getgoal", d], stdout=subprocess.DEVNULL, check=True)
+for n in names[1000:]:
+    os.unlink(os.path.join(d, n))
+EOF
+u1=$(sw_requests unlink)
+l1=$(sw_requests lookup)
+log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), recalls $(($(info deleg_recalls) - r0))"
+assert_ge 1 $(($(info deleg_recalls) - r0)) "recalls by the other session's request"
+assert_le 10 $((u1 - u0)) "UNLINK requests around a recall"
+assert_le 100 $((l1 - l0)) "LOOKUP requests for the 2,000 names left after a recall"
+rmdir "$A/t1b"
+
 # ---- 2. two mounts, at once --------------------------------------------
 log "two mounts: removals and creations seen at once"
 make_tree "$A/t2" 200
