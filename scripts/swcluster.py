@@ -56,6 +56,7 @@ reaches the caller only, which then stops them in order.
 """
 
 import argparse
+import ctypes
 import fcntl
 import json
 import os
@@ -420,6 +421,51 @@ def unmount(mnt, tries=5):
     return mount_type(mnt) is None
 
 
+def in_netns(netns, argv):
+    """@argv run in network namespace @netns (a name under /run/netns, or
+    a path; None: as it is), with nsenter --net, not `ip netns exec`:
+    that makes a mount namespace too, a copy of every mount there is at
+    that moment, and a FUSE mount copied so (another scenario's, or this
+    one's) stays alive in it after its unmount here, its client never
+    told, until the daemon ends: the client did not exit, and was killed
+    (integration.deleg_make, at load)."""
+    if not netns:
+        return list(argv)
+    path = netns if "/" in netns else os.path.join("/run/netns", netns)
+    return ["nsenter", "--net=" + path, "--"] + list(argv)
+
+
+def release_copied_mounts():
+    """In a mount namespace of its own (`ip netns exec`, unshare --mount),
+    which began as a copy of every mount there was: detach the copies of
+    sweepfs mounts, which are others' (another machine's, scenario's or
+    cluster's). A copy kept here would keep such a FUSE mount alive after
+    its unmount there, its client never told, until this namespace ends
+    (see in_netns()). Nothing in the namespace of our parent, where those
+    mounts belong. Returns how many were detached."""
+    try:
+        if os.readlink("/proc/self/ns/mnt") == \
+                os.readlink("/proc/%d/ns/mnt" % os.getppid()):
+            return 0
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    libc = None
+    n = 0
+    for line in lines:
+        head, _, tail = line.partition(" - ")
+        if not tail.startswith("fuse.sweepfs "):
+            continue
+        mnt = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                     head.split()[4])
+        if libc is None:
+            libc = ctypes.CDLL(None, use_errno=True)
+        if libc.umount2(os.fsencode(mnt), 2) == 0:  # MNT_DETACH
+            n += 1
+    return n
+
+
 def _count_lines(path, needle):
     try:
         with open(path, errors="replace") as f:
@@ -487,8 +533,8 @@ class Cluster:
     @workdir holds the default data directories and logs (meta/,
     master.log, csI/, csI.log). @log_level is passed to the daemons as -v
     (None: their default). @netns runs the master and the chunkservers in
-    that network namespace (`ip netns exec`, which also gives them a
-    mount namespace of their own; mounts do not take it: see mount()).
+    that network namespace (in_netns()); mounts do not take it: see
+    mount()).
     @owner (watch mode): the process whose end stops the daemons."""
 
     def __init__(self, workdir, bins, log_level="info", watch=False,
@@ -582,8 +628,7 @@ class Cluster:
             os.close(logfd)
 
     def _in_netns(self, argv):
-        return (["ip", "netns", "exec", self.netns] if self.netns else []) \
-            + argv
+        return in_netns(self.netns, argv)
 
     def _launch(self, name, argv, log):
         """Start daemon @name and wait until its log says it listens: its

@@ -639,6 +639,14 @@ _sw_stuck() {
 		cat "$t/stack" 2>/dev/null | head -n 12
 	done
 	grep -F " $2 " /proc/self/mountinfo || echo "(not in this namespace's mount table)"
+	# Still mounted in a mount namespace made while it was up (unshare,
+	# ip netns exec: a copy of every mount): its connection stays.
+	for f in /proc/[0-9]*/mountinfo; do
+		t=${f#/proc/}
+		t=${t%%/*}
+		grep -qF " $2 " "$f" 2>/dev/null || continue
+		echo "still mounted in the mount namespace $(readlink "/proc/$t/ns/mnt") of $t ($(tr '\0' ' ' <"/proc/$t/cmdline" 2>/dev/null))"
+	done | sort -u -k7,7 | head -n 5
 	# After a lazy unmount the paths no longer say: the device does.
 	for f in /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd/*; do
 		[[ "$(stat -L -c %d "$f" 2>/dev/null)" == "$dev" ]] || continue
