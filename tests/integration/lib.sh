@@ -614,7 +614,13 @@ stop_mount() {
 	# killed at 20 (swcluster.py): what its threads waited for first.
 	if [[ -n "$pid" ]]; then
 		dev=$(stat -c %d "$mnt" 2>/dev/null) || dev=none
-		(sleep 15 && _sw_stuck "$pid" "$mnt" "$dev" >"$SW_TMP/stuck.$pid" 2>&1) &
+		(
+			trap '[[ -z "${s:-}" ]] || kill "$s" 2>/dev/null; exit 0' TERM
+			sleep 15 &
+			s=$!
+			wait "$s"
+			_sw_stuck "$pid" "$mnt" "$dev" >"$SW_TMP/stuck.$pid" 2>&1
+		) &
 		spy=$!
 	fi
 	SW_EXIT_STATUS=$(_swc unmount "$mnt") || ok=0
