@@ -157,7 +157,10 @@ mutator=$!
 "$PYTHON" "$DF" append "$M2/bg/data/f" "$SEED" "$SW_TMP/bg.log" 65536 100000 \
 	"$SW_TMP/mut.stop" 2>"$SW_TMP/bg.err" &
 appender=$!
-sleep 1
+# Both under way before the snapshot, however slowly they start (1 s
+# of sleep once saw neither start at load 25: no file to copy).
+writing() { [[ -s "$SW_TMP/bg.log" && -e "$M2/bg/seq/c000000" ]]; }
+wait_until 60 "both clients to be under way" writing
 n_before=$(wc -l <"$SW_TMP/bg.log")
 bg0=$(grep -c 'started (child' "$SW_MASTER_LOG" || true)
 sw_tool snapshot "$M/bg" "$M/bgcopy"
