@@ -78,6 +78,7 @@ READY_S = 30      # for a daemon to listen, a mount to appear
 REGISTER_S = 30   # for chunkservers to register
 STOP_S = 30       # SIGTERM to SIGKILL, daemons
 UNMOUNT_S = 20    # unmount to SIGKILL, mount clients
+COPIES_S = 2      # unmount to looking for copies in other namespaces
 PORT_TRIES = 5
 
 # Signals a child gets back at their default disposition.
@@ -457,13 +458,43 @@ def release_copied_mounts():
         head, _, tail = line.partition(" - ")
         if not tail.startswith("fuse.sweepfs "):
             continue
-        mnt = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
-                     head.split()[4])
+        mnt = _unescape(head.split()[4])
         if libc is None:
             libc = ctypes.CDLL(None, use_errno=True)
         if libc.umount2(os.fsencode(mnt), 2) == 0:  # MNT_DETACH
             n += 1
     return n
+
+
+def unmount_copies(mnt):
+    """Detach the copies of sweepfs mount @mnt that other mount namespaces
+    hold (made while it was up, by unshare or `ip netns exec`: ours before
+    in_netns(), or anyone's): each keeps its FUSE connection, and so its
+    client, alive after the unmount here (see in_netns()). Returns how
+    many namespaces it was detached in."""
+    mnt = os.path.abspath(mnt)
+    ours = os.readlink("/proc/self/ns/mnt")
+    seen = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ns = os.readlink("/proc/%s/ns/mnt" % pid)
+            if ns == ours or ns in seen:
+                continue
+            with open("/proc/%s/mountinfo" % pid) as f:
+                held = any(
+                    line.partition(" - ")[2].startswith("fuse.sweepfs ") and
+                    _unescape(line.split()[4]) == mnt for line in f)
+        except OSError:
+            continue
+        if not held:
+            continue
+        seen.add(ns)
+        try:
+            run(["nsenter", "--mount=/proc/%s/ns/mnt" % pid, "--",
+                 "umount", "-l", mnt], timeout=10, check=False)
+        except (OSError, RuntimeError):
+            pass
+    return len(seen)
 
 
 def _count_lines(path, needle):
@@ -853,7 +884,13 @@ class Cluster:
                 _mark(rec["log"], "killed")
             return code
         if rec["kind"] == "mount":
-            code = h.wait(timeout or UNMOUNT_S)
+            # Gone from our namespace, but still mounted in another one,
+            # the client hears of no unmount: take the copies away too.
+            code = h.wait(COPIES_S)
+            if code is None and unmount_copies(rec["mnt"]):
+                code = h.wait(timeout or UNMOUNT_S)
+            elif code is None:
+                code = h.wait(max((timeout or UNMOUNT_S) - COPIES_S, 1))
             if code is None and self.running(name):
                 h.send_signal(signal.SIGKILL)
                 code = h.wait(5)
@@ -873,7 +910,10 @@ class Cluster:
                   and self.running(n)]
         for n in mounts:
             h = self.handles[n]
-            done[n] = h.wait(10)
+            done[n] = h.wait(COPIES_S)
+            if done[n] is None:
+                unmount_copies(self.records[n]["mnt"])
+                done[n] = h.wait(10)
             if done[n] is None and self.running(n):
                 h.send_signal(signal.SIGKILL)
                 done[n] = h.wait(5)
