@@ -40,7 +40,13 @@ DF=$SW_SRC/datafile.py
 MiB=$((1 << 20))
 
 sw_tmpfs "$SW_TMP/cs1" 1g
-start_master --set purge_duty=1 --set purge_slice=20 --set snapshot_sync_max=100
+# stray_grace: when the chunkserver comes back after the killed master's
+# restart has purged the tree (its reconnect back-off reaches 30 s on a
+# loaded machine), its files are strays, deleted after stray_grace (5 min
+# by default): the last wait below, 60 s, passed then only while it
+# counted polls.
+start_master --set purge_duty=1 --set purge_slice=20 --set snapshot_sync_max=100 \
+	--set stray_grace=5s
 start_mount
 M=$SW_MNT
 
