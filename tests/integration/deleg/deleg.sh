@@ -313,7 +313,15 @@ start_mount "$SW_TMP/m4"
 C=$SW_TMP/m4
 ls "$B" >/dev/null # B caches the top: C is not delegated it
 make_tree "$C/t9" 50
-ls "$C/t9" >/dev/null
+# Asked for with the listing, granted a moment later: held by C at the
+# master before C goes silent (at load it once was not yet, and the
+# listing had nothing to wait for).
+c_holds() {
+	ls "$C/t9" >/dev/null
+	sw_status "[s['delegations'] for s in d['sessions'] if s['name'].endswith(':$C')]" |
+		grep -q '\[[1-9]'
+}
+wait_until 20 "C to hold t9's delegation" c_holds
 cpid=${SW_MOUNT_PIDS[-1]}
 kill -STOP "$cpid"
 t0=$(date +%s%N)
