@@ -277,6 +277,22 @@ wait_until() {
 		fail "timed out after $secs s waiting for: $what"
 }
 
+# sw_free_prefix: "10.X.Y", a /24 that no route on this host touches, for
+# a scenario's network of machines (bridge and namespaces): each its own,
+# not a fixed one that another worktree's scenario may hold at the same
+# time. Skips the scenario if there is none.
+sw_free_prefix() {
+	local t p
+	for ((t = 0; t < 50; t++)); do
+		p=10.$((100 + ($$ + t * 7) % 150)).$((($$ / 150 + t * 13) % 250))
+		if ! ip -4 route show table all | grep -q "^[a-z ]*$p\."; then
+			SW_NET_PREFIX=$p
+			return 0
+		fi
+	done
+	skip "no free 10.x.y.0/24 for the test network"
+}
+
 # ---- the cluster launcher -----------------------------------------------
 
 # scripts/swcluster.py starts, waits for, stops and cleans up the master,

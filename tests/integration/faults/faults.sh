@@ -78,15 +78,8 @@ fsop_ok() { [[ "$("$PYTHON" "$SW_SRC/fsop.py" "$@" 2>&1)" == OK* ]]; }
 # ---- the machines -----------------------------------------------------------
 
 # A /24 for the bridge that no route on this host touches.
-NET_PREFIX=
-for ((t = 0; t < 50; t++)); do
-	p=10.$((100 + ($$ + t * 7) % 150)).$((($$ / 150 + t * 13) % 250))
-	if ! ip -4 route show table all | grep -q "^[a-z ]*$p\."; then
-		NET_PREFIX=$p
-		break
-	fi
-done
-[[ -n "$NET_PREFIX" ]] || skip "no free 10.x.y.0/24 for the test network"
+sw_free_prefix
+NET_PREFIX=$SW_NET_PREFIX
 BR=swft$$br
 NETNS=() # namespaces made
 

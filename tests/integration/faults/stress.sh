@@ -26,17 +26,10 @@ sw_scenario_cleanup() {
 	"$PYTHON" "$STRESS" --cleanup --base "$SW_TMP" >&2 || true
 }
 
-# A /24 that no route on this host touches (as faults.sh picks one): not
-# the harness's default, which another worktree's run may hold.
-NET_PREFIX=
-for ((t = 0; t < 50; t++)); do
-	p=10.$((100 + ($$ + t * 7) % 150)).$((($$ / 150 + t * 13) % 250))
-	if ! ip -4 route show table all | grep -q "^[a-z ]*$p\."; then
-		NET_PREFIX=$p
-		break
-	fi
-done
-[[ -n "$NET_PREFIX" ]] || skip "no free 10.x.y.0/24 for the machines"
+# A /24 of its own: not the harness's default, which another worktree's
+# run may hold.
+sw_free_prefix
+NET_PREFIX=$SW_NET_PREFIX
 
 # stress NAME ARGS...: run the harness in quick mode, its JSON in
 # $SW_TMP/NAME.json and its output in $SW_TMP/NAME.log; sets STRESS_PID
