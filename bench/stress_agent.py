@@ -99,7 +99,10 @@ class Agent:
 
     def start_mount(self):
         """Mount with the cluster launcher (scripts/swcluster.py), in this
-        machine: its mount namespace is ours (ip netns exec made it)."""
+        machine: its mount namespace is ours (ip netns exec made it), a
+        copy of the host's mounts, whose sweepfs ones it lets go of first
+        so as not to keep them alive after their unmount there."""
+        swcluster.release_copied_mounts()
         self.cluster = swcluster.Cluster(
             self.a.run_dir, swcluster.Binaries.find(self.a.build),
             log_level=None)

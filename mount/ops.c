@@ -362,17 +362,21 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
 		/*
-		 * Attributes past attr_timeout: outside a held directory,
-		 * ask the master. In a held one the name and the inode are
-		 * certain (nobody else changes the directory), and the
-		 * attributes are the newest this mount has (the kernel's own
-		 * are in the inode table, and mount_fresher_attr() took them
-		 * if newer): handed out as expired, so that the kernel asks
-		 * for fresh ones when it needs them (stat, a permission
-		 * check), but not to remove the name.
+		 * Attributes past attr_timeout, or expired at once (attr_at
+		 * 0: the directory was given back, or a chmod closed one):
+		 * outside a held directory, ask the master. In a held one
+		 * the name and the inode are certain (nobody else changes
+		 * the directory; while it was not held the master kept this
+		 * listing current), and the attributes are the newest this
+		 * mount has (the kernel's own are in the inode table, and
+		 * mount_fresher_attr() took them if newer): handed out as
+		 * expired, so that the kernel asks for fresh ones when it
+		 * needs them (stat, a permission check), but not to remove
+		 * the name. So a delegation recalled in the middle of an
+		 * rm -rf and held again costs no lookup per name left.
 		 */
-		if (!de.attr_at || (mount_attr_left(m, de.attr_at) <= 0 &&
-				    !deleg_held(m->deleg, parent)))
+		if ((!de.attr_at || mount_attr_left(m, de.attr_at) <= 0) &&
+		    !deleg_held(m->deleg, parent))
 			return false;
 		mount_fill_entry(m, parent, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);

@@ -56,6 +56,7 @@ reaches the caller only, which then stops them in order.
 """
 
 import argparse
+import ctypes
 import fcntl
 import json
 import os
@@ -77,6 +78,7 @@ READY_S = 30      # for a daemon to listen, a mount to appear
 REGISTER_S = 30   # for chunkservers to register
 STOP_S = 30       # SIGTERM to SIGKILL, daemons
 UNMOUNT_S = 20    # unmount to SIGKILL, mount clients
+COPIES_S = 2      # unmount to looking for copies in other namespaces
 PORT_TRIES = 5
 
 # Signals a child gets back at their default disposition.
@@ -420,6 +422,81 @@ def unmount(mnt, tries=5):
     return mount_type(mnt) is None
 
 
+def in_netns(netns, argv):
+    """@argv run in network namespace @netns (a name under /run/netns, or
+    a path; None: as it is), with nsenter --net, not `ip netns exec`:
+    that makes a mount namespace too, a copy of every mount there is at
+    that moment, and a FUSE mount copied so (another scenario's, or this
+    one's) stays alive in it after its unmount here, its client never
+    told, until the daemon ends: the client did not exit, and was killed
+    (integration.deleg_make, at load)."""
+    if not netns:
+        return list(argv)
+    path = netns if "/" in netns else os.path.join("/run/netns", netns)
+    return ["nsenter", "--net=" + path, "--"] + list(argv)
+
+
+def release_copied_mounts():
+    """In a mount namespace of its own (`ip netns exec`, unshare --mount),
+    which began as a copy of every mount there was: detach the copies of
+    sweepfs mounts, which are others' (another machine's, scenario's or
+    cluster's). A copy kept here would keep such a FUSE mount alive after
+    its unmount there, its client never told, until this namespace ends
+    (see in_netns()). Nothing in the namespace of our parent, where those
+    mounts belong. Returns how many were detached."""
+    try:
+        if os.readlink("/proc/self/ns/mnt") == \
+                os.readlink("/proc/%d/ns/mnt" % os.getppid()):
+            return 0
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    libc = None
+    n = 0
+    for line in lines:
+        head, _, tail = line.partition(" - ")
+        if not tail.startswith("fuse.sweepfs "):
+            continue
+        mnt = _unescape(head.split()[4])
+        if libc is None:
+            libc = ctypes.CDLL(None, use_errno=True)
+        if libc.umount2(os.fsencode(mnt), 2) == 0:  # MNT_DETACH
+            n += 1
+    return n
+
+
+def unmount_copies(mnt):
+    """Detach the copies of sweepfs mount @mnt that other mount namespaces
+    hold (made while it was up, by unshare or `ip netns exec`: ours before
+    in_netns(), or anyone's): each keeps its FUSE connection, and so its
+    client, alive after the unmount here (see in_netns()). Returns how
+    many namespaces it was detached in."""
+    mnt = os.path.abspath(mnt)
+    ours = os.readlink("/proc/self/ns/mnt")
+    seen = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ns = os.readlink("/proc/%s/ns/mnt" % pid)
+            if ns == ours or ns in seen:
+                continue
+            with open("/proc/%s/mountinfo" % pid) as f:
+                held = any(
+                    line.partition(" - ")[2].startswith("fuse.sweepfs ") and
+                    _unescape(line.split()[4]) == mnt for line in f)
+        except OSError:
+            continue
+        if not held:
+            continue
+        seen.add(ns)
+        try:
+            run(["nsenter", "--mount=/proc/%s/ns/mnt" % pid, "--",
+                 "umount", "-l", mnt], timeout=10, check=False)
+        except (OSError, RuntimeError):
+            pass
+    return len(seen)
+
+
 def _count_lines(path, needle):
     try:
         with open(path, errors="replace") as f:
@@ -487,8 +564,8 @@ class Cluster:
     @workdir holds the default data directories and logs (meta/,
     master.log, csI/, csI.log). @log_level is passed to the daemons as -v
     (None: their default). @netns runs the master and the chunkservers in
-    that network namespace (`ip netns exec`, which also gives them a
-    mount namespace of their own; mounts do not take it: see mount()).
+    that network namespace (in_netns()); mounts do not take it: see
+    mount()).
     @owner (watch mode): the process whose end stops the daemons."""
 
     def __init__(self, workdir, bins, log_level="info", watch=False,
@@ -585,8 +662,7 @@ class Cluster:
             os.close(logfd)
 
     def _in_netns(self, argv):
-        return (["ip", "netns", "exec", self.netns] if self.netns else []) \
-            + argv
+        return in_netns(self.netns, argv)
 
     def _launch(self, name, argv, log):
         """Start daemon @name and wait until its log says it listens: its
@@ -811,7 +887,13 @@ class Cluster:
                 _mark(rec["log"], "killed")
             return code
         if rec["kind"] == "mount":
-            code = h.wait(timeout or UNMOUNT_S)
+            # Gone from our namespace, but still mounted in another one,
+            # the client hears of no unmount: take the copies away too.
+            code = h.wait(COPIES_S)
+            if code is None and unmount_copies(rec["mnt"]):
+                code = h.wait(timeout or UNMOUNT_S)
+            elif code is None:
+                code = h.wait(max((timeout or UNMOUNT_S) - COPIES_S, 1))
             if code is None and self.running(name):
                 h.send_signal(signal.SIGKILL)
                 code = h.wait(5)
@@ -831,7 +913,10 @@ class Cluster:
                   and self.running(n)]
         for n in mounts:
             h = self.handles[n]
-            done[n] = h.wait(10)
+            done[n] = h.wait(COPIES_S)
+            if done[n] is None:
+                unmount_copies(self.records[n]["mnt"])
+                done[n] = h.wait(10)
             if done[n] is None and self.running(n):
                 h.send_signal(signal.SIGKILL)
                 done[n] = h.wait(5)

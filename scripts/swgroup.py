@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from swcluster import Child, pick_port
+from swcluster import Child, in_netns, pick_port
 
 KEYS = ("token.key", "session.key", "chunkserver.key")
 
@@ -107,7 +107,7 @@ class Group:
         return os.path.join(self.workdir, *p)
 
     def _argv(self, m, argv):
-        return (["ip", "netns", "exec", m.netns] + argv) if m.netns else argv
+        return in_netns(m.netns, argv)  # not `ip netns exec`: see there
 
     def _spawn(self, argv, log):
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -223,32 +223,74 @@ alive() {
 	[[ -n "$st" && "$st" != Z ]]
 }
 
+dead() { ! alive "$1"; }
+
 # wait_dead PID SECONDS: wait for the process to end; reap it if it is our
 # child. Returns 0 if it ended, 1 on timeout. Sets SW_EXIT_STATUS.
 wait_dead() {
-	local pid=$1 limit=$(($2 * 20)) i
+	local pid=$1
 	SW_EXIT_STATUS=
-	for ((i = 0; i < limit; i++)); do
-		alive "$pid" || break
-		sleep 0.05
-	done
-	alive "$pid" && return 1
+	sw_poll "$2" 0.05 dead "$pid" || return 1
 	SW_EXIT_STATUS=0
 	wait "$pid" 2>/dev/null || SW_EXIT_STATUS=$?
 	return 0
 }
 
-# wait_until SECONDS WHAT CMD...: poll CMD every 50 ms until it succeeds.
+# sw_uptime_cs: the monotonic clock (CLOCK_BOOTTIME, /proc/uptime) in
+# hundredths of a second, in SW_NOW_CS; no fork.
+sw_uptime_cs() {
+	local up
+	read -r up _ </proc/uptime
+	SW_NOW_CS=$((10#${up/./}))
+}
+
+# sw_poll SECONDS PAUSE CMD...: run CMD every PAUSE seconds until it
+# succeeds (status 0), or until SECONDS (whole or decimal) of monotonic
+# time have passed without (status 1). A deadline, not a count of tries:
+# a CMD that takes long on a loaded machine does not stretch the wait (it
+# did when the waits counted tries), so SECONDS is what the scenario may
+# wait, its CMDs' own time included. CMD is tried at least once.
+sw_poll() {
+	local secs=$1 pause=$2 whole frac deadline
+	shift 2
+	whole=${secs%%.*}
+	frac=${secs#"$whole"}
+	frac=${frac#.}00
+	sw_uptime_cs
+	deadline=$((SW_NOW_CS + 10#${whole:-0} * 100 + 10#${frac:0:2}))
+	while :; do
+		"$@" >/dev/null 2>&1 && return 0
+		sw_uptime_cs
+		((SW_NOW_CS < deadline)) || return 1
+		sleep "$pause"
+	done
+}
+
+# wait_until SECONDS WHAT CMD...: run CMD every 50 ms until it succeeds;
+# fail if it has not within SECONDS (sw_poll).
 # CMD's arguments are expanded once, by the caller: a condition that reads
 # something anew each time, like test "$(nodes)" = 5, must be a function.
 wait_until() {
-	local secs=$1 limit=$(($1 * 20)) what=$2 i
+	local secs=$1 what=$2
 	shift 2
-	for ((i = 0; i < limit; i++)); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.05
+	sw_poll "$secs" 0.05 "$@" ||
+		fail "timed out after $secs s waiting for: $what"
+}
+
+# sw_free_prefix: "10.X.Y", a /24 that no route on this host touches, for
+# a scenario's network of machines (bridge and namespaces): each its own,
+# not a fixed one that another worktree's scenario may hold at the same
+# time. Skips the scenario if there is none.
+sw_free_prefix() {
+	local t p
+	for ((t = 0; t < 50; t++)); do
+		p=10.$((100 + ($$ + t * 7) % 150)).$((($$ / 150 + t * 13) % 250))
+		if ! ip -4 route show table all | grep -q "^[a-z ]*$p\."; then
+			SW_NET_PREFIX=$p
+			return 0
+		fi
 	done
-	fail "timed out after $secs s waiting for: $what"
+	skip "no free 10.x.y.0/24 for the test network"
 }
 
 # ---- the cluster launcher -----------------------------------------------
@@ -386,11 +428,7 @@ fsck_ok() {
 # clean: chunkserver inventories reach the master with their heartbeats
 # and replication takes its time. Fails with fsck's report.
 wait_fsck_clean() {
-	local limit=$((${1:-30} * 10)) i
-	for ((i = 0; i < limit; i++)); do
-		fsck_ok && return 0
-		sleep 0.1
-	done
+	sw_poll "${1:-30}" 0.1 fsck_ok && return 0
 	sw_tool fsck >&2 || true
 	fail "fsck is not clean after ${1:-30} s${2:+ ($2)}"
 }
@@ -613,20 +651,66 @@ stop_adopted() {
 # stop_mount [MOUNTPOINT]: unmount and wait for the client to exit;
 # fails the scenario if it does not exit with status 0.
 stop_mount() {
-	local mnt=${1:-$SW_MNT} i ours=0
+	local mnt=${1:-$SW_MNT} i ours=0 pid= spy= ok=1 dev
 	for i in "${!SW_MOUNTS[@]}"; do
 		if [[ "${SW_MOUNTS[$i]}" == "$mnt" ]]; then
 			ours=1
+			pid=${SW_MOUNT_PIDS[$i]}
 			unset 'SW_MOUNTS[i]' 'SW_MOUNT_PIDS[i]'
 		fi
 	done
-	SW_EXIT_STATUS=$(_swc unmount "$mnt") ||
+	# A client that has not exited 15 s after the unmount began is
+	# killed at 20 (swcluster.py): what its threads waited for first.
+	if [[ -n "$pid" ]]; then
+		dev=$(stat -c %d "$mnt" 2>/dev/null) || dev=none
+		(
+			trap '[[ -z "${s:-}" ]] || kill "$s" 2>/dev/null; exit 0' TERM
+			sleep 15 &
+			s=$!
+			wait "$s"
+			_sw_stuck "$pid" "$mnt" "$dev" >"$SW_TMP/stuck.$pid" 2>&1
+		) &
+		spy=$!
+	fi
+	SW_EXIT_STATUS=$(_swc unmount "$mnt") || ok=0
+	[[ -z "$spy" ]] || { kill "$spy" 2>/dev/null; wait "$spy" 2>/dev/null; } || true
+	if ((ok == 0)) || [[ "$ours" == 1 && "$SW_EXIT_STATUS" == 137 ]]; then
+		[[ ! -s "$SW_TMP/stuck.$pid" ]] || cat "$SW_TMP/stuck.$pid" >&2
 		fail "sweepfs-mount for $mnt did not exit after unmount"
+	fi
 	((ours)) || return 0
-	[[ "$SW_EXIT_STATUS" != 137 ]] ||
-		fail "sweepfs-mount for $mnt did not exit after unmount"
 	[[ "$SW_EXIT_STATUS" == 0 ]] ||
 		fail "sweepfs-mount for $mnt exited with status $SW_EXIT_STATUS"
+}
+
+# _sw_stuck PID MOUNTPOINT DEV: what a mount client that does not exit is
+# doing: each thread's kernel wait and stack, whether the mount point is
+# still there, who holds files under it, its log's end.
+_sw_stuck() {
+	local t f dev=$3
+	echo "== sweepfs-mount $1 for $2, still running 15 s after the unmount began"
+	for t in /proc/"$1"/task/*; do
+		echo "-- thread ${t##*/} $(cat "$t/comm") wchan $(cat "$t/wchan")"
+		cat "$t/stack" 2>/dev/null | head -n 12
+	done
+	grep -F " $2 " /proc/self/mountinfo || echo "(not in this namespace's mount table)"
+	# Still mounted in a mount namespace made while it was up (unshare,
+	# ip netns exec: a copy of every mount): its connection stays.
+	for f in /proc/[0-9]*/mountinfo; do
+		t=${f#/proc/}
+		t=${t%%/*}
+		grep -qF " $2 " "$f" 2>/dev/null || continue
+		echo "still mounted in the mount namespace $(readlink "/proc/$t/ns/mnt") of $t ($(tr '\0' ' ' <"/proc/$t/cmdline" 2>/dev/null))"
+	done | sort -u -k7,7 | head -n 5
+	# After a lazy unmount the paths no longer say: the device does.
+	for f in /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd/*; do
+		[[ "$(stat -L -c %d "$f" 2>/dev/null)" == "$dev" ]] || continue
+		t=${f#/proc/}
+		echo "held by ${t%%/*} ($(cat "/proc/${t%%/*}/cmdline" 2>/dev/null | tr '\0' ' ')): $f -> $(readlink "$f")"
+	done
+	echo "-- log"
+	tail -n 30 "$SW_TMP/$(basename "$2").log" 2>/dev/null
+	return 0
 }
 
 # Unmount, lazily when a plain unmount does not work.

@@ -277,10 +277,14 @@ uint64_t cdel_find_session(struct sw_client *c, const char *name);
  */
 int cdel_wait_purge(struct sw_client *c, uint64_t purge_id, double timeout_s);
 
-/* Atomic copy of @src_rel as @name in directory @dir_rel (paths below
- * the export's root). */
+/*
+ * Atomic copy of @src_rel as @name in directory @dir_rel (paths below
+ * the export's root). The master answers when the copy is named, after
+ * its background slices (snapjob.c): the answer is waited for up to
+ * @timeout_s, not the connection's per-call limit.
+ */
 int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
-		  const char *name);
+		  const char *name, double timeout_s);
 
 /* RMR @name in directory inode @parent, skipping the trash. */
 int cdel_rmr(struct sw_client *c, uint64_t parent, const char *name,

@@ -498,7 +498,7 @@ int cdel_fs_copy(struct cdel_run *r, struct cdel_fs *fs, const char *tmpl,
 		return cdel_fs_build(r, fs, dst, n, label);
 	}
 	rel_of(fs, tmpl, srel, sizeof(srel));
-	return cdel_snapshot(fs->ctl, srel, fs->work_rel, name);
+	return cdel_snapshot(fs->ctl, srel, fs->work_rel, name, r->timeout_s);
 }
 
 int cdel_fs_remove(struct cdel_run *r, struct cdel_fs *fs, const char *path)

@@ -8,6 +8,7 @@
  * that the lookups of the path are not part of what is measured.
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,14 +132,14 @@ int cdel_wait_purge(struct sw_client *c, uint64_t purge_id, double timeout_s)
 }
 
 int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
-		  const char *name)
+		  const char *name, double timeout_s)
 {
 	Sweepfs__SnapshotReq q = SWEEPFS__SNAPSHOT_REQ__INIT;
 	ProtobufCMessage *reply;
 	uint64_t src, dir;
 	uint32_t mode;
 	struct tool_caller who;
-	int rc;
+	int rc, per_call = c->timeout_ms;
 
 	rc = tool_resolve(c, src_rel, &src, &mode);
 	if (rc == 0)
@@ -149,7 +150,15 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	q.src = src;
 	q.parent = dir;
 	q.name = tool_name(name);
+	/* The copy is applied on the purge's budget (purge_duty of the
+	 * master's loop), so a big tree on a busy or throttled master takes
+	 * longer than the 30 s a tool gives an answer: that time-out failed
+	 * the method, and the run said "master cannot be reached". A broken
+	 * connection still ends the wait at once. */
+	c->timeout_ms =
+		(int)SW_MIN(SW_MAX(timeout_s * 1000, 1.0), (double)INT_MAX);
 	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
+	c->timeout_ms = per_call;
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
 	return rc;

@@ -54,13 +54,9 @@ EOF
 # poll SECONDS WHAT CMD...: like wait_until, twice a second (CMD counts
 # the chunk files: not 20 times a second).
 poll() {
-	local secs=$1 what=$2 i
+	local secs=$1 what=$2
 	shift 2
-	for ((i = 0; i < secs * 2; i++)); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	fail "timed out after $secs s waiting for: $what"
+	sw_poll "$secs" 0.5 "$@" || fail "timed out after $secs s waiting for: $what"
 }
 
 # check_kept: every file of $M/keep holds what make() wrote.

@@ -59,16 +59,22 @@ l0=$(sw_requests lookup)
 b0=$(sw_requests batch)
 ls "$A/t1" >/dev/null
 ls "$A/t1/a" >/dev/null
+# What a failure needs to be told apart: delegations refused or recalled
+# meanwhile, and how long the listing and the removal took.
+dstats() { sw_status "'%d granted, %d refused, %d recalls' % (d['deleg_granted'], d['deleg_refused'], d['deleg_recalls'])"; }
+ds0=$(dstats)
 held=$(info delegations)
 assert_ge 2 "$held" "delegations held after listing t1 and t1/a"
 sessions_held=$(sw_status "sum(s.get('delegations', 0) for s in d['sessions'])")
 assert_ge 2 "$sessions_held" "delegations in the session list"
+t_rm=$(date +%s%N)
 rm -rf "$A/t1"
+t_rm=$((($(date +%s%N) - t_rm) / 1000000))
 assert_missing "$A/t1"
 u1=$(sw_requests unlink)
 l1=$(sw_requests lookup)
 b1=$(sw_requests batch)
-log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), batches $((b1 - b0))"
+log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), batches $((b1 - b0)); rm -rf $t_rm ms; delegations before: $ds0, after: $(dstats); load $(cut -d' ' -f1 /proc/loadavg)"
 assert_le 10 $((u1 - u0)) "UNLINK requests for 6,000 files under delegations"
 assert_le 100 $((l1 - l0)) "LOOKUP requests for 6,000 files under delegations"
 assert_ge 6 $((b1 - b0)) "batches"
@@ -100,6 +106,36 @@ u1=$(sw_requests unlink)
 log "unlink requests $((u1 - u0)) for 3,000 files read in two parts"
 assert_le 10 $((u1 - u0)) "UNLINK requests after a listing read in two parts"
 rmdir "$A/t1a"
+
+# ---- 1b. recalled in the middle, held again ---------------------------------
+# A recall while rm -rf works through a listing it read (here: another
+# session's request on the directory) gives the directory back, and the
+# next removal takes it again: the names still to go are in the listing
+# the master kept current meanwhile, and cost no LOOKUP each.
+log "a delegation recalled in the middle of the removals, then held again"
+make_tree "$A/t1b" 3000
+sleep 1.2 # the attributes made here expire
+ls "$A/t1b" >/dev/null
+u0=$(sw_requests unlink)
+l0=$(sw_requests lookup)
+r0=$(info deleg_recalls)
+"$PYTHON" - "$A/t1b" "$SW_TOOL_BIN" <<'EOF'
+import os, subprocess, sys
+d, tool = sys.argv[1], sys.argv[2]
+names = sorted(os.listdir(d))
+for n in names[:1000]:
+    os.unlink(os.path.join(d, n))
+subprocess.run([tool, "getgoal", d], stdout=subprocess.DEVNULL, check=True)
+for n in names[1000:]:
+    os.unlink(os.path.join(d, n))
+EOF
+u1=$(sw_requests unlink)
+l1=$(sw_requests lookup)
+log "unlink requests $((u1 - u0)), lookups $((l1 - l0)), recalls $(($(info deleg_recalls) - r0))"
+assert_ge 1 $(($(info deleg_recalls) - r0)) "recalls by the other session's request"
+assert_le 10 $((u1 - u0)) "UNLINK requests around a recall"
+assert_le 100 $((l1 - l0)) "LOOKUP requests for the 2,000 names left after a recall"
+rmdir "$A/t1b"
 
 # ---- 2. two mounts, at once --------------------------------------------
 log "two mounts: removals and creations seen at once"
@@ -277,7 +313,15 @@ start_mount "$SW_TMP/m4"
 C=$SW_TMP/m4
 ls "$B" >/dev/null # B caches the top: C is not delegated it
 make_tree "$C/t9" 50
-ls "$C/t9" >/dev/null
+# Asked for with the listing, granted a moment later: held by C at the
+# master before C goes silent (at load it once was not yet, and the
+# listing had nothing to wait for).
+c_holds() {
+	ls "$C/t9" >/dev/null
+	sw_status "[s['delegations'] for s in d['sessions'] if s['name'].endswith(':$C')]" |
+		grep -q '\[[1-9]'
+}
+wait_until 20 "C to hold t9's delegation" c_holds
 cpid=${SW_MOUNT_PIDS[-1]}
 kill -STOP "$cpid"
 t0=$(date +%s%N)

@@ -35,8 +35,12 @@ sw_scenario_cleanup() {
 	done
 }
 
+# A /24 of its own: with group.py's default, another worktree's run at
+# the same time had the chunkserver talk to its masters ("the chunkserver
+# did not register").
+sw_free_prefix
 "$PYTHON" "$SW_HERE/group.py" --build "$SWEEPFS_BUILD" --tmp "$SW_TMP" \
-	--duration "${GROUP_DURATION:-60}" >"$SW_TMP/group.json" \
+	--subnet "$SW_NET_PREFIX.0/24" --duration "${GROUP_DURATION:-60}" >"$SW_TMP/group.json" \
 	2>"$SW_TMP/group.log" &
 GROUP_PID=$!
 rc=0

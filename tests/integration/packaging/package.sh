@@ -101,9 +101,13 @@ log "contents and maintainer scripts as expected"
 
 if command -v unshare >/dev/null; then
 	# In a mount namespace of its own with a tmpfs on /var/lib: the real
-	# /var/lib is never touched.
+	# /var/lib is never touched. Its copies of sweepfs mounts (other
+	# scenarios') go first: they would keep those alive after their
+	# unmount (swcluster.py, in_netns()).
 	unshare --mount --propagation private bash -c '
 		set -e
+		grep " - fuse.sweepfs " /proc/self/mountinfo | cut -d" " -f5 |
+			while read -r m; do umount -l "$(printf "%b" "$m")" || true; done
 		mount -t tmpfs tmpfs /var/lib
 		for p in master chunkserver; do
 			dir=/var/lib/sweepfs/$p

@@ -357,7 +357,9 @@ wait_until 3 "the other mount to lose the removed file" test ! -e "$O/cohgone"
 # A listing another mount read (and now caches: 1,500 entries, more than
 # one page) follows every change made here, each in turn, at once: the
 # master tells it. Its attribute and entry timeouts are long, so that
-# nothing expiring can stand in for the invalidation.
+# nothing expiring can stand in for the invalidation: any wait well
+# below them proves it. 10 s, not 1: each try lists both mounts (3,000
+# names), which alone takes a second on a loaded machine.
 L=$SW_TMP/lister
 start_mount "$L" "" attr_timeout=60,entry_timeout=60
 mkdir listed
@@ -366,16 +368,16 @@ listing() { ls -a "$1" | tr '\n' ' '; }
 same_listing() { [[ "$(listing "$L/listed")" == "$(listing "$M/listed")" ]]; }
 assert_eq 1500 "$(ls "$L/listed" | wc -l)" "entries the other mount lists"
 touch listed/added
-wait_until 1 "the other mount to list a created file" same_listing
+wait_until 10 "the other mount to list a created file" same_listing
 rm listed/e700
-wait_until 1 "the other mount to drop a removed file" same_listing
+wait_until 10 "the other mount to drop a removed file" same_listing
 mv listed/e1 listed/renamed
-wait_until 1 "the other mount to list a rename" same_listing
+wait_until 10 "the other mount to list a rename" same_listing
 rm listed/e1500 listed/added
-wait_until 1 "the other mount to drop the last entries" same_listing
+wait_until 10 "the other mount to drop the last entries" same_listing
 assert_eq 1498 "$(ls "$L/listed" | wc -l)" "entries the other mount lists"
 rm -r listed
-wait_until 1 "the other mount to lose the directory" test ! -e "$L/listed"
+wait_until 10 "the other mount to lose the directory" test ! -e "$L/listed"
 stop_mount "$L"
 stop_mount "$O"
 

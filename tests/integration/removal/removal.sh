@@ -40,7 +40,13 @@ DF=$SW_SRC/datafile.py
 MiB=$((1 << 20))
 
 sw_tmpfs "$SW_TMP/cs1" 1g
-start_master --set purge_duty=1 --set purge_slice=20 --set snapshot_sync_max=100
+# stray_grace: when the chunkserver comes back after the killed master's
+# restart has purged the tree (its reconnect back-off reaches 30 s on a
+# loaded machine), its files are strays, deleted after stray_grace (5 min
+# by default): the last wait below, 60 s, passed then only while it
+# counted polls.
+start_master --set purge_duty=1 --set purge_slice=20 --set snapshot_sync_max=100 \
+	--set stray_grace=5s
 start_mount
 M=$SW_MNT
 
@@ -157,7 +163,10 @@ mutator=$!
 "$PYTHON" "$DF" append "$M2/bg/data/f" "$SEED" "$SW_TMP/bg.log" 65536 100000 \
 	"$SW_TMP/mut.stop" 2>"$SW_TMP/bg.err" &
 appender=$!
-sleep 1
+# Both under way before the snapshot, however slowly they start (1 s
+# of sleep once saw neither start at load 25: no file to copy).
+writing() { [[ -s "$SW_TMP/bg.log" && -e "$M2/bg/seq/c000000" ]]; }
+wait_until 60 "both clients to be under way" writing
 n_before=$(wc -l <"$SW_TMP/bg.log")
 bg0=$(grep -c 'started (child' "$SW_MASTER_LOG" || true)
 sw_tool snapshot "$M/bg" "$M/bgcopy"
