@@ -785,7 +785,8 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 			return SW_FRAME_KEEP;
 		}
 		if (handle_frame(c, hdr, payload)) {
-			c->link.park_t0 = 0; /* its oldest request is done waiting */
+			c->link.park_t0 =
+				0; /* its oldest request is done waiting */
 			return SW_FRAME_DONE;
 		}
 	}
