@@ -811,6 +811,8 @@ int server_start(struct cs *cs)
 	srv->base.anon_max = cs->cfg.pre_hello_max;
 	srv->base.anon_per_addr = cs->cfg.pre_hello_per_address;
 	srv->base.out_max = (size_t)cs->cfg.output_total_max;
+	/* Writes being read, before the pool has them: as much again. */
+	srv->base.big_max = (size_t)cs->cfg.max_inflight;
 	/* On failure the listener's close callback frees srv. */
 	rc = sw_server_listen(&srv->base, cs->loop, &conn_ops, TAG,
 			      cs->listen_host, cs->listen_port,

@@ -185,6 +185,19 @@ void sw_sconn_account(struct sw_sconn *c, size_t buffered)
 	c->unauth_counted = now;
 }
 
+/* @freed bytes of big payloads went: those waiting for room try again
+ * (in the next loop turn). */
+static void big_room(struct sw_server *srv, size_t freed)
+{
+	srv->big_total -= freed;
+	if (!srv->big_wanted)
+		return;
+	srv->big_wanted = false;
+	for (struct sw_sconn *c = srv->conns; c; c = c->next)
+		if (c->stops & SW_READ_ROOM)
+			sw_sconn_go(c, SW_READ_ROOM, false);
+}
+
 void sw_sconn_close(struct sw_sconn *c)
 {
 	struct sw_server *srv = c->srv;
@@ -193,6 +206,12 @@ void sw_sconn_close(struct sw_sconn *c)
 		return;
 	c->closing = true;
 	anon_unlink(c);
+	if (c->big) {
+		/* Read no more (the handle is closing): its room now. */
+		free(c->big);
+		c->big = NULL;
+		big_room(srv, c->big_hdr.len);
+	}
 	if (c->shed) {
 		/* Closed before sw_server_shed() got to it. */
 		struct sw_sconn **pp = &srv->shed;
@@ -298,7 +317,7 @@ static size_t read_size(const struct sw_sconn *c)
 static bool owes_input(const struct sw_sconn *c)
 {
 	return (c->big || sw_buf_used(&c->in)) && !c->waits &&
-	       !(c->stops & (SW_READ_WAIT | SW_READ_DONE));
+	       !(c->stops & (SW_READ_WAIT | SW_READ_DONE | SW_READ_ROOM));
 }
 
 /* Read @c, or not, as its stops say; keep its clock. */
@@ -398,6 +417,15 @@ static void big_start(struct sw_sconn *c, const struct sw_frame_hdr *hdr)
 	c->big = p;
 	c->big_hdr = *hdr;
 	c->big_have = have;
+	c->srv->big_total += hdr->len;
+}
+
+/* Whether a payload of @len may have a buffer of its own now: always
+ * when none is being read, else within big_max. */
+static bool big_fits(const struct sw_server *srv, uint32_t len)
+{
+	return !srv->big_max || !srv->big_total ||
+	       srv->big_total + len <= srv->big_max;
 }
 
 void sw_sconn_parse(struct sw_sconn *c)
@@ -424,8 +452,15 @@ void sw_sconn_parse(struct sw_sconn *c)
 		if (rc == 0)
 			break;
 		if (used - SW_FRAME_HDR < hdr.len) {
-			if (ops->own_above && hdr.len > ops->own_above)
+			if (!ops->own_above || hdr.len <= ops->own_above)
+				break;
+			if (big_fits(c->srv, hdr.len)) {
 				big_start(c, &hdr);
+			} else {
+				/* big_room() lets it go on. */
+				c->srv->big_wanted = true;
+				c->stops |= SW_READ_ROOM;
+			}
 			break;
 		}
 		if (ops->frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR,
@@ -501,6 +536,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			uint8_t *p = c->big;
 
 			c->big = NULL;
+			big_room(srv, c->big_hdr.len);
 			srv->ops->frame(c, &c->big_hdr, p, true);
 		}
 	} else if (srv->ops->read_in_place) {

@@ -55,6 +55,10 @@ enum {
 	/* uvserver's: its slice of the loop turn is used up; the rest of
 	 * its input is handed over in the next turn (ops->slice_ns). */
 	SW_READ_YIELD = 1u << 3,
+	/* uvserver's: its next frame is to be read into a buffer of its
+	 * own, and those being read hold big_max already: it waits for
+	 * room (the server's reason: not timed). */
+	SW_READ_ROOM = 1u << 4,
 };
 
 /* What ops->frame did with a frame. */
@@ -189,6 +193,17 @@ struct sw_server {
 	 * blocking in poll. */
 	struct sw_sconn *parse;
 	uv_idle_t parse_idle;
+	/*
+	 * Payloads being read into buffers of their own (ops->own_above),
+	 * allocated when their headers come: big_total bytes. Set before
+	 * listening (0: no cap): past big_max a connection whose next
+	 * frame would take another waits (SW_READ_ROOM) until one is
+	 * handed over or its connection closed, so that peers that stop
+	 * one byte short of large frames hold at most that much.
+	 */
+	size_t big_total;
+	size_t big_max;
+	bool big_wanted;    /* some connection waits for room */
 	bool parse_idle_on; /* initialised: sw_server_unlisten() closes it */
 };
 

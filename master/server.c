@@ -99,6 +99,8 @@ static void conn_note_out(struct conn *c)
 
 void server_resume(struct conn *c)
 {
+	/* What consume_parked() judged may change: judged afresh. */
+	c->park_judged = false;
 	/* Not now: the caller may be a handler, or the flush. */
 	sw_sconn_go(&c->sc, SW_READ_WAIT, false);
 }
@@ -528,6 +530,7 @@ static void conn_release(struct sw_sconn *sc)
 	sw_wq_release(&c->wq);
 	sw_buf_release(&c->held);
 	free(c->marks);
+	free(c->park_nodes);
 }
 
 void conn_close(struct conn *c)
@@ -728,17 +731,38 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
  */
 static void consume_parked(struct conn *c)
 {
-	uint64_t nodes[PARKED_NODES_MAX];
+	uint64_t *nodes = c->park_nodes;
 	size_t off = 0, nn = 0;
 	unsigned skipped = 0;
 
+	if (!nodes) {
+		nodes = malloc(PARKED_NODES_MAX * sizeof(*nodes));
+		if (!nodes)
+			return; /* looks past nothing: it only waits */
+		c->park_nodes = nodes;
+	}
+	/* Go on from where the last look stopped: what it passed over
+	 * stays behind still (a resume forgets it, server_resume()). */
+	if (c->park_judged) {
+		if (c->park_full)
+			return;
+		off = c->park_off;
+		nn = c->park_nn;
+		skipped = c->park_skipped;
+	}
+	c->park_judged = false;
 	while (!sw_sconn_gone(&c->sc) && c->link.parked) {
 		uint8_t *p = sw_buf_head(&c->sc.in) + off;
 		size_t avail = sw_buf_used(&c->sc.in) - off, flen;
 		struct sw_frame_hdr hdr;
 
-		if (sw_frame_whole(p, avail, SW_FRAME_MAX_META, &hdr) <= 0)
-			break; /* the usual path judges it, in its turn */
+		if (sw_frame_whole(p, avail, SW_FRAME_MAX_META, &hdr) <= 0) {
+			/* The usual path judges it, in its turn; till it
+			 * is whole, nothing before it changes. */
+			c->park_judged = true;
+			c->park_full = false;
+			break;
+		}
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
@@ -747,8 +771,14 @@ static void consume_parked(struct conn *c)
 stays:
 			/* It stays behind: so does what names its nodes. */
 			if (++skipped > PARKED_SKIP_MAX ||
-			    !frame_nodes(c, &hdr, p + SW_FRAME_HDR, nodes, &nn))
+			    !frame_nodes(c, &hdr, p + SW_FRAME_HDR, nodes,
+					 &nn)) {
+				/* Nothing past it may go on till the wait
+				 * ends. */
+				c->park_judged = true;
+				c->park_full = true;
 				break;
+			}
 			off += flen;
 			continue;
 		}
@@ -763,6 +793,9 @@ stays:
 		memmove(p, p + flen, avail - flen);
 		c->sc.in.len -= flen;
 	}
+	c->park_off = off;
+	c->park_nn = nn;
+	c->park_skipped = skipped;
 }
 
 /*
@@ -785,8 +818,9 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 			return SW_FRAME_KEEP;
 		}
 		if (handle_frame(c, hdr, payload)) {
-			c->link.park_t0 =
-				0; /* its oldest request is done waiting */
+			/* Its oldest request is done waiting. */
+			c->link.park_t0 = 0;
+			c->park_judged = false;
 			return SW_FRAME_DONE;
 		}
 	}

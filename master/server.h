@@ -50,6 +50,20 @@ struct conn {
 	/* What the handlers keep on it (req.h): the chunkserver it is, the
 	 * delegation its oldest request waits for. */
 	struct req_link link;
+	/*
+	 * How far consume_parked() got behind the waiting request: the
+	 * input up to park_off stays behind it, naming park_nodes
+	 * (park_nn of them, PARKED_NODES_MAX allocated on the first wait),
+	 * after park_skipped frames; park_full: no frame past them may go
+	 * on. Valid while park_judged: the next call goes on from there,
+	 * so that what arrives a byte at a time costs a look at the next
+	 * frame's header, not another parse of all that waits. Forgotten
+	 * when the wait ends or the connection is resumed.
+	 */
+	uint64_t *park_nodes;
+	size_t park_nn, park_off;
+	unsigned park_skipped;
+	bool park_judged, park_full;
 };
 
 /* The connections of @m, in no order: for (c = conn_first(m); c; c =

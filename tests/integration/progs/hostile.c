@@ -39,6 +39,9 @@
  *               another client throughout; afterwards its descriptor
  *               count and connection count are back where they were
  *   csflood=N   the same against the chunkserver (all answered)
+ *   csbig=N     N peers each stop one byte short of a largest
+ *               CS_WRITE: the chunkserver's RSS grows by less than
+ *               max_inflight + 32 MiB
  *   confine     a session confined to a subdirectory (/jail) cannot use
  *               a file outside it by its inode number: getattr, open,
  *               setattr, getxattr, link into the subtree, lock, chunk
@@ -995,6 +998,76 @@ static void check_stall(void)
 	alive(c_pid, "chunkserver");
 }
 
+/* ---- large frames never finished --------------------------------------- */
+
+/*
+ * @n peers that said hello to the chunkserver (no credential needed) each
+ * send the header of a CS_WRITE as large as allowed and all its payload
+ * but one byte, then stop. Each such frame is read into a buffer of its
+ * own, malloc'd when its header comes (common/uvserver.c big_start()):
+ * those buffers hold at most max_inflight in all (big_max), the rest
+ * wait for room. The chunkserver's RSS must grow by less than
+ * max_inflight (128 MiB by default) plus 32 MiB. (Before big_max, 300
+ * such peers grew it by 315 MiB; max_connections allowed 10 GiB.)
+ */
+#define CSBIG_BUDGET_MB (128 + 32)
+
+static void check_csbig(unsigned n)
+{
+	struct peer *p = calloc(n, sizeof(*p));
+	uint8_t hdr[SW_FRAME_HDR], *junk = malloc(SW_FRAME_MAX_DATA);
+	struct sw_frame_hdr h = { SW_FRAME_MAX_DATA, SW_MSG_CS_WRITE, 0, 9 };
+	long rss0, peak;
+	int64_t t0 = now_ms();
+
+	if (!p || !junk)
+		fail("out of memory");
+	memset(junk, 'b', SW_FRAME_MAX_DATA);
+	sw_frame_put_hdr(hdr, &h);
+	rss0 = peak = rss_kb(c_pid);
+	for (unsigned i = 0; i < n; i++) {
+		size_t off = 0, want = SW_FRAME_MAX_DATA - 1;
+		int64_t give_up = now_ms() + 200;
+
+		peer_open(&p[i], c_port);
+		peer_raw(&p[i], hdr, sizeof(hdr));
+		/* What the chunkserver takes: one that waits for room takes
+		 * only what the kernel buffers. */
+		fcntl(p[i].fd, F_SETFL, fcntl(p[i].fd, F_GETFL) | O_NONBLOCK);
+		while (off < want && now_ms() < give_up) {
+			struct pollfd pfd = { .fd = p[i].fd,
+					      .events = POLLOUT };
+			ssize_t k = write(p[i].fd, junk + off, want - off);
+
+			if (k > 0)
+				off += (size_t)k;
+			else if (k < 0 && errno != EAGAIN)
+				fail("csbig: %s", strerror(errno));
+			else
+				poll(&pfd, 1, 10);
+		}
+		peak = SW_MAX(peak, rss_kb(c_pid));
+	}
+	for (int k = 0; k < 10; k++) {
+		usleep(20000);
+		peak = SW_MAX(peak, rss_kb(c_pid));
+	}
+	for (unsigned i = 0; i < n; i++)
+		peer_close(&p[i]);
+	free(p);
+	free(junk);
+	alive(c_pid, "chunkserver");
+	if ((peak - rss0) / 1024 >= CSBIG_BUDGET_MB)
+		fail("csbig: %u unfinished %u-byte writes (sent in %" PRId64
+		     " ms) grew the chunkserver's RSS by %ld MiB (budget %d "
+		     "MiB: max_inflight and slack)",
+		     n, SW_FRAME_MAX_DATA, now_ms() - t0, (peak - rss0) / 1024,
+		     CSBIG_BUDGET_MB);
+	ok("csbig: %u unfinished writes grew the chunkserver's RSS by %ld "
+	   "MiB (budget %d MiB)",
+	   n, (peak - rss0) / 1024, CSBIG_BUDGET_MB);
+}
+
 /* ---- floods ------------------------------------------------------------------- */
 
 static unsigned count_fds(pid_t pid)
@@ -1563,6 +1636,8 @@ int main(int argc, char **argv)
 			check_flood(m_port, m_pid, "master", n, max);
 		else if (sscanf(argv[i], "csflood=%u", &n) == 1 && c_port)
 			check_flood(c_port, c_pid, "chunkserver", n, 0);
+		else if (sscanf(argv[i], "csbig=%u", &n) == 1 && c_port)
+			check_csbig(n);
 		else
 			fail("unknown check %s", argv[i]);
 	}

@@ -32,6 +32,11 @@
  *           behind it as fast as it can for most of deleg_timeout: the
  *           master's RSS grows by less than RSS_BUDGET_MB (24 MiB), and
  *           another client's pings take at most 100 ms
+ *   dribble a connection whose request waits for a recall, with 60 large
+ *           frames that stay behind it, sends the next frame a byte at a
+ *           time: another client's pings take at most 100 ms and the
+ *           master spends less than a third of the time on it (each byte
+ *           used to make it parse again all that waited: 6 ms a byte)
  *
  * Prints "ok - ..." per check; exit 0 when all held, 1 at the first that
  * did not.
@@ -581,6 +586,128 @@ static void check_pump(void)
 	peer_close(&other);
 }
 
+/* ---- a dribble behind a parked request ------------------------------- */
+
+/* Master CPU time (user + system) in ms, from /proc/PID/stat. */
+static int64_t cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut, st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof(buf), f))
+		fail("cannot read %s", path);
+	fclose(f);
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%lu %lu",
+			 &ut, &st) != 2)
+		fail("cannot parse %s", path);
+	return (int64_t)(ut + st) * 1000 / sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * A request waits for a recall; behind it, DRIBBLE_FRAMES lookups in the
+ * same directory (so they stay behind), each padded with thousands of
+ * tiny unknown fields; then the next frame one byte per write. Every
+ * byte that arrives must not make the master parse again all that it
+ * parsed for the byte before: another client's pings stay within
+ * QUICK_MS and the master's CPU within a third of the wall time.
+ */
+#define DRIBBLE_FRAMES 60
+#define DRIBBLE_PAD 30000
+
+static void check_dribble(void)
+{
+	struct peer holder, drib, other;
+	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+	struct sw_buf frames = { 0 };
+	uint8_t hdr[SW_FRAME_HDR];
+	struct sw_frame_hdr h = { .type = SW_MSG_GETATTR,
+				  .len = 100,
+				  .id = 999999 };
+	uint64_t x, hroot, id;
+	int64_t t0, c0, cpu, wall, worst = 0, next_look;
+	int bytes = 0;
+
+	find_setup();
+	hroot = peer_session(&holder, m_port, "/dl", 1000);
+	x = lookup(&holder, hroot, "x14");
+	if (!deleg(&holder, x))
+		fail("/dl/x14 not delegated");
+	peer_session(&drib, m_port, "/", 1000);
+	peer_session(&other, m_port, "/", 1000);
+	send_create(&drib, x, "dribbled"); /* waits for the recall */
+	q.cred = &root_cred;
+	q.parent = x;
+	q.name = str("n");
+	for (int i = 0; i < DRIBBLE_FRAMES; i++) {
+		size_t body = protobuf_c_message_get_packed_size(&q.base);
+		struct sw_frame_hdr fh = { .type = SW_MSG_LOOKUP,
+					   .id = (uint64_t)i + 5000,
+					   .len = (uint32_t)(body +
+							     DRIBBLE_PAD) };
+		uint8_t *f;
+
+		if (sw_buf_reserve(&frames, SW_FRAME_HDR + fh.len) < 0)
+			fail("out of memory");
+		f = frames.data + frames.len;
+		sw_frame_put_hdr(f, &fh);
+		protobuf_c_message_pack(&q.base, f + SW_FRAME_HDR);
+		/* Unknown field 2000, varint 1: three bytes each. */
+		for (size_t k = 0; k < DRIBBLE_PAD; k += 3) {
+			uint8_t *u = f + SW_FRAME_HDR + body + k;
+
+			u[0] = 0x80;
+			u[1] = 0x7d;
+			u[2] = 0x01;
+		}
+		frames.len += SW_FRAME_HDR + fh.len;
+	}
+	peer_raw(&drib, sw_buf_head(&frames), sw_buf_used(&frames));
+	sw_buf_release(&frames);
+	usleep(100 * 1000);
+	sw_frame_put_hdr(hdr, &h);
+	t0 = next_look = now_ms();
+	c0 = cpu_ms(m_pid);
+	while (now_ms() - t0 < deleg_ms / 2) {
+		/* The header, then payload bytes that never complete it. */
+		uint8_t b = bytes < SW_FRAME_HDR ? hdr[bytes] : 0;
+
+		if (bytes < SW_FRAME_HDR + 90) {
+			peer_raw(&drib, &b, 1);
+			bytes++;
+		}
+		usleep(500);
+		if (now_ms() >= next_look) {
+			int64_t p0 = now_ms();
+
+			peer_ping(&other);
+			worst = SW_MAX(worst, now_ms() - p0);
+			next_look = now_ms() + 50;
+		}
+	}
+	cpu = cpu_ms(m_pid) - c0;
+	wall = now_ms() - t0;
+	if (worst > QUICK_MS || cpu * 3 > wall)
+		fail("dribble: %d bytes, one a write, behind a waiting request "
+		     "cost the master %" PRId64 " ms of CPU in %" PRId64
+		     " ms; another client's ping took up to %" PRId64 " ms",
+		     bytes, cpu, wall, worst);
+	ok("dribble: %d bytes behind a waiting request, master CPU %" PRId64
+	   " ms in %" PRId64 " ms, pings <= %" PRId64 " ms",
+	   bytes, cpu, wall, worst);
+	peer_close(&drib);
+	id = send_getattr(&other, x);
+	if (reply_to(&other, id, TIMEOUT_MS, false))
+		fail("getattr after the dribble");
+	peer_close(&holder);
+	peer_close(&other);
+}
+
 int main(int argc, char **argv)
 {
 	int opt;
@@ -617,6 +744,8 @@ int main(int argc, char **argv)
 			check_renew();
 		else if (!strcmp(argv[i], "pump"))
 			check_pump();
+		else if (!strcmp(argv[i], "dribble"))
+			check_dribble();
 		else
 			fail("unknown check %s", argv[i]);
 	}

@@ -52,6 +52,9 @@ for what in 'frame too large' 'request before hello' \
 	grep -q "$what" "$CS_LOG" || fail "no '$what' in the chunkserver's log"
 done
 
+log "300 unfinished largest writes on the chunkserver"
+hostile csbig=300
+
 log "1000 connections at once against max_connections = $MAX_CONNECTIONS"
 SW_MASTER_ARGS=(--set frame_timeout=${FRAME_TIMEOUT_MS}ms
 	--set max_connections=$MAX_CONNECTIONS)

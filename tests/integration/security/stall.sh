@@ -3,8 +3,8 @@
 # (tests/integration/progs/stall.c lists each check and its bound):
 # listers that never acknowledge an invalidation, a delegation holder
 # that ignores its recall, one that asks for a new directory each time a
-# recall nears its end, and a connection that pumps requests behind one
-# that waits. Another client's unrelated requests are answered within
+# recall nears its end, a connection that pumps requests behind one
+# that waits, and one that dribbles a byte at a time behind one. Another client's unrelated requests are answered within
 # 100 ms throughout, and the master's RSS stays within a stated budget.
 #
 # Needs no mount.
@@ -38,7 +38,7 @@ stall() {
 	sed 's/^/    /' "$SW_TMP/stall.out" >&2
 }
 
-stall setup inval recall renew pump
+stall setup inval recall renew pump dribble
 
 for what in 'did not acknowledge an invalidation' 'taken back'; do
 	grep -q "$what" "$SW_MASTER_LOG" || fail "no '$what' in the master's log"
