@@ -860,6 +860,8 @@ int mconn_open(const struct mconn_opts *o, struct mconn **out)
 	fd = sw_target_walk(&mc->o.target, mc->o.timeout_ms, first_hello, mc,
 			    note_switch);
 	if (fd < 0) {
+		/* The hellos' replies were read into its input. */
+		sw_pclient_release(&mc->pc);
 		close(mc->wake_fd);
 		pthread_mutex_destroy(&mc->mu);
 		pthread_mutex_destroy(&mc->wmu);
