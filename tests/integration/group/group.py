@@ -334,7 +334,7 @@ def main():
             rc = 77
     finally:
         left = g.stop()
-        if left and any(left.values()):
+        if left:  # what could not be removed (machines.remove_leftovers)
             result["left"] = left
             rc = rc or 1
     print(json.dumps(result, indent=1))
