@@ -114,26 +114,11 @@ static double since_ms(int64_t t0)
 	return (double)(sw_mono_ns() - t0) / 1e6;
 }
 
-/* Connect and say hello as a mount on export @subdir; its root inode. */
+/* Connect and say hello as a mount on export @subdir; its root inode.
+ * (The master's default cache time, which caps always asked for.) */
 static uint64_t session(struct peer *p, const char *subdir)
 {
-	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;
-	Sweepfs__HelloReply *r;
-	uint64_t id, root;
-	int err;
-
-	peer_connect(p, m_port);
-	h.version = SW_PROTO_VERSION;
-	h.role = SWEEPFS__ROLE__ROLE_MOUNT;
-	h.has_subdir = 1;
-	h.subdir = str(subdir);
-	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
-	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
-	if (err)
-		fail("hello for %s: %s", subdir, strerror(err));
-	root = r->root_ino;
-	sweepfs__hello_reply__free_unpacked(r, NULL);
-	return root;
+	return peer_session(p, m_port, subdir, 1000);
 }
 
 /* An entry request; its reply's error, *@ino the node's. */
