@@ -17,6 +17,10 @@ be found by name and told apart from those of a run that is still going:
   host end of a veth   swsPIDROLE             (at most 15 bytes: Linux)
   run directories      sweepfs-stress-PID-*   (in the temp directory)
 
+and the owner claims its run in /run/sweepfs-machines/PID, with its
+process's start time, before it creates anything: a run is going while
+that process lives, whichever program it is (claim(), owner_alive()).
+
 Processes started in a machine run under `ip netns exec`, which also gives
 them a mount namespace of their own (a slave of the host's): a FUSE mount
 made there is seen only by that machine's processes, and disappears when
@@ -54,6 +58,11 @@ PREFIX_LINK = "sws"
 PREFIX_DIR = "sweepfs-stress-"
 # A process that runs a stress harness has this in its command line.
 OWNER_MARK = "stress.py"
+# Every owner of a network claims it here, in a file named by its pid that
+# holds the process's start time: a run is going while that process lives,
+# whatever its command line (integration.group's group.py owns machines
+# too, and a stress run's --cleanup once took its members down mid-test).
+OWNERS_DIR = "/run/sweepfs-machines"
 
 _NS_RE = re.compile(r"^swstress-([0-9]+)-([a-z0-9]+)$")
 _LINK_RE = re.compile(r"^sws([0-9]+)(br|srv|c[0-9]+)$")
@@ -72,8 +81,57 @@ def ip(*args, check=True):
 
 # ---- who owns what ----------------------------------------------------------
 
+def start_time(pid):
+    """When process @pid started (field 22 of /proc/PID/stat, clock ticks
+    since boot) as a string, None when there is no such process: with the
+    pid, it names one process, not a recycled pid."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The name, field 2, is in parentheses and may hold spaces; field 3
+    # comes after its closing one.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _claim_path(pid):
+    return os.path.join(OWNERS_DIR, str(pid))
+
+
+def claim(pid):
+    """Say that process @pid owns a network from now on (owner_alive())."""
+    st = start_time(pid)
+    if st is None:
+        raise HostError("the owner of the network, pid %d, is gone" % pid)
+    os.makedirs(OWNERS_DIR, exist_ok=True)
+    tmp = "%s.%d.tmp" % (_claim_path(pid), os.getpid())
+    with open(tmp, "w") as f:
+        f.write(st + "\n")
+    os.replace(tmp, _claim_path(pid))
+
+
+def unclaim(pid):
+    try:
+        os.unlink(_claim_path(pid))
+    except FileNotFoundError:
+        pass
+
+
 def owner_alive(pid):
-    """Whether @pid is a running stress harness (not a recycled pid)."""
+    """Whether @pid is a running owner of a network: one that claimed it
+    (claim()) and still runs, not a recycled pid; or, for a run that
+    claimed nothing, a stress harness by its command line."""
+    st = start_time(pid)
+    if st is None:
+        return False
+    try:
+        with open(_claim_path(pid)) as f:
+            if f.read().strip() == st:
+                return True
+    except OSError:
+        pass
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             cmd = f.read().decode(errors="replace")
@@ -104,8 +162,9 @@ def ns_pids(ns):
 
 def leftovers(tmpdirs=()):
     """What runs whose owner is gone left behind, and what runs still
-    going own: ({"netns", "links", "dirs"}, [live owner pids])."""
-    found = {"netns": [], "links": [], "dirs": []}
+    going own: ({"netns", "links", "dirs", "claims"}, [live owner
+    pids])."""
+    found = {"netns": [], "links": [], "dirs": [], "claims": []}
     live = set()
 
     def sort(pid, kind, what):
@@ -122,6 +181,13 @@ def leftovers(tmpdirs=()):
         m = _LINK_RE.match(name.split("@")[0])
         if m:
             sort(int(m.group(1)), "links", name.split("@")[0])
+    try:
+        claims = os.listdir(OWNERS_DIR)
+    except OSError:
+        claims = []
+    for name in claims:
+        if name.isdigit():
+            sort(int(name), "claims", _claim_path(int(name)))
     for base in set(tmpdirs) | {tempfile.gettempdir()}:
         try:
             names = os.listdir(base)
@@ -234,6 +300,13 @@ def remove_leftovers(found, log=print):
             failed.append(d)
         else:
             log("removed " + d)
+    # Last: a claim kept while anything of its run is left keeps the run
+    # out of other cleaners' way until this one is done.
+    for c in found.get("claims", []):
+        try:
+            os.unlink(c)
+        except FileNotFoundError:
+            pass
     return failed
 
 
@@ -312,6 +385,9 @@ class Network:
 
     def create(self):
         self._check_subnet()
+        # Before anything exists: another run's cleaner must see it owned.
+        claim(self.owner)
+        self._created.append(("claim", self.owner))
         status, _, err = ip("link", "add", self.bridge, "type", "bridge",
                             check=False)
         if status:
@@ -350,7 +426,9 @@ class Network:
         bridge. Returns what could not be removed."""
         found = {"netns": [n for k, n in self._created if k == "netns"],
                  "links": [n for k, n in self._created if k == "link"],
-                 "dirs": []}
+                 "dirs": [],
+                 "claims": [_claim_path(n) for k, n in self._created
+                            if k == "claim"]}
         self._created = []
         return remove_leftovers(found, log)
 
