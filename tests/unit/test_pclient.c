@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "pclient.h"
+#include "util.h"
 #include "sweepfs.pb-c.h"
 
 #define MAX 4096u
@@ -538,6 +539,65 @@ static void test_call(void **state)
 	sw_buf_release(&b);
 }
 
+/* What the dribbling "server" of test_call_deadline() sends. */
+struct dribble {
+	int fd;
+	struct sw_buf frame; /* the reply, whole */
+	int every_ms;	     /* one byte this often */
+};
+
+static void *dribble_run(void *arg)
+{
+	struct dribble *d = arg;
+
+	for (size_t i = 0; i < sw_buf_used(&d->frame); i++) {
+		sw_sleep_ms(d->every_ms);
+		/* The caller closed its end: done. */
+		if (send(d->fd, sw_buf_head(&d->frame) + i, 1, MSG_NOSIGNAL) !=
+		    1)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * A server that sends its reply one byte at a time, each well within the
+ * timeout, holds a blocking call no longer than the timeout: it is a
+ * deadline for the whole call, not for each read (the caller would wait
+ * for as long as the server cares to dribble).
+ */
+static void test_call_deadline(void **state)
+{
+	struct fix *x = *state;
+	struct dribble d = { .frame = SW_BUF_INIT, .every_ms = 100 };
+	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;
+	ProtobufCMessage *r;
+	pthread_t t;
+	int64_t t0, ms;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	d.fd = sv[1];
+	/* Long enough that its last byte comes well past the deadline. */
+	reply(&d.frame, SW_MSG_PING, SW_FRAME_REPLY, 1, UINT64_MAX);
+	assert_true(sw_buf_used(&d.frame) * 100 > 1500);
+	assert_int_equal(pthread_create(&t, NULL, dribble_run, &d), 0);
+	t0 = sw_mono_ns();
+	assert_int_equal(sw_pclient_call(&x->pc, sv[0], SW_MSG_PING, &q.base,
+					 300, &r),
+			 -ETIMEDOUT);
+	ms = (sw_mono_ns() - t0) / 1000000;
+	assert_null(r);
+	assert_int_equal(x->pc.nflight, 0);
+	close(sv[0]); /* the server's next byte ends it */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	close(sv[1]);
+	sw_buf_release(&d.frame);
+	/* The deadline, and a margin for a loaded machine. */
+	assert_true(ms >= 290);
+	assert_true(ms < 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -559,6 +619,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_socket, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_call, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_call_deadline, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
