@@ -15,8 +15,9 @@
  *
  * What a peer can make the server hold or wait for, here:
  *  - its input: one frame's payload cap plus a read (ops->frame_max, or
- *    ops->pre_hello_frame before its hello), and whatever the owner
- *    keeps behind a kept frame (it stops reading when that is enough);
+ *    ops->pre_hello_frame before its hello), and behind a kept frame
+ *    what the owner lets it read, at most ops->kept_max and a read
+ *    (kept_stop(): the owner need not remember to stop);
  *  - before its hello, the bytes of all such peers' unhandled input,
  *    ops->pre_hello_total, and frames of at most pre_hello_frame: the
  *    peer whose read would pass the total is closed;
@@ -399,6 +400,25 @@ void sw_sconn_go(struct sw_sconn *c, unsigned why, bool now)
 	read_set(c);
 }
 
+/*
+ * @c's head frame was kept: past kept_max of input (0: the frame cap and
+ * a read) it is read no more, a wait of the server's (not timed as the
+ * peer's), until the owner's sw_sconn_go(SW_READ_WAIT). An owner that
+ * stops it itself, for whatever reason, is not second-guessed.
+ */
+static void kept_stop(struct sw_sconn *c)
+{
+	const struct sw_server_ops *ops = c->srv->ops;
+	size_t max = ops->kept_max ?
+			     ops->kept_max :
+			     (size_t)frame_cap(c) + SW_FRAME_HDR + READ_CHUNK;
+
+	if (c->stops || sw_sconn_gone(c) || sw_buf_used(&c->in) <= max)
+		return;
+	c->waits = true;
+	c->stops |= SW_READ_WAIT;
+}
+
 /* The payload of @hdr, not whole yet, goes to a buffer of its own: what
  * the input has of it is copied, the rest is read straight into it. */
 static void big_start(struct sw_sconn *c, const struct sw_frame_hdr *hdr)
@@ -464,8 +484,10 @@ void sw_sconn_parse(struct sw_sconn *c)
 			break;
 		}
 		if (ops->frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR,
-			       false) == SW_FRAME_KEEP)
+			       false) == SW_FRAME_KEEP) {
+			kept_stop(c);
 			break;
+		}
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 		c->waits = false; /* the owner's wait was for that one */
 		if (ops->slice_ns && sw_buf_used(&c->in) &&

@@ -67,7 +67,10 @@ enum sw_frame_verdict {
 	SW_FRAME_DONE,
 	/* Not now: it stays at the head of the input and no frame after it
 	 * is handed over. It is handed over again when more input arrives,
-	 * or after sw_sconn_go(); the owner stops reading if it must. */
+	 * or after sw_sconn_go(); the owner stops reading if it must, and
+	 * past ops->kept_max uvserver stops it (SW_READ_WAIT, c->waits):
+	 * the owner that keeps a frame must sw_sconn_go(c, SW_READ_WAIT)
+	 * when its wait ends. */
 	SW_FRAME_KEEP,
 };
 
@@ -133,7 +136,13 @@ struct sw_server_ops {
 	enum sw_frame_verdict (*frame)(struct sw_sconn *c,
 				       const struct sw_frame_hdr *hdr,
 				       uint8_t *payload, bool own);
-	uint32_t frame_max;	  /* payload cap after the hello */
+	uint32_t frame_max; /* payload cap after the hello */
+	/* What a connection whose head frame ops->frame keeps, and which
+	 * the owner did not stop, may hold in its input (0: the frame cap
+	 * and a read): once past it (by at most a read) uvserver stops
+	 * reading it for the server's wait (SW_READ_WAIT, waits), so that
+	 * an owner that forgets to stop costs that much and no more. */
+	size_t kept_max;
 	uint32_t pre_hello_frame; /* and before it */
 	/* What all peers without a hello may have sent and not had handled,
 	 * in all: the peer whose read would pass it is closed. */
