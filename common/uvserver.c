@@ -21,6 +21,9 @@
  *  - before its hello, the bytes of all such peers' unhandled input,
  *    ops->pre_hello_total, and frames of at most pre_hello_frame: the
  *    peer whose read would pass the total is closed;
+ *  - memory, counted (ops->count_input): its input buffer's, with the
+ *    output its owner tells, against the total out_max, from the read
+ *    that grew it;
  *  - time: a peer with part of a frame in its input, read and not
  *    stopped for the server's reasons, is timed (partial_since) and
  *    closed by sw_server_reap_stalled(); one connection's frames run
@@ -122,11 +125,21 @@ static struct sw_sconn *out_heaviest(struct sw_server *srv)
 	return top;
 }
 
+/* What @c holds as out_max counts it: the owner's output, and its
+ * input buffer's memory if ops->count_input. */
+static size_t held(const struct sw_sconn *c)
+{
+	if (c->closing || c->shed)
+		return 0;
+	return c->out_owner + (c->srv->ops->count_input ? c->in.cap : 0);
+}
+
 void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 {
 	struct sw_server *srv = c->srv;
 
-	out_set(c, c->closing || c->shed ? 0 : bytes);
+	c->out_owner = bytes;
+	out_set(c, held(c));
 	while (srv->out_max && srv->out_total > srv->out_max) {
 		struct sw_sconn *top = out_heaviest(srv);
 
@@ -569,6 +582,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		sw_sconn_close(c);
 		return;
 	}
+	/* Its input may have grown (on_alloc(), or the copy above): the
+	 * cap sees it now, not at the owner's next output. Shed, it is
+	 * served no more (closed in this turn's check phase). */
+	if (srv->ops->count_input && c->out_counted != held(c))
+		sw_sconn_output(c, c->out_owner);
 	sw_sconn_parse(c);
 }
 

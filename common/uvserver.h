@@ -89,6 +89,7 @@ struct sw_sconn {
 	bool known;	       /* said hello: sw_sconn_known() */
 	bool anon;	       /* on srv's list of those that have not */
 	size_t out_counted;    /* in srv->out_total */
+	size_t out_owner;      /* of it, the owner's (sw_sconn_output()) */
 	bool shed;	       /* to be closed for out_max (sw_server_shed()) */
 	struct sw_sconn *next, *prev, *flush_next, *shed_next;
 	struct sw_sconn *anon_next, *anon_prev; /* oldest first */
@@ -143,6 +144,10 @@ struct sw_server_ops {
 	 * reading it for the server's wait (SW_READ_WAIT, waits), so that
 	 * an owner that forgets to stop costs that much and no more. */
 	size_t kept_max;
+	/* The input buffer's memory counts with the output the owner tells
+	 * (sw_sconn_output()) against srv->out_max, recounted whenever it
+	 * grows (true); or only that output. */
+	bool count_input;
 	uint32_t pre_hello_frame; /* and before it */
 	/* What all peers without a hello may have sent and not had handled,
 	 * in all: the peer whose read would pass it is closed. */
@@ -262,8 +267,10 @@ static inline bool sw_server_unauth_over(const struct sw_server *srv,
 }
 
 /*
- * @c now holds @bytes of output its peer has not taken (0 once closing).
- * Past srv->out_max in all, the connections holding the most are marked
+ * @c now holds @bytes of output its peer has not taken (0 once closing),
+ * counted with its input buffer when ops->count_input (uvserver counts
+ * that itself as it grows). Past srv->out_max in all, the connections
+ * holding the most are marked
  * to be closed (with a log line; @c may be one) until the total is under
  * it again, and no longer count. They are closed by sw_server_shed(), not
  * here: a caller may be walking lists that closing a connection changes

@@ -89,12 +89,12 @@ static void conn_write(struct conn *c);
  * @c's buffers changed: count the memory they hold (not the bytes in
  * them: a buffer grown by doubling holds up to twice those, and a write
  * in flight has one of its own) against output_total_max, which may
- * close @c, or a heavier connection.
+ * close @c, or a heavier connection. Its input buffer is counted too,
+ * by uvserver.h (count_input), as soon as a read grows it.
  */
 static void conn_note_out(struct conn *c)
 {
-	sw_sconn_output(&c->sc,
-			sw_wq_held(&c->wq) + c->held.cap + c->sc.in.cap);
+	sw_sconn_output(&c->sc, sw_wq_held(&c->wq) + c->held.cap);
 }
 
 void server_resume(struct conn *c)
@@ -853,6 +853,7 @@ static const struct sw_server_ops conn_ops = {
 	.frame = conn_frame,
 	.frame_max = SW_FRAME_MAX_META,
 	.kept_max = PARKED_IN_MAX,
+	.count_input = true,
 	.pre_hello_frame = PRE_HELLO_FRAME,
 	.pre_hello_total = PRE_HELLO_TOTAL,
 	.slice_ns = CONSUME_SLICE_NS,

@@ -970,6 +970,51 @@ static void test_frame_kept_bounded(void **state)
 	unrig(&srv, &loop, fd);
 }
 
+/*
+ * With count_input, a connection's input buffer counts with its output
+ * against out_max as soon as it grows, not at the owner's next change of
+ * output: a peer that sends most of a large frame, and is sent nothing,
+ * is shed like one that reads no replies. Review L2: input grew unseen
+ * by the cap until output changed.
+ */
+static void test_input_counts_against_out_max(void **state)
+{
+	struct sw_server srv = { 0 };
+	static uint8_t buf[SW_FRAME_HDR + 90000];
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.count_input = true;
+	fd = rig(&srv, &loop);
+	srv.out_max = 50000;
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	spin_until(&loop, &nseen, 1);
+	assert_int_equal(nseen, 1);
+	/* Idle, it holds its buffer: counted, under the cap. */
+	assert_int_equal(srv.out_total, last->in.cap);
+	assert_true(srv.out_total <= srv.out_max);
+
+	/* 60000 of a 90000-byte payload, nothing sent back. */
+	mk_frame(buf, 2, 2, 90000);
+	write_all(fd, buf, SW_FRAME_HDR + 60000);
+	for (int k = 0; k < 5000 && !last->shed && !last->closing; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(200);
+	}
+	assert_true(last->shed);
+	assert_int_equal(srv.out_shed, 1);
+	assert_int_equal(srv.out_total, 0);
+	assert_int_equal(nseen, 1);
+	sw_server_shed(&srv); /* the check phase's */
+	spin_until(&loop, &released, 1);
+	assert_int_equal(released, 1);
+	assert_true(eof_within(fd, 1000));
+	unrig(&srv, &loop, fd);
+	rops.count_input = false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -986,6 +1031,7 @@ int main(void)
 		cmocka_unit_test(test_prehello_budget),
 		cmocka_unit_test(test_frame_slice_yields),
 		cmocka_unit_test(test_frame_kept_bounded),
+		cmocka_unit_test(test_input_counts_against_out_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
