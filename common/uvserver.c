@@ -146,8 +146,9 @@ void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 		if (!top || !top->out_counted)
 			break;
 		sw_warn(srv->tag,
-			"%s: holds %zu bytes of output not taken, the most "
-			"while all hold %zu (more than %zu); closing",
+			"%s: holds %zu bytes of output not taken (and of "
+			"input), the most while all hold %zu (more than %zu); "
+			"closing",
 			top->peer, top->out_counted, srv->out_total,
 			srv->out_max);
 		srv->out_shed++;
