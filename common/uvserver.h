@@ -137,7 +137,11 @@ struct sw_server_ops {
 	enum sw_frame_verdict (*frame)(struct sw_sconn *c,
 				       const struct sw_frame_hdr *hdr,
 				       uint8_t *payload, bool own);
-	uint32_t frame_max; /* payload cap after the hello */
+	uint32_t frame_max;	  /* payload cap after the hello */
+	uint32_t pre_hello_frame; /* and before it */
+	/* What all peers without a hello may have sent and not had handled,
+	 * in all: the peer whose read would pass it is closed. */
+	size_t pre_hello_total;
 	/* What a connection whose head frame ops->frame keeps, and which
 	 * the owner did not stop, may hold in its input (0: the frame cap
 	 * and a read): once past it (by at most a read) uvserver stops
@@ -148,10 +152,6 @@ struct sw_server_ops {
 	 * (sw_sconn_output()) against srv->out_max, recounted whenever it
 	 * grows (true); or only that output. */
 	bool count_input;
-	uint32_t pre_hello_frame; /* and before it */
-	/* What all peers without a hello may have sent and not had handled,
-	 * in all: the peer whose read would pass it is closed. */
-	size_t pre_hello_total;
 	/* A frame whose payload is longer than this (0: none) and not whole
 	 * when its header is cut is read straight into a buffer of its own
 	 * (malloc'd, handed to ops->frame with @own): the loop copies at most
@@ -268,13 +268,13 @@ static inline bool sw_server_unauth_over(const struct sw_server *srv,
 
 /*
  * @c now holds @bytes of output its peer has not taken (0 once closing),
- * counted with its input buffer when ops->count_input (uvserver counts
+ * counted with its input buffer when ops->count_input (uvserver recounts
  * that itself as it grows). Past srv->out_max in all, the connections
- * holding the most are marked
- * to be closed (with a log line; @c may be one) until the total is under
- * it again, and no longer count. They are closed by sw_server_shed(), not
- * here: a caller may be walking lists that closing a connection changes
- * (a directory's watchers, a lock's waiters, a session's requests).
+ * holding the most are marked to be closed (with a log line; @c may be
+ * one) until the total is under it again, and no longer count. They are
+ * closed by sw_server_shed(), not here: a caller may be walking lists
+ * that closing a connection changes (a directory's watchers, a lock's
+ * waiters, a session's requests).
  */
 void sw_sconn_output(struct sw_sconn *c, size_t bytes);
 
