@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,11 +36,26 @@ int sw_reply_err(const ProtobufCMessage *reply)
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply)
 {
+	uint64_t gen;
+	int rc;
+
+	*reply = NULL;
+	if (c->broken)
+		return -ENOTCONN; /* see client.h: nothing more is read */
 	/* Ids start at 1: a table at 0 was never readied (made by hand). */
 	if (!c->pc.calls.next_id)
 		sw_pclient_init(&c->pc, c->max_payload, NULL, NULL);
 	c->pc.max_payload = c->max_payload;
-	return sw_pclient_call(&c->pc, c->fd, type, req, c->timeout_ms, reply);
+	gen = c->pc.gen;
+	rc = sw_pclient_call(&c->pc, c->fd, type, req, c->timeout_ms, reply);
+	if (c->pc.gen != gen) {
+		/* The call ended the connection (a timeout, a failure, a
+		 * frame that makes no sense) and dropped its input: a late
+		 * reply could only be misread. Told to the master now. */
+		c->broken = true;
+		shutdown(c->fd, SHUT_RDWR);
+	}
+	return rc;
 }
 
 void sw_client_attach(struct sw_client *c, int fd, uint32_t max_payload,

@@ -29,6 +29,7 @@ struct sw_client {
 	uint64_t root_ino;    /* inode of the exported root */
 	int timeout_ms;	      /* per call; 0 waits forever */
 	uint32_t max_payload; /* largest reply taken; may be raised */
+	bool broken;	      /* a call ended the connection: shut down */
 	/* Unused: a client made by hand (master/catchup.c) still sets it;
 	 * its pc is readied at its first call. To go once such clients are
 	 * made with sw_client_attach(). */
@@ -125,7 +126,14 @@ void sw_client_close(struct sw_client *c);
  * arrive meanwhile are dropped. Returns 0 (the reply's own err field is the
  * caller's to read, see sw_reply_err()), or -errno for a transport failure
  * or a reply that makes no sense (-EPROTO), after which the connection is
- * unusable (sw_pclient_call()).
+ * unusable (sw_pclient_call()): it is shut down at once, so the master
+ * sees it go, and every later call on it fails with -ENOTCONN without
+ * reading. Above all after a timeout: the reply that was late may still
+ * come, and the bytes of it read already were dropped, so what follows
+ * on that stream can no longer be framed (it is not read as a stray or a
+ * later call's reply). A caller that wants to go on opens a new
+ * connection (sw_client_open(); with a list of masters the next member
+ * is tried, which is what a timeout usually calls for).
  */
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply);

@@ -25,10 +25,12 @@
  * callback run under it would deadlock on its next request.
  */
 #include <errno.h>
+#include <limits.h>
 
 #include "frameio.h"
 #include "fsio.h" /* sw_send_all() */
 #include "pclient.h"
+#include "util.h"
 
 static void lock(struct sw_pclient *pc)
 {
@@ -161,10 +163,32 @@ static void on_waited(void *arg, int rc, ProtobufCMessage **reply)
 	*reply = NULL;
 }
 
+/*
+ * What is left of @deadline (mono ns; 0: none) for one wait, in ms for
+ * poll(2): at least 1 while any is left (rounded up, so that a wait never
+ * becomes "do not wait"), 0 for no deadline, -ETIMEDOUT once it passed.
+ */
+static int deadline_left_ms(int64_t deadline)
+{
+	int64_t left;
+
+	if (!deadline)
+		return 0;
+	left = deadline - sw_mono_ns();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	return (int)SW_MIN((left + 999999) / 1000000, (int64_t)INT_MAX);
+}
+
 int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 		    const ProtobufCMessage *req, int timeout_ms,
 		    ProtobufCMessage **reply)
 {
+	/* For the whole call, not per read: a server that dribbles a byte
+	 * now and then would otherwise hold the caller for ever. */
+	int64_t deadline =
+		timeout_ms > 0 ? sw_mono_ns() + (int64_t)timeout_ms * 1000000 :
+				 0;
 	struct waiter w = { 0 };
 	struct sw_call *c = sw_call_new(type, req, on_waited, &w);
 	int rc;
@@ -182,8 +206,11 @@ int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 	}
 	rc = sw_send_all(fd, c->frame, c->len);
 	sw_call_put(c); /* the sender's */
-	while (rc == 0 && !w.done)
-		rc = sw_pclient_read(pc, fd, 64 << 10, timeout_ms);
+	while (rc == 0 && !w.done) {
+		int left = deadline_left_ms(deadline);
+
+		rc = left < 0 ? left : sw_pclient_read(pc, fd, 64 << 10, left);
+	}
 	if (!w.done) /* ours is among them: no waiter outlives us */
 		sw_pclient_fail_all(pc, rc);
 	*reply = w.reply;

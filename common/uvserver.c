@@ -15,11 +15,15 @@
  *
  * What a peer can make the server hold or wait for, here:
  *  - its input: one frame's payload cap plus a read (ops->frame_max, or
- *    ops->pre_hello_frame before its hello), and whatever the owner
- *    keeps behind a kept frame (it stops reading when that is enough);
+ *    ops->pre_hello_frame before its hello), and behind a kept frame
+ *    what the owner lets it read, at most ops->kept_max and a read
+ *    (kept_stop(): the owner need not remember to stop);
  *  - before its hello, the bytes of all such peers' unhandled input,
  *    ops->pre_hello_total, and frames of at most pre_hello_frame: the
  *    peer whose read would pass the total is closed;
+ *  - memory, counted (ops->count_input): its input buffer's, with the
+ *    output its owner tells, against the total out_max, from the read
+ *    that grew it;
  *  - time: a peer with part of a frame in its input, read and not
  *    stopped for the server's reasons, is timed (partial_since) and
  *    closed by sw_server_reap_stalled(); one connection's frames run
@@ -121,19 +125,30 @@ static struct sw_sconn *out_heaviest(struct sw_server *srv)
 	return top;
 }
 
+/* What @c holds as out_max counts it: the owner's output, and its
+ * input buffer's memory if ops->count_input. */
+static size_t held(const struct sw_sconn *c)
+{
+	if (c->closing || c->shed)
+		return 0;
+	return c->out_owner + (c->srv->ops->count_input ? c->in.cap : 0);
+}
+
 void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 {
 	struct sw_server *srv = c->srv;
 
-	out_set(c, c->closing || c->shed ? 0 : bytes);
+	c->out_owner = bytes;
+	out_set(c, held(c));
 	while (srv->out_max && srv->out_total > srv->out_max) {
 		struct sw_sconn *top = out_heaviest(srv);
 
 		if (!top || !top->out_counted)
 			break;
 		sw_warn(srv->tag,
-			"%s: holds %zu bytes of output not taken, the most "
-			"while all hold %zu (more than %zu); closing",
+			"%s: holds %zu bytes of output not taken (and of "
+			"input), the most while all hold %zu (more than %zu); "
+			"closing",
 			top->peer, top->out_counted, srv->out_total,
 			srv->out_max);
 		srv->out_shed++;
@@ -399,6 +414,25 @@ void sw_sconn_go(struct sw_sconn *c, unsigned why, bool now)
 	read_set(c);
 }
 
+/*
+ * @c's head frame was kept: past kept_max of input (0: the frame cap and
+ * a read) it is read no more, a wait of the server's (not timed as the
+ * peer's), until the owner's sw_sconn_go(SW_READ_WAIT). An owner that
+ * stops it itself, for whatever reason, is not second-guessed.
+ */
+static void kept_stop(struct sw_sconn *c)
+{
+	const struct sw_server_ops *ops = c->srv->ops;
+	size_t max = ops->kept_max ?
+			     ops->kept_max :
+			     (size_t)frame_cap(c) + SW_FRAME_HDR + READ_CHUNK;
+
+	if (c->stops || sw_sconn_gone(c) || sw_buf_used(&c->in) <= max)
+		return;
+	c->waits = true;
+	c->stops |= SW_READ_WAIT;
+}
+
 /* The payload of @hdr, not whole yet, goes to a buffer of its own: what
  * the input has of it is copied, the rest is read straight into it. */
 static void big_start(struct sw_sconn *c, const struct sw_frame_hdr *hdr)
@@ -464,8 +498,10 @@ void sw_sconn_parse(struct sw_sconn *c)
 			break;
 		}
 		if (ops->frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR,
-			       false) == SW_FRAME_KEEP)
+			       false) == SW_FRAME_KEEP) {
+			kept_stop(c);
 			break;
+		}
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
 		c->waits = false; /* the owner's wait was for that one */
 		if (ops->slice_ns && sw_buf_used(&c->in) &&
@@ -547,6 +583,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		sw_sconn_close(c);
 		return;
 	}
+	/* Its input may have grown (on_alloc(), or the copy above): the
+	 * cap sees it now, not at the owner's next output. Shed, it is
+	 * served no more (closed in this turn's check phase). */
+	if (srv->ops->count_input && c->out_counted != held(c))
+		sw_sconn_output(c, c->out_owner);
 	sw_sconn_parse(c);
 }
 

@@ -67,7 +67,10 @@ enum sw_frame_verdict {
 	SW_FRAME_DONE,
 	/* Not now: it stays at the head of the input and no frame after it
 	 * is handed over. It is handed over again when more input arrives,
-	 * or after sw_sconn_go(); the owner stops reading if it must. */
+	 * or after sw_sconn_go(); the owner stops reading if it must, and
+	 * past ops->kept_max uvserver stops it (SW_READ_WAIT, c->waits):
+	 * the owner that keeps a frame must sw_sconn_go(c, SW_READ_WAIT)
+	 * when its wait ends. */
 	SW_FRAME_KEEP,
 };
 
@@ -86,6 +89,7 @@ struct sw_sconn {
 	bool known;	       /* said hello: sw_sconn_known() */
 	bool anon;	       /* on srv's list of those that have not */
 	size_t out_counted;    /* in srv->out_total */
+	size_t out_owner;      /* of it, the owner's (sw_sconn_output()) */
 	bool shed;	       /* to be closed for out_max (sw_server_shed()) */
 	struct sw_sconn *next, *prev, *flush_next, *shed_next;
 	struct sw_sconn *anon_next, *anon_prev; /* oldest first */
@@ -138,6 +142,16 @@ struct sw_server_ops {
 	/* What all peers without a hello may have sent and not had handled,
 	 * in all: the peer whose read would pass it is closed. */
 	size_t pre_hello_total;
+	/* What a connection whose head frame ops->frame keeps, and which
+	 * the owner did not stop, may hold in its input (0: the frame cap
+	 * and a read): once past it (by at most a read) uvserver stops
+	 * reading it for the server's wait (SW_READ_WAIT, waits), so that
+	 * an owner that forgets to stop costs that much and no more. */
+	size_t kept_max;
+	/* The input buffer's memory counts with the output the owner tells
+	 * (sw_sconn_output()) against srv->out_max, recounted whenever it
+	 * grows (true); or only that output. */
+	bool count_input;
 	/* A frame whose payload is longer than this (0: none) and not whole
 	 * when its header is cut is read straight into a buffer of its own
 	 * (malloc'd, handed to ops->frame with @own): the loop copies at most
@@ -253,12 +267,14 @@ static inline bool sw_server_unauth_over(const struct sw_server *srv,
 }
 
 /*
- * @c now holds @bytes of output its peer has not taken (0 once closing).
- * Past srv->out_max in all, the connections holding the most are marked
- * to be closed (with a log line; @c may be one) until the total is under
- * it again, and no longer count. They are closed by sw_server_shed(), not
- * here: a caller may be walking lists that closing a connection changes
- * (a directory's watchers, a lock's waiters, a session's requests).
+ * @c now holds @bytes of output its peer has not taken (0 once closing),
+ * counted with its input buffer when ops->count_input (uvserver recounts
+ * that itself as it grows). Past srv->out_max in all, the connections
+ * holding the most are marked to be closed (with a log line; @c may be
+ * one) until the total is under it again, and no longer count. They are
+ * closed by sw_server_shed(), not here: a caller may be walking lists
+ * that closing a connection changes (a directory's watchers, a lock's
+ * waiters, a session's requests).
  */
 void sw_sconn_output(struct sw_sconn *c, size_t bytes);
 

@@ -89,12 +89,12 @@ static void conn_write(struct conn *c);
  * @c's buffers changed: count the memory they hold (not the bytes in
  * them: a buffer grown by doubling holds up to twice those, and a write
  * in flight has one of its own) against output_total_max, which may
- * close @c, or a heavier connection.
+ * close @c, or a heavier connection. Its input buffer is counted too,
+ * by uvserver.h (count_input), as soon as a read grows it.
  */
 static void conn_note_out(struct conn *c)
 {
-	sw_sconn_output(&c->sc,
-			sw_wq_held(&c->wq) + c->held.cap + c->sc.in.cap);
+	sw_sconn_output(&c->sc, sw_wq_held(&c->wq) + c->held.cap);
 }
 
 void server_resume(struct conn *c)
@@ -801,9 +801,11 @@ stays:
 /*
  * uvserver.h's frame callback: handle @c's oldest request, unless its
  * replies are over output_max (reading stops till conn_write() sees
- * most of them gone), or it waits for a delegation: then the requests
- * behind it that need not wait are handled (consume_parked()), and
- * reading goes on until PARKED_IN_MAX is read behind it.
+ * most of them gone), or the lease is in doubt (reading stops till it
+ * is renewed), or it waits for a delegation: then the requests behind
+ * it that need not wait are handled (consume_parked()), and reading
+ * goes on until PARKED_IN_MAX is read behind it (uvserver.h's kept_max
+ * says the same, should a path here forget to stop).
  */
 static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 					const struct sw_frame_hdr *hdr,
@@ -823,6 +825,15 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 			c->park_judged = false;
 			return SW_FRAME_DONE;
 		}
+		if (!c->link.parked) {
+			/* Declined while the lease is in doubt: nothing more
+			 * is read till it is renewed (lease_resume() resumes
+			 * every connection) or this master exits, and the
+			 * wait is ours, not the peer's. */
+			sc->waits = true;
+			sw_sconn_stop(sc, SW_READ_WAIT);
+			return SW_FRAME_KEEP;
+		}
 	}
 	consume_parked(c);
 	/* Waiting, whole: not a peer stalled mid-frame. */
@@ -841,6 +852,8 @@ static const struct sw_server_ops conn_ops = {
 	.release = conn_release,
 	.frame = conn_frame,
 	.frame_max = SW_FRAME_MAX_META,
+	.kept_max = PARKED_IN_MAX,
+	.count_input = true,
 	.pre_hello_frame = PRE_HELLO_FRAME,
 	.pre_hello_total = PRE_HELLO_TOTAL,
 	.slice_ns = CONSUME_SLICE_NS,

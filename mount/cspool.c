@@ -1,4 +1,18 @@
 /*
+ * The rule for completion callbacks: a callback runs on the receiver
+ * thread of the connection its reply came on (or, failed, on the thread
+ * that failed it), with no lock held, and must not send on that same
+ * connection. The receiver is the only reader of its socket: a send
+ * from it blocks once the chunkserver's receive buffer is full, while
+ * the chunkserver blocks writing the replies nobody reads any more, and
+ * the connection, with every call in flight on it, hangs for good (and a
+ * callback run as the receiver ends would join its own thread to
+ * reconnect). So cspool_send() from a receiver to its own chunkserver
+ * fails that request at once with -EDEADLK (logged) instead: no callback
+ * today sends at all, and one that must hands the send to another
+ * thread. Sends to other chunkservers are not refused: their own
+ * receivers drain them.
+ *
  * Locks: the pool's `mu` guards the list of connections. Each connection
  * has `wmu` for writes (taken first) and `mu` for its in-flight table and
  * state. A request holds a reference while its sender writes it, as in
@@ -50,10 +64,15 @@ struct cspool {
 	struct csconn *conns;
 };
 
+/* The connection whose receiver this thread is (NULL: none). */
+static _Thread_local struct csconn *rx_self;
+
 static void *rx_main(void *arg)
 {
 	struct csconn *c = arg;
 	int fd = c->fd, rc;
+
+	rx_self = c;
 
 	/* A reply that answers no call, or garbage, ends it (pclient.h):
 	 * every call leaves the table only by its reply or by this end. */
@@ -167,6 +186,17 @@ void cspool_send(struct cspool *p, const char *addr, uint16_t type,
 	q = sw_call_new(type, req, cb, arg);
 	if (!q)
 		return;
+	if (c == rx_self) {
+		/* From a callback on this connection's receiver (see the
+		 * top): it would wait on itself. */
+		sw_err(TAG,
+		       "%s: a completion sends on its own connection; "
+		       "refused",
+		       addr);
+		sw_call_put(q); /* the table's, never taken */
+		sw_call_complete(q, -EDEADLK, NULL);
+		return;
+	}
 	pthread_mutex_lock(&c->wmu);
 	if (c->fd < 0) /* only a writer (under wmu) opens it */
 		rc = conn_open(p, c);

@@ -23,7 +23,9 @@ struct cspool;
  * -EMSGSIZE for a request larger than a chunkserver accepts). The
  * pool frees *@reply afterwards unless the callback takes it (sets it to
  * NULL). Runs on a receiver thread, or on the caller's if the request
- * could not be sent.
+ * could not be sent. It must not send to the chunkserver it was answered
+ * by: such a cspool_send() fails at once with -EDEADLK (cspool.c says
+ * why).
  */
 typedef void (*cs_cb)(void *arg, int rc, ProtobufCMessage **reply);
 

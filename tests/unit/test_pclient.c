@@ -18,7 +18,9 @@
 
 #include <cmocka.h>
 
+#include "client.h"
 #include "pclient.h"
+#include "util.h"
 #include "sweepfs.pb-c.h"
 
 #define MAX 4096u
@@ -538,6 +540,109 @@ static void test_call(void **state)
 	sw_buf_release(&b);
 }
 
+/* What the dribbling "server" of test_call_deadline() sends. */
+struct dribble {
+	int fd;
+	struct sw_buf frame; /* the reply, whole */
+	int every_ms;	     /* one byte this often */
+};
+
+static void *dribble_run(void *arg)
+{
+	struct dribble *d = arg;
+
+	for (size_t i = 0; i < sw_buf_used(&d->frame); i++) {
+		sw_sleep_ms(d->every_ms);
+		/* The caller closed its end: done. */
+		if (send(d->fd, sw_buf_head(&d->frame) + i, 1, MSG_NOSIGNAL) !=
+		    1)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * A server that sends its reply one byte at a time, each well within the
+ * timeout, holds a blocking call no longer than the timeout: it is a
+ * deadline for the whole call, not for each read (the caller would wait
+ * for as long as the server cares to dribble).
+ */
+static void test_call_deadline(void **state)
+{
+	struct fix *x = *state;
+	struct dribble d = { .frame = SW_BUF_INIT, .every_ms = 100 };
+	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;
+	ProtobufCMessage *r;
+	pthread_t t;
+	int64_t t0, ms;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	d.fd = sv[1];
+	/* Long enough that its last byte comes well past the deadline. */
+	reply(&d.frame, SW_MSG_PING, SW_FRAME_REPLY, 1, UINT64_MAX);
+	assert_true(sw_buf_used(&d.frame) * 100 > 1500);
+	assert_int_equal(pthread_create(&t, NULL, dribble_run, &d), 0);
+	t0 = sw_mono_ns();
+	assert_int_equal(sw_pclient_call(&x->pc, sv[0], SW_MSG_PING, &q.base,
+					 300, &r),
+			 -ETIMEDOUT);
+	ms = (sw_mono_ns() - t0) / 1000000;
+	assert_null(r);
+	assert_int_equal(x->pc.nflight, 0);
+	close(sv[0]); /* the server's next byte ends it */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	close(sv[1]);
+	sw_buf_release(&d.frame);
+	/* The deadline, and a margin for a loaded machine. */
+	assert_true(ms >= 290);
+	assert_true(ms < 1000);
+}
+
+/*
+ * A tool's connection (client.h) after a call timed out: the late reply
+ * still comes, after part of it was read and dropped. The next call on
+ * that connection must not read it (as a stray, a protocol error, or
+ * worse, garbage framed from the middle of a frame): it fails with
+ * -ENOTCONN at once, and the master sees the connection shut down.
+ */
+static void test_client_late_reply(void **state)
+{
+	Sweepfs__PingReq q = SWEEPFS__PING_REQ__INIT;
+	struct sw_buf b = SW_BUF_INIT;
+	struct sw_client c;
+	ProtobufCMessage *r;
+	uint8_t sink[4096];
+	ssize_t n;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	sw_client_attach(&c, sv[0], MAX, 100);
+	reply(&b, SW_MSG_PING, SW_FRAME_REPLY, 1, 10);
+	/* Part of the reply in time, the rest too late. */
+	assert_int_equal(write(sv[1], sw_buf_head(&b), 5), 5);
+	assert_int_equal(sw_client_call(&c, SW_MSG_PING, &q.base, &r),
+			 -ETIMEDOUT);
+	assert_null(r);
+	/* (Shut down already: the master's write may fail, EPIPE.) */
+	n = send(sv[1], sw_buf_head(&b) + 5, sw_buf_used(&b) - 5, MSG_NOSIGNAL);
+	assert_true(n == (ssize_t)sw_buf_used(&b) - 5 ||
+		    (n < 0 && errno == EPIPE));
+	assert_int_equal(sw_client_call(&c, SW_MSG_PING, &q.base, &r),
+			 -ENOTCONN);
+	assert_null(r);
+	/* The master's side: the one request, then the end. */
+	do
+		n = read(sv[1], sink, sizeof(sink));
+	while (n > 0);
+	assert_int_equal(n, 0);
+	sw_pclient_release(&c.pc);
+	close(sv[0]);
+	close(sv[1]);
+	sw_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -559,6 +664,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_socket, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_call, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_call_deadline, setup,
+						teardown),
+		cmocka_unit_test(test_client_late_reply),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

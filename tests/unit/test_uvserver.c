@@ -410,6 +410,9 @@ static struct seen seen[32];
 static int nseen;
 static int keep_type;	  /* return KEEP (stopped: WAIT) for this type */
 static uint16_t hello_at; /* this type makes the peer known */
+/* Return KEEP for every frame and stop nothing, as the master did while
+ * its lease was in doubt (review L1). */
+static bool decline;
 
 static enum sw_frame_verdict r_frame(struct sw_sconn *c,
 				     const struct sw_frame_hdr *hdr,
@@ -420,6 +423,8 @@ static enum sw_frame_verdict r_frame(struct sw_sconn *c,
 		sw_sconn_stop(c, SW_READ_WAIT);
 		return SW_FRAME_KEEP;
 	}
+	if (decline)
+		return SW_FRAME_KEEP;
 	if (nseen < 32)
 		seen[nseen] = (struct seen){ .type = hdr->type,
 					     .id = hdr->id,
@@ -477,6 +482,7 @@ static int rig(struct sw_server *srv, uv_loop_t *loop)
 	nseen = 0;
 	keep_type = 0;
 	hello_at = 0;
+	decline = false;
 	last = NULL;
 	uv_loop_init(loop);
 	assert_int_equal(sw_server_listen(srv, loop, &rops, "test", "127.0.0.1",
@@ -877,6 +883,138 @@ static void test_frame_slice_yields(void **state)
 	rops.slice_ns = 0;
 }
 
+/*
+ * Write up to @max bytes of @type frames of @len to non-blocking @fd,
+ * running @loop meanwhile, until the server stops taking them (the
+ * socket's buffers full for a while) or @max went. Returns the bytes
+ * written.
+ */
+static size_t flood(uv_loop_t *loop, int fd, uint16_t type, uint32_t len,
+		    size_t max)
+{
+	static uint8_t buf[SW_FRAME_HDR + 4096];
+	size_t n = mk_frame(buf, type, 1, len), off = 0, sent = 0;
+	int idle = 0;
+
+	assert_true(len <= 4096);
+	while (sent < max && idle < 200) {
+		ssize_t w = send(fd, buf + off, n - off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w > 0) {
+			sent += (size_t)w;
+			off = (off + (size_t)w) % n;
+			idle = 0;
+		} else {
+			assert_true(w < 0 && errno == EAGAIN);
+			idle++;
+			usleep(1000);
+		}
+		uv_run(loop, UV_RUN_NOWAIT);
+	}
+	return sent;
+}
+
+/*
+ * An owner that keeps its head frame without stopping the connection (a
+ * master that answers nothing while its lease is in doubt) has it read
+ * for at most kept_max bytes behind that frame (0: a frame and a read):
+ * then uvserver stops it as a wait of the server's (untimed), and the
+ * owner's sw_sconn_go(SW_READ_WAIT) hands everything over. Review L1:
+ * the input grew by whatever the peer sent until frame_timeout.
+ */
+static void test_frame_kept_bounded(void **state)
+{
+	struct sw_server srv = { 0 };
+	const size_t total = 8u << 20;
+	size_t sent, bound;
+	uv_loop_t loop;
+	int fd, want;
+
+	(void)state;
+	fd = rig(&srv, &loop);
+	hello_at = 1;
+	{
+		uint8_t buf[SW_FRAME_HDR];
+
+		write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	}
+	spin_until(&loop, &nseen, 1);
+	assert_int_equal(nseen, 1);
+	decline = true;
+	sent = flood(&loop, fd, 2, 1000, total);
+	for (int k = 0; k < 100; k++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	/* A frame and a read, and the read that passed it. */
+	bound = rops.frame_max + SW_FRAME_HDR + 2 * (64u << 10);
+	assert_true(sw_buf_used(&last->in) <= bound);
+	assert_true(sent < total);
+	assert_true(last->stops & SW_READ_WAIT);
+	assert_true(last->waits);
+	assert_false(last->reading);
+	assert_int_equal(last->partial_since, 0); /* the server's wait */
+	assert_false(last->closing);
+
+	/* The wait is over: every frame read is handed over, and the rest
+	 * of what the peer sent. */
+	decline = false;
+	want = 1 + (int)(sent / (SW_FRAME_HDR + 1000));
+	sw_sconn_go(last, SW_READ_WAIT, false);
+	for (int k = 0; k < 20000 && nseen < want; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(100);
+	}
+	assert_int_equal(nseen, want);
+	assert_true(last->reading);
+	assert_false(last->waits);
+	unrig(&srv, &loop, fd);
+}
+
+/*
+ * With count_input, a connection's input buffer counts with its output
+ * against out_max as soon as it grows, not at the owner's next change of
+ * output: a peer that sends most of a large frame, and is sent nothing,
+ * is shed like one that reads no replies. Review L2: input grew unseen
+ * by the cap until output changed.
+ */
+static void test_input_counts_against_out_max(void **state)
+{
+	struct sw_server srv = { 0 };
+	static uint8_t buf[SW_FRAME_HDR + 90000];
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.count_input = true;
+	fd = rig(&srv, &loop);
+	srv.out_max = 50000;
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	spin_until(&loop, &nseen, 1);
+	assert_int_equal(nseen, 1);
+	/* Idle, it holds its buffer: counted, under the cap. */
+	assert_int_equal(srv.out_total, last->in.cap);
+	assert_true(srv.out_total <= srv.out_max);
+
+	/* 60000 of a 90000-byte payload, nothing sent back. */
+	mk_frame(buf, 2, 2, 90000);
+	write_all(fd, buf, SW_FRAME_HDR + 60000);
+	for (int k = 0; k < 5000 && !last->shed && !last->closing; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(200);
+	}
+	assert_true(last->shed);
+	assert_int_equal(srv.out_shed, 1);
+	assert_int_equal(srv.out_total, 0);
+	assert_int_equal(nseen, 1);
+	sw_server_shed(&srv); /* the check phase's */
+	spin_until(&loop, &released, 1);
+	assert_int_equal(released, 1);
+	assert_true(eof_within(fd, 1000));
+	unrig(&srv, &loop, fd);
+	rops.count_input = false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -892,6 +1030,8 @@ int main(void)
 		cmocka_unit_test(test_frame_own_buffer_room),
 		cmocka_unit_test(test_prehello_budget),
 		cmocka_unit_test(test_frame_slice_yields),
+		cmocka_unit_test(test_frame_kept_bounded),
+		cmocka_unit_test(test_input_counts_against_out_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,6 +26,12 @@
  *   totallocks=N with locks_total = N: a heavy session is refused at 7/8
  *                of N, a light one still gets 10 locks; then the heavy
  *                one is still refused
+ *   partial=N    N sessions each send all but 4 KiB of a 1 MiB frame and
+ *                then nothing (nor read anything): what the master holds
+ *                of their input counts against output_total_max as it
+ *                comes (review L2), so within 3 s (frame_timeout is 30 s)
+ *                some are closed and its RSS grows by less than -b MiB;
+ *                another client's pings are answered all along
  *   csreads=N    N connections pipeline 1 MiB reads of /data's chunk and
  *                read no reply: the chunkserver's RSS grows by less than
  *                -B MiB, another client's 4 KiB reads are answered
@@ -500,6 +506,92 @@ static void check_output(int n)
 	   n, (rss_max - rss0) / 1024, budget_mib, closed, ANSWER_MS);
 }
 
+/* ---- 11a'. input not finished --------------------------------------------------- */
+
+/* Send @n bytes on @fd, blocking: false once the master closed it. */
+static bool send_or_closed(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+static void check_partial(int n)
+{
+	static uint8_t payload[SW_FRAME_MAX_META];
+	struct sw_frame_hdr h = { .len = SW_FRAME_MAX_META,
+				  .type = SW_MSG_PING,
+				  .id = 9 };
+	int *fds = calloc((size_t)n, sizeof(*fds));
+	long rss0 = rss_kb(m_pid), rss_max = rss0;
+	struct answers pings = { 0 };
+	uint8_t hdr[SW_FRAME_HDR];
+	struct peer other;
+	int closed = 0;
+	int64_t end;
+
+	if (!fds)
+		fail("out of memory");
+	sw_frame_put_hdr(hdr, &h);
+	session(&other, "/pub");
+	for (int i = 0; i < n; i++) {
+		int64_t t0;
+
+		fds[i] = sw_tcp_connect("127.0.0.1", m_port, TIMEOUT_MS);
+		if (fds[i] < 0)
+			fail("partial: connection %d: %s", i,
+			     strerror(-fds[i]));
+		raw_hello(fds[i], m_port, "/pub");
+		/* (A connection closed meanwhile is counted below.) */
+		if (send_or_closed(fds[i], hdr, sizeof(hdr)))
+			send_or_closed(fds[i], payload, sizeof(payload) - 4096);
+		t0 = sw_mono_ns();
+		peer_ping(&other);
+		answers_add(&pings, since_ms(t0));
+		rss_max = SW_MAX(rss_max, rss_kb(m_pid));
+	}
+	/* Well within frame_timeout: only the cap can have closed any. */
+	end = now_ms() + 3000;
+	while (now_ms() < end) {
+		int64_t t0 = sw_mono_ns();
+
+		peer_ping(&other);
+		answers_add(&pings, since_ms(t0));
+		rss_max = SW_MAX(rss_max, rss_kb(m_pid));
+		usleep(50000);
+	}
+	for (int i = 0; i < n; i++) {
+		closed += closed_by_peer(fds[i]);
+		close(fds[i]);
+	}
+	free(fds);
+	peer_ping(&other);
+	peer_close(&other);
+	alive(m_pid, "master");
+	printf("# partial: %d sessions, master RSS %ld -> %ld KiB at most, "
+	       "%d closed; pings: %u, %u over %.0f ms, slowest %.1f ms\n",
+	       n, rss0, rss_max, closed, pings.n, pings.slow, ANSWER_MS,
+	       pings.worst);
+	if (RSS_CHECKED && rss_max - rss0 > budget_mib * 1024)
+		fail("the master grew by %ld MiB (budget %ld MiB)",
+		     (rss_max - rss0) / 1024, budget_mib);
+	if (!closed)
+		fail("no connection holding unfinished input was closed for "
+		     "output_total_max");
+	answers_check(&pings, "another client's pings");
+	ok("%d sessions' unfinished 1 MiB frames: master +%ld MiB (budget "
+	   "%ld), %d heaviest closed, pings < %.0f ms",
+	   n, (rss_max - rss0) / 1024, budget_mib, closed, ANSWER_MS);
+}
+
 /* ---- 11b. locks ----------------------------------------------------------------- */
 
 static int lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
@@ -752,6 +844,8 @@ int main(int argc, char **argv)
 			check_rolocks(atol(c + 8));
 		else if (!strncmp(c, "totallocks=", 11))
 			check_totallocks(atol(c + 11));
+		else if (!strncmp(c, "partial=", 8))
+			check_partial(atoi(c + 8));
 		else if (!strncmp(c, "csreads=", 8))
 			check_csreads(atoi(c + 8));
 		else
