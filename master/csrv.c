@@ -102,6 +102,9 @@
 #define REPL_TOTAL 16
 #define REPL_SCAN_BUDGET 4096 /* chunks examined per tick */
 #define TOKEN_TTL_MS (10 * 60 * 1000)
+/* How far past next_chunk a reported unknown chunk id may push it: more
+ * chunks than a master creates between two journal flushes, by far. */
+#define CSRV_ID_AHEAD (1ull << 32)
 
 struct cs_cmd {
 	uint64_t id;
@@ -536,8 +539,12 @@ static void reconcile(struct master *m, struct csrv *s,
 
 	if (!c) {
 		/* Made by a master that stopped before journaling it: its
-		 * id must not be handed out again while this is around. */
-		if (ci->chunk_id >= m->ns.next_chunk)
+		 * id must not be handed out again while this is around.
+		 * Not past CSRV_ID_AHEAD: no master hands out that many
+		 * ids unjournaled, and a report must not use up the id
+		 * space (nor wrap it to 0). */
+		if (ci->chunk_id >= m->ns.next_chunk &&
+		    ci->chunk_id - m->ns.next_chunk < CSRV_ID_AHEAD)
 			m->ns.next_chunk = ci->chunk_id + 1;
 		if (qd && queued_has(m, s, qd, ci->chunk_id))
 			return;
