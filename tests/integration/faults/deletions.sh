@@ -4,9 +4,11 @@
 # files are of chunks gone for good (csrv.c, ns_chunk_dead()) and deletes
 # them at once, and never one it still knows or may yet learn of.
 #
-#  1. K files to keep, N to remove; rm -rf of the N with delete_rate
-#     capped, and kill -9 of the master and of the chunkserver half-way
-#     through the deletions;
+#  1. K files to keep, N to remove, a snapshot of 100 of the N (their
+#     chunks shared) and 100 more files removed into the trash (their
+#     chunks still referenced); rm -rf of the N with delete_rate capped,
+#     and kill -9 of the master and of the chunkserver half-way through
+#     the deletions;
 #  2. meanwhile on the chunkserver's disk, two chunk files no master
 #     made: one numbered far above every chunk (a chunk the master may
 #     yet learn of: kept for stray_grace) and one numbered 2^64-1 (a
@@ -15,8 +17,9 @@
 #     says at registration that the files of removed chunks are queued,
 #     status, top and /metrics show them pending on that server with the
 #     rate delete_rate allows and an ETA to match, and within a minute
-#     the disk holds exactly the K live chunk files and the two planted
-#     ones; the K files read back intact, new files can still be made,
+#     the disk holds exactly the live chunk files (the K, the snapshot's
+#     and the trash's) and the two planted ones; the K and the
+#     snapshot's files read back intact, new files can still be made,
 #     nothing stays pending, fsck is clean.
 # Before, the removed chunks' files waited out stray_grace as strays.
 . "$(dirname "$0")/../lib.sh"
@@ -56,10 +59,10 @@ EOF
 	done
 }
 
-# check_kept: every file of $M/keep holds what make() wrote; prints
-# how many.
+# check_kept [DIR]: every file of DIR (default $M/keep) holds what
+# make() wrote; prints how many.
 check_kept() {
-	"$PYTHON" - "$M/keep" <<'EOF' || fail "a kept file lost its data"
+	"$PYTHON" - "${1:-$M/keep}" <<'EOF' || fail "a kept file under ${1:-$M/keep} lost its data"
 import os, sys
 n = 0
 for root, dirs, files in os.walk(sys.argv[1]):
@@ -87,7 +90,13 @@ poll() {
 log "1. $N files removed, master and chunkserver killed half-way through"
 make "$M/keep" "$K"
 make "$M/many" "$N"
-assert_eq $((N + K)) "$(chunk_files)" "chunk files for $N + $K one-chunk files"
+sw_tool snapshot "$M/many/w0_0000" "$M/snap" >/dev/null || fail "sweepfs snapshot"
+mkdir "$M/trash"
+sw_tool settrashtime -r 3600 "$M/trash" >/dev/null || fail "sweepfs settrashtime"
+make "$M/trash/d" 100
+rm -rf "$M/trash/d"
+assert_eq $((N + K + 100)) "$(chunk_files)" "chunk files for $N + $K + 100 one-chunk files (the snapshot shares)"
+((K += 200)) # live after the rm: the snapshot's and the trash's too
 rm -rf "$M/many"
 half() { (($(chunk_files) <= K + N / 2)); }
 poll 120 "half of the chunk files to go" half
@@ -165,6 +174,7 @@ wait_until 10 "no deletion pending" pend
 assert_exists "$high"
 assert_exists "$top_id"
 assert_eq "$K" "$(sw_status 'd["chunks"]')" "chunks the master counts"
+assert_eq 100 "$(sw_status 'd["trash_items"]')" "files in the trash"
 scrape "$MURL" \
 	"v('sweepfs_master_chunk_deletions_pending', server='$listen') == 0" \
 	"v('sweepfs_master_chunk_strays', server='$listen') == 2" \
@@ -172,10 +182,10 @@ scrape "$MURL" \
 
 # The kept files are intact, and chunk ids are not used up: a new file.
 start_mount
-assert_eq "$K" "$(check_kept)" "kept files read back intact"
+assert_eq $((K - 200)) "$(check_kept)" "kept files read back intact"
+assert_eq 100 "$(check_kept "$M/snap")" "the snapshot's files read back intact"
 echo fresh >"$M/fresh" || fail "writing a new file after the planted chunk 2^64-1"
 sync "$M/fresh"
-drop_caches
 assert_eq fresh "$(cat "$M/fresh")" "the new file"
 assert_eq $((K + 3)) "$(chunk_files)" "chunk files with the new one"
 wait_fsck_clean 30 "after the restarts (the 2 planted files wait as strays)"
