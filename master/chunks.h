@@ -172,7 +172,10 @@ void ns_chunk_unhold(struct ns *ns, uint64_t id);
  * held by a snapshot being copied, in the trash, being written or
  * created is in the table: never dead. An id at or above
  * next_chunk_named is unknown, not dead: a master behind (restarted on
- * old metadata) may not have seen the change that names it.
+ * old metadata) may not have seen the change that names it. Ids the
+ * master skipped for a reported unknown file (csrv.c raises next_chunk)
+ * fall below the mark once a later chunk is named: this metadata will
+ * never name them either.
  */
 bool ns_chunk_dead(const struct ns *ns, uint64_t id);
 
