@@ -27,7 +27,7 @@ sw_init deletions --root
 
 N=${DELETIONS_N:-4000}
 K=200
-RATE=250 # deletions/s: N/2 of them take 8 s, top measures for 3
+RATE=200 # deletions/s: N/2 of them take 10 s, top measures for 3
 BOUND=60 # seconds for the disk to come down to the live files
 M=$SW_TMP/mnt
 

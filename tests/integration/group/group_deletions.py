@@ -11,8 +11,10 @@ chunkserver and a mount given the masters' list:
    their chunk files left, the leader is killed (kill -9);
 2. the new leader, at the chunkserver's registration, queues the files
    of the removed chunks at once (none waits as a stray), its status
-   agrees (pending + done = queued), and within BOUND s the chunkserver's
-   disk holds exactly the K live chunk files;
+   agrees (pending + done = queued), `sweepfs top` shows them pending
+   on the server at about delete_rate with an ETA of pending / rate,
+   and within BOUND s the chunkserver's disk holds exactly the K live
+   chunk files;
 3. the old leader comes back as a follower; no follower queued a
    deletion; the K files read back intact and fsck is clean.
 
@@ -35,7 +37,7 @@ from swcluster import is_sweepfs_mount, pick_port, unmount  # noqa: E402
 Fail = swgroup.Error
 N = 2000
 K = 100
-RATE = 150   # deletions/s: N/2 of them take about 7 s
+RATE = 100   # deletions/s: N/2 of them take about 10 s
 BOUND = 60   # s for the disk to come down to the live files
 QUEUED = r"(\d+) chunk files of chunks deleted before"
 
@@ -151,6 +153,33 @@ def fsync_dir(d):
         os.close(fd)
 
 
+def top_line(g, listen, result):
+    """`sweepfs top` on the new leader: the server's pending deletions
+    at about delete_rate, and an ETA of pending / rate."""
+    out = g.tool("top", "-b", "-n", "3", "-d", "1", timeout=60).stdout
+    hits = re.findall(re.escape(listen) +
+                      r"\s+([\d,]+) pending, ([\d,.]+)/s, done in (\S+)",
+                      out)
+    if len(hits) < 3:
+        raise Fail("%d frames of top with %s's line, not 3:\n%s"
+                   % (len(hits), listen, out))
+    pending, rate, eta = hits[-1]
+    pending = int(pending.replace(",", ""))
+    rate = float(rate.replace(",", ""))
+    m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", eta)
+    if eta == "?" or not m:
+        raise Fail("no ETA in top's last frame: %r" % eta)
+    h, mi, sec = (int(x or 0) for x in m.groups())
+    eta_s = h * 3600 + mi * 60 + sec
+    result["top"] = {"pending": pending, "rate": rate, "eta_s": eta_s}
+    if not RATE / 4 <= rate <= RATE * 1.5 + 1:
+        raise Fail("top shows %.0f deletions/s, delete_rate is %d"
+                   % (rate, RATE))
+    if abs(eta_s - -(-pending // int(rate))) > 1:
+        raise Fail("top's ETA %d s for %d pending at %.0f/s"
+                   % (eta_s, pending, rate))
+
+
 def run(g, result):
     g.start()
     keep, many = os.path.join(g.mnt, "keep"), os.path.join(g.mnt, "many")
@@ -207,6 +236,7 @@ def run(g, result):
             st["chunk_deletes_pending"] != s["deletes_pending"]:
         raise Fail("status after the failover: %s, %d queued"
                    % (result["status_after"], queued))
+    top_line(g, s["listen"], result)
     g.wait_files(lambda n: n == K, "exactly the %d live chunk files" % K,
                  BOUND)
     result["live_s_after_kill"] = round(time.monotonic() - t0, 1)
