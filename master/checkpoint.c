@@ -18,6 +18,9 @@
  *            still being purged (its directories are in 'D' records)
  *   'T'      u64 id u64 ino u64 parent u32 len path i64 deleted
  *            i64 expires u64 nodes: an item in the trash
+ *   'H'      u64 next_chunk_named (namespace.h): chunk ids below it that
+ *            no 'K' record holds are gone for good (format 7; one
+ *            record; before, the highest chunk loaded counts)
  *   'C'      16 bytes: the cluster's identity (format 6; one record, or
  *            none before the first master led)
  *   'Z'      u64 records u32 crc32c(everything before the crc)
@@ -55,8 +58,8 @@
 /* 4: after next_chunk, the counts of nodes, chunks, xattr sets and
  * orphans (3, without them, still loads). 5: 'R' records (replies.h).
  * 6: each change in an 'R' record with its request's digest, and a 'C'
- * record (the cluster's identity). */
-#define CP_FORMAT 6u
+ * record (the cluster's identity). 7: an 'H' record (chunk ids named). */
+#define CP_FORMAT 7u
 #define IOBUF (1u << 20)
 /* The smallest record counted in the header: a chunk's (tag, id,
  * version); a node's is 61 bytes, an xattr set's 14. */
@@ -407,6 +410,9 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	}
 	ns_trash_foreach(ns, write_trash, &w);
 	replies_foreach(&ns->replies, write_ring, &w);
+	w_u8(&w, 'H');
+	w_u64(&w, ns->next_chunk_named);
+	w.records++;
 	if (ns_has_cluster_id(ns)) {
 		w_u8(&w, 'C');
 		w_bytes(&w, ns->cluster_id, NS_CLUSTER_ID_LEN);
@@ -930,6 +936,19 @@ static int load_ring(struct ns *ns, struct reader *r, uint32_t format)
 	return 0;
 }
 
+/* Chunk ids named: never lowered (the chunks loaded count too), and
+ * next_chunk is kept above it (checkpoint_load()'s end). */
+static int load_named(struct ns *ns, struct reader *r)
+{
+	uint64_t named;
+
+	if (r_u64(r, &named) || named == 0)
+		return -EUCLEAN;
+	if (named > ns->next_chunk_named)
+		ns->next_chunk_named = named;
+	return 0;
+}
+
 /* The cluster's identity: all zero is none, and none is not written. */
 static int load_cluster_id(struct ns *ns, struct reader *r)
 {
@@ -1016,6 +1035,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 		case 'R':
 			rc = load_ring(ns, &r, format);
 			break;
+		case 'H':
+			rc = load_named(ns, &r);
+			break;
 		case 'C':
 			rc = load_cluster_id(ns, &r);
 			break;
@@ -1043,6 +1065,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			ns->next_edge = next_edge;
 		if (next_chunk > ns->next_chunk)
 			ns->next_chunk = next_chunk;
+		/* No id below the named ones is handed out again. */
+		if (ns->next_chunk_named > ns->next_chunk)
+			ns->next_chunk = ns->next_chunk_named;
 		ns->version = version;
 	}
 out_close:

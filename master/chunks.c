@@ -40,6 +40,7 @@ void chunks_init(struct ns *ns)
 	htab_init(&ns->intents, intent_hash);
 	slab_init(&ns->chunk_slab, sizeof(struct chunk));
 	ns->next_chunk = 1;
+	ns->next_chunk_named = 1;
 }
 
 static int free_chunk_cb(void *e, void *arg)
@@ -157,8 +158,16 @@ static struct chunk *chunk_alloc(struct ns *ns, uint64_t id, uint32_t version)
 	}
 	if (id >= ns->next_chunk)
 		ns->next_chunk = id + 1;
+	if (id >= ns->next_chunk_named)
+		ns->next_chunk_named = id + 1;
 	ns->nchunks++;
 	return c;
+}
+
+bool ns_chunk_dead(const struct ns *ns, uint64_t id)
+{
+	return id && id < ns->next_chunk_named && !chunk_get(ns, id) &&
+	       !ns_intent_get(ns, id);
 }
 
 static void chunk_free(struct ns *ns, struct chunk *c)

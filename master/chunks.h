@@ -162,8 +162,26 @@ int ns_load_slots(struct ns *ns, struct node *n, uint32_t count,
  */
 void ns_chunk_unhold(struct ns *ns, uint64_t id);
 
+/*
+ * Whether chunk @id is gone for good in this metadata: numbered below
+ * next_chunk_named (a change of this metadata named it), and neither in
+ * the table nor in an intent. Chunk ids are handed out in increasing
+ * order, each journaled with the change that names it, and never again
+ * once freed: no later change of this metadata can bring such a chunk
+ * back, so a copy of it is deleted at once, without stray_grace. A file
+ * held by a snapshot being copied, in the trash, being written or
+ * created is in the table: never dead. An id at or above
+ * next_chunk_named is unknown, not dead: a master behind (restarted on
+ * old metadata) may not have seen the change that names it. Ids the
+ * master skipped for a reported unknown file (csrv.c raises next_chunk)
+ * fall below the mark once a later chunk is named: this metadata will
+ * never name them either.
+ */
+bool ns_chunk_dead(const struct ns *ns, uint64_t id);
+
 /* After loading: forget chunks no slot names (nothing references them;
- * their copies are deleted as orphans when their servers register). */
+ * they are dead, ns_chunk_dead(), and their copies are deleted when
+ * their servers register). */
 void chunks_drop_unreferenced(struct ns *ns);
 
 /* For the checkpoint: call @fn for every chunk. */

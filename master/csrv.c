@@ -30,16 +30,35 @@
  * refilled each 100 ms tick): it could not pass 640 deletions per second
  * per server whatever the disk, and spent one frame each way per chunk.
  *
- * A chunk file a server reports that the master does not know is an
- * orphan: made by a master that stopped before journaling it, or left
- * by a deletion lost with a connection or a master restart. It is
- * deleted only after stray_grace, and only if the master still does
- * not know the chunk then: a changelog replay or another master of a
- * group may bring it back meanwhile, and then it is a copy like any
- * other. The wait is the master's, in memory: a server that
- * disconnects, or a master that restarts, starts it again at the next
- * registration. A file already queued for deletion (or in a batch in
- * flight) is no orphan: it goes with its queue.
+ * The deletion queue is not journaled: it is derived. A chunk file a
+ * server reports that the master does not know is one of two kinds:
+ *  - dead: its id is below next_chunk_named and it is in no table
+ *    (ns_chunk_dead(), chunks.h). A change of this metadata named it
+ *    and a later one freed it; ids are never handed out again, so
+ *    nothing can bring it back. Its deletion was lost with a master
+ *    that restarted or failed over, or with a connection: it is queued
+ *    at once. This is how a restarted master or a group's new leader
+ *    knows the deletions its predecessor had not finished, at no cost
+ *    to rm -rf (nothing journaled per chunk, nothing kept per deleted
+ *    chunk on followers): each server's inventory at registration is
+ *    the list.
+ *  - an orphan: at or above next_chunk_named, so possibly named by a
+ *    change this master has not seen (one that stopped before
+ *    journaling it, or metadata restored from an older copy). It is
+ *    deleted only after stray_grace, and only if the master still does
+ *    not know the chunk then: a changelog replay or another master of a
+ *    group may bring it back meanwhile, and then it is a copy like any
+ *    other. The wait is the master's, in memory: a server that
+ *    disconnects, or a master that restarts, starts it again at the
+ *    next registration.
+ * A file already queued for deletion (or in a batch in flight) is
+ * neither: it goes with its queue. Invariant: no chunk this master
+ * knows (in the table: referenced by a file, the trash, a snapshot
+ * being copied, or a write) is ever queued from a report; a copy of a
+ * known chunk is deleted only when it is stale, damaged or over the
+ * goal. Only a serving master (alone, or a group's leader) has
+ * chunkservers: a follower answers their hello with EREMOTE, and its
+ * chunk_gone hook is not wired, so it deletes nothing.
  *
  * Replication walks the chunk table in slices each tick and gives chunks
  * with fewer valid copies than the goal a new one, a few at a time per
@@ -83,6 +102,9 @@
 #define REPL_TOTAL 16
 #define REPL_SCAN_BUDGET 4096 /* chunks examined per tick */
 #define TOKEN_TTL_MS (10 * 60 * 1000)
+/* How far past next_chunk a reported unknown chunk id may push it: more
+ * chunks than a master creates between two journal flushes, by far. */
+#define CSRV_ID_AHEAD (1ull << 32)
 
 struct cs_cmd {
 	uint64_t id;
@@ -265,6 +287,7 @@ struct queued {
 	uint64_t *ids;
 	size_t n, cap;
 	bool built;
+	size_t dead; /* files of chunks gone for good, queued */
 };
 
 static void deleted_cb(struct master *m, void *arg, uint32_t srv, int rc);
@@ -516,11 +539,21 @@ static void reconcile(struct master *m, struct csrv *s,
 
 	if (!c) {
 		/* Made by a master that stopped before journaling it: its
-		 * id must not be handed out again while this is around. */
-		if (ci->chunk_id >= m->ns.next_chunk)
+		 * id must not be handed out again while this is around.
+		 * Not past CSRV_ID_AHEAD: no master hands out that many
+		 * ids unjournaled, and a report must not use up the id
+		 * space (nor wrap it to 0). */
+		if (ci->chunk_id >= m->ns.next_chunk &&
+		    ci->chunk_id - m->ns.next_chunk < CSRV_ID_AHEAD)
 			m->ns.next_chunk = ci->chunk_id + 1;
 		if (qd && queued_has(m, s, qd, ci->chunk_id))
 			return;
+		if (qd && ns_chunk_dead(&m->ns, ci->chunk_id)) {
+			/* A deletion lost with a master or a connection. */
+			csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
+			qd->dead++;
+			return;
+		}
 		if (!qd || !m->cfg.stray_grace_ms ||
 		    stray_push(m, s, ci->chunk_id, ci->version) < 0)
 			csrv_queue_delete(m, s->id, ci->chunk_id, ci->version);
@@ -597,6 +630,12 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 	for (size_t i = 0; i < q->n_chunks; i++)
 		reconcile(m, s, q->chunks[i], &qd);
 	free(qd.ids);
+	if (qd.dead)
+		sw_notice(TAG,
+			  "%s: %zu chunk files of chunks deleted before "
+			  "(deletions lost with a master or a connection); "
+			  "queued for deletion",
+			  s->listen, qd.dead);
 	if (csrv_strays(s) > strays)
 		sw_notice(TAG,
 			  "%s: %zu chunk files the master does not know; "

@@ -202,6 +202,8 @@ static void background(struct master *m, struct sw_buf *b,
 static void servers(struct master *m, struct sw_buf *b)
 {
 	static const char pending[] = "sweepfs_master_chunk_deletions_pending";
+	static const char deleted[] = "sweepfs_master_chunk_deletions_total";
+	static const char strays[] = "sweepfs_master_chunk_strays";
 
 	sw_prom_head(b, pending, "gauge",
 		     "Chunk deletions queued for each chunkserver.");
@@ -211,6 +213,27 @@ static void servers(struct master *m, struct sw_buf *b)
 
 		sw_prom_sample(b, pending, labels,
 			       (double)csrv_deletes_pending(s));
+	}
+	/* With the pending gauge, the rate and the ETA: rate() of this,
+	 * and pending / rate. A new master (a restart, a group's new
+	 * leader) counts from 0 again, which rate() takes as a reset. */
+	sw_prom_head(b, deleted, "counter",
+		     "Chunk deletions each chunkserver acknowledged since "
+		     "this master started.");
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		const struct csrv *s = m->cs->srv[i];
+		const char *labels[] = { "server", s->listen, NULL };
+
+		sw_prom_sample(b, deleted, labels, (double)s->deleted);
+	}
+	sw_prom_head(b, strays, "gauge",
+		     "Chunk files each chunkserver reported that the master "
+		     "does not know, waiting out stray_grace.");
+	for (uint32_t i = 1; i <= m->cs->n; i++) {
+		const struct csrv *s = m->cs->srv[i];
+		const char *labels[] = { "server", s->listen, NULL };
+
+		sw_prom_sample(b, strays, labels, (double)csrv_strays(s));
 	}
 	sw_prom_head(b, "sweepfs_master_chunkserver_up", "gauge",
 		     "Whether each chunkserver is registered now.");

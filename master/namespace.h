@@ -221,6 +221,11 @@ struct ns {
 	struct htab chunks; /* struct chunk by id */
 	struct slab chunk_slab;
 	uint64_t next_chunk; /* lowest chunk id never used */
+	/* Lowest chunk id above every one a change of this metadata named
+	 * (applied, replayed, or loaded from a checkpoint), never raised by
+	 * what a chunkserver reports: below it, a chunk not in the table is
+	 * gone for good (ns_chunk_dead()). */
+	uint64_t next_chunk_named;
 	uint64_t nchunks;
 	struct htab intents; /* struct chunk_intent by chunk id */
 	/* Told when a chunk loses its last reference, just before it is

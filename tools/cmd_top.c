@@ -174,6 +174,21 @@ static const Sweepfs__SessionInfo *prev_session(const Sweepfs__InfoReply *prev,
 	return NULL;
 }
 
+/*
+ * @p if it came from the master process @r came from, else NULL: after a
+ * restart or a group's failover the new master's counters start again
+ * from 0, and differences with the old one's are no rates (a deletion
+ * rate of 0 or a fraction of the real one, and an ETA to match).
+ */
+static const Sweepfs__InfoReply *same_master(const Sweepfs__InfoReply *r,
+					     const Sweepfs__InfoReply *p)
+{
+	if (!p || p->has_started_at != r->has_started_at ||
+	    p->started_at != r->started_at)
+		return NULL;
+	return p;
+}
+
 struct rank {
 	double rate;
 	size_t i;
@@ -469,6 +484,7 @@ static void usage(FILE *f)
 int cmd_top(int argc, char **argv)
 {
 	Sweepfs__InfoReply *cur = NULL, *prev = NULL;
+	const Sweepfs__InfoReply *base;
 	struct term term = { .on = false };
 	struct sw_target t;
 	struct sw_client *c = NULL;
@@ -534,9 +550,10 @@ int cmd_top(int argc, char **argv)
 			break;
 		now = sw_mono_ns();
 		dt = (double)(now - t_prev) / 1e9;
-		header(&s, cur, prev, dt, where);
-		background(&s, cur, prev, dt);
-		rates(&s, cur, prev, dt);
+		base = same_master(cur, prev);
+		header(&s, cur, base, dt, where);
+		background(&s, cur, base, dt);
+		rates(&s, cur, base, dt);
 		slowest(&s, cur);
 		draw(&s, tty);
 		protobuf_c_message_free_unpacked(&prev->base, NULL);

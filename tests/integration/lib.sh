@@ -597,6 +597,44 @@ chunk_files() {
 	find "${dirs[@]}" -name 'chunk_*.swc' -type f | wc -l
 }
 
+# plant_chunk I ID: on chunkserver I's disk, a copy of one of its chunk
+# files renamed and re-headed as chunk ID (hex), version 1, in the
+# chunkserver's layout (store.c, chunkfile.h): a chunk file no master
+# made. Prints its path. Plant while the chunkserver is down: it reports
+# what its start-up scan found. The header's CRC-32C is checked against
+# the copied file's first, so that a layout change fails here.
+plant_chunk() {
+	local dir=${SW_CS_DIRS[$1]} src
+	src=$(find "$dir" -name 'chunk_*.swc' -type f | head -n 1)
+	[[ -n "$src" ]] || fail "no chunk file to copy on chunkserver $1"
+	"$PYTHON" - "$src" "$dir" "$2" <<'EOF' || fail "planting chunk $2"
+import os, struct, sys
+src, root, cid = sys.argv[1], sys.argv[2], int(sys.argv[3], 16)
+T = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    T.append(c)
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c = T[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+data = bytearray(open(src, "rb").read())
+if data[:4] != b"SWCK" or struct.unpack_from("<I", data, 40)[0] != crc32c(data[:40]):
+    sys.exit("%s: not a chunk header this helper knows" % src)
+struct.pack_into("<QI", data, 8, cid, 1)
+struct.pack_into("<I", data, 40, crc32c(data[:40]))
+d = os.path.join(root, "%02x" % (cid & 0xFF))
+os.makedirs(d, exist_ok=True)
+p = os.path.join(d, "chunk_%016x_%08x.swc" % (cid, 1))
+with open(p, "wb") as f:
+    f.write(data)
+print(p)
+EOF
+}
+
 # ---- mounts -------------------------------------------------------------
 
 # Whether PATH is a mount point of a sweepfs mount.

@@ -579,7 +579,7 @@ static void test_checkpoint_load_format3(void **state)
 	assert_int_equal(checkpoint_write(&f->a, f->dir, 78), 0);
 	read_cp(f, 78, &data, &len);
 	/* magic, format, version, next_ino, next_edge, next_chunk, counts */
-	assert_int_equal(data[4], 6);
+	assert_int_equal(data[4], 7);
 	old = malloc(len - 32);
 	assert_non_null(old);
 	memcpy(old, data, 40);
@@ -1066,6 +1066,62 @@ static void test_checkpoint_chunk_intents(void **state)
 }
 
 /*
+ * Chunks gone for good (ns_chunk_dead()): numbered below every id a change
+ * named and in no table. next_chunk raised by a chunkserver's report
+ * names nothing; the checkpoint keeps what was named, also of chunks
+ * created and freed before it, so that a restarted master knows them.
+ */
+static void test_checkpoint_chunks_named(void **state)
+{
+	struct fixture *f = *state;
+	struct ns_create_args a = { .mode = S_IFREG | 0644, .now = 1 };
+	uint64_t version = 0;
+	struct node *file;
+
+	a.ino = f->a.next_ino;
+	a.edge = f->a.next_edge;
+	assert_int_equal(ns_create(&f->a, f->a.root, "f", 1, &a, &file), 0);
+	assert_false(ns_chunk_dead(&f->a, 1));
+	chunk_set(&f->a, a.ino, 0, 10, 0, 0, -1);
+	chunk_version(&f->a, 10, 1, -1, true);
+	chunk_set(&f->a, a.ino, 1, 11, 0, 0, -1);
+	chunk_set(&f->a, a.ino, 1, 12, 0, 0, -1); /* frees 11 */
+	chunk_set(&f->a, a.ino, 2, 20, 0, 0, -1);
+	chunk_set(&f->a, a.ino, 2, 21, 0, 0, -1); /* frees 20 */
+	assert_int_equal(f->a.next_chunk_named, 22);
+	assert_true(ns_chunk_dead(&f->a, 11));
+	assert_true(ns_chunk_dead(&f->a, 20));
+	assert_true(ns_chunk_dead(&f->a, 5)); /* skipped: never named */
+	assert_false(ns_chunk_dead(&f->a, 0));
+	assert_false(ns_chunk_dead(&f->a, 10)); /* referenced */
+	assert_false(ns_chunk_dead(&f->a, 12)); /* being created */
+	assert_false(ns_chunk_dead(&f->a, 21));
+	assert_false(ns_chunk_dead(&f->a, 22));
+	/* A report of an unknown chunk 999 keeps its id from being handed
+	 * out (csrv.c): that names nothing. */
+	f->a.next_chunk = 1000;
+	assert_false(ns_chunk_dead(&f->a, 500));
+	assert_false(ns_chunk_dead(&f->a, 999));
+
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 40), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_int_equal(f->b.next_chunk_named, 22);
+	assert_int_equal(f->b.next_chunk, 1000);
+	assert_true(ns_chunk_dead(&f->b, 11));
+	assert_true(ns_chunk_dead(&f->b, 20));
+	assert_false(ns_chunk_dead(&f->b, 10));
+	assert_false(ns_chunk_dead(&f->b, 12));
+	assert_false(ns_chunk_dead(&f->b, 21));
+	assert_false(ns_chunk_dead(&f->b, 500));
+	/* Freed after the load, by a replayed change: dead too. */
+	chunk_set(&f->b, a.ino, 2, 1000, 0, 0, -1); /* frees 21 */
+	assert_true(ns_chunk_dead(&f->b, 21));
+	assert_int_equal(f->b.next_chunk_named, 1001);
+	/* ... and so are the ids the master skipped for the report. */
+	assert_true(ns_chunk_dead(&f->b, 500));
+}
+
+/*
  * The inode and chunk tables are written slot by slot, in the order of
  * their hashes; loaded into a table still growing, such entries would
  * pile up in its first slots (loading 200,000 files took 9 s). The
@@ -1483,6 +1539,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_start_background, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_chunks_named,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_chunk_intents,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

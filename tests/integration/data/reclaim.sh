@@ -22,7 +22,8 @@ RATE=4000 # deletions/s in part 1: N/2 of them take a few seconds
 
 M=$SW_TMP/mnt
 # stray_grace: the deletions the killed master had queued come back as
-# orphaned chunk files (strays.sh tests their grace); here, 1 s.
+# files of dead chunks, deleted at once (faults/deletions.sh checks it
+# with an hour's grace); 1 s here only bounds what an orphan would wait.
 start_master --set goal=1 --set "delete_rate=$RATE" --set changelog_sync=always \
 	--set stray_grace=1s
 start_mount

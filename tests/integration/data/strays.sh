@@ -12,14 +12,17 @@
 #     waiting (no inventory mismatch);
 #  3. killed within the grace and started on the right metadata, the
 #     master knows the LATE chunks again: they are never deleted, and read
-#     back intact; the GONE ones go, but not before the grace has passed
+#     back intact; the GONE ones are of chunks this metadata removed
+#     (ns_chunk_dead()): they go at once, without the grace; a chunk
+#     file planted meanwhile with an id above every chunk's is a stray
+#     on this metadata too: it goes, but not before the grace has passed
 #     since that master started;
 #  4. deletions in flight when the chunkserver is killed go again as soon
 #     as it is back, not after the grace.
 . "$(dirname "$0")/../lib.sh"
 sw_init strays --root
 
-GRACE=8 # seconds
+GRACE=12 # seconds: the dead chunks' files go well within it on a loaded machine
 KEEP=20
 LATE=10
 GONE=40
@@ -94,16 +97,24 @@ assert_eq "$left" "$(chunk_files)" "chunk files $(( ($(date +%s%N) - t0) / 10000
 # ---- 3. within the grace, back on the right metadata ------------------------
 log "3. the master back on the right metadata within the grace"
 kill_master
+kill_chunkserver 1
+planted=$(plant_chunk 1 0000000100000000)
 SW_META=$SW_META_RIGHT
 t0=$(date +%s%N)
 restart_master start
+restart_chunkserver 1 start
 assert_eq $((KEEP + LATE)) "$(sw_status 'd["chunks"]')" "chunks the right metadata knows"
-assert_eq "$left" "$(chunk_files)" "chunk files as the master starts again"
+grep -q "$((left - KEEP - LATE)) chunk files of chunks deleted before" "$SW_MASTER_LOG" ||
+	fail "the master did not queue the $((left - KEEP - LATE)) removed files' chunk files at once"
+dead_gone() { (($(chunk_files) == KEEP + LATE + 1)); }
+wait_until $((GRACE - 2)) "the removed files' chunk files to go within the grace" dead_gone
+log "the removed files' chunk files went $((($(date +%s%N) - t0) / 1000000)) ms after the master started"
+assert_exists "$planted"
 live() { (($(chunk_files) == KEEP + LATE)); }
-wait_until $((GRACE + 60)) "the removed files' chunk files to go" live
+wait_until $((GRACE + 60)) "the planted stray to go" live
 t=$((($(date +%s%N) - t0) / 1000000))
-log "the strays went $t ms after the master started (grace ${GRACE} s)"
-assert_ge $((GRACE * 1000)) "$t" "ms before the strays went (not before the grace)"
+log "the stray went $t ms after the master started (grace ${GRACE} s)"
+assert_ge $((GRACE * 1000)) "$t" "ms before the stray went (not before the grace)"
 pend() { (($(sw_status 'd["chunk_deletes_pending"]') == 0)); }
 wait_until 10 "no deletion pending" pend
 start_mount
