@@ -25,6 +25,7 @@
 #include "bgwork.h"
 #include "buf.h"
 #include "delpace.h"
+#include "frame.h"
 #include "store.h"
 #include "token.h"
 
@@ -98,6 +99,10 @@ struct cs {
 	/* Proves to the master that we are one of its chunkservers, and
 	 * lets it prove that it is our master (auth.h). */
 	uint8_t master_key[SW_AUTH_KEY];
+	/* The cluster whose chunks the data directories hold (server_id.c):
+	 * a master of another one gets no registration. */
+	bool has_cluster_id;
+	uint8_t cluster_id[SW_CLUSTER_ID_LEN];
 	struct server *srv;
 	struct mlink *ml;
 	struct sw_metrics *metrics;
@@ -124,6 +129,17 @@ void cs_server_id_save(struct cs *cs, uint64_t id);
 
 /* At start-up (before the loop): the id saved in a data directory, or 0. */
 uint64_t cs_server_id_load(const struct cs *cs);
+
+/* At start-up: cs->cluster_id from a data directory; whether there was
+ * one (cs->has_cluster_id). */
+bool cs_cluster_id_load(struct cs *cs);
+
+/* Save cs->cluster_id in every data directory, in the background. */
+void cs_cluster_id_save(struct cs *cs);
+
+/* @id in hexadecimal, for messages. */
+void cs_cluster_id_str(const uint8_t id[SW_CLUSTER_ID_LEN],
+		       char out[2 * SW_CLUSTER_ID_LEN + 1]);
 
 /* ---- server.c ------------------------------------------------------- */
 

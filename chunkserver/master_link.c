@@ -147,6 +147,7 @@ struct mlink {
 	size_t nparts, next_part;
 	bool hb_busy;	       /* heartbeat space refresh in the pool */
 	bool logged_down;      /* failures are logged once, then quietly */
+	bool warned_cluster;   /* a master of another cluster was named */
 	int64_t since;	       /* mono ns: entered the current state */
 	int64_t last_rx;       /* mono ns: last frame from the master */
 	int64_t partial_since; /* mono ns: an incomplete frame */
@@ -1033,6 +1034,48 @@ void mlink_damaged(struct cs *cs, uint64_t id, uint32_t version)
 static void send_hello(struct mlink *ml, const Sweepfs__HelloReply *ch);
 
 /*
+ * Whether the master that proved it holds our key serves the cluster
+ * whose chunks these data directories hold (cs->cluster_id, taken from
+ * the first master that said its id). One of another cluster (a stray
+ * master address, a chunkserver key copied between clusters) gets no
+ * registration: its chunk ids name other files, and it would take ours
+ * for stale copies of its own, or for chunks it freed, and delete them.
+ * The pin is never moved by the chunkserver itself: an operator who
+ * means to move it empties its data directories (or removes .cluster_id).
+ * A master that says no id (one older than cluster ids) is believed.
+ */
+static bool cluster_ours(struct mlink *ml, const Sweepfs__HelloReply *r)
+{
+	struct cs *cs = ml->cs;
+	char ours[2 * SW_CLUSTER_ID_LEN + 1], theirs[2 * SW_CLUSTER_ID_LEN + 1];
+
+	if (!r->has_cluster_id || r->cluster_id.len != SW_CLUSTER_ID_LEN)
+		return true;
+	if (!cs->has_cluster_id) {
+		memcpy(cs->cluster_id, r->cluster_id.data, SW_CLUSTER_ID_LEN);
+		cs->has_cluster_id = true;
+		cs_cluster_id_save(cs);
+		return true;
+	}
+	if (!memcmp(cs->cluster_id, r->cluster_id.data, SW_CLUSTER_ID_LEN))
+		return true;
+	cs_cluster_id_str(cs->cluster_id, ours);
+	cs_cluster_id_str(r->cluster_id.data, theirs);
+	/* Said loudly once, then at each round's usual level. */
+	if (!ml->warned_cluster)
+		sw_err(TAG,
+		       "the master at %s:%u serves cluster %s, but the chunks "
+		       "in this chunkserver's data directories are of cluster "
+		       "%s: not registering with it (a wrong master address? "
+		       "to move this chunkserver to that cluster, empty its "
+		       "data directories)",
+		       ml->master.host, ml->master.port, theirs, ours);
+	ml->warned_cluster = true;
+	ml_fail(ml, "serves cluster %s, not ours (%s)", theirs, ours);
+	return false;
+}
+
+/*
  * The master's answer to our hello. The first asks us to prove that we
  * hold the chunkserver key (a challenge); the second must prove that it
  * holds it too, before we take its token key or any command from it.
@@ -1071,6 +1114,8 @@ static void on_hello_reply(struct mlink *ml, const Sweepfs__HelloReply *r)
 			    "not registering with it");
 		return;
 	}
+	if (!cluster_ours(ml, r))
+		return;
 	start_register(ml);
 }
 
@@ -1318,6 +1363,7 @@ int mlink_start(struct cs *cs)
 	sw_pclient_init(&ml->pc, SW_FRAME_MAX_META, NULL, &ops);
 	ml->backoff_ms = backoff_min(ml);
 	ml->server_id = cs_server_id_load(cs);
+	cs_cluster_id_load(cs);
 	idmap_init(&ml->busy);
 	idmap_init(&ml->reported);
 	cs->ml = ml;

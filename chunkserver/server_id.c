@@ -1,11 +1,16 @@
 /*
- * The server id the master assigned, on disk (split out of
- * master_link.c): <data dir>/.server_id in every data directory, so that
- * it survives restarts and the loss of some of the directories. Written
- * on libuv's pool (a temporary file, fdatasync, rename), so a crash
- * leaves the old id or the new one; a failure is only logged. Read once
- * at start-up, before the loop runs: the first directory with an id
- * wins.
+ * What this chunkserver's data directories say about whose they are (split
+ * out of master_link.c), in every data directory so that it survives
+ * restarts and the loss of some of the directories:
+ *
+ *   <data dir>/.server_id    the server id the master assigned
+ *   <data dir>/.cluster_id   the cluster whose chunks the directories hold
+ *                            (HelloReply.cluster_id at the first hello)
+ *
+ * Written on libuv's pool (a temporary file, fdatasync, rename), so a
+ * crash leaves the old value or the new one; a failure is only logged.
+ * Read once at start-up, before the loop runs: the first directory that
+ * has one wins.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,14 +25,16 @@
 #define TAG "master"
 
 #define ID_FILE ".server_id"
+#define CLUSTER_FILE ".cluster_id"
 
 struct id_work {
 	uv_work_t work;
 	struct cs *cs;
-	uint64_t id;
+	const char *file;
+	char text[2 * SW_CLUSTER_ID_LEN + 2];
 };
 
-/* Thread pool: write the id into every data directory. */
+/* Thread pool: write the text into every data directory. */
 static void id_save(uv_work_t *w)
 {
 	struct id_work *iw = w->data;
@@ -37,38 +44,92 @@ static void id_save(uv_work_t *w)
 		FILE *f;
 		int bad;
 
-		snprintf(path, sizeof(path), "%s/" ID_FILE, iw->cs->dirs[i]);
+		snprintf(path, sizeof(path), "%s/%s", iw->cs->dirs[i],
+			 iw->file);
 		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 		f = fopen(tmp, "we");
 		if (!f) {
 			bad = 1;
 		} else {
-			bad = fprintf(f, "%016" PRIx64 "\n", iw->id) < 0 ||
-			      fflush(f) || fdatasync(fileno(f));
+			bad = fprintf(f, "%s\n", iw->text) < 0 || fflush(f) ||
+			      fdatasync(fileno(f));
 			bad |= fclose(f) != 0;
 		}
 		if (bad || rename(tmp, path) < 0)
-			sw_err(TAG, "cannot save the server id in %s: %s", path,
+			sw_err(TAG, "cannot save %s: %s", path,
 			       strerror(errno));
 	}
 }
 
 static void id_saved(uv_work_t *w, int status)
 {
+	(void)status;
 	free(w->data);
 }
 
-void cs_server_id_save(struct cs *cs, uint64_t id)
+static void save_text(struct cs *cs, const char *file, const char *text)
 {
 	struct id_work *iw = calloc(1, sizeof(*iw));
 
 	if (!iw)
 		return;
 	iw->cs = cs;
-	iw->id = id;
+	iw->file = file;
+	snprintf(iw->text, sizeof(iw->text), "%s", text);
 	iw->work.data = iw;
 	if (uv_queue_work(cs->loop, &iw->work, id_save, id_saved) < 0)
 		free(iw);
+}
+
+void cs_server_id_save(struct cs *cs, uint64_t id)
+{
+	char text[17];
+
+	snprintf(text, sizeof(text), "%016" PRIx64, id);
+	save_text(cs, ID_FILE, text);
+}
+
+void cs_cluster_id_str(const uint8_t id[SW_CLUSTER_ID_LEN],
+		       char out[2 * SW_CLUSTER_ID_LEN + 1])
+{
+	for (size_t i = 0; i < SW_CLUSTER_ID_LEN; i++)
+		snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+void cs_cluster_id_save(struct cs *cs)
+{
+	char text[2 * SW_CLUSTER_ID_LEN + 1];
+
+	cs_cluster_id_str(cs->cluster_id, text);
+	save_text(cs, CLUSTER_FILE, text);
+}
+
+bool cs_cluster_id_load(struct cs *cs)
+{
+	for (size_t i = 0; i < cs->ndirs; i++) {
+		char path[4200], text[2 * SW_CLUSTER_ID_LEN + 2];
+		bool ok = true;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/" CLUSTER_FILE, cs->dirs[i]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		ok = fgets(text, sizeof(text), f) != NULL;
+		fclose(f);
+		for (size_t k = 0; ok && k < SW_CLUSTER_ID_LEN; k++) {
+			unsigned b;
+
+			ok = sscanf(text + 2 * k, "%2x", &b) == 1;
+			cs->cluster_id[k] = (uint8_t)b;
+		}
+		if (ok) {
+			cs->has_cluster_id = true;
+			return true;
+		}
+		sw_warn(TAG, "%s does not hold a cluster id; ignored", path);
+	}
+	return false;
 }
 
 uint64_t cs_server_id_load(const struct cs *cs)

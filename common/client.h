@@ -19,9 +19,6 @@
 #include "net.h"
 #include "pclient.h"
 
-/* Bytes of a cluster's identity (HelloReply.cluster_id). */
-#define SW_CLUSTER_ID_LEN 16
-
 struct sw_client {
 	int fd;
 	struct sw_pclient pc; /* framing, ids, the call in flight */

@@ -33,6 +33,9 @@
 
 #define SW_FRAME_HDR 16u
 
+/* Bytes of a cluster's identity (HelloReply.cluster_id). */
+#define SW_CLUSTER_ID_LEN 16
+
 /*
  * Largest payload a metadata connection accepts. The largest legitimate
  * metadata frames are readdir pages (bounded by the request's max_bytes,
