@@ -15,7 +15,8 @@
 #     the same mount made, of 2 x 500 and 2 x 5,000 files: the flag sets
 #     a mark, so the master visits no name and writes no mark out at
 #     either size (its counters, `sweepfs status`); every name reads as
-#     flagged; the mount sends at most one invalidation per directory.
+#     flagged; the mount sends at most one invalidation per directory;
+#     the flag outlives a master crash and a clean restart.
 . "$(dirname "$0")/../lib.sh"
 sw_init deleg_recall --root
 sw_user_python
@@ -139,6 +140,22 @@ read -r walked settled <<<"$(snapcost)"
 assert_ge 21 "$((walked - walked0))" "names a recursive clear visits"
 assert_eq "$A/c/f000003: -" "$(sw_tool geteattr "$A/c/f000003")" \
 	"geteattr after the clear"
+# A mark outlives the master: a crash replays its changelog record, a
+# clean stop's checkpoint writes it out on the names.
+mkdir -p "$A/k/sub"
+make_files "$A/k/sub" 30
+sw_tool seteattr -f snapshot -r "$A/k" >/dev/null
+for how in kill term; do
+	restart_master "$how"
+	log "after a master restart ($how): $(sw_status 'd["snapflag_marks"]') mark(s)"
+	assert_eq "$A/k/sub/f000004: snapshot" \
+		"$(sw_tool geteattr "$A/k/sub/f000004")" \
+		"geteattr below the mark after a master restart ($how)"
+	assert_eq "$A/k: snapshot" "$(sw_tool geteattr "$A/k")" \
+		"geteattr of the top after a master restart ($how)"
+done
+sw_tool rmsnapshot "$A/k" >/dev/null || fail "rmsnapshot of k after restarts"
+expect_errno ENOENT fsop stat "$B/k"
 stop_mount "$A"
 read -r given invals <<<"$(given_back "$A")"
 log "$given delegation(s) given back, $invals kernel invalidation(s)"
