@@ -9,7 +9,7 @@
  * them all, which is what shows the count can fail. The rest checks that
  * a mark means what the walk meant: every name then flagged, names made
  * later not, a clear, a directory renamed across the mark's edge, a
- * checkpoint and the changelog's replay.
+ * snapshot copy, the trash, a checkpoint and the changelog's replay.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,11 +23,13 @@
 
 #include <cmocka.h>
 
+#include "buf.h"
 #include "checkpoint.h"
 #include "hash.h"
 #include "mutation.h"
 #include "namespace.h"
 #include "namespace_i.h"
+#include "trash.h"
 #include "unit.h"
 #include "unit_ns.h"
 
@@ -315,6 +317,68 @@ static void test_replay_sets_the_same_mark(void **state)
 	assert_true(ns_tree_flagged(&f->ns, top));
 }
 
+/* A snapshot of a marked tree copies what the mark says, as bits; a
+ * copy named inside a marked tree is not flagged by it. */
+static void test_snapshot_copies_marks(void **state)
+{
+	struct fixture *f = *state;
+	struct node *top = mk_tree(f, "tree", 100), *copy;
+	struct sw_buf img = SW_BUF_INIT;
+	uint64_t id = f->ns.version + 1, ino = 0;
+
+	assert_true(set_r(&f->ns, f->ns.root, "tree") >= 0);
+	assert_int_equal(ns_copy_image(&f->ns, top, &img), 0);
+	assert_int_equal(ns_copy_begin(&f->ns, id, top->ino, "snap", 4,
+				       f->ns.next_chunk),
+			 0);
+	assert_int_equal(ns_copy_part(&f->ns, id, sw_buf_head(&img),
+				      sw_buf_used(&img), f->ns.next_ino,
+				      f->ns.next_edge),
+			 0);
+	assert_true(ns_copy_end(&f->ns, id, f->ns.next_edge, 0, ++f->now,
+				&ino) > 0);
+	sw_buf_release(&img);
+	copy = ns_lookup(&f->ns, top, "snap", 4)->child;
+	assert_int_equal(copy->ino, ino);
+	/* Its names are new: flagged by their copied bits, not the mark. */
+	assert_int_equal(f->ns.nsnapmarks, 0); /* written out: copy is in */
+	assert_int_equal(count_flags(&f->ns, copy).flagged, 100 + 2 + 8);
+	assert_false(flagged(&f->ns, top, "snap"));
+}
+
+/* A tree in the trash keeps the flags a mark over it gave; restored
+ * into a marked tree, its names do not take that mark's. */
+static void test_trash_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct node *top = mk_tree(f, "tree", 100);
+	struct node *other = mk_tree(f, "other", 100);
+	struct node *d0 = ns_lookup(&f->ns, top, "d0", 2)->child;
+	struct node *o0 = ns_lookup(&f->ns, other, "d0", 2)->child;
+
+	assert_true(set_r(&f->ns, f->ns.root, "tree") >= 0);
+	f->now++;
+	assert_int_equal(ns_trash_detach(&f->ns, top, "d0", 2, 1, f->now + 100,
+					 f->now),
+			 0);
+	assert_int_equal(count_flags(&f->ns, d0).flagged, 50);
+	assert_int_equal(ns_trash_restore(&f->ns, 1, f->ns.root, "back", 4,
+					  f->ns.next_edge, ++f->now),
+			 0);
+	assert_int_equal(count_flags(&f->ns, d0).flagged, 50);
+	f->now++;
+	assert_int_equal(ns_trash_detach(&f->ns, other, "d0", 2, 2,
+					 f->now + 100, f->now),
+			 0);
+	assert_int_equal(ns_trash_restore(&f->ns, 2, top, "in", 2,
+					  f->ns.next_edge, ++f->now),
+			 0);
+	assert_int_equal(count_flags(&f->ns, o0).flagged, 0);
+	assert_true(flagged(&f->ns, top, "d1"));
+	assert_true(flagged(&f->ns, ns_lookup(&f->ns, top, "d1", 2)->child,
+			    "f000000001"));
+}
+
 /* The tree detached for the purge takes its mark with it. */
 static void test_detach_drops_mark(void **state)
 {
@@ -344,6 +408,10 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_sets_the_same_mark,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_copies_marks,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trash_round_trip, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_detach_drops_mark, setup,
 						teardown),
 	};
