@@ -388,6 +388,8 @@ static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 		d->nplain--;
 	ns->nedges--;
 	counts_changed(d);
+	if (ns->nsnapmarks)
+		nsi_snap_removed(ns, d, e);
 	e->child = NULL;
 	if (e->pins) {
 		d->tombstones++;

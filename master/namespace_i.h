@@ -114,6 +114,9 @@ void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
  * (its old names must not look flagged). 0 or -ENOMEM (nothing wrong).
  */
 void nsi_snap_added(struct ns *ns, struct node *dir, const struct edge *e);
+/* Live edge @e is being removed from directory @d: a mark over @d that
+ * counted it as added unflagged counts it out. */
+void nsi_snap_removed(struct ns *ns, struct dir *d, const struct edge *e);
 void nsi_snap_gone(struct ns *ns, struct node *dir, bool below);
 int nsi_snap_moving(struct ns *ns, struct node *sub, struct node *from,
 		    struct node *to);

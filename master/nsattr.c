@@ -184,8 +184,9 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
  *   - rmsnapshot -f and a failed count (below), which read the bits.
  * "Is the whole tree flagged" (rmsnapshot) is the counts' answer, or,
  * for a tree under a mark, whether no unflagged name was added under
- * the mark since (fresh, counted as names are added; never counted
- * down, so it errs towards writing out). A checkpoint and a snapshot's
+ * the mark since (fresh, counted as names are added and removed; a tree
+ * removed whole is not counted out, which errs towards writing the mark
+ * out). A checkpoint and a snapshot's
  * image write each name's flag as marks and bit say, so marks are a
  * running master's only: replay sets them again from the changelog,
  * whose records carry the leader's edge id (a follower gets the same
@@ -334,6 +335,27 @@ void nsi_snap_added(struct ns *ns, struct node *dir, const struct edge *e)
 	for (unsigned i = 0; i < ns->nsnapmarks; i++)
 		if (mark_covers(&ns->snapmarks[i], dir))
 			ns->snapmarks[i].fresh++;
+}
+
+/*
+ * Names added since a mark and unflagged were counted by
+ * nsi_snap_added() while in the tree: one still unflagged, newer than the
+ * mark and going from a directory still under it is one of them (a
+ * clear or a directory moved in would have written the mark out), so a
+ * scratch file made and removed under a mark costs rmsnapshot nothing.
+ */
+void nsi_snap_removed(struct ns *ns, struct dir *d, const struct edge *e)
+{
+	if (e->flags & EDGE_SNAPSHOT)
+		return;
+	for (unsigned i = 0; i < ns->nsnapmarks; i++) {
+		struct ns_snapmark *m = &ns->snapmarks[i];
+		struct dir *top = m->dir->u.dir;
+
+		if (m->fresh && e->id >= m->below &&
+		    (top == d || lct_is_ancestor(&top->lct, &d->lct)))
+			m->fresh--;
+	}
 }
 
 void nsi_snap_gone(struct ns *ns, struct node *dir, bool below)

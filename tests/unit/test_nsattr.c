@@ -209,6 +209,25 @@ static void test_mark_spares_new_names(void **state)
 	assert_true(ns_tree_flagged(&f->ns, top));
 }
 
+/* A scratch file made and removed under a mark leaves the tree all
+ * flagged, without writing the mark out. */
+static void test_mark_forgets_removed_names(void **state)
+{
+	struct fixture *f = *state;
+	struct node *top = mk_tree(f, "tree", 100);
+	struct node *d1 = ns_lookup(&f->ns, top, "d1", 2)->child;
+	struct costs before;
+
+	assert_true(set_r(&f->ns, f->ns.root, "tree") >= 0);
+	before = costs_of(&f->ns);
+	unit_mk(&f->ns, d1, "scratch", S_IFREG | 0644, ++f->now);
+	assert_int_equal(ns_unlink(&f->ns, d1, "scratch", 7, false, ++f->now),
+			 0);
+	assert_true(ns_tree_flagged(&f->ns, top));
+	assert_int_equal(costs_of(&f->ns).settled, before.settled);
+	assert_int_equal(costs_of(&f->ns).walked, before.walked);
+}
+
 /* A clear under a mark writes the mark out first: the one name is
  * clear, the others stay flagged. */
 static void test_clear_under_mark(void **state)
@@ -399,6 +418,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_set_eattr_without_edge_id_walks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mark_spares_new_names,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mark_forgets_removed_names,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_clear_under_mark, setup,
 						teardown),
