@@ -525,9 +525,9 @@ static void test_sw_msg_nodes_walk(void **state)
  * switches, now in the table. */
 static void test_sw_msg_info_flags(void **state)
 {
-	static const uint16_t tree[] = { SW_MSG_RMR,	  SW_MSG_RENAME,
+	static const uint16_t tree[] = { SW_MSG_RMR, SW_MSG_RENAME,
 					 SW_MSG_SNAPSHOT, SW_MSG_RMSNAPSHOT,
-					 SW_MSG_TRASH,	  SW_MSG_EATTR };
+					 SW_MSG_TRASH };
 	static const uint16_t pass[] = { SW_MSG_BATCH, SW_MSG_DELEG_RETURN,
 					 SW_MSG_PING, SW_MSG_INVAL_ACK };
 	static const uint16_t no_flush[] = { SW_MSG_BATCH, SW_MSG_DELEG,
