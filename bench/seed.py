@@ -44,6 +44,12 @@ hour. Two options make the experiment fit:
                client each, in turn: rm -rf d0, os.RemoveAll d1, then
                rmsnapshot of what is left of d0 and rmr of what is left
                of d1 (a method whose directory is gone is skipped);
+  --via-mount  the tree is made through the mount the tools then run on
+               (creates, then a stat of each name), not seeded as a
+               checkpoint: rmsnapshot and rmr return on the mount that
+               made the tree, which holds its delegations and cached
+               names (issue 29's everyday case). Implies --in-place;
+               FUSE creates cost minutes at a million files;
   --limit S    rm -rf and os.RemoveAll are stopped after S seconds; their
                rate is the files the master lost meanwhile over the time,
                measured while the directory still holds nearly all its
@@ -104,6 +110,22 @@ def seed_checkpoint(build, data, n):
     subprocess.run([os.path.join(build, "bench", "sweepfs-nsbench"),
                     "make", data, str(n), "0", "2"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def make_via_mount(mnt, n):
+    """N empty files in @mnt/d0 and @mnt/d1 (the checkpoint's shape),
+    made through the mount, then each stat'ed so that the kernel caches
+    its name: seconds."""
+    t0 = time.perf_counter()
+    dirs = [os.path.join(mnt, "d0"), os.path.join(mnt, "d1")]
+    for d in dirs:
+        os.mkdir(d)
+    paths = [os.path.join(dirs[i % 2], "f%09d" % i) for i in range(n)]
+    for p in paths:
+        os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+    for p in paths:
+        os.stat(p)
     return time.perf_counter() - t0
 
 
@@ -359,6 +381,8 @@ def print_table(r):
             else "in place, one client a method")
     if r["limit_s"]:
         what += ", rm and RemoveAll stopped after %g s" % r["limit_s"]
+    if r.get("via_mount"):
+        what += ", tree made through the deleting mount"
     print("\nThe post (MooseFS, %d M files x %d copies, 8 clients) beside "
           "sweepfs (%d files, %s):" % (
               POST["files"] // 10 ** 6, POST["copies"], n, what))
@@ -383,6 +407,13 @@ def print_table(r):
                   min(x["files_per_s_client"]), x["files_per_s_aggregate"],
                   x["master_cpu_pct"], x["bytes_per_file"],
                   "%.2f ms" % st["p99_ms"] if st else "-"))
+    x = r["methods"].get("rmsnapshot")
+    if x:
+        print("rmsnapshot returned: the flag (seteattr -f snapshot -r) in "
+              "%s, rmsnapshot in %s" % (
+                  human_s(min(d["flag_s"] for d in x["details"])),
+                  human_s(min(s - d["flag_s"] for s, d in
+                              zip(x["client_s"], x["details"])))))
     print("stat of another client during each (p50 / p99 / max ms): " +
           ", ".join("%s %.2f/%.2f/%.2f" % (
               m, x["probe_stat"]["p50_ms"], x["probe_stat"]["p99_ms"],
@@ -452,8 +483,10 @@ def one_size(n, methods, removeall, build, a):
     cl.ready_s = max(cl.ready_s, 30 + n / 250_000)
     data = os.path.join(cl.dir, "meta")
     os.makedirs(data)
-    print("seeding a checkpoint of %d files" % n, file=sys.stderr)
-    seed_s = seed_checkpoint(build, data, n)
+    seed_s = made_s = None
+    if not a.via_mount:
+        print("seeding a checkpoint of %d files" % n, file=sys.stderr)
+        seed_s = seed_checkpoint(build, data, n)
     try:
         cl.start()
         start = master_start(cl.records["master"]["log"])
@@ -463,12 +496,16 @@ def one_size(n, methods, removeall, build, a):
         probe_target = os.path.join(probe_mnt, "probe-target")
         with open(probe_target, "w"):
             pass
+        if a.via_mount:
+            print("making %d files through the mount" % n, file=sys.stderr)
+            made_s = make_via_mount(cl.mnt, n)
         t0 = time.perf_counter()
         copies = make_copies(cl, methods, a)
         copy_s = time.perf_counter() - t0
         info = cl.info()
         r = {"n": n, "copies_per_method": 0 if a.in_place else a.k,
              "in_place": a.in_place, "limit_s": a.limit,
+             "via_mount": a.via_mount, "made_through_mount_s": made_s,
              "seed_s": seed_s, "first_start": start,
              "cold_start_s": load_s, "cold_start_nodes": load_nodes,
              "copy_s": copy_s,
@@ -523,6 +560,9 @@ def main():
                     help="of %s (all)" % ",".join(METHODS))
     ap.add_argument("--in-place", action="store_true",
                     help="delete the seeded directories, not copies")
+    ap.add_argument("--via-mount", action="store_true",
+                    help="make the tree through the mount the tools run "
+                    "on (implies --in-place)")
     ap.add_argument("--limit", type=float, default=None,
                     help="stop rm -rf and os.RemoveAll after this many "
                     "seconds; their rate is what they removed meanwhile")
@@ -542,6 +582,7 @@ def main():
                     "second with the probe running (10)")
     ap.add_argument("--out", help="JSON result file")
     a = ap.parse_args()
+    a.in_place = a.in_place or a.via_mount
     methods = [m for m in a.methods.split(",") if m]
     for m in methods:
         if m not in METHODS:
@@ -578,8 +619,8 @@ def main():
         print_ratios(results)
     ctx = cluster.context(build, {
         "benchmark": "seed", "sizes": sizes, "k": a.k, "methods": methods,
-        "in_place": a.in_place, "limit_s": a.limit,
-        "mount_opts": a.mount_opts, "master_config": a.set,
+        "in_place": a.in_place, "via_mount": a.via_mount,
+        "limit_s": a.limit, "mount_opts": a.mount_opts, "master_config": a.set,
         "loadavg": os.getloadavg(),
         "clients": "mounts on the host, loopback"})
     out = a.out

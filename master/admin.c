@@ -240,6 +240,11 @@ static void info_background(struct master *m, Sweepfs__InfoReply *reply)
 	reply->purge_left = purge_left(m);
 	reply->purge_oldest = ns_purge_oldest(&m->ns);
 	reply->purged = m->ns.purged;
+	reply->has_snapflag_walked = reply->has_snapflag_settled = 1;
+	reply->has_snapflag_marks = 1;
+	reply->snapflag_walked = m->ns.snap_walked;
+	reply->snapflag_settled = m->ns.snap_settled;
+	reply->snapflag_marks = m->ns.nsnapmarks;
 	reply->purge_busy_ms = m->purge->busy_ns / 1000000;
 	reply->chunk_deletes_pending = m->cs->pending_deletes;
 	reply->chunks = m->ns.nchunks;

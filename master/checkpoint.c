@@ -68,6 +68,7 @@
 /* ---- writing -------------------------------------------------------- */
 
 struct writer {
+	const struct ns *ns; /* for the snapshot flag's marks */
 	int fd;
 	uint8_t *buf;
 	size_t len;
@@ -213,10 +214,12 @@ static int write_dir(void *elem, void *arg)
 {
 	const struct node *n = elem;
 	struct writer *w = arg;
+	uint64_t below; /* names below this id are flagged by a mark */
 
 	if (!S_ISDIR(n->mode) ||
 	    (n->u.dir->nentries == 0 && !n->u.dir->trashtime))
 		return 0;
+	below = ns_snap_below(w->ns, n);
 	w_u8(w, 'D');
 	w_u64(w, n->ino);
 	w_u64(w, n->u.dir->nentries);
@@ -226,7 +229,9 @@ static int write_dir(void *elem, void *arg)
 			continue;
 		w_u64(w, e->id);
 		w_u64(w, e->child->ino);
-		w_u8(w, e->flags & EDGE_SNAPSHOT);
+		w_u8(w, (e->flags & EDGE_SNAPSHOT) || e->id < below ?
+				EDGE_SNAPSHOT :
+				0);
 		w_u8(w, e->namelen);
 		w_bytes(w, e->name, e->namelen);
 	}
@@ -371,7 +376,7 @@ void checkpoint_name(char *buf, size_t len, const char *dir, uint64_t version)
 static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 {
 	char tmp[4200];
-	struct writer w = { .fd = -1 };
+	struct writer w = { .ns = ns, .fd = -1 };
 	struct xattr_walk xw = { ns, &w };
 	uint8_t crcbuf[4];
 	int rc;

@@ -186,7 +186,8 @@ static int apply_set_eattr(struct ns *ns, const Sweepfs__Meta__SetEattr *e)
 		return -ENOENT;
 	rc = ns_set_eattr(ns, dir, (const char *)e->name.data, e->name.len,
 			  e->snapshot, e->recursive,
-			  e->has_owner ? e->owner : NS_ANY_OWNER);
+			  e->has_owner ? e->owner : NS_ANY_OWNER,
+			  e->has_below ? e->below : 0);
 	return rc < 0 ? (int)rc : 0;
 }
 

@@ -331,6 +331,8 @@ static int dir_add(struct ns *ns, struct node *dir, struct edge *e)
 		d->nplain++;
 	ns->nedges++;
 	counts_changed(d);
+	if (ns->nsnapmarks)
+		nsi_snap_added(ns, dir, e);
 	/* A new name for a directory hangs it here; ns_rename() moves
 	 * the one it renames itself. */
 	if (ns_is_dir(e->child) && e->child != ns->moving)
@@ -386,6 +388,8 @@ static void dir_remove(struct ns *ns, struct dir *d, struct edge *e)
 		d->nplain--;
 	ns->nedges--;
 	counts_changed(d);
+	if (ns->nsnapmarks)
+		nsi_snap_removed(ns, d, e);
 	e->child = NULL;
 	if (e->pins) {
 		d->tombstones++;
@@ -486,6 +490,8 @@ static void node_free(struct ns *ns, struct node *n)
 	if (n->flags & NODE_XATTR)
 		xattrs_free(ns, n);
 	if (S_ISDIR(n->mode)) {
+		if (ns->nsnapmarks)
+			nsi_snap_gone(ns, n, false);
 		dir_free(ns, n);
 		ns->ndirs--;
 	} else if (S_ISLNK(n->mode)) {
@@ -633,6 +639,7 @@ static int free_node_cb(void *elem, void *arg)
 void ns_release(struct ns *ns)
 {
 	ns_copy_release(ns);
+	ns->nsnapmarks = 0;
 	htab_foreach(&ns->inodes, free_node_cb, ns);
 	while (ns->purge_head) {
 		struct purge_root *pr = ns->purge_head;
@@ -915,6 +922,16 @@ static int rename_exchange(struct ns *ns, struct node *sdir, struct edge *se,
 		return -EINVAL;
 	if (S_ISDIR(dst->mode) && ns_is_ancestor(dst, sdir))
 		return -EINVAL;
+	if (sdir != ddir && ns->nsnapmarks) {
+		int rc = 0;
+
+		if (S_ISDIR(src->mode))
+			rc = nsi_snap_moving(ns, src, sdir, ddir);
+		if (rc == 0 && S_ISDIR(dst->mode))
+			rc = nsi_snap_moving(ns, dst, ddir, sdir);
+		if (rc < 0)
+			return rc;
+	}
 	/* Names stay, with their flags (so the counts do); the objects
 	 * swap. */
 	se->child = dst;
@@ -985,6 +1002,12 @@ int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
 		return -EISDIR;
 	}
 
+	/* A tree moved across a snapshot mark's edge (nsattr.c). */
+	if (S_ISDIR(src->mode) && sdir != ddir && ns->nsnapmarks) {
+		rc = nsi_snap_moving(ns, src, sdir, ddir);
+		if (rc < 0)
+			return rc;
+	}
 	if (dst) {
 		rc = orphan_prepare(ns, dst, keep);
 		if (rc < 0)
@@ -995,8 +1018,9 @@ int ns_rename(struct ns *ns, struct node *sdir, const char *sname, size_t slen,
 		rc = -ENOMEM;
 		goto out_orphan;
 	}
-	/* The flag goes where the object goes. */
-	ne->flags |= se->flags & EDGE_SNAPSHOT;
+	/* The flag goes where the object goes, a mark's too. */
+	if (ns_edge_snapshot(ns, sdir, se))
+		ne->flags |= EDGE_SNAPSHOT;
 	ns->moving = src;
 	rc = dir_add(ns, ddir, ne);
 	if (rc < 0) {

@@ -110,6 +110,24 @@ struct edge {
 	char name[]; /* namelen bytes, no NUL */
 };
 
+/*
+ * A recursive snapshot flag, set in O(1) (nsattr.c): every name in the
+ * tree under @dir whose edge id is below @below is flagged, whatever its
+ * own EDGE_SNAPSHOT says. Edge ids only grow, so the names made later
+ * (renamed in, copied in, restored) are exactly those at or above it.
+ * Written out on each name ("settled") only when something needs the
+ * bits: a clear, a directory moved across the tree's edge, rmsnapshot -f.
+ */
+struct ns_snapmark {
+	struct node *dir; /* the tree's top directory */
+	uint64_t below;	  /* ns.next_edge when the flag was set */
+	uint64_t fresh;	  /* unflagged names added in the tree since */
+};
+
+/* Marks at once; one more is set by the walk (the cap bounds what every
+ * name added pays: one ancestor look-up per mark). */
+#define NS_SNAPMARKS 8
+
 struct cursor;
 struct watch;
 struct purge_root;
@@ -207,12 +225,18 @@ struct ns {
 	uint64_t copy_chunk_start;
 	int64_t copy_last_rc;	/* how the last one ended: nodes or -errno */
 	uint64_t copy_last_ino; /* and its root */
+	/* Recursive snapshot flags not yet written on each name
+	 * (nsattr.c): a handful, so that looking them all up is O(1). */
+	struct ns_snapmark snapmarks[NS_SNAPMARKS];
+	unsigned nsnapmarks;
 	/* Removed files and trees kept until they expire (trash.c). */
 	struct trash_item *trash_head;
 	struct trash_item *trash_tail;
 	uint64_t ntrash;
 	uint64_t purge_roots;
-	uint64_t purged; /* nodes freed by purges since start */
+	uint64_t purged;       /* nodes freed by purges since start */
+	uint64_t snap_settled; /* marks written out since start */
+	uint64_t snap_walked;  /* names visited by flag walks since start */
 
 	/* What clients' requests did, for those sent again (replies.h). */
 	struct replies replies;
@@ -498,11 +522,41 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot);
 /*
  * Set or clear the snapshot flag of @name in @dir and, with @recursive,
  * of every name below it whose node @owner owns (NS_ANY_OWNER: all).
- * Returns the number of names changed, or -ENOENT / -ENOTDIR. O(names
- * in the tree).
+ * A recursive set for all owners with @below (the leader's next_edge
+ * when it was asked, from the changelog; 0: unknown) costs O(1): the
+ * tree gets a mark (struct ns_snapmark) instead of a walk, unless
+ * NS_SNAPMARKS are taken. Anything else is O(names in the tree), plus,
+ * for a clear, writing out the marks over it. Returns the number of
+ * names changed (for a mark: at most that many), or -ENOENT / -ENOTDIR /
+ * -ENOMEM (nothing changed).
  */
 int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
-		     size_t len, bool snapshot, bool recursive, int64_t owner);
+		     size_t len, bool snapshot, bool recursive, int64_t owner,
+		     uint64_t below);
+
+/* Whether name @e of @dir carries the snapshot flag: its own bit, or a
+ * mark over it. O(marks). */
+bool ns_edge_snapshot(const struct ns *ns, const struct node *dir,
+		      const struct edge *e);
+
+/* The names of @dir whose edge ids are below this are flagged by a mark
+ * (0: none). What a walk over all names (a checkpoint, a snapshot's
+ * image) asks once per directory. O(marks). */
+uint64_t ns_snap_below(const struct ns *ns, const struct node *dir);
+
+/* Whether every name below directory @root is flagged (rmsnapshot):
+ * O(log n) from the counts or a mark over it, else the marks touching
+ * the tree are written out first (O(names)). */
+bool ns_tree_flagged(struct ns *ns, struct node *root);
+
+/* Write the marks over or under directory @top out on every name, so
+ * that the bits alone say what is flagged there (rmsnapshot -f walks
+ * them). 0 or -ENOMEM (the marks not written out stay, still right). */
+int ns_snap_settle(struct ns *ns, struct node *top);
+
+/* Marks now and marks written out since start (tests: counting). */
+void ns_snap_counts(const struct ns *ns, unsigned *marks, uint64_t *settled,
+		    uint64_t *walked);
 
 /*
  * Snapshots (nscopy.c): a copy made from an image of the source tree, in

@@ -102,6 +102,25 @@ int nsi_entry(struct ns *ns, struct node *dir, const char *name, size_t len,
 void nsi_detach_cut(struct ns *ns, struct node *dir, struct edge *e,
 		    int64_t now);
 
+/*
+ * The snapshot flag's marks (nsattr.c), kept right by the core:
+ * nsi_snap_added(): name @e was just added to @dir (a mark over @dir
+ * counts it if unflagged); nsi_snap_gone(): directory @dir is freed
+ * (@below false: its mark goes) or detached for the purge (@below: its
+ * marks and those below go; asks the forest, so not while freeing);
+ * nsi_snap_moving(): directory @sub is about to leave @from (NULL: from
+ * the trash) for @to (NULL: the trash), whose marks differ: those it
+ * leaves are written out on it, those it enters over their whole tree
+ * (its old names must not look flagged). 0 or -ENOMEM (nothing wrong).
+ */
+void nsi_snap_added(struct ns *ns, struct node *dir, const struct edge *e);
+/* Live edge @e is being removed from directory @d: a mark over @d that
+ * counted it as added unflagged counts it out. */
+void nsi_snap_removed(struct ns *ns, struct dir *d, const struct edge *e);
+void nsi_snap_gone(struct ns *ns, struct node *dir, bool below);
+int nsi_snap_moving(struct ns *ns, struct node *sub, struct node *from,
+		    struct node *to);
+
 /* Queue the detached directory @root as purge @id of @total nodes. */
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
 		  uint64_t total);

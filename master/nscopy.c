@@ -228,10 +228,12 @@ static int img_tree(struct img *w, const struct ns *ns, const struct node *src)
 	const struct edge **stack = NULL, *e = NULL;
 	const struct node *d = src;
 	size_t depth = 0, cap = 0;
+	uint64_t below; /* d's names below this id are flagged (marks) */
 
 	img_node(w, ns, src, "", 0, 0);
 	if (!S_ISDIR(src->mode))
 		goto out;
+	below = ns_snap_below(ns, d);
 	for (;;) {
 		e = e ? e->next : d->u.dir->head;
 		while (e && !e->child)
@@ -242,9 +244,11 @@ static int img_tree(struct img *w, const struct ns *ns, const struct node *src)
 				break;
 			e = stack[--depth];
 			d = d->u.dir->parent;
+			below = ns_snap_below(ns, d);
 			continue;
 		}
-		img_node(w, ns, e->child, e->name, e->namelen, e->flags);
+		img_node(w, ns, e->child, e->name, e->namelen,
+			 e->flags | (e->id < below ? EDGE_SNAPSHOT : 0));
 		if (!S_ISDIR(e->child->mode))
 			continue;
 		if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack), 64) < 0) {
@@ -253,6 +257,7 @@ static int img_tree(struct img *w, const struct ns *ns, const struct node *src)
 		}
 		stack[depth++] = e;
 		d = e->child;
+		below = ns_snap_below(ns, d);
 		e = NULL;
 	}
 out:
@@ -742,6 +747,9 @@ int64_t ns_copy_end(struct ns *ns, uint64_t id, uint64_t edge, int abort_rc,
 		rc = -ENOENT;
 	if (rc == 0 && ns_lookup(ns, dir, c->name, c->len))
 		rc = -EEXIST;
+	/* Its names may be older than a mark over @dir (nsattr.c). */
+	if (rc == 0 && S_ISDIR(c->root->mode) && ns->nsnapmarks)
+		rc = nsi_snap_moving(ns, c->root, NULL, dir);
 	if (rc == 0) {
 		rc = ns_load_edge(ns, dir, c->root, c->name, c->len, edge, 0);
 		if (rc == 0) {

@@ -231,6 +231,8 @@ int ns_detach(struct ns *ns, struct node *dir, const char *name, size_t len,
 	if (rc == 0)
 		rc = nsi_purge_add(ns, e->child, id,
 				   1 + ns_tree_names(e->child));
+	if (rc == 0 && ns->nsnapmarks)
+		nsi_snap_gone(ns, e->child, true); /* no one reads them */
 	if (rc == 0)
 		nsi_detach_cut(ns, dir, e, now);
 	return rc;

@@ -206,6 +206,9 @@ int ns_trash_detach(struct ns *ns, struct node *dir, const char *name,
 
 	if (rc == 0 && !S_ISDIR(e->child->mode))
 		rc = -ENOTDIR;
+	/* Out from under the marks over @dir: their flags go with it. */
+	if (rc == 0 && ns->nsnapmarks)
+		rc = nsi_snap_moving(ns, e->child, dir, NULL);
 	if (rc == 0)
 		rc = item_add_at(ns, id, e->child, dir, name, len, now, until,
 				 1 + ns_tree_names(e->child));
@@ -235,7 +238,10 @@ int ns_trash_restore(struct ns *ns, uint64_t id, struct node *dir,
 	if (S_ISDIR(n->mode) && ns_is_ancestor(n, dir))
 		return -EINVAL;
 	if (S_ISDIR(n->mode)) {
-		rc = nsi_edge_add(ns, dir, name, len, edge, 0, n);
+		/* Its old names must not look flagged by a mark over @dir. */
+		rc = ns->nsnapmarks ? nsi_snap_moving(ns, n, NULL, dir) : 0;
+		if (rc == 0)
+			rc = nsi_edge_add(ns, dir, name, len, edge, 0, n);
 		if (rc < 0)
 			return rc;
 		n->flags &= (uint16_t)~NODE_DETACHED;

@@ -70,6 +70,10 @@ void op_eattr(struct req *r, const ProtobufCMessage *msg)
 		se.has_recursive = 1;
 		se.recursive = q->recursive;
 		se.has_owner = req_only_own(r, &cred, q->recursive, &se.owner);
+		/* A mark instead of a walk (nsattr.c): the names older than
+		 * the next edge id are those there now. */
+		se.has_below = q->set && q->recursive && !se.has_owner;
+		se.below = r->m->ns.next_edge;
 		mut.time = sw_now_ns();
 		mut.op_case = SWEEPFS__META__MUTATION__OP_SET_EATTR;
 		mut.set_eattr = &se;
@@ -80,7 +84,7 @@ void op_eattr(struct req *r, const ProtobufCMessage *msg)
 			      q->name.len);
 	}
 	reply.has_snapshot = 1;
-	reply.snapshot = e && (e->flags & EDGE_SNAPSHOT);
+	reply.snapshot = e && ns_edge_snapshot(&r->m->ns, dir, e);
 	req_reply(r, &reply.base);
 	return;
 
@@ -126,12 +130,14 @@ void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 }
 
 /* Whether every name in the tree under directory @root is flagged, or
- * none is: directories keep count, so O(log n) whatever the tree. */
-static bool all_flagged(const struct node *root)
+ * none is: directories keep count, so O(log n) whatever the tree; a
+ * tree under a snapshot mark answers from the mark (nsattr.c). */
+static bool all_flagged(struct master *m, struct node *root)
 {
-	return ns_tree_plain(root) == 0;
+	return ns_tree_flagged(&m->ns, root);
 }
 
+/* The bits alone, with the marks written out first (remove_flagged). */
 static bool none_flagged(const struct node *root)
 {
 	return ns_tree_plain(root) == ns_tree_names(root);
@@ -176,7 +182,7 @@ static int remove_flagged(struct master *m, struct req *r, struct node *top,
 			if (flagged)
 				rc = remove_entry_now(m, r, dir, e, false,
 						      reply);
-		} else if (flagged && all_flagged(c)) {
+		} else if (flagged && all_flagged(m, c)) {
 			rc = remove_entry_now(m, r, dir, e, false, reply);
 		} else if (!none_flagged(c)) {
 			rc = sw_grow(&st, &cap, n + 1, sizeof(*st), 16);
@@ -207,12 +213,17 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = may_detach_entry(r, &cred, dir, n);
 	if (rc < 0)
 		goto out;
-	if ((e->flags & EDGE_SNAPSHOT) && (!S_ISDIR(n->mode) || all_flagged(n)))
+	if (ns_edge_snapshot(&r->m->ns, dir, e) &&
+	    (!S_ISDIR(n->mode) || all_flagged(r->m, n)))
 		rc = remove_entry_now(r->m, r, dir, e, false, &reply);
 	else if (!q->force)
 		rc = -EPERM; /* something in it lacks the flag */
-	else if (S_ISDIR(n->mode) && !none_flagged(n))
-		rc = remove_flagged(r->m, r, n, &reply);
+	else if (S_ISDIR(n->mode)) {
+		/* -f reads the bits: the marks over or under it first. */
+		rc = ns_snap_settle(&r->m->ns, n);
+		if (rc == 0 && !none_flagged(n))
+			rc = remove_flagged(r->m, r, n, &reply);
+	}
 out:
 	req_answer(r, rc, &reply.base);
 }

@@ -190,6 +190,9 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_u64(&j, "purge_left", s->purge_left);
 	json_u64(&j, "purge_oldest", s->purge_oldest);
 	json_u64(&j, "purged", s->purged);
+	json_u64(&j, "snapflag_walked", s->snapflag_walked);
+	json_u64(&j, "snapflag_settled", s->snapflag_settled);
+	json_u64(&j, "snapflag_marks", s->snapflag_marks);
 	json_u64(&j, "purge_busy_ms", s->purge_busy_ms);
 	json_u64(&j, "chunk_deletes_pending", s->chunk_deletes_pending);
 	json_dbl(&j, "ops_per_sec", s->ops_per_sec);

@@ -232,8 +232,8 @@ static struct node *build_tree(struct fixture *f)
 			 0);
 	assert_int_equal(
 		ns_xattr_set(&f->ns, a, "user.empty", 10, "", 0, ++f->now), 0);
-	assert_true(ns_set_eattr(&f->ns, src, "a", 1, true, false,
-				 NS_ANY_OWNER) == 1);
+	assert_true(ns_set_eattr(&f->ns, src, "a", 1, true, false, NS_ANY_OWNER,
+				 0) == 1);
 	a->u.dir->trashtime = 3600;
 	for (int i = 0; i < 40; i++) {
 		char name[16];
