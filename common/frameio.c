@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "frameio.h"
+#include "util.h"
 
 int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms)
 {
@@ -14,10 +15,21 @@ int sw_frame_fill(int fd, struct sw_buf *in, size_t chunk, int timeout_ms)
 
 	if (timeout_ms > 0) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int64_t end = sw_mono_ns() + (int64_t)timeout_ms * 1000000;
+		int64_t left = timeout_ms;
 
-		do
-			rc = poll(&pfd, 1, timeout_ms);
-		while (rc < 0 && errno == EINTR);
+		/* Interrupted, it waits what is left, not the whole again:
+		 * frequent signals must not stretch a caller's deadline. */
+		for (;;) {
+			rc = poll(&pfd, 1, (int)left);
+			if (rc >= 0 || errno != EINTR)
+				break;
+			left = (end - sw_mono_ns() + 999999) / 1000000;
+			if (left <= 0) {
+				rc = 0;
+				break;
+			}
+		}
 		if (rc < 0)
 			return -errno;
 		if (rc == 0)

@@ -238,6 +238,10 @@ void sw_sconn_close(struct sw_sconn *c)
 	}
 	out_set(c, 0);
 	sw_sconn_account(c, 0);
+	/* Uncounted from now on, and never read again: not kept for as long
+	 * as a deferred request holds the connection. */
+	if (srv->ops->count_input && !c->parsing)
+		sw_buf_release(&c->in);
 	if (c->started && srv->ops->closing)
 		srv->ops->closing(c);
 	if (c->in_flush) {
@@ -403,6 +407,7 @@ void sw_sconn_stop(struct sw_sconn *c, unsigned why)
 
 void sw_sconn_go(struct sw_sconn *c, unsigned why, bool now)
 {
+	c->wakes++;
 	c->stops &= ~why;
 	if (c->closing)
 		return;
@@ -466,6 +471,7 @@ void sw_sconn_parse(struct sw_sconn *c)
 {
 	const struct sw_server_ops *ops = c->srv->ops;
 	int64_t t0 = ops->slice_ns ? sw_mono_ns() : 0;
+	unsigned wakes;
 
 	if (c->parsing)
 		return;
@@ -497,9 +503,13 @@ void sw_sconn_parse(struct sw_sconn *c)
 			}
 			break;
 		}
+		wakes = c->wakes;
 		if (ops->frame(c, &hdr, sw_buf_head(&c->in) + SW_FRAME_HDR,
 			       false) == SW_FRAME_KEEP) {
-			kept_stop(c);
+			/* Not when the callback woke it meanwhile: that wake
+			 * is the one the kept frame waited for. */
+			if (c->wakes == wakes)
+				kept_stop(c);
 			break;
 		}
 		sw_buf_consume(&c->in, SW_FRAME_HDR + hdr.len);
@@ -512,8 +522,19 @@ void sw_sconn_parse(struct sw_sconn *c)
 		}
 	}
 	c->parsing = false;
-	if (c->closing)
+	if (c->closing) {
+		if (ops->count_input)
+			sw_buf_release(&c->in); /* nothing reads it again */
 		return;
+	}
+	/* A large frame answered leaves a large buffer: an idle connection
+	 * gives it back rather than hold its share of out_total_max. */
+	if (ops->count_input && !sw_buf_used(&c->in) &&
+	    c->in.cap > READ_CHUNK) {
+		sw_buf_release(&c->in);
+		if (!c->shed)
+			sw_sconn_output(c, c->out_owner);
+	}
 	sw_sconn_account(c, c->known ? 0 : sw_buf_used(&c->in));
 	read_set(c);
 }

@@ -90,6 +90,8 @@ struct sw_sconn {
 	bool anon;	       /* on srv's list of those that have not */
 	size_t out_counted;    /* in srv->out_total */
 	size_t out_owner;      /* of it, the owner's (sw_sconn_output()) */
+	unsigned wakes;	       /* sw_sconn_go() calls, to tell a wake-up
+				* during a frame callback */
 	bool shed;	       /* to be closed for out_max (sw_server_shed()) */
 	struct sw_sconn *next, *prev, *flush_next, *shed_next;
 	struct sw_sconn *anon_next, *anon_prev; /* oldest first */

@@ -7,11 +7,13 @@
  * the chunkserver blocks writing the replies nobody reads any more, and
  * the connection, with every call in flight on it, hangs for good (and a
  * callback run as the receiver ends would join its own thread to
- * reconnect). So cspool_send() from a receiver to its own chunkserver
- * fails that request at once with -EDEADLK (logged) instead: no callback
- * today sends at all, and one that must hands the send to another
- * thread. Sends to other chunkservers are not refused: their own
- * receivers drain them.
+ * reconnect). Nor on another connection: two receivers each sending to
+ * the other's chunkserver from a callback wait on each other the same
+ * way. So cspool_send() from any receiver fails that request at once
+ * with -EDEADLK (logged) instead: no callback today sends at all, and one
+ * that must hands the send to another thread. (The failure completes the
+ * request on the caller's thread: a callback that retries on -EDEADLK
+ * would recurse.)
  *
  * Locks: the pool's `mu` guards the list of connections. Each connection
  * has `wmu` for writes (taken first) and `mu` for its in-flight table and
@@ -186,12 +188,12 @@ void cspool_send(struct cspool *p, const char *addr, uint16_t type,
 	q = sw_call_new(type, req, cb, arg);
 	if (!q)
 		return;
-	if (c == rx_self) {
-		/* From a callback on this connection's receiver (see the
-		 * top): it would wait on itself. */
+	if (rx_self) {
+		/* From a callback on a receiver (see the top): it would
+		 * wait on itself, or on another receiver waiting on it. */
 		sw_err(TAG,
-		       "%s: a completion sends on its own connection; "
-		       "refused",
+		       "%s: a completion sends from a connection's "
+		       "receiver; refused",
 		       addr);
 		sw_call_put(q); /* the table's, never taken */
 		sw_call_complete(q, -EDEADLK, NULL);

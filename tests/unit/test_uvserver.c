@@ -413,6 +413,7 @@ static uint16_t hello_at; /* this type makes the peer known */
 /* Return KEEP for every frame and stop nothing, as the master did while
  * its lease was in doubt (review L1). */
 static bool decline;
+static bool self_resume; /* test_kept_stop_keeps_inner_wake */
 
 static enum sw_frame_verdict r_frame(struct sw_sconn *c,
 				     const struct sw_frame_hdr *hdr,
@@ -425,6 +426,14 @@ static enum sw_frame_verdict r_frame(struct sw_sconn *c,
 	}
 	if (decline)
 		return SW_FRAME_KEEP;
+	if (self_resume && hdr->type == 2) {
+		/* The master's parked branch when the delegation it waited
+		 * for ended inside consume_parked(): server_resume() (go)
+		 * runs in the callback, then KEEP with nothing stopped. */
+		self_resume = false;
+		sw_sconn_go(c, SW_READ_WAIT, false);
+		return SW_FRAME_KEEP;
+	}
 	if (nseen < 32)
 		seen[nseen] = (struct seen){ .type = hdr->type,
 					     .id = hdr->id,
@@ -1015,6 +1024,108 @@ static void test_input_counts_against_out_max(void **state)
 	rops.count_input = false;
 }
 
+/*
+ * With count_input, a connection whose large frame was handed over gives
+ * the large buffer back once its input is empty: idle, it holds no more
+ * of out_total_max than any idle connection (a hostile review found
+ * idle sessions that had each sent one large request filling the total
+ * for good, and a legitimate client shed for it).
+ */
+static void test_idle_gives_large_input_back(void **state)
+{
+	struct sw_server srv = { 0 };
+	static uint8_t buf[SW_FRAME_HDR + 90000];
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.count_input = true;
+	fd = rig(&srv, &loop);
+	srv.out_max = 4u << 20;
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	spin_until(&loop, &nseen, 1);
+	write_all(fd, buf, mk_frame(buf, 2, 2, 90000));
+	spin_until(&loop, &nseen, 2);
+	assert_int_equal(nseen, 2);
+	assert_int_equal(sw_buf_used(&last->in), 0);
+	assert_true(last->in.cap <= 64u << 10);
+	assert_int_equal(srv.out_total, last->in.cap);
+	unrig(&srv, &loop, fd);
+	rops.count_input = false;
+}
+
+/* A wake-up issued inside the frame callback is not lost when
+ * the callback keeps its frame: the kept-frame stop is skipped. */
+static void test_kept_stop_keeps_inner_wake(void **state)
+{
+	struct sw_server srv = { 0 };
+	static uint8_t buf[64 * (SW_FRAME_HDR + 100)];
+	size_t n = 0;
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.kept_max = 1000;
+	fd = rig(&srv, &loop);
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	spin_until(&loop, &nseen, 1);
+	for (int i = 0; i < 64; i++)
+		n += mk_frame(buf + n, 2, 2, 100);
+	self_resume = true;
+	write_all(fd, buf, n); /* 7 KiB: > kept_max when the frame is kept */
+	for (int k = 0; k < 3000 && nseen < 65; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	printf("# %d of 65 frames handed over; stops=%#x "
+	       "waits=%d reading=%d partial_since=%lld\n",
+	       nseen, last->stops, last->waits, last->reading,
+	       (long long)last->partial_since);
+	rops.kept_max = 0;
+	assert_int_equal(nseen, 65);
+	unrig(&srv, &loop, fd);
+}
+
+/* A shed (closed) connection that something still holds (the master's
+ * deferred requests: req_defer()) gives its input buffer back at once:
+ * out_max no longer counts it. */
+static void test_shed_gives_input_back(void **state)
+{
+	struct sw_server srv = { 0 };
+	static uint8_t buf[SW_FRAME_HDR + 90000];
+	struct sw_sconn *c;
+	uv_loop_t loop;
+	int fd;
+
+	(void)state;
+	rops.count_input = true;
+	fd = rig(&srv, &loop);
+	srv.out_max = 50000;
+	hello_at = 1;
+	write_all(fd, buf, mk_frame(buf, 1, 1, 0));
+	spin_until(&loop, &nseen, 1);
+	c = last;
+	sw_sconn_get(c); /* a deferred request's reference */
+	mk_frame(buf, 2, 2, 90000);
+	write_all(fd, buf, SW_FRAME_HDR + 60000);
+	for (int k = 0; k < 5000 && !c->shed; k++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(200);
+	}
+	sw_server_shed(&srv);
+	for (int k = 0; k < 100; k++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	printf("# closed=%d: input cap %zu bytes still held, out_total %zu\n",
+	       c->closing, c->in.cap, srv.out_total);
+	assert_true(c->closing);
+	assert_int_equal(c->in.cap, 0);
+	sw_sconn_put(c);
+	rops.count_input = false;
+	unrig(&srv, &loop, fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1032,6 +1143,9 @@ int main(void)
 		cmocka_unit_test(test_frame_slice_yields),
 		cmocka_unit_test(test_frame_kept_bounded),
 		cmocka_unit_test(test_input_counts_against_out_max),
+		cmocka_unit_test(test_idle_gives_large_input_back),
+		cmocka_unit_test(test_kept_stop_keeps_inner_wake),
+		cmocka_unit_test(test_shed_gives_input_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
