@@ -64,29 +64,30 @@ static int follow_apply(void *arg, const Sweepfs__Meta__Mutation *mut)
 	return rc;
 }
 
-static void follow_hint(void *arg, const uint8_t *payload, size_t len)
+static void follow_hint(void *arg, unsigned stage, const uint8_t *payload,
+			size_t len)
 {
-	mutation_prefetch(arg, payload, len);
+	mutation_prefetch(arg, stage, payload, len);
 }
 
 /* A follower applies records from the group's log; the versions it has
  * already are skipped. 0 or -EUCLEAN (a gap or a change that does not
  * apply: this member cannot follow, and says so). As replay does, it
- * starts reading what a record touches CHANGELOG_AHEAD records early. */
+ * starts reading what a record touches a few records early. */
 static int apply_records(struct master *m, const uint8_t *p, size_t n)
 {
-	size_t off = 0, ahead = 0, rec, len;
+	struct changelog_ahead ahead;
+	size_t off = 0, rec, len;
 	const uint8_t *payload;
 	uint64_t ver;
 
-	for (unsigned i = 0; i < CHANGELOG_AHEAD; i++)
-		ahead = changelog_hint(p, n, ahead, follow_hint, &m->ns);
+	changelog_ahead_init(&ahead, p, n, 0, follow_hint, &m->ns);
 	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
 				       &len)) > 0) {
 		struct follow_one f = { m, 0 };
 		int rc;
 
-		ahead = changelog_hint(p, n, ahead, follow_hint, &m->ns);
+		changelog_ahead_step(&ahead);
 		off += rec;
 		if (ver <= m->ns.version)
 			continue;

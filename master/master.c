@@ -100,9 +100,10 @@ static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 	return mutation_replay(arg, version, payload, len);
 }
 
-static void replay_hint(void *arg, const uint8_t *payload, size_t len)
+static void replay_hint(void *arg, unsigned stage, const uint8_t *payload,
+			size_t len)
 {
-	mutation_prefetch(arg, payload, len);
+	mutation_prefetch(arg, stage, payload, len);
 }
 
 static int load_metadata(struct master *m)
