@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bootlog.h"
 #include "buf.h"
 #include "changelog.h"
 #include "crc32c.h"
@@ -730,6 +731,8 @@ struct replay_fns {
 	changelog_apply_fn fn;
 	changelog_hint_fn hint; /* NULL: none */
 	void *arg;
+	struct bootlog *log; /* progress: changes replayed */
+	uint64_t done;	     /* changes replayed, all files */
 };
 
 /*
@@ -739,7 +742,7 @@ struct replay_fns {
  * hinted too: rare, and harmless).
  */
 static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
-		      const struct replay_fns *f, size_t *bad_off, size_t *size)
+		      struct replay_fns *f, size_t *bad_off, size_t *size)
 {
 	struct changelog_ahead ahead;
 	uint8_t *data = NULL;
@@ -792,6 +795,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 				goto out;
 			}
 			*expect = ver + 1;
+			bootlog_tick(f->log, ++f->done);
 		}
 		off += rec;
 	}
@@ -814,7 +818,8 @@ int changelog_replay_ahead(const char *dir, uint64_t after,
 			   changelog_apply_fn fn, changelog_hint_fn hint,
 			   void *arg, uint64_t *last)
 {
-	const struct replay_fns f = { fn, hint, arg };
+	struct bootlog log;
+	struct replay_fns f = { fn, hint, arg, &log, 0 };
 	struct seg *v;
 	size_t n, bad_off = 0, size = 0;
 	uint64_t expect = after + 1;
@@ -822,6 +827,8 @@ int changelog_replay_ahead(const char *dir, uint64_t after,
 
 	if (rc < 0)
 		return rc;
+	bootlog_start(&log, TAG, "replaying the changelog", "changes", 0,
+		      sw_mono_ns());
 	for (size_t i = 0; i < n; i++) {
 		/* Files that end before @after + 1 hold nothing for us. */
 		if (i + 1 < n && v[i + 1].first <= after + 1)
