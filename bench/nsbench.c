@@ -12,7 +12,9 @@
  *	the first directory's files in the order rm -rf takes them
  *	(readdir's), then a detach of the last directory (rmr) and
  *	PurgeSteps of NSBENCH_PURGE_BATCH steps each (the purge's slice)
- *	for the other half.
+ *	for the other half. KIND "unlink": only the unlinks, CHANGES of
+ *	them (as far as the first directory goes); KIND "purge": only the
+ *	detach and the purge, CHANGES records.
  *
  *   sweepfs-nsbench load DIR
  *	loads DIR's newest checkpoint and replays its changelog with the
@@ -207,15 +209,24 @@ static int gen_purge(struct gen *g, uint64_t count)
 	return gen_journal(g, &m, false);
 }
 
+/* What `make` writes after the checkpoint (KIND). */
+enum gen_kind {
+	GEN_CREATE, /* more files */
+	GEN_RM,	    /* unlinks, then a detach and its purge */
+	GEN_UNLINK, /* unlinks only */
+	GEN_PURGE,  /* a detach and its purge only */
+};
+
 /*
- * The changes of `make ... rm`: @changes records, half unlinks of d0's
- * files (f%09u, i % @ndirs == 0, in creation order, which is readdir's),
- * then the last directory detached and purged.
+ * The changes of a removal: @changes records, @unlinks of them unlinks of
+ * d0's files (f%09u, i % @ndirs == 0, in creation order, which is
+ * readdir's), then, with records left, the last directory detached and
+ * purged.
  */
 static int gen_removal(struct gen *g, uint64_t dir0, uint64_t files,
-		       uint64_t changes, unsigned ndirs)
+		       uint64_t changes, uint64_t unlinks, unsigned ndirs)
 {
-	uint64_t unlinks = changes / 2, records = 0;
+	uint64_t records = 0;
 	char name[32];
 	int rc = 0;
 
@@ -244,7 +255,7 @@ static void on_durable(void *arg, uint64_t version)
 }
 
 static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
-		    unsigned ndirs, bool removal)
+		    unsigned ndirs, enum gen_kind kind)
 {
 	struct changelog_opts o = {
 		.dir = dir,
@@ -285,10 +296,14 @@ static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
 	rc = changelog_open(&loop, &o, g.version, &g.cl);
 	if (rc < 0)
 		goto out_loop;
-	if (removal)
-		rc = gen_removal(&g, dir0, files, changes, ndirs);
-	for (uint64_t i = files; !removal && i < files + changes && rc == 0;
-	     i++)
+	if (kind == GEN_RM)
+		rc = gen_removal(&g, dir0, files, changes, changes / 2, ndirs);
+	else if (kind == GEN_UNLINK)
+		rc = gen_removal(&g, dir0, files, changes, changes, ndirs);
+	else if (kind == GEN_PURGE)
+		rc = gen_removal(&g, dir0, files, changes, 0, ndirs);
+	for (uint64_t i = files;
+	     kind == GEN_CREATE && i < files + changes && rc == 0; i++)
 		rc = gen_file(&g, dir0, i, ndirs);
 	changelog_flush(g.cl);
 	changelog_close(g.cl);
@@ -384,21 +399,27 @@ int main(int argc, char **argv)
 
 	if (argc >= 5 && strcmp(argv[1], "make") == 0) {
 		unsigned ndirs = argc > 5 ? (unsigned)atoi(argv[5]) : 2;
-		bool removal = argc > 6 && strcmp(argv[6], "rm") == 0;
+		static const char *const kinds[] = { "create", "rm", "unlink",
+						     "purge" };
+		enum gen_kind kind = GEN_CREATE;
 
 		if (ndirs < 1)
 			ndirs = 1;
-		if (argc > 6 && !removal && strcmp(argv[6], "create")) {
-			fprintf(stderr, "make: KIND is create or rm\n");
+		for (unsigned k = 0; argc > 6 && k < 4; k++)
+			if (strcmp(argv[6], kinds[k]) == 0)
+				kind = (enum gen_kind)k;
+		if (argc > 6 && strcmp(argv[6], kinds[kind])) {
+			fprintf(stderr,
+				"make: KIND is create, rm, unlink or purge\n");
 			return 2;
 		}
 		rc = cmd_make(argv[2], strtoull(argv[3], NULL, 10),
-			      strtoull(argv[4], NULL, 10), ndirs, removal);
+			      strtoull(argv[4], NULL, 10), ndirs, kind);
 	} else if (argc == 3 && strcmp(argv[1], "load") == 0) {
 		rc = cmd_load(argv[2]);
 	} else {
 		fprintf(stderr,
-			"usage: %s make DIR FILES CHANGES [DIRS [create|rm]]\n"
+			"usage: %s make DIR FILES CHANGES [DIRS [create|rm|unlink|purge]]\n"
 			"       %s load DIR\n",
 			argv[0], argv[0]);
 		return 2;
