@@ -392,6 +392,24 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 	cl->last = version;
 }
 
+int changelog_reserve(struct changelog *cl, size_t n)
+{
+	return sw_buf_reserve(&cl->pending, n);
+}
+
+void changelog_append_record(struct changelog *cl, const uint8_t *rec, size_t n,
+			     uint64_t version)
+{
+	if (sw_buf_add(&cl->pending, rec, n) < 0) {
+		/* Not reserved, which the caller promised it was. */
+		sw_crit(TAG, "out of memory appending version %" PRIu64,
+			version);
+		abort();
+	}
+	cl->prepared = NULL;
+	cl->last = version;
+}
+
 /* Write @n bytes of whole records, the last of them @last, and start
  * making them durable as the policy says. */
 static void write_records(struct changelog *cl, const uint8_t *p, size_t n,

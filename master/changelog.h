@@ -94,6 +94,17 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 		      uint64_t version);
 
 /*
+ * For a follower, whose changes come as records already (the group's
+ * log): make room for a record of @n bytes, so that the append after
+ * applying it cannot fail (0 or -ENOMEM); then append record @rec (@n
+ * bytes, whole, as changelog_record() reads it; its version the last + 1)
+ * as it is, without encoding its change again or computing its checksum.
+ */
+int changelog_reserve(struct changelog *cl, size_t n);
+void changelog_append_record(struct changelog *cl, const uint8_t *rec, size_t n,
+			     uint64_t version);
+
+/*
  * Write what was appended since the last flush, and start making it
  * durable. Call once per loop iteration, after request handling. A write
  * error is fatal: memory is ahead of disk and only a restart can reconcile

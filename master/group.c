@@ -49,18 +49,24 @@ void group_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
 struct follow_one {
 	struct master *m;
 	uint64_t version;
+	const uint8_t *rec; /* the change's record, as the leader made it */
+	size_t n;	    /* its bytes */
 };
 
-/* Journal and apply one change of the group's log (mutation_unpacked()). */
+/*
+ * Apply and journal one change of the group's log (mutation_unpacked()).
+ * The record goes to this member's changelog as it came: encoding the
+ * change again cost as much as unpacking it.
+ */
 static int follow_apply(void *arg, const Sweepfs__Meta__Mutation *mut)
 {
 	struct follow_one *f = arg;
-	int rc = changelog_prepare(f->m->cl, mut);
+	int rc = changelog_reserve(f->m->cl, f->n);
 
 	if (rc == 0)
 		rc = mutation_apply(&f->m->ns, mut, f->version);
 	if (rc == 0)
-		changelog_append(f->m->cl, mut, f->version);
+		changelog_append_record(f->m->cl, f->rec, f->n, f->version);
 	return rc;
 }
 
@@ -84,7 +90,7 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 	changelog_ahead_init(&ahead, p, n, 0, follow_hint, &m->ns);
 	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
 				       &len)) > 0) {
-		struct follow_one f = { m, 0 };
+		struct follow_one f = { m, 0, p + off, rec };
 		int rc;
 
 		changelog_ahead_step(&ahead);

@@ -581,6 +581,48 @@ static void test_changelog_hint_buffer(void **state)
 }
 
 /*
+ * A follower's append of records as they came (changelog_append_record())
+ * writes the same bytes as the appends that made them, and replays the
+ * same; a reservation holds room for the record.
+ */
+static void test_changelog_append_record_as_is(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 25 };
+	uint8_t *data, *again;
+	size_t len, len2, off = 16, rec, plen;
+	const uint8_t *payload;
+	char path[512];
+	uint64_t v, last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, N);
+	cl_close(f);
+	read_seg(f, 1, &data, &len);
+	seg_path(f, 1, path, sizeof(path));
+	assert_int_equal(unlink(path), 0);
+	cl_open(f, CL_SYNC_NEVER, 0);
+	while ((rec = changelog_record(data + off, len - off, &v, &payload,
+				       &plen)) > 0) {
+		assert_int_equal(changelog_reserve(f->cl, rec), 0);
+		changelog_append_record(f->cl, data + off, rec, v);
+		assert_int_equal(changelog_last(f->cl), v);
+		off += rec;
+	}
+	assert_int_equal(off, len);
+	assert_int_equal(v, N);
+	cl_close(f);
+	read_seg(f, 1, &again, &len2);
+	assert_int_equal(len2, len);
+	assert_memory_equal(again, data, len);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, N);
+	free(again);
+	free(data);
+}
+
+/*
  * The readers ahead of a buffer's apply (a follower's log): before record
  * v is applied, every stage has hinted it, and stage s has hinted nothing
  * past v + (CHANGELOG_AHEAD >> s); a torn record and what follows it are
@@ -1126,6 +1168,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_replay_ahead_hints, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_append_record_as_is, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_ahead_stages,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_hint_buffer,
