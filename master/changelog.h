@@ -176,15 +176,16 @@ int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
  * Called with a record's payload before the same record goes to the apply
  * function, so that it can start reading what the apply will touch
  * (mutation_prefetch()): at @stage 0 CHANGELOG_AHEAD records before, at
- * stage 1 half as many before, when what stage 0 asked for has come in
- * and can be followed one link further (a name's slot to its entry, the
- * entry to its node's slot). A hint: it must change nothing, and the
- * record is checked (version, apply) only later.
+ * each next stage half as many before, when what the stage before asked
+ * for has come in and can be followed one link further (a name's slot to
+ * its entry, the entry to its node's slot, the slot to its neighbours).
+ * A hint: it must change nothing, and the record is checked (version,
+ * apply) only later.
  */
 typedef void (*changelog_hint_fn)(void *arg, unsigned stage,
 				  const uint8_t *payload, size_t len);
 #define CHANGELOG_AHEAD 8u
-#define CHANGELOG_STAGES 2u
+#define CHANGELOG_STAGES 3u
 
 /* changelog_replay() that gives each record to @hint (may be NULL) at
  * every stage before it goes to @fn. */
