@@ -218,13 +218,14 @@ enum gen_kind {
 };
 
 /*
- * The changes of a removal: @changes records, @unlinks of them unlinks of
- * d0's files (f%09u, i % @ndirs == 0, in creation order, which is
- * readdir's), then, with records left, the last directory detached and
- * purged.
+ * The changes of a removal: @changes records at most, @unlinks of them
+ * unlinks of d0's files (f%09u, i % @ndirs == 0, in creation order, which
+ * is readdir's), then, if @purge, the last directory detached and purged
+ * with the records left.
  */
 static int gen_removal(struct gen *g, uint64_t dir0, uint64_t files,
-		       uint64_t changes, uint64_t unlinks, unsigned ndirs)
+		       uint64_t changes, uint64_t unlinks, bool purge,
+		       unsigned ndirs)
 {
 	uint64_t records = 0;
 	char name[32];
@@ -236,7 +237,7 @@ static int gen_removal(struct gen *g, uint64_t dir0, uint64_t files,
 		rc = gen_remove(g, dir0, name, false);
 		records++;
 	}
-	if (rc < 0 || records >= changes)
+	if (rc < 0 || !purge || records >= changes)
 		return rc;
 	snprintf(name, sizeof(name), "d%u", ndirs - 1);
 	rc = gen_remove(g, NS_ROOT_INO, name, true);
@@ -297,11 +298,13 @@ static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
 	if (rc < 0)
 		goto out_loop;
 	if (kind == GEN_RM)
-		rc = gen_removal(&g, dir0, files, changes, changes / 2, ndirs);
+		rc = gen_removal(&g, dir0, files, changes, changes / 2, true,
+				 ndirs);
 	else if (kind == GEN_UNLINK)
-		rc = gen_removal(&g, dir0, files, changes, changes, ndirs);
+		rc = gen_removal(&g, dir0, files, changes, changes, false,
+				 ndirs);
 	else if (kind == GEN_PURGE)
-		rc = gen_removal(&g, dir0, files, changes, 0, ndirs);
+		rc = gen_removal(&g, dir0, files, changes, 0, true, ndirs);
 	for (uint64_t i = files;
 	     kind == GEN_CREATE && i < files + changes && rc == 0; i++)
 		rc = gen_file(&g, dir0, i, ndirs);
