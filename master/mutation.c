@@ -426,7 +426,7 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 }
 
 /* Start reading @name's slot in directory @parent's table (stage 0), or
- * what removing that name touches (stages 1 and 2, ns_prefetch_entry()). */
+ * what removing that name touches (stage 1, ns_prefetch_entry()). */
 static void prefetch_name(const struct ns *ns, unsigned stage, uint64_t parent,
 			  const ProtobufCBinaryData *name)
 {
@@ -437,8 +437,7 @@ static void prefetch_name(const struct ns *ns, unsigned stage, uint64_t parent,
 	if (stage == 0)
 		ns_prefetch_name(dir, (const char *)name->data, name->len);
 	else
-		ns_prefetch_entry(ns, dir, (const char *)name->data, name->len,
-				  stage > 1);
+		ns_prefetch_entry(ns, dir, (const char *)name->data, name->len);
 }
 
 struct prefetch_one {

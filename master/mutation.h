@@ -36,11 +36,12 @@ int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
  * reading what applying change @payload (@len bytes) will touch while the
  * changes before it are applied: at millions of nodes each is a cache
  * miss, and a miss started a few changes early costs the apply nothing.
- * In stages (changelog_hint_fn): at @stage 0 the slot of the name it
+ * In two stages (changelog_hint_fn): at @stage 0 the slot of the name it
  * adds or removes in its directory's table and a create's slot in the
  * inode table; at stage 1, that name's slot being in, the removed entry's
- * node's slot in the inode table and its neighbours in the name table;
- * at stage 2 the node's neighbours in the inode table.
+ * node's slot in the inode table and its neighbours in the name table.
+ * (A third stage for the node's neighbours cost more than it saved: the
+ * deletion asks for them itself, htab.c.)
  * Changes nothing; a change that does not unpack, or names what is not
  * there, is left for its apply to refuse.
  */

@@ -1301,17 +1301,13 @@ void ns_prefetch_name(const struct node *dir, const char *name, size_t len)
 }
 
 void ns_prefetch_entry(const struct ns *ns, const struct node *dir,
-		       const char *name, size_t len, bool late)
+		       const char *name, size_t len)
 {
 	const struct htab *names = &dir->u.dir->names;
 	const struct edge *e = ns_lookup(ns, dir, name, len);
 
 	if (!e || !e->child)
 		return;
-	if (late) {
-		ns_prefetch_cluster(ns, e->child->ino);
-		return;
-	}
 	ns_prefetch(ns, e->child->ino);
 	if (names->slots)
 		htab_prefetch_cluster(names, sw_hash_bytes(name, len));

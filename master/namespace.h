@@ -659,16 +659,15 @@ void ns_prefetch(const struct ns *ns, uint64_t ino);
 void ns_prefetch_name(const struct node *dir, const char *name, size_t len);
 
 /*
- * The next stages of ns_prefetch_name(), once its slot has come in: find
+ * The next stage of ns_prefetch_name(), once its slot has come in: find
  * entry @name of @dir and start reading what removing it touches, its
  * node's slot in the inode table and the elements after the name in the
- * directory's table (what a deletion there shifts); @late, once that
- * slot is in too, the elements after the node's slot. And the same
- * clusters for whoever knows the node and the name already. They change
- * nothing.
+ * directory's table (what a deletion there shifts). Then the clusters
+ * alone, for whoever knows the node and the name already and read their
+ * slots before (the purge's walk). They change nothing.
  */
 void ns_prefetch_entry(const struct ns *ns, const struct node *dir,
-		       const char *name, size_t len, bool late);
+		       const char *name, size_t len);
 void ns_prefetch_cluster(const struct ns *ns, uint64_t ino);
 void ns_prefetch_name_cluster(const struct node *dir, const char *name,
 			      size_t len);
