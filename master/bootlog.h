@@ -22,9 +22,12 @@
 /* Long enough that a step of a few seconds says nothing; short enough
  * that a watcher never waits long. */
 #define BOOTLOG_INTERVAL_NS (5 * 1000000000LL)
-/* Ticks between clock reads: a few milliseconds of work at the slowest
- * rates seen (about a microsecond an item), a power of two. */
-#define BOOTLOG_CHECK 16384u
+/* Ticks between clock reads, a power of two: a few milliseconds of work
+ * at the fastest items (a name loaded, an unlink replayed: well under a
+ * microsecond), a few seconds at the slowest (a PurgeSteps record frees
+ * 256 nodes: up to a millisecond on a busy machine; at 16384 a line came
+ * 12 s late). */
+#define BOOTLOG_CHECK 4096u
 
 struct bootlog {
 	const char *tag;    /* the log's subsystem tag */
