@@ -2,11 +2,19 @@
  * nsbench: how fast the master's namespace comes back from disk, without
  * a daemon or a mount in the way.
  *
- *   sweepfs-nsbench make DIR FILES CHANGES [DIRS]
+ *   sweepfs-nsbench make DIR FILES CHANGES [DIRS [KIND]]
  *	builds, in memory, DIRS directories (2) under the root holding
  *	FILES empty files between them, through mutation_apply() as a
  *	master does, and writes them as a checkpoint in DIR; then CHANGES
- *	more creates go to DIR's changelog, after the checkpoint.
+ *	more changes go to DIR's changelog, after the checkpoint. KIND
+ *	"create" (the default): CHANGES more creates. KIND "rm": what a
+ *	removal writes, CHANGES records in all: half of them unlinks of
+ *	the first directory's files in the order rm -rf takes them
+ *	(readdir's), then a detach of the last directory (rmr) and
+ *	PurgeSteps of NSBENCH_PURGE_BATCH steps each (the purge's slice)
+ *	for the other half. KIND "unlink": only the unlinks, CHANGES of
+ *	them (as far as the first directory goes); KIND "purge": only the
+ *	detach and the purge, CHANGES records.
  *
  *   sweepfs-nsbench load DIR
  *	loads DIR's newest checkpoint and replays its changelog with the
@@ -25,6 +33,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +84,10 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)res * 4096;
 }
 
+/* Steps in one PurgeSteps record of `make ... rm`: what one 200 us
+ * slice of the purge (purge_slice's default) frees on this VM, about. */
+#define NSBENCH_PURGE_BATCH 256u
+
 struct gen {
 	struct ns ns;
 	uint64_t version;
@@ -83,15 +96,52 @@ struct gen {
 	struct changelog *cl; /* NULL: in memory only */
 };
 
+/* Journal @m, applied already, as the next version; @prepared: by
+ * changelog_prepare() before it was applied. */
+static int gen_journal(struct gen *g, Sweepfs__Meta__Mutation *m, bool prepared)
+{
+	int rc;
+
+	g->version++;
+	g->ns.version = g->version;
+	if (!g->cl)
+		return 0;
+	if (!prepared) {
+		rc = changelog_prepare(g->cl, m);
+		if (rc < 0)
+			return rc;
+	}
+	changelog_append(g->cl, m, g->version);
+	if (g->version % 4096 == 0)
+		changelog_flush(g->cl);
+	return 0;
+}
+
+/* Apply @m as the master would, then journal it. */
+static int gen_apply(struct gen *g, Sweepfs__Meta__Mutation *m)
+{
+	int rc;
+
+	m->time = 1700000000000000000LL + (int64_t)g->version;
+	if (g->cl) {
+		/* Packed before: an unlink frees the name it points to. */
+		rc = changelog_prepare(g->cl, m);
+		if (rc < 0)
+			return rc;
+	}
+	rc = mutation_apply(&g->ns, m, g->version + 1);
+	if (rc < 0)
+		return rc;
+	return gen_journal(g, m, true);
+}
+
 /* Create @name in @parent as the master would journal it. */
 static int gen_create(struct gen *g, uint64_t parent, const char *name,
 		      uint32_t mode)
 {
 	Sweepfs__Meta__Mutation m = SWEEPFS__META__MUTATION__INIT;
 	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
-	int rc;
 
-	m.time = 1700000000000000000LL + (int64_t)g->version;
 	m.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
 	m.create = &c;
 	c.parent = parent;
@@ -100,20 +150,103 @@ static int gen_create(struct gen *g, uint64_t parent, const char *name,
 	c.ino = ++g->ino;
 	c.edge = ++g->edge;
 	c.mode = mode;
-	rc = mutation_apply(&g->ns, &m, g->version + 1);
-	if (rc < 0)
-		return rc;
-	g->version++;
-	g->ns.version = g->version;
-	if (g->cl) {
-		rc = changelog_prepare(g->cl, &m);
-		if (rc < 0)
-			return rc;
-		changelog_append(g->cl, &m, g->version);
-		if (g->version % 4096 == 0)
-			changelog_flush(g->cl);
+	return gen_apply(g, &m);
+}
+
+/* File number @i: "f%09u" in directory @dir0 + @i % @ndirs. */
+static int gen_file(struct gen *g, uint64_t dir0, uint64_t i, unsigned ndirs)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "f%09" PRIu64, i);
+	return gen_create(g, dir0 + i % ndirs, name, S_IFREG | 0644);
+}
+
+/* Unlink (op UNLINK) or detach (op DETACH) @name in @parent. */
+static int gen_remove(struct gen *g, uint64_t parent, const char *name,
+		      bool detach)
+{
+	Sweepfs__Meta__Mutation m = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Detach d = SWEEPFS__META__DETACH__INIT;
+
+	if (detach) {
+		m.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
+		m.detach = &d;
+		d.parent = parent;
+		d.name.data = (uint8_t *)name;
+		d.name.len = strlen(name);
+	} else {
+		m.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+		m.unlink = &u;
+		u.parent = parent;
+		u.name.data = (uint8_t *)name;
+		u.name.len = strlen(name);
 	}
-	return 0;
+	return gen_apply(g, &m);
+}
+
+/* Up to @count steps of the purge, journaled as purge.c does. */
+static int gen_purge(struct gen *g, uint64_t count)
+{
+	Sweepfs__Meta__Mutation m = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__PurgeSteps p = SWEEPFS__META__PURGE_STEPS__INIT;
+	struct ns_purge_step s = { 0 };
+	int64_t now = 1700000000000000000LL + (int64_t)g->version;
+	uint64_t n = 0;
+
+	while (n < count && ns_purge_next(&g->ns, &s)) {
+		ns_purge_take(&g->ns, &s, now);
+		n++;
+	}
+	if (!n)
+		return -ENOENT;
+	m.time = now;
+	m.op_case = SWEEPFS__META__MUTATION__OP_PURGE_STEPS;
+	m.purge_steps = &p;
+	p.count = n;
+	p.last = s.ino;
+	return gen_journal(g, &m, false);
+}
+
+/* What `make` writes after the checkpoint (KIND). */
+enum gen_kind {
+	GEN_CREATE, /* more files */
+	GEN_RM,	    /* unlinks, then a detach and its purge */
+	GEN_UNLINK, /* unlinks only */
+	GEN_PURGE,  /* a detach and its purge only */
+};
+
+/*
+ * The changes of a removal: @changes records at most, @unlinks of them
+ * unlinks of d0's files (f%09u, i % @ndirs == 0, in creation order, which
+ * is readdir's), then, if @purge, the last directory detached and purged
+ * with the records left.
+ */
+static int gen_removal(struct gen *g, uint64_t dir0, uint64_t files,
+		       uint64_t changes, uint64_t unlinks, bool purge,
+		       unsigned ndirs)
+{
+	uint64_t records = 0;
+	char name[32];
+	int rc = 0;
+
+	for (uint64_t i = 0; i < files && records < unlinks && rc == 0;
+	     i += ndirs) {
+		snprintf(name, sizeof(name), "f%09" PRIu64, i);
+		rc = gen_remove(g, dir0, name, false);
+		records++;
+	}
+	if (rc < 0 || !purge || records >= changes)
+		return rc;
+	snprintf(name, sizeof(name), "d%u", ndirs - 1);
+	rc = gen_remove(g, NS_ROOT_INO, name, true);
+	records++;
+	while (rc == 0 && records < changes) {
+		rc = gen_purge(g, NSBENCH_PURGE_BATCH);
+		records++;
+	}
+	return rc == -ENOENT ? 0 : rc;
 }
 
 static void on_durable(void *arg, uint64_t version)
@@ -123,7 +256,7 @@ static void on_durable(void *arg, uint64_t version)
 }
 
 static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
-		    unsigned ndirs)
+		    unsigned ndirs, enum gen_kind kind)
 {
 	struct changelog_opts o = {
 		.dir = dir,
@@ -133,7 +266,7 @@ static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
 	};
 	struct gen g = { .version = 0 };
 	uv_loop_t loop;
-	uint64_t dir0;
+	uint64_t dir0, first;
 	char name[32];
 	int rc;
 
@@ -147,36 +280,42 @@ static int cmd_make(const char *dir, uint64_t files, uint64_t changes,
 		snprintf(name, sizeof(name), "d%u", d);
 		rc = gen_create(&g, NS_ROOT_INO, name, S_IFDIR | 0755);
 	}
-	for (uint64_t i = 0; i < files + changes && rc == 0; i++) {
-		if (i == files) {
-			rc = checkpoint_write(&g.ns, dir, g.version);
-			if (rc < 0)
-				break;
-			fprintf(stderr,
-				"checkpoint %" PRIu64 ": %" PRIu64 " nodes\n",
-				g.version, g.ns.nnodes);
-			rc = uv_loop_init(&loop);
-			if (rc == 0)
-				rc = changelog_open(&loop, &o, g.version,
-						    &g.cl);
-			if (rc < 0)
-				break;
-		}
-		snprintf(name, sizeof(name), "f%09" PRIu64, i);
-		rc = gen_create(&g, dir0 + i % ndirs, name, S_IFREG | 0644);
-	}
-	if (rc == 0 && !g.cl) {
+	for (uint64_t i = 0; i < files && rc == 0; i++)
+		rc = gen_file(&g, dir0, i, ndirs);
+	if (rc == 0)
 		rc = checkpoint_write(&g.ns, dir, g.version);
-		fprintf(stderr, "checkpoint %" PRIu64 ": %" PRIu64 " nodes\n",
-			g.version, g.ns.nnodes);
-	}
-	if (g.cl) {
-		changelog_flush(g.cl);
-		changelog_close(g.cl);
-		uv_run(&loop, UV_RUN_DEFAULT);
-		uv_loop_close(&loop);
-		fprintf(stderr, "changelog: %" PRIu64 " changes\n", changes);
-	}
+	if (rc < 0)
+		goto out;
+	fprintf(stderr, "checkpoint %" PRIu64 ": %" PRIu64 " nodes\n",
+		g.version, g.ns.nnodes);
+	if (changes == 0)
+		goto out;
+	first = g.version;
+	rc = uv_loop_init(&loop);
+	if (rc < 0)
+		goto out;
+	rc = changelog_open(&loop, &o, g.version, &g.cl);
+	if (rc < 0)
+		goto out_loop;
+	if (kind == GEN_RM)
+		rc = gen_removal(&g, dir0, files, changes, changes / 2, true,
+				 ndirs);
+	else if (kind == GEN_UNLINK)
+		rc = gen_removal(&g, dir0, files, changes, changes, false,
+				 ndirs);
+	else if (kind == GEN_PURGE)
+		rc = gen_removal(&g, dir0, files, changes, 0, true, ndirs);
+	for (uint64_t i = files;
+	     kind == GEN_CREATE && i < files + changes && rc == 0; i++)
+		rc = gen_file(&g, dir0, i, ndirs);
+	changelog_flush(g.cl);
+	changelog_close(g.cl);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	fprintf(stderr, "changelog: %" PRIu64 " changes, %" PRIu64 " nodes\n",
+		g.version - first, g.ns.nnodes);
+out_loop:
+	uv_loop_close(&loop);
+out:
 	ns_release(&g.ns);
 	return rc;
 }
@@ -187,9 +326,10 @@ static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 	return mutation_replay(arg, version, payload, len);
 }
 
-static void replay_hint(void *arg, const uint8_t *payload, size_t len)
+static void replay_hint(void *arg, unsigned stage, const uint8_t *payload,
+			size_t len)
 {
-	mutation_prefetch(arg, payload, len);
+	mutation_prefetch(arg, stage, payload, len);
 }
 
 /*
@@ -262,16 +402,27 @@ int main(int argc, char **argv)
 
 	if (argc >= 5 && strcmp(argv[1], "make") == 0) {
 		unsigned ndirs = argc > 5 ? (unsigned)atoi(argv[5]) : 2;
+		static const char *const kinds[] = { "create", "rm", "unlink",
+						     "purge" };
+		enum gen_kind kind = GEN_CREATE;
 
 		if (ndirs < 1)
 			ndirs = 1;
+		for (unsigned k = 0; argc > 6 && k < 4; k++)
+			if (strcmp(argv[6], kinds[k]) == 0)
+				kind = (enum gen_kind)k;
+		if (argc > 6 && strcmp(argv[6], kinds[kind])) {
+			fprintf(stderr,
+				"make: KIND is create, rm, unlink or purge\n");
+			return 2;
+		}
 		rc = cmd_make(argv[2], strtoull(argv[3], NULL, 10),
-			      strtoull(argv[4], NULL, 10), ndirs);
+			      strtoull(argv[4], NULL, 10), ndirs, kind);
 	} else if (argc == 3 && strcmp(argv[1], "load") == 0) {
 		rc = cmd_load(argv[2]);
 	} else {
 		fprintf(stderr,
-			"usage: %s make DIR FILES CHANGES [DIRS]\n"
+			"usage: %s make DIR FILES CHANGES [DIRS [create|rm|unlink|purge]]\n"
 			"       %s load DIR\n",
 			argv[0], argv[0]);
 		return 2;

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bootlog.h"
 #include "buf.h"
 #include "changelog.h"
 #include "crc32c.h"
@@ -391,6 +392,24 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 	cl->last = version;
 }
 
+int changelog_reserve(struct changelog *cl, size_t n)
+{
+	return sw_buf_reserve(&cl->pending, n);
+}
+
+void changelog_append_record(struct changelog *cl, const uint8_t *rec, size_t n,
+			     uint64_t version)
+{
+	if (sw_buf_add(&cl->pending, rec, n) < 0) {
+		/* Not reserved, which the caller promised it was. */
+		sw_crit(TAG, "out of memory appending version %" PRIu64,
+			version);
+		abort();
+	}
+	cl->prepared = NULL;
+	cl->last = version;
+}
+
 /* Write @n bytes of whole records, the last of them @last, and start
  * making them durable as the policy says. */
 static void write_records(struct changelog *cl, const uint8_t *p, size_t n,
@@ -687,7 +706,7 @@ static void release_file(uint8_t *data, size_t len, bool mapped)
 		free(data);
 }
 
-size_t changelog_hint(const uint8_t *p, size_t n, size_t off,
+size_t changelog_hint(const uint8_t *p, size_t n, size_t off, unsigned stage,
 		      changelog_hint_fn hint, void *arg)
 {
 	const uint8_t *payload;
@@ -699,8 +718,30 @@ size_t changelog_hint(const uint8_t *p, size_t n, size_t off,
 	rec = changelog_record(p + off, n - off, &version, &payload, &plen);
 	if (rec == 0)
 		return n;
-	hint(arg, payload, plen);
+	hint(arg, stage, payload, plen);
 	return off + rec;
+}
+
+void changelog_ahead_init(struct changelog_ahead *a, const uint8_t *p, size_t n,
+			  size_t off, changelog_hint_fn hint, void *arg)
+{
+	a->p = p;
+	a->n = n;
+	a->hint = hint;
+	a->arg = arg;
+	for (unsigned s = 0; s < CHANGELOG_STAGES; s++) {
+		a->off[s] = off;
+		for (unsigned i = 0; i < CHANGELOG_AHEAD >> s; i++)
+			a->off[s] =
+				changelog_hint(p, n, a->off[s], s, hint, arg);
+	}
+}
+
+void changelog_ahead_step(struct changelog_ahead *a)
+{
+	for (unsigned s = 0; s < CHANGELOG_STAGES; s++)
+		a->off[s] = changelog_hint(a->p, a->n, a->off[s], s, a->hint,
+					   a->arg);
 }
 
 /* What replay_seg() calls for each record, and ahead of it. */
@@ -708,19 +749,22 @@ struct replay_fns {
 	changelog_apply_fn fn;
 	changelog_hint_fn hint; /* NULL: none */
 	void *arg;
+	struct bootlog *log; /* progress: changes replayed */
+	uint64_t done;	     /* changes replayed, all files */
 };
 
 /*
  * Replay one file. Returns 0, or -EUCLEAN with *@bad_off set to where the
- * first unreadable record starts. With a hint, a second cursor runs
- * CHANGELOG_AHEAD records ahead of the one applied (records of versions
- * <= @after are hinted too: rare, and harmless).
+ * first unreadable record starts. With a hint, cursors run ahead of the
+ * one applied (changelog_ahead_step(); records of versions <= @after are
+ * hinted too: rare, and harmless).
  */
 static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
-		      const struct replay_fns *f, size_t *bad_off, size_t *size)
+		      struct replay_fns *f, size_t *bad_off, size_t *size)
 {
+	struct changelog_ahead ahead;
 	uint8_t *data = NULL;
-	size_t len = 0, off, ahead = SEG_HDR;
+	size_t len = 0, off;
 	bool mapped = false;
 	int rc = read_file(s->path, &data, &len, &mapped);
 
@@ -737,16 +781,16 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		rc = -EUCLEAN;
 		goto out;
 	}
-	for (unsigned i = 0; f->hint && i < CHANGELOG_AHEAD; i++)
-		ahead = changelog_hint(data, len, ahead, f->hint, f->arg);
+	if (f->hint)
+		changelog_ahead_init(&ahead, data, len, SEG_HDR, f->hint,
+				     f->arg);
 	for (off = SEG_HDR; off < len;) {
 		const uint8_t *payload;
 		size_t plen, rec;
 		uint64_t ver;
 
 		if (f->hint)
-			ahead = changelog_hint(data, len, ahead, f->hint,
-					       f->arg);
+			changelog_ahead_step(&ahead);
 		rec = changelog_record(data + off, len - off, &ver, &payload,
 				       &plen);
 		if (rec == 0)
@@ -769,6 +813,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 				goto out;
 			}
 			*expect = ver + 1;
+			bootlog_tick(f->log, ++f->done);
 		}
 		off += rec;
 	}
@@ -791,7 +836,8 @@ int changelog_replay_ahead(const char *dir, uint64_t after,
 			   changelog_apply_fn fn, changelog_hint_fn hint,
 			   void *arg, uint64_t *last)
 {
-	const struct replay_fns f = { fn, hint, arg };
+	struct bootlog log;
+	struct replay_fns f = { fn, hint, arg, &log, 0 };
 	struct seg *v;
 	size_t n, bad_off = 0, size = 0;
 	uint64_t expect = after + 1;
@@ -799,6 +845,8 @@ int changelog_replay_ahead(const char *dir, uint64_t after,
 
 	if (rc < 0)
 		return rc;
+	bootlog_start(&log, TAG, "replaying the changelog", "changes", 0,
+		      sw_mono_ns());
 	for (size_t i = 0; i < n; i++) {
 		/* Files that end before @after + 1 hold nothing for us. */
 		if (i + 1 < n && v[i + 1].first <= after + 1)

@@ -94,6 +94,17 @@ void changelog_append(struct changelog *cl, const Sweepfs__Meta__Mutation *m,
 		      uint64_t version);
 
 /*
+ * For a follower, whose changes come as records already (the group's
+ * log): make room for a record of @n bytes, so that the append after
+ * applying it cannot fail (0 or -ENOMEM); then append record @rec (@n
+ * bytes, whole, as changelog_record() reads it; its version the last + 1)
+ * as it is, without encoding its change again or computing its checksum.
+ */
+int changelog_reserve(struct changelog *cl, size_t n);
+void changelog_append_record(struct changelog *cl, const uint8_t *rec, size_t n,
+			     uint64_t version);
+
+/*
  * Write what was appended since the last flush, and start making it
  * durable. Call once per loop iteration, after request handling. A write
  * error is fatal: memory is ahead of disk and only a restart can reconcile
@@ -162,27 +173,57 @@ int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 		     void *arg, uint64_t *last);
 
 /*
- * Called with a record's payload CHANGELOG_AHEAD records before the same
- * record goes to the apply function, so that it can start reading what
- * the apply will touch (mutation_prefetch()). A hint: it must change
- * nothing, and the record is checked (version, apply) only later.
+ * Called with a record's payload before the same record goes to the apply
+ * function, so that it can start reading what the apply will touch
+ * (mutation_prefetch()): at @stage 0 CHANGELOG_AHEAD records before, at
+ * each next stage half as many before, when what the stage before asked
+ * for has come in and can be followed one link further (a name's slot to
+ * its entry, the entry to its node's slot, the slot to its neighbours).
+ * A hint: it must change nothing, and the record is checked (version,
+ * apply) only later.
  */
-typedef void (*changelog_hint_fn)(void *arg, const uint8_t *payload,
-				  size_t len);
+typedef void (*changelog_hint_fn)(void *arg, unsigned stage,
+				  const uint8_t *payload, size_t len);
 #define CHANGELOG_AHEAD 8u
+/* Two: a third (the node's neighbours in the inode table, two records
+ * ahead) unpacked each change once more for no gain (nsbench, 3 M and
+ * 34 M files). */
+#define CHANGELOG_STAGES 2u
 
-/* changelog_replay() that gives each record to @hint (may be NULL)
- * CHANGELOG_AHEAD records before it goes to @fn. */
+/* changelog_replay() that gives each record to @hint (may be NULL) at
+ * every stage before it goes to @fn. */
 int changelog_replay_ahead(const char *dir, uint64_t after,
 			   changelog_apply_fn fn, changelog_hint_fn hint,
 			   void *arg, uint64_t *last);
 
 /*
- * For a reader of records in a buffer (a follower's log): give the record
- * at @off of @p (@n bytes) to @hint, if a whole one starts there, and
- * return where the next one starts (@n when none does).
+ * For a reader of records in a buffer: give the record at @off of @p (@n
+ * bytes) to @hint as @stage, if a whole one starts there, and return
+ * where the next one starts (@n when none does).
  */
-size_t changelog_hint(const uint8_t *p, size_t n, size_t off,
+size_t changelog_hint(const uint8_t *p, size_t n, size_t off, unsigned stage,
 		      changelog_hint_fn hint, void *arg);
+
+/*
+ * The readers ahead of whoever applies the records in a buffer (replay, a
+ * follower's log), one a stage. changelog_ahead_init() when the first
+ * record to apply starts at @off of @p (@n bytes), then
+ * changelog_ahead_step() before each record is applied: every record is
+ * then hinted at each stage, in stage order, the stage-s hint
+ * CHANGELOG_AHEAD >> s records before its apply (fewer for the first
+ * ones). Nothing is hinted past the first record that is not whole. No
+ * allocation, nothing to release.
+ */
+struct changelog_ahead {
+	const uint8_t *p; /* the records */
+	size_t n;	  /* bytes at @p */
+	changelog_hint_fn hint;
+	void *arg;		      /* @hint's */
+	size_t off[CHANGELOG_STAGES]; /* each stage's next record */
+};
+
+void changelog_ahead_init(struct changelog_ahead *a, const uint8_t *p, size_t n,
+			  size_t off, changelog_hint_fn hint, void *arg);
+void changelog_ahead_step(struct changelog_ahead *a);
 
 #endif

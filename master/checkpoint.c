@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bootlog.h"
 #include "checkpoint.h"
 #include "crc32c.h"
 #include "frame.h"
@@ -511,7 +512,8 @@ struct reader {
 	uint32_t crc; /* over bytes consumed */
 	int err;
 	bool eof;
-	bool mapped; /* buf is the whole file, len its size */
+	bool mapped;	     /* buf is the whole file, len its size */
+	struct bootlog *log; /* progress: nodes and names loaded */
 };
 
 static bool r_fill(struct reader *r, size_t need)
@@ -812,6 +814,7 @@ static int load_dir(struct ns *ns, struct reader *r, const struct byino *b)
 		rc = ns_load_edge(ns, dir, child, name, len, edge, flags);
 		if (rc < 0)
 			return rc == -ENOMEM ? rc : -EUCLEAN;
+		bootlog_tick(r->log, ns->nnodes + ns->nedges);
 	}
 	/* The read ahead stepped over the same records, to the same end. */
 	assert(!r->mapped || (la.left == 0 && la.off == r->off));
@@ -965,7 +968,8 @@ static int load_cluster_id(struct ns *ns, struct reader *r)
 
 static int load_file(struct ns *ns, const char *path, uint64_t expect)
 {
-	struct reader r = { 0 };
+	struct bootlog log;
+	struct reader r = { .log = &log };
 	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
 	uint64_t counts[4] = { 0 }; /* nodes, chunks, xattr sets, orphans */
 	struct byino b = { NULL, 0 };
@@ -998,6 +1002,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	rc = ns_load_reserve(ns, counts[0], counts[1], counts[2], counts[3]);
 	if (rc < 0)
 		goto out_close;
+	/* Every node but the root has a name, hard links a few more. */
+	bootlog_start(&log, TAG, "loading checkpoint", "nodes and names",
+		      counts[0] ? 2 * counts[0] - 1 : 0, sw_mono_ns());
 	/* Without counts (format 3), or sparse, or no memory: the table. */
 	if (counts[0] && next_ino <= counts[0] * BYINO_SLACK + 1024) {
 		b.v = calloc((size_t)next_ino, sizeof(*b.v));
@@ -1052,6 +1059,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 		if (rc < 0)
 			break;
 		records++;
+		bootlog_tick(&log, ns->nnodes + ns->nedges);
 	}
 	if (rc == 0 && (r_u64(&r, &want) || want != records))
 		rc = -EUCLEAN;

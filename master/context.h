@@ -120,6 +120,7 @@ struct checkpoints {
 	uint64_t version; /* version of the newest checkpoint */
 	uint64_t held;	  /* written, waiting for the group to commit */
 	int64_t last;	  /* mono ns */
+	bool pruning;	  /* old files being removed (master.c) */
 };
 
 struct req_hooks;

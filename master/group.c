@@ -49,44 +49,51 @@ void group_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
 struct follow_one {
 	struct master *m;
 	uint64_t version;
+	const uint8_t *rec; /* the change's record, as the leader made it */
+	size_t n;	    /* its bytes */
 };
 
-/* Journal and apply one change of the group's log (mutation_unpacked()). */
+/*
+ * Apply and journal one change of the group's log (mutation_unpacked()).
+ * The record goes to this member's changelog as it came: encoding the
+ * change again cost as much as unpacking it.
+ */
 static int follow_apply(void *arg, const Sweepfs__Meta__Mutation *mut)
 {
 	struct follow_one *f = arg;
-	int rc = changelog_prepare(f->m->cl, mut);
+	int rc = changelog_reserve(f->m->cl, f->n);
 
 	if (rc == 0)
 		rc = mutation_apply(&f->m->ns, mut, f->version);
 	if (rc == 0)
-		changelog_append(f->m->cl, mut, f->version);
+		changelog_append_record(f->m->cl, f->rec, f->n, f->version);
 	return rc;
 }
 
-static void follow_hint(void *arg, const uint8_t *payload, size_t len)
+static void follow_hint(void *arg, unsigned stage, const uint8_t *payload,
+			size_t len)
 {
-	mutation_prefetch(arg, payload, len);
+	mutation_prefetch(arg, stage, payload, len);
 }
 
 /* A follower applies records from the group's log; the versions it has
  * already are skipped. 0 or -EUCLEAN (a gap or a change that does not
  * apply: this member cannot follow, and says so). As replay does, it
- * starts reading what a record touches CHANGELOG_AHEAD records early. */
+ * starts reading what a record touches a few records early. */
 static int apply_records(struct master *m, const uint8_t *p, size_t n)
 {
-	size_t off = 0, ahead = 0, rec, len;
+	struct changelog_ahead ahead;
+	size_t off = 0, rec, len;
 	const uint8_t *payload;
 	uint64_t ver;
 
-	for (unsigned i = 0; i < CHANGELOG_AHEAD; i++)
-		ahead = changelog_hint(p, n, ahead, follow_hint, &m->ns);
+	changelog_ahead_init(&ahead, p, n, 0, follow_hint, &m->ns);
 	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
 				       &len)) > 0) {
-		struct follow_one f = { m, 0 };
+		struct follow_one f = { m, 0, p + off, rec };
 		int rc;
 
-		ahead = changelog_hint(p, n, ahead, follow_hint, &m->ns);
+		changelog_ahead_step(&ahead);
 		off += rec;
 		if (ver <= m->ns.version)
 			continue;

@@ -92,6 +92,14 @@ int htab_reserve(struct htab *t, size_t n);
  */
 void htab_prefetch(const struct htab *t, uint64_t h);
 
+/*
+ * The next step after htab_prefetch(@h), once that slot is in: start
+ * reading the elements of the cluster from @h's home on (a few), those
+ * that removing an element there reads to shift the others back.
+ * Changes nothing.
+ */
+void htab_prefetch_cluster(const struct htab *t, uint64_t h);
+
 /* Remove @elem (compared by address); false if it was not there. */
 bool htab_remove(struct htab *t, uint64_t h, const void *elem);
 

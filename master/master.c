@@ -100,9 +100,10 @@ static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
 	return mutation_replay(arg, version, payload, len);
 }
 
-static void replay_hint(void *arg, const uint8_t *payload, size_t len)
+static void replay_hint(void *arg, unsigned stage, const uint8_t *payload,
+			size_t len)
 {
-	mutation_prefetch(arg, payload, len);
+	mutation_prefetch(arg, stage, payload, len);
 }
 
 static int load_metadata(struct master *m)
@@ -154,16 +155,85 @@ static int load_metadata(struct master *m)
 
 /* ---- checkpoints ---------------------------------------------------- */
 
-/* Checkpoint @version is on disk: older ones and their changelogs go. */
-static void checkpoint_written(struct master *m, uint64_t version)
+/*
+ * Old checkpoints and the changelog files only they needed are removed in
+ * libuv's thread pool, not on the loop: at 34 M files a checkpoint is 3
+ * GB, most of it in the page cache just after it was written, and
+ * unlink() frees those pages in the caller, for hundreds of milliseconds
+ * (what another client's stat waited for at worst in bench/seed.py's
+ * restart phase). The names come from the directory as the pool finds
+ * it; no checkpoint starts meanwhile (master_checkpoint()), since the
+ * prune takes every .tmp for a stale one.
+ */
+struct prune {
+	uv_work_t req;
+	const char *dir; /* m->cfg.data_dir, which never changes */
+	unsigned keep;
+	int64_t oldest; /* checkpoint_prune()'s */
+	struct master *m;
+};
+
+static void prune_files(const char *dir, unsigned keep, int64_t *oldest)
+{
+	*oldest = checkpoint_prune(dir, keep);
+	if (*oldest > 0)
+		changelog_prune(dir, (uint64_t)*oldest);
+}
+
+static void prune_work(uv_work_t *req)
+{
+	struct prune *p = req->data;
+
+	prune_files(p->dir, p->keep, &p->oldest);
+}
+
+static void prune_done(uv_work_t *req, int status)
+{
+	struct prune *p = req->data;
+
+	(void)status; /* never cancelled */
+	if (p->oldest < 0)
+		sw_err(TAG, "removing old checkpoints: %s",
+		       strerror((int)-p->oldest));
+	p->m->ckpt.pruning = false;
+	free(p);
+}
+
+static void prune_start(struct master *m)
+{
+	struct prune *p = malloc(sizeof(*p));
+	int64_t oldest;
+
+	if (p) {
+		*p = (struct prune){ .dir = m->cfg.data_dir,
+				     .keep = (unsigned)m->cfg.keep_checkpoints,
+				     .m = m };
+		p->req.data = p;
+		if (uv_queue_work(m->loop, &p->req, prune_work, prune_done) ==
+		    0) {
+			m->ckpt.pruning = true;
+			return;
+		}
+		free(p);
+	}
+	/* No memory for it: on the loop, as a last resort. */
+	prune_files(m->cfg.data_dir, (unsigned)m->cfg.keep_checkpoints,
+		    &oldest);
+}
+
+/* Checkpoint @version is on disk: older ones and their changelogs go,
+ * in the pool while the loop runs (@loop_runs), else at once. */
+static void checkpoint_written(struct master *m, uint64_t version,
+			       bool loop_runs)
 {
 	int64_t oldest;
 
 	m->ckpt.version = version;
-	oldest = checkpoint_prune(m->cfg.data_dir,
-				  (unsigned)m->cfg.keep_checkpoints);
-	if (oldest > 0)
-		changelog_prune(m->cfg.data_dir, (uint64_t)oldest);
+	if (loop_runs)
+		prune_start(m);
+	else
+		prune_files(m->cfg.data_dir, (unsigned)m->cfg.keep_checkpoints,
+			    &oldest);
 	sw_info(TAG, "checkpoint %" PRIu64 " written", version);
 }
 
@@ -183,7 +253,7 @@ static void checkpoint_release(struct master *m)
 		sw_err(TAG, "checkpoint %" PRIu64 " not kept: %s", v,
 		       strerror(-rc));
 	else
-		checkpoint_written(m, v);
+		checkpoint_written(m, v, true);
 }
 
 static void on_checkpoint_done(void *arg, int rc)
@@ -200,7 +270,7 @@ static void on_checkpoint_done(void *arg, int rc)
 		checkpoint_release(m);
 		return;
 	}
-	checkpoint_written(m, m->ckpt.target);
+	checkpoint_written(m, m->ckpt.target, true);
 }
 
 void master_checkpoint(struct master *m)
@@ -210,7 +280,7 @@ void master_checkpoint(struct master *m)
 	/* Half a snapshot copy is not something to checkpoint: the
 	 * changelog holds it until it is done (snapjob.c). */
 	if (checkpoint_running(&m->ckpt.writer) || m->ckpt.held ||
-	    m->stopping || ns_copy_active(&m->ns, NULL))
+	    m->ckpt.pruning || m->stopping || ns_copy_active(&m->ns, NULL))
 		return;
 	m->ckpt.last = sw_mono_ns();
 	if (m->ns.version == m->ckpt.version)
@@ -694,7 +764,7 @@ static void final_checkpoint(struct master *m)
 	if (rc < 0)
 		sw_err(TAG, "final checkpoint failed: %s", strerror(-rc));
 	else
-		checkpoint_written(m, m->ns.version);
+		checkpoint_written(m, m->ns.version, false);
 }
 
 void master_release(struct master *m)

@@ -426,34 +426,57 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 	return rc;
 }
 
-/* Start reading @name's slot in directory @parent's table. */
-static void prefetch_name(const struct ns *ns, uint64_t parent,
+/* Start reading @name's slot in directory @parent's table (stage 0), or
+ * what removing that name touches (stage 1, ns_prefetch_entry()). */
+static void prefetch_name(const struct ns *ns, unsigned stage, uint64_t parent,
 			  const ProtobufCBinaryData *name)
 {
 	const struct node *dir = ns_get(ns, parent);
 
-	if (dir && S_ISDIR(dir->mode))
+	if (!dir || !S_ISDIR(dir->mode))
+		return;
+	if (stage == 0)
 		ns_prefetch_name(dir, (const char *)name->data, name->len);
+	else
+		ns_prefetch_entry(ns, dir, (const char *)name->data, name->len);
 }
+
+struct prefetch_one {
+	const struct ns *ns;
+	unsigned stage;
+};
 
 static int prefetch_one(void *arg, const Sweepfs__Meta__Mutation *m)
 {
-	const struct ns *ns = arg;
+	const struct prefetch_one *p = arg;
+	const struct ns *ns = p->ns;
 
 	switch (m->op_case) {
 	case SWEEPFS__META__MUTATION__OP_CREATE:
-		prefetch_name(ns, m->create->parent, &m->create->name);
+		/* An add: its slots are all it reads, asked for at once. */
+		if (p->stage > 0)
+			break;
+		prefetch_name(ns, 0, m->create->parent, &m->create->name);
 		ns_prefetch(ns, m->create->ino);
 		break;
 	case SWEEPFS__META__MUTATION__OP_LINK:
-		prefetch_name(ns, m->link->parent, &m->link->name);
+		if (p->stage == 0)
+			prefetch_name(ns, 0, m->link->parent, &m->link->name);
 		break;
 	case SWEEPFS__META__MUTATION__OP_UNLINK:
-		prefetch_name(ns, m->unlink->parent, &m->unlink->name);
+		prefetch_name(ns, p->stage, m->unlink->parent,
+			      &m->unlink->name);
+		break;
+	case SWEEPFS__META__MUTATION__OP_DETACH:
+		prefetch_name(ns, p->stage, m->detach->parent,
+			      &m->detach->name);
 		break;
 	case SWEEPFS__META__MUTATION__OP_RENAME:
-		prefetch_name(ns, m->rename->parent, &m->rename->name);
-		prefetch_name(ns, m->rename->newparent, &m->rename->newname);
+		prefetch_name(ns, p->stage, m->rename->parent,
+			      &m->rename->name);
+		if (p->stage == 0)
+			prefetch_name(ns, 0, m->rename->newparent,
+				      &m->rename->newname);
 		break;
 	default:
 		break;
@@ -461,9 +484,12 @@ static int prefetch_one(void *arg, const Sweepfs__Meta__Mutation *m)
 	return 0;
 }
 
-void mutation_prefetch(const struct ns *ns, const uint8_t *payload, size_t len)
+void mutation_prefetch(const struct ns *ns, unsigned stage,
+		       const uint8_t *payload, size_t len)
 {
-	mutation_unpacked(payload, len, prefetch_one, (void *)ns);
+	struct prefetch_one p = { ns, stage };
+
+	mutation_unpacked(payload, len, prefetch_one, &p);
 }
 
 struct replay_one {

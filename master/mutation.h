@@ -23,18 +23,6 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		   uint64_t version);
 
 /*
- * A hint for whoever applies changes in a row (replay, a follower): start
- * reading what applying change @payload (@len bytes) will touch, the
- * slot of the name it adds or removes in its directory's table and a
- * create's slot in the inode table, while the changes before it are
- * applied: at millions of nodes each is a cache miss, and a miss
- * started a few changes early costs the apply nothing. Changes nothing;
- * a change that does not unpack, or names what is not there, is left
- * for its apply to refuse.
- */
-void mutation_prefetch(const struct ns *ns, const uint8_t *payload, size_t len);
-
-/*
  * Unpack change @payload (@len bytes, as the changelog holds it) and apply
  * it as version @version: mutation_apply() for replay, without an
  * allocation per change. -EUCLEAN if it does not unpack, else as
@@ -45,15 +33,20 @@ int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
 
 /*
  * A hint for whoever applies changes in a row (replay, a follower): start
- * reading what applying change @payload (@len bytes) will touch, the
- * slot of the name it adds or removes in its directory's table and a
- * create's slot in the inode table, while the changes before it are
- * applied: at millions of nodes each is a cache miss, and a miss
- * started a few changes early costs the apply nothing. Changes nothing;
- * a change that does not unpack, or names what is not there, is left
- * for its apply to refuse.
+ * reading what applying change @payload (@len bytes) will touch while the
+ * changes before it are applied: at millions of nodes each is a cache
+ * miss, and a miss started a few changes early costs the apply nothing.
+ * In two stages (changelog_hint_fn): at @stage 0 the slot of the name it
+ * adds or removes in its directory's table and a create's slot in the
+ * inode table; at stage 1, that name's slot being in, the removed entry's
+ * node's slot in the inode table and its neighbours in the name table.
+ * (A third stage for the node's neighbours cost more than it saved: the
+ * deletion asks for them itself, htab.c.)
+ * Changes nothing; a change that does not unpack, or names what is not
+ * there, is left for its apply to refuse.
  */
-void mutation_prefetch(const struct ns *ns, const uint8_t *payload, size_t len);
+void mutation_prefetch(const struct ns *ns, unsigned stage,
+		       const uint8_t *payload, size_t len);
 
 /*
  * Unpack change @payload (@len bytes) into a buffer on the stack and call

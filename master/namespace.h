@@ -716,6 +716,20 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
  */
 void ns_prefetch(const struct ns *ns, uint64_t ino);
 void ns_prefetch_name(const struct node *dir, const char *name, size_t len);
+
+/*
+ * The next stage of ns_prefetch_name(), once its slot has come in: find
+ * entry @name of @dir and start reading what removing it touches, its
+ * node's slot in the inode table and the elements after the name in the
+ * directory's table (what a deletion there shifts). Then the clusters
+ * alone, for whoever knows the node and the name already and read their
+ * slots before (the purge's walk). They change nothing.
+ */
+void ns_prefetch_entry(const struct ns *ns, const struct node *dir,
+		       const char *name, size_t len);
+void ns_prefetch_cluster(const struct ns *ns, uint64_t ino);
+void ns_prefetch_name_cluster(const struct node *dir, const char *name,
+			      size_t len);
 int ns_load_finish(struct ns *ns);
 
 /* Advance internal housekeeping (hash table resizes) by a bounded step;

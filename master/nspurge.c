@@ -115,13 +115,77 @@ int ns_walk(struct node *root,
 	return nsi_walk(root, NULL, fn, arg);
 }
 
+/*
+ * Reading ahead of the walk. A step's own edge and node come in the
+ * order they were made (slabs), which the hardware prefetches well; what
+ * stalls it at millions of files is the two table slots it frees, each
+ * a cache miss at a place the hash picks (the node's in the inode table,
+ * the name's in its directory's), and then the neighbours in each slot's
+ * cluster, which the deletion reads to shift them back (htab.c). All are
+ * known as soon as the edge is: ask for the slots of the edge
+ * NS_PURGE_AHEAD live entries on in the same directory, and for the
+ * clusters of the one half as far on, whose slots are in by then. Only
+ * steps change the namespace meanwhile and they take entries from the
+ * front, so those edges are still there; a step in another directory
+ * (down into a subdirectory, back up) starts afresh.
+ */
+#define NS_PURGE_AHEAD 8u
+
+struct purge_ahead {
+	const struct node *dir; /* the directory they are in; NULL: none */
+	struct edge *far;	/* NS_PURGE_AHEAD entries past the step's */
+	struct edge *near;	/* NS_PURGE_AHEAD / 2 past it */
+};
+
+/* The next live entry after @e, and its slots (@near: their clusters)
+ * asked for. */
+static struct edge *ahead_next(const struct ns *ns, const struct node *dir,
+			       struct edge *e, bool near)
+{
+	e = ns_edge_live(e->next);
+	if (!e)
+		return NULL;
+	if (near) {
+		ns_prefetch_cluster(ns, e->child->ino);
+		ns_prefetch_name_cluster(dir, e->name, e->namelen);
+	} else {
+		ns_prefetch(ns, e->child->ino);
+		ns_prefetch_name(dir, e->name, e->namelen);
+	}
+	return e;
+}
+
+static void purge_ahead(const struct ns *ns, struct purge_ahead *a,
+			const struct ns_purge_step *s)
+{
+	if (!s->e) {
+		a->dir = NULL; /* the directory goes */
+		return;
+	}
+	if (a->dir == s->dir) {
+		if (a->far)
+			a->far = ahead_next(ns, s->dir, a->far, false);
+		if (a->near)
+			a->near = ahead_next(ns, s->dir, a->near, true);
+		return;
+	}
+	a->dir = s->dir;
+	a->far = a->near = s->e;
+	for (unsigned i = 0; i < NS_PURGE_AHEAD && a->far; i++)
+		a->far = ahead_next(ns, s->dir, a->far, false);
+	for (unsigned i = 0; i < NS_PURGE_AHEAD / 2 && a->near; i++)
+		a->near = ahead_next(ns, s->dir, a->near, true);
+}
+
 int ns_purge_steps(struct ns *ns, uint64_t count, uint64_t last, int64_t now)
 {
 	struct ns_purge_step s = { 0 };
+	struct purge_ahead a = { 0 };
 
 	for (uint64_t i = 0; i < count; i++) {
 		if (!ns_purge_next(ns, &s))
 			return -EILSEQ;
+		purge_ahead(ns, &a, &s);
 		ns_purge_take(ns, &s, now);
 	}
 	return count && s.ino != last ? -EILSEQ : 0;

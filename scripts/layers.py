@@ -16,7 +16,8 @@ above:
             chunks, replies (the reply cache lives in the namespace),
             htab, slab, lct, itree, locks
   journal   changelog, checkpoint, mutation (replay and live changes
-            go through the same mutation functions)
+            go through the same mutation functions), bootlog (their
+            progress lines at start-up)
   request   req (reply, error, defer, the caller's view, commit, and the
             wrappers of the hooks that reach the server and the group),
             perm, exports, context (struct master: the handlers' state
@@ -59,7 +60,7 @@ MODULES = {
     "core": {"namespace", "namespace_i", "nsattr", "nscopy", "nsdigest",
              "nspurge", "nstrash", "trash", "chunks", "replies", "htab",
              "slab", "lct", "itree", "locks"},
-    "journal": {"changelog", "checkpoint", "mutation"},
+    "journal": {"changelog", "checkpoint", "mutation", "bootlog"},
     "request": {"req", "perm", "exports", "context", "sessrec", "sesstab"},
     "handlers": {"fsops", "dataops", "lockops", "admin", "fsck", "rmr",
                  "snapshot", "snapjob", "trashops", "purge", "csrv", "deleg",

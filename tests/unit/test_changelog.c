@@ -32,6 +32,9 @@
 
 #define MAXV 2000
 
+/* Every stage's bit in f->hinted[]. */
+#define ALL_STAGES ((1u << CHANGELOG_STAGES) - 1)
+
 struct fixture {
 	char dir[256];
 	uv_loop_t loop;
@@ -289,7 +292,7 @@ static int apply(void *arg, uint64_t version, const uint8_t *payload,
 	sweepfs__meta__mutation__free_unpacked(m, NULL);
 	/* Hinted before, and not too far before. */
 	if (f->ahead) {
-		assert_true(f->hinted[version]);
+		assert_int_equal(f->hinted[version], ALL_STAGES);
 		assert_true(f->hint_max <= version + CHANGELOG_AHEAD);
 	}
 	f->next++;
@@ -297,8 +300,9 @@ static int apply(void *arg, uint64_t version, const uint8_t *payload,
 	return 0;
 }
 
-/* A hint: a whole record (never a torn one), each once per replay. */
-static void hint(void *arg, const uint8_t *payload, size_t len)
+/* A hint: a whole record (never a torn one), each once a stage per
+ * replay, stage after stage. */
+static void hint(void *arg, unsigned stage, const uint8_t *payload, size_t len)
 {
 	struct fixture *f = arg;
 	Sweepfs__Meta__Mutation *m;
@@ -310,9 +314,11 @@ static void hint(void *arg, const uint8_t *payload, size_t len)
 	sweepfs__meta__mutation__free_unpacked(m, NULL);
 	assert_true(version >= 1 && version <= MAXV);
 	assert_int_equal(len, f->plen[version]);
-	assert_false(f->hinted[version]);
-	f->hinted[version] = 1;
-	if (version > f->hint_max)
+	assert_true(stage < CHANGELOG_STAGES);
+	/* Once a stage, in stage order. */
+	assert_int_equal(f->hinted[version], (1u << stage) - 1);
+	f->hinted[version] |= (uint8_t)(1u << stage);
+	if (stage == 0 && version > f->hint_max)
 		f->hint_max = version;
 }
 
@@ -535,12 +541,12 @@ static void test_changelog_replay_ahead_hints(void **state)
 	assert_int_equal(last, N);
 	assert_int_equal(f->seen, N);
 	for (uint64_t v = 1; v <= N; v++)
-		assert_true(f->hinted[v]);
+		assert_int_equal(f->hinted[v], ALL_STAGES);
 	assert_int_equal(replay(f, 40, &last), 0);
 	assert_int_equal(last, N);
 	assert_int_equal(f->seen, N - 40);
 	for (uint64_t v = 41; v <= N; v++)
-		assert_true(f->hinted[v]);
+		assert_int_equal(f->hinted[v], ALL_STAGES);
 	assert_int_equal(replay(f, N, &last), 0);
 	assert_int_equal(last, N);
 	assert_int_equal(f->seen, 0);
@@ -558,18 +564,100 @@ static void test_changelog_hint_buffer(void **state)
 	cl_close(f);
 	read_seg(f, 1, &data, &len);
 	for (uint64_t v = 1; v <= 5; v++) {
-		next = changelog_hint(data, len, off, hint, f);
-		assert_true(f->hinted[v]);
+		next = changelog_hint(data, len, off, 0, hint, f);
+		assert_int_equal(f->hinted[v], 1);
 		assert_int_equal(next - off, 16 + f->plen[v]);
 		off = next;
 	}
 	assert_int_equal(off, len);
-	assert_int_equal(changelog_hint(data, len, off, hint, f), len);
+	assert_int_equal(changelog_hint(data, len, off, 0, hint, f), len);
 	/* A torn record: not hinted, and the end. */
 	memset(f->hinted, 0, sizeof(f->hinted));
 	off = rec_off(f, 1, 5);
-	assert_int_equal(changelog_hint(data, len - 1, off, hint, f), len - 1);
+	assert_int_equal(changelog_hint(data, len - 1, off, 0, hint, f),
+			 len - 1);
 	assert_false(f->hinted[5]);
+	free(data);
+}
+
+/*
+ * A follower's append of records as they came (changelog_append_record())
+ * writes the same bytes as the appends that made them, and replays the
+ * same; a reservation holds room for the record.
+ */
+static void test_changelog_append_record_as_is(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 25 };
+	uint8_t *data, *again;
+	size_t len, len2, off = 16, rec, plen;
+	const uint8_t *payload;
+	char path[512];
+	uint64_t v, last;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, N);
+	cl_close(f);
+	read_seg(f, 1, &data, &len);
+	seg_path(f, 1, path, sizeof(path));
+	assert_int_equal(unlink(path), 0);
+	cl_open(f, CL_SYNC_NEVER, 0);
+	while ((rec = changelog_record(data + off, len - off, &v, &payload,
+				       &plen)) > 0) {
+		assert_int_equal(changelog_reserve(f->cl, rec), 0);
+		changelog_append_record(f->cl, data + off, rec, v);
+		assert_int_equal(changelog_last(f->cl), v);
+		off += rec;
+	}
+	assert_int_equal(off, len);
+	assert_int_equal(v, N);
+	cl_close(f);
+	read_seg(f, 1, &again, &len2);
+	assert_int_equal(len2, len);
+	assert_memory_equal(again, data, len);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, N);
+	assert_int_equal(f->seen, N);
+	free(again);
+	free(data);
+}
+
+/*
+ * The readers ahead of a buffer's apply (a follower's log): before record
+ * v is applied, every stage has hinted it, and stage s has hinted nothing
+ * past v + (CHANGELOG_AHEAD >> s); a torn record and what follows it are
+ * hinted by none, however many steps are asked for.
+ */
+static void test_changelog_ahead_stages(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 40 };
+	struct changelog_ahead a;
+	uint8_t *data;
+	size_t len, torn;
+
+	cl_open(f, CL_SYNC_NEVER, 0);
+	append_range(f, 1, N);
+	cl_close(f);
+	read_seg(f, 1, &data, &len);
+	/* Cut in the middle of record N - 2's payload. */
+	torn = rec_off(f, 1, N - 2) + 20;
+	memset(f->hinted, 0, sizeof(f->hinted));
+	changelog_ahead_init(&a, data, torn, 16, hint, f);
+	for (uint64_t v = 1; v <= N; v++) {
+		changelog_ahead_step(&a);
+		for (uint64_t w = 1; w <= N; w++) {
+			uint8_t want = 0;
+
+			for (unsigned s = 0; s < CHANGELOG_STAGES; s++)
+				if (w < N - 2 &&
+				    w <= v + (CHANGELOG_AHEAD >> s))
+					want |= (uint8_t)(1u << s);
+			assert_int_equal(f->hinted[w], want);
+		}
+	}
+	for (unsigned s = 0; s < CHANGELOG_STAGES; s++)
+		assert_int_equal(a.off[s], torn);
 	free(data);
 }
 
@@ -1080,6 +1168,10 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_replay_ahead_hints, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_append_record_as_is, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_ahead_stages,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_hint_buffer,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_replay_empty,

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "changelog.h"
 #include "checkpoint.h"
 #include "crc32c.h"
 #include "log.h"
@@ -1365,13 +1366,14 @@ static int replay_packed(struct ns *ns, Sweepfs__Meta__Mutation *mut)
 	return rc;
 }
 
-/* Pack @mut and give it to mutation_prefetch(). */
+/* Pack @mut and give it to mutation_prefetch(), at every stage. */
 static void prefetch_packed(const struct ns *ns, Sweepfs__Meta__Mutation *mut)
 {
 	uint8_t *buf;
 	size_t n = pack(mut, &buf);
 
-	mutation_prefetch(ns, buf, n);
+	for (unsigned s = 0; s < CHANGELOG_STAGES; s++)
+		mutation_prefetch(ns, s, buf, n);
 	free(buf);
 }
 
@@ -1388,6 +1390,7 @@ static void test_mutation_prefetch_changes_nothing(void **state)
 	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
 	Sweepfs__Meta__Rename r = SWEEPFS__META__RENAME__INIT;
 	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
+	Sweepfs__Meta__Detach d = SWEEPFS__META__DETACH__INIT;
 	uint8_t junk[3] = { 0xff, 0xff, 0xff };
 	struct node *big, *file;
 	uint64_t parents[3];
@@ -1439,9 +1442,17 @@ static void test_mutation_prefetch_changes_nothing(void **state)
 		l.name = c.name;
 		prefetch_packed(&f->a, &mut);
 		mut.link = NULL;
+		mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
+		mut.detach = &d;
+		d.parent = parents[i];
+		d.name = u.name;
+		prefetch_packed(&f->a, &mut);
+		mut.detach = NULL;
 	}
-	mutation_prefetch(&f->a, junk, sizeof(junk));
-	mutation_prefetch(&f->a, junk, 0);
+	for (unsigned s = 0; s < CHANGELOG_STAGES; s++) {
+		mutation_prefetch(&f->a, s, junk, sizeof(junk));
+		mutation_prefetch(&f->a, s, junk, 0);
+	}
 	after = dump_ns(&f->a);
 	assert_string_equal(before, after);
 	assert_int_equal(ns_memory(&f->a), memory);
