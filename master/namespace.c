@@ -1311,46 +1311,6 @@ int ns_load_edge(struct ns *ns, struct node *dir, struct node *child,
 	return 0;
 }
 
-void ns_prefetch(const struct ns *ns, uint64_t ino)
-{
-	htab_prefetch(&ns->inodes, sw_hash_u64(ino));
-}
-
-void ns_prefetch_name(const struct node *dir, const char *name, size_t len)
-{
-	const struct htab *names = &dir->u.dir->names;
-
-	if (names->slots)
-		htab_prefetch(names, sw_hash_bytes(name, len));
-}
-
-void ns_prefetch_entry(const struct ns *ns, const struct node *dir,
-		       const char *name, size_t len)
-{
-	const struct htab *names = &dir->u.dir->names;
-	const struct edge *e = ns_lookup(ns, dir, name, len);
-
-	if (!e || !e->child)
-		return;
-	ns_prefetch(ns, e->child->ino);
-	if (names->slots)
-		htab_prefetch_cluster(names, sw_hash_bytes(name, len));
-}
-
-void ns_prefetch_cluster(const struct ns *ns, uint64_t ino)
-{
-	htab_prefetch_cluster(&ns->inodes, sw_hash_u64(ino));
-}
-
-void ns_prefetch_name_cluster(const struct node *dir, const char *name,
-			      size_t len)
-{
-	const struct htab *names = &dir->u.dir->names;
-
-	if (names->slots)
-		htab_prefetch_cluster(names, sw_hash_bytes(name, len));
-}
-
 /*
  * Every directory has a parent or is a detached tree's root, every file a
  * name or a reason to have none. Checkpoints before format 4 marked every

@@ -11,7 +11,7 @@ functions defined in its own layer's .c files and those below, never
 above:
 
   core      the namespace and the data structures it and the rest use:
-            namespace (+ namespace_i, nsattr, nscopy, nsdigest, nspurge,
+            namespace (+ namespace_i, nsahead, nsattr, nscopy, nsdigest, nspurge,
             nstrash, trash.h),
             chunks, replies (the reply cache lives in the namespace),
             htab, slab, lct, itree, locks
@@ -57,7 +57,8 @@ import sys
 LAYERS = ("core", "journal", "request", "handlers", "server")
 
 MODULES = {
-    "core": {"namespace", "namespace_i", "nsattr", "nscopy", "nsdigest",
+    "core": {"namespace", "namespace_i", "nsahead", "nsattr", "nscopy",
+             "nsdigest",
              "nspurge", "nstrash", "trash", "chunks", "replies", "htab",
              "slab", "lct", "itree", "locks"},
     "journal": {"changelog", "checkpoint", "mutation", "bootlog"},
