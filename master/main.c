@@ -101,8 +101,10 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		{ "stray_grace", SW_OPT_DURATION, &c->stray_grace_ms, 0,
 		  7 * 24 * 3600 * 1000ULL, NULL,
 		  "a chunk file a chunkserver reports that the master does "
-		  "not know is deleted only after this long (a replay or "
-		  "another master may still bring it back); 0: at once" },
+		  "not know, numbered above every chunk it has journaled, is "
+		  "deleted only after this long (a replay or another master "
+		  "may still bring it back); 0: at once. Files of chunks it "
+		  "removed go at once" },
 		{ "purge_slice", SW_OPT_UINT, &c->purge_slice_us, 10, 100000,
 		  NULL, "longest run of the purge between requests, in us" },
 		{ "purge_duty", SW_OPT_UINT, &c->purge_duty, 1, 100, NULL,
