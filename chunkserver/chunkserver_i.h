@@ -130,9 +130,9 @@ void cs_server_id_save(struct cs *cs, uint64_t id);
 /* At start-up (before the loop): the id saved in a data directory, or 0. */
 uint64_t cs_server_id_load(const struct cs *cs);
 
-/* At start-up: cs->cluster_id from a data directory; whether there was
- * one (cs->has_cluster_id). */
-bool cs_cluster_id_load(struct cs *cs);
+/* At start-up: cs->cluster_id (and cs->has_cluster_id) from the data
+ * directories. -EINVAL (said) when two of them name different clusters. */
+int cs_cluster_id_load(struct cs *cs);
 
 /* Save cs->cluster_id in every data directory, in the background. */
 void cs_cluster_id_save(struct cs *cs);

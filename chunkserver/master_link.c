@@ -1041,16 +1041,22 @@ static void send_hello(struct mlink *ml, const Sweepfs__HelloReply *ch);
  * registration: its chunk ids name other files, and it would take ours
  * for stale copies of its own, or for chunks it freed, and delete them.
  * The pin is never moved by the chunkserver itself: an operator who
- * means to move it empties its data directories (or removes .cluster_id).
- * A master that says no id (one older than cluster ids) is believed.
+ * means to move it removes .cluster_id (or empties the directories). A
+ * master that says no id (one older than cluster ids, or a new one whose
+ * id is not durable yet: session_hello()) is believed only by a
+ * chunkserver that holds none: one that does waits for it.
  */
 static bool cluster_ours(struct mlink *ml, const Sweepfs__HelloReply *r)
 {
 	struct cs *cs = ml->cs;
 	char ours[2 * SW_CLUSTER_ID_LEN + 1], theirs[2 * SW_CLUSTER_ID_LEN + 1];
 
-	if (!r->has_cluster_id || r->cluster_id.len != SW_CLUSTER_ID_LEN)
-		return true;
+	if (!r->has_cluster_id || r->cluster_id.len != SW_CLUSTER_ID_LEN) {
+		if (!cs->has_cluster_id)
+			return true;
+		ml_fail(ml, "says no cluster id (ours is kept in .cluster_id)");
+		return false;
+	}
 	if (!cs->has_cluster_id) {
 		memcpy(cs->cluster_id, r->cluster_id.data, SW_CLUSTER_ID_LEN);
 		cs->has_cluster_id = true;
@@ -1067,8 +1073,9 @@ static bool cluster_ours(struct mlink *ml, const Sweepfs__HelloReply *r)
 		       "the master at %s:%u serves cluster %s, but the chunks "
 		       "in this chunkserver's data directories are of cluster "
 		       "%s: not registering with it (a wrong master address? "
-		       "to move this chunkserver to that cluster, empty its "
-		       "data directories)",
+		       "if these chunks are that cluster's, remove .cluster_id "
+		       "from the data directories; to reuse this chunkserver "
+		       "for another cluster, empty them first)",
 		       ml->master.host, ml->master.port, theirs, ours);
 	ml->warned_cluster = true;
 	ml_fail(ml, "serves cluster %s, not ours (%s)", theirs, ours);
@@ -1359,11 +1366,15 @@ int mlink_start(struct cs *cs)
 		free(ml);
 		return rc;
 	}
+	rc = cs_cluster_id_load(cs);
+	if (rc < 0) {
+		free(ml);
+		return rc;
+	}
 	ml->cs = cs;
 	sw_pclient_init(&ml->pc, SW_FRAME_MAX_META, NULL, &ops);
 	ml->backoff_ms = backoff_min(ml);
 	ml->server_id = cs_server_id_load(cs);
-	cs_cluster_id_load(cs);
 	idmap_init(&ml->busy);
 	idmap_init(&ml->reported);
 	cs->ml = ml;

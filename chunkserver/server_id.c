@@ -104,10 +104,13 @@ void cs_cluster_id_save(struct cs *cs)
 	save_text(cs, CLUSTER_FILE, text);
 }
 
-bool cs_cluster_id_load(struct cs *cs)
+int cs_cluster_id_load(struct cs *cs)
 {
+	size_t first = 0;
+
 	for (size_t i = 0; i < cs->ndirs; i++) {
 		char path[4200], text[2 * SW_CLUSTER_ID_LEN + 2];
+		uint8_t id[SW_CLUSTER_ID_LEN];
 		bool ok = true;
 		FILE *f;
 
@@ -121,15 +124,34 @@ bool cs_cluster_id_load(struct cs *cs)
 			unsigned b;
 
 			ok = sscanf(text + 2 * k, "%2x", &b) == 1;
-			cs->cluster_id[k] = (uint8_t)b;
+			id[k] = (uint8_t)b;
 		}
-		if (ok) {
+		if (!ok) {
+			sw_warn(TAG, "%s does not hold a cluster id; ignored",
+				path);
+			continue;
+		}
+		if (!cs->has_cluster_id) {
+			memcpy(cs->cluster_id, id, sizeof(id));
 			cs->has_cluster_id = true;
-			return true;
+			first = i;
+		} else if (memcmp(cs->cluster_id, id, sizeof(id))) {
+			/* A disk moved in from another cluster's chunkserver:
+			 * its chunks would be reported as ours. */
+			char a[2 * SW_CLUSTER_ID_LEN + 1];
+			char b[2 * SW_CLUSTER_ID_LEN + 1];
+
+			cs_cluster_id_str(cs->cluster_id, a);
+			cs_cluster_id_str(id, b);
+			sw_crit(TAG,
+				"data directories of two clusters: %s holds "
+				"chunks of cluster %s, %s of cluster %s; "
+				"serve each with a chunkserver of its own",
+				cs->dirs[first], a, cs->dirs[i], b);
+			return -EINVAL;
 		}
-		sw_warn(TAG, "%s does not hold a cluster id; ignored", path);
 	}
-	return false;
+	return 0;
 }
 
 uint64_t cs_server_id_load(const struct cs *cs)

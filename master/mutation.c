@@ -346,9 +346,11 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 		rc = -EINVAL;
 		if (m->cluster_id->id.len != NS_CLUSTER_ID_LEN)
 			break;
-		if (!ns_has_cluster_id(ns))
+		if (!ns_has_cluster_id(ns)) {
 			memcpy(ns->cluster_id, m->cluster_id->id.data,
 			       NS_CLUSTER_ID_LEN);
+			ns->cluster_id_version = version;
+		}
 		if (!memcmp(ns->cluster_id, m->cluster_id->id.data,
 			    NS_CLUSTER_ID_LEN))
 			rc = 0;

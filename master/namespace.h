@@ -201,6 +201,11 @@ struct ns {
 	/* The cluster's identity (proto/meta.proto ClusterId); all zero
 	 * until the first master to lead journals one (master_lead()). */
 	uint8_t cluster_id[NS_CLUSTER_ID_LEN];
+	/* The version of the change that made it (0: loaded with a
+	 * checkpoint, durable already): hellos say the id only once that
+	 * change is durable, so that no chunkserver keeps an id a failover
+	 * loses (session_hello()). */
+	uint64_t cluster_id_version;
 	uint64_t nnodes;    /* all live nodes, orphans included */
 	uint64_t ndirs;	    /* of which directories */
 	uint64_t nedges;    /* live edges */

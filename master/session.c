@@ -915,6 +915,12 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		reply.has_cluster_id = 1;
 		reply.cluster_id.data = m->ns.cluster_id;
 		reply.cluster_id.len = sizeof(m->ns.cluster_id);
+		/* Held until the id is durable: a chunkserver keeps the id
+		 * it is told for good (chunkserver/master_link.c), and a
+		 * first leader that dies before its id is committed would
+		 * leave it one the next leader does not have. */
+		if (r->version < m->ns.cluster_id_version)
+			r->version = m->ns.cluster_id_version;
 	}
 	reply.has_read_only = reply.has_admin = 1;
 	reply.read_only = !s->rw;

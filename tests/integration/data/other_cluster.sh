@@ -12,6 +12,8 @@
 #     A's). A's chunkserver, started against B, refuses it, says why in
 #     its log, and not a byte of its chunk files changes.
 #  3. Back on A: it registers, and A's files read back whole.
+#  4. A chunkserver given data directories of two clusters (a disk moved
+#     in from another cluster's chunkserver) refuses to start, naming both.
 
 . "$(dirname "$0")/../lib.sh"
 sw_init other_cluster
@@ -79,4 +81,19 @@ wait_chunkservers
 start_mount "$SW_TMP/mnt2"
 (cd "$SW_TMP/mnt2" && sha256sum -c --quiet "$SW_TMP/a.sums") ||
 	fail "cluster A's files do not read back whole"
+
+# ---- 4. data directories of two clusters ---------------------------------------
+
+log "data directories of two clusters"
+stop_chunkserver 1 # its directory is locked while it runs
+cmp -s "$SW_TMP/cs1/.cluster_id" "$SW_TMP/cs2/.cluster_id" &&
+	fail "clusters A and B have the same id"
+rc=0
+timeout 20 "$SW_CS_BIN" -f -d "$SW_TMP/cs2" -d "$SW_TMP/cs1" \
+	-l 127.0.0.1:"$(pick_port)" -m "$SW_MASTER_HOST:$SW_PORT" \
+	--set master_key_file="$META_A/chunkserver.key" \
+	>"$SW_TMP/two.log" 2>&1 || rc=$?
+assert_ne 0 "$rc" "exit status of a chunkserver with two clusters' directories"
+grep -q "data directories of two clusters" "$SW_TMP/two.log" ||
+	fail "no reason given on stderr: $(tail -3 "$SW_TMP/two.log")"
 sw_pass
