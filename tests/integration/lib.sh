@@ -277,6 +277,15 @@ wait_until() {
 		fail "timed out after $secs s waiting for: $what"
 }
 
+# wait_slowly SECONDS WHAT CMD...: wait_until, twice a second, for a CMD
+# too costly for 20 times a second (one that counts chunk files).
+wait_slowly() {
+	local secs=$1 what=$2
+	shift 2
+	sw_poll "$secs" 0.5 "$@" ||
+		fail "timed out after $secs s waiting for: $what"
+}
+
 # sw_free_prefix: "10.X.Y", a /24 that no route on this host touches, for
 # a scenario's network of machines (bridge and namespaces): each its own,
 # not a fixed one that another worktree's scenario may hold at the same
@@ -595,6 +604,53 @@ chunk_files() {
 		dirs+=("${SW_CS_DIRS[i]}")
 	done
 	find "${dirs[@]}" -name 'chunk_*.swc' -type f | wc -l
+}
+
+# make_small_files DIR COUNT: COUNT files of 4 KiB under DIR (made), by 4
+# writers, 100 a subdirectory; each holds its own path, repeated.
+make_small_files() {
+	local dir=$1 n=$2 w pids=()
+	mkdir "$dir"
+	for w in 0 1 2 3; do
+		"$PYTHON" - "$dir" "$w" $((n / 4)) <<'EOF' &
+import os, sys
+root, w, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    if i % 100 == 0:
+        d = os.path.join(root, "w%d_%04d" % (w, i // 100))
+        os.mkdir(d)
+    p = os.path.join(d, "f%03d" % (i % 100))
+    with open(p, "wb") as f:
+        f.write((p.encode() * 4096)[:4096])
+EOF
+		pids+=($!)
+	done
+	for w in "${pids[@]}"; do
+		wait "$w" || fail "a writer under $dir failed"
+	done
+}
+
+# top_deletions FILE LISTEN: from the output of `sweepfs top` in FILE (3
+# frames or more), chunkserver LISTEN's pending deletions, their rate and
+# their ETA in seconds in the last frame, as "PENDING RATE ETA"; prints
+# why and returns 1 when they are not there.
+top_deletions() {
+	"$PYTHON" - "$1" "$2" <<'EOF'
+import re, sys
+text, listen = open(sys.argv[1]).read(), sys.argv[2]
+pat = re.compile(re.escape(listen) +
+                 r"\s+([\d,]+) pending, ([\d,.]+)/s, done in (\S+)")
+hits = pat.findall(text)
+if len(hits) < 3:
+    sys.exit("%d frames with the server's line, not 3" % len(hits))
+pending, rate, eta = hits[-1]
+m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", eta)
+if eta == "?" or not m:
+    sys.exit("no ETA in the last frame: %r" % eta)
+h, mi, s = (int(x or 0) for x in m.groups())
+print(pending.replace(",", ""), int(float(rate.replace(",", ""))),
+      h * 3600 + mi * 60 + s)
+EOF
 }
 
 # plant_chunk I ID: on chunkserver I's disk, a copy of one of its chunk

@@ -28,39 +28,8 @@ start_master --set goal=1 --set "delete_rate=$RATE" --set changelog_sync=always 
 	--set stray_grace=1s
 start_mount
 
-# make DIR COUNT: COUNT files of 4 KiB under DIR, 4 writers, 100 a
-# subdirectory; the content of each is its own path, repeated.
-make() {
-	local dir=$1 n=$2 w pids=()
-	mkdir "$dir"
-	for w in 0 1 2 3; do
-		"$PYTHON" - "$dir" "$w" $((n / 4)) <<'EOF' &
-import os, sys
-root, w, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for i in range(n):
-    if i % 100 == 0:
-        d = os.path.join(root, "w%d_%04d" % (w, i // 100))
-        os.mkdir(d)
-    p = os.path.join(d, "f%03d" % (i % 100))
-    with open(p, "wb") as f:
-        f.write((p.encode() * 4096)[:4096])
-EOF
-		pids+=($!)
-	done
-	for w in "${pids[@]}"; do
-		wait "$w" || fail "a writer under $dir failed"
-	done
-}
 
-# poll SECONDS WHAT CMD...: like wait_until, twice a second (CMD counts
-# the chunk files: not 20 times a second).
-poll() {
-	local secs=$1 what=$2
-	shift 2
-	sw_poll "$secs" 0.5 "$@" || fail "timed out after $secs s waiting for: $what"
-}
-
-# check_kept: every file of $M/keep holds what make() wrote.
+# check_kept: every file of $M/keep holds what make_small_files wrote.
 check_kept() {
 	"$PYTHON" - "$M/keep" <<'EOF' || fail "a kept file lost its data"
 import os, sys
@@ -81,12 +50,12 @@ EOF
 
 # ---- 1. kill -9 of both daemons half-way through the deletions -----------
 log "1. $N files removed, master and chunkserver killed half-way through"
-make "$M/keep" "$K"
-make "$M/many" "$N"
+make_small_files "$M/keep" "$K"
+make_small_files "$M/many" "$N"
 assert_eq $((N + K)) "$(chunk_files)" "chunk files for $N + $K one-chunk files"
 rm -rf "$M/many"
 half() { (($(chunk_files) <= K + N / 2)); }
-poll 120 "half of the chunk files to go" half
+wait_slowly 120 "half of the chunk files to go" half
 left=$(chunk_files)
 kill_master
 kill_chunkserver 1
@@ -95,7 +64,7 @@ log "killed with $left chunk files on the disk ($K live)"
 restart_master start
 restart_chunkserver 1 start
 done_() { (($(chunk_files) == K)) && (($(sw_status 'd["chunk_deletes_pending"]') == 0)); }
-poll 120 "the chunk files to come down to the $K live ones (now $(chunk_files))" done_
+wait_slowly 120 "the chunk files to come down to the $K live ones (now $(chunk_files))" done_
 assert_eq "$K" "$(sw_status 'd["chunks"]')" "chunks the master counts"
 stop_mount
 start_mount
@@ -109,13 +78,13 @@ stop_mount
 stop_master
 start_master --set goal=1 --set changelog_sync=always
 start_mount
-make "$M/many" "$N"
+make_small_files "$M/many" "$N"
 assert_eq $((N + K)) "$(chunk_files)" "chunk files before the second removal"
 t0=$(date +%s%N)
 rm -rf "$M/many"
 t_rm=$((($(date +%s%N) - t0) / 1000000))
 gone() { (($(chunk_files) == K)); }
-poll 120 "the $N chunk files to go" gone
+wait_slowly 120 "the $N chunk files to go" gone
 t_end=$((($(date +%s%N) - t0) / 1000000))
 t_del=$((t_end - t_rm))
 log "rm -rf took $t_rm ms; the chunk files were gone $t_del ms after it returned"

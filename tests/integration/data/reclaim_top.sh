@@ -40,23 +40,7 @@ t_top=$(date +%s%N)
 sed -n '/^chunks /,/^$/p' "$SW_TMP/top.out" | tail -n 3 >&2
 listen=$(sw_status 'd["servers"][0]["listen"]')
 # The last frame's line for the chunkserver: pending, rate, ETA.
-read -r s_pending s_rate s_eta <<<"$("$PYTHON" - "$SW_TMP/top.out" "$listen" <<'EOF'
-import re, sys
-text, listen = open(sys.argv[1]).read(), sys.argv[2]
-pat = re.compile(re.escape(listen) +
-                 r"\s+([\d,]+) pending, ([\d,.]+)/s, done in (\S+)")
-hits = pat.findall(text)
-if len(hits) < 3:
-    sys.exit("%d frames with the server's line, not 3" % len(hits))
-pending, rate, eta = hits[-1]
-m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", eta)
-if eta == "?" or not m:
-    sys.exit("no ETA in the last frame: %r" % eta)
-h, mi, s = (int(x or 0) for x in m.groups())
-print(pending.replace(",", ""), int(float(rate.replace(",", ""))),
-      h * 3600 + mi * 60 + s)
-EOF
-)" || true
+read -r s_pending s_rate s_eta <<<"$(top_deletions "$SW_TMP/top.out" "$listen")" || true
 [[ -n "$s_eta" ]] || fail "no pending/rate/ETA line for $listen in sweepfs top"
 log "top: $s_pending pending on $listen, $s_rate/s, done in $s_eta s"
 assert_ge $((CAP / 4)) "$s_rate" "deletions/s top shows (delete_rate $CAP)"

@@ -35,32 +35,9 @@ start_metrics_cluster --set goal=1 --set "delete_rate=$RATE" \
 	--set changelog_sync=always --set stray_grace=1h
 start_mount
 
-# make DIR COUNT: COUNT files of 4 KiB under DIR, 4 writers, 100 a
-# subdirectory; the content of each is its own path, repeated.
-make() {
-	local dir=$1 n=$2 w pids=()
-	mkdir "$dir"
-	for w in 0 1 2 3; do
-		"$PYTHON" - "$dir" "$w" $((n / 4)) <<'EOF' &
-import os, sys
-root, w, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for i in range(n):
-    if i % 100 == 0:
-        d = os.path.join(root, "w%d_%04d" % (w, i // 100))
-        os.mkdir(d)
-    p = os.path.join(d, "f%03d" % (i % 100))
-    with open(p, "wb") as f:
-        f.write((p.encode() * 4096)[:4096])
-EOF
-		pids+=($!)
-	done
-	for w in "${pids[@]}"; do
-		wait "$w" || fail "a writer under $dir failed"
-	done
-}
 
 # check_kept [DIR]: every file of DIR (default $M/keep) holds what
-# make() wrote; prints how many.
+# make_small_files wrote; prints how many.
 check_kept() {
 	"$PYTHON" - "${1:-$M/keep}" <<'EOF' || fail "a kept file under ${1:-$M/keep} lost its data"
 import os, sys
@@ -78,28 +55,20 @@ print(n)
 EOF
 }
 
-# poll SECONDS WHAT CMD...: like wait_until, twice a second (CMD counts
-# the chunk files: not 20 times a second).
-poll() {
-	local secs=$1 what=$2
-	shift 2
-	sw_poll "$secs" 0.5 "$@" || fail "timed out after $secs s waiting for: $what"
-}
-
 # ---- 1. kill -9 of both daemons half-way through the deletions -----------
 log "1. $N files removed, master and chunkserver killed half-way through"
-make "$M/keep" "$K"
-make "$M/many" "$N"
+make_small_files "$M/keep" "$K"
+make_small_files "$M/many" "$N"
 sw_tool snapshot "$M/many/w0_0000" "$M/snap" >/dev/null || fail "sweepfs snapshot"
 mkdir "$M/trash"
 sw_tool settrashtime -r 3600 "$M/trash" >/dev/null || fail "sweepfs settrashtime"
-make "$M/trash/d" 100
+make_small_files "$M/trash/d" 100
 rm -rf "$M/trash/d"
 assert_eq $((N + K + 100)) "$(chunk_files)" "chunk files for $N + $K + 100 one-chunk files (the snapshot shares)"
 ((K += 200)) # live after the rm: the snapshot's and the trash's too
 rm -rf "$M/many"
 half() { (($(chunk_files) <= K + N / 2)); }
-poll 120 "half of the chunk files to go" half
+wait_slowly 120 "half of the chunk files to go" half
 stop_mount
 kill_master
 kill_chunkserver 1
@@ -140,23 +109,7 @@ sw_tool top -b -n 3 -d 1 "$M" >"$SW_TMP/top.out" 2>&1 ||
 	{ cat "$SW_TMP/top.out" >&2; fail "sweepfs top failed"; }
 t_top=$(date +%s%N)
 sed -n '/^chunks /,/^$/p' "$SW_TMP/top.out" | tail -n 3 >&2
-read -r t_pending t_rate t_eta <<<"$("$PYTHON" - "$SW_TMP/top.out" "$listen" <<'EOF'
-import re, sys
-text, listen = open(sys.argv[1]).read(), sys.argv[2]
-pat = re.compile(re.escape(listen) +
-                 r"\s+([\d,]+) pending, ([\d,.]+)/s, done in (\S+)")
-hits = pat.findall(text)
-if len(hits) < 3:
-    sys.exit("%d frames with the server's line, not 3" % len(hits))
-pending, rate, eta = hits[-1]
-m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", eta)
-if eta == "?" or not m:
-    sys.exit("no ETA in the last frame: %r" % eta)
-h, mi, s = (int(x or 0) for x in m.groups())
-print(pending.replace(",", ""), int(float(rate.replace(",", ""))),
-      h * 3600 + mi * 60 + s)
-EOF
-)" || true
+read -r t_pending t_rate t_eta <<<"$(top_deletions "$SW_TMP/top.out" "$listen")" || true
 [[ -n "$t_eta" ]] || fail "no pending/rate/ETA line for $listen in sweepfs top"
 log "top: $t_pending pending on $listen, $t_rate/s, done in $t_eta s"
 assert_ge $((RATE / 4)) "$t_rate" "deletions/s top shows (delete_rate $RATE)"
@@ -166,7 +119,7 @@ want=$(((t_pending + t_rate - 1) / t_rate))
 assert_le 1 $((t_eta - want < 0 ? want - t_eta : t_eta - want)) "ETA against pending / rate"
 
 live() { (($(chunk_files) == K + 2)); }
-poll "$BOUND" "the chunk files to come down to the $K live ones and the 2 planted (now $(chunk_files))" live
+wait_slowly "$BOUND" "the chunk files to come down to the $K live ones and the 2 planted (now $(chunk_files))" live
 t=$((($(date +%s%N) - t0) / 1000000))
 log "exactly the live chunk files left $t ms after the restart (stray_grace 1 h); top said $t_eta s $((($(date +%s%N) - t_top) / 1000000)) ms ago"
 pend() { (($(sw_status 'd["chunk_deletes_pending"]') == 0)); }
