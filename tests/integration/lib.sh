@@ -630,6 +630,26 @@ EOF
 	done
 }
 
+# check_small_files DIR: every file under DIR holds what make_small_files
+# wrote (its path under DIR, repeated); prints how many there are.
+check_small_files() {
+	"$PYTHON" - "$1" <<'EOF' || fail "a file under $1 lost its data"
+import os, sys
+n = 0
+for root, dirs, files in os.walk(sys.argv[1]):
+    for name in files:
+        p = os.path.join(root, name)
+        with open(p, "rb") as f:
+            got = f.read()
+        # written under the mount's path at the time: the same suffix
+        rel = p[len(sys.argv[1]):]
+        if len(got) != 4096 or rel.encode() not in got:
+            sys.exit("%s: %d bytes, not its own" % (p, len(got)))
+        n += 1
+print(n)
+EOF
+}
+
 # top_deletions FILE LISTEN: from the output of `sweepfs top` in FILE (3
 # frames or more), chunkserver LISTEN's pending deletions, their rate and
 # their ETA in seconds in the last frame, as "PENDING RATE ETA"; prints

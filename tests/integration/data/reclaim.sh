@@ -28,26 +28,6 @@ start_master --set goal=1 --set "delete_rate=$RATE" --set changelog_sync=always 
 	--set stray_grace=1s
 start_mount
 
-
-# check_kept: every file of $M/keep holds what make_small_files wrote.
-check_kept() {
-	"$PYTHON" - "$M/keep" <<'EOF' || fail "a kept file lost its data"
-import os, sys
-n = 0
-for root, dirs, files in os.walk(sys.argv[1]):
-    for name in files:
-        p = os.path.join(root, name)
-        with open(p, "rb") as f:
-            got = f.read()
-        # written under the mount's path at the time: same suffix
-        rel = p[len(sys.argv[1]):]
-        if len(got) != 4096 or rel.encode() not in got:
-            sys.exit("%s: %d bytes, not its own" % (p, len(got)))
-        n += 1
-print(n)
-EOF
-}
-
 # ---- 1. kill -9 of both daemons half-way through the deletions -----------
 log "1. $N files removed, master and chunkserver killed half-way through"
 make_small_files "$M/keep" "$K"
@@ -68,7 +48,7 @@ wait_slowly 120 "the chunk files to come down to the $K live ones (now $(chunk_f
 assert_eq "$K" "$(sw_status 'd["chunks"]')" "chunks the master counts"
 stop_mount
 start_mount
-assert_eq "$K" "$(check_kept)" "kept files read back intact"
+assert_eq "$K" "$(check_small_files "$M/keep")" "kept files read back intact"
 assert_eq "$K" "$(chunk_files)" "chunk files after reading the kept ones"
 wait_fsck_clean 30 "after the restarts"
 
@@ -97,6 +77,6 @@ pend() { (($(sw_status 'd["chunk_deletes_pending"]') == 0)); }
 wait_until 10 "status to show no deletion pending" pend
 assert_eq 0 "$(sw_status 'sum(s["deletes_pending"] for s in d["servers"])')" "deletions pending per server"
 assert_ge "$N" "$(sw_status 'sum(s["deleted"] for s in d["servers"])')" "deletions acknowledged"
-check_kept >/dev/null
+check_small_files "$M/keep" >/dev/null
 wait_fsck_clean 30 "after the second removal"
 sw_pass
