@@ -64,6 +64,15 @@ class Group(swgroup.Group):
         super().stop()
 
 
+def asan(pid):
+    """Whether process @pid runs with AddressSanitizer's runtime."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return any("libasan" in line for line in f)
+    except OSError:
+        return False
+
+
 def vm(pid, key):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -129,7 +138,12 @@ def episode(g, result):
     if g.flood.returncode != 0 or "answered" not in out:
         raise Fail("the flooding peer: status %s, %r" %
                    (g.flood.returncode, out))
-    if hwm1 - hwm0 > BUDGET_MIB * 1024:
+    # Under AddressSanitizer freed memory waits in its quarantine (up to
+    # 256 MiB), so every ping answered after the renewal adds to the RSS
+    # whatever the master holds: as integration.caps does, no budget
+    # there (the normal build checks it).
+    result["rss_checked"] = not asan(pid)
+    if result["rss_checked"] and hwm1 - hwm0 > BUDGET_MIB * 1024:
         raise Fail("the master's peak RSS grew by %d MiB while its lease "
                    "was in doubt (budget %d MiB)" %
                    ((hwm1 - hwm0) // 1024, BUDGET_MIB))
