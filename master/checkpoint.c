@@ -21,6 +21,9 @@
  *   'H'      u64 next_chunk_named (namespace.h): chunk ids below it that
  *            no 'K' record holds are gone for good (format 7; one
  *            record; before, the highest chunk loaded counts)
+ *   'U'      u64 lo u64 hi: of those, the ids [lo, hi) no change named
+ *            (skipped for a reported file; format 7, at most
+ *            NS_UNNAMED_MAX)
  *   'C'      16 bytes: the cluster's identity (format 6; one record, or
  *            none before the first master led)
  *   'Z'      u64 records u32 crc32c(everything before the crc)
@@ -419,6 +422,12 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	w_u8(&w, 'H');
 	w_u64(&w, ns->next_chunk_named);
 	w.records++;
+	for (unsigned i = 0; i < ns->n_unnamed; i++) {
+		w_u8(&w, 'U');
+		w_u64(&w, ns->chunk_unnamed[i].lo);
+		w_u64(&w, ns->chunk_unnamed[i].hi);
+		w.records++;
+	}
 	if (ns_has_cluster_id(ns)) {
 		w_u8(&w, 'C');
 		w_bytes(&w, ns->cluster_id, NS_CLUSTER_ID_LEN);
@@ -957,6 +966,17 @@ static int load_named(struct ns *ns, struct reader *r)
 	return 0;
 }
 
+/* Chunk ids no change named ('U'). */
+static int load_unnamed(struct ns *ns, struct reader *r)
+{
+	uint64_t lo, hi;
+
+	if (r_u64(r, &lo) || r_u64(r, &hi) || lo == 0 || lo >= hi)
+		return -EUCLEAN;
+	ns_chunk_unnamed(ns, lo, hi);
+	return 0;
+}
+
 /* The cluster's identity: all zero is none, and none is not written. */
 static int load_cluster_id(struct ns *ns, struct reader *r)
 {
@@ -1049,6 +1069,9 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 			break;
 		case 'H':
 			rc = load_named(ns, &r);
+			break;
+		case 'U':
+			rc = load_unnamed(ns, &r);
 			break;
 		case 'C':
 			rc = load_cluster_id(ns, &r);

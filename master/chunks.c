@@ -166,8 +166,50 @@ static struct chunk *chunk_alloc(struct ns *ns, uint64_t id, uint32_t version)
 
 bool ns_chunk_dead(const struct ns *ns, uint64_t id)
 {
-	return id && id < ns->next_chunk_named && !chunk_get(ns, id) &&
-	       !ns_intent_get(ns, id);
+	if (!id || id >= ns->next_chunk_named || chunk_get(ns, id) ||
+	    ns_intent_get(ns, id))
+		return false;
+	for (unsigned i = 0; i < ns->n_unnamed; i++)
+		if (id >= ns->chunk_unnamed[i].lo &&
+		    id < ns->chunk_unnamed[i].hi)
+			return false;
+	return true;
+}
+
+void ns_chunk_unnamed(struct ns *ns, uint64_t lo, uint64_t hi)
+{
+	struct ns_range *r = ns->chunk_unnamed;
+	unsigned n = ns->n_unnamed, at = 0, best = 0;
+
+	if (lo >= hi)
+		return;
+	while (at < n && r[at].lo < lo)
+		at++;
+	memmove(&r[at + 1], &r[at], (n - at) * sizeof(r[0]));
+	r[at] = (struct ns_range){ lo, hi };
+	n++;
+	/* Overlapping or touching neighbours become one. */
+	for (unsigned i = 0; i + 1 < n;) {
+		if (r[i + 1].lo <= r[i].hi) {
+			r[i].hi = SW_MAX(r[i].hi, r[i + 1].hi);
+			memmove(&r[i + 1], &r[i + 2],
+				(n - i - 2) * sizeof(r[0]));
+			n--;
+		} else {
+			i++;
+		}
+	}
+	if (n > NS_UNNAMED_MAX) {
+		/* The closest two: the fewest named ids taken in. */
+		for (unsigned i = 1; i + 1 < n; i++)
+			if (r[i + 1].lo - r[i].hi < r[best + 1].lo - r[best].hi)
+				best = i;
+		r[best].hi = r[best + 1].hi;
+		memmove(&r[best + 1], &r[best + 2],
+			(n - best - 2) * sizeof(r[0]));
+		n--;
+	}
+	ns->n_unnamed = n;
 }
 
 static void chunk_free(struct ns *ns, struct chunk *c)
@@ -259,6 +301,11 @@ int ns_chunk_set(struct ns *ns, struct node *n, uint32_t index, uint64_t id,
 		return -EEXIST;
 	if (ctab_grow(ns, n, index) < 0)
 		return -ENOMEM;
+	/* Ids are named in increasing order: one past the mark means the
+	 * ids between were skipped, never named (ns_chunk_dead()). The same
+	 * change replayed or applied by a follower finds the same gap. */
+	if (id > ns->next_chunk_named)
+		ns_chunk_unnamed(ns, ns->next_chunk_named, id);
 	c = chunk_alloc(ns, id, version);
 	if (!c)
 		return -ENOMEM;

@@ -172,12 +172,17 @@ void ns_chunk_unhold(struct ns *ns, uint64_t id);
  * held by a snapshot being copied, in the trash, being written or
  * created is in the table: never dead. An id at or above
  * next_chunk_named is unknown, not dead: a master behind (restarted on
- * old metadata) may not have seen the change that names it. Ids the
- * master skipped for a reported unknown file (csrv.c raises next_chunk)
- * fall below the mark once a later chunk is named: this metadata will
- * never name them either.
+ * old metadata) may not have seen the change that names it. Nor is an
+ * id the master skipped for a reported unknown file (csrv.c raises
+ * next_chunk), even once a later chunk is named: this metadata will
+ * never name it, but the metadata that made the file (a newer copy an
+ * operator restores) may, so its files wait stray_grace as before.
  */
 bool ns_chunk_dead(const struct ns *ns, uint64_t id);
+
+/* Ids [@lo, @hi) were never named by this metadata (the checkpoint's
+ * 'U' record, or a gap before a chunk a change named). */
+void ns_chunk_unnamed(struct ns *ns, uint64_t lo, uint64_t hi);
 
 /* After loading: forget chunks no slot names (nothing references them;
  * they are dead, ns_chunk_dead(), and their copies are deleted when

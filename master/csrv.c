@@ -42,9 +42,10 @@
  *    to rm -rf (nothing journaled per chunk, nothing kept per deleted
  *    chunk on followers): each server's inventory at registration is
  *    the list.
- *  - an orphan: at or above next_chunk_named, so possibly named by a
- *    change this master has not seen (one that stopped before
- *    journaling it, or metadata restored from an older copy). It is
+ *  - an orphan: at or above next_chunk_named, or an id this metadata
+ *    skipped for such a file (ns->chunk_unnamed_lo/hi), so possibly
+ *    named by a change this master has not seen (one that stopped
+ *    before journaling it, or metadata restored from an older copy). It is
  *    deleted only after stray_grace, and only if the master still does
  *    not know the chunk then: a changelog replay or another master of a
  *    group may bring it back meanwhile, and then it is a copy like any

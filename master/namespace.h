@@ -182,6 +182,7 @@ struct cursor {
 struct xattr_set;
 
 /* Bytes of the cluster's identity. */
+#define NS_UNNAMED_MAX 8
 #define NS_CLUSTER_ID_LEN 16
 
 struct ns {
@@ -255,6 +256,15 @@ struct ns {
 	 * what a chunkserver reports: below it, a chunk not in the table is
 	 * gone for good (ns_chunk_dead()). */
 	uint64_t next_chunk_named;
+	/* Ids below next_chunk_named that no change named: skipped because
+	 * a chunkserver reported a file numbered ahead (csrv.c raises
+	 * next_chunk), seen as a gap before a chunk a change named. Ranges
+	 * [lo, hi) in increasing order; past NS_UNNAMED_MAX the two closest
+	 * are merged (a wider range only sends more files by stray_grace). */
+	struct ns_range {
+		uint64_t lo, hi;
+	} chunk_unnamed[NS_UNNAMED_MAX + 1]; /* + 1: one being merged in */
+	unsigned n_unnamed;
 	uint64_t nchunks;
 	struct htab intents; /* struct chunk_intent by chunk id */
 	/* Told when a chunk loses its last reference, just before it is

@@ -327,6 +327,18 @@ static void test_register_sorts_dead_and_unknown(void **state)
 	/* Reported again (a reconnect): queued once, not twice. */
 	reg(f, SWEEPFS__ROLE__ROLE_CHUNKSERVER, ids, SW_ARRAY_SIZE(ids));
 	assert_int_equal(csrv_deletes_pending(f->srv), 1);
+
+	/* A chunk named past the ids skipped for 100 (a master on old
+	 * metadata, written to): 6-100 were never named here, so 100 is
+	 * still an orphan that waits stray_grace, not dead (a hostile
+	 * review found it deleted at once). */
+	assert_int_equal(ns_chunk_set(&f->m.ns, file, 4, 101, 1), 0);
+	assert_int_equal(f->m.ns.next_chunk_named, 102);
+	assert_false(ns_chunk_dead(&f->m.ns, 100));
+	assert_false(ns_chunk_dead(&f->m.ns, 6));
+	assert_true(ns_chunk_dead(&f->m.ns, 4));
+	reg(f, SWEEPFS__ROLE__ROLE_CHUNKSERVER, ids, SW_ARRAY_SIZE(ids));
+	assert_int_equal(csrv_deletes_pending(f->srv), 1);
 	ns_release(&f->m.ns);
 }
 
