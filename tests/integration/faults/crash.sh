@@ -88,7 +88,6 @@ verify() {
 	stop_mount "$v"
 }
 
-cuts=0
 t_start=$SECONDS
 for ((r = 1; r <= ROUNDS; r++)); do
 	policy=${POLICIES[$(((r - 1) % 3))]}
@@ -124,10 +123,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	truncate -s $((size - cut)) "$newest"
 	next=${POLICIES[$((r % 3))]}
 	SW_MASTER_ARGS=(--set changelog_sync="$next")
+	# This start's lines only: the kill in the middle of the creates may
+	# have torn a record itself (a write() cut short by SIGKILL, never
+	# one acknowledged), and that start cut it too.
+	logged=$(stat -c %s "$SW_MASTER_LOG")
 	restart_master start
-	cuts=$((cuts + 1))
-	n=$(grep -c 'cutting .* bytes of torn tail' "$SW_MASTER_LOG" || true)
-	assert_eq "$cuts" "$n" "round $r: log lines about cutting a torn tail"
+	n=$(tail -c +$((logged + 1)) "$SW_MASTER_LOG" |
+		grep -c 'cutting .* bytes of torn tail' || true)
+	assert_eq 1 "$n" "round $r: log lines about cutting the torn tail"
 	verify "$r"
 	start_mount "$SW_TMP/verify"
 	assert_exists "$SW_TMP/verify/$d/torn_keep"
