@@ -112,13 +112,6 @@ def claim(pid):
     os.replace(tmp, _claim_path(pid))
 
 
-def unclaim(pid):
-    try:
-        os.unlink(_claim_path(pid))
-    except FileNotFoundError:
-        pass
-
-
 def owner_alive(pid):
     """Whether @pid is a running owner of a network: one that claimed it
     (claim()) and still runs, not a recycled pid; or, for a run that
