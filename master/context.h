@@ -121,6 +121,11 @@ struct checkpoints {
 	uint64_t held;	  /* written, waiting for the group to commit */
 	int64_t last;	  /* mono ns */
 	bool pruning;	  /* old files being removed (master.c) */
+	/* ns_replay_work() when the newest was taken, and when the running
+	 * (or held) one was: replaying what came after the newest costs
+	 * ns_replay_work() - work (master_checkpoint_due()). */
+	uint64_t work;
+	uint64_t target_work;
 };
 
 struct req_hooks;

@@ -93,6 +93,13 @@ int master_load_exports(struct master *m);
 void master_checkpoint(struct master *m);
 
 /*
+ * Whether a checkpoint is due at mono ns @now: replaying what came after
+ * the newest one would cost cfg.checkpoint_changes (ns_replay_work()), or
+ * cfg.checkpoint_interval_ms has passed since the last was started.
+ */
+bool master_checkpoint_due(const struct master *m, int64_t now);
+
+/*
  * Begin serving as the leader of a group (group.c calls it once the log
  * is applied): the jobs only the leader runs start, and carry on from
  * where the log says they were. master_start() does the same for a

@@ -1176,6 +1176,11 @@ size_t ns_memory(const struct ns *ns)
 	return n;
 }
 
+uint64_t ns_replay_work(const struct ns *ns)
+{
+	return ns->version + ns->purged + ns->copied;
+}
+
 int ns_foreach_node(const struct ns *ns, int (*fn)(void *node, void *arg),
 		    void *arg)
 {

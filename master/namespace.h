@@ -241,6 +241,7 @@ struct ns {
 	uint64_t ntrash;
 	uint64_t purge_roots;
 	uint64_t purged;       /* nodes freed by purges since start */
+	uint64_t copied;       /* nodes made by snapshot copies since start */
 	uint64_t snap_settled; /* marks written out since start */
 	uint64_t snap_walked;  /* names visited by flag walks since start */
 
@@ -675,6 +676,16 @@ void ns_cursor_clear(struct ns *ns, struct cursor *c);
 
 /* Bytes of memory the namespace holds. */
 size_t ns_memory(const struct ns *ns);
+
+/*
+ * What replaying the changes applied so far would cost, in changes: one
+ * per change (the version) plus one per node a purge freed or a snapshot
+ * copy made since start, since one PurgeSteps change frees up to a
+ * slice's worth of nodes and one copy change makes a whole tree's. Only
+ * differences mean something: the value between two moments bounds the
+ * replay of the changes made between them (master.c checkpoints on it).
+ */
+uint64_t ns_replay_work(const struct ns *ns);
 
 /*
  * Call @fn for every node (order unspecified); stops at and returns the

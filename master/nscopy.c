@@ -581,6 +581,7 @@ static int make_node(struct ns *ns, struct ns_copy *c, const struct rec *x,
 		return rc;
 	}
 	c->nodes++;
+	ns->copied++;
 	*out = n;
 	return 0;
 }

@@ -330,6 +330,24 @@ static void test_copy_reproduces_tree(void **state)
 	sw_buf_release(&img);
 }
 
+/* A copy's nodes count as replay work, one each (ns_replay_work()): a
+ * copy is a handful of changes that make a whole tree, and a restart
+ * replays the tree, not the handful (master_checkpoint_due()). */
+static void test_copy_counts_replay_work(void **state)
+{
+	struct fixture *f = *state;
+	struct node *src = build_tree(f);
+	uint64_t work = ns_replay_work(&f->ns), ino = 0;
+	struct sw_buf img;
+	int64_t n;
+
+	image_of(f, src, &img);
+	n = copy_from(f, sw_buf_head(&img), sw_buf_used(&img), 3, "dst", &ino);
+	assert_true(n > 20);
+	assert_int_equal(ns_replay_work(&f->ns) - work, (uint64_t)n);
+	sw_buf_release(&img);
+}
+
 /* Cutting the image anywhere between records makes the same copy, with
  * the same inode numbers: what replay relies on. */
 static void test_copy_parts_any_cut(void **state)
@@ -750,6 +768,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_copy_malformed, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_copy_counts_replay_work,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_single_file, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_copy_write_fd, setup,
