@@ -16,14 +16,18 @@
  *	them (as far as the first directory goes); KIND "purge": only the
  *	detach and the purge, CHANGES records.
  *
- *   sweepfs-nsbench load DIR
+ *   sweepfs-nsbench load DIR [write]
  *	loads DIR's newest checkpoint and replays its changelog with the
  *	master's own functions (checkpoint_load(), changelog_replay_ahead()
  *	with mutation_prefetch() as its hint, mutation_apply()), and
  *	prints one line of JSON: the time of each,
  *	nodes/s and changes/s, the namespace's bytes per node
  *	(ns_memory(), what `status` reports) and the process's RSS growth
- *	per node.
+ *	per node; the replay's work (ns_replay_work(): a change each, and a
+ *	node each that a purge freed or a copy made, what the master's
+ *	checkpoint_changes bounds) and its rate; how long fork() holds the
+ *	caller; with "write", how long writing the result as a checkpoint
+ *	takes (in a directory of its own under DIR, removed afterwards).
  *
  * Creating millions of files through FUSE takes many minutes on a small
  * machine; this makes a checkpoint of the same shape (names "f%09u", the
@@ -354,10 +358,37 @@ static double fork_s(double *cpu)
 	return t;
 }
 
-static int cmd_load(const char *dir)
+/*
+ * How long writing @ns as a checkpoint takes (what the master's forked
+ * writer does, checkpoint_start()), into a directory of its own under
+ * @dir removed afterwards: wall seconds, its CPU seconds in @cpu; -1 on
+ * failure.
+ */
+static double write_s(const struct ns *ns, const char *dir, double *cpu)
 {
-	uint64_t rss0 = rss_bytes(), cp_version, last, nodes;
+	char sub[4096], path[4200];
+	double t0, c0, t;
+	int rc;
+
+	snprintf(sub, sizeof(sub), "%s/nsbench-write", dir);
+	if (mkdir(sub, 0700) < 0 && errno != EEXIST)
+		return -1;
+	t0 = now_s();
+	c0 = cpu_s();
+	rc = checkpoint_write(ns, sub, ns->version);
+	t = now_s() - t0;
+	*cpu = cpu_s() - c0;
+	checkpoint_name(path, sizeof(path), sub, ns->version);
+	unlink(path);
+	rmdir(sub);
+	return rc < 0 ? -1 : t;
+}
+
+static int cmd_load(const char *dir, bool write)
+{
+	uint64_t rss0 = rss_bytes(), cp_version, last, nodes, work;
 	double t0, t1, t2, c0, c1, c2, fork_wall, fork_cpu = 0;
+	double write_wall = 0, write_cpu = 0;
 	struct ns ns;
 	int rc;
 
@@ -372,25 +403,32 @@ static int cmd_load(const char *dir)
 	t1 = now_s();
 	c1 = cpu_s();
 	nodes = ns.nnodes;
+	work = ns_replay_work(&ns);
 	rc = changelog_replay_ahead(dir, cp_version, replay_one, replay_hint,
 				    &ns, &last);
 	if (rc < 0)
 		goto out;
 	t2 = now_s();
 	c2 = cpu_s();
+	work = ns_replay_work(&ns) - work;
 	fork_wall = fork_s(&fork_cpu);
+	if (write)
+		write_wall = write_s(&ns, dir, &write_cpu);
 	printf("{\"nodes\": %" PRIu64 ", \"load_s\": %.3f, \"load_cpu_s\": "
 	       "%.3f, \"nodes_per_cpu_s\": %.0f, \"changes\": %" PRIu64
 	       ", \"replay_s\": %.3f, \"replay_cpu_s\": %.3f, "
-	       "\"changes_per_cpu_s\": %.0f, \"total_nodes\": %" PRIu64
+	       "\"changes_per_cpu_s\": %.0f, \"replay_work\": %" PRIu64
+	       ", \"work_per_cpu_s\": %.0f, \"total_nodes\": %" PRIu64
 	       ", \"ns_bytes_per_node\": %.1f, \"rss_bytes_per_node\": "
-	       "%.1f, \"fork_ms\": %.1f, \"fork_cpu_ms\": %.1f}\n",
+	       "%.1f, \"fork_ms\": %.1f, \"fork_cpu_ms\": %.1f, "
+	       "\"write_s\": %.3f, \"write_cpu_s\": %.3f}\n",
 	       nodes, t1 - t0, c1 - c0, (double)nodes / (c1 - c0),
 	       last - cp_version, t2 - t1, c2 - c1,
-	       (double)(last - cp_version) / (c2 - c1), ns.nnodes,
+	       (double)(last - cp_version) / (c2 - c1), work,
+	       (double)work / (c2 - c1), ns.nnodes,
 	       (double)ns_memory(&ns) / (double)ns.nnodes,
 	       (double)(rss_bytes() - rss0) / (double)ns.nnodes,
-	       fork_wall * 1e3, fork_cpu * 1e3);
+	       fork_wall * 1e3, fork_cpu * 1e3, write_wall, write_cpu);
 out:
 	ns_release(&ns);
 	return rc;
@@ -418,12 +456,13 @@ int main(int argc, char **argv)
 		}
 		rc = cmd_make(argv[2], strtoull(argv[3], NULL, 10),
 			      strtoull(argv[4], NULL, 10), ndirs, kind);
-	} else if (argc == 3 && strcmp(argv[1], "load") == 0) {
-		rc = cmd_load(argv[2]);
+	} else if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "write"))) &&
+		   strcmp(argv[1], "load") == 0) {
+		rc = cmd_load(argv[2], argc == 4);
 	} else {
 		fprintf(stderr,
 			"usage: %s make DIR FILES CHANGES [DIRS [create|rm|unlink|purge]]\n"
-			"       %s load DIR\n",
+			"       %s load DIR [write]\n",
 			argv[0], argv[0]);
 		return 2;
 	}
