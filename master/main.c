@@ -69,7 +69,10 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  &c->checkpoint_interval_ms, 1000, UINT64_MAX, NULL,
 		  "write a checkpoint this often (if anything changed)" },
 		{ "checkpoint_changes", SW_OPT_UINT, &c->checkpoint_changes, 1,
-		  UINT64_MAX, NULL, "... or after this many changes" },
+		  UINT64_MAX, NULL,
+		  "... or once replaying the changes since the last would "
+		  "cost this many: one a change, plus one a node a purge "
+		  "freed or a snapshot copy made" },
 		{ "keep_checkpoints", SW_OPT_UINT, &c->keep_checkpoints, 1, 100,
 		  NULL, "checkpoints kept on disk" },
 		{ "session_timeout", SW_OPT_DURATION, &c->session_timeout_ms,
