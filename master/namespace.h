@@ -497,6 +497,22 @@ bool ns_purge_next(struct ns *ns, struct ns_purge_step *s);
 /* Make change @s, which ns_purge_next() just found. */
 void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now);
 
+/*
+ * Reading ahead of a run of steps: start the cache misses the next few
+ * will take (nspurge.c). Zeroed before the run; called with each step
+ * ns_purge_next() found, before ns_purge_take() makes it. Only steps may
+ * change the namespace between two calls: after any other change (an
+ * open file unlinked through the changelog), zero it again.
+ */
+struct ns_purge_ahead {
+	const struct node *dir; /* the directory they are in; NULL: none */
+	struct edge *far;	/* NS_PURGE_AHEAD entries past the step's */
+	struct edge *near;	/* NS_PURGE_AHEAD / 2 past it */
+};
+
+void ns_purge_ahead(const struct ns *ns, struct ns_purge_ahead *a,
+		    const struct ns_purge_step *s);
+
 /* The detached trees' figures: nodes left to free (each tree's count
  * when detached, less what it freed, at least 1 while it lasts), and the
  * purge id (changelog version of its Detach) of the oldest and of the

@@ -127,15 +127,11 @@ int ns_walk(struct node *root,
  * clusters of the one half as far on, whose slots are in by then. Only
  * steps change the namespace meanwhile and they take entries from the
  * front, so those edges are still there; a step in another directory
- * (down into a subdirectory, back up) starts afresh.
+ * (down into a subdirectory, back up) starts afresh. The replay of a
+ * PurgeSteps (ns_purge_steps()) and the purge itself (purge.c) both use
+ * it.
  */
 #define NS_PURGE_AHEAD 8u
-
-struct purge_ahead {
-	const struct node *dir; /* the directory they are in; NULL: none */
-	struct edge *far;	/* NS_PURGE_AHEAD entries past the step's */
-	struct edge *near;	/* NS_PURGE_AHEAD / 2 past it */
-};
 
 /* The next live entry after @e, and its slots (@near: their clusters)
  * asked for. */
@@ -155,8 +151,8 @@ static struct edge *ahead_next(const struct ns *ns, const struct node *dir,
 	return e;
 }
 
-static void purge_ahead(const struct ns *ns, struct purge_ahead *a,
-			const struct ns_purge_step *s)
+void ns_purge_ahead(const struct ns *ns, struct ns_purge_ahead *a,
+		    const struct ns_purge_step *s)
 {
 	if (!s->e) {
 		a->dir = NULL; /* the directory goes */
@@ -180,12 +176,12 @@ static void purge_ahead(const struct ns *ns, struct purge_ahead *a,
 int ns_purge_steps(struct ns *ns, uint64_t count, uint64_t last, int64_t now)
 {
 	struct ns_purge_step s = { 0 };
-	struct purge_ahead a = { 0 };
+	struct ns_purge_ahead a = { 0 };
 
 	for (uint64_t i = 0; i < count; i++) {
 		if (!ns_purge_next(ns, &s))
 			return -EILSEQ;
-		purge_ahead(ns, &a, &s);
+		ns_purge_ahead(ns, &a, &s);
 		ns_purge_take(ns, &s, now);
 	}
 	return count && s.ino != last ? -EILSEQ : 0;

@@ -83,6 +83,7 @@ static int64_t purge_slice(struct master *m, int64_t deadline)
 {
 	struct ns *ns = &m->ns;
 	struct ns_purge_step s = { 0 };
+	struct ns_purge_ahead ahead = { 0 };
 	int64_t now = sw_now_ns(), freed = 0;
 	uint64_t steps = 0, batch = 0;
 	struct node *c;
@@ -106,9 +107,11 @@ static int64_t purge_slice(struct master *m, int64_t deadline)
 			rc = unlink_open(m, s.dir, s.e);
 			if (rc < 0)
 				return rc;
+			ahead = (struct ns_purge_ahead){ 0 }; /* not a step */
 			freed++;
 			continue;
 		}
+		ns_purge_ahead(ns, &ahead, &s);
 		ns_purge_take(ns, &s, now);
 		if (s.done)
 			sw_info(TAG,
