@@ -126,6 +126,7 @@ struct checkpoints {
 	 * ns_replay_work() - work (master_checkpoint_due()). */
 	uint64_t work;
 	uint64_t target_work;
+	int64_t fork_ns; /* how long the running one's fork took */
 };
 
 struct req_hooks;
