@@ -48,18 +48,20 @@ def checkpoint_file(d):
 
 def checkpoints_written(log):
     """The checkpoints the master's log says it wrote (at log_level
-    info): [{version, s, nodes, fork_ms}]."""
+    info): [{version, s, nodes, fork_ms, rotate_ms}]."""
     out = []
     with open(log, errors="replace") as f:
         for line in f:
             m = re.search(r"checkpoint ([0-9]+) written in ([0-9.]+) s "
                           r"\(([0-9]+) nodes; the fork held the loop "
+                          r"([0-9.]+) ms, the changelog's rotation "
                           r"([0-9.]+) ms\)", line)
             if m:
                 out.append({"version": int(m.group(1)),
                             "s": float(m.group(2)),
                             "nodes": int(m.group(3)),
-                            "fork_ms": float(m.group(4))})
+                            "fork_ms": float(m.group(4)),
+                            "rotate_ms": float(m.group(5))})
     return out
 
 

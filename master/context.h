@@ -126,7 +126,8 @@ struct checkpoints {
 	 * ns_replay_work() - work (master_checkpoint_due()). */
 	uint64_t work;
 	uint64_t target_work;
-	int64_t fork_ns; /* how long the running one's fork took */
+	int64_t fork_ns;   /* how long the running one's fork took */
+	int64_t rotate_ns; /* ... and the changelog's rotation before it */
 };
 
 struct req_hooks;
