@@ -192,6 +192,19 @@ class Load:
         return r, w
 
 
+def cpu_times():
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]  # idle and iowait
+    return sum(v) - idle, sum(v)
+
+
+def busy(a, b):
+    """The machine's busy share of its CPUs between cpu_times() @a, @b."""
+    return (b[0] - a[0]) / (b[1] - a[1]) if b[1] > a[1] else None
+
+
 def pending(cl):
     return cl.info()["chunk_deletes_pending"]
 
@@ -228,11 +241,15 @@ def reclaim(cl, load, tree, nchunks, idle_s, timeout, metrics=None):
     rmmnt = cl.mount_extra("rm%d" % int(time.monotonic() * 1000))
     load.start()
     t_idle = time.monotonic()
-    time.sleep(idle_s)
+    time.sleep(1)
+    cpu_idle = cpu_times()
+    time.sleep(max(idle_s - 1, 0))
     t_rm = time.monotonic()
+    cpu_rm = cpu_times()
     subprocess.check_call(["rm", "-rf", os.path.join(rmmnt,
                                                      os.path.basename(tree))])
     t_rm_end = time.monotonic()
+    cpu_rm_end = cpu_times()
     timeline = []
     t_back = None
     while time.monotonic() - t_rm_end < timeout:
@@ -243,8 +260,11 @@ def reclaim(cl, load, tree, nchunks, idle_s, timeout, metrics=None):
             n = count_chunk_files(dirs)
             if n <= before - nchunks:
                 t_back = time.monotonic()
+                cpu_back = cpu_times()
                 break
         time.sleep(0.25)
+    if not t_back:
+        cpu_back = cpu_times()
     r, w = load.stop()
     cl.unmount(rmmnt)
     end = t_back or time.monotonic()
@@ -265,6 +285,11 @@ def reclaim(cl, load, tree, nchunks, idle_s, timeout, metrics=None):
         "reader_during_rm": window(r, t_rm, t_rm_end),
         "reader_during_reclaim": window(r, t_rm_end, end),
         "writer_during_reclaim": window(w, t_rm_end, end),
+        # The machine's CPUs: how much of them the reader and the
+        # writer took alone, and with the removal or the deletions.
+        "cpu_busy_idle": busy(cpu_idle, cpu_rm),
+        "cpu_busy_rm": busy(cpu_rm, cpu_rm_end),
+        "cpu_busy_reclaim": busy(cpu_rm_end, cpu_back),
         "timeline": timeline,
     }
 
@@ -284,6 +309,10 @@ def show(label, n, x, ceil_s=None):
            (ceil_s, n / ceil_s) if ceil_s else ""))
     print("  chunkserver's deletion share, mean over the deletion: %s" %
           f(x["delete_share_mean"], "%.2f"))
+    print("  CPUs busy: idle load %s, during rm -rf %s, during the deletion "
+          "after it %s" % tuple(f(x.get(k), "%.2f") for k in
+                                ("cpu_busy_idle", "cpu_busy_rm",
+                                 "cpu_busy_reclaim")))
     for who in ("reader", "writer"):
         i, d = x[who + "_idle"], x[who + "_during"]
         c = x[who + "_during_reclaim"]

@@ -8,7 +8,7 @@
  * registers again and the picture is rebuilt.
  *
  * Deletions leave each server's queue in DELETE_BATCH commands of up to
- * DELQ_BATCH chunks, at most DELQ_WINDOW of them in flight per
+ * CSRV_DELQ_BATCH chunks, at most CSRV_DELQ_WINDOW of them in flight per
  * server. The window is the pacing: a server acknowledges a batch only
  * once its files are unlinked, and unlinks at low priority, slower while
  * its clients are busy (chunkserver/master_link.c), so the queue drains
@@ -90,15 +90,6 @@
 
 #define TAG "csrv"
 #define TICK_MS 100
-/* DELETE_BATCH commands in flight per server: the chunkserver runs as
- * many at once (CS_DELETE_THREADS), which overlaps the rare unlink that
- * waits on the disk; more would only make acknowledgements later. */
-#define DELQ_WINDOW 4
-/* Deletions per DELETE_BATCH: a few milliseconds of unlinks on an idle
- * disk, so that the pending counts move smoothly and a stalled journal
- * holds few acknowledgements back; the protocol allows up to
- * SW_DELETE_BATCH_MAX. */
-#define DELQ_BATCH 512u
 #define REPL_PER_SERVER 2 /* replications in flight per server */
 #define REPL_TOTAL 16
 #define REPL_SCAN_BUDGET 4096 /* chunks examined per tick */
@@ -846,14 +837,15 @@ static size_t durable_prefix(struct master *m, const struct csrv *s, size_t max)
 /* Move the deletions @s's window and delete_rate allow into batches. */
 void csrv_drain_deletions(struct master *m, struct csrv *s)
 {
-	while (s->del_batches < DELQ_WINDOW && s->delete_credit >= 1 &&
+	while (s->del_batches < CSRV_DELQ_WINDOW && s->delete_credit >= 1 &&
 	       s->delq_head < s->delq_len) {
 		Sweepfs__CsCommand cmd = SWEEPFS__CS_COMMAND__INIT;
 		uint32_t n = (uint32_t)durable_prefix(
 			m, s,
-			SW_MIN((size_t)DELQ_BATCH, (size_t)s->delete_credit));
-		uint64_t ids[DELQ_BATCH];
-		uint32_t versions[DELQ_BATCH];
+			SW_MIN((size_t)CSRV_DELQ_BATCH,
+			       (size_t)s->delete_credit));
+		uint64_t ids[CSRV_DELQ_BATCH];
+		uint32_t versions[CSRV_DELQ_BATCH];
 		const uint64_t *e = s->delq + s->delq_head;
 		struct del_batch *b;
 

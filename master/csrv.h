@@ -30,6 +30,17 @@ struct csrv;
 #define CSRV_MAX 1024
 #define CSRV_CMD_TIMEOUT_MS 30000
 #define CSRV_DELQ_ENTRY 3 /* words per queued deletion */
+/* DELETE_BATCH commands in flight per server: the chunkserver runs as
+ * many at once (CS_DELETE_THREADS), which overlaps the unlinks that wait
+ * on the disk (most of them, on a file system that discards inline);
+ * more would only make acknowledgements later. At most 8,192 chunks
+ * (window x batch) are in flight per server. */
+#define CSRV_DELQ_WINDOW 16
+/* Deletions per DELETE_BATCH: a few milliseconds of unlinks on an idle
+ * disk, so that the pending counts move smoothly and a stalled journal
+ * holds few acknowledgements back; the protocol allows up to
+ * SW_DELETE_BATCH_MAX. */
+#define CSRV_DELQ_BATCH 512u
 
 /* Per-server state; servers are never freed, only disconnected. */
 struct csrv {

@@ -1,6 +1,6 @@
 /*
  * csrv.c's deletion queue: deletions leave in DELETE_BATCH commands of at
- * most 512 chunks, four in flight per server, within delete_rate's
+ * most CSRV_DELQ_BATCH chunks, CSRV_DELQ_WINDOW in flight per server, within delete_rate's
  * credit, only once the change that queued them is durable; they count
  * as pending until acknowledged, and those lost with a connection go
  * back to the queue. A registration queues the files of chunks the
@@ -129,28 +129,33 @@ static void queue(struct fixture *f, uint64_t first, size_t n)
 		csrv_queue_delete(&f->m, 1, first + i, 1);
 }
 
+/* More than a window's worth of deletions. */
+#define W CSRV_DELQ_WINDOW
+#define B CSRV_DELQ_BATCH
+#define MANY (W * B + 1000)
+
 static void test_drain_batches_in_a_window(void **state)
 {
 	struct fixture *f = *state;
 
-	queue(f, 1, 5000);
-	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
+	queue(f, 1, MANY);
+	assert_int_equal(csrv_deletes_pending(f->srv), MANY);
 	f->srv->delete_credit = 1e9;
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_false(wire.bad);
-	/* Four batches of 512, in queue order; the rest waits. */
-	assert_int_equal(wire.sent, 4);
-	for (size_t i = 0; i < 4; i++) {
-		assert_int_equal(wire.ids[i], 512);
-		assert_int_equal(wire.first[i], 1 + 512 * i);
+	/* A window of full batches, in queue order; the rest waits. */
+	assert_int_equal(wire.sent, W);
+	for (size_t i = 0; i < W; i++) {
+		assert_int_equal(wire.ids[i], B);
+		assert_int_equal(wire.first[i], 1 + B * i);
 	}
-	/* Sent is not done: all still pending, 2048 of them in flight. */
-	assert_int_equal(csrv_deletes_pending(f->srv), 5000);
-	assert_int_equal(f->srv->del_inflight, 2048);
-	assert_int_equal(f->m.cs->pending_deletes, 5000);
+	/* Sent is not done: all still pending, a window in flight. */
+	assert_int_equal(csrv_deletes_pending(f->srv), MANY);
+	assert_int_equal(f->srv->del_inflight, W * B);
+	assert_int_equal(f->m.cs->pending_deletes, MANY);
 	/* The window is full: nothing more until an acknowledgement. */
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 4);
+	assert_int_equal(wire.sent, W);
 }
 
 static void test_drain_within_delete_rate(void **state)
@@ -203,30 +208,31 @@ static void test_disconnect_requeues_in_flight(void **state)
 {
 	struct fixture *f = *state;
 
-	queue(f, 1, 3000);
+	queue(f, 1, MANY);
 	f->srv->delete_credit = 1e9;
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 4);
+	assert_int_equal(wire.sent, W);
 	csrv_detach(&f->m, &f->conn);
 	/* In flight: back in the queue, behind the rest, all still
 	 * pending (not left to wait stray_grace as unknown files). */
 	assert_int_equal(f->srv->del_inflight, 0);
 	assert_int_equal(f->srv->del_batches, 0);
-	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
-	assert_int_equal(f->m.cs->pending_deletes, 3000);
+	assert_int_equal(csrv_deletes_pending(f->srv), MANY);
+	assert_int_equal(f->m.cs->pending_deletes, MANY);
 	/* Not connected: nothing is sent. */
 	csrv_drain_deletions(&f->m, f->srv);
-	assert_int_equal(wire.sent, 4);
+	assert_int_equal(wire.sent, W);
 	/* Back: the ones never sent first, then those lost; the window
 	 * full again, all still pending. */
 	f->srv->conn = &f->conn;
 	f->conn.link.csrv = 1;
 	csrv_drain_deletions(&f->m, f->srv);
 	assert_false(wire.bad);
-	assert_int_equal(wire.sent, 8);
-	assert_int_equal(wire.first[4], 2049);
-	assert_int_equal(wire.ids[5], 512);
-	assert_int_equal(csrv_deletes_pending(f->srv), 3000);
+	assert_int_equal(wire.sent, 2 * W);
+	assert_int_equal(wire.first[W], W * B + 1);
+	assert_int_equal(wire.ids[W], B);
+	assert_int_equal(wire.first[W + 1], W * B + B + 1);
+	assert_int_equal(csrv_deletes_pending(f->srv), MANY);
 }
 
 /* ---- registration --------------------------------------------------- */

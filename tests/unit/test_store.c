@@ -245,6 +245,30 @@ static void test_store_write_boundaries(void **state)
 	check_all(f, 7, 1, length);
 }
 
+/* A small chunk takes its bytes on disk, not whole blocks of zeros; what
+ * a later write puts inside the block, or past it, reads back. */
+static void test_store_small_chunk_small_file(void **state)
+{
+	struct fixture *f = *state;
+	char p[512];
+	struct stat st;
+
+	assert_int_equal(store_create(f->s, 9, 1), 0);
+	put(f, 9, 1, 0, 4096);
+	chunk_path(f, 9, 1, p, sizeof(p));
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_size, CF_DATA_OFF + 4096);
+	put(f, 9, 1, 100, 50);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_size, CF_DATA_OFF + 4096);
+	put(f, 9, 1, BS - 10, 20);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_size, CF_DATA_OFF + BS + 10);
+	check_all(f, 9, 1, BS + 10);
+	reopen(f);
+	check_all(f, 9, 1, BS + 10);
+}
+
 /* An offset near a block boundary more often than not. */
 static uint32_t pick_off(struct rng *r)
 {
@@ -879,6 +903,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_store_write_boundaries,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_store_small_chunk_small_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store_random_io, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_store_holes, setup,
