@@ -1,25 +1,45 @@
 /*
- * Pages are carved from 2 MiB regions aligned to 64 KiB so that the page of
- * an object is (addr & ~(SLAB_PAGE - 1)). Regions are aligned to 2 MiB
- * and asked to be backed by transparent huge pages (MADV_HUGEPAGE): with
- * tens of millions of nodes and names in them, one page table entry per
- * 2 MiB rather than per 4 KiB is what lets fork() (the checkpoint's
- * writer, checkpoint.h) copy the master's page tables in milliseconds,
- * and fewer TLB misses make loading and replaying faster. A page given
- * back below splits its huge page; the kernel copes. The price: with
- * the kernel's default defrag policy ("madvise") the first touch of a
- * region (once per 2 MiB, some 15,000 nodes) may compact memory there
- * and then; where that shows in latencies, defrag "defer+madvise" moves
- * it to the background.
+ * Pages are carved from 2 MiB regions aligned to 2 MiB, so that the page
+ * of an object is (addr & ~(SLAB_PAGE - 1)) and its region (addr &
+ * ~(SLAB_REGION - 1)). Regions are asked to be backed by transparent
+ * huge pages (MADV_HUGEPAGE): with tens of millions of nodes and names in
+ * them, one page table entry per 2 MiB rather than 512 of 4 KiB is what
+ * lets fork() (the checkpoint's writer, checkpoint.h) copy the master's
+ * page tables in milliseconds, and fewer TLB misses make loading and
+ * replaying faster. The price: with the kernel's default defrag policy
+ * ("madvise") the first touch of a region (once per 2 MiB, some 15,000
+ * nodes) may compact memory there and then; where that shows in
+ * latencies, defrag "defer+madvise" moves it to the background.
  *
- * Each page starts with its header; objects follow. A page with free
- * objects sits on its slab's partial list;
- * a page that becomes entirely free is unmapped in place (MADV_DONTNEED
- * keeps the address range, drops the memory) and goes to a global pool
- * shared by all slabs, so one kind of object can reuse what another freed.
+ * Memory goes back to the kernel only a whole region at a time. Giving
+ * back a 64 KiB page inside a region (as this file once did) splits the
+ * region's huge page into 512 small ones, and the kernel does not merge
+ * them again soon: after a purge had freed most of a 34 M-node namespace,
+ * fork() held the loop 19-74 ms instead of 6-8, copying the entries of
+ * small pages (and the split huge page itself stays allocated until the
+ * kernel's deferred split gets to it). So:
+ *
+ *  - Each page starts with its header; objects follow. A page with free
+ *    objects sits on its slab's partial list. A page whose last object
+ *    is freed goes back to its region, which lists its free pages.
+ *  - A region's bookkeeping (struct slab_region) lives outside it, in
+ *    malloc()ed memory, so that a region with no page in use can be
+ *    given back whole (MADV_DONTNEED over its 2 MiB: the address range
+ *    stays, the memory goes, the next touch faults in a huge page again)
+ *    with nothing of it left mapped.
+ *  - Regions with some pages in use and some free are shared by all slabs
+ *    (one kind of object reuses what another freed) and are handed out
+ *    first, before a region given back or a new one is touched: holes
+ *    fill, and regions that empty stay empty.
+ *
+ * The trade-off: a region keeps its 2 MiB while any of its 32 pages is in
+ * use, where 64 KiB pages could go back one by one. Objects are carved in
+ * order of allocation, so what a purge frees (a tree made together) is
+ * mostly whole regions; slab_idle_bytes() says how much is held idle.
  *
  * Regions are never unmapped: the address space of a master is bounded by
- * its peak, and the memory behind it is what counts.
+ * its peak, and the memory behind it is what counts. Their descriptors
+ * (48 bytes per 2 MiB) stay too.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -29,16 +49,36 @@
 
 #include "slab.h"
 
-#define REGION (2u << 20)
+#define REGION SLAB_REGION
+#define REGION_PAGES (REGION / SLAB_PAGE)
+
+struct slab_region;
 
 struct slab_page {
-	struct slab *owner;	/* NULL while in the global pool */
-	struct slab_page *next; /* partial list or pool */
-	struct slab_page *prev; /* partial list */
-	void *free;	 /* free objects, linked through their first word */
-	unsigned used;	 /* objects allocated from this page */
-	unsigned carved; /* objects carved so far (lazy carving) */
+	struct slab *owner;	    /* NULL while free in its region */
+	struct slab_region *region; /* the region this page is in */
+	struct slab_page *next;	    /* partial list or region's free pages */
+	struct slab_page *prev;	    /* partial list */
+	void *free;		    /* free objects, through their first word */
+	unsigned used;		    /* objects allocated from this page */
+	unsigned carved;	    /* objects carved so far (lazy carving) */
 	bool on_partial;
+};
+
+/*
+ * A 2 MiB region, described from outside it. Pages are handed out from
+ * @free first, then carved in order (@carved); a region with @used == 0
+ * holds no memory (given back, or never touched past @carved == 0).
+ */
+struct slab_region {
+	uint8_t *base;		  /* 2 MiB aligned */
+	struct slab_page *free;	  /* pages given back by slabs, mapped */
+	unsigned carved;	  /* pages handed out since it was emptied */
+	unsigned used;		  /* pages held by slabs */
+	unsigned nfree;		  /* pages on @free */
+	bool on_open;		  /* on the list of regions with room */
+	struct slab_region *next; /* open list, or the empty stack */
+	struct slab_region *prev; /* open list */
 };
 
 #define PAGE_HDR ((sizeof(struct slab_page) + 15) & ~(size_t)15)
@@ -53,17 +93,49 @@ struct slab_page {
 
 #ifndef SLAB_USE_MALLOC
 
-static struct slab_page *pool;
+/* Regions with pages in use and room for more: handed out first. */
+static struct slab_region *open_regions;
+/* Regions with no page in use and no memory behind them. */
+static struct slab_region *empty_regions;
+/* Pages free in regions that have some in use: mapped, idle. */
+static size_t idle_pages;
 
-static struct slab_page *region_carve(void)
+static void open_add(struct slab_region *r)
 {
+	r->prev = NULL;
+	r->next = open_regions;
+	if (open_regions)
+		open_regions->prev = r;
+	open_regions = r;
+	r->on_open = true;
+}
+
+static void open_del(struct slab_region *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		open_regions = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->on_open = false;
+}
+
+/* A new region of address space, no memory touched yet. */
+static struct slab_region *region_new(void)
+{
+	struct slab_region *r = calloc(1, sizeof(*r));
 	uint8_t *raw, *base;
 	size_t lead;
 
+	if (!r)
+		return NULL;
 	raw = mmap(NULL, 2 * REGION, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (raw == MAP_FAILED)
+	if (raw == MAP_FAILED) {
+		free(r);
 		return NULL;
+	}
 	base = (uint8_t *)(((uintptr_t)raw + REGION - 1) &
 			   ~(uintptr_t)(REGION - 1));
 	lead = (size_t)(base - raw);
@@ -72,26 +144,50 @@ static struct slab_page *region_carve(void)
 	munmap(base + REGION, REGION - lead);
 	/* Best effort: without transparent huge pages, small ones. */
 	madvise(base, REGION, MADV_HUGEPAGE);
-	for (size_t off = REGION; off > 0; off -= SLAB_PAGE) {
-		struct slab_page *p =
-			(struct slab_page *)(base + off - SLAB_PAGE);
+	r->base = base;
+	return r;
+}
 
-		p->owner = NULL;
-		p->next = pool;
-		pool = p;
-	}
-	return pool;
+/* The region to take a page from: one with room, an empty one, or new. */
+static struct slab_region *region_get(void)
+{
+	struct slab_region *r = open_regions;
+
+	if (r)
+		return r;
+	r = empty_regions;
+	if (r)
+		empty_regions = r->next;
+	else
+		r = region_new();
+	if (r)
+		open_add(r);
+	return r;
 }
 
 static struct slab_page *page_get(struct slab *s)
 {
-	struct slab_page *p = pool ? pool : region_carve();
+	struct slab_region *r = region_get();
+	struct slab_page *p;
 
-	if (!p)
+	if (!r)
 		return NULL;
-	pool = p->next;
+	if (r->free) {
+		p = r->free;
+		r->free = p->next;
+		r->nfree--;
+		idle_pages--;
+	} else {
+		p = (struct slab_page *)(r->base +
+					 (size_t)r->carved * SLAB_PAGE);
+		r->carved++;
+	}
+	r->used++;
+	if (!r->free && r->carved == REGION_PAGES)
+		open_del(r);
 	memset(p, 0, sizeof(*p));
 	p->owner = s;
+	p->region = r;
 	s->pages++;
 	return p;
 }
@@ -117,14 +213,48 @@ static void partial_del(struct slab *s, struct slab_page *p)
 	p->on_partial = false;
 }
 
+/*
+ * @p goes back to its region; the region's last page in use takes the
+ * whole region back to the kernel, huge page and all, in one piece.
+ */
 static void page_put(struct slab *s, struct slab_page *p)
 {
+	struct slab_region *r = p->region;
+
 	partial_del(s, p);
 	s->pages--;
-	madvise((uint8_t *)p + 4096, SLAB_PAGE - 4096, MADV_DONTNEED);
+	r->used--;
+	if (r->used == 0) {
+		idle_pages -= r->nfree;
+		madvise(r->base, REGION, MADV_DONTNEED);
+		r->free = NULL;
+		r->nfree = 0;
+		r->carved = 0;
+		if (r->on_open)
+			open_del(r);
+		r->next = empty_regions;
+		empty_regions = r;
+		return;
+	}
 	p->owner = NULL;
-	p->next = pool;
-	pool = p;
+	p->next = r->free;
+	r->free = p;
+	r->nfree++;
+	idle_pages++;
+	if (!r->on_open)
+		open_add(r);
+}
+
+size_t slab_idle_bytes(void)
+{
+	return idle_pages * SLAB_PAGE;
+}
+
+#else
+
+size_t slab_idle_bytes(void)
+{
+	return 0;
 }
 
 #endif

@@ -3,9 +3,12 @@
  *
  * malloc spends 8 to 24 bytes on every 40-64 byte object (header plus
  * 16-byte rounding); at 100 million files that is gigabytes. A slab carves
- * 64 KiB pages into equal objects with no per-object header, keeps a free
- * list per page, and gives a page back to the kernel (MADV_DONTNEED) when
- * its last object is freed, so a purge of millions of files returns memory.
+ * 64 KiB pages into equal objects with no per-object header and keeps a
+ * free list per page. Pages come from 2 MiB regions backed by transparent
+ * huge pages where the kernel offers them (what keeps the checkpoint's
+ * fork() short), and a region goes back to the kernel whole
+ * (MADV_DONTNEED) when the last object in it is freed, so a purge of
+ * millions of files returns memory without splitting huge pages.
  *
  * Under AddressSanitizer every object is a plain malloc() instead, so the
  * sanitizer sees each one.
@@ -31,6 +34,10 @@ struct slab {
 /* Page size: objects never span pages, and a page is found by masking. */
 #define SLAB_PAGE (64u << 10)
 
+/* Region size and alignment: a huge page; memory goes back to the kernel
+ * only in whole regions. */
+#define SLAB_REGION (2u << 20)
+
 /* Set up @s for objects of @objsize bytes (8 <= objsize <= 4096). */
 void slab_init(struct slab *s, size_t objsize);
 
@@ -52,5 +59,12 @@ static inline size_t slab_bytes(const struct slab *s)
 {
 	return s->pages * SLAB_PAGE;
 }
+
+/*
+ * Bytes of free pages held, mapped, in regions that other pages still use,
+ * shared by all slabs of the process (not in any slab_bytes()); 0 under
+ * AddressSanitizer.
+ */
+size_t slab_idle_bytes(void);
 
 #endif
