@@ -67,4 +67,25 @@ static inline size_t slab_bytes(const struct slab *s)
  */
 size_t slab_idle_bytes(void);
 
+/*
+ * The regions that hold pages in use, for slab_collapse(): *@out is a
+ * malloc()ed array of *@n region addresses (2 MiB aligned) that the
+ * caller frees, even when *@n is 0. -ENOMEM, with nothing to free, when
+ * memory is exhausted. Loop thread only, like the rest.
+ */
+int slab_collapse_list(void ***out, size_t *n);
+
+/*
+ * Ask the kernel to back each of the @n regions in @bases with a huge
+ * page again (MADV_COLLAPSE), after a forked child that shared them is
+ * gone: writes made while it lived split their huge pages, and the next
+ * fork() copies small pages' entries. Touches no slab state, so that any
+ * thread may call it while the loop runs (regions are never unmapped; one
+ * emptied meanwhile holds no page and is left alone). Slow: about 0.7 ms
+ * per region that needs it, under the process's memory map lock. Returns
+ * how many regions are huge pages now; 0 where the kernel has no
+ * MADV_COLLAPSE or no free huge page.
+ */
+size_t slab_collapse(void *const *bases, size_t n);
+
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -502,6 +503,21 @@ static void test_slab_free_gives_back_whole_regions(void **state)
 	assert_int_equal(resident_pages(y), SLAB_REGION / psz);
 	idle = slab_idle_bytes();
 	assert_true(idle >= (full - per) / per * SLAB_PAGE);
+	/* What slab_collapse() is given: Y, in use, and never X, empty. */
+	{
+		void **bases;
+		size_t nb, has_x = 0, has_y = 0;
+
+		assert_int_equal(slab_collapse_list(&bases, &nb), 0);
+		for (size_t k = 0; k < nb; k++) {
+			assert_int_equal((uintptr_t)bases[k] % SLAB_REGION, 0);
+			has_x += (uintptr_t)bases[k] == x;
+			has_y += (uintptr_t)bases[k] == y;
+		}
+		free(bases);
+		assert_int_equal(has_x, 0);
+		assert_int_equal(has_y, 1);
+	}
 
 	/* The hole left on the partial page is filled, then Y's free pages
 	 * are taken; X stays untouched. */
@@ -586,6 +602,96 @@ static void test_slab_regions_share_mappings(void **state)
 	assert_true(nmaps <= 4);
 }
 
+/* The "AnonHugePages" (kB) of the mapping holding @addr, or -1. */
+static long anon_huge_kb(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr, lo, hi;
+	bool in = false;
+	char line[512];
+	long v = -1;
+	FILE *fp = fopen("/proc/self/smaps", "r");
+
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = a >= lo && a < hi;
+			continue;
+		}
+		if (in && sscanf(line, "AnonHugePages: %ld", &v) == 1)
+			break;
+	}
+	fclose(fp);
+	return v;
+}
+
+/*
+ * A write while a forked child shares a region splits its huge page; once
+ * the child is gone, slab_collapse() makes it one again, contents intact.
+ * Checked where the kernel offers huge pages and MADV_COLLAPSE and has a
+ * free one (else skipped); the list it is given always.
+ */
+static void test_slab_collapse_after_fork(void **state)
+{
+	struct fixture *f = *state;
+	struct slab *s = &f->s;
+	size_t psz = (size_t)sysconf(_SC_PAGESIZE), n, nb, listed = 0;
+	void **bases, *base;
+	long huge;
+	int fds[2];
+	char c;
+	pid_t pid;
+
+	if (!SLAB_PAGES)
+		skip();
+	slab_init(s, 2048);
+	n = (size_t)s->per_page * (SLAB_REGION / SLAB_PAGE) * 2;
+	for (size_t i = 0; i < n; i++) {
+		f->objs[i] = slab_alloc(s);
+		assert_non_null(f->objs[i]);
+		fill(f->objs[i], s->objsize, i);
+	}
+	assert_int_equal(slab_collapse_list(&bases, &nb), 0);
+	for (size_t i = 0; i < n; i++) {
+		bool in = false;
+
+		for (size_t k = 0; k < nb && !in; k++)
+			in = (uintptr_t)bases[k] == region_of(f->objs[i]);
+		listed += in;
+	}
+	free(bases);
+	assert_int_equal(listed, n);
+	if (!thp_offered())
+		skip();
+	/* A child that shares everything until the pipe closes. */
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[1]);
+		(void)!read(fds[0], &c, 1);
+		_exit(0);
+	}
+	close(fds[0]);
+	for (size_t i = 0; i < n; i += s->per_page)
+		fill(f->objs[i], 8, i + 1);
+	close(fds[1]);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	base = (void *)region_of(f->objs[n / 2]);
+	huge = anon_huge_kb(base);
+	if (slab_collapse(&base, 1) != 1)
+		skip(); /* no MADV_COLLAPSE, or no free huge page */
+	/* The split region (no longer counted as huge) is one again. */
+	assert_true(anon_huge_kb(base) >= huge + (SLAB_REGION >> 10));
+	assert_int_equal(resident_pages((uintptr_t)base), SLAB_REGION / psz);
+	for (size_t i = 0; i < n; i++)
+		if (i % s->per_page == 0)
+			check(f->objs[i], 8, i + 1);
+		else
+			check(f->objs[i], s->objsize, i);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -614,6 +720,8 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_slab_regions_share_mappings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slab_collapse_after_fork,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
