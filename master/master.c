@@ -288,16 +288,19 @@ struct collapse {
 	struct master *m;
 	void **bases;	  /* regions in use when it started */
 	size_t n;	  /* how many */
-	size_t done;	  /* made huge pages */
+	size_t done;	  /* huge pages now */
+	int64_t ns;	  /* how long it took, in the pool */
 	atomic_bool stop; /* a fork is coming */
 };
 
 static void collapse_work(uv_work_t *req)
 {
 	struct collapse *c = req->data;
+	int64_t t0 = sw_mono_ns();
 
 	for (size_t i = 0; i < c->n && !atomic_load(&c->stop); i++)
 		c->done += slab_collapse(&c->bases[i], 1);
+	c->ns = sw_mono_ns() - t0;
 }
 
 static void collapse_done(uv_work_t *req, int status)
@@ -305,8 +308,10 @@ static void collapse_done(uv_work_t *req, int status)
 	struct collapse *c = req->data;
 
 	(void)status; /* never cancelled */
-	sw_info(TAG, "%zu of %zu slab regions made huge pages again", c->done,
-		c->n);
+	sw_info(TAG,
+		"after the fork, %zu of %zu slab regions are huge pages "
+		"again (%.1f ms in the pool)",
+		c->done, c->n, (double)c->ns / 1e6);
 	c->m->ckpt.collapse = NULL;
 	free(c->bases);
 	free(c);
