@@ -26,8 +26,10 @@
  *	per node; the replay's work (ns_replay_work(): a change each, and a
  *	node each that a purge freed or a copy made, what the master's
  *	checkpoint_changes bounds) and its rate; how long fork() holds the
- *	caller; with "write", how long writing the result as a checkpoint
- *	takes (in a directory of its own under DIR, removed afterwards).
+ *	caller, the RSS and the part of it in transparent huge pages
+ *	(what keeps that fork short); with "write", how long writing the
+ *	result as a checkpoint takes (in a directory of its own under
+ *	DIR, removed afterwards).
  *
  * Creating millions of files through FUSE takes many minutes on a small
  * machine; this makes a checkpoint of the same shape (names "f%09u", the
@@ -86,6 +88,26 @@ static uint64_t rss_bytes(void)
 		res = 0;
 	fclose(f);
 	return (uint64_t)res * 4096;
+}
+
+/*
+ * Anonymous memory in transparent huge pages, in bytes, from
+ * /proc/self/smaps_rollup: what keeps fork() fast (master/slab.c); 0
+ * where the kernel does not say.
+ */
+static uint64_t anon_huge_bytes(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb << 10;
 }
 
 /* Steps in one PurgeSteps record of `make ... rm`: what one 200 us
@@ -430,14 +452,17 @@ static int cmd_load(const char *dir, bool write)
 	       ", \"work_per_cpu_s\": %.0f, \"total_nodes\": %" PRIu64
 	       ", \"ns_bytes_per_node\": %.1f, \"rss_bytes_per_node\": "
 	       "%.1f, \"fork_ms\": %.1f, \"fork_cpu_ms\": %.1f, "
-	       "\"write_s\": %.3f, \"write_cpu_s\": %.3f}\n",
+	       "\"write_s\": %.3f, \"write_cpu_s\": %.3f, \"rss_mib\": "
+	       "%.1f, \"anon_huge_mib\": %.1f}\n",
 	       nodes, t1 - t0, c1 - c0, (double)nodes / (c1 - c0),
 	       last - cp_version, t2 - t1, c2 - c1,
 	       (double)(last - cp_version) / (c2 - c1), work,
 	       (double)work / (c2 - c1), ns.nnodes,
 	       (double)ns_memory(&ns) / (double)ns.nnodes,
 	       (double)(rss_bytes() - rss0) / (double)ns.nnodes,
-	       fork_wall * 1e3, fork_cpu * 1e3, write_wall, write_cpu);
+	       fork_wall * 1e3, fork_cpu * 1e3, write_wall, write_cpu,
+	       (double)rss_bytes() / 1048576.0,
+	       (double)anon_huge_bytes() / 1048576.0);
 out:
 	ns_release(&ns);
 	return rc;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 #include "mutation.h"
 #include "net.h"
 #include "util.h"
+#include "slab.h"
 
 #define TAG "master"
 
@@ -273,9 +275,78 @@ static void checkpoint_release(struct master *m)
 		checkpoint_written(m, v, m->ckpt.target_work, true);
 }
 
+/*
+ * While a checkpoint's child lived, every huge page of the slabs that the
+ * loop wrote to was split (slab.h, slab_collapse()), and the next fork
+ * would copy small pages' entries again: once the child is gone, the
+ * regions in use are made huge pages again in the pool, where the copy of
+ * 2 MiB each holds no request. It stops at the next fork (a region made
+ * huge while a child shares it would be copied whole).
+ */
+struct collapse {
+	uv_work_t req;
+	struct master *m;
+	void **bases;	  /* regions in use when it started */
+	size_t n;	  /* how many */
+	size_t done;	  /* huge pages now */
+	int64_t ns;	  /* how long it took, in the pool */
+	atomic_bool stop; /* a fork is coming */
+};
+
+static void collapse_work(uv_work_t *req)
+{
+	struct collapse *c = req->data;
+	int64_t t0 = sw_mono_ns();
+
+	for (size_t i = 0; i < c->n && !atomic_load(&c->stop); i++)
+		c->done += slab_collapse(&c->bases[i], 1);
+	c->ns = sw_mono_ns() - t0;
+}
+
+static void collapse_done(uv_work_t *req, int status)
+{
+	struct collapse *c = req->data;
+
+	(void)status; /* never cancelled */
+	sw_info(TAG,
+		"after the fork, %zu of %zu slab regions are huge pages "
+		"again (%.1f ms in the pool)",
+		c->done, c->n, (double)c->ns / 1e6);
+	c->m->ckpt.collapse = NULL;
+	free(c->bases);
+	free(c);
+}
+
+static void collapse_start(struct master *m)
+{
+	struct collapse *c;
+
+	if (m->ckpt.collapse || m->stopping)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	if (slab_collapse_list(&c->bases, &c->n) < 0) {
+		free(c);
+		return;
+	}
+	c->m = m;
+	c->req.data = c;
+	atomic_init(&c->stop, false);
+	if (c->n == 0 ||
+	    uv_queue_work(m->loop, &c->req, collapse_work, collapse_done) < 0) {
+		free(c->bases);
+		free(c);
+		return;
+	}
+	m->ckpt.collapse = c;
+}
+
 static void on_checkpoint_done(void *arg, int rc)
 {
 	struct master *m = arg;
+
+	collapse_start(m);
 
 	if (rc < 0) {
 		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s", m->ckpt.target,
@@ -302,6 +373,8 @@ void master_checkpoint(struct master *m)
 	m->ckpt.last = sw_mono_ns();
 	if (m->ns.version == m->ckpt.version)
 		return;
+	if (m->ckpt.collapse)
+		atomic_store(&m->ckpt.collapse->stop, true);
 	rc = changelog_rotate(m->cl);
 	/* What the rotation held the loop for (it syncs both files). */
 	m->ckpt.rotate_ns = sw_mono_ns() - m->ckpt.last;

@@ -3,9 +3,12 @@
  *
  * malloc spends 8 to 24 bytes on every 40-64 byte object (header plus
  * 16-byte rounding); at 100 million files that is gigabytes. A slab carves
- * 64 KiB pages into equal objects with no per-object header, keeps a free
- * list per page, and gives a page back to the kernel (MADV_DONTNEED) when
- * its last object is freed, so a purge of millions of files returns memory.
+ * 64 KiB pages into equal objects with no per-object header and keeps a
+ * free list per page. Pages come from 2 MiB regions backed by transparent
+ * huge pages where the kernel offers them (what keeps the checkpoint's
+ * fork() short), and a region goes back to the kernel whole
+ * (MADV_DONTNEED) when the last object in it is freed, so a purge of
+ * millions of files returns memory without splitting huge pages.
  *
  * Under AddressSanitizer every object is a plain malloc() instead, so the
  * sanitizer sees each one.
@@ -31,6 +34,10 @@ struct slab {
 /* Page size: objects never span pages, and a page is found by masking. */
 #define SLAB_PAGE (64u << 10)
 
+/* Region size and alignment: a huge page; memory goes back to the kernel
+ * only in whole regions. */
+#define SLAB_REGION (2u << 20)
+
 /* Set up @s for objects of @objsize bytes (8 <= objsize <= 4096). */
 void slab_init(struct slab *s, size_t objsize);
 
@@ -52,5 +59,33 @@ static inline size_t slab_bytes(const struct slab *s)
 {
 	return s->pages * SLAB_PAGE;
 }
+
+/*
+ * Bytes of free pages held, mapped, in regions that other pages still use,
+ * shared by all slabs of the process (not in any slab_bytes()); 0 under
+ * AddressSanitizer.
+ */
+size_t slab_idle_bytes(void);
+
+/*
+ * The regions that hold pages in use, for slab_collapse(): *@out is a
+ * malloc()ed array of *@n region addresses (2 MiB aligned) that the
+ * caller frees, even when *@n is 0. -ENOMEM, with nothing to free, when
+ * memory is exhausted. Loop thread only, like the rest.
+ */
+int slab_collapse_list(void ***out, size_t *n);
+
+/*
+ * Ask the kernel to back each of the @n regions in @bases with a huge
+ * page again (MADV_COLLAPSE), after a forked child that shared them is
+ * gone: writes made while it lived split their huge pages, and the next
+ * fork() copies small pages' entries. Touches no slab state, so that any
+ * thread may call it while the loop runs (regions are never unmapped; one
+ * emptied meanwhile holds no page and is left alone). Slow: about 0.7 ms
+ * per region that needs it, under the process's memory map lock. Returns
+ * how many regions are huge pages now; 0 where the kernel has no
+ * MADV_COLLAPSE or no free huge page.
+ */
+size_t slab_collapse(void *const *bases, size_t n);
 
 #endif
