@@ -835,6 +835,11 @@ void master_stop(struct master *m)
 		return;
 	m->stopping = true;
 	sw_notice(TAG, "shutting down");
+	/* The loop runs until the pool's work is done: a collapse of a big
+	 * namespace's regions would hold the shutdown for seconds, and the
+	 * final checkpoint forks. */
+	if (m->ckpt.collapse)
+		atomic_store(&m->ckpt.collapse->stop, true);
 	/* A leader ships what it has before it steps down. */
 	changelog_flush(m->cl);
 	group_stop(m);
