@@ -360,14 +360,15 @@ static bool thp_offered(void)
 	return strstr(buf, "[never]") == NULL && buf[0];
 }
 
-/* The "THPeligible" of the mapping holding @addr in /proc/self/smaps: 1,
- * 0, or -1 when not found. */
-static int thp_eligible(const void *addr)
+/* Field @name (e.g. "THPeligible") of the mapping holding @addr in
+ * /proc/self/smaps, or -1 when not found. */
+static long smaps_field(const void *addr, const char *name)
 {
 	uintptr_t a = (uintptr_t)addr, lo, hi;
+	size_t len = strlen(name);
 	bool in = false;
 	char line[512];
-	int v = -1;
+	long v = -1;
 	FILE *fp = fopen("/proc/self/smaps", "r");
 
 	if (!fp)
@@ -378,11 +379,18 @@ static int thp_eligible(const void *addr)
 			in = a >= lo && a < hi;
 			continue;
 		}
-		if (in && sscanf(line, "THPeligible: %d", &v) == 1)
+		if (in && strncmp(line, name, len) == 0 && line[len] == ':' &&
+		    sscanf(line + len + 1, "%ld", &v) == 1)
 			break;
 	}
 	fclose(fp);
 	return v;
+}
+
+/* The "THPeligible" of the mapping holding @addr: 1, 0, or -1. */
+static int thp_eligible(const void *addr)
+{
+	return (int)smaps_field(addr, "THPeligible");
 }
 
 /*
@@ -605,25 +613,7 @@ static void test_slab_regions_share_mappings(void **state)
 /* The "AnonHugePages" (kB) of the mapping holding @addr, or -1. */
 static long anon_huge_kb(const void *addr)
 {
-	uintptr_t a = (uintptr_t)addr, lo, hi;
-	bool in = false;
-	char line[512];
-	long v = -1;
-	FILE *fp = fopen("/proc/self/smaps", "r");
-
-	if (!fp)
-		return -1;
-	while (fgets(line, sizeof(line), fp)) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = a >= lo && a < hi;
-			continue;
-		}
-		if (in && sscanf(line, "AnonHugePages: %ld", &v) == 1)
-			break;
-	}
-	fclose(fp);
-	return v;
+	return smaps_field(addr, "AnonHugePages");
 }
 
 /*
