@@ -317,6 +317,14 @@ static void collapse_done(uv_work_t *req, int status)
 	free(c);
 }
 
+/* A fork or the shutdown is coming: a running collapse ends after the
+ * region it is at. */
+static void collapse_stop(struct master *m)
+{
+	if (m->ckpt.collapse)
+		atomic_store(&m->ckpt.collapse->stop, true);
+}
+
 static void collapse_start(struct master *m)
 {
 	struct collapse *c;
@@ -373,8 +381,7 @@ void master_checkpoint(struct master *m)
 	m->ckpt.last = sw_mono_ns();
 	if (m->ns.version == m->ckpt.version)
 		return;
-	if (m->ckpt.collapse)
-		atomic_store(&m->ckpt.collapse->stop, true);
+	collapse_stop(m);
 	rc = changelog_rotate(m->cl);
 	/* What the rotation held the loop for (it syncs both files). */
 	m->ckpt.rotate_ns = sw_mono_ns() - m->ckpt.last;
@@ -838,8 +845,7 @@ void master_stop(struct master *m)
 	/* The loop runs until the pool's work is done: a collapse of a big
 	 * namespace's regions would hold the shutdown for seconds, and the
 	 * final checkpoint forks. */
-	if (m->ckpt.collapse)
-		atomic_store(&m->ckpt.collapse->stop, true);
+	collapse_stop(m);
 	/* A leader ships what it has before it steps down. */
 	changelog_flush(m->cl);
 	group_stop(m);
