@@ -17,6 +17,26 @@
 #define IOPRIO_WHO_PROCESS 1
 #define IOPRIO_BE_LOWEST ((2 << 13) | 7)
 
+static struct {
+	void (*before_fork)(void *arg);
+	void (*none_alive)(void *arg);
+	void *arg;
+} hooks;
+static unsigned alive;
+
+void sw_child_hooks(void (*before_fork)(void *arg),
+		    void (*none_alive)(void *arg), void *arg)
+{
+	hooks.before_fork = before_fork;
+	hooks.none_alive = none_alive;
+	hooks.arg = arg;
+}
+
+unsigned sw_child_alive(void)
+{
+	return alive;
+}
+
 static void child_run(sw_child_fn fn, void *arg, int fd)
 {
 	int rc;
@@ -53,6 +73,8 @@ static void finish(struct sw_child *c, bool kill_it, int rc)
 		while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
 			;
 		c->pid = 0;
+		if (--alive == 0 && hooks.none_alive)
+			hooks.none_alive(hooks.arg);
 		if (rc == 0 && WIFEXITED(status))
 			rc = -WEXITSTATUS(status);
 		else if (rc == 0)
@@ -121,6 +143,8 @@ int sw_child_start(struct sw_child *c, uv_loop_t *loop, sw_child_fn fn,
 	c->rc = 0;
 	c->reading = false;
 	rc = uv_pipe_open(&c->pipe, fds[0]);
+	if (rc == 0 && hooks.before_fork)
+		hooks.before_fork(hooks.arg);
 	pid = rc == 0 ? fork() : -1;
 	if (pid == 0)
 		child_run(fn, arg, fds[1]);
@@ -139,6 +163,7 @@ int sw_child_start(struct sw_child *c, uv_loop_t *loop, sw_child_fn fn,
 	}
 	c->pid = pid;
 	c->active = true;
+	alive++;
 	rc = uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 	if (rc < 0) {
 		finish(c, true, rc);

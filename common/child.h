@@ -60,6 +60,21 @@ int sw_child_start(struct sw_child *c, uv_loop_t *loop, sw_child_fn fn,
 void sw_child_pause(struct sw_child *c);
 void sw_child_resume(struct sw_child *c);
 
+/*
+ * The process's hooks around its children, whoever forks them: @before_fork
+ * runs in the parent right before each fork(), @none_alive right after a
+ * reap leaves no child of this module alive (not after a fork that
+ * failed). For work on the parent's memory that a child sharing it would
+ * make costly (the master's huge page collapse, master.c): it must stop
+ * before any fork and may run only while no child lives. Either may be
+ * NULL. Loop thread only.
+ */
+void sw_child_hooks(void (*before_fork)(void *arg),
+		    void (*none_alive)(void *arg), void *arg);
+
+/* How many children of this module are alive (forked, not yet reaped). */
+unsigned sw_child_alive(void);
+
 /* Kill the child now (SIGKILL) and reap it; on_exit follows with
  * -EINTR. Nothing if it is not active. */
 void sw_child_kill(struct sw_child *c);

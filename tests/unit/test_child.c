@@ -233,6 +233,68 @@ static void test_free_in_on_exit(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+struct hooked {
+	int forks, none;
+	unsigned alive_at_fork[2];
+	int exits_at_none; /* on_exit calls seen when none_alive came */
+	struct run *runs;
+};
+
+static void before_fork(void *arg)
+{
+	struct hooked *h = arg;
+
+	if (h->forks < 2)
+		h->alive_at_fork[h->forks] = sw_child_alive();
+	h->forks++;
+}
+
+static void none_alive(void *arg)
+{
+	struct hooked *h = arg;
+
+	h->none++;
+	assert_int_equal(sw_child_alive(), 0);
+	h->exits_at_none = h->runs[0].exits + h->runs[1].exits;
+}
+
+/*
+ * The process's hooks (child.h, sw_child_hooks()): one before each fork,
+ * and "none alive" once, when the last of two children is reaped, not
+ * when the first is.
+ */
+static void test_hooks(void **state)
+{
+	struct run r[2];
+	struct hooked h = { .runs = r };
+	uv_loop_t loop;
+
+	(void)state;
+	uv_loop_init(&loop);
+	sw_child_hooks(before_fork, none_alive, &h);
+	start(&r[0], &loop, fail_enospc);
+	start(&r[1], &loop, hang);
+	assert_int_equal(sw_child_alive(), 2);
+	uv_timer_init(&loop, &r[1].timer);
+	r[1].timer.data = &r[1];
+	uv_timer_start(&r[1].timer, on_kill_timer, 100, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	sw_child_hooks(NULL, NULL, NULL);
+	assert_int_equal(h.forks, 2);
+	assert_int_equal(h.alive_at_fork[0], 0);
+	assert_int_equal(h.alive_at_fork[1], 1);
+	assert_int_equal(h.none, 1);
+	/* The first had exited (and was seen) before the kill of the
+	 * second reaped it. */
+	assert_int_equal(h.exits_at_none, 1);
+	assert_int_equal(r[0].rc, -ENOSPC);
+	assert_int_equal(r[1].rc, -EINTR);
+	assert_int_equal(sw_child_alive(), 0);
+	sw_buf_release(&r[0].c.out);
+	sw_buf_release(&r[1].c.out);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +304,7 @@ int main(void)
 		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_free_in_on_exit),
 		cmocka_unit_test(test_output_cap),
+		cmocka_unit_test(test_hooks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
