@@ -57,24 +57,98 @@ static inline bool tag_matches(const void *slot, uint64_t h)
 }
 
 /*
+ * Arrays of several MiB, in the order made: a write to one while a
+ * checkpoint's child shares it splits its huge pages as it splits the
+ * slabs' (slab_collapse()), and a purge's removals write all over the
+ * inode table (at 34 M files, 0.5 GB of it: 10 ms of the next fork). The
+ * master makes them huge pages again when no child lives
+ * (htab_huge_list()). Loop thread only, like the tables.
+ */
+static struct big {
+	void **v;
+	size_t n; /* slots */
+} * bigs;
+static size_t nbigs, bigcap;
+
+static bool is_big(size_t n)
+{
+	return n * sizeof(void *) >= 2 * HUGE_PAGE;
+}
+
+/* The huge pages inside array @v of @n slots: [*lo, *hi). */
+static void huge_span(void **v, size_t n, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = ((uintptr_t)v + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+	*hi = ((uintptr_t)v + n * sizeof(void *)) & ~(uintptr_t)(HUGE_PAGE - 1);
+	if (*hi < *lo)
+		*hi = *lo;
+}
+
+/*
  * A zeroed array of @n slots. One of several MiB (the inode table, a big
  * directory's names) is asked to be backed by transparent huge pages, as
  * the slabs are (slab.c): at tens of millions of entries its 4 KiB page
  * table entries are most of what fork() copies while the loop waits for
- * the checkpoint's writer (66 ms at 34 M files without).
+ * the checkpoint's writer (66 ms at 34 M files without). It is listed
+ * for the collapse after a fork, unless the list cannot grow (then only
+ * the next fork pays).
  */
 static void **slots_new(size_t n)
 {
 	void **v = calloc(n, sizeof(void *));
 	uintptr_t lo, hi;
 
-	if (!v || n * sizeof(void *) < 2 * HUGE_PAGE)
+	if (!v || !is_big(n))
 		return v;
-	lo = ((uintptr_t)v + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-	hi = ((uintptr_t)v + n * sizeof(void *)) & ~(uintptr_t)(HUGE_PAGE - 1);
+	huge_span(v, n, &lo, &hi);
 	if (hi > lo)
 		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+	if (nbigs == bigcap) {
+		size_t cap = bigcap ? 2 * bigcap : 16;
+		struct big *nb = realloc(bigs, cap * sizeof(*nb));
+
+		if (!nb)
+			return v;
+		bigs = nb;
+		bigcap = cap;
+	}
+	bigs[nbigs++] = (struct big){ v, n };
 	return v;
+}
+
+static void slots_free(void **v, size_t n)
+{
+	if (v && is_big(n)) {
+		for (size_t i = 0; i < nbigs; i++)
+			if (bigs[i].v == v) {
+				bigs[i] = bigs[--nbigs];
+				break;
+			}
+	}
+	free(v);
+}
+
+int htab_huge_list(void ***v, size_t *n)
+{
+	size_t more = 0, k = *n;
+	uintptr_t lo, hi;
+	void **nv;
+
+	for (size_t i = 0; i < nbigs; i++) {
+		huge_span(bigs[i].v, bigs[i].n, &lo, &hi);
+		more += (hi - lo) / HUGE_PAGE;
+	}
+	nv = realloc(*v, (k + more ? k + more : 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	for (size_t i = 0; i < nbigs; i++) {
+		huge_span(bigs[i].v, bigs[i].n, &lo, &hi);
+		for (uintptr_t p = lo; p < hi; p += HUGE_PAGE)
+			nv[k++] = (void *)p;
+	}
+	*v = nv;
+	*n = k;
+	return 0;
 }
 
 void htab_init(struct htab *t, htab_hash_fn hash_fn)
@@ -84,8 +158,8 @@ void htab_init(struct htab *t, htab_hash_fn hash_fn)
 
 void htab_release(struct htab *t)
 {
-	free(t->slots);
-	free(t->old);
+	slots_free(t->slots, t->size);
+	slots_free(t->old, t->oldsize);
 	htab_init(t, t->hash_fn);
 }
 
@@ -210,7 +284,7 @@ static bool remove_from(void **slots, size_t size, uint64_t h, const void *elem,
 
 static void finish_migration(struct htab *t)
 {
-	free(t->old);
+	slots_free(t->old, t->oldsize);
 	t->old = NULL;
 	t->oldsize = 0;
 	t->oldcount = 0;
@@ -283,7 +357,7 @@ static int start_resize(struct htab *t, size_t nslots)
 	if (!fresh)
 		return -ENOMEM;
 	if (!t->slots || t->count == 0) {
-		free(t->slots);
+		slots_free(t->slots, t->size);
 		t->slots = fresh;
 		t->size = nslots;
 		t->count = 0;
@@ -329,7 +403,7 @@ int htab_reserve(struct htab *t, size_t n)
 			place(fresh, nslots, t->hash_fn(untag(t->slots[i])),
 			      t->slots[i]);
 	}
-	free(t->slots);
+	slots_free(t->slots, t->size);
 	t->slots = fresh;
 	t->size = nslots;
 	return 0;
@@ -376,7 +450,7 @@ bool htab_remove(struct htab *t, uint64_t h, const void *elem)
 	if (t->old) {
 		htab_step(t, STEP_BUDGET);
 	} else if (t->count == 0) {
-		free(t->slots);
+		slots_free(t->slots, t->size);
 		t->slots = NULL;
 		t->size = 0;
 	} else if (t->size > MIN_SLOTS && t->count * 8 < t->size) {

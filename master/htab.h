@@ -104,6 +104,16 @@ void htab_prefetch_cluster(const struct htab *t, uint64_t h);
 bool htab_remove(struct htab *t, uint64_t h, const void *elem);
 
 /*
+ * Append to the malloc()ed array *@v of *@n addresses (NULL and 0 to
+ * start one) the 2 MiB huge pages of every table's arrays of several MiB,
+ * for slab_collapse() after a fork (their huge pages split as the slabs'
+ * do). An array freed after the list was made may be collapsed in vain:
+ * MADV_COLLAPSE changes no byte of whatever is mapped there by then.
+ * 0, or -ENOMEM with *@v and *@n unchanged.
+ */
+int htab_huge_list(void ***v, size_t *n);
+
+/*
  * Move up to about @budget slots of a pending resize; true while a resize
  * is still in progress. The owner calls this from idle time so that a
  * table nobody touches still finishes.

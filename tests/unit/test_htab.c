@@ -579,9 +579,94 @@ static void test_htab_insert_remove_random_const_hash(void **state)
 	random_ops(*state, 800, 20000);
 }
 
+/* How many addresses of @v[0..@n) are 2 MiB huge pages that lie whole
+ * inside @t's current array (and none is misaligned). */
+static size_t huge_in(const struct htab *t, void *const *v, size_t n)
+{
+	uintptr_t lo = (uintptr_t)t->slots, hi = lo + t->size * sizeof(void *);
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t p = (uintptr_t)v[i];
+
+		assert_int_equal(p & ((2u << 20) - 1), 0);
+		if (p >= lo && p < hi) {
+			assert_true(p + (2u << 20) <= hi);
+			k++;
+		}
+	}
+	return k;
+}
+
+/*
+ * The big arrays are listed for the collapse after a fork (htab.h,
+ * htab_huge_list()): every whole huge page of a live one, once, appended
+ * to what the caller had; none of an array freed by a resize or a
+ * release. A small table lists nothing.
+ */
+static void test_htab_huge_list(void **state)
+{
+	struct htab t, small;
+	void **v = NULL, *old;
+	uintptr_t lo, hi;
+	size_t n = 0, base, want;
+
+	(void)state;
+	htab_init(&t, hash_good);
+	htab_init(&small, hash_good);
+	assert_int_equal(htab_reserve(&small, 1000), 0);
+	assert_int_equal(htab_huge_list(&v, &n), 0);
+	base = n;
+	assert_int_equal(huge_in(&small, v, n), 0);
+
+	/* 2 M slots: 16 MiB, seven or eight whole huge pages. */
+	assert_int_equal(htab_reserve(&t, 1u << 20), 0);
+	lo = ((uintptr_t)t.slots + (2u << 20) - 1) &
+	     ~(uintptr_t)((2u << 20) - 1);
+	hi = ((uintptr_t)t.slots + t.size * sizeof(void *)) &
+	     ~(uintptr_t)((2u << 20) - 1);
+	want = (hi - lo) >> 21;
+	assert_true(want >= 7);
+	free(v);
+	v = malloc(sizeof(*v));
+	assert_non_null(v);
+	v[0] = (void *)(uintptr_t)0x200000; /* the caller's own, kept */
+	n = 1;
+	assert_int_equal(htab_huge_list(&v, &n), 0);
+	assert_ptr_equal(v[0], (void *)(uintptr_t)0x200000);
+	assert_int_equal(n, 1 + base + want);
+	assert_int_equal(huge_in(&t, v + 1, n - 1), want);
+
+	/* Grown: the old array is gone from the list, the new one is in. */
+	old = t.slots;
+	assert_int_equal(htab_reserve(&t, 2u << 20), 0);
+	assert_ptr_not_equal(t.slots, old);
+	free(v);
+	v = NULL;
+	n = 0;
+	assert_int_equal(htab_huge_list(&v, &n), 0);
+	lo = ((uintptr_t)t.slots + (2u << 20) - 1) &
+	     ~(uintptr_t)((2u << 20) - 1);
+	hi = ((uintptr_t)t.slots + t.size * sizeof(void *)) &
+	     ~(uintptr_t)((2u << 20) - 1);
+	want = (hi - lo) >> 21;
+	assert_int_equal(n, base + want);
+	assert_int_equal(huge_in(&t, v, n), want);
+
+	htab_release(&t);
+	free(v);
+	v = NULL;
+	n = 0;
+	assert_int_equal(htab_huge_list(&v, &n), 0);
+	assert_int_equal(n, base);
+	free(v);
+	htab_release(&small);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_htab_huge_list),
 		cmocka_unit_test_setup_teardown(test_htab_find_empty,
 						setup_good, teardown),
 		cmocka_unit_test_setup_teardown(test_htab_insert_grow,
