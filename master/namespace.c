@@ -1383,6 +1383,17 @@ void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e)
 	dir_remove(ns, dir->u.dir, e);
 }
 
+void nsi_dir_unindex(struct ns *ns, struct node *dir)
+{
+	struct dir *d = dir->u.dir;
+
+	if (!d->names.slots && !d->names.old)
+		return;
+	ns->dir_bytes -= htab_bytes(&d->names);
+	resizing_forget(ns, d);
+	htab_release(&d->names);
+}
+
 void nsi_node_free(struct ns *ns, struct node *n)
 {
 	node_free(ns, n);

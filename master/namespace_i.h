@@ -57,6 +57,16 @@ static inline bool nsi_type_valid(uint32_t mode)
 /* Remove live edge @e from directory @dir (a tombstone while pinned). */
 void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e);
 
+/*
+ * Drop directory @dir's index of names, as the purge starts emptying it:
+ * a detached tree is never looked up by name (get_dir() and every other
+ * way in refuse it), and removing each of millions of names from the
+ * index costs the purge a cache miss each and, while a checkpoint's
+ * child lives, splits the huge pages of an array that is about to go
+ * anyway. ns_lookup() would still find a name, walking the list.
+ */
+void nsi_dir_unindex(struct ns *ns, struct node *dir);
+
 /* Free node @n outright (a directory must have no live entries). */
 void nsi_node_free(struct ns *ns, struct node *n);
 

@@ -49,6 +49,7 @@ void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now)
 		struct node *c = s->e->child;
 
 		s->ino = c->ino;
+		nsi_dir_unindex(ns, d);
 		nsi_edge_remove(ns, d, s->e);
 		nsi_node_unlinked(ns, c, now);
 		pr->freed++;
@@ -67,6 +68,7 @@ void ns_purge_take(struct ns *ns, struct ns_purge_step *s, int64_t now)
 	} else {
 		/* Its name is the parent's first: the walk came down by it. */
 		parent = d->u.dir->parent;
+		nsi_dir_unindex(ns, parent);
 		nsi_edge_remove(ns, parent, ns_edge_live(parent->u.dir->head));
 		pr->cur = parent;
 		pr->freed++;

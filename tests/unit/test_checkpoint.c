@@ -568,6 +568,56 @@ static void test_checkpoint_purge_walk_agrees(void **state)
 	assert_true(total > 10);
 }
 
+/*
+ * The purge drops a directory's index of names as it starts emptying it
+ * (namespace_i.h, nsi_dir_unindex()): its bytes leave dir_bytes at the
+ * first step, a name is still found (by the list), and a replay of the
+ * same steps on a loaded copy (which built the index) ends the same.
+ */
+static void test_purge_drops_name_index(void **state)
+{
+	struct fixture *f = *state;
+	struct node *r = f->a.root, *t, *sub;
+	struct ns_purge_step s = { 0 };
+	size_t idx, before;
+	uint64_t version, n = 0;
+	char name[16];
+
+	t = mk(f, r, "t", S_IFDIR | 0755);
+	sub = mk(f, t, "sub", S_IFDIR | 0755);
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		mk(f, t, name, S_IFREG | 0644);
+		mk(f, sub, name, S_IFREG | 0644);
+	}
+	assert_int_equal(ns_detach(&f->a, r, "t", 1, 9, ++f->now), 0);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 100), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	idx = htab_bytes(&sub->u.dir->names);
+	assert_true(idx > 0);
+	before = f->a.dir_bytes;
+
+	/* The walk goes down to sub first: its index goes, t's stays. */
+	assert_true(ns_purge_next(&f->a, &s));
+	assert_ptr_equal(s.dir, sub);
+	ns_purge_take(&f->a, &s, f->now);
+	n++;
+	assert_int_equal(htab_bytes(&sub->u.dir->names), 0);
+	assert_true(htab_bytes(&t->u.dir->names) > 0);
+	assert_int_equal(f->a.dir_bytes, before - idx);
+	assert_non_null(ns_lookup(&f->a, sub, "f150", 4));
+	assert_null(ns_lookup(&f->a, sub, "f0", 2)); /* the one taken */
+
+	while (ns_purge_next(&f->a, &s)) {
+		ns_purge_take(&f->a, &s, f->now);
+		n++;
+	}
+	assert_int_equal(s.done, 9);
+	assert_int_equal(ns_purge_steps(&f->b, n, s.ino, f->now), 0);
+	assert_same(&f->a, &f->b);
+	assert_int_equal(f->a.dir_bytes, f->b.dir_bytes);
+}
+
 static void test_checkpoint_load_format3(void **state)
 {
 	struct fixture *f = *state;
@@ -1575,6 +1625,8 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_purge_walk_agrees, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_purge_drops_name_index,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_format3,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_load_none,
