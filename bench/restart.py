@@ -28,7 +28,9 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,6 +67,44 @@ def checkpoints_written(log):
     return out
 
 
+def collapses(log):
+    """The collapses after each checkpoint's child (master.c): [{done,
+    regions, ms}]."""
+    out = []
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = re.search(r"([0-9]+) of ([0-9]+) (?:slab regions are huge "
+                          r"pages again|huge pages are whole again) "
+                          r"\(([0-9.]+) ms", line)
+            if m:
+                out.append({"done": int(m.group(1)),
+                            "regions": int(m.group(2)),
+                            "ms": float(m.group(3))})
+    return out
+
+
+def kib(path, field):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def page_tables(pid, stop, out):
+    """What a fork would copy, sampled: the master's page tables (VmPTE)
+    and how much of its anonymous memory is huge pages."""
+    v = []
+    while not stop.wait(0.25):
+        try:
+            v.append((kib("/proc/%d/status" % pid, "VmPTE"),
+                      kib("/proc/%d/smaps_rollup" % pid, "AnonHugePages"),
+                      kib("/proc/%d/smaps_rollup" % pid, "Anonymous")))
+        except OSError:
+            break
+    out.extend(v)
+
+
 def one_run(build, ckpt, a):
     # log_level info: each written checkpoint's line (its time, its
     # fork's), checkpoints_written().
@@ -83,9 +123,14 @@ def one_run(build, ckpt, a):
         target = os.path.join(probe_mnt, "probe-target")
         with open(target, "w"):
             pass
-        stop, pout = mp.Event(), mp.Queue()
-        pr = mp.Process(target=seed.probe, args=(target, stop, pout))
+        stop, pout, pslow = mp.Event(), mp.Queue(), mp.Queue()
+        pr = mp.Process(target=seed.probe,
+                        args=(target, stop, pout, False, pslow))
         pr.start()
+        pstop, ptab = threading.Event(), []
+        pt = threading.Thread(target=page_tables,
+                              args=(cl.pid("master"), pstop, ptab))
+        pt.start()
         t0 = time.perf_counter()
         for d in sorted(os.listdir(cl.mnt)):
             if d != "probe-target" and os.path.isdir(os.path.join(cl.mnt, d)):
@@ -100,8 +145,11 @@ def one_run(build, ckpt, a):
                 raise SystemExit("purge did not finish in %d s" % a.timeout)
             time.sleep(1)
         purge_s = time.perf_counter() - t0
+        pstop.set()
+        pt.join()
         stop.set()
         lat = pout.get()
+        late = pslow.get()
         pr.join()
         # A crash right after the purge: whatever checkpoint is being
         # written is lost with it.
@@ -113,10 +161,22 @@ def one_run(build, ckpt, a):
         return {"build": build, "first_start": first, "purge_s": purge_s,
                 "checkpoints_during_purge": len(versions) - 1,
                 "checkpoints_written": written,
+                "collapses": collapses(cl.records["master"]["log"]),
+                "page_tables_kib": {
+                    "max": max((x[0] for x in ptab), default=0),
+                    "samples": ptab[::4]},
                 "stat_during_purge": seed.summary(lat),
+                "stat_over_20ms": [
+                    [time.strftime("%H:%M:%S", time.gmtime(w)) +
+                     ".%03d" % int(w * 1000 % 1000), round(ms, 1)]
+                    for w, ms in late],
                 "restart_s": up_s,
                 "restart": seed.master_start(cl.records["master"]["log"])}
     finally:
+        if a.keep_logs:
+            os.makedirs(a.keep_logs, exist_ok=True)
+            shutil.copy(cl.records["master"]["log"], os.path.join(
+                a.keep_logs, "master-%d.log" % time.time_ns()))
         cl.stop()
 
 
@@ -133,6 +193,8 @@ def main():
     ap.add_argument("--set", action="append", default=[],
                     help="KEY=VALUE for the master (repeatable)")
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--keep-logs", metavar="DIR",
+                    help="copy each run's master log into DIR")
     a = ap.parse_args()
     builds = a.build or [cluster.default_build()]
     ckpt = checkpoint_file(a.checkpoint)

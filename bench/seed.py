@@ -187,21 +187,29 @@ def wait_purge(cl, timeout):
 
 # ---- the probe: another client's stat -----------------------------------
 
-def probe(target, stop, out, touch=False):
+def probe(target, stop, out, touch=False, slow=None):
     """stat @target in a loop, timing each; with @touch, also change its
     times now and then (untimed), so that the master has changes to
-    checkpoint."""
+    checkpoint; with @slow (a queue), also when (time.time()) each stat
+    over 20 ms started, and how long it took, to set beside the
+    master's log."""
     lat = []
+    late = []
     i = 0
     while not stop.is_set():
+        w = time.time()
         t = time.perf_counter_ns()
         os.stat(target)
         lat.append(time.perf_counter_ns() - t)
+        if lat[-1] > 20e6:
+            late.append((w, lat[-1] / 1e6))
         if touch and i % 20 == 0:
             os.utime(target)
         i += 1
         time.sleep(0.001)
     out.put(lat)
+    if slow is not None:
+        slow.put(late)
 
 
 def summary(ns):
