@@ -121,9 +121,12 @@ struct checkpoints {
 	uint64_t held;	  /* written, waiting for the group to commit */
 	int64_t last;	  /* mono ns */
 	bool pruning;	  /* old files being removed (master.c) */
-	/* The slab's regions being made huge pages again after a fork
-	 * (master.c, slab_collapse()); NULL while none is. */
+	/* The slabs' and tables' pages being made huge again after a
+	 * child (master.c, slab_collapse()); NULL while none is. */
 	struct collapse *collapse;
+	/* mono ns a checkpoint was first found due while a collapse ran
+	 * (master_checkpoint_waits()); 0: not since the last started. */
+	int64_t due_at;
 	/* ns_replay_work() when the newest was taken, and when the running
 	 * (or held) one was: replaying what came after the newest costs
 	 * ns_replay_work() - work (master_checkpoint_due()). */

@@ -100,6 +100,14 @@ void master_checkpoint(struct master *m);
 bool master_checkpoint_due(const struct master *m, int64_t now);
 
 /*
+ * Whether a due checkpoint at mono ns @now should wait for the collapse
+ * of huge pages running after the last child (master.c): while it runs,
+ * for at most 2 s from the first time asked since the last checkpoint
+ * started.
+ */
+bool master_checkpoint_waits(struct master *m, int64_t now);
+
+/*
  * Begin serving as the leader of a group (group.c calls it once the log
  * is applied): the jobs only the leader runs start, and carry on from
  * where the log says they were. master_start() does the same for a

@@ -100,6 +100,31 @@ static void test_due_after_changes(void **state)
 	assert_false(master_checkpoint_due(&f->m, f->now));
 }
 
+/*
+ * A due checkpoint waits while the collapse after the last child runs
+ * (master_checkpoint_waits()), for at most 2 s from when it was first
+ * found due, however often asked; not at all when none runs.
+ */
+static void test_due_waits_for_collapse(void **state)
+{
+	struct fixture *f = *state;
+	int64_t s = 1000000000;
+
+	checkpointed(f);
+	f->m.ns.version += BOUND;
+	assert_true(master_checkpoint_due(&f->m, f->now));
+	assert_false(master_checkpoint_waits(&f->m, f->now));
+
+	/* Only looked at, never followed. */
+	f->m.ckpt.collapse = (struct collapse *)&f->m;
+	for (int64_t t = 0; t < 2 * s; t += s / 4)
+		assert_true(master_checkpoint_waits(&f->m, f->now + t));
+	assert_false(master_checkpoint_waits(&f->m, f->now + 2 * s));
+	/* Still running a minute on: no longer waited for. */
+	assert_false(master_checkpoint_waits(&f->m, f->now + 60 * s));
+	f->m.ckpt.collapse = NULL;
+}
+
 static void test_due_after_interval(void **state)
 {
 	struct fixture *f = *state;
@@ -167,6 +192,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_due_after_changes, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_due_waits_for_collapse,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_due_after_interval, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_due_after_purge, setup,
