@@ -905,15 +905,20 @@ static int64_t clamp_time(int64_t t)
 	return t;
 }
 
-/* Whether @op's entry exists already, as the node it names. */
+/*
+ * Whether @op's entry exists already, as the node it names. The
+ * directory is taken as the create itself takes it (get_dir()): within
+ * the session's confinement, never one of a removed tree (a tree being
+ * purged has no index of names: NODE_PURGING).
+ */
 static bool made_already(struct req *r, const Sweepfs__BatchOp *op)
 {
-	struct node *dir = ns_get(&r->m->ns, op->parent);
-	struct edge *e = dir && S_ISDIR(dir->mode) ?
-				 ns_lookup(&r->m->ns, dir, name_of(&op->name),
-					   op->name.len) :
-				 NULL;
+	struct node *dir;
+	struct edge *e;
 
+	if (get_dir(r, op->parent, &dir) < 0)
+		return false;
+	e = ns_lookup(&r->m->ns, dir, name_of(&op->name), op->name.len);
 	return e && e->child->ino == op->ino;
 }
 

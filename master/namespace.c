@@ -291,8 +291,8 @@ static void mark_deleg_in(const struct node *dir, struct node *n)
 }
 
 /*
- * Append live edge @e to @dir. Fails (-ENOMEM) only before changing
- * anything.
+ * Append live edge @e to @dir. Fails (-ENOMEM; -ENOENT in a directory
+ * the purge is emptying) only before changing anything.
  */
 static int dir_add(struct ns *ns, struct node *dir, struct edge *e)
 {
@@ -300,6 +300,8 @@ static int dir_add(struct ns *ns, struct node *dir, struct edge *e)
 	size_t before = htab_bytes(&d->names);
 	int rc = 0;
 
+	if (dir->flags & NODE_PURGING)
+		return -ENOENT; /* its index would be built again, O(entries) */
 	assert(!d->tail || d->tail->id < e->id);
 	if (htab_count(&d->names))
 		rc = htab_insert(&d->names, edge_hash(e), e);
@@ -665,19 +667,32 @@ struct node *ns_get(const struct ns *ns, uint64_t ino)
 	return htab_find(&ns->inodes, sw_hash_u64(ino), node_eq, &ino);
 }
 
+static uint64_t lookup_walked; /* ns_lookup_walked() */
+
 struct edge *ns_lookup(const struct ns *ns, const struct node *dir,
 		       const char *name, size_t len)
 {
 	const struct dir *d = dir->u.dir;
 	struct name_key key = { name, len };
 
+	/* Without its index a walk of millions: whoever asks is wrong, and
+	 * finds nothing rather than holding the loop. */
+	if (dir->flags & NODE_PURGING)
+		return NULL;
 	if (htab_count(&d->names))
 		return htab_find(&d->names, sw_hash_bytes(name, len), edge_eq,
 				 &key);
-	for (struct edge *e = d->head; e; e = e->next)
+	for (struct edge *e = d->head; e; e = e->next) {
+		lookup_walked++;
 		if (e->child && edge_eq(e, &key))
 			return e;
+	}
 	return NULL;
+}
+
+uint64_t ns_lookup_walked(void)
+{
+	return lookup_walked;
 }
 
 uint32_t ns_nlink(const struct node *n)
@@ -1387,6 +1402,7 @@ void nsi_dir_unindex(struct ns *ns, struct node *dir)
 {
 	struct dir *d = dir->u.dir;
 
+	dir->flags |= NODE_PURGING;
 	if (!d->names.slots && !d->names.old)
 		return;
 	ns->dir_bytes -= htab_bytes(&d->names);

@@ -43,6 +43,9 @@
 #define NODE_DETACHED 0x0010 /* the root of a removed (detached) tree */
 #define NODE_TRASHED 0x0020  /* a removed file kept in the trash */
 #define NODE_DELEG 0x0040    /* a directory delegated to a mount (deleg.h) */
+/* A directory of a detached tree that the purge is emptying: its index of
+ * names is gone, and no name in it is found or added (nsi_dir_unindex()). */
+#define NODE_PURGING 0x0080
 /*
  * A delegation's tag (deleg.c): on a delegated directory, its own; on a
  * file, that of the delegated directory it was an entry of when marked
@@ -54,7 +57,7 @@
 #define NODE_DELEG_TAG_SHIFT 12
 #define NODE_DELEG_TAG_ANY 15u
 /* Flags of the running master only: not in checkpoints. */
-#define NODE_RUNTIME_FLAGS (NODE_DELEG | NODE_DELEG_TAG)
+#define NODE_RUNTIME_FLAGS (NODE_DELEG | NODE_DELEG_TAG | NODE_PURGING)
 /*
  * Copies wanted of a file's chunks (1..NS_GOAL_MAX; 0: the master's
  * default goal; the four bits could hold 15).
@@ -333,6 +336,11 @@ struct node *ns_get(const struct ns *ns, uint64_t ino);
 /* The live edge named @name (@len bytes) in directory @dir, or NULL. */
 struct edge *ns_lookup(const struct ns *ns, const struct node *dir,
 		       const char *name, size_t len);
+
+/* Entries ns_lookup() has compared walking a directory's list (one
+ * without an index of names), in this process: for tests that hold that
+ * a way in walks no big directory. */
+uint64_t ns_lookup_walked(void);
 
 /* Whether the metadata has its cluster identity yet. */
 static inline bool ns_has_cluster_id(const struct ns *ns)

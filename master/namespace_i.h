@@ -63,7 +63,9 @@ void nsi_edge_remove(struct ns *ns, struct node *dir, struct edge *e);
  * way in refuse it), and removing each of millions of names from the
  * index costs the purge a cache miss each and, while a checkpoint's
  * child lives, splits the huge pages of an array that is about to go
- * anyway. ns_lookup() would still find a name, walking the list.
+ * anyway. It is marked NODE_PURGING, so that a way in that forgot to
+ * refuse a removed tree finds no name there (ns_lookup()) and adds none
+ * (-ENOENT) rather than walking or indexing millions.
  */
 void nsi_dir_unindex(struct ns *ns, struct node *dir);
 

@@ -1410,9 +1410,55 @@ static void test_trash_recalls(void **state)
 	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
 }
 
+/*
+ * A holder's batch that names a directory of a removed tree the purge is
+ * emptying (no index of names there any more), with numbers outside its
+ * ranges so that the master asks whether each was made already: refused
+ * without a look at any name. Before, made_already() looked the name up
+ * there, a walk of every entry: 6 ns an entry, 0.1 s an op at 17 M.
+ */
+static void test_batch_into_purged_dir_walks_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct node *big = mk(f, f->m.ns.root, "big", S_IFDIR | 0755);
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o[16];
+	Sweepfs__BatchReply *r;
+	struct ns_purge_step s = { 0 };
+	char name[32];
+	uint64_t walked;
+
+	for (int i = 0; i < 20000; i++) {
+		snprintf(name, sizeof(name), "file-%06d", i);
+		mk(f, big, name, S_IFREG | 0644);
+	}
+	assert_int_equal(
+		ns_detach(&f->m.ns, f->m.ns.root, "big", 3, 77, ++f->now), 0);
+	assert_true(ns_purge_next(&f->m.ns, &s));
+	assert_ptr_equal(s.dir, big);
+	ns_purge_take(&f->m.ns, &s, f->now);
+	assert_true(big->flags & NODE_PURGING);
+
+	walked = ns_lookup_walked();
+	for (int i = 0; i < 16; i++)
+		cop(&o[i], &cred, big, "file-019999", S_IFREG | 0644,
+		    (1ull << 60) + (uint64_t)i);
+	r = batch(f, &f->ca, o, 16);
+	for (int i = 0; i < 16; i++)
+		assert_int_not_equal(r->errs[i], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(ns_lookup_walked() - walked, 0);
+	/* And ns_lookup() itself, asked anyway, walks nothing there. */
+	assert_null(ns_lookup(&f->m.ns, big, "file-019999", 11));
+	assert_int_equal(ns_lookup_walked() - walked, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			test_batch_into_purged_dir_walks_nothing, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_grant_marks_and_return_unmarks, setup, teardown),
 		cmocka_unit_test_setup_teardown(
