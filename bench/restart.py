@@ -71,8 +71,8 @@ def checkpoints_written(log):
 
 
 def collapses(log):
-    """The collapses after each checkpoint's child (master.c): [{done,
-    regions, ms}]."""
+    """The collapses after each child (master.c): [{done, pages, ms}],
+    huge pages made whole of those listed."""
     out = []
     with open(log, errors="replace") as f:
         for line in f:
@@ -81,7 +81,7 @@ def collapses(log):
                           r"\(([0-9.]+) ms", line)
             if m:
                 out.append({"done": int(m.group(1)),
-                            "regions": int(m.group(2)),
+                            "pages": int(m.group(2)),
                             "ms": float(m.group(3))})
     return out
 
@@ -132,7 +132,7 @@ def one_run(build, ckpt, a):
                         args=(target, stop, pout, False, pslow))
         pr.start()
         pstop, ptab = threading.Event(), []
-        pt = threading.Thread(target=huge_pages,
+        pt = threading.Thread(target=huge_pages, daemon=True,
                               args=(cl.pid("master"), pstop, ptab))
         pt.start()
         t0 = time.perf_counter()

@@ -32,6 +32,12 @@ void sw_child_hooks(void (*before_fork)(void *arg),
 	hooks.arg = arg;
 }
 
+void sw_child_unhook(void *arg)
+{
+	if (hooks.arg == arg)
+		hooks = (__typeof__(hooks)){ 0 };
+}
+
 unsigned sw_child_alive(void)
 {
 	return alive;

@@ -72,6 +72,9 @@ void sw_child_resume(struct sw_child *c);
 void sw_child_hooks(void (*before_fork)(void *arg),
 		    void (*none_alive)(void *arg), void *arg);
 
+/* Remove the hooks set with @arg (none if another's were set since). */
+void sw_child_unhook(void *arg);
+
 /* How many children of this module are alive (forked, not yet reaped). */
 unsigned sw_child_alive(void);
 

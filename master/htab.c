@@ -22,6 +22,7 @@
  * pointers (arm64 MTE): htab_insert() refuses others with -EINVAL.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -62,13 +63,15 @@ static inline bool tag_matches(const void *slot, uint64_t h)
  * slabs' (slab_collapse()), and a purge's removals write all over the
  * inode table (at 34 M files, 0.5 GB of it: 10 ms of the next fork). The
  * master makes them huge pages again when no child lives
- * (htab_huge_list()). Loop thread only, like the tables.
+ * (htab_huge_list()). Loop thread only, like the tables, but for the
+ * count of arrays freed (htab_huge_gen()).
  */
 static struct big {
 	void **v;
 	size_t n; /* slots */
 } * bigs;
 static size_t nbigs, bigcap;
+static _Atomic uint64_t bigs_freed; /* htab_huge_gen() */
 
 static bool is_big(size_t n)
 {
@@ -124,8 +127,16 @@ static void slots_free(void **v, size_t n)
 				bigs[i] = bigs[--nbigs];
 				break;
 			}
+		/* Before the free: a collapse that saw the old count may
+		 * still reach the array while it is mapped as it was. */
+		atomic_fetch_add(&bigs_freed, 1);
 	}
 	free(v);
+}
+
+uint64_t htab_huge_gen(void)
+{
+	return atomic_load(&bigs_freed);
 }
 
 int htab_huge_list(void ***v, size_t *n)

@@ -114,6 +114,14 @@ bool htab_remove(struct htab *t, uint64_t h, const void *elem);
 int htab_huge_list(void ***v, size_t *n);
 
 /*
+ * How many big arrays this process has freed so far: a thread working
+ * through an htab_huge_list() stops when it changes (a freed array's
+ * range may hold something sparse by then, which MADV_COLLAPSE would
+ * fill in). Any thread.
+ */
+uint64_t htab_huge_gen(void);
+
+/*
  * Move up to about @budget slots of a pending resize; true while a resize
  * is still in progress. The owner calls this from idle time so that a
  * table nobody touches still finishes.

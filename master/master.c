@@ -296,33 +296,49 @@ struct collapse {
 	struct master *m;
 	void **bases;	  /* huge pages in use when it started */
 	size_t n;	  /* how many */
+	size_t nslab;	  /* of them the slabs', first; then the tables' */
+	uint64_t gen;	  /* htab_huge_gen() when listed */
 	size_t done;	  /* huge pages now */
 	int64_t ns;	  /* how long it took, in the pool */
 	atomic_bool stop; /* a fork is coming */
 };
+
+static void collapse_start(void *arg);
 
 static void collapse_work(uv_work_t *req)
 {
 	struct collapse *c = req->data;
 	int64_t t0 = sw_mono_ns();
 
-	for (size_t i = 0; i < c->n && !atomic_load(&c->stop); i++)
+	for (size_t i = 0; i < c->n && !atomic_load(&c->stop); i++) {
+		/* A table's array freed since it was listed may be mapped
+		 * again by something sparse, which a collapse would fill in
+		 * (no byte changes, but memory grows): leave the rest. */
+		if (i >= c->nslab && htab_huge_gen() != c->gen)
+			break;
 		c->done += slab_collapse(&c->bases[i], 1);
+	}
 	c->ns = sw_mono_ns() - t0;
 }
 
 static void collapse_done(uv_work_t *req, int status)
 {
 	struct collapse *c = req->data;
+	struct master *m = c->m;
+	bool stopped = atomic_load(&c->stop);
 
 	(void)status; /* never cancelled */
 	sw_info(TAG,
 		"after the fork, %zu of %zu huge pages are whole again "
 		"(%.1f ms in the pool)",
 		c->done, c->n, (double)c->ns / 1e6);
-	c->m->ckpt.collapse = NULL;
+	m->ckpt.collapse = NULL;
 	free(c->bases);
 	free(c);
+	/* Stopped for a fork that did not come, or for a child already
+	 * gone: none will ask again. */
+	if (stopped && sw_child_alive() == 0)
+		collapse_start(m);
 }
 
 /* A fork or the shutdown is coming: a running collapse ends after the
@@ -350,6 +366,8 @@ static void collapse_start(void *arg)
 		free(c);
 		return;
 	}
+	c->nslab = c->n;
+	c->gen = htab_huge_gen();
 	if (htab_huge_list(&c->bases, &c->n) < 0) {
 		free(c->bases);
 		free(c);
@@ -390,13 +408,16 @@ void master_checkpoint(struct master *m)
 
 	/* Half a snapshot copy is not something to checkpoint: the
 	 * changelog holds it until it is done (snapjob.c). */
+	m->ckpt.due_at = 0;
 	if (checkpoint_running(&m->ckpt.writer) || m->ckpt.held ||
 	    m->ckpt.pruning || m->stopping || ns_copy_active(&m->ns, NULL))
 		return;
 	m->ckpt.last = sw_mono_ns();
-	m->ckpt.due_at = 0;
 	if (m->ns.version == m->ckpt.version)
 		return;
+	/* Before the rotation's syncs, so that the collapse is off the
+	 * memory map lock by the fork (sw_child_hooks() stops it too). */
+	collapse_stop(m);
 	rc = changelog_rotate(m->cl);
 	/* What the rotation held the loop for (it syncs both files). */
 	m->ckpt.rotate_ns = sw_mono_ns() - m->ckpt.last;
@@ -929,7 +950,7 @@ static void final_checkpoint(struct master *m)
 void master_release(struct master *m)
 {
 	final_checkpoint(m);
-	sw_child_hooks(NULL, NULL, NULL);
+	sw_child_unhook(m);
 	hooks_wire(m, false);
 	snapjob_release(m);
 	exports_free(&m->exports);

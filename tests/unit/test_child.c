@@ -279,7 +279,6 @@ static void test_hooks(void **state)
 	r[1].timer.data = &r[1];
 	uv_timer_start(&r[1].timer, on_kill_timer, 100, 0);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	sw_child_hooks(NULL, NULL, NULL);
 	assert_int_equal(h.forks, 2);
 	assert_int_equal(h.alive_at_fork[0], 0);
 	assert_int_equal(h.alive_at_fork[1], 1);
@@ -290,6 +289,20 @@ static void test_hooks(void **state)
 	assert_int_equal(r[0].rc, -ENOSPC);
 	assert_int_equal(r[1].rc, -EINTR);
 	assert_int_equal(sw_child_alive(), 0);
+	sw_buf_release(&r[0].c.out);
+	sw_buf_release(&r[1].c.out);
+
+	/* Only the owner's arg takes them off. */
+	sw_child_unhook(&loop);
+	start(&r[0], &loop, fail_enospc);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(h.forks, 3);
+	assert_int_equal(h.none, 2);
+	sw_child_unhook(&h);
+	start(&r[1], &loop, fail_enospc);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(h.forks, 3);
+	assert_int_equal(h.none, 2);
 	sw_buf_release(&r[0].c.out);
 	sw_buf_release(&r[1].c.out);
 	assert_int_equal(uv_loop_close(&loop), 0);

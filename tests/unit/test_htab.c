@@ -610,6 +610,7 @@ static void test_htab_huge_list(void **state)
 	void **v = NULL, *old;
 	uintptr_t lo, hi;
 	size_t n = 0, base, want;
+	uint64_t gen;
 
 	(void)state;
 	htab_init(&t, hash_good);
@@ -637,10 +638,13 @@ static void test_htab_huge_list(void **state)
 	assert_int_equal(n, 1 + base + want);
 	assert_int_equal(huge_in(&t, v + 1, n - 1), want);
 
-	/* Grown: the old array is gone from the list, the new one is in. */
+	/* Grown: the old array is gone from the list, the new one is in,
+	 * and a collapse working through the old list can tell. */
 	old = t.slots;
+	gen = htab_huge_gen();
 	assert_int_equal(htab_reserve(&t, 2u << 20), 0);
 	assert_ptr_not_equal(t.slots, old);
+	assert_int_equal(htab_huge_gen(), gen + 1);
 	free(v);
 	v = NULL;
 	n = 0;
@@ -654,13 +658,15 @@ static void test_htab_huge_list(void **state)
 	assert_int_equal(huge_in(&t, v, n), want);
 
 	htab_release(&t);
+	assert_int_equal(htab_huge_gen(), gen + 2);
 	free(v);
 	v = NULL;
 	n = 0;
 	assert_int_equal(htab_huge_list(&v, &n), 0);
 	assert_int_equal(n, base);
 	free(v);
-	htab_release(&small);
+	htab_release(&small); /* small: not counted */
+	assert_int_equal(htab_huge_gen(), gen + 2);
 }
 
 int main(void)
