@@ -110,7 +110,8 @@ void dircache_new_empty(struct dircache *dc, uint64_t dir);
 /*
  * The attributes @dir's entries came with are no longer to be handed out
  * (the names still are): this mount gave the directory back, and what
- * it changed meanwhile the master knows better.
+ * it changed meanwhile the master knows better. O(1) whatever the
+ * listing's size: a recall waits for it.
  */
 void dircache_expire_attrs(struct dircache *dc, uint64_t dir);
 /* The same for every entry cached now: the kernel was made to forget
@@ -123,5 +124,9 @@ void dircache_clear(struct dircache *dc);
 
 /* Entries cached, for statistics and tests. */
 size_t dircache_entries(struct dircache *dc);
+
+/* Entries walked over one by one so far (compactions, dropped listings),
+ * for tests that hold what must not walk a listing. */
+uint64_t dircache_visits(struct dircache *dc);
 
 #endif

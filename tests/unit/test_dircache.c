@@ -265,6 +265,68 @@ static void test_dircache_made(void **state)
 	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "y0", &e), DC_UNKNOWN);
 }
 
+/*
+ * @n entries with attributes in @dir of a fresh cache: the walks that a
+ * delegation's end makes over them (dircache_visits()), which must be
+ * none, whatever @n; the attributes are expired all the same.
+ */
+static uint64_t expire_walks(size_t n)
+{
+	Sweepfs__Attr attr = SWEEPFS__ATTR__INIT;
+	struct dircache *dc;
+	struct dc_entry e;
+	uint64_t before, walked;
+	char name[24];
+
+	assert_int_equal(dircache_new(2 * n, &dc), 0);
+	dircache_new_empty(dc, DIR_INO);
+	dircache_new_empty(dc, DIR_INO + 1);
+	for (size_t i = 1; i <= n; i++) {
+		name_of(i, name, sizeof(name));
+		attr.ino = 1000 + i;
+		dircache_add(dc, DIR_INO, name, i, attr.ino, DT_REG, &attr);
+	}
+	dircache_add(dc, DIR_INO + 1, "other", 1, 999, DT_REG, &attr);
+	assert_int_equal(dircache_entries(dc), n + 1);
+	assert_int_equal(dircache_lookup(dc, DIR_INO, "f1", &e), DC_FOUND);
+	assert_true(e.has_attr && e.attr_at != 0);
+
+	before = dircache_visits(dc);
+	dircache_expire_attrs(dc, DIR_INO);
+	walked = dircache_visits(dc) - before;
+
+	/* Expired, first and last; the names stay. */
+	assert_int_equal(dircache_lookup(dc, DIR_INO, "f1", &e), DC_FOUND);
+	assert_int_equal(e.attr_at, 0);
+	name_of(n, name, sizeof(name));
+	assert_int_equal(dircache_lookup(dc, DIR_INO, name, &e), DC_FOUND);
+	assert_int_equal(e.attr_at, 0);
+	assert_int_equal(e.ino, 1000 + n);
+	/* Another directory's are not; nor what comes after. */
+	assert_int_equal(dircache_lookup(dc, DIR_INO + 1, "other", &e),
+			 DC_FOUND);
+	assert_true(e.attr_at != 0);
+	attr.ino = 5000;
+	dircache_add(dc, DIR_INO, "late", n + 1, 5000, DT_REG, &attr);
+	assert_int_equal(dircache_lookup(dc, DIR_INO, "late", &e), DC_FOUND);
+	assert_true(e.has_attr && e.attr_at != 0);
+	dircache_free(dc);
+	return walked;
+}
+
+/*
+ * A recall expires the attributes of the directory given back; an rmr
+ * of the tree this mount made waits for it. It must not walk the
+ * listing (issue 29: it did, 7 ns an entry, 14 ms at 2 M entries): the
+ * same count, none, at 10,000 entries and at 200,000.
+ */
+static void test_dircache_expire_attrs_flat(void **state)
+{
+	(void)state;
+	assert_int_equal(expire_walks(10000), 0);
+	assert_int_equal(expire_walks(200000), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -278,6 +340,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dircache_made, setup,
 						teardown),
+		cmocka_unit_test(test_dircache_expire_attrs_flat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
