@@ -8,16 +8,16 @@
  * this mount made waits for). Where the kernel can (Linux 6.16,
  * FUSE_NOTIFY_INC_EPOCH: inval_all_names()), every name it caches on
  * this mount is to be looked up again before use, which costs it
- * nothing at the notice (but see below): one notice for all the directories given back at once
- * (names elsewhere come back with one lookup each, from the listing
- * this mount caches or the master). Elsewhere the kernel drops a
- * directory's cached names with the directory's own entry
- * (d_invalidate() of it prunes the subtree below, at a cost of some
- * microseconds a name, in the kernel), so one invalidation of that
- * entry does it, whether the directory is still there or gone. Both
- * need the directory's place, so that a kernel without the first can
- * do the second: for that the mount keeps, for each
- * directory it told the kernel of, where (parent, name): from the
+ * nothing at the notice (but see below): one notice for all the
+ * directories given back at once (names elsewhere come back with one
+ * lookup each, from the listing this mount caches or the master).
+ * Elsewhere the kernel drops a directory's cached names with the
+ * directory's own entry (d_invalidate() of it prunes the subtree below,
+ * at a cost of some microseconds a name, in the kernel), so one
+ * invalidation of that entry does it, whether the directory is still
+ * there or gone. Both need the directory's place, so that a kernel
+ * without the first can do the second: for that the mount keeps, for
+ * each directory it told the kernel of, where (parent, name): from the
  * replies that made the kernel's entry (lookup, mkdir, readdirplus) and
  * the renames that moved it, in a table of WHERE_SLOTS, newest first. A
  * held directory takes its own copy when it hands out its first long
