@@ -253,6 +253,7 @@ static int push(struct dircache *dc, struct cdir *d, const char *name,
 		e->attr_at = now;
 	} else {
 		memset(&e->attr, 0, sizeof(e->attr));
+		e->attr_at = 0;
 	}
 	if (name_hash(d, e) < 0) {
 		free(e);
@@ -491,6 +492,21 @@ void dircache_add(struct dircache *dc, uint64_t dir, const char *name,
 		shrink(dc, d);
 out:
 	pthread_mutex_unlock(&dc->mu);
+}
+
+void dircache_rename(struct dircache *dc, uint64_t dir, const char *name,
+		     uint64_t newdir, const char *newname, uint64_t cookie)
+{
+	struct dc_entry de;
+
+	if (dircache_lookup(dc, dir, name, &de) != DC_FOUND) {
+		dircache_drop(dc, dir);
+		dircache_drop(dc, newdir);
+		return;
+	}
+	dircache_remove(dc, dir, name);
+	dircache_remove(dc, newdir, newname);
+	dircache_add(dc, newdir, newname, cookie, de.ino, de.type, NULL);
 }
 
 uint64_t dircache_add_made(struct dircache *dc, uint64_t dir, const char *name,

@@ -87,6 +87,16 @@ void dircache_add(struct dircache *dc, uint64_t dir, const char *name,
 		  const Sweepfs__Attr *attr);
 
 /*
+ * This mount renamed @name in @dir to @newname in @newdir, which the
+ * master put there with @cookie: the entry moves where both listings are
+ * known (dircache_add()), without its attributes (the rename changed its
+ * ctime, and attributes expired before must not come back fresh); where
+ * the old one is not known, both listings are dropped.
+ */
+void dircache_rename(struct dircache *dc, uint64_t dir, const char *name,
+		     uint64_t newdir, const char *newname, uint64_t cookie);
+
+/*
  * This mount made @name in @dir under a delegation and has not yet heard
  * its cookie from the master: added at the end of a whole listing with a
  * cookie of DC_MADE_BASE or more, which it returns (0: not added, the

@@ -211,14 +211,10 @@ static void renamed_done(void *arg, int rc, ProtobufCMessage **reply)
 	struct namectx *c = arg;
 	struct mount *m = mnt(c->req);
 	Sweepfs__StatusReply *r = (Sweepfs__StatusReply *)*reply;
-	struct dc_entry de;
 
-	if (rc == 0 && !(c->flags & RENAME_EXCHANGE) && r->has_cookie &&
-	    dircache_lookup(m->dcache, c->parent, c->name, &de) == DC_FOUND) {
-		dircache_remove(m->dcache, c->parent, c->name);
-		dircache_remove(m->dcache, c->newparent, c->newname);
-		dircache_add(m->dcache, c->newparent, c->newname, r->cookie,
-			     de.ino, de.type, de.has_attr ? &de.attr : NULL);
+	if (rc == 0 && !(c->flags & RENAME_EXCHANGE) && r->has_cookie) {
+		dircache_rename(m->dcache, c->parent, c->name, c->newparent,
+				c->newname, r->cookie);
 	} else if (rc == 0) {
 		dircache_drop(m->dcache, c->parent);
 		dircache_drop(m->dcache, c->newparent);

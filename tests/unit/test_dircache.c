@@ -193,6 +193,55 @@ static void test_dircache_add(void **state)
 }
 
 /*
+ * A rename by this mount moves the entry between whole listings without
+ * its attributes: ones expired by a give-back, or made stale by the
+ * rename's own ctime, never come back as fresh. Where the old name is
+ * not known, both listings go.
+ */
+static void test_dircache_rename(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Attr a = SWEEPFS__ATTR__INIT;
+	struct dc_entry e;
+
+	a.ino = 5000;
+	a.mode = S_IFREG | 0644;
+	a.size = 1;
+	assert_true(append(f, 0, 1, 10, true));
+	dircache_new_empty(f->dc, DIR_INO + 1);
+	dircache_add(f->dc, DIR_INO, "a", 11, 5000, DT_REG, &a);
+	dircache_add(f->dc, DIR_INO, "b", 12, 5001, DT_REG, &a);
+	dircache_expire_attrs(f->dc, DIR_INO);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "a", &e), DC_FOUND);
+	assert_true(e.has_attr);
+	assert_int_equal(e.attr_at, 0);
+
+	/* Into the other directory, and within this one. */
+	dircache_rename(f->dc, DIR_INO, "a", DIR_INO + 1, "a2", 1);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "a", &e), DC_ABSENT);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO + 1, "a2", &e),
+			 DC_FOUND);
+	assert_int_equal(e.ino, 5000);
+	assert_false(e.has_attr && e.attr_at);
+	dircache_rename(f->dc, DIR_INO, "b", DIR_INO, "b2", 13);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "b2", &e), DC_FOUND);
+	assert_int_equal(e.ino, 5001);
+	assert_false(e.has_attr && e.attr_at);
+
+	/* Fresh attributes do not travel either. */
+	dircache_add(f->dc, DIR_INO, "c", 14, 5002, DT_REG, &a);
+	dircache_rename(f->dc, DIR_INO, "c", DIR_INO, "c2", 15);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "c2", &e), DC_FOUND);
+	assert_false(e.has_attr && e.attr_at);
+
+	/* An unknown name: neither listing can be trusted. */
+	dircache_rename(f->dc, DIR_INO, "nope", DIR_INO + 1, "x", 2);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "b2", &e), DC_UNKNOWN);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO + 1, "a2", &e),
+			 DC_UNKNOWN);
+}
+
+/*
  * Made under a delegation: at the end with provisional cookies, read from
  * the master until the real ones come, in order, then from the cache.
  */
@@ -339,6 +388,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dircache_add, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dircache_made, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dircache_rename, setup,
 						teardown),
 		cmocka_unit_test(test_dircache_expire_attrs_flat),
 	};
