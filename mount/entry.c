@@ -74,9 +74,13 @@ void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
 
 double mount_attr_left(const struct mount *m, int64_t fetched_at)
 {
-	double left =
-		m->attr_timeout - (double)(sw_mono_ns() - fetched_at) / 1e9;
+	double left;
 
+	/* 0 is "expired" (dircache.h), not a time: on the monotonic clock
+	 * it is the boot, less than attr_timeout ago on a fresh machine. */
+	if (fetched_at <= 0)
+		return 0;
+	left = m->attr_timeout - (double)(sw_mono_ns() - fetched_at) / 1e9;
 	return left > 0 ? left : 0;
 }
 
