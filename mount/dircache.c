@@ -68,7 +68,7 @@ struct dircache {
 	uint64_t made_next; /* never reused: a late answer finds no other */
 	size_t max_entries;
 	int64_t attrs_after; /* older attributes count as expired */
-	uint64_t visits;     /* entries walked over one by one, ever */
+	size_t visits;	     /* entries walked over one by one, ever */
 };
 
 /* ---- directories ---------------------------------------------------- */
@@ -612,22 +612,23 @@ void dircache_drop(struct dircache *dc, uint64_t dir)
 	pthread_mutex_unlock(&dc->mu);
 }
 
-size_t dircache_entries(struct dircache *dc)
+/* Counter @v of @dc, read under its lock. */
+static size_t count_of(struct dircache *dc, const size_t *v)
 {
 	size_t n;
 
 	pthread_mutex_lock(&dc->mu);
-	n = dc->entries;
+	n = *v;
 	pthread_mutex_unlock(&dc->mu);
 	return n;
 }
 
+size_t dircache_entries(struct dircache *dc)
+{
+	return count_of(dc, &dc->entries);
+}
+
 uint64_t dircache_visits(struct dircache *dc)
 {
-	uint64_t n;
-
-	pthread_mutex_lock(&dc->mu);
-	n = dc->visits;
-	pthread_mutex_unlock(&dc->mu);
-	return n;
+	return count_of(dc, &dc->visits);
 }
