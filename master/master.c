@@ -277,6 +277,9 @@ static void checkpoint_release(struct master *m)
 		checkpoint_written(m, v, m->ckpt.target_work, true);
 }
 
+/* How long a due checkpoint waits for a running collapse. */
+#define COLLAPSE_WAIT_MS 2000LL
+
 /*
  * While a child (a checkpoint's writer, fsck, a tree summary, a snapshot
  * copy) lived, every huge page of the slabs and of the big hash tables'
@@ -288,9 +291,6 @@ static void checkpoint_release(struct master *m)
  * page made huge while a child shares it would be copied whole), and the
  * next checkpoint waits for it (master_checkpoint_waits()).
  */
-/* How long a due checkpoint waits for a running collapse. */
-#define COLLAPSE_WAIT_MS 2000LL
-
 struct collapse {
 	uv_work_t req;
 	struct master *m;
