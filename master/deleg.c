@@ -134,6 +134,7 @@ struct deleg {
 	struct session *s;
 	unsigned tag;		  /* its marks' (see above) */
 	int64_t recall_at;	  /* mono ns the recall went out; 0: none */
+	bool removed;		  /* recalled by a removal of its tree */
 	struct req_link *waiters; /* parked on it, through park_next */
 	struct deleg *next, *prev;
 };
@@ -399,17 +400,20 @@ void delegs_free(struct master *m)
  * memory closes the holder's connection at once, and that ends every
  * delegation of the holder (session_detach()), freed.
  */
-/* Tell @s to give @dir back. */
-static void send_recall(struct master *m, struct session *s, uint64_t dir)
+/* Tell @s to give @dir back; @removed: the request removes it. */
+static void send_recall(struct master *m, struct session *s, uint64_t dir,
+			bool removed)
 {
 	Sweepfs__DelegRecall note = SWEEPFS__DELEG_RECALL__INIT;
 
 	note.dir = dir;
+	note.has_removed = removed;
+	note.removed = removed;
 	if (s->conn)
 		req_notify(m, s->conn, SW_MSG_DELEG_RECALL, &note.base);
 }
 
-static struct deleg *recall(struct master *m, struct deleg *d)
+static struct deleg *recall(struct master *m, struct deleg *d, bool removed)
 {
 	uint64_t ended = m->delegs->ended;
 
@@ -419,7 +423,9 @@ static struct deleg *recall(struct master *m, struct deleg *d)
 	d->s->nrecalling++;
 	m->delegs->nrecalling++;
 	m->delegs->st.recalls++;
-	send_recall(m, d->s, d->dir->ino);
+	m->delegs->st.recalls_removed += removed;
+	d->removed = removed;
+	send_recall(m, d->s, d->dir->ino, removed);
 	return m->delegs->ended == ended ? d : NULL;
 }
 
@@ -475,14 +481,15 @@ static bool others_below(const struct deleg *d, const struct session *s,
  * recalled already.
  */
 static struct deleg *recall_others(struct master *m, const struct session *s,
-				   const struct node *top, unsigned tag)
+				   const struct node *top, unsigned tag,
+				   bool removed)
 {
 	struct deleg *d;
 
 restart:
 	for (d = m->delegs->head; d; d = d->next)
 		if (!d->recall_at && others_below(d, s, top, tag) &&
-		    !recall(m, d))
+		    !recall(m, d, removed))
 			goto restart;
 	for (d = m->delegs->head; d && !others_below(d, s, top, tag);
 	     d = d->next)
@@ -493,16 +500,18 @@ restart:
 void deleg_recall_all(struct master *m)
 {
 	if (m->delegs)
-		recall_others(m, NULL, NULL, NODE_DELEG_TAG_ANY);
+		recall_others(m, NULL, NULL, NODE_DELEG_TAG_ANY, false);
 }
 
 /*
  * Whether inode @ino, named by a request of @s, waits for a delegation;
  * with @subtree (the request changes a tree: rmr, rename, snapshot) also
- * for one below it. Recalls what it finds; returns one to wait for.
+ * for one below it. Recalls what it finds (@removed: the request removes
+ * @ino's tree, which the recalls of its own and those below it say);
+ * returns one to wait for.
  */
 static struct deleg *conflict_ino(struct master *m, struct session *s,
-				  uint64_t ino, bool subtree)
+				  uint64_t ino, bool subtree, bool removed)
 {
 	/* As the request will see it: a node a confined session may not
 	 * use by number is refused, with no recall of another's. */
@@ -519,30 +528,68 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 
 		if (up != n && (up->flags & NODE_DELEG) &&
 		    (d = find(m->delegs, up->ino)) != NULL && d->s != s)
-			wait = recall(m, d);
+			wait = recall(m, d, false);
 	} else if ((tag = node_tag(n)) != 0) {
 		if (tag_live(m->delegs, tag))
-			return recall_others(m, s, NULL, tag);
+			return recall_others(m, s, NULL, tag, false);
 		set_tag(n, 0); /* stale (see the top) */
 	}
 	/* Itself too, at once: one wait for both. (A recall that ended
 	 * delegations may have ended this one: looked up afresh.) */
 	if (n->flags & NODE_DELEG) {
 		d = find(m->delegs, ino);
-		if (d && d->s != s && (d = recall(m, d)) != NULL && !wait)
+		if (d && d->s != s && (d = recall(m, d, removed)) != NULL &&
+		    !wait)
 			wait = d;
 	}
 	if (wait)
 		return wait;
 	if (!subtree || !S_ISDIR(n->mode))
 		return NULL;
-	return recall_others(m, s, n, NODE_DELEG_TAG_ANY);
+	return recall_others(m, s, n, NODE_DELEG_TAG_ANY, removed);
+}
+
+/*
+ * A request that removes the entry @name of directory @ino (rmr,
+ * rmsnapshot): that directory's delegation and its parent's, as for any
+ * node named, and those of the tree the entry heads, told that it goes;
+ * not those of the entry's siblings, which nothing changes (an rmr of
+ * d0 on the mount that made d0 and d1 would otherwise make it forget
+ * every name it caches in d1). The entry not there yet (a holder of
+ * @ino may still have its create queued): recalled when the request
+ * looks again after that holder gives @ino back.
+ */
+static struct deleg *conflict_entry(struct master *m, struct session *s,
+				    uint64_t ino,
+				    const ProtobufCBinaryData *name)
+{
+	struct req as = { .m = m, .s = s };
+	struct node *dir = req_node(&as, ino);
+	struct edge *e = NULL;
+	struct deleg *d;
+
+	if (dir && S_ISDIR(dir->mode) && name->len <= SW_NAME_MAX)
+		e = ns_lookup(&m->ns, dir, (const char *)name->data, name->len);
+	/* All recalled first, then one picked to wait for: a recall that
+	 * ends delegations (its holder's connection broke) may have freed
+	 * one an earlier call returned. */
+	if (e && e->child && S_ISDIR(e->child->mode))
+		(void)recall_others(m, s, e->child, NODE_DELEG_TAG_ANY, true);
+	if (e && e->child)
+		(void)conflict_ino(m, s, e->child->ino, true,
+				   S_ISDIR(e->child->mode));
+	d = conflict_ino(m, s, ino, false, false);
+	if (!d && e && e->child)
+		d = conflict_ino(m, s, e->child->ino, true,
+				 S_ISDIR(e->child->mode));
+	return d;
 }
 
 /*
  * The delegation request @msg of @type must wait for, recalled: what it
  * names (proto/messages.def says which fields name nodes, and whether it
- * changes their subtrees or recalls all), held by another session.
+ * changes their subtrees, removes an entry or recalls all), held by
+ * another session.
  */
 static struct deleg *conflict(struct master *m, struct session *s,
 			      uint16_t type, const ProtobufCMessage *msg)
@@ -550,15 +597,22 @@ static struct deleg *conflict(struct master *m, struct session *s,
 	const struct sw_msg_info *info = sw_msg_info(type);
 	struct deleg *d = NULL;
 	struct sw_msg_nodes it;
+	ProtobufCBinaryData name;
 	uint64_t ino;
 
 	if (!info)
 		return NULL;
 	if (info->recall_all)
-		return recall_others(m, s, NULL, NODE_DELEG_TAG_ANY);
+		return recall_others(m, s, NULL, NODE_DELEG_TAG_ANY, false);
 	sw_msg_nodes_begin(&it, type, msg);
+	if (info->removes) {
+		if (sw_msg_entry_name(type, msg, &name) < 0 ||
+		    !sw_msg_nodes_next(&it, &ino))
+			return NULL;
+		return conflict_entry(m, s, ino, &name);
+	}
 	while (!d && sw_msg_nodes_next(&it, &ino))
-		d = conflict_ino(m, s, ino, info->subtree);
+		d = conflict_ino(m, s, ino, info->subtree, false);
 	return d;
 }
 
@@ -1032,13 +1086,13 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 		 * sent what it queued here, so it is recalled at once, to
 		 * be waited for the same way. */
 		if (d->recall_at)
-			recall(m, made);
+			recall(m, made, d->removed);
 		return;
 	}
 	/* The maker holds what it made from birth: told at once that it
 	 * does not, it gives it back (a return of what is not held changes
 	 * nothing) and asks the master from then on. */
-	send_recall(m, s, dir->ino);
+	send_recall(m, s, dir->ino, false);
 }
 
 void op_deleg(struct req *r, const ProtobufCMessage *msg)

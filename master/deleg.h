@@ -90,6 +90,7 @@ bool deleg_revoked(const struct master *m, const struct session *s,
  * tests count: entries visited (only a grant walks a directory). */
 struct deleg_stats {
 	uint64_t held, granted, refused, recalls, timeouts;
+	uint64_t recalls_removed; /* of those, told their tree goes */
 	uint64_t recall_max_ns;
 	uint64_t visits, walk_slices;
 };

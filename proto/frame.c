@@ -47,6 +47,7 @@
 			    .recall_all = FL(fl, SW_MSG_F_RECALL_ALL),  \
 			    .overtakes = FL(fl, SW_MSG_F_OVERTAKES),    \
 			    .no_flush = FL(fl, SW_MSG_F_NO_FLUSH),      \
+			    .removes = FL(fl, SW_MSG_F_REMOVES),        \
 			    .roles = (who),                             \
 			    .nodes = nodes_,                            \
 			    .not_nodes = not_nodes_ },
@@ -78,6 +79,8 @@ struct node_ref {
 };
 
 static struct node_ref node_refs[SW_MSG__COUNT][SW_MSG_NODES_MAX];
+/* For a type that removes an entry: its `name` field's offset. */
+static uint32_t entry_name_offset[SW_MSG__COUNT];
 static uint16_t node_bad_type; /* first type that did not resolve, or 0 */
 static pthread_once_t node_once = PTHREAD_ONCE_INIT;
 
@@ -118,10 +121,29 @@ static int resolve_one(const ProtobufCMessageDescriptor *d, uint32_t spec,
 	return 0;
 }
 
+/* Where a type that removes an entry keeps its name, or 0. */
+static uint32_t resolve_entry_name(const struct sw_msg_info *info)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(info->req,
+								"name");
+
+	if (!f || f->type != PROTOBUF_C_TYPE_BYTES ||
+	    f->label != PROTOBUF_C_LABEL_REQUIRED || !info->nodes[0] ||
+	    info->nodes[1] || (info->nodes[0] >> 16))
+		return 0;
+	return f->offset;
+}
+
 static void resolve_nodes(void)
 {
 	for (uint16_t t = 0; t < SW_MSG__COUNT; t++) {
 		const struct sw_msg_info *info = &msg_table[t];
+
+		if (info->name && info->removes &&
+		    !(entry_name_offset[t] = resolve_entry_name(info)) &&
+		    !node_bad_type)
+			node_bad_type = t;
 
 		for (unsigned i = 0;
 		     info->name && i < SW_MSG_NODES_MAX && info->nodes[i];
@@ -132,6 +154,17 @@ static void resolve_nodes(void)
 				node_bad_type = t;
 		}
 	}
+}
+
+int sw_msg_entry_name(uint16_t type, const ProtobufCMessage *msg,
+		      ProtobufCBinaryData *out)
+{
+	pthread_once(&node_once, resolve_nodes);
+	if (type >= SW_MSG__COUNT || !entry_name_offset[type])
+		return -EINVAL;
+	*out = *(const ProtobufCBinaryData *)((const char *)msg +
+					      entry_name_offset[type]);
+	return 0;
 }
 
 int sw_msg_check(uint16_t *type_out)

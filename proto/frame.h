@@ -206,6 +206,7 @@ enum {
 	SW_MSG_F_RECALL_ALL = 1 << 6,
 	SW_MSG_F_OVERTAKES = 1 << 7,
 	SW_MSG_F_NO_FLUSH = 1 << 8,
+	SW_MSG_F_REMOVES = 1 << 9,
 };
 
 /*
@@ -242,6 +243,11 @@ struct sw_msg_info {
 	/* Part of the delegation protocol: the mount sends it without
 	 * first flushing the operations it queued under its delegations. */
 	unsigned no_flush : 1;
+	/* Removes the entry its request's `name` (a bytes field) names in
+	 * the directory its one node is, with the tree that entry heads:
+	 * the delegations recalled are the directory's and that tree's
+	 * (told it goes), not those of the entry's siblings. */
+	unsigned removes : 1;
 	uint8_t roles; /* SW_ROLE_BIT()s that may send it to the master */
 	/* The fields (SW_MSG_FIELD()s, 0-terminated) that name a node, and
 	 * those named like one that do not. */
@@ -290,9 +296,17 @@ size_t sw_msg_nodes(uint16_t type, const ProtobufCMessage *msg, uint64_t *out,
 		    size_t max);
 
 /*
+ * The name a request of a type that `removes` names its entry by, in
+ * *@out: 0, or -EINVAL if the type does not remove an entry.
+ */
+int sw_msg_entry_name(uint16_t type, const ProtobufCMessage *msg,
+		      ProtobufCBinaryData *out);
+
+/*
  * 0 when every node field the table declares resolves to a single
  * uint64 field of its request (through a repeated message field for
- * SW_MSG_FIELD_IN()), else -EINVAL with @type_out set to the first type
+ * SW_MSG_FIELD_IN()), and every type that `removes` has one node field
+ * and a single bytes field `name`, else -EINVAL with @type_out set to the first type
  * whose declaration does not. For the tests and for start-up.
  */
 int sw_msg_check(uint16_t *type_out);

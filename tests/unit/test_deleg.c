@@ -1411,6 +1411,133 @@ static void test_trash_recalls(void **state)
 }
 
 /*
+ * Every recall waiting in @c's output, in order: directories into @dirs,
+ * their `removed` into @removed; returns how many (the output is
+ * emptied).
+ */
+static size_t take_recalls(struct conn *c, uint64_t *dirs, bool *removed,
+			   size_t max)
+{
+	struct sw_frame_hdr h;
+	size_t n = 0;
+
+	while (sw_frame_get_hdr(sw_buf_head(&c->wq.out),
+				sw_buf_used(&c->wq.out), SW_FRAME_MAX_META,
+				&h) > 0) {
+		const uint8_t *p = sw_buf_head(&c->wq.out) + SW_FRAME_HDR;
+
+		if (h.type == SW_MSG_DELEG_RECALL &&
+		    (h.flags & SW_FRAME_NOTIFY)) {
+			Sweepfs__DelegRecall *r =
+				sweepfs__deleg_recall__unpack(NULL, h.len, p);
+
+			assert_non_null(r);
+			assert_true(n < max);
+			dirs[n] = r->dir;
+			removed[n++] = r->has_removed && r->removed;
+			sweepfs__deleg_recall__free_unpacked(r, NULL);
+		}
+		sw_buf_consume(&c->wq.out, SW_FRAME_HDR + h.len);
+	}
+	return n;
+}
+
+/* Whether @dir is among the @n recalls: -1 no, else its `removed`. */
+static int recall_of(const uint64_t *dirs, const bool *removed, size_t n,
+		     const struct node *dir)
+{
+	for (size_t i = 0; i < n; i++)
+		if (dirs[i] == dir->ino)
+			return removed[i];
+	return -1;
+}
+
+/*
+ * An rmr or rmsnapshot of d/sub, the holder of d, d/sub, d/sub/deep and
+ * d/sib (the mount that made them all): one round of recalls takes back
+ * d (its entry goes; not removed) and sub and deep (told they go with
+ * it), and not sib: the mount would otherwise forget every name it
+ * caches in sib, which its kernel then prunes name by name on the next
+ * walk there (issue 29). The request waits for them all at once, and
+ * goes once they are back.
+ */
+static void test_removal_recalls_its_tree_only(void **state)
+{
+	struct fixture *f = *state;
+	static const uint16_t types[] = { SW_MSG_RMR, SW_MSG_RMSNAPSHOT };
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct node *sib = mk(f, f->d, "sib", S_IFDIR | 0755);
+	struct node *deep = mk(f, f->sub, "deep", S_IFDIR | 0755);
+	struct deleg_stats st;
+	uint64_t dirs[8];
+	bool removed[8];
+	size_t n;
+
+	for (size_t t = 0; t < SW_ARRAY_SIZE(types); t++) {
+		Sweepfs__RmrReq rm = SWEEPFS__RMR_REQ__INIT;
+		Sweepfs__RmsnapshotReq rs = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+		const ProtobufCMessage *q = types[t] == SW_MSG_RMR ? &rm.base :
+								     &rs.base;
+
+		rm.cred = rs.cred = &cred;
+		rm.parent = rs.parent = f->d->ino;
+		rm.name.data = rs.name.data = (uint8_t *)"sub";
+		rm.name.len = rs.name.len = 3;
+		assert_true(ask(f, &f->ca, f->d));
+		assert_true(ask(f, &f->ca, f->sub));
+		assert_true(ask(f, &f->ca, deep));
+		assert_true(ask(f, &f->ca, sib));
+		deleg_stats(&f->m, &st);
+		uint64_t removed0 = st.recalls_removed;
+
+		assert_true(conn_waits(&f->cb, types[t], q));
+		n = take_recalls(&f->ca, dirs, removed, SW_ARRAY_SIZE(dirs));
+		assert_int_equal(n, 3);
+		assert_int_equal(recall_of(dirs, removed, n, f->d), 0);
+		assert_int_equal(recall_of(dirs, removed, n, f->sub), 1);
+		assert_int_equal(recall_of(dirs, removed, n, deep), 1);
+		assert_int_equal(recall_of(dirs, removed, n, sib), -1);
+		deleg_stats(&f->m, &st);
+		assert_int_equal(st.recalls_removed - removed0, 2);
+		/* Resumed by the first back, it waits again for the others,
+		 * recalled already: no new recall goes out. */
+		give_back(f, &f->ca, f->d);
+		assert_null(f->cb.link.parked);
+		assert_true(conn_waits(&f->cb, types[t], q));
+		give_back(f, &f->ca, deep);
+		deleg_unpark(&f->cb.link);
+		assert_true(conn_waits(&f->cb, types[t], q));
+		give_back(f, &f->ca, f->sub);
+		assert_null(f->cb.link.parked);
+		assert_false(conn_waits(&f->cb, types[t], q));
+		assert_int_equal(take_recalls(&f->ca, dirs, removed,
+					      SW_ARRAY_SIZE(dirs)),
+				 0);
+		/* The sibling is still the holder's, unrecalled. */
+		assert_int_equal(held(f), 1);
+		give_back(f, &f->ca, sib);
+		assert_int_equal(held(f), 0);
+	}
+	/* A name that is not there recalls the directory alone. */
+	{
+		Sweepfs__RmrReq rm = SWEEPFS__RMR_REQ__INIT;
+
+		rm.cred = &cred;
+		rm.parent = f->d->ino;
+		rm.name.data = (uint8_t *)"none";
+		rm.name.len = 4;
+		assert_true(ask(f, &f->ca, f->d));
+		assert_true(ask(f, &f->ca, sib));
+		assert_true(conn_waits(&f->cb, SW_MSG_RMR, &rm.base));
+		n = take_recalls(&f->ca, dirs, removed, SW_ARRAY_SIZE(dirs));
+		assert_int_equal(n, 1);
+		assert_int_equal(recall_of(dirs, removed, n, f->d), 0);
+		give_back(f, &f->ca, f->d);
+		assert_null(f->cb.link.parked);
+	}
+}
+
+/*
  * A holder's batch that names a directory of a removed tree the purge is
  * emptying (no index of names there any more), with numbers outside its
  * ranges so that the master asks whether each was made already: refused
@@ -1515,6 +1642,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_new_entries_recall_by_ino,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_removal_recalls_its_tree_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trash_recalls, setup,
 						teardown),
 	};

@@ -525,17 +525,34 @@ static void test_sw_msg_nodes_walk(void **state)
  * switches, now in the table. */
 static void test_sw_msg_info_flags(void **state)
 {
-	static const uint16_t tree[] = { SW_MSG_RMR, SW_MSG_RENAME,
-					 SW_MSG_SNAPSHOT, SW_MSG_RMSNAPSHOT,
+	static const uint16_t tree[] = { SW_MSG_RENAME, SW_MSG_SNAPSHOT,
 					 SW_MSG_TRASH };
+	static const uint16_t goes[] = { SW_MSG_RMR, SW_MSG_RMSNAPSHOT };
 	static const uint16_t pass[] = { SW_MSG_BATCH, SW_MSG_DELEG_RETURN,
 					 SW_MSG_PING, SW_MSG_INVAL_ACK };
 	static const uint16_t no_flush[] = { SW_MSG_BATCH, SW_MSG_DELEG,
 					     SW_MSG_DELEG_RETURN,
 					     SW_MSG_INVAL_ACK };
-	unsigned n_tree = 0, n_pass = 0, n_flush = 0, n_all = 0;
+	unsigned n_tree = 0, n_pass = 0, n_flush = 0, n_all = 0, n_goes = 0;
 
 	(void)state;
+	for (size_t i = 0; i < SW_ARRAY_SIZE(goes); i++) {
+		Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
+		ProtobufCBinaryData name;
+
+		assert_true(sw_msg_info(goes[i])->removes);
+		assert_false(sw_msg_info(goes[i])->subtree);
+		/* RmsnapshotReq has the same numbers and layout's start. */
+		q.name.data = (uint8_t *)"x";
+		q.name.len = 1;
+		if (goes[i] == SW_MSG_RMR) {
+			assert_int_equal(
+				sw_msg_entry_name(goes[i], &q.base, &name), 0);
+			assert_ptr_equal(name.data, q.name.data);
+			assert_int_equal(name.len, 1);
+		}
+	}
+	assert_int_equal(sw_msg_entry_name(SW_MSG_RENAME, NULL, NULL), -EINVAL);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(tree); i++)
 		assert_true(sw_msg_info(tree[i])->subtree);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(pass); i++)
@@ -547,7 +564,9 @@ static void test_sw_msg_info_flags(void **state)
 		n_pass += sw_msg_info(t)->overtakes;
 		n_flush += sw_msg_info(t)->no_flush;
 		n_all += sw_msg_info(t)->recall_all;
+		n_goes += sw_msg_info(t)->removes;
 	}
+	assert_int_equal(n_goes, SW_ARRAY_SIZE(goes));
 	assert_int_equal(n_tree, SW_ARRAY_SIZE(tree));
 	assert_int_equal(n_pass, SW_ARRAY_SIZE(pass));
 	assert_int_equal(n_flush, SW_ARRAY_SIZE(no_flush));
