@@ -2,46 +2,9 @@
  * Directory delegations, the mount's side: see deleg.h.
  *
  * Names in a held directory go to the kernel with a long entry timeout,
- * so that rm -rf, which unlinks long after it listed, needs no lookup.
- * When the delegation ends the kernel must forget them, at a cost that
- * does not grow with the directory (a recall is what an rmr of the tree
- * this mount made waits for). Where the kernel can (Linux 6.16,
- * FUSE_NOTIFY_INC_EPOCH: inval_all_names()), every name it caches on
- * this mount is to be looked up again before use, which costs it
- * nothing at the notice (but see below): one notice for all the
- * directories given back at once (names elsewhere come back with one
- * lookup each, from the listing this mount caches or the master).
- * Elsewhere the kernel drops a directory's cached names with the
- * directory's own entry (d_invalidate() of it prunes the subtree below,
- * at a cost of some microseconds a name, in the kernel), so one
- * invalidation of that entry does it, whether the directory is still
- * there or gone. Both need the directory's place, so that a kernel
- * without the first can do the second: for that the mount keeps, for
- * each directory it told the kernel of, where (parent, name): from the
- * replies that made the kernel's entry (lookup, mkdir, readdirplus) and
- * the renames that moved it, in a table of WHERE_SLOTS, newest first. A
- * held directory takes its own copy when it hands out its first long
- * name; one whose place is not known (the mount's root, a slot taken
- * since) hands out the usual timeout, and has nothing to take back.
- * What a held directory costs here is therefore one name, however large.
- *
- * What d_invalidate() cannot drop is a name in use at that moment (an
- * open file, a working directory): without the epoch notice it stays
- * cached up to LONG_ENTRY_TIMEOUT, as an open file's name would in a
- * local filesystem that another machine cannot change.
- *
- * What the epoch notice does not make cheap (measured, issue 29): it
- * leaves every dentry of the mount stale, directories' own included,
- * and the kernel (fuse_dentry_revalidate() on 6.18) takes a stale one
- * for invalid without asking us, so the next path walk through a
- * directory d_invalidate()s it and prunes every name cached below it,
- * about 2.5 us a name, in that walker's system call: 0.26-0.40 s at
- * 100,000 names, 1.2-1.3 s at 500,000, in sweepfs rmr's realpath() of
- * a directory given back by the recall before. The recall itself (from
- * DELEG_RECALL to DELEG_RETURN, 0.2 ms at 500,000 names) stays flat;
- * the kernel's work is only deferred, to whoever walks there next. An
- * entry timeout of 0 does not spare it: the kernel keeps such names
- * cached all the same (20,000 made and stat'ed, 20,000 dentries more).
+ * so that rm -rf, which unlinks long after it listed, needs no lookup;
+ * what the kernel was given, and how it forgets it when the delegation
+ * ends, at a cost that does not grow with the directory, is knames.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -58,6 +21,7 @@
 #include "frame.h"
 #include "hash.h"
 #include "inval.h"
+#include "knames.h"
 #include "log.h"
 #include "util.h"
 
@@ -68,21 +32,6 @@
 #define DIRS_MAX 256u
 /* Queued operations wait at most this long for a batch. */
 #define FLUSH_NS (20 * 1000000LL)
-/*
- * What the kernel may keep a name in a held directory for: long enough
- * that rm -rf, which unlinks long after it listed, needs no lookup. They
- * are dropped together when the delegation ends (see above); the bound
- * is for the one that might slip through (a lookup answered while the
- * recall is being handled, a name in use).
- */
-#define LONG_ENTRY_TIMEOUT 60.0
-/*
- * Places of directories the kernel knows (see above), by inode number,
- * direct-mapped: 4096 of 24 bytes and a name. A directory whose slot was
- * taken by another since is handed out with the usual timeouts.
- */
-#define WHERE_SLOTS 4096u
-
 enum dstate {
 	D_ASKED,     /* DELEG sent, no answer yet */
 	D_HELD,	     /* ours: unlink and rmdir answered here */
@@ -104,26 +53,13 @@ struct ddir {
 	int64_t asked_at;   /* mono ns */
 	uint64_t used;	    /* dg->clock when last used */
 	Sweepfs__Attr attr; /* the directory's, kept here while held */
-	/* Its entry in the kernel (parent, name), taken from the table of
-	 * places with the first name handed out with LONG_ENTRY_TIMEOUT,
-	 * and kept current by renames; NULL name: none handed out. */
-	uint64_t up;
-	char *name;
+	/* Its entry in the kernel, taken from knames' table of places with
+	 * the first name handed out for long, and kept current by renames;
+	 * NULL name: none handed out. */
+	struct kplace at;
+	struct klong names; /* handed out for long */
+	bool removed;	    /* recalled by a removal of its tree */
 	struct ddir *next;
-};
-
-/* A directory given back: its entry to invalidate in the kernel. */
-struct gone {
-	uint64_t ino;
-	uint64_t up;
-	char *name; /* NULL: nothing handed out for long */
-};
-
-/* Where the kernel has directory @ino: @name in @up. */
-struct where {
-	uint64_t ino; /* 0: free */
-	uint64_t up;
-	char *name;
 };
 
 /* A queued operation, with its credentials, name and target in one
@@ -156,7 +92,7 @@ struct deleg {
 	pthread_cond_t acv;
 	struct ddir *buckets[DIR_BUCKETS];
 	size_t ndirs;
-	struct where where[WHERE_SLOTS];
+	struct knames *kn;
 	uint64_t clock;
 	struct qop **q;
 	size_t nq, qcap, qbytes;
@@ -177,9 +113,7 @@ struct deleg {
 	bool stop;
 	bool started;
 	pthread_t thread;
-	/* Given back, and kernel invalidations that took (flusher only;
-	 * logged at unmount: an rmr's recall must cost one each). */
-	uint64_t given, kinvals;
+	uint64_t given; /* flusher only; logged at unmount */
 };
 
 /* An absolute CLOCK_MONOTONIC time @ns from now, for acv. */
@@ -205,7 +139,7 @@ static struct ddir *find(struct deleg *dg, uint64_t ino)
 }
 
 /* Forget @ino; its entry in the kernel goes to @g (NULL: freed). */
-static void forget(struct deleg *dg, uint64_t ino, struct gone *g)
+static void forget(struct deleg *dg, uint64_t ino, struct kgone *g)
 {
 	struct ddir **pp = slot(dg, ino), *d = *pp;
 
@@ -214,82 +148,23 @@ static void forget(struct deleg *dg, uint64_t ino, struct gone *g)
 	*pp = d->next;
 	dg->ndirs--;
 	if (g) {
-		g->up = d->up;
-		g->name = d->name;
+		g->at = d->at;
+		g->names = d->names;
+		g->removed = d->removed;
 	} else {
-		free(d->name);
+		free(d->at.name);
+		klong_clear(&d->names);
 	}
 	free(d);
 }
 
-/* ---- where the kernel has directories (mu) --------------------------- */
-
-static struct where *where_slot(struct deleg *dg, uint64_t ino)
-{
-	return &dg->where[sw_hash_u64(ino) % WHERE_SLOTS];
-}
-
-/* Whether (@up, @name) is the place (@wup, @wname). */
-static bool same_place(uint64_t up, const char *name, uint64_t wup,
-		       const char *wname)
-{
-	return wname && up == wup && strcmp(name, wname) == 0;
-}
-
-/* Set *@pup, *@pname to (@up, @name) (@name NULL: clear); false out of
- * memory, cleared then. */
-static bool place(uint64_t *pup, char **pname, uint64_t up, const char *name)
-{
-	char *copy = name ? strdup(name) : NULL;
-
-	free(*pname);
-	*pname = copy;
-	*pup = copy ? up : 0;
-	return copy || !name;
-}
-
-/* Directory @ino is @name in @up as the kernel sees it now. */
-static void note_dir(struct deleg *dg, uint64_t up, const char *name,
-		     uint64_t ino)
-{
-	struct where *w = where_slot(dg, ino);
-	struct ddir *d = find(dg, ino);
-
-	if (!ino || !strcmp(name, ".") || !strcmp(name, ".."))
-		return;
-	if (w->ino != ino || !same_place(up, name, w->up, w->name))
-		w->ino = place(&w->up, &w->name, up, name) ? ino : 0;
-	/* Moved (by another client's rename, the kernel following it on
-	 * its next lookup): a held one's copy follows. */
-	if (d && d->name && !same_place(up, name, d->up, d->name))
-		place(&d->up, &d->name, up, name);
-}
-
 /*
  * Whether the kernel's entry of held @d is known, taking its copy from
- * the table if need be (then kept by @d: its slot may go to another).
+ * knames' table if need be (then kept by @d: its slot may go to another).
  */
 static bool placed(struct deleg *dg, struct ddir *d)
 {
-	const struct where *w = where_slot(dg, d->ino);
-
-	if (d->name)
-		return true;
-	if (w->ino != d->ino || !w->name)
-		return false;
-	return place(&d->up, &d->name, w->up, w->name) && d->name;
-}
-
-/* What was (@up, @name) is (@nup, @nname) (NULL: gone); @swap: and the
- * other way round (RENAME_EXCHANGE). */
-static void move_place(uint64_t *pup, char **pname, uint64_t up,
-		       const char *name, uint64_t nup, const char *nname,
-		       bool swap)
-{
-	if (same_place(up, name, *pup, *pname))
-		place(pup, pname, nup, nname);
-	else if (nname && same_place(nup, nname, *pup, *pname))
-		place(pup, pname, up, swap ? name : NULL);
+	return d->at.name || knames_place(dg->kn, d->ino, &d->at);
 }
 
 /* ---- the flusher's work (amu) ---------------------------------------- */
@@ -490,47 +365,13 @@ void deleg_flush(struct deleg *dg)
 }
 
 /*
- * The kernel forgets the names it was given for long in the @n
- * directories @gv given back (see the top): all of them at once, or
- * each with its directory's own entry, which takes its cached subtree
- * with it. -ENOENT: the kernel had dropped that one already.
- */
-static void forget_names(struct deleg *dg, struct gone *gv, size_t n)
-{
-	struct mount *m = dg->m;
-	bool any = false, all = false;
-
-	for (size_t i = 0; i < n; i++)
-		any = any || gv[i].name;
-	if (any && !__atomic_load_n(&m->no_epoch, __ATOMIC_RELAXED)) {
-		all = inval_all_names(m->se) == 0;
-		if (all)
-			dg->kinvals++;
-		else if (!__atomic_exchange_n(&m->no_epoch, true,
-					      __ATOMIC_RELAXED))
-			sw_info(TAG, "this kernel cannot drop every cached "
-				     "name at once: a recall invalidates each "
-				     "directory's own entry");
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!gv[i].name)
-			continue;
-		if (!all && fuse_lowlevel_notify_inval_entry(
-				    m->se, mount_to_fuse(m, gv[i].up),
-				    gv[i].name, strlen(gv[i].name)) == 0)
-			dg->kinvals++;
-		free(gv[i].name);
-	}
-}
-
-/*
  * Give back what was recalled: the kernel forgets the long-lived names
  * first, then the queue goes out and the returns after it, on the same
  * wire.
  */
 static void give_back(struct deleg *dg)
 {
-	struct gone *gv;
+	struct kgone *gv;
 	uint64_t *v;
 	size_t n;
 
@@ -555,8 +396,10 @@ static void give_back(struct deleg *dg)
 	pthread_mutex_unlock(&dg->mu);
 	for (size_t i = 0; gv && i < n; i++)
 		gv[i].ino = v[i];
+	if (gv && __atomic_load_n(&dg->m->no_epoch, __ATOMIC_RELAXED))
+		knames_no_epoch(dg->kn);
 	if (gv)
-		forget_names(dg, gv, n);
+		knames_forget(dg->kn, gv, n);
 	dg->given += n;
 	for (size_t i = 0; i < n; i++)
 		dircache_expire_attrs(dg->m->dcache, v[i]);
@@ -610,12 +453,55 @@ static void *flusher_main(void *arg)
 
 /* ---- life ------------------------------------------------------------ */
 
+/* The kernel's side of knames.h, through libfuse. */
+static int k_expire(void *arg, uint64_t dir, const char *name)
+{
+	struct mount *m = arg;
+	fuse_ino_t p = mount_to_fuse(m, dir);
+	int rc = fuse_lowlevel_notify_expire_entry(m->se, p, name, strlen(name),
+						   FUSE_LL_EXPIRE_ONLY);
+
+	if (rc == -ENOSYS)
+		rc = fuse_lowlevel_notify_inval_entry(m->se, p, name,
+						      strlen(name));
+	return rc;
+}
+
+static int k_drop(void *arg, uint64_t dir, const char *name)
+{
+	struct mount *m = arg;
+
+	return fuse_lowlevel_notify_inval_entry(m->se, mount_to_fuse(m, dir),
+						name, strlen(name));
+}
+
+static int k_all(void *arg)
+{
+	struct mount *m = arg;
+	int rc;
+
+	if (__atomic_load_n(&m->no_epoch, __ATOMIC_RELAXED))
+		return -ENOSYS;
+	rc = inval_all_names(m->se);
+	if (rc < 0)
+		__atomic_store_n(&m->no_epoch, true, __ATOMIC_RELAXED);
+	return rc;
+}
+
+static const struct knames_ops k_ops = {
+	.expire = k_expire,
+	.drop = k_drop,
+	.all = k_all,
+};
+
 int deleg_new(struct mount *m, bool enabled, struct deleg **out)
 {
 	struct deleg *dg = calloc(1, sizeof(*dg));
 
-	if (!dg)
+	if (!dg || knames_new(&k_ops, m, &dg->kn) < 0) {
+		free(dg);
 		return -ENOMEM;
+	}
 	dg->m = m;
 	dg->enabled = enabled;
 	pthread_mutex_init(&dg->mu, NULL);
@@ -659,11 +545,17 @@ void deleg_stop(struct deleg *dg, int wait_ms)
 	pthread_mutex_unlock(&dg->amu);
 	if (dg->started)
 		pthread_join(dg->thread, NULL);
-	if (dg->started && dg->enabled)
+	if (dg->started && dg->enabled) {
+		struct knames_stats ks;
+
+		knames_stats(dg->kn, &ks);
 		sw_notice(TAG,
 			  "%" PRIu64 " delegation(s) given back, %" PRIu64
-			  " kernel invalidation(s) of their names",
-			  dg->given, dg->kinvals);
+			  " kernel invalidation(s) of their names, %" PRIu64
+			  " left to go with their tree (%" PRIu64
+			  " found there still)",
+			  dg->given, ks.notices, ks.left, ks.still);
+	}
 	dg->started = false;
 }
 
@@ -674,8 +566,7 @@ void deleg_free(struct deleg *dg)
 	for (size_t i = 0; i < DIR_BUCKETS; i++)
 		while (dg->buckets[i])
 			forget(dg, dg->buckets[i]->ino, NULL);
-	for (size_t i = 0; i < WHERE_SLOTS; i++)
-		free(dg->where[i].name);
+	knames_free(dg->kn);
 	for (size_t i = 0; i < dg->nq; i++)
 		free(dg->q[i]);
 	free(dg->q);
@@ -820,16 +711,30 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name)
 
 	if (!dg || !dg->enabled)
 		return 0;
-	(void)name; /* all are taken back together */
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	/* Not where someone may not search: see mount_searchable(). */
 	if (d && d->st == D_HELD &&
 	    (!dg->m->own_perms || mount_all_search(d->attr.mode)) &&
-	    placed(dg, d))
-		t = LONG_ENTRY_TIMEOUT;
+	    placed(dg, d)) {
+		t = KNAMES_TIMEOUT;
+		klong_add(&d->names, name);
+	}
 	pthread_mutex_unlock(&dg->mu);
 	return t;
+}
+
+/* Directory @ino is @name in @up as the kernel sees it now (mu). */
+static void note_dir(struct deleg *dg, uint64_t up, const char *name,
+		     uint64_t ino)
+{
+	struct ddir *d = find(dg, ino);
+
+	/* Moved (by another client's rename, the kernel following it on
+	 * its next lookup): a held one's copy follows. */
+	if (d && d->at.name && !kplace_is(&d->at, up, name) &&
+	    strcmp(name, ".") && strcmp(name, ".."))
+		kplace_set(&d->at, up, name);
 }
 
 void deleg_note_dir(struct deleg *dg, uint64_t parent, const char *name,
@@ -840,32 +745,53 @@ void deleg_note_dir(struct deleg *dg, uint64_t parent, const char *name,
 	pthread_mutex_lock(&dg->mu);
 	note_dir(dg, parent, name, ino);
 	pthread_mutex_unlock(&dg->mu);
+	knames_note_dir(dg->kn, parent, name, ino);
+}
+
+/*
+ * A name that may have been handed out for long in @from went to @name
+ * in @to (mu): kept by @to if held, else true, to be expired now.
+ */
+static bool moved_long(struct deleg *dg, uint64_t from, uint64_t to,
+		       const char *name)
+{
+	struct ddir *s = find(dg, from), *d = find(dg, to);
+
+	if (!s || (!s->names.many && !s->names.n))
+		return false;
+	if (d && (d->st == D_HELD || d->st == D_RETURNING)) {
+		klong_add(&d->names, name);
+		return false;
+	}
+	return true;
 }
 
 void deleg_renamed(struct deleg *dg, uint64_t parent, const char *name,
 		   uint64_t newparent, const char *newname, bool exchange)
 {
+	bool late, late_x;
+
 	if (!dg || !dg->enabled)
 		return;
+	knames_renamed(dg->kn, parent, name, newparent, newname, exchange);
 	pthread_mutex_lock(&dg->mu);
-	/* Which directory moved is not known here: every place that
-	 * names either end follows, in the table and the held ones. */
-	for (size_t i = 0; i < WHERE_SLOTS; i++) {
-		struct where *w = &dg->where[i];
-
-		if (!w->name)
-			continue;
-		move_place(&w->up, &w->name, parent, name, newparent, newname,
-			   exchange);
-		if (!w->name)
-			w->ino = 0;
-	}
 	for (size_t i = 0; i < DIR_BUCKETS; i++)
 		for (struct ddir *d = dg->buckets[i]; d; d = d->next)
-			if (d->name)
-				move_place(&d->up, &d->name, parent, name,
-					   newparent, newname, exchange);
+			kplace_moved(&d->at, parent, name, newparent, newname,
+				     exchange);
+	/* A long name keeps its time where it goes: one that left a held
+	 * directory for another held one is expired with that one
+	 * (knames_forget()); for any other, now (the inval thread waits
+	 * for the rename to be done with the directory). */
+	late = moved_long(dg, parent, newparent, newname);
+	late_x = exchange && moved_long(dg, newparent, parent, name);
 	pthread_mutex_unlock(&dg->mu);
+	if (late && dg->m->inval)
+		inval_queue(dg->m->inval, mount_to_fuse(dg->m, newparent),
+			    newname, strlen(newname));
+	if (late_x && dg->m->inval)
+		inval_queue(dg->m->inval, mount_to_fuse(dg->m, parent), name,
+			    strlen(name));
 }
 
 void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
@@ -887,7 +813,7 @@ void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
 	/* Someone may no longer search it: the kernel must forget the
 	 * names it holds for long, as when the master recalls it. */
 	if (closed)
-		deleg_recall(dg, a->ino);
+		deleg_recall(dg, a->ino, false);
 }
 
 bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out)
@@ -911,14 +837,15 @@ bool deleg_held(struct deleg *dg, uint64_t dir)
 	return deleg_dir_attr(dg, dir, NULL);
 }
 
-void deleg_recall(struct deleg *dg, uint64_t dir)
+void deleg_recall(struct deleg *dg, uint64_t dir, bool removed)
 {
 	struct ddir *d;
-
 	bool give;
 
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
+	if (d)
+		d->removed = removed;
 	if (d && d->st == D_ASKED)
 		d->recalled = true; /* given back when the answer comes */
 	else if (d && d->st == D_HELD)
@@ -1305,7 +1232,7 @@ int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
 	Sweepfs__Attr a, dattr;
 	struct dc_entry de;
 	uint64_t ino, old = 0;
-	bool ask = false, first;
+	bool ask = false, first, made_dir = false;
 	struct ddir *d;
 	struct qop *o;
 	int64_t now;
@@ -1366,11 +1293,13 @@ int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
 	if (type == S_IFDIR) {
 		d->attr.nlink++;
 		old = hold_made(dg, &a);
-		note_dir(dg, parent, name, ino);
+		made_dir = true;
 		dircache_new_empty(m->dcache, ino);
 	}
 	dattr = d->attr;
 	pthread_mutex_unlock(&dg->mu);
+	if (made_dir)
+		knames_note_dir(dg->kn, parent, name, ino);
 
 	if (old)
 		want_return(dg, old);

@@ -50,8 +50,8 @@ void deleg_want(struct deleg *dg, uint64_t dir);
 /*
  * The entry timeout for @name in @dir, to be handed to the kernel now: a
  * long one in a held directory whose own entry in the kernel is known
- * (deleg_note_dir()): all such names are taken back at once, with that
- * entry, when the delegation ends. Else 0: the usual one. A long one is
+ * (deleg_note_dir()): all such names are taken back when the delegation
+ * ends (deleg.c says how). Else 0: the usual one. A long one is
  * asked for again just before the reply goes (ops.c): a recall handled
  * between the two, which told the kernel to forget the directory's
  * names, must not see one come back for long (the window left is the
@@ -61,8 +61,9 @@ double deleg_entry_timeout(struct deleg *dg, uint64_t dir, const char *name);
 
 /*
  * Directory @ino goes to the kernel as @name in @parent (a lookup, mkdir
- * or readdirplus reply): where to invalidate its cached names from. Call
- * before the reply. O(1).
+ * or readdirplus reply): where to invalidate its cached names from; and
+ * if it was given back as removed, it was not: the kernel forgets the
+ * names below it now. Call before the reply. O(1).
  */
 void deleg_note_dir(struct deleg *dg, uint64_t parent, const char *name,
 		    uint64_t ino);
@@ -124,8 +125,9 @@ void deleg_flush(struct deleg *dg);
  * or the -errno of an operation the master refused since the last call. */
 int deleg_sync(struct deleg *dg);
 
-/* From the master (receiver thread): give @dir back. */
-void deleg_recall(struct deleg *dg, uint64_t dir);
+/* From the master (receiver thread): give @dir back; @removed: the
+ * request that recalls it removes its tree (a hint: knames.c). */
+void deleg_recall(struct deleg *dg, uint64_t dir, bool removed);
 
 /* Reconnected: the master has dropped every delegation of ours. Or the
  * lease ran out (master_conn.h): it is about to; give them all back. */

@@ -190,7 +190,8 @@ static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 			sweepfs__deleg_recall__unpack(NULL, len, payload);
 
 		if (r) {
-			deleg_recall(m->deleg, r->dir);
+			deleg_recall(m->deleg, r->dir,
+				     r->has_removed && r->removed);
 			sweepfs__deleg_recall__free_unpacked(r, NULL);
 		}
 		return;

@@ -277,6 +277,10 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* The epoch notice came with protocol 7.44 (Linux 6.16): known
+	 * before the first recall, which relies on it (deleg.c). */
+	if (conn->proto_major == 7 && conn->proto_minor < 44)
+		m->no_epoch = true;
 	/*
 	 * The kernel's writeback cache buffers and gathers small writes, but
 	 * then trusts its own size and mtime of a cached file for good,
