@@ -676,6 +676,8 @@ void deleg_want(struct deleg *dg, uint64_t dir)
 		if (again) {
 			d->st = D_ASKED;
 			d->asked_at = sw_mono_ns();
+			/* A recall of the ask refused is not of this one. */
+			d->recalled = d->removed = false;
 		}
 		pthread_mutex_unlock(&dg->mu);
 		if (again)
@@ -844,7 +846,8 @@ void deleg_recall(struct deleg *dg, uint64_t dir, bool removed)
 
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
-	if (d)
+	/* For what this recall gives back (not a refusal's record). */
+	if (d && d->st != D_REFUSED)
 		d->removed = removed;
 	if (d && d->st == D_ASKED)
 		d->recalled = true; /* given back when the answer comes */
