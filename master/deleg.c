@@ -1157,12 +1157,32 @@ void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__DelegReturnReq *q = (const Sweepfs__DelegReturnReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 	struct deleg *d = find(r->m->delegs, q->dir);
+	bool lost = false;
 
-	if (d && d->s == r->s)
+	/* Told its tree goes, the holder's kernel may keep the names it was
+	 * given there (mount/knames.c): if the directory stays after all
+	 * (the removal refused, or -f spared it), every change to it by
+	 * another session must reach the holder as an invalidation, as
+	 * long as those names may live. Watched from the moment the
+	 * delegation ends: nothing else can change it in between. Out of
+	 * memory for that, the holder's connection is closed: a mount that
+	 * reconnects forgets all such names (mount/deleg.c). */
+	if (d && d->s == r->s) {
+		lost = d->removed &&
+		       !watch_hold(r->m, r->s, d->dir,
+				   (int64_t)SW_DELEG_NAME_TTL_MS * 1000000);
 		end(r->m, d, "given back");
+	}
 	/* Taken back before: the holder has resynchronised. (0 names
 	 * nothing; to unrevoke() it means all.) */
 	if (q->dir)
 		unrevoke(r->m->delegs, r->s, q->dir);
 	req_reply(r, &reply.base);
+	if (lost) {
+		sw_warn(TAG,
+			"%s: out of memory for a watch of a directory given "
+			"back: its connection is closed",
+			r->s->peer);
+		req_close(r->m, r->conn);
+	}
 }

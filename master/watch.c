@@ -66,7 +66,8 @@ void watch_add(struct master *m, struct session *s, struct node *dir)
 	for (w = d->watchers; w; w = w->dnext) {
 		if (w->s != s)
 			continue;
-		w->used = sw_mono_ns();
+		/* Not before a hold's end (watch_hold()). */
+		w->used = SW_MAX(w->used, sw_mono_ns());
 		/* Used again: the newest of the session's, last to go. */
 		if (w != s->watches) {
 			w->sprev->snext = w->snext;
@@ -104,6 +105,19 @@ void watch_add(struct master *m, struct session *s, struct node *dir)
 		s->watches_tail = w;
 	s->watches = w;
 	s->nwatches++;
+}
+
+bool watch_hold(struct master *m, struct session *s, struct node *dir,
+		int64_t ns)
+{
+	watch_add(m, s, dir);
+	for (struct watch *w = dir->u.dir->watchers; w; w = w->dnext) {
+		if (w->s == s) {
+			w->used = SW_MAX(w->used, sw_mono_ns() + ns);
+			return true;
+		}
+	}
+	return false;
 }
 
 void watch_changed(struct master *m, struct node *dir, const void *name,

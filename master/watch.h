@@ -50,6 +50,15 @@ struct watch {
 void watch_add(struct master *m, struct session *s, struct node *dir);
 
 /*
+ * @s may keep names of @dir for @ns from now, whatever it does meanwhile:
+ * its watch counts as used until then (and blocks others' delegations of
+ * @dir: watch_others()). For a holder that gave @dir back without its
+ * kernel forgetting them (deleg.c). False out of memory (not watched).
+ */
+bool watch_hold(struct master *m, struct session *s, struct node *dir,
+		int64_t ns);
+
+/*
  * @dir's listing changed (@name, @len: the entry; may be NULL) through
  * session @by (NULL: the master itself): tell every other watcher.
  */

@@ -552,9 +552,8 @@ void deleg_stop(struct deleg *dg, int wait_ms)
 		sw_notice(TAG,
 			  "%" PRIu64 " delegation(s) given back, %" PRIu64
 			  " kernel invalidation(s) of their names, %" PRIu64
-			  " left to go with their tree (%" PRIu64
-			  " found there still)",
-			  dg->given, ks.notices, ks.left, ks.still);
+			  " left to go with their tree",
+			  dg->given, ks.notices, ks.left);
 	}
 	dg->started = false;
 }
@@ -761,7 +760,8 @@ static bool moved_long(struct deleg *dg, uint64_t from, uint64_t to,
 
 	if (!s || (!s->names.many && !s->names.n))
 		return false;
-	if (d && (d->st == D_HELD || d->st == D_RETURNING)) {
+	/* Kept only where it can be expired: a place known. */
+	if (d && (d->st == D_HELD || d->st == D_RETURNING) && placed(dg, d)) {
 		klong_add(&d->names, name);
 		return false;
 	}
@@ -868,6 +868,8 @@ void deleg_reconnected(struct deleg *dg)
 
 	if (!dg)
 		return;
+	if (dg->enabled)
+		knames_reconnected(dg->kn);
 	/* The master dropped them; the kernel still has their names. The
 	 * returns that follow are answered, and change nothing. A master
 	 * that restarted knows our inode numbers only for a batch sent

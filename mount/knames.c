@@ -17,10 +17,15 @@
  *    went, with what it caches below it, and keeps one that did not.
  *  - A directory the master recalls as removed (DelegRecall.removed: an
  *    rmr or rmsnapshot of a tree it is in) has its own entry expired and
- *    nothing else: the names below go with it. The master's word is
- *    checked: a lookup that finds the directory there still (a removal
- *    refused after the recall, or one that spared it) forgets the names
- *    then (knames_note_dir()).
+ *    nothing else: the names below go with it. The master's word is a
+ *    hint (the removal may yet be refused, or -f spare the directory),
+ *    so the master keeps this mount watching it from the moment it is
+ *    given back for as long as the names may live (master/deleg.c,
+ *    op_deleg_return()): any change another client makes there then
+ *    reaches this mount as an invalidation of that name, answered
+ *    before the change is, as for any listing it caches. A mount that
+ *    loses its connection loses those watches: it forgets every name
+ *    then (knames_reconnected()).
  *  - Any other (more names than that, surviving) forgets every name
  *    this mount caches at once, where the kernel can (Linux 6.16,
  *    FUSE_NOTIFY_INC_EPOCH: ops->all): free when sent, but see
@@ -43,7 +48,13 @@
  * What neither can drop is a name in use at that moment (an open file,
  * a working directory, a path walk that already passed the directory):
  * it stays cached up to KNAMES_TIMEOUT, as an open file's name
- * would in a local filesystem that another machine cannot change.
+ * would in a local filesystem that another machine cannot change. Nor
+ * can an expiry one name at a time stop a lookup the kernel makes to
+ * revalidate a name it caches, answered long just before the recall and
+ * applied by the kernel just after the expiry (it holds no lock the
+ * expiry takes): that name may stay up to KNAMES_TIMEOUT. The epoch
+ * closed that window (a revalidation does not refresh a dentry's epoch);
+ * a few-name directory trades it for not pruning the whole mount.
  *
  * What the epoch notice does not make cheap (measured, issue 29): it
  * leaves every dentry of the mount stale, directories' own included,
@@ -101,7 +112,7 @@ struct knames {
 	struct where where[WHERE_SLOTS];
 	struct removed removed[REMOVED_MAX];
 	bool no_epoch;
-	uint64_t notices, left, still; /* atomics */
+	uint64_t notices, left; /* atomics */
 };
 
 /* ---- names and places ------------------------------------------------ */
@@ -190,7 +201,6 @@ void knames_stats(struct knames *kn, struct knames_stats *st)
 {
 	st->notices = __atomic_load_n(&kn->notices, __ATOMIC_RELAXED);
 	st->left = __atomic_load_n(&kn->left, __ATOMIC_RELAXED);
-	st->still = __atomic_load_n(&kn->still, __ATOMIC_RELAXED);
 }
 
 /* ---- where the kernel has directories (mu) --------------------------- */
@@ -221,26 +231,10 @@ static bool leave_removed(struct knames *kn, uint64_t ino)
 	return true;
 }
 
-/* Whether @ino was left as removed and its names may be cached still;
- * it is not kept as removed any more. */
-static bool take_removed(struct knames *kn, uint64_t ino)
-{
-	for (size_t i = 0; i < REMOVED_MAX; i++) {
-		struct removed *r = &kn->removed[i];
-
-		if (r->ino == ino) {
-			r->ino = 0;
-			return r->until > sw_mono_ns();
-		}
-	}
-	return false;
-}
-
 void knames_note_dir(struct knames *kn, uint64_t up, const char *name,
 		     uint64_t ino)
 {
 	struct where *w;
-	bool still;
 
 	if (!ino || !strcmp(name, ".") || !strcmp(name, ".."))
 		return;
@@ -248,21 +242,27 @@ void knames_note_dir(struct knames *kn, uint64_t up, const char *name,
 	w = where_slot(kn, ino);
 	if (w->ino != ino || !kplace_is(&w->at, up, name))
 		w->ino = kplace_set(&w->at, up, name) ? ino : 0;
-	still = take_removed(kn, ino);
 	pthread_mutex_unlock(&kn->mu);
-	/* The removal failed, or spared it: what it left cached below
-	 * goes before this reply can lead there. */
-	if (still) {
-		count(&kn->still);
-		if (kn->ops->all(kn->arg) == 0)
-			count(&kn->notices);
-		else
-			sw_warn(TAG,
-				"directory %" PRIu64 " was recalled as removed "
-				"but is still there: names cached below it may "
-				"last up to %.0f s",
-				ino, KNAMES_TIMEOUT);
+}
+
+void knames_reconnected(struct knames *kn)
+{
+	int64_t now = sw_mono_ns();
+	bool any = false;
+
+	pthread_mutex_lock(&kn->mu);
+	for (size_t i = 0; i < REMOVED_MAX; i++) {
+		any = any || (kn->removed[i].ino && kn->removed[i].until > now);
+		kn->removed[i].ino = 0;
 	}
+	pthread_mutex_unlock(&kn->mu);
+	if (any && kn->ops->all(kn->arg) == 0)
+		count(&kn->notices);
+	else if (any)
+		sw_warn(TAG,
+			"reconnected: names of directories recalled as "
+			"removed may stay cached up to %.0f s",
+			KNAMES_TIMEOUT);
 }
 
 bool knames_place(struct knames *kn, uint64_t ino, struct kplace *at)
@@ -308,10 +308,12 @@ void knames_forget(struct knames *kn, struct kgone *gv, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct kgone *g = &gv[i];
 
-		if (!g->at.name || !g->names.many)
+		if (!g->names.many)
 			continue;
-		/* Left only where a lookup can take it back (the epoch). */
-		g->removed = g->removed && can && leave_removed(kn, g->ino);
+		/* Left only where a reconnect can take it back (the epoch);
+		 * a directory whose place is gone has no entry to expire. */
+		g->removed = g->removed && g->at.name && can &&
+			     leave_removed(kn, g->ino);
 		epoch = epoch || !g->removed;
 	}
 	pthread_mutex_unlock(&kn->mu);
@@ -334,13 +336,11 @@ void knames_forget(struct knames *kn, struct kgone *gv, size_t n)
 				if (ops->expire(kn->arg, g->ino,
 						g->names.v[k]) == 0)
 					count(&kn->notices);
-		} else if (!g->at.name) {
-			/* Its place is gone: so is it. */
 		} else if (g->removed) {
 			if (ops->expire(kn->arg, g->at.up, g->at.name) == 0)
 				count(&kn->notices);
 			count(&kn->left);
-		} else if (!all &&
+		} else if (!all && g->at.name &&
 			   ops->drop(kn->arg, g->at.up, g->at.name) == 0) {
 			count(&kn->notices);
 		}

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frame.h"
+
 /*
  * What the kernel may keep a name in a held directory for: long enough
  * that rm -rf, which unlinks long after it listed, needs no lookup. They
@@ -18,7 +20,7 @@
  * might slip through (a lookup answered while the recall is being
  * handled, a name in use).
  */
-#define KNAMES_TIMEOUT 60.0
+#define KNAMES_TIMEOUT (SW_DELEG_NAME_TTL_MS / 1000.0)
 
 /* Names a held directory keeps, to expire each; past this, all at once. */
 #define KNAMES_FEW 16u
@@ -79,7 +81,6 @@ struct knames_ops {
 struct knames_stats {
 	uint64_t notices; /* kernel notices that took */
 	uint64_t left;	  /* directories left to go with their tree */
-	uint64_t still;	  /* of those, found there still */
 };
 
 struct knames;
@@ -94,12 +95,18 @@ void knames_no_epoch(struct knames *kn);
 
 /*
  * Directory @ino goes to the kernel as @name in @up (a lookup, mkdir or
- * readdirplus reply; call before the reply): its place is kept. If it was
- * given back as removed it was not: every name of the mount is forgotten
- * now (ops->all), before the reply can lead below it. Any thread; O(1).
+ * readdirplus reply; call before the reply): its place is kept. Any
+ * thread; O(1).
  */
 void knames_note_dir(struct knames *kn, uint64_t up, const char *name,
 		     uint64_t ino);
+
+/*
+ * The connection to the master was lost: so were the watches it kept for
+ * directories given back as removed (knames.c); if any of their names may
+ * be cached still, every name of the mount is forgotten now (ops->all).
+ */
+void knames_reconnected(struct knames *kn);
 
 /* A copy of @ino's place into @at (which it frees first), if known. */
 bool knames_place(struct knames *kn, uint64_t ino, struct kplace *at);

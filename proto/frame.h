@@ -104,6 +104,11 @@
  * SW_BATCH_BYTES_MAX (long names and many groups make big operations). */
 #define SW_BATCH_OPS_MAX 1024u
 #define SW_BATCH_BYTES_MAX (SW_FRAME_MAX_META / 2)
+/* How long a mount's kernel may keep a name it was given in a held
+ * directory (mount/knames.h), after which it asks again: what the master
+ * keeps a holder told its tree goes (DelegRecall.removed) watching the
+ * directory for (master/deleg.c). */
+#define SW_DELEG_NAME_TTL_MS 60000u
 #define SW_PATH_MAX 4096u
 #define SW_XATTR_NAME_MAX 255u
 #define SW_XATTR_SIZE_MAX 65536u

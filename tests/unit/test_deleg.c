@@ -1452,6 +1452,16 @@ static int recall_of(const uint64_t *dirs, const bool *removed, size_t n,
 	return -1;
 }
 
+/* How many ms from now @s's watch of @dir counts as used (INT64_MIN:
+ * none). */
+static int64_t watched_for(const struct node *dir, const struct session *s)
+{
+	for (const struct watch *w = dir->u.dir->watchers; w; w = w->dnext)
+		if (w->s == s)
+			return (w->used - sw_mono_ns()) / 1000000;
+	return INT64_MIN;
+}
+
 /*
  * An rmr or rmsnapshot of d/sub, the holder of d, d/sub, d/sub/deep and
  * d/sib (the mount that made them all): one round of recalls takes back
@@ -1510,6 +1520,14 @@ static void test_removal_recalls_its_tree_only(void **state)
 		give_back(f, &f->ca, f->sub);
 		assert_null(f->cb.link.parked);
 		assert_false(conn_waits(&f->cb, types[t], q));
+		/* Given back as removed, its names maybe still cached there:
+		 * the holder watches sub and deep as long as they may live
+		 * (a change by another reaches it; nobody else is granted
+		 * them meanwhile), not d. */
+		assert_true(watched_for(f->sub, &f->sa) > 59000);
+		assert_true(watched_for(deep, &f->sa) > 59000);
+		assert_true(watched_for(f->d, &f->sa) <= 0);
+		assert_false(ask(f, &f->cc, deep));
 		assert_int_equal(take_recalls(&f->ca, dirs, removed,
 					      SW_ARRAY_SIZE(dirs)),
 				 0);

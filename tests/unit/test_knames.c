@@ -105,6 +105,7 @@ static struct kgone gone(uint64_t ino, uint64_t up, const char *name,
 	char n[32];
 
 	assert_true(kplace_set(&g.at, up, name));
+	assert_true(!name || g.at.name);
 	for (unsigned i = 0; i < nnames; i++) {
 		snprintf(n, sizeof(n), "f%06u", i);
 		klong_add(&g.names, n);
@@ -184,10 +185,12 @@ static void test_many_names_one_epoch(void **state)
 /*
  * The seed's order on the mount that made the tree: rmsnapshot of d0
  * recalls p (few names) and d0 (removed, many): no epoch, d0's own entry
- * expired, its names left to go with it. A lookup that finds d0 there
- * still (the removal failed) forgets every name then, once.
+ * expired, its names left to go with it. The master watches d0 for the
+ * holder while they may live (a change there reaches it as an
+ * invalidation): a lookup that finds d0 there still costs nothing. A lost
+ * connection loses those watches: every name goes then, once.
  */
-static void test_removed_left_then_found(void **state)
+static void test_removed_left_until_reconnect(void **state)
 {
 	struct fixture *f = *state;
 	struct kgone g[2] = { gone(10, 1, "p", 2, false),
@@ -202,18 +205,26 @@ static void test_removed_left_then_found(void **state)
 	assert_string_equal(f->k.calls[2].name, "d0");
 	knames_stats(f->kn, &st);
 	assert_int_equal(st.left, 1);
-	assert_int_equal(st.still, 0);
 
-	/* Another directory is found: nothing. */
-	knames_note_dir(f->kn, 10, "d1", 21);
+	knames_note_dir(f->kn, 10, "d0", 20);
 	assert_int_equal(f->k.all, 0);
-	/* d0 is: the names below it go now, and only once. */
-	knames_note_dir(f->kn, 10, "d0", 20);
+	knames_reconnected(f->kn);
 	assert_int_equal(f->k.all, 1);
-	knames_note_dir(f->kn, 10, "d0", 20);
+	knames_reconnected(f->kn);
 	assert_int_equal(f->k.all, 1);
-	knames_stats(f->kn, &st);
-	assert_int_equal(st.still, 1);
+}
+
+/* Many names in a directory whose place is not known (the mount's root
+ * takes names renamed into it): all at once, not nothing. */
+static void test_many_names_no_place(void **state)
+{
+	struct fixture *f = *state;
+	struct kgone g[2] = { gone(1, 0, NULL, 20, false),
+			      gone(2, 0, NULL, 20, true) };
+
+	knames_forget(f->kn, g, 2);
+	assert_int_equal(f->k.all, 1);
+	assert_int_equal(count(&f->k, 'd') + count(&f->k, 'e'), 0);
 }
 
 /* A kernel without the epoch: nothing is left to a lookup that could not
@@ -304,8 +315,10 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_names_one_epoch,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_removed_left_then_found,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_removed_left_until_reconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_names_no_place, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_no_epoch_drops_each, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_removed_table_bounded,
