@@ -44,6 +44,7 @@
 #include "hash.h"
 #include "log.h"
 #include "handlers.h"
+#include "perm.h"
 #include "context.h"
 #include "req.h"
 #include "sessrec.h"
@@ -437,6 +438,12 @@ static struct deleg *recall(struct master *m, struct deleg *d, bool removed)
  * record, the holder's connection is closed: that ends its session's
  * delegations and it resynchronises as after any reconnect.
  */
+/* How long a holder's kernel may keep a name it was given (frame.h). */
+static int64_t deleg_name_ttl_ns(void)
+{
+	return (int64_t)SW_DELEG_NAME_TTL_MS * 1000000;
+}
+
 static void take_back(struct master *m, struct deleg *d, const char *why)
 {
 	struct delegs *ds = m->delegs;
@@ -460,6 +467,16 @@ static void take_back(struct master *m, struct deleg *d, const char *why)
 	d->recall_at = 0;
 	s->nrecalling--;
 	ds->nrecalling--;
+	/* Told its tree goes, it may leave the names when it gives it back
+	 * at last: held as when it answers (op_deleg_return()). Out of
+	 * memory, its connection goes (below). */
+	if (d->removed && rv &&
+	    !watch_hold(m, s, d->dir, deleg_name_ttl_ns())) {
+		ds->revoked = rv->next;
+		s->nrevoked--;
+		free(rv);
+		rv = NULL;
+	}
 	end(m, d, "taken back");
 	if (!rv && s->conn)
 		req_close(m, s->conn);
@@ -561,27 +578,40 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
  */
 static struct deleg *conflict_entry(struct master *m, struct session *s,
 				    uint64_t ino,
-				    const ProtobufCBinaryData *name)
+				    const ProtobufCBinaryData *name,
+				    const Sweepfs__Cred *cred)
 {
 	struct req as = { .m = m, .s = s };
 	struct node *dir = req_node(&as, ino);
 	struct edge *e = NULL;
+	struct sw_cred c;
+	bool goes = false;
 	struct deleg *d;
 
 	if (dir && S_ISDIR(dir->mode) && name->len <= SW_NAME_MAX)
 		e = ns_lookup(&m->ns, dir, (const char *)name->data, name->len);
+	/*
+	 * Told it goes only if the caller may remove the entry as far as
+	 * O(1) checks say (write and search in the directory, the sticky
+	 * rule): a holder told so keeps its names, watched for a minute,
+	 * and nobody else is granted the tree meanwhile; one who may not
+	 * costs the holder the recall alone, as any request can.
+	 */
+	if (e && e->child && S_ISDIR(e->child->mode) && cred) {
+		c = req_cred(cred);
+		goes = perm_check(&c, dir, PERM_W | PERM_X) == 0 &&
+		       perm_sticky(&c, dir, e->child) == 0;
+	}
 	/* All recalled first, then one picked to wait for: a recall that
 	 * ends delegations (its holder's connection broke) may have freed
 	 * one an earlier call returned. */
 	if (e && e->child && S_ISDIR(e->child->mode))
-		(void)recall_others(m, s, e->child, NODE_DELEG_TAG_ANY, true);
+		(void)recall_others(m, s, e->child, NODE_DELEG_TAG_ANY, goes);
 	if (e && e->child)
-		(void)conflict_ino(m, s, e->child->ino, true,
-				   S_ISDIR(e->child->mode));
+		(void)conflict_ino(m, s, e->child->ino, true, goes);
 	d = conflict_ino(m, s, ino, false, false);
 	if (!d && e && e->child)
-		d = conflict_ino(m, s, e->child->ino, true,
-				 S_ISDIR(e->child->mode));
+		d = conflict_ino(m, s, e->child->ino, true, goes);
 	return d;
 }
 
@@ -609,7 +639,7 @@ static struct deleg *conflict(struct master *m, struct session *s,
 		if (sw_msg_entry_name(type, msg, &name) < 0 ||
 		    !sw_msg_nodes_next(&it, &ino))
 			return NULL;
-		return conflict_entry(m, s, ino, &name);
+		return conflict_entry(m, s, ino, &name, sw_msg_cred(msg));
 	}
 	while (!d && sw_msg_nodes_next(&it, &ino))
 		d = conflict_ino(m, s, ino, info->subtree, false);
@@ -1169,8 +1199,7 @@ void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 	 * reconnects forgets all such names (mount/deleg.c). */
 	if (d && d->s == r->s) {
 		lost = d->removed &&
-		       !watch_hold(r->m, r->s, d->dir,
-				   (int64_t)SW_DELEG_NAME_TTL_MS * 1000000);
+		       !watch_hold(r->m, r->s, d->dir, deleg_name_ttl_ns());
 		end(r->m, d, "given back");
 	}
 	/* Taken back before: the holder has resynchronised. (0 names

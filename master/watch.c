@@ -84,7 +84,15 @@ void watch_add(struct master *m, struct session *s, struct node *dir)
 	}
 	if (s->nwatches >= WATCH_MAX_PER_SESSION && s->watches_tail) {
 		struct watch *old = s->watches_tail;
+		int64_t now = sw_mono_ns();
 
+		/* Not a hold (watch_hold()): its kernel's names are not
+		 * dropped by a whole directory's invalidation. If all are
+		 * (a minute of 65,536 removals), the oldest goes. */
+		while (old->sprev && old->used > now)
+			old = old->sprev;
+		if (old->used > now)
+			old = s->watches_tail;
 		send_inval(m, s, old->dir->ino, NULL, 0);
 		unlink_watch(old);
 	}

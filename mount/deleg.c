@@ -57,8 +57,9 @@ struct ddir {
 	 * the first name handed out for long, and kept current by renames;
 	 * NULL name: none handed out. */
 	struct kplace at;
-	struct klong names; /* handed out for long */
-	bool removed;	    /* recalled by a removal of its tree */
+	struct klong names;   /* handed out for long */
+	bool removed;	      /* recalled by a removal of its tree */
+	uint64_t removed_gen; /* on that connection (knames_gen()) */
 	struct ddir *next;
 };
 
@@ -151,6 +152,7 @@ static void forget(struct deleg *dg, uint64_t ino, struct kgone *g)
 		g->at = d->at;
 		g->names = d->names;
 		g->removed = d->removed;
+		g->gen = d->removed_gen;
 	} else {
 		free(d->at.name);
 		klong_clear(&d->names);
@@ -847,8 +849,10 @@ void deleg_recall(struct deleg *dg, uint64_t dir, bool removed)
 	pthread_mutex_lock(&dg->mu);
 	d = find(dg, dir);
 	/* For what this recall gives back (not a refusal's record). */
-	if (d && d->st != D_REFUSED)
+	if (d && d->st != D_REFUSED) {
 		d->removed = removed;
+		d->removed_gen = knames_gen(dg->kn);
+	}
 	if (d && d->st == D_ASKED)
 		d->recalled = true; /* given back when the answer comes */
 	else if (d && d->st == D_HELD)

@@ -112,6 +112,7 @@ struct knames {
 	struct where where[WHERE_SLOTS];
 	struct removed removed[REMOVED_MAX];
 	bool no_epoch;
+	uint64_t gen;		/* mu; knames_gen() */
 	uint64_t notices, left; /* atomics */
 };
 
@@ -245,12 +246,23 @@ void knames_note_dir(struct knames *kn, uint64_t up, const char *name,
 	pthread_mutex_unlock(&kn->mu);
 }
 
+uint64_t knames_gen(struct knames *kn)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&kn->mu);
+	gen = kn->gen;
+	pthread_mutex_unlock(&kn->mu);
+	return gen;
+}
+
 void knames_reconnected(struct knames *kn)
 {
 	int64_t now = sw_mono_ns();
 	bool any = false;
 
 	pthread_mutex_lock(&kn->mu);
+	kn->gen++;
 	for (size_t i = 0; i < REMOVED_MAX; i++) {
 		any = any || (kn->removed[i].ino && kn->removed[i].until > now);
 		kn->removed[i].ino = 0;
@@ -313,7 +325,7 @@ void knames_forget(struct knames *kn, struct kgone *gv, size_t n)
 		/* Left only where a reconnect can take it back (the epoch);
 		 * a directory whose place is gone has no entry to expire. */
 		g->removed = g->removed && g->at.name && can &&
-			     leave_removed(kn, g->ino);
+			     g->gen == kn->gen && leave_removed(kn, g->ino);
 		epoch = epoch || !g->removed;
 	}
 	pthread_mutex_unlock(&kn->mu);

@@ -59,6 +59,7 @@ struct kgone {
 	struct kplace at;
 	struct klong names;
 	bool removed; /* the master recalled it for a removal of its tree */
+	uint64_t gen; /* ... on the connection of knames_gen() then */
 };
 
 /*
@@ -107,6 +108,11 @@ void knames_note_dir(struct knames *kn, uint64_t up, const char *name,
  * be cached still, every name of the mount is forgotten now (ops->all).
  */
 void knames_reconnected(struct knames *kn);
+
+/* Which connection to the master this is (knames_reconnected() counts):
+ * a directory told removed on another is not left (the master that
+ * would watch it lost that watch with the connection). */
+uint64_t knames_gen(struct knames *kn);
 
 /* A copy of @ino's place into @at (which it frees first), if known. */
 bool knames_place(struct knames *kn, uint64_t ino, struct kplace *at);

@@ -167,6 +167,19 @@ int sw_msg_entry_name(uint16_t type, const ProtobufCMessage *msg,
 	return 0;
 }
 
+const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(msg->descriptor,
+								"cred");
+
+	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
+	    f->descriptor != &sweepfs__cred__descriptor ||
+	    f->label == PROTOBUF_C_LABEL_REPEATED)
+		return NULL;
+	return *(const Sweepfs__Cred *const *)((const char *)msg + f->offset);
+}
+
 int sw_msg_check(uint16_t *type_out)
 {
 	pthread_once(&node_once, resolve_nodes);

@@ -307,6 +307,9 @@ size_t sw_msg_nodes(uint16_t type, const ProtobufCMessage *msg, uint64_t *out,
 int sw_msg_entry_name(uint16_t type, const ProtobufCMessage *msg,
 		      ProtobufCBinaryData *out);
 
+/* Request @msg's credentials (its field `cred`), or NULL if it has none. */
+const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg);
+
 /*
  * 0 when every node field the table declares resolves to a single
  * uint64 field of its request (through a repeated message field for

@@ -1527,7 +1527,12 @@ static void test_removal_recalls_its_tree_only(void **state)
 		assert_true(watched_for(f->sub, &f->sa) > 59000);
 		assert_true(watched_for(deep, &f->sa) > 59000);
 		assert_true(watched_for(f->d, &f->sa) <= 0);
+		/* Past the holder's idle time (cache_ms 0 + 100 ms): the
+		 * held tree still goes to nobody else. */
+		f->sa.cache_ms = 0;
+		usleep(150000);
 		assert_false(ask(f, &f->cc, deep));
+		f->sa.cache_ms = 1000;
 		assert_int_equal(take_recalls(&f->ca, dirs, removed,
 					      SW_ARRAY_SIZE(dirs)),
 				 0);
@@ -1553,6 +1558,109 @@ static void test_removal_recalls_its_tree_only(void **state)
 		give_back(f, &f->ca, f->d);
 		assert_null(f->cb.link.parked);
 	}
+}
+
+/* A's sub recalled as removed by @c's rmsnapshot with @cred (refused
+ * later: sub is no snapshot); returns sub's `removed`, the request
+ * parked. */
+static int recall_sub(struct fixture *f, struct conn *c,
+		      Sweepfs__RmsnapshotReq *rs, Sweepfs__Cred *cred)
+{
+	uint64_t dirs[8];
+	bool removed[8];
+	size_t n;
+
+	rs->cred = cred;
+	rs->parent = f->d->ino;
+	rs->name.data = (uint8_t *)"sub";
+	rs->name.len = 3;
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_true(conn_waits(c, SW_MSG_RMSNAPSHOT, &rs->base));
+	n = take_recalls(&f->ca, dirs, removed, SW_ARRAY_SIZE(dirs));
+	return recall_of(dirs, removed, n, f->sub);
+}
+
+/*
+ * A holder that answers a recall of a tree that goes only after
+ * deleg_timeout (a slow flush, a loaded machine) is revoked, and may then
+ * leave the names when it gives it back at last: it is held from the
+ * revocation as from a return (found by review: without, another was
+ * granted the tree and changed it with no invalidation to the holder).
+ */
+static void test_revoked_removed_held(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__RmsnapshotReq rs = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+
+	f->m.cfg.deleg_timeout_ms = 50;
+	assert_int_equal(recall_sub(f, &f->cb, &rs, &cred), 1);
+	usleep(80000);
+	deleg_tick(&f->m);
+	assert_true(deleg_revoked(&f->m, &f->sa, f->sub->ino));
+	assert_null(f->cb.link.parked);
+	assert_true(watched_for(f->sub, &f->sa) > 59000);
+	give_back(f, &f->ca, f->sub); /* late */
+	assert_true(watched_for(f->sub, &f->sa) > 59000);
+	f->sa.cache_ms = 0;
+	usleep(150000);
+	assert_false(ask(f, &f->cc, f->sub));
+}
+
+/* A hold is not what the holder's LRU of watches evicts (a whole
+ * directory's invalidation drops no name below it in its kernel). */
+static void test_held_watch_not_evicted(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__RmsnapshotReq rs = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct node *e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
+	ProtobufCMessage *inval;
+	char name[32];
+
+	assert_int_equal(recall_sub(f, &f->cb, &rs, &cred), 1);
+	give_back(f, &f->ca, f->sub);
+	for (unsigned i = 0; i < WATCH_MAX_PER_SESSION + 10; i++) {
+		snprintf(name, sizeof(name), "x%u", i);
+		watch_add(&f->m, &f->sa, mk(f, e, name, S_IFDIR | 0755));
+	}
+	assert_true(f->sa.nwatches <= WATCH_MAX_PER_SESSION);
+	assert_true(watched_for(f->sub, &f->sa) > 59000);
+	(void)take(&f->ca, SW_MSG_INVAL); /* the evictions' */
+	watch_changed(&f->m, f->sub, "g", 1, &f->sb);
+	inval = take(&f->ca, SW_MSG_INVAL);
+	assert_non_null(inval);
+	protobuf_c_message_free_unpacked(inval, NULL);
+}
+
+/*
+ * A caller who may not remove the entry (uid 65534; d is root's 0755)
+ * still recalls it, as any request naming it may, but does not make the
+ * holder keep its names: told nothing goes, held by nothing after, and
+ * the removal is refused.
+ */
+static void test_unprivileged_removal_not_told_goes(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__RmsnapshotReq rs = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__RmrReq rm = SWEEPFS__RMR_REQ__INIT;
+	Sweepfs__RmrReply *r;
+
+	cred.uid = cred.gid = 65534;
+	assert_int_equal(recall_sub(f, &f->cc, &rs, &cred), 0);
+	give_back(f, &f->ca, f->sub);
+	assert_true(watched_for(f->sub, &f->sa) <= 0);
+	deleg_unpark(&f->cc.link);
+	rm.cred = &cred;
+	rm.parent = f->d->ino;
+	rm.name.data = (uint8_t *)"sub";
+	rm.name.len = 3;
+	call(f, &f->cc, SW_MSG_RMR, &rm.base);
+	r = (Sweepfs__RmrReply *)take(&f->cc, SW_MSG_RMR);
+	assert_non_null(r);
+	assert_int_equal(r->err, EACCES);
+	sweepfs__rmr_reply__free_unpacked(r, NULL);
 }
 
 /*
@@ -1662,6 +1770,13 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_removal_recalls_its_tree_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoked_removed_held,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_watch_not_evicted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_unprivileged_removal_not_told_goes, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_trash_recalls, setup,
 						teardown),
 	};
