@@ -464,6 +464,73 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
+# ---- a process inside a directory another mount changes -------------------
+# inside_start DIR OUT FIFO: a process whose working directory is DIR makes
+# f000000..f000099 there and stats them (names a mount holding DIR hands its
+# kernel for long), writes "ready" to OUT, and waits for a line on FIFO;
+# then it looks at what inside_change did, by name relative to DIR, and
+# appends what it saw to OUT. INSIDE_PID is its pid.
+inside_start() {
+	mkfifo "$3"
+	"$PYTHON" -c '
+import os, sys
+d, out, fifo = sys.argv[1], sys.argv[2], sys.argv[3]
+os.chdir(d)
+for i in range(100):
+    with open("f%06d" % i, "w") as f:
+        f.write("old %d\n" % i)
+for i in range(100):
+    os.stat("f%06d" % i)
+fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY); os.fsync(fd); os.close(fd)
+with open(out, "w") as o:
+    o.write("ready\n")
+with open(fifo) as f:
+    f.read()
+res = ["f000010 exists=%s" % os.path.exists("f000010")]
+try:
+    with open("f000011") as f:
+        res.append("f000011 reads=%r" % f.read())
+except OSError as e:
+    res.append("f000011 error=%s" % e)
+res.append("f000012 exists=%s" % os.path.exists("f000012"))
+res.append("new exists=%s" % os.path.exists("new"))
+with open(out, "a") as o:
+    o.write("\n".join(res) + "\n")
+' "$1" "$2" "$3" &
+	INSIDE_PID=$!
+	for ((i = 0; i < 600; i++)); do
+		grep -q ready "$2" 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -q ready "$2" || fail "the process in $1 did not get ready"
+}
+
+# inside_change DIR: through another mount's DIR, remove f000010, replace
+# f000011 ("new 11"), rename f000012 away and make "new"
+inside_change() {
+	rm "$1/f000010"
+	echo "new 11" >"$1/tmp"
+	mv "$1/tmp" "$1/f000011"
+	mv "$1/f000012" "$1/moved12"
+	touch "$1/new"
+}
+
+# inside_check OUT FIFO WHAT: let the process go on; fail unless it saw
+# every change inside_change made
+inside_check() {
+	echo go >"$2"
+	wait "$INSIDE_PID" || fail "the process in $3 failed"
+	log "the process in $3 sees: $(tr '\n' ' ' <"$1")"
+	grep -q "f000010 exists=False" "$1" ||
+		fail "the process in $3 resolves f000010, removed by another mount"
+	grep -q "f000011 reads='new 11" "$1" ||
+		fail "the process in $3 opens the old f000011, replaced by another mount"
+	grep -q "f000012 exists=False" "$1" ||
+		fail "the process in $3 resolves f000012, renamed by another mount"
+	grep -q "new exists=True" "$1" ||
+		fail "the process in $3 misses new, made by another mount"
+}
+
 # ---- metrics -----------------------------------------------------------
 
 # start_metrics_cluster [START_MASTER_ARGS...]: a master and one

@@ -233,38 +233,10 @@ assert_exists "$A/p/d2/f004999" "$B/p/d2/f004999"
 # made by A (names held for long), sees what B changes there after a
 # removal of p/HOW that the master recalled and then refused
 refused_in_cwd() {
-	local how=$1 d=$A/p/$1 fifo=$SW_TMP/go-$1 out=$SW_TMP/cwd-$1 pid st=0
+	local how=$1 d=$A/p/$1 st=0
 	mkdir "$d"
 	chmod 755 "$A/p" "$d"
-	mkfifo "$fifo"
-	"$PYTHON" -c '
-import os, sys
-d, fifo, out = sys.argv[1], sys.argv[2], sys.argv[3]
-os.chdir(d)
-for i in range(100):
-    with open("f%06d" % i, "w") as f:
-        f.write("old %d\n" % i)
-for i in range(100):
-    os.stat("f%06d" % i)
-fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY); os.fsync(fd); os.close(fd)
-with open(out, "w") as o:
-    o.write("ready\n")
-with open(fifo) as f:
-    f.read()
-res = ["f000010 exists=%s" % os.path.exists("f000010")]
-with open("f000011") as f:
-    res.append("f000011 reads=%r" % f.read())
-res.append("f000012 exists=%s" % os.path.exists("f000012"))
-res.append("new exists=%s" % os.path.exists("new"))
-with open(out, "a") as o:
-    o.write("\n".join(res) + "\n")
-' "$d" "$fifo" "$out" &
-	pid=$!
-	for ((i = 0; i < 600; i++)); do
-		grep -q ready "$out" 2>/dev/null && break
-		sleep 0.1
-	done
-	grep -q ready "$out" || fail "the process in $how did not get ready"
+	inside_start "$d" "$SW_TMP/cwd-$how" "$SW_TMP/go-$how"
 	if [[ $how == snap ]]; then
 		sw_tool rmsnapshot "$d" >/dev/null 2>&1 || st=$?
 	else
@@ -277,22 +249,8 @@ with open(out, "a") as o:
 	# directory, which an idle watch would lose to it.
 	sleep 1.5
 	touch "$B/p/$how/bx"
-	rm "$B/p/$how/f000010"
-	echo "new 11" >"$B/p/$how/tmp"
-	mv "$B/p/$how/tmp" "$B/p/$how/f000011"
-	mv "$B/p/$how/f000012" "$B/p/$how/moved12"
-	touch "$B/p/$how/new"
-	echo go >"$fifo"
-	wait "$pid" || fail "the process in $how failed"
-	log "the process in p/$how on A sees: $(tr '\n' ' ' <"$out")"
-	grep -q "f000010 exists=False" "$out" ||
-		fail "A's process in $how resolves f000010, which B removed"
-	grep -q "f000011 reads='new 11" "$out" ||
-		fail "A's process in $how opens the old f000011, which B replaced"
-	grep -q "f000012 exists=False" "$out" ||
-		fail "A's process in $how resolves f000012, which B renamed"
-	grep -q "new exists=True" "$out" ||
-		fail "A's process in $how misses new, which B made"
+	inside_change "$B/p/$how"
+	inside_check "$SW_TMP/cwd-$how" "$SW_TMP/go-$how" "p/$how on A"
 }
 log "removals refused after their recall, a process inside"
 refused_in_cwd snap

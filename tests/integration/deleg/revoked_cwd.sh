@@ -23,44 +23,10 @@ apid=${SW_MOUNT_PIDS[-1]}
 start_mount "$SW_TMP/m2"
 A=$SW_TMP/m1
 B=$SW_TMP/m2
-N=100
 
 mkdir -p "$A/p/keep"
 chmod 755 "$A/p" "$A/p/keep"
-fifo=$SW_TMP/go
-mkfifo "$fifo"
-out=$SW_TMP/cwd.out
-"$PYTHON" -c '
-import os, sys
-d, n, fifo, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-os.chdir(d)
-for i in range(n):
-    with open("f%06d" % i, "w") as f:
-        f.write("old %d\n" % i)
-for i in range(n):
-    os.stat("f%06d" % i)
-fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY); os.fsync(fd); os.close(fd)
-with open(out, "w") as o:
-    o.write("ready\n")
-with open(fifo) as f:
-    f.read()
-res = ["f000010 exists=%s" % os.path.exists("f000010")]
-try:
-    with open("f000011") as f:
-        res.append("f000011 reads=%r" % f.read())
-except OSError as e:
-    res.append("f000011 error=%s" % e)
-res.append("f000012 exists=%s" % os.path.exists("f000012"))
-res.append("new exists=%s" % os.path.exists("new"))
-with open(out, "a") as o:
-    o.write("\n".join(res) + "\n")
-' "$A/p/keep" "$N" "$fifo" "$out" &
-cwd_pid=$!
-for ((i = 0; i < 600; i++)); do
-	grep -q ready "$out" 2>/dev/null && break
-	sleep 0.1
-done
-grep -q ready "$out" || fail "the cwd process did not get ready"
+inside_start "$A/p/keep" "$SW_TMP/cwd.out" "$SW_TMP/go"
 
 # A stalls past deleg_timeout while the recall is out.
 kill -STOP "$apid"
@@ -76,22 +42,8 @@ log "rmsnapshot of p/keep (A stopped meanwhile): status $st"
 assert_ne 0 "$st" "rmsnapshot of keep"
 sleep 1.5 # A's late return, and its ordinary watch idles out
 touch "$B/p/keep/bx"
-rm "$B/p/keep/f000010"
-echo "new 11" >"$B/p/keep/tmp"
-mv "$B/p/keep/tmp" "$B/p/keep/f000011"
-mv "$B/p/keep/f000012" "$B/p/keep/moved12"
-touch "$B/p/keep/new"
+inside_change "$B/p/keep"
 sleep 0.5
-echo go >"$fifo"
-wait "$cwd_pid"
-log "the process in keep/ on A sees:"
-sed 's/^/    /' "$out" >&2
+inside_check "$SW_TMP/cwd.out" "$SW_TMP/go" "keep/ on A"
 stop_mount "$A"
-grep -h "given back\|reconnect\|lease" "$A.log" | sed 's/^/    A: /' >&2 || true
-grep -q "f000010 exists=False" "$out" ||
-	fail "A's process in keep/ still resolves f000010, which B removed"
-grep -q "f000011 reads='new 11" "$out" ||
-	fail "A's process in keep/ still opens the old f000011, which B replaced"
-grep -q "f000012 exists=False" "$out" ||
-	fail "A's process in keep/ still resolves f000012, which B renamed"
 sw_pass
