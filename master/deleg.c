@@ -396,6 +396,12 @@ void delegs_free(struct master *m)
 	m->delegs = NULL;
 }
 
+/* How long a holder's kernel may keep a name it was given (frame.h). */
+static int64_t deleg_name_ttl_ns(void)
+{
+	return (int64_t)SW_DELEG_NAME_TTL_MS * 1000000;
+}
+
 /*
  * Recall @d; returns it, or NULL when it ended: a notice that finds no
  * memory closes the holder's connection at once, and that ends every
@@ -438,12 +444,6 @@ static struct deleg *recall(struct master *m, struct deleg *d, bool removed)
  * record, the holder's connection is closed: that ends its session's
  * delegations and it resynchronises as after any reconnect.
  */
-/* How long a holder's kernel may keep a name it was given (frame.h). */
-static int64_t deleg_name_ttl_ns(void)
-{
-	return (int64_t)SW_DELEG_NAME_TTL_MS * 1000000;
-}
-
 static void take_back(struct master *m, struct deleg *d, const char *why)
 {
 	struct delegs *ds = m->delegs;
