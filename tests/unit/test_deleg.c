@@ -1626,7 +1626,9 @@ static void test_held_watch_not_evicted(void **state)
 	}
 	assert_true(f->sa.nwatches <= WATCH_MAX_PER_SESSION);
 	assert_true(watched_for(f->sub, &f->sa) > 59000);
-	(void)take(&f->ca, SW_MSG_INVAL); /* the evictions' */
+	inval = take(&f->ca, SW_MSG_INVAL); /* the evictions' */
+	if (inval)
+		protobuf_c_message_free_unpacked(inval, NULL);
 	watch_changed(&f->m, f->sub, "g", 1, &f->sb);
 	inval = take(&f->ca, SW_MSG_INVAL);
 	assert_non_null(inval);
