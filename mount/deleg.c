@@ -398,8 +398,6 @@ static void give_back(struct deleg *dg)
 	pthread_mutex_unlock(&dg->mu);
 	for (size_t i = 0; gv && i < n; i++)
 		gv[i].ino = v[i];
-	if (gv && __atomic_load_n(&dg->m->no_epoch, __ATOMIC_RELAXED))
-		knames_no_epoch(dg->kn);
 	if (gv)
 		knames_forget(dg->kn, gv, n);
 	dg->given += n;
@@ -490,10 +488,18 @@ static int k_all(void *arg)
 	return rc;
 }
 
+static bool k_has_all(void *arg)
+{
+	struct mount *m = arg;
+
+	return !__atomic_load_n(&m->no_epoch, __ATOMIC_RELAXED);
+}
+
 static const struct knames_ops k_ops = {
 	.expire = k_expire,
 	.drop = k_drop,
 	.all = k_all,
+	.has_all = k_has_all,
 };
 
 int deleg_new(struct mount *m, bool enabled, struct deleg **out)

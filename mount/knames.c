@@ -111,7 +111,6 @@ struct knames {
 	pthread_mutex_t mu; /* where, removed */
 	struct where where[WHERE_SLOTS];
 	struct removed removed[REMOVED_MAX];
-	bool no_epoch;
 	uint64_t gen;		/* mu; knames_gen() */
 	uint64_t notices, left; /* atomics */
 };
@@ -186,11 +185,6 @@ void knames_free(struct knames *kn)
 		free(kn->where[i].at.name);
 	pthread_mutex_destroy(&kn->mu);
 	free(kn);
-}
-
-void knames_no_epoch(struct knames *kn)
-{
-	__atomic_store_n(&kn->no_epoch, true, __ATOMIC_RELAXED);
 }
 
 static void count(uint64_t *c)
@@ -314,7 +308,7 @@ void knames_forget(struct knames *kn, struct kgone *gv, size_t n)
 {
 	const struct knames_ops *ops = kn->ops;
 	bool epoch = false, all = false;
-	bool can = !__atomic_load_n(&kn->no_epoch, __ATOMIC_RELAXED);
+	bool can = ops->has_all(kn->arg);
 
 	pthread_mutex_lock(&kn->mu);
 	for (size_t i = 0; i < n; i++) {
@@ -334,7 +328,6 @@ void knames_forget(struct knames *kn, struct kgone *gv, size_t n)
 		if (all) {
 			count(&kn->notices);
 		} else {
-			knames_no_epoch(kn);
 			sw_info(TAG, "this kernel cannot drop every cached "
 				     "name at once: a recall invalidates each "
 				     "directory's own entry");

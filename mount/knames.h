@@ -72,11 +72,15 @@ struct kgone {
  *   all:    every name of the mount to be looked up again (the epoch
  *           notice, FUSE_NOTIFY_INC_EPOCH); -ENOSYS without it. It takes
  *           no lock in the kernel: it may go out from a request's path.
+ *   has_all: whether the kernel has that notice, as far as known (at
+ *           FUSE init, or from one that failed): names are left to a
+ *           removal only where it can take them back.
  */
 struct knames_ops {
 	int (*expire)(void *arg, uint64_t dir, const char *name);
 	int (*drop)(void *arg, uint64_t dir, const char *name);
 	int (*all)(void *arg);
+	bool (*has_all)(void *arg);
 };
 
 struct knames_stats {
@@ -89,10 +93,6 @@ struct knames;
 /* 0 with *@out, or -ENOMEM. @ops and @arg outlive it. */
 int knames_new(const struct knames_ops *ops, void *arg, struct knames **out);
 void knames_free(struct knames *kn);
-
-/* The kernel has no epoch notice (known at FUSE init, or from a failed
- * one): directories given back are forgotten by their own entry. */
-void knames_no_epoch(struct knames *kn);
 
 /*
  * Directory @ino goes to the kernel as @name in @up (a lookup, mkdir or
