@@ -372,6 +372,17 @@ bool deleg_revoked(const struct master *m, const struct session *s,
 	return false;
 }
 
+bool deleg_held_by_other(const struct master *m, const struct session *s,
+			 const struct node *dir)
+{
+	const struct deleg *d;
+
+	if (!(dir->flags & NODE_DELEG) || !m->delegs)
+		return false;
+	d = find(m->delegs, dir->ino);
+	return d && d->s != s;
+}
+
 void delegs_free(struct master *m)
 {
 	struct delegs *ds = m->delegs;
@@ -402,11 +413,6 @@ static int64_t deleg_name_ttl_ns(void)
 	return (int64_t)SW_DELEG_NAME_TTL_MS * 1000000;
 }
 
-/*
- * Recall @d; returns it, or NULL when it ended: a notice that finds no
- * memory closes the holder's connection at once, and that ends every
- * delegation of the holder (session_detach()), freed.
- */
 /* Tell @s to give @dir back; @removed: the request removes it. */
 static void send_recall(struct master *m, struct session *s, uint64_t dir,
 			bool removed)
@@ -420,6 +426,11 @@ static void send_recall(struct master *m, struct session *s, uint64_t dir,
 		req_notify(m, s->conn, SW_MSG_DELEG_RECALL, &note.base);
 }
 
+/*
+ * Recall @d; returns it, or NULL when it ended: a notice that finds no
+ * memory closes the holder's connection at once, and that ends every
+ * delegation of the holder (session_detach()), freed.
+ */
 static struct deleg *recall(struct master *m, struct deleg *d, bool removed)
 {
 	uint64_t ended = m->delegs->ended;
@@ -559,37 +570,45 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 		    !wait)
 			wait = d;
 	}
-	if (wait)
-		return wait;
-	if (!subtree || !S_ISDIR(n->mode))
-		return NULL;
-	return recall_others(m, s, n, NODE_DELEG_TAG_ANY, removed);
+	/* And the tree below, in the same round. What this returns may
+	 * have ended since (a recall that ended delegations): conflict()
+	 * asks again, once every recall went out, for one to wait for. */
+	if (subtree && S_ISDIR(n->mode) &&
+	    (d = recall_others(m, s, n, NODE_DELEG_TAG_ANY, removed)) && !wait)
+		wait = d;
+	return wait;
 }
 
 /*
- * A request that removes the entry @name of directory @ino (rmr,
- * rmsnapshot): that directory's delegation and its parent's, as for any
- * node named, and those of the tree the entry heads, told that it goes;
- * not those of the entry's siblings, which nothing changes (an rmr of
- * d0 on the mount that made d0 and d1 would otherwise make it forget
- * every name it caches in d1). The entry not there yet (a holder of
- * @ino may still have its create queued): recalled when the request
- * looks again after that holder gives @ino back.
+ * A request that changes the entry @name of directory @ino (an ENTRY()
+ * of messages.def: rmdir, rename, snapshot, rmr, rmsnapshot): that
+ * directory's delegation and its parent's, as for any node named, and
+ * the entry's node's; with @subtree, those of the tree the entry heads
+ * too, told that it goes when the request @removes it. Not those of the
+ * entry's siblings, which nothing changes: an rmr of d0 on the mount
+ * that made d0 and d1 would otherwise make it forget every name it
+ * caches in d1, a rename of one file in the top of a tree every name
+ * below. The entry not there yet (a holder of @ino may still have its
+ * create queued): recalled when the request looks again after that
+ * holder gives @ino back.
  */
 static struct deleg *conflict_entry(struct master *m, struct session *s,
 				    uint64_t ino,
 				    const ProtobufCBinaryData *name,
+				    bool subtree, bool removes,
 				    const Sweepfs__Cred *cred)
 {
 	struct req as = { .m = m, .s = s };
-	struct node *dir = req_node(&as, ino);
-	struct edge *e = NULL;
+	struct node *dir = req_node(&as, ino), *child = NULL;
+	struct edge *e;
 	struct sw_cred c;
 	bool goes = false;
-	struct deleg *d;
+	struct deleg *d, *e_d;
 
-	if (dir && S_ISDIR(dir->mode) && name->len <= SW_NAME_MAX)
-		e = ns_lookup(&m->ns, dir, (const char *)name->data, name->len);
+	if (dir && S_ISDIR(dir->mode) && name->len <= SW_NAME_MAX &&
+	    (e = ns_lookup(&m->ns, dir, (const char *)name->data, name->len)) !=
+		    NULL)
+		child = e->child;
 	/*
 	 * Told it goes only if the caller may remove the entry as far as
 	 * O(1) checks say (write and search in the directory, the sticky
@@ -597,29 +616,41 @@ static struct deleg *conflict_entry(struct master *m, struct session *s,
 	 * and nobody else is granted the tree meanwhile; one who may not
 	 * costs the holder the recall alone, as any request can.
 	 */
-	if (e && e->child && S_ISDIR(e->child->mode) && cred) {
+	if (removes && child && S_ISDIR(child->mode) && cred) {
 		c = req_cred(cred);
 		goes = perm_check(&c, dir, PERM_W | PERM_X) == 0 &&
-		       perm_sticky(&c, dir, e->child) == 0;
+		       perm_sticky(&c, dir, child) == 0;
 	}
-	/* All recalled first, then one picked to wait for: a recall that
-	 * ends delegations (its holder's connection broke) may have freed
-	 * one an earlier call returned. */
-	if (e && e->child && S_ISDIR(e->child->mode))
-		(void)recall_others(m, s, e->child, NODE_DELEG_TAG_ANY, goes);
-	if (e && e->child)
-		(void)conflict_ino(m, s, e->child->ino, true, goes);
+	/* What it returns is used only once every recall went out
+	 * (conflict()). */
 	d = conflict_ino(m, s, ino, false, false);
-	if (!d && e && e->child)
-		d = conflict_ino(m, s, e->child->ino, true, goes);
+	if (child && (e_d = conflict_ino(m, s, child->ino, subtree, goes)) &&
+	    !d)
+		d = e_d;
 	return d;
+}
+
+/* What node @ino of request @msg, as @it walks it, must wait for. */
+static struct deleg *conflict_node(struct master *m, struct session *s,
+				   const struct sw_msg_info *info,
+				   const struct sw_msg_nodes *it, uint64_t ino,
+				   const ProtobufCMessage *msg)
+{
+	if (it->entry)
+		return conflict_entry(m, s, ino, it->entry,
+				      info->subtree || info->removes,
+				      info->removes,
+				      info->removes ? sw_msg_cred(msg) : NULL);
+	return conflict_ino(m, s, ino, info->subtree, false);
 }
 
 /*
  * The delegation request @msg of @type must wait for, recalled: what it
- * names (proto/messages.def says which fields name nodes, and whether it
- * changes their subtrees, removes an entry or recalls all), held by
- * another session.
+ * names (proto/messages.def says which fields name nodes and entries,
+ * and whether it changes their subtrees, removes an entry or recalls
+ * all), held by another session. Every node's recalls go out at once,
+ * for one round trip; then one is picked to wait for, afresh (a recall
+ * that ended delegations may have freed one an earlier node returned).
  */
 static struct deleg *conflict(struct master *m, struct session *s,
 			      uint16_t type, const ProtobufCMessage *msg)
@@ -627,7 +658,7 @@ static struct deleg *conflict(struct master *m, struct session *s,
 	const struct sw_msg_info *info = sw_msg_info(type);
 	struct deleg *d = NULL;
 	struct sw_msg_nodes it;
-	ProtobufCBinaryData name;
+	bool any = false;
 	uint64_t ino;
 
 	if (!info)
@@ -635,14 +666,13 @@ static struct deleg *conflict(struct master *m, struct session *s,
 	if (info->recall_all)
 		return recall_others(m, s, NULL, NODE_DELEG_TAG_ANY, false);
 	sw_msg_nodes_begin(&it, type, msg);
-	if (info->removes) {
-		if (sw_msg_entry_name(type, msg, &name) < 0 ||
-		    !sw_msg_nodes_next(&it, &ino))
-			return NULL;
-		return conflict_entry(m, s, ino, &name, sw_msg_cred(msg));
-	}
+	while (sw_msg_nodes_next(&it, &ino))
+		any |= conflict_node(m, s, info, &it, ino, msg) != NULL;
+	if (!any)
+		return NULL;
+	sw_msg_nodes_begin(&it, type, msg);
 	while (!d && sw_msg_nodes_next(&it, &ino))
-		d = conflict_ino(m, s, ino, info->subtree, false);
+		d = conflict_node(m, s, info, &it, ino, msg);
 	return d;
 }
 

@@ -86,6 +86,14 @@ void deleg_tick(struct master *m);
 bool deleg_revoked(const struct master *m, const struct session *s,
 		   uint64_t dir);
 
+/*
+ * Whether another session than @s holds @dir: a request that finds so
+ * at its handler came past deleg_wait() (a holder's own batch, which
+ * waits for nobody) and is refused.
+ */
+bool deleg_held_by_other(const struct master *m, const struct session *s,
+			 const struct node *dir);
+
 /* Figures for sweepfs status (InfoReply fields 43-48), and what the
  * tests count: entries visited (only a grant walks a directory). */
 struct deleg_stats {

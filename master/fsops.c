@@ -775,6 +775,10 @@ static int remove_one(struct req *r, const Sweepfs__Cred *cp, uint64_t parent,
 		rc = -EISDIR;
 	else if (rmdir && n->u.dir->nentries)
 		rc = -ENOTEMPTY;
+	else if (rmdir && deleg_held_by_other(r->m, r->s, n))
+		/* Another's, who may have made entries there it has not
+		 * sent yet: a batch's (RMDIR waits for the recall). */
+		rc = -EBUSY;
 	else
 		rc = perm_sticky(&cred, dir, n);
 	if (rc < 0)

@@ -76,11 +76,10 @@ struct node_ref {
 	uint32_t has;	 /* its has_ flag's offset when optional, else 0 */
 	uint32_t count;	 /* for an element field: n_<outer>'s offset */
 	uint32_t array;	 /* ... and the element pointers' offset; else 0 */
+	uint32_t name;	 /* an entry's name, beside the value; else 0 */
 };
 
 static struct node_ref node_refs[SW_MSG__COUNT][SW_MSG_NODES_MAX];
-/* For a type that removes an entry: its `name` field's offset. */
-static uint32_t entry_name_offset[SW_MSG__COUNT];
 static uint16_t node_bad_type; /* first type that did not resolve, or 0 */
 static pthread_once_t node_once = PTHREAD_ONCE_INIT;
 
@@ -100,16 +99,17 @@ static int resolve_one(const ProtobufCMessageDescriptor *d, uint32_t spec,
 		       struct node_ref *ref)
 {
 	const ProtobufCFieldDescriptor *outer = NULL, *f;
+	uint32_t node = SW_MSG_SPEC_NODE(spec);
 
-	if (spec >> 16) {
-		outer = protobuf_c_message_descriptor_get_field(d, spec >> 16);
+	if (node >> 16) {
+		outer = protobuf_c_message_descriptor_get_field(d, node >> 16);
 		if (!outer || outer->type != PROTOBUF_C_TYPE_MESSAGE ||
 		    outer->label != PROTOBUF_C_LABEL_REPEATED)
 			return -EINVAL;
 		d = outer->descriptor;
-		spec &= 0xffff;
+		node &= 0xffff;
 	}
-	f = scalar_u64(d, spec);
+	f = scalar_u64(d, node);
 	if (!f)
 		return -EINVAL;
 	ref->offset = f->offset;
@@ -118,21 +118,16 @@ static int resolve_one(const ProtobufCMessageDescriptor *d, uint32_t spec,
 			   0;
 	ref->count = outer ? outer->quantifier_offset : 0;
 	ref->array = outer ? outer->offset : 0;
+	ref->name = 0;
+	if (SW_MSG_SPEC_NAME(spec)) {
+		f = protobuf_c_message_descriptor_get_field(
+			d, SW_MSG_SPEC_NAME(spec));
+		if (!f || f->type != PROTOBUF_C_TYPE_BYTES ||
+		    f->label != PROTOBUF_C_LABEL_REQUIRED)
+			return -EINVAL;
+		ref->name = f->offset;
+	}
 	return 0;
-}
-
-/* Where a type that removes an entry keeps its name, or 0. */
-static uint32_t resolve_entry_name(const struct sw_msg_info *info)
-{
-	const ProtobufCFieldDescriptor *f =
-		protobuf_c_message_descriptor_get_field_by_name(info->req,
-								"name");
-
-	if (!f || f->type != PROTOBUF_C_TYPE_BYTES ||
-	    f->label != PROTOBUF_C_LABEL_REQUIRED || !info->nodes[0] ||
-	    info->nodes[1] || (info->nodes[0] >> 16))
-		return 0;
-	return f->offset;
 }
 
 static void resolve_nodes(void)
@@ -140,8 +135,9 @@ static void resolve_nodes(void)
 	for (uint16_t t = 0; t < SW_MSG__COUNT; t++) {
 		const struct sw_msg_info *info = &msg_table[t];
 
+		/* A removal removes one entry, a tree it names by name. */
 		if (info->name && info->removes &&
-		    !(entry_name_offset[t] = resolve_entry_name(info)) &&
+		    (!SW_MSG_SPEC_NAME(info->nodes[0]) || info->nodes[1]) &&
 		    !node_bad_type)
 			node_bad_type = t;
 
@@ -154,17 +150,6 @@ static void resolve_nodes(void)
 				node_bad_type = t;
 		}
 	}
-}
-
-int sw_msg_entry_name(uint16_t type, const ProtobufCMessage *msg,
-		      ProtobufCBinaryData *out)
-{
-	pthread_once(&node_once, resolve_nodes);
-	if (type >= SW_MSG__COUNT || !entry_name_offset[type])
-		return -EINVAL;
-	*out = *(const ProtobufCBinaryData *)((const char *)msg +
-					      entry_name_offset[type]);
-	return 0;
 }
 
 const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg)
@@ -196,6 +181,7 @@ void sw_msg_nodes_begin(struct sw_msg_nodes *it, uint16_t type,
 	it->type = type < SW_MSG__COUNT ? type : 0;
 	it->spec = 0;
 	it->elem = 0;
+	it->entry = NULL;
 }
 
 bool sw_msg_nodes_next(struct sw_msg_nodes *it, uint64_t *ino)
@@ -227,6 +213,9 @@ bool sw_msg_nodes_next(struct sw_msg_nodes *it, uint64_t *ino)
 		if (r->has && !*(const protobuf_c_boolean *)(at + r->has))
 			continue;
 		*ino = *(const uint64_t *)(at + r->offset);
+		it->entry =
+			r->name ? (const ProtobufCBinaryData *)(at + r->name) :
+				  NULL;
 		return true;
 	}
 	return false;

@@ -192,10 +192,20 @@ struct sw_frame_hdr {
 /*
  * A field of a request, by protobuf field number: @n of the request
  * itself, or field @inner of each element of its repeated message field
- * @outer (numbers below 65536, as all of ours are).
+ * @outer (@inner below 65536, @outer below 256, as all of ours are).
  */
 #define SW_MSG_FIELD(n) ((uint32_t)(n))
 #define SW_MSG_FIELD_IN(outer, inner) ((uint32_t)(outer) << 16 | (inner))
+
+/*
+ * A node field @dir (as SW_MSG_FIELD_IN() or SW_MSG_FIELD() says) whose
+ * entry the request changes: the one its sibling bytes field @name (below
+ * 256) names. The delegations a change of that entry recalls are the
+ * directory's and the entry's node's, not those of its siblings.
+ */
+#define SW_MSG_ENTRY(dir, name) ((uint32_t)(name) << 24 | (dir))
+#define SW_MSG_SPEC_NODE(spec) ((spec)&0xffffffu)
+#define SW_MSG_SPEC_NAME(spec) ((spec) >> 24)
 
 /* Node fields (and declared non-node fields) a type may have, at most. */
 #define SW_MSG_NODES_MAX 3
@@ -237,8 +247,9 @@ struct sw_msg_info {
 	 * does). */
 	unsigned writes : 1;
 	unsigned admin : 1; /* only with an export's admin rights */
-	/* Changes the subtree each of its nodes heads: delegations below
-	 * them are recalled too (master/deleg.c). */
+	/* Changes the subtree each of its nodes heads (for a node field
+	 * with an entry, SW_MSG_ENTRY(), the entry's node): delegations
+	 * below them are recalled too (master/deleg.c). */
 	unsigned subtree : 1;
 	/* Recalls every delegation but the sender's, whatever it names. */
 	unsigned recall_all : 1;
@@ -248,14 +259,13 @@ struct sw_msg_info {
 	/* Part of the delegation protocol: the mount sends it without
 	 * first flushing the operations it queued under its delegations. */
 	unsigned no_flush : 1;
-	/* Removes the entry its request's `name` (a bytes field) names in
-	 * the directory its one node is, with the tree that entry heads:
-	 * the delegations recalled are the directory's and that tree's
-	 * (told it goes), not those of the entry's siblings. */
+	/* Removes the entry its one node field, an SW_MSG_ENTRY(), names,
+	 * with the tree that entry heads: the delegations of that tree are
+	 * recalled too, told it goes. */
 	unsigned removes : 1;
 	uint8_t roles; /* SW_ROLE_BIT()s that may send it to the master */
-	/* The fields (SW_MSG_FIELD()s, 0-terminated) that name a node, and
-	 * those named like one that do not. */
+	/* The fields (SW_MSG_FIELD()s or SW_MSG_ENTRY()s, 0-terminated)
+	 * that name a node, and those named like one that do not. */
 	uint32_t nodes[SW_MSG_NODES_MAX];
 	uint32_t not_nodes[SW_MSG_NODES_MAX];
 };
@@ -286,6 +296,9 @@ struct sw_msg_nodes {
 	uint16_t type;
 	unsigned spec; /* index into the type's node fields */
 	size_t elem;   /* next element of a repeated one */
+	/* After sw_msg_nodes_next(): the name of the entry the request
+	 * changes in the node it returned (an SW_MSG_ENTRY()), or NULL. */
+	const ProtobufCBinaryData *entry;
 };
 
 void sw_msg_nodes_begin(struct sw_msg_nodes *it, uint16_t type,
@@ -300,21 +313,15 @@ bool sw_msg_nodes_next(struct sw_msg_nodes *it, uint64_t *ino);
 size_t sw_msg_nodes(uint16_t type, const ProtobufCMessage *msg, uint64_t *out,
 		    size_t max);
 
-/*
- * The name a request of a type that `removes` names its entry by, in
- * *@out: 0, or -EINVAL if the type does not remove an entry.
- */
-int sw_msg_entry_name(uint16_t type, const ProtobufCMessage *msg,
-		      ProtobufCBinaryData *out);
-
 /* Request @msg's credentials (its field `cred`), or NULL if it has none. */
 const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg);
 
 /*
  * 0 when every node field the table declares resolves to a single
  * uint64 field of its request (through a repeated message field for
- * SW_MSG_FIELD_IN()), and every type that `removes` has one node field
- * and a single bytes field `name`, else -EINVAL with @type_out set to the first type
+ * SW_MSG_FIELD_IN()), the name of every SW_MSG_ENTRY() to a required
+ * bytes field beside it, and every type that `removes` has one node
+ * field, an entry; else -EINVAL with @type_out set to the first type
  * whose declaration does not. For the tests and for start-up.
  */
 int sw_msg_check(uint16_t *type_out);

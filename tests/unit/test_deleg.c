@@ -88,6 +88,14 @@ static const struct sw_server_ops fake_ops = {
 	.conn_size = sizeof(struct conn),
 };
 
+/* As master.c wires it: a directory removed ends its watches and its
+ * delegation. */
+static void dir_gone(void *arg, struct node *dir)
+{
+	watch_dir_gone(arg, dir);
+	deleg_dir_gone(arg, dir);
+}
+
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -99,6 +107,8 @@ static int setup(void **state)
 		return -1;
 	sw_log_set_sink(unit_quiet_sink, NULL);
 	f->m.loop = &f->loop;
+	f->m.ns.hook_arg = &f->m;
+	f->m.ns.dir_gone = dir_gone;
 	master_wire_requests(&f->m);
 	/* Resumed connections wait on uvserver's list for the next turn;
 	 * it does not read them (no frame op). */
@@ -1672,6 +1682,151 @@ static void test_unprivileged_removal_not_told_goes(void **state)
  * without a look at any name. Before, made_already() looked the name up
  * there, a walk of every entry: 6 ns an entry, 0.1 s an op at 17 M.
  */
+/* @c's RMDIR of @name in @dir, handled: its error (positive), once
+ * durable. */
+static int32_t rmdir_err(struct fixture *f, struct conn *c, struct node *dir,
+			 const char *name)
+{
+	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__StatusReply *r;
+	int32_t err;
+
+	q.cred = &cred;
+	q.parent = dir->ino;
+	q.name.data = (uint8_t *)name;
+	q.name.len = strlen(name);
+	call(f, c, SW_MSG_RMDIR, &q.base);
+	durable(f);
+	r = (Sweepfs__StatusReply *)take(c, SW_MSG_RMDIR);
+	assert_non_null(r);
+	err = r->err;
+	sweepfs__status_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+/*
+ * An rmdir of a directory another session holds recalls it: its holder
+ * may have made entries there that it has not sent yet, which the
+ * master's empty directory does not show. Before, the rmdir went
+ * through and the holder's acknowledged create was lost with the
+ * directory. A batch (which waits for nobody) that removes a directory
+ * another session holds is refused.
+ */
+static void test_rmdir_recalls_the_directory(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct node *e = mk(f, f->d, "e", S_IFDIR | 0755);
+	struct node *e2 = mk(f, f->d, "e2", S_IFDIR | 0755);
+	Sweepfs__BatchReply *r;
+	Sweepfs__BatchOp o;
+	uint64_t a;
+
+	assert_true(ask(f, &f->ca, e));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	q.cred = &cred;
+	q.parent = f->d->ino;
+	q.name.data = (uint8_t *)"e";
+	q.name.len = 1;
+	assert_true(conn_waits(&f->cb, SW_MSG_RMDIR, &q.base));
+	assert_true(recalled(&f->ca, e));
+	/* The holder sends what it made there, then gives it back. */
+	make_one(f, &f->ca, e, "x", S_IFREG | 0644, a);
+	give_back(f, &f->ca, e);
+	assert_null(f->cb.link.parked);
+	assert_false(conn_waits(&f->cb, SW_MSG_RMDIR, &q.base));
+	assert_int_equal(rmdir_err(f, &f->cb, f->d, "e"), ENOTEMPTY);
+	assert_non_null(entry(f, e, "x"));
+
+	/* B holds d, A holds e2 in it: B's batch rmdir of e2 is refused,
+	 * e2 stays. */
+	assert_true(ask(f, &f->ca, e2));
+	assert_true(ask(f, &f->cb, f->d));
+	r = batch(f, &f->cb, op(&o, &cred, f->d->ino, "e2", true), 1);
+	assert_int_equal(r->errs[0], EBUSY);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_ptr_equal(entry(f, f->d, "e2"), e2);
+	assert_int_equal(held(f), 2);
+}
+
+/*
+ * A rename recalls the directories it changes and the trees of the
+ * entries it moves and replaces, not their siblings: renaming one file
+ * at the top of a tree (an editor saving through a rename) took back
+ * every directory held below, and the holder's kernel then forgot
+ * every name it cached there. A snapshot likewise recalls the tree it
+ * copies and the directory it goes in, not that directory's other
+ * entries.
+ */
+static void test_rename_recalls_its_entries_only(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__RenameReq rn = SWEEPFS__RENAME_REQ__INIT;
+	Sweepfs__SnapshotReq sn = SWEEPFS__SNAPSHOT_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct node *sib = mk(f, f->d, "sib", S_IFDIR | 0755);
+	struct node *deep = mk(f, f->sub, "deep", S_IFDIR | 0755);
+	struct node *t = mk(f, f->d, "t", S_IFDIR | 0755);
+	uint64_t dirs[8];
+	bool removed[8];
+	size_t n;
+
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_true(ask(f, &f->ca, deep));
+	assert_true(ask(f, &f->ca, sib));
+	assert_true(ask(f, &f->ca, t));
+	rn.cred = &cred;
+	rn.parent = rn.newparent = f->d->ino;
+	rn.name.data = (uint8_t *)"f";
+	rn.name.len = 1;
+	rn.newname.data = (uint8_t *)"g";
+	rn.newname.len = 1;
+	assert_false(conn_waits(&f->cb, SW_MSG_RENAME, &rn.base));
+	assert_int_equal(
+		take_recalls(&f->ca, dirs, removed, SW_ARRAY_SIZE(dirs)), 0);
+
+	/* sub onto t: sub and deep (its tree) and t (replaced), in one
+	 * round; not sib. */
+	rn.name.data = (uint8_t *)"sub";
+	rn.name.len = 3;
+	rn.newname.data = (uint8_t *)"t";
+	assert_true(conn_waits(&f->cb, SW_MSG_RENAME, &rn.base));
+	n = take_recalls(&f->ca, dirs, removed, SW_ARRAY_SIZE(dirs));
+	assert_int_equal(n, 3);
+	assert_int_equal(recall_of(dirs, removed, n, f->sub), 0);
+	assert_int_equal(recall_of(dirs, removed, n, deep), 0);
+	assert_int_equal(recall_of(dirs, removed, n, t), 0);
+	assert_int_equal(recall_of(dirs, removed, n, sib), -1);
+	give_back(f, &f->ca, t);
+	deleg_unpark(&f->cb.link);
+	give_back(f, &f->ca, deep);
+	give_back(f, &f->ca, f->sub);
+	assert_false(conn_waits(&f->cb, SW_MSG_RENAME, &rn.base));
+
+	/* A snapshot of sub into d: sub's tree, not sib. */
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_true(ask(f, &f->ca, deep));
+	sn.cred = &cred;
+	sn.src = f->sub->ino;
+	sn.parent = f->d->ino;
+	sn.name.data = (uint8_t *)"copy";
+	sn.name.len = 4;
+	assert_true(conn_waits(&f->cb, SW_MSG_SNAPSHOT, &sn.base));
+	n = take_recalls(&f->ca, dirs, removed, SW_ARRAY_SIZE(dirs));
+	assert_int_equal(n, 2);
+	assert_int_equal(recall_of(dirs, removed, n, f->sub), 0);
+	assert_int_equal(recall_of(dirs, removed, n, deep), 0);
+	give_back(f, &f->ca, deep);
+	deleg_unpark(&f->cb.link);
+	give_back(f, &f->ca, f->sub);
+	assert_false(conn_waits(&f->cb, SW_MSG_SNAPSHOT, &sn.base));
+	/* sib still the holder's. */
+	assert_int_equal(held(f), 1);
+	give_back(f, &f->ca, sib);
+}
+
 static void test_batch_into_purged_dir_walks_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -1781,6 +1936,10 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_trash_recalls, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_rmdir_recalls_the_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_rename_recalls_its_entries_only, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -380,7 +380,7 @@ static bool is_integer(ProtobufCType t)
 static bool listed(const uint32_t *specs, uint32_t spec)
 {
 	for (unsigned i = 0; i < SW_MSG_NODES_MAX && specs[i]; i++)
-		if (specs[i] == spec)
+		if (SW_MSG_SPEC_NODE(specs[i]) == spec)
 			return true;
 	return false;
 }
@@ -484,11 +484,37 @@ static void test_sw_msg_nodes_walk(void **state)
 				   SWEEPFS__BATCH_OP__INIT };
 	Sweepfs__BatchOp *ops[3] = { &op[0], &op[1], &op[2] };
 	Sweepfs__InfoReq info = SWEEPFS__INFO_REQ__INIT;
+	Sweepfs__NameReq rd = SWEEPFS__NAME_REQ__INIT;
+	struct sw_msg_nodes it;
 	uint64_t out[4] = { 0 };
+	uint64_t ino;
 
 	(void)state;
 	rn.parent = 5;
 	rn.newparent = 7;
+	rn.name.data = (uint8_t *)"a";
+	rn.name.len = 1;
+	rn.newname.data = (uint8_t *)"bc";
+	rn.newname.len = 2;
+	/* Each with the entry it changes there. */
+	sw_msg_nodes_begin(&it, SW_MSG_RENAME, &rn.base);
+	assert_true(sw_msg_nodes_next(&it, &ino));
+	assert_int_equal(ino, 5);
+	assert_ptr_equal(it.entry, &rn.name);
+	assert_true(sw_msg_nodes_next(&it, &ino));
+	assert_int_equal(ino, 7);
+	assert_ptr_equal(it.entry, &rn.newname);
+	assert_false(sw_msg_nodes_next(&it, &ino));
+	/* An rmdir's too: the directory removed is recalled; an unlink's
+	 * parent alone. */
+	rd.parent = 3;
+	sw_msg_nodes_begin(&it, SW_MSG_RMDIR, &rd.base);
+	assert_true(sw_msg_nodes_next(&it, &ino));
+	assert_ptr_equal(it.entry, &rd.name);
+	sw_msg_nodes_begin(&it, SW_MSG_UNLINK, &rd.base);
+	assert_true(sw_msg_nodes_next(&it, &ino));
+	assert_int_equal(ino, 3);
+	assert_null(it.entry);
 	assert_int_equal(sw_msg_nodes(SW_MSG_RENAME, &rn.base, out, 4), 2);
 	assert_int_equal(out[0], 5);
 	assert_int_equal(out[1], 7);
@@ -510,6 +536,9 @@ static void test_sw_msg_nodes_walk(void **state)
 	}
 	b.n_ops = 3;
 	b.ops = ops;
+	sw_msg_nodes_begin(&it, SW_MSG_BATCH, &b.base);
+	assert_true(sw_msg_nodes_next(&it, &ino));
+	assert_null(it.entry); /* parents only (messages.def) */
 	assert_int_equal(sw_msg_nodes(SW_MSG_BATCH, &b.base, out, 4), 3);
 	assert_int_equal(out[0], 100);
 	assert_int_equal(out[1], 101);
@@ -537,22 +566,14 @@ static void test_sw_msg_info_flags(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < SW_ARRAY_SIZE(goes); i++) {
-		Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
-		ProtobufCBinaryData name;
+		const struct sw_msg_info *info = sw_msg_info(goes[i]);
 
-		assert_true(sw_msg_info(goes[i])->removes);
-		assert_false(sw_msg_info(goes[i])->subtree);
-		/* RmsnapshotReq has the same numbers and layout's start. */
-		q.name.data = (uint8_t *)"x";
-		q.name.len = 1;
-		if (goes[i] == SW_MSG_RMR) {
-			assert_int_equal(
-				sw_msg_entry_name(goes[i], &q.base, &name), 0);
-			assert_ptr_equal(name.data, q.name.data);
-			assert_int_equal(name.len, 1);
-		}
+		assert_true(info->removes);
+		assert_false(info->subtree);
+		/* One node, an entry. */
+		assert_int_equal(SW_MSG_SPEC_NAME(info->nodes[0]), 3);
+		assert_int_equal(info->nodes[1], 0);
 	}
-	assert_int_equal(sw_msg_entry_name(SW_MSG_RENAME, NULL, NULL), -EINVAL);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(tree); i++)
 		assert_true(sw_msg_info(tree[i])->subtree);
 	for (size_t i = 0; i < SW_ARRAY_SIZE(pass); i++)

@@ -30,7 +30,14 @@
 #     master keeps it watching the tree: a process whose working
 #     directory is in it sees at once what another mount removes,
 #     replaces and renames there, also after the holder's watch would
-#     have idled out.
+#     have idled out. A file renamed by another mount at the top of the
+#     trees: the one left keeps its names too (a rename recalled every
+#     delegation below the directories it named).
+#  6. A directory this mount made and holds, a file made there, and at
+#     once another mount's rmdir of it: ENOTEMPTY, the file stays (the
+#     rmdir recalled the parent only; the master found the directory
+#     empty, removed it, and the file this mount had acknowledged was
+#     lost with it).
 . "$(dirname "$0")/../lib.sh"
 sw_init deleg_recall --root
 sw_user_python
@@ -224,6 +231,11 @@ sw_tool rmr "$A/p/d1" >/dev/null || fail "rmr of d1"
 made=$(remade "$A/p/d2" 5000)
 log "stat of d2's 5,000 files after d1's rmr: $made dentries made again"
 assert_le 1000 "$made" "dentries made again in d2 after d1 went"
+touch "$A/p/top"
+mv "$B/p/top" "$B/p/top2" || fail "B's rename in p"
+made=$(remade "$A/p/d2" 5000)
+log "stat of d2's 5,000 files after B renamed p/top: $made dentries made again"
+assert_le 1000 "$made" "dentries made again in d2 after a rename beside it"
 expect_errno ENOENT fsop stat "$A/p/d0/f000001"
 expect_errno ENOENT fsop stat "$A/p/d1/f000001"
 expect_errno ENOENT fsop stat "$B/p/d1"
@@ -255,6 +267,30 @@ refused_in_cwd() {
 log "removals refused after their recall, a process inside"
 refused_in_cwd snap
 refused_in_cwd rmr
+
+# ---- 6. rmdir of a directory another mount holds ---------------------------
+log "rmdir by B of a directory A holds, right after A made a file there"
+mkdir "$B/q"
+ls "$B/q" >/dev/null # B watches q: A is not granted it, but its entries
+ls "$A/q" >/dev/null
+for i in 1 2 3 4 5; do
+	mkdir "$A/q/e$i"
+	ls "$A/q/e$i" >/dev/null # A asks for it
+	sleep 0.3            # ... and holds it
+	"$PYTHON" -c '
+import errno, os, sys
+a, b = sys.argv[1], sys.argv[2]
+os.close(os.open(os.path.join(a, "x"), os.O_CREAT | os.O_WRONLY, 0o644))
+try:
+    os.rmdir(b)
+    sys.exit("%s: rmdir succeeded, after a file was made there" % b)
+except OSError as e:
+    if e.errno != errno.ENOTEMPTY:
+        sys.exit("%s: %s, not ENOTEMPTY" % (b, e.strerror))
+' "$A/q/e$i" "$B/q/e$i" || fail "rmdir of q/e$i"
+	assert_exists "$A/q/e$i/x" "$B/q/e$i/x"
+done
+log "granted/recalls: $(sw_status "'%d/%d' % (d['deleg_granted'], d['deleg_recalls'])")"
 stop_mount "$A"
 wait_fsck_clean
 sw_pass
