@@ -136,6 +136,7 @@ struct rdctx {
 	struct dirhandle *dh;
 	bool plus;
 	bool uncached;	 /* the cache does not cover this read */
+	bool refetched;	 /* its listing fetched again for fresh attributes */
 	size_t size;	 /* the kernel's buffer */
 	size_t pos;	 /* bytes filled */
 	uint64_t cookie; /* last entry placed */
@@ -274,9 +275,12 @@ static void rd_fill_cache(struct rdctx *c)
 			 * expired (as lookup_cached() hands them out), and
 			 * the listing stays whole for the removals that
 			 * follow (rm -rf reads a big directory 100,000 names
-			 * at a time, long after the first page came).
+			 * at a time, long after the first page came). Once a
+			 * read: with attr_timeout=0 (or shorter than a fetch
+			 * takes) the fresh ones are past it too, and a read
+			 * from the start fetched the listing again forever.
 			 */
-			if (c->plus && e->has_attr &&
+			if (c->plus && e->has_attr && !c->refetched &&
 			    mount_attr_left(c->m, e->attr_at) <= 0 &&
 			    !deleg_held(c->m->deleg, c->dh->ino)) {
 				free(ents);
@@ -287,6 +291,7 @@ static void rd_fill_cache(struct rdctx *c)
 				dircache_drop(c->m->dcache, c->dh->ino);
 				/* From the start, the fresh listing is cached
 				 * anew; from the middle it cannot be. */
+				c->refetched = true;
 				c->uncached = c->cookie != 0;
 				rd_fetch(c, c->cookie);
 				return;

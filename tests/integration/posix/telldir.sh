@@ -6,6 +6,9 @@
 # (tests/integration/progs/telldir.c says exactly what is checked). Then
 # a listing that spans a kill -9 and restart of the master: each name once;
 # directories still open when the mount goes are freed (sanitizer builds).
+# A mount that caches no attributes (attr_timeout=0) lists a directory
+# (its readdirplus fetched the listing again from the start forever,
+# 20,000 READDIR requests a second, for fresher attributes).
 # TELLDIR_FILES (5000) and TELLDIR_SEED (random, printed) to vary it.
 . "$(dirname "$0")/../lib.sh"
 sw_init telldir --root
@@ -39,6 +42,25 @@ log "the same directories listed by ls and find"
 n=$(ls -f "$M/single" | grep -vc '^\.\{1,2\}$')
 assert_eq "$n" "$(find "$M/single" -mindepth 1 -maxdepth 1 | wc -l)" "ls -f versus find entry count"
 assert_eq "$n" "$(ls "$M/single" | sort -u | wc -l)" "ls entries are unique"
+
+log "the same directory listed by a mount with attr_timeout=0"
+# wsync: it holds no delegation, so nothing spares it the refetch.
+start_mount "$SW_TMP/z" "" attr_timeout=0,entry_timeout=0,wsync
+r0=$(sw_requests readdir)
+# In the background: a listing that never ends waits in the kernel,
+# where no signal reaches it; the mount's stop (cleanup) ends it.
+ls -l "$SW_TMP/z/single" >"$SW_TMP/z.list" 2>&1 &
+lister=$!
+wait_until 60 "ls -l on the mount with attr_timeout=0 to finish" \
+	sh -c "! kill -0 $lister 2>/dev/null"
+wait "$lister" || fail "ls -l on a mount with attr_timeout=0"
+assert_eq "$n" "$(grep -vc '^total ' "$SW_TMP/z.list")" \
+	"entries ls -l lists with attr_timeout=0"
+r1=$(sw_requests readdir)
+log "READDIR requests for that listing: $((r1 - r0))"
+# Twice the pages at most: the first is fetched once more, fresh.
+assert_le $((2 * (n / 1000 + 2))) $((r1 - r0)) "READDIR requests for one listing"
+stop_mount "$SW_TMP/z"
 
 # A listing that spans a master restart: read half, kill -9 and restart,
 # read the rest; every name exactly once.
