@@ -536,10 +536,12 @@ void deleg_recall_all(struct master *m)
  * with @subtree (the request changes a tree: rmr, rename, snapshot) also
  * for one below it. Recalls what it finds (@removed: the request removes
  * @ino's tree, which the recalls of its own and those below it say);
- * returns one to wait for.
+ * returns one to wait for. @own: the request is @s's batch, the
+ * operations it acknowledged under its delegations.
  */
 static struct deleg *conflict_ino(struct master *m, struct session *s,
-				  uint64_t ino, bool subtree, bool removed)
+				  uint64_t ino, bool subtree, bool removed,
+				  bool own)
 {
 	/* As the request will see it: a node a confined session may not
 	 * use by number is refused, with no recall of another's. */
@@ -553,10 +555,23 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 	if (S_ISDIR(n->mode)) {
 		/* An entry of a delegated directory: its parent says. */
 		struct node *up = n->u.dir->parent;
+		/*
+		 * Not waited for by the holder's own batch in a directory
+		 * it holds (the parent's holder only hears of the change to
+		 * its entry's attributes a recall later): parked, the batch
+		 * would be overtaken by the holder's DELEG_RETURNs, which
+		 * go past parked requests, and a delegation would end with
+		 * the operations acknowledged under it still parked (an
+		 * rmdir waiting for it then removed a directory holding a
+		 * file the holder had made).
+		 */
+		bool told = own && (n->flags & NODE_DELEG) &&
+			    (d = find(m->delegs, ino)) != NULL && d->s == s;
 
 		if (up != n && (up->flags & NODE_DELEG) &&
-		    (d = find(m->delegs, up->ino)) != NULL && d->s != s)
-			wait = recall(m, d, false);
+		    (d = find(m->delegs, up->ino)) != NULL && d->s != s &&
+		    (d = recall(m, d, false)) != NULL && !told)
+			wait = d;
 	} else if ((tag = node_tag(n)) != 0) {
 		if (tag_live(m->delegs, tag))
 			return recall_others(m, s, NULL, tag, false);
@@ -600,14 +615,25 @@ static struct deleg *conflict_entry(struct master *m, struct session *s,
 {
 	struct req as = { .m = m, .s = s };
 	struct node *dir = req_node(&as, ino), *child = NULL;
+	struct sw_cred c = { 0 };
 	struct edge *e;
-	struct sw_cred c;
 	bool goes = false;
 	struct deleg *d, *e_d;
 
-	if (dir && S_ISDIR(dir->mode) && name->len <= SW_NAME_MAX &&
+	/*
+	 * Looked up as the request will (confinement, search permission:
+	 * whether it waits tells nobody what a directory they may not
+	 * search holds). Only a directory: a file's one name is in @dir,
+	 * whose recall covers it, and its mark may be another's stale one
+	 * (the top of the file), which would recall unrelated delegations.
+	 */
+	if (cred)
+		c = req_cred(cred);
+	if (dir && S_ISDIR(dir->mode) && name->len <= SW_NAME_MAX && cred &&
+	    perm_check(&c, dir, PERM_X) == 0 &&
 	    (e = ns_lookup(&m->ns, dir, (const char *)name->data, name->len)) !=
-		    NULL)
+		    NULL &&
+	    S_ISDIR(e->child->mode))
 		child = e->child;
 	/*
 	 * Told it goes only if the caller may remove the entry as far as
@@ -616,16 +642,14 @@ static struct deleg *conflict_entry(struct master *m, struct session *s,
 	 * and nobody else is granted the tree meanwhile; one who may not
 	 * costs the holder the recall alone, as any request can.
 	 */
-	if (removes && child && S_ISDIR(child->mode) && cred) {
-		c = req_cred(cred);
+	if (removes && child)
 		goes = perm_check(&c, dir, PERM_W | PERM_X) == 0 &&
 		       perm_sticky(&c, dir, child) == 0;
-	}
 	/* What it returns is used only once every recall went out
 	 * (conflict()). */
-	d = conflict_ino(m, s, ino, false, false);
-	if (child && (e_d = conflict_ino(m, s, child->ino, subtree, goes)) &&
-	    !d)
+	d = conflict_ino(m, s, ino, false, false, false);
+	if (child &&
+	    (e_d = conflict_ino(m, s, child->ino, subtree, goes, false)) && !d)
 		d = e_d;
 	return d;
 }
@@ -639,9 +663,8 @@ static struct deleg *conflict_node(struct master *m, struct session *s,
 	if (it->entry)
 		return conflict_entry(m, s, ino, it->entry,
 				      info->subtree || info->removes,
-				      info->removes,
-				      info->removes ? sw_msg_cred(msg) : NULL);
-	return conflict_ino(m, s, ino, info->subtree, false);
+				      info->removes, sw_msg_cred(msg));
+	return conflict_ino(m, s, ino, info->subtree, false, info->no_flush);
 }
 
 /*

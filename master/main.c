@@ -27,6 +27,7 @@
 
 #include "cfg.h"
 #include "daemon.h"
+#include "frame.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "master.h"
@@ -436,8 +437,18 @@ int main(int argc, char **argv)
 	static struct master m;
 	struct sw_opt opts[NOPTS];
 	struct sw_daemon_args a = { 0 };
+	uint16_t bad_type;
 	int rc, level;
 
+	/* What recalls delegations for each request (messages.def): a
+	 * field that does not resolve would silently recall less. */
+	if (sw_msg_check(&bad_type) < 0) {
+		fprintf(stderr,
+			"sweepfs-master: message type %u: proto/messages.def "
+			"names a field its request does not have\n",
+			(unsigned)bad_type);
+		return 1;
+	}
 	master_config_defaults(&m.cfg);
 	config_table(&m.cfg, opts);
 	rc = sw_daemon_parse(argc, argv, "sweepfs-master", flags, usage, &a);

@@ -270,6 +270,11 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 		 * ended. */
 		if (err == 0 || (err == -ENOENT && !create))
 			continue;
+		/* A removal refused (EBUSY: a directory another holds
+		 * now): the name is still there, which the listing we
+		 * removed it from says no more. */
+		if (!create && err != -EKEYREVOKED)
+			dircache_drop(dg->m->dcache, o->op.parent);
 		if (!first)
 			first = err;
 		bad++;

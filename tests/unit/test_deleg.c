@@ -1827,6 +1827,133 @@ static void test_rename_recalls_its_entries_only(void **state)
 	give_back(f, &f->ca, sib);
 }
 
+/*
+ * A holder's own batch in a directory it holds does not wait for the
+ * holder of that directory's parent, which is told by a recall: parked,
+ * the batch was overtaken by the holder's DELEG_RETURN of another
+ * directory (returns go past parked requests), which ended that
+ * delegation with the operations acknowledged under it still parked,
+ * and an rmdir that waited for the return then removed a directory
+ * holding a file the holder had made (found by review).
+ */
+static void test_own_batch_not_parked(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchReq bq = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
+	struct node *x = mk(f, f->m.ns.root, "x", S_IFDIR | 0755);
+	Sweepfs__BatchOp o[2], *ops[2];
+	Sweepfs__BatchReply *r;
+	uint64_t a;
+
+	/* A holds sub (in d) and x; C holds d. */
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_true(ask(f, &f->ca, x));
+	assert_true(ask(f, &f->cc, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	q.cred = &cred;
+	q.parent = f->m.ns.root->ino;
+	q.name.data = (uint8_t *)"x";
+	q.name.len = 1;
+	assert_true(conn_waits(&f->cb, SW_MSG_RMDIR, &q.base));
+	assert_true(recalled(&f->ca, x));
+	/* A sends what it acknowledged in sub and in x: C is told about
+	 * sub, the batch goes at once. */
+	cop(&o[0], &cred, f->sub, "s1", S_IFREG | 0644, a);
+	cop(&o[1], &cred, x, "acked", S_IFREG | 0644, a + 1);
+	ops[0] = &o[0];
+	ops[1] = &o[1];
+	bq.n_ops = 2;
+	bq.ops = ops;
+	assert_false(conn_waits(&f->ca, SW_MSG_BATCH, &bq.base));
+	assert_true(recalled(&f->cc, f->d));
+	r = batch(f, &f->ca, o, 2);
+	assert_int_equal(r->errs[0], 0);
+	assert_int_equal(r->errs[1], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	/* Then A's return: B's rmdir finds x not empty. */
+	give_back(f, &f->ca, x);
+	assert_null(f->cb.link.parked);
+	assert_false(conn_waits(&f->cb, SW_MSG_RMDIR, &q.base));
+	assert_int_equal(rmdir_err(f, &f->cb, f->m.ns.root, "x"), ENOTEMPTY);
+	assert_non_null(entry(f, x, "acked"));
+	/* A batch of another's directory still waits for its holder. */
+	bq.n_ops = 1;
+	ops[0] = &o[0];
+	assert_true(conn_waits(&f->cb, SW_MSG_BATCH, &bq.base));
+	assert_true(recalled(&f->ca, f->sub));
+	deleg_unpark(&f->cb.link);
+}
+
+/*
+ * An entry is looked up, and its delegation recalled, only for a caller
+ * that may search the directory: whether an rmdir waits told one that
+ * may not whether a name is there and a directory someone holds.
+ */
+static void test_entry_lookup_needs_search(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__NameReq q = SWEEPFS__NAME_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+
+	f->d->mode = S_IFDIR | 0700; /* root's, searchable by root only */
+	f->d->uid = f->d->gid = 0;
+	assert_true(ask(f, &f->ca, f->sub));
+	cred.uid = cred.gid = 1000;
+	q.cred = &cred;
+	q.parent = f->d->ino;
+	q.name.data = (uint8_t *)"sub";
+	q.name.len = 3;
+	assert_false(conn_waits(&f->cb, SW_MSG_RMDIR, &q.base));
+	assert_false(recalled(&f->ca, f->sub));
+	/* Root may: it waits. */
+	cred.uid = cred.gid = 0;
+	assert_true(conn_waits(&f->cb, SW_MSG_RMDIR, &q.base));
+	assert_true(recalled(&f->ca, f->sub));
+	deleg_unpark(&f->cb.link);
+}
+
+/*
+ * A rename of a file recalls its directory's holder, not delegations
+ * its mark names: a mark outlives its delegation, and with 14 tags
+ * shared by every delegation a stale one looks live as soon as any
+ * delegation anywhere has that tag, so renaming a file in a directory
+ * nobody holds (an editor saving) recalled, and waited for, unrelated
+ * delegations of other sessions (found by review).
+ */
+static void test_rename_of_a_file_recalls_no_tag(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__RenameReq rn = SWEEPFS__RENAME_REQ__INIT;
+	struct node *u[NODE_DELEG_TAG_ANY - 1];
+	uint64_t dirs[32];
+	bool removed[32];
+	char name[16];
+
+	/* d was A's once: f keeps its mark. */
+	assert_true(ask(f, &f->ca, f->d));
+	give_back(f, &f->ca, f->d);
+	watch_drop_session(&f->m, &f->sa);
+	assert_true(f->f->flags & NODE_DELEG_TAG);
+	/* C holds unrelated directories, one a tag. */
+	for (size_t i = 0; i < SW_ARRAY_SIZE(u); i++) {
+		snprintf(name, sizeof(name), "u%zu", i);
+		u[i] = mk(f, f->m.ns.root, name, S_IFDIR | 0755);
+		assert_true(ask(f, &f->cc, u[i]));
+	}
+	rn.cred = &cred;
+	rn.parent = rn.newparent = f->d->ino;
+	rn.name.data = (uint8_t *)"f";
+	rn.name.len = 1;
+	rn.newname.data = (uint8_t *)"f2";
+	rn.newname.len = 2;
+	assert_false(conn_waits(&f->cb, SW_MSG_RENAME, &rn.base));
+	assert_int_equal(
+		take_recalls(&f->cc, dirs, removed, SW_ARRAY_SIZE(dirs)), 0);
+}
+
 static void test_batch_into_purged_dir_walks_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -1940,6 +2067,12 @@ int main(void)
 			test_rmdir_recalls_the_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_rename_recalls_its_entries_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_batch_not_parked,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_lookup_needs_search,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_rename_of_a_file_recalls_no_tag, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
