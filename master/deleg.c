@@ -536,8 +536,8 @@ void deleg_recall_all(struct master *m)
  * with @subtree (the request changes a tree: rmr, rename, snapshot) also
  * for one below it. Recalls what it finds (@removed: the request removes
  * @ino's tree, which the recalls of its own and those below it say);
- * returns one to wait for. @own: the request is @s's batch, the
- * operations it acknowledged under its delegations.
+ * returns one to wait for. @own: the request is @s's own (a batch, the
+ * operations it acknowledged under its delegations).
  */
 static struct deleg *conflict_ino(struct master *m, struct session *s,
 				  uint64_t ino, bool subtree, bool removed,
@@ -551,6 +551,12 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 	unsigned tag;
 
 	if (!n)
+		return NULL;
+	/* The holder's own batch in a directory taken back from it: the
+	 * operations are refused (EKEYREVOKED), nothing to wait for; parked,
+	 * the batch would be overtaken by its sender's later batches and
+	 * returns (server.c), as below. */
+	if (own && S_ISDIR(n->mode) && deleg_revoked(m, s, ino))
 		return NULL;
 	if (S_ISDIR(n->mode)) {
 		/* An entry of a delegated directory: its parent says. */
@@ -598,7 +604,8 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
  * A request that changes the entry @name of directory @ino (an ENTRY()
  * of messages.def: rmdir, rename, snapshot, rmr, rmsnapshot): that
  * directory's delegation and its parent's, as for any node named, and
- * the entry's node's; with @subtree, those of the tree the entry heads
+ * the entry's node's if it is a directory the caller may reach (searching
+ * @ino); with @subtree, those of the tree the entry heads
  * too, told that it goes when the request @removes it. Not those of the
  * entry's siblings, which nothing changes: an rmr of d0 on the mount
  * that made d0 and d1 would otherwise make it forget every name it
@@ -841,10 +848,12 @@ uint32_t deleg_lease_ms(const struct master *m)
 
 /*
  * Why @s may not have @dir delegated, or NULL; with @start, what its
- * walk would cost is checked too (not when a walk ended: paid).
+ * walk would cost is checked too (not when a walk ended: paid). @made:
+ * a directory @s just made in one it holds that nobody recalls
+ * (deleg_grant_made()), which others' recalls do not refuse.
  */
 static const char *refusal(struct master *m, struct session *s,
-			   struct node *dir, bool start)
+			   struct node *dir, bool start, bool made)
 {
 	if (s->role != SWEEPFS__ROLE__ROLE_MOUNT || !s->rw)
 		return "not a read-write mount";
@@ -863,7 +872,7 @@ static const char *refusal(struct master *m, struct session *s,
 	 * for it would find new delegations to wait for, and once its time
 	 * is up (wait_limit()) they would be taken back with no time to
 	 * answer, their holders' queued operations refused. */
-	if (m->delegs->nrecalling)
+	if (m->delegs->nrecalling && !made)
 		return "another recall is outstanding";
 	if (s->nrevoked)
 		return "a delegation was taken back and not given back";
@@ -997,7 +1006,7 @@ static void walk_end(struct master *m, struct walk *w, const char *why)
 	if (!why && w->links != m->ns.marked_links)
 		why = "an entry got another name";
 	if (!why)
-		why = refusal(m, w->s, dir, false);
+		why = refusal(m, w->s, dir, false, false);
 	if (!why && install(m, w->s, dir, w->tag, NULL) < 0)
 		why = "out of memory";
 	if (why) {
@@ -1162,7 +1171,15 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 		return;
 	if (parent && (parent->flags & NODE_DELEG))
 		d = find(m->delegs, parent->ino);
-	if (d && d->s == s && (d->recall_at || !refusal(m, s, dir, true)) &&
+	/*
+	 * Made in a directory its maker holds and nobody recalls: no
+	 * request waiting for another's recall can come to wait for it (one
+	 * over this tree would have recalled the parent), so others'
+	 * recalls do not refuse it (its own batch recalls the holder of the
+	 * parent's parent, and every directory it made was refused).
+	 */
+	if (d && d->s == s &&
+	    (d->recall_at || !refusal(m, s, dir, true, true)) &&
 	    grant(m, s, dir, &made) == 0) {
 		/* Under a parent on its way back: whoever waits for the
 		 * parent may go on into this one only once its maker has
@@ -1202,7 +1219,7 @@ void op_deleg(struct req *r, const ProtobufCMessage *msg)
 		/* Ours (another's would have made us wait); being recalled,
 		 * it is on its way back. */
 		why = d->s != r->s || d->recall_at ? "being given back" : NULL;
-	} else if ((why = refusal(m, r->s, dir, true)) == NULL) {
+	} else if ((why = refusal(m, r->s, dir, true, false)) == NULL) {
 		int rc;
 
 		if (dir->u.dir->nentries > DELEG_WALK_SYNC) {

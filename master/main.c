@@ -444,10 +444,10 @@ int main(int argc, char **argv)
 	 * field that does not resolve would silently recall less. */
 	if (sw_msg_check(&bad_type) < 0) {
 		fprintf(stderr,
-			"sweepfs-master: message type %u: proto/messages.def "
-			"names a field its request does not have\n",
+			"sweepfs-master: message type %u: its node fields in "
+			"proto/messages.def do not match its request\n",
 			(unsigned)bad_type);
-		return 1;
+		return 2;
 	}
 	master_config_defaults(&m.cfg);
 	config_table(&m.cfg, opts);

@@ -271,10 +271,11 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 		if (err == 0 || (err == -ENOENT && !create))
 			continue;
 		/* A removal refused (EBUSY: a directory another holds
-		 * now): the name is still there, which the listing we
-		 * removed it from says no more. */
+		 * now): the name is still there, which neither the listing
+		 * we removed it from nor the link count we lowered say: the
+		 * directory goes back, as one taken back does. */
 		if (!create && err != -EKEYREVOKED)
-			dircache_drop(dg->m->dcache, o->op.parent);
+			taken_back(dg, o->op.parent);
 		if (!first)
 			first = err;
 		bad++;

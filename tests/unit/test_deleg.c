@@ -1954,6 +1954,68 @@ static void test_rename_of_a_file_recalls_no_tag(void **state)
 		take_recalls(&f->cc, dirs, removed, SW_ARRAY_SIZE(dirs)), 0);
 }
 
+/*
+ * Two more ways a holder's own batch parked, each fixed (a review's):
+ * an operation in a directory taken back from it, refused anyway,
+ * waited for that directory's parent's holder; and a directory the
+ * batch made under one it holds was refused its delegation because the
+ * batch's own recall of the parent's parent was outstanding.
+ */
+static void test_own_batch_revoked_and_made(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchReq bq = SWEEPFS__BATCH_REQ__INIT;
+	struct node *x = mk(f, f->m.ns.root, "x", S_IFDIR | 0755);
+	Sweepfs__BatchOp o[2], *ops[2];
+	Sweepfs__BatchReply *r;
+	uint64_t a;
+
+	/* A holds sub (in d) and x; sub is taken back from it; C holds
+	 * d. */
+	f->m.cfg.deleg_timeout_ms = 50;
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_true(ask(f, &f->ca, x));
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	assert_true(lookup_waits(&f->cb, f->sub, "g"));
+	assert_true(recalled(&f->ca, f->sub));
+	usleep(80000);
+	deleg_tick(&f->m);
+	deleg_unpark(&f->cb.link);
+	assert_true(deleg_revoked(&f->m, &f->sa, f->sub->ino));
+	f->m.cfg.deleg_timeout_ms = 10000;
+	assert_true(ask(f, &f->cc, f->d));
+	/* A's batch: in sub (refused, no wait, no recall of C) and in x. */
+	cop(&o[0], &cred, f->sub, "s1", S_IFREG | 0644, a);
+	cop(&o[1], &cred, x, "x1", S_IFREG | 0644, a + 1);
+	ops[0] = &o[0];
+	ops[1] = &o[1];
+	bq.n_ops = 2;
+	bq.ops = ops;
+	assert_false(conn_waits(&f->ca, SW_MSG_BATCH, &bq.base));
+	assert_false(recalled(&f->cc, f->d));
+	r = batch(f, &f->ca, o, 2);
+	assert_int_equal(r->errs[0], EKEYREVOKED);
+	assert_int_equal(r->errs[1], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	give_back(f, &f->ca, f->sub);
+
+	/* A holds sub again (C still holds d): a directory its batch makes
+	 * there is A's from birth, though the batch recalled C's d. */
+	give_back(f, &f->cc, f->d);
+	assert_true(ask(f, &f->ca, f->sub));
+	assert_true(ask(f, &f->cc, f->d));
+	cop(&o[0], &cred, f->sub, "nd", S_IFDIR | 0755, a + 2);
+	bq.n_ops = 1;
+	assert_false(conn_waits(&f->ca, SW_MSG_BATCH, &bq.base));
+	assert_true(recalled(&f->cc, f->d));
+	r = batch(f, &f->ca, o, 1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(f->batch_recalled, 0);
+	assert_true(ns_get(&f->m.ns, a + 2)->flags & NODE_DELEG);
+}
+
 static void test_batch_into_purged_dir_walks_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -2068,6 +2130,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_rename_recalls_its_entries_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_batch_not_parked,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_batch_revoked_and_made,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entry_lookup_needs_search,
 						setup, teardown),
