@@ -1710,8 +1710,8 @@ static int32_t rmdir_err(struct fixture *f, struct conn *c, struct node *dir,
  * may have made entries there that it has not sent yet, which the
  * master's empty directory does not show. Before, the rmdir went
  * through and the holder's acknowledged create was lost with the
- * directory. A batch (which waits for nobody) that removes a directory
- * another session holds is refused.
+ * directory. A holder's batch that removes a directory another session
+ * holds is refused (an honest mount removes only one it holds).
  */
 static void test_rmdir_recalls_the_directory(void **state)
 {
