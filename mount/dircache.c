@@ -14,6 +14,18 @@
  * mount made waits for, so costs the same at 17 million cached entries
  * as at ten. What walks a listing (compaction, a dropped directory) is
  * counted in `visits`, for the tests that hold this.
+ *
+ * A whole listing too big for the cache (the directory a tool fills
+ * with millions of files through this mount) is not dropped but
+ * summarized: its entries give way to a Bloom filter of its names, of a
+ * size fixed by the cache's bound whatever the directory's (`bloom`). So a name the filter
+ * lacks is known absent, as from the listing, and creating it under a
+ * delegation still needs no round trip; a name it may have is asked of
+ * the master, whom every request finds with this mount's queued
+ * operations sent before it (before_send_cb()). Kept exactly beside the
+ * filter: what this mount made whose cookies the master has not given
+ * yet (until it has; a queue's worth). A summary is a listing's
+ * stand-in: the same invalidations drop it, and it hands out no pages.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +39,20 @@
 #include "util.h"
 
 #define DIR_SLOTS 4096u
+
+/*
+ * A summary's filter: 64 bits per entry the cache may hold, a power of
+ * two between 2^16 and 2^27 (16 MiB, for the default 2,000,000 entries),
+ * probed 4 times a name: about 3% false positives at 17 million names in
+ * the largest, 0.2% at 5 million; at most SUMMARIES_MAX at once. A
+ * listing smaller than SUMMARY_MIN (or a quarter of the cache) is
+ * dropped, as before: fetching it again costs less than a filter.
+ */
+#define SUMMARY_BITS_MIN (UINT64_C(1) << 16)
+#define SUMMARY_BITS_MAX (UINT64_C(1) << 27)
+#define SUMMARY_PROBES 4
+#define SUMMARIES_MAX 4u
+#define SUMMARY_MIN 65536u
 
 struct dent {
 	uint64_t cookie;
@@ -58,6 +84,12 @@ struct cdir {
 	size_t nmade;
 	/* Attributes fetched before this (mono ns) count as expired. */
 	int64_t attrs_after;
+	/* A summary (see the top): every name the directory may have, in
+	 * nbloom bits; then from_head and eof are false, and the array
+	 * holds only the entries made here, unanswered or answered and
+	 * removed (to compact). */
+	uint64_t *bloom;
+	uint64_t nbloom; /* its bits */
 };
 
 struct dircache {
@@ -69,6 +101,9 @@ struct dircache {
 	size_t max_entries;
 	int64_t attrs_after; /* older attributes count as expired */
 	size_t visits;	     /* entries walked over one by one, ever */
+	size_t summaries;    /* directories with a bloom */
+	size_t summary_min;  /* live entries a listing needs to get one */
+	uint64_t bloom_bits; /* a bloom's size, a power of two */
 };
 
 /* ---- directories ---------------------------------------------------- */
@@ -109,10 +144,20 @@ static void lru_front(struct dircache *dc, struct cdir *d)
 	dc->lru_head = d;
 }
 
+static void summary_free(struct dircache *dc, struct cdir *d)
+{
+	if (d->bloom) {
+		free(d->bloom);
+		d->bloom = NULL;
+		dc->summaries--;
+	}
+}
+
 static void dir_free(struct dircache *dc, struct cdir *d)
 {
 	struct cdir **pp = dir_slot(dc, d->ino);
 
+	summary_free(dc, d);
 	*pp = d->next;
 	lru_unlink(dc, d);
 	for (size_t i = 0; i < d->n; i++)
@@ -137,14 +182,6 @@ static struct cdir *dir_get(struct dircache *dc, uint64_t ino, bool create)
 	if (*pp)
 		lru_front(dc, *pp);
 	return *pp;
-}
-
-/* Keep the cache within its bound, sparing @keep. */
-static void shrink(struct dircache *dc, struct cdir *keep)
-{
-	while (dc->entries > dc->max_entries && dc->lru_tail &&
-	       dc->lru_tail != keep)
-		dir_free(dc, dc->lru_tail);
 }
 
 /* ---- entries -------------------------------------------------------- */
@@ -266,6 +303,132 @@ static int push(struct dircache *dc, struct cdir *d, const char *name,
 	return 0;
 }
 
+/* ---- summaries ------------------------------------------------------ */
+
+static void bloom_bits(const struct cdir *d, const char *name, size_t len,
+		       uint64_t bit[SUMMARY_PROBES])
+{
+	uint64_t h = sw_hash_bytes(name, len);
+	uint64_t step = (h >> 32) | 1; /* odd: the probes never coincide */
+
+	for (int i = 0; i < SUMMARY_PROBES; i++)
+		bit[i] = (h + (uint64_t)i * step) & (d->nbloom - 1);
+}
+
+static void bloom_add(struct cdir *d, const char *name, size_t len)
+{
+	uint64_t bit[SUMMARY_PROBES];
+
+	bloom_bits(d, name, len, bit);
+	for (int i = 0; i < SUMMARY_PROBES; i++)
+		d->bloom[bit[i] / 64] |= UINT64_C(1) << (bit[i] % 64);
+}
+
+static bool bloom_may_have(const struct cdir *d, const char *name, size_t len)
+{
+	uint64_t bit[SUMMARY_PROBES];
+
+	bloom_bits(d, name, len, bit);
+	for (int i = 0; i < SUMMARY_PROBES; i++)
+		if (!(d->bloom[bit[i] / 64] & (UINT64_C(1) << (bit[i] % 64))))
+			return false;
+	return true;
+}
+
+/* Drop the least recently used summary but @a's and @b's. */
+static void evict_summary(struct dircache *dc, const struct cdir *a,
+			  const struct cdir *b)
+{
+	for (struct cdir *d = dc->lru_tail; d; d = d->lprev) {
+		if (d->bloom && d != a && d != b) {
+			dir_free(dc, d);
+			return;
+		}
+	}
+}
+
+/*
+ * @d's whole listing gives way to a summary of its names (see the top);
+ * if all are taken, the least recently used one goes, but @spare's.
+ * False if it cannot (not whole, too small, no memory): then it is to be
+ * dropped. One walk of the listing, as dropping it is.
+ */
+static bool summarize(struct dircache *dc, struct cdir *d,
+		      const struct cdir *spare)
+{
+	size_t k = 0;
+
+	if (d->bloom || !d->from_head || !d->eof || d->live < dc->summary_min)
+		return false;
+	if (dc->summaries >= SUMMARIES_MAX)
+		evict_summary(dc, d, spare);
+	if (dc->summaries >= SUMMARIES_MAX)
+		return false;
+	d->bloom = calloc(dc->bloom_bits / 64, sizeof(*d->bloom));
+	if (!d->bloom)
+		return false;
+	d->nbloom = dc->bloom_bits;
+	dc->summaries++;
+	free(d->buckets);
+	d->buckets = NULL;
+	d->nbuckets = 0;
+	d->live = 0;
+	dc->visits += d->n;
+	for (size_t i = 0; i < d->n; i++) {
+		struct dent *e = d->v[i];
+
+		if (!e->removed)
+			bloom_add(d, e->name, e->namelen);
+		/* Made here, its cookie to come: kept, removed or not (the
+		 * answer finds it by position, dircache_made_cookie()). */
+		if (e->cookie >= DC_MADE_BASE) {
+			d->v[k++] = e;
+			if (!e->removed && name_hash(d, e) == 0) {
+				d->live++;
+				continue;
+			}
+			e->removed = true; /* no memory for its hash */
+			continue;
+		}
+		free(e);
+	}
+	dc->entries -= d->n - k;
+	d->n = k;
+	if (d->cap > k + 64) {
+		struct dent **v = realloc(d->v, (k + 64) * sizeof(*v));
+
+		if (v) {
+			d->v = v;
+			d->cap = k + 64;
+		}
+	}
+	d->from_head = d->eof = false;
+	d->last = 0;
+	return true;
+}
+
+/*
+ * Keep the cache within its bound, sparing @keep: least recently used
+ * listings go, big whole ones summarized; at last @keep, if still over
+ * and whole, is summarized (it must not be dropped: it is being added
+ * to). Summaries stay: what they still hold is a queue's worth.
+ */
+static void shrink(struct dircache *dc, struct cdir *keep)
+{
+	struct cdir *d, *prev;
+
+	for (d = dc->lru_tail; d && dc->entries > dc->max_entries; d = prev) {
+		bool kept = d == keep || d->bloom || summarize(dc, d, keep);
+
+		/* Only now: summarize() may have dropped another. */
+		prev = d->lprev;
+		if (!kept)
+			dir_free(dc, d);
+	}
+	if (keep && dc->entries > dc->max_entries)
+		summarize(dc, keep, keep);
+}
+
 /* First array position whose cookie is greater than @cookie. */
 static size_t position_after(const struct cdir *d, uint64_t cookie)
 {
@@ -308,6 +471,14 @@ int dircache_new(size_t max_entries, struct dircache **out)
 		return -ENOMEM;
 	pthread_mutex_init(&dc->mu, NULL);
 	dc->max_entries = max_entries;
+	dc->summary_min = max_entries / 4 < SUMMARY_MIN ? max_entries / 4 :
+							  SUMMARY_MIN;
+	if (dc->summary_min == 0)
+		dc->summary_min = 1;
+	dc->bloom_bits = SUMMARY_BITS_MIN;
+	while (dc->bloom_bits < SUMMARY_BITS_MAX &&
+	       dc->bloom_bits / 64 < max_entries)
+		dc->bloom_bits *= 2;
 	dc->made_next = DC_MADE_BASE;
 	*out = dc;
 	return 0;
@@ -374,7 +545,15 @@ bool dircache_append(struct dircache *dc, uint64_t dir, uint64_t after,
 	d = dir_get(dc, dir, after == 0);
 	if (!d)
 		goto out;
-	if (after == 0 && !d->from_head) {
+	if (after == 0 && d->bloom) {
+		/*
+		 * A summary stays: a listing it would take is dropped again
+		 * past the bound before it is whole (so could never be
+		 * summarized again), and what this mount made since the
+		 * page was asked for is only in the summary.
+		 */
+		goto out;
+	} else if (after == 0 && !d->from_head) {
 		/* A fresh start: whatever was cached is superseded. */
 		for (size_t i = 0; i < d->n; i++) {
 			if (!d->v[i]->removed)
@@ -412,8 +591,10 @@ bool dircache_append(struct dircache *dc, uint64_t dir, uint64_t after,
 	}
 	d->eof = r->eof;
 	if (d->n > dc->max_entries) {
-		/* Bigger than the whole cache: not worth keeping. */
-		dir_free(dc, d);
+		/* Bigger than the whole cache: not worth keeping, but for
+		 * a summary if it is whole. */
+		if (!summarize(dc, d, d))
+			dir_free(dc, d);
 		goto out;
 	}
 	taken = true;
@@ -438,6 +619,8 @@ enum dc_lookup dircache_lookup(struct dircache *dc, uint64_t dir,
 			copy_out(dc, d, x, e);
 			res = DC_FOUND;
 		} else if (d->from_head && d->eof) {
+			res = DC_ABSENT;
+		} else if (d->bloom && !bloom_may_have(d, name, strlen(name))) {
 			res = DC_ABSENT;
 		}
 	}
@@ -482,6 +665,10 @@ void dircache_add(struct dircache *dc, uint64_t dir, const char *name,
 
 	pthread_mutex_lock(&dc->mu);
 	d = dir_get(dc, dir, false);
+	if (d && d->bloom) {
+		bloom_add(d, name, strlen(name));
+		goto out;
+	}
 	if (!d || !d->eof)
 		goto out;
 	if (d->last >= cookie || name_find(d, name, strlen(name)) ||
@@ -518,7 +705,7 @@ uint64_t dircache_add_made(struct dircache *dc, uint64_t dir, const char *name,
 
 	pthread_mutex_lock(&dc->mu);
 	d = dir_get(dc, dir, false);
-	if (!d || !d->from_head || !d->eof)
+	if (!d || (!d->bloom && (!d->from_head || !d->eof)))
 		goto out;
 	if (name_find(d, name, strlen(name)) ||
 	    push(dc, d, name, strlen(name), dc->made_next, ino, type, attr,
@@ -526,6 +713,8 @@ uint64_t dircache_add_made(struct dircache *dc, uint64_t dir, const char *name,
 		dir_free(dc, d);
 		goto out;
 	}
+	if (d->bloom)
+		bloom_add(d, name, strlen(name));
 	cookie = dc->made_next++;
 	d->nmade++;
 	shrink(dc, d);
@@ -561,8 +750,19 @@ void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
 		goto out;
 	}
 	d->v[i]->cookie = cookie;
-	if (--d->nmade == 0)
+	d->nmade--;
+	if (d->bloom) {
+		/* The filter has its name, the master the rest: it goes at
+		 * the next compaction. */
+		if (!d->v[i]->removed) {
+			name_unhash(d, d->v[i]);
+			d->v[i]->removed = true;
+			d->live--;
+		}
+		compact(dc, d);
+	} else if (d->nmade == 0) {
 		d->last = d->v[d->n - 1]->cookie;
+	}
 out:
 	pthread_mutex_unlock(&dc->mu);
 }
@@ -626,6 +826,11 @@ static size_t count_of(struct dircache *dc, const size_t *v)
 size_t dircache_entries(struct dircache *dc)
 {
 	return count_of(dc, &dc->entries);
+}
+
+size_t dircache_summaries(struct dircache *dc)
+{
+	return count_of(dc, &dc->summaries);
 }
 
 uint64_t dircache_visits(struct dircache *dc)

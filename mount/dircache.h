@@ -12,7 +12,18 @@
  * or of a name a complete listing lacks, needs no round trip.
  *
  * Bounded: past `max_entries` in all, whole directories are dropped,
- * least recently used first. Thread-safe (one mutex); entries are copied
+ * least recently used first; a whole listing of a quarter of that or
+ * more (65,536 at most) is instead summarized, its entries replaced by a
+ * filter of its names of a fixed size (64 bits per entry of the bound, up
+ * to 16 MiB; at most four at once),
+ * which still tells absent names (dircache_lookup()) but hands out no
+ * pages, counts (dircache_live()) nor entries but those this mount made
+ * and the master has not answered yet. So a directory this mount fills
+ * with millions of files costs it a bounded amount, and creating a new
+ * name there under a delegation needs no round trip still. A summary
+ * lasts until the directory is invalidated or dropped (dircache_drop()),
+ * or a newer one needs its place: a listing read from the start does not
+ * replace it (dircache_append() refuses the pages). Thread-safe (one mutex); entries are copied
  * out, never handed out by reference.
  */
 #ifndef SWEEPFS_MOUNT_DIRCACHE_H
@@ -132,8 +143,10 @@ void dircache_expire_all_attrs(struct dircache *dc);
 void dircache_drop(struct dircache *dc, uint64_t dir);
 void dircache_clear(struct dircache *dc);
 
-/* Entries cached, for statistics and tests. */
+/* Entries cached, and directories summarized, for statistics and
+ * tests. */
 size_t dircache_entries(struct dircache *dc);
+size_t dircache_summaries(struct dircache *dc);
 
 /* Entries walked over one by one so far (compactions, dropped listings),
  * for tests that hold what must not walk a listing. */

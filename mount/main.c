@@ -234,7 +234,10 @@ static bool holds_cb(void *arg)
 {
 	struct mount *m = arg;
 
-	return deleg_any(m->deleg) || dircache_entries(m->dcache) > 0;
+	/* A summary holds no entries, but answers for a directory all the
+	 * same (dircache.h). */
+	return deleg_any(m->deleg) || dircache_entries(m->dcache) > 0 ||
+	       dircache_summaries(m->dcache) > 0;
 }
 
 /* The kernel forgot what the master's invalidations up to @seq named. */

@@ -376,6 +376,168 @@ static void test_dircache_expire_attrs_flat(void **state)
 	assert_int_equal(expire_walks(200000), 0);
 }
 
+/* Names absent from @dir among @n never made: how many the cache says
+ * are. */
+static size_t absent_of(struct dircache *dc, uint64_t dir, size_t n)
+{
+	struct dc_entry e;
+	char name[24];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "never%zu", i);
+		if (dircache_lookup(dc, dir, name, &e) == DC_ABSENT)
+			k++;
+	}
+	return k;
+}
+
+/*
+ * Issue 29: a directory this mount fills past the cache's bound keeps a
+ * summary, not a listing that grows with it. What it holds stays within
+ * the bound however much is made, every name made is found or asked of
+ * the master (never said absent), and new names are still known absent,
+ * so that a delegated create needs no round trip.
+ */
+static void test_dircache_summary_bounded(void **state)
+{
+	struct dircache *dc;
+	uint64_t made[64], cookie = 0, after = 0;
+	struct dc_entry e;
+	enum dc_state st;
+	char name[24];
+	size_t most = 0;
+
+	(void)state;
+	assert_int_equal(dircache_new(400, &dc), 0);
+	dircache_new_empty(dc, DIR_INO);
+	/* Made here in batches of 64, each answered after it; 25 times the
+	 * bound. */
+	for (int b = 0; b < 160; b++) {
+		for (int i = 0; i < 64; i++) {
+			name_of(cookie + 1 + (uint64_t)i, name, sizeof(name));
+			made[i] = dircache_add_made(dc, DIR_INO, name,
+						    1000 + cookie + 1 + i,
+						    DT_REG, NULL);
+			assert_true(made[i] >= DC_MADE_BASE);
+			assert_int_equal(dircache_lookup(dc, DIR_INO, name, &e),
+					 DC_FOUND);
+		}
+		if (dircache_entries(dc) > most)
+			most = dircache_entries(dc);
+		for (int i = 0; i < 64; i++)
+			dircache_made_cookie(dc, DIR_INO, made[i], ++cookie);
+	}
+	assert_int_equal(cookie, 10240);
+	assert_int_equal(dircache_summaries(dc), 1);
+	/* The bound and a batch, never the directory. */
+	assert_true(most <= 400 + 64);
+	assert_true(dircache_entries(dc) <= 64);
+	/* Every name made: never absent. */
+	for (uint64_t c = 1; c <= cookie; c++) {
+		name_of(c, name, sizeof(name));
+		assert_int_not_equal(dircache_lookup(dc, DIR_INO, name, &e),
+				     DC_ABSENT);
+	}
+	/* New names: absent but for the filter's false positives (its
+	 * 2^16 bits, for this small bound, hold 10,240 names: 5%). */
+	assert_true(absent_of(dc, DIR_INO, 10000) >= 9000);
+	/* No pages, no count: those are the master's. */
+	assert_int_equal(dircache_read(dc, DIR_INO, 0, NULL, 0, &st, &after),
+			 0);
+	assert_int_equal(st, DC_MISS);
+	assert_int_equal(dircache_live(dc, DIR_INO), -1);
+
+	/* Made and removed before its answer; a sync create's name. */
+	made[0] = dircache_add_made(dc, DIR_INO, "gone", 9000, DT_REG, NULL);
+	assert_true(made[0] >= DC_MADE_BASE);
+	dircache_remove(dc, DIR_INO, "gone");
+	assert_int_equal(dircache_lookup(dc, DIR_INO, "gone", &e), DC_UNKNOWN);
+	dircache_made_cookie(dc, DIR_INO, made[0], ++cookie);
+	/* A name the filter says is absent (the first of the false
+	 * positives' few is not: the key is drawn per process). */
+	for (int i = 0;; i++) {
+		snprintf(name, sizeof(name), "new%d", i);
+		if (dircache_lookup(dc, DIR_INO, name, &e) == DC_ABSENT)
+			break;
+		assert_true(i < 100);
+	}
+	dircache_add(dc, DIR_INO, name, ++cookie, 9001, DT_REG, NULL);
+	assert_int_equal(dircache_lookup(dc, DIR_INO, name, &e), DC_UNKNOWN);
+	/* Made twice: wrong, and it goes. */
+	assert_true(dircache_add_made(dc, DIR_INO, "twice", 9002, DT_REG,
+				      NULL) >= DC_MADE_BASE);
+	assert_int_equal(
+		dircache_add_made(dc, DIR_INO, "twice", 9003, DT_REG, NULL), 0);
+	assert_int_equal(dircache_summaries(dc), 0);
+	assert_int_equal(dircache_lookup(dc, DIR_INO, "never0", &e),
+			 DC_UNKNOWN);
+	dircache_free(dc);
+}
+
+/*
+ * The least recently used whole listing, when another grows, is
+ * summarized rather than dropped (the seed's second directory filling
+ * after the first); a small one is dropped; at most four summaries, the
+ * oldest giving way.
+ */
+static void test_dircache_summary_others(void **state)
+{
+	struct dircache *dc;
+	Sweepfs__ReaddirReply r = SWEEPFS__READDIR_REPLY__INIT;
+	struct dc_entry e;
+	uint64_t ino = 0, made;
+	char name[24];
+
+	(void)state;
+	assert_int_equal(dircache_new(400, &dc), 0);
+	dircache_new_empty(dc, 100); /* small: dropped */
+	dircache_add(dc, 100, "x", 1, 5000, DT_REG, NULL);
+	for (uint64_t dir = 1; dir <= 6; dir++) {
+		dircache_new_empty(dc, dir);
+		for (uint64_t c = 1; c <= 300; c++) {
+			name_of(c, name, sizeof(name));
+			dircache_add(dc, dir, name, c, ++ino, DT_REG, NULL);
+		}
+	}
+	/* 1 to 5 were summarized in turn as the next grew; 1 gave way. */
+	assert_int_equal(dircache_summaries(dc), 4);
+	assert_int_equal(dircache_entries(dc), 300);
+	assert_int_equal(dircache_lookup(dc, 100, "y", &e), DC_UNKNOWN);
+	assert_int_equal(dircache_lookup(dc, 1, "never0", &e), DC_UNKNOWN);
+	for (uint64_t dir = 2; dir <= 5; dir++) {
+		assert_int_equal(dircache_lookup(dc, dir, "f300", &e),
+				 DC_UNKNOWN);
+		assert_true(absent_of(dc, dir, 1000) >= 999);
+	}
+	assert_int_equal(dircache_lookup(dc, 6, "f300", &e), DC_FOUND);
+
+	/*
+	 * A listing read from the start does not replace a summary: a name
+	 * made here after the page was asked for is in the summary alone
+	 * (the reviewer's case: lost, then made twice), and a listing too
+	 * big to keep would end it for good.
+	 */
+	made = dircache_add_made(dc, 2, "late", 9000, DT_REG, NULL);
+	assert_true(made >= DC_MADE_BASE);
+	r.has_count = r.has_eof = true;
+	r.eof = true;
+	assert_false(dircache_append(dc, 2, 0, &r));
+	assert_int_equal(dircache_summaries(dc), 4);
+	assert_int_equal(dircache_live(dc, 2), -1);
+	assert_int_equal(dircache_lookup(dc, 2, "late", &e), DC_FOUND);
+	assert_int_equal(dircache_lookup(dc, 2, "f300", &e), DC_UNKNOWN);
+	dircache_made_cookie(dc, 2, made, 301);
+	assert_int_equal(dircache_lookup(dc, 2, "late", &e), DC_UNKNOWN);
+	/* Dropped (another client changed it): gone, and listed afresh. */
+	dircache_drop(dc, 2);
+	assert_int_equal(dircache_summaries(dc), 3);
+	assert_true(dircache_append(dc, 2, 0, &r));
+	assert_int_equal(dircache_live(dc, 2), 0);
+	assert_int_equal(dircache_lookup(dc, 2, "f300", &e), DC_ABSENT);
+	dircache_free(dc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +554,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dircache_rename, setup,
 						teardown),
 		cmocka_unit_test(test_dircache_expire_attrs_flat),
+		cmocka_unit_test(test_dircache_summary_bounded),
+		cmocka_unit_test(test_dircache_summary_others),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
