@@ -147,6 +147,21 @@ def make_via_mount(mnt, n, writers=4):
     return time.perf_counter() - t0
 
 
+def proc_memory(pid):
+    """{rss_bytes, hwm_bytes} of process @pid (VmRSS, VmHWM), or {}."""
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    out[{"VmRSS": "rss_bytes", "VmHWM": "hwm_bytes"}[key]] = \
+                        int(value.split()[0]) * 1024
+    except (OSError, TypeError, ValueError, IndexError):
+        return {}
+    return out
+
+
 def master_start(log):
     """The master's last start-up, from its log: {seconds, nodes, and,
     where it says, changes, load_s, replay_s}, or {}."""
@@ -441,6 +456,12 @@ def print_table(r):
                   human_s(min(s - d["flag_s"] for s, d in
                               zip(x["client_s"], x["details"])))))
     if r.get("via_mount"):
+        mm = r.get("maker_mount_memory") or {}
+        if mm:
+            print("the mount that made it: %.0f MB RSS, %.0f MB at most "
+                  "(%.0f B per file)" % (
+                      mm["rss_bytes"] / 1e6, mm["hwm_bytes"] / 1e6,
+                      mm["hwm_bytes"] / n))
         print("a stat of each directory on the mount that made it, just "
               "before its method: " + ", ".join(
                   "%s %s" % (m, human_s(x["walk_before_s"]))
@@ -518,7 +539,7 @@ def one_size(n, methods, removeall, build, a):
     cl.ready_s = max(cl.ready_s, 30 + n / 250_000)
     data = os.path.join(cl.dir, "meta")
     os.makedirs(data)
-    seed_s = made_s = None
+    seed_s = made_s = maker_mem = None
     if not a.via_mount:
         print("seeding a checkpoint of %d files" % n, file=sys.stderr)
         seed_s = seed_checkpoint(build, data, n)
@@ -534,6 +555,9 @@ def one_size(n, methods, removeall, build, a):
         if a.via_mount:
             print("making %d files through the mount" % n, file=sys.stderr)
             made_s = make_via_mount(cl.mnt, n)
+            # What the mount that made it keeps (issue 29: bounded per
+            # held directory, not growing with it).
+            maker_mem = proc_memory(cl.pid("mount:" + cl.mnt))
         t0 = time.perf_counter()
         copies = make_copies(cl, methods, a)
         copy_s = time.perf_counter() - t0
@@ -541,6 +565,7 @@ def one_size(n, methods, removeall, build, a):
         r = {"n": n, "copies_per_method": 0 if a.in_place else a.k,
              "in_place": a.in_place, "limit_s": a.limit,
              "via_mount": a.via_mount, "made_through_mount_s": made_s,
+             "maker_mount_memory": maker_mem if a.via_mount else None,
              "seed_s": seed_s, "first_start": start,
              "cold_start_s": load_s, "cold_start_nodes": load_nodes,
              "copy_s": copy_s,
