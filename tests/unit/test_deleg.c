@@ -50,6 +50,7 @@ struct fixture {
 	uint64_t id;
 	struct node *d, *f, *sub;
 	uint64_t batch_recalled; /* the recall batch() saw before its reply */
+	uv_timer_t tick;	 /* run_once() */
 };
 
 static void on_durable(void *arg, uint64_t version)
@@ -114,6 +115,7 @@ static int setup(void **state)
 	 * it does not read them (no frame op). */
 	f->m.server.ops = &fake_ops;
 	uv_idle_init(&f->loop, &f->m.server.parse_idle);
+	uv_timer_init(&f->loop, &f->tick);
 	f->m.server.parse_idle.data = &f->m.server;
 	f->m.server.parse_idle_on = true;
 	f->m.cfg.deleg_max = 256;
@@ -156,6 +158,7 @@ static int teardown(void **state)
 	delegs_free(&f->m);
 	changelog_close(f->m.cl);
 	uv_close((uv_handle_t *)&f->m.server.parse_idle, NULL);
+	uv_close((uv_handle_t *)&f->tick, NULL);
 	uv_run(&f->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&f->loop);
 	for (struct conn *c = conn_first(&f->m); c; c = conn_next(c)) {
@@ -217,15 +220,35 @@ static ProtobufCMessage *take(struct conn *c, uint16_t type)
 	return last;
 }
 
+static void no_op(uv_timer_t *t)
+{
+	(void)t;
+}
+
+/*
+ * One turn of the loop, its poll never blocking past 1 ms. A turn runs
+ * the timers that are due before it polls: under load the walk's timer
+ * is due already, its slice ends the walk and stops it, and a bare
+ * UV_RUN_ONCE then polled with nothing left to wake it, for ever
+ * (unit.deleg timed out at 180 s about once in ten runs beside other
+ * work). A one-shot tick is no cure: started on the loop's cached time,
+ * it may be due at once too; a repeating one is armed again when it
+ * fires, so the poll always has it to wake for.
+ */
+static void run_once(struct fixture *f)
+{
+	uv_timer_start(&f->tick, no_op, 1, 1);
+	uv_run(&f->loop, UV_RUN_ONCE);
+	uv_timer_stop(&f->tick);
+}
+
 /* The DELEG reply a walk in slices ends with (the loop runs meanwhile). */
 static Sweepfs__DelegReply *walked(struct fixture *f, struct conn *c)
 {
 	ProtobufCMessage *r = NULL;
 
-	/* Run only while nothing came: the loop blocks once the walk's
-	 * timer is gone. */
 	for (int i = 0; i < 20000 && !(r = take(c, SW_MSG_DELEG)); i++)
-		uv_run(&f->loop, UV_RUN_ONCE);
+		run_once(f);
 	return (Sweepfs__DelegReply *)r;
 }
 
@@ -1111,7 +1134,7 @@ static void test_large_grant_walked_in_slices(void **state)
 	call(f, &f->ca, SW_MSG_DELEG, &q.base);
 	assert_null(take(&f->ca, SW_MSG_DELEG)); /* deferred */
 	assert_int_equal(held(f), 0);
-	uv_run(&f->loop, UV_RUN_ONCE);
+	run_once(f);
 	/* Marked already, not delegated: nobody waits. */
 	assert_true(first->flags & NODE_DELEG_TAG);
 	assert_false(getattr_waits(&f->cb, first));
@@ -1142,7 +1165,7 @@ static void test_large_grant_walked_in_slices(void **state)
 	watch_drop_session(&f->m, &f->sa);
 	call(f, &f->cb, SW_MSG_DELEG, &q.base);
 	assert_null(take(&f->cb, SW_MSG_DELEG)); /* walking */
-	uv_run(&f->loop, UV_RUN_ONCE);
+	run_once(f);
 	deleg_drop_session(&f->m, &f->sb);
 	r = (Sweepfs__DelegReply *)take(&f->cb, SW_MSG_DELEG);
 	assert_non_null(r);
@@ -1209,7 +1232,7 @@ static void test_walk_keeps_its_marks(void **state)
 	for (int round = 0; round < 2; round++) {
 		call(f, &f->ca, SW_MSG_DELEG, &q.base);
 		assert_null(take(&f->ca, SW_MSG_DELEG)); /* walking */
-		uv_run(&f->loop, UV_RUN_ONCE);
+		run_once(f);
 		assert_true(first->flags & NODE_DELEG_TAG);
 		if (round == 1) {
 			/* Shrunk under DELEG_WALK_SYNC: a grant at once. */
@@ -1251,7 +1274,7 @@ static void test_walk_refused_after_a_link(void **state)
 	q.dir = big->ino;
 	call(f, &f->ca, SW_MSG_DELEG, &q.base);
 	assert_null(take(&f->ca, SW_MSG_DELEG));
-	uv_run(&f->loop, UV_RUN_ONCE);
+	run_once(f);
 	assert_true(first->flags & NODE_DELEG_TAG); /* visited */
 	assert_int_equal(ns_link(&f->m.ns, first, f->d, "other", 5,
 				 f->m.ns.next_edge, ++f->now),
@@ -1288,9 +1311,9 @@ static void test_walk_paid_by_its_session(void **state)
 	f->sa.deleg_visits.tokens = 0;
 	call(f, &f->ca, SW_MSG_DELEG, &q.base);
 	r = (Sweepfs__DelegReply *)take(&f->ca, SW_MSG_DELEG);
-	/* A few slices (the loop blocks once the walk's timer is gone). */
+	/* A few slices. */
 	for (int i = 0; i < 3 && !r; i++) {
-		uv_run(&f->loop, UV_RUN_ONCE);
+		run_once(f);
 		r = (Sweepfs__DelegReply *)take(&f->ca, SW_MSG_DELEG);
 	}
 	/* What the bucket refilled since it was emptied, at most. */
