@@ -578,6 +578,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == 0 || c->shed)
 		return; /* (marked: closed in this turn's check phase) */
+	c->heard_at = sw_mono_ns();
 	if (!c->known && sw_server_unauth_over(srv, (size_t)nread,
 					       srv->ops->pre_hello_total)) {
 		sw_notice(srv->tag,
@@ -662,7 +663,7 @@ static void anon_admit(struct sw_sconn *c)
 		srv->anon_evicted++;
 		sw_sconn_close(victim);
 	}
-	c->accepted_at = sw_mono_ns();
+	c->accepted_at = c->heard_at = sw_mono_ns();
 	anon_append(c);
 }
 

@@ -86,6 +86,7 @@ struct sw_sconn {
 	size_t unauth_counted; /* in srv->unauth_bytes */
 	int64_t partial_since; /* mono ns: an incomplete frame, or 0 */
 	int64_t accepted_at;   /* mono ns */
+	int64_t heard_at;      /* mono ns bytes last came from the peer */
 	bool known;	       /* said hello: sw_sconn_known() */
 	bool anon;	       /* on srv's list of those that have not */
 	size_t out_counted;    /* in srv->out_total */

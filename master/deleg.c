@@ -800,11 +800,28 @@ static bool waiter_expired(const struct deleg *d, int64_t now, int64_t limit)
 	return false;
 }
 
+/*
+ * A holder nothing has come from for deleg_timeout is stopped or cut off
+ * (a mount that holds a delegation pings several times a lease when it
+ * has nothing else to say): each request that needs another of its
+ * directories would wait deleg_timeout again, one after the other (a
+ * rename past a stopped mount waited three times that: its lookup, its
+ * entry, the directory below). So a recall of such a holder is waited
+ * for this long at most, counted from when the silence reached
+ * deleg_timeout if the recall is older; then taken back as any, its
+ * notice sent. Bytes from it, read or waiting to be (a connection the
+ * master reads no more while its requests wait), and the full wait
+ * holds again.
+ */
+#define DELEG_LAX_MS 250
+
 void deleg_tick(struct master *m)
 {
 	int64_t limit = wait_limit(m);
+	int64_t lax = SW_MIN(limit, (int64_t)DELEG_LAX_MS * 1000000);
 	int64_t now = sw_mono_ns();
 	struct deleg *d, *next;
+	int64_t dead;
 
 	if (!m->delegs || !m->delegs->nrecalling)
 		return;
@@ -813,9 +830,16 @@ restart:
 		next = d->next;
 		if (!d->recall_at)
 			continue;
+		/* When its silence reached deleg_timeout (or will). */
+		dead = req_silent_since(m, d->s->conn, now);
+		dead = dead > INT64_MAX - limit ? INT64_MAX : dead + limit;
 		if (now - d->recall_at >= limit)
 			take_back(m, d,
 				  "did not give it back in deleg_timeout");
+		else if (now >= dead && now - SW_MAX(d->recall_at, dead) >= lax)
+			take_back(m, d,
+				  "nothing came from its holder in "
+				  "deleg_timeout");
 		else if (waiter_expired(d, now, limit))
 			take_back(m, d, "a request waited for it too long");
 		else

@@ -235,7 +235,8 @@ static size_t config_limits(struct master_config *c, struct sw_opt *o)
 		  UINT64_MAX, NULL,
 		  "a mount asked to give a delegation back that has not "
 		  "answered in this long loses it; others' requests wait "
-		  "for it meanwhile. Mounts trust what they hold for half "
+		  "for it meanwhile (250 ms, if nothing at all has come "
+		  "from it for this long). Mounts trust what they hold for half "
 		  "the smaller of this and peer_timeout after their last "
 		  "answer, then drop it" },
 		{ "inval_timeout", SW_OPT_DURATION, &c->inval_timeout_ms, 1,

@@ -727,6 +727,7 @@ static const struct req_hooks req_hooks = {
 	.inval_sent = server_inval_sent,
 	.inval_acked = server_inval_acked,
 	.inval_give_up = server_inval_give_up,
+	.silent_since = server_silent_since,
 	.group_status = group_status,
 	.group_change = group_members_change,
 	.group_transfer = group_transfer,

@@ -219,6 +219,11 @@ void req_inval_give_up(struct master *m, struct session *s)
 	m->req_hooks->inval_give_up(m, s);
 }
 
+int64_t req_silent_since(struct master *m, struct conn *c, int64_t now)
+{
+	return c ? m->req_hooks->silent_since(c, now) : now;
+}
+
 bool req_group_status(const struct master *m, struct group_status *st)
 {
 	return m->req_hooks->group_status(m, st);

@@ -126,6 +126,9 @@ struct req_hooks {
 	uint64_t (*inval_sent)(struct master *m, struct session *s);
 	void (*inval_acked)(struct master *m, struct session *s, uint64_t seq);
 	void (*inval_give_up)(struct master *m, struct session *s);
+	/* Since when nothing has come from @c (mono ns), @now if something
+	 * has that is not handled yet (server.c). */
+	int64_t (*silent_since)(struct conn *c, int64_t now);
 	/* The group (group.h): its status (false: not in one), a change of
 	 * membership answered later, a transfer of the leadership. */
 	bool (*group_status)(const struct master *m, struct group_status *st);
@@ -150,6 +153,7 @@ void req_resume(struct master *m, struct req_link *l);
 uint64_t req_inval_sent(struct master *m, struct session *s);
 void req_inval_acked(struct master *m, struct session *s, uint64_t seq);
 void req_inval_give_up(struct master *m, struct session *s);
+int64_t req_silent_since(struct master *m, struct conn *c, int64_t now);
 bool req_group_status(const struct master *m, struct group_status *st);
 int req_group_change(struct master *m, struct req *r, const char *add,
 		     unsigned remove);

@@ -321,6 +321,13 @@ static void owing_remove(struct master *m, struct session *s)
 	}
 }
 
+int64_t server_silent_since(struct conn *c, int64_t now)
+{
+	if (c->sc.stops || sw_buf_used(&c->sc.in) || c->sc.big)
+		return now;
+	return c->sc.heard_at;
+}
+
 void server_inval_give_up(struct master *m, struct session *s)
 {
 	s->inval_lax = true;

@@ -119,5 +119,9 @@ void server_inval_tick(struct master *m);
 /* @s is not waited for (what it owes is forgotten) until it has
  * acknowledged all it was sent: it let an ack or a recall time out. */
 void server_inval_give_up(struct master *m, struct session *s);
+/* req_hooks.silent_since: when bytes last came from @c, or @now if its
+ * input waits (not read, or not parsed: it spoke, the master has not
+ * listened yet). */
+int64_t server_silent_since(struct conn *c, int64_t now);
 
 #endif

@@ -75,6 +75,8 @@ static void mk_session(struct fixture *f, struct session *s, struct conn *c,
 	c->sc.refs = 1;
 	c->sc.srv = &f->m.server;
 	c->sc.started = true;
+	/* Heard from always, but where a test says otherwise. */
+	c->sc.heard_at = INT64_MAX / 2;
 	c->sc.next = f->m.server.conns;
 	f->m.server.conns = &c->sc;
 }
@@ -543,6 +545,87 @@ static void test_timed_out_recall_revokes(void **state)
 	assert_false(deleg_revoked(&f->m, &f->sa, f->d->ino));
 	assert_int_equal(batch_unlink(f, &f->ca, f->d, "f"), 0);
 	assert_true(ask(f, &f->ca, f->sub));
+}
+
+/*
+ * A holder nothing came from for deleg_timeout is stopped or cut off:
+ * its recalls are waited for DELEG_LAX_MS (250 ms), counted from when
+ * its silence reached deleg_timeout if the recall is older, not
+ * deleg_timeout each (a rename past a stopped mount waited once per
+ * directory it held); each told as any recall is. A holder heard from,
+ * or whose input waits unread, is waited for in full.
+ */
+static void test_silent_holder_waited_less(void **state)
+{
+	struct fixture *f = *state;
+	struct node *e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
+	struct node *g = mk(f, f->m.ns.root, "g", S_IFDIR | 0755);
+
+	/* Each check that a recall is still waited for has most of a
+	 * second of margin under load (a sleep is a minimum: the checks
+	 * that it is not are safe). */
+	f->m.cfg.deleg_timeout_ms = 4000;
+	assert_true(ask(f, &f->ca, f->d));
+	assert_true(ask(f, &f->ca, e));
+	assert_true(ask(f, &f->cc, g));
+	/* Last heard 3 s ago: silent for deleg_timeout at T0 + 1 s. */
+	f->ca.sc.heard_at = sw_mono_ns() - 3000000000LL;
+	assert_true(lookup_waits(&f->cb, f->d, "f"));
+	assert_true(recalled(&f->ca, f->d));
+	usleep(500000);
+	deleg_tick(&f->m);
+	/* Its leash starts at T0 + 1 s, not at its recall. */
+	assert_non_null(f->cb.link.parked);
+	usleep(1100000);
+	deleg_tick(&f->m);
+	assert_null(f->cb.link.parked); /* deleg_timeout: T0 + 4 s */
+	/* Recalled once A is silent: the leash starts at once. */
+	assert_true(lookup_waits(&f->cc, e, "x"));
+	assert_true(recalled(&f->ca, e));
+	usleep(400000);
+	deleg_tick(&f->m);
+	assert_null(f->cc.link.parked);
+	assert_true(deleg_revoked(&f->m, &f->sa, f->d->ino));
+	assert_true(deleg_revoked(&f->m, &f->sa, e->ino));
+
+	/* C, heard from, is waited for in full. */
+	f->cb.link.park_t0 = 0;
+	assert_true(lookup_waits(&f->cb, g, "x"));
+	usleep(300000);
+	deleg_tick(&f->m);
+	assert_non_null(f->cb.link.parked);
+	give_back(f, &f->cc, g);
+	assert_null(f->cb.link.parked);
+
+	/* A speaks again: waited for in full. */
+	f->ca.sc.heard_at = sw_mono_ns();
+	give_back(f, &f->ca, f->d);
+	give_back(f, &f->ca, e);
+	assert_true(ask(f, &f->ca, e));
+	f->cb.link.park_t0 = 0;
+	assert_true(lookup_waits(&f->cb, e, "x"));
+	usleep(300000);
+	deleg_tick(&f->m);
+	assert_non_null(f->cb.link.parked);
+	/* Silent long since, but with input the master has not read or
+	 * parsed yet (its connection waits behind parked requests, or for
+	 * room), or a large frame half read: in full too. */
+	f->ca.sc.heard_at = sw_mono_ns() - 5000000000LL;
+	assert_int_equal(sw_buf_add(&f->ca.sc.in, "x", 1), 0);
+	deleg_tick(&f->m);
+	assert_non_null(f->cb.link.parked);
+	sw_buf_reset(&f->ca.sc.in);
+	f->ca.sc.stops = 1;
+	deleg_tick(&f->m);
+	assert_non_null(f->cb.link.parked);
+	f->ca.sc.stops = 0;
+	f->ca.sc.big = (uint8_t *)&f->ca; /* never read through: a marker */
+	deleg_tick(&f->m);
+	assert_non_null(f->cb.link.parked);
+	f->ca.sc.big = NULL;
+	deleg_tick(&f->m);
+	assert_null(f->cb.link.parked);
+	assert_true(deleg_revoked(&f->m, &f->sa, e->ino));
 }
 
 /* A holder with a recall outstanding is granted nothing: it cannot
@@ -2096,6 +2179,8 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_recall_times_out, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_silent_holder_waited_less,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timed_out_recall_revokes,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_grant_while_recalled,

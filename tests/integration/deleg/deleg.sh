@@ -25,6 +25,11 @@
 #  9. A holder that never answers: the recall times out (deleg_timeout)
 #     and the other mount's request goes through, no later than that;
 #     that mount's other requests are answered meanwhile.
+#     The same for a rename and an rmdir, which recall the entries they
+#     change and the directories below (issue 29): one deleg_timeout,
+#     not one per directory of the silent holder's it needs (once
+#     nothing has come from a holder for deleg_timeout, its recalls are
+#     waited for 250 ms).
 . "$(dirname "$0")/../lib.sh"
 sw_init deleg --root
 command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
@@ -345,6 +350,47 @@ assert_ge 1500 "$ms" "ms the listing waited (deleg_timeout=2s)"
 assert_le 2800 "$ms" "ms the listing waited (deleg_timeout=2s)"
 assert_eq 1 "$(info deleg_timeouts)" "recalls timed out"
 ls "$C/t9" >/dev/null || fail "the silent mount works again"
+
+log "a rename and an rmdir past a holder that does not answer"
+# C makes t9b and t9b/sub and works in both: it holds both.
+mkdir "$C/t9b" "$C/t9b/sub"
+touch "$C/t9b/x" "$C/t9b/sub/y"
+rm "$C/t9b/x" "$C/t9b/sub/y"
+ls "$B" >/dev/null # B caches the top again: C does not hold it
+"$PYTHON" -c '
+import os, sys
+for d in sys.argv[1:]:
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)
+    os.close(fd)' "$C/t9b/sub" "$C/t9b"
+c_holds_two() {
+	ls "$C/t9b" "$C/t9b/sub" >/dev/null
+	local n
+	n=$(sw_status "sum(s['delegations'] for s in d['sessions'] if s['name'].endswith(':$C'))")
+	((n >= 2))
+}
+wait_until 20 "C to hold t9b and t9b/sub" c_holds_two
+timeouts0=$(info deleg_timeouts)
+kill -STOP "$cpid"
+t0=$(date +%s%N)
+mv "$B/t9b/sub" "$B/t9b/sub2" &
+mvpid=$!
+sleep 0.5
+s0=$(date +%s%N)
+stat "$B/not-t9b-$RANDOM" >/dev/null 2>&1 || true
+s1=$(date +%s%N)
+wait "$mvpid" || fail "rename past a silent holder"
+t1=$(date +%s%N)
+rmdir "$B/t9b/sub2" || fail "rmdir past a silent holder"
+t2=$(date +%s%N)
+kill -CONT "$cpid"
+log "rename waited $(((t1 - t0) / 1000000)) ms, the rmdir after it $(((t2 - t1) / 1000000)) ms; a lookup elsewhere $(((s1 - s0) / 1000000)) ms"
+assert_le 500 $(((s1 - s0) / 1000000)) "ms for a lookup elsewhere behind the waiting rename"
+assert_le 2800 $(((t1 - t0) / 1000000)) "ms the rename waited (deleg_timeout=2s)"
+assert_le 2800 $(((t2 - t1) / 1000000)) "ms the rmdir waited"
+((${timeouts0} < $(info deleg_timeouts))) || fail "no recall timed out: C did not hold what the rename changes"
+wait_until 20 "the silent mount to see the rename and the rmdir" \
+	test ! -e "$C/t9b/sub" -a ! -e "$C/t9b/sub2"
 
 stop_mount "$C"
 stop_mount "$B"
