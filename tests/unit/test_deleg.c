@@ -1736,12 +1736,16 @@ static void test_held_watch_not_evicted(void **state)
 
 	assert_int_equal(recall_sub(f, &f->cb, &rs, &cred), 1);
 	give_back(f, &f->ca, f->sub);
+	assert_true(watched_for(f->sub, &f->sa) > 59000);
 	for (unsigned i = 0; i < WATCH_MAX_PER_SESSION + 10; i++) {
 		snprintf(name, sizeof(name), "x%u", i);
 		watch_add(&f->m, &f->sa, mk(f, e, name, S_IFDIR | 0755));
 	}
 	assert_true(f->sa.nwatches <= WATCH_MAX_PER_SESSION);
-	assert_true(watched_for(f->sub, &f->sa) > 59000);
+	/* Still held, its end where it was: evicted, it would not be
+	 * found; a plain watch's is now. (Not > 59000 as above: making
+	 * 65,546 directories takes seconds on a loaded machine.) */
+	assert_true(watched_for(f->sub, &f->sa) > 0);
 	inval = take(&f->ca, SW_MSG_INVAL); /* the evictions' */
 	if (inval)
 		protobuf_c_message_free_unpacked(inval, NULL);
