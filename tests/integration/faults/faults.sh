@@ -48,6 +48,9 @@
 #     cut client must not show the removed file nor deny the new one (it
 #     dropped what it held when its lease ran out, and the kernel's
 #     long-lived names with it); back on the network, it sees both.
+#  7. the same with no delegation, only a directory's summary cached (a
+#     listing bigger than dircache_entries): past its lease the cut
+#     client does not deny a name another client made.
 # At the end every client's storm is checked again (after all the later
 # restarts), and the script prints
 #   faults: injected N, acknowledged ops checked M, lost 0
@@ -631,6 +634,47 @@ CHECKED=$((CHECKED + 6 + n_x + 5))
 wait_fsck_clean 30 "after the full disk and the restart"
 log "5: $n_x xattrs acknowledged on the full disk, ENOSPC then, lost 0"
 
+# look_over DIR SECS NAME...: one process per NAME looks it up over and
+# over for SECS, from a descriptor of DIR opened now (not from the root,
+# whose lookup of DIR the master would answer; one per name, as a call
+# that waits for the master holds up only its own): "START_MS NAME
+# OUTCOME" lines in $SW_TMP/seen.NAME. Their pids go to LOOKERS.
+look_over() {
+	local dir=$1 secs=$2 name
+	shift 2
+	LOOKERS=()
+	rm -f "$SW_TMP"/seen.*
+	for name in "$@"; do
+		"$PYTHON" - "$dir/$name" "$SW_TMP/seen.$name" "$secs" <<'EOF' &
+import os, sys, time
+path, out, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+name = os.path.basename(path)
+dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+end = time.monotonic() + secs
+with open(out, "w", buffering=1) as f:
+    while time.monotonic() < end:
+        t = time.time_ns() // 1000000
+        # O_PATH needs the name only, no attributes and no open: what
+        # the caches answer, the kernel's and the mount's.
+        try:
+            os.close(os.open(name, os.O_PATH, dir_fd=dfd))
+            r = "OK"
+        except OSError as e:
+            r = os.strerror(e.errno).replace(" ", "_")
+        f.write("%d %s %s\n" % (t, name, r))
+        time.sleep(0.1)
+EOF
+		LOOKERS+=($!)
+		BG_PIDS+=($!)
+	done
+	for name in "$@"; do
+		wait_until 10 "the lookers to start" test -s "$SW_TMP/seen.$name"
+	done
+}
+
+# seen_after MS: the lookers' lines from MS on.
+seen_after() { cat "$SW_TMP"/seen.* | awk -v t="$1" '$1 >= t'; }
+
 # ==== 6. a client holding a delegation cut from the network ===================
 log "== 6. a client holding a delegation cut from the network"
 machine_mount 5 "$CM" "master_timeout=$MASTER_TIMEOUT"
@@ -650,35 +694,9 @@ touch "$CM/s6/f0"
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 os.fsync(fd)' "$CM/s6"
 [[ "$(fsop stat "$CM/s6/new")" == ENOENT ]] || fail "s6/new before it was made"
-# The client looks each name up over and over, from a descriptor of s6
-# opened before the cut (not from the root, whose lookup of s6 the master
-# would answer), one looker per name (a call that waits for the master
-# holds up only its own): "START_MS NAME OUTCOME" lines.
-lookers=()
-for name in f0 new; do
-	"$PYTHON" - "$CM/s6/$name" "$SW_TMP/seen6.$name" 30 <<'EOF' &
-import os, sys, time
-path, out, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
-name = os.path.basename(path)
-dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
-end = time.monotonic() + secs
-with open(out, "w", buffering=1) as f:
-    while time.monotonic() < end:
-        t = time.time_ns() // 1000000
-        # O_PATH needs the name only, no attributes and no open: what
-        # the caches answer, the kernel's and the mount's.
-        try:
-            os.close(os.open(name, os.O_PATH, dir_fd=dfd))
-            r = "OK"
-        except OSError as e:
-            r = os.strerror(e.errno).replace(" ", "_")
-        f.write("%d %s %s\n" % (t, name, r))
-        time.sleep(0.1)
-EOF
-	lookers+=($!)
-	BG_PIDS+=($!)
-done
-wait_until 10 "the lookers to start" test -s "$SW_TMP/seen6.f0" -a -s "$SW_TMP/seen6.new"
+# The client looks each name up over and over (look_over), from before
+# the cut.
+look_over "$CM/s6" 30 f0 new
 ip -n "$CUT_NS" link set eth0 down
 t_cut=$(now_ms)
 FAULTS=$((FAULTS + 1))
@@ -687,15 +705,14 @@ rm "$M/s6/f0"
 touch "$M/s6/new"
 t_done=$(now_ms)
 log "the other client removed s6/f0 and made s6/new $((t_done - t_cut)) ms after the cut"
-wait "${lookers[@]}" || true
+wait "${LOOKERS[@]}" || true
 BG_PIDS=()
-after6() { cat "$SW_TMP"/seen6.* | awk -v t="$t_done" '$1 >= t'; }
-asked=$(after6 | wc -l)
-stale=$(after6 | awk '($2 == "f0" && $3 == "OK") ||
+asked=$(seen_after "$t_done" | wc -l)
+stale=$(seen_after "$t_done" | awk '($2 == "f0" && $3 == "OK") ||
 	($2 == "new" && $3 == "No_such_file_or_directory")' | wc -l)
 assert_ge 1 "$asked" "lookups on the cut client after the change"
 if ((stale)); then
-	after6 | awk 'NR <= 20' >&2
+	seen_after "$t_done" | awk 'NR <= 20' >&2
 	fail "the cut client answered $stale of $asked lookups stale after another client changed s6"
 fi
 ip -n "$CUT_NS" link set eth0 up
@@ -705,6 +722,64 @@ wait_until 30 "the cut client to see s6/new" fsop_ok stat "$CM/s6/new"
 stop_mount "$CM"
 CHECKED=$((CHECKED + 2))
 log "6: $asked lookups on the cut client after the change, none stale"
+
+# ==== 7. a client caching a summarized listing cut from the network ==========
+log "== 7. a client caching a directory's summary, and nothing else, cut from the network"
+# No delegations (wsync) and a bound below two directories' size: listing
+# s7 then s7b leaves a summary of s7's names (mount/dircache.c), which
+# answers "absent" here, and s7b's removal by another client drops what
+# was cached of s7b: the cut client then holds no entry, no delegation,
+# only the summary. That too is held under the lease: once the lease
+# has run out the cut client must not deny a name another client made.
+N7=600
+mkdir "$M/s7" "$M/s7b"
+"$PYTHON" - "$M" "$N7" <<'EOF'
+import os, sys
+for d in ("s7", "s7b"):
+    for i in range(int(sys.argv[2])):
+        os.close(os.open(os.path.join(sys.argv[1], d, "f%05d" % i),
+                         os.O_CREAT | os.O_WRONLY, 0o644))
+EOF
+# attr_timeout: the kernel's check that the caller may search s7 takes
+# its attributes from its own cache, so what answers each lookup while
+# the client is cut is the mount's summary, not the master.
+machine_mount 5 "$CM" "master_timeout=$MASTER_TIMEOUT,wsync,dircache_entries=1000,attr_timeout=60"
+assert_eq "$N7" "$(ls "$CM/s7" | wc -l)" "names of s7 listed on the cut client"
+assert_eq "$N7" "$(ls "$CM/s7b" | wc -l)" "names of s7b listed on the cut client"
+rm -r "$M/s7b"
+master_lookups() { sw_tool stats | awk '$1 == "lookup" { print $2 }'; }
+look_over "$CM/s7" 20 new
+# Its lookups of s7/new, from s7's descriptor, every 100 ms: the summary
+# answers them, none reaches the master (nothing else runs meanwhile).
+l0=$(master_lookups)
+sleep 1
+assert_le 2 $(($(master_lookups) - l0)) "master lookups in a second of looking s7/new up on the summary"
+ip -n "$CUT_NS" link set eth0 down
+t_cut=$(now_ms)
+FAULTS=$((FAULTS + 1))
+log "machine c5 cut from the network, caching s7's summary"
+touch "$M/s7/new"
+log "the other client made s7/new $(($(now_ms) - t_cut)) ms after the cut"
+wait "${LOOKERS[@]}" || true
+BG_PIDS=()
+# The lease is half of peer_timeout here: it has run out a second after
+# the cut, and the next ping a quarter of it later.
+t_lapsed=$((t_cut + PEER_TIMEOUT * 1000))
+before=$(seen_after 0 | awk -v t="$t_cut" '$1 < t && $3 == "No_such_file_or_directory"' | wc -l)
+asked=$(seen_after "$t_lapsed" | wc -l)
+stale=$(seen_after "$t_lapsed" | awk '$3 == "No_such_file_or_directory"' | wc -l)
+assert_ge 1 "$before" "lookups of s7/new denied before the cut"
+assert_ge 1 "$asked" "lookups on the cut client after its lease"
+if ((stale)); then
+	seen_after "$t_lapsed" | awk 'NR <= 20' >&2
+	fail "the cut client denied s7/new $stale of $asked times after its lease ran out"
+fi
+ip -n "$CUT_NS" link set eth0 up
+log "machine c5 back on the network"
+wait_until 30 "the cut client to see s7/new" fsop_ok stat "$CM/s7/new"
+stop_mount "$CM"
+CHECKED=$((CHECKED + 1))
+log "7: $asked lookups on the cut client after its lease, none denied"
 
 # ==== again, after everything ===============================================
 log "== every client's storm again, after all the restarts"
