@@ -393,6 +393,14 @@ stop_mount "$SW_TMP/v"
 CHECKED=$((CHECKED + n3))
 log "3: $out, lost 0"
 
+# cut_c5 [WHAT]: machine c5 loses its network; t_cut says when.
+cut_c5() {
+	ip -n "$CUT_NS" link set eth0 down
+	t_cut=$(now_ms)
+	FAULTS=$((FAULTS + 1))
+	log "machine c5 cut from the network${1:+, $1}"
+}
+
 # ==== 4. a client cut from the network =====================================
 log "== 4. a client cut from the network holds a file open"
 CUT_NS=swft-$$-c5
@@ -464,10 +472,7 @@ rm "$M/s4/held"
 assert_eq $((o0 + 1)) "$(sw_status 'd["orphans"]')" "orphans once the open file is unlinked"
 assert_eq "$c0" "$(chunks)" "chunks once the open file is unlinked (its data stays)"
 
-ip -n "$CUT_NS" link set eth0 down
-t_cut=$(now_ms)
-FAULTS=$((FAULTS + 1))
-log "machine c5 cut from the network"
+cut_c5
 # a call on the cut client ends (EIO) instead of hanging
 timeout 60 "$PYTHON" "$SW_SRC/fsop.py" mkdir "$CM/s4/during-cut" >"$SW_TMP/cut.call" 2>&1 &
 caller=$!
@@ -675,6 +680,26 @@ EOF
 # seen_after MS: the lookers' lines from MS on.
 seen_after() { cat "$SW_TMP"/seen.* | awk -v t="$1" '$1 >= t'; }
 
+# none_stale MS AWK WHEN: at least one of the lookers' lines from MS on,
+# and none that AWK matches (a stale answer); their count in ASKED.
+none_stale() {
+	local since=$1 match=$2 when=$3 stale
+	ASKED=$(seen_after "$since" | wc -l)
+	stale=$(seen_after "$since" | awk "$match" | wc -l)
+	assert_ge 1 "$ASKED" "lookups on the cut client $when"
+	if ((stale)); then
+		seen_after "$since" | awk 'NR <= 20' >&2
+		fail "the cut client answered $stale of $ASKED lookups stale $when"
+	fi
+}
+
+# uncut NAME: machine c5 back on the network, until it sees NAME.
+uncut() {
+	ip -n "$CUT_NS" link set eth0 up
+	log "machine c5 back on the network"
+	wait_until 30 "the cut client to see $1" fsop_ok stat "$CM/$1"
+}
+
 # ==== 6. a client holding a delegation cut from the network ===================
 log "== 6. a client holding a delegation cut from the network"
 machine_mount 5 "$CM" "master_timeout=$MASTER_TIMEOUT"
@@ -697,31 +722,21 @@ os.fsync(fd)' "$CM/s6"
 # The client looks each name up over and over (look_over), from before
 # the cut.
 look_over "$CM/s6" 30 f0 new
-ip -n "$CUT_NS" link set eth0 down
-t_cut=$(now_ms)
-FAULTS=$((FAULTS + 1))
-log "machine c5 cut from the network, holding s6"
+cut_c5 "holding s6"
 rm "$M/s6/f0"
 touch "$M/s6/new"
 t_done=$(now_ms)
 log "the other client removed s6/f0 and made s6/new $((t_done - t_cut)) ms after the cut"
 wait "${LOOKERS[@]}" || true
 BG_PIDS=()
-asked=$(seen_after "$t_done" | wc -l)
-stale=$(seen_after "$t_done" | awk '($2 == "f0" && $3 == "OK") ||
-	($2 == "new" && $3 == "No_such_file_or_directory")' | wc -l)
-assert_ge 1 "$asked" "lookups on the cut client after the change"
-if ((stale)); then
-	seen_after "$t_done" | awk 'NR <= 20' >&2
-	fail "the cut client answered $stale of $asked lookups stale after another client changed s6"
-fi
-ip -n "$CUT_NS" link set eth0 up
-log "machine c5 back on the network"
-wait_until 30 "the cut client to see s6/new" fsop_ok stat "$CM/s6/new"
+none_stale "$t_done" '($2 == "f0" && $3 == "OK") ||
+	($2 == "new" && $3 == "No_such_file_or_directory")' \
+	"after another client changed s6"
+uncut s6/new
 [[ "$(fsop stat "$CM/s6/f0")" == ENOENT ]] || fail "the cut client, back, still sees s6/f0"
 stop_mount "$CM"
 CHECKED=$((CHECKED + 2))
-log "6: $asked lookups on the cut client after the change, none stale"
+log "6: $ASKED lookups on the cut client after the change, none stale"
 
 # ==== 7. a client caching a summarized listing cut from the network ==========
 log "== 7. a client caching a directory's summary, and nothing else, cut from the network"
@@ -754,10 +769,7 @@ look_over "$CM/s7" 20 new
 l0=$(master_lookups)
 sleep 1
 assert_le 2 $(($(master_lookups) - l0)) "master lookups in a second of looking s7/new up on the summary"
-ip -n "$CUT_NS" link set eth0 down
-t_cut=$(now_ms)
-FAULTS=$((FAULTS + 1))
-log "machine c5 cut from the network, caching s7's summary"
+cut_c5 "caching s7's summary"
 touch "$M/s7/new"
 log "the other client made s7/new $(($(now_ms) - t_cut)) ms after the cut"
 wait "${LOOKERS[@]}" || true
@@ -766,20 +778,13 @@ BG_PIDS=()
 # the cut, and the next ping a quarter of it later.
 t_lapsed=$((t_cut + PEER_TIMEOUT * 1000))
 before=$(seen_after 0 | awk -v t="$t_cut" '$1 < t && $3 == "No_such_file_or_directory"' | wc -l)
-asked=$(seen_after "$t_lapsed" | wc -l)
-stale=$(seen_after "$t_lapsed" | awk '$3 == "No_such_file_or_directory"' | wc -l)
 assert_ge 1 "$before" "lookups of s7/new denied before the cut"
-assert_ge 1 "$asked" "lookups on the cut client after its lease"
-if ((stale)); then
-	seen_after "$t_lapsed" | awk 'NR <= 20' >&2
-	fail "the cut client denied s7/new $stale of $asked times after its lease ran out"
-fi
-ip -n "$CUT_NS" link set eth0 up
-log "machine c5 back on the network"
-wait_until 30 "the cut client to see s7/new" fsop_ok stat "$CM/s7/new"
+none_stale "$t_lapsed" '$3 == "No_such_file_or_directory"' \
+	"after its lease ran out"
+uncut s7/new
 stop_mount "$CM"
 CHECKED=$((CHECKED + 1))
-log "7: $asked lookups on the cut client after its lease, none denied"
+log "7: $ASKED lookups on the cut client after its lease, none denied"
 
 # ==== again, after everything ===============================================
 log "== every client's storm again, after all the restarts"
