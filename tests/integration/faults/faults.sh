@@ -762,13 +762,12 @@ machine_mount 5 "$CM" "master_timeout=$MASTER_TIMEOUT,wsync,dircache_entries=100
 assert_eq "$N7" "$(ls "$CM/s7" | wc -l)" "names of s7 listed on the cut client"
 assert_eq "$N7" "$(ls "$CM/s7b" | wc -l)" "names of s7b listed on the cut client"
 rm -r "$M/s7b"
-master_lookups() { sw_tool stats | awk '$1 == "lookup" { print $2 }'; }
 look_over "$CM/s7" 20 new
 # Its lookups of s7/new, from s7's descriptor, every 100 ms: the summary
 # answers them, none reaches the master (nothing else runs meanwhile).
-l0=$(master_lookups)
+l0=$(sw_requests lookup)
 sleep 1
-assert_le 2 $(($(master_lookups) - l0)) "master lookups in a second of looking s7/new up on the summary"
+assert_le 2 $(($(sw_requests lookup) - l0)) "master lookups in a second of looking s7/new up on the summary"
 cut_c5 "caching s7's summary"
 touch "$M/s7/new"
 log "the other client made s7/new $(($(now_ms) - t_cut)) ms after the cut"
