@@ -43,6 +43,14 @@ static bool trash_writes(const ProtobufCMessage *msg)
 	return ((const Sweepfs__TrashReq *)msg)->op != 1; /* 1: list */
 }
 
+/* A change of the group, never of the namespace: not journaled, and a
+ * write all the same (messages.def). */
+static bool group_writes(const ProtobufCMessage *msg)
+{
+	(void)msg;
+	return true;
+}
+
 /*
  * The handler and the writes predicate of each type, from the one list
  * (proto/messages.def), with the roles and flags admission needs: the
@@ -88,6 +96,8 @@ int dispatch_admit(const struct route *rt, struct session *s,
 	if (!s->rw && dispatch_writes(rt, msg))
 		return -EROFS;
 	if ((rt->flags & SW_MSG_F_ADMIN) && !s->admin)
+		return -EPERM;
+	if ((rt->flags & SW_MSG_F_WHOLE) && session_confined(s))
 		return -EPERM;
 	return 0;
 }

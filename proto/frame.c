@@ -48,6 +48,7 @@
 			    .overtakes = FL(fl, SW_MSG_F_OVERTAKES),    \
 			    .no_flush = FL(fl, SW_MSG_F_NO_FLUSH),      \
 			    .removes = FL(fl, SW_MSG_F_REMOVES),        \
+			    .whole = FL(fl, SW_MSG_F_WHOLE),            \
 			    .roles = (who),                             \
 			    .nodes = nodes_,                            \
 			    .not_nodes = not_nodes_ },

@@ -222,6 +222,7 @@ enum {
 	SW_MSG_F_OVERTAKES = 1 << 7,
 	SW_MSG_F_NO_FLUSH = 1 << 8,
 	SW_MSG_F_REMOVES = 1 << 9,
+	SW_MSG_F_WHOLE = 1 << 10,
 };
 
 /*
@@ -263,6 +264,10 @@ struct sw_msg_info {
 	 * with the tree that entry heads: the delegations of that tree are
 	 * recalled too, told it goes. */
 	unsigned removes : 1;
+	/* Concerns the whole filesystem or the cluster, not a subtree (a
+	 * report of every file, the group's membership): refused to a
+	 * session its export confines to one. */
+	unsigned whole : 1;
 	uint8_t roles; /* SW_ROLE_BIT()s that may send it to the master */
 	/* The fields (SW_MSG_FIELD()s or SW_MSG_ENTRY()s, 0-terminated)
 	 * that name a node, and those named like one that do not. */

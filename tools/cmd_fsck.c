@@ -250,7 +250,11 @@ int cmd_fsck(int argc, char **argv)
 	rc = tool_call(c, SW_MSG_FSCK, &q.base, &reply);
 	sw_client_close(c);
 	if (rc < 0) {
-		fprintf(stderr, "sweepfs fsck: %s\n", strerror(-rc));
+		fprintf(stderr, "sweepfs fsck: %s\n",
+			rc == -EPERM ? "this client's export gives no admin "
+				       "rights over the whole filesystem, "
+				       "which fsck covers" :
+				       strerror(-rc));
 		return 1;
 	}
 	r = (Sweepfs__FsckReply *)reply;

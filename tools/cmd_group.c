@@ -48,6 +48,17 @@ static int current_leader(const struct sw_target *t, char *addr, size_t len)
 	return rc;
 }
 
+/* What a refusal of the group's leader means for this client. */
+static const char *whose(int rc)
+{
+	if (rc == -EROFS)
+		return "this client's export is read-only";
+	if (rc == -EPERM)
+		return "this client's export gives no admin rights over the "
+		       "whole filesystem";
+	return strerror(-rc);
+}
+
 /* Send @q to the leader of the group @t names: 0 or -errno (the
  * connection's failures said already). */
 static int send_group(const struct sw_target *t, const Sweepfs__GroupReq *q)
@@ -84,7 +95,7 @@ static int transfer(unsigned to)
 		fprintf(stderr, "sweepfs group transfer: %s\n",
 			rc == -ENOTSUP ? "this master is not in a group" :
 			rc == -EINVAL  ? "no such other member" :
-					 strerror(-rc));
+					 whose(rc));
 		return tool_record_errno(rc);
 	}
 	/* The old leader exits once it has shipped what it had; the next
@@ -129,7 +140,7 @@ static int change(const char *add, unsigned remove)
 			rc == -EINVAL ? "not ID=HOST:PORT, or the last member" :
 			rc == -EAGAIN ? "the membership changed meanwhile; "
 					"try again" :
-					strerror(-rc));
+					whose(rc));
 		return tool_record_errno(rc);
 	}
 	return 0;

@@ -43,6 +43,7 @@ static void session_as(struct session *s, int role, bool rw, bool admin)
 	s->role = role;
 	s->rw = rw;
 	s->admin = admin;
+	s->root_ino = NS_ROOT_INO; /* the whole filesystem */
 	s->maproot_uid = s->maproot_gid = EXPORT_NO_MAP;
 	s->mapall_uid = s->mapall_gid = EXPORT_NO_MAP;
 }
@@ -65,6 +66,7 @@ static void test_every_request_routed(void **state)
 		assert_int_equal(rt->roles, info->roles);
 		assert_int_equal(!!(rt->flags & SW_MSG_F_WRITES), info->writes);
 		assert_int_equal(!!(rt->flags & SW_MSG_F_ADMIN), info->admin);
+		assert_int_equal(!!(rt->flags & SW_MSG_F_WHOLE), info->whole);
 		/* What the protocol calls a change, the table does; the
 		 * ones that depend on the message say so (open). */
 		if (!rt->writes)
@@ -184,6 +186,54 @@ static void test_read_only_and_admin(void **state)
 			 0);
 }
 
+/*
+ * What concerns the whole filesystem or the cluster: fsck's report names
+ * files anywhere, a group request changes the leader or the members. An
+ * admin export confined to a subtree, or read-only, reaches neither
+ * (fsck reads, so a read-only admin export may run it).
+ */
+static void test_whole_filesystem_requests(void **state)
+{
+	Sweepfs__FsckReq fsck = SWEEPFS__FSCK_REQ__INIT;
+	Sweepfs__GroupReq group = SWEEPFS__GROUP_REQ__INIT;
+	struct session admin, ro_admin, confined;
+
+	(void)state;
+	session_as(&admin, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	session_as(&ro_admin, SWEEPFS__ROLE__ROLE_TOOL, false, true);
+	session_as(&confined, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	confined.root_ino = NS_ROOT_INO + 41;
+
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &admin,
+					&fsck.base),
+			 0);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &ro_admin,
+					&fsck.base),
+			 0);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &confined,
+					&fsck.base),
+			 -EPERM);
+	group.has_transfer_to = 1;
+	group.transfer_to = 2;
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &admin,
+					&group.base),
+			 0);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &ro_admin,
+					&group.base),
+			 -EROFS);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &confined,
+					&group.base),
+			 -EPERM);
+	group.has_transfer_to = 0;
+	group.add = "3=127.0.0.1:9421";
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &ro_admin,
+					&group.base),
+			 -EROFS);
+	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &confined,
+					&group.base),
+			 -EPERM);
+}
+
 static void test_creds_mapped(void **state)
 {
 	Sweepfs__NameReq unlink = SWEEPFS__NAME_REQ__INIT;
@@ -284,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_every_request_routed),
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_read_only_and_admin),
+		cmocka_unit_test(test_whole_filesystem_requests),
 		cmocka_unit_test(test_creds_mapped),
 		cmocka_unit_test(test_request_digest),
 	};

@@ -8,6 +8,8 @@
 #   127.0.0.3  /proj   rw,maproot=nobody            a confined, squashed client
 #   127.0.0.4  /       ro                           read-only
 #   127.0.0.5  /vault  rw,maproot=0,password=...    challenge-response
+#   127.0.0.6  /       ro,admin                     read-only admin
+#   127.0.0.7  /proj   rw,alldirs,admin,maproot=0   a confined admin
 #   anyone else: nothing
 #
 #  1. the admin mounts everything and may rmr anything; status lists the
@@ -19,10 +21,12 @@
 #  3. the read-only client reads and gets EROFS for every change;
 #  4. /vault: no password or a wrong one is refused (logged with the
 #     peer's address), the right one from a password file mounts;
-#  5. an address with no export, or an export asked for a directory it
+#  5. fsck and group changes need an admin export of the whole
+#     filesystem, and group changes a read-write one;
+#  6. an address with no export, or an export asked for a directory it
 #     does not cover, is refused and the refusal is logged with the
 #     address;
-#  6. SIGHUP reloads the file: a session still allowed keeps working on
+#  7. SIGHUP reloads the file: a session still allowed keeps working on
 #     its mount, one no longer allowed is disconnected, a newly allowed
 #     address mounts.
 . "$(dirname "$0")/../lib.sh"
@@ -42,6 +46,8 @@ write_exports() {
 127.0.0.3   /proj      rw,maproot=nobody
 127.0.0.4   /          ro
 127.0.0.5   /vault     rw,maproot=0,password=correct-horse-battery
+127.0.0.6   /          ro,admin
+127.0.0.7   /proj      rw,alldirs,admin,maproot=0
 $1
 EOF
 }
@@ -167,13 +173,42 @@ if grep -q "correct-horse" "$SW_MASTER_LOG"; then
 	fail "the password is in the master's log"
 fi
 
-# ---- 5. nobody else ---------------------------------------------------------------
+# ---- 5. the whole cluster's requests --------------------------------------------
+# fsck reports files anywhere by their paths from the root, and a group
+# request changes the leader or the members: an admin export reaches
+# them only if it is the whole filesystem's, and for the group's only if
+# it is read-write.
+log "fsck and group through a read-only and a confined admin export"
+# tool_refused TEXT WHAT COMMAND...: COMMAND fails, saying TEXT.
+tool_refused() {
+	local text=$1 what=$2
+	shift 2
+	if "$@" >/dev/null 2>"$SW_TMP/tool.err"; then
+		fail "$what: not refused"
+	fi
+	grep -q "$text" "$SW_TMP/tool.err" ||
+		fail "$what: refused without saying '$text': $(cat "$SW_TMP/tool.err")"
+	log "refused as expected ($what): $(cat "$SW_TMP/tool.err")"
+}
+as 127.0.0.6 fsck >/dev/null || fail "fsck through a read-only admin export"
+tool_refused "read-only" "a group change through a read-only admin export" \
+	as 127.0.0.6 group add 3=127.0.0.1:1
+PA=$SW_TMP/proj-admin
+start_mount "$PA" "$SPEC:/proj" bind=127.0.0.7
+assert_eq "project data" "$(cat "$PA/readme")" "a file of the confined admin export"
+tool_refused "whole filesystem" "fsck through an admin export of /proj" \
+	env SWEEPFS_BIND=127.0.0.7 "$SW_TOOL_BIN" fsck "$PA"
+tool_refused "whole filesystem" "a group change through an admin export of /proj" \
+	env SWEEPFS_BIND=127.0.0.7 "$SW_TOOL_BIN" -m "$SPEC:/proj" group add 3=127.0.0.1:1
+stop_mount "$PA"
+
+# ---- 6. nobody else ---------------------------------------------------------------
 log "an address with no export"
 refused 127.0.0.9 / "" "an address without an export"
 logged "127.0.0.9" "an address without an export"
 expect_fail as 127.0.0.9 status || fail "a tool from an address without an export"
 
-# ---- 6. SIGHUP -----------------------------------------------------------------------
+# ---- 7. SIGHUP -----------------------------------------------------------------------
 log "reloading the exports file"
 # .4 loses its line, .9 gains one; .2, .3 and .5 keep theirs.
 write_exports "127.0.0.9   /          ro"
