@@ -142,18 +142,16 @@ struct deleg {
 
 /* A delegation taken back from its holder for not answering a recall,
  * until it acknowledges that with DELEG_RETURN or goes. */
-struct revoked {
-	struct session *s;
+struct deleg_revoked {
 	uint64_t dir;
-	struct revoked *next;
+	struct deleg_revoked *next;
 };
 
 struct delegs {
 	struct htab by_dir; /* struct deleg by dir->ino */
 	struct deleg *head;
-	struct revoked *revoked; /* at most deleg_max per session */
-	uint64_t nrecalling;	 /* delegations being recalled */
-	uint64_t ended;		 /* end() calls: whether a recall freed some */
+	uint64_t nrecalling; /* delegations being recalled */
+	uint64_t ended;	     /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
 	struct deleg_bucket all; /* everyone's visits (see above) */
 	/* By tag (see above): live delegations, and when the last ended
@@ -346,12 +344,12 @@ static void end(struct master *m, struct deleg *d, const char *why)
 }
 
 /* Forget @s's revocations (@dir 0: all of them). */
-static void unrevoke(struct delegs *ds, struct session *s, uint64_t dir)
+static void unrevoke(struct session *s, uint64_t dir)
 {
-	struct revoked **pp = &ds->revoked, *rv;
+	struct deleg_revoked **pp = &s->revoked, *rv;
 
-	while (s->nrevoked && (rv = *pp) != NULL) {
-		if (rv->s == s && (!dir || rv->dir == dir)) {
+	while ((rv = *pp) != NULL) {
+		if (!dir || rv->dir == dir) {
 			*pp = rv->next;
 			s->nrevoked--;
 			free(rv);
@@ -364,10 +362,9 @@ static void unrevoke(struct delegs *ds, struct session *s, uint64_t dir)
 bool deleg_revoked(const struct master *m, const struct session *s,
 		   uint64_t dir)
 {
-	if (!s->nrevoked || !m->delegs)
-		return false;
-	for (const struct revoked *rv = m->delegs->revoked; rv; rv = rv->next)
-		if (rv->s == s && rv->dir == dir)
+	(void)m;
+	for (const struct deleg_revoked *rv = s->revoked; rv; rv = rv->next)
+		if (rv->dir == dir)
 			return true;
 	return false;
 }
@@ -395,13 +392,6 @@ void delegs_free(struct master *m)
 		uv_close((uv_handle_t *)ds->walk_timer, free_handle);
 	while (ds->head)
 		end(m, ds->head, "dropped at shutdown");
-	while (ds->revoked) {
-		struct revoked *rv = ds->revoked;
-
-		ds->revoked = rv->next;
-		rv->s->nrevoked--;
-		free(rv);
-	}
 	htab_release(&ds->by_dir);
 	free(ds);
 	m->delegs = NULL;
@@ -458,17 +448,16 @@ static struct deleg *recall(struct master *m, struct deleg *d, bool removed)
 static void take_back(struct master *m, struct deleg *d, const char *why)
 {
 	struct delegs *ds = m->delegs;
-	struct revoked *rv = malloc(sizeof(*rv));
+	struct deleg_revoked *rv = malloc(sizeof(*rv));
 	struct session *s = d->s;
 
 	sw_notice(TAG, "%s: directory %" PRIu64 " taken back: %s", s->peer,
 		  d->dir->ino, why);
 	ds->st.timeouts++;
 	if (rv) {
-		rv->s = s;
 		rv->dir = d->dir->ino;
-		rv->next = ds->revoked;
-		ds->revoked = rv;
+		rv->next = s->revoked;
+		s->revoked = rv;
 		s->nrevoked++;
 	}
 	/* It does not answer: nor is it waited for to acknowledge the
@@ -483,7 +472,7 @@ static void take_back(struct master *m, struct deleg *d, const char *why)
 	 * memory, its connection goes (below). */
 	if (d->removed && rv &&
 	    !watch_hold(m, s, d->dir, deleg_name_ttl_ns())) {
-		ds->revoked = rv->next;
+		s->revoked = rv->next;
 		s->nrevoked--;
 		free(rv);
 		rv = NULL;
@@ -562,21 +551,21 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 		/* An entry of a delegated directory: its parent says. */
 		struct node *up = n->u.dir->parent;
 		/*
-		 * Not waited for by the holder's own batch in a directory
-		 * it holds (the parent's holder only hears of the change to
-		 * its entry's attributes a recall later): parked, the batch
-		 * would be overtaken by the holder's DELEG_RETURNs, which
-		 * go past parked requests, and a delegation would end with
-		 * the operations acknowledged under it still parked (an
-		 * rmdir waiting for it then removed a directory holding a
-		 * file the holder had made).
+		 * Not waited for by a mount's own batch (the parent's
+		 * holder only hears of the change to its entry's attributes
+		 * a recall later; the mount answered the operations long
+		 * before): parked, the batch would be overtaken by the
+		 * holder's DELEG_RETURNs and later batches, which go past
+		 * parked requests, and a delegation would end with the
+		 * operations acknowledged under it still parked (an rmdir
+		 * waiting for it then removed a directory holding a file
+		 * the holder had made). Also where the mount no longer
+		 * holds the directory (a batch sent again after a
+		 * reconnect).
 		 */
-		bool told = own && (n->flags & NODE_DELEG) &&
-			    (d = find(m->delegs, ino)) != NULL && d->s == s;
-
 		if (up != n && (up->flags & NODE_DELEG) &&
 		    (d = find(m->delegs, up->ino)) != NULL && d->s != s &&
-		    (d = recall(m, d, false)) != NULL && !told)
+		    (d = recall(m, d, false)) != NULL && !own)
 			wait = d;
 	} else if ((tag = node_tag(n)) != 0) {
 		if (tag_live(m->delegs, tag))
@@ -777,7 +766,7 @@ void deleg_drop_session(struct master *m, struct session *s)
 			walk_end(m, w, "its session is gone");
 	}
 	/* Its mount drops all it held when its connection breaks. */
-	unrevoke(m->delegs, s, 0);
+	unrevoke(s, 0);
 }
 
 void deleg_dir_gone(struct master *m, struct node *dir)
@@ -1196,22 +1185,35 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 	if (parent && (parent->flags & NODE_DELEG))
 		d = find(m->delegs, parent->ino);
 	/*
-	 * Made in a directory its maker holds and nobody recalls: no
-	 * request waiting for another's recall can come to wait for it (one
-	 * over this tree would have recalled the parent), so others'
-	 * recalls do not refuse it (its own batch recalls the holder of the
-	 * parent's parent, and every directory it made was refused).
+	 * Made in a directory its maker holds: the maker's at the master
+	 * too, so that nobody reaches into it before the maker has sent
+	 * what it queued there, and the maker's batches there wait for
+	 * nobody. Not delegated, another mount could be granted it
+	 * meanwhile, and the maker's batch would wait for that one's
+	 * return, overtaken by the maker's own later batches and returns
+	 * (server.c): files made in a directory made before them lost.
+	 *
+	 * Given back at once where a grant would be refused (deleg_max, a
+	 * recall of the maker's outstanding, ...; others' recalls do not
+	 * refuse it: no request waiting for one can come to wait for it, as
+	 * one over this tree would have recalled the parent), or under a
+	 * parent on its way back (whoever waits for the parent may go on
+	 * into this one only once its maker has sent what it queued here).
+	 *
+	 * Bounded: up to twice deleg_max, and not while the maker owes a
+	 * revocation. Past that (a mount making directories faster than it
+	 * gives them back, or one that does not answer), it is not
+	 * delegated, and its maker is told so at once.
 	 */
-	if (d && d->s == s &&
-	    (d->recall_at || !refusal(m, s, dir, true, true)) &&
-	    grant(m, s, dir, &made) == 0) {
-		/* Under a parent on its way back: whoever waits for the
-		 * parent may go on into this one only once its maker has
-		 * sent what it queued here, so it is recalled at once, to
-		 * be waited for the same way. */
-		if (d->recall_at)
-			recall(m, made, d->removed);
-		return;
+	if (d && d->s == s && !s->nrevoked &&
+	    s->ndelegs / 2 < m->cfg.deleg_max) {
+		bool back = d->recall_at || refusal(m, s, dir, true, true);
+
+		if (grant(m, s, dir, &made) == 0) {
+			if (back)
+				recall(m, made, d->recall_at && d->removed);
+			return;
+		}
 	}
 	/* The maker holds what it made from birth: told at once that it
 	 * does not, it gives it back (a return of what is not held changes
@@ -1299,7 +1301,7 @@ void op_deleg_return(struct req *r, const ProtobufCMessage *msg)
 	/* Taken back before: the holder has resynchronised. (0 names
 	 * nothing; to unrevoke() it means all.) */
 	if (q->dir)
-		unrevoke(r->m->delegs, r->s, q->dir);
+		unrevoke(r->s, q->dir);
 	req_reply(r, &reply.base);
 	if (lost) {
 		sw_warn(TAG,

@@ -109,6 +109,9 @@ struct session {
 	 * not answering a recall in time and not given back since
 	 * (deleg.c): while either is non-zero it is granted no more. */
 	uint32_t nrecalling, nrevoked;
+	/* Those taken back (deleg.c's own list): looked up for each
+	 * operation of its batches, so its own, not everyone's. */
+	struct deleg_revoked *revoked;
 	uint32_t cache_ms; /* Hello.cache_ms: its kernel's name timeout */
 	struct op_counters ctr;
 	struct session *next, *prev;

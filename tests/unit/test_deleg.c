@@ -1454,13 +1454,53 @@ static void test_made_dir_delegated(void **state)
 	give_back(f, &f->ca, ns_get(&f->m.ns, a + 1));
 	assert_int_equal(held(f), 0);
 
-	/* Past deleg_max: made, not delegated, and its maker told so. */
+	/* Past deleg_max: made, delegated and recalled at once, so that
+	 * nobody else is granted it before its maker has sent what it
+	 * queued there. */
 	f->m.cfg.deleg_max = 1;
 	assert_true(ask(f, &f->ca, f->d));
 	make_one(f, &f->ca, f->d, "nd3", S_IFDIR | 0755, a + 2);
-	assert_int_equal(held(f), 1);
-	assert_false(ns_get(&f->m.ns, a + 2)->flags & NODE_DELEG);
+	assert_int_equal(held(f), 2);
+	assert_true(ns_get(&f->m.ns, a + 2)->flags & NODE_DELEG);
 	assert_int_equal(f->batch_recalled, a + 2);
+	/* Past twice deleg_max: made, not delegated, and its maker told
+	 * so. */
+	make_one(f, &f->ca, f->d, "nd4", S_IFDIR | 0755, a + 3);
+	assert_int_equal(held(f), 2);
+	assert_false(ns_get(&f->m.ns, a + 3)->flags & NODE_DELEG);
+	assert_int_equal(f->batch_recalled, a + 3);
+}
+
+/*
+ * A mount that makes directories under one being recalled, and never
+ * gives any back, holds at most twice deleg_max: each is recalled at
+ * birth and costs the master a delegation until deleg_timeout.
+ */
+static void test_made_dirs_bounded(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__BatchOp o[16];
+	Sweepfs__BatchReply *r;
+	char names[16][8];
+	uint64_t a;
+
+	f->m.cfg.deleg_max = 4;
+	assert_true(ask(f, &f->ca, f->d));
+	assert_int_equal(ino_range(f, &f->ca, 16, &a), 16);
+	assert_true(lookup_waits(&f->cb, f->d, "x"));
+	assert_true(recalled(&f->ca, f->d));
+	for (int i = 0; i < 16; i++) {
+		snprintf(names[i], sizeof(names[i]), "m%d", i);
+		cop(&o[i], &cred, f->d, names[i], S_IFDIR | 0755, a + i);
+	}
+	r = batch(f, &f->ca, o, 16);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(r->errs[i], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_int_equal(f->sa.ndelegs, 8);
+	assert_int_equal(held(f), 8);
+	deleg_unpark(&f->cb.link);
 }
 
 /* Entries made in a delegated directory, by a batch, an ordinary request
@@ -1994,6 +2034,16 @@ static void test_own_batch_not_parked(void **state)
 	assert_true(conn_waits(&f->cb, SW_MSG_BATCH, &bq.base));
 	assert_true(recalled(&f->ca, f->sub));
 	deleg_unpark(&f->cb.link);
+	/* A no longer holds sub (as a batch sent again after a reconnect
+	 * finds it), C still holds d: A's batch there waits for no parent's
+	 * holder either. */
+	give_back(f, &f->ca, f->sub);
+	cop(&o[0], &cred, f->sub, "s2", S_IFREG | 0644, a + 2);
+	assert_false(conn_waits(&f->ca, SW_MSG_BATCH, &bq.base));
+	r = batch(f, &f->ca, o, 1);
+	assert_int_equal(r->errs[0], 0);
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_non_null(entry(f, f->sub, "s2"));
 }
 
 /*
@@ -2223,6 +2273,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_walk_paid_by_its_session,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_made_dir_delegated, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_made_dirs_bounded, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_new_entries_recall_by_ino,
 						setup, teardown),
