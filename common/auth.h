@@ -40,6 +40,7 @@ enum sw_auth_use {
 	SW_AUTH_MEMBER,	     /* a group's member, to its leader */
 	SW_AUTH_LEADER,	     /* the leader, to a member */
 	SW_AUTH_ONCE,	     /* the master's digest of a once request */
+	SW_AUTH_INO_RANGE,   /* inode numbers given to a session */
 };
 
 /* Set libsodium up (idempotent, thread-safe). 0 or -EIO. */

@@ -206,10 +206,8 @@ struct master {
 	unsigned nrates;    /* samples taken, in all */
 	int64_t started_at; /* wall ns */
 	int64_t started_mono;
-	/* ns.next_ino once the metadata was loaded, and when (mono ns):
-	 * numbers below it that batches resent after the restart use were
-	 * handed out before it, for session_timeout after (fsops.c). */
-	uint64_t boot_next_ino;
+	/* When the metadata was loaded, or this member came to lead (mono
+	 * ns): delegations wait a lease after it (deleg.c). */
 	int64_t loaded_mono;
 
 	bool stopping;

@@ -839,6 +839,7 @@ void op_ino_range(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__InoRangeReq *q = (const Sweepfs__InoRangeReq *)msg;
 	Sweepfs__InoRangeReply reply = SWEEPFS__INO_RANGE_REPLY__INIT;
+	uint8_t proof[SW_AUTH_TAG];
 	Sweepfs__Meta__Reserve rv = SWEEPFS__META__RESERVE__INIT;
 	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
 	struct session *s = r->s;
@@ -861,34 +862,15 @@ void op_ino_range(struct req *r, const ProtobufCMessage *msg)
 	rc = master_commit(r->m, r, &mut);
 	if (rc < 0)
 		goto out;
-	memmove(s->ino_lo + 1, s->ino_lo,
-		sizeof(s->ino_lo) - sizeof(*s->ino_lo));
-	memmove(s->ino_hi + 1, s->ino_hi,
-		sizeof(s->ino_hi) - sizeof(*s->ino_hi));
-	s->ino_lo[0] = first;
-	s->ino_hi[0] = rv.next_ino;
-	reply.has_first = reply.has_count = 1;
+	session_ino_add(s, first, rv.next_ino);
+	session_ino_proof(r->m, s->id, first, count, proof);
+	reply.has_first = reply.has_count = reply.has_proof = 1;
 	reply.first = first;
 	reply.count = count;
+	reply.proof.data = proof;
+	reply.proof.len = sizeof(proof);
 out:
 	req_answer(r, rc, &reply.base);
-}
-
-/*
- * Whether @s may make a node numbered @ino: one of its ranges, or,
- * for a session_timeout after a restart (when the ranges are forgotten),
- * below what was handed out before it: a batch sent again.
- */
-static bool ino_allowed(const struct master *m, const struct session *s,
-			uint64_t ino)
-{
-	int64_t since = sw_mono_ns() - m->loaded_mono;
-
-	for (unsigned i = 0; i < SW_ARRAY_SIZE(s->ino_lo); i++)
-		if (ino >= s->ino_lo[i] && ino < s->ino_hi[i])
-			return true;
-	return ino > NS_ROOT_INO && ino < m->boot_next_ino &&
-	       since < (int64_t)m->cfg.session_timeout_ms * 1000000;
 }
 
 /*
@@ -963,8 +945,7 @@ static int create_batched(struct req *r, const Sweepfs__BatchOp *op,
 	}
 	/* A number no longer ours may still be that of the node this
 	 * create made before it was sent again (create_node() says so). */
-	if (rc == 0 && !ino_allowed(r->m, r->s, op->ino) &&
-	    !made_already(r, op))
+	if (rc == 0 && !session_ino_has(r->s, op->ino) && !made_already(r, op))
 		rc = -EINVAL;
 	if (rc == 0)
 		rc = create_node(r, &nn, &n, &ch);

@@ -141,7 +141,6 @@ static int load_metadata(struct master *m)
 		return rc;
 	}
 	m->ns.version = last;
-	m->boot_next_ino = m->ns.next_ino;
 	m->loaded_mono = sw_mono_ns();
 	sw_notice(TAG,
 		  "metadata at version %" PRIu64 " (checkpoint %" PRIu64
@@ -875,7 +874,6 @@ void master_lead(struct master *m)
 		/* As after a restart: mounts resume their sessions, reclaim
 		 * their open files and send again what they had not had
 		 * answered; chunkservers register again. */
-		m->boot_next_ino = m->ns.next_ino;
 		m->loaded_mono = now;
 		m->data->settle_at =
 			now + (int64_t)m->cfg.chunkserver_grace_ms * 1000000;

@@ -631,6 +631,50 @@ static void session_secret(const struct master *m, uint64_t id,
 		    out);
 }
 
+/*
+ * A proven client's claims of the inode ranges its session was given
+ * (Hello.ino_ranges, newest first), for the creates of its batches sent
+ * again: each with its proof, and below what was handed out, is the
+ * session's again (the newest ends newest); the others are ignored. A
+ * number no range of the session covers is refused to its creates
+ * (fsops.c): without this, another client could make a node with a
+ * number handed out to this one, or one of a node since freed.
+ */
+static void claim_inos(struct master *m, struct session *s,
+		       Sweepfs__InoClaim *const *c, size_t n)
+{
+	uint8_t want[SW_AUTH_TAG];
+	size_t bad = 0;
+
+	if (n > SESSION_INO_RANGES) {
+		bad = n - SESSION_INO_RANGES;
+		n = SESSION_INO_RANGES;
+	}
+	for (size_t i = n; i-- > 0;) {
+		const Sweepfs__InoClaim *k = c[i];
+
+		if (!k->count || k->first <= NS_ROOT_INO ||
+		    k->first > m->ns.next_ino ||
+		    k->count > m->ns.next_ino - k->first ||
+		    k->proof.len != sizeof(want)) {
+			bad++;
+			continue;
+		}
+		session_ino_proof(m, s->id, k->first, k->count, want);
+		if (!sw_auth_equal(k->proof.data, want, sizeof(want))) {
+			bad++;
+			continue;
+		}
+		if (!session_ino_has(s, k->first))
+			session_ino_add(s, k->first, k->first + k->count);
+	}
+	if (bad)
+		sw_notice(TAG,
+			  "%s: %zu inode range(s) claimed without a right "
+			  "proof, or past the %d kept; ignored",
+			  s->peer, bad, SESSION_INO_RANGES);
+}
+
 /* Whether @h proves it is session @h->session_id's own client. */
 static bool owns_session(const struct master *m, const Sweepfs__Hello *h)
 {
@@ -888,6 +932,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		copy_bytes(s->name, sizeof(s->name), &h->client_name);
 	if (!resumed || h->reclaim)
 		session_reclaim(m, s, h->opens, h->n_opens);
+	if (s->may_reclaim)
+		claim_inos(m, s, h->ino_ranges, h->n_ino_ranges);
 	s->connected_at = sw_now_ns();
 	s->detached_at = 0;
 	/* Not said (an older or a bare client): the mount's default. */

@@ -91,7 +91,8 @@ struct session {
 	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
 	 * batch may still use an older one while a newer is asked for, and
 	 * a request sent again after a lost reply takes one more. In
-	 * memory only: master.c's boot_next_ino covers a restart. */
+	 * memory only: after a restart or a change of leader, the client
+	 * claims them again with their proofs (Hello.ino_ranges). */
 	uint64_t ino_lo[SESSION_INO_RANGES], ino_hi[SESSION_INO_RANGES];
 	/* Invalidations (watch.c) sent to it and acknowledged, by the
 	 * master's sequence; while it owes some it is on m->owing. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "context.h"
 #include "log.h"
 #include "req.h"
@@ -302,4 +303,37 @@ struct cursor *session_cursor(struct master *m, struct session *s,
 	victim->dir_ino = dir->ino;
 	victim->last_used = ++s->cursor_clock;
 	return &victim->c;
+}
+
+void session_ino_proof(const struct master *m, uint64_t sid, uint64_t first,
+		       uint32_t count, uint8_t proof[SW_AUTH_TAG])
+{
+	uint8_t b[20];
+
+	for (int i = 0; i < 8; i++) {
+		b[i] = (uint8_t)(sid >> (8 * i));
+		b[8 + i] = (uint8_t)(first >> (8 * i));
+	}
+	for (int i = 0; i < 4; i++)
+		b[16 + i] = (uint8_t)(count >> (8 * i));
+	sw_auth_tag(m->session_key, SW_AUTH_INO_RANGE, b, sizeof(b), NULL, 0,
+		    proof);
+}
+
+void session_ino_add(struct session *s, uint64_t lo, uint64_t hi)
+{
+	memmove(s->ino_lo + 1, s->ino_lo,
+		sizeof(s->ino_lo) - sizeof(*s->ino_lo));
+	memmove(s->ino_hi + 1, s->ino_hi,
+		sizeof(s->ino_hi) - sizeof(*s->ino_hi));
+	s->ino_lo[0] = lo;
+	s->ino_hi[0] = hi;
+}
+
+bool session_ino_has(const struct session *s, uint64_t ino)
+{
+	for (unsigned i = 0; i < SW_ARRAY_SIZE(s->ino_lo); i++)
+		if (ino >= s->ino_lo[i] && ino < s->ino_hi[i])
+			return true;
+	return false;
 }

@@ -50,6 +50,19 @@ void session_grants_reset(struct session *s);
 struct cursor *session_cursor(struct master *m, struct session *s,
 			      struct node *dir, bool create);
 
+/* The proof that session @sid was given the inode numbers [@first,
+ * @first + @count) (InoRangeReply.proof): a tag under the session key,
+ * so the same on every member of a group. */
+void session_ino_proof(const struct master *m, uint64_t sid, uint64_t first,
+		       uint32_t count, uint8_t proof[32]);
+
+/* @s may number the nodes it makes from [@lo, @hi): its newest range,
+ * before the older ones (it keeps SESSION_INO_RANGES). */
+void session_ino_add(struct session *s, uint64_t lo, uint64_t hi);
+
+/* Whether @s may number a node it makes @ino. */
+bool session_ino_has(const struct session *s, uint64_t ino);
+
 /* Map credentials @c (NULL: none) as @s's export says (maproot, mapall). */
 void session_map_cred(const struct session *s, Sweepfs__Cred *c);
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "access.h"
+#include "auth.h"
 #include "fsio.h"
 #include "deleg.h"
 #include "dircache.h"
@@ -83,6 +84,9 @@ struct sent {
 /* Inode numbers asked for at once, and how few left make us ask. */
 #define INO_RANGE 4096u
 #define INO_LOW (INO_RANGE / 4)
+/* Ranges claimed again at a reconnect: what the master keeps of a
+ * session's (master/sessrec.h, SESSION_INO_RANGES). */
+#define INO_CLAIMS 4
 
 struct deleg {
 	struct mount *m;
@@ -104,6 +108,14 @@ struct deleg {
 	/* Inode numbers for what is made here: [ino_next, ino_end), then
 	 * the spare range that came before those ran out. */
 	uint64_t ino_next, ino_end, spare_next, spare_end;
+	/* The last ranges the master gave, newest first, with its proofs:
+	 * claimed at a reconnect, for the creates sent again
+	 * (deleg_ino_claims()). */
+	struct ino_claim {
+		uint64_t first;
+		uint32_t count;
+		uint8_t proof[SW_AUTH_TAG];
+	} claims[INO_CLAIMS];
 	bool ino_asking;
 	int64_t ino_refused_at; /* mono ns the last ask failed */
 	/* amu */
@@ -888,8 +900,9 @@ void deleg_reconnected(struct deleg *dg)
 		knames_reconnected(dg->kn);
 	/* The master dropped them; the kernel still has their names. The
 	 * returns that follow are answered, and change nothing. A master
-	 * that restarted knows our inode numbers only for a batch sent
-	 * again, briefly: new nodes take new ones. */
+	 * that restarted knows our last ranges again from the hello's
+	 * claims (deleg_ino_claims()), for the batches sent again; new
+	 * nodes take new numbers. */
 	pthread_mutex_lock(&dg->mu);
 	dg->ino_next = dg->ino_end = dg->spare_next = dg->spare_end = 0;
 	v = calloc(dg->ndirs ? dg->ndirs : 1, sizeof(*v));
@@ -1151,6 +1164,13 @@ static void ino_done(void *arg, int rc, ProtobufCMessage **reply)
 	pthread_mutex_lock(&dg->mu);
 	dg->ino_asking = false;
 	if (r && r->first && r->count && r->first + r->count > r->first) {
+		if (r->has_proof && r->proof.len == SW_AUTH_TAG) {
+			memmove(dg->claims + 1, dg->claims,
+				sizeof(dg->claims) - sizeof(*dg->claims));
+			dg->claims[0].first = r->first;
+			dg->claims[0].count = r->count;
+			memcpy(dg->claims[0].proof, r->proof.data, SW_AUTH_TAG);
+		}
 		if (dg->ino_next == dg->ino_end) {
 			dg->ino_next = r->first;
 			dg->ino_end = r->first + r->count;
@@ -1183,6 +1203,39 @@ static uint64_t take_ino(struct deleg *dg, bool *ask)
 	if (*ask)
 		dg->ino_asking = true;
 	return dg->ino_next < dg->ino_end ? dg->ino_next++ : 0;
+}
+
+void deleg_ino_claims(struct deleg *dg, Sweepfs__InoClaim ***out, size_t *n)
+{
+	Sweepfs__InoClaim **v, *k;
+	uint8_t *proofs;
+	size_t count = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!dg)
+		return;
+	/* One block: the pointers, the claims, their proofs. */
+	v = malloc(INO_CLAIMS * (sizeof(*v) + sizeof(**v) + SW_AUTH_TAG));
+	if (!v)
+		return; /* the creates sent again are refused, and said so */
+	k = (Sweepfs__InoClaim *)(v + INO_CLAIMS);
+	proofs = (uint8_t *)(k + INO_CLAIMS);
+	pthread_mutex_lock(&dg->mu);
+	for (size_t i = 0; i < INO_CLAIMS && dg->claims[i].count; i++) {
+		sweepfs__ino_claim__init(&k[count]);
+		k[count].first = dg->claims[i].first;
+		k[count].count = dg->claims[i].count;
+		memcpy(proofs + count * SW_AUTH_TAG, dg->claims[i].proof,
+		       SW_AUTH_TAG);
+		k[count].proof.data = proofs + count * SW_AUTH_TAG;
+		k[count].proof.len = SW_AUTH_TAG;
+		v[count] = &k[count];
+		count++;
+	}
+	pthread_mutex_unlock(&dg->mu);
+	*out = v;
+	*n = count;
 }
 
 static void ask_inos(struct deleg *dg)

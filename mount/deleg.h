@@ -129,6 +129,14 @@ int deleg_sync(struct deleg *dg);
  * request that recalls it removes its tree (a hint: knames.c). */
 void deleg_recall(struct deleg *dg, uint64_t dir, bool removed);
 
+/*
+ * The inode ranges the master gave us last, with its proofs, for the
+ * hello of a reconnect (Hello.ino_ranges): the creates of batches sent
+ * again use their numbers. Fills *@out (one malloc'd block, the caller
+ * frees it) and *@n. Receiver thread.
+ */
+void deleg_ino_claims(struct deleg *dg, Sweepfs__InoClaim ***out, size_t *n);
+
 /* Reconnected: the master has dropped every delegation of ours. Or the
  * lease ran out (master_conn.h): it is about to; give them all back. */
 void deleg_reconnected(struct deleg *dg);

@@ -269,6 +269,13 @@ static void open_claims_cb(void *arg, Sweepfs__OpenClaim ***claims, size_t *n)
 	itable_open_claims(&m->inodes, claims, n);
 }
 
+static void ino_claims_cb(void *arg, Sweepfs__InoClaim ***claims, size_t *n)
+{
+	struct mount *m = arg;
+
+	deleg_ino_claims(m->deleg, claims, n);
+}
+
 /* The mount's own options (-o KEY=VALUE) into @m and @target. -1 after
  * saying what is wrong. */
 static int apply_cli(const struct cli *cli, struct mount *m,
@@ -377,6 +384,7 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 		(uint32_t)(SW_MAX(m->entry_timeout, m->negative_timeout) *
 			   1000);
 	mo->open_claims = open_claims_cb;
+	mo->ino_claims = ino_claims_cb;
 	mo->notify = notify_cb;
 	mo->reconnected = reconnected_cb;
 	mo->before_send = before_send_cb;

@@ -396,7 +396,8 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	ProtobufCMessage *reply;
 	uint8_t tag[SW_AUTH_TAG];
 	Sweepfs__OpenClaim **claims = NULL;
-	size_t nclaims = 0;
+	Sweepfs__InoClaim **inos = NULL;
+	size_t nclaims = 0, ninos = 0;
 	int fd, rc, tries = 0;
 	int64_t t0;
 
@@ -436,6 +437,11 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 		hello.opens = claims;
 		hello.has_reclaim = 1;
 		hello.reclaim = 1;
+	}
+	if (*session_id && mc->has_secret && mc->o.ino_claims) {
+		mc->o.ino_claims(mc->o.arg, &inos, &ninos);
+		hello.n_ino_ranges = ninos;
+		hello.ino_ranges = inos;
 	}
 again:
 	/* Through the connection's core, whose table is empty while there
@@ -499,6 +505,7 @@ again:
 	if (hr)
 		sweepfs__hello_reply__free_unpacked(hr, NULL);
 	free(claims);
+	free(inos);
 	if (rc < 0) {
 		/* Nothing read on it may reach the next connection; the
 		 * table holds nothing while there is no connection. */

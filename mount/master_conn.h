@@ -46,6 +46,9 @@ struct mconn_opts {
 	 * receiver thread.
 	 */
 	void (*open_claims)(void *arg, Sweepfs__OpenClaim ***claims, size_t *n);
+	/* The inode ranges to claim again on reconnect (Hello.ino_ranges):
+	 * the same way. */
+	void (*ino_claims)(void *arg, Sweepfs__InoClaim ***claims, size_t *n);
 	/* A notification frame; called on the receiver thread. */
 	void (*notify)(void *arg, uint16_t type, const uint8_t *payload,
 		       size_t len);

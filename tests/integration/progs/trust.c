@@ -55,6 +55,15 @@
  *            were; an admin's root changes them
  *   times    uid 1000's MTIME_NOW and WRITE_END carrying 1970 on a root
  *            0666 file leave an mtime of about now; root may set 1970
+ *   inos     a /team session of 127.0.0.3 (one that may hold delegations)
+ *            is given an inode range with a proof, the session key's tag
+ *            of the session, the range's first number and its count;
+ *            prints "inos: range FIRST COUNT" for inos-after
+ *   inos-after=FIRST:COUNT  after a master restart, which forgets the
+ *            ranges: a new session's batch create with a number of that
+ *            range is refused (EINVAL); so is the range's own session's
+ *            when it claims the range with a wrong proof, or claims none;
+ *            with the right proof it makes the node with that number
  *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
  *            entries, from 127.0.0.3's /team (which may hold
  *            delegations): some granted, not all, and another client's
@@ -109,6 +118,8 @@ struct hello {
 	uint64_t proven;  /* a session id to prove with its secret */
 	Sweepfs__OpenClaim **claims;
 	size_t nclaims;
+	Sweepfs__InoClaim **inos; /* Hello.ino_ranges */
+	size_t ninos;
 };
 
 /* Connect from @from (an address of the loopback network). */
@@ -172,6 +183,8 @@ static uint64_t hello(struct peer *p, const struct hello *o)
 	h.has_reclaim = h.reclaim = o->nclaims != 0;
 	h.n_opens = o->nclaims;
 	h.opens = o->claims;
+	h.n_ino_ranges = o->ninos;
+	h.ino_ranges = o->inos;
 	for (int round = 0;; round++) {
 		id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
 		r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id,
@@ -728,6 +741,161 @@ static void check_recall_confined(void)
 	ok("recall: a node a confined session may not use recalls nothing");
 }
 
+/* ---- inode ranges ------------------------------------------------------------ */
+
+/* The session of the range, the same before and after the restart. */
+static uint64_t inos_sid(uint64_t seed)
+{
+	return 0x1205000000000000ull | (seed & 0xffffffff);
+}
+
+/* The proof of [@first, @first + @count) for session @sid, as the master
+ * makes it from session.key. */
+static void ino_proof(uint64_t sid, uint64_t first, uint32_t count,
+		      uint8_t out[SW_AUTH_TAG])
+{
+	uint8_t key[SW_AUTH_KEY], b[20];
+
+	if (sw_auth_key_load(session_key_file, key) < 0)
+		fail("cannot read %s", session_key_file);
+	for (int i = 0; i < 8; i++) {
+		b[i] = (uint8_t)(sid >> (8 * i));
+		b[8 + i] = (uint8_t)(first >> (8 * i));
+	}
+	for (int i = 0; i < 4; i++)
+		b[16 + i] = (uint8_t)(count >> (8 * i));
+	sw_auth_tag(key, SW_AUTH_INO_RANGE, b, sizeof(b), NULL, 0, out);
+}
+
+/* A BATCH of one create of @name in @parent numbered @ino: its error. */
+static int batch_create(struct peer *p, uint64_t parent, const char *name,
+			uint64_t ino)
+{
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__BatchOp o = SWEEPFS__BATCH_OP__INIT, *ops[1] = { &o };
+	Sweepfs__BatchReply *r;
+	uint64_t id;
+	int err;
+
+	o.type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
+	o.cred = &root_cred;
+	o.parent = parent;
+	o.name = str(name);
+	o.has_ino = o.has_mode = 1;
+	o.ino = ino;
+	o.mode = S_IFREG | 0644;
+	q.n_ops = 1;
+	q.ops = ops;
+	id = peer_send(p, SW_MSG_BATCH, 0, &q.base);
+	r = (Sweepfs__BatchReply *)peer_reply(p, SW_MSG_BATCH, id, &err);
+	if (err)
+		return err;
+	if (r->n_errs != 1)
+		fail("inos: a batch of one answered with %zu errors",
+		     r->n_errs);
+	err = r->errs[0];
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+static void check_inos(uint64_t seed)
+{
+	struct hello o = { .subdir = "/team",
+			   .from = "127.0.0.3",
+			   .proven = inos_sid(seed) };
+	Sweepfs__DelegReq d = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__InoRangeReq q = SWEEPFS__INO_RANGE_REQ__INIT;
+	Sweepfs__DelegReply *dr;
+	Sweepfs__InoRangeReply *r;
+	uint8_t want[SW_AUTH_TAG];
+	struct peer p;
+	uint64_t team, dir, id, first;
+	uint32_t count;
+	int err;
+
+	team = hello(&p, &o);
+	dir = make(&p, team, "inos", S_IFDIR | 0755);
+	d.dir = dir;
+	id = peer_send(&p, SW_MSG_DELEG, 0, &d.base);
+	dr = (Sweepfs__DelegReply *)peer_reply(&p, SW_MSG_DELEG, id, &err);
+	if (err || !dr->granted)
+		fail("inos: the session was not granted its directory");
+	sweepfs__deleg_reply__free_unpacked(dr, NULL);
+	q.count = 16;
+	id = peer_send(&p, SW_MSG_INO_RANGE, 0, &q.base);
+	r = (Sweepfs__InoRangeReply *)peer_reply(&p, SW_MSG_INO_RANGE, id,
+						 &err);
+	if (err || !r->first || r->count != 16)
+		fail("inos: no range of 16 numbers (%s)", strerror(err));
+	first = r->first;
+	count = r->count;
+	ino_proof(o.proven, first, count, want);
+	if (!r->has_proof || r->proof.len != sizeof(want) ||
+	    memcmp(r->proof.data, want, sizeof(want)))
+		fail("inos: the range came without its proof");
+	sweepfs__ino_range_reply__free_unpacked(r, NULL);
+	must(batch_create(&p, dir, "first", first),
+	     "a batch create with the range's first number");
+	peer_close(&p);
+	printf("inos: range %" PRIu64 " %" PRIu32 "\n", first, count);
+	ok("inos: a range comes with the session key's proof");
+}
+
+static void check_inos_after(uint64_t seed, const char *arg)
+{
+	struct hello o = { .subdir = "/team", .from = "127.0.0.3" };
+	Sweepfs__InoClaim claim = SWEEPFS__INO_CLAIM__INIT,
+			  *claims[1] = { &claim };
+	uint8_t proof[SW_AUTH_TAG];
+	struct peer p;
+	uint64_t team, dir, mine, first, ino = 0;
+	unsigned count;
+
+	if (sscanf(arg, "%" SCNu64 ":%u", &first, &count) != 2 || !count)
+		fail("inos-after=FIRST:COUNT, not %s", arg);
+	/* Another session, in its own directory. */
+	team = hello(&p, &o);
+	dir = make(&p, team, "inos-other", S_IFDIR | 0755);
+	expect(batch_create(&p, dir, "taken", first + 1), EINVAL,
+	       "another session's batch create with a number of the range, "
+	       "after a restart");
+	must(lookup(&p, team, "inos", &mine), "lookup /team/inos");
+	peer_close(&p);
+	/* The range's own session, claiming it with a wrong proof, then
+	 * with none. */
+	ino_proof(inos_sid(seed), first, count, proof);
+	proof[0] ^= 1;
+	claim.first = first;
+	claim.count = count;
+	claim.proof = (ProtobufCBinaryData){ sizeof(proof), proof };
+	o.proven = inos_sid(seed);
+	o.inos = claims;
+	o.ninos = 1;
+	hello(&p, &o);
+	expect(batch_create(&p, mine, "mine", first + 1), EINVAL,
+	       "the session's batch create, its range claimed with a wrong "
+	       "proof");
+	peer_close(&p);
+	o.ninos = 0;
+	hello(&p, &o);
+	expect(batch_create(&p, mine, "mine", first + 1), EINVAL,
+	       "the session's batch create, its range not claimed");
+	peer_close(&p);
+	/* With the right proof: made, with that number. */
+	proof[0] ^= 1;
+	o.ninos = 1;
+	hello(&p, &o);
+	must(batch_create(&p, mine, "mine", first + 1),
+	     "the session's batch create, its range claimed with its proof");
+	must(lookup(&p, mine, "mine", &ino), "lookup inos/mine");
+	if (ino != first + 1)
+		fail("inos: the node made has number %" PRIu64 ", not %" PRIu64,
+		     ino, first + 1);
+	peer_close(&p);
+	ok("inos: after a restart only the session that proves it was given "
+	   "a range makes nodes with its numbers");
+}
+
 /* ---- times ------------------------------------------------------------------- */
 
 /*
@@ -1171,6 +1339,10 @@ int main(int argc, char **argv)
 			check_recursive();
 		else if (!strcmp(c, "times"))
 			check_times();
+		else if (!strcmp(c, "inos"))
+			check_inos(seed);
+		else if (!strncmp(c, "inos-after=", 11))
+			check_inos_after(seed, c + 11);
 		else if (!strncmp(c, "grants=", 7))
 			check_grants((unsigned)atoi(c + 7), 400, max_ms);
 		else

@@ -3,8 +3,9 @@
 # each tried for real on the wire (tests/integration/progs/trust.c lists
 # every check and its expected outcome): open files claimed at a hello,
 # SET_VIA_FD on a file not open for writing, a request "sent again" under
-# another request's id, group 0 under root squashing, and other sessions'
-# names in INFO. Then the master must still be up, its log must name each
+# another request's id, group 0 under root squashing, other sessions'
+# names in INFO, and after a restart inode numbers handed out to another
+# session. Then the master must still be up, its log must name each
 # refusal, and a restart must load what it journaled.
 #
 # Needs no mount. TRUST_SEED repeats the random choices.
@@ -42,7 +43,9 @@ trust() {
 	sed 's/^/    /' "$SW_TMP/trust.out" >&2
 }
 
-trust setup reclaim viafd again gid0 info rootonly recall recursive times
+trust setup reclaim viafd again gid0 info rootonly recall recursive times inos
+read -r _ _ INO_FIRST INO_COUNT < <(grep '^inos: range ' "$SW_TMP/trust.out") ||
+	fail "trust inos printed no range"
 # Sanitizers make the master several times slower: its pings too.
 PING_MAX=100
 [[ $SWEEPFS_BUILD != *asan* ]] || PING_MAX=400
@@ -56,8 +59,9 @@ for what in "without its session's secret; not reclaimed" \
 done
 
 log "the requests' digests come back from the changelog and a checkpoint"
+log "and the inode ranges handed out are claimed again only with their proofs"
 restart_master kill
-trust again-made
+trust again-made "inos-after=$INO_FIRST:$INO_COUNT"
 restart_master term
 trust again-made
 stop_master
