@@ -136,6 +136,7 @@ struct deleg {
 	unsigned tag;		  /* its marks' (see above) */
 	int64_t recall_at;	  /* mono ns the recall went out; 0: none */
 	bool removed;		  /* recalled by a removal of its tree */
+	bool born;		  /* recalled at birth, nobody waits (yet) */
 	struct req_link *waiters; /* parked on it, through park_next */
 	struct deleg *next, *prev;
 };
@@ -151,6 +152,7 @@ struct delegs {
 	struct htab by_dir; /* struct deleg by dir->ino */
 	struct deleg *head;
 	uint64_t nrecalling; /* delegations being recalled */
+	uint64_t nborn;	     /* of those, born ones nobody waits for */
 	uint64_t ended;	     /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
 	struct deleg_bucket all; /* everyone's visits (see above) */
@@ -316,6 +318,7 @@ static void end(struct master *m, struct deleg *d, const char *why)
 			ds->st.recall_max_ns = ns;
 		d->s->nrecalling--;
 		ds->nrecalling--;
+		ds->nborn -= d->born;
 	}
 	sw_debug(TAG, "session %" PRIu64 ": directory %" PRIu64 " %s", d->s->id,
 		 d->dir->ino, why);
@@ -467,6 +470,8 @@ static void take_back(struct master *m, struct deleg *d, const char *why)
 	d->recall_at = 0;
 	s->nrecalling--;
 	ds->nrecalling--;
+	ds->nborn -= d->born;
+	d->born = false;
 	/* Told its tree goes, it may leave the names when it gives it back
 	 * at last: held as when it answers (op_deleg_return()). Out of
 	 * memory, its connection goes (below). */
@@ -726,6 +731,11 @@ bool deleg_wait(struct master *m, struct session *s, struct req_link *l,
 		while ((d = conflict(m, s, type, msg)) != NULL);
 		return false;
 	}
+	/* Waited for now: a recall like the others (refusal()). */
+	if (d->born) {
+		d->born = false;
+		m->delegs->nborn--;
+	}
 	l->parked = d;
 	l->park_next = d->waiters;
 	d->waiters = l;
@@ -885,7 +895,7 @@ static const char *refusal(struct master *m, struct session *s,
 	 * for it would find new delegations to wait for, and once its time
 	 * is up (wait_limit()) they would be taken back with no time to
 	 * answer, their holders' queued operations refused. */
-	if (m->delegs->nrecalling && !made)
+	if (m->delegs->nrecalling > m->delegs->nborn && !made)
 		return "another recall is outstanding";
 	if (s->nrevoked)
 		return "a delegation was taken back and not given back";
@@ -1204,14 +1214,24 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 	 * revocation. Past that (a mount making directories faster than it
 	 * gives them back, or one that does not answer), it is not
 	 * delegated, and its maker is told so at once.
+	 *
+	 * Given back for a refusal, nobody waits for it: its recall does
+	 * not refuse others' grants meanwhile (refusal()), until a request
+	 * comes to wait for it (deleg_wait()); a mount at deleg_max that
+	 * unpacks a tree would otherwise stop every other mount's grants
+	 * at each directory it makes.
 	 */
 	if (d && d->s == s && !s->nrevoked &&
 	    s->ndelegs / 2 < m->cfg.deleg_max) {
-		bool back = d->recall_at || refusal(m, s, dir, true, true);
+		bool under = d->recall_at != 0;
+		bool back = under || refusal(m, s, dir, true, true);
 
 		if (grant(m, s, dir, &made) == 0) {
-			if (back)
-				recall(m, made, d->recall_at && d->removed);
+			if (back && recall(m, made, under && d->removed) &&
+			    !under) {
+				made->born = true;
+				m->delegs->nborn++;
+			}
 			return;
 		}
 	}

@@ -12,7 +12,12 @@
  * holder returns D, loses its connection, or lets deleg_timeout run out
  * (then D is revoked, deleg.c). The holder's own
  * requests are never held: they come in order on one connection, after
- * the batches it sent before them.
+ * the batches it sent before them. A mount's batches are the one
+ * exception to the promise: a batch waits for the holder of a directory
+ * it operates in, not for the holder of that directory's parent, which
+ * is recalled all the same (its cached attributes of the entry go
+ * stale): the mount answered those operations long before, and a
+ * waiting batch is overtaken by its sender's later ones (server.c).
  *
  * Flags mark the nodes concerned, so that a request that touches none
  * costs one flag test per inode it names: NODE_DELEG on D, and on each

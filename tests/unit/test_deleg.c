@@ -1416,7 +1416,7 @@ static void test_made_dir_delegated(void **state)
 	uint64_t a;
 
 	assert_true(ask(f, &f->ca, f->d));
-	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
+	assert_int_equal(ino_range(f, &f->ca, 8, &a), 8);
 	make_one(f, &f->ca, f->d, "nd", S_IFDIR | 0755, a);
 	assert_int_equal(f->batch_recalled, 0); /* held from birth */
 	assert_int_equal(held(f), 2);
@@ -1455,20 +1455,33 @@ static void test_made_dir_delegated(void **state)
 	assert_int_equal(held(f), 0);
 
 	/* Past deleg_max: made, delegated and recalled at once, so that
-	 * nobody else is granted it before its maker has sent what it
-	 * queued there. */
+	 * nobody reaches into it before its maker has sent what it queued
+	 * there, also once the parent is back. Nobody waits for it yet:
+	 * others are granted what they ask meanwhile. */
 	f->m.cfg.deleg_max = 1;
 	assert_true(ask(f, &f->ca, f->d));
 	make_one(f, &f->ca, f->d, "nd3", S_IFDIR | 0755, a + 2);
 	assert_int_equal(held(f), 2);
 	assert_true(ns_get(&f->m.ns, a + 2)->flags & NODE_DELEG);
 	assert_int_equal(f->batch_recalled, a + 2);
-	/* Past twice deleg_max: made, not delegated, and its maker told
-	 * so. */
+	give_back(f, &f->ca, f->d);
+	assert_true(ask(f, &f->cc, f->sub));
+	give_back(f, &f->cc, f->sub);
+	assert_true(lookup_waits(&f->cb, ns_get(&f->m.ns, a + 2), "x"));
+	/* Waited for now: others' grants wait for its return. */
+	assert_false(ask(f, &f->cc, f->sub));
+	deleg_unpark(&f->cb.link);
+	give_back(f, &f->ca, ns_get(&f->m.ns, a + 2));
+	assert_int_equal(held(f), 0);
+	assert_true(ask(f, &f->ca, f->d));
 	make_one(f, &f->ca, f->d, "nd4", S_IFDIR | 0755, a + 3);
 	assert_int_equal(held(f), 2);
-	assert_false(ns_get(&f->m.ns, a + 3)->flags & NODE_DELEG);
-	assert_int_equal(f->batch_recalled, a + 3);
+	/* Past twice deleg_max: made, not delegated, and its maker told
+	 * so. */
+	make_one(f, &f->ca, f->d, "nd5", S_IFDIR | 0755, a + 4);
+	assert_int_equal(held(f), 2);
+	assert_false(ns_get(&f->m.ns, a + 4)->flags & NODE_DELEG);
+	assert_int_equal(f->batch_recalled, a + 4);
 }
 
 /*
@@ -2127,7 +2140,7 @@ static void test_own_batch_revoked_and_made(void **state)
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
 	Sweepfs__BatchReq bq = SWEEPFS__BATCH_REQ__INIT;
 	struct node *x = mk(f, f->m.ns.root, "x", S_IFDIR | 0755);
-	Sweepfs__BatchOp o[2], *ops[2];
+	Sweepfs__BatchOp o[3], *ops[3];
 	Sweepfs__BatchReply *r;
 	uint64_t a;
 
@@ -2145,19 +2158,27 @@ static void test_own_batch_revoked_and_made(void **state)
 	assert_true(deleg_revoked(&f->m, &f->sa, f->sub->ino));
 	f->m.cfg.deleg_timeout_ms = 10000;
 	assert_true(ask(f, &f->cc, f->d));
-	/* A's batch: in sub (refused, no wait, no recall of C) and in x. */
+	/* A's batch: in sub (refused, no wait, no recall of C) and in x,
+	 * where the directory it makes is not delegated to it while it
+	 * owes the revocation (told so at once). */
+	assert_int_equal(ino_range(f, &f->ca, 4, &a), 4);
 	cop(&o[0], &cred, f->sub, "s1", S_IFREG | 0644, a);
 	cop(&o[1], &cred, x, "x1", S_IFREG | 0644, a + 1);
+	cop(&o[2], &cred, x, "xd", S_IFDIR | 0755, a + 3);
 	ops[0] = &o[0];
 	ops[1] = &o[1];
-	bq.n_ops = 2;
+	ops[2] = &o[2];
+	bq.n_ops = 3;
 	bq.ops = ops;
 	assert_false(conn_waits(&f->ca, SW_MSG_BATCH, &bq.base));
 	assert_false(recalled(&f->cc, f->d));
-	r = batch(f, &f->ca, o, 2);
+	r = batch(f, &f->ca, o, 3);
 	assert_int_equal(r->errs[0], EKEYREVOKED);
 	assert_int_equal(r->errs[1], 0);
+	assert_int_equal(r->errs[2], 0);
 	sweepfs__batch_reply__free_unpacked(r, NULL);
+	assert_false(ns_get(&f->m.ns, a + 3)->flags & NODE_DELEG);
+	assert_int_equal(f->batch_recalled, a + 3);
 	give_back(f, &f->ca, f->sub);
 
 	/* A holds sub again (C still holds d): a directory its batch makes
