@@ -639,6 +639,12 @@ static void session_secret(const struct master *m, uint64_t id,
  * number no range of the session covers is refused to its creates
  * (fsops.c): without this, another client could make a node with a
  * number handed out to this one, or one of a node since freed.
+ *
+ * Only for a session_timeout after the metadata was loaded or this
+ * member came to lead, when the ranges were forgotten and batches are
+ * sent again: a session's ranges live in memory otherwise, and a proof
+ * kept for long would let its session make again nodes of its own since
+ * freed (a trash item names its parent by number).
  */
 static void claim_inos(struct master *m, struct session *s,
 		       Sweepfs__InoClaim *const *c, size_t n)
@@ -646,6 +652,9 @@ static void claim_inos(struct master *m, struct session *s,
 	uint8_t want[SW_AUTH_TAG];
 	size_t bad = 0;
 
+	if (!n || sw_mono_ns() - m->loaded_mono >=
+			  (int64_t)m->cfg.session_timeout_ms * 1000000)
+		return;
 	if (n > SESSION_INO_RANGES) {
 		bad = n - SESSION_INO_RANGES;
 		n = SESSION_INO_RANGES;
