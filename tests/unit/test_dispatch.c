@@ -186,6 +186,12 @@ static void test_read_only_and_admin(void **state)
 			 0);
 }
 
+/* dispatch_admit() of @msg of @type from @s. */
+static int admit(uint16_t type, struct session *s, ProtobufCMessage *msg)
+{
+	return dispatch_admit(dispatch_route(type), s, msg);
+}
+
 /*
  * What concerns the whole filesystem or the cluster: fsck's report names
  * files anywhere, a group request changes the leader or the members. An
@@ -204,34 +210,18 @@ static void test_whole_filesystem_requests(void **state)
 	session_as(&confined, SWEEPFS__ROLE__ROLE_TOOL, true, true);
 	confined.root_ino = NS_ROOT_INO + 41;
 
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &admin,
-					&fsck.base),
-			 0);
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &ro_admin,
-					&fsck.base),
-			 0);
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_FSCK), &confined,
-					&fsck.base),
-			 -EPERM);
+	assert_int_equal(admit(SW_MSG_FSCK, &admin, &fsck.base), 0);
+	assert_int_equal(admit(SW_MSG_FSCK, &ro_admin, &fsck.base), 0);
+	assert_int_equal(admit(SW_MSG_FSCK, &confined, &fsck.base), -EPERM);
 	group.has_transfer_to = 1;
 	group.transfer_to = 2;
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &admin,
-					&group.base),
-			 0);
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &ro_admin,
-					&group.base),
-			 -EROFS);
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &confined,
-					&group.base),
-			 -EPERM);
+	assert_int_equal(admit(SW_MSG_GROUP, &admin, &group.base), 0);
+	assert_int_equal(admit(SW_MSG_GROUP, &ro_admin, &group.base), -EROFS);
+	assert_int_equal(admit(SW_MSG_GROUP, &confined, &group.base), -EPERM);
 	group.has_transfer_to = 0;
 	group.add = "3=127.0.0.1:9421";
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &ro_admin,
-					&group.base),
-			 -EROFS);
-	assert_int_equal(dispatch_admit(dispatch_route(SW_MSG_GROUP), &confined,
-					&group.base),
-			 -EPERM);
+	assert_int_equal(admit(SW_MSG_GROUP, &ro_admin, &group.base), -EROFS);
+	assert_int_equal(admit(SW_MSG_GROUP, &confined, &group.base), -EPERM);
 }
 
 static void test_creds_mapped(void **state)

@@ -278,6 +278,26 @@ int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q)
 	return err;
 }
 
+int peer_batch_one(struct peer *p, Sweepfs__BatchOp *op)
+{
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__BatchReply *r;
+	uint64_t id;
+	int err;
+
+	q.n_ops = 1;
+	q.ops = &op;
+	id = peer_send(p, SW_MSG_BATCH, 0, &q.base);
+	r = (Sweepfs__BatchReply *)peer_reply(p, SW_MSG_BATCH, id, &err);
+	if (err)
+		fail("batch: %s", strerror(err));
+	if (r->n_errs != 1)
+		fail("batch: %zu errors for one op", r->n_errs);
+	err = r->errs[0]; /* positive errno, as all errors on the wire */
+	sweepfs__batch_reply__free_unpacked(r, NULL);
+	return err;
+}
+
 void peer_hello(struct peer *p, int role)
 {
 	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;

@@ -68,6 +68,9 @@ ProtobufCMessage *peer_reply(struct peer *p, uint16_t type, uint64_t id,
 			     int *err);
 /* Send a request; its reply's error (positive errno or 0). */
 int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q);
+/* Send a BATCH of the one operation @op; that operation's error
+ * (positive errno or 0). The batch itself failing fails the check. */
+int peer_batch_one(struct peer *p, Sweepfs__BatchOp *op);
 void peer_hello(struct peer *p, int role);
 /* Connect and say hello as a mount. */
 void peer_open(struct peer *p, uint16_t port);

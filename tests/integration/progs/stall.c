@@ -242,27 +242,13 @@ static void deleg_return(struct peer *p, uint64_t dir)
 /* A batch of one unlink of @name in @dir: that op's error (errno). */
 static int batch_unlink(struct peer *p, uint64_t dir, const char *name)
 {
-	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
-	Sweepfs__BatchOp op = SWEEPFS__BATCH_OP__INIT, *ops[1] = { &op };
-	Sweepfs__BatchReply *r;
-	uint64_t id;
-	int err;
+	Sweepfs__BatchOp op = SWEEPFS__BATCH_OP__INIT;
 
 	op.type = SWEEPFS__BATCH_TYPE__BATCH_UNLINK;
 	op.cred = &root_cred;
 	op.parent = dir;
 	op.name = str(name);
-	q.n_ops = 1;
-	q.ops = ops;
-	id = peer_send(p, SW_MSG_BATCH, 0, &q.base);
-	r = (Sweepfs__BatchReply *)peer_reply(p, SW_MSG_BATCH, id, &err);
-	if (err)
-		fail("batch: %s", strerror(err));
-	if (r->n_errs != 1)
-		fail("batch: %zu errors for one op", r->n_errs);
-	err = r->errs[0]; /* positive errno, as all errors on the wire */
-	sweepfs__batch_reply__free_unpacked(r, NULL);
-	return err;
+	return peer_batch_one(p, &op);
 }
 
 /* ---- setup -------------------------------------------------------------- */

@@ -771,11 +771,7 @@ static void ino_proof(uint64_t sid, uint64_t first, uint32_t count,
 static int batch_create(struct peer *p, uint64_t parent, const char *name,
 			uint64_t ino)
 {
-	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
-	Sweepfs__BatchOp o = SWEEPFS__BATCH_OP__INIT, *ops[1] = { &o };
-	Sweepfs__BatchReply *r;
-	uint64_t id;
-	int err;
+	Sweepfs__BatchOp o = SWEEPFS__BATCH_OP__INIT;
 
 	o.type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
 	o.cred = &root_cred;
@@ -784,18 +780,7 @@ static int batch_create(struct peer *p, uint64_t parent, const char *name,
 	o.has_ino = o.has_mode = 1;
 	o.ino = ino;
 	o.mode = S_IFREG | 0644;
-	q.n_ops = 1;
-	q.ops = ops;
-	id = peer_send(p, SW_MSG_BATCH, 0, &q.base);
-	r = (Sweepfs__BatchReply *)peer_reply(p, SW_MSG_BATCH, id, &err);
-	if (err)
-		return err;
-	if (r->n_errs != 1)
-		fail("inos: a batch of one answered with %zu errors",
-		     r->n_errs);
-	err = r->errs[0];
-	sweepfs__batch_reply__free_unpacked(r, NULL);
-	return err;
+	return peer_batch_one(p, &o);
 }
 
 static void check_inos(uint64_t seed)
