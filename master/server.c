@@ -681,10 +681,12 @@ static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
  * handled before it: it changes nothing and names none of @nodes (those
  * of the frames it would pass); or its type overtakes (messages.def: a
  * batch, a delegation's return, a ping, an invalidation's ack), which
- * always go on (below).
+ * always go on (below), but for batches and returns behind a batch
+ * (@behind_batch).
  */
 static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
-		     const uint8_t *payload, const uint64_t *nodes, size_t nn)
+		     const uint8_t *payload, const uint64_t *nodes, size_t nn,
+		     bool behind_batch)
 {
 	const struct sw_msg_info *info = sw_msg_info(hdr->type);
 	const struct route *rt = dispatch_route(hdr->type);
@@ -695,7 +697,8 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 	size_t n;
 
 	if (info && info->overtakes)
-		return true;
+		return !behind_batch || (hdr->type != SW_MSG_BATCH &&
+					 hdr->type != SW_MSG_DELEG_RETURN);
 	if (!info || !rt || hdr->flags)
 		return false;
 	m->arena_depth++;
@@ -735,12 +738,23 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
  * early, what a mount acknowledged reaches the master sooner than a
  * request it sent before: no one can have seen the difference.)
  * Invalidation acks too: they only end waits.
+ *
+ * But not past a batch that waits: the mount acknowledged its
+ * operations before those of its later batches (a file made in a
+ * directory the waiting batch makes), and sends a return after what it
+ * queued under that delegation. A mount's batch waits only for a
+ * directory it does not hold (deleg.c): sent again after a reconnect,
+ * when it holds nothing and is granted nothing while the batch waits
+ * (a DELEG stays behind it too), so its returns held back keep nobody
+ * waiting; or, rarely, for a directory it made past twice deleg_max.
  */
 static void consume_parked(struct conn *c)
 {
 	uint64_t *nodes = c->park_nodes;
 	size_t off = 0, nn = 0;
 	unsigned skipped = 0;
+	struct sw_frame_hdr head;
+	bool behind_batch;
 
 	if (!nodes) {
 		nodes = malloc(PARKED_NODES_MAX * sizeof(*nodes));
@@ -758,6 +772,10 @@ static void consume_parked(struct conn *c)
 		skipped = c->park_skipped;
 	}
 	c->park_judged = false;
+	behind_batch = sw_frame_whole(sw_buf_head(&c->sc.in),
+				      sw_buf_used(&c->sc.in), SW_FRAME_MAX_META,
+				      &head) > 0 &&
+		       head.type == SW_MSG_BATCH;
 	while (!sw_sconn_gone(&c->sc) && c->link.parked) {
 		uint8_t *p = sw_buf_head(&c->sc.in) + off;
 		size_t avail = sw_buf_used(&c->sc.in) - off, flen;
@@ -773,8 +791,8 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
-		if (off == 0 ||
-		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn)) {
+		if (off == 0 || !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn,
+					  behind_batch)) {
 stays:
 			/* It stays behind: so does what names its nodes. */
 			if (++skipped > PARKED_SKIP_MAX ||

@@ -32,6 +32,13 @@
  *           behind it as fast as it can for most of deleg_timeout: the
  *           master's RSS grows by less than RSS_BUDGET_MB (24 MiB), and
  *           another client's pings take at most 100 ms
+ *   order   a mount's batch that waits for a directory another session
+ *           holds (as one sent again after a reconnect does) keeps the
+ *           same connection's later batch and DELEG_RETURN behind it:
+ *           nothing is answered before the holder gives the directory
+ *           back, and the later batch's create in the directory the
+ *           waiting one makes is made (it failed with ENOENT, handled
+ *           first)
  *   dribble a connection whose request waits for a recall, with 60 large
  *           frames that stay behind it, sends the next frame a byte at a
  *           time: another client's pings take at most 100 ms and the
@@ -251,6 +258,26 @@ static int batch_unlink(struct peer *p, uint64_t dir, const char *name)
 	return peer_batch_one(p, &op);
 }
 
+/* Send a batch of one create of @name (@mode) in @dir numbered @ino: its
+ * id. */
+static uint64_t send_batch_create(struct peer *p, uint64_t dir,
+				  const char *name, uint32_t mode, uint64_t ino)
+{
+	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__BatchOp op = SWEEPFS__BATCH_OP__INIT, *ops[1] = { &op };
+
+	op.type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
+	op.cred = &root_cred;
+	op.parent = dir;
+	op.name = str(name);
+	op.has_ino = op.has_mode = 1;
+	op.ino = ino;
+	op.mode = mode;
+	q.n_ops = 1;
+	q.ops = ops;
+	return peer_send(p, SW_MSG_BATCH, 0, &q.base);
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 static void check_setup(void)
@@ -453,6 +480,70 @@ static void check_recall(void)
 	   "grant until it gave the directory back");
 	peer_close(&holder);
 	peer_close(&other);
+}
+
+static void check_order(void)
+{
+	Sweepfs__InoRangeReq iq = SWEEPFS__INO_RANGE_REQ__INIT;
+	Sweepfs__DelegReturnReq rq = SWEEPFS__DELEG_RETURN_REQ__INIT;
+	Sweepfs__InoRangeReply *ir;
+	struct peer holder, a;
+	uint64_t p_dir, q_dir, first, sent[3], id;
+	int err;
+
+	find_setup();
+	p_dir = xs[DIRS - 2];
+	q_dir = xs[DIRS - 1];
+	peer_session(&holder, m_port, "/dl", 1000);
+	if (!deleg(&holder, p_dir))
+		fail("order: the holder was not granted its directory");
+	peer_session(&a, m_port, "/dl", 1000);
+	if (!deleg(&a, q_dir))
+		fail("order: the sender was not granted its directory");
+	iq.count = 4;
+	id = peer_send(&a, SW_MSG_INO_RANGE, 0, &iq.base);
+	ir = (Sweepfs__InoRangeReply *)peer_reply(&a, SW_MSG_INO_RANGE, id,
+						  &err);
+	if (err || !ir->first)
+		fail("order: no inode range: %s", strerror(err));
+	first = ir->first;
+	sweepfs__ino_range_reply__free_unpacked(ir, NULL);
+	/* A directory made in the holder's (that batch waits), a file
+	 * made in that new directory, then the sender's own given back.
+	 * (Replies to batches wait for the journal: they come in any
+	 * order.) */
+	sent[0] = send_batch_create(&a, p_dir, "made", S_IFDIR | 0755, first);
+	sent[1] = send_batch_create(&a, first, "inside", S_IFREG | 0644,
+				    first + 1);
+	rq.dir = q_dir;
+	sent[2] = peer_send(&a, SW_MSG_DELEG_RETURN, 0, &rq.base);
+	err = next_reply(&a, 300, false, &id, NULL, NULL);
+	if (err != -ETIMEDOUT)
+		fail("order: request %" PRIu64 " answered (%s) before the "
+		     "batch sent before it, which waits for a recall",
+		     id, strerror(err > 0 ? err : -err));
+	deleg_return(&holder, p_dir);
+	for (int i = 0; i < 3; i++) {
+		ProtobufCMessage *m = NULL;
+		Sweepfs__BatchReply *br;
+
+		err = next_reply(&a, TIMEOUT_MS, false, &id, NULL, &m);
+		if (err)
+			fail("order: reply to %" PRIu64 ": %s", id,
+			     strerror(err > 0 ? err : -err));
+		br = id == sent[0] || id == sent[1] ? (Sweepfs__BatchReply *)m :
+						      NULL;
+		if (br && (br->n_errs != 1 || br->errs[0]))
+			fail("order: the batch %s failed: %s",
+			     id == sent[0] ? "making the directory" :
+					     "making a file in it",
+			     br->n_errs ? strerror(br->errs[0]) : "no errors");
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	peer_close(&a);
+	peer_close(&holder);
+	ok("order: a batch that waits keeps the same mount's later batch "
+	   "and return behind it");
 }
 
 static void check_renew(void)
@@ -738,6 +829,8 @@ int main(int argc, char **argv)
 			check_recall();
 		else if (!strcmp(argv[i], "renew"))
 			check_renew();
+		else if (!strcmp(argv[i], "order"))
+			check_order();
 		else if (!strcmp(argv[i], "pump"))
 			check_pump();
 		else if (!strcmp(argv[i], "dribble"))

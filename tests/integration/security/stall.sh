@@ -38,7 +38,7 @@ stall() {
 	sed 's/^/    /' "$SW_TMP/stall.out" >&2
 }
 
-stall setup inval recall renew pump dribble
+stall setup inval recall order renew pump dribble
 
 for what in 'did not acknowledge an invalidation' 'taken back'; do
 	grep -q "$what" "$SW_MASTER_LOG" || fail "no '$what' in the master's log"
