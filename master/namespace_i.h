@@ -91,6 +91,15 @@ int nsi_edge_add(struct ns *ns, struct node *dir, const char *name, size_t len,
 /* Advance the inode and edge counters past @ino and @edge. */
 void nsi_note_ids(struct ns *ns, uint64_t ino, uint64_t edge);
 
+/* For loading (nsload.c): namespace.c's own helpers. A directory's part
+ * with no parent yet; a node counted as loaded; its parts freed; an entry
+ * added with its id as it was. */
+struct dir *nsi_dir_new(struct ns *ns);
+void nsi_node_count(struct ns *ns, const struct node *n);
+void nsi_node_parts_free(struct ns *ns, struct node *n);
+int nsi_dir_add_new(struct ns *ns, struct node *dir, const char *name,
+		    size_t len, uint64_t id, uint8_t flags, struct node *child);
+
 /*
  * Walk every edge below directory @root (the one walk, namespace.c): an
  * edge, then the edges under it, calling @fn(dir, e, arg) until it

@@ -11,8 +11,8 @@ functions defined in its own layer's .c files and those below, never
 above:
 
   core      the namespace and the data structures it and the rest use:
-            namespace (+ namespace_i, nsahead, nsattr, nscopy, nsdigest, nspurge,
-            nstrash, trash.h),
+            namespace (+ namespace_i, nsahead, nsattr, nscopy, nsdigest,
+            nsload, nspurge, nstrash, trash.h),
             chunks, replies (the reply cache lives in the namespace),
             htab, slab, lct, itree, locks
   journal   changelog, checkpoint, mutation (replay and live changes
@@ -58,7 +58,7 @@ LAYERS = ("core", "journal", "request", "handlers", "server")
 
 MODULES = {
     "core": {"namespace", "namespace_i", "nsahead", "nsattr", "nscopy",
-             "nsdigest",
+             "nsdigest", "nsload",
              "nspurge", "nstrash", "trash", "chunks", "replies", "htab",
              "slab", "lct", "itree", "locks"},
     "journal": {"changelog", "checkpoint", "mutation", "bootlog"},
