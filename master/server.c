@@ -681,8 +681,8 @@ static bool frame_nodes(struct conn *c, const struct sw_frame_hdr *hdr,
  * handled before it: it changes nothing and names none of @nodes (those
  * of the frames it would pass); or its type overtakes (messages.def: a
  * batch, a delegation's return, a ping, an invalidation's ack), which
- * always go on (below), but for batches and returns behind a batch
- * (@behind_batch).
+ * always go on (below), but for batches and returns behind a batch that
+ * waits or stays behind (@behind_batch).
  */
 static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 		     const uint8_t *payload, const uint64_t *nodes, size_t nn,
@@ -739,13 +739,15 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
  * request it sent before: no one can have seen the difference.)
  * Invalidation acks too: they only end waits.
  *
- * But not past a batch that waits: the mount acknowledged its
- * operations before those of its later batches (a file made in a
- * directory the waiting batch makes), and sends a return after what it
- * queued under that delegation. A mount's batch waits only for a
- * directory it does not hold (deleg.c): sent again after a reconnect,
- * when it holds nothing and is granted nothing while the batch waits
- * (a DELEG stays behind it too), so its returns held back keep nobody
+ * But not past a batch that waits, or stays behind what waits: the
+ * mount acknowledged its operations before those of its later batches
+ * (a file made in a directory the waiting batch makes), and sends a
+ * return after what it queued under that delegation. A mount's batch
+ * waits only for a directory it does not hold (deleg.c): sent again
+ * after a reconnect, when it holds nothing (session.c drops what a
+ * session held with its connection, or when it resumes on another) and
+ * is granted nothing while the batch waits (its recall refuses every
+ * grant, deleg.c's refusal()), so its returns held back keep nobody
  * waiting; or, rarely, for a directory it made past twice deleg_max.
  */
 static void consume_parked(struct conn *c)
@@ -753,8 +755,7 @@ static void consume_parked(struct conn *c)
 	uint64_t *nodes = c->park_nodes;
 	size_t off = 0, nn = 0;
 	unsigned skipped = 0;
-	struct sw_frame_hdr head;
-	bool behind_batch;
+	bool batch = false; /* a batch waits, or stays behind */
 
 	if (!nodes) {
 		nodes = malloc(PARKED_NODES_MAX * sizeof(*nodes));
@@ -770,12 +771,9 @@ static void consume_parked(struct conn *c)
 		off = c->park_off;
 		nn = c->park_nn;
 		skipped = c->park_skipped;
+		batch = c->park_batch;
 	}
 	c->park_judged = false;
-	behind_batch = sw_frame_whole(sw_buf_head(&c->sc.in),
-				      sw_buf_used(&c->sc.in), SW_FRAME_MAX_META,
-				      &head) > 0 &&
-		       head.type == SW_MSG_BATCH;
 	while (!sw_sconn_gone(&c->sc) && c->link.parked) {
 		uint8_t *p = sw_buf_head(&c->sc.in) + off;
 		size_t avail = sw_buf_used(&c->sc.in) - off, flen;
@@ -791,10 +789,12 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
-		if (off == 0 || !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn,
-					  behind_batch)) {
+		if (off == 0 ||
+		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn, batch)) {
 stays:
-			/* It stays behind: so does what names its nodes. */
+			/* It stays behind: so does what names its nodes,
+			 * and past a batch, the later batches and returns. */
+			batch |= hdr.type == SW_MSG_BATCH;
 			if (++skipped > PARKED_SKIP_MAX ||
 			    !frame_nodes(c, &hdr, p + SW_FRAME_HDR, nodes,
 					 &nn)) {
@@ -821,6 +821,7 @@ stays:
 	c->park_off = off;
 	c->park_nn = nn;
 	c->park_skipped = skipped;
+	c->park_batch = batch;
 }
 
 /*

@@ -55,7 +55,8 @@ struct conn {
 	 * input up to park_off stays behind it, naming park_nodes
 	 * (park_nn of them, PARKED_NODES_MAX allocated on the first wait),
 	 * after park_skipped frames; park_full: no frame past them may go
-	 * on. Valid while park_judged: the next call goes on from there,
+	 * on; park_batch: a batch is among them (later batches and returns
+	 * stay too). Valid while park_judged: the next call goes on from there,
 	 * so that what arrives a byte at a time costs a look at the next
 	 * frame's header, not another parse of all that waits. Forgotten
 	 * when the wait ends or the connection is resumed.
@@ -63,7 +64,7 @@ struct conn {
 	uint64_t *park_nodes;
 	size_t park_nn, park_off;
 	unsigned park_skipped;
-	bool park_judged, park_full;
+	bool park_judged, park_full, park_batch;
 };
 
 /* The connections of @m, in no order: for (c = conn_first(m); c; c =

@@ -820,9 +820,16 @@ static int hello_session(struct req *r, const Sweepfs__Hello *h,
 		if (s->conn) {
 			/* The client knows its old connection is dead
 			 * before we do; that connection now has no session
-			 * and is closed at its next request. */
+			 * and is closed at its next request. The client
+			 * dropped what it held with it, as session_detach()
+			 * has the master do: its delegations (its batches
+			 * sent again must not wait behind its own returns,
+			 * server.c), invalidations owed, listings. */
 			s->conn->s = NULL;
 			s->conn = NULL;
+			deleg_drop_session(m, s);
+			server_inval_acked(m, s, UINT64_MAX);
+			watch_drop_session(m, s);
 		}
 		if (addr_key_differs(&s->addr, &r->conn->sc.addr)) {
 			addr_drop(m, &s->addr);

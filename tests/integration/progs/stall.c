@@ -33,8 +33,9 @@
  *           master's RSS grows by less than RSS_BUDGET_MB (24 MiB), and
  *           another client's pings take at most 100 ms
  *   order   a mount's batch that waits for a directory another session
- *           holds (as one sent again after a reconnect does) keeps the
- *           same connection's later batch and DELEG_RETURN behind it:
+ *           holds (as one sent again after a reconnect does), or stays
+ *           behind a GETATTR that waits, keeps the same connection's later
+ *           batch and DELEG_RETURN behind it:
  *           nothing is answered before the holder gives the directory
  *           back, and the later batch's create in the directory the
  *           waiting one makes is made (it failed with ENOENT, handled
@@ -482,68 +483,81 @@ static void check_recall(void)
 	peer_close(&other);
 }
 
-static void check_order(void)
+/*
+ * One round of 'order': @a (which holds @q_dir) sends, behind a GETATTR of
+ * @p_dir when @getattr_first, a batch making a directory in @p_dir, which
+ * @holder holds (so it waits, or stays behind the GETATTR that waits), a
+ * batch making a file in the new directory, and @q_dir given back.
+ */
+static void order_round(struct peer *holder, struct peer *a, uint64_t p_dir,
+			uint64_t q_dir, bool getattr_first)
 {
 	Sweepfs__InoRangeReq iq = SWEEPFS__INO_RANGE_REQ__INIT;
 	Sweepfs__DelegReturnReq rq = SWEEPFS__DELEG_RETURN_REQ__INIT;
 	Sweepfs__InoRangeReply *ir;
-	struct peer holder, a;
-	uint64_t p_dir, q_dir, first, sent[3], id;
+	uint64_t first, sent[4], id;
+	size_t n = 0;
 	int err;
 
-	find_setup();
-	p_dir = xs[DIRS - 2];
-	q_dir = xs[DIRS - 1];
-	peer_session(&holder, m_port, "/dl", 1000);
-	if (!deleg(&holder, p_dir))
+	if (!deleg(holder, p_dir))
 		fail("order: the holder was not granted its directory");
-	peer_session(&a, m_port, "/dl", 1000);
-	if (!deleg(&a, q_dir))
+	if (!deleg(a, q_dir))
 		fail("order: the sender was not granted its directory");
 	iq.count = 4;
-	id = peer_send(&a, SW_MSG_INO_RANGE, 0, &iq.base);
-	ir = (Sweepfs__InoRangeReply *)peer_reply(&a, SW_MSG_INO_RANGE, id,
+	id = peer_send(a, SW_MSG_INO_RANGE, 0, &iq.base);
+	ir = (Sweepfs__InoRangeReply *)peer_reply(a, SW_MSG_INO_RANGE, id,
 						  &err);
 	if (err || !ir->first)
 		fail("order: no inode range: %s", strerror(err));
 	first = ir->first;
 	sweepfs__ino_range_reply__free_unpacked(ir, NULL);
-	/* A directory made in the holder's (that batch waits), a file
-	 * made in that new directory, then the sender's own given back.
-	 * (Replies to batches wait for the journal: they come in any
-	 * order.) */
-	sent[0] = send_batch_create(&a, p_dir, "made", S_IFDIR | 0755, first);
-	sent[1] = send_batch_create(&a, first, "inside", S_IFREG | 0644,
-				    first + 1);
+	if (getattr_first)
+		sent[n++] = send_getattr(a, p_dir);
+	sent[n++] = send_batch_create(a, p_dir, "made", S_IFDIR | 0755, first);
+	sent[n++] = send_batch_create(a, first, "inside", S_IFREG | 0644,
+				      first + 1);
 	rq.dir = q_dir;
-	sent[2] = peer_send(&a, SW_MSG_DELEG_RETURN, 0, &rq.base);
-	err = next_reply(&a, 300, false, &id, NULL, NULL);
+	sent[n++] = peer_send(a, SW_MSG_DELEG_RETURN, 0, &rq.base);
+	err = next_reply(a, 300, false, &id, NULL, NULL);
 	if (err != -ETIMEDOUT)
 		fail("order: request %" PRIu64 " answered (%s) before the "
-		     "batch sent before it, which waits for a recall",
+		     "request sent before it, which waits for a recall",
 		     id, strerror(err > 0 ? err : -err));
-	deleg_return(&holder, p_dir);
-	for (int i = 0; i < 3; i++) {
+	deleg_return(holder, p_dir);
+	/* Replies to batches wait for the journal: they come in any
+	 * order. */
+	for (size_t i = 0; i < n; i++) {
 		ProtobufCMessage *m = NULL;
-		Sweepfs__BatchReply *br;
+		Sweepfs__BatchReply *br = NULL;
 
-		err = next_reply(&a, TIMEOUT_MS, false, &id, NULL, &m);
+		err = next_reply(a, TIMEOUT_MS, false, &id, NULL, &m);
 		if (err)
 			fail("order: reply to %" PRIu64 ": %s", id,
 			     strerror(err > 0 ? err : -err));
-		br = id == sent[0] || id == sent[1] ? (Sweepfs__BatchReply *)m :
-						      NULL;
+		if (id == sent[n - 3] || id == sent[n - 2])
+			br = (Sweepfs__BatchReply *)m;
 		if (br && (br->n_errs != 1 || br->errs[0]))
 			fail("order: the batch %s failed: %s",
-			     id == sent[0] ? "making the directory" :
-					     "making a file in it",
+			     id == sent[n - 3] ? "making the directory" :
+						 "making a file in it",
 			     br->n_errs ? strerror(br->errs[0]) : "no errors");
 		protobuf_c_message_free_unpacked(m, NULL);
 	}
+}
+
+static void check_order(void)
+{
+	struct peer holder, a;
+
+	find_setup();
+	peer_session(&holder, m_port, "/dl", 1000);
+	peer_session(&a, m_port, "/dl", 1000);
+	order_round(&holder, &a, xs[DIRS - 2], xs[DIRS - 1], false);
+	order_round(&holder, &a, xs[DIRS - 4], xs[DIRS - 3], true);
 	peer_close(&a);
 	peer_close(&holder);
-	ok("order: a batch that waits keeps the same mount's later batch "
-	   "and return behind it");
+	ok("order: a batch that waits, or stays behind a request that "
+	   "waits, keeps the same mount's later batch and return behind it");
 }
 
 static void check_renew(void)

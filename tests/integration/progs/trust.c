@@ -64,6 +64,11 @@
  *            range is refused (EINVAL); so is the range's own session's
  *            when it claims the range with a wrong proof, or claims none;
  *            with the right proof it makes the node with that number
+ *   resume   a session that holds a delegation resumes on a new
+ *            connection while its old one is still open (the client gave
+ *            it up first): the delegation went with the old connection,
+ *            so another session is granted the directory at once, not
+ *            after deleg_timeout
  *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
  *            entries, from 127.0.0.3's /team (which may hold
  *            delegations): some granted, not all, and another client's
@@ -881,6 +886,53 @@ static void check_inos_after(uint64_t seed, const char *arg)
 	   "a range makes nodes with its numbers");
 }
 
+/* ---- a session resumed on another connection ------------------------------ */
+
+static void check_resume(uint64_t seed)
+{
+	struct hello o = { .subdir = "/team",
+			   .from = "127.0.0.3",
+			   .proven = 0x2e50000000000000ull |
+				     (seed & 0xffffffff) };
+	struct hello other = { .subdir = "/team", .from = "127.0.0.3" };
+	Sweepfs__DelegReq d = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *dr;
+	struct peer old, again, q;
+	uint64_t team, dir, id;
+	int64_t t0;
+	int err;
+
+	team = hello(&old, &o);
+	dir = make(&old, team, "resumed", S_IFDIR | 0755);
+	d.dir = dir;
+	id = peer_send(&old, SW_MSG_DELEG, 0, &d.base);
+	dr = (Sweepfs__DelegReply *)peer_reply(&old, SW_MSG_DELEG, id, &err);
+	if (err || !dr->granted)
+		fail("resume: the session was not granted its directory");
+	sweepfs__deleg_reply__free_unpacked(dr, NULL);
+	/* The same session on a new connection; the old one stays open
+	 * and unread. */
+	hello(&again, &o);
+	hello(&q, &other);
+	t0 = now_ms();
+	id = peer_send(&q, SW_MSG_DELEG, 0, &d.base);
+	dr = (Sweepfs__DelegReply *)peer_reply(&q, SW_MSG_DELEG, id, &err);
+	if (err || !dr->granted)
+		fail("resume: another session was not granted the directory "
+		     "(%s)",
+		     err ? strerror(err) : "refused");
+	sweepfs__deleg_reply__free_unpacked(dr, NULL);
+	if (now_ms() - t0 > 1000)
+		fail("resume: the grant took %" PRId64 " ms: the resumed "
+		     "session's old connection still held the directory",
+		     now_ms() - t0);
+	peer_close(&q);
+	peer_close(&again);
+	peer_close(&old);
+	ok("resume: a session resumed on a new connection holds nothing of "
+	   "its old one's");
+}
+
 /* ---- times ------------------------------------------------------------------- */
 
 /*
@@ -1324,6 +1376,8 @@ int main(int argc, char **argv)
 			check_recursive();
 		else if (!strcmp(c, "times"))
 			check_times();
+		else if (!strcmp(c, "resume"))
+			check_resume(seed);
 		else if (!strcmp(c, "inos"))
 			check_inos(seed);
 		else if (!strncmp(c, "inos-after=", 11))
