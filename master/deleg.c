@@ -548,8 +548,8 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 		return NULL;
 	/* The holder's own batch in a directory taken back from it: the
 	 * operations are refused (EKEYREVOKED), nothing to wait for; parked,
-	 * the batch would be overtaken by its sender's later batches and
-	 * returns (server.c), as below. */
+	 * the batch would hold up its sender's later batches and returns
+	 * (server.c) for nothing. */
 	if (own && S_ISDIR(n->mode) && deleg_revoked(m, s, ino))
 		return NULL;
 	if (S_ISDIR(n->mode)) {
@@ -559,13 +559,11 @@ static struct deleg *conflict_ino(struct master *m, struct session *s,
 		 * Not waited for by a mount's own batch (the parent's
 		 * holder only hears of the change to its entry's attributes
 		 * a recall later; the mount answered the operations long
-		 * before): parked, the batch would be overtaken by the
-		 * holder's DELEG_RETURNs and later batches, which go past
-		 * parked requests, and a delegation would end with the
-		 * operations acknowledged under it still parked (an rmdir
-		 * waiting for it then removed a directory holding a file
-		 * the holder had made). Also where the mount no longer
-		 * holds the directory (a batch sent again after a
+		 * before): parked, the batch would hold up the mount's
+		 * later batches and DELEG_RETURNs, which stay behind it
+		 * (server.c), and two mounts could wait for each other's
+		 * returns till deleg_timeout. Also where the mount no
+		 * longer holds the directory (a batch sent again after a
 		 * reconnect).
 		 */
 		if (up != n && (up->flags & NODE_DELEG) &&
@@ -1200,8 +1198,9 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir)
 	 * what it queued there, and the maker's batches there wait for
 	 * nobody. Not delegated, another mount could be granted it
 	 * meanwhile, and the maker's batch would wait for that one's
-	 * return, overtaken by the maker's own later batches and returns
-	 * (server.c): files made in a directory made before them lost.
+	 * return, holding up the maker's later batches and returns behind
+	 * it (server.c), and that mount would have seen the directory
+	 * without what the maker had already acknowledged there.
 	 *
 	 * Given back at once where a grant would be refused (deleg_max, a
 	 * recall of the maker's outstanding, ...; others' recalls do not
