@@ -820,11 +820,15 @@ static int hello_session(struct req *r, const Sweepfs__Hello *h,
 		if (s->conn) {
 			/* The client knows its old connection is dead
 			 * before we do; that connection now has no session
-			 * and is closed at its next request. The client
-			 * dropped what it held with it, as session_detach()
-			 * has the master do: its delegations (its batches
-			 * sent again must not wait behind its own returns,
+			 * and is closed at its next request; a request of
+			 * it that waits for a delegation waits no more (or
+			 * its wait would take another's directory back at
+			 * deleg_timeout for nobody). The client dropped
+			 * what it held with it, as session_detach() has the
+			 * master do: its delegations (its batches sent
+			 * again must not wait behind its own returns,
 			 * server.c), invalidations owed, listings. */
+			deleg_unpark(&s->conn->link);
 			s->conn->s = NULL;
 			s->conn = NULL;
 			deleg_drop_session(m, s);
