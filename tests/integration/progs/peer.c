@@ -298,6 +298,19 @@ int peer_batch_one(struct peer *p, Sweepfs__BatchOp *op)
 	return err;
 }
 
+void peer_create_op(Sweepfs__BatchOp *op, Sweepfs__Cred *cred, uint64_t parent,
+		    const char *name, uint32_t mode, uint64_t ino)
+{
+	sweepfs__batch_op__init(op);
+	op->type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
+	op->cred = cred;
+	op->parent = parent;
+	op->name = str(name);
+	op->has_ino = op->has_mode = 1;
+	op->ino = ino;
+	op->mode = mode;
+}
+
 void peer_hello(struct peer *p, int role)
 {
 	Sweepfs__Hello h = SWEEPFS__HELLO__INIT;

@@ -71,6 +71,10 @@ int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q);
 /* Send a BATCH of the one operation @op; that operation's error
  * (positive errno or 0). The batch itself failing fails the check. */
 int peer_batch_one(struct peer *p, Sweepfs__BatchOp *op);
+/* Fill @op as a batch create of @name (@mode) in @parent numbered @ino,
+ * as @cred. */
+void peer_create_op(Sweepfs__BatchOp *op, Sweepfs__Cred *cred, uint64_t parent,
+		    const char *name, uint32_t mode, uint64_t ino);
 void peer_hello(struct peer *p, int role);
 /* Connect and say hello as a mount. */
 void peer_open(struct peer *p, uint16_t port);

@@ -265,15 +265,9 @@ static uint64_t send_batch_create(struct peer *p, uint64_t dir,
 				  const char *name, uint32_t mode, uint64_t ino)
 {
 	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;
-	Sweepfs__BatchOp op = SWEEPFS__BATCH_OP__INIT, *ops[1] = { &op };
+	Sweepfs__BatchOp op, *ops[1] = { &op };
 
-	op.type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
-	op.cred = &root_cred;
-	op.parent = dir;
-	op.name = str(name);
-	op.has_ino = op.has_mode = 1;
-	op.ino = ino;
-	op.mode = mode;
+	peer_create_op(&op, &root_cred, dir, name, mode, ino);
 	q.n_ops = 1;
 	q.ops = ops;
 	return peer_send(p, SW_MSG_BATCH, 0, &q.base);

@@ -776,15 +776,9 @@ static void ino_proof(uint64_t sid, uint64_t first, uint32_t count,
 static int batch_create(struct peer *p, uint64_t parent, const char *name,
 			uint64_t ino)
 {
-	Sweepfs__BatchOp o = SWEEPFS__BATCH_OP__INIT;
+	Sweepfs__BatchOp o;
 
-	o.type = SWEEPFS__BATCH_TYPE__BATCH_CREATE;
-	o.cred = &root_cred;
-	o.parent = parent;
-	o.name = str(name);
-	o.has_ino = o.has_mode = 1;
-	o.ino = ino;
-	o.mode = S_IFREG | 0644;
+	peer_create_op(&o, &root_cred, parent, name, S_IFREG | 0644, ino);
 	return peer_batch_one(p, &o);
 }
 
