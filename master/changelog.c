@@ -74,11 +74,14 @@ struct changelog {
 	bool nospace;	     /* the last fallocate hit ENOSPC */
 	int64_t retry_at;    /* monotonic ns: try fallocate again */
 	bool busy;	     /* the thread is in a syscall */
+	int sync_err;	     /* a fdatasync failed (-errno): fatal */
 	bool stop;
 	struct sw_hist fsync_time; /* the thread's fdatasyncs */
 
 	pthread_t thread;
 };
+
+static void on_async_closed(uv_handle_t *h);
 
 /* ---- encoding ------------------------------------------------------- */
 
@@ -157,7 +160,7 @@ static void *sync_main(void *arg)
 		bool want_sync, want_alloc, periodic;
 		uint64_t ver, from, len;
 		int64_t sync_t0, sync_ns = 0;
-		int fd, rc = 0;
+		int fd, rc = 0, src = 0;
 
 		want_sync = cl->sync_req > cl->synced;
 		want_alloc = cl->alloc_want > cl->alloc_end &&
@@ -194,7 +197,8 @@ static void *sync_main(void *arg)
 			rc = -errno;
 		if (want_sync || periodic) {
 			sync_t0 = sw_mono_ns();
-			fdatasync(fd);
+			if (fdatasync(fd) < 0)
+				src = -errno;
 			sync_ns = sw_mono_ns() - sync_t0;
 		}
 
@@ -216,7 +220,16 @@ static void *sync_main(void *arg)
 				cl->nospace = false;
 			}
 		}
-		if (want_sync && ver > cl->synced)
+		/*
+		 * A failed fdatasync may have dropped the dirty pages it could
+		 * not write, so a second one can succeed with records lost:
+		 * nothing it covered is ever acknowledged as synced, and the
+		 * loop exits (on_async()), as PostgreSQL does since 2018, so
+		 * that a restart replays what is on disk.
+		 */
+		if (src < 0 && !cl->sync_err)
+			cl->sync_err = src;
+		if (want_sync && src == 0 && !cl->sync_err && ver > cl->synced)
 			cl->synced = ver;
 		pthread_cond_broadcast(&cl->idle_cond);
 		pthread_mutex_unlock(&cl->mu);
@@ -227,14 +240,29 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
+/* Memory is ahead of what the disk is known to hold, and only a restart
+ * can reconcile them: say so and exit. */
+static _Noreturn void disk_failed(const char *what, int err)
+{
+	sw_crit(TAG,
+		"%s failed: %s; exiting so that a restart replays what is "
+		"on disk",
+		what, strerror(-err));
+	exit(70);
+}
+
 static void on_async(uv_async_t *h)
 {
 	struct changelog *cl = h->data;
 	uint64_t synced;
+	int err;
 
 	pthread_mutex_lock(&cl->mu);
 	synced = cl->synced;
+	err = cl->sync_err;
 	pthread_mutex_unlock(&cl->mu);
+	if (err < 0)
+		disk_failed("fdatasync", err);
 	if (cl->o.sync == CL_SYNC_ALWAYS && synced > cl->durable) {
 		cl->durable = synced;
 		cl->o.on_durable(cl->o.arg, synced);
@@ -317,8 +345,11 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 	cl->async.data = cl;
 	rc = -pthread_create(&cl->thread, NULL, sync_main, cl);
 	if (rc < 0) {
-		uv_close((uv_handle_t *)&cl->async, NULL);
-		goto out_close;
+		close(cl->fd);
+		/* Freed once the loop has closed the handle (not before:
+		 * the loop still lists it). */
+		uv_close((uv_handle_t *)&cl->async, on_async_closed);
+		return rc;
 	}
 	*out = cl;
 	return 0;
@@ -419,13 +450,8 @@ static void write_records(struct changelog *cl, const uint8_t *p, size_t n,
 	int rc;
 
 	rc = sw_write_all(cl->fd, p, n);
-	if (rc < 0) {
-		sw_crit(TAG,
-			"write failed: %s; exiting so that a restart "
-			"replays what is on disk",
-			strerror(-rc));
-		exit(70);
-	}
+	if (rc < 0)
+		disk_failed("write", rc);
 	cl->written += n;
 	cl->written_ver = last;
 
@@ -553,8 +579,10 @@ int changelog_rotate(struct changelog *cl)
 	pthread_mutex_unlock(&cl->mu);
 	close(old);
 	cl->written = SEG_HDR;
+	/* Its records are acknowledged below, and needed until the
+	 * checkpoint this rotation starts is written. */
 	if (rc < 0)
-		sw_err(TAG, "finishing the previous file: %s", strerror(-rc));
+		disk_failed("finishing the previous file", rc);
 	if (cl->written_ver > cl->durable) {
 		cl->durable = cl->written_ver;
 		cl->o.on_durable(cl->o.arg, cl->durable);
@@ -585,8 +613,9 @@ void changelog_close(struct changelog *cl)
 	pthread_mutex_unlock(&cl->mu);
 	pthread_join(cl->thread, NULL);
 	rc = seg_finish(cl, cl->fd);
+	/* The replies that wait for its last records go out after this. */
 	if (rc < 0)
-		sw_err(TAG, "closing: %s", strerror(-rc));
+		disk_failed("closing", rc);
 	close(cl->fd);
 	uv_close((uv_handle_t *)&cl->async, on_async_closed);
 }

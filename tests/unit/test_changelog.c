@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,6 +46,7 @@ struct fixture {
 	/* on_durable */
 	uint64_t durable;
 	unsigned durable_calls;
+	int durable_fd; /* > 0: each version reported is written here too */
 
 	/* Packed mutation per version, as appended. */
 	uint8_t *payload[MAXV + 1];
@@ -121,6 +123,10 @@ static void on_durable(void *arg, uint64_t version)
 	assert_true(version > f->durable);
 	f->durable = version;
 	f->durable_calls++;
+	if (f->durable_fd > 0)
+		assert_int_equal(write(f->durable_fd, &version,
+				       sizeof(version)),
+				 sizeof(version));
 }
 
 static void on_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
@@ -1150,6 +1156,66 @@ static void test_changelog_prune_whole_files(void **state)
 	}
 }
 
+/* ---- a failed fdatasync ------------------------------------------------ */
+
+/* The link wraps fdatasync(): it fails with EIO while this is set. */
+static bool fdatasync_fails;
+
+int __real_fdatasync(int fd);
+int __wrap_fdatasync(int fd);
+int __wrap_fdatasync(int fd)
+{
+	if (fdatasync_fails) {
+		errno = EIO;
+		return -1;
+	}
+	return __real_fdatasync(fd);
+}
+
+/*
+ * With "always", a failed fdatasync acknowledges nothing it covered, and
+ * the master exits (70) so that a restart replays what is on disk: a
+ * second fdatasync could succeed after the kernel dropped the pages the
+ * first could not write. (It once went unchecked: the records were
+ * reported durable all the same.)
+ */
+static void test_changelog_fdatasync_failure_is_fatal(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t got, reported = 0;
+	int pfd[2], status;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		if (uv_loop_fork(&f->loop) < 0)
+			_exit(2);
+		cl_open(f, CL_SYNC_ALWAYS, 0);
+		append_range(f, 1, 3);
+		wait_durable(f, 3);
+		f->durable_fd = pfd[1];
+		fdatasync_fails = true;
+		append_range(f, 4, 9);
+		/* The loop hears of the failure and exits before it. */
+		for (int i = 0; i < 2000 && f->durable < 9; i++) {
+			uv_run(&f->loop, UV_RUN_NOWAIT);
+			usleep(1000);
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	while (read(pfd[0], &got, sizeof(got)) == sizeof(got))
+		reported = got;
+	close(pfd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 70);
+	assert_int_equal(reported, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1163,6 +1229,9 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_open_keeps_existing_file, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_fdatasync_failure_is_fatal, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_open_bad_dir,
 						setup, teardown),
