@@ -162,10 +162,11 @@ static void *sync_main(void *arg)
 		int64_t sync_t0, sync_ns = 0;
 		int fd, rc = 0, src = 0;
 
-		want_sync = cl->sync_req > cl->synced;
+		/* After a failed fdatasync, no more: the loop exits. */
+		want_sync = !cl->sync_err && cl->sync_req > cl->synced;
 		want_alloc = cl->alloc_want > cl->alloc_end &&
 			     (!cl->nospace || now >= cl->retry_at);
-		periodic = cl->o.sync == CL_SYNC_INTERVAL &&
+		periodic = !cl->sync_err && cl->o.sync == CL_SYNC_INTERVAL &&
 			   now >= next_periodic;
 		if (!want_sync && !want_alloc && !periodic) {
 			int64_t wake = now + SW_NSEC_PER_SEC;
@@ -549,18 +550,17 @@ static void wait_idle(struct changelog *cl)
 /* Finish the current file: data synced, preallocation past EOF freed. */
 static int seg_finish(struct changelog *cl, int fd)
 {
-	int rc = 0;
-
+	/* It only gives back what was preallocated past the end (the
+	 * file's size is what was written): a failure loses nothing. */
 	if (ftruncate(fd, (off_t)cl->written) < 0)
-		rc = -errno;
-	if (fdatasync(fd) < 0 && rc == 0)
-		rc = -errno;
-	return rc;
+		sw_err(TAG, "giving back the preallocated space: %s",
+		       strerror(errno));
+	return fdatasync(fd) < 0 ? -errno : 0;
 }
 
 int changelog_rotate(struct changelog *cl)
 {
-	int fd, old, rc;
+	int fd, old, rc, err;
 
 	changelog_flush(cl);
 	fd = seg_create(cl->dir, cl->written_ver + 1);
@@ -568,6 +568,13 @@ int changelog_rotate(struct changelog *cl)
 		return fd;
 	pthread_mutex_lock(&cl->mu);
 	wait_idle(cl);
+	/* A failed fdatasync reports its error once: the one below would
+	 * say 0 for pages the failed one dropped. */
+	err = cl->sync_err;
+	if (err) {
+		pthread_mutex_unlock(&cl->mu);
+		disk_failed("fdatasync", err);
+	}
 	old = cl->fd;
 	rc = seg_finish(cl, old);
 	cl->fd = fd;
@@ -612,6 +619,8 @@ void changelog_close(struct changelog *cl)
 	pthread_cond_signal(&cl->cond);
 	pthread_mutex_unlock(&cl->mu);
 	pthread_join(cl->thread, NULL);
+	if (cl->sync_err)
+		disk_failed("fdatasync", cl->sync_err);
 	rc = seg_finish(cl, cl->fd);
 	/* The replies that wait for its last records go out after this. */
 	if (rc < 0)
