@@ -560,23 +560,37 @@ static int seg_finish(struct changelog *cl, int fd)
 
 int changelog_rotate(struct changelog *cl)
 {
-	int fd, old, rc, err;
+	int fd, rc;
 
 	changelog_flush(cl);
-	fd = seg_create(cl->dir, cl->written_ver + 1);
-	if (fd < 0)
-		return fd;
 	pthread_mutex_lock(&cl->mu);
 	wait_idle(cl);
 	/* A failed fdatasync reports its error once: the one below would
 	 * say 0 for pages the failed one dropped. */
-	err = cl->sync_err;
-	if (err) {
+	rc = cl->sync_err;
+	if (rc) {
 		pthread_mutex_unlock(&cl->mu);
-		disk_failed("fdatasync", err);
+		disk_failed("fdatasync", rc);
 	}
-	old = cl->fd;
-	rc = seg_finish(cl, old);
+	/* The old file is finished first: a failure leaves no new file,
+	 * whose name would claim versions the old one lost. Its records
+	 * are acknowledged below, and needed until the checkpoint this
+	 * rotation starts is written. */
+	rc = seg_finish(cl, cl->fd);
+	if (rc < 0) {
+		pthread_mutex_unlock(&cl->mu);
+		disk_failed("finishing the previous file", rc);
+	}
+	/* Its preallocation is given back: if no new file comes, the
+	 * thread preallocates the old one again. */
+	cl->alloc_end = cl->written;
+	fd = seg_create(cl->dir, cl->written_ver + 1);
+	if (fd < 0) {
+		pthread_cond_signal(&cl->cond);
+		pthread_mutex_unlock(&cl->mu);
+		return fd;
+	}
+	close(cl->fd);
 	cl->fd = fd;
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
@@ -584,12 +598,7 @@ int changelog_rotate(struct changelog *cl)
 	cl->synced = cl->written_ver;
 	pthread_cond_signal(&cl->cond);
 	pthread_mutex_unlock(&cl->mu);
-	close(old);
 	cl->written = SEG_HDR;
-	/* Its records are acknowledged below, and needed until the
-	 * checkpoint this rotation starts is written. */
-	if (rc < 0)
-		disk_failed("finishing the previous file", rc);
 	if (cl->written_ver > cl->durable) {
 		cl->durable = cl->written_ver;
 		cl->o.on_durable(cl->o.arg, cl->durable);

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1158,17 +1160,25 @@ static void test_changelog_prune_whole_files(void **state)
 
 /* ---- a failed fdatasync ------------------------------------------------ */
 
-/* The link wraps fdatasync(): it fails with EIO while this is set (and
- * only once with fdatasync_once: Linux reports a writeback error to the
- * first fsync after it, and the next one says 0). */
-static bool fdatasync_fails, fdatasync_once;
+/*
+ * The link wraps fdatasync(): while fdatasync_fails is set, the calls of
+ * the changelog's thread (none of the test's own, nor a new file's at a
+ * rotation) fail with EIO, each counted in fdatasync_failed; with
+ * fdatasync_once only the first (Linux reports a writeback error to the
+ * first fsync after it, and the next one says 0).
+ */
+static atomic_bool fdatasync_fails, fdatasync_once;
+static atomic_uint fdatasync_failed;
+static pthread_t test_thread;
 
 int __real_fdatasync(int fd);
 int __wrap_fdatasync(int fd);
 int __wrap_fdatasync(int fd)
 {
-	if (fdatasync_fails) {
-		fdatasync_fails = !fdatasync_once;
+	if (atomic_load(&fdatasync_fails) &&
+	    !pthread_equal(pthread_self(), test_thread)) {
+		atomic_store(&fdatasync_fails, !atomic_load(&fdatasync_once));
+		atomic_fetch_add(&fdatasync_failed, 1);
 		errno = EIO;
 		return -1;
 	}
@@ -1202,11 +1212,19 @@ static int child_after_failure(struct fixture *f, bool once,
 		append_range(f, 1, 3);
 		wait_durable(f, 3);
 		f->durable_fd = pfd[1];
-		fdatasync_once = once;
-		fdatasync_fails = true;
+		test_thread = pthread_self();
+		atomic_store(&fdatasync_once, once);
+		atomic_store(&fdatasync_fails, true);
 		append_range(f, 4, 9);
-		if (then == ROTATE)
-			changelog_rotate(f->cl);
+		/* The thread's fdatasync of 4-9 has failed before what
+		 * comes next (the loop is not run meanwhile). */
+		for (int i = 0; i < 5000 && !atomic_load(&fdatasync_failed);
+		     i++)
+			usleep(1000);
+		if (!atomic_load(&fdatasync_failed))
+			_exit(3);
+		if (then == ROTATE && changelog_rotate(f->cl) < 0)
+			_exit(4);
 		else if (then == CLOSE)
 			cl_close(f);
 		/* The loop hears of the failure and exits before it. */
