@@ -547,14 +547,19 @@ static void wait_idle(struct changelog *cl)
 		pthread_cond_wait(&cl->idle_cond, &cl->mu);
 }
 
-/* Finish the current file: data synced, preallocation past EOF freed. */
-static int seg_finish(struct changelog *cl, int fd)
+/* Give back what was preallocated past the end of file @fd (its size is
+ * what was written, so this needs no sync): a failure loses nothing. */
+static void give_back(struct changelog *cl, int fd)
 {
-	/* It only gives back what was preallocated past the end (the
-	 * file's size is what was written): a failure loses nothing. */
 	if (ftruncate(fd, (off_t)cl->written) < 0)
 		sw_err(TAG, "giving back the preallocated space: %s",
 		       strerror(errno));
+}
+
+/* Finish the current file: preallocation past EOF freed, data synced. */
+static int seg_finish(struct changelog *cl, int fd)
+{
+	give_back(cl, fd);
 	return fdatasync(fd) < 0 ? -errno : 0;
 }
 
@@ -572,24 +577,23 @@ int changelog_rotate(struct changelog *cl)
 		pthread_mutex_unlock(&cl->mu);
 		disk_failed("fdatasync", rc);
 	}
-	/* The old file is finished first: a failure leaves no new file,
+	/* The old file is synced first: a failure leaves no new file,
 	 * whose name would claim versions the old one lost. Its records
 	 * are acknowledged below, and needed until the checkpoint this
 	 * rotation starts is written. */
-	rc = seg_finish(cl, cl->fd);
+	rc = fdatasync(cl->fd) < 0 ? -errno : 0;
 	if (rc < 0) {
 		pthread_mutex_unlock(&cl->mu);
 		disk_failed("finishing the previous file", rc);
 	}
-	/* Its preallocation is given back: if no new file comes, the
-	 * thread preallocates the old one again. */
-	cl->alloc_end = cl->written;
+	/* Without a new file the old one goes on, its preallocation kept
+	 * (a full disk is the likely reason). */
 	fd = seg_create(cl->dir, cl->written_ver + 1);
 	if (fd < 0) {
-		pthread_cond_signal(&cl->cond);
 		pthread_mutex_unlock(&cl->mu);
 		return fd;
 	}
+	give_back(cl, cl->fd);
 	close(cl->fd);
 	cl->fd = fd;
 	cl->alloc_end = 0;

@@ -1170,11 +1170,20 @@ static void test_changelog_prune_whole_files(void **state)
 static atomic_bool fdatasync_fails, fdatasync_once;
 static atomic_uint fdatasync_failed;
 static pthread_t test_thread;
+/* And the test thread's own calls (a rotation's): >= 0, how many pass
+ * before one fails; -1: none fails. */
+static atomic_int fdatasync_here_after = -1;
 
 int __real_fdatasync(int fd);
 int __wrap_fdatasync(int fd);
 int __wrap_fdatasync(int fd)
 {
+	if (pthread_equal(pthread_self(), test_thread) &&
+	    atomic_load(&fdatasync_here_after) >= 0 &&
+	    atomic_fetch_sub(&fdatasync_here_after, 1) == 0) {
+		errno = EIO;
+		return -1;
+	}
 	if (atomic_load(&fdatasync_fails) &&
 	    !pthread_equal(pthread_self(), test_thread)) {
 		atomic_store(&fdatasync_fails, !atomic_load(&fdatasync_once));
@@ -1271,6 +1280,73 @@ static void test_changelog_fdatasync_failure_is_fatal(void **state)
 	}
 }
 
+/*
+ * A rotation whose fdatasync of the old file fails exits (70) before it
+ * makes the new file: a new file would claim versions the old one lost,
+ * and a restart may then refuse to start.
+ */
+static void test_changelog_rotate_sync_failure(void **state)
+{
+	struct fixture *f = *state;
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(20);
+		if (uv_loop_fork(&f->loop) < 0)
+			_exit(2);
+		test_thread = pthread_self();
+		cl_open(f, CL_SYNC_ALWAYS, 0);
+		append_range(f, 1, 5);
+		wait_durable(f, 5);
+		atomic_store(&fdatasync_here_after, 0);
+		changelog_rotate(f->cl);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 70);
+	assert_int_equal(seg_size(f, 6), -1);
+}
+
+/*
+ * A rotation that cannot make its new file (its header's fdatasync
+ * fails here) says so and leaves the old file current, its records and
+ * the ones after them durable and replayed from it.
+ */
+static void test_changelog_rotate_no_new_file(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_ALWAYS, 0);
+	append_range(f, 1, 5);
+	wait_durable(f, 5);
+	/* The old file's fdatasync passes; the new file's fails. */
+	atomic_store(&fdatasync_here_after, 1);
+	assert_int_equal(changelog_rotate(f->cl), -EIO);
+	atomic_store(&fdatasync_here_after, -1);
+	assert_int_equal(seg_size(f, 6), -1);
+	/* Its preallocation kept (64 KiB here): the disk may be full. */
+	{
+		char path[512];
+		struct stat st;
+
+		seg_path(f, 1, path, sizeof(path));
+		assert_int_equal(stat(path, &st), 0);
+		assert_true(st.st_blocks * 512 >= 64 << 10);
+	}
+	append_range(f, 6, 12);
+	wait_durable(f, 12);
+	cl_close(f);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 12));
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 12);
+	assert_int_equal(f->seen, 12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1288,6 +1364,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_changelog_fdatasync_failure_is_fatal, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_rotate_sync_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_rotate_no_new_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_open_bad_dir,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
