@@ -230,7 +230,7 @@ static void *sync_main(void *arg)
 		 */
 		if (src < 0 && !cl->sync_err)
 			cl->sync_err = src;
-		if (want_sync && src == 0 && !cl->sync_err && ver > cl->synced)
+		if (want_sync && !cl->sync_err && ver > cl->synced)
 			cl->synced = ver;
 		pthread_cond_broadcast(&cl->idle_cond);
 		pthread_mutex_unlock(&cl->mu);
