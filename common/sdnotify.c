@@ -12,11 +12,28 @@
 
 static uv_timer_t watchdog; /* pings while the loop turns */
 static bool watchdog_on;    /* watchdog is initialised and not closed */
+static int64_t watchdog_half_ns;
+static int64_t (*stalled_fn)(void *arg);
+static void *stalled_arg;
+
+void sw_sdnotify_stalled(int64_t (*stalled)(void *arg), void *arg)
+{
+	stalled_fn = stalled;
+	stalled_arg = arg;
+}
+
+/* A ping, unless what the loop waits on is stuck. */
+static void ping(void)
+{
+	if (stalled_fn && stalled_fn(stalled_arg) >= watchdog_half_ns)
+		return;
+	sd_notify(0, "WATCHDOG=1");
+}
 
 static void on_watchdog(uv_timer_t *t)
 {
 	(void)t;
-	sd_notify(0, "WATCHDOG=1");
+	ping();
 }
 
 int sw_sdnotify_ready(uv_loop_t *loop, const char *status)
@@ -36,7 +53,8 @@ int sw_sdnotify_ready(uv_loop_t *loop, const char *status)
 		uv_timer_start(&watchdog, on_watchdog, ms, ms);
 		uv_unref((uv_handle_t *)&watchdog);
 		watchdog_on = true;
-		sd_notify(0, "WATCHDOG=1");
+		watchdog_half_ns = (int64_t)ms * 1000000;
+		ping();
 	}
 	return 0;
 }

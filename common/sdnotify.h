@@ -11,6 +11,8 @@
 #ifndef SWEEPFS_COMMON_SDNOTIFY_H
 #define SWEEPFS_COMMON_SDNOTIFY_H
 
+#include <stdint.h>
+
 #include <uv.h>
 
 /*
@@ -23,6 +25,15 @@
  * systemd) or -errno if a message could not be sent.
  */
 int sw_sdnotify_ready(uv_loop_t *loop, const char *status);
+
+/*
+ * How long the daemon has been stuck though its loop turns (a thread it
+ * waits on made no progress): @stalled(@arg) in ns, asked before each
+ * watchdog ping. While it is half the watchdog's period or more, no ping
+ * goes, and systemd restarts the daemon as one whose loop hung. May be
+ * called before or after sw_sdnotify_ready(); NULL forgets it.
+ */
+void sw_sdnotify_stalled(int64_t (*stalled)(void *arg), void *arg);
 
 /*
  * The daemon is shutting down: send STOPPING=1 and close the watchdog

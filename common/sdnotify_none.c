@@ -11,6 +11,12 @@ int sw_sdnotify_ready(uv_loop_t *loop, const char *status)
 	return 0;
 }
 
+void sw_sdnotify_stalled(int64_t (*stalled)(void *arg), void *arg)
+{
+	(void)stalled;
+	(void)arg;
+}
+
 void sw_sdnotify_stopping(void)
 {
 }

@@ -1,11 +1,17 @@
 /*
  * Changelog writer and reader.
  *
- * The loop thread owns `pending` (records not yet written) and writes them
- * with one write(2) per loop iteration. The sync thread owns fdatasync and
- * fallocate on the current file; it and the loop share only the fields
- * marked "under mu". Rotation, rare, waits for the thread to be idle and
- * swaps the file under mu.
+ * The loop thread owns `pending` (records not yet handed over) and hands
+ * them to the writer thread once per loop iteration; the writer writes
+ * each batch with one write(2). The sync thread owns fdatasync and
+ * fallocate on the current file. Apart from their own buffers, the three
+ * share only the fields marked "under mu". Rotation, rare, waits for both
+ * threads to be idle with nothing left to write, and swaps the file under
+ * mu.
+ *
+ * The writer has a thread of its own, and does not take turns with the
+ * sync thread: a reply waits for its record's write(2) only, never behind
+ * a periodic fdatasync or a fallocate of 16 MiB that came first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +44,9 @@
 /* Refuse mutations when less than this is left and the disk is full:
  * room for the records already admitted in this loop iteration. */
 #define RESERVE_MIN (256u << 10)
+#define MAX_BEHIND_DEFAULT (64u << 20)
+/* The loop waiting for the disk says so at most this often. */
+#define BEHIND_WARN_NS (10 * SW_NSEC_PER_SEC)
 
 struct changelog {
 	uv_loop_t *loop;
@@ -45,18 +54,18 @@ struct changelog {
 	char dir[4096];
 
 	/* Loop thread only. */
-	struct sw_buf pending; /* encoded records not yet written */
+	struct sw_buf pending; /* encoded records not yet handed over */
 	uint64_t last;	       /* last version appended */
-	uint64_t written_ver;  /* last version written to the file */
-	uint64_t written;      /* bytes in the current file */
+	uint64_t handed;       /* bytes of the current file handed over */
 	uint64_t durable;      /* last version durable per policy */
+	int64_t behind_warned; /* monotonic ns: said it waits for the disk */
 	/* Gated (the leader of a group): flushed records wait here, shipped
 	 * to the group, until changelog_release() says they are committed;
 	 * only then are they written, so that the file never holds what the
 	 * group may not have. */
 	bool gated;
 	struct sw_buf held;
-	uv_async_t async; /* sync thread -> loop */
+	uv_async_t async; /* threads -> loop */
 	/* The payload changelog_prepare() packed at the end of pending
 	 * (not yet counted in its len), and for which mutation. */
 	const Sweepfs__Meta__Mutation *prepared;
@@ -64,20 +73,30 @@ struct changelog {
 
 	/* Under mu. */
 	pthread_mutex_t mu;
-	pthread_cond_t cond;	  /* wakes the thread */
-	pthread_cond_t idle_cond; /* thread went idle (for rotation) */
+	pthread_cond_t cond;	  /* wakes the sync thread */
+	pthread_cond_t wcond;	  /* wakes the writer */
+	pthread_cond_t idle_cond; /* a thread took or ended a step */
 	int fd;
-	uint64_t sync_req;   /* version to fdatasync up to */
-	uint64_t synced;     /* version fdatasync'd */
-	uint64_t alloc_end;  /* bytes preallocated in the file */
-	uint64_t alloc_want; /* preallocate up to here */
-	bool nospace;	     /* the last fallocate hit ENOSPC */
-	int64_t retry_at;    /* monotonic ns: try fallocate again */
-	bool busy;	     /* the thread is in a syscall */
-	int sync_err;	     /* a fdatasync failed (-errno): fatal */
+	struct sw_buf tosend; /* whole records handed over, not yet taken */
+	uint64_t handed_ver;  /* the version of the last record handed over */
+	uint64_t written;     /* bytes in the current file */
+	uint64_t written_ver; /* last version written to the file */
+	bool writing;	      /* the writer is in write(2) */
+	int write_err;	      /* a write failed (-errno): fatal */
+	int64_t progress_at;  /* monotonic ns: the disk last caught up some */
+	uint64_t sync_req;    /* version to fdatasync up to */
+	uint64_t synced;      /* version fdatasync'd */
+	uint64_t alloc_end;   /* bytes preallocated in the file */
+	uint64_t alloc_want;  /* preallocate up to here */
+	bool nospace;	      /* the last fallocate hit ENOSPC */
+	int64_t retry_at;     /* monotonic ns: try fallocate again */
+	bool busy;	      /* the sync thread is in a syscall */
+	int sync_err;	      /* a fdatasync failed (-errno): fatal */
 	bool stop;
 	struct sw_hist fsync_time; /* the thread's fdatasyncs */
 
+	struct sw_buf out; /* the writer's own: the records it writes */
+	pthread_t writer;
 	pthread_t thread;
 };
 
@@ -147,6 +166,19 @@ static void lower_io_priority(void)
 	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
 }
 
+/* Room ahead of the writer: preallocate up to PREALLOC_LOW past what is
+ * written, in steps of o.prealloc. mu held. */
+static void want_room(struct changelog *cl)
+{
+	if (cl->written + PREALLOC_LOW > cl->alloc_end &&
+	    cl->alloc_want <= cl->alloc_end) {
+		cl->alloc_want = cl->alloc_end + cl->o.prealloc;
+		while (cl->alloc_want < cl->written + PREALLOC_LOW)
+			cl->alloc_want += cl->o.prealloc;
+		pthread_cond_signal(&cl->cond);
+	}
+}
+
 static void *sync_main(void *arg)
 {
 	struct changelog *cl = arg;
@@ -211,6 +243,7 @@ static void *sync_main(void *arg)
 			if (rc == 0) {
 				cl->alloc_end = from + len;
 				cl->nospace = false;
+				want_room(cl);
 			} else if (rc == -ENOSPC) {
 				cl->nospace = true;
 				cl->retry_at = sw_mono_ns() + SW_NSEC_PER_SEC;
@@ -230,8 +263,70 @@ static void *sync_main(void *arg)
 		 */
 		if (src < 0 && !cl->sync_err)
 			cl->sync_err = src;
-		if (want_sync && !cl->sync_err && ver > cl->synced)
+		if (want_sync && !cl->sync_err && ver > cl->synced) {
 			cl->synced = ver;
+			cl->progress_at = sw_mono_ns();
+		}
+		pthread_cond_broadcast(&cl->idle_cond);
+		pthread_mutex_unlock(&cl->mu);
+		uv_async_send(&cl->async);
+		pthread_mutex_lock(&cl->mu);
+	}
+	pthread_mutex_unlock(&cl->mu);
+	return NULL;
+}
+
+/*
+ * The writer: takes what the loop handed over, all of it, and writes it
+ * with one write(2). Stops once told to and nothing is left to write.
+ * A failed write is kept, and nothing after it is written: the loop
+ * exits (on_async()).
+ */
+static void *write_main(void *arg)
+{
+	struct changelog *cl = arg;
+
+	pthread_mutex_lock(&cl->mu);
+	for (;;) {
+		struct sw_buf t;
+		uint64_t last;
+		size_t n;
+		int fd, rc;
+
+		if (!sw_buf_used(&cl->tosend) || cl->write_err) {
+			if (cl->stop)
+				break;
+			pthread_cond_wait(&cl->wcond, &cl->mu);
+			continue;
+		}
+		t = cl->out;
+		cl->out = cl->tosend;
+		cl->tosend = t;
+		last = cl->handed_ver;
+		n = sw_buf_used(&cl->out);
+		fd = cl->fd;
+		cl->writing = true;
+		/* A loop waiting for room may go on. */
+		pthread_cond_broadcast(&cl->idle_cond);
+		pthread_mutex_unlock(&cl->mu);
+
+		rc = sw_write_all(fd, sw_buf_head(&cl->out), n);
+
+		pthread_mutex_lock(&cl->mu);
+		cl->writing = false;
+		sw_buf_reset(&cl->out);
+		if (rc < 0) {
+			cl->write_err = rc;
+		} else {
+			cl->written += n;
+			cl->written_ver = last;
+			cl->progress_at = sw_mono_ns();
+			if (cl->o.sync == CL_SYNC_ALWAYS) {
+				cl->sync_req = last;
+				pthread_cond_signal(&cl->cond);
+			}
+			want_room(cl);
+		}
 		pthread_cond_broadcast(&cl->idle_cond);
 		pthread_mutex_unlock(&cl->mu);
 		uv_async_send(&cl->async);
@@ -252,21 +347,25 @@ static _Noreturn void disk_failed(const char *what, int err)
 	exit(70);
 }
 
+/* A thread wrote, synced or failed: the replies that waited may go. */
 static void on_async(uv_async_t *h)
 {
 	struct changelog *cl = h->data;
-	uint64_t synced;
-	int err;
+	uint64_t ver;
+	int werr, serr;
 
 	pthread_mutex_lock(&cl->mu);
-	synced = cl->synced;
-	err = cl->sync_err;
+	ver = cl->o.sync == CL_SYNC_ALWAYS ? cl->synced : cl->written_ver;
+	werr = cl->write_err;
+	serr = cl->sync_err;
 	pthread_mutex_unlock(&cl->mu);
-	if (err < 0)
-		disk_failed("fdatasync", err);
-	if (cl->o.sync == CL_SYNC_ALWAYS && synced > cl->durable) {
-		cl->durable = synced;
-		cl->o.on_durable(cl->o.arg, synced);
+	if (werr < 0)
+		disk_failed("write", werr);
+	if (serr < 0)
+		disk_failed("fdatasync", serr);
+	if (ver > cl->durable) {
+		cl->durable = ver;
+		cl->o.on_durable(cl->o.arg, ver);
 	}
 }
 
@@ -325,26 +424,39 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 		cl->o.prealloc = 16u << 20;
 	if (!cl->o.interval_ms)
 		cl->o.interval_ms = 100;
+	if (!cl->o.max_behind)
+		cl->o.max_behind = MAX_BEHIND_DEFAULT;
 	snprintf(cl->dir, sizeof(cl->dir), "%s", o->dir);
 	cl->o.dir = cl->dir;
 	cl->last = cl->written_ver = cl->durable = cl->synced = last;
-	cl->sync_req = last;
+	cl->sync_req = cl->handed_ver = last;
 	cl->fd = seg_create(cl->dir, last + 1);
 	if (cl->fd < 0) {
 		rc = cl->fd;
 		goto out_free;
 	}
-	cl->written = SEG_HDR;
+	cl->written = cl->handed = SEG_HDR;
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	pthread_mutex_init(&cl->mu, NULL);
 	sw_cond_init_mono(&cl->cond);
+	pthread_cond_init(&cl->wcond, NULL);
 	pthread_cond_init(&cl->idle_cond, NULL);
 	rc = uv_async_init(loop, &cl->async, on_async);
 	if (rc < 0)
 		goto out_close;
 	cl->async.data = cl;
 	rc = -pthread_create(&cl->thread, NULL, sync_main, cl);
+	if (rc == 0) {
+		rc = -pthread_create(&cl->writer, NULL, write_main, cl);
+		if (rc < 0) {
+			pthread_mutex_lock(&cl->mu);
+			cl->stop = true;
+			pthread_cond_signal(&cl->cond);
+			pthread_mutex_unlock(&cl->mu);
+			pthread_join(cl->thread, NULL);
+		}
+	}
 	if (rc < 0) {
 		close(cl->fd);
 		/* Freed once the loop has closed the handle (not before:
@@ -373,7 +485,7 @@ int changelog_admit(const struct changelog *cl)
 	pthread_mutex_unlock((pthread_mutex_t *)&cl->mu);
 	if (!nospace)
 		return 0;
-	used = cl->written + sw_buf_used(&cl->pending);
+	used = cl->handed + sw_buf_used(&cl->pending);
 	return alloc_end > used && alloc_end - used >= RESERVE_MIN ? 0 :
 								     -ENOSPC;
 }
@@ -442,41 +554,60 @@ void changelog_append_record(struct changelog *cl, const uint8_t *rec, size_t n,
 	cl->last = version;
 }
 
-/* Write @n bytes of whole records, the last of them @last, and start
- * making them durable as the policy says. */
-static void write_records(struct changelog *cl, const uint8_t *p, size_t n,
-			  uint64_t last)
+/* The version as durable as the policy requires, as the threads know it.
+ * mu held. */
+static uint64_t settled(const struct changelog *cl)
 {
-	bool wake;
-	int rc;
+	return cl->o.sync == CL_SYNC_ALWAYS ? cl->synced : cl->written_ver;
+}
 
-	rc = sw_write_all(cl->fd, p, n);
-	if (rc < 0)
-		disk_failed("write", rc);
-	cl->written += n;
-	cl->written_ver = last;
+/*
+ * Hand @n bytes of whole records, the last of them @last, to the writer,
+ * which writes them and makes them durable as the policy says. Waits
+ * while o.max_behind bytes wait for it already (a disk that slow would
+ * otherwise fill memory); a write that failed ends the wait, and the
+ * loop exits when it hears of it.
+ */
+static void hand_over(struct changelog *cl, const uint8_t *p, size_t n,
+		      uint64_t last)
+{
+	int64_t t0 = 0;
 
 	pthread_mutex_lock(&cl->mu);
-	wake = false;
-	if (cl->o.sync == CL_SYNC_ALWAYS) {
-		cl->sync_req = cl->written_ver;
-		wake = true;
+	while (sw_buf_used(&cl->tosend) >= cl->o.max_behind && !cl->write_err) {
+		if (!t0)
+			t0 = sw_mono_ns();
+		pthread_cond_wait(&cl->idle_cond, &cl->mu);
 	}
-	if (cl->written + PREALLOC_LOW > cl->alloc_end &&
-	    cl->alloc_want <= cl->alloc_end) {
-		cl->alloc_want = cl->alloc_end + cl->o.prealloc;
-		while (cl->alloc_want < cl->written + PREALLOC_LOW)
-			cl->alloc_want += cl->o.prealloc;
-		wake = true;
+	/* Nothing waited: the lag starts now. */
+	if (cl->handed_ver == settled(cl))
+		cl->progress_at = sw_mono_ns();
+	if (sw_buf_add(&cl->tosend, p, n) < 0) {
+		sw_crit(TAG, "out of memory handing records to be written");
+		abort();
 	}
-	if (wake)
-		pthread_cond_signal(&cl->cond);
+	cl->handed_ver = last;
+	pthread_cond_signal(&cl->wcond);
 	pthread_mutex_unlock(&cl->mu);
-
-	if (cl->o.sync != CL_SYNC_ALWAYS && cl->written_ver > cl->durable) {
-		cl->durable = cl->written_ver;
-		cl->o.on_durable(cl->o.arg, cl->durable);
+	cl->handed += n;
+	if (t0 && t0 - cl->behind_warned >= BEHIND_WARN_NS) {
+		cl->behind_warned = t0;
+		sw_warn(TAG,
+			"the disk is %" PRIu64 " MiB of records behind: the "
+			"loop waited %" PRId64 " ms for it",
+			cl->o.max_behind >> 20, (sw_mono_ns() - t0) / 1000000);
 	}
+}
+
+int64_t changelog_lag_ns(struct changelog *cl, int64_t now)
+{
+	int64_t lag = 0;
+
+	pthread_mutex_lock(&cl->mu);
+	if (cl->handed_ver > settled(cl))
+		lag = now - cl->progress_at;
+	pthread_mutex_unlock(&cl->mu);
+	return lag > 0 ? lag : 0;
 }
 
 void changelog_flush(struct changelog *cl)
@@ -492,7 +623,7 @@ void changelog_flush(struct changelog *cl)
 		}
 		cl->o.ship(cl->o.arg, sw_buf_head(&cl->pending), n, cl->last);
 	} else {
-		write_records(cl, sw_buf_head(&cl->pending), n, cl->last);
+		hand_over(cl, sw_buf_head(&cl->pending), n, cl->last);
 	}
 	sw_buf_reset(&cl->pending);
 }
@@ -519,7 +650,7 @@ void changelog_release(struct changelog *cl, uint64_t upto)
 	}
 	if (off == 0)
 		return;
-	write_records(cl, p, off, last);
+	hand_over(cl, p, off, last);
 	sw_buf_consume(&cl->held, off);
 }
 
@@ -540,10 +671,12 @@ uint64_t changelog_last(const struct changelog *cl)
 	return cl->last;
 }
 
-/* Wait until the thread is out of its syscalls; called with mu held. */
+/* Wait until the threads are out of their syscalls, with everything
+ * handed over written (or a write failed); called with mu held. */
 static void wait_idle(struct changelog *cl)
 {
-	while (cl->busy)
+	while (cl->busy || cl->writing ||
+	       (sw_buf_used(&cl->tosend) && !cl->write_err))
 		pthread_cond_wait(&cl->idle_cond, &cl->mu);
 }
 
@@ -565,11 +698,16 @@ static int seg_finish(struct changelog *cl, int fd)
 
 int changelog_rotate(struct changelog *cl)
 {
+	uint64_t ver;
 	int fd, rc;
 
 	changelog_flush(cl);
 	pthread_mutex_lock(&cl->mu);
 	wait_idle(cl);
+	if (cl->write_err) {
+		pthread_mutex_unlock(&cl->mu);
+		disk_failed("write", cl->write_err);
+	}
 	/* A failed fdatasync reports its error once: the one below would
 	 * say 0 for pages the failed one dropped. */
 	rc = cl->sync_err;
@@ -596,16 +734,17 @@ int changelog_rotate(struct changelog *cl)
 	give_back(cl, cl->fd);
 	close(cl->fd);
 	cl->fd = fd;
+	cl->written = SEG_HDR;
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	cl->nospace = false;
-	cl->synced = cl->written_ver;
+	cl->synced = ver = cl->written_ver;
 	pthread_cond_signal(&cl->cond);
 	pthread_mutex_unlock(&cl->mu);
-	cl->written = SEG_HDR;
-	if (cl->written_ver > cl->durable) {
-		cl->durable = cl->written_ver;
-		cl->o.on_durable(cl->o.arg, cl->durable);
+	cl->handed = SEG_HDR;
+	if (ver > cl->durable) {
+		cl->durable = ver;
+		cl->o.on_durable(cl->o.arg, ver);
 	}
 	return 0;
 }
@@ -616,8 +755,11 @@ static void on_async_closed(uv_handle_t *h)
 
 	sw_buf_release(&cl->pending);
 	sw_buf_release(&cl->held);
+	sw_buf_release(&cl->tosend);
+	sw_buf_release(&cl->out);
 	pthread_mutex_destroy(&cl->mu);
 	pthread_cond_destroy(&cl->cond);
+	pthread_cond_destroy(&cl->wcond);
 	pthread_cond_destroy(&cl->idle_cond);
 	free(cl);
 }
@@ -627,18 +769,27 @@ void changelog_close(struct changelog *cl)
 	int rc;
 
 	changelog_flush(cl);
+	/* The writer writes what it was handed before it stops. */
 	pthread_mutex_lock(&cl->mu);
 	cl->stop = true;
+	pthread_cond_signal(&cl->wcond);
 	pthread_cond_signal(&cl->cond);
 	pthread_mutex_unlock(&cl->mu);
+	pthread_join(cl->writer, NULL);
 	pthread_join(cl->thread, NULL);
+	if (cl->write_err)
+		disk_failed("write", cl->write_err);
 	if (cl->sync_err)
 		disk_failed("fdatasync", cl->sync_err);
 	rc = seg_finish(cl, cl->fd);
-	/* The replies that wait for its last records go out after this. */
 	if (rc < 0)
 		disk_failed("closing", rc);
 	close(cl->fd);
+	/* Written and synced: the replies that wait for it may go. */
+	if (cl->written_ver > cl->durable) {
+		cl->durable = cl->written_ver;
+		cl->o.on_durable(cl->o.arg, cl->durable);
+	}
 	uv_close((uv_handle_t *)&cl->async, on_async_closed);
 }
 

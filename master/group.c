@@ -198,9 +198,6 @@ static void on_async(uv_async_t *h)
 	    apply_records(m, sw_buf_head(&in), sw_buf_used(&in)) < 0)
 		_exit(70);
 	sw_buf_release(&in);
-	pthread_mutex_lock(&g->mu);
-	g->applied = m->ns.version;
-	pthread_mutex_unlock(&g->mu);
 	if (promote && m->ns.version >= promote_at) {
 		g->serving = true;
 		atomic_store(&g->loop_seen, sw_mono_ns());
@@ -249,11 +246,32 @@ static void lease_resume(struct group *g)
 		server_resume(c);
 }
 
+void group_durable(struct master *m, uint64_t version)
+{
+	struct group *g = m->group;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->mu);
+	if (version > g->applied)
+		g->applied = version;
+	pthread_mutex_unlock(&g->mu);
+}
+
+/*
+ * The loop turns: it is seen, unless its changelog's disk is stuck (a
+ * hung disk no longer stops the loop, which hands records to a thread):
+ * then it was last seen when the disk last made progress, and the
+ * thread lets the lease go as for a loop that hung.
+ */
 static void on_watch(uv_timer_t *t)
 {
 	struct group *g = t->data;
+	struct master *m = g->m;
+	int64_t now = sw_mono_ns();
 
-	atomic_store(&g->loop_seen, sw_mono_ns());
+	atomic_store(&g->loop_seen,
+		     now - (m->cl ? changelog_lag_ns(m->cl, now) : 0));
 	lease_resume(g);
 }
 

@@ -73,6 +73,15 @@ int group_start(struct master *m);
  * to etcd. */
 void group_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last);
 
+/*
+ * The changelog has records up to @version as durable as its policy
+ * requires (on the loop, from changelog_opts.on_durable): the version
+ * this member says it has applied, which etcd's log may be pruned to.
+ * Never before: a member that said so of records still in memory would
+ * lose them to a crash, and find them gone from the log.
+ */
+void group_durable(struct master *m, uint64_t version);
+
 /* Stop the thread; at master_stop(). */
 void group_stop(struct master *m);
 

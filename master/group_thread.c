@@ -1048,11 +1048,12 @@ static void lead(struct group *g)
 	 * has every right to be busy then.) */
 	if (now >= g->next_ka && atomic_load(&g->leading) &&
 	    now - atomic_load(&g->loop_seen) > g->lease_ns / 2) {
-		/* The loop is stuck (a hung disk?): it answers nobody, and
-		 * the group needs a leader that does. */
+		/* The loop or its changelog's disk is stuck: it answers
+		 * nobody, and the group needs a leader that does. */
 		if (now - g->last_ka <= g->lease_ns / 4 + LOOP_WATCH_NS)
 			sw_crit(TAG,
-				"the loop has not run for %" PRId64 " ms: "
+				"the loop or its changelog's disk has not "
+				"made progress for %" PRId64 " ms: "
 				"letting the lease go",
 				(now - atomic_load(&g->loop_seen)) / 1000000);
 		g->next_ka = now + g->lease_ns / 20;

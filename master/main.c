@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cfg.h"
+#include "changelog.h"
 #include "daemon.h"
 #include "frame.h"
 #include "checkpoint.h"
@@ -383,6 +384,15 @@ static int configure(struct master *m, struct sw_opt *opts,
 	return -1;
 }
 
+/* For the watchdog: how long the changelog's disk has kept records
+ * waiting without progress (the loop itself no longer waits for it). */
+static int64_t changelog_stalled(void *arg)
+{
+	struct master *m = arg;
+
+	return m->cl ? changelog_lag_ns(m->cl, sw_mono_ns()) : 0;
+}
+
 /* Become the daemon and serve until stopped; the exit status. */
 static int run(struct master *m, const struct sw_daemon_args *a)
 {
@@ -415,6 +425,7 @@ static int run(struct master *m, const struct sw_daemon_args *a)
 		  m->cfg.listen_host, m->cfg.listen_port,
 		  sync_choices[m->cfg.changelog_sync]);
 	sw_daemon_ready(&ready_fd, 0);
+	sw_sdnotify_stalled(changelog_stalled, m);
 	sw_sdnotify_ready(m->loop, "listening");
 
 	uv_run(m->loop, UV_RUN_DEFAULT);

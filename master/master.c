@@ -475,6 +475,7 @@ static void on_durable(void *arg, uint64_t version)
 	struct master *m = arg;
 
 	server_durable(m, version);
+	group_durable(m, version);
 	if (m->ckpt.held && version >= m->ckpt.held)
 		checkpoint_release(m);
 }

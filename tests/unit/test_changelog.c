@@ -32,6 +32,7 @@
 #include "log.h"
 #include "meta.pb-c.h"
 #include "unit.h"
+#include "util.h"
 
 #define MAXV 2000
 
@@ -49,6 +50,9 @@ struct fixture {
 	uint64_t durable;
 	unsigned durable_calls;
 	int durable_fd; /* > 0: each version reported is written here too */
+	uint64_t max_behind;	 /* changelog_opts's, for cl_open() */
+	uint64_t durable_first;	 /* first version of the file being written */
+	long long durable_short; /* bytes it lacked at on_durable, at worst */
 
 	/* Packed mutation per version, as appended. */
 	uint8_t *payload[MAXV + 1];
@@ -117,6 +121,9 @@ static int teardown(void **state)
 	return 0;
 }
 
+static long long seg_size(struct fixture *f, uint64_t first);
+static long long expected_size(struct fixture *f, uint64_t from, uint64_t to);
+
 static void on_durable(void *arg, uint64_t version)
 {
 	struct fixture *f = arg;
@@ -129,6 +136,15 @@ static void on_durable(void *arg, uint64_t version)
 		assert_int_equal(write(f->durable_fd, &version,
 				       sizeof(version)),
 				 sizeof(version));
+	/* And only once the records are in the file (written by the
+	 * changelog's thread, which may still be at it after the flush). */
+	if (f->durable_first) {
+		long long lack = expected_size(f, f->durable_first, version) -
+				 seg_size(f, f->durable_first);
+
+		if (lack > f->durable_short)
+			f->durable_short = lack;
+	}
 }
 
 static void on_ship(void *arg, const uint8_t *recs, size_t len, uint64_t last)
@@ -148,6 +164,7 @@ static void cl_open(struct fixture *f, enum cl_sync sync, uint64_t last)
 		.sync = sync,
 		.interval_ms = 5,
 		.prealloc = 64 << 10,
+		.max_behind = f->max_behind,
 		.on_durable = on_durable,
 		.ship = on_ship,
 		.arg = f,
@@ -419,14 +436,16 @@ static void write_and_replay(struct fixture *f, enum cl_sync sync)
 	uint64_t last;
 
 	cl_open(f, sync, 0);
+	f->durable_first = 1;
 	append_range(f, 1, N);
 	assert_int_equal(changelog_last(f->cl), N);
-	if (sync == CL_SYNC_ALWAYS)
-		wait_durable(f, N);
-	/* Written before the reply: durable per policy right away. */
+	/* The changelog's thread writes them: durable when it says so, and
+	 * never before they are in the file. */
+	wait_durable(f, N);
 	assert_int_equal(f->durable, N);
 	assert_int_equal(changelog_durable(f->cl), N);
 	assert_true(f->durable_calls >= 1);
+	assert_int_equal(f->durable_short, 0);
 	cl_close(f);
 	/* Preallocation beyond the end is given back at close. */
 	assert_int_equal(seg_size(f, 1), expected_size(f, 1, N));
@@ -1044,6 +1063,7 @@ static void test_changelog_gate_release(void **state)
 	cl_open(f, CL_SYNC_NEVER, 0);
 	append_range(f, 1, 3);
 	changelog_gate(f->cl);
+	wait_durable(f, 3);
 	assert_int_equal(changelog_durable(f->cl), 3);
 	assert_int_equal(f->nshipped, 0);
 	for (uint64_t v = 4; v <= 9; v++) {
@@ -1074,6 +1094,7 @@ static void test_changelog_gate_release(void **state)
 					  &payload, &len),
 			 0);
 	changelog_release(f->cl, 6);
+	wait_durable(f, 6);
 	assert_int_equal(changelog_durable(f->cl), 6);
 	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 6));
 	changelog_release(f->cl, 6);
@@ -1194,15 +1215,55 @@ int __wrap_fdatasync(int fd)
 	return __real_fdatasync(fd);
 }
 
+/*
+ * And write(): while write_fails is set, the writer thread's calls (not
+ * the test's own) fail with EIO, each counted in write_failed; while
+ * write_held is set, they wait until it is cleared.
+ */
+static atomic_bool write_fails, write_held;
+static atomic_uint write_failed, writes_held;
+static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t write_cond = PTHREAD_COND_INITIALIZER;
+
+ssize_t __real_write(int fd, const void *p, size_t n);
+ssize_t __wrap_write(int fd, const void *p, size_t n);
+ssize_t __wrap_write(int fd, const void *p, size_t n)
+{
+	if (!pthread_equal(pthread_self(), test_thread)) {
+		pthread_mutex_lock(&write_mu);
+		if (atomic_load(&write_held))
+			atomic_fetch_add(&writes_held, 1);
+		while (atomic_load(&write_held))
+			pthread_cond_wait(&write_cond, &write_mu);
+		pthread_mutex_unlock(&write_mu);
+		if (atomic_load(&write_fails)) {
+			atomic_fetch_add(&write_failed, 1);
+			errno = EIO;
+			return -1;
+		}
+	}
+	return __real_write(fd, p, n);
+}
+
+static void hold_writes(bool on)
+{
+	pthread_mutex_lock(&write_mu);
+	atomic_store(&write_held, on);
+	pthread_cond_broadcast(&write_cond);
+	pthread_mutex_unlock(&write_mu);
+}
+
 enum after_failure { RUN_LOOP, ROTATE, CLOSE };
 
 /*
- * In a child: versions 1-3 synced, then 4-9 appended with fdatasync
- * failing (@once: only the first), then the loop runs, or the file is
- * rotated or closed at once. The child's exit status, and the newest
- * version it reported durable past 3 (0: none).
+ * In a child: versions 1-3 durable, then 4-9 appended with fdatasync
+ * failing (@once: only the first) or, @write, the writer's write(2)
+ * failing (and the policy "never", where a write is all it takes), then
+ * the loop runs, or the file is rotated or closed at once. The child's
+ * exit status, and the newest version it reported durable past 3 (0:
+ * none).
  */
-static int child_after_failure(struct fixture *f, bool once,
+static int child_after_failure(struct fixture *f, bool write, bool once,
 			       enum after_failure then, uint64_t *reported)
 {
 	uint64_t got;
@@ -1217,20 +1278,22 @@ static int child_after_failure(struct fixture *f, bool once,
 		alarm(20); /* a hang is a failure, not a stuck suite */
 		if (uv_loop_fork(&f->loop) < 0)
 			_exit(2);
-		cl_open(f, CL_SYNC_ALWAYS, 0);
+		cl_open(f, write ? CL_SYNC_NEVER : CL_SYNC_ALWAYS, 0);
 		append_range(f, 1, 3);
 		wait_durable(f, 3);
 		f->durable_fd = pfd[1];
 		test_thread = pthread_self();
 		atomic_store(&fdatasync_once, once);
-		atomic_store(&fdatasync_fails, true);
+		atomic_store(write ? &write_fails : &fdatasync_fails, true);
 		append_range(f, 4, 9);
-		/* The thread's fdatasync of 4-9 has failed before what
-		 * comes next (the loop is not run meanwhile). */
-		for (int i = 0; i < 5000 && !atomic_load(&fdatasync_failed);
+		/* The thread's write or fdatasync of 4-9 has failed before
+		 * what comes next (the loop is not run meanwhile). */
+		for (int i = 0; i < 5000 && !atomic_load(&fdatasync_failed) &&
+				!atomic_load(&write_failed);
 		     i++)
 			usleep(1000);
-		if (!atomic_load(&fdatasync_failed))
+		if (!atomic_load(&fdatasync_failed) &&
+		    !atomic_load(&write_failed))
 			_exit(3);
 		if (then == ROTATE && changelog_rotate(f->cl) < 0)
 			_exit(4);
@@ -1269,8 +1332,8 @@ static void test_changelog_fdatasync_failure_is_fatal(void **state)
 	uint64_t reported;
 
 	for (size_t i = 0; i < 2 * sizeof(then) / sizeof(then[0]); i++) {
-		int status =
-			child_after_failure(f, i % 2, then[i / 2], &reported);
+		int status = child_after_failure(f, false, i % 2, then[i / 2],
+						 &reported);
 
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 70)
 			fail_msg(
@@ -1278,6 +1341,117 @@ static void test_changelog_fdatasync_failure_is_fatal(void **state)
 				i / 2, (int)(i % 2), (unsigned)status);
 		assert_int_equal(reported, 0);
 	}
+}
+
+/*
+ * A write(2) that fails on the writer's thread is as fatal (70), and
+ * acknowledges nothing: memory is ahead of the disk. Whether the loop
+ * hears of it first, or a rotation or the close waits for the writer.
+ */
+static void test_changelog_write_failure_is_fatal(void **state)
+{
+	struct fixture *f = *state;
+	const enum after_failure then[] = { RUN_LOOP, ROTATE, CLOSE };
+	uint64_t reported;
+
+	for (size_t i = 0; i < sizeof(then) / sizeof(then[0]); i++) {
+		int status =
+			child_after_failure(f, true, false, then[i], &reported);
+
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 70)
+			fail_msg("case %zu: status 0x%x, want exit 70", i,
+				 (unsigned)status);
+		assert_int_equal(reported, 0);
+	}
+}
+
+/*
+ * The loop hands records over and goes on while the disk takes its time
+ * (on ext4 a write(2) of the changelog waited up to 117 ms while a big
+ * checkpoint was written): nothing is reported durable before its write
+ * returns, and changelog_lag_ns() says how long the disk has been stuck,
+ * for the lease and the watchdog.
+ */
+static void test_changelog_loop_does_not_wait_for_the_disk(void **state)
+{
+	struct fixture *f = *state;
+	int64_t t0, lag;
+
+	test_thread = pthread_self();
+	f->durable_first = 1;
+	cl_open(f, CL_SYNC_INTERVAL, 0);
+	assert_int_equal(changelog_lag_ns(f->cl, sw_mono_ns()), 0);
+	hold_writes(true);
+	t0 = sw_mono_ns();
+	append_range(f, 1, 10);
+	/* Handed over, not written. */
+	for (int i = 0; i < 50; i++) {
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_int_equal(f->durable, 0);
+	lag = changelog_lag_ns(f->cl, sw_mono_ns());
+	assert_true(lag >= 50 * 1000000LL);
+	assert_true(lag <= sw_mono_ns() - t0);
+	hold_writes(false);
+	wait_durable(f, 10);
+	assert_int_equal(f->durable_short, 0);
+	assert_int_equal(changelog_lag_ns(f->cl, sw_mono_ns()), 0);
+	cl_close(f);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 10));
+}
+
+struct releaser {
+	atomic_bool released;
+};
+
+static void *release_writes(void *arg)
+{
+	struct releaser *r = arg;
+
+	usleep(100 * 1000);
+	atomic_store(&r->released, true);
+	hold_writes(false);
+	return NULL;
+}
+
+/*
+ * What waits for the disk in memory is bounded (max_behind): past it the
+ * loop waits, as it did when it wrote itself, so that a disk far too
+ * slow for the load fills no memory and stalls the loop (which the lease
+ * and the watchdog then see) rather than the machine.
+ */
+static void test_changelog_behind_is_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct releaser r = { .released = false };
+	pthread_t t;
+	uint64_t last;
+
+	test_thread = pthread_self();
+	f->max_behind = 1; /* one flush's records wait, no more */
+	cl_open(f, CL_SYNC_NEVER, 0);
+	hold_writes(true);
+	append_one(f, 1);
+	changelog_flush(f->cl); /* the writer took it, and waits */
+	for (int i = 0; i < 5000 && !atomic_load(&writes_held); i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&writes_held), 1);
+	append_one(f, 2);
+	append_one(f, 3);
+	changelog_flush(f->cl); /* they wait for the writer */
+	assert_false(atomic_load(&r.released));
+	assert_int_equal(pthread_create(&t, NULL, release_writes, &r), 0);
+	append_one(f, 4);
+	changelog_flush(f->cl); /* the loop waits until the disk moves */
+	assert_true(atomic_load(&r.released));
+	append_range(f, 5, 6);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	wait_durable(f, 6);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 6);
+	assert_int_equal(f->seen, 6);
 }
 
 /*
@@ -1400,6 +1574,13 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_gate_release,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_write_failure_is_fatal, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_loop_does_not_wait_for_the_disk, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_behind_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_rotate_new_file,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -160,6 +160,48 @@ static void test_sdnotify_watchdog_other_pid(void **state)
 	assert_int_equal(count(msgs, 2, "WATCHDOG=1"), 0);
 }
 
+/* The daemon's stall, as the master's changelog reports it. */
+static int64_t stall_ns;
+
+static int64_t stalled(void *arg)
+{
+	(void)arg;
+	return stall_ns;
+}
+
+/*
+ * A loop that turns while what it waits on is stuck (the master's
+ * changelog disk) stops the pings once the stall reaches half the
+ * period, as a loop that hangs does; short of it, pings go on.
+ */
+static void test_sdnotify_watchdog_stalled(void **state)
+{
+	struct fx *f = *state;
+	char msgs[64][128], pid[32];
+	int n;
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("WATCHDOG_USEC", "100000", 1);
+	setenv("WATCHDOG_PID", pid, 1);
+	sw_sdnotify_stalled(stalled, NULL);
+	stall_ns = 50 * 1000000LL; /* half of 100 ms: no ping at all */
+	assert_int_equal(sw_sdnotify_ready(&f->loop, NULL), 0);
+	f->stop_after = 330;
+	run_daemon(f);
+	n = received(f, msgs, 64);
+	assert_int_equal(n, 2);
+	assert_int_equal(count(msgs, n, "WATCHDOG=1"), 0);
+
+	/* Just short of it: the pings go on. */
+	stall_ns = 49 * 1000000LL;
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	assert_int_equal(sw_sdnotify_ready(&f->loop, NULL), 0);
+	run_daemon(f);
+	n = received(f, msgs, 64);
+	assert_in_range(count(msgs, n, "WATCHDOG=1"), 3, 7);
+	sw_sdnotify_stalled(NULL, NULL);
+}
+
 static void test_sdnotify_outside_systemd(void **state)
 {
 	struct fx *f = *state;
@@ -194,6 +236,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_sdnotify_watchdog_other_pid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sdnotify_watchdog_stalled,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sdnotify_outside_systemd,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sdnotify_socket_gone,
