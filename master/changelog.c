@@ -10,8 +10,10 @@
  * mu.
  *
  * The writer has a thread of its own, and does not take turns with the
- * sync thread: a reply waits for its record's write(2) only, never behind
- * a periodic fdatasync or a fallocate of 16 MiB that came first.
+ * sync thread: a reply waits for its record's write(2), not for a
+ * periodic fdatasync that came first. (A fallocate still holds the
+ * file's inode lock, which write(2) takes too: the sync thread runs it
+ * after its fdatasync, once per o.prealloc bytes.)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +47,10 @@
  * room for the records already admitted in this loop iteration. */
 #define RESERVE_MIN (256u << 10)
 #define MAX_BEHIND_DEFAULT (64u << 20)
+/* The writer's write(2) at most (whole records, at least one). */
+#define WRITE_CHUNK (1u << 20)
+/* The writer's buffer is given back once a burst past this is written. */
+#define OUT_KEEP (4u << 20)
 /* The loop waiting for the disk says so at most this often. */
 #define BEHIND_WARN_NS (10 * SW_NSEC_PER_SEC)
 
@@ -79,19 +85,22 @@ struct changelog {
 	int fd;
 	struct sw_buf tosend; /* whole records handed over, not yet taken */
 	uint64_t handed_ver;  /* the version of the last record handed over */
+	uint64_t handed_end;  /* bytes of the current file, handed over */
 	uint64_t written;     /* bytes in the current file */
 	uint64_t written_ver; /* last version written to the file */
 	bool writing;	      /* the writer is in write(2) */
 	int write_err;	      /* a write failed (-errno): fatal */
-	int64_t progress_at;  /* monotonic ns: the disk last caught up some */
-	uint64_t sync_req;    /* version to fdatasync up to */
-	uint64_t synced;      /* version fdatasync'd */
-	uint64_t alloc_end;   /* bytes preallocated in the file */
-	uint64_t alloc_want;  /* preallocate up to here */
-	bool nospace;	      /* the last fallocate hit ENOSPC */
-	int64_t retry_at;     /* monotonic ns: try fallocate again */
-	bool busy;	      /* the sync thread is in a syscall */
-	int sync_err;	      /* a fdatasync failed (-errno): fatal */
+	/* Monotonic ns: settled() last moved, or records came to wait
+	 * when none did (changelog_lag_ns()). */
+	int64_t progress_at;
+	uint64_t sync_req;   /* version to fdatasync up to */
+	uint64_t synced;     /* version fdatasync'd */
+	uint64_t alloc_end;  /* bytes preallocated in the file */
+	uint64_t alloc_want; /* preallocate up to here */
+	bool nospace;	     /* the last fallocate hit ENOSPC */
+	int64_t retry_at;    /* monotonic ns: try fallocate again */
+	bool busy;	     /* the sync thread is in a syscall */
+	int sync_err;	     /* a fdatasync failed (-errno): fatal */
 	bool stop;
 	struct sw_hist fsync_time; /* the thread's fdatasyncs */
 
@@ -166,14 +175,17 @@ static void lower_io_priority(void)
 	syscall(SYS_ioprio_set, 1, 0, (2 << 13) | 7);
 }
 
-/* Room ahead of the writer: preallocate up to PREALLOC_LOW past what is
- * written, in steps of o.prealloc. mu held. */
+/* Room ahead of what was handed over (so that changelog_admit(), which
+ * counts that, sees a full disk before the writer meets it): preallocate
+ * up to PREALLOC_LOW past it, in steps of o.prealloc. mu held. */
 static void want_room(struct changelog *cl)
 {
-	if (cl->written + PREALLOC_LOW > cl->alloc_end &&
+	uint64_t end = cl->handed_end;
+
+	if (end + PREALLOC_LOW > cl->alloc_end &&
 	    cl->alloc_want <= cl->alloc_end) {
 		cl->alloc_want = cl->alloc_end + cl->o.prealloc;
-		while (cl->alloc_want < cl->written + PREALLOC_LOW)
+		while (cl->alloc_want < end + PREALLOC_LOW)
 			cl->alloc_want += cl->o.prealloc;
 		pthread_cond_signal(&cl->cond);
 	}
@@ -225,15 +237,18 @@ static void *sync_main(void *arg)
 		cl->busy = true;
 		pthread_mutex_unlock(&cl->mu);
 
-		if (want_alloc && fallocate(fd, FALLOC_FL_KEEP_SIZE,
-					    (off_t)from, (off_t)len) < 0)
-			rc = -errno;
+		/* The fdatasync first: with "always", replies wait for it,
+		 * and not for a fallocate (which takes the inode's lock, and
+		 * the writer's next write(2) waits for that too). */
 		if (want_sync || periodic) {
 			sync_t0 = sw_mono_ns();
 			if (fdatasync(fd) < 0)
 				src = -errno;
 			sync_ns = sw_mono_ns() - sync_t0;
 		}
+		if (want_alloc && fallocate(fd, FALLOC_FL_KEEP_SIZE,
+					    (off_t)from, (off_t)len) < 0)
+			rc = -errno;
 
 		pthread_mutex_lock(&cl->mu);
 		cl->busy = false;
@@ -277,10 +292,44 @@ static void *sync_main(void *arg)
 }
 
 /*
+ * The whole records at @p (@n bytes) that fit in WRITE_CHUNK, at least
+ * one: their size, and in *@last the version of the last of them.
+ */
+static size_t chunk(const uint8_t *p, size_t n, uint64_t *last)
+{
+	size_t off = 0;
+
+	do {
+		*last = get_le64(p + off + 8);
+		off += REC_HDR + get_le32(p + off);
+	} while (off < n && off + REC_HDR + get_le32(p + off) <= WRITE_CHUNK);
+	return off;
+}
+
+/* @len bytes up to version @last are in the file. mu held. */
+static void written(struct changelog *cl, size_t len, uint64_t last)
+{
+	cl->written += len;
+	cl->written_ver = last;
+	/* With "always", progress is an fdatasync done: writes that go
+	 * on while it hangs release nothing. */
+	if (cl->o.sync == CL_SYNC_ALWAYS) {
+		cl->sync_req = last;
+		pthread_cond_signal(&cl->cond);
+	} else {
+		cl->progress_at = sw_mono_ns();
+	}
+	want_room(cl);
+}
+
+/*
  * The writer: takes what the loop handed over, all of it, and writes it
- * with one write(2). Stops once told to and nothing is left to write.
- * A failed write is kept, and nothing after it is written: the loop
- * exits (on_async()).
+ * in chunks of whole records, each reported as it is written (a disk
+ * slower than the load makes progress a chunk at a time, not once a
+ * backlog of many MiB is all written: changelog_lag_ns() must not take
+ * a slow disk for a stuck one). Stops once told to and nothing is left
+ * to write. A failed write is kept, and nothing after it is written: the
+ * loop exits (on_async()).
  */
 static void *write_main(void *arg)
 {
@@ -289,9 +338,8 @@ static void *write_main(void *arg)
 	pthread_mutex_lock(&cl->mu);
 	for (;;) {
 		struct sw_buf t;
-		uint64_t last;
 		size_t n;
-		int fd, rc;
+		int fd, rc = 0;
 
 		if (!sw_buf_used(&cl->tosend) || cl->write_err) {
 			if (cl->stop)
@@ -302,7 +350,6 @@ static void *write_main(void *arg)
 		t = cl->out;
 		cl->out = cl->tosend;
 		cl->tosend = t;
-		last = cl->handed_ver;
 		n = sw_buf_used(&cl->out);
 		fd = cl->fd;
 		cl->writing = true;
@@ -310,27 +357,29 @@ static void *write_main(void *arg)
 		pthread_cond_broadcast(&cl->idle_cond);
 		pthread_mutex_unlock(&cl->mu);
 
-		rc = sw_write_all(fd, sw_buf_head(&cl->out), n);
+		for (size_t off = 0, len; off < n && rc == 0; off += len) {
+			const uint8_t *p = sw_buf_head(&cl->out) + off;
+			uint64_t last;
+
+			len = chunk(p, n - off, &last);
+			rc = sw_write_all(fd, p, len);
+			pthread_mutex_lock(&cl->mu);
+			if (rc < 0)
+				cl->write_err = rc;
+			else
+				written(cl, len, last);
+			pthread_mutex_unlock(&cl->mu);
+			uv_async_send(&cl->async);
+		}
 
 		pthread_mutex_lock(&cl->mu);
 		cl->writing = false;
-		sw_buf_reset(&cl->out);
-		if (rc < 0) {
-			cl->write_err = rc;
-		} else {
-			cl->written += n;
-			cl->written_ver = last;
-			cl->progress_at = sw_mono_ns();
-			if (cl->o.sync == CL_SYNC_ALWAYS) {
-				cl->sync_req = last;
-				pthread_cond_signal(&cl->cond);
-			}
-			want_room(cl);
-		}
+		/* A burst's buffer goes back once written. */
+		if (cl->out.cap > OUT_KEEP)
+			sw_buf_release(&cl->out);
+		else
+			sw_buf_reset(&cl->out);
 		pthread_cond_broadcast(&cl->idle_cond);
-		pthread_mutex_unlock(&cl->mu);
-		uv_async_send(&cl->async);
-		pthread_mutex_lock(&cl->mu);
 	}
 	pthread_mutex_unlock(&cl->mu);
 	return NULL;
@@ -435,7 +484,7 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 		rc = cl->fd;
 		goto out_free;
 	}
-	cl->written = cl->handed = SEG_HDR;
+	cl->written = cl->handed = cl->handed_end = SEG_HDR;
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	pthread_mutex_init(&cl->mu, NULL);
@@ -587,9 +636,11 @@ static void hand_over(struct changelog *cl, const uint8_t *p, size_t n,
 		abort();
 	}
 	cl->handed_ver = last;
+	cl->handed += n;
+	cl->handed_end = cl->handed;
+	want_room(cl);
 	pthread_cond_signal(&cl->wcond);
 	pthread_mutex_unlock(&cl->mu);
-	cl->handed += n;
 	if (t0 && t0 - cl->behind_warned >= BEHIND_WARN_NS) {
 		cl->behind_warned = t0;
 		sw_warn(TAG,
@@ -734,7 +785,7 @@ int changelog_rotate(struct changelog *cl)
 	give_back(cl, cl->fd);
 	close(cl->fd);
 	cl->fd = fd;
-	cl->written = SEG_HDR;
+	cl->written = cl->handed_end = SEG_HDR;
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	cl->nospace = false;

@@ -20,7 +20,8 @@
  *              master's death, kill -9 included); fdatasync runs every
  *              changelog_sync_interval.
  *  - never:    written before the reply; fdatasync only at rotation.
- * In every policy the record reaches the kernel before the reply leaves.
+ * In every policy a mutation's record reaches the kernel before the reply
+ * to it leaves.
  *
  * Threads: appends happen on the loop thread, which hands the records to
  * the changelog's writer thread once per loop iteration; write(2) runs
@@ -35,8 +36,10 @@
  * change, and no client was told it was made.
  *
  * Bounds: records handed over and not yet taken by the writer are held
- * to o->max_behind bytes; past that the loop waits for the disk, as it
- * did when it wrote itself. A disk that makes no progress while records
+ * to o->max_behind bytes (and the writer's own batch to as much again,
+ * plus a loop iteration's); past that the loop waits for the disk, as it
+ * did when it wrote itself. The writer writes a batch a MiB at a time,
+ * each reported as written, so a slow disk is seen making progress. A disk that makes no progress while records
  * wait is seen by changelog_lag_ns(), which the group's lease and the
  * systemd watchdog consult, so a master with a hung disk gives up its
  * lease and is restarted as one whose loop hung.

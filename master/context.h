@@ -109,6 +109,7 @@ struct master_config {
 	char etcd_user[128];	       /* etcd user: a token per member */
 	char etcd_password_file[1024]; /* its password (not world-read) */
 	uint64_t group_lease_ms;
+	uint64_t group_disk_timeout_ms;
 	uint64_t group_log_keep;    /* versions kept past the slowest */
 	uint64_t group_log_away_ms; /* a member silent this long: not */
 };

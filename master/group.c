@@ -259,10 +259,9 @@ void group_durable(struct master *m, uint64_t version)
 }
 
 /*
- * The loop turns: it is seen, unless its changelog's disk is stuck (a
- * hung disk no longer stops the loop, which hands records to a thread):
- * then it was last seen when the disk last made progress, and the
- * thread lets the lease go as for a loop that hung.
+ * The loop turns: it is seen. And how long its changelog's disk has kept
+ * records waiting without progress: a hung disk no longer stops the loop
+ * (a thread writes), so the thread must hear of it to let the lease go.
  */
 static void on_watch(uv_timer_t *t)
 {
@@ -270,8 +269,8 @@ static void on_watch(uv_timer_t *t)
 	struct master *m = g->m;
 	int64_t now = sw_mono_ns();
 
-	atomic_store(&g->loop_seen,
-		     now - (m->cl ? changelog_lag_ns(m->cl, now) : 0));
+	atomic_store(&g->loop_seen, now);
+	atomic_store(&g->disk_lag, m->cl ? changelog_lag_ns(m->cl, now) : 0);
 	lease_resume(g);
 }
 
@@ -345,6 +344,7 @@ int group_start(struct master *m)
 	}
 	snprintf(g->prefix, sizeof(g->prefix), "%s", m->cfg.group_prefix);
 	g->lease_ns = (int64_t)m->cfg.group_lease_ms * 1000000;
+	g->disk_timeout_ns = (int64_t)m->cfg.group_disk_timeout_ms * 1000000;
 	g->next = m->ns.version + 1;
 	g->applied = m->ns.version;
 	/* Before the thread: curl_global_init() is not thread-safe. */

@@ -89,6 +89,7 @@ struct group {
 	int64_t compacted;	/* history compacted up to this revision */
 	uint64_t base;		/* the version the group started from */
 	int64_t lease_ns;
+	int64_t disk_timeout_ns; /* group_disk_timeout */
 
 	/* The thread's own (and group_start()'s, before the thread). */
 	CURL *curl;
@@ -157,6 +158,10 @@ struct group {
 	_Atomic int64_t valid_until;
 	_Atomic int64_t renewed_at; /* when it asked, for the log */
 	_Atomic int64_t loop_seen;
+	/* How long the changelog's disk has kept records waiting without
+	 * progress, as the loop last saw (changelog_lag_ns()); past
+	 * disk_timeout_ns the thread lets the lease go too. */
+	_Atomic int64_t disk_lag;
 	_Atomic bool leading; /* the loop serves as the leader */
 
 	/* Loop thread only. */

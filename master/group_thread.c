@@ -1047,15 +1047,26 @@ static void lead(struct group *g)
 	/* (Not while the loop still applies what the election brought: it
 	 * has every right to be busy then.) */
 	if (now >= g->next_ka && atomic_load(&g->leading) &&
-	    now - atomic_load(&g->loop_seen) > g->lease_ns / 2) {
-		/* The loop or its changelog's disk is stuck: it answers
-		 * nobody, and the group needs a leader that does. */
-		if (now - g->last_ka <= g->lease_ns / 4 + LOOP_WATCH_NS)
-			sw_crit(TAG,
-				"the loop or its changelog's disk has not "
-				"made progress for %" PRId64 " ms: "
-				"letting the lease go",
-				(now - atomic_load(&g->loop_seen)) / 1000000);
+	    (now - atomic_load(&g->loop_seen) > g->lease_ns / 2 ||
+	     atomic_load(&g->disk_lag) > g->disk_timeout_ns)) {
+		/* The loop is stuck, or its changelog's disk (the loop goes
+		 * on, but no change is acknowledged): it answers nobody, and
+		 * the group needs a leader that does. */
+		if (now - g->last_ka <= g->lease_ns / 4 + LOOP_WATCH_NS) {
+			if (now - atomic_load(&g->loop_seen) > g->lease_ns / 2)
+				sw_crit(TAG,
+					"the loop has not run for %" PRId64
+					" ms: letting the lease go",
+					(now - atomic_load(&g->loop_seen)) /
+						1000000);
+			else
+				sw_crit(TAG,
+					"the changelog's disk has not made "
+					"progress for %" PRId64
+					" ms (group_disk_timeout): letting "
+					"the lease go",
+					atomic_load(&g->disk_lag) / 1000000);
+		}
 		g->next_ka = now + g->lease_ns / 20;
 	} else if (now >= g->next_ka) {
 		rc = keepalive(g);

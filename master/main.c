@@ -44,7 +44,7 @@ static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
 
 /* Options in each table (the second ends with the terminating { 0 }). */
-#define NOPTS_SERVICE 35
+#define NOPTS_SERVICE 36
 #define NOPTS_LIMITS 15
 #define NOPTS_CAPS 8
 #define NOPTS (NOPTS_SERVICE + NOPTS_CAPS + NOPTS_LIMITS)
@@ -164,6 +164,10 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  60000, NULL,
 		  "a leader that stops renewing its lease for this long is "
 		  "replaced (whole seconds)" },
+		{ "group_disk_timeout", SW_OPT_DURATION,
+		  &c->group_disk_timeout_ms, 1000, 3600000, NULL,
+		  "a leader whose changelog disk makes no progress for this "
+		  "long while changes wait for it lets its lease go" },
 		{ "group_log_keep", SW_OPT_UINT, &c->group_log_keep, 0,
 		  UINT64_MAX, NULL,
 		  "etcd keeps this many versions of the group's log more "

@@ -97,6 +97,7 @@ void master_config_defaults(struct master_config *c)
 	strcpy(c->etcd, "127.0.0.1:2379");
 	strcpy(c->group_prefix, "/sweepfs/");
 	c->group_lease_ms = 2000;
+	c->group_disk_timeout_ms = 10000;
 	c->group_log_keep = 10000;
 	c->group_log_away_ms = 10 * 60 * 1000;
 }

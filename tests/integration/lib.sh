@@ -1036,7 +1036,11 @@ SW_DRIVER_PID=
 sw_group_driver() {
 	local script=$1 what=$2 rc=0
 	command -v etcd >/dev/null || skip "etcd is not installed (etcd-server)"
-	sw_scenario_cleanup() { _sw_driver_cleanup; }
+	# And the scenario's own clean-up after the driver's, if it has one.
+	sw_scenario_cleanup() {
+		_sw_driver_cleanup
+		! declare -F sw_group_cleanup >/dev/null || sw_group_cleanup
+	}
 	"$PYTHON" "$SW_HERE/$script" --build "$SWEEPFS_BUILD" --tmp "$SW_TMP" \
 		>"$SW_TMP/driver.json" 2>"$SW_TMP/driver.log" &
 	SW_DRIVER_PID=$!

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "changelog.h"
+#include "crc32c.h"
 #include "log.h"
 #include "meta.pb-c.h"
 #include "unit.h"
@@ -76,6 +77,8 @@ struct fixture {
 	uint64_t shipped_last;
 };
 
+static void release_holds(void);
+
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -88,6 +91,7 @@ static int setup(void **state)
 		return -1;
 	}
 	f->loop_inited = true;
+	release_holds();
 	rng_seed(&f->rng, 99);
 	sw_log_set_sink(unit_quiet_sink, &f->log_lines);
 	*state = f;
@@ -108,6 +112,8 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
+	/* A case that failed while it held the threads lets them go. */
+	release_holds();
 	cl_close(f);
 	if (f->loop_inited) {
 		uv_run(&f->loop, UV_RUN_DEFAULT);
@@ -1195,10 +1201,34 @@ static pthread_t test_thread;
  * before one fails; -1: none fails. */
 static atomic_int fdatasync_here_after = -1;
 
+static atomic_bool fdatasync_held; /* the thread's wait while set */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+
+/* Wait while @held is set (not on the test's thread). */
+static void held_here(atomic_bool *held)
+{
+	if (pthread_equal(pthread_self(), test_thread))
+		return;
+	pthread_mutex_lock(&hold_mu);
+	while (atomic_load(held))
+		pthread_cond_wait(&hold_cond, &hold_mu);
+	pthread_mutex_unlock(&hold_mu);
+}
+
+static void hold(atomic_bool *held, bool on)
+{
+	pthread_mutex_lock(&hold_mu);
+	atomic_store(held, on);
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_mu);
+}
+
 int __real_fdatasync(int fd);
 int __wrap_fdatasync(int fd);
 int __wrap_fdatasync(int fd)
 {
+	held_here(&fdatasync_held);
 	if (pthread_equal(pthread_self(), test_thread) &&
 	    atomic_load(&fdatasync_here_after) >= 0 &&
 	    atomic_fetch_sub(&fdatasync_here_after, 1) == 0) {
@@ -1222,20 +1252,25 @@ int __wrap_fdatasync(int fd)
  */
 static atomic_bool write_fails, write_held;
 static atomic_uint write_failed, writes_held;
-static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t write_cond = PTHREAD_COND_INITIALIZER;
+/* The writer's write(2)s: how many, the largest, and how long each
+ * takes at least (a slow disk; 0: as long as it takes). */
+static atomic_uint writes;
+static atomic_size_t write_max;
+static atomic_uint write_delay_ms;
 
 ssize_t __real_write(int fd, const void *p, size_t n);
 ssize_t __wrap_write(int fd, const void *p, size_t n);
 ssize_t __wrap_write(int fd, const void *p, size_t n)
 {
 	if (!pthread_equal(pthread_self(), test_thread)) {
-		pthread_mutex_lock(&write_mu);
 		if (atomic_load(&write_held))
 			atomic_fetch_add(&writes_held, 1);
-		while (atomic_load(&write_held))
-			pthread_cond_wait(&write_cond, &write_mu);
-		pthread_mutex_unlock(&write_mu);
+		held_here(&write_held);
+		atomic_fetch_add(&writes, 1);
+		if (n > atomic_load(&write_max))
+			atomic_store(&write_max, n);
+		if (atomic_load(&write_delay_ms))
+			usleep(atomic_load(&write_delay_ms) * 1000);
 		if (atomic_load(&write_fails)) {
 			atomic_fetch_add(&write_failed, 1);
 			errno = EIO;
@@ -1247,10 +1282,17 @@ ssize_t __wrap_write(int fd, const void *p, size_t n)
 
 static void hold_writes(bool on)
 {
-	pthread_mutex_lock(&write_mu);
-	atomic_store(&write_held, on);
-	pthread_cond_broadcast(&write_cond);
-	pthread_mutex_unlock(&write_mu);
+	hold(&write_held, on);
+}
+
+static void release_holds(void)
+{
+	hold(&write_held, false);
+	hold(&fdatasync_held, false);
+	atomic_store(&writes_held, 0);
+	atomic_store(&writes, 0);
+	atomic_store(&write_max, 0);
+	atomic_store(&write_delay_ms, 0);
 }
 
 enum after_failure { RUN_LOOP, ROTATE, CLOSE };
@@ -1401,6 +1443,35 @@ static void test_changelog_loop_does_not_wait_for_the_disk(void **state)
 	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 10));
 }
 
+/*
+ * With "always", progress is an fdatasync done: a disk that takes writes
+ * into the page cache while its fdatasync hangs releases no reply, and
+ * changelog_lag_ns() grows all the same.
+ */
+static void test_changelog_lag_while_fdatasync_hangs(void **state)
+{
+	struct fixture *f = *state;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_ALWAYS, 0);
+	hold(&fdatasync_held, true);
+	append_range(f, 1, 3);
+	usleep(60 * 1000);
+	/* Written later: a write is no progress. */
+	append_range(f, 4, 9);
+	for (int i = 0; i < 5000 && seg_size(f, 1) < expected_size(f, 1, 9);
+	     i++)
+		usleep(1000);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 9));
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(f->durable, 0);
+	assert_true(changelog_lag_ns(f->cl, sw_mono_ns()) >= 60 * 1000000LL);
+	hold(&fdatasync_held, false);
+	wait_durable(f, 9);
+	assert_int_equal(changelog_lag_ns(f->cl, sw_mono_ns()), 0);
+	cl_close(f);
+}
+
 struct releaser {
 	atomic_bool released;
 };
@@ -1440,7 +1511,6 @@ static void test_changelog_behind_is_bounded(void **state)
 	append_one(f, 2);
 	append_one(f, 3);
 	changelog_flush(f->cl); /* they wait for the writer */
-	assert_false(atomic_load(&r.released));
 	assert_int_equal(pthread_create(&t, NULL, release_writes, &r), 0);
 	append_one(f, 4);
 	changelog_flush(f->cl); /* the loop waits until the disk moves */
@@ -1452,6 +1522,74 @@ static void test_changelog_behind_is_bounded(void **state)
 	assert_int_equal(replay(f, 0, &last), 0);
 	assert_int_equal(last, 6);
 	assert_int_equal(f->seen, 6);
+}
+
+/* Hand over one record of @len bytes of payload as version @v. */
+static void append_big(struct fixture *f, uint64_t v, size_t len)
+{
+	uint8_t *rec = calloc(1, 16 + len);
+
+	assert_non_null(rec);
+	memset(rec + 16, (int)v, len);
+	/* u32 length | u32 crc32c(version, payload) | u64 version */
+	for (int i = 0; i < 4; i++)
+		rec[i] = (uint8_t)(len >> (8 * i));
+	for (int i = 0; i < 8; i++)
+		rec[8 + i] = (uint8_t)(v >> (8 * i));
+	{
+		uint32_t crc = sw_crc32c(0, rec + 8, 8 + len);
+
+		for (int i = 0; i < 4; i++)
+			rec[4 + i] = (uint8_t)(crc >> (8 * i));
+	}
+	assert_int_equal(changelog_reserve(f->cl, 16 + len), 0);
+	changelog_append_record(f->cl, rec, 16 + len, v);
+	free(rec);
+}
+
+/*
+ * A disk slower than the load: what waits is written a MiB at a time,
+ * whole records, each reported as written, so changelog_lag_ns() sees
+ * a disk that progresses, not one stuck for as long as the whole
+ * backlog takes (which would cost a healthy leader its lease).
+ */
+static void test_changelog_slow_disk_progresses(void **state)
+{
+	struct fixture *f = *state;
+	int64_t t0, lag_max = 0;
+	uint64_t v;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_NEVER, 0);
+	hold_writes(true);
+	/* 56 records of 64 KiB, one batch: 3.5 MiB. */
+	for (v = 1; v <= 56; v++)
+		append_big(f, v, 64 << 10);
+	changelog_flush(f->cl);
+	for (int i = 0; i < 5000 && !atomic_load(&writes_held); i++)
+		usleep(1000);
+	atomic_store(&write_delay_ms, 100);
+	t0 = sw_mono_ns();
+	hold_writes(false);
+	while (f->durable < 56 && sw_mono_ns() - t0 < 10 * SW_NSEC_PER_SEC) {
+		int64_t lag = changelog_lag_ns(f->cl, sw_mono_ns());
+
+		if (lag > lag_max)
+			lag_max = lag;
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		usleep(2000);
+	}
+	assert_int_equal(f->durable, 56);
+	/* Four writes of at most 1 MiB, 100 ms each. */
+	assert_true(atomic_load(&writes) >= 4);
+	assert_true(atomic_load(&write_max) <= 1u << 20);
+	assert_true(sw_mono_ns() - t0 >= 400 * 1000000LL);
+	/* Each write was seen: the lag never reached the whole 400 ms. */
+	if (lag_max >= 250 * 1000000LL)
+		fail_msg("lag %" PRId64 " ms with a disk that progresses",
+			 lag_max / 1000000);
+	assert_true(f->durable_calls >= 2);
+	cl_close(f);
 }
 
 /*
@@ -1581,6 +1719,11 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_behind_is_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_lag_while_fdatasync_hangs, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_slow_disk_progresses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_rotate_new_file,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

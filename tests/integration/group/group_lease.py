@@ -65,20 +65,27 @@ class Group(CatchupGroup):
         super().stop()
 
 
-def look(path, timeout):
-    """stat(@path) in a thread: {"ino": ...}, {"err": ...} or {"hung":
-    True} after @timeout s."""
+def bounded(fn, timeout):
+    """fn() in a thread: {"ok": what it returned}, {"err": strerror} or
+    {"hung": True} after @timeout s."""
     seen = {}
 
     def run():
         try:
-            seen["ino"] = os.stat(path).st_ino
+            seen["ok"] = fn()
         except OSError as e:
             seen["err"] = e.strerror
     t = threading.Thread(target=run, daemon=True)
     t.start()
     t.join(timeout)
     return seen if seen else {"hung": True}
+
+
+def look(path, timeout):
+    """stat(@path) in a thread: {"ino": ...}, {"err": ...} or {"hung":
+    True} after @timeout s."""
+    seen = bounded(lambda: os.stat(path).st_ino, timeout)
+    return {"ino": seen["ok"]} if "ok" in seen else seen
 
 
 def run(g, result):
