@@ -23,17 +23,20 @@
  * In every policy a mutation's record reaches the kernel before the reply
  * to it leaves.
  *
- * Threads: appends happen on the loop thread, which hands the records to
- * the changelog's writer thread once per loop iteration; write(2) runs
- * there, fdatasync and fallocate on a second thread (at low I/O
- * priority), and both report back through a uv_async_t. The loop never
- * waits for the disk: while a checkpoint of 34 M files went to disk, a
- * write(2) of the changelog on ext4 waited up to 117 ms for the journal,
- * and every client's request with it. Only replies to mutations wait for
- * their records (o->on_durable). A reply that changed nothing goes out
- * at once, and may show a change whose record is not written yet (as,
- * with "always", one not yet synced): a master killed then loses the
- * change, and no client was told it was made.
+ * Threads: appends happen on the loop thread, which writes each
+ * iteration's records itself while the disk is calm, and otherwise hands
+ * them to the changelog's writer thread; fdatasync and fallocate run on a
+ * second thread (at low I/O priority), and both report back through a
+ * uv_async_t. While a checkpoint of 34 M files went to disk, a write(2)
+ * of the changelog on ext4 waited up to 117 ms for the journal, and
+ * every client's request with it: the owner says when it keeps the disk
+ * busy (changelog_defer()), and a write here slower than a millisecond
+ * hands the next 10 s of records to the writer. A hand-over costs two
+ * thread wake-ups, which is why the calm disk is written here. Replies to
+ * mutations wait for their records (o->on_durable). A reply that changed
+ * nothing goes out at once, and may show a change handed over and not
+ * yet written (as, with "always", one not yet synced): a master killed
+ * then loses the change, and no client was told it was made.
  *
  * Bounds: records handed over and not yet taken by the writer are held
  * to o->max_behind bytes (and the writer's own batch to as much again,
@@ -51,6 +54,7 @@
 #ifndef SWEEPFS_MASTER_CHANGELOG_H
 #define SWEEPFS_MASTER_CHANGELOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +77,11 @@ struct changelog_opts {
 	/* Records handed to the writer and not yet taken, at most (bytes;
 	 * 0: 64 MiB): past that, changelog_flush() waits for the disk. */
 	uint64_t max_behind;
+	/* Never write(2) on the loop, even while the disk is calm. */
+	bool thread_only;
+	/* A write(2) on the loop slower than this (ns; 0: 1 ms) sends the
+	 * next 10 s of records to the writer thread. */
+	int64_t direct_slow_ns;
 	/* Called on the loop thread when records up to @version are as
 	 * durable as the policy requires. */
 	void (*on_durable)(void *arg, uint64_t version);
@@ -135,6 +144,13 @@ void changelog_append_record(struct changelog *cl, const uint8_t *rec, size_t n,
  * and exits when it hears of it (70).
  */
 void changelog_flush(struct changelog *cl);
+
+/*
+ * While @on, every flush is handed to the writer thread, whatever the
+ * disk did lately: for while the owner itself keeps the disk busy (a
+ * checkpoint being written).
+ */
+void changelog_defer(struct changelog *cl, bool on);
 
 /*
  * How long records have waited for the disk without it making progress

@@ -48,7 +48,8 @@ struct master_config {
 	char listen_host[256];
 	uint64_t listen_port;
 	char data_dir[4096];
-	int changelog_sync; /* enum cl_sync */
+	int changelog_sync;   /* enum cl_sync */
+	int changelog_writer; /* 0: auto, 1: thread (changelog_opts) */
 	uint64_t sync_interval_ms;
 	uint64_t checkpoint_interval_ms;
 	uint64_t checkpoint_changes; /* also checkpoint after this many */

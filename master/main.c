@@ -42,9 +42,10 @@
 
 static const char *const sync_choices[] = { "always", "interval", "never",
 					    NULL };
+static const char *const writer_choices[] = { "auto", "thread", NULL };
 
 /* Options in each table (the second ends with the terminating { 0 }). */
-#define NOPTS_SERVICE 36
+#define NOPTS_SERVICE 37
 #define NOPTS_LIMITS 15
 #define NOPTS_CAPS 8
 #define NOPTS (NOPTS_SERVICE + NOPTS_CAPS + NOPTS_LIMITS)
@@ -64,6 +65,12 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  sync_choices,
 		  "always: fdatasync before replying; interval: write before "
 		  "replying, fdatasync every changelog_sync_interval; never" },
+		{ "changelog_writer", SW_OPT_ENUM, &c->changelog_writer, 0, 0,
+		  writer_choices,
+		  "auto: the loop writes the changelog while the disk is "
+		  "calm, a thread while a checkpoint is written or a write "
+		  "was slow; thread: always a thread (the loop never waits "
+		  "for the disk; two thread wake-ups more per change)" },
 		{ "changelog_sync_interval", SW_OPT_DURATION,
 		  &c->sync_interval_ms, 1, 3600 * 1000, NULL,
 		  "fdatasync period for changelog_sync = interval" },

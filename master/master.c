@@ -389,6 +389,8 @@ static void on_checkpoint_done(void *arg, int rc)
 {
 	struct master *m = arg;
 
+	if (m->cl)
+		changelog_defer(m->cl, false);
 	if (rc < 0) {
 		sw_err(TAG, "checkpoint %" PRIu64 " failed: %s", m->ckpt.target,
 		       strerror(-rc));
@@ -437,6 +439,8 @@ void master_checkpoint(struct master *m)
 	m->ckpt.fork_ns = sw_mono_ns() - m->ckpt.last - m->ckpt.rotate_ns;
 	if (rc < 0)
 		sw_err(TAG, "cannot start a checkpoint: %s", strerror(-rc));
+	else /* its gigabytes keep the disk busy: the loop writes nothing */
+		changelog_defer(m->cl, true);
 }
 
 /* ---- exports --------------------------------------------------------- */
@@ -678,6 +682,7 @@ static int open_changelog(struct master *m)
 		.sync = (enum cl_sync)m->cfg.changelog_sync,
 		.interval_ms = m->cfg.sync_interval_ms,
 		.prealloc = m->cfg.changelog_prealloc,
+		.thread_only = m->cfg.changelog_writer == 1,
 		.on_durable = on_durable,
 		.ship = group_ship,
 		.arg = m,

@@ -52,6 +52,8 @@ struct fixture {
 	unsigned durable_calls;
 	int durable_fd; /* > 0: each version reported is written here too */
 	uint64_t max_behind;	 /* changelog_opts's, for cl_open() */
+	bool thread_only;	 /* changelog_opts's, for cl_open() */
+	int64_t direct_slow_ns;	 /* changelog_opts's, for cl_open() */
 	uint64_t durable_first;	 /* first version of the file being written */
 	long long durable_short; /* bytes it lacked at on_durable, at worst */
 
@@ -171,6 +173,8 @@ static void cl_open(struct fixture *f, enum cl_sync sync, uint64_t last)
 		.interval_ms = 5,
 		.prealloc = 64 << 10,
 		.max_behind = f->max_behind,
+		.thread_only = f->thread_only,
+		.direct_slow_ns = f->direct_slow_ns,
 		.on_durable = on_durable,
 		.ship = on_ship,
 		.arg = f,
@@ -1257,11 +1261,15 @@ static atomic_uint write_failed, writes_held;
 static atomic_uint writes;
 static atomic_size_t write_max;
 static atomic_uint write_delay_ms;
+/* And the test thread's (the loop's) own. */
+static atomic_uint write_delay_here_ms;
 
 ssize_t __real_write(int fd, const void *p, size_t n);
 ssize_t __wrap_write(int fd, const void *p, size_t n);
 ssize_t __wrap_write(int fd, const void *p, size_t n)
 {
+	struct stat st;
+
 	if (!pthread_equal(pthread_self(), test_thread)) {
 		if (atomic_load(&write_held))
 			atomic_fetch_add(&writes_held, 1);
@@ -1271,11 +1279,16 @@ ssize_t __wrap_write(int fd, const void *p, size_t n)
 			atomic_store(&write_max, n);
 		if (atomic_load(&write_delay_ms))
 			usleep(atomic_load(&write_delay_ms) * 1000);
-		if (atomic_load(&write_fails)) {
-			atomic_fetch_add(&write_failed, 1);
-			errno = EIO;
-			return -1;
-		}
+	} else if (atomic_load(&write_delay_here_ms)) {
+		usleep(atomic_load(&write_delay_here_ms) * 1000);
+	}
+	/* Any thread's (the loop writes too while the disk is calm), to
+	 * the file: not the test's pipes. */
+	if (atomic_load(&write_fails) && fstat(fd, &st) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		atomic_fetch_add(&write_failed, 1);
+		errno = EIO;
+		return -1;
 	}
 	return __real_write(fd, p, n);
 }
@@ -1293,17 +1306,18 @@ static void release_holds(void)
 	atomic_store(&writes, 0);
 	atomic_store(&write_max, 0);
 	atomic_store(&write_delay_ms, 0);
+	atomic_store(&write_delay_here_ms, 0);
 }
 
 enum after_failure { RUN_LOOP, ROTATE, CLOSE };
 
 /*
  * In a child: versions 1-3 durable, then 4-9 appended with fdatasync
- * failing (@once: only the first) or, @write, the writer's write(2)
- * failing (and the policy "never", where a write is all it takes), then
- * the loop runs, or the file is rotated or closed at once. The child's
- * exit status, and the newest version it reported durable past 3 (0:
- * none).
+ * failing (@once: only the first) or, @write, write(2) failing (and the
+ * policy "never", where a write is all it takes; the writer thread's
+ * with f->thread_only, else the loop's own), then the loop runs, or the
+ * file is rotated or closed at once. The child's exit status, and the
+ * newest version it reported durable past 3 (0: none).
  */
 static int child_after_failure(struct fixture *f, bool write, bool once,
 			       enum after_failure then, uint64_t *reported)
@@ -1386,9 +1400,10 @@ static void test_changelog_fdatasync_failure_is_fatal(void **state)
 }
 
 /*
- * A write(2) that fails on the writer's thread is as fatal (70), and
- * acknowledges nothing: memory is ahead of the disk. Whether the loop
- * hears of it first, or a rotation or the close waits for the writer.
+ * A write(2) that fails is fatal (70), and acknowledges nothing: memory
+ * is ahead of the disk. On the writer's thread, whether the loop hears
+ * of it first, or a rotation or the close waits for the writer; and on
+ * the loop, which writes while the disk is calm.
  */
 static void test_changelog_write_failure_is_fatal(void **state)
 {
@@ -1396,15 +1411,64 @@ static void test_changelog_write_failure_is_fatal(void **state)
 	const enum after_failure then[] = { RUN_LOOP, ROTATE, CLOSE };
 	uint64_t reported;
 
-	for (size_t i = 0; i < sizeof(then) / sizeof(then[0]); i++) {
-		int status =
-			child_after_failure(f, true, false, then[i], &reported);
+	for (size_t i = 0; i < 2 * sizeof(then) / sizeof(then[0]); i++) {
+		int status;
 
+		f->thread_only = i < 3;
+		status = child_after_failure(f, true, false, then[i % 3],
+					     &reported);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 70)
-			fail_msg("case %zu: status 0x%x, want exit 70", i,
-				 (unsigned)status);
+			fail_msg("case %zu (thread %d): status 0x%x, want "
+				 "exit 70",
+				 i % 3, (int)f->thread_only, (unsigned)status);
 		assert_int_equal(reported, 0);
 	}
+}
+
+/*
+ * While the disk is calm the loop writes itself: no hand-over (two
+ * thread wake-ups a loop turn), and the records are durable per
+ * "interval" as the flush returns. A write slower than a millisecond
+ * sends the next ones to the writer, and so does changelog_defer()
+ * (a checkpoint being written) until it is turned off.
+ */
+static void test_changelog_writes_here_while_calm(void **state)
+{
+	struct fixture *f = *state;
+
+	test_thread = pthread_self();
+	f->durable_first = 1;
+	/* Slow: 200 ms (a loaded machine's 1 ms is not the disk's). */
+	f->direct_slow_ns = 200 * 1000000LL;
+	cl_open(f, CL_SYNC_INTERVAL, 0);
+	append_range(f, 1, 10);
+	assert_int_equal(f->durable, 10); /* no loop turn needed */
+	assert_int_equal(atomic_load(&writes), 0);
+	assert_int_equal(changelog_lag_ns(f->cl, sw_mono_ns()), 0);
+
+	/* Deferred: handed to the writer, durable once it wrote them. */
+	changelog_defer(f->cl, true);
+	append_range(f, 11, 20);
+	wait_durable(f, 20);
+	assert_true(atomic_load(&writes) >= 1);
+	changelog_defer(f->cl, false);
+	atomic_store(&writes, 0);
+	append_range(f, 21, 30);
+	assert_int_equal(f->durable, 30);
+	assert_int_equal(atomic_load(&writes), 0);
+
+	/* A slow write here: the next records go to the writer. */
+	atomic_store(&write_delay_here_ms, 250);
+	append_one(f, 31);
+	changelog_flush(f->cl);
+	atomic_store(&write_delay_here_ms, 0);
+	assert_int_equal(f->durable, 31);
+	append_range(f, 32, 40);
+	wait_durable(f, 40);
+	assert_true(atomic_load(&writes) >= 1);
+	assert_int_equal(f->durable_short, 0);
+	cl_close(f);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 40));
 }
 
 /*
@@ -1421,6 +1485,7 @@ static void test_changelog_loop_does_not_wait_for_the_disk(void **state)
 
 	test_thread = pthread_self();
 	f->durable_first = 1;
+	f->thread_only = true;
 	cl_open(f, CL_SYNC_INTERVAL, 0);
 	assert_int_equal(changelog_lag_ns(f->cl, sw_mono_ns()), 0);
 	hold_writes(true);
@@ -1502,6 +1567,7 @@ static void test_changelog_behind_is_bounded(void **state)
 	test_thread = pthread_self();
 	f->max_behind = 1; /* one flush's records wait, no more */
 	cl_open(f, CL_SYNC_NEVER, 0);
+	changelog_defer(f->cl, true); /* to the writer, all of them */
 	hold_writes(true);
 	append_one(f, 1);
 	changelog_flush(f->cl); /* the writer took it, and waits */
@@ -1560,6 +1626,7 @@ static void test_changelog_slow_disk_progresses(void **state)
 	uint64_t v;
 
 	test_thread = pthread_self();
+	f->thread_only = true;
 	cl_open(f, CL_SYNC_NEVER, 0);
 	hold_writes(true);
 	/* 56 records of 64 KiB, one batch: 3.5 MiB. */
@@ -1714,6 +1781,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_write_failure_is_fatal, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_writes_here_while_calm, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_loop_does_not_wait_for_the_disk, setup,
 			teardown),

@@ -52,6 +52,11 @@ class Group(LeaseGroup):
         super().__init__(a)
         # Quicker than the default 10 s, still five leases.
         self.master_set.append("group_disk_timeout=%dms" % DISK_TIMEOUT_MS)
+        # The loop hands every change to the writer thread, as it does
+        # while a checkpoint is written (by default, while the disk is
+        # calm, the loop writes itself: a hung disk then stops the loop,
+        # and the lease goes as in group_lease).
+        self.master_set.append("changelog_writer=thread")
         self.loops = {}   # member id -> loop device
         self.frozen = set()
 
