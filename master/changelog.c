@@ -1,13 +1,14 @@
 /*
  * Changelog writer and reader.
  *
- * The loop thread owns `pending` (records not yet handed over) and hands
- * them to the writer thread once per loop iteration; the writer writes
- * each batch with one write(2). The sync thread owns fdatasync and
- * fallocate on the current file. Apart from their own buffers, the three
- * share only the fields marked "under mu". Rotation, rare, waits for both
- * threads to be idle with nothing left to write, and swaps the file under
- * mu.
+ * The loop thread owns `pending` (records not yet written or handed
+ * over). Once per loop iteration it writes them itself while the disk is
+ * calm, or hands them to the writer thread (write_here()), which writes
+ * them a MiB of whole records at a time. The sync thread owns fdatasync
+ * and fallocate on the current file. Apart from their own buffers, the
+ * three share only the fields marked "under mu". Rotation, rare, waits
+ * for both threads to be idle with nothing left to write, and swaps the
+ * file under mu.
  *
  * The writer has a thread of its own, and does not take turns with the
  * sync thread: a reply waits for its record's write(2), not for a
@@ -65,6 +66,7 @@ struct changelog {
 
 	/* Loop thread only. */
 	struct sw_buf pending; /* encoded records not yet handed over */
+	struct sw_buf spare;   /* pending's other buffer, while it flushes */
 	uint64_t last;	       /* last version appended */
 	uint64_t handed;       /* bytes of the current file handed over */
 	uint64_t durable;      /* last version durable per policy */
@@ -90,6 +92,7 @@ struct changelog {
 	struct sw_buf tosend; /* whole records handed over, not yet taken */
 	uint64_t handed_ver;  /* the version of the last record handed over */
 	uint64_t handed_end;  /* bytes of the current file, handed over */
+	uint64_t unwritten;   /* bytes handed to the writer, not yet written */
 	uint64_t written;     /* bytes in the current file */
 	uint64_t written_ver; /* last version written to the file */
 	bool writing;	      /* the writer (or the loop) is in write(2) */
@@ -197,6 +200,28 @@ static void want_room(struct changelog *cl)
 	}
 }
 
+/*
+ * An fdatasync of the file ended (@src: 0 or -errno, after @ns), asked
+ * for (@asked) up to version @ver or periodic. mu held.
+ *
+ * A failed fdatasync may have dropped the dirty pages it could not
+ * write, so a second one can succeed with records lost: nothing it
+ * covered is ever acknowledged as synced, and the loop exits
+ * (on_async()), as PostgreSQL does since 2018, so that a restart replays
+ * what is on disk.
+ */
+static void synced(struct changelog *cl, bool asked, uint64_t ver, int src,
+		   int64_t ns)
+{
+	sw_hist_add(&cl->fsync_time, ns);
+	if (src < 0 && !cl->sync_err)
+		cl->sync_err = src;
+	if (asked && !cl->sync_err && ver > cl->synced) {
+		cl->synced = ver;
+		cl->progress_at = sw_mono_ns();
+	}
+}
+
 static void *sync_main(void *arg)
 {
 	struct changelog *cl = arg;
@@ -251,6 +276,12 @@ static void *sync_main(void *arg)
 			if (fdatasync(fd) < 0)
 				src = -errno;
 			sync_ns = sw_mono_ns() - sync_t0;
+			/* Told before the fallocate, which replies and the
+			 * lag must not wait for either. */
+			pthread_mutex_lock(&cl->mu);
+			synced(cl, want_sync, ver, src, sync_ns);
+			pthread_mutex_unlock(&cl->mu);
+			uv_async_send(&cl->async);
 		}
 		if (want_alloc && fallocate(fd, FALLOC_FL_KEEP_SIZE,
 					    (off_t)from, (off_t)len) < 0)
@@ -258,8 +289,6 @@ static void *sync_main(void *arg)
 
 		pthread_mutex_lock(&cl->mu);
 		cl->busy = false;
-		if (want_sync || periodic)
-			sw_hist_add(&cl->fsync_time, sync_ns);
 		if (want_alloc && fd == cl->fd) {
 			if (rc == 0) {
 				cl->alloc_end = from + len;
@@ -274,19 +303,6 @@ static void *sync_main(void *arg)
 				cl->alloc_end = UINT64_MAX / 2;
 				cl->nospace = false;
 			}
-		}
-		/*
-		 * A failed fdatasync may have dropped the dirty pages it could
-		 * not write, so a second one can succeed with records lost:
-		 * nothing it covered is ever acknowledged as synced, and the
-		 * loop exits (on_async()), as PostgreSQL does since 2018, so
-		 * that a restart replays what is on disk.
-		 */
-		if (src < 0 && !cl->sync_err)
-			cl->sync_err = src;
-		if (want_sync && !cl->sync_err && ver > cl->synced) {
-			cl->synced = ver;
-			cl->progress_at = sw_mono_ns();
 		}
 		pthread_cond_broadcast(&cl->idle_cond);
 		pthread_mutex_unlock(&cl->mu);
@@ -344,7 +360,7 @@ static void *write_main(void *arg)
 	pthread_mutex_lock(&cl->mu);
 	for (;;) {
 		struct sw_buf t;
-		size_t n;
+		size_t n, off = 0, len;
 		int fd, rc = 0;
 
 		if (!sw_buf_used(&cl->tosend) || cl->write_err) {
@@ -359,33 +375,35 @@ static void *write_main(void *arg)
 		n = sw_buf_used(&cl->out);
 		fd = cl->fd;
 		cl->writing = true;
-		/* A loop waiting for room may go on. */
-		pthread_cond_broadcast(&cl->idle_cond);
-		pthread_mutex_unlock(&cl->mu);
-
-		for (size_t off = 0, len; off < n && rc == 0; off += len) {
+		do {
 			const uint8_t *p = sw_buf_head(&cl->out) + off;
 			uint64_t last;
 
 			len = chunk(p, n - off, &last);
+			pthread_mutex_unlock(&cl->mu);
 			rc = sw_write_all(fd, p, len);
 			pthread_mutex_lock(&cl->mu);
+			cl->unwritten -= len;
+			off += len;
 			if (rc < 0)
 				cl->write_err = rc;
 			else
 				written(cl, len, last);
+			if (rc < 0 || off == n) {
+				/* Idle as it says so: a flush right after
+				 * may write on the loop. */
+				cl->writing = false;
+				if (cl->out.cap > OUT_KEEP)
+					sw_buf_release(&cl->out);
+				else
+					sw_buf_reset(&cl->out);
+			}
+			/* A loop waiting for room may go on. */
+			pthread_cond_broadcast(&cl->idle_cond);
 			pthread_mutex_unlock(&cl->mu);
 			uv_async_send(&cl->async);
-		}
-
-		pthread_mutex_lock(&cl->mu);
-		cl->writing = false;
-		/* A burst's buffer goes back once written. */
-		if (cl->out.cap > OUT_KEEP)
-			sw_buf_release(&cl->out);
-		else
-			sw_buf_reset(&cl->out);
-		pthread_cond_broadcast(&cl->idle_cond);
+			pthread_mutex_lock(&cl->mu);
+		} while (rc == 0 && off < n);
 	}
 	pthread_mutex_unlock(&cl->mu);
 	return NULL;
@@ -678,8 +696,7 @@ static void hand_over(struct changelog *cl, const uint8_t *p, size_t n,
 
 	pthread_mutex_lock(&cl->mu);
 	direct = write_here(cl, now);
-	while (!direct && sw_buf_used(&cl->tosend) >= cl->o.max_behind &&
-	       !cl->write_err) {
+	while (!direct && cl->unwritten >= cl->o.max_behind && !cl->write_err) {
 		if (!t0)
 			t0 = sw_mono_ns();
 		pthread_cond_wait(&cl->idle_cond, &cl->mu);
@@ -693,6 +710,8 @@ static void hand_over(struct changelog *cl, const uint8_t *p, size_t n,
 	} else if (sw_buf_add(&cl->tosend, p, n) < 0) {
 		sw_crit(TAG, "out of memory handing records to be written");
 		abort();
+	} else {
+		cl->unwritten += n;
 	}
 	cl->handed_ver = last;
 	cl->handed += n;
@@ -732,20 +751,36 @@ int64_t changelog_lag_ns(struct changelog *cl, int64_t now)
 
 void changelog_flush(struct changelog *cl)
 {
-	size_t n = sw_buf_used(&cl->pending);
+	struct sw_buf b = cl->pending;
+	size_t n = sw_buf_used(&b);
 
 	if (n == 0)
 		return;
+	/* Detached first: a write on the loop calls on_durable from in
+	 * here, and what it appends goes to the next flush. */
+	cl->pending = cl->spare;
+	cl->prepared = NULL;
 	if (cl->gated) {
-		if (sw_buf_add(&cl->held, sw_buf_head(&cl->pending), n) < 0) {
+		if (sw_buf_add(&cl->held, sw_buf_head(&b), n) < 0) {
 			sw_crit(TAG, "out of memory holding records");
 			abort();
 		}
-		cl->o.ship(cl->o.arg, sw_buf_head(&cl->pending), n, cl->last);
+		cl->o.ship(cl->o.arg, sw_buf_head(&b), n, cl->last);
 	} else {
-		hand_over(cl, sw_buf_head(&cl->pending), n, cl->last);
+		hand_over(cl, sw_buf_head(&b), n, cl->last);
 	}
-	sw_buf_reset(&cl->pending);
+	sw_buf_reset(&b);
+	cl->spare = cl->pending;
+	cl->pending = b;
+	if (sw_buf_used(&cl->spare)) {
+		/* Appended meanwhile: after what was just flushed. */
+		if (sw_buf_add(&cl->pending, sw_buf_head(&cl->spare),
+			       sw_buf_used(&cl->spare)) < 0) {
+			sw_crit(TAG, "out of memory appending records");
+			abort();
+		}
+		sw_buf_reset(&cl->spare);
+	}
 }
 
 void changelog_gate(struct changelog *cl)
@@ -874,6 +909,7 @@ static void on_async_closed(uv_handle_t *h)
 	struct changelog *cl = h->data;
 
 	sw_buf_release(&cl->pending);
+	sw_buf_release(&cl->spare);
 	sw_buf_release(&cl->held);
 	sw_buf_release(&cl->tosend);
 	sw_buf_release(&cl->out);

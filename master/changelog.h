@@ -38,14 +38,14 @@
  * yet written (as, with "always", one not yet synced): a master killed
  * then loses the change, and no client was told it was made.
  *
- * Bounds: records handed over and not yet taken by the writer are held
- * to o->max_behind bytes (and the writer's own batch to as much again,
- * plus a loop iteration's); past that the loop waits for the disk, as it
- * did when it wrote itself. The writer writes a batch a MiB at a time,
- * each reported as written, so a slow disk is seen making progress. A disk that makes no progress while records
- * wait is seen by changelog_lag_ns(), which the group's lease and the
- * systemd watchdog consult, so a master with a hung disk gives up its
- * lease and is restarted as one whose loop hung.
+ * Bounds: records handed over and not yet written are held to
+ * o->max_behind bytes (plus a loop iteration's); past that the loop waits
+ * for the writer's next write, of a MiB of whole records at most, each
+ * reported as written, so a slow disk is seen making progress. A disk
+ * that makes no progress while records wait is seen by
+ * changelog_lag_ns(), which the group's lease and the systemd watchdog
+ * consult, so a master with a hung disk gives up its lease and is
+ * restarted as one whose loop hung.
  *
  * Space is preallocated ahead of the writer; when the disk is full,
  * changelog_admit() refuses new mutations with -ENOSPC before they change
@@ -74,8 +74,9 @@ struct changelog_opts {
 	enum cl_sync sync;
 	uint64_t interval_ms; /* fdatasync period for CL_SYNC_INTERVAL */
 	uint64_t prealloc;    /* bytes allocated per fallocate step */
-	/* Records handed to the writer and not yet taken, at most (bytes;
-	 * 0: 64 MiB): past that, changelog_flush() waits for the disk. */
+	/* Records handed to the writer and not yet written, at most
+	 * (bytes; 0: 64 MiB): past that, changelog_flush() waits for the
+	 * writer's next MiB. */
 	uint64_t max_behind;
 	/* Never write(2) on the loop, even while the disk is calm. */
 	bool thread_only;

@@ -1036,8 +1036,10 @@ SW_DRIVER_PID=
 sw_group_driver() {
 	local script=$1 what=$2 rc=0
 	command -v etcd >/dev/null || skip "etcd is not installed (etcd-server)"
-	# And the scenario's own clean-up after the driver's, if it has one.
+	# And the scenario's own clean-up, if it has one.
+	# (Before the driver's too: it may wait on what that one undoes.)
 	sw_scenario_cleanup() {
+		! declare -F sw_group_cleanup >/dev/null || sw_group_cleanup
 		_sw_driver_cleanup
 		! declare -F sw_group_cleanup >/dev/null || sw_group_cleanup
 	}

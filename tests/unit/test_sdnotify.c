@@ -60,6 +60,7 @@ static int teardown(void **state)
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
 	unsetenv("WATCHDOG_PID");
+	sw_sdnotify_stalled(NULL, NULL);
 	close(f->fd);
 	unit_rm_rf(f->dir);
 	free(f);
@@ -199,7 +200,6 @@ static void test_sdnotify_watchdog_stalled(void **state)
 	run_daemon(f);
 	n = received(f, msgs, 64);
 	assert_in_range(count(msgs, n, "WATCHDOG=1"), 3, 7);
-	sw_sdnotify_stalled(NULL, NULL);
 }
 
 static void test_sdnotify_outside_systemd(void **state)
