@@ -759,6 +759,7 @@ void changelog_flush(struct changelog *cl)
 	/* Detached first: a write on the loop calls on_durable from in
 	 * here, and what it appends goes to the next flush. */
 	cl->pending = cl->spare;
+	cl->spare = (struct sw_buf)SW_BUF_INIT;
 	cl->prepared = NULL;
 	if (cl->gated) {
 		if (sw_buf_add(&cl->held, sw_buf_head(&b), n) < 0) {
@@ -773,14 +774,17 @@ void changelog_flush(struct changelog *cl)
 	cl->spare = cl->pending;
 	cl->pending = b;
 	if (sw_buf_used(&cl->spare)) {
-		/* Appended meanwhile: after what was just flushed. */
+		/* Appended meanwhile: after what was just flushed, with the
+		 * next loop turn's flush (woken, not left for the next
+		 * request to come). */
 		if (sw_buf_add(&cl->pending, sw_buf_head(&cl->spare),
 			       sw_buf_used(&cl->spare)) < 0) {
 			sw_crit(TAG, "out of memory appending records");
 			abort();
 		}
-		sw_buf_reset(&cl->spare);
+		uv_async_send(&cl->async);
 	}
+	sw_buf_reset(&cl->spare);
 }
 
 void changelog_gate(struct changelog *cl)

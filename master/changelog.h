@@ -39,7 +39,9 @@
  * then loses the change, and no client was told it was made.
  *
  * Bounds: records handed over and not yet written are held to
- * o->max_behind bytes (plus a loop iteration's); past that the loop waits
+ * o->max_behind bytes (plus a loop iteration's; a batch's written chunks
+ * stay in memory until the batch is done, so its peak is about twice
+ * that); past that the loop waits
  * for the writer's next write, of a MiB of whole records at most, each
  * reported as written, so a slow disk is seen making progress. A disk
  * that makes no progress while records wait is seen by

@@ -1036,10 +1036,11 @@ SW_DRIVER_PID=
 sw_group_driver() {
 	local script=$1 what=$2 rc=0
 	command -v etcd >/dev/null || skip "etcd is not installed (etcd-server)"
-	# And the scenario's own clean-up, if it has one.
-	# (Before the driver's too: it may wait on what that one undoes.)
+	# And the scenario's own, if it has them: sw_group_unblock before the
+	# driver's (which may wait on what it undoes), sw_group_cleanup
+	# after.
 	sw_scenario_cleanup() {
-		! declare -F sw_group_cleanup >/dev/null || sw_group_cleanup
+		! declare -F sw_group_unblock >/dev/null || sw_group_unblock
 		_sw_driver_cleanup
 		! declare -F sw_group_cleanup >/dev/null || sw_group_cleanup
 	}

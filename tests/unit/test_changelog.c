@@ -54,6 +54,7 @@ struct fixture {
 	uint64_t max_behind;	 /* changelog_opts's, for cl_open() */
 	bool thread_only;	 /* changelog_opts's, for cl_open() */
 	int64_t direct_slow_ns;	 /* changelog_opts's, for cl_open() */
+	uint64_t append_at;	 /* on_durable of it appends append_at + 1 */
 	uint64_t durable_first;	 /* first version of the file being written */
 	long long durable_short; /* bytes it lacked at on_durable, at worst */
 
@@ -94,9 +95,9 @@ static int setup(void **state)
 	}
 	f->loop_inited = true;
 	release_holds();
-	/* A case that hangs (a hold never released) fails, not the suite's
-	 * timeout. */
-	alarm(120);
+	/* A case that hangs (a hold never released) fails before the
+	 * suite's timeout (60 s for all of them). */
+	alarm(20);
 	rng_seed(&f->rng, 99);
 	sw_log_set_sink(unit_quiet_sink, &f->log_lines);
 	*state = f;
@@ -119,12 +120,12 @@ static int teardown(void **state)
 
 	/* A case that failed while it held the threads lets them go. */
 	release_holds();
-	alarm(0);
 	cl_close(f);
 	if (f->loop_inited) {
 		uv_run(&f->loop, UV_RUN_DEFAULT);
 		uv_loop_close(&f->loop);
 	}
+	alarm(0);
 	sw_log_set_sink(NULL, NULL);
 	for (size_t v = 0; v <= MAXV; v++)
 		free(f->payload[v]);
@@ -134,6 +135,8 @@ static int teardown(void **state)
 }
 
 static long long seg_size(struct fixture *f, uint64_t first);
+static void append_one(struct fixture *f, uint64_t v);
+static void append_big(struct fixture *f, uint64_t v, size_t len);
 static long long expected_size(struct fixture *f, uint64_t from, uint64_t to);
 
 static void on_durable(void *arg, uint64_t version)
@@ -144,6 +147,12 @@ static void on_durable(void *arg, uint64_t version)
 	assert_true(version > f->durable);
 	f->durable = version;
 	f->durable_calls++;
+	if (f->append_at && version >= f->append_at) {
+		uint64_t v = f->append_at + 1;
+
+		f->append_at = 0;
+		append_one(f, v);
+	}
 	if (f->durable_fd > 0)
 		assert_int_equal(write(f->durable_fd, &version,
 				       sizeof(version)),
@@ -1232,6 +1241,25 @@ static void hold(atomic_bool *held, bool on)
 	pthread_mutex_unlock(&hold_mu);
 }
 
+/* And fallocate(): the sync thread's wait while fallocate_held is set. */
+static atomic_bool fallocate_held;
+
+int __real_fallocate64(int fd, int mode, off_t off, off_t len);
+int __wrap_fallocate64(int fd, int mode, off_t off, off_t len);
+int __wrap_fallocate64(int fd, int mode, off_t off, off_t len)
+{
+	held_here(&fallocate_held);
+	return __real_fallocate64(fd, mode, off, len);
+}
+
+int __real_fallocate(int fd, int mode, off_t off, off_t len);
+int __wrap_fallocate(int fd, int mode, off_t off, off_t len);
+int __wrap_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	held_here(&fallocate_held);
+	return __real_fallocate(fd, mode, off, len);
+}
+
 int __real_fdatasync(int fd);
 int __wrap_fdatasync(int fd);
 int __wrap_fdatasync(int fd)
@@ -1306,6 +1334,7 @@ static void release_holds(void)
 {
 	hold(&write_held, false);
 	hold(&fdatasync_held, false);
+	hold(&fallocate_held, false);
 	atomic_store(&writes_held, 0);
 	atomic_store(&writes, 0);
 	atomic_store(&write_max, 0);
@@ -1421,6 +1450,8 @@ static void test_changelog_write_failure_is_fatal(void **state)
 		int status;
 
 		f->thread_only = i < 3;
+		/* The loop's own write, even on a loaded machine. */
+		f->direct_slow_ns = 10 * SW_NSEC_PER_SEC;
 		status = child_after_failure(f, true, false, then[i % 3],
 					     &reported);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 70)
@@ -1512,6 +1543,120 @@ static void test_changelog_no_write_here_past_the_writer(void **state)
 	assert_int_equal(replay(f, 0, &last), 0);
 	assert_int_equal(last, 20);
 	assert_int_equal(f->seen, 20);
+}
+
+/*
+ * The same with the writer on its only batch and nothing queued behind
+ * it: busy is enough to keep the loop from writing ahead of it.
+ */
+static void test_changelog_no_write_here_beside_the_writer(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_NEVER, 0);
+	changelog_defer(f->cl, true);
+	hold_writes(true);
+	append_range(f, 1, 5);
+	for (int i = 0; i < 5000 && !atomic_load(&writes_held); i++)
+		usleep(1000);
+	changelog_defer(f->cl, false);
+	append_range(f, 6, 10);
+	assert_true(f->durable < 6);
+	hold_writes(false);
+	wait_durable(f, 10);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 10);
+	assert_int_equal(f->seen, 10);
+}
+
+/*
+ * What on_durable appends while the loop writes (it is called from
+ * inside the flush) is neither lost nor written ahead of what was being
+ * flushed: it goes with the next flush.
+ */
+static void test_changelog_append_from_on_durable(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t last;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_NEVER, 0);
+	f->append_at = 5;
+	append_range(f, 1, 5); /* on_durable(5) appends 6 */
+	assert_int_equal(changelog_last(f->cl), 6);
+	append_range(f, 7, 9);
+	wait_durable(f, 9);
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, 9);
+	assert_int_equal(f->seen, 9);
+}
+
+/*
+ * With "always", a reply waits for its fdatasync, not for the fallocate
+ * the sync thread runs after it in the same pass (at the lowest I/O
+ * priority, behind a checkpoint's writes).
+ */
+static void test_changelog_sync_not_behind_fallocate(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t v;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_ALWAYS, 0);
+	append_range(f, 1, 2);
+	wait_durable(f, 2);
+	/* One pass held in its fdatasync; the records after it want both
+	 * an fdatasync and (5 MiB: past the preallocation) a fallocate. */
+	hold(&fdatasync_held, true);
+	append_range(f, 3, 3);
+	usleep(20 * 1000);
+	for (v = 4; v < 4 + 80; v++)
+		append_big(f, v, 64 << 10);
+	changelog_flush(f->cl);
+	hold(&fallocate_held, true);
+	hold(&fdatasync_held, false);
+	wait_durable(f, v - 1); /* with the fallocate still held */
+	hold(&fallocate_held, false);
+	cl_close(f);
+}
+
+/*
+ * Past max_behind the loop waits for the writer's next chunk (a MiB),
+ * not for its whole batch: here 3 MiB may wait, 3.5 MiB do, each chunk
+ * takes 200 ms, and the flush goes on after the first, not after 800 ms.
+ */
+static void test_changelog_behind_waits_a_chunk(void **state)
+{
+	struct fixture *f = *state;
+	int64_t t0, took;
+	uint64_t v;
+
+	test_thread = pthread_self();
+	f->thread_only = true;
+	f->max_behind = 3 << 20;
+	cl_open(f, CL_SYNC_NEVER, 0);
+	hold_writes(true);
+	for (v = 1; v <= 56; v++)
+		append_big(f, v, 64 << 10);
+	changelog_flush(f->cl);
+	for (int i = 0; i < 5000 && !atomic_load(&writes_held); i++)
+		usleep(1000);
+	atomic_store(&write_delay_ms, 200);
+	hold_writes(false);
+	t0 = sw_mono_ns();
+	append_big(f, v, 100);
+	changelog_flush(f->cl); /* waits: 3.5 MiB are not yet written */
+	took = sw_mono_ns() - t0;
+	if (took < 100 * 1000000LL || took > 600 * 1000000LL)
+		fail_msg("the flush waited %" PRId64 " ms, not one chunk's "
+			 "200",
+			 took / 1000000);
+	wait_durable(f, v);
+	cl_close(f);
 }
 
 /*
@@ -1827,6 +1972,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_changelog_no_write_here_past_the_writer, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_no_write_here_beside_the_writer, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_append_from_on_durable, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_sync_not_behind_fallocate, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_behind_waits_a_chunk, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_loop_does_not_wait_for_the_disk, setup,
 			teardown),

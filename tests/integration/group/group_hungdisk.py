@@ -92,9 +92,10 @@ class Group(LeaseGroup):
         # disk once the driver is gone, or after GUARD_S: a master on a
         # frozen disk could not even exit.
         subprocess.Popen(
-            ["sh", "-c", "t=0; while kill -0 %d 2>/dev/null && "
-             "[ $t -lt %d ]; do sleep 1; t=$((t+1)); done; "
-             "fsfreeze -u %s 2>/dev/null" % (os.getpid(), GUARD_S, d)],
+            ["sh", "-c", 't=0; while kill -0 "$1" 2>/dev/null && '
+             '[ $t -lt "$2" ]; do sleep 1; t=$((t+1)); done; '
+             'fsfreeze -u "$3" 2>/dev/null', "guard", str(os.getpid()),
+             str(GUARD_S), d],
             start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         p = sh("fsfreeze", "-f", d)

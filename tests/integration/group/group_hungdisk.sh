@@ -6,15 +6,21 @@
 
 . "$(dirname "$0")/../lib.sh"
 sw_init group_hungdisk --root
-# Whatever the driver could not take down (killed): thawed, unmounted,
-# detached.
-sw_group_cleanup() {
+# Whatever the driver could not take down (killed): thawed first (a
+# master on a frozen disk cannot even exit), then unmounted and detached.
+sw_group_unblock() {
 	local i
 	for i in 1 2 3; do
-		if mountpoint -q "$SW_TMP/m$i"; then
+		! mountpoint -q "$SW_TMP/m$i" ||
 			fsfreeze -u "$SW_TMP/m$i" 2>/dev/null || true
+	done
+}
+sw_group_cleanup() {
+	local i
+	sw_group_unblock
+	for i in 1 2 3; do
+		! mountpoint -q "$SW_TMP/m$i" ||
 			umount -l "$SW_TMP/m$i" 2>/dev/null || true
-		fi
 		[[ ! -f "$SW_TMP/disk$i.img" ]] ||
 			losetup -j "$SW_TMP/disk$i.img" -O NAME -n 2>/dev/null |
 			xargs -r -n1 losetup -d 2>/dev/null || true
