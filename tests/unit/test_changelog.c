@@ -1508,16 +1508,27 @@ static void test_changelog_writes_here_while_calm(void **state)
 	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 40));
 }
 
+/* Close, and replay what the file holds: versions 1 to @n, in order. */
+static void close_and_replay(struct fixture *f, uint64_t n)
+{
+	uint64_t last;
+
+	cl_close(f);
+	assert_int_equal(replay(f, 0, &last), 0);
+	assert_int_equal(last, n);
+	assert_int_equal(f->seen, n);
+}
+
 /*
  * The end of a deferral (or of the back-off after a slow write) while the
- * writer still has records: the next flush is handed over too, behind
- * them, never written on the loop ahead of them (replay would find the
- * versions out of order).
+ * writer is at records 1-5 (@queued: with 6-10 waiting behind them): the
+ * next flush is handed over too, behind them, never written on the loop
+ * ahead of them (replay would find the versions out of order). Once the
+ * writer is done, the loop writes again.
  */
-static void test_changelog_no_write_here_past_the_writer(void **state)
+static void no_write_ahead(struct fixture *f, bool queued)
 {
-	struct fixture *f = *state;
-	uint64_t last;
+	uint64_t next = queued ? 11 : 6;
 
 	test_thread = pthread_self();
 	f->durable_first = 1;
@@ -1527,49 +1538,30 @@ static void test_changelog_no_write_here_past_the_writer(void **state)
 	append_range(f, 1, 5);
 	for (int i = 0; i < 5000 && !atomic_load(&writes_held); i++)
 		usleep(1000);
-	append_range(f, 6, 10); /* queued behind 1-5 */
+	if (queued)
+		append_range(f, 6, 10);
 	changelog_defer(f->cl, false);
-	append_range(f, 11, 15);
-	assert_true(f->durable < 11);
+	append_range(f, next, next + 4);
+	assert_true(f->durable < next);
 	hold_writes(false);
-	wait_durable(f, 15);
-	/* And once the writer is done, the loop writes again. */
+	wait_durable(f, next + 4);
 	atomic_store(&writes, 0);
-	append_range(f, 16, 20);
-	assert_int_equal(f->durable, 20);
+	append_range(f, next + 5, next + 9);
+	assert_int_equal(f->durable, next + 9);
 	assert_int_equal(atomic_load(&writes), 0);
 	assert_int_equal(f->durable_short, 0);
-	cl_close(f);
-	assert_int_equal(replay(f, 0, &last), 0);
-	assert_int_equal(last, 20);
-	assert_int_equal(f->seen, 20);
+	close_and_replay(f, next + 9);
 }
 
-/*
- * The same with the writer on its only batch and nothing queued behind
- * it: busy is enough to keep the loop from writing ahead of it.
- */
+static void test_changelog_no_write_here_past_the_writer(void **state)
+{
+	no_write_ahead(*state, true);
+}
+
+/* Busy on its only batch, nothing queued: busy is enough. */
 static void test_changelog_no_write_here_beside_the_writer(void **state)
 {
-	struct fixture *f = *state;
-	uint64_t last;
-
-	test_thread = pthread_self();
-	cl_open(f, CL_SYNC_NEVER, 0);
-	changelog_defer(f->cl, true);
-	hold_writes(true);
-	append_range(f, 1, 5);
-	for (int i = 0; i < 5000 && !atomic_load(&writes_held); i++)
-		usleep(1000);
-	changelog_defer(f->cl, false);
-	append_range(f, 6, 10);
-	assert_true(f->durable < 6);
-	hold_writes(false);
-	wait_durable(f, 10);
-	cl_close(f);
-	assert_int_equal(replay(f, 0, &last), 0);
-	assert_int_equal(last, 10);
-	assert_int_equal(f->seen, 10);
+	no_write_ahead(*state, false);
 }
 
 /*
@@ -1580,7 +1572,6 @@ static void test_changelog_no_write_here_beside_the_writer(void **state)
 static void test_changelog_append_from_on_durable(void **state)
 {
 	struct fixture *f = *state;
-	uint64_t last;
 
 	test_thread = pthread_self();
 	cl_open(f, CL_SYNC_NEVER, 0);
@@ -1589,10 +1580,7 @@ static void test_changelog_append_from_on_durable(void **state)
 	assert_int_equal(changelog_last(f->cl), 6);
 	append_range(f, 7, 9);
 	wait_durable(f, 9);
-	cl_close(f);
-	assert_int_equal(replay(f, 0, &last), 0);
-	assert_int_equal(last, 9);
-	assert_int_equal(f->seen, 9);
+	close_and_replay(f, 9);
 }
 
 /*
