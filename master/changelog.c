@@ -68,7 +68,6 @@ struct changelog {
 	struct sw_buf pending; /* encoded records not yet handed over */
 	struct sw_buf spare;   /* pending's other buffer, while it flushes */
 	uint64_t last;	       /* last version appended */
-	uint64_t handed;       /* bytes of the current file handed over */
 	uint64_t durable;      /* last version durable per policy */
 	int64_t behind_warned; /* monotonic ns: said it waits for the disk */
 	/* Gated (the leader of a group): flushed records wait here, shipped
@@ -420,6 +419,16 @@ static _Noreturn void disk_failed(const char *what, int err)
 	exit(70);
 }
 
+/* Records up to @ver are as durable as the policy requires: the replies
+ * that waited for them may go. Loop thread. */
+static void report_durable(struct changelog *cl, uint64_t ver)
+{
+	if (ver > cl->durable) {
+		cl->durable = ver;
+		cl->o.on_durable(cl->o.arg, ver);
+	}
+}
+
 /* A thread wrote, synced or failed: the replies that waited may go. */
 static void on_async(uv_async_t *h)
 {
@@ -436,10 +445,7 @@ static void on_async(uv_async_t *h)
 		disk_failed("write", werr);
 	if (serr < 0)
 		disk_failed("fdatasync", serr);
-	if (ver > cl->durable) {
-		cl->durable = ver;
-		cl->o.on_durable(cl->o.arg, ver);
-	}
+	report_durable(cl, ver);
 }
 
 /* ---- files ---------------------------------------------------------- */
@@ -510,7 +516,7 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 		rc = cl->fd;
 		goto out_free;
 	}
-	cl->written = cl->handed = cl->handed_end = SEG_HDR;
+	cl->written = cl->handed_end = SEG_HDR;
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	pthread_mutex_init(&cl->mu, NULL);
@@ -557,10 +563,11 @@ int changelog_admit(const struct changelog *cl)
 	pthread_mutex_lock((pthread_mutex_t *)&cl->mu);
 	alloc_end = cl->alloc_end;
 	nospace = cl->nospace;
+	used = cl->handed_end;
 	pthread_mutex_unlock((pthread_mutex_t *)&cl->mu);
 	if (!nospace)
 		return 0;
-	used = cl->handed + sw_buf_used(&cl->pending);
+	used += sw_buf_used(&cl->pending);
 	return alloc_end > used && alloc_end - used >= RESERVE_MIN ? 0 :
 								     -ENOSPC;
 }
@@ -673,10 +680,8 @@ static void write_direct(struct changelog *cl, int fd, const uint8_t *p,
 	pthread_mutex_unlock(&cl->mu);
 	if (rc < 0)
 		disk_failed("write", rc);
-	if (cl->o.sync != CL_SYNC_ALWAYS && last > cl->durable) {
-		cl->durable = last;
-		cl->o.on_durable(cl->o.arg, last);
-	}
+	if (cl->o.sync != CL_SYNC_ALWAYS)
+		report_durable(cl, last);
 }
 
 /*
@@ -703,7 +708,7 @@ static void hand_over(struct changelog *cl, const uint8_t *p, size_t n,
 	}
 	/* Nothing waited: the lag starts now. */
 	if (cl->handed_ver == settled(cl))
-		cl->progress_at = sw_mono_ns();
+		cl->progress_at = t0 ? sw_mono_ns() : now;
 	if (direct) {
 		cl->writing = true;
 		fd = cl->fd;
@@ -714,8 +719,7 @@ static void hand_over(struct changelog *cl, const uint8_t *p, size_t n,
 		cl->unwritten += n;
 	}
 	cl->handed_ver = last;
-	cl->handed += n;
-	cl->handed_end = cl->handed;
+	cl->handed_end += n;
 	want_room(cl);
 	if (!direct)
 		pthread_cond_signal(&cl->wcond);
@@ -771,20 +775,15 @@ void changelog_flush(struct changelog *cl)
 		hand_over(cl, sw_buf_head(&b), n, cl->last);
 	}
 	sw_buf_reset(&b);
-	cl->spare = cl->pending;
-	cl->pending = b;
-	if (sw_buf_used(&cl->spare)) {
-		/* Appended meanwhile: after what was just flushed, with the
-		 * next loop turn's flush (woken, not left for the next
-		 * request to come). */
-		if (sw_buf_add(&cl->pending, sw_buf_head(&cl->spare),
-			       sw_buf_used(&cl->spare)) < 0) {
-			sw_crit(TAG, "out of memory appending records");
-			abort();
-		}
+	if (sw_buf_used(&cl->pending)) {
+		/* Appended meanwhile: they stay pending, for the next loop
+		 * turn's flush (woken, not left for the next request). */
+		cl->spare = b;
 		uv_async_send(&cl->async);
+	} else {
+		cl->spare = cl->pending;
+		cl->pending = b;
 	}
-	sw_buf_reset(&cl->spare);
 }
 
 void changelog_gate(struct changelog *cl)
@@ -900,11 +899,7 @@ int changelog_rotate(struct changelog *cl)
 	cl->synced = ver = cl->written_ver;
 	pthread_cond_signal(&cl->cond);
 	pthread_mutex_unlock(&cl->mu);
-	cl->handed = SEG_HDR;
-	if (ver > cl->durable) {
-		cl->durable = ver;
-		cl->o.on_durable(cl->o.arg, ver);
-	}
+	report_durable(cl, ver);
 	return 0;
 }
 
@@ -946,10 +941,7 @@ void changelog_close(struct changelog *cl)
 		disk_failed("closing", rc);
 	close(cl->fd);
 	/* Written and synced: the replies that wait for it may go. */
-	if (cl->written_ver > cl->durable) {
-		cl->durable = cl->written_ver;
-		cl->o.on_durable(cl->o.arg, cl->durable);
-	}
+	report_durable(cl, cl->written_ver);
 	uv_close((uv_handle_t *)&cl->async, on_async_closed);
 }
 
