@@ -332,11 +332,11 @@ static uint64_t now_ms(void)
 }
 
 static bool token_ok(const struct req *r, uint64_t id, uint32_t version,
-		     enum sw_token_mode mode, const ProtobufCBinaryData *tok,
+		     enum sw_token_need need, const ProtobufCBinaryData *tok,
 		     bool has_tok, bool has_expires, uint64_t expires)
 {
 	return has_tok && has_expires &&
-	       sw_token_check(r->key, id, version, mode, expires, now_ms(),
+	       sw_token_check(r->key, id, version, need, expires, now_ms(),
 			      tok->data, tok->len);
 }
 
@@ -360,7 +360,7 @@ static void do_read(struct req *r, const Sweepfs__CsReadReq *q)
 	r->version = q->version;
 	if (!r->has_key)
 		n = -EAGAIN;
-	else if (!token_ok(r, q->chunk_id, q->version, SW_TOKEN_READ, &q->token,
+	else if (!token_ok(r, q->chunk_id, q->version, SW_NEED_READ, &q->token,
 			   q->has_token, q->has_expires, q->expires))
 		n = -EACCES;
 	else if (q->size > SW_IO_MAX || q->offset > SW_CHUNK_SIZE ||
@@ -399,8 +399,8 @@ static void do_write(struct req *r, const Sweepfs__CsWriteReq *q)
 	r->version = q->version;
 	if (!r->has_key)
 		rc = -EAGAIN;
-	else if (!token_ok(r, q->chunk_id, q->version, SW_TOKEN_WRITE,
-			   &q->token, q->has_token, q->has_expires, q->expires))
+	else if (!token_ok(r, q->chunk_id, q->version, SW_NEED_WRITE, &q->token,
+			   q->has_token, q->has_expires, q->expires))
 		rc = -EACCES;
 	else if (q->data.len > SW_IO_MAX || q->offset > SW_CHUNK_SIZE ||
 		 q->data.len > SW_CHUNK_SIZE - q->offset)
@@ -419,7 +419,7 @@ static void do_sync(struct req *r, const Sweepfs__CsSyncReq *q)
 	r->version = q->version;
 	if (!r->has_key)
 		rc = -EAGAIN;
-	else if (!token_ok(r, q->chunk_id, q->version, SW_TOKEN_READ, &q->token,
+	else if (!token_ok(r, q->chunk_id, q->version, SW_NEED_ANY, &q->token,
 			   q->has_token, q->has_expires, q->expires))
 		rc = -EACCES;
 	else

@@ -6,6 +6,7 @@
 
 #include "hash.h"
 #include "token.h"
+#include "util.h"
 
 void sw_token_make(const uint8_t key[SW_TOKEN_KEY], uint64_t chunk_id,
 		   uint32_t version, enum sw_token_mode mode,
@@ -31,22 +32,30 @@ static bool token_equal(const uint8_t *a, const uint8_t *b)
 	return diff == 0;
 }
 
+/* The modes of token that grant each need, in the order tried. */
+static const enum sw_token_mode granting[][3] = {
+	[SW_NEED_READ] = { SW_TOKEN_READ, SW_TOKEN_WRITE },
+	[SW_NEED_WRITE] = { SW_TOKEN_WRITE, SW_TOKEN_WRITE_ONLY },
+	[SW_NEED_ANY] = { SW_TOKEN_WRITE, SW_TOKEN_READ, SW_TOKEN_WRITE_ONLY },
+};
+
 bool sw_token_check(const uint8_t key[SW_TOKEN_KEY], uint64_t chunk_id,
-		    uint32_t version, enum sw_token_mode mode,
+		    uint32_t version, enum sw_token_need need,
 		    uint64_t expires_ms, uint64_t now_ms, const uint8_t *token,
 		    size_t len)
 {
 	uint8_t want[SW_TOKEN_LEN];
 
-	if (len != SW_TOKEN_LEN || now_ms > expires_ms)
+	if (len != SW_TOKEN_LEN || now_ms > expires_ms ||
+	    (unsigned)need >= SW_ARRAY_SIZE(granting))
 		return false;
-	sw_token_make(key, chunk_id, version, mode, expires_ms, want);
-	if (token_equal(want, token))
-		return true;
-	if (mode == SW_TOKEN_READ) {
-		sw_token_make(key, chunk_id, version, SW_TOKEN_WRITE,
+	for (size_t i = 0; i < SW_ARRAY_SIZE(granting[0]); i++) {
+		if (!granting[need][i])
+			break;
+		sw_token_make(key, chunk_id, version, granting[need][i],
 			      expires_ms, want);
-		return token_equal(want, token);
+		if (token_equal(want, token))
+			return true;
 	}
 	return false;
 }

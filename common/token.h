@@ -16,9 +16,18 @@
 #define SW_TOKEN_KEY 16
 #define SW_TOKEN_LEN 8
 
+/* What a token grants (the value is part of what the MAC covers). */
 enum sw_token_mode {
 	SW_TOKEN_READ = 1,
-	SW_TOKEN_WRITE = 2, /* implies read */
+	SW_TOKEN_WRITE = 2,	 /* reading too */
+	SW_TOKEN_WRITE_ONLY = 3, /* for a writer who may not read the file */
+};
+
+/* What a chunkserver operation needs of a token. */
+enum sw_token_need {
+	SW_NEED_READ,  /* a READ or WRITE token */
+	SW_NEED_WRITE, /* a WRITE or WRITE_ONLY token */
+	SW_NEED_ANY,   /* any of the three (a sync of what was written) */
 };
 
 /*
@@ -30,12 +39,12 @@ void sw_token_make(const uint8_t key[SW_TOKEN_KEY], uint64_t chunk_id,
 		   uint64_t expires_ms, uint8_t out[SW_TOKEN_LEN]);
 
 /*
- * Whether the @len bytes at @token grant @mode access to @chunk_id at
+ * Whether the @len bytes at @token grant what @need asks of @chunk_id at
  * @version at time @now_ms, given the expiry @expires_ms the client sent
- * along. A write token also grants reading. Constant-time comparison.
+ * along. Constant-time comparison of each candidate.
  */
 bool sw_token_check(const uint8_t key[SW_TOKEN_KEY], uint64_t chunk_id,
-		    uint32_t version, enum sw_token_mode mode,
+		    uint32_t version, enum sw_token_need need,
 		    uint64_t expires_ms, uint64_t now_ms, const uint8_t *token,
 		    size_t len);
 
