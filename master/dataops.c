@@ -50,6 +50,7 @@ struct job {
 	uint64_t ino;
 	uint32_t index;
 	bool write;
+	bool write_only; /* a writer who may not read: its token does not */
 	uint64_t chunk;
 	uint32_t version; /* the version the commands establish */
 	int pending;	  /* commands outstanding */
@@ -68,6 +69,15 @@ struct chunk_wait {
 };
 
 static void job_run(struct master *m, struct job *j);
+
+/* What @j's token grants: reading, or writing (and reading, unless the
+ * writer may not read the file). */
+static enum sw_token_mode token_mode(const struct job *j)
+{
+	if (!j->write)
+		return SW_TOKEN_READ;
+	return j->write_only ? SW_TOKEN_WRITE_ONLY : SW_TOKEN_WRITE;
+}
 
 /*
  * m->data->leased: chunks with a write lease, so that a snapshot can take
@@ -138,9 +148,10 @@ static void reply_loc(struct master *m, struct job *j, const struct node *n,
 		loc.version = c->version;
 		loc.n_servers = ns;
 		loc.servers = servers;
-		csrv_token(m, c->id, c->version,
-			   j->write ? SW_TOKEN_WRITE : SW_TOKEN_READ, token,
+		csrv_token(m, c->id, c->version, token_mode(j), token,
 			   &loc.expires);
+		loc.has_write_only = j->write_only;
+		loc.write_only = j->write_only;
 		loc.has_expires = 1;
 		loc.has_token = 1;
 		loc.token.data = token;
@@ -697,12 +708,25 @@ out_free:
 	job_free(j);
 }
 
+/*
+ * Whether the session of @r may read @n's data: through an open that may
+ * (sess_open's access), or because the caller may read the file (a read
+ * after a master restart, before the client's reclaim).
+ */
+static bool may_read(const struct req *r, const struct sw_cred *cred,
+		     const struct node *n)
+{
+	return session_has_access(r->s, n->ino, PERM_R) ||
+	       perm_check(cred, n, PERM_R) == 0;
+}
+
 void op_chunk(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__ChunkReq *q = (const void *)msg;
 	struct job *j;
 	struct node *n = req_node(r, q->ino);
 	struct sw_cred cred = req_cred(q->cred);
+	bool write_only = false;
 	int rc = 0;
 
 	if (!n)
@@ -711,11 +735,18 @@ void op_chunk(struct req *r, const ProtobufCMessage *msg)
 		rc = S_ISDIR(n->mode) ? -EISDIR : -EINVAL;
 	else if ((uint64_t)q->index * SW_CHUNK_SIZE >= (1ull << 47))
 		rc = -EFBIG;
-	/* An open for reading does not let a client write (the kernel
-	 * would not, but the master cannot take a client's word). */
-	else if (q->write ? !session_has_writable(r->s, n->ino) :
-			    !session_has_open(r->s, n->ino))
-		rc = perm_check(&cred, n, q->write ? PERM_W : PERM_R);
+	/*
+	 * Opens say what they may do: one for reading does not let a client
+	 * write, nor one for writing read (the kernel would not, but the
+	 * master cannot take a client's word). A writer who may not read
+	 * gets a token that does not either.
+	 */
+	else if (!q->write)
+		rc = may_read(r, &cred, n) ? 0 : -EACCES;
+	else if (!session_has_writable(r->s, n->ino))
+		rc = perm_check(&cred, n, PERM_W);
+	if (rc == 0 && q->write)
+		write_only = !may_read(r, &cred, n);
 	if (rc < 0) {
 		req_error(r, rc);
 		return;
@@ -731,6 +762,7 @@ void op_chunk(struct req *r, const ProtobufCMessage *msg)
 	j->ino = q->ino;
 	j->index = q->index;
 	j->write = q->write;
+	j->write_only = write_only;
 	job_run(r->m, j);
 }
 

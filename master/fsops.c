@@ -84,10 +84,12 @@ static size_t changed_fill(struct req *r, const struct changed *c,
 /*
  * Reply to @r with @n's entry (an EntryReply), or with a StatusReply when
  * @n is NULL; either carries the attributes of the nodes in @c that still
- * exist, and @c's cookie.
+ * exist, and @c's cookie. @access (PERM_R, PERM_W) is what the open a
+ * CREATE made or found may do (the reply says whether it reads), -1 for
+ * any other request.
  */
-static void reply_entry(struct req *r, const struct node *n,
-			const struct changed *c)
+static void reply_entry_open(struct req *r, const struct node *n,
+			     const struct changed *c, int access)
 {
 	Sweepfs__EntryReply entry = SWEEPFS__ENTRY_REPLY__INIT;
 	Sweepfs__StatusReply status = SWEEPFS__STATUS_REPLY__INIT;
@@ -110,7 +112,17 @@ static void reply_entry(struct req *r, const struct node *n,
 	entry.changed = ptrs;
 	entry.has_cookie = has_cookie;
 	entry.cookie = has_cookie ? c->cookie : 0;
+	if (access >= 0) {
+		entry.has_readable = 1;
+		entry.readable = (access & PERM_R) != 0;
+	}
 	req_reply(r, &entry.base);
+}
+
+static void reply_entry(struct req *r, const struct node *n,
+			const struct changed *c)
+{
+	reply_entry_open(r, n, c, -1);
 }
 
 /* A handler's ending: req_error(@r, @rc) when @rc < 0, else
@@ -641,24 +653,39 @@ static int open_truncate(struct req *r, struct node *n)
 	return master_commit(r->m, r, &mut);
 }
 
-/* Open existing @n for session @r->s; the reply is the caller's. */
+/*
+ * Open existing @n for session @r->s: what the open may do (PERM_R,
+ * PERM_W; perm_open_access(): the caller's, not the session's), or
+ * -errno. The reply is the caller's.
+ */
 static int open_node(struct req *r, const struct sw_cred *c, struct node *n,
 		     uint32_t flags)
 {
+	int access = perm_open_access(c, n, flags);
 	int rc;
 
 	if (S_ISDIR(n->mode)) {
 		if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
 			return -EISDIR;
-		return perm_check(c, n, PERM_R);
+		rc = perm_check(c, n, PERM_R);
+		return rc < 0 ? rc : access;
 	}
 	rc = perm_check(c, n, perm_open_mask(flags));
 	if (rc == 0 && S_ISREG(n->mode) && (flags & O_TRUNC))
 		rc = open_truncate(r, n);
 	if (rc == 0 && S_ISREG(n->mode))
-		rc = session_open(r->m, r->s, n,
-				  (perm_open_mask(flags) & PERM_W) != 0);
-	return rc;
+		rc = session_open(r->m, r->s, n, access);
+	return rc < 0 ? rc : access;
+}
+
+/*
+ * What the creator of a file may do through the open it made it with:
+ * read, whatever the mode (it owns the file and could chmod it), and
+ * write if it opened it for writing.
+ */
+static int create_access(bool writable)
+{
+	return PERM_R | (writable ? PERM_W : 0);
 }
 
 void op_create(struct req *r, const ProtobufCMessage *msg)
@@ -683,16 +710,17 @@ void op_create(struct req *r, const ProtobufCMessage *msg)
 				       NULL;
 
 		rc = e ? open_node(r, &cred, e->child, q->flags) : -ENOENT;
-		if (rc == 0) {
-			reply_entry(r, e->child, NULL);
+		if (rc >= 0) {
+			reply_entry_open(r, e->child, NULL, rc);
 			return;
 		}
 	} else if (rc == 0) {
 		/* The creator may open what it created, whatever the mode. */
-		rc = session_open(r->m, r->s, n,
-				  (q->flags & O_ACCMODE) != O_RDONLY);
+		int access = create_access((q->flags & O_ACCMODE) != O_RDONLY);
+
+		rc = session_open(r->m, r->s, n, access);
 		if (rc == 0) {
-			reply_entry(r, n, &ch);
+			reply_entry_open(r, n, &ch, access);
 			return;
 		}
 	}
@@ -955,7 +983,7 @@ static int create_batched(struct req *r, const Sweepfs__BatchOp *op,
 	/* Opened only as it is made: made before, the open was then, and
 	 * what became of it since the session's reclaim settled. */
 	if (made && op->open && S_ISREG(n->mode)) {
-		rc = session_open(r->m, r->s, n, op->writable);
+		rc = session_open(r->m, r->s, n, create_access(op->writable));
 		if (rc < 0)
 			return rc;
 	}
@@ -1115,6 +1143,34 @@ out:
 
 /* ---- misc ----------------------------------------------------------- */
 
+/*
+ * The open of CREATE @msg, made before, for the request sent again: its
+ * owner's as a creator's; anyone else's checked as an open (a CREATE
+ * without O_EXCL opens a file someone else made, and its O_TRUNC is
+ * recorded under the request's id, as a file's creation is).
+ */
+static int reopen_created(struct req *r, const ProtobufCMessage *msg,
+			  struct node *n)
+{
+	const Sweepfs__CreateReq *q = (const void *)msg;
+	struct sw_cred cred = req_cred(q->cred);
+	uint32_t flags = q->flags & ~(uint32_t)O_TRUNC; /* done */
+	int access, rc;
+
+	if (!S_ISREG(n->mode))
+		return -EEXIST;
+	if (cred_owns(&cred, n)) {
+		access = create_access((flags & O_ACCMODE) != O_RDONLY);
+	} else {
+		rc = perm_check(&cred, n, perm_open_mask(flags));
+		if (rc < 0)
+			return rc;
+		access = perm_open_access(&cred, n, flags);
+	}
+	rc = session_open(r->m, r->s, n, access);
+	return rc < 0 ? rc : access;
+}
+
 bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 {
 	const struct reply_done *d =
@@ -1122,6 +1178,7 @@ bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 	Sweepfs__AttrReply reply = SWEEPFS__ATTR_REPLY__INIT;
 	Sweepfs__Attr attr;
 	struct node *n;
+	int access = -1; /* a CREATE's open: reply_entry_open() */
 	int rc = 0;
 
 	if (!d)
@@ -1145,14 +1202,12 @@ bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 	n = d->ino ? ns_get(&r->m->ns, d->ino) : NULL;
 	switch (r->hdr.type) {
 	case SW_MSG_CREATE:
-		/* Its maker may open it, whatever the mode: the open went
-		 * with the lost reply, and the reconnect's reclaim did not
-		 * name it. */
-		if (n)
-			rc = session_open(
-				r->m, r->s, n,
-				(((const Sweepfs__CreateReq *)msg)->flags &
-				 O_ACCMODE) != O_RDONLY);
+		/* The open went with the lost reply, and the reconnect's
+		 * reclaim did not name it. */
+		if (n) {
+			access = reopen_created(r, msg, n);
+			rc = SW_MIN(access, 0);
+		}
 		/* fall through */
 	case SW_MSG_MKNOD:
 	case SW_MSG_MKDIR:
@@ -1162,7 +1217,7 @@ bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 		if (!n)
 			rc = -ENOENT;
 		if (rc == 0)
-			reply_entry(r, n, NULL);
+			reply_entry_open(r, n, NULL, access);
 		else
 			req_error(r, rc);
 		break;
@@ -1237,9 +1292,14 @@ void op_open(struct req *r, const ProtobufCMessage *msg)
 	rc = get_node(r, q->ino, &n);
 	if (rc == 0)
 		rc = open_node(r, &cred, n, q->flags);
-	if (rc == 0) {
+	if (rc >= 0) {
 		attr_fill(&attr, n);
 		reply.attr = &attr;
+		/* This caller's, not the session's: what a reclaim of
+		 * this open would be given (session.c). */
+		reply.has_readable = 1;
+		reply.readable = !S_ISREG(n->mode) || (rc & PERM_R);
+		rc = 0;
 	}
 	req_answer(r, rc, &reply.base);
 }

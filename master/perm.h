@@ -52,6 +52,23 @@ static inline int perm_open_mask(uint32_t flags)
 }
 
 /*
+ * What an allowed open of @n with @flags by @c lets its session do with
+ * the file's data (struct sess_open's access): PERM_W if it is for
+ * writing; PERM_R if it is for reading, or @c may read @n all the same
+ * (an open for writing only by a caller who could have opened the file
+ * for reading too). A writer who may not read gets no way to.
+ */
+static inline int perm_open_access(const struct sw_cred *c,
+				   const struct node *n, uint32_t flags)
+{
+	int access = perm_open_mask(flags) & (PERM_R | PERM_W);
+
+	if (!(access & PERM_R) && perm_check(c, n, PERM_R) == 0)
+		access |= PERM_R;
+	return access;
+}
+
+/*
  * May @c remove or rename @victim out of directory @dir, as far as the
  * sticky bit goes? Returns 0 or -EPERM.
  */

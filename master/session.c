@@ -249,10 +249,14 @@ static int collect_open(void *e, void *arg)
  *    perm_check() on the node; a confined session's inode must be one
  *    it was told of or below its export's root (grant_reclaimed());
  *  - except that the file's owner may keep what it opened on a
- *    read-write export whatever the mode bits say now (it created the
- *    file with them, or could chmod it): no more than it may do anyway;
- *  - what the session already has open in this life stays as it was
- *    checked then.
+ *    read-write export whatever the mode bits say now, and read it (it
+ *    created the file with them, or could chmod it): no more than it
+ *    may do anyway;
+ *  - a claim those checks refuse, of a file the session already has
+ *    open in this life, is taken as that open was checked then, no
+ *    more;
+ *  - what a claim may do (read, write) is what its check gives, and
+ *    the claims set it: nothing from an open not claimed stays.
  *
  * A refused claim is logged; the client's descriptor then fails with
  * EBADF at its next read or write, as a descriptor of an NFS file whose
@@ -261,7 +265,7 @@ static int collect_open(void *e, void *arg)
 struct claim {
 	uint64_t ino;
 	uint32_t count;
-	bool writable;
+	int access; /* PERM_R, PERM_W (perm_open_access()) */
 };
 
 /* Opens of one inode a session may claim, in all (more than a process
@@ -275,13 +279,17 @@ static int cmp_claim(const void *a, const void *b)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-/* Whether @s may have @n open with @c (a claim's): 0 or -errno. */
+/*
+ * Whether @s may have @n open with @c (a claim's): what the open may do
+ * (PERM_R, PERM_W; perm_open_access()) or -errno.
+ */
 static int claim_check(const struct session *s, const struct node *n,
 		       const Sweepfs__OpenClaim *c)
 {
 	Sweepfs__Cred mapped = *c->cred;
 	struct sw_cred cred;
-	int mask = perm_open_mask(c->flags & (O_ACCMODE | SW_O_EXEC));
+	uint32_t flags = c->flags & (O_ACCMODE | SW_O_EXEC);
+	int mask = perm_open_mask(flags);
 
 	if (!S_ISREG(n->mode))
 		return -EINVAL;
@@ -291,9 +299,13 @@ static int claim_check(const struct session *s, const struct node *n,
 		return -EROFS;
 	session_map_cred(s, &mapped);
 	cred = req_cred(&mapped);
-	if (perm_check(&cred, n, mask) == 0)
-		return 0;
-	return s->rw && cred.uid == n->uid ? 0 : -EACCES;
+	/* The owner could chmod the file to make the open good, and to
+	 * read it: as its creator may (fsops.c, create_access()). */
+	if (s->rw && cred.uid == n->uid)
+		return PERM_R | (mask & PERM_W);
+	if (perm_check(&cred, n, mask) < 0)
+		return -EACCES;
+	return perm_open_access(&cred, n, flags);
 }
 
 /*
@@ -317,17 +329,20 @@ static int claims_take(struct master *m, struct session *s,
 		struct sess_open *so = htab_find(&s->opens, sw_hash_u64(q->ino),
 						 sess_ino_eq, &q->ino);
 		bool writable = (q->flags & O_ACCMODE) != O_RDONLY;
+		int want = perm_open_mask(q->flags & O_ACCMODE) &
+			   (PERM_R | PERM_W);
 		int rc;
 
 		if (!node || !q->count || !q->cred) {
 			refused += node != NULL;
 			continue;
 		}
-		/* Open in this life already, checked then. */
-		if (so && (so->writable || !writable))
-			rc = 0;
-		else
-			rc = claim_check(s, node, q);
+		rc = claim_check(s, node, q);
+		/* Open in this life already, checked then: as it was
+		 * opened, no more, whatever the mode bits say now. */
+		if ((rc == -EACCES || rc == -EROFS) && so &&
+		    (so->access & want) == want)
+			rc = want;
 		if (rc < 0) {
 			sw_notice(TAG,
 				  "session %016" PRIx64 " (%s): claims inode "
@@ -342,17 +357,17 @@ static int claims_take(struct master *m, struct session *s,
 		c[k++] = (struct claim){ .ino = q->ino,
 					 .count = SW_MIN(q->count,
 							 CLAIM_COUNT_MAX),
-					 .writable = writable };
+					 .access = rc };
 	}
 	if (k) /* (qsort() takes no NULL, even for none) */
 		qsort(c, k, sizeof(*c), cmp_claim);
-	/* One entry per inode: counts added, writable if any is. */
+	/* One entry per inode: counts added, what any may do. */
 	size_t j = 0;
 	for (size_t i = 0; i < k; i++) {
 		if (j && c[j - 1].ino == c[i].ino) {
 			c[j - 1].count = SW_MIN(c[j - 1].count + c[i].count,
 						CLAIM_COUNT_MAX);
-			c[j - 1].writable |= c[i].writable;
+			c[j - 1].access |= c[i].access;
 		} else {
 			c[j++] = c[i];
 		}
@@ -501,13 +516,14 @@ static void session_reclaim(struct master *m, struct session *s,
 			       &c[i].ino);
 		if (!so) {
 			/* One open, then its count: O(1), not O(count). */
-			if (session_open(m, s, node, c[i].writable) < 0)
+			if (session_open(m, s, node, c[i].access) < 0)
 				continue;
 			so = htab_find(&s->opens, sw_hash_u64(c[i].ino),
 				       sess_ino_eq, &c[i].ino);
 		}
+		/* The claims are the whole truth of what is open now. */
 		so->count = c[i].count;
-		so->writable |= c[i].writable;
+		so->access = (uint8_t)c[i].access;
 	}
 	free(c);
 }

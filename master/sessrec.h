@@ -17,6 +17,7 @@
 #include "hash.h"
 #include "htab.h"
 #include "namespace.h"
+#include "perm.h"
 #include "sweepfs.pb-c.h"
 
 struct conn;
@@ -137,10 +138,14 @@ static inline bool session_is_peer(const struct session *s)
 struct sess_open {
 	uint64_t ino;
 	uint32_t count;
-	/* Opened for writing at least once since it was first opened:
-	 * releases do not say which open they close, so this stays until
-	 * the last one (writes, write locks and write-ends need it). */
-	bool writable;
+	/*
+	 * PERM_R and PERM_W: what its opens since the first were for
+	 * (releases do not say which open they close, so a bit stays until
+	 * the last). PERM_W lets writes, write locks and write-ends through;
+	 * PERM_R reads, and is set for an open for writing by a caller who
+	 * could have opened the file for reading, and for its creator.
+	 */
+	uint8_t access;
 };
 
 /* htab equality for elements whose first field is their inode
@@ -156,14 +161,21 @@ static inline bool session_has_open(const struct session *s, uint64_t ino)
 	return s && htab_find(&s->opens, sw_hash_u64(ino), sess_ino_eq, &ino);
 }
 
-/* Whether @s has @ino open, and opened it for writing. */
-static inline bool session_has_writable(const struct session *s, uint64_t ino)
+/* Whether @s has @ino open with all of @access (PERM_R, PERM_W). */
+static inline bool session_has_access(const struct session *s, uint64_t ino,
+				      int access)
 {
 	const struct sess_open *so =
 		s ? htab_find(&s->opens, sw_hash_u64(ino), sess_ino_eq, &ino) :
 		    NULL;
 
-	return so && so->writable;
+	return so && (so->access & access) == access;
+}
+
+/* Whether @s has @ino open, and opened it for writing. */
+static inline bool session_has_writable(const struct session *s, uint64_t ino)
+{
+	return session_has_access(s, ino, PERM_W);
 }
 
 static inline bool session_granted_eq(const void *e, const void *key)

@@ -133,7 +133,7 @@ static void opener_drop(struct master *m, uint64_t ino)
 }
 
 int session_open(struct master *m, struct session *s, struct node *n,
-		 bool writable)
+		 int access)
 {
 	uint64_t h = sw_hash_u64(n->ino);
 	struct sess_open *so = htab_find(&s->opens, h, sess_ino_eq, &n->ino);
@@ -143,7 +143,7 @@ int session_open(struct master *m, struct session *s, struct node *n,
 		if (so->count == UINT32_MAX)
 			return -EMFILE;
 		so->count++;
-		so->writable |= writable;
+		so->access |= (uint8_t)access;
 		return 0;
 	}
 	so = malloc(sizeof(*so));
@@ -151,7 +151,7 @@ int session_open(struct master *m, struct session *s, struct node *n,
 		return -ENOMEM;
 	so->ino = n->ino;
 	so->count = 1;
-	so->writable = writable;
+	so->access = (uint8_t)access;
 	op = htab_find(&m->openers, h, sess_ino_eq, &n->ino);
 	if (!op) {
 		op = malloc(sizeof(*op));

@@ -31,10 +31,11 @@ void session_rec_init(struct session *s);
  * the last to hold go) and free its sets. */
 void session_opens_drop(struct master *m, struct session *s);
 
-/* Record that session @s opened @n (@writable: for writing); -ENOMEM,
- * or -EMFILE past UINT32_MAX opens of one file. */
+/* Record that session @s opened @n for @access (PERM_R, PERM_W: what
+ * its opens may do, sessrec.h); -ENOMEM, or -EMFILE past UINT32_MAX
+ * opens of one file. */
 int session_open(struct master *m, struct session *s, struct node *n,
-		 bool writable);
+		 int access);
 
 /* @s closed @ino once; frees an orphan on the last close anywhere. */
 void session_release(struct master *m, struct session *s, uint64_t ino);

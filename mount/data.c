@@ -40,7 +40,8 @@
 struct loc {
 	uint64_t ino;
 	uint32_t index;
-	bool write; /* fetched for writing */
+	bool write;	 /* fetched for writing */
+	bool write_only; /* and its token does not grant reading */
 	bool hole;
 	uint64_t chunk_id;
 	uint32_t version;
@@ -395,7 +396,7 @@ static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index, bool write,
 	pthread_mutex_lock(&d->mu);
 	l = *loc_find(d, ino, index);
 	/* A token that runs out within a minute is not worth the risk. */
-	if (l && (l->write || !write) && !l->hole &&
+	if (l && (write ? l->write : !l->write_only) && !l->hole &&
 	    (l->write || end <= l->file_size) && l->expires > now_ms + 60000) {
 		*out = *l;
 		ok = true;
@@ -418,6 +419,10 @@ static void loc_store(struct data *d, const struct loc *src)
 		}
 	}
 	pp = loc_find(d, src->ino, src->index);
+	/* A read does not take the place of this mount's write lease
+	 * (whose token may not read: loc_lookup()). */
+	if (*pp && (*pp)->write && !src->write)
+		goto out;
 	if (!*pp) {
 		if (d->nlocs >= LOC_MAX)
 			locs_clear(d);
@@ -504,6 +509,7 @@ static void loc_from_reply(struct part *p, const Sweepfs__ChunkReply *r)
 	}
 	l->chunk_id = cl->chunk_id;
 	l->version = cl->version;
+	l->write_only = cl->write_only;
 	for (size_t i = 0; i < cl->n_servers && i < CHUNK_SERVERS_MAX; i++)
 		snprintf(l->servers[l->nservers++], sizeof(l->servers[0]), "%s",
 			 cl->servers[i]);

@@ -292,6 +292,7 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	m->writeback = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
 	conn->max_write = SW_IO_MAX;
 	conn->max_readahead = SW_IO_MAX;
 	/* The master applies the setuid rules; the kernel tells us what it
@@ -859,6 +860,21 @@ static void release_file(struct mount *m, uint64_t ino, uint32_t flags)
 		send_release(m, ino, flags);
 }
 
+/*
+ * The kernel's writeback cache reads the pages a write covers in part,
+ * through the open that writes: an open for writing only of a file the
+ * master says it may not read (@has_readable, @readable: its reply's)
+ * writes through instead. Other opens of the file on this mount then see
+ * its writes as those of another client (README, -o writeback_cache).
+ */
+static void write_through_unreadable(struct mount *m, struct fuse_file_info *fi,
+				     bool has_readable, bool readable)
+{
+	if (m->writeback && (fi->flags & O_ACCMODE) == O_WRONLY &&
+	    has_readable && !readable)
+		fi->direct_io = 1;
+}
+
 static void open_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct mount_opctx *c = arg;
@@ -872,6 +888,8 @@ static void open_done(void *arg, int rc, ProtobufCMessage **reply)
 		/* O_TRUNC changed them; the kernel asks again anyway. */
 		if (r->attr)
 			mount_cache_attrs(m, r->attr, NULL, 0);
+		write_through_unreadable(m, &c->fi, r->has_readable,
+					 r->readable);
 		struct caller caller;
 
 		itable_open(&m->inodes, c->ino, (uint32_t)c->fi.flags,
@@ -925,6 +943,8 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 		goto out;
 	}
 	mount_fill_entry(m, c->n.parent, a, &e);
+	/* Without O_EXCL, a file made by someone else may be opened. */
+	write_through_unreadable(m, &c->fi, r->has_readable, r->readable);
 	itable_ref(&m->inodes, a->ino);
 	itable_open(&m->inodes, a->ino, (uint32_t)c->fi.flags,
 		    caller_cred(req, &caller));

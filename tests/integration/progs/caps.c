@@ -190,60 +190,24 @@ static int open_ino(struct peer *p, uint64_t ino, uint32_t flags)
 
 /* ---- chunks ------------------------------------------------------------------ */
 
-struct grant {
-	uint64_t chunk_id;
-	uint32_t version;
-	uint8_t token[SW_TOKEN_LEN];
-	uint64_t expires;
-};
-
+/* A grant of /data's chunk to root, for reading or writing. */
 static void chunk_grant(struct peer *p, uint64_t ino, bool write,
-			struct grant *g)
+			struct chunk_grant *g)
 {
-	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
-	Sweepfs__ChunkReply *r;
-	uint64_t id;
-	int err;
+	int err = peer_chunk(p, &root_cred, ino, write, g);
 
-	q.cred = &root_cred;
-	q.ino = ino;
-	q.has_write = 1;
-	q.write = write;
-	id = peer_send(p, SW_MSG_CHUNK, 0, &q.base);
-	r = (Sweepfs__ChunkReply *)peer_reply(p, SW_MSG_CHUNK, id, &err);
-	if (err || !r->loc || !r->loc->n_servers ||
-	    r->loc->token.len != SW_TOKEN_LEN)
+	if (err)
 		fail("chunk of inode %" PRIu64 " (write %d): %s", ino, write,
-		     err ? strerror(err) : "no location");
-	g->chunk_id = r->loc->chunk_id;
-	g->version = r->loc->version;
-	memcpy(g->token, r->loc->token.data, SW_TOKEN_LEN);
-	g->expires = r->loc->expires;
-	sweepfs__chunk_reply__free_unpacked(r, NULL);
-}
-
-static void read_req(Sweepfs__CsReadReq *q, const struct grant *g,
-		     uint32_t size)
-{
-	sweepfs__cs_read_req__init(q);
-	q->chunk_id = g->chunk_id;
-	q->version = g->version;
-	q->offset = 0;
-	q->size = size;
-	q->has_token = 1;
-	q->token = bin(g->token, SW_TOKEN_LEN);
-	q->has_expires = 1;
-	q->expires = g->expires;
+		     strerror(err));
 }
 
 /* ---- setup ------------------------------------------------------------------- */
 
 static void check_setup(void)
 {
-	Sweepfs__CsWriteReq w = SWEEPFS__CS_WRITE_REQ__INIT;
 	static uint8_t block[SW_IO_MAX];
 	struct peer adm, cs;
-	struct grant g;
+	struct chunk_grant g;
 	char name[48];
 
 	session(&adm, "/");
@@ -261,13 +225,8 @@ static void check_setup(void)
 	for (size_t i = 0; i < sizeof(block); i++)
 		block[i] = (uint8_t)rnd();
 	peer_open(&cs, c_port);
-	w.chunk_id = g.chunk_id;
-	w.version = g.version;
-	w.data = bin(block, sizeof(block));
-	w.has_token = w.has_expires = 1;
-	w.token = bin(g.token, SW_TOKEN_LEN);
-	w.expires = g.expires;
-	must(peer_call(&cs, SW_MSG_CS_WRITE, &w.base), "write /data's chunk");
+	must(peer_cs_write(&cs, &g, block, sizeof(block)),
+	     "write /data's chunk");
 	peer_close(&cs);
 	peer_close(&adm);
 	ok("setup: /pub/big (1200), /pub/ro, /data (1 MiB)");
@@ -703,7 +662,7 @@ static void check_csreads(int n)
 	Sweepfs__CsReadReq q;
 	struct flooder *f = calloc((size_t)n, sizeof(*f));
 	struct peer adm, other;
-	struct grant g;
+	struct chunk_grant g;
 	static uint8_t frame[512];
 	long rss0 = rss_kb(c_pid), rss_max = rss0, rss_after;
 	struct answers reads = { 0 };
@@ -717,7 +676,7 @@ static void check_csreads(int n)
 	session(&adm, "/");
 	chunk_grant(&adm, data_ino, false, &g);
 	peer_close(&adm);
-	read_req(&q, &g, SW_IO_MAX);
+	peer_cs_read_req(&q, &g, SW_IO_MAX);
 	len = sw_frame_size(&q.base);
 	if (len > sizeof(frame))
 		fail("read frame of %zu bytes", len);
@@ -728,7 +687,7 @@ static void check_csreads(int n)
 		f[i].total = 40 * len; /* 40 MiB of replies each */
 	}
 	peer_open(&other, c_port);
-	read_req(&q, &g, 4096);
+	peer_cs_read_req(&q, &g, 4096);
 	end = now_ms() + 6000;
 	while (now_ms() < end) {
 		bool done = true;

@@ -406,3 +406,83 @@ uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 	sweepfs__entry_reply__free_unpacked(r, NULL);
 	return ino;
 }
+
+/* ---- chunks ------------------------------------------------------------------ */
+
+int peer_chunk(struct peer *p, Sweepfs__Cred *cred, uint64_t ino, bool write,
+	       struct chunk_grant *g)
+{
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	Sweepfs__ChunkReply *r;
+	uint64_t id;
+	int err;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.has_write = 1;
+	q.write = write;
+	id = peer_send(p, SW_MSG_CHUNK, 0, &q.base);
+	r = (Sweepfs__ChunkReply *)peer_reply(p, SW_MSG_CHUNK, id, &err);
+	if (!err && (!r->loc || !r->loc->n_servers || !r->loc->token.len ||
+		     r->loc->token.len > sizeof(g->token)))
+		fail("chunk of inode %" PRIu64 " (write %d): no location", ino,
+		     write);
+	if (!err) {
+		g->chunk_id = r->loc->chunk_id;
+		g->version = r->loc->version;
+		g->token_len = r->loc->token.len;
+		memcpy(g->token, r->loc->token.data, g->token_len);
+		g->expires = r->loc->expires;
+		g->write_only = r->loc->write_only;
+	}
+	sweepfs__chunk_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+void peer_cs_read_req(Sweepfs__CsReadReq *q, const struct chunk_grant *g,
+		      uint32_t size)
+{
+	sweepfs__cs_read_req__init(q);
+	q->chunk_id = g->chunk_id;
+	q->version = g->version;
+	q->offset = 0;
+	q->size = size;
+	q->has_token = 1;
+	q->token = bin(g->token, g->token_len);
+	q->has_expires = 1;
+	q->expires = g->expires;
+}
+
+int peer_cs_read(struct peer *cs, const struct chunk_grant *g, void *out,
+		 uint32_t size, size_t *got)
+{
+	Sweepfs__CsReadReq q;
+	Sweepfs__CsReadReply *r;
+	uint64_t id;
+	int err;
+
+	peer_cs_read_req(&q, g, size);
+	id = peer_send(cs, SW_MSG_CS_READ, 0, &q.base);
+	r = (Sweepfs__CsReadReply *)peer_reply(cs, SW_MSG_CS_READ, id, &err);
+	*got = 0;
+	if (!err && r->has_data) {
+		*got = SW_MIN(r->data.len, (size_t)size);
+		memcpy(out, r->data.data, *got);
+	}
+	sweepfs__cs_read_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+int peer_cs_write(struct peer *cs, const struct chunk_grant *g,
+		  const void *data, size_t len)
+{
+	Sweepfs__CsWriteReq w = SWEEPFS__CS_WRITE_REQ__INIT;
+
+	w.chunk_id = g->chunk_id;
+	w.version = g->version;
+	w.data = bin(data, len);
+	w.has_token = w.has_expires = 1;
+	w.token = bin(g->token, g->token_len);
+	w.expires = g->expires;
+	return peer_call(cs, SW_MSG_CS_WRITE, &w.base);
+}

@@ -89,4 +89,29 @@ uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 /* The connection must be closed within @timeout_ms with nothing sent. */
 void expect_closed(struct peer *p, const char *what, int timeout_ms);
 
+/* What a CHUNK reply grants: the first server's copy, and the token. */
+struct chunk_grant {
+	uint64_t chunk_id;
+	uint32_t version;
+	uint8_t token[16];
+	size_t token_len;
+	uint64_t expires;
+	bool write_only; /* the master says the token does not read */
+};
+
+/* CHUNK for @ino's chunk 0 as @cred, for writing or reading: 0 and *@g,
+ * or the errno of the refusal (fails the run if granted and empty). */
+int peer_chunk(struct peer *p, Sweepfs__Cred *cred, uint64_t ino, bool write,
+	       struct chunk_grant *g);
+/* The CS_READ request of @size bytes at 0 of @g's chunk, into @q. */
+void peer_cs_read_req(Sweepfs__CsReadReq *q, const struct chunk_grant *g,
+		      uint32_t size);
+/* CS_READ of up to @size bytes at 0 through @g, on chunkserver
+ * connection @cs: 0 with *@got bytes into @out, or the errno. */
+int peer_cs_read(struct peer *cs, const struct chunk_grant *g, void *out,
+		 uint32_t size, size_t *got);
+/* CS_WRITE of @len bytes at 0 through @g: 0 or the errno. */
+int peer_cs_write(struct peer *cs, const struct chunk_grant *g,
+		  const void *data, size_t len);
+
 #endif

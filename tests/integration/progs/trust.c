@@ -1,5 +1,5 @@
 /*
- * trust -m PORT -p PID -k SESSIONKEY -P ADMINPW [-s SEED] CHECK...
+ * trust -m PORT -p PID -k SESSIONKEY -P ADMINPW [-c CSPORT] [-s SEED] CHECK...
  *
  * What a client says that the master must not believe (issue 28, part A),
  * each tried for real on the wire against a master that runs with the
@@ -69,6 +69,26 @@
  *            it up first): the delegation went with the old connection,
  *            so another session is granted the directory at once, not
  *            after deleg_timeout
+ *   wronly   (needs -c, a chunkserver's port) an open for writing only
+ *            does not read: through /team (no squashing) as uid 1000,
+ *            and through /shared (everyone squashed to nobody), a root
+ *            0602 file with data: OPEN for reading is EACCES; OPEN
+ *            O_WRONLY is allowed and its reply says "not readable"; a
+ *            CHUNK read is EACCES; a CHUNK write is granted with a token
+ *            marked write-only, which the chunkserver refuses for a
+ *            CS_READ and takes for a CS_WRITE and a CS_SYNC (the write
+ *            is there when root reads the file). The same open claimed
+ *            at a proven hello gives the same (and the claim is taken: a
+ *            POSIX write lock is granted). A CREATE O_WRONLY|O_TRUNC,
+ *            without O_EXCL, of a root 0602 file in a 0777 directory
+ *            opens it, replies "not readable", and sent again with the
+ *            AGAIN flag (answered from the journal: not truncated again)
+ *            still gives no read. A reclaim sets what a session's opens
+ *            may do: one that read and wrote a 0606 file, and after a
+ *            chmod to 0602 claims only its open for writing, reads no
+ *            more; an owner's claim of its 0200 file for writing reads.
+ *            The control: O_WRONLY of a 0606 file gives a token that
+ *            reads what root wrote
  *   grants=N 400 pipelined DELEG/DELEG_RETURN pairs of a directory of N
  *            entries, from 127.0.0.3's /team (which may hold
  *            delegations): some granted, not all, and another client's
@@ -100,7 +120,7 @@
 #include "peer.h"
 #include "util.h"
 
-static uint16_t m_port;
+static uint16_t m_port, c_port;
 static pid_t m_pid;
 static const char *session_key_file, *admin_pw;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
@@ -483,6 +503,301 @@ static void check_reclaim(void)
 	   "0600 and root 0700/0600 refused to uid 1000, writes refused on "
 	   "read-only exports and to squashed root; a 0644 file for reading "
 	   "taken");
+}
+
+/* ---- write-only opens ---------------------------------------------------------- */
+
+/* OPEN of @ino with @flags as @cred: 0 or the errno; *@readable is what
+ * the reply says of reading through it. */
+static int open_readable(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+			 uint32_t flags, bool *readable)
+{
+	Sweepfs__OpenReq q = SWEEPFS__OPEN_REQ__INIT;
+	Sweepfs__OpenReply *r;
+	uint64_t id;
+	int err;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.flags = flags;
+	id = peer_send(p, SW_MSG_OPEN, 0, &q.base);
+	r = (Sweepfs__OpenReply *)peer_reply(p, SW_MSG_OPEN, id, &err);
+	*readable = r->has_readable && r->readable;
+	if (!err && !r->has_readable)
+		fail("OPEN of %" PRIu64 ": the reply says nothing of reading",
+		     ino);
+	sweepfs__open_reply__free_unpacked(r, NULL);
+	return err;
+}
+
+static int cs_sync(struct peer *cs, const struct chunk_grant *g)
+{
+	Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
+
+	q.chunk_id = g->chunk_id;
+	q.version = g->version;
+	q.has_token = q.has_expires = 1;
+	q.token = bin(g->token, g->token_len);
+	q.expires = g->expires;
+	return peer_call(cs, SW_MSG_CS_SYNC, &q.base);
+}
+
+/* A POSIX write lock of byte 0 of @ino (a writable open's right). */
+static int write_lock(struct peer *p, uint64_t ino)
+{
+	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
+
+	q.ino = ino;
+	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
+	q.kind = SWEEPFS__LOCK_KIND__LOCK_POSIX;
+	q.owner = 1;
+	q.has_type = q.has_start = q.has_end = 1;
+	q.type = SWEEPFS__LOCK_TYPE__LOCK_WRITE;
+	return peer_call(p, SW_MSG_LOCK, &q.base);
+}
+
+static const char root_bytes[] = "root's own bytes";
+
+/* A root file of @mode in @dir with root_bytes in it, made by @adm. */
+static uint64_t make_with_data(struct peer *adm, struct peer *cs, uint64_t dir,
+			       const char *name, uint32_t mode)
+{
+	uint64_t ino = make(adm, dir, name, mode);
+	struct chunk_grant g;
+
+	must(peer_chunk(adm, &root_cred, ino, true, &g), "root's CHUNK write");
+	must(peer_cs_write(cs, &g, root_bytes, sizeof(root_bytes)),
+	     "root's CS_WRITE");
+	must(write_end(adm, &root_cred, ino, sizeof(root_bytes)),
+	     "root's WRITE_END");
+	return ino;
+}
+
+/* What session @p, holding @ino open for writing only as @cred, may do
+ * with its data: write, not read. @what names the case. */
+static void expect_write_only(struct peer *p, struct peer *cs,
+			      Sweepfs__Cred *cred, uint64_t ino,
+			      const char *what)
+{
+	static const char mine[] = "X";
+	struct chunk_grant g;
+	uint8_t buf[64];
+	size_t got;
+	int err;
+
+	expect(chunk(p, cred, ino, false), EACCES, what);
+	err = peer_chunk(p, cred, ino, true, &g);
+	if (err)
+		fail("%s: CHUNK write: %s", what, strerror(err));
+	if (!g.write_only)
+		fail("%s: CHUNK write's token is not marked write-only", what);
+	err = peer_cs_read(cs, &g, buf, sizeof(buf), &got);
+	if (err != EACCES)
+		fail("%s: CS_READ with the write token: %s (%zu bytes), not "
+		     "EACCES",
+		     what, err ? strerror(err) : "read", got);
+	must(peer_cs_write(cs, &g, mine, 1), what);
+	must(cs_sync(cs, &g), what);
+}
+
+static void check_wronly_create(struct peer *adm, struct peer *cs)
+{
+	Sweepfs__CreateReq c = SWEEPFS__CREATE_REQ__INIT;
+	Sweepfs__EntryReply *r;
+	struct peer p;
+	uint64_t ino, id = 7000, got;
+	int err;
+
+	ino = make_with_data(adm, cs, ex[2].w, "wo", 0602);
+	session(&p, "/team");
+	must(lookup(&p, ex[2].dir, "w", NULL), "lookup w");
+	c.cred = &user_cred;
+	c.parent = ex[2].w;
+	c.name = str("wo");
+	c.mode = S_IFREG | 0644;
+	c.flags = O_WRONLY | O_TRUNC;
+	for (int again = 0; again < 2; again++) {
+		p.next_id = id;
+		id = peer_send(&p, SW_MSG_CREATE, again ? SW_FRAME_AGAIN : 0,
+			       &c.base);
+		r = (Sweepfs__EntryReply *)peer_reply(&p, SW_MSG_CREATE, id,
+						      &err);
+		got = !err && r->attr ? r->attr->ino : 0;
+		if (err || got != ino)
+			fail("CREATE O_WRONLY|O_TRUNC of the root 0602 file "
+			     "(again %d): %s, inode %" PRIu64,
+			     again, strerror(err), got);
+		if (!r->has_readable || r->readable)
+			fail("CREATE of the root 0602 file (again %d): the "
+			     "reply says readable",
+			     again);
+		sweepfs__entry_reply__free_unpacked(r, NULL);
+		/* Answered from the journal, not truncated again. */
+		if (again && size_of(adm, ino) != sizeof(root_bytes))
+			fail("CREATE sent again truncated the file again");
+		expect_write_only(&p, cs, &user_cred, ino,
+				  again ? "CREATE sent again" :
+					  "CREATE of another's file");
+		must(write_end(adm, &root_cred, ino, sizeof(root_bytes)),
+		     "root's WRITE_END");
+	}
+	peer_close(&p);
+}
+
+/* SETATTR of @ino's mode bits to @mode, as root. */
+static void chmod_as_root(struct peer *adm, uint64_t ino, uint32_t mode)
+{
+	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+
+	q.cred = &root_cred;
+	q.ino = ino;
+	q.valid = SWEEPFS__SETATTR_VALID__SET_MODE;
+	q.has_mode = 1;
+	q.mode = mode;
+	must(peer_call(adm, SW_MSG_SETATTR, &q.base), "chmod");
+}
+
+/*
+ * A reclaim is the whole truth of what a session has open: one that read
+ * a 0606 file and wrote it, and after a chmod to 0602 claims only its open
+ * for writing, reads no more. And the owner keeps reading what it made
+ * 0200 and claims for writing, as its creator did.
+ */
+static void check_wronly_reclaim(struct peer *adm, struct peer *cs)
+{
+	Sweepfs__CreateReq c = SWEEPFS__CREATE_REQ__INIT;
+	Sweepfs__OpenClaim cl, *clv[1] = { &cl };
+	struct hello o = { .subdir = "/team", .proven = fresh_sid() };
+	uint64_t ino, own = 0;
+	struct peer p;
+	bool readable;
+
+	ino = make_with_data(adm, cs, ex[2].dir, "was-rw", 0606);
+	hello(&p, &o);
+	must(lookup(&p, ex[2].dir, "was-rw", NULL), "lookup was-rw");
+	must(open_readable(&p, &user_cred, ino, O_RDONLY, &readable),
+	     "O_RDONLY of a 0606 file");
+	must(open_readable(&p, &user_cred, ino, O_WRONLY, &readable),
+	     "O_WRONLY of a 0606 file");
+	must(chunk(&p, &user_cred, ino, false), "CHUNK read of a 0606 file");
+	c.cred = &user_cred;
+	c.parent = ex[2].w;
+	c.name = str("own0200");
+	c.mode = S_IFREG | 0200;
+	c.flags = O_WRONLY | O_EXCL;
+	must(entry(&p, SW_MSG_CREATE, 0, &c.base, &own), "create own0200");
+	peer_close(&p);
+	chmod_as_root(adm, ino, 0602);
+
+	cl = claim_of(ino, O_WRONLY, &user_cred);
+	o.claims = clv;
+	o.nclaims = 1;
+	hello(&p, &o);
+	must(write_lock(&p, ino), "write lock of was-rw after the claim");
+	expect_write_only(&p, cs, &user_cred, ino,
+			  "the same session, its open for reading not claimed "
+			  "after a chmod to 0602");
+	peer_close(&p);
+
+	cl = claim_of(own, O_WRONLY, &user_cred);
+	o.proven = fresh_sid();
+	hello(&p, &o);
+	must(chunk(&p, &user_cred, own, false),
+	     "the owner's CHUNK read of its 0200 file, claimed for writing");
+	peer_close(&p);
+}
+
+static void check_wronly(void)
+{
+	static const struct {
+		size_t ex; /* in ex[] */
+		const char *how;
+	} via[] = { { 2, "/team, uid 1000" }, { 1, "/shared, squashed" } };
+	Sweepfs__OpenClaim c, *cv[1] = { &c };
+	struct peer adm, cs, p;
+	uint64_t wo[2], rw;
+	struct chunk_grant g;
+	bool readable;
+	uint8_t buf[64];
+	size_t got;
+	char sub[32], what[64];
+
+	if (!c_port)
+		fail("wronly needs -c, a chunkserver's port");
+	session(&adm, "/");
+	peer_open(&cs, c_port);
+	for (size_t i = 0; i < SW_ARRAY_SIZE(via); i++)
+		wo[i] = make_with_data(&adm, &cs, ex[via[i].ex].dir, "wo",
+				       0602);
+	rw = make_with_data(&adm, &cs, ex[2].dir, "rw", 0606);
+
+	for (size_t i = 0; i < SW_ARRAY_SIZE(via); i++) {
+		snprintf(sub, sizeof(sub), "/%s", ex[via[i].ex].name);
+		session(&p, sub);
+		must(lookup(&p, ex[via[i].ex].dir, "wo", NULL), "lookup wo");
+		expect(open_readable(&p, &user_cred, wo[i], O_RDONLY,
+				     &readable),
+		       EACCES, via[i].how);
+		must(open_readable(&p, &user_cred, wo[i], O_WRONLY, &readable),
+		     via[i].how);
+		if (readable)
+			fail("%s: O_WRONLY of a 0602 file said readable",
+			     via[i].how);
+		expect_write_only(&p, &cs, &user_cred, wo[i], via[i].how);
+		peer_close(&p);
+
+		/* The same open claimed by a proven session. */
+		c = claim_of(wo[i], O_WRONLY, &user_cred);
+		struct hello o = { .subdir = sub,
+				   .proven = fresh_sid(),
+				   .claims = cv,
+				   .nclaims = 1 };
+		hello(&p, &o);
+		must(lookup(&p, ex[via[i].ex].dir, "wo", NULL), "lookup wo");
+		snprintf(what, sizeof(what), "%s, claimed", via[i].how);
+		must(write_lock(&p, wo[i]), what);
+		expect_write_only(&p, &cs, &user_cred, wo[i], what);
+		peer_close(&p);
+
+		/* Root sees the writes. */
+		must(peer_chunk(&adm, &root_cred, wo[i], false, &g),
+		     "root's CHUNK read");
+		must(peer_cs_read(&cs, &g, buf, sizeof(buf), &got),
+		     "root's CS_READ");
+		if (got < sizeof(root_bytes) || buf[0] != 'X' ||
+		    memcmp(buf + 1, root_bytes + 1, sizeof(root_bytes) - 1))
+			fail("%s: root reads %zu bytes, not the write-only "
+			     "writer's X over its own",
+			     via[i].how, got);
+	}
+
+	/* A CREATE that opens what someone else made, and the same sent
+	 * again: checked as the open it is, then and the second time. */
+	check_wronly_create(&adm, &cs);
+	check_wronly_reclaim(&adm, &cs);
+
+	/* The control: a writer who may also read gets a token that does. */
+	session(&p, "/team");
+	must(lookup(&p, ex[2].dir, "rw", NULL), "lookup rw");
+	must(open_readable(&p, &user_cred, rw, O_WRONLY, &readable),
+	     "O_WRONLY of a 0606 file");
+	if (!readable)
+		fail("O_WRONLY of a 0606 file by uid 1000 said not readable");
+	must(peer_chunk(&p, &user_cred, rw, true, &g), "CHUNK write of rw");
+	if (g.write_only)
+		fail("uid 1000's token for a 0606 file is write-only");
+	must(peer_cs_read(&cs, &g, buf, sizeof(buf), &got),
+	     "CS_READ of rw with the write token");
+	if (got < sizeof(root_bytes) ||
+	    memcmp(buf, root_bytes, sizeof(root_bytes)))
+		fail("CS_READ of rw: %zu bytes, not root's", got);
+	peer_close(&p);
+	peer_close(&cs);
+	peer_close(&adm);
+	ok("wronly: an open for writing only of a root 0602 file, made or "
+	   "claimed, through /team and squashed /shared: no CHUNK read, a "
+	   "write-only token that the chunkserver does not read with and "
+	   "writes and syncs with; a 0606 file's token reads");
 }
 
 /* ---- SET_VIA_FD --------------------------------------------------------------- */
@@ -1313,8 +1628,11 @@ int main(int argc, char **argv)
 	double max_ms = 100;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:p:k:P:s:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:p:k:P:c:s:t:")) != -1) {
 		switch (opt) {
+		case 'c':
+			c_port = (uint16_t)atoi(optarg);
+			break;
 		case 't':
 			max_ms = atof(optarg);
 			break;
@@ -1376,6 +1694,8 @@ int main(int argc, char **argv)
 			check_inos(seed);
 		else if (!strncmp(c, "inos-after=", 11))
 			check_inos_after(seed, c + 11);
+		else if (!strcmp(c, "wronly"))
+			check_wronly();
 		else if (!strncmp(c, "grants=", 7))
 			check_grants((unsigned)atoi(c + 7), 400, max_ms);
 		else

@@ -5,7 +5,8 @@
 # SET_VIA_FD on a file not open for writing, a request "sent again" under
 # another request's id, group 0 under root squashing, other sessions'
 # names in INFO, and after a restart inode numbers handed out to another
-# session. Then the master must still be up, its log must name each
+# session, and an open for writing only used to read (through a
+# chunkserver). Then the master must still be up, its log must name each
 # refusal, and a restart must load what it journaled.
 #
 # Needs no mount. TRUST_SEED repeats the random choices.
@@ -33,17 +34,20 @@ EOT
 
 SW_CHUNKSERVERS=0
 start_master --set "exports_file=$EXPORTS"
+start_chunkservers 1
 
 trust() {
 	"$TRUST" -m "$SW_PORT" -p "$SW_MASTER_PID" -k "$SW_META/session.key" \
-		-P "$PW" -s "$SEED" "$@" >"$SW_TMP/trust.out" 2>&1 || {
+		-P "$PW" -c "${SW_CS_PORTS[1]}" -s "$SEED" "$@" \
+		>"$SW_TMP/trust.out" 2>&1 || {
 		cat "$SW_TMP/trust.out" >&2
 		fail "trust $*"
 	}
 	sed 's/^/    /' "$SW_TMP/trust.out" >&2
 }
 
-trust setup reclaim viafd again gid0 info rootonly recall recursive times inos resume
+trust setup reclaim viafd again gid0 info rootonly recall recursive times \
+	inos resume wronly
 read -r _ _ INO_FIRST INO_COUNT < <(grep '^inos: range ' "$SW_TMP/trust.out") ||
 	fail "trust inos printed no range"
 # Sanitizers make the master several times slower: its pings too.
@@ -64,5 +68,6 @@ restart_master kill
 trust again-made "inos-after=$INO_FIRST:$INO_COUNT"
 restart_master term
 trust again-made
+stop_chunkserver 1
 stop_master
 sw_pass
