@@ -92,7 +92,8 @@ int dispatch_admit(const struct route *rt, struct session *s,
 		return -EPERM;
 	if (session_is_peer(s))
 		return 0;
-	session_map_msg(s, msg);
+	if (session_map_msg(s, msg) < 0)
+		return -EINVAL;
 	if (!s->rw && dispatch_writes(rt, msg))
 		return -EROFS;
 	if ((rt->flags & SW_MSG_F_ADMIN) && !s->admin)

@@ -1031,7 +1031,10 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 			errs[i] = EKEYREVOKED;
 			continue;
 		}
-		session_map_cred(r->s, op->cred);
+		if (session_map_cred(r->s, op->cred) < 0) {
+			errs[i] = EINVAL;
+			continue;
+		}
 		switch (op->type) {
 		case SWEEPFS__BATCH_TYPE__BATCH_UNLINK:
 		case SWEEPFS__BATCH_TYPE__BATCH_RMDIR:

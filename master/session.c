@@ -297,7 +297,8 @@ static int claim_check(const struct session *s, const struct node *n,
 		return -EINVAL;
 	if ((mask & PERM_W) && !s->rw)
 		return -EROFS;
-	session_map_cred(s, &mapped);
+	if (session_map_cred(s, &mapped) < 0)
+		return -EINVAL;
 	cred = req_cred(&mapped);
 	/* The owner could chmod the file to make the open good, and to
 	 * read it: as its creator may (fsops.c, create_access()). */

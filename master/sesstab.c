@@ -229,10 +229,12 @@ void session_opens_drop(struct master *m, struct session *s)
 	htab_release(&s->granted);
 }
 
-void session_map_cred(const struct session *s, Sweepfs__Cred *c)
+int session_map_cred(const struct session *s, Sweepfs__Cred *c)
 {
 	if (!c)
-		return;
+		return 0;
+	if (c->n_groups > SW_GROUPS_MAX)
+		return -EINVAL;
 	if (s->mapall_uid != EXPORT_NO_MAP) {
 		c->uid = s->mapall_uid;
 		c->gid = s->mapall_gid;
@@ -253,20 +255,20 @@ void session_map_cred(const struct session *s, Sweepfs__Cred *c)
 			if (c->groups[i] == 0)
 				c->groups[i] = s->maproot_gid;
 	}
+	return 0;
 }
 
-void session_map_msg(const struct session *s, ProtobufCMessage *msg)
+int session_map_msg(const struct session *s, ProtobufCMessage *msg)
 {
 	const ProtobufCFieldDescriptor *f;
 
-	if (s->mapall_uid == EXPORT_NO_MAP && s->maproot_uid == EXPORT_NO_MAP)
-		return;
 	f = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor,
 							    "cred");
 	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
 	    f->descriptor != &sweepfs__cred__descriptor)
-		return;
-	session_map_cred(s, *(Sweepfs__Cred **)((char *)msg + f->offset));
+		return 0;
+	return session_map_cred(s,
+				*(Sweepfs__Cred **)((char *)msg + f->offset));
 }
 
 struct cursor *session_cursor(struct master *m, struct session *s,

@@ -64,10 +64,14 @@ void session_ino_add(struct session *s, uint64_t lo, uint64_t hi);
 /* Whether @s may number a node it makes @ino. */
 bool session_ino_has(const struct session *s, uint64_t ino);
 
-/* Map credentials @c (NULL: none) as @s's export says (maproot, mapall). */
-void session_map_cred(const struct session *s, Sweepfs__Cred *c);
+/*
+ * Check and map credentials @c (NULL: none) as @s's export says (maproot,
+ * mapall): -EINVAL for more supplementary groups than Linux gives a
+ * process (SW_GROUPS_MAX; every permission check scans them), else 0.
+ */
+int session_map_cred(const struct session *s, Sweepfs__Cred *c);
 
 /* The same for the credentials request @msg carries, if any. */
-void session_map_msg(const struct session *s, ProtobufCMessage *msg);
+int session_map_msg(const struct session *s, ProtobufCMessage *msg);
 
 #endif

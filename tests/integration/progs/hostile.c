@@ -52,6 +52,10 @@
  *               session the master forgot, proving it with its secret,
  *               gets the inside one back (found below its root) and
  *               still not the outside one
+ *   groups      a request whose credentials carry more supplementary
+ *               groups than Linux gives a process (SW_GROUPS_MAX + 1)
+ *               gets EINVAL, and so does a batched operation's, which
+ *               makes nothing; SW_GROUPS_MAX are served
  *
  * Prints "ok - ..." per check and the seed; exit status 0 when every
  * check held, 1 at the first that did not.
@@ -539,6 +543,54 @@ static void check_names(void)
 	   "bytes refused (EINVAL, ENAMETOOLONG); the listing is unchanged "
 	   "(%s); 255 bytes work",
 	   checks, "file, dir");
+}
+
+/* ---- groups ------------------------------------------------------------------- */
+
+static void check_groups(void)
+{
+	static uint32_t groups[SW_GROUPS_MAX + 1];
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__AccessReq q = SWEEPFS__ACCESS_REQ__INIT;
+	Sweepfs__BatchOp op;
+	struct peer p;
+	int err;
+
+	for (size_t i = 0; i < SW_ARRAY_SIZE(groups); i++)
+		groups[i] = 100000 + (uint32_t)i;
+	peer_open(&p, m_port);
+	cred.uid = cred.gid = 1000;
+	cred.groups = groups;
+	q.cred = &cred;
+	q.ino = ROOT;
+	q.mask = 5;
+	cred.n_groups = SW_GROUPS_MAX + 1;
+	expect(peer_call(&p, SW_MSG_ACCESS, &q.base), EINVAL,
+	       "ACCESS with SW_GROUPS_MAX + 1 groups");
+	cred.n_groups = SW_GROUPS_MAX;
+	must(peer_call(&p, SW_MSG_ACCESS, &q.base),
+	     "ACCESS with SW_GROUPS_MAX groups");
+	/* A batch checks each operation's credentials on its own: the
+	 * unlink of a name that is not there is ENOENT (for root, who may
+	 * write the root directory), but not with too many groups. */
+	cred.uid = cred.gid = 0;
+	for (int too_many = 0; too_many < 2; too_many++) {
+		sweepfs__batch_op__init(&op);
+		op.type = SWEEPFS__BATCH_TYPE__BATCH_UNLINK;
+		op.cred = &cred;
+		op.parent = ROOT;
+		op.name = str("not-here");
+		cred.n_groups = SW_GROUPS_MAX + (size_t)too_many;
+		err = peer_batch_one(&p, &op);
+		if (err != (too_many ? EINVAL : ENOENT))
+			fail("a batched unlink with %zu groups: %s",
+			     cred.n_groups, err ? strerror(err) : "done");
+	}
+	peer_ping(&p);
+	peer_close(&p);
+	ok("groups: %u supplementary groups are served, %u refused (a "
+	   "request, a batched unlink)",
+	   SW_GROUPS_MAX, SW_GROUPS_MAX + 1);
 }
 
 /* ---- tokens ------------------------------------------------------------------- */
@@ -1632,6 +1684,8 @@ int main(int argc, char **argv)
 			check_stall();
 		else if (!strcmp(argv[i], "confine"))
 			check_confine();
+		else if (!strcmp(argv[i], "groups"))
+			check_groups();
 		else if (sscanf(argv[i], "flood=%u/%u", &n, &max) >= 1)
 			check_flood(m_port, m_pid, "master", n, max);
 		else if (sscanf(argv[i], "csflood=%u", &n) == 1 && c_port)

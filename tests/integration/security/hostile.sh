@@ -38,7 +38,7 @@ hostile() {
 }
 
 log "bad frames, bad names, tokens not granted, stalls, floods"
-hostile frames names tokens confine stall flood=1000 csflood=1000
+hostile frames names tokens confine groups stall flood=1000 csflood=1000
 
 # Each refusal left a line in the daemon's log.
 for what in 'frame too large' 'request before hello' \
