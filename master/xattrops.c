@@ -7,7 +7,9 @@
  * alone (not even listed to others), security.* readable by all and
  * writable by root (an owner who set file capabilities would hand them to
  * whoever runs the file on any client); system.* (ACLs) is not supported.
- * Values are bounded by SW_XATTR_SIZE_MAX, names by SW_XATTR_NAME_MAX.
+ * Values are bounded by SW_XATTR_SIZE_MAX, names by SW_XATTR_NAME_MAX, a
+ * node's list of names by SW_XATTR_LIST_MAX (a new name past it is
+ * ENOSPC, as a full ext4 inode says): a listing fits any reply.
  *
  * Every request names its node and, but for list, one attribute:
  * xattr_node() resolves and checks both, the same way for all four.
@@ -115,6 +117,13 @@ static int commit_xattr(struct req *r, struct node *n,
 	return master_commit(r->m, r, &mut);
 }
 
+/* Whether @n's list of names has room for one more of @len bytes. */
+static bool list_has_room(const struct ns *ns, const struct node *n, size_t len)
+{
+	return (size_t)ns_xattr_list(ns, n, NULL, 0) + len + 1 <=
+	       SW_XATTR_LIST_MAX;
+}
+
 void op_setxattr(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__SetxattrReq *q = (const Sweepfs__SetxattrReq *)msg;
@@ -137,6 +146,8 @@ void op_setxattr(struct req *r, const ProtobufCMessage *msg)
 		rc = -EEXIST;
 	else if ((q->flags & XATTR_REPLACE) && !exists)
 		rc = -ENODATA;
+	else if (!exists && !list_has_room(&r->m->ns, n, q->name.len))
+		rc = -ENOSPC;
 	else
 		rc = commit_xattr(r, n, &q->name, &q->value);
 	if (rc < 0)
@@ -217,6 +228,12 @@ void op_listxattr(struct req *r, const ProtobufCMessage *msg)
 		return;
 	}
 	len = ns_xattr_list(&r->m->ns, n, NULL, 0);
+	/* More than setxattr lets a node have (made by an older build):
+	 * what listxattr(2) says past XATTR_LIST_MAX. */
+	if ((size_t)len > SW_XATTR_LIST_MAX) {
+		req_error(r, -E2BIG);
+		return;
+	}
 	buf = malloc(len ? (size_t)len : 1);
 	if (!buf) {
 		req_error(r, -ENOMEM);

@@ -112,6 +112,9 @@
 #define SW_PATH_MAX 4096u
 #define SW_XATTR_NAME_MAX 255u
 #define SW_XATTR_SIZE_MAX 65536u
+/* A node's attribute names, each with its NUL, in all: Linux's
+ * XATTR_LIST_MAX, the most a listxattr(2) returns. */
+#define SW_XATTR_LIST_MAX 65536u
 #define SW_GROUPS_MAX 65536u
 
 enum sw_msg_type {

@@ -289,6 +289,30 @@ os.removexattr(p, "user.big")
 os.setxattr(".", "user.ondir", b"d")
 assert os.getxattr(".", "user.ondir") == b"d"
 expect_err(errno.EPERM, os.setxattr, "fifo", "user.x", b"x")
+# A node's names fit what listxattr(2) returns (XATTR_LIST_MAX, 64 KiB):
+# the name that would not fit is ENOSPC; the listing works, and after a
+# removal there is room again.
+q = "manynames"
+open(q, "w").close()
+names = []
+while len(names) < 1000:  # 262 fit
+    n = "user.%04d.%s" % (len(names), "n" * 240)
+    try:
+        os.setxattr(q, n, b"")
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+        break
+    names.append(n)
+else:
+    sys.exit("1000 names of 250 bytes on one file: no ENOSPC")
+assert sum(len(n) + 1 for n in names) <= 65536 < sum(
+    len(n) + 1 for n in names + [n]), len(names)
+assert sorted(os.listxattr(q)) == names, len(os.listxattr(q))
+os.setxattr(q, names[0], b"a value may change")
+os.removexattr(q, names[-1])
+os.setxattr(q, n.replace("user.", "user.x", 1)[:-1], b"")
+assert len(os.listxattr(q)) == len(names)
+os.unlink(q)
 EOF
 expect_errno ENODATA fsop getxattr top user.none
 
