@@ -8,7 +8,10 @@
  * directory of the tree that has entries, read, write and search (and the
  * sticky rule for each entry of a sticky directory). Root may remove
  * anything. The check walks the tree's directories before anything
- * changes, so a refusal removes nothing.
+ * changes, so a refusal removes nothing; it looks at no file but in a
+ * sticky directory another user owns, and at a directory's list only as
+ * far as its last subdirectory: a tree of two directories of 17 M files
+ * each costs three visits, not 34 M.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,8 +26,10 @@
 #include "watch.h"
 #include "util.h"
 
-/* Whether @c may empty directory @d as rm -rf would. */
-static int may_empty(const struct sw_cred *c, const struct node *d)
+/* Whether @c may empty directory @d as rm -rf would; *@visits counts
+ * the entries looked at. */
+static int may_empty(const struct sw_cred *c, const struct node *d,
+		     uint64_t *visits)
 {
 	const struct dir *dd = d->u.dir;
 	int rc;
@@ -32,26 +37,75 @@ static int may_empty(const struct sw_cred *c, const struct node *d)
 	if (!dd->nentries)
 		return 0;
 	rc = perm_check(c, d, PERM_R | PERM_W | PERM_X);
-	if (rc < 0 || !(d->mode & S_ISVTX))
+	if (rc < 0 || sw_access_sticky_any(c, d->mode, d->uid))
 		return rc;
-	for (struct edge *e = dd->head; e; e = e->next)
+	for (struct edge *e = dd->head; e; e = e->next) {
+		++*visits;
 		if (e->child && (rc = perm_sticky(c, d, e->child)) < 0)
 			return rc;
+	}
 	return 0;
 }
 
-static int may_empty_below(struct node *dir, struct edge *e, void *arg)
+/* A directory being walked: where in its list, and how many of its
+ * subdirectories are still ahead. */
+struct dir_pos {
+	struct node *dir;
+	struct edge *next;
+	uint64_t subdirs_left;
+};
+
+int may_remove_tree_counted(const struct sw_cred *c, struct node *root,
+			    uint64_t *visits)
 {
-	(void)dir;
-	return S_ISDIR(e->child->mode) ? may_empty(arg, e->child) : 0;
+	struct dir_pos *stack = NULL;
+	size_t depth = 0, cap = 0;
+	int rc;
+
+	*visits = 0;
+	rc = may_empty(c, root, visits);
+	if (rc == 0 && root->u.dir->nsubdirs) {
+		if (sw_grow(&stack, &cap, 1, sizeof(*stack), 16) < 0)
+			return -ENOMEM;
+		stack[depth++] = (struct dir_pos){ root, root->u.dir->head,
+						   root->u.dir->nsubdirs };
+	}
+	while (rc == 0 && depth) {
+		struct dir_pos *top = &stack[depth - 1];
+		struct edge *e = top->next;
+		struct node *sub;
+
+		if (!top->subdirs_left || !e) {
+			depth--;
+			continue;
+		}
+		++*visits;
+		top->next = e->next;
+		if (!e->child || !S_ISDIR(e->child->mode))
+			continue;
+		top->subdirs_left--;
+		sub = e->child;
+		rc = may_empty(c, sub, visits);
+		if (rc == 0 && sub->u.dir->nsubdirs) {
+			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
+				    16) < 0) {
+				rc = -ENOMEM;
+				break;
+			}
+			stack[depth++] =
+				(struct dir_pos){ sub, sub->u.dir->head,
+						  sub->u.dir->nsubdirs };
+		}
+	}
+	free(stack);
+	return rc;
 }
 
 int may_remove_tree(const struct sw_cred *c, struct node *root)
 {
-	int rc = may_empty(c, root);
+	uint64_t visits;
 
-	/* Read-only: the walk may grow its stack as it goes. */
-	return rc ? rc : ns_walk(root, may_empty_below, (void *)c);
+	return may_remove_tree_counted(c, root, &visits);
 }
 
 int may_detach_entry(const struct req *r, const struct sw_cred *c,

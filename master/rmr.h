@@ -20,6 +20,11 @@ struct master;
  */
 int may_remove_tree(const struct sw_cred *c, struct node *root);
 
+/* may_remove_tree(), and in *@visits how many entries it looked at: one
+ * a directory for a tree of leaf directories, whatever their size. */
+int may_remove_tree_counted(const struct sw_cred *c, struct node *root,
+			    uint64_t *visits);
+
 /*
  * Whether @c, asking through @r, may take @n out of directory @dir at
  * once, tree and all (rmr, rmsnapshot), once write and search on @dir are
