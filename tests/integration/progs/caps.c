@@ -553,22 +553,6 @@ static void check_partial(int n)
 
 /* ---- 11b. locks ----------------------------------------------------------------- */
 
-static int lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
-		uint64_t start)
-{
-	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
-
-	q.ino = ino;
-	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
-	q.kind = SWEEPFS__LOCK_KIND__LOCK_POSIX;
-	q.owner = owner;
-	q.has_type = q.has_start = q.has_end = 1;
-	q.type = type;
-	q.start = start;
-	q.end = start;
-	return peer_call(p, SW_MSG_LOCK, &q.base);
-}
-
 /* Drop every POSIX lock of owner 1 of @p's session on @ino. */
 static void unlock_all(struct peer *p, uint64_t ino)
 {
@@ -594,7 +578,7 @@ static long lock_until_refused(struct peer *p, uint64_t ino, int type,
 
 	*err = 0;
 	for (n = 0; n < most; n++) {
-		*err = lock(p, ino, 1, type, from + (uint64_t)n * 2);
+		*err = peer_lock(p, ino, 1, type, from + (uint64_t)n * 2);
 		if (*err)
 			break;
 	}
@@ -643,8 +627,8 @@ static void check_totallocks(long total)
 	if (err)
 		fail("a light session's lock %ld past 7/8 of locks_total: %s",
 		     n + 1, strerror(err));
-	if (lock(&heavy, f, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE,
-		 (uint64_t)total * 8) != ENOLCK)
+	if (peer_lock(&heavy, f, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE,
+		      (uint64_t)total * 8) != ENOLCK)
 		fail("the heavy session got one more lock");
 	unlock_all(&light, f);
 	unlock_all(&heavy, f);

@@ -407,6 +407,22 @@ uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 	return ino;
 }
 
+int peer_lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
+	      uint64_t start)
+{
+	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
+
+	q.ino = ino;
+	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
+	q.kind = SWEEPFS__LOCK_KIND__LOCK_POSIX;
+	q.owner = owner;
+	q.has_type = q.has_start = q.has_end = 1;
+	q.type = type;
+	q.start = start;
+	q.end = start;
+	return peer_call(p, SW_MSG_LOCK, &q.base);
+}
+
 /* ---- chunks ------------------------------------------------------------------ */
 
 int peer_chunk(struct peer *p, Sweepfs__Cred *cred, uint64_t ino, bool write,

@@ -542,20 +542,6 @@ static int cs_sync(struct peer *cs, const struct chunk_grant *g)
 	return peer_call(cs, SW_MSG_CS_SYNC, &q.base);
 }
 
-/* A POSIX write lock of byte 0 of @ino (a writable open's right). */
-static int write_lock(struct peer *p, uint64_t ino)
-{
-	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
-
-	q.ino = ino;
-	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
-	q.kind = SWEEPFS__LOCK_KIND__LOCK_POSIX;
-	q.owner = 1;
-	q.has_type = q.has_start = q.has_end = 1;
-	q.type = SWEEPFS__LOCK_TYPE__LOCK_WRITE;
-	return peer_call(p, SW_MSG_LOCK, &q.base);
-}
-
 static const char root_bytes[] = "root's own bytes";
 
 /* A root file of @mode in @dir with root_bytes in it, made by @adm. */
@@ -693,7 +679,8 @@ static void check_wronly_reclaim(struct peer *adm, struct peer *cs)
 	o.claims = clv;
 	o.nclaims = 1;
 	hello(&p, &o);
-	must(write_lock(&p, ino), "write lock of was-rw after the claim");
+	must(peer_lock(&p, ino, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0),
+	     "write lock of was-rw after the claim");
 	expect_write_only(&p, cs, &user_cred, ino,
 			  "the same session, its open for reading not claimed "
 			  "after a chmod to 0602");
@@ -755,7 +742,8 @@ static void check_wronly(void)
 		hello(&p, &o);
 		must(lookup(&p, ex[via[i].ex].dir, "wo", NULL), "lookup wo");
 		snprintf(what, sizeof(what), "%s, claimed", via[i].how);
-		must(write_lock(&p, wo[i]), what);
+		must(peer_lock(&p, wo[i], 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0),
+		     what);
 		expect_write_only(&p, &cs, &user_cred, wo[i], what);
 		peer_close(&p);
 
