@@ -7,6 +7,7 @@
  * trees are checked against the rule applied to every directory.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,9 +20,11 @@
 
 #include <cmocka.h>
 
+#include "buf.h"
 #include "namespace.h"
 #include "perm.h"
 #include "rmr.h"
+#include "trash.h"
 #include "util.h"
 
 struct fixture {
@@ -190,12 +193,308 @@ static void test_as_the_rule_says(void **state)
 		grow(f, top, 0);
 		want = reference(&user, top);
 		got = may_remove_tree(&user, top);
-		/* The same verdict; which refusal comes first may differ. */
-		assert_int_equal(want == 0, got == 0);
+		/* The same verdict, the same first refusal. */
+		assert_int_equal(got, want);
 		refused += got != 0;
 	}
 	/* Both outcomes were tried. */
 	assert_true(refused > 50 && refused < 450);
+}
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/*
+ * Random changes of every kind a namespace takes, and after each, every
+ * directory's nsubdirs against a count of its list, and may_remove_tree()
+ * against reference() (the same errno) for random directories and users:
+ * the walk trusts nsubdirs, and a directory it missed would be a user
+ * removing what it may not.
+ */
+static struct ns ns;
+static int64_t now = 1;
+static uint64_t names;
+
+/* All live (dir, edge) pairs below root, and the directories. */
+struct pair {
+	struct node *dir;
+	struct edge *e;
+};
+static struct pair pairs[100000];
+static size_t npairs;
+static struct node *dirs[100000];
+static size_t ndirs;
+
+static void collect(struct node *d)
+{
+	assert_true(ndirs < SW_ARRAY_SIZE(dirs));
+	dirs[ndirs++] = d;
+	for (struct edge *e = d->u.dir->head; e; e = e->next) {
+		if (!e->child)
+			continue;
+		assert_true(npairs < SW_ARRAY_SIZE(pairs));
+		pairs[npairs++] = (struct pair){ d, e };
+		if (S_ISDIR(e->child->mode))
+			collect(e->child);
+	}
+}
+
+static void refresh(void)
+{
+	npairs = ndirs = 0;
+	collect(ns.root);
+}
+
+static int check_counts(void *elem, void *arg)
+{
+	struct node *d = elem;
+	uint64_t sub = 0;
+
+	(void)arg;
+	if (!S_ISDIR(d->mode))
+		return 0;
+	for (struct edge *e = d->u.dir->head; e; e = e->next)
+		sub += e->child && S_ISDIR(e->child->mode);
+	if (sub != d->u.dir->nsubdirs) {
+		fprintf(stderr,
+			"dir %" PRIu64 ": nsubdirs %" PRIu64
+			", counted %" PRIu64 "\n",
+			d->ino, d->u.dir->nsubdirs, sub);
+		fail();
+	}
+	return 0;
+}
+
+static const uint32_t op_modes[] = {
+	0755, 0755, 0755, 01777, 01777, 0555, 0700
+};
+
+#define NAME_LEN 32
+
+static void new_name(char buf[NAME_LEN])
+{
+	snprintf(buf, NAME_LEN, "n%" PRIu64, names++);
+}
+
+static int mk_any(struct node *dir, uint32_t mode, uint32_t uid)
+{
+	struct ns_create_args a = {
+		.ino = ns.next_ino,
+		.edge = ns.next_edge,
+		.mode = mode,
+		.uid = uid,
+		.gid = uid,
+		.now = ++now,
+	};
+	char name[NAME_LEN];
+
+	new_name(name);
+	return ns_create(&ns, dir, name, strlen(name), &a, NULL);
+}
+
+static struct cursor cursors[64]; /* pinned: tombstones */
+static uint64_t trash_ids[4096];
+static size_t ntrash;
+static uint64_t next_id = 1;
+
+static void copy_tree(struct node *src, struct node *into)
+{
+	struct sw_buf b = SW_BUF_INIT;
+	uint64_t id = next_id++ + 1000000, ino;
+	char name[NAME_LEN];
+	size_t off = 0, start = 0, recs = 0;
+
+	if (ns_copy_image(&ns, src, &b) < 0)
+		return;
+	new_name(name);
+	assert_int_equal(ns_copy_begin(&ns, id, into->ino, name, strlen(name),
+				       ns.next_chunk),
+			 0);
+	while (off < b.len) {
+		ssize_t r = ns_copy_record(b.data + off, b.len - off);
+
+		assert_true(r > 0);
+		off += (size_t)r;
+		if (++recs % 3 == 0) { /* in slices */
+			ns_copy_part(&ns, id, b.data + start, off - start,
+				     ns.next_ino, ns.next_edge);
+			start = off;
+		}
+	}
+	if (start < off)
+		ns_copy_part(&ns, id, b.data + start, off - start, ns.next_ino,
+			     ns.next_edge);
+	ns_copy_end(&ns, id, ns.next_edge, 0, ++now, &ino);
+	sw_buf_release(&b);
+}
+
+static unsigned okc[13]; /* changes made, by kind */
+static int last_rc;
+static void one_op(void)
+{
+	unsigned op;
+	struct pair p, q;
+	struct node *d;
+	char name[NAME_LEN];
+
+	refresh();
+	d = dirs[rnd((uint32_t)ndirs)];
+	op = rnd(13);
+	last_rc = -1;
+	switch (op) {
+	case 0:
+	case 1:
+		last_rc = mk_any(d, S_IFREG | 0644, rnd(3) ? 1000 : 2000);
+		break;
+	case 2:
+		if (ndirs < 400)
+			last_rc = mk_any(
+				d,
+				S_IFDIR |
+					op_modes[rnd(SW_ARRAY_SIZE(op_modes))],
+				rnd(3) ? 1000 : 2000);
+		break;
+	case 3: /* rename to a new name, anywhere */
+		if (!npairs)
+			break;
+		p = pairs[rnd((uint32_t)npairs)];
+		new_name(name);
+		last_rc = ns_rename(&ns, p.dir, p.e->name, p.e->namelen, d,
+				    name, strlen(name), 0, ns.next_edge, false,
+				    ++now);
+		break;
+	case 4: /* rename over an existing name (dir over empty dir too) */
+	case 5: /* RENAME_EXCHANGE */
+		if (npairs < 2)
+			break;
+		p = pairs[rnd((uint32_t)npairs)];
+		q = pairs[rnd((uint32_t)npairs)];
+		{
+			char sn[256], dn[256];
+			size_t sl = p.e->namelen, dl = q.e->namelen;
+
+			memcpy(sn, p.e->name, sl);
+			memcpy(dn, q.e->name, dl);
+			last_rc = ns_rename(&ns, p.dir, sn, sl, q.dir, dn, dl,
+					    rnd(2) ? RENAME_EXCHANGE : 0,
+					    ns.next_edge, false, ++now);
+		}
+		break;
+	case 6: /* unlink / rmdir, maybe under a cursor (tombstone) */
+		if (!npairs)
+			break;
+		p = pairs[rnd((uint32_t)npairs)];
+		if (rnd(2)) {
+			struct cursor *c = &cursors[rnd(64)];
+
+			ns_cursor_set(&ns, c, p.dir, p.e);
+		}
+		last_rc = ns_unlink(&ns, p.dir, p.e->name, p.e->namelen, false,
+				    ++now);
+		break;
+	case 7: /* trash a directory */
+		if (!npairs || ntrash == 4096)
+			break;
+		p = pairs[rnd((uint32_t)npairs)];
+		if (!S_ISDIR(p.e->child->mode))
+			break;
+		if (ns_trash_detach(&ns, p.dir, p.e->name, p.e->namelen,
+				    next_id, now + 1000, now + 1) == 0) {
+			trash_ids[ntrash++] = next_id;
+			last_rc = 0;
+		}
+		next_id++;
+		break;
+	case 8: /* restore one */
+		if (!ntrash)
+			break;
+		{
+			size_t i = rnd((uint32_t)ntrash);
+
+			new_name(name);
+			if (ns_trash_restore(&ns, trash_ids[i], d, name,
+					     strlen(name), ns.next_edge,
+					     ++now) == 0) {
+				trash_ids[i] = trash_ids[--ntrash];
+				last_rc = 0;
+			}
+		}
+		break;
+	case 9: /* a snapshot copy of a directory, somewhere */
+		if (ndirs < 300) {
+			struct node *src = dirs[rnd((uint32_t)ndirs)];
+
+			if (src != ns.root) {
+				copy_tree(src, d);
+				last_rc = 0;
+			}
+		}
+		break;
+	case 10: /* a name's snapshot flag */
+		if (!npairs)
+			break;
+		p = pairs[rnd((uint32_t)npairs)];
+		ns_edge_flag(p.dir, p.e, rnd(2));
+		break;
+	case 11: /* chmod */
+		if (d != ns.root) {
+			struct ns_setattr_args a = {
+				.valid = NS_SET_MODE,
+				.mode = op_modes[rnd(SW_ARRAY_SIZE(op_modes))],
+				.now = ++now,
+			};
+			ns_setattr(&ns, d, &a);
+		}
+		break;
+	case 12: /* move a cursor on */
+	{
+		struct cursor *c = &cursors[rnd(64)];
+
+		if (rnd(2))
+			ns_cursor_clear(&ns, c);
+	} break;
+	}
+	okc[op] += last_rc == 0;
+}
+
+static void test_nsubdirs_through_every_change(void **state)
+{
+	static const struct sw_cred users[] = { { .uid = 1000, .gid = 1000 },
+						{ .uid = 2000, .gid = 2000 } };
+	unsigned refused = 0, checked = 0, deep = 0;
+
+	(void)state;
+	assert_int_equal(ns_init(&ns, 1), 0);
+	for (int i = 0; i < 20; i++)
+		mk_any(ns.root, S_IFDIR | 0755, 1000);
+	for (int op = 0; op < 20000; op++) {
+		one_op();
+		ns_foreach_node(&ns, check_counts, NULL);
+		refresh();
+		for (int k = 0; k < 4; k++) {
+			struct node *t = dirs[rnd((uint32_t)ndirs)];
+			const struct sw_cred *c = &users[rnd(2)];
+			int want = reference(c, t);
+			uint64_t visits;
+			int got = may_remove_tree_counted(c, t, &visits);
+
+			assert_int_equal(got, want);
+			checked++;
+			refused += got != 0;
+			deep += got != 0 && visits > 2;
+		}
+	}
+	/* Every kind of change was made, and both verdicts came, some
+	 * deep in a tree. */
+	for (int i = 0; i < 12; i++)
+		if (i != 10 && i != 11)
+			assert_true(okc[i] > 0);
+	assert_true(refused > checked / 10 && refused < checked - checked / 10);
+	assert_true(deep > 100);
+	for (int i = 0; i < 64; i++)
+		ns_cursor_clear(&ns, &cursors[i]);
+	ns_release(&ns);
 }
 
 int main(void)
@@ -206,6 +505,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_as_the_rule_says, setup,
 						teardown),
+		cmocka_unit_test(test_nsubdirs_through_every_change),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
