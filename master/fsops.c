@@ -1162,14 +1162,9 @@ static int reopen_created(struct req *r, const ProtobufCMessage *msg,
 
 	if (!S_ISREG(n->mode))
 		return -EEXIST;
-	if (cred_owns(&cred, n)) {
-		access = create_access((flags & O_ACCMODE) != O_RDONLY);
-	} else {
-		rc = perm_check(&cred, n, perm_open_mask(flags));
-		if (rc < 0)
-			return rc;
-		access = perm_open_access(&cred, n, flags);
-	}
+	if (!cred_owns(&cred, n))
+		return open_node(r, &cred, n, flags);
+	access = create_access((flags & O_ACCMODE) != O_RDONLY);
 	rc = session_open(r->m, r->s, n, access);
 	return rc < 0 ? rc : access;
 }

@@ -685,22 +685,6 @@ static void check_trash(void)
 
 /* ---- 6. locks --------------------------------------------------------------------- */
 
-static int lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
-		uint64_t start, uint64_t end)
-{
-	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
-
-	q.ino = ino;
-	q.op = SWEEPFS__LOCK_OP__LOCK_OP_SET;
-	q.kind = SWEEPFS__LOCK_KIND__LOCK_POSIX;
-	q.owner = owner;
-	q.has_type = q.has_start = q.has_end = 1;
-	q.type = type;
-	q.start = start;
-	q.end = end;
-	return peer_call(p, SW_MSG_LOCK, &q.base);
-}
-
 static void check_locks(long cap)
 {
 	struct peer ro, rw;
@@ -710,19 +694,20 @@ static void check_locks(long cap)
 
 	find_setup();
 	must(lookup(&ro, session(&ro, "/pub"), "ro", &root), "lookup /pub/ro");
-	expect(lock(&ro, ro_file, 1, SWEEPFS__LOCK_TYPE__LOCK_READ, 0, 0),
+	expect(peer_lock(&ro, ro_file, 1, SWEEPFS__LOCK_TYPE__LOCK_READ, 0, 0),
 	       EBADF, "a lock on a file not open");
 	must(open_ino(&ro, ro_file, O_RDONLY), "open /pub/ro");
-	expect(lock(&ro, ro_file, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0, 10),
+	expect(peer_lock(&ro, ro_file, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0,
+			 10),
 	       EBADF, "a write lock through a read-only open");
-	must(lock(&ro, ro_file, 1, SWEEPFS__LOCK_TYPE__LOCK_READ, 0, 10),
+	must(peer_lock(&ro, ro_file, 1, SWEEPFS__LOCK_TYPE__LOCK_READ, 0, 10),
 	     "a read lock through a read-only open");
 	peer_close(&ro);
 	root = session(&rw, "/jail");
 	must(create_in(&rw, root, "locked", 0666, O_RDWR, &f), "create");
 	for (n = 0; n <= cap; n++) {
-		err = lock(&rw, f, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE,
-			   (uint64_t)n * 2, (uint64_t)n * 2);
+		err = peer_lock(&rw, f, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE,
+				(uint64_t)n * 2, (uint64_t)n * 2);
 		if (err)
 			break;
 	}

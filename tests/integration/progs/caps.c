@@ -578,7 +578,9 @@ static long lock_until_refused(struct peer *p, uint64_t ino, int type,
 
 	*err = 0;
 	for (n = 0; n < most; n++) {
-		*err = peer_lock(p, ino, 1, type, from + (uint64_t)n * 2);
+		uint64_t at = from + (uint64_t)n * 2;
+
+		*err = peer_lock(p, ino, 1, type, at, at);
 		if (*err)
 			break;
 	}
@@ -628,7 +630,7 @@ static void check_totallocks(long total)
 		fail("a light session's lock %ld past 7/8 of locks_total: %s",
 		     n + 1, strerror(err));
 	if (peer_lock(&heavy, f, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE,
-		      (uint64_t)total * 8) != ENOLCK)
+		      (uint64_t)total * 8, (uint64_t)total * 8) != ENOLCK)
 		fail("the heavy session got one more lock");
 	unlock_all(&light, f);
 	unlock_all(&heavy, f);

@@ -408,7 +408,7 @@ uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 }
 
 int peer_lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
-	      uint64_t start)
+	      uint64_t start, uint64_t end)
 {
 	Sweepfs__LockReq q = SWEEPFS__LOCK_REQ__INIT;
 
@@ -419,7 +419,7 @@ int peer_lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
 	q.has_type = q.has_start = q.has_end = 1;
 	q.type = type;
 	q.start = start;
-	q.end = start;
+	q.end = end;
 	return peer_call(p, SW_MSG_LOCK, &q.base);
 }
 

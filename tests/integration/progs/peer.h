@@ -89,10 +89,10 @@ uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 /* The connection must be closed within @timeout_ms with nothing sent. */
 void expect_closed(struct peer *p, const char *what, int timeout_ms);
 
-/* A POSIX lock of @type (SWEEPFS__LOCK_TYPE_*) on byte @start of @ino
- * for lock owner @owner of @p's session: 0 or the errno. */
+/* A POSIX lock of @type (SWEEPFS__LOCK_TYPE_*) on bytes @start to @end
+ * of @ino for lock owner @owner of @p's session: 0 or the errno. */
 int peer_lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
-	      uint64_t start);
+	      uint64_t start, uint64_t end);
 
 /* What a CHUNK reply grants: the first server's copy, and the token. */
 struct chunk_grant {

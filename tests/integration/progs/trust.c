@@ -679,7 +679,7 @@ static void check_wronly_reclaim(struct peer *adm, struct peer *cs)
 	o.claims = clv;
 	o.nclaims = 1;
 	hello(&p, &o);
-	must(peer_lock(&p, ino, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0),
+	must(peer_lock(&p, ino, 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0, 0),
 	     "write lock of was-rw after the claim");
 	expect_write_only(&p, cs, &user_cred, ino,
 			  "the same session, its open for reading not claimed "
@@ -742,7 +742,8 @@ static void check_wronly(void)
 		hello(&p, &o);
 		must(lookup(&p, ex[via[i].ex].dir, "wo", NULL), "lookup wo");
 		snprintf(what, sizeof(what), "%s, claimed", via[i].how);
-		must(peer_lock(&p, wo[i], 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0),
+		must(peer_lock(&p, wo[i], 1, SWEEPFS__LOCK_TYPE__LOCK_WRITE, 0,
+			       0),
 		     what);
 		expect_write_only(&p, &cs, &user_cred, wo[i], what);
 		peer_close(&p);
