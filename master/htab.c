@@ -471,21 +471,26 @@ bool htab_remove(struct htab *t, uint64_t h, const void *elem)
 	return true;
 }
 
-int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
-		 void *arg)
+int htab_foreach_part(const struct htab *t, unsigned part, unsigned parts,
+		      int (*fn)(void *elem, void *arg), void *arg)
 {
 	void **arrays[2] = { t->slots, t->old };
 	size_t sizes[2] = { t->size, t->oldsize };
 
 	for (int a = 0; a < 2; a++) {
+		size_t from =
+			(size_t)((unsigned __int128)sizes[a] * part / parts);
+		size_t to = (size_t)((unsigned __int128)sizes[a] * (part + 1) /
+				     parts);
+
 		if (!arrays[a])
 			continue;
-		for (size_t i = 0; i < sizes[a]; i++) {
+		for (size_t i = from; i < to; i++) {
 			int rc;
 
 			/* The slots are read in order, their elements each a
 			 * miss of its own at millions: ask for one ahead. */
-			if (i + PREFETCH_AHEAD < sizes[a] &&
+			if (i + PREFETCH_AHEAD < to &&
 			    arrays[a][i + PREFETCH_AHEAD])
 				__builtin_prefetch(
 					untag(arrays[a][i + PREFETCH_AHEAD]));
@@ -497,6 +502,12 @@ int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
 		}
 	}
 	return 0;
+}
+
+int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
+		 void *arg)
+{
+	return htab_foreach_part(t, 0, 1, fn, arg);
 }
 
 void htab_scan(const struct htab *t, uint64_t *cursor, size_t budget,

@@ -145,4 +145,12 @@ void htab_scan(const struct htab *t, uint64_t *cursor, size_t budget,
 int htab_foreach(const struct htab *t, int (*fn)(void *elem, void *arg),
 		 void *arg);
 
+/*
+ * htab_foreach() over part @part of @parts of the slots (0 <= @part <
+ * @parts): the parts together visit every element once, so that threads
+ * may each take one while nothing changes the table.
+ */
+int htab_foreach_part(const struct htab *t, unsigned part, unsigned parts,
+		      int (*fn)(void *elem, void *arg), void *arg);
+
 #endif

@@ -641,6 +641,7 @@ static int free_node_cb(void *elem, void *arg)
 
 void ns_release(struct ns *ns)
 {
+	ns_load_end(ns);
 	ns_copy_release(ns);
 	ns->nsnapmarks = 0;
 	htab_foreach(&ns->inodes, free_node_cb, ns);

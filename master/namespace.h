@@ -135,6 +135,7 @@ struct cursor;
 struct watch;
 struct purge_root;
 struct trash_item;
+struct sw_prefault;
 
 /* What a directory node holds besides the node itself. */
 struct dir {
@@ -224,6 +225,9 @@ struct ns {
 	struct dir **resizing;
 	size_t nresizing, resizing_cap;
 	size_t misc_bytes; /* symlink targets, xattrs, chunk slots */
+	/* While a checkpoint loads: memory faulted in on a second thread
+	 * (nsload.c, prefault.h), or NULL. */
+	struct sw_prefault *prefault;
 
 	/* Detached subtrees waiting to be freed (purge.c), oldest first. */
 	struct purge_root *purge_head;
@@ -734,7 +738,9 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
  * node @n (all fields set; a directory's dir part empty) with no name,
  * then its names with ns_load_edge() in id order per directory. The
  * checkpoint loader checks the result with ns_load_finish(), which links
- * orphans and checks counts.
+ * orphans and checks counts. From ns_load_reserve() to ns_load_end(), a
+ * second thread faults in the memory the load will write (prefault.h):
+ * the tables as they are reserved, and the slab's next regions.
  */
 int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
 		    uint64_t xattr_sets, uint64_t orphans);
@@ -781,6 +787,12 @@ void ns_prefetch_cluster(const struct ns *ns, uint64_t ino);
 void ns_prefetch_name_cluster(const struct node *dir, const char *name,
 			      size_t len);
 int ns_load_finish(struct ns *ns);
+/*
+ * The load is over, loaded or not: the thread that faulted its memory in
+ * ahead (ns_load_reserve()) stops. ns_load_finish() and ns_release() call
+ * it; calling it again does nothing.
+ */
+void ns_load_end(struct ns *ns);
 
 /* Advance internal housekeeping (hash table resizes) by a bounded step;
  * true while work is left. */

@@ -5,6 +5,7 @@
  * what it builds with, through namespace_i.h.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,41 @@
 #include "hash.h"
 #include "namespace.h"
 #include "namespace_i.h"
+#include "prefault.h"
 #include "util.h"
+
+/* Fewer nodes than this are checked on one thread. */
+#define CHECK_THREAD_MIN 65536u
+/* A table smaller than this is faulted in by its own first writes. */
+#define PREFAULT_TABLE_MIN (4u << 20)
+
+/* Have the second thread fault @t's slots in with the loader's. */
+static void prefault_table(struct ns *ns, const struct htab *t)
+{
+	size_t bytes = t->size * sizeof(*t->slots);
+
+	if (bytes >= PREFAULT_TABLE_MIN)
+		sw_prefault_now(ns->prefault, t->slots, bytes);
+}
+
+/*
+ * Fault in, ahead, what the nodes and names about to be loaded take of
+ * the slab: a node each, and a name each but the root (hard links have
+ * more, names longer than the smallest class take more: what is not
+ * faulted here is by its first write).
+ */
+static void prefault_slab(struct ns *ns, uint64_t nodes, uint64_t chunks)
+{
+	uint64_t bytes = nodes * ns->node_slab.objsize +
+			 (nodes ? nodes - 1 : 0) * ns->edge_slab[0].objsize +
+			 chunks * ns->chunk_slab.objsize;
+	size_t len;
+	void *p;
+
+	if (bytes >= PREFAULT_TABLE_MIN && bytes <= SIZE_MAX / 2 &&
+	    slab_ahead((size_t)bytes, &p, &len))
+		sw_prefault_ahead(ns->prefault, p, len);
+}
 
 int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
 		    uint64_t xattr_sets, uint64_t orphans)
@@ -23,12 +58,18 @@ int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
 	uint64_t n[] = { nodes, chunks, xattr_sets, orphans };
 	int rc = 0;
 
+	if (!ns->prefault && nodes * sizeof(struct node) >= PREFAULT_TABLE_MIN)
+		ns->prefault = sw_prefault_start();
 	for (size_t i = 0; i < SW_ARRAY_SIZE(t) && rc == 0; i++) {
 		if (n[i] > SIZE_MAX / 2 / sizeof(void *))
 			return -ENOMEM;
 		if (n[i])
 			rc = htab_reserve(t[i], (size_t)n[i]);
+		if (rc == 0)
+			prefault_table(ns, t[i]);
 	}
+	if (rc == 0)
+		prefault_slab(ns, nodes, chunks);
 	return rc;
 }
 
@@ -120,6 +161,8 @@ int ns_load_dir_reserve(struct ns *ns, struct node *dir, uint64_t count)
 		return -ENOMEM;
 	rc = htab_reserve(&d->names, (size_t)count);
 	ns->dir_bytes += htab_bytes(&d->names) - before;
+	if (rc == 0)
+		prefault_table(ns, &d->names);
 	return rc;
 }
 
@@ -168,8 +211,51 @@ static int check_loaded(void *elem, void *arg)
 	return 0;
 }
 
+void ns_load_end(struct ns *ns)
+{
+	sw_prefault_stop(ns->prefault);
+	ns->prefault = NULL;
+}
+
+/* Half of the check of every node, on a thread of its own. */
+struct check_half {
+	const struct htab *inodes;
+	int rc;
+};
+
+static void *check_second_half(void *arg)
+{
+	struct check_half *h = arg;
+
+	h->rc = htab_foreach_part(h->inodes, 1, 2, check_loaded, NULL);
+	return NULL;
+}
+
+/*
+ * check_loaded() for every node, half on a second thread: the pass is a
+ * cache miss per node, two seconds at 34 M on one core. Without the
+ * thread, both halves here.
+ */
+static int check_all(const struct ns *ns)
+{
+	struct check_half h = { &ns->inodes, 0 };
+	bool threaded = false;
+	pthread_t th;
+	int rc;
+
+	if (ns->nnodes >= CHECK_THREAD_MIN)
+		threaded = !pthread_create(&th, NULL, check_second_half, &h);
+	rc = htab_foreach_part(&ns->inodes, 0, 2, check_loaded, NULL);
+	if (threaded)
+		pthread_join(th, NULL);
+	else if (rc == 0)
+		check_second_half(&h);
+	return rc ? rc : h.rc;
+}
+
 int ns_load_finish(struct ns *ns)
 {
+	ns_load_end(ns);
 	chunks_drop_unreferenced(ns);
-	return htab_foreach(&ns->inodes, check_loaded, NULL);
+	return check_all(ns);
 }

@@ -304,6 +304,27 @@ size_t slab_idle_bytes(void)
 	return idle_pages * SLAB_PAGE;
 }
 
+bool slab_ahead(size_t bytes, void **p, size_t *len)
+{
+	size_t n = bytes / REGION + 1;
+
+	if (empty_regions)
+		return false;
+	/* What is left of the current arena stays unused address space:
+	 * one mapping of them all is fewer for fork() to copy. */
+	if (arena_left < n) {
+		uint8_t *a = arena_map(n);
+
+		if (!a)
+			return false;
+		arena_next = a;
+		arena_left = n;
+	}
+	*p = arena_next;
+	*len = n * REGION;
+	return true;
+}
+
 int slab_collapse_list(void ***out, size_t *n)
 {
 	void **v = malloc((regions ? regions : 1) * sizeof(*v));
@@ -324,6 +345,14 @@ int slab_collapse_list(void ***out, size_t *n)
 size_t slab_idle_bytes(void)
 {
 	return 0;
+}
+
+bool slab_ahead(size_t bytes, void **p, size_t *len)
+{
+	(void)bytes;
+	(void)p;
+	(void)len;
+	return false;
 }
 
 int slab_collapse_list(void ***out, size_t *n)

@@ -18,6 +18,7 @@
 #ifndef SWEEPFS_MASTER_SLAB_H
 #define SWEEPFS_MASTER_SLAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,5 +88,15 @@ int slab_collapse_list(void ***out, size_t *n);
  * MADV_COLLAPSE or no free huge page.
  */
 size_t slab_collapse(void *const *bases, size_t n);
+
+/*
+ * The next @bytes of objects (of any slab) will be carved from fresh
+ * memory at [*@p, *@p + *@len), one mapping, in order: for a loader that
+ * has it faulted in ahead of its writes (prefault.h). False when they
+ * will not be, all or in order: regions emptied before are reused first
+ * (they hold no memory, but where they are is not one range), and under
+ * AddressSanitizer objects are malloc()ed. Maps address space only.
+ */
+bool slab_ahead(size_t bytes, void **p, size_t *len);
 
 #endif

@@ -28,6 +28,7 @@
 #include "changelog.h"
 #include "checkpoint.h"
 #include "crc32c.h"
+#include "hash.h"
 #include "log.h"
 #include "mutation.h"
 #include "namespace.h"
@@ -1278,6 +1279,56 @@ static void test_checkpoint_load_sizes_dir_table(void **state)
 }
 
 /*
+ * At a size whose load faults its memory in on a second thread and
+ * checks its nodes on two (nsload.c): the same namespace; and a file with
+ * no name and no reason for it (nlink 0) is found wherever its slot is,
+ * in the first half of the inode table or in the second.
+ */
+static void test_checkpoint_load_big_checked_by_halves(void **state)
+{
+	struct fixture *f = *state;
+	struct node *d, *lo = NULL, *hi = NULL, *n;
+	uint64_t version = 0;
+	char name[32];
+
+	d = mk(f, f->a.root, "many", S_IFDIR | 0755);
+	for (int i = 0; i < 70000; i++) {
+		uint64_t h;
+
+		snprintf(name, sizeof(name), "f%d", i);
+		n = mk(f, d, name, S_IFREG | 0644);
+		/* A slot's place is its hash's fraction of the table (plus
+		 * a probe or two): keep clear of the middle. */
+		h = sw_hash_u64(n->ino);
+		if (!lo && h < UINT64_MAX / 4)
+			lo = n;
+		if (!hi && h > UINT64_MAX / 4 * 3)
+			hi = n;
+	}
+	assert_non_null(lo);
+	assert_non_null(hi);
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 90), 0);
+	assert_int_equal(checkpoint_load(&f->b, f->dir, &version), 0);
+	assert_null(f->b.prefault);
+	assert_same(&f->a, &f->b);
+	for (int k = 0; k < 2; k++) {
+		char path[512];
+
+		/* Nothing older to fall back to. */
+		cp_path(f, 90 + k, "", path, sizeof(path));
+		assert_int_equal(unlink(path), 0);
+		n = k ? hi : lo;
+		n->nlink = 0;
+		reset_b(f);
+		assert_int_equal(checkpoint_write(&f->a, f->dir, 91 + k), 0);
+		assert_int_equal(checkpoint_load(&f->b, f->dir, &version),
+				 -EUCLEAN);
+		assert_null(f->b.prefault);
+		n->nlink = 1;
+	}
+}
+
+/*
  * Name @i of a directory whose names run from 1 to 255 bytes (the loader
  * reads a directory's names ahead of the one it adds, record by record:
  * every length must land it on the next record).
@@ -1660,6 +1711,9 @@ int main(void)
 			test_checkpoint_load_sizes_dir_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_sparse_inodes, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkpoint_load_big_checked_by_halves, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_mutation_replay_arena,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

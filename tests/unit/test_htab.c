@@ -218,6 +218,20 @@ static void check_all(struct fixture *f)
 	assert_int_equal(n, f->npresent);
 	for (size_t i = 0; i < f->universe; i++)
 		assert_int_equal(f->items[i].visits, f->present[i] ? 1 : 0);
+	/* So do the parts of htab_foreach_part(), together. */
+	for (unsigned parts = 2; parts <= 7; parts += 5) {
+		n = 0;
+		for (size_t i = 0; i < f->universe; i++)
+			f->items[i].visits = 0;
+		for (unsigned part = 0; part < parts; part++)
+			assert_int_equal(htab_foreach_part(&f->t, part, parts,
+							   visit, &n),
+					 0);
+		assert_int_equal(n, f->npresent);
+		for (size_t i = 0; i < f->universe; i++)
+			assert_int_equal(f->items[i].visits,
+					 f->present[i] ? 1 : 0);
+	}
 }
 
 static void test_htab_find_empty(void **state)
