@@ -417,7 +417,7 @@ static double write_s(const struct ns *ns, const char *dir, double *cpu)
 
 static int cmd_load(const char *dir, bool write)
 {
-	uint64_t rss0 = rss_bytes(), cp_version, last, nodes, work;
+	uint64_t rss0 = rss_bytes(), cp_version, last, nodes, work, bytes;
 	double t0, t1, t2, c0, c1, c2, fork_wall, fork_cpu = 0;
 	double write_wall = 0, write_cpu = 0;
 	struct ns ns;
@@ -435,8 +435,12 @@ static int cmd_load(const char *dir, bool write)
 	c1 = cpu_s();
 	nodes = ns.nnodes;
 	work = ns_replay_work(&ns);
+	/* As the master does it (master.c, load_metadata()). */
+	if (changelog_bytes_after(dir, cp_version, &bytes) == 0)
+		ns_replay_ahead(&ns, bytes);
 	rc = changelog_replay_ahead(dir, cp_version, replay_one, replay_hint,
 				    &ns, &last);
+	ns_load_end(&ns);
 	if (rc < 0)
 		goto out;
 	t2 = now_s();

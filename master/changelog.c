@@ -996,6 +996,24 @@ int changelog_prune(const char *dir, uint64_t upto)
 	return deleted;
 }
 
+int changelog_bytes_after(const char *dir, uint64_t after, uint64_t *bytes)
+{
+	struct seg *v;
+	size_t n;
+	int rc = seg_list(dir, &v, &n);
+	struct stat st;
+
+	if (rc < 0)
+		return rc;
+	*bytes = 0;
+	for (size_t i = 0; i < n; i++)
+		if ((i + 1 == n || v[i + 1].first > after + 1) &&
+		    stat(v[i].path, &st) == 0)
+			*bytes += (uint64_t)st.st_size;
+	free(v);
+	return 0;
+}
+
 /*
  * @path's bytes in *@data: mapped read-only where possible (*@mapped;
  * replay reads a file once, front to back, and a copy of hundreds of MiB

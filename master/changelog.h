@@ -211,6 +211,10 @@ void changelog_close(struct changelog *cl);
  */
 int changelog_prune(const char *dir, uint64_t upto);
 
+/* The bytes of the files in @dir that may hold versions > @after (what a
+ * replay from @after reads): 0 or -errno. */
+int changelog_bytes_after(const char *dir, uint64_t after, uint64_t *bytes);
+
 typedef int (*changelog_apply_fn)(void *arg, uint64_t version,
 				  const uint8_t *payload, size_t len);
 

@@ -118,7 +118,7 @@ static void replay_hint(void *arg, unsigned stage, const uint8_t *payload,
 
 static int load_metadata(struct master *m)
 {
-	uint64_t cp_version, last, cp_nodes;
+	uint64_t cp_version, last, cp_nodes, bytes;
 	int64_t t0 = sw_mono_ns(), t1;
 	int rc;
 
@@ -135,8 +135,11 @@ static int load_metadata(struct master *m)
 	m->ckpt.work = ns_replay_work(&m->ns);
 	t1 = sw_mono_ns();
 	cp_nodes = m->ns.nnodes;
+	if (changelog_bytes_after(m->cfg.data_dir, cp_version, &bytes) == 0)
+		ns_replay_ahead(&m->ns, bytes);
 	rc = changelog_replay_ahead(m->cfg.data_dir, cp_version, replay_one,
 				    replay_hint, &m->ns, &last);
+	ns_load_end(&m->ns);
 	if (rc < 0) {
 		sw_crit(TAG, "changelog replay failed: %s", strerror(-rc));
 		return rc;

@@ -428,6 +428,138 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 	return rc;
 }
 
+/* ---- reading a change's names off the wire, for hints ------------ */
+
+/*
+ * Protobuf's wire format (field number and type in a varint key, then a
+ * varint, 8 bytes, a length and bytes, or 4 bytes), as far as hints need.
+ * The field numbers are proto/meta.proto's; unit.checkpoint checks them
+ * against the generated descriptors, and what these read against what
+ * an unpack gives.
+ */
+enum {
+	WIRE_VARINT = 0,
+	WIRE_64 = 1,
+	WIRE_BYTES = 2,
+	WIRE_32 = 5,
+};
+
+struct wire {
+	const uint8_t *p, *end;
+};
+
+static bool wire_varint(struct wire *w, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; shift < 64 && w->p < w->end; shift += 7) {
+		uint8_t b = *w->p++;
+
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* The next field: its number, and its value (a varint's in *@v, bytes'
+ * in *@b). False at the end or on what does not parse. */
+static bool wire_field(struct wire *w, uint32_t *id, uint64_t *v,
+		       ProtobufCBinaryData *b)
+{
+	uint64_t key, len;
+
+	if (w->p >= w->end || !wire_varint(w, &key) || key >> 3 > UINT32_MAX)
+		return false;
+	*id = (uint32_t)(key >> 3);
+	*v = 0;
+	*b = (ProtobufCBinaryData){ 0 };
+	switch (key & 7) {
+	case WIRE_VARINT:
+		return wire_varint(w, v);
+	case WIRE_64:
+	case WIRE_32:
+		len = (key & 7) == WIRE_64 ? 8 : 4;
+		break;
+	case WIRE_BYTES:
+		if (!wire_varint(w, &len))
+			return false;
+		break;
+	default:
+		return false;
+	}
+	if (len > (uint64_t)(w->end - w->p))
+		return false;
+	b->data = (uint8_t *)w->p;
+	b->len = (size_t)len;
+	w->p += len;
+	return true;
+}
+
+/* Field numbers of the ops' messages: 0 for one the op does not have;
+ * @last, the highest of them. */
+struct hint_fields {
+	uint32_t ino, parent, name, newparent, newname, last;
+};
+
+static const struct hint_fields *hint_fields(uint32_t op)
+{
+	static const struct hint_fields create = { 3, 1, 2, 0, 0, 3 },
+					link = { 1, 2, 3, 0, 0, 3 },
+					unlink = { 0, 1, 2, 0, 0, 2 },
+					rename = { 0, 1, 2, 3, 4, 4 },
+					detach = { 0, 1, 2, 0, 0, 2 };
+
+	switch (op) {
+	case SWEEPFS__META__MUTATION__OP_CREATE:
+		return &create;
+	case SWEEPFS__META__MUTATION__OP_LINK:
+		return &link;
+	case SWEEPFS__META__MUTATION__OP_UNLINK:
+		return &unlink;
+	case SWEEPFS__META__MUTATION__OP_RENAME:
+		return &rename;
+	case SWEEPFS__META__MUTATION__OP_DETACH:
+		return &detach;
+	default:
+		return NULL;
+	}
+}
+
+void mutation_hint_read(const uint8_t *payload, size_t len,
+			struct mutation_hint *h)
+{
+	struct wire w = { payload, payload + len };
+	const struct hint_fields *f = NULL;
+	ProtobufCBinaryData b;
+	uint32_t id, op = 0;
+	uint64_t v;
+
+	memset(h, 0, sizeof(*h));
+	/* The op: the one field of the change that is a message we read. */
+	while (!f && wire_field(&w, &id, &v, &b)) {
+		f = hint_fields(id);
+		op = id;
+	}
+	if (!f)
+		return;
+	/* A message's fields come in number order, what a hint reads
+	 * first: it stops there (a create has a dozen more). */
+	w = (struct wire){ b.data, b.data + b.len };
+	while (wire_field(&w, &id, &v, &b) && id <= f->last) {
+		if (id == f->ino)
+			h->ino = v;
+		else if (id == f->parent)
+			h->parent = v;
+		else if (id == f->name)
+			h->name = b;
+		else if (id == f->newparent)
+			h->newparent = v;
+		else if (id == f->newname)
+			h->newname = b;
+	}
+	h->op = op;
+}
+
 /* Start reading @name's slot in directory @parent's table (stage 0), or
  * what removing that name touches (stage 1, ns_prefetch_entry()). */
 static void prefetch_name(const struct ns *ns, unsigned stage, uint64_t parent,
@@ -435,7 +567,7 @@ static void prefetch_name(const struct ns *ns, unsigned stage, uint64_t parent,
 {
 	const struct node *dir = ns_get(ns, parent);
 
-	if (!dir || !S_ISDIR(dir->mode))
+	if (!dir || !S_ISDIR(dir->mode) || !name->data)
 		return;
 	if (stage == 0)
 		ns_prefetch_name(dir, (const char *)name->data, name->len);
@@ -443,57 +575,37 @@ static void prefetch_name(const struct ns *ns, unsigned stage, uint64_t parent,
 		ns_prefetch_entry(ns, dir, (const char *)name->data, name->len);
 }
 
-struct prefetch_one {
-	const struct ns *ns;
-	unsigned stage;
-};
-
-static int prefetch_one(void *arg, const Sweepfs__Meta__Mutation *m)
+void mutation_prefetch(const struct ns *ns, unsigned stage,
+		       const uint8_t *payload, size_t len)
 {
-	const struct prefetch_one *p = arg;
-	const struct ns *ns = p->ns;
+	struct mutation_hint h;
 
-	switch (m->op_case) {
+	mutation_hint_read(payload, len, &h);
+	switch (h.op) {
 	case SWEEPFS__META__MUTATION__OP_CREATE:
 		/* An add: its slots are all it reads, asked for at once. */
-		if (p->stage > 0)
+		if (stage > 0)
 			break;
-		prefetch_name(ns, 0, m->create->parent, &m->create->name);
-		ns_prefetch(ns, m->create->ino);
+		prefetch_name(ns, 0, h.parent, &h.name);
+		ns_prefetch(ns, h.ino);
 		break;
 	case SWEEPFS__META__MUTATION__OP_LINK:
-		if (p->stage == 0)
-			prefetch_name(ns, 0, m->link->parent, &m->link->name);
+		if (stage == 0)
+			prefetch_name(ns, 0, h.parent, &h.name);
 		break;
 	case SWEEPFS__META__MUTATION__OP_UNLINK:
-		prefetch_name(ns, p->stage, m->unlink->parent,
-			      &m->unlink->name);
-		break;
 	case SWEEPFS__META__MUTATION__OP_DETACH:
-		prefetch_name(ns, p->stage, m->detach->parent,
-			      &m->detach->name);
+		prefetch_name(ns, stage, h.parent, &h.name);
 		break;
 	case SWEEPFS__META__MUTATION__OP_RENAME:
-		prefetch_name(ns, p->stage, m->rename->parent,
-			      &m->rename->name);
-		if (p->stage == 0)
-			prefetch_name(ns, 0, m->rename->newparent,
-				      &m->rename->newname);
+		prefetch_name(ns, stage, h.parent, &h.name);
+		if (stage == 0)
+			prefetch_name(ns, 0, h.newparent, &h.newname);
 		break;
 	default:
 		break;
 	}
-	return 0;
 }
-
-void mutation_prefetch(const struct ns *ns, unsigned stage,
-		       const uint8_t *payload, size_t len)
-{
-	struct prefetch_one p = { ns, stage };
-
-	mutation_unpacked(payload, len, prefetch_one, &p);
-}
-
 struct replay_one {
 	struct ns *ns;
 	uint64_t version;

@@ -49,6 +49,25 @@ void mutation_prefetch(const struct ns *ns, unsigned stage,
 		       const uint8_t *payload, size_t len);
 
 /*
+ * What mutation_prefetch() reads of a change, straight from its wire
+ * form rather than unpacked: a replay hints each change twice before it
+ * applies it, and three unpacks a change were a third of a replay. @op
+ * is the change's SWEEPFS__META__MUTATION__OP_* if it names a name
+ * (create, link, unlink, rename, detach), else 0; then the fields it
+ * has (@name and @newname point into @payload). A record whose op does
+ * not parse reads as op 0, a field past damage inside it as 0: a hint is
+ * a guess, and a wrong one costs a wasted read.
+ */
+struct mutation_hint {
+	unsigned op;
+	uint64_t ino, parent, newparent;
+	ProtobufCBinaryData name, newname;
+};
+
+void mutation_hint_read(const uint8_t *payload, size_t len,
+			struct mutation_hint *h);
+
+/*
  * Unpack change @payload (@len bytes) into a buffer on the stack and call
  * @fn with it, for those who do more than apply it (a follower journals
  * what it applies); @m lives until @fn returns. -EUCLEAN if it does not

@@ -788,9 +788,16 @@ void ns_prefetch_name_cluster(const struct node *dir, const char *name,
 			      size_t len);
 int ns_load_finish(struct ns *ns);
 /*
- * The load is over, loaded or not: the thread that faulted its memory in
- * ahead (ns_load_reserve()) stops. ns_load_finish() and ns_release() call
- * it; calling it again does nothing.
+ * A replay of @bytes of changelog follows: fault in ahead, on a second
+ * thread, the memory its creates may take (a guess from @bytes; until
+ * ns_load_end()).
+ */
+void ns_replay_ahead(struct ns *ns, uint64_t bytes);
+/*
+ * The load (or replay) is over, done or not: the thread that faulted its
+ * memory in ahead stops, and what it faulted in beyond what the load took
+ * goes back. ns_load_finish() and ns_release() call it; calling it again
+ * does nothing.
  */
 void ns_load_end(struct ns *ns);
 

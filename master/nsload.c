@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chunks.h"
 #include "hash.h"
@@ -211,10 +212,31 @@ static int check_loaded(void *elem, void *arg)
 	return 0;
 }
 
+void ns_replay_ahead(struct ns *ns, uint64_t bytes)
+{
+	/* A create is some 60 bytes of changelog and 112 of node and name:
+	 * twice the log, at most a quarter of the memory free. */
+	long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t want = bytes * 2, cap;
+	size_t len;
+	void *p;
+
+	if (pages <= 0 || psize <= 0 || want < PREFAULT_TABLE_MIN)
+		return;
+	cap = (uint64_t)pages * (uint64_t)psize / 4;
+	if (want > cap)
+		want = cap;
+	if (!ns->prefault)
+		ns->prefault = sw_prefault_start();
+	if (ns->prefault && slab_ahead((size_t)want, &p, &len))
+		sw_prefault_ahead(ns->prefault, p, len);
+}
+
 void ns_load_end(struct ns *ns)
 {
 	sw_prefault_stop(ns->prefault);
 	ns->prefault = NULL;
+	slab_ahead_end();
 }
 
 /* Half of the check of every node, on a thread of its own. */

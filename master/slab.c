@@ -304,10 +304,14 @@ size_t slab_idle_bytes(void)
 	return idle_pages * SLAB_PAGE;
 }
 
+/* The last range slab_ahead() gave, until slab_ahead_end(). */
+static uint8_t *ahead_lo, *ahead_hi;
+
 bool slab_ahead(size_t bytes, void **p, size_t *len)
 {
 	size_t n = bytes / REGION + 1;
 
+	slab_ahead_end();
 	if (empty_regions)
 		return false;
 	/* What is left of the current arena stays unused address space:
@@ -320,9 +324,20 @@ bool slab_ahead(size_t bytes, void **p, size_t *len)
 		arena_next = a;
 		arena_left = n;
 	}
-	*p = arena_next;
+	*p = ahead_lo = arena_next;
 	*len = n * REGION;
+	ahead_hi = ahead_lo + *len;
 	return true;
+}
+
+void slab_ahead_end(void)
+{
+	/* Regions below arena_next are made (region_new()), some in use;
+	 * from it on, the range is address space faulted in for nothing. */
+	if (ahead_lo <= arena_next && arena_next < ahead_hi)
+		madvise(arena_next, (size_t)(ahead_hi - arena_next),
+			MADV_DONTNEED);
+	ahead_lo = ahead_hi = NULL;
 }
 
 int slab_collapse_list(void ***out, size_t *n)
@@ -353,6 +368,10 @@ bool slab_ahead(size_t bytes, void **p, size_t *len)
 	(void)p;
 	(void)len;
 	return false;
+}
+
+void slab_ahead_end(void)
+{
 }
 
 int slab_collapse_list(void ***out, size_t *n)

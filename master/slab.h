@@ -99,4 +99,11 @@ size_t slab_collapse(void *const *bases, size_t n);
  */
 bool slab_ahead(size_t bytes, void **p, size_t *len);
 
+/*
+ * The loader is done: of the last range slab_ahead() gave, what no object
+ * was carved from goes back to the kernel (a replay's guess of what it
+ * would take may be too high). Whoever faulted it in has stopped.
+ */
+void slab_ahead_end(void);
+
 #endif

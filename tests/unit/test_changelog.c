@@ -1162,6 +1162,38 @@ static void test_changelog_rotate_new_file(void **state)
 	assert_int_equal(f->seen, 10);
 }
 
+/* The bytes a replay from a version reads: the files that may hold
+ * versions after it, whole. */
+static void test_changelog_bytes_after(void **state)
+{
+	struct fixture *f = *state;
+	long long s1, s6, s11;
+	uint64_t bytes = 1;
+
+	assert_int_equal(changelog_bytes_after(f->dir, 0, &bytes), 0);
+	assert_int_equal(bytes, 0);
+	/* Files 1..5, 6..10 and the current 11..12. */
+	cl_open(f, CL_SYNC_NEVER, 0);
+	for (uint64_t first = 1; first <= 6; first += 5) {
+		append_range(f, first, first + 4);
+		assert_int_equal(changelog_rotate(f->cl), 0);
+	}
+	append_range(f, 11, 12);
+	cl_close(f);
+	s1 = seg_size(f, 1);
+	s6 = seg_size(f, 6);
+	s11 = seg_size(f, 11);
+	assert_true(s1 > 0 && s6 > 0 && s11 > 0);
+	assert_int_equal(changelog_bytes_after(f->dir, 0, &bytes), 0);
+	assert_int_equal(bytes, s1 + s6 + s11);
+	assert_int_equal(changelog_bytes_after(f->dir, 4, &bytes), 0);
+	assert_int_equal(bytes, s1 + s6 + s11);
+	assert_int_equal(changelog_bytes_after(f->dir, 5, &bytes), 0);
+	assert_int_equal(bytes, s6 + s11);
+	assert_int_equal(changelog_bytes_after(f->dir, 12, &bytes), 0);
+	assert_int_equal(bytes, s11);
+}
+
 static void test_changelog_prune_whole_files(void **state)
 {
 	struct fixture *f = *state;
@@ -1984,6 +2016,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_prune_whole_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changelog_bytes_after,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1526,6 +1526,134 @@ static void prefetch_packed(const struct ns *ns, Sweepfs__Meta__Mutation *mut)
 	free(buf);
 }
 
+/* @m packed, and what mutation_hint_read() makes of it (every prefix
+ * of it must read as no op): the packed bytes, for the caller to free
+ * once done with @h, which points into them. */
+static uint8_t *hint_of(const Sweepfs__Meta__Mutation *m,
+			struct mutation_hint *h)
+{
+	size_t len = sweepfs__meta__mutation__get_packed_size(m);
+	uint8_t *buf = malloc(len);
+
+	assert_non_null(buf);
+	sweepfs__meta__mutation__pack(m, buf);
+	for (size_t cut = 0; cut < len; cut++) {
+		uint8_t *part = malloc(cut ? cut : 1);
+
+		assert_non_null(part);
+		memcpy(part, buf, cut);
+		mutation_hint_read(part, cut, h);
+		assert_int_equal(h->op, 0);
+		free(part);
+	}
+	mutation_hint_read(buf, len, h);
+	return buf;
+}
+
+static void assert_name(ProtobufCBinaryData got, const char *want)
+{
+	assert_int_equal(got.len, strlen(want));
+	assert_memory_equal(got.data, want, got.len);
+}
+
+/*
+ * The hints read off the wire what an unpack gives: the op, and each
+ * field a prefetch uses (distinct values, so that a field number mixed up
+ * shows); changes that name no name, and junk, read as no op.
+ */
+static void test_mutation_hint_reads_the_wire(void **state)
+{
+	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
+	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
+	Sweepfs__Meta__Unlink u = SWEEPFS__META__UNLINK__INIT;
+	Sweepfs__Meta__Rename r = SWEEPFS__META__RENAME__INIT;
+	Sweepfs__Meta__Link l = SWEEPFS__META__LINK__INIT;
+	Sweepfs__Meta__Detach d = SWEEPFS__META__DETACH__INIT;
+	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
+	ProtobufCBinaryData n1 = { 5, (uint8_t *)"alpha" },
+			    n2 = { 4, (uint8_t *)"beta" };
+	uint8_t junk[3] = { 0xff, 0xff, 0xff }, *packed;
+	struct mutation_hint h;
+
+	(void)state;
+	mut.time = -12345;
+	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
+	mut.create = &c;
+	c.parent = 1001;
+	c.name = n1;
+	c.ino = UINT64_C(1) << 40;
+	c.mode = 0100644;
+	packed = hint_of(&mut, &h);
+	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_CREATE);
+	assert_int_equal(h.parent, 1001);
+	assert_int_equal(h.ino, UINT64_C(1) << 40);
+	assert_name(h.name, "alpha");
+	free(packed);
+	mut.create = NULL;
+
+	mut.op_case = SWEEPFS__META__MUTATION__OP_LINK;
+	mut.link = &l;
+	l.ino = 77;
+	l.parent = 1002;
+	l.name = n2;
+	l.edge = 99;
+	packed = hint_of(&mut, &h);
+	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_LINK);
+	assert_int_equal(h.parent, 1002);
+	assert_int_equal(h.ino, 77);
+	assert_name(h.name, "beta");
+	free(packed);
+	mut.link = NULL;
+
+	mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
+	mut.unlink = &u;
+	u.parent = 1003;
+	u.name = n1;
+	packed = hint_of(&mut, &h);
+	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_UNLINK);
+	assert_int_equal(h.parent, 1003);
+	assert_name(h.name, "alpha");
+	free(packed);
+	mut.unlink = NULL;
+
+	mut.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
+	mut.rename = &r;
+	r.parent = 1004;
+	r.name = n1;
+	r.newparent = 1005;
+	r.newname = n2;
+	packed = hint_of(&mut, &h);
+	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_RENAME);
+	assert_int_equal(h.parent, 1004);
+	assert_int_equal(h.newparent, 1005);
+	assert_name(h.name, "alpha");
+	assert_name(h.newname, "beta");
+	free(packed);
+	mut.rename = NULL;
+
+	mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
+	mut.detach = &d;
+	d.parent = 1006;
+	d.name = n2;
+	packed = hint_of(&mut, &h);
+	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_DETACH);
+	assert_int_equal(h.parent, 1006);
+	assert_name(h.name, "beta");
+	free(packed);
+	mut.detach = NULL;
+
+	mut.op_case = SWEEPFS__META__MUTATION__OP_SET_TRASHTIME;
+	mut.set_trashtime = &st;
+	st.ino = 5;
+	packed = hint_of(&mut, &h);
+	assert_int_equal(h.op, 0);
+	free(packed);
+	mutation_hint_read(junk, sizeof(junk), &h);
+	assert_int_equal(h.op, 0);
+	mutation_hint_read(junk, 0, &h);
+	assert_int_equal(h.op, 0);
+}
+
 /*
  * mutation_prefetch() is a hint: on changes of every kind it reads ahead
  * for, on ones naming what is not there or not a directory, and on a
@@ -1714,6 +1842,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_load_big_checked_by_halves, setup,
 			teardown),
+		cmocka_unit_test(test_mutation_hint_reads_the_wire),
 		cmocka_unit_test_setup_teardown(test_mutation_replay_arena,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

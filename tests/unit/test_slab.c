@@ -156,6 +156,56 @@ static void cycle(struct fixture *f, size_t objsize, size_t n)
 	free(order);
 }
 
+/*
+ * slab_ahead() (first in this program, while no region was ever emptied):
+ * the next objects are carved from the range it gives, in order; and
+ * slab_ahead_end() gives back what of it was faulted in and not carved,
+ * keeping what was.
+ */
+static void test_slab_ahead(void **state)
+{
+	struct fixture *f = *state;
+	struct slab *s = &f->s;
+	size_t psz = (size_t)sysconf(_SC_PAGESIZE), len, n, pages;
+	uint8_t *p, *last = NULL;
+	unsigned char *v;
+	void *start;
+
+	if (!SLAB_PAGES)
+		skip();
+	slab_init(s, 256);
+	assert_true(slab_ahead(8 * SLAB_REGION, &start, &len));
+	p = start;
+	assert_true(len >= 8 * SLAB_REGION);
+	/* What a prefaulting helper does (prefault.h). */
+	assert_int_equal(madvise(p, len, MADV_POPULATE_WRITE), 0);
+	n = (SLAB_REGION + SLAB_REGION / 2) / s->objsize;
+	assert_true(n <= NOBJ);
+	for (size_t i = 0; i < n; i++) {
+		f->objs[i] = slab_alloc(s);
+		assert_true((uint8_t *)f->objs[i] >= p &&
+			    (uint8_t *)f->objs[i] < p + len);
+		fill(f->objs[i], s->objsize, i);
+		if ((uint8_t *)f->objs[i] > last)
+			last = f->objs[i];
+	}
+	slab_ahead_end();
+	pages = len / psz;
+	v = malloc(pages);
+	assert_non_null(v);
+	assert_int_equal(mincore(p, len, v), 0);
+	/* The two regions carved from stay; the six after them go. */
+	for (size_t i = 0; i < pages; i++)
+		assert_int_equal(v[i] & 1, p + i * psz < p + 2 * SLAB_REGION);
+	assert_true(last < p + 2 * SLAB_REGION);
+	free(v);
+	for (size_t i = 0; i < n; i++) {
+		check(f->objs[i], s->objsize, i);
+		slab_free(s, f->objs[i]);
+		f->objs[i] = NULL;
+	}
+}
+
 static void test_slab_alloc_small(void **state)
 {
 	cycle(*state, 8, NOBJ);
@@ -685,6 +735,8 @@ static void test_slab_collapse_after_fork(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_slab_ahead, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_slab_alloc_small, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_slab_alloc_node_sized,
