@@ -71,6 +71,8 @@ static void give_up(struct sw_prefault *pf)
 	pf->nahead = 0;
 	pf->now.lo = pf->now.hi;
 	pf->now_left = pf->now_step; /* the helper counts it off */
+	if (!pf->now_left)
+		pthread_cond_broadcast(&pf->done);
 }
 
 static void *helper(void *arg)

@@ -268,7 +268,9 @@ size_t changelog_hint(const uint8_t *p, size_t n, size_t off, unsigned stage,
  * then hinted at each stage, in stage order, the stage-s hint
  * CHANGELOG_AHEAD >> s records before its apply (fewer for the first
  * ones). Nothing is hinted past the first record that is not whole. No
- * allocation, nothing to release.
+ * allocation, nothing to release. A record's crc is checked once, by the
+ * first stage: changelog_ahead_record() reads the records to apply
+ * without checking again those it checked.
  */
 struct changelog_ahead {
 	const uint8_t *p; /* the records */
@@ -276,10 +278,17 @@ struct changelog_ahead {
 	changelog_hint_fn hint;
 	void *arg;		      /* @hint's */
 	size_t off[CHANGELOG_STAGES]; /* each stage's next record */
+	size_t checked;		      /* records before it are whole */
 };
 
 void changelog_ahead_init(struct changelog_ahead *a, const uint8_t *p, size_t n,
 			  size_t off, changelog_hint_fn hint, void *arg);
 void changelog_ahead_step(struct changelog_ahead *a);
+
+/* changelog_record() of the record at @off of @a's buffer, its crc
+ * checked only if the first stage has not. */
+size_t changelog_ahead_record(const struct changelog_ahead *a, size_t off,
+			      uint64_t *version, const uint8_t **payload,
+			      size_t *len);
 
 #endif

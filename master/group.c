@@ -88,8 +88,8 @@ static int apply_records(struct master *m, const uint8_t *p, size_t n)
 	uint64_t ver;
 
 	changelog_ahead_init(&ahead, p, n, 0, follow_hint, &m->ns);
-	while ((rec = changelog_record(p + off, n - off, &ver, &payload,
-				       &len)) > 0) {
+	while ((rec = changelog_ahead_record(&ahead, off, &ver, &payload,
+					     &len)) > 0) {
 		struct follow_one f = { m, 0, p + off, rec };
 		int rc;
 

@@ -228,6 +228,7 @@ struct ns {
 	/* While a checkpoint loads: memory faulted in on a second thread
 	 * (nsload.c, prefault.h), or NULL. */
 	struct sw_prefault *prefault;
+	bool slab_ahead; /* it asked slab_ahead() for a range */
 
 	/* Detached subtrees waiting to be freed (purge.c), oldest first. */
 	struct purge_root *purge_head;

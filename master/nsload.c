@@ -20,6 +20,10 @@
 
 /* Fewer nodes than this are checked on one thread. */
 #define CHECK_THREAD_MIN 65536u
+/* At most this is faulted in ahead of a replay (ns_replay_ahead()): the
+ * nodes and names of 9 M creates, more than the changes between two
+ * checkpoints (checkpoint_changes). */
+#define REPLAY_AHEAD_MAX ((uint64_t)1 << 30)
 /* A table smaller than this is faulted in by its own first writes. */
 #define PREFAULT_TABLE_MIN (4u << 20)
 
@@ -46,9 +50,11 @@ static void prefault_slab(struct ns *ns, uint64_t nodes, uint64_t chunks)
 	size_t len;
 	void *p;
 
-	if (bytes >= PREFAULT_TABLE_MIN && bytes <= SIZE_MAX / 2 &&
-	    slab_ahead((size_t)bytes, &p, &len))
+	if (ns->prefault && bytes >= PREFAULT_TABLE_MIN &&
+	    bytes <= SIZE_MAX / 2 && slab_ahead((size_t)bytes, &p, &len)) {
+		ns->slab_ahead = true;
 		sw_prefault_ahead(ns->prefault, p, len);
+	}
 }
 
 int ns_load_reserve(struct ns *ns, uint64_t nodes, uint64_t chunks,
@@ -214,10 +220,15 @@ static int check_loaded(void *elem, void *arg)
 
 void ns_replay_ahead(struct ns *ns, uint64_t bytes)
 {
-	/* A create is some 60 bytes of changelog and 112 of node and name:
-	 * twice the log, at most a quarter of the memory free. */
+	/*
+	 * A create is some 60 bytes of changelog and 112 of node and name:
+	 * twice the log, at most a quarter of the memory free and
+	 * REPLAY_AHEAD_MAX (a log of other changes makes no nodes, and a
+	 * container's limit is not what the host has free; what is not
+	 * taken goes back at the end, but it is charged meanwhile).
+	 */
 	long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	uint64_t want = bytes * 2, cap;
+	uint64_t want = SW_MIN(bytes * 2, REPLAY_AHEAD_MAX), cap;
 	size_t len;
 	void *p;
 
@@ -228,15 +239,21 @@ void ns_replay_ahead(struct ns *ns, uint64_t bytes)
 		want = cap;
 	if (!ns->prefault)
 		ns->prefault = sw_prefault_start();
-	if (ns->prefault && slab_ahead((size_t)want, &p, &len))
+	if (ns->prefault && slab_ahead((size_t)want, &p, &len)) {
+		ns->slab_ahead = true;
 		sw_prefault_ahead(ns->prefault, p, len);
+	}
 }
 
 void ns_load_end(struct ns *ns)
 {
 	sw_prefault_stop(ns->prefault);
 	ns->prefault = NULL;
-	slab_ahead_end();
+	/* The slab's range is the process's: given back by the namespace
+	 * that asked for it, not by any other released meanwhile. */
+	if (ns->slab_ahead)
+		slab_ahead_end();
+	ns->slab_ahead = false;
 }
 
 /* Half of the check of every node, on a thread of its own. */

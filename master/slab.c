@@ -314,8 +314,11 @@ bool slab_ahead(size_t bytes, void **p, size_t *len)
 	slab_ahead_end();
 	if (empty_regions)
 		return false;
-	/* What is left of the current arena stays unused address space:
-	 * one mapping of them all is fewer for fork() to copy. */
+	/* What is left of the current arena stays unused address space
+	 * (twice at most a start: the checkpoint, the replay): one mapping
+	 * of them all is fewer for fork() to copy. Past ARENA_MAX, as the
+	 * loader asks: where the kernel does not overcommit, that is
+	 * memory the load takes anyway (the replay's guess is capped). */
 	if (arena_left < n) {
 		uint8_t *a = arena_map(n);
 

@@ -1279,10 +1279,11 @@ static void test_checkpoint_load_sizes_dir_table(void **state)
 }
 
 /*
- * At a size whose load faults its memory in on a second thread and
- * checks its nodes on two (nsload.c): the same namespace; and a file with
- * no name and no reason for it (nlink 0) is found wherever its slot is,
- * in the first half of the inode table or in the second.
+ * At a size whose load checks its nodes on two threads (nsload.c): the
+ * same namespace; and a file with no name and no reason for it (nlink 0)
+ * is found wherever its slot is, in the first half of the inode table or
+ * in the second. (Its helper thread faults in little here: regions that
+ * earlier cases emptied are taken first, slab_ahead().)
  */
 static void test_checkpoint_load_big_checked_by_halves(void **state)
 {

@@ -177,8 +177,11 @@ static void test_slab_ahead(void **state)
 	assert_true(slab_ahead(8 * SLAB_REGION, &start, &len));
 	p = start;
 	assert_true(len >= 8 * SLAB_REGION);
-	/* What a prefaulting helper does (prefault.h). */
-	assert_int_equal(madvise(p, len, MADV_POPULATE_WRITE), 0);
+	/* What a prefaulting helper does (prefault.h): Linux 5.14. */
+	if (madvise(p, len, MADV_POPULATE_WRITE) != 0) {
+		slab_ahead_end();
+		skip();
+	}
 	n = (SLAB_REGION + SLAB_REGION / 2) / s->objsize;
 	assert_true(n <= NOBJ);
 	for (size_t i = 0; i < n; i++) {
