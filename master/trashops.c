@@ -103,20 +103,21 @@ static bool item_visible(const struct req *r, const struct trash_item *t)
 /*
  * A listing's page: as many items as a reply had before there were pages
  * (an old client, which asks for one page, gets what it got), and at most
- * half a metadata frame, which 10,000 long paths would overflow. A page
+ * three quarters of a metadata frame, which 10,000 long paths would
+ * overflow (10,000 items of 40-byte paths take about 700 KB). A page
  * looks at no more items than it may return: a session confined to a
  * subtree passes over the items removed outside it (item_visible(), one
  * req_node() each), and a page of them ends with none taken and `more`.
  */
 #define TRASH_PAGE_ITEMS 10000
-#define TRASH_PAGE_BYTES (SW_FRAME_MAX_META / 2)
+#define TRASH_PAGE_BYTES (SW_FRAME_MAX_META / 4 * 3)
 #define TRASH_PAGE_VISITS TRASH_PAGE_ITEMS
 
 struct trash_page {
 	const struct req *r;
 	const struct trash_item **items; /* taken, in order */
 	size_t n, cap, max;
-	size_t bytes; /* the reply's size, about */
+	size_t bytes; /* the items' size in the reply */
 	bool oom;     /* the page ended for want of memory */
 };
 
@@ -125,32 +126,6 @@ static bool page_visible(const struct trash_item *t, void *arg)
 	const struct trash_page *pg = arg;
 
 	return item_visible(pg->r, t);
-}
-
-static int page_take(const struct trash_item *t, void *arg)
-{
-	struct trash_page *pg = arg;
-	/* A packed item: its path and name, and up to 64 bytes of numbers
-	 * and tags. */
-	size_t bytes = 2 * strlen(t->path) + 64;
-
-	if (pg->n == pg->max || (pg->n && pg->bytes + bytes > TRASH_PAGE_BYTES))
-		return 1;
-	if (pg->n == pg->cap) {
-		size_t cap = pg->cap ? 2 * pg->cap : 64;
-		const struct trash_item **v =
-			realloc(pg->items, cap * sizeof(*v));
-
-		if (!v) {
-			pg->oom = true; /* a shorter page, `more` says so */
-			return 1;
-		}
-		pg->items = v;
-		pg->cap = cap;
-	}
-	pg->items[pg->n++] = t;
-	pg->bytes += bytes;
-	return 0;
 }
 
 static void item_fill(Sweepfs__TrashItem *it, const struct trash_item *t)
@@ -169,6 +144,34 @@ static void item_fill(Sweepfs__TrashItem *it, const struct trash_item *t)
 	it->nodes = t->nodes;
 	it->dir = S_ISDIR(t->node->mode);
 	it->uid = t->node->uid;
+}
+
+static int page_take(const struct trash_item *t, void *arg)
+{
+	struct trash_page *pg = arg;
+	Sweepfs__TrashItem it;
+	size_t bytes;
+
+	/* The item as packed in the reply, with its tag and length. */
+	item_fill(&it, t);
+	bytes = sweepfs__trash_item__get_packed_size(&it) + 6;
+	if (pg->n == pg->max || (pg->n && pg->bytes + bytes > TRASH_PAGE_BYTES))
+		return 1;
+	if (pg->n == pg->cap) {
+		size_t cap = pg->cap ? 2 * pg->cap : 64;
+		const struct trash_item **v =
+			realloc(pg->items, cap * sizeof(*v));
+
+		if (!v) {
+			pg->oom = true; /* a shorter page, `more` says so */
+			return 1;
+		}
+		pg->items = v;
+		pg->cap = cap;
+	}
+	pg->items[pg->n++] = t;
+	pg->bytes += bytes;
+	return 0;
 }
 
 /*
