@@ -7,7 +7,8 @@
 # (tests/integration/progs/trashlist.c lists every check and its
 # expected outcome). Then the master must still be up and stop cleanly.
 #
-# `sweepfs trash ls` lists them all, a page at a time. Needs no mount and
+# `sweepfs trash ls` lists them all, a page at a time; after a restart
+# (replay, then a checkpoint) the listing is the same. Needs no mount and
 # setpriv (util-linux). TRASH_ITEMS sets the size of the trash (100,000).
 . "$(dirname "$0")/../lib.sh"
 
@@ -52,6 +53,19 @@ assert_eq "$ITEMS" "$n" "items uid 1000's trash ls listed"
 sw_tool trash ls >"$SW_TMP/ls.txt" || fail "sweepfs trash ls"
 assert_eq 1 "$(grep -c '^ID ' "$SW_TMP/ls.txt")" "header lines of trash ls"
 assert_eq $((ITEMS + 4)) "$(wc -l <"$SW_TMP/ls.txt")" "lines of trash ls"
+
+# The trees are made again from the changelog (kill -9: replay) and from
+# a checkpoint (a clean stop writes one).
+for how in kill term; do
+	log "after a restart ($how) the trees list the same"
+	restart_master "$how"
+	"$TRASHLIST" -m "$SW_PORT" -p "$SW_MASTER_PID" -n "$ITEMS" own paging \
+		>"$SW_TMP/trashlist.out" 2>&1 || {
+		cat "$SW_TMP/trashlist.out" >&2
+		fail "trashlist after a restart ($how)"
+	}
+	sed 's/^/    /' "$SW_TMP/trashlist.out" >&2
+done
 
 log "the master stops cleanly"
 stop_master
