@@ -101,17 +101,27 @@ static bool item_visible(const struct req *r, const struct trash_item *t)
 }
 
 /*
- * A listing's page: as many items as a reply had before there were pages
- * (an old client, which asks for one page, gets what it got), and at most
- * three quarters of a metadata frame, which 10,000 long paths would
- * overflow (10,000 items of 40-byte paths take about 700 KB). A page
- * looks at no more items than it may return: a session confined to a
- * subtree passes over the items removed outside it (item_visible(), one
- * req_node() each), and a page of them ends with none taken and `more`.
+ * A listing's page: at most as many items as a reply had before there
+ * were pages, and at most three quarters of a metadata frame, which
+ * 10,000 long paths would overflow (10,000 items of 40-byte paths take
+ * about 700 KB). A page looks at no more items than it may return, so it
+ * costs what it returns.
+ *
+ * A session confined to a subtree also passes over the items removed
+ * outside it (item_visible(), one req_node() each, ~0.3 us), and a page
+ * of them ends with none taken and `more`: such a page looks at 1,000
+ * items at most, ~0.3 ms of the loop, not 10,000 (3.3 ms). Its pages
+ * hold 1,000 items at most. What it learns: `next` is the id of the last
+ * item it passed over, so that items of the uid it lists (of any uid,
+ * for admin root) were removed outside its subtree, when (an id is a
+ * changelog version) and, a page per 1,000, about how many. And an old
+ * client that asks for one page may get an empty one with `more`, where
+ * before it got the items it could see among the first 10,000.
  */
 #define TRASH_PAGE_ITEMS 10000
 #define TRASH_PAGE_BYTES (SW_FRAME_MAX_META / 4 * 3)
 #define TRASH_PAGE_VISITS TRASH_PAGE_ITEMS
+#define TRASH_PAGE_VISITS_CONFINED 1000
 
 struct trash_page {
 	const struct req *r;
@@ -196,8 +206,10 @@ static void op_trash_list(struct req *r, const Sweepfs__TrashReq *q,
 
 	if (q->has_max && q->max > 0 && q->max < pg.max)
 		pg.max = q->max;
-	if (r->s && r->s->root_ino != NS_ROOT_INO)
+	if (r->s && r->s->root_ino != NS_ROOT_INO) {
 		p.visible = page_visible;
+		p.max_visits = TRASH_PAGE_VISITS_CONFINED;
+	}
 	ns_trash_page(&r->m->ns, &p);
 	if (pg.n) {
 		items = calloc(pg.n, sizeof(*items));
