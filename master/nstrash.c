@@ -13,9 +13,12 @@
  * through them in order), by owner then id (a user's listing is a range
  * of this tree: O(log n) to its start, then one step an item), and by
  * inode (a chown of a node in the trash moves its item in the tree by
- * owner). A treap's priority is a keyed hash of the id (sw_hash_bytes():
- * random key per process), so removals that a client times cannot make
- * one deep; the trees need no memory of their own (two pointers an item
+ * owner). The tree by owner is keyed on the item's own copy of the uid,
+ * never on its node's: a path that wrote node->uid without
+ * nsi_trash_chown() would leave the item where it was, listed under its
+ * old owner, rather than break the tree's order. A treap's priority is a
+ * keyed hash of the id (sw_hash_bytes(): random key per process), so
+ * removals that a client times cannot make one deep; the trees need no memory of their own (two pointers an item
  * each) and never fail, which keeps every change all-or-nothing for
  * replay: only the hash table's insert can fail, and it goes first.
  */
@@ -100,8 +103,8 @@ static uint64_t prio(const struct trash_item *t)
 static bool key_before(int tree, uint32_t uid, uint64_t id,
 		       const struct trash_item *t)
 {
-	if (tree == BY_OWNER && uid != t->node->uid)
-		return uid < t->node->uid;
+	if (tree == BY_OWNER && uid != t->uid)
+		return uid < t->uid;
 	return id < t->id;
 }
 
@@ -118,7 +121,7 @@ static void tree_insert(struct trash_item **root, struct trash_item *t,
 		*root = t;
 		return;
 	}
-	side = !key_before(tree, t->node->uid, t->id, r);
+	side = !key_before(tree, t->uid, t->id, r);
 	tree_insert(&kids(r, tree)[side], t, tree, p);
 	if (kids(r, tree)[side] == t && p > prio(r)) {
 		/* Rotate @t up over @r. */
@@ -135,7 +138,7 @@ static void tree_remove(struct trash_item **root, struct trash_item *t,
 	struct trash_item **pp = root;
 
 	while (*pp != t) {
-		int side = !key_before(tree, t->node->uid, t->id, *pp);
+		int side = !key_before(tree, t->uid, t->id, *pp);
 
 		pp = &kids(*pp, tree)[side];
 	}
@@ -217,7 +220,7 @@ static struct trash_item *iter_next(struct tree_iter *it)
 		iter_push(it, k);
 	}
 	if (it->depth == 0 && it->cut)
-		iter_seek(it, t->node->uid, t->id);
+		iter_seek(it, t->uid, t->id);
 	return t;
 }
 
@@ -235,7 +238,7 @@ void ns_trash_page(const struct ns *ns, struct ns_trash_page *p)
 	p->visits = 0;
 	iter_seek(&it, uid, p->after);
 	while ((t = iter_next(&it))) {
-		if (it.tree == BY_OWNER && t->node->uid != uid)
+		if (it.tree == BY_OWNER && t->uid != uid)
 			break;
 		if (p->visits == p->max_visits) {
 			p->more = true;
@@ -285,11 +288,12 @@ void nsi_trash_chown(struct ns *ns, struct node *n, uint32_t uid)
 	    (S_ISDIR(n->mode) && (n->flags & NODE_DETACHED)))
 		t = htab_find(&ns->trash_inos, sw_hash_u64(n->ino), item_ino_eq,
 			      n);
-	if (t)
-		tree_remove(&ns->trash_by_owner, t, BY_OWNER);
 	n->uid = uid;
-	if (t)
+	if (t) {
+		tree_remove(&ns->trash_by_owner, t, BY_OWNER);
+		t->uid = uid;
 		tree_insert(&ns->trash_by_owner, t, BY_OWNER, prio(t));
+	}
 }
 
 /* Put @t, its fields set, into the list, the trees and the index by
@@ -352,6 +356,7 @@ static int item_add(struct ns *ns, uint64_t id, struct node *n, uint64_t parent,
 	t->name = slash ? slash + 1 : t->path;
 	t->id = id;
 	t->node = n;
+	t->uid = n->uid;
 	t->parent = parent;
 	t->deleted_at = now;
 	t->expires_at = until;

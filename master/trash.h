@@ -44,9 +44,9 @@ int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
  * One item: in the namespace's list, oldest first, and in two trees
  * (nstrash.c) so that finding one and listing a page of them cost what
  * they return, not the size of the trash: all items by id, and all items
- * by owner (the node's uid), then id. Both are treaps whose priorities
- * are a keyed hash of the id, so that no sequence of removals a client
- * makes can unbalance them; a tree costs two pointers an item.
+ * by owner (@uid, a copy of the node's), then id. Both are treaps whose
+ * priorities are a keyed hash of the id, so that no sequence of removals
+ * a client makes can unbalance them; a tree costs two pointers an item.
  */
 struct trash_item {
 	uint64_t id;	   /* changelog version of the removal */
@@ -60,7 +60,9 @@ struct trash_item {
 	struct trash_item *next;	/* in the list */
 	struct trash_item *by_id[2];	/* children in ns->trash_by_id */
 	struct trash_item *by_owner[2]; /* children in ns->trash_by_owner,
-					 * keyed by node->uid then id */
+					 * keyed by uid then id */
+	uint32_t uid; /* the key of the tree by owner: node->uid when
+		       * added, then set by nsi_trash_chown() only */
 };
 
 /*
