@@ -209,12 +209,16 @@ static void ls_item(struct json *j, const Sweepfs__TrashItem *it, bool *header)
  * Every item the caller may list, a page at a time (the master answers
  * a page of at most 10,000 and says whether there is more, and from where
  * to go on). A master from before pages answers one page and no `more`:
- * what it sent is all there is to show.
+ * what it sent is all there is to show. With @json nothing is printed
+ * until the last page is in: a listing that fails half way prints no
+ * document at all, never a valid one that lacks items; the table is
+ * printed as it comes, and a failure says how far it got.
  */
 static int trash_ls(struct sw_client *c, bool json)
 {
 	struct json j;
-	uint64_t after = 0;
+	uint64_t after = 0, listed = 0;
+	const char *why = NULL; /* the failure, when no errno says it */
 	bool header = false, more;
 	int rc;
 
@@ -227,29 +231,37 @@ static int trash_ls(struct sw_client *c, bool json)
 		Sweepfs__TrashReply *r;
 
 		rc = trash_call(c, 1, after, NULL, NULL, &r);
-		if (rc < 0) {
-			fprintf(stderr, "sweepfs trash ls: %s\n",
-				strerror(-rc));
+		if (rc < 0)
 			break;
-		}
 		for (size_t i = 0; i < r->n_items; i++)
 			ls_item(json ? &j : NULL, r->items[i], &header);
+		listed += r->n_items;
 		more = r->has_more && r->more;
 		/* A cursor that does not move on would ask forever. */
 		if (more && (!r->has_next || r->next <= after)) {
-			fprintf(stderr, "sweepfs trash ls: the master's "
-					"listing does not move on\n");
+			why = "the master's listing does not move on";
 			rc = -EPROTO;
 			more = false;
 		}
 		after = r->next;
 		protobuf_c_message_free_unpacked(&r->base, NULL);
 	} while (more);
+	if (rc < 0) {
+		fprintf(stderr,
+			"sweepfs trash ls: the listing failed after %" PRIu64
+			" items: %s%s\n",
+			listed, why ? why : strerror(-rc),
+			json ? "; no JSON printed" :
+			       "; the list above is short");
+		if (json)
+			json_discard(&j);
+		return rc;
+	}
 	if (json) {
 		json_arr_end(&j);
 		json_obj_end(&j);
 	}
-	return rc;
+	return 0;
 }
 
 static int parse_id(const char *s, uint64_t *id)
