@@ -578,6 +578,7 @@ int ns_init(struct ns *ns, int64_t now)
 	htab_init(&ns->inodes, node_hash);
 	htab_init(&ns->orphans, node_hash);
 	htab_init(&ns->xattrs, xset_hash);
+	nsi_trash_init(ns);
 	replies_init(&ns->replies);
 	slab_init(&ns->node_slab, sizeof(struct node));
 	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
@@ -1079,8 +1080,8 @@ int ns_setattr(struct ns *ns, struct node *n, const struct ns_setattr_args *a)
 	}
 	if (a->valid & NS_SET_MODE)
 		n->mode = (n->mode & S_IFMT) | (a->mode & 07777);
-	if (a->valid & NS_SET_UID)
-		n->uid = a->uid;
+	if ((a->valid & NS_SET_UID) && n->uid != a->uid)
+		nsi_trash_chown(ns, n, a->uid); /* sets n->uid */
 	if (a->valid & NS_SET_GID)
 		n->gid = a->gid;
 	if (a->valid & NS_SET_SIZE) {
@@ -1186,7 +1187,7 @@ size_t ns_memory(const struct ns *ns)
 	size_t n = slab_bytes(&ns->node_slab) + htab_bytes(&ns->inodes) +
 		   htab_bytes(&ns->orphans) + htab_bytes(&ns->xattrs) +
 		   slab_bytes(&ns->chunk_slab) + htab_bytes(&ns->chunks) +
-		   ns->dir_bytes + ns->misc_bytes;
+		   htab_bytes(&ns->trash_inos) + ns->dir_bytes + ns->misc_bytes;
 
 	for (unsigned i = 0; i < NS_EDGE_CLASSES; i++)
 		n += slab_bytes(&ns->edge_slab[i]);
@@ -1211,6 +1212,7 @@ bool ns_housekeep(struct ns *ns)
 	more |= htab_step(&ns->orphans, 1024);
 	more |= htab_step(&ns->xattrs, 1024);
 	more |= htab_step(&ns->chunks, 1024);
+	more |= htab_step(&ns->trash_inos, 1024);
 	for (size_t i = 0; i < ns->nresizing;) {
 		struct dir *d = ns->resizing[i];
 		size_t before = htab_bytes(&d->names);

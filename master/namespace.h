@@ -247,6 +247,11 @@ struct ns {
 	struct trash_item *trash_head;
 	struct trash_item *trash_tail;
 	uint64_t ntrash;
+	/* The same items in two trees and by the inode of their node
+	 * (trash.h): a listing or a chown costs O(log n), not a walk. */
+	struct trash_item *trash_by_id;
+	struct trash_item *trash_by_owner;
+	struct htab trash_inos;
 	uint64_t purge_roots;
 	uint64_t purged;       /* nodes freed by purges since start */
 	uint64_t copied;       /* nodes made by snapshot copies since start */

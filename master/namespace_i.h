@@ -146,4 +146,12 @@ int nsi_snap_moving(struct ns *ns, struct node *sub, struct node *from,
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,
 		  uint64_t total);
 
+/* The trash's index by inode, empty (nstrash.c; ns_trash_release()
+ * frees it). */
+void nsi_trash_init(struct ns *ns);
+
+/* Node @n's owner becomes @uid: if it is a trash item's, the item moves
+ * to @uid's place in the trash's tree by owner. O(log n). */
+void nsi_trash_chown(struct ns *ns, struct node *n, uint32_t uid);
+
 #endif

@@ -40,7 +40,14 @@ int ns_trash_drop(struct ns *ns, uint64_t id, bool keep, int64_t now);
 int64_t ns_set_trashtime(struct ns *ns, struct node *dir, uint32_t seconds,
 			 bool recursive, int64_t owner);
 
-/* One item: the namespace's list, oldest first. */
+/*
+ * One item: in the namespace's list, oldest first, and in two trees
+ * (nstrash.c) so that finding one and listing a page of them cost what
+ * they return, not the size of the trash: all items by id, and all items
+ * by owner (@uid, a copy of the node's), then id. Both are treaps whose
+ * priorities are a keyed hash of the id, so that no sequence of removals
+ * a client makes can unbalance them; a tree costs two pointers an item.
+ */
 struct trash_item {
 	uint64_t id;	   /* changelog version of the removal */
 	struct node *node; /* a file (TRASHED) or a tree's root (DETACHED) */
@@ -50,10 +57,45 @@ struct trash_item {
 	int64_t deleted_at;
 	int64_t expires_at;
 	uint64_t nodes;
-	struct trash_item *next;
+	struct trash_item *next;	/* in the list */
+	struct trash_item *by_id[2];	/* children in ns->trash_by_id */
+	struct trash_item *by_owner[2]; /* children in ns->trash_by_owner,
+					 * keyed by uid then id */
+	uint32_t uid; /* the key of the tree by owner: node->uid when
+		       * added, then set by nsi_trash_chown() only */
 };
 
-/* Item @id, or NULL. */
+/*
+ * A page of the trash for one caller (ns_trash_page()): the items after
+ * a cursor, in order of id, each offered to @visible and then @take until
+ * one of them says stop or @max_visits items were looked at.
+ */
+struct ns_trash_page {
+	uint64_t after;	     /* in: items with an id above this one */
+	int64_t owner;	     /* in: NS_ANY_OWNER, or the uid whose items */
+	uint64_t max_visits; /* in: items looked at, at most (>= 1) */
+	/* in: whether the caller may see @t (NULL: every item may be) */
+	bool (*visible)(const struct trash_item *t, void *arg);
+	/* in: take @t into the page: 0, or 1 when the page is full (@t not
+	 * taken, the page ends before it) */
+	int (*take)(const struct trash_item *t, void *arg);
+	void *arg;
+	uint64_t next;	 /* out: the cursor to go on from (@after of the
+			  * next page): the last item taken or passed over */
+	bool more;	 /* out: the page ended before the last item */
+	uint64_t visits; /* out: items offered to @visible or @take */
+	uint64_t steps;	 /* out: tree nodes stepped through on the way */
+};
+
+/*
+ * Fill @p's page: O(log n + visits) whatever the size of the trash and
+ * whatever @p->after says (an id that is no item, or one dropped since,
+ * resumes at the next one above it). @visible and @take must not change
+ * the trash.
+ */
+void ns_trash_page(const struct ns *ns, struct ns_trash_page *p);
+
+/* Item @id, or NULL. O(log n). */
 struct trash_item *ns_trash_find(const struct ns *ns, uint64_t id);
 
 /* Checkpoint: iterate, read an item, load one, free them all. */

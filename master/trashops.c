@@ -33,6 +33,7 @@
 #include "sessrec.h"
 #include "watch.h"
 #include "trash.h"
+#include "frame.h"
 #include "util.h"
 
 #define TAG "trash"
@@ -86,7 +87,6 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
 	req_answer(r, rc, &reply.base);
 }
 
-/* Root sees every item; anyone else the items they own. */
 /*
  * Whether @r's session may see trash item @t: one confined to a subtree
  * sees only what was removed inside it (the directory it was removed from
@@ -100,45 +100,139 @@ static bool item_visible(const struct req *r, const struct trash_item *t)
 	return req_node(r, t->parent) != NULL;
 }
 
-static void op_trash_list(struct req *r, const struct sw_cred *cred)
+/*
+ * A listing's page: at most as many items as a reply had before there
+ * were pages, and at most three quarters of a metadata frame, which
+ * 10,000 long paths would overflow (10,000 items of 40-byte paths take
+ * about 700 KB). A page looks at no more items than it may return, so it
+ * costs what it returns.
+ *
+ * A session confined to a subtree also passes over the items removed
+ * outside it (item_visible(), one req_node() each, ~0.3 us), and a page
+ * of them ends with none taken and `more`: such a page looks at 1,000
+ * items at most, ~0.3 ms of the loop, not 10,000 (3.3 ms). Its pages
+ * hold 1,000 items at most. What it learns: `next` is the id of the last
+ * item it passed over, so that items of the uid it lists (of any uid,
+ * for admin root) were removed outside its subtree, when (an id is a
+ * changelog version) and, a page per 1,000, about how many. And an old
+ * client that asks for one page may get an empty one with `more`, where
+ * before it got the items it could see among the first 10,000.
+ */
+#define TRASH_PAGE_ITEMS 10000
+#define TRASH_PAGE_BYTES (SW_FRAME_MAX_META / 4 * 3)
+#define TRASH_PAGE_VISITS TRASH_PAGE_ITEMS
+#define TRASH_PAGE_VISITS_CONFINED 1000
+
+struct trash_page {
+	const struct req *r;
+	const struct trash_item **items; /* taken, in order */
+	size_t n, cap, max;
+	size_t bytes; /* the items' size in the reply */
+	bool oom;     /* the page ended for want of memory */
+};
+
+static bool page_visible(const struct trash_item *t, void *arg)
+{
+	const struct trash_page *pg = arg;
+
+	return item_visible(pg->r, t);
+}
+
+static void item_fill(Sweepfs__TrashItem *it, const struct trash_item *t)
+{
+	sweepfs__trash_item__init(it);
+	it->has_id = it->has_parent = it->has_name = 1;
+	it->has_deleted_at = it->has_expires_at = it->has_nodes = 1;
+	it->has_dir = it->has_uid = 1;
+	it->id = t->id;
+	it->path = t->path;
+	it->parent = t->parent;
+	it->name.data = (uint8_t *)t->name;
+	it->name.len = strlen(t->name);
+	it->deleted_at = t->deleted_at;
+	it->expires_at = t->expires_at;
+	it->nodes = t->nodes;
+	it->dir = S_ISDIR(t->node->mode);
+	it->uid = t->node->uid;
+}
+
+static int page_take(const struct trash_item *t, void *arg)
+{
+	struct trash_page *pg = arg;
+	Sweepfs__TrashItem it;
+	size_t bytes;
+
+	/* The item as packed in the reply, with its tag and length. */
+	item_fill(&it, t);
+	bytes = sweepfs__trash_item__get_packed_size(&it) + 6;
+	if (pg->n == pg->max || (pg->n && pg->bytes + bytes > TRASH_PAGE_BYTES))
+		return 1;
+	if (pg->n == pg->cap) {
+		size_t cap = pg->cap ? 2 * pg->cap : 64;
+		const struct trash_item **v =
+			realloc(pg->items, cap * sizeof(*v));
+
+		if (!v) {
+			pg->oom = true; /* a shorter page, `more` says so */
+			return 1;
+		}
+		pg->items = v;
+		pg->cap = cap;
+	}
+	pg->items[pg->n++] = t;
+	pg->bytes += bytes;
+	return 0;
+}
+
+/*
+ * One page of the items @cred may list: root with admin rights every
+ * item (the tree by id), anyone else their own (a range of the tree by
+ * owner), so that a page costs what it returns whatever else the trash
+ * holds (threat model, finding 8).
+ */
+static void op_trash_list(struct req *r, const Sweepfs__TrashReq *q,
+			  const struct sw_cred *cred)
 {
 	Sweepfs__TrashReply reply = SWEEPFS__TRASH_REPLY__INIT;
-	struct ns *ns = &r->m->ns;
-	Sweepfs__TrashItem *items, **ptrs;
-	size_t n = 0, max = SW_MIN(ns->ntrash, 10000);
+	struct trash_page pg = { .r = r, .max = TRASH_PAGE_ITEMS };
+	struct ns_trash_page p = {
+		.after = q->has_after ? q->after : 0,
+		.owner = req_admin(r, cred) ? NS_ANY_OWNER : cred->uid,
+		.max_visits = TRASH_PAGE_VISITS,
+		.take = page_take,
+		.arg = &pg,
+	};
+	Sweepfs__TrashItem *items = NULL, **ptrs = NULL;
 
-	items = calloc(max ? max : 1, sizeof(*items));
-	ptrs = calloc(max ? max : 1, sizeof(*ptrs));
-	if (!items || !ptrs) {
+	if (q->has_max && q->max > 0 && q->max < pg.max)
+		pg.max = q->max;
+	if (r->s && r->s->root_ino != NS_ROOT_INO) {
+		p.visible = page_visible;
+		p.max_visits = TRASH_PAGE_VISITS_CONFINED;
+	}
+	ns_trash_page(&r->m->ns, &p);
+	if (pg.n) {
+		items = calloc(pg.n, sizeof(*items));
+		ptrs = calloc(pg.n, sizeof(*ptrs));
+	}
+	/* Out of memory with nothing to show: say so rather than send a
+	 * client round an empty page again. */
+	if ((pg.oom && pg.n == 0) || (pg.n && (!items || !ptrs))) {
 		req_error(r, -ENOMEM);
 		goto out;
 	}
-	for (struct trash_item *t = ns->trash_head; t && n < max; t = t->next) {
-		Sweepfs__TrashItem *it = &items[n];
-
-		if (!item_visible(r, t) || !req_owns(r, cred, t->node))
-			continue;
-		sweepfs__trash_item__init(it);
-		it->has_id = it->has_parent = it->has_name = 1;
-		it->has_deleted_at = it->has_expires_at = it->has_nodes = 1;
-		it->has_dir = it->has_uid = 1;
-		it->id = t->id;
-		it->path = t->path;
-		it->parent = t->parent;
-		it->name.data = (uint8_t *)t->name;
-		it->name.len = strlen(t->name);
-		it->deleted_at = t->deleted_at;
-		it->expires_at = t->expires_at;
-		it->nodes = t->nodes;
-		it->dir = S_ISDIR(t->node->mode);
-		it->uid = t->node->uid;
-		ptrs[n] = it;
-		n++;
+	for (size_t i = 0; i < pg.n; i++) {
+		item_fill(&items[i], pg.items[i]);
+		ptrs[i] = &items[i];
 	}
-	reply.n_items = n;
+	reply.n_items = pg.n;
 	reply.items = ptrs;
+	reply.has_more = reply.has_next = 1;
+	reply.more = p.more;
+	reply.next = p.next;
 	req_reply(r, &reply.base);
 out:
+	free(pg.items);
 	free(items);
 	free(ptrs);
 }
@@ -266,7 +360,7 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 	int rc;
 
 	if (q->op == 1) {
-		op_trash_list(r, &cred);
+		op_trash_list(r, q, &cred);
 		return;
 	}
 	t = q->has_id ? ns_trash_find(&m->ns, q->id) : NULL;

@@ -151,7 +151,11 @@ static int trash_call(struct sw_client *c, uint32_t op, uint64_t id,
 	*out = NULL;
 	q.cred = tool_caller(&who);
 	q.op = op;
-	if (id) {
+	if (op == 1) {
+		/* A page of the listing: @id is the cursor. */
+		q.has_after = 1;
+		q.after = id;
+	} else if (id) {
 		q.has_id = 1;
 		q.id = id;
 	}
@@ -175,53 +179,88 @@ static void fmt_time(int64_t ns, char *buf, size_t len)
 	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+static void ls_item(struct json *j, const Sweepfs__TrashItem *it, bool *header)
+{
+	char del[32], exp[32];
+
+	if (j) {
+		json_obj_begin(j, NULL);
+		json_u64(j, "id", it->id);
+		json_str(j, "path", it->path);
+		json_flag(j, "dir", it->dir);
+		json_u64(j, "nodes", it->nodes);
+		json_u64(j, "uid", it->uid);
+		json_time_ns(j, "deleted_at", it->deleted_at);
+		json_time_ns(j, "expires_at", it->expires_at);
+		json_obj_end(j);
+		return;
+	}
+	if (!*header)
+		printf("%-8s %-19s %-19s %10s  %s\n", "ID", "DELETED",
+		       "EXPIRES", "OBJECTS", "PATH");
+	*header = true;
+	fmt_time(it->deleted_at, del, sizeof(del));
+	fmt_time(it->expires_at, exp, sizeof(exp));
+	printf("%-8" PRIu64 " %-19s %-19s %10" PRIu64 "  %s%s\n", it->id, del,
+	       exp, it->nodes, it->path, it->dir ? "/" : "");
+}
+
+/*
+ * Every item the caller may list, a page at a time (the master answers
+ * a page of at most 10,000 and says whether there is more, and from where
+ * to go on). A master from before pages answers one page and no `more`:
+ * what it sent is all there is to show. With @json nothing is printed
+ * until the last page is in: a listing that fails half way prints no
+ * document at all, never a valid one that lacks items; the table is
+ * printed as it comes, and a failure says how far it got.
+ */
 static int trash_ls(struct sw_client *c, bool json)
 {
-	Sweepfs__TrashReply *r;
-	int rc = trash_call(c, 1, 0, NULL, NULL, &r);
+	struct json j;
+	uint64_t after = 0, listed = 0;
+	const char *why = NULL; /* the failure, when no errno says it */
+	bool header = false, more;
+	int rc;
 
-	if (rc < 0) {
-		fprintf(stderr, "sweepfs trash ls: %s\n", strerror(-rc));
-		return rc;
-	}
 	if (json) {
-		struct json j;
-
 		json_init(&j, stdout);
 		json_obj_begin(&j, NULL);
 		json_arr_begin(&j, "items");
-		for (size_t i = 0; i < r->n_items; i++) {
-			const Sweepfs__TrashItem *it = r->items[i];
+	}
+	do {
+		Sweepfs__TrashReply *r;
 
-			json_obj_begin(&j, NULL);
-			json_u64(&j, "id", it->id);
-			json_str(&j, "path", it->path);
-			json_flag(&j, "dir", it->dir);
-			json_u64(&j, "nodes", it->nodes);
-			json_u64(&j, "uid", it->uid);
-			json_time_ns(&j, "deleted_at", it->deleted_at);
-			json_time_ns(&j, "expires_at", it->expires_at);
-			json_obj_end(&j);
+		rc = trash_call(c, 1, after, NULL, NULL, &r);
+		if (rc < 0)
+			break;
+		for (size_t i = 0; i < r->n_items; i++)
+			ls_item(json ? &j : NULL, r->items[i], &header);
+		listed += r->n_items;
+		more = r->has_more && r->more;
+		/* A cursor that does not move on would ask forever. */
+		if (more && (!r->has_next || r->next <= after)) {
+			why = "the master's listing does not move on";
+			rc = -EPROTO;
+			more = false;
 		}
+		after = r->next;
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	} while (more);
+	if (rc < 0) {
+		fprintf(stderr,
+			"sweepfs trash ls: the listing failed after %" PRIu64
+			" items: %s%s\n",
+			listed, why ? why : strerror(-rc),
+			json ? "; no JSON printed" :
+			       "; the list above is short");
+		if (json)
+			json_discard(&j);
+		return rc;
+	}
+	if (json) {
 		json_arr_end(&j);
 		json_obj_end(&j);
-	} else {
-		if (r->n_items)
-			printf("%-8s %-19s %-19s %10s  %s\n", "ID", "DELETED",
-			       "EXPIRES", "OBJECTS", "PATH");
-		for (size_t i = 0; i < r->n_items; i++) {
-			const Sweepfs__TrashItem *it = r->items[i];
-			char del[32], exp[32];
-
-			fmt_time(it->deleted_at, del, sizeof(del));
-			fmt_time(it->expires_at, exp, sizeof(exp));
-			printf("%-8" PRIu64 " %-19s %-19s %10" PRIu64
-			       "  %s%s\n",
-			       it->id, del, exp, it->nodes, it->path,
-			       it->dir ? "/" : "");
-		}
 	}
-	protobuf_c_message_free_unpacked(&r->base, NULL);
 	return 0;
 }
 

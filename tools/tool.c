@@ -742,6 +742,14 @@ void json_arr_end(struct json *j)
 	json_close(j);
 }
 
+void json_discard(struct json *j)
+{
+	/* Each inner container is held by its parent too: the outermost
+	 * goes last and frees the tree. */
+	while (j->depth)
+		json_object_put(j->stack[--j->depth]);
+}
+
 void json_str(struct json *j, const char *key, const char *v)
 {
 	char *m = json_marked(v);

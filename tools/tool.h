@@ -202,6 +202,9 @@ void json_obj_begin(struct json *j, const char *key);
 void json_obj_end(struct json *j);
 void json_arr_begin(struct json *j, const char *key);
 void json_arr_end(struct json *j);
+/* Drop everything still open, printing nothing: for output that failed
+ * half way, which must not look like a whole document. */
+void json_discard(struct json *j);
 void json_str(struct json *j, const char *key, const char *v);
 void json_u64(struct json *j, const char *key, uint64_t v);
 void json_i64(struct json *j, const char *key, int64_t v);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -367,6 +368,60 @@ void peer_ping(struct peer *p)
 	if (err || !r->has_token || r->token != token)
 		fail("ping on port %u: wrong answer", p->port);
 	sweepfs__ping_reply__free_unpacked(r, NULL);
+}
+
+void peer_pinger_start(struct peer_pinger *pg, uint16_t port,
+		       const char *subdir)
+{
+	int stop[2], out[2];
+	double worst = 0;
+	struct peer p;
+
+	if (pipe(stop) < 0 || pipe(out) < 0)
+		fail("pipe: %s", strerror(errno));
+	pg->pid = fork();
+	if (pg->pid < 0)
+		fail("fork: %s", strerror(errno));
+	if (pg->pid) {
+		close(stop[0]);
+		close(out[1]);
+		pg->stop = stop[1];
+		pg->out = out[0];
+		usleep(100000);
+		return;
+	}
+	/* Only the parent's end of @stop may keep it open. */
+	close(stop[1]);
+	close(out[0]);
+	peer_session(&p, port, subdir, 0);
+	for (;;) {
+		struct pollfd pfd = { .fd = stop[0], .events = POLLIN };
+		int64_t t0 = sw_mono_ns();
+		double ms;
+
+		peer_ping(&p);
+		ms = (double)(sw_mono_ns() - t0) / 1e6;
+		worst = SW_MAX(worst, ms);
+		if (poll(&pfd, 1, 5) != 0)
+			break;
+	}
+	if (write(out[1], &worst, sizeof(worst)) != sizeof(worst))
+		_exit(1);
+	_exit(0);
+}
+
+double peer_pinger_stop(struct peer_pinger *pg)
+{
+	double worst;
+	int st;
+
+	close(pg->stop);
+	if (read(pg->out, &worst, sizeof(worst)) != sizeof(worst) ||
+	    waitpid(pg->pid, &st, 0) != pg->pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st))
+		fail("the pinger failed");
+	close(pg->out);
+	return worst;
 }
 
 /* The connection must be closed within @timeout_ms with nothing sent. */

@@ -83,6 +83,20 @@ void peer_open(struct peer *p, uint16_t port);
 uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
 		      uint32_t cache_ms);
 void peer_ping(struct peer *p);
+/* A child that pings the master as another session. */
+struct peer_pinger {
+	pid_t pid;
+	int stop; /* closing it stops the child */
+	int out;  /* where the child writes its slowest round trip */
+};
+
+/* Fork a child that, as a session on export @subdir of @port, pings the
+ * master every 5 ms until peer_pinger_stop(); waits 100 ms for it to
+ * start. fail() if it cannot be started. */
+void peer_pinger_start(struct peer_pinger *pg, uint16_t port,
+		       const char *subdir);
+/* Stop it: its slowest round trip in ms. fail() if it failed. */
+double peer_pinger_stop(struct peer_pinger *pg);
 /* MKDIR @name (mode 0777) under @parent as @cred: the new inode, or fail(). */
 uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 		    const char *name);

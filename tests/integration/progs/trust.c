@@ -1420,38 +1420,6 @@ static void fill(struct peer *p, uint64_t dir, unsigned n)
 }
 
 /*
- * A child that pings the master every 5 ms until the parent closes
- * @stop[1]; writes the slowest round trip (ms) to @out[1] and exits.
- */
-static pid_t pinger(const int stop[2], const int out[2])
-{
-	pid_t pid = fork();
-	double worst = 0;
-	struct peer p;
-
-	if (pid)
-		return pid;
-	/* Only the parent's end of @stop may keep it open. */
-	close(stop[1]);
-	close(out[0]);
-	session(&p, "/pub");
-	for (;;) {
-		struct pollfd pfd = { .fd = stop[0], .events = POLLIN };
-		int64_t t0 = sw_mono_ns();
-		double ms;
-
-		peer_ping(&p);
-		ms = (double)(sw_mono_ns() - t0) / 1e6;
-		worst = SW_MAX(worst, ms);
-		if (poll(&pfd, 1, 5) != 0)
-			break;
-	}
-	if (write(out[1], &worst, sizeof(worst)) != sizeof(worst))
-		_exit(1);
-	_exit(0);
-}
-
-/*
  * Pipelined DELEG and DELEG_RETURN of a directory of @n entries, @pairs
  * times, from an export that may hold delegations: another client's
  * pings stay under @max_ms, and grants are refused once their cost is
@@ -1462,26 +1430,17 @@ static void check_grants(unsigned n, unsigned pairs, double max_ms)
 {
 	struct peer p;
 	struct hello o = { .subdir = "/team", .from = "127.0.0.3" };
-	int stop[2], out[2];
+	struct peer_pinger pg;
 	unsigned granted = 0;
 	uint64_t team, big, first;
 	double worst;
-	pid_t child;
-	int st;
 
 	/* Made by the session that asks for it: another that had listed
 	 * or made it would be caching it, and no grant would be made. */
 	team = hello(&p, &o);
 	big = make(&p, team, "big", S_IFDIR | 0777);
 	fill(&p, big, n);
-	if (pipe(stop) < 0 || pipe(out) < 0)
-		fail("pipe: %s", strerror(errno));
-	child = pinger(stop, out);
-	if (child < 0)
-		fail("fork: %s", strerror(errno));
-	close(stop[0]);
-	close(out[1]);
-	usleep(100000);
+	peer_pinger_start(&pg, m_port, "/pub");
 	first = p.next_id;
 	for (unsigned i = 0; i < pairs; i++) {
 		Sweepfs__DelegReq d = SWEEPFS__DELEG_REQ__INIT;
@@ -1525,12 +1484,7 @@ static void check_grants(unsigned n, unsigned pairs, double max_ms)
 		free(payload);
 		got++;
 	}
-	close(stop[1]);
-	if (read(out[0], &worst, sizeof(worst)) != sizeof(worst) ||
-	    waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
-	    WEXITSTATUS(st))
-		fail("grants: the pinger failed");
-	close(out[0]);
+	worst = peer_pinger_stop(&pg);
 	peer_close(&p);
 	if (worst > max_ms)
 		fail("grants: another client's ping took %.1f ms (at most "
