@@ -1527,14 +1527,31 @@ static void prefetch_packed(const struct ns *ns, Sweepfs__Meta__Mutation *mut)
 	free(buf);
 }
 
-/* @m packed, and what mutation_hint_read() makes of it (every prefix
- * of it must read as no op): the packed bytes, for the caller to free
- * once done with @h, which points into them. */
-static uint8_t *hint_of(const Sweepfs__Meta__Mutation *m,
-			struct mutation_hint *h)
+/* What a hint must read of a change (NULL names: none). */
+struct hint_want {
+	unsigned op;
+	uint64_t ino, parent, newparent;
+	const char *name, *newname;
+};
+
+static void assert_name(ProtobufCBinaryData got, const char *want)
+{
+	if (!want) {
+		assert_null(got.data);
+		return;
+	}
+	assert_int_equal(got.len, strlen(want));
+	assert_memory_equal(got.data, want, got.len);
+}
+
+/* @m packed: mutation_hint_read() reads @want of it, and no op of any
+ * prefix of it. */
+static void check_hint(const Sweepfs__Meta__Mutation *m,
+		       const struct hint_want *want)
 {
 	size_t len = sweepfs__meta__mutation__get_packed_size(m);
 	uint8_t *buf = malloc(len);
+	struct mutation_hint h;
 
 	assert_non_null(buf);
 	sweepfs__meta__mutation__pack(m, buf);
@@ -1543,18 +1560,18 @@ static uint8_t *hint_of(const Sweepfs__Meta__Mutation *m,
 
 		assert_non_null(part);
 		memcpy(part, buf, cut);
-		mutation_hint_read(part, cut, h);
-		assert_int_equal(h->op, 0);
+		mutation_hint_read(part, cut, &h);
+		assert_int_equal(h.op, 0);
 		free(part);
 	}
-	mutation_hint_read(buf, len, h);
-	return buf;
-}
-
-static void assert_name(ProtobufCBinaryData got, const char *want)
-{
-	assert_int_equal(got.len, strlen(want));
-	assert_memory_equal(got.data, want, got.len);
+	mutation_hint_read(buf, len, &h);
+	assert_int_equal(h.op, want->op);
+	assert_int_equal(h.ino, want->ino);
+	assert_int_equal(h.parent, want->parent);
+	assert_int_equal(h.newparent, want->newparent);
+	assert_name(h.name, want->name);
+	assert_name(h.newname, want->newname);
+	free(buf);
 }
 
 /*
@@ -1573,7 +1590,7 @@ static void test_mutation_hint_reads_the_wire(void **state)
 	Sweepfs__Meta__SetTrashtime st = SWEEPFS__META__SET_TRASHTIME__INIT;
 	ProtobufCBinaryData n1 = { 5, (uint8_t *)"alpha" },
 			    n2 = { 4, (uint8_t *)"beta" };
-	uint8_t junk[3] = { 0xff, 0xff, 0xff }, *packed;
+	uint8_t junk[3] = { 0xff, 0xff, 0xff };
 	struct mutation_hint h;
 
 	(void)state;
@@ -1584,71 +1601,49 @@ static void test_mutation_hint_reads_the_wire(void **state)
 	c.name = n1;
 	c.ino = UINT64_C(1) << 40;
 	c.mode = 0100644;
-	packed = hint_of(&mut, &h);
-	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_CREATE);
-	assert_int_equal(h.parent, 1001);
-	assert_int_equal(h.ino, UINT64_C(1) << 40);
-	assert_name(h.name, "alpha");
-	free(packed);
-	mut.create = NULL;
-
+	check_hint(&mut, &(struct hint_want){ .op = mut.op_case,
+					      .ino = UINT64_C(1) << 40,
+					      .parent = 1001,
+					      .name = "alpha" });
 	mut.op_case = SWEEPFS__META__MUTATION__OP_LINK;
 	mut.link = &l;
 	l.ino = 77;
 	l.parent = 1002;
 	l.name = n2;
 	l.edge = 99;
-	packed = hint_of(&mut, &h);
-	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_LINK);
-	assert_int_equal(h.parent, 1002);
-	assert_int_equal(h.ino, 77);
-	assert_name(h.name, "beta");
-	free(packed);
-	mut.link = NULL;
-
+	check_hint(&mut, &(struct hint_want){ .op = mut.op_case,
+					      .ino = 77,
+					      .parent = 1002,
+					      .name = "beta" });
 	mut.op_case = SWEEPFS__META__MUTATION__OP_UNLINK;
 	mut.unlink = &u;
 	u.parent = 1003;
 	u.name = n1;
-	packed = hint_of(&mut, &h);
-	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_UNLINK);
-	assert_int_equal(h.parent, 1003);
-	assert_name(h.name, "alpha");
-	free(packed);
-	mut.unlink = NULL;
-
+	check_hint(&mut, &(struct hint_want){ .op = mut.op_case,
+					      .parent = 1003,
+					      .name = "alpha" });
 	mut.op_case = SWEEPFS__META__MUTATION__OP_RENAME;
 	mut.rename = &r;
 	r.parent = 1004;
 	r.name = n1;
 	r.newparent = 1005;
 	r.newname = n2;
-	packed = hint_of(&mut, &h);
-	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_RENAME);
-	assert_int_equal(h.parent, 1004);
-	assert_int_equal(h.newparent, 1005);
-	assert_name(h.name, "alpha");
-	assert_name(h.newname, "beta");
-	free(packed);
-	mut.rename = NULL;
-
+	check_hint(&mut, &(struct hint_want){ .op = mut.op_case,
+					      .parent = 1004,
+					      .newparent = 1005,
+					      .name = "alpha",
+					      .newname = "beta" });
 	mut.op_case = SWEEPFS__META__MUTATION__OP_DETACH;
 	mut.detach = &d;
 	d.parent = 1006;
 	d.name = n2;
-	packed = hint_of(&mut, &h);
-	assert_int_equal(h.op, SWEEPFS__META__MUTATION__OP_DETACH);
-	assert_int_equal(h.parent, 1006);
-	assert_name(h.name, "beta");
-	free(packed);
-	mut.detach = NULL;
-
+	check_hint(&mut, &(struct hint_want){ .op = mut.op_case,
+					      .parent = 1006,
+					      .name = "beta" });
 	mut.op_case = SWEEPFS__META__MUTATION__OP_SET_TRASHTIME;
 	mut.set_trashtime = &st;
 	st.ino = 5;
-	packed = hint_of(&mut, &h);
-	assert_int_equal(h.op, 0);
-	free(packed);
+	check_hint(&mut, &(struct hint_want){ .op = 0 });
 	mutation_hint_read(junk, sizeof(junk), &h);
 	assert_int_equal(h.op, 0);
 	mutation_hint_read(junk, 0, &h);
