@@ -172,6 +172,7 @@ struct master {
 	 * from session_key, so the same on every member of a group. */
 	uint8_t once_key[REPLIES_DIGEST];
 	struct bucket reclaims;	   /* reclaim walks allowed (session.c) */
+	struct bucket rmr_visits;  /* users' rmr checks, in all (rmr.h) */
 	uint64_t freed_since_trim; /* sessions freed: malloc_trim() */
 	struct htab openers;	 /* struct opener by ino: sessions holding it */
 	struct locks locks;	 /* file locks (memory only: see locks.h) */
