@@ -156,18 +156,47 @@ int may_remove_tree_paid(const struct rmr_budget *b, struct bucket *mine,
 }
 
 int may_detach_entry(const struct req *r, const struct sw_cred *c,
-		     const struct node *dir, struct node *n)
+		     const struct node *dir, struct node *n, uint64_t *visits)
 {
 	struct bucket none = { 0 }; /* no session: everyone's alone */
-	uint64_t visits;
 	int rc = perm_sticky(c, dir, n);
 
+	*visits = 0;
 	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, c))
 		rc = may_remove_tree_paid(&rmr_budget,
 					  r->s ? &r->s->rmr_visits : &none,
 					  &r->m->rmr_visits, sw_mono_ns(), c, n,
-					  &visits);
+					  visits);
 	return rc;
+}
+
+uint64_t rmr_visits_may(const struct req *r, const struct sw_cred *c,
+			uint64_t spent)
+{
+	struct bucket none = { 0 };
+	struct bucket *mine = r->s ? &r->s->rmr_visits : &none;
+	int64_t now = sw_mono_ns();
+	double have;
+
+	if (req_admin(r, c))
+		return UINT64_MAX;
+	if (spent >= rmr_budget.walk)
+		return 0;
+	have = SW_MIN(bucket_fill(mine, &rmr_budget.session, now),
+		      bucket_fill(&r->m->rmr_visits, &rmr_budget.all, now));
+	return have < (double)(rmr_budget.walk - spent) ?
+		       (uint64_t)SW_MAX(have, 0.0) :
+		       rmr_budget.walk - spent;
+}
+
+void rmr_visits_pay(const struct req *r, const struct sw_cred *c,
+		    uint64_t visits)
+{
+	if (req_admin(r, c))
+		return;
+	if (r->s)
+		bucket_spend(&r->s->rmr_visits, (double)visits);
+	bucket_spend(&r->m->rmr_visits, (double)visits);
 }
 
 int remove_entry_now(struct master *m, struct req *r, struct node *dir,
@@ -238,6 +267,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 	struct master *m = r->m;
 	struct node *dir, *n;
 	struct edge *e;
+	uint64_t visits;
 	int rc;
 
 	if (q->name.len > SW_NAME_MAX ||
@@ -263,7 +293,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 		goto out;
 	}
 	n = e->child;
-	rc = may_detach_entry(r, &cred, dir, n);
+	rc = may_detach_entry(r, &cred, dir, n, &visits);
 	if (rc < 0)
 		goto out;
 

@@ -65,10 +65,27 @@ int may_remove_tree_paid(const struct rmr_budget *b, struct bucket *mine,
  * Whether @c, asking through @r, may take @n out of directory @dir at
  * once, tree and all (rmr, rmsnapshot), once write and search on @dir are
  * granted: the sticky rule, then, for a directory and a caller without
- * admin rights, may_remove_tree(). 0 or -errno as above.
+ * admin rights, may_remove_tree_paid() from @r's session's bucket and
+ * everyone's; in *@visits the visits it paid (0 for an admin caller).
+ * 0, -EACCES, -EPERM, -ENOMEM, -EAGAIN (the buckets hold too little now:
+ * retry later) or -E2BIG (a walk may not afford the tree: no retry helps).
  */
 int may_detach_entry(const struct req *r, const struct sw_cred *c,
-		     const struct node *dir, struct node *n);
+		     const struct node *dir, struct node *n, uint64_t *visits);
+
+/*
+ * Other walks of one request on the loop paid from the same budget
+ * (rmsnapshot -f's, snapshot.c). rmr_visits_may(): how many visits @c,
+ * asking through @r, may make now, @spent already made by this request:
+ * UINT64_MAX for an admin caller, else what both @r's session's bucket
+ * and everyone's hold, up to a walk less @spent. rmr_visits_pay(): take
+ * the @visits made from both (nothing for an admin caller); call it
+ * before anything else fills the buckets.
+ */
+uint64_t rmr_visits_may(const struct req *r, const struct sw_cred *c,
+			uint64_t spent);
+void rmr_visits_pay(const struct req *r, const struct sw_cred *c,
+		    uint64_t visits);
 
 /*
  * Commit the removal of @e from @dir: a directory is detached (and the

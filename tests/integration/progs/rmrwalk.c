@@ -26,6 +26,13 @@
  *   one        once everyone's bucket refilled, one session pipelines
  *              RMRS (256) in one write: the same, with at most the walks
  *              a session's full bucket and its refill pay for
+ *   rmsnapshot root makes /pub/snap (0777): first s (0777, flagged
+ *              alone, one unflagged file in it), then FILES files; a
+ *              fresh session of uid 1000 pipelines 16 RMSNAPSHOT -f of
+ *              snap: its permission walk costs one visit, but -f reads
+ *              snap's whole list and removes nothing, so at most the
+ *              reads a session's full bucket and its refill pay for are
+ *              answered (nothing removed), the rest are EAGAIN
  *   honest     once the buckets refilled, root makes z writable and a
  *              fresh session of uid 1000 removes big, all FILES files of
  *              it, with its first RMR
@@ -349,6 +356,92 @@ static void attack(const char *what, unsigned nsess, unsigned per, double cap,
 	alive(m_pid, "master");
 }
 
+/* ---- rmsnapshot -f ---------------------------------------------------- */
+
+static void check_rmsnapshot(void)
+{
+	Sweepfs__EattrReq ea = SWEEPFS__EATTR_REQ__INIT;
+	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	const unsigned n = 16;
+	unsigned answered = 0, eagain = 0, got = 0;
+	struct peer p, user;
+	uint64_t snap, s;
+	int64_t t0;
+	double secs, paid_max;
+
+	peer_session(&p, m_port, "/", 1000);
+	snap = peer_mkdir(&p, &root_cred, pub, "snap");
+	deleg(&p, snap);
+	s = make_many(&p, snap, 1, S_IFDIR | 0777, "s");
+	make_many(&p, s, 1, S_IFREG | 0644, "f");
+	make_many(&p, snap, files, S_IFREG | 0644, NULL);
+	peer_deleg_return(&p, s);
+	peer_deleg_return(&p, snap);
+	must(peer_chmod(&p, &root_cred, s, 0777), "chmod /pub/snap/s");
+	ea.cred = &root_cred;
+	ea.parent = snap;
+	ea.name = str("s");
+	ea.has_set = 1;
+	ea.set = 1;
+	must(peer_call(&p, SW_MSG_EATTR, &ea.base), "flag /pub/snap/s");
+	peer_close(&p);
+	usleep(2500 * 1000); /* everyone's bucket full again */
+
+	peer_open(&user, m_port);
+	q.cred = &user_cred;
+	q.parent = pub;
+	q.name = str("snap");
+	q.has_force = 1;
+	q.force = 1;
+	t0 = sw_mono_ns();
+	for (unsigned i = 0; i < n; i++)
+		peer_send(&user, SW_MSG_RMSNAPSHOT, 0, &q.base);
+	while (got < n) {
+		Sweepfs__RmrReply *r;
+		struct sw_frame_hdr h;
+		uint8_t *payload;
+		int err;
+
+		if (peer_recv(&user, &h, &payload, TIMEOUT_MS) != 1)
+			fail("rmsnapshot: %u of %u answered", got, n);
+		if (h.flags == SW_FRAME_NOTIFY) {
+			free(payload);
+			continue;
+		}
+		r = sweepfs__rmr_reply__unpack(NULL, h.len, payload);
+		free(payload);
+		if (!r || h.type != SW_MSG_RMSNAPSHOT)
+			fail("rmsnapshot: a bad reply (type %u)", h.type);
+		err = r->has_err ? r->err : 0;
+		if (r->nodes)
+			fail("rmsnapshot: %" PRIu64 " nodes removed, none "
+			     "flagged alone",
+			     r->nodes);
+		sweepfs__rmr_reply__free_unpacked(r, NULL);
+		if (err == 0)
+			answered++;
+		else if (err == EAGAIN)
+			eagain++;
+		else
+			fail("rmsnapshot -f of snap by uid 1000: %s",
+			     strerror(err));
+		got++;
+	}
+	secs = (double)(sw_mono_ns() - t0) / 1e9;
+	/* Reads of snap's list paid whole (files + 2 visits each). */
+	paid_max = (WALK_MAX + SESSION_RATE * secs) / (files + 2.0) + 1;
+	if (answered > paid_max || !eagain)
+		fail("rmsnapshot: %u of %u pipelined RMSNAPSHOT -f read "
+		     "snap's %u files in %.3f s, at most %.0f paid for; "
+		     "%u EAGAIN",
+		     answered, n, files, secs, paid_max, eagain);
+	peer_close(&user);
+	ok("rmsnapshot: %u pipelined RMSNAPSHOT -f of %u files by uid 1000 "
+	   "in %.2f s: %u read them (at most %.0f paid for), %u EAGAIN",
+	   n, files, secs, answered, paid_max, eagain);
+	alive(m_pid, "master");
+}
+
 /* ---- honest ---------------------------------------------------------- */
 
 static void check_honest(void)
@@ -432,6 +525,7 @@ int main(int argc, char **argv)
 	attack("many", sessions, rmrs / sessions, ALL_CAP, ALL_RATE);
 	usleep(2500 * 1000); /* everyone's bucket full again */
 	attack("one", 1, rmrs, WALK_MAX, SESSION_RATE);
+	check_rmsnapshot();
 	check_honest();
 	alive(m_pid, "master");
 	return 0;

@@ -6,7 +6,9 @@
 # uid 1000, then one session pipelining 256, get a few walks and then
 # cheap EAGAIN refusals, while another session's pings all come back
 # within 200 ms; then a fresh session of the user removes the tree with
-# its first RMR. tests/integration/progs/rmrwalk.c says exactly what
+# its first RMR; and 16 pipelined RMSNAPSHOT -f that read 1,000,000
+# unflagged files each are paid from the same buckets (master/snapshot.c).
+# tests/integration/progs/rmrwalk.c says exactly what
 # each check asserts.
 #
 # Needs no mount. RMRWALK_FILES, RMRWALK_BOUND_MS change the tree's size
