@@ -411,8 +411,8 @@ static void test_as_the_rule_says(void **state)
 
 /*
  * Random changes of every kind a namespace takes, and after each, every
- * directory's nsubdirs against a count of its list, and may_remove_tree()
- * against reference() (the same errno) for random directories and users:
+ * directory's nsubdirs against a count of its list, and
+ * may_remove_tree_counted() with no limit against reference() (the same errno) for random directories and users:
  * the walk trusts nsubdirs, and a directory it missed would be a user
  * removing what it may not.
  */
