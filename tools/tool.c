@@ -969,6 +969,13 @@ int tool_call_paced(struct sw_client *c, uint16_t type,
 
 	while ((rc = tool_call(c, type, req, reply)) == -EAGAIN &&
 	       sw_mono_ns() + wait_ms * 1000000ll < until) {
+		/* Once: 30 s of silence looks like a hang. */
+		if (wait_ms == TOOL_RETRY_FIRST_MS)
+			fprintf(stderr,
+				"sweepfs %s: the master is busy checking "
+				"other removals; retrying for up to %d s\n",
+				type == SW_MSG_RMR ? "rmr" : "rmsnapshot",
+				TOOL_RETRY_FOR_MS / 1000);
 		usleep(wait_ms * 1000u);
 		wait_ms = SW_MIN(2 * wait_ms, TOOL_RETRY_MAX_MS);
 	}

@@ -172,7 +172,8 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
  * answers EAGAIN (its buckets hold too little now), asked again after
  * TOOL_RETRY_FIRST_MS, twice as long each time up to TOOL_RETRY_MAX_MS
  * (a session's bucket refills in 4 s), for TOOL_RETRY_FOR_MS in all;
- * then -EAGAIN. Prints nothing.
+ * then -EAGAIN. Prints one line to stderr when it starts asking again
+ * (naming rmr for RMR, else rmsnapshot), nothing else.
  */
 #define TOOL_RETRY_FIRST_MS 200
 #define TOOL_RETRY_MAX_MS 4000
