@@ -145,7 +145,10 @@ int may_remove_tree_paid(const struct rmr_budget *b, struct bucket *mine,
 {
 	double have = SW_MIN(bucket_fill(mine, &b->session, now),
 			     bucket_fill(all, &b->all, now));
-	uint64_t limit = have < (double)b->walk ? (uint64_t)have : b->walk;
+	/* Never below 0 (bucket_spend()), but a negative double cast to
+	 * uint64_t is undefined: clamped all the same. */
+	uint64_t limit = have < (double)b->walk ? (uint64_t)SW_MAX(have, 0.0) :
+						  b->walk;
 	int rc = may_remove_tree_counted(c, root, limit, visits);
 
 	bucket_spend(mine, (double)*visits);

@@ -76,12 +76,12 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	rc = tool_call_paced(c, SW_MSG_RMR, &q.base, &reply);
 	if (rc == 0) {
 		r = (Sweepfs__RmrReply *)reply;
-		if (rc == 0 && verbose)
+		if (verbose)
 			printf("removed %s: %" PRIu64 " nodes in %.3f ms%s\n",
 			       path, r->nodes,
 			       (double)(sw_mono_ns() - t0) / 1e6,
 			       r->purge_id ? ", purging" : "");
-		if (rc == 0 && wait && r->purge_id)
+		if (wait && r->purge_id)
 			rc = tool_wait_purge(c, name, r->purge_id, r->nodes);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	}
