@@ -20,6 +20,7 @@
 
 #include "arena.h"
 #include "auth.h"
+#include "bucket.h"
 #include "changelog.h"
 #include "checkpoint.h"
 #include "exports.h"
@@ -170,8 +171,8 @@ struct master {
 	/* Keys the digest of a request that is not safe to repeat (req.h):
 	 * from session_key, so the same on every member of a group. */
 	uint8_t once_key[REPLIES_DIGEST];
-	double reclaim_tokens;	   /* reclaim walks allowed now */
-	int64_t reclaim_refill;	   /* mono ns of the last refill */
+	struct bucket reclaims;	   /* reclaim walks allowed (session.c) */
+	struct bucket rmr_visits;  /* users' rmr checks, in all (rmr.h) */
 	uint64_t freed_since_trim; /* sessions freed: malloc_trim() */
 	struct htab openers;	 /* struct opener by ino: sessions holding it */
 	struct locks locks;	 /* file locks (memory only: see locks.h) */

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bucket.h"
 #include "deleg.h"
 #include "exports.h"
 #include "frame.h"
@@ -155,7 +156,7 @@ struct delegs {
 	uint64_t nborn;	     /* of those, born ones nobody waits for */
 	uint64_t ended;	     /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
-	struct deleg_bucket all; /* everyone's visits (see above) */
+	struct bucket all; /* everyone's visits (see above) */
 	/* By tag (see above): live delegations, and when the last ended
 	 * (a count of ends). */
 	uint32_t tag_live[DELEG_TAGS];
@@ -171,29 +172,15 @@ static struct walk *walk_of_dir(const struct delegs *ds, uint64_t dir);
 static void walk_end(struct master *m, struct walk *w, const char *why);
 static void free_handle(uv_handle_t *h);
 
-/* Refill @b, at @rate a second up to two seconds' worth: what it holds. */
-static double bucket_fill(struct deleg_bucket *b, double rate, int64_t now)
-{
-	double cap = 2 * rate;
-
-	if (!b->at)
-		b->tokens = cap;
-	else
-		b->tokens = SW_MIN(
-			cap, b->tokens + rate * (double)(now - b->at) / 1e9);
-	b->at = now;
-	return b->tokens;
-}
-
-/* Take @cost from @b (see bucket_fill()): whether it could pay. */
-static bool bucket_take(struct deleg_bucket *b, double rate, double cost,
-			int64_t now)
-{
-	if (bucket_fill(b, rate, now) < cost)
-		return false;
-	b->tokens -= cost;
-	return true;
-}
+/* The buckets' rules: each holds two seconds' worth (see above). */
+static const struct bucket_rule session_visits = {
+	DELEG_VISITS_SESSION,
+	2 * DELEG_VISITS_SESSION,
+};
+static const struct bucket_rule all_visits = {
+	DELEG_VISITS_ALL,
+	2 * DELEG_VISITS_ALL,
+};
 
 /* Whether @s and everyone may pay for a grant of @dir now (see above). */
 static bool grant_paid(struct delegs *ds, struct session *s,
@@ -201,10 +188,10 @@ static bool grant_paid(struct delegs *ds, struct session *s,
 {
 	double cost = (double)dir->u.dir->nentries * DELEG_VISITS_PER_ENTRY;
 	int64_t now = sw_mono_ns();
-	struct deleg_bucket mine = s->deleg_visits;
+	struct bucket mine = s->deleg_visits;
 
-	if (!bucket_take(&mine, DELEG_VISITS_SESSION, cost, now) ||
-	    !bucket_take(&ds->all, DELEG_VISITS_ALL, cost, now))
+	if (!bucket_take(&mine, &session_visits, cost, now) ||
+	    !bucket_take(&ds->all, &all_visits, cost, now))
 		return false;
 	s->deleg_visits = mine;
 	return true;
@@ -1073,9 +1060,8 @@ static bool walk_slice(struct master *m, struct walk *w, int64_t deadline)
 		walk_end(m, w, "another session caches it");
 		return true;
 	}
-	pay = SW_MIN(bucket_fill(&w->s->deleg_visits, DELEG_VISITS_SESSION,
-				 now),
-		     bucket_fill(&ds->all, DELEG_VISITS_ALL, now));
+	pay = SW_MIN(bucket_fill(&w->s->deleg_visits, &session_visits, now),
+		     bucket_fill(&ds->all, &all_visits, now));
 	if (pay < DELEG_WALK_BATCH)
 		return false;
 	e = ns_edge_live(w->cur.pos ? w->cur.pos->next : dir->u.dir->head);
@@ -1100,8 +1086,8 @@ static bool walk_slice(struct master *m, struct walk *w, int64_t deadline)
 		if (k % DELEG_WALK_BATCH == 0 && sw_mono_ns() >= deadline)
 			break;
 	}
-	w->s->deleg_visits.tokens -= (double)k * DELEG_VISITS_PER_ENTRY;
-	ds->all.tokens -= (double)k * DELEG_VISITS_PER_ENTRY;
+	bucket_spend(&w->s->deleg_visits, (double)k * DELEG_VISITS_PER_ENTRY);
+	bucket_spend(&ds->all, (double)k * DELEG_VISITS_PER_ENTRY);
 	if (last)
 		ns_cursor_set(&m->ns, &w->cur, dir, last);
 	if (e)

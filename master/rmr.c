@@ -12,6 +12,27 @@
  * sticky directory another user owns, and at a directory's list only as
  * far as its last subdirectory: a tree of two directories of 17 M files
  * each costs three visits, not 34 M.
+ *
+ * What the walk may cost the loop. Some trees still cost a visit an
+ * entry: a directory of many files with a subdirectory last, a sticky
+ * directory of another owner's. At about 9 ns a visit, a walk of 1 M
+ * visits holds the loop 9 ms, and a client pipelining such requests
+ * (refused or not: the walk comes first) kept it for seconds (threat
+ * model, finding 4). So, as grants are (deleg.c), a user's walk is
+ * paid, one token a visit, from two buckets (bucket.h): its session's
+ * (RMR_VISITS_SESSION a second, holding one walk's worst,
+ * RMR_VISITS_WALK) and everyone's (RMR_VISITS_ALL a second, holding two
+ * such walks). A walk may make as many visits as both hold, and no more
+ * than RMR_VISITS_WALK (about 18 ms); the visits it made are paid
+ * whatever its verdict. A walk that runs out stops there, having
+ * removed nothing: -EAGAIN when a bucket held less than a walk's worst
+ * (the caller may retry once they refill: sweepfs rmr does, for a
+ * while), -E2BIG when even that was not enough (no retry helps: the
+ * tree needs an admin, or its subdirectories removed first, which
+ * makes its big directories leaves). A pipelining client pays its first
+ * walk in full and then gets refusals that cost no visit; many
+ * sessions together take RMR_VISITS_ALL a second at most. Admin callers
+ * do not walk (may_detach_entry()), and pay nothing.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,16 +41,26 @@
 #include "fsio.h"
 #include "rmr.h"
 #include "handlers.h"
+#include "bucket.h"
 #include "context.h"
 #include "purge.h"
 #include "req.h"
+#include "sessrec.h"
 #include "watch.h"
 #include "util.h"
 
+/* The master's (see the top): a session's bucket holds one walk at
+ * most, everyone's two. */
+const struct rmr_budget rmr_budget = {
+	.session = { RMR_VISITS_SESSION, RMR_VISITS_WALK },
+	.all = { RMR_VISITS_ALL, 2 * RMR_VISITS_WALK },
+	.walk = RMR_VISITS_WALK,
+};
+
 /* Whether @c may empty directory @d as rm -rf would; *@visits counts
- * the entries looked at. */
+ * the entries looked at, -EAGAIN past @limit. */
 static int may_empty(const struct sw_cred *c, const struct node *d,
-		     uint64_t *visits)
+		     uint64_t limit, uint64_t *visits)
 {
 	const struct dir *dd = d->u.dir;
 	int rc;
@@ -40,6 +71,8 @@ static int may_empty(const struct sw_cred *c, const struct node *d,
 	if (rc < 0 || sw_access_sticky_any(c, d->mode, d->uid))
 		return rc;
 	for (struct edge *e = dd->head; e; e = e->next) {
+		if (*visits >= limit)
+			return -EAGAIN;
 		++*visits;
 		if (e->child && (rc = perm_sticky(c, d, e->child)) < 0)
 			return rc;
@@ -56,14 +89,14 @@ struct dir_pos {
 };
 
 int may_remove_tree_counted(const struct sw_cred *c, struct node *root,
-			    uint64_t *visits)
+			    uint64_t limit, uint64_t *visits)
 {
 	struct dir_pos *stack = NULL;
 	size_t depth = 0, cap = 0;
 	int rc;
 
 	*visits = 0;
-	rc = may_empty(c, root, visits);
+	rc = may_empty(c, root, limit, visits);
 	if (rc == 0 && root->u.dir->nsubdirs) {
 		if (sw_grow(&stack, &cap, 1, sizeof(*stack), 16) < 0)
 			return -ENOMEM;
@@ -79,13 +112,17 @@ int may_remove_tree_counted(const struct sw_cred *c, struct node *root,
 			depth--;
 			continue;
 		}
+		if (*visits >= limit) {
+			rc = -EAGAIN;
+			break;
+		}
 		++*visits;
 		top->next = e->next;
 		if (!e->child || !S_ISDIR(e->child->mode))
 			continue;
 		top->subdirs_left--;
 		sub = e->child;
-		rc = may_empty(c, sub, visits);
+		rc = may_empty(c, sub, limit, visits);
 		if (rc == 0 && sub->u.dir->nsubdirs) {
 			if (sw_grow(&stack, &cap, depth + 1, sizeof(*stack),
 				    16) < 0) {
@@ -101,21 +138,68 @@ int may_remove_tree_counted(const struct sw_cred *c, struct node *root,
 	return rc;
 }
 
-int may_remove_tree(const struct sw_cred *c, struct node *root)
+int may_remove_tree_paid(const struct rmr_budget *b, struct bucket *mine,
+			 struct bucket *all, int64_t now,
+			 const struct sw_cred *c, struct node *root,
+			 uint64_t *visits)
 {
-	uint64_t visits;
+	double have = SW_MIN(bucket_fill(mine, &b->session, now),
+			     bucket_fill(all, &b->all, now));
+	/* Never below 0 (bucket_spend()), but a negative double cast to
+	 * uint64_t is undefined: clamped all the same. */
+	uint64_t limit = have < (double)b->walk ? (uint64_t)SW_MAX(have, 0.0) :
+						  b->walk;
+	int rc = may_remove_tree_counted(c, root, limit, visits);
 
-	return may_remove_tree_counted(c, root, &visits);
+	bucket_spend(mine, (double)*visits);
+	bucket_spend(all, (double)*visits);
+	if (rc == -EAGAIN && limit == b->walk)
+		rc = -E2BIG;
+	return rc;
 }
 
 int may_detach_entry(const struct req *r, const struct sw_cred *c,
-		     const struct node *dir, struct node *n)
+		     const struct node *dir, struct node *n, uint64_t *visits)
 {
+	struct bucket none = { 0 }; /* no session: everyone's alone */
 	int rc = perm_sticky(c, dir, n);
 
+	*visits = 0;
 	if (rc == 0 && S_ISDIR(n->mode) && !req_admin(r, c))
-		rc = may_remove_tree(c, n);
+		rc = may_remove_tree_paid(&rmr_budget,
+					  r->s ? &r->s->rmr_visits : &none,
+					  &r->m->rmr_visits, sw_mono_ns(), c, n,
+					  visits);
 	return rc;
+}
+
+uint64_t rmr_visits_may(const struct req *r, const struct sw_cred *c,
+			uint64_t spent)
+{
+	struct bucket none = { 0 };
+	struct bucket *mine = r->s ? &r->s->rmr_visits : &none;
+	int64_t now = sw_mono_ns();
+	double have;
+
+	if (req_admin(r, c))
+		return UINT64_MAX;
+	if (spent >= rmr_budget.walk)
+		return 0;
+	have = SW_MIN(bucket_fill(mine, &rmr_budget.session, now),
+		      bucket_fill(&r->m->rmr_visits, &rmr_budget.all, now));
+	return have < (double)(rmr_budget.walk - spent) ?
+		       (uint64_t)SW_MAX(have, 0.0) :
+		       rmr_budget.walk - spent;
+}
+
+void rmr_visits_pay(const struct req *r, const struct sw_cred *c,
+		    uint64_t visits)
+{
+	if (req_admin(r, c))
+		return;
+	if (r->s)
+		bucket_spend(&r->s->rmr_visits, (double)visits);
+	bucket_spend(&r->m->rmr_visits, (double)visits);
 }
 
 int remove_entry_now(struct master *m, struct req *r, struct node *dir,
@@ -186,6 +270,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 	struct master *m = r->m;
 	struct node *dir, *n;
 	struct edge *e;
+	uint64_t visits;
 	int rc;
 
 	if (q->name.len > SW_NAME_MAX ||
@@ -211,7 +296,7 @@ void op_rmr(struct req *r, const ProtobufCMessage *msg)
 		goto out;
 	}
 	n = e->child;
-	rc = may_detach_entry(r, &cred, dir, n);
+	rc = may_detach_entry(r, &cred, dir, n, &visits);
 	if (rc < 0)
 		goto out;
 

@@ -34,6 +34,7 @@
 
 #include "session.h"
 #include "auth.h"
+#include "bucket.h"
 #include "hash.h"
 #include "log.h"
 #include "perm.h"
@@ -394,16 +395,9 @@ static int claims_take(struct master *m, struct session *s,
  */
 static bool reclaim_token(struct master *m)
 {
-	int64_t now = sw_mono_ns();
+	static const struct bucket_rule rule = { 1, 64 };
 
-	m->reclaim_tokens += (double)(now - m->reclaim_refill) / 1e9;
-	if (m->reclaim_tokens > 64 || !m->reclaim_refill)
-		m->reclaim_tokens = 64;
-	m->reclaim_refill = now;
-	if (m->reclaim_tokens < 1)
-		return false;
-	m->reclaim_tokens -= 1;
-	return true;
+	return bucket_take(&m->reclaims, &rule, 1, sw_mono_ns());
 }
 
 /*

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "auth.h"
+#include "bucket.h"
 #include "frame.h"
 #include "hash.h"
 #include "htab.h"
@@ -43,12 +44,6 @@ struct sess_cursor {
 };
 
 #define SESSION_CURSORS 64
-
-/* What a session may still spend on grants (deleg.c): a token bucket. */
-struct deleg_bucket {
-	double tokens;
-	int64_t at; /* mono ns of the last refill; 0: never (full) */
-};
 
 /* Inode ranges a session may use at once (InoRangeReq). */
 #define SESSION_INO_RANGES 4
@@ -87,8 +82,9 @@ struct session {
 	struct watch *watches; /* directories it caches, newest first */
 	struct watch *watches_tail;
 	uint32_t nwatches;
-	uint32_t ndelegs; /* directories delegated to it (deleg.h) */
-	struct deleg_bucket deleg_visits; /* what its grants may cost */
+	uint32_t ndelegs;	    /* directories delegated to it (deleg.h) */
+	struct bucket deleg_visits; /* what its grants may cost */
+	struct bucket rmr_visits;   /* ... and its rmr checks (rmr.h) */
 	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
 	 * batch may still use an older one while a newer is asked for, and
 	 * a request sent again after a lost reply takes one more. In

@@ -149,6 +149,14 @@ static bool none_flagged(const struct node *root)
  * with unflagged names inside stays and is gone through. Only directories
  * with flagged names below are entered (the counts say which), on a stack
  * of our own: any depth, no recursion.
+ *
+ * Each entry looked at is a visit, as in rmr.c's permission walk, and is
+ * paid from the same buckets: a directory of a user's with one flagged
+ * name first and 1 M unflagged files after it costs its permission walk
+ * one visit but is read whole here, at every request. Past @limit visits
+ * it stops with -EAGAIN; what it removed so far stays removed (each
+ * removal is its own change), and -f run again goes on from what is
+ * left: it converges.
  */
 struct rf_frame {
 	struct node *dir;
@@ -156,6 +164,7 @@ struct rf_frame {
 };
 
 static int remove_flagged(struct master *m, struct req *r, struct node *top,
+			  uint64_t limit, uint64_t *visits,
 			  Sweepfs__RmrReply *reply)
 {
 	struct rf_frame *st = NULL;
@@ -175,6 +184,11 @@ static int remove_flagged(struct master *m, struct req *r, struct node *top,
 			n--;
 			continue;
 		}
+		if (*visits >= limit) {
+			rc = -EAGAIN;
+			break;
+		}
+		++*visits;
 		f->next = ns_edge_live(e->next);
 		c = e->child;
 		flagged = e->flags & EDGE_SNAPSHOT;
@@ -196,6 +210,31 @@ static int remove_flagged(struct master *m, struct req *r, struct node *top,
 	return rc;
 }
 
+/*
+ * remove_flagged() as @c, paid (rmr.h) like the permission walk that came
+ * before it, which made @spent visits. Admin callers pay nothing here
+ * either: they skip the permission walk, may remove the whole tree in one
+ * step anyway, and the budget bounds what untrusted callers make the loop
+ * do; charging them would let the users who drain everyone's bucket stop
+ * root's clean-up too. -EAGAIN when the budget ran out (retry: it goes on
+ * from what is left), -E2BIG when a whole walk's worth removed nothing
+ * (retrying would read the same entries again).
+ */
+static int remove_flagged_paid(struct req *r, const struct sw_cred *c,
+			       struct node *top, uint64_t spent,
+			       Sweepfs__RmrReply *reply)
+{
+	uint64_t limit = rmr_visits_may(r, c, spent), visits = 0;
+	uint64_t before = reply->nodes;
+	int rc = remove_flagged(r->m, r, top, limit, &visits, reply);
+
+	rmr_visits_pay(r, c, visits);
+	if (rc == -EAGAIN && spent + limit >= rmr_budget.walk &&
+	    reply->nodes == before)
+		rc = -E2BIG;
+	return rc;
+}
+
 void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 {
 	const Sweepfs__RmsnapshotReq *q = (const void *)msg;
@@ -203,6 +242,7 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	struct sw_cred cred = req_cred(q->cred);
 	struct node *dir, *n;
 	struct edge *e;
+	uint64_t visits = 0;
 	int rc = find_entry(r, q->parent, &q->name, &dir, &e);
 
 	if (rc < 0)
@@ -210,7 +250,7 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 	n = e->child;
 	rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	if (rc == 0)
-		rc = may_detach_entry(r, &cred, dir, n);
+		rc = may_detach_entry(r, &cred, dir, n, &visits);
 	if (rc < 0)
 		goto out;
 	if (ns_edge_snapshot(&r->m->ns, dir, e) &&
@@ -222,7 +262,14 @@ void op_rmsnapshot(struct req *r, const ProtobufCMessage *msg)
 		/* -f reads the bits: the marks over or under it first. */
 		rc = ns_snap_settle(&r->m->ns, n);
 		if (rc == 0 && !none_flagged(n))
-			rc = remove_flagged(r->m, r, n, &reply);
+			rc = remove_flagged_paid(r, &cred, n, visits, &reply);
+	}
+	/* Stopped part-way: what was removed is committed (and the answer
+	 * waits until it is durable, as any); say so with the error. */
+	if ((rc == -EAGAIN || rc == -E2BIG) && reply.nodes) {
+		reply.has_err = 1;
+		reply.err = -rc;
+		rc = 0;
 	}
 out:
 	req_answer(r, rc, &reply.base);

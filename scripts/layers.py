@@ -14,7 +14,7 @@ above:
             namespace (+ namespace_i, nsahead, nsattr, nscopy, nsdigest,
             nsload, nspurge, nstrash, trash.h),
             chunks, replies (the reply cache lives in the namespace),
-            htab, slab, lct, itree, locks
+            htab, slab, lct, itree, locks, bucket (token buckets)
   journal   changelog, checkpoint, mutation (replay and live changes
             go through the same mutation functions), bootlog (their
             progress lines at start-up)
@@ -60,7 +60,7 @@ MODULES = {
     "core": {"namespace", "namespace_i", "nsahead", "nsattr", "nscopy",
              "nsdigest", "nsload",
              "nspurge", "nstrash", "trash", "chunks", "replies", "htab",
-             "slab", "lct", "itree", "locks"},
+             "slab", "lct", "itree", "locks", "bucket"},
     "journal": {"changelog", "checkpoint", "mutation", "bootlog"},
     "request": {"req", "perm", "exports", "context", "sessrec", "sesstab"},
     "handlers": {"fsops", "dataops", "lockops", "admin", "fsck", "rmr",

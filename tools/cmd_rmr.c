@@ -2,7 +2,9 @@
  * sweepfs rmr [-w] PATH...: remove trees on the master. Each PATH leaves
  * the namespace in one request, whatever its size; the master's purge
  * frees it afterwards. With --wait, follow the purge until the tree is
- * gone, with a progress line on a terminal (tool_wait_purge()).
+ * gone, with a progress line on a terminal (tool_wait_purge()). A user's
+ * removal the master cannot check now (EAGAIN: its budget for such
+ * checks is spent) is asked again for a while (tool_call_paced()).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -71,22 +73,21 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	q.has_skip_trash = 1;
 	q.skip_trash = skip_trash;
 	t0 = sw_mono_ns();
-	rc = sw_client_call(c, SW_MSG_RMR, &q.base, &reply);
+	rc = tool_call_paced(c, SW_MSG_RMR, &q.base, &reply);
 	if (rc == 0) {
-		rc = sw_reply_err(reply);
 		r = (Sweepfs__RmrReply *)reply;
-		if (rc == 0 && verbose)
+		if (verbose)
 			printf("removed %s: %" PRIu64 " nodes in %.3f ms%s\n",
 			       path, r->nodes,
 			       (double)(sw_mono_ns() - t0) / 1e6,
 			       r->purge_id ? ", purging" : "");
-		if (rc == 0 && wait && r->purge_id)
+		if (wait && r->purge_id)
 			rc = tool_wait_purge(c, name, r->purge_id, r->nodes);
 		protobuf_c_message_free_unpacked(reply, NULL);
 	}
 	if (rc < 0)
 		fprintf(stderr, "sweepfs rmr: cannot remove '%s': %s\n", path,
-			strerror(-tool_record_errno(rc)));
+			tool_remove_why(tool_record_errno(rc)));
 out:
 	sw_client_close(c);
 	return rc;

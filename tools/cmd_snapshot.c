@@ -331,7 +331,7 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 	q.has_force = 1;
 	q.force = force;
 	t0 = sw_mono_ns();
-	rc = tool_call(c, SW_MSG_RMSNAPSHOT, &q.base, &reply);
+	rc = tool_call_paced(c, SW_MSG_RMSNAPSHOT, &q.base, &reply);
 	if (rc == 0) {
 		if (verbose)
 			printf("removed %s: %" PRIu64 " nodes in %.3f ms\n",
@@ -347,7 +347,7 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 			path);
 	} else {
 		fprintf(stderr, "sweepfs rmsnapshot: %s: %s\n", path,
-			strerror(-rc));
+			tool_remove_why(rc));
 	}
 	sw_client_close(c);
 	return rc;

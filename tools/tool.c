@@ -968,6 +968,43 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 	return tool_record_errno(rc);
 }
 
+int tool_call_paced(struct sw_client *c, uint16_t type,
+		    const ProtobufCMessage *req, ProtobufCMessage **reply)
+{
+	int64_t until = sw_mono_ns() + TOOL_RETRY_FOR_MS * 1000000ll;
+	unsigned wait_ms = TOOL_RETRY_FIRST_MS;
+	int rc;
+
+	while ((rc = tool_call(c, type, req, reply)) == -EAGAIN &&
+	       sw_mono_ns() + wait_ms * 1000000ll < until) {
+		/* Once: 30 s of silence looks like a hang. */
+		if (wait_ms == TOOL_RETRY_FIRST_MS)
+			fprintf(stderr,
+				"sweepfs %s: the master is busy checking "
+				"other removals; retrying for up to %d s\n",
+				type == SW_MSG_RMR ? "rmr" : "rmsnapshot",
+				TOOL_RETRY_FOR_MS / 1000);
+		usleep(wait_ms * 1000u);
+		wait_ms = SW_MIN(2 * wait_ms, TOOL_RETRY_MAX_MS);
+	}
+	return rc;
+}
+
+const char *tool_remove_why(int rc)
+{
+	if (rc == -EAGAIN)
+		return "the master's budget for checking users' trees is "
+		       "spent (other removals); gave up after 30 s, try "
+		       "again later";
+	if (rc == -E2BIG)
+		return "too many entries for the master to check for a "
+		       "user at once (directories of many files with a "
+		       "subdirectory after them, or sticky directories "
+		       "another user owns); remove the subdirectories first, "
+		       "or ask root";
+	return strerror(-rc);
+}
+
 int tool_resolve(struct sw_client *c, const char *rel, uint64_t *ino,
 		 uint32_t *mode)
 {

@@ -166,6 +166,26 @@ int tool_open_ino(const char *path, struct sw_client **c, uint64_t *ino,
 int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 	      ProtobufCMessage **reply);
 
+/*
+ * tool_call() of a removal whose permission check a user's budget on the
+ * master pays for (RMR, RMSNAPSHOT; master/rmr.h): while the master
+ * answers EAGAIN (its buckets hold too little now), asked again after
+ * TOOL_RETRY_FIRST_MS, twice as long each time up to TOOL_RETRY_MAX_MS
+ * (a session's bucket refills in 4 s), for TOOL_RETRY_FOR_MS in all;
+ * then -EAGAIN. Prints one line to stderr when it starts asking again
+ * (naming rmr for RMR, else rmsnapshot), nothing else.
+ */
+#define TOOL_RETRY_FIRST_MS 200
+#define TOOL_RETRY_MAX_MS 4000
+#define TOOL_RETRY_FOR_MS 30000
+int tool_call_paced(struct sw_client *c, uint16_t type,
+		    const ProtobufCMessage *req, ProtobufCMessage **reply);
+
+/* Why a removal the master refused failed, for a person: EAGAIN and
+ * E2BIG of a user's check (tool_call_paced()) explained, others as
+ * strerror(). */
+const char *tool_remove_why(int rc);
+
 /* Connect to the master @t names, as a tool. On failure prints one line
  * saying why and records it: TOOL_BAD_MASTER (unknown host, or what
  * answers is not a sweepfs master), TOOL_MASTER_DOWN (refused, timed out,

@@ -1,10 +1,14 @@
 /*
- * rmr.h: may_remove_tree() decides as rm -rf run by the caller would
- * (read, write and search on every non-empty directory, the sticky rule),
- * and looks at no more than it must: one visit a directory for a tree of
- * leaf directories, whatever they hold, so that a user's rmr of a
+ * rmr.h: may_remove_tree_counted() decides as rm -rf run by the caller
+ * would (read, write and search on every non-empty directory, the sticky
+ * rule), and looks at no more than it must: one visit a directory for a
+ * tree of leaf directories, whatever they hold, so that a user's rmr of a
  * 17 M-entry directory does not walk 17 M entries on the loop. Random
- * trees are checked against the rule applied to every directory.
+ * trees are checked against the rule applied to every directory. What a
+ * walk still costs is bounded: it stops at its limit (-EAGAIN), and
+ * may_remove_tree_paid() takes its limit from two token buckets, charges
+ * the visits made whatever the verdict, and says E2BIG for a tree no
+ * walk may afford; a session's full bucket affords a user's 1 M files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "bucket.h"
 #include "buf.h"
 #include "namespace.h"
 #include "perm.h"
@@ -75,6 +80,14 @@ static struct node *mk(struct fixture *f, struct node *dir, uint32_t mode,
 
 static const struct sw_cred user = { .uid = 1000, .gid = 1000 };
 
+/* The verdict of a walk with no limit. */
+static int may_remove_tree(const struct sw_cred *c, struct node *root)
+{
+	uint64_t visits;
+
+	return may_remove_tree_counted(c, root, UINT64_MAX, &visits);
+}
+
 static void chmod_to(struct fixture *f, struct node *n, uint32_t mode)
 {
 	struct ns_setattr_args a = { .valid = NS_SET_MODE, .mode = mode };
@@ -105,8 +118,9 @@ static void test_leaf_directories_cost_one_visit(void **state)
 		mk(f, top, S_IFREG | 0644, 1000);
 		leaf(f, top, big ? 20000 : 10);
 		leaf(f, top, big ? 20000 : 10);
-		assert_int_equal(
-			may_remove_tree_counted(&user, top, &visits[big]), 0);
+		assert_int_equal(may_remove_tree_counted(&user, top, UINT64_MAX,
+							 &visits[big]),
+				 0);
 	}
 	assert_int_equal(visits[0], 3);
 	assert_int_equal(visits[1], visits[0]);
@@ -129,10 +143,200 @@ static void test_refusals(void **state)
 	mk(f, sticky, S_IFREG | 0644, 1000);
 	assert_int_equal(may_remove_tree(&user, top), 0);
 	mk(f, sticky, S_IFREG | 0644, 2000);
-	assert_int_equal(may_remove_tree_counted(&user, top, &visits), -EPERM);
+	assert_int_equal(may_remove_tree_counted(&user, top, UINT64_MAX,
+						 &visits),
+			 -EPERM);
 	/* Its owner, and root, may. */
 	assert_int_equal(may_remove_tree(&(struct sw_cred){ .uid = 0 }, top),
 			 0);
+}
+
+/* A directory of @files files owned by @uid, then an empty directory:
+ * its list is read whole, @files + 1 visits. */
+static struct node *subdir_last(struct fixture *f, struct node *in,
+				unsigned files, uint32_t uid)
+{
+	struct node *d = mk(f, in, S_IFDIR | 0777, 0);
+
+	for (unsigned i = 0; i < files; i++)
+		mk(f, d, S_IFREG | 0644, uid);
+	mk(f, d, S_IFDIR | 0755, uid);
+	return d;
+}
+
+static void test_walk_stops_at_its_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct node *big = subdir_last(f, f->ns.root, 1000, 0);
+	struct node *sticky = mk(f, f->ns.root, S_IFDIR | 01777, 0);
+	struct node *leaves = mk(f, f->ns.root, S_IFDIR | 0755, 1000);
+	uint64_t visits;
+
+	assert_int_equal(may_remove_tree_counted(&user, big, 1001, &visits), 0);
+	assert_int_equal(visits, 1001);
+	assert_int_equal(may_remove_tree_counted(&user, big, 1000, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 1000);
+	assert_int_equal(may_remove_tree_counted(&user, big, 0, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 0);
+	/* A sticky directory another user owns: an entry a visit. */
+	for (int i = 0; i < 500; i++)
+		mk(f, sticky, S_IFREG | 0644, 1000);
+	assert_int_equal(may_remove_tree_counted(&user, sticky, 500, &visits),
+			 0);
+	assert_int_equal(may_remove_tree_counted(&user, sticky, 499, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 499);
+	/* Leaves cost what they cost with no limit: a visit each. */
+	leaf(f, leaves, 5000);
+	leaf(f, leaves, 3000);
+	assert_int_equal(may_remove_tree_counted(&user, leaves, 2, &visits), 0);
+	assert_int_equal(visits, 2);
+	assert_int_equal(may_remove_tree_counted(&user, leaves, 1, &visits),
+			 -EAGAIN);
+	/* A refusal found before the limit is that refusal. */
+	mk(f, sticky, S_IFREG | 0644, 2000);
+	assert_int_equal(may_remove_tree_counted(&user, sticky, 501, &visits),
+			 -EPERM);
+	assert_int_equal(visits, 501);
+}
+
+#define SEC 1000000000ll
+
+/* Small enough to afford and to exceed in a test: a session's bucket
+ * holds 5000 visits and refills at 1000 a second, everyone's 8000 at
+ * 2000. */
+static const struct rmr_budget small = {
+	.session = { 1000, 5000 },
+	.all = { 2000, 8000 },
+	.walk = 5000,
+};
+
+static void test_paid_charges_what_it_walked(void **state)
+{
+	struct fixture *f = *state;
+	struct node *t1000 = subdir_last(f, f->ns.root, 1000, 0);
+	struct node *t4000 = subdir_last(f, f->ns.root, 4000, 0);
+	struct bucket mine = { 0 }, all = { 0 };
+	int64_t now = 10 * SEC;
+	uint64_t visits;
+
+	/* Full buckets: 1001 visits, paid from both. */
+	assert_int_equal(may_remove_tree_paid(&small, &mine, &all, now, &user,
+					      t1000, &visits),
+			 0);
+	assert_int_equal(visits, 1001);
+	assert_true(bucket_fill(&mine, &small.session, now) == 5000 - 1001);
+	assert_true(bucket_fill(&all, &small.all, now) == 8000 - 1001);
+	/* 4001 more than its 3999: it stops where its bucket ran out,
+	 * EAGAIN, and what it walked is paid all the same. */
+	assert_int_equal(may_remove_tree_paid(&small, &mine, &all, now, &user,
+					      t4000, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 3999);
+	assert_true(bucket_fill(&mine, &small.session, now) == 0);
+	assert_true(bucket_fill(&all, &small.all, now) == 8000 - 5000);
+	/* Sent again at once: refused without a visit. */
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(may_remove_tree_paid(&small, &mine, &all, now,
+						      &user, t1000, &visits),
+				 -EAGAIN);
+		assert_int_equal(visits, 0);
+	}
+	/* A refusal pays too: a subdirectory the user may not write. */
+	now += 5 * SEC; /* both full again */
+	chmod_to(f, t1000->u.dir->tail->child, 0555);
+	mk(f, t1000->u.dir->tail->child, S_IFREG | 0644, 0);
+	assert_int_equal(may_remove_tree_paid(&small, &mine, &all, now, &user,
+					      t1000, &visits),
+			 -EACCES);
+	assert_int_equal(visits, 1001);
+	assert_true(bucket_fill(&mine, &small.session, now) == 5000 - 1001);
+	/* Once its bucket refilled for 4001: done. */
+	now += 5 * SEC;
+	assert_int_equal(may_remove_tree_paid(&small, &mine, &all, now, &user,
+					      t4000, &visits),
+			 0);
+	assert_int_equal(visits, 4001);
+}
+
+static void test_paid_everyone_shares_one_bucket(void **state)
+{
+	struct fixture *f = *state;
+	struct node *t = subdir_last(f, f->ns.root, 2999, 0);
+	struct bucket mine[4] = { { 0 } }, all = { 0 };
+	int64_t now = 10 * SEC;
+	uint64_t visits;
+
+	/* Fresh sessions each have a full bucket; everyone's pays for
+	 * two walks of 3000 and then 2000 visits of a third. */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(may_remove_tree_paid(&small, &mine[i], &all,
+						      now, &user, t, &visits),
+				 0);
+	assert_int_equal(may_remove_tree_paid(&small, &mine[2], &all, now,
+					      &user, t, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 2000);
+	assert_int_equal(may_remove_tree_paid(&small, &mine[3], &all, now,
+					      &user, t, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 0);
+	/* A second and a half later everyone's holds 3000 again. */
+	now += 3 * SEC / 2;
+	assert_int_equal(may_remove_tree_paid(&small, &mine[3], &all, now,
+					      &user, t, &visits),
+			 0);
+}
+
+static void test_paid_e2big_past_one_walk(void **state)
+{
+	struct fixture *f = *state;
+	struct node *t = subdir_last(f, f->ns.root, 5000, 0);
+	struct bucket mine = { 0 }, all = { 0 };
+	uint64_t visits;
+
+	/* Full buckets and still more than a walk may make: no retry
+	 * will do, E2BIG. */
+	assert_int_equal(may_remove_tree_paid(&small, &mine, &all, SEC, &user,
+					      t, &visits),
+			 -E2BIG);
+	assert_int_equal(visits, 5000);
+	/* With less in its bucket than a walk's worst, it cannot tell:
+	 * EAGAIN. */
+	assert_int_equal(may_remove_tree_paid(&small, &mine, &all, 2 * SEC,
+					      &user, t, &visits),
+			 -EAGAIN);
+	assert_int_equal(visits, 1000);
+}
+
+/* The master's budget: one walk of a full session bucket removes a
+ * user's directory of 1 M files with a subdirectory last, and a sticky
+ * directory (another user's) of 1 M files of the user's. */
+static void test_paid_master_budget_affords_a_million(void **state)
+{
+	struct fixture *f = *state;
+	struct node *t = subdir_last(f, f->ns.root, 1000000, 1000);
+	struct node *sticky = mk(f, f->ns.root, S_IFDIR | 01777, 0);
+	struct bucket mine = { 0 }, all = { 0 };
+	int64_t now = SEC;
+	uint64_t visits;
+
+	assert_int_equal(may_remove_tree_paid(&rmr_budget, &mine, &all, now,
+					      &user, t, &visits),
+			 0);
+	assert_int_equal(visits, 1000001);
+	for (int i = 0; i < 1000000; i++)
+		mk(f, sticky, S_IFREG | 0644, 1000);
+	now += 4 * SEC; /* a session's bucket refilled */
+	assert_int_equal(may_remove_tree_paid(&rmr_budget, &mine, &all, now,
+					      &user, sticky, &visits),
+			 0);
+	assert_int_equal(visits, 1000000);
+	/* One walk of a full bucket is its cap, no more. */
+	assert_true(rmr_budget.session.cap == rmr_budget.walk);
+	assert_true(rmr_budget.all.cap >= 2 * rmr_budget.walk);
 }
 
 /* The rule, applied to every directory of the tree by a full walk. */
@@ -207,8 +411,8 @@ static void test_as_the_rule_says(void **state)
 
 /*
  * Random changes of every kind a namespace takes, and after each, every
- * directory's nsubdirs against a count of its list, and may_remove_tree()
- * against reference() (the same errno) for random directories and users:
+ * directory's nsubdirs against a count of its list, and
+ * may_remove_tree_counted() with no limit against reference() (the same errno) for random directories and users:
  * the walk trusts nsubdirs, and a directory it missed would be a user
  * removing what it may not.
  */
@@ -477,7 +681,8 @@ static void test_nsubdirs_through_every_change(void **state)
 			const struct sw_cred *c = &users[rnd(2)];
 			int want = reference(c, t);
 			uint64_t visits;
-			int got = may_remove_tree_counted(c, t, &visits);
+			int got = may_remove_tree_counted(c, t, UINT64_MAX,
+							  &visits);
 
 			assert_int_equal(got, want);
 			checked++;
@@ -503,6 +708,17 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_leaf_directories_cost_one_visit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_walk_stops_at_its_limit,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_paid_charges_what_it_walked, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_paid_everyone_shares_one_bucket, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_paid_e2big_past_one_walk,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_paid_master_budget_affords_a_million, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_as_the_rule_says, setup,
 						teardown),
 		cmocka_unit_test(test_nsubdirs_through_every_change),

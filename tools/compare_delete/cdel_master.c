@@ -164,13 +164,14 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	return rc;
 }
 
-/* The reply of RMR and RMSNAPSHOT (both are answered by an RmrReply). */
+/* The reply of RMR and RMSNAPSHOT (both are answered by an RmrReply),
+ * paced as sweepfs rmr's: a user's check may find the budget spent. */
 static int removal_call(struct sw_client *c, uint16_t type,
 			const ProtobufCMessage *q, uint64_t *purge_id,
 			uint64_t *nodes)
 {
 	ProtobufCMessage *reply;
-	int rc = tool_call(c, type, q, &reply);
+	int rc = tool_call_paced(c, type, q, &reply);
 
 	if (rc < 0)
 		return rc;

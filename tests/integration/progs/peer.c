@@ -462,6 +462,45 @@ uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 	return ino;
 }
 
+int peer_chmod(struct peer *p, Sweepfs__Cred *cred, uint64_t ino, uint32_t mode)
+{
+	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.valid = SWEEPFS__SETATTR_VALID__SET_MODE;
+	q.has_mode = 1;
+	q.mode = mode;
+	return peer_call(p, SW_MSG_SETATTR, &q.base);
+}
+
+bool peer_deleg(struct peer *p, uint64_t dir)
+{
+	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
+	Sweepfs__DelegReply *r;
+	uint64_t id;
+	bool granted;
+	int err;
+
+	q.dir = dir;
+	id = peer_send(p, SW_MSG_DELEG, 0, &q.base);
+	r = (Sweepfs__DelegReply *)peer_reply(p, SW_MSG_DELEG, id, &err);
+	if (err)
+		fail("deleg: %s", strerror(err));
+	granted = r->has_granted && r->granted;
+	sweepfs__deleg_reply__free_unpacked(r, NULL);
+	return granted;
+}
+
+void peer_deleg_return(struct peer *p, uint64_t dir)
+{
+	Sweepfs__DelegReturnReq q = SWEEPFS__DELEG_RETURN_REQ__INIT;
+
+	q.dir = dir;
+	if (peer_call(p, SW_MSG_DELEG_RETURN, &q.base))
+		fail("deleg return refused");
+}
+
 int peer_lock(struct peer *p, uint64_t ino, uint64_t owner, int type,
 	      uint64_t start, uint64_t end)
 {

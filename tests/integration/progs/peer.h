@@ -100,6 +100,13 @@ double peer_pinger_stop(struct peer_pinger *pg);
 /* MKDIR @name (mode 0777) under @parent as @cred: the new inode, or fail(). */
 uint64_t peer_mkdir(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 		    const char *name);
+/* SETATTR of @ino's mode bits to @mode as @cred: 0 or the errno. */
+int peer_chmod(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+	       uint32_t mode);
+/* DELEG of directory @dir: whether granted (fail() on an error). */
+bool peer_deleg(struct peer *p, uint64_t dir);
+/* DELEG_RETURN of @dir, which must be accepted (or fail()). */
+void peer_deleg_return(struct peer *p, uint64_t dir);
 /* The connection must be closed within @timeout_ms with nothing sent. */
 void expect_closed(struct peer *p, const char *what, int timeout_ms);
 

@@ -219,34 +219,6 @@ static uint64_t lookup(struct peer *p, uint64_t parent, const char *name)
 	return ino;
 }
 
-/* Ask for @dir's delegation on @p: whether it was granted. */
-static bool deleg(struct peer *p, uint64_t dir)
-{
-	Sweepfs__DelegReq q = SWEEPFS__DELEG_REQ__INIT;
-	Sweepfs__DelegReply *r;
-	uint64_t id;
-	bool granted;
-	int err;
-
-	q.dir = dir;
-	id = peer_send(p, SW_MSG_DELEG, 0, &q.base);
-	r = (Sweepfs__DelegReply *)peer_reply(p, SW_MSG_DELEG, id, &err);
-	if (err)
-		fail("deleg: %s", strerror(err));
-	granted = r->has_granted && r->granted;
-	sweepfs__deleg_reply__free_unpacked(r, NULL);
-	return granted;
-}
-
-static void deleg_return(struct peer *p, uint64_t dir)
-{
-	Sweepfs__DelegReturnReq q = SWEEPFS__DELEG_RETURN_REQ__INIT;
-
-	q.dir = dir;
-	if (peer_call(p, SW_MSG_DELEG_RETURN, &q.base))
-		fail("deleg return refused");
-}
-
 /* A batch of one unlink of @name in @dir: that op's error (errno). */
 static int batch_unlink(struct peer *p, uint64_t dir, const char *name)
 {
@@ -414,7 +386,7 @@ static void check_recall(void)
 	find_setup();
 	hroot = peer_session(&holder, m_port, "/dl", 1000);
 	x = lookup(&holder, hroot, "x0");
-	if (!deleg(&holder, x))
+	if (!peer_deleg(&holder, x))
 		fail("/dl/x0 not delegated");
 	/* The holder reads nothing from now on: the recall goes unread. */
 	peer_session(&other, m_port, "/", 1000);
@@ -459,15 +431,15 @@ static void check_recall(void)
 		fail("the holder's batch after the revocation: %s, "
 		     "want EKEYREVOKED",
 		     err ? strerror(err) : "done");
-	if (deleg(&holder, xs[1]))
+	if (peer_deleg(&holder, xs[1]))
 		fail("a holder that did not give back was granted another");
-	deleg_return(&holder, x);
+	peer_deleg_return(&holder, x);
 	err = batch_unlink(&holder, x, "no-such-name");
 	if (err == EKEYREVOKED)
 		fail("still refused after giving the directory back");
-	if (!deleg(&holder, xs[1]))
+	if (!peer_deleg(&holder, xs[1]))
 		fail("not granted after giving back what was taken");
-	deleg_return(&holder, xs[1]);
+	peer_deleg_return(&holder, xs[1]);
 	id = send_getattr(&other, x);
 	if (reply_to(&other, id, TIMEOUT_MS, false))
 		fail("getattr");
@@ -493,9 +465,9 @@ static void order_round(struct peer *holder, struct peer *a, uint64_t p_dir,
 	size_t n = 0;
 	int err;
 
-	if (!deleg(holder, p_dir))
+	if (!peer_deleg(holder, p_dir))
 		fail("order: the holder was not granted its directory");
-	if (!deleg(a, q_dir))
+	if (!peer_deleg(a, q_dir))
 		fail("order: the sender was not granted its directory");
 	iq.count = 4;
 	id = peer_send(a, SW_MSG_INO_RANGE, 0, &iq.base);
@@ -517,7 +489,7 @@ static void order_round(struct peer *holder, struct peer *a, uint64_t p_dir,
 		fail("order: request %" PRIu64 " answered (%s) before the "
 		     "request sent before it, which waits for a recall",
 		     id, strerror(err > 0 ? err : -err));
-	deleg_return(holder, p_dir);
+	peer_deleg_return(holder, p_dir);
 	/* Replies to batches wait for the journal: they come in any
 	 * order. */
 	for (size_t i = 0; i < n; i++) {
@@ -564,7 +536,7 @@ static void check_renew(void)
 
 	find_setup();
 	hroot = peer_session(&holder, m_port, "/dl", 1000);
-	if (!deleg(&holder, lookup(&holder, hroot, "x2")))
+	if (!peer_deleg(&holder, lookup(&holder, hroot, "x2")))
 		fail("/dl/x2 not delegated");
 	peer_session(&other, m_port, "/", 1000);
 	tq.cred = &root_cred;
@@ -581,7 +553,7 @@ static void check_renew(void)
 			fail("a trash listing still waits after %" PRId64 " ms",
 			     now_ms() - t0);
 		/* Near the timeout: take another directory. */
-		if (++next < DIRS && deleg(&holder, xs[next]))
+		if (++next < DIRS && peer_deleg(&holder, xs[next]))
 			granted++;
 	}
 	took = now_ms() - t0;
@@ -618,7 +590,7 @@ static void check_pump(void)
 	find_setup();
 	hroot = peer_session(&holder, m_port, "/dl", 1000);
 	x = lookup(&holder, hroot, "x15");
-	if (!deleg(&holder, x))
+	if (!peer_deleg(&holder, x))
 		fail("/dl/x15 not delegated");
 	peer_session(&pumper, m_port, "/", 1000);
 	peer_session(&other, m_port, "/", 1000);
@@ -731,7 +703,7 @@ static void check_dribble(void)
 	find_setup();
 	hroot = peer_session(&holder, m_port, "/dl", 1000);
 	x = lookup(&holder, hroot, "x14");
-	if (!deleg(&holder, x))
+	if (!peer_deleg(&holder, x))
 		fail("/dl/x14 not delegated");
 	peer_session(&drib, m_port, "/", 1000);
 	peer_session(&other, m_port, "/", 1000);

@@ -633,14 +633,7 @@ static void check_wronly_create(struct peer *adm, struct peer *cs)
 /* SETATTR of @ino's mode bits to @mode, as root. */
 static void chmod_as_root(struct peer *adm, uint64_t ino, uint32_t mode)
 {
-	Sweepfs__SetattrReq q = SWEEPFS__SETATTR_REQ__INIT;
-
-	q.cred = &root_cred;
-	q.ino = ino;
-	q.valid = SWEEPFS__SETATTR_VALID__SET_MODE;
-	q.has_mode = 1;
-	q.mode = mode;
-	must(peer_call(adm, SW_MSG_SETATTR, &q.base), "chmod");
+	must(peer_chmod(adm, &root_cred, ino, mode), "chmod");
 }
 
 /*
