@@ -93,7 +93,6 @@
 #define REPL_PER_SERVER 2 /* replications in flight per server */
 #define REPL_TOTAL 16
 #define REPL_SCAN_BUDGET 4096 /* chunks examined per tick */
-#define TOKEN_TTL_MS (10 * 60 * 1000)
 /* How far past next_chunk a reported unknown chunk id may push it: more
  * chunks than a master creates between two journal flushes, by far. */
 #define CSRV_ID_AHEAD (1ull << 32)
@@ -158,7 +157,7 @@ void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
 		enum sw_token_mode mode, uint8_t out[SW_TOKEN_LEN],
 		uint64_t *expires_ms)
 {
-	*expires_ms = (uint64_t)(sw_now_ns() / 1000000) + TOKEN_TTL_MS;
+	*expires_ms = (uint64_t)(sw_now_ns() / 1000000) + CSRV_TOKEN_TTL_MS;
 	sw_token_make(m->cs->token_key, chunk, version, mode, *expires_ms, out);
 }
 

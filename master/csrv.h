@@ -153,6 +153,11 @@ void csrv_chunk_gone(void *arg, const struct chunk *c);
 /* Paced deletions, command timeouts, replication; every 100 ms. */
 void csrvs_tick(struct master *m);
 
+/* How long a token lasts: a writer may write in place with one for
+ * that long after it was handed out, without asking again (dataops.c
+ * takes a lease back while one may). */
+#define CSRV_TOKEN_TTL_MS (10 * 60 * 1000)
+
 /* A token for @mode access to @chunk at @version, with its expiry. */
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
 		enum sw_token_mode mode, uint8_t out[SW_TOKEN_LEN],

@@ -80,9 +80,25 @@ static enum sw_token_mode token_mode(const struct job *j)
 }
 
 /*
+ * Whether a writer may still write @c in place under the lease it was
+ * given: the lease itself ends LEASE_NS after its last grant or renewal
+ * (then the master bumps the version for the next writer), but the token
+ * of that grant lasts CSRV_TOKEN_TTL_MS, and a mount writes with a
+ * token it holds without asking again (mount/data.c). A snapshot must
+ * take back every lease whose token may still write.
+ */
+static bool lease_writable(const struct chunk *c, int64_t now)
+{
+	return c->lease_session &&
+	       c->lease_until - LEASE_NS +
+			       (int64_t)CSRV_TOKEN_TTL_MS * 1000000 >
+		       now;
+}
+
+/*
  * m->data->leased: chunks with a write lease, so that a snapshot can take
  * the leases back without looking at every chunk. Entries go stale when
- * a lease ends; they are dropped when the list is next full.
+ * a lease's token ends; they are dropped when the list is next full.
  */
 static void lease_note(struct master *m, uint64_t id)
 {
@@ -95,7 +111,7 @@ static void lease_note(struct master *m, uint64_t id)
 		for (size_t i = 0; i < l->n; i++) {
 			const struct chunk *c = chunk_get(&m->ns, l->id[i]);
 
-			if (c && c->lease_session && c->lease_until > now)
+			if (c && lease_writable(c, now))
 				l->id[keep++] = l->id[i];
 		}
 		l->n = keep;
@@ -325,9 +341,11 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		drop_stale(c);
 		c->busy = 0;
 		if (j->nok && j->write && !j->truncate &&
-		    ns_chunk_frozen(&m->ns, c)) {
-			/* A snapshot began meanwhile and may share it: ask
-			 * again, which duplicates it. */
+		    (c->refs > 1 || ns_chunk_frozen(&m->ns, c))) {
+			/* A snapshot began meanwhile and may share it, or
+			 * one that ended meanwhile does (its copy took the
+			 * chunk while the commands ran, and had no lease to
+			 * take back): ask again, which duplicates it. */
 			j->nok = 0;
 			j->src = 0;
 			chunk_idle(m, c);
@@ -868,37 +886,87 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
 }
 
 /*
- * A snapshot begins: every write lease ends, by moving its chunk to a new
- * version, so that no writer goes on writing in place into a chunk the
- * snapshot now shares; the writer's next request duplicates it. A chunk
- * busy with commands for a writer is dealt with when they finish
- * (command_done() runs the request again, which then duplicates).
- * m->data->revoking counts the bumps in flight.
+ * A lease ends by moving its chunk to a new version, so that no writer
+ * goes on writing in place into a chunk a snapshot now shares (its token
+ * names the old version); the writer's next request duplicates it. A
+ * chunk busy with commands is dealt with when they finish: they move it
+ * to a new version too, and command_done() runs a writer's request
+ * again, which then duplicates. m->data->revoking counts the bumps in
+ * flight, m->data->revoked all since start.
  */
+static void revoke_one(struct master *m, struct chunk *c)
+{
+	struct job *j;
+
+	c->lease_session = 0;
+	if (c->busy)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->revoke = true;
+	m->data->revoking++;
+	if (start_bump(m, j, c, UINT64_MAX) < 0) {
+		m->data->revoking--;
+		free(j);
+		return;
+	}
+	m->data->revoked++;
+}
+
 void data_revoke_leases(struct master *m)
 {
 	int64_t now = sw_mono_ns();
 
 	for (size_t i = 0; i < m->data->leased.n; i++) {
 		struct chunk *c = chunk_get(&m->ns, m->data->leased.id[i]);
-		struct job *j;
 
-		if (!c || !c->lease_session || c->lease_until <= now)
-			continue;
-		c->lease_session = 0;
-		if (c->busy)
-			continue;
-		j = calloc(1, sizeof(*j));
-		if (!j)
-			continue;
-		j->revoke = true;
-		m->data->revoking++;
-		if (start_bump(m, j, c, UINT64_MAX) < 0) {
-			m->data->revoking--;
-			free(j);
-		}
+		if (c && lease_writable(c, now))
+			revoke_one(m, c);
 	}
 	m->data->leased.n = 0;
+	m->data->shared.n = 0;
+	m->data->shared_lost = false;
+}
+
+/*
+ * A copy took @c (ns->chunk_shared, inside the apply of its part: no
+ * change may be journaled here): a lease whose token may still write is
+ * noted, and data_revoke_shared() ends it once the part is applied. So
+ * a snapshot takes back the leases of the files it copies, and only
+ * those, at the cost of a look at each chunk it copies anyway.
+ */
+void data_chunk_shared(void *arg, struct chunk *c)
+{
+	struct master *m = arg;
+	struct leased *l = &m->data->shared;
+
+	if (!c || !lease_writable(c, sw_mono_ns()))
+		return;
+	if (sw_grow(&l->id, &l->cap, l->n + 1, sizeof(*l->id), 16) < 0) {
+		/* No room to say which: data_revoke_shared() ends all. */
+		m->data->shared_lost = true;
+		return;
+	}
+	l->id[l->n++] = c->id;
+}
+
+void data_revoke_shared(struct master *m)
+{
+	struct leased *l = &m->data->shared;
+	int64_t now = sw_mono_ns();
+
+	if (m->data->shared_lost) {
+		data_revoke_leases(m);
+		return;
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		struct chunk *c = chunk_get(&m->ns, l->id[i]);
+
+		if (c && lease_writable(c, now))
+			revoke_one(m, c);
+	}
+	l->n = 0;
 }
 
 /* ---- after a restart ----------------------------------------------- */
@@ -934,6 +1002,9 @@ void data_stop(struct master *m)
 	free(m->data->leased.id);
 	m->data->leased.id = NULL;
 	m->data->leased.n = m->data->leased.cap = 0;
+	free(m->data->shared.id);
+	m->data->shared.id = NULL;
+	m->data->shared.n = m->data->shared.cap = 0;
 }
 
 /* Start a redo job for @c: commands @tmpl to the @n servers in @srv. */

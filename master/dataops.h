@@ -23,8 +23,14 @@ struct data_state {
 		uint64_t *id;
 		size_t n, cap;
 	} leased;
+	/* Leased chunks a snapshot's copy took, their leases to be taken
+	 * back once its part is applied (data_chunk_shared()); and whether
+	 * one could not be noted (then all are). */
+	struct leased shared;
+	bool shared_lost;
 	struct job *held;  /* requests waiting for copies to appear */
 	uint64_t revoking; /* lease revocations in flight */
+	uint64_t revoked;  /* leases taken back since start */
 	/* Until then (mono ns) a chunk with no copy may still be reported
 	 * by a chunkserver that has not registered again since start-up:
 	 * requests for it wait, and changes a crash cut short are redone
@@ -41,9 +47,20 @@ struct data_state {
  */
 int data_truncated(struct req *r, struct node *n, uint64_t old_size);
 
-/* End every write lease (a snapshot begins); m->revoking counts the
- * version bumps this starts until they finish. */
+/* End every write lease whose token may still write (a snapshot too
+ * big to copy at once begins: which files it covers is known only as
+ * its child streams them); m->revoking counts the version bumps this
+ * starts until they finish, m->revoked counts them all. */
 void data_revoke_leases(struct master *m);
+
+/* ns->chunk_shared hook (@arg: the master): a snapshot's copy took @c;
+ * its lease is noted, to be ended by data_revoke_shared(). */
+void data_chunk_shared(void *arg, struct chunk *c);
+
+/* After a snapshot's part is applied: end the leases of the chunks it
+ * took (all leases, if one could not be noted), as data_revoke_leases()
+ * does. */
+void data_revoke_shared(struct master *m);
 
 /* A chunkserver registered: requests waiting for copies look again. */
 void data_registered(struct master *m);

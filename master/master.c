@@ -675,6 +675,7 @@ static void hooks_wire(struct master *m, bool on)
 	m->ns.chunk_gone = on ? csrv_chunk_gone : NULL;
 	m->ns.dir_gone = on ? dir_gone : NULL;
 	m->ns.node_gone = on ? lockops_node_gone : NULL;
+	m->ns.chunk_shared = on ? data_chunk_shared : NULL;
 }
 
 /* A new changelog file after the namespace's version. 0 or -errno. */

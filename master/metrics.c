@@ -15,6 +15,7 @@
 #include "changelog.h"
 #include "context.h"
 #include "csrv.h"
+#include "dataops.h"
 #include "purge.h"
 #include "req.h"
 #include "sessrec.h"
@@ -182,6 +183,11 @@ static void background(struct master *m, struct sw_buf *b,
 		{ "sweepfs_master_snapshot_nodes", G,
 		  "Nodes copied by the snapshot being made.",
 		  D(r->snapshot_nodes) },
+		{ "sweepfs_master_lease_revocations_total", C,
+		  "Write leases snapshots took back since start (a version "
+		  "bump each): only those of the files a snapshot copies, "
+		  "or all for one copied by a child.",
+		  D(m->data->revoked) },
 		{ "sweepfs_master_delegations", G,
 		  "Directory delegations held by mounts.", D(r->delegations) },
 		{ "sweepfs_master_delegations_granted_total", C,

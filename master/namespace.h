@@ -289,6 +289,10 @@ struct ns {
 	/* Told when any node is about to be freed (its file locks go);
 	 * NULL during start-up. */
 	void (*node_gone)(void *arg, uint64_t ino);
+	/* Told when a snapshot copy takes a reference to @c (nscopy.c):
+	 * from now on it is shared, and nobody may write it in place
+	 * (dataops.c takes its write lease back). NULL during start-up. */
+	void (*chunk_shared)(void *arg, struct chunk *c);
 	void *hook_arg;
 };
 

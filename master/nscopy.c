@@ -29,7 +29,9 @@
  * loses its last reference is held (kept with no reference) instead of
  * freed, so that the copy can still take it; the data path does not
  * write in place into such chunks (ns_chunk_frozen()). ns_copy_end()
- * frees the held chunks that the copy did not take.
+ * frees the held chunks that the copy did not take. Each chunk a file of
+ * the copy takes is told to ns->chunk_shared(): a writer holding a lease
+ * on it from before must not go on writing it in place.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -550,6 +552,9 @@ static int add_slots(struct ns *ns, struct node *n, const struct rec *x)
 		any |= ids[i] != 0;
 	}
 	rc = any ? ns_load_slots(ns, n, x->nslots, ids) : 0;
+	for (uint32_t i = 0; rc == 0 && ns->chunk_shared && i < x->nslots; i++)
+		if (ids[i])
+			ns->chunk_shared(ns->hook_arg, chunk_get(ns, ids[i]));
 	free(ids);
 	return rc;
 }

@@ -18,11 +18,20 @@
  * File data: chunks are shared, not copied. While the copy is under way,
  * chunks older than it are frozen: a write to one duplicates it first,
  * and one that loses its last reference is held for the copy (chunks.h).
- * Write leases are taken back when the snapshot begins, so that nobody
- * goes on writing in place with a lease granted before (dataops.c); the
- * reply waits until they are.
+ * Write leases on what the snapshot shares are taken back, so that
+ * nobody goes on writing in place with a lease granted before
+ * (dataops.c); the reply waits until they are. Which leases: for a tree
+ * copied at once, those of the chunks the copy takes, each as its part
+ * is applied (data_chunk_shared()), in the same loop turn as the
+ * instant, and no others: a snapshot of a tree with no leased file takes
+ * back nothing. For a bigger tree, every lease when it begins: the copy
+ * is at the child's pace, files do not know their directories, and
+ * walking the tree on the loop to find them is what the fork avoids.
  *
- * One snapshot is copied at a time; others wait in order. A copy
+ * One snapshot is copied at a time; others wait in order, at most
+ * SNAPJOB_SESSION_MAX of a session and SNAPJOB_QUEUE_MAX in all (an
+ * admin's are counted but not refused by the second): more is EAGAIN,
+ * so that nobody queues unbounded work and memory. A copy
  * interrupted by a restart is given up at start-up (its request's
  * client saw the connection go and gets no success), and shutdown gives
  * up a running one, so that the final checkpoint never holds half a copy.
@@ -42,6 +51,7 @@
 #include "context.h"
 #include "purge.h"
 #include "req.h"
+#include "sessrec.h"
 #include "watch.h"
 #include "util.h"
 
@@ -57,7 +67,8 @@
 #define IN_LOW (1u << 20)  /* and go on below this */
 
 struct snapjob {
-	struct req *req; /* deferred until the copy is named */
+	struct req *req;  /* deferred until the copy is named */
+	uint64_t session; /* the id of the session that asked */
 	uint64_t src;
 	uint64_t parent;
 	uint8_t len;
@@ -212,6 +223,8 @@ static ssize_t apply_part(struct snapper *s)
 	rc = commit_part(s, p, len);
 	if (rc < 0)
 		return rc;
+	/* What it shared had leases out: no more writing in place. */
+	data_revoke_shared(s->m);
 	sw_buf_consume(&s->child.out, len);
 	s->bytes += len;
 	s->parts++;
@@ -399,7 +412,6 @@ static void next_job(struct snapper *s)
 			s->running = true;
 			s->started = sw_mono_ns();
 			s->bytes = s->parts = 0;
-			data_revoke_leases(m);
 			if (tree_small(src, m->cfg.snapshot_sync_max)) {
 				/* Taken and applied right here. */
 				rc = ns_copy_image(&m->ns, src, &s->child.out);
@@ -413,6 +425,7 @@ static void next_job(struct snapper *s)
 				finish(s, rc);
 				continue;
 			}
+			data_revoke_leases(m);
 			rc = child_start(s, src);
 			if (rc < 0) {
 				sw_err(TAG, "cannot start a snapshot copy: %s",
@@ -442,14 +455,37 @@ static void next_job(struct snapper *s)
 
 /* ---- interface ---------------------------------------------------------- */
 
+int snapjob_admit(const struct master *m, uint64_t session, bool admin)
+{
+	const struct snapper *s = m->snap;
+	uint64_t all = 0, mine = 0;
+
+	/* The walk is bounded by the caps themselves (and the admins'
+	 * sessions' caps). */
+	for (const struct snapjob *j = s->head; j; j = j->next) {
+		if (j == s->head && s->running)
+			continue;
+		all++;
+		mine += j->session == session;
+	}
+	if (mine >= SNAPJOB_SESSION_MAX || (!admin && all >= SNAPJOB_QUEUE_MAX))
+		return -EAGAIN;
+	return 0;
+}
+
 int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
-		   uint64_t parent, const void *name, size_t len)
+		   uint64_t parent, const void *name, size_t len, bool admin)
 {
 	struct snapper *s = m->snap;
+	uint64_t session = r->s ? r->s->id : 0;
 	struct snapjob *j;
+	int rc;
 
 	if (len == 0 || len > SW_NAME_MAX)
 		return -EINVAL;
+	rc = snapjob_admit(m, session, admin);
+	if (rc < 0)
+		return rc;
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
@@ -458,6 +494,7 @@ int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
 		free(j);
 		return -ENOMEM;
 	}
+	j->session = session;
 	j->src = src;
 	j->parent = parent;
 	j->len = (uint8_t)len;

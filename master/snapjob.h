@@ -13,12 +13,27 @@
 struct master;
 
 /*
+ * Snapshots waiting (the one being copied not counted): at most this
+ * many of one session, and this many in all but for admin callers. A
+ * snapshot waits for all those before it: the caps bound that wait and
+ * what the queue holds (a deferred request each). `sweepfs snapshot`
+ * sends one at a time and asks again while it is refused.
+ */
+#define SNAPJOB_SESSION_MAX 8
+#define SNAPJOB_QUEUE_MAX 256
+
+/* May session @session (its id; an @admin caller's) queue one more? 0,
+ * or -EAGAIN past a cap above. O(snapshots waiting), which they bound. */
+int snapjob_admit(const struct master *m, uint64_t session, bool admin);
+
+/*
  * Make @name in @parent a snapshot of @src: queued, copied in the
  * background, and @r answered when the copy is named. 0, or -errno with
- * nothing queued.
+ * nothing queued: -EAGAIN when snapjob_admit() refuses (@admin: the
+ * caller is).
  */
 int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
-		   uint64_t parent, const void *name, size_t len);
+		   uint64_t parent, const void *name, size_t len, bool admin);
 /* Whether a copy is running (checkpoints wait); how many wait. */
 bool snapjob_busy(const struct master *m);
 uint64_t snapjob_waiting(const struct master *m);

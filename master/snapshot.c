@@ -124,7 +124,7 @@ void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 	/* Queued; answered when the copy has its name (snapjob.c). */
 	if (rc == 0)
 		rc = snapjob_submit(m, r, src->ino, dir->ino, q->name.data,
-				    q->name.len);
+				    q->name.len, req_admin(r, &cred));
 	if (rc < 0)
 		req_error(r, rc);
 }

@@ -183,12 +183,16 @@ static int snapshot_one(const char *src, const char *dst)
 	 * connection still ends the wait). The copy would go on after a
 	 * time-out anyway, and "failed" would be a lie. */
 	c->timeout_ms = 0;
-	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
+	/* EAGAIN: too many snapshots wait on the master; asked again. */
+	rc = tool_call_paced(c, SW_MSG_SNAPSHOT, &q.base, &reply);
 	snap_watch_stop(&watch,
 			rc == 0 ? ((Sweepfs__SnapshotReply *)reply)->nodes : 0);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs snapshot: %s -> %s: %s\n", src, dst,
-			strerror(-rc));
+			rc == -EAGAIN ?
+				"the master's queue of snapshots stayed "
+				"full for 30 s; try again later" :
+				strerror(-rc));
 		goto out;
 	}
 	protobuf_c_message_free_unpacked(reply, NULL);

@@ -978,7 +978,13 @@ int tool_call_paced(struct sw_client *c, uint16_t type,
 	while ((rc = tool_call(c, type, req, reply)) == -EAGAIN &&
 	       sw_mono_ns() + wait_ms * 1000000ll < until) {
 		/* Once: 30 s of silence looks like a hang. */
-		if (wait_ms == TOOL_RETRY_FIRST_MS)
+		if (wait_ms == TOOL_RETRY_FIRST_MS && type == SW_MSG_SNAPSHOT)
+			fprintf(stderr,
+				"sweepfs snapshot: the master's queue of "
+				"snapshots is full (others are waiting); "
+				"retrying for up to %d s\n",
+				TOOL_RETRY_FOR_MS / 1000);
+		else if (wait_ms == TOOL_RETRY_FIRST_MS)
 			fprintf(stderr,
 				"sweepfs %s: the master is busy checking "
 				"other removals; retrying for up to %d s\n",

@@ -168,12 +168,13 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 
 /*
  * tool_call() of a removal whose permission check a user's budget on the
- * master pays for (RMR, RMSNAPSHOT; master/rmr.h): while the master
+ * master pays for (RMR, RMSNAPSHOT; master/rmr.h), or of a SNAPSHOT the
+ * master's full queue refuses (master/snapjob.h): while the master
  * answers EAGAIN (its buckets hold too little now), asked again after
  * TOOL_RETRY_FIRST_MS, twice as long each time up to TOOL_RETRY_MAX_MS
  * (a session's bucket refills in 4 s), for TOOL_RETRY_FOR_MS in all;
  * then -EAGAIN. Prints one line to stderr when it starts asking again
- * (naming rmr for RMR, else rmsnapshot), nothing else.
+ * (naming snapshot, rmr or rmsnapshot), nothing else.
  */
 #define TOOL_RETRY_FIRST_MS 200
 #define TOOL_RETRY_MAX_MS 4000
