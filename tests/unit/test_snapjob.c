@@ -1,0 +1,282 @@
+/*
+ * What a snapshot costs others (threat model, finding 13):
+ *  - which write leases it takes back (dataops.c, told by the copy
+ *    through ns->chunk_shared): those of the chunks its copy takes whose
+ *    token may still write, and no others; a copy of a tree with no
+ *    leased file notes nothing;
+ *  - how many snapshots may wait (snapjob_admit()): SNAPJOB_SESSION_MAX
+ *    of a session, SNAPJOB_QUEUE_MAX in all but for admins, -EAGAIN past.
+ *
+ * The queue is filled with the master stopping, so that no job starts
+ * (none needs the changelog); the request layer's hooks count what is
+ * answered.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "csrv.h"
+#include "dataops.h"
+#include "master.h"
+#include "namespace_i.h"
+#include "req.h"
+#include "sessrec.h"
+#include "snapjob.h"
+#include "unit.h"
+#include "unit_master.h"
+#include "unit_ns.h"
+#include "util.h"
+
+#define SEC SW_NSEC_PER_SEC
+
+struct fixture {
+	struct master m;    /* first: unit_master_teardown() */
+	struct csrv srv[2]; /* one "connected" */
+	uv_loop_t loop;
+	bool stopped;	 /* snapjob_stop() ran (it closes handles) */
+	unsigned errors; /* error replies sent */
+	int last_err;
+};
+
+static struct fixture *current;
+
+static void hook_send(struct req *r, const ProtobufCMessage *reply, bool error)
+{
+	(void)r;
+	if (error) {
+		current->errors++;
+		current->last_err =
+			(int)((const Sweepfs__StatusReply *)reply)->err;
+	}
+}
+
+static void hook_hold(struct conn *c, bool hold)
+{
+	(void)c, (void)hold;
+}
+
+static const struct req_hooks hooks = {
+	.send = hook_send,
+	.hold = hook_hold,
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f || unit_master_init(&f->m, f->srv, 1) < 0) {
+		free(f);
+		return -1;
+	}
+	uv_loop_init(&f->loop);
+	f->m.loop = &f->loop;
+	req_wire(&f->m, &hooks);
+	if (snapjob_init(&f->m) < 0) {
+		unit_master_release(&f->m);
+		free(f);
+		return -1;
+	}
+	/* Jobs queue and none starts. */
+	f->m.stopping = true;
+	current = f;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	if (!f->stopped)
+		snapjob_stop(&f->m);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	uv_loop_close(&f->loop);
+	snapjob_release(&f->m);
+	data_stop(&f->m);
+	return unit_master_teardown(state);
+}
+
+/* Queue a snapshot of the root as @name for session @s. */
+static int submit(struct fixture *f, struct session *s, const char *name,
+		  bool admin)
+{
+	struct req r = { .m = &f->m, .s = s };
+
+	return snapjob_submit(&f->m, &r, NS_ROOT_INO, NS_ROOT_INO, name,
+			      strlen(name), admin);
+}
+
+static void test_admit_per_session(void **state)
+{
+	struct fixture *f = *state;
+	struct session a = { .id = 1 }, b = { .id = 2 };
+
+	for (int i = 0; i < SNAPJOB_SESSION_MAX; i++)
+		assert_int_equal(submit(f, &a, "a", false), 0);
+	assert_int_equal(submit(f, &a, "a", false), -EAGAIN);
+	/* An admin's session has the same cap. */
+	assert_int_equal(submit(f, &a, "a", true), -EAGAIN);
+	assert_int_equal(submit(f, &b, "b", false), 0);
+	assert_int_equal(snapjob_waiting(&f->m), SNAPJOB_SESSION_MAX + 1);
+	assert_int_equal(f->errors, 0);
+}
+
+static void test_admit_global(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = SNAPJOB_QUEUE_MAX / SNAPJOB_SESSION_MAX };
+	struct session s[N + 2];
+
+	for (int i = 0; i < N + 2; i++)
+		s[i] = (struct session){ .id = 100 + (uint64_t)i };
+	for (int i = 0; i < N; i++)
+		for (int k = 0; k < SNAPJOB_SESSION_MAX; k++)
+			assert_int_equal(submit(f, &s[i], "x", false), 0);
+	assert_int_equal(snapjob_waiting(&f->m), SNAPJOB_QUEUE_MAX);
+	assert_int_equal(submit(f, &s[N], "y", false), -EAGAIN);
+	assert_int_equal(snapjob_admit(&f->m, s[N].id, false), -EAGAIN);
+	/* Admins are not refused by the global cap, only their own. */
+	for (int k = 0; k < SNAPJOB_SESSION_MAX; k++)
+		assert_int_equal(submit(f, &s[N + 1], "z", true), 0);
+	assert_int_equal(submit(f, &s[N + 1], "z", true), -EAGAIN);
+	assert_int_equal(snapjob_waiting(&f->m),
+			 SNAPJOB_QUEUE_MAX + SNAPJOB_SESSION_MAX);
+	/* Stopping answers every waiting one. */
+	snapjob_stop(&f->m);
+	f->stopped = true;
+	assert_int_equal(f->errors, SNAPJOB_QUEUE_MAX + SNAPJOB_SESSION_MAX);
+	assert_int_equal(f->last_err, ECANCELED);
+	assert_int_equal(snapjob_waiting(&f->m), 0);
+}
+
+/* ---- which leases --------------------------------------------------- */
+
+static uint64_t next_chunk = 1;
+
+/* A file @name in @dir with one chunk; the chunk. */
+static struct chunk *file_with_chunk(struct fixture *f, struct node *dir,
+				     const char *name)
+{
+	struct node *n = unit_mk(&f->m.ns, dir, name, S_IFREG | 0644, 1);
+	uint64_t id = next_chunk++;
+
+	assert_int_equal(ns_chunk_set(&f->m.ns, n, 0, id, 1), 0);
+	f->m.ns.next_chunk = next_chunk;
+	return chunk_get(&f->m.ns, id);
+}
+
+/* Copy @src as @name, as snapjob.c does for a small tree. */
+static void copy(struct fixture *f, struct node *src, const char *name)
+{
+	struct sw_buf b = SW_BUF_INIT;
+	uint64_t id = f->m.ns.version + 1, ino;
+
+	assert_int_equal(ns_copy_image(&f->m.ns, src, &b), 0);
+	assert_int_equal(ns_copy_begin(&f->m.ns, id, NS_ROOT_INO, name,
+				       strlen(name), f->m.ns.next_chunk),
+			 0);
+	assert_int_equal(ns_copy_part(&f->m.ns, id, sw_buf_head(&b),
+				      sw_buf_used(&b), f->m.ns.next_ino,
+				      f->m.ns.next_edge),
+			 0);
+	assert_true(ns_copy_end(&f->m.ns, id, f->m.ns.next_edge, 0, 2, &ino) >
+		    0);
+	sw_buf_release(&b);
+}
+
+static void lease(struct chunk *c, int64_t until)
+{
+	c->lease_session = 7;
+	c->lease_until = until;
+	/* Commands in flight: a revocation only ends the lease (the
+	 * commands move the version on), and sends nothing here. */
+	c->busy = 1;
+}
+
+static void test_copy_takes_back_its_own_leases(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct node *b = unit_mk(ns, ns->root, "b", S_IFDIR | 0755, 1);
+	struct node *sub = unit_mk(ns, a, "sub", S_IFDIR | 0755, 1);
+	struct node *empty = unit_mk(ns, ns->root, "e", S_IFDIR | 0755, 1);
+	struct chunk *in = file_with_chunk(f, sub, "f");
+	struct chunk *plain = file_with_chunk(f, a, "g");
+	struct chunk *out = file_with_chunk(f, b, "h");
+	int64_t now = sw_mono_ns();
+
+	ns->hook_arg = &f->m;
+	ns->chunk_shared = data_chunk_shared;
+	lease(in, now + 30 * SEC);
+	lease(out, now + 30 * SEC);
+	/* A tree with no leased file: nothing noted, nothing ended. */
+	copy(f, empty, "e1");
+	copy(f, b, "b1");
+	/* (b's copy took h's chunk: noted; ended below with a's.) */
+	assert_int_equal(f->m.data->shared.n, 1);
+	f->m.data->shared.n = 0;
+	copy(f, a, "a1");
+	assert_int_equal(f->m.data->shared.n, 1);
+	assert_int_equal(f->m.data->shared.id[0], in->id);
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->m.data->shared.n, 0);
+	assert_int_equal(in->lease_session, 0);
+	assert_int_equal(out->lease_session, 7);
+	assert_int_equal(plain->lease_session, 0);
+	/* A file's chunk is shared by the copy. */
+	assert_int_equal(in->refs, 2);
+	assert_int_equal(out->refs, 2);
+}
+
+static void test_token_alive_is_leased(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *d = unit_mk(ns, ns->root, "d", S_IFDIR | 0755, 1);
+	struct chunk *live = file_with_chunk(f, d, "live");
+	struct chunk *token = file_with_chunk(f, d, "token");
+	struct chunk *gone = file_with_chunk(f, d, "gone");
+	struct chunk *none = file_with_chunk(f, d, "none");
+	int64_t now = sw_mono_ns();
+
+	ns->hook_arg = &f->m;
+	ns->chunk_shared = data_chunk_shared;
+	lease(live, now + 30 * SEC);
+	/* The lease ran out a second ago, granted 61 s ago: its token has
+	 * nine minutes left, and a mount writes with it without asking. */
+	lease(token, now - 1 * SEC);
+	/* Granted 11 minutes ago: its token is dead too. */
+	lease(gone, now - 600 * SEC);
+	copy(f, d, "d1");
+	assert_int_equal(f->m.data->shared.n, 2);
+	data_revoke_shared(&f->m);
+	assert_int_equal(live->lease_session, 0);
+	assert_int_equal(token->lease_session, 0);
+	assert_int_equal(gone->lease_session, 7);
+	assert_int_equal(none->lease_session, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_admit_per_session, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_admit_global, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_copy_takes_back_its_own_leases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_token_alive_is_leased,
+						setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
