@@ -192,6 +192,13 @@ static void copy(struct fixture *f, struct node *src, const char *name)
 	sw_buf_release(&b);
 }
 
+/* Copies tell the data layer, as master.c wires it. */
+static void wire(struct fixture *f)
+{
+	f->m.ns.hook_arg = &f->m;
+	f->m.ns.chunk_shared = data_chunk_shared;
+}
+
 static void lease(struct chunk *c, int64_t until)
 {
 	c->lease_session = 7;
@@ -214,8 +221,7 @@ static void test_copy_takes_back_its_own_leases(void **state)
 	struct chunk *out = file_with_chunk(f, b, "h");
 	int64_t now = sw_mono_ns();
 
-	ns->hook_arg = &f->m;
-	ns->chunk_shared = data_chunk_shared;
+	wire(f);
 	lease(in, now + 30 * SEC);
 	lease(out, now + 30 * SEC);
 	/* A tree with no leased file: nothing noted, nothing ended. */
@@ -248,8 +254,7 @@ static void test_token_alive_is_leased(void **state)
 	struct chunk *none = file_with_chunk(f, d, "none");
 	int64_t now = sw_mono_ns();
 
-	ns->hook_arg = &f->m;
-	ns->chunk_shared = data_chunk_shared;
+	wire(f);
 	lease(live, now + 30 * SEC);
 	/* The lease ran out a second ago, granted 61 s ago: its token has
 	 * nine minutes left, and a mount writes with it without asking. */

@@ -127,21 +127,6 @@ static uint64_t session(struct peer *p, const char *subdir)
 	return peer_session(p, m_port, subdir, 1000);
 }
 
-/* An entry request; its reply's error, *@ino the node's. */
-static int entry(struct peer *p, uint16_t type, const ProtobufCMessage *q,
-		 uint64_t *ino)
-{
-	Sweepfs__EntryReply *r;
-	uint64_t id = peer_send(p, type, 0, q);
-	int err;
-
-	r = (Sweepfs__EntryReply *)peer_reply(p, type, id, &err);
-	if (!err && ino && r->attr)
-		*ino = r->attr->ino;
-	sweepfs__entry_reply__free_unpacked(r, NULL);
-	return err;
-}
-
 static int mkdir_in(struct peer *p, uint64_t parent, const char *name,
 		    uint64_t *ino)
 {
@@ -151,7 +136,7 @@ static int mkdir_in(struct peer *p, uint64_t parent, const char *name,
 	q.parent = parent;
 	q.name = str(name);
 	q.mode = S_IFDIR | 0755;
-	return entry(p, SW_MSG_MKDIR, &q.base, ino);
+	return peer_entry(p, SW_MSG_MKDIR, &q.base, ino);
 }
 
 static int create_in(struct peer *p, uint64_t parent, const char *name,
@@ -164,7 +149,7 @@ static int create_in(struct peer *p, uint64_t parent, const char *name,
 	q.name = str(name);
 	q.mode = S_IFREG | 0644;
 	q.flags = flags;
-	return entry(p, SW_MSG_CREATE, &q.base, ino);
+	return peer_entry(p, SW_MSG_CREATE, &q.base, ino);
 }
 
 static int lookup(struct peer *p, uint64_t parent, const char *name,
@@ -175,7 +160,7 @@ static int lookup(struct peer *p, uint64_t parent, const char *name,
 	q.cred = &root_cred;
 	q.parent = parent;
 	q.name = str(name);
-	return entry(p, SW_MSG_LOOKUP, &q.base, ino);
+	return peer_entry(p, SW_MSG_LOOKUP, &q.base, ino);
 }
 
 static int open_ino(struct peer *p, uint64_t ino, uint32_t flags)

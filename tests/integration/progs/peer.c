@@ -279,6 +279,20 @@ int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q)
 	return err;
 }
 
+int peer_entry(struct peer *p, uint16_t type, const ProtobufCMessage *q,
+	       uint64_t *ino)
+{
+	Sweepfs__EntryReply *r;
+	uint64_t id = peer_send(p, type, 0, q);
+	int err;
+
+	r = (Sweepfs__EntryReply *)peer_reply(p, type, id, &err);
+	if (!err && ino && r->attr)
+		*ino = r->attr->ino;
+	sweepfs__entry_reply__free_unpacked(r, NULL);
+	return err;
+}
+
 int peer_batch_one(struct peer *p, Sweepfs__BatchOp *op)
 {
 	Sweepfs__BatchReq q = SWEEPFS__BATCH_REQ__INIT;

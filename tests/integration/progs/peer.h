@@ -66,6 +66,10 @@ int peer_recv(struct peer *p, struct sw_frame_hdr *hdr, uint8_t **payload,
  * as a positive errno, in *@err. */
 ProtobufCMessage *peer_reply(struct peer *p, uint16_t type, uint64_t id,
 			     int *err);
+/* Send request @q of @type whose reply is an EntryReply: its error
+ * (positive errno or 0), and the entry's inode into *@ino (if not NULL). */
+int peer_entry(struct peer *p, uint16_t type, const ProtobufCMessage *q,
+	       uint64_t *ino);
 /* Send a request; its reply's error (positive errno or 0). */
 int peer_call(struct peer *p, uint16_t type, const ProtobufCMessage *q);
 /* Send a BATCH of the one operation @op; that operation's error

@@ -67,20 +67,6 @@ static uint64_t wdir, wf, tdir, tg, udir, ud;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 static Sweepfs__Cred user_cred = SWEEPFS__CRED__INIT;
 
-static int entry(struct peer *p, uint16_t type, const ProtobufCMessage *q,
-		 uint64_t *ino)
-{
-	Sweepfs__EntryReply *r;
-	uint64_t id = peer_send(p, type, 0, q);
-	int err;
-
-	r = (Sweepfs__EntryReply *)peer_reply(p, type, id, &err);
-	if (!err && ino && r->attr)
-		*ino = r->attr->ino;
-	sweepfs__entry_reply__free_unpacked(r, NULL);
-	return err;
-}
-
 /* CREATE @name in @parent as root, open for reading and writing. */
 static uint64_t create(struct peer *p, uint64_t parent, const char *name)
 {
@@ -92,7 +78,7 @@ static uint64_t create(struct peer *p, uint64_t parent, const char *name)
 	c.name = str(name);
 	c.mode = S_IFREG | 0644;
 	c.flags = O_RDWR;
-	must(entry(p, SW_MSG_CREATE, &c.base, &ino), name);
+	must(peer_entry(p, SW_MSG_CREATE, &c.base, &ino), name);
 	return ino;
 }
 
@@ -104,7 +90,7 @@ static uint64_t lookup(struct peer *p, uint64_t parent, const char *name)
 	q.cred = &root_cred;
 	q.parent = parent;
 	q.name = str(name);
-	must(entry(p, SW_MSG_LOOKUP, &q.base, &ino), name);
+	must(peer_entry(p, SW_MSG_LOOKUP, &q.base, &ino), name);
 	return ino;
 }
 
