@@ -345,8 +345,8 @@ const char *tool_admin_refusal(void)
 
 	if (uid != 0)
 		snprintf(why, sizeof(why),
-			 "only root may, on a client whose export has the "
-			 "admin option (this process runs as uid %u)",
+			 "only root may do this, on a client whose export "
+			 "has the admin option; this process runs as uid %u",
 			 (unsigned)uid);
 	else
 		snprintf(why, sizeof(why),
