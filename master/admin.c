@@ -187,15 +187,21 @@ static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
 	si->counters = ctr;
 }
 
+/* What runs, since when: anyone's to know. */
+static void info_version(struct master *m, Sweepfs__InfoReply *reply)
+{
+	reply->server_version = SWEEPFS_VERSION;
+	reply->has_started_at = reply->has_uptime_ms = 1;
+	reply->started_at = m->started_at;
+	reply->uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+}
+
 /* The process, the namespace and the changelog. */
 static void info_master(struct master *m, Sweepfs__InfoReply *reply)
 {
 	struct rusage ru;
 
-	reply->server_version = SWEEPFS_VERSION;
-	reply->has_started_at = reply->has_uptime_ms = 1;
-	reply->started_at = m->started_at;
-	reply->uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+	info_version(m, reply);
 	reply->has_meta_version = reply->has_durable_version = 1;
 	reply->has_checkpoint_version = 1;
 	reply->meta_version = m->ns.version;
@@ -357,10 +363,7 @@ static void info_group(struct master *m, Sweepfs__InfoReply *reply, bool all,
 static void info_limited(struct master *m, Sweepfs__InfoReply *reply)
 {
 	reply->has_limited = reply->limited = 1;
-	reply->server_version = SWEEPFS_VERSION;
-	reply->has_started_at = reply->has_uptime_ms = 1;
-	reply->started_at = m->started_at;
-	reply->uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+	info_version(m, reply);
 	reply->has_purge_roots = reply->has_purge_left = 1;
 	reply->has_purge_oldest = 1;
 	reply->purge_roots = m->ns.purge_roots;

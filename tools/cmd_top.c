@@ -577,8 +577,7 @@ int cmd_top(int argc, char **argv)
 	sw_client_close(c);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs top: %s\n",
-			rc == -EPERM ? tool_admin_refusal() :
-				       strerror(-rc));
+			rc == -EPERM ? tool_admin_refusal() : strerror(-rc));
 		tool_record_errno(rc);
 		return TOOL_FAILED;
 	}

@@ -1557,8 +1557,7 @@ static void check_info(void)
 	check_limited(r, "uid 1000 on the admin export", adm_sid);
 	sweepfs__info_reply__free_unpacked(r, NULL);
 	r = info(&adm, NULL);
-	check_limited(r, "a caller naming no one on the admin export",
-		      adm_sid);
+	check_limited(r, "a caller naming no one on the admin export", adm_sid);
 	sweepfs__info_reply__free_unpacked(r, NULL);
 	r = info(&ro, &root_cred);
 	check_limited(r, "root on the read-only export", ro_sid);
