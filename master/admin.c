@@ -187,15 +187,21 @@ static void session_info(Sweepfs__SessionInfo *si, Sweepfs__Counters *ctr,
 	si->counters = ctr;
 }
 
+/* What runs, since when: anyone's to know. */
+static void info_version(struct master *m, Sweepfs__InfoReply *reply)
+{
+	reply->server_version = SWEEPFS_VERSION;
+	reply->has_started_at = reply->has_uptime_ms = 1;
+	reply->started_at = m->started_at;
+	reply->uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+}
+
 /* The process, the namespace and the changelog. */
 static void info_master(struct master *m, Sweepfs__InfoReply *reply)
 {
 	struct rusage ru;
 
-	reply->server_version = SWEEPFS_VERSION;
-	reply->has_started_at = reply->has_uptime_ms = 1;
-	reply->started_at = m->started_at;
-	reply->uptime_ms = (uint64_t)(sw_mono_ns() - m->started_mono) / 1000000;
+	info_version(m, reply);
 	reply->has_meta_version = reply->has_durable_version = 1;
 	reply->has_checkpoint_version = 1;
 	reply->meta_version = m->ns.version;
@@ -319,8 +325,10 @@ static void info_delegations(struct master *m, Sweepfs__InfoReply *reply)
 	reply->batch_ops = m->total->batch_ops;
 }
 
-/* The group's members, in @gs and @mem (which @reply points into). */
-static void info_group(struct master *m, Sweepfs__InfoReply *reply,
+/* The group's leader, and with @all its members, in @gs and @mem (which
+ * @reply points into). The leader's address is no secret: a follower
+ * tells it any client in its hello's refusal (EREMOTE). */
+static void info_group(struct master *m, Sweepfs__InfoReply *reply, bool all,
 		       struct group_status *gs, Sweepfs__GroupMember *mem,
 		       Sweepfs__GroupMember **memp)
 {
@@ -330,7 +338,7 @@ static void info_group(struct master *m, Sweepfs__InfoReply *reply,
 	reply->has_member_id = 1;
 	reply->member_id = gs->id;
 	reply->leader = gs->leader;
-	for (size_t i = 0; i < gs->n; i++) {
+	for (size_t i = 0; all && i < gs->n; i++) {
 		sweepfs__group_member__init(&mem[i]);
 		mem[i].has_id = mem[i].has_meta_version = mem[i].has_age_ms = 1;
 		mem[i].id = gs->members[i].id;
@@ -340,8 +348,30 @@ static void info_group(struct master *m, Sweepfs__InfoReply *reply,
 		mem[i].age_ms = gs->members[i].age_ms;
 		memp[i] = &mem[i];
 	}
-	reply->n_members = gs->n;
+	reply->n_members = all ? gs->n : 0;
 	reply->members = memp;
+}
+
+/*
+ * What a caller who is not admin root learns (InfoReply.limited): the
+ * server's version and age, and the progress its own requests wait for
+ * (tool_wait_purge() after a user's rmr or rmsnapshot, the progress line
+ * of a user's snapshot), which is the whole queue's: a purge or a copy
+ * has no owner it could be cut by. No address, space or count of the
+ * namespace, the chunkservers or the group's members.
+ */
+static void info_limited(struct master *m, Sweepfs__InfoReply *reply)
+{
+	reply->has_limited = reply->limited = 1;
+	info_version(m, reply);
+	reply->has_purge_roots = reply->has_purge_left = 1;
+	reply->has_purge_oldest = 1;
+	reply->purge_roots = m->ns.purge_roots;
+	reply->purge_left = purge_left(m);
+	reply->purge_oldest = ns_purge_oldest(&m->ns);
+	reply->has_snapshot_id = reply->has_snapshot_nodes = 1;
+	ns_copy_active(&m->ns, &reply->snapshot_id);
+	reply->snapshot_nodes = ns_copy_nodes(&m->ns);
 }
 
 void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
@@ -354,11 +384,12 @@ void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
 
 /*
  * The slowest requests, into @sr/@sp (room for SLOW_KEEP). Whose they
- * were (session id, client name) only for an admin session, or for the
- * asker's own: other sessions' ids and names are none of its business.
+ * were (session id, client name) only for @admin, or for the asker's
+ * own: other sessions' ids and names are none of its business.
  */
-static void info_slowest(const struct req *r, Sweepfs__InfoReply *reply,
-			 Sweepfs__SlowRequest *sr, Sweepfs__SlowRequest **sp)
+static void info_slowest(const struct req *r, bool admin,
+			 Sweepfs__InfoReply *reply, Sweepfs__SlowRequest *sr,
+			 Sweepfs__SlowRequest **sp)
 {
 	struct master *m = r->m;
 	struct slow_req v[SLOW_KEEP];
@@ -367,7 +398,7 @@ static void info_slowest(const struct req *r, Sweepfs__InfoReply *reply,
 
 	for (size_t i = 0; i < n; i++) {
 		struct session *s = session_find(m, v[i].session_id);
-		bool whose = r->s->admin || v[i].session_id == r->s->id;
+		bool whose = admin || v[i].session_id == r->s->id;
 
 		sweepfs__slow_request__init(&sr[i]);
 		sr[i].has_type = sr[i].has_us = sr[i].has_age_ms = 1;
@@ -411,15 +442,14 @@ static void info_servers(struct master *m, Sweepfs__InfoReply *reply,
 }
 
 /* One page of the sessions @r's session may see into the arrays of
- * @cap: an admin session sees them all, any other only itself. */
+ * @cap: @all for admin root, any other caller only its own. */
 static size_t info_sessions(const struct req *r, const Sweepfs__InfoReq *q,
-			    Sweepfs__InfoReply *reply, size_t cap,
+			    bool all, Sweepfs__InfoReply *reply, size_t cap,
 			    Sweepfs__SessionInfo *infos,
 			    Sweepfs__SessionInfo **ptrs,
 			    Sweepfs__Counters *ctrs, uint64_t *reqs)
 {
 	struct master *m = r->m;
-	bool all = r->s->admin;
 	uint64_t skip = q->has_session_offset ? q->session_offset : 0;
 	size_t n = 0;
 
@@ -448,21 +478,27 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	uint64_t total_reqs[SW_MSG__COUNT];
 	Sweepfs__Counters total;
 	Sweepfs__SessionInfo *infos = NULL, **ptrs = NULL;
-	Sweepfs__ServerInfo *si, **sp;
+	Sweepfs__ServerInfo *si = NULL, **sp = NULL;
 	Sweepfs__Counters *ctrs = NULL;
 	Sweepfs__SlowRequest slow[SLOW_KEEP], *slowp[SLOW_KEEP];
 	struct group_status gs;
 	Sweepfs__GroupMember mem[GROUP_MAX], *memp[GROUP_MAX];
 	uint64_t *reqs = NULL;
+	/* q->cred as the export mapped it (dispatch_admit()). */
+	bool admin = session_admin_root(r->s, q->cred);
 
-	admin_info_fill(m, &reply);
-	info_group(m, &reply, &gs, mem, memp);
-	fill_counters(&total, total_reqs, m->total);
-	reply.total = &total;
-	info_slowest(r, &reply, slow, slowp);
-	si = calloc(m->cs->n + 1, sizeof(*si));
-	sp = calloc(m->cs->n + 1, sizeof(*sp));
-	info_servers(m, &reply, si, sp);
+	if (admin) {
+		admin_info_fill(m, &reply);
+		fill_counters(&total, total_reqs, m->total);
+		reply.total = &total;
+		si = calloc(m->cs->n + 1, sizeof(*si));
+		sp = calloc(m->cs->n + 1, sizeof(*sp));
+		info_servers(m, &reply, si, sp);
+	} else {
+		info_limited(m, &reply);
+	}
+	info_group(m, &reply, admin, &gs, mem, memp);
+	info_slowest(r, admin, &reply, slow, slowp);
 	if (q->sessions) {
 		/* A page at a time, so that the reply fits a frame however
 		 * many there are. */
@@ -480,7 +516,8 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 			req_error(r, -ENOMEM);
 			goto out;
 		}
-		info_sessions(r, q, &reply, cap, infos, ptrs, ctrs, reqs);
+		info_sessions(r, q, admin, &reply, cap, infos, ptrs, ctrs,
+			      reqs);
 	}
 	req_reply(r, &reply.base);
 out:

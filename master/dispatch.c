@@ -96,7 +96,8 @@ int dispatch_admit(const struct route *rt, struct session *s,
 		return -EINVAL;
 	if (!s->rw && dispatch_writes(rt, msg))
 		return -EROFS;
-	if ((rt->flags & SW_MSG_F_ADMIN) && !s->admin)
+	if ((rt->flags & SW_MSG_F_ADMIN) &&
+	    !session_admin_root(s, session_msg_cred(msg)))
 		return -EPERM;
 	if ((rt->flags & SW_MSG_F_WHOLE) && session_confined(s))
 		return -EPERM;

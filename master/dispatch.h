@@ -36,10 +36,12 @@ const struct route *dispatch_route(uint16_t type);
 
 /*
  * Whether session @s may send @msg by route @rt: 0, or -EPERM (not its
- * role's, admin rights it lacks, or the whole filesystem's and its export
- * confines it to a subtree), -EROFS (it would write through a read-only
- * export). Maps the credentials @msg carries as the export
- * says (maproot, mapall) before the handler sees them.
+ * role's; an admin request (SW_MSG_F_ADMIN) whose credentials, once
+ * mapped, are not root's on an admin export (session_admin_root()); or
+ * the whole filesystem's and its export confines it to a subtree),
+ * -EROFS (it would write through a read-only export). Maps the
+ * credentials @msg carries as the export says (maproot, mapall) before
+ * the handler sees them, and before the admin check looks at them.
  */
 int dispatch_admit(const struct route *rt, struct session *s,
 		   ProtobufCMessage *msg);

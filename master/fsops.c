@@ -1253,12 +1253,34 @@ void op_readlink(struct req *r, const ProtobufCMessage *msg)
 	req_reply(r, &reply.base);
 }
 
+/*
+ * The files @r's session counts as used: the whole namespace's nodes, or
+ * for a session confined to a subtree its root and the names below it
+ * (ns_tree_names(), O(log n): a file of two names counts twice, one open
+ * but unlinked not at all), so that a confined df tells nothing of the
+ * rest of the namespace.
+ */
+static uint64_t statfs_files(const struct req *r)
+{
+	const struct node *root;
+
+	if (!session_confined(r->s))
+		return r->m->ns.nnodes;
+	root = ns_get(&r->m->ns, r->s->root_ino);
+	return root && S_ISDIR(root->mode) ? 1 + ns_tree_names(root) : 0;
+}
+
+/*
+ * The filesystem's space is everyone's, as df on an NFS export shows its
+ * filesystem's: a confined session learns it too, and a quota per
+ * subtree would be what changes that. Its file count is its subtree's,
+ * and the free count follows from it, never from the namespace's.
+ */
 void op_statfs(struct req *r, const ProtobufCMessage *msg)
 {
 	Sweepfs__StatfsReply reply = SWEEPFS__STATFS_REPLY__INIT;
 	struct statvfs sv;
-
-	uint64_t total, avail, pending;
+	uint64_t total, avail, pending, files = statfs_files(r);
 
 	/* The chunkservers' space; with none, the metadata disk's. */
 	csrvs_space(r->m, &total, &avail, &pending);
@@ -1269,11 +1291,13 @@ void op_statfs(struct req *r, const ProtobufCMessage *msg)
 	reply.has_total_bytes = reply.has_avail_bytes = 1;
 	reply.total_bytes = total;
 	reply.avail_bytes = avail;
-	reply.has_pending_delete_bytes = 1;
+	/* What the namespace's removals are giving back: not a confined
+	 * session's business (and no client reads it). */
+	reply.has_pending_delete_bytes = !session_confined(r->s);
 	reply.pending_delete_bytes = pending * SW_CHUNK_SIZE / 2;
 	reply.has_files = reply.has_files_free = 1;
-	reply.files = r->m->ns.nnodes;
-	reply.files_free = (1ull << 32) - SW_MIN(r->m->ns.nnodes, 1ull << 31);
+	reply.files = files;
+	reply.files_free = (1ull << 32) - SW_MIN(files, 1ull << 31);
 	req_reply(r, &reply.base);
 }
 

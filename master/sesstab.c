@@ -258,7 +258,7 @@ int session_map_cred(const struct session *s, Sweepfs__Cred *c)
 	return 0;
 }
 
-int session_map_msg(const struct session *s, ProtobufCMessage *msg)
+Sweepfs__Cred *session_msg_cred(const ProtobufCMessage *msg)
 {
 	const ProtobufCFieldDescriptor *f;
 
@@ -266,9 +266,18 @@ int session_map_msg(const struct session *s, ProtobufCMessage *msg)
 							    "cred");
 	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
 	    f->descriptor != &sweepfs__cred__descriptor)
-		return 0;
-	return session_map_cred(s,
-				*(Sweepfs__Cred **)((char *)msg + f->offset));
+		return NULL;
+	return *(Sweepfs__Cred *const *)((const char *)msg + f->offset);
+}
+
+int session_map_msg(const struct session *s, ProtobufCMessage *msg)
+{
+	return session_map_cred(s, session_msg_cred(msg));
+}
+
+bool session_admin_root(const struct session *s, const Sweepfs__Cred *c)
+{
+	return s->admin && c && c->uid == 0;
 }
 
 struct cursor *session_cursor(struct master *m, struct session *s,

@@ -74,4 +74,17 @@ int session_map_cred(const struct session *s, Sweepfs__Cred *c);
 /* The same for the credentials request @msg carries, if any. */
 int session_map_msg(const struct session *s, ProtobufCMessage *msg);
 
+/* The credentials request @msg carries (its field `cred`), or NULL:
+ * none sent, or its type has none. They point into @msg. */
+Sweepfs__Cred *session_msg_cred(const ProtobufCMessage *msg);
+
+/*
+ * Whether @c, as @s's export mapped it (session_map_cred()), is admin:
+ * root (uid 0) on an export with the admin option, as MooseFS's and
+ * CephFS's root on a client with admin rights; NULL @c (no credentials
+ * sent) is not. The export's flag alone is not: any user of an admin
+ * client would do.
+ */
+bool session_admin_root(const struct session *s, const Sweepfs__Cred *c);
+
 #endif

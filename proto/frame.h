@@ -250,7 +250,7 @@ struct sw_msg_info {
 	 * master's table may say it depends on the message, as an open's
 	 * does). */
 	unsigned writes : 1;
-	unsigned admin : 1; /* only with an export's admin rights */
+	unsigned admin : 1; /* only root on an admin export (its cred) */
 	/* Changes the subtree each of its nodes heads (for a node field
 	 * with an entry, SW_MSG_ENTRY(), the entry's node): delegations
 	 * below them are recalled too (master/deleg.c). */

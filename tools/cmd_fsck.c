@@ -222,6 +222,7 @@ int cmd_fsck(int argc, char **argv)
 		{ 0 },
 	};
 	Sweepfs__FsckReq q = SWEEPFS__FSCK_REQ__INIT;
+	struct tool_caller who;
 	struct count counts[NCOUNTS];
 	Sweepfs__FsckReply *r;
 	ProtobufCMessage *reply;
@@ -247,14 +248,12 @@ int cmd_fsck(int argc, char **argv)
 	 * found are 1 too. */
 	if (tool_connect(optind < argc ? argv[optind] : NULL, &c) < 0)
 		return 1;
+	q.cred = tool_caller(&who);
 	rc = tool_call(c, SW_MSG_FSCK, &q.base, &reply);
 	sw_client_close(c);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs fsck: %s\n",
-			rc == -EPERM ? "this client's export gives no admin "
-				       "rights over the whole filesystem, "
-				       "which fsck covers" :
-				       strerror(-rc));
+			rc == -EPERM ? tool_admin_refusal() : strerror(-rc));
 		return 1;
 	}
 	r = (Sweepfs__FsckReply *)reply;

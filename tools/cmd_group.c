@@ -54,22 +54,24 @@ static const char *whose(int rc)
 	if (rc == -EROFS)
 		return "this client's export is read-only";
 	if (rc == -EPERM)
-		return "this client's export gives no admin rights over the "
-		       "whole filesystem";
+		return tool_admin_refusal();
 	return strerror(-rc);
 }
 
 /* Send @q to the leader of the group @t names: 0 or -errno (the
  * connection's failures said already). */
-static int send_group(const struct sw_target *t, const Sweepfs__GroupReq *q)
+static int send_group(const struct sw_target *t, Sweepfs__GroupReq *q)
 {
 	ProtobufCMessage *reply;
+	struct tool_caller who;
 	struct sw_client *c;
 	int rc = tool_connect_target(t, &c);
 
 	if (rc < 0)
 		return rc;
+	q->cred = tool_caller(&who);
 	rc = tool_call(c, SW_MSG_GROUP, &q->base, &reply);
+	q->cred = NULL;
 	sw_client_close(c);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);

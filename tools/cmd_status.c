@@ -32,6 +32,7 @@ static int info_call(struct sw_client *c, bool sessions, uint64_t offset,
 		     Sweepfs__InfoReply **out)
 {
 	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	struct tool_caller who;
 	ProtobufCMessage *reply;
 	int rc;
 
@@ -39,6 +40,7 @@ static int info_call(struct sw_client *c, bool sessions, uint64_t offset,
 	q.sessions = sessions;
 	q.has_session_offset = offset != 0;
 	q.session_offset = offset;
+	q.cred = tool_caller(&who);
 	rc = sw_client_call(c, SW_MSG_INFO, &q.base, &reply);
 	if (rc == 0) {
 		rc = sw_reply_err(reply);
@@ -164,6 +166,83 @@ static void json_counters(struct json *j, const char *key,
 	json_obj_end(j);
 }
 
+/* What only admin root is told (InfoReply.limited says it was not). */
+static void json_admin(struct json *j, const Sweepfs__InfoReply *s)
+{
+	json_u64(j, "meta_version", s->meta_version);
+	json_u64(j, "durable_version", s->durable_version);
+	json_u64(j, "checkpoint_version", s->checkpoint_version);
+	json_str(j, "changelog_sync", s->changelog_sync);
+	json_u64(j, "nodes", s->nodes);
+	json_u64(j, "dirs", s->dirs);
+	json_u64(j, "names", s->names);
+	json_u64(j, "orphans", s->orphans);
+	json_u64(j, "meta_bytes", s->meta_bytes);
+	json_u64(j, "rss_bytes", s->rss_bytes);
+	json_u64(j, "cpu_user_ms", s->cpu_user_ms);
+	json_u64(j, "cpu_system_ms", s->cpu_system_ms);
+	json_u64(j, "connections", s->connections);
+	json_u64(j, "chunks", s->chunks);
+	json_u64(j, "purge_roots", s->purge_roots);
+	json_u64(j, "purge_left", s->purge_left);
+	json_u64(j, "purge_oldest", s->purge_oldest);
+	json_u64(j, "purged", s->purged);
+	json_u64(j, "snapflag_walked", s->snapflag_walked);
+	json_u64(j, "snapflag_settled", s->snapflag_settled);
+	json_u64(j, "snapflag_marks", s->snapflag_marks);
+	json_u64(j, "purge_busy_ms", s->purge_busy_ms);
+	json_u64(j, "chunk_deletes_pending", s->chunk_deletes_pending);
+	json_dbl(j, "ops_per_sec", s->ops_per_sec);
+	json_dbl(j, "purge_rate", s->purge_rate);
+	if (s->has_purge_eta_ms)
+		json_u64(j, "purge_eta_ms", s->purge_eta_ms);
+	json_u64(j, "snapshot_id", s->snapshot_id);
+	json_u64(j, "snapshot_nodes", s->snapshot_nodes);
+	json_u64(j, "snapshots_waiting", s->snapshots_waiting);
+	json_u64(j, "trash_items", s->trash_items);
+	json_u64(j, "bg_slices", s->bg_slices);
+	json_u64(j, "bg_slice_max_us", s->bg_slice_max_us);
+	json_u64(j, "bg_slices_over_1ms", s->bg_slices_over_1ms);
+	json_u64(j, "bg_slice_max_cpu_us", s->bg_slice_max_cpu_us);
+	json_u64(j, "tables_resizing", s->tables_resizing);
+	json_u64(j, "locks", s->locks);
+	json_u64(j, "lock_waiters", s->lock_waiters);
+	json_u64(j, "delegations", s->delegations);
+	json_u64(j, "deleg_granted", s->deleg_granted);
+	json_u64(j, "deleg_refused", s->deleg_refused);
+	json_u64(j, "deleg_recalls", s->deleg_recalls);
+	json_u64(j, "deleg_timeouts", s->deleg_timeouts);
+	json_u64(j, "deleg_recall_max_us", s->deleg_recall_max_us);
+	json_u64(j, "batch_ops", s->batch_ops);
+	json_obj_begin(j, "chunk_health");
+	json_u64(j, "missing", s->chunks_missing);
+	json_u64(j, "endangered", s->chunks_endangered);
+	json_u64(j, "undergoal", s->chunks_undergoal);
+	json_u64(j, "overgoal", s->chunks_overgoal);
+	json_u64(j, "goal_unreachable", s->chunks_goal_unreachable);
+	if (s->has_health_age_ms)
+		json_u64(j, "age_ms", s->health_age_ms);
+	json_obj_end(j);
+	json_arr_begin(j, "servers");
+	for (size_t i = 0; i < s->n_servers; i++) {
+		const Sweepfs__ServerInfo *si = s->servers[i];
+
+		json_obj_begin(j, NULL);
+		json_str(j, "listen", si->listen);
+		json_flag(j, "connected", si->connected);
+		json_u64(j, "total_bytes", si->total_bytes);
+		json_u64(j, "used_bytes", si->used_bytes);
+		json_u64(j, "free_bytes",
+			 si->total_bytes -
+				 SW_MIN(si->used_bytes, si->total_bytes));
+		json_u64(j, "chunks", si->chunks);
+		json_u64(j, "deletes_pending", si->deletes_pending);
+		json_u64(j, "deleted", si->deleted);
+		json_obj_end(j);
+	}
+	json_arr_end(j);
+}
+
 static void json_status(const Sweepfs__InfoReply *s, bool counters)
 {
 	struct json j;
@@ -172,60 +251,16 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 	json_obj_begin(&j, NULL);
 	json_str(&j, "server_version", s->server_version);
 	json_u64(&j, "uptime_ms", s->uptime_ms);
-	json_u64(&j, "meta_version", s->meta_version);
-	json_u64(&j, "durable_version", s->durable_version);
-	json_u64(&j, "checkpoint_version", s->checkpoint_version);
-	json_str(&j, "changelog_sync", s->changelog_sync);
-	json_u64(&j, "nodes", s->nodes);
-	json_u64(&j, "dirs", s->dirs);
-	json_u64(&j, "names", s->names);
-	json_u64(&j, "orphans", s->orphans);
-	json_u64(&j, "meta_bytes", s->meta_bytes);
-	json_u64(&j, "rss_bytes", s->rss_bytes);
-	json_u64(&j, "cpu_user_ms", s->cpu_user_ms);
-	json_u64(&j, "cpu_system_ms", s->cpu_system_ms);
-	json_u64(&j, "connections", s->connections);
-	json_u64(&j, "chunks", s->chunks);
-	json_u64(&j, "purge_roots", s->purge_roots);
-	json_u64(&j, "purge_left", s->purge_left);
-	json_u64(&j, "purge_oldest", s->purge_oldest);
-	json_u64(&j, "purged", s->purged);
-	json_u64(&j, "snapflag_walked", s->snapflag_walked);
-	json_u64(&j, "snapflag_settled", s->snapflag_settled);
-	json_u64(&j, "snapflag_marks", s->snapflag_marks);
-	json_u64(&j, "purge_busy_ms", s->purge_busy_ms);
-	json_u64(&j, "chunk_deletes_pending", s->chunk_deletes_pending);
-	json_dbl(&j, "ops_per_sec", s->ops_per_sec);
-	json_dbl(&j, "purge_rate", s->purge_rate);
-	if (s->has_purge_eta_ms)
-		json_u64(&j, "purge_eta_ms", s->purge_eta_ms);
-	json_u64(&j, "snapshot_id", s->snapshot_id);
-	json_u64(&j, "snapshot_nodes", s->snapshot_nodes);
-	json_u64(&j, "snapshots_waiting", s->snapshots_waiting);
-	json_u64(&j, "trash_items", s->trash_items);
-	json_u64(&j, "bg_slices", s->bg_slices);
-	json_u64(&j, "bg_slice_max_us", s->bg_slice_max_us);
-	json_u64(&j, "bg_slices_over_1ms", s->bg_slices_over_1ms);
-	json_u64(&j, "bg_slice_max_cpu_us", s->bg_slice_max_cpu_us);
-	json_u64(&j, "tables_resizing", s->tables_resizing);
-	json_u64(&j, "locks", s->locks);
-	json_u64(&j, "lock_waiters", s->lock_waiters);
-	json_u64(&j, "delegations", s->delegations);
-	json_u64(&j, "deleg_granted", s->deleg_granted);
-	json_u64(&j, "deleg_refused", s->deleg_refused);
-	json_u64(&j, "deleg_recalls", s->deleg_recalls);
-	json_u64(&j, "deleg_timeouts", s->deleg_timeouts);
-	json_u64(&j, "deleg_recall_max_us", s->deleg_recall_max_us);
-	json_u64(&j, "batch_ops", s->batch_ops);
-	json_obj_begin(&j, "chunk_health");
-	json_u64(&j, "missing", s->chunks_missing);
-	json_u64(&j, "endangered", s->chunks_endangered);
-	json_u64(&j, "undergoal", s->chunks_undergoal);
-	json_u64(&j, "overgoal", s->chunks_overgoal);
-	json_u64(&j, "goal_unreachable", s->chunks_goal_unreachable);
-	if (s->has_health_age_ms)
-		json_u64(&j, "age_ms", s->health_age_ms);
-	json_obj_end(&j);
+	json_flag(&j, "limited", s->limited);
+	if (s->limited) {
+		json_u64(&j, "purge_roots", s->purge_roots);
+		json_u64(&j, "purge_left", s->purge_left);
+		json_u64(&j, "purge_oldest", s->purge_oldest);
+		json_u64(&j, "snapshot_id", s->snapshot_id);
+		json_u64(&j, "snapshot_nodes", s->snapshot_nodes);
+	} else {
+		json_admin(&j, s);
+	}
 	if (s->role) {
 		json_str(&j, "role", s->role);
 		json_u64(&j, "member_id", s->member_id);
@@ -246,24 +281,6 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		}
 		json_arr_end(&j);
 	}
-	json_arr_begin(&j, "servers");
-	for (size_t i = 0; i < s->n_servers; i++) {
-		const Sweepfs__ServerInfo *si = s->servers[i];
-
-		json_obj_begin(&j, NULL);
-		json_str(&j, "listen", si->listen);
-		json_flag(&j, "connected", si->connected);
-		json_u64(&j, "total_bytes", si->total_bytes);
-		json_u64(&j, "used_bytes", si->used_bytes);
-		json_u64(&j, "free_bytes",
-			 si->total_bytes -
-				 SW_MIN(si->used_bytes, si->total_bytes));
-		json_u64(&j, "chunks", si->chunks);
-		json_u64(&j, "deletes_pending", si->deletes_pending);
-		json_u64(&j, "deleted", si->deleted);
-		json_obj_end(&j);
-	}
-	json_arr_end(&j);
 	if (counters && s->total)
 		json_counters(&j, "total", s->total);
 	json_arr_begin(&j, "sessions");
@@ -342,6 +359,38 @@ static void print_health(const Sweepfs__InfoReply *s)
 	       (double)s->health_age_ms / 1000);
 }
 
+static void print_session(const Sweepfs__SessionInfo *si)
+{
+	printf("  %016" PRIx64 " %-5s %-22s %-9s %" PRIu64 " open %" PRIu64
+	       " deleg  %s%s%s%s\n",
+	       si->id, role_name(si->role), si->peer,
+	       si->connected ? "connected" : "detached", si->open_files,
+	       si->delegations, si->name, si->export ? "  [" : "",
+	       si->export ? si->export : "", si->export ? "]" : "");
+}
+
+/* A reply to a caller who is not admin root: what it holds, and why
+ * that is all. */
+static void print_limited(const Sweepfs__InfoReply *s)
+{
+	printf("not shown: the namespace's counters, the chunkservers and "
+	       "the group's members (%s)\n",
+	       tool_admin_refusal());
+	if (s->role)
+		printf("group: member %u is the %s; the leader is %s\n",
+		       s->member_id, s->role, s->leader ? s->leader : "?");
+	if (s->purge_roots)
+		printf("purge: %" PRIu64 " trees, %" PRIu64 " nodes left\n",
+		       s->purge_roots, s->purge_left);
+	if (s->snapshot_id)
+		printf("snapshot: %" PRIu64 " being copied (%" PRIu64
+		       " nodes so far)\n",
+		       s->snapshot_id, s->snapshot_nodes);
+	printf("this session:\n");
+	for (size_t i = 0; i < s->n_sessions; i++)
+		print_session(s->sessions[i]);
+}
+
 int cmd_status(int argc, char **argv)
 {
 	Sweepfs__InfoReply *s;
@@ -362,6 +411,10 @@ int cmd_status(int argc, char **argv)
 	       ":%02" PRIu64 "\n",
 	       s->server_version, up / 86400, up / 3600 % 24, up / 60 % 60,
 	       up % 60);
+	if (s->limited) {
+		print_limited(s);
+		goto out;
+	}
 	printf("metadata version %" PRIu64 " (durable %" PRIu64
 	       ", checkpoint %" PRIu64 "), changelog_sync %s\n",
 	       s->meta_version, s->durable_version, s->checkpoint_version,
@@ -448,16 +501,8 @@ int cmd_status(int argc, char **argv)
 	}
 	printf("%zu sessions, %" PRIu64 " connections\n", s->n_sessions,
 	       s->connections);
-	for (size_t i = 0; i < s->n_sessions; i++) {
-		const Sweepfs__SessionInfo *si = s->sessions[i];
-
-		printf("  %016" PRIx64 " %-5s %-22s %-9s %" PRIu64
-		       " open %" PRIu64 " deleg  %s%s%s%s\n",
-		       si->id, role_name(si->role), si->peer,
-		       si->connected ? "connected" : "detached", si->open_files,
-		       si->delegations, si->name, si->export ? "  [" : "",
-		       si->export ? si->export : "", si->export ? "]" : "");
-	}
+	for (size_t i = 0; i < s->n_sessions; i++)
+		print_session(s->sessions[i]);
 out:
 	status_free(s);
 	return 0;
@@ -493,6 +538,10 @@ int cmd_stats(int argc, char **argv)
 	if (json) {
 		json_status(s, true);
 	} else {
+		if (s->limited)
+			printf("not shown: the master's counters in total "
+			       "and other sessions' (%s)\n",
+			       tool_admin_refusal());
 		if (s->total)
 			print_counters("total", s->total);
 		for (size_t i = 0; i < s->n_sessions; i++) {

@@ -421,12 +421,23 @@ static void slowest(struct screen *s, const Sweepfs__InfoReply *r)
 	}
 }
 
+/* An INFO as the caller; -EPERM when it is not admin root (a reply
+ * `limited`: no counters to show). */
 static int fetch(struct sw_client *c, Sweepfs__InfoReply **out)
 {
 	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	struct tool_caller who;
+	int rc;
 
 	q.has_sessions = q.sessions = 1;
-	return tool_call(c, SW_MSG_INFO, &q.base, (ProtobufCMessage **)out);
+	q.cred = tool_caller(&who);
+	rc = tool_call(c, SW_MSG_INFO, &q.base, (ProtobufCMessage **)out);
+	if (rc == 0 && (*out)->limited) {
+		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+		*out = NULL;
+		rc = -EPERM;
+	}
+	return rc;
 }
 
 /* Draw @s: in place on a terminal, else as a block of lines. */
@@ -566,7 +577,8 @@ int cmd_top(int argc, char **argv)
 	sw_client_close(c);
 	if (rc < 0) {
 		fprintf(stderr, "sweepfs top: %s\n",
-			strerror(-tool_record_errno(rc)));
+			rc == -EPERM ? tool_admin_refusal() : strerror(-rc));
+		tool_record_errno(rc);
 		return TOOL_FAILED;
 	}
 	return TOOL_OK;

@@ -338,6 +338,24 @@ Sweepfs__Cred *tool_caller(struct tool_caller *tc)
 	return &tc->cred;
 }
 
+const char *tool_admin_refusal(void)
+{
+	static char why[200];
+	uid_t uid = geteuid();
+
+	if (uid != 0)
+		snprintf(why, sizeof(why),
+			 "only root may do this, on a client whose export "
+			 "has the admin option; this process runs as uid %u",
+			 (unsigned)uid);
+	else
+		snprintf(why, sizeof(why),
+			 "this client's export gives root no admin rights "
+			 "over the whole filesystem (that needs the admin "
+			 "option, maproot=0 and the export of /)");
+	return why;
+}
+
 ProtobufCBinaryData tool_name(const char *name)
 {
 	return (ProtobufCBinaryData){ .len = strlen(name),

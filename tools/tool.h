@@ -94,6 +94,16 @@ struct tool_caller {
  * &@tc->cred for a request's cred. */
 Sweepfs__Cred *tool_caller(struct tool_caller *tc);
 
+/*
+ * Why the master refused an admin request (FSCK, GROUP) with EPERM, or
+ * answered INFO `limited`, for this process: admin is root (uid 0 once
+ * the export mapped it) on a client whose export has the admin option
+ * and covers the whole filesystem. Says which of these this process
+ * lacks, as far as it can tell (its euid; not the export's options).
+ * Points to a static buffer.
+ */
+const char *tool_admin_refusal(void);
+
 /* @name (NUL-terminated, not copied) as a request's name field. */
 ProtobufCBinaryData tool_name(const char *name);
 

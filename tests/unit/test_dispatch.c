@@ -18,6 +18,7 @@
 #include "master.h"
 #include "req.h"
 #include "session.h"
+#include "util.h"
 
 /* Types a master receives no request of: notifications it sends, and
  * the chunkservers' own data requests. */
@@ -151,7 +152,7 @@ static void test_read_only_and_admin(void **state)
 	struct session ro, admin;
 
 	(void)state;
-	unlink.cred = open.cred = trash.cred = &cred;
+	unlink.cred = open.cred = trash.cred = fsck.cred = &cred;
 	session_as(&ro, SWEEPFS__ROLE__ROLE_MOUNT, false, false);
 	session_as(&admin, SWEEPFS__ROLE__ROLE_TOOL, true, true);
 
@@ -202,9 +203,11 @@ static void test_whole_filesystem_requests(void **state)
 {
 	Sweepfs__FsckReq fsck = SWEEPFS__FSCK_REQ__INIT;
 	Sweepfs__GroupReq group = SWEEPFS__GROUP_REQ__INIT;
+	Sweepfs__Cred root = SWEEPFS__CRED__INIT;
 	struct session admin, ro_admin, confined;
 
 	(void)state;
+	fsck.cred = group.cred = &root;
 	session_as(&admin, SWEEPFS__ROLE__ROLE_TOOL, true, true);
 	session_as(&ro_admin, SWEEPFS__ROLE__ROLE_TOOL, false, true);
 	session_as(&confined, SWEEPFS__ROLE__ROLE_TOOL, true, true);
@@ -222,6 +225,94 @@ static void test_whole_filesystem_requests(void **state)
 	group.add = "3=127.0.0.1:9421";
 	assert_int_equal(admit(SW_MSG_GROUP, &ro_admin, &group.base), -EROFS);
 	assert_int_equal(admit(SW_MSG_GROUP, &confined, &group.base), -EPERM);
+}
+
+/* Every admin request carries its caller (a field `cred`, mapped by the
+ * export like any other): one that did not would be refused to all. */
+static void test_admin_requests_name_their_caller(void **state)
+{
+	size_t n = 0;
+
+	(void)state;
+	for (uint16_t t = 0; t < SW_MSG__COUNT; t++) {
+		const struct sw_msg_info *info = sw_msg_info(t);
+		const ProtobufCFieldDescriptor *f;
+
+		if (!info || !info->admin)
+			continue;
+		f = protobuf_c_message_descriptor_get_field_by_name(info->req,
+								    "cred");
+		assert_non_null(f);
+		assert_ptr_equal(f->descriptor, &sweepfs__cred__descriptor);
+		n++;
+	}
+	assert_int_equal(n, 2); /* FSCK, GROUP */
+}
+
+/* Admit @msg of @type from @s with credentials @uid (-1: none sent). */
+static int admit_as(uint16_t type, struct session *s, ProtobufCMessage *msg,
+		    Sweepfs__Cred **slot, int64_t uid)
+{
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	int rc;
+
+	cred.uid = cred.gid = (uint32_t)uid;
+	*slot = uid < 0 ? NULL : &cred;
+	rc = admit(type, s, msg);
+	*slot = NULL;
+	return rc;
+}
+
+/*
+ * Admin is root on an admin export, as the master believes the caller
+ * once the export mapped it: the export's flag alone is any of its
+ * users'. A non-root user, a request that names nobody, root squashed
+ * by maproot, and root on an export without the flag are refused; a
+ * user mapped to root (mapall=0) is root.
+ */
+static void test_admin_needs_root(void **state)
+{
+	Sweepfs__FsckReq fsck = SWEEPFS__FSCK_REQ__INIT;
+	Sweepfs__GroupReq transfer = SWEEPFS__GROUP_REQ__INIT;
+	Sweepfs__GroupReq add = SWEEPFS__GROUP_REQ__INIT;
+	Sweepfs__GroupReq del = SWEEPFS__GROUP_REQ__INIT;
+	struct {
+		uint16_t type;
+		ProtobufCMessage *msg;
+		Sweepfs__Cred **cred;
+	} reqs[] = {
+		{ SW_MSG_FSCK, &fsck.base, &fsck.cred },
+		{ SW_MSG_GROUP, &transfer.base, &transfer.cred },
+		{ SW_MSG_GROUP, &add.base, &add.cred },
+		{ SW_MSG_GROUP, &del.base, &del.cred },
+	};
+	struct session admin, squashed, plain, mapall;
+
+	(void)state;
+	transfer.has_transfer_to = 1;
+	add.add = "3=127.0.0.1:9421";
+	del.has_remove = 1;
+	del.remove = 2;
+	session_as(&admin, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	session_as(&squashed, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	squashed.maproot_uid = squashed.maproot_gid = 65534;
+	session_as(&plain, SWEEPFS__ROLE__ROLE_MOUNT, true, false);
+	session_as(&mapall, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	mapall.mapall_uid = mapall.mapall_gid = 0;
+
+	for (size_t i = 0; i < SW_ARRAY_SIZE(reqs); i++) {
+		uint16_t t = reqs[i].type;
+		ProtobufCMessage *m = reqs[i].msg;
+		Sweepfs__Cred **c = reqs[i].cred;
+
+		assert_int_equal(admit_as(t, &admin, m, c, 0), 0);
+		assert_int_equal(admit_as(t, &admin, m, c, 1000), -EPERM);
+		assert_int_equal(admit_as(t, &admin, m, c, -1), -EPERM);
+		assert_int_equal(admit_as(t, &squashed, m, c, 0), -EPERM);
+		assert_int_equal(admit_as(t, &squashed, m, c, 1000), -EPERM);
+		assert_int_equal(admit_as(t, &plain, m, c, 0), -EPERM);
+		assert_int_equal(admit_as(t, &mapall, m, c, 1000), 0);
+	}
 }
 
 static void test_creds_mapped(void **state)
@@ -325,6 +416,8 @@ int main(void)
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_read_only_and_admin),
 		cmocka_unit_test(test_whole_filesystem_requests),
+		cmocka_unit_test(test_admin_requests_name_their_caller),
+		cmocka_unit_test(test_admin_needs_root),
 		cmocka_unit_test(test_creds_mapped),
 		cmocka_unit_test(test_request_digest),
 	};

@@ -19,11 +19,13 @@
 int cdel_info(struct sw_client *c, bool sessions, Sweepfs__InfoReply **out)
 {
 	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
+	struct tool_caller who;
 	ProtobufCMessage *reply;
 	int rc;
 
 	q.has_sessions = 1;
 	q.sessions = sessions;
+	q.cred = tool_caller(&who);
 	rc = tool_call(c, SW_MSG_INFO, &q.base, &reply);
 	if (rc == 0)
 		*out = (Sweepfs__InfoReply *)reply;

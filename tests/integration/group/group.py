@@ -319,6 +319,30 @@ def main():
         _, st = g.leader()
         if sorted(m["id"] for m in st["members"]) != [1, 2, 3]:
             raise Fail("after group remove: %s" % st["members"])
+        # Admin is root on an admin export: another user of the same
+        # client is told no member's address and changes no member.
+        as_user = ["setpriv", "--reuid=4242", "--regid=4242",
+                   "--clear-groups", g.build + "/tools/sweepfs", "-m",
+                   g.list]
+        p = subprocess.run(as_user + ["status", "--json"],
+                           capture_output=True, text=True, timeout=20)
+        try:
+            st = json.loads(p.stdout)
+        except ValueError:
+            raise Fail("a user's status: %s %s" % (p.stdout, p.stderr))
+        if not st.get("limited") or st.get("members") or \
+                st.get("servers") or not st.get("leader"):
+            raise Fail("a user's status tells the members: %s" % p.stdout)
+        p = subprocess.run(as_user + ["group", "add",
+                                      "9=192.0.2.9:%d" % MASTER_PORT],
+                           capture_output=True, text=True, timeout=20)
+        if p.returncode != 6 or "only root may" not in p.stderr:
+            raise Fail("a user's group add: status %d, %s" %
+                       (p.returncode, p.stderr))
+        _, st = g.leader()
+        if sorted(m["id"] for m in st["members"]) != [1, 2, 3]:
+            raise Fail("after a user's group add: %s" % st["members"])
+        result["user_refused"] = p.stderr.strip()
         # The members' namespaces: stopped in turn, followers first.
         lid, _ = g.leader()
         for mnt in g.mnt:

@@ -282,6 +282,7 @@ static Sweepfs__InfoReply *info(struct peer *p, bool sessions)
 
 	q.has_sessions = 1;
 	q.sessions = sessions;
+	q.cred = &root_cred;
 	id = peer_send(p, SW_MSG_INFO, 0, &q.base);
 	r = (Sweepfs__InfoReply *)peer_reply(p, SW_MSG_INFO, id, &err);
 	if (err)
@@ -730,6 +731,7 @@ static uint64_t page_sessions(struct peer *adm, uint32_t limit)
 		q.sessions = 1;
 		q.session_offset = seen;
 		q.session_limit = limit;
+		q.cred = &root_cred;
 		id = peer_send(adm, SW_MSG_INFO, 0, &q.base);
 		r = (Sweepfs__InfoReply *)peer_reply(adm, SW_MSG_INFO, id,
 						     &err);

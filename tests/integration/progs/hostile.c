@@ -1145,6 +1145,7 @@ static uint64_t master_connections(struct peer *p)
 	uint64_t id, n;
 	int err;
 
+	q.cred = &root_cred; /* the counters are admin root's */
 	id = peer_send(p, SW_MSG_INFO, 0, &q.base);
 	r = (Sweepfs__InfoReply *)peer_reply(p, SW_MSG_INFO, id, &err);
 	if (err || !r->has_connections)

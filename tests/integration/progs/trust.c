@@ -1498,18 +1498,41 @@ static void check_grants(unsigned n, unsigned pairs, double max_ms)
 
 /* ---- INFO ------------------------------------------------------------------- */
 
-static Sweepfs__InfoReply *info(struct peer *p)
+/* INFO as @cred (NULL: none sent) on @p's session. */
+static Sweepfs__InfoReply *info(struct peer *p, Sweepfs__Cred *cred)
 {
 	Sweepfs__InfoReq q = SWEEPFS__INFO_REQ__INIT;
 	Sweepfs__InfoReply *r;
 	uint64_t id;
 	int err;
 
+	q.cred = cred;
 	id = peer_send(p, SW_MSG_INFO, 0, &q.base);
 	r = (Sweepfs__InfoReply *)peer_reply(p, SW_MSG_INFO, id, &err);
 	if (err)
 		fail("info: %s", strerror(err));
 	return r;
+}
+
+/* Fail unless @r, the INFO reply to @who, is limited (InfoReply): no
+ * count of the namespace, no chunkserver, no member, its own session
+ * @sid alone among the slowest requests. */
+static void check_limited(Sweepfs__InfoReply *r, const char *who, uint64_t sid)
+{
+	if (!r->limited || r->has_nodes || r->has_names || r->has_connections ||
+	    r->total || r->n_servers || r->n_members || r->has_trash_items)
+		fail("info: %s is told the master's counters (limited %d, "
+		     "nodes %d, servers %zu)",
+		     who, r->limited, r->has_nodes, r->n_servers);
+	for (size_t i = 0; i < r->n_slowest; i++) {
+		const Sweepfs__SlowRequest *s = r->slowest[i];
+
+		if ((s->has_session_id && s->session_id != sid) ||
+		    (s->client && *s->client))
+			fail("info: %s sees another session among the "
+			     "slowest requests",
+			     who);
+	}
 }
 
 static void check_info(void)
@@ -1518,16 +1541,30 @@ static void check_info(void)
 	Sweepfs__InfoReply *r;
 	size_t others = 0;
 
-	uint64_t ro_sid;
+	uint64_t ro_sid, adm_sid;
 
 	session(&adm, "/");
+	adm_sid = last_sid;
 	session(&ro, "/pub");
 	ro_sid = last_sid;
 	/* Requests of the admin's session fill the slowest list. */
 	for (int i = 0; i < 200; i++)
 		attr_of(&adm, ROOT);
 	peer_ping(&ro);
-	r = info(&ro);
+	/* Admin is root on an admin export: its other users, and root on
+	 * an export without admin, learn nothing of the others. */
+	r = info(&adm, &user_cred);
+	check_limited(r, "uid 1000 on the admin export", adm_sid);
+	sweepfs__info_reply__free_unpacked(r, NULL);
+	r = info(&adm, NULL);
+	check_limited(r, "a caller naming no one on the admin export", adm_sid);
+	sweepfs__info_reply__free_unpacked(r, NULL);
+	r = info(&ro, &root_cred);
+	check_limited(r, "root on the read-only export", ro_sid);
+	if (!r->has_purge_roots || !r->server_version)
+		fail("info: a limited reply without the purge's progress");
+	sweepfs__info_reply__free_unpacked(r, NULL);
+	r = info(&ro, &root_cred);
 	if (!r->n_slowest)
 		fail("info: no slowest requests listed at all");
 	for (size_t i = 0; i < r->n_slowest; i++) {
@@ -1546,16 +1583,20 @@ static void check_info(void)
 		fail("info: a read-only session sees %zu sessions' ids among "
 		     "the slowest requests",
 		     others);
-	r = info(&adm);
+	r = info(&adm, &root_cred);
 	others = 0;
 	for (size_t i = 0; i < r->n_slowest; i++)
 		others += r->slowest[i]->has_session_id;
+	if (r->limited || !r->has_nodes || !r->nodes || !r->total)
+		fail("info: root on the admin export is not told the "
+		     "counters");
 	sweepfs__info_reply__free_unpacked(r, NULL);
 	if (!others)
 		fail("info: the admin sees no session ids among the slowest");
 	peer_close(&ro);
 	peer_close(&adm);
-	ok("info: the slowest requests name other sessions to admins only");
+	ok("info: counters and the slowest requests' sessions to admin "
+	   "root only");
 }
 
 int main(int argc, char **argv)

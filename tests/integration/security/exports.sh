@@ -8,7 +8,7 @@
 #   127.0.0.3  /proj   rw,maproot=nobody            a confined, squashed client
 #   127.0.0.4  /       ro                           read-only
 #   127.0.0.5  /vault  rw,maproot=0,password=...    challenge-response
-#   127.0.0.6  /       ro,admin                     read-only admin
+#   127.0.0.6  /       ro,admin,maproot=0           read-only admin
 #   127.0.0.7  /proj   rw,alldirs,admin,maproot=0   a confined admin
 #   anyone else: nothing
 #
@@ -22,7 +22,11 @@
 #  4. /vault: no password or a wrong one is refused (logged with the
 #     peer's address), the right one from a password file mounts;
 #  5. fsck and group changes need an admin export of the whole
-#     filesystem, and group changes a read-write one;
+#     filesystem, and group changes a read-write one; and root there:
+#     another user of the admin client is refused them, root squashed
+#     by maproot too; status tells only root on an admin export the
+#     chunkservers' addresses and the namespace's counters, anyone else
+#     its own session; df in a confined mount counts its own files;
 #  6. an address with no export, or an export asked for a directory it
 #     does not cover, is refused and the refusal is logged with the
 #     address;
@@ -46,7 +50,7 @@ write_exports() {
 127.0.0.3   /proj      rw,maproot=nobody
 127.0.0.4   /          ro
 127.0.0.5   /vault     rw,maproot=0,password=correct-horse-battery
-127.0.0.6   /          ro,admin
+127.0.0.6   /          ro,admin,maproot=0
 127.0.0.7   /proj      rw,alldirs,admin,maproot=0
 $1
 EOF
@@ -201,6 +205,70 @@ tool_refused "whole filesystem" "fsck through an admin export of /proj" \
 tool_refused "whole filesystem" "a group change through an admin export of /proj" \
 	env SWEEPFS_BIND=127.0.0.7 "$SW_TOOL_BIN" -m "$SPEC:/proj" group add 3=127.0.0.1:1
 stop_mount "$PA"
+
+log "admin is root: another user of the admin client, squashed root"
+U=4242
+# uas ADDR TOOL-ARGS...: the sweepfs command from ADDR as user $U.
+uas() {
+	local addr=$1
+	shift
+	as_user "$U" "$U" "" env SWEEPFS_BIND="$addr" "$SW_TOOL_BIN" -m "$SPEC" "$@"
+}
+tool_refused "only root may" "fsck by a user of the admin client" uas 127.0.0.2 fsck
+tool_refused "only root may" "a group transfer by a user of the admin client" \
+	uas 127.0.0.2 group transfer
+tool_refused "only root may" "a group add by a user of the admin client" \
+	uas 127.0.0.2 group add 3=127.0.0.1:1
+tool_refused "only root may" "a group remove by a user of the admin client" \
+	uas 127.0.0.2 group remove 3
+rc=0
+uas 127.0.0.2 fsck >/dev/null 2>&1 || rc=$?
+assert_eq 6 "$rc" "fsck's exit status for a user refused (permission denied)"
+# Root squashed (127.0.0.4 maps root to nobody), and root without admin.
+tool_refused "gives root no admin rights" "fsck by squashed root" as 127.0.0.4 fsck
+# as_proj TOOL-ARGS...: the sweepfs command of the confined /proj client.
+as_proj() {
+	SWEEPFS_BIND=127.0.0.3 "$SW_TOOL_BIN" -m "$SPEC:/proj" "$@"
+}
+tool_refused "gives root no admin rights" "fsck by root of a client without admin" \
+	as_proj fsck
+as 127.0.0.2 fsck >/dev/null || fail "fsck by root of the admin client"
+grep -q "this master is not in a group" < <(as 127.0.0.2 group add 3=127.0.0.1:1 2>&1) ||
+	fail "root of the admin client got past admission with a group change"
+
+# status_of FILE EXPR: EXPR on the status JSON in FILE (bound to d).
+status_of() {
+	"$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+as 127.0.0.2 status --json >"$SW_TMP/st-root.json"
+assert_eq False "$(status_of "$SW_TMP/st-root.json" 'd["limited"]')" "root's status limited"
+cs_listen=$(status_of "$SW_TMP/st-root.json" 'd["servers"][0]["listen"]')
+assert_ne "" "$cs_listen" "a chunkserver's address in root's status"
+assert_ge 2 "$(status_of "$SW_TMP/st-root.json" 'len(d["sessions"])')" "sessions root sees"
+assert_ge 8 "$(status_of "$SW_TMP/st-root.json" 'd["nodes"]')" "nodes root sees"
+for who in "uas 127.0.0.2" "as 127.0.0.4" as_proj; do
+	$who status --json >"$SW_TMP/st-user.json" || fail "status --json ($who)"
+	assert_eq True "$(status_of "$SW_TMP/st-user.json" 'd["limited"]')" "limited ($who)"
+	assert_eq "0 0 0 1" "$(status_of "$SW_TMP/st-user.json" \
+		'" ".join(str(len(d.get(k, ()))) for k in ("servers", "members", "total", "sessions"))')" \
+		"chunkservers, members, counters, sessions shown ($who)"
+	assert_eq None "$(status_of "$SW_TMP/st-user.json" 'd.get("nodes")')" "node count ($who)"
+	if grep -qF "$cs_listen" "$SW_TMP/st-user.json"; then
+		fail "a chunkserver's address in the status of $who"
+	fi
+	$who status >"$SW_TMP/st-user.txt" || fail "status ($who)"
+	grep -q "not shown: the namespace's counters, the chunkservers" "$SW_TMP/st-user.txt" ||
+		fail "status ($who) does not say what it leaves out: $(cat "$SW_TMP/st-user.txt")"
+done
+tool_refused "only root may" "top by a user of the admin client" uas 127.0.0.2 top -b -n 1
+as 127.0.0.2 top -b -n 1 -d 0.1 >/dev/null || fail "top by root of the admin client"
+
+log "df in a confined mount counts its own files"
+used() { stat -f -c '%c %d' "$1" | awk '{ print $1 - $2 }'; }
+proj_names=$(find "$A/proj" | wc -l) # /proj itself and every name below
+assert_eq "$proj_names" "$(used "$P")" "files df counts in the /proj mount"
+assert_ge $((proj_names + 5)) "$(used "$A")" "files df counts in the admin mount"
+assert_eq "$(stat -f -c %b "$A")" "$(stat -f -c %b "$P")" "the space df shows, confined or not"
 
 # ---- 6. nobody else ---------------------------------------------------------------
 log "an address with no export"
