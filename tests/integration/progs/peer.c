@@ -330,6 +330,8 @@ void peer_open(struct peer *p, uint16_t port)
 	peer_hello(p, SWEEPFS__ROLE__ROLE_MOUNT);
 }
 
+bool peer_inval_all;
+
 uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
 		      uint32_t cache_ms)
 {
@@ -345,6 +347,8 @@ uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
 	h.subdir = str(subdir);
 	h.has_cache_ms = 1;
 	h.cache_ms = cache_ms;
+	h.has_inval_all = peer_inval_all;
+	h.inval_all = peer_inval_all;
 	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
 	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
 	if (err)

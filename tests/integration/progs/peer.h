@@ -78,6 +78,9 @@ void peer_create_op(Sweepfs__BatchOp *op, Sweepfs__Cred *cred, uint64_t parent,
 void peer_hello(struct peer *p, int role);
 /* Connect and say hello as a mount. */
 void peer_open(struct peer *p, uint16_t port);
+/* Whether peer_session()'s hellos say the client takes one invalidation
+ * of everything (Hello.inval_all); false unless set. */
+extern bool peer_inval_all;
 /* Connect to @port as a mount session on export @subdir whose kernel
  * keeps names for @cache_ms; returns the export's root inode, or fail(). */
 uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
