@@ -412,8 +412,8 @@ static void name_op(struct fixture *f, struct conn *c, struct node *dir,
 
 	q.cred = u.cred = &cred;
 	q.parent = u.parent = dir->ino;
-	q.name = u.name = (ProtobufCBinaryData){ strlen(name),
-						 (uint8_t *)name };
+	q.name = u.name =
+		(ProtobufCBinaryData){ strlen(name), (uint8_t *)name };
 	q.mode = S_IFREG | 0644;
 	if (unlink)
 		call(f, c, SW_MSG_UNLINK, &u.base);
@@ -462,8 +462,12 @@ static void test_notices_bounded(void **state)
 	/* Nothing read yet: nothing of everything either. */
 	server_inval_written(&f->cb);
 	assert_true(f->sb.inval_all);
-	/* B reads it all, the recall last; is granted nothing till told. */
+	/* B gives it back and reads it all, the recall among it: it is
+	 * granted nothing till the one of everything has gone. */
+	give_back(f, &f->cb, f->sub);
+	assert_null(f->ca.link.parked);
 	assert_true(recalled(&f->cb, f->sub));
+	assert_int_equal(f->sb.nrecalling, 0);
 	assert_false(ask(f, &f->cb, e)); /* "behind on its notices" */
 	server_inval_written(&f->cb);
 	assert_false(f->sb.inval_all);
@@ -482,8 +486,7 @@ static void test_notices_bounded(void **state)
 	assert_int_equal(n->n_items, 1);
 	assert_int_equal(n->items[0]->name.len, 2);
 	sweepfs__inval_notify__free_unpacked(n, NULL);
-	give_back(f, &f->cb, f->sub);
-	deleg_unpark(&f->ca.link);
+	assert_true(ask(f, &f->cb, e));
 }
 
 static void test_refused_for_mapped_or_hard_linked(void **state)

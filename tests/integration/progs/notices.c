@@ -13,7 +13,7 @@
  *            and another session's pings, back to back all along, take
  *            at most QUICK_MS each
  *   reader   a session R lists /r, then reads nothing while C makes
- *            BEHIND (100,000) files there and removes r/victim; then R reads:
+ *            BEHIND (30,000) files there and removes r/victim; then R reads:
  *            after the invalidations it was sent comes one of
  *            everything (InvalNotify.all), and none names the victim
  *            (it was removed while R was behind); R acknowledges it,
@@ -46,10 +46,10 @@
 #else
 #define QUICK_MS 100
 #endif
-/* Creates a reader does not read: their invalidations, about 30 bytes
+/* Creates a reader does not read: their invalidations, about 230 bytes
  * each, fill the sockets' buffers (a few MiB on loopback) and then
  * SERVER_NOTICES_MAX. */
-#define BEHIND 100000u
+#define BEHIND 30000u
 /* MKNODs in flight at once from C. */
 #define WINDOW 256
 
@@ -105,16 +105,26 @@ static void reply_ok(struct peer *p, const char *what)
 	}
 }
 
-/* MKNOD @n files @prefix0.. in @dir from @p, WINDOW at a time. */
+/*
+ * MKNOD @n files @prefix0.. in @dir from @p, WINDOW at a time. Each
+ * name is NAME_LEN bytes (the number padded with 'x'): about 230 bytes
+ * of invalidation a file, as the finding's 31 MiB for 150,000 creates.
+ */
+#define NAME_LEN 200
+
 static void make_files(struct peer *p, uint64_t dir, const char *prefix,
 		       unsigned n)
 {
 	unsigned sent = 0, done = 0;
-	char name[64];
+	char name[NAME_LEN + 1];
 
 	while (done < n) {
 		while (sent < n && sent - done < WINDOW) {
-			snprintf(name, sizeof(name), "%s%u", prefix, sent++);
+			int len = snprintf(name, sizeof(name), "%s%u", prefix,
+					   sent++);
+
+			memset(name + len, 'x', NAME_LEN - (size_t)len);
+			name[NAME_LEN] = '\0';
 			send_name_op(p, dir, name, false);
 		}
 		reply_ok(p, "mknod");
@@ -223,6 +233,7 @@ static void check_reader(struct peer *c, uint64_t r)
 {
 	Sweepfs__InvalAckReq a = SWEEPFS__INVAL_ACK_REQ__INIT;
 	struct seen sn = { 0 };
+	char f0[NAME_LEN + 1];
 	struct peer rd;
 
 	make_files(c, r, "f", 1);
@@ -238,7 +249,8 @@ static void check_reader(struct peer *c, uint64_t r)
 	read_notices(&rd, "victim", 500, &sn);
 	if (!sn.all)
 		fail("reader: no invalidation of everything after %u "
-		     "creates it did not read", BEHIND);
+		     "creates it did not read",
+		     BEHIND);
 	if (sn.named_victim)
 		fail("reader: the victim's removal was named (%u), not "
 		     "taken in the one of everything",
@@ -248,10 +260,13 @@ static void check_reader(struct peer *c, uint64_t r)
 		     sn.items_after_all);
 	a.seq = sn.all_seq;
 	peer_send(&rd, SW_MSG_INVAL_ACK, 0, &a.base);
-	send_name_op(c, r, "f0", true);
+	memset(f0, 'x', NAME_LEN);
+	memcpy(f0, "f0", 2);
+	f0[NAME_LEN] = '\0';
+	send_name_op(c, r, f0, true);
 	reply_ok(c, "unlink f0");
 	sn = (struct seen){ 0 };
-	read_notices(&rd, "f0", 500, &sn);
+	read_notices(&rd, f0, 500, &sn);
 	if (sn.all || sn.named_victim != 1)
 		fail("reader: the removal of f0 after it caught up came as "
 		     "%u named invalidations%s",
