@@ -55,8 +55,8 @@
 
 static uint16_t m_port;
 static pid_t m_pid;
-static unsigned creates = 150000;
-static long bound_mib = 8;
+static unsigned creates;
+static long bound_mib;
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 
 static uint64_t send_name_op(struct peer *p, uint64_t dir, const char *name,
@@ -300,35 +300,19 @@ static void check_old(struct peer *c, uint64_t r)
 
 int main(int argc, char **argv)
 {
+	long vals[2] = { 150000, 8 }; /* -n, -b */
 	uint64_t a, b, r;
 	struct peer c;
-	int opt;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "m:p:n:b:")) != -1) {
-		switch (opt) {
-		case 'm':
-			m_port = (uint16_t)atoi(optarg);
-			break;
-		case 'p':
-			m_pid = (pid_t)atoi(optarg);
-			break;
-		case 'n':
-			creates = (unsigned)atoi(optarg);
-			break;
-		case 'b':
-			bound_mib = atol(optarg);
-			break;
-		default:
-			fprintf(stderr, "usage: notices -m PORT -p PID [-n "
-					"CREATES] [-b MIB]\n");
-			return 2;
-		}
-	}
-	if (!m_port || !m_pid || !creates) {
-		fprintf(stderr, "notices: -m and -p are needed\n");
+	if (peer_args(argc, argv, &m_port, &m_pid, "nb", vals) < 0 ||
+	    vals[0] <= 0) {
+		fprintf(stderr, "usage: notices -m PORT -p PID [-n CREATES] "
+				"[-b MIB]\n");
 		return 2;
 	}
+	creates = (unsigned)vals[0];
+	bound_mib = vals[1];
 	rng_state = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull | 1;
 	peer_session(&c, m_port, "/", 1000);
 	a = peer_mkdir(&c, &root_cred, ROOT, "a");

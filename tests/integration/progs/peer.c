@@ -2,6 +2,7 @@
  * peer.h: raw framed connections for the hostile test clients.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -328,6 +329,34 @@ void peer_open(struct peer *p, uint16_t port)
 {
 	peer_connect(p, port);
 	peer_hello(p, SWEEPFS__ROLE__ROLE_MOUNT);
+}
+
+int peer_args(int argc, char **argv, uint16_t *port, pid_t *pid,
+	      const char *more, long *vals)
+{
+	char spec[32] = "m:p:";
+	size_t n = strlen(spec);
+	int opt;
+
+	for (size_t i = 0; more[i] && n + 2 < sizeof(spec); i++) {
+		spec[n++] = more[i];
+		spec[n++] = ':';
+	}
+	spec[n] = '\0';
+	while ((opt = getopt(argc, argv, spec)) != -1) {
+		const char *at = opt != ':' && opt != '?' ? strchr(more, opt) :
+							    NULL;
+
+		if (opt == 'm')
+			*port = (uint16_t)atoi(optarg);
+		else if (opt == 'p')
+			*pid = (pid_t)atoi(optarg);
+		else if (at)
+			vals[at - more] = atol(optarg);
+		else
+			return -1;
+	}
+	return *port && *pid ? 0 : -1;
 }
 
 bool peer_inval_all;

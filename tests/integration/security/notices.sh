@@ -15,8 +15,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 sw_init notices
-NOTICES=$SWEEPFS_BUILD/tests/integration/progs/notices
-[[ -x "$NOTICES" ]] || fail "no $NOTICES (build with -Dtests=enabled)"
+NOTICES=$(sw_prog notices)
 
 SW_CHUNKSERVERS=0
 start_master
