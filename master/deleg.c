@@ -884,6 +884,10 @@ static const char *refusal(struct master *m, struct session *s,
 		return "another recall is outstanding";
 	if (s->nrevoked)
 		return "a delegation was taken back and not given back";
+	/* It does not read what it is sent: its recalls would only pile
+	 * up behind the rest (server.c, SERVER_NOTICES_MAX). */
+	if (s->inval_all)
+		return "behind on its notices";
 	/* Just elected: a mount may still trust what the last leader
 	 * delegated to it, for a lease from its last answer there. (A
 	 * master that restarted reset its connections, and mounts drop

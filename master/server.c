@@ -140,6 +140,28 @@ void server_resume(struct conn *c)
  */
 #define INVAL_OWED_MAX 4096u
 
+/*
+ * Notices, what a client is sent without asking (invalidations,
+ * recalls), and what a connection that does not read them may make the
+ * master hold: output_max stops reading a client, not its notices,
+ * which other clients' changes make. Past SERVER_NOTICES_MAX bytes of them
+ * still in its output (conn->notices: those queued since, at most its
+ * backlog after each write), its session is sent no more
+ * invalidations: one of everything (InvalNotify.all, which makes its
+ * mount drop every listing and name) replaces them, queued once its
+ * backlog is under SERVER_NOTICES_MAX / 4 again, after what it was sent before
+ * and before any later one; so a mount that reads again sees every
+ * change, and one that never does costs SERVER_NOTICES_MAX and a notice. Its
+ * replies need not wait for it meanwhile (it owes no ack of what it
+ * was not sent). A session whose hello did not say its mount takes one
+ * (an older mount, a bare client) is closed instead: a mount drops its
+ * listings when it connects again, as after any break. Recalls are
+ * still sent (a holder must see them) and counted: one per delegation,
+ * and a session behind is granted none (deleg.c); each is answered or
+ * taken back within deleg_timeout, as from any holder.
+ * SERVER_NOTICES_MAX (server.h) says how much.
+ */
+
 struct inval_owed {
 	uint64_t seq; /* m->inval_seq it was sent with */
 	int64_t at;   /* mono ns it was sent */
@@ -262,8 +284,11 @@ void server_req_hold(struct conn *c, bool hold)
 
 void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 {
+	size_t before;
+
 	if (sw_sconn_gone(&c->sc))
 		return;
+	before = sw_buf_used(&c->wq.out);
 	if (sw_buf_add_frame(&c->wq.out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
 		sw_err(TAG,
 		       "%s: out of memory queueing a notification; "
@@ -272,6 +297,7 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		conn_close(c);
 		return;
 	}
+	c->notices += sw_buf_used(&c->wq.out) - before;
 	sw_sconn_flush_add(&c->sc);
 	conn_note_out(c);
 }
@@ -336,7 +362,8 @@ void server_inval_give_up(struct master *m, struct session *s)
 		server_durable(m, changelog_durable(m->cl));
 }
 
-uint64_t server_inval_sent(struct master *m, struct session *s)
+/* Number an invalidation sent to @s, and owe it unless @s is lax. */
+static uint64_t inval_number(struct master *m, struct session *s)
 {
 	uint64_t seq = ++m->inval_seq;
 
@@ -378,11 +405,69 @@ uint64_t server_inval_sent(struct master *m, struct session *s)
 	return seq;
 }
 
+uint64_t server_inval_sent(struct master *m, struct session *s)
+{
+	struct conn *c = s->conn;
+
+	if (s->inval_all)
+		return 0; /* in the one of everything */
+	if (!c || c->notices <= SERVER_NOTICES_MAX)
+		return inval_number(m, s);
+	sw_notice(TAG, "%s: has not read %zu bytes of notices; %s", s->peer,
+		  c->notices,
+		  s->inval_all_ok ? "one invalidation of everything will "
+				    "replace the next ones" :
+				    "closing (its mount takes no invalidation "
+				    "of everything)");
+	m->inval_overflows++;
+	s->inval_all = true;
+	/* Not closed here: a caller may be walking the watches this would
+	 * drop. conn_write() does, in this turn's flush. */
+	sw_sconn_flush_add(&c->sc);
+	return 0;
+}
+
+/*
+ * @c was written to: what is left of its notices is at most what is
+ * left. If its session's invalidations were replaced by one of
+ * everything (server_inval_sent()), and it has read most of what it was
+ * sent, that one goes now: true when queued. A session whose mount does
+ * not take it is closed instead.
+ */
+static bool inval_catch_up(struct conn *c)
+{
+	Sweepfs__InvalNotify note = SWEEPFS__INVAL_NOTIFY__INIT;
+	struct session *s = c->s;
+
+	c->notices = SW_MIN(c->notices, sw_wq_backlog(&c->wq));
+	if (!s || !s->inval_all || c->sc.closing)
+		return false;
+	if (!s->inval_all_ok) {
+		conn_close(c);
+		return false;
+	}
+	if (sw_wq_backlog(&c->wq) > SERVER_NOTICES_MAX / 4)
+		return false;
+	s->inval_all = false;
+	note.has_all = note.all = 1;
+	note.has_seq = 1;
+	note.seq = inval_number(c->m, s);
+	conn_notify(c, SW_MSG_INVAL, &note.base);
+	s->ctr.invalidations++;
+	return !c->sc.closing;
+}
+
+void server_inval_written(struct conn *c)
+{
+	(void)inval_catch_up(c); /* queued with a flush to come */
+}
+
 void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 {
 	if (seq == UINT64_MAX) {
 		/* It went, or forgot all it had: nothing to wait for. */
 		s->inval_acked = s->inval_sent;
+		s->inval_all = false; /* its mount drops all it had */
 		owing_remove(m, s);
 		free(s->owed);
 		s->owed = NULL;
@@ -459,6 +544,8 @@ static void conn_write(struct conn *c)
 {
 	int rc = c->sc.closing ? 0 : sw_wq_flush(&c->wq);
 
+	if (rc == 0 && inval_catch_up(c))
+		rc = sw_wq_flush(&c->wq);
 	if (rc < 0) {
 		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
 			uv_strerror(rc));
@@ -516,6 +603,7 @@ static void conn_closing(struct sw_sconn *sc)
 	sw_buf_release(&c->wq.out);
 	sw_buf_release(&c->held);
 	c->nmarks = c->marks_head = 0;
+	c->notices = 0;
 }
 
 /* Marked to be closed for output_total_max (sw_sconn_output()): its
@@ -528,6 +616,7 @@ static void conn_shed(struct sw_sconn *sc)
 	sw_buf_release(&c->wq.out);
 	sw_buf_release(&c->held);
 	c->nmarks = c->marks_head = 0;
+	c->notices = 0;
 }
 
 static void conn_release(struct sw_sconn *sc)

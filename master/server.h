@@ -22,6 +22,16 @@ struct master;
 struct session;
 struct req;
 
+/*
+ * Bytes of notices (invalidations, recalls) a connection may hold unread
+ * before its session's invalidations are replaced by one of everything
+ * (server.c says how). 256 KiB: about 6,000 invalidations, far more than
+ * the socket of a mount that reads lets pile up here, but for one loop
+ * turn of creates by many clients in a directory it lists, which it
+ * then takes as one.
+ */
+#define SERVER_NOTICES_MAX (256u << 10)
+
 /* A reply waiting for the changelog to be durable up to its version. */
 struct held_mark {
 	uint64_t version;
@@ -47,6 +57,9 @@ struct conn {
 	struct sw_buf held; /* replies waiting for durability */
 	struct held_mark *marks;
 	size_t nmarks, marks_cap, marks_head;
+	/* Bytes of notices (conn_notify()) that may still be in wq: what
+	 * was queued since, at most its backlog after each write. */
+	size_t notices;
 	/* What the handlers keep on it (req.h): the chunkserver it is, the
 	 * delegation its oldest request waits for. */
 	struct req_link link;
@@ -105,7 +118,9 @@ void server_reap_stalled(struct master *m);
 void server_resume(struct conn *c);
 
 /*
- * Invalidations (watch.c): server_inval_sent() numbers one sent to @s;
+ * Invalidations (watch.c): server_inval_sent() numbers one sent to @s,
+ * or returns 0 when @s is not to be sent it (its connection holds too
+ * many notices it has not read: one of everything goes later);
  * server_inval_acked() takes @s's ack (INVAL_ACK) up to @seq, or with
  * @seq UINT64_MAX forgets what it owes (it went, or lost its
  * connection). Replies to requests that sent invalidations wait for
@@ -116,6 +131,15 @@ void server_resume(struct conn *c);
 uint64_t server_inval_sent(struct master *m, struct session *s);
 void server_inval_acked(struct master *m, struct session *s, uint64_t seq);
 void server_inval_tick(struct master *m);
+
+/*
+ * @c's output went down (conn_write() does this after each write; a
+ * test, for a connection on no socket): if its session's invalidations
+ * were replaced by one of everything (past SERVER_NOTICES_MAX) and
+ * it has read most of the rest, that one is queued now; if its mount
+ * does not take one, @c is closed.
+ */
+void server_inval_written(struct conn *c);
 
 /* @s is not waited for (what it owes is forgotten) until it has
  * acknowledged all it was sent: it let an ack or a recall time out. */

@@ -969,6 +969,7 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	s->detached_at = 0;
 	/* Not said (an older or a bare client): the mount's default. */
 	s->cache_ms = h->has_cache_ms ? h->cache_ms : 1000;
+	s->inval_all_ok = h->has_inval_all && h->inval_all;
 	r->conn->s = s;
 	r->s = s;
 	sw_info(TAG, "%s: session %016" PRIx64 " %s (%s)", r->conn->sc.peer,

@@ -103,6 +103,14 @@ struct session {
 	/* Let an ack time out: not waited for until it has acknowledged
 	 * everything it was sent. */
 	bool inval_lax;
+	/* Hello.inval_all: its mount takes one invalidation of everything
+	 * (InvalNotify.all) in place of those it was not sent. */
+	bool inval_all_ok;
+	/* Its connection held more than SERVER_NOTICES_MAX of notices it had not
+	 * read: it is sent no invalidation until the one of everything,
+	 * which goes once it has read most of the rest (server.c); it is
+	 * granted no delegation meanwhile (deleg.c). */
+	bool inval_all;
 	/* Delegations of its being recalled, and taken back from it for
 	 * not answering a recall in time and not given back since
 	 * (deleg.c): while either is non-zero it is granted no more. */

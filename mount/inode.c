@@ -402,6 +402,19 @@ void itable_set_attr_expired(struct itable *t, uint64_t ino)
 	pthread_mutex_unlock(&t->mu);
 }
 
+void itable_expire_all_attrs(struct itable *t)
+{
+	pthread_mutex_lock(&t->mu);
+	t->all_stale_at = sw_mono_ns();
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* Whether @n's attributes are older than an expiry of all of them. */
+static bool all_stale(const struct itable *t, const struct minode *n)
+{
+	return n->attr_fetched <= t->all_stale_at;
+}
+
 static void attr_out(const struct minode *n, Sweepfs__Attr *a)
 {
 	sweepfs__attr__init(a);
@@ -425,7 +438,7 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
-	if (n && n->attr_expires > sw_mono_ns()) {
+	if (n && n->attr_expires > sw_mono_ns() && !all_stale(t, n)) {
 		attr_out(n, a);
 		*expires = n->attr_expires;
 		fresh = true;
@@ -442,7 +455,8 @@ int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
 
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
-	if (n && n->attr_stale_at > at) {
+	if (n && (n->attr_stale_at > at ||
+		  (all_stale(t, n) && t->all_stale_at > at))) {
 		rc = -1;
 	} else if (!n && t->changed_gone_at > at) {
 		rc = -1; /* it may have been one of the forgotten changed */

@@ -36,6 +36,9 @@ struct itable {
 	 * (struct minode's changed): itable_newer_attr() distrusts older
 	 * ones for inodes it does not hold. */
 	int64_t changed_gone_at;
+	/* mono ns of the last itable_expire_all_attrs(): attributes set
+	 * before it are expired, whatever their own expiry. */
+	int64_t all_stale_at;
 };
 
 int itable_init(struct itable *t);
@@ -74,6 +77,10 @@ void itable_set_noxattr(struct itable *t, uint64_t ino, int64_t until);
 
 /* Forget @ino's remembered attributes (they changed elsewhere). */
 void itable_set_attr_expired(struct itable *t, uint64_t ino);
+
+/* Forget every inode's remembered attributes (any may have changed
+ * elsewhere: the master's invalidation of everything). O(1). */
+void itable_expire_all_attrs(struct itable *t);
 
 /*
  * Copy @ino's remembered attributes into @a and their expiry into

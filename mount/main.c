@@ -178,6 +178,27 @@ static int parse_seconds(const char *name, const char *s, double def,
 	return -EINVAL;
 }
 
+/*
+ * The master sent no invalidations for a while (we did not read them in
+ * time: master/server.c's SERVER_NOTICES_MAX): anything may have changed. Every
+ * listing goes, with every attribute the inode table remembers, and
+ * every name the kernel caches is to be looked up again before use;
+ * where the kernel cannot do that (before Linux 6.16), names last at
+ * most entry_timeout, as after a reconnect. Before the ack: what the
+ * master waits for then is done.
+ */
+static void forget_all(struct mount *m)
+{
+	dircache_clear(m->dcache);
+	dircache_expire_all_attrs(m->dcache);
+	itable_expire_all_attrs(&m->inodes);
+	if (inval_all_names(m->se) < 0 &&
+	    !__atomic_exchange_n(&m->no_epoch, true, __ATOMIC_RELAXED))
+		sw_info(TAG, "this kernel cannot drop every cached name at "
+			     "once: names another client changed while we "
+			     "were behind last up to entry_timeout");
+}
+
 /* Another client changed directories whose listings we cache. */
 static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 		      size_t len)
@@ -201,6 +222,8 @@ static void notify_cb(void *arg, uint16_t type, const uint8_t *payload,
 	n = sweepfs__inval_notify__unpack(NULL, len, payload);
 	if (!n)
 		return;
+	if (n->has_all && n->all)
+		forget_all(m);
 	for (size_t i = 0; i < n->n_items; i++) {
 		const Sweepfs__Inval *it = n->items[i];
 		fuse_ino_t dir = mount_to_fuse(m, it->dir);

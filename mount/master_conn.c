@@ -428,6 +428,9 @@ static int connect_hello(struct mconn *mc, uint64_t *session_id,
 	hello.subdir.len = strlen(mc->o.target.subdir);
 	hello.has_cache_ms = 1;
 	hello.cache_ms = mc->o.cache_ms;
+	/* main.c's notify_cb() drops all it caches when told to. */
+	hello.has_inval_all = 1;
+	hello.inval_all = 1;
 	hello.has_client_name = 1;
 	hello.client_name.data = (uint8_t *)mc->client_name;
 	hello.client_name.len = strlen(mc->client_name);

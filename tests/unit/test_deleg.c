@@ -402,6 +402,93 @@ static void test_refused_while_another_watches(void **state)
 	}
 }
 
+/* MKNOD (or with @unlink UNLINK) of file @name in @dir by @c, as root. */
+static void name_op(struct fixture *f, struct conn *c, struct node *dir,
+		    const char *name, bool unlink)
+{
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	Sweepfs__MknodReq q = SWEEPFS__MKNOD_REQ__INIT;
+	Sweepfs__NameReq u = SWEEPFS__NAME_REQ__INIT;
+
+	q.cred = u.cred = &cred;
+	q.parent = u.parent = dir->ino;
+	q.name = u.name =
+		(ProtobufCBinaryData){ strlen(name), (uint8_t *)name };
+	q.mode = S_IFREG | 0644;
+	if (unlink)
+		call(f, c, SW_MSG_UNLINK, &u.base);
+	else
+		call(f, c, SW_MSG_MKNOD, &q.base);
+}
+
+/*
+ * A session that lists a directory and reads nothing (B) while another
+ * (A) creates there: B's notices stop at SERVER_NOTICES_MAX and a frame,
+ * whatever A does next (an unlink too); B is granted nothing meanwhile,
+ * but a recall of what it held still goes. Once B has read its output,
+ * one invalidation of everything goes, and then names again.
+ */
+static void test_notices_bounded(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__InvalNotify *n;
+	struct node *e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
+	char name[32];
+	size_t used;
+	int i;
+
+	f->sb.inval_all_ok = true;
+	assert_true(ask(f, &f->cb, f->sub));
+	watch_add(&f->m, &f->sb, f->d);
+	for (i = 0; i < 100000 && !f->sb.inval_all; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		name_op(f, &f->ca, f->d, name, false);
+		sw_buf_reset(&f->ca.wq.out); /* A reads its replies */
+	}
+	assert_true(f->sb.inval_all);
+	assert_true(i > 1000); /* not at the first */
+	used = sw_buf_used(&f->cb.wq.out);
+	assert_true(used <= SERVER_NOTICES_MAX + 512);
+	assert_true(f->cb.notices == used);
+	for (int j = 0; j < 1000; j++) {
+		snprintf(name, sizeof(name), "m%d", j);
+		name_op(f, &f->ca, f->d, name, false);
+	}
+	name_op(f, &f->ca, f->d, "f", true);
+	assert_int_equal(sw_buf_used(&f->cb.wq.out), used);
+	/* The recall still goes, past the bound. */
+	assert_true(lookup_waits(&f->ca, f->sub, "g"));
+	assert_true(sw_buf_used(&f->cb.wq.out) > used);
+	/* Nothing read yet: nothing of everything either. */
+	server_inval_written(&f->cb);
+	assert_true(f->sb.inval_all);
+	/* B gives it back and reads it all, the recall among it: it is
+	 * granted nothing till the one of everything has gone. */
+	give_back(f, &f->cb, f->sub);
+	assert_null(f->ca.link.parked);
+	assert_true(recalled(&f->cb, f->sub));
+	assert_int_equal(f->sb.nrecalling, 0);
+	assert_false(ask(f, &f->cb, e)); /* "behind on its notices" */
+	server_inval_written(&f->cb);
+	assert_false(f->sb.inval_all);
+	n = (Sweepfs__InvalNotify *)take(&f->cb, SW_MSG_INVAL);
+	assert_non_null(n);
+	assert_true(n->has_all && n->all);
+	assert_int_equal(n->n_items, 0);
+	assert_true(n->has_seq);
+	assert_int_equal(n->seq, f->sb.inval_sent);
+	sweepfs__inval_notify__free_unpacked(n, NULL);
+	/* Names again. */
+	name_op(f, &f->ca, f->d, "n0", true);
+	n = (Sweepfs__InvalNotify *)take(&f->cb, SW_MSG_INVAL);
+	assert_non_null(n);
+	assert_false(n->has_all && n->all);
+	assert_int_equal(n->n_items, 1);
+	assert_int_equal(n->items[0]->name.len, 2);
+	sweepfs__inval_notify__free_unpacked(n, NULL);
+	assert_true(ask(f, &f->cb, e));
+}
+
 static void test_refused_for_mapped_or_hard_linked(void **state)
 {
 	struct fixture *f = *state;
@@ -2314,6 +2401,8 @@ int main(void)
 			test_rmdir_recalls_the_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_rename_recalls_its_entries_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_notices_bounded, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_own_batch_not_parked,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_batch_revoked_and_made,

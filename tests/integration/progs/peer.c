@@ -2,6 +2,7 @@
  * peer.h: raw framed connections for the hostile test clients.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -344,6 +345,36 @@ void peer_open(struct peer *p, uint16_t port)
 	peer_hello(p, SWEEPFS__ROLE__ROLE_MOUNT);
 }
 
+int peer_args(int argc, char **argv, uint16_t *port, pid_t *pid,
+	      const char *more, long *vals)
+{
+	char spec[32] = "m:p:";
+	size_t n = strlen(spec);
+	int opt;
+
+	for (size_t i = 0; more[i] && n + 2 < sizeof(spec); i++) {
+		spec[n++] = more[i];
+		spec[n++] = ':';
+	}
+	spec[n] = '\0';
+	while ((opt = getopt(argc, argv, spec)) != -1) {
+		const char *at = opt != ':' && opt != '?' ? strchr(more, opt) :
+							    NULL;
+
+		if (opt == 'm')
+			*port = (uint16_t)atoi(optarg);
+		else if (opt == 'p')
+			*pid = (pid_t)atoi(optarg);
+		else if (at)
+			vals[at - more] = atol(optarg);
+		else
+			return -1;
+	}
+	return *port && *pid ? 0 : -1;
+}
+
+bool peer_inval_all;
+
 uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
 		      uint32_t cache_ms)
 {
@@ -359,6 +390,8 @@ uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
 	h.subdir = str(subdir);
 	h.has_cache_ms = 1;
 	h.cache_ms = cache_ms;
+	h.has_inval_all = peer_inval_all;
+	h.inval_all = peer_inval_all;
 	id = peer_send(p, SW_MSG_HELLO, 0, &h.base);
 	r = (Sweepfs__HelloReply *)peer_reply(p, SW_MSG_HELLO, id, &err);
 	if (err)

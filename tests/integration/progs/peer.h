@@ -82,6 +82,19 @@ void peer_create_op(Sweepfs__BatchOp *op, Sweepfs__Cred *cred, uint64_t parent,
 void peer_hello(struct peer *p, int role);
 /* Connect and say hello as a mount. */
 void peer_open(struct peer *p, uint16_t port);
+/*
+ * The master's port (-m) and process (-p), which every program here
+ * takes, into *@port and *@pid, and one number each for the option
+ * letters of @more ("nb": -n N -b N) into @vals (in that order; left as
+ * they are when not given). 0, or -1 when the arguments are wrong or -m
+ * or -p is missing (print the usage).
+ */
+int peer_args(int argc, char **argv, uint16_t *port, pid_t *pid,
+	      const char *more, long *vals);
+
+/* Whether peer_session()'s hellos say the client takes one invalidation
+ * of everything (Hello.inval_all); false unless set. */
+extern bool peer_inval_all;
 /* Connect to @port as a mount session on export @subdir whose kernel
  * keeps names for @cache_ms; returns the export's root inode, or fail(). */
 uint64_t peer_session(struct peer *p, uint16_t port, const char *subdir,
