@@ -166,6 +166,40 @@ const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg)
 	return *(const Sweepfs__Cred *const *)((const char *)msg + f->offset);
 }
 
+static const ProtobufCFieldDescriptor *
+handles_field(const ProtobufCMessageDescriptor *d)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(d, "handles");
+
+	if (!f || f->type != PROTOBUF_C_TYPE_FIXED64 ||
+	    f->label != PROTOBUF_C_LABEL_REPEATED)
+		return NULL;
+	return f;
+}
+
+const uint64_t *sw_msg_handles(const ProtobufCMessage *msg, size_t *n)
+{
+	const ProtobufCFieldDescriptor *f = handles_field(msg->descriptor);
+
+	*n = 0;
+	if (!f)
+		return NULL;
+	*n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+	return *(uint64_t *const *)((const char *)msg + f->offset);
+}
+
+int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n)
+{
+	const ProtobufCFieldDescriptor *f = handles_field(msg->descriptor);
+
+	if (!f)
+		return -ENOENT;
+	*(size_t *)((char *)msg + f->quantifier_offset) = n;
+	*(uint64_t **)((char *)msg + f->offset) = h;
+	return 0;
+}
+
 int sw_msg_check(uint16_t *type_out)
 {
 	pthread_once(&node_once, resolve_nodes);
