@@ -592,7 +592,8 @@ static void seen(void *arg, const Sweepfs__Attr *a)
  * left alone; a reply's attributes are where handles come from. */
 static void test_sw_msg_vouch(void **state)
 {
-	uint64_t known[8] = { 0, 0, 0, 0x33, 0, 0x55, 0, 0x77 }, h[SW_HANDLES_MAX];
+	uint64_t known[8] = { 0, 0, 0, 0x33, 0, 0x55, 0, 0x77 },
+		 h[SW_HANDLES_MAX];
 	Sweepfs__RenameReq rn = SWEEPFS__RENAME_REQ__INIT;
 	Sweepfs__InfoReq info = SWEEPFS__INFO_REQ__INIT;
 	Sweepfs__ReaddirReply rr = SWEEPFS__READDIR_REPLY__INIT;
@@ -605,31 +606,31 @@ static void test_sw_msg_vouch(void **state)
 
 	(void)state;
 	rn.parent = rn.newparent = 3;
-	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base,
-				      handle_by_table, known, h),
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
 			 1);
 	assert_int_equal(rn.n_handles, 1);
 	assert_ptr_equal(rn.handles, h);
 	assert_int_equal(h[0], 0x33);
 	sw_msg_set_handles(&rn.base, NULL, 0);
 	rn.newparent = 4; /* unknown: left out */
-	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base,
-				      handle_by_table, known, h),
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
 			 1);
 	rn.newparent = 5;
 	sw_msg_set_handles(&rn.base, NULL, 0);
-	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base,
-				      handle_by_table, known, h),
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
 			 2);
 	assert_int_equal(h[1], 0x55);
 	sw_msg_set_handles(&rn.base, &mine, 1);
-	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base,
-				      handle_by_table, known, h),
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
 			 0);
 	assert_ptr_equal(sw_msg_handles(&rn.base, &n), &mine);
 	assert_int_equal(n, 1);
-	assert_int_equal(sw_msg_vouch(SW_MSG_INFO, &info.base,
-				      handle_by_table, known, h),
+	assert_int_equal(sw_msg_vouch(SW_MSG_INFO, &info.base, handle_by_table,
+				      known, h),
 			 0);
 	assert_int_equal(sw_msg_set_handles(&info.base, h, 1), -ENOENT);
 	assert_null(sw_msg_handles(&info.base, &n));
