@@ -491,13 +491,9 @@ static void check_by_number(void)
 static Sweepfs__OpenClaim claim_of(uint64_t ino, uint32_t flags,
 				   Sweepfs__Cred *cred)
 {
-	Sweepfs__OpenClaim c = SWEEPFS__OPEN_CLAIM__INIT;
+	Sweepfs__OpenClaim c;
 
-	c.ino = ino;
-	c.flags = flags;
-	c.cred = cred;
-	c.handle = peer_handle(ino);
-	c.has_handle = c.handle != 0;
+	peer_claim(&c, ino, flags, cred);
 	return c;
 }
 
