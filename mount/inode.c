@@ -9,6 +9,7 @@
 
 #include "frame.h"
 #include "hash.h"
+#include "hset.h"
 #include "inode.h"
 #include "util.h"
 
@@ -47,6 +48,9 @@ struct minode {
 	int64_t attr_stale_at; /* mono ns something changed them; 0: no */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
+	/* Its handle (Attr.handle), 0 until a reply gives it; a pure
+	 * function of the number, so never overwritten once known. */
+	uint64_t handle;
 	/* Its attributes changed after the kernel first had them (a chown,
 	 * a chmod, a rename's ctime, or attr_stale_at): what a listing cached
 	 * before then is older, and must not outlive this entry. */
@@ -148,16 +152,74 @@ static void put(struct itable *t, uint64_t ino)
 	t->count--;
 }
 
-int itable_ref(struct itable *t, uint64_t ino)
+/* Learn @handle as @n's if it knew none. mu held. */
+static void learn_handle(struct minode *n, uint64_t handle)
+{
+	if (!n->handle)
+		n->handle = handle;
+}
+
+int itable_ref(struct itable *t, uint64_t ino, uint64_t handle)
 {
 	struct minode *n;
 
 	pthread_mutex_lock(&t->mu);
 	n = get(t, ino);
-	if (n)
+	if (n) {
 		n->nlookup++;
+		learn_handle(n, handle);
+	}
 	pthread_mutex_unlock(&t->mu);
 	return n ? 0 : -ENOMEM;
+}
+
+void itable_set_handle(struct itable *t, uint64_t ino, uint64_t handle)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n)
+		learn_handle(n, handle);
+	pthread_mutex_unlock(&t->mu);
+}
+
+uint64_t itable_handle(struct itable *t, uint64_t ino)
+{
+	struct minode *n;
+	uint64_t h;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	h = n ? n->handle : 0;
+	pthread_mutex_unlock(&t->mu);
+	return h;
+}
+
+size_t itable_msg_handles(struct itable *t, uint16_t type,
+			  const ProtobufCMessage *msg, uint64_t *out,
+			  uint64_t (*more)(void *arg, uint64_t ino), void *arg)
+{
+	struct sw_msg_nodes it;
+	struct hset s = { .n = 0 };
+	uint64_t ino;
+	size_t n;
+
+	sw_msg_nodes_begin(&it, type, msg);
+	while (sw_msg_nodes_next(&it, &ino) && hset_add(&s, ino, 0))
+		;
+	if (!s.n)
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	for (size_t i = 0; i < s.n; i++) {
+		struct minode *e = *slot(t, s.ino[i]);
+
+		s.handle[i] = e ? e->handle : 0;
+	}
+	pthread_mutex_unlock(&t->mu);
+	n = hset_pack(&s, more, arg);
+	memcpy(out, s.handle, n * sizeof(*out));
+	return n;
 }
 
 void itable_forget(struct itable *t, uint64_t ino, uint64_t count)
@@ -301,6 +363,8 @@ void itable_open_claims(struct itable *t, Sweepfs__OpenClaim ***claims,
 				c[n].has_count = 1;
 				c[n].count = o->count;
 				c[n].cred = &cr[n];
+				c[n].has_handle = e->handle != 0;
+				c[n].handle = e->handle;
 				cr[n].uid = o->uid;
 				cr[n].gid = o->gid;
 				cr[n].n_groups = o->ngroups;
@@ -345,6 +409,8 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 			.mtime = a->mtime,
 			.ctime = a->ctime,
 		};
+		if (a->has_handle)
+			learn_handle(n, a->handle);
 		n->attr_expires = expires;
 		n->attr_fetched = sw_mono_ns();
 		n->attr_stale_at = 0;
@@ -415,6 +481,8 @@ static void attr_out(const struct minode *n, Sweepfs__Attr *a)
 	a->atime = n->attr.atime;
 	a->mtime = n->attr.mtime;
 	a->ctime = n->attr.ctime;
+	a->has_handle = n->handle != 0;
+	a->handle = n->handle;
 }
 
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
