@@ -33,9 +33,57 @@ int sw_reply_err(const ProtobufCMessage *reply)
 	return err > 0 ? -err : -EPROTO;
 }
 
+static void remember(struct sw_handles *hs, const Sweepfs__Attr *a)
+{
+	if (!a || !a->has_handle || !hs->cap || sw_handles_find(hs, a->ino))
+		return;
+	hs->v[hs->next] = (struct sw_handle_slot){ a->ino, a->handle };
+	hs->next = (hs->next + 1) % hs->cap;
+}
+
+void sw_handles_remember(struct sw_handles *hs, const ProtobufCMessage *reply)
+{
+	const ProtobufCMessageDescriptor *d = reply->descriptor;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *p = (const char *)reply + f->offset;
+		Sweepfs__Attr *const *v;
+		size_t n;
+
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE ||
+		    f->descriptor != &sweepfs__attr__descriptor)
+			continue;
+		if (f->label != PROTOBUF_C_LABEL_REPEATED) {
+			remember(hs, *(const Sweepfs__Attr *const *)p);
+			continue;
+		}
+		n = *(const size_t *)((const char *)reply +
+				      f->quantifier_offset);
+		v = *(Sweepfs__Attr *const *const *)p;
+		for (size_t k = 0; k < n; k++)
+			remember(hs, v[k]);
+	}
+}
+
+uint64_t sw_handles_find(void *arg, uint64_t ino)
+{
+	const struct sw_handles *hs = arg;
+
+	for (unsigned i = 0; i < hs->cap; i++)
+		if (hs->v[i].handle && hs->v[i].ino == ino)
+			return hs->v[i].handle;
+	return 0;
+}
+
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply)
 {
+	/* The request is the caller's own, and is put back as it was. */
+	ProtobufCMessage *q = (ProtobufCMessage *)req;
+	uint64_t h[SW_HANDLES_MAX];
+	struct sw_handles hs;
+	size_t vouched;
 	uint64_t gen;
 	int rc;
 
@@ -47,7 +95,17 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 		sw_pclient_init(&c->pc, c->max_payload, NULL, NULL);
 	c->pc.max_payload = c->max_payload;
 	gen = c->pc.gen;
+	hs = (struct sw_handles){ .v = c->handles,
+				  .cap = SW_CLIENT_HANDLES,
+				  .next = c->handles_next % SW_CLIENT_HANDLES };
+	vouched = sw_msg_vouch(type, q, sw_handles_find, &hs, h);
 	rc = sw_pclient_call(&c->pc, c->fd, type, req, c->timeout_ms, reply);
+	if (vouched)
+		sw_msg_set_handles(q, NULL, 0);
+	if (rc == 0 && *reply) {
+		sw_handles_remember(&hs, *reply);
+		c->handles_next = hs.next;
+	}
 	if (c->pc.gen != gen) {
 		/* The call ended the connection (a timeout, a failure, a
 		 * frame that makes no sense) and dropped its input: a late

@@ -200,6 +200,34 @@ int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n)
 	return 0;
 }
 
+size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
+		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
+		    uint64_t h[SW_HANDLES_MAX])
+{
+	struct sw_msg_nodes it;
+	size_t have, k = 0;
+	uint64_t ino;
+
+	if (!handles_field(msg->descriptor))
+		return 0;
+	(void)sw_msg_handles(msg, &have);
+	if (have)
+		return 0;
+	sw_msg_nodes_begin(&it, type, msg);
+	while (k < SW_HANDLES_MAX && sw_msg_nodes_next(&it, &ino)) {
+		uint64_t x = handle_of(arg, ino);
+		size_t i;
+
+		for (i = 0; i < k && h[i] != x; i++)
+			;
+		if (x && i == k)
+			h[k++] = x;
+	}
+	if (k)
+		sw_msg_set_handles(msg, h, k);
+	return k;
+}
+
 int sw_msg_check(uint16_t *type_out)
 {
 	pthread_once(&node_once, resolve_nodes);

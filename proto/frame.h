@@ -344,6 +344,18 @@ const uint64_t *sw_msg_handles(const ProtobufCMessage *msg, size_t *n);
 int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n);
 
 /*
+ * Make request @msg of @type, if it names nodes and carries no handles
+ * yet, carry in @h the handles @handle_of(@arg, ino) gives for them (0:
+ * unknown, left out), each once. Returns how many it carries now; a
+ * caller that got more than 0 puts the field back with
+ * sw_msg_set_handles(@msg, NULL, 0) before @h goes. Nodes past
+ * SW_HANDLES_MAX are left out (the master refuses such a request).
+ */
+size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
+		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
+		    uint64_t h[SW_HANDLES_MAX]);
+
+/*
  * 0 when every node field the table declares resolves to a single
  * uint64 field of its request (through a repeated message field for
  * SW_MSG_FIELD_IN()), the name of every SW_MSG_ENTRY() to a required
