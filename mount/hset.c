@@ -1,5 +1,9 @@
 /*
- * The nodes one request names and their handles (hset.h). A linear scan
+ * The nodes one request names and their handles (hset.h). A request's
+ * are found by sw_msg_vouch() on a copy of it, so that the caller's
+ * message, which may be const, a loop's, or sent again, stays as it was.
+ *
+ * For a batch's directories, a linear scan
  * finds duplicates: 64 entries at most, and the nodes a request names in
  * a row are most often the same (a batch's operations in one directory),
  * so the scan starts with the last one added.
@@ -45,17 +49,11 @@ const ProtobufCMessage *hset_attach(struct hset_msg *w, uint16_t type,
 				    const ProtobufCMessage *req, hset_fn fn,
 				    void *arg)
 {
-	size_t n, size = req->descriptor->sizeof_message;
+	size_t size = req->descriptor->sizeof_message;
 	ProtobufCMessage *copy = &w->copy.msg;
 
 	w->heap = NULL;
 	if (!fn)
-		return req;
-	sw_msg_handles(req, &n);
-	if (n) /* the sender said them */
-		return req;
-	n = fn(arg, type, req, w->h);
-	if (!n)
 		return req;
 	if (size > sizeof(w->copy)) {
 		copy = w->heap = malloc(size);
@@ -63,8 +61,10 @@ const ProtobufCMessage *hset_attach(struct hset_msg *w, uint16_t type,
 			return req;
 	}
 	memcpy(copy, req, size);
-	if (sw_msg_set_handles(copy, w->h, n) < 0)
-		return req; /* a message without the field */
+	if (!sw_msg_vouch(type, copy, fn, arg, w->h)) {
+		hset_detach(w);
+		return req;
+	}
 	return copy;
 }
 

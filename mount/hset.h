@@ -43,10 +43,8 @@ size_t hset_pack(struct hset *s, uint64_t (*more)(void *arg, uint64_t ino),
  * struct is far below this; a larger one is copied to the heap. */
 #define HSET_COPY_BYTES 512
 
-/* Gives what the request @req of @type must carry: at most SW_HANDLES_MAX
- * handles into @out; returns how many (master_conn.h, o.handles). */
-typedef size_t (*hset_fn)(void *arg, uint16_t type, const ProtobufCMessage *req,
-			  uint64_t *out);
+/* @ino's handle as this mount knows it, or 0 (master_conn.h, o.handle). */
+typedef uint64_t (*hset_fn)(void *arg, uint64_t ino);
 
 /* A request as it goes out, with its handles (hset_attach()). */
 struct hset_msg {
@@ -60,12 +58,14 @@ struct hset_msg {
 };
 
 /*
- * @req with the handles of the nodes it names (@fn(@arg, ...)), for
- * packing: a shallow copy of it in @w carrying them, or @req itself when
- * it names none, has no field for them, carries some already (its sender
- * said them), @fn is NULL, or there is no memory for a big copy (it then
- * goes without: ESTALE, which the kernel takes as a stale name). @req is
- * not changed. The result is valid as long as @req and @w are, and until
+ * @req with the handles of the nodes it names (sw_msg_vouch(), which asks
+ * @fn(@arg, ino) for each), for packing: a shallow copy of it in @w
+ * carrying them, or @req itself when it names none, has no field for
+ * them, carries some already (its sender said them: a batch, a return),
+ * none is known, @fn is NULL, or there is no memory for a big copy. A
+ * node whose handle is not known goes without (the master answers
+ * ESTALE, and the kernel looks the name up again). @req is not changed.
+ * The result is valid as long as @req and @w are, and until
  * hset_detach(@w), which every call needs.
  */
 const ProtobufCMessage *hset_attach(struct hset_msg *w, uint16_t type,

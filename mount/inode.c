@@ -9,7 +9,6 @@
 
 #include "frame.h"
 #include "hash.h"
-#include "hset.h"
 #include "inode.h"
 #include "util.h"
 
@@ -194,32 +193,6 @@ uint64_t itable_handle(struct itable *t, uint64_t ino)
 	h = n ? n->handle : 0;
 	pthread_mutex_unlock(&t->mu);
 	return h;
-}
-
-size_t itable_msg_handles(struct itable *t, uint16_t type,
-			  const ProtobufCMessage *msg, uint64_t *out,
-			  uint64_t (*more)(void *arg, uint64_t ino), void *arg)
-{
-	struct sw_msg_nodes it;
-	struct hset s = { .n = 0 };
-	uint64_t ino;
-	size_t n;
-
-	sw_msg_nodes_begin(&it, type, msg);
-	while (sw_msg_nodes_next(&it, &ino) && hset_add(&s, ino, 0))
-		;
-	if (!s.n)
-		return 0;
-	pthread_mutex_lock(&t->mu);
-	for (size_t i = 0; i < s.n; i++) {
-		struct minode *e = *slot(t, s.ino[i]);
-
-		s.handle[i] = e ? e->handle : 0;
-	}
-	pthread_mutex_unlock(&t->mu);
-	n = hset_pack(&s, more, arg);
-	memcpy(out, s.handle, n * sizeof(*out));
-	return n;
 }
 
 void itable_forget(struct itable *t, uint64_t ino, uint64_t count)

@@ -62,19 +62,6 @@ void itable_set_handle(struct itable *t, uint64_t ino, uint64_t handle);
 /* @ino's handle, or 0 when the table does not hold @ino or knows none. */
 uint64_t itable_handle(struct itable *t, uint64_t ino);
 
-/*
- * The handles request @msg of @type must carry (sw_msg_nodes()): each
- * node it names once, at most SW_HANDLES_MAX of them (further ones go
- * without: the master answers ESTALE), their handles into @out; returns
- * how many. A node the table knows no handle for is asked of @more
- * (@more(@arg, ino): its handle or 0; @more may be NULL), outside the
- * table's lock; one neither knows goes without (the master answers
- * ESTALE, and the kernel looks the name up again).
- */
-size_t itable_msg_handles(struct itable *t, uint16_t type,
-			  const ProtobufCMessage *msg, uint64_t *out,
-			  uint64_t (*more)(void *arg, uint64_t ino), void *arg);
-
 /* The kernel forgot @n lookups of @ino. */
 void itable_forget(struct itable *t, uint64_t ino, uint64_t n);
 

@@ -269,20 +269,15 @@ static void open_claims_cb(void *arg, Sweepfs__OpenClaim ***claims, size_t *n)
 	itable_open_claims(&m->inodes, claims, n);
 }
 
-static uint64_t deleg_handle_cb(void *arg, uint64_t ino)
-{
-	return deleg_handle(arg, ino);
-}
-
-static size_t handles_cb(void *arg, uint16_t type, const ProtobufCMessage *req,
-			 uint64_t *out)
+/* A node's handle for a request naming it (master_conn.h). A directory
+ * the kernel forgot may still be held, and a batch or a return name it:
+ * the delegation keeps its handle. */
+static uint64_t handle_cb(void *arg, uint64_t ino)
 {
 	struct mount *m = arg;
+	uint64_t h = itable_handle(&m->inodes, ino);
 
-	/* A directory the kernel forgot may still be held, and a batch or a
-	 * return name it: the delegation keeps its handle. */
-	return itable_msg_handles(&m->inodes, type, req, out, deleg_handle_cb,
-				  m->deleg);
+	return h ? h : deleg_handle(m->deleg, ino);
 }
 
 static void ino_claims_cb(void *arg, Sweepfs__InoClaim ***claims, size_t *n)
@@ -400,7 +395,7 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 		(uint32_t)(SW_MAX(m->entry_timeout, m->negative_timeout) *
 			   1000);
 	mo->open_claims = open_claims_cb;
-	mo->handles = handles_cb;
+	mo->handle = handle_cb;
 	mo->ino_claims = ino_claims_cb;
 	mo->notify = notify_cb;
 	mo->reconnected = reconnected_cb;

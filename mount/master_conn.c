@@ -161,8 +161,8 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 	    !(mc->rx_started && pthread_equal(pthread_self(), mc->rx)))
 		mc->o.before_send(mc->o.arg, type);
 	p = sw_call_new(type,
-			hset_attach(&w, type, req, mc->o.handles, mc->o.arg),
-			cb, arg);
+			hset_attach(&w, type, req, mc->o.handle, mc->o.arg), cb,
+			arg);
 	hset_detach(&w);
 	if (!p) {
 		ProtobufCMessage *none = NULL;
@@ -207,7 +207,7 @@ void mconn_send_lazy(struct mconn *mc, uint16_t type,
 	bool first, poke;
 	int rc;
 
-	req = hset_attach(&w, type, req, mc->o.handles, mc->o.arg);
+	req = hset_attach(&w, type, req, mc->o.handle, mc->o.arg);
 	pthread_mutex_lock(&mc->wmu);
 	first = sw_buf_used(&mc->lazy) == 0;
 	rc = sw_buf_add_frame(&mc->lazy, type, 0, 0, req);

@@ -56,11 +56,10 @@ struct mconn_opts {
 	/* Connected again after a break: whatever the master said while we
 	 * were away (invalidations) is lost. Receiver thread. */
 	void (*reconnected)(void *arg);
-	/* The handles request @req of @type must carry (sweepfs.proto,
-	 * "Node handles"): at most SW_HANDLES_MAX into @out, returns how
-	 * many. On the sending thread, before anything is locked; may be
-	 * NULL (none are sent). */
-	hset_fn handles;
+	/* A node's handle (sweepfs.proto, "Node handles"), 0 if unknown,
+	 * for the requests that name it (hset_attach()). On the sending
+	 * thread, before anything is locked; may be NULL (none are sent). */
+	hset_fn handle;
 	/* Before a request of @type goes out (on the sending thread; not
 	 * on the receiver thread): deleg.c sends its queue first. */
 	void (*before_send)(void *arg, uint16_t type);

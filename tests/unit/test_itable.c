@@ -133,15 +133,48 @@ static void test_itable_claims_carry_handles(void **state)
 	free(claims);
 }
 
-/* What `more` knows: odd numbers from 1000 on (a held directory the
- * kernel forgot); counts its calls. */
-static unsigned more_calls;
+/* What the mount's o.handle does (mount/main.c): the table's handle,
+ * else the delegation's, played here by odd numbers from 1000 on (a held
+ * directory the kernel forgot). Counts its calls. */
+struct lookup {
+	struct itable *t;
+	unsigned calls;
+};
 
-static uint64_t more(void *arg, uint64_t ino)
+static uint64_t handle_of(void *arg, uint64_t ino)
 {
-	(void)arg;
-	more_calls++;
-	return ino >= 1000 && ino % 2 ? H(ino) : 0;
+	struct lookup *l = arg;
+	uint64_t h = itable_handle(l->t, ino);
+
+	l->calls++;
+	return h ? h : ino >= 1000 && ino % 2 ? H(ino) : 0;
+}
+
+/* The handles @req of @type goes out with (hset_attach(), packed and
+ * unpacked as the master would) into @out; returns how many. */
+static size_t sent(uint16_t type, const ProtobufCMessage *req, hset_fn fn,
+		   void *arg, uint64_t *out)
+{
+	const struct sw_msg_info *info = sw_msg_info(type);
+	struct hset_msg w;
+	const ProtobufCMessage *m = hset_attach(&w, type, req, fn, arg);
+	size_t len = protobuf_c_message_get_packed_size(m), n;
+	uint8_t *buf = malloc(len + 1);
+	ProtobufCMessage *got;
+	const uint64_t *h;
+
+	assert_non_null(buf);
+	protobuf_c_message_pack(m, buf);
+	hset_detach(&w);
+	got = protobuf_c_message_unpack(info->req, NULL, len, buf);
+	assert_non_null(got);
+	h = sw_msg_handles(got, &n);
+	assert_true(n <= SW_HANDLES_MAX);
+	if (n)
+		memcpy(out, h, n * sizeof(*out));
+	protobuf_c_message_free_unpacked(got, NULL);
+	free(buf);
+	return n;
 }
 
 static bool has(const uint64_t *h, size_t n, uint64_t want)
@@ -152,72 +185,95 @@ static bool has(const uint64_t *h, size_t n, uint64_t want)
 	return false;
 }
 
-/* Each node named once; unknown ones go without; `more` asked only for
- * those the table does not know. */
-static void test_itable_msg_handles(void **state)
+/* Each node named once; one whose handle is not known goes without; the
+ * caller's request stays as it was. */
+static void test_hset_attach_handles(void **state)
 {
-	struct itable *t = *state;
+	struct lookup l = { .t = *state };
+	Sweepfs__Cred c = SWEEPFS__CRED__INIT;
 	Sweepfs__RenameReq rn = SWEEPFS__RENAME_REQ__INIT;
 	Sweepfs__LinkReq ln = SWEEPFS__LINK_REQ__INIT;
 	Sweepfs__InoRangeReq ir = SWEEPFS__INO_RANGE_REQ__INIT;
-	uint64_t out[SW_HANDLES_MAX];
+	ProtobufCBinaryData x = { .len = 1, .data = (uint8_t *)"x" };
+	uint64_t out[SW_HANDLES_MAX], mine = H(7);
+	struct hset_msg w;
 
-	assert_int_equal(itable_ref(t, 30, H(30)), 0);
-	assert_int_equal(itable_ref(t, 31, 0), 0);
+	assert_int_equal(itable_ref(l.t, 30, H(30)), 0);
+	assert_int_equal(itable_ref(l.t, 31, 0), 0);
 
 	/* A rename within one directory names it twice: one handle. */
+	rn.cred = &c;
 	rn.parent = rn.newparent = 30;
-	assert_int_equal(itable_msg_handles(t, SW_MSG_RENAME, &rn.base, out,
-					    NULL, NULL),
-			 1);
+	rn.name = rn.newname = x;
+	assert_int_equal(sent(SW_MSG_RENAME, &rn.base, handle_of, &l, out), 1);
 	assert_true(out[0] == H(30));
+	assert_int_equal(rn.n_handles, 0);
 
-	/* A node known without a handle, one not held: none for either,
-	 * unless `more` knows it. */
+	/* Known without a handle (made here, no answer yet): none. */
+	ln.cred = &c;
 	ln.ino = 31;
 	ln.newparent = 30;
-	more_calls = 0;
-	assert_int_equal(itable_msg_handles(t, SW_MSG_LINK, &ln.base, out, more,
-					    NULL),
-			 1);
-	assert_int_equal(more_calls, 1);
+	ln.newname = x;
+	assert_int_equal(sent(SW_MSG_LINK, &ln.base, handle_of, &l, out), 1);
 	assert_true(out[0] == H(30));
+	/* Not in the table, but held: the delegation's. */
 	ln.ino = 1001;
-	more_calls = 0;
-	assert_int_equal(itable_msg_handles(t, SW_MSG_LINK, &ln.base, out, more,
-					    NULL),
-			 2);
-	assert_int_equal(more_calls, 1);
+	assert_int_equal(sent(SW_MSG_LINK, &ln.base, handle_of, &l, out), 2);
 	assert_true(has(out, 2, H(30)) && has(out, 2, H(1001)));
+	/* Neither knows it: none. */
+	ln.ino = 1002;
+	assert_int_equal(sent(SW_MSG_LINK, &ln.base, handle_of, &l, out), 1);
+	assert_int_equal(ln.n_handles, 0);
 
-	/* A request naming nothing carries nothing. */
-	assert_int_equal(itable_msg_handles(t, SW_MSG_INO_RANGE, &ir.base, out,
-					    more, NULL),
-			 0);
+	/* Said by the sender (a batch, a return): left as they are. */
+	ln.n_handles = 1;
+	ln.handles = &mine;
+	assert_ptr_equal(hset_attach(&w, SW_MSG_LINK, &ln.base, handle_of, &l),
+			 &ln.base);
+	hset_detach(&w);
+	assert_int_equal(sent(SW_MSG_LINK, &ln.base, handle_of, &l, out), 1);
+	assert_true(out[0] == H(7));
+	ln.n_handles = 0;
+	ln.handles = NULL;
+
+	/* Naming nothing, or nobody to ask: the request itself. */
+	l.calls = 0;
+	assert_ptr_equal(hset_attach(&w, SW_MSG_INO_RANGE, &ir.base, handle_of,
+				     &l),
+			 &ir.base);
+	hset_detach(&w);
+	assert_int_equal(l.calls, 0);
+	assert_ptr_equal(hset_attach(&w, SW_MSG_LINK, &ln.base, NULL, NULL),
+			 &ln.base);
+	hset_detach(&w);
 }
 
-/* A batch names each op's parent: deduplicated, and never more than
+/* A batch names each op's parent: each once, and never more than
  * SW_HANDLES_MAX even when it names more directories. */
-static void test_itable_batch_capped(void **state)
+static void test_hset_attach_batch_capped(void **state)
 {
-	struct itable *t = *state;
+	struct lookup l = { .t = *state };
 	enum { NOPS = 300, NDIRS = SW_HANDLES_MAX + 6 };
 	Sweepfs__BatchReq b = SWEEPFS__BATCH_REQ__INIT;
+	Sweepfs__Cred c = SWEEPFS__CRED__INIT;
 	Sweepfs__BatchOp ops[NOPS], *pops[NOPS];
 	uint64_t out[SW_HANDLES_MAX];
 	size_t n;
 
 	for (uint64_t d = 0; d < NDIRS; d++)
-		assert_int_equal(itable_ref(t, 100 + d, H(100 + d)), 0);
+		assert_int_equal(itable_ref(l.t, 100 + d, H(100 + d)), 0);
 	/* Runs of ops in one directory, then the directories again. */
 	for (size_t i = 0; i < NOPS; i++) {
 		sweepfs__batch_op__init(&ops[i]);
+		ops[i].cred = &c;
 		ops[i].parent = 100 + (i / 3) % NDIRS;
+		ops[i].name.data = (uint8_t *)"x";
+		ops[i].name.len = 1;
 		pops[i] = &ops[i];
 	}
 	b.n_ops = NOPS;
 	b.ops = pops;
-	n = itable_msg_handles(t, SW_MSG_BATCH, &b.base, out, NULL, NULL);
+	n = sent(SW_MSG_BATCH, &b.base, handle_of, &l, out);
 	assert_int_equal(n, SW_HANDLES_MAX);
 	for (size_t i = 0; i < n; i++) {
 		assert_true(out[i] == H(100 + i));
@@ -226,9 +282,7 @@ static void test_itable_batch_capped(void **state)
 	}
 	/* Fewer directories than the cap: each once. */
 	b.n_ops = 3 * 10;
-	assert_int_equal(itable_msg_handles(t, SW_MSG_BATCH, &b.base, out, NULL,
-					    NULL),
-			 10);
+	assert_int_equal(sent(SW_MSG_BATCH, &b.base, handle_of, &l, out), 10);
 }
 
 /* deleg.c ends a batch where hset_add() says no. */
@@ -249,76 +303,6 @@ static void test_hset_add_cap(void **state)
 	assert_true(s.handle[1] == H(501));
 	/* Packed: the unknown even ones (but 500) left out. */
 	assert_int_equal(hset_pack(&s, NULL, NULL), SW_HANDLES_MAX / 2 + 1);
-}
-
-static size_t fixed_handles(void *arg, uint16_t type,
-			    const ProtobufCMessage *req, uint64_t *out)
-{
-	(void)arg;
-	(void)type;
-	(void)req;
-	out[0] = H(40);
-	out[1] = H(41);
-	return 2;
-}
-
-static size_t no_handles(void *arg, uint16_t type, const ProtobufCMessage *req,
-			 uint64_t *out)
-{
-	(void)arg;
-	(void)type;
-	(void)req;
-	(void)out;
-	return 0;
-}
-
-/* What goes on the wire: the request with its handles; the caller's
- * request as it was. */
-static void test_hset_attach(void **state)
-{
-	Sweepfs__LinkReq ln = SWEEPFS__LINK_REQ__INIT;
-	Sweepfs__Cred c = SWEEPFS__CRED__INIT;
-	Sweepfs__LinkReq *got;
-	struct hset_msg w;
-	const ProtobufCMessage *m;
-	uint8_t buf[256];
-	uint64_t mine = H(7);
-	size_t len;
-
-	(void)state;
-	ln.cred = &c;
-	ln.ino = 40;
-	ln.newparent = 41;
-	ln.newname.data = (uint8_t *)"x";
-	ln.newname.len = 1;
-	m = hset_attach(&w, SW_MSG_LINK, &ln.base, fixed_handles, NULL);
-	assert_ptr_not_equal(m, &ln.base);
-	assert_int_equal(ln.n_handles, 0);
-	len = protobuf_c_message_pack(m, buf);
-	hset_detach(&w);
-	got = sweepfs__link_req__unpack(NULL, len, buf);
-	assert_non_null(got);
-	assert_int_equal(got->n_handles, 2);
-	assert_true(got->handles[0] == H(40) && got->handles[1] == H(41));
-	assert_true(got->ino == 40 && got->newparent == 41);
-	sweepfs__link_req__free_unpacked(got, NULL);
-
-	/* Said by the sender (a batch, a return): left as they are. */
-	ln.n_handles = 1;
-	ln.handles = &mine;
-	m = hset_attach(&w, SW_MSG_LINK, &ln.base, fixed_handles, NULL);
-	assert_ptr_equal(m, &ln.base);
-	hset_detach(&w);
-	ln.n_handles = 0;
-	ln.handles = NULL;
-
-	/* None known, or nobody to ask: the request itself. */
-	m = hset_attach(&w, SW_MSG_LINK, &ln.base, no_handles, NULL);
-	assert_ptr_equal(m, &ln.base);
-	hset_detach(&w);
-	m = hset_attach(&w, SW_MSG_LINK, &ln.base, NULL, NULL);
-	assert_ptr_equal(m, &ln.base);
-	hset_detach(&w);
 }
 
 /* Every request a mount sends fits the stack copy (else each would cost
@@ -342,12 +326,11 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_itable_claims_carry_handles, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_itable_msg_handles, setup,
+		cmocka_unit_test_setup_teardown(test_hset_attach_handles, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_itable_batch_capped, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_hset_attach_batch_capped,
+						setup, teardown),
 		cmocka_unit_test(test_hset_add_cap),
-		cmocka_unit_test(test_hset_attach),
 		cmocka_unit_test(test_hset_copy_fits),
 	};
 
