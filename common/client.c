@@ -33,9 +33,11 @@ int sw_reply_err(const ProtobufCMessage *reply)
 	return err > 0 ? -err : -EPROTO;
 }
 
-static void remember(struct sw_handles *hs, const Sweepfs__Attr *a)
+static void remember(void *arg, const Sweepfs__Attr *a)
 {
-	if (!a || !a->has_handle || !hs->cap || sw_handles_find(hs, a->ino))
+	struct sw_handles *hs = arg;
+
+	if (!a->has_handle || !hs->cap || sw_handles_find(hs, a->ino))
 		return;
 	hs->v[hs->next] = (struct sw_handle_slot){ a->ino, a->handle };
 	hs->next = (hs->next + 1) % hs->cap;
@@ -43,27 +45,7 @@ static void remember(struct sw_handles *hs, const Sweepfs__Attr *a)
 
 void sw_handles_remember(struct sw_handles *hs, const ProtobufCMessage *reply)
 {
-	const ProtobufCMessageDescriptor *d = reply->descriptor;
-
-	for (unsigned i = 0; i < d->n_fields; i++) {
-		const ProtobufCFieldDescriptor *f = &d->fields[i];
-		const char *p = (const char *)reply + f->offset;
-		Sweepfs__Attr *const *v;
-		size_t n;
-
-		if (f->type != PROTOBUF_C_TYPE_MESSAGE ||
-		    f->descriptor != &sweepfs__attr__descriptor)
-			continue;
-		if (f->label != PROTOBUF_C_LABEL_REPEATED) {
-			remember(hs, *(const Sweepfs__Attr *const *)p);
-			continue;
-		}
-		n = *(const size_t *)((const char *)reply +
-				      f->quantifier_offset);
-		v = *(Sweepfs__Attr *const *const *)p;
-		for (size_t k = 0; k < n; k++)
-			remember(hs, v[k]);
-	}
+	sw_msg_attrs(reply, remember, hs);
 }
 
 uint64_t sw_handles_find(void *arg, uint64_t ino)

@@ -155,8 +155,7 @@ int req_check_name(const ProtobufCBinaryData *name)
 	return sw_name_valid(name->data, name->len) ? 0 : -EINVAL;
 }
 
-void attr_fill(const struct master *m, Sweepfs__Attr *a,
-	       const struct node *n)
+void attr_fill(const struct master *m, Sweepfs__Attr *a, const struct node *n)
 {
 	sweepfs__attr__init(a);
 	a->ino = n->ino;

@@ -302,8 +302,8 @@ static int claim_check(const struct master *m, const struct session *s,
 		return -EINVAL;
 	cred = req_cred(&mapped);
 	/* A file it was told of, as a request naming it must be. */
-	if (!session_vouches(m, s, &mapped, n->ino, c->has_handle ? &c->handle : NULL,
-			     c->has_handle))
+	if (!session_vouches(m, s, &mapped, n->ino, &c->handle,
+			     c->has_handle ? 1 : 0))
 		return -ESTALE;
 	/* The owner could chmod the file to make the open good, and to
 	 * read it: as its creator may (fsops.c, create_access()). */

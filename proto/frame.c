@@ -200,6 +200,32 @@ int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n)
 	return 0;
 }
 
+void sw_msg_attrs(const ProtobufCMessage *msg,
+		  void (*fn)(void *arg, const Sweepfs__Attr *a), void *arg)
+{
+	const ProtobufCMessageDescriptor *d = msg->descriptor;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *p = (const char *)msg + f->offset;
+		Sweepfs__Attr *const *v;
+		size_t n;
+
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE ||
+		    f->descriptor != &sweepfs__attr__descriptor)
+			continue;
+		if (f->label != PROTOBUF_C_LABEL_REPEATED) {
+			if (*(Sweepfs__Attr *const *)p)
+				fn(arg, *(Sweepfs__Attr *const *)p);
+			continue;
+		}
+		n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+		v = *(Sweepfs__Attr *const *const *)p;
+		for (size_t k = 0; k < n; k++)
+			fn(arg, v[k]);
+	}
+}
+
 size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
 		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
 		    uint64_t h[SW_HANDLES_MAX])

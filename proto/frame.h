@@ -351,6 +351,11 @@ int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n);
  * sw_msg_set_handles(@msg, NULL, 0) before @h goes. Nodes past
  * SW_HANDLES_MAX are left out (the master refuses such a request).
  */
+/* Call @fn(@arg, attr) for each Attr reply @msg carries (its fields of
+ * that type, single or repeated): where clients learn node handles. */
+void sw_msg_attrs(const ProtobufCMessage *msg,
+		  void (*fn)(void *arg, const Sweepfs__Attr *a), void *arg);
+
 size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
 		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
 		    uint64_t h[SW_HANDLES_MAX]);

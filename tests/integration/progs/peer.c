@@ -154,16 +154,57 @@ void peer_raw(struct peer *p, const void *buf, size_t n)
 }
 
 /* Send a frame; returns its id. */
+/*
+ * Node handles (sweepfs.proto, "Node handles") every reply to this process
+ * gave, by inode, direct-mapped: a test process is one client machine,
+ * whose connections all know what any of them was told. Inode numbers
+ * are mostly consecutive, so they seldom collide; a collision forgets the
+ * older one.
+ */
+#define HANDLE_SLOTS (1u << 18)
+
+static struct sw_handle_slot handles[HANDLE_SLOTS];
+
+static void handle_learn(void *arg, const Sweepfs__Attr *a)
+{
+	(void)arg;
+	if (a->has_handle)
+		handles[a->ino % HANDLE_SLOTS] =
+			(struct sw_handle_slot){ a->ino, a->handle };
+}
+
+static uint64_t handle_of(void *arg, uint64_t ino)
+{
+	(void)arg;
+	return peer_handle(ino);
+}
+
+uint64_t peer_handle(uint64_t ino)
+{
+	const struct sw_handle_slot *s = &handles[ino % HANDLE_SLOTS];
+
+	return s->ino == ino ? s->handle : 0;
+}
+
+void peer_handle_set(uint64_t ino, uint64_t handle)
+{
+	handles[ino % HANDLE_SLOTS] = (struct sw_handle_slot){ ino, handle };
+}
+
 uint64_t peer_send(struct peer *p, uint16_t type, uint16_t flags,
 		   const ProtobufCMessage *msg)
 {
-	uint64_t id = p->next_id++;
+	ProtobufCMessage *q = (ProtobufCMessage *)msg; /* put back below */
+	uint64_t id = p->next_id++, h[SW_HANDLES_MAX];
+	size_t vouched = p->raw ? 0 : sw_msg_vouch(type, q, handle_of, NULL, h);
 	size_t size = sw_frame_size(msg);
 	uint8_t *buf = malloc(size);
 
 	if (!buf)
 		fail("out of memory");
 	sw_frame_pack(buf, type, flags, id, msg);
+	if (vouched)
+		sw_msg_set_handles(q, NULL, 0);
 	peer_raw(p, buf, size);
 	free(buf);
 	return id;
@@ -265,6 +306,7 @@ ProtobufCMessage *peer_reply(struct peer *p, uint16_t type, uint64_t id,
 	free(payload);
 	if (!m)
 		fail("unparsable reply to type %u from port %u", type, p->port);
+	sw_msg_attrs(m, handle_learn, NULL);
 	*err = -sw_reply_err(m);
 	return m;
 }

@@ -38,7 +38,17 @@ struct peer {
 	uint64_t next_id;
 	uint16_t port;
 	uint32_t max; /* payload limit of what we accept */
+	/* Send requests as they are: no node handles added (peer_send()).
+	 * For the checks of handles themselves. */
+	bool raw;
 };
+
+/* The handle of @ino some reply to this process gave (peer_send() adds
+ * those of the nodes a request names), or 0. */
+uint64_t peer_handle(uint64_t ino);
+
+/* Make this process believe @handle is @ino's (a forgery, for tests). */
+void peer_handle_set(uint64_t ino, uint64_t handle);
 
 /* Bytes for a bytes field: @n at @p, or the string @s. */
 ProtobufCBinaryData bin(const void *p, size_t n);
