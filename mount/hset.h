@@ -1,10 +1,10 @@
 /*
- * The nodes one request names, each once, with their handles (sweepfs.proto,
- * "Node handles"): at most SW_HANDLES_MAX, what a request may carry. Filled
- * by the inode table for any request (itable_msg_handles()) and by the
- * batches of delegated operations (deleg.c), which end a batch where it
- * would name one directory too many; and put on a request as it goes to
- * the master (hset_attach(), master_conn.c). Plain data, no locking.
+ * The handles a request to the master carries (sweepfs.proto, "Node
+ * handles"): put on every request as it goes out (hset_attach(), from
+ * master_conn.c), each node it names once, at most SW_HANDLES_MAX; and
+ * counted for the batches of delegated operations (struct hset,
+ * deleg.c), which end a batch before it would name one directory too
+ * many. Plain data, no locking.
  */
 #ifndef SWEEPFS_MOUNT_HSET_H
 #define SWEEPFS_MOUNT_HSET_H

@@ -185,12 +185,13 @@ void itable_set_handle(struct itable *t, uint64_t ino, uint64_t handle)
 
 uint64_t itable_handle(struct itable *t, uint64_t ino)
 {
-	struct minode *n;
-	uint64_t h;
+	const struct minode *n;
+	uint64_t h = 0;
 
 	pthread_mutex_lock(&t->mu);
 	n = *slot(t, ino);
-	h = n ? n->handle : 0;
+	if (n)
+		h = n->handle;
 	pthread_mutex_unlock(&t->mu);
 	return h;
 }

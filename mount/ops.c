@@ -844,8 +844,9 @@ static void send_release(struct mount *m, uint64_t ino, uint32_t flags)
 
 	q.cred = &cred;
 	q.ino = ino;
-	itable_close(&m->inodes, ino, flags);
+	/* Packed first: the table may forget the inode, and its handle. */
 	mconn_send_lazy(m->mc, SW_MSG_RELEASE, &q.base);
+	itable_close(&m->inodes, ino, flags);
 }
 
 /*
