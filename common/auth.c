@@ -67,6 +67,34 @@ bool sw_auth_equal(const void *a, const void *b, size_t n)
 	return sodium_memcmp(a, b, n) == 0;
 }
 
+void sw_handle_key(const uint8_t session_key[SW_AUTH_KEY],
+		   uint8_t key[SW_HANDLE_KEY])
+{
+	static const char what[] = "node handles";
+	uint8_t tag[SW_AUTH_TAG];
+
+	_Static_assert(SW_HANDLE_KEY == crypto_shorthash_KEYBYTES,
+		       "a handle key is a crypto_shorthash key");
+	sw_auth_tag(session_key, SW_AUTH_HANDLE, what, sizeof(what) - 1, NULL,
+		    0, tag);
+	memcpy(key, tag, SW_HANDLE_KEY);
+	sodium_memzero(tag, sizeof(tag));
+}
+
+uint64_t sw_node_handle(const uint8_t key[SW_HANDLE_KEY], uint64_t ino)
+{
+	uint8_t in[8], out[crypto_shorthash_BYTES];
+	uint64_t h = 0;
+
+	for (int i = 0; i < 8; i++)
+		in[i] = (uint8_t)(ino >> (8 * i));
+	crypto_shorthash(out, in, sizeof(in), key);
+	for (int i = 0; i < 8; i++)
+		h |= (uint64_t)out[i] << (8 * i);
+	/* 0 means "none" on the wire and in the mount's tables. */
+	return h ? h : 1;
+}
+
 void sw_auth_random(void *p, size_t n)
 {
 	/* Without sodium_init() randombytes_buf() still works (it opens

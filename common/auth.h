@@ -41,6 +41,7 @@ enum sw_auth_use {
 	SW_AUTH_LEADER,	     /* the leader, to a member */
 	SW_AUTH_ONCE,	     /* the master's digest of a once request */
 	SW_AUTH_INO_RANGE,   /* inode numbers given to a session */
+	SW_AUTH_HANDLE,	     /* the key of node handles */
 };
 
 /* Set libsodium up (idempotent, thread-safe). 0 or -EIO. */
@@ -62,6 +63,19 @@ void sw_auth_tag(const uint8_t key[SW_AUTH_KEY], enum sw_auth_use use,
 void sw_auth_response(const uint8_t key[SW_AUTH_KEY],
 		      const uint8_t nonce[SW_AUTH_NONCE], const char *subdir,
 		      uint8_t tag[SW_AUTH_TAG]);
+
+/*
+ * Node handles (sweepfs.proto, "Node handles"): a 64-bit keyed hash of an
+ * inode number, SipHash-2-4 (libsodium's crypto_shorthash), under a key
+ * derived from the master's session key, so that every member of a group
+ * makes the same handles and they hold across restarts. Never 0. A
+ * handle is checked by making it again: guessing one takes ~2^63 tries.
+ */
+#define SW_HANDLE_KEY 16 /* crypto_shorthash_KEYBYTES */
+
+void sw_handle_key(const uint8_t session_key[SW_AUTH_KEY],
+		   uint8_t key[SW_HANDLE_KEY]);
+uint64_t sw_node_handle(const uint8_t key[SW_HANDLE_KEY], uint64_t ino);
 
 /* @n bytes equal, in time independent of where they differ. */
 bool sw_auth_equal(const void *a, const void *b, size_t n);

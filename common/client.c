@@ -33,9 +33,39 @@ int sw_reply_err(const ProtobufCMessage *reply)
 	return err > 0 ? -err : -EPROTO;
 }
 
+static void remember(void *arg, const Sweepfs__Attr *a)
+{
+	struct sw_handles *hs = arg;
+
+	if (!a->has_handle || !hs->cap || sw_handles_find(hs, a->ino))
+		return;
+	hs->v[hs->next] = (struct sw_handle_slot){ a->ino, a->handle };
+	hs->next = (hs->next + 1) % hs->cap;
+}
+
+void sw_handles_remember(struct sw_handles *hs, const ProtobufCMessage *reply)
+{
+	sw_msg_attrs(reply, remember, hs);
+}
+
+uint64_t sw_handles_find(void *arg, uint64_t ino)
+{
+	const struct sw_handles *hs = arg;
+
+	for (unsigned i = 0; i < hs->cap; i++)
+		if (hs->v[i].handle && hs->v[i].ino == ino)
+			return hs->v[i].handle;
+	return 0;
+}
+
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply)
 {
+	/* The request is the caller's own, and is put back as it was. */
+	ProtobufCMessage *q = (ProtobufCMessage *)req;
+	uint64_t h[SW_HANDLES_MAX];
+	struct sw_handles hs;
+	size_t vouched;
 	uint64_t gen;
 	int rc;
 
@@ -47,7 +77,17 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 		sw_pclient_init(&c->pc, c->max_payload, NULL, NULL);
 	c->pc.max_payload = c->max_payload;
 	gen = c->pc.gen;
+	hs = (struct sw_handles){ .v = c->handles,
+				  .cap = SW_CLIENT_HANDLES,
+				  .next = c->handles_next % SW_CLIENT_HANDLES };
+	vouched = sw_msg_vouch(type, q, sw_handles_find, &hs, h);
 	rc = sw_pclient_call(&c->pc, c->fd, type, req, c->timeout_ms, reply);
+	if (vouched)
+		sw_msg_set_handles(q, NULL, 0);
+	if (rc == 0 && *reply) {
+		sw_handles_remember(&hs, *reply);
+		c->handles_next = hs.next;
+	}
 	if (c->pc.gen != gen) {
 		/* The call ended the connection (a timeout, a failure, a
 		 * frame that makes no sense) and dropped its input: a late

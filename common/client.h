@@ -19,6 +19,30 @@
 #include "net.h"
 #include "pclient.h"
 
+/* Node handles a blocking client remembers (sw_client_remember()). */
+#define SW_CLIENT_HANDLES 16
+
+/*
+ * Handles of nodes replies gave the attributes of (sweepfs.proto, "Node
+ * handles"), the last @cap of them (a ring, looked through: for tools and
+ * tests, which name what they just looked up or made).
+ */
+struct sw_handle_slot {
+	uint64_t ino, handle;
+};
+
+struct sw_handles {
+	struct sw_handle_slot *v; /* @cap of them; NULL: none kept */
+	unsigned cap, next;
+};
+
+/* Remember the handles of the attributes @reply carries (its fields of
+ * type Attr, single or repeated). */
+void sw_handles_remember(struct sw_handles *hs, const ProtobufCMessage *reply);
+
+/* @ino's handle in @hs (void * for sw_msg_vouch()), or 0. */
+uint64_t sw_handles_find(void *hs, uint64_t ino);
+
 struct sw_client {
 	int fd;
 	struct sw_pclient pc; /* framing, ids, the call in flight */
@@ -37,6 +61,10 @@ struct sw_client {
 	int peer_role;
 	bool has_cluster_id;
 	uint8_t cluster_id[SW_CLUSTER_ID_LEN];
+	/* The handles of the last nodes its replies gave attributes of:
+	 * what its requests naming them carry (sw_client_call()). */
+	struct sw_handle_slot handles[SW_CLIENT_HANDLES];
+	unsigned handles_next;
 };
 
 /*
@@ -134,6 +162,14 @@ void sw_client_close(struct sw_client *c);
  */
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply);
+
+/*
+ * sw_client_call() makes a request that names nodes carry their handles
+ * (sweepfs.proto, "Node handles"), those of the last SW_CLIENT_HANDLES
+ * nodes replies on that client gave the attributes of: enough for a tool,
+ * which looks a path up and then names what it found. A request that
+ * carries handles already is sent as it is.
+ */
 
 /*
  * A client on connected socket @fd, for calls (sw_client_call()) before

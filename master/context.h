@@ -166,8 +166,9 @@ struct master {
 	struct htab sessions; /* by id */
 	struct session *session_list;
 	uint64_t nsessions;
-	struct htab session_addrs;	  /* struct addr_count by address */
-	uint8_t session_key[SW_AUTH_KEY]; /* makes sessions' secrets */
+	struct htab session_addrs;	   /* struct addr_count by address */
+	uint8_t session_key[SW_AUTH_KEY];  /* makes sessions' secrets */
+	uint8_t handle_key[SW_HANDLE_KEY]; /* node handles, from it */
 	/* Keys the digest of a request that is not safe to repeat (req.h):
 	 * from session_key, so the same on every member of a group. */
 	uint8_t once_key[REPLIES_DIGEST];

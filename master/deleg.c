@@ -1031,7 +1031,7 @@ static void walk_end(struct master *m, struct walk *w, const char *why)
 	} else {
 		reply.has_granted = 1;
 		reply.granted = why == NULL;
-		attr_fill(&attr, dir);
+		attr_fill(m, &attr, dir);
 		reply.attr = &attr;
 		req_reply(w->r, &reply.base);
 	}
@@ -1282,7 +1282,7 @@ void op_deleg(struct req *r, const ProtobufCMessage *msg)
 	}
 	reply.has_granted = 1;
 	reply.granted = why == NULL;
-	attr_fill(&attr, dir);
+	attr_fill(m, &attr, dir);
 	reply.attr = &attr;
 	req_reply(r, &reply.base);
 }

@@ -74,7 +74,7 @@ static size_t changed_fill(struct req *r, const struct changed *c,
 
 		if (!n)
 			continue;
-		attr_fill(&attrs[k], n);
+		attr_fill(r->m, &attrs[k], n);
 		ptrs[k] = &attrs[k];
 		k++;
 	}
@@ -106,7 +106,7 @@ static void reply_entry_open(struct req *r, const struct node *n,
 		return;
 	}
 	session_grant(r->s, n);
-	attr_fill(&attr, n);
+	attr_fill(r->m, &attr, n);
 	entry.attr = &attr;
 	entry.n_changed = nchanged;
 	entry.changed = ptrs;
@@ -1007,7 +1007,7 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__BatchReq *q = (const Sweepfs__BatchReq *)msg;
 	Sweepfs__BatchReply reply = SWEEPFS__BATCH_REPLY__INIT;
 	size_t n = q->n_ops ? q->n_ops : 1;
-	uint64_t *cookies;
+	uint64_t *cookies, *handles;
 	int32_t *errs;
 	int rc;
 
@@ -1017,7 +1017,8 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 	}
 	errs = calloc(n, sizeof(*errs));
 	cookies = calloc(n, sizeof(*cookies));
-	if (!errs || !cookies) {
+	handles = calloc(n, sizeof(*handles));
+	if (!errs || !cookies || !handles) {
 		req_error(r, -ENOMEM);
 		goto out_free;
 	}
@@ -1045,6 +1046,10 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 			break;
 		case SWEEPFS__BATCH_TYPE__BATCH_CREATE:
 			rc = create_batched(r, op, &cookies[i]);
+			/* How it names the node once its range is gone. */
+			if (rc == 0)
+				handles[i] = sw_node_handle(r->m->handle_key,
+							    op->ino);
 			break;
 		default:
 			rc = -EINVAL;
@@ -1054,11 +1059,13 @@ void op_batch(struct req *r, const ProtobufCMessage *msg)
 	}
 	r->m->total->batch_ops += q->n_ops;
 	r->s->ctr.batch_ops += q->n_ops;
-	reply.n_errs = reply.n_cookies = q->n_ops;
+	reply.n_errs = reply.n_cookies = reply.n_handles = q->n_ops;
 	reply.errs = errs;
 	reply.cookies = cookies;
+	reply.handles = handles;
 	req_reply(r, &reply.base);
 out_free:
+	free(handles);
 	free(cookies);
 	free(errs);
 }
@@ -1224,7 +1231,7 @@ bool op_done_before(struct req *r, const ProtobufCMessage *msg)
 			req_error(r, -ENOENT);
 			break;
 		}
-		attr_fill(&attr, n);
+		attr_fill(r->m, &attr, n);
 		reply.attr = &attr;
 		req_reply(r, &reply.base);
 		break;
@@ -1315,7 +1322,7 @@ void op_open(struct req *r, const ProtobufCMessage *msg)
 	if (rc == 0)
 		rc = open_node(r, &cred, n, q->flags);
 	if (rc >= 0) {
-		attr_fill(&attr, n);
+		attr_fill(r->m, &attr, n);
 		reply.attr = &attr;
 		/* This caller's, not the session's: what a reclaim of
 		 * this open would be given (session.c). */
@@ -1418,7 +1425,7 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 		out.len += sw_dirent_put(out.data + out.len, &d);
 		if (q->plus) {
 			session_grant(r->s, e->child);
-			attr_fill(&attrs[count], e->child);
+			attr_fill(r->m, &attrs[count], e->child);
 			attrp[count] = &attrs[count];
 		}
 		count++;

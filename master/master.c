@@ -534,6 +534,7 @@ static int load_keys(struct master *m)
 	if (rc < 0)
 		return rc;
 	req_once_key(m->session_key, m->once_key);
+	sw_handle_key(m->session_key, m->handle_key);
 	if (m->cfg.chunkserver_key_file[0])
 		rc = data_key(m->cfg.chunkserver_key_file, m->cs->key, false);
 	else {

@@ -66,7 +66,7 @@ void req_answer_attr(struct req *r, int rc, const struct node *n)
 		req_error(r, rc);
 		return;
 	}
-	attr_fill(&attr, n);
+	attr_fill(r->m, &attr, n);
 	reply.attr = &attr;
 	req_reply(r, &reply.base);
 }
@@ -155,7 +155,7 @@ int req_check_name(const ProtobufCBinaryData *name)
 	return sw_name_valid(name->data, name->len) ? 0 : -EINVAL;
 }
 
-void attr_fill(Sweepfs__Attr *a, const struct node *n)
+void attr_fill(const struct master *m, Sweepfs__Attr *a, const struct node *n)
 {
 	sweepfs__attr__init(a);
 	a->ino = n->ino;
@@ -176,6 +176,8 @@ void attr_fill(Sweepfs__Attr *a, const struct node *n)
 	a->ctime = n->ctime;
 	a->has_xattrs = 1;
 	a->xattrs = (n->flags & NODE_XATTR) != 0;
+	a->has_handle = 1;
+	a->handle = sw_node_handle(m->handle_key, n->ino);
 }
 
 bool req_serving(const struct master *m)

@@ -290,7 +290,8 @@ int master_may_change(struct master *m);
  */
 void master_journal(struct master *m, const Sweepfs__Meta__Mutation *mut);
 
-/* Fill @a with the attributes of @n, as replies carry them. */
-void attr_fill(Sweepfs__Attr *a, const struct node *n);
+/* Fill @a with the attributes of @n, as replies carry them: with its
+ * handle (sweepfs.proto, "Node handles"), made with @m's key. */
+void attr_fill(const struct master *m, Sweepfs__Attr *a, const struct node *n);
 
 #endif

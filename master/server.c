@@ -702,6 +702,7 @@ static bool handle_frame(struct conn *c, const struct sw_frame_hdr *hdr,
 	rc = 0;
 	if (hdr->type != SW_MSG_HELLO && c->s &&
 	    (rc = rt ? dispatch_admit(rt, c->s, msg) : -ENOSYS) == 0 &&
+	    (rc = session_vouched_msg(m, c->s, hdr->type, msg)) == 0 &&
 	    deleg_wait(c->m, c->s, &c->link, hdr->type, msg)) {
 		arena_done(m);
 		return false;

@@ -284,8 +284,8 @@ static int cmp_claim(const void *a, const void *b)
  * Whether @s may have @n open with @c (a claim's): what the open may do
  * (PERM_R, PERM_W; perm_open_access()) or -errno.
  */
-static int claim_check(const struct session *s, const struct node *n,
-		       const Sweepfs__OpenClaim *c)
+static int claim_check(const struct master *m, const struct session *s,
+		       const struct node *n, const Sweepfs__OpenClaim *c)
 {
 	Sweepfs__Cred mapped = *c->cred;
 	struct sw_cred cred;
@@ -301,6 +301,10 @@ static int claim_check(const struct session *s, const struct node *n,
 	if (session_map_cred(s, &mapped) < 0)
 		return -EINVAL;
 	cred = req_cred(&mapped);
+	/* A file it was told of, as a request naming it must be. */
+	if (!session_vouches(m, s, &mapped, n->ino, &c->handle,
+			     c->has_handle ? 1 : 0))
+		return -ESTALE;
 	/* The owner could chmod the file to make the open good, and to
 	 * read it: as its creator may (fsops.c, create_access()). */
 	if (s->rw && cred.uid == n->uid)
@@ -339,7 +343,7 @@ static int claims_take(struct master *m, struct session *s,
 			refused += node != NULL;
 			continue;
 		}
-		rc = claim_check(s, node, q);
+		rc = claim_check(m, s, node, q);
 		/* Open in this life already, checked then: as it was
 		 * opened, no more, whatever the mode bits say now. */
 		if ((rc == -EACCES || rc == -EROFS) && so &&

@@ -280,6 +280,43 @@ bool session_admin_root(const struct session *s, const Sweepfs__Cred *c)
 	return s->admin && c && c->uid == 0;
 }
 
+bool session_vouches(const struct master *m, const struct session *s,
+		     const Sweepfs__Cred *cred, uint64_t ino, const uint64_t *h,
+		     size_t n)
+{
+	uint64_t want;
+
+	if (ino == s->root_ino || (cred && cred->uid == 0) ||
+	    session_ino_has(s, ino))
+		return true;
+	want = sw_node_handle(m->handle_key, ino);
+	for (size_t i = 0; i < n; i++)
+		if (h[i] == want)
+			return true;
+	return false;
+}
+
+int session_vouched_msg(const struct master *m, const struct session *s,
+			uint16_t type, const ProtobufCMessage *msg)
+{
+	const Sweepfs__Cred *cred = sw_msg_cred(msg);
+	struct sw_msg_nodes it;
+	const uint64_t *h;
+	uint64_t ino;
+	size_t n;
+
+	if (session_is_peer(s))
+		return 0;
+	h = sw_msg_handles(msg, &n);
+	if (n > SW_HANDLES_MAX)
+		return -EINVAL;
+	sw_msg_nodes_begin(&it, type, msg);
+	while (sw_msg_nodes_next(&it, &ino))
+		if (!session_vouches(m, s, cred, ino, h, n))
+			return -ESTALE;
+	return 0;
+}
+
 struct cursor *session_cursor(struct master *m, struct session *s,
 			      struct node *dir, bool create)
 {

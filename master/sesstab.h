@@ -87,4 +87,23 @@ Sweepfs__Cred *session_msg_cred(const ProtobufCMessage *msg);
  */
 bool session_admin_root(const struct session *s, const Sweepfs__Cred *c);
 
+/*
+ * Whether @s, for caller @cred (mapped; NULL: none), may name node @ino by
+ * number with the @n handles at @h (sweepfs.proto, "Node handles"): one
+ * of them is @ino's, or @ino is @s's root, or one @s numbers itself
+ * (session_ino_has()), or @cred is root's, who may search every directory.
+ */
+bool session_vouches(const struct master *m, const struct session *s,
+		     const Sweepfs__Cred *cred, uint64_t ino, const uint64_t *h,
+		     size_t n);
+
+/*
+ * Whether every node request @msg of @type names (sw_msg_nodes()) is one
+ * @s may name (session_vouches(), with @msg's mapped credentials and its
+ * handles): 0, -ESTALE, or -EINVAL for more than SW_HANDLES_MAX handles.
+ * Before anything is done for the request, a recall included.
+ */
+int session_vouched_msg(const struct master *m, const struct session *s,
+			uint16_t type, const ProtobufCMessage *msg);
+
 #endif

@@ -21,6 +21,7 @@
 #include "dircache.h"
 #include "frame.h"
 #include "hash.h"
+#include "hset.h"
 #include "inval.h"
 #include "knames.h"
 #include "log.h"
@@ -70,7 +71,10 @@ struct qop {
 	Sweepfs__BatchOp op;
 	Sweepfs__Cred cred;
 	uint64_t made; /* a create's provisional cookie (dircache.h), or 0 */
-	size_t bytes;  /* about what it costs in a frame */
+	/* The parent's handle when queued (its ddir's), or 0: the batch
+	 * carries it, even after the directory is given back. */
+	uint64_t parent_handle;
+	size_t bytes; /* about what it costs in a frame */
 	uint32_t groups[];
 };
 
@@ -201,22 +205,41 @@ static void want_return(struct deleg *dg, uint64_t ino)
 	pthread_mutex_unlock(&dg->amu);
 }
 
+/* The master gave node @ino, made here, @handle: whatever keeps @ino
+ * keeps it too, for when @ino's range is the session's no more. */
+static void learn_handle(struct deleg *dg, uint64_t ino, uint64_t handle)
+{
+	struct ddir *d;
+
+	itable_set_handle(&dg->m->inodes, ino, handle);
+	pthread_mutex_lock(&dg->mu);
+	d = find(dg, ino);
+	if (d) { /* held from birth: its attributes are made_attr()'s */
+		d->attr.has_handle = 1;
+		d->attr.handle = handle;
+	}
+	pthread_mutex_unlock(&dg->mu);
+}
+
 /*
- * The master's answer to something made here: the entry gets its cookie;
+ * The master's answer to something made here: the entry gets its cookie
+ * and the node its handle;
  * or, refused, the listing that has it goes, and a directory is no longer
  * held (the kernel keeps the name until its entry times out).
  */
 static void made_answered(struct deleg *dg, const struct qop *o, int err,
-			  uint64_t cookie)
+			  uint64_t cookie, uint64_t handle)
 {
 	struct mount *m = dg->m;
 	struct ddir *d;
 	bool give = false;
 
+	if (err == 0 && handle)
+		learn_handle(dg, o->op.ino, handle);
 	if (err == 0 && cookie) {
 		if (o->made)
 			dircache_made_cookie(m->dcache, o->op.parent, o->made,
-					     cookie);
+					     cookie, handle);
 		return;
 	}
 	dircache_drop(m->dcache, o->op.parent);
@@ -272,7 +295,8 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 
 		if (create)
 			made_answered(dg, o, err,
-				      r && i < r->n_cookies ? r->cookies[i] :
+				      r && i < r->n_cookies ? r->cookies[i] : 0,
+				      r && i < r->n_handles ? r->handles[i] :
 							      0);
 		if (err == -EKEYREVOKED &&
 		    (i == 0 || st->ops[i - 1]->op.parent != o->op.parent))
@@ -308,7 +332,18 @@ static void batch_done(void *arg, int rc, ProtobufCMessage **reply)
 	free(st);
 }
 
-/* Send the queue as batches of at most a frame each. smu held. */
+/* A directory's handle, for a batch whose operations were queued before
+ * the master gave it (a directory made here): where learn_handle() put it. */
+static uint64_t later_handle(void *arg, uint64_t dir)
+{
+	struct deleg *dg = arg;
+	uint64_t h = deleg_handle(dg, dir);
+
+	return h ? h : itable_handle(&dg->m->inodes, dir);
+}
+
+/* Send the queue as batches of at most a frame, and of at most
+ * SW_HANDLES_MAX directories, each. smu held. */
 static void send_queued(struct deleg *dg)
 {
 	Sweepfs__BatchReq req = SWEEPFS__BATCH_REQ__INIT;
@@ -330,11 +365,14 @@ static void send_queued(struct deleg *dg)
 	ops = malloc(n * sizeof(*ops));
 	for (size_t i = 0; i < n;) {
 		size_t k = 0, bytes = 0;
+		struct hset dirs = { .n = 0 };
 		struct sent *st;
 
 		while (i + k < n && k < SW_BATCH_OPS_MAX &&
 		       (k == 0 ||
-			bytes + q[i + k]->bytes <= SW_BATCH_BYTES_MAX))
+			bytes + q[i + k]->bytes <= SW_BATCH_BYTES_MAX) &&
+		       hset_add(&dirs, q[i + k]->op.parent,
+				q[i + k]->parent_handle))
 			bytes += q[i + k++]->bytes;
 		st = ops ? malloc(sizeof(*st) + k * sizeof(st->ops[0])) : NULL;
 		if (!st) {
@@ -355,6 +393,10 @@ static void send_queued(struct deleg *dg)
 		}
 		req.n_ops = k;
 		req.ops = ops;
+		/* Said here, not found by mconn_send(): a directory given
+		 * back is no longer kept, nor, maybe, known to the kernel. */
+		req.n_handles = hset_pack(&dirs, later_handle, dg);
+		req.handles = dirs.handle;
 		pthread_mutex_lock(&dg->amu);
 		dg->inflight++;
 		pthread_mutex_unlock(&dg->amu);
@@ -392,7 +434,7 @@ void deleg_flush(struct deleg *dg)
 static void give_back(struct deleg *dg)
 {
 	struct kgone *gv;
-	uint64_t *v;
+	uint64_t *v, *hv;
 	size_t n;
 
 	pthread_mutex_lock(&dg->amu);
@@ -404,10 +446,14 @@ static void give_back(struct deleg *dg)
 	if (!n)
 		return;
 	gv = calloc(n, sizeof(*gv));
+	/* Each return's handle: the directory is forgotten below. */
+	hv = calloc(n, sizeof(*hv));
 	pthread_mutex_lock(&dg->mu);
 	for (size_t i = 0; i < n; i++) {
 		struct ddir *d = find(dg, v[i]);
 
+		if (d && hv)
+			hv[i] = d->attr.handle;
 		/* Asked for again meanwhile: that answer is still to come,
 		 * and the return below must not undo it. */
 		if (d && d->st == D_RETURNING)
@@ -428,9 +474,14 @@ static void give_back(struct deleg *dg)
 		Sweepfs__DelegReturnReq q = SWEEPFS__DELEG_RETURN_REQ__INIT;
 
 		q.dir = v[i];
+		if (hv && hv[i]) {
+			q.n_handles = 1;
+			q.handles = &hv[i];
+		}
 		mconn_send(dg->m->mc, SW_MSG_DELEG_RETURN, &q.base, NULL, NULL);
 	}
 	pthread_mutex_unlock(&dg->smu);
+	free(hv);
 	free(v);
 }
 
@@ -835,7 +886,7 @@ void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a)
 	if (d && d->st == D_HELD) {
 		closed = dg->m->own_perms && mount_all_search(d->attr.mode) &&
 			 !mount_all_search(a->mode);
-		d->attr = *a;
+		d->attr = *a; /* the master's: with the handle */
 	}
 	pthread_mutex_unlock(&dg->mu);
 	/* Someone may no longer search it: the kernel must forget the
@@ -858,6 +909,20 @@ bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out)
 		*out = d->attr;
 	pthread_mutex_unlock(&dg->mu);
 	return held;
+}
+
+uint64_t deleg_handle(struct deleg *dg, uint64_t dir)
+{
+	struct ddir *d;
+	uint64_t h;
+
+	if (!dg || !dg->enabled)
+		return 0;
+	pthread_mutex_lock(&dg->mu);
+	d = find(dg, dir);
+	h = d && d->attr.has_handle ? d->attr.handle : 0;
+	pthread_mutex_unlock(&dg->mu);
+	return h;
 }
 
 bool deleg_held(struct deleg *dg, uint64_t dir)
@@ -1020,15 +1085,18 @@ static struct qop *qop_new(Sweepfs__BatchType type, uint64_t parent,
 		o->op.target.len = tlen;
 	}
 	o->made = 0;
+	o->parent_handle = 0;
 	/* A create's numbers: ino, mode, time, flags. */
 	o->bytes = 32 + gsize + cred->n_groups + len + tlen +
 		   (type == SWEEPFS__BATCH_TYPE__BATCH_CREATE ? 32 : 0);
 	return o;
 }
 
-/* Queue @o (mu held): -ENOMEM, else whether the batch is full. */
-static int enqueue(struct deleg *dg, struct qop *o)
+/* Queue @o, an operation in held directory @d (mu held): -ENOMEM, else
+ * whether the batch is full. */
+static int enqueue(struct deleg *dg, const struct ddir *d, struct qop *o)
 {
+	o->parent_handle = d->attr.handle;
 	if (sw_grow(&dg->q, &dg->qcap, dg->nq + 1, sizeof(*dg->q), 256) < 0)
 		return -ENOMEM;
 	if (!dg->nq)
@@ -1127,7 +1195,7 @@ int deleg_remove(struct deleg *dg, uint64_t parent, const char *name,
 		return rc;
 	}
 	first = dg->nq == 0;
-	full = enqueue(dg, o);
+	full = enqueue(dg, d, o);
 	if (full < 0) {
 		pthread_mutex_unlock(&dg->mu);
 		free(o);
@@ -1356,7 +1424,7 @@ int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
 		o->op.writable = (fi->flags & O_ACCMODE) != O_RDONLY;
 	}
 	first = dg->nq == 0;
-	full = enqueue(dg, o);
+	full = enqueue(dg, d, o);
 	if (full < 0)
 		goto master;
 	if (fi)

@@ -87,6 +87,14 @@ void deleg_note_attr(struct deleg *dg, const Sweepfs__Attr *a);
  */
 bool deleg_dir_attr(struct deleg *dg, uint64_t dir, Sweepfs__Attr *out);
 
+/*
+ * @dir's handle (Attr.handle) as the delegation's answer or the batch
+ * that made it gave it, while this mount keeps @dir's state (held, asked
+ * for, being given back); 0 otherwise. For the requests that name a
+ * directory the kernel has forgotten: its batches and its return.
+ */
+uint64_t deleg_handle(struct deleg *dg, uint64_t dir);
+
 /* Whether @dir is delegated to this mount now. */
 bool deleg_held(struct deleg *dg, uint64_t dir);
 

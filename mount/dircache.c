@@ -724,7 +724,7 @@ out:
 }
 
 void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
-			  uint64_t cookie)
+			  uint64_t cookie, uint64_t handle)
 {
 	struct cdir *d;
 	size_t i;
@@ -740,6 +740,12 @@ void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
 		if (made >= dc->made_next)
 			dir_free(dc, d);
 		goto out;
+	}
+	/* What a lookup served from here hands the kernel must let it
+	 * name the node once its number's range is the session's no more. */
+	if (handle && d->v[i]->attr.ino && !d->v[i]->attr.handle) {
+		d->v[i]->attr.has_handle = 1;
+		d->v[i]->attr.handle = handle;
 	}
 	/* The master's cookies grow: the entry keeps its place only if
 	 * its new one lies between its neighbours'. */

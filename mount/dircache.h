@@ -120,10 +120,11 @@ uint64_t dircache_add_made(struct dircache *dc, uint64_t dir, const char *name,
 			   uint64_t ino, uint8_t type,
 			   const Sweepfs__Attr *attr);
 
-/* The master's @cookie for the entry added with @made; the cookies of
+/* The master's @cookie for the entry added with @made, and its node's
+ * @handle (Attr.handle; 0: none said) for its attributes; the cookies of
  * one directory come in the order the entries were made. */
 void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
-			  uint64_t cookie);
+			  uint64_t cookie, uint64_t handle);
 
 /* This mount made directory @dir: its listing is complete and empty. */
 void dircache_new_empty(struct dircache *dc, uint64_t dir);

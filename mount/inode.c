@@ -47,6 +47,9 @@ struct minode {
 	int64_t attr_stale_at; /* mono ns something changed them; 0: no */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
+	/* Its handle (Attr.handle), 0 until a reply gives it; a pure
+	 * function of the number, so never overwritten once known. */
+	uint64_t handle;
 	/* Its attributes changed after the kernel first had them (a chown,
 	 * a chmod, a rename's ctime, or attr_stale_at): what a listing cached
 	 * before then is older, and must not outlive this entry. */
@@ -148,16 +151,49 @@ static void put(struct itable *t, uint64_t ino)
 	t->count--;
 }
 
-int itable_ref(struct itable *t, uint64_t ino)
+/* Learn @handle as @n's if it knew none. mu held. */
+static void learn_handle(struct minode *n, uint64_t handle)
+{
+	if (!n->handle)
+		n->handle = handle;
+}
+
+int itable_ref(struct itable *t, uint64_t ino, uint64_t handle)
 {
 	struct minode *n;
 
 	pthread_mutex_lock(&t->mu);
 	n = get(t, ino);
-	if (n)
+	if (n) {
 		n->nlookup++;
+		learn_handle(n, handle);
+	}
 	pthread_mutex_unlock(&t->mu);
 	return n ? 0 : -ENOMEM;
+}
+
+void itable_set_handle(struct itable *t, uint64_t ino, uint64_t handle)
+{
+	struct minode *n;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n)
+		learn_handle(n, handle);
+	pthread_mutex_unlock(&t->mu);
+}
+
+uint64_t itable_handle(struct itable *t, uint64_t ino)
+{
+	const struct minode *n;
+	uint64_t h = 0;
+
+	pthread_mutex_lock(&t->mu);
+	n = *slot(t, ino);
+	if (n)
+		h = n->handle;
+	pthread_mutex_unlock(&t->mu);
+	return h;
 }
 
 void itable_forget(struct itable *t, uint64_t ino, uint64_t count)
@@ -301,6 +337,8 @@ void itable_open_claims(struct itable *t, Sweepfs__OpenClaim ***claims,
 				c[n].has_count = 1;
 				c[n].count = o->count;
 				c[n].cred = &cr[n];
+				c[n].has_handle = e->handle != 0;
+				c[n].handle = e->handle;
 				cr[n].uid = o->uid;
 				cr[n].gid = o->gid;
 				cr[n].n_groups = o->ngroups;
@@ -345,6 +383,8 @@ void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires)
 			.mtime = a->mtime,
 			.ctime = a->ctime,
 		};
+		if (a->has_handle)
+			learn_handle(n, a->handle);
 		n->attr_expires = expires;
 		n->attr_fetched = sw_mono_ns();
 		n->attr_stale_at = 0;
@@ -428,6 +468,8 @@ static void attr_out(const struct minode *n, Sweepfs__Attr *a)
 	a->atime = n->attr.atime;
 	a->mtime = n->attr.mtime;
 	a->ctime = n->attr.ctime;
+	a->has_handle = n->handle != 0;
+	a->handle = n->handle;
 }
 
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,

@@ -7,6 +7,11 @@
  * Entries are created by itable_ref() and freed when both counts reach
  * zero. Thread-safe (one mutex; every operation is O(1)).
  *
+ * Each entry also holds the inode's handle (sweepfs.proto, "Node
+ * handles"), which every request naming the inode must carry: learnt
+ * from the reply that handed the inode to the kernel (or from a later
+ * one), and, being a pure function of the number, never changed after.
+ *
  * Each entry can also hold the inode's attributes as the last reply that
  * carried them said, until an expiry: the kernel drops its own copy of a
  * directory's attributes after every create or unlink in it and asks
@@ -44,8 +49,21 @@ struct itable {
 int itable_init(struct itable *t);
 void itable_release(struct itable *t);
 
-/* The kernel learned of @ino once more (an entry reply went out). */
-int itable_ref(struct itable *t, uint64_t ino);
+/*
+ * The kernel learned of @ino once more (an entry reply went out), whose
+ * handle is @handle (the reply's Attr.handle; 0: not known, as for a node
+ * this mount made itself and the master has not answered for yet).
+ */
+int itable_ref(struct itable *t, uint64_t ino, uint64_t handle);
+
+/*
+ * Remember @handle as @ino's if the table holds @ino and knew none (a
+ * known handle never changes; 0 changes nothing).
+ */
+void itable_set_handle(struct itable *t, uint64_t ino, uint64_t handle);
+
+/* @ino's handle, or 0 when the table does not hold @ino or knows none. */
+uint64_t itable_handle(struct itable *t, uint64_t ino);
 
 /* The kernel forgot @n lookups of @ino. */
 void itable_forget(struct itable *t, uint64_t ino, uint64_t n);
@@ -60,8 +78,9 @@ void itable_close(struct itable *t, uint64_t ino, uint32_t flags);
 uint32_t itable_nopen(struct itable *t, uint64_t ino);
 
 /*
- * Remember @a as @a->ino's attributes until @expires (monotonic ns), if
- * the kernel knows that inode; otherwise nothing happens.
+ * Remember @a as @a->ino's attributes until @expires (monotonic ns), and
+ * its handle if it has one (itable_set_handle()), if the kernel knows
+ * that inode; otherwise nothing happens.
  */
 void itable_set_attr(struct itable *t, const Sweepfs__Attr *a, int64_t expires);
 
@@ -101,7 +120,8 @@ int itable_newer_attr(struct itable *t, uint64_t ino, int64_t at,
 		      Sweepfs__Attr *a, int64_t *fetched);
 
 /* What this mount has open, as a reconnect's Hello.opens: *@n claims,
- * one per inode, access mode and opener, in one block the caller frees
+ * one per inode, access mode and opener, each with the inode's handle
+ * when known (OpenClaim.handle), in one block the caller frees
  * with free(*@claims) (NULL when nothing is open, or out of memory). */
 void itable_open_claims(struct itable *t, Sweepfs__OpenClaim ***claims,
 			size_t *n);

@@ -292,6 +292,17 @@ static void open_claims_cb(void *arg, Sweepfs__OpenClaim ***claims, size_t *n)
 	itable_open_claims(&m->inodes, claims, n);
 }
 
+/* A node's handle for a request naming it (master_conn.h). A directory
+ * the kernel forgot may still be held, and a batch or a return name it:
+ * the delegation keeps its handle. */
+static uint64_t handle_cb(void *arg, uint64_t ino)
+{
+	struct mount *m = arg;
+	uint64_t h = itable_handle(&m->inodes, ino);
+
+	return h ? h : deleg_handle(m->deleg, ino);
+}
+
 static void ino_claims_cb(void *arg, Sweepfs__InoClaim ***claims, size_t *n)
 {
 	struct mount *m = arg;
@@ -407,6 +418,7 @@ static void connection_opts(struct mount *m, struct mconn_opts *mo,
 		(uint32_t)(SW_MAX(m->entry_timeout, m->negative_timeout) *
 			   1000);
 	mo->open_claims = open_claims_cb;
+	mo->handle = handle_cb;
 	mo->ino_claims = ino_claims_cb;
 	mo->notify = notify_cb;
 	mo->reconnected = reconnected_cb;
@@ -914,7 +926,7 @@ int main(int argc, char **argv)
 	}
 	m.root_ino = mconn_root_ino(m.mc);
 	/* The kernel knows the root from the start and never forgets it. */
-	itable_ref(&m.inodes, m.root_ino);
+	itable_ref(&m.inodes, m.root_ino, 0);
 
 	ret = mount_and_serve(&m, &args, &fo, argv[1],
 			      (int)(master_timeout * 1000));

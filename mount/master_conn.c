@@ -38,6 +38,7 @@
 #include "client.h"
 #include "frame.h"
 #include "fsio.h"
+#include "hset.h"
 #include "log.h"
 #include "master_conn.h"
 #include "pclient.h"
@@ -152,13 +153,17 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		mconn_cb cb, void *arg)
 {
 	const struct sw_msg_info *info = sw_msg_info(type);
+	struct hset_msg w;
 	struct sw_call *p;
 	int fd, rc = 0;
 
 	if (mc->o.before_send &&
 	    !(mc->rx_started && pthread_equal(pthread_self(), mc->rx)))
 		mc->o.before_send(mc->o.arg, type);
-	p = sw_call_new(type, req, cb, arg);
+	p = sw_call_new(type,
+			hset_attach(&w, type, req, mc->o.handle, mc->o.arg), cb,
+			arg);
+	hset_detach(&w);
 	if (!p) {
 		ProtobufCMessage *none = NULL;
 
@@ -198,11 +203,16 @@ void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 void mconn_send_lazy(struct mconn *mc, uint16_t type,
 		     const ProtobufCMessage *req)
 {
+	struct hset_msg w;
 	bool first, poke;
+	int rc;
 
+	req = hset_attach(&w, type, req, mc->o.handle, mc->o.arg);
 	pthread_mutex_lock(&mc->wmu);
 	first = sw_buf_used(&mc->lazy) == 0;
-	if (sw_buf_add_frame(&mc->lazy, type, 0, 0, req) < 0) {
+	rc = sw_buf_add_frame(&mc->lazy, type, 0, 0, req);
+	hset_detach(&w);
+	if (rc < 0) {
 		pthread_mutex_unlock(&mc->wmu);
 		return; /* bookkeeping only; a reconnect reconciles it */
 	}

@@ -31,6 +31,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "client.h"
+#include "hset.h"
 #include "net.h"
 
 struct mconn;
@@ -55,6 +56,10 @@ struct mconn_opts {
 	/* Connected again after a break: whatever the master said while we
 	 * were away (invalidations) is lost. Receiver thread. */
 	void (*reconnected)(void *arg);
+	/* A node's handle (sweepfs.proto, "Node handles"), 0 if unknown,
+	 * for the requests that name it (hset_attach()). On the sending
+	 * thread, before anything is locked; may be NULL (none are sent). */
+	hset_fn handle;
 	/* Before a request of @type goes out (on the sending thread; not
 	 * on the receiver thread): deleg.c sends its queue first. */
 	void (*before_send)(void *arg, uint16_t type);
@@ -116,13 +121,16 @@ int mconn_start(struct mconn *mc);
 /*
  * Send @req as @type; @cb(@arg, ...) runs exactly once when it completes.
  * @cb may be NULL for a request whose outcome nobody needs. Thread-safe.
- * The request is encoded before this returns: @req may go at once.
+ * The request is encoded before this returns: @req may go at once. It
+ * goes with the handles of the nodes it names (o.handles) unless it
+ * carries some already; @req itself is not changed.
  */
 void mconn_send(struct mconn *mc, uint16_t type, const ProtobufCMessage *req,
 		mconn_cb cb, void *arg);
 
 /*
- * Send @req as @type without wanting a reply, not necessarily now: it is
+ * Send @req as @type (with handles, as mconn_send()) without wanting a
+ * reply, not necessarily now: it is
  * written before the next request, or within a few milliseconds. For
  * bookkeeping nobody waits for (release), it saves the master a wakeup.
  * Lost if the connection breaks first; a reconnect's reclaim makes up

@@ -384,7 +384,7 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (S_ISDIR(de.attr.mode))
 			deleg_note_dir(m->deleg, parent, name, de.attr.ino);
 		t = deleg_entry_timeout(m->deleg, parent, name);
-		if (itable_ref(&m->inodes, de.attr.ino) < 0)
+		if (itable_ref(&m->inodes, de.attr.ino, de.attr.handle) < 0)
 			return false;
 		/* Decided last, and again if long: a recall handled since
 		 * the first look must not see its name come back for
@@ -655,7 +655,8 @@ static bool made_here(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return true;
 	}
 	ino = to_master(m, e.ino);
-	if (itable_ref(&m->inodes, ino) < 0) {
+	/* Its handle comes with the batch's answer (deleg.c). */
+	if (itable_ref(&m->inodes, ino, 0) < 0) {
 		/* Made all the same: the caller hears it failed. */
 		deleg_release(m->deleg, ino);
 		fuse_reply_err(req, ENOMEM);
@@ -843,8 +844,9 @@ static void send_release(struct mount *m, uint64_t ino, uint32_t flags)
 
 	q.cred = &cred;
 	q.ino = ino;
-	itable_close(&m->inodes, ino, flags);
+	/* Packed first: the table may forget the inode, and its handle. */
 	mconn_send_lazy(m->mc, SW_MSG_RELEASE, &q.base);
+	itable_close(&m->inodes, ino, flags);
 }
 
 /*
@@ -945,7 +947,7 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 	mount_fill_entry(m, c->n.parent, a, &e);
 	/* Without O_EXCL, a file made by someone else may be opened. */
 	write_through_unreadable(m, &c->fi, r->has_readable, r->readable);
-	itable_ref(&m->inodes, a->ino);
+	itable_ref(&m->inodes, a->ino, a->handle);
 	itable_open(&m->inodes, a->ino, (uint32_t)c->fi.flags,
 		    caller_cred(req, &caller));
 	c->fi.fh = 0;

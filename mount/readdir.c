@@ -186,7 +186,7 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 		if (need > room)
 			return false;
 		if (attr) {
-			itable_ref(&m->inodes, attr->ino);
+			itable_ref(&m->inodes, attr->ino, attr->handle);
 			c->refs[c->nrefs++] = attr->ino;
 		}
 	} else {

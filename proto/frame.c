@@ -166,6 +166,96 @@ const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg)
 	return *(const Sweepfs__Cred *const *)((const char *)msg + f->offset);
 }
 
+static const ProtobufCFieldDescriptor *
+handles_field(const ProtobufCMessageDescriptor *d)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(d, "handles");
+
+	if (!f || f->type != PROTOBUF_C_TYPE_FIXED64 ||
+	    f->label != PROTOBUF_C_LABEL_REPEATED)
+		return NULL;
+	return f;
+}
+
+const uint64_t *sw_msg_handles(const ProtobufCMessage *msg, size_t *n)
+{
+	const ProtobufCFieldDescriptor *f = handles_field(msg->descriptor);
+
+	*n = 0;
+	if (!f)
+		return NULL;
+	*n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+	return *(uint64_t *const *)((const char *)msg + f->offset);
+}
+
+int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n)
+{
+	const ProtobufCFieldDescriptor *f = handles_field(msg->descriptor);
+
+	if (!f)
+		return -ENOENT;
+	*(size_t *)((char *)msg + f->quantifier_offset) = n;
+	*(uint64_t **)((char *)msg + f->offset) = h;
+	return 0;
+}
+
+void sw_msg_attrs(const ProtobufCMessage *msg,
+		  void (*fn)(void *arg, const Sweepfs__Attr *a), void *arg)
+{
+	const ProtobufCMessageDescriptor *d = msg->descriptor;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *p = (const char *)msg + f->offset;
+		Sweepfs__Attr *const *v;
+		size_t n;
+
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE ||
+		    f->descriptor != &sweepfs__attr__descriptor)
+			continue;
+		if (f->label != PROTOBUF_C_LABEL_REPEATED) {
+			if (*(Sweepfs__Attr *const *)p)
+				fn(arg, *(Sweepfs__Attr *const *)p);
+			continue;
+		}
+		n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+		v = *(Sweepfs__Attr *const *const *)p;
+		for (size_t k = 0; k < n; k++)
+			fn(arg, v[k]);
+	}
+}
+
+size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
+		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
+		    uint64_t h[SW_HANDLES_MAX])
+{
+	struct sw_msg_nodes it;
+	size_t have, k = 0;
+	uint64_t ino;
+
+	/* (A test's hostile frame may carry another type's message.) */
+	if (!sw_msg_info(type) || sw_msg_info(type)->req != msg->descriptor ||
+	    !handles_field(msg->descriptor))
+		return 0;
+	(void)sw_msg_handles(msg, &have);
+	if (have)
+		return 0;
+	sw_msg_nodes_begin(&it, type, msg);
+	while (k < SW_HANDLES_MAX && sw_msg_nodes_next(&it, &ino)) {
+		uint64_t x = handle_of(arg, ino);
+		size_t i;
+
+		for (i = 0; i < k && h[i] != x; i++)
+			;
+		if (x && i == k)
+			h[k++] = x;
+	}
+	if (k)
+		sw_msg_set_handles(msg, h, k);
+	return k;
+}
+
 int sw_msg_check(uint16_t *type_out)
 {
 	pthread_once(&node_once, resolve_nodes);

@@ -28,8 +28,14 @@
 #include "sweepfs.pb-c.h"
 
 /* Bumped on any incompatible change; the hello refuses other versions.
- * 3: BatchReply.errs are positive errno, as every other error. */
-#define SW_PROTO_VERSION 3
+ * 3: BatchReply.errs are positive errno, as every other error.
+ * 4: a node named by number needs its handle (sweepfs.proto, "Node
+ *    handles"). */
+#define SW_PROTO_VERSION 4
+
+/* Handles one request may carry (sweepfs.proto, "Node handles"): more is
+ * EINVAL. A batch names each directory it changes once. */
+#define SW_HANDLES_MAX 64
 
 #define SW_FRAME_HDR 16u
 
@@ -323,6 +329,36 @@ size_t sw_msg_nodes(uint16_t type, const ProtobufCMessage *msg, uint64_t *out,
 
 /* Request @msg's credentials (its field `cred`), or NULL if it has none. */
 const Sweepfs__Cred *sw_msg_cred(const ProtobufCMessage *msg);
+
+/*
+ * Request @msg's node handles (its field `handles`, sweepfs.proto's "Node
+ * handles"): their count into *@n and the array, or NULL with *@n 0 for a
+ * message without the field.
+ */
+const uint64_t *sw_msg_handles(const ProtobufCMessage *msg, size_t *n);
+
+/*
+ * Make request @msg carry the @n handles at @h (not copied: @h must
+ * outlive @msg's use). -ENOENT for a message without the field.
+ */
+int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n);
+
+/*
+ * Make request @msg of @type, if it names nodes and carries no handles
+ * yet, carry in @h the handles @handle_of(@arg, ino) gives for them (0:
+ * unknown, left out), each once. Returns how many it carries now; a
+ * caller that got more than 0 puts the field back with
+ * sw_msg_set_handles(@msg, NULL, 0) before @h goes. Nodes past
+ * SW_HANDLES_MAX are left out (the master refuses such a request).
+ */
+/* Call @fn(@arg, attr) for each Attr reply @msg carries (its fields of
+ * that type, single or repeated): where clients learn node handles. */
+void sw_msg_attrs(const ProtobufCMessage *msg,
+		  void (*fn)(void *arg, const Sweepfs__Attr *a), void *arg);
+
+size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
+		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
+		    uint64_t h[SW_HANDLES_MAX]);
 
 /*
  * 0 when every node field the table declares resolves to a single

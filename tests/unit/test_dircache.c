@@ -250,6 +250,7 @@ static void test_dircache_made(void **state)
 	struct fixture *f = *state;
 	uint64_t made[4], after = 0;
 	enum dc_state st;
+	Sweepfs__Attr a = SWEEPFS__ATTR__INIT;
 	struct dc_entry e;
 	char name[24];
 
@@ -283,12 +284,12 @@ static void test_dircache_made(void **state)
 	remove_range(f, 1, 80); /* compacts: m1 goes from the array */
 	assert_int_equal(read_all(f, 0, &st, &after), 0);
 	assert_int_equal(st, DC_MISS); /* cookies not known yet */
-	dircache_made_cookie(f->dc, DIR_INO, made[0], 101);
-	dircache_made_cookie(f->dc, DIR_INO, made[1], 102);
-	dircache_made_cookie(f->dc, DIR_INO, made[2], 103);
+	dircache_made_cookie(f->dc, DIR_INO, made[0], 101, 0);
+	dircache_made_cookie(f->dc, DIR_INO, made[1], 102, 0);
+	dircache_made_cookie(f->dc, DIR_INO, made[2], 103, 0);
 	assert_int_equal(read_all(f, 0, &st, &after), 0);
 	assert_int_equal(st, DC_MISS);
-	dircache_made_cookie(f->dc, DIR_INO, made[3], 104);
+	dircache_made_cookie(f->dc, DIR_INO, made[3], 104, 0);
 	assert_int_equal(read_all(f, 0, &st, &after), 23);
 	assert_int_equal(st, DC_EOF);
 	assert_string_equal(f->out[20].name, "m0");
@@ -299,19 +300,33 @@ static void test_dircache_made(void **state)
 	assert_int_equal(read_all(f, 101, &st, &after), 2);
 	assert_string_equal(f->out[0].name, "m2");
 	/* A late answer for an entry of another life finds nothing. */
-	dircache_made_cookie(f->dc, DIR_INO, made[3], 105);
+	dircache_made_cookie(f->dc, DIR_INO, made[3], 105, 0);
 	assert_int_equal(read_all(f, 0, &st, &after), 23);
 
 	/* Answers out of order: the listing goes. */
 	made[0] = dircache_add_made(f->dc, DIR_INO, "x0", 3000, DT_REG, NULL);
 	made[1] = dircache_add_made(f->dc, DIR_INO, "x1", 3001, DT_REG, NULL);
-	dircache_made_cookie(f->dc, DIR_INO, made[1], 200);
+	dircache_made_cookie(f->dc, DIR_INO, made[1], 200, 0);
 	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "x0", &e), DC_UNKNOWN);
 	/* A cookie not past the ones before it: the listing goes. */
 	assert_true(append(f, 0, 1, 100, true));
 	made[0] = dircache_add_made(f->dc, DIR_INO, "y0", 3000, DT_REG, NULL);
-	dircache_made_cookie(f->dc, DIR_INO, made[0], 50);
+	dircache_made_cookie(f->dc, DIR_INO, made[0], 50, 0);
 	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "y0", &e), DC_UNKNOWN);
+
+	/* The answer's handle goes with the attributes a lookup served from
+	 * here hands the kernel (the number's range may end; the handle
+	 * does not). */
+	assert_true(append(f, 0, 1, 100, true));
+	a.ino = 4000;
+	a.mode = 0100644;
+	made[0] = dircache_add_made(f->dc, DIR_INO, "z0", 4000, DT_REG, &a);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "z0", &e), DC_FOUND);
+	assert_false(e.attr.has_handle);
+	dircache_made_cookie(f->dc, DIR_INO, made[0], 101, 0x5eed);
+	assert_int_equal(dircache_lookup(f->dc, DIR_INO, "z0", &e), DC_FOUND);
+	assert_true(e.has_attr && e.attr.has_handle);
+	assert_true(e.attr.handle == 0x5eed);
 }
 
 /*
@@ -426,7 +441,7 @@ static void test_dircache_summary_bounded(void **state)
 		if (dircache_entries(dc) > most)
 			most = dircache_entries(dc);
 		for (int i = 0; i < 64; i++)
-			dircache_made_cookie(dc, DIR_INO, made[i], ++cookie);
+			dircache_made_cookie(dc, DIR_INO, made[i], ++cookie, 0);
 	}
 	assert_int_equal(cookie, 10240);
 	assert_int_equal(dircache_summaries(dc), 1);
@@ -453,7 +468,7 @@ static void test_dircache_summary_bounded(void **state)
 	assert_true(made[0] >= DC_MADE_BASE);
 	dircache_remove(dc, DIR_INO, "gone");
 	assert_int_equal(dircache_lookup(dc, DIR_INO, "gone", &e), DC_UNKNOWN);
-	dircache_made_cookie(dc, DIR_INO, made[0], ++cookie);
+	dircache_made_cookie(dc, DIR_INO, made[0], ++cookie, 0);
 	/* A name the filter says is absent (the first of the false
 	 * positives' few is not: the key is drawn per process). */
 	for (int i = 0;; i++) {
@@ -527,7 +542,7 @@ static void test_dircache_summary_others(void **state)
 	assert_int_equal(dircache_live(dc, 2), -1);
 	assert_int_equal(dircache_lookup(dc, 2, "late", &e), DC_FOUND);
 	assert_int_equal(dircache_lookup(dc, 2, "f300", &e), DC_UNKNOWN);
-	dircache_made_cookie(dc, 2, made, 301);
+	dircache_made_cookie(dc, 2, made, 301, 0);
 	assert_int_equal(dircache_lookup(dc, 2, "late", &e), DC_UNKNOWN);
 	/* Dropped (another client changed it): gone, and listed afresh. */
 	dircache_drop(dc, 2);

@@ -550,6 +550,111 @@ static void test_sw_msg_nodes_walk(void **state)
 	assert_int_equal(sw_msg_nodes(UINT16_MAX, &info.base, out, 4), 0);
 }
 
+/* Every request that names a node can carry its handle (sweepfs.proto,
+ * "Node handles"): a new one cannot be added that the master would have
+ * to refuse every time. */
+static void test_sw_msg_handles_everywhere(void **state)
+{
+	(void)state;
+	for (uint16_t t = 1; t < SW_MSG__COUNT; t++) {
+		const struct sw_msg_info *i = sw_msg_info(t);
+		uint64_t h = 1;
+
+		if (!i->nodes[0] || !i->roles)
+			continue;
+		ProtobufCMessage *m = calloc(1, i->req->sizeof_message);
+
+		assert_non_null(m);
+		protobuf_c_message_init(i->req, m);
+		if (sw_msg_set_handles(m, &h, 1) < 0)
+			fail_msg("%s names nodes and has no field `handles`",
+				 i->name);
+		free(m);
+	}
+}
+
+static uint64_t handle_by_table(void *arg, uint64_t ino)
+{
+	const uint64_t *known = arg; /* ino -> handle, 0: unknown */
+
+	return ino < 8 ? known[ino] : 0;
+}
+
+static void seen(void *arg, const Sweepfs__Attr *a)
+{
+	uint64_t *known = arg;
+
+	if (a->has_handle && a->ino < 8)
+		known[a->ino] = a->handle;
+}
+
+/* A request carries each known handle once; one it carries already is
+ * left alone; a reply's attributes are where handles come from. */
+static void test_sw_msg_vouch(void **state)
+{
+	uint64_t known[8] = { 0, 0, 0, 0x33, 0, 0x55, 0, 0x77 },
+		 h[SW_HANDLES_MAX];
+	Sweepfs__RenameReq rn = SWEEPFS__RENAME_REQ__INIT;
+	Sweepfs__InfoReq info = SWEEPFS__INFO_REQ__INIT;
+	Sweepfs__ReaddirReply rr = SWEEPFS__READDIR_REPLY__INIT;
+	Sweepfs__EntryReply er = SWEEPFS__ENTRY_REPLY__INIT;
+	Sweepfs__Attr a[3] = { SWEEPFS__ATTR__INIT, SWEEPFS__ATTR__INIT,
+			       SWEEPFS__ATTR__INIT };
+	Sweepfs__Attr *av[2] = { &a[0], &a[1] };
+	uint64_t mine = 9;
+	size_t n;
+
+	(void)state;
+	rn.parent = rn.newparent = 3;
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
+			 1);
+	assert_int_equal(rn.n_handles, 1);
+	assert_ptr_equal(rn.handles, h);
+	assert_int_equal(h[0], 0x33);
+	sw_msg_set_handles(&rn.base, NULL, 0);
+	rn.newparent = 4; /* unknown: left out */
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
+			 1);
+	rn.newparent = 5;
+	sw_msg_set_handles(&rn.base, NULL, 0);
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
+			 2);
+	assert_int_equal(h[1], 0x55);
+	sw_msg_set_handles(&rn.base, &mine, 1);
+	assert_int_equal(sw_msg_vouch(SW_MSG_RENAME, &rn.base, handle_by_table,
+				      known, h),
+			 0);
+	assert_ptr_equal(sw_msg_handles(&rn.base, &n), &mine);
+	assert_int_equal(n, 1);
+	assert_int_equal(sw_msg_vouch(SW_MSG_INFO, &info.base, handle_by_table,
+				      known, h),
+			 0);
+	assert_int_equal(sw_msg_set_handles(&info.base, h, 1), -ENOENT);
+	assert_null(sw_msg_handles(&info.base, &n));
+	assert_int_equal(n, 0);
+
+	/* Learning: a single Attr and repeated ones. */
+	memset(known, 0, sizeof(known));
+	for (int i = 0; i < 3; i++) {
+		a[i].ino = 1 + (uint64_t)i;
+		a[i].has_handle = i != 1;
+		a[i].handle = 0x100 + (uint64_t)i;
+	}
+	rr.n_attrs = 2;
+	rr.attrs = av;
+	sw_msg_attrs(&rr.base, seen, known);
+	er.attr = &a[2];
+	sw_msg_attrs(&er.base, seen, known);
+	assert_int_equal(known[1], 0x100);
+	assert_int_equal(known[2], 0); /* it carried none */
+	assert_int_equal(known[3], 0x102);
+	er.attr = NULL;
+	sw_msg_attrs(&er.base, seen, known);
+}
+
 /* The properties the master and the mount used to keep in their own
  * switches, now in the table. */
 static void test_sw_msg_info_flags(void **state)
@@ -1824,6 +1929,8 @@ int main(void)
 		cmocka_unit_test(test_sw_msg_node_fields_declared),
 		cmocka_unit_test(test_sw_msg_node_fields_check_fails),
 		cmocka_unit_test(test_sw_msg_nodes_walk),
+		cmocka_unit_test(test_sw_msg_handles_everywhere),
+		cmocka_unit_test(test_sw_msg_vouch),
 		cmocka_unit_test(test_sw_msg_info_flags),
 		cmocka_unit_test_setup_teardown(test_sw_dirent_get_round_trip,
 						setup, teardown),

@@ -154,10 +154,7 @@ static Sweepfs__HelloReply *say_hello(struct peer *p, const struct hello *o,
 	if (o->nopen > SW_ARRAY_SIZE(claims))
 		fail("say_hello: at most %zu claims", SW_ARRAY_SIZE(claims));
 	for (size_t i = 0; i < o->nopen; i++) {
-		sweepfs__open_claim__init(&claim[i]);
-		claim[i].ino = o->open[i];
-		claim[i].flags = O_RDONLY;
-		claim[i].cred = &claim_cred;
+		peer_claim(&claim[i], o->open[i], O_RDONLY, &claim_cred);
 		claims[i] = &claim[i];
 	}
 	h.n_opens = o->nopen;
@@ -477,6 +474,7 @@ static void flood_step(struct flooder *f, const uint8_t *frame, size_t len)
 static void check_amplify(void)
 {
 	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
+	uint64_t h[SW_HANDLES_MAX];
 	struct flooder f[3];
 	struct peer other;
 	uint8_t frame[256];
@@ -491,6 +489,7 @@ static void check_amplify(void)
 	q.cookie = 0;
 	q.max_entries = 8192;
 	q.max_bytes = 256 << 10;
+	peer_vouch(SW_MSG_READDIR, &q.base, h);
 	len = sw_frame_size(&q.base);
 	if (len > sizeof(frame))
 		fail("readdir frame of %zu bytes", len);

@@ -385,6 +385,7 @@ static void raw_hello(int fd, uint16_t port, const char *subdir)
 static void check_output(int n)
 {
 	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
+	uint64_t h[SW_HANDLES_MAX];
 	struct flooder *f = calloc((size_t)n, sizeof(*f));
 	long rss0 = rss_kb(m_pid), rss_max = rss0;
 	struct answers pings = { 0 };
@@ -401,6 +402,7 @@ static void check_output(int n)
 	q.ino = big;
 	q.max_entries = 8192;
 	q.max_bytes = 256 << 10;
+	peer_vouch(SW_MSG_READDIR, &q.base, h);
 	len = sw_frame_size(&q.base);
 	if (len > sizeof(frame))
 		fail("readdir frame of %zu bytes", len);

@@ -1376,10 +1376,7 @@ static uint64_t confined_hello_as(struct peer *p, const char *subdir,
 	if (n > 4)
 		fail("confined_hello_as: at most 4 claims");
 	for (size_t i = 0; i < n; i++) {
-		sweepfs__open_claim__init(&claim[i]);
-		claim[i].ino = open[i];
-		claim[i].flags = O_RDONLY;
-		claim[i].cred = &root_cred;
+		peer_claim(&claim[i], open[i], O_RDONLY, &root_cred);
 		claims[i] = &claim[i];
 	}
 	peer_connect(p, m_port);

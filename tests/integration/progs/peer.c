@@ -155,16 +155,156 @@ void peer_raw(struct peer *p, const void *buf, size_t n)
 }
 
 /* Send a frame; returns its id. */
+/*
+ * Node handles (sweepfs.proto, "Node handles") every reply to this process
+ * gave, by inode, direct-mapped: a test process is one client machine,
+ * whose connections all know what any of them was told. Inode numbers
+ * are mostly consecutive, so they seldom collide; a collision forgets the
+ * older one.
+ */
+#define HANDLE_SLOTS (1u << 18)
+
+static struct sw_handle_slot handles[HANDLE_SLOTS];
+
+static void handle_learn(void *arg, const Sweepfs__Attr *a)
+{
+	(void)arg;
+	if (a->has_handle)
+		handles[a->ino % HANDLE_SLOTS] =
+			(struct sw_handle_slot){ a->ino, a->handle };
+}
+
+static uint64_t handle_of(void *arg, uint64_t ino)
+{
+	(void)arg;
+	return peer_handle(ino);
+}
+
+/*
+ * The batches in flight: the nodes each makes, by request id, whose
+ * handles its reply gives in order (BatchReply.handles). Ids are per
+ * connection; a test's batches in flight at once are few, and a reply
+ * matched to another connection's batch of the same id only teaches a
+ * wrong handle, which the master then refuses.
+ */
+#define BATCHES 64
+
+static struct batch_sent {
+	uint64_t id;
+	size_t n;
+	uint64_t *inos; /* 0: no node made */
+	bool *dirs;
+} batches[BATCHES];
+static unsigned batches_next;
+
+static void batch_sent(uint64_t id, const Sweepfs__BatchReq *q)
+{
+	struct batch_sent *b = &batches[batches_next++ % BATCHES];
+
+	free(b->inos);
+	free(b->dirs);
+	b->id = id;
+	b->n = q->n_ops;
+	b->inos = calloc(q->n_ops ? q->n_ops : 1, sizeof(*b->inos));
+	b->dirs = calloc(q->n_ops ? q->n_ops : 1, sizeof(*b->dirs));
+	if (!b->inos || !b->dirs)
+		fail("out of memory");
+	for (size_t i = 0; i < q->n_ops; i++) {
+		b->inos[i] = q->ops[i]->has_ino ? q->ops[i]->ino : 0;
+		b->dirs[i] = S_ISDIR(q->ops[i]->mode);
+	}
+}
+
+static void batch_answered(uint64_t id, const Sweepfs__BatchReply *r)
+{
+	for (unsigned k = 0; k < BATCHES; k++) {
+		struct batch_sent *b = &batches[k];
+
+		if (!b->inos || b->id != id)
+			continue;
+		/* Files into free slots only: a batch makes thousands at
+		 * once, which would push out the directories they are in
+		 * (and tests name what they make in bulk by name). */
+		for (size_t i = 0; i < b->n && i < r->n_handles; i++) {
+			struct sw_handle_slot *s =
+				&handles[b->inos[i] % HANDLE_SLOTS];
+
+			if (b->inos[i] && r->handles[i] &&
+			    (b->dirs[i] || !s->handle))
+				*s = (struct sw_handle_slot){ b->inos[i],
+							      r->handles[i] };
+		}
+		free(b->inos);
+		free(b->dirs);
+		b->inos = NULL;
+		b->dirs = NULL;
+		return;
+	}
+}
+
+/* Learn the handles a reply carries, however its reader takes it. */
+static void learn(const struct sw_frame_hdr *hdr, const uint8_t *payload)
+{
+	const struct sw_msg_info *info = sw_msg_info(hdr->type);
+	ProtobufCMessage *m;
+
+	if (!(hdr->flags & SW_FRAME_REPLY) || !info || !info->reply)
+		return;
+	m = protobuf_c_message_unpack(info->reply, NULL, hdr->len, payload);
+	if (!m)
+		return; /* its reader says what is wrong with it */
+	sw_msg_attrs(m, handle_learn, NULL);
+	if (hdr->type == SW_MSG_BATCH)
+		batch_answered(hdr->id, (const Sweepfs__BatchReply *)m);
+	protobuf_c_message_free_unpacked(m, NULL);
+}
+
+uint64_t peer_handle(uint64_t ino)
+{
+	const struct sw_handle_slot *s = &handles[ino % HANDLE_SLOTS];
+
+	return s->ino == ino ? s->handle : 0;
+}
+
+void peer_handle_set(uint64_t ino, uint64_t handle)
+{
+	handles[ino % HANDLE_SLOTS] = (struct sw_handle_slot){ ino, handle };
+}
+
+void peer_vouch(uint16_t type, ProtobufCMessage *msg,
+		uint64_t h[SW_HANDLES_MAX])
+{
+	(void)sw_msg_vouch(type, msg, handle_of, NULL, h);
+}
+
+void peer_claim(Sweepfs__OpenClaim *c, uint64_t ino, uint32_t flags,
+		Sweepfs__Cred *cred)
+{
+	sweepfs__open_claim__init(c);
+	c->ino = ino;
+	c->flags = flags;
+	c->cred = cred;
+	c->handle = peer_handle(ino);
+	c->has_handle = c->handle != 0;
+}
+
 uint64_t peer_send(struct peer *p, uint16_t type, uint16_t flags,
 		   const ProtobufCMessage *msg)
 {
-	uint64_t id = p->next_id++;
+	ProtobufCMessage *q = (ProtobufCMessage *)msg; /* put back below */
+	uint64_t id = p->next_id++, h[SW_HANDLES_MAX];
+	size_t vouched = p->raw ? 0 : sw_msg_vouch(type, q, handle_of, NULL, h);
 	size_t size = sw_frame_size(msg);
 	uint8_t *buf = malloc(size);
 
 	if (!buf)
 		fail("out of memory");
 	sw_frame_pack(buf, type, flags, id, msg);
+	if (vouched)
+		sw_msg_set_handles(q, NULL, 0);
+	if (type == SW_MSG_BATCH &&
+	    msg->descriptor == &sweepfs__batch_req__descriptor)
+		batch_sent(id, (const Sweepfs__BatchReq *)msg);
 	peer_raw(p, buf, size);
 	free(buf);
 	return id;
@@ -196,6 +336,7 @@ int peer_recv(struct peer *p, struct sw_frame_hdr *hdr, uint8_t **payload,
 			memcpy(*payload, sw_buf_head(&p->in) + SW_FRAME_HDR,
 			       hdr->len);
 			sw_buf_consume(&p->in, SW_FRAME_HDR + hdr->len);
+			learn(hdr, *payload);
 			return 1;
 		}
 		if (left <= 0)

@@ -38,7 +38,27 @@ struct peer {
 	uint64_t next_id;
 	uint16_t port;
 	uint32_t max; /* payload limit of what we accept */
+	/* Send requests as they are: no node handles added (peer_send()).
+	 * For the checks of handles themselves. */
+	bool raw;
 };
+
+/* The handle of @ino some reply to this process gave (peer_send() adds
+ * those of the nodes a request names), or 0. */
+uint64_t peer_handle(uint64_t ino);
+
+/* Make this process believe @handle is @ino's (a forgery, for tests). */
+void peer_handle_set(uint64_t ino, uint64_t handle);
+
+/* Make @msg (of @type) carry, in @h, the handles this process knows of
+ * the nodes it names, as peer_send() does; for frames packed by hand. */
+void peer_vouch(uint16_t type, ProtobufCMessage *msg,
+		uint64_t h[SW_HANDLES_MAX]);
+
+/* @c: a hello's claim of @ino open with @flags by @cred, with the
+ * handle this process knows. */
+void peer_claim(Sweepfs__OpenClaim *c, uint64_t ino, uint32_t flags,
+		Sweepfs__Cred *cred);
 
 /* Bytes for a bytes field: @n at @p, or the string @s. */
 ProtobufCBinaryData bin(const void *p, size_t n);

@@ -238,12 +238,14 @@ static double ping_stats(struct pings *pg, char *out, size_t len)
 static void send_rmrs(struct peer *p, unsigned n)
 {
 	Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
+	uint64_t h[SW_HANDLES_MAX];
 	size_t one, len = 0;
 	uint8_t *buf;
 
 	q.cred = &user_cred;
 	q.parent = pub;
 	q.name = str("big");
+	peer_vouch(SW_MSG_RMR, &q.base, h);
 	one = SW_FRAME_HDR + protobuf_c_message_get_packed_size(&q.base);
 	buf = malloc(one * n);
 	if (!buf)

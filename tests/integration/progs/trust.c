@@ -44,6 +44,12 @@
  *            maproot=0 (no squashing) it can
  *   info     a read-only session's INFO names no other session among the
  *            slowest requests; an admin's does
+ *   byno     uid 1000 names /private/readable (root 0644 in a root 0700
+ *            directory its lookup may not search) by number: without the
+ *            handle a reply gives, and with a forged one, GETATTR, OPEN,
+ *            CHUNK, LINK and SETATTR are ESTALE, through the read-only "/"
+ *            of 127.0.0.2 and the read-write admin one; with the handle
+ *            they are served, and root needs none
  *   rootonly through /team (no squashing), uid 1000 may not clear the
  *            set-id bits of a root 04755 file, nor set security.* names
  *            on its own file; it may on what it owns, root may
@@ -128,7 +134,7 @@ static Sweepfs__Cred user_cred = SWEEPFS__CRED__INIT; /* uid/gid 1000 */
 static uint64_t last_sid; /* the session the last hello got */
 
 /* What setup made. */
-static uint64_t priv, secret, pub, closed, open_file;
+static uint64_t priv, secret, readable, pub, closed, open_file;
 static struct {
 	const char *name;
 	uint64_t dir, victim, w, g0;
@@ -371,6 +377,7 @@ static void check_setup(void)
 	session(&adm, "/");
 	priv = make(&adm, ROOT, "private", S_IFDIR | 0700);
 	secret = make(&adm, priv, "secret", 0600);
+	readable = make(&adm, priv, "readable", 0644);
 	pub = make(&adm, ROOT, "pub", S_IFDIR | 0755);
 	closed = make(&adm, pub, "closed", 0600);
 	open_file = make(&adm, pub, "open", 0644);
@@ -384,21 +391,109 @@ static void check_setup(void)
 		ex[i].g0 = make(&adm, ex[i].dir, "g0", 0660);
 	}
 	peer_close(&adm);
-	ok("setup: /private/secret, /pub/closed, /pub/open; victim, w and "
+	ok("setup: /private/secret and readable, /pub/closed, /pub/open; victim, w and "
 	   "g0 in /jail, /shared and /team");
+}
+
+/* ---- by number -------------------------------------------------------------- */
+
+static int getattr(struct peer *p, uint64_t ino)
+{
+	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
+
+	q.ino = ino;
+	return peer_call(p, SW_MSG_GETATTR, &q.base);
+}
+
+static int link_as(struct peer *p, Sweepfs__Cred *cred, uint64_t ino,
+		   uint64_t parent, const char *name)
+{
+	Sweepfs__LinkReq q = SWEEPFS__LINK_REQ__INIT;
+
+	q.cred = cred;
+	q.ino = ino;
+	q.newparent = parent;
+	q.newname = str(name);
+	return entry(p, SW_MSG_LINK, 0, &q.base, NULL);
+}
+
+static int lookup_as(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
+		     const char *name)
+{
+	Sweepfs__LookupReq q = SWEEPFS__LOOKUP_REQ__INIT;
+
+	q.cred = cred;
+	q.parent = parent;
+	q.name = str(name);
+	return entry(p, SW_MSG_LOOKUP, 0, &q.base, NULL);
+}
+
+/*
+ * What uid 1000 may not reach by its path (/private is root's 0700) it may
+ * not reach by its number either: not without the handle a reply gives,
+ * not with a forged one, through a read-only and a read-write unconfined
+ * export; with the handle it may (a client that was once let in keeps
+ * what it was given, as an NFS file handle does), and root needs none.
+ */
+static void check_by_number(void)
+{
+	uint64_t real = peer_handle(readable), team_w = ex[2].w;
+	struct hello o = { .subdir = "/", .from = "127.0.0.2" };
+	struct peer ro, rw;
+
+	if (!real || !peer_handle(team_w))
+		fail("byno: setup's replies gave no handles");
+	hello(&ro, &o);
+	session(&rw, "/");
+	expect(lookup_as(&ro, &user_cred, priv, "readable"), EACCES,
+	       "byno: uid 1000's lookup in root's 0700 directory");
+	for (int forged = 0; forged < 2; forged++) {
+		const char *how = forged ? "a forged handle" : "no handle";
+
+		ro.raw = rw.raw = !forged;
+		if (forged)
+			peer_handle_set(readable, real ^ (rnd() | 1));
+		expect(getattr(&ro, readable), ESTALE, "byno: GETATTR");
+		expect(open_as(&ro, &user_cred, readable, O_RDONLY), ESTALE,
+		       "byno: OPEN for reading");
+		expect(chunk(&ro, &user_cred, readable, false), ESTALE,
+		       "byno: CHUNK read");
+		if (!forged)
+			expect(getattr(&ro, priv), ESTALE,
+			       "byno: GETATTR of the directory");
+		expect(open_as(&rw, &user_cred, readable, O_RDONLY), ESTALE,
+		       "byno: OPEN through the read-write export");
+		expect(link_as(&rw, &user_cred, readable, team_w, "stolen"),
+		       ESTALE, "byno: LINK into a directory of its own");
+		expect(setattr(&rw, &user_cred, readable,
+			       SWEEPFS__SETATTR_VALID__SET_SIZE, 0),
+		       ESTALE, "byno: SETATTR");
+		ok("byno: uid 1000 names /private/readable by number with %s: "
+		   "GETATTR, OPEN, CHUNK, LINK and SETATTR are ESTALE",
+		   how);
+	}
+	peer_handle_set(readable, real);
+	ro.raw = rw.raw = false;
+	must(getattr(&ro, readable), "byno: GETATTR with the handle");
+	must(open_as(&ro, &user_cred, readable, O_RDONLY),
+	     "byno: OPEN with the handle");
+	rw.raw = true;
+	must(open_as(&rw, &root_cred, readable, O_RDONLY),
+	     "byno: root's OPEN without a handle");
+	peer_close(&ro);
+	peer_close(&rw);
+	ok("byno: with the handle a reply gave, it may; root needs none");
 }
 
 /* ---- reclaim ---------------------------------------------------------------- */
 
-/* A claim of @ino open with @flags by @cred. */
+/* A claim of @ino open with @flags by @cred, with its handle. */
 static Sweepfs__OpenClaim claim_of(uint64_t ino, uint32_t flags,
 				   Sweepfs__Cred *cred)
 {
-	Sweepfs__OpenClaim c = SWEEPFS__OPEN_CLAIM__INIT;
+	Sweepfs__OpenClaim c;
 
-	c.ino = ino;
-	c.flags = flags;
-	c.cred = cred;
+	peer_claim(&c, ino, flags, cred);
 	return c;
 }
 
@@ -1657,6 +1752,8 @@ int main(int argc, char **argv)
 			check_gid0();
 		else if (!strcmp(c, "info"))
 			check_info();
+		else if (!strcmp(c, "byno"))
+			check_by_number();
 		else if (!strcmp(c, "rootonly"))
 			check_root_only();
 		else if (!strcmp(c, "recall"))

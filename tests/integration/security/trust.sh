@@ -46,8 +46,8 @@ trust() {
 	sed 's/^/    /' "$SW_TMP/trust.out" >&2
 }
 
-trust setup reclaim viafd again gid0 info rootonly recall recursive times \
-	inos resume wronly
+trust setup byno reclaim viafd again gid0 info rootonly recall recursive \
+	times inos resume wronly
 read -r _ _ INO_FIRST INO_COUNT < <(grep '^inos: range ' "$SW_TMP/trust.out") ||
 	fail "trust inos printed no range"
 # Sanitizers make the master several times slower: its pings too.
