@@ -270,6 +270,40 @@ static void test_token_alive_is_leased(void **state)
 	assert_int_equal(none->lease_session, 0);
 }
 
+/* However often a chunk's lease goes back and forth between two
+ * sessions, it is on the list once; an entry whose token ended goes. */
+static void test_leased_listed_once(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *d = unit_mk(ns, ns->root, "d", S_IFDIR | 0755, 1);
+	struct chunk *c = file_with_chunk(f, d, "c");
+	struct chunk *other = file_with_chunk(f, d, "other");
+
+	for (int i = 0; i < 10000; i++)
+		data_lease(&f->m, c, 1 + (uint64_t)(i & 1));
+	assert_int_equal(f->m.data->leased.n, 1);
+	assert_int_equal(f->m.data->leased.id[0], c->id);
+	data_lease(&f->m, other, 3);
+	assert_int_equal(f->m.data->leased.n, 2);
+	/* c's last grant was 11 minutes ago: its token is dead. */
+	c->lease_until = sw_mono_ns() - 600 * SEC;
+	data_prune_leases(&f->m);
+	assert_int_equal(f->m.data->leased.n, 1);
+	assert_int_equal(f->m.data->leased.id[0], other->id);
+	assert_int_equal(c->leased, 0);
+	/* Granted again: listed again, once. */
+	data_lease(&f->m, c, 1);
+	data_lease(&f->m, c, 2);
+	assert_int_equal(f->m.data->leased.n, 2);
+	/* A snapshot too big to copy at once ends them all: the list is
+	 * empty, and a new grant lists the chunk again. */
+	data_revoke_leases(&f->m);
+	assert_int_equal(f->m.data->leased.n, 0);
+	data_lease(&f->m, c, 1);
+	assert_int_equal(f->m.data->leased.n, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +315,8 @@ int main(void)
 			test_copy_takes_back_its_own_leases, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_alive_is_leased,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leased_listed_once, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
