@@ -48,6 +48,7 @@ struct chunk {
 	 * CHUNK_GOAL_DEFAULT if one of them has the default. While shared
 	 * it only goes up; loading a checkpoint works it out afresh. */
 	uint8_t goal;
+	uint8_t leased;		/* on m->data->leased (master/dataops.c) */
 	uint64_t lease_session; /* writer holding the write lease, or 0 */
 	int64_t lease_until;	/* mono ns */
 	struct chunk_copy copies[CHUNK_COPIES_MAX];

@@ -933,9 +933,11 @@ static void replicate(struct master *m, struct chunk *c, uint32_t goal)
 				source = c->copies[i].srv;
 		}
 	}
-	/* Not while a writer holds the lease: it is changing the data. */
+	/* Not while a writer may write it: it is changing the data, and a
+	 * copy at the same version would miss its later writes. Its token
+	 * outlives the lease (lease_writable()). */
 	if (!source || nvalid >= (int)goal || c->ncopies == CHUNK_COPIES_MAX ||
-	    c->busy || (c->lease_session && c->lease_until > sw_mono_ns()))
+	    c->busy || lease_writable(c, sw_mono_ns()))
 		return;
 	src = csrv_get(m, source);
 	if (src->replicating >= REPL_PER_SERVER ||
@@ -969,14 +971,14 @@ static void replicate(struct master *m, struct chunk *c, uint32_t goal)
 /*
  * @c has more valid copies than it needs (its goal went down): one goes,
  * from the fullest server. Not while anything is in flight for it or a
- * writer holds its lease (the writer writes to the copies it was told).
+ * writer may write it (the writer writes to the copies it was told).
  */
 static void trim(struct master *m, struct chunk *c, unsigned goal)
 {
 	int victim = -1;
 	double fullest = -1;
 
-	if (c->busy || (c->lease_session && c->lease_until > sw_mono_ns()))
+	if (c->busy || lease_writable(c, sw_mono_ns()))
 		return;
 	for (int i = 0; i < c->ncopies; i++) {
 		struct csrv *s = csrv_get(m, c->copies[i].srv);

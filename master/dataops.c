@@ -43,6 +43,8 @@
 
 #define TAG "data"
 #define LEASE_NS (60 * SW_NSEC_PER_SEC)
+/* How often data_tick() drops the leases whose token ended. */
+#define DATA_PRUNE_NS (10 * SW_NSEC_PER_SEC)
 
 /* A chunk request, kept while it waits (deferred reply included). */
 struct job {
@@ -87,7 +89,7 @@ static enum sw_token_mode token_mode(const struct job *j)
  * token it holds without asking again (mount/data.c). A snapshot must
  * take back every lease whose token may still write.
  */
-static bool lease_writable(const struct chunk *c, int64_t now)
+bool lease_writable(const struct chunk *c, int64_t now)
 {
 	return c->lease_session &&
 	       c->lease_until - LEASE_NS +
@@ -97,29 +99,62 @@ static bool lease_writable(const struct chunk *c, int64_t now)
 
 /*
  * m->data->leased: chunks with a write lease, so that a snapshot can take
- * the leases back without looking at every chunk. Entries go stale when
- * a lease's token ends; they are dropped when the list is next full.
+ * the leases back without looking at every chunk. A chunk is on it at
+ * most once (c->leased), however often its lease is granted; an entry
+ * whose token can no longer write goes when the list is next full, and
+ * at most DATA_PRUNE_NS after (data_tick()). So the list holds the
+ * chunks leased in the last CSRV_TOKEN_TTL_MS, each once.
  */
-static void lease_note(struct master *m, uint64_t id)
+void data_lease(struct master *m, struct chunk *c, uint64_t session)
 {
 	struct leased *l = &m->data->leased;
 
-	if (l->n == l->cap) {
-		size_t keep = 0;
-		int64_t now = sw_mono_ns();
-
-		for (size_t i = 0; i < l->n; i++) {
-			const struct chunk *c = chunk_get(&m->ns, l->id[i]);
-
-			if (c && lease_writable(c, now))
-				l->id[keep++] = l->id[i];
-		}
-		l->n = keep;
-	}
+	c->lease_session = session;
+	c->lease_until = sw_mono_ns() + LEASE_NS;
+	if (!session || c->leased)
+		return;
+	if (l->n == l->cap)
+		data_prune_leases(m);
 	/* Without room it cannot be revoked: see data_revoke_leases(). */
 	if (sw_grow(&l->id, &l->cap, l->n + 1, sizeof(*l->id), 64) < 0)
 		return;
-	l->id[l->n++] = id;
+	l->id[l->n++] = c->id;
+	c->leased = 1;
+}
+
+/* Drop the entries of m->data->leased whose token can no longer write. */
+void data_prune_leases(struct master *m)
+{
+	struct leased *l = &m->data->leased;
+	int64_t now = sw_mono_ns();
+	size_t keep = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		struct chunk *c = chunk_get(&m->ns, l->id[i]);
+
+		if (!c)
+			continue;
+		if (lease_writable(c, now))
+			l->id[keep++] = l->id[i];
+		else
+			c->leased = 0;
+	}
+	l->n = keep;
+	m->data->pruned_at = now;
+}
+
+/* Empty m->data->leased (its chunks' leases were all taken back). */
+static void leased_clear(struct master *m)
+{
+	struct leased *l = &m->data->leased;
+
+	for (size_t i = 0; i < l->n; i++) {
+		struct chunk *c = chunk_get(&m->ns, l->id[i]);
+
+		if (c)
+			c->leased = 0;
+	}
+	l->n = 0;
 }
 
 static void job_free(struct job *j)
@@ -363,9 +398,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		if (j->nok && j->write) {
 			struct session *s = req_session(j->req);
 
-			c->lease_session = s ? s->id : 0;
-			c->lease_until = sw_mono_ns() + LEASE_NS;
-			lease_note(m, c->id);
+			data_lease(m, c, s ? s->id : 0);
 		}
 		if (!j->nok) {
 			/* Stopping, the commands failed as the chunkservers'
@@ -713,7 +746,7 @@ static void job_run(struct master *m, struct job *j)
 		/* (A copy gone away under the lease misses the writes from
 		 * now on: the bump below leaves it behind as stale, or it
 		 * would come back as valid with old data.) */
-		c->lease_until = sw_mono_ns() + LEASE_NS;
+		data_lease(m, c, s->id);
 		reply_loc(m, j, n, c);
 		goto out_free;
 	} else {
@@ -924,7 +957,7 @@ void data_revoke_leases(struct master *m)
 		if (c && lease_writable(c, now))
 			revoke_one(m, c);
 	}
-	m->data->leased.n = 0;
+	leased_clear(m);
 	m->data->shared.n = 0;
 	m->data->shared_lost = false;
 }
@@ -999,6 +1032,7 @@ void data_stop(struct master *m)
 		job_free(j);
 		j = next;
 	}
+	leased_clear(m);
 	free(m->data->leased.id);
 	m->data->leased.id = NULL;
 	m->data->leased.n = m->data->leased.cap = 0;
@@ -1125,6 +1159,8 @@ void data_tick(struct master *m)
 	const uint64_t *id;
 	size_t n;
 
+	if (sw_mono_ns() - m->data->pruned_at >= DATA_PRUNE_NS)
+		data_prune_leases(m);
 	/* A follower redoes nothing: its leader does, and ships it. */
 	if (m->data->settled || sw_mono_ns() < m->data->settle_at ||
 	    !req_serving(m))

@@ -28,6 +28,7 @@ struct data_state {
 	 * one could not be noted (then all are). */
 	struct leased shared;
 	bool shared_lost;
+	int64_t pruned_at; /* mono ns: the last data_prune_leases() */
 	struct job *held;  /* requests waiting for copies to appear */
 	uint64_t revoking; /* lease revocations in flight */
 	uint64_t revoked;  /* leases taken back since start */
@@ -46,6 +47,22 @@ struct data_state {
  * -errno.
  */
 int data_truncated(struct req *r, struct node *n, uint64_t old_size);
+
+/*
+ * Whether a writer may still write @c in place: its lease's token may
+ * outlive the lease (CSRV_TOKEN_TTL_MS against 60 s), and a mount writes
+ * with a token it holds without asking again. Replication, trimming and
+ * snapshots must treat the chunk as written until then.
+ */
+bool lease_writable(const struct chunk *c, int64_t now);
+
+/* Grant or renew @session's write lease on @c, and note @c (once) on
+ * m->data->leased. */
+void data_lease(struct master *m, struct chunk *c, uint64_t session);
+
+/* Drop from m->data->leased the chunks whose token can no longer write;
+ * data_tick() does it every few seconds. */
+void data_prune_leases(struct master *m);
 
 /* End every write lease whose token may still write (a snapshot too
  * big to copy at once begins: which files it covers is known only as

@@ -73,7 +73,7 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	q.has_skip_trash = 1;
 	q.skip_trash = skip_trash;
 	t0 = sw_mono_ns();
-	rc = tool_call_paced(c, SW_MSG_RMR, &q.base, &reply);
+	rc = tool_call_paced(c, SW_MSG_RMR, &q.base, &reply, TOOL_PACED_RMR);
 	if (rc == 0) {
 		r = (Sweepfs__RmrReply *)reply;
 		if (verbose)

@@ -184,7 +184,8 @@ static int snapshot_one(const char *src, const char *dst)
 	 * time-out anyway, and "failed" would be a lie. */
 	c->timeout_ms = 0;
 	/* EAGAIN: too many snapshots wait on the master; asked again. */
-	rc = tool_call_paced(c, SW_MSG_SNAPSHOT, &q.base, &reply);
+	rc = tool_call_paced(c, SW_MSG_SNAPSHOT, &q.base, &reply,
+			     TOOL_PACED_SNAPSHOT);
 	snap_watch_stop(&watch,
 			rc == 0 ? ((Sweepfs__SnapshotReply *)reply)->nodes : 0);
 	if (rc < 0) {
@@ -335,7 +336,8 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 	q.has_force = 1;
 	q.force = force;
 	t0 = sw_mono_ns();
-	rc = tool_call_paced(c, SW_MSG_RMSNAPSHOT, &q.base, &reply);
+	rc = tool_call_paced(c, SW_MSG_RMSNAPSHOT, &q.base, &reply,
+			     TOOL_PACED_RMSNAPSHOT);
 	if (rc == 0) {
 		if (verbose)
 			printf("removed %s: %" PRIu64 " nodes in %.3f ms\n",

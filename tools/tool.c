@@ -987,7 +987,8 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 }
 
 int tool_call_paced(struct sw_client *c, uint16_t type,
-		    const ProtobufCMessage *req, ProtobufCMessage **reply)
+		    const ProtobufCMessage *req, ProtobufCMessage **reply,
+		    const char *label)
 {
 	int64_t until = sw_mono_ns() + TOOL_RETRY_FOR_MS * 1000000ll;
 	unsigned wait_ms = TOOL_RETRY_FIRST_MS;
@@ -996,18 +997,9 @@ int tool_call_paced(struct sw_client *c, uint16_t type,
 	while ((rc = tool_call(c, type, req, reply)) == -EAGAIN &&
 	       sw_mono_ns() + wait_ms * 1000000ll < until) {
 		/* Once: 30 s of silence looks like a hang. */
-		if (wait_ms == TOOL_RETRY_FIRST_MS && type == SW_MSG_SNAPSHOT)
-			fprintf(stderr,
-				"sweepfs snapshot: the master's queue of "
-				"snapshots is full (others are waiting); "
-				"retrying for up to %d s\n",
-				TOOL_RETRY_FOR_MS / 1000);
-		else if (wait_ms == TOOL_RETRY_FIRST_MS)
-			fprintf(stderr,
-				"sweepfs %s: the master is busy checking "
-				"other removals; retrying for up to %d s\n",
-				type == SW_MSG_RMR ? "rmr" : "rmsnapshot",
-				TOOL_RETRY_FOR_MS / 1000);
+		if (wait_ms == TOOL_RETRY_FIRST_MS)
+			fprintf(stderr, "sweepfs %s; retrying for up to %d s\n",
+				label, TOOL_RETRY_FOR_MS / 1000);
 		usleep(wait_ms * 1000u);
 		wait_ms = SW_MIN(2 * wait_ms, TOOL_RETRY_MAX_MS);
 	}

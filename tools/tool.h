@@ -183,14 +183,24 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
  * answers EAGAIN (its buckets hold too little now), asked again after
  * TOOL_RETRY_FIRST_MS, twice as long each time up to TOOL_RETRY_MAX_MS
  * (a session's bucket refills in 4 s), for TOOL_RETRY_FOR_MS in all;
- * then -EAGAIN. Prints one line to stderr when it starts asking again
- * (naming snapshot, rmr or rmsnapshot), nothing else.
+ * then -EAGAIN. Prints one line to stderr when it starts asking again,
+ * "sweepfs @label; retrying ...", nothing else: @label names the command
+ * and what the master is busy with.
  */
 #define TOOL_RETRY_FIRST_MS 200
 #define TOOL_RETRY_MAX_MS 4000
 #define TOOL_RETRY_FOR_MS 30000
 int tool_call_paced(struct sw_client *c, uint16_t type,
-		    const ProtobufCMessage *req, ProtobufCMessage **reply);
+		    const ProtobufCMessage *req, ProtobufCMessage **reply,
+		    const char *label);
+
+/* tool_call_paced()'s labels of the commands that use it. */
+#define TOOL_PACED_SNAPSHOT                                              \
+	"snapshot: the master's queue of snapshots is full (others are " \
+	"waiting)"
+#define TOOL_PACED_RMR "rmr: the master is busy checking other removals"
+#define TOOL_PACED_RMSNAPSHOT \
+	"rmsnapshot: the master is busy checking other removals"
 
 /* Why a removal the master refused failed, for a person: EAGAIN and
  * E2BIG of a user's check (tool_call_paced()) explained, others as

@@ -348,6 +348,46 @@ static void test_register_sorts_dead_and_unknown(void **state)
 	ns_release(&f->m.ns);
 }
 
+/*
+ * A copy over the goal is not trimmed while the writer's token may still
+ * write: its lease ended a second ago, but the token of its grant lasts
+ * CSRV_TOKEN_TTL_MS and the writer writes to the copies it was told.
+ * Once the token ended the copy goes. (Replication checks the same,
+ * lease_writable().)
+ */
+static void test_trim_waits_for_token(void **state)
+{
+	struct fixture *f = *state;
+	struct csrv *two = calloc(1, sizeof(*two));
+	struct chunk *c;
+
+	assert_non_null(two);
+	assert_int_equal(ns_init(&f->m.ns, 1), 0);
+	two->id = 2;
+	snprintf(two->listen, sizeof(two->listen), "cs2:9522");
+	two->conn = &f->conn; /* "connected"; csrvs_release() frees it */
+	f->m.cs->srv[2] = two;
+	f->m.cs->n = 2;
+	f->m.cfg.goal = 1;
+	assert_int_equal(ns_load_chunk(&f->m.ns, 1, 1), 0);
+	c = chunk_get(&f->m.ns, 1);
+	for (uint32_t i = 0; i < 2; i++)
+		c->copies[i] = (struct chunk_copy){ .srv = i + 1,
+						    .version = 1,
+						    .state = COPY_VALID };
+	c->ncopies = 2;
+	c->lease_session = 7;
+	c->lease_until = sw_mono_ns() - SW_NSEC_PER_SEC;
+	csrvs_tick(&f->m);
+	assert_int_equal(c->ncopies, 2);
+	c->lease_until = sw_mono_ns() - 600 * SW_NSEC_PER_SEC;
+	csrvs_tick(&f->m);
+	assert_int_equal(c->ncopies, 1);
+	assert_int_equal(
+		csrv_deletes_pending(f->srv) + csrv_deletes_pending(two), 1);
+	ns_release(&f->m.ns);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -359,6 +399,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_disconnect_requeues_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trim_waits_for_token,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_register_sorts_dead_and_unknown, setup, teardown),
 	};

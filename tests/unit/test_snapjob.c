@@ -9,7 +9,9 @@
  *
  * The queue is filled with the master stopping, so that no job starts
  * (none needs the changelog); the request layer's hooks count what is
- * answered.
+ * answered, and record the commands sent to chunkservers; the journal
+ * (master_commit()) is wrapped (-Wl,--wrap): the version bumps that take
+ * leases back are recorded instead of journaled.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -44,9 +46,54 @@ struct fixture {
 	bool stopped;	 /* snapjob_stop() ran (it closes handles) */
 	unsigned errors; /* error replies sent */
 	int last_err;
+	struct req_link link; /* every connection's: chunkserver 1 */
+	/* Version bumps journaled (chunk, new version) and SET_VERSION
+	 * commands sent (chunk, from, to). */
+	unsigned bumps;
+	uint64_t bump_chunk;
+	uint32_t bump_version;
+	unsigned cmds;
+	uint64_t cmd_chunk;
+	uint32_t cmd_from, cmd_to;
 };
 
 static struct fixture *current;
+
+int __wrap_master_commit(struct master *m, struct req *r,
+			 const Sweepfs__Meta__Mutation *mut);
+
+int __wrap_master_commit(struct master *m, struct req *r,
+			 const Sweepfs__Meta__Mutation *mut)
+{
+	(void)m, (void)r;
+	if (mut->op_case == SWEEPFS__META__MUTATION__OP_CHUNK_VERSION) {
+		current->bumps++;
+		current->bump_chunk = mut->chunk_version->chunk_id;
+		current->bump_version = mut->chunk_version->version;
+	}
+	return 0;
+}
+
+static void hook_notify(struct conn *c, uint16_t type,
+			const ProtobufCMessage *msg)
+{
+	const Sweepfs__CsCommand *q = (const void *)msg;
+
+	(void)c;
+	if (type != SW_MSG_CS_COMMAND ||
+	    q->op != SWEEPFS__CS_COMMAND__OP__SET_VERSION)
+		return;
+	current->cmds++;
+	current->cmd_chunk = q->chunk_id;
+	current->cmd_from = q->old_version;
+	current->cmd_to = q->version;
+}
+
+static struct req_link *hook_link(struct conn *c)
+{
+	(void)c;
+	return &current->link;
+}
 
 static void hook_send(struct req *r, const ProtobufCMessage *reply, bool error)
 {
@@ -66,6 +113,8 @@ static void hook_hold(struct conn *c, bool hold)
 static const struct req_hooks hooks = {
 	.send = hook_send,
 	.hold = hook_hold,
+	.notify = hook_notify,
+	.link = hook_link,
 };
 
 static int setup(void **state)
@@ -86,6 +135,7 @@ static int setup(void **state)
 	}
 	/* Jobs queue and none starts. */
 	f->m.stopping = true;
+	f->link.csrv = 1;
 	current = f;
 	*state = f;
 	return 0;
@@ -270,6 +320,79 @@ static void test_token_alive_is_leased(void **state)
 	assert_int_equal(none->lease_session, 0);
 }
 
+/*
+ * A leased chunk with nothing in flight: taking its lease back bumps its
+ * version, journaled and sent to the server holding its copy, and the
+ * snapshot waits for it (m->data->revoking) until the command ends.
+ */
+static void test_take_back_bumps(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *in = file_with_chunk(f, a, "f");
+	uint32_t v = in->version;
+
+	wire(f);
+	in->copies[0] = (struct chunk_copy){ .srv = 1,
+					     .version = v,
+					     .state = COPY_VALID };
+	in->ncopies = 1;
+	in->lease_session = 7;
+	in->lease_until = sw_mono_ns() + 30 * SEC;
+	copy(f, a, "a1");
+	data_revoke_shared(&f->m);
+	assert_int_equal(in->lease_session, 0);
+	assert_int_equal(f->bumps, 1);
+	assert_int_equal(f->bump_chunk, in->id);
+	assert_int_equal(f->bump_version, v + 1);
+	assert_int_equal(f->cmds, 1);
+	assert_int_equal(f->cmd_chunk, in->id);
+	assert_int_equal(f->cmd_from, v);
+	assert_int_equal(f->cmd_to, v + 1);
+	assert_int_equal(in->busy, 1);
+	assert_int_equal(f->m.data->revoking, 1);
+	assert_int_equal(f->m.data->revoked, 1);
+	/* The server goes: the command fails, nothing waits any more. */
+	csrv_detach(&f->m, f->srv[1].conn);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(in->busy, 0);
+}
+
+/* However often a chunk's lease goes back and forth between two
+ * sessions, it is on the list once; an entry whose token ended goes. */
+static void test_leased_listed_once(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *d = unit_mk(ns, ns->root, "d", S_IFDIR | 0755, 1);
+	struct chunk *c = file_with_chunk(f, d, "c");
+	struct chunk *other = file_with_chunk(f, d, "other");
+
+	for (int i = 0; i < 10000; i++)
+		data_lease(&f->m, c, 1 + (uint64_t)(i & 1));
+	assert_int_equal(f->m.data->leased.n, 1);
+	assert_int_equal(f->m.data->leased.id[0], c->id);
+	data_lease(&f->m, other, 3);
+	assert_int_equal(f->m.data->leased.n, 2);
+	/* c's last grant was 11 minutes ago: its token is dead. */
+	c->lease_until = sw_mono_ns() - 600 * SEC;
+	data_prune_leases(&f->m);
+	assert_int_equal(f->m.data->leased.n, 1);
+	assert_int_equal(f->m.data->leased.id[0], other->id);
+	assert_int_equal(c->leased, 0);
+	/* Granted again: listed again, once. */
+	data_lease(&f->m, c, 1);
+	data_lease(&f->m, c, 2);
+	assert_int_equal(f->m.data->leased.n, 2);
+	/* A snapshot too big to copy at once ends them all: the list is
+	 * empty, and a new grant lists the chunk again. */
+	data_revoke_leases(&f->m);
+	assert_int_equal(f->m.data->leased.n, 0);
+	data_lease(&f->m, c, 1);
+	assert_int_equal(f->m.data->leased.n, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +404,10 @@ int main(void)
 			test_copy_takes_back_its_own_leases, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_alive_is_leased,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leased_listed_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_take_back_bumps, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -156,10 +156,12 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	 * master's loop), so a big tree on a busy or throttled master takes
 	 * longer than the 30 s a tool gives an answer: that time-out failed
 	 * the method, and the run said "master cannot be reached". A broken
-	 * connection still ends the wait at once. */
+	 * connection still ends the wait at once. A full queue of snapshots
+	 * (EAGAIN) is waited out as sweepfs snapshot does. */
 	c->timeout_ms =
 		(int)SW_MIN(SW_MAX(timeout_s * 1000, 1.0), (double)INT_MAX);
-	rc = tool_call(c, SW_MSG_SNAPSHOT, &q.base, &reply);
+	rc = tool_call_paced(c, SW_MSG_SNAPSHOT, &q.base, &reply,
+			     TOOL_PACED_SNAPSHOT);
 	c->timeout_ms = per_call;
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
@@ -173,7 +175,9 @@ static int removal_call(struct sw_client *c, uint16_t type,
 			uint64_t *nodes)
 {
 	ProtobufCMessage *reply;
-	int rc = tool_call_paced(c, type, q, &reply);
+	int rc = tool_call_paced(c, type, q, &reply,
+				 type == SW_MSG_RMR ? TOOL_PACED_RMR :
+						      TOOL_PACED_RMSNAPSHOT);
 
 	if (rc < 0)
 		return rc;
