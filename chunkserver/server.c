@@ -558,7 +558,7 @@ static void handle_hello(struct conn *c, const struct sw_frame_hdr *hdr,
 	}
 	if (c->hello)
 		rc = -EISCONN;
-	else if (h->version != SW_PROTO_VERSION)
+	else if (!sw_proto_accepts(h->version, h->role, false))
 		rc = -EPROTONOSUPPORT;
 	else if (h->role != SWEEPFS__ROLE__ROLE_MOUNT &&
 		 h->role != SWEEPFS__ROLE__ROLE_TOOL &&

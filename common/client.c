@@ -37,8 +37,14 @@ static void remember(void *arg, const Sweepfs__Attr *a)
 {
 	struct sw_handles *hs = arg;
 
-	if (!a->has_handle || !hs->cap || sw_handles_find(hs, a->ino))
+	if (!a->has_handle || !hs->cap)
 		return;
+	/* Known: the master's last word (a new key, a new handle). */
+	for (unsigned i = 0; i < hs->cap; i++)
+		if (hs->v[i].handle && hs->v[i].ino == a->ino) {
+			hs->v[i].handle = a->handle;
+			return;
+		}
 	hs->v[hs->next] = (struct sw_handle_slot){ a->ino, a->handle };
 	hs->next = (hs->next + 1) % hs->cap;
 }

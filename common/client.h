@@ -19,8 +19,9 @@
 #include "net.h"
 #include "pclient.h"
 
-/* Node handles a blocking client remembers (sw_client_remember()). */
-#define SW_CLIENT_HANDLES 16
+/* Node handles a blocking client remembers (sw_client_call()): a tool
+ * names what it resolved a moment ago, a few paths of any depth. */
+#define SW_CLIENT_HANDLES 256
 
 /*
  * Handles of nodes replies gave the attributes of (sweepfs.proto, "Node
@@ -159,17 +160,16 @@ void sw_client_close(struct sw_client *c);
  * later call's reply). A caller that wants to go on opens a new
  * connection (sw_client_open(); with a list of masters the next member
  * is tried, which is what a timeout usually calls for).
+ *
+ * A request that names nodes goes with their handles (sweepfs.proto,
+ * "Node handles"), those of the last SW_CLIENT_HANDLES nodes replies on
+ * @c gave the attributes of: a tool looks a path up and then names what
+ * it found. @req's field `handles` is set for the call and put back
+ * (@req must be writable memory, as every caller's is); a request that
+ * carries handles already is sent as it is.
  */
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply);
-
-/*
- * sw_client_call() makes a request that names nodes carry their handles
- * (sweepfs.proto, "Node handles"), those of the last SW_CLIENT_HANDLES
- * nodes replies on that client gave the attributes of: enough for a tool,
- * which looks a path up and then names what it found. A request that
- * carries handles already is sent as it is.
- */
 
 /*
  * A client on connected socket @fd, for calls (sw_client_call()) before

@@ -1378,12 +1378,16 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 	struct cursor *c;
 	struct sw_cred cred;
 	struct node *dir = NULL;
+	bool search;
 	int rc;
 
 	cred = req_cred(q->cred);
 	rc = get_dir(r, q->ino, &dir);
 	if (rc == 0)
 		rc = perm_check(&cred, dir, PERM_R);
+	/* A caller who may read the directory but not search it learns its
+	 * names, not the handles a lookup there would not give it. */
+	search = rc == 0 && perm_check(&cred, dir, PERM_X) == 0;
 	if (rc == 0 && (q->max_entries == 0 || q->max_bytes < SW_DIRENT_MAX))
 		rc = -EINVAL;
 	if (rc < 0)
@@ -1424,8 +1428,10 @@ void op_readdir(struct req *r, const ProtobufCMessage *msg)
 			break;
 		out.len += sw_dirent_put(out.data + out.len, &d);
 		if (q->plus) {
-			session_grant(r->s, e->child);
+			if (search)
+				session_grant(r->s, e->child);
 			attr_fill(r->m, &attrs[count], e->child);
+			attrs[count].has_handle = search;
 			attrp[count] = &attrs[count];
 		}
 		count++;

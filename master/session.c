@@ -904,8 +904,10 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 		rc = -EREMOTE;
 		goto out_err;
 	}
-	if (h->version != SW_PROTO_VERSION) {
-		sw_notice(TAG, "%s: protocol version %u, want %u; refused",
+	if (!sw_proto_accepts(h->version, h->role, true)) {
+		sw_notice(TAG,
+			  "%s: protocol version %u, want %u (a mount or tool "
+			  "older than this master: upgrade it); refused",
 			  r->conn->sc.peer, h->version, SW_PROTO_VERSION);
 		rc = -EPROTONOSUPPORT;
 		goto out_err;
@@ -965,10 +967,13 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	snprintf(s->peer, sizeof(s->peer), "%s", r->conn->sc.peer);
 	if (h->has_client_name)
 		copy_bytes(s->name, sizeof(s->name), &h->client_name);
-	if (!resumed || h->reclaim)
-		session_reclaim(m, s, h->opens, h->n_opens);
+	/* Ranges first: a file it made and opened under a delegation, whose
+	 * batch's reply (and so its handle) was lost with the connection,
+	 * is claimed by a number of its own ranges. */
 	if (s->may_reclaim)
 		claim_inos(m, s, h->ino_ranges, h->n_ino_ranges);
+	if (!resumed || h->reclaim)
+		session_reclaim(m, s, h->opens, h->n_opens);
 	s->connected_at = sw_now_ns();
 	s->detached_at = 0;
 	/* Not said (an older or a bare client): the mount's default. */

@@ -301,8 +301,8 @@ int session_vouched_msg(const struct master *m, const struct session *s,
 {
 	const Sweepfs__Cred *cred = sw_msg_cred(msg);
 	struct sw_msg_nodes it;
+	uint64_t ino, last = 0;
 	const uint64_t *h;
-	uint64_t ino;
 	size_t n;
 
 	if (session_is_peer(s))
@@ -311,9 +311,14 @@ int session_vouched_msg(const struct master *m, const struct session *s,
 	if (n > SW_HANDLES_MAX)
 		return -EINVAL;
 	sw_msg_nodes_begin(&it, type, msg);
-	while (sw_msg_nodes_next(&it, &ino))
+	while (sw_msg_nodes_next(&it, &ino)) {
+		/* A batch's operations name the same parent in a row. */
+		if (ino == last)
+			continue;
 		if (!session_vouches(m, s, cred, ino, h, n))
 			return -ESTALE;
+		last = ino;
+	}
 	return 0;
 }
 

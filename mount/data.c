@@ -89,6 +89,9 @@ struct dfile {
 	/* Who wrote last: a WRITE_END that reaches the master after the
 	 * file's release is checked against their write permission. */
 	uint32_t uid, gid;
+	/* Its handle, kept from the first WRITE_END: a later one may go
+	 * after the kernel forgot the inode (and the table its handle). */
+	uint64_t handle;
 	struct flushwait *waiters;
 	struct dirty *dirty;
 	struct dfile *next;
@@ -803,6 +806,12 @@ static void commit_send(struct mount *m, struct dfile *f)
 	q.size = f->local_size;
 	q.has_mtime = 1;
 	q.mtime = f->mtime;
+	if (itable_handle(&m->inodes, f->ino))
+		f->handle = itable_handle(&m->inodes, f->ino);
+	if (f->handle) {
+		q.n_handles = 1;
+		q.handles = &f->handle;
+	}
 	/* mconn_send() may answer at once (master gone): never under our
 	 * lock, which committed() takes. */
 	pthread_mutex_unlock(&m->data->mu);

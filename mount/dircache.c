@@ -743,7 +743,7 @@ void dircache_made_cookie(struct dircache *dc, uint64_t dir, uint64_t made,
 	}
 	/* What a lookup served from here hands the kernel must let it
 	 * name the node once its number's range is the session's no more. */
-	if (handle && d->v[i]->attr.ino && !d->v[i]->attr.handle) {
+	if (handle && d->v[i]->attr.ino) {
 		d->v[i]->attr.has_handle = 1;
 		d->v[i]->attr.handle = handle;
 	}

@@ -47,8 +47,8 @@ struct minode {
 	int64_t attr_stale_at; /* mono ns something changed them; 0: no */
 	int64_t noxattr_until; /* mono ns: known to have no xattrs until */
 	struct mattr attr;
-	/* Its handle (Attr.handle), 0 until a reply gives it; a pure
-	 * function of the number, so never overwritten once known. */
+	/* Its handle (Attr.handle), 0 until a reply gives it; the last
+	 * one given (a new master key makes new ones). */
 	uint64_t handle;
 	/* Its attributes changed after the kernel first had them (a chown,
 	 * a chmod, a rename's ctime, or attr_stale_at): what a listing cached
@@ -151,10 +151,12 @@ static void put(struct itable *t, uint64_t ino)
 	t->count--;
 }
 
-/* Learn @handle as @n's if it knew none. mu held. */
+/* Learn @handle as @n's: the master's last word (0 says nothing). A
+ * handle is a function of the number under the master's key, and a new
+ * key (session.key replaced) makes new ones. mu held. */
 static void learn_handle(struct minode *n, uint64_t handle)
 {
-	if (!n->handle)
+	if (handle)
 		n->handle = handle;
 }
 

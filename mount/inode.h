@@ -9,8 +9,9 @@
  *
  * Each entry also holds the inode's handle (sweepfs.proto, "Node
  * handles"), which every request naming the inode must carry: learnt
- * from the reply that handed the inode to the kernel (or from a later
- * one), and, being a pure function of the number, never changed after.
+ * from the reply that handed the inode to the kernel, and replaced by
+ * any later one (a function of the number under the master's key: the
+ * same until the key is replaced).
  *
  * Each entry can also hold the inode's attributes as the last reply that
  * carried them said, until an expiry: the kernel drops its own copy of a
@@ -57,8 +58,8 @@ void itable_release(struct itable *t);
 int itable_ref(struct itable *t, uint64_t ino, uint64_t handle);
 
 /*
- * Remember @handle as @ino's if the table holds @ino and knew none (a
- * known handle never changes; 0 changes nothing).
+ * Remember @handle as @ino's if the table holds @ino: the last one the
+ * master gave wins (another key gives another; 0 changes nothing).
  */
 void itable_set_handle(struct itable *t, uint64_t ino, uint64_t handle);
 

@@ -33,6 +33,24 @@
  *    handles"). */
 #define SW_PROTO_VERSION 4
 
+/* The oldest version a chunkserver or a group member may speak to a
+ * master, and a mount or a chunkserver to a chunkserver: what 4 changed
+ * is only between clients and the master, so a master may be upgraded
+ * before its chunkservers, and chunkservers before or after mounts. */
+#define SW_PROTO_DATA_MIN 3
+
+/* Whether a hello of @version from a peer of @role (SWEEPFS__ROLE__*)
+ * may be served by a master (@to_master) or by a chunkserver. */
+static inline bool sw_proto_accepts(uint32_t version, int role, bool to_master)
+{
+	bool data = !to_master || role == SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
+		    role == SWEEPFS__ROLE__ROLE_MEMBER;
+
+	return version == SW_PROTO_VERSION ||
+	       (data && version >= SW_PROTO_DATA_MIN &&
+		version < SW_PROTO_VERSION);
+}
+
 /* Handles one request may carry (sweepfs.proto, "Node handles"): more is
  * EINVAL. A batch names each directory it changes once. */
 #define SW_HANDLES_MAX 64
@@ -343,6 +361,11 @@ const uint64_t *sw_msg_handles(const ProtobufCMessage *msg, size_t *n);
  */
 int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n);
 
+/* Call @fn(@arg, attr) for each Attr reply @msg carries (its fields of
+ * that type, single or repeated): where clients learn node handles. */
+void sw_msg_attrs(const ProtobufCMessage *msg,
+		  void (*fn)(void *arg, const Sweepfs__Attr *a), void *arg);
+
 /*
  * Make request @msg of @type, if it names nodes and carries no handles
  * yet, carry in @h the handles @handle_of(@arg, ino) gives for them (0:
@@ -351,11 +374,6 @@ int sw_msg_set_handles(ProtobufCMessage *msg, uint64_t *h, size_t n);
  * sw_msg_set_handles(@msg, NULL, 0) before @h goes. Nodes past
  * SW_HANDLES_MAX are left out (the master refuses such a request).
  */
-/* Call @fn(@arg, attr) for each Attr reply @msg carries (its fields of
- * that type, single or repeated): where clients learn node handles. */
-void sw_msg_attrs(const ProtobufCMessage *msg,
-		  void (*fn)(void *arg, const Sweepfs__Attr *a), void *arg);
-
 size_t sw_msg_vouch(uint16_t type, ProtobufCMessage *msg,
 		    uint64_t (*handle_of)(void *arg, uint64_t ino), void *arg,
 		    uint64_t h[SW_HANDLES_MAX]);

@@ -136,12 +136,36 @@ static void test_attr_carries_handle(void **state)
 	assert_int_equal(a.handle, sw_node_handle(m.handle_key, 77));
 }
 
+/* Handles changed what mounts and tools say to a master, nothing else:
+ * chunkservers and members of the version before are served. */
+static void test_versions(void **state)
+{
+	(void)state;
+	assert_true(sw_proto_accepts(SW_PROTO_VERSION,
+				     SWEEPFS__ROLE__ROLE_MOUNT, true));
+	assert_false(sw_proto_accepts(SW_PROTO_DATA_MIN,
+				      SWEEPFS__ROLE__ROLE_MOUNT, true));
+	assert_false(sw_proto_accepts(SW_PROTO_DATA_MIN,
+				      SWEEPFS__ROLE__ROLE_TOOL, true));
+	assert_true(sw_proto_accepts(SW_PROTO_DATA_MIN,
+				     SWEEPFS__ROLE__ROLE_CHUNKSERVER, true));
+	assert_true(sw_proto_accepts(SW_PROTO_DATA_MIN,
+				     SWEEPFS__ROLE__ROLE_MEMBER, true));
+	assert_true(sw_proto_accepts(SW_PROTO_DATA_MIN,
+				     SWEEPFS__ROLE__ROLE_MOUNT, false));
+	assert_false(sw_proto_accepts(SW_PROTO_DATA_MIN - 1,
+				      SWEEPFS__ROLE__ROLE_CHUNKSERVER, true));
+	assert_false(sw_proto_accepts(SW_PROTO_VERSION + 1,
+				      SWEEPFS__ROLE__ROLE_CHUNKSERVER, false));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_handle_is_keyed),
 		cmocka_unit_test(test_vouched),
 		cmocka_unit_test(test_attr_carries_handle),
+		cmocka_unit_test(test_versions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -134,7 +134,7 @@ static Sweepfs__Cred user_cred = SWEEPFS__CRED__INIT; /* uid/gid 1000 */
 static uint64_t last_sid; /* the session the last hello got */
 
 /* What setup made. */
-static uint64_t priv, secret, readable, pub, closed, open_file;
+static uint64_t priv, secret, readable, listable, pub, closed, open_file;
 static struct {
 	const char *name;
 	uint64_t dir, victim, w, g0;
@@ -378,6 +378,8 @@ static void check_setup(void)
 	priv = make(&adm, ROOT, "private", S_IFDIR | 0700);
 	secret = make(&adm, priv, "secret", 0600);
 	readable = make(&adm, priv, "readable", 0644);
+	listable = make(&adm, ROOT, "listable", S_IFDIR | 0744);
+	make(&adm, listable, "inside", 0644);
 	pub = make(&adm, ROOT, "pub", S_IFDIR | 0755);
 	closed = make(&adm, pub, "closed", 0600);
 	open_file = make(&adm, pub, "open", 0644);
@@ -426,6 +428,32 @@ static int lookup_as(struct peer *p, Sweepfs__Cred *cred, uint64_t parent,
 	q.parent = parent;
 	q.name = str(name);
 	return entry(p, SW_MSG_LOOKUP, 0, &q.base, NULL);
+}
+
+/* A READDIR with attributes of @dir as @cred: how many entries came, and
+ * how many of their attributes carried a handle. */
+static void list_plus(struct peer *p, Sweepfs__Cred *cred, uint64_t dir,
+		      size_t *entries, size_t *handles)
+{
+	Sweepfs__ReaddirReq q = SWEEPFS__READDIR_REQ__INIT;
+	Sweepfs__ReaddirReply *r;
+	uint64_t id;
+	int err;
+
+	q.cred = cred;
+	q.ino = dir;
+	q.max_entries = 100;
+	q.max_bytes = 64 << 10;
+	q.has_plus = 1;
+	q.plus = 1;
+	id = peer_send(p, SW_MSG_READDIR, 0, &q.base);
+	r = (Sweepfs__ReaddirReply *)peer_reply(p, SW_MSG_READDIR, id, &err);
+	must(err, "byno: READDIR with attributes");
+	*entries = r->n_attrs;
+	*handles = 0;
+	for (size_t i = 0; i < r->n_attrs; i++)
+		*handles += r->attrs[i]->has_handle;
+	sweepfs__readdir_reply__free_unpacked(r, NULL);
 }
 
 /*
@@ -480,9 +508,27 @@ static void check_by_number(void)
 	rw.raw = true;
 	must(open_as(&rw, &root_cred, readable, O_RDONLY),
 	     "byno: root's OPEN without a handle");
+	/* A directory it may read but not search (root's 0744): the names
+	 * and their attributes, not their handles, as Linux refuses the
+	 * lookup there. Its own search of /pub (0755) gives them. */
+	{
+		size_t n, h;
+
+		list_plus(&ro, &user_cred, listable, &n, &h);
+		if (n != 1 || h != 0)
+			fail("byno: uid 1000's listing of a 0744 directory "
+			     "gave %zu handles of %zu entries",
+			     h, n);
+		list_plus(&ro, &user_cred, pub, &n, &h);
+		if (n == 0 || h != n)
+			fail("byno: uid 1000's listing of /pub (0755) gave "
+			     "%zu handles of %zu entries",
+			     h, n);
+	}
 	peer_close(&ro);
 	peer_close(&rw);
-	ok("byno: with the handle a reply gave, it may; root needs none");
+	ok("byno: with the handle a reply gave, it may; root needs none; "
+	   "a listing of a directory it may not search gives no handles");
 }
 
 /* ---- reclaim ---------------------------------------------------------------- */
