@@ -116,11 +116,13 @@ static size_t pack_snapshot(uint8_t *buf, size_t len, Sweepfs__Cred *cred,
 			    uint64_t id)
 {
 	Sweepfs__SnapshotReq q = SWEEPFS__SNAPSHOT_REQ__INIT;
+	uint64_t h[SW_HANDLES_MAX];
 
 	q.cred = cred;
 	q.src = src;
 	q.parent = parent;
 	q.name = str(name);
+	peer_vouch(SW_MSG_SNAPSHOT, &q.base, h);
 	return len + sw_frame_pack(buf + len, SW_MSG_SNAPSHOT, 0, id, &q.base);
 }
 
