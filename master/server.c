@@ -1024,6 +1024,10 @@ static const struct sw_server_ops conn_ops = {
 
 void server_reap_stalled(struct master *m)
 {
+	/* Behind and no longer written to: closed on time all the same. */
+	for (struct conn *c = conn_first(m); c; c = conn_next(c))
+		if (c->s && c->s->behind_at && !c->sc.closing)
+			(void)inval_catch_up(c); /* queued with a flush */
 	sw_server_reap_stalled(&m->server,
 			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
 	sw_server_reap_silent(&m->server,
