@@ -149,6 +149,18 @@ static void list_dir(struct peer *p, uint64_t dir)
 	must(err, "readdir");
 }
 
+/* A session @p (its hello's inval_all @inval_all) that lists @dir and
+ * will read nothing: its socket buffers a few KiB, whatever the host's
+ * TCP buffers, so what it does not read stays in the master. */
+static void deaf_session(struct peer *p, bool inval_all, uint64_t dir)
+{
+	peer_inval_all = inval_all;
+	peer_rcvbuf = 4096;
+	peer_session(p, m_port, "/", 1000);
+	peer_rcvbuf = 0;
+	list_dir(p, dir);
+}
+
 static void check_rss(struct peer *c, uint64_t a, uint64_t b)
 {
 	struct peer_pinger pg;
@@ -160,11 +172,7 @@ static void check_rss(struct peer *c, uint64_t a, uint64_t b)
 	r0 = rss_kb(m_pid);
 	make_files(c, a, "a", creates);
 	r1 = rss_kb(m_pid);
-	peer_inval_all = true; /* kept, not closed: only bounded */
-	peer_rcvbuf = 4096;    /* whatever the host's buffers */
-	peer_session(&n, m_port, "/", 1000);
-	peer_rcvbuf = 0;
-	list_dir(&n, b);
+	deaf_session(&n, true, b); /* kept, not closed: only bounded */
 	make_files(c, b, "b", creates);
 	r2 = rss_kb(m_pid);
 	worst = peer_pinger_stop(&pg);
@@ -243,11 +251,7 @@ static void check_reader(struct peer *c, uint64_t r)
 	make_files(c, r, "f", 1);
 	send_name_op(c, r, "victim", false);
 	reply_ok(c, "mknod victim");
-	peer_inval_all = true;
-	peer_rcvbuf = 4096; /* whatever the host's buffers */
-	peer_session(&rd, m_port, "/", 1000);
-	peer_rcvbuf = 0;
-	list_dir(&rd, r);
+	deaf_session(&rd, true, r);
 	/* R reads nothing meanwhile. */
 	make_files(c, r, "r", BEHIND);
 	send_name_op(c, r, "victim", true);
@@ -289,11 +293,7 @@ static void check_old(struct peer *c, uint64_t r)
 	struct peer o;
 	int rc;
 
-	peer_inval_all = false;
-	peer_rcvbuf = 4096; /* whatever the host's buffers */
-	peer_session(&o, m_port, "/", 1000);
-	peer_rcvbuf = 0;
-	list_dir(&o, r);
+	deaf_session(&o, false, r);
 	make_files(c, r, "o", BEHIND);
 	/* It was closed, behind SERVER_BEHIND_MS (5 s) or past 4 MiB
 	 * unsent: what it was sent, then the end. */
