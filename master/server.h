@@ -147,8 +147,8 @@ void server_inval_tick(struct master *m);
  */
 void server_inval_written(struct conn *c);
 
-/* @s is not waited for (what it owes is forgotten) until it has
- * acknowledged all it was sent: it let an ack or a recall time out. */
+/* @s is not waited for again while the session lasts (what it owes is
+ * forgotten): it let an ack or a recall time out. */
 void server_inval_give_up(struct master *m, struct session *s);
 /* req_hooks.silent_since: when bytes last came from @c, or @now if its
  * input waits (not read, or not parsed: it spoke, the master has not

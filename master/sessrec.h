@@ -100,8 +100,8 @@ struct session {
 	size_t owed_head, owed_n, owed_cap;
 	struct session *owe_next, *owe_prev;
 	bool owing;
-	/* Let an ack time out: not waited for until it has acknowledged
-	 * everything it was sent. */
+	/* Let an ack time out: not waited for again while the session
+	 * lasts, even once it caught up (server.c says why). */
 	bool inval_lax;
 	/* Hello.inval_all: its mount takes one invalidation of everything
 	 * (InvalNotify.all) in place of those it was not sent. */
