@@ -202,6 +202,7 @@ struct master {
 	struct session *owing;	   /* sessions owing an ack of one */
 	uint64_t inval_timeouts;   /* acks given up on */
 	uint64_t inval_overflows;  /* notices past SERVER_NOTICES_MAX */
+	int64_t behind_logged;	   /* mono ns, the last said */
 	/* Once a second (on_tick): for rates over the last few seconds. */
 	struct rate_sample {
 		int64_t t; /* mono ns */

@@ -886,7 +886,7 @@ static const char *refusal(struct master *m, struct session *s,
 		return "a delegation was taken back and not given back";
 	/* It does not read what it is sent: its recalls would only pile
 	 * up behind the rest (server.c, SERVER_NOTICES_MAX). */
-	if (s->inval_all)
+	if (s->behind_at)
 		return "behind on its notices";
 	/* Just elected: a mount may still trust what the last leader
 	 * delegated to it, for a lease from its last answer there. (A

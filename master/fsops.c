@@ -176,6 +176,12 @@ void op_inval_ack(struct req *r, const ProtobufCMessage *msg)
 	const Sweepfs__InvalAckReq *q = (const Sweepfs__InvalAckReq *)msg;
 	Sweepfs__StatusReply reply = SWEEPFS__STATUS_REPLY__INIT;
 
+	/* UINT64_MAX is the master's own "forget what it owes" (it went):
+	 * from a client, no number it was sent. */
+	if (q->seq == UINT64_MAX) {
+		req_error(r, -EINVAL);
+		return;
+	}
 	req_inval_acked(r->m, r->s, q->seq);
 	req_reply(r, &reply.base);
 }

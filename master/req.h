@@ -122,9 +122,9 @@ struct req_hooks {
 	/* The requests held back on @l's connection (parked) go on. */
 	void (*resume)(struct req_link *l);
 	/* Invalidations (server.c): the sequence number of the one about to
-	 * be sent to @s (0: not to be sent, @s is behind on its notices and
-	 * gets one of everything later); @s acknowledged up to @seq; stop
-	 * waiting for @s. */
+	 * be sent to @s (not sent if @s->inval_all: @s is behind on its
+	 * notices and gets one of everything later); @s acknowledged up to
+	 * @seq; stop waiting for @s. */
 	uint64_t (*inval_sent)(struct master *m, struct session *s);
 	void (*inval_acked)(struct master *m, struct session *s, uint64_t seq);
 	void (*inval_give_up)(struct master *m, struct session *s);

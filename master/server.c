@@ -144,27 +144,36 @@ void server_resume(struct conn *c)
  * Notices, what a client is sent without asking (invalidations,
  * recalls), and what a connection that does not read them may make the
  * master hold: output_max stops reading a client, not its notices,
- * which other clients' changes make. Past SERVER_NOTICES_MAX bytes of them
- * still in its output (conn->notices: those queued since, at most its
- * backlog after each write), its session is sent no more
- * invalidations: one of everything (InvalNotify.all, which makes its
- * mount drop every listing and name) replaces them, queued once its
- * backlog is under SERVER_NOTICES_MAX / 4 again, after what it was sent before
- * and before any later one; so a mount that reads again sees every
- * change, and one that never does costs SERVER_NOTICES_MAX and a notice. Its
- * replies need not wait for it meanwhile (it owes no ack of what it
- * was not sent). A session whose hello did not say its mount takes one
- * (an older mount, a bare client) is closed instead: a mount drops its
- * listings when it connects again, as after any break. Recalls are
+ * which other clients' changes make. After each write (conn_write(),
+ * once a loop turn and at the end of each uv_write), conn->notices is
+ * cut to what the socket left unsent; past SERVER_NOTICES_MAX then, its
+ * session is behind: it is sent no more invalidations, and one of
+ * everything (InvalNotify.all, which makes its mount drop every listing
+ * and name) replaces them, queued once its backlog is under
+ * SERVER_NOTICES_MAX / 4 again, after what it was sent before and
+ * before any later one. A mount that takes all it is sent each turn is
+ * never behind, whatever one turn sends it. The ack of that one is
+ * owed from the overflow: each invalidation not sent is numbered within
+ * it, so the replies that made them wait for it as for any ack, up to
+ * inval_timeout from the overflow (server_inval_tick()). A session
+ * whose hello did not say its mount takes one (an older mount, a bare
+ * client) is still sent its invalidations, and closed if it stays
+ * behind SERVER_BEHIND_MS, or at once past SERVER_NOTICES_HARD unsent:
+ * a mount drops its listings when it connects again. So a connection
+ * holds at most SERVER_NOTICES_MAX plus one turn's notices (or
+ * SERVER_NOTICES_HARD plus one turn's, without inval_all). Recalls are
  * still sent (a holder must see them) and counted: one per delegation,
  * and a session behind is granted none (deleg.c); each is answered or
  * taken back within deleg_timeout, as from any holder.
- * SERVER_NOTICES_MAX (server.h) says how much.
  */
 
+/* Owed: the ack of (first, seq] numbered to the session (first + 1 ==
+ * seq but for the one reserved for a session behind on its notices,
+ * which grows to cover each invalidation it is not sent). */
 struct inval_owed {
-	uint64_t seq; /* m->inval_seq it was sent with */
-	int64_t at;   /* mono ns it was sent */
+	uint64_t first; /* below the first number it covers */
+	uint64_t seq;	/* m->inval_seq of the last it covers */
+	int64_t at;	/* mono ns it was sent (or the overflow) */
 };
 
 /* Whether @s owes an ack of an invalidation numbered in (@lo, @hi]. */
@@ -182,7 +191,7 @@ static bool owes_within(const struct session *s, uint64_t lo, uint64_t hi)
 		else
 			b = mid;
 	}
-	return a < s->owed_n - s->owed_head && o[a].seq <= hi;
+	return a < s->owed_n - s->owed_head && o[a].first < hi;
 }
 
 /* Whether a reply whose request sent invalidations (@lo, @hi] must wait
@@ -338,7 +347,7 @@ static void owing_remove(struct master *m, struct session *s)
 		s->owe_next->owe_prev = s->owe_prev;
 	s->owe_next = s->owe_prev = NULL;
 	s->owed_head = s->owed_n = 0;
-	/* Up to INVAL_OWED_MAX (64 KiB) it may have grown: not kept for a
+	/* Up to INVAL_OWED_MAX (96 KiB) it may have grown: not kept for a
 	 * session that owes nothing. */
 	if (s->owed_cap > 64) {
 		free(s->owed);
@@ -362,8 +371,9 @@ void server_inval_give_up(struct master *m, struct session *s)
 		server_durable(m, changelog_durable(m->cl));
 }
 
-/* Number an invalidation sent to @s, and owe it unless @s is lax. */
-static uint64_t inval_number(struct master *m, struct session *s)
+/* Number an invalidation sent to @s at @at, and owe it unless @s is
+ * lax. */
+static uint64_t inval_number(struct master *m, struct session *s, int64_t at)
 {
 	uint64_t seq = ++m->inval_seq;
 
@@ -393,7 +403,7 @@ static uint64_t inval_number(struct master *m, struct session *s)
 		return seq;
 	}
 	s->owed[s->owed_n++] =
-		(struct inval_owed){ .seq = seq, .at = sw_mono_ns() };
+		(struct inval_owed){ .first = seq - 1, .seq = seq, .at = at };
 	if (!s->owing) {
 		s->owing = true;
 		s->owe_prev = NULL;
@@ -407,51 +417,88 @@ static uint64_t inval_number(struct master *m, struct session *s)
 
 uint64_t server_inval_sent(struct master *m, struct session *s)
 {
-	struct conn *c = s->conn;
+	uint64_t seq;
 
-	if (s->inval_all)
-		return 0; /* in the one of everything */
-	if (!c || c->notices <= SERVER_NOTICES_MAX)
-		return inval_number(m, s);
-	sw_notice(TAG, "%s: has not read %zu bytes of notices; %s", s->peer,
-		  c->notices,
-		  s->inval_all_ok ? "one invalidation of everything will "
-				    "replace the next ones" :
-				    "closing (its mount takes no invalidation "
-				    "of everything)");
+	if (!s->inval_all)
+		return inval_number(m, s, sw_mono_ns());
+	/* Not sent (the one of everything covers it) but numbered, and
+	 * owed within the ack reserved at the overflow: a reply that made
+	 * it waits for that ack, as for any (inval_timeout from then). */
+	seq = ++m->inval_seq;
+	s->inval_sent = seq;
+	if (s->owing && s->owed_n > s->owed_head)
+		s->owed[s->owed_n - 1].seq = seq;
+	return seq;
+}
+
+/* @c's notices still unsent after a write passed SERVER_NOTICES_MAX. */
+static void inval_behind(struct conn *c)
+{
+	struct session *s = c->s;
+	struct master *m = c->m;
+	int64_t now = sw_mono_ns();
+
+	/* Once a second at most, for all sessions: a hostile one may go
+	 * behind again at each read. */
+	if (now - m->behind_logged >= 1000000000) {
+		m->behind_logged = now;
+		sw_notice(TAG, "%s: has not read %zu bytes of notices; %s",
+			  s->peer, c->notices,
+			  s->inval_all_ok ?
+				  "one invalidation of everything will "
+				  "replace the next ones" :
+				  "closed if it stays behind");
+	}
 	m->inval_overflows++;
+	s->behind_at = now;
+	if (!s->inval_all_ok)
+		return;
 	s->inval_all = true;
-	/* Not closed here: a caller may be walking the watches this would
-	 * drop. conn_write() does, in this turn's flush. */
-	sw_sconn_flush_add(&c->sc);
-	return 0;
+	/* The ack the one of everything will bring: replies that send
+	 * invalidations to @s meanwhile wait for it (server_inval_sent()). */
+	(void)inval_number(m, s, now);
 }
 
 /*
  * @c was written to: what is left of its notices is at most what is
- * left. If its session's invalidations were replaced by one of
- * everything (server_inval_sent()), and it has read most of what it was
- * sent, that one goes now: true when queued. A session whose mount does
- * not take it is closed instead.
+ * left. Past SERVER_NOTICES_MAX still unsent, @c is behind
+ * (inval_behind()). If its session is behind and it has read most of
+ * what it was sent, the one of everything goes now (true when queued);
+ * a session whose mount does not take it is closed if it stays behind
+ * SERVER_BEHIND_MS, or at once past SERVER_NOTICES_HARD.
  */
 static bool inval_catch_up(struct conn *c)
 {
 	Sweepfs__InvalNotify note = SWEEPFS__INVAL_NOTIFY__INIT;
 	struct session *s = c->s;
+	size_t backlog = sw_wq_backlog(&c->wq);
 
-	c->notices = SW_MIN(c->notices, sw_wq_backlog(&c->wq));
-	if (!s || !s->inval_all || c->sc.closing)
+	c->notices = SW_MIN(c->notices, backlog);
+	if (!s || c->sc.closing)
 		return false;
-	if (!s->inval_all_ok) {
-		conn_close(c);
+	if (!s->behind_at) {
+		if (c->notices > SERVER_NOTICES_MAX)
+			inval_behind(c);
 		return false;
 	}
-	if (sw_wq_backlog(&c->wq) > SERVER_NOTICES_MAX / 4)
+	if (c->notices > SERVER_NOTICES_MAX / 4) {
+		if (!s->inval_all_ok &&
+		    (c->notices > SERVER_NOTICES_HARD ||
+		     sw_mono_ns() - s->behind_at >
+			     (int64_t)SERVER_BEHIND_MS * 1000000)) {
+			sw_notice(TAG, "%s: behind on its notices; closing",
+				  s->peer);
+			conn_close(c);
+		}
+		return false;
+	}
+	s->behind_at = 0;
+	if (!s->inval_all)
 		return false;
 	s->inval_all = false;
 	note.has_all = note.all = 1;
 	note.has_seq = 1;
-	note.seq = inval_number(c->m, s);
+	note.seq = inval_number(c->m, s, sw_mono_ns());
 	conn_notify(c, SW_MSG_INVAL, &note.base);
 	s->ctr.invalidations++;
 	return !c->sc.closing;
@@ -468,6 +515,7 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 		/* It went, or forgot all it had: nothing to wait for. */
 		s->inval_acked = s->inval_sent;
 		s->inval_all = false; /* its mount drops all it had */
+		s->behind_at = 0;
 		owing_remove(m, s);
 		free(s->owed);
 		s->owed = NULL;
@@ -977,6 +1025,10 @@ static const struct sw_server_ops conn_ops = {
 
 void server_reap_stalled(struct master *m)
 {
+	/* Behind and no longer written to: closed on time all the same. */
+	for (struct conn *c = conn_first(m); c; c = conn_next(c))
+		if (c->s && c->s->behind_at && !c->sc.closing)
+			(void)inval_catch_up(c); /* queued with a flush */
 	sw_server_reap_stalled(&m->server,
 			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
 	sw_server_reap_silent(&m->server,

@@ -23,14 +23,20 @@ struct session;
 struct req;
 
 /*
- * Bytes of notices (invalidations, recalls) a connection may hold unread
- * before its session's invalidations are replaced by one of everything
- * (server.c says how). 256 KiB: about 6,000 invalidations, far more than
- * the socket of a mount that reads lets pile up here, but for one loop
- * turn of creates by many clients in a directory it lists, which it
- * then takes as one.
+ * Bytes of notices (invalidations, recalls) a connection may leave
+ * unsent after a write (what its socket did not take) before its
+ * session's invalidations are replaced by one of everything (server.c
+ * says how). Counted after the write, not as queued: a mount that takes
+ * all it is sent each turn is never behind, however much one turn sends
+ * it (a BATCH of 1,024 unlinks of 255-byte names is about 290 KiB). 256
+ * KiB: about 900 invalidations of 255-byte names, 2,300 of 80-byte ones.
  */
 #define SERVER_NOTICES_MAX (256u << 10)
+/* A session whose mount takes no one of everything is closed if it stays
+ * behind (over a quarter of SERVER_NOTICES_MAX unsent) this long, or at
+ * once past SERVER_NOTICES_HARD unsent. */
+#define SERVER_BEHIND_MS 5000
+#define SERVER_NOTICES_HARD (16 * SERVER_NOTICES_MAX)
 
 /* A reply waiting for the changelog to be durable up to its version. */
 struct held_mark {
@@ -118,9 +124,9 @@ void server_reap_stalled(struct master *m);
 void server_resume(struct conn *c);
 
 /*
- * Invalidations (watch.c): server_inval_sent() numbers one sent to @s,
- * or returns 0 when @s is not to be sent it (its connection holds too
- * many notices it has not read: one of everything goes later);
+ * Invalidations (watch.c): server_inval_sent() numbers one sent to @s
+ * (not sent if @s->inval_all: its connection left too many notices
+ * unsent; one of everything goes later, and its ack covers this one);
  * server_inval_acked() takes @s's ack (INVAL_ACK) up to @seq, or with
  * @seq UINT64_MAX forgets what it owes (it went, or lost its
  * connection). Replies to requests that sent invalidations wait for
@@ -133,16 +139,16 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq);
 void server_inval_tick(struct master *m);
 
 /*
- * @c's output went down (conn_write() does this after each write; a
- * test, for a connection on no socket): if its session's invalidations
- * were replaced by one of everything (past SERVER_NOTICES_MAX) and
- * it has read most of the rest, that one is queued now; if its mount
- * does not take one, @c is closed.
+ * @c was written to (conn_write() does this after each write; a test,
+ * for a connection on no socket): past SERVER_NOTICES_MAX of notices
+ * still unsent, its session is behind; once behind and it has read most
+ * of the rest, the one of everything is queued now; if its mount does
+ * not take one and it stays behind, @c is closed.
  */
 void server_inval_written(struct conn *c);
 
-/* @s is not waited for (what it owes is forgotten) until it has
- * acknowledged all it was sent: it let an ack or a recall time out. */
+/* @s is not waited for again while the session lasts (what it owes is
+ * forgotten): it let an ack or a recall time out. */
 void server_inval_give_up(struct master *m, struct session *s);
 /* req_hooks.silent_since: when bytes last came from @c, or @now if its
  * input waits (not read, or not parsed: it spoke, the master has not

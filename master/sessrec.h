@@ -100,16 +100,20 @@ struct session {
 	size_t owed_head, owed_n, owed_cap;
 	struct session *owe_next, *owe_prev;
 	bool owing;
-	/* Let an ack time out: not waited for until it has acknowledged
-	 * everything it was sent. */
+	/* Let an ack time out: not waited for again while the session
+	 * lasts, even once it caught up (server.c says why). */
 	bool inval_lax;
 	/* Hello.inval_all: its mount takes one invalidation of everything
 	 * (InvalNotify.all) in place of those it was not sent. */
 	bool inval_all_ok;
-	/* Its connection held more than SERVER_NOTICES_MAX of notices it had not
-	 * read: it is sent no invalidation until the one of everything,
-	 * which goes once it has read most of the rest (server.c); it is
-	 * granted no delegation meanwhile (deleg.c). */
+	/* Its connection still held more than SERVER_NOTICES_MAX of
+	 * notices after a write, at this mono ns (0: not behind, or it read
+	 * all but a quarter since): granted no delegation meanwhile
+	 * (deleg.c). */
+	int64_t behind_at;
+	/* Behind, and inval_all_ok: it is sent no invalidation until the
+	 * one of everything, which goes once it has read most of the rest;
+	 * those not sent are owed within the ack of that one (server.c). */
 	bool inval_all;
 	/* Delegations of its being recalled, and taken back from it for
 	 * not answering a recall in time and not given back since

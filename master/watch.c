@@ -54,7 +54,7 @@ static void send_inval(struct master *m, struct session *s, uint64_t dir,
 	note.items = items;
 	note.has_seq = 1;
 	note.seq = req_inval_sent(m, s);
-	if (!note.seq)
+	if (s->inval_all)
 		return; /* behind: one of everything later (server.c) */
 	req_notify(m, s->conn, SW_MSG_INVAL, &note.base);
 	s->ctr.invalidations++;

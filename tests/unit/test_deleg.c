@@ -421,39 +421,60 @@ static void name_op(struct fixture *f, struct conn *c, struct node *dir,
 		call(f, c, SW_MSG_MKNOD, &q.base);
 }
 
+/* One loop turn of @n creates (or unlinks) of 255-byte names in @dir by
+ * @c, named after @tag; @c reads its replies. */
+static void burst(struct fixture *f, struct conn *c, struct node *dir, char tag,
+		  int n, bool unlink)
+{
+	char name[256];
+
+	for (int i = 0; i < n; i++) {
+		memset(name, tag, 255);
+		snprintf(name, 8, "%07d", i);
+		name[7] = tag;
+		name[255] = '\0';
+		name_op(f, c, dir, name, unlink);
+		sw_buf_reset(&c->wq.out);
+	}
+}
+
 /*
- * A session that lists a directory and reads nothing (B) while another
- * (A) creates there: B's notices stop at SERVER_NOTICES_MAX and a frame,
- * whatever A does next (an unlink too); B is granted nothing meanwhile,
- * but a recall of what it held still goes. Once B has read its output,
- * one invalidation of everything goes, and then names again.
+ * A session (B) that lists a directory while another (A) creates there.
+ * Read each turn, B's notices never put it behind, however many one turn
+ * sends (a BATCH of 1,024 names of 255 bytes: about 290 KiB). Unread,
+ * B is behind after the turn's write: no more names, whatever A does
+ * next (an unlink too); B is granted nothing meanwhile, but a recall of
+ * what it held still goes. Once B has read its output, one invalidation
+ * of everything goes, and then names again.
  */
 static void test_notices_bounded(void **state)
 {
 	struct fixture *f = *state;
 	Sweepfs__InvalNotify *n;
 	struct node *e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
-	char name[32];
 	size_t used;
-	int i;
 
 	f->sb.inval_all_ok = true;
 	assert_true(ask(f, &f->cb, f->sub));
 	watch_add(&f->m, &f->sb, f->d);
-	for (i = 0; i < 100000 && !f->sb.inval_all; i++) {
-		snprintf(name, sizeof(name), "n%d", i);
-		name_op(f, &f->ca, f->d, name, false);
-		sw_buf_reset(&f->ca.wq.out); /* A reads its replies */
+	for (int turn = 0; turn < 3; turn++) {
+		burst(f, &f->ca, f->d, 'a', 1024, turn % 2);
+		assert_true(f->cb.notices > SERVER_NOTICES_MAX);
+		sw_buf_reset(&f->cb.wq.out); /* B's socket takes it all */
+		server_inval_written(&f->cb);
+		assert_false(f->sb.behind_at);
+		assert_false(f->sb.inval_all);
+		assert_int_equal(f->cb.notices, 0);
 	}
+	/* Not read: behind after the write. */
+	burst(f, &f->ca, f->d, 'b', 1024, false);
+	assert_false(f->sb.inval_all);
+	server_inval_written(&f->cb);
+	assert_true(f->sb.behind_at);
 	assert_true(f->sb.inval_all);
-	assert_true(i > 1000); /* not at the first */
 	used = sw_buf_used(&f->cb.wq.out);
-	assert_true(used <= SERVER_NOTICES_MAX + 512);
 	assert_true(f->cb.notices == used);
-	for (int j = 0; j < 1000; j++) {
-		snprintf(name, sizeof(name), "m%d", j);
-		name_op(f, &f->ca, f->d, name, false);
-	}
+	burst(f, &f->ca, f->d, 'c', 100, false);
 	name_op(f, &f->ca, f->d, "f", true);
 	assert_int_equal(sw_buf_used(&f->cb.wq.out), used);
 	/* The recall still goes, past the bound. */
@@ -479,7 +500,7 @@ static void test_notices_bounded(void **state)
 	assert_int_equal(n->seq, f->sb.inval_sent);
 	sweepfs__inval_notify__free_unpacked(n, NULL);
 	/* Names again. */
-	name_op(f, &f->ca, f->d, "n0", true);
+	name_op(f, &f->ca, f->d, "n0", false);
 	n = (Sweepfs__InvalNotify *)take(&f->cb, SW_MSG_INVAL);
 	assert_non_null(n);
 	assert_false(n->has_all && n->all);
@@ -803,6 +824,56 @@ static void test_reply_waits_for_its_own_invalidations(void **state)
 	assert_false(reply_held(f, &f->cc, f->sub));
 	server_inval_acked(&f->m, &f->sa, f->sa.inval_sent);
 	assert_false(reply_held(f, &f->cc, f->sub));
+}
+
+/*
+ * A writer's (C's) reply waits for a reader (B) behind on its notices:
+ * the invalidations B is not sent are owed within the ack of the one of
+ * everything, from the overflow; C's reply goes with B's ack of it, or
+ * at inval_timeout from the overflow if B does not ack.
+ */
+static void test_notices_behind_waited_for(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__InvalAckReq a = SWEEPFS__INVAL_ACK_REQ__INIT;
+	Sweepfs__InvalNotify *n;
+	uint64_t sent;
+
+	f->sb.inval_all_ok = true;
+	watch_add(&f->m, &f->sb, f->d);
+	burst(f, &f->ca, f->d, 'a', 1024, false);
+	sent = f->sb.inval_sent;
+	server_inval_written(&f->cb); /* not read: behind */
+	assert_true(f->sb.inval_all);
+	server_inval_acked(&f->m, &f->sb, sent);  /* all it was sent */
+	assert_true(reply_held(f, &f->cc, f->d)); /* not sent B, waits */
+	sw_buf_reset(&f->cb.wq.out);		  /* B reads */
+	server_inval_written(&f->cb);
+	assert_true(sw_buf_used(&f->cc.held) > 0); /* till B acks */
+	n = (Sweepfs__InvalNotify *)take(&f->cb, SW_MSG_INVAL);
+	assert_non_null(n);
+	assert_true(n->has_all && n->all);
+	server_inval_acked(&f->m, &f->sb, n->seq);
+	sweepfs__inval_notify__free_unpacked(n, NULL);
+	assert_int_equal(sw_buf_used(&f->cc.held), 0);
+	/* Behind again, and B acks nothing: inval_timeout from then. */
+	f->m.cfg.inval_timeout_ms = 50;
+	burst(f, &f->ca, f->d, 'b', 1024, false);
+	sent = f->sb.inval_sent;
+	server_inval_written(&f->cb);
+	assert_true(f->sb.inval_all);
+	server_inval_acked(&f->m, &f->sb, sent);
+	assert_true(reply_held(f, &f->cc, f->d));
+	/* The master's own "forget" is no ack from the wire. */
+	a.seq = UINT64_MAX;
+	call(f, &f->cb, SW_MSG_INVAL_ACK, &a.base);
+	assert_true(f->sb.inval_all);
+	assert_true(sw_buf_used(&f->cc.held) > 0);
+	server_inval_tick(&f->m);
+	assert_true(sw_buf_used(&f->cc.held) > 0);
+	usleep(80000);
+	server_inval_tick(&f->m);
+	assert_int_equal(sw_buf_used(&f->cc.held), 0);
 }
 
 static void test_holder_gone_ends_it(void **state)
@@ -2401,6 +2472,8 @@ int main(void)
 			test_rmdir_recalls_the_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_rename_recalls_its_entries_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_notices_behind_waited_for,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notices_bounded, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_own_batch_not_parked,

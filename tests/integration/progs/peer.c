@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,10 +112,35 @@ long rss_kb(pid_t pid)
 	return kb;
 }
 
+int peer_rcvbuf;
+
+/* A blocking connect to 127.0.0.1:@port with SO_RCVBUF @rcvbuf set
+ * first (the window is chosen at the handshake). */
+static int connect_small(uint16_t port, int rcvbuf)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) <
+		    0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 void peer_connect(struct peer *p, uint16_t port)
 {
 	memset(p, 0, sizeof(*p));
-	p->fd = sw_tcp_connect("127.0.0.1", port, TIMEOUT_MS);
+	p->fd = peer_rcvbuf ? connect_small(port, peer_rcvbuf) :
+			      sw_tcp_connect("127.0.0.1", port, TIMEOUT_MS);
 	if (p->fd < 0)
 		fail("connect to port %u: %s", port, strerror(-p->fd));
 	p->next_id = 1;

@@ -112,6 +112,10 @@ void peer_open(struct peer *p, uint16_t port);
 int peer_args(int argc, char **argv, uint16_t *port, pid_t *pid,
 	      const char *more, long *vals);
 
+/* SO_RCVBUF of peer_connect()'s sockets, set before connecting (0: the
+ * host's default, autotuned): a client that reads nothing then holds
+ * little in its kernel, whatever the host's TCP buffers. */
+extern int peer_rcvbuf;
 /* Whether peer_session()'s hellos say the client takes one invalidation
  * of everything (Hello.inval_all); false unless set. */
 extern bool peer_inval_all;

@@ -7,7 +7,7 @@
 # a session that stops reading for a while and reads again gets one
 # invalidation of everything in place of those it missed, then names
 # again; one whose hello does not say it takes that (an older mount) is
-# closed instead. tests/integration/progs/notices.c says exactly what
+# closed instead once it stays behind (5 s). tests/integration/progs/notices.c says exactly what
 # each check asserts.
 #
 # Needs no mount. NOTICES_CREATES, NOTICES_BOUND_MIB change the number
