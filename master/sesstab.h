@@ -87,4 +87,9 @@ Sweepfs__Cred *session_msg_cred(const ProtobufCMessage *msg);
  */
 bool session_admin_root(const struct session *s, const Sweepfs__Cred *c);
 
+/* Admin root (session_admin_root()) whose export is not confined to a
+ * subtree: the one who may learn the whole filesystem's figures (a full
+ * INFO), as SW_MSG_F_WHOLE requests (FSCK, GROUP) are its alone. */
+bool session_admin_whole(const struct session *s, const Sweepfs__Cred *c);
+
 #endif
