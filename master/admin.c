@@ -358,7 +358,9 @@ static void info_group(struct master *m, Sweepfs__InfoReply *reply, bool all,
  * (tool_wait_purge() after a user's rmr or rmsnapshot, the progress line
  * of a user's snapshot), which is the whole queue's: a purge or a copy
  * has no owner it could be cut by. No address, space or count of the
- * namespace, the chunkservers or the group's members.
+ * namespace, the chunkservers or the group's members. The chunk health
+ * census's counts (missing, endangered, ...) stay: they say nothing of
+ * any user, and monitoring run as a user needs them.
  */
 static void info_limited(struct master *m, Sweepfs__InfoReply *reply)
 {
@@ -372,6 +374,7 @@ static void info_limited(struct master *m, Sweepfs__InfoReply *reply)
 	reply->has_snapshot_id = reply->has_snapshot_nodes = 1;
 	ns_copy_active(&m->ns, &reply->snapshot_id);
 	reply->snapshot_nodes = ns_copy_nodes(&m->ns);
+	info_health(m, reply);
 }
 
 void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)

@@ -248,7 +248,8 @@ grep -q "this master is not in a group" < <(as 127.0.0.2 group add 3=127.0.0.1:1
 status_of() {
 	"$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
-as 127.0.0.2 status --json >"$SW_TMP/st-root.json"
+as 127.0.0.2 status --json >"$SW_TMP/st-root.json" 2>"$SW_TMP/st-root.err"
+assert_eq "" "$(cat "$SW_TMP/st-root.err")" "root's status on stderr"
 assert_eq False "$(status_of "$SW_TMP/st-root.json" 'd["limited"]')" "root's status limited"
 cs_listen=$(status_of "$SW_TMP/st-root.json" 'd["servers"][0]["listen"]')
 assert_ne "" "$cs_listen" "a chunkserver's address in root's status"
@@ -257,7 +258,12 @@ assert_ge 8 "$(status_of "$SW_TMP/st-root.json" 'd["nodes"]')" "nodes root sees"
 # (status prints no "total": that is stats'.)
 assert_eq True "$(status_of "$SW_TMP/st-root.json" '"meta_version" in d')" "root's meta_version"
 for who in "uas 127.0.0.2" "as 127.0.0.4" as_proj "as 127.0.0.8"; do
-	$who status --json >"$SW_TMP/st-user.json" || fail "status --json ($who)"
+	$who status --json >"$SW_TMP/st-user.json" 2>"$SW_TMP/st-user.err" ||
+		fail "status --json ($who)"
+	grep -q "^limited: not root on an admin export" "$SW_TMP/st-user.err" ||
+		fail "status ($who) does not say on stderr it is limited"
+	assert_eq 0 "$(status_of "$SW_TMP/st-user.json" 'd["chunk_health"]["missing"]')" \
+		"missing chunks counted for $who"
 	assert_eq True "$(status_of "$SW_TMP/st-user.json" 'd["limited"]')" "limited ($who)"
 	assert_eq "0 0 1" "$(status_of "$SW_TMP/st-user.json" \
 		'" ".join(str(len(d.get(k, ()))) for k in ("servers", "members", "sessions"))')" \
