@@ -358,7 +358,9 @@ static void info_group(struct master *m, Sweepfs__InfoReply *reply, bool all,
  * (tool_wait_purge() after a user's rmr or rmsnapshot, the progress line
  * of a user's snapshot), which is the whole queue's: a purge or a copy
  * has no owner it could be cut by. No address, space or count of the
- * namespace, the chunkservers or the group's members.
+ * namespace, the chunkservers or the group's members. The chunk health
+ * census's counts (missing, endangered, ...) stay: they say nothing of
+ * any user, and monitoring run as a user needs them.
  */
 static void info_limited(struct master *m, Sweepfs__InfoReply *reply)
 {
@@ -372,6 +374,7 @@ static void info_limited(struct master *m, Sweepfs__InfoReply *reply)
 	reply->has_snapshot_id = reply->has_snapshot_nodes = 1;
 	ns_copy_active(&m->ns, &reply->snapshot_id);
 	reply->snapshot_nodes = ns_copy_nodes(&m->ns);
+	info_health(m, reply);
 }
 
 void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
@@ -383,9 +386,10 @@ void admin_info_fill(struct master *m, Sweepfs__InfoReply *reply)
 }
 
 /*
- * The slowest requests, into @sr/@sp (room for SLOW_KEEP). Whose they
- * were (session id, client name) only for @admin, or for the asker's
- * own: other sessions' ids and names are none of its business.
+ * The slowest requests, into @sr/@sp (room for SLOW_KEEP): all of them
+ * for @admin, for any other asker only its own session's. What other
+ * sessions sent, when and how slow, is none of its business, with or
+ * without their ids and names.
  */
 static void info_slowest(const struct req *r, bool admin,
 			 Sweepfs__InfoReply *reply, Sweepfs__SlowRequest *sr,
@@ -394,23 +398,26 @@ static void info_slowest(const struct req *r, bool admin,
 	struct master *m = r->m;
 	struct slow_req v[SLOW_KEEP];
 	int64_t now = sw_mono_ns();
-	size_t n = admin_slowest(m, v);
+	size_t n = admin_slowest(m, v), k = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		struct session *s = session_find(m, v[i].session_id);
-		bool whose = admin || v[i].session_id == r->s->id;
+		struct session *s;
 
-		sweepfs__slow_request__init(&sr[i]);
-		sr[i].has_type = sr[i].has_us = sr[i].has_age_ms = 1;
-		sr[i].has_session_id = whose;
-		sr[i].type = v[i].type;
-		sr[i].session_id = whose ? v[i].session_id : 0;
-		sr[i].client = s && whose ? (char *)s->name : NULL;
-		sr[i].us = (uint64_t)v[i].ns / 1000;
-		sr[i].age_ms = (uint64_t)(now - v[i].at) / 1000000;
-		sp[i] = &sr[i];
+		if (!admin && v[i].session_id != r->s->id)
+			continue;
+		s = session_find(m, v[i].session_id);
+		sweepfs__slow_request__init(&sr[k]);
+		sr[k].has_type = sr[k].has_us = sr[k].has_age_ms = 1;
+		sr[k].has_session_id = 1;
+		sr[k].type = v[i].type;
+		sr[k].session_id = v[i].session_id;
+		sr[k].client = s ? (char *)s->name : NULL;
+		sr[k].us = (uint64_t)v[i].ns / 1000;
+		sr[k].age_ms = (uint64_t)(now - v[i].at) / 1000000;
+		sp[k] = &sr[k];
+		k++;
 	}
-	reply->n_slowest = n;
+	reply->n_slowest = k;
 	reply->slowest = sp;
 }
 
@@ -484,8 +491,10 @@ void op_info(struct req *r, const ProtobufCMessage *msg)
 	struct group_status gs;
 	Sweepfs__GroupMember mem[GROUP_MAX], *memp[GROUP_MAX];
 	uint64_t *reqs = NULL;
-	/* q->cred as the export mapped it (dispatch_admit()). */
-	bool admin = session_admin_root(r->s, q->cred);
+	/* q->cred as the export mapped it (dispatch_admit()); the whole
+	 * filesystem's figures only to a session that sees all of it, as
+	 * FSCK and GROUP (SW_MSG_F_WHOLE). */
+	bool admin = session_admin_whole(r->s, q->cred);
 
 	if (admin) {
 		admin_info_fill(m, &reply);

@@ -473,6 +473,19 @@ int master_load_exports(struct master *m)
 		return rc;
 	}
 	sw_notice(TAG, "%s: %zu exports", m->cfg.exports_file, m->exports.n);
+	/* Admin is root's once mapped (session_admin_uid()): with root
+	 * squashed, the option gives no one anything. */
+	for (size_t i = 0; i < m->exports.n; i++) {
+		const struct export_rule *r = &m->exports.rules[i];
+
+		if (r->admin && r->mapall_uid != 0 &&
+		    (r->mapall_uid != EXPORT_NO_MAP ||
+		     r->maproot_uid != EXPORT_NO_MAP))
+			sw_notice(TAG,
+				  "%s:%d: admin gives root nothing while "
+				  "root is squashed (add maproot=0)",
+				  m->cfg.exports_file, r->line);
+	}
 	return 0;
 }
 

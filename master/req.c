@@ -107,7 +107,7 @@ struct node *req_node(const struct req *r, uint64_t ino)
 
 bool req_admin(const struct req *r, const struct sw_cred *c)
 {
-	return cred_is_root(c) && (!r->s || r->s->admin);
+	return session_admin_uid(r->s, c->uid);
 }
 
 int req_node_err(const struct req *r, uint64_t ino)

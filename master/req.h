@@ -202,7 +202,8 @@ struct node *req_node(const struct req *r, uint64_t ino);
  * was not granted (the kernel then looks the name up again). */
 int req_node_err(const struct req *r, uint64_t ino);
 
-/* Whether @c is root with admin rights on @r's session (exports.h). */
+/* Whether @c is root with admin rights on @r's session: the same rule as
+ * session_admin_root() (session_admin_uid()). */
 bool req_admin(const struct req *r, const struct sw_cred *c);
 
 /* Whether @c owns @n, or may act as its owner (root with admin rights). */

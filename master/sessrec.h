@@ -135,6 +135,16 @@ static inline bool session_confined(const struct session *s)
 	return s && s->root_ino != NS_ROOT_INO;
 }
 
+/*
+ * The one rule of admin root: @uid, as @s's export mapped it, is 0 on an
+ * export with the admin option; NULL @s (internal work) is admin.
+ * session_admin_root() and req_admin() both ask it.
+ */
+static inline bool session_admin_uid(const struct session *s, uint32_t uid)
+{
+	return uid == 0 && (!s || s->admin);
+}
+
 /* A chunkserver's or a group member's session: no export, no files. */
 static inline bool session_is_peer(const struct session *s)
 {

@@ -277,7 +277,12 @@ int session_map_msg(const struct session *s, ProtobufCMessage *msg)
 
 bool session_admin_root(const struct session *s, const Sweepfs__Cred *c)
 {
-	return s->admin && c && c->uid == 0;
+	return c && session_admin_uid(s, c->uid);
+}
+
+bool session_admin_whole(const struct session *s, const Sweepfs__Cred *c)
+{
+	return session_admin_root(s, c) && !session_confined(s);
 }
 
 bool session_vouches(const struct master *m, const struct session *s,

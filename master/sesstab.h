@@ -87,6 +87,11 @@ Sweepfs__Cred *session_msg_cred(const ProtobufCMessage *msg);
  */
 bool session_admin_root(const struct session *s, const Sweepfs__Cred *c);
 
+/* Admin root (session_admin_root()) whose export is not confined to a
+ * subtree: the one who may learn the whole filesystem's figures (a full
+ * INFO), as SW_MSG_F_WHOLE requests (FSCK, GROUP) are its alone. */
+bool session_admin_whole(const struct session *s, const Sweepfs__Cred *c);
+
 /*
  * Whether @s, for caller @cred (mapped; NULL: none), may name node @ino by
  * number with the @n handles at @h (sweepfs.proto, "Node handles"): one

@@ -166,6 +166,20 @@ static void json_counters(struct json *j, const char *key,
 	json_obj_end(j);
 }
 
+/* The chunk health census's counts: everyone's (a limited reply too). */
+static void json_health(struct json *j, const Sweepfs__InfoReply *s)
+{
+	json_obj_begin(j, "chunk_health");
+	json_u64(j, "missing", s->chunks_missing);
+	json_u64(j, "endangered", s->chunks_endangered);
+	json_u64(j, "undergoal", s->chunks_undergoal);
+	json_u64(j, "overgoal", s->chunks_overgoal);
+	json_u64(j, "goal_unreachable", s->chunks_goal_unreachable);
+	if (s->has_health_age_ms)
+		json_u64(j, "age_ms", s->health_age_ms);
+	json_obj_end(j);
+}
+
 /* What only admin root is told (InfoReply.limited says it was not). */
 static void json_admin(struct json *j, const Sweepfs__InfoReply *s)
 {
@@ -214,15 +228,7 @@ static void json_admin(struct json *j, const Sweepfs__InfoReply *s)
 	json_u64(j, "deleg_timeouts", s->deleg_timeouts);
 	json_u64(j, "deleg_recall_max_us", s->deleg_recall_max_us);
 	json_u64(j, "batch_ops", s->batch_ops);
-	json_obj_begin(j, "chunk_health");
-	json_u64(j, "missing", s->chunks_missing);
-	json_u64(j, "endangered", s->chunks_endangered);
-	json_u64(j, "undergoal", s->chunks_undergoal);
-	json_u64(j, "overgoal", s->chunks_overgoal);
-	json_u64(j, "goal_unreachable", s->chunks_goal_unreachable);
-	if (s->has_health_age_ms)
-		json_u64(j, "age_ms", s->health_age_ms);
-	json_obj_end(j);
+	json_health(j, s);
 	json_arr_begin(j, "servers");
 	for (size_t i = 0; i < s->n_servers; i++) {
 		const Sweepfs__ServerInfo *si = s->servers[i];
@@ -258,6 +264,7 @@ static void json_status(const Sweepfs__InfoReply *s, bool counters)
 		json_u64(&j, "purge_oldest", s->purge_oldest);
 		json_u64(&j, "snapshot_id", s->snapshot_id);
 		json_u64(&j, "snapshot_nodes", s->snapshot_nodes);
+		json_health(&j, s);
 	} else {
 		json_admin(&j, s);
 	}
@@ -386,6 +393,7 @@ static void print_limited(const Sweepfs__InfoReply *s)
 		printf("snapshot: %" PRIu64 " being copied (%" PRIu64
 		       " nodes so far)\n",
 		       s->snapshot_id, s->snapshot_nodes);
+	print_health(s);
 	printf("this session:\n");
 	for (size_t i = 0; i < s->n_sessions; i++)
 		print_session(s->sessions[i]);
@@ -402,6 +410,13 @@ int cmd_status(int argc, char **argv)
 	parse_common(argc, argv, &json, &sessions, &path);
 	if (fetch_status(path, true, &s) < 0)
 		return 1;
+	/* On stderr, so that a monitoring script that reads stdout (or
+	 * only the JSON) and its log still notice; the exit status stays 0:
+	 * the master answered what this caller may know. */
+	if (s->limited)
+		fprintf(stderr,
+			"limited: not root on an admin export; the "
+			"chunkservers, members and counters are left out\n");
 	if (json) {
 		json_status(s, false);
 		goto out;

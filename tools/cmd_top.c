@@ -407,8 +407,9 @@ static void slowest(struct screen *s, const Sweepfs__InfoReply *r)
 
 		char who[32];
 
-		/* A session that has ended has no name any more; another
-		 * session's is shown to admin sessions only. */
+		/* A session that has ended has no name any more; other
+		 * sessions' requests reach admin root only (a limited
+		 * reply holds the caller's own). */
 		if (q->has_session_id)
 			snprintf(who, sizeof(who), "session %08" PRIx64,
 				 q->session_id >> 32);

@@ -315,6 +315,31 @@ static void test_admin_needs_root(void **state)
 	}
 }
 
+/*
+ * A full INFO (session_admin_whole()) is admin root's on an export of the
+ * whole filesystem: root on an admin export confined to a subtree gets
+ * the limited reply, as FSCK and GROUP refuse it (SW_MSG_F_WHOLE).
+ */
+static void test_full_info_needs_whole(void **state)
+{
+	Sweepfs__Cred root = SWEEPFS__CRED__INIT, user = SWEEPFS__CRED__INIT;
+	struct session admin, confined, plain;
+
+	(void)state;
+	user.uid = user.gid = 1000;
+	session_as(&admin, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	session_as(&confined, SWEEPFS__ROLE__ROLE_TOOL, true, true);
+	confined.root_ino = NS_ROOT_INO + 1;
+	session_as(&plain, SWEEPFS__ROLE__ROLE_TOOL, true, false);
+
+	assert_true(session_admin_whole(&admin, &root));
+	assert_false(session_admin_whole(&admin, &user));
+	assert_false(session_admin_whole(&admin, NULL));
+	assert_true(session_admin_root(&confined, &root));
+	assert_false(session_admin_whole(&confined, &root));
+	assert_false(session_admin_whole(&plain, &root));
+}
+
 static void test_creds_mapped(void **state)
 {
 	Sweepfs__NameReq unlink = SWEEPFS__NAME_REQ__INIT;
@@ -418,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_whole_filesystem_requests),
 		cmocka_unit_test(test_admin_requests_name_their_caller),
 		cmocka_unit_test(test_admin_needs_root),
+		cmocka_unit_test(test_full_info_needs_whole),
 		cmocka_unit_test(test_creds_mapped),
 		cmocka_unit_test(test_request_digest),
 	};

@@ -34,7 +34,7 @@
 # Environment: SWEEPFS_BUILD, the meson build root (meson passes it).
 
 . "$(dirname "$0")/../lib.sh"
-sw_init compare_delete
+sw_init compare_delete --root
 
 SWEEPFS=$SWEEPFS_BUILD/tools/sweepfs
 [[ -x "$SWEEPFS" ]] || fail "no $SWEEPFS"

@@ -10,6 +10,7 @@
 #   127.0.0.5  /vault  rw,maproot=0,password=...    challenge-response
 #   127.0.0.6  /       ro,admin,maproot=0           read-only admin
 #   127.0.0.7  /proj   rw,alldirs,admin,maproot=0   a confined admin
+#   127.0.0.8  /       rw,admin                     admin, root squashed
 #   anyone else: nothing
 #
 #  1. the admin mounts everything and may rmr anything; status lists the
@@ -52,6 +53,7 @@ write_exports() {
 127.0.0.5   /vault     rw,maproot=0,password=correct-horse-battery
 127.0.0.6   /          ro,admin,maproot=0
 127.0.0.7   /proj      rw,alldirs,admin,maproot=0
+127.0.0.8   /          rw,admin
 $1
 EOF
 }
@@ -226,6 +228,12 @@ uas 127.0.0.2 fsck >/dev/null 2>&1 || rc=$?
 assert_eq 6 "$rc" "fsck's exit status for a user refused (permission denied)"
 # Root squashed (127.0.0.4 maps root to nobody), and root without admin.
 tool_refused "gives root no admin rights" "fsck by squashed root" as 127.0.0.4 fsck
+# admin with the default maproot: root is squashed, admin gives it nothing,
+# and the master says so when it loads the file.
+tool_refused "gives root no admin rights" "fsck by squashed root of an admin export" \
+	as 127.0.0.8 fsck
+logged ":$(grep -n '^127.0.0.8' "$EXPORTS" | cut -d: -f1): admin gives root nothing while root is squashed" \
+	"an admin export that squashes root"
 # as_proj TOOL-ARGS...: the sweepfs command of the confined /proj client.
 as_proj() {
 	SWEEPFS_BIND=127.0.0.3 "$SW_TOOL_BIN" -m "$SPEC:/proj" "$@"
@@ -240,19 +248,28 @@ grep -q "this master is not in a group" < <(as 127.0.0.2 group add 3=127.0.0.1:1
 status_of() {
 	"$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
-as 127.0.0.2 status --json >"$SW_TMP/st-root.json"
+as 127.0.0.2 status --json >"$SW_TMP/st-root.json" 2>"$SW_TMP/st-root.err"
+assert_eq "" "$(cat "$SW_TMP/st-root.err")" "root's status on stderr"
 assert_eq False "$(status_of "$SW_TMP/st-root.json" 'd["limited"]')" "root's status limited"
 cs_listen=$(status_of "$SW_TMP/st-root.json" 'd["servers"][0]["listen"]')
 assert_ne "" "$cs_listen" "a chunkserver's address in root's status"
 assert_ge 2 "$(status_of "$SW_TMP/st-root.json" 'len(d["sessions"])')" "sessions root sees"
 assert_ge 8 "$(status_of "$SW_TMP/st-root.json" 'd["nodes"]')" "nodes root sees"
-for who in "uas 127.0.0.2" "as 127.0.0.4" as_proj; do
-	$who status --json >"$SW_TMP/st-user.json" || fail "status --json ($who)"
+# (status prints no "total": that is stats'.)
+assert_eq True "$(status_of "$SW_TMP/st-root.json" '"meta_version" in d')" "root's meta_version"
+for who in "uas 127.0.0.2" "as 127.0.0.4" as_proj "as 127.0.0.8"; do
+	$who status --json >"$SW_TMP/st-user.json" 2>"$SW_TMP/st-user.err" ||
+		fail "status --json ($who)"
+	grep -q "^limited: not root on an admin export" "$SW_TMP/st-user.err" ||
+		fail "status ($who) does not say on stderr it is limited"
+	assert_eq 0 "$(status_of "$SW_TMP/st-user.json" 'd["chunk_health"]["missing"]')" \
+		"missing chunks counted for $who"
 	assert_eq True "$(status_of "$SW_TMP/st-user.json" 'd["limited"]')" "limited ($who)"
-	assert_eq "0 0 0 1" "$(status_of "$SW_TMP/st-user.json" \
-		'" ".join(str(len(d.get(k, ()))) for k in ("servers", "members", "total", "sessions"))')" \
-		"chunkservers, members, counters, sessions shown ($who)"
+	assert_eq "0 0 1" "$(status_of "$SW_TMP/st-user.json" \
+		'" ".join(str(len(d.get(k, ()))) for k in ("servers", "members", "sessions"))')" \
+		"chunkservers, members, sessions shown ($who)"
 	assert_eq None "$(status_of "$SW_TMP/st-user.json" 'd.get("nodes")')" "node count ($who)"
+	assert_eq False "$(status_of "$SW_TMP/st-user.json" '"meta_version" in d')" "meta_version ($who)"
 	if grep -qF "$cs_listen" "$SW_TMP/st-user.json"; then
 		fail "a chunkserver's address in the status of $who"
 	fi

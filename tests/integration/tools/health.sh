@@ -14,7 +14,7 @@
 # metrics_listen) serve. A file restored from
 # the trash whose directory is gone gets its directories made again.
 . "$(dirname "$0")/../lib.sh"
-sw_init health
+sw_init health --root
 start_metrics_cluster
 NPORT=$(pick_port)
 start_mount "$SW_TMP/mnt" "" "metrics_listen=127.0.0.1:$NPORT"

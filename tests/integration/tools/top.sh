@@ -6,7 +6,7 @@
 # (-b, or not on a terminal) it prints -n frames with no escape codes.
 
 . "$(dirname "$0")/../lib.sh"
-sw_init top
+sw_init top --root
 command -v tmux >/dev/null || skip "tmux is not installed"
 
 # A slow purge: 1% of the master's time, short slices.
