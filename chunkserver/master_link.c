@@ -1222,7 +1222,8 @@ static void send_hello(struct mlink *ml, const Sweepfs__HelloReply *ch)
 	h.has_cs_nonce = 1;
 	h.cs_nonce.data = ml->cs_nonce;
 	h.cs_nonce.len = sizeof(ml->cs_nonce);
-	h.version = SW_PROTO_VERSION;
+	h.version =
+		sw_proto_hello_version(SWEEPFS__ROLE__ROLE_CHUNKSERVER, true);
 	h.role = SWEEPFS__ROLE__ROLE_CHUNKSERVER;
 	h.has_client_name = 1;
 	h.client_name.data = (uint8_t *)ml->cs->name;

@@ -235,7 +235,8 @@ static int open_one(void *arg, const struct sw_target *t, int connect_ms,
 		rc = c->fd;
 		goto out_free;
 	}
-	hello.version = SW_PROTO_VERSION;
+	/* A chunkserver's to another speaks the data plane's version. */
+	hello.version = sw_proto_hello_version(a->role, true);
 	hello.role = a->role;
 	hello.subdir.data = (uint8_t *)t->subdir;
 	hello.subdir.len = strlen(t->subdir);

@@ -151,7 +151,8 @@ static int member_open(const char *leader, const uint8_t key[SW_AUTH_KEY],
 	}
 	snprintf(c->master, sizeof(c->master), "%s", leader);
 	sw_auth_random(nonce, sizeof(nonce));
-	hello.version = SW_PROTO_VERSION;
+	hello.version =
+		sw_proto_hello_version(SWEEPFS__ROLE__ROLE_MEMBER, true);
 	hello.role = SWEEPFS__ROLE__ROLE_MEMBER;
 	hello.has_client_name = 1;
 	hello.client_name.data = (uint8_t *)name;

@@ -306,7 +306,10 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		conn_close(c);
 		return;
 	}
-	c->notices += sw_buf_used(&c->wq.out) - before;
+	/* What the bound is about (a client's invalidations and recalls);
+	 * a chunkserver's commands wait on their own timeout. */
+	if (type == SW_MSG_INVAL || type == SW_MSG_DELEG_RECALL)
+		c->notices += sw_buf_used(&c->wq.out) - before;
 	sw_sconn_flush_add(&c->sc);
 	conn_note_out(c);
 }

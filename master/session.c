@@ -907,7 +907,8 @@ int session_hello(struct req *r, const Sweepfs__Hello *h)
 	if (!sw_proto_accepts(h->version, h->role, true)) {
 		sw_notice(TAG,
 			  "%s: protocol version %u, want %u (a mount or tool "
-			  "older than this master: upgrade it); refused",
+			  "of another version than this master's: upgrade "
+			  "them together); refused",
 			  r->conn->sc.peer, h->version, SW_PROTO_VERSION);
 		rc = -EPROTONOSUPPORT;
 		goto out_err;

@@ -117,7 +117,8 @@ static int conn_open(struct cspool *p, struct csconn *c)
 	sw_tcp_dead_peer_timeout(fd, p->timeout_ms);
 	/* The hello goes through the connection's own core before its
 	 * receiver runs, which takes over the input as it is. */
-	hello.version = SW_PROTO_VERSION;
+	hello.version =
+		sw_proto_hello_version(SWEEPFS__ROLE__ROLE_MOUNT, false);
 	hello.role = SWEEPFS__ROLE__ROLE_MOUNT;
 	rc = sw_pclient_call(&c->pc, fd, SW_MSG_HELLO, &hello.base, 5000,
 			     &reply);

@@ -35,9 +35,22 @@
 
 /* The oldest version a chunkserver or a group member may speak to a
  * master, and a mount or a chunkserver to a chunkserver: what 4 changed
- * is only between clients and the master, so a master may be upgraded
- * before its chunkservers, and chunkservers before or after mounts. */
+ * is only between mounts and tools and the master. Those hellos also say
+ * this version (sw_proto_hello_version()), so that builds before 4 take
+ * them: chunkservers may be upgraded before or after the master and the
+ * mounts. */
 #define SW_PROTO_DATA_MIN 3
+
+/* The version a hello of @role (SWEEPFS__ROLE__*) says: a mount's or a
+ * tool's to a master, SW_PROTO_VERSION; everything else, the data
+ * plane's and a group member's, SW_PROTO_DATA_MIN. */
+static inline uint32_t sw_proto_hello_version(int role, bool to_master)
+{
+	return to_master && (role == SWEEPFS__ROLE__ROLE_MOUNT ||
+			     role == SWEEPFS__ROLE__ROLE_TOOL) ?
+		       SW_PROTO_VERSION :
+		       SW_PROTO_DATA_MIN;
+}
 
 /* Whether a hello of @version from a peer of @role (SWEEPFS__ROLE__*)
  * may be served by a master (@to_master) or by a chunkserver. */

@@ -157,6 +157,22 @@ static void test_versions(void **state)
 				      SWEEPFS__ROLE__ROLE_CHUNKSERVER, true));
 	assert_false(sw_proto_accepts(SW_PROTO_VERSION + 1,
 				      SWEEPFS__ROLE__ROLE_CHUNKSERVER, false));
+	/* What hellos say: only mounts' and tools' to a master are new,
+	 * so a build before 4 serves every other. */
+	assert_int_equal(sw_proto_hello_version(SWEEPFS__ROLE__ROLE_MOUNT,
+						true),
+			 SW_PROTO_VERSION);
+	assert_int_equal(sw_proto_hello_version(SWEEPFS__ROLE__ROLE_TOOL, true),
+			 SW_PROTO_VERSION);
+	assert_int_equal(sw_proto_hello_version(SWEEPFS__ROLE__ROLE_MOUNT,
+						false),
+			 SW_PROTO_DATA_MIN);
+	assert_int_equal(sw_proto_hello_version(SWEEPFS__ROLE__ROLE_CHUNKSERVER,
+						true),
+			 SW_PROTO_DATA_MIN);
+	assert_int_equal(sw_proto_hello_version(SWEEPFS__ROLE__ROLE_MEMBER,
+						true),
+			 SW_PROTO_DATA_MIN);
 }
 
 int main(void)
