@@ -552,7 +552,8 @@ static Sweepfs__Hello *hello_from(struct mconn *m, struct sw_frame_hdr *hdr)
 	h = sweepfs__hello__unpack(NULL, hdr->len, payload);
 	free(payload);
 	if (!h || h->role != SWEEPFS__ROLE__ROLE_CHUNKSERVER ||
-	    h->version != SW_PROTO_VERSION)
+	    h->version != sw_proto_hello_version(
+				  SWEEPFS__ROLE__ROLE_CHUNKSERVER, true))
 		fail("bad hello from the chunkserver");
 	return h;
 }
