@@ -478,9 +478,12 @@ static void check_by_number(void)
 	for (int forged = 0; forged < 2; forged++) {
 		const char *how = forged ? "a forged handle" : "no handle";
 
-		ro.raw = rw.raw = !forged;
-		if (forged)
-			peer_handle_set(readable, real ^ (rnd() | 1));
+		/* The read-write session sends every other handle it knows
+		 * (the directory LINK names, its own), so what is refused is
+		 * the file's missing or forged one. */
+		ro.raw = !forged;
+		rw.raw = false;
+		peer_handle_set(readable, forged ? real ^ (rnd() | 1) : 0);
 		expect(getattr(&ro, readable), ESTALE, "byno: GETATTR");
 		expect(open_as(&ro, &user_cred, readable, O_RDONLY), ESTALE,
 		       "byno: OPEN for reading");
