@@ -48,12 +48,21 @@ struct chunk {
 	 * CHUNK_GOAL_DEFAULT if one of them has the default. While shared
 	 * it only goes up; loading a checkpoint works it out afresh. */
 	uint8_t goal;
-	uint8_t leased;		/* on m->data->leased (master/dataops.c) */
-	uint64_t lease_session; /* writer holding the write lease, or 0 */
-	int64_t lease_until;	/* mono ns */
+	uint8_t leased; /* on m->data->leased (master/dataops.c) */
+	/* Writer holding the write lease, CHUNK_LEASE_RELEASED, or 0. */
+	uint64_t lease_session;
+	int64_t lease_until; /* mono ns */
 	struct chunk_copy copies[CHUNK_COPIES_MAX];
 	struct chunk_wait *waiters; /* requests waiting for busy == 0 */
 };
+
+/*
+ * lease_session of a lease whose writer closed the file or ended its
+ * session: no one holds it, but its token may still write until it runs
+ * out (lease_writable()), so a snapshot still takes it back. No session
+ * has this id (new_session_id()).
+ */
+#define CHUNK_LEASE_RELEASED UINT64_MAX
 
 #define CHUNK_GOAL_DEFAULT 0x80
 

@@ -97,6 +97,12 @@ bool lease_writable(const struct chunk *c, int64_t now)
 		       now;
 }
 
+bool lease_held(const struct chunk *c, int64_t now)
+{
+	return c->lease_session != CHUNK_LEASE_RELEASED &&
+	       lease_writable(c, now);
+}
+
 /*
  * m->data->leased: chunks with a write lease, so that a snapshot can take
  * the leases back without looking at every chunk. A chunk is on it at

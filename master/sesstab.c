@@ -183,7 +183,9 @@ out_so:
 /*
  * @s closed @ino for good: the write leases it holds on the file's chunks
  * end (the mount drops its write locations on release too), so that
- * replication need not wait for them to run out.
+ * replication need not wait for them to run out. They stay released,
+ * not gone, while their tokens may write: a snapshot of the file still
+ * takes them back (lease_held(), lease_writable()).
  */
 static void leases_end(struct master *m, struct session *s, uint64_t ino)
 {
@@ -195,7 +197,7 @@ static void leases_end(struct master *m, struct session *s, uint64_t ino)
 		struct chunk *c = chunk_get(&m->ns, ns_chunk_at(n, i));
 
 		if (c && c->lease_session == s->id)
-			c->lease_session = 0;
+			c->lease_session = CHUNK_LEASE_RELEASED;
 	}
 }
 

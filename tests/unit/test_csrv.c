@@ -353,7 +353,7 @@ static void test_register_sorts_dead_and_unknown(void **state)
  * write: its lease ended a second ago, but the token of its grant lasts
  * CSRV_TOKEN_TTL_MS and the writer writes to the copies it was told.
  * Once the token ended the copy goes. (Replication checks the same,
- * lease_writable().)
+ * lease_held().)
  */
 static void test_trim_waits_for_token(void **state)
 {

@@ -29,8 +29,10 @@
 #include "dataops.h"
 #include "master.h"
 #include "namespace_i.h"
+#include "perm.h"
 #include "req.h"
 #include "sessrec.h"
+#include "sesstab.h"
 #include "snapjob.h"
 #include "unit.h"
 #include "unit_master.h"
@@ -321,6 +323,42 @@ static void test_token_alive_is_leased(void **state)
 }
 
 /*
+ * A lease whose writer closed the file is no one's, but the token of its
+ * grant may still write (a mount that keeps it, or any program that
+ * kept the token): a snapshot takes it back all the same (threat model,
+ * finding 20), while copies and trims need not wait for it.
+ */
+static void test_released_lease_taken_back(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *d = unit_mk(ns, ns->root, "d", S_IFDIR | 0755, 1);
+	struct node *n = unit_mk(ns, d, "f", S_IFREG | 0644, 1);
+	struct session s = { .id = 7 };
+	int64_t now = sw_mono_ns();
+	struct chunk *c;
+
+	wire(f);
+	assert_int_equal(ns_chunk_set(ns, n, 0, next_chunk, 1), 0);
+	c = chunk_get(ns, next_chunk++);
+	ns->next_chunk = next_chunk;
+	assert_int_equal(session_open(&f->m, &s, n, PERM_R | PERM_W), 0);
+	lease(c, now + 30 * SEC);
+	session_release(&f->m, &s, n->ino);
+	assert_true(c->lease_session == CHUNK_LEASE_RELEASED);
+	assert_true(lease_writable(c, now));
+	assert_false(lease_held(c, now));
+	/* No session may be it. */
+	assert_null(session_find(&f->m, CHUNK_LEASE_RELEASED));
+	copy(f, d, "d1");
+	assert_int_equal(f->m.data->shared.n, 1);
+	data_revoke_shared(&f->m);
+	assert_int_equal(c->lease_session, 0);
+	assert_false(lease_writable(c, now));
+	htab_release(&s.opens);
+}
+
+/*
  * A leased chunk with nothing in flight: taking its lease back bumps its
  * version, journaled and sent to the server holding its copy, and the
  * snapshot waits for it (m->data->revoking) until the command ends.
@@ -406,6 +444,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leased_listed_once, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_released_lease_taken_back,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_take_back_bumps, setup,
 						teardown),
 	};
