@@ -16,6 +16,7 @@
 #include <sodium.h>
 
 #include "auth.h"
+#include "token.h"
 #include "fsio.h"
 
 static const unsigned char pw_salt[crypto_pwhash_SALTBYTES] =
@@ -78,6 +79,23 @@ void sw_handle_key(const uint8_t session_key[SW_AUTH_KEY],
 	sw_auth_tag(session_key, SW_AUTH_HANDLE, what, sizeof(what) - 1, NULL,
 		    0, tag);
 	memcpy(key, tag, SW_HANDLE_KEY);
+	sodium_memzero(tag, sizeof(tag));
+}
+
+void sw_token_epoch_key(const uint8_t token_key[SW_AUTH_KEY], uint64_t epoch,
+			uint8_t key[SW_TOKEN_EPOCH_KEY])
+{
+	static const char what[] = "chunk tokens";
+	uint8_t in[8], tag[SW_AUTH_TAG];
+
+	_Static_assert(SW_TOKEN_EPOCH_KEY == SW_TOKEN_KEY,
+		       "an epoch's key is a token key");
+
+	for (int i = 0; i < 8; i++)
+		in[i] = (uint8_t)(epoch >> (8 * i));
+	sw_auth_tag(token_key, SW_AUTH_TOKEN, what, sizeof(what) - 1, in,
+		    sizeof(in), tag);
+	memcpy(key, tag, SW_TOKEN_EPOCH_KEY);
 	sodium_memzero(tag, sizeof(tag));
 }
 

@@ -42,6 +42,7 @@ enum sw_auth_use {
 	SW_AUTH_ONCE,	     /* the master's digest of a once request */
 	SW_AUTH_INO_RANGE,   /* inode numbers given to a session */
 	SW_AUTH_HANDLE,	     /* the key of node handles */
+	SW_AUTH_TOKEN,	     /* the key of chunk tokens, for one epoch */
 };
 
 /* Set libsodium up (idempotent, thread-safe). 0 or -EIO. */
@@ -76,6 +77,19 @@ void sw_auth_response(const uint8_t key[SW_AUTH_KEY],
 void sw_handle_key(const uint8_t session_key[SW_AUTH_KEY],
 		   uint8_t key[SW_HANDLE_KEY]);
 uint64_t sw_node_handle(const uint8_t key[SW_HANDLE_KEY], uint64_t ino);
+
+/*
+ * The key that signs chunk tokens (token.h) in token epoch @epoch: derived
+ * from the master's token.key, so that a key given to chunkservers says
+ * nothing of another epoch's. A master leads in an epoch of its own, a
+ * fresh random one at each start and each promotion, so no token granted
+ * before it led (whose write lease it does not know) is accepted by a
+ * chunkserver that registered with it.
+ */
+#define SW_TOKEN_EPOCH_KEY 16 /* token.h's SW_TOKEN_KEY */
+
+void sw_token_epoch_key(const uint8_t token_key[SW_AUTH_KEY], uint64_t epoch,
+			uint8_t key[SW_TOKEN_EPOCH_KEY]);
 
 /* @n bytes equal, in time independent of where they differ. */
 bool sw_auth_equal(const void *a, const void *b, size_t n);

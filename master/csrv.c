@@ -76,6 +76,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "auth.h"
 #include "fsio.h"
 #include "changelog.h"
 #include "csrv.h"
@@ -151,6 +152,20 @@ void csrvs_release(struct master *m)
 struct csrv *csrv_get(struct master *m, uint32_t id)
 {
 	return id && id <= m->cs->n ? m->cs->srv[id] : NULL;
+}
+
+void csrv_token_epoch(struct master *m)
+{
+	uint64_t epoch = 0;
+
+	while (!epoch || epoch == m->cs->token_epoch)
+		sw_auth_random(&epoch, sizeof(epoch));
+	m->cs->token_epoch = epoch;
+	sw_token_epoch_key(m->cs->token_base, epoch, m->cs->token_key);
+	sw_notice(TAG,
+		  "chunk tokens: epoch %016" PRIx64 " (tokens granted before "
+		  "are refused: their holders ask again)",
+		  epoch);
 }
 
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,

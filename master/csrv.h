@@ -85,6 +85,8 @@ struct csrv_table {
 	struct htab cmds;		/* commands in flight, by id */
 	uint64_t next_cmd;
 	uint8_t token_key[SW_TOKEN_KEY]; /* signs chunk access tokens */
+	uint8_t token_base[SW_AUTH_KEY]; /* token.key: derives token_key */
+	uint64_t token_epoch;		 /* token_key's (csrv_token_epoch()) */
 	uint64_t pending_deletes;
 	uint64_t repl_cursor;
 	uint8_t key[SW_AUTH_KEY];     /* chunkservers prove it */
@@ -157,6 +159,16 @@ void csrvs_tick(struct master *m);
  * that long after it was handed out, without asking again (dataops.c
  * takes a lease back while one may). */
 #define CSRV_TOKEN_TTL_MS (10 * 60 * 1000)
+
+/*
+ * Start a token epoch of this master's own (auth.h, sw_token_epoch_key()):
+ * called when it starts to lead, before any chunkserver registers with
+ * it. Tokens granted before (by this master in an earlier lead, or by
+ * another) are refused by every chunkserver registered since: their
+ * writers' leases were not carried over, and a snapshot would not take
+ * them back (threat model, finding 20). Their holders ask again.
+ */
+void csrv_token_epoch(struct master *m);
 
 /* A token for @mode access to @chunk at @version, with its expiry. */
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,

@@ -525,11 +525,12 @@ static int data_key(const char *path, uint8_t key[SW_AUTH_KEY], bool make)
 }
 
 /*
- * The master's keys: token.key signs chunk access tokens (so that tokens
- * mounts hold stay valid across a restart), session.key makes sessions'
- * secrets (so that a mount resumes its session after a restart), and the
- * chunkserver key, which chunkservers must hold. Also who may register as
- * a chunkserver.
+ * The master's keys: token.key makes the keys that sign chunk access
+ * tokens, a new one each time this master leads (csrv_token_epoch()), so
+ * that a chunkserver it leads takes no token granted before; session.key
+ * makes sessions' secrets (so that a mount resumes its session after a
+ * restart), and the chunkserver key, which chunkservers must hold. Also
+ * who may register as a chunkserver.
  */
 static int load_keys(struct master *m)
 {
@@ -541,7 +542,7 @@ static int load_keys(struct master *m)
 	rc = data_key(path, token, true);
 	if (rc < 0)
 		return rc;
-	memcpy(m->cs->token_key, token, sizeof(m->cs->token_key));
+	memcpy(m->cs->token_base, token, sizeof(m->cs->token_base));
 	snprintf(path, sizeof(path), "%s/session.key", m->cfg.data_dir);
 	rc = data_key(path, m->session_key, true);
 	if (rc < 0)
@@ -894,6 +895,7 @@ void master_lead(struct master *m)
 	int64_t now = sw_mono_ns();
 
 	hooks_wire(m, true);
+	csrv_token_epoch(m);
 	cluster_id_make(m);
 	if (m->group) {
 		/* As after a restart: mounts resume their sessions, reclaim

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
+#include "token.h"
 #include "unit.h"
 
 static void test_auth_response(void **state)
@@ -63,6 +64,37 @@ static void test_auth_tag_uses_differ(void **state)
 	 * fixed-length part first. */
 	sw_auth_tag(key, SW_AUTH_CHUNKSERVER, nonce, 8, nonce + 8, 8, b);
 	assert_true(sw_auth_equal(a, b, sizeof(a)));
+}
+
+/*
+ * Token epochs: one key per epoch, made again the same from token.key,
+ * and a token made under one epoch's key is not one of another's, nor
+ * of token.key itself (what builds before epochs signed with).
+ */
+static void test_token_epoch_keys(void **state)
+{
+	uint8_t base[SW_AUTH_KEY], k1[SW_TOKEN_KEY], k1b[SW_TOKEN_KEY];
+	uint8_t k2[SW_TOKEN_KEY], t[SW_TOKEN_LEN];
+
+	(void)state;
+	memset(base, 0x5a, sizeof(base));
+	sw_token_epoch_key(base, 1, k1);
+	sw_token_epoch_key(base, 1, k1b);
+	sw_token_epoch_key(base, 2, k2);
+	assert_memory_equal(k1, k1b, sizeof(k1));
+	assert_memory_not_equal(k1, k2, sizeof(k1));
+	assert_memory_not_equal(k1, base, sizeof(k1));
+	sw_token_make(k1, 9, 3, SW_TOKEN_WRITE, 5000, t);
+	assert_true(sw_token_check(k1, 9, 3, SW_NEED_WRITE, 5000, 1000, t,
+				   sizeof(t)));
+	assert_false(sw_token_check(k2, 9, 3, SW_NEED_WRITE, 5000, 1000, t,
+				    sizeof(t)));
+	assert_false(sw_token_check(base, 9, 3, SW_NEED_WRITE, 5000, 1000, t,
+				    sizeof(t)));
+	/* The base key matters, not only the epoch. */
+	base[0] ^= 1;
+	sw_token_epoch_key(base, 1, k1b);
+	assert_memory_not_equal(k1, k1b, sizeof(k1));
 }
 
 static void test_auth_key_files(void **state)
@@ -139,6 +171,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auth_response),
 		cmocka_unit_test(test_auth_tag_uses_differ),
+		cmocka_unit_test(test_token_epoch_keys),
 		cmocka_unit_test(test_auth_key_files),
 		cmocka_unit_test(test_auth_password_sources),
 	};

@@ -1,11 +1,12 @@
 /*
- * hostile -m PORT -p PID [-c PORT -q PID -k KEYFILE] [-t MS] [-s SEED]
- *         CHECK...
+ * hostile -m PORT -p PID [-c PORT -q PID -k KEYFILE -e EPOCH] [-t MS]
+ *         [-s SEED] CHECK...
  *
  * A hostile client against a real master (port -m, pid -p) and, for the
  * checks that need one, a real chunkserver registered with it (port -c,
- * pid -q; -k is the master's data_dir/token.key, for making tokens that
- * only the key can make). -t is the servers' frame_timeout in ms. Each
+ * pid -q; -k is the master's data_dir/token.key and -e the token epoch
+ * its log says it leads in, for making tokens that only the key can
+ * make). -t is the servers' frame_timeout in ms. Each
  * CHECK runs in the order given and asserts exact outcomes:
  *
  *   frames      on the master, then on the chunkserver: a frame one byte
@@ -22,8 +23,9 @@
  *               256 bytes; the root's listing is the same before and after
  *   tokens      a file's chunk written and read with the tokens the
  *               master grants; then forged, expired (made with the real
- *               key), other-chunk, other-version, missing, extended and
- *               read-only tokens used for writing (and forged ones for
+ *               key), other-chunk, other-version, missing, extended,
+ *               read-only, another epoch's and token.key's own tokens
+ *               used for writing (and forged ones for
  *               reading and syncing) get EACCES, and both chunks still
  *               hold exactly their data
  *   stall       connections that stop mid-header, mid-payload and (on
@@ -91,6 +93,7 @@
 static uint16_t m_port, c_port;
 static pid_t m_pid, c_pid;
 static const char *key_file;
+static uint64_t token_epoch; /* -e, hex */
 static uint64_t frame_timeout_ms = 2000;
 
 /* ---- frames ----------------------------------------------------------------- */
@@ -725,8 +728,13 @@ static int cs_read(struct peer *cs, struct grant g, size_t n, uint8_t *out)
 	return err;
 }
 
-/* The token key: the first SW_TOKEN_KEY bytes of the master's token.key. */
-static void read_key(uint8_t key[SW_TOKEN_KEY])
+/*
+ * The token key of the master's epoch (-e), from its token.key; and in
+ * @other that of the next epoch, which no chunkserver takes, and in @raw
+ * token.key's first bytes, the key of builds before epochs.
+ */
+static void read_key(uint8_t key[SW_TOKEN_KEY], uint8_t other[SW_TOKEN_KEY],
+		     uint8_t raw[SW_TOKEN_KEY])
 {
 	uint8_t full[SW_AUTH_KEY];
 	int rc = sw_auth_key_load(key_file, full);
@@ -734,7 +742,9 @@ static void read_key(uint8_t key[SW_TOKEN_KEY])
 	if (rc < 0)
 		fail("cannot read the token key from %s: %s", key_file,
 		     strerror(-rc));
-	memcpy(key, full, SW_TOKEN_KEY);
+	sw_token_epoch_key(full, token_epoch, key);
+	sw_token_epoch_key(full, token_epoch + 1, other);
+	memcpy(raw, full, SW_TOKEN_KEY);
 }
 
 static void expect_data(struct peer *cs, const struct loc *l,
@@ -751,8 +761,9 @@ static void expect_data(struct peer *cs, const struct loc *l,
 
 static void check_tokens(void)
 {
-	uint8_t key[SW_TOKEN_KEY], data_a[4096], data_b[4096], evil[4096];
-	uint8_t forged[SW_TOKEN_LEN], made[4][SW_TOKEN_LEN];
+	uint8_t key[SW_TOKEN_KEY], other[SW_TOKEN_KEY], raw[SW_TOKEN_KEY];
+	uint8_t data_a[4096], data_b[4096], evil[4096];
+	uint8_t forged[SW_TOKEN_LEN], made[5][SW_TOKEN_LEN];
 	struct loc a, b, a_read;
 	struct peer p, cs;
 	struct grant g;
@@ -761,9 +772,9 @@ static void check_tokens(void)
 	unsigned refused = 0;
 	int err;
 
-	if (!c_port || !key_file)
-		fail("tokens needs -c and -k");
-	read_key(key);
+	if (!c_port || !key_file || !token_epoch)
+		fail("tokens needs -c, -k and -e");
+	read_key(key, other, raw);
 	for (size_t i = 0; i < sizeof(data_a); i++) {
 		data_a[i] = (uint8_t)rnd();
 		data_b[i] = (uint8_t)rnd();
@@ -798,6 +809,10 @@ static void check_tokens(void)
 		      now + 60000, made[1]);
 	sw_token_make(key, a.chunk_id, a.version, SW_TOKEN_READ, now + 60000,
 		      made[2]);
+	sw_token_make(other, a.chunk_id, a.version, SW_TOKEN_WRITE, now + 60000,
+		      made[3]);
+	sw_token_make(raw, a.chunk_id, a.version, SW_TOKEN_WRITE, now + 60000,
+		      made[4]);
 	{
 		struct {
 			const char *what;
@@ -822,6 +837,10 @@ static void check_tokens(void)
 			  grant_of(&a_read) },
 			{ "a read token signed with the key",
 			  { a.chunk_id, a.version, made[2], now + 60000 } },
+			{ "a write token of another epoch",
+			  { a.chunk_id, a.version, made[3], now + 60000 } },
+			{ "a write token signed with token.key itself",
+			  { a.chunk_id, a.version, made[4], now + 60000 } },
 		};
 
 		for (size_t i = 0; i < SW_ARRAY_SIZE(writes); i++) {
@@ -849,6 +868,13 @@ static void check_tokens(void)
 		fail("a sync with a forged token: %s, not EACCES",
 		     strerror(err));
 	refused += 4;
+	/* The key is the chunkserver's (else the refusals above prove
+	 * nothing of expiry or mode): a read token made with it reads. */
+	g = (struct grant){ a.chunk_id, a.version, made[2], now + 60000 };
+	if ((err = cs_read(&cs, g, 16, NULL)) != 0)
+		fail("a read with a read token made with the epoch's key: "
+		     "%s, not success",
+		     strerror(err));
 	{
 		/* Chunk deletion in batches (issue 32) is the master's
 		 * command on its own link: a client that sends it, to the
@@ -1627,7 +1653,7 @@ int main(int argc, char **argv)
 	uint64_t seed = 0;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "m:p:c:q:k:t:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:p:c:q:k:e:t:s:")) != -1) {
 		switch (opt) {
 		case 'm':
 			m_port = (uint16_t)atoi(optarg);
@@ -1643,6 +1669,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			key_file = optarg;
+			break;
+		case 'e':
+			token_epoch = strtoull(optarg, NULL, 16);
 			break;
 		case 't':
 			frame_timeout_ms = strtoull(optarg, NULL, 10);

@@ -25,11 +25,15 @@ SW_CHUNKSERVERS=0
 start_master --set frame_timeout=${FRAME_TIMEOUT_MS}ms
 start_chunkservers 1 --set frame_timeout=${FRAME_TIMEOUT_MS}ms
 CS_LOG=${SW_CS_LOGS[1]}
+# The token epoch the master leads in (its log says so at start).
+EPOCH=$(sed -n 's/.*chunk tokens: epoch \([0-9a-f]\{16\}\).*/\1/p' \
+	"$SW_MASTER_LOG" | tail -n 1)
+[[ -n "$EPOCH" ]] || fail "the master's log names no token epoch"
 
 hostile() {
 	"$HOSTILE" -m "$SW_PORT" -p "$SW_MASTER_PID" \
 		-c "${SW_CS_PORTS[1]}" -q "${SW_CS_PIDS[1]}" \
-		-k "$SW_META/token.key" -t "$FRAME_TIMEOUT_MS" -s "$SEED" "$@" \
+		-k "$SW_META/token.key" -e "$EPOCH" -t "$FRAME_TIMEOUT_MS" -s "$SEED" "$@" \
 		>"$SW_TMP/hostile.out" 2>&1 || {
 		cat "$SW_TMP/hostile.out" >&2
 		fail "hostile $*"
