@@ -49,6 +49,9 @@ struct chunk {
 	 * it only goes up; loading a checkpoint works it out afresh. */
 	uint8_t goal;
 	uint8_t leased; /* on m->data->leased (master/dataops.c) */
+	/* A lease at this version is to be taken back once the commands in
+	 * flight end (revoke_one(), master/dataops.c), or 0. */
+	uint32_t revoke_from;
 	/* Writer holding the write lease, CHUNK_LEASE_RELEASED, or 0. */
 	uint64_t lease_session;
 	int64_t lease_until; /* mono ns */

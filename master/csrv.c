@@ -249,6 +249,7 @@ void csrv_chunk_gone(void *arg, const struct chunk *c)
 {
 	struct master *m = arg;
 
+	data_chunk_gone(m, c);
 	for (int i = 0; i < c->ncopies; i++)
 		csrv_queue_delete(m, c->copies[i].srv, c->id,
 				  SW_MAX(c->version, c->copies[i].version));

@@ -122,8 +122,10 @@ void data_lease(struct master *m, struct chunk *c, uint64_t session)
 	if (l->n == l->cap)
 		data_prune_leases(m);
 	/* Without room it cannot be revoked: see data_revoke_leases(). */
-	if (sw_grow(&l->id, &l->cap, l->n + 1, sizeof(*l->id), 64) < 0)
+	if (sw_grow(&l->id, &l->cap, l->n + 1, sizeof(*l->id), 64) < 0) {
+		m->data->leased_lost_at = sw_mono_ns();
 		return;
+	}
 	l->id[l->n++] = c->id;
 	c->leased = 1;
 }
@@ -218,13 +220,24 @@ static void reply_loc(struct master *m, struct job *j, const struct node *n,
 	req_reply(j->req, &reply.base);
 }
 
-/* Commands on @c finished: let the requests that waited run. */
+static void revoke_idle(struct master *m, struct chunk *c);
+
+/*
+ * Commands on @c finished: a revocation that waited goes first (it moves
+ * the chunk on, if they did not, while nothing else is in flight), then
+ * the requests that waited run.
+ */
 static void chunk_idle(struct master *m, struct chunk *c)
 {
-	struct chunk_wait *w = c->waiters;
+	struct chunk_wait *w;
 	struct job *j;
 
-	if (!w || c->busy)
+	if (c->busy)
+		return;
+	if (c->revoke_from)
+		revoke_idle(m, c);
+	w = c->waiters;
+	if (!w)
 		return;
 	c->waiters = NULL;
 	for (j = w->first; j;) {
@@ -302,9 +315,17 @@ static void background_done(struct master *m, struct job *j, struct chunk *c,
 		c->busy = 0;
 		chunk_idle(m, c);
 	}
-	if (j->revoke)
+	if (j->revoke) {
 		m->data->revoking--;
-	else if (j->nok && c && done_rc == 0)
+		/* Moved on nowhere: the old token still writes. */
+		if (!j->nok || done_rc < 0) {
+			sw_warn(TAG,
+				"chunk %016" PRIx64 ": its write lease was not "
+				"taken back: %s",
+				j->chunk, strerror(j->nok ? -done_rc : EIO));
+			m->data->revoke_failed = j->nok ? done_rc : -EIO;
+		}
+	} else if (j->nok && c && done_rc == 0)
 		sw_notice(TAG,
 			  "chunk %016" PRIx64 ": redone at version %u on "
 			  "%d server(s)",
@@ -927,25 +948,52 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
 /*
  * A lease ends by moving its chunk to a new version, so that no writer
  * goes on writing in place into a chunk a snapshot now shares (its token
- * names the old version); the writer's next request duplicates it. A
- * chunk busy with commands is dealt with when they finish: they move it
- * to a new version too, and command_done() runs a writer's request
- * again, which then duplicates. m->data->revoking counts the bumps in
- * flight, m->data->revoked all since start.
+ * names the old version); the writer's next request duplicates it.
+ * m->data->revoking counts the revocations not yet done, and a snapshot's
+ * reply waits for none to be left (snapjob.c); m->data->revoked counts
+ * the bumps started since start. One that cannot be done is noted for
+ * the snapshot to give up (m->data->revoke_failed).
+ *
+ * A chunk busy with commands waits for them to end (chunk_idle()): a
+ * bump among them moves it on, and its tokens are dead; otherwise (it is
+ * the source of a duplicate, say) it is still at the leased version, and
+ * is moved on then. Until that the token may write in place, so the
+ * snapshot's reply waits for it too (revoke_idle()).
  */
 static void revoke_one(struct master *m, struct chunk *c)
 {
 	struct job *j;
+	int rc;
 
 	c->lease_session = 0;
-	if (c->busy)
+	if (c->busy) {
+		const struct chunk_intent *in = ns_intent_get(&m->ns, c->id);
+		uint32_t from = c->version;
+
+		/* Commands moving it to c->version are in flight: tokens
+		 * out are of the version before. (None of version 0.) */
+		if (in && in->version == from)
+			from--;
+		if (from && !c->revoke_from) {
+			c->revoke_from = from;
+			m->data->revoking++;
+		}
 		return;
+	}
 	j = calloc(1, sizeof(*j));
-	if (!j)
+	if (!j) {
+		m->data->revoke_failed = -ENOMEM;
 		return;
+	}
 	j->revoke = true;
 	m->data->revoking++;
-	if (start_bump(m, j, c, UINT64_MAX) < 0) {
+	rc = start_bump(m, j, c, UINT64_MAX);
+	if (rc < 0) {
+		sw_warn(TAG,
+			"chunk %016" PRIx64 ": cannot take its write lease "
+			"back: %s",
+			c->id, strerror(-rc));
+		m->data->revoke_failed = rc;
 		m->data->revoking--;
 		free(j);
 		return;
@@ -953,9 +1001,48 @@ static void revoke_one(struct master *m, struct chunk *c)
 	m->data->revoked++;
 }
 
+/*
+ * @c's commands ended with a revocation waiting for them (revoke_one()):
+ * they moved it past the leased version, or left it there (it was read
+ * from), and then it is moved on now; or their change is still open (no
+ * copy took it), and the copies may still be at the leased version.
+ */
+static void revoke_idle(struct master *m, struct chunk *c)
+{
+	uint32_t from = c->revoke_from;
+
+	c->revoke_from = 0;
+	m->data->revoking--;
+	if (ns_intent_get(&m->ns, c->id)) {
+		sw_warn(TAG,
+			"chunk %016" PRIx64 ": its write lease was not taken "
+			"back: the change to version %u is not done",
+			c->id, c->version);
+		m->data->revoke_failed = -EIO;
+	} else if (c->version == from) {
+		revoke_one(m, c);
+	}
+}
+
+void data_chunk_gone(struct master *m, const struct chunk *c)
+{
+	if (c->revoke_from)
+		m->data->revoking--;
+}
+
 void data_revoke_leases(struct master *m)
 {
 	int64_t now = sw_mono_ns();
+
+	/* A lease that could not be noted is not on the list: taking back
+	 * all of them cannot be done until its token is dead. */
+	if (m->data->leased_lost_at) {
+		if (now - m->data->leased_lost_at <
+		    (int64_t)CSRV_TOKEN_TTL_MS * 1000000)
+			m->data->revoke_failed = -ENOMEM;
+		else
+			m->data->leased_lost_at = 0;
+	}
 
 	for (size_t i = 0; i < m->data->leased.n; i++) {
 		struct chunk *c = chunk_get(&m->ns, m->data->leased.id[i]);

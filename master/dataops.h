@@ -32,6 +32,14 @@ struct data_state {
 	struct job *held;  /* requests waiting for copies to appear */
 	uint64_t revoking; /* lease revocations in flight */
 	uint64_t revoked;  /* leases taken back since start */
+	/* Why a lease could not be taken back (no valid copy up to move
+	 * on, the journal refused, every command failed, no memory) since
+	 * the last snapshot ended, or 0: the next to end is given up, as
+	 * the writer's token may still write in place into a chunk it
+	 * shares (snapjob.c). And since when (mono ns) a lease may be
+	 * missing from `leased` (no memory to note it), or 0. */
+	int revoke_failed;
+	int64_t leased_lost_at;
 	/* Until then (mono ns) a chunk with no copy may still be reported
 	 * by a chunkserver that has not registered again since start-up:
 	 * requests for it wait, and changes a crash cut short are redone
@@ -87,6 +95,10 @@ void data_chunk_shared(void *arg, struct chunk *c);
  * took (all leases, if one could not be noted), as data_revoke_leases()
  * does. */
 void data_revoke_shared(struct master *m);
+
+/* @c is being freed (the chunk_gone hook): a revocation it waited for
+ * is off. */
+void data_chunk_gone(struct master *m, const struct chunk *c);
 
 /* A chunkserver registered: requests waiting for copies look again. */
 void data_registered(struct master *m);

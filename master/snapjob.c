@@ -253,6 +253,15 @@ static bool finish(struct snapper *s, int abort_rc)
 		sw_child_kill(&s->child);
 	if (!abort_rc && s->child_rc)
 		abort_rc = s->child_rc;
+	/* A writer's token may still write in place into a chunk the copy
+	 * shares: the copy is given up, not named (threat model, 21). */
+	if (!abort_rc && m->data->revoke_failed) {
+		abort_rc = m->data->revoke_failed;
+		sw_warn(TAG,
+			"snapshot %" PRIu64 " given up: a writer's lease on "
+			"a chunk it shares could not be taken back (%s)",
+			s->id, strerror(-abort_rc));
+	}
 	rc = commit_end(s, abort_rc);
 	if (rc < 0) {
 		/* The changelog is full: the End must go in; try again. */
@@ -263,6 +272,7 @@ static bool finish(struct snapper *s, int abort_rc)
 		uv_timer_start(&s->timer, on_timer, 1000, 0);
 		return false;
 	}
+	m->data->revoke_failed = 0;
 	rc = m->ns.copy_last_rc;
 	dir = ns_get(&m->ns, j->parent);
 	if (rc >= 0 && dir)

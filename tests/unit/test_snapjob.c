@@ -28,6 +28,8 @@
 #include "csrv.h"
 #include "dataops.h"
 #include "master.h"
+#include "handlers.h"
+#include "mutation.h"
 #include "namespace_i.h"
 #include "perm.h"
 #include "req.h"
@@ -49,13 +51,14 @@ struct fixture {
 	unsigned errors; /* error replies sent */
 	int last_err;
 	struct req_link link; /* every connection's: chunkserver 1 */
-	/* Version bumps journaled (chunk, new version) and SET_VERSION
-	 * commands sent (chunk, from, to). */
+	/* Version bumps journaled (chunk, new version), SET_VERSION and
+	 * TRUNCATE commands sent (chunk, from, to; the last one's id), and
+	 * DUPLICATE commands sent (the last one's id). */
 	unsigned bumps;
 	uint64_t bump_chunk;
 	uint32_t bump_version;
-	unsigned cmds;
-	uint64_t cmd_chunk;
+	unsigned cmds, dups;
+	uint64_t cmd_id, dup_id, cmd_chunk;
 	uint32_t cmd_from, cmd_to;
 };
 
@@ -67,12 +70,18 @@ int __wrap_master_commit(struct master *m, struct req *r,
 int __wrap_master_commit(struct master *m, struct req *r,
 			 const Sweepfs__Meta__Mutation *mut)
 {
-	(void)m, (void)r;
-	if (mut->op_case == SWEEPFS__META__MUTATION__OP_CHUNK_VERSION) {
+	(void)r;
+	if (mut->op_case == SWEEPFS__META__MUTATION__OP_CHUNK_VERSION &&
+	    !mut->chunk_version->done) {
 		current->bumps++;
 		current->bump_chunk = mut->chunk_version->chunk_id;
 		current->bump_version = mut->chunk_version->version;
 	}
+	/* Chunk changes are applied, as the master does (their intents
+	 * open and close); nothing is journaled. */
+	if (mut->op_case == SWEEPFS__META__MUTATION__OP_CHUNK_VERSION ||
+	    mut->op_case == SWEEPFS__META__MUTATION__OP_CHUNK_SET)
+		return mutation_apply(&m->ns, mut, ++m->ns.version);
 	return 0;
 }
 
@@ -82,10 +91,17 @@ static void hook_notify(struct conn *c, uint16_t type,
 	const Sweepfs__CsCommand *q = (const void *)msg;
 
 	(void)c;
+	if (type == SW_MSG_CS_COMMAND &&
+	    q->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE) {
+		current->dups++;
+		current->dup_id = q->id;
+	}
 	if (type != SW_MSG_CS_COMMAND ||
-	    q->op != SWEEPFS__CS_COMMAND__OP__SET_VERSION)
+	    (q->op != SWEEPFS__CS_COMMAND__OP__SET_VERSION &&
+	     q->op != SWEEPFS__CS_COMMAND__OP__TRUNCATE))
 		return;
 	current->cmds++;
+	current->cmd_id = q->id;
 	current->cmd_chunk = q->chunk_id;
 	current->cmd_from = q->old_version;
 	current->cmd_to = q->version;
@@ -355,6 +371,8 @@ static void test_released_lease_taken_back(void **state)
 	data_revoke_shared(&f->m);
 	assert_int_equal(c->lease_session, 0);
 	assert_false(lease_writable(c, now));
+	assert_int_equal(f->m.data->revoking, 1); /* until the commands end */
+	c->revoke_from = 0;
 	htab_release(&s.opens);
 }
 
@@ -395,6 +413,150 @@ static void test_take_back_bumps(void **state)
 	csrv_detach(&f->m, f->srv[1].conn);
 	assert_int_equal(f->m.data->revoking, 0);
 	assert_int_equal(in->busy, 0);
+}
+
+/* Chunkserver 1 says command @id is done, with error @err (0: done). */
+static void cs_done(struct fixture *f, uint64_t id, int err)
+{
+	Sweepfs__CsDoneReq q = SWEEPFS__CS_DONE_REQ__INIT;
+	struct req r = { .m = &f->m, .conn = f->srv[1].conn };
+
+	q.id = id;
+	q.has_err = err != 0;
+	q.err = err;
+	csrv_op_done(&r, &q.base);
+}
+
+/* A leased file's chunk with its one copy on chunkserver 1. */
+static struct chunk *leased_on_one(struct fixture *f, struct node *dir,
+				   const char *name)
+{
+	struct chunk *c = file_with_chunk(f, dir, name);
+
+	c->copies[0] = (struct chunk_copy){ .srv = 1,
+					    .version = c->version,
+					    .state = COPY_VALID };
+	c->ncopies = 1;
+	c->lease_session = 7;
+	c->lease_until = sw_mono_ns() + 30 * SEC;
+	return c;
+}
+
+/*
+ * Threat model, finding 19: a leased chunk busy with commands when a
+ * copy takes it. Its lease is taken back once they end, and until then
+ * the snapshot waits (m->data->revoking): its reply used to go out at
+ * once, while the writer's token still wrote in place. A bump in flight
+ * moves it on (nothing more is sent); a duplicate read from it does not,
+ * and it is moved on when that ends.
+ */
+static void test_busy_lease_waits_for_commands(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "f");
+	struct node *n = ns_lookup(ns, a, "f", 1)->child;
+	struct req r = { .m = &f->m };
+	uint32_t v = c->version;
+	uint64_t first;
+
+	wire(f);
+	/* A first snapshot: its bump is in flight, the chunk busy. */
+	copy(f, a, "a1");
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->cmds, 1);
+	assert_int_equal(c->busy, 1);
+	assert_int_equal(c->version, v + 1);
+	first = f->cmd_id;
+	/* A token still live (as if granted again), and a second snapshot
+	 * takes the chunk: it waits for the bump, and sends nothing. */
+	c->lease_session = 7;
+	c->lease_until = sw_mono_ns() + 30 * SEC;
+	copy(f, a, "a2");
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->cmds, 1);
+	assert_int_equal(c->revoke_from, v);
+	assert_int_equal(f->m.data->revoking, 2);
+	cs_done(f, first, 0);
+	assert_int_equal(f->cmds, 1);
+	assert_int_equal(c->revoke_from, 0);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+
+	/* A truncation of the shared file duplicates the chunk, reading
+	 * from it: busy, at the version tokens name. */
+	n->size = 100;
+	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	assert_int_equal(c->busy, 1);
+	assert_int_equal(f->dups, 1);
+	c->lease_session = 7;
+	c->lease_until = sw_mono_ns() + 30 * SEC;
+	copy(f, ns_lookup(ns, ns->root, "a1", 2)->child, "a3");
+	data_revoke_shared(&f->m);
+	assert_int_equal(c->revoke_from, v + 1);
+	assert_int_equal(f->m.data->revoking, 1);
+	assert_int_equal(f->cmds, 1);
+	/* The duplicate ends: the chunk is moved on now. */
+	cs_done(f, f->dup_id, 0);
+	assert_int_equal(f->cmds, 2);
+	assert_int_equal(f->cmd_chunk, c->id);
+	assert_int_equal(f->cmd_from, v + 1);
+	assert_int_equal(f->m.data->revoking, 1);
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+	assert_int_equal(c->version, v + 2);
+}
+
+/*
+ * Threat model, finding 21: a lease that cannot be taken back is not
+ * reported as taken back. A bump whose every command fails moves
+ * nothing, and with no copy up the next cannot start: both leave
+ * m->data->revoke_failed for the snapshot to give up (snapjob.c).
+ */
+static void test_lease_not_taken_back_fails(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "f"), *g;
+	struct req r = { .m = &f->m };
+	struct node *n;
+
+	wire(f);
+	copy(f, a, "a1");
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->cmds, 1);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+	cs_done(f, f->cmd_id, EIO);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, -EIO);
+	f->m.data->revoke_failed = 0;
+	/* The copy went stale on the failed command: none is up. */
+	c->lease_session = 7;
+	c->lease_until = sw_mono_ns() + 30 * SEC;
+	copy(f, a, "a2");
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->cmds, 1);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, -EIO);
+
+	/* A truncation's bump fails while a revocation waits for it: its
+	 * change stays open, and the copy may be at the leased version. */
+	f->m.data->revoke_failed = 0;
+	g = leased_on_one(f, a, "g");
+	n = ns_lookup(ns, a, "g", 1)->child;
+	n->size = 100;
+	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	assert_int_equal(f->cmds, 2);
+	copy(f, a, "a3");
+	data_revoke_shared(&f->m);
+	assert_int_equal(g->revoke_from, g->version - 1);
+	assert_int_equal(f->m.data->revoking, 1);
+	cs_done(f, f->cmd_id, EIO);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, -EIO);
 }
 
 /* However often a chunk's lease goes back and forth between two
@@ -445,6 +607,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_leased_listed_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_released_lease_taken_back,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_busy_lease_waits_for_commands, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lease_not_taken_back_fails,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_take_back_bumps, setup,
 						teardown),

@@ -9,7 +9,9 @@
 # refuses the old token, the mount asks again, and the write goes to a
 # copy (copy-on-write): the snapshot has the data of before, the file the
 # new data, both through ordinary reads; fsck ends clean. Twice: after a
-# crash (SIGKILL) and after a clean stop (SIGTERM).
+# crash (SIGKILL) and after a clean stop (SIGTERM). Then a snapshot whose
+# writer's only chunkserver is down is refused with EIO, and made once
+# it is back.
 . "$(dirname "$0")/../lib.sh"
 sw_init snapwriter --root
 
@@ -64,6 +66,46 @@ EOP
 		fail "after a restart ($how), the snapshot or the file is wrong"
 	log "the snapshot has the data of before, the file the new data"
 done
+# The writer's only chunkserver is down: the lease cannot be taken back
+# (no copy up to move on), and the writer's token would write in place
+# once it is back, so the snapshot is refused rather than reported made
+# (finding 21); once it is back, the snapshot is made.
+log "a writer's chunkserver is down: a snapshot is refused, then made"
+mkdir "$M/down"
+rm -f "$SIG"/*
+"$PYTHON" - "$M/down/f" "$SIG" <<'EOP' &
+import os, sys, time
+path, sig = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+assert os.pwrite(fd, b"A" * 65536, 0) == 65536
+os.fsync(fd)
+open(os.path.join(sig, "written"), "w").close()
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(sig, "go")):
+    if time.monotonic() > deadline:
+        sys.exit("writer: no go within 120 s")
+    time.sleep(0.05)
+os.close(fd)
+EOP
+writer=$!
+wait_until 60 "the writer's write" test -e "$SIG/written"
+kill_chunkserver 1
+wait_until 30 "the master to see the chunkserver gone" \
+	test -z "$(connected_chunkservers)"
+if sw_tool snapshot "$M/down" "$M/down.snap" 2>"$SW_TMP/snap.err"; then
+	fail "a snapshot sharing a chunk whose lease cannot be taken back was made"
+fi
+grep -q 'Input/output error' "$SW_TMP/snap.err" ||
+	fail "the refused snapshot said: $(cat "$SW_TMP/snap.err")"
+assert_missing "$M/down.snap"
+grep -q 'could not be taken back' "$SW_MASTER_LOG" ||
+	fail "the master's log does not say why the snapshot was given up"
+restart_chunkserver 1 start
+sw_tool snapshot "$M/down" "$M/down.snap" >/dev/null ||
+	fail "sweepfs snapshot, the chunkserver back"
+touch "$SIG/go"
+wait "$writer" || fail "the writer failed"
+cmp -s "$M/down/f" "$M/down.snap/f" || fail "the snapshot differs from the file"
 wait_fsck_clean 60 "after both restarts"
 stop_mount
 stop_master
