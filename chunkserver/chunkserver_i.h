@@ -100,9 +100,13 @@ struct cs {
 	char advertise[300]; /* what the master tells clients */
 	char name[128];	     /* host name, in hellos */
 	/* The master's key for clients' tokens. Written by master_link.c
-	 * on the loop; requests copy it when they are queued. */
-	bool has_key;
-	uint8_t key[SW_TOKEN_KEY];
+	 * on the loop; requests copy it when they are queued. And the key
+	 * it replaced (a master that leads anew has a new one: token epochs,
+	 * common/auth.h), which a sync still takes: a sync writes nothing,
+	 * and a mount's fsync of what it wrote before the master restarted
+	 * carries the token it wrote with. */
+	bool has_key, has_prev_key;
+	uint8_t key[SW_TOKEN_KEY], prev_key[SW_TOKEN_KEY];
 	/* Proves to the master that we are one of its chunkservers, and
 	 * lets it prove that it is our master (auth.h). */
 	uint8_t master_key[SW_AUTH_KEY];

@@ -84,8 +84,13 @@
 
 #define TAG "master"
 
+/* A master back from a restart is back within 2 s: it leads in a new
+ * token epoch, and until a chunkserver registers with it again, that
+ * one still takes the tokens of before (and a snapshot waits for it,
+ * master/csrv.h, csrv_epoch_wait_ns()). Connecting to a master that is
+ * down costs a refused connection. */
 #define BACKOFF_MIN_MS 1000u
-#define BACKOFF_MAX_MS 30000u
+#define BACKOFF_MAX_MS 2000u
 /* A group: its next leader is a few seconds away at most. */
 #define BACKOFF_GROUP_MIN_MS 200u
 #define BACKOFF_GROUP_MAX_MS 2000u
@@ -519,6 +524,11 @@ static void on_register(void *arg, int rc, ProtobufCMessage **reply)
 		return;
 	}
 	if (r->has_token_key) {
+		if (cs->has_key &&
+		    memcmp(cs->key, r->token_key.data, SW_TOKEN_KEY)) {
+			memcpy(cs->prev_key, cs->key, SW_TOKEN_KEY);
+			cs->has_prev_key = true;
+		}
 		memcpy(cs->key, r->token_key.data, SW_TOKEN_KEY);
 		cs->has_key = true;
 	}

@@ -125,9 +125,9 @@ struct req {
 	struct sw_frame_hdr hdr;
 	uint8_t *payload; /* freed by the worker once unpacked */
 	size_t cost;	  /* in c->req_bytes and srv->req_bytes */
-	bool has_key;
+	bool has_key, has_prev_key;
 	int64_t t0; /* mono ns it came */
-	uint8_t key[SW_TOKEN_KEY];
+	uint8_t key[SW_TOKEN_KEY], prev_key[SW_TOKEN_KEY];
 	/* results */
 	struct outframe *reply;
 	bool unparsable;
@@ -411,6 +411,15 @@ static void do_write(struct req *r, const Sweepfs__CsWriteReq *q)
 	r->reply = rc < 0 ? error_frame(r, rc) : status_frame(&r->hdr, 0);
 }
 
+/* A sync's token of the master's previous key (chunkserver_i.h). */
+static bool prev_token_ok(const struct req *r, const Sweepfs__CsSyncReq *q)
+{
+	return r->has_prev_key && q->has_token && q->has_expires &&
+	       sw_token_check(r->prev_key, q->chunk_id, q->version, SW_NEED_ANY,
+			      q->expires, now_ms(), q->token.data,
+			      q->token.len);
+}
+
 static void do_sync(struct req *r, const Sweepfs__CsSyncReq *q)
 {
 	int rc;
@@ -420,7 +429,8 @@ static void do_sync(struct req *r, const Sweepfs__CsSyncReq *q)
 	if (!r->has_key)
 		rc = -EAGAIN;
 	else if (!token_ok(r, q->chunk_id, q->version, SW_NEED_ANY, &q->token,
-			   q->has_token, q->has_expires, q->expires))
+			   q->has_token, q->has_expires, q->expires) &&
+		 !prev_token_ok(r, q))
 		rc = -EACCES;
 	else
 		rc = store_sync(r->store, q->chunk_id, q->version);
@@ -524,8 +534,10 @@ static void queue_req(struct conn *c, const struct sw_frame_hdr *hdr,
 	r->payload = payload;
 	r->cost = req_cost(hdr);
 	r->has_key = srv->cs->has_key;
+	r->has_prev_key = srv->cs->has_prev_key;
 	r->t0 = sw_mono_ns();
 	memcpy(r->key, srv->cs->key, SW_TOKEN_KEY);
+	memcpy(r->prev_key, srv->cs->prev_key, SW_TOKEN_KEY);
 	r->work.data = r;
 	rc = uv_queue_work(srv->cs->loop, &r->work, req_work, req_after);
 	if (rc < 0) {

@@ -161,11 +161,18 @@ void csrv_token_epoch(struct master *m)
 	while (!epoch || epoch == m->cs->token_epoch)
 		sw_auth_random(&epoch, sizeof(epoch));
 	m->cs->token_epoch = epoch;
+	m->cs->epoch_at = sw_mono_ns();
 	sw_token_epoch_key(m->cs->token_base, epoch, m->cs->token_key);
 	sw_notice(TAG,
 		  "chunk tokens: epoch %016" PRIx64 " (tokens granted before "
 		  "are refused: their holders ask again)",
 		  epoch);
+}
+
+int64_t csrv_epoch_wait_ns(const struct master *m)
+{
+	return m->cs->epoch_at +
+	       (int64_t)m->cfg.chunkserver_grace_ms * 1000000 - sw_mono_ns();
 }
 
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,
@@ -649,13 +656,15 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 			  "deleted in %" PRIu64 " s unless it learns of them",
 			  s->listen, csrv_strays(s) - strays,
 			  m->cfg.stray_grace_ms / 1000);
-	data_registered(m);
 	reply.has_server_id = 1;
 	reply.server_id = s->server_id;
 	reply.has_token_key = 1;
 	reply.token_key.data = m->cs->token_key;
 	reply.token_key.len = SW_TOKEN_KEY;
 	req_reply(r, &reply.base);
+	/* After the reply, which gives the server this epoch's token key:
+	 * the requests held run now, and their tokens go to clients. */
+	data_registered(m);
 }
 
 void csrv_op_heartbeat(struct req *r, const ProtobufCMessage *msg)

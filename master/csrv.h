@@ -87,6 +87,7 @@ struct csrv_table {
 	uint8_t token_key[SW_TOKEN_KEY]; /* signs chunk access tokens */
 	uint8_t token_base[SW_AUTH_KEY]; /* token.key: derives token_key */
 	uint64_t token_epoch;		 /* token_key's (csrv_token_epoch()) */
+	int64_t epoch_at;		 /* mono ns: when it began */
 	uint64_t pending_deletes;
 	uint64_t repl_cursor;
 	uint8_t key[SW_AUTH_KEY];     /* chunkservers prove it */
@@ -169,6 +170,15 @@ void csrvs_tick(struct master *m);
  * them back (threat model, finding 20). Their holders ask again.
  */
 void csrv_token_epoch(struct master *m);
+
+/*
+ * How long (ns) a snapshot is still to wait after the token epoch began,
+ * or <= 0: a chunkserver not registered again since still takes the
+ * tokens of before, so a writer's in-place writes could reach a chunk a
+ * copy shares. Chunkservers come back within seconds of a master
+ * (chunkserver/master_link.c), and are waited for chunkserver_grace.
+ */
+int64_t csrv_epoch_wait_ns(const struct master *m);
 
 /* A token for @mode access to @chunk at @version, with its expiry. */
 void csrv_token(struct master *m, uint64_t chunk, uint32_t version,

@@ -45,6 +45,7 @@
 
 #include "buf.h"
 #include "child.h"
+#include "csrv.h"
 #include "snapjob.h"
 #include "log.h"
 #include "dataops.h"
@@ -374,9 +375,16 @@ static void kick(struct snapper *s)
 	}
 }
 
+static void next_job(struct snapper *s);
+
 static void on_timer(uv_timer_t *t)
 {
-	kick(t->data);
+	struct snapper *s = t->data;
+
+	if (s->running)
+		kick(s);
+	else
+		next_job(s); /* it waited to start (csrv_epoch_wait_ns()) */
 }
 
 /* At most @limit nodes in the tree at @root? */
@@ -408,6 +416,14 @@ static int check_job(struct master *m, const struct snapjob *j,
 static void next_job(struct snapper *s)
 {
 	struct master *m = s->m;
+	int64_t wait = csrv_epoch_wait_ns(m);
+
+	/* Just after this master began to lead: see csrv_epoch_wait_ns(). */
+	if (s->head && !s->running && wait > 0) {
+		uv_timer_start(&s->timer, on_timer,
+			       (uint64_t)(wait / 1000000) + 1, 0);
+		return;
+	}
 
 	/* (A child given up is reaped but its pipe still closing: the
 	 * next waits for on_child_exit().) */

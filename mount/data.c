@@ -470,7 +470,8 @@ struct part {
 	uint32_t size;
 	size_t pos; /* within the request's buffer */
 	struct loc loc;
-	bool refetched;	      /* the location was fetched again once */
+	bool fresh;	      /* loc came from the master, not the table */
+	bool refetched;	      /* a fresh location failed once */
 	uint32_t next_server; /* read: the copy to try next */
 	int pending;	      /* write: copies not yet answered */
 	int failed;	      /* write: copies that failed */
@@ -535,6 +536,7 @@ static void located(void *arg, int rc, ProtobufCMessage **reply)
 		return;
 	}
 	loc_from_reply(p, (Sweepfs__ChunkReply *)*reply);
+	p->fresh = true;
 	if (!p->loc.hole) /* a hole may be written by anyone, any time */
 		loc_store(p->op->m->data, &p->loc);
 	p->next_server = 0;
@@ -560,11 +562,16 @@ static void locate(struct part *p)
 	mconn_send(o->m->mc, SW_MSG_CHUNK, &q.base, located, p);
 }
 
-/* The location failed us: forget it and ask the master once more. */
+/*
+ * The location failed us: forget it and ask the master again. A location
+ * from the table failing says little (the master may have moved the chunk
+ * on, or restarted: a master that leads anew refuses the tokens of
+ * before), so that is not counted; a fresh one failing twice is the end.
+ */
 static void relocate(struct part *p, int rc)
 {
 	loc_drop(p->op->m->data, p->op->ino, p->index);
-	if (p->refetched) {
+	if (p->fresh && p->refetched) {
 		sw_warn(TAG,
 			"inode %" PRIu64 " chunk %" PRIu32
 			": %s failed at a second location: %s",
@@ -578,7 +585,7 @@ static void relocate(struct part *p, int rc)
 		": %s failed (%s); asking the master again",
 		p->op->ino, p->index, p->op->write ? "writing" : "reading",
 		strerror(-rc));
-	p->refetched = true;
+	p->refetched = p->refetched || p->fresh;
 	locate(p);
 }
 

@@ -352,12 +352,12 @@ static void test_register_sorts_dead_and_unknown(void **state)
  * A copy over the goal is not trimmed while the writer's token may still
  * write: its lease ended a second ago, but the token of its grant lasts
  * CSRV_TOKEN_TTL_MS and the writer writes to the copies it was told.
- * Once the token ended the copy goes. (Replication checks the same,
- * lease_held().)
+ * Once the token ended the copy goes; and at once when the writer closed
+ * the file (released: a mount writes no more). (Replication checks the
+ * same, lease_held().)
  */
-static void test_trim_waits_for_token(void **state)
+static void trim_after(struct fixture *f, bool release)
 {
-	struct fixture *f = *state;
 	struct csrv *two = calloc(1, sizeof(*two));
 	struct chunk *c;
 
@@ -380,12 +380,25 @@ static void test_trim_waits_for_token(void **state)
 	c->lease_until = sw_mono_ns() - SW_NSEC_PER_SEC;
 	csrvs_tick(&f->m);
 	assert_int_equal(c->ncopies, 2);
-	c->lease_until = sw_mono_ns() - 600 * SW_NSEC_PER_SEC;
+	if (release)
+		c->lease_session = CHUNK_LEASE_RELEASED;
+	else
+		c->lease_until = sw_mono_ns() - 600 * SW_NSEC_PER_SEC;
 	csrvs_tick(&f->m);
 	assert_int_equal(c->ncopies, 1);
 	assert_int_equal(
 		csrv_deletes_pending(f->srv) + csrv_deletes_pending(two), 1);
 	ns_release(&f->m.ns);
+}
+
+static void test_trim_waits_for_token(void **state)
+{
+	trim_after(*state, false);
+}
+
+static void test_trim_after_release(void **state)
+{
+	trim_after(*state, true);
 }
 
 int main(void)
@@ -399,6 +412,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_disconnect_requeues_in_flight, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trim_after_release, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_trim_waits_for_token,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(

@@ -8,8 +8,11 @@
 # restarted master leads in a token epoch of its own, the chunkserver
 # refuses the old token, the mount asks again, and the write goes to a
 # copy (copy-on-write): the snapshot has the data of before, the file the
-# new data, both through ordinary reads; fsck ends clean. Twice: after a
-# crash (SIGKILL) and after a clean stop (SIGTERM). Then a snapshot whose
+# new data, both through ordinary reads, and the writer's fsync of what
+# it wrote before the restart succeeds; fsck ends clean. After a crash
+# (SIGKILL), a clean stop (SIGTERM), and a crash whose master comes back
+# late with the snapshot asked before the chunkserver is back. Then a
+# snapshot whose
 # writer's only chunkserver is down is refused with EIO, and made once
 # it is back.
 . "$(dirname "$0")/../lib.sh"
@@ -21,7 +24,11 @@ M=$SW_MNT
 SIG=$SW_TMP/sig # where the writer says how far it got
 mkdir "$SIG"
 
-for how in kill term; do
+# kill, term: restart_master waits for the chunkserver to register
+# again. late: the master comes back 6 s after a crash (the chunkserver's
+# backoff had grown) and the snapshot is asked at once, before the
+# chunkserver is back: the copy waits for it (csrv_epoch_wait_ns()).
+for how in kill term late; do
 	log "a writer holds its token across a restart ($how), then a snapshot"
 	mkdir "$M/$how"
 	rm -f "$SIG"/*
@@ -37,35 +44,47 @@ def wait_for(name):
 fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
 assert os.pwrite(fd, b"A" * 65536, 0) == 65536
 os.fsync(fd)
+# Written, not synced: the fsync after the restart syncs it with the
+# token it was written with (the chunkserver takes the previous key's
+# tokens for a sync).
+assert os.pwrite(fd, b"C" * 65536, 65536) == 65536
 open(os.path.join(sig, "written"), "w").close()
 wait_for("go")
+os.fsync(fd)
 assert os.pwrite(fd, b"B" * 65536, 0) == 65536
 os.fsync(fd)
 os.close(fd)
 EOP
 	writer=$!
 	wait_until 60 "the writer's first write" test -e "$SIG/written"
-	restart_master "$how"
+	if [[ $how == late ]]; then
+		kill_master
+		sleep 6
+		_launch_master --fixed-port || fail "the master did not restart"
+	else
+		restart_master "$how"
+	fi
 	wait_until 60 "the mount to be answered again" stat "$M/$how/f"
 	sw_tool snapshot "$M/$how" "$M/$how.snap" >/dev/null ||
 		fail "sweepfs snapshot"
 	touch "$SIG/go"
-	wait "$writer" || fail "the writer failed after the restart ($how)"
+	wait "$writer" || fail "the writer's fsync or write failed after the restart ($how)"
 	drop_caches
 	"$PYTHON" - "$M/$how/f" "$M/$how.snap/f" <<'EOP' ||
 import sys
 new = open(sys.argv[1], "rb").read()
-old = open(sys.argv[2], "rb").read()
+old = open(sys.argv[2], "rb").read(65536)
 if old != b"A" * 65536:
     sys.exit("the snapshot's copy changed: %d bytes, %d of them B" %
              (len(old), old.count(b"B")))
-if new != b"B" * 65536:
-    sys.exit("the file lost the write: %d bytes, %d of them B" %
-             (len(new), new.count(b"B")))
+if new != b"B" * 65536 + b"C" * 65536:
+    sys.exit("the file lost a write: %d bytes, %d of them B, %d C" %
+             (len(new), new.count(b"B"), new.count(b"C")))
 EOP
 		fail "after a restart ($how), the snapshot or the file is wrong"
 	log "the snapshot has the data of before, the file the new data"
 done
+
 # The writer's only chunkserver is down: the lease cannot be taken back
 # (no copy up to move on), and the writer's token would write in place
 # once it is back, so the snapshot is refused rather than reported made
