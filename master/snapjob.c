@@ -28,8 +28,8 @@
  * is at the child's pace, files do not know their directories, and
  * walking the tree on the loop to find them is what the fork avoids.
  *
- * One snapshot is copied at a time; others wait in order, at most
- * SNAPJOB_SESSION_MAX of a session and SNAPJOB_QUEUE_MAX in all (an
+ * One snapshot is copied at a time; others wait, users taking turns, at
+ * most SNAPJOB_USER_MAX of a user and SNAPJOB_QUEUE_MAX in all (an
  * admin's are counted but not refused by the second): more is EAGAIN,
  * so that nobody queues unbounded work and memory. A copy
  * interrupted by a restart is given up at start-up (its request's
@@ -69,7 +69,10 @@
 
 struct snapjob {
 	struct req *req;  /* deferred until the copy is named */
-	uint64_t session; /* the id of the session that asked */
+	uint64_t session; /* the id of the session that asked, or 0 */
+	uint32_t uid;	  /* who asked (snapjob.h) */
+	bool admin;
+	uint32_t turn; /* its user's snapshots waiting before it */
 	uint64_t src;
 	uint64_t parent;
 	uint8_t len;
@@ -430,7 +433,19 @@ static void next_job(struct snapper *s)
 	while (s->head && !s->running && !m->stopping && !s->child.active) {
 		struct snapjob *j = s->head;
 		struct node *src;
-		int rc = check_job(m, j, &src);
+		int rc;
+
+		/* Its connection closed: nobody hears of it, and a client
+		 * that comes back sends it again. */
+		if (j->session && j->req && !req_session(j->req)) {
+			req_done(j->req);
+			s->head = j->next;
+			if (!s->head)
+				s->tail = NULL;
+			free(j);
+			continue;
+		}
+		rc = check_job(m, j, &src);
 
 		if (rc == 0)
 			rc = commit_begin(s, j);
@@ -481,26 +496,62 @@ static void next_job(struct snapper *s)
 
 /* ---- interface ---------------------------------------------------------- */
 
-int snapjob_admit(const struct master *m, uint64_t session, bool admin)
+/* The first waiting job (the head, unless it is being copied). */
+static struct snapjob *first_waiting(const struct snapper *s)
+{
+	return s->head && s->running ? s->head->next : s->head;
+}
+
+static bool same_user(const struct snapjob *j, uint32_t uid, bool admin)
+{
+	return j->uid == uid && j->admin == admin;
+}
+
+int snapjob_admit(const struct master *m, uint32_t uid, bool admin)
 {
 	const struct snapper *s = m->snap;
 	uint64_t all = 0, mine = 0;
 
-	/* The walk is bounded by the caps themselves (and the admins'
-	 * sessions' caps). */
-	for (const struct snapjob *j = s->head; j; j = j->next) {
-		if (j == s->head && s->running)
-			continue;
+	/* The walk is bounded by the caps themselves (and the admins'). */
+	for (const struct snapjob *j = first_waiting(s); j; j = j->next) {
 		all++;
-		mine += j->session == session;
+		mine += same_user(j, uid, admin);
 	}
-	if (mine >= SNAPJOB_SESSION_MAX || (!admin && all >= SNAPJOB_QUEUE_MAX))
+	if (mine >= SNAPJOB_USER_MAX || (!admin && all >= SNAPJOB_QUEUE_MAX))
 		return -EAGAIN;
 	return 0;
 }
 
-int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
-		   uint64_t parent, const void *name, size_t len, bool admin)
+/*
+ * Queue @j in its user's turn: after every waiting job whose user had no
+ * more waiting before it than @j's has. Turns never decrease along the
+ * queue, and a user whose snapshot was copied keeps the turns its others
+ * had, so it goes after users who waited. O(snapshots waiting).
+ */
+static void enqueue(struct snapper *s, struct snapjob *j)
+{
+	struct snapjob *after = s->head && s->running ? s->head : NULL;
+
+	j->turn = 0;
+	for (struct snapjob *q = first_waiting(s); q; q = q->next)
+		j->turn += same_user(q, j->uid, j->admin);
+	for (struct snapjob *q = first_waiting(s); q; q = q->next)
+		if (q->turn <= j->turn)
+			after = q;
+	if (after) {
+		j->next = after->next;
+		after->next = j;
+	} else {
+		j->next = s->head;
+		s->head = j;
+	}
+	if (!j->next)
+		s->tail = j;
+}
+
+int snapjob_submit(struct master *m, const struct req *r, uint32_t uid,
+		   uint64_t src, uint64_t parent, const void *name, size_t len,
+		   bool admin)
 {
 	struct snapper *s = m->snap;
 	uint64_t session = r->s ? r->s->id : 0;
@@ -509,7 +560,7 @@ int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
 
 	if (len == 0 || len > SW_NAME_MAX)
 		return -EINVAL;
-	rc = snapjob_admit(m, session, admin);
+	rc = snapjob_admit(m, uid, admin);
 	if (rc < 0)
 		return rc;
 	j = calloc(1, sizeof(*j));
@@ -521,17 +572,26 @@ int snapjob_submit(struct master *m, const struct req *r, uint64_t src,
 		return -ENOMEM;
 	}
 	j->session = session;
+	j->uid = uid;
+	j->admin = admin;
 	j->src = src;
 	j->parent = parent;
 	j->len = (uint8_t)len;
 	memcpy(j->name, name, len);
-	if (s->tail)
-		s->tail->next = j;
-	else
-		s->head = j;
-	s->tail = j;
+	enqueue(s, j);
 	next_job(s);
 	return 0;
+}
+
+size_t snapjob_order(const struct master *m, uint32_t *uids, size_t max)
+{
+	size_t n = 0;
+
+	for (const struct snapjob *j = m->snap ? first_waiting(m->snap) : NULL;
+	     j; j = j->next, n++)
+		if (n < max)
+			uids[n] = j->uid;
+	return n;
 }
 
 bool snapjob_busy(const struct master *m)

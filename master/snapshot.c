@@ -123,8 +123,9 @@ void op_snapshot(struct req *r, const ProtobufCMessage *msg)
 		rc = perm_check(&cred, dir, PERM_W | PERM_X);
 	/* Queued; answered when the copy has its name (snapjob.c). */
 	if (rc == 0)
-		rc = snapjob_submit(m, r, src->ino, dir->ino, q->name.data,
-				    q->name.len, req_admin(r, &cred));
+		rc = snapjob_submit(m, r, cred.uid, src->ino, dir->ino,
+				    q->name.data, q->name.len,
+				    req_admin(r, &cred));
 	if (rc < 0)
 		req_error(r, rc);
 }

@@ -4,8 +4,10 @@
  *    through ns->chunk_shared): those of the chunks its copy takes whose
  *    token may still write, and no others; a copy of a tree with no
  *    leased file notes nothing;
- *  - how many snapshots may wait (snapjob_admit()): SNAPJOB_SESSION_MAX
- *    of a session, SNAPJOB_QUEUE_MAX in all but for admins, -EAGAIN past.
+ *  - how many snapshots may wait (snapjob_admit()): SNAPJOB_USER_MAX of
+ *    a user however many sessions it has, SNAPJOB_QUEUE_MAX in all but
+ *    for admins, -EAGAIN past; in which order (users take turns); and
+ *    that one whose connection closed is dropped at its turn.
  *
  * The queue is filled with the master stopping, so that no job starts
  * (none needs the changelog); the request layer's hooks count what is
@@ -173,56 +175,100 @@ static int teardown(void **state)
 }
 
 /* Queue a snapshot of the root as @name for session @s. */
-static int submit(struct fixture *f, struct session *s, const char *name,
-		  bool admin)
+static int submit(struct fixture *f, struct session *s, uint32_t uid,
+		  const char *name, bool admin)
 {
 	struct req r = { .m = &f->m, .s = s };
 
-	return snapjob_submit(&f->m, &r, NS_ROOT_INO, NS_ROOT_INO, name,
+	return snapjob_submit(&f->m, &r, uid, NS_ROOT_INO, NS_ROOT_INO, name,
 			      strlen(name), admin);
 }
 
-static void test_admit_per_session(void **state)
+/* One user's sessions share its cap (threat model, finding 22). */
+static void test_admit_per_user(void **state)
 {
 	struct fixture *f = *state;
-	struct session a = { .id = 1 }, b = { .id = 2 };
+	struct session a = { .id = 1 }, a2 = { .id = 2 }, b = { .id = 3 };
 
-	for (int i = 0; i < SNAPJOB_SESSION_MAX; i++)
-		assert_int_equal(submit(f, &a, "a", false), 0);
-	assert_int_equal(submit(f, &a, "a", false), -EAGAIN);
-	/* An admin's session has the same cap. */
-	assert_int_equal(submit(f, &a, "a", true), -EAGAIN);
-	assert_int_equal(submit(f, &b, "b", false), 0);
-	assert_int_equal(snapjob_waiting(&f->m), SNAPJOB_SESSION_MAX + 1);
+	for (int i = 0; i < SNAPJOB_USER_MAX; i++)
+		assert_int_equal(submit(f, i % 2 ? &a2 : &a, 1000, "a", false),
+				 0);
+	assert_int_equal(submit(f, &a, 1000, "a", false), -EAGAIN);
+	assert_int_equal(submit(f, &a2, 1000, "a", false), -EAGAIN);
+	/* Another user, from the same session or another, and an admin
+	 * with the same uid, have caps of their own. */
+	assert_int_equal(submit(f, &a, 1001, "b", false), 0);
+	assert_int_equal(submit(f, &b, 1000, "c", true), 0);
+	assert_int_equal(snapjob_waiting(&f->m), SNAPJOB_USER_MAX + 2);
 	assert_int_equal(f->errors, 0);
 }
 
 static void test_admit_global(void **state)
 {
 	struct fixture *f = *state;
-	enum { N = SNAPJOB_QUEUE_MAX / SNAPJOB_SESSION_MAX };
-	struct session s[N + 2];
+	enum { N = SNAPJOB_QUEUE_MAX / SNAPJOB_USER_MAX };
+	struct session s = { .id = 100 };
 
-	for (int i = 0; i < N + 2; i++)
-		s[i] = (struct session){ .id = 100 + (uint64_t)i };
-	for (int i = 0; i < N; i++)
-		for (int k = 0; k < SNAPJOB_SESSION_MAX; k++)
-			assert_int_equal(submit(f, &s[i], "x", false), 0);
+	for (uint32_t i = 0; i < N; i++)
+		for (int k = 0; k < SNAPJOB_USER_MAX; k++)
+			assert_int_equal(submit(f, &s, 2000 + i, "x", false),
+					 0);
 	assert_int_equal(snapjob_waiting(&f->m), SNAPJOB_QUEUE_MAX);
-	assert_int_equal(submit(f, &s[N], "y", false), -EAGAIN);
-	assert_int_equal(snapjob_admit(&f->m, s[N].id, false), -EAGAIN);
+	assert_int_equal(submit(f, &s, 3000, "y", false), -EAGAIN);
+	assert_int_equal(snapjob_admit(&f->m, 3000, false), -EAGAIN);
 	/* Admins are not refused by the global cap, only their own. */
-	for (int k = 0; k < SNAPJOB_SESSION_MAX; k++)
-		assert_int_equal(submit(f, &s[N + 1], "z", true), 0);
-	assert_int_equal(submit(f, &s[N + 1], "z", true), -EAGAIN);
+	for (int k = 0; k < SNAPJOB_USER_MAX; k++)
+		assert_int_equal(submit(f, &s, 0, "z", true), 0);
+	assert_int_equal(submit(f, &s, 0, "z", true), -EAGAIN);
 	assert_int_equal(snapjob_waiting(&f->m),
-			 SNAPJOB_QUEUE_MAX + SNAPJOB_SESSION_MAX);
+			 SNAPJOB_QUEUE_MAX + SNAPJOB_USER_MAX);
 	/* Stopping answers every waiting one. */
 	snapjob_stop(&f->m);
 	f->stopped = true;
-	assert_int_equal(f->errors, SNAPJOB_QUEUE_MAX + SNAPJOB_SESSION_MAX);
+	assert_int_equal(f->errors, SNAPJOB_QUEUE_MAX + SNAPJOB_USER_MAX);
 	assert_int_equal(f->last_err, ECANCELED);
 	assert_int_equal(snapjob_waiting(&f->m), 0);
+}
+
+/*
+ * Users take turns: a user who queued 8 delays another's next snapshot
+ * by one copy, not by 8 (it used to be first in, first out).
+ */
+static void test_users_take_turns(void **state)
+{
+	struct fixture *f = *state;
+	struct session s = { .id = 1 };
+	static const uint32_t want[] = { 10, 20, 30, 10, 20, 10,
+					 10, 10, 10, 10, 10 };
+	uint32_t got[16];
+
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(submit(f, &s, 10, "a", false), 0);
+	assert_int_equal(submit(f, &s, 20, "b", false), 0);
+	assert_int_equal(submit(f, &s, 20, "b", false), 0);
+	assert_int_equal(submit(f, &s, 30, "c", false), 0);
+	assert_int_equal(snapjob_order(&f->m, got, 16), SW_ARRAY_SIZE(want));
+	assert_memory_equal(got, want, sizeof(want));
+}
+
+/* A snapshot whose connection closed before its turn is dropped then,
+ * unanswered and uncopied (its session's client sends it again). */
+static void test_closed_dropped(void **state)
+{
+	struct fixture *f = *state;
+	struct session s = { .id = 1 };
+
+	/* (No connection here: as one that closed, req_session() is
+	 * NULL.) */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(submit(f, &s, 10, "a", false), 0);
+	assert_int_equal(snapjob_waiting(&f->m), 3);
+	f->m.stopping = false;
+	assert_int_equal(submit(f, &s, 10, "a", false), 0);
+	f->m.stopping = true;
+	assert_int_equal(snapjob_waiting(&f->m), 0);
+	assert_int_equal(f->errors, 0);
+	assert_int_equal(f->m.ns.version, 0); /* nothing journaled */
 }
 
 /* ---- which leases --------------------------------------------------- */
@@ -601,7 +647,11 @@ static void test_leased_listed_once(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_admit_per_session, setup,
+		cmocka_unit_test_setup_teardown(test_admit_per_user, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_users_take_turns, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_closed_dropped, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_admit_global, setup,
 						teardown),

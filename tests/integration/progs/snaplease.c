@@ -8,7 +8,8 @@
  * -C), with no exports file (root is admin):
  *
  *   build    root makes /w/f and /t/g (files) and /u (0777); uid 1000
- *            makes /u/d, an empty directory of its own
+ *            makes /u/d, an empty directory of its own, and uids
+ *            2000..2031 /u/o0../u/o31
  *   seen     root's session W takes a write lease on /w/f and writes it;
  *            uid 1000 pipelines SNAPS (800) SNAPSHOTs of /u/d into /u,
  *            8 in flight, while W asks for /w/f's chunk for writing back
@@ -23,9 +24,12 @@
  *            Meanwhile W asks for /t/g's chunk for writing again (it
  *            waits too); a fresh uid 1000 session pipelines SNAPS
  *            snapshots of /u/d: exactly 8 wait, the rest are EAGAIN at
- *            once; 40 more sessions pipeline 8 each: 248 more wait (256
- *            in all), the rest EAGAIN; root's one more waits (admins
- *            are not refused by the global cap)
+ *            once; 40 more sessions of uid 1000 pipeline 8 each: all
+ *            EAGAIN (a user's sessions share its cap: finding 22); 32
+ *            other users (uids 2000..2031, each its own /u/oN) pipeline
+ *            8 each from those sessions: 248 more wait (256 in all), the
+ *            rest EAGAIN; root's one more waits (admins are not refused
+ *            by the global cap)
  *   cow      the chunkserver goes on (SIGCONT): S's snapshot is made, W's
  *            waiting request gets a copy of the chunk (a new id), W's
  *            first token no longer writes (its version moved on), W
@@ -53,19 +57,21 @@
 #include "util.h"
 
 /* master/snapjob.h */
-#define SESSION_MAX 8
+#define SESSION_MAX 8 /* SNAPJOB_USER_MAX */
 #define QUEUE_MAX 256
 #define SESSIONS 40
+#define USERS (QUEUE_MAX / SESSION_MAX) /* the others', to fill it */
 #define DATA 4096
 
 static uint16_t m_port, cs_port;
 static pid_t m_pid, cs_pid;
 static unsigned snaps = 800;
 static bool measure_only;
-static uint64_t wdir, wf, tdir, tg, udir, ud;
+static uint64_t wdir, wf, tdir, tg, udir, ud, od[USERS];
 
 static Sweepfs__Cred root_cred = SWEEPFS__CRED__INIT;
 static Sweepfs__Cred user_cred = SWEEPFS__CRED__INIT;
+static Sweepfs__Cred other_cred[USERS];
 
 /* CREATE @name in @parent as root, open for reading and writing. */
 static uint64_t create(struct peer *p, uint64_t parent, const char *name)
@@ -106,8 +112,14 @@ static void check_build(struct peer *w)
 	must(peer_chmod(w, &root_cred, udir, 0777), "chmod /u");
 	peer_session(&u, m_port, "/", 0);
 	ud = peer_mkdir(&u, &user_cred, udir, "d");
+	for (unsigned i = 0; i < USERS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "o%u", i);
+		od[i] = peer_mkdir(&u, &other_cred[i], udir, name);
+	}
 	peer_close(&u);
-	ok("build: /w/f, /t/g, /u/d (uid 1000's)");
+	ok("build: /w/f, /t/g, /u/d (uid 1000's), /u/o0../u/o%u", USERS - 1);
 }
 
 /* A SNAPSHOT of /u/d into /u as @name, as uid 1000, into @buf at @len. */
@@ -126,8 +138,9 @@ static size_t pack_snapshot(uint8_t *buf, size_t len, Sweepfs__Cred *cred,
 	return len + sw_frame_pack(buf + len, SW_MSG_SNAPSHOT, 0, id, &q.base);
 }
 
-/* @n snapshots of /u/d as "PREFIXi" by uid 1000 in one write. */
-static void send_snapshots(struct peer *p, const char *prefix, unsigned n)
+/* @n snapshots of @src into /u as "PREFIXi" by @cred in one write. */
+static void send_as(struct peer *p, Sweepfs__Cred *cred, uint64_t src,
+		    const char *prefix, unsigned n)
 {
 	uint8_t *buf = malloc((size_t)n * 256);
 	size_t len = 0;
@@ -137,12 +150,17 @@ static void send_snapshots(struct peer *p, const char *prefix, unsigned n)
 		fail("out of memory");
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "%s%u", prefix, i);
-		len = pack_snapshot(buf, len, &user_cred, ud, udir, name,
-				    1000 + i);
+		len = pack_snapshot(buf, len, cred, src, udir, name, 1000 + i);
 	}
 	if (write_all(p->fd, buf, len) < 0)
 		fail("sending %u SNAPSHOTs: %s", n, strerror(errno));
 	free(buf);
+}
+
+/* @n snapshots of /u/d as "PREFIXi" by uid 1000 in one write. */
+static void send_snapshots(struct peer *p, const char *prefix, unsigned n)
+{
+	send_as(p, &user_cred, ud, prefix, n);
 }
 
 /* Read the snapshot replies @p has within @ms: counts made and EAGAIN;
@@ -293,6 +311,21 @@ static uint64_t send_chunk_write(struct peer *p, uint64_t ino)
 	return peer_send(p, SW_MSG_CHUNK, 0, &q.base);
 }
 
+/* Read the snapshot replies of @n peers until @want EAGAINs came, for
+ * seconds (a loaded or ASan master answers late), then a last look for
+ * any more. */
+static void read_until(struct peer *p, unsigned n, unsigned want,
+		       unsigned *made, unsigned *eagain)
+{
+	int64_t until = sw_mono_ns() + 20 * SW_NSEC_PER_SEC;
+
+	while (!*made && *eagain < want && sw_mono_ns() < until)
+		for (unsigned i = 0; i < n; i++)
+			read_snapshots(&p[i], 20, made, eagain);
+	for (unsigned i = 0; i < n; i++)
+		read_snapshots(&p[i], 20, made, eagain);
+}
+
 /* Nothing answered on @p within @ms (what waits, waits). */
 static void nothing_yet(struct peer *p, int ms, const char *what)
 {
@@ -347,27 +380,30 @@ static void check_cap_and_cow(struct peer *w, struct peer *cs,
 		fail("cap: %u made, %u EAGAIN of one session's %u while the "
 		     "queue is held: want 0 and %u",
 		     made, eagain, snaps, snaps - SESSION_MAX);
-	want = SESSIONS * SESSION_MAX - (QUEUE_MAX - SESSION_MAX);
+	/* The same user's other sessions: its cap is theirs too. */
+	want = SESSIONS * SESSION_MAX;
 	eagain = 0;
 	for (unsigned i = 0; i < SESSIONS; i++) {
 		snprintf(name, sizeof(name), "m%u_", i);
 		send_snapshots(&many[i], name, SESSION_MAX);
 	}
-	/* Until the EAGAINs expected came, for seconds (a loaded or ASan
-	 * master answers late), then a last look for any more. */
-	{
-		int64_t until = sw_mono_ns() + 20 * SW_NSEC_PER_SEC;
-
-		while (!made && eagain < want && sw_mono_ns() < until)
-			for (unsigned i = 0; i < SESSIONS; i++)
-				read_snapshots(&many[i], 20, &made, &eagain);
-		for (unsigned i = 0; i < SESSIONS; i++)
-			read_snapshots(&many[i], 20, &made, &eagain);
-	}
+	read_until(many, SESSIONS, want, &made, &eagain);
 	if (made || eagain != want)
-		fail("cap: %u sessions' %u each: %u made, %u EAGAIN: want 0 "
+		fail("cap: uid 1000's %u other sessions' %u each: %u made, "
+		     "%u EAGAIN: want 0 and %u (the user's cap is %d)",
+		     SESSIONS, SESSION_MAX, made, eagain, want, SESSION_MAX);
+	/* Other users fill the queue. */
+	want = USERS * SESSION_MAX - (QUEUE_MAX - SESSION_MAX);
+	eagain = 0;
+	for (unsigned i = 0; i < USERS; i++) {
+		snprintf(name, sizeof(name), "o%u_", i);
+		send_as(&many[i], &other_cred[i], od[i], name, SESSION_MAX);
+	}
+	read_until(many, USERS, want, &made, &eagain);
+	if (made || eagain != want)
+		fail("cap: %u users' %u each: %u made, %u EAGAIN: want 0 "
 		     "and %u (the queue holds %d)",
-		     SESSIONS, SESSION_MAX, made, eagain, want, QUEUE_MAX);
+		     USERS, SESSION_MAX, made, eagain, want, QUEUE_MAX);
 	{
 		size_t len = pack_snapshot(buf, 0, &root_cred, ud, udir,
 					   "admin", 88);
@@ -377,10 +413,11 @@ static void check_cap_and_cow(struct peer *w, struct peer *cs,
 	}
 	nothing_yet(&s2, 200, "root's SNAPSHOT past the global cap");
 	ok("cap: while a snapshot waits, one session's %u pipelined: %u "
-	   "EAGAIN at once, %d wait; %u sessions' %d each: %u EAGAIN; "
-	   "root's one waits",
+	   "EAGAIN at once, %d wait; the same user's %u other sessions' %d "
+	   "each: all EAGAIN; %u other users' %d each: %u EAGAIN; root's "
+	   "one waits",
 	   snaps, snaps - SESSION_MAX, SESSION_MAX, SESSIONS, SESSION_MAX,
-	   want);
+	   USERS, SESSION_MAX, want);
 
 	if (kill(cs_pid, SIGCONT) < 0)
 		fail("SIGCONT the chunkserver: %s", strerror(errno));
@@ -479,6 +516,10 @@ int main(int argc, char **argv)
 		     SESSION_MAX);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	user_cred.uid = user_cred.gid = 1000;
+	for (unsigned i = 0; i < USERS; i++) {
+		other_cred[i] = (Sweepfs__Cred)SWEEPFS__CRED__INIT;
+		other_cred[i].uid = other_cred[i].gid = 2000 + i;
+	}
 	peer_session(&w, m_port, "/", 0);
 	peer_open(&cs, cs_port);
 	check_build(&w);

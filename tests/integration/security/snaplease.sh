@@ -6,7 +6,7 @@
 # lease of a file it copies, whose writer's next write goes to a copy
 # while the snapshot keeps the data of before (copy-on-write). While a
 # snapshot waits (its chunkserver stopped), snapshots queue at most 8 a
-# session and 256 in all, EAGAIN past. The master's
+# user, however many sessions it has, and 256 in all, EAGAIN past. The master's
 # sweepfs_master_lease_revocations_total counts one revocation in all.
 # tests/integration/progs/snaplease.c says exactly what each check
 # asserts.
