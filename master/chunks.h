@@ -60,11 +60,10 @@ struct chunk {
 };
 
 /*
- * lease_session of a lease whose writer closed the file: no one holds it,
- * but its token may still write until it runs out (lease_writable()), so
- * a snapshot still takes it back when it copies the chunk. No session
- * has this id (new_session_id()). (A session that ends keeps its id on
- * its leases: held until the token runs out.)
+ * lease_session of a lease whose writer closed the file, or whose session
+ * ended: no one holds it, but its token may still write until it runs
+ * out (lease_writable()), so a snapshot still takes it back when it
+ * copies the chunk. No session has this id (new_session_id()).
  */
 #define CHUNK_LEASE_RELEASED UINT64_MAX
 

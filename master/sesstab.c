@@ -214,19 +214,28 @@ void session_release(struct master *m, struct session *s, uint64_t ino)
 	opener_drop(m, ino);
 }
 
+struct session_drop {
+	struct master *m;
+	struct session *s;
+};
+
 static int drop_open(void *e, void *arg)
 {
 	struct sess_open *so = e;
-	struct master *m = arg;
+	struct session_drop *d = arg;
 
-	opener_drop(m, so->ino);
+	/* Its writers are gone with it: their leases are released. */
+	leases_end(d->m, d->s, so->ino);
+	opener_drop(d->m, so->ino);
 	free(so);
 	return 0;
 }
 
 void session_opens_drop(struct master *m, struct session *s)
 {
-	htab_foreach(&s->opens, drop_open, m);
+	struct session_drop d = { m, s };
+
+	htab_foreach(&s->opens, drop_open, &d);
 	htab_release(&s->opens);
 	htab_release(&s->granted);
 }

@@ -385,8 +385,8 @@ static void test_token_alive_is_leased(void **state)
 }
 
 /*
- * A lease whose writer closed the file is no one's, but the token of its
- * grant may still write (a mount that keeps it, or any program that
+ * A lease whose writer closed the file (or whose session ended) is no
+ * one's, but the token of its grant may still write (a mount that keeps it, or any program that
  * kept the token): a snapshot takes it back all the same (threat model,
  * finding 20), while copies and trims need not wait for it.
  */
@@ -424,6 +424,22 @@ static void test_released_lease_taken_back(void **state)
 	assert_false(lease_writable(c, now));
 	assert_int_equal(f->m.data->revoking, 1); /* until the commands end */
 	c->revoke_from = 0;
+	/* A session that ends releases its leases the same way. */
+	{
+		struct node *g = unit_mk(ns, d, "g", S_IFREG | 0644, 1);
+		struct chunk *gc;
+
+		assert_int_equal(ns_chunk_set(ns, g, 0, next_chunk, 1), 0);
+		gc = chunk_get(ns, next_chunk++);
+		ns->next_chunk = next_chunk;
+		assert_int_equal(session_open(&f->m, &s, g, PERM_W), 0);
+		data_lease(&f->m, gc, 7);
+		assert_true(lease_held(gc, now));
+		session_opens_drop(&f->m, &s);
+		assert_true(gc->lease_session == CHUNK_LEASE_RELEASED);
+		assert_true(lease_writable(gc, now));
+		assert_false(lease_held(gc, now));
+	}
 	htab_release(&s.opens);
 }
 
