@@ -5,7 +5,7 @@
  * READY. Any failure (refusal, broken connection, unparsable frame, no
  * answer for ANSWER_TIMEOUT, a frame stuck half-way) closes the
  * connection and goes back to IDLE, to reconnect after a backoff (1 s,
- * doubling to 30 s, reset by a successful registration). Clients are
+ * doubling to 2 s, reset by a successful registration). Clients are
  * served throughout with the last token key the master gave.
  *
  * With a group of masters (a list), a failure moves on to the leader a

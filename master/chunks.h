@@ -52,20 +52,11 @@ struct chunk {
 	/* A lease at this version is to be taken back once the commands in
 	 * flight end (revoke_one(), master/dataops.c), or 0. */
 	uint32_t revoke_from;
-	/* Writer holding the write lease, CHUNK_LEASE_RELEASED, or 0. */
-	uint64_t lease_session;
-	int64_t lease_until; /* mono ns */
+	uint64_t lease_session; /* writer holding the write lease, or 0 */
+	int64_t lease_until;	/* mono ns */
 	struct chunk_copy copies[CHUNK_COPIES_MAX];
 	struct chunk_wait *waiters; /* requests waiting for busy == 0 */
 };
-
-/*
- * lease_session of a lease whose writer closed the file, or whose session
- * ended: no one holds it, but its token may still write until it runs
- * out (lease_writable()), so a snapshot still takes it back when it
- * copies the chunk. No session has this id (new_session_id()).
- */
-#define CHUNK_LEASE_RELEASED UINT64_MAX
 
 #define CHUNK_GOAL_DEFAULT 0x80
 

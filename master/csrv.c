@@ -960,9 +960,9 @@ static void replicate(struct master *m, struct chunk *c, uint32_t goal)
 	}
 	/* Not while a writer may write it: it is changing the data, and a
 	 * copy at the same version would miss its later writes. Its token
-	 * outlives the lease (lease_held()). */
+	 * outlives the lease (lease_writable()). */
 	if (!source || nvalid >= (int)goal || c->ncopies == CHUNK_COPIES_MAX ||
-	    c->busy || lease_held(c, sw_mono_ns()))
+	    c->busy || lease_writable(c, sw_mono_ns()))
 		return;
 	src = csrv_get(m, source);
 	if (src->replicating >= REPL_PER_SERVER ||
@@ -1003,7 +1003,7 @@ static void trim(struct master *m, struct chunk *c, unsigned goal)
 	int victim = -1;
 	double fullest = -1;
 
-	if (c->busy || lease_held(c, sw_mono_ns()))
+	if (c->busy || lease_writable(c, sw_mono_ns()))
 		return;
 	for (int i = 0; i < c->ncopies; i++) {
 		struct csrv *s = csrv_get(m, c->copies[i].srv);

@@ -97,12 +97,6 @@ bool lease_writable(const struct chunk *c, int64_t now)
 		       now;
 }
 
-bool lease_held(const struct chunk *c, int64_t now)
-{
-	return c->lease_session != CHUNK_LEASE_RELEASED &&
-	       lease_writable(c, now);
-}
-
 /*
  * m->data->leased: chunks with a write lease, so that a snapshot can take
  * the leases back without looking at every chunk. A chunk is on it at
@@ -1044,14 +1038,10 @@ void data_revoke_leases(struct master *m)
 			m->data->leased_lost_at = 0;
 	}
 
-	/* Held leases only: a released one's writer writes no more, and
-	 * if it did (a forged client), data_chunk_shared() still finds it
-	 * in the part that takes its chunk. So a big copy does not bump
-	 * every chunk closed in the last CSRV_TOKEN_TTL_MS. */
 	for (size_t i = 0; i < m->data->leased.n; i++) {
 		struct chunk *c = chunk_get(&m->ns, m->data->leased.id[i]);
 
-		if (c && lease_held(c, now))
+		if (c && lease_writable(c, now))
 			revoke_one(m, c);
 	}
 	leased_clear(m);

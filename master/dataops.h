@@ -64,15 +64,6 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size);
  */
 bool lease_writable(const struct chunk *c, int64_t now);
 
-/*
- * Whether a writer holds @c's lease: lease_writable(), and not released.
- * A released lease's honest writer writes no more (a mount drops its
- * locations at release), so copies may be made and trimmed; only a
- * snapshot, which must not share what a forged writer may change, still
- * counts it.
- */
-bool lease_held(const struct chunk *c, int64_t now);
-
 /* Grant or renew @session's write lease on @c, and note @c (once) on
  * m->data->leased. */
 void data_lease(struct master *m, struct chunk *c, uint64_t session);

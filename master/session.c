@@ -193,7 +193,7 @@ static uint64_t new_session_id(struct master *m)
 {
 	uint64_t id = 0;
 
-	while (id == 0 || id == CHUNK_LEASE_RELEASED || session_find(m, id)) {
+	while (id == 0 || session_find(m, id)) {
 		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
 			id = sw_hash_u64((uint64_t)sw_mono_ns());
 	}

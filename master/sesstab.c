@@ -181,11 +181,14 @@ out_so:
 }
 
 /*
- * @s closed @ino for good: the write leases it holds on the file's chunks
- * end (the mount drops its write locations on release too), so that
- * replication need not wait for them to run out. They stay released,
- * not gone, while their tokens may write: a snapshot of the file still
- * takes them back (lease_held(), lease_writable()).
+ * @s closed @ino for good, or ended: the write leases it holds on the
+ * file's chunks end (the mount drops its write locations on release
+ * too), so that replication need not wait for them to run out, and a
+ * snapshot of the file takes nothing back. A forged client that keeps
+ * its token after the close could still write in place until the token
+ * runs out, into a snapshot made meanwhile too (threat model, 20): left
+ * so, as taking such leases back cost every snapshot of a tree written
+ * in the last CSRV_TOKEN_TTL_MS a version bump per file.
  */
 static void leases_end(struct master *m, struct session *s, uint64_t ino)
 {
@@ -197,7 +200,7 @@ static void leases_end(struct master *m, struct session *s, uint64_t ino)
 		struct chunk *c = chunk_get(&m->ns, ns_chunk_at(n, i));
 
 		if (c && c->lease_session == s->id)
-			c->lease_session = CHUNK_LEASE_RELEASED;
+			c->lease_session = 0;
 	}
 }
 
@@ -224,7 +227,7 @@ static int drop_open(void *e, void *arg)
 	struct sess_open *so = e;
 	struct session_drop *d = arg;
 
-	/* Its writers are gone with it: their leases are released. */
+	/* Its writers are gone with it: their leases end. */
 	leases_end(d->m, d->s, so->ino);
 	opener_drop(d->m, so->ino);
 	free(so);

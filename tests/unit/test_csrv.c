@@ -353,8 +353,8 @@ static void test_register_sorts_dead_and_unknown(void **state)
  * write: its lease ended a second ago, but the token of its grant lasts
  * CSRV_TOKEN_TTL_MS and the writer writes to the copies it was told.
  * Once the token ended the copy goes; and at once when the writer closed
- * the file (released: a mount writes no more). (Replication checks the
- * same, lease_held().)
+ * the file (its lease ended: sesstab.c). (Replication checks the same,
+ * lease_writable().)
  */
 static void trim_after(struct fixture *f, bool release)
 {
@@ -381,7 +381,7 @@ static void trim_after(struct fixture *f, bool release)
 	csrvs_tick(&f->m);
 	assert_int_equal(c->ncopies, 2);
 	if (release)
-		c->lease_session = CHUNK_LEASE_RELEASED;
+		c->lease_session = 0;
 	else
 		c->lease_until = sw_mono_ns() - 600 * SW_NSEC_PER_SEC;
 	csrvs_tick(&f->m);
