@@ -54,13 +54,16 @@ struct job {
 	bool write;
 	bool write_only; /* a writer who may not read: its token does not */
 	uint64_t chunk;
-	uint32_t version; /* the version the commands establish */
-	int pending;	  /* commands outstanding */
-	int nok;	  /* commands that succeeded */
-	uint64_t src;	  /* duplicate: source chunk (kept busy) */
-	bool truncate;	  /* a setattr's: reply with attributes */
-	bool revoke;	  /* no request: a lease taken back */
-	bool redo;	  /* no request: a change a crash cut short */
+	uint32_t version;	/* the version the commands establish */
+	int pending;		/* commands outstanding */
+	int nok;		/* commands that succeeded */
+	uint64_t src;		/* duplicate: source chunk (kept busy) */
+	bool truncate;		/* a setattr's: reply with attributes */
+	bool revoke;		/* no request: a lease taken back */
+	bool quiet;		/* revoke: a failure gives no snapshot up */
+	uint64_t lease_session; /* revoke: the lease, put back on failure */
+	int64_t lease_until;
+	bool redo; /* no request: a change a crash cut short */
 	int nbad;
 	uint32_t bad[CHUNK_COPIES_MAX]; /* servers the commands failed on */
 	struct job *next;		/* in a chunk's waiters, or held */
@@ -299,6 +302,23 @@ static int commit_done(struct master *m, struct req *r, uint64_t chunk,
 	return master_commit(m, r, &mut);
 }
 
+/*
+ * A revocation could not be done: the lease @session held until @until
+ * stays (unless another was granted since), so the next snapshot that
+ * takes the chunk tries again; and unless @quiet, the snapshot waiting
+ * for it is given up (snapjob.c).
+ */
+static void revoke_fail(struct master *m, struct chunk *c, uint64_t session,
+			int64_t until, int rc, bool quiet)
+{
+	if (c && !c->lease_session) {
+		c->lease_session = session;
+		c->lease_until = until;
+	}
+	if (!quiet)
+		m->data->revoke_failed = rc;
+}
+
 /* A revocation or a redo (no client waits for it) is over: @done_rc
  * as command_done() had it. Frees @j. */
 static void background_done(struct master *m, struct job *j, struct chunk *c,
@@ -317,7 +337,8 @@ static void background_done(struct master *m, struct job *j, struct chunk *c,
 				"chunk %016" PRIx64 ": its write lease was not "
 				"taken back: %s",
 				j->chunk, strerror(j->nok ? -done_rc : EIO));
-			m->data->revoke_failed = j->nok ? done_rc : -EIO;
+			revoke_fail(m, c, j->lease_session, j->lease_until,
+				    j->nok ? done_rc : -EIO, j->quiet);
 		}
 	} else if (j->nok && c && done_rc == 0)
 		sw_notice(TAG,
@@ -392,6 +413,13 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 	}
 	n = ns_get(&m->ns, j->ino);
 	if (!c || !n) {
+		/* The file went meanwhile; its chunk may live on (a snapshot
+		 * shares it): it is idle now all the same. */
+		if (c) {
+			drop_stale(c);
+			c->busy = 0;
+			chunk_idle(m, c);
+		}
 		req_error(j->req, -ENOENT);
 	} else {
 		drop_stale(c);
@@ -954,12 +982,11 @@ int data_truncated(struct req *r, struct node *n, uint64_t old_size)
  * is moved on then. Until that the token may write in place, so the
  * snapshot's reply waits for it too (revoke_idle()).
  */
-static void revoke_one(struct master *m, struct chunk *c)
+static void revoke_one(struct master *m, struct chunk *c, bool quiet)
 {
 	struct job *j;
 	int rc;
 
-	c->lease_session = 0;
 	if (c->busy) {
 		const struct chunk_intent *in = ns_intent_get(&m->ns, c->id);
 		uint32_t from = c->version;
@@ -976,10 +1003,15 @@ static void revoke_one(struct master *m, struct chunk *c)
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		m->data->revoke_failed = -ENOMEM;
+		revoke_fail(m, c, c->lease_session, c->lease_until, -ENOMEM,
+			    quiet);
 		return;
 	}
 	j->revoke = true;
+	j->quiet = quiet;
+	j->lease_session = c->lease_session;
+	j->lease_until = c->lease_until;
+	c->lease_session = 0;
 	m->data->revoking++;
 	rc = start_bump(m, j, c, UINT64_MAX);
 	if (rc < 0) {
@@ -987,7 +1019,7 @@ static void revoke_one(struct master *m, struct chunk *c)
 			"chunk %016" PRIx64 ": cannot take its write lease "
 			"back: %s",
 			c->id, strerror(-rc));
-		m->data->revoke_failed = rc;
+		revoke_fail(m, c, j->lease_session, j->lease_until, rc, quiet);
 		m->data->revoking--;
 		free(j);
 		return;
@@ -1014,7 +1046,7 @@ static void revoke_idle(struct master *m, struct chunk *c)
 			c->id, c->version);
 		m->data->revoke_failed = -EIO;
 	} else if (c->version == from) {
-		revoke_one(m, c);
+		revoke_one(m, c, false);
 	}
 }
 
@@ -1024,29 +1056,39 @@ void data_chunk_gone(struct master *m, const struct chunk *c)
 		m->data->revoking--;
 }
 
-void data_revoke_leases(struct master *m)
+/*
+ * Take back every lease whose token may still write. @quiet at a big
+ * copy's fork, where it is for the copy's instant only: a lease that
+ * cannot be taken back then stays, and the part that takes its chunk
+ * tries again (data_chunk_shared() looks at the chunk, not the list).
+ */
+static void revoke_all(struct master *m, bool quiet)
 {
 	int64_t now = sw_mono_ns();
 
 	/* A lease that could not be noted is not on the list: taking back
 	 * all of them cannot be done until its token is dead. */
 	if (m->data->leased_lost_at) {
-		if (now - m->data->leased_lost_at <
+		if (now - m->data->leased_lost_at >=
 		    (int64_t)CSRV_TOKEN_TTL_MS * 1000000)
-			m->data->revoke_failed = -ENOMEM;
-		else
 			m->data->leased_lost_at = 0;
+		else if (!quiet)
+			m->data->revoke_failed = -ENOMEM;
 	}
-
 	for (size_t i = 0; i < m->data->leased.n; i++) {
 		struct chunk *c = chunk_get(&m->ns, m->data->leased.id[i]);
 
 		if (c && lease_writable(c, now))
-			revoke_one(m, c);
+			revoke_one(m, c, quiet);
 	}
 	leased_clear(m);
 	m->data->shared.n = 0;
 	m->data->shared_lost = false;
+}
+
+void data_revoke_leases(struct master *m)
+{
+	revoke_all(m, true);
 }
 
 /*
@@ -1077,14 +1119,14 @@ void data_revoke_shared(struct master *m)
 	int64_t now = sw_mono_ns();
 
 	if (m->data->shared_lost) {
-		data_revoke_leases(m);
+		revoke_all(m, false);
 		return;
 	}
 	for (size_t i = 0; i < l->n; i++) {
 		struct chunk *c = chunk_get(&m->ns, l->id[i]);
 
 		if (c && lease_writable(c, now))
-			revoke_one(m, c);
+			revoke_one(m, c, false);
 	}
 	l->n = 0;
 }

@@ -75,7 +75,8 @@ void data_prune_leases(struct master *m);
 /* End every write lease whose token may still write (a snapshot too
  * big to copy at once begins: which files it covers is known only as
  * its child streams them); m->revoking counts the version bumps this
- * starts until they finish, m->revoked counts them all. */
+ * starts until they finish, m->revoked counts them all. One that cannot
+ * be ended stays, for the part that takes its chunk to try again. */
 void data_revoke_leases(struct master *m);
 
 /* ns->chunk_shared hook (@arg: the master): a snapshot's copy took @c;

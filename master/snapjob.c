@@ -247,7 +247,9 @@ static bool finish(struct snapper *s, int abort_rc)
 	struct node *dir;
 	int64_t rc;
 
-	if (m->data->revoking && !abort_rc) {
+	/* Given up or not: what failed while it ran is its own, not the
+	 * next one's (revoke_failed is cleared below). */
+	if (m->data->revoking && !m->stopping) {
 		/* The reply waits until no old lease can write in place. */
 		uv_idle_stop(&s->idle);
 		uv_timer_start(&s->timer, on_timer, 5, 0);

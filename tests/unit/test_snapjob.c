@@ -317,8 +317,8 @@ static void lease(struct chunk *c, int64_t until)
 {
 	c->lease_session = 7;
 	c->lease_until = until;
-	/* Commands in flight: a revocation only ends the lease (the
-	 * commands move the version on), and sends nothing here. */
+	/* Commands in flight: a revocation waits for them (revoke_from),
+	 * and sends nothing here. */
 	c->busy = 1;
 }
 
@@ -349,9 +349,11 @@ static void test_copy_takes_back_its_own_leases(void **state)
 	assert_int_equal(f->m.data->shared.id[0], in->id);
 	data_revoke_shared(&f->m);
 	assert_int_equal(f->m.data->shared.n, 0);
-	assert_int_equal(in->lease_session, 0);
-	assert_int_equal(out->lease_session, 7);
-	assert_int_equal(plain->lease_session, 0);
+	/* (Busy: taken back when its commands end, and waited for.) */
+	assert_int_equal(in->revoke_from, in->version);
+	assert_int_equal(out->revoke_from, 0);
+	assert_int_equal(plain->revoke_from, 0);
+	assert_int_equal(f->m.data->revoking, 1);
 	/* A file's chunk is shared by the copy. */
 	assert_int_equal(in->refs, 2);
 	assert_int_equal(out->refs, 2);
@@ -378,10 +380,11 @@ static void test_token_alive_is_leased(void **state)
 	copy(f, d, "d1");
 	assert_int_equal(f->m.data->shared.n, 2);
 	data_revoke_shared(&f->m);
-	assert_int_equal(live->lease_session, 0);
-	assert_int_equal(token->lease_session, 0);
-	assert_int_equal(gone->lease_session, 7);
-	assert_int_equal(none->lease_session, 0);
+	assert_int_equal(live->revoke_from, live->version);
+	assert_int_equal(token->revoke_from, token->version);
+	assert_int_equal(gone->revoke_from, 0);
+	assert_int_equal(none->revoke_from, 0);
+	assert_int_equal(f->m.data->revoking, 2);
 }
 
 /*
@@ -584,15 +587,25 @@ static void test_lease_not_taken_back_fails(void **state)
 	cs_done(f, f->cmd_id, EIO);
 	assert_int_equal(f->m.data->revoking, 0);
 	assert_int_equal(f->m.data->revoke_failed, -EIO);
+	/* The lease stays: a snapshot asked again at once (the given-up
+	 * one's finish() cleared the failure) is given up too. */
+	assert_int_equal(c->lease_session, 7);
+	assert_true(lease_writable(c, sw_mono_ns()));
 	f->m.data->revoke_failed = 0;
 	/* The copy went stale on the failed command: none is up. */
-	c->lease_session = 7;
-	c->lease_until = sw_mono_ns() + 30 * SEC;
 	copy(f, a, "a2");
 	data_revoke_shared(&f->m);
 	assert_int_equal(f->cmds, 1);
 	assert_int_equal(f->m.data->revoking, 0);
 	assert_int_equal(f->m.data->revoke_failed, -EIO);
+	assert_int_equal(c->lease_session, 7);
+	/* At a big copy's fork the failure gives nothing up (the part
+	 * that takes the chunk tries again), and the lease stays. */
+	f->m.data->revoke_failed = 0;
+	data_lease(&f->m, c, 7);
+	data_revoke_leases(&f->m);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+	assert_int_equal(c->lease_session, 7);
 
 	/* A truncation's bump fails while a revocation waits for it: its
 	 * change stays open, and the copy may be at the leased version. */
@@ -609,6 +622,59 @@ static void test_lease_not_taken_back_fails(void **state)
 	cs_done(f, f->cmd_id, EIO);
 	assert_int_equal(f->m.data->revoking, 0);
 	assert_int_equal(f->m.data->revoke_failed, -EIO);
+}
+
+/*
+ * A file unlinked while its chunk's commands run, the chunk kept by a
+ * snapshot that waits to take its lease back: when they end the chunk is
+ * idle, the revocation resolved, and nothing waits for ever (every later
+ * snapshot queued behind it did, until a restart). And a chunk freed
+ * while a revocation waits on it takes its count with it.
+ */
+static void test_unlinked_while_busy(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *g = leased_on_one(f, a, "g");
+	struct node *n = ns_lookup(ns, a, "g", 1)->child;
+	struct req r = { .m = &f->m };
+	uint64_t id = g->id;
+
+	wire(f);
+	f->m.ns.chunk_gone = csrv_chunk_gone;
+	n->size = 100;
+	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	assert_int_equal(g->busy, 1);
+	copy(f, a, "a1");
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->m.data->revoking, 1);
+	assert_int_equal(ns_unlink(ns, a, "g", 1, false, 0), 0);
+	g = chunk_get(ns, id);
+	assert_non_null(g);
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(g->busy, 0);
+	assert_int_equal(g->revoke_from, 0);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+
+	/* Again, and the snapshot's file goes too: the chunk is freed. */
+	g = leased_on_one(f, a, "h");
+	n = ns_lookup(ns, a, "h", 1)->child;
+	id = g->id;
+	n->size = 100;
+	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	copy(f, a, "a2");
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->m.data->revoking, 1);
+	assert_int_equal(ns_unlink(ns, a, "h", 1, false, 0), 0);
+	assert_int_equal(ns_unlink(ns, ns_lookup(ns, ns->root, "a2", 2)->child,
+				   "h", 1, false, 0),
+			 0);
+	assert_null(chunk_get(ns, id));
+	assert_int_equal(f->m.data->revoking, 0);
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(f->m.data->revoking, 0);
 }
 
 /* However often a chunk's lease goes back and forth between two
@@ -668,6 +734,8 @@ int main(void)
 			test_busy_lease_waits_for_commands, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lease_not_taken_back_fails,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unlinked_while_busy, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_take_back_bumps, setup,
 						teardown),
 	};
