@@ -497,6 +497,17 @@ static struct chunk *leased_on_one(struct fixture *f, struct node *dir,
 	return c;
 }
 
+/* Truncate @dir/@name to 100 bytes: its chunk's bump, or its copy if it
+ * is shared, is sent and waits for the chunkserver. */
+static void truncate_in(struct fixture *f, struct node *dir, const char *name)
+{
+	struct node *n = ns_lookup(&f->m.ns, dir, name, strlen(name))->child;
+	struct req r = { .m = &f->m };
+
+	n->size = 100;
+	assert_int_equal(data_truncated(&r, n, 4096), 0);
+}
+
 /*
  * Threat model, finding 19: a leased chunk busy with commands when a
  * copy takes it. Its lease is taken back once they end, and until then
@@ -511,8 +522,6 @@ static void test_busy_lease_waits_for_commands(void **state)
 	struct ns *ns = &f->m.ns;
 	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
 	struct chunk *c = leased_on_one(f, a, "f");
-	struct node *n = ns_lookup(ns, a, "f", 1)->child;
-	struct req r = { .m = &f->m };
 	uint32_t v = c->version;
 	uint64_t first;
 
@@ -541,8 +550,7 @@ static void test_busy_lease_waits_for_commands(void **state)
 
 	/* A truncation of the shared file duplicates the chunk, reading
 	 * from it: busy, at the version tokens name. */
-	n->size = 100;
-	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	truncate_in(f, a, "f");
 	assert_int_equal(c->busy, 1);
 	assert_int_equal(f->dups, 1);
 	c->lease_session = 7;
@@ -576,8 +584,6 @@ static void test_lease_not_taken_back_fails(void **state)
 	struct ns *ns = &f->m.ns;
 	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
 	struct chunk *c = leased_on_one(f, a, "f"), *g;
-	struct req r = { .m = &f->m };
-	struct node *n;
 
 	wire(f);
 	copy(f, a, "a1");
@@ -611,9 +617,7 @@ static void test_lease_not_taken_back_fails(void **state)
 	 * change stays open, and the copy may be at the leased version. */
 	f->m.data->revoke_failed = 0;
 	g = leased_on_one(f, a, "g");
-	n = ns_lookup(ns, a, "g", 1)->child;
-	n->size = 100;
-	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	truncate_in(f, a, "g");
 	assert_int_equal(f->cmds, 2);
 	copy(f, a, "a3");
 	data_revoke_shared(&f->m);
@@ -637,14 +641,11 @@ static void test_unlinked_while_busy(void **state)
 	struct ns *ns = &f->m.ns;
 	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
 	struct chunk *g = leased_on_one(f, a, "g");
-	struct node *n = ns_lookup(ns, a, "g", 1)->child;
-	struct req r = { .m = &f->m };
 	uint64_t id = g->id;
 
 	wire(f);
 	f->m.ns.chunk_gone = csrv_chunk_gone;
-	n->size = 100;
-	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	truncate_in(f, a, "g");
 	assert_int_equal(g->busy, 1);
 	copy(f, a, "a1");
 	data_revoke_shared(&f->m);
@@ -660,10 +661,8 @@ static void test_unlinked_while_busy(void **state)
 
 	/* Again, and the snapshot's file goes too: the chunk is freed. */
 	g = leased_on_one(f, a, "h");
-	n = ns_lookup(ns, a, "h", 1)->child;
 	id = g->id;
-	n->size = 100;
-	assert_int_equal(data_truncated(&r, n, 4096), 0);
+	truncate_in(f, a, "h");
 	copy(f, a, "a2");
 	data_revoke_shared(&f->m);
 	assert_int_equal(f->m.data->revoking, 1);

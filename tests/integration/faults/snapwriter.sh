@@ -24,6 +24,61 @@ M=$SW_MNT
 SIG=$SW_TMP/sig # where the writer says how far it got
 mkdir "$SIG"
 
+# start_writer PATH synced|unsynced: a writer in the background (its pid
+# in $writer) writes 64 KiB of "A"s at 0 and fsyncs; "unsynced" then
+# writes 64 KiB of "C"s at 64 KiB and does not sync them (the fsync
+# after the restart syncs them with the token they were written with:
+# the chunkserver takes the previous key's tokens for a sync); it says
+# "written", waits for "go", fsyncs, writes 64 KiB of "B"s at 0 and
+# fsyncs again, its descriptor open all along.
+start_writer() {
+	"$PYTHON" - "$1" "$2" "$SIG" <<'EOP' &
+import os, sys, time
+path, mode, sig = sys.argv[1:]
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+assert os.pwrite(fd, b"A" * 65536, 0) == 65536
+os.fsync(fd)
+if mode == "unsynced":
+    assert os.pwrite(fd, b"C" * 65536, 65536) == 65536
+open(os.path.join(sig, "written"), "w").close()
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(sig, "go")):
+    if time.monotonic() > deadline:
+        sys.exit("writer: no go within 120 s")
+    time.sleep(0.05)
+os.fsync(fd)
+assert os.pwrite(fd, b"B" * 65536, 0) == 65536
+os.fsync(fd)
+os.close(fd)
+EOP
+	writer=$!
+}
+
+# snapshot_then_write DIR WANT: snapshot DIR as DIR.snap, let the writer
+# go on, and check through reads that DIR.snap/f begins with the "A"s of
+# before and that DIR/f is WANT, 64 KiB of each letter ("B", or "BC" for
+# an unsynced writer).
+snapshot_then_write() {
+	sw_tool snapshot "$1" "$1.snap" >/dev/null ||
+		fail "sweepfs snapshot of $1"
+	touch "$SIG/go"
+	wait "$writer" || fail "the writer's fsync or write in $1 failed"
+	drop_caches
+	"$PYTHON" - "$1/f" "$1.snap/f" "$2" <<'EOP' ||
+import sys
+new = open(sys.argv[1], "rb").read()
+old = open(sys.argv[2], "rb").read(65536)
+want = b"".join(c.encode() * 65536 for c in sys.argv[3])
+if old != b"A" * 65536:
+    sys.exit("the snapshot's copy changed: %d bytes, %d of them B" %
+             (len(old), old.count(b"B")))
+if new != want:
+    sys.exit("the file: %d bytes, %d B, %d C, not %s" %
+             (len(new), new.count(b"B"), new.count(b"C"), sys.argv[3]))
+EOP
+		fail "in $1, the snapshot or the file is wrong"
+}
+
 # kill, term: restart_master waits for the chunkserver to register
 # again. late: the master comes back 6 s after a crash (the chunkserver's
 # backoff had grown) and the snapshot is asked at once, before the
@@ -32,30 +87,7 @@ for how in kill term late; do
 	log "a writer holds its token across a restart ($how), then a snapshot"
 	mkdir "$M/$how"
 	rm -f "$SIG"/*
-	"$PYTHON" - "$M/$how/f" "$SIG" <<'EOP' &
-import os, sys, time
-path, sig = sys.argv[1], sys.argv[2]
-def wait_for(name):
-    deadline = time.monotonic() + 120
-    while not os.path.exists(os.path.join(sig, name)):
-        if time.monotonic() > deadline:
-            sys.exit("writer: no %s within 120 s" % name)
-        time.sleep(0.05)
-fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
-assert os.pwrite(fd, b"A" * 65536, 0) == 65536
-os.fsync(fd)
-# Written, not synced: the fsync after the restart syncs it with the
-# token it was written with (the chunkserver takes the previous key's
-# tokens for a sync).
-assert os.pwrite(fd, b"C" * 65536, 65536) == 65536
-open(os.path.join(sig, "written"), "w").close()
-wait_for("go")
-os.fsync(fd)
-assert os.pwrite(fd, b"B" * 65536, 0) == 65536
-os.fsync(fd)
-os.close(fd)
-EOP
-	writer=$!
+	start_writer "$M/$how/f" unsynced
 	wait_until 60 "the writer's first write" test -e "$SIG/written"
 	if [[ $how == late ]]; then
 		kill_master
@@ -65,23 +97,7 @@ EOP
 		restart_master "$how"
 	fi
 	wait_until 60 "the mount to be answered again" stat "$M/$how/f"
-	sw_tool snapshot "$M/$how" "$M/$how.snap" >/dev/null ||
-		fail "sweepfs snapshot"
-	touch "$SIG/go"
-	wait "$writer" || fail "the writer's fsync or write failed after the restart ($how)"
-	drop_caches
-	"$PYTHON" - "$M/$how/f" "$M/$how.snap/f" <<'EOP' ||
-import sys
-new = open(sys.argv[1], "rb").read()
-old = open(sys.argv[2], "rb").read(65536)
-if old != b"A" * 65536:
-    sys.exit("the snapshot's copy changed: %d bytes, %d of them B" %
-             (len(old), old.count(b"B")))
-if new != b"B" * 65536 + b"C" * 65536:
-    sys.exit("the file lost a write: %d bytes, %d of them B, %d C" %
-             (len(new), new.count(b"B"), new.count(b"C")))
-EOP
-		fail "after a restart ($how), the snapshot or the file is wrong"
+	snapshot_then_write "$M/$how" BC
 	log "the snapshot has the data of before, the file the new data"
 done
 
@@ -94,23 +110,7 @@ done
 log "a writer's chunkserver is down: a snapshot is refused twice, then made"
 mkdir "$M/down"
 rm -f "$SIG"/*
-"$PYTHON" - "$M/down/f" "$SIG" <<'EOP' &
-import os, sys, time
-path, sig = sys.argv[1], sys.argv[2]
-fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
-assert os.pwrite(fd, b"A" * 65536, 0) == 65536
-os.fsync(fd)
-open(os.path.join(sig, "written"), "w").close()
-deadline = time.monotonic() + 120
-while not os.path.exists(os.path.join(sig, "go")):
-    if time.monotonic() > deadline:
-        sys.exit("writer: no go within 120 s")
-    time.sleep(0.05)
-assert os.pwrite(fd, b"B" * 65536, 0) == 65536
-os.fsync(fd)
-os.close(fd)
-EOP
-writer=$!
+start_writer "$M/down/f" synced
 wait_until 60 "the writer's write" test -e "$SIG/written"
 kill_chunkserver 1
 wait_until 30 "the master to see the chunkserver gone" \
@@ -126,19 +126,7 @@ done
 grep -q 'could not be taken back' "$SW_MASTER_LOG" ||
 	fail "the master's log does not say why the snapshot was given up"
 restart_chunkserver 1 start
-sw_tool snapshot "$M/down" "$M/down.snap" >/dev/null ||
-	fail "sweepfs snapshot, the chunkserver back"
-touch "$SIG/go"
-wait "$writer" || fail "the writer failed"
-drop_caches
-"$PYTHON" - "$M/down/f" "$M/down.snap/f" <<'EOP' ||
-import sys
-new, old = (open(p, "rb").read() for p in sys.argv[1:])
-if old != b"A" * 65536 or new != b"B" * 65536:
-    sys.exit("snapshot %d A %d B, file %d A %d B" % (old.count(b"A"),
-             old.count(b"B"), new.count(b"A"), new.count(b"B")))
-EOP
-	fail "the snapshot made after the chunkserver came back, or the file, is wrong"
+snapshot_then_write "$M/down" B
 wait_fsck_clean 60 "after both restarts"
 stop_mount
 stop_master
