@@ -48,7 +48,8 @@ struct chunk {
 	 * CHUNK_GOAL_DEFAULT if one of them has the default. While shared
 	 * it only goes up; loading a checkpoint works it out afresh. */
 	uint8_t goal;
-	uint8_t leased; /* on m->data->leased (master/dataops.c) */
+	uint8_t leased : 1;	  /* on m->data->leased (master/dataops.c) */
+	uint8_t revoke_quiet : 1; /* revoke_from's failure gives nothing up */
 	/* A lease at this version is to be taken back once the commands in
 	 * flight end (revoke_one(), master/dataops.c), or 0. */
 	uint32_t revoke_from;

@@ -331,6 +331,12 @@ static void background_done(struct master *m, struct job *j, struct chunk *c,
 	}
 	if (j->revoke) {
 		m->data->revoking--;
+		/* Moved on: the lease's tokens are dead (unless the lease is
+		 * another's by now). */
+		if (c && j->nok && done_rc == 0 &&
+		    c->lease_session == j->lease_session &&
+		    c->lease_until == j->lease_until)
+			c->lease_session = 0;
 		/* Moved on nowhere: the old token still writes. */
 		if (!j->nok || done_rc < 0) {
 			sw_warn(TAG,
@@ -997,7 +1003,10 @@ static void revoke_one(struct master *m, struct chunk *c, bool quiet)
 			from--;
 		if (from && !c->revoke_from) {
 			c->revoke_from = from;
+			c->revoke_quiet = quiet;
 			m->data->revoking++;
+		} else if (!quiet) {
+			c->revoke_quiet = 0; /* a copy took it since */
 		}
 		return;
 	}
@@ -1007,11 +1016,13 @@ static void revoke_one(struct master *m, struct chunk *c, bool quiet)
 			    quiet);
 		return;
 	}
+	/* The lease stays until the bump is done (background_done()):
+	 * a copy that takes the chunk meanwhile still sees it, and waits
+	 * for the bump as for any busy chunk's commands. */
 	j->revoke = true;
 	j->quiet = quiet;
 	j->lease_session = c->lease_session;
 	j->lease_until = c->lease_until;
-	c->lease_session = 0;
 	m->data->revoking++;
 	rc = start_bump(m, j, c, UINT64_MAX);
 	if (rc < 0) {
@@ -1036,17 +1047,20 @@ static void revoke_one(struct master *m, struct chunk *c, bool quiet)
 static void revoke_idle(struct master *m, struct chunk *c)
 {
 	uint32_t from = c->revoke_from;
+	bool quiet = c->revoke_quiet;
 
 	c->revoke_from = 0;
+	c->revoke_quiet = 0;
 	m->data->revoking--;
 	if (ns_intent_get(&m->ns, c->id)) {
 		sw_warn(TAG,
 			"chunk %016" PRIx64 ": its write lease was not taken "
 			"back: the change to version %u is not done",
 			c->id, c->version);
-		m->data->revoke_failed = -EIO;
+		if (!quiet)
+			m->data->revoke_failed = -EIO;
 	} else if (c->version == from) {
-		revoke_one(m, c, false);
+		revoke_one(m, c, quiet);
 	}
 }
 
@@ -1081,7 +1095,9 @@ static void revoke_all(struct master *m, bool quiet)
 		if (c && lease_writable(c, now))
 			revoke_one(m, c, quiet);
 	}
-	leased_clear(m);
+	/* What is being taken back, or could not be, stays listed while
+	 * its lease stands; the rest goes. */
+	data_prune_leases(m);
 	m->data->shared.n = 0;
 	m->data->shared_lost = false;
 }

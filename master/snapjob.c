@@ -418,6 +418,11 @@ static int check_job(struct master *m, const struct snapjob *j,
 	return 0;
 }
 
+static bool same_user(const struct snapjob *j, uint32_t uid, bool admin)
+{
+	return j->uid == uid && j->admin == admin;
+}
+
 static void next_job(struct snapper *s)
 {
 	struct master *m = s->m;
@@ -436,6 +441,12 @@ static void next_job(struct snapper *s)
 		struct snapjob *j = s->head;
 		struct node *src;
 		int rc;
+
+		/* It leaves the queue (copied, dropped or refused): its
+		 * user's others move up a turn. */
+		for (struct snapjob *q = j->next; q; q = q->next)
+			if (same_user(q, j->uid, j->admin) && q->turn)
+				q->turn--;
 
 		/* Its connection closed: nobody hears of it, and a client
 		 * that comes back sends it again. */
@@ -504,11 +515,6 @@ static struct snapjob *first_waiting(const struct snapper *s)
 	return s->head && s->running ? s->head->next : s->head;
 }
 
-static bool same_user(const struct snapjob *j, uint32_t uid, bool admin)
-{
-	return j->uid == uid && j->admin == admin;
-}
-
 int snapjob_admit(const struct master *m, uint32_t uid, bool admin)
 {
 	const struct snapper *s = m->snap;
@@ -526,9 +532,9 @@ int snapjob_admit(const struct master *m, uint32_t uid, bool admin)
 
 /*
  * Queue @j in its user's turn: after every waiting job whose user had no
- * more waiting before it than @j's has. Turns never decrease along the
- * queue, and a user whose snapshot was copied keeps the turns its others
- * had, so it goes after users who waited. O(snapshots waiting).
+ * more waiting before it than @j's has (its turn). Turns never decrease
+ * along the queue; when a job leaves it, its user's others move up a
+ * turn (next_job()). O(snapshots waiting).
  */
 static void enqueue(struct snapper *s, struct snapjob *j)
 {

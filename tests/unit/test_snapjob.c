@@ -453,7 +453,7 @@ static void test_take_back_bumps(void **state)
 	in->lease_until = sw_mono_ns() + 30 * SEC;
 	copy(f, a, "a1");
 	data_revoke_shared(&f->m);
-	assert_int_equal(in->lease_session, 0);
+	assert_int_equal(in->lease_session, 7); /* until the bump is done */
 	assert_int_equal(f->bumps, 1);
 	assert_int_equal(f->bump_chunk, in->id);
 	assert_int_equal(f->bump_version, v + 1);
@@ -464,10 +464,13 @@ static void test_take_back_bumps(void **state)
 	assert_int_equal(in->busy, 1);
 	assert_int_equal(f->m.data->revoking, 1);
 	assert_int_equal(f->m.data->revoked, 1);
-	/* The server goes: the command fails, nothing waits any more. */
+	/* The server goes: the command fails, nothing waits any more,
+	 * the lease stands, and the snapshot is to be given up. */
 	csrv_detach(&f->m, f->srv[1].conn);
 	assert_int_equal(f->m.data->revoking, 0);
 	assert_int_equal(in->busy, 0);
+	assert_int_equal(in->lease_session, 7);
+	assert_int_equal(f->m.data->revoke_failed, -EIO);
 }
 
 /* Chunkserver 1 says command @id is done, with error @err (0: done). */
@@ -570,6 +573,7 @@ static void test_busy_lease_waits_for_commands(void **state)
 	assert_int_equal(f->m.data->revoking, 0);
 	assert_int_equal(f->m.data->revoke_failed, 0);
 	assert_int_equal(c->version, v + 2);
+	assert_int_equal(c->lease_session, 0); /* taken back */
 }
 
 /*
@@ -676,6 +680,62 @@ static void test_unlinked_while_busy(void **state)
 	assert_int_equal(f->m.data->revoking, 0);
 }
 
+/*
+ * A big copy's revoke-all at its fork is quiet (a failure there is for
+ * the copy's instant only), but the lease stands until its bump is done:
+ * a part that takes the chunk meanwhile waits for the bump, and if it
+ * fails, gives the snapshot up. An unrelated chunk busy at the fork
+ * whose change then fails gives nothing up.
+ */
+static void test_fork_failure_counts_when_taken(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct node *b = unit_mk(ns, ns->root, "b", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "f");
+	struct chunk *u = leased_on_one(f, b, "u");
+
+	wire(f);
+	data_lease(&f->m, c, 7);
+	data_lease(&f->m, u, 8);
+	truncate_in(f, b, "u"); /* u busy, its change in flight */
+	data_revoke_leases(&f->m);
+	assert_int_equal(c->lease_session, 7);
+	assert_true(c->busy);
+	assert_int_equal(u->revoke_from, u->version - 1);
+	copy(f, a, "a1");
+	assert_int_equal(f->m.data->shared.n, 1);
+	data_revoke_shared(&f->m);
+	assert_int_equal(f->m.data->revoking, 3);
+	/* Every command fails. */
+	csrv_detach(&f->m, f->srv[1].conn);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(c->lease_session, 7);
+	assert_int_equal(f->m.data->revoke_failed, -EIO);
+}
+
+/* An unrelated chunk busy at a big copy's fork, whose change then fails,
+ * gives the copy nothing up (the copy does not take it). */
+static void test_fork_failure_quiet_when_busy(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *b = unit_mk(ns, ns->root, "b", S_IFDIR | 0755, 1);
+	struct chunk *u = leased_on_one(f, b, "u");
+
+	wire(f);
+	data_lease(&f->m, u, 8);
+	truncate_in(f, b, "u");
+	data_revoke_leases(&f->m);
+	assert_int_equal(u->revoke_from, u->version - 1);
+	assert_int_equal(f->m.data->revoking, 1);
+	csrv_detach(&f->m, f->srv[1].conn);
+	assert_int_equal(f->m.data->revoking, 0);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+	assert_int_equal(u->lease_session, 8);
+}
+
 /* However often a chunk's lease goes back and forth between two
  * sessions, it is on the list once; an entry whose token ended goes. */
 static void test_leased_listed_once(void **state)
@@ -702,8 +762,15 @@ static void test_leased_listed_once(void **state)
 	data_lease(&f->m, c, 1);
 	data_lease(&f->m, c, 2);
 	assert_int_equal(f->m.data->leased.n, 2);
-	/* A snapshot too big to copy at once ends them all: the list is
-	 * empty, and a new grant lists the chunk again. */
+	/* A snapshot too big to copy at once takes them all back: these
+	 * have no copy up, so their leases stand, listed once, and give
+	 * no copy up (the part that takes their chunk tries again). */
+	data_revoke_leases(&f->m);
+	assert_int_equal(f->m.data->leased.n, 2);
+	assert_int_equal(f->m.data->revoke_failed, 0);
+	/* Their tokens end: the next drops them; a new grant lists the
+	 * chunk again. */
+	c->lease_until = other->lease_until = sw_mono_ns() - 600 * SEC;
 	data_revoke_leases(&f->m);
 	assert_int_equal(f->m.data->leased.n, 0);
 	data_lease(&f->m, c, 1);
@@ -735,6 +802,10 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unlinked_while_busy, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fork_failure_counts_when_taken, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fork_failure_quiet_when_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_take_back_bumps, setup,
 						teardown),
 	};
