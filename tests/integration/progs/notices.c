@@ -147,8 +147,10 @@ static void list_dir(struct peer *p, uint64_t dir)
 	q.ino = dir;
 	q.max_entries = 128;
 	q.max_bytes = 16384;
-	free(peer_reply(p, SW_MSG_READDIR,
-			peer_send(p, SW_MSG_READDIR, 0, &q.base), &err));
+	protobuf_c_message_free_unpacked(
+		peer_reply(p, SW_MSG_READDIR,
+			   peer_send(p, SW_MSG_READDIR, 0, &q.base), &err),
+		NULL);
 	must(err, "readdir");
 }
 

@@ -421,7 +421,8 @@ static void check_cap_and_cow(struct peer *w, struct peer *cs,
 
 	if (kill(cs_pid, SIGCONT) < 0)
 		fail("SIGCONT the chunkserver: %s", strerror(errno));
-	peer_reply(&s, SW_MSG_SNAPSHOT, 77, &err);
+	protobuf_c_message_free_unpacked(
+		peer_reply(&s, SW_MSG_SNAPSHOT, 77, &err), NULL);
 	must(err, "root's SNAPSHOT of /t");
 	{
 		Sweepfs__ChunkReply *r = (Sweepfs__ChunkReply *)peer_reply(
