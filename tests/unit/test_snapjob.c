@@ -52,6 +52,8 @@ struct fixture {
 	bool stopped;	 /* snapjob_stop() ran (it closes handles) */
 	unsigned errors; /* error replies sent */
 	int last_err;
+	bool stop_on_error;   /* an error reply sets m.stopping */
+	unsigned commits;     /* records master_commit() was given */
 	struct req_link link; /* every connection's: chunkserver 1 */
 	/* Version bumps journaled (chunk, new version), SET_VERSION and
 	 * TRUNCATE commands sent (chunk, from, to; the last one's id), and
@@ -73,6 +75,7 @@ int __wrap_master_commit(struct master *m, struct req *r,
 			 const Sweepfs__Meta__Mutation *mut)
 {
 	(void)r;
+	current->commits++;
 	if (mut->op_case == SWEEPFS__META__MUTATION__OP_CHUNK_VERSION &&
 	    !mut->chunk_version->done) {
 		current->bumps++;
@@ -122,6 +125,8 @@ static void hook_send(struct req *r, const ProtobufCMessage *reply, bool error)
 		current->errors++;
 		current->last_err =
 			(int)((const Sweepfs__StatusReply *)reply)->err;
+		if (current->stop_on_error)
+			current->m.stopping = true;
 	}
 }
 
@@ -174,14 +179,21 @@ static int teardown(void **state)
 	return unit_master_teardown(state);
 }
 
-/* Queue a snapshot of the root as @name for session @s. */
-static int submit(struct fixture *f, struct session *s, uint32_t uid,
-		  const char *name, bool admin)
+/* Queue a snapshot of @src as @name in the root for session @s. */
+static int submit_of(struct fixture *f, struct session *s, uint32_t uid,
+		     uint64_t src, const char *name, bool admin)
 {
 	struct req r = { .m = &f->m, .s = s };
 
-	return snapjob_submit(&f->m, &r, uid, NS_ROOT_INO, NS_ROOT_INO, name,
+	return snapjob_submit(&f->m, &r, uid, src, NS_ROOT_INO, name,
 			      strlen(name), admin);
+}
+
+/* The same of the root (refused when its turn comes: into itself). */
+static int submit(struct fixture *f, struct session *s, uint32_t uid,
+		  const char *name, bool admin)
+{
+	return submit_of(f, s, uid, NS_ROOT_INO, name, admin);
 }
 
 /* One user's sessions share its cap (threat model, finding 22). */
@@ -251,24 +263,60 @@ static void test_users_take_turns(void **state)
 	assert_memory_equal(got, want, sizeof(want));
 }
 
+/*
+ * When a user's job leaves the queue, its others move up a turn: else a
+ * user who keeps one snapshot waiting at a time is always queued ahead
+ * of another's second one, which then never runs (the third review's
+ * starvation).
+ */
+static void test_turns_move_up(void **state)
+{
+	struct fixture *f = *state;
+	struct session closed = { .id = 1 };
+	static const uint32_t want[] = { 30, 20, 10 };
+	uint32_t got[8], left[2];
+
+	/* 20's first (its connection closed: dropped at its turn), 10's
+	 * (sessionless, refused at its turn), 20's second in turn 1. */
+	assert_int_equal(submit(f, &closed, 20, "b", false), 0);
+	assert_int_equal(submit(f, NULL, 10, "a", false), 0);
+	assert_int_equal(submit(f, &closed, 20, "b", false), 0);
+	/* Jobs run from the next submit until 10's is refused. */
+	f->m.stopping = false;
+	f->stop_on_error = true;
+	assert_int_equal(submit(f, NULL, 30, "c", false), 0);
+	assert_int_equal(f->errors, 1);
+	assert_int_equal(snapjob_order(&f->m, left, 2), 2);
+	assert_int_equal(left[0], 30);
+	assert_int_equal(left[1], 20);
+	/* 20's second is now in turn 0: 10's next comes after it. */
+	assert_int_equal(submit(f, NULL, 10, "a", false), 0);
+	assert_int_equal(snapjob_order(&f->m, got, 8), SW_ARRAY_SIZE(want));
+	assert_memory_equal(got, want, sizeof(want));
+}
+
 /* A snapshot whose connection closed before its turn is dropped then,
  * unanswered and uncopied (its session's client sends it again). */
 static void test_closed_dropped(void **state)
 {
 	struct fixture *f = *state;
 	struct session s = { .id = 1 };
+	struct node *d =
+		unit_mk(&f->m.ns, f->m.ns.root, "d", S_IFDIR | 0755, 1);
 
 	/* (No connection here: as one that closed, req_session() is
-	 * NULL.) */
+	 * NULL.) Each could be copied: a job not dropped journals its
+	 * copy's first record. */
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(submit(f, &s, 10, "a", false), 0);
+		assert_int_equal(submit_of(f, &s, 10, d->ino, "a", false), 0);
 	assert_int_equal(snapjob_waiting(&f->m), 3);
 	f->m.stopping = false;
-	assert_int_equal(submit(f, &s, 10, "a", false), 0);
+	assert_int_equal(submit_of(f, &s, 10, d->ino, "a", false), 0);
 	f->m.stopping = true;
 	assert_int_equal(snapjob_waiting(&f->m), 0);
 	assert_int_equal(f->errors, 0);
-	assert_int_equal(f->m.ns.version, 0); /* nothing journaled */
+	assert_int_equal(f->commits, 0); /* nothing journaled */
+	assert_null(ns_lookup(&f->m.ns, f->m.ns.root, "a", 1));
 }
 
 /* ---- which leases --------------------------------------------------- */
@@ -790,6 +838,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_admit_per_user, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_users_take_turns, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_turns_move_up, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_closed_dropped, setup,
 						teardown),
