@@ -1066,8 +1066,37 @@ static void revoke_idle(struct master *m, struct chunk *c)
 
 void data_chunk_gone(struct master *m, const struct chunk *c)
 {
+	struct chunk_wait *w = c->waiters;
+
 	if (c->revoke_from)
 		m->data->revoking--;
+	if (!w)
+		return;
+	/* Freed while busy (its file truncated or removed under the
+	 * commands): who waited for them would wait for ever. */
+	while (w->first) {
+		struct job *j = w->first;
+
+		w->first = j->next;
+		j->next = m->data->orphans;
+		m->data->orphans = j;
+	}
+	free(w);
+}
+
+/* Run the requests whose chunk went while they waited on it. */
+static void run_orphans(struct master *m)
+{
+	struct job *j = m->data->orphans;
+
+	m->data->orphans = NULL;
+	while (j) {
+		struct job *next = j->next;
+
+		j->next = NULL;
+		job_run(m, j);
+		j = next;
+	}
 }
 
 /*
@@ -1164,19 +1193,23 @@ void data_registered(struct master *m)
 	}
 }
 
-void data_stop(struct master *m)
+static void jobs_free(struct job *j)
 {
-	struct job *j = m->data->held;
-
-	m->data->held = NULL;
-	/* Unanswered: their connections close next, and clients ask the
-	 * master that serves next (a chunk request is sent again). */
 	while (j) {
 		struct job *next = j->next;
 
 		job_free(j);
 		j = next;
 	}
+}
+
+void data_stop(struct master *m)
+{
+	/* Unanswered: their connections close next, and clients ask the
+	 * master that serves next (a chunk request is sent again). */
+	jobs_free(m->data->held);
+	jobs_free(m->data->orphans);
+	m->data->held = m->data->orphans = NULL;
 	leased_clear(m);
 	free(m->data->leased.id);
 	m->data->leased.id = NULL;
@@ -1304,6 +1337,7 @@ void data_tick(struct master *m)
 	const uint64_t *id;
 	size_t n;
 
+	run_orphans(m);
 	if (sw_mono_ns() - m->data->pruned_at >= DATA_PRUNE_NS)
 		data_prune_leases(m);
 	/* A follower redoes nothing: its leader does, and ships it. */

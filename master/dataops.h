@@ -30,6 +30,10 @@ struct data_state {
 	bool shared_lost;
 	int64_t pruned_at; /* mono ns: the last data_prune_leases() */
 	struct job *held;  /* requests waiting for copies to appear */
+	/* Requests that waited on a chunk that was freed: run again at the
+	 * next data_tick(), from their file (not from inside the change
+	 * that freed it). */
+	struct job *orphans;
 	uint64_t revoking; /* lease revocations in flight */
 	uint64_t revoked;  /* leases taken back since start */
 	/* Why a lease could not be taken back (no valid copy up to move
@@ -89,7 +93,8 @@ void data_chunk_shared(void *arg, struct chunk *c);
 void data_revoke_shared(struct master *m);
 
 /* @c is being freed (the chunk_gone hook): a revocation it waited for
- * is off. */
+ * is off, and requests that waited for its commands look again at the
+ * next data_tick(). */
 void data_chunk_gone(struct master *m, const struct chunk *c);
 
 /* A chunkserver registered: requests waiting for copies look again. */

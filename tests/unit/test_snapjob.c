@@ -135,8 +135,16 @@ static void hook_hold(struct conn *c, bool hold)
 	(void)c, (void)hold;
 }
 
+/* (data_tick() redoes nothing here: as on a follower.) */
+static bool hook_serving(const struct master *m)
+{
+	(void)m;
+	return false;
+}
+
 static const struct req_hooks hooks = {
 	.send = hook_send,
+	.serving = hook_serving,
 	.hold = hook_hold,
 	.notify = hook_notify,
 	.link = hook_link,
@@ -735,6 +743,52 @@ static void test_unlinked_while_busy(void **state)
 	assert_int_equal(f->m.data->revoking, 0);
 }
 
+/* CHUNK for @ino's first chunk, by root on no session (as a request
+ * whose session has not the file open, and may read it). */
+static void ask_chunk(struct fixture *f, uint64_t ino, bool write)
+{
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct req r = { .m = &f->m };
+
+	q.ino = ino;
+	q.write = write;
+	q.cred = &cred;
+	op_chunk(&r, &q.base);
+}
+
+/*
+ * A request that waits for a chunk's commands, and the chunk is freed
+ * under them (its file removed): it is run again at the next tick, and
+ * answered (its file is gone). It used to wait for ever, and its memory
+ * went with nothing to free it.
+ */
+static void test_waiter_of_freed_chunk(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "g");
+	uint64_t id = c->id, ino = ns_lookup(ns, a, "g", 1)->child->ino;
+
+	wire(f);
+	f->m.ns.chunk_gone = gone;
+	truncate_in(f, a, "g");
+	assert_int_equal(c->busy, 1);
+	ask_chunk(f, ino, false);
+	ask_chunk(f, ino, true);
+	assert_non_null(c->waiters);
+	assert_int_equal(f->errors, 0);
+	assert_int_equal(ns_unlink(ns, a, "g", 1, false, 0), 0);
+	assert_null(chunk_get(ns, id));
+	data_tick(&f->m);
+	assert_int_equal(f->errors, 2);
+	assert_int_equal(f->last_err, ENOENT);
+	/* The commands end after: the truncate is told its file went. */
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(f->errors, 3);
+}
+
 /*
  * A big copy's revoke-all at its fork is quiet (a failure there is for
  * the copy's instant only), but the lease stands until its bump is done:
@@ -859,6 +913,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unlinked_while_busy, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_waiter_of_freed_chunk,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_fork_failure_counts_when_taken, setup, teardown),
 		cmocka_unit_test_setup_teardown(
