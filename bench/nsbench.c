@@ -16,10 +16,12 @@
  *	them (as far as the first directory goes); KIND "purge": only the
  *	detach and the purge, CHANGES records.
  *
- *   sweepfs-nsbench load DIR [write]
+ *   sweepfs-nsbench load DIR [write] [inline]
  *	loads DIR's newest checkpoint and replays its changelog with the
- *	master's own functions (checkpoint_load(), changelog_replay_ahead()
- *	with mutation_prefetch() as its hint, mutation_apply()), and
+ *	master's own functions (checkpoint_load(), changelog_replay_decoded()
+ *	with mutation_prefetch() as its hint and mutation_decoder, or with
+ *	"inline" changelog_replay_ahead() unpacking each change on the
+ *	caller's thread as before replaypipe.c), and
  *	prints one line of JSON: the time of each,
  *	nodes/s and changes/s, the namespace's bytes per node
  *	(ns_memory(), what `status` reports) and the process's RSS growth
@@ -74,6 +76,13 @@ static double now_s(void)
 static double cpu_s(void)
 {
 	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+/* The calling thread's: the loop's core, without the helpers beside it
+ * (the prefault thread, the replay's decoding thread). */
+static double thread_cpu_s(void)
+{
+	return clock_s(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* Resident set size in bytes, from /proc/self/statm. */
@@ -415,11 +424,11 @@ static double write_s(const struct ns *ns, const char *dir, double *cpu)
 	return rc < 0 ? -1 : t;
 }
 
-static int cmd_load(const char *dir, bool write)
+static int cmd_load(const char *dir, bool write, bool inline_)
 {
 	uint64_t rss0 = rss_bytes(), cp_version, last, nodes, work, bytes;
 	double t0, t1, t2, c0, c1, c2, fork_wall, fork_cpu = 0;
-	double write_wall = 0, write_cpu = 0;
+	double write_wall = 0, write_cpu = 0, m1, m2;
 	struct ns ns;
 	int rc;
 
@@ -433,18 +442,25 @@ static int cmd_load(const char *dir, bool write)
 		goto out;
 	t1 = now_s();
 	c1 = cpu_s();
+	m1 = thread_cpu_s();
 	nodes = ns.nnodes;
 	work = ns_replay_work(&ns);
 	/* As the master does it (master.c, load_metadata()). */
 	if (changelog_bytes_after(dir, cp_version, &bytes) == 0)
 		ns_replay_ahead(&ns, bytes);
-	rc = changelog_replay_ahead(dir, cp_version, replay_one, replay_hint,
-				    &ns, &last);
+	if (inline_)
+		rc = changelog_replay_ahead(dir, cp_version, replay_one,
+					    replay_hint, &ns, &last);
+	else
+		rc = changelog_replay_decoded(dir, cp_version,
+					      &mutation_decoder, replay_hint,
+					      &ns, &last);
 	ns_load_end(&ns);
 	if (rc < 0)
 		goto out;
 	t2 = now_s();
 	c2 = cpu_s();
+	m2 = thread_cpu_s();
 	work = ns_replay_work(&ns) - work;
 	fork_wall = fork_s(&fork_cpu);
 	if (write)
@@ -452,21 +468,24 @@ static int cmd_load(const char *dir, bool write)
 	printf("{\"nodes\": %" PRIu64 ", \"load_s\": %.3f, \"load_cpu_s\": "
 	       "%.3f, \"nodes_per_cpu_s\": %.0f, \"changes\": %" PRIu64
 	       ", \"replay_s\": %.3f, \"replay_cpu_s\": %.3f, "
+	       "\"replay_main_cpu_s\": %.3f, \"changes_per_s\": %.0f, "
 	       "\"changes_per_cpu_s\": %.0f, \"replay_work\": %" PRIu64
 	       ", \"work_per_cpu_s\": %.0f, \"total_nodes\": %" PRIu64
 	       ", \"ns_bytes_per_node\": %.1f, \"rss_bytes_per_node\": "
 	       "%.1f, \"fork_ms\": %.1f, \"fork_cpu_ms\": %.1f, "
 	       "\"write_s\": %.3f, \"write_cpu_s\": %.3f, \"rss_mib\": "
-	       "%.1f, \"anon_huge_mib\": %.1f}\n",
+	       "%.1f, \"anon_huge_mib\": %.1f, \"digest\": \"%016" PRIx64
+	       "\"}\n",
 	       nodes, t1 - t0, c1 - c0, (double)nodes / (c1 - c0),
-	       last - cp_version, t2 - t1, c2 - c1,
+	       last - cp_version, t2 - t1, c2 - c1, m2 - m1,
+	       (double)(last - cp_version) / (t2 - t1),
 	       (double)(last - cp_version) / (c2 - c1), work,
 	       (double)work / (c2 - c1), ns.nnodes,
 	       (double)ns_memory(&ns) / (double)ns.nnodes,
 	       (double)(rss_bytes() - rss0) / (double)ns.nnodes,
 	       fork_wall * 1e3, fork_cpu * 1e3, write_wall, write_cpu,
 	       (double)rss_bytes() / 1048576.0,
-	       (double)anon_huge_bytes() / 1048576.0);
+	       (double)anon_huge_bytes() / 1048576.0, ns_digest(&ns));
 out:
 	ns_release(&ns);
 	return rc;
@@ -494,13 +513,20 @@ int main(int argc, char **argv)
 		}
 		rc = cmd_make(argv[2], strtoull(argv[3], NULL, 10),
 			      strtoull(argv[4], NULL, 10), ndirs, kind);
-	} else if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "write"))) &&
-		   strcmp(argv[1], "load") == 0) {
-		rc = cmd_load(argv[2], argc == 4);
+	} else if (argc >= 3 && argc <= 5 && strcmp(argv[1], "load") == 0) {
+		bool write = false, inline_ = false;
+
+		for (int i = 3; i < argc; i++) {
+			write |= strcmp(argv[i], "write") == 0;
+			inline_ |= strcmp(argv[i], "inline") == 0;
+		}
+		rc = (int)write + (int)inline_ == argc - 3 ?
+			     cmd_load(argv[2], write, inline_) :
+			     -EINVAL;
 	} else {
 		fprintf(stderr,
 			"usage: %s make DIR FILES CHANGES [DIRS [create|rm|unlink|purge]]\n"
-			"       %s load DIR [write]\n",
+			"       %s load DIR [write] [inline]\n",
 			argv[0], argv[0]);
 		return 2;
 	}
