@@ -415,9 +415,9 @@ static void do_write(struct req *r, const Sweepfs__CsWriteReq *q)
 static bool prev_token_ok(const struct req *r, const Sweepfs__CsSyncReq *q)
 {
 	return r->has_prev_key && q->has_token && q->has_expires &&
-	       sw_token_check(r->prev_key, q->chunk_id, q->version, SW_NEED_ANY,
-			      q->expires, now_ms(), q->token.data,
-			      q->token.len);
+	       sw_token_check(r->prev_key, q->chunk_id, q->version,
+			      SW_NEED_WRITE, q->expires, now_ms(),
+			      q->token.data, q->token.len);
 }
 
 static void do_sync(struct req *r, const Sweepfs__CsSyncReq *q)
@@ -428,7 +428,10 @@ static void do_sync(struct req *r, const Sweepfs__CsSyncReq *q)
 	r->version = q->version;
 	if (!r->has_key)
 		rc = -EAGAIN;
-	else if (!token_ok(r, q->chunk_id, q->version, SW_NEED_ANY, &q->token,
+	/* A sync is of what its client wrote, with the token it wrote
+	 * with: a reader's token would let anyone who may read a chunk
+	 * make its server fsync it, again and again. */
+	else if (!token_ok(r, q->chunk_id, q->version, SW_NEED_WRITE, &q->token,
 			   q->has_token, q->has_expires, q->expires) &&
 		 !prev_token_ok(r, q))
 		rc = -EACCES;

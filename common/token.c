@@ -33,10 +33,9 @@ static bool token_equal(const uint8_t *a, const uint8_t *b)
 }
 
 /* The modes of token that grant each need, in the order tried. */
-static const enum sw_token_mode granting[][3] = {
+static const enum sw_token_mode granting[][2] = {
 	[SW_NEED_READ] = { SW_TOKEN_READ, SW_TOKEN_WRITE },
 	[SW_NEED_WRITE] = { SW_TOKEN_WRITE, SW_TOKEN_WRITE_ONLY },
-	[SW_NEED_ANY] = { SW_TOKEN_WRITE, SW_TOKEN_READ, SW_TOKEN_WRITE_ONLY },
 };
 
 bool sw_token_check(const uint8_t key[SW_TOKEN_KEY], uint64_t chunk_id,

@@ -26,8 +26,7 @@ enum sw_token_mode {
 /* What a chunkserver operation needs of a token. */
 enum sw_token_need {
 	SW_NEED_READ,  /* a READ or WRITE token */
-	SW_NEED_WRITE, /* a WRITE or WRITE_ONLY token */
-	SW_NEED_ANY,   /* any of the three (a sync of what was written) */
+	SW_NEED_WRITE, /* a WRITE or WRITE_ONLY token (a write, a sync) */
 };
 
 /*

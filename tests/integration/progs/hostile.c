@@ -867,7 +867,17 @@ static void check_tokens(void)
 	if ((err = cs_sync(&cs, g)) != EACCES)
 		fail("a sync with a forged token: %s, not EACCES",
 		     strerror(err));
-	refused += 4;
+	/* A sync is a writer's: a reader cannot make the server fsync. */
+	if ((err = cs_sync(&cs, grant_of(&a_read))) != EACCES)
+		fail("a sync with the read token the master granted: %s, "
+		     "not EACCES",
+		     strerror(err));
+	g = (struct grant){ a.chunk_id, a.version, made[2], now + 60000 };
+	if ((err = cs_sync(&cs, g)) != EACCES)
+		fail("a sync with a read token signed with the key: %s, not "
+		     "EACCES",
+		     strerror(err));
+	refused += 6;
 	/* The key is the chunkserver's (else the refusals above prove
 	 * nothing of expiry or mode): a read token made with it reads. */
 	g = (struct grant){ a.chunk_id, a.version, made[2], now + 60000 };
