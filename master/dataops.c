@@ -169,6 +169,17 @@ static void job_free(struct job *j)
 	free(j);
 }
 
+/*
+ * @j's request, for the journal, if its connection is still there: a
+ * deferred request keeps the session it came in (r->s), which is freed
+ * when the connection closes, and a once request's record names it
+ * (master_commit()). Without a connection nothing waits for the reply.
+ */
+static struct req *journal_req(const struct job *j)
+{
+	return j->req && req_session(j->req) ? j->req : NULL;
+}
+
 static void reply_loc(struct master *m, struct job *j, const struct node *n,
 		      const struct chunk *c)
 {
@@ -402,7 +413,8 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		for (int i = 0; i < j->nbad; i++)
 			csrv_queue_delete(m, j->bad[i], j->chunk, j->version);
 		if (c)
-			done_rc = commit_done(m, j->req, j->chunk, j->version);
+			done_rc = commit_done(m, journal_req(j), j->chunk,
+					      j->version);
 		if (c && done_rc == 0)
 			drop_behind(m, c);
 	}
@@ -418,7 +430,17 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 		return;
 	}
 	n = ns_get(&m->ns, j->ino);
-	if (!c || !n) {
+	if (!c && n && j->truncate) {
+		/* Cut to nothing meanwhile: the setattr stands. */
+		req_answer_attr(j->req, 0, n);
+	} else if (!c && n) {
+		/* Its chunk went meanwhile (the file was truncated), the
+		 * file did not: ask again, from what the file holds now. */
+		j->nok = 0;
+		j->src = 0;
+		job_run(m, j);
+		return;
+	} else if (!c || !n) {
 		/* The file went meanwhile; its chunk may live on (a snapshot
 		 * shares it): it is idle now all the same. */
 		if (c) {
@@ -511,7 +533,7 @@ static void send_commands(struct master *m, struct job *j, struct chunk *c,
 static int commit(struct master *m, struct job *j, Sweepfs__Meta__Mutation *mut)
 {
 	mut->time = sw_now_ns();
-	return master_commit(m, j->req, mut);
+	return master_commit(m, journal_req(j), mut);
 }
 
 /* Copies wanted of @n's chunks. */
@@ -768,6 +790,12 @@ static void job_run(struct master *m, struct job *j)
 	uint64_t id;
 	int rc;
 
+	/* Stopping: the lists it could wait on are gone (data_stop()), and
+	 * its connection closes next, unanswered. */
+	if (m->stopping) {
+		job_free(j);
+		return;
+	}
 	if (!n || !S_ISREG(n->mode)) {
 		req_error(j->req, n ? -EINVAL : -ENOENT);
 		goto out_free;
@@ -793,9 +821,13 @@ static void job_run(struct master *m, struct job *j)
 		rc = start_create(m, j, n);
 	else if (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED))
 		rc = -EIO; /* its data is on servers that are away */
-	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c) ||
-		 !any_copy(c, COPY_VALID))
+	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c))
 		rc = start_duplicate(m, j, n, c, UINT64_MAX);
+	else if (!any_copy(c, COPY_VALID))
+		/* Only damaged copies, and only this file's: a duplicate
+		 * would free its source as it replaces it, copies and all,
+		 * before the copy is made. */
+		rc = -EIO;
 	else if (s && c->lease_session == s->id &&
 		 c->lease_until > sw_mono_ns() && !copy_away(m, c)) {
 		/* (A copy gone away under the lease misses the writes from

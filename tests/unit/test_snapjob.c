@@ -49,8 +49,9 @@ struct fixture {
 	struct master m;    /* first: unit_master_teardown() */
 	struct csrv srv[2]; /* one "connected" */
 	uv_loop_t loop;
-	bool stopped;	 /* snapjob_stop() ran (it closes handles) */
-	unsigned errors; /* error replies sent */
+	bool stopped;	  /* snapjob_stop() ran (it closes handles) */
+	unsigned replies; /* replies sent, errors or not */
+	unsigned errors;  /* error replies sent */
 	int last_err;
 	bool stop_on_error;   /* an error reply sets m.stopping */
 	unsigned commits;     /* records master_commit() was given */
@@ -121,6 +122,7 @@ static struct req_link *hook_link(struct conn *c)
 static void hook_send(struct req *r, const ProtobufCMessage *reply, bool error)
 {
 	(void)r;
+	current->replies++;
 	if (error) {
 		current->errors++;
 		current->last_err =
@@ -336,8 +338,10 @@ static struct chunk *file_with_chunk(struct fixture *f, struct node *dir,
 				     const char *name)
 {
 	struct node *n = unit_mk(&f->m.ns, dir, name, S_IFREG | 0644, 1);
-	uint64_t id = next_chunk++;
+	/* (Past those the master made, too.) */
+	uint64_t id = SW_MAX(next_chunk, f->m.ns.next_chunk);
 
+	next_chunk = id + 1;
 	assert_int_equal(ns_chunk_set(&f->m.ns, n, 0, id, 1), 0);
 	f->m.ns.next_chunk = next_chunk;
 	return chunk_get(&f->m.ns, id);
@@ -773,6 +777,7 @@ static void test_waiter_of_freed_chunk(void **state)
 
 	wire(f);
 	f->m.ns.chunk_gone = gone;
+	f->m.stopping = false; /* (no snapshot is queued) */
 	truncate_in(f, a, "g");
 	assert_int_equal(c->busy, 1);
 	ask_chunk(f, ino, false);
@@ -787,6 +792,75 @@ static void test_waiter_of_freed_chunk(void **state)
 	/* The commands end after: the truncate is told its file went. */
 	cs_done(f, f->cmd_id, 0);
 	assert_int_equal(f->errors, 3);
+}
+
+/*
+ * The chunk a write's or a truncate's commands work on is freed under
+ * them (the file cut to nothing), the file stays: the write asks again
+ * and gets a new chunk, the truncate (a setattr already made) is
+ * answered with its attributes. Both used to get ENOENT for a file that
+ * is there.
+ */
+static void test_chunk_truncated_under_commands(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "w");
+	struct node *w = ns_lookup(ns, a, "w", 1)->child;
+	uint64_t old = c->id;
+	unsigned acks;
+
+	wire(f);
+	f->m.stopping = false;
+	f->srv[1].total_bytes = 1ull << 40; /* room for a new chunk */
+	/* Not the lease holder's: its write moves the chunk on first. */
+	ask_chunk(f, w->ino, true);
+	assert_int_equal(c->busy, 1);
+	assert_int_equal(f->cmds, 1);
+	ns_chunks_truncate(ns, w, 0);
+	w->size = 0;
+	assert_null(chunk_get(ns, old));
+	f->replies = 0;
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(f->errors, 0);
+	assert_true(ns_chunk_at(w, 0) != 0 && ns_chunk_at(w, 0) != old);
+	/* (Not answered yet: its new chunk is being made. What was sent
+	 * is the chunkserver's own answer, if any.) */
+	acks = f->replies;
+
+	/* A truncate inside the chunk, then cut to nothing. */
+	c = leased_on_one(f, a, "t");
+	w = ns_lookup(ns, a, "t", 1)->child;
+	old = c->id;
+	truncate_in(f, a, "t");
+	assert_int_equal(c->busy, 1);
+	ns_chunks_truncate(ns, w, 0);
+	w->size = 0;
+	f->replies = 0;
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(f->replies, acks + 1);
+	assert_int_equal(f->errors, 0);
+}
+
+/* A write to a file whose chunk's only copies are damaged, shared with
+ * nothing: EIO. Duplicating it freed the source as the file's slot moved
+ * to the copy, and the master crashed on it. */
+static void test_damaged_only_write(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct chunk *c = leased_on_one(f, ns->root, "d");
+	uint64_t id = c->id;
+
+	wire(f);
+	f->m.stopping = false;
+	c->copies[0].state = COPY_DAMAGED;
+	ask_chunk(f, ns_lookup(ns, ns->root, "d", 1)->child->ino, true);
+	assert_int_equal(f->errors, 1);
+	assert_int_equal(f->last_err, EIO);
+	assert_ptr_equal(chunk_get(ns, id), c);
+	assert_int_equal(f->dups, 0);
 }
 
 /*
@@ -915,6 +989,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_waiter_of_freed_chunk,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_chunk_truncated_under_commands, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_only_write, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_fork_failure_counts_when_taken, setup, teardown),
 		cmocka_unit_test_setup_teardown(
