@@ -1198,7 +1198,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 	if (f->hint)
 		changelog_ahead_init(&ahead, data, len, SEG_HDR, f->hint,
 				     f->arg);
-	if (f->dec) {
+	if (f->dec && len > SEG_HDR) {
 		rc = rpipe_start(&pipe, data, len, SEG_HDR, changelog_record,
 				 after, f->dec);
 		if (rc < 0)
@@ -1210,8 +1210,14 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		size_t plen, rec;
 		uint64_t ver;
 
-		if (f->hint)
+		if (f->hint) {
+			/* What the decoding thread checked, the hints need
+			 * not check again. */
+			if (f->dec)
+				ahead.checked = SW_MAX(ahead.checked,
+						       rpipe_checked(&pipe));
 			changelog_ahead_step(&ahead);
+		}
 		if (f->dec) {
 			slot = rpipe_next(&pipe);
 			rec = slot->rec;

@@ -13,8 +13,14 @@
  * The worker stops at the first record that is not whole (a torn tail,
  * a bad crc) and says where it is, as a slot with rec == 0; the caller
  * stops the pipe before the file is unmapped, whatever happened.
- * Without a thread (pthread_create() failed) the caller's thread decodes
- * each record as it takes it: the same records, in the same order.
+ * Without a thread (pthread_create() failed, or no memory for the ring)
+ * the caller's thread decodes each record as it takes it: the same
+ * records, in the same order.
+ *
+ * Memory: the ring is about 1 MiB; a change that does not fit a slot's
+ * scratch (a big xattr value, a snapshot's part) is malloc()ed, so up to
+ * RPIPE_SLOTS of those may be held at once, where an inline replay held
+ * one.
  */
 #ifndef SWEEPFS_MASTER_REPLAYPIPE_H
 #define SWEEPFS_MASTER_REPLAYPIPE_H
@@ -47,7 +53,7 @@ struct replay_decoder {
 typedef size_t (*rpipe_record_fn)(const uint8_t *p, size_t n, uint64_t *version,
 				  const uint8_t **payload, size_t *len);
 
-#define RPIPE_SLOTS 512u
+#define RPIPE_SLOTS 512u /* a power of two */
 
 /* One record, decoded. */
 struct rpipe_slot {
@@ -60,6 +66,12 @@ struct rpipe_slot {
 	_Alignas(16) uint8_t scratch[RPIPE_SCRATCH];
 };
 
+/*
+ * The caller's side and the worker's each on their own cache lines: an
+ * index one side moves and the other reads, and what each keeps to
+ * itself (its copy of the other's index, read again only when the ring
+ * looks empty or full).
+ */
 struct rpipe {
 	const uint8_t *p; /* the file */
 	size_t n;
@@ -67,14 +79,22 @@ struct rpipe {
 	uint64_t after; /* records of versions up to it are not decoded */
 	const struct replay_decoder *dec;
 	struct rpipe_slot *slots;
-	size_t next_off; /* the worker's next record */
+	size_t nslots; /* RPIPE_SLOTS, or 1 without a thread */
 	bool threaded;
-	atomic_size_t head, tail; /* slots made, slots given back */
-	atomic_bool stop;	  /* the caller is done */
-	atomic_bool main_waits, worker_waits;
 	pthread_mutex_t lock;
 	pthread_cond_t made, freed;
 	pthread_t thread;
+	atomic_bool stop; /* the caller is done */
+
+	_Alignas(64) atomic_size_t head; /* slots made (the worker's) */
+	atomic_bool main_waits;		 /* the caller sleeps on made */
+	size_t next_off;		 /* the worker's next record */
+	size_t tail_seen;		 /* the worker's copy of tail */
+
+	_Alignas(64) atomic_size_t tail; /* slots given back (the caller's) */
+	atomic_bool worker_waits;	 /* the worker sleeps on freed */
+	size_t head_seen;		 /* the caller's copy of head */
+	size_t checked;			 /* rpipe_checked()'s last answer */
 };
 
 /* Start decoding the records @record finds in @p (@n bytes) from @off on,
@@ -89,6 +109,10 @@ struct rpipe_slot *rpipe_next(struct rpipe *r);
 
 /* Give back the slot rpipe_next() returned (its decoded form released). */
 void rpipe_done(struct rpipe *r, struct rpipe_slot *s);
+
+/* Where the records the worker has checked so far end (0: none, or no
+ * worker): a reader of the same file need not check them again. */
+size_t rpipe_checked(struct rpipe *r);
 
 /* Stop the worker and release every slot not given back. */
 void rpipe_stop(struct rpipe *r);

@@ -79,6 +79,7 @@ struct fixture {
 	atomic_uint decodes, releases;
 	unsigned spill_every;
 	bool slow_apply, slow_decode;
+	bool no_threads;	  /* pthread_create() fails during the replay */
 	uint8_t hinted[MAXV + 1]; /* versions hinted in this replay */
 	uint64_t hint_max;	  /* the newest version hinted */
 
@@ -378,6 +379,24 @@ static void hint(void *arg, unsigned stage, const uint8_t *payload, size_t len)
 		f->hint_max = version;
 }
 
+/* pthread_create() fails while this is set: a replay's pipe then decodes
+ * on the caller's thread. And how many it made. */
+static bool threads_fail;
+static unsigned threads_made;
+
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *a,
+			  void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a,
+			  void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a,
+			  void *(*fn)(void *), void *arg)
+{
+	if (threads_fail)
+		return EAGAIN;
+	threads_made++;
+	return __real_pthread_create(t, a, fn, arg);
+}
+
 /* What the test decoder makes of a record: its bytes, copied into the
  * slot's scratch or (spilled) a malloc()ed buffer. */
 struct decoded {
@@ -458,8 +477,10 @@ static int replay(struct fixture *f, uint64_t after, uint64_t *last)
 		decoding = f;
 		atomic_store(&f->decodes, 0);
 		atomic_store(&f->releases, 0);
+		threads_fail = f->no_threads;
 		rc = changelog_replay_decoded(f->dir, after, &test_decoder,
 					      f->ahead ? hint : NULL, f, last);
+		threads_fail = false;
 		/* Whatever was decoded was released, applied or not. */
 		assert_int_equal(atomic_load(&f->decodes),
 				 atomic_load(&f->releases));
@@ -2019,22 +2040,6 @@ static void test_changelog_rotate_no_new_file(void **state)
 	assert_int_equal(f->seen, 12);
 }
 
-/* pthread_create() fails while this is set: a replay's pipe then decodes
- * on the caller's thread. */
-static bool threads_fail;
-
-int __real_pthread_create(pthread_t *t, const pthread_attr_t *a,
-			  void *(*fn)(void *), void *arg);
-int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a,
-			  void *(*fn)(void *), void *arg);
-int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a,
-			  void *(*fn)(void *), void *arg)
-{
-	if (threads_fail)
-		return EAGAIN;
-	return __real_pthread_create(t, a, fn, arg);
-}
-
 /*
  * changelog_replay_decoded(): the records decoded on a second thread are
  * applied in order, exactly those changelog_replay() applies, across
@@ -2062,8 +2067,11 @@ static void test_changelog_replay_decoded(void **state)
 		f->ahead = round % 2;
 		f->slow_apply = round == 2;
 		f->slow_decode = round == 3;
-		threads_fail = round == 4;
+		f->no_threads = round == 4;
+		threads_made = 0;
 		assert_int_equal(replay(f, 0, &last), 0);
+		/* A decoding thread a file, unless none can be made. */
+		assert_int_equal(threads_made, round == 4 ? 0 : 3);
 		assert_int_equal(last, N);
 		assert_int_equal(f->seen, N);
 		assert_int_equal(atomic_load(&f->decodes), N);
@@ -2075,7 +2083,6 @@ static void test_changelog_replay_decoded(void **state)
 		assert_int_equal(replay(f, N, &last), 0);
 		assert_int_equal(f->seen, 0);
 	}
-	threads_fail = false;
 }
 
 /* The decoded replay on the damage cases: the same records applied, the
@@ -2111,6 +2118,17 @@ static void test_changelog_replay_decoded_error(void **state)
 
 	f->decoded = true;
 	f->spill_every = 2;
+	test_changelog_replay_callback_error(state);
+}
+
+/* And without a thread: the record the caller decoded and could not
+ * apply is released too. */
+static void test_changelog_replay_decoded_error_inline(void **state)
+{
+	struct fixture *f = *state;
+
+	f->decoded = true;
+	f->no_threads = true;
 	test_changelog_replay_callback_error(state);
 }
 
@@ -2174,6 +2192,9 @@ int main(void)
 			test_changelog_replay_decoded_gap, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_replay_decoded_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_replay_decoded_error_inline, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_prepare_encodes,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_gate_release,
