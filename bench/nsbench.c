@@ -16,12 +16,10 @@
  *	them (as far as the first directory goes); KIND "purge": only the
  *	detach and the purge, CHANGES records.
  *
- *   sweepfs-nsbench load DIR [write] [inline]
+ *   sweepfs-nsbench load DIR [write]
  *	loads DIR's newest checkpoint and replays its changelog with the
- *	master's own functions (checkpoint_load(), changelog_replay_decoded()
- *	with mutation_prefetch() as its hint and mutation_decoder, or with
- *	"inline" changelog_replay_ahead() unpacking each change on the
- *	caller's thread as before replaypipe.c), and
+ *	master's own functions (checkpoint_load(), changelog_replay_ahead()
+ *	with mutation_prefetch() as its hint, mutation_apply()), and
  *	prints one line of JSON: the time of each,
  *	nodes/s and changes/s, the namespace's bytes per node
  *	(ns_memory(), what `status` reports) and the process's RSS growth
@@ -78,8 +76,8 @@ static double cpu_s(void)
 	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
-/* The calling thread's: the loop's core, without the helpers beside it
- * (the prefault thread, the replay's decoding thread). */
+/* The calling thread's: the loop's core, without the helper beside it
+ * (the prefault thread). */
 static double thread_cpu_s(void)
 {
 	return clock_s(CLOCK_THREAD_CPUTIME_ID);
@@ -424,7 +422,7 @@ static double write_s(const struct ns *ns, const char *dir, double *cpu)
 	return rc < 0 ? -1 : t;
 }
 
-static int cmd_load(const char *dir, bool write, bool inline_)
+static int cmd_load(const char *dir, bool write)
 {
 	uint64_t rss0 = rss_bytes(), cp_version, last, nodes, work, bytes;
 	double t0, t1, t2, c0, c1, c2, fork_wall, fork_cpu = 0;
@@ -448,13 +446,8 @@ static int cmd_load(const char *dir, bool write, bool inline_)
 	/* As the master does it (master.c, load_metadata()). */
 	if (changelog_bytes_after(dir, cp_version, &bytes) == 0)
 		ns_replay_ahead(&ns, bytes);
-	if (inline_)
-		rc = changelog_replay_ahead(dir, cp_version, replay_one,
-					    replay_hint, &ns, &last);
-	else
-		rc = changelog_replay_decoded(dir, cp_version,
-					      &mutation_decoder, replay_hint,
-					      &ns, &last);
+	rc = changelog_replay_ahead(dir, cp_version, replay_one, replay_hint,
+				    &ns, &last);
 	ns_load_end(&ns);
 	if (rc < 0)
 		goto out;
@@ -513,20 +506,13 @@ int main(int argc, char **argv)
 		}
 		rc = cmd_make(argv[2], strtoull(argv[3], NULL, 10),
 			      strtoull(argv[4], NULL, 10), ndirs, kind);
-	} else if (argc >= 3 && argc <= 5 && strcmp(argv[1], "load") == 0) {
-		bool write = false, inline_ = false;
-
-		for (int i = 3; i < argc; i++) {
-			write |= strcmp(argv[i], "write") == 0;
-			inline_ |= strcmp(argv[i], "inline") == 0;
-		}
-		rc = (int)write + (int)inline_ == argc - 3 ?
-			     cmd_load(argv[2], write, inline_) :
-			     -EINVAL;
+	} else if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "write"))) &&
+		   strcmp(argv[1], "load") == 0) {
+		rc = cmd_load(argv[2], argc == 4);
 	} else {
 		fprintf(stderr,
 			"usage: %s make DIR FILES CHANGES [DIRS [create|rm|unlink|purge]]\n"
-			"       %s load DIR [write] [inline]\n",
+			"       %s load DIR [write]\n",
 			argv[0], argv[0]);
 		return 2;
 	}

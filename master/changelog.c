@@ -1159,8 +1159,7 @@ size_t changelog_ahead_record(const struct changelog_ahead *a, size_t off,
 /* What replay_seg() calls for each record, and ahead of it. */
 struct replay_fns {
 	changelog_apply_fn fn;
-	const struct replay_decoder *dec; /* instead of @fn */
-	changelog_hint_fn hint;		  /* NULL: none */
+	changelog_hint_fn hint; /* NULL: none */
 	void *arg;
 	struct bootlog *log; /* progress: changes replayed */
 	uint64_t done;	     /* changes replayed, all files */
@@ -1176,7 +1175,6 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		      struct replay_fns *f, size_t *bad_off, size_t *size)
 {
 	struct changelog_ahead ahead;
-	struct rpipe pipe = { 0 };
 	uint8_t *data = NULL;
 	size_t len = 0, off;
 	bool mapped = false;
@@ -1198,33 +1196,13 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 	if (f->hint)
 		changelog_ahead_init(&ahead, data, len, SEG_HDR, f->hint,
 				     f->arg);
-	if (f->dec && len > SEG_HDR) {
-		rc = rpipe_start(&pipe, data, len, SEG_HDR, changelog_record,
-				 after, f->dec);
-		if (rc < 0)
-			goto out;
-	}
 	for (off = SEG_HDR; off < len;) {
-		struct rpipe_slot *slot = NULL;
 		const uint8_t *payload;
 		size_t plen, rec;
 		uint64_t ver;
 
 		if (f->hint) {
-			/* What the decoding thread checked, the hints need
-			 * not check again. */
-			if (f->dec)
-				ahead.checked = SW_MAX(ahead.checked,
-						       rpipe_checked(&pipe));
 			changelog_ahead_step(&ahead);
-		}
-		if (f->dec) {
-			slot = rpipe_next(&pipe);
-			rec = slot->rec;
-			ver = slot->version;
-			payload = slot->payload;
-			plen = slot->len;
-		} else if (f->hint) {
 			rec = changelog_ahead_record(&ahead, off, &ver,
 						     &payload, &plen);
 		} else {
@@ -1242,8 +1220,7 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 				rc = -EUCLEAN;
 				goto out;
 			}
-			rc = slot ? f->dec->apply(f->arg, ver, slot->decoded) :
-				    f->fn(f->arg, ver, payload, plen);
+			rc = f->fn(f->arg, ver, payload, plen);
 			if (rc < 0) {
 				sw_crit(TAG,
 					"%s: replaying version %" PRIu64
@@ -1254,8 +1231,6 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 			*expect = ver + 1;
 			bootlog_tick(f->log, ++f->done);
 		}
-		if (slot)
-			rpipe_done(&pipe, slot);
 		off += rec;
 	}
 	if (off < len) {
@@ -1263,8 +1238,6 @@ static int replay_seg(const struct seg *s, uint64_t after, uint64_t *expect,
 		rc = -EUCLEAN;
 	}
 out:
-	/* (The worker reads the file until it is stopped.) */
-	rpipe_stop(&pipe);
 	release_file(data, len, mapped);
 	return rc;
 }
@@ -1275,11 +1248,12 @@ int changelog_replay(const char *dir, uint64_t after, changelog_apply_fn fn,
 	return changelog_replay_ahead(dir, after, fn, NULL, arg, last);
 }
 
-static int replay_dir(const char *dir, uint64_t after, struct replay_fns *fns,
-		      uint64_t *last)
+int changelog_replay_ahead(const char *dir, uint64_t after,
+			   changelog_apply_fn fn, changelog_hint_fn hint,
+			   void *arg, uint64_t *last)
 {
 	struct bootlog log;
-	struct replay_fns f = *fns;
+	struct replay_fns f = { fn, hint, arg, &log, 0 };
 	struct seg *v;
 	size_t n, bad_off = 0, size = 0;
 	uint64_t expect = after + 1;
@@ -1287,7 +1261,6 @@ static int replay_dir(const char *dir, uint64_t after, struct replay_fns *fns,
 
 	if (rc < 0)
 		return rc;
-	f.log = &log;
 	bootlog_start(&log, TAG, "replaying the changelog", "changes", 0,
 		      sw_mono_ns());
 	for (size_t i = 0; i < n; i++) {
@@ -1331,22 +1304,4 @@ static int replay_dir(const char *dir, uint64_t after, struct replay_fns *fns,
 	if (rc == 0)
 		*last = expect - 1;
 	return rc;
-}
-
-int changelog_replay_ahead(const char *dir, uint64_t after,
-			   changelog_apply_fn fn, changelog_hint_fn hint,
-			   void *arg, uint64_t *last)
-{
-	struct replay_fns f = { fn, NULL, hint, arg, NULL, 0 };
-
-	return replay_dir(dir, after, &f, last);
-}
-
-int changelog_replay_decoded(const char *dir, uint64_t after,
-			     const struct replay_decoder *dec,
-			     changelog_hint_fn hint, void *arg, uint64_t *last)
-{
-	struct replay_fns f = { NULL, dec, hint, arg, NULL, 0 };
-
-	return replay_dir(dir, after, &f, last);
 }

@@ -64,7 +64,6 @@
 
 #include "hist.h"
 #include "meta.pb-c.h"
-#include "replaypipe.h"
 
 enum cl_sync {
 	CL_SYNC_ALWAYS,
@@ -252,12 +251,6 @@ typedef void (*changelog_hint_fn)(void *arg, unsigned stage,
 int changelog_replay_ahead(const char *dir, uint64_t after,
 			   changelog_apply_fn fn, changelog_hint_fn hint,
 			   void *arg, uint64_t *last);
-
-/* changelog_replay_ahead() whose records are decoded by @dec on a
- * second thread, ahead of their apply on the caller's (replaypipe.h). */
-int changelog_replay_decoded(const char *dir, uint64_t after,
-			     const struct replay_decoder *dec,
-			     changelog_hint_fn hint, void *arg, uint64_t *last);
 
 /*
  * For a reader of records in a buffer: give the record at @off of @p (@n

@@ -104,6 +104,12 @@ void master_config_defaults(struct master_config *c)
 
 /* ---- replay --------------------------------------------------------- */
 
+static int replay_one(void *arg, uint64_t version, const uint8_t *payload,
+		      size_t len)
+{
+	return mutation_replay(arg, version, payload, len);
+}
+
 static void replay_hint(void *arg, unsigned stage, const uint8_t *payload,
 			size_t len)
 {
@@ -131,9 +137,8 @@ static int load_metadata(struct master *m)
 	cp_nodes = m->ns.nnodes;
 	if (changelog_bytes_after(m->cfg.data_dir, cp_version, &bytes) == 0)
 		ns_replay_ahead(&m->ns, bytes);
-	rc = changelog_replay_decoded(m->cfg.data_dir, cp_version,
-				      &mutation_decoder, replay_hint, &m->ns,
-				      &last);
+	rc = changelog_replay_ahead(m->cfg.data_dir, cp_version, replay_one,
+				    replay_hint, &m->ns, &last);
 	ns_load_end(&m->ns);
 	if (rc < 0) {
 		sw_crit(TAG, "changelog replay failed: %s", strerror(-rc));

@@ -378,8 +378,8 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
 #define ARENA_SIZE (64u << 10)
 
 struct arena {
-	uint8_t *buf;
-	size_t size, used;
+	_Alignas(16) uint8_t buf[ARENA_SIZE];
+	size_t used;
 	unsigned spilled; /* allocations that went to malloc() */
 };
 
@@ -388,7 +388,7 @@ static void *arena_alloc(void *data, size_t size)
 	struct arena *a = data;
 	size_t need = (size + 15) & ~(size_t)15;
 
-	if (need >= size && a->size - a->used >= need) {
+	if (need >= size && ARENA_SIZE - a->used >= need) {
 		void *p = a->buf + a->used;
 
 		a->used += need;
@@ -402,7 +402,7 @@ static void arena_free(void *data, void *p)
 {
 	struct arena *a = data;
 
-	if ((uint8_t *)p >= a->buf && (uint8_t *)p < a->buf + a->size)
+	if ((uint8_t *)p >= a->buf && (uint8_t *)p < a->buf + ARENA_SIZE)
 		return;
 	free(p);
 }
@@ -411,12 +411,13 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 		      int (*fn)(void *arg, const Sweepfs__Meta__Mutation *m),
 		      void *arg)
 {
-	_Alignas(16) uint8_t buf[ARENA_SIZE]; /* never zeroed */
-	struct arena a = { buf, sizeof(buf), 0, 0 };
+	struct arena a; /* on the stack: 64 KiB, never zeroed */
 	ProtobufCAllocator alloc = { arena_alloc, arena_free, &a };
 	Sweepfs__Meta__Mutation *m;
 	int rc;
 
+	a.used = 0;
+	a.spilled = 0;
 	m = sweepfs__meta__mutation__unpack(&alloc, len, payload);
 	if (!m)
 		return -EUCLEAN;
@@ -426,49 +427,6 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 		sweepfs__meta__mutation__free_unpacked(m, &alloc);
 	return rc;
 }
-
-/*
- * The same for a replay that decodes on another thread (replaypipe.h):
- * the arena is a slot's scratch, the allocator at its start, kept until
- * the slot is released.
- */
-struct scratch_head {
-	struct arena a;
-	ProtobufCAllocator alloc;
-};
-
-#define SCRATCH_HEAD ((sizeof(struct scratch_head) + 15) & ~(size_t)15)
-
-static void *decode(const uint8_t *payload, size_t len, void *scratch)
-{
-	struct scratch_head *h = scratch;
-
-	h->a = (struct arena){ (uint8_t *)scratch + SCRATCH_HEAD,
-			       RPIPE_SCRATCH - SCRATCH_HEAD, 0, 0 };
-	h->alloc = (ProtobufCAllocator){ arena_alloc, arena_free, &h->a };
-	return sweepfs__meta__mutation__unpack(&h->alloc, len, payload);
-}
-
-static int apply_decoded(void *arg, uint64_t version, void *decoded)
-{
-	if (!decoded)
-		return -EUCLEAN;
-	return mutation_apply(arg, decoded, version);
-}
-
-static void release_decoded(void *decoded, void *scratch)
-{
-	struct scratch_head *h = scratch;
-
-	if (h->a.spilled)
-		sweepfs__meta__mutation__free_unpacked(decoded, &h->alloc);
-}
-
-const struct replay_decoder mutation_decoder = {
-	.decode = decode,
-	.apply = apply_decoded,
-	.release = release_decoded,
-};
 
 /* ---- reading a change's names off the wire, for hints ------------ */
 

@@ -13,7 +13,6 @@
 
 #include "meta.pb-c.h"
 #include "namespace.h"
-#include "replaypipe.h"
 
 /*
  * Apply @m to @ns. On success ns->version becomes @version. Returns 0 or
@@ -31,12 +30,6 @@ int mutation_apply(struct ns *ns, const Sweepfs__Meta__Mutation *m,
  */
 int mutation_replay(struct ns *ns, uint64_t version, const uint8_t *payload,
 		    size_t len);
-
-/*
- * The same, split for changelog_replay_decoded(): the unpack on the
- * decoding thread, the apply (its arg a struct ns *) on the caller's.
- */
-extern const struct replay_decoder mutation_decoder;
 
 /*
  * A hint for whoever applies changes in a row (replay, a follower): start

@@ -71,15 +71,6 @@ struct fixture {
 
 	/* replay with hints (changelog_replay_ahead()) */
 	bool ahead;
-	/* replay decoded on a second thread (changelog_replay_decoded()):
-	 * records decoded and released; a decode spills (allocates) for
-	 * versions divisible by @spill_every; apply or decode sleep a
-	 * microsecond a record, to make the other side wait */
-	bool decoded;
-	atomic_uint decodes, releases;
-	unsigned spill_every;
-	bool slow_apply, slow_decode;
-	bool no_threads;	  /* pthread_create() fails during the replay */
 	uint8_t hinted[MAXV + 1]; /* versions hinted in this replay */
 	uint64_t hint_max;	  /* the newest version hinted */
 
@@ -379,91 +370,8 @@ static void hint(void *arg, unsigned stage, const uint8_t *payload, size_t len)
 		f->hint_max = version;
 }
 
-/* pthread_create() fails while this is set: a replay's pipe then decodes
- * on the caller's thread. And how many it made. */
-static bool threads_fail;
-static unsigned threads_made;
-
-int __real_pthread_create(pthread_t *t, const pthread_attr_t *a,
-			  void *(*fn)(void *), void *arg);
-int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a,
-			  void *(*fn)(void *), void *arg);
-int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a,
-			  void *(*fn)(void *), void *arg)
-{
-	if (threads_fail)
-		return EAGAIN;
-	threads_made++;
-	return __real_pthread_create(t, a, fn, arg);
-}
-
-/* What the test decoder makes of a record: its bytes, copied into the
- * slot's scratch or (spilled) a malloc()ed buffer. */
-struct decoded {
-	size_t len;
-	uint8_t *bytes;
-	uint8_t in_scratch[];
-};
-
-static struct fixture *decoding; /* the decoder's fixture */
-
-static void *test_decode(const uint8_t *payload, size_t len, void *scratch)
-{
-	struct decoded *d = scratch;
-	Sweepfs__Meta__Mutation *m;
-	uint64_t version;
-
-	/* (Only the pipe's own thread runs this: nothing else to lock.) */
-	m = sweepfs__meta__mutation__unpack(NULL, len, payload);
-	if (!m)
-		return NULL;
-	version = (uint64_t)(m->time + 7) / 1000;
-	sweepfs__meta__mutation__free_unpacked(m, NULL);
-	if (decoding->slow_decode)
-		usleep(1);
-	d->len = len;
-	if ((decoding->spill_every && version % decoding->spill_every == 0) ||
-	    sizeof(*d) + len > RPIPE_SCRATCH) {
-		d->bytes = malloc(len ? len : 1);
-		if (!d->bytes)
-			return NULL;
-	} else {
-		d->bytes = d->in_scratch;
-	}
-	memcpy(d->bytes, payload, len);
-	atomic_fetch_add(&decoding->decodes, 1);
-	return d;
-}
-
-static int test_apply_decoded(void *arg, uint64_t version, void *decoded)
-{
-	struct fixture *f = arg;
-	const struct decoded *d = decoded;
-
-	assert_non_null(d);
-	if (f->slow_apply)
-		usleep(1);
-	return apply(f, version, d->bytes, d->len);
-}
-
-static void test_release(void *decoded, void *scratch)
-{
-	struct decoded *d = decoded;
-
-	assert_ptr_equal(d, scratch);
-	if (d->bytes != d->in_scratch)
-		free(d->bytes);
-	atomic_fetch_add(&decoding->releases, 1);
-}
-
-static const struct replay_decoder test_decoder = {
-	.decode = test_decode,
-	.apply = test_apply_decoded,
-	.release = test_release,
-};
-
-/* Replay after @after (with hints if f->ahead, decoded on a second thread
- * if f->decoded); returns its result, with *@last. */
+/* Replay after @after (with hints if f->ahead); returns its result, with
+ * *@last. */
 static int replay(struct fixture *f, uint64_t after, uint64_t *last)
 {
 	f->next = after + 1;
@@ -471,22 +379,6 @@ static int replay(struct fixture *f, uint64_t after, uint64_t *last)
 	*last = 0xdead;
 	memset(f->hinted, 0, sizeof(f->hinted));
 	f->hint_max = 0;
-	if (f->decoded) {
-		int rc;
-
-		decoding = f;
-		atomic_store(&f->decodes, 0);
-		atomic_store(&f->releases, 0);
-		threads_fail = f->no_threads;
-		rc = changelog_replay_decoded(f->dir, after, &test_decoder,
-					      f->ahead ? hint : NULL, f, last);
-		threads_fail = false;
-		/* Whatever was decoded was released, applied or not. */
-		assert_int_equal(atomic_load(&f->decodes),
-				 atomic_load(&f->releases));
-		assert_true(atomic_load(&f->decodes) >= f->seen);
-		return rc;
-	}
 	if (f->ahead)
 		return changelog_replay_ahead(f->dir, after, apply, hint, f,
 					      last);
@@ -2040,98 +1932,6 @@ static void test_changelog_rotate_no_new_file(void **state)
 	assert_int_equal(f->seen, 12);
 }
 
-/*
- * changelog_replay_decoded(): the records decoded on a second thread are
- * applied in order, exactly those changelog_replay() applies, across
- * files and after a checkpoint's version, with hints or without; the
- * ring (RPIPE_SLOTS) wraps many times while either side waits for the
- * other; every record decoded is released, spilled or not; and without
- * a thread the same.
- */
-static void test_changelog_replay_decoded(void **state)
-{
-	struct fixture *f = *state;
-	enum { N = MAXV };
-	uint64_t last;
-
-	cl_open(f, CL_SYNC_NEVER, 0);
-	append_range(f, 1, 700);
-	assert_int_equal(changelog_rotate(f->cl), 0);
-	append_range(f, 701, 703);
-	assert_int_equal(changelog_rotate(f->cl), 0);
-	append_range(f, 704, N);
-	cl_close(f);
-	f->decoded = true;
-	f->spill_every = 7;
-	for (int round = 0; round < 5; round++) {
-		f->ahead = round % 2;
-		f->slow_apply = round == 2;
-		f->slow_decode = round == 3;
-		f->no_threads = round == 4;
-		threads_made = 0;
-		assert_int_equal(replay(f, 0, &last), 0);
-		/* A decoding thread a file, unless none can be made. */
-		assert_int_equal(threads_made, round == 4 ? 0 : 3);
-		assert_int_equal(last, N);
-		assert_int_equal(f->seen, N);
-		assert_int_equal(atomic_load(&f->decodes), N);
-		assert_int_equal(replay(f, 1500, &last), 0);
-		assert_int_equal(last, N);
-		assert_int_equal(f->seen, N - 1500);
-		/* Versions up to the checkpoint's are not decoded. */
-		assert_int_equal(atomic_load(&f->decodes), N - 1500);
-		assert_int_equal(replay(f, N, &last), 0);
-		assert_int_equal(f->seen, 0);
-	}
-}
-
-/* The decoded replay on the damage cases: the same records applied, the
- * same files cut or refused, what was decoded ahead released. */
-static void test_changelog_replay_decoded_damage(void **state)
-{
-	struct fixture *f = *state;
-
-	f->decoded = true;
-	f->spill_every = 3;
-	test_changelog_replay_torn_tail(state);
-}
-
-static void test_changelog_replay_decoded_older_file(void **state)
-{
-	struct fixture *f = *state;
-
-	f->decoded = true;
-	test_changelog_replay_corrupt_older_file(state);
-}
-
-static void test_changelog_replay_decoded_gap(void **state)
-{
-	struct fixture *f = *state;
-
-	f->decoded = true;
-	test_changelog_replay_gap(state);
-}
-
-static void test_changelog_replay_decoded_error(void **state)
-{
-	struct fixture *f = *state;
-
-	f->decoded = true;
-	f->spill_every = 2;
-	test_changelog_replay_callback_error(state);
-}
-
-/* And without a thread: the record the caller decoded and could not
- * apply is released too. */
-static void test_changelog_replay_decoded_error_inline(void **state)
-{
-	struct fixture *f = *state;
-
-	f->decoded = true;
-	f->no_threads = true;
-	test_changelog_replay_callback_error(state);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2181,20 +1981,6 @@ int main(void)
 			test_changelog_replay_headerless_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_replay_callback_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_changelog_replay_decoded,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_changelog_replay_decoded_damage, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_changelog_replay_decoded_older_file, setup,
-			teardown),
-		cmocka_unit_test_setup_teardown(
-			test_changelog_replay_decoded_gap, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_changelog_replay_decoded_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_changelog_replay_decoded_error_inline, setup,
-			teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_prepare_encodes,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changelog_gate_release,

@@ -1784,66 +1784,6 @@ static void test_mutation_replay_arena(void **state)
 	free(value);
 }
 
-/* The same through mutation_decoder, as the replay's decoding thread
- * uses it: in a slot's scratch, spilled, and not decoded at all. */
-static void test_mutation_decoder_arena(void **state)
-{
-	struct fixture *f = *state;
-	Sweepfs__Meta__Mutation mut = SWEEPFS__META__MUTATION__INIT;
-	Sweepfs__Meta__Create c = SWEEPFS__META__CREATE__INIT;
-	Sweepfs__Meta__Setxattr x = SWEEPFS__META__SETXATTR__INIT;
-	_Alignas(16) static uint8_t scratch[RPIPE_SCRATCH];
-	size_t vlen = 100 << 10, glen = 0, len;
-	uint8_t *value = malloc(vlen), junk[3] = { 0xff, 0xff, 0xff }, *buf;
-	const void *got;
-	void *d;
-
-	assert_non_null(value);
-	memset(value, 'w', vlen);
-	mut.time = 5;
-	mut.op_case = SWEEPFS__META__MUTATION__OP_CREATE;
-	mut.create = &c;
-	c.parent = NS_ROOT_INO;
-	c.name.data = (uint8_t *)"d";
-	c.name.len = 1;
-	c.ino = f->a.next_ino;
-	c.edge = f->a.next_edge;
-	c.mode = S_IFREG | 0644;
-	len = pack(&mut, &buf);
-	d = mutation_decoder.decode(buf, len, scratch);
-	free(buf);
-	/* Within the scratch: nothing to free but the scratch itself. */
-	assert_true((uint8_t *)d >= scratch &&
-		    (uint8_t *)d < scratch + sizeof(scratch));
-	assert_int_equal(mutation_decoder.apply(&f->a, f->a.version + 1, d), 0);
-	mutation_decoder.release(d, scratch);
-	assert_non_null(ns_get(&f->a, c.ino));
-	mut.op_case = SWEEPFS__META__MUTATION__OP_SETXATTR;
-	mut.create = NULL;
-	mut.setxattr = &x;
-	x.ino = c.ino;
-	x.name.data = (uint8_t *)"user.v";
-	x.name.len = 6;
-	x.has_value = 1;
-	x.value.data = value;
-	x.value.len = vlen;
-	len = pack(&mut, &buf);
-	d = mutation_decoder.decode(buf, len, scratch);
-	free(buf);
-	assert_non_null(d);
-	assert_int_equal(mutation_decoder.apply(&f->a, f->a.version + 1, d), 0);
-	mutation_decoder.release(d, scratch); /* (ASan: the spill freed) */
-	assert_int_equal(ns_xattr_get(&f->a, ns_get(&f->a, c.ino), "user.v", 6,
-				      &got, &glen),
-			 0);
-	assert_int_equal(glen, vlen);
-	assert_memory_equal(got, value, vlen);
-	assert_null(mutation_decoder.decode(junk, sizeof(junk), scratch));
-	assert_int_equal(mutation_decoder.apply(&f->a, f->a.version + 1, NULL),
-			 -EUCLEAN);
-	free(value);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1899,8 +1839,6 @@ int main(void)
 			test_checkpoint_load_big_checked_by_halves, setup,
 			teardown),
 		cmocka_unit_test(test_mutation_hint_reads_the_wire),
-		cmocka_unit_test_setup_teardown(test_mutation_decoder_arena,
-						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mutation_replay_arena,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
