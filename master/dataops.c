@@ -67,6 +67,7 @@ struct job {
 	int nbad;
 	uint32_t bad[CHUNK_COPIES_MAX]; /* servers the commands failed on */
 	struct job *next;		/* in a chunk's waiters, or held */
+	struct req_link *link;		/* its connection's count (a CHUNK's) */
 };
 
 struct chunk_wait {
@@ -164,6 +165,10 @@ static void leased_clear(struct master *m)
 
 static void job_free(struct job *j)
 {
+	/* (Before req_done(): the connection's memory is held till then.)
+	 * Its reading stopped at the cap goes on at half. */
+	if (j->link && j->link->chunk_jobs-- == REQ_CHUNK_JOBS_MAX / 2 + 1)
+		req_resume(j->req->m, j->link);
 	if (j->req)
 		req_done(j->req);
 	free(j);
@@ -901,6 +906,10 @@ void op_chunk(struct req *r, const ProtobufCMessage *msg)
 	j->index = q->index;
 	j->write = q->write;
 	j->write_only = write_only;
+	if (r->conn) {
+		j->link = req_link_of(r->m, r->conn);
+		j->link->chunk_jobs++;
+	}
 	job_run(r->m, j);
 }
 

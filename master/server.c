@@ -930,6 +930,8 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
+		if (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX)
+			break; /* as conn_frame() */
 		if (off == 0 ||
 		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn, batch)) {
 stays:
@@ -981,6 +983,14 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 	struct conn *c = (struct conn *)sc;
 
 	(void)own; /* never: no own_above */
+	/* Too many of its chunk requests wait (threat model, finding 23):
+	 * nothing more of it until half are answered (dataops.c resumes
+	 * it); they wait on chunkservers, never on this client. */
+	if (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX) {
+		sc->waits = true;
+		sw_sconn_stop(sc, SW_READ_WAIT);
+		return SW_FRAME_KEEP;
+	}
 	if (!c->link.parked) {
 		if (conn_backlog(c) > c->m->cfg.output_max) {
 			sw_sconn_stop(sc, SW_READ_OUTPUT);

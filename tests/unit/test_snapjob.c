@@ -55,6 +55,7 @@ struct fixture {
 	int last_err;
 	bool stop_on_error;   /* an error reply sets m.stopping */
 	unsigned commits;     /* records master_commit() was given */
+	unsigned resumes;     /* connections told to read again */
 	struct req_link link; /* every connection's: chunkserver 1 */
 	/* Version bumps journaled (chunk, new version), SET_VERSION and
 	 * TRUNCATE commands sent (chunk, from, to; the last one's id), and
@@ -144,9 +145,24 @@ static bool hook_serving(const struct master *m)
 	return false;
 }
 
+/* A request's connection has no session here. */
+static struct session *hook_session(const struct conn *c)
+{
+	(void)c;
+	return NULL;
+}
+
+static void hook_resume(struct req_link *l)
+{
+	(void)l;
+	current->resumes++;
+}
+
 static const struct req_hooks hooks = {
 	.send = hook_send,
 	.serving = hook_serving,
+	.session = hook_session,
+	.resume = hook_resume,
 	.hold = hook_hold,
 	.notify = hook_notify,
 	.link = hook_link,
@@ -748,7 +764,21 @@ static void test_unlinked_while_busy(void **state)
 }
 
 /* CHUNK for @ino's first chunk, by root on no session (as a request
- * whose session has not the file open, and may read it). */
+ * whose session has not the file open, and may read it), from connection
+ * @conn (NULL: none; any other: the fixture's link). */
+static void ask_chunk_on(struct fixture *f, struct conn *conn, uint64_t ino,
+			 bool write)
+{
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct req r = { .m = &f->m, .conn = conn };
+
+	q.ino = ino;
+	q.write = write;
+	q.cred = &cred;
+	op_chunk(&r, &q.base);
+}
+
 static void ask_chunk(struct fixture *f, uint64_t ino, bool write)
 {
 	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
@@ -841,6 +871,40 @@ static void test_chunk_truncated_under_commands(void **state)
 	cs_done(f, f->cmd_id, 0);
 	assert_int_equal(f->replies, acks + 1);
 	assert_int_equal(f->errors, 0);
+}
+
+/*
+ * Threat model, finding 23: a connection's CHUNK requests that wait are
+ * counted, server.c reads no more of it at REQ_CHUNK_JOBS_MAX, and it is
+ * told to go on once half are answered, once.
+ */
+static void test_chunk_jobs_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "r");
+	uint64_t ino = ns_lookup(ns, a, "r", 1)->child->ino;
+	struct conn *conn = (struct conn *)&f->link; /* (any non-NULL) */
+
+	wire(f);
+	f->m.stopping = false;
+	truncate_in(f, a, "r");
+	assert_int_equal(c->busy, 1);
+	for (unsigned i = 0; i < REQ_CHUNK_JOBS_MAX; i++)
+		ask_chunk_on(f, conn, ino, false);
+	assert_int_equal(f->link.chunk_jobs, REQ_CHUNK_JOBS_MAX);
+	assert_int_equal(f->errors, 0);
+	/* Answered as they run: the count falls to nothing, and the
+	 * connection is told to read again as it passes half. */
+	cs_done(f, f->cmd_id, 0);
+	assert_int_equal(f->link.chunk_jobs, 0);
+	assert_int_equal(f->resumes, 1);
+	assert_int_equal(f->errors, 0);
+	/* One answered at once is counted and uncounted. */
+	ask_chunk_on(f, conn, ino, false);
+	assert_int_equal(f->link.chunk_jobs, 0);
+	assert_int_equal(f->resumes, 1);
 }
 
 /* A write to a file whose chunk's only copies are damaged, shared with
@@ -992,6 +1056,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_chunk_truncated_under_commands, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_only_write, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_jobs_counted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_fork_failure_counts_when_taken, setup, teardown),
