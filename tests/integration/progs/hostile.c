@@ -54,6 +54,15 @@
  *               session the master forgot, proving it with its secret,
  *               gets the inside one back (found below its root) and
  *               still not the outside one
+ *   chunkjobs   with the chunkserver stopped (SIGSTOP), another
+ *               session's write moves a file's chunk on and leaves it
+ *               busy; a client then sends 400,000 CHUNK reads of it as
+ *               fast as its socket takes them, reading no reply: the
+ *               master stops reading it (it cannot send them all within
+ *               2 s of trying) and its RSS grows by less than 48 MiB,
+ *               while another client's pings are answered; once the
+ *               chunkserver goes on (SIGCONT), every read sent is
+ *               answered (threat model, finding 23)
  *   groups      a request whose credentials carry more supplementary
  *               groups than Linux gives a process (SW_GROUPS_MAX + 1)
  *               gets EINVAL, and so does a batched operation's, which
@@ -1032,6 +1041,135 @@ static void work_chunkserver(struct peer *p)
 		fail("a read failed during the stall");
 }
 
+/* Threat model, finding 23: see the header. */
+static void check_chunkjobs(void)
+{
+	enum { N = 400000, BATCH = 4096 };
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	uint64_t h[SW_HANDLES_MAX], ino, wid, id = 1;
+	struct peer p, w, flood, other, cs;
+	uint8_t data[4096], *buf;
+	size_t fsz, off = 0, have = 0, sent = 0;
+	long rss0, grown;
+	int64_t stuck_since = 0, t0;
+	double ping_max = 0;
+	struct loc a;
+	int err;
+
+	if (!c_port || !c_pid)
+		fail("chunkjobs needs -c and -q");
+	peer_open(&p, m_port);
+	p.max = SW_FRAME_MAX_META;
+	ino = create_open(&p, "chunkjobs");
+	chunk_loc(&p, ino, true, &a);
+	memset(data, 'j', sizeof(data));
+	peer_open(&cs, c_port);
+	if ((err = cs_write(&cs, grant_of(&a), 0, data, sizeof(data))))
+		fail("chunkjobs: writing the chunk: %s", strerror(err));
+	peer_close(&cs);
+	peer_open(&w, m_port);
+	peer_open(&flood, m_port);
+	peer_open(&other, m_port);
+	rss0 = rss_kb(m_pid);
+
+	/* Another session's write: the lease is p's, so the chunk moves on
+	 * with a command the stopped chunkserver does not answer. */
+	if (kill(c_pid, SIGSTOP) < 0)
+		fail("chunkjobs: SIGSTOP: %s", strerror(errno));
+	q.cred = &root_cred;
+	q.ino = ino;
+	q.has_write = 1;
+	q.write = 1;
+	wid = peer_send(&w, SW_MSG_CHUNK, 0, &q.base);
+	peer_ping(&w); /* (the write was handled: it waits) */
+
+	q.write = 0;
+	peer_vouch(SW_MSG_CHUNK, &q.base, h);
+	fsz = sw_frame_size(&q.base);
+	buf = malloc(fsz * BATCH);
+	if (!buf)
+		fail("out of memory");
+	t0 = now_ms();
+	while (sent < N) {
+		ssize_t n;
+
+		if (off == have) {
+			size_t k = SW_MIN((size_t)BATCH, N - sent);
+
+			for (size_t i = 0; i < k; i++)
+				sw_frame_pack(buf + i * fsz, SW_MSG_CHUNK, 0,
+					      id++, &q.base);
+			off = 0;
+			have = k * fsz;
+		}
+		n = send(flood.fd, buf + off, have - off, MSG_DONTWAIT);
+		if (n > 0) {
+			size_t before = off / fsz;
+
+			off += (size_t)n;
+			sent += off / fsz - before;
+			stuck_since = 0;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			fail("chunkjobs: send: %s", strerror(errno));
+		if (!stuck_since)
+			stuck_since = now_ms();
+		if (now_ms() - stuck_since >= 2000)
+			break; /* the master reads no more of it */
+		{
+			int64_t p0 = now_ms();
+
+			peer_ping(&other);
+			ping_max = SW_MAX(ping_max, (double)(now_ms() - p0));
+		}
+		usleep(10000);
+	}
+	grown = rss_kb(m_pid) - rss0;
+	if (sent >= N)
+		fail("chunkjobs: the master read all %d waiting CHUNK requests "
+		     "(in %" PRId64 " ms)",
+		     N, now_ms() - t0);
+	if (grown > 48 * 1024)
+		fail("chunkjobs: the master grew by %ld KiB with %zu CHUNK "
+		     "requests sent",
+		     grown, sent);
+	if (ping_max > 1000)
+		fail("chunkjobs: another client's ping took %.0f ms", ping_max);
+	if (kill(c_pid, SIGCONT) < 0)
+		fail("chunkjobs: SIGCONT: %s", strerror(errno));
+	/* Whatever was sent is answered: the frame cut short, never. */
+	for (size_t got = 0; got < sent;) {
+		struct sw_frame_hdr hdr;
+		uint8_t *payload;
+		int rc = peer_recv(&flood, &hdr, &payload, 60000);
+
+		if (rc <= 0)
+			fail("chunkjobs: %zu of %zu CHUNK requests answered: "
+			     "%s",
+			     got, sent, rc ? strerror(-rc) : "closed");
+		free(payload);
+		got += hdr.type == SW_MSG_CHUNK;
+	}
+	{
+		ProtobufCMessage *r = peer_reply(&w, SW_MSG_CHUNK, wid, &err);
+
+		if (r)
+			protobuf_c_message_free_unpacked(r, NULL);
+	}
+	alive(m_pid, "master");
+	alive(c_pid, "chunkserver");
+	ok("chunkjobs: %zu of %d CHUNK reads of a busy chunk read before the "
+	   "master stopped reading; RSS +%ld KiB; another client's ping at "
+	   "most %.0f ms; all answered once the chunkserver went on",
+	   sent, N, grown, ping_max);
+	free(buf);
+	peer_close(&flood);
+	peer_close(&other);
+	peer_close(&w);
+	peer_close(&p);
+}
+
 static void check_stall(void)
 {
 	struct staller s[3];
@@ -1723,6 +1861,8 @@ int main(int argc, char **argv)
 			check_confine();
 		else if (!strcmp(argv[i], "groups"))
 			check_groups();
+		else if (!strcmp(argv[i], "chunkjobs"))
+			check_chunkjobs();
 		else if (sscanf(argv[i], "flood=%u/%u", &n, &max) >= 1)
 			check_flood(m_port, m_pid, "master", n, max);
 		else if (sscanf(argv[i], "csflood=%u", &n) == 1 && c_port)

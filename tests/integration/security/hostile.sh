@@ -7,7 +7,8 @@
 # ".." or 256 bytes; chunk reads and writes with tokens it was not
 # granted; connections that stall half-way through a frame while
 # another client is served; 1000 connections at once, with the default
-# max_connections and with a lower one. Then both daemons must still be
+# max_connections and with a lower one; CHUNK requests pipelined without
+# end against a chunk kept busy. Then both daemons must still be
 # up, their logs must name each refusal, and they must stop cleanly.
 #
 # Needs no mount. HOSTILE_SEED repeats the random choices (printed).
@@ -55,6 +56,9 @@ for what in 'frame too large' 'request before hello' \
 	'unparsable' 'is not served here' 'stalled mid-frame'; do
 	grep -q "$what" "$CS_LOG" || fail "no '$what' in the chunkserver's log"
 done
+
+log "CHUNK requests pipelined against a busy chunk (the chunkserver stopped)"
+hostile chunkjobs
 
 log "300 unfinished largest writes on the chunkserver"
 hostile csbig=300
