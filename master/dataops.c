@@ -163,6 +163,16 @@ static void leased_clear(struct master *m)
 	l->n = 0;
 }
 
+/* @j is run again from its file: what its last commands made of it
+ * goes (the servers they failed on were another chunk's, or another
+ * change's: their copies are not this one's to delete). */
+static void job_again(struct job *j)
+{
+	j->nok = 0;
+	j->nbad = 0;
+	j->src = 0;
+}
+
 static void job_free(struct job *j)
 {
 	/* (Before req_done(): the connection's memory is held till then.)
@@ -441,8 +451,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 	} else if (!c && n) {
 		/* Its chunk went meanwhile (the file was truncated), the
 		 * file did not: ask again, from what the file holds now. */
-		j->nok = 0;
-		j->src = 0;
+		job_again(j);
 		job_run(m, j);
 		return;
 	} else if (!c || !n) {
@@ -463,8 +472,7 @@ static void command_done(struct master *m, void *arg, uint32_t srv, int rc)
 			 * one that ended meanwhile does (its copy took the
 			 * chunk while the commands ran, and had no lease to
 			 * take back): ask again, which duplicates it. */
-			j->nok = 0;
-			j->src = 0;
+			job_again(j);
 			chunk_idle(m, c);
 			job_run(m, j);
 			return;
@@ -613,8 +621,9 @@ static int start_duplicate(struct master *m, struct job *j, struct node *n,
 	int rc;
 
 	/* Duplicate where the data is: no copying across the network.
-	 * A chunk with only a damaged copy is duplicated from it (its bad
-	 * blocks stay bad; the rest of its data is kept). */
+	 * A shared chunk with only a damaged copy is duplicated from it
+	 * (its bad blocks stay bad; the rest of its data is kept); an
+	 * unshared one is not (job_run()). */
 	for (int pass = 0; pass < 2 && nsrv == 0; pass++)
 		for (int i = 0; i < src->ncopies && nsrv < (int)file_goal(m, n);
 		     i++)

@@ -65,6 +65,7 @@ struct fixture {
 	uint32_t bump_version;
 	unsigned cmds, dups;
 	uint64_t cmd_id, dup_id, cmd_chunk;
+	uint64_t any_cmd_id; /* the last command of any kind */
 	uint32_t cmd_from, cmd_to;
 };
 
@@ -98,6 +99,8 @@ static void hook_notify(struct conn *c, uint16_t type,
 	const Sweepfs__CsCommand *q = (const void *)msg;
 
 	(void)c;
+	if (type == SW_MSG_CS_COMMAND)
+		current->any_cmd_id = q->id;
 	if (type == SW_MSG_CS_COMMAND &&
 	    q->op == SWEEPFS__CS_COMMAND__OP__DUPLICATE) {
 		current->dups++;
@@ -874,6 +877,38 @@ static void test_chunk_truncated_under_commands(void **state)
 }
 
 /*
+ * A write asked again after its chunk was freed under its commands, which
+ * failed on a server: the new chunk's copy there is not queued for
+ * deletion when its own commands succeed (the failure was the old
+ * chunk's; the hostile review of 0c85b22 found it deleted).
+ */
+static void test_asked_again_forgets_failures(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct node *a = unit_mk(ns, ns->root, "a", S_IFDIR | 0755, 1);
+	struct chunk *c = leased_on_one(f, a, "w");
+	struct node *w = ns_lookup(ns, a, "w", 1)->child;
+	uint64_t old = c->id, nc, before;
+
+	wire(f);
+	f->m.stopping = false;
+	f->srv[1].total_bytes = 1ull << 40;
+	ask_chunk(f, w->ino, true);
+	assert_int_equal(c->busy, 1);
+	ns_chunks_truncate(ns, w, 0);
+	w->size = 0;
+	cs_done(f, f->cmd_id, EIO); /* the old chunk's bump failed there */
+	nc = ns_chunk_at(w, 0);
+	assert_true(nc != 0 && nc != old);
+	before = csrv_deletes_pending(&f->srv[1]);
+	cs_done(f, f->any_cmd_id, 0); /* the new chunk made there */
+	assert_int_equal(csrv_deletes_pending(&f->srv[1]), before);
+	assert_int_equal(f->errors, 0);
+	assert_int_equal(chunk_get(ns, nc)->copies[0].state, COPY_VALID);
+}
+
+/*
  * Threat model, finding 23: a connection's CHUNK requests that wait are
  * counted, server.c reads no more of it at REQ_CHUNK_JOBS_MAX, and it is
  * told to go on once half are answered, once.
@@ -1055,6 +1090,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_chunk_truncated_under_commands, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_asked_again_forgets_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_only_write, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_jobs_counted, setup,
