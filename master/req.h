@@ -54,15 +54,19 @@ struct req_link {
 	struct req_link *park_next;
 	int64_t park_t0; /* mono ns its oldest request first waited; 0 */
 	/* CHUNK requests not answered yet (dataops.c): at
-	 * REQ_CHUNK_JOBS_MAX no more of the connection's requests is
-	 * handled until half of them are (server.c). They wait on
-	 * chunkservers and timers, never on this client. */
+	 * REQ_CHUNK_JOBS_MAX no more of the connection's CHUNK requests
+	 * is handled (nor what follows one) until half of them are
+	 * (server.c). They wait on chunkservers and timers, never on this
+	 * client. */
 	uint32_t chunk_jobs;
 };
 
-/* A mount has at most a few hundred chunk requests out (FUSE's
- * background requests, a part each chunk they span). */
-#define REQ_CHUNK_JOBS_MAX 4096u
+/* Far above what a mount waits for: through /dev/fuse 32 threads and
+ * FUSE's background requests; through io_uring a queue of 64 entries a
+ * CPU, a request a part, two parts at most (about 8,000 on a 64-CPU
+ * host, and only those that wait count). At about 300 bytes a request,
+ * 20 MiB a connection. */
+#define REQ_CHUNK_JOBS_MAX 65536u
 
 /* The group of masters as an admin's request sees it (admin.c; group.h
  * fills it): in the request layer so that the handlers need not name the

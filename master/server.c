@@ -930,9 +930,9 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
-		if (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX)
-			break; /* as conn_frame() */
 		if (off == 0 ||
+		    (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX &&
+		     hdr.type == SW_MSG_CHUNK) || /* as conn_frame() */
 		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn, batch)) {
 stays:
 			/* It stays behind: so does what names its nodes,
@@ -984,9 +984,11 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 
 	(void)own; /* never: no own_above */
 	/* Too many of its chunk requests wait (threat model, finding 23):
-	 * nothing more of it until half are answered (dataops.c resumes
-	 * it); they wait on chunkservers, never on this client. */
-	if (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX) {
+	 * no more of them, nor what follows one, until half are answered
+	 * (dataops.c resumes it); they wait on chunkservers, never on this
+	 * client. Its other requests at the head go on (pings, acks). */
+	if (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX &&
+	    hdr->type == SW_MSG_CHUNK) {
 		sc->waits = true;
 		sw_sconn_stop(sc, SW_READ_WAIT);
 		return SW_FRAME_KEEP;
