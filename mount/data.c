@@ -653,10 +653,19 @@ static void mark_dirty(struct data *d, uint64_t ino, const struct loc *l)
 	f = file_get(d, ino, true);
 	if (!f)
 		goto out;
-	for (x = f->dirty; x; x = x->next)
-		if (x->at.chunk_id == l->chunk_id &&
-		    x->at.version == l->version)
-			goto out;
+	for (x = f->dirty; x; x = x->next) {
+		if (x->at.chunk_id != l->chunk_id ||
+		    x->at.version != l->version)
+			continue;
+		/* Under its lease a writer writes one version for as long
+		 * as it likes, with tokens asked for again: the sync must
+		 * carry the newest, or one that ended gets EACCES. */
+		if (l->expires > x->at.expires) {
+			x->at = *l;
+			x->at.next = NULL;
+		}
+		goto out;
+	}
 	x = malloc(sizeof(*x));
 	if (!x)
 		goto out;
