@@ -1134,12 +1134,13 @@ void data_chunk_gone(struct master *m, const struct chunk *c)
 	free(w);
 }
 
-/* Run the requests whose chunk went while they waited on it. */
-static void run_orphans(struct master *m)
+/* Run the requests on *@list again, and empty it first (a request run
+ * may wait again, on another list or on this one). */
+static void jobs_run(struct master *m, struct job **list)
 {
-	struct job *j = m->data->orphans;
+	struct job *j = *list;
 
-	m->data->orphans = NULL;
+	*list = NULL;
 	while (j) {
 		struct job *next = j->next;
 
@@ -1231,16 +1232,7 @@ void data_revoke_shared(struct master *m)
 /* Run the requests held for chunkservers to register. */
 void data_registered(struct master *m)
 {
-	struct job *j = m->data->held;
-
-	m->data->held = NULL;
-	while (j) {
-		struct job *next = j->next;
-
-		j->next = NULL;
-		job_run(m, j);
-		j = next;
-	}
+	jobs_run(m, &m->data->held);
 }
 
 static void jobs_free(struct job *j)
@@ -1387,7 +1379,8 @@ void data_tick(struct master *m)
 	const uint64_t *id;
 	size_t n;
 
-	run_orphans(m);
+	/* Those whose chunk went while they waited on it. */
+	jobs_run(m, &m->data->orphans);
 	if (sw_mono_ns() - m->data->pruned_at >= DATA_PRUNE_NS)
 		data_prune_leases(m);
 	/* A follower redoes nothing: its leader does, and ships it. */
