@@ -61,12 +61,12 @@ struct req_link {
 	uint32_t chunk_jobs;
 };
 
-/* Far above what a mount waits for: through /dev/fuse 32 threads and
+/* Above what a mount waits for: through /dev/fuse 32 threads and
  * FUSE's background requests; through io_uring a queue of 64 entries a
  * CPU, a request a part, two parts at most (about 8,000 on a 64-CPU
- * host, and only those that wait count). At about 300 bytes a request,
- * 20 MiB a connection. */
-#define REQ_CHUNK_JOBS_MAX 65536u
+ * host, and only those that wait count). At about 200-300 bytes a
+ * request, 5 MiB a connection. */
+#define REQ_CHUNK_JOBS_MAX 16384u
 
 /* The group of masters as an admin's request sees it (admin.c; group.h
  * fills it): in the request layer so that the handlers need not name the
