@@ -858,6 +858,16 @@ static bool may_pass(struct conn *c, const struct sw_frame_hdr *hdr,
 }
 
 /*
+ * Too many of @c's chunk requests wait (threat model, finding 23): a
+ * request of @type waits, and what follows it, until half are answered
+ * (dataops.c resumes @c); they wait on chunkservers, never on @c.
+ */
+static bool chunk_capped(const struct conn *c, uint16_t type)
+{
+	return type == SW_MSG_CHUNK && c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX;
+}
+
+/*
  * @c's oldest request waits for a delegation (deleg.h): the requests
  * after it are handled, in their order, when they change nothing and
  * name no node any request they pass names, and need not wait
@@ -930,9 +940,7 @@ static void consume_parked(struct conn *c)
 		flen = SW_FRAME_HDR + hdr.len;
 		if (conn_backlog(c) > c->m->cfg.output_max)
 			break; /* its replies first (conn_write() resumes) */
-		if (off == 0 ||
-		    (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX &&
-		     hdr.type == SW_MSG_CHUNK) || /* as conn_frame() */
+		if (off == 0 || chunk_capped(c, hdr.type) ||
 		    !may_pass(c, &hdr, p + SW_FRAME_HDR, nodes, nn, batch)) {
 stays:
 			/* It stays behind: so does what names its nodes,
@@ -983,12 +991,8 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 	struct conn *c = (struct conn *)sc;
 
 	(void)own; /* never: no own_above */
-	/* Too many of its chunk requests wait (threat model, finding 23):
-	 * no more of them, nor what follows one, until half are answered
-	 * (dataops.c resumes it); they wait on chunkservers, never on this
-	 * client. Its other requests at the head go on (pings, acks). */
-	if (c->link.chunk_jobs >= REQ_CHUNK_JOBS_MAX &&
-	    hdr->type == SW_MSG_CHUNK) {
+	/* Its other requests at the head go on (pings, acks). */
+	if (chunk_capped(c, hdr->type)) {
 		sc->waits = true;
 		sw_sconn_stop(sc, SW_READ_WAIT);
 		return SW_FRAME_KEEP;
