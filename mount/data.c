@@ -36,6 +36,8 @@
 #define LOC_MAX 65536u /* cached locations before the table is reset */
 #define FILE_SLOTS 1024u
 #define CHUNK_SERVERS_MAX 8 /* copies a location lists */
+/* A token that runs out within a minute is not worth the risk. */
+#define TOKEN_MARGIN_MS 60000
 
 struct loc {
 	uint64_t ino;
@@ -309,24 +311,8 @@ static void nothing(void *arg, int rc)
 	(void)rc;
 }
 
-/* Ask every copy of the chunk @x was written to for an fsync; @cb(@arg)
- * hears from each. */
-static void dirty_sync(struct mount *m, const struct dirty *x, cs_cb cb,
-		       void *arg)
-{
-	Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
-
-	q.chunk_id = x->at.chunk_id;
-	q.version = x->at.version;
-	q.has_token = 1;
-	q.token.data = (uint8_t *)x->at.token;
-	q.token.len = x->at.token_len;
-	q.has_expires = 1;
-	q.expires = x->at.expires;
-	for (uint32_t i = 0; i < x->at.nservers; i++)
-		cspool_send(m->cs, x->at.servers[i], SW_MSG_CS_SYNC, &q.base,
-			    cb, arg);
-}
+static void chunk_sync(struct mount *m, struct dirty *x, uint32_t uid,
+		       uint32_t gid, uint64_t handle, cs_cb cb, void *arg);
 
 static void synced_nowhere(void *arg, int rc, ProtobufCMessage **reply)
 {
@@ -340,6 +326,8 @@ void data_release(struct mount *m, uint64_t ino, bool last)
 {
 	struct data *d = m->data;
 	struct dirty *list = NULL;
+	uint32_t uid = 0, gid = 0;
+	uint64_t handle = 0;
 	struct dfile *f;
 
 	/* The size and mtime go out ahead of the release (one connection,
@@ -360,6 +348,9 @@ void data_release(struct mount *m, uint64_t ino, bool last)
 		if (last) {
 			list = f->dirty;
 			f->dirty = NULL;
+			uid = f->uid;
+			gid = f->gid;
+			handle = f->handle;
 			f->closing = true;
 			file_maybe_free(d, f);
 		}
@@ -376,8 +367,7 @@ void data_release(struct mount *m, uint64_t ino, bool last)
 		struct dirty *x = list;
 
 		list = x->next;
-		dirty_sync(m, x, synced_nowhere, NULL);
-		free(x);
+		chunk_sync(m, x, uid, gid, handle, synced_nowhere, NULL);
 	}
 }
 
@@ -398,9 +388,9 @@ static bool loc_lookup(struct data *d, uint64_t ino, uint32_t index, bool write,
 
 	pthread_mutex_lock(&d->mu);
 	l = *loc_find(d, ino, index);
-	/* A token that runs out within a minute is not worth the risk. */
 	if (l && (write ? l->write : !l->write_only) && !l->hole &&
-	    (l->write || end <= l->file_size) && l->expires > now_ms + 60000) {
+	    (l->write || end <= l->file_size) &&
+	    l->expires > now_ms + TOKEN_MARGIN_MS) {
 		*out = *l;
 		ok = true;
 	}
@@ -497,15 +487,16 @@ struct op {
 static void part_go(struct part *p);
 static void op_part_done(struct op *o, int rc);
 
-static void loc_from_reply(struct part *p, const Sweepfs__ChunkReply *r)
+/* @l from the master's answer @r for chunk @index of @ino. */
+static void loc_fill(struct loc *l, uint64_t ino, uint32_t index, bool write,
+		     const Sweepfs__ChunkReply *r)
 {
-	struct loc *l = &p->loc;
 	const Sweepfs__ChunkLoc *cl = r->loc;
 
 	memset(l, 0, sizeof(*l));
-	l->ino = p->op->ino;
-	l->index = p->index;
-	l->write = p->op->write;
+	l->ino = ino;
+	l->index = index;
+	l->write = write;
 	l->file_size = r->file_size;
 	if (!cl) {
 		l->hole = true;
@@ -535,7 +526,8 @@ static void located(void *arg, int rc, ProtobufCMessage **reply)
 		op_part_done(p->op, rc);
 		return;
 	}
-	loc_from_reply(p, (Sweepfs__ChunkReply *)*reply);
+	loc_fill(&p->loc, p->op->ino, p->index, p->op->write,
+		 (Sweepfs__ChunkReply *)*reply);
 	p->fresh = true;
 	if (!p->loc.hole) /* a hole may be written by anyone, any time */
 		loc_store(p->op->m->data, &p->loc);
@@ -1045,6 +1037,155 @@ int data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
 
 /* ---- fsync ---------------------------------------------------------- */
 
+/*
+ * One written chunk's sync on each of its copies. The copies take only
+ * the token it was written with, of its version: a writer keeps a file
+ * open as long as it likes, so the token may have run out by the fsync
+ * (each lives 10 minutes), or the version moved on (a snapshot took the
+ * lease back, a copy failed). Such a chunk is asked of the master again,
+ * once, for writing, as the next write would ask, and synced where the
+ * answer says: before sending a token within TOKEN_MARGIN_MS of its
+ * end, or after a copy refused the sync.
+ */
+struct csync {
+	struct mount *m;
+	struct loc at;
+	uint32_t uid, gid; /* for the master's check if no longer open */
+	uint64_t handle;
+	cs_cb cb; /* told once, with the first error or 0 */
+	void *arg;
+	int pending;
+	int err;
+	bool asked; /* at was asked of the master again */
+};
+
+/* One of *@pending answered @rc (*@err keeps an error): the last? */
+static bool last_answer(int *pending, int *err, int rc)
+{
+	if (rc < 0)
+		__atomic_store_n(err, rc, __ATOMIC_RELEASE);
+	return __atomic_sub_fetch(pending, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
+static void csync_end(struct csync *c, int rc)
+{
+	c->cb(c->arg, rc, NULL);
+	free(c);
+}
+
+static void csync_ask(struct csync *c);
+
+static void csync_done(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct csync *c = arg;
+
+	(void)reply;
+	if (!last_answer(&c->pending, &c->err, rc))
+		return;
+	rc = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+	if (rc < 0 && !c->asked)
+		csync_ask(c);
+	else
+		csync_end(c, rc);
+}
+
+static void csync_send(struct csync *c)
+{
+	Sweepfs__CsSyncReq q = SWEEPFS__CS_SYNC_REQ__INIT;
+	uint32_t n = c->at.nservers;
+
+	if (c->at.hole) { /* cut away meanwhile: nothing left to sync */
+		csync_end(c, 0);
+		return;
+	}
+	if (!n) {
+		csync_end(c, -EIO);
+		return;
+	}
+	q.chunk_id = c->at.chunk_id;
+	q.version = c->at.version;
+	q.has_token = 1;
+	q.token.data = c->at.token;
+	q.token.len = c->at.token_len;
+	q.has_expires = 1;
+	q.expires = c->at.expires;
+	c->err = 0;
+	/* One more than the copies: @c lives until every send returned. */
+	c->pending = (int)n + 1;
+	for (uint32_t i = 0; i < n; i++)
+		cspool_send(c->m->cs, c->at.servers[i], SW_MSG_CS_SYNC, &q.base,
+			    csync_done, c);
+	csync_done(c, 0, NULL);
+}
+
+static void csync_located(void *arg, int rc, ProtobufCMessage **reply)
+{
+	struct csync *c = arg;
+
+	if (rc < 0) {
+		sw_warn(TAG,
+			"inode %" PRIu64 " chunk %" PRIu32
+			": the master gave no location to sync: %s",
+			c->at.ino, c->at.index, strerror(-rc));
+		csync_end(c, rc);
+		return;
+	}
+	loc_fill(&c->at, c->at.ino, c->at.index, true,
+		 (Sweepfs__ChunkReply *)*reply);
+	csync_send(c);
+}
+
+static void csync_ask(struct csync *c)
+{
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	uint64_t handle = itable_handle(&c->m->inodes, c->at.ino);
+
+	c->asked = true;
+	cred.uid = c->uid;
+	cred.gid = c->gid;
+	q.cred = &cred;
+	q.ino = c->at.ino;
+	q.index = c->at.index;
+	q.has_write = 1;
+	q.write = 1;
+	/* The kernel may have forgotten the inode since a last close. */
+	if (!handle)
+		handle = c->handle;
+	if (handle) {
+		q.n_handles = 1;
+		q.handles = &handle;
+	}
+	mconn_send(c->m->mc, SW_MSG_CHUNK, &q.base, csync_located, c);
+}
+
+/* Sync the chunk @x names (freed here) on its copies; @cb(@arg) once. */
+static void chunk_sync(struct mount *m, struct dirty *x, uint32_t uid,
+		       uint32_t gid, uint64_t handle, cs_cb cb, void *arg)
+{
+	uint64_t now_ms = (uint64_t)(sw_now_ns() / 1000000);
+	struct csync *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		free(x);
+		cb(arg, -ENOMEM, NULL);
+		return;
+	}
+	c->m = m;
+	c->at = x->at;
+	c->at.next = NULL;
+	c->uid = uid;
+	c->gid = gid;
+	c->handle = handle;
+	c->cb = cb;
+	c->arg = arg;
+	free(x);
+	if (c->at.expires <= now_ms + TOKEN_MARGIN_MS)
+		csync_ask(c);
+	else
+		csync_send(c);
+}
+
 struct syncop {
 	fuse_req_t req;
 	int pending;
@@ -1055,9 +1196,8 @@ static void synced(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct syncop *s = arg;
 
-	if (rc < 0)
-		__atomic_store_n(&s->err, rc, __ATOMIC_RELEASE);
-	if (__atomic_sub_fetch(&s->pending, 1, __ATOMIC_ACQ_REL))
+	(void)reply;
+	if (!last_answer(&s->pending, &s->err, rc))
 		return;
 	reply_status(s->req, __atomic_load_n(&s->err, __ATOMIC_ACQUIRE));
 	free(s);
@@ -1110,7 +1250,9 @@ int data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 {
 	struct data *d = m->data;
 	struct syncop *s = calloc(1, sizeof(*s));
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct dirty *list = NULL, *x;
+	uint64_t handle = 0;
 	struct dfile *f;
 	int n = 2;
 
@@ -1121,17 +1263,17 @@ int data_fsync(struct mount *m, fuse_req_t req, uint64_t ino)
 	if (f) {
 		list = f->dirty;
 		f->dirty = NULL;
+		handle = f->handle;
 	}
 	pthread_mutex_unlock(&d->mu);
 	for (x = list; x; x = x->next)
-		n += (int)x->at.nservers;
+		n++;
 	s->req = req;
 	s->pending = n;
 	for (x = list; x;) {
 		struct dirty *next = x->next;
 
-		dirty_sync(m, x, synced, s);
-		free(x);
+		chunk_sync(m, x, ctx->uid, ctx->gid, handle, synced, s);
 		x = next;
 	}
 	data_flush(m, ino, sync_flushed, s);

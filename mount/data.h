@@ -35,6 +35,11 @@ void data_free(struct data *d);
  * master's receiver thread. A negative return is the -errno the
  * operation answers; 1 (read and write only: @size is 0) means nothing
  * to move, the operation answers 0 bytes.
+ *
+ * A sync goes with the token and version each chunk was written with.
+ * A chunk whose token ends within a minute, or that a copy refused to
+ * sync (a snapshot moved its version on), is asked of the master again
+ * for writing, once, and synced where it says.
  */
 int data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
 	      off_t off);
