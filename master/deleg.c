@@ -49,6 +49,7 @@
 #include "context.h"
 #include "req.h"
 #include "sessrec.h"
+#include "trash.h"
 #include "util.h"
 #include "watch.h"
 
@@ -156,7 +157,8 @@ struct delegs {
 	uint64_t nborn;	     /* of those, born ones nobody waits for */
 	uint64_t ended;	     /* end() calls: whether a recall freed some */
 	struct deleg_stats st;
-	struct bucket all; /* everyone's visits (see above) */
+	struct bucket all;	 /* everyone's visits (see above) */
+	struct bucket all_trash; /* everyone's TRASH recalls (conflict_trash) */
 	/* By tag (see above): live delegations, and when the last ended
 	 * (a count of ends). */
 	uint32_t tag_live[DELEG_TAGS];
@@ -182,19 +184,29 @@ static const struct bucket_rule all_visits = {
 	2 * DELEG_VISITS_ALL,
 };
 
+/* Whether @mine and @all may both pay @cost now (then both do). */
+static bool both_paid(struct bucket *mine, const struct bucket_rule *mine_rule,
+		      struct bucket *all, const struct bucket_rule *all_rule,
+		      double cost)
+{
+	int64_t now = sw_mono_ns();
+	struct bucket b = *mine;
+
+	if (!bucket_take(&b, mine_rule, cost, now) ||
+	    !bucket_take(all, all_rule, cost, now))
+		return false;
+	*mine = b;
+	return true;
+}
+
 /* Whether @s and everyone may pay for a grant of @dir now (see above). */
 static bool grant_paid(struct delegs *ds, struct session *s,
 		       const struct node *dir)
 {
 	double cost = (double)dir->u.dir->nentries * DELEG_VISITS_PER_ENTRY;
-	int64_t now = sw_mono_ns();
-	struct bucket mine = s->deleg_visits;
 
-	if (!bucket_take(&mine, &session_visits, cost, now) ||
-	    !bucket_take(&ds->all, &all_visits, cost, now))
-		return false;
-	s->deleg_visits = mine;
-	return true;
+	return both_paid(&s->deleg_visits, &session_visits, &ds->all,
+			 &all_visits, cost);
 }
 
 static uint64_t deleg_hash(const void *e)
@@ -640,6 +652,89 @@ static struct deleg *conflict_entry(struct master *m, struct session *s,
 	return d;
 }
 
+/*
+ * A TRASH request (messages.def: the only one that recalls all) names
+ * no node a holder knows of, but may have to see what holders queued:
+ *  - a purge (op 3) drops an item that is the master's alone: nothing;
+ *  - a restore (op 2) to the directory it names (parent), or to where
+ *    the item was while that is a directory: that directory's
+ *    delegation (and its parent's, as for any node named); to where
+ *    it was, gone since (made again along its path): every one the
+ *    session can see;
+ *  - a list (op 1): every one the session can see, for its first page
+ *    (the next ones carry on from it).
+ * What a session can see is below its root. A recall of all of those
+ * that sends any is paid, one a time, from the session's bucket and
+ * everyone's (TRASH_RECALLS_*): past either, the request goes on with
+ * the recalls already out, and sees what the master has (removals a
+ * holder queued reach the trash after it, as if made after it). So no
+ * client's listings take everyone's delegations back more often than
+ * that, and nobody waits for the buckets.
+ */
+#define TRASH_RECALLS_SESSION 1 /* a second, four at once */
+#define TRASH_RECALLS_ALL 2	/* a second, eight at once */
+
+static const struct bucket_rule session_trash = { TRASH_RECALLS_SESSION,
+						  4 * TRASH_RECALLS_SESSION };
+static const struct bucket_rule all_trash = { TRASH_RECALLS_ALL,
+					      4 * TRASH_RECALLS_ALL };
+
+/* The first of others_below() @top whose recall is out (@out) or not. */
+static struct deleg *first_below(const struct delegs *ds,
+				 const struct session *s,
+				 const struct node *top, bool out)
+{
+	struct deleg *d;
+
+	for (d = ds->head; d; d = d->next)
+		if (!d->recall_at == !out &&
+		    others_below(d, s, top, NODE_DELEG_TAG_ANY))
+			break;
+	return d;
+}
+
+static struct deleg *conflict_trash(struct master *m, struct session *s,
+				    const Sweepfs__TrashReq *q)
+{
+	struct delegs *ds = m->delegs;
+	const struct node *top = NULL;
+	struct deleg *d;
+
+	if (q->op == 3 || (q->op == 1 && q->has_after && q->after))
+		return NULL;
+	if (q->op == 2 && q->has_parent)
+		return conflict_ino(m, s, q->parent, false, false, false);
+	if (q->op == 2) {
+		const struct trash_item *t =
+			q->has_id ? ns_trash_find(&m->ns, q->id) : NULL;
+		struct req as = { .m = m, .s = s };
+		const struct node *dir = t ? req_node(&as, t->parent) : NULL;
+
+		if (!t)
+			return NULL; /* ENOENT */
+		if (dir && S_ISDIR(dir->mode) && !ns_detached(dir))
+			return conflict_ino(m, s, t->parent, false, false,
+					    false);
+	} else if (q->op != 1) {
+		return NULL; /* EINVAL */
+	}
+	if (s->root_ino != NS_ROOT_INO &&
+	    (top = ns_get(&m->ns, s->root_ino)) == NULL)
+		return NULL;
+	d = first_below(ds, s, top, false);
+	if (d && !both_paid(&s->trash_recalls, &session_trash, &ds->all_trash,
+			    &all_trash, 1)) {
+		sw_debug(TAG,
+			 "session %" PRIu64 ": a trash request goes on "
+			 "without recalling every delegation (paid for "
+			 "too many lately)",
+			 s->id);
+		/* Those out already, though. */
+		return first_below(ds, s, top, true);
+	}
+	return recall_others(m, s, top, NODE_DELEG_TAG_ANY, false);
+}
+
 /* What node @ino of request @msg, as @it walks it, must wait for. */
 static struct deleg *conflict_node(struct master *m, struct session *s,
 				   const struct sw_msg_info *info,
@@ -672,6 +767,8 @@ static struct deleg *conflict(struct master *m, struct session *s,
 
 	if (!info)
 		return NULL;
+	if (info->recall_all && type == SW_MSG_TRASH)
+		return conflict_trash(m, s, (const Sweepfs__TrashReq *)msg);
 	if (info->recall_all)
 		return recall_others(m, s, NULL, NODE_DELEG_TAG_ANY, false);
 	sw_msg_nodes_begin(&it, type, msg);

@@ -84,6 +84,7 @@ struct session {
 	uint32_t nwatches;
 	uint32_t ndelegs;	    /* directories delegated to it (deleg.h) */
 	struct bucket deleg_visits; /* what its grants may cost */
+	struct bucket trash_recalls; /* its TRASH requests' (deleg.c) */
 	struct bucket rmr_visits;   /* ... and its rmr checks (rmr.h) */
 	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
 	 * batch may still use an older one while a newer is asked for, and

@@ -28,6 +28,14 @@
  *             item, says `more` and moves on, and the pages are about
  *             ITEMS / 1,000 (the master looks at 1,000 items a page at
  *             most for a confined session); prints the slowest page
+ *   recalls   (threat model, finding 3) a session holds /h delegated,
+ *             gives it back at each recall and takes it again; another
+ *             session sends RECALL_LISTS first pages, one after the
+ *             other: the first four recall /h (a list sees what holders
+ *             queued), and after that at most one a second does (each
+ *             recall of every delegation is paid from the lister's
+ *             bucket), the others are answered at once; the holder is
+ *             never recalled by a next page or a purge
  *
  * Prints "ok - ..." per check; exit 0 when all held, 1 at the first that
  * did not ("FAIL: ..." on stderr), 2 for bad arguments. After each check
@@ -379,13 +387,107 @@ static void check_confined(void)
 	   n_items + 3, pages, worst);
 }
 
+#define RECALL_LISTS 20
+
+/* Send @q (TRASH) from @l and wait for its reply; meanwhile @h, holding
+ * @dir, gives it back when it is recalled: whether it was. */
+static bool trash_recalls(struct peer *l, struct peer *h, uint64_t dir,
+			  const Sweepfs__TrashReq *q)
+{
+	uint64_t id = peer_send(l, SW_MSG_TRASH, 0, &q->base);
+	int64_t deadline = now_ms() + 30000;
+	bool recalled = false;
+
+	/* Whichever comes first: the reply, or the recall it waits for. */
+	while (now_ms() < deadline) {
+		struct sw_frame_hdr hdr;
+		uint8_t *payload;
+		int rc = peer_recv(h, &hdr, &payload, 20);
+
+		if (rc == 0)
+			fail("recalls: the holder's connection closed");
+		if (rc == 1) {
+			free(payload);
+			if (hdr.type == SW_MSG_DELEG_RECALL && !recalled) {
+				recalled = true;
+				peer_deleg_return(h, dir);
+			}
+			continue;
+		}
+		rc = peer_recv(l, &hdr, &payload, 20);
+		if (rc == 0)
+			fail("recalls: the lister's connection closed");
+		if (rc == 1) {
+			free(payload);
+			if (hdr.id == id && hdr.type == SW_MSG_TRASH)
+				break;
+		}
+	}
+	if (now_ms() >= deadline)
+		fail("recalls: no answer to a trash request in 30 s");
+	if (recalled && !peer_deleg(h, dir))
+		fail("recalls: the holder could not take /h again");
+	return recalled;
+}
+
+static void check_recalls(void)
+{
+	Sweepfs__TrashReq q = SWEEPFS__TRASH_REQ__INIT;
+	Sweepfs__Cred root = cred_of(0);
+	struct peer h, l;
+	unsigned n = 0, late = 0;
+	uint64_t dir;
+	int64_t t0;
+
+	peer_open(&h, m_port);
+	peer_open(&l, m_port);
+	dir = peer_mkdir(&h, &root, ROOT, "h");
+	if (!peer_deleg(&h, dir))
+		fail("recalls: /h was not delegated");
+	q.cred = &root;
+	/* A next page, a purge: nothing to see of what /h's holder did. */
+	q.op = 1;
+	q.has_after = 1;
+	q.after = 1;
+	if (trash_recalls(&l, &h, dir, &q))
+		fail("recalls: a next page recalled /h");
+	q.op = 3;
+	q.has_after = 0;
+	q.has_id = 1;
+	q.id = 1;
+	if (trash_recalls(&l, &h, dir, &q))
+		fail("recalls: a purge recalled /h");
+	q.op = 1;
+	q.has_id = 0;
+	q.has_after = 1;
+	q.after = 0;
+	t0 = now_ms();
+	for (unsigned i = 0; i < RECALL_LISTS; i++) {
+		bool r = trash_recalls(&l, &h, dir, &q);
+
+		if (i < 4 && !r)
+			fail("recalls: first page %u did not recall /h", i);
+		n += r;
+		late += r && i >= 4;
+	}
+	/* Four at once, then one a second (and one for a part of one). */
+	if (late > (unsigned)((now_ms() - t0) / 1000) + 1)
+		fail("recalls: %u of %u first pages recalled /h in %.1f s", n,
+		     RECALL_LISTS, (double)(now_ms() - t0) / 1000);
+	peer_close(&l);
+	peer_close(&h);
+	ok("recalls: %u of %u first pages recalled the holder's directory, "
+	   "in %.1f s",
+	   n, RECALL_LISTS, (double)(now_ms() - t0) / 1000);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } checks[] = {
 	{ "setup", check_setup },	{ "own", check_own },
 	{ "pipeline", check_pipeline }, { "paging", check_paging },
-	{ "confined", check_confined },
+	{ "confined", check_confined }, { "recalls", check_recalls },
 };
 
 int main(int argc, char **argv)

@@ -4,7 +4,10 @@
 # listing pages, for a user, for an admin and for a session confined to a
 # subtree, which looks at a bounded number of items a page
 # (tests/integration/progs/trashlist.c lists every check and its
-# expected outcome). Then the master must still be up and stop cleanly.
+# expected outcome). Threat model, finding 3: a session's first pages
+# take another's delegations back four times at once and once a second
+# after, its next pages and purges never (check "recalls"). Then the
+# master must still be up and stop cleanly.
 #
 # `sweepfs trash ls` lists them all, a page at a time; after a restart
 # (replay, then a checkpoint) the listing is the same. Needs no mount and
@@ -21,7 +24,7 @@ start_master
 
 log "$ITEMS items of one uid in the trash, 3 of another"
 "$TRASHLIST" -m "$SW_PORT" -p "$SW_MASTER_PID" -n "$ITEMS" -l 2000 \
-	setup own pipeline paging confined \
+	setup own pipeline paging confined recalls \
 	>"$SW_TMP/trashlist.out" 2>&1 || {
 	cat "$SW_TMP/trashlist.out" >&2
 	fail "trashlist"
