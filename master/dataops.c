@@ -53,6 +53,8 @@ struct job {
 	uint32_t index;
 	bool write;
 	bool write_only; /* a writer who may not read: its token does not */
+	uint64_t only;	 /* a sync's: that chunk at only_version, or none */
+	uint32_t only_version;
 	uint64_t chunk;
 	uint32_t version;	/* the version the commands establish */
 	int pending;		/* commands outstanding */
@@ -827,7 +829,11 @@ static void job_run(struct master *m, struct job *j)
 		m->data->held = j;
 		return;
 	}
-	if (!j->write) {
+	/* Cut away, copied or moved on by a bump (which synced it). */
+	if (j->only &&
+	    (!c || c->id != j->only || c->version != j->only_version))
+		c = NULL;
+	if (!j->write || (j->only && !c)) {
 		reply_loc(m, j, n, c);
 		goto out_free;
 	}
@@ -915,6 +921,8 @@ void op_chunk(struct req *r, const ProtobufCMessage *msg)
 	j->index = q->index;
 	j->write = q->write;
 	j->write_only = write_only;
+	j->only = q->has_only_chunk ? q->only_chunk : 0;
+	j->only_version = q->only_version;
 	if (r->conn) {
 		j->link = req_link_of(r->m, r->conn);
 		j->link->chunk_jobs++;

@@ -117,6 +117,7 @@ struct data {
 	struct loc *locs[LOC_SLOTS];
 	size_t nlocs;
 	struct dfile *files[FILE_SLOTS];
+	bool stopping; /* data_stop(): syncs ask the master nothing */
 };
 
 static uint32_t loc_slot(uint64_t ino, uint32_t index)
@@ -246,6 +247,12 @@ bool data_written_after(struct data *d, uint64_t ino, int64_t at)
 	yes = r && r->at >= at;
 	pthread_mutex_unlock(&d->mu);
 	return yes;
+}
+
+void data_stop(struct data *d)
+{
+	if (d)
+		__atomic_store_n(&d->stopping, true, __ATOMIC_RELEASE);
 }
 
 void data_free(struct data *d)
@@ -1042,21 +1049,30 @@ int data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
  * the token it was written with, of its version: a writer keeps a file
  * open as long as it likes, so the token may have run out by the fsync
  * (each lives 10 minutes), or the version moved on (a snapshot took the
- * lease back, a copy failed). Such a chunk is asked of the master again,
- * once, for writing, as the next write would ask, and synced where the
- * answer says: before sending a token within TOKEN_MARGIN_MS of its
- * end, or after a copy refused the sync.
+ * lease back). Such a chunk is asked of the master again, once, for
+ * writing, as that chunk at that version only (ChunkReq.only_chunk: the
+ * master makes, copies or moves on nothing for it), before a token
+ * within TOKEN_MARGIN_MS of its end is sent, or after a copy refused
+ * it. An answer with no location means there is nothing left to sync:
+ * the chunk was cut away, or a bump moved it on, which syncs it
+ * (store_set_version(), chunkserver/store.c).
+ *
+ * Only refusals are asked about again: of the token (EACCES), of the
+ * version (ESTALE), of a chunk not there (ENOENT), or no answer at all.
+ * An error a copy met syncing (EIO, ENOSPC) is the fsync's: a second
+ * fdatasync would say 0 for pages the kernel has given up on.
  */
 struct csync {
 	struct mount *m;
 	struct loc at;
 	uint32_t uid, gid; /* for the master's check if no longer open */
 	uint64_t handle;
-	cs_cb cb; /* told once, with the first error or 0 */
+	cs_cb cb; /* told once, with an error or 0 */
 	void *arg;
 	int pending;
-	int err;
-	bool asked; /* at was asked of the master again */
+	int err;     /* an error a copy met */
+	int refused; /* a refusal, or no answer */
+	bool asked;  /* at was asked of the master again */
 };
 
 /* One of *@pending answered @rc (*@err keeps an error): the last? */
@@ -1078,12 +1094,18 @@ static void csync_ask(struct csync *c);
 static void csync_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct csync *c = arg;
+	bool refused = rc < 0 && (!reply || !*reply || rc == -EACCES ||
+				  rc == -ESTALE || rc == -ENOENT);
+	int err;
 
-	(void)reply;
-	if (!last_answer(&c->pending, &c->err, rc))
+	if (!last_answer(&c->pending, refused ? &c->refused : &c->err, rc))
 		return;
-	rc = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
-	if (rc < 0 && !c->asked)
+	err = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+	rc = __atomic_load_n(&c->refused, __ATOMIC_ACQUIRE);
+	if (err < 0)
+		csync_end(c, err);
+	else if (rc < 0 && !c->asked &&
+		 !__atomic_load_n(&c->m->data->stopping, __ATOMIC_ACQUIRE))
 		csync_ask(c);
 	else
 		csync_end(c, rc);
@@ -1109,7 +1131,7 @@ static void csync_send(struct csync *c)
 	q.token.len = c->at.token_len;
 	q.has_expires = 1;
 	q.expires = c->at.expires;
-	c->err = 0;
+	c->err = c->refused = 0;
 	/* One more than the copies: @c lives until every send returned. */
 	c->pending = (int)n + 1;
 	for (uint32_t i = 0; i < n; i++)
@@ -1149,6 +1171,9 @@ static void csync_ask(struct csync *c)
 	q.index = c->at.index;
 	q.has_write = 1;
 	q.write = 1;
+	q.has_only_chunk = q.has_only_version = 1;
+	q.only_chunk = c->at.chunk_id;
+	q.only_version = c->at.version;
 	/* The kernel may have forgotten the inode since a last close. */
 	if (!handle)
 		handle = c->handle;

@@ -26,6 +26,10 @@ struct mount;
 struct data;
 
 int data_new(struct mount *m, struct data **out);
+/* Unmounted: syncs still running end as they are, asking the master
+ * nothing (its connection closes next). Before mconn_close(); and the
+ * chunkservers' pool, whose close ends them, goes before data_free(). */
+void data_stop(struct data *d);
 void data_free(struct data *d);
 
 /*
@@ -38,8 +42,8 @@ void data_free(struct data *d);
  *
  * A sync goes with the token and version each chunk was written with.
  * A chunk whose token ends within a minute, or that a copy refused to
- * sync (a snapshot moved its version on), is asked of the master again
- * for writing, once, and synced where it says.
+ * sync (a snapshot moved its version on), is asked of the master again,
+ * once, and synced where it says (data.c, "fsync").
  */
 int data_read(struct mount *m, fuse_req_t req, uint64_t ino, size_t size,
 	      off_t off);

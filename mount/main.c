@@ -930,17 +930,19 @@ int main(int argc, char **argv)
 
 	ret = mount_and_serve(&m, &args, &fo, argv[1],
 			      (int)(master_timeout * 1000));
+	data_stop(m.data); /* background syncs ask the master nothing now */
 	mconn_close(m.mc);
 	mmetrics_stop(m.metrics); /* nothing notes any more */
 	ring_free(m.ring);	  /* no lock reply can come now */
 out_inodes:
+	/* First: it ends what is in flight, whose callbacks use the data. */
+	if (m.cs)
+		cspool_free(m.cs);
 	if (m.data)
 		data_free(m.data);
 	if (m.dcache)
 		dircache_free(m.dcache);
 	deleg_free(m.deleg);
-	if (m.cs)
-		cspool_free(m.cs);
 	if (m.locks)
 		lock_table_free(m.locks); /* its waits ended with mconn */
 	readdir_release_all(&m);

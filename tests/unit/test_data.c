@@ -144,11 +144,23 @@ static struct call take(uint16_t type)
 	return c;
 }
 
+/* Answer @c with @rc, as no answer at all (the connection failed). */
 static void answer(const struct call *c, int rc)
 {
 	ProtobufCMessage *none = NULL;
 
 	c->cb(c->arg, rc, &none);
+}
+
+/* Answer @c with @rc, said by its peer. */
+static void answer_said(const struct call *c, int rc)
+{
+	Sweepfs__StatusReply r = SWEEPFS__STATUS_REPLY__INIT;
+	ProtobufCMessage *msg = &r.base;
+
+	r.has_err = rc < 0;
+	r.err = -rc;
+	c->cb(c->arg, rc, &msg);
 }
 
 /* Answer a CHUNK with chunk 7 at @version on @servers, token @tok. */
@@ -172,7 +184,7 @@ static void answer_chunk(const struct call *c, uint32_t version,
 	loc.token.len = sizeof(token);
 	loc.has_expires = 1;
 	loc.expires = expires;
-	r.loc = &loc;
+	r.loc = servers ? &loc : NULL; /* none: no location */
 	r.has_file_size = 1;
 	c->cb(c->arg, 0, &msg);
 }
@@ -241,6 +253,15 @@ static void write_through(struct fixture *f, uint64_t expires)
 	write_at(f, expires, true);
 }
 
+/* Take the next request, of @type, and answer it with @how(@rc). */
+static void take_and(uint16_t type, void (*how)(const struct call *, int),
+		     int rc)
+{
+	struct call c = take(type);
+
+	how(&c, rc);
+}
+
 /* The next request is a CS_SYNC of chunk 7 @version with token @tok, to
  * @addr: answer it with @rc. */
 static void sync_seen(uint32_t version, uint8_t tok, const char *addr, int rc)
@@ -272,6 +293,9 @@ static struct call chunk_asked(void)
 	assert_int_equal(q->ino, INO);
 	assert_int_equal(q->index, 0);
 	assert_true(q->has_write && q->write);
+	/* Only the chunk written, as written: nothing made or copied. */
+	assert_int_equal(q->only_chunk, 7);
+	assert_int_equal(q->only_version, 1);
 	assert_int_equal(q->n_handles, 1);
 	assert_int_equal(q->handles[0], 0x5eed);
 	sweepfs__chunk_req__free_unpacked(q, NULL);
@@ -343,6 +367,46 @@ static void test_fsync_refused_asks_again(void **state)
 	assert_int_equal(status_rc, -EIO);
 }
 
+/* A copy met an error syncing (its disk): that is the fsync's, and it
+ * is not asked about again (a second fdatasync would say 0). */
+static void test_fsync_error_not_asked_again(void **state)
+{
+	struct fixture *f = *state;
+
+	write_through(f, now_ms() + 600000);
+	assert_int_equal(data_fsync(&f->m, NULL, INO), 0);
+	sync_seen(1, 0xa1, "cs-a:9422", 0);
+	take_and(SW_MSG_CS_SYNC, answer_said, -EIO);
+	assert_int_equal(statuses, 1);
+	assert_int_equal(status_rc, -EIO);
+	/* Out of room, and refused by the other copy: ENOSPC all the
+	 * same. */
+	write_at(f, 0, false);
+	assert_int_equal(data_fsync(&f->m, NULL, INO), 0);
+	take_and(SW_MSG_CS_SYNC, answer_said, -ESTALE);
+	take_and(SW_MSG_CS_SYNC, answer_said, -ENOSPC);
+	assert_int_equal(statuses, 2);
+	assert_int_equal(status_rc, -ENOSPC);
+}
+
+/* Both copies say the version moved on (a snapshot's bump, which synced
+ * them): asked again, the master says the chunk is no longer that one
+ * at that version; nothing is left to sync, and the fsync succeeds. */
+static void test_fsync_moved_on(void **state)
+{
+	struct fixture *f = *state;
+	struct call c;
+
+	write_through(f, now_ms() + 600000);
+	assert_int_equal(data_fsync(&f->m, NULL, INO), 0);
+	take_and(SW_MSG_CS_SYNC, answer_said, -ESTALE);
+	take_and(SW_MSG_CS_SYNC, answer_said, -ESTALE);
+	c = chunk_asked();
+	answer_chunk(&c, 0, NULL, 0, 0, 0); /* no location */
+	assert_int_equal(statuses, 1);
+	assert_int_equal(status_rc, 0);
+}
+
 /* The master gives no location (the file is gone): that is the error. */
 static void test_fsync_master_refuses(void **state)
 {
@@ -388,6 +452,10 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsync_refused_asks_again,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fsync_error_not_asked_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fsync_moved_on, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_fsync_master_refuses,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_token_near_end,
