@@ -797,6 +797,34 @@ static bool must_wait(struct master *m, const struct job *j,
 	       ns_intent_get(&m->ns, c->id);
 }
 
+/*
+ * A sync's request (ChunkReq.only_chunk): whether it is answered here.
+ * The chunk it wrote, at the version it wrote, goes on as a write: its
+ * lease renewed, or a bump, which syncs it on its copies; but not a
+ * copy for a snapshot that shares it (that would not sync what is
+ * shared): EIO. Anything else leaves nothing to sync (no location): cut
+ * away, copied (the copy is synced) or moved on by a bump made on some
+ * copy (which synced it); not a bump made on none, its intent still
+ * open, which left the data unsynced where it was: EIO.
+ */
+static bool only_answered(struct master *m, struct job *j, const struct node *n,
+			  const struct chunk *c)
+{
+	bool same = c && c->id == j->only;
+
+	if (!j->only)
+		return false;
+	if (same && c->version == j->only_version &&
+	    !(c->refs > 1 || ns_chunk_frozen(&m->ns, c)))
+		return false;
+	if (same && (c->version == j->only_version ||
+		     ns_intent_get(&m->ns, c->id) || !any_copy(c, COPY_VALID)))
+		req_error(j->req, -EIO);
+	else
+		reply_loc(m, j, n, NULL);
+	return true;
+}
+
 /* Run (or re-run, after waiting) chunk request @j. */
 static void job_run(struct master *m, struct job *j)
 {
@@ -829,11 +857,9 @@ static void job_run(struct master *m, struct job *j)
 		m->data->held = j;
 		return;
 	}
-	/* Cut away, copied or moved on by a bump (which synced it). */
-	if (j->only &&
-	    (!c || c->id != j->only || c->version != j->only_version))
-		c = NULL;
-	if (!j->write || (j->only && !c)) {
+	if (only_answered(m, j, n, c))
+		goto out_free;
+	if (!j->write) {
 		reply_loc(m, j, n, c);
 		goto out_free;
 	}

@@ -569,6 +569,11 @@ static void locate(struct part *p)
  */
 static void relocate(struct part *p, int rc)
 {
+	/* Unmounted: the master's connection may be gone (data_stop()). */
+	if (__atomic_load_n(&p->op->m->data->stopping, __ATOMIC_ACQUIRE)) {
+		op_part_done(p->op, -EIO);
+		return;
+	}
 	loc_drop(p->op->m->data, p->op->ino, p->index);
 	if (p->fresh && p->refetched) {
 		sw_warn(TAG,
@@ -1051,16 +1056,18 @@ int data_write(struct mount *m, fuse_req_t req, uint64_t ino, const char *buf,
  * (each lives 10 minutes), or the version moved on (a snapshot took the
  * lease back). Such a chunk is asked of the master again, once, for
  * writing, as that chunk at that version only (ChunkReq.only_chunk: the
- * master makes, copies or moves on nothing for it), before a token
+ * master makes and copies nothing for it; a bump syncs), before a token
  * within TOKEN_MARGIN_MS of its end is sent, or after a copy refused
  * it. An answer with no location means there is nothing left to sync:
  * the chunk was cut away, or a bump moved it on, which syncs it
  * (store_set_version(), chunkserver/store.c).
  *
- * Only refusals are asked about again: of the token (EACCES), of the
- * version (ESTALE), of a chunk not there (ENOENT), or no answer at all.
- * An error a copy met syncing (EIO, ENOSPC) is the fsync's: a second
- * fdatasync would say 0 for pages the kernel has given up on.
+ * Only refusals a copy said are asked about again: of the token
+ * (EACCES), of the version (ESTALE), of a chunk not there (ENOENT). An
+ * error a copy met syncing (EIO, ENOSPC) is the fsync's: a second
+ * fdatasync would say 0 for pages the kernel has given up on. So is no
+ * answer: a server that went down may have lost what was written to
+ * it, and come back with the chunk at the version asked about.
  */
 struct csync {
 	struct mount *m;
@@ -1071,7 +1078,7 @@ struct csync {
 	void *arg;
 	int pending;
 	int err;     /* an error a copy met */
-	int refused; /* a refusal, or no answer */
+	int refused; /* a refusal a copy said */
 	bool asked;  /* at was asked of the master again */
 };
 
@@ -1094,8 +1101,8 @@ static void csync_ask(struct csync *c);
 static void csync_done(void *arg, int rc, ProtobufCMessage **reply)
 {
 	struct csync *c = arg;
-	bool refused = rc < 0 && (!reply || !*reply || rc == -EACCES ||
-				  rc == -ESTALE || rc == -ENOENT);
+	bool refused = rc < 0 && reply && *reply &&
+		       (rc == -EACCES || rc == -ESTALE || rc == -ENOENT);
 	int err;
 
 	if (!last_answer(&c->pending, refused ? &c->refused : &c->err, rc))

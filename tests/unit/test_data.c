@@ -278,7 +278,7 @@ static void sync_seen(uint32_t version, uint8_t tok, const char *addr, int rc)
 	assert_int_equal(q->token.len, 16);
 	assert_int_equal(q->token.data[0], tok);
 	sweepfs__cs_sync_req__free_unpacked(q, NULL);
-	answer(&c, rc);
+	answer_said(&c, rc);
 }
 
 /* The next request asks the master for chunk 0 of INO for writing. */
@@ -389,6 +389,20 @@ static void test_fsync_error_not_asked_again(void **state)
 	assert_int_equal(status_rc, -ENOSPC);
 }
 
+/* A copy that does not answer (its server went down, and may have lost
+ * what it was sent): the fsync's error, not asked about again. */
+static void test_fsync_no_answer(void **state)
+{
+	struct fixture *f = *state;
+
+	write_through(f, now_ms() + 600000);
+	assert_int_equal(data_fsync(&f->m, NULL, INO), 0);
+	sync_seen(1, 0xa1, "cs-a:9422", 0);
+	take_and(SW_MSG_CS_SYNC, answer, -EIO);
+	assert_int_equal(statuses, 1);
+	assert_int_equal(status_rc, -EIO);
+}
+
 /* Both copies say the version moved on (a snapshot's bump, which synced
  * them): asked again, the master says the chunk is no longer that one
  * at that version; nothing is left to sync, and the fsync succeeds. */
@@ -455,6 +469,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_fsync_error_not_asked_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fsync_moved_on, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fsync_no_answer, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fsync_master_refuses,
 						setup, teardown),

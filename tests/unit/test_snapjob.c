@@ -51,6 +51,7 @@ struct fixture {
 	uv_loop_t loop;
 	bool stopped;	  /* snapjob_stop() ran (it closes handles) */
 	unsigned replies; /* replies sent, errors or not */
+	bool located;	  /* the last CHUNK reply had a location */
 	unsigned errors;  /* error replies sent */
 	int last_err;
 	bool stop_on_error;   /* an error reply sets m.stopping */
@@ -127,6 +128,9 @@ static void hook_send(struct req *r, const ProtobufCMessage *reply, bool error)
 {
 	(void)r;
 	current->replies++;
+	if (reply->descriptor == &sweepfs__chunk_reply__descriptor)
+		current->located = ((const Sweepfs__ChunkReply *)reply)->loc !=
+				   NULL;
 	if (error) {
 		current->errors++;
 		current->last_err =
@@ -966,6 +970,71 @@ static void test_damaged_only_write(void **state)
 	assert_int_equal(f->dups, 0);
 }
 
+static void ask_only(struct fixture *f, uint64_t ino, uint64_t chunk,
+		     uint32_t version)
+{
+	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct req r = { .m = &f->m };
+
+	q.ino = ino;
+	q.has_write = q.write = 1;
+	q.has_only_chunk = q.has_only_version = 1;
+	q.only_chunk = chunk;
+	q.only_version = version;
+	q.cred = &cred;
+	op_chunk(&r, &q.base);
+}
+
+/*
+ * A sync's request (ChunkReq.only_chunk, mount/data.c): another version
+ * of the chunk, another chunk or none is answered with no location and
+ * nothing made, copied or bumped; a bump made on no copy (its intent
+ * open) and a chunk a snapshot shares are EIO, with nothing copied; the
+ * chunk at the version asked goes on as a write (here: bumped).
+ */
+static void test_only_chunk(void **state)
+{
+	struct fixture *f = *state;
+	struct ns *ns = &f->m.ns;
+	struct chunk *c = leased_on_one(f, ns->root, "o");
+	uint64_t ino = ns_lookup(ns, ns->root, "o", 1)->child->ino;
+	uint64_t id = c->id;
+	uint32_t v = c->version;
+	struct chunk_intent in = {
+		.id = id, .version = v + 1, .kind = INTENT_BUMP, .length = -1
+	};
+
+	wire(f);
+	f->m.stopping = false;
+	ask_only(f, ino, id, v + 5);   /* moved on, by a bump that was made */
+	ask_only(f, ino, id + 100, v); /* another chunk (a copy) */
+	assert_int_equal(f->replies, 2);
+	assert_int_equal(f->errors, 0);
+	assert_false(f->located);
+	/* A bump made nowhere: the copy is still at v, unsynced. */
+	c->version = v + 1;
+	assert_int_equal(ns_intent_note(ns, &in), 0);
+	ask_only(f, ino, id, v);
+	assert_int_equal(f->errors, 1);
+	assert_int_equal(f->last_err, EIO);
+	ns_intent_done(ns, id, v + 1);
+	c->version = v;
+	/* Shared with a snapshot: not copied for a sync. */
+	c->refs++;
+	ask_only(f, ino, id, v);
+	assert_int_equal(f->errors, 2);
+	c->refs--;
+	assert_int_equal(f->bumps + f->dups, 0);
+	/* The chunk it wrote, as it wrote it: a write's path. */
+	ask_only(f, ino, id, v);
+	assert_int_equal(f->bumps, 1);
+	assert_int_equal(f->dups, 0);
+	cs_done(f, f->cmd_id, 0);
+	assert_true(f->located);
+	assert_int_equal(f->errors, 2);
+}
+
 /*
  * A big copy's revoke-all at its fork is quiet (a failure there is for
  * the copy's instant only), but the lease stands until its bump is done:
@@ -1097,6 +1166,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_asked_again_forgets_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_only_write, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_only_chunk, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_jobs_counted, setup,
 						teardown),
