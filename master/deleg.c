@@ -656,20 +656,22 @@ static struct deleg *conflict_entry(struct master *m, struct session *s,
  * A TRASH request (messages.def: the only one that recalls all) names
  * no node a holder knows of, but may have to see what holders queued:
  *  - a purge (op 3) drops an item that is the master's alone: nothing;
- *  - a restore (op 2) to the directory it names (parent), or to where
- *    the item was while that is a directory: that directory's
- *    delegation (and its parent's, as for any node named); to where
- *    it was, gone since (made again along its path): every one the
- *    session can see;
- *  - a list (op 1): every one the session can see, for its first page
- *    (the next ones carry on from it).
- * What a session can see is below its root. A recall of all of those
- * that sends any is paid, one a time, from the session's bucket and
- * everyone's (TRASH_RECALLS_*): past either, the request goes on with
- * the recalls already out, and sees what the master has (removals a
- * holder queued reach the trash after it, as if made after it). So no
- * client's listings take everyone's delegations back more often than
- * that, and nobody waits for the buckets.
+ *  - a restore (op 2), of an item there that the caller may restore
+ *    (as op_trash() checks), into the directory it names (parent), or
+ *    where the item was while that is a directory: that directory's
+ *    delegation (and its parent's, as for any node named); where it
+ *    was, gone since: each directory on the item's path that is there,
+ *    which remake_parents() looks names up in and makes the rest below;
+ *  - a list (op 1): every one below the session's root, for a first
+ *    page (the next ones carry on from it).
+ * A list's recall of all, when it sends any, is paid on the request's
+ * first look (@first: not again when it is looked at after a recall),
+ * one a time, from the session's bucket and everyone's
+ * (TRASH_RECALLS_*): past either, or on a later look, the list waits
+ * only for the recalls already out, and sees what the master has
+ * (removals a holder queued reach the trash after it, as if made after
+ * it). So no client's listings take everyone's delegations back more
+ * often than that, and nobody waits for the buckets.
  */
 #define TRASH_RECALLS_SESSION 1 /* a second, four at once */
 #define TRASH_RECALLS_ALL 2	/* a second, eight at once */
@@ -693,43 +695,78 @@ static struct deleg *first_below(const struct delegs *ds,
 	return d;
 }
 
+/* Each directory on @t's path that is there, from the root down: what a
+ * restore to where it was looks names up in (remake_parents()). */
+static struct deleg *conflict_path(struct master *m, struct session *s,
+				   const struct trash_item *t)
+{
+	struct node *dir = m->ns.root;
+	struct deleg *wait = NULL, *d;
+	const char *p = t->path;
+
+	for (;;) {
+		const char *slash;
+		struct edge *e;
+
+		d = conflict_ino(m, s, dir->ino, false, false, false);
+		if (d && !wait)
+			wait = d;
+		while (*p == '/')
+			p++;
+		slash = strchr(p, '/');
+		if (p >= t->name || !slash || slash >= t->name ||
+		    (size_t)(slash - p) > SW_NAME_MAX)
+			return wait;
+		e = ns_lookup(&m->ns, dir, p, (size_t)(slash - p));
+		if (!e || !e->child || !S_ISDIR(e->child->mode))
+			return wait;
+		dir = e->child;
+		p = slash + 1;
+	}
+}
+
+static struct deleg *conflict_restore(struct master *m, struct session *s,
+				      const Sweepfs__TrashReq *q)
+{
+	const struct trash_item *t = q->has_id ? ns_trash_find(&m->ns, q->id) :
+						 NULL;
+	struct req as = { .m = m, .s = s };
+	struct sw_cred cred = req_cred(q->cred);
+	const struct node *dir;
+
+	/* Refused by op_trash() (item_visible(), req_owns()): nothing. */
+	if (!t || (s->root_ino != NS_ROOT_INO && !req_node(&as, t->parent)) ||
+	    !req_owns(&as, &cred, t->node))
+		return NULL;
+	if (q->has_parent)
+		return conflict_ino(m, s, q->parent, false, false, false);
+	dir = req_node(&as, t->parent);
+	if (dir && S_ISDIR(dir->mode) && !ns_detached(dir))
+		return conflict_ino(m, s, t->parent, false, false, false);
+	return conflict_path(m, s, t);
+}
+
 static struct deleg *conflict_trash(struct master *m, struct session *s,
-				    const Sweepfs__TrashReq *q)
+				    const Sweepfs__TrashReq *q, bool first)
 {
 	struct delegs *ds = m->delegs;
 	const struct node *top = NULL;
-	struct deleg *d;
 
-	if (q->op == 3 || (q->op == 1 && q->has_after && q->after))
-		return NULL;
-	if (q->op == 2 && q->has_parent)
-		return conflict_ino(m, s, q->parent, false, false, false);
-	if (q->op == 2) {
-		const struct trash_item *t =
-			q->has_id ? ns_trash_find(&m->ns, q->id) : NULL;
-		struct req as = { .m = m, .s = s };
-		const struct node *dir = t ? req_node(&as, t->parent) : NULL;
-
-		if (!t)
-			return NULL; /* ENOENT */
-		if (dir && S_ISDIR(dir->mode) && !ns_detached(dir))
-			return conflict_ino(m, s, t->parent, false, false,
-					    false);
-	} else if (q->op != 1) {
-		return NULL; /* EINVAL */
-	}
+	if (q->op == 2)
+		return conflict_restore(m, s, q);
+	if (q->op != 1 || (q->has_after && q->after))
+		return NULL; /* a purge, a next page, an op refused */
 	if (s->root_ino != NS_ROOT_INO &&
 	    (top = ns_get(&m->ns, s->root_ino)) == NULL)
 		return NULL;
-	d = first_below(ds, s, top, false);
-	if (d && !both_paid(&s->trash_recalls, &session_trash, &ds->all_trash,
-			    &all_trash, 1)) {
+	if (!first_below(ds, s, top, false))
+		return first_below(ds, s, top, true);
+	if (!first || !both_paid(&s->trash_recalls, &session_trash,
+				 &ds->all_trash, &all_trash, 1)) {
 		sw_debug(TAG,
-			 "session %" PRIu64 ": a trash request goes on "
-			 "without recalling every delegation (paid for "
-			 "too many lately)",
-			 s->id);
-		/* Those out already, though. */
+			 "session %" PRIu64 ": a trash list goes on without "
+			 "recalling every delegation%s",
+			 s->id, first ? " (paid for too many lately)" : "");
 		return first_below(ds, s, top, true);
 	}
 	return recall_others(m, s, top, NODE_DELEG_TAG_ANY, false);
@@ -757,7 +794,8 @@ static struct deleg *conflict_node(struct master *m, struct session *s,
  * that ended delegations may have freed one an earlier node returned).
  */
 static struct deleg *conflict(struct master *m, struct session *s,
-			      uint16_t type, const ProtobufCMessage *msg)
+			      uint16_t type, const ProtobufCMessage *msg,
+			      bool first)
 {
 	const struct sw_msg_info *info = sw_msg_info(type);
 	struct deleg *d = NULL;
@@ -768,7 +806,8 @@ static struct deleg *conflict(struct master *m, struct session *s,
 	if (!info)
 		return NULL;
 	if (info->recall_all && type == SW_MSG_TRASH)
-		return conflict_trash(m, s, (const Sweepfs__TrashReq *)msg);
+		return conflict_trash(m, s, (const Sweepfs__TrashReq *)msg,
+				      first);
 	if (info->recall_all)
 		return recall_others(m, s, NULL, NODE_DELEG_TAG_ANY, false);
 	sw_msg_nodes_begin(&it, type, msg);
@@ -797,7 +836,8 @@ bool deleg_wait(struct master *m, struct session *s, struct req_link *l,
 
 	if (!m->delegs || !m->delegs->head || !s || session_is_peer(s))
 		return false;
-	d = conflict(m, s, type, msg);
+	/* (A first look: not one after a recall, nor one past another.) */
+	d = conflict(m, s, type, msg, !l->park_t0 && !l->parked);
 	if (!d)
 		return false;
 	if (l->parked)
@@ -810,7 +850,7 @@ bool deleg_wait(struct master *m, struct session *s, struct req_link *l,
 		 * for is taken back. Each turn ends one delegation. */
 		do
 			take_back(m, d, "a request waited for it too long");
-		while ((d = conflict(m, s, type, msg)) != NULL);
+		while ((d = conflict(m, s, type, msg, false)) != NULL);
 		return false;
 	}
 	/* Waited for now: a recall like the others (refusal()). */

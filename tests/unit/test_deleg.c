@@ -35,6 +35,7 @@
 #include "req.h"
 #include "server.h"
 #include "session.h"
+#include "trash.h"
 #include "watch.h"
 #include "unit.h"
 #include "unit_ns.h"
@@ -1739,11 +1740,32 @@ static void test_trash_recalls(void **state)
 	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
 }
 
+/* Whether @c's TRASH @q waits; if not, it was answered (server.c then
+ * clears the request's wait clock: the next one looks for the first
+ * time). */
+static bool trash_waits(struct conn *c, const Sweepfs__TrashReq *q)
+{
+	bool waits = conn_waits(c, SW_MSG_TRASH, &q->base);
+
+	if (!waits)
+		c->link.park_t0 = 0;
+	return waits;
+}
+
+/* Remove @dir/@name (a file) into the trash as item @id. */
+static void trash_file(struct fixture *f, struct node *dir, const char *name,
+		       uint64_t id)
+{
+	assert_int_equal(ns_trash_unlink(&f->m.ns, dir, name, strlen(name), id,
+					 INT64_MAX, ++f->now),
+			 0);
+}
+
 /*
  * What a trash request recalls is what it must see (conflict_trash()):
  * a list's next pages, a purge and a restore of an item not there
- * recall nothing; a restore into a directory, that directory's; a
- * session confined to a subtree, only what is below it.
+ * recall nothing; a restore, the directory it goes to; a session
+ * confined to a subtree, only what is below it.
  */
 static void test_trash_recalls_what_it_sees(void **state)
 {
@@ -1752,51 +1774,95 @@ static void test_trash_recalls_what_it_sees(void **state)
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
 	struct node *other = mk(f, f->m.ns.root, "other", S_IFDIR | 0755);
 
+	mk(f, f->sub, "x", S_IFREG | 0644);
+	trash_file(f, f->sub, "x", 100);
 	q.cred = &cred;
 	assert_true(ask(f, &f->ca, f->sub));
 	q.op = 1;
 	q.has_after = 1;
 	q.after = 7; /* a next page */
-	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_false(trash_waits(&f->cb, &q));
 	q.op = 3; /* a purge */
 	q.has_after = 0;
 	q.has_id = 1;
-	q.id = 7;
-	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	q.id = 100;
+	assert_false(trash_waits(&f->cb, &q));
 	q.op = 2; /* a restore of an item not there */
-	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
-	q.has_parent = 1; /* ... into another directory */
+	q.id = 7;
+	assert_false(trash_waits(&f->cb, &q));
+	q.has_parent = 1; /* ... into d/sub */
+	q.parent = f->sub->ino;
+	assert_false(trash_waits(&f->cb, &q));
+	q.id = 100; /* of one there, into another directory */
 	q.parent = other->ino;
-	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_false(trash_waits(&f->cb, &q));
 	assert_false(recalled(&f->ca, f->sub));
 	/* A list by a session that sees only "other". */
 	f->sb.root_ino = other->ino;
 	q.op = 1;
 	q.has_id = q.has_parent = 0;
-	assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_false(trash_waits(&f->cb, &q));
 	assert_false(recalled(&f->ca, f->sub));
 	/* ... and by one that sees d: the holder of d/sub is asked. */
 	f->sb.root_ino = f->d->ino;
-	assert_true(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	assert_true(trash_waits(&f->cb, &q));
 	assert_true(recalled(&f->ca, f->sub));
 	give_back(f, &f->ca, f->sub);
 	assert_null(f->cb.link.parked);
-	/* A restore into d/sub itself. */
+	assert_false(trash_waits(&f->cb, &q));
+	/* A restore to where the item was: d/sub; not by one who may not
+	 * restore it (not its owner, nor root). */
 	f->sb.root_ino = NS_ROOT_INO;
 	assert_true(ask(f, &f->ca, f->sub));
 	q.op = 2;
-	q.has_parent = 1;
-	q.parent = f->sub->ino;
-	assert_true(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+	q.has_id = 1;
+	q.id = 100;
+	cred.uid = 2000;
+	assert_false(trash_waits(&f->cb, &q));
+	assert_false(recalled(&f->ca, f->sub));
+	cred.uid = 0;
+	assert_true(trash_waits(&f->cb, &q));
 	assert_true(recalled(&f->ca, f->sub));
 	give_back(f, &f->ca, f->sub);
 	assert_null(f->cb.link.parked);
+	assert_false(trash_waits(&f->cb, &q));
+}
+
+/*
+ * A restore to where its item was, gone since and made again by another
+ * session, which holds it: found by the item's path and recalled (the
+ * restore would make its name there).
+ */
+static void test_trash_restore_recalls_its_path(void **state)
+{
+	struct fixture *f = *state;
+	Sweepfs__TrashReq q = SWEEPFS__TRASH_REQ__INIT;
+	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
+	struct node *e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
+
+	mk(f, e, "x", S_IFREG | 0644);
+	trash_file(f, e, "x", 100);
+	assert_int_equal(ns_trash_detach(&f->m.ns, f->m.ns.root, "e", 1, 101,
+					 INT64_MAX, ++f->now),
+			 0);
+	e = mk(f, f->m.ns.root, "e", S_IFDIR | 0755);
+	assert_true(ask(f, &f->ca, e));
+	q.cred = &cred;
+	q.op = 2;
+	q.has_id = 1;
+	q.id = 100;
+	assert_true(trash_waits(&f->cb, &q));
+	assert_true(recalled(&f->ca, e));
+	give_back(f, &f->ca, e);
+	assert_null(f->cb.link.parked);
+	assert_false(trash_waits(&f->cb, &q));
 }
 
 /*
  * One session's first pages take every delegation back at most four
  * times at once and once a second after; past that a list goes on
- * without, recalls nothing and waits for nothing.
+ * without, recalls nothing and waits for nothing. A list looked at
+ * again after a recall pays nothing more.
  */
 static void test_trash_recalls_paid(void **state)
 {
@@ -1813,15 +1879,24 @@ static void test_trash_recalls_paid(void **state)
 		assert_true(recalled(&f->ca, f->sub));
 		give_back(f, &f->ca, f->sub);
 		assert_null(f->cb.link.parked);
+		/* Taken again before the list is looked at again: not
+		 * recalled again. */
+		if (i == 0)
+			assert_true(ask(f, &f->ca, f->sub));
+		assert_false(trash_waits(&f->cb, &q));
+		if (i == 0) {
+			assert_false(recalled(&f->ca, f->sub));
+			give_back(f, &f->ca, f->sub);
+		}
 	}
 	assert_true(ask(f, &f->ca, f->sub));
 	/* (Refilled a little in a second: a run that slow proves less.) */
 	if (sw_mono_ns() - t0 < SW_NSEC_PER_SEC) {
-		assert_false(conn_waits(&f->cb, SW_MSG_TRASH, &q.base));
+		assert_false(trash_waits(&f->cb, &q));
 		assert_false(recalled(&f->ca, f->sub));
 	}
 	/* Another session's are its own (everyone's hold eight). */
-	assert_true(conn_waits(&f->cc, SW_MSG_TRASH, &q.base));
+	assert_true(trash_waits(&f->cc, &q));
 	assert_true(recalled(&f->ca, f->sub));
 	give_back(f, &f->ca, f->sub);
 	assert_null(f->cc.link.parked);
@@ -2560,6 +2635,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trash_recalls_paid, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_trash_restore_recalls_its_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trash_recalls, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
