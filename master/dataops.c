@@ -800,25 +800,21 @@ static bool must_wait(struct master *m, const struct job *j,
 /*
  * A sync's request (ChunkReq.only_chunk): whether it is answered here.
  * The chunk it wrote, at the version it wrote, goes on as a write: its
- * lease renewed, or a bump, which syncs it on its copies; but not a
- * copy for a snapshot that shares it (that would not sync what is
- * shared): EIO. Anything else leaves nothing to sync (no location): cut
- * away, copied (the copy is synced) or moved on by a bump made on some
- * copy (which synced it); not a bump made on none, its intent still
- * open, which left the data unsynced where it was: EIO.
+ * lease renewed, or a bump, which syncs it on its copies (job_run()
+ * bumps even a chunk a snapshot shares, for a sync, where a write would
+ * copy it: a copy does not sync what is shared). A hole, or a chunk
+ * moved on by a bump made on some copy (which synced it), or replaced
+ * by a copy that was made (synced too), leaves nothing to sync: no
+ * location. A bump or a copy made on no copy (its intent open, or no
+ * valid copy) left the data unsynced where it was: EIO.
  */
 static bool only_answered(struct master *m, struct job *j, const struct node *n,
 			  const struct chunk *c)
 {
-	bool same = c && c->id == j->only;
-
-	if (!j->only)
+	if (!j->only ||
+	    (c && c->id == j->only && c->version == j->only_version))
 		return false;
-	if (same && c->version == j->only_version &&
-	    !(c->refs > 1 || ns_chunk_frozen(&m->ns, c)))
-		return false;
-	if (same && (c->version == j->only_version ||
-		     ns_intent_get(&m->ns, c->id) || !any_copy(c, COPY_VALID)))
+	if (c && (ns_intent_get(&m->ns, c->id) || !any_copy(c, COPY_VALID)))
 		req_error(j->req, -EIO);
 	else
 		reply_loc(m, j, n, NULL);
@@ -867,8 +863,10 @@ static void job_run(struct master *m, struct job *j)
 		rc = start_create(m, j, n);
 	else if (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED))
 		rc = -EIO; /* its data is on servers that are away */
-	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c))
+	else if ((c->refs > 1 || ns_chunk_frozen(&m->ns, c)) && !j->only)
 		rc = start_duplicate(m, j, n, c, UINT64_MAX);
+	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c))
+		rc = start_bump(m, j, c, UINT64_MAX); /* only_answered() */
 	else if (!any_copy(c, COPY_VALID))
 		/* Only damaged copies, and only this file's: a duplicate
 		 * would free its source as it replaces it, copies and all,

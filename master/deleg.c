@@ -714,9 +714,12 @@ static struct deleg *conflict_path(struct master *m, struct session *s,
 		while (*p == '/')
 			p++;
 		slash = strchr(p, '/');
-		if (p >= t->name || !slash || slash >= t->name ||
-		    (size_t)(slash - p) > SW_NAME_MAX)
+		if (p >= t->name || !slash || slash >= t->name)
 			return wait;
+		if ((size_t)(slash - p) > SW_NAME_MAX) {
+			p = slash + 1; /* skipped, as remake_parents() does */
+			continue;
+		}
 		e = ns_lookup(&m->ns, dir, p, (size_t)(slash - p));
 		if (!e || !e->child || !S_ISDIR(e->child->mode))
 			return wait;
@@ -836,8 +839,12 @@ bool deleg_wait(struct master *m, struct session *s, struct req_link *l,
 
 	if (!m->delegs || !m->delegs->head || !s || session_is_peer(s))
 		return false;
-	/* (A first look: not one after a recall, nor one past another.) */
-	d = conflict(m, s, type, msg, !l->park_t0 && !l->parked);
+	/* Past a parked request, a trash list would look for the first time
+	 * with its wait clock running: it stays behind it instead. */
+	if (l->parked && type == SW_MSG_TRASH)
+		return true;
+	/* (A first look: not one after a recall.) */
+	d = conflict(m, s, type, msg, !l->park_t0);
 	if (!d)
 		return false;
 	if (l->parked)

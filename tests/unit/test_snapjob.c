@@ -988,10 +988,11 @@ static void ask_only(struct fixture *f, uint64_t ino, uint64_t chunk,
 
 /*
  * A sync's request (ChunkReq.only_chunk, mount/data.c): another version
- * of the chunk, another chunk or none is answered with no location and
- * nothing made, copied or bumped; a bump made on no copy (its intent
- * open) and a chunk a snapshot shares are EIO, with nothing copied; the
- * chunk at the version asked goes on as a write (here: bumped).
+ * of the chunk, or another chunk, is answered with no location and
+ * nothing made, copied or bumped; a bump or a copy made on no copy (its
+ * intent open) is EIO; the chunk at the version asked goes on as a
+ * write, bumped even when a snapshot shares it (never copied: a copy
+ * does not sync what is shared).
  */
 static void test_only_chunk(void **state)
 {
@@ -1008,30 +1009,36 @@ static void test_only_chunk(void **state)
 	wire(f);
 	f->m.stopping = false;
 	ask_only(f, ino, id, v + 5);   /* moved on, by a bump that was made */
-	ask_only(f, ino, id + 100, v); /* another chunk (a copy) */
+	ask_only(f, ino, id + 100, v); /* replaced by a copy that was made */
 	assert_int_equal(f->replies, 2);
 	assert_int_equal(f->errors, 0);
 	assert_false(f->located);
-	/* A bump made nowhere: the copy is still at v, unsynced. */
+	/* A change made nowhere: the data is still unsynced where it was. */
 	c->version = v + 1;
 	assert_int_equal(ns_intent_note(ns, &in), 0);
 	ask_only(f, ino, id, v);
-	assert_int_equal(f->errors, 1);
+	ask_only(f, ino, id + 100, v);
+	assert_int_equal(f->errors, 2);
 	assert_int_equal(f->last_err, EIO);
 	ns_intent_done(ns, id, v + 1);
 	c->version = v;
-	/* Shared with a snapshot: not copied for a sync. */
+	assert_int_equal(f->bumps + f->dups, 0);
+	/* Shared with a snapshot: bumped, not copied; then it has moved
+	 * on, and nothing is left to sync. */
 	c->refs++;
 	ask_only(f, ino, id, v);
-	assert_int_equal(f->errors, 2);
-	c->refs--;
-	assert_int_equal(f->bumps + f->dups, 0);
-	/* The chunk it wrote, as it wrote it: a write's path. */
-	ask_only(f, ino, id, v);
 	assert_int_equal(f->bumps, 1);
+	cs_done(f, f->cmd_id, 0);
+	c->refs--;
 	assert_int_equal(f->dups, 0);
+	assert_int_equal(f->errors, 2);
+	assert_false(f->located);
+	/* Its own: bumped, and answered where it is now. */
+	ask_only(f, ino, id, v + 1);
+	assert_int_equal(f->bumps, 2);
 	cs_done(f, f->cmd_id, 0);
 	assert_true(f->located);
+	assert_int_equal(f->dups, 0);
 	assert_int_equal(f->errors, 2);
 }
 
