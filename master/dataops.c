@@ -863,10 +863,10 @@ static void job_run(struct master *m, struct job *j)
 		rc = start_create(m, j, n);
 	else if (!any_copy(c, COPY_VALID) && !any_copy(c, COPY_DAMAGED))
 		rc = -EIO; /* its data is on servers that are away */
-	else if ((c->refs > 1 || ns_chunk_frozen(&m->ns, c)) && !j->only)
-		rc = start_duplicate(m, j, n, c, UINT64_MAX);
 	else if (c->refs > 1 || ns_chunk_frozen(&m->ns, c))
-		rc = start_bump(m, j, c, UINT64_MAX); /* only_answered() */
+		rc = j->only ? start_bump(m, j, c, UINT64_MAX) /* a sync's */
+			       :
+			       start_duplicate(m, j, n, c, UINT64_MAX);
 	else if (!any_copy(c, COPY_VALID))
 		/* Only damaged copies, and only this file's: a duplicate
 		 * would free its source as it replaces it, copies and all,

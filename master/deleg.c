@@ -50,6 +50,7 @@
 #include "req.h"
 #include "sessrec.h"
 #include "trash.h"
+#include "trashops.h"
 #include "util.h"
 #include "watch.h"
 
@@ -702,29 +703,21 @@ static struct deleg *conflict_path(struct master *m, struct session *s,
 {
 	struct node *dir = m->ns.root;
 	struct deleg *wait = NULL, *d;
-	const char *p = t->path;
+	const char *p = NULL;
+	size_t len;
 
 	for (;;) {
-		const char *slash;
 		struct edge *e;
 
 		d = conflict_ino(m, s, dir->ino, false, false, false);
 		if (d && !wait)
 			wait = d;
-		while (*p == '/')
-			p++;
-		slash = strchr(p, '/');
-		if (p >= t->name || !slash || slash >= t->name)
+		if (!ns_trash_path_next(t, &p, &len))
 			return wait;
-		if ((size_t)(slash - p) > SW_NAME_MAX) {
-			p = slash + 1; /* skipped, as remake_parents() does */
-			continue;
-		}
-		e = ns_lookup(&m->ns, dir, p, (size_t)(slash - p));
+		e = ns_lookup(&m->ns, dir, p, len);
 		if (!e || !e->child || !S_ISDIR(e->child->mode))
 			return wait;
 		dir = e->child;
-		p = slash + 1;
 	}
 }
 
@@ -737,9 +730,8 @@ static struct deleg *conflict_restore(struct master *m, struct session *s,
 	struct sw_cred cred = req_cred(q->cred);
 	const struct node *dir;
 
-	/* Refused by op_trash() (item_visible(), req_owns()): nothing. */
-	if (!t || (s->root_ino != NS_ROOT_INO && !req_node(&as, t->parent)) ||
-	    !req_owns(&as, &cred, t->node))
+	/* Refused by op_trash(): nothing. */
+	if (!t || !trash_item_visible(&as, t) || !req_owns(&as, &cred, t->node))
 		return NULL;
 	if (q->has_parent)
 		return conflict_ino(m, s, q->parent, false, false, false);

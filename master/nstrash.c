@@ -636,6 +636,27 @@ void ns_trash_item(const struct trash_item *t, uint64_t *id, uint64_t *ino,
 	*nodes = t->nodes;
 }
 
+bool ns_trash_path_next(const struct trash_item *t, const char **p, size_t *len)
+{
+	const char *at = *p ? *p + *len : t->path;
+
+	for (;;) {
+		const char *slash;
+
+		while (*at == '/')
+			at++;
+		slash = strchr(at, '/');
+		if (at >= t->name || !slash || slash >= t->name)
+			return false;
+		if ((size_t)(slash - at) <= SW_NAME_MAX) {
+			*p = at;
+			*len = (size_t)(slash - at);
+			return true;
+		}
+		at = slash + 1;
+	}
+}
+
 struct trash_item *ns_trash_find(const struct ns *ns, uint64_t id)
 {
 	struct trash_item *t = ns->trash_by_id;

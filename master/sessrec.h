@@ -82,10 +82,10 @@ struct session {
 	struct watch *watches; /* directories it caches, newest first */
 	struct watch *watches_tail;
 	uint32_t nwatches;
-	uint32_t ndelegs;	    /* directories delegated to it (deleg.h) */
-	struct bucket deleg_visits; /* what its grants may cost */
+	uint32_t ndelegs;	     /* directories delegated to it (deleg.h) */
+	struct bucket deleg_visits;  /* what its grants may cost */
 	struct bucket trash_recalls; /* its TRASH requests' (deleg.c) */
-	struct bucket rmr_visits;   /* ... and its rmr checks (rmr.h) */
+	struct bucket rmr_visits;    /* ... and its rmr checks (rmr.h) */
 	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
 	 * batch may still use an older one while a newer is asked for, and
 	 * a request sent again after a lost reply takes one more. In

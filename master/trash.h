@@ -98,6 +98,15 @@ void ns_trash_page(const struct ns *ns, struct ns_trash_page *p);
 /* Item @id, or NULL. O(log n). */
 struct trash_item *ns_trash_find(const struct ns *ns, uint64_t id);
 
+/*
+ * The directories of @t's path (those before its name), one a call:
+ * start with *@p = NULL; each call sets *@p and *@len to the next one's
+ * name (empty names and ones longer than SW_NAME_MAX skipped), false
+ * past the last. What a restore to where it was walks.
+ */
+bool ns_trash_path_next(const struct trash_item *t, const char **p,
+			size_t *len);
+
 /* Checkpoint: iterate, read an item, load one, free them all. */
 int ns_trash_foreach(const struct ns *ns,
 		     int (*fn)(const struct trash_item *t, void *arg),

@@ -93,7 +93,7 @@ void op_trashtime(struct req *r, const ProtobufCMessage *msg)
  * is still there, below the session's root), whoever owned it; the owner
  * check comes on top.
  */
-static bool item_visible(const struct req *r, const struct trash_item *t)
+bool trash_item_visible(const struct req *r, const struct trash_item *t)
 {
 	if (!r->s || r->s->root_ino == NS_ROOT_INO)
 		return true;
@@ -108,8 +108,8 @@ static bool item_visible(const struct req *r, const struct trash_item *t)
  * costs what it returns.
  *
  * A session confined to a subtree also passes over the items removed
- * outside it (item_visible(), one req_node() each, ~0.3 us), and a page
- * of them ends with none taken and `more`: such a page looks at 1,000
+ * outside it (trash_item_visible(), one req_node() each, ~0.3 us), and
+ * a page of them ends with none taken and `more`: such a page looks at 1,000
  * items at most, ~0.3 ms of the loop, not 10,000 (3.3 ms). Its pages
  * hold 1,000 items at most. What it learns: `next` is the id of the last
  * item it passed over, so that items of the uid it lists (of any uid,
@@ -135,7 +135,7 @@ static bool page_visible(const struct trash_item *t, void *arg)
 {
 	const struct trash_page *pg = arg;
 
-	return item_visible(pg->r, t);
+	return trash_item_visible(pg->r, t);
 }
 
 static void item_fill(Sweepfs__TrashItem *it, const struct trash_item *t)
@@ -308,23 +308,13 @@ static int remake_parents(struct req *r, const struct sw_cred *cred,
 {
 	struct ns *ns = &r->m->ns;
 	struct node *dir = ns->root;
-	const char *p = t->path;
+	const char *p = NULL;
+	size_t len;
 	int rc;
 
-	while (*p == '/')
-		p++;
-	while (p < t->name) {
-		const char *slash = strchr(p, '/');
-		size_t len = slash ? (size_t)(slash - p) : strlen(p);
-		struct edge *e;
+	while (ns_trash_path_next(t, &p, &len)) {
+		struct edge *e = ns_lookup(ns, dir, p, len);
 
-		if (!slash || slash >= t->name)
-			break;
-		if (len == 0 || len > SW_NAME_MAX) {
-			p = slash + 1;
-			continue;
-		}
-		e = ns_lookup(ns, dir, p, len);
 		if (e && e->child && !S_ISDIR(e->child->mode))
 			return -ENOTDIR;
 		if (e && e->child) {
@@ -338,7 +328,6 @@ static int remake_parents(struct req *r, const struct sw_cred *cred,
 				return rc;
 			(*made)++;
 		}
-		p = slash + 1;
 	}
 	if (!req_node(r, dir->ino))
 		return -ENOENT;
@@ -364,7 +353,7 @@ void op_trash(struct req *r, const ProtobufCMessage *msg)
 		return;
 	}
 	t = q->has_id ? ns_trash_find(&m->ns, q->id) : NULL;
-	if (t && !item_visible(r, t))
+	if (t && !trash_item_visible(r, t))
 		t = NULL;
 	if (!t || (q->op != 2 && q->op != 3)) {
 		req_error(r, t ? -EINVAL : -ENOENT);

@@ -1168,7 +1168,6 @@ static void csync_ask(struct csync *c)
 {
 	Sweepfs__ChunkReq q = SWEEPFS__CHUNK_REQ__INIT;
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
-	uint64_t handle = itable_handle(&c->m->inodes, c->at.ino);
 
 	c->asked = true;
 	cred.uid = c->uid;
@@ -1181,12 +1180,11 @@ static void csync_ask(struct csync *c)
 	q.has_only_chunk = q.has_only_version = 1;
 	q.only_chunk = c->at.chunk_id;
 	q.only_version = c->at.version;
-	/* The kernel may have forgotten the inode since a last close. */
-	if (!handle)
-		handle = c->handle;
-	if (handle) {
+	/* Kept from the last commit: the kernel may have forgotten the
+	 * inode since a last close (else mconn_send() adds it). */
+	if (c->handle) {
 		q.n_handles = 1;
-		q.handles = &handle;
+		q.handles = &c->handle;
 	}
 	mconn_send(c->m->mc, SW_MSG_CHUNK, &q.base, csync_located, c);
 }

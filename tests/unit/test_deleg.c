@@ -431,7 +431,7 @@ static void burst(struct fixture *f, struct conn *c, struct node *dir, char tag,
 
 	for (int i = 0; i < n; i++) {
 		memset(name, tag, 255);
-		snprintf(name, 8, "%07d", i);
+		snprintf(name, 8, "%07d", i % 10000000);
 		name[7] = tag;
 		name[255] = '\0';
 		name_op(f, c, dir, name, unlink);
