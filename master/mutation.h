@@ -11,6 +11,8 @@
 #ifndef SWEEPFS_MASTER_MUTATION_H
 #define SWEEPFS_MASTER_MUTATION_H
 
+#include <stdbool.h>
+
 #include "meta.pb-c.h"
 #include "namespace.h"
 
@@ -68,13 +70,29 @@ void mutation_hint_read(const uint8_t *payload, size_t len,
 			struct mutation_hint *h);
 
 /*
- * Unpack change @payload (@len bytes) into a buffer on the stack and call
- * @fn with it, for those who do more than apply it (a follower journals
- * what it applies); @m lives until @fn returns. -EUCLEAN if it does not
- * unpack, else what @fn returns.
+ * Read change @payload (@len bytes) onto the stack, by
+ * mutation_read_flat() or else by protobuf-c, and call @fn with it, for
+ * those who do more than apply it (a follower journals what it applies);
+ * @m, and its bytes, which may point into @payload, live until @fn
+ * returns. -EUCLEAN if it does not unpack, else what @fn returns.
  */
 int mutation_unpacked(const uint8_t *payload, size_t len,
 		      int (*fn)(void *arg, const Sweepfs__Meta__Mutation *m),
 		      void *arg);
+
+/*
+ * A change read without protobuf-c (mutation.c says why): the change's
+ * message, its op's in @op; bytes point into the record read. Only
+ * changes of flat messages read one way are; mutation_read_flat() is
+ * false for anything else (protobuf-c's to read, or to refuse) and then
+ * leaves @f undefined. mutation_unpacked() tries it first.
+ */
+struct mutation_flat {
+	Sweepfs__Meta__Mutation m;
+	_Alignas(16) uint8_t op[256];
+};
+
+bool mutation_read_flat(const uint8_t *payload, size_t len,
+			struct mutation_flat *f);
 
 #endif
