@@ -4,7 +4,10 @@
  * reads: the checkpoint writer, the consistency check and snapshot
  * copies use it. The child closes every other descriptor (clients see
  * their own closes), runs at lower CPU and I/O priority, and exits with
- * what its function returned.
+ * what its function returned. It is killed when its parent dies (a
+ * kill -9, a crash): nothing it does is of use without the parent. The
+ * parent must fork it from the thread that lives as long as it does
+ * (the loop's: PR_SET_PDEATHSIG follows the forking thread).
  *
  * The owner embeds a struct sw_child, sets on_exit (and on_data to
  * consume output as it comes; else it collects in @out), and calls

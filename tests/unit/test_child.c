@@ -2,7 +2,7 @@
  * child.h: a forked child's output reaches the loop whole, its exit
  * status becomes the rc, a kill is reported, pausing holds the child
  * back, the owner may free the struct in on_exit, and an output past the
- * owner's bound fails the child.
+ * owner's bound fails the child. A child dies with its parent.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -308,6 +310,64 @@ static void test_hooks(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/*
+ * A child dies with its parent: a checkpoint writer left behind by a
+ * killed master wrote on beside the master started after it. The parent
+ * here is a process of its own, killed with SIGKILL while its child
+ * hangs (or is still starting); this process takes the orphan in (a
+ * subreaper) to see it die.
+ */
+static void test_dies_with_parent(void **state)
+{
+	pid_t parent, child = 0, got = 0;
+	int fds[2], status = 0;
+
+	(void)state;
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	assert_int_equal(pipe(fds), 0);
+	parent = fork();
+	assert_true(parent >= 0);
+	if (parent == 0) {
+		struct run r = { 0 };
+		uv_loop_t loop;
+
+		close(fds[0]);
+		uv_loop_init(&loop);
+		r.c.data = &r;
+		r.c.on_exit = on_exit_cb;
+		if (sw_child_start(&r.c, &loop, hang, NULL) < 0)
+			r.c.pid = 0;
+		if (write(fds[1], &r.c.pid, sizeof(r.c.pid)) < 0)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &child, sizeof(child)), sizeof(child));
+	close(fds[0]);
+	assert_true(child > 0);
+	assert_int_equal(kill(parent, SIGKILL), 0);
+	assert_int_equal(waitpid(parent, &status, 0), parent);
+	for (int i = 0; i < 500; i++) {
+		got = waitpid(child, &status, WNOHANG);
+		if (got != 0)
+			break;
+		usleep(10 * 1000);
+	}
+	if (got != child) { /* still alive after 5 s: not ours to leave */
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+	assert_int_equal(got, child);
+	/* Killed; or, when the parent died before the child asked to be,
+	 * gone on seeing so. */
+	if (WIFSIGNALED(status))
+		assert_int_equal(WTERMSIG(status), SIGKILL);
+	else
+		assert_int_equal(WEXITSTATUS(status), EINTR);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_free_in_on_exit),
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_hooks),
+		cmocka_unit_test(test_dies_with_parent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
