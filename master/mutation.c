@@ -701,18 +701,21 @@ int mutation_unpacked(const uint8_t *payload, size_t len,
 }
 
 /* Field numbers of the ops' messages: 0 for one the op does not have;
- * @last, the highest of them. */
+ * @last, the highest of them; @stages, how many of the hint's stages
+ * read anything for the op (mutation_prefetch(): an add's slots are all
+ * asked for at stage 0, and a later stage need not read the change). */
 struct hint_fields {
 	uint32_t ino, parent, name, newparent, newname, last;
+	unsigned stages;
 };
 
 static const struct hint_fields *hint_fields(uint32_t op)
 {
-	static const struct hint_fields create = { 3, 1, 2, 0, 0, 3 },
-					link = { 1, 2, 3, 0, 0, 3 },
-					unlink = { 0, 1, 2, 0, 0, 2 },
-					rename = { 0, 1, 2, 3, 4, 4 },
-					detach = { 0, 1, 2, 0, 0, 2 };
+	static const struct hint_fields create = { 3, 1, 2, 0, 0, 3, 1 },
+					link = { 1, 2, 3, 0, 0, 3, 1 },
+					unlink = { 0, 1, 2, 0, 0, 2, 2 },
+					rename = { 0, 1, 2, 3, 4, 4, 2 },
+					detach = { 0, 1, 2, 0, 0, 2, 2 };
 
 	switch (op) {
 	case SWEEPFS__META__MUTATION__OP_CREATE:
@@ -730,8 +733,10 @@ static const struct hint_fields *hint_fields(uint32_t op)
 	}
 }
 
-void mutation_hint_read(const uint8_t *payload, size_t len,
-			struct mutation_hint *h)
+/* mutation_hint_read() for hint stage @stage: op 0 for a change that
+ * stage has nothing to read of. */
+static void hint_read(const uint8_t *payload, size_t len, unsigned stage,
+		      struct mutation_hint *h)
 {
 	struct wire w = { payload, payload + len };
 	const struct hint_fields *f = NULL;
@@ -744,7 +749,7 @@ void mutation_hint_read(const uint8_t *payload, size_t len,
 		f = hint_fields(v.id);
 		op = v.id;
 	}
-	if (!f)
+	if (!f || stage >= f->stages)
 		return;
 	/* A message's fields come in number order, what a hint reads
 	 * first: it stops there (a create has a dozen more). */
@@ -762,6 +767,12 @@ void mutation_hint_read(const uint8_t *payload, size_t len,
 			h->newname = v.b;
 	}
 	h->op = op;
+}
+
+void mutation_hint_read(const uint8_t *payload, size_t len,
+			struct mutation_hint *h)
+{
+	hint_read(payload, len, 0, h);
 }
 
 /* Start reading @name's slot in directory @parent's table (stage 0), or
@@ -784,7 +795,7 @@ void mutation_prefetch(const struct ns *ns, unsigned stage,
 {
 	struct mutation_hint h;
 
-	mutation_hint_read(payload, len, &h);
+	hint_read(payload, len, stage, &h);
 	switch (h.op) {
 	case SWEEPFS__META__MUTATION__OP_CREATE:
 		/* An add: its slots are all it reads, asked for at once. */
