@@ -206,12 +206,19 @@ class Group:
             time.sleep(0.1)
         raise Error("no leader within %d s" % timeout)
 
-    def start(self):
+    def start(self, leader_timeout=60, first_leads=False):
+        """Start etcd and the members, the lowest id first; with
+        @first_leads, the others only once it leads (it holds the state
+        the group starts from: a master turned into a group)."""
         ids = sorted(self.members)
         for i in ids:
             self.start_etcd(i)
         first = ids[0]
         self.start_master(first)
+        if first_leads:
+            lid, _ = self.leader(leader_timeout)
+            if lid != first:
+                raise Error("member %d leads, not %d" % (lid, first))
         deadline = time.monotonic() + 20
         while not all(os.path.exists(self.path("m%d" % first, k))
                       for k in KEYS):
@@ -225,7 +232,7 @@ class Group:
                 shutil.copy2(self.path("m%d" % first, k),
                              self.path("m%d" % i, k))
             self.start_master(i)
-        return self.leader(60)
+        return self.leader(leader_timeout)
 
     def stop_for_digests(self, order):
         """Stop the members in @order (SIGTERM: each must exit 0) and
