@@ -151,6 +151,8 @@ def main():
         # leader has (a log etcd still holds whole is replayed instead;
         # members report their version every second).
         while True:
+            if time.monotonic() - t0 > 600:
+                raise SystemExit("member %d did not catch up" % f)
             text = log_of(group, f)[since:]
             if re.search(r"caught up: at version", text):
                 break
@@ -158,8 +160,6 @@ def main():
             # when it had everything: not believed once the member says
             # it reads a checkpoint.
             if re.search(r"catching up from the leader's checkpoint", text):
-                if time.monotonic() - t0 > 600:
-                    raise SystemExit("member %d did not catch up" % f)
                 time.sleep(0.05)
                 continue
             _, st = group.leader()
@@ -170,8 +170,6 @@ def main():
             if (have and have[0] >= st["meta_version"] and
                     time.monotonic() - t0 > 2.5):
                 break
-            if time.monotonic() - t0 > 600:
-                raise SystemExit("member %d did not catch up" % f)
             time.sleep(0.05)
         result["caught_up_s"] = time.monotonic() - t0
         result["statfs_during"] = probe.take()

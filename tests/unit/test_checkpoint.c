@@ -1652,17 +1652,9 @@ static void test_mutation_hint_reads_the_wire(void **state)
 
 /* ---- changes read without protobuf-c (mutation_read_flat()) ---------- */
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 /* A number for a field: an edge of a varint's or a type's width, a
  * random one of random width, or any. */
-static uint64_t some_number(uint64_t *s)
+static uint64_t some_number(struct rng *s)
 {
 	static const uint64_t edge[] = { 0,
 					 1,
@@ -1677,7 +1669,7 @@ static uint64_t some_number(uint64_t *s)
 					 (uint64_t)INT64_MIN,
 					 UINT64_MAX };
 
-	uint64_t kind = rnd(s) % 3, a = rnd(s), b = rnd(s);
+	uint64_t kind = rng_next(s) % 3, a = rng_next(s), b = rng_next(s);
 
 	switch (kind) {
 	case 0:
@@ -1692,19 +1684,20 @@ static uint64_t some_number(uint64_t *s)
 /* Every field of @msg (message @d, initialised here) but a oneof's: a
  * value for each, an optional one present or not; bytes from @pool. */
 static void fill_fields(const ProtobufCMessageDescriptor *d,
-			ProtobufCMessage *msg, uint64_t *s, const uint8_t *pool)
+			ProtobufCMessage *msg, struct rng *s,
+			const uint8_t *pool)
 {
 	d->message_init(msg);
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		const ProtobufCFieldDescriptor *fd = &d->fields[i];
 		uint8_t *at = (uint8_t *)msg + fd->offset;
 		uint64_t v = some_number(s);
-		size_t len = rnd(s) % 24;
+		size_t len = rng_next(s) % 24;
 
 		if (fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
 			continue;
 		if (fd->label == PROTOBUF_C_LABEL_OPTIONAL) {
-			if (rnd(s) & 1)
+			if (rng_next(s) & 1)
 				continue;
 			assert_true(fd->quantifier_offset);
 			*(protobuf_c_boolean *)((uint8_t *)msg +
@@ -1728,7 +1721,8 @@ static void fill_fields(const ProtobufCMessageDescriptor *d,
 			break;
 		case PROTOBUF_C_TYPE_BYTES:
 			*(ProtobufCBinaryData *)at = (ProtobufCBinaryData){
-				len, len ? (uint8_t *)pool + rnd(s) % 64 : NULL
+				len,
+				len ? (uint8_t *)pool + rng_next(s) % 64 : NULL
 			};
 			break;
 		default:
@@ -1814,10 +1808,11 @@ static void test_mutation_read_flat(void **state)
 	_Alignas(16) uint8_t sub[512];
 	uint8_t pool[96];
 	unsigned ops = 0, cut_read = 0;
-	uint64_t s = 0x9e3779b97f4a7c15ull;
+	struct rng s;
 
+	rng_seed(&s, 0);
 	for (size_t i = 0; i < sizeof(pool); i++)
-		pool[i] = (uint8_t)rnd(&s);
+		pool[i] = (uint8_t)rng_next(&s);
 	for (unsigned i = 0; i < md->n_fields; i++) {
 		const ProtobufCFieldDescriptor *op = &md->fields[i];
 
@@ -1852,12 +1847,12 @@ static void test_mutation_read_flat(void **state)
 			bad = malloc(n + 16);
 			assert_non_null(bad);
 			for (int j = 0; j < 30; j++) {
-				size_t at = rnd(&s) % n;
+				size_t at = rng_next(&s) % n;
 
 				memcpy(bad, buf, n);
-				bad[at] = (uint8_t)rnd(&s);
+				bad[at] = (uint8_t)rng_next(&s);
 				if (j & 1) {
-					at = rnd(&s) % n;
+					at = rng_next(&s) % n;
 					bad[at] ^= 0x80;
 				}
 				check_flat(bad, n);
