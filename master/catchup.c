@@ -206,28 +206,32 @@ struct download {
 	uint8_t head[CHECKPOINT_HEAD], tail[CHECKPOINT_TAIL];
 };
 
-/* Add a piece at d->got to the file, the sum and the header/trailer. */
+/*
+ * Add a piece at d->got to the file, the sum and the header/trailer.
+ * read_pieces() checked that it ends within the file and that the file
+ * holds a header and a trailer.
+ */
 static int take_piece(struct download *d, const uint8_t *p, size_t n)
 {
+	uint64_t tail_at = d->size - sizeof(d->tail), end = d->got + n;
 	int rc = sw_write_all(d->fd, p, n);
 
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t at = d->got + i;
+	if (d->got < sizeof(d->head))
+		memcpy(d->head + d->got, p,
+		       (size_t)SW_MIN((uint64_t)n, sizeof(d->head) - d->got));
+	if (end > tail_at) {
+		uint64_t from = SW_MAX(d->got, tail_at);
 
-		if (at < sizeof(d->head))
-			d->head[at] = p[i];
-		if (at + sizeof(d->tail) >= d->size)
-			d->tail[at + sizeof(d->tail) - d->size] = p[i];
+		memcpy(d->tail + (from - tail_at), p + (from - d->got),
+		       (size_t)(end - from));
 	}
-	if (d->got < d->size - sizeof(d->tail)) {
-		size_t sum = (size_t)SW_MIN((uint64_t)n,
-					    d->size - sizeof(d->tail) - d->got);
-
-		d->crc = sw_crc32c(d->crc, p, sum);
-	}
-	d->got += n;
+	if (d->got < tail_at)
+		d->crc = sw_crc32c(d->crc, p,
+				   (size_t)SW_MIN((uint64_t)n,
+						  tail_at - d->got));
+	d->got = end;
 	return 0;
 }
 

@@ -119,17 +119,24 @@ class Group(swgroup.Group):
         raise Fail("the leader did not prune the log past %d" % past)
 
 
-def make(d, n):
+def make(d, n, pad=""):
     os.makedirs(d, exist_ok=True)
     for k in range(n):
-        with open(os.path.join(d, "f%05d" % k), "w") as f:
+        with open(os.path.join(d, "f%05d%s" % (k, pad)), "w") as f:
             f.write("")
+
+
+# The leader's checkpoint is read in pieces of 512 KiB (CATCHUP_PIECE):
+# 4,000 names of 240 bytes make it span three, so that the header, the
+# sum and the trailer are each put together across pieces.
+LONG, LONG_PAD, PIECE = 4000, "x" * 234, 512 << 10
 
 
 def run(g, result):
     g.start()
     g.start_mount()
     make(os.path.join(g.mnt, "d0"), 100)
+    make(os.path.join(g.mnt, "long"), LONG, LONG_PAD)
     lid, _ = g.leader()
     away, other = [i for i in (1, 2, 3) if i != lid]
 
@@ -145,6 +152,12 @@ def run(g, result):
     m = g.wait_log(away, r"caught up: at version (\d+)", 60, since)
     result["away"] = {"stopped_at": was,
                       "caught_up_at": int(m.group(1))}
+    m = re.search(r"checkpoint \d+ \((\d+) bytes\) read from",
+                  g.log(away)[since:])
+    if not m or int(m.group(1)) <= 2 * PIECE:
+        raise Fail("the checkpoint read was not three pieces or more: %s"
+                   % (m.group(0) if m else "no log line"))
+    result["checkpoint_bytes"] = int(m.group(1))
     make(os.path.join(g.mnt, "d2"), 100)
     g.wait_level(away)
 
@@ -189,9 +202,10 @@ def run(g, result):
         raise Fail("member %d leads, not %d" % (new, away))
     g.start_master(old)
     counts = {s: len(os.listdir(os.path.join(g.mnt, s)))
-              for s in ("d0", "d1", "d2", "d3")}
+              for s in ("d0", "d1", "d2", "d3", "long")}
     result["files"] = counts
-    if counts != {"d0": 100, "d1": 500, "d2": 100, "d3": 100}:
+    if counts != {"d0": 100, "d1": 500, "d2": 100, "d3": 100,
+                  "long": LONG}:
         raise Fail("files missing after the transfer: %s" % counts)
     for i in (1, 2, 3):
         g.wait_level(i)
