@@ -201,38 +201,28 @@ out:
 
 struct download {
 	int fd;
-	uint64_t version, size, got;
-	uint32_t crc;
-	uint8_t head[CHECKPOINT_HEAD], tail[CHECKPOINT_TAIL];
+	uint64_t version;
+	struct catchup_ends e;
 };
 
-/*
- * Add a piece at d->got to the file, the sum and the header/trailer.
- * read_pieces() checked that it ends within the file and that the file
- * holds a header and a trailer.
- */
-static int take_piece(struct download *d, const uint8_t *p, size_t n)
+void catchup_take(struct catchup_ends *e, const uint8_t *p, size_t n)
 {
-	uint64_t tail_at = d->size - sizeof(d->tail), end = d->got + n;
-	int rc = sw_write_all(d->fd, p, n);
+	uint64_t tail_at = e->size - sizeof(e->tail), end = e->got + n;
 
-	if (rc < 0)
-		return rc;
-	if (d->got < sizeof(d->head))
-		memcpy(d->head + d->got, p,
-		       (size_t)SW_MIN((uint64_t)n, sizeof(d->head) - d->got));
+	if (e->got < sizeof(e->head))
+		memcpy(e->head + e->got, p,
+		       (size_t)SW_MIN((uint64_t)n, sizeof(e->head) - e->got));
 	if (end > tail_at) {
-		uint64_t from = SW_MAX(d->got, tail_at);
+		uint64_t from = SW_MAX(e->got, tail_at);
 
-		memcpy(d->tail + (from - tail_at), p + (from - d->got),
+		memcpy(e->tail + (from - tail_at), p + (from - e->got),
 		       (size_t)(end - from));
 	}
-	if (d->got < tail_at)
-		d->crc = sw_crc32c(d->crc, p,
+	if (e->got < tail_at)
+		e->crc = sw_crc32c(e->crc, p,
 				   (size_t)SW_MIN((uint64_t)n,
-						  tail_at - d->got));
-	d->got = end;
-	return 0;
+						  tail_at - e->got));
+	e->got = end;
 }
 
 /* One read of the whole file into @tmp: 0 with d->version, -EAGAIN (not
@@ -252,28 +242,34 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need,
 		if (stop && stop(arg))
 			return -ECANCELED;
 		q.version = d->version;
-		q.offset = d->got;
+		q.offset = d->e.got;
 		rc = sw_client_call(c, SW_MSG_META_READ, &q.base, &reply);
 		if (rc < 0)
 			return rc;
 		mr = (Sweepfs__MetaReadReply *)reply;
 		rc = sw_reply_err(reply);
+		/* The first reply says which file and its size, for good:
+		 * the size, never 0, says the first has come (a checkpoint
+		 * of version 0 asked for again would be "the newest"). */
 		if (rc == 0 && (!mr->has_version || !mr->has_size ||
 				mr->size < CHECKPOINT_HEAD + CHECKPOINT_TAIL ||
 				!mr->has_data || mr->version < need ||
-				(d->version && (mr->version != d->version ||
-						mr->size != d->size)) ||
-				mr->data.len > mr->size - d->got ||
-				(mr->data.len == 0 && d->got < mr->size)))
+				(d->e.size && (mr->version != d->version ||
+					       mr->size != d->e.size)) ||
+				mr->size < d->e.got ||
+				mr->data.len > mr->size - d->e.got ||
+				(mr->data.len == 0 && d->e.got < mr->size)))
 			rc = -EPROTO;
-		if (rc == 0 && !d->version) {
+		if (rc == 0 && !d->e.size) {
 			d->version = mr->version;
-			d->size = mr->size;
+			d->e.size = mr->size;
 		}
 		if (rc == 0)
-			rc = take_piece(d, mr->data.data, mr->data.len);
+			rc = sw_write_all(d->fd, mr->data.data, mr->data.len);
+		if (rc == 0)
+			catchup_take(&d->e, mr->data.data, mr->data.len);
 		protobuf_c_message_free_unpacked(reply, NULL);
-	} while (rc == 0 && d->got < d->size);
+	} while (rc == 0 && d->e.got < d->e.size);
 	return rc;
 }
 
@@ -299,16 +295,16 @@ int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
 			rc = -errno;
 			break;
 		}
-		d.version = d.size = d.got = 0;
-		d.crc = 0;
+		d.version = 0;
+		d.e = (struct catchup_ends){ 0 };
 		rc = read_pieces(c, &d, need, stop, arg);
 		if (rc == -EAGAIN && ++waits < EAGAIN_TRIES) {
 			close(d.fd);
 			sw_sleep_ms(500);
 			continue;
 		}
-		if (rc == 0 &&
-		    !checkpoint_ends_check(d.head, d.tail, d.crc, d.version))
+		if (rc == 0 && !checkpoint_ends_check(d.e.head, d.e.tail,
+						      d.e.crc, d.version))
 			rc = -EBADMSG;
 		if (rc == 0 && fdatasync(d.fd) < 0)
 			rc = -errno;
@@ -331,7 +327,8 @@ int catchup_fetch(const char *leader, const uint8_t key[SW_AUTH_KEY],
 	sw_notice(TAG,
 		  "checkpoint %" PRIu64 " (%" PRIu64 " bytes) read from %s "
 		  "in %.3f s",
-		  d.version, d.size, leader, (double)(sw_mono_ns() - t0) / 1e9);
+		  d.version, d.e.size, leader,
+		  (double)(sw_mono_ns() - t0) / 1e9);
 	*version = d.version;
 	return 0;
 }

@@ -31,9 +31,25 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "checkpoint.h"
 
 /* The largest piece of a checkpoint in one reply. */
 #define CATCHUP_PIECE (512u << 10)
+
+/*
+ * What the member keeps of a checkpoint it reads in pieces for the checks
+ * before it takes the file (checkpoint_ends_check()): its header, its
+ * trailer and the sum of everything before the trailer. @size is set
+ * before the first piece, at least CHECKPOINT_HEAD + CHECKPOINT_TAIL;
+ * catchup_take() adds each piece in turn, none past @size.
+ */
+struct catchup_ends {
+	uint64_t size, got;
+	uint32_t crc;
+	uint8_t head[CHECKPOINT_HEAD], tail[CHECKPOINT_TAIL];
+};
+
+void catchup_take(struct catchup_ends *e, const uint8_t *p, size_t n);
 
 /*
  * Fetch the checkpoint of the leader at @leader ("HOST:PORT") of version

@@ -276,6 +276,8 @@ static int each_node(const struct ns *ns, const struct by_ino *b,
 
 /* A name's part of a 'D' record: edge, child, flags, length, name. */
 #define EDGE_MAX (8 + 8 + 1 + 1 + 255)
+_Static_assert(sizeof(((struct edge *)0)->namelen) == 1,
+	       "a name longer than 255 bytes would not fit EDGE_MAX");
 
 static int write_dir(void *elem, void *arg)
 {

@@ -14,9 +14,13 @@
 
 #include <cmocka.h>
 
+#include "catchup.h"
+#include "crc32c.h"
 #include "group.h"
 #include "namespace.h"
+#include "unit.h"
 #include "unit_ns.h"
+#include "util.h"
 
 static void test_group_members_parse(void **state)
 {
@@ -125,12 +129,81 @@ static void test_ns_digest(void **state)
 	ns_release(&b);
 }
 
+/* @f (@size bytes) put together from pieces that end at @cuts (the last
+ * at @size): the header, trailer and sum a member checks are @f's own. */
+static void check_pieces(const uint8_t *f, size_t size, const size_t *cuts,
+			 size_t ncuts)
+{
+	struct catchup_ends e = { .size = size };
+	size_t at = 0;
+
+	for (size_t i = 0; i < ncuts; i++) {
+		catchup_take(&e, f + at, cuts[i] - at);
+		at = cuts[i];
+	}
+	assert_int_equal(at, size);
+	assert_int_equal(e.got, size);
+	assert_memory_equal(e.head, f, CHECKPOINT_HEAD);
+	assert_memory_equal(e.tail, f + size - CHECKPOINT_TAIL,
+			    CHECKPOINT_TAIL);
+	assert_int_equal(e.crc, sw_crc32c(0, f, size - CHECKPOINT_TAIL));
+}
+
+/*
+ * A member reads the leader's checkpoint in pieces (catchup_fetch()), and
+ * the pieces may cut the file anywhere: in the header, in the trailer,
+ * a byte before either. Every cut of files of a few sizes, then pairs
+ * of cuts near both ends, then random pieces of a byte or more.
+ */
+static void test_catchup_pieces(void **state)
+{
+	static const size_t sizes[] = { CHECKPOINT_HEAD + CHECKPOINT_TAIL,
+					CHECKPOINT_HEAD + CHECKPOINT_TAIL + 1,
+					37, 100, 4096 };
+	struct rng r;
+	uint8_t f[4096];
+	size_t cuts[4096];
+
+	(void)state;
+	rng_seed(&r, 29);
+	rng_fill(&r, f, sizeof(f));
+	for (size_t s = 0; s < SW_ARRAY_SIZE(sizes); s++) {
+		size_t size = sizes[s];
+
+		cuts[0] = size;
+		check_pieces(f, size, cuts, 1);
+		for (size_t a = 1; a < size; a++) {
+			cuts[0] = a;
+			cuts[1] = size;
+			check_pieces(f, size, cuts, 2);
+		}
+		for (size_t a = 1; a < size && a < 24; a++)
+			for (size_t b = SW_MAX(a + 1, size - 8); b < size;
+			     b++) {
+				cuts[0] = a;
+				cuts[1] = b;
+				cuts[2] = size;
+				check_pieces(f, size, cuts, 3);
+			}
+		for (int round = 0; round < 50; round++) {
+			size_t n = 0, at = 0;
+
+			while (at < size) {
+				at += 1 + rng_below(&r, round % 2 ? 3 : 700);
+				cuts[n++] = SW_MIN(at, size);
+			}
+			check_pieces(f, size, cuts, n);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_group_members_parse),
 		cmocka_unit_test(test_group_members_parse_bad),
 		cmocka_unit_test(test_ns_digest),
+		cmocka_unit_test(test_catchup_pieces),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -126,10 +126,22 @@ def make(d, n, pad=""):
             f.write("")
 
 
-# The leader's checkpoint is read in pieces of 512 KiB (CATCHUP_PIECE):
-# 4,000 names of 240 bytes make it span three, so that the header, the
-# sum and the trailer are each put together across pieces.
-LONG, LONG_PAD, PIECE = 4000, "x" * 234, 512 << 10
+# The leader's checkpoint is read in pieces of CATCHUP_PIECE bytes
+# (master/catchup.h): 4,000 names of 240 bytes make it span three at
+# 512 KiB, so that the sum runs on across pieces and the trailer comes
+# in another than the header (the unit test test_catchup_pieces cuts
+# files everywhere).
+def catchup_piece():
+    with open(os.path.join(HERE, "..", "..", "..", "master",
+                           "catchup.h")) as f:
+        m = re.search(r"#define CATCHUP_PIECE \((\d+)u << (\d+)\)",
+                      f.read())
+    if not m:
+        raise Fail("no CATCHUP_PIECE in master/catchup.h")
+    return int(m.group(1)) << int(m.group(2))
+
+
+LONG, LONG_PAD = 4000, "x" * 234
 
 
 def run(g, result):
@@ -154,7 +166,7 @@ def run(g, result):
                       "caught_up_at": int(m.group(1))}
     m = re.search(r"checkpoint \d+ \((\d+) bytes\) read from",
                   g.log(away)[since:])
-    if not m or int(m.group(1)) <= 2 * PIECE:
+    if not m or int(m.group(1)) <= 2 * catchup_piece():
         raise Fail("the checkpoint read was not three pieces or more: %s"
                    % (m.group(0) if m else "no log line"))
     result["checkpoint_bytes"] = int(m.group(1))
