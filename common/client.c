@@ -64,6 +64,30 @@ uint64_t sw_handles_find(void *arg, uint64_t ino)
 	return 0;
 }
 
+/* Ready @c's pipelined core for a call: 0, or -ENOTCONN once broken. */
+static int client_ready(struct sw_client *c)
+{
+	if (c->broken)
+		return -ENOTCONN; /* see client.h: nothing more is read */
+	/* Ids start at 1: a table at 0 was never readied (made by hand). */
+	if (!c->pc.calls.next_id)
+		sw_pclient_init(&c->pc, c->max_payload, NULL, NULL);
+	c->pc.max_payload = c->max_payload;
+	return 0;
+}
+
+/* After a call or a wait that began at disconnection count @gen. */
+static void client_check(struct sw_client *c, uint64_t gen)
+{
+	if (c->pc.gen != gen) {
+		/* The call ended the connection (a timeout, a failure, a
+		 * frame that makes no sense) and dropped its input: a late
+		 * reply could only be misread. Told to the master now. */
+		c->broken = true;
+		shutdown(c->fd, SHUT_RDWR);
+	}
+}
+
 int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply)
 {
@@ -76,12 +100,9 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 	int rc;
 
 	*reply = NULL;
-	if (c->broken)
-		return -ENOTCONN; /* see client.h: nothing more is read */
-	/* Ids start at 1: a table at 0 was never readied (made by hand). */
-	if (!c->pc.calls.next_id)
-		sw_pclient_init(&c->pc, c->max_payload, NULL, NULL);
-	c->pc.max_payload = c->max_payload;
+	rc = client_ready(c);
+	if (rc < 0)
+		return rc;
 	gen = c->pc.gen;
 	hs = (struct sw_handles){ .v = c->handles,
 				  .cap = SW_CLIENT_HANDLES,
@@ -94,14 +115,38 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 		sw_handles_remember(&hs, *reply);
 		c->handles_next = hs.next;
 	}
-	if (c->pc.gen != gen) {
-		/* The call ended the connection (a timeout, a failure, a
-		 * frame that makes no sense) and dropped its input: a late
-		 * reply could only be misread. Told to the master now. */
-		c->broken = true;
-		shutdown(c->fd, SHUT_RDWR);
-	}
+	client_check(c, gen);
 	return rc;
+}
+
+int sw_client_send(struct sw_client *c, uint16_t type,
+		   const ProtobufCMessage *req, struct sw_pclient_waiter *w)
+{
+	uint64_t gen;
+	int rc = client_ready(c);
+
+	if (rc < 0) {
+		*w = (struct sw_pclient_waiter){ true, rc, NULL };
+		return rc;
+	}
+	gen = c->pc.gen;
+	rc = sw_pclient_send(&c->pc, c->fd, type, req, w);
+	if (rc < 0 && !w->done)
+		sw_pclient_fail_all(&c->pc, rc);
+	client_check(c, gen);
+	return rc;
+}
+
+int sw_client_wait(struct sw_client *c, struct sw_pclient_waiter *w)
+{
+	uint64_t gen = c->pc.gen;
+
+	/* Done already, or failed when the connection broke. */
+	if (w->done)
+		return w->rc;
+	sw_pclient_wait(&c->pc, c->fd, w, c->timeout_ms);
+	client_check(c, gen);
+	return w->rc;
 }
 
 void sw_client_attach(struct sw_client *c, int fd, uint32_t max_payload,

@@ -172,6 +172,19 @@ int sw_client_call(struct sw_client *c, uint16_t type,
 		   const ProtobufCMessage *req, ProtobufCMessage **reply);
 
 /*
+ * sw_client_call() in halves (sw_pclient_send(), sw_pclient_wait()), for
+ * several calls in flight at once on @c: each waited for within
+ * @c->timeout_ms of the wait's start. A request so sent carries no node
+ * handles: one that names nodes goes through sw_client_call(). A failure
+ * of either leaves @c as a failed call does (every call in flight
+ * failed, the connection shut down, later calls -ENOTCONN); a waiter
+ * failed so is done, and sw_client_wait() returns its error at once.
+ */
+int sw_client_send(struct sw_client *c, uint16_t type,
+		   const ProtobufCMessage *req, struct sw_pclient_waiter *w);
+int sw_client_wait(struct sw_client *c, struct sw_pclient_waiter *w);
+
+/*
  * A client on connected socket @fd, for calls (sw_client_call()) before
  * its owner takes the socket over: @c's fields are set, nothing is
  * allocated. Release with sw_pclient_release(&c->pc); @fd stays open.

@@ -144,16 +144,9 @@ int sw_pclient_read(struct sw_pclient *pc, int fd, size_t chunk, int timeout_ms)
 	return rc < 0 ? rc : sw_pclient_feed(pc, 0);
 }
 
-/* What sw_pclient_call() waits for, filled by its call's callback. */
-struct waiter {
-	bool done;
-	int rc;
-	ProtobufCMessage *reply;
-};
-
 static void on_waited(void *arg, int rc, ProtobufCMessage **reply)
 {
-	struct waiter *w = arg;
+	struct sw_pclient_waiter *w = arg;
 
 	w->done = true;
 	/* A reply, with or without its own error; else why not (calls.h
@@ -180,22 +173,16 @@ static int deadline_left_ms(int64_t deadline)
 	return (int)SW_MIN((left + 999999) / 1000000, (int64_t)INT_MAX);
 }
 
-int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
-		    const ProtobufCMessage *req, int timeout_ms,
-		    ProtobufCMessage **reply)
+int sw_pclient_send(struct sw_pclient *pc, int fd, uint16_t type,
+		    const ProtobufCMessage *req, struct sw_pclient_waiter *w)
 {
-	/* For the whole call, not per read: a server that dribbles a byte
-	 * now and then would otherwise hold the caller for ever. */
-	int64_t deadline =
-		timeout_ms > 0 ? sw_mono_ns() + (int64_t)timeout_ms * 1000000 :
-				 0;
-	struct waiter w = { 0 };
-	struct sw_call *c = sw_call_new(type, req, on_waited, &w);
+	struct sw_call *c;
 	int rc;
 
-	*reply = NULL;
+	*w = (struct sw_pclient_waiter){ 0 };
+	c = sw_call_new(type, req, on_waited, w);
 	if (!c)
-		return -ENOMEM;
+		return -ENOMEM; /* @w done: its callback ran */
 	lock(pc);
 	rc = sw_pclient_assign(pc, c);
 	unlock(pc);
@@ -206,12 +193,39 @@ int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 	}
 	rc = sw_send_all(fd, c->frame, c->len);
 	sw_call_put(c); /* the sender's */
-	while (rc == 0 && !w.done) {
+	return rc;
+}
+
+int sw_pclient_wait(struct sw_pclient *pc, int fd, struct sw_pclient_waiter *w,
+		    int timeout_ms)
+{
+	/* For the whole wait, not per read: a server that dribbles a byte
+	 * now and then would otherwise hold the caller for ever. */
+	int64_t deadline =
+		timeout_ms > 0 ? sw_mono_ns() + (int64_t)timeout_ms * 1000000 :
+				 0;
+	int rc = 0;
+
+	while (rc == 0 && !w->done) {
 		int left = deadline_left_ms(deadline);
 
 		rc = left < 0 ? left : sw_pclient_read(pc, fd, 64 << 10, left);
 	}
-	if (!w.done) /* ours is among them: no waiter outlives us */
+	if (!w->done) /* ours is among them: no waiter outlives us */
+		sw_pclient_fail_all(pc, rc);
+	return w->rc;
+}
+
+int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
+		    const ProtobufCMessage *req, int timeout_ms,
+		    ProtobufCMessage **reply)
+{
+	struct sw_pclient_waiter w;
+	int rc = sw_pclient_send(pc, fd, type, req, &w);
+
+	if (rc == 0)
+		sw_pclient_wait(pc, fd, &w, timeout_ms);
+	else if (!w.done)
 		sw_pclient_fail_all(pc, rc);
 	*reply = w.reply;
 	return w.rc;

@@ -164,6 +164,33 @@ int sw_pclient_call(struct sw_pclient *pc, int fd, uint16_t type,
 		    const ProtobufCMessage *req, int timeout_ms,
 		    ProtobufCMessage **reply);
 
+/*
+ * sw_pclient_call() in two halves, for a caller with several calls in
+ * flight on the same blocking socket (a group member reading the
+ * leader's checkpoint a few pieces ahead, master/catchup.c).
+ *
+ * sw_pclient_send() sends @req as @type on @fd, to complete @w when its
+ * reply comes; 0, or -errno. On -errno @w may not be done: the caller
+ * then ends the connection (sw_pclient_fail_all()), which completes it.
+ *
+ * sw_pclient_wait() reads and feeds until @w is done, for at most
+ * @timeout_ms from now (<= 0: no limit); replies to other calls complete
+ * theirs on the way. If it fails first, every call in flight fails with
+ * it and the connection is unusable. Returns @w's result: 0 with
+ * w->reply (the caller's to free), or -errno with w->reply NULL, as
+ * sw_pclient_call() returns it.
+ */
+struct sw_pclient_waiter {
+	bool done;
+	int rc;
+	ProtobufCMessage *reply;
+};
+
+int sw_pclient_send(struct sw_pclient *pc, int fd, uint16_t type,
+		    const ProtobufCMessage *req, struct sw_pclient_waiter *w);
+int sw_pclient_wait(struct sw_pclient *pc, int fd, struct sw_pclient_waiter *w,
+		    int timeout_ms);
+
 /* Bytes of an incomplete frame waiting for the rest (reader). */
 static inline size_t sw_pclient_partial(const struct sw_pclient *pc)
 {

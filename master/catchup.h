@@ -51,6 +51,20 @@ struct catchup_ends {
 
 void catchup_take(struct catchup_ends *e, const uint8_t *p, size_t n);
 
+struct sw_client;
+
+/*
+ * One read of the leader's checkpoint over @c, a member's connection to
+ * it (catchup_fetch() opens one), into @fd from its start: the first
+ * piece alone, then several at once (catchup.c, read_pieces()). 0 with
+ * *@version and *@e for the checks, -EAGAIN (the leader is writing one
+ * new enough: ask again), -EPROTO (a reply that does not fit the file),
+ * -ECANCELED (@stop), or the connection's or the disk's -errno.
+ */
+int catchup_read(struct sw_client *c, int fd, uint64_t need,
+		 bool (*stop)(void *arg), void *arg, uint64_t *version,
+		 struct catchup_ends *e);
+
 /*
  * Fetch the checkpoint of the leader at @leader ("HOST:PORT") of version
  * @need at least into @dir, as checkpoint.<version>, durably. @key is the

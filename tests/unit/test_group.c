@@ -4,23 +4,30 @@
  * depend on what a namespace holds, not on how it came to be laid out.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "catchup.h"
+#include "client.h"
 #include "crc32c.h"
+#include "frameio.h"
 #include "group.h"
 #include "namespace.h"
 #include "unit.h"
 #include "unit_ns.h"
 #include "util.h"
+#include "sweepfs.pb-c.h"
 
 static void test_group_members_parse(void **state)
 {
@@ -197,6 +204,210 @@ static void test_catchup_pieces(void **state)
 	}
 }
 
+/*
+ * A leader for catchup_read(), on one end of a socket pair: it answers
+ * META_READ requests with pieces of @piece bytes of @file, and holds each
+ * answer until no request came for 100 ms, counting how many were asked
+ * for at once. After its first piece its pieces are @later bytes (0:
+ * @piece). From request @shrink_from on (0: never) it says the file is a
+ * byte shorter; the first @eagain requests get EAGAIN.
+ */
+struct leader {
+	int fd;
+	const uint8_t *file;
+	size_t size, piece, later;
+	unsigned shrink_from, eagain;
+	unsigned requests, most_at_once;
+};
+
+static void leader_answer(struct leader *l, uint64_t id,
+			  const Sweepfs__MetaReadReq *q, struct sw_buf *out)
+{
+	Sweepfs__MetaReadReply r = SWEEPFS__META_READ_REPLY__INIT;
+	uint64_t size = l->size;
+
+	l->requests++;
+	if (l->shrink_from && l->requests >= l->shrink_from)
+		size--;
+	if (l->eagain) {
+		l->eagain--;
+		r.has_err = 1;
+		r.err = EAGAIN;
+	} else if (q->offset > size) {
+		r.has_err = 1;
+		r.err = EINVAL;
+	} else {
+		r.has_version = r.has_size = r.has_data = 1;
+		r.version = 7;
+		r.size = size;
+		r.data.data = (uint8_t *)l->file + q->offset;
+		r.data.len = SW_MIN(q->offset && l->later ? l->later : l->piece,
+				    size - q->offset);
+	}
+	assert_int_equal(sw_buf_add_frame(out, SW_MSG_META_READ, SW_FRAME_REPLY,
+					  id, &r.base),
+			 0);
+}
+
+static void *leader_run(void *arg)
+{
+	struct leader *l = arg;
+	struct sw_buf in = SW_BUF_INIT, out = SW_BUF_INIT;
+	struct {
+		uint64_t id;
+		Sweepfs__MetaReadReq *q;
+	} held[16];
+	unsigned n = 0;
+
+	for (;;) {
+		struct sw_frame_hdr hdr;
+		int rc = sw_frame_next(l->fd, &in, 4096, n ? 100 : 5000,
+				       SW_FRAME_MAX_META, &hdr);
+
+		if (rc == 1) {
+			assert_true(n < SW_ARRAY_SIZE(held));
+			held[n].id = hdr.id;
+			held[n].q = sweepfs__meta_read_req__unpack(
+				NULL, hdr.len, sw_buf_head(&in) + SW_FRAME_HDR);
+			assert_non_null(held[n].q);
+			n++;
+			sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
+			l->most_at_once = SW_MAX(l->most_at_once, n);
+			continue;
+		}
+		if (rc != -ETIMEDOUT || !n)
+			break; /* the member closed its end */
+		for (unsigned i = 0; i < n; i++) {
+			leader_answer(l, held[i].id, held[i].q, &out);
+			sweepfs__meta_read_req__free_unpacked(held[i].q, NULL);
+		}
+		n = 0;
+		if (sw_send_all(l->fd, sw_buf_head(&out), sw_buf_used(&out)))
+			break;
+		sw_buf_reset(&out);
+	}
+	for (unsigned i = 0; i < n; i++)
+		sweepfs__meta_read_req__free_unpacked(held[i].q, NULL);
+	sw_buf_release(&in);
+	sw_buf_release(&out);
+	return NULL;
+}
+
+/* catchup_read() of @l's file (@tries: -EAGAIN is asked again): its
+ * result; the file read and the checks' bytes when 0. */
+static int read_from(struct leader *l, unsigned tries)
+{
+	char path[] = "/tmp/sweepfs-catchup-XXXXXX";
+	struct catchup_ends e;
+	struct sw_client c;
+	uint64_t version = 0;
+	pthread_t t;
+	uint8_t *got;
+	int sv[2], fd, rc;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	l->fd = sv[1];
+	assert_int_equal(pthread_create(&t, NULL, leader_run, l), 0);
+	sw_client_attach(&c, sv[0], SW_FRAME_MAX_META, 5000);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	do {
+		assert_int_equal(ftruncate(fd, 0), 0);
+		assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+		rc = catchup_read(&c, fd, 1, NULL, NULL, &version, &e);
+	} while (rc == -EAGAIN && --tries);
+	shutdown(sv[0], SHUT_RDWR);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	sw_pclient_release(&c.pc);
+	close(sv[0]);
+	close(sv[1]);
+	if (rc == 0) {
+		assert_int_equal(version, 7);
+		assert_int_equal(e.size, l->size);
+		assert_int_equal(e.got, l->size);
+		got = malloc(l->size);
+		assert_non_null(got);
+		assert_int_equal(pread(fd, got, l->size, 0), (ssize_t)l->size);
+		assert_memory_equal(got, l->file, l->size);
+		assert_int_equal(lseek(fd, 0, SEEK_END), (off_t)l->size);
+		assert_memory_equal(e.head, l->file, CHECKPOINT_HEAD);
+		assert_memory_equal(e.tail, l->file + l->size - CHECKPOINT_TAIL,
+				    CHECKPOINT_TAIL);
+		assert_int_equal(e.crc, sw_crc32c(0, l->file,
+						  l->size - CHECKPOINT_TAIL));
+		free(got);
+	}
+	close(fd);
+	return rc;
+}
+
+/*
+ * A member reads the leader's checkpoint a few pieces at once, and what
+ * it writes is the leader's file: with the leader's pieces of our size
+ * (asked for several at once), smaller and larger ones (a leader of
+ * another version: the rest one at a time), a leader busy writing one
+ * (EAGAIN, asked again), and one whose file changes size (-EPROTO).
+ */
+static void test_catchup_read(void **state)
+{
+	size_t big = 3 * CATCHUP_PIECE + 123;
+	uint8_t *file = malloc(big);
+	struct rng r;
+	struct leader l;
+
+	(void)state;
+	assert_non_null(file);
+	rng_seed(&r, 32);
+	rng_fill(&r, file, big);
+
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE };
+	assert_int_equal(read_from(&l, 1), 0);
+	assert_int_equal(l.requests, 4);
+	assert_true(l.most_at_once >= 3);
+
+	/* Smaller pieces from the first: one at a time. */
+	l = (struct leader){ .file = file,
+			     .size = CATCHUP_PIECE + 1000,
+			     .piece = 100 << 10 };
+	assert_int_equal(read_from(&l, 1), 0);
+	assert_int_equal(l.requests, 6);
+	assert_int_equal(l.most_at_once, 1);
+
+	/* Smaller after the first: three asked ahead, two of them at
+	 * offsets where no piece starts (read and dropped), then one at a
+	 * time from where the second piece ended. */
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE,
+			     .later = 100 << 10 };
+	assert_int_equal(read_from(&l, 1), 0);
+	assert_true(l.most_at_once >= 3);
+	assert_int_equal(l.requests,
+			 4 + (big - CATCHUP_PIECE - (100 << 10) + (100 << 10) -
+			      1) / (100 << 10));
+
+	/* Larger. */
+	l = (struct leader){ .file = file, .size = big, .piece = 700 << 10 };
+	assert_int_equal(read_from(&l, 1), 0);
+	assert_int_equal(l.requests, 3);
+	assert_int_equal(l.most_at_once, 1);
+
+	l = (struct leader){
+		.file = file, .size = big, .piece = CATCHUP_PIECE, .eagain = 2
+	};
+	assert_int_equal(read_from(&l, 3), 0);
+
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE,
+			     .shrink_from = 3 };
+	assert_int_equal(read_from(&l, 1), -EPROTO);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +415,7 @@ int main(void)
 		cmocka_unit_test(test_group_members_parse_bad),
 		cmocka_unit_test(test_ns_digest),
 		cmocka_unit_test(test_catchup_pieces),
+		cmocka_unit_test(test_catchup_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
