@@ -146,8 +146,8 @@ int sw_pclient_read(struct sw_pclient *pc, int fd, size_t chunk,
 /*
  * One call for a thread that does its own reading (a tool, a hello before
  * a receiver thread runs): send @req as @type on blocking socket @fd and
- * read and feed until its reply came, for at most @timeout_ms in all from
- * the call (a deadline on the monotonic clock, however the server slices
+ * read and feed until its reply came, for at most @timeout_ms in all once
+ * it is sent (a deadline on the monotonic clock, however the server slices
  * its bytes; <= 0: none); frames before it are delivered as
  * sw_pclient_feed() does. The send is not timed: a request is small and
  * goes into the socket's buffer, unless the server left a buffer's worth

@@ -299,6 +299,12 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need,
 		unsigned most = ahead && d->e.size ? CATCHUP_AHEAD : 1;
 		struct piece *p;
 
+		/* Told to stop: nothing more is asked for (a first piece
+		 * could make the leader write a checkpoint). */
+		if (stop && stop(arg)) {
+			rc = -ECANCELED;
+			break;
+		}
 		while (n < most) {
 			/* Ahead of the pieces in flight, or where the file
 			 * read so far ends. */
@@ -317,10 +323,6 @@ static int read_pieces(struct sw_client *c, struct download *d, uint64_t need,
 		}
 		if (rc < 0)
 			break;
-		if (stop && stop(arg)) {
-			rc = -ECANCELED;
-			break;
-		}
 		p = &ring[head];
 		head = (head + 1) % CATCHUP_AHEAD;
 		n--;

@@ -5,9 +5,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -206,18 +208,23 @@ static void test_catchup_pieces(void **state)
 
 /*
  * A leader for catchup_read(), on one end of a socket pair: it answers
- * META_READ requests with pieces of @piece bytes of @file, and holds each
- * answer until no request came for 100 ms, counting how many were asked
- * for at once. After its first piece its pieces are @later bytes (0:
- * @piece). From request @shrink_from on (0: never) it says the file is a
- * byte shorter; the first @eagain requests get EAGAIN.
+ * META_READ requests with pieces of @piece bytes of @file (after its
+ * first piece, @later bytes; 0: @piece), holding its answers until no
+ * request came for @hold_ms (100 if 0) and counting how many it held at
+ * once; @reverse answers what it held last first. From request
+ * @shrink_from on it says the file is a byte shorter; from @fail_from on
+ * it answers EIO; from @mute_from on it answers nothing; the first
+ * @eagain requests get EAGAIN (0: none of these). What goes wrong in its thread is counted in @bad, for the test
+ * to check once it joined (cmocka's checks belong to the test's thread).
  */
 struct leader {
 	int fd;
 	const uint8_t *file;
 	size_t size, piece, later;
-	unsigned shrink_from, eagain;
-	unsigned requests, most_at_once;
+	int hold_ms;
+	bool reverse;
+	unsigned shrink_from, fail_from, mute_from, eagain;
+	unsigned requests, most_at_once, bad;
 };
 
 static void leader_answer(struct leader *l, uint64_t id,
@@ -227,16 +234,20 @@ static void leader_answer(struct leader *l, uint64_t id,
 	uint64_t size = l->size;
 
 	l->requests++;
+	if (l->mute_from && l->requests >= l->mute_from)
+		return;
 	if (l->shrink_from && l->requests >= l->shrink_from)
 		size--;
+	r.has_err = 1;
 	if (l->eagain) {
 		l->eagain--;
-		r.has_err = 1;
 		r.err = EAGAIN;
+	} else if (l->fail_from && l->requests >= l->fail_from) {
+		r.err = EIO;
 	} else if (q->offset > size) {
-		r.has_err = 1;
 		r.err = EINVAL;
 	} else {
+		r.has_err = 0;
 		r.has_version = r.has_size = r.has_data = 1;
 		r.version = 7;
 		r.size = size;
@@ -244,9 +255,9 @@ static void leader_answer(struct leader *l, uint64_t id,
 		r.data.len = SW_MIN(q->offset && l->later ? l->later : l->piece,
 				    size - q->offset);
 	}
-	assert_int_equal(sw_buf_add_frame(out, SW_MSG_META_READ, SW_FRAME_REPLY,
-					  id, &r.base),
-			 0);
+	if (sw_buf_add_frame(out, SW_MSG_META_READ, SW_FRAME_REPLY, id,
+			     &r.base))
+		l->bad++;
 }
 
 static void *leader_run(void *arg)
@@ -261,25 +272,35 @@ static void *leader_run(void *arg)
 
 	for (;;) {
 		struct sw_frame_hdr hdr;
-		int rc = sw_frame_next(l->fd, &in, 4096, n ? 100 : 5000,
+		int rc = sw_frame_next(l->fd, &in, 4096,
+				       n ? (l->hold_ms ? l->hold_ms : 100) :
+					   5000,
 				       SW_FRAME_MAX_META, &hdr);
 
 		if (rc == 1) {
-			assert_true(n < SW_ARRAY_SIZE(held));
+			if (n == SW_ARRAY_SIZE(held)) {
+				l->bad++;
+				break;
+			}
 			held[n].id = hdr.id;
 			held[n].q = sweepfs__meta_read_req__unpack(
 				NULL, hdr.len, sw_buf_head(&in) + SW_FRAME_HDR);
-			assert_non_null(held[n].q);
-			n++;
 			sw_buf_consume(&in, SW_FRAME_HDR + hdr.len);
+			if (!held[n].q) {
+				l->bad++;
+				break;
+			}
+			n++;
 			l->most_at_once = SW_MAX(l->most_at_once, n);
 			continue;
 		}
 		if (rc != -ETIMEDOUT || !n)
 			break; /* the member closed its end */
 		for (unsigned i = 0; i < n; i++) {
-			leader_answer(l, held[i].id, held[i].q, &out);
-			sweepfs__meta_read_req__free_unpacked(held[i].q, NULL);
+			unsigned k = l->reverse ? n - 1 - i : i;
+
+			leader_answer(l, held[k].id, held[k].q, &out);
+			sweepfs__meta_read_req__free_unpacked(held[k].q, NULL);
 		}
 		n = 0;
 		if (sw_send_all(l->fd, sw_buf_head(&out), sw_buf_used(&out)))
@@ -293,41 +314,59 @@ static void *leader_run(void *arg)
 	return NULL;
 }
 
-/* catchup_read() of @l's file (@tries: -EAGAIN is asked again): its
- * result; the file read and the checks' bytes when 0. */
-static int read_from(struct leader *l, unsigned tries)
+static bool stop_at(void *arg)
+{
+	unsigned *left = arg;
+
+	return (*left)-- == 0;
+}
+
+/*
+ * catchup_read() of @l's file, asked again after -EAGAIN up to @tries
+ * times in all, @stops calls of stop() answering false before one says
+ * true (UINT_MAX: never). Whatever it returns, no call is left in flight
+ * on the connection; with 0, the file read and the checks' bytes are the
+ * leader's.
+ */
+static int read_from(struct leader *l, unsigned tries, unsigned stops)
 {
 	char path[] = "/tmp/sweepfs-catchup-XXXXXX";
 	struct catchup_ends e;
 	struct sw_client c;
 	uint64_t version = 0;
+	size_t nflight;
 	pthread_t t;
-	uint8_t *got;
+	uint8_t *got = malloc(l->size);
 	int sv[2], fd, rc;
 
+	assert_non_null(got);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	l->fd = sv[1];
-	assert_int_equal(pthread_create(&t, NULL, leader_run, l), 0);
-	sw_client_attach(&c, sv[0], SW_FRAME_MAX_META, 5000);
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	unlink(path);
+	l->fd = sv[1];
+	/* A leader that falls silent is waited for a second. */
+	sw_client_attach(&c, sv[0], SW_FRAME_MAX_META,
+			 l->mute_from ? 1000 : 5000);
+	assert_int_equal(pthread_create(&t, NULL, leader_run, l), 0);
 	do {
-		assert_int_equal(ftruncate(fd, 0), 0);
-		assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-		rc = catchup_read(&c, fd, 1, NULL, NULL, &version, &e);
+		if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) != 0)
+			break;
+		rc = catchup_read(&c, fd, 1, stop_at, &stops, &version, &e);
 	} while (rc == -EAGAIN && --tries);
+	nflight = c.pc.nflight;
 	shutdown(sv[0], SHUT_RDWR);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	pthread_join(t, NULL);
 	sw_pclient_release(&c.pc);
 	close(sv[0]);
 	close(sv[1]);
+	/* The checks, once the leader's thread and the sockets are gone. */
+	assert_int_equal(l->bad, 0);
+	assert_int_equal(nflight, 0);
 	if (rc == 0) {
 		assert_int_equal(version, 7);
 		assert_int_equal(e.size, l->size);
 		assert_int_equal(e.got, l->size);
-		got = malloc(l->size);
-		assert_non_null(got);
 		assert_int_equal(pread(fd, got, l->size, 0), (ssize_t)l->size);
 		assert_memory_equal(got, l->file, l->size);
 		assert_int_equal(lseek(fd, 0, SEEK_END), (off_t)l->size);
@@ -336,8 +375,8 @@ static int read_from(struct leader *l, unsigned tries)
 				    CHECKPOINT_TAIL);
 		assert_int_equal(e.crc, sw_crc32c(0, l->file,
 						  l->size - CHECKPOINT_TAIL));
-		free(got);
 	}
+	free(got);
 	close(fd);
 	return rc;
 }
@@ -345,13 +384,16 @@ static int read_from(struct leader *l, unsigned tries)
 /*
  * A member reads the leader's checkpoint a few pieces at once, and what
  * it writes is the leader's file: with the leader's pieces of our size
- * (asked for several at once), smaller and larger ones (a leader of
- * another version: the rest one at a time), a leader busy writing one
- * (EAGAIN, asked again), and one whose file changes size (-EPROTO).
+ * (asked for several at once, answered in order or not), smaller and
+ * larger ones (a leader of another version: the rest one at a time), a
+ * leader busy writing one (EAGAIN, asked again), one whose file changes
+ * size (-EPROTO), one that fails a later piece (its error), and a member
+ * told to stop (-ECANCELED, nothing sent once told). Whatever the end,
+ * no piece is left in flight.
  */
 static void test_catchup_read(void **state)
 {
-	size_t big = 3 * CATCHUP_PIECE + 123;
+	size_t big = 3 * CATCHUP_PIECE + 123, small = 100 << 10;
 	uint8_t *file = malloc(big);
 	struct rng r;
 	struct leader l;
@@ -361,50 +403,81 @@ static void test_catchup_read(void **state)
 	rng_seed(&r, 32);
 	rng_fill(&r, file, big);
 
-	l = (struct leader){ .file = file,
-			     .size = big,
-			     .piece = CATCHUP_PIECE };
-	assert_int_equal(read_from(&l, 1), 0);
-	assert_int_equal(l.requests, 4);
-	assert_true(l.most_at_once >= 3);
+	/* Our size: the first alone, then the other three at once (held a
+	 * second, so that a slow machine still sends them in time). */
+	for (int reverse = 0; reverse < 2; reverse++) {
+		l = (struct leader){ .file = file,
+				     .size = big,
+				     .piece = CATCHUP_PIECE,
+				     .hold_ms = 1000,
+				     .reverse = reverse };
+		assert_int_equal(read_from(&l, 1, UINT_MAX), 0);
+		assert_int_equal(l.requests, 4);
+		assert_int_equal(l.most_at_once, 3);
+	}
 
 	/* Smaller pieces from the first: one at a time. */
 	l = (struct leader){ .file = file,
 			     .size = CATCHUP_PIECE + 1000,
-			     .piece = 100 << 10 };
-	assert_int_equal(read_from(&l, 1), 0);
+			     .piece = small };
+	assert_int_equal(read_from(&l, 1, UINT_MAX), 0);
 	assert_int_equal(l.requests, 6);
 	assert_int_equal(l.most_at_once, 1);
 
 	/* Smaller after the first: three asked ahead, two of them at
 	 * offsets where no piece starts (read and dropped), then one at a
-	 * time from where the second piece ended. */
-	l = (struct leader){ .file = file,
-			     .size = big,
-			     .piece = CATCHUP_PIECE,
-			     .later = 100 << 10 };
-	assert_int_equal(read_from(&l, 1), 0);
-	assert_true(l.most_at_once >= 3);
-	assert_int_equal(l.requests,
-			 4 + (big - CATCHUP_PIECE - (100 << 10) + (100 << 10) -
-			      1) / (100 << 10));
+	 * time from where the second piece ended; in order or not. */
+	for (int reverse = 0; reverse < 2; reverse++) {
+		l = (struct leader){ .file = file,
+				     .size = big,
+				     .piece = CATCHUP_PIECE,
+				     .later = small,
+				     .reverse = reverse };
+		assert_int_equal(read_from(&l, 1, UINT_MAX), 0);
+		assert_int_equal(l.requests,
+				 4 + (big - CATCHUP_PIECE - 1) / small);
+	}
 
 	/* Larger. */
 	l = (struct leader){ .file = file, .size = big, .piece = 700 << 10 };
-	assert_int_equal(read_from(&l, 1), 0);
+	assert_int_equal(read_from(&l, 1, UINT_MAX), 0);
 	assert_int_equal(l.requests, 3);
 	assert_int_equal(l.most_at_once, 1);
 
 	l = (struct leader){
 		.file = file, .size = big, .piece = CATCHUP_PIECE, .eagain = 2
 	};
-	assert_int_equal(read_from(&l, 3), 0);
+	assert_int_equal(read_from(&l, 3, UINT_MAX), 0);
 
+	/* Errors with pieces still in flight (the last one never answered):
+	 * the read ends with the error, once every piece asked for was
+	 * answered or failed (read_from() checks that none is left). */
 	l = (struct leader){ .file = file,
 			     .size = big,
 			     .piece = CATCHUP_PIECE,
-			     .shrink_from = 3 };
-	assert_int_equal(read_from(&l, 1), -EPROTO);
+			     .shrink_from = 3,
+			     .mute_from = 4 };
+	assert_int_equal(read_from(&l, 1, UINT_MAX), -EPROTO);
+	assert_int_equal(l.requests, 4);
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE,
+			     .fail_from = 2,
+			     .mute_from = 4 };
+	assert_int_equal(read_from(&l, 1, UINT_MAX), -EIO);
+	assert_int_equal(l.requests, 4);
+
+	/* Told to stop before anything is sent, or after the first. */
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE };
+	assert_int_equal(read_from(&l, 1, 0), -ECANCELED);
+	assert_int_equal(l.requests, 0);
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE };
+	assert_int_equal(read_from(&l, 1, 1), -ECANCELED);
+	assert_int_equal(l.requests, 1);
 	free(file);
 }
 
