@@ -451,33 +451,22 @@ static void test_catchup_read(void **state)
 
 	/* Errors with pieces still in flight (the last one never answered):
 	 * the read ends with the error, once every piece asked for was
-	 * answered or failed (read_from() checks that none is left). */
-	l = (struct leader){ .file = file,
-			     .size = big,
-			     .piece = CATCHUP_PIECE,
-			     .shrink_from = 3,
-			     .mute_from = 4 };
-	assert_int_equal(read_from(&l, 1, UINT_MAX), -EPROTO);
-	assert_int_equal(l.requests, 4);
-	l = (struct leader){ .file = file,
-			     .size = big,
-			     .piece = CATCHUP_PIECE,
-			     .fail_from = 2,
-			     .mute_from = 4 };
-	assert_int_equal(read_from(&l, 1, UINT_MAX), -EIO);
-	assert_int_equal(l.requests, 4);
+	 * answered or failed (read_from() checks that none is left). Then
+	 * told to stop before anything is sent, or after the first. */
+	for (int k = 0; k < 4; k++) {
+		static const int want[] = { -EPROTO, -EIO, -ECANCELED,
+					    -ECANCELED };
 
-	/* Told to stop before anything is sent, or after the first. */
-	l = (struct leader){ .file = file,
-			     .size = big,
-			     .piece = CATCHUP_PIECE };
-	assert_int_equal(read_from(&l, 1, 0), -ECANCELED);
-	assert_int_equal(l.requests, 0);
-	l = (struct leader){ .file = file,
-			     .size = big,
-			     .piece = CATCHUP_PIECE };
-	assert_int_equal(read_from(&l, 1, 1), -ECANCELED);
-	assert_int_equal(l.requests, 1);
+		l = (struct leader){ .file = file,
+				     .size = big,
+				     .piece = CATCHUP_PIECE,
+				     .shrink_from = k == 0 ? 3 : 0,
+				     .fail_from = k == 1 ? 2 : 0,
+				     .mute_from = k < 2 ? 4 : 0 };
+		assert_int_equal(read_from(&l, 1, k < 2 ? UINT_MAX : k - 2),
+				 want[k]);
+		assert_int_equal(l.requests, k < 2 ? 4 : k - 2);
+	}
 	free(file);
 }
 
