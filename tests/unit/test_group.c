@@ -213,8 +213,11 @@ static void test_catchup_pieces(void **state)
  * request came for @hold_ms (100 if 0) and counting how many it held at
  * once; @reverse answers what it held last first. From request
  * @shrink_from on it says the file is a byte shorter; from @fail_from on
- * it answers EIO; from @mute_from on it answers nothing; the first
- * @eagain requests get EAGAIN (0: none of these). What goes wrong in its thread is counted in @bad, for the test
+ * it answers EIO; from @mute_from on it answers nothing; from @tiny_from
+ * on, a hostile leader's, it says the file is the smallest a checkpoint
+ * can be and sends 4 bytes at the offset asked for all the same; the first
+ * @eagain requests get EAGAIN (0: none of these). Its file's version is
+ * 7, or 0 with @zero. What goes wrong in its thread is counted in @bad, for the test
  * to check once it joined (cmocka's checks belong to the test's thread).
  */
 struct leader {
@@ -223,7 +226,8 @@ struct leader {
 	size_t size, piece, later;
 	int hold_ms;
 	bool reverse;
-	unsigned shrink_from, fail_from, mute_from, eagain;
+	unsigned shrink_from, fail_from, mute_from, tiny_from, eagain;
+	bool zero;
 	unsigned requests, most_at_once, bad;
 };
 
@@ -231,29 +235,34 @@ static void leader_answer(struct leader *l, uint64_t id,
 			  const Sweepfs__MetaReadReq *q, struct sw_buf *out)
 {
 	Sweepfs__MetaReadReply r = SWEEPFS__META_READ_REPLY__INIT;
-	uint64_t size = l->size;
+	uint64_t size = l->size, len = 0;
 
 	l->requests++;
 	if (l->mute_from && l->requests >= l->mute_from)
 		return;
 	if (l->shrink_from && l->requests >= l->shrink_from)
 		size--;
-	r.has_err = 1;
 	if (l->eagain) {
 		l->eagain--;
 		r.err = EAGAIN;
 	} else if (l->fail_from && l->requests >= l->fail_from) {
 		r.err = EIO;
+	} else if (l->tiny_from && l->requests >= l->tiny_from) {
+		size = CHECKPOINT_HEAD + CHECKPOINT_TAIL;
+		len = 4;
 	} else if (q->offset > size) {
 		r.err = EINVAL;
 	} else {
-		r.has_err = 0;
+		len = SW_MIN(q->offset && l->later ? l->later : l->piece,
+			     size - q->offset);
+	}
+	r.has_err = r.err != 0;
+	if (!r.err) {
 		r.has_version = r.has_size = r.has_data = 1;
-		r.version = 7;
+		r.version = l->zero ? 0 : 7;
 		r.size = size;
 		r.data.data = (uint8_t *)l->file + q->offset;
-		r.data.len = SW_MIN(q->offset && l->later ? l->later : l->piece,
-				    size - q->offset);
+		r.data.len = len;
 	}
 	if (sw_buf_add_frame(out, SW_MSG_META_READ, SW_FRAME_REPLY, id,
 			     &r.base))
@@ -352,7 +361,8 @@ static int read_from(struct leader *l, unsigned tries, unsigned stops)
 	do {
 		if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) != 0)
 			break;
-		rc = catchup_read(&c, fd, 1, stop_at, &stops, &version, &e);
+		rc = catchup_read(&c, fd, l->zero ? 0 : 1, stop_at, &stops,
+				  &version, &e);
 	} while (rc == -EAGAIN && --tries);
 	nflight = c.pc.nflight;
 	shutdown(sv[0], SHUT_RDWR);
@@ -364,7 +374,7 @@ static int read_from(struct leader *l, unsigned tries, unsigned stops)
 	assert_int_equal(l->bad, 0);
 	assert_int_equal(nflight, 0);
 	if (rc == 0) {
-		assert_int_equal(version, 7);
+		assert_int_equal(version, l->zero ? 0 : 7);
 		assert_int_equal(e.size, l->size);
 		assert_int_equal(e.got, l->size);
 		assert_int_equal(pread(fd, got, l->size, 0), (ssize_t)l->size);
@@ -467,6 +477,22 @@ static void test_catchup_read(void **state)
 				 want[k]);
 		assert_int_equal(l.requests, k < 2 ? 4 : k - 2);
 	}
+
+	/* A file of version 0, whose later replies say it is smaller than
+	 * what was read: the first reply still fixes the file, and the
+	 * size is refused (before, "no version yet" meant "no reply yet",
+	 * each reply's size was believed, and the trailer's copy wrote past
+	 * its 4 bytes). Then the same file whole. */
+	l = (struct leader){ .file = file,
+			     .size = big,
+			     .piece = CATCHUP_PIECE,
+			     .zero = true,
+			     .tiny_from = 3 };
+	assert_int_equal(read_from(&l, 1, UINT_MAX), -EPROTO);
+	l = (struct leader){
+		.file = file, .size = big, .piece = CATCHUP_PIECE, .zero = true
+	};
+	assert_int_equal(read_from(&l, 1, UINT_MAX), 0);
 	free(file);
 }
 
