@@ -676,12 +676,11 @@ def main():
     # Without the fuse module's enable_uring a mount asked for io_uring
     # says so in its log and reads /dev/fuse: the run would measure the
     # default mount under the other's name.
-    if "io_uring" in a.mount_opts.split(",") and \
-            cluster.fuse_enable_uring() != "Y":
+    uring = cluster.fuse_enable_uring()
+    if "io_uring" in a.mount_opts.split(",") and uring != "Y":
         raise SystemExit("-o io_uring asked for, but %s is %s: echo Y "
                          "into it, or leave the option out"
-                         % (cluster.URING_PARAM,
-                            cluster.fuse_enable_uring() or "absent"))
+                         % (cluster.URING_PARAM, uring or "absent"))
     ncopies = 0 if a.in_place else a.k * len(methods)
     if a.n is None:
         n = 34_000_000
