@@ -336,7 +336,31 @@ static void test_paid_master_budget_affords_a_million(void **state)
 	assert_int_equal(visits, 1000000);
 	/* One walk of a full bucket is its cap, no more. */
 	assert_true(rmr_budget.session.cap == rmr_budget.walk);
-	assert_true(rmr_budget.all.cap >= 2 * rmr_budget.walk);
+	assert_true(rmr_budget.all.cap == rmr_budget.walk);
+}
+
+/* However many fresh sessions send a walk in one turn of the loop (one
+ * instant), the walks together make one walk's worth of visits at most:
+ * what another session waits behind them. */
+static void test_paid_master_budget_one_walk_a_turn(void **state)
+{
+	struct fixture *f = *state;
+	struct node *t = subdir_last(f, f->ns.root, 300000, 0);
+	struct bucket mine[16] = { { 0 } }, all = { 0 };
+	uint64_t visits, total = 0;
+	int walked = 0;
+
+	for (size_t i = 0; i < SW_ARRAY_SIZE(mine); i++) {
+		int rc = may_remove_tree_paid(&rmr_budget, &mine[i], &all, SEC,
+					      &user, t, &visits);
+
+		assert_true(rc == 0 || rc == -EAGAIN);
+		walked += rc == 0;
+		total += visits;
+	}
+	/* 300,001 visits a whole walk: six whole, then one cut short. */
+	assert_int_equal(walked, rmr_budget.walk / 300001);
+	assert_int_equal(total, rmr_budget.walk);
 }
 
 /* The rule, applied to every directory of the tree by a full walk. */
@@ -718,6 +742,9 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_paid_master_budget_affords_a_million, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_paid_master_budget_one_walk_a_turn, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(test_as_the_rule_says, setup,
 						teardown),

@@ -59,7 +59,7 @@
  * FILES + 1 of them. */
 #define WALK_MAX 2000000.0
 #define SESSION_RATE 500000.0
-#define ALL_CAP (2 * WALK_MAX)
+#define ALL_CAP WALK_MAX
 #define ALL_RATE 2000000.0
 
 static uint16_t m_port;
