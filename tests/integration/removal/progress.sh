@@ -67,20 +67,20 @@ quiet() {
 	fi
 }
 
-log "rmr --wait of 30,000 files, the purge slowed down"
-tree "$M/big" 30
+log "rmr --wait of 10,000 files, the purge slowed down"
+tree "$M/big" 10
 on_tty rmr "$SWEEPFS" rmr --wait "$M/big"
-drawn rmr 'purging big: [0-9,]+/30,0[0-9][0-9] nodes .*[0-9]+%.*/s' 3
+drawn rmr 'purging big: [0-9,]+/10,0[0-9][0-9] nodes .*[0-9]+%.*/s' 3
 grep -aqE 'ETA [0-9]+:[0-9]{2}:[0-9]{2}' "$SW_TMP/rmr.tty" || fail "rmr: no ETA"
-grep -aqE '30,0[0-9][0-9]/30,0[0-9][0-9] nodes  100%' "$SW_TMP/rmr.tty" ||
+grep -aqE '10,0[0-9][0-9]/10,0[0-9][0-9] nodes  100%' "$SW_TMP/rmr.tty" ||
 	fail "rmr: the last line is not the end"
-tree "$M/big2" 10
+tree "$M/big2" 2
 quiet rmr "$SWEEPFS" rmr --wait "$M/big2"
 
 log "trash purge --wait"
 mkdir "$M/t"
 "$SWEEPFS" settrashtime 3600 "$M/t"
-tree "$M/t/x" 10
+tree "$M/t/x" 5
 "$SWEEPFS" rmr "$M/t/x" # into the trash, whole
 "$SWEEPFS" trash ls --json "$M" >"$SW_TMP/trash.json"
 id=$("$PYTHON" -c 'import json, sys
@@ -107,15 +107,15 @@ quiet rm "$SWEEPFS" rm "$SW_TMP/local2"
 assert_missing "$SW_TMP/local2"
 
 log "snapshot of a big tree (in the background)"
-tree "$M/src" 60
+tree "$M/src" 20
 on_tty snap "$SWEEPFS" snapshot "$M/src" "$M/copy"
 drawn snap 'snapshot src: [0-9,]+ nodes' 1
 quiet snap "$SWEEPFS" snapshot "$M/src" "$M/copy2"
-assert_eq 1000 "$(ls "$M/copy2/s60" | wc -l)" "files in a copied snapshot"
+assert_eq 1000 "$(ls "$M/copy2/s20" | wc -l)" "files in a copied snapshot"
 
 log "compare-delete"
 mkdir "$M/cd"
-on_tty cdel "$SWEEPFS" compare-delete -n 20000 --methods rm-rf --strace off \
+on_tty cdel "$SWEEPFS" compare-delete -n 8000 --methods rm-rf --strace off \
 	--json "$SW_TMP/cd.json" "$M/cd"
 drawn cdel '[0-9,]+/[0-9,]+ entries' 2
 

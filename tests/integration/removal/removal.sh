@@ -22,7 +22,7 @@
 #     ls lists them with their paths, restore brings the data back (in
 #     place and elsewhere), purge removes one, and a short trash time
 #     expires another;
-#  6. rmr of a 101,000-file tree sharing 1000 chunks (built with
+#  6. rmr of a 51,000-file tree sharing 1000 chunks (built with
 #     snapshots), SIGKILL of the master in the middle of the purge
 #     (purge_duty is 1%), restart: the purge completes, the chunks are
 #     deleted on the chunkserver, and fsck is clean: no node, chunk or
@@ -388,7 +388,7 @@ wait_fsck_clean 30 "after the trash tests"
 
 # ---- 6. rmr of a big tree, SIGKILL mid-purge -----------------------------------------
 log "rmr of a big tree, SIGKILL of the master in the middle of the purge"
-SNAPS=100
+SNAPS=50
 n_base=$(nodes)
 make_files "$M/big/src" 1000 4096
 for ((i = 1; i <= SNAPS; i++)); do
@@ -428,7 +428,7 @@ assert_eq "$n_base" "$(nodes)" "nodes after the purge"
 slices=$(sw_status 'd["bg_slices"]')
 slice_cpu=$(sw_status 'd["bg_slice_max_cpu_us"]')
 log "purge: $slices background slices, longest $slice_cpu us on the CPU"
-assert_ge 100 "$slices" "background slices of a 101,000-node purge"
+assert_ge 100 "$slices" "background slices of a 51,000-node purge"
 assert_le 20000 "$slice_cpu" "the longest background slice's CPU time (us)"
 assert_eq 0 "$(chunks)" "chunks after the purge"
 no_chunk_files() { (($(chunk_files) == 0)); }
