@@ -51,25 +51,6 @@ def checkpoint_file(d):
     return os.path.join(d, names[-1])
 
 
-def checkpoints_written(log):
-    """The checkpoints the master's log says it wrote (at log_level
-    info): [{version, s, nodes, fork_ms, rotate_ms}]."""
-    out = []
-    with open(log, errors="replace") as f:
-        for line in f:
-            m = re.search(r"checkpoint ([0-9]+) written in ([0-9.]+) s "
-                          r"\(([0-9]+) nodes; the fork held the loop "
-                          r"([0-9.]+) ms, the changelog's rotation "
-                          r"([0-9.]+) ms\)", line)
-            if m:
-                out.append({"version": int(m.group(1)),
-                            "s": float(m.group(2)),
-                            "nodes": int(m.group(3)),
-                            "fork_ms": float(m.group(4)),
-                            "rotate_ms": float(m.group(5))})
-    return out
-
-
 def collapses(log):
     """The collapses after each child (master.c): [{done, pages, ms}],
     huge pages made whole of those listed."""
@@ -111,7 +92,7 @@ def huge_pages(pid, stop, out):
 
 def one_run(build, ckpt, a):
     # log_level info: each written checkpoint's line (its time, its
-    # fork's), checkpoints_written().
+    # fork's), seed.checkpoints_written().
     cl = cluster.Cluster(build, master_set=[
         "purge_duty=%d" % a.duty, "purge_duty_busy=%d" % a.duty,
         "log_level=info"] + a.set)
@@ -157,7 +138,7 @@ def one_run(build, ckpt, a):
         pr.join()
         # A crash right after the purge: whatever checkpoint is being
         # written is lost with it.
-        written = checkpoints_written(cl.records["master"]["log"])
+        written = seed.checkpoints_written(cl.records["master"]["log"])
         t0 = time.perf_counter()
         swcluster.Cluster.stop(cl, "master", how="kill")
         cl.start_master()

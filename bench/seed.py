@@ -71,6 +71,7 @@ import multiprocessing as mp
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -181,6 +182,33 @@ def master_start(log):
                             load_s=float(m.group(2)),
                             replay_s=float(m.group(3)))
     return last
+
+
+def checkpoints_written(log, since=0):
+    """The checkpoints the master's log says it wrote from line @since on
+    (at log_level info): [{version, s, nodes, fork_ms, rotate_ms}], what
+    each held the loop for (the fork copies the page tables; the
+    rotation syncs the changelog's two files)."""
+    out = []
+    with open(log, errors="replace") as f:
+        for i, line in enumerate(f):
+            m = i >= since and re.search(
+                r"checkpoint ([0-9]+) written in ([0-9.]+) s "
+                r"\(([0-9]+) nodes; the fork held the loop "
+                r"([0-9.]+) ms, the changelog's rotation "
+                r"([0-9.]+) ms\)", line)
+            if m:
+                out.append({"version": int(m.group(1)),
+                            "s": float(m.group(2)),
+                            "nodes": int(m.group(3)),
+                            "fork_ms": float(m.group(4)),
+                            "rotate_ms": float(m.group(5))})
+    return out
+
+
+def log_lines(log):
+    with open(log, errors="replace") as f:
+        return sum(1 for _ in f)
 
 
 def go_removeall(workdir):
@@ -395,14 +423,17 @@ def restart(cl, a, probe_target):
     # what they take: that is the figure, not a reason to lose the run.
     cl.ready_s = max(cl.ready_s, a.restart_timeout)
     try:
+        # log_level info: each checkpoint's line, checkpoints_written().
         cl.start_master(args=cluster._sets(a.set +
-                                           ["checkpoint_interval=1s"]))
+                                           ["checkpoint_interval=1s",
+                                            "log_level=info"]))
     except swcluster.Error as e:
         print("restart: %s" % e, file=sys.stderr)
         return {"error": "not up within %d s" % a.restart_timeout,
                 "start": master_start(cl.records["master"]["log"])}
     up_s = time.perf_counter() - t0
     start = master_start(cl.records["master"]["log"])
+    since = log_lines(cl.records["master"]["log"])
     versions = set()
     stop, pout = mp.Event(), mp.Queue()
     pr = mp.Process(target=probe, args=(probe_target, stop, pout, True))
@@ -418,6 +449,12 @@ def restart(cl, a, probe_target):
             "nodes": cl.info()["nodes"],
             "checkpoint_seconds": a.checkpoint_seconds,
             "checkpoints_seen": len(versions) - 1,
+            # What holds the loop at each checkpoint (the fork copies
+            # the page tables; the rotation syncs the changelog's two
+            # files): beside the probe's maximum, they say whether it
+            # was one of them.
+            "checkpoints_written": checkpoints_written(
+                cl.records["master"]["log"], since),
             "probe_stat_during_checkpoints": summary(lat)}
 
 
@@ -508,6 +545,14 @@ def print_table(r):
                   human_s(st.get("replay_s")), rs["checkpoints_seen"],
                   rs["nodes"], rs["checkpoint_seconds"], p["p50_ms"],
                   p["p99_ms"], p["max_ms"]))
+        w = rs.get("checkpoints_written")
+        if w:
+            fork = [c["fork_ms"] for c in w]
+            rot = [c["rotate_ms"] for c in w]
+            print("what %d checkpoints held the loop (ms, median/max): the "
+                  "fork %.1f/%.1f, the changelog's rotation %.1f/%.1f" % (
+                      len(w), statistics.median(fork), max(fork),
+                      statistics.median(rot), max(rot)))
     mem = r["memory"]
     print("master: cold start %s for %d nodes; with all copies: %d nodes, "
           "%.0f B RSS and %.0f B in namespace structures per node" % (
