@@ -51,22 +51,6 @@ def checkpoint_file(d):
     return os.path.join(d, names[-1])
 
 
-def collapses(log):
-    """The collapses after each child (master.c): [{done, pages, ms}],
-    huge pages made whole of those listed."""
-    out = []
-    with open(log, errors="replace") as f:
-        for line in f:
-            m = re.search(r"([0-9]+) of ([0-9]+) (?:slab regions are huge "
-                          r"pages again|huge pages are whole again) "
-                          r"\(([0-9.]+) ms", line)
-            if m:
-                out.append({"done": int(m.group(1)),
-                            "pages": int(m.group(2)),
-                            "ms": float(m.group(3))})
-    return out
-
-
 def kib(path, field):
     with open(path) as f:
         for line in f:
@@ -146,7 +130,7 @@ def one_run(build, ckpt, a):
         return {"build": build, "first_start": first, "purge_s": purge_s,
                 "checkpoints_during_purge": len(versions) - 1,
                 "checkpoints_written": written,
-                "collapses": collapses(cl.records["master"]["log"]),
+                "collapses": seed.collapses(cl.records["master"]["log"]),
                 "anon_huge_kib": ptab,
                 "stat_during_purge": seed.summary(lat),
                 "stat_over_20ms": [
