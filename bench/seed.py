@@ -184,28 +184,30 @@ def master_start(log):
     return last
 
 
-def checkpoints_written(log, since=0):
-    """The checkpoints the master's log says it wrote from line @since on
-    (at log_level info): [{version, s, nodes, fork_ms, rotate_ms}], what
-    each held the loop for (the fork copies the page tables; the
-    rotation syncs the changelog's two files)."""
-    out = []
+def log_matches(log, pattern, since=0):
+    """(match, line) for each line of the master's log from line @since
+    on that @pattern matches."""
     with open(log, errors="replace") as f:
         for i, line in enumerate(f):
-            m = i >= since and re.search(
-                r"checkpoint ([0-9]+) written in ([0-9.]+) s "
+            m = i >= since and re.search(pattern, line)
+            if m:
+                yield m, line
+
+
+def checkpoints_written(log, since=0):
+    """The checkpoints the master's log says it wrote from line @since on
+    (at log_level info): [{version, s, nodes, fork_ms, rotate_ms, at}],
+    what each held the loop for (the fork copies the page tables; the
+    rotation syncs the changelog's two files) and when it was logged
+    (local time of day, s)."""
+    return [{"version": int(m.group(1)), "s": float(m.group(2)),
+             "nodes": int(m.group(3)), "fork_ms": float(m.group(4)),
+             "rotate_ms": float(m.group(5)), "at": day_s(line)}
+            for m, line in log_matches(
+                log, r"checkpoint ([0-9]+) written in ([0-9.]+) s "
                 r"\(([0-9]+) nodes; the fork held the loop "
                 r"([0-9.]+) ms, the changelog's rotation "
-                r"([0-9.]+) ms\)", line)
-            if m:
-                out.append({"version": int(m.group(1)),
-                            "s": float(m.group(2)),
-                            "nodes": int(m.group(3)),
-                            "fork_ms": float(m.group(4)),
-                            "rotate_ms": float(m.group(5)),
-                            # when it was logged (local time of day, s)
-                            "at": day_s(line)})
-    return out
+                r"([0-9.]+) ms\)", since)]
 
 
 def collapses(log, since=0):
@@ -213,19 +215,12 @@ def collapses(log, since=0):
     master's log on: [{done, pages, ms, at}], huge pages made whole of
     those listed, how long it took in the pool and when it was logged
     (its end: local time of day, s)."""
-    out = []
-    with open(log, errors="replace") as f:
-        for i, line in enumerate(f):
-            m = i >= since and re.search(
-                r"([0-9]+) of ([0-9]+) (?:slab regions are huge "
+    return [{"done": int(m.group(1)), "pages": int(m.group(2)),
+             "ms": float(m.group(3)), "at": day_s(line)}
+            for m, line in log_matches(
+                log, r"([0-9]+) of ([0-9]+) (?:slab regions are huge "
                 r"pages again|huge pages are whole again) "
-                r"\(([0-9.]+) ms", line)
-            if m:
-                out.append({"done": int(m.group(1)),
-                            "pages": int(m.group(2)),
-                            "ms": float(m.group(3)),
-                            "at": day_s(line)})
-    return out
+                r"\(([0-9.]+) ms", since)]
 
 
 def day_s(line):
