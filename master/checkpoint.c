@@ -74,15 +74,20 @@
 
 /*
  * The writer asks the kernel to write back each SYNC_STEP it wrote, and
- * waits for the step before that, so that no more than two steps are
- * ever dirty, as Redis's rdb-save-incremental-fsync and PostgreSQL's
- * checkpoint_flush_after do. Left to the kernel, a 34 M-file checkpoint
- * had up to 1.9 GB dirty or under writeback at once, what was left of
- * it flushed by the fdatasync() at the end; with steps, 16 MB at most, and the
- * write ended sooner (6.4-7.8 s against 8.7-10.7 s, the fdatasync()
- * included; sweepfs-nsbench load DIR write, two runs each, in the
- * commit that added this). The fdatasync() stays: sync_file_range()
- * is no durability.
+ * waits for the step before that, so that about two steps at most are
+ * ever dirty, as Redis's rdb-save-incremental-fsync does. Left to the
+ * kernel, a 34 M-file checkpoint had up to 1.9 GB dirty or under
+ * writeback at once, what was left of it flushed by the fdatasync() at
+ * the end; with steps, 16 MB at most, and the write ended sooner
+ * (6.4-7.8 s against 8.7-10.7 s, the fdatasync() included;
+ * sweepfs-nsbench load DIR write, two runs each, in the commit that
+ * added this). The fdatasync() stays: sync_file_range() is no
+ * durability.
+ *
+ * A wait reports a writeback error once, as fsync() does, and marks it
+ * seen for the file: the fdatasync() at the end would not see it again.
+ * So the wait's failure is the writer's (w->err), and a file system
+ * that cannot do it (EINVAL, ENOSYS, ESPIPE) only turns the steps off.
  */
 #define SYNC_STEP (8u << 20)
 
@@ -96,27 +101,41 @@ struct writer {
 	uint64_t written; /* bytes written so far */
 	uint64_t back_lo; /* the step being written back: its start */
 	uint64_t back_hi; /* and its end */
+	bool no_steps;	  /* sync_file_range() is not supported here */
 	int err;
 };
 
+/* What a sync_file_range() that returned @rc means to @w. */
+static void w_step_done(struct writer *w, int rc)
+{
+	if (rc == 0)
+		return;
+	if (errno == EINVAL || errno == ENOSYS || errno == ESPIPE)
+		w->no_steps = true;
+	else
+		w->err = -errno;
+}
+
 /* Once a step more is written, wait for the step being written back,
- * and start the writeback of the new one. Failures are left to the
- * final fdatasync(), which sees the same errors. */
+ * and start the writeback of the new one. */
 static void w_sync_step(struct writer *w)
 {
-	if (w->written - w->back_hi < SYNC_STEP)
+	if (w->no_steps || w->written - w->back_hi < SYNC_STEP)
 		return;
 	if (w->back_hi > w->back_lo)
-		sync_file_range(w->fd, (off_t)w->back_lo,
-				(off_t)(w->back_hi - w->back_lo),
-				SYNC_FILE_RANGE_WAIT_BEFORE |
-					SYNC_FILE_RANGE_WRITE |
-					SYNC_FILE_RANGE_WAIT_AFTER);
+		w_step_done(
+			w, sync_file_range(w->fd, w->back_lo,
+					   w->back_hi - w->back_lo,
+					   SYNC_FILE_RANGE_WAIT_BEFORE |
+						   SYNC_FILE_RANGE_WRITE |
+						   SYNC_FILE_RANGE_WAIT_AFTER));
+	if (w->err || w->no_steps)
+		return;
 	w->back_lo = w->back_hi;
 	w->back_hi = w->written;
-	sync_file_range(w->fd, (off_t)w->back_lo,
-			(off_t)(w->back_hi - w->back_lo),
-			SYNC_FILE_RANGE_WRITE);
+	w_step_done(w,
+		    sync_file_range(w->fd, w->back_lo, w->back_hi - w->back_lo,
+				    SYNC_FILE_RANGE_WRITE));
 }
 
 static void w_flush(struct writer *w)

@@ -952,6 +952,71 @@ static void test_checkpoint_write_error(void **state)
 	assert_int_equal(checkpoint_write(&f->a, f->dir, 77), 0);
 }
 
+/*
+ * sync_file_range(), which the writer calls to keep what is dirty small
+ * (checkpoint.c): counted, and failing with srf.err from call
+ * srf.fail_at on (0: never).
+ */
+static struct {
+	int calls, fail_at, err;
+} srf;
+
+int __real_sync_file_range(int fd, off64_t off, off64_t n, unsigned flags);
+int __wrap_sync_file_range(int fd, off64_t off, off64_t n, unsigned flags);
+
+int __wrap_sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
+{
+	if (srf.fail_at && ++srf.calls >= srf.fail_at) {
+		errno = srf.err;
+		return -1;
+	}
+	if (!srf.fail_at)
+		srf.calls++;
+	return __real_sync_file_range(fd, off, n, flags);
+}
+
+/*
+ * A checkpoint of several 8 MiB steps: the writer waits for each step's
+ * writeback, and a failed wait (EIO: the error is reported once, and
+ * the fdatasync() at the end would not see it) fails the write with no
+ * file left; a file system without sync_file_range() (EINVAL) only
+ * turns the steps off.
+ */
+static void test_checkpoint_write_steps(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+	char *big = malloc(65536);
+
+	assert_non_null(big);
+	memset(big, 'y', 65536);
+	for (int i = 0; i < 400; i++) { /* 25 MiB */
+		char name[16];
+
+		snprintf(name, sizeof(name), "user.%d", i);
+		set_xattr(f, f->a.root, name, big, 65536);
+	}
+	free(big);
+	/* Three steps: two writebacks started, two of them waited for. */
+	srf = (__typeof__(srf)){ 0 };
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 81), 0);
+	assert_int_equal(srf.calls, 5);
+	assert_true(cp_size(f, 81) > 25 << 20);
+	/* The first wait (the second call) fails: so does the write. */
+	srf = (__typeof__(srf)){ .fail_at = 2, .err = EIO };
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 82), -EIO);
+	assert_int_equal(srf.calls, 2);
+	cp_path(f, 82, ".tmp", path, sizeof(path));
+	assert_int_equal(unit_file_size(path), -1);
+	assert_int_equal(cp_size(f, 82), -1);
+	/* Not supported: tried once, and the write goes on without. */
+	srf = (__typeof__(srf)){ .fail_at = 1, .err = EINVAL };
+	assert_int_equal(checkpoint_write(&f->a, f->dir, 83), 0);
+	assert_int_equal(srf.calls, 1);
+	assert_int_equal(cp_size(f, 83), cp_size(f, 81));
+	srf = (__typeof__(srf)){ 0 };
+}
+
 struct start_ctx {
 	int rc;
 	int calls;
@@ -2116,6 +2181,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_checkpoint_write_bad_dir,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoint_write_error,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_write_steps,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkpoint_start_background, setup, teardown),
