@@ -30,7 +30,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import re
 import shutil
 import sys
 import threading

@@ -18,20 +18,21 @@
  * directory of another owner's. At about 9 ns a visit, a walk of 1 M
  * visits holds the loop 9 ms, and a client pipelining such requests
  * (refused or not: the walk comes first) kept it for seconds (threat
- * model, finding 4). So, as grants are (deleg.c), a user's walk is
- * paid, one token a visit, from two buckets (bucket.h): its session's
+ * model, finding 4). So, as grants are (deleg.c), a user's walk is paid,
+ * one token a visit, from two buckets (bucket.h): its session's
  * (RMR_VISITS_SESSION a second, holding one walk's worst,
  * RMR_VISITS_WALK) and everyone's (RMR_VISITS_ALL a second, holding one
  * such walk too, so that however many sessions send them, one turn of
- * the loop makes one walk's worth of visits at most). A walk may make as many visits as both hold, and no more
- * than RMR_VISITS_WALK (about 18 ms); the visits it made are paid
- * whatever its verdict. A walk that runs out stops there, having
- * removed nothing: -EAGAIN when a bucket held less than a walk's worst
- * (the caller may retry once they refill: sweepfs rmr does, for a
- * while), -E2BIG when even that was not enough (no retry helps: the
- * tree needs an admin, or its subdirectories removed first, which
- * makes its big directories leaves). A pipelining client pays its first
- * walk in full and then gets refusals that cost no visit; many
+ * the loop makes one walk's worth of visits, and what refills while it
+ * walks (2% more at 9 ns a visit), at most). A walk may make as many
+ * visits as both hold, and no more than RMR_VISITS_WALK (about 18 ms);
+ * the visits it made are paid whatever its verdict. A walk that runs out
+ * stops there, having removed nothing: -EAGAIN when a bucket held less
+ * than a walk's worst (the caller may retry once they refill: sweepfs
+ * rmr does, for a while), -E2BIG when even that was not enough (no retry
+ * helps: the tree needs an admin, or its subdirectories removed first,
+ * which makes its big directories leaves). A pipelining client pays its
+ * first walk in full and then gets refusals that cost no visit; many
  * sessions together take RMR_VISITS_ALL a second at most. Admin callers
  * do not walk (may_detach_entry()), and pay nothing.
  */

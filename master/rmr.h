@@ -18,8 +18,9 @@ struct master;
  * What a caller without admin rights may make the loop spend on checking
  * trees (rmr.c's top says why): visits, one an entry looked at. One walk
  * at most (about 18 ms at 9 ns a visit): what a session's bucket holds,
- * and everyone's, so that one turn of the loop walks no more; the rates a second at which a session's bucket and everyone's refill
- * (about 0.5% and 2% of a core). A session's full bucket pays for a
+ * and everyone's, so that one turn of the loop walks about that at
+ * most; the rates a second at which a session's bucket and everyone's
+ * refill (about 0.5% and 2% of a core). A session's full bucket pays for a
  * user's rmr of a directory of 1 M files with a subdirectory last, or of
  * a sticky directory of 1 M files of its own another user owns.
  */

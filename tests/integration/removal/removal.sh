@@ -404,7 +404,7 @@ wait_until 3 "the removed tree to disappear from the mount" gone "$M/big"
 mid() {
 	local left
 	left=$(sw_status 'd["purge_left"]')
-	((left > n_big / 2 && left < n_big * 8 / 10))
+	((left > n_big / 5 && left < n_big * 9 / 10))
 }
 wait_until 60 "the purge to get going" mid
 left_kill=$(sw_status 'd["purge_left"]')
