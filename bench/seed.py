@@ -246,7 +246,7 @@ def near_checkpoints(slow, written, coll):
                      for c in coll)
         best = None
         for c in written:
-            if c.get("at") is None:
+            if c["at"] is None:
                 continue
             d = t - (c["at"] - c["s"])
             if best is None or abs(d) < abs(best[0]):

@@ -966,12 +966,11 @@ int __wrap_sync_file_range(int fd, off64_t off, off64_t n, unsigned flags);
 
 int __wrap_sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
 {
-	if (srf.fail_at && ++srf.calls >= srf.fail_at) {
+	srf.calls++;
+	if (srf.fail_at && srf.calls >= srf.fail_at) {
 		errno = srf.err;
 		return -1;
 	}
-	if (!srf.fail_at)
-		srf.calls++;
 	return __real_sync_file_range(fd, off, n, flags);
 }
 
