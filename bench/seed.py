@@ -231,12 +231,13 @@ def day_s(line):
     return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
 
 
-def near_checkpoints(slow, written, coll):
+def near_checkpoints(slow, written, coll, late=()):
     """Each slow stat (time.time(), ms) beside the checkpoint nearest it:
-    [{ms, after_fork_s, after_written_s, in_collapse}], the seconds from
-    that checkpoint's fork (its line's time less its writing time) and
-    from its line to the stat's start (None where no checkpoint's line
-    has a time), and whether it started while a collapse @coll ran."""
+    [{ms, after_fork_s, after_written_s, in_collapse, machine_late_ms}],
+    the seconds from that checkpoint's fork (its line's time less its
+    writing time) and from its line to the stat's start (None where no
+    checkpoint's line has a time), whether it started while a collapse
+    @coll ran, and how late the sleeper (@late) was meanwhile."""
     out = []
     for w, ms in slow:
         lt = time.localtime(w)
@@ -254,7 +255,8 @@ def near_checkpoints(slow, written, coll):
         out.append({"ms": ms,
                     "after_fork_s": best and round(best[0], 3),
                     "after_written_s": best and round(best[1], 3),
-                    "in_collapse": inside})
+                    "in_collapse": inside,
+                    "machine_late_ms": round(machine_late(w, ms, late), 2)})
     return out
 
 
@@ -323,6 +325,41 @@ def probe(target, stop, out, touch=False, slow=None, slow_ms=20):
     out.put(lat)
     if slow is not None:
         slow.put(late)
+
+
+def steal_s():
+    """The machine's steal time so far (s): what the hypervisor ran
+    elsewhere while this VM's CPUs wanted to run (/proc/stat)."""
+    with open("/proc/stat") as f:
+        cpu = f.readline().split()
+    return int(cpu[8]) / os.sysconf("SC_CLK_TCK")
+
+
+def sleeper(stop, out, late_ms=4):
+    """Sleep 1 ms in a loop, as cyclictest does, and put on @out each
+    wake-up at least @late_ms late: (time.time() woken, ms late). A
+    process that does nothing else is late only when the machine is
+    (the CPUs busy or taken by the hypervisor): a slow stat at the same
+    moment is the machine's, not the master's."""
+    late = []
+    while not stop.is_set():
+        t = time.perf_counter()
+        time.sleep(0.001)
+        d = (time.perf_counter() - t) * 1e3 - 1
+        if d >= late_ms:
+            late.append((time.time(), d))
+    out.put(late)
+
+
+def machine_late(w, ms, late):
+    """The most the sleeper was late at a moment within the stat that
+    started at @w and took @ms (0: never)."""
+    most = 0.0
+    for t, d in late:
+        # Asleep from t - d - 1 ms; late from t - d ms.
+        if t - d / 1e3 <= w + ms / 1e3 and t >= w:
+            most = max(most, d)
+    return most
 
 
 def summary(ns):
@@ -487,18 +524,24 @@ def restart(cl, a, probe_target):
     start = master_start(cl.records["master"]["log"])
     since = log_lines(cl.records["master"]["log"])
     versions = set()
-    stop, pout, pslow = mp.Event(), mp.Queue(), mp.Queue()
+    stop, pout, pslow, sout = mp.Event(), mp.Queue(), mp.Queue(), mp.Queue()
     pr = mp.Process(target=probe,
                     args=(probe_target, stop, pout, True, pslow, 10))
+    sl = mp.Process(target=sleeper, args=(stop, sout))
     pr.start()
+    sl.start()
     t0 = time.perf_counter()
+    steal0 = steal_s()
     while time.perf_counter() - t0 < a.checkpoint_seconds:
         versions.add(cl.info()["checkpoint_version"])
         time.sleep(0.5)
     stop.set()
     lat = pout.get()
     slow = pslow.get()
+    late = sout.get()
     pr.join()
+    sl.join()
+    steal = steal_s() - steal0
     written = checkpoints_written(cl.records["master"]["log"], since)
     coll = collapses(cl.records["master"]["log"], since)
     return {"restart_s": up_s, "start": start,
@@ -512,7 +555,15 @@ def restart(cl, a, probe_target):
             "checkpoints_written": written,
             # Each stat over 10 ms (the issue's bound), and how far
             # from the nearest checkpoint's fork and end it started.
-            "probe_slow": near_checkpoints(slow, written, coll),
+            "probe_slow": near_checkpoints(slow, written, coll, late),
+            # A process that only sleeps 1 ms at a time, woken 4 ms late
+            # or more (how often, the worst), and the CPU time the
+            # hypervisor took meanwhile: a slow stat beside one of these
+            # is the machine's.
+            "sleeper_late": {"n": len(late),
+                             "max_ms": round(max((d for _, d in late),
+                                                 default=0.0), 2)},
+            "steal_s": round(steal, 2),
             # The huge pages made whole again after each writer, in
             # the pool (master.c): the loop's faults wait meanwhile.
             "collapses": coll,
@@ -614,11 +665,24 @@ def print_table(r):
                   "fork %.1f/%.1f, the changelog's rotation %.1f/%.1f" % (
                       len(w), statistics.median(fork), max(fork),
                       statistics.median(rot), max(rot)))
-        for x in rs.get("probe_slow") or []:
+        slow = rs.get("probe_slow") or []
+        sl = rs.get("sleeper_late")
+        if sl:
+            print("the machine meanwhile: a process sleeping 1 ms at a time "
+                  "woke 4 ms late or more %d times (worst %.1f ms); the "
+                  "hypervisor took %.1f CPU s of %d; %d of %d stats over "
+                  "10 ms overlapped such a late wake-up" % (
+                      sl["n"], sl["max_ms"], rs["steal_s"],
+                      (os.cpu_count() or 1) * rs["checkpoint_seconds"],
+                      sum(1 for x in slow if x.get("machine_late_ms")),
+                      len(slow)))
+        for x in slow:
             print("  a stat of %.1f ms, %s s after a checkpoint's fork, %s s "
-                  "after it was written%s" % (
+                  "after it was written%s%s" % (
                       x["ms"], x["after_fork_s"], x["after_written_s"],
-                      ", during a collapse" if x["in_collapse"] else ""))
+                      ", during a collapse" if x["in_collapse"] else "",
+                      ", the sleeper %.1f ms late" % x["machine_late_ms"]
+                      if x.get("machine_late_ms") else ""))
         for c in rs.get("collapses") or []:
             print("  a collapse: %d of %d huge pages whole again in %.0f ms"
                   % (c["done"], c["pages"], c["ms"]))
