@@ -4,7 +4,7 @@
  * frees it afterwards. With --wait, follow the purge until the tree is
  * gone, with a progress line on a terminal (tool_wait_purge()). A user's
  * removal the master cannot check now (EAGAIN: its budget for such
- * checks is spent) is asked again for a while (tool_call_paced()).
+ * checks is spent) is asked again for a while (tool_remove_paced()).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,12 +20,11 @@
 static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 {
 	Sweepfs__RmrReq q = SWEEPFS__RMR_REQ__INIT;
-	Sweepfs__RmrReply *r;
-	ProtobufCMessage *reply;
 	char rel[PATH_MAX], name[256];
 	struct sw_client *c;
 	struct sw_target t;
 	struct tool_caller who;
+	struct tool_removal rm;
 	uint64_t parent;
 	int64_t t0;
 	int rc;
@@ -73,17 +72,15 @@ static int rmr_one(const char *path, bool wait, bool skip_trash, bool verbose)
 	q.has_skip_trash = 1;
 	q.skip_trash = skip_trash;
 	t0 = sw_mono_ns();
-	rc = tool_call_paced(c, SW_MSG_RMR, &q.base, &reply, TOOL_PACED_RMR);
+	rc = tool_remove_paced(c, SW_MSG_RMR, &q.base, &rm);
 	if (rc == 0) {
-		r = (Sweepfs__RmrReply *)reply;
 		if (verbose)
 			printf("removed %s: %" PRIu64 " nodes in %.3f ms%s\n",
-			       path, r->nodes,
+			       path, rm.nodes,
 			       (double)(sw_mono_ns() - t0) / 1e6,
-			       r->purge_id ? ", purging" : "");
-		if (wait && r->purge_id)
-			rc = tool_wait_purge(c, name, r->purge_id, r->nodes);
-		protobuf_c_message_free_unpacked(reply, NULL);
+			       rm.purge_id ? ", purging" : "");
+		if (wait && rm.purge_id)
+			rc = tool_wait_purge(c, name, rm.purge_id, rm.nodes);
 	}
 	if (rc < 0)
 		fprintf(stderr, "sweepfs rmr: cannot remove '%s': %s\n", path,

@@ -312,9 +312,9 @@ int cmd_deleattr(int argc, char **argv)
 static int rmsnapshot_one(const char *path, bool force, bool verbose)
 {
 	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
-	ProtobufCMessage *reply;
 	struct sw_client *c;
 	struct tool_caller who;
+	struct tool_removal rm;
 	uint64_t parent;
 	char name[256];
 	int64_t t0;
@@ -336,14 +336,14 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 	q.has_force = 1;
 	q.force = force;
 	t0 = sw_mono_ns();
-	rc = tool_call_paced(c, SW_MSG_RMSNAPSHOT, &q.base, &reply,
-			     TOOL_PACED_RMSNAPSHOT);
+	rc = tool_remove_paced(c, SW_MSG_RMSNAPSHOT, &q.base, &rm);
 	if (rc == 0) {
 		if (verbose)
-			printf("removed %s: %" PRIu64 " nodes in %.3f ms\n",
-			       path, ((Sweepfs__RmrReply *)reply)->nodes,
-			       (double)(sw_mono_ns() - t0) / 1e6);
-		protobuf_c_message_free_unpacked(reply, NULL);
+			printf("removed %s: %" PRIu64 " nodes in %.3f ms (%u "
+			       "request%s)\n",
+			       path, rm.nodes,
+			       (double)(sw_mono_ns() - t0) / 1e6, rm.requests,
+			       rm.requests == 1 ? "" : "s");
 	} else if (rc == -EPERM && !force) {
 		fprintf(stderr,
 			"sweepfs rmsnapshot: %s: not removed: not "
@@ -351,6 +351,11 @@ static int rmsnapshot_one(const char *path, bool force, bool verbose)
 			"(or you may not remove it); -f removes the "
 			"flagged ones\n",
 			path);
+	} else if (rm.nodes) {
+		fprintf(stderr,
+			"sweepfs rmsnapshot: %s: %" PRIu64 " nodes removed, "
+			"then: %s\n",
+			path, rm.nodes, tool_remove_why(rc));
 	} else {
 		fprintf(stderr, "sweepfs rmsnapshot: %s: %s\n", path,
 			tool_remove_why(rc));

@@ -986,32 +986,86 @@ int tool_call(struct sw_client *c, uint16_t type, const ProtobufCMessage *req,
 	return tool_record_errno(rc);
 }
 
+/* tool_call_paced(); with @rm (the request is answered by an
+ * RmrReply), tool_remove_paced(). */
+static int call_paced(struct sw_client *c, uint16_t type,
+		      const ProtobufCMessage *req, ProtobufCMessage **reply,
+		      const char *label, struct tool_removal *rm)
+{
+	int64_t until = sw_mono_ns() + TOOL_RETRY_FOR_MS * 1000000ll;
+	unsigned wait_ms = TOOL_RETRY_FIRST_MS;
+	bool told = false;
+	int rc;
+
+	for (;;) {
+		uint64_t part = 0;
+
+		rc = sw_client_call(c, type, req, reply);
+		if (rc == 0 && rm) {
+			const Sweepfs__RmrReply *r = (const void *)*reply;
+
+			part = r->nodes;
+			rm->nodes += part;
+			rm->purge_id = SW_MAX(rm->purge_id, r->purge_id);
+			rm->requests++;
+		}
+		if (rc == 0) {
+			rc = sw_reply_err(*reply);
+			if (rc < 0) {
+				protobuf_c_message_free_unpacked(*reply, NULL);
+				*reply = NULL;
+			}
+		}
+		rc = tool_record_errno(rc);
+		if (rc != -EAGAIN)
+			return rc;
+		if (part) { /* stopped part-way: the rest at once */
+			until = sw_mono_ns() + TOOL_RETRY_FOR_MS * 1000000ll;
+			wait_ms = TOOL_RETRY_FIRST_MS;
+			continue;
+		}
+		if (sw_mono_ns() + wait_ms * 1000000ll >= until)
+			return rc;
+		/* Once: 30 s of silence looks like a hang. */
+		if (!told)
+			fprintf(stderr, "sweepfs %s; retrying for up to %d s\n",
+				label, TOOL_RETRY_FOR_MS / 1000);
+		told = true;
+		usleep(wait_ms * 1000u);
+		wait_ms = SW_MIN(2 * wait_ms, TOOL_RETRY_MAX_MS);
+	}
+}
+
 int tool_call_paced(struct sw_client *c, uint16_t type,
 		    const ProtobufCMessage *req, ProtobufCMessage **reply,
 		    const char *label)
 {
-	int64_t until = sw_mono_ns() + TOOL_RETRY_FOR_MS * 1000000ll;
-	unsigned wait_ms = TOOL_RETRY_FIRST_MS;
+	return call_paced(c, type, req, reply, label, NULL);
+}
+
+int tool_remove_paced(struct sw_client *c, uint16_t type,
+		      const ProtobufCMessage *req, struct tool_removal *rm)
+{
+	ProtobufCMessage *reply;
 	int rc;
 
-	while ((rc = tool_call(c, type, req, reply)) == -EAGAIN &&
-	       sw_mono_ns() + wait_ms * 1000000ll < until) {
-		/* Once: 30 s of silence looks like a hang. */
-		if (wait_ms == TOOL_RETRY_FIRST_MS)
-			fprintf(stderr, "sweepfs %s; retrying for up to %d s\n",
-				label, TOOL_RETRY_FOR_MS / 1000);
-		usleep(wait_ms * 1000u);
-		wait_ms = SW_MIN(2 * wait_ms, TOOL_RETRY_MAX_MS);
-	}
+	*rm = (struct tool_removal){ 0 };
+	rc = call_paced(c, type, req, &reply,
+			type == SW_MSG_RMR ? TOOL_PACED_RMR :
+					     TOOL_PACED_RMSNAPSHOT,
+			rm);
+	if (rc == 0)
+		protobuf_c_message_free_unpacked(reply, NULL);
 	return rc;
 }
 
 const char *tool_remove_why(int rc)
 {
 	if (rc == -EAGAIN)
-		return "the master's budget for checking users' trees is "
-		       "spent (other removals); gave up after 30 s, try "
-		       "again later";
+		return "the master's budget for checking users' trees "
+		       "stayed spent for 30 s (other removals, or a tree "
+		       "too big to check at the rate it refills); try "
+		       "again later, or ask root";
 	if (rc == -E2BIG)
 		return "too many entries for the master to check for a "
 		       "user at once (directories of many files with a "

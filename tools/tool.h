@@ -194,6 +194,23 @@ int tool_call_paced(struct sw_client *c, uint16_t type,
 		    const ProtobufCMessage *req, ProtobufCMessage **reply,
 		    const char *label);
 
+/*
+ * An RMR or RMSNAPSHOT (both answered by an RmrReply), paced as
+ * tool_call_paced() says. An answer that removed part of the tree and
+ * says EAGAIN (rmsnapshot -f stops after 2,048 removals, and goes on
+ * where it stopped when asked again: master/snapshot.c) is asked again
+ * at once, the pacing started over. Into *@rm, failed or not: the nodes
+ * every answer removed, the highest purge id one gave (0: none), and how
+ * many answers came.
+ */
+struct tool_removal {
+	uint64_t nodes;
+	uint64_t purge_id;
+	unsigned requests;
+};
+int tool_remove_paced(struct sw_client *c, uint16_t type,
+		      const ProtobufCMessage *req, struct tool_removal *rm);
+
 /* tool_call_paced()'s labels of the commands that use it. */
 #define TOOL_PACED_SNAPSHOT                                              \
 	"snapshot: the master's queue of snapshots is full (others are " \

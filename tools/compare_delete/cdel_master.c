@@ -168,23 +168,18 @@ int cdel_snapshot(struct sw_client *c, const char *src_rel, const char *dir_rel,
 	return rc;
 }
 
-/* The reply of RMR and RMSNAPSHOT (both are answered by an RmrReply),
- * paced as sweepfs rmr's: a user's check may find the budget spent. */
+/* An RMR or RMSNAPSHOT paced as sweepfs rmr's: a user's check may find
+ * the budget spent. */
 static int removal_call(struct sw_client *c, uint16_t type,
 			const ProtobufCMessage *q, uint64_t *purge_id,
 			uint64_t *nodes)
 {
-	ProtobufCMessage *reply;
-	int rc = tool_call_paced(c, type, q, &reply,
-				 type == SW_MSG_RMR ? TOOL_PACED_RMR :
-						      TOOL_PACED_RMSNAPSHOT);
+	struct tool_removal rm;
+	int rc = tool_remove_paced(c, type, q, &rm);
 
-	if (rc < 0)
-		return rc;
-	*purge_id = ((Sweepfs__RmrReply *)reply)->purge_id;
-	*nodes = ((Sweepfs__RmrReply *)reply)->nodes;
-	protobuf_c_message_free_unpacked(reply, NULL);
-	return 0;
+	*purge_id = rm.purge_id;
+	*nodes = rm.nodes;
+	return rc;
 }
 
 int cdel_rmr(struct sw_client *c, uint64_t parent, const char *name,
