@@ -161,6 +161,7 @@ static void session_free(struct master *m, struct session *s)
 		ns_cursor_clear(&m->ns, &s->cursors[i].c);
 	free(s->cursors);
 	free(s->subdir);
+	free(s->rf_resume);
 	addr_drop(m, &s->addr);
 	watch_drop_session(m, s);
 	deleg_drop_session(m, s);

@@ -86,6 +86,9 @@ struct session {
 	struct bucket deleg_visits;  /* what its grants may cost */
 	struct bucket trash_recalls; /* its TRASH requests' (deleg.c) */
 	struct bucket rmr_visits;    /* ... and its rmr checks (rmr.h) */
+	/* Where its last rmsnapshot -f stopped part-way (snapshot.c); NULL:
+	 * none. */
+	struct rf_resume *rf_resume;
 	/* Its last inode ranges (InoRangeReq), [lo, hi), newest in [0]: a
 	 * batch may still use an older one while a newer is asked for, and
 	 * a request sent again after a lost reply takes one more. In

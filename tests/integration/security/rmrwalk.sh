@@ -6,10 +6,13 @@
 # uid 1000, then one session pipelining 256, get a few walks and then
 # cheap EAGAIN refusals, while another session's pings all come back
 # within 200 ms; then a fresh session of the user removes the tree with
-# its first RMR; and 16 pipelined RMSNAPSHOT -f that read 1,000,000
-# unflagged files each are paid from the same buckets (master/snapshot.c).
-# tests/integration/progs/rmrwalk.c says exactly what
-# each check asserts.
+# its first RMR; 16 pipelined RMSNAPSHOT -f that read 1,000,000
+# unflagged files each are paid from the same buckets (master/snapshot.c);
+# RMSNAPSHOT -f of 1,000,000 flagged files removes 2,048 a request with
+# the pings under the same bound (threat model, finding 24); and -f of
+# 1,000,000 kept files and then 10,000 flagged reads the kept ones once.
+# tests/integration/progs/rmrwalk.c says exactly what each check
+# asserts.
 #
 # Needs no mount. RMRWALK_FILES, RMRWALK_BOUND_MS change the tree's size
 # and the bound.
