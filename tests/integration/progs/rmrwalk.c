@@ -380,12 +380,23 @@ static void attack(const char *what, unsigned nsess, unsigned per, double cap,
 	alive(m_pid, "master");
 }
 
+/* uid 1000's RMSNAPSHOT -f of @name in /pub, into @q. */
+static void rms_f(Sweepfs__RmsnapshotReq *q, const char *name)
+{
+	*q = (Sweepfs__RmsnapshotReq)SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	q->cred = &user_cred;
+	q->parent = pub;
+	q->name = str(name);
+	q->has_force = 1;
+	q->force = 1;
+}
+
 /* ---- rmsnapshot -f ---------------------------------------------------- */
 
 static void check_rmsnapshot(void)
 {
 	Sweepfs__EattrReq ea = SWEEPFS__EATTR_REQ__INIT;
-	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	Sweepfs__RmsnapshotReq q;
 	const unsigned n = 16;
 	unsigned answered = 0, eagain = 0, got = 0;
 	struct peer p, user;
@@ -412,11 +423,7 @@ static void check_rmsnapshot(void)
 	usleep(2500 * 1000); /* everyone's bucket full again */
 
 	peer_open(&user, m_port);
-	q.cred = &user_cred;
-	q.parent = pub;
-	q.name = str("snap");
-	q.has_force = 1;
-	q.force = 1;
+	rms_f(&q, "snap");
 	t0 = sw_mono_ns();
 	for (unsigned i = 0; i < n; i++)
 		peer_send(&user, SW_MSG_RMSNAPSHOT, 0, &q.base);
@@ -504,15 +511,11 @@ struct rf_run {
 static void rmsnapshot_f(const char *what, const char *name, struct peer *user,
 			 struct peer *c, struct pings *pg, struct rf_run *run)
 {
-	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	Sweepfs__RmsnapshotReq q;
 	int64_t t0 = sw_mono_ns();
 
 	*run = (struct rf_run){ 0 };
-	q.cred = &user_cred;
-	q.parent = pub;
-	q.name = str(name);
-	q.has_force = 1;
-	q.force = 1;
+	rms_f(&q, name);
 	for (bool done = false; !done;) {
 		uint64_t id = peer_send(user, SW_MSG_RMSNAPSHOT, 0, &q.base);
 		Sweepfs__RmrReply *r = NULL;
@@ -559,6 +562,22 @@ static void rmsnapshot_f(const char *what, const char *name, struct peer *user,
 	run->secs = (double)(sw_mono_ns() - t0) / 1e9;
 }
 
+/* Root's directory @name in @parent, 0777, with @n files "f<i>" and
+ * then @nmore named after @more (make_many()), delegated to @p while
+ * they are made and given back: uid 1000 may empty it. */
+static uint64_t files_dir(struct peer *p, uint64_t parent, const char *name,
+			  unsigned n, const char *more, unsigned nmore)
+{
+	uint64_t d = peer_mkdir(p, &root_cred, parent, name);
+
+	deleg(p, d);
+	make_many(p, d, n, S_IFREG | 0644, NULL);
+	make_many(p, d, nmore, S_IFREG | 0644, more);
+	peer_deleg_return(p, d);
+	must(peer_chmod(p, &root_cred, d, 0777), "chmod");
+	return d;
+}
+
 /*
  * /pub/fl (0777) with FILES files of root's, every one flagged, and one
  * more, keep, not: uid 1000's rmsnapshot -f removes each flagged file,
@@ -577,12 +596,7 @@ static void check_flagged(void)
 	char stats[128];
 
 	peer_session(&p, m_port, "/", 1000);
-	fl = peer_mkdir(&p, &root_cred, pub, "fl");
-	deleg(&p, fl);
-	make_many(&p, fl, files, S_IFREG | 0644, NULL);
-	make_many(&p, fl, 1, S_IFREG | 0644, "keep");
-	peer_deleg_return(&p, fl);
-	must(peer_chmod(&p, &root_cred, fl, 0777), "chmod /pub/fl");
+	fl = files_dir(&p, pub, "fl", files, "keep", 1);
 	/* Root's recursive set is a mark; the clear below it writes the
 	 * mark out (a walk of fl's names, row 2 of the threat model's
 	 * findings: not what is measured here). */
@@ -635,12 +649,7 @@ static void check_resume(void)
 	char name[24];
 
 	peer_session(&p, m_port, "/", 1000);
-	fk = peer_mkdir(&p, &root_cred, pub, "fk");
-	deleg(&p, fk);
-	make_many(&p, fk, files, S_IFREG | 0644, NULL);
-	make_many(&p, fk, FLAGGED_LATE, S_IFREG | 0644, "g");
-	peer_deleg_return(&p, fk);
-	must(peer_chmod(&p, &root_cred, fk, 0777), "chmod /pub/fk");
+	fk = files_dir(&p, pub, "fk", files, "g", FLAGGED_LATE);
 	for (unsigned i = 0; i < FLAGGED_LATE; i++) {
 		snprintf(name, sizeof(name), "g%07u", i);
 		flag(&p, fk, name, true, false);
@@ -691,7 +700,7 @@ static void move(struct peer *p, uint64_t parent, const char *name,
  */
 static void check_moved(void)
 {
-	Sweepfs__RmsnapshotReq q = SWEEPFS__RMSNAPSHOT_REQ__INIT;
+	Sweepfs__RmsnapshotReq q;
 	Sweepfs__RmrReply *r;
 	struct peer p, user;
 	struct rf_run run;
@@ -701,28 +710,19 @@ static void check_moved(void)
 	peer_session(&p, m_port, "/", 1000);
 	fm = peer_mkdir(&p, &root_cred, pub, "fm");
 	a = peer_mkdir(&p, &root_cred, fm, "a");
-	b = peer_mkdir(&p, &root_cred, a, "b");
-	deleg(&p, b);
-	make_many(&p, b, 5000, S_IFREG | 0644, NULL);
-	make_many(&p, b, 1, S_IFREG | 0644, "y");
-	peer_deleg_return(&p, b);
+	b = files_dir(&p, a, "b", 5000, "y", 1);
 	deleg(&p, a);
 	make_many(&p, a, 10, S_IFREG | 0644, "g");
 	make_many(&p, a, 1, S_IFREG | 0644, "x");
 	peer_deleg_return(&p, a);
 	must(peer_chmod(&p, &root_cred, fm, 0777), "chmod fm");
 	must(peer_chmod(&p, &root_cred, a, 0777), "chmod a");
-	must(peer_chmod(&p, &root_cred, b, 0777), "chmod b");
 	flag(&p, pub, "fm", true, true);
 	flag(&p, a, "x", false, false);
 	flag(&p, b, "y", false, false);
 
 	peer_open(&user, m_port);
-	q.cred = &user_cred;
-	q.parent = pub;
-	q.name = str("fm");
-	q.has_force = 1;
-	q.force = 1;
+	rms_f(&q, "fm");
 	id = peer_send(&user, SW_MSG_RMSNAPSHOT, 0, &q.base);
 	r = (Sweepfs__RmrReply *)peer_reply(&user, SW_MSG_RMSNAPSHOT, id, &err);
 	if (err != EAGAIN || !r || r->nodes != REMOVALS_MAX)
