@@ -49,9 +49,10 @@
  *              bucket by the third)
  *   moved      root makes /pub/fm/a/b, 5,000 flagged files in b and
  *              10 more in a after b; uid 1000's first -f of fm stops in
- *              b; root moves b to fm/b and a into it; the next -f goes
- *              on safely (not from the note: ASan sees a use after free
- *              if it did) and all 5,010 go
+ *              b; root moves b to fm/b and a into it; the same
+ *              session's next -f starts over (going on from the note,
+ *              as it did unchecked, ASan sees a use after free) and all
+ *              5,010 go
  *   honest     once the buckets refilled, root makes z writable and a
  *              fresh session of uid 1000 removes big, all FILES files of
  *              it, with its first RMR
@@ -489,7 +490,7 @@ static void flag(struct peer *p, uint64_t parent, const char *name, bool set,
 	ea.set = set;
 	ea.clear = !set;
 	ea.recursive = recursive;
-	must(peer_call(p, SW_MSG_EATTR, &ea.base), "eattr of /pub/fl");
+	must(peer_call(p, SW_MSG_EATTR, &ea.base), "eattr");
 }
 
 /* What one rmsnapshot -f took, request by request. */
