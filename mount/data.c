@@ -786,6 +786,14 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 			f->waiters = NULL;
 			if (rc < 0)
 				f->sent_gen = f->gen;
+			/*
+			 * The overlay ends here (data_local_attr()).
+			 * Attributes the master gave meanwhile and a cache
+			 * kept may predate this size: noted as a write,
+			 * under the same lock, so that they count as
+			 * older than it (data_written_after()).
+			 */
+			recent_note(d, c->ino);
 			file_maybe_free(d, f);
 		}
 	}

@@ -76,7 +76,12 @@ void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
 		void *arg);
 int data_flush_wait(struct mount *m, uint64_t ino);
 
-/* Whether this mount wrote to @ino at or after @at (mono ns), lately. */
+/*
+ * Whether this mount wrote to @ino at or after @at (mono ns), lately, or
+ * the master learnt the size of such a write then: attributes fetched
+ * before are older than the master's, and no longer overlaid with this
+ * mount's writes (data_local_attr()).
+ */
 bool data_written_after(struct data *d, uint64_t ino, int64_t at);
 
 /*

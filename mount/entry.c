@@ -50,7 +50,7 @@ bool mount_searchable(struct mount *m, uint64_t dir)
 	 * Otherwise as fresh as the kernel would want them (attr_timeout):
 	 * the master's lookup replies bring them. */
 	if (!deleg_dir_attr(m->deleg, dir, &a) &&
-	    !itable_get_attr(&m->inodes, dir, &a, &expires))
+	    !itable_get_attr(&m->inodes, dir, &a, &expires, NULL))
 		return false;
 	return S_ISDIR(a.mode) && mount_all_search(a.mode);
 }
@@ -101,8 +101,14 @@ void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 		return;
 	}
 	/* Written here since: as good as expired. */
-	if (S_ISREG(a->mode) && data_written_after(m->data, a->ino, *at))
+	if (mount_written_since(m, a, *at))
 		*at = 0;
+}
+
+bool mount_written_since(struct mount *m, const Sweepfs__Attr *a, int64_t at)
+{
+	return S_ISREG(a->mode) && m->data &&
+	       data_written_after(m->data, a->ino, at);
 }
 
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

@@ -475,7 +475,7 @@ static void attr_out(const struct minode *n, Sweepfs__Attr *a)
 }
 
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
-		     int64_t *expires)
+		     int64_t *expires, int64_t *fetched)
 {
 	struct minode *n;
 	bool fresh = false;
@@ -485,6 +485,8 @@ bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
 	if (n && n->attr_expires > sw_mono_ns() && !all_stale(t, n)) {
 		attr_out(n, a);
 		*expires = n->attr_expires;
+		if (fetched)
+			*fetched = n->attr_fetched;
 		fresh = true;
 	}
 	pthread_mutex_unlock(&t->mu);

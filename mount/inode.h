@@ -103,11 +103,12 @@ void itable_set_attr_expired(struct itable *t, uint64_t ino);
 void itable_expire_all_attrs(struct itable *t);
 
 /*
- * Copy @ino's remembered attributes into @a and their expiry into
- * *@expires if they have not expired; false otherwise.
+ * Copy @ino's remembered attributes into @a, their expiry into *@expires
+ * and when they came into *@fetched (mono ns; may be NULL) if they have
+ * not expired; false otherwise.
  */
 bool itable_get_attr(struct itable *t, uint64_t ino, Sweepfs__Attr *a,
-		     int64_t *expires);
+		     int64_t *expires, int64_t *fetched);
 
 /*
  * Whether this mount learnt something about @ino's attributes after @at

@@ -146,6 +146,17 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at);
  */
 void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
 
+/*
+ * Whether @a, fetched at @at (mono ns) and kept since, is older than a
+ * write of this mount's: one the master may not have had when it gave
+ * them. Asked after turning them into what the kernel is told
+ * (mount_attr_to_stat()), whose overlay covers the writes the master has
+ * not heard of yet: one whose size reached the master between a check
+ * and the conversion is then seen here, not handed out as a smaller size
+ * the kernel would believe until attr_timeout.
+ */
+bool mount_written_since(struct mount *m, const Sweepfs__Attr *a, int64_t at);
+
 /* Remember the attributes a reply carried (inode.h). */
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,
 		       Sweepfs__Attr *const *changed, size_t n);

@@ -362,6 +362,9 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (!de.has_attr)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
+		mount_fill_entry(m, parent, &de.attr, &e);
+		if (mount_written_since(m, &de.attr, de.attr_at))
+			de.attr_at = 0; /* settled since the look above */
 		/*
 		 * Attributes past attr_timeout, or expired at once (attr_at
 		 * 0: the directory was given back, or a chmod closed one):
@@ -379,7 +382,6 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if ((!de.attr_at || mount_attr_left(m, de.attr_at) <= 0) &&
 		    !deleg_held(m->deleg, parent))
 			return false;
-		mount_fill_entry(m, parent, &de.attr, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
 		if (S_ISDIR(de.attr.mode))
 			deleg_note_dir(m->deleg, parent, name, de.attr.ino);
@@ -459,7 +461,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct mount *m = mnt(req);
 	Sweepfs__GetattrReq q = SWEEPFS__GETATTR_REQ__INIT;
 	Sweepfs__Attr a;
-	int64_t expires;
+	int64_t expires, fetched;
 
 	q.ino = to_master(m, ino);
 	/* A held directory's, which the kernel asks for every attr_timeout
@@ -473,14 +475,17 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	/* Known from a reply that changed it (a create in this directory,
-	 * say): no need to ask. */
-	if (itable_get_attr(&m->inodes, q.ino, &a, &expires)) {
+	 * say): no need to ask, unless a write of ours reached the master
+	 * since (the kernel, told a smaller size, would cut reads short). */
+	if (itable_get_attr(&m->inodes, q.ino, &a, &expires, &fetched)) {
 		struct stat st;
 
 		mount_attr_to_stat(m, &a, &st);
-		fuse_reply_attr(req, &st,
-				(double)(expires - sw_mono_ns()) / 1e9);
-		return;
+		if (!mount_written_since(m, &a, fetched)) {
+			fuse_reply_attr(req, &st,
+					(double)(expires - sw_mono_ns()) / 1e9);
+			return;
+		}
 	}
 	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, attr_done, req);
 }

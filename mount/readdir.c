@@ -166,6 +166,9 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 
 			mount_fill_entry(m, c->dh->ino, attr, &e);
 			e.attr_timeout = mount_attr_left(m, attr_at);
+			/* A write settled since the listing's were checked. */
+			if (mount_written_since(m, attr, attr_at))
+				e.attr_timeout = 0;
 			if (S_ISDIR(attr->mode))
 				deleg_note_dir(m->deleg, c->dh->ino, name,
 					       attr->ino);

@@ -77,7 +77,7 @@ static void test_itable_handle_kept(void **state)
 	a = attr_of(10, 0);
 	itable_set_attr(t, &a, sw_mono_ns() + 1000000000);
 	assert_true(itable_handle(t, 10) == H(10));
-	assert_true(itable_get_attr(t, 10, &a, &exp));
+	assert_true(itable_get_attr(t, 10, &a, &exp, NULL));
 	assert_true(a.has_handle && a.handle == H(10));
 
 	/* Made under a delegation: none until the batch's answer. */
