@@ -99,21 +99,30 @@ struct dfile {
 	struct dfile *next;
 };
 
-/* A file this mount wrote lately (data_written_after()). */
+/*
+ * A file this mount wrote lately (data_written_after()), and the size and
+ * mtime its last write left it at, kept past the overlay's end: the
+ * attributes a cache kept from before then are older than them
+ * (data_local_attr()).
+ */
 struct recent {
 	uint64_t ino;
-	int64_t at; /* mono ns of the last write */
+	int64_t at;	 /* mono ns of the last write */
+	int64_t settled; /* of the master's answer to its last WRITE_END */
+	uint64_t size;
+	int64_t mtime;
 	struct recent *next;
 };
 
 #define RECENT_SLOTS 1024u
-#define RECENT_KEEP (10 * SW_NSEC_PER_SEC) /* longer than any attr_timeout */
+#define RECENT_KEEP (10 * SW_NSEC_PER_SEC) /* at least; see data_new() */
 
 struct data {
 	pthread_mutex_t mu;
 	struct recent *recent[RECENT_SLOTS];
 	size_t nrecent;
 	int64_t recent_pruned; /* mono ns */
+	int64_t recent_keep;   /* ns: longer than attr_timeout */
 	struct loc *locs[LOC_SLOTS];
 	size_t nlocs;
 	struct dfile *files[FILE_SLOTS];
@@ -165,6 +174,9 @@ int data_new(struct mount *m, struct data **out)
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_init(&d->mu, NULL);
+	/* Attributes kept up to attr_timeout must find the note. */
+	d->recent_keep = SW_MAX(RECENT_KEEP, (int64_t)(m->attr_timeout * 1e9) +
+						     SW_NSEC_PER_SEC);
 	*out = d;
 	return 0;
 }
@@ -198,13 +210,17 @@ static void file_maybe_free(struct data *d, struct dfile *f)
 }
 
 /*
- * Remember that @ino was written now (lock held). Old entries go when
- * the table has grown, at most once a second: it holds what was written
- * in the last RECENT_KEEP, however fast files are written.
+ * Remember that @ino was written now, or that the master answered its
+ * last WRITE_END now (@settled), and the @size and @mtime that left it at
+ * (lock held). Old entries go when the table has grown, at most once a
+ * second: it holds what was written in the last recent_keep, however
+ * fast files are written. False if there was no memory for a new entry.
  */
-static void recent_note(struct data *d, uint64_t ino)
+static bool recent_note(struct data *d, uint64_t ino, uint64_t size,
+			int64_t mtime, bool settled)
 {
 	struct recent **pp = &d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
+	struct recent *r;
 	int64_t now = sw_mono_ns();
 
 	while (*pp && (*pp)->ino != ino)
@@ -213,26 +229,35 @@ static void recent_note(struct data *d, uint64_t ino)
 		(*pp)->ino = ino;
 		d->nrecent++;
 	}
-	if (*pp)
-		(*pp)->at = now;
+	r = *pp;
+	if (r) {
+		if (settled)
+			r->settled = now;
+		else
+			r->at = now;
+		r->size = size;
+		r->mtime = mtime;
+	}
 	if (d->nrecent > RECENT_SLOTS &&
 	    now - d->recent_pruned > SW_NSEC_PER_SEC) {
 		d->recent_pruned = now;
 		for (unsigned i = 0; i < RECENT_SLOTS; i++) {
 			for (pp = &d->recent[i]; *pp;) {
-				struct recent *r = *pp;
+				struct recent *o = *pp;
 
-				if (now - r->at > RECENT_KEEP &&
-				    r->ino != ino) {
-					*pp = r->next;
-					free(r);
+				if (now - SW_MAX(o->at, o->settled) >
+					    d->recent_keep &&
+				    o != r) {
+					*pp = o->next;
+					free(o);
 					d->nrecent--;
 				} else {
-					pp = &r->next;
+					pp = &o->next;
 				}
 			}
 		}
 	}
+	return r != NULL;
 }
 
 bool data_written_after(struct data *d, uint64_t ino, int64_t at)
@@ -766,6 +791,7 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 	struct data *d = m->data;
 	struct flushwait *done = NULL;
 	struct dfile *f;
+	bool lost = false;
 
 	(void)reply;
 	pthread_mutex_lock(&d->mu);
@@ -787,17 +813,21 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 			if (rc < 0)
 				f->sent_gen = f->gen;
 			/*
-			 * The overlay ends here (data_local_attr()).
-			 * Attributes the master gave meanwhile and a cache
-			 * kept may predate this size: noted as a write,
-			 * under the same lock, so that they count as
-			 * older than it (data_written_after()).
+			 * The overlay ends here. Attributes the master gave
+			 * meanwhile may predate this size, and a cache
+			 * may keep them: noted under the same lock, and
+			 * overlaid from the note (data_local_attr()). A
+			 * failed WRITE_END left the master's where it was.
 			 */
-			recent_note(d, c->ino);
+			lost = !recent_note(d, f->ino, f->committed,
+					    rc < 0 ? 0 : f->mtime, true);
 			file_maybe_free(d, f);
 		}
 	}
 	pthread_mutex_unlock(&d->mu);
+	/* No note (no memory): what the inode table kept is asked again. */
+	if (lost)
+		itable_set_attr_expired(&m->inodes, c->ino);
 	while (done) {
 		struct flushwait *w = done;
 
@@ -872,7 +902,7 @@ static void write_finish(struct op *o)
 		f->closing = false;
 		f->uid = ctx->uid;
 		f->gid = ctx->gid;
-		recent_note(d, o->ino);
+		recent_note(d, f->ino, f->local_size, f->mtime, false);
 		if (!f->sending)
 			commit_send(m, f);
 	}
@@ -912,10 +942,11 @@ void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
 		cb(arg, err);
 }
 
-bool data_local_attr(struct data *d, uint64_t ino, uint64_t *size,
-		     int64_t *mtime)
+bool data_local_attr(struct data *d, uint64_t ino, int64_t fetched,
+		     uint64_t *size, int64_t *mtime)
 {
 	struct dfile *f;
+	struct recent *r;
 	bool got = false;
 
 	pthread_mutex_lock(&d->mu);
@@ -924,6 +955,15 @@ bool data_local_attr(struct data *d, uint64_t ino, uint64_t *size,
 		*size = SW_MAX(*size, f->local_size);
 		*mtime = SW_MAX(*mtime, f->mtime);
 		got = true;
+	} else if (fetched != INT64_MAX) {
+		r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
+		while (r && r->ino != ino)
+			r = r->next;
+		if (r && SW_MAX(r->at, r->settled) >= fetched) {
+			*size = SW_MAX(*size, r->size);
+			*mtime = SW_MAX(*mtime, r->mtime);
+			got = true;
+		}
 	}
 	pthread_mutex_unlock(&d->mu);
 	return got;

@@ -76,19 +76,21 @@ void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
 		void *arg);
 int data_flush_wait(struct mount *m, uint64_t ino);
 
-/*
- * Whether this mount wrote to @ino at or after @at (mono ns), lately, or
- * the master learnt the size of such a write then: attributes fetched
- * before are older than the master's, and no longer overlaid with this
- * mount's writes (data_local_attr()).
- */
+/* Whether this mount wrote to @ino at or after @at (mono ns), lately. */
 bool data_written_after(struct data *d, uint64_t ino, int64_t at);
 
 /*
- * Size and mtime of @ino as this mount's writes left them, if the master
- * may not have them yet: *@size and *@mtime raised to them, true.
+ * Size and mtime of @ino as this mount's writes left them, if attributes
+ * the master gave at @fetched (mono ns; INT64_MAX: those of the reply at
+ * hand, MOUNT_ATTR_NOW) may not have
+ * them: *@size and *@mtime raised to them, true. So while the master may
+ * not have heard of a write yet; and, for attributes a cache kept from
+ * before the master's answer to the last WRITE_END, lately (recent_keep,
+ * longer than attr_timeout): handed to the kernel without them, they
+ * would shrink the file under its writer until attr_timeout, and reads
+ * past the older size would come back short.
  */
-bool data_local_attr(struct data *d, uint64_t ino, uint64_t *size,
-		     int64_t *mtime);
+bool data_local_attr(struct data *d, uint64_t ino, int64_t fetched,
+		     uint64_t *size, int64_t *mtime);
 
 #endif

@@ -1449,7 +1449,7 @@ int deleg_make(struct deleg *dg, uint64_t parent, const char *name,
 		ask_inos(dg);
 	itable_set_attr(&m->inodes, &dattr,
 			sw_mono_ns() + (int64_t)(m->attr_timeout * 1e9));
-	mount_fill_entry(m, parent, &a, e);
+	mount_fill_entry(m, parent, &a, MOUNT_ATTR_NOW, e);
 	{
 		double t = deleg_entry_timeout(dg, parent, name);
 

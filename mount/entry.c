@@ -11,7 +11,7 @@
 #include "util.h"
 
 void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
-			struct stat *st)
+			int64_t fetched, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = mount_to_fuse(m, a->ino);
@@ -31,7 +31,7 @@ void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
 		int64_t mtime = a->mtime;
 
 		/* Writes of ours the master has not heard of yet. */
-		if (data_local_attr(m->data, a->ino, &size, &mtime)) {
+		if (data_local_attr(m->data, a->ino, fetched, &size, &mtime)) {
 			st->st_size = (off_t)size;
 			st->st_blocks = (blkcnt_t)((size + 511) / 512);
 			st->st_mtim = sw_ns_to_timespec(mtime);
@@ -63,11 +63,11 @@ double mount_entry_timeout(struct mount *m, uint64_t parent, bool negative)
 }
 
 void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
-		      struct fuse_entry_param *e)
+		      int64_t fetched, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = mount_to_fuse(m, a->ino);
-	mount_attr_to_stat(m, a, &e->attr);
+	mount_attr_to_stat(m, a, fetched, &e->attr);
 	e->attr_timeout = m->attr_timeout;
 	e->entry_timeout = mount_entry_timeout(m, parent, false);
 }
@@ -101,14 +101,8 @@ void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 		return;
 	}
 	/* Written here since: as good as expired. */
-	if (mount_written_since(m, a, *at))
+	if (S_ISREG(a->mode) && data_written_after(m->data, a->ino, *at))
 		*at = 0;
-}
-
-bool mount_written_since(struct mount *m, const Sweepfs__Attr *a, int64_t at)
-{
-	return S_ISREG(a->mode) && m->data &&
-	       data_written_after(m->data, a->ino, at);
 }
 
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

@@ -107,11 +107,18 @@ struct mount_opctx {
 	struct fuse_file_info fi; /* libfuse's is gone once the op returns */
 };
 
-/* entry.c: @a as struct stat, and as an entry reply with the timeouts. */
+/*
+ * entry.c: @a as struct stat, and as an entry reply with the timeouts.
+ * @fetched: when the master gave them (mono ns), for attributes a cache
+ * kept; MOUNT_ATTR_NOW for those of the reply at hand. Regular files'
+ * are overlaid with this mount's writes the master may not have had
+ * then (data_local_attr()).
+ */
+#define MOUNT_ATTR_NOW INT64_MAX
 void mount_attr_to_stat(const struct mount *m, const Sweepfs__Attr *a,
-			struct stat *st);
+			int64_t fetched, struct stat *st);
 void mount_fill_entry(struct mount *m, uint64_t parent, const Sweepfs__Attr *a,
-		      struct fuse_entry_param *e);
+		      int64_t fetched, struct fuse_entry_param *e);
 
 /*
  * Whether names in directory @dir may be cached by the kernel, and looked
@@ -145,17 +152,6 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at);
  * or by this mount's unlink), or this mount wrote to the file since.
  */
 void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
-
-/*
- * Whether @a, fetched at @at (mono ns) and kept since, is older than a
- * write of this mount's: one the master may not have had when it gave
- * them. Asked after turning them into what the kernel is told
- * (mount_attr_to_stat()), whose overlay covers the writes the master has
- * not heard of yet: one whose size reached the master between a check
- * and the conversion is then seen here, not handed out as a smaller size
- * the kernel would believe until attr_timeout.
- */
-bool mount_written_since(struct mount *m, const Sweepfs__Attr *a, int64_t at);
 
 /* Remember the attributes a reply carried (inode.h). */
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

@@ -111,7 +111,7 @@ static void attr_done(void *arg, int rc, ProtobufCMessage **reply)
 		return;
 	}
 	mount_cache_attrs(m, a, NULL, 0);
-	mount_attr_to_stat(m, a, &st);
+	mount_attr_to_stat(m, a, MOUNT_ATTR_NOW, &st);
 	fuse_reply_attr(req, &st, m->attr_timeout);
 }
 
@@ -362,9 +362,6 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if (!de.has_attr)
 			return false;
 		mount_fresher_attr(m, &de.attr, &de.attr_at);
-		mount_fill_entry(m, parent, &de.attr, &e);
-		if (mount_written_since(m, &de.attr, de.attr_at))
-			de.attr_at = 0; /* settled since the look above */
 		/*
 		 * Attributes past attr_timeout, or expired at once (attr_at
 		 * 0: the directory was given back, or a chmod closed one):
@@ -382,6 +379,8 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		if ((!de.attr_at || mount_attr_left(m, de.attr_at) <= 0) &&
 		    !deleg_held(m->deleg, parent))
 			return false;
+		/* 0 (expired): of unknown age, older than any write here. */
+		mount_fill_entry(m, parent, &de.attr, de.attr_at, &e);
 		e.attr_timeout = mount_attr_left(m, de.attr_at);
 		if (S_ISDIR(de.attr.mode))
 			deleg_note_dir(m->deleg, parent, name, de.attr.ino);
@@ -470,22 +469,19 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (mconn_lease_holds(m->mc) && deleg_dir_attr(m->deleg, q.ino, &a)) {
 		struct stat st;
 
-		mount_attr_to_stat(m, &a, &st);
+		mount_attr_to_stat(m, &a, MOUNT_ATTR_NOW, &st);
 		fuse_reply_attr(req, &st, m->attr_timeout);
 		return;
 	}
 	/* Known from a reply that changed it (a create in this directory,
-	 * say): no need to ask, unless a write of ours reached the master
-	 * since (the kernel, told a smaller size, would cut reads short). */
+	 * say): no need to ask. */
 	if (itable_get_attr(&m->inodes, q.ino, &a, &expires, &fetched)) {
 		struct stat st;
 
-		mount_attr_to_stat(m, &a, &st);
-		if (!mount_written_since(m, &a, fetched)) {
-			fuse_reply_attr(req, &st,
-					(double)(expires - sw_mono_ns()) / 1e9);
-			return;
-		}
+		mount_attr_to_stat(m, &a, fetched, &st);
+		fuse_reply_attr(req, &st,
+				(double)(expires - sw_mono_ns()) / 1e9);
+		return;
 	}
 	mconn_send(m->mc, SW_MSG_GETATTR, &q.base, attr_done, req);
 }
@@ -949,7 +945,7 @@ static void create_done(void *arg, int rc, ProtobufCMessage **reply)
 		fuse_reply_err(req, EIO);
 		goto out;
 	}
-	mount_fill_entry(m, c->n.parent, a, &e);
+	mount_fill_entry(m, c->n.parent, a, MOUNT_ATTR_NOW, &e);
 	/* Without O_EXCL, a file made by someone else may be opened. */
 	write_through_unreadable(m, &c->fi, r->has_readable, r->readable);
 	itable_ref(&m->inodes, a->ino, a->handle);

@@ -53,6 +53,7 @@ struct dirhandle {
 	uint32_t n;
 	bool eof;
 	bool plus;
+	int64_t fetched_at; /* mono ns: the page's attributes */
 	ProtobufCMessage *page_msg;
 	struct dirhandle *prev, *next; /* on mount.dirs */
 };
@@ -102,6 +103,7 @@ static int dh_install(struct dirhandle *dh, ProtobufCMessage *msg,
 	dh->eof = r->eof;
 	dh->after = after;
 	dh->plus = plus;
+	dh->fetched_at = sw_mono_ns();
 	dh->page_msg = msg;
 	return 0;
 }
@@ -164,11 +166,8 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 			double t =
 				deleg_entry_timeout(m->deleg, c->dh->ino, name);
 
-			mount_fill_entry(m, c->dh->ino, attr, &e);
+			mount_fill_entry(m, c->dh->ino, attr, attr_at, &e);
 			e.attr_timeout = mount_attr_left(m, attr_at);
-			/* A write settled since the listing's were checked. */
-			if (mount_written_since(m, attr, attr_at))
-				e.attr_timeout = 0;
 			if (S_ISDIR(attr->mode))
 				deleg_note_dir(m->deleg, c->dh->ino, name,
 					       attr->ino);
@@ -233,9 +232,17 @@ static void rd_fill_page(struct rdctx *c, int64_t i)
 
 	for (; i < dh->n; i++) {
 		struct hentry *d = &dh->ents[i];
+		Sweepfs__Attr a;
+		int64_t at = dh->fetched_at;
 
-		if (!add_entry(c, d->name, d->ino, d->type, d->attr,
-			       sw_mono_ns(), d->cookie)) {
+		/* As old as the page, which a later read may reuse: newer
+		 * ones of the inode table's, or none, as for the cache's. */
+		if (d->attr) {
+			a = *d->attr;
+			mount_fresher_attr(c->m, &a, &at);
+		}
+		if (!add_entry(c, d->name, d->ino, d->type, d->attr ? &a : NULL,
+			       at, d->cookie)) {
 			rd_finish(c, 0);
 			return;
 		}

@@ -49,7 +49,7 @@ int reply_entry(fuse_req_t req, uint64_t parent, const Sweepfs__Attr *a)
 
 	if (!a)
 		return fuse_reply_err(req, EIO);
-	mount_fill_entry(m, parent, a, &e);
+	mount_fill_entry(m, parent, a, MOUNT_ATTR_NOW, &e);
 	if (itable_ref(&m->inodes, a->ino, a->handle) < 0)
 		return fuse_reply_err(req, ENOMEM);
 	rc = fuse_reply_entry(req, &e);

@@ -7,7 +7,9 @@
  * What it holds: an fsync carries a token a chunkserver takes. A writer
  * may keep a file open for longer than a token lives (10 minutes), and
  * a snapshot may move the chunk's version on under it; either way its
- * fsync asks the master for the chunk again instead of failing.
+ * fsync asks the master for the chunk again instead of failing. And
+ * attributes a cache kept from while a write's size was on its way to
+ * the master are overlaid with it after the master has it too.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -437,6 +439,82 @@ static void test_fsync_master_refuses(void **state)
 
 /* The last close syncs in the background, the same way, as the writer
  * (the file may be open nowhere by then: the master checks them). */
+/* Write 4 KiB at @off through the location this mount keeps; the write
+ * is answered, its WRITE_END (if one goes now) is not. */
+static void write_kept(struct fixture *f, uint64_t off)
+{
+	static char buf[4096];
+	struct call w1, w2;
+
+	writes = 0;
+	assert_int_equal(
+		data_write(&f->m, NULL, INO, buf, sizeof(buf), (off_t)off), 0);
+	w1 = take(SW_MSG_CS_WRITE);
+	w2 = take(SW_MSG_CS_WRITE);
+	answer(&w1, 0);
+	answer(&w2, 0);
+	assert_int_equal(writes, 1);
+	assert_int_equal(writes_rc, 0);
+}
+
+/* What the kernel would be told of attributes saying @size, fetched at
+ * @fetched: their size after data_local_attr(). */
+static uint64_t told(struct fixture *f, uint64_t size, int64_t fetched)
+{
+	int64_t mtime = 0;
+
+	data_local_attr(f->m.data, INO, fetched, &size, &mtime);
+	return size;
+}
+
+/*
+ * A getattr answered while the second write's WRITE_END waited behind
+ * the first's says 8 KiB; kept, it is still overlaid with 12 KiB once
+ * both are answered (it was handed out bare then: the kernel shrank the
+ * file under its writer). Attributes of a reply at hand, or fetched
+ * after, are the master's own: a truncate elsewhere shows.
+ */
+static void test_kept_attr_overlaid(void **state)
+{
+	struct fixture *f = *state;
+	struct call e1, e2;
+	int64_t fetched;
+
+	write_through(f, now_ms() + 600000); /* 4 KiB, answered */
+	write_kept(f, 4096);
+	e1 = take(SW_MSG_WRITE_END);
+	write_kept(f, 8192); /* its WRITE_END waits for e1's answer */
+	fetched = sw_mono_ns();
+	assert_int_equal(told(f, 8192, fetched), 12288);
+	answer(&e1, 0);
+	e2 = take(SW_MSG_WRITE_END);
+	assert_int_equal(told(f, 8192, fetched), 12288);
+	answer(&e2, 0);
+	assert_int_equal(told(f, 8192, fetched), 12288);
+	assert_int_equal(told(f, 8192, 0), 12288); /* of unknown age */
+	assert_int_equal(told(f, 4096, MOUNT_ATTR_NOW), 4096);
+	assert_int_equal(told(f, 4096, sw_mono_ns() + 1), 4096);
+}
+
+/* A WRITE_END the master refused: kept attributes are overlaid with no
+ * more than it had. */
+static void test_kept_attr_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct call e1, e2;
+	int64_t fetched;
+
+	write_through(f, now_ms() + 600000);
+	write_kept(f, 4096);
+	e1 = take(SW_MSG_WRITE_END);
+	write_kept(f, 8192);
+	fetched = sw_mono_ns();
+	answer(&e1, 0);
+	e2 = take(SW_MSG_WRITE_END);
+	answer(&e2, -EIO);
+	assert_int_equal(told(f, 4096, fetched), 8192);
+}
+
 static void test_release_token_near_end(void **state)
 {
 	struct fixture *f = *state;
@@ -476,6 +554,10 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_token_near_end,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_attr_overlaid, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_kept_attr_refused, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

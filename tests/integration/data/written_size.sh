@@ -41,7 +41,7 @@ for r in range(3):
         os.pwrite(fd, b"c" * B, 2 * B)  # held back behind that one
         st = threading.Thread(target=os.stat, args=(path,))
         st.start()  # a GETATTR behind both
-        time.sleep(0.2)
+        time.sleep(0.5)
     finally:
         os.kill(master, signal.SIGCONT)
     st.join(30)
