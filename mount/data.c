@@ -781,7 +781,7 @@ struct commit {
 	uint64_t gen;
 };
 
-static void commit_send(struct mount *m, struct dfile *f);
+static int commit_send(struct mount *m, struct dfile *f);
 
 /* The master has a file's size and mtime as of write @c->gen. */
 static void committed(void *arg, int rc, ProtobufCMessage **reply)
@@ -792,6 +792,7 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 	struct flushwait *done = NULL;
 	struct dfile *f;
 	bool lost = false;
+	int unsent = 0;
 
 	(void)reply;
 	pthread_mutex_lock(&d->mu);
@@ -804,14 +805,16 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 			f->committed = SW_MAX(f->committed, c->size);
 			f->sent_gen = SW_MAX(f->sent_gen, c->gen);
 		}
-		if (f->gen != f->sent_gen && rc == 0) {
-			commit_send(m, f);
-		} else {
+		/* Sent, f may be gone: commit_send() let go of the lock. */
+		if (f->gen == f->sent_gen || rc < 0 ||
+		    (unsent = commit_send(m, f)) < 0) {
 			/* Up to date (or failed): release the waiters. */
 			done = f->waiters;
 			f->waiters = NULL;
 			if (rc < 0)
 				f->sent_gen = f->gen;
+			/* Not sent: the next flush tries again. */
+			rc = rc < 0 ? rc : unsent;
 			/*
 			 * The overlay ends here. Attributes the master gave
 			 * meanwhile may predate this size, and a cache
@@ -840,9 +843,11 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 
 /*
  * Tell the master @f's size and mtime as of now. Called with the lock
- * held and nothing in flight for @f.
+ * held and nothing in flight for @f; lets go of it while sending, so @f
+ * may be gone on return (an answer at once). -ENOMEM, with @f as it was
+ * and the lock held throughout, if nothing could be sent.
  */
-static void commit_send(struct mount *m, struct dfile *f)
+static int commit_send(struct mount *m, struct dfile *f)
 {
 	Sweepfs__WriteEndReq q = SWEEPFS__WRITE_END_REQ__INIT;
 	Sweepfs__Cred cred = SWEEPFS__CRED__INIT;
@@ -850,7 +855,7 @@ static void commit_send(struct mount *m, struct dfile *f)
 
 	if (!c) {
 		f->err = -ENOMEM;
-		return;
+		return -ENOMEM;
 	}
 	c->m = m;
 	c->ino = f->ino;
@@ -875,6 +880,7 @@ static void commit_send(struct mount *m, struct dfile *f)
 	pthread_mutex_unlock(&m->data->mu);
 	mconn_send(m->mc, SW_MSG_WRITE_END, &q.base, committed, c);
 	pthread_mutex_lock(&m->data->mu);
+	return 0;
 }
 
 /*
@@ -903,6 +909,7 @@ static void write_finish(struct op *o)
 		f->uid = ctx->uid;
 		f->gid = ctx->gid;
 		recent_note(d, f->ino, f->local_size, f->mtime, false);
+		/* Failing (f->err), the next flush tries again. */
 		if (!f->sending)
 			commit_send(m, f);
 	}
@@ -929,8 +936,12 @@ void data_flush(struct mount *m, uint64_t ino, void (*cb)(void *arg, int rc),
 			w->arg = arg;
 			w->next = f->waiters;
 			f->waiters = w;
-			if (!f->sending)
-				commit_send(m, f);
+			/* Nothing to wait for if it could not be sent. */
+			if (!f->sending && commit_send(m, f) < 0) {
+				f->waiters = w->next;
+				free(w);
+				w = NULL;
+			}
 		}
 	}
 	if (f && !w) {

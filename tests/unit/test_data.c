@@ -9,7 +9,8 @@
  * a snapshot may move the chunk's version on under it; either way its
  * fsync asks the master for the chunk again instead of failing. And
  * attributes a cache kept from while a write's size was on its way to
- * the master are overlaid with it after the master has it too.
+ * the master are overlaid with it after the master has it too; an fsync
+ * whose WRITE_END cannot be made for memory fails instead of waiting.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -46,6 +47,19 @@ struct call {
 
 static struct call calls[CALLS_MAX];
 static size_t ncalls;
+
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+
+/* While > 0, counted down by each malloc(); the one that reaches 0 fails. */
+static int malloc_fails_in;
+
+void *__wrap_malloc(size_t n)
+{
+	if (malloc_fails_in > 0 && --malloc_fails_in == 0)
+		return NULL;
+	return __real_malloc(n);
+}
 
 /* What the kernel was answered. */
 static int status_rc, statuses, writes_rc, writes;
@@ -210,6 +224,7 @@ static int setup(void **state)
 	assert_non_null(f);
 	assert_int_equal(data_new(&f->m, &f->m.data), 0);
 	ncalls = 0;
+	malloc_fails_in = 0;
 	statuses = writes = 0;
 	status_rc = writes_rc = 1;
 	*state = f;
@@ -515,6 +530,63 @@ static void test_kept_attr_refused(void **state)
 	assert_int_equal(told(f, 4096, fetched), 8192);
 }
 
+static void flushed(void *arg, int rc)
+{
+	*(int *)arg = rc;
+}
+
+/* The WRITE_END that was to follow an answered one cannot be made: the
+ * fsync waiting for it fails, and the next one sends it. */
+static void test_flush_unsent_after_answer(void **state)
+{
+	struct fixture *f = *state;
+	struct call e1, e2;
+	int rc = 1;
+
+	write_through(f, now_ms() + 600000);
+	write_kept(f, 4096);
+	e1 = take(SW_MSG_WRITE_END);
+	write_kept(f, 8192);
+	data_flush(&f->m, INO, flushed, &rc);
+	assert_int_equal(rc, 1); /* waits */
+	malloc_fails_in = 1;
+	answer(&e1, 0);
+	assert_int_equal(rc, -ENOMEM);
+	assert_int_equal(told(f, 4096, MOUNT_ATTR_NOW), 12288); /* still ours */
+	rc = 1;
+	data_flush(&f->m, INO, flushed, &rc);
+	e2 = take(SW_MSG_WRITE_END);
+	answer(&e2, 0);
+	assert_int_equal(rc, 0);
+}
+
+/* An fsync whose WRITE_END cannot be made answers at once. */
+static void test_flush_unsent(void **state)
+{
+	struct fixture *f = *state;
+	static char buf[4096];
+	struct call w1, w2, e;
+	int rc = 1;
+
+	write_through(f, now_ms() + 600000);
+	assert_int_equal(data_write(&f->m, NULL, INO, buf, sizeof(buf), 4096),
+			 0);
+	w1 = take(SW_MSG_CS_WRITE);
+	w2 = take(SW_MSG_CS_WRITE);
+	answer(&w1, 0);
+	malloc_fails_in = 1; /* the WRITE_END after the write */
+	answer(&w2, 0);
+	malloc_fails_in = 2; /* the fsync's wait, then its WRITE_END */
+	data_flush(&f->m, INO, flushed, &rc);
+	assert_int_equal(rc, -ENOMEM);
+	malloc_fails_in = 0;
+	rc = 1;
+	data_flush(&f->m, INO, flushed, &rc);
+	e = take(SW_MSG_WRITE_END);
+	answer(&e, 0);
+	assert_int_equal(rc, 0);
+}
+
 static void test_release_token_near_end(void **state)
 {
 	struct fixture *f = *state;
@@ -557,6 +629,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kept_attr_overlaid, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_kept_attr_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_flush_unsent_after_answer,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flush_unsent, setup,
 						teardown),
 	};
 
