@@ -955,7 +955,17 @@ _cleanup() {
 		elif [[ "${SWEEPFS_KEEP_TMP:-0}" == 1 ]]; then
 			echo "kept $SW_TMP" >&2
 		else
-			rm -rf --one-file-system "$SW_TMP"
+			# A daemon killed only at the end of teardown's wait (a
+			# sanitizer build writing its last checkpoint) may still
+			# be writing into it: rm -rf then finds a directory not
+			# empty. Again, a few times, until nothing writes.
+			for i in 1 2 3 4 5; do
+				rm -rf --one-file-system "$SW_TMP" 2>/dev/null &&
+					break
+				sleep 1
+			done
+			[[ ! -e "$SW_TMP" ]] ||
+				echo "WARNING: could not remove $SW_TMP" >&2
 		fi
 	fi
 	exit "$rc"
