@@ -116,13 +116,16 @@ struct recent {
 
 #define RECENT_SLOTS 1024u
 #define RECENT_KEEP (10 * SW_NSEC_PER_SEC) /* at least; see data_new() */
+#define RECENT_KEEP_MAX (60 * SW_NSEC_PER_SEC)
 
 struct data {
+	struct mount *m;
 	pthread_mutex_t mu;
 	struct recent *recent[RECENT_SLOTS];
 	size_t nrecent;
 	int64_t recent_pruned; /* mono ns */
-	int64_t recent_keep;   /* ns: longer than attr_timeout */
+	int64_t recent_keep;   /* ns: longer than attr_timeout, if it may */
+	int64_t attr_keep;     /* ns: attr_timeout and a second */
 	struct loc *locs[LOC_SLOTS];
 	size_t nlocs;
 	struct dfile *files[FILE_SLOTS];
@@ -174,9 +177,13 @@ int data_new(struct mount *m, struct data **out)
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_init(&d->mu, NULL);
-	/* Attributes kept up to attr_timeout must find the note. */
-	d->recent_keep = SW_MAX(RECENT_KEEP, (int64_t)(m->attr_timeout * 1e9) +
-						     SW_NSEC_PER_SEC);
+	d->m = m;
+	/* Attributes kept up to attr_timeout must find the note; with a
+	 * longer one than RECENT_KEEP_MAX, a note that goes first takes
+	 * the inode table's copy with it (recent_note()). */
+	d->attr_keep = (int64_t)(m->attr_timeout * 1e9) + SW_NSEC_PER_SEC;
+	d->recent_keep =
+		SW_MIN(SW_MAX(RECENT_KEEP, d->attr_keep), RECENT_KEEP_MAX);
 	*out = d;
 	return 0;
 }
@@ -245,9 +252,12 @@ static bool recent_note(struct data *d, uint64_t ino, uint64_t size,
 			for (pp = &d->recent[i]; *pp;) {
 				struct recent *o = *pp;
 
-				if (now - SW_MAX(o->at, o->settled) >
-					    d->recent_keep &&
-				    o != r) {
+				int64_t age = now - SW_MAX(o->at, o->settled);
+
+				if (age > d->recent_keep && o != r) {
+					if (age <= d->attr_keep)
+						itable_set_attr_expired(
+							&d->m->inodes, o->ino);
 					*pp = o->next;
 					free(o);
 					d->nrecent--;
@@ -333,6 +343,14 @@ void data_forget(struct mount *m, uint64_t ino)
 		file_free(f);
 	} else if (*pp) {
 		(*pp)->committed = (*pp)->local_size = 0;
+	}
+	/* Truncated from here on: no overlay from before. */
+	for (struct recent *r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS]; r;
+	     r = r->next) {
+		if (r->ino == ino) {
+			r->size = 0;
+			r->mtime = 0;
+		}
 	}
 	pthread_mutex_unlock(&d->mu);
 }
@@ -827,10 +845,11 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 			file_maybe_free(d, f);
 		}
 	}
-	pthread_mutex_unlock(&d->mu);
-	/* No note (no memory): what the inode table kept is asked again. */
+	/* No note (no memory): what the inode table kept is asked again;
+	 * under the lock, before anyone sees the overlay gone. */
 	if (lost)
 		itable_set_attr_expired(&m->inodes, c->ino);
+	pthread_mutex_unlock(&d->mu);
 	while (done) {
 		struct flushwait *w = done;
 

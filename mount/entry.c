@@ -84,7 +84,7 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at)
 	return left > 0 ? left : 0;
 }
 
-void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
+bool mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 {
 	Sweepfs__Attr t;
 	int64_t fetched;
@@ -97,12 +97,10 @@ void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at)
 		*at = fetched;
 		break;
 	case -1:
-		*at = 0; /* changed since, the master knows how */
-		return;
+		return true; /* changed since, the master knows how */
 	}
 	/* Written here since: as good as expired. */
-	if (S_ISREG(a->mode) && data_written_after(m->data, a->ino, *at))
-		*at = 0;
+	return S_ISREG(a->mode) && data_written_after(m->data, a->ino, *at);
 }
 
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

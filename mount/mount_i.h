@@ -147,11 +147,13 @@ double mount_attr_left(const struct mount *m, int64_t fetched_at);
  * The freshest attributes this mount has for @ino: @a (fetched at @at,
  * mono ns) from a listing, unless a later reply (a chmod, a link, a
  * getattr) left newer ones in the inode table; those go into *@a and
- * *@at instead (expired or not: the kernel has them). *@at = 0 when none
- * is to be handed out: the inode table's are stale (changed elsewhere,
- * or by this mount's unlink), or this mount wrote to the file since.
+ * *@at instead (expired or not: the kernel has them). True when they are
+ * not to be handed out as current (as expired at most): the inode
+ * table's are stale (changed elsewhere, or by this mount's unlink), or
+ * this mount wrote to the file since. *@at stays when they came, which
+ * the overlay of this mount's writes needs (data_local_attr()).
  */
-void mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
+bool mount_fresher_attr(struct mount *m, Sweepfs__Attr *a, int64_t *at);
 
 /* Remember the attributes a reply carried (inode.h). */
 void mount_cache_attrs(struct mount *m, const Sweepfs__Attr *a,

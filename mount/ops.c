@@ -350,7 +350,7 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 	struct mount *m = mnt(req);
 	struct fuse_entry_param e;
 	struct dc_entry de;
-	double t;
+	double t, left;
 
 	/* Longer than a name can be: the master says ENAMETOOLONG, not the
 	 * cache ENOENT. Where not everyone may search, the master checks
@@ -361,10 +361,13 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 	case DC_FOUND:
 		if (!de.has_attr)
 			return false;
-		mount_fresher_attr(m, &de.attr, &de.attr_at);
+		left = mount_fresher_attr(m, &de.attr, &de.attr_at) ?
+			       0 :
+			       mount_attr_left(m, de.attr_at);
 		/*
 		 * Attributes past attr_timeout, or expired at once (attr_at
-		 * 0: the directory was given back, or a chmod closed one):
+		 * 0: the directory was given back, or a chmod closed one;
+		 * changed since, or written here since):
 		 * outside a held directory, ask the master. In a held one
 		 * the name and the inode are certain (nobody else changes
 		 * the directory; while it was not held the master kept this
@@ -376,12 +379,11 @@ static bool lookup_cached(fuse_req_t req, uint64_t parent, const char *name)
 		 * the name. So a delegation recalled in the middle of an
 		 * rm -rf and held again costs no lookup per name left.
 		 */
-		if ((!de.attr_at || mount_attr_left(m, de.attr_at) <= 0) &&
-		    !deleg_held(m->deleg, parent))
+		if (left <= 0 && !deleg_held(m->deleg, parent))
 			return false;
-		/* 0 (expired): of unknown age, older than any write here. */
+		/* attr_at 0: of unknown age, older than any write here. */
 		mount_fill_entry(m, parent, &de.attr, de.attr_at, &e);
-		e.attr_timeout = mount_attr_left(m, de.attr_at);
+		e.attr_timeout = left;
 		if (S_ISDIR(de.attr.mode))
 			deleg_note_dir(m->deleg, parent, name, de.attr.ino);
 		t = deleg_entry_timeout(m->deleg, parent, name);

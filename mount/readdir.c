@@ -150,11 +150,12 @@ struct rdctx {
 
 /*
  * Add one entry; false when it did not fit. With attributes (@attr,
- * fetched at @attr_at) a readdirplus entry hands the kernel a lookup.
+ * fetched at @attr_at, good for @attr_left s more) a readdirplus entry
+ * hands the kernel a lookup.
  */
 static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 		      uint8_t type, const Sweepfs__Attr *attr, int64_t attr_at,
-		      uint64_t next_off)
+		      double attr_left, uint64_t next_off)
 {
 	struct mount *m = c->m;
 	size_t room = c->size - c->pos, need;
@@ -167,7 +168,7 @@ static bool add_entry(struct rdctx *c, const char *name, uint64_t ino,
 				deleg_entry_timeout(m->deleg, c->dh->ino, name);
 
 			mount_fill_entry(m, c->dh->ino, attr, attr_at, &e);
-			e.attr_timeout = mount_attr_left(m, attr_at);
+			e.attr_timeout = attr_left;
 			if (S_ISDIR(attr->mode))
 				deleg_note_dir(m->deleg, c->dh->ino, name,
 					       attr->ino);
@@ -234,15 +235,17 @@ static void rd_fill_page(struct rdctx *c, int64_t i)
 		struct hentry *d = &dh->ents[i];
 		Sweepfs__Attr a;
 		int64_t at = dh->fetched_at;
+		double left = 0;
 
 		/* As old as the page, which a later read may reuse: newer
-		 * ones of the inode table's, or none, as for the cache's. */
+		 * ones of the inode table's, or expired, as the cache's. */
 		if (d->attr) {
 			a = *d->attr;
-			mount_fresher_attr(c->m, &a, &at);
+			if (!mount_fresher_attr(c->m, &a, &at))
+				left = mount_attr_left(c->m, at);
 		}
 		if (!add_entry(c, d->name, d->ino, d->type, d->attr ? &a : NULL,
-			       at, d->cookie)) {
+			       at, left, d->cookie)) {
 			rd_finish(c, 0);
 			return;
 		}
@@ -271,9 +274,11 @@ static void rd_fill_cache(struct rdctx *c)
 
 		for (size_t i = 0; i < n; i++) {
 			struct dc_entry *e = &ents[i];
+			double left = 0;
 
-			if (e->has_attr)
-				mount_fresher_attr(c->m, &e->attr, &e->attr_at);
+			if (e->has_attr &&
+			    !mount_fresher_attr(c->m, &e->attr, &e->attr_at))
+				left = mount_attr_left(c->m, e->attr_at);
 			/*
 			 * Attributes past attr_timeout would overwrite newer
 			 * ones the kernel has (a chown's); entries without
@@ -291,8 +296,7 @@ static void rd_fill_cache(struct rdctx *c)
 			 * from the start fetched the listing again forever.
 			 */
 			if (c->plus && e->has_attr && !c->refetched &&
-			    mount_attr_left(c->m, e->attr_at) <= 0 &&
-			    !deleg_held(c->m->deleg, c->dh->ino)) {
+			    left <= 0 && !deleg_held(c->m->deleg, c->dh->ino)) {
 				free(ents);
 				if (c->pos) {
 					rd_finish(c, 0); /* what we have */
@@ -308,7 +312,7 @@ static void rd_fill_cache(struct rdctx *c)
 			}
 			if (!add_entry(c, e->name, e->ino, e->type,
 				       e->has_attr ? &e->attr : NULL,
-				       e->attr_at, e->cookie)) {
+				       e->attr_at, left, e->cookie)) {
 				free(ents);
 				rd_finish(c, 0);
 				return;
@@ -409,11 +413,11 @@ int readdir_read(struct mount *m, fuse_req_t req, size_t size, off_t off,
 	dh->busy = true;
 	pthread_mutex_unlock(&dh->mu);
 	self = mount_to_fuse(m, dh->ino);
-	if (off == 0 && !add_entry(c, ".", self, DT_DIR, NULL, 0, 1)) {
+	if (off == 0 && !add_entry(c, ".", self, DT_DIR, NULL, 0, 0, 1)) {
 		rd_finish(c, 0);
 		return 0;
 	}
-	if (off <= 1 && !add_entry(c, "..", self, DT_DIR, NULL, 0, 2)) {
+	if (off <= 1 && !add_entry(c, "..", self, DT_DIR, NULL, 0, 0, 2)) {
 		rd_finish(c, 0);
 		return 0;
 	}

@@ -452,11 +452,10 @@ static void test_fsync_master_refuses(void **state)
 	assert_int_equal(status_rc, -ENOENT);
 }
 
-/* The last close syncs in the background, the same way, as the writer
- * (the file may be open nowhere by then: the master checks them). */
 /* Write 4 KiB at @off through the location this mount keeps; the write
- * is answered, its WRITE_END (if one goes now) is not. */
-static void write_kept(struct fixture *f, uint64_t off)
+ * is answered, its WRITE_END (if one goes now) is not. @fails: the
+ * allocation that fails once both copies have it (malloc_fails_in). */
+static void write_kept_failing(struct fixture *f, uint64_t off, int fails)
 {
 	static char buf[4096];
 	struct call w1, w2;
@@ -467,9 +466,16 @@ static void write_kept(struct fixture *f, uint64_t off)
 	w1 = take(SW_MSG_CS_WRITE);
 	w2 = take(SW_MSG_CS_WRITE);
 	answer(&w1, 0);
+	malloc_fails_in = fails;
 	answer(&w2, 0);
+	malloc_fails_in = 0;
 	assert_int_equal(writes, 1);
 	assert_int_equal(writes_rc, 0);
+}
+
+static void write_kept(struct fixture *f, uint64_t off)
+{
+	write_kept_failing(f, off, 0);
 }
 
 /* What the kernel would be told of attributes saying @size, fetched at
@@ -487,7 +493,8 @@ static uint64_t told(struct fixture *f, uint64_t size, int64_t fetched)
  * the first's says 8 KiB; kept, it is still overlaid with 12 KiB once
  * both are answered (it was handed out bare then: the kernel shrank the
  * file under its writer). Attributes of a reply at hand, or fetched
- * after, are the master's own: a truncate elsewhere shows.
+ * after, are the master's own: a truncate elsewhere shows; after one
+ * here, none is overlaid.
  */
 static void test_kept_attr_overlaid(void **state)
 {
@@ -509,6 +516,8 @@ static void test_kept_attr_overlaid(void **state)
 	assert_int_equal(told(f, 8192, 0), 12288); /* of unknown age */
 	assert_int_equal(told(f, 4096, MOUNT_ATTR_NOW), 4096);
 	assert_int_equal(told(f, 4096, sw_mono_ns() + 1), 4096);
+	data_forget(&f->m, INO); /* truncated here: nothing from before */
+	assert_int_equal(told(f, 0, fetched), 0);
 }
 
 /* A WRITE_END the master refused: kept attributes are overlaid with no
@@ -535,12 +544,24 @@ static void flushed(void *arg, int rc)
 	*(int *)arg = rc;
 }
 
+/* An fsync now sends a WRITE_END, and ends well with its answer. */
+static void flush_sends(struct fixture *f)
+{
+	struct call e;
+	int rc = 1;
+
+	data_flush(&f->m, INO, flushed, &rc);
+	e = take(SW_MSG_WRITE_END);
+	answer(&e, 0);
+	assert_int_equal(rc, 0);
+}
+
 /* The WRITE_END that was to follow an answered one cannot be made: the
  * fsync waiting for it fails, and the next one sends it. */
 static void test_flush_unsent_after_answer(void **state)
 {
 	struct fixture *f = *state;
-	struct call e1, e2;
+	struct call e1;
 	int rc = 1;
 
 	write_through(f, now_ms() + 600000);
@@ -553,40 +574,26 @@ static void test_flush_unsent_after_answer(void **state)
 	answer(&e1, 0);
 	assert_int_equal(rc, -ENOMEM);
 	assert_int_equal(told(f, 4096, MOUNT_ATTR_NOW), 12288); /* still ours */
-	rc = 1;
-	data_flush(&f->m, INO, flushed, &rc);
-	e2 = take(SW_MSG_WRITE_END);
-	answer(&e2, 0);
-	assert_int_equal(rc, 0);
+	flush_sends(f);
 }
 
 /* An fsync whose WRITE_END cannot be made answers at once. */
 static void test_flush_unsent(void **state)
 {
 	struct fixture *f = *state;
-	static char buf[4096];
-	struct call w1, w2, e;
 	int rc = 1;
 
 	write_through(f, now_ms() + 600000);
-	assert_int_equal(data_write(&f->m, NULL, INO, buf, sizeof(buf), 4096),
-			 0);
-	w1 = take(SW_MSG_CS_WRITE);
-	w2 = take(SW_MSG_CS_WRITE);
-	answer(&w1, 0);
-	malloc_fails_in = 1; /* the WRITE_END after the write */
-	answer(&w2, 0);
+	write_kept_failing(f, 4096, 1); /* its WRITE_END */
 	malloc_fails_in = 2; /* the fsync's wait, then its WRITE_END */
 	data_flush(&f->m, INO, flushed, &rc);
-	assert_int_equal(rc, -ENOMEM);
 	malloc_fails_in = 0;
-	rc = 1;
-	data_flush(&f->m, INO, flushed, &rc);
-	e = take(SW_MSG_WRITE_END);
-	answer(&e, 0);
-	assert_int_equal(rc, 0);
+	assert_int_equal(rc, -ENOMEM);
+	flush_sends(f);
 }
 
+/* The last close syncs in the background, the same way, as the writer
+ * (the file may be open nowhere by then: the master checks them). */
 static void test_release_token_near_end(void **state)
 {
 	struct fixture *f = *state;

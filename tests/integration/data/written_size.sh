@@ -39,9 +39,12 @@ for r in range(3):
     try:
         os.pwrite(fd, b"b" * B, B)  # its WRITE_END waits on the master
         os.pwrite(fd, b"c" * B, 2 * B)  # held back behind that one
-        st = threading.Thread(target=os.stat, args=(path,))
+        st = threading.Thread(target=os.stat, args=(path,), daemon=True)
         st.start()  # a GETATTR behind both
         time.sleep(0.5)
+        if not st.is_alive():
+            sys.exit("round %d: the stat did not wait for the stopped "
+                     "master (nothing tested)" % r)
     finally:
         os.kill(master, signal.SIGCONT)
     st.join(30)
