@@ -160,6 +160,7 @@ class Child:
         if self.returncode is not None:
             return self.returncode
         self.send_signal(sig)
+        self.send_signal(signal.SIGCONT)  # one a test stopped, as systemd
         if self.wait(timeout) is None:
             self.send_signal(signal.SIGKILL)
             self.wait(10)
@@ -243,6 +244,7 @@ class Watched:
 
     def stop(self, timeout=10, sig=signal.SIGTERM):
         self.send_signal(sig)
+        self.send_signal(signal.SIGCONT)  # as Child.stop()
         if self.wait(timeout) is None and not self._gone():
             self.send_signal(signal.SIGKILL)
             self.wait(10)
