@@ -251,7 +251,6 @@ static bool recent_note(struct data *d, uint64_t ino, uint64_t size,
 		for (unsigned i = 0; i < RECENT_SLOTS; i++) {
 			for (pp = &d->recent[i]; *pp;) {
 				struct recent *o = *pp;
-
 				int64_t age = now - SW_MAX(o->at, o->settled);
 
 				if (age > d->recent_keep && o != r) {
@@ -834,11 +833,12 @@ static void committed(void *arg, int rc, ProtobufCMessage **reply)
 			/* Not sent: the next flush tries again. */
 			rc = rc < 0 ? rc : unsent;
 			/*
-			 * The overlay ends here. Attributes the master gave
-			 * meanwhile may predate this size, and a cache
-			 * may keep them: noted under the same lock, and
-			 * overlaid from the note (data_local_attr()). A
-			 * failed WRITE_END left the master's where it was.
+			 * The overlay ends here (unless unsent). Attributes
+			 * the master gave meanwhile may predate this size,
+			 * and a cache may keep them: noted under the same
+			 * lock, and overlaid from the note
+			 * (data_local_attr()). A failed WRITE_END left the
+			 * master's where it was.
 			 */
 			lost = !recent_note(d, f->ino, f->committed,
 					    rc < 0 ? 0 : f->mtime, true);
