@@ -82,13 +82,13 @@ bool data_written_after(struct data *d, uint64_t ino, int64_t at);
 /*
  * Size and mtime of @ino as this mount's writes left them, if attributes
  * the master gave at @fetched (mono ns; INT64_MAX: those of the reply at
- * hand, MOUNT_ATTR_NOW) may not have
- * them: *@size and *@mtime raised to them, true. So while the master may
- * not have heard of a write yet; and, for attributes a cache kept from
- * before the master's answer to the last WRITE_END, lately (recent_keep,
- * longer than attr_timeout): handed to the kernel without them, they
- * would shrink the file under its writer until attr_timeout, and reads
- * past the older size would come back short.
+ * hand, MOUNT_ATTR_NOW) may not have them: *@size and *@mtime raised to
+ * them, true. So while the master may not have heard of a write yet;
+ * and, for attributes a cache kept from before the master's answer to
+ * the last WRITE_END, lately (recent_keep, longer than attr_timeout up to
+ * a minute): handed to the kernel without them, they would shrink the
+ * file under its writer until attr_timeout, and reads past the older
+ * size would come back short.
  */
 bool data_local_attr(struct data *d, uint64_t ino, int64_t fetched,
 		     uint64_t *size, int64_t *mtime);
