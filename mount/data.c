@@ -269,15 +269,23 @@ static bool recent_note(struct data *d, uint64_t ino, uint64_t size,
 	return r != NULL;
 }
 
+/* @ino's note, or NULL (lock held). */
+static struct recent *recent_find(struct data *d, uint64_t ino)
+{
+	struct recent *r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
+
+	while (r && r->ino != ino)
+		r = r->next;
+	return r;
+}
+
 bool data_written_after(struct data *d, uint64_t ino, int64_t at)
 {
 	struct recent *r;
 	bool yes;
 
 	pthread_mutex_lock(&d->mu);
-	r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
-	while (r && r->ino != ino)
-		r = r->next;
+	r = recent_find(d, ino);
 	yes = r && r->at >= at;
 	pthread_mutex_unlock(&d->mu);
 	return yes;
@@ -316,6 +324,7 @@ void data_forget(struct mount *m, uint64_t ino)
 {
 	struct data *d = m->data;
 	struct dfile **pp;
+	struct recent *r;
 
 	pthread_mutex_lock(&d->mu);
 	for (unsigned i = 0; i < LOC_SLOTS; i++) {
@@ -344,12 +353,10 @@ void data_forget(struct mount *m, uint64_t ino)
 		(*pp)->committed = (*pp)->local_size = 0;
 	}
 	/* Truncated from here on: no overlay from before. */
-	for (struct recent *r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS]; r;
-	     r = r->next) {
-		if (r->ino == ino) {
-			r->size = 0;
-			r->mtime = 0;
-		}
+	r = recent_find(d, ino);
+	if (r) {
+		r->size = 0;
+		r->mtime = 0;
 	}
 	pthread_mutex_unlock(&d->mu);
 }
@@ -985,15 +992,11 @@ bool data_local_attr(struct data *d, uint64_t ino, int64_t fetched,
 		*size = SW_MAX(*size, f->local_size);
 		*mtime = SW_MAX(*mtime, f->mtime);
 		got = true;
-	} else if (fetched != INT64_MAX) {
-		r = d->recent[sw_hash_u64(ino) % RECENT_SLOTS];
-		while (r && r->ino != ino)
-			r = r->next;
-		if (r && SW_MAX(r->at, r->settled) >= fetched) {
-			*size = SW_MAX(*size, r->size);
-			*mtime = SW_MAX(*mtime, r->mtime);
-			got = true;
-		}
+	} else if (fetched != INT64_MAX && (r = recent_find(d, ino)) &&
+		   SW_MAX(r->at, r->settled) >= fetched) {
+		*size = SW_MAX(*size, r->size);
+		*mtime = SW_MAX(*mtime, r->mtime);
+		got = true;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return got;

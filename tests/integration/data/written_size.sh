@@ -6,17 +6,17 @@
 # the mount's inode table kept, are older than the size once the overlay
 # ends: handed to the kernel then, they shrank the file under its writer
 # until attr_timeout, and reads past the old size came back short (fio
-# --verify failed in integration.data, 1 run in 20 to 40).
+# --verify in integration.data's job failed 1 to 3 runs in 40).
 #
 # Made certain here with a stopped master: the second write's WRITE_END
 # waits on it, the third is held back behind that one, and a stat waits
 # behind both, so its answer has the second write's size, not the
 # third's. Once the master goes on, the third reaches it too (fsync);
 # a read then ages the kernel's atime, so an fstat asks the mount, which
-# must not answer from what it kept. The size and a read of the whole
-# file must both say 3 writes, and so must a stat of its name, through
-# the default mount and through one that checks permissions itself (-o
-# no_default_permissions: names come from the mount's listings each time).
+# answers from what it kept, and must overlay it with the third write's
+# size. The size and a read of the whole file must both say 3 writes,
+# and so must a stat of its name, through the default mount and through
+# one that checks permissions itself (-o no_default_permissions).
 . "$(dirname "$0")/../lib.sh"
 sw_init written_size
 
