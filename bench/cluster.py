@@ -39,13 +39,20 @@ class Cluster(swcluster.Cluster):
     start it all, the tool's output, and removal of its directory."""
 
     def __init__(self, build=None, master_set=(), mount_opts="", base=None,
-                 chunkservers=0, cs_set=()):
+                 chunkservers=0, cs_set=(), netns=None, host=None,
+                 port=None, mount_net=None):
+        """@netns, @host, @port: the master and chunkservers run in that
+        network namespace (bench/machines.py's "srv"), the master on
+        @host:@port there; @mount_net: the network namespace file the
+        first mount's client runs in (its "machine"; the mount itself
+        stays in ours, see swcluster.Cluster.mount())."""
         self.build = build or default_build()
         self.dir = tempfile.mkdtemp(prefix="sweepfs-bench-", dir=base)
         # The daemons' default log level: info lines cost time.
         super().__init__(self.dir, swcluster.Binaries.find(self.build),
-                         log_level=None)
+                         log_level=None, netns=netns)
         self.mnt = os.path.join(self.dir, "mnt")
+        self.host, self.port, self.mount_net = host, port, mount_net
         self.master_set = list(master_set)
         self.mount_opts = mount_opts
         self.nchunkservers = chunkservers
@@ -67,11 +74,12 @@ class Cluster(swcluster.Cluster):
 
     def start(self):
         try:
-            self.start_master(args=_sets(self.master_set))
+            self.start_master(args=_sets(self.master_set), host=self.host,
+                              port=self.port, fixed_port=bool(self.port))
             if self.nchunkservers:
                 self.start_chunkservers(self.nchunkservers,
                                         args=_sets(self.cs_set))
-            self.mount(self.mnt, opts=self.mount_opts)
+            self.mount(self.mnt, opts=self.mount_opts, net=self.mount_net)
         except swcluster.Error as e:
             raise SystemExit(str(e))
         return self
@@ -79,9 +87,10 @@ class Cluster(swcluster.Cluster):
     def chunkserver_dirs(self):
         return [self.records[n]["data"] for n in self.chunkserver_names()]
 
-    def mount_extra(self, name, opts=""):
-        """Another mount of the same master (another client session)."""
-        return self.mount(os.path.join(self.dir, name), opts=opts)
+    def mount_extra(self, name, opts="", net=None):
+        """Another mount of the same master (another client session),
+        its client in network namespace file @net if given."""
+        return self.mount(os.path.join(self.dir, name), opts=opts, net=net)
 
     def unmount(self, mnt):
         """Unmount @mnt and wait for its client (its exit status)."""

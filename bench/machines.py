@@ -12,7 +12,8 @@ Every name a run creates carries a fixed prefix and the pid of the
 process that owns the run, so that leftovers of a run that was killed can
 be found by name and told apart from those of a run that is still going:
 
-  network namespaces   swstress-PID-ROLE      (ROLE: srv, c0, c1, ...)
+  network namespaces   swstress-PID-ROLE      (ROLE: srv, c0, c1, ...;
+                                              seed.py: main, probe)
   bridge               swsPIDbr
   host end of a veth   swsPIDROLE             (at most 15 bytes: Linux)
   run directories      sweepfs-stress-PID-*   (in the temp directory)
@@ -65,7 +66,8 @@ OWNER_MARK = "stress.py"
 OWNERS_DIR = "/run/sweepfs-machines"
 
 _NS_RE = re.compile(r"^swstress-([0-9]+)-([a-z0-9]+)$")
-_LINK_RE = re.compile(r"^sws([0-9]+)(br|srv|c[0-9]+)$")
+# Roles: bench/stress.py's srv and cN, bench/seed.py's main and probe.
+_LINK_RE = re.compile(r"^sws([0-9]+)(br|srv|main|probe|c[0-9]+)$")
 _DIR_RE = re.compile(r"^sweepfs-stress-([0-9]+)-")
 
 class HostError(Exception):

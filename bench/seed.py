@@ -32,9 +32,16 @@ now and then, a checkpoint every second for --checkpoint-seconds while
 the probe times stat: what the checkpoint's writer (a forked child)
 costs the requests.
 
-Clients are mounts on the host (loopback), each its own session with
-the master; they are not network namespaces (bench/machines.py), which
-this harness does not set up yet.
+With --machines, as the post's lab had them, every client is a machine
+of its own (bench/machines.py: a network namespace with its own address
+on a bridge, DESIGN.md "Many machines"): client i's mount talks to the
+master from machine ci, and what the client runs there (rm -rf, Go's
+os.RemoveAll, the tools) does too; the master runs in machine srv, the
+probe's mount in machine probe, and the mount that makes the copies (and
+with --via-mount the tree) in machine main. The mounts themselves stay in
+the harness's mount namespace (their clients enter the machine's network
+namespace only, swcluster.in_netns()), so the harness reads them as
+before. Without it, clients are mounts on the host, over loopback.
 
 At the post's size the copies do not fit in this machine's memory (34 M
 files a copy at ~150 B each), and `rm -rf` of 17 M names takes most of an
@@ -80,9 +87,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster  # noqa: E402
+import machines  # noqa: E402
 import swcluster  # noqa: E402
 
 METHODS = ("rm", "go", "rmsnapshot", "rmr")
+# --machines: the master's port in its machine (nothing else is there),
+# and a subnet of the run's own (bench/stress.py's is 10.213.0.0/24).
+MASTER_PORT = 9521
+DEFAULT_SUBNET = "10.214.0.0/24"
 
 # The post: 34 M empty files in two directories, 8 copies (272 M files),
 # 8 client machines (moosefs-same-goal-different-paths.txt).
@@ -388,38 +400,86 @@ def bounded(argv, limit):
     return False
 
 
-def delete_one(method, cl, path, removeall, mnt, limit=None):
-    """Delete @path (under mount @mnt) by @method, rm -rf and RemoveAll
-    stopped after @limit seconds; (seconds, detail)."""
+def tool(cl, net, *args):
+    """`sweepfs -m MASTER ARGS`, run in the network namespace file @net
+    (None: here), as a client machine runs it."""
+    swcluster.run(swcluster.in_netns(net, [cl.bins.tool, "-m", cl.address] +
+                                     list(args)), timeout=600)
+
+
+def delete_one(method, cl, path, removeall, net, limit=None):
+    """Delete @path by @method from the machine whose network namespace
+    file is @net (None: this one), rm -rf and RemoveAll stopped after
+    @limit seconds; (seconds, detail)."""
     t0 = time.perf_counter()
     if method in ("rm", "go"):
         argv = ["rm", "-rf", path] if method == "rm" else [removeall, path]
-        stopped = bounded(argv, limit)
+        stopped = bounded(swcluster.in_netns(net, argv), limit)
         return time.perf_counter() - t0, {"stopped": stopped}
     if method == "rmsnapshot":
-        cl.tool("seteattr", "-f", "snapshot", "-r", path)
+        tool(cl, net, "seteattr", "-f", "snapshot", "-r", path)
         flag = time.perf_counter() - t0
-        cl.tool("rmsnapshot", path)
+        tool(cl, net, "rmsnapshot", path)
         return time.perf_counter() - t0, {"flag_s": flag}
-    cl.tool("rmr", path)
+    tool(cl, net, "rmr", path)
     return time.perf_counter() - t0, {}
 
 
-def client(method, cl, path, removeall, mnt, out, limit):
+def client(method, cl, path, removeall, net, out, limit):
     try:
-        out.put(delete_one(method, cl, path, removeall, mnt, limit))
+        out.put(delete_one(method, cl, path, removeall, net, limit))
     except Exception as e:  # reported, not raised in a child
         out.put((None, {"error": str(e)}))
 
 
-def run_method(cl, method, copies, removeall, probe_target, opts, a):
+def machine_wire(cl, addrs):
+    """{address: [bytes in, bytes out]} of the mount sessions from each
+    of @addrs, as the master counts them; raises unless each has one
+    (the client did not come from its machine)."""
+    out = {ad: [0, 0] for ad in addrs}
+    if not addrs:
+        return out
+    seen = set()
+    for s in json.loads(cl.tool("stats", "--json", "--sessions")).get(
+            "sessions", []):
+        ad = s["peer"].rsplit(":", 1)[0]
+        if s["role"] != "mount" or ad not in out:
+            continue
+        seen.add(ad)
+        c = s.get("counters") or {}
+        out[ad][0] += c.get("bytes_in", 0)
+        out[ad][1] += c.get("bytes_out", 0)
+    if seen != set(addrs):
+        raise SystemExit("no mount session from %s at the master" %
+                         ", ".join(sorted(set(addrs) - seen)))
+    return out
+
+
+def machine_net(net, role):
+    """The network namespace file of machine @role of @net (None: no
+    machines, the host)."""
+    return os.path.join("/run/netns", net.netns(role)) if net else None
+
+
+def run_method(cl, method, copies, removeall, probe_target, opts, a,
+               net=None):
     """K clients delete their copies (paths relative to the mount) at
-    once; the probe stats. The files are what the master lost."""
+    once; the probe stats. The files are what the master lost. With
+    machines (@net), client i is machine ci: its own mount for every
+    method, unless the tools run on the mount that made the tree
+    (--via-mount)."""
     mounts = []
-    if method in ("rm", "go"):
+    own = method in ("rm", "go") or (net and not a.via_mount)
+    nets = [machine_net(net, "c%d" % i if own else "main")
+            for i in range(len(copies))]
+    if own:
         for i in range(len(copies)):
-            mounts.append(cl.mount_extra("c-%s-%d" % (method, i), opts))
+            mounts.append(cl.mount_extra("c-%s-%d" % (method, i), opts,
+                                         net=nets[i]))
     before, sbefore = cl.info(), cl.status()
+    addrs = [net.address("c%d" % i if own else "main")
+             for i in range(len(copies))] if net else []
+    wire0 = machine_wire(cl, addrs)
     stop, pout, pslow = mp.Event(), mp.Queue(), mp.Queue()
     pr = mp.Process(target=probe, args=(probe_target, stop, pout, False,
                                         pslow))
@@ -432,7 +492,7 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a):
         path = os.path.join(mnt, c)
         q = mp.Queue()
         p = mp.Process(target=client,
-                       args=(method, cl, path, removeall, mnt, q,
+                       args=(method, cl, path, removeall, nets[i], q,
                              a.limit))
         p.start()
         outs.append(q)
@@ -448,6 +508,7 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a):
     slow = pslow.get()
     pr.join()
     after, safter = cl.info(), cl.status()
+    wire1 = machine_wire(cl, addrs)
     for m in mounts:
         cl.unmount(m)
     errors = [r[1]["error"] for r in res if r[0] is None]
@@ -461,6 +522,13 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a):
     bin1, bout1 = wire(safter)
     return {
         "clients": len(copies),
+        # Each client's machine (its address on the bridge) and the
+        # bytes its mount's session took in and sent out meanwhile, as
+        # the master counted them; None: mounts on the host.
+        "client_machines": [
+            {"address": ad, "bytes_in": wire1[ad][0] - wire0[ad][0],
+             "bytes_out": wire1[ad][1] - wire0[ad][1]}
+            for ad in addrs] if net else None,
         "files": files,
         "returned_s": returned,
         "completion_s": done,
@@ -614,6 +682,15 @@ def print_table(r):
                   min(x["files_per_s_client"]), x["files_per_s_aggregate"],
                   x["master_cpu_pct"], x["bytes_per_file"],
                   "%.2f ms" % st["p99_ms"] if st else "-"))
+    for m, x in r["methods"].items():
+        cm = x.get("client_machines")
+        if cm:
+            each = max(1, x["files"] / len(cm))
+            print("%s from machines %s: their mounts' bytes in/out per "
+                  "file %s" % (m, ", ".join(c["address"] for c in cm),
+                               ", ".join("%.0f/%.0f" % (
+                                   c["bytes_in"] / each,
+                                   c["bytes_out"] / each) for c in cm)))
     x = r["methods"].get("rmsnapshot")
     if x:
         print("rmsnapshot returned: the flag (seteattr -f snapshot -r) in "
@@ -723,12 +800,18 @@ def make_copies(cl, methods, a):
     return copies
 
 
-def one_size(n, methods, removeall, build, a):
-    """The experiment at @n files on a fresh cluster: its results."""
+def one_size(n, methods, removeall, build, a, net=None):
+    """The experiment at @n files on a fresh cluster, in the machines of
+    @net if given: its results."""
+    kw = {}
+    if net:
+        kw = {"netns": net.netns("srv"), "host": net.address("srv"),
+              "port": MASTER_PORT, "mount_net": machine_net(net, "main")}
     # Made through the mount the tools then run on: that mount is the
     # one --mount-opts names (the others are the rm and go clients').
     cl = cluster.Cluster(build, master_set=a.set,
-                         mount_opts=a.mount_opts if a.via_mount else "")
+                         mount_opts=a.mount_opts if a.via_mount else "",
+                         **kw)
     # The master listens once its checkpoint is loaded: give it time
     # for N files even at a fraction of the load rate it should have.
     cl.ready_s = max(cl.ready_s, 30 + n / 250_000)
@@ -743,7 +826,8 @@ def one_size(n, methods, removeall, build, a):
         start = master_start(cl.records["master"]["log"])
         load_s, load_nodes = start.get("seconds"), start.get("nodes")
         probe_mnt = cl.mount_extra(
-            "probe", "attr_timeout=0,entry_timeout=0,negative_timeout=0")
+            "probe", "attr_timeout=0,entry_timeout=0,negative_timeout=0",
+            net=machine_net(net, "probe"))
         probe_target = os.path.join(probe_mnt, "probe-target")
         with open(probe_target, "w"):
             pass
@@ -786,7 +870,8 @@ def one_size(n, methods, removeall, build, a):
             print("%s: %d client(s), n=%d" % (m, len(left), n),
                   file=sys.stderr)
             r["methods"][m] = run_method(cl, m, left, removeall,
-                                         probe_target, a.mount_opts, a)
+                                         probe_target, a.mount_opts, a,
+                                         net)
             r["methods"][m]["walk_before_s"] = walk_s
         r["restart"] = restart(cl, a, probe_target)
     finally:
@@ -807,6 +892,31 @@ def print_ratios(results):
         print("  %-11s %10.0f -> %10.0f files/s per client  x%.2f" % (
             m, min(a["files_per_s_client"]), min(b["files_per_s_client"]),
             min(b["files_per_s_client"]) / min(a["files_per_s_client"])))
+
+
+def make_machines(a):
+    """The run's machines (bench/machines.py), created: srv (the master),
+    main (the mount that makes the copies), probe, and one a client."""
+    machines.check_environment()
+    found, live = machines.leftovers()
+    if live:
+        print("other runs with machines going (pid %s): this one needs "
+              "a subnet of its own (--subnet)" %
+              ", ".join(map(str, live)), file=sys.stderr)
+    net = machines.Network(a.subnet)
+    for role in ["srv", "main", "probe"] + ["c%d" % i for i in
+                                            range(1 if a.in_place
+                                                  else a.k)]:
+        net.add(role)
+    try:
+        net.create()
+    except BaseException:
+        net.destroy(log=lambda msg: print(msg, file=sys.stderr))
+        raise
+    print("machines: bridge %s (%s), master %s, clients from %s" % (
+        net.bridge, net.host_address, net.address("srv"),
+        net.address("c0")), file=sys.stderr)
+    return net
 
 
 def main():
@@ -842,6 +952,12 @@ def main():
     ap.add_argument("--checkpoint-seconds", type=int, default=10,
                     help="after a restart, seconds of checkpoints every "
                     "second with the probe running (10)")
+    ap.add_argument("--machines", action="store_true",
+                    help="every client, the probe and the master a machine "
+                    "of its own (network namespaces on a bridge); "
+                    "default: mounts on the host, over loopback")
+    ap.add_argument("--subnet", default=DEFAULT_SUBNET,
+                    help="the machines' subnet (%(default)s)")
     ap.add_argument("--out", help="JSON result file")
     a = ap.parse_args()
     a.in_place = a.in_place or a.via_mount
@@ -874,14 +990,25 @@ def main():
                   % (n, ncopies), file=sys.stderr)
     build = os.path.abspath(a.build) if a.build else cluster.default_build()
     work = tempfile.mkdtemp(prefix="sweepfs-seed-")
+    net = None
     try:
         removeall = go_removeall(work) if "go" in methods else None
         if "go" in methods and not removeall:
             raise SystemExit("cannot build tools/compare_delete/"
                              "go-removeall (go build)")
-        results = [one_size(n, methods, removeall, build, a)
+        if a.machines:
+            try:
+                net = make_machines(a)
+            except (machines.HostError, ValueError) as e:
+                raise SystemExit("--machines: %s" % e)
+        results = [one_size(n, methods, removeall, build, a, net)
                    for n in sizes]
     finally:
+        if net:
+            left = net.destroy(log=lambda msg: None)
+            if left:
+                print("warning: could not remove %s" % left,
+                      file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
     for r in results:
         print_table(r)
@@ -892,7 +1019,10 @@ def main():
         "in_place": a.in_place, "via_mount": a.via_mount,
         "limit_s": a.limit, "mount_opts": a.mount_opts, "master_config": a.set,
         "loadavg": os.getloadavg(),
-        "clients": "mounts on the host, loopback"})
+        "clients": ("machines: network namespaces on bridge %s, subnet "
+                    "%s; master in %s" % (net.bridge, net.subnet,
+                                          net.address("srv"))
+                    if net else "mounts on the host, loopback")})
     out = a.out
     if not out:
         d = os.path.join(HERE, "results")
