@@ -134,6 +134,20 @@ static size_t held(const struct sw_sconn *c)
 	return c->out_owner + (c->srv->ops->count_input ? c->in.cap : 0);
 }
 
+void sw_sconn_shed(struct sw_sconn *c)
+{
+	struct sw_server *srv = c->srv;
+
+	if (sw_sconn_gone(c))
+		return;
+	out_set(c, 0);
+	c->shed = true;
+	c->shed_next = srv->shed;
+	srv->shed = c;
+	if (c->started && srv->ops->shed)
+		srv->ops->shed(c);
+}
+
 void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 {
 	struct sw_server *srv = c->srv;
@@ -152,12 +166,8 @@ void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 			top->peer, top->out_counted, srv->out_total,
 			srv->out_max);
 		srv->out_shed++;
-		out_set(top, 0);
-		top->shed = true;
-		top->shed_next = srv->shed;
-		srv->shed = top;
-		if (top->started && srv->ops->shed)
-			srv->ops->shed(top);
+		out_set(top, 0); /* counted out even if gone already */
+		sw_sconn_shed(top);
 	}
 }
 

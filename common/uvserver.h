@@ -93,7 +93,7 @@ struct sw_sconn {
 	size_t out_owner;      /* of it, the owner's (sw_sconn_output()) */
 	unsigned wakes;	       /* sw_sconn_go() calls, to tell a wake-up
 				* during a frame callback */
-	bool shed;	       /* to be closed for out_max (sw_server_shed()) */
+	bool shed;	       /* to be closed (sw_sconn_shed()) */
 	struct sw_sconn *next, *prev, *flush_next, *shed_next;
 	struct sw_sconn *anon_next, *anon_prev; /* oldest first */
 	/* Input (uvserver.c's; the owner may look, and ops->frame may take
@@ -281,13 +281,22 @@ static inline bool sw_server_unauth_over(const struct sw_server *srv,
  */
 void sw_sconn_output(struct sw_sconn *c, size_t bytes);
 
+/*
+ * Mark @c to be closed by sw_server_shed(), as sw_sconn_output() does
+ * past out_max (ops->shed lets go of its output now): for a handler that
+ * must give up on its own connection (out of memory for a reply), whose
+ * close now would free what its callers still use (the master's
+ * session). Nothing if @c is closing or marked already.
+ */
+void sw_sconn_shed(struct sw_sconn *c);
+
 /* Whether @c is being closed, or is marked to be: serve it no more. */
 static inline bool sw_sconn_gone(const struct sw_sconn *c)
 {
 	return c->closing || c->shed;
 }
 
-/* Close the connections sw_sconn_output() marked. From the loop's check
+/* Close the connections sw_sconn_shed() marked. From the loop's check
  * phase only, where no handler is running. */
 void sw_server_shed(struct sw_server *srv);
 

@@ -97,6 +97,18 @@ static void conn_note_out(struct conn *c)
 	sw_sconn_output(&c->sc, sw_wq_held(&c->wq) + c->held.cap);
 }
 
+/*
+ * No memory for @c's output (@doing): give up on @c. It is closed in the
+ * check phase (sw_sconn_shed()), not here: the caller may be a handler
+ * that still uses the connection's session, which a tool's or a
+ * chunkserver's close frees (session_detach()).
+ */
+static void conn_out_of_memory(struct conn *c, const char *doing)
+{
+	sw_err(TAG, "%s: out of memory %s; closing", c->sc.peer, doing);
+	sw_sconn_shed(&c->sc);
+}
+
 void server_resume(struct conn *c)
 {
 	/* What consume_parked() judged may change: judged afresh. */
@@ -253,9 +265,7 @@ void server_req_send(struct req *r, const ProtobufCMessage *reply, bool error)
 		rc = held_push(c, r->version, r->inval0, inval,
 			       sw_buf_used(b) - before);
 	if (rc < 0) {
-		sw_err(TAG, "%s: out of memory queueing a reply; closing",
-		       c->sc.peer);
-		conn_close(c);
+		conn_out_of_memory(c, "queueing a reply");
 		return;
 	}
 	/* The connection's session, not r->s: a deferred request may
@@ -299,11 +309,7 @@ void conn_notify(struct conn *c, uint16_t type, const ProtobufCMessage *msg)
 		return;
 	before = sw_buf_used(&c->wq.out);
 	if (sw_buf_add_frame(&c->wq.out, type, SW_FRAME_NOTIFY, 0, msg) < 0) {
-		sw_err(TAG,
-		       "%s: out of memory queueing a notification; "
-		       "closing",
-		       c->sc.peer);
-		conn_close(c);
+		conn_out_of_memory(c, "queueing a notification");
 		return;
 	}
 	/* What the bound is about (a client's invalidations and recalls);
@@ -328,9 +334,7 @@ static void release_held(struct conn *c, uint64_t version)
 	if (n == 0)
 		return;
 	if (sw_buf_add(&c->wq.out, sw_buf_head(&c->held), n) < 0) {
-		sw_err(TAG, "%s: out of memory releasing replies; closing",
-		       c->sc.peer);
-		conn_close(c);
+		conn_out_of_memory(c, "releasing replies");
 		return;
 	}
 	sw_buf_consume(&c->held, n);

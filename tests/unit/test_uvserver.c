@@ -33,7 +33,7 @@ struct tconn {
 	int flushed;
 };
 
-static int accepted, closing, released;
+static int accepted, closing, released, sheds;
 static struct sw_sconn *last;
 static struct sw_sconn *all[16]; /* by order of acceptance */
 static bool hold;		 /* keep a reference on each in all[] */
@@ -67,11 +67,18 @@ static void t_release(struct sw_sconn *c)
 	released++;
 }
 
+static void t_shed(struct sw_sconn *c)
+{
+	(void)c;
+	sheds++;
+}
+
 static const struct sw_server_ops ops = {
 	.conn_size = sizeof(struct tconn),
 	.accepted = t_accepted,
 	.flush = t_flush,
 	.closing = t_closing,
+	.shed = t_shed,
 	.release = t_release,
 };
 
@@ -369,6 +376,71 @@ static void test_output_total(void **state)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&loop), 0);
 	for (int i = 0; i < 3; i++)
+		close(fd[i]);
+}
+
+/*
+ * A handler that gives up on its own connection (the master, out of
+ * memory for a reply) marks it: served no more and its output let go of
+ * at once, but closed only by sw_server_shed(), in the check phase, so
+ * that nothing the close frees (the master's session) goes under the
+ * handler. Not counted as shed for out_max; twice is once.
+ */
+static void test_shed_by_owner(void **state)
+{
+	struct sw_server srv = { 0 };
+	int fd[2];
+	uv_loop_t loop;
+	uint16_t port;
+
+	(void)state;
+	accepted = closing = released = sheds = 0;
+	hold = true;
+	uv_loop_init(&loop);
+	srv.out_max = 1000;
+	port = listen_any(&srv, &loop, 100);
+	for (int i = 0; i < 2; i++) {
+		fd[i] = dial(port);
+		spin_until(&loop, &accepted, i + 1);
+	}
+	sw_sconn_output(all[0], 40);
+	sw_sconn_output(all[1], 10);
+	sw_sconn_shed(all[0]);
+	assert_true(sw_sconn_gone(all[0]));
+	assert_false(all[0]->closing);
+	assert_int_equal(sheds, 1);
+	assert_int_equal(closing, 0);
+	assert_int_equal(srv.out_total, 10);
+	assert_int_equal(srv.out_shed, 0);
+	sw_sconn_shed(all[0]);
+	assert_int_equal(sheds, 1);
+	/* Still open to its peer until the check phase. */
+	uv_run(&loop, UV_RUN_NOWAIT);
+	assert_false(eof_within(fd[0], 20));
+	assert_int_equal(closing, 0);
+	sw_server_shed(&srv);
+	assert_true(all[0]->closing);
+	assert_int_equal(closing, 1);
+	assert_null(srv.shed);
+	spin_until(&loop, &released, 0);
+	assert_true(eof_within(fd[0], 2000));
+	/* One closing already is not marked. */
+	sw_sconn_close(all[1]);
+	sw_sconn_shed(all[1]);
+	assert_false(all[1]->shed);
+	assert_null(srv.shed);
+	assert_int_equal(sheds, 1);
+	assert_int_equal(srv.out_total, 0);
+	spin_until(&loop, &closing, 2);
+	for (int i = 0; i < 2; i++)
+		sw_sconn_put(all[i]);
+	hold = false;
+	assert_int_equal(released, 2);
+
+	sw_server_unlisten(&srv, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	for (int i = 0; i < 2; i++)
 		close(fd[i]);
 }
 
@@ -1133,6 +1205,7 @@ int main(void)
 		cmocka_unit_test(test_listen_failure),
 		cmocka_unit_test(test_prehello_caps),
 		cmocka_unit_test(test_output_total),
+		cmocka_unit_test(test_shed_by_owner),
 		cmocka_unit_test(test_frames_split_in_1_byte_reads),
 		cmocka_unit_test(test_frames_split_in_1_byte_reads_in_place),
 		cmocka_unit_test(test_frame_oversize_and_bad),
