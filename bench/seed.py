@@ -94,6 +94,8 @@ METHODS = ("rm", "go", "rmsnapshot", "rmr")
 # --machines: the master's port in its machine (nothing else is there),
 # and a subnet of the run's own (bench/stress.py's is 10.213.0.0/24).
 MASTER_PORT = 9521
+# Seconds the probe runs alone before each method (run_method()).
+PROBE_ALONE_S = 2.0
 DEFAULT_SUBNET = "10.214.0.0/24"
 
 # The post: 34 M empty files in two directories, 8 copies (272 M files),
@@ -314,12 +316,13 @@ def wait_purge(cl, timeout):
 
 # ---- the probe: another client's stat -----------------------------------
 
-def probe(target, stop, out, touch=False, slow=None, slow_ms=20):
+def probe(target, stop, out, touch=False, slow=None, slow_ms=20,
+          count=None):
     """stat @target in a loop, timing each; with @touch, also change its
     times now and then (untimed), so that the master has changes to
     checkpoint; with @slow (a queue), also when (time.time()) each stat
     over @slow_ms started, and how long it took, to set beside the
-    master's log."""
+    master's log; with @count (a shared integer), the stats so far."""
     lat = []
     late = []
     i = 0
@@ -328,6 +331,8 @@ def probe(target, stop, out, touch=False, slow=None, slow_ms=20):
         t = time.perf_counter_ns()
         os.stat(target)
         lat.append(time.perf_counter_ns() - t)
+        if count is not None:
+            count.value = len(lat)
         if lat[-1] > slow_ms * 1e6:
             late.append((w, lat[-1] / 1e6))
         if touch and i % 20 == 0:
@@ -433,26 +438,36 @@ def client(method, cl, path, removeall, net, out, limit):
 
 
 def machine_wire(cl, addrs):
-    """{address: [bytes in, bytes out]} of the mount sessions from each
-    of @addrs, as the master counts them; raises unless each has one
-    (the client did not come from its machine)."""
-    out = {ad: [0, 0] for ad in addrs}
+    """{address: {session id: [bytes in, bytes out]}} of the mount
+    sessions from each of @addrs, as the master counts them; raises
+    unless each has one (the client did not come from its machine)."""
+    out = {ad: {} for ad in addrs}
     if not addrs:
         return out
-    seen = set()
     for s in json.loads(cl.tool("stats", "--json", "--sessions")).get(
             "sessions", []):
         ad = s["peer"].rsplit(":", 1)[0]
         if s["role"] != "mount" or ad not in out:
             continue
-        seen.add(ad)
         c = s.get("counters") or {}
-        out[ad][0] += c.get("bytes_in", 0)
-        out[ad][1] += c.get("bytes_out", 0)
-    if seen != set(addrs):
+        out[ad][s["id"]] = [c.get("bytes_in", 0), c.get("bytes_out", 0)]
+    missing = [ad for ad in addrs if not out[ad]]
+    if missing:
         raise SystemExit("no mount session from %s at the master" %
-                         ", ".join(sorted(set(addrs) - seen)))
+                         ", ".join(missing))
     return out
+
+
+def wire_delta(before, after, ad):
+    """Bytes in and out of @ad's mount sessions between two
+    machine_wire()s: those alive at the end (an earlier method's, ended
+    meanwhile, took no part), from 0 for those new since."""
+    d = [0, 0]
+    for sid, (bi, bo) in after[ad].items():
+        b0 = before[ad].get(sid, [0, 0])
+        d[0] += bi - b0[0]
+        d[1] += bo - b0[1]
+    return d
 
 
 def machine_net(net, role):
@@ -476,15 +491,25 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
         for i in range(len(copies)):
             mounts.append(cl.mount_extra("c-%s-%d" % (method, i), opts,
                                          net=nets[i]))
-    before, sbefore = cl.info(), cl.status()
     addrs = [net.address("c%d" % i if own else "main")
              for i in range(len(copies))] if net else []
-    wire0 = machine_wire(cl, addrs)
     stop, pout, pslow = mp.Event(), mp.Queue(), mp.Queue()
+    count = mp.Value("q", 0, lock=False)
     pr = mp.Process(target=probe, args=(probe_target, stop, pout, False,
-                                        pslow))
+                                        pslow, 20, count))
     pr.start()
+    # The probe alone first: what a stat of it costs the master, to take
+    # its share out of the master's CPU per removed file (a stat a
+    # millisecond is a good part of it: 2 requests, ~45 us of the
+    # master's CPU each on this VM).
     time.sleep(0.2)
+    cpu0, stats0 = cpu_ms(cl.info()), count.value
+    time.sleep(PROBE_ALONE_S)
+    cpu1, stats1 = cpu_ms(cl.info()), count.value
+    probe_ms_per_stat = (cpu1 - cpu0) / max(1, stats1 - stats0)
+    before, sbefore = cl.info(), cl.status()
+    wire0 = machine_wire(cl, addrs)
+    stats_before = count.value
     outs, procs = [], []
     t0 = time.perf_counter()
     for i, c in enumerate(copies):
@@ -507,6 +532,7 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
     lat = pout.get()
     slow = pslow.get()
     pr.join()
+    probe_cpu_s = probe_ms_per_stat * (count.value - stats_before) / 1e3
     after, safter = cl.info(), cl.status()
     wire1 = machine_wire(cl, addrs)
     for m in mounts:
@@ -526,8 +552,8 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
         # bytes its mount's session took in and sent out meanwhile, as
         # the master counted them; None: mounts on the host.
         "client_machines": [
-            {"address": ad, "bytes_in": wire1[ad][0] - wire0[ad][0],
-             "bytes_out": wire1[ad][1] - wire0[ad][1]}
+            dict(zip(("address", "bytes_in", "bytes_out"),
+                     [ad] + wire_delta(wire0, wire1, ad)))
             for ad in addrs] if net else None,
         "files": files,
         "returned_s": returned,
@@ -543,6 +569,16 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
         "master_cpu_pct": 100 * cpu_s / done,
         "master_cpu_s_per_mfile": cpu_s / files * 1e6,
         "master_files_per_cpu_s": files / cpu_s if cpu_s else None,
+        # The probe's share taken out: its stats meanwhile at what each
+        # cost the master with the probe alone (an estimate: under load
+        # the master's wake-ups serve more requests each).
+        "probe_alone": {"seconds": PROBE_ALONE_S,
+                        "stats": stats1 - stats0,
+                        "master_cpu_ms_per_stat": probe_ms_per_stat},
+        "probe_cpu_s": probe_cpu_s,
+        "master_cpu_s_per_mfile_net": (cpu_s - probe_cpu_s) / files * 1e6,
+        "master_files_per_cpu_s_net": files / (cpu_s - probe_cpu_s)
+        if cpu_s > probe_cpu_s else None,
         "bytes_in": bin1 - bin0,
         "bytes_out": bout1 - bout0,
         "bytes_per_file": (bin1 - bin0 + bout1 - bout0) / files,
@@ -716,10 +752,16 @@ def print_table(r):
               x["probe_stat"]["max_ms"])
               for m, x in r["methods"].items() if x["probe_stat"]))
     print("what the master's CPU per file allows (files/s per master "
-          "core): " + ", ".join(
-              "%s %.0f" % (m, x["master_files_per_cpu_s"])
+          "core), the probe's stats in it / out of it: " + ", ".join(
+              "%s %.0f / %s" % (m, x["master_files_per_cpu_s"],
+                                "%.0f" % x["master_files_per_cpu_s_net"]
+                                if x.get("master_files_per_cpu_s_net")
+                                else "-")
               for m, x in r["methods"].items()
               if x["master_files_per_cpu_s"]))
+    print("the probe alone cost the master %s ms of CPU a stat" % ", ".join(
+        "%.3f" % x["probe_alone"]["master_cpu_ms_per_stat"]
+        for x in r["methods"].values() if x.get("probe_alone")))
     rs = r.get("restart")
     if rs and rs.get("error"):
         print("restart: %s" % rs["error"])
