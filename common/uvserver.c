@@ -166,8 +166,7 @@ void sw_sconn_output(struct sw_sconn *c, size_t bytes)
 			top->peer, top->out_counted, srv->out_total,
 			srv->out_max);
 		srv->out_shed++;
-		out_set(top, 0); /* counted out even if gone already */
-		sw_sconn_shed(top);
+		sw_sconn_shed(top); /* never gone: out_heaviest() */
 	}
 }
 

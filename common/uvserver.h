@@ -122,8 +122,9 @@ struct sw_server_ops {
 	/* It is being closed: let go of what refers to it (optional; only
 	 * for a connection ops->accepted was called for). */
 	void (*closing)(struct sw_sconn *c);
-	/* Marked to be closed (sw_sconn_output()): let go of its output now
-	 * if it can (optional); ops->closing follows in the check phase. */
+	/* Marked to be closed (sw_sconn_shed(), sw_sconn_output()): let go
+	 * of its output now if it can (optional); ops->closing follows in
+	 * the check phase. */
 	void (*shed)(struct sw_sconn *c);
 	/* The last reference went: free what it holds, not itself (also
 	 * for one refused before ops->accepted: its fields are zero). */

@@ -633,6 +633,7 @@ void csrv_op_register(struct req *r, const ProtobufCMessage *msg)
 			req_link_of(m, s->conn)->csrv = 0;
 		}
 		s->conn = r->conn;
+		s->going = false;
 		req_link_of(m, r->conn)->csrv = s->id;
 		s->chunks = 0;
 		strays_drop(s);
@@ -751,6 +752,14 @@ void csrv_detach(struct master *m, struct conn *c)
 	l->csrv = 0;
 	strays_drop(s);
 	fail_cmds(m, s->id, -ECONNRESET);
+}
+
+void csrv_going(struct master *m, struct conn *c)
+{
+	struct csrv *s = csrv_get(m, req_link_of(m, c)->csrv);
+
+	if (s && s->conn == c)
+		s->going = true;
 }
 
 /* ---- choosing, space ------------------------------------------------ */

@@ -48,6 +48,7 @@ struct csrv {
 	uint64_t server_id; /* the server's persistent identity */
 	char listen[128];   /* "host:port" clients connect to */
 	struct conn *conn;  /* NULL while disconnected */
+	bool going;	    /* conn marked to be closed (csrv_going()) */
 	uint64_t total_bytes;
 	uint64_t used_bytes;
 	uint64_t chunks;	  /* copies it holds, by our count */
@@ -105,13 +106,17 @@ struct csrv *csrv_get(struct master *m, uint32_t id);
 
 static inline bool csrv_up(const struct csrv *s)
 {
-	return s && s->conn;
+	return s && s->conn && !s->going;
 }
 
 /* Its request handlers are in handlers.h. */
 
 /* @c, a chunkserver's connection, closed: fail its commands. */
 void csrv_detach(struct master *m, struct conn *c);
+/* @c, a chunkserver's connection, is marked to be closed (out of
+ * memory for it: sw_sconn_shed()): the server counts as down from now
+ * on, while its commands wait for csrv_detach() to fail them. */
+void csrv_going(struct master *m, struct conn *c);
 
 /*
  * Send @cmd (its id is set here) to server @srv; @cb runs once with the

@@ -28,6 +28,7 @@
 #include "deleg.h"
 #include "group.h"
 #include "context.h"
+#include "csrv.h"
 #include "purge.h"
 #include "req.h"
 #include "session.h"
@@ -385,7 +386,9 @@ static uint64_t inval_number(struct master *m, struct session *s, int64_t at)
 	uint64_t seq = ++m->inval_seq;
 
 	s->inval_sent = seq;
-	if (s->inval_lax)
+	/* Lax, or its connection marked to close (sw_sconn_shed()): that
+	 * close acknowledges everything; nobody waits till then. */
+	if (s->inval_lax || (s->conn && sw_sconn_gone(&s->conn->sc)))
 		return seq;
 	if (s->owed_n - s->owed_head >= INVAL_OWED_MAX) {
 		sw_notice(TAG,
@@ -481,7 +484,7 @@ static bool inval_catch_up(struct conn *c)
 	size_t backlog = sw_wq_backlog(&c->wq);
 
 	c->notices = SW_MIN(c->notices, backlog);
-	if (!s || c->sc.closing)
+	if (!s || sw_sconn_gone(&c->sc))
 		return false;
 	if (!s->behind_at) {
 		if (c->notices > SERVER_NOTICES_MAX)
@@ -661,13 +664,16 @@ static void conn_closing(struct sw_sconn *sc)
 	c->notices = 0;
 }
 
-/* Marked to be closed for output_total_max (sw_sconn_output()): its
- * replies go now, as conn_closing() lets them go, but it stays open, with
- * its session, until the check phase closes it. */
+/* Marked to be closed, for output_total_max (sw_sconn_output()) or out
+ * of memory for it (conn_out_of_memory()): its replies go now, as
+ * conn_closing() lets them go, but it stays open, with its session, until
+ * the check phase closes it. */
 static void conn_shed(struct sw_sconn *sc)
 {
 	struct conn *c = (struct conn *)sc;
 
+	/* A chunkserver's: chosen for no new command meanwhile. */
+	csrv_going(c->m, c);
 	sw_buf_release(&c->wq.out);
 	sw_buf_release(&c->held);
 	c->nmarks = c->marks_head = 0;
@@ -1050,7 +1056,7 @@ void server_reap_stalled(struct master *m)
 {
 	/* Behind and no longer written to: closed on time all the same. */
 	for (struct conn *c = conn_first(m); c; c = conn_next(c))
-		if (c->s && c->s->behind_at && !c->sc.closing)
+		if (c->s && c->s->behind_at && !sw_sconn_gone(&c->sc))
 			(void)inval_catch_up(c); /* queued with a flush */
 	sw_server_reap_stalled(&m->server,
 			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
@@ -1063,8 +1069,13 @@ static void on_check(uv_check_t *h)
 	struct master *m = h->data;
 
 	changelog_flush(m->cl);
-	sw_server_shed(&m->server);
-	server_flush(m);
+	/* The flush may mark more (out of memory, out_max): closed now,
+	 * not a loop turn later with what waits on them. Each pass closes
+	 * what it marks, so this ends. */
+	do {
+		sw_server_shed(&m->server);
+		server_flush(m);
+	} while (m->server.shed);
 }
 
 int server_start(struct master *m)
