@@ -94,8 +94,6 @@ METHODS = ("rm", "go", "rmsnapshot", "rmr")
 # --machines: the master's port in its machine (nothing else is there),
 # and a subnet of the run's own (bench/stress.py's is 10.213.0.0/24).
 MASTER_PORT = 9521
-# Seconds the probe runs alone before each method (run_method()).
-PROBE_ALONE_S = 2.0
 DEFAULT_SUBNET = "10.214.0.0/24"
 
 # The post: 34 M empty files in two directories, 8 copies (272 M files),
@@ -316,13 +314,12 @@ def wait_purge(cl, timeout):
 
 # ---- the probe: another client's stat -----------------------------------
 
-def probe(target, stop, out, touch=False, slow=None, slow_ms=20,
-          count=None):
+def probe(target, stop, out, touch=False, slow=None, slow_ms=20):
     """stat @target in a loop, timing each; with @touch, also change its
     times now and then (untimed), so that the master has changes to
     checkpoint; with @slow (a queue), also when (time.time()) each stat
     over @slow_ms started, and how long it took, to set beside the
-    master's log; with @count (a shared integer), the stats so far."""
+    master's log."""
     lat = []
     late = []
     i = 0
@@ -331,8 +328,6 @@ def probe(target, stop, out, touch=False, slow=None, slow_ms=20,
         t = time.perf_counter_ns()
         os.stat(target)
         lat.append(time.perf_counter_ns() - t)
-        if count is not None:
-            count.value = len(lat)
         if lat[-1] > slow_ms * 1e6:
             late.append((w, lat[-1] / 1e6))
         if touch and i % 20 == 0:
@@ -494,22 +489,14 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
     addrs = [net.address("c%d" % i if own else "main")
              for i in range(len(copies))] if net else []
     stop, pout, pslow = mp.Event(), mp.Queue(), mp.Queue()
-    count = mp.Value("q", 0, lock=False)
-    pr = mp.Process(target=probe, args=(probe_target, stop, pout, False,
-                                        pslow, 20, count))
-    pr.start()
-    # The probe alone first: what a stat of it costs the master, to take
-    # its share out of the master's CPU per removed file (a stat a
-    # millisecond is a good part of it: 2 requests, ~45 us of the
-    # master's CPU each on this VM).
-    time.sleep(0.2)
-    cpu0, stats0 = cpu_ms(cl.info()), count.value
-    time.sleep(PROBE_ALONE_S)
-    cpu1, stats1 = cpu_ms(cl.info()), count.value
-    probe_ms_per_stat = (cpu1 - cpu0) / max(1, stats1 - stats0)
+    pr = None
+    if not a.no_probe:
+        pr = mp.Process(target=probe, args=(probe_target, stop, pout, False,
+                                            pslow))
+        pr.start()
+        time.sleep(0.2)
     before, sbefore = cl.info(), cl.status()
     wire0 = machine_wire(cl, addrs)
-    stats_before = count.value
     outs, procs = [], []
     t0 = time.perf_counter()
     for i, c in enumerate(copies):
@@ -529,10 +516,11 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
     purge = wait_purge(cl, a.timeout)
     done = time.perf_counter() - t0
     stop.set()
-    lat = pout.get()
-    slow = pslow.get()
-    pr.join()
-    probe_cpu_s = probe_ms_per_stat * (count.value - stats_before) / 1e3
+    lat = slow = []
+    if pr:
+        lat = pout.get()
+        slow = pslow.get()
+        pr.join()
     after, safter = cl.info(), cl.status()
     wire1 = machine_wire(cl, addrs)
     for m in mounts:
@@ -569,16 +557,10 @@ def run_method(cl, method, copies, removeall, probe_target, opts, a,
         "master_cpu_pct": 100 * cpu_s / done,
         "master_cpu_s_per_mfile": cpu_s / files * 1e6,
         "master_files_per_cpu_s": files / cpu_s if cpu_s else None,
-        # The probe's share taken out: its stats meanwhile at what each
-        # cost the master with the probe alone (an estimate: under load
-        # the master's wake-ups serve more requests each).
-        "probe_alone": {"seconds": PROBE_ALONE_S,
-                        "stats": stats1 - stats0,
-                        "master_cpu_ms_per_stat": probe_ms_per_stat},
-        "probe_cpu_s": probe_cpu_s,
-        "master_cpu_s_per_mfile_net": (cpu_s - probe_cpu_s) / files * 1e6,
-        "master_files_per_cpu_s_net": files / (cpu_s - probe_cpu_s)
-        if cpu_s > probe_cpu_s else None,
+        # The master's CPU counts the probe's stats too (2 requests a
+        # stat, one a millisecond or so: at one client most of it on
+        # this VM); --no-probe measures the removal's own.
+        "probe": pr is not None,
         "bytes_in": bin1 - bin0,
         "bytes_out": bout1 - bout0,
         "bytes_per_file": (bin1 - bin0 + bout1 - bout0) / files,
@@ -752,16 +734,12 @@ def print_table(r):
               x["probe_stat"]["max_ms"])
               for m, x in r["methods"].items() if x["probe_stat"]))
     print("what the master's CPU per file allows (files/s per master "
-          "core), the probe's stats in it / out of it: " + ", ".join(
-              "%s %.0f / %s" % (m, x["master_files_per_cpu_s"],
-                                "%.0f" % x["master_files_per_cpu_s_net"]
-                                if x.get("master_files_per_cpu_s_net")
-                                else "-")
-              for m, x in r["methods"].items()
-              if x["master_files_per_cpu_s"]))
-    print("the probe alone cost the master %s ms of CPU a stat" % ", ".join(
-        "%.3f" % x["probe_alone"]["master_cpu_ms_per_stat"]
-        for x in r["methods"].values() if x.get("probe_alone")))
+          "core%s): " % (", the probe's stats counted in"
+                         if any(x.get("probe", True)
+                                for x in r["methods"].values()) else "") +
+          ", ".join("%s %.0f" % (m, x["master_files_per_cpu_s"])
+                    for m, x in r["methods"].items()
+                    if x["master_files_per_cpu_s"]))
     rs = r.get("restart")
     if rs and rs.get("error"):
         print("restart: %s" % rs["error"])
@@ -994,6 +972,11 @@ def main():
     ap.add_argument("--checkpoint-seconds", type=int, default=10,
                     help="after a restart, seconds of checkpoints every "
                     "second with the probe running (10)")
+    ap.add_argument("--no-probe", action="store_true",
+                    help="no other client's stat during the methods: the "
+                    "master's CPU per removed file is then the removal's "
+                    "own (the probe's stats cost the master much of it "
+                    "at one client)")
     ap.add_argument("--machines", action="store_true",
                     help="every client, the probe and the master a machine "
                     "of its own (network namespaces on a bridge); "
