@@ -45,7 +45,9 @@ class Cluster(swcluster.Cluster):
         network namespace (bench/machines.py's "srv"), the master on
         @host:@port there; @mount_net: the network namespace file the
         first mount's client runs in (its "machine"; the mount itself
-        stays in ours, see swcluster.Cluster.mount())."""
+        stays in ours, see swcluster.Cluster.mount()). In a network
+        namespace the chunkservers need ports of their own: a port is
+        picked here by binding on the host, where @host is not."""
         self.build = build or default_build()
         self.dir = tempfile.mkdtemp(prefix="sweepfs-bench-", dir=base)
         # The daemons' default log level: info lines cost time.

@@ -923,6 +923,10 @@ def make_machines(a):
         print("other runs with machines going (pid %s): this one needs "
               "a subnet of its own (--subnet)" %
               ", ".join(map(str, live)), file=sys.stderr)
+    if any(found.values()):
+        print("a run that was killed left %s; bench/stress.py --cleanup "
+              "removes them" % ", ".join(sum(found.values(), [])[:4]),
+              file=sys.stderr)
     net = machines.Network(a.subnet)
     for role in ["srv", "main", "probe"] + ["c%d" % i for i in
                                             range(1 if a.in_place
