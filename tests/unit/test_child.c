@@ -29,7 +29,8 @@ struct run {
 	size_t got;	 /* output seen by on_data */
 	size_t pause_at; /* pause once this much is in */
 	bool paused;
-	uv_timer_t timer;
+	size_t got_at_pause;
+	uv_timer_t timer; /* with pause_at: started at the pause */
 };
 
 static void on_exit_cb(struct sw_child *c, int rc)
@@ -40,6 +41,8 @@ static void on_exit_cb(struct sw_child *c, int rc)
 	r->rc = rc;
 }
 
+static void on_resume_timer(uv_timer_t *t);
+
 static void on_data(struct sw_child *c)
 {
 	struct run *r = c->data;
@@ -48,6 +51,11 @@ static void on_data(struct sw_child *c)
 	if (r->pause_at && !r->paused && r->got >= r->pause_at) {
 		sw_child_pause(c);
 		r->paused = true;
+		r->got_at_pause = r->got;
+		/* From the pause, not from the start: a child slow to be
+		 * scheduled (a loaded machine) has written nothing at a
+		 * fixed time after it was started. */
+		uv_timer_start(&r->timer, on_resume_timer, 100, 0);
 	}
 }
 
@@ -155,6 +163,7 @@ static void on_resume_timer(uv_timer_t *t)
 	/* Paused: the child is blocked on a full pipe, nothing more came. */
 	assert_true(r->paused);
 	assert_true(r->c.active);
+	assert_int_equal(sw_buf_used(&r->c.out), r->got_at_pause);
 	assert_true(sw_buf_used(&r->c.out) < BIG);
 	r->pause_at = 0;
 	sw_child_resume(&r->c);
@@ -172,8 +181,8 @@ static void test_pause_resume(void **state)
 	r.pause_at = 1;
 	uv_timer_init(&loop, &r.timer);
 	r.timer.data = &r;
-	uv_timer_start(&r.timer, on_resume_timer, 200, 0);
 	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_true(r.paused);
 	assert_int_equal(r.exits, 1);
 	assert_int_equal(r.rc, 0);
 	assert_int_equal(sw_buf_used(&r.c.out), BIG);
