@@ -895,6 +895,10 @@ def one_size(n, methods, removeall, build, a, net=None):
             r["methods"][m]["walk_before_s"] = walk_s
         r["restart"] = restart(cl, a, probe_target)
     finally:
+        if a.keep_logs and cl.records.get("master"):
+            os.makedirs(a.keep_logs, exist_ok=True)
+            shutil.copy(cl.records["master"]["log"], os.path.join(
+                a.keep_logs, "master-%d-%d.log" % (n, time.time_ns())))
         cl.stop()
     return r
 
@@ -987,6 +991,10 @@ def main():
                     "default: mounts on the host, over loopback")
     ap.add_argument("--subnet", default=DEFAULT_SUBNET,
                     help="the machines' subnet (%(default)s)")
+    ap.add_argument("--keep-logs", metavar="DIR",
+                    help="copy the master's log of each size into DIR "
+                    "(with --set log_level=debug: why each delegation was "
+                    "refused)")
     ap.add_argument("--out", help="JSON result file")
     a = ap.parse_args()
     a.in_place = a.in_place or a.via_mount
