@@ -1659,7 +1659,7 @@ static void test_changelog_sync_not_behind_fallocate(void **state)
  * not for its whole batch: here 3 MiB may wait, 3.5 MiB do, and the
  * flush goes on once the first chunk is written. Counted, not timed: the
  * writer is held after its first chunk, so a flush that waited for more
- * would not return (the suite's timeout fails it).
+ * would not return (the fixture's 20 s alarm fails it).
  */
 static void test_changelog_behind_waits_a_chunk(void **state)
 {
