@@ -86,6 +86,9 @@ def main():
     ap.add_argument("--seed", metavar="DIR",
                     help="start the first member from DIR's checkpoint "
                     "and changelog instead of making -n files")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="drop the page cache before the member starts "
+                    "(the leader reads its checkpoint from disk)")
     ap.add_argument("--out", help="JSON result "
                     "(default: bench-group-catchup.json)")
     a = ap.parse_args()
@@ -140,6 +143,13 @@ def main():
             if name not in swgroup.KEYS:
                 p = os.path.join(d, name)
                 (shutil.rmtree if os.path.isdir(p) else os.unlink)(p)
+        if a.drop_caches:
+            # The leader's checkpoint read from its disk, not from the
+            # page cache it was written into.
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as dc:
+                dc.write("3\n")
+        result["drop_caches"] = a.drop_caches
         probe = Prober(mnt)
         probe.start()
         time.sleep(3)
