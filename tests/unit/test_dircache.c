@@ -396,7 +396,7 @@ static void test_dircache_expire_attrs_flat(void **state)
 static size_t absent_of(struct dircache *dc, uint64_t dir, size_t n)
 {
 	struct dc_entry e;
-	char name[24];
+	char name[32];
 	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++) {

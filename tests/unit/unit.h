@@ -10,6 +10,7 @@
 #ifndef SWEEPFS_TESTS_UNIT_H
 #define SWEEPFS_TESTS_UNIT_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -72,16 +73,6 @@ static inline void unit_quiet_sink(int level, const char *tag, const char *msg,
 		(*lines)++;
 }
 
-/* A fresh directory under $TMPDIR (or /tmp) into @buf (at least 64 bytes). */
-static inline int unit_mkdtemp(char *buf, size_t len, const char *what)
-{
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(buf, len, "%s/sweepfs-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp",
-		 what);
-	return mkdtemp(buf) ? 0 : -errno;
-}
-
 static inline int unit_rm_one(const char *path, const struct stat *st, int flag,
 			      struct FTW *ftw)
 {
@@ -95,6 +86,55 @@ static inline int unit_rm_one(const char *path, const struct stat *st, int flag,
 static inline void unit_rm_rf(const char *dir)
 {
 	nftw(dir, unit_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/*
+ * The directories unit_mkdtemp() made for @what under @tmp whose process
+ * is gone: a test killed by its time limit, or by its own alarm, could
+ * not remove them. (A process that is still there, or a number used
+ * again since, keeps its own.)
+ */
+static inline void unit_sweep_stale(const char *tmp, const char *what)
+{
+	char prefix[128], path[4200];
+	struct dirent *e;
+	size_t plen;
+	DIR *d = opendir(tmp);
+
+	if (!d)
+		return;
+	plen = (size_t)snprintf(prefix, sizeof(prefix), "sweepfs-%s-", what);
+	while ((e = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, prefix, plen))
+			continue;
+		pid = strtol(e->d_name + plen, &end, 10);
+		if (end == e->d_name + plen || *end != '-' || pid <= 0 ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tmp, e->d_name);
+		unit_rm_rf(path);
+	}
+	closedir(d);
+}
+
+/*
+ * A fresh directory under $TMPDIR (or /tmp) into @buf (at least 64
+ * bytes): sweepfs-@what-<pid>-XXXXXX, the stale ones of @what removed
+ * first (unit_sweep_stale()).
+ */
+static inline int unit_mkdtemp(char *buf, size_t len, const char *what)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	unit_sweep_stale(tmp, what);
+	snprintf(buf, len, "%s/sweepfs-%s-%ld-XXXXXX", tmp, what,
+		 (long)getpid());
+	return mkdtemp(buf) ? 0 : -errno;
 }
 
 /* @n empty files @prefix000000... in @dfd/@dir (names of one length, so
