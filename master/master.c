@@ -599,15 +599,29 @@ static void on_resize_timer(uv_timer_t *t)
 /*
  * Waits on a client (a recall, an invalidation ack) end on time: looked
  * at every WAIT_TICK_MS, so that one ends at most that much past its
- * bound. Each look costs O(recalls and sessions owing acks), nothing
- * while none is.
+ * bound (a tick more after the loop was held up: master_wait_look()).
+ * Each look costs O(recalls and sessions owing acks), nothing while none
+ * is.
  */
 #define WAIT_TICK_MS 20
+
+bool master_wait_look(struct master *m, int64_t now)
+{
+	bool late = m->wait_tick_at &&
+		    now - m->wait_tick_at > WAIT_LATE_MS * 1000000LL &&
+		    !m->wait_put_off;
+
+	m->wait_tick_at = now;
+	m->wait_put_off = late;
+	return !late;
+}
 
 static void on_wait_tick(uv_timer_t *t)
 {
 	struct master *m = t->data;
 
+	if (!master_wait_look(m, sw_mono_ns()))
+		return;
 	deleg_tick(m);
 	server_inval_tick(m);
 }

@@ -100,6 +100,19 @@ void master_checkpoint(struct master *m);
 bool master_checkpoint_due(const struct master *m, int64_t now);
 
 /*
+ * Whether the wait tick, run at @now, ends the waits past their bounds
+ * (recalls, invalidation acks). libuv runs due timers before it reads
+ * the sockets: after the loop was held up (a long turn, a fork, a
+ * stalled machine), an ack that came meanwhile is still unread, and a
+ * client that answered in time would be taken for one that did not. So
+ * a tick more than WAIT_LATE_MS after the last looks at nothing, and the
+ * next, after the loop has read what came, looks; never two in a row, so
+ * a loop late at every turn still ends its waits, a tick later.
+ */
+#define WAIT_LATE_MS 40
+bool master_wait_look(struct master *m, int64_t now);
+
+/*
  * Whether a due checkpoint at mono ns @now should wait for the collapse
  * of huge pages running after the last child (master.c): while it runs,
  * for at most 2 s from the first time asked since the last checkpoint

@@ -4,6 +4,8 @@
  * pays for them (ns_replay_work()), not as records: a purge journals up
  * to a slice of freed nodes per record, so a purge of N nodes must make a
  * checkpoint due once N passes the bound, though its records are few.
+ * And when the wait tick ends waits (master_wait_look()): not right after
+ * the loop was held up, before it read what came meanwhile.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -187,6 +189,32 @@ static void test_due_after_purge(void **state)
 	assert_false(master_checkpoint_due(&f->m, f->now));
 }
 
+/*
+ * The wait tick ends waits only after the loop has read its sockets: on
+ * time, every tick looks; one late after the loop was held looks at
+ * nothing (an ack may be unread), and the next looks, late or not.
+ */
+static void test_wait_look_after_late_tick(void **state)
+{
+	struct fixture *f = *state;
+	const int64_t ms = 1000000;
+	int64_t t = 5000 * ms;
+
+	assert_true(master_wait_look(&f->m, t)); /* the first */
+	for (int i = 0; i < 5; i++)
+		assert_true(master_wait_look(&f->m, t += 20 * ms));
+	assert_true(master_wait_look(&f->m, t += WAIT_LATE_MS * ms));
+	/* Held 400 ms: the bound of a 300 ms wait passed meanwhile. */
+	assert_false(master_wait_look(&f->m, t += 400 * ms));
+	assert_true(master_wait_look(&f->m, t += 20 * ms));
+	/* Late at every turn: every other tick looks. */
+	for (int i = 0; i < 4; i++) {
+		assert_false(master_wait_look(&f->m, t += 100 * ms));
+		assert_true(master_wait_look(&f->m, t += 100 * ms));
+	}
+	assert_true(master_wait_look(&f->m, t += 20 * ms));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +226,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_due_after_purge, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_wait_look_after_late_tick,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
