@@ -21,7 +21,10 @@
  *    under one being recalled, through its batches, makes new ones to
  *    recall): past that, whatever it still waits for is revoked
  *    (req_link->park_t0, req.h).
- *  - Timers are looked at every WAIT_TICK_MS (master.c).
+ *  - Timers are looked at every WAIT_TICK_MS (master.c), or a tick (a
+ *    loop turn, when the loop is busy) later after the loop was held up,
+ *    once it has read its sockets, or once a group's lease is no longer
+ *    in doubt (master_wait_look()).
  *
  * Waiting is per request, not per connection (server.c): while a
  * request waits, the requests after it on its connection that read and

@@ -619,8 +619,13 @@ bool master_wait_look(struct master *m, int64_t now)
 static void on_wait_tick(uv_timer_t *t)
 {
 	struct master *m = t->data;
+	int64_t now = sw_mono_ns();
 
-	if (!master_wait_look(m, sw_mono_ns()))
+	/* A group's leader whose lease is in doubt takes no ack, as no
+	 * frame (server.c): none is late meanwhile. (Not for long: etcd
+	 * renews it, or this master exits; and the first tick after is
+	 * late, so the one after that looks.) */
+	if (!group_may_answer(m, now) || !master_wait_look(m, now))
 		return;
 	deleg_tick(m);
 	server_inval_tick(m);

@@ -107,7 +107,10 @@ bool master_checkpoint_due(const struct master *m, int64_t now);
  * client that answered in time would be taken for one that did not. So
  * a tick more than WAIT_LATE_MS after the last looks at nothing, and the
  * next, after the loop has read what came, looks; never two in a row, so
- * a loop late at every turn still ends its waits, a tick later.
+ * a loop late at every turn still ends its waits, a tick later. (What a
+ * connection's frames did not get to in that turn, CONSUME_SLICE_NS, is
+ * still unread: a busy loop may still take an ack behind a client's own
+ * requests for none, as before.)
  */
 #define WAIT_LATE_MS 40
 bool master_wait_look(struct master *m, int64_t now);
