@@ -21,7 +21,7 @@
  *    under one being recalled, through its batches, makes new ones to
  *    recall): past that, whatever it still waits for is revoked
  *    (req_link->park_t0, req.h).
- *  - Timers are looked at every WAIT_TICK_MS (master.c), or a tick (a
+ *  - Timers are looked at every WAIT_TICK_MS (master.h), or a tick (a
  *    loop turn, when the loop is busy) later after the loop was held up,
  *    once it has read its sockets, or once a group's lease is no longer
  *    in doubt (master_wait_look()).

@@ -596,15 +596,6 @@ static void on_resize_timer(uv_timer_t *t)
 	resize_step(t->data);
 }
 
-/*
- * Waits on a client (a recall, an invalidation ack) end on time: looked
- * at every WAIT_TICK_MS, so that one ends at most that much past its
- * bound (a tick more after the loop was held up: master_wait_look()).
- * Each look costs O(recalls and sessions owing acks), nothing while none
- * is.
- */
-#define WAIT_TICK_MS 20
-
 bool master_wait_look(struct master *m, int64_t now)
 {
 	bool late = m->wait_tick_at &&

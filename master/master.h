@@ -100,6 +100,15 @@ void master_checkpoint(struct master *m);
 bool master_checkpoint_due(const struct master *m, int64_t now);
 
 /*
+ * Waits on a client (a recall, an invalidation ack) end on time: looked
+ * at every WAIT_TICK_MS, so that one ends at most that much past its
+ * bound (a tick more after the loop was held up: master_wait_look()).
+ * Each look costs O(recalls and sessions owing acks), nothing while none
+ * is.
+ */
+#define WAIT_TICK_MS 20
+
+/*
  * Whether the wait tick, run at @now, ends the waits past their bounds
  * (recalls, invalidation acks). libuv runs due timers before it reads
  * the sockets: after the loop was held up (a long turn, a fork, a
@@ -112,7 +121,7 @@ bool master_checkpoint_due(const struct master *m, int64_t now);
  * still unread: a busy loop may still take an ack behind a client's own
  * requests for none, as before.)
  */
-#define WAIT_LATE_MS 40
+#define WAIT_LATE_MS (2 * WAIT_TICK_MS)
 bool master_wait_look(struct master *m, int64_t now);
 
 /*
