@@ -155,8 +155,7 @@ struct master {
 	uv_timer_t tick;	 /* housekeeping, once a second */
 	uv_timer_t cs_tick;	 /* chunkserver pacing, every 100 ms */
 	uv_timer_t wait_tick; /* bounds on waits for clients (WAIT_TICK_MS) */
-	int64_t wait_tick_at; /* mono ns: its last run */
-	bool wait_put_off;    /* it was late, and looked at nothing */
+	int64_t polled_at;    /* server_answers_seen() */
 	uv_timer_t resize_timer; /* hash tables growing: every 10 ms */
 	uv_idle_t idle;		 /* background steps while there is work */
 	uv_signal_t sig[4];

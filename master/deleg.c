@@ -21,10 +21,10 @@
  *    under one being recalled, through its batches, makes new ones to
  *    recall): past that, whatever it still waits for is revoked
  *    (req_link->park_t0, req.h).
- *  - Timers are looked at every WAIT_TICK_MS (master.h), or a tick (a
- *    loop turn, when the loop is busy) later after the loop was held up,
- *    once it has read its sockets, or once a group's lease is no longer
- *    in doubt (master_wait_look()).
+ *  - Timers are looked at every WAIT_TICK_MS (master.h), judged as of
+ *    when the loop last polled its sockets (server_answers_seen()): an
+ *    answer that came while the loop was held up is read before its
+ *    sender is taken for silent. Not while a group's lease is in doubt.
  *
  * Waiting is per request, not per connection (server.c): while a
  * request waits, the requests after it on its connection that read and
@@ -938,11 +938,10 @@ static bool waiter_expired(const struct deleg *d, int64_t now, int64_t limit)
  */
 #define DELEG_LAX_MS 250
 
-void deleg_tick(struct master *m)
+void deleg_tick(struct master *m, int64_t seen)
 {
 	int64_t limit = wait_limit(m);
 	int64_t lax = SW_MIN(limit, (int64_t)DELEG_LAX_MS * 1000000);
-	int64_t now = sw_mono_ns();
 	struct deleg *d, *next;
 	int64_t dead;
 
@@ -954,16 +953,17 @@ restart:
 		if (!d->recall_at)
 			continue;
 		/* When its silence reached deleg_timeout (or will). */
-		dead = req_silent_since(m, d->s->conn, now);
+		dead = req_silent_since(m, d->s->conn, seen);
 		dead = dead > INT64_MAX - limit ? INT64_MAX : dead + limit;
-		if (now - d->recall_at >= limit)
+		if (seen - d->recall_at >= limit)
 			take_back(m, d,
 				  "did not give it back in deleg_timeout");
-		else if (now >= dead && now - SW_MAX(d->recall_at, dead) >= lax)
+		else if (seen >= dead &&
+			 seen - SW_MAX(d->recall_at, dead) >= lax)
 			take_back(m, d,
 				  "nothing came from its holder in "
 				  "deleg_timeout");
-		else if (waiter_expired(d, now, limit))
+		else if (waiter_expired(d, seen, limit))
 			take_back(m, d, "a request waited for it too long");
 		else
 			continue;

@@ -80,8 +80,9 @@ void deleg_grant_made(struct master *m, struct session *s, struct node *dir);
 void deleg_recall_all(struct master *m);
 
 /* Every WAIT_TICK_MS: recalls past deleg_timeout, and those a request
- * has waited for that long in all, are revoked. */
-void deleg_tick(struct master *m);
+ * has waited for that long in all, are revoked, judged as of @seen
+ * (server_answers_seen()). */
+void deleg_tick(struct master *m, int64_t seen);
 
 /*
  * Whether @dir was taken back from @s for not answering a recall (its

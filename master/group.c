@@ -25,8 +25,6 @@ const char *const group_role_names[3] = { "follower", "candidate", "leader" };
 
 /* ---- the loop's side ------------------------------------------------ */
 
-static void lease_resume(struct group *g);
-
 void gloop_wake(struct group *g)
 {
 	uv_async_send(&g->async);
@@ -169,7 +167,7 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&g->mu);
 
 	group_admin_answer(g);
-	lease_resume(g);
+	gloop_lease_resume(g);
 	if (deposed) {
 		sw_crit(TAG, "no longer the group's leader (lease lost or "
 			     "superseded): exiting, so that a restart reloads "
@@ -233,14 +231,24 @@ bool group_may_answer(struct master *m, int64_t now)
 	return false;
 }
 
-/* The lease is renewed: requests held back since it was in doubt go on. */
-static void lease_resume(struct group *g)
+bool group_held_back(struct master *m)
+{
+	struct group *g = m->group;
+	bool held = g && (g->paused || g->resumed);
+
+	if (g)
+		g->resumed = false;
+	return held;
+}
+
+void gloop_lease_resume(struct group *g)
 {
 	struct master *m = g->m;
 
 	if (!g->paused || sw_mono_ns() > atomic_load(&g->valid_until))
 		return;
 	g->paused = false;
+	g->resumed = true;
 	sw_notice(TAG, "the lease is renewed: answering again");
 	for (struct conn *c = conn_first(m); c; c = conn_next(c))
 		server_resume(c);
@@ -271,7 +279,7 @@ static void on_watch(uv_timer_t *t)
 
 	atomic_store(&g->loop_seen, now);
 	atomic_store(&g->disk_lag, m->cl ? changelog_lag_ns(m->cl, now) : 0);
-	lease_resume(g);
+	gloop_lease_resume(g);
 }
 
 /* ---- start and stop ------------------------------------------------- */

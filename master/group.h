@@ -97,6 +97,15 @@ void group_release(struct master *m);
  */
 bool group_may_answer(struct master *m, int64_t now);
 
+/*
+ * Whether requests held back while the lease was in doubt may still wait
+ * in their buffers: true from the first group_may_answer() that said no
+ * until the loop sees the lease renewed (which may be after etcd did),
+ * and at the first call after that, since they are parsed again in an
+ * idle callback (server_resume()), in that loop turn or the next.
+ */
+bool group_held_back(struct master *m);
+
 /* Whether this master serves clients: alone, or the group's leader. */
 bool group_serving(const struct master *m);
 

@@ -167,6 +167,7 @@ struct group {
 	/* Loop thread only. */
 	bool serving;
 	bool paused;	   /* requests held back: the lease is in doubt */
+	bool resumed;	   /* let go since group_held_back() last asked */
 	uv_timer_t watch;  /* LOOP_WATCH_MS: loop_seen, valid_until */
 	uint64_t released; /* records up to here released to the disk */
 	uv_async_t async;
@@ -224,6 +225,10 @@ const char *etcd_body_end(struct sw_buf *b);
 
 /* Wake the loop: the thread has something for it (on_async()). */
 void gloop_wake(struct group *g);
+
+/* The loop sees the lease renewed (from on_async() and the watch):
+ * requests held back since it was in doubt go on. */
+void gloop_lease_resume(struct group *g);
 
 /* ---- the thread (group_thread.c) ---- */
 

@@ -596,30 +596,18 @@ static void on_resize_timer(uv_timer_t *t)
 	resize_step(t->data);
 }
 
-bool master_wait_look(struct master *m, int64_t now)
-{
-	bool late = m->wait_tick_at &&
-		    now - m->wait_tick_at > WAIT_LATE_MS * 1000000LL &&
-		    !m->wait_put_off;
-
-	m->wait_tick_at = now;
-	m->wait_put_off = late;
-	return !late;
-}
-
 static void on_wait_tick(uv_timer_t *t)
 {
 	struct master *m = t->data;
-	int64_t now = sw_mono_ns();
+	int64_t seen = server_answers_seen(m);
 
 	/* A group's leader whose lease is in doubt takes no ack, as no
 	 * frame (server.c): none is late meanwhile. (Not for long: etcd
-	 * renews it, or this master exits; and the first tick after is
-	 * late, so the one after that looks.) */
-	if (!group_may_answer(m, now) || !master_wait_look(m, now))
+	 * renews it, or this master exits.) */
+	if (!group_may_answer(m, sw_mono_ns()))
 		return;
-	deleg_tick(m);
-	server_inval_tick(m);
+	deleg_tick(m, seen);
+	server_inval_tick(m, seen);
 }
 
 /*

@@ -102,27 +102,12 @@ bool master_checkpoint_due(const struct master *m, int64_t now);
 /*
  * Waits on a client (a recall, an invalidation ack) end on time: looked
  * at every WAIT_TICK_MS, so that one ends at most that much past its
- * bound (a tick more after the loop was held up: master_wait_look()).
- * Each look costs O(recalls and sessions owing acks), nothing while none
- * is.
+ * bound when the loop is idle, and up to two loop turns more when it is
+ * busy (judged as of the loop's last poll: server_answers_seen(),
+ * server.h). Each look costs O(recalls and sessions owing acks),
+ * nothing while none is.
  */
 #define WAIT_TICK_MS 20
-
-/*
- * Whether the wait tick, run at @now, ends the waits past their bounds
- * (recalls, invalidation acks). libuv runs due timers before it reads
- * the sockets: after the loop was held up (a long turn, a fork, a
- * stalled machine), an ack that came meanwhile is still unread, and a
- * client that answered in time would be taken for one that did not. So
- * a tick more than WAIT_LATE_MS after the last looks at nothing, and the
- * next, after the loop has read what came, looks; never two in a row, so
- * a loop late at every turn still ends its waits, a tick later. (What a
- * connection's frames did not get to in that turn, CONSUME_SLICE_NS, is
- * still unread: a busy loop may still take an ack behind a client's own
- * requests for none, as before.)
- */
-#define WAIT_LATE_MS (2 * WAIT_TICK_MS)
-bool master_wait_look(struct master *m, int64_t now);
 
 /*
  * Whether a due checkpoint at mono ns @now should wait for the collapse

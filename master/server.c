@@ -547,15 +547,14 @@ void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
 		server_durable(m, changelog_durable(m->cl));
 }
 
-void server_inval_tick(struct master *m)
+void server_inval_tick(struct master *m, int64_t seen)
 {
 	int64_t limit = (int64_t)m->cfg.inval_timeout_ms * 1000000;
-	int64_t now = sw_mono_ns();
 	struct session *s, *next;
 
 	for (s = m->owing; s; s = next) {
 		next = s->owe_next;
-		if (now - s->owed[s->owed_head].at <= limit)
+		if (seen - s->owed[s->owed_head].at <= limit)
 			continue;
 		/* Slow, stopped or hostile: no change waits for it longer. */
 		sw_info(TAG,
@@ -1020,7 +1019,7 @@ static enum sw_frame_verdict conn_frame(struct sw_sconn *sc,
 		}
 		if (!c->link.parked) {
 			/* Declined while the lease is in doubt: nothing more
-			 * is read till it is renewed (lease_resume() resumes
+			 * is read till it is renewed (gloop_lease_resume() resumes
 			 * every connection) or this master exits, and the
 			 * wait is ours, not the peer's. */
 			sc->waits = true;
@@ -1064,10 +1063,29 @@ void server_reap_stalled(struct master *m)
 			      (int64_t)m->cfg.hello_timeout_ms * 1000000);
 }
 
+int64_t server_answers_seen(const struct master *m)
+{
+	return m->polled_at;
+}
+
+void server_note_poll(struct master *m)
+{
+	/* libuv takes the loop's time as its poll returns, and nothing in
+	 * the master updates it (uv_update_time()) before this runs; its
+	 * clock is CLOCK_MONOTONIC or the coarse one, in whole ms: never
+	 * ahead of sw_mono_ns(). Frames held back for a lease in doubt are
+	 * parsed again in an idle callback, before the next turn's poll:
+	 * the time moves on at the end of that turn. */
+	if (!m->group ||
+	    (group_may_answer(m, sw_mono_ns()) && !group_held_back(m)))
+		m->polled_at = (int64_t)uv_now(m->loop) * 1000000;
+}
+
 static void on_check(uv_check_t *h)
 {
 	struct master *m = h->data;
 
+	server_note_poll(m);
 	changelog_flush(m->cl);
 	/* The flush may mark more (out of memory, out_max): closed now,
 	 * not a loop turn later with what waits on them. Each pass closes

@@ -124,6 +124,31 @@ void server_reap_stalled(struct master *m);
 void server_resume(struct conn *c);
 
 /*
+ * The time (mono ns, never later than the truth; zero before the first
+ * poll) up to which the loop has read what its clients sent: when its
+ * last poll for their sockets returned. Waits on clients (deleg_tick(),
+ * server_inval_tick()) are judged as of then, not as of now: libuv runs
+ * due timers before it polls, so after the loop was held up (a long
+ * turn, a fork, a stalled machine) an answer that came meanwhile is
+ * still unread, and judged as of now a client that answered in time
+ * would be taken for one that did not. As of the last poll, a wait ends
+ * at the first tick after a poll returned past its bound, and what had
+ * come by then was read: a tick past its bound when the loop is idle,
+ * up to two loop turns more when it is busy. (Read, and handled but for
+ * what a connection's frames did not get to in that turn,
+ * CONSUME_SLICE_NS: a busy loop may still take an ack behind a client's
+ * own requests for none.) While a group's lease is in doubt frames stay
+ * in their buffers (handle_frame()), and the time stays where it was
+ * until the end of the turn after the loop saw the lease renewed
+ * (group_held_back()).
+ *
+ * server_note_poll(), at the end of each loop turn (the check handle),
+ * moves it on; a test calls it from its own.
+ */
+int64_t server_answers_seen(const struct master *m);
+void server_note_poll(struct master *m);
+
+/*
  * Invalidations (watch.c): server_inval_sent() numbers one sent to @s
  * (not sent if @s->inval_all: its connection left too many notices
  * unsent; one of everything goes later, and its ack covers this one);
@@ -132,11 +157,12 @@ void server_resume(struct conn *c);
  * connection). Replies to requests that sent invalidations wait for
  * the acks of those, as they wait for the changelog, for at most
  * inval_timeout (server.c). server_inval_tick(): give up on acks
- * older than that; called every WAIT_TICK_MS.
+ * older than that at @seen (server_answers_seen()); called every
+ * WAIT_TICK_MS.
  */
 uint64_t server_inval_sent(struct master *m, struct session *s);
 void server_inval_acked(struct master *m, struct session *s, uint64_t seq);
-void server_inval_tick(struct master *m);
+void server_inval_tick(struct master *m, int64_t seen);
 
 /*
  * @c was written to (conn_write() does this after each write; a test,

@@ -4,27 +4,37 @@
  * pays for them (ns_replay_work()), not as records: a purge journals up
  * to a slice of freed nodes per record, so a purge of N nodes must make a
  * checkpoint due once N passes the bound, though its records are few.
- * And when the wait tick ends waits (master_wait_look()): not right after
- * the loop was held up, before it read what came meanwhile.
+ * And as of when the wait tick judges waits on clients
+ * (server_answers_seen()): the loop's last poll, not the tick's own
+ * time, which after the loop was held up comes before it read what came
+ * meanwhile.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <uv.h>
 
 #include "csrv.h"
+#include "group.h"
+#include "group_i.h"
 #include "master.h"
 #include "namespace_i.h"
+#include "server.h"
 #include "unit.h"
 #include "unit_master.h"
 #include "unit_ns.h"
+#include "util.h"
 
 /* The purge's slice journals at most this many steps a record at 34 M
  * files (bench/nsbench.c's NSBENCH_PURGE_BATCH): few records, many nodes. */
@@ -190,29 +200,168 @@ static void test_due_after_purge(void **state)
 }
 
 /*
- * The wait tick ends waits only after the loop has read its sockets: on
- * time, every tick looks; one late after the loop was held looks at
- * nothing (an ack may be unread), and the next looks, late or not.
+ * Waits on clients are judged as of when the loop last polled its
+ * sockets (server_answers_seen()), not as of the wait tick's own time:
+ * a loop held up in a callback runs its due timers before it polls
+ * again, and an answer that came meanwhile is still unread then.
  */
-static void test_wait_look_after_late_tick(void **state)
+#define HOLD_MS 100
+
+struct held {
+	struct master *m;
+	int sv[2];
+	uv_poll_t poll;
+	uv_timer_t timer;
+	uv_check_t check;
+	int64_t held_at, held_until;   /* the read callback's hold */
+	int64_t seen_first, now_first; /* at the first timer, after it */
+	int64_t seen_next;	       /* at the next, after a poll */
+	int timers;
+};
+
+static void on_held_timer(uv_timer_t *t);
+
+static void on_held_check(uv_check_t *h)
+{
+	server_note_poll(h->data);
+}
+
+static void on_held_readable(uv_poll_t *p, int status, int events)
+{
+	struct held *h = p->data;
+	char c;
+
+	(void)status;
+	(void)events;
+	assert_int_equal(read(h->sv[0], &c, 1), 1);
+	uv_poll_stop(p);
+	/* Due while this holds the loop: from the loop's time, the poll's. */
+	uv_timer_start(&h->timer, on_held_timer, HOLD_MS / 3, 0);
+	h->held_at = sw_mono_ns();
+	while (sw_mono_ns() - h->held_at < HOLD_MS * 1000000LL)
+		;
+	h->held_until = sw_mono_ns();
+}
+
+static void on_held_timer(uv_timer_t *t)
+{
+	struct held *h = t->data;
+
+	if (h->timers++ == 0) {
+		h->seen_first = server_answers_seen(h->m);
+		h->now_first = sw_mono_ns();
+		uv_timer_start(t, on_held_timer, 5, 0);
+		return;
+	}
+	h->seen_next = server_answers_seen(h->m);
+	uv_close((uv_handle_t *)&h->poll, NULL);
+	uv_close((uv_handle_t *)&h->timer, NULL);
+	uv_close((uv_handle_t *)&h->check, NULL);
+}
+
+static void test_answers_seen_as_of_poll(void **state)
 {
 	struct fixture *f = *state;
-	const int64_t ms = 1000000;
-	int64_t t = 5000 * ms;
+	struct held h = { .m = &f->m };
+	uv_loop_t loop;
 
-	assert_true(master_wait_look(&f->m, t)); /* the first */
-	for (int i = 0; i < 5; i++)
-		assert_true(master_wait_look(&f->m, t += 20 * ms));
-	assert_true(master_wait_look(&f->m, t += WAIT_LATE_MS * ms));
-	/* Held 400 ms: the bound of a 300 ms wait passed meanwhile. */
-	assert_false(master_wait_look(&f->m, t += 400 * ms));
-	assert_true(master_wait_look(&f->m, t += 20 * ms));
-	/* Late at every turn: every other tick looks. */
-	for (int i = 0; i < 4; i++) {
-		assert_false(master_wait_look(&f->m, t += 100 * ms));
-		assert_true(master_wait_look(&f->m, t += 100 * ms));
-	}
-	assert_true(master_wait_look(&f->m, t += 20 * ms));
+	assert_int_equal(uv_loop_init(&loop), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, h.sv), 0);
+	f->m.loop = &loop;
+	assert_int_equal(server_answers_seen(&f->m), 0);
+	uv_check_init(&loop, &h.check);
+	h.check.data = &f->m;
+	uv_check_start(&h.check, on_held_check);
+	uv_poll_init(&loop, &h.poll, h.sv[0]);
+	h.poll.data = &h;
+	uv_poll_start(&h.poll, UV_READABLE, on_held_readable);
+	uv_timer_init(&loop, &h.timer);
+	h.timer.data = &h;
+	assert_int_equal(write(h.sv[1], "x", 1), 1);
+	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+
+	assert_int_equal(h.timers, 2);
+	/* The timer ran after the hold, before the loop polled again... */
+	assert_true(h.now_first >= h.held_until);
+	/* ...and saw the time of the poll before the hold, not its own. */
+	assert_true(h.seen_first > 0);
+	assert_true(h.seen_first <= h.held_at);
+	/* The poll after it moved it past the hold (whole ms: 2 ms slack). */
+	assert_true(h.seen_next >= h.held_until - 2000000);
+	assert_true(h.seen_next <= sw_mono_ns());
+
+	f->m.loop = NULL;
+	close(h.sv[0]);
+	close(h.sv[1]);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* A turn of @loop's: its time moves on (no handle is active: libuv
+ * only takes the time), and the check handle's call. */
+static void turn(struct master *m, uv_loop_t *loop)
+{
+	usleep(5000);
+	uv_run(loop, UV_RUN_NOWAIT);
+	server_note_poll(m);
+}
+
+/*
+ * While a group's lease is in doubt frames wait unhandled in their
+ * buffers, acks among them: the time the loop has seen answers up to
+ * stays, until the end of the turn after the loop saw the lease renewed
+ * (the held frames are parsed in an idle callback between).
+ */
+static void test_answers_seen_held_for_lease(void **state)
+{
+	struct fixture *f = *state;
+	struct group *g = calloc(1, sizeof(*g));
+	const int64_t hour = 3600 * 1000000000LL;
+	uv_loop_t loop;
+	int64_t seen;
+
+	assert_non_null(g);
+	assert_int_equal(uv_loop_init(&loop), 0);
+	f->m.loop = &loop;
+	f->m.group = g;
+	g->m = &f->m;
+	g->serving = true;
+	atomic_store(&g->valid_until, sw_mono_ns() + hour);
+
+	turn(&f->m, &loop);
+	seen = server_answers_seen(&f->m);
+	assert_true(seen > 0);
+	/* The lease runs out: held, at its end and after. */
+	atomic_store(&g->valid_until, sw_mono_ns() - 1);
+	turn(&f->m, &loop);
+	assert_true(g->paused);
+	assert_int_equal(server_answers_seen(&f->m), seen);
+	/* Renewed by etcd, not yet seen by the loop: still held. */
+	atomic_store(&g->valid_until, sw_mono_ns() + hour);
+	turn(&f->m, &loop);
+	assert_int_equal(server_answers_seen(&f->m), seen);
+	/* Seen renewed: the turn that parses what waited ends with the
+	 * time where it was, the one after moves it on. */
+	gloop_lease_resume(g);
+	turn(&f->m, &loop);
+	assert_int_equal(server_answers_seen(&f->m), seen);
+	turn(&f->m, &loop);
+	assert_true(server_answers_seen(&f->m) >= seen + 4 * 1000000);
+	/* In doubt and seen renewed within one turn (a frame refused, then
+	 * the etcd thread's wake-up in the same poll): held all the same. */
+	seen = server_answers_seen(&f->m);
+	atomic_store(&g->valid_until, sw_mono_ns() - 1);
+	assert_false(group_may_answer(&f->m, sw_mono_ns()));
+	atomic_store(&g->valid_until, sw_mono_ns() + hour);
+	gloop_lease_resume(g);
+	turn(&f->m, &loop);
+	assert_int_equal(server_answers_seen(&f->m), seen);
+	turn(&f->m, &loop);
+	assert_true(server_answers_seen(&f->m) >= seen + 4 * 1000000);
+
+	f->m.group = NULL;
+	f->m.loop = NULL;
+	free(g);
+	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 int main(void)
@@ -226,8 +375,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_due_after_purge, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_wait_look_after_late_tick,
+		cmocka_unit_test_setup_teardown(test_answers_seen_as_of_poll,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_answers_seen_held_for_lease, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
