@@ -197,6 +197,10 @@ static void background(struct master *m, struct sw_buf *b,
 		{ "sweepfs_master_delegation_recall_timeouts_total", C,
 		  "Recalls the holder did not answer within deleg_timeout.",
 		  D(r->deleg_timeouts) },
+		{ "sweepfs_master_invalidation_ack_timeouts_total", C,
+		  "Sessions no longer waited for, for not acknowledging an "
+		  "invalidation within inval_timeout or owing too many.",
+		  D(m->inval_timeouts) },
 		{ "sweepfs_master_locks", G, "File locks held.", D(r->locks) },
 	};
 	struct sw_hist fsync;

@@ -26,8 +26,10 @@ cat >"$EXPORTS" <<EOT
 EOT
 
 SW_CHUNKSERVERS=0
+MPORT=$(pick_port)
 start_master --set "exports_file=$EXPORTS" \
-	--set deleg_timeout=${DELEG_MS}ms --set inval_timeout=${INVAL_MS}ms
+	--set deleg_timeout=${DELEG_MS}ms --set inval_timeout=${INVAL_MS}ms \
+	--set metrics_listen="$SW_MASTER_HOST:$MPORT"
 
 stall() {
 	"$STALL" -m "$SW_PORT" -p "$SW_MASTER_PID" -t $DELEG_MS -i $INVAL_MS \
@@ -43,6 +45,22 @@ stall setup inval recall order renew pump dribble
 for what in 'did not acknowledge an invalidation' 'taken back'; do
 	grep -q "$what" "$SW_MASTER_LOG" || fail "no '$what' in the master's log"
 done
+# /metrics counts what the log says, one for one.
+metric() {
+	python3 -c 'import sys, urllib.request as u
+for l in u.urlopen(sys.argv[1], timeout=10).read().decode().splitlines():
+    f = l.split()
+    if len(f) == 2 and f[0] == sys.argv[2]:
+        print(f[1])' "http://$SW_MASTER_HOST:$MPORT/metrics" "$1"
+}
+given_up=$(grep -cE 'did not acknowledge an invalidation|invalidations; not waited for again' \
+	"$SW_MASTER_LOG")
+taken=$(grep -c 'taken back: ' "$SW_MASTER_LOG")
+log "$given_up sessions given up on for acks, $taken delegations taken back"
+assert_eq "$given_up" "$(metric sweepfs_master_invalidation_ack_timeouts_total)" \
+	"sessions given up on for acks, in /metrics"
+assert_eq "$taken" "$(metric sweepfs_master_delegation_recall_timeouts_total)" \
+	"delegations taken back, in /metrics"
 
 log "the master stops cleanly"
 stop_master
