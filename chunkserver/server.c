@@ -787,8 +787,8 @@ void server_tick(struct cs *cs)
 
 	if (!srv)
 		return;
-	sw_server_reap_stalled(&srv->base, frame_limit);
-	sw_server_reap_silent(&srv->base,
+	sw_server_reap_stalled(&srv->base, now, frame_limit);
+	sw_server_reap_silent(&srv->base, now,
 			      (int64_t)cs->cfg.hello_timeout_ms * 1000000);
 	trim(srv);
 	for (struct conn *c = conn_first(srv); c; c = conn_next(c)) {

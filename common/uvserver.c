@@ -187,10 +187,8 @@ void sw_sconn_known(struct sw_sconn *c)
 	anon_unlink(c);
 }
 
-void sw_server_reap_silent(struct sw_server *srv, int64_t limit_ns)
+void sw_server_reap_silent(struct sw_server *srv, int64_t now, int64_t limit_ns)
 {
-	int64_t now = sw_mono_ns();
-
 	while (srv->anon_head && now - srv->anon_head->accepted_at > limit_ns) {
 		struct sw_sconn *c = srv->anon_head;
 
@@ -301,10 +299,9 @@ void sw_sconn_partial(struct sw_sconn *c, bool incomplete)
 		c->partial_since = sw_mono_ns();
 }
 
-void sw_server_reap_stalled(struct sw_server *srv, int64_t limit_ns)
+void sw_server_reap_stalled(struct sw_server *srv, int64_t now,
+			    int64_t limit_ns)
 {
-	int64_t now = sw_mono_ns();
-
 	for (struct sw_sconn *c = srv->conns; c; c = c->next) {
 		if (c->closing || !c->partial_since ||
 		    now - c->partial_since <= limit_ns)

@@ -305,8 +305,11 @@ void sw_server_shed(struct sw_server *srv);
 void sw_sconn_known(struct sw_sconn *c);
 
 /* Close the connections that have not said hello within @limit_ns of
- * being accepted (with a log line each); O(those closed). */
-void sw_server_reap_silent(struct sw_server *srv, int64_t limit_ns);
+ * being accepted, judged as of @now (mono ns: the owner's time up to
+ * which it has read its sockets), with a log line each; O(those
+ * closed). */
+void sw_server_reap_silent(struct sw_server *srv, int64_t now,
+			   int64_t limit_ns);
 
 /* A read on @c ended with @nread < 0: log why (unless end of stream)
  * and close it. */
@@ -333,7 +336,9 @@ void sw_sconn_parse(struct sw_sconn *c);
  * is being read now (a peer we stopped reading is not stalled). */
 void sw_sconn_partial(struct sw_sconn *c, bool incomplete);
 
-/* Close connections stuck mid-frame for longer than @limit_ns. */
-void sw_server_reap_stalled(struct sw_server *srv, int64_t limit_ns);
+/* Close connections stuck mid-frame for longer than @limit_ns at @now
+ * (as sw_server_reap_silent()). */
+void sw_server_reap_stalled(struct sw_server *srv, int64_t now,
+			    int64_t limit_ns);
 
 #endif

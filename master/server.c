@@ -475,9 +475,9 @@ static void inval_behind(struct conn *c)
  * (inval_behind()). If its session is behind and it has read most of
  * what it was sent, the one of everything goes now (true when queued);
  * a session whose mount does not take it is closed if it stays behind
- * SERVER_BEHIND_MS, or at once past SERVER_NOTICES_HARD.
+ * SERVER_BEHIND_MS (at @now), or at once past SERVER_NOTICES_HARD.
  */
-static bool inval_catch_up(struct conn *c)
+static bool inval_catch_up(struct conn *c, int64_t now)
 {
 	Sweepfs__InvalNotify note = SWEEPFS__INVAL_NOTIFY__INIT;
 	struct session *s = c->s;
@@ -494,7 +494,7 @@ static bool inval_catch_up(struct conn *c)
 	if (c->notices > SERVER_NOTICES_MAX / 4) {
 		if (!s->inval_all_ok &&
 		    (c->notices > SERVER_NOTICES_HARD ||
-		     sw_mono_ns() - s->behind_at >
+		     now - s->behind_at >
 			     (int64_t)SERVER_BEHIND_MS * 1000000)) {
 			sw_notice(TAG, "%s: behind on its notices; closing",
 				  s->peer);
@@ -516,7 +516,7 @@ static bool inval_catch_up(struct conn *c)
 
 void server_inval_written(struct conn *c)
 {
-	(void)inval_catch_up(c); /* queued with a flush to come */
+	(void)inval_catch_up(c, sw_mono_ns()); /* queued with a flush */
 }
 
 void server_inval_acked(struct master *m, struct session *s, uint64_t seq)
@@ -601,7 +601,7 @@ static void conn_write(struct conn *c)
 {
 	int rc = c->sc.closing ? 0 : sw_wq_flush(&c->wq);
 
-	if (rc == 0 && inval_catch_up(c))
+	if (rc == 0 && inval_catch_up(c, sw_mono_ns()))
 		rc = sw_wq_flush(&c->wq);
 	if (rc < 0) {
 		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
@@ -1053,13 +1053,18 @@ static const struct sw_server_ops conn_ops = {
 
 void server_reap_stalled(struct master *m)
 {
+	/* As of the last poll (server_answers_seen()): after the loop was
+	 * held up, what a peer sent, or read of what it was sent,
+	 * meanwhile is not taken for nothing. */
+	int64_t seen = server_answers_seen(m);
+
 	/* Behind and no longer written to: closed on time all the same. */
 	for (struct conn *c = conn_first(m); c; c = conn_next(c))
 		if (c->s && c->s->behind_at && !sw_sconn_gone(&c->sc))
-			(void)inval_catch_up(c); /* queued with a flush */
-	sw_server_reap_stalled(&m->server,
+			(void)inval_catch_up(c, seen); /* queued with a flush */
+	sw_server_reap_stalled(&m->server, seen,
 			       (int64_t)m->cfg.frame_timeout_ms * 1000000);
-	sw_server_reap_silent(&m->server,
+	sw_server_reap_silent(&m->server, seen,
 			      (int64_t)m->cfg.hello_timeout_ms * 1000000);
 }
 

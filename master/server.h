@@ -117,7 +117,9 @@ void server_durable(struct master *m, uint64_t version);
 /* Flush pending output of every connection that has some. */
 void server_flush(struct master *m);
 
-/* Close connections stuck in the middle of a frame. */
+/* Close connections stuck in the middle of a frame for frame_timeout,
+ * without a hello for hello_timeout, or behind on their notices
+ * (server.c), judged as of server_answers_seen(). */
 void server_reap_stalled(struct master *m);
 
 /* Handle @c's buffered requests again (after a wait, deleg.c). */

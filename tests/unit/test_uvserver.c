@@ -207,10 +207,15 @@ static void test_accept_cap_and_lifetime(void **state)
 	/* Stalled mid-frame: closed once the limit passes. */
 	sw_sconn_partial(last, true);
 	assert_true(last->partial_since > 0);
-	sw_server_reap_stalled(&srv, 60 * SW_NSEC_PER_SEC);
+	sw_server_reap_stalled(&srv, sw_mono_ns(), 60 * SW_NSEC_PER_SEC);
 	assert_false(last->closing);
 	last->partial_since -= 2 * SW_NSEC_PER_SEC;
-	sw_server_reap_stalled(&srv, SW_NSEC_PER_SEC);
+	/* Past the limit now, but not as of the time given (the owner's
+	 * last poll: what came after is unread). */
+	sw_server_reap_stalled(&srv, last->partial_since + SW_NSEC_PER_SEC,
+			       SW_NSEC_PER_SEC);
+	assert_false(last->closing);
+	sw_server_reap_stalled(&srv, sw_mono_ns(), SW_NSEC_PER_SEC);
 	assert_true(last->closing);
 	assert_int_equal(srv.unauth_bytes, 0);
 	spin_until(&loop, &released, 3);
@@ -290,11 +295,15 @@ static void test_prehello_caps(void **state)
 
 	/* Silent past the timeout: closed, the oldest first, the known one
 	 * never. */
-	sw_server_reap_silent(&srv, 60 * SW_NSEC_PER_SEC);
+	sw_server_reap_silent(&srv, sw_mono_ns(), 60 * SW_NSEC_PER_SEC);
 	assert_int_equal(srv.nanon, 3);
 	all[3]->accepted_at -= 2 * SW_NSEC_PER_SEC;
 	all[4]->accepted_at -= 2 * SW_NSEC_PER_SEC;
-	sw_server_reap_silent(&srv, SW_NSEC_PER_SEC);
+	/* Not yet as of the time given: the oldest is at the limit. */
+	sw_server_reap_silent(&srv, all[3]->accepted_at + SW_NSEC_PER_SEC,
+			      SW_NSEC_PER_SEC);
+	assert_int_equal(srv.nanon, 3);
+	sw_server_reap_silent(&srv, sw_mono_ns(), SW_NSEC_PER_SEC);
 	assert_true(all[3]->closing);
 	assert_true(all[4]->closing);
 	assert_false(all[5]->closing);
