@@ -154,8 +154,9 @@ struct master {
 	uv_check_t check;	 /* end of each loop iteration: flush */
 	uv_timer_t tick;	 /* housekeeping, once a second */
 	uv_timer_t cs_tick;	 /* chunkserver pacing, every 100 ms */
-	uv_timer_t wait_tick; /* bounds on waits for clients (WAIT_TICK_MS) */
-	int64_t polled_at;    /* server_answers_seen() */
+	uv_timer_t wait_tick;	 /* bounds on waits for clients (WAIT_TICK_MS),
+			       * while there are any: master_wait_arm() */
+	int64_t polled_at;	 /* server_answers_seen() */
 	uv_timer_t resize_timer; /* hash tables growing: every 10 ms */
 	uv_idle_t idle;		 /* background steps while there is work */
 	uv_signal_t sig[4];
@@ -220,5 +221,19 @@ struct master {
 	bool stopping;
 	uint64_t closed_durable; /* changelog_durable() as it closed */
 };
+
+/*
+ * Something now waits on a client (a recall sent, an invalidation ack
+ * owed): the wait tick (master.c) runs while anything does and stops
+ * when nothing does, so that an idle master is not woken every
+ * WAIT_TICK_MS. The first tick comes a tick from now. Nothing before
+ * the tick was first started (tests; the master before it runs), nor
+ * once it is closing (uv_timer_again() says EINVAL).
+ */
+static inline void master_wait_arm(struct master *m)
+{
+	if (!uv_is_active((const uv_handle_t *)&m->wait_tick))
+		(void)uv_timer_again(&m->wait_tick);
+}
 
 #endif

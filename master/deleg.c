@@ -436,6 +436,7 @@ static struct deleg *recall(struct master *m, struct deleg *d, bool removed)
 	d->recall_at = sw_mono_ns();
 	d->s->nrecalling++;
 	m->delegs->nrecalling++;
+	master_wait_arm(m);
 	m->delegs->st.recalls++;
 	m->delegs->st.recalls_removed += removed;
 	d->removed = removed;
@@ -970,6 +971,11 @@ restart:
 		/* Waking its waiters may have ended others. */
 		goto restart;
 	}
+}
+
+bool deleg_recalling(const struct master *m)
+{
+	return m->delegs && m->delegs->nrecalling;
 }
 
 void deleg_stats(const struct master *m, struct deleg_stats *st)

@@ -84,6 +84,9 @@ void deleg_recall_all(struct master *m);
  * (server_answers_seen()). */
 void deleg_tick(struct master *m, int64_t seen);
 
+/* Whether a recall is outstanding (the wait tick runs while one is). */
+bool deleg_recalling(const struct master *m);
+
 /*
  * Whether @dir was taken back from @s for not answering a recall (its
  * batch operations there are refused with EKEYREVOKED) and @s has not

@@ -608,6 +608,9 @@ static void on_wait_tick(uv_timer_t *t)
 		return;
 	deleg_tick(m, seen);
 	server_inval_tick(m, seen);
+	/* Nothing waits: no tick till something does (master_wait_arm()). */
+	if (!deleg_recalling(m) && !m->owing)
+		uv_timer_stop(t);
 }
 
 /*

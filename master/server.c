@@ -421,6 +421,7 @@ static uint64_t inval_number(struct master *m, struct session *s, int64_t at)
 		if (m->owing)
 			m->owing->owe_prev = s;
 		m->owing = s;
+		master_wait_arm(m);
 	}
 	return seq;
 }

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "context.h"
 #include "csrv.h"
 #include "group.h"
 #include "group_i.h"
@@ -364,6 +365,54 @@ static void test_answers_seen_held_for_lease(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void on_armed_tick(uv_timer_t *t)
+{
+	int *ticks = t->data;
+
+	(*ticks)++;
+	uv_timer_stop(t); /* as the wait tick does once nothing waits */
+}
+
+/*
+ * The wait tick runs only while something waits on a client: stopped,
+ * master_wait_arm() starts it again, with its own callback and period.
+ */
+static void test_wait_tick_armed(void **state)
+{
+	struct fixture *f = *state;
+	uv_timer_t *t = &f->m.wait_tick;
+	uv_loop_t loop;
+	int ticks = 0;
+	int64_t t0;
+
+	/* Never started (a test's master, or one not running yet). */
+	master_wait_arm(&f->m);
+	assert_false(uv_is_active((uv_handle_t *)t));
+
+	assert_int_equal(uv_loop_init(&loop), 0);
+	uv_timer_init(&loop, t);
+	t->data = &ticks;
+	uv_timer_start(t, on_armed_tick, WAIT_TICK_MS, WAIT_TICK_MS);
+	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(ticks, 1);
+	assert_false(uv_is_active((uv_handle_t *)t));
+
+	t0 = sw_mono_ns();
+	master_wait_arm(&f->m);
+	assert_true(uv_is_active((uv_handle_t *)t));
+	master_wait_arm(&f->m); /* armed already: no change */
+	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(ticks, 2);
+	assert_true(sw_mono_ns() - t0 >= (WAIT_TICK_MS - 1) * 1000000LL);
+
+	uv_close((uv_handle_t *)t, NULL);
+	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	master_wait_arm(&f->m); /* closed: nothing */
+	assert_false(uv_is_active((uv_handle_t *)t));
+	assert_int_equal(uv_loop_close(&loop), 0);
+	memset(t, 0, sizeof(*t));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -379,6 +428,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_answers_seen_held_for_lease, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_tick_armed, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
