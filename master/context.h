@@ -227,8 +227,9 @@ struct master {
  * owed): the wait tick (master.c) runs while anything does and stops
  * when nothing does, so that an idle master is not woken every
  * WAIT_TICK_MS. The first tick comes a tick from now. Nothing before
- * the tick was first started (tests; the master before it runs), nor
- * once it is closing (uv_timer_again() says EINVAL).
+ * the tick was first started (tests; the master before it runs:
+ * uv_timer_again() says EINVAL), nor once it is closing (libuv's
+ * uv_timer_start() refuses a closing handle).
  */
 static inline void master_wait_arm(struct master *m)
 {

@@ -602,7 +602,11 @@ static void conn_write(struct conn *c)
 {
 	int rc = c->sc.closing ? 0 : sw_wq_flush(&c->wq);
 
-	if (rc == 0 && inval_catch_up(c, sw_mono_ns()))
+	/* As of the last poll: the backlog is as the last write left it,
+	 * and what the peer read while the loop was held up is not known
+	 * before the next (in on_written(), a turn older: it errs towards
+	 * waiting). */
+	if (rc == 0 && inval_catch_up(c, server_answers_seen(c->m)))
 		rc = sw_wq_flush(&c->wq);
 	if (rc < 0) {
 		sw_info(TAG, "%s: write failed: %s", c->sc.peer,
