@@ -21,10 +21,11 @@
  *    under one being recalled, through its batches, makes new ones to
  *    recall): past that, whatever it still waits for is revoked
  *    (req_link->park_t0, req.h).
- *  - Timers are looked at every WAIT_TICK_MS (master.h), judged as of
- *    when the loop last polled its sockets (server_answers_seen()): an
- *    answer that came while the loop was held up is read before its
- *    sender is taken for silent. Not while a group's lease is in doubt.
+ *  - Timers are looked at every WAIT_TICK_MS (master.h) while a recall
+ *    is outstanding (recall() arms the tick), judged as of when the loop
+ *    last polled its sockets (server_answers_seen()): an answer that
+ *    came while the loop was held up is read before its sender is taken
+ *    for silent. Not while a group's lease is in doubt.
  *
  * Waiting is per request, not per connection (server.c): while a
  * request waits, the requests after it on its connection that read and

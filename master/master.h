@@ -104,8 +104,8 @@ bool master_checkpoint_due(const struct master *m, int64_t now);
  * at every WAIT_TICK_MS, so that one ends at most that much past its
  * bound when the loop is idle, and up to two loop turns more when it is
  * busy (judged as of the loop's last poll: server_answers_seen(),
- * server.h). Each look costs O(recalls and sessions owing acks),
- * nothing while none is.
+ * server.h). Each look costs O(recalls and sessions owing acks); the
+ * tick runs only while there is one (master_wait_arm(), context.h).
  */
 #define WAIT_TICK_MS 20
 
