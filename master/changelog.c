@@ -111,6 +111,9 @@ struct changelog {
 	int sync_err;	     /* a fdatasync failed (-errno): fatal */
 	bool stop;
 	struct sw_hist fsync_time; /* the thread's fdatasyncs */
+	/* "interval": the written_ver the last periodic fdatasync covered;
+	 * none is due while nothing was written since. */
+	uint64_t periodic_ver;
 
 	struct sw_buf out; /* the writer's own: the records it writes */
 	pthread_t writer;
@@ -238,8 +241,8 @@ static void *sync_main(void *arg)
 	pthread_mutex_lock(&cl->mu);
 	for (;;) {
 		int64_t now = sw_mono_ns();
-		bool want_sync, want_alloc, periodic;
-		uint64_t ver, from, len;
+		bool want_sync, want_alloc, periodic, dirty;
+		uint64_t ver, from, len, covers;
 		int64_t sync_t0, sync_ns = 0;
 		int fd, rc = 0, src = 0;
 
@@ -247,16 +250,21 @@ static void *sync_main(void *arg)
 		want_sync = !cl->sync_err && cl->sync_req > cl->synced;
 		want_alloc = cl->alloc_want > cl->alloc_end &&
 			     (!cl->nospace || now >= cl->retry_at);
-		periodic = !cl->sync_err && cl->o.sync == CL_SYNC_INTERVAL &&
-			   now >= next_periodic;
+		/* Only when something was written since the last one: an
+		 * idle master's thread (and loop, told of each) would wake
+		 * every interval for nothing. */
+		dirty = cl->o.sync == CL_SYNC_INTERVAL &&
+			cl->written_ver > cl->periodic_ver;
+		periodic = !cl->sync_err && dirty && now >= next_periodic;
 		if (!want_sync && !want_alloc && !periodic) {
 			int64_t wake = now + SW_NSEC_PER_SEC;
 			struct timespec ts;
 
 			if (cl->stop)
 				break;
-			if (cl->o.sync == CL_SYNC_INTERVAL &&
-			    next_periodic < wake)
+			/* Clean, written() wakes it at the first write (and
+			 * after a failed fdatasync, none is due). */
+			if (dirty && !cl->sync_err && next_periodic < wake)
 				wake = next_periodic;
 			if (cl->nospace && cl->retry_at < wake)
 				wake = cl->retry_at;
@@ -269,6 +277,7 @@ static void *sync_main(void *arg)
 			next_periodic = now + interval_ns;
 		fd = cl->fd;
 		ver = cl->sync_req;
+		covers = cl->written_ver; /* in fd, as it is written */
 		from = cl->alloc_end;
 		len = cl->alloc_want - cl->alloc_end;
 		cl->busy = true;
@@ -286,6 +295,8 @@ static void *sync_main(void *arg)
 			 * lag must not wait for either. */
 			pthread_mutex_lock(&cl->mu);
 			synced(cl, want_sync, ver, src, sync_ns);
+			if (periodic && src == 0 && covers > cl->periodic_ver)
+				cl->periodic_ver = covers;
 			pthread_mutex_unlock(&cl->mu);
 			uv_async_send(&cl->async);
 		}
@@ -337,6 +348,8 @@ static size_t chunk(const uint8_t *p, size_t n, uint64_t *last)
 /* @len bytes up to version @last are in the file. mu held. */
 static void written(struct changelog *cl, size_t len, uint64_t last)
 {
+	bool was_clean = cl->written_ver == cl->periodic_ver;
+
 	cl->written += len;
 	cl->written_ver = last;
 	/* With "always", progress is an fdatasync done: writes that go
@@ -346,6 +359,10 @@ static void written(struct changelog *cl, size_t len, uint64_t last)
 		pthread_cond_signal(&cl->cond);
 	} else {
 		cl->progress_at = sw_mono_ns();
+		/* The first write since the last periodic fdatasync: the
+		 * sync thread, idle till now, has one to time. */
+		if (cl->o.sync == CL_SYNC_INTERVAL && was_clean)
+			pthread_cond_signal(&cl->cond);
 	}
 	want_room(cl);
 }
@@ -903,7 +920,7 @@ int changelog_rotate(struct changelog *cl)
 	cl->alloc_end = 0;
 	cl->alloc_want = cl->o.prealloc;
 	cl->nospace = false;
-	cl->synced = ver = cl->written_ver;
+	cl->synced = cl->periodic_ver = ver = cl->written_ver;
 	pthread_cond_signal(&cl->cond);
 	pthread_mutex_unlock(&cl->mu);
 	report_durable(cl, ver);

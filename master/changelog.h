@@ -18,7 +18,8 @@
  *              concurrent requests share one fdatasync (group commit).
  *  - interval: a reply waits until its record is written (it survives the
  *              master's death, kill -9 included); fdatasync runs every
- *              changelog_sync_interval.
+ *              changelog_sync_interval while records are written, and
+ *              not while none are.
  *  - never:    written before the reply; fdatasync only at rotation.
  * In every policy a mutation's record reaches the kernel before the reply
  * to it leaves.

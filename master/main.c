@@ -64,7 +64,8 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		{ "changelog_sync", SW_OPT_ENUM, &c->changelog_sync, 0, 0,
 		  sync_choices,
 		  "always: fdatasync before replying; interval: write before "
-		  "replying, fdatasync every changelog_sync_interval; never" },
+		  "replying, fdatasync within changelog_sync_interval of a "
+		  "write; never" },
 		{ "changelog_writer", SW_OPT_ENUM, &c->changelog_writer, 0, 0,
 		  writer_choices,
 		  "auto: the loop writes the changelog while the disk is "
@@ -73,7 +74,8 @@ static size_t config_service(struct master_config *c, struct sw_opt *o)
 		  "for the disk; two thread wake-ups more per change)" },
 		{ "changelog_sync_interval", SW_OPT_DURATION,
 		  &c->sync_interval_ms, 1, 3600 * 1000, NULL,
-		  "fdatasync period for changelog_sync = interval" },
+		  "fdatasync period for changelog_sync = interval (none "
+		  "while nothing is written)" },
 		{ "checkpoint_interval", SW_OPT_DURATION,
 		  &c->checkpoint_interval_ms, 1000, UINT64_MAX, NULL,
 		  "write a checkpoint this often (if anything changed)" },

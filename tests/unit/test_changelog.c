@@ -1245,6 +1245,7 @@ static void test_changelog_prune_whole_files(void **state)
  */
 static atomic_bool fdatasync_fails, fdatasync_once;
 static atomic_uint fdatasync_failed;
+static atomic_uint fdatasync_thread_calls; /* all but the test's own */
 static pthread_t test_thread;
 /* And the test thread's own calls (a rotation's): >= 0, how many pass
  * before one fails; -1: none fails. */
@@ -1303,6 +1304,8 @@ int __wrap_fdatasync(int fd)
 		errno = EIO;
 		return -1;
 	}
+	if (!pthread_equal(pthread_self(), test_thread))
+		atomic_fetch_add(&fdatasync_thread_calls, 1);
 	if (atomic_load(&fdatasync_fails) &&
 	    !pthread_equal(pthread_self(), test_thread)) {
 		atomic_store(&fdatasync_fails, !atomic_load(&fdatasync_once));
@@ -1695,6 +1698,64 @@ static void test_changelog_behind_waits_a_chunk(void **state)
  * returns, and changelog_lag_ns() says how long the disk has been stuck,
  * for the lease and the watchdog.
  */
+/* Milliseconds until fdatasync_thread_calls passes @n (at most @ms, else
+ * -1), the loop run meanwhile. */
+static int64_t ms_until_thread_syncs_past(struct fixture *f, unsigned n,
+					  int64_t ms)
+{
+	int64_t t0 = sw_mono_ns();
+
+	while (atomic_load(&fdatasync_thread_calls) <= n) {
+		if (sw_mono_ns() - t0 > ms * 1000000)
+			return -1;
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	return (sw_mono_ns() - t0) / 1000000;
+}
+
+/*
+ * With "interval", an fdatasync is due only when something was written
+ * since the last one: an idle master's sync thread, and the loop it
+ * tells of each, no longer wake every interval (5 ms here) for nothing.
+ * The first write after a quiet spell still gets its fdatasync within
+ * the interval: the thread, asleep for up to a second, is woken by it.
+ * (Before, 20 quiet intervals made 20 fdatasyncs.)
+ */
+static void test_changelog_interval_syncs_only_what_was_written(void **state)
+{
+	struct fixture *f = *state;
+	unsigned n;
+	int64_t ms;
+
+	test_thread = pthread_self();
+	cl_open(f, CL_SYNC_INTERVAL, 0);
+	append_range(f, 1, 3);
+	wait_durable(f, 3);
+	/* The records' periodic fdatasync, then quiet. */
+	assert_true(ms_until_thread_syncs_past(f, 0, 2000) >= 0);
+	usleep(20 * 1000);
+	n = atomic_load(&fdatasync_thread_calls);
+	assert_int_equal(ms_until_thread_syncs_past(f, n, 150), -1);
+	/* One more record, at least 150 ms into the thread's quiet second:
+	 * synced long before that second ends (a thread left asleep would
+	 * take 800 ms more). */
+	n = atomic_load(&fdatasync_thread_calls);
+	append_one(f, 4);
+	changelog_flush(f->cl);
+	wait_durable(f, 4);
+	ms = ms_until_thread_syncs_past(f, n, 2000);
+	if (ms < 0 || ms > 600)
+		fail_msg("the first write after a quiet spell was synced "
+			 "after %" PRId64 " ms",
+			 ms);
+	usleep(20 * 1000);
+	n = atomic_load(&fdatasync_thread_calls);
+	assert_int_equal(ms_until_thread_syncs_past(f, n, 150), -1);
+	cl_close(f);
+	assert_int_equal(seg_size(f, 1), expected_size(f, 1, 4));
+}
+
 static void test_changelog_loop_does_not_wait_for_the_disk(void **state)
 {
 	struct fixture *f = *state;
@@ -2011,6 +2072,9 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_behind_waits_a_chunk, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changelog_interval_syncs_only_what_was_written,
+			setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_changelog_loop_does_not_wait_for_the_disk, setup,
 			teardown),
