@@ -579,10 +579,13 @@ void ns_edge_flag(struct node *dir, struct edge *e, bool snapshot);
  * A recursive set for all owners with @below (the leader's next_edge
  * when it was asked, from the changelog; 0: unknown) costs O(1): the
  * tree gets a mark (struct ns_snapmark) instead of a walk, unless
- * NS_SNAPMARKS are taken. Anything else is O(names in the tree), plus,
- * for a clear, writing out the marks over it. Returns the number of
- * names changed (for a mark: at most that many), or -ENOENT / -ENOTDIR /
- * -ENOMEM (nothing changed).
+ * NS_SNAPMARKS are taken. A recursive clear for all owners drops the
+ * marks under the tree and walks it only if a name below has a bit of
+ * its own: O(marks) for a tree a mark flagged. Anything else is
+ * O(names in the tree). A clear writes out the marks over the tree's
+ * parent first. Returns the number of names changed (for a mark set or
+ * dropped: at most that many), or -ENOENT / -ENOTDIR / -ENOMEM (nothing
+ * changed).
  */
 int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
 		     size_t len, bool snapshot, bool recursive, int64_t owner,

@@ -177,7 +177,8 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
  * A mark is exact as long as the names below it are the ones it saw or
  * newer. What would break that writes it out ("settles" it: the old
  * walk, bits set on the names it covers, then the mark goes):
- *   - a clear over or under it (a bit cannot undo a mark);
+ *   - a clear under it (a bit cannot undo a mark), or over it for some
+ *     owners only (a recursive clear for all just drops it);
  *   - a directory moved across its edge (rename, trash, restore): one
  *     leaving takes the flags with it on its own names; one entering
  *     would look flagged, so the mark is written out whole first;
@@ -427,6 +428,47 @@ static int flag_edge(struct node *dir, struct edge *e, void *arg)
 	return 0;
 }
 
+/*
+ * A recursive clear for all owners of name @top in @dir. The marks over
+ * @dir flag names outside the tree too, so they are written out (a walk
+ * of theirs); those under it flag only names the clear clears, so they
+ * just go; and names below with no bit of their own (all of them, in a
+ * tree only a mark flagged) need no walk: O(marks) for the tree a
+ * recursive set marked, 17 M names took 0.3-1 s with the loop held when
+ * the mark was written out and then cleared name by name. Returns at
+ * most the names it unflagged.
+ */
+static int64_t clear_tree(struct ns *ns, struct node *dir, struct edge *top)
+{
+	struct flag_walk w = { ns, false, NS_ANY_OWNER, 0 };
+	struct node *sub = top->child;
+	struct edge **stack = NULL;
+	int rc = settle_touching(ns, dir, NULL);
+	bool walk;
+
+	if (rc < 0)
+		return rc;
+	/* Marks neither set nor clear a name's own bit. */
+	walk = ns_tree_plain(sub) != ns_tree_names(sub);
+	if (walk && !(stack = nsi_walk_stack(sub)))
+		return -ENOMEM; /* before anything changed */
+	for (unsigned i = 0; i < ns->nsnapmarks;) {
+		if (mark_under(&ns->snapmarks[i], sub)) {
+			w.changed +=
+				(int64_t)ns_tree_plain(ns->snapmarks[i].dir);
+			mark_drop(ns, i);
+		} else {
+			i++;
+		}
+	}
+	w.changed += (top->flags & EDGE_SNAPSHOT) != 0;
+	ns_edge_flag(dir, top, false);
+	if (walk)
+		nsi_walk(sub, stack, flag_edge, &w);
+	free(stack);
+	return w.changed;
+}
+
 int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
 		     size_t len, bool snapshot, bool recursive, int64_t owner,
 		     uint64_t below)
@@ -440,6 +482,8 @@ int64_t ns_set_eattr(struct ns *ns, struct node *dir, const char *name,
 		return -ENOENT;
 	sub = top->child;
 	recursive = recursive && S_ISDIR(sub->mode);
+	if (!snapshot && recursive && owner == NS_ANY_OWNER)
+		return clear_tree(ns, dir, top);
 	/* A clear is a bit, which a mark over it would overrule. */
 	if (!snapshot) {
 		rc = settle_touching(ns, dir, recursive ? sub : NULL);
