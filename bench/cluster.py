@@ -126,6 +126,14 @@ def _cmd(args):
         return None
 
 
+def build_commit(build):
+    """The commit @build was configured from (its source tree's HEAD),
+    for results that compare builds of other trees."""
+    with open(os.path.join(build, "meson-info", "meson-info.json")) as f:
+        src = json.load(f)["directories"]["source"]
+    return _cmd(["git", "-C", src, "rev-parse", "HEAD"])
+
+
 def write_result(result, build, out):
     """@result with the run's context() as JSON in @out; say where."""
     result["context"] = context(build)

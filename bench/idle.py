@@ -15,7 +15,6 @@ and the CPU time what each wake-up costs. Needs perf (linux-perf).
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -45,14 +44,6 @@ def perf_stat(pid, seconds):
     return counts
 
 
-def source_commit(build):
-    """The commit @build was configured from (its source tree's HEAD)."""
-    with open(os.path.join(build, "meson-info", "meson-info.json")) as f:
-        src = json.load(f)["directories"]["source"]
-    return subprocess.run(["git", "-C", src, "rev-parse", "HEAD"],
-                          capture_output=True, text=True).stdout.strip()
-
-
 def one(build, mounts, seconds):
     c = cluster.Cluster(build=build).start()
     try:
@@ -62,7 +53,7 @@ def one(build, mounts, seconds):
         counts = perf_stat(c.records["master"]["pid"], seconds)
     finally:
         c.stop()
-    return {"build": build, "commit": source_commit(build),
+    return {"build": build, "commit": cluster.build_commit(build),
             "mounts": mounts, "seconds": seconds,
             "context_switches": counts["context-switches"],
             "cpu_ms": counts["task-clock"]}
