@@ -10,7 +10,8 @@ host and one in a client machine, and each of `sweepfs status`,
 `seteattr -f snapshot -r d0`, `deleattr -f snapshot -r d0` and
 `geteattr d0` run R times (7) from the host and from the client machine,
 timed as a user meets them: the whole process, and from the machine
-`ip netns exec` with it (timed on its own too). A command whose cost grows
+`nsenter --net` with it, as bench/seed.py runs its tools (timed on its
+own too). A command whose cost grows
 with the tree shows it here at 34 M files (issue 29: the snapshot flag
 and its clear in O(1)), beside one that does not (status). Needs root;
 N files take ~150 B each of the master's memory.
@@ -27,8 +28,8 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster  # noqa: E402
-import machines  # noqa: E402
 import seed  # noqa: E402
+import swcluster  # noqa: E402
 
 COMMANDS = (("status", ()),
             ("seteattr", ("-f", "snapshot", "-r", "{d0}")),
@@ -69,14 +70,14 @@ def one_build(build, n, runs, net):
         where = {"host": (None, cl.mount_extra("c-host")),
                  "machine": (client, cl.mount_extra(
                      "c-machine", net=seed.machine_net(net, "c0")))}
-        r["netns_exec"] = stats(timed(machines.in_netns(client, ["true"]),
-                                      runs))
+        r["enter_machine"] = stats(timed(
+            swcluster.in_netns(client, ["true"]), runs))
         for label, (ns, mnt) in where.items():
             for name, args in COMMANDS:
                 argv = [cl.bins.tool, "-m", cl.address, name] + [
                     a.format(d0=os.path.join(mnt, "d0")) for a in args]
                 if ns:
-                    argv = machines.in_netns(ns, argv)
+                    argv = swcluster.in_netns(ns, argv)
                 s = stats(timed(argv, runs))
                 r["commands"]["%s %s" % (label, name)] = s
                 print("%s %-8s %-9s median %6.1f ms, min %6.1f, max %6.1f"
