@@ -400,11 +400,32 @@ def bounded(argv, limit):
     return False
 
 
+# --strace-tools DIR: each tool run's calls that wait, and its process
+# start, written to DIR (one file a run, the harness's own time at the
+# end): where a tool run's wall time goes. strace slows what it traces.
+STRACE_DIR = None
+STRACE_CALLS = ("execve,connect,poll,read,sendto,getxattr,openat,"
+                "newfstatat,exit_group")
+
+
 def tool(cl, net, *args):
     """`sweepfs -m MASTER ARGS`, run in the network namespace file @net
     (None: here), as a client machine runs it."""
-    swcluster.run(swcluster.in_netns(net, [cl.bins.tool, "-m", cl.address] +
-                                     list(args)), timeout=600)
+    argv = [cl.bins.tool, "-m", cl.address] + list(args)
+    out = None
+    if STRACE_DIR:
+        # Named by when it ran (the methods run in children of their own).
+        out = os.path.join(STRACE_DIR, "%.6f-%s.txt" % (time.time(),
+                                                        args[0]))
+        argv = ["strace", "-f", "-tt", "-T", "--seccomp-bpf", "-e",
+                "trace=" + STRACE_CALLS, "-o", out] + argv
+    t0 = time.time()
+    swcluster.run(swcluster.in_netns(net, argv), timeout=600)
+    if out:
+        with open(out, "a") as f:
+            f.write("# harness: started at %.6f (%s), took %.3f ms\n" % (
+                t0, time.strftime("%H:%M:%S", time.localtime(t0)),
+                (time.time() - t0) * 1e3))
 
 
 def delete_one(method, cl, path, removeall, net, limit=None):
@@ -995,8 +1016,15 @@ def main():
                     help="copy the master's log of each size into DIR "
                     "(with --set log_level=debug: why each delegation was "
                     "refused)")
+    ap.add_argument("--strace-tools", metavar="DIR",
+                    help="run each admin tool under strace, its trace in "
+                    "DIR: where the time of flag, rmsnapshot and rmr goes")
     ap.add_argument("--out", help="JSON result file")
     a = ap.parse_args()
+    if a.strace_tools:
+        global STRACE_DIR
+        os.makedirs(a.strace_tools, exist_ok=True)
+        STRACE_DIR = a.strace_tools
     a.in_place = a.in_place or a.via_mount
     methods = [m for m in a.methods.split(",") if m]
     for m in methods:
