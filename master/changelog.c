@@ -534,6 +534,8 @@ int changelog_open(uv_loop_t *loop, const struct changelog_opts *o,
 	snprintf(cl->dir, sizeof(cl->dir), "%s", o->dir);
 	cl->o.dir = cl->dir;
 	cl->last = cl->written_ver = cl->durable = cl->synced = last;
+	/* periodic_ver stays 0: records a crashed master wrote but did not
+	 * sync are synced once, an interval after the start. */
 	cl->sync_req = cl->handed_ver = last;
 	cl->fd = seg_create(cl->dir, last + 1);
 	if (cl->fd < 0) {
