@@ -1251,7 +1251,8 @@ static pthread_t test_thread;
  * before one fails; -1: none fails. */
 static atomic_int fdatasync_here_after = -1;
 
-static atomic_bool fdatasync_held; /* the thread's wait while set */
+static atomic_bool fdatasync_held;	 /* the thread's wait while set */
+static atomic_uint fdatasync_held_calls; /* calls that came to wait */
 static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
 
@@ -1297,6 +1298,9 @@ int __real_fdatasync(int fd);
 int __wrap_fdatasync(int fd);
 int __wrap_fdatasync(int fd)
 {
+	if (atomic_load(&fdatasync_held) &&
+	    !pthread_equal(pthread_self(), test_thread))
+		atomic_fetch_add(&fdatasync_held_calls, 1);
 	held_here(&fdatasync_held);
 	if (pthread_equal(pthread_self(), test_thread) &&
 	    atomic_load(&fdatasync_here_after) >= 0 &&
@@ -1636,20 +1640,32 @@ static void test_changelog_append_from_on_durable(void **state)
 static void test_changelog_sync_not_behind_fallocate(void **state)
 {
 	struct fixture *f = *state;
+	unsigned held = atomic_load(&fdatasync_held_calls);
 	uint64_t v;
+	int i;
 
 	test_thread = pthread_self();
 	cl_open(f, CL_SYNC_ALWAYS, 0);
 	append_range(f, 1, 2);
 	wait_durable(f, 2);
 	/* One pass held in its fdatasync; the records after it want both
-	 * an fdatasync and (5 MiB: past the preallocation) a fallocate. */
+	 * an fdatasync and (5 MiB: past the preallocation) a fallocate.
+	 * Each step waits for the one before: a pass that began before
+	 * the records were written would sync fewer, and then wait in
+	 * the held fallocate (it did under load, 2 runs in 60). */
 	hold(&fdatasync_held, true);
 	append_range(f, 3, 3);
-	usleep(20 * 1000);
+	for (i = 0; i < 10000 && atomic_load(&fdatasync_held_calls) == held;
+	     i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&fdatasync_held_calls), held + 1);
 	for (v = 4; v < 4 + 80; v++)
 		append_big(f, v, 64 << 10);
 	changelog_flush(f->cl);
+	/* Written (append_big() records no payload to check). */
+	for (i = 0; i < 10000 && seg_size(f, 1) < 80LL * (64 << 10); i++)
+		usleep(1000);
+	assert_true(seg_size(f, 1) >= 80LL * (64 << 10));
 	hold(&fallocate_held, true);
 	hold(&fdatasync_held, false);
 	wait_durable(f, v - 1); /* with the fallocate still held */
