@@ -11,10 +11,10 @@ host and one in a client machine, and each of `sweepfs status`,
 `geteattr d0` run R times (7) from the host and from the client machine,
 timed as a user meets them: the whole process, and from the machine
 `nsenter --net` with it, as bench/seed.py runs its tools (timed on its
-own too). A command whose cost grows
-with the tree shows it here at 34 M files (issue 29: the snapshot flag
-and its clear in O(1)), beside one that does not (status). Needs root;
-N files take ~150 B each of the master's memory.
+own too). A command whose cost grows with the tree shows it here at 34 M
+files (issue 29: the snapshot flag and its clear in O(1)), beside one
+that does not (status). Needs root; N files take ~150 B each of the
+master's memory.
 """
 
 import argparse
@@ -62,7 +62,8 @@ def one_build(build, n, runs, net):
     os.makedirs(data)
     print("%s: seeding %d files" % (build, n), file=sys.stderr, flush=True)
     seed_s = seed.seed_checkpoint(build, data, n)
-    r = {"build": build, "seed_s": seed_s, "commands": {}}
+    r = {"build": build, "commit": cluster.build_commit(build),
+         "seed_s": seed_s, "commands": {}}
     try:
         cl.start()
         r["start"] = seed.master_start(cl.records["master"]["log"])
@@ -110,8 +111,6 @@ def main():
         runs = [one_build(b, a.n, a.runs, net) for b in builds]
     finally:
         net.destroy(log=lambda msg: print(msg, file=sys.stderr))
-    for r in runs:
-        r["commit"] = cluster.build_commit(r["build"])
     cluster.write_result({"benchmark": "toolcost", "n": a.n,
                           "builds": runs}, builds[-1], a.out)
 

@@ -277,7 +277,8 @@ static void *sync_main(void *arg)
 			next_periodic = now + interval_ns;
 		fd = cl->fd;
 		ver = cl->sync_req;
-		covers = cl->written_ver; /* in fd, as it is written */
+		/* In fd; a rotation waits until the pass is done. */
+		covers = cl->written_ver;
 		from = cl->alloc_end;
 		len = cl->alloc_want - cl->alloc_end;
 		cl->busy = true;
@@ -295,7 +296,7 @@ static void *sync_main(void *arg)
 			 * lag must not wait for either. */
 			pthread_mutex_lock(&cl->mu);
 			synced(cl, want_sync, ver, src, sync_ns);
-			if (periodic && src == 0 && covers > cl->periodic_ver)
+			if (periodic && src == 0)
 				cl->periodic_ver = covers;
 			pthread_mutex_unlock(&cl->mu);
 			uv_async_send(&cl->async);

@@ -312,16 +312,28 @@ bool ns_tree_flagged(struct ns *ns, struct node *root)
 	return ns_tree_plain(root) == 0;
 }
 
+/* Drop the marks on directory @top or under it; at most how many names
+ * they flagged. */
+static uint64_t marks_drop_under(struct ns *ns, const struct node *top)
+{
+	uint64_t flagged = 0;
+
+	for (unsigned i = 0; i < ns->nsnapmarks;) {
+		if (mark_under(&ns->snapmarks[i], top)) {
+			flagged += ns_tree_plain(ns->snapmarks[i].dir);
+			mark_drop(ns, i);
+		} else {
+			i++;
+		}
+	}
+	return flagged;
+}
+
 /* A recursive set for all owners on directory @top: a mark. Marks under
  * it say less than it does and go. -ENOSPC: no room (walk instead). */
 static int mark_add(struct ns *ns, struct node *top, uint64_t below)
 {
-	for (unsigned i = 0; i < ns->nsnapmarks;) {
-		if (mark_under(&ns->snapmarks[i], top))
-			mark_drop(ns, i);
-		else
-			i++;
-	}
+	marks_drop_under(ns, top);
 	if (ns->nsnapmarks == NS_SNAPMARKS)
 		return -ENOSPC;
 	ns->snapmarks[ns->nsnapmarks++] =
@@ -452,15 +464,7 @@ static int64_t clear_tree(struct ns *ns, struct node *dir, struct edge *top)
 	walk = ns_tree_plain(sub) != ns_tree_names(sub);
 	if (walk && !(stack = nsi_walk_stack(sub)))
 		return -ENOMEM; /* before anything changed */
-	for (unsigned i = 0; i < ns->nsnapmarks;) {
-		if (mark_under(&ns->snapmarks[i], sub)) {
-			w.changed +=
-				(int64_t)ns_tree_plain(ns->snapmarks[i].dir);
-			mark_drop(ns, i);
-		} else {
-			i++;
-		}
-	}
+	w.changed = (int64_t)marks_drop_under(ns, sub);
 	w.changed += (top->flags & EDGE_SNAPSHOT) != 0;
 	ns_edge_flag(dir, top, false);
 	if (walk)
