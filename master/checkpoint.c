@@ -26,6 +26,10 @@
  *            NS_UNNAMED_MAX)
  *   'C'      16 bytes: the cluster's identity (format 6; one record, or
  *            none before the first master led)
+ *   'M'      u64 dir ino u64 below u64 fresh: a mark of the snapshot
+ *            flag (struct ns_snapmark; format 8, after the 'D' records,
+ *            whose flags are then each name's own bit; before, the
+ *            marks were written out on the names)
  *   'Z'      u64 records u32 crc32c(everything before the crc)
  *
  * All 'N' records come before any 'K', those before any 'F' and 'D', so
@@ -64,7 +68,10 @@
  * orphans (3, without them, still loads). 5: 'R' records (replies.h).
  * 6: each change in an 'R' record with its request's digest, and a 'C'
  * record (the cluster's identity). 7: an 'H' record (chunk ids named). */
-#define CP_FORMAT 7u
+#define CP_FORMAT 8u
+/* 8: 'M' records, written only when there are marks: a checkpoint
+ * without them stays 7, which the builds before read. */
+#define CP_FORMAT_NO_MARKS 7u
 #define IOBUF (1u << 20)
 /* The smallest record counted in the header: a chunk's (tag, id,
  * version); a node's is 61 bytes, an xattr set's 14. */
@@ -92,7 +99,6 @@
 #define SYNC_STEP (8u << 20)
 
 struct writer {
-	const struct ns *ns; /* for the snapshot flag's marks */
 	int fd;
 	uint8_t *buf;
 	size_t len;
@@ -342,13 +348,11 @@ static int write_dir(void *elem, void *arg)
 {
 	const struct node *n = elem;
 	struct writer *w = arg;
-	uint64_t below; /* names below this id are flagged by a mark */
 	uint8_t *p;
 
 	if (!S_ISDIR(n->mode) ||
 	    (n->u.dir->nentries == 0 && !n->u.dir->trashtime))
 		return 0;
-	below = ns_snap_below(w->ns, n);
 	w_u8(w, 'D');
 	w_u64(w, n->ino);
 	w_u64(w, n->u.dir->nentries);
@@ -359,9 +363,7 @@ static int write_dir(void *elem, void *arg)
 		p = w_room(w, EDGE_MAX);
 		p = put_u64(p, e->id);
 		p = put_u64(p, e->child->ino);
-		p = put_u8(p, (e->flags & EDGE_SNAPSHOT) || e->id < below ?
-				      EDGE_SNAPSHOT :
-				      0);
+		p = put_u8(p, e->flags & EDGE_SNAPSHOT); /* marks: 'M' */
 		p = put_u8(p, e->namelen);
 		memcpy(p, e->name, e->namelen);
 		w_done(w, p + e->namelen);
@@ -507,7 +509,7 @@ void checkpoint_name(char *buf, size_t len, const char *dir, uint64_t version)
 static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 {
 	char tmp[4200];
-	struct writer w = { .ns = ns, .fd = -1 };
+	struct writer w = { .fd = -1 };
 	struct xattr_walk xw = { ns, &w };
 	struct by_ino order;
 	uint8_t crcbuf[4];
@@ -523,7 +525,7 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 		goto out_free;
 	}
 	w_bytes(&w, CP_MAGIC, 4);
-	w_u32(&w, CP_FORMAT);
+	w_u32(&w, ns->nsnapmarks ? CP_FORMAT : CP_FORMAT_NO_MARKS);
 	w_u64(&w, version);
 	w_u64(&w, ns->next_ino);
 	w_u64(&w, ns->next_edge);
@@ -538,6 +540,13 @@ static int write_tmp(const struct ns *ns, const char *dir, uint64_t version)
 	ns_intents_foreach(ns, write_intent, &w);
 	each_node(ns, &order, write_slots, &w);
 	each_node(ns, &order, write_dir, &w);
+	for (unsigned i = 0; i < ns->nsnapmarks; i++) {
+		w_u8(&w, 'M');
+		w_u64(&w, ns->snapmarks[i].dir->ino);
+		w_u64(&w, ns->snapmarks[i].below);
+		w_u64(&w, ns->snapmarks[i].fresh);
+		w.records++;
+	}
 	each_node(ns, &order, write_xattrs, &xw);
 	free(order.v);
 	for (const struct purge_root *pr = ns->purge_head; pr; pr = pr->next) {
@@ -1048,6 +1057,41 @@ static int load_purge(struct ns *ns, struct reader *r)
 	return nsi_purge_add(ns, n, id, left) ? -ENOMEM : 0;
 }
 
+/* The snapshot flag's marks, set once every name is loaded (a mark
+ * counts the unflagged names added under it). */
+struct marks {
+	struct {
+		uint64_t ino, below, fresh;
+	} m[NS_SNAPMARKS];
+	unsigned n;
+};
+
+/* A mark names no edge id not yet handed out (@next_edge: the
+ * header's). */
+static int load_mark(struct marks *ms, struct reader *r, uint64_t next_edge)
+{
+	uint64_t ino, below, fresh;
+
+	if (r_u64(r, &ino) || r_u64(r, &below) || r_u64(r, &fresh) ||
+	    below > next_edge || ms->n == NS_SNAPMARKS)
+		return -EUCLEAN;
+	ms->m[ms->n].ino = ino;
+	ms->m[ms->n].below = below;
+	ms->m[ms->n++].fresh = fresh;
+	return 0;
+}
+
+static int set_marks(struct ns *ns, const struct marks *ms)
+{
+	for (unsigned i = 0; i < ms->n; i++) {
+		struct node *n = ns_get(ns, ms->m[i].ino);
+
+		if (!n || nsi_snap_load(ns, n, ms->m[i].below, ms->m[i].fresh))
+			return -EUCLEAN;
+	}
+	return 0;
+}
+
 static int load_trash(struct ns *ns, struct reader *r)
 {
 	uint64_t id, ino, parent, deleted, expires, nodes;
@@ -1123,6 +1167,7 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	uint64_t version, next_ino, next_edge, next_chunk, records = 0, want;
 	uint64_t counts[4] = { 0 }; /* nodes, chunks, xattr sets, orphans */
 	struct byino b = { NULL, 0 };
+	struct marks marks = { .n = 0 };
 	uint32_t format, crc_file, crc_calc;
 	struct stat st;
 	char magic[4];
@@ -1206,6 +1251,10 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 		case 'C':
 			rc = load_cluster_id(ns, &r);
 			break;
+		case 'M':
+			rc = format >= 8 ? load_mark(&marks, &r, next_edge) :
+					   -EUCLEAN;
+			break;
 		default:
 			rc = -EUCLEAN;
 		}
@@ -1224,6 +1273,8 @@ static int load_file(struct ns *ns, const char *path, uint64_t expect)
 	}
 	if (rc == 0)
 		rc = ns_load_finish(ns) ? -EUCLEAN : 0;
+	if (rc == 0)
+		rc = set_marks(ns, &marks);
 	if (rc == 0) {
 		if (next_ino > ns->next_ino)
 			ns->next_ino = next_ino;

@@ -141,6 +141,12 @@ void nsi_snap_removed(struct ns *ns, struct dir *d, const struct edge *e);
 void nsi_snap_gone(struct ns *ns, struct node *dir, bool below);
 int nsi_snap_moving(struct ns *ns, struct node *sub, struct node *from,
 		    struct node *to);
+/* A checkpoint's mark (checkpoint.c, after the names): directory @dir,
+ * names below edge id @below flagged, @fresh added unflagged since.
+ * -EUCLEAN: not a directory, one already marked, or more than
+ * NS_SNAPMARKS (what a running master never holds). */
+int nsi_snap_load(struct ns *ns, struct node *dir, uint64_t below,
+		  uint64_t fresh);
 
 /* Queue the detached directory @root as purge @id of @total nodes. */
 int nsi_purge_add(struct ns *ns, struct node *root, uint64_t id,

@@ -187,12 +187,15 @@ int ns_xattr_foreach(const struct ns *ns, const struct node *n,
  * for a tree under a mark, whether no unflagged name was added under
  * the mark since (fresh, counted as names are added and removed; a tree
  * removed whole is not counted out, which errs towards writing the mark
- * out). A checkpoint and a snapshot's
- * image write each name's flag as marks and bit say, so marks are a
- * running master's only: replay sets them again from the changelog,
- * whose records carry the leader's edge id (a follower gets the same
- * marks). Settling is the same on every master whenever it happens,
- * since what is flagged does not change.
+ * out). A checkpoint keeps the marks as they are ('M' records beside
+ * each name's own bit), so a master started from it, or a follower that
+ * caught up from it, holds the marks the writer held: a recursive clear
+ * after a restart is still O(marks), where it walked 17 M names with
+ * the loop held when the checkpoint wrote the marks out. Replay sets
+ * them again from the changelog, whose records carry the leader's edge
+ * id (a follower gets the same marks). A snapshot's image writes each
+ * name's flag as marks and bit say. Settling is the same on every
+ * master whenever it happens, since what is flagged does not change.
  */
 
 static bool mark_covers(const struct ns_snapmark *m, const struct node *dir)
@@ -338,6 +341,20 @@ static int mark_add(struct ns *ns, struct node *top, uint64_t below)
 		return -ENOSPC;
 	ns->snapmarks[ns->nsnapmarks++] =
 		(struct ns_snapmark){ .dir = top, .below = below };
+	return 0;
+}
+
+int nsi_snap_load(struct ns *ns, struct node *dir, uint64_t below,
+		  uint64_t fresh)
+{
+	if (!S_ISDIR(dir->mode) || ns->nsnapmarks == NS_SNAPMARKS)
+		return -EUCLEAN;
+	for (unsigned i = 0; i < ns->nsnapmarks; i++)
+		if (ns->snapmarks[i].dir == dir)
+			return -EUCLEAN;
+	ns->snapmarks[ns->nsnapmarks++] = (struct ns_snapmark){
+		.dir = dir, .below = below, .fresh = fresh
+	};
 	return 0;
 }
 

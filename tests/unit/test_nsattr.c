@@ -9,7 +9,8 @@
  * them all, which is what shows the count can fail. The rest checks that
  * a mark means what the walk meant: every name then flagged, names made
  * later not, a clear, a directory renamed across the mark's edge, a
- * snapshot copy, the trash, a checkpoint and the changelog's replay.
+ * snapshot copy, the trash, a checkpoint (which keeps them) and the
+ * changelog's replay.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -25,6 +26,7 @@
 
 #include "buf.h"
 #include "checkpoint.h"
+#include "crc32c.h"
 #include "hash.h"
 #include "mutation.h"
 #include "namespace.h"
@@ -349,28 +351,124 @@ static void test_rename_across_mark(void **state)
 	assert_false(ns_tree_flagged(&f->ns, top));
 }
 
-/* A checkpoint holds what the marks say, as bits. */
-static void test_checkpoint_writes_marks(void **state)
+/* @path's bytes, read whole; *@len their number. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	uint8_t *p;
+	long n;
+
+	assert_non_null(fp);
+	assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+	n = ftell(fp);
+	assert_true(n > 0);
+	rewind(fp);
+	p = malloc((size_t)n);
+	assert_non_null(p);
+	assert_int_equal(fread(p, 1, (size_t)n, fp), (size_t)n);
+	fclose(fp);
+	*len = (size_t)n;
+	return p;
+}
+
+/* Write @p back to @path with its crc (the last 4 bytes) made right. */
+static void spill(const char *path, uint8_t *p, size_t len)
+{
+	uint32_t crc = sw_crc32c(0, p, len - 4);
+	FILE *fp = fopen(path, "wb");
+
+	for (int i = 0; i < 4; i++)
+		p[len - 4 + i] = (uint8_t)(crc >> (8 * i));
+	assert_non_null(fp);
+	assert_int_equal(fwrite(p, 1, len, fp), len);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* Where 'M' u64 @ino u64 @below sits in @p, or 0. */
+static size_t find_mark(const uint8_t *p, size_t len, uint64_t ino,
+			uint64_t below)
+{
+	uint8_t want[17] = { 'M' };
+
+	for (int i = 0; i < 8; i++) {
+		want[1 + i] = (uint8_t)(ino >> (8 * i));
+		want[9 + i] = (uint8_t)(below >> (8 * i));
+	}
+	for (size_t i = 0; i + sizeof(want) <= len; i++)
+		if (memcmp(p + i, want, sizeof(want)) == 0)
+			return i;
+	return 0;
+}
+
+/*
+ * A checkpoint keeps the marks as marks (format 8) and each name its own
+ * bit: loaded, the same names are flagged, the name made after the flag
+ * still keeps rmsnapshot off the tree, and a recursive clear visits
+ * nothing, as before the restart (the checkpoint wrote the marks out on
+ * 17 M names, and the first clear after a restart walked them all with
+ * the loop held). A mark on a directory in the trash comes back too.
+ */
+static void test_checkpoint_keeps_marks(void **state)
 {
 	struct fixture *f = *state;
-	struct node *top = mk_tree(f, "tree", 1000), *again;
+	struct node *top = mk_tree(f, "tree", 1000), *other, *again;
+	const struct ns_snapmark *mark = NULL;
+	struct costs before;
 	struct ns b;
-	uint64_t version;
-	char dir[256];
+	uint64_t version, below;
+	char dir[256], path[512];
+	uint8_t *data;
+	size_t len, at;
 
+	below = f->ns.next_edge;
 	assert_true(set_r(&f->ns, f->ns.root, "tree") >= 0);
 	unit_mk(&f->ns, top, "late", S_IFREG | 0644, ++f->now);
+	other = mk_tree(f, "other", 10);
+	assert_true(set_r(&f->ns, other, "d1") >= 0);
+	assert_int_equal(ns_trash_detach(&f->ns, other, "d1", 2, 1,
+					 f->now + 100, f->now),
+			 0);
+	assert_int_equal(f->ns.nsnapmarks, 2);
 	assert_int_equal(unit_mkdtemp(dir, sizeof(dir), "nsattr"), 0);
 	assert_int_equal(checkpoint_write(&f->ns, dir, 7), 0);
 	assert_int_equal(ns_init(&b, 0), 0);
 	assert_int_equal(checkpoint_load(&b, dir, &version), 0);
 	assert_int_equal(version, 7);
-	assert_int_equal(b.nsnapmarks, 0);
+	assert_int_equal(b.nsnapmarks, 2);
 	again = ns_lookup(&b, b.root, "tree", 4)->child;
 	assert_int_equal(count_flags(&b, again).flagged, 1000 + 2 + 8);
-	assert_int_equal(ns_tree_plain(again), 1); /* "late" */
+	assert_int_equal(ns_tree_plain(again), 1000 + 2 + 8 + 1);
 	assert_false(flagged(&b, again, "late"));
+	/* The mark as it was: rmsnapshot still counts "late" against it. */
+	for (unsigned i = 0; i < b.nsnapmarks; i++)
+		if (b.snapmarks[i].dir == again)
+			mark = &b.snapmarks[i];
+	assert_non_null(mark);
+	assert_int_equal(mark->below, below);
+	assert_int_equal(mark->fresh, 1);
+	assert_int_equal(count_flags(&b, ns_trash_find(&b, 1)->node).flagged,
+			 5 + 8);
+	before = costs_of(&b);
+	assert_true(ns_set_eattr(&b, b.root, "tree", 4, false, true,
+				 NS_ANY_OWNER, 0) >= 0);
+	assert_int_equal(costs_of(&b).walked, before.walked);
+	assert_int_equal(costs_of(&b).settled, before.settled);
+	assert_int_equal(count_flags(&b, again).flagged, 0);
 	ns_release(&b);
+
+	/* The file: format 8; a mark naming a file is corruption. */
+	snprintf(path, sizeof(path), "%s/checkpoint.%020d", dir, 7);
+	data = slurp(path, &len);
+	assert_int_equal(data[4], 8);
+	at = find_mark(data, len, top->ino, below);
+	assert_true(at > 0);
+	data[at + 1] = (uint8_t)ns_lookup(&f->ns, top, "late", 4)->child->ino;
+	assert_int_equal(data[at + 2], 0); /* the inode fits a byte */
+	spill(path, data, len);
+	assert_int_equal(ns_init(&b, 0), 0);
+	assert_int_equal(checkpoint_load(&b, dir, &version), -EUCLEAN);
+	ns_release(&b);
+	free(data);
 	unit_rm_rf(dir);
 }
 
@@ -493,7 +591,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rename_across_mark, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_checkpoint_writes_marks,
+		cmocka_unit_test_setup_teardown(test_checkpoint_keeps_marks,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_sets_the_same_mark,
 						setup, teardown),
