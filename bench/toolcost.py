@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What an admin command costs against a master holding N files.
 
-    bench/toolcost.py [-n N] [--build B]... [--runs R] [--out FILE]
+    bench/toolcost.py [-n N] [--build B]... [--runs R] [--restarts K]
+                      [--out FILE]
 
 For each build B in turn: a checkpoint of N empty files in two
 directories is seeded (bench/nsbench.c, as bench/seed.py does), its master
@@ -13,8 +14,13 @@ timed as a user meets them: the whole process, and from the machine
 `nsenter --net` with it, as bench/seed.py runs its tools (timed on its
 own too). A command whose cost grows with the tree shows it here at 34 M
 files (issue 29: the snapshot flag and its clear in O(1)), beside one
-that does not (status). Needs root; N files take ~150 B each of the
-master's memory.
+that does not (status). Then, K times (--restarts, 3; 0: none), the
+flag is set, the master stopped cleanly (it writes a checkpoint) and
+started again, and the first clear after the start timed from the host,
+with the names the master's walks visited for it (`status`: the
+checkpoint wrote the flag's mark out on every name before 2026-12-03,
+and that clear walked them all with the loop held). Needs root; N files
+take ~150 B each of the master's memory.
 """
 
 import argparse
@@ -52,7 +58,36 @@ def stats(ms):
             "max_ms": max(ms), "runs_ms": ms}
 
 
-def one_build(build, n, runs, net):
+def walked(cl):
+    """Names the snapshot flag's walks visited since the master started."""
+    return cl.info()["snapflag_walked"]
+
+
+def clear_after_restart(cl, d0, k):
+    """@k times: the flag on @d0, a clean stop and start, then the clear
+    timed (ms) with what it walked."""
+    out = []
+    for i in range(k):
+        cl.tool("seteattr", "-f", "snapshot", "-r", d0)
+        marks = cl.info()["snapflag_marks"]
+        t0 = time.perf_counter()
+        swcluster.Cluster.stop(cl, "master", timeout=600)
+        stop_s = time.perf_counter() - t0
+        cl.start_master()
+        start = seed.master_start(cl.records["master"]["log"])
+        w0 = walked(cl)
+        ms = timed([cl.bins.tool, "-m", cl.address, "deleattr", "-f",
+                    "snapshot", "-r", d0], 1)[0]
+        r = {"ms": ms, "walked": walked(cl) - w0, "marks_before": marks,
+             "stop_s": stop_s, "start": start}
+        print("  restart %d: stopped in %.1f s, up in %.1f s; clear %.1f ms,"
+              " %d names walked" % (i + 1, stop_s, start.get("seconds", 0),
+                                   ms, r["walked"]), flush=True)
+        out.append(r)
+    return out
+
+
+def one_build(build, n, runs, net, restarts=0):
     kw = {"netns": net.netns("srv"), "host": net.address("srv"),
           "port": seed.MASTER_PORT,
           "mount_net": seed.machine_net(net, "main")}
@@ -85,6 +120,9 @@ def one_build(build, n, runs, net):
                       % (os.path.basename(os.path.dirname(build)) or build,
                          label, name, s["median_ms"], s["min_ms"],
                          s["max_ms"]), flush=True)
+        if restarts:
+            r["clear_after_restart"] = clear_after_restart(
+                cl, os.path.join(where["host"][1], "d0"), restarts)
     finally:
         cl.stop()
     return r
@@ -97,6 +135,8 @@ def main():
     ap.add_argument("--build", action="append",
                     help="build directory (repeat to compare; ./build)")
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--restarts", type=int, default=3,
+                    help="clean restarts, each followed by a timed clear")
     ap.add_argument("--subnet", default=seed.DEFAULT_SUBNET)
     ap.add_argument("--out", default="toolcost.json")
     a = ap.parse_args()
@@ -108,7 +148,7 @@ def main():
     net = seed.make_machines(types.SimpleNamespace(in_place=True, k=1,
                                                    subnet=a.subnet))
     try:
-        runs = [one_build(b, a.n, a.runs, net) for b in builds]
+        runs = [one_build(b, a.n, a.runs, net, a.restarts) for b in builds]
     finally:
         net.destroy(log=lambda msg: print(msg, file=sys.stderr))
     cluster.write_result({"benchmark": "toolcost", "n": a.n,
