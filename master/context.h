@@ -32,6 +32,7 @@
 /* The handlers' state, each its module's (handlers.h): struct master
  * only points to it, so that this header needs none of theirs. */
 struct background;
+struct sw_prefault;
 struct csrv_table;
 struct data_state;
 struct health;
@@ -158,7 +159,10 @@ struct master {
 			       * while there are any: master_wait_arm() */
 	int64_t polled_at;	 /* server_answers_seen() */
 	uv_timer_t resize_timer; /* hash tables growing: every 10 ms */
-	uv_idle_t idle;		 /* background steps while there is work */
+	/* Faults the slab's next region in on another core, so that the
+	 * loop never zeroes a fresh 2 MiB itself (slab_prefault_next()). */
+	struct sw_prefault *prefault;
+	uv_idle_t idle; /* background steps while there is work */
 	uv_signal_t sig[4];
 	int lock_fd; /* flock on data_dir/lock */
 

@@ -37,6 +37,7 @@
 #include "mutation.h"
 #include "net.h"
 #include "util.h"
+#include "prefault.h"
 #include "slab.h"
 #include "child.h"
 #include "htab.h"
@@ -824,6 +825,8 @@ int master_start(struct master *m, uv_loop_t *loop)
 	rc = load_metadata(m);
 	if (rc < 0)
 		return rc;
+	m->prefault = sw_prefault_start();
+	slab_prefault_next(m->prefault);
 	csrvs_init(m);
 	rc = delegs_new(m);
 	if (rc < 0)
@@ -985,6 +988,9 @@ void master_release(struct master *m)
 	csrvs_release(m);
 	delegs_free(m);
 	group_release(m);
+	slab_prefault_next(NULL);
+	sw_prefault_stop(m->prefault);
+	m->prefault = NULL;
 	ns_release(&m->ns);
 	sw_arena_release(&m->arena);
 	master_parts_free(m);

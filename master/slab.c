@@ -43,11 +43,13 @@
  * (region_new()), so that fork() has few mappings to copy.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "prefault.h"
 #include "slab.h"
 
 #define REGION SLAB_REGION
@@ -164,24 +166,32 @@ static uint8_t *arena_next;	 /* next region of the current arena */
 static size_t arena_left;	 /* regions left in it */
 static size_t regions;		 /* regions made so far */
 
+/* The next arena, when the current one is used up: 0 or -ENOMEM. */
+static int arena_refill(void)
+{
+	size_t n = regions < ARENA_MIN ? ARENA_MIN :
+		   regions > ARENA_MAX ? ARENA_MAX :
+					 regions;
+
+	if (arena_left)
+		return 0;
+	arena_next = arena_map(n);
+	if (!arena_next) {
+		n = 1; /* the last resort: what a page needs */
+		arena_next = arena_map(n);
+	}
+	if (!arena_next)
+		return -ENOMEM;
+	arena_left = n;
+	return 0;
+}
+
 static struct slab_region *region_new(void)
 {
 	struct slab_region *r;
 
-	if (!arena_left) {
-		size_t n = regions < ARENA_MIN ? ARENA_MIN :
-			   regions > ARENA_MAX ? ARENA_MAX :
-						 regions;
-
-		arena_next = arena_map(n);
-		if (!arena_next) {
-			n = 1; /* the last resort: what a page needs */
-			arena_next = arena_map(n);
-		}
-		if (!arena_next)
-			return NULL;
-		arena_left = n;
-	}
+	if (arena_refill() < 0)
+		return NULL;
 	if (regions == all_cap) {
 		size_t cap = all_cap ? 2 * all_cap : 64;
 		struct slab_region **v = realloc(all, cap * sizeof(*v));
@@ -202,6 +212,53 @@ static struct slab_region *region_new(void)
 	return r;
 }
 
+/*
+ * The region after the one just taken, faulted in ahead (slab_prefault_next()):
+ * the helper, and the region last handed to it.
+ */
+static struct sw_prefault *next_pf;
+static uint8_t *next_asked;
+
+static void next_ahead(void)
+{
+	uint8_t *next;
+
+	/* The next arena's address space now, so that its first region
+	 * is faulted in ahead too. */
+	if (next_pf && !empty_regions)
+		arena_refill();
+	next = slab_next_region();
+
+	if (next_pf && next && next != next_asked) {
+		next_asked = next;
+		sw_prefault_ahead(next_pf, next, REGION);
+	}
+}
+
+/* A forked child has no helper thread, and its lock may be held. */
+static void next_forget(void)
+{
+	next_pf = NULL;
+}
+
+void *slab_next_region(void)
+{
+	return empty_regions ? empty_regions->base :
+	       arena_left    ? arena_next :
+			       NULL;
+}
+
+void slab_prefault_next(struct sw_prefault *pf)
+{
+	static bool atfork_ok; /* the slab is the loop's: no race here */
+
+	if (pf && !atfork_ok)
+		atfork_ok = pthread_atfork(NULL, NULL, next_forget) == 0;
+	next_pf = atfork_ok ? pf : NULL;
+	next_asked = NULL;
+	next_ahead();
+}
+
 /* The region to take a page from: one with room, an empty one, or new. */
 static struct slab_region *region_get(void)
 {
@@ -214,8 +271,10 @@ static struct slab_region *region_get(void)
 		empty_regions = r->next;
 	else
 		r = region_new();
-	if (r)
+	if (r) {
 		open_add(r);
+		next_ahead();
+	}
 	return r;
 }
 
@@ -337,9 +396,12 @@ void slab_ahead_end(void)
 {
 	/* Regions below arena_next are made (region_new()), some in use;
 	 * from it on, the range is address space faulted in for nothing. */
-	if (ahead_lo <= arena_next && arena_next < ahead_hi)
+	if (ahead_lo <= arena_next && arena_next < ahead_hi) {
 		madvise(arena_next, (size_t)(ahead_hi - arena_next),
 			MADV_DONTNEED);
+		next_asked = NULL; /* that may have been it */
+		next_ahead();
+	}
 	ahead_lo = ahead_hi = NULL;
 }
 
@@ -363,6 +425,16 @@ int slab_collapse_list(void ***out, size_t *n)
 size_t slab_idle_bytes(void)
 {
 	return 0;
+}
+
+void slab_prefault_next(struct sw_prefault *pf)
+{
+	(void)pf;
+}
+
+void *slab_next_region(void)
+{
+	return NULL;
 }
 
 bool slab_ahead(size_t bytes, void **p, size_t *len)

@@ -106,4 +106,21 @@ bool slab_ahead(size_t bytes, void **p, size_t *len);
  */
 void slab_ahead_end(void);
 
+struct sw_prefault;
+
+/*
+ * From now on, whenever objects start on a region, have @pf (prefault.h)
+ * fault the next region in on its thread (NULL: no more). The first
+ * write to a fresh region zeroes its 2 MiB: under this project's
+ * hypervisor 20-35 ms of the loop's CPU now and then (every 15,000 to
+ * 20,000 nodes made), where the other core can do it ahead. At most one
+ * region is faulted in before it is needed. A forked child forgets @pf.
+ */
+void slab_prefault_next(struct sw_prefault *pf);
+
+/* Where objects go once the regions in use are full: what
+ * slab_prefault_next() faults in (NULL: a new arena, not mapped yet, or
+ * objects malloc()ed). */
+void *slab_next_region(void);
+
 #endif
